@@ -1,0 +1,33 @@
+"""One facade for terminal output: rich on a terminal, plain when piped."""
+from __future__ import annotations
+
+import sys
+
+import click
+
+
+def err(msg: str) -> None:
+    click.echo(f"fstool: error: {msg}", err=True)
+
+
+def warn(msg: str) -> None:
+    click.echo(f"fstool: warning: {msg}", err=True)
+
+
+def console():
+    from rich.console import Console
+    return Console(highlight=False, soft_wrap=True)
+
+
+def is_tty() -> bool:
+    return sys.stdout.isatty()
+
+
+def print_fields(fields, as_json: bool) -> None:
+    """Print Field objects as ``name = value`` lines (xfs_db style) or JSON."""
+    if as_json:
+        import json
+        click.echo(json.dumps({f.name: f.value for f in fields}, ensure_ascii=False))
+        return
+    for f in fields:
+        click.echo(f"{f.name} = {f.text}")

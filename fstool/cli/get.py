@@ -1,0 +1,34 @@
+import click
+
+from .options import image_arg, open_fs
+
+
+@click.command("get")
+@click.option("--force", is_flag=True,
+              help="Extract into a non-empty directory / replace an existing file.")
+@click.option("--no-xattrs", is_flag=True, help="Do not copy extended attributes.")
+@click.option("--owners/--no-owners", default=None,
+              help="Set owners from the image (default: only when run as root).")
+@image_arg
+@click.argument("path")
+@click.argument("dest", type=click.Path())
+def cmd(force, no_xattrs, owners, image, path, dest):
+    """Extract PATH (a file or a whole tree) from IMAGE to DEST.
+
+    Modes, timestamps, symlinks, hardlinks, device nodes, fifos, sockets and
+    xattrs are kept; owners when run as root.  Nothing is ever written
+    outside DEST, whatever names the image holds.  Entries that cannot be
+    extracted are reported and make the exit status 1.
+    """
+    from ..ops.extract import Extractor
+    from .console import err, warn
+
+    with open_fs(image) as fs:
+        ex = Extractor(fs, owners=owners, xattrs=not no_xattrs)
+        stats = ex.extract(path, dest, force=force)
+    for w in stats.warnings:
+        warn(w)
+    for e in stats.errors:
+        err(e)
+    if stats.errors:
+        raise SystemExit(1)

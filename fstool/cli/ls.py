@@ -1,0 +1,49 @@
+import click
+
+from .options import image_arg, json_opt, open_fs
+
+
+@click.command("ls")
+@click.option("-l", "long", is_flag=True, help="Long listing: mode, links, owner, size, time.")
+@click.option("-R", "recursive", is_flag=True, help="List everything below PATH.")
+@json_opt
+@image_arg
+@click.argument("path", default="/")
+def cmd(long, recursive, as_json, image, path):
+    """List PATH (default /) in IMAGE.
+
+    With --json, print one JSON object per line with the keys path, type,
+    mode, uid, gid, size, nlink, ino, mtime_ns, xattrs, and target (symlinks)
+    or rdev (devices).  Names that are not UTF-8 are escaped as \\udcXX.
+    """
+    import json
+    import os
+    import time
+
+    from ..ops.listing import entry_record, iter_listing, mode_string
+
+    with open_fs(image) as fs:
+        out = click.get_text_stream("stdout")
+        for p, node in iter_listing(fs, path, recursive):
+            if as_json:
+                out.write(json.dumps(entry_record(fs, p, node)) + "\n")
+                continue
+            shown = p if recursive else os.path.basename(p) or p
+            shown = shown.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+            if not long:
+                out.write(shown + "\n")
+                continue
+            if node.rdev is not None:
+                size = f"{node.rdev[0]}, {node.rdev[1]}"
+            else:
+                size = str(node.size)
+            sec = node.mtime_ns // 1_000_000_000
+            try:
+                when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(sec))
+            except (OverflowError, OSError, ValueError):
+                when = str(sec)
+            line = (f"{mode_string(node)} {node.nlink:>3} {node.uid:>5} {node.gid:>5} "
+                    f"{size:>10} {when} {shown}")
+            if node.is_symlink:
+                line += " -> " + fs.readlink(node).decode("utf-8", "replace")
+            out.write(line + "\n")

@@ -1,0 +1,107 @@
+"""``fstool`` entry point: a click group whose subcommands load on demand, so
+``--help`` is instant, and one place that turns errors into one clear line."""
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import click
+
+from .. import __version__
+
+# command name -> (module, attribute, one-line help)
+COMMANDS = {
+    "info": ("info", "cmd", "Show geometry, features and counters (like mkfs.xfs / xfs_info)."),
+    "ls": ("ls", "cmd", "List a directory in the image."),
+    "stat": ("stat", "cmd", "Show everything about one file in the image."),
+    "cat": ("cat", "cmd", "Write a file's contents to standard output."),
+    "get": ("get", "cmd", "Extract a file or a tree from the image onto the host."),
+    "sb": ("structs", "sb_cmd", "Print a superblock field by field."),
+    "agf": ("structs", "agf_cmd", "Print an AG free-space header field by field."),
+    "agi": ("structs", "agi_cmd", "Print an AG inode header field by field."),
+    "agfl": ("structs", "agfl_cmd", "Print an AG free list field by field."),
+    "inode": ("structs", "inode_cmd", "Print an inode field by field."),
+}
+
+EXIT_ERROR = 1
+EXIT_INTERNAL = 70
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx):
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx, name):
+        spec = COMMANDS.get(name)
+        if spec is None:
+            return None
+        module = importlib.import_module(f"fstool.cli.{spec[0]}")
+        return getattr(module, spec[1])
+
+    def format_commands(self, ctx, formatter):
+        rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+def _version_text() -> str:
+    from .._backend import NAME
+    return f"fstool {__version__} (fstool-xfs), parser backend: {NAME}"
+
+
+def _print_version(ctx, _param, value):
+    if value and not ctx.resilient_parsing:
+        click.echo(_version_text())
+        ctx.exit()
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=_print_version, help="Show the version and the parser backend.")
+def cli():
+    """fstool: build, inspect, check and repair XFS v5 images offline.
+
+    Every command takes an image file (or block device) and never needs root
+    or a kernel mount to read it.  Set FSTOOL_PURE_PYTHON=1 to use the
+    pure-Python parsers instead of the native ones.
+    """
+
+
+def main(argv=None):
+    from ..errors import FsToolError
+    from .console import err
+    try:
+        cli.main(args=argv, prog_name="fstool", standalone_mode=False)
+    except click.exceptions.Abort:
+        err("aborted")
+        sys.exit(EXIT_ERROR)
+    except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(e.exit_code)
+    except FsToolError as e:
+        err(str(e))
+        sys.exit(EXIT_ERROR)
+    except BrokenPipeError:
+        # the reader went away (e.g. `fstool cat ... | head`): not an error
+        try:
+            sys.stdout = None
+        finally:
+            os._exit(0)
+    except KeyboardInterrupt:
+        err("interrupted")
+        sys.exit(130)
+    except OSError as e:
+        err(str(e))
+        sys.exit(EXIT_ERROR)
+    except Exception as e:  # an fstool bug: one line, traceback on request
+        if os.environ.get("FSTOOL_DEBUG"):
+            raise
+        err(f"internal error: {type(e).__name__}: {e} (set FSTOOL_DEBUG=1 for a traceback)")
+        sys.exit(EXIT_INTERNAL)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+import click
+
+from .options import image_arg, json_opt, open_fs
+
+
+@click.command("stat")
+@json_opt
+@image_arg
+@click.argument("path")
+def cmd(as_json, image, path):
+    """Show everything about PATH in IMAGE: type, mode, owner, size, links,
+    timestamps to the nanosecond, data fork layout, device numbers and xattrs."""
+    from ..ops.listing import entry_record, mode_string
+    from ..ops.inspect import _fmt_ns
+    from ..format import constants as C
+    from ..fs import dir as xdir
+
+    with open_fs(image) as fs:
+        node = fs.lookup(path)
+        rec = entry_record(fs, "/" + path.strip("/"), node)
+        rec.update({
+            "atime_ns": node.atime_ns, "ctime_ns": node.ctime_ns,
+            "crtime_ns": node.crtime_ns, "nblocks": node.nblocks,
+            "format": C.DINODE_FORMAT_NAMES.get(node.format, str(node.format)),
+            "nextents": node.nextents, "generation": node.gen,
+        })
+        if node.is_dir:
+            rec["dir_form"] = xdir.form(node)
+        if as_json:
+            import json
+            click.echo(json.dumps(rec))
+            return
+        click.echo(f"  File: {rec['path']}" + (f" -> {rec['target']}" if "target" in rec else ""))
+        click.echo(f"  Type: {rec['type']}    Inode: {node.ino}    Links: {node.nlink}")
+        click.echo(f"  Size: {node.size}    Blocks: {node.nblocks}    "
+                   f"Fork: {rec['format']} ({node.nextents} extents)"
+                   + (f"    Directory form: {rec['dir_form']}" if node.is_dir else ""))
+        if "rdev" in rec:
+            click.echo(f"Device: {rec['rdev'][0]},{rec['rdev'][1]}")
+        click.echo(f"Access: (0{node.perm:04o}/{mode_string(node)})  Uid: {node.uid}  "
+                   f"Gid: {node.gid}")
+        for label, ns in (("Access", node.atime_ns), ("Modify", node.mtime_ns),
+                          ("Change", node.ctime_ns), (" Birth", node.crtime_ns)):
+            click.echo(f"{label}: {_fmt_ns(ns)}")
+        if rec["xattrs"]:
+            click.echo("Xattrs: " + ", ".join(rec["xattrs"]))

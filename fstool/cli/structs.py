@@ -1,0 +1,36 @@
+"""Field-by-field prints of on-disk structures (like xfs_db's print)."""
+import click
+
+from .console import print_fields
+from .options import image_arg, json_opt, open_fs
+
+
+def _ag_command(name, describe_name, doc):
+    @click.command(name, help=doc)
+    @json_opt
+    @image_arg
+    @click.argument("agno", type=click.IntRange(min=0), default=0)
+    def command(as_json, image, agno):
+        from ..ops import inspect
+        with open_fs(image) as fs:
+            print_fields(getattr(inspect, describe_name)(fs, agno), as_json)
+    return command
+
+
+sb_cmd = _ag_command("sb", "describe_sb",
+                     "Print the superblock of AG AGNO (default 0, the primary).")
+agf_cmd = _ag_command("agf", "describe_agf", "Print the AGF (free space header) of AG AGNO.")
+agi_cmd = _ag_command("agi", "describe_agi", "Print the AGI (inode header) of AG AGNO.")
+agfl_cmd = _ag_command("agfl", "describe_agfl",
+                       "Print the AGFL of AG AGNO with the live free-list blocks.")
+
+
+@click.command("inode")
+@json_opt
+@image_arg
+@click.argument("ino", type=click.IntRange(min=0))
+def inode_cmd(as_json, image, ino):
+    """Print inode INO field by field, with its extent map."""
+    from ..ops import inspect
+    with open_fs(image) as fs:
+        print_fields(inspect.describe_inode(fs, ino), as_json)

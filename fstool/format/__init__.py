@@ -1,0 +1,1 @@
+"""On-disk definitions of XFS v5: constants, feature bits and header layouts."""

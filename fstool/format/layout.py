@@ -1,0 +1,85 @@
+"""One definition per on-disk header, usable both fast and for printing.
+
+A :class:`Layout` is a list of ``(field_name, code)`` pairs in on-disk order.
+``code`` is a big-endian :mod:`struct` code for one value (``"I"``, ``"Q"``,
+``"16s"``) or an array (``"64I"``).  From that single list we derive
+
+* a precompiled :class:`struct.Struct` for hot paths (``unpack`` gives a dict),
+* a :mod:`construct` ``Struct`` for field-by-field printing and JSON,
+
+so the two views can never drift apart.  Field names are the kernel's.
+"""
+from __future__ import annotations
+
+import re
+import struct
+
+import construct as cs
+
+_SCALAR_CS = {
+    "B": cs.Int8ub, "b": cs.Int8sb,
+    "H": cs.Int16ub, "h": cs.Int16sb,
+    "I": cs.Int32ub, "i": cs.Int32sb,
+    "Q": cs.Int64ub, "q": cs.Int64sb,
+}
+_CODE = re.compile(r"^(\d*)([BbHhIiQqs])$")
+
+
+class Layout:
+    __slots__ = ("name", "fields", "struct", "size", "construct", "_arrays", "_offsets")
+
+    def __init__(self, name: str, fields: list[tuple[str, str]]):
+        self.name = name
+        self.fields = fields
+        fmt = [">"]
+        subcons = []
+        self._arrays: list[tuple[str, int]] = []   # (name, count); count 0 means scalar
+        self._offsets: dict[str, int] = {}
+        offset = 0
+        for fname, code in fields:
+            m = _CODE.match(code)
+            if not m:
+                raise ValueError(f"bad layout code {code!r} for {name}.{fname}")
+            count, kind = int(m.group(1) or 0), m.group(2)
+            self._offsets[fname] = offset
+            fmt.append(code)
+            if kind == "s":
+                size = count or 1
+                subcons.append(fname / cs.Bytes(size))
+                self._arrays.append((fname, 0))
+                offset += size
+            else:
+                sub = _SCALAR_CS[kind]
+                if count:
+                    subcons.append(fname / cs.Array(count, sub))
+                else:
+                    subcons.append(fname / sub)
+                self._arrays.append((fname, count))
+                offset += struct.calcsize(">" + kind) * max(count, 1)
+        self.struct = struct.Struct("".join(fmt))
+        self.size = self.struct.size
+        assert self.size == offset, (name, self.size, offset)
+        self.construct = cs.Struct(*subcons)
+
+    def offset(self, field: str) -> int:
+        return self._offsets[field]
+
+    def unpack(self, buf, offset: int = 0) -> dict:
+        """Decode into a dict of field -> value (arrays as lists)."""
+        if len(buf) - offset < self.size:
+            raise ValueError(f"{self.name}: need {self.size} bytes, have {len(buf) - offset}")
+        values = self.struct.unpack_from(buf, offset)
+        out = {}
+        i = 0
+        for fname, count in self._arrays:
+            if count:
+                out[fname] = list(values[i:i + count])
+                i += count
+            else:
+                out[fname] = values[i]
+                i += 1
+        return out
+
+    def parse_container(self, buf, offset: int = 0):
+        """Decode with construct (slower; for printing)."""
+        return self.construct.parse(bytes(buf[offset:offset + self.size]))

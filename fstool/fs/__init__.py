@@ -1,0 +1,1 @@
+"""The filesystem core: geometry, AGs, btrees, inodes, directories, xattrs."""

@@ -1,0 +1,198 @@
+"""Extended attributes in every form (shortform, leaf, node, remote values)
+and symlink targets (inline and remote)."""
+from __future__ import annotations
+
+import struct
+from typing import Iterator
+
+from ..errors import CorruptionError
+from ..format import constants as C
+from ..io import verify as V
+
+_NAMESPACE = {0: "user.", C.XFS_ATTR_ROOT: "trusted.", C.XFS_ATTR_SECURE: "security."}
+
+
+def _full_name(flags: int, name: bytes) -> str | None:
+    """"user.x" style name, or None for namespaces not shown to users
+    (parent pointers)."""
+    prefix = _NAMESPACE.get(flags & C.XFS_ATTR_NSP_ONDISK_MASK)
+    if prefix is None:
+        return None
+    return prefix + name.decode("utf-8", "surrogateescape")
+
+
+def iter_xattrs(node, values: bool = True) -> Iterator[tuple[str, bytes | None]]:
+    """(full name, value) of every complete attribute; value is None when
+    ``values`` is false (remote values are then not read)."""
+    if not node.forkoff:
+        return
+    fmt = node.aformat
+    if fmt == C.XFS_DINODE_FMT_LOCAL:
+        yield from _shortform(node, values)
+    elif fmt in (C.XFS_DINODE_FMT_EXTENTS, C.XFS_DINODE_FMT_BTREE):
+        if not node.extents(attr=True):
+            return
+        yield from _leaves(node, values)
+    else:
+        raise CorruptionError("inode", f"attr fork format {fmt} is not valid", ino=node.ino,
+                              field="di_aformat")
+
+
+def _shortform(node, values: bool):
+    fork = node.fork_bytes(attr=True)
+    if len(fork) < 4:
+        raise CorruptionError("shortform xattrs", "attr fork too small", ino=node.ino)
+    totsize, count = struct.unpack_from(">HB", fork, 0)
+    if totsize > len(fork) or totsize < 4:
+        raise CorruptionError("shortform xattrs", f"totsize {totsize} does not fit the fork "
+                              f"({len(fork)} bytes)", ino=node.ino, field="totsize")
+    pos = 4
+    for _ in range(count):
+        if pos + 3 > totsize:
+            raise CorruptionError("shortform xattrs", "entry overruns totsize", ino=node.ino)
+        namelen, valuelen, flags = fork[pos], fork[pos + 1], fork[pos + 2]
+        end = pos + 3 + namelen + valuelen
+        if end > totsize:
+            raise CorruptionError("shortform xattrs", "entry overruns totsize", ino=node.ino)
+        name = _full_name(flags, fork[pos + 3:pos + 3 + namelen])
+        if name is not None and not flags & C.XFS_ATTR_INCOMPLETE:
+            yield name, (fork[pos + 3 + namelen:end] if values else None)
+        pos = end
+
+
+def _read_attr_block(node, ablk: int) -> bytes:
+    sb = node.fs.sb
+    daddr, pieces = node.read_fork_blocks(ablk, 1, attr=True)
+    return node.fs.read_meta(daddr, sb.blocksize, V.ATTR3_NODE_OR_LEAF, owner=node.ino,
+                             ino=node.ino, block=ablk, pieces=pieces)
+
+
+def _leaves(node, values: bool):
+    """Walk from attr block 0 down the leftmost path to the first leaf, then
+    along the forw chain."""
+    ablk = 0
+    seen = {0}
+    buf = _read_attr_block(node, 0)
+    for _depth in range(C.XFS_DA_NODE_MAXDEPTH + 1):
+        magic = struct.unpack_from(">H", buf, 8)[0]
+        if magic == C.XFS_ATTR3_LEAF_MAGIC:
+            break
+        count = struct.unpack_from(">H", buf, 56)[0]
+        if count == 0 or C.XFS_DA3_NODE_HDR_SIZE + 8 * count > len(buf):
+            raise CorruptionError("xattr node block", f"count {count} is not valid",
+                                  ino=node.ino, block=ablk, field="count")
+        ablk = struct.unpack_from(">I", buf, C.XFS_DA3_NODE_HDR_SIZE + 4)[0]
+        if ablk in seen:
+            raise CorruptionError("xattr node block", "da-btree cycle", ino=node.ino,
+                                  block=ablk)
+        seen.add(ablk)
+        buf = _read_attr_block(node, ablk)
+    else:
+        raise CorruptionError("xattr node block", "da-btree too deep", ino=node.ino)
+    while True:
+        magic = struct.unpack_from(">H", buf, 8)[0]
+        if magic != C.XFS_ATTR3_LEAF_MAGIC:
+            raise CorruptionError("xattr leaf block", f"magic 0x{magic:x} in the leaf chain",
+                                  ino=node.ino, block=ablk, field="magic")
+        yield from _leaf_entries(node, buf, ablk, values)
+        forw = struct.unpack_from(">I", buf, 0)[0]
+        if forw == 0:
+            return
+        if forw in seen:
+            raise CorruptionError("xattr leaf block", "forward link cycle", ino=node.ino,
+                                  block=forw)
+        seen.add(forw)
+        ablk = forw
+        buf = _read_attr_block(node, ablk)
+
+
+def _leaf_entries(node, buf, ablk, values):
+    size = len(buf)
+    count = struct.unpack_from(">H", buf, 56)[0]
+    base = C.XFS_ATTR3_LEAF_HDR_SIZE
+    if base + 8 * count > size:
+        raise CorruptionError("xattr leaf block", f"count {count} overruns the block",
+                              ino=node.ino, block=ablk, field="count")
+    for i in range(count):
+        _hash, nameidx, flags = struct.unpack_from(">IHB", buf, base + 8 * i)
+        if flags & C.XFS_ATTR_INCOMPLETE:
+            continue
+        if nameidx < base + 8 * count or nameidx >= size:
+            raise CorruptionError("xattr leaf block", f"entry {i} name index {nameidx} is "
+                                  "outside the name area", ino=node.ino, block=ablk,
+                                  field="nameidx")
+        if flags & C.XFS_ATTR_LOCAL:
+            if nameidx + 3 > size:
+                raise CorruptionError("xattr leaf block", "local entry overruns the block",
+                                      ino=node.ino, block=ablk)
+            valuelen, namelen = struct.unpack_from(">HB", buf, nameidx)
+            nstart = nameidx + 3
+            if nstart + namelen + valuelen > size:
+                raise CorruptionError("xattr leaf block", "local entry overruns the block",
+                                      ino=node.ino, block=ablk)
+            name = _full_name(flags, buf[nstart:nstart + namelen])
+            if name is not None:
+                yield name, (buf[nstart + namelen:nstart + namelen + valuelen]
+                             if values else None)
+        else:
+            if nameidx + 9 > size:
+                raise CorruptionError("xattr leaf block", "remote entry overruns the block",
+                                      ino=node.ino, block=ablk)
+            valueblk, valuelen, namelen = struct.unpack_from(">IIB", buf, nameidx)
+            nstart = nameidx + 9
+            if nstart + namelen > size:
+                raise CorruptionError("xattr leaf block", "remote entry overruns the block",
+                                      ino=node.ino, block=ablk)
+            name = _full_name(flags, buf[nstart:nstart + namelen])
+            if name is not None:
+                yield name, (_remote_value(node, valueblk, valuelen) if values else None)
+
+
+def _remote_value(node, valueblk: int, valuelen: int) -> bytes:
+    """A remote value: each fs block carries a 56-byte XARM header and up to
+    blocksize-56 bytes of the value."""
+    if valuelen > 65536:
+        raise CorruptionError("xattr leaf block", f"remote value length {valuelen} exceeds "
+                              "64 KiB", ino=node.ino, field="valuelen")
+    return _read_headed_blocks(node, valueblk, valuelen, V.ATTR3_RMT, attr=True)
+
+
+def _read_headed_blocks(node, fileblock: int, length: int, bt, attr: bool) -> bytes:
+    """Data spread over fork blocks that each start with a v5 remote header
+    (remote xattr values and remote symlinks share this layout)."""
+    fs = node.fs
+    per_block = fs.sb.blocksize - C.XFS_ATTR3_RMT_HDR_SIZE
+    out = bytearray()
+    blk = fileblock
+    while len(out) < length:
+        daddr, pieces = node.read_fork_blocks(blk, 1, attr=attr)
+        buf = fs.read_meta(daddr, fs.sb.blocksize, bt, owner=node.ino, ino=node.ino,
+                           block=blk, pieces=pieces)
+        offset, nbytes = struct.unpack_from(">II", buf, 4)
+        want = min(per_block, length - len(out))
+        if offset != len(out) or nbytes != want:
+            raise CorruptionError(bt.name, f"header says offset {offset}, {nbytes} bytes; "
+                                  f"expected offset {len(out)}, {want} bytes",
+                                  ino=node.ino, block=blk, field="offset")
+        out += buf[C.XFS_ATTR3_RMT_HDR_SIZE:C.XFS_ATTR3_RMT_HDR_SIZE + nbytes]
+        blk += 1
+    return bytes(out)
+
+
+def read_symlink(node) -> bytes:
+    """The target of a symlink inode, inline or remote."""
+    if not node.is_symlink:
+        raise CorruptionError("symlink", "not a symlink", ino=node.ino, field="di_mode")
+    if node.size <= 0 or node.size > C.XFS_SYMLINK_MAXLEN:
+        raise CorruptionError("symlink", f"length {node.size} is not valid", ino=node.ino,
+                              field="di_size")
+    if node.format == C.XFS_DINODE_FMT_LOCAL:
+        fork = node.fork_bytes()
+        if node.size > len(fork):
+            raise CorruptionError("symlink", "inline target larger than its fork",
+                                  ino=node.ino, field="di_size")
+        return fork[:node.size]
+    if node.format not in (C.XFS_DINODE_FMT_EXTENTS, C.XFS_DINODE_FMT_BTREE):
+        raise CorruptionError("symlink", f"data fork format {node.format} is not valid",
+                              ino=node.ino, field="di_format")
+    return _read_headed_blocks(node, 0, node.size, V.SYMLINK, attr=False)

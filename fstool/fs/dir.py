@@ -1,0 +1,255 @@
+"""Directories in every v5 form: shortform, block, leaf and node.
+
+Iteration walks the data blocks in order; lookup is hashed: the name's
+da-hash is searched in the block tail, the leaf block, or down the da-btree
+to the leaf holding it, and only the data entries with that hash are read.
+"""
+from __future__ import annotations
+
+import struct
+from typing import Iterator
+
+from .._backend import parsers
+from ..errors import CorruptionError
+from ..format import constants as C
+from ..io import verify as V
+
+_DOT = (b".", b"..")
+_LEAF_ENT = struct.Struct(">II")
+
+
+def _form(node) -> str:
+    if node.format == C.XFS_DINODE_FMT_LOCAL:
+        return "shortform"
+    if node.format not in (C.XFS_DINODE_FMT_EXTENTS, C.XFS_DINODE_FMT_BTREE):
+        raise CorruptionError("directory", f"data fork format {node.format} is not valid "
+                              "for a directory", ino=node.ino, field="di_format")
+    sb = node.fs.sb
+    exts = node.extents()
+    if not exts:
+        raise CorruptionError("directory", "no data blocks", ino=node.ino, field="extents")
+    eof = exts[-1][0] + exts[-1][2]
+    if eof << sb.blocklog == sb.dirblksize:
+        if node.size != sb.dirblksize:
+            raise CorruptionError("directory", f"block-form size {node.size}, expected "
+                                  f"{sb.dirblksize}", ino=node.ino, field="di_size")
+        return "block"
+    leaf_fsb = C.XFS_DIR2_LEAF_OFFSET >> sb.blocklog
+    if eof == leaf_fsb + sb.dirblkfsbs:
+        return "leaf"
+    return "node"
+
+
+def form(node) -> str:
+    """The directory's on-disk form: shortform, block, leaf or node."""
+    return _form(node)
+
+
+def _shortform(node):
+    fork = node.fork_bytes()
+    if node.size > len(fork) or node.size < 6:
+        raise CorruptionError("shortform directory", f"size {node.size} does not fit the "
+                              f"inode fork ({len(fork)} bytes)", ino=node.ino, field="di_size")
+    try:
+        return parsers.dir2_sf_entries(fork, 0, node.size, node.fs.sb.has_ftype)
+    except ValueError as e:
+        raise CorruptionError("shortform directory", str(e), ino=node.ino) from None
+
+
+def _read_dirblock(node, fsb: int, bt) -> bytes:
+    sb = node.fs.sb
+    daddr, pieces = node.read_fork_blocks(fsb, sb.dirblkfsbs)
+    return node.fs.read_meta(daddr, sb.dirblksize, bt, owner=node.ino, ino=node.ino,
+                             block=fsb, pieces=pieces)
+
+
+def _block_tail(node, buf) -> tuple[int, int]:
+    """(start of the leaf array, entry count) of a single-block directory."""
+    size = len(buf)
+    count, _stale = struct.unpack_from(">II", buf, size - 8)
+    start = size - 8 - count * 8
+    if start < C.XFS_DIR3_DATA_HDR_SIZE:
+        raise CorruptionError("directory block", f"tail count {count} overruns the block",
+                              ino=node.ino, field="count")
+    return start, count
+
+
+def _data_entries(node, buf, end: int):
+    try:
+        return parsers.dir2_data_entries(buf, C.XFS_DIR3_DATA_HDR_SIZE, end,
+                                         node.fs.sb.has_ftype)
+    except ValueError as e:
+        raise CorruptionError("directory data block", str(e), ino=node.ino) from None
+
+
+def _data_block_fsbs(node) -> Iterator[int]:
+    """File offsets (fs blocks) of every directory data block, in order."""
+    sb = node.fs.sb
+    leaf_fsb = C.XFS_DIR2_LEAF_OFFSET >> sb.blocklog
+    step = sb.dirblkfsbs
+    for startoff, _sb, count, _u in node.extents():
+        if startoff >= leaf_fsb:
+            break
+        first = -(-startoff // step) * step
+        for fsb in range(first, min(startoff + count, leaf_fsb), step):
+            yield fsb
+
+
+def iter_entries(node) -> Iterator[tuple[bytes, int, int]]:
+    """(name, ino, ftype) for every entry but ``.`` and ``..``."""
+    kind = _form(node)
+    if kind == "shortform":
+        _parent, ents = _shortform(node)
+        for _off, ino, name, ftype in ents:
+            yield name, ino, ftype
+        return
+    if kind == "block":
+        buf = _read_dirblock(node, 0, V.DIR3_BLOCK)
+        end, _count = _block_tail(node, buf)
+        for _off, ino, name, ftype in _data_entries(node, buf, end):
+            if name not in _DOT:
+                yield name, ino, ftype
+        return
+    for fsb in _data_block_fsbs(node):
+        buf = _read_dirblock(node, fsb, V.DIR3_DATA)
+        for _off, ino, name, ftype in _data_entries(node, buf, len(buf)):
+            if name not in _DOT:
+                yield name, ino, ftype
+
+
+def _first_at_or_after(buf, start: int, count: int, hashval: int) -> int:
+    """Binary search a (hashval, address) array for the first hash >= hashval."""
+    lo, hi = 0, count
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if _LEAF_ENT.unpack_from(buf, start + 8 * mid)[0] < hashval:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def _entry_at(node, addr: int, block_form: bool, blockbuf=None):
+    """(ino, name) of the data entry at a leaf address (8-byte units)."""
+    sb = node.fs.sb
+    byte = addr << C.XFS_DIR2_DATA_ALIGN_LOG
+    db, off = divmod(byte, sb.dirblksize)
+    if block_form:
+        if db:
+            raise CorruptionError("directory block", f"leaf address {addr} beyond the block",
+                                  ino=node.ino, field="address")
+        buf = blockbuf
+    else:
+        buf = _read_dirblock(node, db * sb.dirblkfsbs, V.DIR3_DATA)
+    if off < C.XFS_DIR3_DATA_HDR_SIZE or off + 11 > len(buf):
+        raise CorruptionError("directory leaf", f"address {addr} points outside a data block",
+                              ino=node.ino, field="address")
+    ino, namelen = struct.unpack_from(">QB", buf, off)
+    if off + 9 + namelen > len(buf):
+        raise CorruptionError("directory data block", f"entry at {off} overruns the block",
+                              ino=node.ino, field="namelen")
+    return ino, bytes(buf[off + 9:off + 9 + namelen])
+
+
+def _scan_leaf(node, buf, start, count, hashval, name, block_form, blockbuf=None):
+    """Look for ``name`` among entries with ``hashval``; returns (ino or None,
+    ran_off_end) where ran_off_end means equal hashes may continue in the
+    next leaf block."""
+    i = _first_at_or_after(buf, start, count, hashval)
+    while i < count:
+        h, addr = _LEAF_ENT.unpack_from(buf, start + 8 * i)
+        if h != hashval:
+            return None, False
+        if addr != C.XFS_DIR2_NULL_DATAPTR:
+            ino, ename = _entry_at(node, addr, block_form, blockbuf)
+            if ename == name:
+                return ino, False
+        i += 1
+    return None, True
+
+
+def lookup(node, name: bytes) -> int | None:
+    """Inode number of ``name`` in directory ``node``, or None."""
+    if name == b".":
+        return node.ino
+    kind = _form(node)
+    if kind == "shortform":
+        parent, ents = _shortform(node)
+        if name == b"..":
+            return parent
+        for _off, ino, ename, _ft in ents:
+            if ename == name:
+                return ino
+        return None
+    hashval = parsers.da_hashname(name)
+    if kind == "block":
+        buf = _read_dirblock(node, 0, V.DIR3_BLOCK)
+        start, count = _block_tail(node, buf)
+        return _scan_leaf(node, buf, start, count, hashval, name, True, buf)[0]
+    sb = node.fs.sb
+    leaf_fsb = C.XFS_DIR2_LEAF_OFFSET >> sb.blocklog
+    if kind == "leaf":
+        buf = _read_dirblock(node, leaf_fsb, V.DIR3_LEAF)
+        count = struct.unpack_from(">H", buf, 56)[0]
+        if C.XFS_DIR3_LEAF_HDR_SIZE + 8 * count > len(buf):
+            raise CorruptionError("directory leaf block", f"count {count} overruns the block",
+                                  ino=node.ino, field="count")
+        return _scan_leaf(node, buf, C.XFS_DIR3_LEAF_HDR_SIZE, count, hashval, name, False)[0]
+    return _node_lookup(node, leaf_fsb, hashval, name)
+
+
+def _node_lookup(node, root_fsb: int, hashval: int, name: bytes) -> int | None:
+    fsb = root_fsb
+    seen = set()
+    expect_level = None
+    for _depth in range(C.XFS_DA_NODE_MAXDEPTH + 1):
+        buf = _read_dirblock(node, fsb, V.DA3_NODE_OR_LEAF)
+        seen.add(fsb)
+        magic = struct.unpack_from(">H", buf, 8)[0]
+        count, level = struct.unpack_from(">HH", buf, 56)
+        if magic != C.XFS_DA3_NODE_MAGIC:
+            break
+        if expect_level is not None and level != expect_level:
+            raise CorruptionError("directory node block", f"level {level}, expected "
+                                  f"{expect_level}", ino=node.ino, block=fsb, field="level")
+        if count == 0 or C.XFS_DA3_NODE_HDR_SIZE + 8 * count > len(buf):
+            raise CorruptionError("directory node block", f"count {count} is not valid",
+                                  ino=node.ino, block=fsb, field="count")
+        i = min(_first_at_or_after(buf, C.XFS_DA3_NODE_HDR_SIZE, count, hashval), count - 1)
+        fsb = _LEAF_ENT.unpack_from(buf, C.XFS_DA3_NODE_HDR_SIZE + 8 * i)[1]
+        expect_level = level - 1
+        if fsb in seen:
+            raise CorruptionError("directory node block", "da-btree cycle", ino=node.ino,
+                                  block=fsb)
+    else:
+        raise CorruptionError("directory node block", "da-btree too deep", ino=node.ino)
+    # a chain of leaf blocks linked by forw; equal hashes may span several
+    while True:
+        if magic != C.XFS_DIR3_LEAFN_MAGIC:
+            raise CorruptionError("directory leaf block", f"magic 0x{magic:x} where a leafn "
+                                  "block is expected", ino=node.ino, block=fsb, field="magic")
+        count = struct.unpack_from(">H", buf, 56)[0]
+        if C.XFS_DIR3_LEAF_HDR_SIZE + 8 * count > len(buf):
+            raise CorruptionError("directory leaf block", f"count {count} overruns the block",
+                                  ino=node.ino, block=fsb, field="count")
+        ino, more = _scan_leaf(node, buf, C.XFS_DIR3_LEAF_HDR_SIZE, count, hashval, name,
+                               False)
+        if ino is not None or not more:
+            return ino
+        forw = struct.unpack_from(">I", buf, 0)[0]
+        if forw == 0 or forw in seen:
+            return None
+        seen.add(forw)
+        fsb = forw
+        buf = _read_dirblock(node, fsb, V.DA3_NODE_OR_LEAF)
+        magic = struct.unpack_from(">H", buf, 8)[0]
+
+
+def parent(node) -> int:
+    """Inode number of the directory's parent (``..``)."""
+    if _form(node) == "shortform":
+        return _shortform(node)[0]
+    ino = lookup(node, b"..")
+    if ino is None:
+        raise CorruptionError("directory", "no '..' entry", ino=node.ino)
+    return ino

@@ -1,0 +1,1 @@
+"""Block access to images: the device, a bounded buffer cache and verifiers."""

@@ -1,0 +1,1 @@
+"""Whole-image operations built on the filesystem core."""

@@ -1,0 +1,77 @@
+"""Geometry and counters of an image, as mkfs.xfs and xfs_info present them."""
+from __future__ import annotations
+
+from ..format import constants as C
+
+
+def geometry(fs) -> dict:
+    sb = fs.sb
+    f = sb.fields
+    ro = sb.has_ro_compat
+    inc = sb.has_incompat
+    return {
+        "isize": sb.inodesize,
+        "agcount": sb.agcount,
+        "agsize": sb.agblocks,
+        "sectsz": sb.sectsize,
+        "attr": 2,
+        "projid32bit": 1,
+        "crc": 1,
+        "finobt": int(ro(C.XFS_SB_FEAT_RO_COMPAT_FINOBT)),
+        "sparse": int(inc(C.XFS_SB_FEAT_INCOMPAT_SPINODES)),
+        "rmapbt": int(ro(C.XFS_SB_FEAT_RO_COMPAT_RMAPBT)),
+        "reflink": int(ro(C.XFS_SB_FEAT_RO_COMPAT_REFLINK)),
+        "bigtime": int(inc(C.XFS_SB_FEAT_INCOMPAT_BIGTIME)),
+        "inobtcount": int(ro(C.XFS_SB_FEAT_RO_COMPAT_INOBTCNT)),
+        "nrext64": int(inc(C.XFS_SB_FEAT_INCOMPAT_NREXT64)),
+        "bsize": sb.blocksize,
+        "blocks": sb.dblocks,
+        "imaxpct": f["sb_imax_pct"],
+        "sunit": f["sb_unit"],
+        "swidth": f["sb_width"],
+        "naming_bsize": sb.dirblksize,
+        "ascii_ci": 0,
+        "ftype": int(sb.has_ftype),
+        "log_blocks": sb.logblocks,
+        "logstart": sb.logstart,
+        "log_sectsz": f["sb_logsectsize"] or sb.sectsize,
+        "log_sunit": f["sb_logsunit"] // sb.blocksize if f["sb_logsunit"] > 1 else 0,
+        "lazy_count": 1,
+        "uuid": str(sb.uuid),
+        "label": sb.label,
+        "icount": f["sb_icount"],
+        "ifree": f["sb_ifree"],
+        "fdblocks": f["sb_fdblocks"],
+        "rootino": sb.rootino,
+        "features": sb.feature_names(),
+    }
+
+
+def format_geometry(g: dict, name: str) -> str:
+    """Text laid out exactly as mkfs.xfs prints it, then the counters."""
+    lines = [
+        f"meta-data={name:<22s} isize={g['isize']:<6d} agcount={g['agcount']}, "
+        f"agsize={g['agsize']} blks",
+        f"         ={'':<22s} sectsz={g['sectsz']:<5d} attr={g['attr']}, "
+        f"projid32bit={g['projid32bit']}",
+        f"         ={'':<22s} crc={g['crc']:<8d} finobt={g['finobt']}, sparse={g['sparse']}, "
+        f"rmapbt={g['rmapbt']}",
+        f"         ={'':<22s} reflink={g['reflink']:<4d} bigtime={g['bigtime']} "
+        f"inobtcount={g['inobtcount']} nrext64={g['nrext64']}",
+        f"data     ={'':<22s} bsize={g['bsize']:<6d} blocks={g['blocks']}, "
+        f"imaxpct={g['imaxpct']}",
+        f"         ={'':<22s} sunit={g['sunit']:<6d} swidth={g['swidth']} blks",
+        f"naming   ={'version 2':<22s} bsize={g['naming_bsize']:<6d} ascii-ci={g['ascii_ci']}, "
+        f"ftype={g['ftype']}",
+        f"log      ={'internal log':<22s} bsize={g['bsize']:<6d} blocks={g['log_blocks']}, "
+        "version=2",
+        f"         ={'':<22s} sectsz={g['log_sectsz']:<5d} sunit={g['log_sunit']} blks, "
+        f"lazy-count={g['lazy_count']}",
+        f"realtime ={'none':<22s} extsz={g['bsize']:<6d} blocks=0, rtextents=0",
+        "",
+        f"uuid     = {g['uuid']}",
+        f"label    = \"{g['label']}\"",
+        f"inodes   = {g['icount']} allocated, {g['ifree']} free",
+        f"free     = {g['fdblocks']} blocks",
+    ]
+    return "\n".join(lines)

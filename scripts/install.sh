@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Install what fstool and its tests need on a fresh Debian machine, then the
+# project itself (editable, with test extras).  Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+if command -v apt-get >/dev/null; then
+    need=""
+    for pkg in xfsprogs fuse3 libfuse3-dev attr gcc python3-dev; do
+        dpkg -s "$pkg" >/dev/null 2>&1 || need="$need $pkg"
+    done
+    if [ -n "$need" ]; then
+        $SUDO apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $need >/dev/null
+    fi
+fi
+
+PY=${PYTHON:-python3}
+pip_install() {
+    if ! $PY -m pip install -q "$@" 2>/tmp/fstool-pip.err; then
+        if grep -q externally-managed /tmp/fstool-pip.err; then
+            $PY -m pip install -q --break-system-packages "$@"
+        else
+            cat /tmp/fstool-pip.err >&2
+            return 1
+        fi
+    fi
+}
+pip_install -e ".[test]"
+$PY -c "import fstool; print('fstool installed, parser backend:', fstool.backend())"
