@@ -78,8 +78,12 @@ def main(argv=None):
         sys.exit(EXIT_ERROR)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
+    except click.UsageError as e:
+        hint = f" (see '{e.ctx.command_path} --help')" if e.ctx is not None else ""
+        err(f"{e.format_message()}{hint}")
+        sys.exit(e.exit_code)
     except click.ClickException as e:
-        e.show()
+        err(e.format_message())
         sys.exit(e.exit_code)
     except FsToolError as e:
         err(str(e))

@@ -1,7 +1,7 @@
 """Argument types shared by commands."""
 import click
 
-image_arg = click.argument("image", type=click.Path(dir_okay=False, allow_dash=False))
+image_arg = click.argument("image", type=click.Path())
 json_opt = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 
 

@@ -10,9 +10,19 @@ from ..format import constants as C
 from ..format.structs import DINODE
 from . import btree
 
-_IDX = {name: i for i, name in enumerate(
-    n for n, count in DINODE._arrays)}   # scalar fields only in DINODE
 _CORE = DINODE.struct
+# positions of the core fields in the unpacked tuple (DINODE has no arrays)
+_I = {name: i for i, (name, _code) in enumerate(DINODE.fields)}
+I_MAGIC, I_MODE, I_VERSION, I_FORMAT = _I["di_magic"], _I["di_mode"], _I["di_version"], _I["di_format"]
+I_UID, I_GID, I_NLINK = _I["di_uid"], _I["di_gid"], _I["di_nlink"]
+I_PROJLO, I_PROJHI, I_BIGNEXT = _I["di_projid_lo"], _I["di_projid_hi"], _I["di_big_nextents"]
+I_ATIME, I_MTIME, I_CTIME, I_CRTIME = _I["di_atime"], _I["di_mtime"], _I["di_ctime"], _I["di_crtime"]
+I_SIZE, I_NBLOCKS, I_EXTSIZE = _I["di_size"], _I["di_nblocks"], _I["di_extsize"]
+I_NEXTENTS, I_ANEXTENTS, I_FORKOFF, I_AFORMAT = (_I["di_nextents"], _I["di_anextents"],
+                                                 _I["di_forkoff"], _I["di_aformat"])
+I_FLAGS, I_GEN, I_NEXT_UNLINKED = _I["di_flags"], _I["di_gen"], _I["di_next_unlinked"]
+I_FLAGS2, I_COWEXTSIZE, I_INO, I_UUID = (_I["di_flags2"], _I["di_cowextsize"], _I["di_ino"],
+                                         _I["di_uuid"])
 
 
 def decode_timestamp(raw: int, bigtime: bool) -> int:
@@ -33,64 +43,68 @@ class Extent(tuple):
 class Inode:
     """One inode read from disk and verified.  Forks are decoded lazily."""
 
-    __slots__ = ("fs", "ino", "raw", "mode", "format", "uid", "gid", "nlink", "size",
-                 "nblocks", "nextents", "anextents", "forkoff", "aformat", "flags",
-                 "flags2", "gen", "atime_ns", "mtime_ns", "ctime_ns", "crtime_ns",
-                 "extsize", "cowextsize", "projid", "next_unlinked", "_extents",
-                 "_starts", "_aextents", "_astarts")
+    __slots__ = ("fs", "ino", "raw", "core", "mode", "format", "size", "nlink", "uid", "gid",
+                 "forkoff", "aformat", "flags2", "_extents", "_starts", "_aextents", "_astarts")
 
     def __init__(self, fs, ino: int, raw: bytes):
         self.fs = fs
         self.ino = ino
         self.raw = raw
-        v = _CORE.unpack_from(raw, 0)
-        if v[_IDX["di_magic"]] != C.XFS_DINODE_MAGIC:
-            raise CorruptionError("inode", f"bad magic 0x{v[_IDX['di_magic']]:04x}",
-                                  ino=ino, field="di_magic")
-        if v[_IDX["di_version"]] != 3:
-            raise CorruptionError("inode", f"version {v[_IDX['di_version']]}, expected 3",
-                                  ino=ino, field="di_version")
-        stored = int.from_bytes(raw[C.XFS_DINODE_CRC_OFF:C.XFS_DINODE_CRC_OFF + 4], "little")
-        if parsers.xfs_cksum(raw, C.XFS_DINODE_CRC_OFF) != stored:
+        self.core = v = _CORE.unpack_from(raw, 0)
+        if v[I_MAGIC] != C.XFS_DINODE_MAGIC:
+            raise CorruptionError("inode", f"bad magic 0x{v[I_MAGIC]:04x}", ino=ino,
+                                  field="di_magic")
+        if v[I_VERSION] != 3:
+            raise CorruptionError("inode", f"version {v[I_VERSION]}, expected 3", ino=ino,
+                                  field="di_version")
+        if not parsers.xfs_cksum_ok(raw, C.XFS_DINODE_CRC_OFF):
             raise CorruptionError("inode", "CRC mismatch", ino=ino, field="di_crc")
-        if v[_IDX["di_ino"]] != ino:
-            raise CorruptionError("inode", f"records number {v[_IDX['di_ino']]}",
-                                  ino=ino, field="di_ino")
-        if v[_IDX["di_uuid"]] != fs.sb.meta_uuid:
-            raise CorruptionError("inode", "uuid does not match the filesystem",
-                                  ino=ino, field="di_uuid")
-        self.mode = v[_IDX["di_mode"]]
-        self.format = v[_IDX["di_format"]]
-        self.uid = v[_IDX["di_uid"]]
-        self.gid = v[_IDX["di_gid"]]
-        self.nlink = v[_IDX["di_nlink"]]
-        self.size = v[_IDX["di_size"]]
-        self.nblocks = v[_IDX["di_nblocks"]]
-        self.forkoff = v[_IDX["di_forkoff"]]
-        self.aformat = v[_IDX["di_aformat"]]
-        self.flags = v[_IDX["di_flags"]]
-        self.flags2 = f2 = v[_IDX["di_flags2"]]
-        self.gen = v[_IDX["di_gen"]]
-        self.extsize = v[_IDX["di_extsize"]]
-        self.cowextsize = v[_IDX["di_cowextsize"]]
-        self.projid = (v[_IDX["di_projid_hi"]] << 16) | v[_IDX["di_projid_lo"]]
-        self.next_unlinked = v[_IDX["di_next_unlinked"]]
-        if f2 & C.XFS_DIFLAG2_NREXT64:
-            self.nextents = v[_IDX["di_big_nextents"]]
-            self.anextents = v[_IDX["di_nextents"]]
-        else:
-            self.nextents = v[_IDX["di_nextents"]]
-            self.anextents = v[_IDX["di_anextents"]]
-        big = bool(f2 & C.XFS_DIFLAG2_BIGTIME)
-        self.atime_ns = decode_timestamp(v[_IDX["di_atime"]], big)
-        self.mtime_ns = decode_timestamp(v[_IDX["di_mtime"]], big)
-        self.ctime_ns = decode_timestamp(v[_IDX["di_ctime"]], big)
-        self.crtime_ns = decode_timestamp(v[_IDX["di_crtime"]], big)
+        if v[I_INO] != ino:
+            raise CorruptionError("inode", f"records number {v[I_INO]}", ino=ino,
+                                  field="di_ino")
+        if v[I_UUID] != fs.uuid:
+            raise CorruptionError("inode", "uuid does not match the filesystem", ino=ino,
+                                  field="di_uuid")
+        self.mode = v[I_MODE]
+        self.format = v[I_FORMAT]
+        self.size = v[I_SIZE]
+        self.nlink = v[I_NLINK]
+        self.uid = v[I_UID]
+        self.gid = v[I_GID]
+        self.forkoff = v[I_FORKOFF]
+        self.aformat = v[I_AFORMAT]
+        self.flags2 = v[I_FLAGS2]
         if self.forkoff and C.XFS_DINODE_CORE_SIZE + self.forkoff * 8 >= len(raw):
             raise CorruptionError("inode", f"attr fork offset {self.forkoff} beyond the inode",
                                   ino=ino, field="di_forkoff")
         self._extents = None
         self._aextents = None
+
+    # -- core fields used less often ------------------------------------------
+    @property
+    def nextents(self) -> int:
+        v = self.core
+        return v[I_BIGNEXT] if self.flags2 & C.XFS_DIFLAG2_NREXT64 else v[I_NEXTENTS]
+
+    @property
+    def anextents(self) -> int:
+        v = self.core
+        return v[I_NEXTENTS] if self.flags2 & C.XFS_DIFLAG2_NREXT64 else v[I_ANEXTENTS]
+
+    def _time(self, idx: int) -> int:
+        return decode_timestamp(self.core[idx], bool(self.flags2 & C.XFS_DIFLAG2_BIGTIME))
+
+    atime_ns = property(lambda self: self._time(I_ATIME))
+    mtime_ns = property(lambda self: self._time(I_MTIME))
+    ctime_ns = property(lambda self: self._time(I_CTIME))
+    crtime_ns = property(lambda self: self._time(I_CRTIME))
+    nblocks = property(lambda self: self.core[I_NBLOCKS])
+    flags = property(lambda self: self.core[I_FLAGS])
+    gen = property(lambda self: self.core[I_GEN])
+    extsize = property(lambda self: self.core[I_EXTSIZE])
+    cowextsize = property(lambda self: self.core[I_COWEXTSIZE])
+    next_unlinked = property(lambda self: self.core[I_NEXT_UNLINKED])
+    projid = property(lambda self: (self.core[I_PROJHI] << 16) | self.core[I_PROJLO])
 
     # -- identity -----------------------------------------------------------
     @property

@@ -43,6 +43,7 @@ def geometry(fs) -> dict:
         "ifree": f["sb_ifree"],
         "fdblocks": f["sb_fdblocks"],
         "rootino": sb.rootino,
+        "rt_extsize": f["sb_rextsize"] * sb.blocksize,
         "features": sb.feature_names(),
     }
 
@@ -67,7 +68,7 @@ def format_geometry(g: dict, name: str) -> str:
         "version=2",
         f"         ={'':<22s} sectsz={g['log_sectsz']:<5d} sunit={g['log_sunit']} blks, "
         f"lazy-count={g['lazy_count']}",
-        f"realtime ={'none':<22s} extsz={g['bsize']:<6d} blocks=0, rtextents=0",
+        f"realtime ={'none':<22s} extsz={g['rt_extsize']:<6d} blocks=0, rtextents=0",
         "",
         f"uuid     = {g['uuid']}",
         f"label    = \"{g['label']}\"",

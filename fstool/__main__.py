@@ -1,0 +1,3 @@
+from fstool.cli.main import main
+
+main()

@@ -1,0 +1,174 @@
+"""Bad input gives one clear error line and a non-zero exit, never a
+traceback or a hang.  Corruptions are made with xfs_db on an image that
+mkfs.xfs populates from a protofile."""
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.skipif(shutil.which("mkfs.xfs") is None or
+                                shutil.which("xfs_db") is None,
+                                reason="xfsprogs (mkfs.xfs, xfs_db) not installed")
+
+# 600 MiB gives agblocks=38400, not a power of two, so a block number can lie
+# past the end of an AG while still naming AG 0.
+IMAGE_SIZE = "600M"
+
+
+def fstool(*args, timeout=60):
+    return subprocess.run([sys.executable, "-m", "fstool", *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def assert_one_line_error(res, *needles):
+    assert res.returncode != 0, res
+    assert "Traceback" not in res.stderr, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, res.stderr
+    assert lines[0].startswith("fstool: error: "), lines[0]
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+    return lines[0]
+
+
+def xfs_db(img, *cmds):
+    args = ["xfs_db", "-x", "-f"]
+    for c in cmds:
+        args += ["-c", c]
+    out = subprocess.run(args + [str(img)], capture_output=True, text=True, check=True)
+    return out.stdout
+
+
+@pytest.fixture(scope="module")
+def base_image(tmp_path_factory):
+    d = tmp_path_factory.mktemp("badinput")
+    src = d / "src"
+    src.mkdir()
+    (src / "f").write_bytes(b"hello\n" * 2000)
+    proto = d / "proto"
+    # /a/b/c nested shortform directories, /big a block-form directory
+    lines = ["/dev/null", "0 0", "d--755 0 0",
+             "a d--755 0 0", "b d--755 0 0", "c d--755 0 0", "$", "$", "$",
+             "big d--755 0 0"]
+    lines += [f"entry_number_{i:04d} ---644 0 0 {src / 'f'}" for i in range(60)]
+    lines += ["$", f"f ---644 0 0 {src / 'f'}", "$"]
+    proto.write_text("\n".join(lines) + "\n")
+    img = d / "base.img"
+    subprocess.run(["truncate", "-s", IMAGE_SIZE, str(img)], check=True)
+    subprocess.run(["mkfs.xfs", "-q", "-f", "-p", str(proto), str(img)], check=True)
+    return img
+
+
+@pytest.fixture
+def image(base_image, tmp_path):
+    img = tmp_path / "img"
+    subprocess.run(["cp", "--sparse=always", str(base_image), str(img)], check=True)
+    return img
+
+
+
+def _ino(img, path):
+    # `xfs_db path P` then `stack` shows "inode N"
+    out = subprocess.run(["xfs_db", "-r", "-f", "-c", f"path {path}", "-c", "stack",
+                          str(img)], capture_output=True, text=True, check=True).stdout
+    for tok in out.replace(",", " ").split("inode")[1:]:
+        return int(tok.split()[0])
+    raise AssertionError(out)
+
+
+def test_clean_image_lists(image):
+    res = fstool("ls", "-R", image, "/")
+    assert res.returncode == 0, res.stderr
+    assert "/a/b/c" in res.stdout.splitlines()
+
+
+def test_missing_image(tmp_path):
+    assert_one_line_error(fstool("info", tmp_path / "nope.img"))
+
+
+def test_directory_as_image(tmp_path):
+    assert_one_line_error(fstool("info", tmp_path))
+
+
+def test_empty_file(tmp_path):
+    p = tmp_path / "empty"
+    p.write_bytes(b"")
+    assert_one_line_error(fstool("info", p), "too small")
+
+
+def test_random_garbage(tmp_path):
+    p = tmp_path / "garbage"
+    p.write_bytes(os.urandom(1 << 20))
+    assert_one_line_error(fstool("ls", p), "not an XFS filesystem")
+
+
+def test_zeroed_superblock(image):
+    with open(image, "r+b") as f:
+        f.write(b"\0" * 512)
+    assert_one_line_error(fstool("ls", image), "superblock", "bad magic")
+
+
+def test_truncated_image(image):
+    os.truncate(image, 100 << 20)
+    assert_one_line_error(fstool("ls", image), "truncated")
+
+
+def test_stale_crc_agf(image):
+    xfs_db(image, "agf 0", "fuzz -c freeblks random")
+    assert_one_line_error(fstool("agf", image, 0), "agf", "AG 0", "crc")
+
+
+def test_stale_crc_inode(image):
+    ino = _ino(image, "/f")
+    xfs_db(image, f"inode {ino}", "fuzz -c core.uid random")
+    line = assert_one_line_error(fstool("cat", image, "/f"), f"inode {ino}")
+    assert "CRC" in line
+
+
+def test_bad_magic_with_good_crc(image):
+    xfs_db(image, "agi 1", "fuzz -d magicnum random")
+    assert_one_line_error(fstool("agi", image, 1), "agi", "AG 1", "magic")
+
+
+def test_directory_block_past_end_of_ag(image):
+    ino = _ino(image, "/big")
+    agblocks = int(xfs_db(image, "sb 0", "print agblocks").split("=")[1])
+    agno = ino >> 19          # agblklog 16 + inopblog 3 for this geometry
+    fsb = (agno << 16) | (agblocks + 100)
+    xfs_db(image, f"inode {ino}", f"write -d u3.bmx[0].startblock {fsb}")
+    line = assert_one_line_error(fstool("ls", image, "/big"), "past the end of its AG")
+    assert f"inode {ino}" in line
+
+
+def test_directory_cycle(image):
+    a, b = _ino(image, "/a"), _ino(image, "/a/b")
+    # make /a/b/c point back at /a
+    xfs_db(image, f"inode {b}", f"write -d u3.sfdir3.list[0].inumber.i4 {a}")
+    assert_one_line_error(fstool("ls", "-R", image, "/"), "cycle")
+    dest = image.parent / "out"
+    res = fstool("get", image, "/", dest)
+    assert res.returncode == 1 and "cycle" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_v4_image_is_unsupported(tmp_path):
+    img = tmp_path / "v4.img"
+    subprocess.run(["truncate", "-s", "512M", str(img)], check=True)
+    mk = subprocess.run(["mkfs.xfs", "-q", "-f", "-m", "crc=0", str(img)],
+                        capture_output=True, text=True)
+    if mk.returncode:
+        pytest.skip(f"mkfs.xfs cannot make a v4 image here: {mk.stderr.strip()}")
+    assert_one_line_error(fstool("info", img), "not supported")
+
+
+def test_no_such_path(image):
+    assert_one_line_error(fstool("cat", image, "/does/not/exist"), "no such file")
+
+
+def test_ag_out_of_range(image):
+    assert_one_line_error(fstool("agf", image, 99), "AG 99 does not exist")
+
+
+def test_cat_directory(image):
+    assert_one_line_error(fstool("cat", image, "/a"), "is a directory")

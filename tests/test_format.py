@@ -1,0 +1,76 @@
+"""Our header layouts against the offsets compiled from the xfsprogs headers
+(shared/reference/ondisk_offsets.txt and da_offsets.txt beside the checkout)."""
+import pathlib
+import re
+
+import pytest
+
+from fstool.format import structs as S
+
+REF = pathlib.Path(__file__).resolve().parents[2] / "shared" / "reference"
+
+# our layout -> the reference struct it must match
+CASES = [
+    (S.SB, "xfs_dsb"),
+    (S.AGF, "xfs_agf"),
+    (S.AGI, "xfs_agi"),
+    (S.AGFL, "xfs_agfl"),
+    (S.DINODE, "xfs_dinode"),
+    (S.DIR3_BLK_HDR, "xfs_dir3_blk_hdr"),
+    (S.DA3_BLKINFO, "xfs_da3_blkinfo"),
+    (S.ATTR3_RMT_HDR, "xfs_attr3_rmt_hdr"),
+    (S.DSYMLINK_HDR, "xfs_dsymlink_hdr"),
+]
+
+
+def parse_reference():
+    structs = {}
+    for name in ("ondisk_offsets.txt", "da_offsets.txt"):
+        cur = None
+        for line in (REF / name).read_text().splitlines():
+            m = re.match(r"== struct (\S+) size=(\d+)", line)
+            if m:
+                cur = structs.setdefault(m.group(1), {"size": int(m.group(2)), "fields": {}})
+                continue
+            m = re.match(r"\s+(\d+)\s+(?:\(nested\) )?(\w+)", line)
+            if m and cur is not None:
+                cur["fields"].setdefault(m.group(2), int(m.group(1)))
+    return structs
+
+
+@pytest.fixture(scope="module")
+def reference():
+    if not (REF / "ondisk_offsets.txt").exists():
+        pytest.skip(f"reference offsets not found at {REF}")
+    return parse_reference()
+
+
+@pytest.mark.parametrize("layout,refname", CASES, ids=[c[1] for c in CASES])
+def test_layout_matches_kernel_offsets(reference, layout, refname):
+    ref = reference[refname]
+    assert layout.size == ref["size"]
+    checked = 0
+    for fname, _code in layout.fields:
+        if fname in ref["fields"]:
+            assert layout.offset(fname) == ref["fields"][fname], fname
+            checked += 1
+    assert checked >= len(ref["fields"]) // 2, "too few fields matched by name"
+
+
+def test_btree_block_header_offsets(reference):
+    # the reference gives the short/long header part after magic/level/numrecs
+    shdr = reference["xfs_btree_block_shdr"]["fields"]
+    lhdr = reference["xfs_btree_block_lhdr"]["fields"]
+    for name, off in shdr.items():
+        assert S.BTREE_SBLOCK.offset(name) == 8 + off, name
+    for name, off in lhdr.items():
+        assert S.BTREE_LBLOCK.offset(name) == 8 + off, name
+
+
+def test_unpack_roundtrip():
+    raw = bytes(range(256)) * 2
+    d = S.AGI.unpack(raw)
+    assert len(d["agi_unlinked"]) == 64
+    c = S.AGI.parse_container(raw)
+    for name, _ in S.AGI.fields:
+        assert c[name] == d[name], name
