@@ -94,11 +94,14 @@ class Extractor:
     # -- walking ------------------------------------------------------------------
     def _tree(self, dir_fd: int, host_dir: bytes, dnode) -> None:
         seen_dirs = {dnode.ino}
-        stack = [(dir_fd, host_dir, iter(sorted(self.fs.listdir(dnode), key=lambda e: e.name)),
-                  dnode, None)]
+        stack = [(dir_fd, host_dir, self._entries(dnode), dnode, None)]
         while stack:
             fd, hdir, it, node, _ = stack[-1]
-            ent = next(it, None)
+            try:
+                ent = next(it, None)
+            except FsToolError as e:     # a damaged directory: keep what was read
+                self.stats.errors.append(f"{os.fsdecode(hdir)}: {e}")
+                ent = None
             if ent is None:
                 stack.pop()
                 if stack:
@@ -122,16 +125,27 @@ class Extractor:
                     continue
                 seen_dirs.add(child.ino)
                 try:
-                    os.mkdir(ent.name, 0o700, dir_fd=fd)
-                except FileExistsError:
-                    pass
-                cfd = os.open(ent.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                    try:
+                        os.mkdir(ent.name, 0o700, dir_fd=fd)
+                    except FileExistsError:
+                        pass    # merging into an existing tree (--force)
+                    # O_NOFOLLOW: a symlink planted under this name is never entered
+                    cfd = os.open(ent.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW,
+                                  dir_fd=fd)
+                except OSError as e:
+                    self.stats.errors.append(f"{os.fsdecode(os.path.join(hdir, ent.name))}: "
+                                             f"{e.strerror}")
+                    continue
                 self.stats.dirs += 1
-                stack.append((cfd, os.path.join(hdir, ent.name),
-                              iter(sorted(self.fs.listdir(child), key=lambda e: e.name)),
+                stack.append((cfd, os.path.join(hdir, ent.name), self._entries(child),
                               child, None))
             else:
                 self._one(fd, hdir, ent.name, child)
+
+    def _entries(self, dnode):
+        """A directory's entries sorted by name, read lazily on first use so a
+        damaged directory is reported where it is met."""
+        yield from sorted(self.fs.listdir(dnode), key=lambda e: e.name)
 
     def _one(self, dir_fd: int, host_dir: bytes, name: bytes, node) -> None:
         host_path = os.path.join(host_dir, name)

@@ -1,0 +1,293 @@
+"""Hot-path parsers for XFS metadata, in Cython's pure-Python mode.
+
+This one file is both backends: setup.py compiles it with Cython into the
+native extension (the type declarations below become C types, loops become C
+loops), and imported as plain Python it is the pure-Python backend.  There is
+no second copy of the logic.
+
+Inputs are ``bytes`` (or ``bytearray``); everything on disk is big-endian
+unless noted.  Malformed input raises ValueError with a short reason: no
+function reads outside its buffer or loops without bound.
+"""
+try:
+    import cython
+except ImportError:          # plain Python without Cython installed
+    from fstool_native import _cython_shim as cython
+
+# CRC-32C (Castagnoli), reflected polynomial 0x82F63B78, as eight 256-entry
+# tables for slicing-by-8.  parsers.pxd declares _T as a C array when compiled.
+_T = [0] * 2048
+
+
+def _init_tables():
+    for i in range(256):
+        c = i
+        for _k in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        _T[i] = c
+    for i in range(256):
+        c = _T[i]
+        for k in range(1, 8):
+            c = _T[c & 0xFF] ^ (c >> 8)
+            _T[k * 256 + i] = c
+
+
+_init_tables()
+
+
+@cython.cfunc
+@cython.locals(p=cython.p_uchar, start=cython.Py_ssize_t, end=cython.Py_ssize_t,
+               c=cython.uint, i=cython.Py_ssize_t)
+@cython.returns(cython.uint)
+def _crc_update(p, start, end, c):
+    """Continue a (pre-inverted) CRC register over p[start:end]."""
+    i = start
+    while i + 8 <= end:
+        c ^= p[i] | (p[i + 1] << 8) | (p[i + 2] << 16) | (p[i + 3] << 24)
+        c = (_T[1792 + (c & 0xFF)] ^ _T[1536 + ((c >> 8) & 0xFF)] ^
+             _T[1280 + ((c >> 16) & 0xFF)] ^ _T[1024 + (c >> 24)] ^
+             _T[768 + p[i + 4]] ^ _T[512 + p[i + 5]] ^ _T[256 + p[i + 6]] ^ _T[p[i + 7]])
+        i += 8
+    while i < end:
+        c = _T[(c ^ p[i]) & 0xFF] ^ (c >> 8)
+        i += 1
+    return c
+
+
+@cython.cfunc
+@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t)
+@cython.returns(cython.uint)
+def _be16(p, off):
+    return (p[off] << 8) | p[off + 1]
+
+
+@cython.cfunc
+@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t)
+@cython.returns(cython.uint)
+def _be32(p, off):
+    return (p[off] << 24) | (p[off + 1] << 16) | (p[off + 2] << 8) | p[off + 3]
+
+
+@cython.cfunc
+@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, hi=cython.ulonglong,
+               lo=cython.ulonglong)
+@cython.returns(cython.ulonglong)
+def _be64(p, off):
+    hi = _be32(p, off)
+    lo = _be32(p, off + 4)
+    return (hi << 32) | lo
+
+
+@cython.locals(p=cython.p_uchar, c=cython.uint)
+def crc32c(data, crc: cython.uint = 0) -> int:
+    """CRC-32C of ``data``, continuing from a previous result ``crc``."""
+    p = data
+    c = _crc_update(p, 0, len(data), crc ^ 0xFFFFFFFF)
+    return c ^ 0xFFFFFFFF
+
+
+@cython.locals(p=cython.p_uchar, n=cython.Py_ssize_t, off=cython.Py_ssize_t, c=cython.uint)
+def xfs_cksum(buf, crc_offset) -> int:
+    """CRC-32C of ``buf`` with the 4-byte CRC field at ``crc_offset`` taken as
+    zero: the value XFS stores (little-endian) in that field."""
+    p = buf
+    n = len(buf)
+    off = crc_offset
+    if off < 0 or off + 4 > n:
+        raise ValueError("checksum field outside the buffer")
+    c = _crc_update(p, 0, off, 0xFFFFFFFF)
+    # four zero bytes stand in for the checksum field
+    c = _T[c & 0xFF] ^ (c >> 8)
+    c = _T[c & 0xFF] ^ (c >> 8)
+    c = _T[c & 0xFF] ^ (c >> 8)
+    c = _T[c & 0xFF] ^ (c >> 8)
+    c = _crc_update(p, off + 4, n, c)
+    return c ^ 0xFFFFFFFF
+
+
+@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, stored=cython.uint)
+def xfs_cksum_ok(buf, crc_offset) -> bool:
+    """True when the CRC stored at ``crc_offset`` matches the buffer."""
+    p = buf
+    off = crc_offset
+    if off < 0 or off + 4 > len(buf):
+        raise ValueError("checksum field outside the buffer")
+    stored = p[off] | (p[off + 1] << 8) | (p[off + 2] << 16) | (p[off + 3] << 24)
+    return xfs_cksum(buf, crc_offset) == stored
+
+
+@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, n=cython.Py_ssize_t,
+               i=cython.Py_ssize_t, l0=cython.ulonglong, l1=cython.ulonglong)
+def decode_bmbt_recs(buf, offset, count) -> list:
+    """``count`` 16-byte bmbt records at ``offset`` as tuples
+    (startoff, startblock, blockcount, unwritten).
+
+    Bit layout of the two big-endian words: l0 bit 63 is the unwritten flag,
+    l0 bits 62..9 the file offset, l0 bits 8..0 with l1 bits 63..21 the start
+    block, l1 bits 20..0 the length."""
+    p = buf
+    off = offset
+    n = count
+    if off < 0 or n < 0 or off + 16 * n > len(buf):
+        raise ValueError("bmbt records run past the buffer")
+    out = []
+    for i in range(n):
+        l0 = _be64(p, off)
+        l1 = _be64(p, off + 8)
+        out.append(((l0 >> 9) & 0x3FFFFFFFFFFFFF,
+                    ((l0 & 0x1FF) << 43) | (l1 >> 21),
+                    l1 & 0x1FFFFF,
+                    l0 >> 63))
+        off += 16
+    return out
+
+
+@cython.locals(p=cython.p_uchar, pos=cython.Py_ssize_t, stop=cython.Py_ssize_t,
+               ft=cython.int, namelen=cython.Py_ssize_t, size=cython.Py_ssize_t,
+               length=cython.Py_ssize_t, ftype=cython.int)
+def dir2_data_entries(buf, start, end, has_ftype) -> list:
+    """Entries of a directory data region buf[start:end] as tuples
+    (offset, inumber, name, ftype), skipping unused (free) regions.
+
+    An entry is inumber(8) namelen(1) name [ftype(1)] padding tag(2), 8-byte
+    aligned; a free region starts with 0xFFFF and its length, and ends with a
+    tag; every tag holds the offset of its own entry."""
+    p = buf
+    pos = start
+    stop = end
+    ft = 1 if has_ftype else 0
+    if pos < 0 or stop > len(buf) or pos > stop:
+        raise ValueError("directory data region outside the buffer")
+    out = []
+    while pos < stop:
+        if stop - pos < 8:
+            raise ValueError(f"truncated entry at offset {pos}")
+        if _be16(p, pos) == 0xFFFF:
+            length = _be16(p, pos + 2)
+            if length < 8 or length & 7 or pos + length > stop:
+                raise ValueError(f"bad free region length {length} at offset {pos}")
+            if _be16(p, pos + length - 2) != pos:
+                raise ValueError(f"bad free region tag at offset {pos}")
+            pos += length
+            continue
+        namelen = p[pos + 8]
+        if namelen == 0:
+            raise ValueError(f"zero-length name at offset {pos}")
+        size = (8 + 1 + namelen + ft + 2 + 7) & ~7
+        if pos + size > stop:
+            raise ValueError(f"entry at offset {pos} runs past the data region")
+        if _be16(p, pos + size - 2) != pos:
+            raise ValueError(f"bad entry tag at offset {pos}")
+        ftype = p[pos + 9 + namelen] if ft else 0
+        out.append((pos, _be64(p, pos), p[pos + 9:pos + 9 + namelen], ftype))
+        pos += size
+    return out
+
+
+@cython.locals(p=cython.p_uchar, base=cython.Py_ssize_t, stop=cython.Py_ssize_t,
+               pos=cython.Py_ssize_t, count=cython.int, width=cython.int, i=cython.int,
+               namelen=cython.Py_ssize_t, ft=cython.int, ftype=cython.int,
+               ino=cython.ulonglong, parent=cython.ulonglong)
+def dir2_sf_entries(buf, offset, size, has_ftype) -> tuple:
+    """A shortform directory at buf[offset:offset+size]: (parent inode,
+    [(offset cookie, inumber, name, ftype), ...]).
+
+    Header: count(1) i8count(1) parent(4 or 8); entries: namelen(1)
+    offset(2) name [ftype(1)] inumber(4 or 8).  Inode numbers are 8 bytes
+    wide when i8count is non-zero."""
+    p = buf
+    base = offset
+    stop = offset + size
+    ft = 1 if has_ftype else 0
+    if base < 0 or size < 6 or stop > len(buf):
+        raise ValueError("shortform directory outside the buffer")
+    count = p[base]
+    width = 8 if p[base + 1] else 4
+    if base + 2 + width > stop:
+        raise ValueError("shortform header runs past its size")
+    parent = _be64(p, base + 2) if width == 8 else _be32(p, base + 2)
+    pos = base + 2 + width
+    out = []
+    for i in range(count):
+        if pos + 3 > stop:
+            raise ValueError(f"entry {i} runs past the shortform size")
+        namelen = p[pos]
+        if namelen == 0:
+            raise ValueError(f"entry {i} has a zero-length name")
+        if pos + 3 + namelen + ft + width > stop:
+            raise ValueError(f"entry {i} runs past the shortform size")
+        ftype = p[pos + 3 + namelen] if ft else 0
+        if width == 8:
+            ino = _be64(p, pos + 3 + namelen + ft)
+        else:
+            ino = _be32(p, pos + 3 + namelen + ft)
+        out.append((_be16(p, pos + 1), ino, p[pos + 3:pos + 3 + namelen], ftype))
+        pos += 3 + namelen + ft + width
+    return parent, out
+
+
+@cython.cfunc
+@cython.locals(x=cython.uint, n=cython.int)
+@cython.returns(cython.uint)
+def _rol32(x, n):
+    return ((x << n) | (x >> (32 - n))) & 0xFFFFFFFF
+
+
+@cython.locals(p=cython.p_uchar, n=cython.Py_ssize_t, i=cython.Py_ssize_t, h=cython.uint)
+def da_hashname(name) -> int:
+    """The XFS directory/xattr name hash: four bytes at a time, each step
+    mixing the bytes at shifts 21/14/7/0 into the previous hash rotated left
+    by 28; a 1-3 byte tail mixes in the same way with a shorter rotation."""
+    p = name
+    n = len(name)
+    h = 0
+    i = 0
+    while n - i >= 4:
+        h = ((p[i] << 21) ^ (p[i + 1] << 14) ^ (p[i + 2] << 7) ^ p[i + 3] ^
+             _rol32(h, 28)) & 0xFFFFFFFF
+        i += 4
+    if n - i == 3:
+        h = ((p[i] << 14) ^ (p[i + 1] << 7) ^ p[i + 2] ^ _rol32(h, 21)) & 0xFFFFFFFF
+    elif n - i == 2:
+        h = ((p[i] << 7) ^ p[i + 1] ^ _rol32(h, 14)) & 0xFFFFFFFF
+    elif n - i == 1:
+        h = (p[i] ^ _rol32(h, 7)) & 0xFFFFFFFF
+    return h
+
+
+@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, n=cython.Py_ssize_t,
+               i=cython.Py_ssize_t)
+def inobt_recs(buf, offset, count, sparse) -> list:
+    """``count`` 16-byte inobt/finobt records as tuples
+    (startino, holemask, count, freecount, free mask).  Without sparse
+    inodes the second word is a 32-bit freecount and a chunk is 64 inodes."""
+    p = buf
+    off = offset
+    n = count
+    if off < 0 or n < 0 or off + 16 * n > len(buf):
+        raise ValueError("inobt records run past the buffer")
+    out = []
+    for i in range(n):
+        if sparse:
+            out.append((_be32(p, off), _be16(p, off + 4), p[off + 6], p[off + 7],
+                        _be64(p, off + 8)))
+        else:
+            out.append((_be32(p, off), 0, 64, _be32(p, off + 4), _be64(p, off + 8)))
+        off += 16
+    return out
+
+
+@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, n=cython.Py_ssize_t,
+               i=cython.Py_ssize_t)
+def alloc_recs(buf, offset, count) -> list:
+    """``count`` free-space records (startblock, blockcount)."""
+    p = buf
+    off = offset
+    n = count
+    if off < 0 or n < 0 or off + 8 * n > len(buf):
+        raise ValueError("free space records run past the buffer")
+    out = []
+    for i in range(n):
+        out.append((_be32(p, off), _be32(p, off + 4)))
+        off += 8
+    return out
