@@ -25,6 +25,12 @@ I_FLAGS2, I_COWEXTSIZE, I_INO, I_UUID = (_I["di_flags2"], _I["di_cowextsize"], _
                                          _I["di_uuid"])
 
 
+_BE16, _BE32, _BE64 = struct.Struct(">H"), struct.Struct(">I"), struct.Struct(">Q")
+_NEXT64_OFF = DINODE.offset("di_big_nextents")
+_NEXT32_OFF = DINODE.offset("di_nextents")
+_ANEXT16_OFF = DINODE.offset("di_anextents")
+
+
 def decode_timestamp(raw: int, bigtime: bool) -> int:
     """An on-disk timestamp as nanoseconds since the Unix epoch."""
     if bigtime:
@@ -43,53 +49,46 @@ class Extent(tuple):
 class Inode:
     """One inode read from disk and verified.  Forks are decoded lazily."""
 
-    __slots__ = ("fs", "ino", "raw", "core", "mode", "format", "size", "nlink", "uid", "gid",
-                 "forkoff", "aformat", "flags2", "_extents", "_starts", "_aextents", "_astarts")
+    __slots__ = ("fs", "ino", "raw", "_core", "mode", "format", "size", "nlink", "uid",
+                 "gid", "forkoff", "aformat", "flags2", "_extents", "_starts", "_aextents",
+                 "_astarts")
 
     def __init__(self, fs, ino: int, raw: bytes):
         self.fs = fs
         self.ino = ino
         self.raw = raw
-        self.core = v = _CORE.unpack_from(raw, 0)
-        if v[I_MAGIC] != C.XFS_DINODE_MAGIC:
-            raise CorruptionError("inode", f"bad magic 0x{v[I_MAGIC]:04x}", ino=ino,
-                                  field="di_magic")
-        if v[I_VERSION] != 3:
-            raise CorruptionError("inode", f"version {v[I_VERSION]}, expected 3", ino=ino,
-                                  field="di_version")
-        if not parsers.xfs_cksum_ok(raw, C.XFS_DINODE_CRC_OFF):
-            raise CorruptionError("inode", "CRC mismatch", ino=ino, field="di_crc")
-        if v[I_INO] != ino:
-            raise CorruptionError("inode", f"records number {v[I_INO]}", ino=ino,
-                                  field="di_ino")
-        if v[I_UUID] != fs.uuid:
-            raise CorruptionError("inode", "uuid does not match the filesystem", ino=ino,
-                                  field="di_uuid")
-        self.mode = v[I_MODE]
-        self.format = v[I_FORMAT]
-        self.size = v[I_SIZE]
-        self.nlink = v[I_NLINK]
-        self.uid = v[I_UID]
-        self.gid = v[I_GID]
-        self.forkoff = v[I_FORKOFF]
-        self.aformat = v[I_AFORMAT]
-        self.flags2 = v[I_FLAGS2]
+        try:
+            (self.mode, self.format, self.size, self.nlink, self.uid, self.gid,
+             self.forkoff, self.aformat, self.flags2) = parsers.dinode_core(raw, ino, fs.uuid)
+        except ValueError as e:
+            field, _, detail = str(e).partition("|")
+            raise CorruptionError("inode", detail, ino=ino, field=field) from None
         if self.forkoff and C.XFS_DINODE_CORE_SIZE + self.forkoff * 8 >= len(raw):
             raise CorruptionError("inode", f"attr fork offset {self.forkoff} beyond the inode",
                                   ino=ino, field="di_forkoff")
+        self._core = None
         self._extents = None
         self._aextents = None
+
+    @property
+    def core(self) -> tuple:
+        """Every core field, in DINODE order (decoded on first use)."""
+        if self._core is None:
+            self._core = _CORE.unpack_from(self.raw, 0)
+        return self._core
 
     # -- core fields used less often ------------------------------------------
     @property
     def nextents(self) -> int:
-        v = self.core
-        return v[I_BIGNEXT] if self.flags2 & C.XFS_DIFLAG2_NREXT64 else v[I_NEXTENTS]
+        if self.flags2 & C.XFS_DIFLAG2_NREXT64:
+            return _BE64.unpack_from(self.raw, _NEXT64_OFF)[0]
+        return _BE32.unpack_from(self.raw, _NEXT32_OFF)[0]
 
     @property
     def anextents(self) -> int:
-        v = self.core
-        return v[I_NEXTENTS] if self.flags2 & C.XFS_DIFLAG2_NREXT64 else v[I_ANEXTENTS]
+        if self.flags2 & C.XFS_DIFLAG2_NREXT64:
+            return _BE32.unpack_from(self.raw, _NEXT32_OFF)[0]
+        return _BE16.unpack_from(self.raw, _ANEXT16_OFF)[0]
 
     def _time(self, idx: int) -> int:
         return decode_timestamp(self.core[idx], bool(self.flags2 & C.XFS_DIFLAG2_BIGTIME))
@@ -177,13 +176,13 @@ class Inode:
         else:
             raise CorruptionError("inode", f"{which} fork format {fmt} is not valid",
                                   ino=self.ino, field="di_aformat" if attr else "di_format")
-        prev_end = -1
-        for e in exts:
-            if e[0] < prev_end or e[2] == 0:
-                raise CorruptionError("inode", f"{which} fork extent map unsorted, overlapping "
-                                      "or empty", ino=self.ino, field="extents")
-            prev_end = e[0] + e[2]
-            self.fs.check_fsb_range(e[1], e[2], ino=self.ino)
+        if exts:
+            sb = self.fs.sb
+            bad = parsers.check_extents(exts, sb.agblklog, sb.agblocks, sb.agcount,
+                                        self.fs.ag_length(sb.agcount - 1))
+            if bad is not None:
+                raise CorruptionError("extent map", f"{which} fork extent {bad[0]}: {bad[1]}",
+                                      ino=self.ino, field="extents")
         return exts
 
     def bmbt_root(self, attr: bool = False) -> tuple[int, list, list]:
@@ -261,11 +260,17 @@ class Inode:
         if self.format == C.XFS_DINODE_FMT_LOCAL:
             data = self.fork_bytes()[:self.size]
             return data[offset:offset + size]
+        exts = self.extents()
+        blog = self.fs.sb.blocklog
+        if len(exts) == 1:
+            # the common small file: one written extent from offset 0
+            startoff, startblock, count, unwritten = exts[0]
+            if startoff == 0 and not unwritten and offset + size <= count << blog:
+                daddr = self.fs.fsb_to_daddr(startblock)
+                return self.fs.dev.pread((daddr << C.BBSHIFT) + offset, size)
         out = bytearray(size)
         bs = self.fs.sb.blocksize
-        blog = self.fs.sb.blocklog
         end = offset + size
-        exts = self.extents()
         i = max(0, bisect.bisect_right(self._starts, offset >> blog) - 1)
         dev = self.fs.dev
         while i < len(exts):

@@ -6,9 +6,9 @@ on demand through a bounded cache; nothing reads the whole image.
 from __future__ import annotations
 
 import io
+import itertools
 import posixpath
-from collections import OrderedDict
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 from ..errors import (CorruptionError, ImageError, InvalidArgument, IsADirectoryImageError,
                       NotADirectoryImageError, NotFoundError, SymlinkLoopError)
@@ -25,17 +25,11 @@ from .superblock import Superblock
 MAX_SYMLINK_HOPS = 40
 
 
-class DirEntry:
+class DirEntry(NamedTuple):
     """A name in a directory: ``name`` (bytes), ``ino`` and ``ftype``."""
-    __slots__ = ("name", "ino", "ftype")
-
-    def __init__(self, name: bytes, ino: int, ftype: int):
-        self.name = name
-        self.ino = ino
-        self.ftype = ftype
-
-    def __repr__(self):
-        return f"DirEntry({self.name!r}, ino={self.ino}, ftype={self.ftype})"
+    name: bytes
+    ino: int
+    ftype: int
 
 
 class Filesystem:
@@ -56,8 +50,15 @@ class Filesystem:
             self.dev.close()
             raise
         self.cache = BufferCache(cache_bytes)
-        self._inodes: OrderedDict = OrderedDict()
+        self._inodes: dict = {}
         self._inode_cache_max = 8192
+        self._agbno_mask = (1 << sb.agblklog) - 1
+        self._bb_per_fsb_log = sb.blocklog - C.BBSHIFT
+        self._ag_len = [sb.agblocks] * (sb.agcount - 1) + \
+            [sb.dblocks - (sb.agcount - 1) * sb.agblocks]
+        # the kernel's inode cluster: 8 KiB scaled by the inode size over 256
+        cluster_bytes = max(sb.blocksize, 8192 * sb.inodesize // 256)
+        self._cluster_blocks = max(1, cluster_bytes >> sb.blocklog)
         self.uuid = sb.meta_uuid
 
     # -- lifetime ---------------------------------------------------------
@@ -83,20 +84,9 @@ class Filesystem:
                                   "lies outside the filesystem", agno=agno, block=agbno)
         return self.agb_to_daddr(agno, agbno)
 
-    def check_fsb_range(self, fsbno: int, count: int, ino: int | None = None) -> None:
-        sb = self.sb
-        agno = fsbno >> sb.agblklog
-        agbno = fsbno & ((1 << sb.agblklog) - 1)
-        if agno >= sb.agcount or agbno + count > self.ag_length(agno):
-            raise CorruptionError("extent map", f"extent at block {fsbno} (AG {agno} block "
-                                  f"{agbno}), {count} blocks, runs past the end of its AG",
-                                  agno=agno, block=agbno, ino=ino)
-
     def ag_length(self, agno: int) -> int:
-        sb = self.sb
-        if agno == sb.agcount - 1:
-            return sb.dblocks - agno * sb.agblocks
-        return sb.agblocks
+        """Blocks in AG ``agno`` (the last AG may be shorter)."""
+        return self._ag_len[agno]
 
     def ino_location(self, ino: int) -> tuple[int, int, int]:
         """(agno, agbno, index within block) of an inode number, validated."""
@@ -196,21 +186,30 @@ class Filesystem:
     def inode(self, ino: int) -> Inode:
         cached = self._inodes.get(ino)
         if cached is not None:
-            self._inodes.move_to_end(ino)
             return cached
-        agno, agbno, idx = self.ino_location(ino)
         sb = self.sb
-        daddr = self.agb_to_daddr(agno, agbno)
-        key = (daddr, sb.blocksize, "inode block")
-        block = self.cache.get(key)
-        if block is None:
-            block = self.dev.pread(daddr << C.BBSHIFT, sb.blocksize)
-            self.cache.put(key, block)
-        off = idx << sb.inodelog
-        node = Inode(self, ino, block[off:off + sb.inodesize])
-        self._inodes[ino] = node
-        if len(self._inodes) > self._inode_cache_max:
-            self._inodes.popitem(last=False)
+        agno = ino >> sb.agino_log
+        agbno = (ino >> sb.inopblog) & self._agbno_mask
+        if agno >= sb.agcount or agbno == 0 or agbno >= self._ag_len[agno]:
+            raise CorruptionError("inode number", f"{ino} lies outside the filesystem",
+                                  agno=agno, block=agbno, ino=ino)
+        # read a whole inode cluster at a time: neighbours are usually next
+        cstart = agbno - agbno % self._cluster_blocks
+        nblocks = min(self._cluster_blocks, self._ag_len[agno] - cstart)
+        daddr = (agno * sb.agblocks + cstart) << self._bb_per_fsb_log
+        key = (daddr, nblocks, "inode cluster")
+        cluster = self.cache.get(key)
+        if cluster is None:
+            cluster = self.dev.pread(daddr << C.BBSHIFT, nblocks << sb.blocklog)
+            self.cache.put(key, cluster)
+        off = (((agbno - cstart) << sb.inopblog) + (ino & (sb.inopblock - 1))) << sb.inodelog
+        node = Inode(self, ino, cluster[off:off + sb.inodesize])
+        inodes = self._inodes
+        inodes[ino] = node
+        if len(inodes) > self._inode_cache_max:
+            # drop the oldest half: cheaper than strict LRU upkeep on every hit
+            for old in list(itertools.islice(inodes, len(inodes) // 2)):
+                del inodes[old]
         return node
 
     @property
@@ -218,13 +217,14 @@ class Filesystem:
         return self.inode(self.sb.rootino)
 
     # -- directories ----------------------------------------------------------
-    def listdir(self, where) -> Iterator[DirEntry]:
-        """Entries of a directory (path or Inode), without ``.`` and ``..``."""
+    def listdir(self, where) -> list[DirEntry]:
+        """Entries of a directory (path, inode number or Inode), without ``.``
+        and ``..``, in on-disk order."""
         node = self._as_inode(where)
         if not node.is_dir:
             raise NotADirectoryImageError(where if isinstance(where, str) else f"inode {node.ino}")
-        for name, ino, ftype in xdir.iter_entries(node):
-            yield DirEntry(name, ino, ftype)
+        make = DirEntry._make
+        return [make(e) for e in xdir.iter_entries(node)]
 
     def parent_of(self, node: Inode) -> int:
         return xdir.parent(node)
