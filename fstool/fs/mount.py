@@ -270,12 +270,12 @@ class Filesystem:
             stack.append(node)
         return node
 
-    def _as_inode(self, where) -> Inode:
+    def _as_inode(self, where, follow: bool = False) -> Inode:
         if isinstance(where, Inode):
             return where
         if isinstance(where, int):
             return self.inode(where)
-        return self.lookup(where)
+        return self.lookup(where, follow=follow)
 
     def walk(self, top="/") -> Iterator[tuple[str, Inode]]:
         """Depth-first (path, inode) for ``top`` and everything below it, names
@@ -306,13 +306,15 @@ class Filesystem:
 
     # -- files, symlinks, xattrs ------------------------------------------------
     def read(self, where, offset: int = 0, size: int = -1) -> bytes:
-        node = self._as_inode(where)
+        """File data; a path that names a symlink reads the file it points to."""
+        node = self._as_inode(where, follow=True)
         if node.is_dir:
             raise IsADirectoryImageError(where if isinstance(where, str) else f"inode {node.ino}")
         return node.read(offset, size)
 
     def open(self, where) -> "FileReader":
-        node = self._as_inode(where)
+        """A seekable binary stream; symlinks in paths are followed."""
+        node = self._as_inode(where, follow=True)
         if node.is_dir:
             raise IsADirectoryImageError(where if isinstance(where, str) else f"inode {node.ino}")
         return FileReader(node)

@@ -1,0 +1,25 @@
+import pytest
+
+from fixtures import images
+
+
+@pytest.fixture(scope="session")
+def kernel_img():
+    """The fixture tree as the kernel wrote it (small scale)."""
+    if not images.loop_available():
+        pytest.skip("needs root, xfsprogs and a kernel loop mount of XFS")
+    return images.kernel_image("small")
+
+
+@pytest.fixture(scope="session")
+def scratch_xfs(tmp_path_factory):
+    """A loop-mounted empty XFS filesystem to extract into (xattrs of every
+    size need XFS on the receiving side too)."""
+    if not images.loop_available():
+        pytest.skip("needs root, xfsprogs and a kernel loop mount of XFS")
+    import subprocess
+    img = tmp_path_factory.mktemp("scratch") / "scratch.img"
+    subprocess.run(["truncate", "-s", "2G", str(img)], check=True)
+    subprocess.run(["mkfs.xfs", "-q", "-f", str(img)], check=True)
+    with images.Mounted(img) as mnt:
+        yield mnt
