@@ -172,3 +172,50 @@ def test_ag_out_of_range(image):
 
 def test_cat_directory(image):
     assert_one_line_error(fstool("cat", image, "/a"), "is a directory")
+
+
+@pytest.mark.parametrize("option,device", [("-l", "logdev"), ("-r", "rtdev")])
+def test_external_log_and_realtime_are_unsupported(tmp_path, option, device):
+    img, dev = tmp_path / "data.img", tmp_path / "dev.img"
+    for p in (img, dev):
+        subprocess.run(["truncate", "-s", "512M", str(p)], check=True)
+    subprocess.run(["mkfs.xfs", "-q", "-f", option, f"{device}={dev}", str(img)], check=True)
+    assert_one_line_error(fstool("ls", img), "not supported")
+
+
+def _patch_inode(img, ino, mutate):
+    """Rewrite one inode's bytes and fix its CRC, as a hostile image would."""
+    import fstool
+    import fstool_native
+    with fstool.open_image(img) as fs:
+        agno, agbno, idx = fs.ino_location(ino)
+        off = ((agno * fs.sb.agblocks + agbno) << fs.sb.blocklog) + idx * fs.sb.inodesize
+        size = fs.sb.inodesize
+    with open(img, "r+b") as f:
+        f.seek(off)
+        raw = bytearray(f.read(size))
+        mutate(raw)
+        crc = fstool_native.load().xfs_cksum(bytes(raw), 100)
+        raw[100:104] = crc.to_bytes(4, "little")
+        f.seek(off)
+        f.write(raw)
+
+
+def test_get_refuses_hostile_names(base_image, tmp_path):
+    img = tmp_path / "hostile.img"
+    subprocess.run(["cp", "--sparse=always", str(base_image), str(img)], check=True)
+    a = _ino(img, "/a")
+
+    def rename_b(raw):
+        # /a holds one shortform entry "b"; call it ".." and then "/"
+        i = raw.index(b"\x01\x00\x60b", 176) if b"\x01\x00\x60b" in raw else None
+        assert i is not None, raw[176:220].hex()
+        raw[i + 3:i + 4] = b"/"
+    _patch_inode(img, a, rename_b)
+    dest = tmp_path / "dest"
+    res = fstool("get", img, "/", dest)
+    assert res.returncode == 1
+    assert "unsafe name" in res.stderr and "Traceback" not in res.stderr
+    # nothing was written outside dest
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dest", "hostile.img"]
+    assert (dest / "f").exists()
