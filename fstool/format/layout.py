@@ -14,25 +14,16 @@ from __future__ import annotations
 import re
 import struct
 
-import construct as cs
-
-_SCALAR_CS = {
-    "B": cs.Int8ub, "b": cs.Int8sb,
-    "H": cs.Int16ub, "h": cs.Int16sb,
-    "I": cs.Int32ub, "i": cs.Int32sb,
-    "Q": cs.Int64ub, "q": cs.Int64sb,
-}
 _CODE = re.compile(r"^(\d*)([BbHhIiQqs])$")
 
 
 class Layout:
-    __slots__ = ("name", "fields", "struct", "size", "construct", "_arrays", "_offsets")
+    __slots__ = ("name", "fields", "struct", "size", "_construct", "_arrays", "_offsets")
 
     def __init__(self, name: str, fields: list[tuple[str, str]]):
         self.name = name
         self.fields = fields
         fmt = [">"]
-        subcons = []
         self._arrays: list[tuple[str, int]] = []   # (name, count); count 0 means scalar
         self._offsets: dict[str, int] = {}
         offset = 0
@@ -45,21 +36,36 @@ class Layout:
             fmt.append(code)
             if kind == "s":
                 size = count or 1
-                subcons.append(fname / cs.Bytes(size))
                 self._arrays.append((fname, 0))
                 offset += size
             else:
-                sub = _SCALAR_CS[kind]
-                if count:
-                    subcons.append(fname / cs.Array(count, sub))
-                else:
-                    subcons.append(fname / sub)
                 self._arrays.append((fname, count))
                 offset += struct.calcsize(">" + kind) * max(count, 1)
         self.struct = struct.Struct("".join(fmt))
         self.size = self.struct.size
         assert self.size == offset, (name, self.size, offset)
-        self.construct = cs.Struct(*subcons)
+        self._construct = None
+
+    @property
+    def construct(self):
+        """The construct Struct for this layout (built on first use: importing
+        construct costs ~30 ms, which commands that only read should not pay)."""
+        if self._construct is None:
+            import construct as cs
+            scalar = {"B": cs.Int8ub, "b": cs.Int8sb, "H": cs.Int16ub, "h": cs.Int16sb,
+                      "I": cs.Int32ub, "i": cs.Int32sb, "Q": cs.Int64ub, "q": cs.Int64sb}
+            subcons = []
+            for fname, code in self.fields:
+                m = _CODE.match(code)
+                count, kind = int(m.group(1) or 0), m.group(2)
+                if kind == "s":
+                    subcons.append(fname / cs.Bytes(count or 1))
+                elif count:
+                    subcons.append(fname / cs.Array(count, scalar[kind]))
+                else:
+                    subcons.append(fname / scalar[kind])
+            self._construct = cs.Struct(*subcons)
+        return self._construct
 
     def offset(self, field: str) -> int:
         return self._offsets[field]

@@ -9,8 +9,7 @@ damaged tree produces a CorruptionError rather than a hang.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable, Iterator, NamedTuple
 
 from .._backend import parsers
 from ..errors import CorruptionError
@@ -18,8 +17,7 @@ from ..format import constants as C
 from ..io import verify as V
 
 
-@dataclass(frozen=True)
-class BtreeType:
+class BtreeType(NamedTuple):
     name: str
     buftype: V.BufType
     long_ptrs: bool
@@ -68,8 +66,7 @@ RMAPBT = BtreeType("rmapbt", V.RMAPBT, False, 24, 20, _decode_rmap)
 BMBT = BtreeType("bmbt", V.BMBT, True, 16, 8, parsers.decode_bmbt_recs)
 
 
-@dataclass
-class BtreeBlock:
+class BtreeBlock(NamedTuple):
     """One decoded btree block, as the dump and check tools want to see it."""
     daddr: int
     addr: int                # agbno (short trees) or fsbno (bmbt)

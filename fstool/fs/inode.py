@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import bisect
+import operator
 import struct
 
 from .._backend import parsers
@@ -25,6 +26,7 @@ I_FLAGS2, I_COWEXTSIZE, I_INO, I_UUID = (_I["di_flags2"], _I["di_cowextsize"], _
                                          _I["di_uuid"])
 
 
+_STARTOFF = operator.itemgetter(0)
 _BE16, _BE32, _BE64 = struct.Struct(">H"), struct.Struct(">I"), struct.Struct(">Q")
 _NEXT64_OFF = DINODE.offset("di_big_nextents")
 _NEXT32_OFF = DINODE.offset("di_nextents")
@@ -50,8 +52,7 @@ class Inode:
     """One inode read from disk and verified.  Forks are decoded lazily."""
 
     __slots__ = ("fs", "ino", "raw", "_core", "mode", "format", "size", "nlink", "uid",
-                 "gid", "forkoff", "aformat", "flags2", "_extents", "_starts", "_aextents",
-                 "_astarts")
+                 "gid", "forkoff", "aformat", "flags2", "_extents", "_aextents")
 
     def __init__(self, fs, ino: int, raw: bytes):
         self.fs = fs
@@ -208,18 +209,15 @@ class Inode:
         if attr:
             if self._aextents is None:
                 self._aextents = self._load_map(True)
-                self._astarts = [e[0] for e in self._aextents]
             return self._aextents
         if self._extents is None:
             self._extents = self._load_map(False)
-            self._starts = [e[0] for e in self._extents]
         return self._extents
 
     def map_block(self, fileblock: int, attr: bool = False):
         """The extent holding ``fileblock`` or None for a hole."""
         exts = self.extents(attr)
-        starts = self._astarts if attr else self._starts
-        i = bisect.bisect_right(starts, fileblock) - 1
+        i = bisect.bisect_right(exts, fileblock, key=_STARTOFF) - 1
         if i >= 0:
             e = exts[i]
             if fileblock < e[0] + e[2]:
@@ -271,7 +269,7 @@ class Inode:
         out = bytearray(size)
         bs = self.fs.sb.blocksize
         end = offset + size
-        i = max(0, bisect.bisect_right(self._starts, offset >> blog) - 1)
+        i = max(0, bisect.bisect_right(exts, offset >> blog, key=_STARTOFF) - 1)
         dev = self.fs.dev
         while i < len(exts):
             startoff, startblock, count, unwritten = exts[i]

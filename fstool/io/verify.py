@@ -8,15 +8,14 @@ the kernel does (CRC, then magic and identity) and raises
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .._backend import parsers
 from ..errors import CorruptionError
 from ..format import constants as C
 
 
-@dataclass(frozen=True)
-class BufType:
+class BufType(NamedTuple):
     name: str
     magic_off: int
     magic_fmt: str            # ">I" or ">H"
