@@ -58,7 +58,7 @@ def main():
     ref_list = results[("libfsxfs", "list")]
     ref_read = results[("libfsxfs", "read")]
     print(f"{'reader':22s} {'entries/s':>11s} {'x libfsxfs':>10s} {'files/s':>9s} "
-          f"{'MB/s':>7s} {'x libfsxfs':>10s}")
+          f"{'MB/s':>7s} {'x libfsxfs':>10s} {'RSS MB':>7s}")
     for label, _reader, _env in READERS:
         lr, rr = results[(label, "list")], results[(label, "read")]
         if "error" in lr or "error" in rr:
@@ -69,7 +69,8 @@ def main():
         mbs = rr["bytes"] / rr["seconds"] / 1e6
         ratio_l = eps / (ref_list["entries"] / ref_list["seconds"]) if "error" not in ref_list else 0
         ratio_r = fps / (ref_read["files"] / ref_read["seconds"]) if "error" not in ref_read else 0
-        print(f"{label:22s} {eps:11,.0f} {ratio_l:10.2f} {fps:9,.0f} {mbs:7.1f} {ratio_r:10.2f}")
+        print(f"{label:22s} {eps:11,.0f} {ratio_l:10.2f} {fps:9,.0f} {mbs:7.1f} {ratio_r:10.2f} "
+              f"{rr['rss_mb']:7.0f}")
     print(f"image: {img} ({results[('libfsxfs', 'list')].get('entries')} entries)")
 
 

@@ -2,11 +2,12 @@
 
     python3 bench/read_walkers.py READER list|read IMAGE
 
-Prints one JSON line: entries, files, bytes, seconds.  "list" walks the whole
+Prints one JSON line: entries, files, bytes, seconds, peak RSS in MB.  "list" walks the whole
 tree and fetches name, mode and size of every entry (an inode read each);
 "read" also reads every regular file completely.
 """
 import json
+import resource
 import stat
 import sys
 import time
@@ -80,4 +81,6 @@ if __name__ == "__main__":
     t0 = time.perf_counter()
     entries, files, nbytes = WALKERS[reader](img, mode == "read")
     dt = time.perf_counter() - t0
-    print(json.dumps({"entries": entries, "files": files, "bytes": nbytes, "seconds": dt}))
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"entries": entries, "files": files, "bytes": nbytes, "seconds": dt,
+                      "rss_mb": rss_mb}))

@@ -23,3 +23,11 @@ def scratch_xfs(tmp_path_factory):
     subprocess.run(["mkfs.xfs", "-q", "-f", str(img)], check=True)
     with images.Mounted(img) as mnt:
         yield mnt
+
+
+@pytest.fixture(scope="session")
+def proto_img():
+    """An image mkfs.xfs populated from a protofile (no root needed)."""
+    if not images.xfsprogs_available():
+        pytest.skip("xfsprogs (mkfs.xfs, xfs_db) not installed")
+    return images.proto_image()
