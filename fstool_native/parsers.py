@@ -111,6 +111,11 @@ def _be64(p, off):
     return (hi << 32) | lo
 
 
+def _check_records(buf, off, n, size, what):
+    if off < 0 or n < 0 or off + size * n > len(buf):
+        raise ValueError(f"{what} run past the buffer")
+
+
 @cython.locals(p=cython.p_uchar, c=cython.uint)
 def crc32c(data, crc: cython.uint = 0) -> int:
     """CRC-32C of ``data``, continuing from a previous result ``crc``."""
@@ -161,8 +166,7 @@ def decode_bmbt_recs(buf, offset, count) -> list:
     p = buf
     off = offset
     n = count
-    if off < 0 or n < 0 or off + 16 * n > len(buf):
-        raise ValueError("bmbt records run past the buffer")
+    _check_records(buf, off, n, 16, "bmbt records")
     out = []
     for i in range(n):
         l0 = _be64(p, off)
@@ -297,8 +301,7 @@ def inobt_recs(buf, offset, count, sparse) -> list:
     p = buf
     off = offset
     n = count
-    if off < 0 or n < 0 or off + 16 * n > len(buf):
-        raise ValueError("inobt records run past the buffer")
+    _check_records(buf, off, n, 16, "inobt records")
     out = []
     for i in range(n):
         if sparse:
@@ -317,8 +320,7 @@ def alloc_recs(buf, offset, count) -> list:
     p = buf
     off = offset
     n = count
-    if off < 0 or n < 0 or off + 8 * n > len(buf):
-        raise ValueError("free space records run past the buffer")
+    _check_records(buf, off, n, 8, "free space records")
     out = []
     for i in range(n):
         out.append((_be32(p, off), _be32(p, off + 4)))

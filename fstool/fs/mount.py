@@ -129,31 +129,29 @@ class Filesystem:
         """The primary (AG 0) or a secondary superblock sector, verified."""
         return self._ag_sector(agno, 0, V.SB)
 
-    def _ag_header(self, agno: int, sector: int, bt: V.BufType, layout) -> dict:
+    def _ag_header(self, agno: int, sector: int, bt: V.BufType, layout, prefix: str) -> dict:
+        """A verified AG header sector decoded with ``layout``; its sequence
+        number and (for the AGF and AGI) its length must fit this AG."""
         buf = self._ag_sector(agno, sector, bt)
         d = layout.unpack(buf)
-        seq = d.get("agf_seqno", d.get("agi_seqno", d.get("agfl_seqno")))
-        if seq != agno:
-            raise CorruptionError(bt.name, f"sequence number {seq}", agno=agno, field="seqno")
+        if d[prefix + "seqno"] != agno:
+            raise CorruptionError(bt.name, f"sequence number {d[prefix + 'seqno']}",
+                                  agno=agno, field=prefix + "seqno")
+        length = d.get(prefix + "length")
+        if length is not None and length != self.ag_length(agno):
+            raise CorruptionError(bt.name, f"length {length}, expected "
+                                  f"{self.ag_length(agno)}", agno=agno, field=prefix + "length")
         d["_raw"] = buf
         return d
 
     def agf(self, agno: int) -> dict:
-        d = self._ag_header(agno, 1, V.AGF, AGF)
-        if d["agf_length"] != self.ag_length(agno):
-            raise CorruptionError("agf", f"length {d['agf_length']}, expected "
-                                  f"{self.ag_length(agno)}", agno=agno, field="agf_length")
-        return d
+        return self._ag_header(agno, 1, V.AGF, AGF, "agf_")
 
     def agi(self, agno: int) -> dict:
-        d = self._ag_header(agno, 2, V.AGI, AGI)
-        if d["agi_length"] != self.ag_length(agno):
-            raise CorruptionError("agi", f"length {d['agi_length']}, expected "
-                                  f"{self.ag_length(agno)}", agno=agno, field="agi_length")
-        return d
+        return self._ag_header(agno, 2, V.AGI, AGI, "agi_")
 
     def agfl(self, agno: int) -> dict:
-        d = self._ag_header(agno, 3, V.AGFL, AGFL)
+        d = self._ag_header(agno, 3, V.AGFL, AGFL, "agfl_")
         raw = d["_raw"]
         n = (self.sb.sectsize - C.XFS_AGFL_HDR_SIZE) // 4
         d["agfl_bno"] = [int.from_bytes(raw[C.XFS_AGFL_HDR_SIZE + 4 * i:
