@@ -31,3 +31,11 @@ def proto_img():
     if not images.xfsprogs_available():
         pytest.skip("xfsprogs (mkfs.xfs, xfs_db) not installed")
     return images.proto_image()
+
+
+@pytest.fixture(scope="session")
+def fragmented_img():
+    """Kernel-written image with multi-level free-space and inode btrees."""
+    if not images.loop_available():
+        pytest.skip("needs root, xfsprogs and a kernel loop mount of XFS")
+    return images.fragmented_image()

@@ -31,3 +31,11 @@ def print_fields(fields, as_json: bool) -> None:
         return
     for f in fields:
         click.echo(f"{f.name} = {f.text}")
+
+
+def bar(fraction: float, width: int = 30) -> str:
+    """A horizontal bar of ``fraction`` (0..1) in block characters."""
+    fraction = max(0.0, min(1.0, fraction))
+    eighths = int(round(fraction * width * 8))
+    full, part = divmod(eighths, 8)
+    return "█" * full + ("▏▎▍▌▋▊▉"[part - 1] if part else "")

@@ -22,6 +22,10 @@ COMMANDS = {
     "agi": ("structs", "agi_cmd", "Print an AG inode header field by field."),
     "agfl": ("structs", "agfl_cmd", "Print an AG free list field by field."),
     "inode": ("structs", "inode_cmd", "Print an inode field by field."),
+    "btree": ("btree", "cmd", "Dump any btree block by block, or summarise it."),
+    "agstats": ("agstats", "cmd", "Per-AG space, inode and btree statistics."),
+    "freesp": ("freesp", "cmd", "Free extent size histogram (like xfs_db freesp)."),
+    "frag": ("frag", "cmd", "File fragmentation (like xfs_db frag)."),
 }
 
 EXIT_ERROR = 1

@@ -25,6 +25,9 @@ class BtreeType(NamedTuple):
     key_len: int
     # decode(buf, offset, count) -> list of record tuples
     decode: Callable
+    rec_names: tuple          # field names of a record, as xfs_db prints them
+    key_fmt: str              # struct format of one key
+    key_names: tuple
 
     @property
     def hdr_len(self) -> int:
@@ -55,15 +58,21 @@ def _decode_rmap(buf, off, n):
     return list(struct.iter_unpack(">IIQQ", bytes(buf[off:off + 24 * n])))
 
 
-BNOBT = BtreeType("bnobt", V.BNOBT, False, 8, 8, parsers.alloc_recs)
-CNTBT = BtreeType("cntbt", V.CNTBT, False, 8, 8, parsers.alloc_recs)
-INOBT_SPARSE = BtreeType("inobt", V.INOBT, False, 16, 4, _decode_inobt_sparse)
-INOBT_FULL = BtreeType("inobt", V.INOBT, False, 16, 4, _decode_inobt_full)
-FINOBT_SPARSE = BtreeType("finobt", V.FINOBT, False, 16, 4, _decode_inobt_sparse)
-FINOBT_FULL = BtreeType("finobt", V.FINOBT, False, 16, 4, _decode_inobt_full)
-REFCOUNTBT = BtreeType("refcountbt", V.REFCBT, False, 12, 4, _decode_refcount)
-RMAPBT = BtreeType("rmapbt", V.RMAPBT, False, 24, 20, _decode_rmap)
-BMBT = BtreeType("bmbt", V.BMBT, True, 16, 8, parsers.decode_bmbt_recs)
+_ALLOC = (("startblock", "blockcount"), ">II", ("startblock", "blockcount"))
+_INO = (("startino", "holemask", "count", "freecount", "free"), ">I", ("startino",))
+BNOBT = BtreeType("bnobt", V.BNOBT, False, 8, 8, parsers.alloc_recs, *_ALLOC)
+CNTBT = BtreeType("cntbt", V.CNTBT, False, 8, 8, parsers.alloc_recs, *_ALLOC)
+INOBT_SPARSE = BtreeType("inobt", V.INOBT, False, 16, 4, _decode_inobt_sparse, *_INO)
+INOBT_FULL = BtreeType("inobt", V.INOBT, False, 16, 4, _decode_inobt_full, *_INO)
+FINOBT_SPARSE = BtreeType("finobt", V.FINOBT, False, 16, 4, _decode_inobt_sparse, *_INO)
+FINOBT_FULL = BtreeType("finobt", V.FINOBT, False, 16, 4, _decode_inobt_full, *_INO)
+REFCOUNTBT = BtreeType("refcountbt", V.REFCBT, False, 12, 4, _decode_refcount,
+                       ("startblock", "blockcount", "refcount"), ">I", ("startblock",))
+RMAPBT = BtreeType("rmapbt", V.RMAPBT, False, 24, 20, _decode_rmap,
+                   ("startblock", "blockcount", "owner", "offset"), ">IQQ",
+                   ("startblock", "owner", "offset"))
+BMBT = BtreeType("bmbt", V.BMBT, True, 16, 8, parsers.decode_bmbt_recs,
+                 ("startoff", "startblock", "blockcount", "extentflag"), ">Q", ("startoff",))
 
 
 class BtreeBlock(NamedTuple):
@@ -141,6 +150,27 @@ class BtreeReader:
             yield blk
             if blk.level:
                 stack.extend((p, blk.level - 1) for p in reversed(blk.ptrs))
+
+    def levels(self, root_ptrs: list, root_level: int) -> Iterator[list]:
+        """The blocks below the root pointers, one list per level from the top
+        down, each in key order (siblings left to right)."""
+        seen = set()
+        ptrs = list(root_ptrs)
+        level = root_level - 1
+        while ptrs:
+            if level < 0 or root_level > C.XFS_BTREE_MAXLEVELS:
+                raise CorruptionError(self.bt.buftype.name, "tree deeper than its root says",
+                                      agno=self.agno, field="level")
+            row = []
+            for addr in ptrs:
+                if addr in seen:
+                    raise CorruptionError(self.bt.buftype.name, "block reached twice (cycle "
+                                          "or cross-link)", agno=self.agno, block=addr)
+                seen.add(addr)
+                row.append(self.read_block(addr, level))
+            yield row
+            ptrs = [p for blk in row for p in blk.ptrs]
+            level -= 1
 
     def records(self, root_ptrs: list, root_level: int) -> Iterator:
         for blk in self.blocks(root_ptrs, root_level):
