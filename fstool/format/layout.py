@@ -86,6 +86,21 @@ class Layout:
                 i += 1
         return out
 
+    def pack(self, values: dict) -> bytes:
+        """Encode a dict of field -> value (arrays as lists); fields left out
+        are zero."""
+        flat = []
+        for fname, count in self._arrays:
+            v = values.get(fname)
+            if count:
+                flat.extend(v if v is not None else [0] * count)
+            else:
+                flat.append(v if v is not None else (b"" if self._is_bytes(fname) else 0))
+        return self.struct.pack(*flat)
+
+    def _is_bytes(self, fname: str) -> bool:
+        return dict(self.fields)[fname].endswith("s")
+
     def parse_container(self, buf, offset: int = 0):
         """Decode with construct (slower; for printing)."""
         return self.construct.parse(bytes(buf[offset:offset + self.size]))
