@@ -48,8 +48,9 @@ def geometry(fs) -> dict:
     }
 
 
-def format_geometry(g: dict, name: str) -> str:
-    """Text laid out exactly as mkfs.xfs prints it, then the counters."""
+def format_geometry(g: dict, name: str, counters: bool = True) -> str:
+    """Text laid out exactly as mkfs.xfs prints it, then (optionally) the
+    identity and counters."""
     lines = [
         f"meta-data={name:<22s} isize={g['isize']:<6d} agcount={g['agcount']}, "
         f"agsize={g['agsize']} blks",
@@ -69,6 +70,12 @@ def format_geometry(g: dict, name: str) -> str:
         f"         ={'':<22s} sectsz={g['log_sectsz']:<5d} sunit={g['log_sunit']} blks, "
         f"lazy-count={g['lazy_count']}",
         f"realtime ={'none':<22s} extsz={g['rt_extsize']:<6d} blocks=0, rtextents=0",
+    ]
+    if not counters:
+        return "\n".join(lines)
+
+
+    lines += [
         "",
         f"uuid     = {g['uuid']}",
         f"label    = \"{g['label']}\"",
@@ -76,3 +83,18 @@ def format_geometry(g: dict, name: str) -> str:
         f"free     = {g['fdblocks']} blocks",
     ]
     return "\n".join(lines)
+
+
+def geometry_of_plan(geo) -> dict:
+    """The same figures for a filesystem about to be made (fstool mkfs -N)."""
+    return {
+        "isize": geo.inodesize, "agcount": geo.agcount, "agsize": geo.agblocks,
+        "sectsz": geo.sectsize, "attr": 2, "projid32bit": 1, "crc": 1,
+        "finobt": int(geo.finobt), "sparse": int(geo.sparse), "rmapbt": 0,
+        "reflink": int(geo.reflink), "bigtime": 1, "inobtcount": int(geo.finobt),
+        "nrext64": int(geo.nrext64), "bsize": geo.blocksize, "blocks": geo.dblocks,
+        "imaxpct": geo.imaxpct, "sunit": 0, "swidth": 0, "naming_bsize": geo.dirblocksize,
+        "ascii_ci": 0, "ftype": 1, "log_blocks": geo.logblocks,
+        "log_sectsz": geo.sectsize, "log_sunit": 0, "lazy_count": 1,
+        "rt_extsize": max(1, 4096 // geo.blocksize) * geo.blocksize,
+    }

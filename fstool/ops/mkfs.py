@@ -22,8 +22,8 @@ KiB, MiB, GiB, TiB = 1 << 10, 1 << 20, 1 << 30, 1 << 40
 
 XFS_AG_MIN_BYTES = 16 * MiB
 XFS_AG_MAX_BYTES = 1 << 40
-XFS_MIN_LOG_BYTES = 10 * MiB          # mkfs.xfs refuses smaller explicit logs...
-XFS_MAX_LOG_BYTES = 2 * GiB - 2 * MiB  # ...and larger ones (2 GiB less a little)
+XFS_MIN_LOG_BYTES = 10 * MiB          # the kernel refuses smaller logs...
+XFS_MAX_LOG_BYTES = 2 * GiB - XFS_MIN_LOG_BYTES  # ...and larger ones
 XFS_MAX_LOG_BLOCKS = 1024 * 1024
 XFS_MIN_REALISTIC_LOG_BYTES = 64 * MiB
 MKFS_MIN_SIZE = 300 * MiB             # below this mkfs.xfs 6.1 refuses; fstool goes on
@@ -161,9 +161,7 @@ def _default_ag_geometry(dblocks: int, blocklog: int) -> tuple[int, int]:
     if nbytes >= 4 * TiB:
         agsize = max_blocks
     else:
-        if nbytes >= 128 * MiB:
-            shift = 2
-        elif nbytes >= 64 * MiB:
+        if nbytes >= 64 * MiB:
             shift = 2
         elif nbytes >= 32 * MiB:
             shift = 1
@@ -280,9 +278,14 @@ def compute_geometry(opts: Options) -> Geometry:
             raise MkfsError(f"log size {logblocks} blocks does not fit in an AG of {agblocks} "
                             f"blocks (at most {ag_max_usable - 1})")
     else:
+        need = min_log_blocks(B, dirbs, opts.reflink, isize)
         logblocks = ((dblocks << blocklog) // 2048) >> blocklog
-        logblocks = max(logblocks, min_log_blocks(B, dirbs, opts.reflink, isize))
+        logblocks = max(logblocks, need)
         logblocks = min(logblocks, ag_max_usable - 1)
+        if logblocks < need:
+            raise MkfsError(f"{opts.size >> 20} MiB is too small for {B}-byte blocks: the "
+                            f"kernel needs a log of {need} blocks inside one AG; use a larger "
+                            "size or a smaller block size")
         logblocks = min(logblocks, XFS_MAX_LOG_BLOCKS, XFS_MAX_LOG_BYTES >> blocklog)
         if (dblocks << blocklog) >= MKFS_MIN_SIZE:
             logblocks = max(logblocks, XFS_MIN_REALISTIC_LOG_BYTES >> blocklog)
@@ -317,7 +320,8 @@ def min_log_blocks(blocksize: int, dirblocksize: int, reflink: bool, inodesize: 
     """The smallest log the kernel accepts for this geometry (from the
     figures mkfs.xfs 6.1 reports), with a little headroom for inode size."""
     base = _MIN_LOG[(blocksize, dirblocksize > max(blocksize, 4096), reflink)]
-    return base + (inodesize // 512 - 1) * 8
+    # the kernel also refuses any log under 10 MiB
+    return max(base + (inodesize // 512 - 1) * 8, XFS_MIN_LOG_BYTES // blocksize)
 
 
 # -- writing -----------------------------------------------------------------
@@ -370,18 +374,26 @@ class Formatter:
         fdblocks = sum(sum(n for _s, n in free) + len(agfl) for agfl, free in ag_info)
         icount = g.ialloc_inos
         sb_primary = self.superblock(icount, icount - 3, fdblocks, primary=True)
-        sb_secondary = self.superblock(0, 0, fdblocks + g.ialloc_blks, primary=False)
+        # Secondaries are the superblock as it stood before the root inode was
+        # made; like mkfs.xfs we then set rootino in the last AG's copy and,
+        # with more than two AGs, in the middle one.
+        early = fdblocks + g.ialloc_blks
+        sb_plain = self.superblock(0, 0, early, primary=False, rootino=False)
+        sb_rooted = self.superblock(0, 0, early, primary=False)
+        rooted = {g.agcount - 1} | ({(g.agcount - 1) // 2} if g.agcount > 2 else set())
         for agno, (agfl, free) in enumerate(ag_info):
-            self.write_ag(agno, agfl, free, sb_primary if agno == 0 else sb_secondary)
+            sb = sb_primary if agno == 0 else sb_rooted if agno in rooted else sb_plain
+            self.write_ag(agno, agfl, free, sb)
         self.write_root_chunk()
         self.clear_log()
         return {"fdblocks": fdblocks, "icount": icount}
 
-    def superblock(self, icount: int, ifree: int, fdblocks: int, primary: bool) -> bytes:
+    def superblock(self, icount: int, ifree: int, fdblocks: int, primary: bool,
+                   rootino: bool = True) -> bytes:
         g = self.geo
-        ro = C.XFS_SB_FEAT_RO_COMPAT_INOBTCNT
-        if g.finobt:
-            ro |= C.XFS_SB_FEAT_RO_COMPAT_FINOBT
+        ro = 0
+        if g.finobt:    # inode btree counters need the finobt
+            ro |= C.XFS_SB_FEAT_RO_COMPAT_FINOBT | C.XFS_SB_FEAT_RO_COMPAT_INOBTCNT
         if g.reflink:
             ro |= C.XFS_SB_FEAT_RO_COMPAT_REFLINK
         inc = C.XFS_SB_FEAT_INCOMPAT_FTYPE | C.XFS_SB_FEAT_INCOMPAT_BIGTIME
@@ -393,7 +405,7 @@ class Formatter:
             "sb_magicnum": C.XFS_SB_MAGIC, "sb_blocksize": g.blocksize,
             "sb_dblocks": g.dblocks, "sb_uuid": self.uuid,
             "sb_logstart": (g.logagno << g.agblklog) | g.logstart_agbno,
-            "sb_rootino": g.rootino,
+            "sb_rootino": g.rootino if rootino else NULLFSINO,
             "sb_rbmino": g.rootino + 1 if primary else NULLFSINO,
             "sb_rsumino": g.rootino + 2 if primary else NULLFSINO,
             "sb_rextsize": max(1, 4096 // g.blocksize), "sb_agblocks": g.agblocks,
@@ -442,7 +454,7 @@ class Formatter:
              "agi_freecount": g.ialloc_inos - 3 if in_ag0 else 0,
              "agi_newino": agino if in_ag0 else C.NULLAGINO, "agi_dirino": C.NULLAGINO,
              "agi_unlinked": [C.NULLAGINO] * C.XFS_AGI_UNLINKED_BUCKETS, "agi_uuid": uuid,
-             "agi_iblocks": 1, "agi_fblocks": 1 if g.finobt else 0}
+             "agi_iblocks": 1 if g.finobt else 0, "agi_fblocks": 1 if g.finobt else 0}
         if g.finobt:
             a.update(agi_free_root=g.roots["finobt"], agi_free_level=1)
         self.write(agno, 0, self._sector(AGI.pack(a), C.XFS_AGI_CRC_OFF), sector=2)
