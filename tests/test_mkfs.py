@@ -74,7 +74,7 @@ def make_both(tmp_path, size, args):
     run("truncate", "-s", size, theirs, check=True)
     res = run("mkfs.xfs", "-q", "-f", "-K", "-m", f"uuid={UUID}", *args, theirs)
     if res.returncode:
-        pytest.skip(f"mkfs.xfs refuses {args}: {res.stderr.strip()}")
+        pytest.skip(f"mkfs.xfs refuses {args}: {res.stderr.strip().splitlines()[0]}")
     res = fstool("mkfs", "-q", ours, "--size", size, "--uuid", UUID, *args)
     assert res.returncode == 0, res.stderr
     return theirs, ours
