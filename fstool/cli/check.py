@@ -1,0 +1,80 @@
+import click
+
+from .options import image_arg, json_opt
+
+
+@click.command("check")
+@json_opt
+@image_arg
+def cmd(as_json, image):
+    """Check IMAGE like xfs_repair -n: every btree invariant, free space and
+    inode accounting, every block owned exactly once, inodes, directories,
+    link counts, reachability, superblock counters and a clean log.
+
+    Exit status: 0 clean, 1 corruption found, 2 dirty log (replay it first),
+    4 the check could not run.  Findings come from one problem table
+    (docs/check-problems.md); --json prints one object per finding per line.
+    """
+    import json
+    import sys
+
+    import fstool
+
+    from ..errors import CorruptionError, FsToolError, ImageError
+    from ..ops import check as C
+    from .console import err, is_tty
+
+    try:
+        fs = fstool.open_image(image)
+    except CorruptionError as e:
+        _emit([C.Finding("AG_HEADER", str(e), agno=e.agno, block=e.block, field=e.field)],
+              as_json)
+        sys.exit(C.EXIT_CORRUPT)
+    except ImageError as e:
+        err(str(e))
+        sys.exit(C.EXIT_CORRUPT if "truncated" in str(e) else C.EXIT_OPERATIONAL)
+    except FsToolError as e:
+        err(str(e))
+        sys.exit(C.EXIT_OPERATIONAL)
+    with fs:
+        progress = None
+        if is_tty() and not as_json:
+            from .console import console
+            con = console()
+            status = con.status("checking")
+            status.start()
+
+            def progress(phase):
+                status.update(f"checking: {phase.replace('_', ' ')}")
+        try:
+            checker = C.check(fs, progress)
+        finally:
+            if progress:
+                status.stop()
+    _emit(checker.findings, as_json)
+    if checker.log_dirty and not as_json:
+        err("the log is dirty: mount and unmount the image (or replay the log) first")
+    sys.exit(checker.exit_code)
+
+
+def _emit(findings, as_json):
+    import json
+    if as_json:
+        for f in findings:
+            click.echo(json.dumps(f.as_dict()))
+        return
+    if not findings:
+        click.echo("no problems found")
+        return
+    from rich.table import Table
+
+    from .console import console
+    t = Table(title=f"{len(findings)} problem{'s' if len(findings) != 1 else ''} found")
+    for col in ("code", "severity", "where", "problem"):
+        t.add_column(col)
+    for f in findings:
+        where = ", ".join(x for x in (f"AG {f.agno}" if f.agno is not None else "",
+                                      f"block {f.block}" if f.block is not None else "",
+                                      f"inode {f.ino}" if f.ino is not None else "") if x)
+        t.add_row(f.code, f.severity, where, f.message)
+    console().print(t)

@@ -1,0 +1,721 @@
+"""fstool check: verify every btree invariant and the cross-structure
+accounting of an image, like xfs_repair -n.
+
+The check is a list of phases.  Each phase records findings from the problem
+table (ops/problems.py) and never stops the run: a structure that cannot be
+read becomes a finding, and the phases that depend on it work with what was
+read.  Exit status follows xfs_repair -n: 0 clean, 1 corruption, 2 dirty log,
+4 operational error.
+"""
+from __future__ import annotations
+
+import dataclasses
+import struct
+from collections import defaultdict
+
+from .._backend import parsers
+from ..errors import CorruptionError, FsToolError
+from ..format import constants as C
+from ..fs import btree
+from ..fs import dir as xdir
+from ..fs.attr import iter_xattrs, read_symlink
+from ..io import verify as V
+from . import stats
+from .problems import ERROR, PROBLEMS
+
+EXIT_CLEAN, EXIT_CORRUPT, EXIT_DIRTY_LOG, EXIT_OPERATIONAL = 0, 1, 2, 4
+NULLAGBLOCK = C.NULLAGBLOCK
+
+
+@dataclasses.dataclass
+class Finding:
+    code: str
+    message: str
+    agno: int | None = None
+    block: int | None = None
+    ino: int | None = None
+    field: str | None = None
+    expected: object = None
+    found: object = None
+
+    @property
+    def severity(self) -> str:
+        return PROBLEMS[self.code][0]
+
+    def as_dict(self) -> dict:
+        d = {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+        d["severity"] = self.severity
+        return d
+
+
+class Checker:
+    def __init__(self, fs, progress=None):
+        self.fs = fs
+        self.sb = fs.sb
+        self.findings: list[Finding] = []
+        self.progress = progress
+        # per AG: list of (start, length, what) for every claimed block range
+        self.claims: dict[int, list] = defaultdict(list)
+        self.shared: dict[int, list] = defaultdict(list)     # refcount > 1 ranges
+        self.inode_alloc: dict[int, bool] = {}   # ino -> allocated per the inobt
+        self.log_dirty = False
+        self.ag_totals = {"icount": 0, "ifree": 0, "fdblocks": 0}
+
+    # -- reporting -------------------------------------------------------------
+    def report(self, code: str, message: str, **where) -> None:
+        assert code in PROBLEMS, code
+        self.findings.append(Finding(code, message, **where))
+
+    def from_error(self, code: str, err: Exception, **where) -> None:
+        if isinstance(err, CorruptionError):
+            where.setdefault("agno", err.agno)
+            where.setdefault("block", err.block)
+            where.setdefault("ino", err.ino)
+            where.setdefault("field", err.field)
+        self.report(code, str(err), **{k: v for k, v in where.items() if v is not None})
+
+    def claim(self, agno: int, start: int, length: int, what: str) -> None:
+        self.claims[agno].append((start, length, what))
+
+    # -- driver ------------------------------------------------------------------
+    PHASES = ("superblocks", "ag_headers", "free_space", "inode_btrees", "refcounts",
+              "inodes", "namespace", "space_map", "counters", "log")
+
+    def run(self) -> list[Finding]:
+        for name in self.PHASES:
+            if self.progress:
+                self.progress(name)
+            try:
+                getattr(self, "phase_" + name)()
+            except FsToolError as e:      # a phase stops; the others go on
+                self.from_error("INODE_CORRUPT" if name in ("inodes", "namespace")
+                                else "AG_HEADER", e)
+        return self.findings
+
+    @property
+    def exit_code(self) -> int:
+        if self.log_dirty:
+            return EXIT_DIRTY_LOG
+        if any(f.severity == ERROR for f in self.findings):
+            return EXIT_CORRUPT
+        return EXIT_CLEAN
+
+    # -- phase: superblocks --------------------------------------------------------
+    # fields the kernel never changes after mkfs; it does update feature and
+    # version bits in the primary only, so those are not compared
+    GEOMETRY_FIELDS = ("sb_blocksize", "sb_dblocks", "sb_agblocks", "sb_agcount",
+                       "sb_logstart", "sb_logblocks", "sb_inodesize", "sb_sectsize",
+                       "sb_inoalignmt", "sb_dirblklog", "sb_rextsize")
+    KNOWN_RO_COMPAT = 0xF
+
+    def phase_superblocks(self) -> None:
+        from ..format.structs import SB
+        primary = self.sb.fields
+        unknown = primary["sb_features_ro_compat"] & ~self.KNOWN_RO_COMPAT
+        if unknown:
+            self.report("SB_FEATURES", f"unknown read-only-compatible features 0x{unknown:x}",
+                        agno=0, block=0, field="sb_features_ro_compat", found=unknown)
+        for agno in range(1, self.sb.agcount):
+            try:
+                # the uuid is not compared: xfs_repair ignores it in secondaries
+                raw = self.fs._ag_sector(agno, 0, V.SB._replace(uuid_off=None))
+            except FsToolError as e:
+                self.from_error("SB_SECONDARY", e, agno=agno, block=0)
+                continue
+            sec = SB.unpack(raw)
+            for f in self.GEOMETRY_FIELDS:
+                if sec[f] != primary[f]:
+                    self.report("SB_SECONDARY", f"secondary superblock in AG {agno}: {f} "
+                                "differs from the primary", agno=agno, block=0, field=f,
+                                expected=_jsonable(primary[f]), found=_jsonable(sec[f]))
+
+    # -- phase: AG headers ------------------------------------------------------------
+    def phase_ag_headers(self) -> None:
+        self.agf = {}
+        self.agi = {}
+        hdr_blocks = (4 * self.sb.sectsize + self.sb.blocksize - 1) // self.sb.blocksize
+        for agno in range(self.sb.agcount):
+            self.claim(agno, 0, hdr_blocks, "AG headers")
+            for name, getter, store in (("agf", self.fs.agf, self.agf),
+                                        ("agi", self.fs.agi, self.agi)):
+                try:
+                    store[agno] = getter(agno)
+                except FsToolError as e:
+                    self.from_error("AG_HEADER", e, agno=agno)
+            if agno in self.agf:
+                self._check_agfl(agno)
+            if agno in self.agi:
+                unl = [i for i, v in enumerate(self.agi[agno]["agi_unlinked"])
+                       if v != C.NULLAGINO]
+                if unl:
+                    self.report("AGI_UNLINKED", f"AG {agno}: unlinked buckets {unl} hold "
+                                "inodes", agno=agno, field="agi_unlinked")
+        log_agno = self.sb.logstart >> self.sb.agblklog
+        log_agbno = self.sb.logstart & ((1 << self.sb.agblklog) - 1)
+        self.claim(log_agno, log_agbno, self.sb.logblocks, "log")
+
+    def _check_agfl(self, agno: int) -> None:
+        agf = self.agf[agno]
+        size = (self.sb.sectsize - C.XFS_AGFL_HDR_SIZE) // 4
+        first, last, count = agf["agf_flfirst"], agf["agf_fllast"], agf["agf_flcount"]
+        if first >= size or last >= size or count > size or \
+                (count and (last - first) % size + 1 != count) or \
+                (not count and (first - last) % size != 1 and first != last + 1):
+            self.report("AGFL_RING", f"AG {agno}: flfirst {first}, fllast {last}, flcount "
+                        f"{count} do not describe a ring of {size} slots", agno=agno,
+                        field="agf_flcount")
+            return
+        try:
+            slots = self.fs.agfl(agno)["agfl_bno"]
+        except FsToolError as e:
+            # a stale checksum is an error to xfs_repair; a good checksum over
+            # a bad magic or sequence number it silently rebuilds
+            raw = self.fs.dev.pread((self.fs.agb_to_daddr(agno, 0) << C.BBSHIFT) +
+                                    3 * self.sb.sectsize, self.sb.sectsize)
+            bad_crc = not parsers.xfs_cksum_ok(raw, C.XFS_AGFL_CRC_OFF)
+            self.from_error("AG_HEADER" if bad_crc else "AGFL_HEADER", e, agno=agno)
+            # the blocks are still the free list's, as far as accounting goes
+            slots = list(struct.unpack_from(f">{size}I", raw, C.XFS_AGFL_HDR_SIZE))
+        seen = set()
+        length = self.fs.ag_length(agno)
+        for i in range(count):
+            b = slots[(first + i) % size]
+            if b >= length or b in seen:
+                self.report("AGFL_BLOCK", f"AG {agno}: free list block {b} is out of range "
+                            "or repeated", agno=agno, block=b)
+                continue
+            seen.add(b)
+            self.claim(agno, b, 1, "AGFL")
+        self.agfl_count = getattr(self, "agfl_count", {})
+        self.agfl_count[agno] = count
+
+    # -- btree walking with every invariant ------------------------------------------------
+    def walk_tree(self, agno: int, name: str, reader, root: int, height: int,
+                  rec_key, order=None, claim: bool = True) -> tuple[list, int]:
+        """All records of a tree (in order) and its block count, checking
+        levels, counts, order, keys against children, siblings and cycles.
+        ``rec_key(record)`` is the key a parent stores for a record;
+        ``order(key)`` what keys sort by (default: the key itself)."""
+        order = order or (lambda k: k)
+        bt = reader.bt
+        bs = self.sb.blocksize
+        leaf_max, node_max = bt.maxrecs(bs, True), bt.maxrecs(bs, False)
+        records = []
+        nblocks = 0
+        seen = set()
+        where = {"agno": agno}
+        if not 1 <= height <= C.XFS_BTREE_MAXLEVELS:
+            self.report("BTREE_LEVEL", f"{name} of AG {agno}: height {height} is not valid",
+                        field="level", **where)
+            return records, 0
+        # (block, expected level, lowest key from the parent or None)
+        row = [(root, height - 1, None)]
+        while row:
+            next_row = []
+            prev = None
+            for addr, level, parent_key in row:
+                if addr in seen:
+                    self.report("BTREE_CYCLE", f"{name} block {addr} in AG {agno} is reached "
+                                "twice", block=addr, **where)
+                    continue
+                seen.add(addr)
+                try:
+                    blk = reader.read_block(addr, level)
+                except FsToolError as e:
+                    self.from_error("BTREE_BLOCK", e, agno=agno, block=addr)
+                    continue
+                nblocks += 1
+                if claim:
+                    self.claim(agno, addr, 1, name)
+                limit = leaf_max if level == 0 else node_max
+                is_root = level == height - 1
+                if not is_root and blk.numrecs < limit // 2:
+                    self.report("BTREE_NUMRECS", f"{name} block {addr} in AG {agno}: "
+                                f"{blk.numrecs} records, fewer than half of {limit}",
+                                block=addr, field="bb_numrecs", expected=limit // 2,
+                                found=blk.numrecs, **where)
+                if prev is not None:
+                    if prev.rightsib != addr or blk.leftsib != prev.addr:
+                        self.report("BTREE_SIBLING", f"{name} blocks {prev.addr} and {addr} "
+                                    f"in AG {agno} are not linked as siblings", block=addr,
+                                    **where)
+                elif blk.leftsib != NULLAGBLOCK:
+                    self.report("BTREE_SIBLING", f"{name} block {addr} in AG {agno} is first "
+                                f"in its level but has left sibling {blk.leftsib}", block=addr,
+                                field="bb_leftsib", **where)
+                prev = blk
+                if level == 0:
+                    keys = [rec_key(r) for r in blk.recs]
+                    if parent_key is not None and keys and keys[0] != parent_key:
+                        self.report("BTREE_KEY", f"{name} block {addr} in AG {agno}: first "
+                                    f"record key {keys[0]} differs from the parent key "
+                                    f"{parent_key}", block=addr, **where)
+                    records.extend(blk.recs)
+                else:
+                    keys = [struct.unpack(bt.key_fmt, k) for k in blk.keys]
+                    if parent_key is not None and keys and keys[0] != parent_key:
+                        self.report("BTREE_KEY", f"{name} block {addr} in AG {agno}: first "
+                                    f"key {keys[0]} differs from the parent key {parent_key}",
+                                    block=addr, **where)
+                    for k, p in zip(keys, blk.ptrs):
+                        next_row.append((p, level - 1, k))
+                okeys = [order(k) for k in keys]
+                if any(b <= a for a, b in zip(okeys, okeys[1:])):
+                    self.report("BTREE_ORDER", f"{name} block {addr} in AG {agno}: keys or "
+                                "records out of order", block=addr, **where)
+            if prev is not None and prev.rightsib != NULLAGBLOCK:
+                self.report("BTREE_SIBLING", f"{name} block {prev.addr} in AG {agno} is last "
+                            f"in its level but has right sibling {prev.rightsib}",
+                            block=prev.addr, field="bb_rightsib", **where)
+            row = next_row
+        return records, nblocks
+
+    # -- phase: free space -------------------------------------------------------------------
+    def phase_free_space(self) -> None:
+        self.free = {}
+        for agno, agf in self.agf.items():
+            reader = self.fs.ag_btree(agno, btree.BNOBT)
+            # both trees store (startblock, blockcount) keys; the cntbt sorts
+            # them by length first
+            bno, nb = self.walk_tree(agno, "bnobt", reader, agf["agf_roots"][0],
+                                     agf["agf_levels"][0], tuple, lambda k: k[0])
+            reader = self.fs.ag_btree(agno, btree.CNTBT)
+            cnt, nc = self.walk_tree(agno, "cntbt", reader, agf["agf_roots"][1],
+                                     agf["agf_levels"][1], tuple, lambda k: (k[1], k[0]))
+            length = self.fs.ag_length(agno)
+            for s, n in bno:
+                if n == 0 or s + n > length:
+                    self.report("BTREE_ORDER", f"bnobt of AG {agno}: free extent [{s},{n}] "
+                                "is empty or runs past the AG", agno=agno, block=s)
+            for (s1, n1), (s2, _n2) in zip(bno, bno[1:]):
+                if s1 + n1 >= s2:
+                    self.report("BTREE_ORDER", f"bnobt of AG {agno}: free extents at {s1} "
+                                f"and {s2} overlap or touch (they should be merged)",
+                                agno=agno, block=s2)
+            if sorted(bno) != sorted(cnt):
+                self.report("FREESP_MISMATCH", f"AG {agno}: bnobt holds {len(bno)} extents, "
+                            f"cntbt {len(cnt)}, and they differ", agno=agno)
+            for s, n in bno:
+                self.claim(agno, s, n, "free space")
+            total = sum(n for _s, n in bno)
+            longest = max((n for _s, n in bno), default=0)
+            self._expect(agno, "agf", agf, "agf_freeblks", total, "AGF_FREEBLKS")
+            self._expect(agno, "agf", agf, "agf_longest", longest, "AGF_LONGEST")
+            btreeblks = nb + nc - 2
+            if self.sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_RMAPBT):
+                btreeblks += self._rmap_blocks(agno, agf) - 1
+            self._expect(agno, "agf", agf, "agf_btreeblks", btreeblks, "AGF_BTREEBLKS")
+            self.free[agno] = total
+            self.ag_totals["fdblocks"] += total + agf["agf_flcount"] + agf["agf_btreeblks"]
+
+    def _rmap_blocks(self, agno: int, agf: dict) -> int:
+        reader = self.fs.ag_btree(agno, btree.RMAPBT)
+        _recs, n = self.walk_tree(agno, "rmapbt", reader, agf["agf_roots"][2],
+                                  agf["agf_levels"][2], lambda r: (r[0], r[2], r[3]),
+                                  lambda k: k)
+        return n
+
+    def _expect(self, agno, hdr, d, field, want, code) -> None:
+        if d[field] != want:
+            self.report(code, f"AG {agno}: {field} is {d[field]}, counted {want}", agno=agno,
+                        field=field, expected=want, found=d[field])
+
+    # -- phase: inode btrees --------------------------------------------------------------
+    def phase_inode_btrees(self) -> None:
+        sb = self.sb
+        self.chunks = {}
+        for agno, agi in self.agi.items():
+            reader = self.fs.ag_btree(agno, self.fs.inobt_type())
+            recs, nblocks = self.walk_tree(agno, "inobt", reader, agi["agi_root"],
+                                           agi["agi_level"], lambda r: (r[0],))
+            count = freecount = 0
+            good = []
+            for rec in recs:
+                startino, holemask, n, nfree, free = rec
+                holes = 0
+                for bit in range(16):
+                    if holemask >> bit & 1:
+                        holes |= 0xF << (4 * bit)
+                real = 64 - bin(holes).count("1")
+                if startino % 64 or n != real or nfree != bin(free & ~holes).count("1") or \
+                        nfree > n:
+                    self.report("INOBT_RECORD", f"inobt record at agino {startino} in AG "
+                                f"{agno}: count {n}, freecount {nfree} and masks disagree",
+                                agno=agno, field="ir_freecount")
+                count += n
+                freecount += nfree
+                good.append(rec)
+            self.chunks[agno] = good
+            self._expect(agno, "agi", agi, "agi_count", count, "AGI_COUNT")
+            self._expect(agno, "agi", agi, "agi_freecount", freecount, "AGI_COUNT")
+            self.ag_totals["icount"] += count
+            self.ag_totals["ifree"] += freecount
+            fblocks = 0
+            if sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_FINOBT):
+                reader = self.fs.ag_btree(agno, self.fs.inobt_type(free=True))
+                frecs, fblocks = self.walk_tree(agno, "finobt", reader, agi["agi_free_root"],
+                                                agi["agi_free_level"], lambda r: (r[0],))
+                want = [r for r in recs if r[3] > 0]
+                if frecs != want:
+                    self.report("FINOBT_MISMATCH", f"AG {agno}: finobt holds {len(frecs)} "
+                                f"records, the inobt has {len(want)} with free inodes",
+                                agno=agno)
+            if sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_INOBTCNT):
+                self._expect(agno, "agi", agi, "agi_iblocks", nblocks, "AGI_BLOCKS")
+                self._expect(agno, "agi", agi, "agi_fblocks", fblocks, "AGI_BLOCKS")
+            self._claim_chunks(agno, good)
+
+    def _claim_chunks(self, agno: int, recs: list) -> None:
+        sb = self.sb
+        blocks = set()
+        for startino, holemask, _n, _f, _free in recs:
+            for i in range(64):
+                if holemask >> (i // 4) & 1:
+                    continue
+                blocks.add((startino + i) >> sb.inopblog)
+        for b in sorted(blocks):
+            self.claim(agno, b, 1, "inode chunk")
+
+    # -- phase: refcounts -----------------------------------------------------------------------
+    def phase_refcounts(self) -> None:
+        if not self.sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_REFLINK):
+            return
+        for agno, agf in self.agf.items():
+            reader = self.fs.ag_btree(agno, btree.REFCOUNTBT)
+            recs, n = self.walk_tree(agno, "refcountbt", reader, agf["agf_refcount_root"],
+                                     agf["agf_refcount_level"], lambda r: (r[0],))
+            self._expect(agno, "agf", agf, "agf_refcount_blocks", n, "AGF_REFCOUNT_BLOCKS")
+            for start, length, refcount in recs:
+                if start & 0x80000000:            # CoW staging extent: owned by the CoW fork
+                    self.claim(agno, start & 0x7FFFFFFF, length, "CoW staging")
+                elif refcount > 1:
+                    self.shared[agno].append((start, length))
+
+    # -- phase: inodes ----------------------------------------------------------------------------
+    def phase_inodes(self) -> None:
+        sb = self.sb
+        self.dirs = []
+        self.nlink = {}
+        self.types = {}
+        for agno in sorted(self.chunks):
+            for startino, holemask, _n, _nfree, free in self.chunks[agno]:
+                for i in range(64):
+                    if holemask >> (i // 4) & 1:
+                        continue
+                    ino = (agno << sb.agino_log) | (startino + i)
+                    allocated = not (free >> i & 1)
+                    self._check_inode(agno, ino, allocated)
+
+    def _check_inode(self, agno: int, ino: int, allocated: bool) -> None:
+        fs = self.fs
+        try:
+            node = fs.inode(ino)
+        except CorruptionError as e:
+            if allocated:
+                self.from_error("INODE_CORRUPT", e, ino=ino)
+            else:
+                self._check_free_inode(ino)
+            return
+        if not allocated:
+            if node.mode:
+                self.report("INOBT_INODE", f"inode {ino} is free in the inobt but in use on "
+                            "disk", ino=ino, field="di_mode")
+            return
+        if not node.mode:
+            self.report("INOBT_INODE", f"inode {ino} is allocated in the inobt but free on "
+                        "disk", ino=ino, field="di_mode")
+            return
+        self.inode_alloc[ino] = True
+        self.nlink[ino] = node.nlink
+        self.types[ino] = node.ifmt
+        ok_formats = {
+            C.S_IFREG: (C.XFS_DINODE_FMT_EXTENTS, C.XFS_DINODE_FMT_BTREE),
+            C.S_IFDIR: (C.XFS_DINODE_FMT_LOCAL, C.XFS_DINODE_FMT_EXTENTS,
+                        C.XFS_DINODE_FMT_BTREE),
+            C.S_IFLNK: (C.XFS_DINODE_FMT_LOCAL, C.XFS_DINODE_FMT_EXTENTS,
+                        C.XFS_DINODE_FMT_BTREE),
+        }.get(node.ifmt, (C.XFS_DINODE_FMT_DEV,))
+        if node.ifmt not in C.TYPE_NAMES:
+            self.report("INODE_FORMAT", f"inode {ino}: file type 0o{node.ifmt:o} is not "
+                        "valid", ino=ino, field="di_mode")
+            return
+        if node.format not in ok_formats:
+            self.report("INODE_FORMAT", f"inode {ino}: data fork format {node.format} does "
+                        f"not suit a {node.type_name}", ino=ino, field="di_format")
+            return
+        if node.flags2 & ~0x1F:
+            self.report("INODE_FLAGS", f"inode {ino}: unknown di_flags2 bits "
+                        f"0x{node.flags2 & ~0x1F:x}", ino=ino, field="di_flags2")
+        if node.flags2 & C.XFS_DIFLAG2_REFLINK and (
+                not node.is_reg or
+                not self.sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_REFLINK)):
+            self.report("INODE_FLAGS", f"inode {ino}: the reflink flag is set on a "
+                        f"{node.type_name} or without the reflink feature", ino=ino,
+                        field="di_flags2")
+        if node.size >> 63:
+            self.report("INODE_SIZE", f"inode {ino}: size {node.size} is negative", ino=ino,
+                        field="di_size", found=node.size)
+        if node.format in (C.XFS_DINODE_FMT_LOCAL, C.XFS_DINODE_FMT_DEV) and node.nextents:
+            self.report("INODE_FORMAT", f"inode {ino}: {node.nextents} extents in a "
+                        f"{C.DINODE_FORMAT_NAMES[node.format]}-format fork", ino=ino,
+                        field="di_nextents", expected=0, found=node.nextents)
+        if node.flags2 & C.XFS_DIFLAG2_BIGTIME and \
+                not self.sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_BIGTIME):
+            self.report("INODE_FLAGS", f"inode {ino} has bigtime timestamps on a filesystem "
+                        "without bigtime", ino=ino, field="di_flags2")
+        if node.flags2 & C.XFS_DIFLAG2_NREXT64 and \
+                not self.sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_NREXT64):
+            self.report("INODE_FLAGS", f"inode {ino} has 64-bit extent counters on a "
+                        "filesystem without nrext64", ino=ino, field="di_flags2")
+        owned = 0
+        for attr in (False, True):
+            fmt = node.aformat if attr else node.format
+            if fmt not in (C.XFS_DINODE_FMT_EXTENTS, C.XFS_DINODE_FMT_BTREE):
+                continue
+            if attr and not node.forkoff:
+                continue
+            try:
+                exts = node.extents(attr)
+            except FsToolError as e:
+                self.from_error("INODE_CORRUPT", e, ino=ino)
+                return
+            for _off, start, count, _unwritten in exts:
+                a = start >> self.sb.agblklog
+                b = start & ((1 << self.sb.agblklog) - 1)
+                self.claim(a, b, count, f"inode {ino}")
+                owned += count
+            if fmt == C.XFS_DINODE_FMT_BTREE:
+                owned += self._claim_bmbt(node, attr)
+        if owned != node.nblocks:
+            self.report("INODE_NBLOCKS", f"inode {ino}: di_nblocks is {node.nblocks}, it "
+                        f"owns {owned} blocks", ino=ino, field="di_nblocks", expected=owned,
+                        found=node.nblocks)
+        if node.is_dir:
+            self.dirs.append(ino)
+        elif node.is_symlink:
+            try:
+                target = read_symlink(node)
+                if len(target) != node.size:
+                    raise CorruptionError("symlink", "target shorter than di_size", ino=ino)
+            except FsToolError as e:
+                self.from_error("SYMLINK", e, ino=ino)
+        if node.forkoff:
+            try:
+                for _ in iter_xattrs(node, values=True):
+                    pass
+                if node.aformat in (C.XFS_DINODE_FMT_EXTENTS, C.XFS_DINODE_FMT_BTREE):
+                    self._check_attr_leaves(node)
+            except FsToolError as e:
+                self.from_error("XATTR", e, ino=ino)
+
+    def _check_attr_leaves(self, node) -> None:
+        """Hash order, hash values and usedbytes of every xattr leaf block."""
+        from .._backend import parsers
+        from ..fs.attr import _read_attr_block
+        for startoff, _sb, count, _u in node.extents(True):
+            for ablk in range(startoff, startoff + count):
+                # remote value blocks share the fork: look at the magic first
+                daddr, _pieces = node.read_fork_blocks(ablk, 1, attr=True)
+                magic = self.fs.dev.pread((daddr << C.BBSHIFT) + 8, 2)
+                if struct.unpack(">H", magic)[0] != C.XFS_ATTR3_LEAF_MAGIC:
+                    continue
+                buf = _read_attr_block(node, ablk)
+                n, usedbytes = struct.unpack_from(">HH", buf, 56)
+                used = 0
+                prev = -1
+                for i in range(n):
+                    hashval, nameidx, flags = struct.unpack_from(">IHB", buf, 80 + 8 * i)
+                    if flags & C.XFS_ATTR_LOCAL:
+                        vlen, nlen = struct.unpack_from(">HB", buf, nameidx)
+                        name = buf[nameidx + 3:nameidx + 3 + nlen]
+                        used += (3 + nlen + vlen + 3) & ~3
+                    else:
+                        nlen = buf[nameidx + 8]
+                        name = buf[nameidx + 9:nameidx + 9 + nlen]
+                        used += (11 + nlen + 3) & ~3
+                    if hashval < prev:
+                        self.report("XATTR", f"inode {node.ino}: xattr leaf {ablk} hashes out "
+                                    "of order", ino=node.ino, block=ablk)
+                    prev = hashval
+                    if not flags & C.XFS_ATTR_PARENT and parsers.da_hashname(name) != hashval:
+                        self.report("XATTR", f"inode {node.ino}: xattr {name!r} has hash "
+                                    f"0x{hashval:08x}, its name hashes to "
+                                    f"0x{parsers.da_hashname(name):08x}", ino=node.ino,
+                                    block=ablk, field="hashval")
+                if used != usedbytes:
+                    self.report("XATTR", f"inode {node.ino}: xattr leaf {ablk} says "
+                                f"{usedbytes} bytes used, its entries use {used}",
+                                ino=node.ino, block=ablk, field="usedbytes", expected=used,
+                                found=usedbytes)
+
+    def _claim_bmbt(self, node, attr: bool) -> int:
+        level, _keys, ptrs = node.bmbt_root(attr)
+        reader = self.fs.bmbt_reader(node.ino)
+        n = 0
+        for blk in reader.blocks(ptrs, level):
+            a = blk.addr >> self.sb.agblklog
+            b = blk.addr & ((1 << self.sb.agblklog) - 1)
+            self.claim(a, b, 1, f"inode {node.ino} bmbt")
+            n += 1
+        return n
+
+    def _check_free_inode(self, ino: int) -> None:
+        """A free inode that fails verification is only a problem if it claims
+        to be in use."""
+        fs = self.fs
+        agno, agbno, idx = fs.ino_location(ino)
+        raw = fs.dev.pread((fs.agb_to_daddr(agno, agbno) << C.BBSHIFT) +
+                           idx * self.sb.inodesize, 4)
+        if raw[:2] == b"IN" and raw[2:4] != b"\0\0":
+            self.report("INOBT_INODE", f"inode {ino} is free in the inobt but looks in use",
+                        ino=ino)
+
+    # -- phase: namespace ---------------------------------------------------------------------
+    def phase_namespace(self) -> None:
+        fs = self.fs
+        refs = defaultdict(int)
+        parents = {}
+        subdirs = defaultdict(int)
+        for ino in self.dirs:
+            try:
+                node = fs.inode(ino)
+                entries = list(xdir.iter_entries(node))
+                dotdot = xdir.parent(node)
+            except FsToolError as e:
+                self.from_error("DIR_CORRUPT", e, ino=ino)
+                continue
+            for name, child, ftype in entries:
+                if child not in self.inode_alloc:
+                    self.report("DIR_ENTRY_TARGET", f"directory {ino}: entry "
+                                f"{name!r} points to inode {child}, which is not in use",
+                                ino=ino, found=child)
+                    continue
+                refs[child] += 1
+                want = C.FTYPE_TO_IFMT.get(ftype)
+                if self.sb.has_ftype and want != self.types[child]:
+                    self.report("DIR_FTYPE", f"directory {ino}: entry {name!r} has file type "
+                                f"{ftype}, inode {child} is a "
+                                f"{C.TYPE_NAMES.get(self.types[child], '?')}",
+                                ino=ino, field="ftype")
+                if self.types[child] == C.S_IFDIR:
+                    subdirs[ino] += 1
+                    if child in parents:
+                        self.report("DIR_MULTIPLE_PARENTS", f"directory {child} is linked "
+                                    f"from {parents[child]} and {ino}", ino=child)
+                    parents[child] = ino
+            self._dotdot = getattr(self, "_dotdot", {})
+            self._dotdot[ino] = dotdot
+        root = self.sb.rootino
+        parents.setdefault(root, root)
+        for d in self.dirs:
+            want = parents.get(d)
+            got = getattr(self, "_dotdot", {}).get(d)
+            if want is not None and got is not None and got != want:
+                self.report("DIR_DOTDOT", f"directory {d}: '..' is {got}, its parent is "
+                            f"{want}", ino=d, expected=want, found=got)
+        special = {root, self.sb.fields["sb_rbmino"], self.sb.fields["sb_rsumino"],
+                   self.sb.fields["sb_uquotino"], self.sb.fields["sb_gquotino"],
+                   self.sb.fields["sb_pquotino"]}
+        reachable = self._reachable(root)
+        for ino, nlink in self.nlink.items():
+            if ino in special:
+                if ino == root and nlink != 2 + subdirs[root]:
+                    self.report("NLINK", f"root directory: nlink {nlink}, expected "
+                                f"{2 + subdirs[root]}", ino=ino, expected=2 + subdirs[root],
+                                found=nlink)
+                continue
+            if self.types[ino] == C.S_IFDIR:
+                want = 2 + subdirs[ino] if refs[ino] else 0
+            else:
+                want = refs[ino]
+            if ino not in reachable:
+                self.report("DISCONNECTED", f"inode {ino} is allocated but not reachable "
+                            "from the root", ino=ino)
+            elif nlink != want:
+                self.report("NLINK", f"inode {ino}: nlink {nlink}, counted {want}", ino=ino,
+                            field="di_nlink", expected=want, found=nlink)
+
+    def _reachable(self, root: int) -> set:
+        children = defaultdict(list)
+        fs = self.fs
+        for ino in self.dirs:
+            try:
+                for _name, child, _ft in xdir.iter_entries(fs.inode(ino)):
+                    children[ino].append(child)
+            except FsToolError:
+                continue
+        seen = {root}
+        stack = [root]
+        while stack:
+            d = stack.pop()
+            for c in children.get(d, ()):
+                if c not in seen:
+                    seen.add(c)
+                    if self.types.get(c) == C.S_IFDIR:
+                        stack.append(c)
+        return seen
+
+    # -- phase: every block accounted for exactly once ---------------------------------------
+    def phase_space_map(self) -> None:
+        for agno in range(self.sb.agcount):
+            length = self.fs.ag_length(agno)
+            claims = sorted(self.claims.get(agno, ()))
+            shared = sorted(self.shared.get(agno, ()))
+            pos = 0
+            last_what = None
+            for start, n, what in claims:
+                if start > pos:
+                    self.report("SPACE_UNACCOUNTED", f"AG {agno}: blocks {pos}-{start - 1} "
+                                "are neither free nor in use", agno=agno, block=pos)
+                elif start < pos and not (_is_file(what) and _is_file(last_what) and
+                                          _within(shared, start, min(pos, start + n))):
+                    self.report("SPACE_OVERLAP", f"AG {agno}: block {start} is claimed by "
+                                f"{what} and by {last_what}", agno=agno, block=start)
+                if start + n > pos:
+                    pos = start + n
+                    last_what = what
+            if pos < length:
+                self.report("SPACE_UNACCOUNTED", f"AG {agno}: blocks {pos}-{length - 1} are "
+                            "neither free nor in use", agno=agno, block=pos)
+            elif pos > length:
+                self.report("SPACE_OVERLAP", f"AG {agno}: {last_what} runs past the end of "
+                            "the AG", agno=agno, block=length)
+
+    # -- phase: superblock counters ------------------------------------------------------------
+    def phase_counters(self) -> None:
+        f = self.sb.fields
+        for field, key in (("sb_icount", "icount"), ("sb_ifree", "ifree"),
+                           ("sb_fdblocks", "fdblocks")):
+            if f[field] != self.ag_totals[key]:
+                self.report("SB_COUNTERS", f"{field} is {f[field]}, the AGs add up to "
+                            f"{self.ag_totals[key]}", field=field,
+                            expected=self.ag_totals[key], found=f[field])
+
+    # -- phase: the log --------------------------------------------------------------------------
+    def phase_log(self) -> None:
+        from .logstate import log_is_clean
+        clean, why = log_is_clean(self.fs)
+        if not clean:
+            self.log_dirty = True
+            self.report("LOG_DIRTY", f"the log is dirty ({why}): mount the image to replay "
+                        "it, or replay it with fstool, before checking")
+
+
+def _is_file(what) -> bool:
+    return bool(what) and what.startswith("inode ")
+
+
+def _within(ranges: list, start: int, end: int) -> bool:
+    return any(s <= start and end <= s + n for s, n in ranges)
+
+
+def _jsonable(v):
+    if isinstance(v, bytes):
+        return v.hex()
+    return v
+
+
+def check(fs, progress=None) -> Checker:
+    c = Checker(fs, progress)
+    c.run()
+    return c
