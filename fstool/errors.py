@@ -18,6 +18,10 @@ class UnsupportedError(FsToolError):
     """The image uses a format or feature fstool does not handle."""
 
 
+class UnknownFeatureError(UnsupportedError):
+    """The superblock sets incompatible feature bits fstool does not know."""
+
+
 class CorruptionError(FsToolError, ValueError):
     """A metadata structure failed verification.
 

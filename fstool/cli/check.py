@@ -20,7 +20,7 @@ def cmd(as_json, image):
 
     import fstool
 
-    from ..errors import CorruptionError, FsToolError, ImageError
+    from ..errors import CorruptionError, FsToolError, ImageError, UnknownFeatureError
     from ..ops import check as C
     from .console import err, is_tty
 
@@ -29,6 +29,11 @@ def cmd(as_json, image):
     except CorruptionError as e:
         _emit([C.Finding("AG_HEADER", str(e), agno=e.agno, block=e.block, field=e.field)],
               as_json)
+        sys.exit(C.EXIT_CORRUPT)
+    except UnknownFeatureError as e:
+        # what xfs_repair -n does too: a superblock it cannot vouch for
+        _emit([C.Finding("SB_FEATURES", str(e), agno=0, block=0,
+                         field="sb_features_incompat")], as_json)
         sys.exit(C.EXIT_CORRUPT)
     except ImageError as e:
         err(str(e))

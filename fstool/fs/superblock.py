@@ -4,7 +4,7 @@ from __future__ import annotations
 import uuid as uuidlib
 
 from .._backend import parsers
-from ..errors import CorruptionError, UnsupportedError
+from ..errors import CorruptionError, UnknownFeatureError, UnsupportedError
 from ..format import constants as C
 from ..format.structs import SB
 
@@ -105,7 +105,8 @@ class Superblock:
         if unknown:
             names = [C.INCOMPAT_NAMES.get(1 << b, f"0x{1 << b:x}")
                      for b in range(32) if unknown & (1 << b)]
-            raise UnsupportedError(f"incompatible features not supported: {', '.join(names)}")
+            raise UnknownFeatureError(
+                f"incompatible features not supported: {', '.join(names)}")
 
     # -- features --------------------------------------------------------
     def has_incompat(self, bit: int) -> bool:

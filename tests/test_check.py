@@ -1,0 +1,137 @@
+"""fstool check: clean images check clean, damaged ones are found as
+xfs_repair -n finds them, and nothing crashes or hangs."""
+import json
+import random
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from fixtures import corpus, images
+
+pytestmark = pytest.mark.skipif(shutil.which("xfs_repair") is None,
+                                reason="xfsprogs (xfs_db, xfs_repair) not installed")
+
+# fstool check and xfs_repair -n disagree here on purpose (docs/commands/check.md)
+KNOWN_DISAGREEMENTS = {
+    ("path /dirs/d50", "core.size"),                 # block dir of the wrong size
+    ("path /files/size_65537", "u3.bmx[0].startblock"),  # bit 51: delalloc to repair
+}
+
+
+def check(img, *args, timeout=120):
+    t0 = time.monotonic()
+    res = subprocess.run([sys.executable, "-m", "fstool", "check", *args, str(img)],
+                         capture_output=True, text=True, timeout=timeout)
+    assert "Traceback" not in res.stderr, res.stderr
+    return res, time.monotonic() - t0
+
+
+def repair_n(img):
+    return subprocess.run(["xfs_repair", "-n", "-f", str(img)], capture_output=True,
+                          timeout=300).returncode
+
+
+def test_clean_images_check_clean(kernel_img, fragmented_img, proto_img, tmp_path):
+    made = tmp_path / "fstool.img"
+    subprocess.run([sys.executable, "-m", "fstool", "mkfs", "-q", str(made), "--size", "1g"],
+                   check=True)
+    theirs = tmp_path / "mkfs.img"
+    subprocess.run(["truncate", "-s", "1g", str(theirs)], check=True)
+    subprocess.run(["mkfs.xfs", "-q", "-f", str(theirs)], check=True)
+    for img in (kernel_img, fragmented_img, proto_img, made, theirs):
+        res, _ = check(img)
+        assert res.returncode == 0, (img, res.stdout)
+        assert res.stdout.strip() == "no problems found"
+
+
+def test_json_findings(tmp_path):
+    img = tmp_path / "f.img"
+    subprocess.run([sys.executable, "-m", "fstool", "mkfs", "-q", str(img), "--size", "512m"],
+                   check=True)
+    subprocess.run(["xfs_db", "-x", "-f", "-c", "agf 1", "-c", "write -d freeblks 5",
+                    str(img)], check=True, capture_output=True)
+    res, _ = check(img, "--json")
+    assert res.returncode == 1
+    found = [json.loads(line) for line in res.stdout.splitlines()]
+    assert {"code": "AGF_FREEBLKS", "agno": 1, "field": "agf_freeblks", "found": 5,
+            "severity": "error"}.items() <= found[0].items()
+    assert found[0]["expected"] > 5
+
+
+def test_corpus_agrees_with_xfs_repair(kernel_img, tmp_path):
+    """A seeded sample of the xfs_db fuzz corpus (the full corpus runs in
+    bench/corpus_agreement.py)."""
+    sample = random.Random(7).sample(corpus.cases(seed=1), 60)
+    agree = disagree = 0
+    for i, case in enumerate(sample):
+        img = tmp_path / f"c{i}.img"
+        if not corpus.make_case(kernel_img, img, case):
+            continue
+        res, took = check(img)
+        assert took < 60, (case, took)
+        assert res.returncode in (0, 1, 2), (case, res.stderr)
+        same = (res.returncode != 0) == (repair_n(img) != 0)
+        if same:
+            agree += 1
+        else:
+            assert (case["select"][0], case["field"]) in KNOWN_DISAGREEMENTS, (case, res.stdout)
+            disagree += 1
+        img.unlink()
+    assert agree >= 50
+
+
+def test_random_byte_flips_never_crash(kernel_img, tmp_path):
+    """Bytes flipped anywhere in the metadata area: one clear result, no
+    traceback, bounded time."""
+    rng = random.Random(3)
+    img = tmp_path / "flip.img"
+    for trial in range(12):
+        subprocess.run(["cp", "--sparse=always", str(kernel_img), str(img)], check=True)
+        with open(img, "r+b") as f:
+            for _ in range(20):
+                ag = rng.randrange(4)
+                off = ag * (256 << 20) + rng.randrange(0, 64 << 12)
+                f.seek(off)
+                f.write(bytes([rng.randrange(256)]))
+        res, took = check(img, timeout=120)
+        assert res.returncode in (0, 1, 2, 4), res.stderr
+        assert took < 60
+
+
+def test_dirty_log_exit_2(tmp_path):
+    if not images.loop_available():
+        pytest.skip("needs root and a kernel loop mount of XFS")
+    img = tmp_path / "dirty.img"
+    subprocess.run([sys.executable, "-m", "fstool", "mkfs", "-q", str(img), "--size", "512m"],
+                   check=True)
+    with images.Mounted(img) as mnt:
+        (mnt / "a").mkdir()
+        for i in range(50):
+            (mnt / "a" / f"f{i}").write_text(str(i))
+        subprocess.run(["sync"], check=True)
+        (mnt / "a" / "late").write_text("x")
+        subprocess.run(["xfs_io", "-x", "-c", "shutdown -f", str(mnt)], check=True)
+    res, _ = check(img)
+    assert res.returncode == 2
+    assert "LOG_DIRTY" in res.stdout and "log is dirty" in res.stderr
+    # after the kernel replays it, the image is clean again
+    with images.Mounted(img):
+        pass
+    res, _ = check(img)
+    assert res.returncode == 0, res.stdout
+
+
+def test_problem_table_doc_is_current():
+    from pathlib import Path
+
+    from fstool.ops.problems import markdown
+    doc = Path(__file__).resolve().parent.parent / "docs" / "check-problems.md"
+    assert doc.read_text() == markdown()
+
+
+def test_operational_errors(tmp_path):
+    res, _ = check(tmp_path / "missing.img")
+    assert res.returncode == 4 and res.stderr.startswith("fstool: error:")
