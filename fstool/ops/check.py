@@ -18,7 +18,7 @@ from ..errors import CorruptionError, FsToolError
 from ..format import constants as C
 from ..fs import btree
 from ..fs import dir as xdir
-from ..fs.attr import iter_xattrs, read_symlink
+from ..fs.attr import _read_attr_block, iter_xattrs, read_symlink
 from ..io import verify as V
 from . import stats
 from .problems import ERROR, PROBLEMS
@@ -474,6 +474,9 @@ class Checker:
                 continue
             if attr and not node.forkoff:
                 continue
+            if fmt == C.XFS_DINODE_FMT_EXTENTS and not (node.anextents if attr
+                                                        else node.nextents):
+                continue
             try:
                 exts = node.extents(attr)
             except FsToolError as e:
@@ -499,19 +502,18 @@ class Checker:
                     raise CorruptionError("symlink", "target shorter than di_size", ino=ino)
             except FsToolError as e:
                 self.from_error("SYMLINK", e, ino=ino)
-        if node.forkoff:
+        if node.forkoff and (node.aformat == C.XFS_DINODE_FMT_LOCAL or node.anextents):
             try:
                 for _ in iter_xattrs(node, values=True):
                     pass
-                if node.aformat in (C.XFS_DINODE_FMT_EXTENTS, C.XFS_DINODE_FMT_BTREE):
+                if node.anextents and node.aformat in (C.XFS_DINODE_FMT_EXTENTS,
+                                                       C.XFS_DINODE_FMT_BTREE):
                     self._check_attr_leaves(node)
             except FsToolError as e:
                 self.from_error("XATTR", e, ino=ino)
 
     def _check_attr_leaves(self, node) -> None:
         """Hash order, hash values and usedbytes of every xattr leaf block."""
-        from .._backend import parsers
-        from ..fs.attr import _read_attr_block
         for startoff, _sb, count, _u in node.extents(True):
             for ablk in range(startoff, startoff + count):
                 # remote value blocks share the fork: look at the magic first

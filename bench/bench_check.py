@@ -1,0 +1,77 @@
+"""check benchmark: fstool check against xfs_repair -n on the same
+kernel-written image, in one run: wall time and peak RSS.
+
+    python3 bench/bench_check.py [--inodes 200000] [--image IMG] [--repeat 3]
+
+Without --image, builds bench/results/check-<N>.img by letting the kernel
+create N empty files in N/1000 directories (root and a loop mount needed).
+"""
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def build(path: str, inodes: int) -> None:
+    subprocess.run(["truncate", "-s", "8G", path], check=True)
+    subprocess.run(["mkfs.xfs", "-q", "-f", path], check=True)
+    mnt = tempfile.mkdtemp()
+    subprocess.run(["mount", "-o", "loop", path, mnt], check=True)
+    try:
+        per = 1000
+        for d in range(inodes // per):
+            dpath = os.path.join(mnt, f"d{d:05d}")
+            os.mkdir(dpath)
+            for i in range(per):
+                os.close(os.open(os.path.join(dpath, f"f{i:05d}"), os.O_CREAT | os.O_WRONLY))
+    finally:
+        subprocess.run(["umount", mnt], check=True)
+        os.rmdir(mnt)
+
+
+def measure(cmd):
+    """Wall seconds and peak RSS (MB) of one child process."""
+    wrapper = ("import resource,subprocess,sys,time;t=time.perf_counter();"
+               "r=subprocess.run(sys.argv[1:],stdout=subprocess.DEVNULL,"
+               "stderr=subprocess.DEVNULL).returncode;"
+               "print(time.perf_counter()-t,"
+               "resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss/1024,r)")
+    out = subprocess.run([sys.executable, "-c", wrapper, *cmd], capture_output=True,
+                         text=True, check=True).stdout.split()
+    return float(out[0]), float(out[1]), int(out[2])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--inodes", type=int, default=200000)
+    ap.add_argument("--image")
+    ap.add_argument("--repeat", type=int, default=3)
+    a = ap.parse_args()
+    img = a.image
+    if not img:
+        os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
+        img = os.path.join(HERE, "results", f"check-{a.inodes}.img")
+        if not os.path.exists(img):
+            build(img, a.inodes)
+    subprocess.run(["cat", img], stdout=subprocess.DEVNULL)
+    tools = {"xfs_repair -n": ["xfs_repair", "-n", "-f", img],
+             "fstool check": [sys.executable, "-m", "fstool", "check", img]}
+    res = {}
+    for name, cmd in tools.items():
+        runs = [measure(cmd) for _ in range(a.repeat)]
+        best = min(runs)
+        res[name] = best
+        print(f"{name:14s} {best[0]:7.2f} s  {best[1]:7.0f} MB RSS  exit {best[2]}")
+    r = res["fstool check"]
+    x = res["xfs_repair -n"]
+    print(f"ratio: {r[0] / x[0]:.2f}x the time, {r[1] / x[1]:.2f}x the memory of "
+          "xfs_repair -n")
+
+
+if __name__ == "__main__":
+    main()
