@@ -8,13 +8,11 @@ create N empty files in N/1000 directories (root and a loop mount needed).
 """
 import argparse
 import os
-import resource
 import subprocess
 import sys
 import tempfile
-import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from common import bench_image
 
 
 def build(path: str, inodes: int) -> None:
@@ -52,12 +50,7 @@ def main():
     ap.add_argument("--image")
     ap.add_argument("--repeat", type=int, default=3)
     a = ap.parse_args()
-    img = a.image
-    if not img:
-        os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-        img = os.path.join(HERE, "results", f"check-{a.inodes}.img")
-        if not os.path.exists(img):
-            build(img, a.inodes)
+    img = bench_image(a.image, f"check-{a.inodes}.img", lambda p: build(p, a.inodes))
     subprocess.run(["cat", img], stdout=subprocess.DEVNULL)
     tools = {"xfs_repair -n": ["xfs_repair", "-n", "-f", img],
              "fstool check": [sys.executable, "-m", "fstool", "check", img]}

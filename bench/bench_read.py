@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from common import HERE, bench_image
 READERS = [("fstool native", "fstool", {}),
            ("fstool pure-python", "fstool", {"FSTOOL_PURE_PYTHON": "1"}),
            ("libfsxfs", "libfsxfs", {}),
@@ -35,13 +35,8 @@ def main():
     ap.add_argument("--image")
     ap.add_argument("--repeat", type=int, default=3)
     a = ap.parse_args()
-    img = a.image
-    if not img:
-        os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-        img = os.path.join(HERE, "results", "read.img")
-        if not os.path.exists(img):
-            subprocess.run([sys.executable, os.path.join(HERE, "make_read_image.py"), img],
-                           check=True)
+    img = bench_image(a.image, "read.img", lambda p: subprocess.run(
+        [sys.executable, os.path.join(HERE, "make_read_image.py"), p], check=True))
     subprocess.run(["cat", img], stdout=subprocess.DEVNULL, check=True)   # warm the cache
     results = {}
     for label, reader, env in READERS:

@@ -15,7 +15,6 @@ def cmd(as_json, image):
     4 the check could not run.  Findings come from one problem table
     (docs/check-problems.md); --json prints one object per finding per line.
     """
-    import json
     import sys
 
     import fstool
@@ -42,19 +41,16 @@ def cmd(as_json, image):
         err(str(e))
         sys.exit(C.EXIT_OPERATIONAL)
     with fs:
-        progress = None
+        status = None
         if is_tty() and not as_json:
             from .console import console
-            con = console()
-            status = con.status("checking")
+            status = console().status("checking")
             status.start()
-
-            def progress(phase):
-                status.update(f"checking: {phase.replace('_', ' ')}")
         try:
-            checker = C.check(fs, progress)
+            checker = C.check(fs, (lambda phase: status.update(
+                f"checking: {phase.replace('_', ' ')}")) if status else None)
         finally:
-            if progress:
+            if status:
                 status.stop()
     _emit(checker.findings, as_json)
     if checker.log_dirty and not as_json:

@@ -9,7 +9,6 @@ from .._backend import parsers
 from ..errors import CorruptionError
 from ..format import constants as C
 from ..format.structs import DINODE
-from . import btree
 
 _CORE = DINODE.struct
 # positions of the core fields in the unpacked tuple (DINODE has no arrays)

@@ -20,7 +20,6 @@ from ..fs import btree
 from ..fs import dir as xdir
 from ..fs.attr import _read_attr_block, iter_xattrs, read_symlink
 from ..io import verify as V
-from . import stats
 from .problems import ERROR, PROBLEMS
 
 EXIT_CLEAN, EXIT_CORRUPT, EXIT_DIRTY_LOG, EXIT_OPERATIONAL = 0, 1, 2, 4

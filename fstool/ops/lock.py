@@ -34,9 +34,7 @@ def refuse_if_mounted(path: str) -> None:
     """Raise ImageBusy when ``path`` (a device, or a file behind a loop
     device) is mounted."""
     real = os.path.realpath(path)
-    try:
-        st = os.stat(real)
-    except OSError:
+    if not os.path.exists(real):
         return
     loops = _backing_files()
     busy_devs = {dev for dev, backing in loops.items()
@@ -50,8 +48,7 @@ def refuse_if_mounted(path: str) -> None:
         if dev in busy_devs or (os.path.exists(dev) and dev.startswith("/dev/") and
                                 os.path.realpath(dev) == real):
             raise ImageBusy(f"{path}: is mounted at {mnt}; unmount it first")
-    if busy_devs and os.path.exists(real) and not os.path.isdir(real):
-        del st
+    if busy_devs and not os.path.isdir(real):
         raise ImageBusy(f"{path}: is attached to {', '.join(sorted(busy_devs))}; "
                         "detach it (losetup -d) before writing")
 

@@ -223,8 +223,6 @@ def compute_geometry(opts: Options) -> Geometry:
         raise MkfsError(f"AG size {agblocks} blocks is too large: the maximum is {ag_max}")
     # a last AG smaller than the minimum is dropped, as mkfs.xfs does
     if dblocks % agblocks and dblocks % agblocks < ag_min:
-        if opts.agcount is not None and agcount == opts.agcount and agcount > 1:
-            pass
         dblocks = (agcount - 1) * agblocks
         agcount -= 1
     if agcount < 1:
@@ -430,7 +428,6 @@ class Formatter:
 
     def write_ag(self, agno: int, agfl: list, free: list, sb: bytes) -> None:
         g = self.geo
-        B = g.blocksize
         length = g.ag_length(agno)
         uuid = self.uuid
         self.write(agno, 0, sb)
@@ -484,7 +481,6 @@ class Formatter:
         if g.reflink:
             self.write(agno, g.roots["refcountbt"],
                        self._btree(agno, "refcountbt", C.XFS_REFC_CRC_MAGIC, b"", 0))
-        del B
 
     def _sector(self, body: bytes, crc_off: int) -> bytes:
         buf = bytearray(self.geo.sectsize)
@@ -601,7 +597,6 @@ def mkfs(path: str, opts: Options, force: bool = False, dry_run: bool = False):
         st = os.stat(path)
         if stat.S_ISDIR(st.st_mode):
             raise MkfsError(f"{path}: is a directory")
-        is_blk = stat.S_ISBLK(st.st_mode)
         from .lock import refuse_if_mounted
         refuse_if_mounted(path)
         if opts.size is None:
@@ -610,8 +605,6 @@ def mkfs(path: str, opts: Options, force: bool = False, dry_run: bool = False):
             if size == 0:
                 raise MkfsError(f"{path}: empty file and no --size given")
             opts = dataclasses.replace(opts, size=size)
-        elif not is_blk and st.st_size and opts.size > st.st_size and not force:
-            pass
     elif opts.size is None:
         raise MkfsError(f"{path}: does not exist; give --size to create it")
     geo = compute_geometry(opts)
@@ -632,10 +625,9 @@ def mkfs(path: str, opts: Options, force: bool = False, dry_run: bool = False):
                 if what and not force:
                     raise MkfsError(f"{path}: already contains {what}; use -f/--force to "
                                     "overwrite it")
-                if stat.S_ISREG(os.fstat(fd).st_mode) and os.fstat(fd).st_size < opts.size:
+                st = os.fstat(fd)
+                if stat.S_ISREG(st.st_mode) and st.st_size < opts.size:
                     os.ftruncate(fd, opts.size)
-                elif not stat.S_ISREG(os.fstat(fd).st_mode):
-                    pass
             else:
                 os.ftruncate(fd, opts.size)
             Formatter(fd, geo, fs_uuid, opts.label, now).run()
