@@ -16,7 +16,8 @@ from common import bench_image
 
 
 def build(path: str, inodes: int) -> None:
-    subprocess.run(["truncate", "-s", "8G", path], check=True)
+    size = max(8, inodes * 1024 // (1 << 30) + 8)       # room for the inode chunks
+    subprocess.run(["truncate", "-s", f"{size}G", path], check=True)
     subprocess.run(["mkfs.xfs", "-q", "-f", path], check=True)
     mnt = tempfile.mkdtemp()
     subprocess.run(["mount", "-o", "loop", path, mnt], check=True)

@@ -86,10 +86,10 @@ def test_every_form_is_present(kernel_img):
     from fstool.format import constants as C
     with fstool.open_image(kernel_img) as fs:
         forms = {p: xdir.form(fs.lookup(p)) for p in
-                 ("/dirs/d2", "/dirs/d50", "/dirs/d500", "/dirs/d5000")}
+                 ("/dirs/d2", "/dirs/d50", "/dirs/d500", "/dirs/d10000")}
         assert forms == {"/dirs/d2": "shortform", "/dirs/d50": "block",
-                         "/dirs/d500": "leaf", "/dirs/d5000": "node"}
-        assert fs.lookup("/dirs/d5000").format == C.XFS_DINODE_FMT_BTREE
+                         "/dirs/d500": "leaf", "/dirs/d10000": "node"}
+        assert fs.lookup("/dirs/d10000").format == C.XFS_DINODE_FMT_BTREE
         assert fs.lookup("/files/sparse").format == C.XFS_DINODE_FMT_BTREE
         assert any(e[3] for e in fs.lookup("/files/prealloc").extents())
         assert fs.lookup("/symlinks/short").format == C.XFS_DINODE_FMT_LOCAL
@@ -114,7 +114,7 @@ def test_hashed_lookup_of_every_name(kernel_img):
     with fstool.open_image(kernel_img) as fs:
         for rec in truth:
             assert fs.lookup(rec["path"]).ino == rec["ino"], rec["path"]
-        for d in ("/dirs/d2", "/dirs/d50", "/dirs/d500", "/dirs/d5000"):
+        for d in ("/dirs/d2", "/dirs/d50", "/dirs/d500", "/dirs/d10000"):
             with pytest.raises(FileNotFoundError):
                 fs.lookup(d + "/entry-999999")
 

@@ -11,9 +11,19 @@ TREES = {"bnobt": ("agf", "bnoroot"), "cntbt": ("agf", "cntroot"), "inobt": ("ag
          "finobt": ("agi", "free_root"), "refcountbt": ("agf", "refcntroot")}
 
 
-@pytest.fixture(params=["kernel", "fragmented"])
-def image(request, kernel_img, fragmented_img):
-    return kernel_img if request.param == "kernel" else fragmented_img
+@pytest.fixture(scope="module")
+def fstool_img(tmp_path_factory):
+    """An image fstool mkfs wrote (every tree a single empty or small root)."""
+    img = tmp_path_factory.mktemp("stats") / "fstool.img"
+    subprocess.run([sys.executable, "-m", "fstool", "mkfs", "-q", str(img), "--size", "1g",
+                    "-d", "agcount=5"], check=True)
+    return img
+
+
+@pytest.fixture(params=["kernel", "fragmented", "fstool"])
+def image(request, kernel_img, fragmented_img, fstool_img):
+    return {"kernel": kernel_img, "fragmented": fragmented_img,
+            "fstool": fstool_img}[request.param]
 
 
 def xfs_db(img, *cmds):

@@ -266,13 +266,15 @@ def frag(fs, top: int = 10) -> dict:
                 heapq.heapreplace(worst, item)
     factor = (actual - ideal) * 100.0 / actual if actual else 0.0
     return {"actual": actual, "ideal": ideal, "factor": factor,
-            "average": actual / ideal if ideal else 0.0,
+            "average": actual / ideal if ideal else None,
             "worst": [{"ino": ino, "fork": fork, "type": t, "size": size, "extents": a,
                        "ideal": i} for a, ino, fork, t, size, i in sorted(worst, reverse=True)]}
 
 
 def format_frag(f: dict) -> str:
+    # with no extents at all xfs_db divides 0 by 0 and prints glibc's "-nan"
+    avg = "-nan" if f["average"] is None else f"{f['average']:.2f}"
     return (f"actual {f['actual']}, ideal {f['ideal']}, fragmentation factor "
             f"{f['factor']:.2f}%\n"
             "Note, this number is largely meaningless.\n"
-            f"Files on this filesystem average {f['average']:.2f} extents per file")
+            f"Files on this filesystem average {avg} extents per file")
