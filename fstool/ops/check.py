@@ -585,6 +585,10 @@ class Checker:
             except FsToolError as e:
                 self.from_error("DIR_CORRUPT", e, ino=ino)
                 continue
+            try:
+                self._check_dir_blocks(node)
+            except FsToolError as e:
+                self.from_error("DIR_CORRUPT", e, ino=ino)
             for name, child, ftype in entries:
                 if child not in self.inode_alloc:
                     self.report("DIR_ENTRY_TARGET", f"directory {ino}: entry "
@@ -635,6 +639,111 @@ class Checker:
             elif nlink != want:
                 self.report("NLINK", f"inode {ino}: nlink {nlink}, counted {want}", ino=ino,
                             field="di_nlink", expected=want, found=nlink)
+
+    # -- directory block invariants ------------------------------------------------------
+    def _check_dir_blocks(self, node) -> None:
+        """Per form: leaf hashes sorted and equal to the names' hashes, stale
+        counts, bestfree in every data block, and the bests kept in the leaf
+        tail or the free blocks."""
+        kind = xdir.form(node)
+        if kind == "shortform":
+            return
+        sb = self.sb
+        ino = node.ino
+        bests = {}
+        if kind == "block":
+            buf = xdir._read_dirblock(node, 0, V.DIR3_BLOCK)
+            start, count = xdir._block_tail(node, buf)
+            self._check_bestfree(node, 0, buf, start)
+            self._check_leaf_ents(node, buf, start, count,
+                                  struct.unpack_from(">I", buf, len(buf) - 4)[0], True, buf)
+            return
+        for fsb in xdir._data_block_fsbs(node):
+            buf = xdir._read_dirblock(node, fsb, V.DIR3_DATA)
+            bests[fsb // sb.dirblkfsbs] = self._check_bestfree(node, fsb, buf, len(buf))
+        leaf_fsb = C.XFS_DIR2_LEAF_OFFSET >> sb.blocklog
+        if kind == "leaf":
+            buf = xdir._read_dirblock(node, leaf_fsb, V.DIR3_LEAF)
+            count, stale = struct.unpack_from(">HH", buf, 56)
+            self._check_leaf_ents(node, buf, C.XFS_DIR3_LEAF_HDR_SIZE, count, stale, False)
+            nbests = struct.unpack_from(">I", buf, len(buf) - 4)[0]
+            off = len(buf) - 4 - 2 * nbests
+            stored = list(struct.unpack_from(f">{nbests}H", buf, off)) if off > 0 else []
+            self._compare_bests(ino, stored, bests, 0)
+            return
+        # node form: free index blocks
+        free_fsb = C.XFS_DIR2_FREE_OFFSET >> sb.blocklog
+        for startoff, _sb, count, _u in node.extents():
+            if startoff + count <= free_fsb:
+                continue
+            for fsb in range(max(startoff, free_fsb), startoff + count, sb.dirblkfsbs):
+                buf = xdir._read_dirblock(node, fsb, V.DIR3_FREE)
+                firstdb, nvalid, nused = struct.unpack_from(">III", buf, 48)
+                stored = list(struct.unpack_from(f">{nvalid}H", buf, 64)) \
+                    if 64 + 2 * nvalid <= len(buf) else []
+                self._compare_bests(ino, stored, bests, firstdb)
+                used = sum(1 for v in stored if v != 0xFFFF)
+                if used != nused:
+                    self.report("DIR_CORRUPT", f"directory {ino}: free block at {fsb} says "
+                                f"{nused} used, holds {used}", ino=ino, block=fsb,
+                                field="nused", expected=used, found=nused)
+
+    def _compare_bests(self, ino, stored, bests, firstdb) -> None:
+        for i, v in enumerate(stored):
+            db = firstdb + i
+            want = bests.get(db, 0xFFFF)
+            if v != want:
+                self.report("DIR_CORRUPT", f"directory {ino}: best free space of data block "
+                            f"{db} recorded as {v}, it is {want}", ino=ino, field="bests",
+                            expected=want, found=v)
+
+    def _check_bestfree(self, node, fsb, buf, end) -> int:
+        """Check a data block's bestfree table; return its longest free run."""
+        ino = node.ino
+        free = []
+        pos = C.XFS_DIR3_DATA_HDR_SIZE
+        ft = 1 if self.sb.has_ftype else 0
+        while pos < end:
+            tag, length = struct.unpack_from(">HH", buf, pos)
+            if tag == 0xFFFF:
+                free.append((length, pos))
+                pos += length
+            else:
+                pos += (8 + 1 + buf[pos + 8] + ft + 2 + 7) & ~7
+        stored = [struct.unpack_from(">HH", buf, 48 + 4 * i) for i in range(3)]
+        stored = [(length, off) for off, length in stored if length]
+        lengths = sorted((f[0] for f in free), reverse=True)
+        if [s[0] for s in stored] != lengths[:len(stored)] or \
+                (len(stored) < 3 and len(lengths) > len(stored)) or \
+                any(s not in free for s in stored):
+            self.report("DIR_CORRUPT", f"directory {ino}: bestfree of data block {fsb} "
+                        f"{stored} does not list its largest free regions", ino=ino,
+                        block=fsb, field="bestfree")
+        return lengths[0] if lengths else 0
+
+    def _check_leaf_ents(self, node, buf, start, count, stale, block_form, blockbuf=None):
+        ino = node.ino
+        prev = -1
+        nstale = 0
+        for i in range(count):
+            h, addr = struct.unpack_from(">II", buf, start + 8 * i)
+            if h < prev:
+                self.report("DIR_CORRUPT", f"directory {ino}: leaf hashes out of order",
+                            ino=ino, field="hashval")
+                return
+            prev = h
+            if addr == C.XFS_DIR2_NULL_DATAPTR:
+                nstale += 1
+                continue
+            _child, name = xdir._entry_at(node, addr, block_form, blockbuf)
+            if parsers.da_hashname(name) != h:
+                self.report("DIR_CORRUPT", f"directory {ino}: leaf hash 0x{h:08x} for "
+                            f"{name!r}, which hashes to 0x{parsers.da_hashname(name):08x}",
+                            ino=ino, field="hashval")
+        if nstale != stale:
+            self.report("DIR_CORRUPT", f"directory {ino}: {nstale} stale leaf entries, the "
+                        f"header says {stale}", ino=ino, field="stale", expected=nstale,
+                        found=stale)
 
     def _reachable(self, root: int) -> set:
         children = defaultdict(list)
