@@ -16,11 +16,14 @@ from common import bench_image
 
 
 def build(path: str, inodes: int) -> None:
-    size = max(8, inodes * 1024 // (1 << 30) + 8)       # room for the inode chunks
-    subprocess.run(["truncate", "-s", f"{size}G", path], check=True)
-    subprocess.run(["mkfs.xfs", "-q", "-f", path], check=True)
+    # inodes may take 25% of the space (imaxpct): leave room for 512-byte inodes
+    size = max(8, inodes * 2048 // (1 << 30) + 8)
+    tmp = path + ".tmp"
+    subprocess.run(["truncate", "-s", "0", tmp], check=True)
+    subprocess.run(["truncate", "-s", f"{size}G", tmp], check=True)
+    subprocess.run(["mkfs.xfs", "-q", "-f", tmp], check=True)
     mnt = tempfile.mkdtemp()
-    subprocess.run(["mount", "-o", "loop", path, mnt], check=True)
+    subprocess.run(["mount", "-o", "loop", tmp, mnt], check=True)
     try:
         per = 1000
         for d in range(inodes // per):
@@ -31,6 +34,7 @@ def build(path: str, inodes: int) -> None:
     finally:
         subprocess.run(["umount", mnt], check=True)
         os.rmdir(mnt)
+    os.rename(tmp, path)
 
 
 def measure(cmd):
