@@ -30,6 +30,7 @@ _BE16, _BE32, _BE64 = struct.Struct(">H"), struct.Struct(">I"), struct.Struct(">
 _NEXT64_OFF = DINODE.offset("di_big_nextents")
 _NEXT32_OFF = DINODE.offset("di_nextents")
 _ANEXT16_OFF = DINODE.offset("di_anextents")
+_NBLOCKS_OFF = DINODE.offset("di_nblocks")
 
 
 def decode_timestamp(raw: int, bigtime: bool) -> int:
@@ -97,7 +98,7 @@ class Inode:
     mtime_ns = property(lambda self: self._time(I_MTIME))
     ctime_ns = property(lambda self: self._time(I_CTIME))
     crtime_ns = property(lambda self: self._time(I_CRTIME))
-    nblocks = property(lambda self: self.core[I_NBLOCKS])
+    nblocks = property(lambda self: _BE64.unpack_from(self.raw, _NBLOCKS_OFF)[0])
     flags = property(lambda self: self.core[I_FLAGS])
     gen = property(lambda self: self.core[I_GEN])
     extsize = property(lambda self: self.core[I_EXTSIZE])

@@ -426,16 +426,17 @@ class Checker:
             return
         self.inode_alloc[ino] = True
         self.nlink[ino] = node.nlink
-        self.types[ino] = node.ifmt
+        ifmt = node.mode & C.S_IFMT
+        self.types[ino] = ifmt
         ok_formats = {
             C.S_IFREG: (C.XFS_DINODE_FMT_EXTENTS, C.XFS_DINODE_FMT_BTREE),
             C.S_IFDIR: (C.XFS_DINODE_FMT_LOCAL, C.XFS_DINODE_FMT_EXTENTS,
                         C.XFS_DINODE_FMT_BTREE),
             C.S_IFLNK: (C.XFS_DINODE_FMT_LOCAL, C.XFS_DINODE_FMT_EXTENTS,
                         C.XFS_DINODE_FMT_BTREE),
-        }.get(node.ifmt, (C.XFS_DINODE_FMT_DEV,))
-        if node.ifmt not in C.TYPE_NAMES:
-            self.report("INODE_FORMAT", f"inode {ino}: file type 0o{node.ifmt:o} is not "
+        }.get(ifmt, (C.XFS_DINODE_FMT_DEV,))
+        if ifmt not in C.TYPE_NAMES:
+            self.report("INODE_FORMAT", f"inode {ino}: file type 0o{ifmt:o} is not "
                         "valid", ino=ino, field="di_mode")
             return
         if node.format not in ok_formats:
@@ -577,6 +578,7 @@ class Checker:
         refs = defaultdict(int)
         parents = {}
         subdirs = defaultdict(int)
+        self._children = {}
         for ino in self.dirs:
             try:
                 node = fs.inode(ino)
@@ -589,6 +591,7 @@ class Checker:
                 self._check_dir_blocks(node)
             except FsToolError as e:
                 self.from_error("DIR_CORRUPT", e, ino=ino)
+            self._children[ino] = [c for _n, c, _f in entries]
             for name, child, ftype in entries:
                 if child not in self.inode_alloc:
                     self.report("DIR_ENTRY_TARGET", f"directory {ino}: entry "
@@ -746,14 +749,7 @@ class Checker:
                         found=stale)
 
     def _reachable(self, root: int) -> set:
-        children = defaultdict(list)
-        fs = self.fs
-        for ino in self.dirs:
-            try:
-                for _name, child, _ft in xdir.iter_entries(fs.inode(ino)):
-                    children[ino].append(child)
-            except FsToolError:
-                continue
+        children = self._children
         seen = {root}
         stack = [root]
         while stack:
