@@ -135,3 +135,16 @@ def test_problem_table_doc_is_current():
 def test_operational_errors(tmp_path):
     res, _ = check(tmp_path / "missing.img")
     assert res.returncode == 4 and res.stderr.startswith("fstool: error:")
+
+
+def test_jobs_give_the_same_findings(kernel_img, tmp_path):
+    img = tmp_path / "j.img"
+    subprocess.run(["cp", "--sparse=always", str(kernel_img), str(img)], check=True)
+    for cmds in (["agi 2", "write -d freecount 3"], ["agf 1", "write -d longest 7"]):
+        subprocess.run(["xfs_db", "-x", "-f", *sum((["-c", c] for c in cmds), []), str(img)],
+                       check=True, capture_output=True)
+    one, _ = check(img, "--json")
+    three, _ = check(img, "--json", "--jobs", "3")
+    assert one.returncode == three.returncode == 1
+    assert sorted(one.stdout.splitlines()) == sorted(three.stdout.splitlines())
+    assert len(one.stdout.splitlines()) == 2

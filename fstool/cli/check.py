@@ -4,9 +4,11 @@ from .options import image_arg, json_opt
 
 
 @click.command("check")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Check AGs in this many parallel processes.")
 @json_opt
 @image_arg
-def cmd(as_json, image):
+def cmd(jobs, as_json, image):
     """Check IMAGE like xfs_repair -n: every btree invariant, free space and
     inode accounting, every block owned exactly once, inodes, directories,
     link counts, reachability, superblock counters and a clean log.
@@ -48,7 +50,7 @@ def cmd(as_json, image):
             status.start()
         try:
             checker = C.check(fs, (lambda phase: status.update(
-                f"checking: {phase.replace('_', ' ')}")) if status else None)
+                f"checking: {phase.replace('_', ' ')}")) if status else None, jobs=jobs)
         finally:
             if status:
                 status.stop()

@@ -48,9 +48,13 @@ class Finding:
 
 
 class Checker:
-    def __init__(self, fs, progress=None):
+    def __init__(self, fs, progress=None, ag_filter=None):
         self.fs = fs
         self.sb = fs.sb
+        self.ag_filter = list(ag_filter) if ag_filter is not None else range(fs.sb.agcount)
+        self.dirs: list[int] = []
+        self.nlink: dict[int, int] = {}
+        self.types: dict[int, int] = {}
         self.findings: list[Finding] = []
         self.progress = progress
         # per AG: list of (start, length, what) for every claimed block range
@@ -77,19 +81,57 @@ class Checker:
         self.claims[agno].append((start, length, what))
 
     # -- driver ------------------------------------------------------------------
-    PHASES = ("superblocks", "ag_headers", "free_space", "inode_btrees", "refcounts",
-              "inodes", "namespace", "space_map", "counters", "log")
+    # phases that look at one AG at a time (run in parallel with jobs > 1),
+    # then the phases that need the whole filesystem
+    AG_PHASES = ("ag_headers", "free_space", "inode_btrees", "refcounts", "inodes")
+    GLOBAL_PHASES = ("namespace", "space_map", "counters", "log")
+    PHASES = ("superblocks",) + AG_PHASES + GLOBAL_PHASES
 
-    def run(self) -> list[Finding]:
-        for name in self.PHASES:
-            if self.progress:
-                self.progress(name)
-            try:
-                getattr(self, "phase_" + name)()
-            except FsToolError as e:      # a phase stops; the others go on
-                self.from_error("INODE_CORRUPT" if name in ("inodes", "namespace")
-                                else "AG_HEADER", e)
+    def run(self, jobs: int = 1) -> list[Finding]:
+        self._run_phase("superblocks")
+        if jobs > 1 and self.sb.agcount > 1:
+            self._run_ag_phases_parallel(jobs)
+        else:
+            for name in self.AG_PHASES:
+                self._run_phase(name)
+        for name in self.GLOBAL_PHASES:
+            self._run_phase(name)
         return self.findings
+
+    def _run_phase(self, name: str) -> None:
+        if self.progress:
+            self.progress(name)
+        try:
+            getattr(self, "phase_" + name)()
+        except FsToolError as e:      # a phase stops; the others go on
+            self.from_error("INODE_CORRUPT" if name in ("inodes", "namespace")
+                            else "AG_HEADER", e)
+
+    # what an AG worker hands back to be merged
+    MERGED = ("findings", "claims", "shared", "inode_alloc", "nlink", "types", "dirs",
+              "ag_totals")
+
+    def _run_ag_phases_parallel(self, jobs: int) -> None:
+        import multiprocessing
+        agnos = list(range(self.sb.agcount))
+        groups = [agnos[i::jobs] for i in range(min(jobs, len(agnos)))]
+        if self.progress:
+            self.progress(f"AGs in {len(groups)} processes")
+        ctx = multiprocessing.get_context("fork")
+        with ctx.Pool(len(groups)) as pool:
+            results = pool.starmap(_ag_worker, [(self.fs.dev.path, g) for g in groups])
+        for part in results:
+            self.findings.extend(part["findings"])
+            for agno, claims in part["claims"].items():
+                self.claims[agno].extend(claims)
+            for agno, ranges in part["shared"].items():
+                self.shared[agno].extend(ranges)
+            self.inode_alloc.update(part["inode_alloc"])
+            self.nlink.update(part["nlink"])
+            self.types.update(part["types"])
+            self.dirs.extend(part["dirs"])
+            for k, v in part["ag_totals"].items():
+                self.ag_totals[k] += v
 
     @property
     def exit_code(self) -> int:
@@ -133,7 +175,7 @@ class Checker:
         self.agf = {}
         self.agi = {}
         hdr_blocks = (4 * self.sb.sectsize + self.sb.blocksize - 1) // self.sb.blocksize
-        for agno in range(self.sb.agcount):
+        for agno in self.ag_filter:
             self.claim(agno, 0, hdr_blocks, "AG headers")
             for name, getter, store in (("agf", self.fs.agf, self.agf),
                                         ("agi", self.fs.agi, self.agi)):
@@ -151,7 +193,8 @@ class Checker:
                                 "inodes", agno=agno, field="agi_unlinked")
         log_agno = self.sb.logstart >> self.sb.agblklog
         log_agbno = self.sb.logstart & ((1 << self.sb.agblklog) - 1)
-        self.claim(log_agno, log_agbno, self.sb.logblocks, "log")
+        if log_agno in self.ag_filter:
+            self.claim(log_agno, log_agbno, self.sb.logblocks, "log")
 
     def _check_agfl(self, agno: int) -> None:
         agf = self.agf[agno]
@@ -185,8 +228,6 @@ class Checker:
                 continue
             seen.add(b)
             self.claim(agno, b, 1, "AGFL")
-        self.agfl_count = getattr(self, "agfl_count", {})
-        self.agfl_count[agno] = count
 
     # -- btree walking with every invariant ------------------------------------------------
     def walk_tree(self, agno: int, name: str, reader, root: int, height: int,
@@ -393,9 +434,6 @@ class Checker:
     # -- phase: inodes ----------------------------------------------------------------------------
     def phase_inodes(self) -> None:
         sb = self.sb
-        self.dirs = []
-        self.nlink = {}
-        self.types = {}
         for agno in sorted(self.chunks):
             for startino, holemask, _n, _nfree, free in self.chunks[agno]:
                 for i in range(64):
@@ -821,7 +859,18 @@ def _jsonable(v):
     return v
 
 
-def check(fs, progress=None) -> Checker:
+def _ag_worker(path: str, agnos: list) -> dict:
+    """Run the per-AG phases for some AGs in a child process."""
+    from ..fs.mount import Filesystem
+    with Filesystem(path) as fs:
+        c = Checker(fs, ag_filter=agnos)
+        for name in Checker.AG_PHASES:
+            c._run_phase(name)
+        return {k: (dict(v) if isinstance(v, defaultdict) else v)
+                for k, v in ((k, getattr(c, k)) for k in Checker.MERGED)}
+
+
+def check(fs, progress=None, jobs: int = 1) -> Checker:
     c = Checker(fs, progress)
-    c.run()
+    c.run(jobs)
     return c
