@@ -58,13 +58,14 @@ def main():
     img = bench_image(a.image, f"check-{a.inodes}.img", lambda p: build(p, a.inodes))
     subprocess.run(["cat", img], stdout=subprocess.DEVNULL)
     tools = {"xfs_repair -n": ["xfs_repair", "-n", "-f", img],
-             "fstool check": [sys.executable, "-m", "fstool", "check", img]}
+             "fstool check": [sys.executable, "-m", "fstool", "check", img],
+             "fstool check -j2": [sys.executable, "-m", "fstool", "check", "-j", "2", img]}
     res = {}
     for name, cmd in tools.items():
         runs = [measure(cmd) for _ in range(a.repeat)]
         best = min(runs)
         res[name] = best
-        print(f"{name:14s} {best[0]:7.2f} s  {best[1]:7.0f} MB RSS  exit {best[2]}")
+        print(f"{name:16s} {best[0]:7.2f} s  {best[1]:7.0f} MB RSS  exit {best[2]}")
     r = res["fstool check"]
     x = res["xfs_repair -n"]
     print(f"ratio: {r[0] / x[0]:.2f}x the time, {r[1] / x[1]:.2f}x the memory of "
