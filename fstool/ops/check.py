@@ -19,6 +19,7 @@ from ..format import constants as C
 from ..fs import btree
 from ..fs import dir as xdir
 from ..fs.attr import _read_attr_block, iter_xattrs, read_symlink
+from ..fs.inode import Inode
 from ..io import verify as V
 from .problems import ERROR, PROBLEMS
 
@@ -433,20 +434,33 @@ class Checker:
 
     # -- phase: inodes ----------------------------------------------------------------------------
     def phase_inodes(self) -> None:
+        """Every inode of every chunk, read a chunk at a time (not through the
+        inode cache: each is looked at once)."""
         sb = self.sb
+        fs = self.fs
+        isize = sb.inodesize
         for agno in sorted(self.chunks):
             for startino, holemask, _n, _nfree, free in self.chunks[agno]:
+                first_blk = startino >> sb.inopblog
+                nblocks = max(1, (64 * isize) >> sb.blocklog)
+                try:
+                    chunk = fs.dev.pread(fs.agb_to_daddr(agno, first_blk) << C.BBSHIFT,
+                                         nblocks << sb.blocklog)
+                except FsToolError as e:
+                    self.from_error("INODE_CORRUPT", e, agno=agno, block=first_blk)
+                    continue
+                base = (startino & (sb.inopblock - 1)) * isize
                 for i in range(64):
                     if holemask >> (i // 4) & 1:
                         continue
                     ino = (agno << sb.agino_log) | (startino + i)
-                    allocated = not (free >> i & 1)
-                    self._check_inode(agno, ino, allocated)
+                    raw = chunk[base + i * isize:base + (i + 1) * isize]
+                    self._check_inode(agno, ino, not (free >> i & 1), raw)
 
-    def _check_inode(self, agno: int, ino: int, allocated: bool) -> None:
+    def _check_inode(self, agno: int, ino: int, allocated: bool, raw: bytes) -> None:
         fs = self.fs
         try:
-            node = fs.inode(ino)
+            node = Inode(fs, ino, raw)
         except CorruptionError as e:
             if allocated:
                 self.from_error("INODE_CORRUPT", e, ino=ino)
@@ -523,7 +537,7 @@ class Checker:
             for _off, start, count, _unwritten in exts:
                 a = start >> self.sb.agblklog
                 b = start & ((1 << self.sb.agblklog) - 1)
-                self.claim(a, b, count, f"inode {ino}")
+                self.claims[a].append((b, count, ino))
                 owned += count
             if fmt == C.XFS_DINODE_FMT_BTREE:
                 owned += self._claim_bmbt(node, attr)
@@ -595,7 +609,7 @@ class Checker:
         for blk in reader.blocks(ptrs, level):
             a = blk.addr >> self.sb.agblklog
             b = blk.addr & ((1 << self.sb.agblklog) - 1)
-            self.claim(a, b, 1, f"inode {node.ino} bmbt")
+            self.claims[a].append((b, 1, -node.ino))      # negative: a bmbt block
             n += 1
         return n
 
@@ -814,7 +828,8 @@ class Checker:
                 elif start < pos and not (_is_file(what) and _is_file(last_what) and
                                           _within(shared, start, min(pos, start + n))):
                     self.report("SPACE_OVERLAP", f"AG {agno}: block {start} is claimed by "
-                                f"{what} and by {last_what}", agno=agno, block=start)
+                                f"{_owner(what)} and by {_owner(last_what)}", agno=agno,
+                                block=start)
                 if start + n > pos:
                     pos = start + n
                     last_what = what
@@ -822,7 +837,7 @@ class Checker:
                 self.report("SPACE_UNACCOUNTED", f"AG {agno}: blocks {pos}-{length - 1} are "
                             "neither free nor in use", agno=agno, block=pos)
             elif pos > length:
-                self.report("SPACE_OVERLAP", f"AG {agno}: {last_what} runs past the end of "
+                self.report("SPACE_OVERLAP", f"AG {agno}: {_owner(last_what)} runs past the end of "
                             "the AG", agno=agno, block=length)
 
     # -- phase: superblock counters ------------------------------------------------------------
@@ -846,7 +861,14 @@ class Checker:
 
 
 def _is_file(what) -> bool:
-    return bool(what) and what.startswith("inode ")
+    """Claims by files carry the inode number (negative for bmbt blocks)."""
+    return isinstance(what, int) and what > 0
+
+
+def _owner(what) -> str:
+    if isinstance(what, int):
+        return f"inode {what}" if what > 0 else f"the block map of inode {-what}"
+    return str(what)
 
 
 def _within(ranges: list, start: int, end: int) -> bool:
