@@ -151,3 +151,17 @@ def test_get_round_trip(kernel_img, scratch_xfs):
         assert os.lseek(fd, 0, os.SEEK_HOLE) == 4096      # block 1 was never written
     finally:
         os.close(fd)
+
+
+def test_ls_human_output_is_one_line_per_name(kernel_img):
+    truth = [r for r in images.load_manifest(kernel_img) if r["path"].startswith("/names/")]
+    res = fstool_cli("ls", "-l", kernel_img, "/names")
+    lines = res.stdout.splitlines()
+    assert len(lines) == len(truth)
+    assert any(line.endswith("new\\nline") for line in lines)
+    assert any(line.endswith("latin1-\\xe9") for line in lines)
+
+
+def test_no_arguments_shows_help():
+    res = fstool_cli()
+    assert res.returncode == 0 and res.stdout.startswith("Usage: fstool")

@@ -21,6 +21,7 @@ def cmd(long, recursive, as_json, image, path):
     import time
 
     from ..ops.listing import entry_record, iter_listing, mode_string
+    from .console import printable_name
 
     with open_fs(image) as fs:
         out = click.get_text_stream("stdout")
@@ -28,8 +29,7 @@ def cmd(long, recursive, as_json, image, path):
             if as_json:
                 out.write(json.dumps(entry_record(fs, p, node)) + "\n")
                 continue
-            shown = p if recursive else os.path.basename(p) or p
-            shown = shown.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+            shown = printable_name(p if recursive else os.path.basename(p) or p)
             if not long:
                 out.write(shown + "\n")
                 continue
@@ -45,5 +45,6 @@ def cmd(long, recursive, as_json, image, path):
             line = (f"{mode_string(node)} {node.nlink:>3} {node.uid:>5} {node.gid:>5} "
                     f"{size:>10} {when} {shown}")
             if node.is_symlink:
-                line += " -> " + fs.readlink(node).decode("utf-8", "replace")
+                line += " -> " + printable_name(
+                    fs.readlink(node).decode("utf-8", "surrogateescape"))
             out.write(line + "\n")

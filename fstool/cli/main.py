@@ -77,6 +77,8 @@ def cli():
 def main(argv=None):
     from ..errors import FsToolError
     from .console import err
+    if not (argv if argv is not None else sys.argv[1:]):
+        argv = ["--help"]          # no command: show the help, not an error
     try:
         cli.main(args=argv, prog_name="fstool", standalone_mode=False)
     except click.exceptions.Abort:
