@@ -23,8 +23,13 @@ sh l--777 0 0 hello
 $
 $
 PROTO
+# an empty filesystem made by fstool itself, checked
+fstool mkfs -q -f demo-empty.img --size 64m
+fstool info demo-empty.img
+fstool check demo-empty.img
+# a populated one (mkfs.xfs protofile), listed, read and checked
 truncate -s 512M demo.img
 mkfs.xfs -q -f -p "$work/proto" demo.img
-fstool info demo.img
 fstool ls -l -R demo.img /
 fstool cat demo.img /etc/hostname
+fstool check demo.img
