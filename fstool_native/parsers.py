@@ -381,3 +381,118 @@ def check_extents(exts, agblklog, agblocks, agcount, last_ag_blocks):
             return i, (f"extent at block {startblock} (AG {agno} block {agbno}), {count} "
                        "blocks, runs past the end of its AG")
     return None
+
+
+@cython.locals(p=cython.p_uchar, u=cython.p_uchar, i=cython.int, k=cython.int,
+               off=cython.Py_ssize_t, isize=cython.Py_ssize_t, mode=cython.uint,
+               fmt=cython.int, forkoff=cython.int, aformat=cython.int,
+               flags2=cython.ulonglong, next=cython.ulonglong, anext=cython.ulonglong,
+               nblocks=cython.ulonglong, owned=cython.ulonglong, size=cython.ulonglong,
+               dsize=cython.Py_ssize_t, e=cython.Py_ssize_t, l0=cython.ulonglong,
+               l1=cython.ulonglong, startoff=cython.ulonglong, startblock=cython.ulonglong,
+               count=cython.ulonglong, prev_end=cython.ulonglong, agno=cython.ulonglong,
+               agbno=cython.ulonglong, limit=cython.ulonglong, ok=cython.bint,
+               mask=cython.ulonglong, ifmt=cython.uint, ino=cython.ulonglong)
+def scan_inode_chunk(chunk, base, inodesize, first_ino, uuid, free, holemask, flags2_ok,
+                     agblklog, agcount, agblocks, last_ag_blocks):
+    """Check the plain inodes of one 64-inode chunk in one call.
+
+    An allocated inode is plain when it verifies, is a regular file, device,
+    fifo or socket with an extents- or device-format data fork whose extents
+    are sorted, inside their AGs and add up to di_nblocks, and has no
+    attribute fork or an empty one in extents format.  Returns (plain, claims,
+    others): plain is [(ino, mode, nlink)], claims [(agno, agbno, length, ino)]
+    for their extents, others the indexes of every inode (allocated or free)
+    that needs the full check in Python."""
+    p = chunk
+    u = uuid
+    isize = inodesize
+    plain = []
+    claims = []
+    others = []
+    mask = (1 << agblklog) - 1
+    for i in range(64):
+        if (holemask >> (i // 4)) & 1:
+            continue
+        off = base + i * isize
+        if off + isize > len(chunk):
+            others.append(i)
+            continue
+        ino = first_ino + i
+        mode = _be16(p, off + 2)
+        if (free >> i) & 1:
+            # free: fine unless it claims to be in use
+            if _be16(p, off) == 0x494E and mode != 0:
+                others.append(i)
+            continue
+        ok = (_be16(p, off) == 0x494E and p[off + 4] == 3 and mode != 0 and
+              _be64(p, off + 152) == ino)
+        if ok:
+            for k in range(16):
+                if p[off + 160 + k] != u[k]:
+                    ok = False
+                    break
+        if ok:
+            ok = xfs_cksum_ok(chunk[off:off + isize], 100)
+        if not ok:
+            others.append(i)
+            continue
+        ifmt = mode & 0o170000
+        fmt = p[off + 5]
+        forkoff = p[off + 82]
+        aformat = p[off + 83]
+        flags2 = _be64(p, off + 120)
+        size = _be64(p, off + 56)
+        nblocks = _be64(p, off + 64)
+        if flags2 & 0x10:
+            next = _be64(p, off + 24)
+            anext = _be32(p, off + 76)
+        else:
+            next = _be32(p, off + 76)
+            anext = _be16(p, off + 80)
+        if flags2 & ~flags2_ok or size >> 63 or anext or \
+                (forkoff and aformat != 2):
+            others.append(i)
+            continue
+        if ifmt == 0o100000:
+            if fmt != 2:
+                others.append(i)
+                continue
+        elif ifmt in (0o020000, 0o060000, 0o010000, 0o140000):
+            if fmt != 0 or next or (flags2 & 0x2):
+                others.append(i)
+                continue
+        else:
+            others.append(i)
+            continue
+        dsize = forkoff * 8 if forkoff else isize - 176
+        if next * 16 > dsize:
+            others.append(i)
+            continue
+        owned = 0
+        prev_end = 0
+        for e in range(next):
+            l0 = _be64(p, off + 176 + 16 * e)
+            l1 = _be64(p, off + 176 + 16 * e + 8)
+            startoff = (l0 >> 9) & 0x3FFFFFFFFFFFFF
+            startblock = ((l0 & 0x1FF) << 43) | (l1 >> 21)
+            count = l1 & 0x1FFFFF
+            agno = startblock >> agblklog
+            agbno = startblock & mask
+            limit = last_ag_blocks if agno == agcount - 1 else agblocks
+            if count == 0 or (e and startoff < prev_end) or agno >= agcount or \
+                    agbno + count > limit:
+                ok = False
+                break
+            prev_end = startoff + count
+            owned += count
+        if not ok or owned != nblocks:
+            others.append(i)
+            continue
+        for e in range(next):
+            l0 = _be64(p, off + 176 + 16 * e)
+            l1 = _be64(p, off + 176 + 16 * e + 8)
+            startblock = ((l0 & 0x1FF) << 43) | (l1 >> 21)
+            claims.append((startblock >> agblklog, startblock & mask, l1 & 0x1FFFFF, ino))
+        plain.append((ino, mode, _be32(p, off + 16)))
+    return plain, claims, others
