@@ -649,6 +649,11 @@ class Checker:
         parents = {}
         subdirs = defaultdict(int)
         self._children = {}
+        # the loop over every entry, with its lookups bound once
+        types_get = self.types.get
+        ftype_ifmt = C.FTYPE_TO_IFMT.get
+        has_ftype = self.sb.has_ftype
+        S_IFDIR = C.S_IFDIR
         for ino in self.dirs:
             try:
                 node = fs.inode(ino)
@@ -663,19 +668,18 @@ class Checker:
                 self.from_error("DIR_CORRUPT", e, ino=ino)
             self._children[ino] = [c for _n, c, _f in entries]
             for name, child, ftype in entries:
-                if child not in self.inode_alloc:
+                t = types_get(child)
+                if t is None:
                     self.report("DIR_ENTRY_TARGET", f"directory {ino}: entry "
                                 f"{name!r} points to inode {child}, which is not in use",
                                 ino=ino, found=child)
                     continue
                 refs[child] += 1
-                want = C.FTYPE_TO_IFMT.get(ftype)
-                if self.sb.has_ftype and want != self.types[child]:
+                if has_ftype and ftype_ifmt(ftype) != t:
                     self.report("DIR_FTYPE", f"directory {ino}: entry {name!r} has file type "
-                                f"{ftype}, inode {child} is a "
-                                f"{C.TYPE_NAMES.get(self.types[child], '?')}",
+                                f"{ftype}, inode {child} is a {C.TYPE_NAMES.get(t, '?')}",
                                 ino=ino, field="ftype")
-                if self.types[child] == C.S_IFDIR:
+                if t == S_IFDIR:
                     subdirs[ino] += 1
                     if child in parents:
                         self.report("DIR_MULTIPLE_PARENTS", f"directory {child} is linked "
