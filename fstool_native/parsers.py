@@ -116,6 +116,30 @@ def _check_records(buf, off, n, size, what):
         raise ValueError(f"{what} run past the buffer")
 
 
+# The bmbt record: two big-endian words.  l0 bit 63 is the unwritten flag,
+# l0 bits 62..9 the file offset, l0 bits 8..0 with l1 bits 63..21 the start
+# block, l1 bits 20..0 the length.
+@cython.cfunc
+@cython.locals(l0=cython.ulonglong)
+@cython.returns(cython.ulonglong)
+def _rec_startoff(l0):
+    return (l0 >> 9) & 0x3FFFFFFFFFFFFF
+
+
+@cython.cfunc
+@cython.locals(l0=cython.ulonglong, l1=cython.ulonglong)
+@cython.returns(cython.ulonglong)
+def _rec_startblock(l0, l1):
+    return ((l0 & 0x1FF) << 43) | (l1 >> 21)
+
+
+@cython.cfunc
+@cython.locals(l1=cython.ulonglong)
+@cython.returns(cython.ulonglong)
+def _rec_blockcount(l1):
+    return l1 & 0x1FFFFF
+
+
 @cython.locals(p=cython.p_uchar, c=cython.uint)
 def crc32c(data, crc: cython.uint = 0) -> int:
     """CRC-32C of ``data``, continuing from a previous result ``crc``."""
@@ -158,11 +182,7 @@ def xfs_cksum_ok(buf, crc_offset) -> bool:
                i=cython.Py_ssize_t, l0=cython.ulonglong, l1=cython.ulonglong)
 def decode_bmbt_recs(buf, offset, count) -> list:
     """``count`` 16-byte bmbt records at ``offset`` as tuples
-    (startoff, startblock, blockcount, unwritten).
-
-    Bit layout of the two big-endian words: l0 bit 63 is the unwritten flag,
-    l0 bits 62..9 the file offset, l0 bits 8..0 with l1 bits 63..21 the start
-    block, l1 bits 20..0 the length."""
+    (startoff, startblock, blockcount, unwritten)."""
     p = buf
     off = offset
     n = count
@@ -171,9 +191,7 @@ def decode_bmbt_recs(buf, offset, count) -> list:
     for i in range(n):
         l0 = _be64(p, off)
         l1 = _be64(p, off + 8)
-        out.append(((l0 >> 9) & 0x3FFFFFFFFFFFFF,
-                    ((l0 & 0x1FF) << 43) | (l1 >> 21),
-                    l1 & 0x1FFFFF,
+        out.append((_rec_startoff(l0), _rec_startblock(l0, l1), _rec_blockcount(l1),
                     l0 >> 63))
         off += 16
     return out
@@ -474,9 +492,9 @@ def scan_inode_chunk(chunk, base, inodesize, first_ino, uuid, free, holemask, fl
         for e in range(next):
             l0 = _be64(p, off + 176 + 16 * e)
             l1 = _be64(p, off + 176 + 16 * e + 8)
-            startoff = (l0 >> 9) & 0x3FFFFFFFFFFFFF
-            startblock = ((l0 & 0x1FF) << 43) | (l1 >> 21)
-            count = l1 & 0x1FFFFF
+            startoff = _rec_startoff(l0)
+            startblock = _rec_startblock(l0, l1)
+            count = _rec_blockcount(l1)
             agno = startblock >> agblklog
             agbno = startblock & mask
             limit = last_ag_blocks if agno == agcount - 1 else agblocks
@@ -492,7 +510,8 @@ def scan_inode_chunk(chunk, base, inodesize, first_ino, uuid, free, holemask, fl
         for e in range(next):
             l0 = _be64(p, off + 176 + 16 * e)
             l1 = _be64(p, off + 176 + 16 * e + 8)
-            startblock = ((l0 & 0x1FF) << 43) | (l1 >> 21)
-            claims.append((startblock >> agblklog, startblock & mask, l1 & 0x1FFFFF, ino))
+            startblock = _rec_startblock(l0, l1)
+            claims.append((startblock >> agblklog, startblock & mask, _rec_blockcount(l1),
+                           ino))
         plain.append((ino, mode, _be32(p, off + 16)))
     return plain, claims, others
