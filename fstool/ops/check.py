@@ -874,7 +874,7 @@ class Checker:
 
     # -- phase: the log --------------------------------------------------------------------------
     def phase_log(self) -> None:
-        from .logstate import log_is_clean
+        from ..fs.logstate import log_is_clean
         clean, why = log_is_clean(self.fs)
         if not clean:
             self.log_dirty = True

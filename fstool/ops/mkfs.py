@@ -597,7 +597,7 @@ def mkfs(path: str, opts: Options, force: bool = False, dry_run: bool = False):
         st = os.stat(path)
         if stat.S_ISDIR(st.st_mode):
             raise MkfsError(f"{path}: is a directory")
-        from .lock import refuse_if_mounted
+        from ..io.lock import refuse_if_mounted
         refuse_if_mounted(path)
         if opts.size is None:
             with open(path, "rb") as f:
@@ -618,7 +618,7 @@ def mkfs(path: str, opts: Options, force: bool = False, dry_run: bool = False):
     flags = os.O_RDWR | os.O_CLOEXEC | (0 if exists else os.O_CREAT | os.O_EXCL)
     fd = os.open(path, flags, 0o644)
     try:
-        from .lock import ImageLock
+        from ..io.lock import ImageLock
         with ImageLock(fd, path):
             if exists:
                 what = _has_filesystem(fd)

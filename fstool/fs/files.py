@@ -1,0 +1,253 @@
+"""Building inode forks on the write path: file data, block maps, planned
+metadata blocks (directories, xattrs, symlinks) and the attr fork offset.
+
+Everything here allocates through a :class:`~fstool.fs.writer.Writer` inside
+its open transaction and writes only into blocks that transaction allocated.
+"""
+from __future__ import annotations
+
+import struct
+
+from ..format import constants as C
+from .forkplan import ForkPlan
+from .writer import MAXEXTLEN
+
+BMBT_REC = 16
+IO_CHUNK = 1 << 20
+MINABTPTRS = 2          # an attr fork btree root holds at least this many pointers
+MINDBTPTRS = 3          # ... and a data fork btree root this many
+
+
+def bmdr_space(nptrs: int) -> int:
+    """Bytes of an in-inode btree root with ``nptrs`` keys and pointers."""
+    return 4 + nptrs * 16
+
+
+def pack_extent(startoff: int, startblock: int, blockcount: int, unwritten: bool = False) -> bytes:
+    """One packed 128-bit bmbt record."""
+    l0 = (int(unwritten) << 63) | (startoff << 9) | (startblock >> 43)
+    l1 = ((startblock & ((1 << 43) - 1)) << 21) | blockcount
+    return struct.pack(">QQ", l0, l1)
+
+
+def pack_extents(extents) -> bytes:
+    return b"".join(pack_extent(o, b, n) for o, b, n in extents)
+
+
+def merge_extents(extents) -> list:
+    """Join logically and physically contiguous (startoff, fsbno, len) runs,
+    keeping each under the record's length limit."""
+    out = []
+    for o, b, n in sorted(extents):
+        if out:
+            po, pb, pn = out[-1]
+            if po + pn == o and pb + pn == b and pn + n <= MAXEXTLEN:
+                out[-1] = (po, pb, pn + n)
+                continue
+        out.append((o, b, n))
+    return out
+
+
+class Fork:
+    """What one fork of an inode ends up as."""
+    __slots__ = ("fmt", "literal", "nextents", "blocks")
+
+    def __init__(self, fmt: int, literal: bytes = b"", nextents: int = 0, blocks: int = 0):
+        self.fmt = fmt
+        self.literal = literal
+        self.nextents = nextents
+        self.blocks = blocks          # fs blocks owned: mapped blocks plus bmbt blocks
+
+
+def map_fork(w, ino: int, extents: list, space: int, *, attr: bool = False) -> Fork:
+    """Record an extent list in a fork of ``space`` bytes: inline extent
+    records when they fit, else a bmbt whose root lives in the inode."""
+    extents = merge_extents(extents)
+    mapped = sum(n for _o, _b, n in extents)
+    if len(extents) * BMBT_REC <= space:
+        return Fork(C.XFS_DINODE_FMT_EXTENTS, pack_extents(extents), len(extents), mapped)
+    from . import btree_write as BW
+    store = _BmbtStore(w, ino, extents[0][1])
+    root, nblocks = BW.bulk_load_bmbt(extents, ino=ino, uuid=w.uuid, blocksize=w.sb.blocksize,
+                                      root_space=space, store=store)
+    store.flush()
+    return Fork(C.XFS_DINODE_FMT_BTREE, root, len(extents), mapped + nblocks)
+
+
+class _BmbtStore:
+    """Blocks for a freshly built bmbt: allocated near the file, written at
+    once (they are new to this transaction)."""
+
+    def __init__(self, w, ino: int, near: int):
+        self.w = w
+        self.blocksize = w.sb.blocksize
+        self.near = near
+        self.ino = ino
+        self.bufs: dict[int, bytearray] = {}
+
+    def daddr(self, addr: int) -> int:
+        return self.w.fs.fsb_to_daddr(addr)
+
+    def alloc(self, near: int | None = None) -> int:
+        fsbno, _n = self.w.alloc_blocks(self.near if near is None else near, 1, 1)
+        self.near = fsbno + 1
+        return fsbno
+
+    def new(self, addr: int) -> bytearray:
+        buf = self.bufs[addr] = bytearray(self.blocksize)
+        return buf
+
+    def read(self, addr: int) -> bytearray:
+        return self.bufs[addr]
+
+    def dirty(self, addr: int) -> None:
+        pass
+
+    def free(self, addr: int) -> None:
+        self.bufs.pop(addr, None)
+        self.w.free_extent(addr, 1)
+
+    def flush(self) -> None:
+        from .encode import stamp_crc
+        for addr, buf in self.bufs.items():
+            stamp_crc(buf, C.XFS_BTREE_LBLOCK_CRC_OFF)
+            self.w._pwrite(self.daddr(addr) << C.BBSHIFT, buf)
+
+
+def place_plan(w, plan: ForkPlan, near_fsb: int) -> list:
+    """Allocate blocks for every planned block (runs of consecutive logical
+    blocks together), write the finished buffers, and return the extents
+    (startoff, fsbno, length)."""
+    blocks = sorted(plan.blocks, key=lambda b: b.lblk)
+    extents = []
+    i = 0
+    target = near_fsb
+    while i < len(blocks):
+        j = i
+        unit = blocks[i].nblocks
+        while j + 1 < len(blocks) and blocks[j + 1].lblk == blocks[j].lblk + blocks[j].nblocks \
+                and blocks[j + 1].nblocks == unit:
+            j += 1
+        run = blocks[i:j + 1]
+        total = sum(b.nblocks for b in run)
+        lblk = run[0].lblk
+        pos = 0
+        pieces = w.alloc_run(target, total, unit)
+        for fsbno, n in pieces:
+            extents.append((lblk + pos, fsbno, n))
+            pos += n
+            target = fsbno + n
+        # each planned block is a whole unit inside one piece
+        k = 0
+        for fsbno, n in pieces:
+            for off in range(0, n, unit):
+                b = run[k]
+                daddr = w.fs.fsb_to_daddr(fsbno + off)
+                w._pwrite(daddr << C.BBSHIFT, b.finish(daddr))
+                k += 1
+        i = j + 1
+    return extents
+
+
+def write_data(w, near_fsb: int, stream, size: int, data_ranges=None) -> list:
+    """Copy a file's content into newly allocated blocks and return its
+    extents.  Holes (``data_ranges`` lists where data is) get no blocks."""
+    if size <= 0:
+        return []
+    bs = w.sb.blocksize
+    blog = w.sb.blocklog
+    if data_ranges is None:
+        spans = [(0, (size + bs - 1) >> blog)]
+    else:
+        spans = []
+        for off, length in sorted(data_ranges):
+            if length <= 0:
+                continue
+            a, b = off >> blog, min((off + length + bs - 1) >> blog, (size + bs - 1) >> blog)
+            if spans and a <= spans[-1][1]:
+                spans[-1] = (spans[-1][0], max(spans[-1][1], b))
+            elif b > a:
+                spans.append((a, b))
+    extents = []
+    target = near_fsb
+    for a, b in spans:
+        pieces = w.alloc_run(target, b - a)
+        if data_ranges is not None:
+            stream.seek(a << blog)
+        lblk = a
+        for fsbno, n in pieces:
+            extents.append((lblk, fsbno, n))
+            off = w.fs.fsb_to_daddr(fsbno) << C.BBSHIFT
+            left = n << blog
+            while left:
+                data = stream.read(min(left, IO_CHUNK))
+                if not data:
+                    break
+                w._pwrite(off, data)
+                off += len(data)
+                left -= len(data)
+            # the tail of the last block (and anything the source no longer
+            # holds) reads as zeros: write them, since the blocks are mapped
+            if left:
+                w._pwrite(off, bytes(left))
+            lblk += n
+            target = fsbno + n
+    return extents
+
+
+def default_attroffset(inodesize: int) -> int:
+    """Bytes the kernel gives the data fork when it must guess."""
+    literal = inodesize - C.XFS_DINODE_CORE_SIZE
+    if inodesize == 256:
+        return literal - bmdr_space(MINABTPTRS)
+    return bmdr_space(6 * MINABTPTRS)
+
+
+def _bytesfit(literal: int, data_fmt: int, data_bytes: int, forkoff: int, need: int) -> int:
+    """The attr fork offset (8-byte units) that lets ``need`` bytes of
+    shortform attributes sit beside the data fork, or 0 when they cannot."""
+    offset = (literal - need) >> 3
+    if data_fmt == C.XFS_DINODE_FMT_DEV:
+        return 1 if offset >= 1 else 0
+    if forkoff and need <= literal - forkoff * 8:
+        return forkoff
+    dsize = data_bytes
+    if data_fmt == C.XFS_DINODE_FMT_EXTENTS and not forkoff and \
+            data_bytes > default_attroffset(literal + C.XFS_DINODE_CORE_SIZE):
+        dsize = bmdr_space(MINDBTPTRS)
+    if data_fmt == C.XFS_DINODE_FMT_BTREE and forkoff:
+        return forkoff if offset >= forkoff else 0
+    minforkoff = (max(dsize, bmdr_space(MINDBTPTRS)) + 7) >> 3
+    maxforkoff = (literal - bmdr_space(MINABTPTRS)) >> 3
+    if offset >= maxforkoff:
+        return maxforkoff
+    if offset >= minforkoff:
+        return offset
+    return 0
+
+
+SF_ATTR_HDR = 4
+SF_VALUE_MAX = 255      # names and values this long never stay in shortform
+
+
+def attr_forkoff(inodesize: int, data_fmt: int, data_bytes: int, attrs) -> tuple[int, bool]:
+    """(forkoff, shortform) for attributes added one by one, in order, to an
+    inode whose data fork holds ``data_bytes`` in ``data_fmt``: the offset
+    the kernel would settle on and whether they stay in shortform."""
+    literal = inodesize - C.XFS_DINODE_CORE_SIZE
+    forkoff = 0
+    total = SF_ATTR_HDR
+    for _flags, name, value in attrs:
+        ent = 3 + len(name) + len(value)
+        total += ent
+        if len(value) >= SF_VALUE_MAX or len(name) >= SF_VALUE_MAX:
+            fit = 0
+        else:
+            fit = _bytesfit(literal, data_fmt, data_bytes, forkoff, total)
+        if not fit:
+            if not forkoff:
+                forkoff = _bytesfit(literal, data_fmt, data_bytes, 0, SF_ATTR_HDR + ent) or \
+                    default_attroffset(inodesize) >> 3
+            return forkoff, False
+        forkoff = fit
+    return forkoff, True

@@ -1,0 +1,531 @@
+"""Names and inodes on the write path: create, link, unlink and change
+attributes of files in an image, inside a Writer's transaction.
+
+Directories changed by a transaction are kept as ordered entry maps and
+encoded once, at :meth:`Namespace.finish`, in whichever form their size
+calls for (shortform, block, leaf, node); a directory that existed before
+gets its old blocks freed and its new ones allocated near it.  Regular files
+are written as they come: data first, then the inode.
+"""
+from __future__ import annotations
+
+import posixpath
+import stat as pystat
+import struct
+
+from ..errors import (CorruptionError, FsToolError, InvalidArgument, NotADirectoryImageError,
+                      NotFoundError)
+from ..format import constants as C
+from ..format.structs import DINODE
+from . import files as F
+from .icore import InodeSpec, encode_dev
+from .writer import Writer
+
+FTYPE = {C.S_IFREG: C.XFS_DIR3_FT_REG_FILE, C.S_IFDIR: C.XFS_DIR3_FT_DIR,
+         C.S_IFCHR: C.XFS_DIR3_FT_CHRDEV, C.S_IFBLK: C.XFS_DIR3_FT_BLKDEV,
+         C.S_IFIFO: C.XFS_DIR3_FT_FIFO, C.S_IFSOCK: C.XFS_DIR3_FT_SOCK,
+         C.S_IFLNK: C.XFS_DIR3_FT_SYMLINK}
+NAME_MAX = 255
+
+
+class ExistsError(FsToolError):
+    pass
+
+
+class DirNotEmpty(FsToolError):
+    pass
+
+
+def check_name(name: bytes) -> None:
+    if not name or name in (b".", b"..") or b"/" in name or b"\0" in name:
+        raise InvalidArgument(f"invalid file name {name!r}")
+    if len(name) > NAME_MAX:
+        raise InvalidArgument(f"file name {name[:40]!r}... is {len(name)} bytes; XFS allows "
+                              f"at most {NAME_MAX}")
+
+
+class Meta:
+    """Ownership, permissions and times for a new inode."""
+    __slots__ = ("perm", "uid", "gid", "atime_ns", "mtime_ns", "ctime_ns", "crtime_ns",
+                 "xattrs")
+
+    def __init__(self, perm=0o644, uid=0, gid=0, atime_ns=0, mtime_ns=0, ctime_ns=0,
+                 crtime_ns=None, xattrs=()):
+        self.perm = perm & 0o7777
+        self.uid, self.gid = uid, gid
+        self.atime_ns, self.mtime_ns, self.ctime_ns = atime_ns, mtime_ns, ctime_ns
+        self.crtime_ns = ctime_ns if crtime_ns is None else crtime_ns
+        self.xattrs = list(xattrs)      # [("user.x", b"value"), ...]
+
+
+class DirState:
+    """A directory being changed: entries in on-disk order."""
+    __slots__ = ("ino", "parent", "entries", "new", "meta", "nlink", "attrs", "changed")
+
+    def __init__(self, ino, parent, entries, new, meta=None, nlink=2):
+        self.ino = ino
+        self.parent = parent
+        self.entries = entries          # dict name -> (ino, ftype), insertion ordered
+        self.new = new
+        self.meta = meta
+        self.nlink = nlink
+        self.attrs = None
+        self.changed = True
+
+
+class Namespace:
+    def __init__(self, w: Writer, now_ns: int | None = None):
+        self.w = w
+        self.fs = w.fs
+        self.now = w.now_ns() if now_ns is None else now_ns
+        self.dirs: dict[int, DirState] = {}
+        self.files = 0
+        self.bytes = 0
+
+    # -- reading the current state ---------------------------------------------
+    def raw_inode(self, ino: int) -> bytes:
+        w = self.w
+        raw = w.deferred_inodes.get(ino)
+        if raw is not None:
+            return raw
+        agno, agino = w.ino_split(ino)
+        ch = w.chunks.get((agno, agino & ~63))
+        if ch is not None and ch.new:
+            if ch.buf is not None:
+                off = (agino - ch.startino) << w.sb.inodelog
+                return bytes(ch.buf[off:off + w.sb.inodesize])
+            return w.fs.dev.pread(w._ino_offset(ino), w.sb.inodesize)
+        return self.fs.inode(ino).raw
+
+    def dir_state(self, ino: int) -> DirState:
+        st = self.dirs.get(ino)
+        if st is not None:
+            return st
+        node = self.fs.inode(ino)
+        if not node.is_dir:
+            raise NotADirectoryImageError(f"inode {ino}")
+        entries = {e.name: (e.ino, e.ftype) for e in self.fs.listdir(node)}
+        st = DirState(ino, self.fs.parent_of(node), entries, new=False, nlink=node.nlink)
+        st.changed = False
+        self.dirs[ino] = st
+        return st
+
+    def lookup(self, path: str) -> int:
+        """Inode number of an absolute path inside the image (no symlinks
+        followed), seeing this transaction's changes."""
+        ino = self.w.sb.rootino
+        for part in [p for p in path.encode("utf-8", "surrogateescape").split(b"/") if p]:
+            if part == b".":
+                continue
+            st = self.dir_state(ino)
+            if part == b"..":
+                ino = st.parent
+                continue
+            ent = st.entries.get(part)
+            if ent is None:
+                raise NotFoundError(path)
+            ino = ent[0]
+        return ino
+
+    def child(self, parent: int, name: bytes):
+        return self.dir_state(parent).entries.get(name)
+
+    # -- creating ---------------------------------------------------------------
+    def _add_entry(self, parent: DirState, name: bytes, ino: int, ftype: int) -> None:
+        check_name(name)
+        if name in parent.entries:
+            raise ExistsError(f"{name.decode('utf-8', 'surrogateescape')}: already exists")
+        parent.entries[name] = (ino, ftype)
+        parent.changed = True
+
+    def _attr_fork(self, ino: int, meta: Meta, data_fmt: int, data_bytes: int,
+                   forkoff: int | None = None):
+        """(forkoff, aformat, anextents, attr literal, attr blocks) for meta.xattrs."""
+        if not meta.xattrs:
+            return 0, C.XFS_DINODE_FMT_EXTENTS, 0, b"", 0
+        from . import attrbuild as AB
+        w = self.w
+        attrs = self._attr_list(meta)
+        fo, shortform = F.attr_forkoff(w.sb.inodesize, data_fmt, data_bytes, attrs)
+        if forkoff is None:
+            forkoff = fo
+        elif shortform and AB.xattr_sf_size(attrs) > \
+                w.sb.inodesize - C.XFS_DINODE_CORE_SIZE - forkoff * 8:
+            shortform = False
+        space = w.sb.inodesize - C.XFS_DINODE_CORE_SIZE - forkoff * 8
+        plan = AB.encode_xattrs(attrs, ino=ino, uuid=w.uuid, blocksize=w.sb.blocksize,
+                                inline_space=space if shortform else 0)
+        if plan.local is not None:
+            return forkoff, C.XFS_DINODE_FMT_LOCAL, 0, plan.local, 0
+        exts = F.place_plan(w, plan, w.ino_fsb(ino))
+        fork = F.map_fork(w, ino, exts, space, attr=True)
+        return forkoff, fork.fmt, fork.nextents, fork.literal, fork.blocks
+
+    def _put_new(self, ino: int, mode: int, meta: Meta, *, nlink=1, size=0, fork=None,
+                 data=b"", fmt=C.XFS_DINODE_FMT_EXTENTS, nextents=0, nblocks=0,
+                 forkoff=None) -> None:
+        w = self.w
+        if fork is not None:
+            fmt, data, nextents, nblocks = fork.fmt, fork.literal, fork.nextents, fork.blocks
+        forkoff, afmt, anext, alit, ablocks = self._attr_fork(ino, meta, fmt, len(data),
+                                                              forkoff)
+        if forkoff and len(data) > forkoff * 8:
+            raise FsToolError(f"inode {ino}: data fork of {len(data)} bytes does not fit "
+                              "beside its xattrs")
+        spec = InodeSpec(mode=mode, nlink=nlink, uid=meta.uid, gid=meta.gid,
+                         atime_ns=meta.atime_ns, mtime_ns=meta.mtime_ns,
+                         ctime_ns=meta.ctime_ns, crtime_ns=meta.crtime_ns, size=size,
+                         nblocks=nblocks + ablocks, fmt=fmt, nextents=nextents, data=data,
+                         aformat=afmt, anextents=anext, forkoff=forkoff, attr=alit)
+        w.put_inode(ino, w.enc.encode(ino, spec))
+
+    def mkdir(self, parent: int, name: bytes, meta: Meta) -> int:
+        pst = self.dir_state(parent)
+        check_name(name)
+        if name in pst.entries:
+            raise ExistsError(f"{name.decode('utf-8', 'surrogateescape')}: already exists")
+        ino = self.w.alloc_inode(parent, is_dir=True)
+        self._add_entry(pst, name, ino, C.XFS_DIR3_FT_DIR)
+        pst.nlink += 1
+        self.dirs[ino] = DirState(ino, parent, {}, new=True, meta=meta)
+        return ino
+
+    def create_file(self, parent: int, name: bytes, meta: Meta, stream=None, size: int = 0,
+                    data_ranges=None) -> int:
+        pst = self.dir_state(parent)
+        check_name(name)
+        if name in pst.entries:
+            raise ExistsError(f"{name.decode('utf-8', 'surrogateescape')}: already exists")
+        w = self.w
+        ino = w.alloc_inode(parent, is_dir=False)
+        exts = F.write_data(w, w.ino_fsb(ino), stream, size, data_ranges) if size else []
+        lit = w.sb.inodesize - C.XFS_DINODE_CORE_SIZE
+        forkoff = self._forkoff_for(meta, C.XFS_DINODE_FMT_EXTENTS,
+                                    len(F.merge_extents(exts)) * F.BMBT_REC)
+        fork = F.map_fork(w, ino, exts, forkoff * 8 or lit)
+        self._add_entry(pst, name, ino, C.XFS_DIR3_FT_REG_FILE)
+        self._put_new(ino, C.S_IFREG | meta.perm, meta, size=size, fork=fork, forkoff=forkoff)
+        self.files += 1
+        self.bytes += size
+        return ino
+
+    @staticmethod
+    def _attr_list(meta: Meta) -> list:
+        from . import attrbuild as AB
+        out = []
+        for name, value in meta.xattrs:
+            flags, short = AB.split_name(name)
+            out.append((flags, short, bytes(value)))
+        return out
+
+    def _forkoff_for(self, meta: Meta, data_fmt: int, data_bytes: int) -> int:
+        """The attr fork offset the kernel would pick when the xattrs are set
+        while the data fork holds ``data_bytes``; 0 without xattrs."""
+        if not meta.xattrs:
+            return 0
+        return F.attr_forkoff(self.w.sb.inodesize, data_fmt, data_bytes,
+                              self._attr_list(meta))[0]
+
+    def symlink(self, parent: int, name: bytes, target: bytes, meta: Meta) -> int:
+        from . import attrbuild as AB
+        pst = self.dir_state(parent)
+        check_name(name)
+        if name in pst.entries:
+            raise ExistsError(f"{name.decode('utf-8', 'surrogateescape')}: already exists")
+        if not target or len(target) > C.XFS_SYMLINK_MAXLEN or b"\0" in target:
+            raise InvalidArgument(f"symlink target of {len(target)} bytes: XFS holds 1 to "
+                                  f"{C.XFS_SYMLINK_MAXLEN} bytes without NUL")
+        w = self.w
+        ino = w.alloc_inode(parent, is_dir=False)
+        lit = w.sb.inodesize - C.XFS_DINODE_CORE_SIZE
+        fmt = C.XFS_DINODE_FMT_LOCAL if len(target) <= lit else C.XFS_DINODE_FMT_EXTENTS
+        forkoff = self._forkoff_for(meta, fmt, len(target) if fmt == C.XFS_DINODE_FMT_LOCAL
+                                    else F.BMBT_REC)
+        space = forkoff * 8 or lit
+        plan = AB.encode_symlink(target, ino=ino, uuid=w.uuid, blocksize=w.sb.blocksize,
+                                 inline_space=space)
+        self._add_entry(pst, name, ino, C.XFS_DIR3_FT_SYMLINK)
+        if plan.local is not None:
+            self._put_new(ino, C.S_IFLNK | meta.perm, meta, size=len(target),
+                          fmt=C.XFS_DINODE_FMT_LOCAL, data=plan.local, forkoff=forkoff)
+        else:
+            exts = F.place_plan(w, plan, w.ino_fsb(ino))
+            fork = F.map_fork(w, ino, exts, space)
+            self._put_new(ino, C.S_IFLNK | meta.perm, meta, size=len(target), fork=fork,
+                          forkoff=forkoff)
+        return ino
+
+    def mknod(self, parent: int, name: bytes, kind: int, meta: Meta, rdev=(0, 0)) -> int:
+        pst = self.dir_state(parent)
+        check_name(name)
+        if name in pst.entries:
+            raise ExistsError(f"{name.decode('utf-8', 'surrogateescape')}: already exists")
+        ino = self.w.alloc_inode(parent, is_dir=False)
+        self._add_entry(pst, name, ino, FTYPE[kind])
+        if kind in (C.S_IFCHR, C.S_IFBLK):
+            self._put_new(ino, kind | meta.perm, meta, fmt=C.XFS_DINODE_FMT_DEV,
+                          data=encode_dev(*rdev))
+        else:
+            self._put_new(ino, kind | meta.perm, meta)
+        return ino
+
+    def link(self, parent: int, name: bytes, ino: int) -> None:
+        pst = self.dir_state(parent)
+        raw = self.raw_inode(ino)
+        mode = struct.unpack_from(">H", raw, 2)[0]
+        if pystat.S_ISDIR(mode):
+            raise InvalidArgument("hard links to directories are not allowed")
+        self._add_entry(pst, name, ino, FTYPE.get(mode & C.S_IFMT, 0))
+        self._patch(ino, nlink_delta=1, ctime_ns=self.now)
+
+    # -- changing existing inodes ---------------------------------------------------
+    def _patch(self, ino: int, *, nlink_delta: int = 0, **fields) -> None:
+        """Rewrite inode fields (di_ names without the prefix, or *_ns times)."""
+        from .icore import encode_ts
+        from .encode import stamp_crc
+        raw = self.raw_inode(ino)
+        d = DINODE.unpack(raw)
+        bigtime = bool(d["di_flags2"] & C.XFS_DIFLAG2_BIGTIME)
+        if nlink_delta:
+            d["di_nlink"] += nlink_delta
+        for k, v in fields.items():
+            if k.endswith("_ns"):
+                d["di_" + k[:-3]] = encode_ts(v, bigtime)
+            else:
+                d["di_" + k] = v
+        d["di_changecount"] += 1
+        buf = bytearray(raw)
+        packed = DINODE.pack(d)
+        buf[:len(packed)] = packed
+        self.w.put_inode(ino, bytes(stamp_crc(buf, C.XFS_DINODE_CRC_OFF)))
+
+    def setattr(self, ino: int, *, mode=None, uid=None, gid=None, atime_ns=None,
+                mtime_ns=None) -> None:
+        fields = {"ctime_ns": self.now}
+        if mode is not None:
+            cur = struct.unpack_from(">H", self.raw_inode(ino), 2)[0]
+            fields["mode"] = (cur & C.S_IFMT) | (mode & 0o7777)
+        if uid is not None:
+            fields["uid"] = uid
+        if gid is not None:
+            fields["gid"] = gid
+        if atime_ns is not None:
+            fields["atime_ns"] = atime_ns
+        if mtime_ns is not None:
+            fields["mtime_ns"] = mtime_ns
+        self._patch(ino, **fields)
+        st = self.dirs.get(ino)
+        if st is not None and st.new and st.meta is not None:
+            m = st.meta
+            if mode is not None:
+                m.perm = mode & 0o7777
+            if uid is not None:
+                m.uid = uid
+            if gid is not None:
+                m.gid = gid
+            if atime_ns is not None:
+                m.atime_ns = atime_ns
+            if mtime_ns is not None:
+                m.mtime_ns = mtime_ns
+
+    def set_xattrs(self, ino: int, xattrs: dict) -> None:
+        """Replace all of an inode's xattrs (``{"user.x": b"v"}``); the attr
+        fork is rebuilt."""
+        st = self.dirs.get(ino)
+        if st is not None and st.new:
+            st.meta.xattrs = sorted(xattrs.items())
+            return
+        w = self.w
+        raw = self.raw_inode(ino)
+        node = self.fs.inode(ino)
+        d = DINODE.unpack(raw)
+        # release the old attr fork's blocks
+        if node.forkoff and node.aformat != C.XFS_DINODE_FMT_LOCAL:
+            for fsbno, n in owned_blocks(node, attr=True):
+                w.free_extent(fsbno, n)
+            ablocks_old = sum(n for _b, n in owned_blocks(node, attr=True))
+        else:
+            ablocks_old = 0
+        fmt = d["di_format"]
+        data_bytes = node.forkoff * 8 if node.forkoff else len(node.fork_bytes())
+        if fmt == C.XFS_DINODE_FMT_EXTENTS:
+            data_bytes = node.nextents * F.BMBT_REC
+        elif fmt == C.XFS_DINODE_FMT_LOCAL:
+            data_bytes = node.size
+        meta = Meta(xattrs=sorted(xattrs.items()))
+        data = bytes(raw[C.XFS_DINODE_CORE_SIZE:C.XFS_DINODE_CORE_SIZE + data_bytes])
+        forkoff, afmt, anext, alit, ablocks = self._attr_fork(ino, meta, fmt, data_bytes)
+        if forkoff and data_bytes > forkoff * 8:
+            raise FsToolError(f"inode {ino}: its data fork leaves no room for these xattrs")
+        buf = bytearray(raw)
+        lit0 = C.XFS_DINODE_CORE_SIZE
+        buf[lit0:] = bytes(len(buf) - lit0)
+        buf[lit0:lit0 + len(data)] = data
+        if forkoff:
+            buf[lit0 + forkoff * 8:lit0 + forkoff * 8 + len(alit)] = alit
+        d["di_forkoff"] = forkoff
+        d["di_aformat"] = afmt if forkoff else C.XFS_DINODE_FMT_EXTENTS
+        if d["di_flags2"] & C.XFS_DIFLAG2_NREXT64:
+            d["di_nextents"] = anext
+        else:
+            d["di_anextents"] = anext
+        d["di_nblocks"] += ablocks - ablocks_old
+        d["di_ctime"] = 0
+        packed = DINODE.pack(d)
+        buf[:len(packed)] = packed
+        w.put_inode(ino, bytes(buf))
+        self._patch(ino, ctime_ns=self.now)
+
+    # -- removing -------------------------------------------------------------------------
+    def unlink(self, parent: int, name: bytes, *, rmdir: bool = False) -> int:
+        pst = self.dir_state(parent)
+        ent = pst.entries.get(name)
+        if ent is None:
+            raise NotFoundError(name.decode("utf-8", "surrogateescape"))
+        ino, ftype = ent
+        if ftype == C.XFS_DIR3_FT_DIR or self._is_dir(ino):
+            child = self.dir_state(ino)
+            if not rmdir:
+                raise InvalidArgument(f"{name.decode('utf-8', 'surrogateescape')}: is a "
+                                      "directory")
+            if child.entries:
+                raise DirNotEmpty(f"{name.decode('utf-8', 'surrogateescape')}: directory "
+                                  "not empty")
+            del pst.entries[name]
+            pst.changed = True
+            pst.nlink -= 1
+            self._destroy(ino)
+            del self.dirs[ino]
+            return ino
+        del pst.entries[name]
+        pst.changed = True
+        raw = self.raw_inode(ino)
+        nlink = struct.unpack_from(">I", raw, 16)[0]
+        if nlink <= 1:
+            self._destroy(ino)
+        else:
+            self._patch(ino, nlink_delta=-1, ctime_ns=self.now)
+        return ino
+
+    def _is_dir(self, ino: int) -> bool:
+        if ino in self.dirs:
+            return True
+        mode = struct.unpack_from(">H", self.raw_inode(ino), 2)[0]
+        return pystat.S_ISDIR(mode)
+
+    def _destroy(self, ino: int) -> None:
+        """Free an inode and every block it owns."""
+        w = self.w
+        st = self.dirs.get(ino)
+        if not (st is not None and st.new):
+            node = self.fs.inode(ino)
+            for attr in (False, True):
+                if attr and not node.forkoff:
+                    continue
+                fmt = node.aformat if attr else node.format
+                if fmt in (C.XFS_DINODE_FMT_EXTENTS, C.XFS_DINODE_FMT_BTREE):
+                    for fsbno, n in owned_blocks(node, attr=attr):
+                        w.free_extent(fsbno, n)
+        w.free_inode(ino)
+
+    # -- finishing ---------------------------------------------------------------------
+    def finish(self) -> None:
+        """Encode every changed directory."""
+        from . import dirbuild as DB
+        w = self.w
+        sb = w.sb
+        lit = sb.inodesize - C.XFS_DINODE_CORE_SIZE
+        for ino, st in list(self.dirs.items()):
+            if not st.changed:
+                continue
+            entries = [(name, cino, ft) for name, (cino, ft) in st.entries.items()]
+            if st.new:
+                meta = st.meta
+                # the kernel adds xattrs while the directory is still empty
+                forkoff = self._forkoff_for(meta, C.XFS_DINODE_FMT_LOCAL, 6)
+                space = forkoff * 8 or lit
+                plan = DB.encode_dir(entries, ino=ino, parent=st.parent, uuid=w.uuid,
+                                     blocksize=sb.blocksize, dirblksize=sb.dirblksize,
+                                     has_ftype=sb.has_ftype, inline_space=space)
+                mode = C.S_IFDIR | meta.perm
+                if plan.local is not None:
+                    self._put_new(ino, mode, meta, nlink=st.nlink, size=plan.size,
+                                  fmt=C.XFS_DINODE_FMT_LOCAL, data=plan.local, forkoff=forkoff)
+                else:
+                    exts = F.place_plan(w, plan, w.ino_fsb(ino))
+                    fork = F.map_fork(w, ino, exts, space)
+                    self._put_new(ino, mode, meta, nlink=st.nlink, size=plan.size, fork=fork,
+                                  forkoff=forkoff)
+            else:
+                self._rewrite_dir(st, entries)
+            st.changed = False
+
+    def _rewrite_dir(self, st: DirState, entries: list) -> None:
+        from . import dirbuild as DB
+        from .encode import stamp_crc
+        w = self.w
+        sb = w.sb
+        node = self.fs.inode(st.ino)
+        raw = self.raw_inode(st.ino)
+        d = DINODE.unpack(raw)
+        forkoff = d["di_forkoff"]
+        lit = sb.inodesize - C.XFS_DINODE_CORE_SIZE
+        space = forkoff * 8 if forkoff else lit
+        old_blocks = 0
+        if node.format in (C.XFS_DINODE_FMT_EXTENTS, C.XFS_DINODE_FMT_BTREE):
+            for fsbno, n in owned_blocks(node, attr=False):
+                w.free_extent(fsbno, n)
+                old_blocks += n
+        plan = DB.encode_dir(entries, ino=st.ino, parent=st.parent, uuid=w.uuid,
+                             blocksize=sb.blocksize, dirblksize=sb.dirblksize,
+                             has_ftype=sb.has_ftype, inline_space=space)
+        if plan.local is not None:
+            fork = F.Fork(C.XFS_DINODE_FMT_LOCAL, plan.local, 0, 0)
+        else:
+            exts = F.place_plan(w, plan, w.ino_fsb(st.ino))
+            fork = F.map_fork(w, st.ino, exts, space)
+        buf = bytearray(raw)
+        c = C.XFS_DINODE_CORE_SIZE
+        buf[c:c + space] = bytes(space)
+        buf[c:c + len(fork.literal)] = fork.literal
+        d["di_format"] = fork.fmt
+        if d["di_flags2"] & C.XFS_DIFLAG2_NREXT64:
+            d["di_big_nextents"] = fork.nextents
+        else:
+            d["di_nextents"] = fork.nextents
+        d["di_size"] = plan.size
+        d["di_nblocks"] += fork.blocks - old_blocks
+        d["di_nlink"] = st.nlink
+        from .icore import encode_ts
+        t = encode_ts(self.now, bool(d["di_flags2"] & C.XFS_DIFLAG2_BIGTIME))
+        d["di_mtime"] = d["di_ctime"] = t
+        d["di_changecount"] += 1
+        packed = DINODE.pack(d)
+        buf[:len(packed)] = packed
+        w.put_inode(st.ino, bytes(stamp_crc(buf, C.XFS_DINODE_CRC_OFF)))
+
+
+def owned_blocks(node, attr: bool) -> list:
+    """(fsbno, length) of every block a fork owns: mapped extents and, for a
+    btree-format fork, the bmbt blocks below its root."""
+    out = [(b, n) for _o, b, n, *_ in node.extents(attr=attr)]
+    fmt = node.aformat if attr else node.format
+    if fmt == C.XFS_DINODE_FMT_BTREE:
+        level, _keys, ptrs = node.bmbt_root(attr)
+        reader = node.fs.bmbt_reader(node.ino)
+        for blk in reader.blocks(ptrs, level):
+            out.append((blk.addr, 1))
+    return out
+
+
+def split_path(path: str) -> tuple[str, bytes]:
+    """(parent directory, last name as bytes) of an absolute image path."""
+    p = posixpath.normpath("/" + path.lstrip("/"))
+    if p == "/":
+        raise InvalidArgument("the root directory has no parent")
+    parent, name = posixpath.split(p)
+    return parent, name.encode("utf-8", "surrogateescape")
+
+
+__all__ = ["Namespace", "Meta", "ExistsError", "DirNotEmpty", "split_path", "owned_blocks",
+           "CorruptionError"]
