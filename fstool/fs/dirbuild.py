@@ -1,0 +1,299 @@
+"""Directory encoder: a directory's whole entry list in the form the kernel
+would leave after inserting those entries in order into an empty directory.
+
+The growth is simulated the kernel's way: shortform while it fits the inode,
+then one block (entries, hash-sorted leaf and tail in one directory block),
+then leaf form (data blocks plus one LEAF1 block with the bests array) and
+node form (data blocks, LEAFN blocks under a da-btree whose root is the
+first block of the leaf space, and free-index blocks).  New entries go into
+the first data block with room (first fit, as xfs_dir2_leaf_addname and the
+node free-index search do); block 0 regains the space of its leaf and tail
+when the directory leaves block form.  Leaf entries are sorted by name hash,
+equal hashes with the newest first, as the kernel's insertion leaves them.
+
+Node-form leaves are filled completely rather than split half-full as a
+sequence of kernel insertions would leave them: the format allows both.
+"""
+from __future__ import annotations
+
+import struct
+
+from .._backend import parsers
+from ..errors import InvalidArgument
+from ..format import constants as C
+from .encode import stamp_crc
+from .forkplan import ForkPlan, PlannedBlock
+
+HDR = 64                              # v5 data, leaf, node and free headers
+DATA_FIRST = HDR + 16 + 16            # after "." and ".." (with ftype)
+LEAF_ENT = 8
+FREETAG = 0xFFFF
+_BLK_HDR = struct.Struct(">IIQQ16sQ")           # magic crc blkno lsn uuid owner (48)
+_DA_INFO = struct.Struct(">IIHHIQQ16sQ")        # forw back magic pad crc blkno lsn uuid owner
+_ENT_HDR = struct.Struct(">QB")
+_U16 = struct.Struct(">H")
+_LEAF = struct.Struct(">II")
+
+
+def entsize(namelen: int, has_ftype: bool = True) -> int:
+    return (8 + 1 + namelen + (1 if has_ftype else 0) + 2 + 7) & ~7
+
+
+def _sf_encode(entries, parent: int, has_ftype: bool) -> bytes:
+    # i8count counts the inode numbers (the parent's included) that need 8
+    # bytes; when any does, every number is stored in 8 bytes
+    i8 = sum(1 for _n, ino, _f in entries if ino > 0xFFFFFFFF) + (parent > 0xFFFFFFFF)
+    big = i8 > 0
+    isz = 8 if big else 4
+    out = bytearray(struct.pack(">BB", len(entries), i8))
+    out += parent.to_bytes(isz, "big")
+    off = DATA_FIRST if has_ftype else HDR + 16 + 16
+    for name, ino, ft in entries:
+        out += struct.pack(">BH", len(name), off) + name
+        if has_ftype:
+            out.append(ft)
+        out += ino.to_bytes(isz, "big")
+        off += entsize(len(name), has_ftype)
+    return bytes(out)
+
+
+def _sf_size(entries, parent: int, has_ftype: bool) -> int:
+    big = any(ino > 0xFFFFFFFF for _n, ino, _f in entries) or parent > 0xFFFFFFFF
+    isz = 8 if big else 4
+    return 2 + isz + sum(3 + len(n) + (1 if has_ftype else 0) + isz for n, _i, _f in entries)
+
+
+class _Builder:
+    def __init__(self, entries, ino, parent, uuid, blocksize, dirblksize, has_ftype):
+        self.entries = entries
+        self.ino = ino
+        self.parent = parent
+        self.uuid = uuid
+        self.bs = blocksize
+        self.dbs = dirblksize
+        self.ftype = has_ftype
+        self.fsbs = dirblksize // blocksize
+        self.leaf_lblk = C.XFS_DIR2_LEAF_OFFSET // blocksize
+        self.free_lblk = C.XFS_DIR2_FREE_OFFSET // blocksize
+
+    # -- placement simulation --------------------------------------------------
+    def place(self):
+        """Assign every entry a (data block, offset); returns the form
+        ("block", "leaf" or "node") and per-block used byte counts."""
+        dbs = self.dbs
+        ents = self.entries
+        n = len(ents)
+        where = [None] * n
+        used = [DATA_FIRST]                 # bytes used from the start of each block
+        form = "block"
+        count = 2                           # leaf entries, with . and ..
+        i = 0
+        while i < n and form == "block":
+            sz = entsize(len(ents[i][0]), self.ftype)
+            if used[0] + sz + LEAF_ENT * (count + 1) + 8 <= dbs:
+                where[i] = (0, used[0])
+                used[0] += sz
+                count += 1
+                i += 1
+            else:
+                form = "leaf"
+        open_blocks = [0] if dbs - used[0] >= 16 else []
+        leaf_cap = (dbs - HDR - 4) // 1
+        for j in range(i, n):
+            sz = entsize(len(ents[j][0]), self.ftype)
+            blk = None
+            for k, b in enumerate(open_blocks):
+                if dbs - used[b] >= sz:
+                    blk = b
+                    break
+            new_block = blk is None
+            if form == "leaf":
+                need = LEAF_ENT * (count + 1) + 2 * (len(used) + (1 if new_block else 0))
+                if need > leaf_cap:
+                    form = "node"
+            if new_block:
+                used.append(HDR)
+                blk = len(used) - 1
+                open_blocks.append(blk)
+            where[j] = (blk, used[blk])
+            used[blk] += sz
+            count += 1
+            if dbs - used[blk] < 16:
+                open_blocks.remove(blk)
+        if form == "leaf" and count * LEAF_ENT + 2 * len(used) + HDR + 4 > dbs:
+            form = "node"
+        return form, where, used
+
+    # -- encoding ------------------------------------------------------------------
+    def data_block(self, magic: int, entries, used_end: int, limit: int) -> bytearray:
+        """Entries [(off, name, ino, ft)], unused space from used_end to limit."""
+        buf = bytearray(self.dbs)
+        ft = self.ftype
+        for off, name, ino, ftp in entries:
+            _ENT_HDR.pack_into(buf, off, ino, len(name))
+            p = off + 9
+            buf[p:p + len(name)] = name
+            p += len(name)
+            if ft:
+                buf[p] = ftp
+            sz = entsize(len(name), ft)
+            _U16.pack_into(buf, off + sz - 2, off)
+        free = limit - used_end
+        if free >= 8:
+            struct.pack_into(">HH", buf, used_end, FREETAG, free)
+            _U16.pack_into(buf, limit - 2, used_end)
+            struct.pack_into(">HH", buf, 48, used_end, free)      # bestfree[0]
+        struct.pack_into(">I", buf, 0, magic)
+        return buf
+
+    def finisher(self, buf: bytearray, crc_off: int, da: bool):
+        uuid, owner = self.uuid, self.ino
+
+        def finish(daddr: int) -> bytes:
+            b = bytearray(buf)
+            if da:
+                struct.pack_into(">Q", b, 16, daddr)
+                struct.pack_into(">16sQ", b, 32, uuid, owner)
+            else:
+                struct.pack_into(">Q", b, 8, daddr)
+                struct.pack_into(">16sQ", b, 24, uuid, owner)
+            return bytes(stamp_crc(b, crc_off))
+        return finish
+
+    def dot_entries(self):
+        return [(HDR, b".", self.ino, C.XFS_DIR3_FT_DIR),
+                (HDR + 16, b"..", self.parent, C.XFS_DIR3_FT_DIR)]
+
+    def build(self) -> ForkPlan:
+        form, where, used = self.place()
+        ents = self.entries
+        dbs = self.dbs
+        hashes = [parsers.da_hashname(name) for name, _i, _f in ents]
+        blocks_ents = [[] for _ in used]
+        blocks_ents[0].extend(self.dot_entries())
+        for (name, ino, ft), (b, off) in zip(ents, where):
+            blocks_ents[b].append((off, name, ino, ft))
+        # leaf entries: hash, address (byte offset in the data space / 8);
+        # equal hashes newest first
+        leaf = [(parsers.da_hashname(b"."), HDR >> 3, 0), (parsers.da_hashname(b".."),
+                                                           (HDR + 16) >> 3, 1)]
+        for k, ((b, off), h) in enumerate(zip(where, hashes)):
+            leaf.append((h, (b * dbs + off) >> 3, k + 2))
+        leaf.sort(key=lambda e: (e[0], -e[2]))
+        out = []
+        size = len(used) * dbs
+        if form == "block":
+            count = len(leaf)
+            leaf_start = dbs - 8 - LEAF_ENT * count
+            buf = self.data_block(C.XFS_DIR3_BLOCK_MAGIC, blocks_ents[0], used[0], leaf_start)
+            p = leaf_start
+            for h, addr, _s in leaf:
+                _LEAF.pack_into(buf, p, h, addr)
+                p += 8
+            struct.pack_into(">II", buf, dbs - 8, count, 0)
+            out.append(PlannedBlock(0, self.fsbs, self.finisher(buf, 4, False)))
+            return ForkPlan(None, out, dbs)
+        bests = []
+        for b, bents in enumerate(blocks_ents):
+            buf = self.data_block(C.XFS_DIR3_DATA_MAGIC, bents, used[b], dbs)
+            bests.append(dbs - used[b] if dbs - used[b] >= 8 else 0)
+            out.append(PlannedBlock(b * self.fsbs, self.fsbs, self.finisher(buf, 4, False)))
+        if form == "leaf":
+            buf = bytearray(dbs)
+            _DA_INFO.pack_into(buf, 0, 0, 0, C.XFS_DIR3_LEAF1_MAGIC, 0, 0, 0, 0, b"\0" * 16, 0)
+            struct.pack_into(">HH", buf, 56, len(leaf), 0)
+            p = HDR
+            for h, addr, _s in leaf:
+                _LEAF.pack_into(buf, p, h, addr)
+                p += 8
+            tail = dbs - 4
+            struct.pack_into(">I", buf, tail, len(bests))
+            struct.pack_into(f">{len(bests)}H", buf, tail - 2 * len(bests), *bests)
+            out.append(PlannedBlock(self.leaf_lblk, self.fsbs, self.finisher(buf, 12, True)))
+            return ForkPlan(None, out, size)
+        out.extend(self.node_blocks(leaf))
+        out.extend(self.free_blocks(bests))
+        return ForkPlan(None, out, size)
+
+    def node_blocks(self, leaf) -> list:
+        dbs, fsbs = self.dbs, self.fsbs
+        per_leaf = (dbs - HDR) // LEAF_ENT
+        per_node = (dbs - HDR) // 8
+        chunks = [leaf[i:i + per_leaf] for i in range(0, len(leaf), per_leaf)]
+        # root at the first leaf-space block, leaves after it, then any
+        # intermediate node levels
+        next_lblk = [self.leaf_lblk + fsbs]
+
+        def take():
+            v = next_lblk[0]
+            next_lblk[0] += fsbs
+            return v
+        leaf_lblks = [take() for _ in chunks]
+        out = []
+        for k, (lblk, ch) in enumerate(zip(leaf_lblks, chunks)):
+            buf = bytearray(dbs)
+            forw = leaf_lblks[k + 1] if k + 1 < len(chunks) else 0
+            back = leaf_lblks[k - 1] if k else 0
+            _DA_INFO.pack_into(buf, 0, forw, back, C.XFS_DIR3_LEAFN_MAGIC, 0, 0, 0, 0,
+                               b"\0" * 16, 0)
+            struct.pack_into(">HH", buf, 56, len(ch), 0)
+            p = HDR
+            for h, addr, _s in ch:
+                _LEAF.pack_into(buf, p, h, addr)
+                p += 8
+            out.append(PlannedBlock(lblk, fsbs, self.finisher(buf, 12, True)))
+        # node levels: (max hash, lblk) per child
+        level_items = [(ch[-1][0], lblk) for lblk, ch in zip(leaf_lblks, chunks)]
+        level = 1
+        while True:
+            groups = [level_items[i:i + per_node] for i in range(0, len(level_items), per_node)]
+            top = len(groups) == 1
+            lblks = [self.leaf_lblk] if top else [take() for _ in groups]
+            new_items = []
+            for k, (lblk, g) in enumerate(zip(lblks, groups)):
+                buf = bytearray(dbs)
+                forw = lblks[k + 1] if k + 1 < len(groups) else 0
+                back = lblks[k - 1] if k else 0
+                _DA_INFO.pack_into(buf, 0, forw, back, C.XFS_DA3_NODE_MAGIC, 0, 0, 0, 0,
+                                   b"\0" * 16, 0)
+                struct.pack_into(">HH", buf, 56, len(g), level)
+                p = HDR
+                for h, child in g:
+                    struct.pack_into(">II", buf, p, h, child)
+                    p += 8
+                out.append(PlannedBlock(lblk, fsbs, self.finisher(buf, 12, True)))
+                new_items.append((g[-1][0], lblk))
+            if top:
+                return out
+            level_items = new_items
+            level += 1
+
+    def free_blocks(self, bests) -> list:
+        dbs, fsbs = self.dbs, self.fsbs
+        per = (dbs - HDR) // 2
+        out = []
+        for k in range(0, len(bests), per):
+            part = bests[k:k + per]
+            buf = bytearray(dbs)
+            _BLK_HDR.pack_into(buf, 0, C.XFS_DIR3_FREE_MAGIC, 0, 0, 0, b"\0" * 16, 0)
+            struct.pack_into(">IIII", buf, 48, k, len(part), len(part), 0)
+            struct.pack_into(f">{len(part)}H", buf, HDR, *part)
+            lblk = self.free_lblk + (k // per) * fsbs
+            out.append(PlannedBlock(lblk, fsbs, self.finisher(buf, 4, False)))
+        return out
+
+
+def encode_dir(entries, *, ino: int, parent: int, uuid: bytes, blocksize: int,
+               dirblksize: int, has_ftype: bool, inline_space: int) -> ForkPlan:
+    """The fork a directory holding ``entries`` [(name, ino, ftype)] (without
+    "." and "..", in insertion order) would have; see the module docstring."""
+    for name, _ino, _ft in entries:
+        if not name or len(name) > 255 or b"/" in name or b"\0" in name or \
+                name in (b".", b".."):
+            raise InvalidArgument(f"invalid directory entry name {name[:64]!r}")
+    if not has_ftype:
+        raise InvalidArgument("directories without ftype are not supported for writing")
+    if _sf_size(entries, parent, has_ftype) <= inline_space:
+        sf = _sf_encode(entries, parent, has_ftype)
+        return ForkPlan(sf, [], len(sf))
+    return _Builder(entries, ino, parent, uuid, blocksize, dirblksize, has_ftype).build()
