@@ -28,6 +28,12 @@ COMMANDS = {
     "agstats": ("agstats", "cmd", "Per-AG space, inode and btree statistics."),
     "freesp": ("freesp", "cmd", "Free extent size histogram (like xfs_db freesp)."),
     "frag": ("frag", "cmd", "File fragmentation (like xfs_db frag)."),
+    "populate": ("populate", "cmd", "Add a directory, tar archive or protofile to an image."),
+    "mkdir": ("edit", "mkdir_cmd", "Create a directory in an image."),
+    "put": ("edit", "put_cmd", "Copy a host file into an image."),
+    "rm": ("edit", "rm_cmd", "Remove files or trees from an image."),
+    "ln": ("edit", "ln_cmd", "Create a hard or symbolic link in an image."),
+    "setattr": ("edit", "setattr_cmd", "Change mode, owner, times or xattrs in an image."),
 }
 
 EXIT_ERROR = 1

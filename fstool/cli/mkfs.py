@@ -70,8 +70,14 @@ def _bool(v: str, flag: str, key: str) -> bool:
               help="Print the geometry and write nothing.")
 @click.option("-f", "--force", is_flag=True, help="Overwrite an existing filesystem.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
+@click.option("--populate", "populate_src", type=click.Path(exists=True),
+              help="Then add this directory, tar archive or protofile (see 'fstool populate').")
+@click.option("--squash-owner", is_flag=True,
+              help="With --populate: make everything owned by root (0:0).")
+@click.option("--owner-map", "owner_map", metavar="UID:GID=UID:GID,...",
+              help="With --populate: map source owners to image owners.")
 def cmd(image, size, b_opts, d_opts, i_opts, l_opts, m_opts, n_opts, s_opts, label,
-        uuid_opt, timestamp, dry_run, force, quiet):
+        uuid_opt, timestamp, dry_run, force, quiet, populate_src, squash_owner, owner_map):
     """Create an XFS v5 filesystem in IMAGE (a new sparse file, an existing
     file, or a block device), with mkfs.xfs 6.1's defaults for its size.
 
@@ -147,6 +153,19 @@ def cmd(image, size, b_opts, d_opts, i_opts, l_opts, m_opts, n_opts, s_opts, lab
         raise click.BadParameter("a label holds at most 12 bytes", param_hint="-L")
     if timestamp is not None:
         opts.timestamp_ns = timestamp * 1_000_000_000
+    if populate_src is None and (squash_owner or owner_map):
+        raise click.UsageError("--squash-owner and --owner-map need --populate")
+    omap = None
+    if populate_src is not None:
+        from .populate import make_owner_map
+        omap = make_owner_map(owner_map, squash_owner)
     geo = M.mkfs(image, opts, force=force, dry_run=dry_run)
     if not quiet:
         click.echo(info.format_geometry(info.geometry_of_plan(geo), image, counters=False))
+    if populate_src is not None and not dry_run:
+        from .populate import run_populate, summary, timestamp_ns
+        st = run_populate(image, populate_src, "/", omap, False,
+                          opts.timestamp_ns if opts.timestamp_ns is not None
+                          else timestamp_ns(None), quiet)
+        if not quiet:
+            click.echo(summary(st))

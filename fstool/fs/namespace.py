@@ -79,6 +79,7 @@ class Namespace:
         self.fs = w.fs
         self.now = w.now_ns() if now_ns is None else now_ns
         self.dirs: dict[int, DirState] = {}
+        self.mtime_set: dict[int, int] = {}     # directories given an explicit mtime
         self.files = 0
         self.bytes = 0
 
@@ -132,7 +133,7 @@ class Namespace:
 
     # -- creating ---------------------------------------------------------------
     def _add_entry(self, parent: DirState, name: bytes, ino: int, ftype: int) -> None:
-        check_name(name)
+        """Add a name that the caller has already validated."""
         if name in parent.entries:
             raise ExistsError(f"{name.decode('utf-8', 'surrogateescape')}: already exists")
         parent.entries[name] = (ino, ftype)
@@ -232,7 +233,7 @@ class Namespace:
         check_name(name)
         if name in pst.entries:
             raise ExistsError(f"{name.decode('utf-8', 'surrogateescape')}: already exists")
-        if not target or len(target) > C.XFS_SYMLINK_MAXLEN or b"\0" in target:
+        if not target or len(target) >= C.XFS_SYMLINK_MAXLEN or b"\0" in target:
             raise InvalidArgument(f"symlink target of {len(target)} bytes: XFS holds 1 to "
                                   f"{C.XFS_SYMLINK_MAXLEN} bytes without NUL")
         w = self.w
@@ -262,15 +263,15 @@ class Namespace:
             raise ExistsError(f"{name.decode('utf-8', 'surrogateescape')}: already exists")
         ino = self.w.alloc_inode(parent, is_dir=False)
         self._add_entry(pst, name, ino, FTYPE[kind])
-        if kind in (C.S_IFCHR, C.S_IFBLK):
-            self._put_new(ino, kind | meta.perm, meta, fmt=C.XFS_DINODE_FMT_DEV,
-                          data=encode_dev(*rdev))
-        else:
-            self._put_new(ino, kind | meta.perm, meta)
+        # fifos and sockets carry a (zero) device number too, like the kernel's
+        dev = rdev if kind in (C.S_IFCHR, C.S_IFBLK) else (0, 0)
+        self._put_new(ino, kind | meta.perm, meta, fmt=C.XFS_DINODE_FMT_DEV,
+                      data=encode_dev(*dev))
         return ino
 
     def link(self, parent: int, name: bytes, ino: int) -> None:
         pst = self.dir_state(parent)
+        check_name(name)
         raw = self.raw_inode(ino)
         mode = struct.unpack_from(">H", raw, 2)[0]
         if pystat.S_ISDIR(mode):
@@ -313,6 +314,7 @@ class Namespace:
             fields["atime_ns"] = atime_ns
         if mtime_ns is not None:
             fields["mtime_ns"] = mtime_ns
+            self.mtime_set[ino] = mtime_ns
         self._patch(ino, **fields)
         st = self.dirs.get(ino)
         if st is not None and st.new and st.meta is not None:
@@ -497,8 +499,9 @@ class Namespace:
         d["di_nblocks"] += fork.blocks - old_blocks
         d["di_nlink"] = st.nlink
         from .icore import encode_ts
-        t = encode_ts(self.now, bool(d["di_flags2"] & C.XFS_DIFLAG2_BIGTIME))
-        d["di_mtime"] = d["di_ctime"] = t
+        bigtime = bool(d["di_flags2"] & C.XFS_DIFLAG2_BIGTIME)
+        d["di_ctime"] = encode_ts(self.now, bigtime)
+        d["di_mtime"] = encode_ts(self.mtime_set.get(st.ino, self.now), bigtime)
         d["di_changecount"] += 1
         packed = DINODE.pack(d)
         buf[:len(packed)] = packed

@@ -149,6 +149,7 @@ class AGState:
                                       root=i["agi_free_root"], levels=i["agi_free_level"],
                                       agno=agno, uuid=uuid)
         self.longest_stale = False
+        self.hot: dict = {}        # parent agino -> the free chunk nearest to it
 
     # -- AGFL ring -----------------------------------------------------------
     @property
@@ -215,7 +216,7 @@ class Chunk:
         self.in_fino = in_fino
         self.new = new
         self.buf = None          # bytearray of the whole chunk while new and unwritten
-        self.put = 0             # inodes of a new chunk written into buf
+        self.put = 0             # bitmap of the inodes of a new chunk written into buf
         self.flushed = False
 
     @property
@@ -688,6 +689,18 @@ class Writer:
         raise NoSpace("no free inodes and no room for a new inode chunk in any AG")
 
     def _find_free_chunk(self, ag: AGState, pagino: int):
+        # the chunk nearest the parent stays nearest while it has free
+        # inodes: allocations only take inodes away, new chunks are only made
+        # when no chunk has any, and frees reach the finobt at commit
+        hot = ag.hot.get(pagino)
+        if hot is not None and hot.freecount:
+            return hot
+        ch = self._search_free_chunk(ag, pagino)
+        if ch is not None:
+            ag.hot[pagino] = ch
+        return ch
+
+    def _search_free_chunk(self, ag: AGState, pagino: int):
         if ag.fino is not None:
             lo = ag.fino.lookup_le((pagino,))
             hi = ag.fino.lookup_ge((pagino + 1,)) if lo is None or \
@@ -742,8 +755,9 @@ class Writer:
                                                        new=True)
         ch.loaded_free = None
         first = (ag.agno << self.sb.agino_log) | startino
-        ch.buf = bytearray(b"".join(self.enc.free(first + i)
-                                    for i in range(XFS_INODES_PER_CHUNK)))
+        # free inodes are filled in when the chunk is written (most slots
+        # are overwritten by allocated inodes first)
+        ch.buf = bytearray(XFS_INODES_PER_CHUNK << self.sb.inodelog)
         ag.agi["agi_count"] += XFS_INODES_PER_CHUNK
         ag.agi["agi_freecount"] += XFS_INODES_PER_CHUNK
         ag.agi["agi_newino"] = startino
@@ -804,8 +818,8 @@ class Writer:
                 return
             off = (agino - startino) << self.sb.inodelog
             ch.buf[off:off + len(raw)] = raw
-            ch.put += 1
-            if ch.put >= XFS_INODES_PER_CHUNK and ch.freecount == 0:
+            ch.put |= 1 << (agino - startino)
+            if ch.put == ALL_FREE and ch.freecount == 0:
                 self._flush_chunk(ch)
             return
         self.deferred_inodes[ino] = raw
@@ -816,11 +830,17 @@ class Writer:
         agno, agino = self.ino_split(ino)
         ch = self.chunks.get((agno, agino & ~(XFS_INODES_PER_CHUNK - 1)))
         if ch is not None and ch.new and not ch.flushed and ch.freecount == 0 and \
-                ch.put >= XFS_INODES_PER_CHUNK:
+                ch.put == ALL_FREE:
             self._flush_chunk(ch)
 
     def _flush_chunk(self, ch: Chunk) -> None:
         first = (ch.agno << self.sb.agino_log) | ch.startino
+        missing = ALL_FREE & ~ch.put
+        isize = self.sb.inodesize
+        while missing:
+            i = (missing & -missing).bit_length() - 1
+            missing &= missing - 1
+            ch.buf[i * isize:(i + 1) * isize] = self.enc.free(first + i)
         self._pwrite(self._ino_offset(first), ch.buf)
         ch.flushed = True
         ch.buf = None

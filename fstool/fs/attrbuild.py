@@ -1,0 +1,209 @@
+"""Encoders for extended attributes (shortform, leaf, node, remote values)
+and symlink targets (inline or remote blocks).
+
+Shortform entries keep insertion order, as the kernel appends them.  Leaf
+blocks hold hash-sorted entries with names (and local values) packed from
+the end of the block downwards; a value whose local entry would take 3/4 of
+a block or more is stored remotely in XARM blocks, each with its own
+header.  More entries than one leaf holds give a da-btree: the root node at
+attr block 0, leaves after it, remote values after the leaves.  Node-form
+leaves are filled in hash order rather than split as kernel insertions
+would leave them; the format allows both.
+"""
+from __future__ import annotations
+
+import struct
+
+from .._backend import parsers
+from ..errors import InvalidArgument
+from ..format import constants as C
+from .encode import stamp_crc
+from .forkplan import ForkPlan, PlannedBlock
+
+LEAF_HDR = C.XFS_ATTR3_LEAF_HDR_SIZE            # 80
+RMT_HDR = C.XFS_ATTR3_RMT_HDR_SIZE              # 56
+NODE_HDR = 64
+NAMESPACES = {"user.": 0, "trusted.": C.XFS_ATTR_ROOT, "security.": C.XFS_ATTR_SECURE}
+_DA_INFO = struct.Struct(">IIHHIQQ16sQ")
+_RMT = struct.Struct(">IIII16sQQQ")
+MAX_VALUE = 65536
+
+
+def split_name(full) -> tuple[int, bytes]:
+    """("user.foo" | b"user.foo") -> (namespace flags, b"foo")."""
+    s = full if isinstance(full, str) else full.decode("utf-8", "surrogateescape")
+    for prefix, flags in NAMESPACES.items():
+        if s.startswith(prefix):
+            name = s[len(prefix):].encode("utf-8", "surrogateescape")
+            if not name or len(name) > 255:
+                raise InvalidArgument(f"xattr {s[:60]!r}: names are 1 to 255 bytes after "
+                                      "the namespace")
+            return flags, name
+    raise InvalidArgument(f"xattr {s[:60]!r}: the name must start with user., trusted. or "
+                          "security.")
+
+
+def xattr_sf_size(attrs) -> int:
+    return 4 + sum(3 + len(n) + len(v) for _f, n, v in attrs)
+
+
+def _check(attrs) -> None:
+    seen = set()
+    for flags, name, value in attrs:
+        if not 1 <= len(name) <= 255:
+            raise InvalidArgument(f"xattr name of {len(name)} bytes (1 to 255 allowed)")
+        if len(value) > MAX_VALUE:
+            raise InvalidArgument(f"xattr {name[:40]!r}: value of {len(value)} bytes "
+                                  f"(at most {MAX_VALUE})")
+        if (flags, name) in seen:
+            raise InvalidArgument(f"xattr {name[:40]!r} given twice")
+        seen.add((flags, name))
+
+
+def _remote_blocks(data: bytes, blocksize: int) -> int:
+    per = blocksize - RMT_HDR
+    return max(1, -(-len(data) // per))
+
+
+def _headed_finisher(data: bytes, nblocks: int, blocksize: int, magic: int, ino: int,
+                     uuid: bytes):
+    """A value (or symlink target) over ``nblocks`` contiguous blocks, each
+    with the XARM/XSLM header carrying its own address."""
+    per = blocksize - RMT_HDR
+    bb = blocksize >> C.BBSHIFT
+
+    def finish(daddr: int) -> bytes:
+        out = bytearray(nblocks * blocksize)
+        for i in range(nblocks):
+            chunk = data[i * per:(i + 1) * per]
+            base = i * blocksize
+            _RMT.pack_into(out, base, magic, i * per, len(chunk), 0, uuid, ino,
+                           daddr + i * bb, 0)
+            out[base + RMT_HDR:base + RMT_HDR + len(chunk)] = chunk
+            blk = stamp_crc(bytearray(out[base:base + blocksize]), 12)
+            out[base:base + blocksize] = blk
+        return bytes(out)
+    return finish
+
+
+def _local_size(name: bytes, value: bytes) -> int:
+    return (2 + 1 + len(name) + len(value) + 3) & ~3
+
+
+def _remote_size(name: bytes) -> int:
+    # the kernel sizes it from the padded 12-byte struct, minus its name[1]
+    return (11 + len(name) + 3) & ~3
+
+
+def encode_xattrs(attrs, *, ino: int, uuid: bytes, blocksize: int,
+                  inline_space: int) -> ForkPlan:
+    """The attr fork for ``attrs`` [(flags, name, value)] in insertion order."""
+    _check(attrs)
+    if not attrs:
+        return ForkPlan(b"", [], 0)
+    sf = xattr_sf_size(attrs)
+    if sf <= inline_space and all(len(n) < 255 and len(v) < 255 for _f, n, v in attrs):
+        out = bytearray(struct.pack(">HBB", sf, len(attrs), 0))
+        for flags, name, value in attrs:
+            out += struct.pack(">BBB", len(name), len(value), flags) + name + value
+        return ForkPlan(bytes(out), [], 0)
+    local_max = (blocksize >> 1) + (blocksize >> 2)
+    items = []          # (hash, seq, flags, name, value, local)
+    for seq, (flags, name, value) in enumerate(attrs):
+        local = _local_size(name, value) < local_max
+        items.append((parsers.da_hashname(name), seq, flags, name, value, local))
+    items.sort(key=lambda t: (t[0], -t[1]))
+    # pack into leaves
+    leaves = [[]]
+    used = 0
+    for it in items:
+        need = 8 + (_local_size(it[3], it[4]) if it[5] else _remote_size(it[3]))
+        if leaves[-1] and LEAF_HDR + used + need > blocksize:
+            leaves.append([])
+            used = 0
+        leaves[-1].append(it)
+        used += need
+    node = len(leaves) > 1
+    first_leaf = 1 if node else 0
+    next_blk = first_leaf + len(leaves)
+    remote_at = {}
+    blocks = []
+    for it in items:
+        if not it[5]:
+            n = _remote_blocks(it[4], blocksize)
+            remote_at[it[1]] = (next_blk, n)
+            blocks.append(PlannedBlock(next_blk, n, _headed_finisher(
+                it[4], n, blocksize, C.XFS_ATTR3_RMT_MAGIC, ino, uuid)))
+            next_blk += n
+    leaf_blks = list(range(first_leaf, first_leaf + len(leaves)))
+    for k, leaf in enumerate(leaves):
+        forw = leaf_blks[k + 1] if node and k + 1 < len(leaves) else 0
+        back = leaf_blks[k - 1] if node and k else 0
+        blocks.append(PlannedBlock(leaf_blks[k], 1, _leaf_finisher(
+            leaf, remote_at, blocksize, ino, uuid, forw, back)))
+    if node:
+        per_node = (blocksize - NODE_HDR) // 8
+        if len(leaves) > per_node:
+            raise InvalidArgument(f"{len(attrs)} xattrs need a deeper attr btree than "
+                                  "fstool writes")
+        buf = bytearray(blocksize)
+        _DA_INFO.pack_into(buf, 0, 0, 0, C.XFS_DA3_NODE_MAGIC, 0, 0, 0, 0, b"\0" * 16, 0)
+        struct.pack_into(">HH", buf, 56, len(leaves), 1)
+        for k, leaf in enumerate(leaves):
+            struct.pack_into(">II", buf, NODE_HDR + 8 * k, leaf[-1][0], leaf_blks[k])
+        blocks.append(PlannedBlock(0, 1, _da_finisher(buf, ino, uuid)))
+    return ForkPlan(None, blocks, 0)
+
+
+def _da_finisher(buf: bytearray, ino: int, uuid: bytes):
+    def finish(daddr: int) -> bytes:
+        b = bytearray(buf)
+        struct.pack_into(">Q", b, 16, daddr)
+        struct.pack_into(">16sQ", b, 32, uuid, ino)
+        return bytes(stamp_crc(b, 12))
+    return finish
+
+
+def _leaf_finisher(leaf, remote_at, blocksize, ino, uuid, forw, back):
+    buf = bytearray(blocksize)
+    _DA_INFO.pack_into(buf, 0, forw, back, C.XFS_ATTR3_LEAF_MAGIC, 0, 0, 0, 0, b"\0" * 16, 0)
+    pos = blocksize
+    usedbytes = 0
+    for k, (h, seq, flags, name, value, local) in enumerate(leaf):
+        if local:
+            size = _local_size(name, value)
+            pos -= size
+            struct.pack_into(">HB", buf, pos, len(value), len(name))
+            buf[pos + 3:pos + 3 + len(name)] = name
+            buf[pos + 3 + len(name):pos + 3 + len(name) + len(value)] = value
+            eflags = flags | C.XFS_ATTR_LOCAL
+        else:
+            size = _remote_size(name)
+            pos -= size
+            blk, _n = remote_at[seq]
+            struct.pack_into(">IIB", buf, pos, blk, len(value), len(name))
+            buf[pos + 9:pos + 9 + len(name)] = name
+            eflags = flags
+        usedbytes += size
+        struct.pack_into(">IHBB", buf, LEAF_HDR + 8 * k, h, pos, eflags, 0)
+    base = LEAF_HDR + 8 * len(leaf)
+    # count, usedbytes, firstused, holes, pad, freemap[3]
+    struct.pack_into(">HHHBBHHHHHH", buf, 56, len(leaf), usedbytes, pos, 0, 0,
+                     base, pos - base, 0, 0, 0, 0)
+    return _da_finisher_leaf(buf, ino, uuid)
+
+
+def _da_finisher_leaf(buf, ino, uuid):
+    return _da_finisher(buf, ino, uuid)
+
+
+def encode_symlink(target: bytes, *, ino: int, uuid: bytes, blocksize: int,
+                   inline_space: int) -> ForkPlan:
+    if not target or len(target) >= C.XFS_SYMLINK_MAXLEN or b"\0" in target:
+        raise InvalidArgument(f"symlink target of {len(target)} bytes (1 to "
+                              f"{C.XFS_SYMLINK_MAXLEN - 1} without NUL allowed)")
+    if len(target) <= inline_space:
+        return ForkPlan(bytes(target), [], len(target))
+    n = _remote_blocks(target, blocksize)
+    return ForkPlan(None, [PlannedBlock(0, n, _headed_finisher(
+        target, n, blocksize, C.XFS_SYMLINK_MAGIC, ino, uuid))], len(target))

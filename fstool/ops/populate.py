@@ -1,0 +1,182 @@
+"""populate: add a tree (host directory, tar archive or protofile) to an image.
+
+The whole run is one transaction: if anything fails (bad member, ENOSPC,
+unreadable file without --keep-going) nothing of it is committed and the
+image stays as it was.  Files are written as they stream from the source;
+directories are encoded once, at the end, in their final form.
+"""
+from __future__ import annotations
+
+import posixpath
+import stat as pystat
+from dataclasses import dataclass, field
+
+from ..errors import FsToolError, InvalidArgument, NotADirectoryImageError, NotFoundError
+from ..format import constants as C
+from ..fs.namespace import ExistsError, Meta, Namespace
+from ..fs.writer import NoSpace, Writer
+
+KIND_MODE = {"fifo": C.S_IFIFO, "chardev": C.S_IFCHR, "blockdev": C.S_IFBLK,
+             "socket": C.S_IFSOCK}
+
+
+@dataclass
+class PopulateStats:
+    files: int = 0
+    dirs: int = 0
+    symlinks: int = 0
+    special: int = 0
+    hardlinks: int = 0
+    bytes: int = 0
+    skipped: list = field(default_factory=list)
+
+    @property
+    def entries(self) -> int:
+        return self.files + self.dirs + self.symlinks + self.special + self.hardlinks
+
+
+def _mkdirs(ns: Namespace, path: str, meta: Meta) -> int:
+    """Inode of ``path`` in the image, creating missing directories."""
+    ino = ns.w.sb.rootino
+    for part in [p for p in path.split("/") if p]:
+        name = part.encode("utf-8", "surrogateescape")
+        ent = ns.child(ino, name)
+        if ent is None:
+            ino = ns.mkdir(ino, name, meta)
+        elif ent[1] != C.XFS_DIR3_FT_DIR and not ns._is_dir(ent[0]):
+            raise NotADirectoryImageError(path)
+        else:
+            ino = ent[0]
+    return ino
+
+
+def populate(image, source, dest: str = "/", *, owner_map=None, keep_going: bool = False,
+             timestamp_ns: int | None = None, progress=None, overwrite: bool = True,
+             report=None) -> PopulateStats:
+    """Add everything ``source`` (a path, or an already opened Source)
+    describes under ``dest`` in ``image``."""
+    from .sources import open_source
+    stats = PopulateStats()
+
+    def note(msg: str) -> None:
+        stats.skipped.append(msg)
+        if report:
+            report(msg)
+
+    src = open_source(source, owner_map=owner_map, keep_going=keep_going, report=note) \
+        if isinstance(source, (str, bytes)) or hasattr(source, "__fspath__") else source
+    with Writer(image, timestamp_ns=timestamp_ns) as w, src:
+        now = w.now_ns()
+        need = [0]
+        try:
+            with w.transaction():
+                ns = Namespace(w, now)
+                root_meta = Meta(perm=0o755, atime_ns=now, mtime_ns=now, ctime_ns=now)
+                base = _mkdirs(ns, dest, root_meta)
+                inos = {"": base}          # relative dir path -> inode
+                for e in src:
+                    try:
+                        if timestamp_ns is not None:
+                            # reading the source moves access times: a fixed
+                            # build time stands in for them
+                            e.atime_ns = timestamp_ns
+                        _add(ns, e, inos, base, stats, now, overwrite)
+                    except NoSpace:
+                        need[0] = e.size
+                        raise
+                    except (OSError, InvalidArgument, ExistsError) as exc:
+                        if not keep_going or isinstance(exc, ExistsError) and not overwrite:
+                            raise _wrap(e.path, exc) from None
+                        note(f"{e.path}: skipped: {_msg(exc)}")
+                    if progress:
+                        progress(stats)
+                ns.finish()
+        except NoSpace as exc:
+            raise NoSpace(f"{image}: not enough space: {exc} (while adding "
+                          f"{stats.entries} entries, {stats.bytes} bytes so far); the image "
+                          "is unchanged") from None
+    return stats
+
+
+def _msg(exc: BaseException) -> str:
+    if isinstance(exc, OSError):
+        return exc.strerror or str(exc)
+    return str(exc)
+
+
+def _wrap(path: str, exc: BaseException) -> FsToolError:
+    if isinstance(exc, FsToolError):
+        return type(exc)(f"{path}: {exc}") if not str(exc).startswith(path) else exc
+    return FsToolError(f"{path}: {_msg(exc)}")
+
+
+def _add(ns: Namespace, e, inos: dict, base: int, stats: PopulateStats, now: int,
+         overwrite: bool) -> None:
+    path = e.path
+    meta = Meta(perm=e.mode, uid=e.uid, gid=e.gid, atime_ns=e.atime_ns, mtime_ns=e.mtime_ns,
+                ctime_ns=now, crtime_ns=now, xattrs=list(e.xattrs or ()))
+    if path == "":
+        if e.kind == "dir":
+            ns.setattr(base, mode=e.mode, uid=e.uid, gid=e.gid, atime_ns=e.atime_ns,
+                       mtime_ns=e.mtime_ns)
+            if e.xattrs:
+                ns.set_xattrs(base, dict(e.xattrs))
+        return
+    parent_path, name = posixpath.split(path)
+    parent = inos.get(parent_path)
+    if parent is None:
+        raise InvalidArgument(f"{path}: its parent directory {parent_path!r} was not given "
+                              "before it")
+    bname = name.encode("utf-8", "surrogateescape")
+    old = ns.child(parent, bname)
+    if old is not None:
+        if e.kind == "dir" and (old[1] == C.XFS_DIR3_FT_DIR or ns._is_dir(old[0])):
+            # merge into the existing directory, taking the source's attributes
+            inos[path] = old[0]
+            ns.setattr(old[0], mode=e.mode, uid=e.uid, gid=e.gid, atime_ns=e.atime_ns,
+                       mtime_ns=e.mtime_ns)
+            if e.xattrs:
+                ns.set_xattrs(old[0], dict(e.xattrs))
+            return
+        if not overwrite:
+            raise ExistsError("already exists in the image")
+        ns.unlink(parent, bname, rmdir=False)
+    kind = e.kind
+    if kind == "dir":
+        inos[path] = ns.mkdir(parent, bname, meta)
+        stats.dirs += 1
+    elif kind == "file":
+        stream = e.open() if e.size else None
+        try:
+            ns.create_file(parent, bname, meta, stream, e.size, e.data_ranges)
+        finally:
+            if stream is not None:
+                stream.close()
+        stats.files += 1
+        stats.bytes += e.size
+    elif kind == "symlink":
+        target = e.target if isinstance(e.target, bytes) else \
+            str(e.target).encode("utf-8", "surrogateescape")
+        ns.symlink(parent, bname, target, meta)
+        stats.symlinks += 1
+    elif kind == "hardlink":
+        tpath = e.target.decode("utf-8", "surrogateescape") if isinstance(e.target, bytes) \
+            else e.target
+        tparent, tname = posixpath.split(tpath.strip("/"))
+        tdir = inos.get(tparent)
+        ent = ns.child(tdir, tname.encode("utf-8", "surrogateescape")) if tdir else None
+        if ent is None:
+            raise NotFoundError(f"hard link target {tpath!r} is not in the source before it")
+        ns.link(parent, bname, ent[0])
+        stats.hardlinks += 1
+    elif kind in KIND_MODE:
+        ns.mknod(parent, bname, KIND_MODE[kind], meta, e.rdev or (0, 0))
+        stats.special += 1
+    else:
+        raise InvalidArgument(f"unknown entry kind {kind!r}")
+
+
+def mode_kind(mode: int) -> str:
+    return {pystat.S_IFREG: "file", pystat.S_IFDIR: "dir", pystat.S_IFLNK: "symlink",
+            pystat.S_IFIFO: "fifo", pystat.S_IFCHR: "chardev", pystat.S_IFBLK: "blockdev",
+            pystat.S_IFSOCK: "socket"}.get(pystat.S_IFMT(mode), "unknown")

@@ -1,0 +1,480 @@
+"""Sources for populate: a host directory, a tar archive or an mkfs.xfs
+protofile, turned into one stream of :class:`Entry` records.
+
+Parents always come before their children and a hard link after the entry it
+links to.  Paths are relative POSIX paths ("" is the source's root), str with
+surrogateescape for bytes that are not UTF-8, so any name round-trips.
+Names that could escape the destination (absolute paths, ``..``), names
+over 255 bytes, NUL bytes and over-long symlink targets are refused with a
+one-line error naming the entry, or skipped and reported with keep_going.
+"""
+from __future__ import annotations
+
+import io
+import os
+import posixpath
+import stat as pystat
+import tarfile
+from dataclasses import dataclass, field
+from typing import BinaryIO, Callable, Iterator
+
+from ..errors import FsToolError, InvalidArgument
+from ..io.sparse import data_ranges_of
+
+NAME_MAX = 255
+SYMLINK_MAX = 1024
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+@dataclass
+class Entry:
+    path: str
+    kind: str              # file dir symlink fifo chardev blockdev socket hardlink
+    mode: int              # permission bits, suid/sgid/sticky included
+    uid: int = 0
+    gid: int = 0
+    atime_ns: int = 0
+    mtime_ns: int = 0
+    ctime_ns: int = 0
+    size: int = 0
+    target: bytes | str | None = None     # symlink target (bytes) / hardlink: earlier path
+    rdev: tuple | None = None
+    xattrs: list = field(default_factory=list)
+    open: Callable[[], BinaryIO] | None = None
+    data_ranges: list | None = None
+
+
+def squash_owner(uid: int, gid: int) -> tuple[int, int]:
+    """Everything owned by root."""
+    return 0, 0
+
+
+def parse_owner_map(text: str) -> Callable[[int, int], tuple[int, int]]:
+    """``"1000:1000=0:0,1001:100=5:5"``: owners to replace; others are kept.
+    A side may be ``UID`` alone (any group, group kept)."""
+    table = {}
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        src, sep, dst = item.partition("=")
+        if not sep:
+            raise ValueError(f"{item!r}: use FROM=TO, e.g. 1000:1000=0:0")
+        try:
+            su, _, sg = src.partition(":")
+            du, _, dg = dst.partition(":")
+            table[(int(su), int(sg) if sg else None)] = (int(du), int(dg) if dg else None)
+        except ValueError:
+            raise ValueError(f"{item!r}: owners are numbers, e.g. 1000:1000=0:0") from None
+
+    def mapper(uid: int, gid: int) -> tuple[int, int]:
+        hit = table.get((uid, gid)) or table.get((uid, None))
+        if hit is None:
+            return uid, gid
+        return hit[0], gid if hit[1] is None else hit[1]
+    return mapper
+
+
+def check_path(path: str, what: str) -> str:
+    """A safe relative path, normalised; raises InvalidArgument."""
+    raw = path.encode("utf-8", "surrogateescape")
+    if b"\0" in raw:
+        raise InvalidArgument(f"{what}: path contains a NUL byte")
+    if raw.startswith(b"/"):
+        raise InvalidArgument(f"{what}: absolute path {path!r} would escape the destination")
+    parts = []
+    for p in path.split("/"):
+        if p in ("", "."):
+            continue
+        if p == "..":
+            raise InvalidArgument(f"{what}: path {path!r} has '..', which could escape the "
+                                  "destination")
+        if len(p.encode("utf-8", "surrogateescape")) > NAME_MAX:
+            raise InvalidArgument(f"{what}: name {p[:40]!r}... is longer than {NAME_MAX} bytes")
+        parts.append(p)
+    return "/".join(parts)
+
+
+def _check_target(target: bytes, what: str) -> bytes:
+    if not target or len(target) > SYMLINK_MAX - 1 or b"\0" in target:
+        raise InvalidArgument(f"{what}: symlink target of {len(target)} bytes (1 to "
+                              f"{SYMLINK_MAX - 1} without NUL allowed)")
+    return target
+
+
+class Source:
+    kind = "?"
+
+    def __init__(self, owner_map=None, keep_going=False, report=None):
+        self.owner_map = owner_map
+        self.keep_going = keep_going
+        self.report = report or (lambda msg: None)
+
+    def owners(self, uid, gid):
+        return self.owner_map(uid, gid) if self.owner_map else (uid, gid)
+
+    def bad(self, exc: Exception) -> None:
+        if not self.keep_going:
+            raise exc
+        self.report(str(exc))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        pass
+
+
+class DirSource(Source):
+    """A host directory, walked depth-first in byte order of names."""
+    kind = "dir"
+
+    def __init__(self, root: str, **kw):
+        super().__init__(**kw)
+        self.root = os.fspath(root)
+
+    def _entry(self, rel: str, full: str, st, links: dict) -> Entry:
+        uid, gid = self.owners(st.st_uid, st.st_gid)
+        e = Entry(rel, "file", st.st_mode & 0o7777, uid, gid, st.st_atime_ns,
+                  st.st_mtime_ns, st.st_ctime_ns)
+        fmt = pystat.S_IFMT(st.st_mode)
+        if fmt != pystat.S_IFDIR and st.st_nlink > 1:
+            key = (st.st_dev, st.st_ino)
+            first = links.get(key)
+            if first is not None:
+                e.kind, e.target = "hardlink", first
+                return e
+            links[key] = rel
+        if fmt == pystat.S_IFREG:
+            e.size = st.st_size
+            e.open = lambda full=full: open(full, "rb")
+            if st.st_size and st.st_blocks * 512 < st.st_size:
+                fd = os.open(full, os.O_RDONLY)
+                try:
+                    e.data_ranges = data_ranges_of(fd, st)
+                finally:
+                    os.close(fd)
+        elif fmt == pystat.S_IFDIR:
+            e.kind = "dir"
+        elif fmt == pystat.S_IFLNK:
+            e.kind = "symlink"
+            e.target = _check_target(os.readlink(os.fsencode(full)), rel)
+        elif fmt == pystat.S_IFIFO:
+            e.kind = "fifo"
+        elif fmt == pystat.S_IFSOCK:
+            e.kind = "socket"
+        elif fmt in (pystat.S_IFCHR, pystat.S_IFBLK):
+            e.kind = "chardev" if fmt == pystat.S_IFCHR else "blockdev"
+            e.rdev = (os.major(st.st_rdev), os.minor(st.st_rdev))
+        e.xattrs = self._xattrs(full)
+        return e
+
+    @staticmethod
+    def _xattrs(full: str) -> list:
+        try:
+            names = os.listxattr(full, follow_symlinks=False)
+        except OSError:
+            return []
+        out = []
+        for n in sorted(names):
+            try:
+                out.append((n, os.getxattr(full, n, follow_symlinks=False)))
+            except OSError:
+                continue
+        return out
+
+    def __iter__(self) -> Iterator[Entry]:
+        links: dict = {}
+        st = os.lstat(self.root)
+        yield self._entry("", self.root, st, links)
+        stack = [("", self.root)]
+        while stack:
+            rel, full = stack.pop()
+            try:
+                names = sorted(os.listdir(os.fsencode(full)))
+            except OSError as e:
+                self.bad(FsToolError(f"{full}: cannot list: {e.strerror}"))
+                continue
+            subdirs = []
+            for bname in names:
+                name = os.fsdecode(bname)
+                crel = f"{rel}/{name}" if rel else name
+                cfull = os.path.join(full, name)
+                try:
+                    if len(bname) > NAME_MAX:
+                        raise InvalidArgument(f"{crel}: name longer than {NAME_MAX} bytes")
+                    cst = os.lstat(cfull)
+                    ent = self._entry(crel, cfull, cst, links)
+                    if ent.kind == "file":
+                        os.close(os.open(cfull, os.O_RDONLY))      # readable?
+                except (OSError, InvalidArgument) as exc:
+                    msg = exc if isinstance(exc, InvalidArgument) else \
+                        FsToolError(f"{cfull}: {exc.strerror}")
+                    self.bad(msg)
+                    continue
+                yield ent
+                if ent.kind == "dir":
+                    subdirs.append((crel, cfull))
+            stack.extend(reversed(subdirs))
+
+
+def _pax_ns(member: tarfile.TarInfo, key: str, fallback: float) -> int:
+    v = member.pax_headers.get(key)
+    if v is not None:
+        try:
+            whole, _, frac = v.partition(".")
+            neg = whole.startswith("-")
+            ns = abs(int(whole)) * 10**9 + int((frac + "000000000")[:9] or 0)
+            return -ns if neg else ns
+        except ValueError:
+            pass
+    return int(round(fallback * 10**9))
+
+
+class TarSource(Source):
+    """A tar archive (plain, gz, bz2, xz, zstd); read in one streaming pass."""
+    kind = "tar"
+
+    def __init__(self, path: str, **kw):
+        super().__init__(**kw)
+        self.path = os.fspath(path)
+        self._raw = open(self.path, "rb")
+        head = self._raw.read(4)
+        self._raw.seek(0)
+        stream = self._raw
+        if head == ZSTD_MAGIC:
+            try:
+                import zstandard
+            except ImportError:
+                raise FsToolError(f"{self.path}: a zstd archive; install the 'zstandard' "
+                                  "package to read it (pip install zstandard)") from None
+            stream = zstandard.ZstdDecompressor().stream_reader(self._raw)
+        try:
+            self.tar = tarfile.open(fileobj=stream, mode="r|*")
+        except tarfile.TarError as e:
+            raise FsToolError(f"{self.path}: not a readable tar archive: {e}") from None
+
+    def close(self):
+        self._raw.close()
+
+    def __iter__(self) -> Iterator[Entry]:
+        seen_dirs = {""}
+        try:
+            for m in self.tar:
+                try:
+                    rel = check_path(m.name, m.name)
+                except InvalidArgument as exc:
+                    self.bad(exc)
+                    continue
+                # parents the archive did not list
+                parts = rel.split("/") if rel else []
+                for k in range(1, len(parts)):
+                    p = "/".join(parts[:k])
+                    if p not in seen_dirs:
+                        seen_dirs.add(p)
+                        ns = int(m.mtime * 10**9)
+                        uid, gid = self.owners(0, 0)
+                        yield Entry(p, "dir", 0o755, uid, gid, ns, ns, ns)
+                try:
+                    e = self._entry(m, rel)
+                except InvalidArgument as exc:
+                    self.bad(exc)
+                    continue
+                if e is None:
+                    continue
+                if e.kind == "dir":
+                    if rel in seen_dirs and rel:
+                        pass
+                    seen_dirs.add(rel)
+                yield e
+        except tarfile.TarError as exc:
+            raise FsToolError(f"{self.path}: damaged tar archive: {exc}") from None
+
+    def _entry(self, m: tarfile.TarInfo, rel: str):
+        uid, gid = self.owners(m.uid, m.gid)
+        mtime = _pax_ns(m, "mtime", m.mtime)
+        atime = _pax_ns(m, "atime", m.mtime)
+        e = Entry(rel, "file", m.mode & 0o7777, uid, gid, atime, mtime, mtime)
+        e.xattrs = sorted((k[len(p):], v.encode("utf-8", "surrogateescape")
+                           if isinstance(v, str) else v)
+                          for k, v in m.pax_headers.items()
+                          for p in ("SCHILY.xattr.", "LIBARCHIVE.xattr.") if k.startswith(p))
+        if m.isdir():
+            e.kind = "dir"
+        elif m.issym():
+            e.kind = "symlink"
+            e.target = _check_target(m.linkname.encode("utf-8", "surrogateescape"), rel)
+        elif m.islnk():
+            e.kind = "hardlink"
+            e.target = check_path(m.linkname, f"{rel}: hard link target")
+        elif m.ischr() or m.isblk():
+            e.kind = "chardev" if m.ischr() else "blockdev"
+            e.rdev = (m.devmajor, m.devminor)
+        elif m.isfifo():
+            e.kind = "fifo"
+        elif m.isreg():
+            e.size = m.size
+            data = self.tar.extractfile(m)
+            # a streamed archive can be read only once, in order: buffer
+            # small members, spool large ones
+            e.open = _spooled(data, m.size)
+            if m.sparse:
+                e.data_ranges = [(off, n) for off, n in m.sparse if n]
+        else:
+            self.report(f"{rel}: unsupported tar member type {m.type!r}, skipped")
+            return None
+        return e
+
+
+def _spooled(data, size):
+    import tempfile
+    if size <= 8 << 20:
+        buf = data.read()
+        return lambda: io.BytesIO(buf)
+    tmp = tempfile.TemporaryFile()
+    while True:
+        chunk = data.read(1 << 20)
+        if not chunk:
+            break
+        tmp.write(chunk)
+
+    def opener():
+        tmp.seek(0)
+        return _NoClose(tmp)
+    return opener
+
+
+class _NoClose(io.RawIOBase):
+    def __init__(self, f):
+        self.f = f
+
+    def read(self, n=-1):
+        return self.f.read(n)
+
+    def seek(self, off, whence=0):
+        return self.f.seek(off, whence)
+
+    def readable(self):
+        return True
+
+    def close(self):
+        self.f.close()
+
+
+class ProtoSource(Source):
+    """An mkfs.xfs protofile: boot line, "blocks inodes" line, the root's
+    mode/uid/gid, then nested entries ``name mode uid gid [extra]`` closed
+    by ``$``.  Modes are a type letter (- b c d p l s), a setuid (u or -) and
+    a setgid (g or -) letter and octal permissions.  There are no times in
+    the format: every entry gets the run's timestamp."""
+    kind = "proto"
+
+    def __init__(self, path: str, now_ns: int | None = None, **kw):
+        super().__init__(**kw)
+        self.path = os.fspath(path)
+        self.base = os.path.dirname(os.path.abspath(self.path))
+        with open(self.path, "rb") as f:
+            text = f.read().decode("utf-8", "surrogateescape")
+        self.tokens = [t for line in text.splitlines() for t in line.split()
+                       if not line.lstrip().startswith("#")]
+        import time
+        sde = os.environ.get("SOURCE_DATE_EPOCH")
+        self.now = now_ns if now_ns is not None else \
+            int(sde) * 10**9 if sde and sde.isdigit() else time.time_ns()
+
+    def _mode(self, tok: str, where: str) -> tuple[str, int]:
+        if len(tok) != 6 or tok[0] not in "-bcdpls" or tok[1] not in "-u" or \
+                tok[2] not in "-g":
+            raise InvalidArgument(f"{self.path}: {where}: bad mode {tok!r} (like -u-755)")
+        try:
+            perm = int(tok[3:], 8)
+        except ValueError:
+            raise InvalidArgument(f"{self.path}: {where}: bad mode {tok!r}") from None
+        perm |= (0o4000 if tok[1] == "u" else 0) | (0o2000 if tok[2] == "g" else 0)
+        kind = {"-": "file", "b": "blockdev", "c": "chardev", "d": "dir", "p": "fifo",
+                "l": "symlink", "s": "socket"}[tok[0]]
+        return kind, perm
+
+    def __iter__(self) -> Iterator[Entry]:
+        toks = self.tokens
+        if len(toks) < 6:
+            raise InvalidArgument(f"{self.path}: too short for a protofile")
+        pos = 3                       # boot image, blocks, inodes
+        now = self.now
+
+        def num(i, what):
+            try:
+                return int(toks[i], 0)
+            except (IndexError, ValueError):
+                raise InvalidArgument(f"{self.path}: expected a number for {what}") from None
+        kind, perm = self._mode(toks[pos], "root")
+        uid, gid = self.owners(num(pos + 1, "uid"), num(pos + 2, "gid"))
+        yield Entry("", "dir", perm, uid, gid, now, now, now)
+        pos += 3
+        stack = [""]
+        while stack:
+            if pos >= len(toks):
+                raise InvalidArgument(f"{self.path}: unexpected end (missing '$')")
+            if toks[pos] == "$":
+                stack.pop()
+                pos += 1
+                continue
+            name = toks[pos]
+            kind, perm = self._mode(toks[pos + 1] if pos + 1 < len(toks) else "", name)
+            uid, gid = self.owners(num(pos + 2, "uid"), num(pos + 3, "gid"))
+            pos += 4
+            rel = check_path(f"{stack[-1]}/{name}" if stack[-1] else name, name)
+            e = Entry(rel, kind, perm, uid, gid, now, now, now)
+            if kind == "file":
+                host = os.path.join(self.base, toks[pos])
+                pos += 1
+                try:
+                    st = os.stat(host)
+                    os.close(os.open(host, os.O_RDONLY))
+                except OSError as exc:
+                    self.bad(FsToolError(f"{host}: {exc.strerror}"))
+                    continue
+                e.size = st.st_size
+                e.open = lambda host=host: open(host, "rb")
+            elif kind in ("chardev", "blockdev"):
+                e.rdev = (num(pos, "major"), num(pos + 1, "minor"))
+                pos += 2
+            elif kind == "symlink":
+                e.target = _check_target(toks[pos].encode("utf-8", "surrogateescape"), rel)
+                pos += 1
+            yield e
+            if kind == "dir":
+                stack.append(rel)
+
+
+def _looks_like_proto(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096).decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    toks = head.split()
+    return len(toks) >= 6 and toks[1].isdigit() and toks[2].isdigit() and \
+        len(toks[3]) == 6 and toks[3][0] == "d"
+
+
+def open_source(spec, *, owner_map=None, keep_going=False, report=None) -> Source:
+    path = os.fspath(spec)
+    kw = dict(owner_map=owner_map, keep_going=keep_going, report=report)
+    if os.path.isdir(path):
+        return DirSource(path, **kw)
+    if not os.path.exists(path):
+        raise FsToolError(f"{path}: no such file or directory")
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if head == ZSTD_MAGIC or tarfile.is_tarfile(path):
+        return TarSource(path, **kw)
+    if _looks_like_proto(path):
+        return ProtoSource(path, **kw)
+    raise FsToolError(f"{path}: neither a directory, a tar archive nor an mkfs.xfs protofile")
+
+
+__all__ = ["Entry", "Source", "open_source", "squash_owner", "parse_owner_map", "posixpath"]

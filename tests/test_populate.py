@@ -1,0 +1,219 @@
+"""populate and the scripted edits, judged by the oracles: xfs_repair -n must
+find nothing, and a kernel loop mount must show exactly the source tree
+(names, types, sizes, content hashes, modes, owners, mtimes to the
+nanosecond, symlink targets, device numbers, hard-link groups, xattrs)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tarfile
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from fixtures import images
+from fixtures.tree import build_tree, tree_manifest, xattr_values
+
+UUID = "0b5a3f1c-9d2e-4c7a-8e61-3f2a1b0c9d8e"
+needs_loop = pytest.mark.skipif(not images.loop_available(),
+                                reason="needs root, xfsprogs and a kernel loop mount of XFS")
+needs_xfsprogs = pytest.mark.skipif(not images.xfsprogs_available(),
+                                    reason="xfsprogs (xfs_repair) not installed")
+
+
+def fstool(*args, check=True, env=None):
+    r = subprocess.run([sys.executable, "-m", "fstool", *map(str, args)], capture_output=True,
+                       text=True, env={**os.environ, **(env or {})})
+    if check and r.returncode:
+        raise AssertionError(f"fstool {' '.join(map(str, args))} failed ({r.returncode}): "
+                             f"{r.stderr.strip()}")
+    return r
+
+
+def repair_clean(img: Path) -> None:
+    r = subprocess.run(["xfs_repair", "-n", "-f", str(img)], capture_output=True, text=True)
+    assert r.returncode == 0, f"xfs_repair -n found problems:\n{r.stdout[-3000:]}{r.stderr[-2000:]}"
+
+
+def comparable(records: list[dict]) -> dict:
+    """Manifest records keyed by path, without inode numbers, plus the
+    hard-link groups expressed as sets of paths."""
+    out = {}
+    groups = defaultdict(list)
+    for r in records:
+        r = dict(r)
+        ino = r.pop("ino")
+        if r["type"] != "dir" and r["nlink"] > 1:
+            groups[ino].append(r["path"])
+        out[r["path"]] = r
+    return out, sorted(sorted(g) for g in groups.values())
+
+
+def assert_same_tree(src: Path, mnt: Path, prefix: str = "", skip_types=()) -> None:
+    want, want_links = comparable([r for r in tree_manifest(src)
+                                   if r["type"] not in skip_types])
+    got_all, got_links = comparable(tree_manifest(mnt / prefix.strip("/") if prefix else mnt))
+    if skip_types:      # a directory that lost an entry has another size
+        for table in (want, got_all):
+            for r in table.values():
+                if r["type"] == "dir":
+                    r.pop("size")
+    missing = sorted(set(want) - set(got_all))
+    extra = sorted(set(got_all) - set(want))
+    assert not missing and not extra, f"missing {missing[:5]}, extra {extra[:5]}"
+    diffs = [(p, {k: (want[p][k], got_all[p].get(k)) for k in want[p]
+                  if want[p][k] != got_all[p].get(k)})
+             for p in want if want[p] != got_all[p]]
+    assert not diffs, f"{len(diffs)} entries differ, e.g. {diffs[:3]}"
+    assert want_links == got_links
+    assert xattr_values(src) == xattr_values(mnt / prefix.strip("/") if prefix else mnt)
+
+
+@pytest.fixture(scope="module")
+def source_tree(scratch_xfs):
+    """The fixture tree on a host XFS (other host filesystems cannot hold
+    xattrs of every size)."""
+    d = scratch_xfs / "populate-src"
+    if d.exists():
+        return d
+    d.mkdir()
+    old = os.umask(0o022)
+    try:
+        build_tree(d, "small")
+    finally:
+        os.umask(old)
+    return d
+
+
+def mkfs(img: Path, size="1g", *extra):
+    fstool("mkfs", img, "--size", size, "--uuid", UUID, "-q", *extra)
+
+
+@needs_loop
+def test_populate_directory_matches_kernel_view(source_tree, tmp_path):
+    img = tmp_path / "p.img"
+    mkfs(img)
+    r = fstool("populate", img, source_tree)
+    assert "added" in r.stdout
+    repair_clean(img)
+    with images.Mounted(img, readonly=True) as mnt:
+        assert_same_tree(source_tree, mnt)
+
+
+@needs_loop
+def test_populate_tar_and_dest(source_tree, tmp_path):
+    tar = tmp_path / "t.tar.gz"
+    subprocess.run(["tar", "--format=pax", "--xattrs", "--xattrs-include=*", "--sparse",
+                    "-czf", str(tar),
+                    "-C", str(source_tree), "."], check=True)
+    img = tmp_path / "t.img"
+    mkfs(img)
+    fstool("populate", img, tar, "--dest", "/sub/dir")
+    repair_clean(img)
+    with images.Mounted(img, readonly=True) as mnt:
+        # tar cannot hold sockets
+        assert_same_tree(source_tree, mnt, "sub/dir", skip_types=("socket",))
+
+
+@needs_loop
+def test_mkfs_populate_is_reproducible(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a").write_bytes(b"x" * 10000)
+    (src / "d").mkdir()
+    (src / "d" / "b").write_text("hello")
+    os.symlink("a", src / "l")
+    imgs = []
+    for k in range(2):
+        img = tmp_path / f"r{k}.img"
+        fstool("mkfs", img, "--size", "64m", "--uuid", UUID, "-q", "--populate", src,
+               env={"SOURCE_DATE_EPOCH": "1700000000"})
+        imgs.append(img.read_bytes())
+    assert imgs[0] == imgs[1]
+    repair_clean(tmp_path / "r0.img")
+
+
+@needs_loop
+def test_edits_and_alternating_writers(tmp_path):
+    img = tmp_path / "e.img"
+    mkfs(img, "512m")
+    host = tmp_path / "h.bin"
+    host.write_bytes(os.urandom(300000))
+    fstool("mkdir", img, "/a/b/c", "-p")
+    fstool("put", img, host, "/a/b/c/file")
+    fstool("ln", img, "/a/b/c/file", "/a/hard")
+    fstool("ln", "-s", img, "../a/hard", "/a/b/sym")
+    fstool("setattr", img, "/a/hard", "--mode", "4711", "--owner", "12:34",
+           "--mtime", "-1000000000.5", "--set-xattr", "user.k=v")
+    repair_clean(img)
+    # the kernel writes next, then fstool again, then the kernel checks
+    with images.Mounted(img) as mnt:
+        assert (mnt / "a/b/c/file").read_bytes() == host.read_bytes()
+        st = os.stat(mnt / "a/hard")
+        assert (st.st_mode & 0o7777, st.st_uid, st.st_gid, st.st_nlink) == (0o4711, 12, 34, 2)
+        assert st.st_mtime_ns == -1000000000500000000
+        assert os.getxattr(mnt / "a/hard", "user.k") == b"v"
+        assert os.readlink(mnt / "a/b/sym") == "../a/hard"
+        for i in range(300):
+            (mnt / "a" / f"k{i}").write_bytes(b"k" * i)
+    repair_clean(img)
+    fstool("rm", img, "/a/b/c/file")
+    fstool("rm", img, "/a/k0", "/a/k3", "/a/k6")
+    fstool("rm", "-r", img, "/a/b")
+    repair_clean(img)
+    with images.Mounted(img) as mnt:
+        assert not (mnt / "a/b").exists()
+        assert os.stat(mnt / "a/hard").st_nlink == 1
+        assert (mnt / "a/hard").read_bytes() == host.read_bytes()
+        names = {p.name for p in (mnt / "a").iterdir()}
+        assert "k0" not in names and "k3" not in names and {"k1", "k299", "hard"} <= names
+        assert len(names) == 1 + 297
+    repair_clean(img)
+
+
+@needs_xfsprogs
+def test_enospc_leaves_image_unchanged(tmp_path):
+    img = tmp_path / "s.img"
+    mkfs(img, "32m")
+    before = img.read_bytes()
+    src = tmp_path / "big"
+    src.mkdir()
+    with open(src / "huge", "wb") as f:
+        f.write(os.urandom(1 << 20) * 40)
+    r = fstool("populate", img, src, check=False)
+    assert r.returncode == 1
+    assert "not enough space" in r.stderr and "unchanged" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    after = img.read_bytes()
+    # metadata is untouched; only free blocks may have received data
+    repair_clean(img)
+    r2 = subprocess.run([sys.executable, "-m", "fstool", "ls", str(img), "/"],
+                        capture_output=True, text=True)
+    assert r2.returncode == 0 and r2.stdout.strip() == ""
+    assert before[:1 << 20] == after[:1 << 20]
+
+
+@needs_xfsprogs
+def test_refuses_locked_and_hostile(tmp_path):
+    import fcntl
+    img = tmp_path / "l.img"
+    mkfs(img, "64m")
+    with open(img, "rb+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        r = fstool("mkdir", img, "/x", check=False)
+        assert r.returncode == 1 and "another fstool" in r.stderr
+    bad = tmp_path / "bad.tar"
+    with tarfile.open(bad, "w") as t:
+        info = tarfile.TarInfo("../escape")
+        info.size = 1
+        import io
+        t.addfile(info, io.BytesIO(b"x"))
+    before = img.read_bytes()
+    r = fstool("populate", img, bad, check=False)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert img.read_bytes() == before
+    r = fstool("mkdir", img, "/" + "n" * 256, check=False)
+    assert r.returncode == 1 and "255" in r.stderr
+    repair_clean(img)
