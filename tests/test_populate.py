@@ -217,3 +217,32 @@ def test_refuses_locked_and_hostile(tmp_path):
     r = fstool("mkdir", img, "/" + "n" * 256, check=False)
     assert r.returncode == 1 and "255" in r.stderr
     repair_clean(img)
+
+
+@needs_loop
+def test_populate_at_scale(tmp_path):
+    """A directory of 100,000 entries and a sparse file of 10,000+ extents
+    (a btree-format block map)."""
+    src = tmp_path / "big"
+    big = src / "many"
+    big.mkdir(parents=True)
+    for i in range(100_000):
+        os.close(os.open(big / f"file-{i:06d}", os.O_CREAT | os.O_WRONLY, 0o600))
+    block = 4096
+    with open(src / "sparse", "wb") as f:
+        for i in range(10_500):
+            f.seek(2 * i * block)
+            f.write(i.to_bytes(4, "big") * (block // 4))
+    img = tmp_path / "big.img"
+    mkfs(img, "2g")
+    fstool("populate", img, src)
+    repair_clean(img)
+    r = fstool("stat", img, "/sparse")
+    assert "btree" in r.stdout
+    with images.Mounted(img, readonly=True) as mnt:
+        names = os.listdir(mnt / "many")
+        assert len(names) == 100_000 and "file-099999" in names
+        assert (mnt / "sparse").read_bytes() == (src / "sparse").read_bytes()
+        # holes stayed holes: data blocks plus a few block-map btree blocks
+        used = os.stat(mnt / "sparse").st_blocks * 512 // block
+        assert 10_500 < used < 10_500 + 100

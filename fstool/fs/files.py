@@ -68,10 +68,12 @@ def map_fork(w, ino: int, extents: list, space: int, *, attr: bool = False) -> F
         return Fork(C.XFS_DINODE_FMT_EXTENTS, pack_extents(extents), len(extents), mapped)
     from . import btree_write as BW
     store = _BmbtStore(w, ino, extents[0][1])
-    root, nblocks = BW.bulk_load_bmbt(extents, ino=ino, uuid=w.uuid, blocksize=w.sb.blocksize,
-                                      root_space=space, store=store)
+    root, _height, blocks = BW.bulk_load_bmbt([(o, b, n, 0) for o, b, n in extents],
+                                              ino=ino, uuid=w.uuid,
+                                              blocksize=w.sb.blocksize, root_space=space,
+                                              store=store)
     store.flush()
-    return Fork(C.XFS_DINODE_FMT_BTREE, root, len(extents), mapped + nblocks)
+    return Fork(C.XFS_DINODE_FMT_BTREE, root, len(extents), mapped + len(blocks))
 
 
 class _BmbtStore:
