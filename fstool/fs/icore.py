@@ -18,6 +18,8 @@ _CORE = DINODE.struct
 assert _CORE.size == C.XFS_DINODE_CORE_SIZE
 
 XFS_DIFLAG_NEWRTBM = 1 << 1
+_BIG_OFF = C.XFS_BIGTIME_EPOCH_OFFSET * C.NSEC_PER_SEC
+_U64 = (1 << 64) - 1
 
 
 def encode_ts(ns: int, bigtime: bool) -> int:
@@ -88,6 +90,16 @@ class InodeEncoder:
 
     def encode(self, ino: int, s: InodeSpec) -> bytes:
         bt = self.bigtime
+        if bt:
+            # bigtime: nanoseconds from 1901; anything outside the format is clamped
+            at, mt = s.atime_ns + _BIG_OFF, s.mtime_ns + _BIG_OFF
+            ct, crt = s.ctime_ns + _BIG_OFF, s.crtime_ns + _BIG_OFF
+            if min(at, mt, ct, crt) < 0 or max(at, mt, ct, crt) > _U64:
+                at, mt, ct, crt = (encode_ts(t, True) for t in
+                                   (s.atime_ns, s.mtime_ns, s.ctime_ns, s.crtime_ns))
+        else:
+            at, mt, ct, crt = (encode_ts(t, False) for t in
+                               (s.atime_ns, s.mtime_ns, s.ctime_ns, s.crtime_ns))
         if self.nrext64:
             big_nextents, nextents, anextents = s.nextents, s.anextents, 0
         else:
@@ -96,10 +108,9 @@ class InodeEncoder:
         buf = bytearray(self.inodesize)
         _CORE.pack_into(
             buf, 0, C.XFS_DINODE_MAGIC, s.mode, 3, s.fmt, 0, s.uid, s.gid, s.nlink, 0, 0,
-            big_nextents, encode_ts(s.atime_ns, bt), encode_ts(s.mtime_ns, bt),
-            encode_ts(s.ctime_ns, bt), s.size, s.nblocks, 0, nextents, anextents, s.forkoff,
+            big_nextents, at, mt, ct, s.size, s.nblocks, 0, nextents, anextents, s.forkoff,
             aformat, 0, 0, s.flags, s.gen, C.NULLAGINO, 0, s.changecount, 0,
-            self.flags2, 0, b"", encode_ts(s.crtime_ns, bt), ino, self.uuid)
+            self.flags2, 0, b"", crt, ino, self.uuid)
         lit = C.XFS_DINODE_CORE_SIZE
         if s.data:
             buf[lit:lit + len(s.data)] = s.data

@@ -199,6 +199,16 @@ class Namespace:
             raise ExistsError(f"{name.decode('utf-8', 'surrogateescape')}: already exists")
         w = self.w
         ino = w.alloc_inode(parent, is_dir=False)
+        if not size and not meta.xattrs:
+            # the common empty file: no data, no attr fork
+            pst.entries[name] = (ino, C.XFS_DIR3_FT_REG_FILE)
+            pst.changed = True
+            w.put_inode(ino, w.enc.encode(ino, InodeSpec(
+                mode=C.S_IFREG | meta.perm, uid=meta.uid, gid=meta.gid,
+                atime_ns=meta.atime_ns, mtime_ns=meta.mtime_ns, ctime_ns=meta.ctime_ns,
+                crtime_ns=meta.crtime_ns)))
+            self.files += 1
+            return ino
         exts = F.write_data(w, w.ino_fsb(ino), stream, size, data_ranges) if size else []
         lit = w.sb.inodesize - C.XFS_DINODE_CORE_SIZE
         forkoff = self._forkoff_for(meta, C.XFS_DINODE_FMT_EXTENTS,

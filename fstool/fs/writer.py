@@ -666,6 +666,14 @@ class Writer:
         """Allocate an inode: directories rotate across AGs, everything else
         goes to its parent's AG; within the AG, the free inode nearest the
         parent (finobt), else a new chunk."""
+        if not is_dir and parent is not None:
+            # fast path: the parent's AG still has the chunk nearest the parent
+            aglog = self.sb.agino_log
+            ag = self.ags.get(parent >> aglog)
+            if ag is not None:
+                hot = ag.hot.get(parent & ((1 << aglog) - 1))
+                if hot is not None and hot.freecount:
+                    return self._take_inode(ag, hot)
         agcount = self.sb.agcount
         if is_dir or parent is None:
             start = self.agirotor

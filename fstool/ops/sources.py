@@ -208,8 +208,6 @@ class DirSource(Source):
                         raise InvalidArgument(f"{crel}: name longer than {NAME_MAX} bytes")
                     cst = os.lstat(cfull)
                     ent = self._entry(crel, cfull, cst, links)
-                    if ent.kind == "file":
-                        os.close(os.open(cfull, os.O_RDONLY))      # readable?
                 except (OSError, InvalidArgument) as exc:
                     msg = exc if isinstance(exc, InvalidArgument) else \
                         FsToolError(f"{cfull}: {exc.strerror}")
