@@ -10,26 +10,14 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/tree/etc" "$work/tree/bin"
 echo "demo-host" > "$work/tree/etc/hostname"
 printf '#!/bin/sh\necho hello\n' > "$work/tree/bin/hello"
-cat > "$work/proto" <<PROTO
-/dev/null
-0 0
-d--755 0 0
-etc d--755 0 0
-hostname ---644 0 0 $work/tree/etc/hostname
-$
-bin d--755 0 0
-hello ---755 0 0 $work/tree/bin/hello
-sh l--777 0 0 hello
-$
-$
-PROTO
-# an empty filesystem made by fstool itself, checked
-fstool mkfs -q -f demo-empty.img --size 64m
-fstool info demo-empty.img
-fstool check demo-empty.img
-# a populated one (mkfs.xfs protofile), listed, read and checked
-truncate -s 512M demo.img
-mkfs.xfs -q -f -p "$work/proto" demo.img
+chmod 755 "$work/tree/bin/hello"
+ln -s hello "$work/tree/bin/sh"
+# build an image holding the tree, without root or a mount, reproducibly
+SOURCE_DATE_EPOCH=1700000000 fstool mkfs -q -f demo.img --size 64m \
+    --uuid 2b1f0c5e-4a3d-4e8f-9b6a-7c5d4e3f2a1b --populate "$work/tree" --squash-owner
+fstool mkdir demo.img /var/log -p
+fstool setattr demo.img /etc/hostname --set-xattr user.origin=demo
+fstool info demo.img
 fstool ls -l -R demo.img /
 fstool cat demo.img /etc/hostname
 fstool check demo.img
