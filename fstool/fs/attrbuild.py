@@ -17,14 +17,14 @@ import struct
 from .._backend import parsers
 from ..errors import InvalidArgument
 from ..format import constants as C
+from .dablock import da_block, da_finisher
 from .encode import stamp_crc
 from .forkplan import ForkPlan, PlannedBlock
 
 LEAF_HDR = C.XFS_ATTR3_LEAF_HDR_SIZE            # 80
 RMT_HDR = C.XFS_ATTR3_RMT_HDR_SIZE              # 56
-NODE_HDR = 64
+NODE_HDR = 64                                  # da3 node header
 NAMESPACES = {"user.": 0, "trusted.": C.XFS_ATTR_ROOT, "security.": C.XFS_ATTR_SECURE}
-_DA_INFO = struct.Struct(">IIHHIQQ16sQ")
 _RMT = struct.Struct(">IIII16sQQQ")
 MAX_VALUE = 65536
 
@@ -146,27 +146,14 @@ def encode_xattrs(attrs, *, ino: int, uuid: bytes, blocksize: int,
         if len(leaves) > per_node:
             raise InvalidArgument(f"{len(attrs)} xattrs need a deeper attr btree than "
                                   "fstool writes")
-        buf = bytearray(blocksize)
-        _DA_INFO.pack_into(buf, 0, 0, 0, C.XFS_DA3_NODE_MAGIC, 0, 0, 0, 0, b"\0" * 16, 0)
-        struct.pack_into(">HH", buf, 56, len(leaves), 1)
-        for k, leaf in enumerate(leaves):
-            struct.pack_into(">II", buf, NODE_HDR + 8 * k, leaf[-1][0], leaf_blks[k])
-        blocks.append(PlannedBlock(0, 1, _da_finisher(buf, ino, uuid)))
+        buf = da_block(blocksize, C.XFS_DA3_NODE_MAGIC, count=len(leaves), second=1,
+                       pairs=[(leaf[-1][0], leaf_blks[k]) for k, leaf in enumerate(leaves)])
+        blocks.append(PlannedBlock(0, 1, da_finisher(buf, ino, uuid)))
     return ForkPlan(None, blocks, 0)
 
 
-def _da_finisher(buf: bytearray, ino: int, uuid: bytes):
-    def finish(daddr: int) -> bytes:
-        b = bytearray(buf)
-        struct.pack_into(">Q", b, 16, daddr)
-        struct.pack_into(">16sQ", b, 32, uuid, ino)
-        return bytes(stamp_crc(b, 12))
-    return finish
-
-
 def _leaf_finisher(leaf, remote_at, blocksize, ino, uuid, forw, back):
-    buf = bytearray(blocksize)
-    _DA_INFO.pack_into(buf, 0, forw, back, C.XFS_ATTR3_LEAF_MAGIC, 0, 0, 0, 0, b"\0" * 16, 0)
+    buf = da_block(blocksize, C.XFS_ATTR3_LEAF_MAGIC, forw=forw, back=back)
     pos = blocksize
     usedbytes = 0
     for k, (h, seq, flags, name, value, local) in enumerate(leaf):
@@ -190,11 +177,7 @@ def _leaf_finisher(leaf, remote_at, blocksize, ino, uuid, forw, back):
     # count, usedbytes, firstused, holes, pad, freemap[3]
     struct.pack_into(">HHHBBHHHHHH", buf, 56, len(leaf), usedbytes, pos, 0, 0,
                      base, pos - base, 0, 0, 0, 0)
-    return _da_finisher_leaf(buf, ino, uuid)
-
-
-def _da_finisher_leaf(buf, ino, uuid):
-    return _da_finisher(buf, ino, uuid)
+    return da_finisher(buf, ino, uuid)
 
 
 def encode_symlink(target: bytes, *, ino: int, uuid: bytes, blocksize: int,

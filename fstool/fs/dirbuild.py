@@ -21,6 +21,7 @@ import struct
 from .._backend import parsers
 from ..errors import InvalidArgument
 from ..format import constants as C
+from .dablock import da_block, da_finisher
 from .encode import stamp_crc
 from .forkplan import ForkPlan, PlannedBlock
 
@@ -29,7 +30,6 @@ DATA_FIRST = HDR + 16 + 16            # after "." and ".." (with ftype)
 LEAF_ENT = 8
 FREETAG = 0xFFFF
 _BLK_HDR = struct.Struct(">IIQQ16sQ")           # magic crc blkno lsn uuid owner (48)
-_DA_INFO = struct.Struct(">IIHHIQQ16sQ")        # forw back magic pad crc blkno lsn uuid owner
 _ENT_HDR = struct.Struct(">QB")
 _U16 = struct.Struct(">H")
 _LEAF = struct.Struct(">II")
@@ -147,16 +147,15 @@ class _Builder:
         return buf
 
     def finisher(self, buf: bytearray, crc_off: int, da: bool):
+        """finish(daddr) for a data/free block (XD?3 header) or a da3 block."""
+        if da:
+            return da_finisher(buf, self.ino, self.uuid)
         uuid, owner = self.uuid, self.ino
 
         def finish(daddr: int) -> bytes:
             b = bytearray(buf)
-            if da:
-                struct.pack_into(">Q", b, 16, daddr)
-                struct.pack_into(">16sQ", b, 32, uuid, owner)
-            else:
-                struct.pack_into(">Q", b, 8, daddr)
-                struct.pack_into(">16sQ", b, 24, uuid, owner)
+            struct.pack_into(">Q", b, 8, daddr)
+            struct.pack_into(">16sQ", b, 24, uuid, owner)
             return bytes(stamp_crc(b, crc_off))
         return finish
 
@@ -199,13 +198,8 @@ class _Builder:
             bests.append(dbs - used[b] if dbs - used[b] >= 8 else 0)
             out.append(PlannedBlock(b * self.fsbs, self.fsbs, self.finisher(buf, 4, False)))
         if form == "leaf":
-            buf = bytearray(dbs)
-            _DA_INFO.pack_into(buf, 0, 0, 0, C.XFS_DIR3_LEAF1_MAGIC, 0, 0, 0, 0, b"\0" * 16, 0)
-            struct.pack_into(">HH", buf, 56, len(leaf), 0)
-            p = HDR
-            for h, addr, _s in leaf:
-                _LEAF.pack_into(buf, p, h, addr)
-                p += 8
+            buf = da_block(dbs, C.XFS_DIR3_LEAF1_MAGIC, count=len(leaf),
+                           pairs=[(h, addr) for h, addr, _s in leaf])
             tail = dbs - 4
             struct.pack_into(">I", buf, tail, len(bests))
             struct.pack_into(f">{len(bests)}H", buf, tail - 2 * len(bests), *bests)
@@ -231,16 +225,10 @@ class _Builder:
         leaf_lblks = [take() for _ in chunks]
         out = []
         for k, (lblk, ch) in enumerate(zip(leaf_lblks, chunks)):
-            buf = bytearray(dbs)
-            forw = leaf_lblks[k + 1] if k + 1 < len(chunks) else 0
-            back = leaf_lblks[k - 1] if k else 0
-            _DA_INFO.pack_into(buf, 0, forw, back, C.XFS_DIR3_LEAFN_MAGIC, 0, 0, 0, 0,
-                               b"\0" * 16, 0)
-            struct.pack_into(">HH", buf, 56, len(ch), 0)
-            p = HDR
-            for h, addr, _s in ch:
-                _LEAF.pack_into(buf, p, h, addr)
-                p += 8
+            buf = da_block(dbs, C.XFS_DIR3_LEAFN_MAGIC, count=len(ch),
+                           forw=leaf_lblks[k + 1] if k + 1 < len(chunks) else 0,
+                           back=leaf_lblks[k - 1] if k else 0,
+                           pairs=[(h, addr) for h, addr, _s in ch])
             out.append(PlannedBlock(lblk, fsbs, self.finisher(buf, 12, True)))
         # node levels: (max hash, lblk) per child
         level_items = [(ch[-1][0], lblk) for lblk, ch in zip(leaf_lblks, chunks)]
@@ -251,16 +239,9 @@ class _Builder:
             lblks = [self.leaf_lblk] if top else [take() for _ in groups]
             new_items = []
             for k, (lblk, g) in enumerate(zip(lblks, groups)):
-                buf = bytearray(dbs)
-                forw = lblks[k + 1] if k + 1 < len(groups) else 0
-                back = lblks[k - 1] if k else 0
-                _DA_INFO.pack_into(buf, 0, forw, back, C.XFS_DA3_NODE_MAGIC, 0, 0, 0, 0,
-                                   b"\0" * 16, 0)
-                struct.pack_into(">HH", buf, 56, len(g), level)
-                p = HDR
-                for h, child in g:
-                    struct.pack_into(">II", buf, p, h, child)
-                    p += 8
+                buf = da_block(dbs, C.XFS_DA3_NODE_MAGIC, count=len(g), second=level,
+                               forw=lblks[k + 1] if k + 1 < len(groups) else 0,
+                               back=lblks[k - 1] if k else 0, pairs=g)
                 out.append(PlannedBlock(lblk, fsbs, self.finisher(buf, 12, True)))
                 new_items.append((g[-1][0], lblk))
             if top:

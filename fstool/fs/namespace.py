@@ -132,6 +132,14 @@ class Namespace:
         return self.dir_state(parent).entries.get(name)
 
     # -- creating ---------------------------------------------------------------
+    def _new_name(self, parent: int, name: bytes) -> DirState:
+        """The parent's state, once ``name`` is known valid and unused there."""
+        pst = self.dir_state(parent)
+        check_name(name)
+        if name in pst.entries:
+            raise ExistsError(f"{name.decode('utf-8', 'surrogateescape')}: already exists")
+        return pst
+
     def _add_entry(self, parent: DirState, name: bytes, ino: int, ftype: int) -> None:
         """Add a name that the caller has already validated."""
         if name in parent.entries:
@@ -181,10 +189,7 @@ class Namespace:
         w.put_inode(ino, w.enc.encode(ino, spec))
 
     def mkdir(self, parent: int, name: bytes, meta: Meta) -> int:
-        pst = self.dir_state(parent)
-        check_name(name)
-        if name in pst.entries:
-            raise ExistsError(f"{name.decode('utf-8', 'surrogateescape')}: already exists")
+        pst = self._new_name(parent, name)
         ino = self.w.alloc_inode(parent, is_dir=True)
         self._add_entry(pst, name, ino, C.XFS_DIR3_FT_DIR)
         pst.nlink += 1
@@ -193,10 +198,7 @@ class Namespace:
 
     def create_file(self, parent: int, name: bytes, meta: Meta, stream=None, size: int = 0,
                     data_ranges=None) -> int:
-        pst = self.dir_state(parent)
-        check_name(name)
-        if name in pst.entries:
-            raise ExistsError(f"{name.decode('utf-8', 'surrogateescape')}: already exists")
+        pst = self._new_name(parent, name)
         w = self.w
         ino = w.alloc_inode(parent, is_dir=False)
         if not size and not meta.xattrs:
@@ -239,10 +241,7 @@ class Namespace:
 
     def symlink(self, parent: int, name: bytes, target: bytes, meta: Meta) -> int:
         from . import attrbuild as AB
-        pst = self.dir_state(parent)
-        check_name(name)
-        if name in pst.entries:
-            raise ExistsError(f"{name.decode('utf-8', 'surrogateescape')}: already exists")
+        pst = self._new_name(parent, name)
         if not target or len(target) >= C.XFS_SYMLINK_MAXLEN or b"\0" in target:
             raise InvalidArgument(f"symlink target of {len(target)} bytes: XFS holds 1 to "
                                   f"{C.XFS_SYMLINK_MAXLEN} bytes without NUL")
@@ -267,10 +266,7 @@ class Namespace:
         return ino
 
     def mknod(self, parent: int, name: bytes, kind: int, meta: Meta, rdev=(0, 0)) -> int:
-        pst = self.dir_state(parent)
-        check_name(name)
-        if name in pst.entries:
-            raise ExistsError(f"{name.decode('utf-8', 'surrogateescape')}: already exists")
+        pst = self._new_name(parent, name)
         ino = self.w.alloc_inode(parent, is_dir=False)
         self._add_entry(pst, name, ino, FTYPE[kind])
         # fifos and sockets carry a (zero) device number too, like the kernel's

@@ -762,7 +762,6 @@ class Writer:
         ch = self.chunks[(ag.agno, startino)] = Chunk(ag.agno, rec, ag.fino is not None,
                                                        new=True)
         ch.loaded_free = None
-        first = (ag.agno << self.sb.agino_log) | startino
         # free inodes are filled in when the chunk is written (most slots
         # are overwritten by allocated inodes first)
         ch.buf = bytearray(XFS_INODES_PER_CHUNK << self.sb.inodelog)

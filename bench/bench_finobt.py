@@ -1,0 +1,91 @@
+"""The finobt seed experiment: fill one AG with N inodes, remove K at random,
+then create K more, and time those creates with and without the free inode
+btree (-m finobt=0: the allocator walks the inode btree outwards from the
+parent looking for a chunk with a free inode).  Prints the cost per create
+in slices of the K creates, to show whether it stays flat.
+
+    python3 bench/bench_finobt.py [--inodes 1000000] [--churn 10000]
+"""
+import argparse
+import os
+import random
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from fstool.fs.namespace import Meta, Namespace  # noqa: E402
+from fstool.fs.writer import Writer  # noqa: E402
+from fstool.ops import mkfs as M  # noqa: E402
+
+UUID = "1f0b6c2a-3e4d-4f5a-8b7c-9d0e1f2a3b4c"
+
+
+def run(img, finobt, inodes, churn, slices):
+    M.mkfs(img, M.Options(size=8 << 30, agcount=1, finobt=finobt, uuid=UUID,
+                          timestamp_ns=0), force=True)
+    meta = Meta(perm=0o644, atime_ns=0, mtime_ns=0, ctime_ns=0)
+    dirs = 1000
+    per = inodes // dirs
+    names = []
+    t0 = time.perf_counter()
+    with Writer(img, timestamp_ns=0) as w:
+        with w.transaction():
+            ns = Namespace(w)
+            root = w.sb.rootino
+            for d in range(dirs):
+                dino = ns.mkdir(root, b"d%04d" % d, Meta(perm=0o755))
+                for i in range(per):
+                    ns.create_file(dino, b"f%06d" % i, meta)
+                    names.append((dino, b"f%06d" % i))
+            ns.finish()
+    fill = time.perf_counter() - t0
+    rng = random.Random(7)
+    victims = rng.sample(names, churn)
+    with Writer(img, timestamp_ns=0) as w:
+        with w.transaction():
+            ns = Namespace(w)
+            for dino, name in victims:
+                ns.unlink(dino, name)
+            ns.finish()
+    times = []
+    with Writer(img, timestamp_ns=0) as w:
+        with w.transaction():
+            ns = Namespace(w)
+            dino = ns.mkdir(w.sb.rootino, b"new", Meta(perm=0o755))
+            step = churn // slices
+            for s in range(slices):
+                t = time.perf_counter()
+                for i in range(step):
+                    ns.create_file(dino, b"n%06d" % (s * step + i), meta)
+                times.append((time.perf_counter() - t) / step)
+            ns.finish()
+    return fill, times
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--inodes", type=int, default=1000000)
+    ap.add_argument("--churn", type=int, default=10000)
+    ap.add_argument("--slices", type=int, default=10)
+    a = ap.parse_args()
+    res = {}
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as d:
+        for finobt in (True, False):
+            img = os.path.join(d, f"f{int(finobt)}.img")
+            res[finobt] = run(img, finobt, a.inodes, a.churn, a.slices)
+            os.unlink(img)
+    print(f"{a.inodes} inodes in one AG, {a.churn} removed at random, {a.churn} created")
+    print(f"fill: finobt=1 {res[True][0]:.1f} s, finobt=0 {res[False][0]:.1f} s")
+    print(f"{'slice':>5s} {'finobt=1 us/create':>19s} {'finobt=0 us/create':>19s}")
+    for i, (x, y) in enumerate(zip(res[True][1], res[False][1])):
+        print(f"{i:5d} {x * 1e6:19.1f} {y * 1e6:19.1f}")
+    t1 = sum(res[True][1]) / len(res[True][1])
+    t0 = sum(res[False][1]) / len(res[False][1])
+    print(f"total for {a.churn} creates: finobt=1 {t1 * a.churn:.2f} s, finobt=0 "
+          f"{t0 * a.churn:.2f} s, ratio {t0 / t1:.1f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,37 @@
+"""Blocks of the da-btree family shared by directories and xattrs: the
+v5 da3_blkinfo header, node and hash/pointer entry arrays, and the finisher
+that stamps a block's address, owner, uuid and CRC once it is placed."""
+from __future__ import annotations
+
+import struct
+
+from .encode import stamp_crc
+
+DA3_HDR = 64                                    # blkinfo (56) + count, level/stale, pad
+DA3_CRC_OFF = 12
+_INFO = struct.Struct(">IIHHIQQ16sQ")           # forw back magic pad crc blkno lsn uuid owner
+_PAIR = struct.Struct(">II")
+
+
+def da_block(size: int, magic: int, *, forw: int = 0, back: int = 0, count: int = 0,
+             second: int = 0, pairs=()) -> bytearray:
+    """A block with the da3 header; ``second`` is the node level or the leaf
+    stale count; ``pairs`` (hash, address/before) follow the header."""
+    buf = bytearray(size)
+    _INFO.pack_into(buf, 0, forw, back, magic, 0, 0, 0, 0, b"\0" * 16, 0)
+    struct.pack_into(">HH", buf, 56, count, second)
+    p = DA3_HDR
+    for a, b in pairs:
+        _PAIR.pack_into(buf, p, a, b)
+        p += 8
+    return buf
+
+
+def da_finisher(buf: bytearray, ino: int, uuid: bytes):
+    """finish(daddr) for a da3 block: address, uuid, owner, CRC."""
+    def finish(daddr: int) -> bytes:
+        b = bytearray(buf)
+        struct.pack_into(">Q", b, 16, daddr)
+        struct.pack_into(">16sQ", b, 32, uuid, ino)
+        return bytes(stamp_crc(b, DA3_CRC_OFF))
+    return finish
