@@ -4,6 +4,7 @@ find nothing, and a kernel loop mount must show exactly the source tree
 nanosecond, symlink targets, device numbers, hard-link groups, xattrs)."""
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -98,6 +99,7 @@ def test_populate_directory_matches_kernel_view(source_tree, tmp_path):
     r = fstool("populate", img, source_tree)
     assert "added" in r.stdout
     repair_clean(img)
+    assert fstool("check", img, check=False).returncode == 0
     with images.Mounted(img, readonly=True) as mnt:
         assert_same_tree(source_tree, mnt)
 
@@ -246,3 +248,60 @@ def test_populate_at_scale(tmp_path):
         # holes stayed holes: data blocks plus a few block-map btree blocks
         used = os.stat(mnt / "sparse").st_blocks * 512 // block
         assert 10_500 < used < 10_500 + 100
+
+
+@needs_xfsprogs
+def test_sparse_inode_chunks_when_space_is_fragmented(tmp_path):
+    """Fill an image with 4-block files, remove every other one (free space
+    is now 4-block holes only), then create more files than there are free
+    inodes: new inodes can only come from sparse chunks."""
+    from fstool.fs.namespace import Meta, Namespace
+    from fstool.fs.writer import NoSpace, Writer
+    img = tmp_path / "frag.img"
+    mkfs(img, "64m")
+    meta = Meta(perm=0o644)
+    data = b"z" * (4 * 4096)
+    made = []
+    with Writer(img, timestamp_ns=0) as w:
+        with w.transaction():
+            ns = Namespace(w)
+            d = ns.mkdir(w.sb.rootino, b"d", Meta(perm=0o755))
+            ns.finish()
+        size, k = 200, 0
+        while True:            # fill up, in ever smaller transactions
+            batch = []
+            try:
+                with w.transaction():
+                    ns = Namespace(w)
+                    for _ in range(size):
+                        ns.create_file(d, b"f%06d" % k, meta, io.BytesIO(data), len(data))
+                        batch.append(b"f%06d" % k)
+                        k += 1
+                    ns.finish()
+                made += batch
+            except NoSpace:
+                if size == 1:
+                    break
+                size = max(1, size // 8)
+        with w.transaction():       # a full filesystem can still remove files
+            ns = Namespace(w)
+            for name in made[::2]:
+                ns.unlink(d, name)
+            ns.finish()
+        with w.transaction():
+            ns = Namespace(w)
+            for i in range(len(made[::2]) + 300):
+                ns.create_file(d, b"n%06d" % i, meta)
+            ns.finish()
+    repair_clean(img)
+    import fstool
+    with fstool.open_image(img) as fs:
+        sparse = [r for agno in range(fs.sb.agcount)
+                  for r in fs.ag_btree(agno, fs.inobt_type()).ag_records(
+                      fs.agi(agno)["agi_root"], fs.agi(agno)["agi_level"]) if r[1]]
+    assert sparse, "no sparse inode chunk was made"
+    assert fstool_check_clean(img)
+
+
+def fstool_check_clean(img) -> bool:
+    return fstool("check", img, check=False).returncode == 0

@@ -116,12 +116,44 @@ class _BmbtStore:
             self.w._pwrite(self.daddr(addr) << C.BBSHIFT, buf)
 
 
-def place_plan(w, plan: ForkPlan, near_fsb: int) -> list:
+def _old_block(old_map: list, lblk: int, nblocks: int):
+    """The physical block holding logical blocks [lblk, lblk+nblocks) in an
+    old extent list, when one extent covers them all; else None."""
+    import bisect
+    i = bisect.bisect_right(old_map, (lblk, 1 << 64)) - 1
+    if i < 0:
+        return None
+    o, b, n = old_map[i][:3]
+    if o <= lblk and lblk + nblocks <= o + n:
+        return b + (lblk - o)
+    return None
+
+
+def place_plan(w, plan: ForkPlan, near_fsb: int, reuse: list | None = None):
     """Allocate blocks for every planned block (runs of consecutive logical
     blocks together), write the finished buffers, and return the extents
-    (startoff, fsbno, length)."""
+    (startoff, fsbno, length).
+
+    With ``reuse`` (the fork's old extent list), a planned block whose
+    logical range the old fork mapped keeps that physical block; since the
+    block is in use by the committed image, its new content is written at
+    commit.  Returns (extents, set of reused fsbnos) in that case."""
     blocks = sorted(plan.blocks, key=lambda b: b.lblk)
     extents = []
+    reused = set()
+    if reuse:
+        old_map = sorted((o, b, n) for o, b, n, *_ in reuse)
+        fresh = []
+        for blk in blocks:
+            fsbno = _old_block(old_map, blk.lblk, blk.nblocks)
+            if fsbno is None:
+                fresh.append(blk)
+                continue
+            daddr = w.fs.fsb_to_daddr(fsbno)
+            w.write_at_commit(daddr, blk.finish(daddr))
+            extents.append((blk.lblk, fsbno, blk.nblocks))
+            reused.update(range(fsbno, fsbno + blk.nblocks))
+        blocks = fresh
     i = 0
     target = near_fsb
     while i < len(blocks):
@@ -148,7 +180,7 @@ def place_plan(w, plan: ForkPlan, near_fsb: int) -> list:
                 w._pwrite(daddr << C.BBSHIFT, b.finish(daddr))
                 k += 1
         i = j + 1
-    return extents
+    return (extents, reused) if reuse is not None else extents
 
 
 def write_data(w, near_fsb: int, stream, size: int, data_ranges=None) -> list:

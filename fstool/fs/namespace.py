@@ -479,19 +479,27 @@ class Namespace:
         forkoff = d["di_forkoff"]
         lit = sb.inodesize - C.XFS_DINODE_CORE_SIZE
         space = forkoff * 8 if forkoff else lit
-        old_blocks = 0
+        old_owned = []
+        old_map = []
         if node.format in (C.XFS_DINODE_FMT_EXTENTS, C.XFS_DINODE_FMT_BTREE):
-            for fsbno, n in owned_blocks(node, attr=False):
-                w.free_extent(fsbno, n)
-                old_blocks += n
+            old_owned = owned_blocks(node, attr=False)
+            old_map = node.extents()
+        old_blocks = sum(n for _b, n in old_owned)
         plan = DB.encode_dir(entries, ino=st.ino, parent=st.parent, uuid=w.uuid,
                              blocksize=sb.blocksize, dirblksize=sb.dirblksize,
                              has_ftype=sb.has_ftype, inline_space=space)
+        reused = set()
         if plan.local is not None:
             fork = F.Fork(C.XFS_DINODE_FMT_LOCAL, plan.local, 0, 0)
         else:
-            exts = F.place_plan(w, plan, w.ino_fsb(st.ino))
+            # blocks at the same logical offsets keep their place (a full
+            # filesystem can still shrink a directory); the rest is new
+            exts, reused = F.place_plan(w, plan, w.ino_fsb(st.ino), reuse=old_map)
             fork = F.map_fork(w, st.ino, exts, space)
+        for fsbno, n in old_owned:
+            for b in range(fsbno, fsbno + n):
+                if b not in reused:
+                    w.free_extent(b, 1)
         buf = bytearray(raw)
         c = C.XFS_DINODE_CORE_SIZE
         buf[c:c + space] = bytes(space)

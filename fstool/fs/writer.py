@@ -58,6 +58,16 @@ class WriteRefused(FsToolError):
     pass
 
 
+def present_mask(holemask: int) -> int:
+    """Bitmap of the inodes a record really has (each holemask bit hides 4)."""
+    present = ALL_FREE
+    while holemask:
+        b = (holemask & -holemask).bit_length() - 1
+        holemask &= holemask - 1
+        present &= ~(0xF << (XFS_INODES_PER_HOLEMASK_BIT * b))
+    return present
+
+
 def _align_up(v: int, a: int) -> int:
     return v if a <= 1 else -(-v // a) * a
 
@@ -207,17 +217,18 @@ class AGState:
 class Chunk:
     """An inode btree record being changed by the open transaction."""
     __slots__ = ("agno", "startino", "holemask", "count", "freecount", "free", "in_fino",
-                 "new", "buf", "put", "flushed", "loaded_free")
+                 "new", "buf", "put", "flushed", "loaded", "present")
 
     def __init__(self, agno, rec, in_fino: bool, new: bool):
         self.agno = agno
         self.startino, self.holemask, self.count, self.freecount, self.free = rec
-        self.loaded_free = self.free
+        self.loaded = tuple(rec)         # the record as read, to skip unchanged ones
         self.in_fino = in_fino
         self.new = new
         self.buf = None          # bytearray of the whole chunk while new and unwritten
         self.put = 0             # bitmap of the inodes of a new chunk written into buf
         self.flushed = False
+        self.present = present_mask(self.holemask)
 
     @property
     def rec(self) -> tuple:
@@ -315,6 +326,7 @@ class Writer:
         self.pending_free: list = []             # (agno, agbno, length) freed at commit
         self.chunks: dict[tuple, Chunk] = {}     # (agno, startino) -> Chunk
         self.deferred_inodes: dict[int, bytes] = {}
+        self.deferred_blocks: dict[int, bytes] = {}   # daddr -> finished buffer
         self.sb_dirty = False
         self.allocated = 0                        # blocks allocated in this transaction
 
@@ -343,6 +355,8 @@ class Writer:
             buf = self.bufs[daddr]
             stamp_crc(buf, crc_off)
             self._pwrite(daddr << C.BBSHIFT, buf)
+        for daddr, data in sorted(self.deferred_blocks.items()):
+            self._pwrite(daddr << C.BBSHIFT, data)
         for ch in self.chunks.values():
             if ch.buf is not None and not ch.flushed:
                 self._flush_chunk(ch)
@@ -355,6 +369,11 @@ class Writer:
         self._reset()
         self._drop_reader_caches()
         self.in_tx = False
+
+    def write_at_commit(self, daddr: int, data: bytes) -> None:
+        """A finished buffer (CRC stamped) for a block the committed image
+        still uses: written only when the transaction commits."""
+        self.deferred_blocks[daddr] = data
 
     def _pwrite(self, offset: int, data) -> None:
         try:
@@ -545,7 +564,14 @@ class Writer:
                     align: int = 1, exact: bool = False):
         """(agbno, length) of a free extent of minlen..maxlen blocks near
         ``target`` in this AG, taken out of the free space; None if it has none."""
-        self.fix_freelist(ag)
+        # like the kernel's fix_freelist: an AG without room for the
+        # allocation and the free list it may need is skipped, not failed
+        if ag.agf["agf_freeblks"] + ag.flcount < minlen + self._min_freelist(ag):
+            return None
+        try:
+            self.fix_freelist(ag)
+        except NoSpace:
+            return None
         if ag.agf["agf_longest"] < minlen and not ag.longest_stale:
             return None
         target = min(max(target, 0), ag.length - 1)
@@ -659,8 +685,12 @@ class Writer:
         return ch
 
     def _ag_has_room(self, ag: AGState) -> bool:
-        return ag.agi["agi_freecount"] > 0 or \
-            ag.agf["agf_longest"] >= self.ialloc_blks + self._min_freelist(ag)
+        if ag.agi["agi_freecount"] > 0:
+            return True
+        # the smallest chunk this filesystem can take: a sparse cluster or a whole chunk
+        need = self.spino_align if self.sparse and self.spino_align else self.ialloc_blks
+        return (ag.agf["agf_longest"] >= need or ag.longest_stale) and \
+            ag.agf["agf_freeblks"] + ag.flcount >= need + self._min_freelist(ag)
 
     def alloc_inode(self, parent: int | None, is_dir: bool) -> int:
         """Allocate an inode: directories rotate across AGs, everything else
@@ -688,7 +718,8 @@ class Writer:
             pagino = 0
             if parent is not None and self.ino_split(parent)[0] == agno:
                 pagino = self.ino_split(parent)[1]
-            ch = self._find_free_chunk(ag, pagino)
+            # no free inode anywhere in the AG: straight to a new chunk
+            ch = self._find_free_chunk(ag, pagino) if ag.agi["agi_freecount"] else None
             if ch is None:
                 ch = self._new_chunk(ag)
             if ch is None:
@@ -751,7 +782,7 @@ class Writer:
         if got is None:
             got = self.alloc_in_ag(ag, ag.agi["agi_root"], n, n, align=self.inoalign)
         if got is None:
-            return None
+            return self._new_sparse_chunk(ag) if self.sparse else None
         agbno = got[0]
         self.allocated += n
         startino = agbno << self.sb.inopblog
@@ -761,7 +792,7 @@ class Writer:
             ag.fino.insert(rec)
         ch = self.chunks[(ag.agno, startino)] = Chunk(ag.agno, rec, ag.fino is not None,
                                                        new=True)
-        ch.loaded_free = None
+        ch.loaded = None
         # free inodes are filled in when the chunk is written (most slots
         # are overwritten by allocated inodes first)
         ch.buf = bytearray(XFS_INODES_PER_CHUNK << self.sb.inodelog)
@@ -771,15 +802,66 @@ class Writer:
         ag.agi_dirty = True
         return ch
 
+    def _new_sparse_chunk(self, ag: AGState):
+        """When free space has no aligned room for a whole chunk: one inode
+        cluster (sb_spino_align blocks) recorded as the present part of a
+        chunk-aligned sparse record, merged into that record if it exists."""
+        sb = self.sb
+        n = self.spino_align
+        if not n or n >= self.ialloc_blks:
+            return None
+        got = self.alloc_in_ag(ag, ag.agi["agi_root"], n, n, align=n)
+        if got is None:
+            return None
+        agbno = got[0]
+        cstart = agbno - agbno % self.inoalign
+        if cstart == 0 or cstart + self.ialloc_blks > ag.length:
+            # the whole chunk's inode numbers must be valid: give it back
+            self.pending_free.append((ag.agno, agbno, n))
+            return None
+        self.allocated += n
+        startino = cstart << sb.inopblog
+        first_idx = (agbno - cstart) << sb.inopblog
+        ninodes = n << sb.inopblog
+        present = ((1 << ninodes) - 1) << first_idx
+        holemask = 0
+        for b in range(XFS_INODES_PER_CHUNK // XFS_INODES_PER_HOLEMASK_BIT):
+            if not (present >> (XFS_INODES_PER_HOLEMASK_BIT * b)) & 0xF:
+                holemask |= 1 << b
+        first = (ag.agno << sb.agino_log) | startino
+        old = ag.ino.lookup_eq((startino,))
+        if old is not None:
+            ch = self.chunks.get((ag.agno, startino)) or \
+                self._chunk(ag.agno, old, ag.fino is not None and old[3] > 0)
+            if present & ch.present:
+                raise CorruptionError("inobt", f"sparse chunk at {startino} already holds "
+                                      "the inodes just allocated", agno=ag.agno)
+            ch.holemask &= holemask
+            ch.present |= present
+            ch.count += ninodes
+            ch.freecount += ninodes
+            ch.free |= present
+            for i in range(first_idx, first_idx + ninodes):
+                self.put_inode(first + i, self.enc.free(first + i))
+        else:
+            rec = (startino, holemask, ninodes, ninodes, ALL_FREE)
+            ag.ino.insert(rec)
+            if ag.fino is not None:
+                ag.fino.insert(rec)
+            ch = self.chunks[(ag.agno, startino)] = Chunk(ag.agno, rec, ag.fino is not None,
+                                                           new=True)
+            ch.loaded = None
+            ch.buf = bytearray(XFS_INODES_PER_CHUNK << sb.inodelog)
+        ag.agi["agi_count"] += ninodes
+        ag.agi["agi_freecount"] += ninodes
+        ag.agi["agi_newino"] = startino
+        ag.agi_dirty = True
+        return ch
+
     def _take_inode(self, ag: AGState, ch: Chunk) -> int:
         free = ch.free
-        # first free inode of the chunk (holes are never marked free-and-present)
-        present = ALL_FREE
-        if ch.holemask:
-            for b in range(16):
-                if ch.holemask >> b & 1:
-                    present &= ~(0xF << (4 * b))
-        avail = free & present
+        # first free inode of the chunk (holes are marked free but absent)
+        avail = free & ch.present
         if not avail:
             raise CorruptionError("inobt", f"record {ch.startino} claims free inodes but has "
                                   "none", agno=ag.agno)
@@ -826,7 +908,7 @@ class Writer:
             off = (agino - startino) << self.sb.inodelog
             ch.buf[off:off + len(raw)] = raw
             ch.put |= 1 << (agino - startino)
-            if ch.put == ALL_FREE and ch.freecount == 0:
+            if ch.put == ch.present and ch.freecount == 0:
                 self._flush_chunk(ch)
             return
         self.deferred_inodes[ino] = raw
@@ -837,18 +919,32 @@ class Writer:
         agno, agino = self.ino_split(ino)
         ch = self.chunks.get((agno, agino & ~(XFS_INODES_PER_CHUNK - 1)))
         if ch is not None and ch.new and not ch.flushed and ch.freecount == 0 and \
-                ch.put == ALL_FREE:
+                ch.put == ch.present:
             self._flush_chunk(ch)
 
     def _flush_chunk(self, ch: Chunk) -> None:
+        """Write a new chunk's inodes (free ones initialised as the kernel
+        does); a sparse chunk's holes are left alone."""
         first = (ch.agno << self.sb.agino_log) | ch.startino
-        missing = ALL_FREE & ~ch.put
+        missing = ch.present & ~ch.put
         isize = self.sb.inodesize
         while missing:
             i = (missing & -missing).bit_length() - 1
             missing &= missing - 1
             ch.buf[i * isize:(i + 1) * isize] = self.enc.free(first + i)
-        self._pwrite(self._ino_offset(first), ch.buf)
+        if ch.present == ALL_FREE:
+            self._pwrite(self._ino_offset(first), ch.buf)
+        else:
+            i = 0
+            while i < XFS_INODES_PER_CHUNK:
+                if not ch.present >> i & 1:
+                    i += 1
+                    continue
+                j = i
+                while j < XFS_INODES_PER_CHUNK and ch.present >> j & 1:
+                    j += 1
+                self._pwrite(self._ino_offset(first + i), ch.buf[i * isize:j * isize])
+                i = j
         ch.flushed = True
         ch.buf = None
 
@@ -857,7 +953,7 @@ class Writer:
         release chunks whose inodes are all free."""
         for (agno, startino), ch in sorted(self.chunks.items()):
             ag = self.ag(agno)
-            if not ch.new and ch.free == ch.loaded_free:
+            if not ch.new and ch.rec == ch.loaded:
                 continue
             if ch.freecount == ch.count and not ch.new and ch.count == XFS_INODES_PER_CHUNK \
                     and not ch.holemask:

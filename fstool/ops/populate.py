@@ -122,7 +122,7 @@ def _add(ns: Namespace, e, inos: dict, base: int, stats: PopulateStats, now: int
             if e.xattrs:
                 ns.set_xattrs(base, dict(e.xattrs))
         return
-    parent_path, name = posixpath.split(path)
+    parent_path, _sep, name = path.rpartition("/")
     parent = inos.get(parent_path)
     if parent is None:
         raise InvalidArgument(f"{path}: its parent directory {parent_path!r} was not given "

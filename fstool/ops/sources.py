@@ -202,7 +202,7 @@ class DirSource(Source):
             for bname in names:
                 name = os.fsdecode(bname)
                 crel = f"{rel}/{name}" if rel else name
-                cfull = os.path.join(full, name)
+                cfull = f"{full}/{name}"
                 try:
                     if len(bname) > NAME_MAX:
                         raise InvalidArgument(f"{crel}: name longer than {NAME_MAX} bytes")
