@@ -305,3 +305,19 @@ def test_sparse_inode_chunks_when_space_is_fragmented(tmp_path):
 
 def fstool_check_clean(img) -> bool:
     return fstool("check", img, check=False).returncode == 0
+
+
+@needs_loop
+def test_populate_in_steps_with_removals(source_tree, tmp_path):
+    """Populate, remove a subtree and some files, populate again on top:
+    still repair-clean, and the result is the source tree again."""
+    img = tmp_path / "steps.img"
+    mkfs(img)
+    fstool("populate", img, source_tree)
+    fstool("rm", "-r", img, "/dirs/d500", "/files", "/xattrs/node")
+    repair_clean(img)
+    fstool("populate", img, source_tree)
+    repair_clean(img)
+    assert fstool_check_clean(img)
+    with images.Mounted(img, readonly=True) as mnt:
+        assert_same_tree(source_tree, mnt)
