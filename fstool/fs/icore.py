@@ -20,6 +20,11 @@ assert _CORE.size == C.XFS_DINODE_CORE_SIZE
 XFS_DIFLAG_NEWRTBM = 1 << 1
 _BIG_OFF = C.XFS_BIGTIME_EPOCH_OFFSET * C.NSEC_PER_SEC
 _U64 = (1 << 64) - 1
+_TIMES = struct.Struct(">QQQ")          # di_atime, di_mtime, di_ctime at offset 32
+_CRT_INO = struct.Struct(">QQ")         # di_crtime, di_ino at offset 144
+_CRC = struct.Struct("<I")
+assert DINODE.offset("di_atime") == 32 and DINODE.offset("di_crtime") == 144 \
+    and DINODE.offset("di_ino") == 152
 
 
 def encode_ts(ns: int, bigtime: bool) -> int:
@@ -77,6 +82,7 @@ class InodeEncoder:
         self.flags2 = (C.XFS_DIFLAG2_BIGTIME if bigtime else 0) | \
             (C.XFS_DIFLAG2_NREXT64 if nrext64 else 0)
         self.literal = inodesize - C.XFS_DINODE_CORE_SIZE
+        self._templates: dict = {}
 
     def free(self, ino: int, gen: int = 0) -> bytes:
         """A free inode as the kernel initialises a new chunk."""
@@ -86,6 +92,33 @@ class InodeEncoder:
                         0, b"", 0, ino, self.uuid)
         struct.pack_into("<I", buf, C.XFS_DINODE_CRC_OFF,
                          parsers.xfs_cksum(bytes(buf), C.XFS_DINODE_CRC_OFF))
+        return bytes(buf)
+
+    def simple(self, ino: int, mode: int, uid: int, gid: int, atime_ns: int, mtime_ns: int,
+               ctime_ns: int, crtime_ns: int) -> bytes:
+        """An inode with empty forks (an empty file, a fifo...), from a
+        template per (mode, uid, gid): only times, number and CRC change."""
+        key = (mode, uid, gid)
+        tpl = self._templates.get(key)
+        if tpl is None:
+            if len(self._templates) > 256:
+                self._templates.clear()
+            tpl = self._templates[key] = bytearray(self.encode(0, InodeSpec(
+                mode=mode, uid=uid, gid=gid)))
+        if not self.bigtime:
+            return self.encode(ino, InodeSpec(mode=mode, uid=uid, gid=gid, atime_ns=atime_ns,
+                                              mtime_ns=mtime_ns, ctime_ns=ctime_ns,
+                                              crtime_ns=crtime_ns))
+        at, mt, ct, crt = (atime_ns + _BIG_OFF, mtime_ns + _BIG_OFF, ctime_ns + _BIG_OFF,
+                           crtime_ns + _BIG_OFF)
+        if min(at, mt, ct, crt) < 0 or max(at, mt, ct, crt) > _U64:
+            return self.encode(ino, InodeSpec(mode=mode, uid=uid, gid=gid, atime_ns=atime_ns,
+                                              mtime_ns=mtime_ns, ctime_ns=ctime_ns,
+                                              crtime_ns=crtime_ns))
+        buf = bytearray(tpl)
+        _TIMES.pack_into(buf, 32, at, mt, ct)
+        _CRT_INO.pack_into(buf, 144, crt, ino)
+        _CRC.pack_into(buf, C.XFS_DINODE_CRC_OFF, parsers.xfs_cksum(buf, C.XFS_DINODE_CRC_OFF))
         return bytes(buf)
 
     def encode(self, ino: int, s: InodeSpec) -> bytes:

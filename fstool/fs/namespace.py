@@ -205,10 +205,9 @@ class Namespace:
             # the common empty file: no data, no attr fork
             pst.entries[name] = (ino, C.XFS_DIR3_FT_REG_FILE)
             pst.changed = True
-            w.put_inode(ino, w.enc.encode(ino, InodeSpec(
-                mode=C.S_IFREG | meta.perm, uid=meta.uid, gid=meta.gid,
-                atime_ns=meta.atime_ns, mtime_ns=meta.mtime_ns, ctime_ns=meta.ctime_ns,
-                crtime_ns=meta.crtime_ns)))
+            w.put_inode(ino, w.enc.simple(ino, C.S_IFREG | meta.perm, meta.uid, meta.gid,
+                                          meta.atime_ns, meta.mtime_ns, meta.ctime_ns,
+                                          meta.crtime_ns))
             self.files += 1
             return ino
         exts = F.write_data(w, w.ino_fsb(ino), stream, size, data_ranges) if size else []

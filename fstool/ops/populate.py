@@ -113,8 +113,10 @@ def _wrap(path: str, exc: BaseException) -> FsToolError:
 def _add(ns: Namespace, e, inos: dict, base: int, stats: PopulateStats, now: int,
          overwrite: bool) -> None:
     path = e.path
-    meta = Meta(perm=e.mode, uid=e.uid, gid=e.gid, atime_ns=e.atime_ns, mtime_ns=e.mtime_ns,
-                ctime_ns=now, crtime_ns=now, xattrs=list(e.xattrs or ()))
+    # the entry itself carries the new inode's attributes; change and
+    # creation times are the run's
+    e.ctime_ns = e.crtime_ns = now
+    meta = e
     if path == "":
         if e.kind == "dir":
             ns.setattr(base, mode=e.mode, uid=e.uid, gid=e.gid, atime_ns=e.atime_ns,

@@ -26,7 +26,7 @@ SYMLINK_MAX = 1024
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
-@dataclass
+@dataclass(slots=True)
 class Entry:
     path: str
     kind: str              # file dir symlink fifo chardev blockdev socket hardlink
@@ -42,6 +42,12 @@ class Entry:
     xattrs: list = field(default_factory=list)
     open: Callable[[], BinaryIO] | None = None
     data_ranges: list | None = None
+    crtime_ns: int = 0
+
+    # an Entry can stand in for the namespace layer's Meta
+    @property
+    def perm(self) -> int:
+        return self.mode
 
 
 def squash_owner(uid: int, gid: int) -> tuple[int, int]:
