@@ -3,6 +3,7 @@ for running the pure backend where Cython is not installed."""
 compiled = False
 uint = int
 ulonglong = int
+bint = bool
 int = int
 Py_ssize_t = int
 p_uchar = bytes
