@@ -727,6 +727,53 @@ class Writer:
             return self._take_inode(ag, ch)
         raise NoSpace("no free inodes and no room for a new inode chunk in any AG")
 
+    def alloc_inodes(self, parent: int, n: int) -> list:
+        """``n`` inodes for files in directory ``parent``, the ones ``n``
+        calls of :meth:`alloc_inode` would give: once one comes from a chunk,
+        the next ones are that chunk's lowest free inodes until it is full."""
+        out = []
+        aglog = self.sb.agino_log
+        while len(out) < n:
+            ino = self.alloc_inode(parent, is_dir=False)
+            out.append(ino)
+            agno = ino >> aglog
+            ch = self.chunks[(agno, (ino & ((1 << aglog) - 1)) & ~(XFS_INODES_PER_CHUNK - 1))]
+            k = min(ch.freecount, n - len(out))
+            if k:
+                out.extend(self._take_inodes(self.ags[agno], ch, k))
+        return out
+
+    def _take_inodes(self, ag: AGState, ch: Chunk, k: int) -> list:
+        """:meth:`_take_inode` ``k`` times on one chunk."""
+        free = ch.free
+        avail = free & ch.present
+        base = (ag.agno << self.sb.agino_log) | ch.startino
+        out = []
+        for _ in range(k):
+            if not avail:
+                raise CorruptionError("inobt", f"record {ch.startino} claims free inodes but "
+                                      "has none", agno=ag.agno)
+            low = avail & -avail
+            avail ^= low
+            free ^= low
+            out.append(base + low.bit_length() - 1)
+        ch.free = free
+        ch.freecount -= k
+        ag.agi["agi_freecount"] -= k
+        ag.agi_dirty = True
+        if ch.freecount == 0 and ch.in_fino:
+            ag.fino.delete((ch.startino,))
+            ch.in_fino = False
+        return out
+
+    def put_simple_inodes(self, inos: list, items: list, ifmt: int, ctime_ns: int) -> None:
+        """Store new inodes with empty forks: ``items`` holds ``(name, perm,
+        uid, gid, atime_ns, mtime_ns)`` per inode, ``ifmt`` the file type."""
+        simple = self.enc.simple
+        put = self.put_inode
+        for ino, (_n, perm, uid, gid, at, mt) in zip(inos, items):
+            put(ino, simple(ino, ifmt | perm, uid, gid, at, mt, ctime_ns, ctime_ns))
+
     def _find_free_chunk(self, ag: AGState, pagino: int):
         # the chunk nearest the parent stays nearest while it has free
         # inodes: allocations only take inodes away, new chunks are only made

@@ -65,6 +65,7 @@ def populate(image, source, dest: str = "/", *, owner_map=None, keep_going: bool
 
     src = open_source(source, owner_map=owner_map, keep_going=keep_going, report=note) \
         if isinstance(source, (str, bytes)) or hasattr(source, "__fspath__") else source
+    from .sources import EmptyFiles
     with Writer(image, timestamp_ns=timestamp_ns) as w, src:
         now = w.now_ns()
         need = [0]
@@ -74,7 +75,8 @@ def populate(image, source, dest: str = "/", *, owner_map=None, keep_going: bool
                 root_meta = Meta(perm=0o755, atime_ns=now, mtime_ns=now, ctime_ns=now)
                 base = _mkdirs(ns, dest, root_meta)
                 inos = {"": base}          # relative dir path -> inode
-                for e in src:
+
+                def one(e):
                     try:
                         if timestamp_ns is not None:
                             # reading the source moves access times: a fixed
@@ -88,6 +90,13 @@ def populate(image, source, dest: str = "/", *, owner_map=None, keep_going: bool
                         if not keep_going or isinstance(exc, ExistsError) and not overwrite:
                             raise _wrap(e.path, exc) from None
                         note(f"{e.path}: skipped: {_msg(exc)}")
+
+                walk = src.entries(runs=True) if hasattr(src, "entries") else src
+                for e in walk:
+                    if type(e) is EmptyFiles:
+                        _add_empty_files(ns, e, inos, stats, now, timestamp_ns, one)
+                    else:
+                        one(e)
                     if progress:
                         progress(stats)
                 ns.finish()
@@ -96,6 +105,33 @@ def populate(image, source, dest: str = "/", *, owner_map=None, keep_going: bool
                           f"{stats.entries} entries, {stats.bytes} bytes so far); the image "
                           "is unchanged") from None
     return stats
+
+
+def _add_empty_files(ns: Namespace, run, inos: dict, stats: PopulateStats, now: int,
+                     timestamp_ns, one) -> None:
+    """A run of plain empty files: names new to their directory are created
+    in one batch; a name already there takes the ordinary path (replace or
+    refuse), in source order."""
+    parent = inos.get(run.path)
+    items = run.items
+    if parent is None:
+        for it in items:
+            one(run.entry(it))
+        return
+    if timestamp_ns is not None:
+        items = [(n, p, u, g, timestamp_ns, m) for n, p, u, g, _a, m in items]
+    entries = ns.dir_state(parent).entries
+    start = 0
+    for k, it in enumerate(items):
+        if it[0] in entries:
+            if k > start:
+                ns.create_empty_files(parent, items[start:k], now)
+                stats.files += k - start
+            one(run.entry(it))
+            start = k + 1
+    if start < len(items):
+        ns.create_empty_files(parent, items[start:] if start else items, now)
+        stats.files += len(items) - start
 
 
 def _msg(exc: BaseException) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import os
+import sys
 import posixpath
 import stat as pystat
 import tarfile
@@ -134,6 +135,42 @@ class Source:
         pass
 
 
+class EmptyFiles:
+    """A run of plain empty files (regular, size 0, one link, no xattrs) in
+    one directory, as :meth:`DirSource.entries` gives them with
+    ``runs=True``: ``items`` holds ``(name bytes, perm, uid, gid, atime_ns,
+    mtime_ns)`` in source order.  Expanded, each item is an ordinary file
+    :class:`Entry`."""
+    __slots__ = ("path", "items")
+
+    def __init__(self, path: str, items: list):
+        self.path = path
+        self.items = items
+
+    def entry(self, item) -> Entry:
+        name, perm, uid, gid, atime_ns, mtime_ns = item
+        rel = _child_path(self.path, name)
+        e = Entry(rel, "file", perm, uid, gid, atime_ns, mtime_ns, 0)
+        e.open = _empty_file
+        return e
+
+    def name_path(self, name: bytes) -> str:
+        return _child_path(self.path, name)
+
+
+def _child_path(parent: str, name: bytes) -> str:
+    n = name.decode("utf-8", "surrogateescape") if _UTF8 else os.fsdecode(name)
+    return f"{parent}/{n}" if parent else n
+
+
+def _empty_file():
+    return io.BytesIO(b"")
+
+
+_UTF8 = sys.getfilesystemencoding().lower() in ("utf-8", "utf8") and \
+    sys.getfilesystemencodeerrors() == "surrogateescape"
+
+
 class DirSource(Source):
     """A host directory, walked depth-first in byte order of names."""
     kind = "dir"
@@ -142,7 +179,7 @@ class DirSource(Source):
         super().__init__(**kw)
         self.root = os.fspath(root)
 
-    def _entry(self, rel: str, full: str, st, links: dict) -> Entry:
+    def _entry(self, rel: str, full, st, links: dict, xnames=None) -> Entry:
         uid, gid = self.owners(st.st_uid, st.st_gid)
         e = Entry(rel, "file", st.st_mode & 0o7777, uid, gid, st.st_atime_ns,
                   st.st_mtime_ns, st.st_ctime_ns)
@@ -175,15 +212,16 @@ class DirSource(Source):
         elif fmt in (pystat.S_IFCHR, pystat.S_IFBLK):
             e.kind = "chardev" if fmt == pystat.S_IFCHR else "blockdev"
             e.rdev = (os.major(st.st_rdev), os.minor(st.st_rdev))
-        e.xattrs = self._xattrs(full)
+        e.xattrs = self._xattrs(full, xnames)
         return e
 
     @staticmethod
-    def _xattrs(full: str) -> list:
-        try:
-            names = os.listxattr(full, follow_symlinks=False)
-        except OSError:
-            return []
+    def _xattrs(full, names=None) -> list:
+        if names is None:
+            try:
+                names = os.listxattr(full, follow_symlinks=False)
+            except OSError:
+                return []
         out = []
         for n in sorted(names):
             try:
@@ -193,35 +231,73 @@ class DirSource(Source):
         return out
 
     def __iter__(self) -> Iterator[Entry]:
+        return self.entries()
+
+    def entries(self, runs: bool = False):
+        """Every entry, parents first.  With ``runs``, consecutive plain
+        empty files of a directory come as one :class:`EmptyFiles`."""
         links: dict = {}
         st = os.lstat(self.root)
         yield self._entry("", self.root, st, links)
         stack = [("", self.root)]
+        owner_map = self.owner_map
+        S_IFMT, S_IFREG, S_IFDIR = 0o170000, pystat.S_IFREG, pystat.S_IFDIR
+        lstat, listxattr = os.lstat, os.listxattr
         while stack:
             rel, full = stack.pop()
+            bfull = os.fsencode(full)
             try:
-                names = sorted(os.listdir(os.fsencode(full)))
+                fd = os.open(bfull, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+                try:
+                    names = sorted(os.listdir(bfull))
+                except BaseException:
+                    os.close(fd)
+                    raise
             except OSError as e:
                 self.bad(FsToolError(f"{full}: cannot list: {e.strerror}"))
                 continue
             subdirs = []
-            for bname in names:
-                name = os.fsdecode(bname)
-                crel = f"{rel}/{name}" if rel else name
-                cfull = f"{full}/{name}"
-                try:
-                    if len(bname) > NAME_MAX:
-                        raise InvalidArgument(f"{crel}: name longer than {NAME_MAX} bytes")
-                    cst = os.lstat(cfull)
-                    ent = self._entry(crel, cfull, cst, links)
-                except (OSError, InvalidArgument) as exc:
-                    msg = exc if isinstance(exc, InvalidArgument) else \
-                        FsToolError(f"{cfull}: {exc.strerror}")
-                    self.bad(msg)
-                    continue
-                yield ent
-                if ent.kind == "dir":
-                    subdirs.append((crel, cfull))
+            run: list = []
+            try:
+                for bname in names:
+                    cfull = bfull + b"/" + bname
+                    try:
+                        if len(bname) > NAME_MAX:
+                            raise InvalidArgument(f"{_child_path(rel, bname)}: name longer "
+                                                  f"than {NAME_MAX} bytes")
+                        cst = lstat(bname, dir_fd=fd)
+                        mode = cst.st_mode
+                        if mode & S_IFMT == S_IFREG:
+                            try:
+                                xnames = listxattr(cfull, follow_symlinks=False)
+                            except OSError:
+                                xnames = []
+                            if runs and not xnames and not cst.st_size and cst.st_nlink == 1:
+                                uid, gid = cst.st_uid, cst.st_gid
+                                if owner_map is not None:
+                                    uid, gid = owner_map(uid, gid)
+                                run.append((bname, mode & 0o7777, uid, gid, cst.st_atime_ns,
+                                            cst.st_mtime_ns))
+                                continue
+                        else:
+                            xnames = None
+                        ent = self._entry(_child_path(rel, bname), os.fsdecode(cfull), cst,
+                                          links, xnames)
+                    except (OSError, InvalidArgument) as exc:
+                        msg = exc if isinstance(exc, InvalidArgument) else \
+                            FsToolError(f"{os.fsdecode(cfull)}: {exc.strerror}")
+                        self.bad(msg)
+                        continue
+                    if run:
+                        yield EmptyFiles(rel, run)
+                        run = []
+                    yield ent
+                    if ent.kind == "dir":
+                        subdirs.append((ent.path, os.fsdecode(cfull)))
+            finally:
+                os.close(fd)
+            if run:
+                yield EmptyFiles(rel, run)
             stack.extend(reversed(subdirs))
 
 
@@ -481,4 +557,4 @@ def open_source(spec, *, owner_map=None, keep_going=False, report=None) -> Sourc
     raise FsToolError(f"{path}: neither a directory, a tar archive nor an mkfs.xfs protofile")
 
 
-__all__ = ["Entry", "Source", "open_source", "squash_owner", "parse_owner_map", "posixpath"]
+__all__ = ["Entry", "EmptyFiles", "Source", "open_source", "squash_owner", "parse_owner_map", "posixpath"]
