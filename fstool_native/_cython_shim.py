@@ -1,11 +1,24 @@
 """The few names of Cython's pure-Python mode that parsers.py uses, as no-ops,
 for running the pure backend where Cython is not installed."""
 compiled = False
-uint = int
-ulonglong = int
-bint = bool
-int = int
-Py_ssize_t = int
+
+
+class _CType(type):
+    """A C type: ``T[:]`` (a typed memoryview in compiled code) is T again."""
+    def __getitem__(cls, _item):
+        return cls
+
+
+def _ctype(name, base):
+    return _CType(name, (base,), {})
+
+
+uint = _ctype("uint", int)
+ulonglong = _ctype("ulonglong", int)
+uchar = _ctype("uchar", int)
+bint = _ctype("bint", int)
+int = _ctype("int", int)
+Py_ssize_t = _ctype("Py_ssize_t", int)
 p_uchar = bytes
 
 

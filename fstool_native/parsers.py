@@ -36,6 +36,14 @@ def _init_tables():
 
 _init_tables()
 
+# compiled: whether the CPU's CRC-32C instruction is there to use (crc32c_hw.h);
+# FSTOOL_NO_HW_CRC=1 keeps the table-driven loop, for comparing the two
+_HW_CRC = 0
+if cython.compiled:
+    import os as _os
+    if _os.environ.get("FSTOOL_NO_HW_CRC", "") in ("", "0"):
+        _HW_CRC = fstool_crc32c_hw_available()
+
 
 _SLICES = []
 
@@ -71,9 +79,12 @@ def _crc_update_words(data, start, end, c):
                c=cython.uint, i=cython.Py_ssize_t)
 @cython.returns(cython.uint)
 def _crc_update(p, start, end, c):
-    """Continue a (pre-inverted) CRC register over p[start:end]."""
+    """Continue a (pre-inverted) CRC register over p[start:end]: by the CPU's
+    instruction when compiled on a CPU that has it, else slicing-by-8."""
     if not cython.compiled:
         return _crc_update_words(p, start, end, c)
+    if _HW_CRC:
+        return fstool_crc32c_hw(c, p + start, end - start)
     i = start
     while i + 8 <= end:
         c ^= p[i] | (p[i + 1] << 8) | (p[i + 2] << 16) | (p[i + 3] << 24)
@@ -148,7 +159,33 @@ def crc32c(data, crc: cython.uint = 0) -> int:
     return c ^ 0xFFFFFFFF
 
 
-@cython.locals(p=cython.p_uchar, n=cython.Py_ssize_t, off=cython.Py_ssize_t, c=cython.uint)
+@cython.cfunc
+@cython.locals(p=cython.p_uchar, start=cython.Py_ssize_t, end=cython.Py_ssize_t,
+               off=cython.Py_ssize_t, c=cython.uint)
+@cython.returns(cython.uint)
+def _cksum_region(p, start, end, off):
+    """XFS checksum of p[start:end] with the 4-byte field at p[off] (inside
+    the region) taken as zero."""
+    c = _crc_update(p, start, off, 0xFFFFFFFF)
+    # four zero bytes stand in for the checksum field
+    c = _T[c & 0xFF] ^ (c >> 8)
+    c = _T[c & 0xFF] ^ (c >> 8)
+    c = _T[c & 0xFF] ^ (c >> 8)
+    c = _T[c & 0xFF] ^ (c >> 8)
+    c = _crc_update(p, off + 4, end, c)
+    return c ^ 0xFFFFFFFF
+
+
+@cython.cfunc
+@cython.locals(p=cython.p_uchar, start=cython.Py_ssize_t, end=cython.Py_ssize_t,
+               off=cython.Py_ssize_t, stored=cython.uint)
+@cython.returns(cython.bint)
+def _cksum_region_ok(p, start, end, off):
+    stored = p[off] | (p[off + 1] << 8) | (p[off + 2] << 16) | (p[off + 3] << 24)
+    return _cksum_region(p, start, end, off) == stored
+
+
+@cython.locals(p=cython.p_uchar, n=cython.Py_ssize_t, off=cython.Py_ssize_t)
 def xfs_cksum(buf, crc_offset) -> int:
     """CRC-32C of ``buf`` with the 4-byte CRC field at ``crc_offset`` taken as
     zero: the value XFS stores (little-endian) in that field."""
@@ -157,25 +194,17 @@ def xfs_cksum(buf, crc_offset) -> int:
     off = crc_offset
     if off < 0 or off + 4 > n:
         raise ValueError("checksum field outside the buffer")
-    c = _crc_update(p, 0, off, 0xFFFFFFFF)
-    # four zero bytes stand in for the checksum field
-    c = _T[c & 0xFF] ^ (c >> 8)
-    c = _T[c & 0xFF] ^ (c >> 8)
-    c = _T[c & 0xFF] ^ (c >> 8)
-    c = _T[c & 0xFF] ^ (c >> 8)
-    c = _crc_update(p, off + 4, n, c)
-    return c ^ 0xFFFFFFFF
+    return _cksum_region(p, 0, n, off)
 
 
-@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, stored=cython.uint)
+@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t)
 def xfs_cksum_ok(buf, crc_offset) -> bool:
     """True when the CRC stored at ``crc_offset`` matches the buffer."""
     p = buf
     off = crc_offset
     if off < 0 or off + 4 > len(buf):
         raise ValueError("checksum field outside the buffer")
-    stored = p[off] | (p[off + 1] << 8) | (p[off + 2] << 16) | (p[off + 3] << 24)
-    return xfs_cksum(buf, crc_offset) == stored
+    return bool(_cksum_region_ok(p, 0, len(buf), off))
 
 
 @cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, n=cython.Py_ssize_t,
@@ -288,15 +317,18 @@ def _rol32(x, n):
     return ((x << n) | (x >> (32 - n))) & 0xFFFFFFFF
 
 
-@cython.locals(p=cython.p_uchar, n=cython.Py_ssize_t, i=cython.Py_ssize_t, h=cython.uint)
-def da_hashname(name) -> int:
-    """The XFS directory/xattr name hash: four bytes at a time, each step
-    mixing the bytes at shifts 21/14/7/0 into the previous hash rotated left
-    by 28; a 1-3 byte tail mixes in the same way with a shorter rotation."""
-    p = name
-    n = len(name)
+@cython.cfunc
+@cython.locals(p=cython.p_uchar, start=cython.Py_ssize_t, n=cython.Py_ssize_t,
+               i=cython.Py_ssize_t, h=cython.uint)
+@cython.returns(cython.uint)
+def _hash_at(p, start, n):
+    """The XFS directory/xattr name hash of p[start:start + n]: four bytes at
+    a time, each step mixing the bytes at shifts 21/14/7/0 into the previous
+    hash rotated left by 28; a 1-3 byte tail mixes in the same way with a
+    shorter rotation."""
     h = 0
-    i = 0
+    i = start
+    n += start
     while n - i >= 4:
         h = ((p[i] << 21) ^ (p[i + 1] << 14) ^ (p[i + 2] << 7) ^ p[i + 3] ^
              _rol32(h, 28)) & 0xFFFFFFFF
@@ -308,6 +340,13 @@ def da_hashname(name) -> int:
     elif n - i == 1:
         h = (p[i] ^ _rol32(h, 7)) & 0xFFFFFFFF
     return h
+
+
+@cython.locals(p=cython.p_uchar)
+def da_hashname(name) -> int:
+    """The XFS directory/xattr name hash of ``name``."""
+    p = name
+    return _hash_at(p, 0, len(name))
 
 
 @cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, n=cython.Py_ssize_t,
@@ -410,30 +449,40 @@ def check_extents(exts, agblklog, agblocks, agcount, last_ag_blocks):
                l1=cython.ulonglong, startoff=cython.ulonglong, startblock=cython.ulonglong,
                count=cython.ulonglong, prev_end=cython.ulonglong, agno=cython.ulonglong,
                agbno=cython.ulonglong, limit=cython.ulonglong, ok=cython.bint,
-               mask=cython.ulonglong, ifmt=cython.uint, ino=cython.ulonglong)
+               mask=cython.ulonglong, ifmt=cython.uint, ino=cython.ulonglong,
+               itype=cython.uchar[:], nlinks=cython.uint[:], slot=cython.Py_ssize_t,
+               free=cython.ulonglong, holemask=cython.uint, first_ino=cython.ulonglong,
+               base=cython.Py_ssize_t, flags2_ok=cython.ulonglong, agblklog=cython.int,
+               agcount=cython.ulonglong, agblocks=cython.ulonglong,
+               last_ag_blocks=cython.ulonglong, clen=cython.Py_ssize_t)
 def scan_inode_chunk(chunk, base, inodesize, first_ino, uuid, free, holemask, flags2_ok,
-                     agblklog, agcount, agblocks, last_ag_blocks):
+                     agblklog, agcount, agblocks, last_ag_blocks, itype, nlinks, slot):
     """Check the plain inodes of one 64-inode chunk in one call.
 
     An allocated inode is plain when it verifies, is a regular file, device,
     fifo or socket with an extents- or device-format data fork whose extents
     are sorted, inside their AGs and add up to di_nblocks, and has no
-    attribute fork or an empty one in extents format.  Returns (plain, claims,
-    others): plain is [(ino, mode, nlink)], claims [(agno, agbno, length, ino)]
-    for their extents, others the indexes of every inode (allocated or free)
-    that needs the full check in Python."""
+    attribute fork or an empty one in extents format.  A plain inode's file
+    type (mode >> 12) and link count go to ``itype[slot + i]`` and
+    ``nlinks[slot + i]`` (an inode table, see nlink_scan).  Returns (claims,
+    others): claims [(agno, agbno, length, ino)] for the plain inodes'
+    extents, others the indexes of every inode (allocated or free) that needs
+    the full check in Python."""
     p = chunk
     u = uuid
     isize = inodesize
-    plain = []
     claims = []
     others = []
-    mask = (1 << agblklog) - 1
+    mask = 1
+    mask = (mask << agblklog) - 1
+    if slot < 0 or slot + 64 > len(itype) or slot + 64 > len(nlinks):
+        raise ValueError("inode table slot out of range")
+    clen = len(chunk)
     for i in range(64):
         if (holemask >> (i // 4)) & 1:
             continue
         off = base + i * isize
-        if off + isize > len(chunk):
+        if off + isize > clen:
             others.append(i)
             continue
         ino = first_ino + i
@@ -451,7 +500,7 @@ def scan_inode_chunk(chunk, base, inodesize, first_ino, uuid, free, holemask, fl
                     ok = False
                     break
         if ok:
-            ok = xfs_cksum_ok(chunk[off:off + isize], 100)
+            ok = _cksum_region_ok(p, off, off + isize, off + 100)
         if not ok:
             others.append(i)
             continue
@@ -513,5 +562,202 @@ def scan_inode_chunk(chunk, base, inodesize, first_ino, uuid, free, holemask, fl
             startblock = _rec_startblock(l0, l1)
             claims.append((startblock >> agblklog, startblock & mask, _rec_blockcount(l1),
                            ino))
-        plain.append((ino, mode, _be32(p, off + 16)))
-    return plain, claims, others
+        itype[slot + i] = ifmt >> 12
+        nlinks[slot + i] = _be32(p, off + 16)
+    return claims, others
+
+
+# -- the inode table and the namespace tally --------------------------------------
+# check keeps what it learns of every inode in flat arrays indexed by a slot:
+# the inode chunks, sorted by first inode number, are numbered 0, 1, ... and
+# the inode at index i of chunk k has slot 64 * k + i.  ``starts`` holds the
+# chunks' first inode numbers; ``itype`` the file type (mode >> 12, 0 for an
+# inode not in use), ``nlinks`` the link count, ``refs`` the directory
+# entries counted so far.
+
+_MASK64 = 0xFFFFFFFFFFFFFFFF
+_MIX1 = 0xBF58476D1CE4E5B9
+_MIX2 = 0x94D049BB133111EB
+
+
+@cython.cfunc
+@cython.locals(ftype=cython.int)
+@cython.returns(cython.int)
+def _ftype_ifmt(ftype):
+    """The file type (mode >> 12) a directory entry's ftype stands for, or 0."""
+    if ftype == 1:
+        return 8        # regular file
+    if ftype == 2:
+        return 4        # directory
+    if ftype == 3:
+        return 2        # character device
+    if ftype == 4:
+        return 6        # block device
+    if ftype == 5:
+        return 1        # fifo
+    if ftype == 6:
+        return 12       # socket
+    if ftype == 7:
+        return 10       # symlink
+    return 0
+
+
+@cython.cfunc
+@cython.locals(starts=cython.ulonglong[:], ino=cython.ulonglong, lo=cython.Py_ssize_t,
+               hi=cython.Py_ssize_t, mid=cython.Py_ssize_t)
+@cython.returns(cython.Py_ssize_t)
+def _find_slot(starts, ino):
+    """Slot of inode ``ino`` in the table, or -1 when no chunk holds it."""
+    lo = 0
+    hi = len(starts)
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if starts[mid] <= ino:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo == 0 or ino - starts[lo - 1] >= 64:
+        return -1
+    return (lo - 1) * 64 + (ino - starts[lo - 1])
+
+
+def find_slot(starts, ino) -> int:
+    """Slot of inode ``ino`` in an inode table (see above), or -1."""
+    return _find_slot(starts, ino)
+
+
+@cython.cfunc
+@cython.locals(h=cython.ulonglong, addr=cython.ulonglong, x=cython.ulonglong)
+@cython.returns(cython.ulonglong)
+def _leaf_mix(h, addr):
+    """A 64-bit mix of one (hash, address) leaf entry; sums of these over the
+    data entries and over the leaf entries agree when both hold the same
+    entries."""
+    x = ((h << 32) | addr) & _MASK64
+    x = ((x ^ (x >> 30)) * _MIX1) & _MASK64
+    x = ((x ^ (x >> 27)) * _MIX2) & _MASK64
+    return x ^ (x >> 31)
+
+
+@cython.locals(p=cython.p_uchar, pos=cython.Py_ssize_t, stop=cython.Py_ssize_t,
+               ft=cython.int, namelen=cython.Py_ssize_t, size=cython.Py_ssize_t,
+               length=cython.Py_ssize_t, ftype=cython.int, child=cython.ulonglong,
+               slot=cython.Py_ssize_t, t=cython.int, flags=cython.int,
+               leafsum=cython.ulonglong, addr_base=cython.ulonglong,
+               starts=cython.ulonglong[:], itype=cython.uchar[:], refs=cython.uint[:])
+def dir_data_tally(buf, start, end, has_ftype, addr_base, starts, itype, refs) -> tuple:
+    """Walk one directory data region buf[start:end] (laid out as in
+    dir2_data_entries, whose checks it repeats) and count its entries into
+    the inode table: ``refs[slot] += 1`` for the target of every entry but
+    ``.`` and ``..``.
+
+    Returns (frees, leafsum, odd).  frees is [(length, offset)] of the unused
+    regions; leafsum the sum of _leaf_mix(hash, address) over every entry
+    (address in 8-byte units from ``addr_base``, a byte offset in the
+    directory), to compare with leaf_tally; odd is [(name, child, ftype,
+    flags)] for the entries Python must look at: flags 1 the target is not in
+    use, 2 ftype disagrees with the target's type, 4 the target is a
+    directory, 8 the entry is ``.`` or ``..`` (not counted)."""
+    p = buf
+    pos = start
+    stop = end
+    ft = 1 if has_ftype else 0
+    if pos < 0 or stop > len(buf) or pos > stop:
+        raise ValueError("directory data region outside the buffer")
+    if len(itype) != len(refs):
+        raise ValueError("inode table arrays differ in length")
+    frees = []
+    odd = []
+    leafsum = 0
+    while pos < stop:
+        if stop - pos < 8:
+            raise ValueError(f"truncated entry at offset {pos}")
+        if _be16(p, pos) == 0xFFFF:
+            length = _be16(p, pos + 2)
+            if length < 8 or length & 7 or pos + length > stop:
+                raise ValueError(f"bad free region length {length} at offset {pos}")
+            if _be16(p, pos + length - 2) != pos:
+                raise ValueError(f"bad free region tag at offset {pos}")
+            frees.append((length, pos))
+            pos += length
+            continue
+        namelen = p[pos + 8]
+        if namelen == 0:
+            raise ValueError(f"zero-length name at offset {pos}")
+        size = (8 + 1 + namelen + ft + 2 + 7) & ~7
+        if pos + size > stop:
+            raise ValueError(f"entry at offset {pos} runs past the data region")
+        if _be16(p, pos + size - 2) != pos:
+            raise ValueError(f"bad entry tag at offset {pos}")
+        ftype = p[pos + 9 + namelen] if ft else 0
+        child = _be64(p, pos)
+        leafsum = (leafsum + _leaf_mix(_hash_at(p, pos + 9, namelen),
+                                       (addr_base + pos) >> 3)) & _MASK64
+        if p[pos + 9] == 0x2E and (namelen == 1 or (namelen == 2 and p[pos + 10] == 0x2E)):
+            odd.append((p[pos + 9:pos + 9 + namelen], child, ftype, 8))
+            pos += size
+            continue
+        slot = _find_slot(starts, child)
+        t = itype[slot] if slot >= 0 else 0
+        if t == 0:
+            odd.append((p[pos + 9:pos + 9 + namelen], child, ftype, 1))
+            pos += size
+            continue
+        refs[slot] += 1
+        flags = 0
+        if ft and _ftype_ifmt(ftype) != t:
+            flags = 2
+        if t == 4:
+            flags |= 4
+        if flags:
+            odd.append((p[pos + 9:pos + 9 + namelen], child, ftype, flags))
+        pos += size
+    return frees, leafsum, odd
+
+
+@cython.locals(p=cython.p_uchar, start=cython.Py_ssize_t, count=cython.Py_ssize_t,
+               i=cython.Py_ssize_t, h=cython.ulonglong, prev=cython.ulonglong,
+               addr=cython.ulonglong, nstale=cython.Py_ssize_t, ordered=cython.bint,
+               leafsum=cython.ulonglong)
+def leaf_tally(buf, start, count) -> tuple:
+    """(ordered, stale, leafsum) of a directory leaf array of ``count``
+    (hash, address) entries at ``start``: whether the hashes ascend, how
+    many entries are stale (null address), and the sum of _leaf_mix over
+    the others (see dir_data_tally)."""
+    p = buf
+    if start < 0 or count < 0 or start + 8 * count > len(buf):
+        raise ValueError("leaf entries run past the buffer")
+    ordered = True
+    nstale = 0
+    leafsum = 0
+    prev = 0
+    for i in range(count):
+        h = _be32(p, start + 8 * i)
+        addr = _be32(p, start + 8 * i + 4)
+        if h < prev:
+            ordered = False
+        prev = h
+        if addr == 0:
+            nstale += 1
+        else:
+            leafsum = (leafsum + _leaf_mix(h, addr)) & _MASK64
+    return ordered, nstale, leafsum
+
+
+@cython.locals(i=cython.Py_ssize_t, n=cython.Py_ssize_t, t=cython.int,
+               itype=cython.uchar[:], nlinks=cython.uint[:], refs=cython.uint[:])
+def nlink_scan(itype, nlinks, refs) -> list:
+    """Slots that need a look after the directory tally: every directory,
+    and every other inode in use whose link count differs from the entries
+    counted for it (including those no entry reaches)."""
+    n = len(itype)
+    if len(nlinks) != n or len(refs) != n:
+        raise ValueError("inode table arrays differ in length")
+    out = []
+    for i in range(n):
+        t = itype[i]
+        if t == 0:
+            continue
+        if t == 4 or refs[i] == 0 or nlinks[i] != refs[i]:
+            out.append(i)
+    return out

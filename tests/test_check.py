@@ -148,3 +148,43 @@ def test_jobs_give_the_same_findings(kernel_img, tmp_path):
     assert one.returncode == three.returncode == 1
     assert sorted(one.stdout.splitlines()) == sorted(three.stdout.splitlines())
     assert len(one.stdout.splitlines()) == 2
+
+
+def _db_value(img, cmds, field):
+    args = ["xfs_db", "-r", "-f"] + [a for c in cmds for a in ("-c", c)]
+    out = subprocess.run(args + ["-c", f"print {field}", str(img)], capture_output=True,
+                         text=True, check=True).stdout
+    return out.split("=", 1)[1].split()[0]
+
+
+LEAF = "dblock 8388608"         # the leaf block of a leaf-form directory
+
+
+@pytest.mark.parametrize("where, field, code", [
+    (["path /files/size_0"], "core.nlinkv2", "NLINK"),
+    # a leaf hash taken from the next entry: order kept, entry wrong
+    (["path /dirs/d500", LEAF], "lents[3].hashval", "DIR_CORRUPT"),
+    # the same in a leafn block of a node-form directory
+    (["path /dirs/d10000", "dblock 8388636"], "lents[5].hashval", "DIR_CORRUPT"),
+    # a leaf entry pointing at another (real) entry of the directory
+    (["path /dirs/d500", LEAF], "lents[7].address", "DIR_CORRUPT"),
+])
+def test_namespace_findings(kernel_img, tmp_path, where, field, code):
+    """Link counts and leaf indexes damaged with checksums recomputed:
+    fstool check names the problem, and xfs_repair -n agrees it is one."""
+    img = tmp_path / "ns.img"
+    subprocess.run(["cp", "--sparse=always", str(kernel_img), str(img)], check=True)
+    if field == "core.nlinkv2":
+        value = "5"
+    else:                       # the field of the next leaf entry
+        nxt = field.replace("[3]", "[4]").replace("[5]", "[6]").replace("[7]", "[8]")
+        value = _db_value(img, where, nxt)
+        assert value != _db_value(img, where, field)
+    args = ["xfs_db", "-x", "-f"] + [a for c in where for a in ("-c", c)]
+    subprocess.run(args + ["-c", f"write {field} {value}", str(img)], check=True,
+                   capture_output=True)
+    res, _ = check(img, "--json")
+    assert res.returncode == 1, res.stdout
+    codes = {json.loads(line)["code"] for line in res.stdout.splitlines()}
+    assert code in codes, res.stdout
+    assert repair_n(img) == 1

@@ -4,6 +4,7 @@ import random
 import shutil
 import struct
 import subprocess
+from array import array
 
 import pytest
 
@@ -184,11 +185,23 @@ def test_scan_inode_chunk_parity(kernel_img):
                     buf[rng.randrange(len(buf))] ^= 1 << rng.randrange(8)
                 args = (bytes(buf), 0, sb.inodesize, startino, sb.meta_uuid, free, holemask,
                         0x1F, sb.agblklog, sb.agcount, sb.agblocks, fs.ag_length(3))
-                assert NATIVE.scan_inode_chunk(*args) == PURE.scan_inode_chunk(*args)
-            plain, _claims, others = NATIVE.scan_inode_chunk(
+                tables = []
+                for mod in (NATIVE, PURE):
+                    itype, nlinks = bytearray(128), array("I", bytes(4 * 128))
+                    out = mod.scan_inode_chunk(*args, itype, nlinks, 64)
+                    tables.append((out, itype, nlinks))
+                assert tables[0] == tables[1]
+            itype, nlinks = bytearray(64), array("I", bytes(256))
+            _claims, others = NATIVE.scan_inode_chunk(
                 chunk, 0, sb.inodesize, startino, sb.meta_uuid, free, holemask, 0x1F,
-                sb.agblklog, sb.agcount, sb.agblocks, fs.ag_length(3))
-            assert len(plain) + len(others) <= 64
+                sb.agblklog, sb.agcount, sb.agblocks, fs.ag_length(3), itype, nlinks, 0)
+            plain = [i for i in range(64) if itype[i]]
+            assert plain and not set(plain) & set(others)
+            assert all(nlinks[i] >= 1 for i in plain)
+            with pytest.raises(ValueError):      # a slot past the table
+                NATIVE.scan_inode_chunk(chunk, 0, sb.inodesize, startino, sb.meta_uuid,
+                                        free, holemask, 0x1F, sb.agblklog, sb.agcount,
+                                        sb.agblocks, fs.ag_length(3), itype, nlinks, 1)
 
 
 def test_shim_covers_every_cython_name_the_source_uses():
@@ -203,3 +216,76 @@ def test_shim_covers_every_cython_name_the_source_uses():
     used = set(re.findall(r"\bcython\.(\w+)", src))
     missing = sorted(n for n in used if not hasattr(_cython_shim, n))
     assert used and not missing, f"shim lacks {missing}"
+
+
+def _table(rng, inos):
+    """An inode table (see fstool_native nlink_scan) holding ``inos`` with
+    random types and link counts."""
+    starts = sorted({ino & ~63 for ino in inos})
+    itype = bytearray(64 * len(starts))
+    nlinks = array("I", bytes(4 * len(itype)))
+    for ino in inos:
+        slot = starts.index(ino & ~63) * 64 + (ino & 63)
+        itype[slot] = rng.choice((8, 4, 2, 6, 1, 12, 10))
+        nlinks[slot] = rng.randrange(0, 3)
+    return array("Q", starts), itype, nlinks
+
+
+def _tally(mod, block, end, ftype, table):
+    starts, itype, _nlinks = table
+    refs = array("I", bytes(4 * len(itype)))
+    return outcome(mod.dir_data_tally, block, 64, end, ftype, 4096, starts, itype, refs), refs
+
+
+@pytest.mark.parametrize("mod", BACKENDS, ids=lambda m: "native" if
+                         fstool_native.is_native(m) else "pure")
+def test_dir_tally_counts_and_sums(mod):
+    """The tally counts each entry's target once, flags the odd ones, and its
+    sum equals leaf_tally's over a leaf that indexes exactly these entries."""
+    rng = random.Random(8)
+    block = _dir_block(rng, 40)
+    ents = PURE.dir2_data_entries(block, 64, len(block), True)
+    inos = [ino for _o, ino, _n, _f in ents]
+    table = _table(rng, inos[:30])            # the last ten point nowhere
+    (status, (frees, dsum, odd)), refs = _tally(mod, block, len(block), True, table)
+    assert status == "ok"
+    starts, itype, nlinks = table
+    counted = {mod.find_slot(starts, ino) for ino in inos[:30]}
+    assert sum(refs) == 30 - sum(1 for n, *_ in odd if n in (b".", b".."))
+    assert all(refs[s] >= 1 for s in counted if s >= 0)
+    missing = {c for _n, c, _f, flags in odd if flags & 1}
+    assert missing == set(inos[30:]) - set(inos[:30])
+    leaf = b"".join(struct.pack(">II", mod.da_hashname(n), (4096 + o) >> 3)
+                    for o, _i, n, _f in sorted(ents, key=lambda e: mod.da_hashname(e[2])))
+    leaf += struct.pack(">II", 0x1234, 0)       # a stale entry
+    ordered, stale, lsum = mod.leaf_tally(leaf, 0, len(ents) + 1)
+    assert (stale, lsum) == (1, dsum)
+    bad = bytearray(leaf)
+    bad[4:8] = struct.pack(">I", struct.unpack_from(">I", leaf, 4)[0] + 1)
+    assert mod.leaf_tally(bytes(bad), 0, len(ents) + 1)[2] != dsum
+    # link counts: every directory, every count that differs from refs
+    flagged = set(mod.nlink_scan(itype, nlinks, refs))
+    for s in range(len(itype)):
+        want = itype[s] and (itype[s] == 4 or refs[s] == 0 or nlinks[s] != refs[s])
+        assert (s in flagged) == bool(want)
+
+
+@needs_native
+def test_tally_parity_on_corrupted_buffers():
+    rng = random.Random(12)
+    for trial in range(300):
+        ftype = trial % 2 == 0
+        block = bytearray(_dir_block(rng, rng.randrange(1, 30), ftype))
+        inos = [struct.unpack_from(">Q", block, 64)[0] + rng.randrange(-70, 70)
+                for _ in range(rng.randrange(0, 5))]
+        table = _table(rng, [i for i in inos if i >= 0])
+        for _ in range(rng.randrange(0, 4)):
+            block[rng.randrange(len(block))] = rng.randrange(256)
+        end = len(block) - rng.choice((0, 0, 1, 5))
+        b = bytes(block)
+        assert _tally(NATIVE, b, end, ftype, table) == _tally(PURE, b, end, ftype, table)
+        n = rng.randrange(0, 600)
+        assert outcome(NATIVE.leaf_tally, b, 64, n) == outcome(PURE.leaf_tally, b, 64, n)
+        for ino in inos + [0, 2 ** 64 - 1]:
+            if ino >= 0:
+                assert NATIVE.find_slot(table[0], ino) == PURE.find_slot(table[0], ino)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import struct
+from array import array
 from collections import defaultdict
 
 from .._backend import parsers
@@ -48,20 +49,53 @@ class Finding:
         return d
 
 
+class InodeTable:
+    """What check learns of every inode, in flat arrays indexed by a slot
+    (no Python object per inode): the inode chunks, sorted by first inode
+    number, are numbered 0, 1, ...; the inode at index i of chunk k has slot
+    64 * k + i.  ``itype`` holds the file type (mode >> 12; 0 for an inode
+    not in use, 16 for one in use with no valid type), ``nlinks`` the link
+    count, ``refs`` the directory entries that name it."""
+
+    def __init__(self, starts):
+        self.starts = array("Q", starts)
+        n = 64 * len(self.starts)
+        self.itype = bytearray(n)
+        self.nlinks = array("I", bytes(4 * n))
+        self.refs = array("I", bytes(4 * n))
+
+    @classmethod
+    def concat(cls, parts) -> "InodeTable":
+        """One table of several with ascending, disjoint inode ranges."""
+        t = cls(())
+        for part in parts:
+            t.starts.extend(part.starts)
+            t.itype.extend(part.itype)
+            t.nlinks.extend(part.nlinks)
+            t.refs.extend(part.refs)
+        return t
+
+    def slot(self, ino: int) -> int:
+        return parsers.find_slot(self.starts, ino)
+
+    def ino(self, slot: int) -> int:
+        return self.starts[slot >> 6] + (slot & 63)
+
+
 class Checker:
     def __init__(self, fs, progress=None, ag_filter=None):
         self.fs = fs
         self.sb = fs.sb
         self.ag_filter = list(ag_filter) if ag_filter is not None else range(fs.sb.agcount)
         self.dirs: list[int] = []
-        self.nlink: dict[int, int] = {}
-        self.types: dict[int, int] = {}
+        # per AG: the inode table of its chunks, and those chunks' inobt records
+        self.tables: dict[int, InodeTable] = {}
+        self.chunks: dict[int, list] = {}
         self.findings: list[Finding] = []
         self.progress = progress
         # per AG: list of (start, length, what) for every claimed block range
         self.claims: dict[int, list] = defaultdict(list)
         self.shared: dict[int, list] = defaultdict(list)     # refcount > 1 ranges
-        self.inode_alloc: dict[int, bool] = {}   # ino -> allocated per the inobt
         self.log_dirty = False
         self.ag_totals = {"icount": 0, "ifree": 0, "fdblocks": 0}
 
@@ -109,8 +143,7 @@ class Checker:
                             else "AG_HEADER", e)
 
     # what an AG worker hands back to be merged
-    MERGED = ("findings", "claims", "shared", "inode_alloc", "nlink", "types", "dirs",
-              "ag_totals")
+    MERGED = ("findings", "claims", "shared", "tables", "dirs", "ag_totals")
 
     def _run_ag_phases_parallel(self, jobs: int) -> None:
         import multiprocessing
@@ -127,9 +160,7 @@ class Checker:
                 self.claims[agno].extend(claims)
             for agno, ranges in part["shared"].items():
                 self.shared[agno].extend(ranges)
-            self.inode_alloc.update(part["inode_alloc"])
-            self.nlink.update(part["nlink"])
-            self.types.update(part["types"])
+            self.tables.update(part["tables"])
             self.dirs.extend(part["dirs"])
             for k, v in part["ag_totals"].items():
                 self.ag_totals[k] += v
@@ -364,7 +395,6 @@ class Checker:
     # -- phase: inode btrees --------------------------------------------------------------
     def phase_inode_btrees(self) -> None:
         sb = self.sb
-        self.chunks = {}
         for agno, agi in self.agi.items():
             reader = self.fs.ag_btree(agno, self.fs.inobt_type())
             recs, nblocks = self.walk_tree(agno, "inobt", reader, agi["agi_root"],
@@ -386,7 +416,7 @@ class Checker:
                 count += n
                 freecount += nfree
                 good.append(rec)
-            self.chunks[agno] = good
+            self._table_for(agno, good)
             self._expect(agno, "agi", agi, "agi_count", count, "AGI_COUNT")
             self._expect(agno, "agi", agi, "agi_freecount", freecount, "AGI_COUNT")
             self.ag_totals["icount"] += count
@@ -406,10 +436,29 @@ class Checker:
                 self._expect(agno, "agi", agi, "agi_fblocks", fblocks, "AGI_BLOCKS")
             self._claim_chunks(agno, good)
 
+    def _table_for(self, agno: int, recs: list) -> None:
+        """The AG's inode table: one slot per inode of every chunk, in inode
+        order; a record that overlaps an earlier one (reported already as an
+        inobt problem) gets none and its inodes are not looked at."""
+        base = agno << self.sb.agino_log
+        keep = []
+        end = -1
+        for rec in sorted(recs, key=lambda r: r[0]):
+            if rec[0] >= end:
+                keep.append(rec)
+                end = rec[0] + 64
+        self.chunks[agno] = keep
+        self.tables[agno] = InodeTable(base | r[0] for r in keep)
+
     def _claim_chunks(self, agno: int, recs: list) -> None:
         sb = self.sb
+        # a whole chunk spans whole blocks unless a block holds several chunks
+        chunk_blocks = 64 >> sb.inopblog
         blocks = set()
         for startino, holemask, _n, _f, _free in recs:
+            if not holemask and chunk_blocks:         # one claim for the chunk
+                self.claim(agno, startino >> sb.inopblog, chunk_blocks, "inode chunk")
+                continue
             for i in range(64):
                 if holemask >> (i // 4) & 1:
                     continue
@@ -449,7 +498,8 @@ class Checker:
         if sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_NREXT64):
             flags2_ok |= C.XFS_DIFLAG2_NREXT64
         for agno in sorted(self.chunks):
-            for startino, holemask, _n, _nfree, free in self.chunks[agno]:
+            tab = self.tables[agno]
+            for k, (startino, holemask, _n, _nfree, free) in enumerate(self.chunks[agno]):
                 first_blk = startino >> sb.inopblog
                 nblocks = max(1, (64 * isize) >> sb.blocklog)
                 try:
@@ -461,21 +511,19 @@ class Checker:
                 base = (startino & (sb.inopblock - 1)) * isize
                 first = (agno << sb.agino_log) | startino
                 # plain files are checked natively; the rest in _check_inode
-                plain, claims, others = parsers.scan_inode_chunk(
+                claims, others = parsers.scan_inode_chunk(
                     chunk, base, isize, first, self.sb.meta_uuid, free, holemask,
-                    flags2_ok, sb.agblklog, sb.agcount, sb.agblocks, last_ag)
-                for ino, mode, nlink in plain:
-                    self.inode_alloc[ino] = True
-                    self.nlink[ino] = nlink
-                    self.types[ino] = mode & C.S_IFMT
+                    flags2_ok, sb.agblklog, sb.agcount, sb.agblocks, last_ag,
+                    tab.itype, tab.nlinks, 64 * k)
                 for a, b, n, ino in claims:
                     self.claims[a].append((b, n, ino))
                 for i in others:
                     ino = first + i
                     raw = chunk[base + i * isize:base + (i + 1) * isize]
-                    self._check_inode(agno, ino, not (free >> i & 1), raw)
+                    self._check_inode(agno, ino, not (free >> i & 1), raw, tab, 64 * k + i)
 
-    def _check_inode(self, agno: int, ino: int, allocated: bool, raw: bytes) -> None:
+    def _check_inode(self, agno: int, ino: int, allocated: bool, raw: bytes,
+                     tab: InodeTable, slot: int) -> None:
         fs = self.fs
         try:
             node = Inode(fs, ino, raw)
@@ -494,10 +542,9 @@ class Checker:
             self.report("INOBT_INODE", f"inode {ino} is allocated in the inobt but free on "
                         "disk", ino=ino, field="di_mode")
             return
-        self.inode_alloc[ino] = True
-        self.nlink[ino] = node.nlink
         ifmt = node.mode & C.S_IFMT
-        self.types[ino] = ifmt
+        tab.itype[slot] = ifmt >> 12 or 16
+        tab.nlinks[slot] = node.nlink
         ok_formats = {
             C.S_IFREG: (C.XFS_DINODE_FMT_EXTENTS, C.XFS_DINODE_FMT_BTREE),
             C.S_IFDIR: (C.XFS_DINODE_FMT_LOCAL, C.XFS_DINODE_FMT_EXTENTS,
@@ -644,126 +691,231 @@ class Checker:
 
     # -- phase: namespace ---------------------------------------------------------------------
     def phase_namespace(self) -> None:
+        """Every directory's entries counted into the inode table natively
+        (targets in use, file types, references), its blocks checked per
+        form; then '..', reachability and link counts."""
         fs = self.fs
-        refs = defaultdict(int)
-        parents = {}
+        tab = InodeTable.concat(self.tables[a] for a in sorted(self.tables))
+        self.table = tab
         subdirs = defaultdict(int)
-        self._children = {}
-        # the loop over every entry, with its lookups bound once
-        types_get = self.types.get
-        ftype_ifmt = C.FTYPE_TO_IFMT.get
-        has_ftype = self.sb.has_ftype
-        S_IFDIR = C.S_IFDIR
+        parents = {}
+        dotdot = {}
+        children = defaultdict(list)      # directory -> its subdirectories
         for ino in self.dirs:
             try:
                 node = fs.inode(ino)
-                entries = list(xdir.iter_entries(node))
-                dotdot = xdir.parent(node)
+                odd, dd = self._tally_dir(node, tab)
             except FsToolError as e:
                 self.from_error("DIR_CORRUPT", e, ino=ino)
                 continue
-            try:
-                self._check_dir_blocks(node)
-            except FsToolError as e:
-                self.from_error("DIR_CORRUPT", e, ino=ino)
-            self._children[ino] = [c for _n, c, _f in entries]
-            for name, child, ftype in entries:
-                t = types_get(child)
-                if t is None:
+            for name, child, ftype, flags in odd:
+                if flags & 8:                       # '.' or '..'
+                    if name == b"..":
+                        dd = child
+                    continue
+                if flags & 1:
                     self.report("DIR_ENTRY_TARGET", f"directory {ino}: entry "
                                 f"{name!r} points to inode {child}, which is not in use",
                                 ino=ino, found=child)
                     continue
-                refs[child] += 1
-                if has_ftype and ftype_ifmt(ftype) != t:
+                if flags & 2:
+                    t = tab.itype[tab.slot(child)] << 12
                     self.report("DIR_FTYPE", f"directory {ino}: entry {name!r} has file type "
                                 f"{ftype}, inode {child} is a {C.TYPE_NAMES.get(t, '?')}",
                                 ino=ino, field="ftype")
-                if t == S_IFDIR:
+                if flags & 4:
                     subdirs[ino] += 1
                     if child in parents:
                         self.report("DIR_MULTIPLE_PARENTS", f"directory {child} is linked "
                                     f"from {parents[child]} and {ino}", ino=child)
                     parents[child] = ino
-            self._dotdot = getattr(self, "_dotdot", {})
-            self._dotdot[ino] = dotdot
+                    children[ino].append(child)
+            if dd is None:
+                self.report("DIR_CORRUPT", f"directory {ino}: no '..' entry", ino=ino)
+            else:
+                dotdot[ino] = dd
         root = self.sb.rootino
         parents.setdefault(root, root)
-        for d in self.dirs:
+        for d, got in dotdot.items():
             want = parents.get(d)
-            got = getattr(self, "_dotdot", {}).get(d)
-            if want is not None and got is not None and got != want:
+            if want is not None and got != want:
                 self.report("DIR_DOTDOT", f"directory {d}: '..' is {got}, its parent is "
                             f"{want}", ino=d, expected=want, found=got)
-        special = {root, self.sb.fields["sb_rbmino"], self.sb.fields["sb_rsumino"],
-                   self.sb.fields["sb_uquotino"], self.sb.fields["sb_gquotino"],
-                   self.sb.fields["sb_pquotino"]}
-        reachable = self._reachable(root)
-        for ino, nlink in self.nlink.items():
+        self._link_counts(tab, root, subdirs, children)
+
+    def _link_counts(self, tab: InodeTable, root: int, subdirs, children) -> None:
+        """Every inode in use is reachable from the root and has as many links
+        as entries name it (a directory: 2 plus its subdirectories)."""
+        f = self.sb.fields
+        special = {root, f["sb_rbmino"], f["sb_rsumino"], f["sb_uquotino"],
+                   f["sb_gquotino"], f["sb_pquotino"]}
+        reach = self._reachable(root, children)
+        # entries in directories the root does not reach make nothing reachable
+        unreached = defaultdict(int)
+        for d in self.dirs:
+            if d not in reach:
+                try:
+                    for _name, child, _ft in xdir.iter_entries(self.fs.inode(d)):
+                        unreached[child] += 1
+                except FsToolError:
+                    pass
+        slots = set(parsers.nlink_scan(tab.itype, tab.nlinks, tab.refs))
+        slots.update(s for s in map(tab.slot, unreached) if s >= 0 and tab.itype[s])
+        for slot in sorted(slots):
+            ino = tab.ino(slot)
+            nlink, refs = tab.nlinks[slot], tab.refs[slot]
+            is_dir = tab.itype[slot] == 4
             if ino in special:
                 if ino == root and nlink != 2 + subdirs[root]:
                     self.report("NLINK", f"root directory: nlink {nlink}, expected "
                                 f"{2 + subdirs[root]}", ino=ino, expected=2 + subdirs[root],
                                 found=nlink)
                 continue
-            if self.types[ino] == C.S_IFDIR:
-                want = 2 + subdirs[ino] if refs[ino] else 0
+            if is_dir:
+                want = 2 + subdirs[ino] if refs else 0
+                reachable = ino in reach
             else:
-                want = refs[ino]
-            if ino not in reachable:
+                want = refs
+                reachable = refs > unreached.get(ino, 0)
+            if not reachable:
                 self.report("DISCONNECTED", f"inode {ino} is allocated but not reachable "
                             "from the root", ino=ino)
             elif nlink != want:
                 self.report("NLINK", f"inode {ino}: nlink {nlink}, counted {want}", ino=ino,
                             field="di_nlink", expected=want, found=nlink)
 
-    # -- directory block invariants ------------------------------------------------------
-    def _check_dir_blocks(self, node) -> None:
-        """Per form: leaf hashes sorted and equal to the names' hashes, stale
-        counts, bestfree in every data block, and the bests kept in the leaf
-        tail or the free blocks."""
+    # -- directory blocks: entries counted, invariants per form ------------------------
+    def _tally_dir(self, node, tab: InodeTable):
+        """Count the directory's entries into the inode table and check its
+        blocks per form: leaf hashes sorted and matching the data entries
+        (names' hashes and addresses), stale counts, bestfree in every data
+        block, and the bests kept in the leaf tail or the free blocks.
+        Returns (odd entries as dir_data_tally gives them, '..' or None)."""
         kind = xdir.form(node)
         if kind == "shortform":
-            return
+            parent, ents = xdir._shortform(node)
+            return self._tally_entries(tab, ((n, i, f) for _o, i, n, f in ents)), parent
         sb = self.sb
         ino = node.ino
-        bests = {}
         if kind == "block":
             buf = xdir._read_dirblock(node, 0, V.DIR3_BLOCK)
             start, count = xdir._block_tail(node, buf)
-            self._check_bestfree(node, 0, buf, start)
-            self._check_leaf_ents(node, buf, start, count,
-                                  struct.unpack_from(">I", buf, len(buf) - 4)[0], True, buf)
-            return
+            frees, dsum, odd = self._data_tally(node, buf, start, 0, tab)
+            self._check_bestfree(node, 0, buf, frees)
+            stale = struct.unpack_from(">I", buf, len(buf) - 4)[0]
+            self._check_leaf(node, buf, start, count, stale, dsum, True, buf)
+            return odd, None
+        odd = []
+        dsum = 0
+        bests = {}
         for fsb in xdir._data_block_fsbs(node):
             buf = xdir._read_dirblock(node, fsb, V.DIR3_DATA)
-            bests[fsb // sb.dirblkfsbs] = self._check_bestfree(node, fsb, buf, len(buf))
+            frees, part, more = self._data_tally(node, buf, len(buf), fsb, tab)
+            dsum += part
+            odd += more
+            bests[fsb // sb.dirblkfsbs] = self._check_bestfree(node, fsb, buf, frees)
+        dsum &= 0xFFFFFFFFFFFFFFFF
         leaf_fsb = C.XFS_DIR2_LEAF_OFFSET >> sb.blocklog
         if kind == "leaf":
             buf = xdir._read_dirblock(node, leaf_fsb, V.DIR3_LEAF)
             count, stale = struct.unpack_from(">HH", buf, 56)
-            self._check_leaf_ents(node, buf, C.XFS_DIR3_LEAF_HDR_SIZE, count, stale, False)
+            self._check_leaf(node, buf, C.XFS_DIR3_LEAF_HDR_SIZE, count, stale, dsum, False)
             nbests = struct.unpack_from(">I", buf, len(buf) - 4)[0]
             off = len(buf) - 4 - 2 * nbests
             stored = list(struct.unpack_from(f">{nbests}H", buf, off)) if off > 0 else []
             self._compare_bests(ino, stored, bests, 0)
-            return
-        # node form: free index blocks
+            return odd, None
+        # node form: leaf blocks below the free index, then the free index
         free_fsb = C.XFS_DIR2_FREE_OFFSET >> sb.blocklog
-        for startoff, _sb, count, _u in node.extents():
-            if startoff + count <= free_fsb:
+        lsum = 0
+        for fsb in self._dir_blocks_between(node, leaf_fsb, free_fsb):
+            buf = xdir._read_dirblock(node, fsb, V.DA3_NODE_OR_LEAF)
+            if struct.unpack_from(">H", buf, 8)[0] != C.XFS_DIR3_LEAFN_MAGIC:
                 continue
-            for fsb in range(max(startoff, free_fsb), startoff + count, sb.dirblkfsbs):
-                buf = xdir._read_dirblock(node, fsb, V.DIR3_FREE)
-                firstdb, nvalid, nused = struct.unpack_from(">III", buf, 48)
-                stored = list(struct.unpack_from(f">{nvalid}H", buf, 64)) \
-                    if 64 + 2 * nvalid <= len(buf) else []
-                self._compare_bests(ino, stored, bests, firstdb)
-                used = sum(1 for v in stored if v != 0xFFFF)
-                if used != nused:
-                    self.report("DIR_CORRUPT", f"directory {ino}: free block at {fsb} says "
-                                f"{nused} used, holds {used}", ino=ino, block=fsb,
-                                field="nused", expected=used, found=nused)
+            count, stale = struct.unpack_from(">HH", buf, 56)
+            lsum += self._leaf_block(node, fsb, buf, C.XFS_DIR3_LEAF_HDR_SIZE, count, stale)
+        if lsum & 0xFFFFFFFFFFFFFFFF != dsum:
+            self.report("DIR_CORRUPT", f"directory {ino}: its leaf blocks do not index "
+                        "exactly its data entries", ino=ino, field="hashval")
+        for fsb in self._dir_blocks_between(node, free_fsb, None):
+            buf = xdir._read_dirblock(node, fsb, V.DIR3_FREE)
+            firstdb, nvalid, nused = struct.unpack_from(">III", buf, 48)
+            stored = list(struct.unpack_from(f">{nvalid}H", buf, 64)) \
+                if 64 + 2 * nvalid <= len(buf) else []
+            self._compare_bests(ino, stored, bests, firstdb)
+            used = sum(1 for v in stored if v != 0xFFFF)
+            if used != nused:
+                self.report("DIR_CORRUPT", f"directory {ino}: free block at {fsb} says "
+                            f"{nused} used, holds {used}", ino=ino, block=fsb,
+                            field="nused", expected=used, found=nused)
+        return odd, None
+
+    def _dir_blocks_between(self, node, lo: int, hi):
+        """File offsets of the directory blocks mapped in [lo, hi)."""
+        step = self.sb.dirblkfsbs
+        for startoff, _sb, count, _u in node.extents():
+            end = startoff + count if hi is None else min(startoff + count, hi)
+            first = -(-max(startoff, lo) // step) * step
+            yield from range(first, end, step)
+
+    def _data_tally(self, node, buf, end: int, fsb: int, tab: InodeTable):
+        addr_base = (fsb // self.sb.dirblkfsbs) * self.sb.dirblksize
+        try:
+            return parsers.dir_data_tally(buf, C.XFS_DIR3_DATA_HDR_SIZE, end,
+                                          self.sb.has_ftype, addr_base, tab.starts,
+                                          tab.itype, tab.refs)
+        except ValueError as e:
+            raise CorruptionError("directory data block", str(e), ino=node.ino,
+                                  block=fsb) from None
+
+    def _tally_entries(self, tab: InodeTable, entries) -> list:
+        """dir_data_tally's counting for entries already decoded (shortform)."""
+        odd = []
+        has_ftype = self.sb.has_ftype
+        for name, child, ftype in entries:
+            slot = tab.slot(child)
+            t = tab.itype[slot] if slot >= 0 else 0
+            if not t:
+                odd.append((name, child, ftype, 1))
+                continue
+            tab.refs[slot] += 1
+            flags = 0
+            if has_ftype and C.FTYPE_TO_IFMT.get(ftype, -1) >> 12 != t:
+                flags = 2
+            if t == 4:
+                flags |= 4
+            if flags:
+                odd.append((name, child, ftype, flags))
+        return odd
+
+    def _leaf_block(self, node, fsb, buf, start, count, stale) -> int:
+        """Order and stale count of one leaf block's entries; their sum."""
+        try:
+            ordered, nstale, lsum = parsers.leaf_tally(buf, start, count)
+        except ValueError as e:
+            raise CorruptionError("directory leaf block", str(e), ino=node.ino,
+                                  block=fsb, field="count") from None
+        if not ordered:
+            self.report("DIR_CORRUPT", f"directory {node.ino}: leaf hashes out of order",
+                        ino=node.ino, block=fsb, field="hashval")
+        if nstale != stale:
+            self.report("DIR_CORRUPT", f"directory {node.ino}: {nstale} stale leaf entries, "
+                        f"the header says {stale}", ino=node.ino, block=fsb, field="stale",
+                        expected=nstale, found=stale)
+        return lsum
+
+    def _check_leaf(self, node, buf, start, count, stale, dsum, block_form,
+                    blockbuf=None) -> None:
+        """A block- or leaf-form directory's leaf entries against its data
+        entries; on a mismatch, find the entry that is wrong."""
+        fsb = 0 if block_form else C.XFS_DIR2_LEAF_OFFSET >> self.sb.blocklog
+        if self._leaf_block(node, fsb, buf, start, count, stale) == dsum:
+            return
+        before = len(self.findings)
+        self._check_leaf_ents(node, buf, start, count, block_form, blockbuf)
+        if len(self.findings) == before:
+            self.report("DIR_CORRUPT", f"directory {node.ino}: its leaf does not index "
+                        "exactly its data entries", ino=node.ino, field="hashval")
 
     def _compare_bests(self, ino, stored, bests, firstdb) -> None:
         for i, v in enumerate(stored):
@@ -774,21 +926,12 @@ class Checker:
                             f"{db} recorded as {v}, it is {want}", ino=ino, field="bests",
                             expected=want, found=v)
 
-    def _check_bestfree(self, node, fsb, buf, end) -> int:
-        """Check a data block's bestfree table; return its longest free run."""
+    def _check_bestfree(self, node, fsb, buf, free) -> int:
+        """Check a data block's bestfree table against its unused regions
+        ``free`` [(length, offset)]; return its longest free run."""
         ino = node.ino
-        free = []
-        pos = C.XFS_DIR3_DATA_HDR_SIZE
-        ft = 1 if self.sb.has_ftype else 0
-        while pos < end:
-            tag, length = struct.unpack_from(">HH", buf, pos)
-            if tag == 0xFFFF:
-                free.append((length, pos))
-                pos += length
-            else:
-                pos += (8 + 1 + buf[pos + 8] + ft + 2 + 7) & ~7
-        stored = [struct.unpack_from(">HH", buf, 48 + 4 * i) for i in range(3)]
-        stored = [(length, off) for off, length in stored if length]
+        stored = struct.unpack_from(">6H", buf, 48)
+        stored = [(stored[i + 1], stored[i]) for i in (0, 2, 4) if stored[i + 1]]
         lengths = sorted((f[0] for f in free), reverse=True)
         if [s[0] for s in stored] != lengths[:len(stored)] or \
                 (len(stored) < 3 and len(lengths) > len(stored)) or \
@@ -798,41 +941,29 @@ class Checker:
                         block=fsb, field="bestfree")
         return lengths[0] if lengths else 0
 
-    def _check_leaf_ents(self, node, buf, start, count, stale, block_form, blockbuf=None):
+    def _check_leaf_ents(self, node, buf, start, count, block_form, blockbuf=None):
+        """Each leaf entry's hash against the name it points to."""
         ino = node.ino
-        prev = -1
-        nstale = 0
         for i in range(count):
             h, addr = struct.unpack_from(">II", buf, start + 8 * i)
-            if h < prev:
-                self.report("DIR_CORRUPT", f"directory {ino}: leaf hashes out of order",
-                            ino=ino, field="hashval")
-                return
-            prev = h
             if addr == C.XFS_DIR2_NULL_DATAPTR:
-                nstale += 1
                 continue
             _child, name = xdir._entry_at(node, addr, block_form, blockbuf)
             if parsers.da_hashname(name) != h:
                 self.report("DIR_CORRUPT", f"directory {ino}: leaf hash 0x{h:08x} for "
                             f"{name!r}, which hashes to 0x{parsers.da_hashname(name):08x}",
                             ino=ino, field="hashval")
-        if nstale != stale:
-            self.report("DIR_CORRUPT", f"directory {ino}: {nstale} stale leaf entries, the "
-                        f"header says {stale}", ino=ino, field="stale", expected=nstale,
-                        found=stale)
 
-    def _reachable(self, root: int) -> set:
-        children = self._children
+    @staticmethod
+    def _reachable(root: int, children) -> set:
+        """The directories reachable from the root."""
         seen = {root}
         stack = [root]
         while stack:
-            d = stack.pop()
-            for c in children.get(d, ()):
+            for c in children.get(stack.pop(), ()):
                 if c not in seen:
                     seen.add(c)
-                    if self.types.get(c) == C.S_IFDIR:
-                        stack.append(c)
+                    stack.append(c)
         return seen
 
     # -- phase: every block accounted for exactly once ---------------------------------------
