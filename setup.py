@@ -8,7 +8,7 @@ import sys
 
 from setuptools import setup
 
-NATIVE_SOURCES = ["fstool_native/parsers.py"]
+NATIVE_SOURCES = ["fstool_native/parsers.py", "fstool_native/writers.py"]
 
 
 def native_extensions():

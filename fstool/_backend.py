@@ -9,4 +9,5 @@ import fstool_native
 
 FORCE_PURE = os.environ.get("FSTOOL_PURE_PYTHON", "") not in ("", "0")
 parsers = fstool_native.load(pure=FORCE_PURE)
+writers = fstool_native.load(pure=FORCE_PURE, name="writers")
 NAME = "native" if fstool_native.is_native(parsers) else "pure-python"

@@ -121,6 +121,15 @@ class InodeEncoder:
         _CRC.pack_into(buf, C.XFS_DINODE_CRC_OFF, parsers.xfs_cksum(buf, C.XFS_DINODE_CRC_OFF))
         return bytes(buf)
 
+    def simple_template(self, ifmt: int) -> bytes:
+        """The inode :meth:`simple` starts from for file type ``ifmt``, with
+        permissions, owners, times and number zero."""
+        key = ("tpl", ifmt)
+        tpl = self._templates.get(key)
+        if tpl is None:
+            tpl = self._templates[key] = self.encode(0, InodeSpec(mode=ifmt))
+        return tpl
+
     def encode(self, ino: int, s: InodeSpec) -> bytes:
         bt = self.bigtime
         if bt:

@@ -40,7 +40,8 @@ from ..format import constants as C
 from ..format.structs import AGF, AGI, SB
 from ..io import verify as V
 from .encode import stamp_crc
-from .icore import InodeEncoder
+from .._backend import parsers, writers
+from .icore import _BIG_OFF, InodeEncoder
 from .mount import Filesystem
 
 XFS_INODES_PER_CHUNK = 64
@@ -769,10 +770,55 @@ class Writer:
     def put_simple_inodes(self, inos: list, items: list, ifmt: int, ctime_ns: int) -> None:
         """Store new inodes with empty forks: ``items`` holds ``(name, perm,
         uid, gid, atime_ns, mtime_ns)`` per inode, ``ifmt`` the file type."""
-        simple = self.enc.simple
+        enc = self.enc
+        simple = enc.simple
         put = self.put_inode
-        for ino, (_n, perm, uid, gid, at, mt) in zip(inos, items):
-            put(ino, simple(ino, ifmt | perm, uid, gid, at, mt, ctime_ns, ctime_ns))
+        if not self.bigtime:
+            for ino, (_n, perm, uid, gid, at, mt) in zip(inos, items):
+                put(ino, simple(ino, ifmt | perm, uid, gid, at, mt, ctime_ns, ctime_ns))
+            return
+        # runs of inodes in one new chunk are encoded straight into its buffer
+        tpl = enc.simple_template(ifmt)
+        fill = writers.fill_simple_inodes
+        cksum = parsers.xfs_cksum
+        big = _BIG_OFF
+        aglog = self.sb.agino_log
+        agmask = (1 << aglog) - 1
+        chunks = self.chunks
+        n = len(inos)
+        i = 0
+        while i < n:
+            ino = inos[i]
+            agino = ino & agmask
+            startino = agino & ~(XFS_INODES_PER_CHUNK - 1)
+            ch = chunks.get((ino >> aglog, startino))
+            if ch is None or not ch.new or ch.flushed or ch.buf is None:
+                _n, perm, uid, gid, at, mt = items[i]
+                put(ino, simple(ino, ifmt | perm, uid, gid, at, mt, ctime_ns, ctime_ns))
+                i += 1
+                continue
+            base = ino - (agino - startino)
+            j = i + 1
+            while j < n and base <= inos[j] < base + XFS_INODES_PER_CHUNK:
+                j += 1
+            k = i
+            while k < j:
+                k = fill(ch.buf, tpl, base, inos, items, k, j, ifmt, ctime_ns, big,
+                         C.XFS_DINODE_CRC_OFF, cksum)
+                if k < j:
+                    # a time outside the format: the clamping encoder
+                    _n, perm, uid, gid, at, mt = items[k]
+                    off = (inos[k] - base) << self.sb.inodelog
+                    ch.buf[off:off + self.sb.inodesize] = \
+                        simple(inos[k], ifmt | perm, uid, gid, at, mt, ctime_ns, ctime_ns)
+                    k += 1
+            put_bits = 0
+            for x in inos[i:j]:
+                put_bits |= 1 << (x - base)
+            ch.put |= put_bits
+            if ch.put == ch.present and ch.freecount == 0:
+                self._flush_chunk(ch)
+            i = j
 
     def _find_free_chunk(self, ag: AGState, pagino: int):
         # the chunk nearest the parent stays nearest while it has free

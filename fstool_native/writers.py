@@ -1,0 +1,88 @@
+"""Hot-path encoders for the write path, in Cython's pure-Python mode.
+
+Like parsers.py, this one file is both backends: setup.py compiles it with
+Cython, and imported as plain Python it is the pure-Python backend.
+
+Buffers written into are ``bytearray``; everything on disk is big-endian
+unless noted.  Checksums are computed by the ``cksum`` function passed in
+(``parsers.xfs_cksum`` of the same backend), so the CRC code has one home.
+"""
+try:
+    import cython
+except ImportError:          # plain Python without Cython installed
+    from fstool_native import _cython_shim as cython
+
+_U64 = 0xFFFFFFFFFFFFFFFF
+
+
+@cython.cfunc
+@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, v=cython.uint)
+def _put32(p, off, v):
+    p[off] = (v >> 24) & 0xFF
+    p[off + 1] = (v >> 16) & 0xFF
+    p[off + 2] = (v >> 8) & 0xFF
+    p[off + 3] = v & 0xFF
+
+
+@cython.cfunc
+@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, v=cython.ulonglong)
+def _put64(p, off, v):
+    _put32(p, off, v >> 32)
+    _put32(p, off + 4, v & 0xFFFFFFFF)
+
+
+@cython.locals(p=cython.p_uchar, t=cython.p_uchar, isize=cython.Py_ssize_t,
+               start=cython.Py_ssize_t, end=cython.Py_ssize_t, k=cython.Py_ssize_t,
+               off=cython.Py_ssize_t, i=cython.Py_ssize_t, crc_off=cython.Py_ssize_t,
+               slot=cython.Py_ssize_t, crc=cython.uint, mode=cython.uint,
+               at=cython.ulonglong, mt=cython.ulonglong, ct=cython.ulonglong)
+def fill_simple_inodes(buf, tpl, base_ino, inos, items, start, end, ifmt, ctime,
+                       epoch, crc_off, cksum) -> int:
+    """Write inodes ``inos[start:end]`` (all in the chunk whose first inode
+    is ``base_ino``, held in ``buf``) from the template ``tpl``: mode
+    ``ifmt | perm``, owners and times from ``items[k]`` = ``(name, perm,
+    uid, gid, atime_ns, mtime_ns)``, change and creation time ``ctime``.
+    Times are stored as bigtime values, ``ns + epoch``.  Returns the index of
+    the first inode whose times do not fit the format (the caller encodes it
+    the slow way and goes on after it), or ``end``."""
+    isize = len(tpl)
+    ctime = ctime + epoch
+    if not 0 <= ctime <= _U64:
+        return start
+    ct = ctime
+    p = buf
+    t = tpl
+    for k in range(start, end):
+        ino = inos[k]
+        _name, perm, uid, gid, atime, mtime = items[k]
+        atime = atime + epoch
+        mtime = mtime + epoch
+        if not (0 <= atime <= _U64 and 0 <= mtime <= _U64):
+            return k
+        at = atime
+        mt = mtime
+        slot = ino - base_ino
+        if slot < 0 or (slot + 1) * isize > len(buf):
+            raise ValueError("inode outside its chunk buffer")
+        off = slot * isize
+        if cython.compiled:
+            for i in range(isize):
+                p[off + i] = t[i]
+        else:
+            p[off:off + isize] = t
+        mode = ifmt | perm
+        p[off + 2] = (mode >> 8) & 0xFF
+        p[off + 3] = mode & 0xFF
+        _put32(p, off + 8, uid)
+        _put32(p, off + 12, gid)
+        _put64(p, off + 32, at)
+        _put64(p, off + 40, mt)
+        _put64(p, off + 48, ct)
+        _put64(p, off + 144, ct)
+        _put64(p, off + 152, ino)
+        crc = cksum(p[off:off + isize], crc_off)
+        p[off + crc_off] = crc & 0xFF
+        p[off + crc_off + 1] = (crc >> 8) & 0xFF
+        p[off + crc_off + 2] = (crc >> 16) & 0xFF
+        p[off + crc_off + 3] = (crc >> 24) & 0xFF
+    return end

@@ -1,0 +1,131 @@
+"""populate's batch path for plain empty files (runs from DirSource, inodes
+encoded a chunk at a time) must leave exactly the image the entry-by-entry
+path leaves, on both backends."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import fstool_native
+from fstool.format import constants as C
+from fstool.fs.icore import _BIG_OFF, InodeEncoder
+from fstool.ops.populate import populate
+from fstool.ops.sources import DirSource, EmptyFiles
+
+UUID = "0b5a3f1c-9d2e-4c7a-8e61-3f2a1b0c9d8e"
+needs_xfsprogs = pytest.mark.skipif(subprocess.run(["which", "xfs_repair"],
+                                                   capture_output=True).returncode != 0,
+                                    reason="xfsprogs (xfs_repair) not installed")
+
+
+class OneByOne:
+    """A DirSource seen only through iteration: no runs, every file an Entry."""
+
+    def __init__(self, root):
+        self.src = DirSource(root)
+
+    def __iter__(self):
+        return iter(self.src)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        pass
+
+
+def make_tree(root: Path) -> None:
+    root.mkdir()
+    for d, n in (("a", 3), ("b", 150), ("c", 700)):
+        sub = root / d
+        sub.mkdir()
+        for i in range(n):
+            p = sub / f"f{i:05d}"
+            p.touch()
+            os.chmod(p, (0o644, 0o600, 0o4755, 0o000)[i % 4])
+            os.utime(p, ns=(1_600_000_000_000_000_000 + i * 7919,
+                            -(2**31) * 10**9 if i % 97 == 5 else 1_500_000_000_123_456_789 + i))
+            if i % 61 == 7:
+                os.chown(p, 1000 + i, 2000 + i)
+            if i % 89 == 3:
+                with open(p, "wb") as f:
+                    f.write(b"data")
+            if i % 113 == 9:
+                os.link(p, sub / f"f{i:05d}.link")
+            if i % 127 == 11:
+                os.setxattr(p, "user.k", b"v")
+    (root / "c" / "deeper").mkdir()
+    (root / "c" / "deeper" / "e").touch()
+
+
+def mkfs(img: Path, bigtime: bool) -> None:
+    if bigtime:
+        subprocess.run([sys.executable, "-m", "fstool", "mkfs", str(img), "--size", "256m",
+                        "--uuid", UUID, "-q"], check=True)
+    else:       # fstool mkfs always sets bigtime
+        subprocess.run(["truncate", "-s", "320m", str(img)], check=True)
+        subprocess.run(["mkfs.xfs", "-q", "-f", "-m", f"uuid={UUID},bigtime=0", str(img)],
+                       check=True)
+
+
+@pytest.mark.parametrize("bigtime", [True, False])
+def test_runs_leave_the_same_image(tmp_path, bigtime):
+    src = tmp_path / "src"
+    make_tree(src)
+    # runs come only for plain empty files, and all of them are there
+    runs = [e for e in DirSource(src).entries(runs=True) if type(e) is EmptyFiles]
+    assert runs and sum(len(r.items) for r in runs) > 700
+    if not bigtime and subprocess.run(["which", "mkfs.xfs"], capture_output=True).returncode:
+        pytest.skip("mkfs.xfs not installed")
+    empty = tmp_path / "empty.img"
+    mkfs(empty, bigtime)
+    imgs = []
+    for k, source in enumerate((src, OneByOne(src))):
+        img = tmp_path / f"{k}.img"
+        img.write_bytes(empty.read_bytes())
+        populate(img, source, timestamp_ns=1_700_000_000 * 10**9)
+        # a second pass over the same tree replaces every name
+        populate(img, source, "/again", timestamp_ns=1_700_000_000 * 10**9)
+        populate(img, source, "/again", timestamp_ns=1_700_000_000 * 10**9)
+        imgs.append(img.read_bytes())
+    assert imgs[0] == imgs[1]
+    if subprocess.run(["which", "xfs_repair"], capture_output=True).returncode == 0:
+        r = subprocess.run(["xfs_repair", "-n", "-f", str(tmp_path / "0.img")],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout[-2000:]
+
+
+@pytest.mark.parametrize("pure", [False, True])
+def test_fill_simple_inodes_equals_template_encoding(pure):
+    writers = fstool_native.load(pure=pure, name="writers")
+    parsers = fstool_native.load(pure=pure)
+    uuid = bytes(range(16))
+    enc = InodeEncoder(512, uuid, bigtime=True, nrext64=False)
+    tpl = enc.simple_template(C.S_IFREG)
+    base = 4096
+    inos = [base + i for i in (0, 3, 4, 63)]
+    items = [(b"n", 0o644, 0, 0, 0, 0), (b"n", 0o7777, 2**32 - 1, 7, -(2**31) * 10**9, 1),
+             (b"n", 0o600, 5, 6, -_BIG_OFF - 1, 0),            # before the format's range
+             (b"n", 0o755, 1, 2, 2**62, 10**18)]
+    buf = bytearray(64 * 512)
+    ct = 1_700_000_000 * 10**9
+    k = writers.fill_simple_inodes(buf, tpl, base, inos, items, 0, 4, C.S_IFREG, ct, _BIG_OFF,
+                                   C.XFS_DINODE_CRC_OFF, parsers.xfs_cksum)
+    assert k == 2
+    k = writers.fill_simple_inodes(buf, tpl, base, inos, items, 3, 4, C.S_IFREG, ct, _BIG_OFF,
+                                   C.XFS_DINODE_CRC_OFF, parsers.xfs_cksum)
+    assert k == 4
+    for ino, it in zip(inos, items):
+        if it is items[2]:
+            continue
+        _n, perm, uid, gid, at, mt = it
+        off = (ino - base) * 512
+        assert bytes(buf[off:off + 512]) == \
+            enc.simple(ino, C.S_IFREG | perm, uid, gid, at, mt, ct, ct)
+    with pytest.raises(ValueError):
+        writers.fill_simple_inodes(buf, tpl, base, [base + 64], items, 0, 1, C.S_IFREG, ct,
+                                   _BIG_OFF, C.XFS_DINODE_CRC_OFF, parsers.xfs_cksum)
