@@ -821,6 +821,11 @@ class Checker:
             count, stale = struct.unpack_from(">HH", buf, 56)
             self._check_leaf(node, buf, C.XFS_DIR3_LEAF_HDR_SIZE, count, stale, dsum, False)
             nbests = struct.unpack_from(">I", buf, len(buf) - 4)[0]
+            want = max(bests, default=-1) + 1
+            if nbests != want:
+                self.report("DIR_CORRUPT", f"directory {ino}: the leaf tail holds {nbests} "
+                            f"best-free entries, the directory has {want} data blocks",
+                            ino=ino, field="bestcount", expected=want, found=nbests)
             off = len(buf) - 4 - 2 * nbests
             stored = list(struct.unpack_from(f">{nbests}H", buf, off)) if off > 0 else []
             self._compare_bests(ino, stored, bests, 0)
