@@ -188,3 +188,30 @@ def test_namespace_findings(kernel_img, tmp_path, where, field, code):
     codes = {json.loads(line)["code"] for line in res.stdout.splitlines()}
     assert code in codes, res.stdout
     assert repair_n(img) == 1
+
+
+def test_progress_reports_every_phase(kernel_img):
+    """The progress callback hears of every phase in order and of the inode
+    chunks up to the last; the CLI draws it on a terminal without harm."""
+    import fstool
+    from fstool.ops.check import Checker, check as run_check
+    calls = []
+    with fstool.open_image(kernel_img) as fs:
+        c = run_check(fs, lambda *a: calls.append(a))
+        assert c.exit_code == 0
+        chunks = sum(len(v) for v in c.chunks.values())
+    phases = [p for p, done, total in calls if total is None]
+    assert phases == list(Checker.PHASES)
+    inodes = [(done, total) for p, done, total in calls if p == "inodes" and total]
+    assert inodes and inodes[-1] == (chunks, chunks)
+    pty = pytest.importorskip("pty")
+    import os
+    out = bytearray()
+
+    def read(fd):
+        data = os.read(fd, 4096)
+        out.extend(data)
+        return data
+    status = pty.spawn([sys.executable, "-m", "fstool", "check", str(kernel_img)], read)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert b"no problems found" in out and b"Traceback" not in out

@@ -43,21 +43,43 @@ def cmd(jobs, as_json, image):
         err(str(e))
         sys.exit(C.EXIT_OPERATIONAL)
     with fs:
-        status = None
         if is_tty() and not as_json:
-            from .console import console
-            status = console().status("checking")
-            status.start()
-        try:
-            checker = C.check(fs, (lambda phase: status.update(
-                f"checking: {phase.replace('_', ' ')}")) if status else None, jobs=jobs)
-        finally:
-            if status:
-                status.stop()
+            with _PhaseBars() as bars:
+                checker = C.check(fs, bars.update, jobs=jobs)
+        else:
+            checker = C.check(fs, jobs=jobs)
     _emit(checker.findings, as_json)
     if checker.log_dirty and not as_json:
         err("the log is dirty: mount and unmount the image (or replay the log) first")
     sys.exit(checker.exit_code)
+
+
+class _PhaseBars:
+    """A progress bar per phase, on a terminal (gone when the check ends)."""
+
+    def __enter__(self):
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn,
+                                   TextColumn, TimeElapsedColumn)
+
+        from .console import console
+        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description:<14}"),
+                                 BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                                 console=console(), transient=True)
+        self.progress.start()
+        self.tasks = {}
+        return self
+
+    def update(self, phase, done, total):
+        task = self.tasks.get(phase)
+        if task is None:
+            for t in self.tasks.values():          # the phase before is over
+                self.progress.update(t, total=1, completed=1)
+            task = self.tasks[phase] = self.progress.add_task(phase.replace("_", " "),
+                                                              total=None)
+        self.progress.update(task, completed=done, total=total)
+
+    def __exit__(self, *exc):
+        self.progress.stop()
 
 
 def _emit(findings, as_json):

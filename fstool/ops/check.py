@@ -93,6 +93,7 @@ class Checker:
         self.chunks: dict[int, list] = {}
         self.findings: list[Finding] = []
         self.progress = progress
+        self._phase = ""
         # per AG: list of (start, length, what) for every claimed block range
         self.claims: dict[int, list] = defaultdict(list)
         self.shared: dict[int, list] = defaultdict(list)     # refcount > 1 ranges
@@ -134,8 +135,9 @@ class Checker:
         return self.findings
 
     def _run_phase(self, name: str) -> None:
+        self._phase = name
         if self.progress:
-            self.progress(name)
+            self.progress(name, 0, None)
         try:
             getattr(self, "phase_" + name)()
         except FsToolError as e:      # a phase stops; the others go on
@@ -150,7 +152,7 @@ class Checker:
         agnos = list(range(self.sb.agcount))
         groups = [agnos[i::jobs] for i in range(min(jobs, len(agnos)))]
         if self.progress:
-            self.progress(f"AGs in {len(groups)} processes")
+            self.progress(f"AGs in {len(groups)} processes", 0, None)
         ctx = multiprocessing.get_context("fork")
         with ctx.Pool(len(groups)) as pool:
             results = pool.starmap(_ag_worker, [(self.fs.dev.path, g) for g in groups])
@@ -164,6 +166,11 @@ class Checker:
             self.dirs.extend(part["dirs"])
             for k, v in part["ag_totals"].items():
                 self.ag_totals[k] += v
+
+    def _tick(self, done: int, total: int) -> None:
+        """Report progress within the running phase (every 256 steps)."""
+        if self.progress and (not done & 255 or done == total):
+            self.progress(self._phase, done, total)
 
     @property
     def exit_code(self) -> int:
@@ -497,9 +504,13 @@ class Checker:
             flags2_ok |= C.XFS_DIFLAG2_BIGTIME
         if sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_NREXT64):
             flags2_ok |= C.XFS_DIFLAG2_NREXT64
+        total = sum(len(c) for c in self.chunks.values())
+        done = 0
         for agno in sorted(self.chunks):
             tab = self.tables[agno]
             for k, (startino, holemask, _n, _nfree, free) in enumerate(self.chunks[agno]):
+                done += 1
+                self._tick(done, total)
                 first_blk = startino >> sb.inopblog
                 nblocks = max(1, (64 * isize) >> sb.blocklog)
                 try:
@@ -701,7 +712,8 @@ class Checker:
         parents = {}
         dotdot = {}
         children = defaultdict(list)      # directory -> its subdirectories
-        for ino in self.dirs:
+        for done, ino in enumerate(self.dirs, 1):
+            self._tick(done, len(self.dirs))
             try:
                 node = fs.inode(ino)
                 odd, dd = self._tally_dir(node, tab)
@@ -1051,6 +1063,9 @@ def _ag_worker(path: str, agnos: list) -> dict:
 
 
 def check(fs, progress=None, jobs: int = 1) -> Checker:
+    """Check ``fs``; ``progress(phase, done, total)``, if given, hears of each
+    phase as it starts (done 0, total None) and of the steps of the long ones
+    (inode chunks, directories)."""
     c = Checker(fs, progress)
     c.run(jobs)
     return c
