@@ -86,3 +86,42 @@ def fill_simple_inodes(buf, tpl, base_ino, inos, items, start, end, ifmt, ctime,
         p[off + crc_off + 2] = (crc >> 16) & 0xFF
         p[off + crc_off + 3] = (crc >> 24) & 0xFF
     return end
+
+
+@cython.locals(p=cython.p_uchar, q=cython.p_uchar, k=cython.Py_ssize_t,
+               n=cython.Py_ssize_t, off=cython.Py_ssize_t, nl=cython.Py_ssize_t,
+               i=cython.Py_ssize_t, size=cython.Py_ssize_t, dbs=cython.Py_ssize_t,
+               tag=cython.uint, ino=cython.ulonglong, ft=cython.uint)
+def fill_dir_entries(space, entries, addrs, dirblksize, has_ftype) -> None:
+    """Write directory data entries into ``space`` (the data blocks one after
+    another, ``dirblksize`` bytes each): ``entries[k]`` = ``(name, ino,
+    ftype)`` goes at byte ``addrs[k]``, with its tag (offset in its block)
+    in its last two bytes."""
+    n = len(entries)
+    if len(addrs) != n:
+        raise ValueError("one address per entry")
+    dbs = dirblksize
+    p = space
+    for k in range(n):
+        name, ino_obj, ft_obj = entries[k]
+        off = addrs[k]
+        nl = len(name)
+        size = (8 + 1 + nl + (1 if has_ftype else 0) + 2 + 7) & ~7
+        if off < 0 or nl < 1 or nl > 255 or off % dbs + size > dbs or \
+                off + size > len(space):
+            raise ValueError("directory entry outside its block")
+        ino = ino_obj
+        _put64(p, off, ino)
+        p[off + 8] = nl
+        q = name
+        if cython.compiled:
+            for i in range(nl):
+                p[off + 9 + i] = q[i]
+        else:
+            p[off + 9:off + 9 + nl] = q
+        if has_ftype:
+            ft = ft_obj
+            p[off + 9 + nl] = ft & 0xFF
+        tag = off % dbs
+        p[off + size - 2] = (tag >> 8) & 0xFF
+        p[off + size - 1] = tag & 0xFF

@@ -10,7 +10,6 @@ from .encode import stamp_crc
 DA3_HDR = 64                                    # blkinfo (56) + count, level/stale, pad
 DA3_CRC_OFF = 12
 _INFO = struct.Struct(">IIHHIQQ16sQ")           # forw back magic pad crc blkno lsn uuid owner
-_PAIR = struct.Struct(">II")
 
 
 def da_block(size: int, magic: int, *, forw: int = 0, back: int = 0, count: int = 0,
@@ -20,10 +19,8 @@ def da_block(size: int, magic: int, *, forw: int = 0, back: int = 0, count: int 
     buf = bytearray(size)
     _INFO.pack_into(buf, 0, forw, back, magic, 0, 0, 0, 0, b"\0" * 16, 0)
     struct.pack_into(">HH", buf, 56, count, second)
-    p = DA3_HDR
-    for a, b in pairs:
-        _PAIR.pack_into(buf, p, a, b)
-        p += 8
+    if pairs:
+        struct.pack_into(f">{2 * len(pairs)}I", buf, DA3_HDR, *[v for pair in pairs for v in pair])
     return buf
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import struct
 
-from .._backend import parsers
+from .._backend import parsers, writers
 from ..errors import InvalidArgument
 from ..format import constants as C
 from .dablock import da_block, da_finisher
@@ -37,6 +37,16 @@ _LEAF = struct.Struct(">II")
 
 def entsize(namelen: int, has_ftype: bool = True) -> int:
     return (8 + 1 + namelen + (1 if has_ftype else 0) + 2 + 7) & ~7
+
+
+def maybe_bad_names(names: list) -> bool:
+    """False when every name of the (non-empty) list is a valid entry name:
+    1 to 255 bytes, no "/" or NUL, not "." or "..".  Checked on the names
+    joined with NULs, so a long list costs a few passes in C."""
+    blob = b"\0".join(names)
+    return b"/" in blob or blob.count(b"\0") != len(names) - 1 or b"\0\0" in blob or \
+        not names[0] or not names[-1] or b"." in names or b".." in names or \
+        max(map(len, names)) > 255
 
 
 def _sf_encode(entries, parent: int, has_ftype: bool) -> bytes:
@@ -78,8 +88,9 @@ class _Builder:
 
     # -- placement simulation --------------------------------------------------
     def place(self):
-        """Assign every entry a (data block, offset); returns the form
-        ("block", "leaf" or "node") and per-block used byte counts."""
+        """Assign every entry a byte address in the data space (data block
+        times dirblksize plus offset); returns the form ("block", "leaf" or
+        "node"), the addresses and per-block used byte counts."""
         dbs = self.dbs
         ents = self.entries
         n = len(ents)
@@ -91,7 +102,7 @@ class _Builder:
         while i < n and form == "block":
             sz = entsize(len(ents[i][0]), self.ftype)
             if used[0] + sz + LEAF_ENT * (count + 1) + 8 <= dbs:
-                where[i] = (0, used[0])
+                where[i] = used[0]
                 used[0] += sz
                 count += 1
                 i += 1
@@ -115,7 +126,7 @@ class _Builder:
                 used.append(HDR)
                 blk = len(used) - 1
                 open_blocks.append(blk)
-            where[j] = (blk, used[blk])
+            where[j] = blk * dbs + used[blk]
             used[blk] += sz
             count += 1
             if dbs - used[blk] < 16:
@@ -125,19 +136,20 @@ class _Builder:
         return form, where, used
 
     # -- encoding ------------------------------------------------------------------
-    def data_block(self, magic: int, entries, used_end: int, limit: int) -> bytearray:
-        """Entries [(off, name, ino, ft)], unused space from used_end to limit."""
-        buf = bytearray(self.dbs)
-        ft = self.ftype
-        for off, name, ino, ftp in entries:
-            _ENT_HDR.pack_into(buf, off, ino, len(name))
-            p = off + 9
-            buf[p:p + len(name)] = name
-            p += len(name)
-            if ft:
-                buf[p] = ftp
-            sz = entsize(len(name), ft)
-            _U16.pack_into(buf, off + sz - 2, off)
+    def data_blocks(self, where, used: list) -> bytearray:
+        """Every data block, one after another: the entries at their
+        addresses, "." and ".." at the start of block 0."""
+        space = bytearray(len(used) * self.dbs)
+        writers.fill_dir_entries(space, self.entries, where, self.dbs, self.ftype)
+        writers.fill_dir_entries(space, self.dot_entries(), [HDR, HDR + 16], self.dbs,
+                                 self.ftype)
+        return space
+
+    def data_block(self, space: bytearray, b: int, magic: int, used_end: int,
+                   limit: int) -> bytearray:
+        """Block ``b`` of ``space`` with its header; unused space from
+        used_end to limit."""
+        buf = space[b * self.dbs:(b + 1) * self.dbs]
         free = limit - used_end
         if free >= 8:
             struct.pack_into(">HH", buf, used_end, FREETAG, free)
@@ -160,46 +172,42 @@ class _Builder:
         return finish
 
     def dot_entries(self):
-        return [(HDR, b".", self.ino, C.XFS_DIR3_FT_DIR),
-                (HDR + 16, b"..", self.parent, C.XFS_DIR3_FT_DIR)]
+        return [(b".", self.ino, C.XFS_DIR3_FT_DIR), (b"..", self.parent, C.XFS_DIR3_FT_DIR)]
 
     def build(self) -> ForkPlan:
         form, where, used = self.place()
         ents = self.entries
         dbs = self.dbs
-        hashes = [parsers.da_hashname(name) for name, _i, _f in ents]
-        blocks_ents = [[] for _ in used]
-        blocks_ents[0].extend(self.dot_entries())
-        for (name, ino, ft), (b, off) in zip(ents, where):
-            blocks_ents[b].append((off, name, ino, ft))
+        hash_name = parsers.da_hashname
+        space = self.data_blocks(where, used)
         # leaf entries: hash, address (byte offset in the data space / 8);
-        # equal hashes newest first
-        leaf = [(parsers.da_hashname(b"."), HDR >> 3, 0), (parsers.da_hashname(b".."),
-                                                           (HDR + 16) >> 3, 1)]
-        for k, ((b, off), h) in enumerate(zip(where, hashes)):
-            leaf.append((h, (b * dbs + off) >> 3, k + 2))
-        leaf.sort(key=lambda e: (e[0], -e[2]))
+        # equal hashes newest first.  Sorted as one integer each: hash, then
+        # the insertion number counted down
+        top = len(ents) + 1
+        keys = [(hash_name(b".") << 32) | top, (hash_name(b"..") << 32) | (top - 1)]
+        keys += [(hash_name(e[0]) << 32) | (top - 2 - k) for k, e in enumerate(ents)]
+        keys.sort()
+        addrs = [HDR >> 3, (HDR + 16) >> 3] + [a >> 3 for a in where]
+        leaf = [(key >> 32, addrs[top - (key & 0xFFFFFFFF)]) for key in keys]
         out = []
         size = len(used) * dbs
         if form == "block":
             count = len(leaf)
             leaf_start = dbs - 8 - LEAF_ENT * count
-            buf = self.data_block(C.XFS_DIR3_BLOCK_MAGIC, blocks_ents[0], used[0], leaf_start)
-            p = leaf_start
-            for h, addr, _s in leaf:
-                _LEAF.pack_into(buf, p, h, addr)
-                p += 8
+            buf = self.data_block(space, 0, C.XFS_DIR3_BLOCK_MAGIC, used[0], leaf_start)
+            struct.pack_into(f">{2 * count}I", buf, leaf_start,
+                             *[v for pair in leaf for v in pair])
             struct.pack_into(">II", buf, dbs - 8, count, 0)
             out.append(PlannedBlock(0, self.fsbs, self.finisher(buf, 4, False)))
             return ForkPlan(None, out, dbs)
         bests = []
-        for b, bents in enumerate(blocks_ents):
-            buf = self.data_block(C.XFS_DIR3_DATA_MAGIC, bents, used[b], dbs)
+        for b in range(len(used)):
+            buf = self.data_block(space, b, C.XFS_DIR3_DATA_MAGIC, used[b], dbs)
             bests.append(dbs - used[b] if dbs - used[b] >= 8 else 0)
             out.append(PlannedBlock(b * self.fsbs, self.fsbs, self.finisher(buf, 4, False)))
         if form == "leaf":
             buf = da_block(dbs, C.XFS_DIR3_LEAF1_MAGIC, count=len(leaf),
-                           pairs=[(h, addr) for h, addr, _s in leaf])
+                           pairs=leaf)
             tail = dbs - 4
             struct.pack_into(">I", buf, tail, len(bests))
             struct.pack_into(f">{len(bests)}H", buf, tail - 2 * len(bests), *bests)
@@ -228,7 +236,7 @@ class _Builder:
             buf = da_block(dbs, C.XFS_DIR3_LEAFN_MAGIC, count=len(ch),
                            forw=leaf_lblks[k + 1] if k + 1 < len(chunks) else 0,
                            back=leaf_lblks[k - 1] if k else 0,
-                           pairs=[(h, addr) for h, addr, _s in ch])
+                           pairs=ch)
             out.append(PlannedBlock(lblk, fsbs, self.finisher(buf, 12, True)))
         # node levels: (max hash, lblk) per child
         level_items = [(ch[-1][0], lblk) for lblk, ch in zip(leaf_lblks, chunks)]
@@ -268,13 +276,16 @@ def encode_dir(entries, *, ino: int, parent: int, uuid: bytes, blocksize: int,
                dirblksize: int, has_ftype: bool, inline_space: int) -> ForkPlan:
     """The fork a directory holding ``entries`` [(name, ino, ftype)] (without
     "." and "..", in insertion order) would have; see the module docstring."""
-    for name, _ino, _ft in entries:
-        if not name or len(name) > 255 or b"/" in name or b"\0" in name or \
-                name in (b".", b".."):
-            raise InvalidArgument(f"invalid directory entry name {name[:64]!r}")
+    if entries and maybe_bad_names([e[0] for e in entries]):
+        for name, _ino, _ft in entries:
+            if not name or len(name) > 255 or b"/" in name or b"\0" in name or \
+                    name in (b".", b".."):
+                raise InvalidArgument(f"invalid directory entry name {name[:64]!r}")
     if not has_ftype:
         raise InvalidArgument("directories without ftype are not supported for writing")
-    if _sf_size(entries, parent, has_ftype) <= inline_space:
+    # a shortform entry takes at least 9 bytes: skip the sum when they cannot fit
+    if 9 * len(entries) <= inline_space and \
+            _sf_size(entries, parent, has_ftype) <= inline_space:
         sf = _sf_encode(entries, parent, has_ftype)
         return ForkPlan(sf, [], len(sf))
     return _Builder(entries, ino, parent, uuid, blocksize, dirblksize, has_ftype).build()

@@ -229,12 +229,8 @@ class Namespace:
         pst = self.dir_state(parent)
         entries = pst.entries
         names = [it[0] for it in items]
-        # every name at once: joined with NULs, a name holding "/" or NUL, an
-        # empty name or one over NAME_MAX shows in the joined string
-        blob = b"\0".join(names)
-        if b"/" in blob or blob.count(b"\0") != len(names) - 1 or b"\0\0" in blob or \
-                not names[0] or not names[-1] or b"." in names or b".." in names or \
-                max(map(len, names)) > NAME_MAX:
+        from .dirbuild import maybe_bad_names
+        if maybe_bad_names(names):
             for name in names:
                 check_name(name)
         fresh = dict.fromkeys(names)
