@@ -226,16 +226,44 @@ def decode_bmbt_recs(buf, offset, count) -> list:
     return out
 
 
+@cython.cfunc
 @cython.locals(p=cython.p_uchar, pos=cython.Py_ssize_t, stop=cython.Py_ssize_t,
                ft=cython.int, namelen=cython.Py_ssize_t, size=cython.Py_ssize_t,
-               length=cython.Py_ssize_t, ftype=cython.int)
-def dir2_data_entries(buf, start, end, has_ftype) -> list:
-    """Entries of a directory data region buf[start:end] as tuples
-    (offset, inumber, name, ftype), skipping unused (free) regions.
+               length=cython.Py_ssize_t)
+@cython.returns(cython.Py_ssize_t)
+def _data_step(p, pos, stop, ft):
+    """Size of the directory data entry at p[pos], or minus the size of the
+    unused region there, after checking it fits before ``stop`` and its tag.
 
     An entry is inumber(8) namelen(1) name [ftype(1)] padding tag(2), 8-byte
-    aligned; a free region starts with 0xFFFF and its length, and ends with a
-    tag; every tag holds the offset of its own entry."""
+    aligned; an unused region starts with 0xFFFF and its length, and ends
+    with a tag; every tag holds the offset of its own entry."""
+    if stop - pos < 8:
+        raise ValueError(f"truncated entry at offset {pos}")
+    if _be16(p, pos) == 0xFFFF:
+        length = _be16(p, pos + 2)
+        if length < 8 or length & 7 or pos + length > stop:
+            raise ValueError(f"bad free region length {length} at offset {pos}")
+        if _be16(p, pos + length - 2) != pos:
+            raise ValueError(f"bad free region tag at offset {pos}")
+        return -length
+    namelen = p[pos + 8]
+    if namelen == 0:
+        raise ValueError(f"zero-length name at offset {pos}")
+    size = (8 + 1 + namelen + ft + 2 + 7) & ~7
+    if pos + size > stop:
+        raise ValueError(f"entry at offset {pos} runs past the data region")
+    if _be16(p, pos + size - 2) != pos:
+        raise ValueError(f"bad entry tag at offset {pos}")
+    return size
+
+
+@cython.locals(p=cython.p_uchar, pos=cython.Py_ssize_t, stop=cython.Py_ssize_t,
+               ft=cython.int, namelen=cython.Py_ssize_t, size=cython.Py_ssize_t,
+               ftype=cython.int)
+def dir2_data_entries(buf, start, end, has_ftype) -> list:
+    """Entries of a directory data region buf[start:end] as tuples
+    (offset, inumber, name, ftype), skipping unused (free) regions."""
     p = buf
     pos = start
     stop = end
@@ -244,24 +272,11 @@ def dir2_data_entries(buf, start, end, has_ftype) -> list:
         raise ValueError("directory data region outside the buffer")
     out = []
     while pos < stop:
-        if stop - pos < 8:
-            raise ValueError(f"truncated entry at offset {pos}")
-        if _be16(p, pos) == 0xFFFF:
-            length = _be16(p, pos + 2)
-            if length < 8 or length & 7 or pos + length > stop:
-                raise ValueError(f"bad free region length {length} at offset {pos}")
-            if _be16(p, pos + length - 2) != pos:
-                raise ValueError(f"bad free region tag at offset {pos}")
-            pos += length
+        size = _data_step(p, pos, stop, ft)
+        if size < 0:
+            pos -= size
             continue
         namelen = p[pos + 8]
-        if namelen == 0:
-            raise ValueError(f"zero-length name at offset {pos}")
-        size = (8 + 1 + namelen + ft + 2 + 7) & ~7
-        if pos + size > stop:
-            raise ValueError(f"entry at offset {pos} runs past the data region")
-        if _be16(p, pos + size - 2) != pos:
-            raise ValueError(f"bad entry tag at offset {pos}")
         ftype = p[pos + 9 + namelen] if ft else 0
         out.append((pos, _be64(p, pos), p[pos + 9:pos + 9 + namelen], ftype))
         pos += size
@@ -670,25 +685,12 @@ def dir_data_tally(buf, start, end, has_ftype, addr_base, starts, itype, refs) -
     odd = []
     leafsum = 0
     while pos < stop:
-        if stop - pos < 8:
-            raise ValueError(f"truncated entry at offset {pos}")
-        if _be16(p, pos) == 0xFFFF:
-            length = _be16(p, pos + 2)
-            if length < 8 or length & 7 or pos + length > stop:
-                raise ValueError(f"bad free region length {length} at offset {pos}")
-            if _be16(p, pos + length - 2) != pos:
-                raise ValueError(f"bad free region tag at offset {pos}")
-            frees.append((length, pos))
-            pos += length
+        size = _data_step(p, pos, stop, ft)
+        if size < 0:
+            frees.append((-size, pos))
+            pos -= size
             continue
         namelen = p[pos + 8]
-        if namelen == 0:
-            raise ValueError(f"zero-length name at offset {pos}")
-        size = (8 + 1 + namelen + ft + 2 + 7) & ~7
-        if pos + size > stop:
-            raise ValueError(f"entry at offset {pos} runs past the data region")
-        if _be16(p, pos + size - 2) != pos:
-            raise ValueError(f"bad entry tag at offset {pos}")
         ftype = p[pos + 9 + namelen] if ft else 0
         child = _be64(p, pos)
         leafsum = (leafsum + _leaf_mix(_hash_at(p, pos + 9, namelen),
