@@ -125,3 +125,66 @@ def fill_dir_entries(space, entries, addrs, dirblksize, has_ftype) -> None:
         tag = off % dbs
         p[off + size - 2] = (tag >> 8) & 0xFF
         p[off + size - 1] = tag & 0xFF
+
+
+_NS_SAFE = 9_000_000_000             # seconds whose nanosecond count fits 63 bits
+_S_IFMT = 0o170000
+_S_IFREG = 0o100000
+
+
+def _stat_plain_files_py(dirfd, dirpath, names):
+    """The pure-Python twin of the compiled loop in stat_plain_files."""
+    import os
+    out = []
+    for name in names:
+        try:
+            st = os.lstat(name, dir_fd=dirfd)
+        except OSError:
+            out.append(None)
+            continue
+        if st.st_mode & _S_IFMT != _S_IFREG or st.st_size or st.st_nlink != 1:
+            out.append(None)
+            continue
+        try:
+            if os.listxattr(dirpath + b"/" + name, follow_symlinks=False):
+                out.append(None)
+                continue
+        except OSError:
+            pass        # as the general path: unreadable xattrs count as none
+        out.append((name, st.st_mode & 0o7777, st.st_uid, st.st_gid, st.st_atime_ns,
+                    st.st_mtime_ns))
+    return out
+
+
+def stat_plain_files(dirfd, dirpath, names):
+    """For each name of directory ``dirpath`` (open as ``dirfd``): a plain
+    empty file (regular, size 0, one link, no xattrs) as ``(name, perm, uid,
+    gid, atime_ns, mtime_ns)`` from lstat; else None, also when lstat
+    fails (the caller looks at those again the general way)."""
+    if not cython.compiled:
+        return _stat_plain_files_py(dirfd, dirpath, names)
+    out = []
+    n = len(names)
+    for k in range(n):
+        name = names[k]
+        cname = name
+        rc = fstatat(dirfd, cname, cython.address(st), AT_SYMLINK_NOFOLLOW)
+        fmt = st.st_mode & _S_IFMT
+        if rc != 0 or fmt != _S_IFREG or st.st_size != 0 or st.st_nlink != 1:
+            out.append(None)
+            continue
+        path = dirpath + b"/" + name
+        cpath = path
+        xl = llistxattr(cpath, cython.NULL, 0)
+        if xl > 0:
+            out.append(None)
+            continue
+        asec = st.st_atim.tv_sec
+        msec = st.st_mtim.tv_sec
+        if not (-_NS_SAFE < asec < _NS_SAFE and -_NS_SAFE < msec < _NS_SAFE):
+            out.append(None)
+            continue
+        out.append((name, st.st_mode & 0o7777, st.st_uid, st.st_gid,
+                    asec * 1000000000 + st.st_atim.tv_nsec,
+                    msec * 1000000000 + st.st_mtim.tv_nsec))
+    return out

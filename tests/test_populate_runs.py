@@ -129,3 +129,32 @@ def test_fill_simple_inodes_equals_template_encoding(pure):
     with pytest.raises(ValueError):
         writers.fill_simple_inodes(buf, tpl, base, [base + 64], items, 0, 1, C.S_IFREG, ct,
                                    _BIG_OFF, C.XFS_DINODE_CRC_OFF, parsers.xfs_cksum)
+
+
+def test_stat_plain_files_backends_agree(tmp_path):
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "empty").touch()
+    (d / "full").write_bytes(b"x")
+    (d / "linked").touch()
+    os.link(d / "linked", d / "linked2")
+    (d / "xattr").touch()
+    os.setxattr(d / "xattr", "user.k", b"v")
+    (d / "sub").mkdir()
+    os.symlink("empty", d / "sym")
+    os.mkfifo(d / "fifo")
+    (d / "old").touch()
+    os.utime(d / "old", ns=(-(2**31) * 10**9 + 5, 1))
+    names = sorted(os.listdir(os.fsencode(d))) + [b"missing"]
+    fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        got = [fstool_native.load(pure=pure, name="writers")
+               .stat_plain_files(fd, os.fsencode(d), names) for pure in (False, True)]
+    finally:
+        os.close(fd)
+    assert got[0] == got[1]
+    plain = {it[0] for it in got[0] if it is not None}
+    assert plain == {b"empty", b"old"}
+    st = os.lstat(d / "old")
+    assert (b"old", st.st_mode & 0o7777, st.st_uid, st.st_gid, st.st_atime_ns,
+            st.st_mtime_ns) in got[0]

@@ -19,6 +19,7 @@ import tarfile
 from dataclasses import dataclass, field
 from typing import BinaryIO, Callable, Iterator
 
+from .._backend import writers
 from ..errors import FsToolError, InvalidArgument
 from ..io.sparse import data_ranges_of
 
@@ -243,6 +244,7 @@ class DirSource(Source):
         owner_map = self.owner_map
         S_IFMT, S_IFREG, S_IFDIR = 0o170000, pystat.S_IFREG, pystat.S_IFDIR
         lstat, listxattr = os.lstat, os.listxattr
+        stat_plain_files = writers.stat_plain_files
         while stack:
             rel, full = stack.pop()
             bfull = os.fsencode(full)
@@ -259,7 +261,17 @@ class DirSource(Source):
             subdirs = []
             run: list = []
             try:
-                for bname in names:
+                # plain empty files in one call (native: no Python object
+                # per lstat); the rest, and any lstat failure, below
+                plain = stat_plain_files(fd, bfull, names) if runs else None
+                for k, bname in enumerate(names):
+                    if plain is not None and plain[k] is not None and len(bname) <= NAME_MAX:
+                        it = plain[k]
+                        if owner_map is not None:
+                            uid, gid = owner_map(it[2], it[3])
+                            it = (bname, it[1], uid, gid, it[4], it[5])
+                        run.append(it)
+                        continue
                     cfull = bfull + b"/" + bname
                     try:
                         if len(bname) > NAME_MAX:
