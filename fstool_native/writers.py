@@ -163,6 +163,7 @@ def stat_plain_files(dirfd, dirpath, names):
     fails (the caller looks at those again the general way)."""
     if not cython.compiled:
         return _stat_plain_files_py(dirfd, dirpath, names)
+    # st, fstatat, llistxattr and AT_SYMLINK_NOFOLLOW come from writers.pxd
     out = []
     n = len(names)
     for k in range(n):
@@ -188,3 +189,73 @@ def stat_plain_files(dirfd, dirpath, names):
                     asec * 1000000000 + st.st_atim.tv_nsec,
                     msec * 1000000000 + st.st_mtim.tv_nsec))
     return out
+
+
+@cython.locals(n=cython.Py_ssize_t, i=cython.Py_ssize_t, j=cython.Py_ssize_t,
+               dbs=cython.Py_ssize_t, hdr=cython.Py_ssize_t, sz=cython.Py_ssize_t,
+               used0=cython.Py_ssize_t, count=cython.Py_ssize_t, blk=cython.Py_ssize_t,
+               b=cython.Py_ssize_t, k=cython.Py_ssize_t, nopen=cython.Py_ssize_t,
+               leaf_cap=cython.Py_ssize_t, need=cython.Py_ssize_t, u=cython.Py_ssize_t,
+               extra=cython.Py_ssize_t, is_leaf=cython.bint, is_node=cython.bint)
+def dir_place(entries, dirblksize, has_ftype, hdr, data_first) -> tuple:
+    """Where the kernel's inserts, in order, leave each entry of a
+    directory (v5 headers of ``hdr`` bytes, entries after "." and ".." from
+    ``data_first``): returns the form ("block", "leaf" or "node"), each
+    entry's byte address in the data space (block times ``dirblksize`` plus
+    offset) and the bytes used from the start of each data block.
+
+    Block form while the entries, the hash leaf (8 bytes an entry, "." and
+    ".." included) and its 8-byte tail fit one block; after that, each new
+    entry goes into the first block with room, else a new block; the single
+    leaf block (entries plus a 2-byte best-free per data block) overflowing
+    makes the form node."""
+    dbs = dirblksize
+    n = len(entries)
+    extra = 1 if has_ftype else 0
+    where = [0] * n
+    used = [data_first]                 # bytes used from the start of each block
+    count = 2                           # leaf entries, with . and ..
+    is_leaf = False
+    is_node = False
+    used0 = data_first
+    i = 0
+    while i < n:
+        sz = (8 + 1 + len(entries[i][0]) + extra + 2 + 7) & ~7
+        if used0 + sz + 8 * (count + 1) + 8 <= dbs:
+            where[i] = used0
+            used0 += sz
+            count += 1
+            i += 1
+        else:
+            is_leaf = True
+            break
+    used[0] = used0
+    open_blocks = [0] if dbs - used0 >= 16 else []
+    leaf_cap = dbs - hdr - 4
+    for j in range(i, n):
+        sz = (8 + 1 + len(entries[j][0]) + extra + 2 + 7) & ~7
+        blk = -1
+        nopen = len(open_blocks)
+        for k in range(nopen):
+            b = open_blocks[k]
+            if dbs - used[b] >= sz:
+                blk = b
+                break
+        if is_leaf and not is_node:
+            need = 8 * (count + 1) + 2 * (len(used) + (1 if blk < 0 else 0))
+            if need > leaf_cap:
+                is_node = True
+        if blk < 0:
+            used.append(hdr)
+            blk = len(used) - 1
+            open_blocks.append(blk)
+        u = used[blk]
+        where[j] = blk * dbs + u
+        u += sz
+        used[blk] = u
+        count += 1
+        if dbs - u < 16:
+            open_blocks.remove(blk)
+    if is_leaf and not is_node and count * 8 + 2 * len(used) + hdr + 4 > dbs:
+        is_node = True
+    return ("node" if is_node else "leaf" if is_leaf else "block"), where, used

@@ -158,3 +158,18 @@ def test_stat_plain_files_backends_agree(tmp_path):
     st = os.lstat(d / "old")
     assert (b"old", st.st_mode & 0o7777, st.st_uid, st.st_gid, st.st_atime_ns,
             st.st_mtime_ns) in got[0]
+
+
+@pytest.mark.parametrize("dbs", [4096, 8192, 65536])
+def test_dir_place_backends_agree(dbs):
+    import random
+    r = random.Random(dbs)
+    w_native = fstool_native.load(name="writers")
+    w_pure = fstool_native.load(pure=True, name="writers")
+    for n in (0, 1, 30, 150, 3000, 20000):
+        ents = [(b"x" * r.choice((1, 2, 7, 8, 20, 100, 255)), 1000 + i, 1) for i in range(n)]
+        got = w_native.dir_place(ents, dbs, True, 64, 96)
+        assert got == w_pure.dir_place(ents, dbs, True, 64, 96)
+        form, where, used = got
+        assert len(where) == n and form in ("block", "leaf", "node")
+        assert all(u <= dbs for u in used)

@@ -91,49 +91,7 @@ class _Builder:
         """Assign every entry a byte address in the data space (data block
         times dirblksize plus offset); returns the form ("block", "leaf" or
         "node"), the addresses and per-block used byte counts."""
-        dbs = self.dbs
-        ents = self.entries
-        n = len(ents)
-        where = [None] * n
-        used = [DATA_FIRST]                 # bytes used from the start of each block
-        form = "block"
-        count = 2                           # leaf entries, with . and ..
-        i = 0
-        while i < n and form == "block":
-            sz = entsize(len(ents[i][0]), self.ftype)
-            if used[0] + sz + LEAF_ENT * (count + 1) + 8 <= dbs:
-                where[i] = used[0]
-                used[0] += sz
-                count += 1
-                i += 1
-            else:
-                form = "leaf"
-        open_blocks = [0] if dbs - used[0] >= 16 else []
-        leaf_cap = (dbs - HDR - 4) // 1
-        for j in range(i, n):
-            sz = entsize(len(ents[j][0]), self.ftype)
-            blk = None
-            for k, b in enumerate(open_blocks):
-                if dbs - used[b] >= sz:
-                    blk = b
-                    break
-            new_block = blk is None
-            if form == "leaf":
-                need = LEAF_ENT * (count + 1) + 2 * (len(used) + (1 if new_block else 0))
-                if need > leaf_cap:
-                    form = "node"
-            if new_block:
-                used.append(HDR)
-                blk = len(used) - 1
-                open_blocks.append(blk)
-            where[j] = blk * dbs + used[blk]
-            used[blk] += sz
-            count += 1
-            if dbs - used[blk] < 16:
-                open_blocks.remove(blk)
-        if form == "leaf" and count * LEAF_ENT + 2 * len(used) + HDR + 4 > dbs:
-            form = "node"
-        return form, where, used
+        return writers.dir_place(self.entries, self.dbs, self.ftype, HDR, DATA_FIRST)
 
     # -- encoding ------------------------------------------------------------------
     def data_blocks(self, where, used: list) -> bytearray:

@@ -242,7 +242,7 @@ class DirSource(Source):
         yield self._entry("", self.root, st, links)
         stack = [("", self.root)]
         owner_map = self.owner_map
-        S_IFMT, S_IFREG, S_IFDIR = 0o170000, pystat.S_IFREG, pystat.S_IFDIR
+        S_IFMT, S_IFREG = 0o170000, pystat.S_IFREG
         lstat, listxattr = os.lstat, os.listxattr
         stat_plain_files = writers.stat_plain_files
         while stack:
