@@ -749,7 +749,16 @@ class Writer:
         free = ch.free
         avail = free & ch.present
         base = (ag.agno << self.sb.agino_log) | ch.startino
-        out = []
+        lo = (avail & -avail).bit_length() - 1
+        run = ((1 << k) - 1) << lo if avail else 0
+        if avail and avail & run == run:
+            # the k lowest free inodes are consecutive (a fresh chunk)
+            out = list(range(base + lo, base + lo + k))
+            avail ^= run
+            free ^= run
+            k = 0
+        else:
+            out = []
         for _ in range(k):
             if not avail:
                 raise CorruptionError("inobt", f"record {ch.startino} claims free inodes but "
@@ -759,8 +768,8 @@ class Writer:
             free ^= low
             out.append(base + low.bit_length() - 1)
         ch.free = free
-        ch.freecount -= k
-        ag.agi["agi_freecount"] -= k
+        ch.freecount -= len(out)
+        ag.agi["agi_freecount"] -= len(out)
         ag.agi_dirty = True
         if ch.freecount == 0 and ch.in_fino:
             ag.fino.delete((ch.startino,))
@@ -798,9 +807,18 @@ class Writer:
                 i += 1
                 continue
             base = ino - (agino - startino)
-            j = i + 1
-            while j < n and base <= inos[j] < base + XFS_INODES_PER_CHUNK:
-                j += 1
+            # the inodes from i on that follow one another in this chunk
+            m = min(base + XFS_INODES_PER_CHUNK - ino, n - i)
+            if inos[i:i + m] == list(range(ino, ino + m)):
+                j = i + m
+                put_bits = ((1 << m) - 1) << (ino - base)
+            else:
+                j = i + 1
+                while j < n and base <= inos[j] < base + XFS_INODES_PER_CHUNK:
+                    j += 1
+                put_bits = 0
+                for x in inos[i:j]:
+                    put_bits |= 1 << (x - base)
             k = i
             while k < j:
                 k = fill(ch.buf, tpl, base, inos, items, k, j, ifmt, ctime_ns, big,
@@ -812,9 +830,6 @@ class Writer:
                     ch.buf[off:off + self.sb.inodesize] = \
                         simple(inos[k], ifmt | perm, uid, gid, at, mt, ctime_ns, ctime_ns)
                     k += 1
-            put_bits = 0
-            for x in inos[i:j]:
-                put_bits |= 1 << (x - base)
             ch.put |= put_bits
             if ch.put == ch.present and ch.freecount == 0:
                 self._flush_chunk(ch)
