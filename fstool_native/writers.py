@@ -168,6 +168,9 @@ def stat_plain_files(dirfd, dirpath, names):
     n = len(names)
     for k in range(n):
         name = names[k]
+        if b"\0" in name:              # no file name: left to the caller
+            out.append(None)
+            continue
         cname = name
         rc = fstatat(dirfd, cname, cython.address(st), AT_SYMLINK_NOFOLLOW)
         fmt = st.st_mode & _S_IFMT
