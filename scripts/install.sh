@@ -30,4 +30,7 @@ pip_install() {
     fi
 }
 pip_install -e ".[test]"
+# byte-compile up front: where PYTHONDONTWRITEBYTECODE is set, every command
+# would otherwise compile the package again at start-up
+$PY -m compileall -q fstool fstool_native fixtures >/dev/null
 $PY -c "import fstool; print('fstool installed, parser backend:', fstool.backend())"
