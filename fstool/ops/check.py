@@ -714,12 +714,14 @@ class Checker:
         children = defaultdict(list)      # directory -> its subdirectories
         for done, ino in enumerate(self.dirs, 1):
             self._tick(done, len(self.dirs))
+            # what was counted before a block failed to read still counts
+            odd = []
+            dd = failed = None
             try:
-                node = fs.inode(ino)
-                odd, dd = self._tally_dir(node, tab)
+                dd = self._tally_dir(fs.inode(ino), tab, odd)
             except FsToolError as e:
                 self.from_error("DIR_CORRUPT", e, ino=ino)
-                continue
+                failed = True
             for name, child, ftype, flags in odd:
                 if flags & 8:                       # '.' or '..'
                     if name == b"..":
@@ -742,10 +744,10 @@ class Checker:
                                     f"from {parents[child]} and {ino}", ino=child)
                     parents[child] = ino
                     children[ino].append(child)
-            if dd is None:
-                self.report("DIR_CORRUPT", f"directory {ino}: no '..' entry", ino=ino)
-            else:
+            if dd is not None:
                 dotdot[ino] = dd
+            elif not failed:
+                self.report("DIR_CORRUPT", f"directory {ino}: no '..' entry", ino=ino)
         root = self.sb.rootino
         parents.setdefault(root, root)
         for d, got in dotdot.items():
@@ -797,27 +799,28 @@ class Checker:
                             field="di_nlink", expected=want, found=nlink)
 
     # -- directory blocks: entries counted, invariants per form ------------------------
-    def _tally_dir(self, node, tab: InodeTable):
-        """Count the directory's entries into the inode table and check its
-        blocks per form: leaf hashes sorted and matching the data entries
-        (names' hashes and addresses), stale counts, bestfree in every data
-        block, and the bests kept in the leaf tail or the free blocks.
-        Returns (odd entries as dir_data_tally gives them, '..' or None)."""
+    def _tally_dir(self, node, tab: InodeTable, odd: list):
+        """Count the directory's entries into the inode table, adding to
+        ``odd`` the entries dir_data_tally singles out, and check its blocks
+        per form: leaf hashes sorted and matching the data entries (names'
+        hashes and addresses), stale counts, bestfree in every data block,
+        and the bests kept in the leaf tail or the free blocks.  Returns '..'
+        of a shortform directory (the others have it among ``odd``)."""
         kind = xdir.form(node)
         if kind == "shortform":
             parent, ents = xdir._shortform(node)
-            return self._tally_entries(tab, ((n, i, f) for _o, i, n, f in ents)), parent
+            odd += self._tally_entries(tab, ((n, i, f) for _o, i, n, f in ents))
+            return parent
         sb = self.sb
-        ino = node.ino
         if kind == "block":
             buf = xdir._read_dirblock(node, 0, V.DIR3_BLOCK)
             start, count = xdir._block_tail(node, buf)
-            frees, dsum, odd = self._data_tally(node, buf, start, 0, tab)
+            frees, dsum, more = self._data_tally(node, buf, start, 0, tab)
+            odd += more
             self._check_bestfree(node, 0, buf, frees)
             stale = struct.unpack_from(">I", buf, len(buf) - 4)[0]
             self._check_leaf(node, buf, start, count, stale, dsum, True, buf)
-            return odd, None
-        odd = []
+            return None
         dsum = 0
         bests = {}
         for fsb in xdir._data_block_fsbs(node):
@@ -826,7 +829,14 @@ class Checker:
             dsum += part
             odd += more
             bests[fsb // sb.dirblkfsbs] = self._check_bestfree(node, fsb, buf, frees)
-        dsum &= 0xFFFFFFFFFFFFFFFF
+        self._check_index(node, kind, dsum & 0xFFFFFFFFFFFFFFFF, bests)
+        return None
+
+    def _check_index(self, node, kind: str, dsum: int, bests: dict) -> None:
+        """The leaf (leaf form) or the leafn and free blocks (node form) of a
+        directory whose data blocks summed to ``dsum`` with these bests."""
+        sb = self.sb
+        ino = node.ino
         leaf_fsb = C.XFS_DIR2_LEAF_OFFSET >> sb.blocklog
         if kind == "leaf":
             buf = xdir._read_dirblock(node, leaf_fsb, V.DIR3_LEAF)
@@ -841,7 +851,7 @@ class Checker:
             off = len(buf) - 4 - 2 * nbests
             stored = list(struct.unpack_from(f">{nbests}H", buf, off)) if off > 0 else []
             self._compare_bests(ino, stored, bests, 0)
-            return odd, None
+            return
         # node form: leaf blocks below the free index, then the free index
         free_fsb = C.XFS_DIR2_FREE_OFFSET >> sb.blocklog
         lsum = 0
@@ -865,7 +875,6 @@ class Checker:
                 self.report("DIR_CORRUPT", f"directory {ino}: free block at {fsb} says "
                             f"{nused} used, holds {used}", ino=ino, block=fsb,
                             field="nused", expected=used, found=nused)
-        return odd, None
 
     def _dir_blocks_between(self, node, lo: int, hi):
         """File offsets of the directory blocks mapped in [lo, hi)."""
