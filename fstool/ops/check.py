@@ -463,7 +463,7 @@ class Checker:
         chunk_blocks = 64 >> sb.inopblog
         blocks = set()
         for startino, holemask, _n, _f, _free in recs:
-            if not holemask and chunk_blocks:         # one claim for the chunk
+            if not holemask and chunk_blocks and not startino & (sb.inopblock - 1):
                 self.claim(agno, startino >> sb.inopblog, chunk_blocks, "inode chunk")
                 continue
             for i in range(64):
