@@ -666,13 +666,15 @@ def dir_data_tally(buf, start, end, has_ftype, addr_base, starts, itype, refs) -
     the inode table: ``refs[slot] += 1`` for the target of every entry but
     ``.`` and ``..``.
 
-    Returns (frees, leafsum, odd).  frees is [(length, offset)] of the unused
+    Returns (frees, leafsum, odd, error).  frees is [(length, offset)] of the unused
     regions; leafsum the sum of _leaf_mix(hash, address) over every entry
     (address in 8-byte units from ``addr_base``, a byte offset in the
     directory), to compare with leaf_tally; odd is [(name, child, ftype,
     flags)] for the entries Python must look at: flags 1 the target is not in
     use, 2 ftype disagrees with the target's type, 4 the target is a
-    directory, 8 the entry is ``.`` or ``..`` (not counted)."""
+    directory, 8 the entry is ``.`` or ``..`` (not counted).  error is None,
+    or why the walk stopped at a malformed entry: what came before it is
+    counted and returned, so that it is not counted twice."""
     p = buf
     pos = start
     stop = end
@@ -685,7 +687,10 @@ def dir_data_tally(buf, start, end, has_ftype, addr_base, starts, itype, refs) -
     odd = []
     leafsum = 0
     while pos < stop:
-        size = _data_step(p, pos, stop, ft)
+        try:
+            size = _data_step(p, pos, stop, ft)
+        except ValueError as e:
+            return frees, leafsum, odd, str(e)
         if size < 0:
             frees.append((-size, pos))
             pos -= size
@@ -714,7 +719,7 @@ def dir_data_tally(buf, start, end, has_ftype, addr_base, starts, itype, refs) -
         if flags:
             odd.append((p[pos + 9:pos + 9 + namelen], child, ftype, flags))
         pos += size
-    return frees, leafsum, odd
+    return frees, leafsum, odd, None
 
 
 @cython.locals(p=cython.p_uchar, start=cython.Py_ssize_t, count=cython.Py_ssize_t,

@@ -215,3 +215,26 @@ def test_progress_reports_every_phase(kernel_img):
     status = pty.spawn([sys.executable, "-m", "fstool", "check", str(kernel_img)], read)
     assert os.waitstatus_to_exitcode(status) == 0
     assert b"no problems found" in out and b"Traceback" not in out
+
+
+def test_inobt_record_outside_its_ag(kernel_img, tmp_path):
+    """An inobt record moved past the end of its AG is reported, and does not
+    make the inodes of other AGs look unused."""
+    import fstool
+    img = tmp_path / "far.img"
+    subprocess.run(["cp", "--sparse=always", str(kernel_img), str(img)], check=True)
+    with fstool.open_image(img) as fs:
+        beyond = fs.ag_length(0) << fs.sb.inopblog
+        agino_log = fs.sb.agino_log
+    subprocess.run(["xfs_db", "-x", "-f", "-c", "agi 0", "-c", "addr root", "-c",
+                    f"write recs[3].startino {beyond + 128}", str(img)], check=True,
+                   capture_output=True)
+    res, _ = check(img, "--json")
+    assert res.returncode == 1
+    found = [json.loads(line) for line in res.stdout.splitlines()]
+    assert any(f["code"] == "INOBT_RECORD" and f.get("field") == "ir_startino"
+               for f in found), res.stdout
+    strays = [f for f in found if f["code"] == "DIR_ENTRY_TARGET" and
+              f["found"] >> agino_log != 0]
+    assert not strays, strays[:3]
+    assert repair_n(img) == 1

@@ -408,8 +408,16 @@ class Checker:
                                            agi["agi_level"], lambda r: (r[0],))
             count = freecount = 0
             good = []
+            inodes_in_ag = self.fs.ag_length(agno) << sb.inopblog
             for rec in recs:
                 startino, holemask, n, nfree, free = rec
+                if startino + 64 > inodes_in_ag:
+                    self.report("INOBT_RECORD", f"inobt record at agino {startino} in AG "
+                                f"{agno} lies outside the AG", agno=agno,
+                                field="ir_startino", found=startino)
+                    count += n
+                    freecount += nfree
+                    continue
                 holes = 0
                 for bit in range(16):
                     if holemask >> bit & 1:
@@ -445,8 +453,8 @@ class Checker:
 
     def _table_for(self, agno: int, recs: list) -> None:
         """The AG's inode table: one slot per inode of every chunk, in inode
-        order; a record that overlaps an earlier one (reported already as an
-        inobt problem) gets none and its inodes are not looked at."""
+        order; a record that overlaps an earlier one gets none (it is reported)
+        and its inodes are not looked at."""
         base = agno << self.sb.agino_log
         keep = []
         end = -1
@@ -454,6 +462,10 @@ class Checker:
             if rec[0] >= end:
                 keep.append(rec)
                 end = rec[0] + 64
+            else:
+                self.report("INOBT_RECORD", f"inobt record at agino {rec[0]} in AG {agno} "
+                            "overlaps another record's chunk", agno=agno,
+                            field="ir_startino", found=rec[0])
         self.chunks[agno] = keep
         self.tables[agno] = InodeTable(base | r[0] for r in keep)
 
@@ -815,8 +827,7 @@ class Checker:
         if kind == "block":
             buf = xdir._read_dirblock(node, 0, V.DIR3_BLOCK)
             start, count = xdir._block_tail(node, buf)
-            frees, dsum, more = self._data_tally(node, buf, start, 0, tab)
-            odd += more
+            frees, dsum = self._data_tally(node, buf, start, 0, tab, odd)
             self._check_bestfree(node, 0, buf, frees)
             stale = struct.unpack_from(">I", buf, len(buf) - 4)[0]
             self._check_leaf(node, buf, start, count, stale, dsum, True, buf)
@@ -825,9 +836,8 @@ class Checker:
         bests = {}
         for fsb in xdir._data_block_fsbs(node):
             buf = xdir._read_dirblock(node, fsb, V.DIR3_DATA)
-            frees, part, more = self._data_tally(node, buf, len(buf), fsb, tab)
+            frees, part = self._data_tally(node, buf, len(buf), fsb, tab, odd)
             dsum += part
-            odd += more
             bests[fsb // sb.dirblkfsbs] = self._check_bestfree(node, fsb, buf, frees)
         self._check_index(node, kind, dsum & 0xFFFFFFFFFFFFFFFF, bests)
         return None
@@ -884,15 +894,22 @@ class Checker:
             first = -(-max(startoff, lo) // step) * step
             yield from range(first, end, step)
 
-    def _data_tally(self, node, buf, end: int, fsb: int, tab: InodeTable):
+    def _data_tally(self, node, buf, end: int, fsb: int, tab: InodeTable, odd: list):
+        """(unused regions, leaf sum) of one data block, its odd entries added
+        to ``odd``; a malformed block raises once what preceded the bad entry
+        is counted and added."""
         addr_base = (fsb // self.sb.dirblkfsbs) * self.sb.dirblksize
         try:
-            return parsers.dir_data_tally(buf, C.XFS_DIR3_DATA_HDR_SIZE, end,
-                                          self.sb.has_ftype, addr_base, tab.starts,
-                                          tab.itype, tab.refs)
+            frees, lsum, more, bad = parsers.dir_data_tally(
+                buf, C.XFS_DIR3_DATA_HDR_SIZE, end, self.sb.has_ftype, addr_base,
+                tab.starts, tab.itype, tab.refs)
         except ValueError as e:
-            raise CorruptionError("directory data block", str(e), ino=node.ino,
-                                  block=fsb) from None
+            bad = str(e)
+        else:
+            odd += more
+        if bad:
+            raise CorruptionError("directory data block", bad, ino=node.ino, block=fsb)
+        return frees, lsum
 
     def _tally_entries(self, tab: InodeTable, entries) -> list:
         """dir_data_tally's counting for entries already decoded (shortform)."""
