@@ -137,6 +137,9 @@ def _stat_plain_files_py(dirfd, dirpath, names):
     import os
     out = []
     for name in names:
+        if b"\0" in name:              # no file name: left to the caller
+            out.append(None)
+            continue
         try:
             st = os.lstat(name, dir_fd=dirfd)
         except OSError:

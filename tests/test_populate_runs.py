@@ -145,7 +145,7 @@ def test_stat_plain_files_backends_agree(tmp_path):
     os.mkfifo(d / "fifo")
     (d / "old").touch()
     os.utime(d / "old", ns=(-(2**31) * 10**9 + 5, 1))
-    names = sorted(os.listdir(os.fsencode(d))) + [b"missing"]
+    names = sorted(os.listdir(os.fsencode(d))) + [b"missing", b"nul\0name"]
     fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
     try:
         got = [fstool_native.load(pure=pure, name="writers")

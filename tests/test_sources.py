@@ -117,6 +117,9 @@ def test_owner_maps(tmp_path):
     assert squash_owner(12, 34) == (0, 0)
     with pytest.raises(ValueError):
         parse_owner_map("1000")
+    for bad in ("0:0=4294967296:0", "-1=0", "5=6:-2"):      # outside 32 bits
+        with pytest.raises(ValueError, match="4294967295"):
+            parse_owner_map(bad)
     src = tree(tmp_path / "s")
     with open_source(src, owner_map=lambda u, g: (u + 1, g + 2)) as s:
         e = next(iter(s))

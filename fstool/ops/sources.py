@@ -71,9 +71,13 @@ def parse_owner_map(text: str) -> Callable[[int, int], tuple[int, int]]:
         try:
             su, _, sg = src.partition(":")
             du, _, dg = dst.partition(":")
-            table[(int(su), int(sg) if sg else None)] = (int(du), int(dg) if dg else None)
+            key = (int(su), int(sg) if sg else None)
+            value = (int(du), int(dg) if dg else None)
         except ValueError:
             raise ValueError(f"{item!r}: owners are numbers, e.g. 1000:1000=0:0") from None
+        if any(v is not None and not 0 <= v <= 0xFFFFFFFF for v in key + value):
+            raise ValueError(f"{item!r}: owners are numbers from 0 to 4294967295")
+        table[key] = value
 
     def mapper(uid: int, gid: int) -> tuple[int, int]:
         hit = table.get((uid, gid)) or table.get((uid, None))
