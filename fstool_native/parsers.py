@@ -642,6 +642,38 @@ def find_slot(starts, ino) -> int:
 
 
 @cython.cfunc
+@cython.locals(starts=cython.ulonglong[:], itype=cython.uchar[:], refs=cython.uint[:],
+               child=cython.ulonglong, ftype=cython.int, ft=cython.int,
+               slot=cython.Py_ssize_t, t=cython.int, flags=cython.int)
+@cython.returns(cython.int)
+def _tally_one(starts, itype, refs, child, ftype, ft):
+    """Count one directory entry naming ``child`` into the table: flags 1
+    when the target is not in use (nothing counted), 2 when the entry's
+    ftype (if ``ft``) disagrees with the target's type, 4 when the target is
+    a directory; 0 for an ordinary entry."""
+    slot = _find_slot(starts, child)
+    t = itype[slot] if slot >= 0 else 0
+    if t == 0:
+        return 1
+    refs[slot] += 1
+    flags = 0
+    if ft and _ftype_ifmt(ftype) != t:
+        flags = 2
+    if t == 4:
+        flags |= 4
+    return flags
+
+
+@cython.locals(starts=cython.ulonglong[:], itype=cython.uchar[:], refs=cython.uint[:],
+               child=cython.ulonglong, ftype=cython.int)
+def tally_entry(starts, itype, refs, child, ftype, has_ftype) -> int:
+    """_tally_one for an entry already decoded (a shortform directory's)."""
+    if len(itype) != len(refs):
+        raise ValueError("inode table arrays differ in length")
+    return _tally_one(starts, itype, refs, child, ftype, 1 if has_ftype else 0)
+
+
+@cython.cfunc
 @cython.locals(h=cython.ulonglong, addr=cython.ulonglong, x=cython.ulonglong)
 @cython.returns(cython.ulonglong)
 def _leaf_mix(h, addr):
@@ -656,8 +688,7 @@ def _leaf_mix(h, addr):
 
 @cython.locals(p=cython.p_uchar, pos=cython.Py_ssize_t, stop=cython.Py_ssize_t,
                ft=cython.int, namelen=cython.Py_ssize_t, size=cython.Py_ssize_t,
-               length=cython.Py_ssize_t, ftype=cython.int, child=cython.ulonglong,
-               slot=cython.Py_ssize_t, t=cython.int, flags=cython.int,
+               ftype=cython.int, child=cython.ulonglong, flags=cython.int,
                leafsum=cython.ulonglong, addr_base=cython.ulonglong,
                starts=cython.ulonglong[:], itype=cython.uchar[:], refs=cython.uint[:])
 def dir_data_tally(buf, start, end, has_ftype, addr_base, starts, itype, refs) -> tuple:
@@ -704,18 +735,7 @@ def dir_data_tally(buf, start, end, has_ftype, addr_base, starts, itype, refs) -
             odd.append((p[pos + 9:pos + 9 + namelen], child, ftype, 8))
             pos += size
             continue
-        slot = _find_slot(starts, child)
-        t = itype[slot] if slot >= 0 else 0
-        if t == 0:
-            odd.append((p[pos + 9:pos + 9 + namelen], child, ftype, 1))
-            pos += size
-            continue
-        refs[slot] += 1
-        flags = 0
-        if ft and _ftype_ifmt(ftype) != t:
-            flags = 2
-        if t == 4:
-            flags |= 4
+        flags = _tally_one(starts, itype, refs, child, ftype, ft)
         if flags:
             odd.append((p[pos + 9:pos + 9 + namelen], child, ftype, flags))
         pos += size

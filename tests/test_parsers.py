@@ -116,6 +116,12 @@ def test_parser_parity_on_corrupted_buffers():
         assert _tally(NATIVE, b, end, ftype, table) == _tally(PURE, b, end, ftype, table)
         for ino in [i for i in inos if i >= 0] + [0, 2 ** 64 - 1]:
             assert NATIVE.find_slot(table[0], ino) == PURE.find_slot(table[0], ino)
+            ft = rng.randrange(0, 10)
+            outs = []
+            for mod in (NATIVE, PURE):
+                refs = array("I", bytes(4 * len(table[1])))
+                outs.append((mod.tally_entry(table[0], table[1], refs, ino, ft, ftype), refs))
+            assert outs[0] == outs[1]
         n = rng.randrange(0, 600)
         assert outcome(NATIVE.leaf_tally, b, 64, n) == outcome(PURE.leaf_tally, b, 64, n)
         size = rng.randrange(0, 200)

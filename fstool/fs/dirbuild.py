@@ -39,14 +39,29 @@ def entsize(namelen: int, has_ftype: bool = True) -> int:
     return (8 + 1 + namelen + (1 if has_ftype else 0) + 2 + 7) & ~7
 
 
-def maybe_bad_names(names: list) -> bool:
-    """False when every name of the (non-empty) list is a valid entry name:
-    1 to 255 bytes, no "/" or NUL, not "." or "..".  Checked on the names
-    joined with NULs, so a long list costs a few passes in C."""
+NAME_MAX = 255
+
+
+def check_name(name: bytes) -> None:
+    """A directory entry name: 1 to 255 bytes, no "/" or NUL, not "." or ".."."""
+    if not name or name in (b".", b"..") or b"/" in name or b"\0" in name:
+        raise InvalidArgument(f"invalid file name {name[:64]!r}")
+    if len(name) > NAME_MAX:
+        raise InvalidArgument(f"file name {name[:40]!r}... is {len(name)} bytes; XFS allows "
+                              f"at most {NAME_MAX}")
+
+
+def check_names(names: list) -> None:
+    """check_name for every name of a list: screened first on the names
+    joined with NULs, so a long list of good names costs a few passes in C."""
+    if not names:
+        return
     blob = b"\0".join(names)
-    return b"/" in blob or blob.count(b"\0") != len(names) - 1 or b"\0\0" in blob or \
-        not names[0] or not names[-1] or b"." in names or b".." in names or \
-        max(map(len, names)) > 255
+    if b"/" in blob or blob.count(b"\0") != len(names) - 1 or b"\0\0" in blob or \
+            not names[0] or not names[-1] or b"." in names or b".." in names or \
+            max(map(len, names)) > NAME_MAX:
+        for name in names:
+            check_name(name)
 
 
 def _sf_encode(entries, parent: int, has_ftype: bool) -> bytes:
@@ -234,11 +249,7 @@ def encode_dir(entries, *, ino: int, parent: int, uuid: bytes, blocksize: int,
                dirblksize: int, has_ftype: bool, inline_space: int) -> ForkPlan:
     """The fork a directory holding ``entries`` [(name, ino, ftype)] (without
     "." and "..", in insertion order) would have; see the module docstring."""
-    if entries and maybe_bad_names([e[0] for e in entries]):
-        for name, _ino, _ft in entries:
-            if not name or len(name) > 255 or b"/" in name or b"\0" in name or \
-                    name in (b".", b".."):
-                raise InvalidArgument(f"invalid directory entry name {name[:64]!r}")
+    check_names([e[0] for e in entries])
     if not has_ftype:
         raise InvalidArgument("directories without ftype are not supported for writing")
     # a shortform entry takes at least 9 bytes: skip the sum when they cannot fit

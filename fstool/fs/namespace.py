@@ -18,6 +18,7 @@ from ..errors import (CorruptionError, FsToolError, InvalidArgument, NotADirecto
 from ..format import constants as C
 from ..format.structs import DINODE
 from . import files as F
+from .dirbuild import check_name, check_names
 from .icore import InodeSpec, encode_dev
 from .writer import Writer
 
@@ -25,7 +26,6 @@ FTYPE = {C.S_IFREG: C.XFS_DIR3_FT_REG_FILE, C.S_IFDIR: C.XFS_DIR3_FT_DIR,
          C.S_IFCHR: C.XFS_DIR3_FT_CHRDEV, C.S_IFBLK: C.XFS_DIR3_FT_BLKDEV,
          C.S_IFIFO: C.XFS_DIR3_FT_FIFO, C.S_IFSOCK: C.XFS_DIR3_FT_SOCK,
          C.S_IFLNK: C.XFS_DIR3_FT_SYMLINK}
-NAME_MAX = 255
 
 
 class ExistsError(FsToolError):
@@ -34,14 +34,6 @@ class ExistsError(FsToolError):
 
 class DirNotEmpty(FsToolError):
     pass
-
-
-def check_name(name: bytes) -> None:
-    if not name or name in (b".", b"..") or b"/" in name or b"\0" in name:
-        raise InvalidArgument(f"invalid file name {name!r}")
-    if len(name) > NAME_MAX:
-        raise InvalidArgument(f"file name {name[:40]!r}... is {len(name)} bytes; XFS allows "
-                              f"at most {NAME_MAX}")
 
 
 class Meta:
@@ -229,10 +221,7 @@ class Namespace:
         pst = self.dir_state(parent)
         entries = pst.entries
         names = [it[0] for it in items]
-        from .dirbuild import maybe_bad_names
-        if maybe_bad_names(names):
-            for name in names:
-                check_name(name)
+        check_names(names)
         fresh = dict.fromkeys(names)
         if len(fresh) != len(names) or not entries.keys().isdisjoint(fresh):
             for name in names:

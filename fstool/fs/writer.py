@@ -745,46 +745,47 @@ class Writer:
         return out
 
     def _take_inodes(self, ag: AGState, ch: Chunk, k: int) -> list:
-        """:meth:`_take_inode` ``k`` times on one chunk."""
-        free = ch.free
-        avail = free & ch.present
-        base = (ag.agno << self.sb.agino_log) | ch.startino
+        """Take the chunk's ``k`` lowest free inodes (holes are marked free
+        but absent) and return their numbers."""
+        avail = ch.free & ch.present
         lo = (avail & -avail).bit_length() - 1
         run = ((1 << k) - 1) << lo if avail else 0
         if avail and avail & run == run:
-            # the k lowest free inodes are consecutive (a fresh chunk)
-            out = list(range(base + lo, base + lo + k))
-            avail ^= run
-            free ^= run
-            k = 0
+            # consecutive: one inode, or the start of a fresh chunk
+            idxs = range(lo, lo + k)
+            taken = run
         else:
-            out = []
-        for _ in range(k):
-            if not avail:
-                raise CorruptionError("inobt", f"record {ch.startino} claims free inodes but "
-                                      "has none", agno=ag.agno)
-            low = avail & -avail
-            avail ^= low
-            free ^= low
-            out.append(base + low.bit_length() - 1)
-        ch.free = free
-        ch.freecount -= len(out)
-        ag.agi["agi_freecount"] -= len(out)
+            idxs, taken = [], 0
+            for _ in range(k):
+                if not avail:
+                    raise CorruptionError("inobt", f"record {ch.startino} claims free inodes "
+                                          "but has none", agno=ag.agno)
+                low = avail & -avail
+                avail ^= low
+                taken |= low
+                idxs.append(low.bit_length() - 1)
+        ch.free &= ~taken
+        ch.freecount -= k
+        ag.agi["agi_freecount"] -= k
         ag.agi_dirty = True
         if ch.freecount == 0 and ch.in_fino:
             ag.fino.delete((ch.startino,))
             ch.in_fino = False
-        return out
+        base = (ag.agno << self.sb.agino_log) | ch.startino
+        return [base + i for i in idxs]
 
     def put_simple_inodes(self, inos: list, items: list, ifmt: int, ctime_ns: int) -> None:
         """Store new inodes with empty forks: ``items`` holds ``(name, perm,
         uid, gid, atime_ns, mtime_ns)`` per inode, ``ifmt`` the file type."""
         enc = self.enc
-        simple = enc.simple
         put = self.put_inode
+
+        def encoded(k: int) -> bytes:          # one inode, by the general encoder
+            _n, perm, uid, gid, at, mt = items[k]
+            return enc.simple(inos[k], ifmt | perm, uid, gid, at, mt, ctime_ns, ctime_ns)
         if not self.bigtime:
-            for ino, (_n, perm, uid, gid, at, mt) in zip(inos, items):
-                put(ino, simple(ino, ifmt | perm, uid, gid, at, mt, ctime_ns, ctime_ns))
+            for k, ino in enumerate(inos):
+                put(ino, encoded(k))
             return
         # runs of inodes in one new chunk are encoded straight into its buffer
         tpl = enc.simple_template(ifmt)
@@ -802,8 +803,7 @@ class Writer:
             startino = agino & ~(XFS_INODES_PER_CHUNK - 1)
             ch = chunks.get((ino >> aglog, startino))
             if ch is None or not ch.new or ch.flushed or ch.buf is None:
-                _n, perm, uid, gid, at, mt = items[i]
-                put(ino, simple(ino, ifmt | perm, uid, gid, at, mt, ctime_ns, ctime_ns))
+                put(ino, encoded(i))
                 i += 1
                 continue
             base = ino - (agino - startino)
@@ -825,10 +825,8 @@ class Writer:
                          C.XFS_DINODE_CRC_OFF, cksum)
                 if k < j:
                     # a time outside the format: the clamping encoder
-                    _n, perm, uid, gid, at, mt = items[k]
                     off = (inos[k] - base) << self.sb.inodelog
-                    ch.buf[off:off + self.sb.inodesize] = \
-                        simple(inos[k], ifmt | perm, uid, gid, at, mt, ctime_ns, ctime_ns)
+                    ch.buf[off:off + self.sb.inodesize] = encoded(k)
                     k += 1
             ch.put |= put_bits
             if ch.put == ch.present and ch.freecount == 0:
@@ -967,21 +965,7 @@ class Writer:
         return ch
 
     def _take_inode(self, ag: AGState, ch: Chunk) -> int:
-        free = ch.free
-        # first free inode of the chunk (holes are marked free but absent)
-        avail = free & ch.present
-        if not avail:
-            raise CorruptionError("inobt", f"record {ch.startino} claims free inodes but has "
-                                  "none", agno=ag.agno)
-        idx = (avail & -avail).bit_length() - 1
-        ch.free = free & ~(1 << idx)
-        ch.freecount -= 1
-        ag.agi["agi_freecount"] -= 1
-        ag.agi_dirty = True
-        if ch.freecount == 0 and ch.in_fino:
-            ag.fino.delete((ch.startino,))
-            ch.in_fino = False
-        return (ag.agno << self.sb.agino_log) | (ch.startino + idx)
+        return self._take_inodes(ag, ch, 1)[0]
 
     def free_inode(self, ino: int) -> None:
         """Mark an inode free (its blocks must already be freed); the chunk is

@@ -411,12 +411,12 @@ class Checker:
             inodes_in_ag = self.fs.ag_length(agno) << sb.inopblog
             for rec in recs:
                 startino, holemask, n, nfree, free = rec
+                count += n
+                freecount += nfree
                 if startino + 64 > inodes_in_ag:
                     self.report("INOBT_RECORD", f"inobt record at agino {startino} in AG "
                                 f"{agno} lies outside the AG", agno=agno,
                                 field="ir_startino", found=startino)
-                    count += n
-                    freecount += nfree
                     continue
                 holes = 0
                 for bit in range(16):
@@ -428,8 +428,6 @@ class Checker:
                     self.report("INOBT_RECORD", f"inobt record at agino {startino} in AG "
                                 f"{agno}: count {n}, freecount {nfree} and masks disagree",
                                 agno=agno, field="ir_freecount")
-                count += n
-                freecount += nfree
                 good.append(rec)
             self._table_for(agno, good)
             self._expect(agno, "agi", agi, "agi_count", count, "AGI_COUNT")
@@ -913,20 +911,12 @@ class Checker:
 
     def _tally_entries(self, tab: InodeTable, entries) -> list:
         """dir_data_tally's counting for entries already decoded (shortform)."""
-        odd = []
+        tally = parsers.tally_entry
+        args = (tab.starts, tab.itype, tab.refs)
         has_ftype = self.sb.has_ftype
+        odd = []
         for name, child, ftype in entries:
-            slot = tab.slot(child)
-            t = tab.itype[slot] if slot >= 0 else 0
-            if not t:
-                odd.append((name, child, ftype, 1))
-                continue
-            tab.refs[slot] += 1
-            flags = 0
-            if has_ftype and C.FTYPE_TO_IFMT.get(ftype, -1) >> 12 != t:
-                flags = 2
-            if t == 4:
-                flags |= 4
+            flags = tally(*args, child, ftype, has_ftype)
             if flags:
                 odd.append((name, child, ftype, flags))
         return odd

@@ -21,9 +21,9 @@ from typing import BinaryIO, Callable, Iterator
 
 from .._backend import writers
 from ..errors import FsToolError, InvalidArgument
+from ..fs.dirbuild import NAME_MAX
 from ..io.sparse import data_ranges_of
 
-NAME_MAX = 255
 SYMLINK_MAX = 1024
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
@@ -184,7 +184,7 @@ class DirSource(Source):
         super().__init__(**kw)
         self.root = os.fspath(root)
 
-    def _entry(self, rel: str, full, st, links: dict, xnames=None) -> Entry:
+    def _entry(self, rel: str, full, st, links: dict) -> Entry:
         uid, gid = self.owners(st.st_uid, st.st_gid)
         e = Entry(rel, "file", st.st_mode & 0o7777, uid, gid, st.st_atime_ns,
                   st.st_mtime_ns, st.st_ctime_ns)
@@ -217,16 +217,15 @@ class DirSource(Source):
         elif fmt in (pystat.S_IFCHR, pystat.S_IFBLK):
             e.kind = "chardev" if fmt == pystat.S_IFCHR else "blockdev"
             e.rdev = (os.major(st.st_rdev), os.minor(st.st_rdev))
-        e.xattrs = self._xattrs(full, xnames)
+        e.xattrs = self._xattrs(full)
         return e
 
     @staticmethod
-    def _xattrs(full, names=None) -> list:
-        if names is None:
-            try:
-                names = os.listxattr(full, follow_symlinks=False)
-            except OSError:
-                return []
+    def _xattrs(full) -> list:
+        try:
+            names = os.listxattr(full, follow_symlinks=False)
+        except OSError:
+            return []
         out = []
         for n in sorted(names):
             try:
@@ -246,8 +245,6 @@ class DirSource(Source):
         yield self._entry("", self.root, st, links)
         stack = [("", self.root)]
         owner_map = self.owner_map
-        S_IFMT, S_IFREG = 0o170000, pystat.S_IFREG
-        lstat, listxattr = os.lstat, os.listxattr
         stat_plain_files = writers.stat_plain_files
         while stack:
             rel, full = stack.pop()
@@ -281,24 +278,9 @@ class DirSource(Source):
                         if len(bname) > NAME_MAX:
                             raise InvalidArgument(f"{_child_path(rel, bname)}: name longer "
                                                   f"than {NAME_MAX} bytes")
-                        cst = lstat(bname, dir_fd=fd)
-                        mode = cst.st_mode
-                        if mode & S_IFMT == S_IFREG:
-                            try:
-                                xnames = listxattr(cfull, follow_symlinks=False)
-                            except OSError:
-                                xnames = []
-                            if runs and not xnames and not cst.st_size and cst.st_nlink == 1:
-                                uid, gid = cst.st_uid, cst.st_gid
-                                if owner_map is not None:
-                                    uid, gid = owner_map(uid, gid)
-                                run.append((bname, mode & 0o7777, uid, gid, cst.st_atime_ns,
-                                            cst.st_mtime_ns))
-                                continue
-                        else:
-                            xnames = None
+                        cst = os.lstat(bname, dir_fd=fd)
                         ent = self._entry(_child_path(rel, bname), os.fsdecode(cfull), cst,
-                                          links, xnames)
+                                          links)
                     except (OSError, InvalidArgument) as exc:
                         msg = exc if isinstance(exc, InvalidArgument) else \
                             FsToolError(f"{os.fsdecode(cfull)}: {exc.strerror}")
