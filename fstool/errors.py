@@ -1,13 +1,31 @@
 """One exception hierarchy for fstool.
 
 Classes also subclass the matching built-in error so that callers can catch
-``FileNotFoundError`` and friends without knowing fstool.
+``FileNotFoundError`` and friends without knowing fstool, and every class
+carries the errno a filesystem would return for it (``exc.errno``), so that
+the FUSE mount can hand errors back to the kernel unchanged.
 """
 from __future__ import annotations
+
+import errno as _errno
+
+# the kernel's name for "metadata corruption detected" (EUCLEAN on Linux)
+EFSCORRUPTED = _errno.EUCLEAN
 
 
 class FsToolError(Exception):
     """Base of every error fstool raises on purpose."""
+
+    errno: int = _errno.EIO
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        # OSError subclasses set errno from their arguments: keep ours
+        self.errno = type(self).errno
+
+    def __str__(self) -> str:
+        # OSError would print "[Errno n] ...": keep the message alone
+        return str(self.args[0]) if self.args else ""
 
 
 class ImageError(FsToolError, OSError):
@@ -16,6 +34,7 @@ class ImageError(FsToolError, OSError):
 
 class UnsupportedError(FsToolError):
     """The image uses a format or feature fstool does not handle."""
+    errno = _errno.EOPNOTSUPP
 
 
 class UnknownFeatureError(UnsupportedError):
@@ -29,6 +48,7 @@ class CorruptionError(FsToolError, ValueError):
     ``"inode"``...), ``agno``/``block``/``ino`` locate it and ``field`` names the
     field that failed.
     """
+    errno = EFSCORRUPTED
 
     def __init__(self, structure: str, detail: str, *, agno: int | None = None,
                  block: int | None = None, ino: int | None = None,
@@ -52,30 +72,104 @@ class CorruptionError(FsToolError, ValueError):
 
 
 class PathError(FsToolError):
+    """An error about one path; the message starts with it."""
+
     def __init__(self, path: str, reason: str):
         self.path = path
         super().__init__(f"{path}: {reason}")
 
 
 class NotFoundError(PathError, FileNotFoundError):
-    def __init__(self, path: str):
-        super().__init__(path, "no such file or directory in the image")
+    errno = _errno.ENOENT
+
+    def __init__(self, path: str, reason: str = "no such file or directory in the image"):
+        super().__init__(path, reason)
 
 
 class NotADirectoryImageError(PathError, NotADirectoryError):
-    def __init__(self, path: str):
-        super().__init__(path, "not a directory")
+    errno = _errno.ENOTDIR
+
+    def __init__(self, path: str, reason: str = "not a directory"):
+        super().__init__(path, reason)
 
 
 class IsADirectoryImageError(PathError, IsADirectoryError):
-    def __init__(self, path: str):
-        super().__init__(path, "is a directory")
+    errno = _errno.EISDIR
+
+    def __init__(self, path: str, reason: str = "is a directory"):
+        super().__init__(path, reason)
 
 
 class SymlinkLoopError(PathError):
-    def __init__(self, path: str):
-        super().__init__(path, "too many levels of symbolic links")
+    errno = _errno.ELOOP
+
+    def __init__(self, path: str, reason: str = "too many levels of symbolic links"):
+        super().__init__(path, reason)
 
 
 class InvalidArgument(FsToolError, ValueError):
     """A request that cannot be met for this image (AG out of range, ...)."""
+    errno = _errno.EINVAL
+
+
+# -- what writers raise: each with the errno the kernel returns ------------------
+
+class ExistsError(FsToolError, FileExistsError):
+    """The name is already taken."""
+    errno = _errno.EEXIST
+
+
+class NotEmptyError(FsToolError, OSError):
+    """A directory that must be empty is not."""
+    errno = _errno.ENOTEMPTY
+
+
+class NoSpaceError(FsToolError, OSError):
+    """The image has no room for what was asked (blocks or inodes)."""
+    errno = _errno.ENOSPC
+
+
+class NameTooLongError(FsToolError, OSError):
+    """A name over 255 bytes, or a symlink target over the format's limit."""
+    errno = _errno.ENAMETOOLONG
+
+
+class TooManyLinksError(FsToolError, OSError):
+    """A link count would pass the format's limit."""
+    errno = _errno.EMLINK
+
+
+class FileTooBigError(FsToolError, OSError):
+    """A size or offset beyond what an XFS file can hold."""
+    errno = _errno.EFBIG
+
+
+class NotPermittedError(FsToolError, PermissionError):
+    """An operation the filesystem forbids whoever asks (hard links to
+    directories, removing the root...)."""
+    errno = _errno.EPERM
+
+
+class ReadOnlyError(FsToolError, OSError):
+    """A write to an image opened read-only."""
+    errno = _errno.EROFS
+
+
+class ImageBusy(FsToolError, OSError):
+    """The image is mounted, attached to a loop device or held by another fstool."""
+    errno = _errno.EBUSY
+
+
+class WriteRefused(FsToolError, OSError):
+    """The image is in a state writers must not touch (dirty log, needs
+    repair, corrupt); the message says what to run first."""
+    errno = _errno.EUCLEAN
+
+
+def errno_of(exc: BaseException) -> int:
+    """The errno to report for any exception (EIO for the unexpected)."""
+    if isinstance(exc, FsToolError):
+        return exc.errno
+    if isinstance(exc, OSError) and exc.errno:
+        return exc.errno
+    return _errno.EIO

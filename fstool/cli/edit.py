@@ -5,22 +5,9 @@ is left as it was."""
 import click
 
 
-def _edit(image, fn):
-    from ..fs.namespace import Namespace
-    from ..fs.writer import Writer
+def _ts():
     from .populate import timestamp_ns
-    with Writer(image, timestamp_ns=timestamp_ns(None)) as w:
-        with w.transaction():
-            ns = Namespace(w)
-            result = fn(ns)
-            ns.finish()
-    return result
-
-
-def _meta(ns, mode, uid, gid):
-    from ..fs.namespace import Meta
-    return Meta(perm=mode, uid=uid, gid=gid, atime_ns=ns.now, mtime_ns=ns.now,
-                ctime_ns=ns.now)
+    return timestamp_ns(None)
 
 
 def _mode(text):
@@ -42,18 +29,10 @@ def _mode(text):
 @click.option("--owner", default="0:0", show_default=True, metavar="UID:GID")
 def mkdir_cmd(image, path, parents, mode, owner):
     """Create directory PATH inside IMAGE."""
-    from ..fs.namespace import split_path
+    from ..ops import edit
     uid, gid = _owner(owner)
-    perm = _mode(mode)
-
-    def run(ns):
-        meta = _meta(ns, perm, uid, gid)
-        if parents:
-            from ..ops.populate import _mkdirs
-            return _mkdirs(ns, path, meta)
-        parent, name = split_path(path)
-        return ns.mkdir(ns.lookup(parent), name, meta)
-    _edit(image, run)
+    edit.mkdir(image, path, parents=parents, perm=_mode(mode), uid=uid, gid=gid,
+               timestamp_ns=_ts())
 
 
 def _owner(text):
@@ -74,26 +53,12 @@ def _owner(text):
 @click.option("--force", is_flag=True, help="Replace PATH if it exists.")
 def put_cmd(image, hostfile, path, mode, owner, force):
     """Copy HOSTFILE to PATH inside IMAGE (sparse regions stay holes)."""
-    import os
-
-    from ..fs.namespace import split_path
-    from ..io.sparse import data_ranges_of
-    st = os.stat(hostfile)
-    uid, gid = _owner(owner) if owner else (st.st_uid, st.st_gid)
-    perm = _mode(mode) if mode else st.st_mode & 0o7777
-
-    def run(ns):
-        from ..fs.namespace import Meta
-        parent, name = split_path(path)
-        pino = ns.lookup(parent)
-        if ns.child(pino, name) is not None and force:
-            ns.unlink(pino, name)
-        meta = Meta(perm=perm, uid=uid, gid=gid, atime_ns=st.st_atime_ns,
-                    mtime_ns=st.st_mtime_ns, ctime_ns=ns.now)
-        with open(hostfile, "rb") as f:
-            ranges = data_ranges_of(f.fileno(), st)
-            return ns.create_file(pino, name, meta, f, st.st_size, ranges)
-    _edit(image, run)
+    from ..ops import edit
+    uid = gid = None
+    if owner:
+        uid, gid = _owner(owner)
+    edit.put(image, hostfile, path, perm=_mode(mode) if mode else None, uid=uid, gid=gid,
+             force=force, timestamp_ns=_ts())
 
 
 @click.command("rm")
@@ -103,29 +68,8 @@ def put_cmd(image, hostfile, path, mode, owner, force):
 @click.option("-f", "--force", is_flag=True, help="No error for missing paths.")
 def rm_cmd(image, paths, recursive, force):
     """Remove files (or, with -r, whole trees) from IMAGE."""
-    from ..errors import NotFoundError
-    from ..fs.namespace import split_path
-
-    def remove_tree(ns, parent, name):
-        ent = ns.child(parent, name)
-        if ent is None:
-            raise NotFoundError(name.decode("utf-8", "surrogateescape"))
-        if recursive and ns._is_dir(ent[0]):
-            for child in list(ns.dir_state(ent[0]).entries):
-                remove_tree(ns, ent[0], child)
-            ns.unlink(parent, name, rmdir=True)
-        else:
-            ns.unlink(parent, name)
-
-    def run(ns):
-        for p in paths:
-            parent, name = split_path(p)
-            try:
-                remove_tree(ns, ns.lookup(parent), name)
-            except NotFoundError:
-                if not force:
-                    raise NotFoundError(p) from None
-    _edit(image, run)
+    from ..ops import edit
+    edit.rm(image, paths, recursive=recursive, force=force, timestamp_ns=_ts())
 
 
 @click.command("ln")
@@ -137,17 +81,9 @@ def rm_cmd(image, paths, recursive, force):
 def ln_cmd(image, target, path, symbolic, owner):
     """Create PATH as a hard link to TARGET (a path in the image), or with -s
     a symlink whose content is TARGET."""
-    from ..fs.namespace import split_path
+    from ..ops import edit
     uid, gid = _owner(owner)
-
-    def run(ns):
-        parent, name = split_path(path)
-        pino = ns.lookup(parent)
-        if symbolic:
-            return ns.symlink(pino, name, target.encode("utf-8", "surrogateescape"),
-                              _meta(ns, 0o777, uid, gid))
-        ns.link(pino, name, ns.lookup(target))
-    _edit(image, run)
+    edit.ln(image, target, path, symbolic=symbolic, uid=uid, gid=gid, timestamp_ns=_ts())
 
 
 @click.command("setattr")
@@ -163,7 +99,6 @@ def ln_cmd(image, target, path, symbolic, owner):
               help="Remove an xattr; repeatable.")
 def setattr_cmd(image, path, mode, owner, mtime, atime, set_x, rm_x):
     """Change permissions, owner, times or xattrs of PATH in IMAGE."""
-    from ..errors import NotFoundError
     uid = gid = None
     if owner:
         uid, gid = _owner(owner)
@@ -178,17 +113,7 @@ def setattr_cmd(image, path, mode, owner, mtime, atime, set_x, rm_x):
     def ns_time(t):
         return None if t is None else int(round(t * 1e9))
 
-    def run(ns):
-        ino = ns.lookup(path)
-        ns.setattr(ino, mode=perm, uid=uid, gid=gid, atime_ns=ns_time(atime),
-                   mtime_ns=ns_time(mtime))
-        if sets or rm_x:
-            cur = dict(ns.fs.xattrs(ino)) if ino not in ns.dirs or not ns.dirs[ino].new \
-                else dict(ns.dirs[ino].meta.xattrs)
-            for k in rm_x:
-                if k not in cur:
-                    raise NotFoundError(f"{path}: no xattr {k!r}")
-                del cur[k]
-            cur.update(sets)
-            ns.set_xattrs(ino, cur)
-    _edit(image, run)
+    from ..ops import edit
+    edit.setattr(image, path, perm=perm, uid=uid, gid=gid, atime_ns=ns_time(atime),
+                 mtime_ns=ns_time(mtime), set_xattrs=sets, remove_xattrs=rm_x,
+                 timestamp_ns=_ts())

@@ -33,8 +33,8 @@ class DirEntry(NamedTuple):
 
 
 class Filesystem:
-    def __init__(self, path, cache_bytes: int = 64 << 20):
-        self.dev = Device(path)
+    def __init__(self, path, cache_bytes: int = 64 << 20, writable: bool = False):
+        self.dev = Device(path, writable=writable)
         try:
             if self.dev.size < C.BBSIZE:
                 raise ImageError(f"{self.dev.path}: {self.dev.size} bytes is too small to "

@@ -13,8 +13,8 @@ import posixpath
 import stat as pystat
 import struct
 
-from ..errors import (CorruptionError, FsToolError, InvalidArgument, NotADirectoryImageError,
-                      NotFoundError)
+from ..errors import (CorruptionError, ExistsError, FsToolError, InvalidArgument,
+                      NotADirectoryImageError, NotEmptyError, NotFoundError)
 from ..format import constants as C
 from ..format.structs import DINODE
 from . import files as F
@@ -28,12 +28,7 @@ FTYPE = {C.S_IFREG: C.XFS_DIR3_FT_REG_FILE, C.S_IFDIR: C.XFS_DIR3_FT_DIR,
          C.S_IFLNK: C.XFS_DIR3_FT_SYMLINK}
 
 
-class ExistsError(FsToolError):
-    pass
-
-
-class DirNotEmpty(FsToolError):
-    pass
+DirNotEmpty = NotEmptyError
 
 
 class Meta:

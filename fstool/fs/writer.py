@@ -35,7 +35,7 @@ from __future__ import annotations
 import os
 import struct
 
-from ..errors import CorruptionError, FsToolError, UnsupportedError
+from ..errors import CorruptionError, FsToolError, NoSpaceError, UnsupportedError, WriteRefused
 from ..format import constants as C
 from ..format.structs import AGF, AGI, SB
 from ..io import verify as V
@@ -51,12 +51,7 @@ MAXEXTLEN = (1 << 21) - 1            # blocks in one bmbt record
 NEAR_SCAN = 64                        # free extents looked at on each side of a target
 
 
-class NoSpace(FsToolError):
-    """The image has no room for what was asked."""
-
-
-class WriteRefused(FsToolError):
-    pass
+NoSpace = NoSpaceError
 
 
 def present_mask(holemask: int) -> int:
@@ -242,20 +237,17 @@ class Writer:
     def __init__(self, path, *, timestamp_ns: int | None = None, cache_bytes: int = 64 << 20):
         from ..io.lock import ImageLock, refuse_if_mounted
         refuse_if_mounted(os.fspath(path))
-        self.fs = fs = Filesystem(path, cache_bytes=cache_bytes)
+        self.fs = fs = Filesystem(path, cache_bytes=cache_bytes, writable=True)
+        self.dev = fs.dev
         self.path = fs.dev.path
-        try:
-            self.fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
-        except OSError as e:
-            fs.close()
-            raise WriteRefused(f"{self.path}: cannot open for writing: {e.strerror}") from None
+        self.fd = fs.dev.fd
         self._lock = ImageLock(self.fd, self.path)
         try:
             self._lock.__enter__()
             self._check_writable()
         except BaseException:
-            os.close(self.fd)
             fs.close()
+            self.fd = -1
             raise
         sb = self.sb = fs.sb
         self.uuid = fs.uuid
@@ -309,7 +301,6 @@ class Writer:
             try:
                 self._lock.__exit__(None, None, None)
             finally:
-                os.close(self.fd)
                 self.fd = -1
                 self.fs.close()
 
@@ -366,7 +357,7 @@ class Writer:
         for ag in self.ags.values():
             self._write_ag_headers(ag)
         self._write_sb_counters()
-        os.fsync(self.fd)
+        self.dev.fsync()
         self._reset()
         self._drop_reader_caches()
         self.in_tx = False
@@ -377,13 +368,7 @@ class Writer:
         self.deferred_blocks[daddr] = data
 
     def _pwrite(self, offset: int, data) -> None:
-        try:
-            n = os.pwrite(self.fd, data, offset)
-        except OSError as e:
-            raise FsToolError(f"{self.path}: write failed at offset {offset}: {e.strerror}") \
-                from None
-        if n != len(data):
-            raise FsToolError(f"{self.path}: short write at offset {offset}")
+        self.dev.pwrite(offset, data)
 
     # -- metadata buffers ----------------------------------------------------------
     def meta(self, daddr: int, bt: V.BufType, **where) -> bytearray:

@@ -1,35 +1,95 @@
-"""Read access to an image file or block device, and a bounded buffer cache."""
+"""Access to an image file or block device, and a bounded buffer cache.
+
+Every byte fstool reads from or writes to an image goes through a
+:class:`Device`: ``pread`` and ``pwrite`` at byte offsets, ``fsync``, and
+hole punching.  Nothing reads or writes a whole image at once.
+
+The fault hook for crash tests lives here, where writes reach the image:
+with ``FSTOOL_FAULT_AFTER_WRITES=N`` in the environment the process kills
+itself with SIGKILL right after its Nth write has reached the image (no
+cleanup, no flush, no exit handlers), as a power cut or ``kill -9`` at that
+moment would.  Each ``pwrite`` call counts as one write; the writers issue
+one call per block or per contiguous run of new blocks, in the order that
+makes every prefix recoverable.
+"""
 from __future__ import annotations
 
+import errno
 import os
+import signal
 import stat
 from collections import OrderedDict
 
-from ..errors import ImageError
+from ..errors import ImageError, ReadOnlyError
+
+_FAULT_ENV = "FSTOOL_FAULT_AFTER_WRITES"
+
+
+class _WriteCounter:
+    """Counts writes across every Device of the process for the fault hook."""
+
+    def __init__(self):
+        self.count = 0
+        raw = os.environ.get(_FAULT_ENV)
+        try:
+            self.limit = int(raw) if raw else 0
+        except ValueError:
+            self.limit = 0
+
+    def hit(self) -> None:
+        self.count += 1
+        if self.limit and self.count >= self.limit:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+_writes = _WriteCounter()
+
+
+def writes_so_far() -> int:
+    """Writes this process has made to images (what the fault hook counts)."""
+    return _writes.count
 
 
 class Device:
-    """An image file or block device read with pread(); never read whole."""
+    """An image file or block device, read with pread() and, when opened
+    ``writable``, written with pwrite().  A writable block device is opened
+    exclusively (O_EXCL), so the kernel refuses it while it is mounted."""
 
-    def __init__(self, path: str):
+    def __init__(self, path, writable: bool = False):
         self.path = os.fspath(path)
+        self.writable = writable
+        flags = (os.O_RDWR if writable else os.O_RDONLY) | getattr(os, "O_CLOEXEC", 0)
         try:
-            self.fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            raise ImageError(f"{self.path}: no such file") from None
+        except OSError as e:
+            raise ImageError(f"{self.path}: cannot open: {e.strerror}") from None
+        if stat.S_ISDIR(st.st_mode):
+            raise ImageError(f"{self.path}: is a directory, not an image")
+        self.is_blockdev = stat.S_ISBLK(st.st_mode)
+        if writable and self.is_blockdev:
+            flags |= os.O_EXCL
+        try:
+            self.fd = os.open(self.path, flags)
         except FileNotFoundError:
             raise ImageError(f"{self.path}: no such file") from None
         except IsADirectoryError:
             raise ImageError(f"{self.path}: is a directory, not an image") from None
         except OSError as e:
-            raise ImageError(f"{self.path}: cannot open: {e.strerror}") from None
+            if e.errno == errno.EBUSY:
+                raise ImageError(f"{self.path}: the device is in use (mounted or held "
+                                 "by another program)") from None
+            raise ImageError(f"{self.path}: cannot open{' for writing' if writable else ''}: "
+                             f"{e.strerror}") from None
         st = os.fstat(self.fd)
-        if stat.S_ISDIR(st.st_mode):
-            os.close(self.fd)
-            raise ImageError(f"{self.path}: is a directory, not an image")
-        if stat.S_ISBLK(st.st_mode):
+        self.st_dev, self.st_ino, self.st_rdev = st.st_dev, st.st_ino, st.st_rdev
+        if self.is_blockdev:
             self.size = os.lseek(self.fd, 0, os.SEEK_END)
         else:
             self.size = st.st_size
 
+    # -- reading ----------------------------------------------------------------
     def pread(self, offset: int, length: int) -> bytes:
         if offset < 0 or offset + length > self.size:
             raise ImageError(
@@ -43,10 +103,83 @@ class Device:
             raise ImageError(f"{self.path}: short read at offset {offset}: image truncated")
         return data
 
+    # -- writing ----------------------------------------------------------------
+    def _check_write(self, offset: int, length: int) -> None:
+        if not self.writable:
+            raise ReadOnlyError(f"{self.path}: opened read-only")
+        if offset < 0 or offset + length > self.size:
+            raise ImageError(f"{self.path}: write of {length} bytes at offset {offset} "
+                             f"lies beyond the end of the image ({self.size} bytes)")
+
+    def pwrite(self, offset: int, data) -> None:
+        """Write all of ``data`` at ``offset`` (one write for the fault hook)."""
+        n = len(data)
+        self._check_write(offset, n)
+        view = memoryview(data)
+        done = 0
+        try:
+            while done < n:
+                k = os.pwrite(self.fd, view[done:], offset + done)
+                if k <= 0:
+                    raise OSError(errno.EIO, "short write")
+                done += k
+        except OSError as e:
+            raise ImageError(f"{self.path}: write failed at offset {offset}: "
+                             f"{e.strerror}") from None
+        _writes.hit()
+
+    def fsync(self) -> None:
+        """Everything written so far is on stable storage once this returns."""
+        if not self.writable:
+            return
+        try:
+            os.fsync(self.fd)
+        except OSError as e:
+            raise ImageError(f"{self.path}: fsync failed: {e.strerror}") from None
+
+    def zero_range(self, offset: int, length: int) -> None:
+        """Make [offset, offset+length) read as zeros: a punched hole in a
+        regular file, written zeros on a block device.  One write for the
+        fault hook."""
+        self._check_write(offset, length)
+        if length <= 0:
+            return
+        if not self.is_blockdev:
+            try:
+                punch_hole(self.fd, offset, length)
+                _writes.hit()
+                return
+            except OSError:
+                pass
+        chunk = bytes(min(length, 1 << 20))
+        end = offset + length
+        pos = offset
+        try:
+            while pos < end:
+                n = min(len(chunk), end - pos)
+                os.pwrite(self.fd, chunk[:n], pos)
+                pos += n
+        except OSError as e:
+            raise ImageError(f"{self.path}: write failed at offset {pos}: {e.strerror}") \
+                from None
+        _writes.hit()
+
     def close(self) -> None:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+
+def punch_hole(fd: int, off: int, length: int) -> None:
+    """fallocate(PUNCH_HOLE | KEEP_SIZE): raises OSError where unsupported."""
+    import ctypes
+    import ctypes.util
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE = 1, 2
+    libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    if libc.fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, length):
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
 
 
 class BufferCache:
@@ -72,3 +205,12 @@ class BufferCache:
         while self.bytes > self.max_bytes and self._lru:
             _, evicted = self._lru.popitem(last=False)
             self.bytes -= len(evicted)
+
+    def discard(self, key) -> None:
+        old = self._lru.pop(key, None)
+        if old is not None:
+            self.bytes -= len(old)
+
+    def clear(self) -> None:
+        self._lru.clear()
+        self.bytes = 0

@@ -1,0 +1,140 @@
+"""Scripted edits of an image: mkdir, put, rm, ln, setattr.
+
+Each function opens the image for writing, makes its change in one
+transaction and returns a small summary dict; it either happens completely
+or the image is left as it was.  ``timestamp_ns`` fixes "now" (for
+reproducible builds); None means the clock.
+"""
+from __future__ import annotations
+
+import os
+
+from ..errors import ExistsError, NotFoundError
+from ..fs.namespace import Meta, Namespace, split_path
+from ..fs.writer import Writer
+
+
+def _edit(image, timestamp_ns, fn):
+    with Writer(image, timestamp_ns=timestamp_ns) as w:
+        with w.transaction():
+            ns = Namespace(w)
+            result = fn(ns)
+            ns.finish()
+    return result
+
+
+def _now_meta(ns: Namespace, perm: int, uid: int, gid: int) -> Meta:
+    return Meta(perm=perm, uid=uid, gid=gid, atime_ns=ns.now, mtime_ns=ns.now,
+                ctime_ns=ns.now)
+
+
+def mkdir(image, path: str, *, parents: bool = False, perm: int = 0o755, uid: int = 0,
+          gid: int = 0, timestamp_ns: int | None = None) -> dict:
+    """Create directory ``path``; with ``parents`` also its missing parents
+    (and no error when it exists)."""
+    def run(ns):
+        meta = _now_meta(ns, perm, uid, gid)
+        if parents:
+            from .populate import _mkdirs
+            return _mkdirs(ns, path, meta)
+        parent, name = split_path(path)
+        return ns.mkdir(ns.lookup(parent), name, meta)
+    return {"op": "mkdir", "path": path, "ino": _edit(image, timestamp_ns, run)}
+
+
+def put(image, hostfile, path: str, *, perm: int | None = None, uid: int | None = None,
+        gid: int | None = None, force: bool = False, timestamp_ns: int | None = None) -> dict:
+    """Copy a host file to ``path`` (holes stay holes); ``force`` replaces
+    an existing file."""
+    from ..io.sparse import data_ranges_of
+    st = os.stat(hostfile)
+    perm = st.st_mode & 0o7777 if perm is None else perm
+    uid = st.st_uid if uid is None else uid
+    gid = st.st_gid if gid is None else gid
+
+    def run(ns):
+        parent, name = split_path(path)
+        pino = ns.lookup(parent)
+        if ns.child(pino, name) is not None:
+            if not force:
+                raise ExistsError(f"{path}: already exists in the image (use --force to "
+                                  "replace it)")
+            ns.unlink(pino, name)
+        meta = Meta(perm=perm, uid=uid, gid=gid, atime_ns=st.st_atime_ns,
+                    mtime_ns=st.st_mtime_ns, ctime_ns=ns.now)
+        with open(hostfile, "rb") as f:
+            ranges = data_ranges_of(f.fileno(), st)
+            return ns.create_file(pino, name, meta, f, st.st_size, ranges)
+    ino = _edit(image, timestamp_ns, run)
+    return {"op": "put", "path": path, "ino": ino, "bytes": st.st_size}
+
+
+def rm(image, paths, *, recursive: bool = False, force: bool = False,
+       timestamp_ns: int | None = None) -> dict:
+    """Remove ``paths``; directories (and all below them) only with
+    ``recursive``; missing paths are an error unless ``force``."""
+    removed = []
+
+    def remove_tree(ns, parent, name):
+        ent = ns.child(parent, name)
+        if ent is None:
+            raise NotFoundError(name.decode("utf-8", "surrogateescape"))
+        if recursive and ns._is_dir(ent[0]):
+            for child in list(ns.dir_state(ent[0]).entries):
+                remove_tree(ns, ent[0], child)
+            ns.unlink(parent, name, rmdir=True)
+        else:
+            ns.unlink(parent, name)
+        removed.append(ent[0])
+
+    def run(ns):
+        for p in paths:
+            parent, name = split_path(p)
+            try:
+                remove_tree(ns, ns.lookup(parent), name)
+            except NotFoundError:
+                if not force:
+                    raise NotFoundError(p) from None
+    _edit(image, timestamp_ns, run)
+    return {"op": "rm", "paths": list(paths), "removed": len(removed)}
+
+
+def ln(image, target: str, path: str, *, symbolic: bool = False, uid: int = 0, gid: int = 0,
+       timestamp_ns: int | None = None) -> dict:
+    """``path`` as a hard link to ``target`` (a path in the image), or with
+    ``symbolic`` a symlink whose content is ``target``."""
+    def run(ns):
+        parent, name = split_path(path)
+        pino = ns.lookup(parent)
+        if symbolic:
+            return ns.symlink(pino, name, target.encode("utf-8", "surrogateescape"),
+                              _now_meta(ns, 0o777, uid, gid))
+        ino = ns.lookup(target)
+        ns.link(pino, name, ino)
+        return ino
+    ino = _edit(image, timestamp_ns, run)
+    return {"op": "ln", "path": path, "target": target, "symbolic": symbolic, "ino": ino}
+
+
+def setattr(image, path: str, *, perm: int | None = None, uid: int | None = None,
+            gid: int | None = None, atime_ns: int | None = None, mtime_ns: int | None = None,
+            set_xattrs: dict | None = None, remove_xattrs=(),
+            timestamp_ns: int | None = None) -> dict:
+    """Change permissions, owner, times or xattrs of ``path``."""
+    set_xattrs = set_xattrs or {}
+
+    def run(ns):
+        ino = ns.lookup(path)
+        ns.setattr(ino, mode=perm, uid=uid, gid=gid, atime_ns=atime_ns, mtime_ns=mtime_ns)
+        if set_xattrs or remove_xattrs:
+            st = ns.dirs.get(ino)
+            cur = dict(st.meta.xattrs) if st is not None and st.new else dict(ns.fs.xattrs(ino))
+            for k in remove_xattrs:
+                if k not in cur:
+                    raise NotFoundError(path, f"no xattr {k!r}")
+                del cur[k]
+            cur.update(set_xattrs)
+            ns.set_xattrs(ino, cur)
+        return ino
+    ino = _edit(image, timestamp_ns, run)
+    return {"op": "setattr", "path": path, "ino": ino}

@@ -1,0 +1,96 @@
+"""Writers refuse images in use, whatever path reaches them; errors carry
+the errno a filesystem would return; the fault hook ends the process at
+the Nth write."""
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import sys
+
+import pytest
+
+from fixtures import images
+
+needs_loop = pytest.mark.skipif(not images.loop_available(),
+                                reason="needs root, xfsprogs and a kernel loop mount of XFS")
+
+
+def _fstool(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "fstool", *map(str, args)],
+                          capture_output=True, text=True, env={**os.environ, **(env or {})})
+
+
+@needs_loop
+def test_writers_refuse_mounted_image_through_other_paths(tmp_path):
+    img = tmp_path / "a.img"
+    assert _fstool("mkfs", "-q", img, "--size", "64m").returncode == 0
+    link = tmp_path / "hardlink.img"
+    os.link(img, link)
+    bind_src = tmp_path / "dir"
+    bind_src.mkdir()
+    os.link(img, bind_src / "x.img")
+    bind = tmp_path / "bind"
+    bind.mkdir()
+    subprocess.run(["mount", "--bind", str(bind_src), str(bind)], check=True)
+    try:
+        with images.Mounted(img):
+            for p in (img, link, bind / "x.img"):
+                r = _fstool("mkdir", p, "/x")
+                assert r.returncode != 0, f"{p} was written while mounted"
+                assert "mounted at" in r.stderr, r.stderr
+                assert "Traceback" not in r.stderr
+    finally:
+        subprocess.run(["umount", str(bind)], check=True)
+    # unmounted, every path writes again
+    assert _fstool("mkdir", link, "/y").returncode == 0
+    r = subprocess.run(["xfs_repair", "-n", "-f", str(img)], capture_output=True)
+    assert r.returncode == 0
+
+
+@needs_loop
+def test_writers_refuse_attached_loop_device(tmp_path):
+    img = tmp_path / "a.img"
+    assert _fstool("mkfs", "-q", img, "--size", "64m").returncode == 0
+    dev = subprocess.run(["losetup", "-f", "--show", str(img)], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    try:
+        r = _fstool("mkdir", img, "/x")
+        assert r.returncode != 0 and "attached to" in r.stderr, r.stderr
+    finally:
+        subprocess.run(["losetup", "-d", dev], check=True)
+
+
+def test_errors_carry_errno():
+    from fstool import errors as E
+    cases = {E.NoSpaceError: errno.ENOSPC, E.ExistsError: errno.EEXIST,
+             E.NotEmptyError: errno.ENOTEMPTY, E.NameTooLongError: errno.ENAMETOOLONG,
+             E.TooManyLinksError: errno.EMLINK, E.FileTooBigError: errno.EFBIG,
+             E.ReadOnlyError: errno.EROFS, E.ImageBusy: errno.EBUSY,
+             E.InvalidArgument: errno.EINVAL}
+    for cls, want in cases.items():
+        e = cls("some message")
+        assert e.errno == want and E.errno_of(e) == want
+        assert str(e) == "some message"
+    assert E.NotFoundError("/a").errno == errno.ENOENT
+    assert isinstance(E.NotFoundError("/a"), FileNotFoundError)
+    assert E.NotADirectoryImageError("/a").errno == errno.ENOTDIR
+    assert E.IsADirectoryImageError("/a").errno == errno.EISDIR
+    assert E.CorruptionError("agf", "bad").errno == errno.EUCLEAN
+    assert isinstance(E.ExistsError("x"), FileExistsError)
+    assert E.errno_of(RuntimeError("x")) == errno.EIO
+
+
+def test_fault_hook_kills_at_the_nth_write(tmp_path):
+    target = tmp_path / "img"
+    target.write_bytes(bytes(64 * 512))
+    prog = ("import sys; from fstool.io.device import Device\n"
+            "d = Device(sys.argv[1], writable=True)\n"
+            "for i in range(10):\n"
+            "    d.pwrite(i * 512, bytes([i + 1]) * 512)\n"
+            "print('finished')\n")
+    r = subprocess.run([sys.executable, "-c", prog, str(target)], capture_output=True,
+                       text=True, env={**os.environ, "FSTOOL_FAULT_AFTER_WRITES": "4"})
+    assert r.returncode == -9 and "finished" not in r.stdout
+    data = target.read_bytes()
+    assert [data[i * 512] for i in range(6)] == [1, 2, 3, 4, 0, 0]
