@@ -255,8 +255,9 @@ def test_sparse_inode_chunks_when_space_is_fragmented(tmp_path):
     """Fill an image with 4-block files, remove every other one (free space
     is now 4-block holes only), then create more files than there are free
     inodes: new inodes can only come from sparse chunks."""
-    from fstool.fs.namespace import Meta, Namespace
-    from fstool.fs.writer import NoSpace, Writer
+    from fstool.ns.namespace import Meta, Namespace
+    from fstool.errors import NoSpaceError as NoSpace
+    from fstool.ns.writer import Writer
     img = tmp_path / "frag.img"
     mkfs(img, "64m")
     meta = Meta(perm=0o644)

@@ -84,6 +84,16 @@ class InodeEncoder:
         self.literal = inodesize - C.XFS_DINODE_CORE_SIZE
         self._templates: dict = {}
 
+    @staticmethod
+    def seal(raw) -> bytes:
+        """An inode whose fields were edited, with its CRC made current (so
+        that readers in the same transaction can use it; the journal's write
+        verifier stamps LSN and CRC again as it leaves)."""
+        buf = bytearray(raw)
+        struct.pack_into("<I", buf, C.XFS_DINODE_CRC_OFF,
+                         parsers.xfs_cksum(buf, C.XFS_DINODE_CRC_OFF))
+        return bytes(buf)
+
     def free(self, ino: int, gen: int = 0) -> bytes:
         """A free inode as the kernel initialises a new chunk."""
         buf = bytearray(self.inodesize)

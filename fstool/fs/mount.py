@@ -15,7 +15,8 @@ from ..errors import (CorruptionError, ImageError, InvalidArgument, IsADirectory
 from ..format import constants as C
 from ..format.structs import AGF, AGFL, AGI
 from ..io import verify as V
-from ..io.device import BufferCache, Device
+from ..io.buf import Buf, BufferCache
+from ..io.device import Device
 from . import attr as xattr
 from . import btree
 from . import dir as xdir
@@ -49,7 +50,7 @@ class Filesystem:
         except BaseException:
             self.dev.close()
             raise
-        self.cache = BufferCache(cache_bytes)
+        self.cache = BufferCache(cache_bytes, block_bb=1 << (sb.blocklog - C.BBSHIFT))
         self._inodes: dict = {}
         self._inode_cache_max = 8192
         self._agbno_mask = (1 << sb.agblklog) - 1
@@ -101,21 +102,53 @@ class Filesystem:
 
     # -- metadata reads -----------------------------------------------------
     def read_meta(self, daddr: int, length: int, bt: V.BufType, *, owner=None,
-                  agno=None, block=None, ino=None, pieces=None) -> bytes:
-        """Read and verify one metadata buffer (cached).  ``pieces`` lists
-        (daddr, nbytes) for buffers spread over discontiguous extents."""
-        key = (daddr, length, bt.name)
+                  agno=None, block=None, ino=None, pieces=None) -> bytearray:
+        """Read and verify one metadata buffer (cached); its contents.
+        ``pieces`` lists (daddr, nbytes) for buffers spread over
+        discontiguous extents."""
+        return self.get_buf(daddr, length, bt, owner=owner, agno=agno, block=block, ino=ino,
+                            pieces=pieces).data
+
+    def get_buf(self, daddr: int, length: int, bt: V.BufType, *, owner=None, agno=None,
+                block=None, ino=None, pieces=None) -> Buf:
+        """The cached :class:`~fstool.io.buf.Buf` for a metadata block, read
+        and verified as ``bt`` on first use.  Inside a write session this is
+        the buffer the open transaction changes."""
+        key = (daddr, length)
         buf = self.cache.get(key)
         if buf is not None:
+            if bt.name not in buf.verified and not (buf.dirty or buf.new or buf.pins):
+                V.verify(buf.data, bt, uuid=self.uuid, daddr=daddr, owner=owner, agno=agno,
+                         block=block, ino=ino)
+                buf.verified.add(bt.name)
             return buf
         if pieces and len(pieces) > 1:
-            buf = b"".join(self.dev.pread(d << C.BBSHIFT, n) for d, n in pieces)
+            raw = b"".join(self.dev.pread(d << C.BBSHIFT, n) for d, n in pieces)
         else:
-            buf = self.dev.pread(daddr << C.BBSHIFT, length)
-        V.verify(buf, bt, uuid=self.uuid, daddr=daddr, owner=owner, agno=agno,
+            pieces = None
+            raw = self.dev.pread(daddr << C.BBSHIFT, length)
+        V.verify(raw, bt, uuid=self.uuid, daddr=daddr, owner=owner, agno=agno,
                  block=block, ino=ino)
-        self.cache.put(key, buf)
-        return buf
+        buf = Buf(daddr, length, bytearray(raw), bt, pieces)
+        buf.verified.add(bt.name)
+        return self.cache.insert(buf)
+
+    def inode_cluster(self, ino: int) -> tuple[Buf, int]:
+        """The inode cluster buffer holding ``ino`` and the inode's byte
+        offset in it (the number is not validated: see :meth:`inode`)."""
+        sb = self.sb
+        agno = ino >> sb.agino_log
+        agbno = (ino >> sb.inopblog) & self._agbno_mask
+        cstart = agbno - agbno % self._cluster_blocks
+        nblocks = min(self._cluster_blocks, self._ag_len[agno] - cstart)
+        daddr = (agno * sb.agblocks + cstart) << self._bb_per_fsb_log
+        key = (daddr, nblocks << sb.blocklog)
+        buf = self.cache.get(key)
+        if buf is None:
+            raw = self.dev.pread(daddr << C.BBSHIFT, nblocks << sb.blocklog)
+            buf = self.cache.insert(Buf(daddr, len(raw), bytearray(raw), V.DINO))
+        off = (((agbno - cstart) << sb.inopblog) + (ino & (sb.inopblock - 1))) << sb.inodelog
+        return buf, off
 
     def _ag_sector(self, agno: int, sector: int, bt: V.BufType) -> bytes:
         if not 0 <= agno < self.sb.agcount:
@@ -192,16 +225,8 @@ class Filesystem:
             raise CorruptionError("inode number", f"{ino} lies outside the filesystem",
                                   agno=agno, block=agbno, ino=ino)
         # read a whole inode cluster at a time: neighbours are usually next
-        cstart = agbno - agbno % self._cluster_blocks
-        nblocks = min(self._cluster_blocks, self._ag_len[agno] - cstart)
-        daddr = (agno * sb.agblocks + cstart) << self._bb_per_fsb_log
-        key = (daddr, nblocks, "inode cluster")
-        cluster = self.cache.get(key)
-        if cluster is None:
-            cluster = self.dev.pread(daddr << C.BBSHIFT, nblocks << sb.blocklog)
-            self.cache.put(key, cluster)
-        off = (((agbno - cstart) << sb.inopblog) + (ino & (sb.inopblock - 1))) << sb.inodelog
-        node = Inode(self, ino, cluster[off:off + sb.inodesize])
+        cluster, off = self.inode_cluster(ino)
+        node = Inode(self, ino, bytes(cluster.data[off:off + sb.inodesize]))
         inodes = self._inodes
         inodes[ino] = node
         if len(inodes) > self._inode_cache_max:
@@ -209,6 +234,27 @@ class Filesystem:
             for old in list(itertools.islice(inodes, len(inodes) // 2)):
                 del inodes[old]
         return node
+
+    def forget_inode(self, ino: int) -> None:
+        """Drop the decoded copy of an inode a writer has just changed."""
+        self._inodes.pop(ino, None)
+
+    def forget_all_inodes(self) -> None:
+        self._inodes.clear()
+
+    def forget_cluster(self, buf) -> None:
+        """Drop decoded inodes of an inode cluster buffer that went away."""
+        if buf.bt is not None and buf.bt.inodes and self._inodes:
+            sb = self.sb
+            first = self.daddr_to_ino(buf.daddr)
+            for i in range(buf.length >> sb.inodelog):
+                self._inodes.pop(first + i, None)
+
+    def daddr_to_ino(self, daddr: int) -> int:
+        """The number of the first inode in the block at ``daddr``."""
+        sb = self.sb
+        agno, agbno = divmod(daddr >> self._bb_per_fsb_log, sb.agblocks)
+        return (agno << sb.agino_log) | (agbno << sb.inopblog)
 
     @property
     def root(self) -> Inode:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 
 from ..errors import ExistsError, NotFoundError
-from ..fs.namespace import Meta, Namespace, split_path
-from ..fs.writer import Writer
+from ..ns.namespace import Meta, Namespace, split_path
+from ..ns.writer import Writer
 
 
 def _edit(image, timestamp_ns, fn):

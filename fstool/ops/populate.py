@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 
 from ..errors import FsToolError, InvalidArgument, NotADirectoryImageError, NotFoundError
 from ..format import constants as C
-from ..fs.namespace import ExistsError, Meta, Namespace
-from ..fs.writer import NoSpace, Writer
+from ..ns.namespace import ExistsError, Meta, Namespace
+from ..errors import NoSpaceError as NoSpace
+from ..ns.writer import Writer
 
 KIND_MODE = {"fifo": C.S_IFIFO, "chardev": C.S_IFCHR, "blockdev": C.S_IFBLK,
              "socket": C.S_IFSOCK}

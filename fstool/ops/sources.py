@@ -21,7 +21,7 @@ from typing import BinaryIO, Callable, Iterator
 
 from .._backend import writers
 from ..errors import FsToolError, InvalidArgument
-from ..fs.dirbuild import NAME_MAX
+from ..ns.dirbuild import NAME_MAX
 from ..io.sparse import data_ranges_of
 
 SYMLINK_MAX = 1024
