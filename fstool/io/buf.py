@@ -116,10 +116,12 @@ class BufferCache:
                 if not s:
                     del idx[b]
 
-    def _shrink(self) -> None:
+    def _shrink(self, scan: int = 32) -> None:
+        """Evict the oldest unpinned buffers; pinned ones met on the way move
+        to the back.  At most ``scan`` buffers are looked at, so that a cache
+        full of pinned buffers costs little per insert."""
         lru = self._lru
-        # evict the oldest unpinned buffers; pinned ones move to the back
-        for _ in range(len(lru)):
+        for _ in range(min(scan, len(lru))):
             if self.bytes <= self.max_bytes:
                 return
             key, buf = next(iter(lru.items()))

@@ -73,6 +73,15 @@ class Namespace:
         self.files = 0
         self.bytes = 0
 
+    def committed(self) -> None:
+        """The transaction holding this namespace's changes committed: new
+        directories now exist, and further changes start from there."""
+        for st in self.dirs.values():
+            st.new = False
+            st.meta = None
+            st.changed = False
+        self.mtime_set.clear()
+
     # -- reading the current state ---------------------------------------------
     def raw_inode(self, ino: int) -> bytes:
         return self.w.inodes.raw_inode(ino)

@@ -235,7 +235,7 @@ class Journal:
         self._pending_bytes = 0
         self.seq += 1
         self.checkpoints += 1
-        self.cache._shrink()
+        self.cache._shrink(scan=len(self.cache))
 
     def _write_in_place(self, buf, data) -> None:
         pos = 0
