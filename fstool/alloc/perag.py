@@ -75,6 +75,7 @@ class PerAG:
     """One AG's headers and btrees for the open transaction."""
 
     def __init__(self, session, agno: int):
+        from ..fs import btree as B
         from ..fs import btree_write as BW
         self.session = session
         self.fs = fs = session.fs
@@ -102,20 +103,17 @@ class PerAG:
                                                   C.XFS_AGFL_HDR_SIZE))
         self.agf_dirty = self.agi_dirty = self.agfl_dirty = False
         uuid = fs.uuid
-        self.bno = BW.ShortBtree(C.XFS_ABTB_CRC_MAGIC, BW.BNO_CODEC,
-                                 TreeStore(self, "bno", V.BNOBT),
+        self.bno = BW.ShortBtree(B.BNOBT, TreeStore(self, "bno", V.BNOBT),
                                  root=f["agf_roots"][0], levels=f["agf_levels"][0],
                                  agno=agno, uuid=uuid)
-        self.cnt = BW.ShortBtree(C.XFS_ABTC_CRC_MAGIC, BW.CNT_CODEC,
-                                 TreeStore(self, "cnt", V.CNTBT),
+        self.cnt = BW.ShortBtree(B.CNTBT, TreeStore(self, "cnt", V.CNTBT),
                                  root=f["agf_roots"][1], levels=f["agf_levels"][1],
                                  agno=agno, uuid=uuid)
-        codec = BW.INO_CODEC_SPARSE if session.sparse else BW.INO_CODEC_FULL
-        self.ino = BW.ShortBtree(C.XFS_IBT_CRC_MAGIC, codec, TreeStore(self, "ino", V.INOBT),
+        self.ino = BW.ShortBtree(B.inobt_type(session.sparse), TreeStore(self, "ino", V.INOBT),
                                  root=i["agi_root"], levels=i["agi_level"], agno=agno, uuid=uuid)
         self.fino = None
         if session.finobt:
-            self.fino = BW.ShortBtree(C.XFS_FIBT_CRC_MAGIC, codec,
+            self.fino = BW.ShortBtree(B.inobt_type(session.sparse, free=True),
                                       TreeStore(self, "fino", V.FINOBT),
                                       root=i["agi_free_root"], levels=i["agi_free_level"],
                                       agno=agno, uuid=uuid)

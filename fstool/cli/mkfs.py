@@ -159,13 +159,14 @@ def cmd(image, size, b_opts, d_opts, i_opts, l_opts, m_opts, n_opts, s_opts, lab
     if populate_src is not None:
         from .populate import make_owner_map
         omap = make_owner_map(owner_map, squash_owner)
-    geo = M.mkfs(image, opts, force=force, dry_run=dry_run)
+    geo = M.mkfs(image, opts, force=force, dry_run=dry_run,
+                 in_progress=populate_src is not None)
     if not quiet:
         click.echo(info.format_geometry(info.geometry_of_plan(geo), image, counters=False))
     if populate_src is not None and not dry_run:
         from .populate import run_populate, summary, timestamp_ns
         st = run_populate(image, populate_src, "/", omap, False,
                           opts.timestamp_ns if opts.timestamp_ns is not None
-                          else timestamp_ns(None), quiet)
+                          else timestamp_ns(None), quiet, fresh=True)
         if not quiet:
             click.echo(summary(st))

@@ -38,7 +38,7 @@ def timestamp_ns(timestamp):
     return None
 
 
-def run_populate(image, source, dest, owner_map, keep_going, ts, quiet):
+def run_populate(image, source, dest, owner_map, keep_going, ts, quiet, fresh=False):
     """Populate with a progress bar on a terminal; returns the stats."""
     import sys
     import time
@@ -51,7 +51,7 @@ def run_populate(image, source, dest, owner_map, keep_going, ts, quiet):
 
     if quiet or not sys.stderr.isatty():
         return populate(image, source, dest, owner_map=owner_map, keep_going=keep_going,
-                        timestamp_ns=ts, report=report)
+                        timestamp_ns=ts, report=report, fresh=fresh)
     from rich.console import Console
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
     console = Console(stderr=True)
@@ -70,7 +70,7 @@ def run_populate(image, source, dest, owner_map, keep_going, ts, quiet):
             bar.update(task, description=f"{st.entries:,} entries, "
                                          f"{st.bytes / 1048576:,.1f} MiB, {rate:,.0f}/s")
         return populate(image, source, dest, owner_map=owner_map, keep_going=keep_going,
-                        timestamp_ns=ts, report=report, progress=progress)
+                        timestamp_ns=ts, report=report, progress=progress, fresh=fresh)
 
 
 def summary(st) -> str:

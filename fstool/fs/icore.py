@@ -17,7 +17,6 @@ from ..format.structs import DINODE
 _CORE = DINODE.struct
 assert _CORE.size == C.XFS_DINODE_CORE_SIZE
 
-XFS_DIFLAG_NEWRTBM = 1 << 1
 _BIG_OFF = C.XFS_BIGTIME_EPOCH_OFFSET * C.NSEC_PER_SEC
 _U64 = (1 << 64) - 1
 _TIMES = struct.Struct(">QQQ")          # di_atime, di_mtime, di_ctime at offset 32

@@ -208,10 +208,7 @@ class Filesystem:
                                  addr_to_daddr=self.fsb_to_daddr)
 
     def inobt_type(self, free: bool = False) -> btree.BtreeType:
-        sparse = self.sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_SPINODES)
-        if free:
-            return btree.FINOBT_SPARSE if sparse else btree.FINOBT_FULL
-        return btree.INOBT_SPARSE if sparse else btree.INOBT_FULL
+        return btree.inobt_type(self.sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_SPINODES), free)
 
     # -- inodes ---------------------------------------------------------------
     def inode(self, ino: int) -> Inode:

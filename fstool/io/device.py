@@ -164,6 +164,17 @@ class Device:
                 from None
         _writes.hit()
 
+    def resize(self, size: int) -> None:
+        """Grow (or shrink) an image file; the new part is a hole."""
+        if not self.writable or self.is_blockdev:
+            raise ReadOnlyError(f"{self.path}: cannot resize")
+        try:
+            os.ftruncate(self.fd, size)
+        except OSError as e:
+            raise ImageError(f"{self.path}: cannot resize to {size} bytes: {e.strerror}") \
+                from None
+        self.size = size
+
     def close(self) -> None:
         if self.fd >= 0:
             os.close(self.fd)

@@ -9,10 +9,10 @@ transaction allocated, which the image only refers to once it commits.
 """
 from __future__ import annotations
 
-import struct
 
 from ..alloc.space import MAXEXTLEN
 from ..format import constants as C
+from ..fs.btree import pack_bmbt_rec
 from ..io import verify as V
 from .forkplan import ForkPlan
 
@@ -27,15 +27,9 @@ def bmdr_space(nptrs: int) -> int:
     return 4 + nptrs * 16
 
 
-def pack_extent(startoff: int, startblock: int, blockcount: int, unwritten: bool = False) -> bytes:
-    """One packed 128-bit bmbt record."""
-    l0 = (int(unwritten) << 63) | (startoff << 9) | (startblock >> 43)
-    l1 = ((startblock & ((1 << 43) - 1)) << 21) | blockcount
-    return struct.pack(">QQ", l0, l1)
-
-
 def pack_extents(extents) -> bytes:
-    return b"".join(pack_extent(o, b, n) for o, b, n in extents)
+    """(startoff, fsbno, length) extents as packed bmbt records."""
+    return b"".join(pack_bmbt_rec(o, b, n) for o, b, n in extents)
 
 
 def merge_extents(extents) -> list:

@@ -204,6 +204,14 @@ class Writer:
             st = self.ags[agno] = PerAG(self, agno)
         return st
 
+    def finish_mkfs(self) -> None:
+        """Clear the superblock's in-progress mark (mkfs --populate's end)."""
+        from ..format.structs import SB
+        with self.transaction() as w:
+            buf = w.tx.read_buf(0, self.sb.sectsize, V.SB, agno=0, block=0)
+            buf.data[SB.offset("sb_inprogress")] = 0
+        self.journal.sync()
+
     def sync(self) -> None:
         """Everything committed so far is on disk and in the log."""
         self.journal.sync()

@@ -61,9 +61,13 @@ def _mkdirs(ns: Namespace, path: str, meta: Meta) -> int:
 
 def populate(image, source, dest: str = "/", *, owner_map=None, keep_going: bool = False,
              timestamp_ns: int | None = None, progress=None, overwrite: bool = True,
-             report=None) -> PopulateStats:
+             report=None, fresh: bool = False) -> PopulateStats:
     """Add everything ``source`` (a path, or an already opened Source)
-    describes under ``dest`` in ``image``."""
+    describes under ``dest`` in ``image``.
+
+    ``fresh`` is for an image mkfs has just made with its superblock marked
+    in progress: it is written without the journal (like mkfs.xfs -p) and
+    marked finished at the end; until then no kernel mounts it."""
     from .sources import open_source
     stats = PopulateStats()
 
@@ -76,7 +80,7 @@ def populate(image, source, dest: str = "/", *, owner_map=None, keep_going: bool
         if isinstance(source, (str, bytes)) or hasattr(source, "__fspath__") else source
     from .sources import EmptyFiles
     committed = [0]          # entries in committed batches
-    with Writer(image, timestamp_ns=timestamp_ns) as w, src:
+    with Writer(image, timestamp_ns=timestamp_ns, logged=not fresh) as w, src:
         now = w.now_ns()
         try:
             w.begin()
@@ -124,6 +128,8 @@ def populate(image, source, dest: str = "/", *, owner_map=None, keep_going: bool
             ns.finish()
             w.commit()
             committed[0] = stats.entries
+            if fresh:
+                w.finish_mkfs()
         except NoSpace as exc:
             w.abort()
             raise NoSpace(f"{image}: not enough space: {exc} (while adding "
