@@ -60,8 +60,11 @@ def put(image, hostfile, path: str, *, perm: int | None = None, uid: int | None 
                 raise ExistsError(f"{path}: already exists in the image (use --force to "
                                   "replace it)")
             ns.unlink(pino, name)
-        meta = Meta(perm=perm, uid=uid, gid=gid, atime_ns=st.st_atime_ns,
-                    mtime_ns=st.st_mtime_ns, ctime_ns=ns.now)
+        # reading the host file moves its access time: a fixed build time
+        # stands in for it, as populate does
+        atime = st.st_atime_ns if timestamp_ns is None else timestamp_ns
+        meta = Meta(perm=perm, uid=uid, gid=gid, atime_ns=atime, mtime_ns=st.st_mtime_ns,
+                    ctime_ns=ns.now)
         with open(hostfile, "rb") as f:
             ranges = data_ranges_of(f.fileno(), st)
             return ns.create_file(pino, name, meta, f, st.st_size, ranges)

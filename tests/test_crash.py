@@ -1,0 +1,118 @@
+"""Every write order fstool makes is safe: killed right after any one of its
+writes to the image, a sequence of edits leaves an image that log recovery
+brings to exactly the state before or after one of its steps, and that
+xfs_repair -n then finds clean.  Also: a transaction that aborts leaves the
+disk and every cache as they were, and the same input gives the same bytes
+(log included)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fixtures import crashwork, images
+
+UUID = "2b1f0c5e-4a3d-4e8f-9b6a-7c5d4e3f2a1b"
+needs_loop = pytest.mark.skipif(not images.loop_available(),
+                                reason="needs root, xfsprogs and a kernel loop mount of XFS")
+needs_xfsprogs = pytest.mark.skipif(not images.xfsprogs_available(),
+                                    reason="xfsprogs (xfs_repair) not installed")
+
+
+def _mkfs(img: Path, size="64m") -> None:
+    subprocess.run([sys.executable, "-m", "fstool", "mkfs", "-q", str(img), "--size", size,
+                    "--uuid", UUID, "--timestamp", "1700000000"], check=True)
+
+
+def _run_work(img: Path, work: Path, env=None, states=None) -> subprocess.CompletedProcess:
+    args = [sys.executable, "-m", "fixtures.crashwork", str(img), str(work)]
+    if states:
+        args += ["--states", str(states)]
+    return subprocess.run(args, capture_output=True, text=True,
+                          env={**os.environ, **(env or {})},
+                          cwd=Path(__file__).resolve().parent.parent)
+
+
+def _repair(img: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(["xfs_repair", "-n", "-f", str(img)], capture_output=True, text=True)
+
+
+@needs_loop
+def test_kill_after_every_write(tmp_path):
+    base = tmp_path / "base.img"
+    _mkfs(base)
+    ref = tmp_path / "ref.img"
+    shutil.copy(base, ref)
+    r = _run_work(ref, tmp_path, states=tmp_path / "states.json")
+    assert r.returncode == 0, r.stderr
+    total = int(r.stdout.split()[-1])
+    states = json.loads((tmp_path / "states.json").read_text())
+    assert total > 50 and len(states) == len(crashwork.steps(tmp_path)) + 1
+    seen = []
+    img = tmp_path / "crash.img"
+    for n in range(1, total + 1):
+        subprocess.run(["cp", "--sparse=always", str(base), str(img)], check=True)
+        r = _run_work(img, tmp_path, env={"FSTOOL_FAULT_AFTER_WRITES": str(n)})
+        assert r.returncode == -9, f"write {n}: not killed ({r.returncode}): {r.stderr}"
+        with images.Mounted(img):          # the kernel replays fstool's log
+            pass
+        rep = _repair(img)
+        assert rep.returncode == 0, f"killed after write {n}: xfs_repair -n:\n{rep.stdout}"
+        state = crashwork.image_state(img)
+        assert state in states, f"killed after write {n}: the image matches no step"
+        k = states.index(state)
+        assert not seen or k >= seen[-1], f"write {n}: went back from step {seen[-1]} to {k}"
+        seen.append(k)
+    # every step's state was reached by some prefix, the last one by all writes
+    assert seen[-1] == len(states) - 1 or seen[-1] == len(states) - 2
+    assert set(range(1, len(states) - 1)) <= set(seen)
+
+
+@needs_xfsprogs
+def test_abort_leaves_disk_and_caches_unchanged(tmp_path):
+    from fstool.errors import InvalidArgument
+    from fstool.io import verify as V
+    from fstool.ns.writer import Writer
+    img = tmp_path / "a.img"
+    _mkfs(img)
+    before = img.read_bytes()
+    ss = 512
+    with Writer(img, timestamp_ns=0) as w:
+        agf_daddr = ss // 512
+        cached = bytes(w.fs.read_meta(agf_daddr, ss, V.AGF, agno=0, block=0))
+        with pytest.raises(InvalidArgument):
+            with w.transaction():
+                buf = w.tx.read_buf(agf_daddr, ss, V.AGF, agno=0, block=0)
+                buf.data[100:104] = b"\xde\xad\xbe\xef"
+                # the normal read path sees the change inside the transaction
+                assert w.fs.read_meta(agf_daddr, ss, V.AGF, agno=0, block=0)[100:104] == \
+                    b"\xde\xad\xbe\xef"
+                # so does a fresh decode of the AG header
+                new = w.tx.get_buf(8 * 200, 4096, V.DIR3_DATA_ANY)
+                new.data[:4] = b"XDD3"
+                raise InvalidArgument("give up")
+        assert bytes(w.fs.read_meta(agf_daddr, ss, V.AGF, agno=0, block=0)) == cached
+        assert w.fs.cache.get((8 * 200, 4096)) is None
+        assert not w.journal.dirty and not w.journal.new
+    assert img.read_bytes() == before
+
+
+@needs_xfsprogs
+def test_same_input_same_bytes_log_included(tmp_path):
+    work = tmp_path / "w"
+    work.mkdir()
+    imgs = []
+    for k in range(2):
+        img = tmp_path / f"r{k}.img"
+        _mkfs(img)
+        r = _run_work(img, work)
+        assert r.returncode == 0, r.stderr
+        imgs.append(img)
+    assert imgs[0].read_bytes() == imgs[1].read_bytes()
+    rep = subprocess.run(["xfs_logprint", "-t", str(imgs[0])], capture_output=True, text=True)
+    assert "CLEAN" in rep.stdout
