@@ -38,7 +38,8 @@ def timestamp_ns(timestamp):
     return None
 
 
-def run_populate(image, source, dest, owner_map, keep_going, ts, quiet, fresh=False):
+def run_populate(image, source, dest, owner_map, keep_going, ts, quiet, fresh=False,
+                 check=True):
     """Populate with a progress bar on a terminal; returns the stats."""
     import sys
     import time
@@ -51,7 +52,7 @@ def run_populate(image, source, dest, owner_map, keep_going, ts, quiet, fresh=Fa
 
     if quiet or not sys.stderr.isatty():
         return populate(image, source, dest, owner_map=owner_map, keep_going=keep_going,
-                        timestamp_ns=ts, report=report, fresh=fresh)
+                        timestamp_ns=ts, report=report, fresh=fresh, check=check)
     from rich.console import Console
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
     console = Console(stderr=True)
@@ -70,7 +71,8 @@ def run_populate(image, source, dest, owner_map, keep_going, ts, quiet, fresh=Fa
             bar.update(task, description=f"{st.entries:,} entries, "
                                          f"{st.bytes / 1048576:,.1f} MiB, {rate:,.0f}/s")
         return populate(image, source, dest, owner_map=owner_map, keep_going=keep_going,
-                        timestamp_ns=ts, report=report, progress=progress, fresh=fresh)
+                        timestamp_ns=ts, report=report, progress=progress, fresh=fresh,
+                        check=check)
 
 
 def summary(st) -> str:
@@ -90,22 +92,29 @@ def summary(st) -> str:
 @owner_options
 @click.option("--keep-going", is_flag=True,
               help="Skip unreadable or invalid source entries (each is reported) instead of "
-                   "stopping with the image unchanged.")
+                   "stopping at the first.")
 @click.option("--timestamp", type=int,
               help="Seconds since the epoch for change/creation times (default: "
                    "$SOURCE_DATE_EPOCH, else now).")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
-def cmd(image, source, dest, owner_map, squash_owner, keep_going, timestamp, quiet):
+@click.option("--no-check", is_flag=True,
+              help="Write even when fstool check finds problems in the image (by default "
+                   "the image is checked first and refused then).")
+def cmd(image, source, dest, owner_map, squash_owner, keep_going, timestamp, quiet, no_check):
     """Add SOURCE to the XFS image IMAGE without mounting it or needing root.
 
     SOURCE is a host directory, a tar archive (plain, gzip, bzip2, xz or
     zstd) or an mkfs.xfs protofile.  Names, types, modes, owners,
     timestamps to the nanosecond, symlinks, hard links, device nodes, sparse
     files and xattrs are kept.  Existing files of the same name are
-    replaced; existing directories are merged.  The run is one transaction:
-    on any error the image is left exactly as it was.
+    replaced; existing directories are merged.  Every change is journaled
+    and committed in batches of a few thousand entries: a crash or an error
+    keeps the batches committed before it (each file whole) and nothing of
+    the one in progress.  The image is checked first and refused if fstool
+    check finds problems in it.
     """
     omap = make_owner_map(owner_map, squash_owner)
-    st = run_populate(image, source, dest, omap, keep_going, timestamp_ns(timestamp), quiet)
+    st = run_populate(image, source, dest, omap, keep_going, timestamp_ns(timestamp), quiet,
+                      check=not no_check)
     if not quiet:
         click.echo(summary(st))

@@ -61,13 +61,17 @@ def _mkdirs(ns: Namespace, path: str, meta: Meta) -> int:
 
 def populate(image, source, dest: str = "/", *, owner_map=None, keep_going: bool = False,
              timestamp_ns: int | None = None, progress=None, overwrite: bool = True,
-             report=None, fresh: bool = False) -> PopulateStats:
+             report=None, fresh: bool = False, check: bool = True,
+             batch_entries: int = BATCH_ENTRIES) -> PopulateStats:
     """Add everything ``source`` (a path, or an already opened Source)
     describes under ``dest`` in ``image``.
 
     ``fresh`` is for an image mkfs has just made with its superblock marked
     in progress: it is written without the journal (like mkfs.xfs -p) and
-    marked finished at the end; until then no kernel mounts it."""
+    marked finished at the end; until then no kernel mounts it.  Unless
+    ``check`` is false, an existing image is checked first and refused when
+    fstool check finds errors in it.  ``batch_entries`` is how many entries
+    a transaction holds (up to four times as many to finish a directory)."""
     from .sources import open_source
     stats = PopulateStats()
 
@@ -79,6 +83,9 @@ def populate(image, source, dest: str = "/", *, owner_map=None, keep_going: bool
     src = open_source(source, owner_map=owner_map, keep_going=keep_going, report=note) \
         if isinstance(source, (str, bytes)) or hasattr(source, "__fspath__") else source
     from .sources import EmptyFiles
+    if check and not fresh:
+        from .guard import require_sound
+        require_sound(image)
     committed = [0]          # entries in committed batches
     with Writer(image, timestamp_ns=timestamp_ns, logged=not fresh) as w, src:
         now = w.now_ns()
@@ -115,8 +122,8 @@ def populate(image, source, dest: str = "/", *, owner_map=None, keep_going: bool
             for e in walk:
                 here = e.path if type(e) is EmptyFiles else e.path.rpartition("/")[0]
                 pending = stats.entries - committed[0]
-                if pending >= BATCH_ENTRIES and (here != last_dir or
-                                                 pending >= 4 * BATCH_ENTRIES):
+                if pending >= batch_entries and (here != last_dir or
+                                                 pending >= 4 * batch_entries):
                     commit_batch()
                 last_dir = here
                 if type(e) is EmptyFiles:

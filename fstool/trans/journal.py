@@ -67,8 +67,11 @@ class Journal:
             # two checkpoints may be in the active log at once: keep each
             # well under half of it
             self.checkpoint_bytes = checkpoint_bytes or min(cap // 4, 16 << 20)
+            # what one transaction may log: two checkpoints share the log
+            self.max_tx_bytes = cap * 2 // 5
         else:
             self.checkpoint_bytes = checkpoint_bytes or (64 << 20)
+            self.max_tx_bytes = None
         self._pending_bytes = 0
 
     # -- transactions -------------------------------------------------------------
@@ -80,6 +83,25 @@ class Journal:
             raise FsToolError("internal: a transaction is already open")
         self.tx = Transaction(self)
         return self.tx
+
+    def _reserve(self, tx: Transaction) -> None:
+        """Before a transaction joins the CIL: make room for what it will
+        log (a checkpoint of what is there first, if both would not fit one),
+        or refuse a transaction larger than the log can hold."""
+        size = 0
+        for key, buf in tx.joined.items():
+            old = tx.undo[key]
+            if buf.stale or old is None or buf.new or key in self.dirty:
+                continue
+            if buf.data != old:
+                size += buf.length
+        if self.max_tx_bytes is not None and size > self.max_tx_bytes:
+            from ..errors import NoSpaceError
+            raise NoSpaceError(f"the change rewrites {size >> 10} KiB of existing metadata, "
+                               f"more than the log ({self.log.capacity() >> 10} KiB) can "
+                               "hold in one transaction; make it in smaller steps")
+        if self._pending_bytes and self._pending_bytes + size > self.checkpoint_bytes:
+            self.push()
 
     def _commit(self, tx: Transaction) -> None:
         for key, buf in tx.joined.items():

@@ -108,6 +108,7 @@ class Transaction:
             raise FsToolError("internal: transaction committed twice")
         for fn in self.precommit:
             fn(self)
+        self.j._reserve(self)
         self.done = True
         self.j._commit(self)
 
