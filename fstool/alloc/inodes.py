@@ -263,9 +263,15 @@ class InodeAllocator:
                     buf.data[off:off + sb.inodesize] = encoded(k)
                     k += 1
             base = (ch.agno << aglog) | ch.startino
-            for x in inos[i:j]:
-                ch.put |= 1 << (x - base)
-                fs.forget_inode(x)
+            first = inos[i]
+            if inos[j - 1] - first == j - 1 - i:       # consecutive: one mask
+                ch.put |= ((1 << (j - i)) - 1) << (first - base)
+            else:
+                for x in inos[i:j]:
+                    ch.put |= 1 << (x - base)
+            if fs._inodes:
+                for x in inos[i:j]:
+                    fs.forget_inode(x)
             i = j
 
     def _find_free_chunk(self, ag, pagino: int):

@@ -27,20 +27,30 @@ class TreeStore:
         self.buftype = buftype
         self.blocksize = ag.sb.blocksize
         self.bb = ag.sb.blocksize >> C.BBSHIFT
+        # blocks this transaction already holds (a PerAG lives one
+        # transaction): the engine reads the same few blocks over and over
+        self._held: dict = {}
 
     def daddr(self, addr: int) -> int:
         return self.ag.fs.agb_to_daddr(self.ag.agno, addr)
 
     def read(self, addr: int) -> bytearray:
+        data = self._held.get(addr)
+        if data is not None:
+            return data
         ag = self.ag
         if not 0 < addr < ag.length:
             raise CorruptionError(self.buftype.name, f"pointer to block {addr} outside the AG",
                                   agno=ag.agno, block=addr)
-        return ag.tx.read_buf(self.daddr(addr), self.blocksize, self.buftype, agno=ag.agno,
-                              block=addr, owner=ag.agno).data
+        data = self._held[addr] = ag.tx.read_buf(
+            self.daddr(addr), self.blocksize, self.buftype, agno=ag.agno, block=addr,
+            owner=ag.agno).data
+        return data
 
     def new(self, addr: int) -> bytearray:
-        return self.ag.tx.get_buf(self.daddr(addr), self.blocksize, self.buftype).data
+        data = self._held[addr] = self.ag.tx.get_buf(self.daddr(addr), self.blocksize,
+                                                     self.buftype).data
+        return data
 
     def dirty(self, addr: int) -> None:
         """Changes are found by comparing with the image's copy: nothing to do."""
@@ -60,6 +70,7 @@ class TreeStore:
 
     def free(self, addr: int) -> None:
         ag = self.ag
+        self._held.pop(addr, None)
         ag.tx.binval(self.daddr(addr), self.bb)
         if self.kind in ("bno", "cnt"):
             ag.agfl_put(addr)

@@ -71,6 +71,7 @@ class BufferCache:
         self.block_bb = block_bb                  # 512-byte units per fs block
         self._lru: OrderedDict = OrderedDict()
         self._by_block: dict = {}                 # block-aligned daddr -> set of keys
+        self._inserts = 0
 
     def __len__(self) -> int:
         return len(self._lru)
@@ -101,8 +102,11 @@ class BufferCache:
                 idx[b] = {key}
             else:
                 s.add(key)
-        if self.bytes > self.max_bytes:
-            self._shrink()
+        self._inserts += 1
+        # over the bound, look for something to evict now and then: while
+        # a transaction holds much, most buffers are pinned
+        if self.bytes > self.max_bytes and not self._inserts & 15:
+            self._shrink(64)
         return buf
 
     def _forget(self, buf: Buf) -> None:

@@ -129,11 +129,12 @@ class Device:
         _writes.hit()
 
     def fsync(self) -> None:
-        """Everything written so far is on stable storage once this returns."""
+        """Everything written so far is on stable storage once this returns
+        (the data of the image; its size never changes while written)."""
         if not self.writable:
             return
         try:
-            os.fsync(self.fd)
+            os.fdatasync(self.fd)
         except OSError as e:
             raise ImageError(f"{self.path}: fsync failed: {e.strerror}") from None
 

@@ -51,6 +51,7 @@ class Journal:
         self.dirty: dict = {}          # key -> Buf to log
         self.full: set = set()         # keys logged whole (over blocks freed here)
         self.new: dict = {}            # key -> Buf to write in place first
+        self.spilled: set = set()      # keys of new buffers already written in place
         self.cancels: dict = {}        # key -> (Buf, blft)
         self.window: dict = {}         # key -> Buf logged by the previous checkpoint
         self.precheckpoint: list = []  # callables run before a checkpoint is formatted
@@ -91,7 +92,8 @@ class Journal:
         size = 0
         for key, buf in tx.joined.items():
             old = tx.undo[key]
-            if buf.stale or old is None or buf.new or key in self.dirty:
+            if buf.stale or old is None or buf.new or key in self.dirty or \
+                    key in self.spilled:
                 continue
             if buf.data != old:
                 size += buf.length
@@ -115,6 +117,12 @@ class Journal:
                 continue
             if buf.new or key in self.dirty:
                 continue
+            if key in self.spilled:
+                # new since the last checkpoint and written early: still
+                # free space in the image, so written again, not logged
+                buf.new = True
+                self.new[key] = buf
+                continue
             if buf.data != old:
                 buf.dirty = True
                 buf.clean = old
@@ -123,9 +131,10 @@ class Journal:
         for agno, agbno, length in tx.busy:
             self.busy.add(agno, agbno, length)
         self.tx = None
-        if self._pending_bytes >= self.checkpoint_bytes or \
-                self._pinned_bytes() >= self.memory_bytes:
+        if self._pending_bytes >= self.checkpoint_bytes:
             self.push()
+        elif self._pinned_bytes() >= self.memory_bytes:
+            self._spill()
 
     def _aborted(self, tx: Transaction) -> None:
         self.tx = None
@@ -133,7 +142,23 @@ class Journal:
     def _pinned_bytes(self) -> int:
         return self._pending_bytes + sum(b.length for b in self.new.values())
 
+    def _spill(self) -> None:
+        """Too much in memory: write the new buffers in place now (they are
+        free space in the image until the next checkpoint commits, so this
+        needs no ordering) and let the cache drop them."""
+        sb = self.sb
+        lsn = self.log.head_lsn if self.log is not None else 0
+        for key in sorted(self.new):
+            buf = self.new[key]
+            V.stamp(buf.bt, buf.data, lsn, blocksize=sb.blocksize, inodesize=sb.inodesize)
+            self._write_in_place(buf, buf.data)
+            buf.new = False
+            self.spilled.add(key)
+        self.new.clear()
+        self.cache._shrink(scan=len(self.cache))
+
     def _drop_stale(self, key, buf) -> None:
+        self.spilled.discard(key)
         was_new = self.new.pop(key, None) is not None
         if self.dirty.pop(key, None) is not None:
             self.full.discard(key)
@@ -173,7 +198,7 @@ class Journal:
     def push(self) -> None:
         """Write a checkpoint of everything committed so far (nothing of an
         open transaction)."""
-        if not (self.dirty or self.new or self.cancels):
+        if not (self.dirty or self.new or self.cancels or self.spilled):
             return
         for fn in self.precheckpoint:
             fn(self)
@@ -252,6 +277,7 @@ class Journal:
         self.dirty.clear()
         self.full.clear()
         self.new.clear()
+        self.spilled.clear()
         self.cancels.clear()
         self.busy.clear()
         self._pending_bytes = 0

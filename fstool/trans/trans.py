@@ -60,10 +60,13 @@ class Transaction:
 
     def get_buf(self, daddr: int, length: int, bt, pieces=None) -> Buf:
         """A buffer for blocks just allocated: zeroed, not read from disk."""
-        # whatever the cache held over these blocks is gone
-        for old in self.cache.overlapping(daddr, length >> 9) if pieces is None else \
-                [b for d, n in pieces for b in self.cache.overlapping(d, n >> 9)]:
-            self._invalidate(old)
+        # whatever the cache held over these blocks is gone (freeing them
+        # dropped it already; this catches buffers read over free space)
+        cache = self.cache
+        if cache._by_block:
+            for old in cache.overlapping(daddr, length >> 9) if pieces is None else \
+                    [b for d, n in pieces for b in cache.overlapping(d, n >> 9)]:
+                self._invalidate(old)
         buf = Buf(daddr, length, bytearray(length), bt, pieces)
         buf.new = True
         buf.verified.add(bt.name)
