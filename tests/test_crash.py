@@ -116,3 +116,49 @@ def test_same_input_same_bytes_log_included(tmp_path):
     assert imgs[0].read_bytes() == imgs[1].read_bytes()
     rep = subprocess.run(["xfs_logprint", "-t", str(imgs[0])], capture_output=True, text=True)
     assert "CLEAN" in rep.stdout
+
+
+def _modes(img: Path) -> dict:
+    import fstool
+    with fstool.open_image(img) as fs:
+        return {e.name.decode(): fs.inode(e.ino).mode & 0o7777 for e in fs.listdir("/w")}
+
+
+@needs_loop
+def test_log_wraps_and_recovers(tmp_path):
+    """A small log (10 MiB) gone round three times by many checkpoints: the
+    clean result reads back; killed late in the run, the kernel replays a
+    wrapped log to exactly the state after some round."""
+    base = tmp_path / "base.img"
+    subprocess.run([sys.executable, "-m", "fstool", "mkfs", "-q", str(base), "--size", "64m",
+                    "-b", "size=1024", "--uuid", UUID, "--timestamp", "1700000000"], check=True)
+    img = tmp_path / "w.img"
+    shutil.copy(base, img)
+    args = [sys.executable, "-m", "fixtures.crashwork", str(img), str(tmp_path), "--wrap"]
+    cwd = Path(__file__).resolve().parent.parent
+    r = subprocess.run(args, capture_output=True, text=True, cwd=cwd)
+    assert r.returncode == 0, r.stderr
+    laps, total = map(int, r.stdout.split())
+    assert laps >= 2
+    lp = subprocess.run(["xfs_logprint", "-t", str(img)], capture_output=True, text=True)
+    assert lp.returncode == 0 and "CLEAN" in lp.stdout
+    assert _repair(img).returncode == 0
+    assert _modes(img) == crashwork.wrap_expected(crashwork.WRAP_ROUNDS)
+    rounds = []
+    for frac in (0.55, 0.8, 0.97):
+        n = int(total * frac)
+        shutil.copy(base, img)
+        r = subprocess.run(args, capture_output=True, text=True, cwd=cwd,
+                           env={**os.environ, "FSTOOL_FAULT_AFTER_WRITES": str(n)})
+        assert r.returncode == -9
+        lp = subprocess.run(["xfs_logprint", "-t", str(img)], capture_output=True, text=True)
+        assert lp.returncode == 0 and "DIRTY" in lp.stdout, lp.stdout[-500:]
+        with images.Mounted(img):
+            pass
+        assert _repair(img).returncode == 0, f"killed after write {n}"
+        modes = _modes(img)
+        k = next((k for k in range(crashwork.WRAP_ROUNDS + 1)
+                  if crashwork.wrap_expected(k) == modes), None)
+        assert k is not None, f"killed after write {n}: modes match no round"
+        rounds.append(k)
+    assert rounds == sorted(rounds) and rounds[-1] > crashwork.WRAP_ROUNDS // 2
