@@ -77,6 +77,9 @@ class PathError(FsToolError):
     def __init__(self, path: str, reason: str):
         self.path = path
         super().__init__(f"{path}: {reason}")
+        # what os functions set on their errors
+        self.filename = path
+        self.strerror = reason
 
 
 class NotFoundError(PathError, FileNotFoundError):
@@ -100,7 +103,7 @@ class IsADirectoryImageError(PathError, IsADirectoryError):
         super().__init__(path, reason)
 
 
-class SymlinkLoopError(PathError):
+class SymlinkLoopError(PathError, OSError):
     errno = _errno.ELOOP
 
     def __init__(self, path: str, reason: str = "too many levels of symbolic links"):

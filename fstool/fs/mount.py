@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import io
 import itertools
-import posixpath
+import os
 from typing import Iterator, NamedTuple
 
 from ..errors import (CorruptionError, ImageError, InvalidArgument, IsADirectoryImageError,
@@ -19,10 +19,16 @@ from ..io.device import BufferCache, Device
 from . import attr as xattr
 from . import btree
 from . import dir as xdir
+from .._backend import parsers
 from .inode import Inode
+from .osapi import FileReader, ImageDirEntry, ScandirIterator
 from .superblock import Superblock
 
 MAX_SYMLINK_HOPS = 40
+DIR_INODES_CACHED = 1024      # decoded directory inodes kept
+CLUSTERS_CACHED = 64          # inode clusters kept (1 MiB with 512-byte inodes)
+WALK_BATCH = 256              # inodes decoded per native call while walking
+_DOT = (b".", b"..")
 
 
 class DirEntry(NamedTuple):
@@ -50,8 +56,11 @@ class Filesystem:
             self.dev.close()
             raise
         self.cache = BufferCache(cache_bytes)
-        self._inodes: dict = {}
-        self._inode_cache_max = 8192
+        # decoded directory inodes (lookups go through them again and again)
+        # and the last inode clusters read: small on purpose, so that walking
+        # a large tree neither evicts the metadata cache nor grows with it.
+        # Writers drop both with ``_inodes.clear()`` (see drop_caches).
+        self._inodes = _InodeCache(DIR_INODES_CACHED, CLUSTERS_CACHED)
         self._agbno_mask = (1 << sb.agblklog) - 1
         self._bb_per_fsb_log = sb.blocklog - C.BBSHIFT
         self._ag_len = [sb.agblocks] * (sb.agcount - 1) + \
@@ -60,6 +69,19 @@ class Filesystem:
         cluster_bytes = max(sb.blocksize, 8192 * sb.inodesize // 256)
         self._cluster_blocks = max(1, cluster_bytes >> sb.blocklog)
         self.uuid = sb.meta_uuid
+        self._blocklog = sb.blocklog
+        self._agblklog = sb.agblklog
+        self._agblocks = sb.agblocks
+        # what parsers.check_extents needs to keep an extent inside its AG
+        self._extent_bounds = (sb.agblklog, sb.agblocks, sb.agcount, self._ag_len[-1])
+        self._read_geometry = self._extent_bounds + (sb.blocklog,)
+        # what stat() reports for every file: a device number made from the
+        # uuid (one per image), the kernel's preferred I/O size on 4 KiB pages
+        self.st_dev = int.from_bytes(self.uuid[:4], "big") & 0x7FFFFFFF
+        self.st_blksize = max(4096, sb.blocksize)
+        self._geometry = (sb.agcount, sb.agblocks, self._ag_len[-1], sb.inopblog,
+                          sb.agino_log, self._cluster_blocks, self._bb_per_fsb_log,
+                          sb.inodelog)
 
     # -- lifetime ---------------------------------------------------------
     def close(self) -> None:
@@ -83,6 +105,12 @@ class Filesystem:
             raise CorruptionError("block map", f"block {fsbno} (AG {agno} block {agbno}) "
                                   "lies outside the filesystem", agno=agno, block=agbno)
         return self.agb_to_daddr(agno, agbno)
+
+    def _fsb_offset(self, fsbno: int) -> int:
+        """Byte offset of a filesystem block already known to lie inside its
+        AG (an extent that passed check_extents)."""
+        return (((fsbno >> self._agblklog) * self._agblocks + (fsbno & self._agbno_mask))
+                << self._blocklog)
 
     def ag_length(self, agno: int) -> int:
         """Blocks in AG ``agno`` (the last AG may be shorter)."""
@@ -182,33 +210,65 @@ class Filesystem:
 
     # -- inodes ---------------------------------------------------------------
     def inode(self, ino: int) -> Inode:
-        cached = self._inodes.get(ino)
+        """The inode ``ino``, read and verified (directories stay cached)."""
+        cached = self._inodes.dirs.get(ino)
         if cached is not None:
             return cached
-        sb = self.sb
-        agno = ino >> sb.agino_log
-        agbno = (ino >> sb.inopblog) & self._agbno_mask
-        if agno >= sb.agcount or agbno == 0 or agbno >= self._ag_len[agno]:
+        if not 0 <= ino < 1 << 64:
             raise CorruptionError("inode number", f"{ino} lies outside the filesystem",
-                                  agno=agno, block=agbno, ino=ino)
-        # read a whole inode cluster at a time: neighbours are usually next
-        cstart = agbno - agbno % self._cluster_blocks
-        nblocks = min(self._cluster_blocks, self._ag_len[agno] - cstart)
-        daddr = (agno * sb.agblocks + cstart) << self._bb_per_fsb_log
-        key = (daddr, nblocks, "inode cluster")
-        cluster = self.cache.get(key)
-        if cluster is None:
-            cluster = self.dev.pread(daddr << C.BBSHIFT, nblocks << sb.blocklog)
-            self.cache.put(key, cluster)
-        off = (((agbno - cstart) << sb.inopblog) + (ino & (sb.inopblock - 1))) << sb.inodelog
-        node = Inode(self, ino, cluster[off:off + sb.inodesize])
-        inodes = self._inodes
-        inodes[ino] = node
-        if len(inodes) > self._inode_cache_max:
-            # drop the oldest half: cheaper than strict LRU upkeep on every hit
-            for old in list(itertools.islice(inodes, len(inodes) // 2)):
-                del inodes[old]
+                                  ino=ino)
+        out: list = []
+        self._load_inodes((ino,), out)
+        node = out[0]
+        if node.mode & C.S_IFMT == C.S_IFDIR:
+            self._inodes.keep_dir(node)
         return node
+
+    def inodes(self, inos) -> list:
+        """The inodes ``inos`` (a sequence of numbers), read and verified in
+        one pass: an inode cluster is read once for the neighbours in it."""
+        out: list = []
+        self._load_inodes(inos, out)
+        return out
+
+    def _load_inodes(self, inos, out: list) -> None:
+        """Decode ``inos`` into ``out``; a failure raises CorruptionError with
+        the inodes before it already in ``out``."""
+        try:
+            parsers.load_inodes(Inode, self, inos, self._cluster, self.uuid, self._geometry, out)
+        except CorruptionError:
+            raise
+        except ValueError as e:
+            if len(e.args) != 3:
+                raise
+            i, field, detail = e.args
+            ino = inos[i]
+            if field == "location":
+                sb = self.sb
+                raise CorruptionError("inode number", detail, agno=ino >> sb.agino_log,
+                                      block=(ino >> sb.inopblog) & self._agbno_mask,
+                                      ino=ino) from None
+            raise CorruptionError("inode", detail, ino=ino, field=field) from None
+        except OverflowError:
+            bad = next(i for i in inos if not 0 <= i < 1 << 64)
+            raise CorruptionError("inode number", f"{bad} lies outside the filesystem",
+                                  ino=bad) from None
+
+    def _cluster(self, daddr: int, nblocks: int) -> bytes:
+        """The inode cluster at ``daddr`` (kept among the last few read)."""
+        clusters = self._inodes.clusters
+        buf = clusters.get(daddr)
+        if buf is None:
+            buf = self.dev.pread(daddr << C.BBSHIFT, nblocks << self.sb.blocklog)
+            clusters[daddr] = buf
+            if len(clusters) > self._inodes.max_clusters:
+                del clusters[next(iter(clusters))]
+        return buf
+
+    def drop_caches(self) -> None:
+        """Forget every cached buffer and inode (after the image changed)."""
+        self.cache.clear()
+        self._inodes.clear()
 
     @property
     def root(self) -> Inode:
@@ -222,7 +282,7 @@ class Filesystem:
         if not node.is_dir:
             raise NotADirectoryImageError(where if isinstance(where, str) else f"inode {node.ino}")
         make = DirEntry._make
-        return [make(e) for e in xdir.iter_entries(node)]
+        return [make(e) for ents in xdir.entry_lists(node) for e in ents]
 
     def parent_of(self, node: Inode) -> int:
         return xdir.parent(node)
@@ -277,30 +337,55 @@ class Filesystem:
 
     def walk(self, top="/") -> Iterator[tuple[str, Inode]]:
         """Depth-first (path, inode) for ``top`` and everything below it, names
-        decoded with surrogateescape.  Directory cycles raise CorruptionError."""
+        decoded with surrogateescape; a directory's entries come in on-disk
+        order, each subdirectory's contents right after it.  Directory cycles
+        raise CorruptionError."""
         node = self._as_inode(top)
         start = top if isinstance(top, str) else "/"
         yield start, node
         if not node.is_dir:
             return
         on_path = {node.ino}
-        stack = [(start, node, iter(self.listdir(node)))]
+        # frames: [directory, its batches of (path, inode), the current batch]
+        stack = [[node, self._child_batches(start, node), iter(())]]
         while stack:
-            path, dnode, it = stack[-1]
-            ent = next(it, None)
-            if ent is None:
-                stack.pop()
-                on_path.discard(dnode.ino)
-                continue
-            child = self.inode(ent.ino)
-            cpath = posixpath.join(path, ent.name.decode("utf-8", "surrogateescape"))
-            yield cpath, child
-            if child.is_dir:
-                if child.ino in on_path:
-                    raise CorruptionError("directory", f"cycle: {cpath} leads back to an "
-                                          "ancestor", ino=child.ino)
-                on_path.add(child.ino)
-                stack.append((cpath, child, iter(self.listdir(child))))
+            frame = stack[-1]
+            for item in frame[2]:
+                yield item
+                child = item[1]
+                if child.mode & C.S_IFMT == C.S_IFDIR:
+                    if child.ino in on_path:
+                        raise CorruptionError("directory", f"cycle: {item[0]} leads back to "
+                                              "an ancestor", ino=child.ino)
+                    on_path.add(child.ino)
+                    stack.append([child, self._child_batches(item[0], child), iter(())])
+                    break
+            else:
+                batch = next(frame[1], None)
+                if batch is not None:
+                    frame[2] = iter(batch)
+                else:
+                    stack.pop()
+                    on_path.discard(frame[0].ino)
+
+    def _child_batches(self, path: str, dnode: Inode) -> Iterator[list]:
+        """Lists of (path, inode) for the entries of ``dnode``, the inodes of
+        each list decoded in one native call.  An entry whose inode fails
+        verification ends the last list; the error is raised after it."""
+        prefix = path if path.endswith("/") else path + "/"
+        load = self._load_inodes
+        for ents in xdir.entry_lists(dnode):
+            for k in range(0, len(ents), WALK_BATCH):
+                part = ents[k:k + WALK_BATCH] if len(ents) > WALK_BATCH else ents
+                nodes: list = []
+                try:
+                    load([e[1] for e in part], nodes)
+                except CorruptionError:
+                    yield [(prefix + e[0].decode("utf-8", "surrogateescape"), child)
+                           for e, child in zip(part, nodes)]
+                    raise
+                yield [(prefix + e[0].decode("utf-8", "surrogateescape"), child)
+                       for e, child in zip(part, nodes)]
 
     # -- files, symlinks, xattrs ------------------------------------------------
     def read(self, where, offset: int = 0, size: int = -1) -> bytes:
@@ -310,12 +395,87 @@ class Filesystem:
             raise IsADirectoryImageError(where if isinstance(where, str) else f"inode {node.ino}")
         return node.read(offset, size)
 
-    def open(self, where) -> "FileReader":
-        """A seekable binary stream; symlinks in paths are followed."""
+    def open(self, where, mode: str = "rb", buffering: int = -1, encoding=None, errors=None,
+             newline=None):
+        """A file in the image as a read-only stream, like the built-in
+        ``open``: mode "rb" (the default) gives a seekable binary reader
+        (``read``, ``readinto``, ``seek``, ``tell``, ``readline``...), mode
+        "r" a text reader.  Symlinks are followed."""
+        if mode not in ("r", "rb", "rt", "br", "tr"):
+            from ..errors import ReadOnlyError
+            if set(mode) - set("rbt"):
+                raise ReadOnlyError(f"{where}: the image is read-only (mode {mode!r})")
+            raise InvalidArgument(f"invalid mode {mode!r}")
         node = self._as_inode(where, follow=True)
         if node.is_dir:
             raise IsADirectoryImageError(where if isinstance(where, str) else f"inode {node.ino}")
-        return FileReader(node)
+        name = where if isinstance(where, (str, bytes)) else f"inode {node.ino}"
+        raw = FileReader(node, name)
+        if buffering == 0:
+            if "b" not in mode:
+                raise InvalidArgument("can't have unbuffered text I/O")
+            return raw
+        size = buffering if buffering > 1 else max(io.DEFAULT_BUFFER_SIZE, self.sb.blocksize)
+        stream = io.BufferedReader(raw, size)
+        if "b" in mode:
+            return stream
+        return io.TextIOWrapper(stream, encoding=encoding or "utf-8", errors=errors,
+                                newline=newline)
+
+    # -- os-style queries ----------------------------------------------------------
+    def stat(self, where, follow_symlinks: bool = True) -> os.stat_result:
+        """``os.stat_result`` of a path (or inode number, or Inode): times to
+        the nanosecond (``st_mtime_ns``...), ``st_ino``, ``st_nlink``,
+        ``st_blocks`` (512-byte units), ``st_rdev`` for devices.  A symlink at
+        the end of the path is followed unless ``follow_symlinks`` is false."""
+        return self._as_inode(where, follow=follow_symlinks).stat()
+
+    def lstat(self, where) -> os.stat_result:
+        """``stat`` of the path itself, not of a symlink's target."""
+        return self._as_inode(where).stat()
+
+    def scandir(self, where="/") -> ScandirIterator:
+        """The entries of a directory as ``os.scandir`` gives them
+        (``ImageDirEntry``: name, path, inode(), is_dir(), is_file(),
+        is_symlink(), stat()), without ``.`` and ``..``, in on-disk order.
+        Names and paths are bytes when ``where`` is bytes."""
+        node = self._as_inode(where, follow=True)
+        if not node.is_dir:
+            raise NotADirectoryImageError(where if isinstance(where, str) else f"inode {node.ino}")
+        if isinstance(where, bytes):
+            prefix = where if where.endswith(b"/") else where + b"/"
+            return ScandirIterator(ImageDirEntry(self, name, prefix + name, ino, ftype)
+                                   for ents in xdir.entry_lists(node)
+                                   for name, ino, ftype in ents)
+        base = where if isinstance(where, str) else "/"
+        prefix = base if base.endswith("/") else base + "/"
+        return ScandirIterator(
+            ImageDirEntry(self, n, prefix + n, ino, ftype)
+            for ents in xdir.entry_lists(node)
+            for name, ino, ftype in ents
+            for n in (name.decode("utf-8", "surrogateescape"),))
+
+    def exists(self, path) -> bool:
+        """Whether ``path`` names something (symlinks followed, as os.path.exists)."""
+        return self._query(path, True) is not None
+
+    def isdir(self, path) -> bool:
+        node = self._query(path, True)
+        return node is not None and node.is_dir
+
+    def isfile(self, path) -> bool:
+        node = self._query(path, True)
+        return node is not None and node.is_reg
+
+    def islink(self, path) -> bool:
+        node = self._query(path, False)
+        return node is not None and node.is_symlink
+
+    def _query(self, path, follow: bool):
+        try:
+            return self._as_inode(path, follow=follow)
+        except (FileNotFoundError, NotADirectoryError, SymlinkLoopError):
+            return None
 
     def readlink(self, where) -> bytes:
         node = self._as_inode(where)
@@ -331,6 +491,31 @@ class Filesystem:
         return [name for name, _ in xattr.iter_xattrs(node, values=False)]
 
 
+class _InodeCache:
+    """Directory inodes by number (at most ``max_dirs``, oldest half dropped
+    when full) and the last inode clusters read (at most ``max_clusters``,
+    oldest first)."""
+
+    __slots__ = ("dirs", "clusters", "max_dirs", "max_clusters")
+
+    def __init__(self, max_dirs: int, max_clusters: int):
+        self.dirs: dict = {}
+        self.clusters: dict = {}
+        self.max_dirs = max_dirs
+        self.max_clusters = max_clusters
+
+    def keep_dir(self, node) -> None:
+        dirs = self.dirs
+        dirs[node.ino] = node
+        if len(dirs) > self.max_dirs:
+            for old in list(itertools.islice(dirs, len(dirs) // 2)):
+                del dirs[old]
+
+    def clear(self) -> None:
+        self.dirs.clear()
+        self.clusters.clear()
+
+
 def _sectsize_guess(head: bytes) -> int:
     """The sector size the superblock claims, bounded, so its CRC can be checked."""
     if len(head) >= 104:
@@ -338,38 +523,3 @@ def _sectsize_guess(head: bytes) -> int:
         if 512 <= ss <= len(head) and not ss & (ss - 1):
             return ss
     return C.BBSIZE
-
-
-class FileReader(io.RawIOBase):
-    """A read-only, seekable stream over a file in the image."""
-
-    def __init__(self, node: Inode):
-        super().__init__()
-        self.node = node
-        self.pos = 0
-
-    def readable(self):
-        return True
-
-    def seekable(self):
-        return True
-
-    def seek(self, offset, whence=io.SEEK_SET):
-        if whence == io.SEEK_SET:
-            self.pos = offset
-        elif whence == io.SEEK_CUR:
-            self.pos += offset
-        else:
-            self.pos = self.node.size + offset
-        self.pos = max(0, self.pos)
-        return self.pos
-
-    def tell(self):
-        return self.pos
-
-    def readinto(self, b):
-        data = self.node.read(self.pos, len(b))
-        n = len(data)
-        b[:n] = data
-        self.pos += n
-        return n

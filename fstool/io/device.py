@@ -103,6 +103,25 @@ class Device:
             raise ImageError(f"{self.path}: short read at offset {offset}: image truncated")
         return data
 
+    def preadinto(self, view, offset: int) -> None:
+        """Fill the writable buffer ``view`` from ``offset``, exactly."""
+        length = len(view)
+        if offset < 0 or offset + length > self.size:
+            raise ImageError(
+                f"{self.path}: read of {length} bytes at offset {offset} lies beyond "
+                f"the end of the image ({self.size} bytes): the image is truncated")
+        done = 0
+        try:
+            while done < length:
+                n = os.preadv(self.fd, [view[done:]], offset + done)
+                if n <= 0:
+                    raise ImageError(f"{self.path}: short read at offset {offset + done}: "
+                                     "image truncated")
+                done += n
+        except OSError as e:
+            raise ImageError(f"{self.path}: read error at offset {offset}: {e.strerror}") \
+                from None
+
     # -- writing ----------------------------------------------------------------
     def _check_write(self, offset: int, length: int) -> None:
         if not self.writable:
