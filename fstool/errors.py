@@ -32,6 +32,15 @@ class ImageError(FsToolError, OSError):
     """The image cannot be opened or read (missing, truncated, unreadable)."""
 
 
+class ImageNotFoundError(ImageError, FileNotFoundError):
+    """The image file does not exist."""
+    errno = _errno.ENOENT
+
+
+class ImageTruncatedError(ImageError):
+    """The image file ends before the filesystem it holds does."""
+
+
 class UnsupportedError(FsToolError):
     """The image uses a format or feature fstool does not handle."""
     errno = _errno.EOPNOTSUPP
@@ -69,6 +78,11 @@ class CorruptionError(FsToolError, ValueError):
         loc = f" ({', '.join(where)})" if where else ""
         fld = f" {field}:" if field else ""
         super().__init__(f"corrupt {structure}{loc}:{fld} {detail}")
+
+
+class NotXfsError(CorruptionError):
+    """No XFS superblock where the image should start (wrong file, or the
+    primary superblock is destroyed)."""
 
 
 class PathError(FsToolError):

@@ -21,7 +21,8 @@ def cmd(jobs, as_json, image):
 
     import fstool
 
-    from ..errors import CorruptionError, FsToolError, ImageError, UnknownFeatureError
+    from ..errors import (CorruptionError, FsToolError, ImageError, ImageTruncatedError,
+                          UnknownFeatureError)
     from ..ops import check as C
     from .console import err, is_tty
 
@@ -38,7 +39,7 @@ def cmd(jobs, as_json, image):
         sys.exit(C.EXIT_CORRUPT)
     except ImageError as e:
         err(str(e))
-        sys.exit(C.EXIT_CORRUPT if "truncated" in str(e) else C.EXIT_OPERATIONAL)
+        sys.exit(C.EXIT_CORRUPT if isinstance(e, ImageTruncatedError) else C.EXIT_OPERATIONAL)
     except FsToolError as e:
         err(str(e))
         sys.exit(C.EXIT_OPERATIONAL)

@@ -1,6 +1,8 @@
 """fstool populate: add a host directory, tar archive or protofile to an image."""
 import click
 
+from .options import emit_json, image_arg, json_opt
+
 
 def owner_options(f):
     f = click.option("--owner-map", "owner_map", metavar="UID:GID=UID:GID,...",
@@ -38,8 +40,19 @@ def timestamp_ns(timestamp):
     return None
 
 
-def run_populate(image, source, dest, owner_map, keep_going, ts, quiet):
-    """Populate with a progress bar on a terminal; returns the stats."""
+def clamp_time(clamp: bool, ts):
+    """The time --clamp-mtime clamps to: the build time, which must be given."""
+    if not clamp:
+        return None
+    if ts is None:
+        raise click.UsageError("--clamp-mtime needs a time: set SOURCE_DATE_EPOCH or give "
+                               "--timestamp")
+    return ts
+
+
+def run_populate(image, source, dest, owner_map, keep_going, ts, quiet, clamp_ns=None):
+    """Populate with a progress bar on a terminal; returns the stats.  With
+    ``clamp_ns`` the source is opened here, its modification times clamped."""
     import sys
     import time
 
@@ -48,6 +61,19 @@ def run_populate(image, source, dest, owner_map, keep_going, ts, quiet):
 
     def report(msg):
         warn(printable_name(msg))
+
+    if clamp_ns is not None:
+        from ..ops.sources import open_source
+        source_skips: list = []
+
+        def source_report(msg):
+            source_skips.append(msg)
+            report(msg)
+        src = open_source(source, owner_map=owner_map, keep_going=keep_going,
+                          report=source_report, clamp_ns=clamp_ns)
+        st = run_populate(image, src, dest, None, keep_going, ts, quiet)
+        st.skipped[:0] = source_skips
+        return st
 
     if quiet or not sys.stderr.isatty():
         return populate(image, source, dest, owner_map=owner_map, keep_going=keep_going,
@@ -73,6 +99,13 @@ def run_populate(image, source, dest, owner_map, keep_going, ts, quiet):
                         timestamp_ns=ts, report=report, progress=progress)
 
 
+def summary_record(st) -> dict:
+    """The populate statistics as the --json object."""
+    return {"files": st.files, "dirs": st.dirs, "symlinks": st.symlinks,
+            "special": st.special, "hardlinks": st.hardlinks, "bytes": st.bytes,
+            "entries": st.entries, "skipped": list(st.skipped)}
+
+
 def summary(st) -> str:
     s = (f"added {st.files} files ({st.bytes} bytes), {st.dirs} directories, "
          f"{st.symlinks} symlinks, {st.special} special files, {st.hardlinks} hard links")
@@ -82,7 +115,7 @@ def summary(st) -> str:
 
 
 @click.command("populate")
-@click.argument("image", type=click.Path(dir_okay=False))
+@image_arg
 @click.argument("source", type=click.Path(exists=True))
 @click.option("--dest", default="/", show_default=True,
               help="Directory inside the image to add SOURCE's contents to (created if "
@@ -94,8 +127,13 @@ def summary(st) -> str:
 @click.option("--timestamp", type=int,
               help="Seconds since the epoch for change/creation times (default: "
                    "$SOURCE_DATE_EPOCH, else now).")
+@click.option("--clamp-mtime", "clamp", is_flag=True,
+              help="Modification times later than the build time ($SOURCE_DATE_EPOCH or "
+                   "--timestamp) become the build time, as tar --clamp-mtime does.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
-def cmd(image, source, dest, owner_map, squash_owner, keep_going, timestamp, quiet):
+@json_opt
+def cmd(image, source, dest, owner_map, squash_owner, keep_going, timestamp, clamp, quiet,
+        as_json):
     """Add SOURCE to the XFS image IMAGE without mounting it or needing root.
 
     SOURCE is a host directory, a tar archive (plain, gzip, bzip2, xz or
@@ -106,6 +144,10 @@ def cmd(image, source, dest, owner_map, squash_owner, keep_going, timestamp, qui
     on any error the image is left exactly as it was.
     """
     omap = make_owner_map(owner_map, squash_owner)
-    st = run_populate(image, source, dest, omap, keep_going, timestamp_ns(timestamp), quiet)
-    if not quiet:
+    ts = timestamp_ns(timestamp)
+    st = run_populate(image, source, dest, omap, keep_going, ts, quiet or as_json,
+                      clamp_time(clamp, ts))
+    if as_json:
+        emit_json(summary_record(st), True)
+    elif not quiet:
         click.echo(summary(st))

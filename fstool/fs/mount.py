@@ -10,8 +10,9 @@ import itertools
 import os
 from typing import Iterator, NamedTuple
 
-from ..errors import (CorruptionError, ImageError, InvalidArgument, IsADirectoryImageError,
-                      NotADirectoryImageError, NotFoundError, SymlinkLoopError)
+from ..errors import (CorruptionError, ImageError, ImageTruncatedError, InvalidArgument,
+                      IsADirectoryImageError, NotADirectoryImageError, NotFoundError,
+                      NotXfsError, SymlinkLoopError)
 from ..format import constants as C
 from ..format.structs import AGF, AGFL, AGI
 from ..io import verify as V
@@ -43,13 +44,13 @@ class Filesystem:
         self.dev = Device(path, writable=writable)
         try:
             if self.dev.size < C.BBSIZE:
-                raise ImageError(f"{self.dev.path}: {self.dev.size} bytes is too small to "
-                                 "hold an XFS superblock")
+                raise NotXfsError("superblock", f"{self.dev.path}: {self.dev.size} bytes is "
+                                  "too small to hold an XFS superblock", agno=0, block=0)
             head = self.dev.pread(0, min(self.dev.size, 32768))
             self.sb = sb = Superblock(head[:max(C.BBSIZE, _sectsize_guess(head))])
             need = sb.dblocks * sb.blocksize
             if self.dev.size < need:
-                raise ImageError(
+                raise ImageTruncatedError(
                     f"{self.dev.path}: image is truncated: the superblock describes "
                     f"{need} bytes but the file holds {self.dev.size}")
         except BaseException:
