@@ -337,6 +337,30 @@ def dir2_sf_entries(buf, offset, size, has_ftype, listing=False) -> tuple:
     return parent, out
 
 
+@cython.locals(p=cython.p_uchar, base=cython.Py_ssize_t, n=cython.Py_ssize_t,
+               lo=cython.Py_ssize_t, hi=cython.Py_ssize_t, mid=cython.Py_ssize_t,
+               h=cython.uint)
+def hash_lower_bound(buf, start, count, hashval) -> int:
+    """Index of the first of ``count`` (hashval, address) pairs at
+    buf[start:] (a leaf's entries or a da-btree node's keys, 8 bytes each,
+    sorted by hash) whose hash is at least ``hashval``; ``count`` when none."""
+    p = buf
+    base = start
+    n = count
+    h = hashval
+    if base < 0 or n < 0 or base + 8 * n > len(buf):
+        raise ValueError("hash array runs past the buffer")
+    lo = 0
+    hi = n
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if _be32(p, base + 8 * mid) < h:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
 @cython.cfunc
 @cython.locals(x=cython.uint, n=cython.int)
 @cython.returns(cython.uint)
@@ -569,6 +593,51 @@ def check_extents(exts, agblklog, agblocks, agcount, last_ag_blocks):
             return i, (f"extent at block {startblock} (AG {agno} block {agbno}), {count} "
                        "blocks, runs past the end of its AG")
     return None
+
+
+@cython.cfunc
+@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, big=cython.bint,
+               raw=cython.ulonglong, sec=cython.longlong, sraw=cython.longlong)
+def _timestamp_ns(p, off, big):
+    """An inode timestamp as nanoseconds since the epoch (a Python int: the
+    bigtime range passes 2**63): bigtime counts nanoseconds from 1901-12-13
+    (2**31 s before the epoch); the old format is signed seconds and
+    nanoseconds, 32 bits each."""
+    raw = _be64(p, off)
+    if big:
+        if raw < 9223372036854775808:
+            sraw = raw
+            return sraw - 2147483648000000000
+        return raw - 2147483648000000000
+    sec = raw >> 32
+    if sec >= 2147483648:
+        sec -= 4294967296
+    return sec * 1000000000 + (raw & 0xFFFFFFFF)
+
+
+@cython.locals(p=cython.p_uchar, big=cython.bint, bb_shift=cython.int)
+def stat_values(raw, ino, st_dev, blksize, bb_shift) -> tuple:
+    """The inode ``raw`` as the 19 values of an ``os.stat_result`` on Linux:
+    mode, ino, dev, nlink, uid, gid, size, the three times in whole seconds
+    (floored), as floats and in nanoseconds, blksize, blocks (di_nblocks in
+    512-byte units, 2**``bb_shift`` per filesystem block) and rdev, left 0
+    here (the caller encodes device numbers)."""
+    p = raw
+    if len(raw) < 176:
+        raise ValueError("inode buffer too small")
+    big = (_be64(p, 120) & 0x8) != 0
+    a = _timestamp_ns(p, 32, big)
+    m = _timestamp_ns(p, 40, big)
+    c = _timestamp_ns(p, 48, big)
+    a_s = a // 1000000000
+    m_s = m // 1000000000
+    c_s = c // 1000000000
+    # the float times as os.stat makes them: seconds + nanoseconds * 1e-9
+    return (_be16(p, 2), ino, st_dev, _be32(p, 16), _be32(p, 8), _be32(p, 12), _be64(p, 56),
+            a_s, m_s, c_s, float(a_s) + (a - a_s * 1000000000) * 1e-9,
+            float(m_s) + (m - m_s * 1000000000) * 1e-9,
+            float(c_s) + (c - c_s * 1000000000) * 1e-9, a, m, c,
+            blksize, _be64(p, 64) << bb_shift, 0)
 
 
 @cython.locals(p=cython.p_uchar, offset=cython.longlong, size=cython.longlong,

@@ -117,9 +117,20 @@ def test_open_reads_like_a_host_file(mounted):
                 assert f.read(10) == b""
                 with pytest.raises(ValueError):
                     f.seek(-1)
-        # the unbuffered raw reader, and text mode
-        raw = fs.open("/files/size_4097", buffering=0)
-        assert raw.readinto(bytearray(10)) == 10 and raw.tell() == 10
+        # a buffered reader on request, lines, and text mode
+        want = open(os.path.join(mnt, "files/size_4097"), "rb").read()
+        with fs.open("/files/size_4097", buffering=1000) as b:
+            assert isinstance(b, io.BufferedReader) and b.read(10) == want[:10]
+            assert b.readinto(bytearray(10)) == 10 and b.tell() == 20
+        for p in ("/files/size_4097", "/files/fragmented", "/names/newline\nname"):
+            if not fs.exists(p):
+                continue
+            host = os.path.join(mnt, p.lstrip("/"))
+            with fs.open(p) as f, open(host, "rb") as h:
+                assert list(f) == list(h), p
+            with fs.open(p) as f, open(host, "rb") as h:
+                assert f.readline(7) == h.readline(7) and f.tell() == h.tell()
+                assert f.readlines() == h.readlines()
         with fs.open("/files/size_4097", "r", encoding="latin-1") as t:
             assert t.read() == open(os.path.join(mnt, "files/size_4097"),
                                     encoding="latin-1").read()

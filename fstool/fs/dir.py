@@ -120,14 +120,10 @@ def iter_entries(node) -> Iterator[tuple[bytes, int, int]]:
 
 def _first_at_or_after(buf, start: int, count: int, hashval: int) -> int:
     """Binary search a (hashval, address) array for the first hash >= hashval."""
-    lo, hi = 0, count
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if _LEAF_ENT.unpack_from(buf, start + 8 * mid)[0] < hashval:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
+    try:
+        return parsers.hash_lower_bound(buf, start, count, hashval)
+    except ValueError as e:
+        raise CorruptionError("directory leaf", str(e), field="count") from None
 
 
 def _entry_at(node, addr: int, block_form: bool, blockbuf=None):

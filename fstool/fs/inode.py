@@ -34,6 +34,17 @@ _ANEXT16_OFF = DINODE.offset("di_anextents")
 _NBLOCKS_OFF = DINODE.offset("di_nblocks")
 
 
+# os.stat_result takes its 19 Linux fields as one tuple (fastest); elsewhere
+# the fields after the first ten go by name
+_STAT_EXTRA = ("st_atime", "st_mtime", "st_ctime", "st_atime_ns", "st_mtime_ns",
+               "st_ctime_ns", "st_blksize", "st_blocks", "st_rdev")
+try:
+    _probe = os.stat_result(tuple(range(19)))
+    _STAT_FROM_TUPLE = [getattr(_probe, f) for f in _STAT_EXTRA] == list(range(10, 19))
+except (TypeError, AttributeError):
+    _STAT_FROM_TUPLE = False
+
+
 def decode_timestamp(raw: int, bigtime: bool) -> int:
     """An on-disk timestamp as nanoseconds since the Unix epoch."""
     if bigtime:
@@ -116,22 +127,15 @@ class Inode(parsers.InodeCore):
         gives for it: times to the nanosecond, ``st_blocks`` in 512-byte
         units (every block the inode owns, metadata included), ``st_rdev``
         for devices, ``st_dev`` a number derived from the filesystem uuid."""
-        core = self.core
-        big = bool(self.flags2 & C.XFS_DIFLAG2_BIGTIME)
-        a = decode_timestamp(core[I_ATIME], big)
-        m = decode_timestamp(core[I_MTIME], big)
-        c = decode_timestamp(core[I_CTIME], big)
         fs = self.fs
+        v = parsers.stat_values(self.raw, self.ino, fs.st_dev, fs.st_blksize,
+                                fs._blocklog - C.BBSHIFT)
         rdev = self.rdev
-        ns = C.NSEC_PER_SEC
-        return os.stat_result(
-            (self.mode, self.ino, fs.st_dev, self.nlink, self.uid, self.gid, self.size,
-             a // ns, m // ns, c // ns),
-            {"st_atime": a / ns, "st_mtime": m / ns, "st_ctime": c / ns,
-             "st_atime_ns": a, "st_mtime_ns": m, "st_ctime_ns": c,
-             "st_blksize": fs.st_blksize,
-             "st_blocks": core[I_NBLOCKS] << (fs._blocklog - C.BBSHIFT),
-             "st_rdev": os.makedev(*rdev) if rdev is not None else 0})
+        if rdev is not None:
+            v = v[:18] + (os.makedev(*rdev),)
+        if _STAT_FROM_TUPLE:
+            return os.stat_result(v)
+        return os.stat_result(v[:10], dict(zip(_STAT_EXTRA, v[10:])))
 
     # -- identity -----------------------------------------------------------
     @property

@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import itertools
 import os
+from collections import OrderedDict
 from typing import Iterator, NamedTuple
 
 from ..errors import (CorruptionError, ImageError, ImageTruncatedError, InvalidArgument,
@@ -28,6 +29,7 @@ from .superblock import Superblock
 MAX_SYMLINK_HOPS = 40
 DIR_INODES_CACHED = 1024      # decoded directory inodes kept
 CLUSTERS_CACHED = 64          # inode clusters kept (1 MiB with 512-byte inodes)
+DENTRIES_CACHED = 16384       # (directory, name) -> inode entries kept
 WALK_BATCH = 256              # inodes decoded per native call while walking
 _DOT = (b".", b"..")
 
@@ -61,7 +63,7 @@ class Filesystem:
         # and the last inode clusters read: small on purpose, so that walking
         # a large tree neither evicts the metadata cache nor grows with it.
         # Writers drop both with ``_inodes.clear()`` (see drop_caches).
-        self._inodes = _InodeCache(DIR_INODES_CACHED, CLUSTERS_CACHED)
+        self._inodes = _InodeCache(DIR_INODES_CACHED, CLUSTERS_CACHED, DENTRIES_CACHED)
         self._agbno_mask = (1 << sb.agblklog) - 1
         self._bb_per_fsb_log = sb.blocklog - C.BBSHIFT
         self._ag_len = [sb.agblocks] * (sb.agcount - 1) + \
@@ -212,7 +214,8 @@ class Filesystem:
     # -- inodes ---------------------------------------------------------------
     def inode(self, ino: int) -> Inode:
         """The inode ``ino``, read and verified (directories stay cached)."""
-        cached = self._inodes.dirs.get(ino)
+        cache = self._inodes
+        cached = cache.dirs.get(ino) or cache.recent.get(ino)
         if cached is not None:
             return cached
         if not 0 <= ino < 1 << 64:
@@ -222,7 +225,9 @@ class Filesystem:
         self._load_inodes((ino,), out)
         node = out[0]
         if node.mode & C.S_IFMT == C.S_IFDIR:
-            self._inodes.keep_dir(node)
+            cache.keep_dir(node)
+        else:
+            cache.keep_recent(node)
         return node
 
     def inodes(self, inos) -> list:
@@ -263,7 +268,7 @@ class Filesystem:
             buf = self.dev.pread(daddr << C.BBSHIFT, nblocks << self.sb.blocklog)
             clusters[daddr] = buf
             if len(clusters) > self._inodes.max_clusters:
-                del clusters[next(iter(clusters))]
+                clusters.popitem(last=False)
         return buf
 
     def drop_caches(self) -> None:
@@ -289,32 +294,56 @@ class Filesystem:
         return xdir.parent(node)
 
     def dir_lookup(self, node: Inode, name: bytes) -> int | None:
-        return xdir.lookup(node, name)
+        """Inode number of ``name`` in directory ``node``, or None (through
+        the cache of names recently looked up or listed by scandir)."""
+        key = (node.ino, name)
+        cache = self._inodes
+        ino = cache.dentries.get(key)
+        if ino is None:
+            ino = xdir.lookup(node, name)
+            if ino is not None:
+                cache.keep_dentry(key, ino)
+        return ino
 
     def lookup(self, path: str | bytes, follow: bool = False) -> Inode:
         """The inode at ``path`` (absolute inside the image).  Symlinks in the
         middle of the path are followed inside the image; the last component
         is followed only when ``follow`` is true."""
         bpath = path if isinstance(path, bytes) else path.encode("utf-8", "surrogateescape")
+        # the directory part of a path resolved before comes from the cache
+        head, _sep, tail = bpath.rpartition(b"/")
+        cache = self._inodes
+        parent = cache.paths.get(head) if tail and tail != b"." and tail != b".." else None
+        if parent is not None:
+            ino = self.dir_lookup(parent, tail)
+            if ino is None:
+                raise NotFoundError(path if isinstance(path, str) else
+                                    path.decode("utf-8", "surrogateescape"))
+            child = self.inode(ino)
+            if not (follow and child.mode & C.S_IFMT == C.S_IFLNK):
+                return child
         spath = path if isinstance(path, str) else path.decode("utf-8", "surrogateescape")
         parts = [p for p in bpath.split(b"/") if p and p != b"."]
         node = self.root
         stack = [node]       # directories from the root, for ".."
         hops = 0
+        plain = True         # no "..", no symlink: stack[-2] is the parent of path
         while parts:
             name = parts.pop(0)
             if not node.is_dir:
                 raise NotADirectoryImageError(spath)
             if name == b"..":
+                plain = False
                 if len(stack) > 1:
                     stack.pop()
                 node = stack[-1]
                 continue
-            ino = xdir.lookup(node, name)
+            ino = self.dir_lookup(node, name)
             if ino is None:
                 raise NotFoundError(spath)
             child = self.inode(ino)
             if child.is_symlink and (parts or follow):
+                plain = False
                 hops += 1
                 if hops > MAX_SYMLINK_HOPS:
                     raise SymlinkLoopError(spath)
@@ -327,6 +356,8 @@ class Filesystem:
                 continue
             node = child
             stack.append(node)
+        if plain and len(stack) >= 2 and tail and tail != b".":
+            cache.keep_path(head, stack[-2])
         return node
 
     def _as_inode(self, where, follow: bool = False) -> Inode:
@@ -334,6 +365,10 @@ class Filesystem:
             return where
         if isinstance(where, int):
             return self.inode(where)
+        if isinstance(where, ImageDirEntry) and not (follow and where.is_symlink()):
+            return self.inode(where.inode())
+        if not isinstance(where, (str, bytes)):
+            where = os.fspath(where)
         return self.lookup(where, follow=follow)
 
     def walk(self, top="/") -> Iterator[tuple[str, Inode]]:
@@ -400,8 +435,10 @@ class Filesystem:
              newline=None):
         """A file in the image as a read-only stream, like the built-in
         ``open``: mode "rb" (the default) gives a seekable binary reader
-        (``read``, ``readinto``, ``seek``, ``tell``, ``readline``...), mode
-        "r" a text reader.  Symlinks are followed."""
+        (``read``, ``readinto``, ``seek``, ``tell``, ``readline``..., an
+        ``io.RawIOBase`` that reads straight from the image; ``buffering``
+        > 1 puts an ``io.BufferedReader`` of that size in front), mode "r" a
+        text reader.  Symlinks are followed."""
         if mode not in ("r", "rb", "rt", "br", "tr"):
             from ..errors import ReadOnlyError
             if set(mode) - set("rbt"):
@@ -412,14 +449,16 @@ class Filesystem:
             raise IsADirectoryImageError(where if isinstance(where, str) else f"inode {node.ino}")
         name = where if isinstance(where, (str, bytes)) else f"inode {node.ino}"
         raw = FileReader(node, name)
-        if buffering == 0:
-            if "b" not in mode:
-                raise InvalidArgument("can't have unbuffered text I/O")
-            return raw
-        size = buffering if buffering > 1 else max(io.DEFAULT_BUFFER_SIZE, self.sb.blocksize)
-        stream = io.BufferedReader(raw, size)
         if "b" in mode:
-            return stream
+            if buffering > 1:
+                return io.BufferedReader(raw, buffering)
+            # the raw reader reads ranges straight through the extent map:
+            # a buffer in front of it would only copy
+            return raw
+        if buffering == 0:
+            raise InvalidArgument("can't have unbuffered text I/O")
+        stream = io.BufferedReader(raw, buffering if buffering > 1 else
+                                   max(io.DEFAULT_BUFFER_SIZE, self.sb.blocksize))
         return io.TextIOWrapper(stream, encoding=encoding or "utf-8", errors=errors,
                                 newline=newline)
 
@@ -443,18 +482,36 @@ class Filesystem:
         node = self._as_inode(where, follow=True)
         if not node.is_dir:
             raise NotADirectoryImageError(where if isinstance(where, str) else f"inode {node.ino}")
-        if isinstance(where, bytes):
+        return ScandirIterator(self._scandir(where, node))
+
+    def _scandir(self, where, node: Inode) -> Iterator[ImageDirEntry]:
+        # the inodes are decoded a batch at a time (an entry whose inode
+        # fails is left to fail when its stat() is asked for); the names go
+        # to the name cache, so opening what was just listed costs no
+        # directory search
+        keep = self._inodes.keep_dentry
+        recent = self._inodes.keep_recent
+        dino = node.ino
+        as_bytes = isinstance(where, bytes)
+        if as_bytes:
             prefix = where if where.endswith(b"/") else where + b"/"
-            return ScandirIterator(ImageDirEntry(self, name, prefix + name, ino, ftype)
-                                   for ents in xdir.entry_lists(node)
-                                   for name, ino, ftype in ents)
-        base = where if isinstance(where, str) else "/"
-        prefix = base if base.endswith("/") else base + "/"
-        return ScandirIterator(
-            ImageDirEntry(self, n, prefix + n, ino, ftype)
-            for ents in xdir.entry_lists(node)
-            for name, ino, ftype in ents
-            for n in (name.decode("utf-8", "surrogateescape"),))
+        else:
+            base = where if isinstance(where, str) else "/"
+            prefix = base if base.endswith("/") else base + "/"
+        for ents in xdir.entry_lists(node):
+            for k in range(0, len(ents), WALK_BATCH):
+                part = ents[k:k + WALK_BATCH] if len(ents) > WALK_BATCH else ents
+                nodes: list = []
+                try:
+                    self._load_inodes([e[1] for e in part], nodes)
+                except CorruptionError:
+                    nodes += [None] * (len(part) - len(nodes))
+                for (name, ino, ftype), child in zip(part, nodes):
+                    keep((dino, name), ino)
+                    if child is not None:
+                        recent(child)
+                    n = name if as_bytes else name.decode("utf-8", "surrogateescape")
+                    yield ImageDirEntry(self, n, prefix + n, ino, ftype, child)
 
     def exists(self, path) -> bool:
         """Whether ``path`` names something (symlinks followed, as os.path.exists)."""
@@ -494,16 +551,46 @@ class Filesystem:
 
 class _InodeCache:
     """Directory inodes by number (at most ``max_dirs``, oldest half dropped
-    when full) and the last inode clusters read (at most ``max_clusters``,
-    oldest first)."""
+    when full), the last 1,024 other inodes asked for or listed by scandir, the inodes of the last
+    256 directory paths resolved, the last inode clusters read (at most ``max_clusters``,
+    oldest first) and names recently looked up or listed, (directory inode,
+    name) -> inode (at most ``max_dentries``, oldest first)."""
 
-    __slots__ = ("dirs", "clusters", "max_dirs", "max_clusters")
+    __slots__ = ("dirs", "recent", "clusters", "dentries", "paths", "max_dirs",
+                 "max_clusters", "max_dentries")
 
-    def __init__(self, max_dirs: int, max_clusters: int):
+    MAX_RECENT = 1024
+    MAX_PATHS = 256
+
+    def __init__(self, max_dirs: int, max_clusters: int, max_dentries: int = 16384):
+        # OrderedDict: dropping the oldest is O(1) (a dict's first key is
+        # found past every deleted slot before it)
         self.dirs: dict = {}
-        self.clusters: dict = {}
+        self.recent: OrderedDict = OrderedDict()   # the last other inodes asked for
+        self.clusters: OrderedDict = OrderedDict()
+        self.dentries: OrderedDict = OrderedDict()
+        self.paths: OrderedDict = OrderedDict()    # directory path (bytes) -> its inode
         self.max_dirs = max_dirs
         self.max_clusters = max_clusters
+        self.max_dentries = max_dentries
+
+    def keep_recent(self, node) -> None:
+        r = self.recent
+        r[node.ino] = node
+        if len(r) > self.MAX_RECENT:
+            r.popitem(last=False)
+
+    def keep_path(self, path: bytes, node) -> None:
+        p = self.paths
+        p[path] = node
+        if len(p) > self.MAX_PATHS:
+            p.popitem(last=False)
+
+    def keep_dentry(self, key, ino: int) -> None:
+        d = self.dentries
+        d[key] = ino
+        if len(d) > self.max_dentries:
+            d.popitem(last=False)
 
     def keep_dir(self, node) -> None:
         dirs = self.dirs
@@ -514,7 +601,10 @@ class _InodeCache:
 
     def clear(self) -> None:
         self.dirs.clear()
+        self.recent.clear()
+        self.paths.clear()
         self.clusters.clear()
+        self.dentries.clear()
 
 
 def _sectsize_guess(head: bytes) -> int:

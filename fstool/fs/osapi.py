@@ -25,17 +25,18 @@ class ImageDirEntry:
     """One entry of :meth:`Filesystem.scandir`, shaped like ``os.DirEntry``:
     ``name`` and ``path`` (str, or bytes when the directory was given as
     bytes), ``inode()``, ``is_dir()``, ``is_file()``, ``is_symlink()`` (from
-    the entry's file type: no inode read) and ``stat()`` (read once, then
-    kept)."""
+    the entry's file type) and ``stat()`` (from the inode scandir decoded
+    with its neighbours; built once, then kept)."""
 
-    __slots__ = ("_fs", "name", "path", "_ino", "_ifmt", "_lstat", "_stat")
+    __slots__ = ("_fs", "name", "path", "_ino", "_ifmt", "_node", "_lstat", "_stat")
 
-    def __init__(self, fs, name, path, ino: int, ftype: int):
+    def __init__(self, fs, name, path, ino: int, ftype: int, node=None):
         self._fs = fs
         self.name = name
         self.path = path
         self._ino = ino
         self._ifmt = _FTYPE_IFMT.get(ftype)
+        self._node = node               # the Inode, when scandir decoded it already
         self._lstat = None
         self._stat = None
 
@@ -72,7 +73,8 @@ class ImageDirEntry:
         """``os.stat_result`` of the entry (of its target when it is a symlink
         and ``follow_symlinks``), read on the first call and kept."""
         if self._lstat is None:
-            self._lstat = self._fs.inode(self._ino).stat()
+            node = self._node if self._node is not None else self._fs.inode(self._ino)
+            self._lstat = node.stat()
         if not follow_symlinks or st.S_IFMT(self._lstat.st_mode) != st.S_IFLNK:
             return self._lstat
         if self._stat is None:
@@ -111,8 +113,11 @@ class ScandirIterator:
 
 
 class FileReader(io.RawIOBase):
-    """A read-only, seekable raw stream over a file in the image.
-    :meth:`Filesystem.open` wraps it in an ``io.BufferedReader``."""
+    """A read-only, seekable binary stream over a file in the image, what
+    :meth:`Filesystem.open` returns: every ``read`` maps the range through the
+    extent list and reads it with one ``pread`` per extent, so it needs no
+    buffer of its own (``readline`` and iteration by lines read ahead in
+    chunks and step back)."""
 
     def __init__(self, node, name=None):
         super().__init__()
@@ -167,6 +172,31 @@ class FileReader(io.RawIOBase):
 
     def readall(self) -> bytes:
         return self.read(-1)
+
+    def readline(self, size: int | None = -1) -> bytes:
+        self._check_open()
+        node = self.node
+        pos = self.pos
+        left = node.size - pos
+        if size is not None and 0 <= size < left:
+            left = size
+        parts = []
+        got = 0
+        step = 8192
+        while got < left:
+            chunk = node.read(pos + got, min(step, left - got))
+            if not chunk:
+                break
+            i = chunk.find(b"\n")
+            if i >= 0:
+                parts.append(chunk[:i + 1])
+                got += i + 1
+                break
+            parts.append(chunk)
+            got += len(chunk)
+            step = min(step * 2, 1 << 20)
+        self.pos = pos + got
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def __repr__(self) -> str:
         return f"<fstool.FileReader name={self.name!r} size={self.node.size}>"
