@@ -629,6 +629,7 @@ def stat_values(raw, ino, st_dev, blksize, bb_shift) -> tuple:
     a = _timestamp_ns(p, 32, big)
     m = _timestamp_ns(p, 40, big)
     c = _timestamp_ns(p, 48, big)
+    nblocks = _be64(p, 64)          # a Python int: the shift must not wrap
     a_s = a // 1000000000
     m_s = m // 1000000000
     c_s = c // 1000000000
@@ -637,7 +638,7 @@ def stat_values(raw, ino, st_dev, blksize, bb_shift) -> tuple:
             a_s, m_s, c_s, float(a_s) + (a - a_s * 1000000000) * 1e-9,
             float(m_s) + (m - m_s * 1000000000) * 1e-9,
             float(c_s) + (c - c_s * 1000000000) * 1e-9, a, m, c,
-            blksize, _be64(p, 64) << bb_shift, 0)
+            blksize, nblocks << bb_shift, 0)
 
 
 @cython.locals(p=cython.p_uchar, offset=cython.longlong, size=cython.longlong,

@@ -236,3 +236,68 @@ def test_listing_mode_parity_on_corrupted_buffers():
                 except ValueError as e:
                     outs.append(("ValueError", str(e)))
             assert outs[0] == outs[1]
+
+
+@pytest.mark.parametrize("mod", BACKENDS, ids=lambda m: "native" if
+                         fstool_native.is_native(m) else "pure")
+def test_stat_values_match_the_field_decoders(mod):
+    """stat_values gives what the inode's fields decode to, times of both
+    formats included (before 1970, past 2038, past 2262 with bigtime)."""
+    from fstool.fs.inode import decode_timestamp
+    rng = random.Random(21)
+    for trial in range(2000):
+        raw = bytearray(rng.randbytes(512))
+        big = trial % 2 == 0
+        flags2 = struct.unpack_from(">Q", raw, 120)[0] & ~0x8 | (0x8 if big else 0)
+        struct.pack_into(">Q", raw, 120, flags2)
+        if trial % 7 == 0:
+            struct.pack_into(">Q", raw, 32, rng.choice((0, 2 ** 64 - 1, 2 ** 63, 2 ** 63 - 1)))
+        v = mod.stat_values(bytes(raw), 1234, 99, 4096, 3)
+        ns = [decode_timestamp(struct.unpack_from(">Q", raw, off)[0], big)
+              for off in (32, 40, 48)]
+        mode, nlink, uid, gid = (struct.unpack_from(">H", raw, 2)[0],
+                                 *struct.unpack_from(">III", raw, 16)[:1],
+                                 *struct.unpack_from(">II", raw, 8))
+        assert v[:7] == (mode, 1234, 99, nlink, uid, gid, struct.unpack_from(">Q", raw, 56)[0])
+        assert list(v[7:10]) == [t // 10**9 for t in ns]
+        assert list(v[13:16]) == ns
+        assert list(v[10:13]) == [t // 10**9 + (t % 10**9) * 1e-9 for t in ns]
+        assert v[16:] == (4096, struct.unpack_from(">Q", raw, 64)[0] << 3, 0)
+    with pytest.raises(ValueError):
+        mod.stat_values(b"\0" * 100, 1, 1, 4096, 3)
+
+
+@needs_native
+def test_stat_values_and_hash_search_parity():
+    import bisect
+    rng = random.Random(22)
+    for trial in range(500):
+        raw = rng.randbytes(rng.choice((176, 256, 512)))
+        assert NATIVE.stat_values(raw, 7, 8, 4096, 3) == PURE.stat_values(raw, 7, 8, 4096, 3)
+        n = rng.randrange(0, 60)
+        hashes = sorted(rng.randrange(1 << 32) for _ in range(n))
+        if n and trial % 3 == 0:
+            hashes = sorted(rng.choice(hashes[:3]) for _ in range(n))   # runs of equals
+        buf = rng.randbytes(16) + b"".join(struct.pack(">II", h, rng.randrange(1 << 32))
+                                           for h in hashes) + rng.randbytes(8)
+        for h in [rng.randrange(1 << 32), 0, (1 << 32) - 1] + hashes[:3]:
+            want = bisect.bisect_left(hashes, h)
+            assert NATIVE.hash_lower_bound(buf, 16, n, h) == want
+            assert PURE.hash_lower_bound(buf, 16, n, h) == want
+        for mod in (NATIVE, PURE):
+            with pytest.raises(ValueError):
+                mod.hash_lower_bound(buf, 16, n + 2, 0)
+
+
+def test_stat_result_without_the_tuple_shortcut(proto_img, monkeypatch):
+    """Where os.stat_result does not take the 19 Linux fields as one tuple,
+    the fields after the tenth go by name, with the same result."""
+    from fstool.fs import inode as I
+    with fstool.open_image(proto_img) as fs:
+        nodes = [n for _p, n in fs.walk("/")]
+        fast = [n.stat() for n in nodes]
+        monkeypatch.setattr(I, "_STAT_FROM_TUPLE", False)
+        slow = [n.stat() for n in nodes]
+    assert fast == slow
+    assert [s.st_rdev for s in fast if s.st_rdev] and \
+        all(s.st_mtime_ns == n.mtime_ns for s, n in zip(fast, nodes))
