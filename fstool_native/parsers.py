@@ -615,25 +615,52 @@ def _timestamp_ns(p, off, big):
     return sec * 1000000000 + (raw & 0xFFFFFFFF)
 
 
-@cython.locals(p=cython.p_uchar, big=cython.bint, bb_shift=cython.int)
+@cython.cfunc
+@cython.locals(ns=cython.longlong, q=cython.longlong)
+@cython.returns(cython.longlong)
+def _floor_sec(ns):
+    """ns // 10**9 rounded down, as Python's // does (C's / truncates)."""
+    q = ns // 1000000000
+    if q * 1000000000 > ns:
+        q -= 1
+    return q
+
+
+@cython.locals(p=cython.p_uchar, big=cython.bint, bb_shift=cython.int,
+               la=cython.longlong, lm=cython.longlong, lc=cython.longlong,
+               sa=cython.longlong, sm=cython.longlong, sc=cython.longlong)
 def stat_values(raw, ino, st_dev, blksize, bb_shift) -> tuple:
     """The inode ``raw`` as the 19 values of an ``os.stat_result`` on Linux:
     mode, ino, dev, nlink, uid, gid, size, the three times in whole seconds
-    (floored), as floats and in nanoseconds, blksize, blocks (di_nblocks in
-    512-byte units, 2**``bb_shift`` per filesystem block) and rdev, left 0
-    here (the caller encodes device numbers)."""
+    (floored), as floats (seconds + nanoseconds * 1e-9, as os.stat makes
+    them) and in nanoseconds, blksize, blocks (di_nblocks in 512-byte units,
+    2**``bb_shift`` per filesystem block) and rdev, left 0 here (the caller
+    encodes device numbers)."""
     p = raw
     if len(raw) < 176:
         raise ValueError("inode buffer too small")
     big = (_be64(p, 120) & 0x8) != 0
+    nblocks = _be64(p, 64)          # a Python int: the shift must not wrap
+    if not big or (_be64(p, 32) < 9223372036854775808 and
+                   _be64(p, 40) < 9223372036854775808 and
+                   _be64(p, 48) < 9223372036854775808):
+        # every time fits 64 bits: C arithmetic
+        la = _timestamp_ns(p, 32, big)
+        lm = _timestamp_ns(p, 40, big)
+        lc = _timestamp_ns(p, 48, big)
+        sa = _floor_sec(la)
+        sm = _floor_sec(lm)
+        sc = _floor_sec(lc)
+        return (_be16(p, 2), ino, st_dev, _be32(p, 16), _be32(p, 8), _be32(p, 12),
+                _be64(p, 56), sa, sm, sc, sa + (la - sa * 1000000000) * 1e-9,
+                sm + (lm - sm * 1000000000) * 1e-9, sc + (lc - sc * 1000000000) * 1e-9,
+                la, lm, lc, blksize, nblocks << bb_shift, 0)
     a = _timestamp_ns(p, 32, big)
     m = _timestamp_ns(p, 40, big)
     c = _timestamp_ns(p, 48, big)
-    nblocks = _be64(p, 64)          # a Python int: the shift must not wrap
     a_s = a // 1000000000
     m_s = m // 1000000000
     c_s = c // 1000000000
-    # the float times as os.stat makes them: seconds + nanoseconds * 1e-9
     return (_be16(p, 2), ino, st_dev, _be32(p, 16), _be32(p, 8), _be32(p, 12), _be64(p, 56),
             a_s, m_s, c_s, float(a_s) + (a - a_s * 1000000000) * 1e-9,
             float(m_s) + (m - m_s * 1000000000) * 1e-9,

@@ -130,9 +130,9 @@ class Inode(parsers.InodeCore):
         fs = self.fs
         v = parsers.stat_values(self.raw, self.ino, fs.st_dev, fs.st_blksize,
                                 fs._blocklog - C.BBSHIFT)
-        rdev = self.rdev
-        if rdev is not None:
-            v = v[:18] + (os.makedev(*rdev),)
+        ifmt = self.mode & C.S_IFMT
+        if ifmt == C.S_IFCHR or ifmt == C.S_IFBLK:
+            v = v[:18] + (os.makedev(*self.rdev),)
         if _STAT_FROM_TUPLE:
             return os.stat_result(v)
         return os.stat_result(v[:10], dict(zip(_STAT_EXTRA, v[10:])))
@@ -164,7 +164,8 @@ class Inode(parsers.InodeCore):
 
     @property
     def rdev(self) -> tuple[int, int] | None:
-        if self.ifmt not in (C.S_IFCHR, C.S_IFBLK):
+        ifmt = self.mode & C.S_IFMT
+        if ifmt != C.S_IFCHR and ifmt != C.S_IFBLK:
             return None
         if self.format != C.XFS_DINODE_FMT_DEV:
             raise CorruptionError("inode", "device inode without a device fork",

@@ -29,7 +29,7 @@ from .superblock import Superblock
 MAX_SYMLINK_HOPS = 40
 DIR_INODES_CACHED = 1024      # decoded directory inodes kept
 CLUSTERS_CACHED = 64          # inode clusters kept (1 MiB with 512-byte inodes)
-DENTRIES_CACHED = 16384       # (directory, name) -> inode entries kept
+DENTRIES_CACHED = 4096        # (directory, name) -> inode entries kept
 WALK_BATCH = 256              # inodes decoded per native call while walking
 _DOT = (b".", b"..")
 
@@ -296,14 +296,23 @@ class Filesystem:
     def dir_lookup(self, node: Inode, name: bytes) -> int | None:
         """Inode number of ``name`` in directory ``node``, or None (through
         the cache of names recently looked up or listed by scandir)."""
+        child = self._child(node, name)
+        return None if child is None else child.ino
+
+    def _child(self, node: Inode, name: bytes) -> Inode | None:
+        """The inode ``name`` names in directory ``node``, or None.  The name
+        cache holds an inode number, or the Inode itself when scandir
+        decoded it."""
         key = (node.ino, name)
         cache = self._inodes
-        ino = cache.dentries.get(key)
-        if ino is None:
+        v = cache.dentries.get(key)
+        if v is None:
             ino = xdir.lookup(node, name)
-            if ino is not None:
-                cache.keep_dentry(key, ino)
-        return ino
+            if ino is None:
+                return None
+            cache.keep_dentry(key, ino)
+            return self.inode(ino)
+        return self.inode(v) if type(v) is int else v
 
     def lookup(self, path: str | bytes, follow: bool = False) -> Inode:
         """The inode at ``path`` (absolute inside the image).  Symlinks in the
@@ -315,11 +324,10 @@ class Filesystem:
         cache = self._inodes
         parent = cache.paths.get(head) if tail and tail != b"." and tail != b".." else None
         if parent is not None:
-            ino = self.dir_lookup(parent, tail)
-            if ino is None:
+            child = self._child(parent, tail)
+            if child is None:
                 raise NotFoundError(path if isinstance(path, str) else
                                     path.decode("utf-8", "surrogateescape"))
-            child = self.inode(ino)
             if not (follow and child.mode & C.S_IFMT == C.S_IFLNK):
                 return child
         spath = path if isinstance(path, str) else path.decode("utf-8", "surrogateescape")
@@ -338,10 +346,9 @@ class Filesystem:
                     stack.pop()
                 node = stack[-1]
                 continue
-            ino = self.dir_lookup(node, name)
-            if ino is None:
+            child = self._child(node, name)
+            if child is None:
                 raise NotFoundError(spath)
-            child = self.inode(ino)
             if child.is_symlink and (parts or follow):
                 plain = False
                 hops += 1
@@ -361,13 +368,15 @@ class Filesystem:
         return node
 
     def _as_inode(self, where, follow: bool = False) -> Inode:
+        if isinstance(where, str):
+            return self.lookup(where, follow=follow)
         if isinstance(where, Inode):
             return where
         if isinstance(where, int):
             return self.inode(where)
         if isinstance(where, ImageDirEntry) and not (follow and where.is_symlink()):
-            return self.inode(where.inode())
-        if not isinstance(where, (str, bytes)):
+            return where._node if where._node is not None else self.inode(where.inode())
+        if not isinstance(where, bytes):
             where = os.fspath(where)
         return self.lookup(where, follow=follow)
 
@@ -489,8 +498,9 @@ class Filesystem:
         # fails is left to fail when its stat() is asked for); the names go
         # to the name cache, so opening what was just listed costs no
         # directory search
-        keep = self._inodes.keep_dentry
-        recent = self._inodes.keep_recent
+        dentries = self._inodes.dentries
+        most = self._inodes.max_dentries
+        drop = dentries.popitem
         dino = node.ino
         as_bytes = isinstance(where, bytes)
         if as_bytes:
@@ -507,9 +517,9 @@ class Filesystem:
                 except CorruptionError:
                     nodes += [None] * (len(part) - len(nodes))
                 for (name, ino, ftype), child in zip(part, nodes):
-                    keep((dino, name), ino)
-                    if child is not None:
-                        recent(child)
+                    dentries[(dino, name)] = ino if child is None else child
+                    if len(dentries) > most:
+                        drop(False)
                     n = name if as_bytes else name.decode("utf-8", "surrogateescape")
                     yield ImageDirEntry(self, n, prefix + n, ino, ftype, child)
 
@@ -551,10 +561,10 @@ class Filesystem:
 
 class _InodeCache:
     """Directory inodes by number (at most ``max_dirs``, oldest half dropped
-    when full), the last 1,024 other inodes asked for or listed by scandir, the inodes of the last
+    when full), the last 1,024 other inodes asked for by number, the inodes of the last
     256 directory paths resolved, the last inode clusters read (at most ``max_clusters``,
     oldest first) and names recently looked up or listed, (directory inode,
-    name) -> inode (at most ``max_dentries``, oldest first)."""
+    name) -> inode number or Inode (at most ``max_dentries``, oldest first)."""
 
     __slots__ = ("dirs", "recent", "clusters", "dentries", "paths", "max_dirs",
                  "max_clusters", "max_dentries")
@@ -562,7 +572,7 @@ class _InodeCache:
     MAX_RECENT = 1024
     MAX_PATHS = 256
 
-    def __init__(self, max_dirs: int, max_clusters: int, max_dentries: int = 16384):
+    def __init__(self, max_dirs: int, max_clusters: int, max_dentries: int = 4096):
         # OrderedDict: dropping the oldest is O(1) (a dict's first key is
         # found past every deleted slot before it)
         self.dirs: dict = {}
@@ -586,7 +596,7 @@ class _InodeCache:
         if len(p) > self.MAX_PATHS:
             p.popitem(last=False)
 
-    def keep_dentry(self, key, ino: int) -> None:
+    def keep_dentry(self, key, ino) -> None:
         d = self.dentries
         d[key] = ino
         if len(d) > self.max_dentries:

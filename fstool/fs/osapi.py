@@ -97,7 +97,8 @@ class ScandirIterator:
         self._it = iter(entries)
 
     def __iter__(self):
-        return self
+        # a for loop runs the generator itself, without this class's __next__
+        return self._it
 
     def __next__(self) -> ImageDirEntry:
         return next(self._it)
@@ -119,13 +120,24 @@ class FileReader(io.RawIOBase):
     buffer of its own (``readline`` and iteration by lines read ahead in
     chunks and step back)."""
 
+    __slots__ = ("node", "pos", "name", "_open")
+    mode = "rb"
+
     def __init__(self, node, name=None):
-        super().__init__()
+        # io.RawIOBase needs no __init__ call, and the open/closed state is
+        # kept here rather than in the instance dict IOBase would use: both
+        # halve the cost of an open
         self.node = node
         self.pos = 0
         self.name = name if name is not None else f"inode {node.ino}"
+        self._open = True
 
-    mode = "rb"
+    @property
+    def closed(self) -> bool:
+        return not self._open
+
+    def close(self) -> None:
+        self._open = False
 
     def readable(self) -> bool:
         self._check_open()
@@ -136,7 +148,7 @@ class FileReader(io.RawIOBase):
         return True
 
     def _check_open(self) -> None:
-        if self.closed:
+        if not self._open:
             raise ValueError("I/O operation on closed file")
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
@@ -165,7 +177,8 @@ class FileReader(io.RawIOBase):
         return n
 
     def read(self, size: int | None = -1) -> bytes:
-        self._check_open()
+        if not self._open:
+            raise ValueError("I/O operation on closed file")
         data = self.node.read(self.pos, -1 if size is None or size < 0 else size)
         self.pos += len(data)
         return data
