@@ -38,6 +38,8 @@ _NBLOCKS_OFF = DINODE.offset("di_nblocks")
 # the fields after the first ten go by name
 _STAT_EXTRA = ("st_atime", "st_mtime", "st_ctime", "st_atime_ns", "st_mtime_ns",
                "st_ctime_ns", "st_blksize", "st_blocks", "st_rdev")
+_stat_result = os.stat_result
+_stat_values = parsers.stat_values
 try:
     _probe = os.stat_result(tuple(range(19)))
     _STAT_FROM_TUPLE = [getattr(_probe, f) for f in _STAT_EXTRA] == list(range(10, 19))
@@ -128,14 +130,13 @@ class Inode(parsers.InodeCore):
         units (every block the inode owns, metadata included), ``st_rdev``
         for devices, ``st_dev`` a number derived from the filesystem uuid."""
         fs = self.fs
-        v = parsers.stat_values(self.raw, self.ino, fs.st_dev, fs.st_blksize,
-                                fs._blocklog - C.BBSHIFT)
-        ifmt = self.mode & C.S_IFMT
-        if ifmt == C.S_IFCHR or ifmt == C.S_IFBLK:
+        v = _stat_values(self.raw, self.ino, fs.st_dev, fs.st_blksize, fs._bb_per_fsb_log)
+        ifmt = self.mode & 0o170000
+        if ifmt == 0o020000 or ifmt == 0o060000:          # character or block device
             v = v[:18] + (os.makedev(*self.rdev),)
         if _STAT_FROM_TUPLE:
-            return os.stat_result(v)
-        return os.stat_result(v[:10], dict(zip(_STAT_EXTRA, v[10:])))
+            return _stat_result(v)
+        return _stat_result(v[:10], dict(zip(_STAT_EXTRA, v[10:])))
 
     # -- identity -----------------------------------------------------------
     @property

@@ -72,11 +72,12 @@ class ImageDirEntry:
     def stat(self, *, follow_symlinks: bool = True):
         """``os.stat_result`` of the entry (of its target when it is a symlink
         and ``follow_symlinks``), read on the first call and kept."""
-        if self._lstat is None:
+        lst = self._lstat
+        if lst is None:
             node = self._node if self._node is not None else self._fs.inode(self._ino)
-            self._lstat = node.stat()
-        if not follow_symlinks or st.S_IFMT(self._lstat.st_mode) != st.S_IFLNK:
-            return self._lstat
+            lst = self._lstat = node.stat()
+        if not follow_symlinks or lst.st_mode & 0o170000 != st.S_IFLNK:
+            return lst
         if self._stat is None:
             self._stat = self._fs.stat(self.path)
         return self._stat
