@@ -9,6 +9,7 @@ import pytest
 
 import fstool
 import fstool_native
+from fixtures.dirdata import data_entry
 
 PURE = fstool_native.load(pure=True)
 NATIVE = fstool_native.load()
@@ -195,15 +196,8 @@ def test_listing_mode_is_the_entries_without_dots(mod):
                                  for _ in range(rng.randrange(0, 12))]
         names = [n.replace(b"/", b"_").replace(b"\0", b"_") for n in names]
         for name in names:
-            pos = len(buf)
-            size = (8 + 1 + len(name) + ft + 2 + 7) & ~7
-            ent = bytearray(size)
-            struct.pack_into(">QB", ent, 0, rng.randrange(1 << 40), len(name))
-            ent[9:9 + len(name)] = name
-            if ft:
-                ent[9 + len(name)] = rng.randrange(1, 8)
-            ent[-2:] = struct.pack(">H", pos)
-            buf += ent
+            buf += data_entry(len(buf), rng.randrange(1 << 40), name,
+                              rng.randrange(1, 8) if ft else None)
         b = bytes(buf)
         full = mod.dir2_data_entries(b, 64, len(b), ft)
         listing = mod.dir2_data_entries(b, 64, len(b), ft, True)
