@@ -82,6 +82,9 @@ def test_scandir_equals_os_scandir(mounted):
                     _stat_tuple(t.stat(follow_symlinks=False))
                 assert e.stat(follow_symlinks=False) is e.stat(follow_symlinks=False)
                 assert os.fspath(e) == e.path
+                if t.is_file():                 # an entry opens as its path does
+                    with fs.open(e) as a, open(t.path, "rb") as b:
+                        assert a.read() == b.read()
         # bytes in, bytes out, as os.scandir does
         names = sorted(e.name for e in fs.scandir(b"/names"))
         assert names == sorted(os.listdir(os.path.join(mnt, "names").encode()))
