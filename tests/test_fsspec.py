@@ -125,3 +125,29 @@ def test_entry_point_registers_the_protocol(tmp_path, proto_img):
                        env=env)
     assert r.returncode == 0, r.stderr.decode()
     assert r.stdout == (src / name).read_bytes()
+
+
+def test_a_csv_inside_an_image_reads_as_data(tmp_path):
+    """What data tools do: open a CSV inside an image through fsspec, as text
+    (and with pandas, where it is installed)."""
+    import csv
+    src = tmp_path / "src" / "data"
+    src.mkdir(parents=True)
+    rows = [["id", "name", "value"]] + [[str(i), f"n{i}", f"{i * 0.5}"] for i in range(2000)]
+    with open(src / "table.csv", "w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    img = tmp_path / "d.img"
+    r = subprocess.run([sys.executable, "-m", "fstool", "mkfs", "-q", "--size", "64m", img,
+                        "--populate", tmp_path / "src"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    xfs = XfsFileSystem(image=img)
+    with xfs.open("data/table.csv", "rt", newline="") as f:
+        assert list(csv.reader(f)) == rows
+    with fsspec.core.OpenFile(xfs, "data/table.csv", mode="rt", newline="") as f:
+        assert list(csv.reader(f))[-1] == rows[-1]
+    try:
+        import pandas
+    except ImportError:
+        return
+    df = pandas.read_csv(xfs.open("data/table.csv"))
+    assert len(df) == 2000 and df["value"].sum() == sum(i * 0.5 for i in range(2000))

@@ -78,7 +78,7 @@ def cli():
 
 def main(argv=None):
     from ..errors import FsToolError, errno_of
-    from .console import err
+    from .console import error_line
     from .exits import (EXIT_FAILURE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE,
                         exit_status)
     args = list(argv if argv is not None else sys.argv[1:])
@@ -87,15 +87,7 @@ def main(argv=None):
     as_json = "--json" in args
 
     def fail(msg: str, status: int, exc: BaseException | None = None) -> None:
-        # with --json the one line on stderr is a JSON object too
-        if as_json:
-            import json
-            rec = {"error": msg, "exit_status": status}
-            if exc is not None:
-                rec["errno"] = errno_of(exc)
-            click.echo(json.dumps(rec, ensure_ascii=False), err=True)
-        else:
-            err(msg)
+        error_line(msg, as_json, status, None if exc is None else errno_of(exc))
         sys.exit(status)
 
     try:

@@ -11,7 +11,7 @@ import os
 from collections import OrderedDict
 from typing import Iterator, NamedTuple
 
-from ..errors import (CorruptionError, ImageError, ImageTruncatedError, InvalidArgument,
+from ..errors import (CorruptionError, ImageTruncatedError, InvalidArgument,
                       IsADirectoryImageError, NotADirectoryImageError, NotFoundError,
                       NotXfsError, SymlinkLoopError)
 from ..format import constants as C
