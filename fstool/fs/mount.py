@@ -295,24 +295,27 @@ class Filesystem:
 
     def dir_lookup(self, node: Inode, name: bytes) -> int | None:
         """Inode number of ``name`` in directory ``node``, or None (through
-        the cache of names recently looked up or listed by scandir)."""
-        child = self._child(node, name)
-        return None if child is None else child.ino
-
-    def _child(self, node: Inode, name: bytes) -> Inode | None:
-        """The inode ``name`` names in directory ``node``, or None.  The name
-        cache holds an inode number, or the Inode itself when scandir
-        decoded it."""
+        the cache of names recently looked up or listed by scandir); the
+        child's inode is not read."""
         key = (node.ino, name)
         cache = self._inodes
         v = cache.dentries.get(key)
         if v is None:
             ino = xdir.lookup(node, name)
-            if ino is None:
-                return None
-            cache.keep_dentry(key, ino)
-            return self.inode(ino)
-        return self.inode(v) if type(v) is int else v
+            if ino is not None:
+                cache.keep_dentry(key, ino)
+            return ino
+        return v if type(v) is int else v.ino
+
+    def _child(self, node: Inode, name: bytes) -> Inode | None:
+        """The inode ``name`` names in directory ``node``, or None.  The name
+        cache holds an inode number, or the Inode itself when scandir
+        decoded it."""
+        v = self._inodes.dentries.get((node.ino, name))
+        if v is not None and type(v) is not int:
+            return v
+        ino = v if v is not None else self.dir_lookup(node, name)
+        return None if ino is None else self.inode(ino)
 
     def lookup(self, path: str | bytes, follow: bool = False) -> Inode:
         """The inode at ``path`` (absolute inside the image).  Symlinks in the
