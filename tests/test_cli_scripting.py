@@ -152,6 +152,9 @@ def test_each_situation_has_one_exit_status(image, tmp_path):
     # check keeps xfs_repair -n's statuses: 4 when it cannot run, 1 for damage
     sit = _situations(tmp_path, image)
     assert run("check", sit["missing image"]).returncode == 4
+    r = run("check", "--json", sit["missing image"])
+    assert json.loads(r.stderr) == {"error": f"{sit['missing image']}: no such file",
+                                    "exit_status": 4, "errno": 2}
     assert run("check", sit["corrupt"]).returncode == 1
     assert run("check", sit["not XFS"]).returncode == 1
 
