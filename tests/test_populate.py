@@ -205,7 +205,7 @@ def test_refuses_locked_and_hostile(tmp_path):
     with open(img, "rb+") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         r = fstool("mkdir", img, "/x", check=False)
-        assert r.returncode == 1 and "another fstool" in r.stderr
+        assert r.returncode == 7 and "another fstool" in r.stderr
     bad = tmp_path / "bad.tar"
     with tarfile.open(bad, "w") as t:
         info = tarfile.TarInfo("../escape")

@@ -21,9 +21,10 @@ def cmd(jobs, as_json, image):
 
     import fstool
 
-    from ..errors import CorruptionError, FsToolError, ImageError, UnknownFeatureError
+    from ..errors import (CorruptionError, FsToolError, ImageTruncatedError,
+                          UnknownFeatureError, errno_of)
     from ..ops import check as C
-    from .console import err, is_tty
+    from .console import err, error_line, is_tty
 
     try:
         fs = fstool.open_image(image)
@@ -36,12 +37,10 @@ def cmd(jobs, as_json, image):
         _emit([C.Finding("SB_FEATURES", str(e), agno=0, block=0,
                          field="sb_features_incompat")], as_json)
         sys.exit(C.EXIT_CORRUPT)
-    except ImageError as e:
-        err(str(e))
-        sys.exit(C.EXIT_CORRUPT if "truncated" in str(e) else C.EXIT_OPERATIONAL)
     except FsToolError as e:
-        err(str(e))
-        sys.exit(C.EXIT_OPERATIONAL)
+        status = C.EXIT_CORRUPT if isinstance(e, ImageTruncatedError) else C.EXIT_OPERATIONAL
+        error_line(str(e), as_json, status, errno_of(e))
+        sys.exit(status)
     with fs:
         if is_tty() and not as_json:
             with _PhaseBars() as bars:

@@ -1,6 +1,8 @@
 """fstool populate: add a host directory, tar archive or protofile to an image."""
 import click
 
+from .options import emit_json, image_arg, json_opt
+
 
 def owner_options(f):
     f = click.option("--owner-map", "owner_map", metavar="UID:GID=UID:GID,...",
@@ -38,9 +40,20 @@ def timestamp_ns(timestamp):
     return None
 
 
-def run_populate(image, source, dest, owner_map, keep_going, ts, quiet, fresh=False,
-                 check=True):
-    """Populate with a progress bar on a terminal; returns the stats."""
+def clamp_time(clamp: bool, ts):
+    """The time --clamp-mtime clamps to: the build time, which must be given."""
+    if not clamp:
+        return None
+    if ts is None:
+        raise click.UsageError("--clamp-mtime needs a time: set SOURCE_DATE_EPOCH or give "
+                               "--timestamp")
+    return ts
+
+
+def run_populate(image, source, dest, owner_map, keep_going, ts, quiet, clamp_ns=None,
+                 fresh=False, check=True):
+    """Populate with a progress bar on a terminal; returns the stats.  With
+    ``clamp_ns`` the source is opened here, its modification times clamped."""
     import sys
     import time
 
@@ -49,6 +62,20 @@ def run_populate(image, source, dest, owner_map, keep_going, ts, quiet, fresh=Fa
 
     def report(msg):
         warn(printable_name(msg))
+
+    if clamp_ns is not None:
+        from ..ops.sources import open_source
+        source_skips: list = []
+
+        def source_report(msg):
+            source_skips.append(msg)
+            report(msg)
+        src = open_source(source, owner_map=owner_map, keep_going=keep_going,
+                          report=source_report, clamp_ns=clamp_ns)
+        st = run_populate(image, src, dest, None, keep_going, ts, quiet, fresh=fresh,
+                          check=check)
+        st.skipped[:0] = source_skips
+        return st
 
     if quiet or not sys.stderr.isatty():
         return populate(image, source, dest, owner_map=owner_map, keep_going=keep_going,
@@ -75,6 +102,13 @@ def run_populate(image, source, dest, owner_map, keep_going, ts, quiet, fresh=Fa
                         check=check)
 
 
+def summary_record(st) -> dict:
+    """The populate statistics as the --json object."""
+    return {"files": st.files, "dirs": st.dirs, "symlinks": st.symlinks,
+            "special": st.special, "hardlinks": st.hardlinks, "bytes": st.bytes,
+            "entries": st.entries, "skipped": list(st.skipped)}
+
+
 def summary(st) -> str:
     s = (f"added {st.files} files ({st.bytes} bytes), {st.dirs} directories, "
          f"{st.symlinks} symlinks, {st.special} special files, {st.hardlinks} hard links")
@@ -84,7 +118,7 @@ def summary(st) -> str:
 
 
 @click.command("populate")
-@click.argument("image", type=click.Path(dir_okay=False))
+@image_arg
 @click.argument("source", type=click.Path(exists=True))
 @click.option("--dest", default="/", show_default=True,
               help="Directory inside the image to add SOURCE's contents to (created if "
@@ -96,11 +130,16 @@ def summary(st) -> str:
 @click.option("--timestamp", type=int,
               help="Seconds since the epoch for change/creation times (default: "
                    "$SOURCE_DATE_EPOCH, else now).")
+@click.option("--clamp-mtime", "clamp", is_flag=True,
+              help="Modification times later than the build time ($SOURCE_DATE_EPOCH or "
+                   "--timestamp) become the build time, as tar --clamp-mtime does.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
 @click.option("--no-check", is_flag=True,
               help="Write even when fstool check finds problems in the image (by default "
                    "the image is checked first and refused then).")
-def cmd(image, source, dest, owner_map, squash_owner, keep_going, timestamp, quiet, no_check):
+@json_opt
+def cmd(image, source, dest, owner_map, squash_owner, keep_going, timestamp, clamp, quiet,
+        as_json, no_check):
     """Add SOURCE to the XFS image IMAGE without mounting it or needing root.
 
     SOURCE is a host directory, a tar archive (plain, gzip, bzip2, xz or
@@ -114,7 +153,10 @@ def cmd(image, source, dest, owner_map, squash_owner, keep_going, timestamp, qui
     check finds problems in it.
     """
     omap = make_owner_map(owner_map, squash_owner)
-    st = run_populate(image, source, dest, omap, keep_going, timestamp_ns(timestamp), quiet,
-                      check=not no_check)
-    if not quiet:
+    ts = timestamp_ns(timestamp)
+    st = run_populate(image, source, dest, omap, keep_going, ts, quiet or as_json,
+                      clamp_time(clamp, ts), check=not no_check)
+    if as_json:
+        emit_json(summary_record(st), True)
+    elif not quiet:
         click.echo(summary(st))
