@@ -105,6 +105,19 @@ def test_populate_directory_matches_kernel_view(source_tree, tmp_path):
 
 
 @needs_loop
+def test_populate_in_small_batches_matches_kernel_view(source_tree, tmp_path):
+    """Directories filled over many transactions keep their source's
+    attributes (times included), and the result is the source tree."""
+    from fstool.ops.populate import populate
+    img = tmp_path / "batches.img"
+    mkfs(img)
+    populate(str(img), str(source_tree), batch_entries=37, timestamp_ns=0)
+    repair_clean(img)
+    with images.Mounted(img, readonly=True) as mnt:
+        assert_same_tree(source_tree, mnt)
+
+
+@needs_loop
 def test_populate_tar_and_dest(source_tree, tmp_path):
     tar = tmp_path / "t.tar.gz"
     subprocess.run(["tar", "--format=pax", "--xattrs", "--xattrs-include=*", "--sparse",

@@ -69,7 +69,11 @@ class Namespace:
         self.fs = w.fs
         self.now = w.now_ns() if now_ns is None else now_ns
         self.dirs: dict[int, DirState] = {}
-        self.mtime_set: dict[int, int] = {}     # directories given an explicit mtime
+        # directories whose modification time is given (by their source, or
+        # setattr) rather than the time they last changed: kept across the
+        # transactions of a session, so that a directory filled over several
+        # batches keeps its source's time
+        self.mtime_set: dict[int, int] = {}
         self.files = 0
         self.bytes = 0
 
@@ -80,7 +84,6 @@ class Namespace:
             st.new = False
             st.meta = None
             st.changed = False
-        self.mtime_set.clear()
 
     # -- reading the current state ---------------------------------------------
     def raw_inode(self, ino: int) -> bytes:
@@ -180,6 +183,8 @@ class Namespace:
         pst = self._new_name(parent, name)
         ino = self.w.inodes.alloc_inode(parent, is_dir=True)
         self._add_entry(pst, name, ino, C.XFS_DIR3_FT_DIR)
+        if meta.mtime_ns != self.now:
+            self.mtime_set[ino] = meta.mtime_ns
         pst.nlink += 1
         self.dirs[ino] = DirState(ino, parent, {}, new=True, meta=meta)
         return ino
