@@ -164,23 +164,6 @@ class Filesystem:
         buf.verified.add(bt.name)
         return self.cache.insert(buf)
 
-    def inode_cluster(self, ino: int) -> tuple[Buf, int]:
-        """The inode cluster buffer holding ``ino`` and the inode's byte
-        offset in it (the number is not validated: see :meth:`inode`)."""
-        sb = self.sb
-        agno = ino >> sb.agino_log
-        agbno = (ino >> sb.inopblog) & self._agbno_mask
-        cstart = agbno - agbno % self._cluster_blocks
-        nblocks = min(self._cluster_blocks, self._ag_len[agno] - cstart)
-        daddr = (agno * sb.agblocks + cstart) << self._bb_per_fsb_log
-        key = (daddr, nblocks << sb.blocklog)
-        buf = self.cache.get(key)
-        if buf is None:
-            raw = self.dev.pread(daddr << C.BBSHIFT, nblocks << sb.blocklog)
-            buf = self.cache.insert(Buf(daddr, len(raw), bytearray(raw), V.DINO))
-        off = (((agbno - cstart) << sb.inopblog) + (ino & (sb.inopblock - 1))) << sb.inodelog
-        return buf, off
-
     def _ag_sector(self, agno: int, sector: int, bt: V.BufType) -> bytes:
         if not 0 <= agno < self.sb.agcount:
             raise InvalidArgument(f"AG {agno} does not exist (the filesystem has "
