@@ -61,6 +61,15 @@ class Filesystem:
         self._cluster_blocks = max(1, cluster_bytes >> sb.blocklog)
         self.uuid = sb.meta_uuid
 
+    # -- the log ------------------------------------------------------------
+    @property
+    def log(self):
+        """The internal log, read-only (:class:`fstool.log.Log`)."""
+        if getattr(self, "_log", None) is None:
+            from ..log import Log
+            self._log = Log(self)
+        return self._log
+
     # -- lifetime ---------------------------------------------------------
     def close(self) -> None:
         self.dev.close()

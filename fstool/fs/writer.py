@@ -234,8 +234,12 @@ class Chunk:
 class Writer:
     """An image opened for writing; see the module docstring."""
 
-    def __init__(self, path, *, timestamp_ns: int | None = None, cache_bytes: int = 64 << 20):
+    def __init__(self, path, *, timestamp_ns: int | None = None, cache_bytes: int = 64 << 20,
+                 recovering: bool = False):
+        """``recovering`` is for log recovery only (fstool.log.finish): the
+        log has been replayed but is not marked clean yet."""
         from ..io.lock import ImageLock, refuse_if_mounted
+        self._recovering = recovering
         refuse_if_mounted(os.fspath(path))
         self.fs = fs = Filesystem(path, cache_bytes=cache_bytes, writable=True)
         self.dev = fs.dev
@@ -289,10 +293,10 @@ class Writer:
             raise UnsupportedError(f"{self.path}: log incompat features set; mount and "
                                    "unmount it with a kernel first")
         clean, why = log_is_clean(self.fs)
-        if not clean:
-            raise WriteRefused(f"{self.path}: the journal is dirty ({why}); mount the image "
-                               "once with the kernel (or xfs_repair -L, losing the log) "
-                               "before writing to it")
+        if not clean and not self._recovering:
+            raise WriteRefused(f"{self.path}: the journal is dirty ({why}); replay it "
+                               "first with 'fstool log replay' (or mount the image once "
+                               "with the kernel)")
 
     def close(self) -> None:
         if self.in_tx:
