@@ -1,6 +1,6 @@
 import click
 
-from .options import image_arg, open_fs
+from .options import replay_opt, image_arg, open_fs
 
 
 @click.command("get")
@@ -9,10 +9,11 @@ from .options import image_arg, open_fs
 @click.option("--no-xattrs", is_flag=True, help="Do not copy extended attributes.")
 @click.option("--owners/--no-owners", default=None,
               help="Set owners from the image (default: only when run as root).")
+@replay_opt
 @image_arg
 @click.argument("path")
 @click.argument("dest", type=click.Path())
-def cmd(force, no_xattrs, owners, image, path, dest):
+def cmd(force, no_xattrs, owners, image, path, dest, replay_in_memory):
     """Extract PATH (a file or a whole tree) from IMAGE to DEST.
 
     Modes, timestamps, symlinks, hardlinks, device nodes, fifos, sockets and
@@ -23,7 +24,7 @@ def cmd(force, no_xattrs, owners, image, path, dest):
     from ..ops.extract import Extractor
     from .console import err, warn
 
-    with open_fs(image) as fs:
+    with open_fs(image, replay_in_memory) as fs:
         ex = Extractor(fs, owners=owners, xattrs=not no_xattrs)
         stats = ex.extract(path, dest, force=force)
     for w in stats.warnings:

@@ -34,6 +34,7 @@ COMMANDS = {
     "rm": ("edit", "rm_cmd", "Remove files or trees from an image."),
     "ln": ("edit", "ln_cmd", "Create a hard or symbolic link in an image."),
     "setattr": ("edit", "setattr_cmd", "Change mode, owner, times or xattrs in an image."),
+    "log": ("log", "cmd", "Print, replay or zero the log (journal) of an image."),
 }
 
 EXIT_ERROR = 1
@@ -101,7 +102,7 @@ def main(argv=None):
         sys.exit(e.exit_code)
     except FsToolError as e:
         err(str(e))
-        sys.exit(EXIT_ERROR)
+        sys.exit(getattr(e, "exit_status", EXIT_ERROR))
     except BrokenPipeError:
         # the reader went away (e.g. `fstool cat ... | head`): not an error
         try:

@@ -24,7 +24,9 @@ BB = L.BBSIZE
 
 
 class LogCorrupt(CorruptionError):
-    """The log cannot be read the way the kernel would read it."""
+    """The log cannot be read the way the kernel would read it (exit
+    status 4 from the CLI)."""
+    exit_status = 4
 
     def __init__(self, detail: str, *, block: int | None = None):
         super().__init__("log", detail, block=block)

@@ -117,12 +117,22 @@ def mark_clean(ld: LogDevice, out, cycle: int, head: int, prev_block: int) -> in
 
 
 def zero_log(ld: LogDevice, out, cycle: int) -> None:
-    """Like xfs_repair -L: the whole log zeroed, then one unmount record at
-    block 0 with ``cycle`` (above every LSN the metadata may carry)."""
+    """Like xfs_repair -L (libxfs_log_clear): one unmount record at block 0
+    with ``cycle`` (above every LSN the metadata may carry) and, past cycle
+    1, every other sector stamped with an empty record of the previous
+    cycle, so that the head is found right after the unmount record."""
     base = ld.start_daddr * BB
-    out.zero_range(base, ld.bbsize * BB)
-    out.fsync()
     rec = unmount_record(ld, cycle, 0, 0)
+    nrec = len(rec) // BB
+    if cycle <= 1:
+        out.zero_range(base, ld.bbsize * BB)
+    else:
+        step = 2048
+        tail = L.lsn(cycle, 0)
+        for blk in range(nrec, ld.bbsize, step):
+            n = min(step, ld.bbsize - blk)
+            out.pwrite(base + blk * BB, empty_records(ld, cycle - 1, blk, n, tail))
+    out.fsync()
     out.pwrite(base, rec)
     out.fsync()
 
