@@ -166,8 +166,9 @@ def replay_cmd(dry_run, as_json, image):
     click.echo(f"  {rep['blocks_written']} blocks written")
     fin = rep.get("finished")
     if fin:
-        click.echo(f"  freed {fin['efi_extents']} extents of unfinished EFIs and "
-                   f"{fin['unlinked_inodes']} unlinked inodes")
+        click.echo(f"  freed {fin['efi_extents']} extents of unfinished EFIs, "
+                   f"{fin['unlinked_inodes']} unlinked inodes and {fin['cow_extents']} "
+                   "leftover CoW staging extents")
     c = rep["counters"]
     click.echo(f"  counters: {c['after']['sb_icount']} inodes, {c['after']['sb_ifree']} "
                f"free, {c['after']['sb_fdblocks']} free blocks; the log is clean")

@@ -73,17 +73,106 @@ def unlinked_inodes(fs) -> list:
     return out
 
 
+XFS_REFC_COWFLAG = 1 << 31
+
+
+def cow_leftovers(fs) -> list:
+    """(agno, startblock, blockcount) of the CoW staging extents left in the
+    refcount btrees (the kernel frees them at every mount of a reflink
+    filesystem: xfs_reflink_recover_cow)."""
+    out = []
+    if not fs.sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_REFLINK):
+        return out
+    for agno in range(fs.sb.agcount):
+        agf = fs.agf(agno)
+        root, level = agf["agf_refcount_root"], agf["agf_refcount_level"]
+        if not root or not level:
+            continue
+        daddr = fs.agb_to_daddr(agno, root)
+        for rec in _refcount_recs(fs, agno, root, level):
+            if rec[0] & XFS_REFC_COWFLAG:
+                out.append((agno, rec[0] & ~XFS_REFC_COWFLAG, rec[1], daddr, level))
+    return out
+
+
+def _refcount_recs(fs, agno: int, root: int, level: int) -> list:
+    import struct as _s
+    from ..io import verify as V
+    recs = []
+    todo = [(root, level)]
+    seen = 0
+    while todo:
+        bno, lvl = todo.pop()
+        seen += 1
+        if seen > 1 << 16:
+            break
+        buf = fs.read_meta(fs.agb_to_daddr(agno, bno), fs.sb.blocksize, V.REFCBT,
+                           agno=agno, block=bno)
+        n = _s.unpack_from(">H", buf, 6)[0]
+        hdr = C.XFS_BTREE_SBLOCK_CRC_LEN
+        if _s.unpack_from(">H", buf, 4)[0] == 0:
+            recs += [_s.unpack_from(">III", buf, hdr + 12 * i) for i in range(n)]
+        else:
+            maxr = (fs.sb.blocksize - hdr) // 8
+            ptrs = [_s.unpack_from(">I", buf, hdr + 4 * maxr + 4 * i)[0] for i in range(n)]
+            todo += [(p, lvl - 1) for p in reversed(ptrs)]
+    return recs
+
+
 def needs_writer(fs, efis: list) -> bool:
-    return bool(efis) or bool(unlinked_inodes(fs))
+    return bool(efis) or bool(unlinked_inodes(fs)) or bool(cow_leftovers(fs))
+
+
+def _kernel_freelist(w) -> None:
+    """Make the writer size the AG free list as the kernel does when it
+    frees (xfs_alloc_min_freelist: one block per level plus one, for the
+    bnobt and the cntbt; refilled to that, and shrunk back to it)."""
+    orig_fix = w.fix_freelist
+
+    def min_freelist(ag):
+        return (ag.bno.levels + 1) + (ag.cnt.levels + 1)
+
+    def fix_freelist(ag):
+        orig_fix(ag)
+        need = min_freelist(ag)
+        while ag.flcount > need:
+            w._insert_free(ag, ag.agfl_get(), 1)
+    w._min_freelist = min_freelist
+    w.fix_freelist = fix_freelist
 
 
 def finish_with_writer(path, efis: list) -> dict:
     """Free the EFIs' extents and the unlinked inodes in one transaction."""
     from ..fs.namespace import owned_blocks
     from ..fs.writer import Writer
-    done = {"efi_extents": 0, "unlinked_inodes": 0}
+    from ..io import verify as V
+    done = {"efi_extents": 0, "unlinked_inodes": 0, "cow_extents": 0}
     with Writer(path, recovering=True) as w:
+        _kernel_freelist(w)
+        cow = cow_leftovers(w.fs)
+        for agno, _s, _n, _d, level in cow:
+            if level != 1:
+                raise IntentRefused(
+                    f"AG {agno}: CoW staging extents left in a refcount btree of {level} "
+                    "levels; fstool removes them only from one-level trees (nothing was "
+                    "written by this step: mount the image with the kernel instead)")
         with w.transaction():
+            by_block: dict = {}
+            for agno, start, count, daddr, _lvl in cow:
+                by_block.setdefault((agno, daddr), []).append((start, count))
+            for (agno, daddr), exts in by_block.items():
+                buf = w.meta(daddr, V.REFCBT)
+                hdr = C.XFS_BTREE_SBLOCK_CRC_LEN
+                n = struct.unpack_from(">H", buf, 6)[0]
+                keep = [struct.unpack_from(">III", buf, hdr + 12 * i) for i in range(n)]
+                keep = [r for r in keep if not r[0] & XFS_REFC_COWFLAG]
+                body = b"".join(struct.pack(">III", *r) for r in keep)
+                buf[hdr:hdr + 12 * n] = body + bytes(12 * n - len(body))
+                struct.pack_into(">H", buf, 6, len(keep))
+                w.dirty[daddr] = V.REFCBT.crc_off
+                for start, count in exts:
+                    w.free_extent((agno << w.sb.agblklog) | start, count)
+                    done["cow_extents"] += 1
             for d in efis:
                 for start, length in d["extents"]:
                     w.free_extent(start, length)
