@@ -123,6 +123,33 @@ def needs_writer(fs, efis: list) -> bool:
     return bool(efis) or bool(unlinked_inodes(fs)) or bool(cow_leftovers(fs))
 
 
+def writer_supported(fs) -> str | None:
+    """None when the writer can free blocks and inodes on this filesystem,
+    else why not."""
+    if fs.sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_RMAPBT):
+        return "freeing blocks on a filesystem with the reverse-mapping btree (rmapbt) " \
+               "needs rmap updates fstool cannot make yet"
+    return None
+
+
+def refuse_unfinishable(view, efis: list, why: str) -> None:
+    """``view`` is the image as replayed (in memory): refuse, before anything
+    is written, when what follows replay cannot be done here."""
+    work = []
+    if efis:
+        work.append(f"{len(efis)} unfinished extent-free intents")
+    n = sum(len(c) for _a, _b, c in unlinked_inodes(view))
+    if n:
+        work.append(f"{n} inodes on the AGI unlinked lists (files deleted while open)")
+    cow = cow_leftovers(view)
+    if cow:
+        work.append(f"{len(cow)} leftover CoW staging extents")
+    if work:
+        raise IntentRefused(
+            f"after replay the kernel would free {', '.join(work)}; {why}; nothing was "
+            "written: mount the image with the kernel to recover it")
+
+
 def _kernel_freelist(w) -> None:
     """Make the writer size the AG free list as the kernel does when it
     frees (xfs_alloc_min_freelist: one block per level plus one, for the

@@ -33,7 +33,13 @@ class Record:
     hblks: int
     crc_ok: bool
     body: bytearray = field(repr=False)
-    ops: list = field(default_factory=list, repr=False)
+    raw_ops: list = field(default_factory=list, repr=False)   # (tid, flags, client, start, end)
+
+    @property
+    def ops(self) -> list:
+        mv = memoryview(self.body)
+        return [Op(tid, flags, client, mv[a:b], a - 12) for tid, flags, client, a, b in
+                self.raw_ops]
 
     @property
     def lsn(self) -> int:
@@ -122,7 +128,7 @@ def walk(ld: LogDevice, head: int, tail: int, *, check_crc: bool = True,
         L.unstamp_cycles(hdr, body, rhead["h_len"])
         rec = Record(blk, rhead, hblks, crc_ok, body)
         if parse_ops:
-            rec.ops = split_ops(rec)
+            rec.raw_ops = split_ops(rec)
         yield rec
         pos += hblks + bblks
 
@@ -132,22 +138,24 @@ def split_ops(rec: Record) -> list:
     body = rec.body
     end = rec.header["h_len"]
     n = rec.header["h_num_logops"]
-    mv = memoryview(body)
+    unpack = _OP.unpack_from
     ops = []
+    append = ops.append
     dp = 0
     while dp < end and n:
         if dp + 12 > end:
             raise RecordError(rec.blk, f"op header {len(ops)} at byte {dp} runs past the "
                               f"record ({end} bytes)")
-        tid, oplen, client, flags, _r = _OP.unpack_from(body, dp)
-        if client != L.XFS_TRANSACTION and client != L.XFS_LOG:
-            raise RecordError(rec.blk, f"op {len(ops)} at byte {dp}: bad client id "
+        tid, oplen, client, flags, _r = unpack(body, dp)
+        a = dp + 12
+        dp = a + oplen
+        if client != 0x69 and client != 0xAA:
+            raise RecordError(rec.blk, f"op {len(ops)} at byte {a - 12}: bad client id "
                               f"0x{client:x}")
-        if dp + 12 + oplen > end:
-            raise RecordError(rec.blk, f"op {len(ops)} at byte {dp}: length {oplen} runs "
-                              f"past the end of the record ({end} bytes)")
-        ops.append(Op(tid, flags, client, mv[dp + 12:dp + 12 + oplen], dp))
-        dp += 12 + oplen
+        if dp > end:
+            raise RecordError(rec.blk, f"op {len(ops)} at byte {a - 12}: length {oplen} "
+                              f"runs past the end of the record ({end} bytes)")
+        append((tid, flags, client, a, dp))
         n -= 1
     return ops
 

@@ -95,12 +95,63 @@ def _stamp_rule(blft: int, buf) -> tuple | None:
     return None
 
 
+_BLF_HEAD = struct.Struct("<HHHHqI")
+_ILF64 = struct.Struct("<HHIHHIQ16sqii")
+_ILF32 = struct.Struct("<HHIHHQ16sqii")
+_TYPE_SIZE = struct.Struct("<HH")
+_LDI = L.LOG_DINODE.struct
+_DISK_CORE = struct.Struct(">" + "".join(code for _n, code in L.LOG_DINODE.fields))
+_F = {name: i for i, (name, _c) in enumerate(L.LOG_DINODE.fields)}
+_T_ATIME, _T_MTIME, _T_CTIME, _T_CRTIME = (_F["di_atime"], _F["di_mtime"], _F["di_ctime"],
+                                           _F["di_crtime"])
+_T_NEXT, _T_CRC, _T_LSN = _F["di_next_unlinked"], _F["di_crc"], _F["di_lsn"]
+_T_FLAGS2, _T_VERSION = _F["di_flags2"], _F["di_version"]
+
+
+def light_decode(it) -> dict:
+    """The few fields replay needs from buffer and inode items (the full
+    decoder, fstool.log.items.decode, serves everything else)."""
+    r0 = it.regions[0]
+    code = _TYPE_SIZE.unpack_from(r0, 0)[0] if len(r0) >= 4 else 0
+    if code == L.XFS_LI_BUF:
+        if len(r0) < 20 or (len(r0) - 20) % 4:
+            raise I.ItemError(f"buffer item format of {len(r0)} bytes")
+        _t, _s, flags, length, blkno, msize = _BLF_HEAD.unpack_from(r0, 0)
+        nwords = min((len(r0) - 20) // 4, L.XFS_BLF_DATAMAP_SIZE)
+        words = struct.unpack_from(f"<{nwords}I", r0, 20)
+        return {"type": "BUF", "type_code": code, "blkno": blkno, "len": length,
+                "flags": flags, "cancel": bool(flags & L.XFS_BLF_CANCEL),
+                "inode_buf": bool(flags & L.XFS_BLF_INODE_BUF),
+                "blf_type": L.blft_from_flags(flags), "map": words, "map_size": msize}
+    if code == L.XFS_LI_INODE:
+        if len(r0) == _ILF64.size:
+            v = _ILF64.unpack_from(r0, 0)
+            ino, ilf_u, blkno, length, boff = v[6], v[7], v[8], v[9], v[10]
+        elif len(r0) == _ILF32.size:
+            v = _ILF32.unpack_from(r0, 0)
+            ino, ilf_u, blkno, length, boff = v[5], v[6], v[7], v[8], v[9]
+        else:
+            raise I.ItemError(f"inode log format of {len(r0)} bytes")
+        return {"type": "INODE", "type_code": code, "ino": ino, "fields": v[2],
+                "asize": v[3], "dsize": v[4], "blkno": blkno, "len": length,
+                "boffset": boff, "ilf_u": ilf_u}
+    return I.decode(it)
+
+
 class CacheFull(Exception):
     """The blocks to write outgrew the cache before the end of the log."""
 
 
 class ReplayError(LogCorrupt):
     """A log item recovery must refuse (names the record and the item)."""
+
+
+class _At:
+    """Where a transaction was committed (for messages)."""
+    __slots__ = ("blk",)
+
+    def __init__(self, blk: int):
+        self.blk = blk
 
 
 @dataclass
@@ -160,18 +211,34 @@ class Recovery:
         st = self.state
         if st.head == st.tail or st.clean:
             return self.stats
-        self._pass(1)
-        self._pass(2)
+        saved = self._pass(1)
+        if saved is None:
+            self._pass(2)
+        else:
+            # pass 2 over the transactions pass 1 already reassembled
+            for t, at in saved:
+                self._commit(t, 2, at)
         self._flush_group()
         return self.stats
 
-    def _pass(self, npass: int) -> None:
+    KEEP_BYTES = 96 << 20      # transactions kept from pass 1 for pass 2
+
+    def _pass(self, npass: int):
         re = Reassembler()
+        saved = [] if npass == 1 else None
+        kept = 0
         for rec in walk(self.ld, self.state.head, self.state.tail):
-            if npass == 2:
-                self.stats.records += 1
-            for t in re.feed(rec):
+            self.stats.records += 1 if npass == 1 else 0
+            done = re.feed(rec)
+            for t in done:
                 self._commit(t, npass, rec)
+                if saved is not None:
+                    kept += sum(len(r) for it in t.items for r in it.regions)
+                    if kept > self.KEEP_BYTES:
+                        saved = None
+                    else:
+                        saved.append((t, _At(rec.blk)))
+        return saved
 
     def _commit(self, t, npass: int, rec) -> None:
         if npass == 2 and t.lsn != self.group_lsn:
@@ -184,7 +251,15 @@ class Recovery:
             if not it.regions:
                 continue
             try:
-                d = I.decode(it)
+                if npass == 1:
+                    r0 = it.regions[0]
+                    if len(r0) >= 6 and _TYPE_SIZE.unpack_from(r0, 0)[0] == L.XFS_LI_BUF \
+                            and r0[4] & L.XFS_BLF_CANCEL:
+                        d = light_decode(it)
+                        key = (d["blkno"], d["len"])
+                        self.cancel[key] = self.cancel.get(key, 0) + 1
+                    continue
+                d = light_decode(it)
             except I.ItemError as e:
                 raise ReplayError(f"{self._where}: {e}", block=rec.blk) from None
             if d["type_code"] not in L.ITEM_NAMES:
@@ -192,10 +267,6 @@ class Recovery:
                                   f"0x{d['type_code']:x}", block=rec.blk)
             decoded.append((idx, it, d))
         if npass == 1:
-            for idx, it, d in decoded:
-                if d["type_code"] == L.XFS_LI_BUF and d["cancel"]:
-                    key = (d["blkno"], d["len"])
-                    self.cancel[key] = self.cancel.get(key, 0) + 1
             return
         self.stats.transactions += 1
         # reorder: buffers, other items, inode-unlink buffers, cancels
@@ -286,9 +357,7 @@ class Recovery:
         if on_disk and on_disk != -1 and on_disk >= lsn:
             self.stats.skipped_lsn += 1
             return
-        f = L.BUF_LOG_FORMAT.unpack(it.regions[0] + bytes(max(0, L.BUF_LOG_FORMAT.size -
-                                                              len(it.regions[0]))))
-        regions = self._regions(it, f, len(buf), rec)
+        regions = self._regions(it, d, len(buf), rec)
         if d["inode_buf"]:
             self._inode_buffer(buf, regions, rec)
             b.dirty = True
@@ -305,12 +374,12 @@ class Recovery:
         b.dirty = True
         self.stats.count("buffer")
 
-    def _regions(self, it, f, buflen: int, rec) -> list:
+    def _regions(self, it, d, buflen: int, rec) -> list:
         """(offset, bytes) of each logged region (xlog_recover_do_reg_buffer's
         walk: a run of dirty chunks may be split over several regions)."""
-        words = f["blf_data_map"]
-        size = f["blf_map_size"]
-        if size > L.XFS_BLF_DATAMAP_SIZE:
+        words = d["map"]
+        size = d["map_size"]
+        if size > len(words):
             raise self._bad(f"dirty map of {size} words", rec)
         nbits = size * 32
         out = []
@@ -421,11 +490,11 @@ class Recovery:
         core = it.regions[1]
         if len(core) > L.LOG_DINODE.size or len(core) < L.LOG_DINODE_V2_SIZE:
             raise self._bad(f"logged inode core of {len(core)} bytes", rec)
-        ld = L.LOG_DINODE.unpack(core + bytes(L.LOG_DINODE.size - len(core)))
-        if ld["di_magic"] != C.XFS_DINODE_MAGIC:
-            raise self._bad(f"bad magic 0x{ld['di_magic']:x} in the logged inode", rec)
-        if ld["di_version"] < 3:
-            raise self._bad(f"logged inode {d['ino']} is version {ld['di_version']} (v5 "
+        v = list(_LDI.unpack(core + bytes(L.LOG_DINODE.size - len(core))))
+        if v[_F["di_magic"]] != C.XFS_DINODE_MAGIC:
+            raise self._bad(f"bad magic 0x{v[_F['di_magic']]:x} in the logged inode", rec)
+        if v[_T_VERSION] < 3:
+            raise self._bad(f"logged inode {d['ino']} is version {v[_T_VERSION]} (v5 "
                             "filesystems log version 3 inodes)", rec)
         ver = buf[boff + 4]
         if ver >= 3:
@@ -435,8 +504,8 @@ class Recovery:
                 if d["fields"] & (L.XFS_ILOG_DOWNER | L.XFS_ILOG_AOWNER):
                     raise self._bad("btree owner changes are not replayed by fstool", rec)
                 return
-        mode = ld["di_mode"]
-        fmt = ld["di_format"]
+        mode = v[_F["di_mode"]]
+        fmt = v[_F["di_format"]]
         ftype = mode & 0o170000
         if ftype == 0o100000 and fmt not in (C.XFS_DINODE_FMT_EXTENTS,
                                                C.XFS_DINODE_FMT_BTREE):
@@ -444,21 +513,21 @@ class Recovery:
         if ftype == 0o040000 and fmt not in (C.XFS_DINODE_FMT_EXTENTS, C.XFS_DINODE_FMT_BTREE,
                                                C.XFS_DINODE_FMT_LOCAL):
             raise self._bad(f"directory inode {d['ino']} in fork format {fmt}", rec)
-        if ld["di_forkoff"] > self.isize:
-            raise self._bad(f"fork offset {ld['di_forkoff']} past the inode size", rec)
-        big = bool(ld["di_flags2"] & C.XFS_DIFLAG2_NREXT64) and ld["di_version"] >= 3
-        if big:
-            nex = ld["di_big_nextents"] + (ld["di_nextents"])
+        forkoff_raw = v[_F["di_forkoff"]]
+        if forkoff_raw > self.isize:
+            raise self._bad(f"fork offset {forkoff_raw} past the inode size", rec)
+        if v[_T_FLAGS2] & C.XFS_DIFLAG2_NREXT64:
+            nex = v[_F["di_big_nextents"]] + v[_F["di_nextents"]]
         else:
-            nex = ld["di_nextents"] + ld["di_anextents"]
-        if nex > ld["di_nblocks"]:
-            raise self._bad(f"inode {d['ino']}: {nex} extents but {ld['di_nblocks']} blocks",
-                            rec)
-        self._dinode_to_disk(ld, buf, boff, lsn)
+            nex = v[_F["di_nextents"]] + v[_F["di_anextents"]]
+        nblocks = v[_F["di_nblocks"]]
+        if nex > nblocks:
+            raise self._bad(f"inode {d['ino']}: {nex} extents but {nblocks} blocks", rec)
+        ld = {"di_forkoff": forkoff_raw, "di_mode": mode}
+        self._dinode_to_disk(v, buf, boff, lsn)
         fields = d["fields"]
         if fields & L.XFS_ILOG_DEV:
-            f = I.inode_format(it.regions[0])
-            buf[boff + 176:boff + 180] = f["ilf_u"][:4][::-1]
+            buf[boff + 176:boff + 180] = d["ilf_u"][:4][::-1]
         size = len(it.regions)
         dptr = boff + C.XFS_DINODE_CORE_SIZE
         forkoff = ld["di_forkoff"] << 3
@@ -519,36 +588,20 @@ class Recovery:
         out[dp:dp + 8 * numrecs] = src[rp:rp + 8 * numrecs]
         return bytes(out)
 
-    def _dinode_to_disk(self, ld: dict, buf: bytearray, o: int, lsn: int) -> None:
-        """xfs_log_dinode_to_disk: the logged host-order core into the big-
-        endian on-disk core; di_lsn becomes the transaction's LSN and
-        di_next_unlinked is left as it is."""
-        bigtime = bool(ld["di_flags2"] & C.XFS_DIFLAG2_BIGTIME) and ld["di_version"] >= 3
-
-        def ts(v: int) -> bytes:
-            if bigtime:
-                return _BE64.pack(v)
-            return _BE32.pack(v & 0xFFFFFFFF) + _BE32.pack(v >> 32)
-        struct.pack_into(">HHbbHIIIHH", buf, o, ld["di_magic"], ld["di_mode"],
-                         ld["di_version"], ld["di_format"], ld["di_metatype"], ld["di_uid"],
-                         ld["di_gid"], ld["di_nlink"], ld["di_projid_lo"], ld["di_projid_hi"])
-        buf[o + 32:o + 40] = ts(ld["di_atime"])
-        buf[o + 40:o + 48] = ts(ld["di_mtime"])
-        buf[o + 48:o + 56] = ts(ld["di_ctime"])
-        struct.pack_into(">qQI", buf, o + 56, ld["di_size"], ld["di_nblocks"], ld["di_extsize"])
-        struct.pack_into(">BbIHHI", buf, o + 82, ld["di_forkoff"], ld["di_aformat"],
-                         ld["di_dmevmask"], ld["di_dmstate"], ld["di_flags"], ld["di_gen"])
-        struct.pack_into(">Q", buf, o + 104, ld["di_changecount"])
-        struct.pack_into(">Q", buf, o + 112, lsn)
-        struct.pack_into(">QI", buf, o + 120, ld["di_flags2"], ld["di_cowextsize"])
-        buf[o + 132:o + 144] = ld["di_pad2"]
-        buf[o + 144:o + 152] = ts(ld["di_crtime"])
-        struct.pack_into(">Q", buf, o + 152, ld["di_ino"])
-        buf[o + 160:o + 176] = ld["di_uuid"]
-        # di_v3_pad, or di_big_nextents with NREXT64 (the same 8 bytes)
-        struct.pack_into(">Q", buf, o + 24, ld["di_big_nextents"])
-        # di_nextents/di_anextents, or di_big_anextents/di_nrext64_pad
-        struct.pack_into(">IH", buf, o + 76, ld["di_nextents"], ld["di_anextents"])
+    def _dinode_to_disk(self, v: list, buf: bytearray, o: int, lsn: int) -> None:
+        """xfs_log_dinode_to_disk: the logged host-order core (``v``, the
+        LOG_DINODE fields in order) into the big-endian on-disk core, which
+        has the same fields in the same places.  Legacy timestamps are two
+        host-order 32-bit halves (seconds low); di_lsn becomes the
+        transaction's LSN; di_next_unlinked is left as it is on disk."""
+        if not v[_T_FLAGS2] & C.XFS_DIFLAG2_BIGTIME:
+            for i in (_T_ATIME, _T_MTIME, _T_CTIME, _T_CRTIME):
+                t = v[i]
+                v[i] = ((t & 0xFFFFFFFF) << 32) | (t >> 32)
+        v[_T_NEXT] = _BE32.unpack_from(buf, o + 96)[0]
+        v[_T_LSN] = lsn
+        v[_T_CRC] = 0
+        _DISK_CORE.pack_into(buf, o, *v)
 
     # -- inode creation ---------------------------------------------------------------
     def _icreate_item(self, d, lsn: int, rec) -> None:

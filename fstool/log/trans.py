@@ -58,31 +58,34 @@ class Reassembler:
 
     def feed(self, rec) -> list:
         done = []
-        for i, op in enumerate(rec.ops):
-            t = self.open.get(op.tid)
+        body = rec.body
+        opened = self.open
+        for i, (tid, oflags, _client, a, b) in enumerate(rec.raw_ops):
+            t = opened.get(tid)
             if t is None:
-                if not op.flags & L.XLOG_START_TRANS:
+                if not oflags & L.XLOG_START_TRANS:
                     continue            # slack before a transaction starts
-                self.open[op.tid] = Transaction(op.tid, rec.lsn, rec.blk)
+                opened[tid] = Transaction(tid, rec.lsn, rec.blk)
                 continue
+            flags = oflags & ~L.XLOG_END_TRANS
+            if flags & L.XLOG_WAS_CONT_TRANS:
+                flags &= ~L.XLOG_CONTINUE_TRANS
             try:
-                if self._process(t, op, rec):
+                if flags == 0 or flags == L.XLOG_CONTINUE_TRANS:
+                    if b > a:
+                        self._add(t, bytes(body[a:b]))
+                elif self._process(t, flags, oflags, bytes(body[a:b]), rec):
                     done.append(t)
             except RecordError:
                 raise
             except ValueError as e:
-                raise RecordError(rec.blk, f"op {i} (transaction 0x{op.tid:08x}): {e}") \
+                raise RecordError(rec.blk, f"op {i} (transaction 0x{tid:08x}): {e}") \
                     from None
         return done
 
-    def _process(self, t: Transaction, op, rec) -> bool:
-        flags = op.flags & ~L.XLOG_END_TRANS
-        if flags & L.XLOG_WAS_CONT_TRANS:
-            flags &= ~L.XLOG_CONTINUE_TRANS
-        if flags in (0, L.XLOG_CONTINUE_TRANS):
-            self._add(t, op.data)
-        elif flags == L.XLOG_WAS_CONT_TRANS:
-            self._add_cont(t, op.data)
+    def _process(self, t: Transaction, flags: int, oflags: int, data: bytes, rec) -> bool:
+        if flags == L.XLOG_WAS_CONT_TRANS:
+            self._add_cont(t, data)
         elif flags == L.XLOG_COMMIT_TRANS:
             del self.open[t.tid]
             t.commit_lsn = rec.lsn
@@ -94,13 +97,20 @@ class Reassembler:
             del self.open[t.tid]
             self.unmounts += 1
         else:
-            raise ValueError(f"bad op flags 0x{op.flags:x}")
+            raise ValueError(f"bad op flags 0x{oflags:x}")
         return False
 
-    def _add(self, t: Transaction, data) -> None:
-        n = len(data)
-        if not n:
-            return
+    def _add(self, t: Transaction, region: bytes) -> None:
+        n = len(region)
+        items = t.items
+        if items:
+            item = items[-1]
+            if item.total and len(item.regions) < item.total:
+                item.regions.append(region)
+                return
+        self._add_slow(t, region, n)
+
+    def _add_slow(self, t: Transaction, data: bytes, n: int) -> None:
         if not t.items and len(t.header) < L.TRANS_HEADER.size:
             if len(t.header) == 0:
                 if n < 4 or struct.unpack_from("<I", data, 0)[0] != L.XFS_TRANS_HEADER_MAGIC:
@@ -109,7 +119,7 @@ class Reassembler:
                 raise ValueError(f"transaction header of {n} bytes")
             t.header = bytes(data)
             return
-        region = bytes(data)
+        region = data
         item = t.items[-1] if t.items else None
         if item is None or (item.total and len(item.regions) == item.total):
             item = Item()

@@ -114,6 +114,12 @@ def replay(path, *, dry_run: bool = False, progress=None) -> dict:
             r.run()
             r.flush()
         efis = finish.check_intents(r.intents)
+        why = finish.writer_supported(fs)
+        if why:
+            from ..log.memory import replay_in_memory
+            with Filesystem(path) as view:
+                replay_in_memory(view)
+                finish.refuse_unfinishable(view, efis, why)
         s = r.stats
         report.update(records=s.records, transactions=s.transactions, items=s.items,
                       replayed_items=s.replayed, skipped_lsn=s.skipped_lsn,
