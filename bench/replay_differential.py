@@ -26,25 +26,27 @@ sys.path.insert(0, str(ROOT))
 from fixtures import dirty  # noqa: E402
 from fixtures.images import loop_available  # noqa: E402
 
+# name, mkfs arguments, log wraps, workload options
 GEOMETRIES = [
-    ("default", (), 0),
-    ("finobt=0", ("-m", "finobt=0"), 0),
-    ("rmapbt=1", ("-m", "rmapbt=1"), 0),
-    ("bsize=1024", ("-b", "size=1024"), 0),
-    ("wrap", (), 3),
+    ("default", (), 0, {}),
+    ("finobt=0", ("-m", "finobt=0"), 0, {}),
+    # with rmapbt, freeing what replay leaves (files deleted while open, CoW
+    # staging extents) needs rmap updates fstool cannot make: that workload is
+    # expected to be refused, so the replay itself is compared on one without
+    ("rmapbt=1", ("-m", "rmapbt=1"), 0, {"hold": False, "reflink": False}),
+    ("bsize=1024", ("-b", "size=1024"), 0, {}),
+    ("wrap", (), 3, {}),
 ]
 
 
-def run_case(seed: int, name: str, mkfs, wrap: int, ops: int, work: Path) -> tuple:
+def run_case(seed: int, name: str, mkfs, wrap: int, opts: dict, ops: int, work: Path):
     img = work / f"s{seed}-{name}.img"
     t0 = time.time()
-    dirty.make_dirty(img, seed, mkfs, ops, wrap)
+    dirty.make_dirty(img, seed, mkfs, ops, wrap, **opts)
     made = time.time() - t0
     a = dirty.copy(img, work / "a.img")
     b = dirty.copy(img, work / "b.img")
-    t0 = time.time()
-    dirty.kernel_replay(a)
-    tk = time.time() - t0
+    tk = dirty.kernel_replay(a)
     t0 = time.time()
     r = subprocess.run([sys.executable, "-m", "fstool", "log", "replay", str(b)],
                        capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
@@ -75,8 +77,8 @@ def main(argv=None) -> int:
         work = Path(d)
         for i in range(a.seeds):
             seed = a.first + i
-            name, mkfs, wrap = geos[i % len(geos)]
-            diffs, made, tk, tf, img = run_case(seed, name, mkfs, wrap, a.ops, work)
+            name, mkfs, wrap, opts = geos[i % len(geos)]
+            diffs, made, tk, tf, img = run_case(seed, name, mkfs, wrap, opts, a.ops, work)
             status = "same" if not diffs else f"DIFFERS ({len(diffs)})"
             print(f"seed {seed:3d} {name:<11} {status:<14} kernel {tk:5.2f}s  fstool {tf:5.2f}s"
                   f"  (image made in {made:.0f}s)", flush=True)

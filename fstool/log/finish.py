@@ -168,13 +168,56 @@ def _kernel_freelist(w) -> None:
     w.fix_freelist = fix_freelist
 
 
-def finish_with_writer(path, efis: list) -> dict:
-    """Free the EFIs' extents and the unlinked inodes in one transaction."""
+class CaptureDevice:
+    """Wraps the writer's device: reads see what was written, writes stay
+    in memory (in order) until the caller logs and writes them."""
+
+    def __init__(self, base):
+        self.base = base
+        self.path = base.path
+        self.size = base.size
+        self.writable = True
+        self.is_blockdev = base.is_blockdev
+        self.fd = base.fd
+        self.writes: list = []
+
+    def pread(self, offset: int, length: int) -> bytes:
+        data = self.base.pread(offset, length)
+        hits = [(o, d) for o, d in self.writes if o < offset + length and o + len(d) > offset]
+        if not hits:
+            return data
+        out = bytearray(data)
+        for o, d in hits:
+            lo, hi = max(o, offset), min(o + len(d), offset + length)
+            out[lo - offset:hi - offset] = d[lo - o:hi - o]
+        return bytes(out)
+
+    def pwrite(self, offset: int, data) -> None:
+        self.writes.append((offset, bytes(data)))
+
+    def zero_range(self, offset: int, length: int) -> None:
+        self.writes.append((offset, bytes(length)))
+
+    def fsync(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.base.close()
+
+
+def finish_with_writer(path, efis: list) -> tuple[dict, list, dict]:
+    """Free the EFIs' extents, the unlinked inodes and the leftover CoW
+    extents in one writer transaction, then recompute the counters; every
+    write is captured, nothing reaches the image.  Returns (what was done,
+    the captured writes in order, the counters)."""
     from ..fs.namespace import owned_blocks
     from ..fs.writer import Writer
     from ..io import verify as V
     done = {"efi_extents": 0, "unlinked_inodes": 0, "cow_extents": 0}
     with Writer(path, recovering=True) as w:
+        cap = CaptureDevice(w.dev)
+        w.dev = w.fs.dev = cap
+        w.fs.cache.clear()
         _kernel_freelist(w)
         cow = cow_leftovers(w.fs)
         for agno, _s, _n, _d, level in cow:
@@ -219,7 +262,88 @@ def finish_with_writer(path, efis: list) -> dict:
                     done["unlinked_inodes"] += 1
                 ag.agi["agi_unlinked"][bucket] = C.NULLAGINO
                 ag.agi_dirty = True
-    return done
+        w.fs.cache.clear()
+        w.fs._inodes.clear()
+        counters = recompute_counters(cap, w.fs)
+        writes = cap.writes
+        w.dev = w.fs.dev = cap.base
+    return done, writes, counters
+
+
+def logged_buffers(base_dev, fs, writes: list) -> list:
+    """The captured writes as buffers to log: AG header sectors one by one,
+    everything else by filesystem block (16 KiB pieces at most), each with
+    the buffer type its magic says.  Returns [(daddr, bytes, blft)] in
+    address order."""
+    from .recover import _stamp_rule  # noqa: F401  (same type rules as replay)
+    sb = fs.sb
+    ss = sb.sectsize
+    bs = sb.blocksize
+    piece = min(bs, 16384)
+    agbytes = sb.agblocks * bs
+    spans = {}
+    for off, data in writes:
+        pos, end = off, off + len(data)
+        while pos < end:
+            in_ag = pos % agbytes
+            if in_ag < 4 * ss:
+                start, size = pos - pos % ss, ss
+            else:
+                start, size = pos - pos % piece, piece
+            spans[start] = size
+            pos = start + size
+    out = []
+    for start in sorted(spans):
+        size = spans[start]
+        buf = bytearray(base_dev.pread(start, size))
+        for off, data in writes:
+            lo, hi = max(off, start), min(off + len(data), start + size)
+            if lo < hi:
+                buf[lo - start:hi - start] = data[lo - off:hi - off]
+        out.append((start >> 9, buf, _blft_of(buf, start, agbytes, ss)))
+    return out
+
+
+def _blft_of(buf, start: int, agbytes: int, ss: int) -> int:
+    m32 = struct.unpack_from(">I", buf, 0)[0]
+    m16 = struct.unpack_from(">H", buf, 8)[0]
+    if start % agbytes < 4 * ss:
+        return {C.XFS_SB_MAGIC: L.XFS_BLFT_SB_BUF, C.XFS_AGF_MAGIC: L.XFS_BLFT_AGF_BUF,
+                C.XFS_AGI_MAGIC: L.XFS_BLFT_AGI_BUF,
+                C.XFS_AGFL_MAGIC: L.XFS_BLFT_AGFL_BUF}.get(m32, L.XFS_BLFT_UNKNOWN_BUF)
+    if m32 in (C.XFS_ABTB_CRC_MAGIC, C.XFS_ABTC_CRC_MAGIC, C.XFS_IBT_CRC_MAGIC,
+               C.XFS_FIBT_CRC_MAGIC, C.XFS_BMAP_CRC_MAGIC, C.XFS_REFC_CRC_MAGIC,
+               C.XFS_RMAP_CRC_MAGIC):
+        return L.XFS_BLFT_BTREE_BUF
+    if m32 >> 16 == C.XFS_DINODE_MAGIC:
+        return L.XFS_BLFT_DINO_BUF
+    return {C.XFS_DIR3_BLOCK_MAGIC: L.XFS_BLFT_DIR_BLOCK_BUF,
+            C.XFS_DIR3_DATA_MAGIC: L.XFS_BLFT_DIR_DATA_BUF,
+            C.XFS_DIR3_FREE_MAGIC: L.XFS_BLFT_DIR_FREE_BUF,
+            C.XFS_SYMLINK_MAGIC: L.XFS_BLFT_SYMLINK_BUF,
+            C.XFS_ATTR3_RMT_MAGIC: L.XFS_BLFT_ATTR_RMT_BUF}.get(m32) or \
+        {C.XFS_DIR3_LEAF1_MAGIC: L.XFS_BLFT_DIR_LEAF1_BUF,
+         C.XFS_DIR3_LEAFN_MAGIC: L.XFS_BLFT_DIR_LEAFN_BUF,
+         C.XFS_DA3_NODE_MAGIC: L.XFS_BLFT_DA_NODE_BUF,
+         C.XFS_ATTR3_LEAF_MAGIC: L.XFS_BLFT_ATTR_LEAF_BUF}.get(m16, L.XFS_BLFT_UNKNOWN_BUF)
+
+
+def buf_item(daddr: int, data: bytes, blft: int) -> list:
+    """The regions of a buffer log item logging all of ``data``."""
+    nchunks = len(data) // L.XFS_BLF_CHUNK
+    words, msize = L.make_map(range(nchunks))
+    fmt = L.BUF_LOG_FORMAT.pack({"blf_type": L.XFS_LI_BUF, "blf_size": 2,
+                                 "blf_flags": L.blft_to_flags(0, blft),
+                                 "blf_len": len(data) >> 9, "blf_blkno": daddr,
+                                 "blf_map_size": msize, "blf_data_map": words})
+    return [fmt, bytes(data)]
+
+
+def efd_item(d: dict) -> list:
+    ext = b"".join(L.EXTENT_64.pack({"ext_start": s, "ext_len": n}) for s, n in d["extents"])
+    return [L.EFD_LOG_FORMAT.pack({"efd_type": L.XFS_LI_EFD, "efd_size": 1,
+                                   "efd_nextents": len(d["extents"]),
+                                   "efd_efi_id": d["id"]}) + ext]
 
 
 def recompute_counters(dev, fs) -> dict:

@@ -342,19 +342,20 @@ class HeadFinder:
         found, tmp, _s, _w = self.seek(head, tail, 1)
         if found and tmp != tail:
             tail = tmp
-        first_bad = crc_pass(self.ld, head, tail)
+        why: list = []
+        first_bad = crc_pass(self.ld, head, tail, why)
         while first_bad is not None:
+            reason = why[-1] if why else f"record at log block {first_bad}: bad record"
             if first_bad == 0:
-                raise LogCorrupt("log record CRC mismatch at log block 0", block=0)
+                raise LogCorrupt(f"{reason} (at log block 0)", block=0)
             dist = (first_bad - head) if head < first_bad else \
                 first_bad + (self.ld.bbsize - head)
             if dist > L.record_blocks(L.XLOG_MAX_ICLOGS * hsize):
-                raise LogCorrupt(f"log record CRC mismatch at log block {first_bad}, "
-                                 "too far from the head to be a torn write",
-                                 block=first_bad)
+                raise LogCorrupt(f"{reason}; too far from the head to be a torn write, "
+                                 "recovery cannot go past it", block=first_bad)
             found, tmp, _s, _w = self.seek(head, first_bad, 2)
             tail = tmp
-            first_bad = crc_pass(self.ld, head, tail)
+            first_bad = crc_pass(self.ld, head, tail, why)
         if tail != orig:
             self.warnings.append(f"tail block {orig} overwrite detected; tail moved "
                                  f"to {tail}")

@@ -57,7 +57,7 @@ class Record:
 class RecordError(LogCorrupt):
     def __init__(self, blk: int, detail: str):
         self.rec_blk = blk
-        super().__init__(f"record at log block {blk}: {detail}", block=blk)
+        super().__init__(f"record at log block {blk}: {detail}")
 
 
 def _valid_header(rhead: dict, blk: int, bufsize: int, uuid: bytes) -> None:
@@ -160,15 +160,20 @@ def split_ops(rec: Record) -> list:
     return ops
 
 
-def crc_pass(ld: LogDevice, head: int, tail: int):
+def crc_pass(ld: LogDevice, head: int, tail: int, why: list | None = None):
     """XLOG_RECOVER_CRCPASS: the log block of the first record that fails
-    its CRC or its header checks, or None when all pass."""
+    its CRC or its header checks, or None when all pass.  The reason is
+    appended to ``why`` when given."""
     last = tail
     try:
         for rec in walk(ld, head, tail, crc_only=True):
             last = (rec.blk + rec.nblocks) % ld.bbsize
     except LogCorrupt as e:
+        if why is not None:
+            why.append(e.detail)
         return getattr(e, "rec_blk", last)
-    except Exception:
+    except Exception as e:
+        if why is not None:
+            why.append(f"record at log block {last}: {e}")
         return last
     return None

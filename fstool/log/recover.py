@@ -138,6 +138,25 @@ def light_decode(it) -> dict:
     return I.decode(it)
 
 
+def stamp_block(buf: bytearray, rule: tuple, lsn: int, sb) -> None:
+    """What the buffer type's write verifier does to a replayed buffer: the
+    LSN of the transaction that replayed it, and a fresh CRC."""
+    lsn_off, crc_off = rule
+    if lsn_off == "rmt":
+        # remote attr blocks: the verifier stamps each filesystem block's CRC
+        bs = sb.blocksize
+        for o in range(0, len(buf), bs):
+            if _BE32.unpack_from(buf, o)[0] == C.XFS_ATTR3_RMT_MAGIC:
+                blk = bytes(buf[o:o + bs])
+                buf[o + 12:o + 16] = parsers.xfs_cksum(blk, 12).to_bytes(4, "little")
+        return
+    _BE64.pack_into(buf, lsn_off, lsn)
+    m32 = _BE32.unpack_from(buf, 0)[0]
+    n = sb.sectsize if m32 in (C.XFS_SB_MAGIC, C.XFS_AGF_MAGIC, C.XFS_AGI_MAGIC,
+                               C.XFS_AGFL_MAGIC) else len(buf)
+    buf[crc_off:crc_off + 4] = parsers.xfs_cksum(bytes(buf[:n]), crc_off).to_bytes(4, "little")
+
+
 class CacheFull(Exception):
     """The blocks to write outgrew the cache before the end of the log."""
 
@@ -261,10 +280,10 @@ class Recovery:
                     continue
                 d = light_decode(it)
             except I.ItemError as e:
-                raise ReplayError(f"{self._where}: {e}", block=rec.blk) from None
+                raise ReplayError(f"{self._where}: {e}") from None
             if d["type_code"] not in L.ITEM_NAMES:
                 raise ReplayError(f"{self._where}: unrecognised log item type "
-                                  f"0x{d['type_code']:x}", block=rec.blk)
+                                  f"0x{d['type_code']:x}")
             decoded.append((idx, it, d))
         if npass == 1:
             return
@@ -293,7 +312,7 @@ class Recovery:
         self.stats.checkpoints.append((t.lsn, n, self.stats.blocks_written - before))
 
     def _bad(self, detail: str, rec) -> ReplayError:
-        return ReplayError(f"{self._where}: {detail}", block=rec.blk)
+        return ReplayError(f"{self._where}: {detail}")
 
     # -- items -------------------------------------------------------------------------
     def _item(self, it, d, lsn: int, rec) -> None:
@@ -693,24 +712,7 @@ class Recovery:
     def _stamp(self, b: Buf) -> None:
         if b.stamp is None:
             return
-        lsn_off, crc_off = b.stamp
-        buf = b.data
-        if lsn_off == "rmt":
-            # remote attr blocks: the verifier stamps each filesystem block's CRC
-            bs = self.sb.blocksize
-            for o in range(0, len(buf), bs):
-                if _BE32.unpack_from(buf, o)[0] == C.XFS_ATTR3_RMT_MAGIC:
-                    blk = bytes(buf[o:o + bs])
-                    buf[o + 12:o + 16] = parsers.xfs_cksum(blk, 12).to_bytes(4, "little")
-        else:
-            _BE64.pack_into(buf, lsn_off, b.lsn)
-            n = self.sb.sectsize if crc_off in (C.XFS_SB_CRC_OFF, C.XFS_AGF_CRC_OFF,
-                                                C.XFS_AGI_CRC_OFF, C.XFS_AGFL_CRC_OFF) and \
-                _BE32.unpack_from(buf, 0)[0] in (C.XFS_SB_MAGIC, C.XFS_AGF_MAGIC,
-                                                 C.XFS_AGI_MAGIC, C.XFS_AGFL_MAGIC) \
-                else len(buf)
-            buf[crc_off:crc_off + 4] = parsers.xfs_cksum(bytes(buf[:n]), crc_off) \
-                .to_bytes(4, "little")
+        stamp_block(b.data, b.stamp, b.lsn, self.sb)
         b.stamp = None
 
     def _write(self, b: Buf) -> None:

@@ -136,3 +136,49 @@ def zero_log(ld: LogDevice, out, cycle: int) -> None:
     out.pwrite(base, rec)
     out.fsync()
 
+
+
+MAX_BODY = L.XLOG_BIG_RECORD_BSIZE - BB      # the body of a 32 KiB iclog
+
+
+def transaction_records(ld: LogDevice, cycle: int, block: int, tid: int, items: list,
+                        prev_block: int, tail_lsn: int) -> tuple[list, int, int, int]:
+    """One committed transaction (start op, transaction header, every
+    region of every item as its own op, commit op) laid out in records from
+    log block ``block``.  ``items`` is a list of region lists.  Returns
+    ``([(log block, record bytes)], new head, new head cycle, last record's
+    block)``.  ``tail_lsn`` is the tail the records carry."""
+    ops = [(L.XLOG_START_TRANS, b"")]
+    nregions = sum(len(r) for r in items)
+    ops.append((0, L.TRANS_HEADER.pack({"th_magic": L.XFS_TRANS_HEADER_MAGIC,
+                                        "th_type": L.XFS_TRANS_CHECKPOINT, "th_tid": tid,
+                                        "th_num_items": nregions})))
+    for regions in items:
+        for reg in regions:
+            if len(reg) + 12 > MAX_BODY:
+                raise ValueError(f"region of {len(reg)} bytes does not fit a record")
+            ops.append((0, bytes(reg)))
+    ops.append((L.XLOG_COMMIT_TRANS, b""))
+    groups, cur, size = [], [], 0
+    for flags, data in ops:
+        n = 12 + len(data)
+        if cur and size + n > MAX_BODY:
+            groups.append(cur)
+            cur, size = [], 0
+        cur.append((flags, data))
+        size += n
+    groups.append(cur)
+    out = []
+    pos, cyc, prev = block, cycle, prev_block
+    for g in groups:
+        body = b"".join(L.OP_HEADER.pack({"oh_tid": tid, "oh_len": len(d),
+                                          "oh_clientid": L.XFS_TRANSACTION,
+                                          "oh_flags": f}) + d for f, d in g)
+        rec = build_record(ld, cyc, pos, body, len(g), tail_lsn=tail_lsn, prev_block=prev)
+        out.append((pos, rec))
+        prev = pos
+        nb = len(rec) // BB
+        if pos + nb >= ld.bbsize:
+            cyc += 1
+        pos = (pos + nb) % ld.bbsize
+    return out, pos, cyc, prev

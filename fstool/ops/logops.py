@@ -145,18 +145,22 @@ def replay(path, *, dry_run: bool = False, progress=None) -> dict:
             report["blocks_written"] = r.stats.blocks_written
             fs.cache.clear()
             fs._inodes.clear()
-            lock.__exit__(None, None, None)
             if finish.needs_writer(fs, efis):
+                lock.__exit__(None, None, None)
                 fs.close()
                 out.close()
-                report["finished"] = finish.finish_with_writer(path, efis)
+                done, writes, counters = finish.finish_with_writer(path, efis)
                 fs = Filesystem(path)
                 lock = ImageLock(fs.dev.fd, path)
+                lock.__enter__()
                 out = Device(path, writable=True)
-            lock.__enter__()
-            report["counters"] = finish.recompute_counters(out, fs)
-            out.fsync()
-            W.mark_clean(ld, out, st.curr_cycle, st.head, st.head_rec)
+                report["finished"] = done
+                report["counters"] = counters
+                _log_and_write(fs, ld, st, out, writes, efis, report)
+            else:
+                report["counters"] = finish.recompute_counters(out, fs)
+                out.fsync()
+                W.mark_clean(ld, out, st.curr_cycle, st.head, st.head_rec)
         finally:
             out.close()
         report["replayed"] = True
@@ -167,6 +171,47 @@ def replay(path, *, dry_run: bool = False, progress=None) -> dict:
         except (OSError, ValueError):
             pass
         fs.close()
+
+
+def _log_and_write(fs, ld, st, out, writes, efis, report) -> None:
+    """The post-replay work, made crash-safe the kernel's way: logged first
+    as one transaction (the blocks it changes, and an EFD for every EFI it
+    finished) after the replayed log, then written in place, then the
+    unmount record.  Interrupted anywhere, a new replay reaches the same
+    image: before the commit record the transaction is ignored and the work
+    is redone; after it, the transaction is replayed and nothing is left to
+    do."""
+    from ..errors import NoSpaceError
+    from ..format import log as L
+    from ..log import finish
+    from ..log import write as W
+    from ..log.recover import _stamp_rule, stamp_block
+    bufs = finish.logged_buffers(out, fs, writes)
+    items = [finish.buf_item(d, b, t) for d, b, t in bufs] + [finish.efd_item(d) for d in efis]
+    tid = (0x52504C59 ^ st.head ^ (st.curr_cycle << 12)) & 0xFFFFFFFF
+    tail_cycle = st.cycle if st.tail <= st.head else st.cycle - 1
+    tail_lsn = L.lsn(max(tail_cycle, 1), st.tail)
+    recs, head, cycle, last = W.transaction_records(ld, st.curr_cycle, st.head, tid, items,
+                                                     st.head_rec, tail_lsn)
+    need = sum(len(r) for _b, r in recs) // 512 + 2 + L.XLOG_TOTAL_REC_SHIFT_BB // 8
+    free = ld.bbsize - (st.head - st.tail) % ld.bbsize
+    if need >= free:
+        raise NoSpaceError(f"the log has no room for the {need} sectors the post-replay "
+                           "work needs; the replayed blocks are written and the log is "
+                           "still dirty: mount the image with the kernel to finish")
+    for blk, data in recs:
+        W.write_wrapped(ld, out, blk, data)
+    out.fsync()
+    tlsn = L.lsn(st.curr_cycle, st.head)
+    for daddr, buf, blft in bufs:
+        rule = _stamp_rule(blft, buf)
+        if rule is not None:
+            stamp_block(buf, rule, tlsn, fs.sb)
+        out.pwrite(daddr << 9, buf)
+    out.fsync()
+    W.mark_clean(ld, out, cycle, head, last)
+    report["logged_post_replay"] = {"records": len(recs), "buffers": len(bufs),
+                                    "efds": len(efis)}
 
 
 def zero(path) -> dict:
