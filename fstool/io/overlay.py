@@ -1,8 +1,10 @@
-"""A read-only Device look-alike that serves some sectors from memory.
+"""Device look-alikes that keep some bytes in memory.
 
-``fstool ls --replay-in-memory`` reads the image as it would be after log
-replay without changing it: the replayed blocks live here and every other
-sector comes from the image.
+``OverlayDevice``: ``fstool ls --replay-in-memory`` reads the image as it
+would be after log replay without changing it: the replayed blocks live here
+and every other sector comes from the image.  ``CaptureDevice``: log
+recovery runs the writer over it, so that the writer's changes can be
+logged before they reach the image.
 """
 from __future__ import annotations
 
@@ -11,18 +13,32 @@ from ..errors import ReadOnlyError
 SECTOR = 512
 
 
-class OverlayDevice:
-    """Wraps a :class:`~fstool.io.device.Device`; ``put(offset, data)``
-    (sector aligned) makes later reads of those bytes return ``data``."""
+class _Wrapped:
+    """What a Device look-alike copies from the device it wraps."""
+
+    writable = False
 
     def __init__(self, base):
         self.base = base
         self.path = base.path
         self.size = base.size
-        self.writable = False
         self.is_blockdev = base.is_blockdev
         self.fd = base.fd
         self.st_dev, self.st_ino, self.st_rdev = base.st_dev, base.st_ino, base.st_rdev
+
+    def fsync(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.base.close()
+
+
+class OverlayDevice(_Wrapped):
+    """Wraps a :class:`~fstool.io.device.Device`; ``put(offset, data)``
+    (sector aligned) makes later reads of those bytes return ``data``."""
+
+    def __init__(self, base):
+        super().__init__(base)
         self.sectors: dict[int, bytes] = {}
 
     def put(self, offset: int, data) -> None:
@@ -56,8 +72,33 @@ class OverlayDevice:
     def pwrite(self, offset: int, data) -> None:
         raise ReadOnlyError(f"{self.path}: the in-memory replay view is read-only")
 
-    def fsync(self) -> None:
-        pass
 
-    def close(self) -> None:
-        self.base.close()
+class CaptureDevice(_Wrapped):
+    """Wraps a writable device: reads see what was written, writes stay in
+    memory, in order (``writes``), until the caller decides what to do with
+    them (log recovery logs them first)."""
+
+    writable = True
+
+    def __init__(self, base):
+        super().__init__(base)
+        self.writes: list = []
+
+    def pread(self, offset: int, length: int) -> bytes:
+        data = self.base.pread(offset, length)
+        hits = [(o, d) for o, d in self.writes if o < offset + length and o + len(d) > offset]
+        if not hits:
+            return data
+        out = bytearray(data)
+        for o, d in hits:
+            lo, hi = max(o, offset), min(o + len(d), offset + length)
+            out[lo - offset:hi - offset] = d[lo - o:hi - o]
+        return bytes(out)
+
+    def pwrite(self, offset: int, data) -> None:
+        if offset < 0 or offset + len(data) > self.size:
+            self.base._check_write(offset, len(data))
+        self.writes.append((offset, bytes(data)))
+
+    def zero_range(self, offset: int, length: int) -> None:
+        self.writes.append((offset, bytes(length)))

@@ -168,51 +168,15 @@ def _kernel_freelist(w) -> None:
     w.fix_freelist = fix_freelist
 
 
-class CaptureDevice:
-    """Wraps the writer's device: reads see what was written, writes stay
-    in memory (in order) until the caller logs and writes them."""
-
-    def __init__(self, base):
-        self.base = base
-        self.path = base.path
-        self.size = base.size
-        self.writable = True
-        self.is_blockdev = base.is_blockdev
-        self.fd = base.fd
-        self.writes: list = []
-
-    def pread(self, offset: int, length: int) -> bytes:
-        data = self.base.pread(offset, length)
-        hits = [(o, d) for o, d in self.writes if o < offset + length and o + len(d) > offset]
-        if not hits:
-            return data
-        out = bytearray(data)
-        for o, d in hits:
-            lo, hi = max(o, offset), min(o + len(d), offset + length)
-            out[lo - offset:hi - offset] = d[lo - o:hi - o]
-        return bytes(out)
-
-    def pwrite(self, offset: int, data) -> None:
-        self.writes.append((offset, bytes(data)))
-
-    def zero_range(self, offset: int, length: int) -> None:
-        self.writes.append((offset, bytes(length)))
-
-    def fsync(self) -> None:
-        pass
-
-    def close(self) -> None:
-        self.base.close()
-
-
 def finish_with_writer(path, efis: list) -> tuple[dict, list, dict]:
     """Free the EFIs' extents, the unlinked inodes and the leftover CoW
     extents in one writer transaction, then recompute the counters; every
     write is captured, nothing reaches the image.  Returns (what was done,
     the captured writes in order, the counters)."""
-    from ..fs.namespace import owned_blocks
+    from ..fs.namespace import Namespace
     from ..fs.writer import Writer
     from ..io import verify as V
+    from ..io.overlay import CaptureDevice
     done = {"efi_extents": 0, "unlinked_inodes": 0, "cow_extents": 0}
     with Writer(path, recovering=True) as w:
         cap = CaptureDevice(w.dev)
@@ -247,18 +211,11 @@ def finish_with_writer(path, efis: list) -> tuple[dict, list, dict]:
                 for start, length in d["extents"]:
                     w.free_extent(start, length)
                     done["efi_extents"] += 1
+            ns = Namespace(w)
             for agno, bucket, chain in unlinked_inodes(w.fs):
                 ag = w.ag(agno)
                 for ino in chain:
-                    node = w.fs.inode(ino)
-                    for attr in (False, True):
-                        if attr and not node.forkoff:
-                            continue
-                        fmt = node.aformat if attr else node.format
-                        if fmt in (C.XFS_DINODE_FMT_EXTENTS, C.XFS_DINODE_FMT_BTREE):
-                            for fsbno, n in owned_blocks(node, attr=attr):
-                                w.free_extent(fsbno, n)
-                    w.free_inode(ino)
+                    ns._destroy(ino)          # its blocks, then the inode
                     done["unlinked_inodes"] += 1
                 ag.agi["agi_unlinked"][bucket] = C.NULLAGINO
                 ag.agi_dirty = True

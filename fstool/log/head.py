@@ -234,41 +234,37 @@ class HeadFinder:
         return 0 if head == nbb else head
 
     # -- seeking record headers -------------------------------------------------------
+    def _scan_down(self, hi: int, lo: int, count: int, found: list) -> bool:
+        """Record headers from block ``hi`` down to ``lo`` appended to
+        ``found``; True once ``count`` have been found."""
+        i = hi
+        while i >= lo:
+            start = max(lo, i - 255)
+            data = self.ld.read(start, i - start + 1)
+            for k in range(i, start - 1, -1):
+                off = (k - start) * BB
+                if data[off:off + 4] == b"\xfe\xed\xba\xbe":
+                    found.append((k, data[off:off + BB]))
+                    if len(found) == count:
+                        return True
+            i = start - 1
+        return False
+
     def rseek(self, head: int, tail: int, count: int):
         """xlog_rseek_logrec_hdr: walk back from ``head`` (to the tail, or to
         block 0 then from the end of the log down to the tail when the tail
         is not behind the head).  Returns (found, blk, header sector, wrapped)."""
-        ld = self.ld
-        found = 0
-        rblk, rsect, wrapped = -1, None, False
-        end = tail if head > tail else 0
-        i = head - 1
-        while i >= end:
-            lo = max(end, i - 255)
-            data = ld.read(lo, i - lo + 1)
-            for k in range(i, lo - 1, -1):
-                off = (k - lo) * BB
-                if data[off:off + 4] == b"\xfe\xed\xba\xbe":
-                    rblk, rsect = k, data[off:off + BB]
-                    found += 1
-                    if found == count:
-                        return found, rblk, rsect, wrapped
-            i = lo - 1
-        if tail >= head and found != count:
-            i = ld.bbsize - 1
-            while i >= tail:
-                lo = max(tail, i - 255)
-                data = ld.read(lo, i - lo + 1)
-                for k in range(i, lo - 1, -1):
-                    off = (k - lo) * BB
-                    if data[off:off + 4] == b"\xfe\xed\xba\xbe":
-                        wrapped = True
-                        rblk, rsect = k, data[off:off + BB]
-                        found += 1
-                        if found == count:
-                            return found, rblk, rsect, wrapped
-                i = lo - 1
-        return found, rblk, rsect, wrapped
+        found: list = []
+        wrapped = False
+        done = self._scan_down(head - 1, tail if head > tail else 0, count, found)
+        if not done and tail >= head:
+            before = len(found)
+            self._scan_down(self.ld.bbsize - 1, tail, count, found)
+            wrapped = len(found) > before
+        if not found:
+            return 0, -1, None, False
+        blk, sect = found[-1]
+        return len(found), blk, sect, wrapped
 
     def seek(self, head: int, tail: int, count: int):
         """xlog_seek_logrec_hdr: walk forward from ``tail`` to the head."""

@@ -554,34 +554,27 @@ class Recovery:
         asize = self.isize - C.XFS_DINODE_CORE_SIZE - forkoff
         if size > 2:
             ri = 2
-            dfork = fields & L.XFS_ILOG_DFORK
-            if dfork:
+            for kind, mask, data_f, ext_f, root_f, ptr, room in (
+                    ("data", L.XFS_ILOG_DFORK, L.XFS_ILOG_DDATA, L.XFS_ILOG_DEXT,
+                     L.XFS_ILOG_DBROOT, dptr, dsize),
+                    ("attr", L.XFS_ILOG_AFORK, L.XFS_ILOG_ADATA, L.XFS_ILOG_AEXT,
+                     L.XFS_ILOG_ABROOT, dptr + forkoff, asize)):
+                flag = fields & mask
+                if not flag:
+                    continue
+                if ri >= size:
+                    raise self._bad(f"{kind} fork flagged but not logged", rec)
                 src = it.regions[ri]
                 ri += 1
-                if dfork in (L.XFS_ILOG_DDATA, L.XFS_ILOG_DEXT):
-                    if len(src) > dsize:
-                        raise self._bad(f"data fork of {len(src)} bytes does not fit "
-                                        f"{dsize}", rec)
-                    buf[dptr:dptr + len(src)] = src
-                elif dfork == L.XFS_ILOG_DBROOT:
-                    buf[dptr:dptr + dsize] = self._bmbt_to_bmdr(src, dsize, rec)
+                if flag in (data_f, ext_f):
+                    if len(src) > room:
+                        raise self._bad(f"{kind} fork of {len(src)} bytes does not fit "
+                                        f"{room}", rec)
+                    buf[ptr:ptr + len(src)] = src
+                elif flag == root_f:
+                    buf[ptr:ptr + room] = self._bmbt_to_bmdr(src, room, rec)
                 else:
-                    raise self._bad(f"invalid data fork flags 0x{dfork:x}", rec)
-            afork = fields & L.XFS_ILOG_AFORK
-            if afork:
-                if ri >= size:
-                    raise self._bad("attribute fork flagged but not logged", rec)
-                src = it.regions[ri]
-                aptr = dptr + forkoff
-                if afork in (L.XFS_ILOG_ADATA, L.XFS_ILOG_AEXT):
-                    if len(src) > asize:
-                        raise self._bad(f"attr fork of {len(src)} bytes does not fit "
-                                        f"{asize}", rec)
-                    buf[aptr:aptr + len(src)] = src
-                elif afork == L.XFS_ILOG_ABROOT:
-                    buf[aptr:aptr + asize] = self._bmbt_to_bmdr(src, asize, rec)
-                else:
-                    raise self._bad(f"invalid attr fork flags 0x{afork:x}", rec)
+                    raise self._bad(f"invalid {kind} fork flags 0x{flag:x}", rec)
         if fields & (L.XFS_ILOG_DOWNER | L.XFS_ILOG_AOWNER) and ld["di_mode"]:
             raise self._bad("btree owner changes (swapext) are not replayed by fstool", rec)
         self._inode_crc(buf, boff)
