@@ -65,13 +65,17 @@ def write_wrapped(ld: LogDevice, out, block: int, data: bytes) -> None:
 def empty_records(ld: LogDevice, cycle: int, start: int, count: int, tail_lsn: int) -> bytes:
     """xlog_add_record for ``count`` sectors: empty record headers carrying
     ``cycle`` (the kernel stamps blocks in front of the head this way)."""
-    out = bytearray(count * BB)
+    tpl = bytearray(BB)
+    tpl[:L.REC_HEADER.size] = L.REC_HEADER.pack({
+        "h_magicno": L.XLOG_HEADER_MAGIC_NUM, "h_cycle": cycle,
+        "h_version": L.XLOG_VERSION_2, "h_lsn": 0, "h_tail_lsn": tail_lsn,
+        "h_crc": b"\0" * 4, "h_fmt": L.XLOG_FMT_LINUX_LE, "h_fs_uuid": ld.uuid})
+    out = bytearray(tpl * count)
+    lsn_off = L.REC_HEADER.offset("h_lsn")
+    hi = cycle << 32
     for j in range(count):
-        out[j * BB:j * BB + L.REC_HEADER.size] = L.REC_HEADER.pack({
-            "h_magicno": L.XLOG_HEADER_MAGIC_NUM, "h_cycle": cycle,
-            "h_version": L.XLOG_VERSION_2, "h_lsn": L.lsn(cycle, start + j),
-            "h_tail_lsn": tail_lsn, "h_crc": b"\0" * 4, "h_fmt": L.XLOG_FMT_LINUX_LE,
-            "h_fs_uuid": ld.uuid})
+        o = j * BB + lsn_off
+        out[o:o + 8] = (hi | (start + j)).to_bytes(8, "big")
     return bytes(out)
 
 
