@@ -36,10 +36,10 @@ def replay_in_memory(fs) -> dict | None:
         return None
     ov = OverlayDevice(fs.dev)
     sink = _Sink(ov)
+    fs.dev = ov                  # blocks written early are read back from the overlay
     r = Recovery(fs, ld, st, writer_dev=sink)
     r.run()
     r.flush()
-    fs.dev = ov
     fs.cache.clear()
     fs._inodes.clear()
     recompute_counters(sink, fs)

@@ -16,6 +16,7 @@ image's :class:`~fstool.io.device.Device`; nothing is written with
 from __future__ import annotations
 
 import struct
+import zlib
 from dataclasses import dataclass, field
 
 from .._backend import parsers
@@ -108,7 +109,36 @@ _T_NEXT, _T_CRC, _T_LSN = _F["di_next_unlinked"], _F["di_crc"], _F["di_lsn"]
 _T_FLAGS2, _T_VERSION = _F["di_flags2"], _F["di_version"]
 
 
-def light_decode(it) -> dict:
+class Lite:
+    """A buffer or inode item as replay needs it (indexable like the dicts
+    the full decoder returns)."""
+    __slots__ = ("type", "type_code", "blkno", "len", "flags", "cancel", "inode_buf",
+                 "blf_type", "map", "map_size", "ino", "fields", "asize", "dsize",
+                 "boffset", "ilf_u")
+
+    def __getitem__(self, key):
+        return getattr(self, key)
+
+
+def _buf_lite(code, flags, length, blkno, words, msize) -> Lite:
+    d = Lite()
+    d.type, d.type_code, d.blkno, d.len, d.flags = "BUF", code, blkno, length, flags
+    d.cancel = bool(flags & L.XFS_BLF_CANCEL)
+    d.inode_buf = bool(flags & L.XFS_BLF_INODE_BUF)
+    d.blf_type = L.blft_from_flags(flags)
+    d.map, d.map_size = words, msize
+    return d
+
+
+def _inode_lite(code, fields, asize, dsize, ino, ilf_u, blkno, length, boff) -> Lite:
+    d = Lite()
+    d.type, d.type_code, d.ino, d.fields, d.asize, d.dsize = "INODE", code, ino, fields, \
+        asize, dsize
+    d.blkno, d.len, d.boffset, d.ilf_u = blkno, length, boff, ilf_u
+    return d
+
+
+def light_decode(it):
     """The few fields replay needs from buffer and inode items (the full
     decoder, fstool.log.items.decode, serves everything else)."""
     r0 = it.regions[0]
@@ -119,10 +149,7 @@ def light_decode(it) -> dict:
         _t, _s, flags, length, blkno, msize = _BLF_HEAD.unpack_from(r0, 0)
         nwords = min((len(r0) - 20) // 4, L.XFS_BLF_DATAMAP_SIZE)
         words = struct.unpack_from(f"<{nwords}I", r0, 20)
-        return {"type": "BUF", "type_code": code, "blkno": blkno, "len": length,
-                "flags": flags, "cancel": bool(flags & L.XFS_BLF_CANCEL),
-                "inode_buf": bool(flags & L.XFS_BLF_INODE_BUF),
-                "blf_type": L.blft_from_flags(flags), "map": words, "map_size": msize}
+        return _buf_lite(code, flags, length, blkno, words, msize)
     if code == L.XFS_LI_INODE:
         if len(r0) == _ILF64.size:
             v = _ILF64.unpack_from(r0, 0)
@@ -132,10 +159,18 @@ def light_decode(it) -> dict:
             ino, ilf_u, blkno, length, boff = v[5], v[6], v[7], v[8], v[9]
         else:
             raise I.ItemError(f"inode log format of {len(r0)} bytes")
-        return {"type": "INODE", "type_code": code, "ino": ino, "fields": v[2],
-                "asize": v[3], "dsize": v[4], "blkno": blkno, "len": length,
-                "boffset": boff, "ilf_u": ilf_u}
-    return I.decode(it)
+        return _inode_lite(code, v[2], v[3], v[4], ino, ilf_u, blkno, length, boff)
+    return DictItem(I.decode(it))
+
+
+class DictItem(dict):
+    """A decoded item (fstool.log.items.decode) with attribute access too."""
+
+    def __getattr__(self, key):
+        try:
+            return self[key]
+        except KeyError:
+            raise AttributeError(key) from None
 
 
 def stamp_block(buf: bytearray, rule: tuple, lsn: int, sb) -> None:
@@ -201,7 +236,7 @@ class Stats:
 
 class Recovery:
     def __init__(self, fs, ld, state, *, dry_run: bool = False, writer_dev=None,
-                 cache_bytes: int = 64 << 20):
+                 cache_bytes: int = 32 << 20):
         self.fs = fs
         self.sb = fs.sb
         self.ld = ld
@@ -213,6 +248,7 @@ class Recovery:
         self.sector_owner: dict[int, int] = {}
         self.cache_bytes = cache_bytes
         self.cached = 0
+        self.spill: dict = {}          # dry runs: daddr -> (sectors, zlib data)
         self.early_writes = True       # False: raise CacheFull rather than write early
         self.group_lsn = None
         self.pending: list = []          # buffers waiting for their verifier stamp
@@ -223,79 +259,126 @@ class Recovery:
         cluster = max(fs.sb.blocksize, 8192 * fs.sb.inodesize // 256)
         self.blocks_per_cluster = max(1, cluster >> fs.sb.blocklog)
         self.dev_bb = fs.sb.dblocks << (fs.sb.blocklog - C.BBSHIFT)
-        self._where = ""
+        self._ctx = (0, 0, 0, None)
+        self._saved: list | None = []
 
     # -- the passes ------------------------------------------------------------------
     def run(self) -> Stats:
-        st = self.state
-        if st.head == st.tail or st.clean:
-            return self.stats
-        saved = self._pass(1)
-        if saved is None:
-            self._pass(2)
-        else:
-            # pass 2 over the transactions pass 1 already reassembled
-            for t, at in saved:
-                self._commit(t, 2, at)
-        self._flush_group()
-        return self.stats
+        """Both passes (what ``prepare`` then ``replay`` do)."""
+        self.prepare()
+        return self.replay()
 
     KEEP_BYTES = 96 << 20      # transactions kept from pass 1 for pass 2
 
-    def _pass(self, npass: int):
+    def prepare(self) -> None:
+        """Pass 1: read the whole log, reassemble and check every committed
+        transaction and item (formats, block ranges, inode numbers), collect
+        cancelled buffers and the intents left without a done item.  Nothing
+        is read from the filesystem or written: a damaged log is refused
+        here."""
+        st = self.state
+        self._saved = []
+        if st.head == st.tail or st.clean:
+            return
         re = Reassembler()
-        saved = [] if npass == 1 else None
         kept = 0
-        for rec in walk(self.ld, self.state.head, self.state.tail):
-            self.stats.records += 1 if npass == 1 else 0
-            done = re.feed(rec)
-            for t in done:
-                self._commit(t, npass, rec)
+        saved = self._saved
+        for rec in walk(self.ld, st.head, st.tail):
+            self.stats.records += 1
+            for t in re.feed(rec):
+                decoded = self._decode(t, rec.blk)
+                for _idx, _it, d in decoded:
+                    code = d.type_code
+                    if code == L.XFS_LI_BUF:
+                        if d.cancel:
+                            key = (d.blkno, d.len)
+                            self.cancel[key] = self.cancel.get(key, 0) + 1
+                    elif code in L.INTENT_DONE:
+                        self.intents[(code, d.id)] = (t.lsn, d, rec.blk)
+                    elif code in L.DONE_INTENT:
+                        self.intents.pop((L.DONE_INTENT[code], d.intent_id), None)
                 if saved is not None:
                     kept += sum(len(r) for it in t.items for r in it.regions)
                     if kept > self.KEEP_BYTES:
-                        saved = None
+                        saved = self._saved = None
                     else:
-                        saved.append((t, _At(rec.blk)))
-        return saved
+                        saved.append((t, _At(rec.blk), decoded))
 
-    def _commit(self, t, npass: int, rec) -> None:
-        if npass == 2 and t.lsn != self.group_lsn:
-            self._flush_group()
-            self.group_lsn = t.lsn
-        decoded = []
+    def replay(self) -> Stats:
+        """Pass 2: replay every committed transaction (after ``prepare``)."""
+        st = self.state
+        if st.head == st.tail or st.clean:
+            return self.stats
+        if self._saved is not None:
+            for t, at, decoded in self._saved:
+                self._commit(t, at, decoded)
+            self._saved = None
+        else:
+            re = Reassembler()
+            for rec in walk(self.ld, st.head, st.tail):
+                for t in re.feed(rec):
+                    self._commit(t, rec, self._decode(t, rec.blk))
+        self._flush_group()
+        return self.stats
+
+    def _decode(self, t, blk: int) -> list:
+        """(index, item, decoded) of every item of ``t``, checked."""
+        out = []
         for idx, it in enumerate(t.items):
-            self._where = (f"record at log block {rec.blk}, transaction 0x{t.tid:08x}, "
-                           f"item {idx}")
             if not it.regions:
                 continue
+            self._ctx = (blk, t.tid, idx, None)
             try:
-                if npass == 1:
-                    r0 = it.regions[0]
-                    if len(r0) >= 6 and _TYPE_SIZE.unpack_from(r0, 0)[0] == L.XFS_LI_BUF \
-                            and r0[4] & L.XFS_BLF_CANCEL:
-                        d = light_decode(it)
-                        key = (d["blkno"], d["len"])
-                        self.cancel[key] = self.cancel.get(key, 0) + 1
-                    continue
                 d = light_decode(it)
             except I.ItemError as e:
-                raise ReplayError(f"{self._where}: {e}") from None
-            if d["type_code"] not in L.ITEM_NAMES:
-                raise ReplayError(f"{self._where}: unrecognised log item type "
-                                  f"0x{d['type_code']:x}")
-            decoded.append((idx, it, d))
-        if npass == 1:
-            return
+                raise self._bad(str(e)) from None
+            code = d.type_code
+            if code not in L.ITEM_NAMES:
+                raise self._bad(f"unrecognised log item type 0x{code:x}")
+            self._ctx = (blk, t.tid, idx, d.type)
+            self._check(it, d)
+            out.append((idx, it, d))
+        return out
+
+    def _check(self, it, d) -> None:
+        """The checks that need nothing but the item and the geometry."""
+        code = d.type_code
+        if code == L.XFS_LI_BUF:
+            if d.map_size > len(d.map):
+                raise self._bad(f"dirty map of {d.map_size} words")
+            if not d.cancel:
+                self._check_range(d.blkno, d.len)
+        elif code == L.XFS_LI_INODE:
+            self._check_range(d.blkno, d.len)
+            try:
+                self.fs.ino_location(d.ino)
+            except Exception:
+                raise self._bad(f"inode {d.ino} does not exist in this filesystem") \
+                    from None
+            if d.boffset < 0 or d.boffset + self.isize > d.len << C.BBSHIFT:
+                raise self._bad(f"inode offset {d.boffset} lies outside its "
+                                f"{d.len}-sector buffer")
+            if len(it.regions) < 2:
+                raise self._bad("inode item without its core")
+            n = len(it.regions[1])
+            if n > L.LOG_DINODE.size or n < L.LOG_DINODE_V2_SIZE:
+                raise self._bad(f"logged inode core of {n} bytes")
+        elif code == L.XFS_LI_ICREATE:
+            self._icreate_geometry(d)
+
+    def _commit(self, t, rec, decoded) -> None:
+        if t.lsn != self.group_lsn:
+            self._flush_group()
+            self.group_lsn = t.lsn
         self.stats.transactions += 1
         # reorder: buffers, other items, inode-unlink buffers, cancels
         bufs, others, ibufs, cancels = [], [], [], []
         for entry in decoded:
             d = entry[2]
-            if d["type_code"] == L.XFS_LI_BUF:
-                if d["cancel"]:
+            if d.type_code == L.XFS_LI_BUF:
+                if d.cancel:
                     cancels.append(entry)
-                elif d["inode_buf"]:
+                elif d.inode_buf:
                     ibufs.append(entry)
                 else:
                     bufs.append(entry)
@@ -303,32 +386,33 @@ class Recovery:
                 others.append(entry)
         before = self.stats.blocks_written
         n = 0
+        lsn = t.lsn
+        tid = t.tid
+        blk = rec.blk
         for idx, it, d in bufs + others + ibufs[::-1] + cancels[::-1]:
-            self._where = (f"record at log block {rec.blk}, transaction 0x{t.tid:08x}, "
-                           f"item {idx} ({d['type']})")
-            self._item(it, d, t.lsn, rec)
+            self._ctx = (blk, tid, idx, d.type)
+            self._item(it, d, lsn, rec)
             n += 1
         self.stats.items += n
-        self.stats.checkpoints.append((t.lsn, n, self.stats.blocks_written - before))
+        self.stats.checkpoints.append((lsn, n, self.stats.blocks_written - before))
 
-    def _bad(self, detail: str, rec) -> ReplayError:
-        return ReplayError(f"{self._where}: {detail}")
+    def _bad(self, detail: str, rec=None) -> ReplayError:
+        blk, tid, idx, what = self._ctx
+        kind = f" ({what})" if what else ""
+        return ReplayError(f"record at log block {blk}, transaction 0x{tid:08x}, item "
+                           f"{idx}{kind}: {detail}")
 
     # -- items -------------------------------------------------------------------------
     def _item(self, it, d, lsn: int, rec) -> None:
-        code = d["type_code"]
+        code = d.type_code
         if code == L.XFS_LI_BUF:
             self._buf_item(it, d, lsn, rec)
         elif code == L.XFS_LI_INODE:
             self._inode_item(it, d, lsn, rec)
         elif code == L.XFS_LI_ICREATE:
             self._icreate_item(d, lsn, rec)
-        elif code in L.INTENT_DONE:
-            self.intents[(code, d["id"])] = (lsn, d, rec.blk)
-            self.stats.count(d["type"])
-        elif code in L.DONE_INTENT:
-            self.intents.pop((L.DONE_INTENT[code], d["intent_id"]), None)
-            self.stats.count(d["type"])
+        elif code in L.INTENT_DONE or code in L.DONE_INTENT:
+            self.stats.count(d.type)       # matched in prepare()
         elif code in (L.XFS_LI_DQUOT, L.XFS_LI_QUOTAOFF):
             # the kernel replays quota items only when mounted with quota
             # options; a plain mount (what fstool reproduces) skips them
@@ -352,14 +436,14 @@ class Recovery:
             self.cancel[key] = n - 1
         return True
 
-    def _check_range(self, blkno: int, length: int, rec) -> None:
+    def _check_range(self, blkno: int, length: int, rec=None) -> None:
         if blkno < 0 or length <= 0 or blkno + length > self.dev_bb:
             raise self._bad(f"block range daddr {blkno} length {length} lies outside the "
-                            f"filesystem ({self.dev_bb} sectors)", rec)
+                            f"filesystem ({self.dev_bb} sectors)")
 
     def _buf_item(self, it, d, lsn: int, rec) -> None:
-        blkno, length = d["blkno"], d["len"]
-        if d["cancel"]:
+        blkno, length = d.blkno, d.len
+        if d.cancel:
             if self._put_cancelled(blkno, length):
                 self.stats.cancelled += 1
                 return
@@ -367,7 +451,7 @@ class Recovery:
             self.stats.cancelled += 1
             return
         self._check_range(blkno, length, rec)
-        if d["flags"] & L.XFS_BLF_DQUOT_BUF:
+        if d.flags & L.XFS_BLF_DQUOT_BUF:
             self.stats.quota_skipped += 1
             return
         b = self._get(blkno, length)
@@ -377,14 +461,14 @@ class Recovery:
             self.stats.skipped_lsn += 1
             return
         regions = self._regions(it, d, len(buf), rec)
-        if d["inode_buf"]:
+        if d.inode_buf:
             self._inode_buffer(buf, regions, rec)
             b.dirty = True
             self.stats.count("inode buffer")
             return
         for off, data in regions:
             buf[off:off + len(data)] = data
-        rule = _stamp_rule(d["blf_type"], buf)
+        rule = _stamp_rule(d.blf_type, buf)
         if rule is not None:
             if b.stamp is None:
                 self.pending.append(b)
@@ -396,8 +480,8 @@ class Recovery:
     def _regions(self, it, d, buflen: int, rec) -> list:
         """(offset, bytes) of each logged region (xlog_recover_do_reg_buffer's
         walk: a run of dirty chunks may be split over several regions)."""
-        words = d["map"]
-        size = d["map_size"]
+        words = d.map
+        size = d.map_size
         if size > len(words):
             raise self._bad(f"dirty map of {size} words", rec)
         nbits = size * 32
@@ -485,42 +569,28 @@ class Recovery:
 
     # -- inodes -----------------------------------------------------------------------
     def _inode_item(self, it, d, lsn: int, rec) -> None:
-        blkno, length, boff = d["blkno"], d["len"], d["boffset"]
+        blkno, length, boff = d.blkno, d.len, d.boffset
         if self._is_cancelled(blkno, length):
             self.stats.cancelled += 1
             return
-        self._check_range(blkno, length, rec)
-        try:
-            loc = self.fs.ino_location(d["ino"])
-        except Exception:
-            raise self._bad(f"inode {d['ino']} does not exist in this filesystem", rec) \
-                from None
-        del loc
-        if boff < 0 or boff + self.isize > length << C.BBSHIFT:
-            raise self._bad(f"inode offset {boff} lies outside its {length}-sector buffer",
-                            rec)
-        if len(it.regions) < 2:
-            raise self._bad("inode item without its core", rec)
         b = self._get(blkno, length)
         buf = b.data
         if _BE16.unpack_from(buf, boff)[0] != C.XFS_DINODE_MAGIC:
             raise self._bad(f"bad inode magic in the buffer at daddr {blkno} offset {boff}",
                             rec)
         core = it.regions[1]
-        if len(core) > L.LOG_DINODE.size or len(core) < L.LOG_DINODE_V2_SIZE:
-            raise self._bad(f"logged inode core of {len(core)} bytes", rec)
         v = list(_LDI.unpack(core + bytes(L.LOG_DINODE.size - len(core))))
         if v[_F["di_magic"]] != C.XFS_DINODE_MAGIC:
             raise self._bad(f"bad magic 0x{v[_F['di_magic']]:x} in the logged inode", rec)
         if v[_T_VERSION] < 3:
-            raise self._bad(f"logged inode {d['ino']} is version {v[_T_VERSION]} (v5 "
+            raise self._bad(f"logged inode {d.ino} is version {v[_T_VERSION]} (v5 "
                             "filesystems log version 3 inodes)", rec)
         ver = buf[boff + 4]
         if ver >= 3:
             disk_lsn = _BE64.unpack_from(buf, boff + 112)[0]
             if disk_lsn and disk_lsn != 0xFFFFFFFFFFFFFFFF and disk_lsn > lsn:
                 self.stats.skipped_lsn += 1
-                if d["fields"] & (L.XFS_ILOG_DOWNER | L.XFS_ILOG_AOWNER):
+                if d.fields & (L.XFS_ILOG_DOWNER | L.XFS_ILOG_AOWNER):
                     raise self._bad("btree owner changes are not replayed by fstool", rec)
                 return
         mode = v[_F["di_mode"]]
@@ -528,10 +598,10 @@ class Recovery:
         ftype = mode & 0o170000
         if ftype == 0o100000 and fmt not in (C.XFS_DINODE_FMT_EXTENTS,
                                                C.XFS_DINODE_FMT_BTREE):
-            raise self._bad(f"regular file inode {d['ino']} in fork format {fmt}", rec)
+            raise self._bad(f"regular file inode {d.ino} in fork format {fmt}", rec)
         if ftype == 0o040000 and fmt not in (C.XFS_DINODE_FMT_EXTENTS, C.XFS_DINODE_FMT_BTREE,
                                                C.XFS_DINODE_FMT_LOCAL):
-            raise self._bad(f"directory inode {d['ino']} in fork format {fmt}", rec)
+            raise self._bad(f"directory inode {d.ino} in fork format {fmt}", rec)
         forkoff_raw = v[_F["di_forkoff"]]
         if forkoff_raw > self.isize:
             raise self._bad(f"fork offset {forkoff_raw} past the inode size", rec)
@@ -541,12 +611,12 @@ class Recovery:
             nex = v[_F["di_nextents"]] + v[_F["di_anextents"]]
         nblocks = v[_F["di_nblocks"]]
         if nex > nblocks:
-            raise self._bad(f"inode {d['ino']}: {nex} extents but {nblocks} blocks", rec)
+            raise self._bad(f"inode {d.ino}: {nex} extents but {nblocks} blocks", rec)
         ld = {"di_forkoff": forkoff_raw, "di_mode": mode}
         self._dinode_to_disk(v, buf, boff, lsn)
-        fields = d["fields"]
+        fields = d.fields
         if fields & L.XFS_ILOG_DEV:
-            buf[boff + 176:boff + 180] = d["ilf_u"][:4][::-1]
+            buf[boff + 176:boff + 180] = d.ilf_u[:4][::-1]
         size = len(it.regions)
         dptr = boff + C.XFS_DINODE_CORE_SIZE
         forkoff = ld["di_forkoff"] << 3
@@ -616,28 +686,33 @@ class Recovery:
         _DISK_CORE.pack_into(buf, o, *v)
 
     # -- inode creation ---------------------------------------------------------------
-    def _icreate_item(self, d, lsn: int, rec) -> None:
+    def _icreate_geometry(self, d) -> None:
+        """xlog_recover_icreate_commit_pass2's checks of an icreate item."""
         sb = self.sb
-        agno, agbno, count, length = d["agno"], d["agbno"], d["count"], d["length"]
+        agno, agbno, count, length = d.agno, d.agbno, d.count, d.length
         ialloc_blks = max(1, (64 * sb.inodesize) >> sb.blocklog)
         spalign = sb.fields["sb_spino_align"]
         ialloc_min = spalign if sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_SPINODES) and spalign \
             else ialloc_blks
         if agno >= sb.agcount:
-            raise self._bad(f"icreate in AG {agno} of {sb.agcount}", rec)
+            raise self._bad(f"icreate in AG {agno} of {sb.agcount}")
         if not agbno or agbno >= self.fs.ag_length(agno):
-            raise self._bad(f"icreate at AG block {agbno} outside the AG", rec)
-        if d["isize"] != sb.inodesize:
-            raise self._bad(f"icreate inode size {d['isize']} (the filesystem's is "
-                            f"{sb.inodesize})", rec)
+            raise self._bad(f"icreate at AG block {agbno} outside the AG")
+        if d.isize != sb.inodesize:
+            raise self._bad(f"icreate inode size {d.isize} (the filesystem's is "
+                            f"{sb.inodesize})")
         if not count:
-            raise self._bad("icreate of zero inodes", rec)
+            raise self._bad("icreate of zero inodes")
         if not length or length >= sb.agblocks or length not in (ialloc_blks, ialloc_min):
-            raise self._bad(f"icreate length {length} blocks is not an inode chunk", rec)
+            raise self._bad(f"icreate length {length} blocks is not an inode chunk")
         if (count >> sb.inopblog) != length:
-            raise self._bad(f"icreate count {count} does not fill {length} blocks", rec)
+            raise self._bad(f"icreate count {count} does not fill {length} blocks")
         if agbno + length > self.fs.ag_length(agno):
-            raise self._bad(f"icreate blocks {agbno}+{length} run past the AG", rec)
+            raise self._bad(f"icreate blocks {agbno}+{length} run past the AG")
+
+    def _icreate_item(self, d, lsn: int, rec) -> None:
+        sb = self.sb
+        agno, agbno, length = d.agno, d.agbno, d.length
         bpc = self.blocks_per_cluster
         bb_per_cluster = bpc << (sb.blocklog - C.BBSHIFT)
         nbufs = max(1, length // bpc)
@@ -660,7 +735,7 @@ class Recovery:
                 struct.pack_into(">HHB", buf, o, C.XFS_DINODE_MAGIC, 0, 3)
                 buf[o + 2:o + 4] = b"\0\0"
                 buf[o + 4] = 3
-                _BE32.pack_into(buf, o + 92, d["gen"])
+                _BE32.pack_into(buf, o + 92, d.gen)
                 _BE32.pack_into(buf, o + 96, C.NULLAGINO)
                 _BE64.pack_into(buf, o + 152, ino0 + i)
                 buf[o + 160:o + 176] = self.uuid
@@ -681,8 +756,13 @@ class Recovery:
                 self._evict(owner)
         if fresh:
             data = bytearray(nbb << C.BBSHIFT)
+        elif self.spill and daddr in self.spill and \
+                self.spill[daddr][0] == nbb:
+            data = bytearray(zlib.decompress(self.spill.pop(daddr)[1]))
         else:
             data = bytearray(self.fs.dev.pread(daddr << C.BBSHIFT, nbb << C.BBSHIFT))
+            if self.spill:
+                self._unspill(daddr, nbb, data)
         b = Buf(daddr, data)
         self.bufs[daddr] = b
         for s in range(daddr, daddr + nbb):
@@ -713,7 +793,23 @@ class Recovery:
         self.stats.bytes_written += len(b.data)
         if not self.dry_run:
             self.out.pwrite(b.daddr << C.BBSHIFT, b.data)
+        else:
+            # a dry run keeps what it would have written, compressed, so
+            # that later items see it
+            self.spill[b.daddr] = (len(b.data) >> C.BBSHIFT, zlib.compress(bytes(b.data), 1))
         b.dirty = False
+
+    def _unspill(self, daddr: int, nbb: int, data: bytearray) -> None:
+        """Lay spilled buffers overlapping [daddr, daddr+nbb) over ``data``."""
+        end = daddr + nbb
+        for d in [d for d in self.spill if d < end and d + self.spill[d][0] > daddr]:
+            n, z = self.spill.pop(d)
+            raw = zlib.decompress(z)
+            lo, hi = max(d, daddr), min(d + n, end)
+            data[(lo - daddr) << C.BBSHIFT:(hi - daddr) << C.BBSHIFT] = \
+                raw[(lo - d) << C.BBSHIFT:(hi - d) << C.BBSHIFT]
+            if d < daddr or d + n > end:      # keep the parts outside this buffer
+                self.spill[d] = (n, zlib.compress(raw, 1))
 
     def _flush_group(self) -> None:
         """The end of one LSN's transactions: buffers get their verifier

@@ -86,7 +86,7 @@ def replay(path, *, dry_run: bool = False, progress=None) -> dict:
     from ..log import finish
     from ..log import write as W
     from ..log.head import find_state
-    from ..log.recover import CacheFull, Recovery
+    from ..log.recover import Recovery
 
     path = os.fspath(path)
     refuse_if_mounted(path)
@@ -103,46 +103,35 @@ def replay(path, *, dry_run: bool = False, progress=None) -> dict:
         if not st.dirty:
             report["replayed"] = False
             return report
-        r = Recovery(fs, ld, st, dry_run=True)
-        r.early_writes = False
-        big = False
+        out = None if dry_run else Device(path, writable=True)
+        r = Recovery(fs, ld, st, dry_run=dry_run, writer_dev=out)
         try:
-            r.run()
-        except CacheFull:
-            big = True
-            r = Recovery(fs, ld, st, dry_run=True)      # check the whole log first
-            r.run()
-            r.flush()
-        efis = finish.check_intents(r.intents)
-        why = finish.writer_supported(fs)
-        if why:
-            from ..log.memory import replay_in_memory
-            with Filesystem(path) as view:
-                replay_in_memory(view)
-                finish.refuse_unfinishable(view, efis, why)
-        s = r.stats
-        report.update(records=s.records, transactions=s.transactions, items=s.items,
-                      replayed_items=s.replayed, skipped_lsn=s.skipped_lsn,
-                      cancelled=s.cancelled, quota_items_skipped=s.quota_skipped,
-                      unfinished_intents=[(d["type"], d["id"]) for d in efis],
-                      checkpoints=[{"lsn": lsn, "items": n, "blocks": b}
-                                   for lsn, n, b in s.checkpoints])
+            r.prepare()
+            efis = finish.check_intents(r.intents)
+            why = finish.writer_supported(fs)
+            if why:
+                from ..log.memory import replay_in_memory
+                with Filesystem(path) as view:
+                    replay_in_memory(view)
+                    finish.refuse_unfinishable(view, efis, why)
+        except BaseException:
+            if out is not None:
+                out.close()
+            raise
+        report["unfinished_intents"] = [(d["type"], d["id"]) for d in efis]
         if dry_run:
-            report["blocks_to_write"] = len([b for b in r.bufs.values() if b.dirty]) \
-                if not big else s.blocks_written
+            r.replay()
+            r.flush()
+            _stats(report, r.stats)
+            report["blocks_to_write"] = r.stats.blocks_written
             report["replayed"] = False
             return report
-        out = Device(path, writable=True)
         try:
-            if big:
-                r = Recovery(fs, ld, st, writer_dev=out)
-                r.run()
-            else:
-                r.out = out
-                r.dry_run = False
+            r.replay()
             r.flush()
             out.fsync()
             report["blocks_written"] = r.stats.blocks_written
+            _stats(report, r.stats)
             fs.cache.clear()
             fs._inodes.clear()
             if finish.needs_writer(fs, efis):
@@ -171,6 +160,14 @@ def replay(path, *, dry_run: bool = False, progress=None) -> dict:
         except (OSError, ValueError):
             pass
         fs.close()
+
+
+def _stats(report: dict, s) -> None:
+    report.update(records=s.records, transactions=s.transactions, items=s.items,
+                  replayed_items=s.replayed, skipped_lsn=s.skipped_lsn,
+                  cancelled=s.cancelled, quota_items_skipped=s.quota_skipped,
+                  checkpoints=[{"lsn": lsn, "items": n, "blocks": b}
+                               for lsn, n, b in s.checkpoints])
 
 
 def _log_and_write(fs, ld, st, out, writes, efis, report) -> None:
