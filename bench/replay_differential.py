@@ -3,7 +3,7 @@
     python bench/replay_differential.py [--seeds 50] [--ops 300] [--keep DIR]
 
 For each seed and geometry (default, -m finobt=0, -m rmapbt=1, -b size=1024,
-and a workload that wraps the log several times) a kernel-written dirty image
+a workload that wraps the log several times, a 64 KiB log stripe unit) a kernel-written dirty image
 is made (fixtures/dirty.py); copy A is replayed by a kernel mount and
 umount, copy B by `fstool log replay`; both must pass xfs_repair -n and be
 equal in every field the kernel shows, in the superblock/AGF/AGI counters
@@ -36,6 +36,7 @@ GEOMETRIES = [
     ("rmapbt=1", ("-m", "rmapbt=1"), 0, {"hold": False, "reflink": False}),
     ("bsize=1024", ("-b", "size=1024"), 0, {}),
     ("wrap", (), 3, {}),
+    ("log-su=64k", ("-l", "su=65536"), 0, {}),
 ]
 
 

@@ -159,6 +159,16 @@ def test_print_counts_match_xfs_logprint(unpacked, name):
 
 
 @needs_fixtures
+@pytest.mark.skipif(not shutil.which("xfs_logprint"), reason="xfs_logprint not installed")
+def test_print_counts_match_live_xfs_logprint(unpacked):
+    name = NAMES[0]
+    live = LF.logprint_counts(unpacked[name])
+    with fstool.open_image(unpacked[name]) as fs:
+        assert sum(1 for _ in fs.log.records()) == live["records"]
+        assert sum(1 for _ in fs.log.transactions()) == live["transactions"]
+
+
+@needs_fixtures
 def test_log_info_json(unpacked):
     r = run("log", "info", "--json", unpacked[NAMES[0]])
     d = json.loads(r.stdout)
@@ -344,7 +354,8 @@ def _loop():
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root for loop mounts")
-@pytest.mark.parametrize("seed,mkfs,opts", [(7, (), {}), (8, ("-m", "finobt=0"), {})])
+@pytest.mark.parametrize("seed,mkfs,opts", [(7, (), {}), (8, ("-m", "finobt=0"), {}),
+                                            (9, ("-l", "su=65536"), {})])
 def test_differential_against_kernel(tmp_path, seed, mkfs, opts):
     if not _loop():
         pytest.skip("no loop mounts / xfsprogs here")

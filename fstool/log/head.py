@@ -45,7 +45,6 @@ class LogDevice:
         self.sectsize = f["sb_logsectsize"] or BB
         self.sect_bb = max(1, self.sectsize >> L.BBSHIFT)
         self.sunit = f["sb_logsunit"] if f["sb_logsunit"] > 1 else 0
-        self.logv2 = bool(sb.fields["sb_versionnum"] & 0x0400) or True   # v5 implies log v2
         self.uuid = sb.uuid_bytes
         self.logbsize = max(L.XLOG_BIG_RECORD_BSIZE, self.sunit)
         end = (self.start_daddr + self.bbsize) << L.BBSHIFT
@@ -88,7 +87,6 @@ class LogState:
     tail_lsn: int = 0          # h_tail_lsn of that record
     curr_cycle: int = 0        # cycle the next record would be written with
     torn_at: int | None = None  # first bad record when a torn write was trimmed
-    tail_moved_from: int | None = None
     warnings: tuple = ()
 
     @property

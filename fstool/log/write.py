@@ -12,12 +12,18 @@ from .head import LogDevice
 BB = L.BBSIZE
 
 
+def iclog_size(ld: LogDevice) -> int:
+    """The iclog size a default mount uses: 32 KiB, or the log stripe unit
+    when that is larger."""
+    return max(L.XLOG_BIG_RECORD_BSIZE, ld.sunit)
+
+
 def build_record(ld: LogDevice, cycle: int, block: int, body: bytes, nops: int, *,
                  tail_lsn: int, prev_block: int) -> bytes:
     """One complete record (header sectors + stamped body) to be written at
     log block ``block``; blocks that wrap past the end of the log carry
     ``cycle + 1`` as the kernel's split writes do."""
-    h_size = L.XLOG_BIG_RECORD_BSIZE
+    h_size = iclog_size(ld)
     hblks = L.header_blocks(L.XLOG_VERSION_2, h_size)
     unit = ld.sunit or BB
     total = -(-(hblks * BB + len(body)) // unit) * unit
@@ -142,7 +148,6 @@ def zero_log(ld: LogDevice, out, cycle: int) -> None:
 
 
 
-MAX_BODY = L.XLOG_BIG_RECORD_BSIZE - BB      # the body of a 32 KiB iclog
 
 
 def transaction_records(ld: LogDevice, cycle: int, block: int, tid: int, items: list,
@@ -159,14 +164,16 @@ def transaction_records(ld: LogDevice, cycle: int, block: int, tid: int, items: 
                                         "th_num_items": nregions})))
     for regions in items:
         for reg in regions:
-            if len(reg) + 12 > MAX_BODY:
+            if len(reg) + 12 > L.XLOG_BIG_RECORD_BSIZE - BB:
                 raise ValueError(f"region of {len(reg)} bytes does not fit a record")
             ops.append((0, bytes(reg)))
     ops.append((L.XLOG_COMMIT_TRANS, b""))
+    h_size = iclog_size(ld)
+    max_body = h_size - L.header_blocks(L.XLOG_VERSION_2, h_size) * BB
     groups, cur, size = [], [], 0
     for flags, data in ops:
         n = 12 + len(data)
-        if cur and size + n > MAX_BODY:
+        if cur and size + n > max_body:
             groups.append(cur)
             cur, size = [], 0
         cur.append((flags, data))

@@ -23,11 +23,7 @@ from __future__ import annotations
 
 import os
 
-from ..errors import FsToolError, ImageBusy
-
-
-class LogBusy(ImageBusy):
-    pass
+from ..errors import FsToolError
 
 
 def info(fs) -> dict:
@@ -78,7 +74,7 @@ def print_transactions(fs):
                "type": th.get("th_type"), "num_items": len(items), "items": items}
 
 
-def replay(path, *, dry_run: bool = False, progress=None) -> dict:
+def replay(path, *, dry_run: bool = False) -> dict:
     """Recover the log of the image at ``path``.  Returns a report dict."""
     from ..fs.mount import Filesystem
     from ..io.device import Device
