@@ -107,6 +107,11 @@ _T_ATIME, _T_MTIME, _T_CTIME, _T_CRTIME = (_F["di_atime"], _F["di_mtime"], _F["d
                                            _F["di_crtime"])
 _T_NEXT, _T_CRC, _T_LSN = _F["di_next_unlinked"], _F["di_crc"], _F["di_lsn"]
 _T_FLAGS2, _T_VERSION = _F["di_flags2"], _F["di_version"]
+(_T_MAGIC, _T_MODE, _T_FORMAT, _T_FORKOFF, _T_BIGNEXT, _T_NEXT_EXT, _T_ANEXT,
+ _T_NBLOCKS) = (_F["di_magic"], _F["di_mode"], _F["di_format"], _F["di_forkoff"],
+                _F["di_big_nextents"], _F["di_nextents"], _F["di_anextents"], _F["di_nblocks"])
+_PAD_CORE = {n: bytes(L.LOG_DINODE.size - n) for n in range(L.LOG_DINODE_V2_SIZE,
+                                                               L.LOG_DINODE.size + 1)}
 
 
 class Lite:
@@ -533,7 +538,7 @@ class Recovery:
                         self._inode_crc(buf, base)
 
     def _inode_crc(self, buf: bytearray, base: int) -> None:
-        ino = bytes(buf[base:base + self.isize])
+        ino = buf[base:base + self.isize]
         buf[base + C.XFS_DINODE_CRC_OFF:base + C.XFS_DINODE_CRC_OFF + 4] = \
             parsers.xfs_cksum(ino, C.XFS_DINODE_CRC_OFF).to_bytes(4, "little")
 
@@ -579,9 +584,9 @@ class Recovery:
             raise self._bad(f"bad inode magic in the buffer at daddr {blkno} offset {boff}",
                             rec)
         core = it.regions[1]
-        v = list(_LDI.unpack(core + bytes(L.LOG_DINODE.size - len(core))))
-        if v[_F["di_magic"]] != C.XFS_DINODE_MAGIC:
-            raise self._bad(f"bad magic 0x{v[_F['di_magic']]:x} in the logged inode", rec)
+        v = list(_LDI.unpack(core + _PAD_CORE[len(core)]))
+        if v[_T_MAGIC] != C.XFS_DINODE_MAGIC:
+            raise self._bad(f"bad magic 0x{v[_T_MAGIC]:x} in the logged inode", rec)
         if v[_T_VERSION] < 3:
             raise self._bad(f"logged inode {d.ino} is version {v[_T_VERSION]} (v5 "
                             "filesystems log version 3 inodes)", rec)
@@ -593,8 +598,8 @@ class Recovery:
                 if d.fields & (L.XFS_ILOG_DOWNER | L.XFS_ILOG_AOWNER):
                     raise self._bad("btree owner changes are not replayed by fstool", rec)
                 return
-        mode = v[_F["di_mode"]]
-        fmt = v[_F["di_format"]]
+        mode = v[_T_MODE]
+        fmt = v[_T_FORMAT]
         ftype = mode & 0o170000
         if ftype == 0o100000 and fmt not in (C.XFS_DINODE_FMT_EXTENTS,
                                                C.XFS_DINODE_FMT_BTREE):
@@ -602,24 +607,23 @@ class Recovery:
         if ftype == 0o040000 and fmt not in (C.XFS_DINODE_FMT_EXTENTS, C.XFS_DINODE_FMT_BTREE,
                                                C.XFS_DINODE_FMT_LOCAL):
             raise self._bad(f"directory inode {d.ino} in fork format {fmt}", rec)
-        forkoff_raw = v[_F["di_forkoff"]]
+        forkoff_raw = v[_T_FORKOFF]
         if forkoff_raw > self.isize:
             raise self._bad(f"fork offset {forkoff_raw} past the inode size", rec)
         if v[_T_FLAGS2] & C.XFS_DIFLAG2_NREXT64:
-            nex = v[_F["di_big_nextents"]] + v[_F["di_nextents"]]
+            nex = v[_T_BIGNEXT] + v[_T_NEXT_EXT]
         else:
-            nex = v[_F["di_nextents"]] + v[_F["di_anextents"]]
-        nblocks = v[_F["di_nblocks"]]
+            nex = v[_T_NEXT_EXT] + v[_T_ANEXT]
+        nblocks = v[_T_NBLOCKS]
         if nex > nblocks:
             raise self._bad(f"inode {d.ino}: {nex} extents but {nblocks} blocks", rec)
-        ld = {"di_forkoff": forkoff_raw, "di_mode": mode}
         self._dinode_to_disk(v, buf, boff, lsn)
         fields = d.fields
         if fields & L.XFS_ILOG_DEV:
             buf[boff + 176:boff + 180] = d.ilf_u[:4][::-1]
         size = len(it.regions)
         dptr = boff + C.XFS_DINODE_CORE_SIZE
-        forkoff = ld["di_forkoff"] << 3
+        forkoff = forkoff_raw << 3
         dsize = forkoff if forkoff else self.isize - C.XFS_DINODE_CORE_SIZE
         asize = self.isize - C.XFS_DINODE_CORE_SIZE - forkoff
         if size > 2:
@@ -645,7 +649,7 @@ class Recovery:
                     buf[ptr:ptr + room] = self._bmbt_to_bmdr(src, room, rec)
                 else:
                     raise self._bad(f"invalid {kind} fork flags 0x{flag:x}", rec)
-        if fields & (L.XFS_ILOG_DOWNER | L.XFS_ILOG_AOWNER) and ld["di_mode"]:
+        if fields & (L.XFS_ILOG_DOWNER | L.XFS_ILOG_AOWNER) and mode:
             raise self._bad("btree owner changes (swapext) are not replayed by fstool", rec)
         self._inode_crc(buf, boff)
         b.dirty = True
