@@ -428,3 +428,67 @@ def test_cancelled_buffers_are_not_replayed(unpacked):
             assert not dead & written
             assert r.stats.cancelled > 0
     assert hits, "no fixture has a cancelled buffer"
+
+
+@needs_fixtures
+@pytest.mark.parametrize("kind", ["CUI", "BUI", "RUI"])
+def test_unfinishable_intent_refused(unpacked, tmp_path, kind):
+    """An intent fstool cannot finish, committed without its done item, is
+    refused with nothing written (a transaction holding it is appended at
+    the head with fstool's own log writer)."""
+    from fstool.log import write as W
+    img = fresh(unpacked, [n for n in NAMES if replayable(n)][0], tmp_path)
+    with fstool.open_image(img) as fs:
+        ld, st = fs.log.device, fs.log.state
+        if kind == "CUI":
+            body = L.CUI_LOG_FORMAT.pack({"cui_type": L.XFS_LI_CUI, "cui_size": 1,
+                                          "cui_nextents": 1, "cui_id": 0xABC}) + \
+                L.PHYS_EXTENT.pack({"pe_startblock": 100, "pe_len": 1, "pe_flags": 1})
+        else:
+            lay = L.BUI_LOG_FORMAT if kind == "BUI" else L.RUI_LOG_FORMAT
+            p = kind.lower()
+            body = lay.pack({f"{p}_type": getattr(L, f"XFS_LI_{kind}"), f"{p}_size": 1,
+                             f"{p}_nextents": 1, f"{p}_id": 0xABC}) + \
+                L.MAP_EXTENT.pack({"me_owner": 128, "me_startblock": 100, "me_len": 1,
+                                   "me_flags": 1})
+        recs, _h, _c, _l = W.transaction_records(ld, st.curr_cycle, st.head, 0x1234,
+                                                 [[body]], st.head_rec, st.tail_lsn)
+    with open(img, "r+b") as f:
+        for blk, data in recs:
+            f.seek((ld.start_daddr + blk) * 512)
+            f.write(data)
+    r = run("log", "print", "-t", img)
+    assert kind in r.stdout
+    before = digest(img)
+    r = run("log", "replay", img)
+    assert r.returncode == 4, r.stderr
+    assert f"{kind} intent 0xabc" in r.stderr and "nothing was written" in r.stderr
+    assert digest(img) == before
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root for loop mounts")
+@needs_fixtures
+def test_kernel_replays_the_transaction_fstool_logged(unpacked, tmp_path):
+    """Stopped right after its post-replay transaction reached the log, a
+    replay leaves a log the kernel recovers to the same image fstool's
+    whole replay gives: fstool's log records are the kernel's format."""
+    if not _loop():
+        pytest.skip("no loop mounts / xfsprogs here")
+    from fixtures import dirty
+    from fstool.ops.logops import replay
+    name = [n for n in NAMES if replayable(n)][0]
+    full = fresh(unpacked, name, tmp_path)
+    rep = replay(full)
+    post = rep.get("logged_post_replay")
+    assert post, "this fixture leaves no post-replay work"
+    cut = tmp_path / "cut.img"
+    subprocess.run(["cp", "--sparse=always", str(unpacked[name]), str(cut)], check=True)
+    n = rep["blocks_written"] + post["records"]
+    k = run("log", "replay", cut, env={"FSTOOL_FAULT_AFTER_WRITES": str(n)})
+    assert k.returncode != 0
+    with fstool.open_image(cut) as fs:
+        assert fs.log.dirty
+        last = list(fs.log.transactions())[-1][1]
+        assert len(last) == post["buffers"] + post["efds"]
+    dirty.kernel_replay(cut)
+    assert dirty.compare(cut, full) == []
