@@ -48,10 +48,26 @@ def fresh(unpacked, name, tmp_path) -> Path:
 
 
 def digest(path: Path) -> str:
+    """SHA-256 of the file's contents: every non-zero 4 KiB block with its
+    offset (holes and written zeros hash alike; only data regions are read)."""
+    from fstool.io.sparse import data_ranges_of
     h = hashlib.sha256()
+    zero = bytes(4096)
     with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
-            h.update(chunk)
+        ranges = data_ranges_of(f.fileno()) or [(0, os.fstat(f.fileno()).st_size)]
+        for start, length in ranges:
+            f.seek(start)
+            pos = start
+            while pos < start + length:
+                chunk = f.read(min(1 << 22, start + length - pos))
+                if not chunk:
+                    break
+                for o in range(0, len(chunk), 4096):
+                    blk = chunk[o:o + 4096]
+                    if blk != zero[:len(blk)]:
+                        h.update((pos + o).to_bytes(8, "little"))
+                        h.update(blk)
+                pos += len(chunk)
     return h.hexdigest()
 
 
