@@ -37,6 +37,10 @@ EXIT_INTERRUPTED = 130
 def exit_status(exc: BaseException) -> int:
     """The exit status for an error that ends a command."""
     from .. import errors as E
+    own = getattr(exc, "exit_status", None)
+    if own is not None:
+        # commands with statuses of their own (fstool log, like check)
+        return own
     if isinstance(exc, E.NotXfsError):
         return EXIT_NOT_XFS
     if isinstance(exc, (E.CorruptionError, E.ImageTruncatedError)):

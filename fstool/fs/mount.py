@@ -87,6 +87,15 @@ class Filesystem:
                           sb.agino_log, self._cluster_blocks, self._bb_per_fsb_log,
                           sb.inodelog)
 
+    # -- the log ------------------------------------------------------------
+    @property
+    def log(self):
+        """The internal log, read-only (:class:`fstool.log.Log`)."""
+        if getattr(self, "_log", None) is None:
+            from ..log import Log
+            self._log = Log(self)
+        return self._log
+
     # -- lifetime ---------------------------------------------------------
     def close(self) -> None:
         self.dev.close()
