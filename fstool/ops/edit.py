@@ -111,7 +111,7 @@ def rm(image, paths, *, recursive: bool = False, force: bool = False,
             if ent is None:
                 raise NotFoundError(name.decode("utf-8", "surrogateescape"))
             if recursive and ns._is_dir(ent[0]):
-                for child in list(ns.dir_state(ent[0]).entries):
+                for child in ns.list_names(ent[0]):
                     remove_tree(ent[0], child)
                 ns.unlink(parent, name, rmdir=True)
             else:
