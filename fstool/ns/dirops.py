@@ -168,8 +168,14 @@ class Dir:
         return self.fs.fsb_to_daddr(fsb)
 
     def read(self, da: int, bt=V.DA3_NODE_OR_LEAF) -> bytearray:
-        return self.w.tx.read_buf(self._daddr(da), self.dbs, bt, owner=self.ino,
-                                  ino=self.ino, block=da).data
+        """A directory block: the transaction's buffer, or (outside one) the
+        cached one, read only."""
+        tx = self.w.tx
+        if tx is None:
+            return self.fs.get_buf(self._daddr(da), self.dbs, bt, owner=self.ino,
+                                   ino=self.ino, block=da).data
+        return tx.read_buf(self._daddr(da), self.dbs, bt, owner=self.ino, ino=self.ino,
+                           block=da).data
 
     def exists(self, da: int) -> bool:
         return self._fsb(da) is not None
@@ -251,11 +257,14 @@ class Dir:
             lit = self.sf
             fmt, nextents = C.XFS_DINODE_FMT_LOCAL, 0
             if self.node.format == C.XFS_DINODE_FMT_BTREE:
-                self._free_old_bmbt()
+                for fsbno in self._free_old_bmbt():
+                    w.space.free_extent(fsbno, 1)
         elif self.map_changed or self.node.format == C.XFS_DINODE_FMT_LOCAL:
-            if self.node.format == C.XFS_DINODE_FMT_BTREE:
-                self._free_old_bmbt()
-            fork = F.map_fork(w, self.ino, list(self.exts), self.dsize)
+            pool = self._free_old_bmbt() if self.node.format == C.XFS_DINODE_FMT_BTREE \
+                else []
+            fork = F.map_fork(w, self.ino, list(self.exts), self.dsize, reuse=pool)
+            for fsbno in pool:          # old bmbt blocks the new tree did not take
+                w.space.free_extent(fsbno, 1)
             mapped = sum(n for _o, _b, n in self.exts)
             self.blocks_delta += fork.blocks - mapped
             lit, fmt, nextents = fork.literal, fork.fmt, fork.nextents
@@ -285,15 +294,20 @@ class Dir:
         self.map_changed = False
         self.node = self.fs.inode(self.ino)
 
-    def _free_old_bmbt(self) -> None:
+    def _free_old_bmbt(self) -> list:
+        """The old bmbt's blocks (no longer counted): a new tree takes them
+        first, so a full filesystem can still change a large directory; the
+        caller frees the rest."""
         from .namespace import owned_blocks
         node = self.node
         mapped = {(b, n) for _o, b, n, *_ in node.extents()}
+        out = []
         for fsbno, n in owned_blocks(node, attr=False):
             if (fsbno, n) not in mapped:
-                self.w.space.free_extent(fsbno, n)
+                out.extend(range(fsbno, fsbno + n))
                 self.blocks_delta -= n
         self.node = None
+        return out
 
     # -- lookups -------------------------------------------------------------------
     def lookup(self, name: bytes):
@@ -609,8 +623,11 @@ class Dir:
             _II.pack_into(buf, dbs - 8, count, stale)
         ents[mid] = (h, dup >> 3)
         _put_ents(buf, blp, ents)
-        D.use_free(buf, dup, dup, length)
-        D.put_entry(buf, dup, ino, name, ftype)
+        if D.use_free(buf, dup, dup, length, defer=True):
+            D.put_entry(buf, dup, ino, name, ftype)
+            D.freescan(buf)
+        else:
+            D.put_entry(buf, dup, ino, name, ftype)
 
     def _block_to_leaf(self, buf) -> None:
         dbs = self.dbs
@@ -689,8 +706,11 @@ class Dir:
         else:
             dbuf = self.read(use * self.fsbs, V.DIR3_DATA_ANY)
         dup = D.get_bf(dbuf)[0][0]
-        D.use_free(dbuf, dup, dup, length)
-        D.put_entry(dbuf, dup, ino, name, ftype)
+        if D.use_free(dbuf, dup, dup, length, defer=True):
+            D.put_entry(dbuf, dup, ino, name, ftype)
+            D.freescan(dbuf)
+        else:
+            D.put_entry(dbuf, dup, ino, name, ftype)
         bests[use] = D.get_bf(dbuf)[0][1]
         ents, stale, slot = _find_entry(ents, stale, index, compact, lowstale, highstale)
         ents[slot] = (h, (use * dbs + dup) >> 3)
@@ -771,8 +791,11 @@ class Dir:
             fda, fi = self._free_loc(use)
             fbuf, _first, nused, fb = self._free_read(fda)
         dup = D.get_bf(dbuf)[0][0]
-        D.use_free(dbuf, dup, dup, length)
-        D.put_entry(dbuf, dup, ino, name, ftype)
+        if D.use_free(dbuf, dup, dup, length, defer=True):
+            D.put_entry(dbuf, dup, ino, name, ftype)
+            D.freescan(dbuf)
+        else:
+            D.put_entry(dbuf, dup, ino, name, ftype)
         fb[fi] = D.get_bf(dbuf)[0][1]
         self._free_write(fbuf, nused, fb)
         addr = (use * dbs + dup) >> 3
