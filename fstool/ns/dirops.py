@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import bisect
 import struct
+from collections import Counter
 
 from .._backend import parsers
 from ..errors import CorruptionError, FsToolError, NotADirectoryImageError, UnsupportedError
@@ -40,7 +41,10 @@ _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 _HH = struct.Struct(">HH")
 _II = struct.Struct(">II")
-_DOT_HASH = None
+#: conversions and da-btree reshapes done so far, by name ("sf->block",
+#: "block->leaf", "leaf->node", "node->leaf", "leaf->block", "block->sf",
+#: "split", "root-split", "join", "root-join"): for tests and benchmarks
+CONVERSIONS: Counter = Counter()
 
 
 def _hash(name: bytes) -> int:
@@ -511,6 +515,7 @@ class Dir:
         self.size = len(self.sf)
 
     def _sf_to_block(self) -> None:
+        CONVERSIONS["sf->block"] += 1
         parent, ents = sf_parse(self.sf)
         self.format = C.XFS_DINODE_FMT_EXTENTS
         self.sf = None
@@ -630,6 +635,7 @@ class Dir:
             D.put_entry(buf, dup, ino, name, ftype)
 
     def _block_to_leaf(self, buf) -> None:
+        CONVERSIONS["block->leaf"] += 1
         dbs = self.dbs
         count, stale = _II.unpack_from(buf, dbs - 8)
         blp = dbs - 8 - 8 * count
@@ -717,6 +723,7 @@ class Dir:
         self._leaf_write(lbuf, ents, stale, bests)
 
     def _leaf_to_node(self, lbuf, ents, stale, bests) -> None:
+        CONVERSIONS["leaf->node"] += 1
         _fda, fbuf = self.new_block(self.freeblk, V.DIR3_FREE, C.XFS_DIR3_FREE_MAGIC, False)
         nused = sum(1 for b in bests if b != NULLOFF)
         struct.pack_into(">IIII", fbuf, 48, 0, len(bests), nused, 0)
@@ -859,6 +866,7 @@ class Dir:
         if len(path) > 1 and _U16.unpack_from(path[-2][1], 56)[0] >= self.max_node:
             raise UnsupportedError(f"directory inode {self.ino}: its da-btree would need "
                                    "a second node level, which fstool does not write yet")
+        CONVERSIONS["split"] += 1
         nda, nbuf = self.new_block(self.leafblk, V.DA3_NODE_OR_LEAF, C.XFS_DIR3_LEAFN_MAGIC,
                                    True)
         c1, s1 = _HH.unpack_from(obuf, 56)
@@ -897,6 +905,7 @@ class Dir:
             self._leafn_add(nbuf, nindex, h, addr)
         if len(path) == 1:
             # the root leaf moves to a new block; the root becomes a node
+            CONVERSIONS["root-split"] += 1
             cda, cbuf = self.new_block(self.leafblk, V.DA3_NODE_OR_LEAF,
                                        C.XFS_DIR3_LEAFN_MAGIC, True)
             own = cbuf[16:24]
@@ -982,6 +991,7 @@ class Dir:
         parent, ents = self._block_sf(buf)
         if sf_size(parent, ents) > self.dsize:
             return
+        CONVERSIONS["block->sf"] += 1
         self.shrink(0)
         self.format = C.XFS_DINODE_FMT_LOCAL
         self.sf = sf_encode(parent, ents)
@@ -1027,6 +1037,7 @@ class Dir:
         fl = D.free_len(dbuf, dup)
         if fl is None or fl < need:
             return
+        CONVERSIONS["leaf->block"] += 1
         struct.pack_into(">I", dbuf, 0, C.XFS_DIR3_BLOCK_MAGIC)
         scan = D.use_free(dbuf, dup, dbs - need, need, defer=True)
         _II.pack_into(dbuf, dbs - 8, len(live), 0)
@@ -1109,6 +1120,7 @@ class Dir:
             save_da, drop_da = other, lda
         else:
             save_da, drop_da = lda, other
+        CONVERSIONS["join"] += 1
         sbuf, dbuf = self.read(save_da), self.read(drop_da)
         se = [e for e in _ents(sbuf, HDR, _U16.unpack_from(sbuf, 56)[0]) if e[1]]
         de = [e for e in _ents(dbuf, HDR, _U16.unpack_from(dbuf, 56)[0]) if e[1]]
@@ -1141,6 +1153,7 @@ class Dir:
             raise UnsupportedError("directory da-btrees deeper than one node level")
         if len(pents) == 1 and pda == self.leafblk:
             # root join: the only child moves into the root block
+            CONVERSIONS["root-join"] += 1
             child = pents[0][1]
             cbuf = self.read(child)
             own = pbuf[16:24]
@@ -1165,6 +1178,7 @@ class Dir:
         count, stale = _HH.unpack_from(root, 56)
         if HDR + 8 * (count - stale) + 2 * len(fb) + 4 > dbs:
             return
+        CONVERSIONS["node->leaf"] += 1
         ents = [e for e in _ents(root, HDR, count) if e[1]]
         _U16.pack_into(root, 8, C.XFS_DIR3_LEAF1_MAGIC)
         self._leaf_write(root, ents, 0, fb)
