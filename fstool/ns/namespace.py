@@ -716,7 +716,8 @@ class Namespace:
             if d_dir and not s_dir:
                 raise IsADirectoryImageError(shown)
             if d_dir and not self._dir(dino).is_empty():
-                raise NotEmptyError(f"{shown}: directory not empty")
+                # xfs_rename answers EEXIST here (the VFS allows ENOTEMPTY too)
+                raise ExistsError(f"{shown}: directory not empty")
             dd.replace(dst_name, sino, sft)
         else:
             dd.add(dst_name, sino, sft)
