@@ -348,3 +348,50 @@ def test_xattrs_one_at_a_time_match_kernel(tmp_path):
         with pytest.raises(OSError) as ei:
             os.getxattr(os.path.join(m, "f"), "user.none")
         assert ei.value.errno == errno.ENODATA
+
+
+# -- fstool mv ----------------------------------------------------------------------
+def _fstool(*args, check=False):
+    """fstool in a subprocess; the image check before each write only when
+    asked (it is what takes the time)."""
+    import sys
+    extra = [] if check or args[0] not in ("mkdir", "put", "mv") else ["--no-check"]
+    return subprocess.run([sys.executable, "-m", "fstool", *map(str, args), *extra],
+                          capture_output=True, text=True)
+
+
+@needs_xfsprogs
+def test_mv_command(tmp_path):
+    import json
+    from fstool.fs.mount import Filesystem
+    img = tmp_path / "mv.img"
+    L.make_image(img, blocksize=4096)
+    for args in (("mkdir", img, "/a"), ("mkdir", img, "/b"), ("mkdir", img, "/a/sub")):
+        assert _fstool(*args).returncode == 0
+    host = tmp_path / "h"
+    host.write_bytes(b"hello")
+    assert _fstool("put", img, host, "/a/f").returncode == 0
+    assert _fstool("put", img, host, "/b/g").returncode == 0
+    r = _fstool("mv", "--json", img, "/a/f", "/b/g", "--no-replace")
+    assert r.returncode == 1
+    assert json.loads(r.stdout.splitlines()[-1] if r.stdout.strip() else r.stderr.strip()
+                      .splitlines()[-1]).get("errno") == errno.EEXIST
+    r = _fstool("mv", "--json", img, "/a/sub", "/b/sub", check=True)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["op"] == "mv"
+    assert _fstool("mv", img, "/a/f", "/b/sub", "--exchange").returncode == 0
+    # now /a/f is the directory and /b/sub the file
+    r = _fstool("mv", img, "/a", "/a/f/x")
+    assert r.returncode == 1 and "under itself" in r.stderr
+    assert _fstool("mv", img, "/b/g", "/b/sub/x").returncode == 1     # ENOTDIR
+    assert _fstool("mv", img, "/a", "/b", "--no-replace", "--exchange").returncode != 0
+    repair_clean(img)
+    fs = Filesystem(str(img))
+    try:
+        assert sorted(e.name for e in fs.listdir("/a")) == [b"f"]
+        assert sorted(e.name for e in fs.listdir("/b")) == [b"g", b"sub"]
+        assert fs.lookup("/a/f").is_dir and fs.lookup("/b/sub").is_reg
+        assert fs.lookup("/a").nlink == 3 and fs.lookup("/b").nlink == 2
+        assert fs.read("/b/sub") == b"hello"
+    finally:
+        fs.close()
