@@ -161,6 +161,12 @@ class FileTooBigError(FsToolError, OSError):
     errno = _errno.EFBIG
 
 
+class NoDataError(FsToolError, OSError):
+    """No data (or hole) at or after an offset: lseek's SEEK_DATA/SEEK_HOLE
+    at or past the end of the file."""
+    errno = _errno.ENXIO
+
+
 class NotPermittedError(FsToolError, PermissionError):
     """An operation the filesystem forbids whoever asks (hard links to
     directories, removing the root...)."""
