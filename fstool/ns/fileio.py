@@ -48,9 +48,11 @@ What each call does, in the kernel's terms:
   cached pages: unwritten extents are holes, the end of the file is a hole,
   ENXIO at or past the end.
 
-Speculative preallocation.  A write that grows a file of 64 KiB or more
-also holds physical blocks past its end for the appends that follow, as
-the kernel's delayed allocation does: the amount is twice the run of
+Speculative preallocation.  A write that grows a file also holds physical
+blocks past its end for the appends that follow, as the kernel's delayed
+allocation does: 64 KiB while the file is smaller than that (the kernel
+keeps such a file's pages in memory and allocates them together; fstool
+allocates as it writes, so this least hold stands in), else twice the run of
 contiguous blocks that ends at the write (or the file's size in blocks
 once that passes half a record's length), rounded down to a power of two,
 at most one bmbt record's length, cut by four and more when free space is
@@ -412,9 +414,12 @@ class FileIO:
         """Blocks to hold past a write that fills the hole at ``lblk`` up to
         the end of the file: the kernel's speculative preallocation size,
         in outline."""
-        if f.size < PREALLOC_MIN_BYTES:
-            return 0
         mn = self.prealloc_min
+        if f.size < PREALLOC_MIN_BYTES:
+            # the kernel holds nothing past a file this small, whose pages
+            # wait in memory and are allocated together; fstool allocates
+            # as it writes, so the least hold stands in for that
+            return mn
         prev = f.map.prev(lblk)
         if prev is None or prev[0] + prev[2] < lblk:
             return mn
