@@ -150,9 +150,12 @@ def test_kernel_twin_same_contents(tmp_path):
         _repair_clean(twin)
 
 
-def test_btree_forms_grow_and_shrink(tmp_path):
+def test_btree_forms_grow_and_shrink(tmp_path, monkeypatch):
     """A file of single-block extents grows through the extents format into
-    a bmbt of several leaves, and back to the extents format as it is cut."""
+    a bmbt of several leaves, and back to the extents format as it is cut
+    (the truncate in steps of 40 records, one transaction each)."""
+    from fstool.ns import fileio
+    monkeypatch.setattr(fileio, "TRUNCATE_STEP", 40)
     img = tmp_path / "bt.img"
     _mkfs(img, "64m")
     bs = 4096
@@ -178,8 +181,12 @@ def test_btree_forms_grow_and_shrink(tmp_path):
             shadow[2 * k * bs:2 * k * bs + 100] = bytes(100)
         assert len(io.extents(ino)) == 350
         assert io.read(ino, 0, len(shadow)) == bytes(shadow)
+        commits = []
+        orig = w.commit
+        monkeypatch.setattr(w, "commit", lambda: (commits.append(1), orig())[1])
         io.truncate(ino, 30 * bs + 5)
         del shadow[30 * bs + 5:]
+        assert len(commits) == -(-342 // 40)     # the first one sets the size too
         node, owned = _owned(w, ino)
         assert node.format == 2 and node.nextents == 8 and owned == node.nblocks == 8
         assert io.read(ino, 0, 1 << 20) == bytes(shadow)

@@ -228,12 +228,13 @@ class ForkMap:
         else:
             self._insert(rec)
 
-    def remove(self, a: int, b: int) -> list:
+    def remove(self, a: int, b: int, limit: int | None = None) -> list:
         """Unmap logical blocks [a, b): returns the (startoff, fsbno, length,
         unwritten) pieces that were mapped there; records that cross an end
-        of the range are cut, one spanning it is split in two."""
+        of the range are cut, one spanning it is split in two.  With
+        ``limit``, only the first ``limit`` records met are unmapped."""
         out = []
-        for o, p, n, u in self.range(a, b):
+        for o, p, n, u in self.range(a, b, limit):
             e = o + n
             if o < a and e > b:
                 self._update((o, p, a - o, u))

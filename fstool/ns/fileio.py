@@ -72,9 +72,11 @@ kernel's xfs_free_eofblocks does.
 Costs.  Every call reads the inode from its cluster buffer and edits the
 map record by record (see :mod:`fstool.ns.bmap`): its cost depends on the
 extents it touches and the height of the bmbt, never on the file's size.
-Not done here: files that share extents (reflink copies) are refused with
-EOPNOTSUPP rather than copied on write; a truncate of a file with a very
-large number of extents runs as one transaction (the kernel splits it).
+A truncate (or a release's trim) of a file with many extents runs in
+transactions of 1,024 records after the one that sets the size, as the
+kernel's does, when the call runs in transactions of its own.  Not done
+here: files that share extents (reflink copies) are refused with
+EOPNOTSUPP rather than copied on write.
 """
 from __future__ import annotations
 
@@ -102,6 +104,8 @@ _VFS_MODES = (FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_NO_HIDE_STA
 MAX_BYTES = (1 << 63) - 1          # s_maxbytes of a 64-bit kernel
 PREALLOC_MIN_BYTES = 64 << 10      # the kernel's default allocsize
 _ZERO_CHUNK = 1 << 20
+_END = 1 << 54                     # past the last block a file may map
+TRUNCATE_STEP = 1024               # records unmapped per transaction of a truncate
 _CORE = C.XFS_DINODE_CORE_SIZE
 
 
@@ -152,6 +156,7 @@ class FileIO:
         # ino -> [logical block, fsbno, count]: blocks held past the end of
         # a growing file (the space allocator's ``reserved`` holds the same)
         self.held: dict = {}
+        self._caller_tx = False
 
     # -- public: reading -----------------------------------------------------------
     def read(self, ino: int, off: int, size: int) -> bytes:
@@ -230,7 +235,10 @@ class FileIO:
             raise InvalidArgument(f"truncate to {size} bytes")
         if size > MAX_BYTES:
             raise FileTooBigError(f"truncate to {size} bytes: past the largest file size")
-        self._run(ino, self._truncate, ino, size, touch)
+        if self._run(ino, self._truncate, ino, size, touch):
+            # the size is set and logged; the rest past it goes in steps
+            while self._run(ino, self._trim_eof, ino):
+                pass
 
     def fallocate(self, ino: int, mode: int, off: int, length: int) -> None:
         """fallocate(2) for the modes listed in the module docstring."""
@@ -272,7 +280,8 @@ class FileIO:
         last = f.map.last()
         if last is None or last[0] + last[2] <= self._blocks(f.size):
             return
-        self._run(ino, self._trim_eof, ino)
+        while self._run(ino, self._trim_eof, ino):
+            pass
 
     # -- transactions ------------------------------------------------------------------------
     def _run(self, ino: int, fn, *args):
@@ -282,7 +291,11 @@ class FileIO:
         w = self.w
         if w.tx is not None:
             w.tx.onabort.append(lambda _tx, ino=ino: self._unhold(ino))
-            return fn(*args)
+            self._caller_tx = True
+            try:
+                return fn(*args)
+            finally:
+                self._caller_tx = False
         for attempt in (0, 1):
             w.begin()
             try:
@@ -352,12 +365,16 @@ class FileIO:
             else:
                 self.dev.zero_range(at, b - a)
 
-    def _unmap(self, f: _File, a: int, b: int) -> None:
-        """Unmap logical blocks [a, b) and free what they mapped."""
+    def _unmap(self, f: _File, a: int, b: int, limit: int | None = None) -> bool:
+        """Unmap logical blocks [a, b) (the first ``limit`` records of them)
+        and free what they mapped; True when records remain."""
         space = self.w.space
-        for _o, p, n, _u in f.map.remove(a, b):
+        gone = f.map.remove(a, b, limit)
+        for _o, p, n, _u in gone:
             space.free_extent(p, n)
             f.nblocks -= n
+        return limit is not None and len(gone) >= limit and f.map.next(a) is not None \
+            and f.map.next(a)[0] < b
 
     # -- held blocks (speculative preallocation) ---------------------------------------------
     def _unhold(self, ino: int) -> None:
@@ -564,17 +581,28 @@ class FileIO:
         self._unhold(ino)
         f = _File(self, ino, True)
         size0 = f.size
+        more = False
         if size < size0 or (size == size0 and f.map.nextents):
             self._zero_written(f, size, min(self._blocks(size) << self.blog, size0))
-            self._unmap(f, self._blocks(size), 1 << 54)
+            more = self._unmap(f, self._blocks(size), _END, self._step())
         elif size > size0:
             self._zero_written(f, size0, size)
         self._store(f, size=size, times=size != size0 if touch is None else touch)
+        return more
 
-    def _trim_eof(self, ino: int) -> None:
+    def _trim_eof(self, ino: int) -> bool:
+        """Free (some of) the blocks past the end of the file; True when
+        more remain for another transaction."""
         f = _File(self, ino, True)
-        self._unmap(f, self._blocks(f.size), 1 << 54)
+        more = self._unmap(f, self._blocks(f.size), _END, self._step())
         self._store(f, times=False)
+        return more
+
+    def _step(self) -> int | None:
+        """Records one transaction unmaps when it is fstool's own (a large
+        truncate goes in steps, as the kernel's xfs_itruncate_extents does;
+        blocks past the end of a file meanwhile are harmless)."""
+        return None if self._caller_tx else TRUNCATE_STEP
 
     def _fallocate(self, ino: int, mode: int, off: int, length: int) -> None:
         self._unhold(ino)
