@@ -404,3 +404,30 @@ def test_mv_command(tmp_path):
         assert fs.read("/b/sub") == b"hello"
     finally:
         fs.close()
+
+
+@needs_xfsprogs
+def test_inode_taken_and_freed_in_one_transaction(tmp_path):
+    """The last free inode of a chunk taken and given back in the same
+    transaction (create then unlink, as a mount batching operations does):
+    the finobt keeps the chunk's record."""
+    from fstool.fs.mount import Filesystem
+    img = tmp_path / "i.img"
+    L.make_image(img, blocksize=4096)
+    w, ns, Meta = _session(img)
+    with w:
+        fs = w.fs
+        agi = fs.agi(0)
+        free = agi["agi_freecount"]
+        with w.transaction():
+            for k in range(free - 1):
+                ns.create_file(w.sb.rootino, b"f%03d" % k, Meta())
+        with w.transaction():
+            ns.create_file(w.sb.rootino, b"last", Meta())
+            ns.unlink(w.sb.rootino, b"last")
+    repair_clean(img)
+    fs = Filesystem(str(img))
+    try:
+        assert fs.agi(0)["agi_freecount"] == 1
+    finally:
+        fs.close()

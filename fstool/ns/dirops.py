@@ -628,11 +628,7 @@ class Dir:
             _II.pack_into(buf, dbs - 8, count, stale)
         ents[mid] = (h, dup >> 3)
         _put_ents(buf, blp, ents)
-        if D.use_free(buf, dup, dup, length, defer=True):
-            D.put_entry(buf, dup, ino, name, ftype)
-            D.freescan(buf)
-        else:
-            D.put_entry(buf, dup, ino, name, ftype)
+        _put_at(buf, dup, length, ino, name, ftype)
 
     def _block_to_leaf(self, buf) -> None:
         CONVERSIONS["block->leaf"] += 1
@@ -712,11 +708,7 @@ class Dir:
         else:
             dbuf = self.read(use * self.fsbs, V.DIR3_DATA_ANY)
         dup = D.get_bf(dbuf)[0][0]
-        if D.use_free(dbuf, dup, dup, length, defer=True):
-            D.put_entry(dbuf, dup, ino, name, ftype)
-            D.freescan(dbuf)
-        else:
-            D.put_entry(dbuf, dup, ino, name, ftype)
+        _put_at(dbuf, dup, length, ino, name, ftype)
         bests[use] = D.get_bf(dbuf)[0][1]
         ents, stale, slot = _find_entry(ents, stale, index, compact, lowstale, highstale)
         ents[slot] = (h, (use * dbs + dup) >> 3)
@@ -798,11 +790,7 @@ class Dir:
             fda, fi = self._free_loc(use)
             fbuf, _first, nused, fb = self._free_read(fda)
         dup = D.get_bf(dbuf)[0][0]
-        if D.use_free(dbuf, dup, dup, length, defer=True):
-            D.put_entry(dbuf, dup, ino, name, ftype)
-            D.freescan(dbuf)
-        else:
-            D.put_entry(dbuf, dup, ino, name, ftype)
+        _put_at(dbuf, dup, length, ino, name, ftype)
         fb[fi] = D.get_bf(dbuf)[0][1]
         self._free_write(fbuf, nused, fb)
         addr = (use * dbs + dup) >> 3
@@ -1221,6 +1209,15 @@ class Dir:
             dbuf[off + 9 + dbuf[off + 8]] = ftype
         self.dirty = True
         return old_ino, old_ft
+
+
+def _put_at(buf, dup: int, length: int, ino: int, name: bytes, ftype: int) -> None:
+    """A new entry at the start of the unused region ``dup``; the bestfree
+    rescan, when due, once the entry is there (as the kernel orders it)."""
+    scan = D.use_free(buf, dup, dup, length, defer=True)
+    D.put_entry(buf, dup, ino, name, ftype)
+    if scan:
+        D.freescan(buf)
 
 
 def _compact_x1(ents, stale: int, index: int):

@@ -743,20 +743,17 @@ class Namespace:
         s_dir = sft == C.XFS_DIR3_FT_DIR
         d_dir = dft == C.XFS_DIR3_FT_DIR
         if sd.ino != dd.ino:
-            if d_dir:
-                child = self._dir(dino)
-                child.replace(b"..", sd.ino, C.XFS_DIR3_FT_DIR)
-                child.save()
-                if not s_dir:
-                    dd.nlink_delta -= 1
-                    sd.nlink_delta += 1
-            if s_dir:
-                child = self._dir(sino)
-                child.replace(b"..", dd.ino, C.XFS_DIR3_FT_DIR)
-                child.save()
-                if not d_dir:
-                    sd.nlink_delta -= 1
-                    dd.nlink_delta += 1
+            # each directory moved gets its ".."; its link moves with it
+            # unless the other side was a directory too
+            for moved, is_dir, now_in, was_in, other_dir in ((dino, d_dir, sd, dd, s_dir),
+                                                             (sino, s_dir, dd, sd, d_dir)):
+                if is_dir:
+                    child = self._dir(moved)
+                    child.replace(b"..", now_in.ino, C.XFS_DIR3_FT_DIR)
+                    child.save()
+                    if not other_dir:
+                        was_in.nlink_delta -= 1
+                        now_in.nlink_delta += 1
             dd.save()
         sd.save()
         for ino in (sino, dino):
