@@ -176,6 +176,12 @@ class TooBigError(FsToolError, OSError):
     errno = _errno.E2BIG
 
 
+class NoSuchOffsetError(FsToolError, OSError):
+    """No data (or hole) at or after an offset: lseek's SEEK_DATA/SEEK_HOLE
+    at or past the end of the file."""
+    errno = _errno.ENXIO
+
+
 class NotPermittedError(FsToolError, PermissionError):
     """An operation the filesystem forbids whoever asks (hard links to
     directories, removing the root...)."""
