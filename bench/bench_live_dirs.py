@@ -135,13 +135,18 @@ def twin(args) -> None:
             L.make_image(a)
             shutil.copyfile(a, b)
             ops = L.workload(seed, grow=args.grow, churn=args.churn, dirs=3)
-            t = time.perf_counter()
-            L.run_fstool(a, ops)
-            tf = time.perf_counter() - t
-            t = time.perf_counter()
-            with Mounted(b) as m:
-                L.run_kernel(m, ops)
-            tk = time.perf_counter() - t
+            tf = tk = 0.0
+            same_blocks = True
+            for part in L.split_at_mark(ops):
+                t = time.perf_counter()
+                L.run_fstool(a, part)
+                tf += time.perf_counter() - t
+                t = time.perf_counter()
+                with Mounted(b) as m:
+                    L.run_kernel(m, part)
+                tk += time.perf_counter() - t
+                same_blocks &= all(L.dir_layout(a, f"/d{k}") == L.dir_layout(b, f"/d{k}")
+                                   for k in range(3))
             clean = subprocess.run(["xfs_repair", "-n", str(a)],
                                    capture_output=True).returncode == 0
             mine = L.fstool_view(a)
@@ -149,8 +154,6 @@ def twin(args) -> None:
                 seen = L.kernel_view(m)
             with Mounted(b, readonly=True) as m:
                 other = L.kernel_view(m)
-            same_blocks = all(L.dir_layout(a, f"/d{k}") == L.dir_layout(b, f"/d{k}")
-                              for k in range(3))
             ok = clean and mine == seen and same_blocks and \
                 {d: [e[0] for e in v] for d, v in seen["dirs"].items()} == \
                 {d: [e[0] for e in v] for d, v in other["dirs"].items()}

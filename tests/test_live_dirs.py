@@ -404,3 +404,63 @@ def test_mv_command(tmp_path):
         assert fs.read("/b/sub") == b"hello"
     finally:
         fs.close()
+
+
+@needs_xfsprogs
+def test_inode_taken_and_freed_in_one_transaction(tmp_path):
+    """The last free inode of a chunk taken and given back in the same
+    transaction (create then unlink, as a mount batching operations does):
+    the finobt keeps the chunk's record."""
+    from fstool.fs.mount import Filesystem
+    img = tmp_path / "i.img"
+    L.make_image(img, blocksize=4096)
+    w, ns, Meta = _session(img)
+    with w:
+        fs = w.fs
+        agi = fs.agi(0)
+        free = agi["agi_freecount"]
+        with w.transaction():
+            for k in range(free - 1):
+                ns.create_file(w.sb.rootino, b"f%03d" % k, Meta())
+        with w.transaction():
+            ns.create_file(w.sb.rootino, b"last", Meta())
+            ns.unlink(w.sb.rootino, b"last")
+    repair_clean(img)
+    fs = Filesystem(str(img))
+    try:
+        assert fs.agi(0)["agi_freecount"] == 1
+    finally:
+        fs.close()
+
+
+@needs_loop
+def test_deeper_da_btree(tmp_path, monkeypatch):
+    """Nodes that hold only four entries make a directory of a few thousand
+    entries a three-level da-btree: node splits (the root moving down twice)
+    while it grows, leaf joins across nodes and root joins while it shrinks;
+    repair-clean at its largest and at the end, and the kernel reads it."""
+    from fstool.ns import dirops
+    init = dirops.Dir.__init__
+
+    def small_nodes(self, *a, **k):
+        init(self, *a, **k)
+        self.max_node = 4
+    monkeypatch.setattr(dirops.Dir, "__init__", small_nodes)
+    img = tmp_path / "deep.img"
+    L.make_image(img)
+    ops = L.workload(7, grow=3600, churn=300, dirs=2)
+    grown, shrink = L.split_at_mark(ops)
+    before = dirops.CONVERSIONS.copy()
+    L.run_fstool(img, grown)
+    repair_clean(img)
+    assert (dirops.CONVERSIONS - before)["node-split"] > 0
+    mine = L.fstool_view(img)
+    with images.Mounted(img, readonly=True) as m:
+        assert L.kernel_view(m) == mine
+    L.run_fstool(img, shrink)
+    done = dirops.CONVERSIONS - before
+    assert done["root-join"] > 0 and done["join"] > 0
+    repair_clean(img)
+    mine = L.fstool_view(img)
+    with images.Mounted(img, readonly=True) as m:
+        assert L.kernel_view(m) == mine

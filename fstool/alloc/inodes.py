@@ -442,7 +442,11 @@ class InodeAllocator:
                     self.put_inode(first + i, self.enc.free(first + i))
         for (agno, startino), ch in sorted(self.chunks.items()):
             ag = s.ag(agno)
-            if not ch.new and ch.rec == ch.loaded:
+            if not ch.new and ch.rec == ch.loaded and \
+                    (ag.fino is None or ch.in_fino == bool(ch.freecount)):
+                # unchanged; but an inode taken and freed again in one
+                # transaction leaves the record as it was while the finobt
+                # lost it when the chunk was (briefly) full
                 continue
             if ch.freecount == ch.count and not ch.new and ch.count == XFS_INODES_PER_CHUNK \
                     and not ch.holemask:

@@ -222,24 +222,18 @@ def make_free(buf, off: int, length: int, end: int | None = None,
             for k in sorted((x for x in (i, j) if x is not None), reverse=True):
                 freeremove(bf, k)
             freeinsert(bf, prev, plen + length + qlen)
-    elif prev is not None:
-        plen = free_len(buf, prev)
-        i = freefind(bf, prev, plen)
-        put_unused(buf, prev, plen + length)
+    elif prev is not None or post is not None:
+        # one unused neighbour grows over the freed space
+        old = prev if prev is not None else post
+        olen = free_len(buf, old)
+        start = prev if prev is not None else off
+        i = freefind(bf, old, olen)
+        put_unused(buf, start, olen + length)
         if i is not None:
             freeremove(bf, i)
-            freeinsert(bf, prev, plen + length)
+            freeinsert(bf, start, olen + length)
         else:
-            scan = plen + length > bf[2][1]
-    elif post is not None:
-        qlen = free_len(buf, post)
-        i = freefind(bf, post, qlen)
-        put_unused(buf, off, length + qlen)
-        if i is not None:
-            freeremove(bf, i)
-            freeinsert(bf, off, length + qlen)
-        else:
-            scan = length + qlen > bf[2][1]
+            scan = olen + length > bf[2][1]
     else:
         put_unused(buf, off, length)
         freeinsert(bf, off, length)

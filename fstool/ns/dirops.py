@@ -12,9 +12,11 @@ leaf -> block when one data block is left and its tail has room for the
 leaf, block -> shortform when the entries fit the inode again.  Leaf
 entries with stale slots, compaction, the bests table and free-index
 blocks, emptied data blocks given back and leafn splits and joins follow the
-kernel.  Limits: the da-btree above the leaves is one node deep (a
-directory of about 200,000 entries at 4 KiB directory blocks); beyond that
-an insert fails with a clear error.
+kernel, and full da-btree nodes split (the root moving down a level) as
+xfs_da3_node_split and xfs_da3_root_split do.  Differences: nodes are not
+joined when they become small (an emptied node is removed), and leaves
+whose sibling hangs under another node are not joined; both leave valid,
+if less compact, trees.
 
 Blocks are read with ``tx.read_buf`` and changed in place (the journal logs
 the bytes that changed); new blocks come from ``tx.get_buf``.  The inode is
@@ -628,11 +630,7 @@ class Dir:
             _II.pack_into(buf, dbs - 8, count, stale)
         ents[mid] = (h, dup >> 3)
         _put_ents(buf, blp, ents)
-        if D.use_free(buf, dup, dup, length, defer=True):
-            D.put_entry(buf, dup, ino, name, ftype)
-            D.freescan(buf)
-        else:
-            D.put_entry(buf, dup, ino, name, ftype)
+        _put_at(buf, dup, length, ino, name, ftype)
 
     def _block_to_leaf(self, buf) -> None:
         CONVERSIONS["block->leaf"] += 1
@@ -712,11 +710,7 @@ class Dir:
         else:
             dbuf = self.read(use * self.fsbs, V.DIR3_DATA_ANY)
         dup = D.get_bf(dbuf)[0][0]
-        if D.use_free(dbuf, dup, dup, length, defer=True):
-            D.put_entry(dbuf, dup, ino, name, ftype)
-            D.freescan(dbuf)
-        else:
-            D.put_entry(dbuf, dup, ino, name, ftype)
+        _put_at(dbuf, dup, length, ino, name, ftype)
         bests[use] = D.get_bf(dbuf)[0][1]
         ents, stale, slot = _find_entry(ents, stale, index, compact, lowstale, highstale)
         ents[slot] = (h, (use * dbs + dup) >> 3)
@@ -798,11 +792,7 @@ class Dir:
             fda, fi = self._free_loc(use)
             fbuf, _first, nused, fb = self._free_read(fda)
         dup = D.get_bf(dbuf)[0][0]
-        if D.use_free(dbuf, dup, dup, length, defer=True):
-            D.put_entry(dbuf, dup, ino, name, ftype)
-            D.freescan(dbuf)
-        else:
-            D.put_entry(dbuf, dup, ino, name, ftype)
+        _put_at(dbuf, dup, length, ino, name, ftype)
         fb[fi] = D.get_bf(dbuf)[0][1]
         self._free_write(fbuf, nused, fb)
         addr = (use * dbs + dup) >> 3
@@ -863,9 +853,6 @@ class Dir:
         root node)."""
         dbs = self.dbs
         oda, obuf, index = path[-1]
-        if len(path) > 1 and _U16.unpack_from(path[-2][1], 56)[0] >= self.max_node:
-            raise UnsupportedError(f"directory inode {self.ino}: its da-btree would need "
-                                   "a second node level, which fstool does not write yet")
         CONVERSIONS["split"] += 1
         nda, nbuf = self.new_block(self.leafblk, V.DA3_NODE_OR_LEAF, C.XFS_DIR3_LEAFN_MAGIC,
                                    True)
@@ -903,30 +890,74 @@ class Dir:
             self._leafn_add(obuf, index, h, addr)
         else:
             self._leafn_add(nbuf, nindex, h, addr)
-        if len(path) == 1:
-            # the root leaf moves to a new block; the root becomes a node
+        self._add_to_parent(path, len(path) - 2, oda, obuf, nda, nbuf)
+
+    def _add_to_parent(self, path, lvl: int, oda: int, obuf, nda: int, nbuf) -> None:
+        """Block ``oda`` (at depth lvl+1 of ``path``) was split and ``nda``
+        linked after it: the node above gains an entry right after the old
+        one's, splitting in turn when full (xfs_da3_node_split: half the
+        entries to a new node after it); a split root is copied to a new
+        block and the root becomes a node one level up (xfs_da3_root_split)."""
+        if lvl < 0:
             CONVERSIONS["root-split"] += 1
             cda, cbuf = self.new_block(self.leafblk, V.DA3_NODE_OR_LEAF,
                                        C.XFS_DIR3_LEAFN_MAGIC, True)
-            own = cbuf[16:24]
+            own = bytes(cbuf[16:24])
             cbuf[:] = obuf
             cbuf[16:24] = own
             _U32.pack_into(nbuf, 4, cda)
-            obuf[:] = bytes(dbs)
+            magic = _U16.unpack_from(obuf, 8)[0]
+            level = _U16.unpack_from(obuf, 58)[0] + 1 if magic == C.XFS_DA3_NODE_MAGIC else 1
+            obuf[:] = bytes(self.dbs)
             self.init_blk(obuf, C.XFS_DA3_NODE_MAGIC, True, self._daddr(oda))
-            _HH.pack_into(obuf, 56, 2, 1)
+            _HH.pack_into(obuf, 56, 2, level)
             _put_ents(obuf, HDR, [(self._lasthash(cbuf), cda), (self._lasthash(nbuf), nda)])
             return
-        pda, pbuf, pi = path[-2]
-        pc = _U16.unpack_from(pbuf, 56)[0]
-        pents = _ents(pbuf, HDR, pc)
-        pents[pi] = (self._lasthash(obuf), oda)
-        pents.insert(pi + 1, (self._lasthash(nbuf), nda))
-        _HH.pack_into(pbuf, 56, len(pents), _U16.unpack_from(pbuf, 58)[0])
-        _put_ents(pbuf, HDR, pents)
-        path[-2] = (pda, pbuf, pi + 1)
-        path[-1] = (nda, nbuf, 0)
-        self._fixhashpath(path)
+        pda, pbuf, pi = path[lvl]
+        count, level = _HH.unpack_from(pbuf, 56)
+        ents = _ents(pbuf, HDR, count)
+        ents[pi] = (self._lasthash(obuf), oda)
+        new = (self._lasthash(nbuf), nda)
+        if count + 1 <= self.max_node:
+            ents.insert(pi + 1, new)
+            _HH.pack_into(pbuf, 56, len(ents), level)
+            _put_ents(pbuf, HDR, ents)
+            self._fix_up(path, lvl)
+            return
+        CONVERSIONS["node-split"] += 1
+        sda, sbuf = self.new_block(self.leafblk, V.DA3_NODE_OR_LEAF, C.XFS_DA3_NODE_MAGIC,
+                                   True)
+        move = count // 2
+        e2 = ents[count - move:]
+        ents = ents[:count - move]
+        if pi < len(ents):
+            ents.insert(pi + 1, new)
+        else:
+            e2.insert(pi - len(ents) + 1, new)
+        pbuf[HDR:] = bytes(self.dbs - HDR)
+        _HH.pack_into(pbuf, 56, len(ents), level)
+        _put_ents(pbuf, HDR, ents)
+        _HH.pack_into(sbuf, 56, len(e2), level)
+        _put_ents(sbuf, HDR, e2)
+        forw = _U32.unpack_from(pbuf, 0)[0]
+        struct.pack_into(">II", sbuf, 0, forw, pda)
+        if forw:
+            _U32.pack_into(self.read(forw), 4, sda)
+        _U32.pack_into(pbuf, 0, sda)
+        self._add_to_parent(path, lvl - 1, pda, pbuf, sda, sbuf)
+
+    def _fix_up(self, path, lvl: int) -> None:
+        """The last hash of the node at path[lvl] may have changed: carry it
+        up while parents disagree."""
+        while lvl > 0:
+            _da, buf, _i = path[lvl]
+            h = self._lasthash(buf)
+            _pda, pbuf, pi = path[lvl - 1]
+            off = HDR + 8 * pi
+            if _U32.unpack_from(pbuf, off)[0] == h:
+                return
+            _U32.pack_into(pbuf, off, h)
+            lvl -= 1
 
     # -- removing -----------------------------------------------------------------------
     def remove(self, name: bytes):
@@ -1120,6 +1151,10 @@ class Dir:
             save_da, drop_da = other, lda
         else:
             save_da, drop_da = lda, other
+        other_path = self._path_to(other)
+        if other_path is None:
+            return
+        save_path, drop_path = (other_path, path) if save_da == other else (path, other_path)
         CONVERSIONS["join"] += 1
         sbuf, dbuf = self.read(save_da), self.read(drop_da)
         se = [e for e in _ents(sbuf, HDR, _U16.unpack_from(sbuf, 56)[0]) if e[1]]
@@ -1130,37 +1165,76 @@ class Dir:
             merged = se + de
         _HH.pack_into(sbuf, 56, len(merged), 0)
         _put_ents(sbuf, HDR, merged)
+        self._fix_up(save_path, len(save_path) - 1)
         # unlink the dropped leaf
         dforw, dback = struct.unpack_from(">II", dbuf, 0)
         if dback:
             _U32.pack_into(self.read(dback), 0, dforw)
         if dforw:
             _U32.pack_into(self.read(dforw), 4, dback)
-        pda, pbuf, _pi = path[-2]
-        pc = _U16.unpack_from(pbuf, 56)[0]
-        pents = _ents(pbuf, HDR, pc)
-        pents = [e for e in pents if e[1] != drop_da]
-        for k, e in enumerate(pents):
-            if e[1] == save_da:
-                pents[k] = (self._lasthash(sbuf), save_da)
-        lvl = _U16.unpack_from(pbuf, 58)[0]
-        pbuf[HDR:HDR + 8 * pc] = bytes(8 * pc)
-        _HH.pack_into(pbuf, 56, len(pents), lvl)
-        _put_ents(pbuf, HDR, pents)
         self.shrink(drop_da)
-        # the parent's own last hash may have changed
-        if len(path) > 2:
-            raise UnsupportedError("directory da-btrees deeper than one node level")
-        if len(pents) == 1 and pda == self.leafblk:
-            # root join: the only child moves into the root block
+        # the parent entries: the dropped leaf's goes, the kept one's hash follows
+        self._drop_child(drop_path, len(drop_path) - 2, drop_da, save_da,
+                         self._lasthash(sbuf))
+        root = self.read(self.leafblk)
+        while _U16.unpack_from(root, 8)[0] == C.XFS_DA3_NODE_MAGIC and \
+                _U16.unpack_from(root, 56)[0] == 1:
+            # root join: the only child moves into the root block (again
+            # while that child was a node of one entry)
             CONVERSIONS["root-join"] += 1
-            child = pents[0][1]
+            child = _U32.unpack_from(root, HDR + 4)[0]
             cbuf = self.read(child)
-            own = pbuf[16:24]
-            pbuf[:] = cbuf
-            pbuf[16:24] = own
-            struct.pack_into(">II", pbuf, 0, 0, 0)
+            own = bytes(root[16:24])
+            root[:] = cbuf
+            root[16:24] = own
+            struct.pack_into(">II", root, 0, 0, 0)
             self.shrink(child)
+
+    def _path_to(self, da: int):
+        """The path from the root to leaf ``da`` (found by its last hash), or None."""
+        buf = self.read(da)
+        if not _U16.unpack_from(buf, 56)[0]:
+            return None
+        path = self._node_path(self._lasthash(buf))
+        for _ in range(64):
+            if path[-1][0] == da:
+                return path
+            if not self._path_shift(path):
+                return None
+        return None
+
+    def _drop_child(self, path, lvl: int, drop_da: int, save_da: int, save_hash: int) -> None:
+        """Remove the entry for ``drop_da`` from the node at path[lvl] (and
+        set ``save_da``'s hash there); a node left empty goes too."""
+        pda, pbuf, _pi = path[lvl]
+        count, level = _HH.unpack_from(pbuf, 56)
+        ents = [e for e in _ents(pbuf, HDR, count) if e[1] != drop_da]
+        for k, e in enumerate(ents):
+            if e[1] == save_da:
+                ents[k] = (save_hash, save_da)
+        pbuf[HDR:HDR + 8 * count] = bytes(8 * count)
+        _HH.pack_into(pbuf, 56, len(ents), level)
+        _put_ents(pbuf, HDR, ents)
+        if ents or lvl == 0:
+            path[lvl] = (pda, pbuf, 0)
+            # hashes above: the node's entry in its parent
+            for up in range(lvl, 0, -1):
+                _da, buf, _i = path[up]
+                gda, gbuf, _gi = path[up - 1]
+                gc = _U16.unpack_from(gbuf, 56)[0]
+                gents = _ents(gbuf, HDR, gc)
+                for k, e in enumerate(gents):
+                    if e[1] == path[up][0] and e[0] != self._lasthash(buf):
+                        _U32.pack_into(gbuf, HDR + 8 * k, self._lasthash(buf))
+            return
+        # an empty node: unlink it from its level and drop it from its parent
+        f, b = struct.unpack_from(">II", pbuf, 0)
+        if b:
+            _U32.pack_into(self.read(b), 0, f)
+        if f:
+            _U32.pack_into(self.read(f), 4, b)
+        self.shrink(pda)
+        self._drop_child(path, lvl - 1, pda, -1, 0)
 
     def _node_to_leaf(self) -> None:
         dbs = self.dbs
@@ -1221,6 +1295,15 @@ class Dir:
             dbuf[off + 9 + dbuf[off + 8]] = ftype
         self.dirty = True
         return old_ino, old_ft
+
+
+def _put_at(buf, dup: int, length: int, ino: int, name: bytes, ftype: int) -> None:
+    """A new entry at the start of the unused region ``dup``; the bestfree
+    rescan, when due, once the entry is there (as the kernel orders it)."""
+    scan = D.use_free(buf, dup, dup, length, defer=True)
+    D.put_entry(buf, dup, ino, name, ftype)
+    if scan:
+        D.freescan(buf)
 
 
 def _compact_x1(ents, stale: int, index: int):

@@ -22,8 +22,10 @@ transaction unless said otherwise; names are bytes; errors are
 
     lookup_child(parent, name) -> (ino, ftype) | None   # also outside a transaction
     readdir(ino, cookie=0) -> iter of (name, ino, ftype, next_cookie)
-        # dir2 cookies as the kernel's: "." and ".." first; a cookie stays
-        # valid across inserts and removes of other entries; 0 starts over
+        # also outside a transaction (then nothing is pinned: the way to
+        # list a large directory); dir2 cookies as the kernel's: "." and
+        # ".." first; a cookie stays valid across inserts and removes of
+        # other entries; 0 starts over
     mkdir(parent, name, meta) -> ino
     create_file(parent, name, meta, stream=None, size=0, data_ranges=None) -> ino
     symlink(parent, name, target, meta) -> ino
@@ -35,14 +37,17 @@ transaction unless said otherwise; names are bytes; errors are
     rename(src_parent, src_name, dst_parent, dst_name, flags=0)
         # flags: RENAME_NOREPLACE (1), RENAME_EXCHANGE (2)
     setattr(ino, mode=, uid=, gid=, atime_ns=, mtime_ns=)
-    get_xattr(ino, name) -> bytes          # name as the VFS gives it: "user.x"
+    get_xattr(ino, name) -> bytes          # name as the VFS gives it: "user.x";
+                                           # get/list also outside a transaction
     set_xattr(ino, name, value, flags=0)   # XATTR_CREATE (1), XATTR_REPLACE (2)
     remove_xattr(ino, name)
     list_xattr(ino) -> [name, ...]
     inactivate(ino)
 
 ``ns.now`` is the time stamped on changes; a long-lived caller sets it
-before each operation.  ``ns.is_open`` (a callable, None by default) tells
+before each operation, and calls ``ns.committed()`` after each commit (the
+per-transaction directory state is dropped; an aborted transaction's is
+never reused).  ``ns.is_open`` (a callable, None by default) tells
 unlink and rename which inodes are still open and must outlive their last
 name.
 """
@@ -743,20 +748,17 @@ class Namespace:
         s_dir = sft == C.XFS_DIR3_FT_DIR
         d_dir = dft == C.XFS_DIR3_FT_DIR
         if sd.ino != dd.ino:
-            if d_dir:
-                child = self._dir(dino)
-                child.replace(b"..", sd.ino, C.XFS_DIR3_FT_DIR)
-                child.save()
-                if not s_dir:
-                    dd.nlink_delta -= 1
-                    sd.nlink_delta += 1
-            if s_dir:
-                child = self._dir(sino)
-                child.replace(b"..", dd.ino, C.XFS_DIR3_FT_DIR)
-                child.save()
-                if not d_dir:
-                    sd.nlink_delta -= 1
-                    dd.nlink_delta += 1
+            # each directory moved gets its ".."; its link moves with it
+            # unless the other side was a directory too
+            for moved, is_dir, now_in, was_in, other_dir in ((dino, d_dir, sd, dd, s_dir),
+                                                             (sino, s_dir, dd, sd, d_dir)):
+                if is_dir:
+                    child = self._dir(moved)
+                    child.replace(b"..", now_in.ino, C.XFS_DIR3_FT_DIR)
+                    child.save()
+                    if not other_dir:
+                        was_in.nlink_delta -= 1
+                        now_in.nlink_delta += 1
             dd.save()
         sd.save()
         for ino in (sino, dino):
