@@ -100,73 +100,52 @@ def _stamp_rule(blft: int, buf) -> tuple | None:
 _BLF_HEAD = struct.Struct("<HHHHqI")
 _ILF64 = struct.Struct("<HHIHHIQ16sqii")
 _ILF32 = struct.Struct("<HHIHHQ16sqii")
-_TYPE_SIZE = struct.Struct("<HH")
-_LDI = L.LOG_DINODE.struct
-_DISK_CORE = struct.Struct(">" + "".join(code for _n, code in L.LOG_DINODE.fields))
 _F = {name: i for i, (name, _c) in enumerate(L.LOG_DINODE.fields)}
-_T_ATIME, _T_MTIME, _T_CTIME, _T_CRTIME = (_F["di_atime"], _F["di_mtime"], _F["di_ctime"],
-                                           _F["di_crtime"])
-_T_NEXT, _T_CRC, _T_LSN = _F["di_next_unlinked"], _F["di_crc"], _F["di_lsn"]
-_T_FLAGS2, _T_VERSION = _F["di_flags2"], _F["di_version"]
-(_T_MAGIC, _T_MODE, _T_FORMAT, _T_FORKOFF, _T_BIGNEXT, _T_NEXT_EXT, _T_ANEXT,
- _T_NBLOCKS) = (_F["di_magic"], _F["di_mode"], _F["di_format"], _F["di_forkoff"],
-                _F["di_big_nextents"], _F["di_nextents"], _F["di_anextents"], _F["di_nblocks"])
-_PAD_CORE = {n: bytes(L.LOG_DINODE.size - n) for n in range(L.LOG_DINODE_V2_SIZE,
-                                                               L.LOG_DINODE.size + 1)}
 
 
-class Lite:
-    """A buffer or inode item as replay needs it (indexable like the dicts
-    the full decoder returns)."""
-    __slots__ = ("type", "type_code", "blkno", "len", "flags", "cancel", "inode_buf",
-                 "blf_type", "map", "map_size", "ino", "fields", "asize", "dsize",
-                 "boffset", "ilf_u")
-
-    def __getitem__(self, key):
-        return getattr(self, key)
-
-
-def _buf_lite(code, flags, length, blkno, words, msize) -> Lite:
-    d = Lite()
-    d.type, d.type_code, d.blkno, d.len, d.flags = "BUF", code, blkno, length, flags
-    d.cancel = bool(flags & L.XFS_BLF_CANCEL)
-    d.inode_buf = bool(flags & L.XFS_BLF_INODE_BUF)
-    d.blf_type = L.blft_from_flags(flags)
-    d.map, d.map_size = words, msize
-    return d
+def _dinode_swap_map() -> bytes:
+    """For fstool_native's ItemReplayer: the width of each LOG_DINODE field
+    stored byte-swapped, at the field's first byte (0 for byte strings)."""
+    out = bytearray(L.LOG_DINODE.size)
+    o = 0
+    for _name, code in L.LOG_DINODE.fields:
+        n = struct.calcsize("<" + code)
+        if not code.endswith("s"):
+            out[o] = n
+        o += n
+    return bytes(out)
 
 
-def _inode_lite(code, fields, asize, dsize, ino, ilf_u, blkno, length, boff) -> Lite:
-    d = Lite()
-    d.type, d.type_code, d.ino, d.fields, d.asize, d.dsize = "INODE", code, ino, fields, \
-        asize, dsize
-    d.blkno, d.len, d.boffset, d.ilf_u = blkno, length, boff, ilf_u
-    return d
+def _dinode_offsets() -> tuple:
+    offs = {}
+    o = 0
+    for name, code in L.LOG_DINODE.fields:
+        offs[name] = o
+        o += struct.calcsize("<" + code)
+    return tuple(offs[n] for n in (
+        "di_atime", "di_mtime", "di_ctime", "di_crtime", "di_next_unlinked", "di_crc",
+        "di_lsn", "di_flags2", "di_version", "di_mode", "di_format", "di_forkoff",
+        "di_big_nextents", "di_nextents", "di_anextents", "di_nblocks"))
 
 
-def light_decode(it):
-    """The few fields replay needs from buffer and inode items (the full
-    decoder, fstool.log.items.decode, serves everything else)."""
-    r0 = it.regions[0]
-    code = _TYPE_SIZE.unpack_from(r0, 0)[0] if len(r0) >= 4 else 0
-    if code == L.XFS_LI_BUF:
-        if len(r0) < 20 or (len(r0) - 20) % 4:
-            raise I.ItemError(f"buffer item format of {len(r0)} bytes")
-        _t, _s, flags, length, blkno, msize = _BLF_HEAD.unpack_from(r0, 0)
-        nwords = min((len(r0) - 20) // 4, L.XFS_BLF_DATAMAP_SIZE)
-        words = struct.unpack_from(f"<{nwords}I", r0, 20)
-        return _buf_lite(code, flags, length, blkno, words, msize)
-    if code == L.XFS_LI_INODE:
-        if len(r0) == _ILF64.size:
-            v = _ILF64.unpack_from(r0, 0)
-            ino, ilf_u, blkno, length, boff = v[6], v[7], v[8], v[9], v[10]
-        elif len(r0) == _ILF32.size:
-            v = _ILF32.unpack_from(r0, 0)
-            ino, ilf_u, blkno, length, boff = v[5], v[6], v[7], v[8], v[9]
-        else:
-            raise I.ItemError(f"inode log format of {len(r0)} bytes")
-        return _inode_lite(code, v[2], v[3], v[4], ino, ilf_u, blkno, length, boff)
-    return DictItem(I.decode(it))
+_REPLAYER_CONSTS = (
+    L.XFS_LI_BUF, L.XFS_LI_INODE, _BLF_HEAD.size, L.XFS_BLF_DATAMAP_SIZE, L.XFS_BLF_CANCEL,
+    L.XFS_BLF_INODE_BUF, L.XFS_BLFT_MASK, L.XFS_BLFT_SHIFT, _ILF64.size, _ILF32.size,
+    L.XFS_ILOG_DOWNER | L.XFS_ILOG_AOWNER, L.XFS_ILOG_DEV, L.XFS_ILOG_DFORK,
+    L.XFS_ILOG_DDATA, L.XFS_ILOG_DEXT, L.XFS_ILOG_DBROOT, L.XFS_ILOG_AFORK, L.XFS_ILOG_ADATA,
+    L.XFS_ILOG_AEXT, L.XFS_ILOG_ABROOT, L.LOG_DINODE.size, L.LOG_DINODE_V2_SIZE,
+    C.XFS_DINODE_CORE_SIZE, C.XFS_BTREE_LBLOCK_CRC_LEN)
+
+
+def item_replayer(fs, mod=None):
+    """fstool_native's ItemReplayer for this filesystem (``mod``: the
+    parsers backend, the active one by default)."""
+    sb = fs.sb
+    mod = mod or parsers
+    geo = (sb.dblocks << (sb.blocklog - C.BBSHIFT), sb.inodesize, sb.inodelog,
+           sb.agino_log, sb.inopblog, sb.agcount, [fs.ag_length(a) for a in range(sb.agcount)],
+           C.XFS_DIFLAG2_BIGTIME, C.XFS_DIFLAG2_NREXT64, sb.meta_uuid)
+    return mod.ItemReplayer(_REPLAYER_CONSTS, _dinode_swap_map(), _dinode_offsets(), geo)
 
 
 class DictItem(dict):
@@ -188,14 +167,13 @@ def stamp_block(buf: bytearray, rule: tuple, lsn: int, sb) -> None:
         bs = sb.blocksize
         for o in range(0, len(buf), bs):
             if _BE32.unpack_from(buf, o)[0] == C.XFS_ATTR3_RMT_MAGIC:
-                blk = bytes(buf[o:o + bs])
-                buf[o + 12:o + 16] = parsers.xfs_cksum(blk, 12).to_bytes(4, "little")
+                parsers.stamp_cksum(buf, o, min(o + bs, len(buf)), o + 12)
         return
     _BE64.pack_into(buf, lsn_off, lsn)
     m32 = _BE32.unpack_from(buf, 0)[0]
     n = sb.sectsize if m32 in (C.XFS_SB_MAGIC, C.XFS_AGF_MAGIC, C.XFS_AGI_MAGIC,
                                C.XFS_AGFL_MAGIC) else len(buf)
-    buf[crc_off:crc_off + 4] = parsers.xfs_cksum(bytes(buf[:n]), crc_off).to_bytes(4, "little")
+    parsers.stamp_cksum(buf, 0, n, crc_off)
 
 
 class CacheFull(Exception):
@@ -267,6 +245,7 @@ class Recovery:
         self.dev_bb = fs.sb.dblocks << (fs.sb.blocklog - C.BBSHIFT)
         self._ctx = (0, 0, 0, None)
         self._saved: list | None = []
+        self._ir = item_replayer(fs)
 
     # -- the passes ------------------------------------------------------------------
     def run(self) -> Stats:
@@ -328,53 +307,41 @@ class Recovery:
         return self.stats
 
     def _decode(self, t, blk: int) -> list:
-        """(index, item, decoded) of every item of ``t``, checked."""
+        """(index, item, decoded) of every item of ``t``, checked: buffer
+        and inode items by fstool_native (ItemReplayer.lite), the others by
+        fstool.log.items.decode."""
         out = []
+        append = out.append
+        lite = self._ir.lite
         for idx, it in enumerate(t.items):
-            if not it.regions:
+            regions = it.regions
+            if not regions:
                 continue
-            self._ctx = (blk, t.tid, idx, None)
             try:
-                d = light_decode(it)
-            except I.ItemError as e:
+                d = lite(regions)
+            except parsers.LogItemError as e:
+                self._ctx = (blk, t.tid, idx, L.ITEM_NAMES.get(it.type) if e.stage else None)
+                if e.stage == 2:
+                    raise self._unsupported(str(e)) from None
                 raise self._bad(str(e)) from None
-            code = d.type_code
-            if code not in L.ITEM_NAMES:
-                raise self._bad(f"unrecognised log item type 0x{code:x}")
-            self._ctx = (blk, t.tid, idx, d.type)
-            self._check(it, d)
-            out.append((idx, it, d))
+            if d is None:
+                self._ctx = (blk, t.tid, idx, None)
+                try:
+                    d = DictItem(I.decode(it))
+                except I.ItemError as e:
+                    raise self._bad(str(e)) from None
+                code = d.type_code
+                if code not in L.ITEM_NAMES:
+                    raise self._bad(f"unrecognised log item type 0x{code:x}")
+                self._ctx = (blk, t.tid, idx, d.type)
+                self._check(it, d)
+            append((idx, it, d))
         return out
 
     def _check(self, it, d) -> None:
-        """The checks that need nothing but the item and the geometry."""
-        code = d.type_code
-        if code == L.XFS_LI_BUF:
-            if d.map_size > len(d.map):
-                raise self._bad(f"dirty map of {d.map_size} words")
-            if not d.cancel:
-                self._check_range(d.blkno, d.len)
-        elif code == L.XFS_LI_INODE:
-            self._check_range(d.blkno, d.len)
-            if d.fields & (L.XFS_ILOG_DOWNER | L.XFS_ILOG_AOWNER):
-                # refused here, before anything is written, even where the
-                # kernel would find the inode newer and skip the change
-                raise self._unsupported("btree owner changes (logged by swapext) are not "
-                                        "replayed by fstool")
-            try:
-                self.fs.ino_location(d.ino)
-            except Exception:
-                raise self._bad(f"inode {d.ino} does not exist in this filesystem") \
-                    from None
-            if d.boffset < 0 or d.boffset + self.isize > d.len << C.BBSHIFT:
-                raise self._bad(f"inode offset {d.boffset} lies outside its "
-                                f"{d.len}-sector buffer")
-            if len(it.regions) < 2:
-                raise self._bad("inode item without its core")
-            n = len(it.regions[1])
-            if n > L.LOG_DINODE.size or n < L.LOG_DINODE_V2_SIZE:
-                raise self._bad(f"logged inode core of {n} bytes")
-        elif code == L.XFS_LI_ICREATE:
+        """The checks of items other than buffers and inodes that need
+        nothing but the item and the geometry."""
+        if d.type_code == L.XFS_LI_ICREATE:
             self._icreate_geometry(d)
 
     def _commit(self, t, rec, decoded) -> None:
@@ -550,9 +517,7 @@ class Recovery:
                         self._inode_crc(buf, base)
 
     def _inode_crc(self, buf: bytearray, base: int) -> None:
-        ino = buf[base:base + self.isize]
-        buf[base + C.XFS_DINODE_CRC_OFF:base + C.XFS_DINODE_CRC_OFF + 4] = \
-            parsers.xfs_cksum(ino, C.XFS_DINODE_CRC_OFF).to_bytes(4, "little")
+        parsers.stamp_cksum(buf, base, base + self.isize, base + C.XFS_DINODE_CRC_OFF)
 
     def _buf_lsn(self, buf) -> int:
         """xlog_recover_get_buf_lsn: the block's LSN, or -1 to replay anyway."""
@@ -586,116 +551,20 @@ class Recovery:
 
     # -- inodes -----------------------------------------------------------------------
     def _inode_item(self, it, d, lsn: int, rec) -> None:
-        blkno, length, boff = d.blkno, d.len, d.boffset
-        if self._is_cancelled(blkno, length):
+        blkno, length = d.blkno, d.len
+        if (blkno, length) in self.cancel:
             self.stats.cancelled += 1
             return
         b = self._get(blkno, length)
-        buf = b.data
-        if _BE16.unpack_from(buf, boff)[0] != C.XFS_DINODE_MAGIC:
-            raise self._bad(f"bad inode magic in the buffer at daddr {blkno} offset {boff}",
-                            rec)
-        core = it.regions[1]
-        v = list(_LDI.unpack(core + _PAD_CORE[len(core)]))
-        if v[_T_MAGIC] != C.XFS_DINODE_MAGIC:
-            raise self._bad(f"bad magic 0x{v[_T_MAGIC]:x} in the logged inode", rec)
-        if v[_T_VERSION] < 3:
-            raise self._bad(f"logged inode {d.ino} is version {v[_T_VERSION]} (v5 "
-                            "filesystems log version 3 inodes)", rec)
-        ver = buf[boff + 4]
-        if ver >= 3:
-            disk_lsn = _BE64.unpack_from(buf, boff + 112)[0]
-            if disk_lsn and disk_lsn != 0xFFFFFFFFFFFFFFFF and disk_lsn > lsn:
-                self.stats.skipped_lsn += 1
-                return
-        mode = v[_T_MODE]
-        fmt = v[_T_FORMAT]
-        ftype = mode & 0o170000
-        if ftype == 0o100000 and fmt not in (C.XFS_DINODE_FMT_EXTENTS,
-                                               C.XFS_DINODE_FMT_BTREE):
-            raise self._bad(f"regular file inode {d.ino} in fork format {fmt}", rec)
-        if ftype == 0o040000 and fmt not in (C.XFS_DINODE_FMT_EXTENTS, C.XFS_DINODE_FMT_BTREE,
-                                               C.XFS_DINODE_FMT_LOCAL):
-            raise self._bad(f"directory inode {d.ino} in fork format {fmt}", rec)
-        forkoff_raw = v[_T_FORKOFF]
-        if forkoff_raw > self.isize:
-            raise self._bad(f"fork offset {forkoff_raw} past the inode size", rec)
-        if v[_T_FLAGS2] & C.XFS_DIFLAG2_NREXT64:
-            nex = v[_T_BIGNEXT] + v[_T_NEXT_EXT]
-        else:
-            nex = v[_T_NEXT_EXT] + v[_T_ANEXT]
-        nblocks = v[_T_NBLOCKS]
-        if nex > nblocks:
-            raise self._bad(f"inode {d.ino}: {nex} extents but {nblocks} blocks", rec)
-        self._dinode_to_disk(v, buf, boff, lsn)
-        fields = d.fields
-        if fields & L.XFS_ILOG_DEV:
-            buf[boff + 176:boff + 180] = d.ilf_u[:4][::-1]
-        size = len(it.regions)
-        dptr = boff + C.XFS_DINODE_CORE_SIZE
-        forkoff = forkoff_raw << 3
-        dsize = forkoff if forkoff else self.isize - C.XFS_DINODE_CORE_SIZE
-        asize = self.isize - C.XFS_DINODE_CORE_SIZE - forkoff
-        if size > 2:
-            ri = 2
-            for kind, mask, data_f, ext_f, root_f, ptr, room in (
-                    ("data", L.XFS_ILOG_DFORK, L.XFS_ILOG_DDATA, L.XFS_ILOG_DEXT,
-                     L.XFS_ILOG_DBROOT, dptr, dsize),
-                    ("attr", L.XFS_ILOG_AFORK, L.XFS_ILOG_ADATA, L.XFS_ILOG_AEXT,
-                     L.XFS_ILOG_ABROOT, dptr + forkoff, asize)):
-                flag = fields & mask
-                if not flag:
-                    continue
-                if ri >= size:
-                    raise self._bad(f"{kind} fork flagged but not logged", rec)
-                src = it.regions[ri]
-                ri += 1
-                if flag in (data_f, ext_f):
-                    if len(src) > room:
-                        raise self._bad(f"{kind} fork of {len(src)} bytes does not fit "
-                                        f"{room}", rec)
-                    buf[ptr:ptr + len(src)] = src
-                elif flag == root_f:
-                    buf[ptr:ptr + room] = self._bmbt_to_bmdr(src, room, rec)
-                else:
-                    raise self._bad(f"invalid {kind} fork flags 0x{flag:x}", rec)
-        self._inode_crc(buf, boff)
+        try:
+            replayed = self._ir.inode(b.data, d.boffset, d, it.regions, lsn)
+        except parsers.LogItemError as e:
+            raise self._bad(str(e), rec) from None
+        if not replayed:
+            self.stats.skipped_lsn += 1
+            return
         b.dirty = True
         self.stats.count("inode")
-
-    def _bmbt_to_bmdr(self, src: bytes, dlen: int, rec) -> bytes:
-        """xfs_bmbt_to_bmdr: the in-core root (a long btree block with the
-        v5 header) as the on-disk fork root (level, numrecs, keys, ptrs)."""
-        hdr = C.XFS_BTREE_LBLOCK_CRC_LEN
-        if len(src) < hdr:
-            raise self._bad(f"btree root of {len(src)} bytes", rec)
-        level, numrecs = struct.unpack_from(">HH", src, 4)
-        rmax = (len(src) - hdr) // 16
-        dmax = (dlen - 4) // 16
-        if numrecs > dmax or numrecs > rmax:
-            raise self._bad(f"btree root with {numrecs} records does not fit the fork", rec)
-        out = bytearray(dlen)
-        struct.pack_into(">HH", out, 0, level, numrecs)
-        out[4:4 + 8 * numrecs] = src[hdr:hdr + 8 * numrecs]
-        rp = hdr + rmax * 8
-        dp = 4 + dmax * 8
-        out[dp:dp + 8 * numrecs] = src[rp:rp + 8 * numrecs]
-        return bytes(out)
-
-    def _dinode_to_disk(self, v: list, buf: bytearray, o: int, lsn: int) -> None:
-        """xfs_log_dinode_to_disk: the logged host-order core (``v``, the
-        LOG_DINODE fields in order) into the big-endian on-disk core, which
-        has the same fields in the same places.  Legacy timestamps are two
-        host-order 32-bit halves (seconds low); di_lsn becomes the
-        transaction's LSN; di_next_unlinked is left as it is on disk."""
-        if not v[_T_FLAGS2] & C.XFS_DIFLAG2_BIGTIME:
-            for i in (_T_ATIME, _T_MTIME, _T_CTIME, _T_CRTIME):
-                t = v[i]
-                v[i] = ((t & 0xFFFFFFFF) << 32) | (t >> 32)
-        v[_T_NEXT] = _BE32.unpack_from(buf, o + 96)[0]
-        v[_T_LSN] = lsn
-        v[_T_CRC] = 0
-        _DISK_CORE.pack_into(buf, o, *v)
 
     # -- inode creation ---------------------------------------------------------------
     def _icreate_geometry(self, d) -> None:
@@ -734,24 +603,12 @@ class Recovery:
         if cancelled:
             self.stats.cancelled += 1
             return
-        ipc = (bpc << sb.blocklog) >> sb.inodelog
         for j in range(nbufs):
             cbno = agbno + j * bpc
             daddr = self.fs.agb_to_daddr(agno, cbno)
             b = self._get(daddr, bb_per_cluster, fresh=True)
-            buf = b.data
-            buf[:] = bytes(len(buf))
             ino0 = (agno << sb.agino_log) | (cbno << sb.inopblog)
-            for i in range(ipc):
-                o = i << sb.inodelog
-                struct.pack_into(">HHB", buf, o, C.XFS_DINODE_MAGIC, 0, 3)
-                buf[o + 2:o + 4] = b"\0\0"
-                buf[o + 4] = 3
-                _BE32.pack_into(buf, o + 92, d.gen)
-                _BE32.pack_into(buf, o + 96, C.NULLAGINO)
-                _BE64.pack_into(buf, o + 152, ino0 + i)
-                buf[o + 160:o + 176] = self.uuid
-                self._inode_crc(buf, o)
+            self._ir.icreate_cluster(b.data, d.gen, ino0)
             b.dirty = True
             b.stamp = None
         self.stats.count("icreate")
