@@ -26,11 +26,13 @@ cdef class LogItem:
 
 cdef class LogReassembler:
     cdef public dict open
-    cdef public Py_ssize_t unmounts
+    cdef public Py_ssize_t unmounts, nbytes
     cdef public object new_trans, names
     cdef public unsigned int f_start, f_end, f_wascont, f_cont, f_commit, f_unmount
     cdef public Py_ssize_t th_size, max_regions
     cdef public unsigned int th_magic
+    cdef _add(self, list entry, object region)
+    cdef _add_cont(self, list entry, object data)
 
 cdef class LiteItem:
     cdef public object type, map, ilf_u
@@ -52,3 +54,6 @@ cdef class ItemReplayer:
     cdef public Py_ssize_t isize, inodelog, agino_log, inopblog
     cdef public list ag_len
     cdef public unsigned long long bigtime, nrext64
+    cdef object _lite(self, object regions)
+    cdef object _inode(self, object buf, Py_ssize_t boff, LiteItem d, object regions,
+                       unsigned long long lsn)

@@ -1176,19 +1176,15 @@ def stamp_cksum(buf, start, end, crc_offset) -> None:
     _put_le32(p, off, _cksum_region(p, start, end, off))
 
 
+@cython.cfunc
 @cython.locals(p=cython.p_uchar, end=cython.Py_ssize_t, n=cython.Py_ssize_t,
                dp=cython.Py_ssize_t, a=cython.Py_ssize_t, oplen=cython.Py_ssize_t,
                client=cython.uint, k=cython.Py_ssize_t)
-def log_split_ops(body, h_len, num_ops) -> list:
-    """The ops of a log record body, as xlog_recover_process_data cuts them:
-    (tid, flags, clientid, start, end) of each op's data.  ``h_len`` bytes
-    of ``body`` hold at most ``num_ops`` ops.  Damage raises ValueError."""
-    end = h_len
-    n = num_ops
-    if end > len(body) or end < 0:
-        raise ValueError(f"record length {h_len} past its {len(body)}-byte body")
-    p = body
-    ops = []
+@cython.returns(cython.Py_ssize_t)
+def _walk_ops(p, end, n, out):
+    """Check the op headers of a record body p[0:end] (at most ``n`` ops),
+    as xlog_recover_process_data does; append (tid, flags, clientid, start,
+    end) of each to ``out`` unless it is None.  Returns the op count."""
     dp = 0
     k = 0
     while dp < end and n > 0:
@@ -1204,10 +1200,52 @@ def log_split_ops(body, h_len, num_ops) -> list:
         if dp > end:
             raise ValueError(f"op {k} at byte {a - 12}: length {oplen} runs past the end "
                              f"of the record ({end} bytes)")
-        ops.append((_be32(p, a - 12), p[a - 3], client, a, dp))
+        if out is not None:
+            out.append((_be32(p, a - 12), p[a - 3], client, a, dp))
         n -= 1
         k += 1
+    return k
+
+
+@cython.locals(p=cython.p_uchar, end=cython.Py_ssize_t)
+def log_split_ops(body, h_len, num_ops) -> list:
+    """The ops of a log record body, as xlog_recover_process_data cuts them:
+    (tid, flags, clientid, start, end) of each op's data.  ``h_len`` bytes
+    of ``body`` hold at most ``num_ops`` ops.  Damage raises ValueError."""
+    end = h_len
+    if end > len(body) or end < 0:
+        raise ValueError(f"record length {h_len} past its {len(body)}-byte body")
+    p = body
+    ops = []
+    _walk_ops(p, end, num_ops, ops)
     return ops
+
+
+@cython.locals(h=cython.p_uchar, p=cython.p_uchar, nsect=cython.Py_ssize_t,
+               i=cython.Py_ssize_t, slot=cython.Py_ssize_t, k=cython.int,
+               have=cython.Py_ssize_t, per=cython.Py_ssize_t, off0=cython.Py_ssize_t)
+def log_unstamp_cycles(hdr, body, nsect, cycle_data_off, per_sector) -> None:
+    """xlog_unpack_data: put back the first word of each of the ``nsect``
+    body sectors (a bytearray) from the cycle data of the header sectors
+    ``hdr``: ``per_sector`` words in the first header from byte
+    ``cycle_data_off``, then in each extended header from byte 4."""
+    have = len(hdr) >> 9
+    per = per_sector
+    off0 = cycle_data_off
+    if nsect * 512 > len(body) or nsect < 0:
+        raise ValueError(f"{nsect} sectors past a {len(body)}-byte record body")
+    h = hdr
+    p = body
+    for i in range(nsect):
+        if i // per >= have:
+            raise ValueError(f"record body sector {i} has no header sector holding "
+                             "its cycle data")
+        if i < per:
+            slot = off0 + 4 * i
+        else:
+            slot = (i // per) * 512 + 4 + 4 * (i % per)
+        for k in range(4):
+            p[(i << 9) + k] = h[slot + k]
 
 
 class LogItem:
@@ -1233,42 +1271,54 @@ class LogItem:
 
 
 class LogReassembler:
-    """Transactions reassembled from ops, record after record (the kernel's
-    xlog_recover_process_ophdr and its helpers).  ``new_trans(tid, lsn,
-    blk)`` makes a transaction object with ``header`` (bytes), ``items``
-    (a list), ``commit_lsn`` and ``commit_blk``; ``consts`` gives the op
-    flags and limits: (START, END, WAS_CONT, CONTINUE, COMMIT, UNMOUNT,
-    transaction header size, transaction header magic, regions per item
-    limit, item names)."""
-    __slots__ = ("open", "unmounts", "new_trans", "f_start", "f_end", "f_wascont", "f_cont",
-                 "f_commit", "f_unmount", "th_size", "th_magic", "max_regions", "names")
+    """Transactions reassembled from the ops of records fed in log order
+    (the kernel's xlog_recover_process_data and xlog_recover_process_ophdr
+    with its helpers).  ``new_trans(tid, lsn, blk)`` makes a transaction
+    object with ``header`` (bytes), ``items`` (a list), ``commit_lsn`` and
+    ``commit_blk``; ``consts`` gives the op flags and limits: (START, END,
+    WAS_CONT, CONTINUE, COMMIT, UNMOUNT, transaction header size,
+    transaction header magic, regions per item limit, item names).
+    ``nbytes`` counts the region bytes kept so far."""
+    __slots__ = ("open", "unmounts", "nbytes", "new_trans", "f_start", "f_end", "f_wascont",
+                 "f_cont", "f_commit", "f_unmount", "th_size", "th_magic", "max_regions",
+                 "names")
 
     def __init__(self, new_trans, consts):
         self.open = {}
         self.unmounts = 0
+        self.nbytes = 0
         self.new_trans = new_trans
         (self.f_start, self.f_end, self.f_wascont, self.f_cont, self.f_commit,
          self.f_unmount, self.th_size, self.th_magic, self.max_regions, self.names) = consts
 
-    @cython.locals(a=cython.Py_ssize_t, b=cython.Py_ssize_t, oflags=cython.uint,
-                   flags=cython.uint, i=cython.Py_ssize_t, op=tuple, done=list, opened=dict)
-    def feed(self, body, ops, lsn, blk) -> list:
-        """Feed one record's ops (``log_split_ops``); returns the
-        transactions its COMMIT ops complete.  Damage raises ValueError
-        naming the op and the transaction."""
+    @cython.locals(p=cython.p_uchar, end=cython.Py_ssize_t, dp=cython.Py_ssize_t,
+                   a=cython.Py_ssize_t, b=cython.Py_ssize_t, oflags=cython.uint,
+                   flags=cython.uint, i=cython.Py_ssize_t, nops=cython.Py_ssize_t,
+                   done=list, opened=dict, entry=list, tid=cython.uint)
+    def feed_record(self, body, h_len, num_ops, lsn, blk) -> list:
+        """Cut a record body's ops (checked first, as ``log_split_ops``
+        does) and feed them; returns the transactions its COMMIT ops
+        complete.  Damage raises ValueError naming the op (and the
+        transaction)."""
+        end = h_len
+        if end > len(body) or end < 0:
+            raise ValueError(f"record length {h_len} past its {len(body)}-byte body")
+        p = body
+        nops = _walk_ops(p, end, num_ops, None)
         done = []
         opened = self.open
-        i = -1
-        for op in ops:
-            i += 1
-            tid = op[0]
-            oflags = op[1]
-            a = op[3]
-            b = op[4]
-            t = opened.get(tid)
-            if t is None:
+        dp = 0
+        for i in range(nops):
+            tid = _be32(p, dp)
+            b = dp + 12 + _be32(p, dp + 4)
+            oflags = p[dp + 9]
+            a = dp + 12
+            dp = b
+            entry = opened.get(tid)
+            if entry is None:
                 if oflags & self.f_start:
-                    opened[tid] = self.new_trans(tid, lsn, blk)
+                    t = self.new_trans(tid, lsn, blk)
+                    opened[tid] = [t, t.items]
                 continue            # (or slack before a transaction starts)
             flags = oflags & ~self.f_end
             if flags & self.f_wascont:
@@ -1276,11 +1326,12 @@ class LogReassembler:
             try:
                 if flags == 0 or flags == self.f_cont:
                     if b > a:
-                        self._add(t, bytes(body[a:b]))
+                        self._add(entry, bytes(p[a:b]))
                 elif flags == self.f_wascont:
-                    self._add_cont(t, bytes(body[a:b]))
+                    self._add_cont(entry, bytes(p[a:b]))
                 elif flags == self.f_commit:
                     del opened[tid]
+                    t = entry[0]
                     t.commit_lsn = lsn
                     t.commit_blk = blk
                     done.append(t)
@@ -1293,16 +1344,24 @@ class LogReassembler:
                 raise ValueError(f"op {i} (transaction 0x{tid:08x}): {e}") from None
         return done
 
-    @cython.locals(items=list, item=LogItem, n=cython.Py_ssize_t, size=cython.uint)
-    def _add(self, t, region):
-        items = t.items
-        if items:
-            item = items[len(items) - 1]
+    def feed(self, body, ops, lsn, blk) -> list:
+        """Feed ops already cut (``log_split_ops``); as feed_record."""
+        return self.feed_record(body, ops[len(ops) - 1][4] if ops else 0, len(ops), lsn, blk)
+
+    @cython.locals(entry=list, items=list, item=LogItem, n=cython.Py_ssize_t,
+                   size=cython.uint, k=cython.Py_ssize_t)
+    def _add(self, entry, region):
+        items = entry[1]
+        n = len(region)
+        k = len(items)
+        if k:
+            item = items[k - 1]
             if item.total and len(item.regions) < item.total:
                 item.regions.append(region)
+                self.nbytes += n
                 return
-        n = len(region)
-        if not items and len(t.header) < self.th_size:
+        t = entry[0]
+        if not k and len(t.header) < self.th_size:
             if len(t.header) == 0:
                 if n < 4 or _le32(region, 0) != self.th_magic:
                     raise ValueError("bad transaction header magic")
@@ -1310,7 +1369,7 @@ class LogReassembler:
                 raise ValueError(f"transaction header of {n} bytes")
             t.header = region
             return
-        item = items[len(items) - 1] if items else None
+        item = items[k - 1] if k else None
         if item is None or (item.total and len(item.regions) == item.total):
             item = LogItem()
             items.append(item)
@@ -1326,20 +1385,24 @@ class LogReassembler:
             raise ValueError(f"log item region count {len(item.regions)} overflows "
                              f"its size {item.total}")
         item.regions.append(region)
+        self.nbytes += n
 
-    @cython.locals(item=LogItem, k=cython.Py_ssize_t)
-    def _add_cont(self, t, data):
-        if not t.items:
+    @cython.locals(entry=list, item=LogItem, k=cython.Py_ssize_t)
+    def _add_cont(self, entry, data):
+        t = entry[0]
+        items = entry[1]
+        if not items:
             # the transaction header was split across records
             if len(t.header) + len(data) > self.th_size:
                 raise ValueError("transaction header continued past its size")
             t.header = t.header + data
             return
-        item = t.items[len(t.items) - 1]
+        item = items[len(items) - 1]
         if not item.regions:
             raise ValueError("continuation of an empty item")
         k = len(item.regions) - 1
         item.regions[k] = item.regions[k] + data
+        self.nbytes += len(data)
 
 
 class LiteItem:
@@ -1410,14 +1473,17 @@ class ItemReplayer:
         if len(self.uuid) != 16:
             raise ValueError("uuid of the wrong size")
 
+    def lite(self, regions):
+        """The item's replay fields as a LiteItem, checked, or None when the
+        item is neither a buffer nor an inode."""
+        return self._lite(regions)
+
     @cython.locals(p=cython.p_uchar, n=cython.Py_ssize_t, code=cython.uint,
                    nwords=cython.Py_ssize_t, i=cython.Py_ssize_t, d=LiteItem,
                    flags=cython.uint, ino=cython.ulonglong, agno=cython.ulonglong,
                    agbno=cython.ulonglong, base=cython.Py_ssize_t, core=cython.Py_ssize_t,
                    one=cython.ulonglong)
-    def lite(self, regions):
-        """The item's replay fields as a LiteItem, checked, or None when the
-        item is neither a buffer nor an inode."""
+    def _lite(self, regions):
         r0 = regions[0]
         n = len(r0)
         p = r0
@@ -1486,22 +1552,111 @@ class ItemReplayer:
             raise LogItemError(1, f"logged inode core of {core} bytes")
         return d
 
-    @cython.locals(p=cython.p_uchar, q=cython.p_uchar, w=cython.p_uchar,
-                   o=cython.Py_ssize_t, n=cython.Py_ssize_t, i=cython.Py_ssize_t,
-                   k=cython.Py_ssize_t, s=cython.int, t=cython.ulonglong,
-                   fields=cython.uint, mode=cython.uint, fmt=cython.int, d=LiteItem,
-                   forkoff=cython.Py_ssize_t, flags2=cython.ulonglong,
-                   nex=cython.ulonglong, nblocks=cython.ulonglong, disk_lsn=cython.ulonglong,
-                   nregions=cython.Py_ssize_t, ri=cython.Py_ssize_t, room=cython.Py_ssize_t,
-                   ptr=cython.Py_ssize_t, dsize=cython.Py_ssize_t, asize=cython.Py_ssize_t,
-                   flag=cython.uint, which=cython.int, lsn_v=cython.ulonglong,
-                   nu0=cython.uint, nu1=cython.uint, nu2=cython.uint, nu3=cython.uint)
     def inode(self, buf, boff, d, regions, lsn):
         """xlog_recover_inode_commit_pass2 once the buffer is read: lay the
         logged inode (``regions``, LiteItem ``d``) onto ``buf`` (a bytearray)
         at ``boff``.  Returns False when the inode on disk is newer than
         ``lsn`` (nothing changed), True when replayed.  Damage raises
         LogItemError (nothing changed)."""
+        if not isinstance(d, LiteItem):
+            raise TypeError("inode() needs the LiteItem of an inode item")
+        return self._inode(buf, boff, d, regions, lsn)
+
+    @cython.locals(i=cython.Py_ssize_t, n=cython.Py_ssize_t, entry=tuple, it=LogItem,
+                   lt=LiteItem)
+    def classify(self, items, decode_other):
+        """The items of a transaction (LogItem) as (index, item, decoded)
+        entries: all of them in the order pass 2 replays them (buffers,
+        other items, inode-unlink buffers, cancels:
+        xlog_recover_reorder_trans), the cancelled buffers, and the items
+        other than buffers and inodes in log order.  Buffers and inodes are
+        decoded by ``lite``; ``decode_other(index, item)`` decodes the
+        rest.  A LogItemError carries the item's ``index``."""
+        bufs, others, ibufs, cancels, rest = [], [], [], [], []
+        n = len(items)
+        for i in range(n):
+            it = items[i]
+            if not it.regions:
+                continue
+            try:
+                d = self._lite(it.regions)
+            except LogItemError as e:
+                e.index = i
+                raise
+            if d is None:
+                entry = (i, it, decode_other(i, it))
+                others.append(entry)
+                rest.append(entry)
+                continue
+            entry = (i, it, d)
+            lt = d
+            if lt.type_code == self.c_buf:
+                if lt.cancel:
+                    cancels.append(entry)
+                elif lt.inode_buf:
+                    ibufs.append(entry)
+                else:
+                    bufs.append(entry)
+            else:
+                others.append(entry)
+        ibufs.reverse()
+        cancels.reverse()
+        return bufs + others + ibufs + cancels, cancels, rest
+
+    @cython.locals(i=cython.Py_ssize_t, n=cython.Py_ssize_t, entry=tuple, d=LiteItem,
+                   nrep=cython.Py_ssize_t, nskip=cython.Py_ssize_t, it=LogItem)
+    def inode_run(self, ordered, start, bufs, cancel, lsn):
+        """Replay the inode items of ``ordered`` from index ``start`` while
+        their buffer is in ``bufs`` (daddr -> an object with ``data``, a
+        bytearray of the item's length, and ``dirty``) and not in
+        ``cancel``.  Returns (index where it stopped, inodes replayed,
+        inodes skipped as older than the disk).  A LogItemError carries the
+        entry's ``index``."""
+        n = len(ordered)
+        nrep = 0
+        nskip = 0
+        i = start
+        while i < n:
+            entry = ordered[i]
+            obj = entry[2]
+            if not isinstance(obj, LiteItem):
+                break
+            d = obj
+            if d.type_code != self.c_inode:
+                break
+            if cancel and (d.blkno, d.len) in cancel:
+                break
+            b = bufs.get(d.blkno)
+            if b is None:
+                break
+            data = b.data
+            if len(data) != d.len << 9:
+                break
+            it = entry[1]
+            try:
+                r = self._inode(data, d.boffset, d, it.regions, lsn)
+            except LogItemError as e:
+                e.index = i
+                raise
+            if r:
+                b.dirty = True
+                nrep += 1
+            else:
+                nskip += 1
+            i += 1
+        return i, nrep, nskip
+
+    @cython.locals(p=cython.p_uchar, q=cython.p_uchar, w=cython.p_uchar,
+                   o=cython.Py_ssize_t, n=cython.Py_ssize_t, i=cython.Py_ssize_t,
+                   k=cython.Py_ssize_t, s=cython.int, t=cython.ulonglong,
+                   fields=cython.uint, mode=cython.uint, fmt=cython.int,
+                   forkoff=cython.Py_ssize_t, flags2=cython.ulonglong,
+                   nex=cython.ulonglong, nblocks=cython.ulonglong, disk_lsn=cython.ulonglong,
+                   nregions=cython.Py_ssize_t, ri=cython.Py_ssize_t, room=cython.Py_ssize_t,
+                   ptr=cython.Py_ssize_t, dsize=cython.Py_ssize_t, asize=cython.Py_ssize_t,
+                   flag=cython.uint, which=cython.int, lsn_v=cython.ulonglong,
+                   nu0=cython.uint, nu1=cython.uint, nu2=cython.uint, nu3=cython.uint)
+    def _inode(self, buf, boff, d, regions, lsn):
         o = boff
         if o < 0 or o + self.isize > len(buf):
             raise LogItemError(1, f"inode offset {boff} lies outside the buffer")
@@ -1666,8 +1821,12 @@ class ItemReplayer:
         pointer, its number, the filesystem uuid and its CRC."""
         isz = self.isize
         n = len(buf) // isz
-        buf[:] = bytes(len(buf))
         p = buf
+        if cython.compiled:
+            for i in range(len(buf)):
+                p[i] = 0
+        else:
+            buf[:] = bytes(len(buf))
         u = self.uuid
         ino = ino0
         for i in range(n):

@@ -15,8 +15,10 @@ image's :class:`~fstool.io.device.Device`; nothing is written with
 """
 from __future__ import annotations
 
+import gc
 import struct
 import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from .._backend import parsers
@@ -176,6 +178,20 @@ def stamp_block(buf: bytearray, rule: tuple, lsn: int, sb) -> None:
     parsers.stamp_cksum(buf, 0, n, crc_off)
 
 
+@contextmanager
+def gc_paused():
+    """The cyclic garbage collector off for a while: recovery makes hundreds
+    of thousands of small objects that live until it ends (no cycles among
+    them), and each full collection would walk them all again."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 class CacheFull(Exception):
     """The blocks to write outgrew the cache before the end of the log."""
 
@@ -229,7 +245,10 @@ class Recovery:
         self.out = writer_dev          # a writable Device (None for dry runs)
         self.cancel: dict = {}
         self.bufs: dict[int, Buf] = {}
-        self.sector_owner: dict[int, int] = {}
+        # filesystem block -> daddrs of the cached buffers covering part of
+        # it (finds the buffers a new one overlaps)
+        self.block_owner: dict[int, list] = {}
+        self._osh = fs.sb.blocklog - C.BBSHIFT
         self.cache_bytes = cache_bytes
         self.cached = 0
         self.spill: dict = {}          # dry runs: daddr -> (sectors, zlib data)
@@ -265,26 +284,30 @@ class Recovery:
         self._saved = []
         if st.head == st.tail or st.clean:
             return
+        with gc_paused():
+            self._pass1()
+
+    def _pass1(self) -> None:
+        st = self.state
         re = Reassembler()
-        kept = 0
         saved = self._saved
-        for rec in walk(self.ld, st.head, st.tail):
+        cancel = self.cancel
+        for rec in walk(self.ld, st.head, st.tail, parse_ops=False):
             self.stats.records += 1
             for t in re.feed(rec):
-                decoded = self._decode(t, rec.blk)
-                for _idx, _it, d in decoded:
+                decoded, cancels, others = self._decode(t, rec.blk)
+                for _idx, _it, d in cancels:
+                    key = (d.blkno, d.len)
+                    cancel[key] = cancel.get(key, 0) + 1
+                for _idx, _it, d in others:
                     code = d.type_code
-                    if code == L.XFS_LI_BUF:
-                        if d.cancel:
-                            key = (d.blkno, d.len)
-                            self.cancel[key] = self.cancel.get(key, 0) + 1
-                    elif code in L.INTENT_DONE:
+                    if code in L.INTENT_DONE:
                         self.intents[(code, d.id)] = (t.lsn, d, rec.blk)
                     elif code in L.DONE_INTENT:
                         self.intents.pop((L.DONE_INTENT[code], d.intent_id), None)
                 if saved is not None:
-                    kept += sum(len(r) for it in t.items for r in it.regions)
-                    if kept > self.KEEP_BYTES:
+                    # the bytes reassembled so far bound what is kept
+                    if re.nbytes > self.KEEP_BYTES:
                         saved = self._saved = None
                     else:
                         saved.append((t, _At(rec.blk), decoded))
@@ -294,49 +317,53 @@ class Recovery:
         st = self.state
         if st.head == st.tail or st.clean:
             return self.stats
+        with gc_paused():
+            self._pass2()
+        return self.stats
+
+    def _pass2(self) -> None:
+        st = self.state
         if self._saved is not None:
             for t, at, decoded in self._saved:
                 self._commit(t, at, decoded)
             self._saved = None
         else:
             re = Reassembler()
-            for rec in walk(self.ld, st.head, st.tail):
+            for rec in walk(self.ld, st.head, st.tail, parse_ops=False):
                 for t in re.feed(rec):
-                    self._commit(t, rec, self._decode(t, rec.blk))
+                    self._commit(t, rec, self._decode(t, rec.blk)[0])
         self._flush_group()
-        return self.stats
 
-    def _decode(self, t, blk: int) -> list:
-        """(index, item, decoded) of every item of ``t``, checked: buffer
-        and inode items by fstool_native (ItemReplayer.lite), the others by
+    def _decode(self, t, blk: int) -> tuple:
+        """The items of ``t``, checked, as (index, item, decoded) entries:
+        all of them in the order pass 2 replays them (buffers, other items,
+        inode-unlink buffers, cancels: xlog_recover_reorder_trans), the
+        cancelled buffers, and the items other than buffers and inodes in
+        log order.  Buffer and inode items are decoded and checked by
+        fstool_native (ItemReplayer.classify), the others by
         fstool.log.items.decode."""
-        out = []
-        append = out.append
-        lite = self._ir.lite
-        for idx, it in enumerate(t.items):
-            regions = it.regions
-            if not regions:
-                continue
+        def other(idx, it):
+            self._ctx = (blk, t.tid, idx, None)
             try:
-                d = lite(regions)
-            except parsers.LogItemError as e:
-                self._ctx = (blk, t.tid, idx, L.ITEM_NAMES.get(it.type) if e.stage else None)
-                if e.stage == 2:
-                    raise self._unsupported(str(e)) from None
+                d = DictItem(I.decode(it))
+            except I.ItemError as e:
                 raise self._bad(str(e)) from None
-            if d is None:
-                self._ctx = (blk, t.tid, idx, None)
-                try:
-                    d = DictItem(I.decode(it))
-                except I.ItemError as e:
-                    raise self._bad(str(e)) from None
-                code = d.type_code
-                if code not in L.ITEM_NAMES:
-                    raise self._bad(f"unrecognised log item type 0x{code:x}")
-                self._ctx = (blk, t.tid, idx, d.type)
-                self._check(it, d)
-            append((idx, it, d))
-        return out
+            code = d.type_code
+            if code not in L.ITEM_NAMES:
+                raise self._bad(f"unrecognised log item type 0x{code:x}")
+            self._ctx = (blk, t.tid, idx, d.type)
+            self._check(it, d)
+            return d
+
+        try:
+            return self._ir.classify(t.items, other)
+        except parsers.LogItemError as e:
+            idx = e.index
+            self._ctx = (blk, t.tid, idx, L.ITEM_NAMES.get(t.items[idx].type) if e.stage
+                         else None)
+            if e.stage == 2:
+                raise self._unsupported(str(e)) from None
+            raise self._bad(str(e)) from None
 
     def _check(self, it, d) -> None:
         """The checks of items other than buffers and inodes that need
@@ -344,35 +371,64 @@ class Recovery:
         if d.type_code == L.XFS_LI_ICREATE:
             self._icreate_geometry(d)
 
-    def _commit(self, t, rec, decoded) -> None:
+    def _commit(self, t, rec, ordered) -> None:
+        """Replay the items of ``t`` (``ordered`` as ``_decode`` gives
+        them).  Inode items, the bulk of most logs, are handled inline."""
         if t.lsn != self.group_lsn:
             self._flush_group()
             self.group_lsn = t.lsn
-        self.stats.transactions += 1
-        # reorder: buffers, other items, inode-unlink buffers, cancels
-        bufs, others, ibufs, cancels = [], [], [], []
-        for entry in decoded:
-            d = entry[2]
-            if d.type_code == L.XFS_LI_BUF:
-                if d.cancel:
-                    cancels.append(entry)
-                elif d.inode_buf:
-                    ibufs.append(entry)
-                else:
-                    bufs.append(entry)
-            else:
-                others.append(entry)
-        before = self.stats.blocks_written
-        n = 0
+        st = self.stats
+        st.transactions += 1
+        before = st.blocks_written
         lsn = t.lsn
         tid = t.tid
         blk = rec.blk
-        for idx, it, d in bufs + others + ibufs[::-1] + cancels[::-1]:
+        inode_code = L.XFS_LI_INODE
+        run = self._ir.inode_run
+        bufs = self.bufs
+        cancel = self.cancel
+        n_inode = n_skipped = n_cancelled = 0
+        i, n = 0, len(ordered)
+        while i < n:
+            try:
+                # inode items whose buffer is cached, in one native call
+                i, rep, skip = run(ordered, i, bufs, cancel, lsn)
+            except parsers.LogItemError as e:
+                idx, _it, d = ordered[e.index]
+                self._ctx = (blk, tid, idx, d.type)
+                raise self._bad(str(e), rec) from None
+            n_inode += rep
+            n_skipped += skip
+            if i >= n:
+                break
+            idx, it, d = ordered[i]
+            i += 1
             self._ctx = (blk, tid, idx, d.type)
-            self._item(it, d, lsn, rec)
-            n += 1
-        self.stats.items += n
-        self.stats.checkpoints.append((lsn, n, self.stats.blocks_written - before))
+            if d.type_code != inode_code:
+                self._item(it, d, lsn, rec)
+                continue
+            # xlog_recover_inode_commit_pass2, when the buffer is to be read
+            # or the item is cancelled
+            blkno, length = d.blkno, d.len
+            if (blkno, length) in cancel:
+                n_cancelled += 1
+                continue
+            b = self._get(blkno, length)
+            try:
+                replayed = self._ir.inode(b.data, d.boffset, d, it.regions, lsn)
+            except parsers.LogItemError as e:
+                raise self._bad(str(e), rec) from None
+            if replayed:
+                b.dirty = True
+                n_inode += 1
+            else:
+                n_skipped += 1
+        if n_inode:
+            st.replayed["inode"] = st.replayed.get("inode", 0) + n_inode
+        st.skipped_lsn += n_skipped
+        st.cancelled += n_cancelled
+        st.items += len(ordered)
+        st.checkpoints.append((lsn, len(ordered), st.blocks_written - before))
 
     def _where(self) -> str:
         blk, tid, idx, what = self._ctx
@@ -391,8 +447,6 @@ class Recovery:
         code = d.type_code
         if code == L.XFS_LI_BUF:
             self._buf_item(it, d, lsn, rec)
-        elif code == L.XFS_LI_INODE:
-            self._inode_item(it, d, lsn, rec)
         elif code == L.XFS_LI_ICREATE:
             self._icreate_item(d, lsn, rec)
         elif code in L.INTENT_DONE or code in L.DONE_INTENT:
@@ -550,22 +604,6 @@ class Recovery:
         return -1
 
     # -- inodes -----------------------------------------------------------------------
-    def _inode_item(self, it, d, lsn: int, rec) -> None:
-        blkno, length = d.blkno, d.len
-        if (blkno, length) in self.cancel:
-            self.stats.cancelled += 1
-            return
-        b = self._get(blkno, length)
-        try:
-            replayed = self._ir.inode(b.data, d.boffset, d, it.regions, lsn)
-        except parsers.LogItemError as e:
-            raise self._bad(str(e), rec) from None
-        if not replayed:
-            self.stats.skipped_lsn += 1
-            return
-        b.dirty = True
-        self.stats.count("inode")
-
     # -- inode creation ---------------------------------------------------------------
     def _icreate_geometry(self, d) -> None:
         """xlog_recover_icreate_commit_pass2's checks of an icreate item."""
@@ -619,10 +657,17 @@ class Recovery:
         if b is not None and len(b.data) == nbb << C.BBSHIFT:
             return b
         # a different length at this address, or overlaps: write those out first
-        for s in range(daddr, daddr + nbb):
-            owner = self.sector_owner.get(s)
-            if owner is not None and owner in self.bufs:
-                self._evict(owner)
+        osh = self._osh
+        first, last = daddr >> osh, (daddr + nbb - 1) >> osh
+        owners = self.block_owner
+        end = daddr + nbb
+        for k in range(first, last + 1):
+            lst = owners.get(k)
+            if lst:
+                for o in [o for o in lst if o < end and
+                          o + (len(self.bufs[o].data) >> C.BBSHIFT) > daddr]:
+                    if o in self.bufs:
+                        self._evict(o)
         if fresh:
             data = bytearray(nbb << C.BBSHIFT)
         elif self.spill and daddr in self.spill and \
@@ -634,8 +679,12 @@ class Recovery:
                 self._unspill(daddr, nbb, data)
         b = Buf(daddr, data)
         self.bufs[daddr] = b
-        for s in range(daddr, daddr + nbb):
-            self.sector_owner[s] = daddr
+        for k in range(first, last + 1):
+            lst = owners.get(k)
+            if lst is None:
+                owners[k] = [daddr]
+            else:
+                lst.append(daddr)
         self.cached += len(data)
         return b
 
@@ -646,9 +695,14 @@ class Recovery:
         self._stamp(b)
         if b.dirty:
             self._write(b)
-        for s in range(daddr, daddr + (len(b.data) >> C.BBSHIFT)):
-            if self.sector_owner.get(s) == daddr:
-                del self.sector_owner[s]
+        osh = self._osh
+        owners = self.block_owner
+        for k in range(daddr >> osh, ((daddr + (len(b.data) >> C.BBSHIFT) - 1) >> osh) + 1):
+            lst = owners.get(k)
+            if lst is not None and daddr in lst:
+                lst.remove(daddr)
+                if not lst:
+                    del owners[k]
         self.cached -= len(b.data)
 
     def _stamp(self, b: Buf) -> None:
@@ -699,7 +753,7 @@ class Recovery:
             if b.dirty:
                 self._write(b)
         self.bufs.clear()
-        self.sector_owner.clear()
+        self.block_owner.clear()
         self.cached = 0
 
 

@@ -56,14 +56,24 @@ class Reassembler:
 
     @property
     def open(self) -> dict:
-        return self._r.open
+        """tid -> the transactions not yet committed."""
+        return {tid: e[0] for tid, e in self._r.open.items()}
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the regions reassembled so far."""
+        return self._r.nbytes
 
     @property
     def unmounts(self) -> int:
         return self._r.unmounts
 
     def feed(self, rec) -> list:
+        """The transactions ``rec`` completes (its ops are cut and checked
+        here: records may come from ``walk(..., parse_ops=False)``)."""
+        h = rec.header
         try:
-            return self._r.feed(rec.body, rec.raw_ops, rec.lsn, rec.blk)
+            return self._r.feed_record(rec.body, h["h_len"], h["h_num_logops"], rec.lsn,
+                                       rec.blk)
         except ValueError as e:
             raise RecordError(rec.blk, str(e)) from None
