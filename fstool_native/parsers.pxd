@@ -18,3 +18,42 @@ cdef class InodeCore:
     cdef public unsigned long long ino, size, flags2
     cdef public unsigned int mode, nlink, uid, gid
     cdef public int format, forkoff, aformat
+
+# log recovery (parsers.LogItem, LogReassembler, LiteItem, ItemReplayer)
+cdef class LogItem:
+    cdef public list regions
+    cdef public Py_ssize_t total
+
+cdef class LogReassembler:
+    cdef public dict open
+    cdef public Py_ssize_t unmounts, nbytes
+    cdef public object new_trans, names
+    cdef public unsigned int f_start, f_end, f_wascont, f_cont, f_commit, f_unmount
+    cdef public Py_ssize_t th_size, max_regions
+    cdef public unsigned int th_magic
+    cdef _add(self, list entry, object region)
+    cdef _add_cont(self, list entry, object data)
+
+cdef class LiteItem:
+    cdef public object type, map, ilf_u
+    cdef public unsigned int type_code, flags, map_size, blf_type, fields, asize, dsize
+    cdef public long long blkno, len, boffset
+    cdef public unsigned long long ino
+    cdef public bint cancel, inode_buf
+
+cdef class ItemReplayer:
+    cdef public int c_buf, c_inode, blf_hdr, datamap, blf_cancel, blf_inode_buf
+    cdef public int blft_mask, blft_shift, ilf64, ilf32, owner, ilog_dev
+    cdef public unsigned int dfork, ddata, dext, dbroot, afork, adata, aext, abroot
+    cdef public Py_ssize_t ldi_size, ldi_v2, core_size, lblock_len
+    cdef public bytes swap, uuid
+    cdef public Py_ssize_t o_atime, o_mtime, o_ctime, o_crtime, o_next, o_crc, o_lsn
+    cdef public Py_ssize_t o_flags2, o_version, o_mode, o_format, o_forkoff, o_bignext
+    cdef public Py_ssize_t o_next_ext, o_anext, o_nblocks
+    cdef public long long dev_bb, agcount
+    cdef public Py_ssize_t isize, inodelog, agino_log, inopblog
+    cdef public list ag_len
+    cdef public unsigned long long bigtime, nrext64
+    cdef object _lite(self, object regions)
+    cdef object _inode(self, object buf, Py_ssize_t boff, LiteItem d, object regions,
+                       unsigned long long lsn)

@@ -1080,3 +1080,767 @@ def nlink_scan(itype, nlinks, refs) -> list:
         if t == 4 or refs[i] == 0 or nlinks[i] != refs[i]:
             out.append(i)
     return out
+
+
+# -- log recovery ---------------------------------------------------------------------
+# The per-record and per-item work of fstool.log's recovery: cutting ops out
+# of a record, reassembling them into transactions and items, the few fields
+# replay needs from buffer and inode items with their checks, an inode item
+# laid onto its buffer, and icreate's inode clusters.  On-disk layouts and
+# constants come from the caller (fstool.format.log), not from here.
+
+@cython.cfunc
+@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, v=cython.uint)
+def _put_le32(p, off, v):
+    p[off] = v & 0xFF
+    p[off + 1] = (v >> 8) & 0xFF
+    p[off + 2] = (v >> 16) & 0xFF
+    p[off + 3] = (v >> 24) & 0xFF
+
+
+@cython.cfunc
+@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, v=cython.ulonglong, k=cython.int)
+def _put_be64(p, off, v):
+    for k in range(8):
+        p[off + 7 - k] = v & 0xFF
+        v >>= 8
+
+
+@cython.cfunc
+@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t)
+@cython.returns(cython.uint)
+def _le16(p, off):
+    return p[off] | (p[off + 1] << 8)
+
+
+@cython.cfunc
+@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t)
+@cython.returns(cython.uint)
+def _le32(p, off):
+    return p[off] | (p[off + 1] << 8) | (p[off + 2] << 16) | (p[off + 3] << 24)
+
+
+@cython.cfunc
+@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, lo=cython.ulonglong,
+               hi=cython.ulonglong)
+@cython.returns(cython.ulonglong)
+def _le64(p, off):
+    lo = _le32(p, off)
+    hi = _le32(p, off + 4)
+    return lo | (hi << 32)
+
+
+@cython.cfunc
+@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, v=cython.ulonglong,
+               r=cython.longlong)
+@cython.returns(cython.longlong)
+def _sle64(p, off):
+    """A signed little-endian 64-bit value."""
+    v = _le64(p, off)
+    if v >> 63:
+        r = v ^ 0xFFFFFFFFFFFFFFFF
+        return -r - 1
+    r = v
+    return r
+
+
+@cython.cfunc
+@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, v=cython.uint, r=cython.longlong)
+@cython.returns(cython.longlong)
+def _sle32(p, off):
+    """A signed little-endian 32-bit value."""
+    v = _le32(p, off)
+    if v >> 31:
+        r = v ^ 0xFFFFFFFF
+        return -r - 1
+    r = v
+    return r
+
+
+@cython.cfunc
+@cython.locals(v=cython.int)
+@cython.returns(cython.int)
+def _s8(v):
+    return v - 256 if v >= 128 else v
+
+
+@cython.locals(p=cython.p_uchar, start=cython.Py_ssize_t, end=cython.Py_ssize_t,
+               off=cython.Py_ssize_t)
+def stamp_cksum(buf, start, end, crc_offset) -> None:
+    """Store in ``buf`` (a bytearray) the XFS checksum of buf[start:end]
+    whose CRC field is at ``crc_offset`` (little-endian, as XFS keeps it)."""
+    if start < 0 or end > len(buf) or not start <= crc_offset <= end - 4:
+        raise ValueError("checksum field outside the buffer")
+    p = buf
+    off = crc_offset
+    _put_le32(p, off, _cksum_region(p, start, end, off))
+
+
+@cython.cfunc
+@cython.locals(p=cython.p_uchar, end=cython.Py_ssize_t, n=cython.Py_ssize_t,
+               dp=cython.Py_ssize_t, a=cython.Py_ssize_t, oplen=cython.Py_ssize_t,
+               client=cython.uint, k=cython.Py_ssize_t)
+@cython.returns(cython.Py_ssize_t)
+def _walk_ops(p, end, n, out):
+    """Check the op headers of a record body p[0:end] (at most ``n`` ops),
+    as xlog_recover_process_data does; append (tid, flags, clientid, start,
+    end) of each to ``out`` unless it is None.  Returns the op count."""
+    dp = 0
+    k = 0
+    while dp < end and n > 0:
+        if dp + 12 > end:
+            raise ValueError(f"op header {k} at byte {dp} runs past the record "
+                             f"({end} bytes)")
+        oplen = _be32(p, dp + 4)
+        client = p[dp + 8]
+        a = dp + 12
+        dp = a + oplen
+        if client != 0x69 and client != 0xAA:
+            raise ValueError(f"op {k} at byte {a - 12}: bad client id 0x{client:x}")
+        if dp > end:
+            raise ValueError(f"op {k} at byte {a - 12}: length {oplen} runs past the end "
+                             f"of the record ({end} bytes)")
+        if out is not None:
+            out.append((_be32(p, a - 12), p[a - 3], client, a, dp))
+        n -= 1
+        k += 1
+    return k
+
+
+@cython.locals(p=cython.p_uchar, end=cython.Py_ssize_t)
+def log_split_ops(body, h_len, num_ops) -> list:
+    """The ops of a log record body, as xlog_recover_process_data cuts them:
+    (tid, flags, clientid, start, end) of each op's data.  ``h_len`` bytes
+    of ``body`` hold at most ``num_ops`` ops.  Damage raises ValueError."""
+    end = h_len
+    if end > len(body) or end < 0:
+        raise ValueError(f"record length {h_len} past its {len(body)}-byte body")
+    p = body
+    ops = []
+    _walk_ops(p, end, num_ops, ops)
+    return ops
+
+
+@cython.locals(h=cython.p_uchar, p=cython.p_uchar, nsect=cython.Py_ssize_t,
+               i=cython.Py_ssize_t, slot=cython.Py_ssize_t, k=cython.int,
+               have=cython.Py_ssize_t, per=cython.Py_ssize_t, off0=cython.Py_ssize_t)
+def log_unstamp_cycles(hdr, body, nsect, cycle_data_off, per_sector) -> None:
+    """xlog_unpack_data: put back the first word of each of the ``nsect``
+    body sectors (a bytearray) from the cycle data of the header sectors
+    ``hdr``: ``per_sector`` words in the first header from byte
+    ``cycle_data_off``, then in each extended header from byte 4."""
+    have = len(hdr) >> 9
+    per = per_sector
+    off0 = cycle_data_off
+    if nsect * 512 > len(body) or nsect < 0:
+        raise ValueError(f"{nsect} sectors past a {len(body)}-byte record body")
+    h = hdr
+    p = body
+    for i in range(nsect):
+        if i // per >= have:
+            raise ValueError(f"record body sector {i} has no header sector holding "
+                             "its cycle data")
+        if i < per:
+            slot = off0 + 4 * i
+        else:
+            slot = (i // per) * 512 + 4 + 4 * (i % per)
+        for k in range(4):
+            p[(i << 9) + k] = h[slot + k]
+
+
+class LogItem:
+    """One log item of a transaction: its regions (bytes) and the region
+    count its first region announces (``total``)."""
+    __slots__ = ("regions", "total")
+
+    def __init__(self, regions=None, total=0):
+        self.regions = [] if regions is None else regions
+        self.total = total
+
+    @property
+    def type(self):
+        r = self.regions[0] if self.regions else b""
+        return (r[0] | (r[1] << 8)) if len(r) >= 2 else 0
+
+    def __repr__(self):
+        return f"LogItem(regions={len(self.regions)}, total={self.total})"
+
+    def __eq__(self, other):
+        return isinstance(other, LogItem) and other.regions == self.regions and \
+            other.total == self.total
+
+
+class LogReassembler:
+    """Transactions reassembled from the ops of records fed in log order
+    (the kernel's xlog_recover_process_data and xlog_recover_process_ophdr
+    with its helpers).  ``new_trans(tid, lsn, blk)`` makes a transaction
+    object with ``header`` (bytes), ``items`` (a list), ``commit_lsn`` and
+    ``commit_blk``; ``consts`` gives the op flags and limits: (START, END,
+    WAS_CONT, CONTINUE, COMMIT, UNMOUNT, transaction header size,
+    transaction header magic, regions per item limit, item names).
+    ``nbytes`` counts the region bytes kept so far."""
+    __slots__ = ("open", "unmounts", "nbytes", "new_trans", "f_start", "f_end", "f_wascont",
+                 "f_cont", "f_commit", "f_unmount", "th_size", "th_magic", "max_regions",
+                 "names")
+
+    def __init__(self, new_trans, consts):
+        self.open = {}
+        self.unmounts = 0
+        self.nbytes = 0
+        self.new_trans = new_trans
+        (self.f_start, self.f_end, self.f_wascont, self.f_cont, self.f_commit,
+         self.f_unmount, self.th_size, self.th_magic, self.max_regions, self.names) = consts
+
+    @cython.locals(p=cython.p_uchar, end=cython.Py_ssize_t, dp=cython.Py_ssize_t,
+                   a=cython.Py_ssize_t, b=cython.Py_ssize_t, oflags=cython.uint,
+                   flags=cython.uint, i=cython.Py_ssize_t, nops=cython.Py_ssize_t,
+                   done=list, opened=dict, entry=list, tid=cython.uint)
+    def feed_record(self, body, h_len, num_ops, lsn, blk) -> list:
+        """Cut a record body's ops (checked first, as ``log_split_ops``
+        does) and feed them; returns the transactions its COMMIT ops
+        complete.  Damage raises ValueError naming the op (and the
+        transaction)."""
+        end = h_len
+        if end > len(body) or end < 0:
+            raise ValueError(f"record length {h_len} past its {len(body)}-byte body")
+        p = body
+        nops = _walk_ops(p, end, num_ops, None)
+        done = []
+        opened = self.open
+        dp = 0
+        for i in range(nops):
+            tid = _be32(p, dp)
+            b = dp + 12 + _be32(p, dp + 4)
+            oflags = p[dp + 9]
+            a = dp + 12
+            dp = b
+            entry = opened.get(tid)
+            if entry is None:
+                if oflags & self.f_start:
+                    t = self.new_trans(tid, lsn, blk)
+                    opened[tid] = [t, t.items]
+                continue            # (or slack before a transaction starts)
+            flags = oflags & ~self.f_end
+            if flags & self.f_wascont:
+                flags &= ~self.f_cont
+            try:
+                if flags == 0 or flags == self.f_cont:
+                    if b > a:
+                        self._add(entry, bytes(p[a:b]))
+                elif flags == self.f_wascont:
+                    self._add_cont(entry, bytes(p[a:b]))
+                elif flags == self.f_commit:
+                    del opened[tid]
+                    t = entry[0]
+                    t.commit_lsn = lsn
+                    t.commit_blk = blk
+                    done.append(t)
+                elif flags == self.f_unmount:
+                    del opened[tid]
+                    self.unmounts += 1
+                else:
+                    raise ValueError(f"bad op flags 0x{oflags:x}")
+            except ValueError as e:
+                raise ValueError(f"op {i} (transaction 0x{tid:08x}): {e}") from None
+        return done
+
+    def feed(self, body, ops, lsn, blk) -> list:
+        """Feed ops already cut (``log_split_ops``); as feed_record."""
+        return self.feed_record(body, ops[len(ops) - 1][4] if ops else 0, len(ops), lsn, blk)
+
+    @cython.locals(entry=list, items=list, item=LogItem, n=cython.Py_ssize_t,
+                   size=cython.uint, k=cython.Py_ssize_t)
+    def _add(self, entry, region):
+        items = entry[1]
+        n = len(region)
+        k = len(items)
+        if k:
+            item = items[k - 1]
+            if item.total and len(item.regions) < item.total:
+                item.regions.append(region)
+                self.nbytes += n
+                return
+        t = entry[0]
+        if not k and len(t.header) < self.th_size:
+            if len(t.header) == 0:
+                if n < 4 or _le32(region, 0) != self.th_magic:
+                    raise ValueError("bad transaction header magic")
+            if n > self.th_size:
+                raise ValueError(f"transaction header of {n} bytes")
+            t.header = region
+            return
+        item = items[k - 1] if k else None
+        if item is None or (item.total and len(item.regions) == item.total):
+            item = LogItem()
+            items.append(item)
+        if item.total == 0:
+            if n < 4:
+                raise ValueError(f"item's first region of {n} bytes")
+            size = _le16(region, 2)
+            if size == 0 or size > self.max_regions:
+                raise ValueError(f"bad number of regions ({size}) in log item "
+                                 f"{self.names.get(_le16(region, 0), '?')}")
+            item.total = size
+        if len(item.regions) >= item.total:
+            raise ValueError(f"log item region count {len(item.regions)} overflows "
+                             f"its size {item.total}")
+        item.regions.append(region)
+        self.nbytes += n
+
+    @cython.locals(entry=list, item=LogItem, k=cython.Py_ssize_t)
+    def _add_cont(self, entry, data):
+        t = entry[0]
+        items = entry[1]
+        if not items:
+            # the transaction header was split across records
+            if len(t.header) + len(data) > self.th_size:
+                raise ValueError("transaction header continued past its size")
+            t.header = t.header + data
+            return
+        item = items[len(items) - 1]
+        if not item.regions:
+            raise ValueError("continuation of an empty item")
+        k = len(item.regions) - 1
+        item.regions[k] = item.regions[k] + data
+        self.nbytes += len(data)
+
+
+class LiteItem:
+    """A buffer or inode item as replay needs it (indexable like the dicts
+    the full decoder returns)."""
+    __slots__ = ("type", "type_code", "blkno", "len", "flags", "cancel", "inode_buf",
+                 "blf_type", "map", "map_size", "ino", "fields", "asize", "dsize",
+                 "boffset", "ilf_u")
+
+    def __getitem__(self, key):
+        return getattr(self, key)
+
+
+class LogItemError(ValueError):
+    """A log item replay refuses.  ``stage``: 0 its format cannot be read,
+    1 it fails a check, 2 it holds work fstool does not replay."""
+
+    def __init__(self, stage, msg):
+        super().__init__(msg)
+        self.stage = stage
+
+
+class ItemReplayer:
+    """Buffer and inode items: their fields with the checks that need only
+    the item and the geometry (``lite``), and an inode item laid onto its
+    inode cluster buffer (``inode``); icreate's cluster initialisation
+    (``icreate_cluster``).
+
+    ``consts``: (BUF code, INODE code, blf header size, datamap words,
+    BLF_CANCEL, BLF_INODE_BUF, BLFT mask, BLFT shift, inode log format sizes
+    (64, 32-bit), ILOG_DOWNER|AOWNER, ILOG_DEV, ILOG_DFORK, ILOG_DDATA,
+    ILOG_DEXT, ILOG_DBROOT, ILOG_AFORK, ILOG_ADATA, ILOG_AEXT, ILOG_ABROOT,
+    log dinode size, v2 log dinode size, dinode core size, long btree
+    block header size).
+    ``swap``: one byte per log dinode byte, the field width (1, 2, 4, 8) at
+    each field's first byte of a field stored byte-swapped, 0 elsewhere.
+    ``offs``: log dinode offsets (atime, mtime, ctime, crtime,
+    next_unlinked, crc, lsn, flags2, version, mode, format, forkoff,
+    big_nextents, nextents, anextents, nblocks).
+    ``geo``: (sectors in the filesystem, inode size, inodelog, agino_log,
+    inopblog, agcount, AG lengths (list), BIGTIME, NREXT64, uuid)."""
+    __slots__ = ("c_buf", "c_inode", "blf_hdr", "datamap", "blf_cancel", "blf_inode_buf",
+                 "blft_mask", "blft_shift", "ilf64", "ilf32", "owner", "ilog_dev",
+                 "dfork", "ddata", "dext", "dbroot", "afork", "adata", "aext", "abroot",
+                 "ldi_size", "ldi_v2", "core_size", "lblock_len", "swap", "o_atime",
+                 "o_mtime", "o_ctime", "o_crtime", "o_next", "o_crc", "o_lsn", "o_flags2",
+                 "o_version", "o_mode", "o_format", "o_forkoff", "o_bignext", "o_next_ext",
+                 "o_anext", "o_nblocks", "dev_bb", "isize", "inodelog", "agino_log",
+                 "inopblog", "agcount", "ag_len", "bigtime", "nrext64", "uuid")
+
+    def __init__(self, consts, swap, offs, geo):
+        (self.c_buf, self.c_inode, self.blf_hdr, self.datamap, self.blf_cancel,
+         self.blf_inode_buf, self.blft_mask, self.blft_shift, self.ilf64, self.ilf32,
+         self.owner, self.ilog_dev, self.dfork, self.ddata, self.dext, self.dbroot,
+         self.afork, self.adata, self.aext, self.abroot, self.ldi_size, self.ldi_v2,
+         self.core_size, self.lblock_len) = consts
+        self.swap = bytes(swap)
+        if len(self.swap) != self.ldi_size:
+            raise ValueError("swap map of the wrong size")
+        (self.o_atime, self.o_mtime, self.o_ctime, self.o_crtime, self.o_next, self.o_crc,
+         self.o_lsn, self.o_flags2, self.o_version, self.o_mode, self.o_format,
+         self.o_forkoff, self.o_bignext, self.o_next_ext, self.o_anext,
+         self.o_nblocks) = offs
+        (self.dev_bb, self.isize, self.inodelog, self.agino_log, self.inopblog,
+         self.agcount, ag_len, self.bigtime, self.nrext64, uuid) = geo
+        self.ag_len = list(ag_len)
+        self.uuid = bytes(uuid)
+        if len(self.uuid) != 16:
+            raise ValueError("uuid of the wrong size")
+
+    def lite(self, regions):
+        """The item's replay fields as a LiteItem, checked, or None when the
+        item is neither a buffer nor an inode."""
+        return self._lite(regions)
+
+    @cython.locals(p=cython.p_uchar, n=cython.Py_ssize_t, code=cython.uint,
+                   nwords=cython.Py_ssize_t, i=cython.Py_ssize_t, d=LiteItem,
+                   flags=cython.uint, ino=cython.ulonglong, agno=cython.ulonglong,
+                   agbno=cython.ulonglong, base=cython.Py_ssize_t, core=cython.Py_ssize_t,
+                   one=cython.ulonglong)
+    def _lite(self, regions):
+        r0 = regions[0]
+        n = len(r0)
+        p = r0
+        code = _le16(p, 0) if n >= 4 else 0
+        d = LiteItem()
+        if code == self.c_buf:
+            if n < self.blf_hdr or (n - self.blf_hdr) % 4:
+                raise LogItemError(0, f"buffer item format of {n} bytes")
+            flags = _le16(p, 4)
+            nwords = min((n - self.blf_hdr) // 4, self.datamap)
+            d.type = "BUF"
+            d.type_code = code
+            d.flags = flags
+            d.len = _le16(p, 6)
+            d.blkno = _sle64(p, 8)
+            d.map_size = _le32(p, 16)
+            d.map = tuple([_le32(p, self.blf_hdr + 4 * i) for i in range(nwords)])
+            d.cancel = bool(flags & self.blf_cancel)
+            d.inode_buf = bool(flags & self.blf_inode_buf)
+            d.blf_type = (flags & self.blft_mask) >> self.blft_shift
+            if d.map_size > nwords:
+                raise LogItemError(1, f"dirty map of {d.map_size} words")
+            if not d.cancel and (d.blkno < 0 or d.len <= 0 or d.blkno + d.len > self.dev_bb):
+                raise LogItemError(1, f"block range daddr {d.blkno} length {d.len} lies "
+                                      f"outside the filesystem ({self.dev_bb} sectors)")
+            return d
+        if code != self.c_inode:
+            return None
+        if n == self.ilf64:
+            base = 16
+        elif n == self.ilf32:
+            base = 12
+        else:
+            raise LogItemError(0, f"inode log format of {n} bytes")
+        d.type = "INODE"
+        d.type_code = code
+        d.fields = _le32(p, 4)
+        d.asize = _le16(p, 8)
+        d.dsize = _le16(p, 10)
+        d.ino = _le64(p, base)
+        d.ilf_u = bytes(r0[base + 8:base + 24])
+        d.blkno = _sle64(p, base + 24)
+        d.len = _sle32(p, base + 32)
+        d.boffset = _sle32(p, base + 36)
+        if d.blkno < 0 or d.len <= 0 or d.blkno + d.len > self.dev_bb:
+            raise LogItemError(1, f"block range daddr {d.blkno} length {d.len} lies outside "
+                                  f"the filesystem ({self.dev_bb} sectors)")
+        if d.fields & self.owner:
+            # refused here, before anything is written, even where the
+            # kernel would find the inode newer and skip the change
+            raise LogItemError(2, "btree owner changes (logged by swapext) are not "
+                                  "replayed by fstool")
+        ino = d.ino
+        agno = ino >> self.agino_log
+        one = 1
+        agbno = (ino & ((one << self.agino_log) - 1)) >> self.inopblog
+        if agno >= self.agcount or agbno == 0 or agbno >= self.ag_len[agno]:
+            raise LogItemError(1, f"inode {ino} does not exist in this filesystem")
+        if d.boffset < 0 or d.boffset + self.isize > d.len << 9:
+            raise LogItemError(1, f"inode offset {d.boffset} lies outside its "
+                                  f"{d.len}-sector buffer")
+        if len(regions) < 2:
+            raise LogItemError(1, "inode item without its core")
+        core = len(regions[1])
+        if core > self.ldi_size or core < self.ldi_v2:
+            raise LogItemError(1, f"logged inode core of {core} bytes")
+        return d
+
+    def inode(self, buf, boff, d, regions, lsn):
+        """xlog_recover_inode_commit_pass2 once the buffer is read: lay the
+        logged inode (``regions``, LiteItem ``d``) onto ``buf`` (a bytearray)
+        at ``boff``.  Returns False when the inode on disk is newer than
+        ``lsn`` (nothing changed), True when replayed.  Damage raises
+        LogItemError (nothing changed)."""
+        if not isinstance(d, LiteItem):
+            raise TypeError("inode() needs the LiteItem of an inode item")
+        return self._inode(buf, boff, d, regions, lsn)
+
+    @cython.locals(i=cython.Py_ssize_t, n=cython.Py_ssize_t, entry=tuple, it=LogItem,
+                   lt=LiteItem)
+    def classify(self, items, decode_other):
+        """The items of a transaction (LogItem) as (index, item, decoded)
+        entries: all of them in the order pass 2 replays them (buffers,
+        other items, inode-unlink buffers, cancels:
+        xlog_recover_reorder_trans), the cancelled buffers, and the items
+        other than buffers and inodes in log order.  Buffers and inodes are
+        decoded by ``lite``; ``decode_other(index, item)`` decodes the
+        rest.  A LogItemError carries the item's ``index``."""
+        bufs, others, ibufs, cancels, rest = [], [], [], [], []
+        n = len(items)
+        for i in range(n):
+            it = items[i]
+            if not it.regions:
+                continue
+            try:
+                d = self._lite(it.regions)
+            except LogItemError as e:
+                e.index = i
+                raise
+            if d is None:
+                entry = (i, it, decode_other(i, it))
+                others.append(entry)
+                rest.append(entry)
+                continue
+            entry = (i, it, d)
+            lt = d
+            if lt.type_code == self.c_buf:
+                if lt.cancel:
+                    cancels.append(entry)
+                elif lt.inode_buf:
+                    ibufs.append(entry)
+                else:
+                    bufs.append(entry)
+            else:
+                others.append(entry)
+        ibufs.reverse()
+        cancels.reverse()
+        return bufs + others + ibufs + cancels, cancels, rest
+
+    @cython.locals(i=cython.Py_ssize_t, n=cython.Py_ssize_t, entry=tuple, d=LiteItem,
+                   nrep=cython.Py_ssize_t, nskip=cython.Py_ssize_t, it=LogItem)
+    def inode_run(self, ordered, start, bufs, cancel, lsn):
+        """Replay the inode items of ``ordered`` from index ``start`` while
+        their buffer is in ``bufs`` (daddr -> an object with ``data``, a
+        bytearray of the item's length, and ``dirty``) and not in
+        ``cancel``.  Returns (index where it stopped, inodes replayed,
+        inodes skipped as older than the disk).  A LogItemError carries the
+        entry's ``index``."""
+        n = len(ordered)
+        nrep = 0
+        nskip = 0
+        i = start
+        while i < n:
+            entry = ordered[i]
+            obj = entry[2]
+            if not isinstance(obj, LiteItem):
+                break
+            d = obj
+            if d.type_code != self.c_inode:
+                break
+            if cancel and (d.blkno, d.len) in cancel:
+                break
+            b = bufs.get(d.blkno)
+            if b is None:
+                break
+            data = b.data
+            if len(data) != d.len << 9:
+                break
+            it = entry[1]
+            try:
+                r = self._inode(data, d.boffset, d, it.regions, lsn)
+            except LogItemError as e:
+                e.index = i
+                raise
+            if r:
+                b.dirty = True
+                nrep += 1
+            else:
+                nskip += 1
+            i += 1
+        return i, nrep, nskip
+
+    @cython.locals(p=cython.p_uchar, q=cython.p_uchar, w=cython.p_uchar,
+                   o=cython.Py_ssize_t, n=cython.Py_ssize_t, i=cython.Py_ssize_t,
+                   k=cython.Py_ssize_t, s=cython.int, t=cython.ulonglong,
+                   fields=cython.uint, mode=cython.uint, fmt=cython.int,
+                   forkoff=cython.Py_ssize_t, flags2=cython.ulonglong,
+                   nex=cython.ulonglong, nblocks=cython.ulonglong, disk_lsn=cython.ulonglong,
+                   nregions=cython.Py_ssize_t, ri=cython.Py_ssize_t, room=cython.Py_ssize_t,
+                   ptr=cython.Py_ssize_t, dsize=cython.Py_ssize_t, asize=cython.Py_ssize_t,
+                   flag=cython.uint, which=cython.int, lsn_v=cython.ulonglong,
+                   nu0=cython.uint, nu1=cython.uint, nu2=cython.uint, nu3=cython.uint)
+    def _inode(self, buf, boff, d, regions, lsn):
+        o = boff
+        if o < 0 or o + self.isize > len(buf):
+            raise LogItemError(1, f"inode offset {boff} lies outside the buffer")
+        p = buf
+        if _be16(p, o) != 0x494E:
+            raise LogItemError(1, f"bad inode magic in the buffer at daddr {d.blkno} "
+                                  f"offset {boff}")
+        core = regions[1]
+        n = len(core)
+        if n > self.ldi_size:
+            raise LogItemError(1, f"logged inode core of {n} bytes")
+        if n < self.ldi_v2:
+            raise LogItemError(1, f"logged inode core of {n} bytes")
+        q = core
+        if (_le16(q, 0) if n >= 2 else 0) != 0x494E:
+            raise LogItemError(1, f"bad magic 0x{(_le16(q, 0) if n >= 2 else 0):x} in the "
+                                  "logged inode")
+        s = _s8(q[self.o_version])
+        if s < 3:
+            raise LogItemError(1, f"logged inode {d.ino} is version {s} (v5 filesystems "
+                                  "log version 3 inodes)")
+        lsn_v = lsn
+        if p[o + 4] >= 3:
+            disk_lsn = _be64(p, o + self.o_lsn)
+            if disk_lsn and disk_lsn != 0xFFFFFFFFFFFFFFFF and disk_lsn > lsn_v:
+                return False
+        mode = _le16(q, self.o_mode)
+        fmt = _s8(q[self.o_format])
+        if (mode & 0o170000) == 0o100000 and fmt not in (2, 3):
+            raise LogItemError(1, f"regular file inode {d.ino} in fork format {fmt}")
+        if (mode & 0o170000) == 0o040000 and fmt not in (1, 2, 3):
+            raise LogItemError(1, f"directory inode {d.ino} in fork format {fmt}")
+        forkoff = q[self.o_forkoff]
+        if forkoff > self.isize:
+            raise LogItemError(1, f"fork offset {forkoff} past the inode size")
+        flags2 = _le64(q, self.o_flags2) if n >= self.o_flags2 + 8 else 0
+        if flags2 & self.nrext64:
+            nex = (_le64(q, self.o_bignext) if n >= self.o_bignext + 8 else 0) + \
+                _le32(q, self.o_next_ext)
+        else:
+            nex = _le32(q, self.o_next_ext) + _le16(q, self.o_anext)
+        nblocks = _le64(q, self.o_nblocks)
+        if nex > nblocks:
+            raise LogItemError(1, f"inode {d.ino}: {nex} extents but {nblocks} blocks")
+        # check the forks before changing anything
+        fields = d.fields
+        nregions = len(regions)
+        forkoff <<= 3
+        dsize = forkoff if forkoff else self.isize - self.core_size
+        asize = self.isize - self.core_size - forkoff
+        ri = 2
+        for which in range(2 if nregions > 2 else 0):
+            flag = fields & (self.dfork if which == 0 else self.afork)
+            if not flag:
+                continue
+            kind = "data" if which == 0 else "attr"
+            room = dsize if which == 0 else asize
+            if ri >= nregions:
+                raise LogItemError(1, f"{kind} fork flagged but not logged")
+            src = regions[ri]
+            ri += 1
+            if flag == (self.ddata if which == 0 else self.adata) or \
+                    flag == (self.dext if which == 0 else self.aext):
+                if len(src) > room:
+                    raise LogItemError(1, f"{kind} fork of {len(src)} bytes does not fit "
+                                          f"{room}")
+            elif flag == (self.dbroot if which == 0 else self.abroot):
+                self._bmdr_check(src, room)
+            else:
+                raise LogItemError(1, f"invalid {kind} fork flags 0x{flag:x}")
+        # xfs_log_dinode_to_disk: the host-order core into the big-endian
+        # on-disk one (same fields, same places); legacy timestamps are two
+        # host-order 32-bit halves, seconds low; di_next_unlinked stays as
+        # it is on disk; di_lsn is the transaction's; the CRC comes last
+        nu0 = p[o + self.o_next]
+        nu1 = p[o + self.o_next + 1]
+        nu2 = p[o + self.o_next + 2]
+        nu3 = p[o + self.o_next + 3]
+        w = self.swap
+        i = 0
+        while i < self.ldi_size:
+            s = w[i]
+            if s == 0:
+                p[o + i] = q[i] if i < n else 0
+                i += 1
+                continue
+            if i + s <= n:
+                for k in range(s):
+                    p[o + i + k] = q[i + s - 1 - k]
+            else:
+                for k in range(s):
+                    p[o + i + k] = 0
+            i += s
+        if not flags2 & self.bigtime:
+            for k in range(4):
+                i = (self.o_atime, self.o_mtime, self.o_ctime, self.o_crtime)[k]
+                if i + 8 <= n:
+                    t = _le64(q, i)
+                    _put_be64(p, o + i, ((t & 0xFFFFFFFF) << 32) | (t >> 32))
+        p[o + self.o_next] = nu0
+        p[o + self.o_next + 1] = nu1
+        p[o + self.o_next + 2] = nu2
+        p[o + self.o_next + 3] = nu3
+        _put_be64(p, o + self.o_lsn, lsn_v)
+        if fields & self.ilog_dev:
+            u = d.ilf_u
+            for k in range(4):
+                p[o + 176 + k] = u[3 - k]
+        ptr = o + self.core_size
+        ri = 2
+        for which in range(2 if nregions > 2 else 0):
+            flag = fields & (self.dfork if which == 0 else self.afork)
+            if not flag:
+                continue
+            room = dsize if which == 0 else asize
+            src = regions[ri]
+            ri += 1
+            at = ptr if which == 0 else ptr + forkoff
+            if flag == (self.dbroot if which == 0 else self.abroot):
+                buf[at:at + room] = self._bmbt_to_bmdr(src, room)
+            else:
+                buf[at:at + len(src)] = src
+        _put_le32(p, o + self.o_crc, _cksum_region(p, o, o + self.isize, o + self.o_crc))
+        return True
+
+    @cython.locals(q=cython.p_uchar, numrecs=cython.Py_ssize_t, rmax=cython.Py_ssize_t,
+                   dmax=cython.Py_ssize_t)
+    def _bmdr_check(self, src, dlen):
+        if len(src) < self.lblock_len:
+            raise LogItemError(1, f"btree root of {len(src)} bytes")
+        q = src
+        numrecs = _be16(q, 6)
+        rmax = (len(src) - self.lblock_len) // 16
+        dmax = (dlen - 4) // 16
+        if numrecs > dmax or numrecs > rmax:
+            raise LogItemError(1, f"btree root with {numrecs} records does not fit the fork")
+
+    @cython.locals(hdr=cython.Py_ssize_t, numrecs=cython.Py_ssize_t, rmax=cython.Py_ssize_t,
+                   dmax=cython.Py_ssize_t, rp=cython.Py_ssize_t, dp=cython.Py_ssize_t)
+    def _bmbt_to_bmdr(self, src, dlen):
+        """xfs_bmbt_to_bmdr: the in-core root (a long btree block with the
+        v5 header) as the on-disk fork root (level, numrecs, keys, ptrs)."""
+        self._bmdr_check(src, dlen)
+        hdr = self.lblock_len
+        numrecs = _be16(src, 6)
+        rmax = (len(src) - hdr) // 16
+        dmax = (dlen - 4) // 16
+        out = bytearray(dlen)
+        out[0:4] = src[4:8]
+        out[4:4 + 8 * numrecs] = src[hdr:hdr + 8 * numrecs]
+        rp = hdr + rmax * 8
+        dp = 4 + dmax * 8
+        out[dp:dp + 8 * numrecs] = src[rp:rp + 8 * numrecs]
+        return bytes(out)
+
+    @cython.locals(p=cython.p_uchar, n=cython.Py_ssize_t, o=cython.Py_ssize_t,
+                   i=cython.Py_ssize_t, k=cython.Py_ssize_t, ino=cython.ulonglong,
+                   gen=cython.uint, isz=cython.Py_ssize_t, u=cython.p_uchar)
+    def icreate_cluster(self, buf, gen, ino0):
+        """xfs_ialloc_inode_init for one cluster buffer (a bytearray): every
+        inode zeroed, then magic, version 3, generation, an empty unlinked
+        pointer, its number, the filesystem uuid and its CRC."""
+        isz = self.isize
+        n = len(buf) // isz
+        p = buf
+        if cython.compiled:
+            for i in range(len(buf)):
+                p[i] = 0
+        else:
+            buf[:] = bytes(len(buf))
+        u = self.uuid
+        ino = ino0
+        for i in range(n):
+            o = i * isz
+            p[o] = 0x49
+            p[o + 1] = 0x4E
+            p[o + 4] = 3
+            p[o + 92] = (gen >> 24) & 0xFF
+            p[o + 93] = (gen >> 16) & 0xFF
+            p[o + 94] = (gen >> 8) & 0xFF
+            p[o + 95] = gen & 0xFF
+            for k in range(4):
+                p[o + self.o_next + k] = 0xFF
+            _put_be64(p, o + 152, ino + i)
+            for k in range(16):
+                p[o + 160 + k] = u[k]
+            _put_le32(p, o + self.o_crc, _cksum_region(p, o, o + isz, o + self.o_crc))

@@ -489,16 +489,10 @@ def unstamp_cycles(hdr, body: bytearray, h_len: int | None = None) -> None:
     """Reader side (xlog_unpack_data): put back the first word of every body
     sector from the header's cycle data.  ``h_len`` bounds the sectors
     restored (the kernel restores BTOBB(h_len) sectors)."""
+    from .._backend import parsers
     nsect = record_blocks(len(body) if h_len is None else h_len)
     nsect = min(nsect, len(body) >> BBSHIFT)
-    have = len(hdr) // BBSIZE
-    for i in range(nsect):
-        if i // XLOG_CYCLE_DATA_SIZE >= have:
-            raise ValueError(f"record body sector {i} has no header sector holding "
-                             "its cycle data")
-        pos = i << BBSHIFT
-        slot = _cycle_slot(i)
-        body[pos:pos + 4] = hdr[slot:slot + 4]
+    parsers.log_unstamp_cycles(hdr, body, nsect, H_CYCLE_DATA_OFF, XLOG_CYCLE_DATA_SIZE)
 
 
 # -- record CRC ------------------------------------------------------------------------------

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .._backend import parsers
 from ..format import log as L
 from .head import LogCorrupt, LogDevice
 
-_OP = L.OP_HEADER.struct
 _MAGIC = b"\xfe\xed\xba\xbe"
 
 
@@ -135,29 +135,10 @@ def walk(ld: LogDevice, head: int, tail: int, *, check_crc: bool = True,
 
 def split_ops(rec: Record) -> list:
     """The ops of a record (xlog_recover_process_data's loop)."""
-    body = rec.body
-    end = rec.header["h_len"]
-    n = rec.header["h_num_logops"]
-    unpack = _OP.unpack_from
-    ops = []
-    append = ops.append
-    dp = 0
-    while dp < end and n:
-        if dp + 12 > end:
-            raise RecordError(rec.blk, f"op header {len(ops)} at byte {dp} runs past the "
-                              f"record ({end} bytes)")
-        tid, oplen, client, flags, _r = unpack(body, dp)
-        a = dp + 12
-        dp = a + oplen
-        if client != 0x69 and client != 0xAA:
-            raise RecordError(rec.blk, f"op {len(ops)} at byte {a - 12}: bad client id "
-                              f"0x{client:x}")
-        if dp > end:
-            raise RecordError(rec.blk, f"op {len(ops)} at byte {a - 12}: length {oplen} "
-                              f"runs past the end of the record ({end} bytes)")
-        append((tid, flags, client, a, dp))
-        n -= 1
-    return ops
+    try:
+        return parsers.log_split_ops(rec.body, rec.header["h_len"], rec.header["h_num_logops"])
+    except ValueError as e:
+        raise RecordError(rec.blk, str(e)) from None
 
 
 def crc_pass(ld: LogDevice, head: int, tail: int, why: list | None = None):

@@ -15,8 +15,10 @@ image's :class:`~fstool.io.device.Device`; nothing is written with
 """
 from __future__ import annotations
 
+import gc
 import struct
 import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from .._backend import parsers
@@ -100,73 +102,52 @@ def _stamp_rule(blft: int, buf) -> tuple | None:
 _BLF_HEAD = struct.Struct("<HHHHqI")
 _ILF64 = struct.Struct("<HHIHHIQ16sqii")
 _ILF32 = struct.Struct("<HHIHHQ16sqii")
-_TYPE_SIZE = struct.Struct("<HH")
-_LDI = L.LOG_DINODE.struct
-_DISK_CORE = struct.Struct(">" + "".join(code for _n, code in L.LOG_DINODE.fields))
 _F = {name: i for i, (name, _c) in enumerate(L.LOG_DINODE.fields)}
-_T_ATIME, _T_MTIME, _T_CTIME, _T_CRTIME = (_F["di_atime"], _F["di_mtime"], _F["di_ctime"],
-                                           _F["di_crtime"])
-_T_NEXT, _T_CRC, _T_LSN = _F["di_next_unlinked"], _F["di_crc"], _F["di_lsn"]
-_T_FLAGS2, _T_VERSION = _F["di_flags2"], _F["di_version"]
-(_T_MAGIC, _T_MODE, _T_FORMAT, _T_FORKOFF, _T_BIGNEXT, _T_NEXT_EXT, _T_ANEXT,
- _T_NBLOCKS) = (_F["di_magic"], _F["di_mode"], _F["di_format"], _F["di_forkoff"],
-                _F["di_big_nextents"], _F["di_nextents"], _F["di_anextents"], _F["di_nblocks"])
-_PAD_CORE = {n: bytes(L.LOG_DINODE.size - n) for n in range(L.LOG_DINODE_V2_SIZE,
-                                                               L.LOG_DINODE.size + 1)}
 
 
-class Lite:
-    """A buffer or inode item as replay needs it (indexable like the dicts
-    the full decoder returns)."""
-    __slots__ = ("type", "type_code", "blkno", "len", "flags", "cancel", "inode_buf",
-                 "blf_type", "map", "map_size", "ino", "fields", "asize", "dsize",
-                 "boffset", "ilf_u")
-
-    def __getitem__(self, key):
-        return getattr(self, key)
-
-
-def _buf_lite(code, flags, length, blkno, words, msize) -> Lite:
-    d = Lite()
-    d.type, d.type_code, d.blkno, d.len, d.flags = "BUF", code, blkno, length, flags
-    d.cancel = bool(flags & L.XFS_BLF_CANCEL)
-    d.inode_buf = bool(flags & L.XFS_BLF_INODE_BUF)
-    d.blf_type = L.blft_from_flags(flags)
-    d.map, d.map_size = words, msize
-    return d
+def _dinode_swap_map() -> bytes:
+    """For fstool_native's ItemReplayer: the width of each LOG_DINODE field
+    stored byte-swapped, at the field's first byte (0 for byte strings)."""
+    out = bytearray(L.LOG_DINODE.size)
+    o = 0
+    for _name, code in L.LOG_DINODE.fields:
+        n = struct.calcsize("<" + code)
+        if not code.endswith("s"):
+            out[o] = n
+        o += n
+    return bytes(out)
 
 
-def _inode_lite(code, fields, asize, dsize, ino, ilf_u, blkno, length, boff) -> Lite:
-    d = Lite()
-    d.type, d.type_code, d.ino, d.fields, d.asize, d.dsize = "INODE", code, ino, fields, \
-        asize, dsize
-    d.blkno, d.len, d.boffset, d.ilf_u = blkno, length, boff, ilf_u
-    return d
+def _dinode_offsets() -> tuple:
+    offs = {}
+    o = 0
+    for name, code in L.LOG_DINODE.fields:
+        offs[name] = o
+        o += struct.calcsize("<" + code)
+    return tuple(offs[n] for n in (
+        "di_atime", "di_mtime", "di_ctime", "di_crtime", "di_next_unlinked", "di_crc",
+        "di_lsn", "di_flags2", "di_version", "di_mode", "di_format", "di_forkoff",
+        "di_big_nextents", "di_nextents", "di_anextents", "di_nblocks"))
 
 
-def light_decode(it):
-    """The few fields replay needs from buffer and inode items (the full
-    decoder, fstool.log.items.decode, serves everything else)."""
-    r0 = it.regions[0]
-    code = _TYPE_SIZE.unpack_from(r0, 0)[0] if len(r0) >= 4 else 0
-    if code == L.XFS_LI_BUF:
-        if len(r0) < 20 or (len(r0) - 20) % 4:
-            raise I.ItemError(f"buffer item format of {len(r0)} bytes")
-        _t, _s, flags, length, blkno, msize = _BLF_HEAD.unpack_from(r0, 0)
-        nwords = min((len(r0) - 20) // 4, L.XFS_BLF_DATAMAP_SIZE)
-        words = struct.unpack_from(f"<{nwords}I", r0, 20)
-        return _buf_lite(code, flags, length, blkno, words, msize)
-    if code == L.XFS_LI_INODE:
-        if len(r0) == _ILF64.size:
-            v = _ILF64.unpack_from(r0, 0)
-            ino, ilf_u, blkno, length, boff = v[6], v[7], v[8], v[9], v[10]
-        elif len(r0) == _ILF32.size:
-            v = _ILF32.unpack_from(r0, 0)
-            ino, ilf_u, blkno, length, boff = v[5], v[6], v[7], v[8], v[9]
-        else:
-            raise I.ItemError(f"inode log format of {len(r0)} bytes")
-        return _inode_lite(code, v[2], v[3], v[4], ino, ilf_u, blkno, length, boff)
-    return DictItem(I.decode(it))
+_REPLAYER_CONSTS = (
+    L.XFS_LI_BUF, L.XFS_LI_INODE, _BLF_HEAD.size, L.XFS_BLF_DATAMAP_SIZE, L.XFS_BLF_CANCEL,
+    L.XFS_BLF_INODE_BUF, L.XFS_BLFT_MASK, L.XFS_BLFT_SHIFT, _ILF64.size, _ILF32.size,
+    L.XFS_ILOG_DOWNER | L.XFS_ILOG_AOWNER, L.XFS_ILOG_DEV, L.XFS_ILOG_DFORK,
+    L.XFS_ILOG_DDATA, L.XFS_ILOG_DEXT, L.XFS_ILOG_DBROOT, L.XFS_ILOG_AFORK, L.XFS_ILOG_ADATA,
+    L.XFS_ILOG_AEXT, L.XFS_ILOG_ABROOT, L.LOG_DINODE.size, L.LOG_DINODE_V2_SIZE,
+    C.XFS_DINODE_CORE_SIZE, C.XFS_BTREE_LBLOCK_CRC_LEN)
+
+
+def item_replayer(fs, mod=None):
+    """fstool_native's ItemReplayer for this filesystem (``mod``: the
+    parsers backend, the active one by default)."""
+    sb = fs.sb
+    mod = mod or parsers
+    geo = (sb.dblocks << (sb.blocklog - C.BBSHIFT), sb.inodesize, sb.inodelog,
+           sb.agino_log, sb.inopblog, sb.agcount, [fs.ag_length(a) for a in range(sb.agcount)],
+           C.XFS_DIFLAG2_BIGTIME, C.XFS_DIFLAG2_NREXT64, sb.meta_uuid)
+    return mod.ItemReplayer(_REPLAYER_CONSTS, _dinode_swap_map(), _dinode_offsets(), geo)
 
 
 class DictItem(dict):
@@ -188,14 +169,27 @@ def stamp_block(buf: bytearray, rule: tuple, lsn: int, sb) -> None:
         bs = sb.blocksize
         for o in range(0, len(buf), bs):
             if _BE32.unpack_from(buf, o)[0] == C.XFS_ATTR3_RMT_MAGIC:
-                blk = bytes(buf[o:o + bs])
-                buf[o + 12:o + 16] = parsers.xfs_cksum(blk, 12).to_bytes(4, "little")
+                parsers.stamp_cksum(buf, o, min(o + bs, len(buf)), o + 12)
         return
     _BE64.pack_into(buf, lsn_off, lsn)
     m32 = _BE32.unpack_from(buf, 0)[0]
     n = sb.sectsize if m32 in (C.XFS_SB_MAGIC, C.XFS_AGF_MAGIC, C.XFS_AGI_MAGIC,
                                C.XFS_AGFL_MAGIC) else len(buf)
-    buf[crc_off:crc_off + 4] = parsers.xfs_cksum(bytes(buf[:n]), crc_off).to_bytes(4, "little")
+    parsers.stamp_cksum(buf, 0, n, crc_off)
+
+
+@contextmanager
+def gc_paused():
+    """The cyclic garbage collector off for a while: recovery makes hundreds
+    of thousands of small objects that live until it ends (no cycles among
+    them), and each full collection would walk them all again."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 class CacheFull(Exception):
@@ -251,7 +245,10 @@ class Recovery:
         self.out = writer_dev          # a writable Device (None for dry runs)
         self.cancel: dict = {}
         self.bufs: dict[int, Buf] = {}
-        self.sector_owner: dict[int, int] = {}
+        # filesystem block -> daddrs of the cached buffers covering part of
+        # it (finds the buffers a new one overlaps)
+        self.block_owner: dict[int, list] = {}
+        self._osh = fs.sb.blocklog - C.BBSHIFT
         self.cache_bytes = cache_bytes
         self.cached = 0
         self.spill: dict = {}          # dry runs: daddr -> (sectors, zlib data)
@@ -267,6 +264,7 @@ class Recovery:
         self.dev_bb = fs.sb.dblocks << (fs.sb.blocklog - C.BBSHIFT)
         self._ctx = (0, 0, 0, None)
         self._saved: list | None = []
+        self._ir = item_replayer(fs)
 
     # -- the passes ------------------------------------------------------------------
     def run(self) -> Stats:
@@ -286,26 +284,30 @@ class Recovery:
         self._saved = []
         if st.head == st.tail or st.clean:
             return
+        with gc_paused():
+            self._pass1()
+
+    def _pass1(self) -> None:
+        st = self.state
         re = Reassembler()
-        kept = 0
         saved = self._saved
-        for rec in walk(self.ld, st.head, st.tail):
+        cancel = self.cancel
+        for rec in walk(self.ld, st.head, st.tail, parse_ops=False):
             self.stats.records += 1
             for t in re.feed(rec):
-                decoded = self._decode(t, rec.blk)
-                for _idx, _it, d in decoded:
+                decoded, cancels, others = self._decode(t, rec.blk)
+                for _idx, _it, d in cancels:
+                    key = (d.blkno, d.len)
+                    cancel[key] = cancel.get(key, 0) + 1
+                for _idx, _it, d in others:
                     code = d.type_code
-                    if code == L.XFS_LI_BUF:
-                        if d.cancel:
-                            key = (d.blkno, d.len)
-                            self.cancel[key] = self.cancel.get(key, 0) + 1
-                    elif code in L.INTENT_DONE:
+                    if code in L.INTENT_DONE:
                         self.intents[(code, d.id)] = (t.lsn, d, rec.blk)
                     elif code in L.DONE_INTENT:
                         self.intents.pop((L.DONE_INTENT[code], d.intent_id), None)
                 if saved is not None:
-                    kept += sum(len(r) for it in t.items for r in it.regions)
-                    if kept > self.KEEP_BYTES:
+                    # the bytes reassembled so far bound what is kept
+                    if re.nbytes > self.KEEP_BYTES:
                         saved = self._saved = None
                     else:
                         saved.append((t, _At(rec.blk), decoded))
@@ -315,27 +317,35 @@ class Recovery:
         st = self.state
         if st.head == st.tail or st.clean:
             return self.stats
+        with gc_paused():
+            self._pass2()
+        return self.stats
+
+    def _pass2(self) -> None:
+        st = self.state
         if self._saved is not None:
             for t, at, decoded in self._saved:
                 self._commit(t, at, decoded)
             self._saved = None
         else:
             re = Reassembler()
-            for rec in walk(self.ld, st.head, st.tail):
+            for rec in walk(self.ld, st.head, st.tail, parse_ops=False):
                 for t in re.feed(rec):
-                    self._commit(t, rec, self._decode(t, rec.blk))
+                    self._commit(t, rec, self._decode(t, rec.blk)[0])
         self._flush_group()
-        return self.stats
 
-    def _decode(self, t, blk: int) -> list:
-        """(index, item, decoded) of every item of ``t``, checked."""
-        out = []
-        for idx, it in enumerate(t.items):
-            if not it.regions:
-                continue
+    def _decode(self, t, blk: int) -> tuple:
+        """The items of ``t``, checked, as (index, item, decoded) entries:
+        all of them in the order pass 2 replays them (buffers, other items,
+        inode-unlink buffers, cancels: xlog_recover_reorder_trans), the
+        cancelled buffers, and the items other than buffers and inodes in
+        log order.  Buffer and inode items are decoded and checked by
+        fstool_native (ItemReplayer.classify), the others by
+        fstool.log.items.decode."""
+        def other(idx, it):
             self._ctx = (blk, t.tid, idx, None)
             try:
-                d = light_decode(it)
+                d = DictItem(I.decode(it))
             except I.ItemError as e:
                 raise self._bad(str(e)) from None
             code = d.type_code
@@ -343,69 +353,82 @@ class Recovery:
                 raise self._bad(f"unrecognised log item type 0x{code:x}")
             self._ctx = (blk, t.tid, idx, d.type)
             self._check(it, d)
-            out.append((idx, it, d))
-        return out
+            return d
+
+        try:
+            return self._ir.classify(t.items, other)
+        except parsers.LogItemError as e:
+            idx = e.index
+            self._ctx = (blk, t.tid, idx, L.ITEM_NAMES.get(t.items[idx].type) if e.stage
+                         else None)
+            if e.stage == 2:
+                raise self._unsupported(str(e)) from None
+            raise self._bad(str(e)) from None
 
     def _check(self, it, d) -> None:
-        """The checks that need nothing but the item and the geometry."""
-        code = d.type_code
-        if code == L.XFS_LI_BUF:
-            if d.map_size > len(d.map):
-                raise self._bad(f"dirty map of {d.map_size} words")
-            if not d.cancel:
-                self._check_range(d.blkno, d.len)
-        elif code == L.XFS_LI_INODE:
-            self._check_range(d.blkno, d.len)
-            if d.fields & (L.XFS_ILOG_DOWNER | L.XFS_ILOG_AOWNER):
-                # refused here, before anything is written, even where the
-                # kernel would find the inode newer and skip the change
-                raise self._unsupported("btree owner changes (logged by swapext) are not "
-                                        "replayed by fstool")
-            try:
-                self.fs.ino_location(d.ino)
-            except Exception:
-                raise self._bad(f"inode {d.ino} does not exist in this filesystem") \
-                    from None
-            if d.boffset < 0 or d.boffset + self.isize > d.len << C.BBSHIFT:
-                raise self._bad(f"inode offset {d.boffset} lies outside its "
-                                f"{d.len}-sector buffer")
-            if len(it.regions) < 2:
-                raise self._bad("inode item without its core")
-            n = len(it.regions[1])
-            if n > L.LOG_DINODE.size or n < L.LOG_DINODE_V2_SIZE:
-                raise self._bad(f"logged inode core of {n} bytes")
-        elif code == L.XFS_LI_ICREATE:
+        """The checks of items other than buffers and inodes that need
+        nothing but the item and the geometry."""
+        if d.type_code == L.XFS_LI_ICREATE:
             self._icreate_geometry(d)
 
-    def _commit(self, t, rec, decoded) -> None:
+    def _commit(self, t, rec, ordered) -> None:
+        """Replay the items of ``t`` (``ordered`` as ``_decode`` gives
+        them).  Inode items, the bulk of most logs, are handled inline."""
         if t.lsn != self.group_lsn:
             self._flush_group()
             self.group_lsn = t.lsn
-        self.stats.transactions += 1
-        # reorder: buffers, other items, inode-unlink buffers, cancels
-        bufs, others, ibufs, cancels = [], [], [], []
-        for entry in decoded:
-            d = entry[2]
-            if d.type_code == L.XFS_LI_BUF:
-                if d.cancel:
-                    cancels.append(entry)
-                elif d.inode_buf:
-                    ibufs.append(entry)
-                else:
-                    bufs.append(entry)
-            else:
-                others.append(entry)
-        before = self.stats.blocks_written
-        n = 0
+        st = self.stats
+        st.transactions += 1
+        before = st.blocks_written
         lsn = t.lsn
         tid = t.tid
         blk = rec.blk
-        for idx, it, d in bufs + others + ibufs[::-1] + cancels[::-1]:
+        inode_code = L.XFS_LI_INODE
+        run = self._ir.inode_run
+        bufs = self.bufs
+        cancel = self.cancel
+        n_inode = n_skipped = n_cancelled = 0
+        i, n = 0, len(ordered)
+        while i < n:
+            try:
+                # inode items whose buffer is cached, in one native call
+                i, rep, skip = run(ordered, i, bufs, cancel, lsn)
+            except parsers.LogItemError as e:
+                idx, _it, d = ordered[e.index]
+                self._ctx = (blk, tid, idx, d.type)
+                raise self._bad(str(e), rec) from None
+            n_inode += rep
+            n_skipped += skip
+            if i >= n:
+                break
+            idx, it, d = ordered[i]
+            i += 1
             self._ctx = (blk, tid, idx, d.type)
-            self._item(it, d, lsn, rec)
-            n += 1
-        self.stats.items += n
-        self.stats.checkpoints.append((lsn, n, self.stats.blocks_written - before))
+            if d.type_code != inode_code:
+                self._item(it, d, lsn, rec)
+                continue
+            # xlog_recover_inode_commit_pass2, when the buffer is to be read
+            # or the item is cancelled
+            blkno, length = d.blkno, d.len
+            if (blkno, length) in cancel:
+                n_cancelled += 1
+                continue
+            b = self._get(blkno, length)
+            try:
+                replayed = self._ir.inode(b.data, d.boffset, d, it.regions, lsn)
+            except parsers.LogItemError as e:
+                raise self._bad(str(e), rec) from None
+            if replayed:
+                b.dirty = True
+                n_inode += 1
+            else:
+                n_skipped += 1
+        if n_inode:
+            st.replayed["inode"] = st.replayed.get("inode", 0) + n_inode
+        st.skipped_lsn += n_skipped
+        st.cancelled += n_cancelled
+        st.items += len(ordered)
+        st.checkpoints.append((lsn, len(ordered), st.blocks_written - before))
 
     def _where(self) -> str:
         blk, tid, idx, what = self._ctx
@@ -424,8 +447,6 @@ class Recovery:
         code = d.type_code
         if code == L.XFS_LI_BUF:
             self._buf_item(it, d, lsn, rec)
-        elif code == L.XFS_LI_INODE:
-            self._inode_item(it, d, lsn, rec)
         elif code == L.XFS_LI_ICREATE:
             self._icreate_item(d, lsn, rec)
         elif code in L.INTENT_DONE or code in L.DONE_INTENT:
@@ -550,9 +571,7 @@ class Recovery:
                         self._inode_crc(buf, base)
 
     def _inode_crc(self, buf: bytearray, base: int) -> None:
-        ino = buf[base:base + self.isize]
-        buf[base + C.XFS_DINODE_CRC_OFF:base + C.XFS_DINODE_CRC_OFF + 4] = \
-            parsers.xfs_cksum(ino, C.XFS_DINODE_CRC_OFF).to_bytes(4, "little")
+        parsers.stamp_cksum(buf, base, base + self.isize, base + C.XFS_DINODE_CRC_OFF)
 
     def _buf_lsn(self, buf) -> int:
         """xlog_recover_get_buf_lsn: the block's LSN, or -1 to replay anyway."""
@@ -585,118 +604,6 @@ class Recovery:
         return -1
 
     # -- inodes -----------------------------------------------------------------------
-    def _inode_item(self, it, d, lsn: int, rec) -> None:
-        blkno, length, boff = d.blkno, d.len, d.boffset
-        if self._is_cancelled(blkno, length):
-            self.stats.cancelled += 1
-            return
-        b = self._get(blkno, length)
-        buf = b.data
-        if _BE16.unpack_from(buf, boff)[0] != C.XFS_DINODE_MAGIC:
-            raise self._bad(f"bad inode magic in the buffer at daddr {blkno} offset {boff}",
-                            rec)
-        core = it.regions[1]
-        v = list(_LDI.unpack(core + _PAD_CORE[len(core)]))
-        if v[_T_MAGIC] != C.XFS_DINODE_MAGIC:
-            raise self._bad(f"bad magic 0x{v[_T_MAGIC]:x} in the logged inode", rec)
-        if v[_T_VERSION] < 3:
-            raise self._bad(f"logged inode {d.ino} is version {v[_T_VERSION]} (v5 "
-                            "filesystems log version 3 inodes)", rec)
-        ver = buf[boff + 4]
-        if ver >= 3:
-            disk_lsn = _BE64.unpack_from(buf, boff + 112)[0]
-            if disk_lsn and disk_lsn != 0xFFFFFFFFFFFFFFFF and disk_lsn > lsn:
-                self.stats.skipped_lsn += 1
-                return
-        mode = v[_T_MODE]
-        fmt = v[_T_FORMAT]
-        ftype = mode & 0o170000
-        if ftype == 0o100000 and fmt not in (C.XFS_DINODE_FMT_EXTENTS,
-                                               C.XFS_DINODE_FMT_BTREE):
-            raise self._bad(f"regular file inode {d.ino} in fork format {fmt}", rec)
-        if ftype == 0o040000 and fmt not in (C.XFS_DINODE_FMT_EXTENTS, C.XFS_DINODE_FMT_BTREE,
-                                               C.XFS_DINODE_FMT_LOCAL):
-            raise self._bad(f"directory inode {d.ino} in fork format {fmt}", rec)
-        forkoff_raw = v[_T_FORKOFF]
-        if forkoff_raw > self.isize:
-            raise self._bad(f"fork offset {forkoff_raw} past the inode size", rec)
-        if v[_T_FLAGS2] & C.XFS_DIFLAG2_NREXT64:
-            nex = v[_T_BIGNEXT] + v[_T_NEXT_EXT]
-        else:
-            nex = v[_T_NEXT_EXT] + v[_T_ANEXT]
-        nblocks = v[_T_NBLOCKS]
-        if nex > nblocks:
-            raise self._bad(f"inode {d.ino}: {nex} extents but {nblocks} blocks", rec)
-        self._dinode_to_disk(v, buf, boff, lsn)
-        fields = d.fields
-        if fields & L.XFS_ILOG_DEV:
-            buf[boff + 176:boff + 180] = d.ilf_u[:4][::-1]
-        size = len(it.regions)
-        dptr = boff + C.XFS_DINODE_CORE_SIZE
-        forkoff = forkoff_raw << 3
-        dsize = forkoff if forkoff else self.isize - C.XFS_DINODE_CORE_SIZE
-        asize = self.isize - C.XFS_DINODE_CORE_SIZE - forkoff
-        if size > 2:
-            ri = 2
-            for kind, mask, data_f, ext_f, root_f, ptr, room in (
-                    ("data", L.XFS_ILOG_DFORK, L.XFS_ILOG_DDATA, L.XFS_ILOG_DEXT,
-                     L.XFS_ILOG_DBROOT, dptr, dsize),
-                    ("attr", L.XFS_ILOG_AFORK, L.XFS_ILOG_ADATA, L.XFS_ILOG_AEXT,
-                     L.XFS_ILOG_ABROOT, dptr + forkoff, asize)):
-                flag = fields & mask
-                if not flag:
-                    continue
-                if ri >= size:
-                    raise self._bad(f"{kind} fork flagged but not logged", rec)
-                src = it.regions[ri]
-                ri += 1
-                if flag in (data_f, ext_f):
-                    if len(src) > room:
-                        raise self._bad(f"{kind} fork of {len(src)} bytes does not fit "
-                                        f"{room}", rec)
-                    buf[ptr:ptr + len(src)] = src
-                elif flag == root_f:
-                    buf[ptr:ptr + room] = self._bmbt_to_bmdr(src, room, rec)
-                else:
-                    raise self._bad(f"invalid {kind} fork flags 0x{flag:x}", rec)
-        self._inode_crc(buf, boff)
-        b.dirty = True
-        self.stats.count("inode")
-
-    def _bmbt_to_bmdr(self, src: bytes, dlen: int, rec) -> bytes:
-        """xfs_bmbt_to_bmdr: the in-core root (a long btree block with the
-        v5 header) as the on-disk fork root (level, numrecs, keys, ptrs)."""
-        hdr = C.XFS_BTREE_LBLOCK_CRC_LEN
-        if len(src) < hdr:
-            raise self._bad(f"btree root of {len(src)} bytes", rec)
-        level, numrecs = struct.unpack_from(">HH", src, 4)
-        rmax = (len(src) - hdr) // 16
-        dmax = (dlen - 4) // 16
-        if numrecs > dmax or numrecs > rmax:
-            raise self._bad(f"btree root with {numrecs} records does not fit the fork", rec)
-        out = bytearray(dlen)
-        struct.pack_into(">HH", out, 0, level, numrecs)
-        out[4:4 + 8 * numrecs] = src[hdr:hdr + 8 * numrecs]
-        rp = hdr + rmax * 8
-        dp = 4 + dmax * 8
-        out[dp:dp + 8 * numrecs] = src[rp:rp + 8 * numrecs]
-        return bytes(out)
-
-    def _dinode_to_disk(self, v: list, buf: bytearray, o: int, lsn: int) -> None:
-        """xfs_log_dinode_to_disk: the logged host-order core (``v``, the
-        LOG_DINODE fields in order) into the big-endian on-disk core, which
-        has the same fields in the same places.  Legacy timestamps are two
-        host-order 32-bit halves (seconds low); di_lsn becomes the
-        transaction's LSN; di_next_unlinked is left as it is on disk."""
-        if not v[_T_FLAGS2] & C.XFS_DIFLAG2_BIGTIME:
-            for i in (_T_ATIME, _T_MTIME, _T_CTIME, _T_CRTIME):
-                t = v[i]
-                v[i] = ((t & 0xFFFFFFFF) << 32) | (t >> 32)
-        v[_T_NEXT] = _BE32.unpack_from(buf, o + 96)[0]
-        v[_T_LSN] = lsn
-        v[_T_CRC] = 0
-        _DISK_CORE.pack_into(buf, o, *v)
-
     # -- inode creation ---------------------------------------------------------------
     def _icreate_geometry(self, d) -> None:
         """xlog_recover_icreate_commit_pass2's checks of an icreate item."""
@@ -734,24 +641,12 @@ class Recovery:
         if cancelled:
             self.stats.cancelled += 1
             return
-        ipc = (bpc << sb.blocklog) >> sb.inodelog
         for j in range(nbufs):
             cbno = agbno + j * bpc
             daddr = self.fs.agb_to_daddr(agno, cbno)
             b = self._get(daddr, bb_per_cluster, fresh=True)
-            buf = b.data
-            buf[:] = bytes(len(buf))
             ino0 = (agno << sb.agino_log) | (cbno << sb.inopblog)
-            for i in range(ipc):
-                o = i << sb.inodelog
-                struct.pack_into(">HHB", buf, o, C.XFS_DINODE_MAGIC, 0, 3)
-                buf[o + 2:o + 4] = b"\0\0"
-                buf[o + 4] = 3
-                _BE32.pack_into(buf, o + 92, d.gen)
-                _BE32.pack_into(buf, o + 96, C.NULLAGINO)
-                _BE64.pack_into(buf, o + 152, ino0 + i)
-                buf[o + 160:o + 176] = self.uuid
-                self._inode_crc(buf, o)
+            self._ir.icreate_cluster(b.data, d.gen, ino0)
             b.dirty = True
             b.stamp = None
         self.stats.count("icreate")
@@ -762,10 +657,17 @@ class Recovery:
         if b is not None and len(b.data) == nbb << C.BBSHIFT:
             return b
         # a different length at this address, or overlaps: write those out first
-        for s in range(daddr, daddr + nbb):
-            owner = self.sector_owner.get(s)
-            if owner is not None and owner in self.bufs:
-                self._evict(owner)
+        osh = self._osh
+        first, last = daddr >> osh, (daddr + nbb - 1) >> osh
+        owners = self.block_owner
+        end = daddr + nbb
+        for k in range(first, last + 1):
+            lst = owners.get(k)
+            if lst:
+                for o in [o for o in lst if o < end and
+                          o + (len(self.bufs[o].data) >> C.BBSHIFT) > daddr]:
+                    if o in self.bufs:
+                        self._evict(o)
         if fresh:
             data = bytearray(nbb << C.BBSHIFT)
         elif self.spill and daddr in self.spill and \
@@ -777,8 +679,12 @@ class Recovery:
                 self._unspill(daddr, nbb, data)
         b = Buf(daddr, data)
         self.bufs[daddr] = b
-        for s in range(daddr, daddr + nbb):
-            self.sector_owner[s] = daddr
+        for k in range(first, last + 1):
+            lst = owners.get(k)
+            if lst is None:
+                owners[k] = [daddr]
+            else:
+                lst.append(daddr)
         self.cached += len(data)
         return b
 
@@ -789,9 +695,14 @@ class Recovery:
         self._stamp(b)
         if b.dirty:
             self._write(b)
-        for s in range(daddr, daddr + (len(b.data) >> C.BBSHIFT)):
-            if self.sector_owner.get(s) == daddr:
-                del self.sector_owner[s]
+        osh = self._osh
+        owners = self.block_owner
+        for k in range(daddr >> osh, ((daddr + (len(b.data) >> C.BBSHIFT) - 1) >> osh) + 1):
+            lst = owners.get(k)
+            if lst is not None and daddr in lst:
+                lst.remove(daddr)
+                if not lst:
+                    del owners[k]
         self.cached -= len(b.data)
 
     def _stamp(self, b: Buf) -> None:
@@ -842,7 +753,7 @@ class Recovery:
             if b.dirty:
                 self._write(b)
         self.bufs.clear()
-        self.sector_owner.clear()
+        self.block_owner.clear()
         self.cached = 0
 
 
