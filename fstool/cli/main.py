@@ -35,6 +35,7 @@ COMMANDS = {
     "ln": ("edit", "ln_cmd", "Create a hard or symbolic link in an image."),
     "setattr": ("edit", "setattr_cmd", "Change mode, owner, times or xattrs in an image."),
     "log": ("log", "cmd", "Print, replay or zero the log (journal) of an image."),
+    "mount": ("mount", "cmd", "Mount an image read-write through FUSE."),
 }
 
 class LazyGroup(click.Group):
