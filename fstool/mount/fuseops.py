@@ -25,11 +25,15 @@ ATTR_TIMEOUT = 3600.0
 
 
 class FuseOps(pyfuse3.Operations):
-    enable_writeback_cache = True
+    # The kernel's writeback cache gathers small writes into large ones, but
+    # its errors (ENOSPC above all) then come at close or fsync instead of
+    # at write(); it is on only when asked for (-o writeback_cache).
+    enable_writeback_cache = False
     supports_dot_lookup = True
 
-    def __init__(self, vol):
+    def __init__(self, vol, writeback_cache: bool = False):
         super().__init__()
+        self.enable_writeback_cache = writeback_cache
         self.vol = vol
         self.root = vol.rootino
 

@@ -34,16 +34,16 @@ def fuse_available() -> str | None:
     return None
 
 
+OWN_OPTIONS = ("rw", "writeback_cache")      # fstool's, not passed to libfuse
+
+
 def fuse_options(readonly: bool, extra) -> set:
     import pyfuse3
     opts = set(pyfuse3.default_options)          # default_permissions
     opts |= {"fsname=fstool", "subtype=xfs"}
     if readonly:
         opts.add("ro")
-    for o in extra:
-        if o == "rw":
-            continue
-        opts.add(o)
+    opts.update(o for o in extra if o not in OWN_OPTIONS)
     return opts
 
 
@@ -58,7 +58,7 @@ def serve(image, mountpoint, *, readonly=False, options=(), ready=None,
     from .volume import Volume
     vol = Volume(image, readonly=readonly)
     try:
-        ops = FuseOps(vol)
+        ops = FuseOps(vol, writeback_cache="writeback_cache" in options)
         try:
             pyfuse3.init(ops, os.fspath(mountpoint), fuse_options(readonly, options))
         except RuntimeError as e:

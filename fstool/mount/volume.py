@@ -148,6 +148,8 @@ class Volume:
         try:
             if self.w is not None:
                 self.write_back_all()
+                for ino in [i for i, s in self.staged.items() if s.orphan]:
+                    self._destroy_orphan(ino)
                 self.w.close()
             else:
                 self.fs.close()
@@ -192,7 +194,12 @@ class Volume:
             return a
         stg = self.staged.get(ino)
         if stg is not None and stg.orphan:
-            return stg.attr
+            a = stg.attr
+            a.size = stg.size
+            if stg.mtime_ns is not None:
+                a.mtime_ns = stg.mtime_ns
+                a.ctime_ns = stg.ctime_ns
+            return a
         try:
             node = self.fs.inode(ino)
         except FsToolError:
@@ -399,20 +406,33 @@ class Volume:
         return a
 
     # -- removing names ------------------------------------------------------------------------
-    def _losing_last_link(self, ino: int) -> None:
-        """``ino`` is about to lose its last name: if it is open, keep its
-        content and attributes until the last close."""
-        if not self.opens.get(ino):
-            return
-        a = self.getattr(ino).copy()
-        if not pystat.S_ISREG(a.mode):
+    def _remove_name(self, ns, parent: int, name: bytes, ino: int) -> None:
+        """Remove a non-directory name.  An inode losing its last name while
+        open stays allocated (link count 0) with its content until the last
+        close, as the kernel keeps it; the kernel still knows it by its
+        number, which must not name another file meanwhile."""
+        a = self.getattr(ino)
+        if a.nlink > 1 or not self.opens.get(ino) or not pystat.S_ISREG(a.mode):
+            ns.unlink(parent, name)
             return
         stg = self._stage(ino)
         stg.orphan = True
         stg.dirty = False
+        a = a.copy()
         a.nlink = 0
         a.size = stg.size
         stg.attr = a
+        pst = ns.dir_state(parent)
+        del pst.entries[name]
+        pst.changed = True
+        ns._patch(ino, nlink_delta=-1, ctime_ns=ns.now)
+
+    def _destroy_orphan(self, ino: int) -> None:
+        stg = self.staged.pop(ino)
+        stg.f.close()
+        with self._tx() as ns:
+            ns._destroy(ino)
+        self.icache.invalidate(ino)
 
     def unlink(self, parent: int, name: bytes) -> None:
         self._writable()
@@ -422,12 +442,9 @@ class Volume:
             if ent is None:
                 raise oserror(errno.ENOENT)
             ino = ent[0]
-            a = self.getattr(ino)
-            if pystat.S_ISDIR(a.mode):
+            if pystat.S_ISDIR(self.getattr(ino).mode):
                 raise oserror(errno.EISDIR)
-            if a.nlink <= 1:
-                self._losing_last_link(ino)
-            ns.unlink(parent, name)
+            self._remove_name(ns, parent, name, ino)
             self._touch(parent, ino)
 
     def rmdir(self, parent: int, name: bytes) -> None:
@@ -497,10 +514,11 @@ class Volume:
                 if ddir and not sdir:
                     raise oserror(errno.EISDIR)
                 if ddir and ns.dir_state(dino).entries:
-                    raise oserror(errno.ENOTEMPTY)
-                if not ddir and self.getattr(dino).nlink <= 1:
-                    self._losing_last_link(dino)
-                ns.unlink(dparent, dname, rmdir=ddir)
+                    raise oserror(errno.EEXIST)     # what XFS returns here
+                if ddir:
+                    ns.unlink(dparent, dname, rmdir=True)
+                else:
+                    self._remove_name(ns, dparent, dname, dino)
                 self._touch(dino)
             del sst.entries[sname]
             sst.changed = True
@@ -642,7 +660,10 @@ class Volume:
         stg = self.staged.get(ino)
         if stg is None:
             return
-        if stg.dirty and not stg.orphan:
+        if stg.orphan:
+            self._destroy_orphan(ino)
+            return
+        if stg.dirty:
             with self._tx():
                 self._write_back(ino, stg)
         self._unstage_if_idle(ino)
@@ -769,9 +790,17 @@ class Volume:
         if flags & 2 and key not in cur:
             raise oserror(errno.ENODATA)
         cur[key] = bytes(value)
+        self._set_xattrs(ino, cur)
+
+    def _set_xattrs(self, ino: int, xattrs: dict) -> None:
         with self._tx() as ns:
-            ns.set_xattrs(ino, cur)
+            ns.set_xattrs(ino, xattrs)
             self._touch(ino)
+        if any(len(v) > self.sb.blocksize - C.XFS_ATTR3_RMT_HDR_SIZE for v in xattrs.values()):
+            # a value over several remote blocks is built as one buffer, which
+            # the reader (one block at a time) does not find in the cache
+            # until the checkpoint has written it in place
+            self.w.journal.push()
 
     def removexattr(self, ino: int, name: bytes) -> None:
         self._writable()
@@ -780,9 +809,7 @@ class Volume:
         if key not in cur:
             raise oserror(errno.ENODATA)
         del cur[key]
-        with self._tx() as ns:
-            ns.set_xattrs(ino, cur)
-            self._touch(ino)
+        self._set_xattrs(ino, cur)
 
     # -- the filesystem ----------------------------------------------------------------------------------
     def _counters(self) -> dict:
