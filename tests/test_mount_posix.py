@@ -6,16 +6,13 @@ the same tree in it."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 
 import pytest
 
 from fixtures import images
-from fixtures.fusemount import FuseMounted, env, fuse_skip_reason
-
-REPO = images.REPO
+from fixtures.fusemount import (FuseMounted, fstool_image, fuse_skip_reason, repair_clean,
+                                run_ops)
 
 
 def _skip():
@@ -26,26 +23,12 @@ def _skip():
         pytest.skip("needs root, xfsprogs and a kernel loop mount of XFS (the reference)")
 
 
-def run_ops(root, what: str) -> list:
-    r = subprocess.run([sys.executable, "-m", "fixtures.posix_ops", str(root), what],
-                       cwd=REPO, env=env(), capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
-
-
 def kernel_run(tmp_path, size: str, what: str):
     img = tmp_path / "kernel.img"
     subprocess.run(["truncate", "-s", size, str(img)], check=True)
     subprocess.run(["mkfs.xfs", "-q", "-f", str(img)], check=True, capture_output=True)
     with images.Mounted(img) as mnt:
         return run_ops(mnt, what), run_ops(mnt, "tree")
-
-
-def fstool_image(tmp_path, size: str):
-    img = tmp_path / "fstool.img"
-    subprocess.run([sys.executable, "-m", "fstool", "mkfs", "--size", size, str(img)],
-                   check=True, capture_output=True, env=env())
-    return img
 
 
 def fstool_run(tmp_path, size: str, what: str, *mount_args):
@@ -64,11 +47,6 @@ def assert_same(kernel: list, fstool: list) -> None:
              for step, res in fstool if kd.get(step) != tuple(map(json.dumps, res))]
     assert [s for s, _ in kernel] == [s for s, _ in fstool]
     assert not diffs, "\n".join(diffs)
-
-
-def repair_clean(img) -> None:
-    r = subprocess.run(["xfs_repair", "-n", "-f", str(img)], capture_output=True, text=True)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
 
 
 def kernel_tree(img) -> list:
