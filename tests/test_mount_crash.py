@@ -57,3 +57,32 @@ def test_kill_9_during_a_workload(tmp_path, seed, delay):
     if delay >= 1.5:
         assert res["synced"] > 0
     assert not res["bad"], res["bad"]
+
+
+def test_four_processes_at_once(tmp_path):
+    """Four workloads creating, writing, renaming and removing in the same
+    directories at once; then a clean unmount: repair-clean, fsync'd files
+    intact, and the kernel sees the tree the mount showed."""
+    why = fuse_skip_reason()
+    if why:
+        pytest.skip(f"needs FUSE: {why}")
+    if not images.loop_available():
+        pytest.skip("needs root, xfsprogs and a kernel loop mount of XFS (the reference)")
+    img = fstool_image(tmp_path, "512m")
+    m = FuseMounted(img)
+    with m as mnt:
+        procs = [subprocess.Popen([sys.executable, "-m", "fixtures.mount_workload", str(mnt),
+                                   str(tmp_path / f"synced{k}.txt"), str(k), "150"],
+                                  cwd=images.REPO, env=env(), stdout=subprocess.PIPE,
+                                  text=True) for k in range(4)]
+        done = [int(p.communicate(timeout=300)[0]) for p in procs]
+        seen = run_ops(mnt, "tree")
+        for k in range(4):
+            assert not check_journal(str(mnt), str(tmp_path / f"synced{k}.txt"))
+    assert m.returncode == 0, m.stderr
+    assert done == [150] * 4
+    repair_clean(img)
+    with images.Mounted(img) as mnt:
+        assert run_ops(mnt, "tree") == seen
+        for k in range(4):
+            assert not check_journal(str(mnt), str(tmp_path / f"synced{k}.txt"))
