@@ -65,6 +65,10 @@ def serve(image, mountpoint, *, readonly=False, options=(), ready=None,
             raise FsToolError(f"{mountpoint}: cannot mount: {e}") from None
         state = {"terminated": False}
         try:
+            import gc
+            # the long-lived caches stay out of the cyclic collector's way
+            gc.freeze()
+            gc.set_threshold(50000, 20, 100)
             if ready is not None:
                 ready()
             trio.run(_main, vol, state, checkpoint_seconds)
@@ -96,7 +100,7 @@ async def _main(vol, state, every: float) -> None:
         if vol.w is not None:
             nursery.start_soon(timer)
         nursery.start_soon(signals)
-        await pyfuse3.main()
+        await pyfuse3.main(min_tasks=1, max_tasks=1)
         nursery.cancel_scope.cancel()
 
 
