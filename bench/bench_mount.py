@@ -63,8 +63,9 @@ class Target:
     pid = None
 
     def __init__(self, work: str, size: str):
-        self.img = os.path.join(work, f"{self.name}.img")
-        self.mnt = os.path.join(work, f"{self.name}-mnt")
+        slug = "".join(c if c.isalnum() else "-" for c in self.name)
+        self.img = os.path.join(work, f"{slug}.img")
+        self.mnt = os.path.join(work, f"{slug}-mnt")
         os.mkdir(self.mnt)
         subprocess.run(["truncate", "-s", size, self.img], check=True)
 

@@ -97,7 +97,7 @@ class Volume:
     """An image mounted: see the module docstring."""
 
     def __init__(self, image, *, readonly: bool = False, timestamp_ns: int | None = None,
-                 stage_dir: str | None = None, cache_bytes: int = 256 << 20):
+                 stage_dir: str | None = None, cache_bytes: int = 128 << 20):
         from ..fs.mount import Filesystem
         from ..io.lock import ImageLock, refuse_if_mounted
         from ..ns.namespace import Namespace
@@ -563,6 +563,10 @@ class Volume:
             raise oserror(errno.EROFS)
         if pystat.S_ISDIR(a.mode) and flags & (os.O_WRONLY | os.O_RDWR):
             raise oserror(errno.EISDIR)
+        if flags & os.O_TRUNC and flags & (os.O_WRONLY | os.O_RDWR) and \
+                pystat.S_ISREG(a.mode):
+            # libfuse asks for atomic O_TRUNC: the truncation is the open's
+            self.setattr(ino, size=0)
         fh = self.next_fh
         self.next_fh += 1
         self.handles[fh] = Handle(ino, flags)
@@ -612,7 +616,7 @@ class Volume:
         stg = self._stage(h.ino)
         end = off + len(data)
         if end > stg.size:
-            self._reserve(h.ino, stg, end)
+            self._reserve(stg, data)
         n = os.pwrite(stg.f.fileno(), data, off)
         if off + n > stg.size:
             stg.size = off + n
@@ -621,15 +625,16 @@ class Volume:
         self.icache.invalidate(h.ino)
         return n
 
-    def _reserve(self, ino: int, stg: Staged, end: int) -> None:
+    def _reserve(self, stg: Staged, data: bytes) -> None:
         """ENOSPC at write time, as the kernel gives it, rather than at
         write-back: the staged files must fit the free space (a rewrite needs
         its new blocks before the old ones are freed)."""
         bs = self.sb.blocksize
-        need = (end + bs - 1) // bs
-        for other, s in self.staged.items():
-            if other != ino and s.dirty and not s.orphan:
-                need += (s.size + bs - 1) // bs
+        # blocks the staged files hold (holes need none), and this write's
+        need = (len(data) + bs - 1) // bs + 1
+        for s in self.staged.values():
+            if s.dirty and not s.orphan or s is stg:
+                need += (s.blocks() * 512 + bs - 1) // bs
         free = self.free_blocks()
         # room for the block maps, free lists and btree splits of the write-back
         margin = 8 * self.sb.agcount + need // 256 + 16
