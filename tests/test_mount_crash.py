@@ -5,44 +5,15 @@ gives the tree the kernel's replay gives.  (bench/crash_mount.py runs the
 same at many more moments.)"""
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
-import time
 
 import pytest
 
 from fixtures import images
 from fixtures.fusemount import (FuseMounted, env, fstool_image, fuse_skip_reason, repair_clean,
                                 run_ops)
-from fixtures.mount_workload import check_journal
-
-
-def crash_once(tmp_path, seed: int, delay: float) -> dict:
-    img = fstool_image(tmp_path, "512m")
-    journal = tmp_path / "synced.txt"
-    m = FuseMounted(img)
-    with m as mnt:
-        work = subprocess.Popen([sys.executable, "-m", "fixtures.mount_workload", str(mnt),
-                                 str(journal), str(seed)], cwd=images.REPO, env=env(),
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        time.sleep(delay)
-        m.kill()
-        ops = int(work.communicate(timeout=60)[0] or 0)
-    copy = tmp_path / "copy.img"
-    shutil.copyfile(img, copy)
-    with images.Mounted(img) as mnt:           # the kernel replays fstool's log
-        bad = check_journal(str(mnt), str(journal))
-        tree = run_ops(mnt, "tree")
-    repair_clean(img)
-    r = subprocess.run([sys.executable, "-m", "fstool", "log", "replay", str(copy)],
-                       capture_output=True, text=True, env=env())
-    assert r.returncode == 0, r.stderr
-    repair_clean(copy)
-    with images.Mounted(copy) as mnt:
-        assert run_ops(mnt, "tree") == tree, "fstool log replay and the kernel's differ"
-    synced = len(journal.read_text().splitlines()) if journal.exists() else 0
-    return {"ops": ops, "bad": bad, "synced": synced}
+from fixtures.mount_workload import check_journal, crash_once
 
 
 @pytest.mark.parametrize("seed,delay", [(1, 0.5), (2, 1.5), (3, 3.0)])
