@@ -147,10 +147,15 @@ def test_inode_cache_follows_the_kernels_references(tmp_path):
         assert len(v.icache.attrs) <= 64
         for i in range(300):
             v.lookup(d.ino, b"%d" % i)
-        assert v.icache.refs[inos[0]] == 2              # mknod's entry and the lookup
+        assert v.icache.refs_of(inos[0]) == 2           # mknod's entry and the lookup
+        assert len(v.icache) == 301
+        for ino in inos[:-1]:
+            v.forget(ino, 1)
+        assert len(v.icache) == 301 and v.icache.refs_of(inos[5]) == 1
         for ino in inos:
             v.forget(ino, 2)
-        assert set(v.icache.refs) == {d.ino}
+        assert list(v.icache.inodes()) == [d.ino] and len(v.icache) == 1
+        assert len(v.icache.chunks) == 1
     finally:
         v.close()
 
