@@ -4,8 +4,10 @@ that log recovery brings to a consistent state.
     python3 bench/crash_random.py [--runs 100] [--seed 1] [--keep DIR]
 
 Each run starts one fstool workload on a fresh copy of an image and kills it
-with SIGKILL after a random delay (uniform over the workload's own run
-time, measured once beforehand).  The workloads:
+with SIGKILL after a random delay, uniform over the part of the workload's
+run that writes (from its first write to the image to its end, measured
+once beforehand by watching the image's modification time), so that kills
+land among the writes rather than in Python's start-up.  The workloads:
 
   populate-dir    populate from a host directory holding the fixture tree
                   (every file type and form), in batches of 300 entries
@@ -39,7 +41,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -168,6 +169,25 @@ def replay_with_fstool(img: Path):
     return r
 
 
+def writing_window(argv, image: Path) -> tuple[float, float]:
+    """Run ``argv`` once; the seconds from its start to its first write to
+    ``image`` (seen as a change of the image's modification time) and to
+    its end."""
+    m0 = os.stat(image).st_mtime_ns
+    t0 = time.perf_counter()
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         cwd=HERE.parent)
+    first = None
+    while p.poll() is None:
+        if first is None and os.stat(image).st_mtime_ns != m0:
+            first = time.perf_counter() - t0
+        time.sleep(0.003)
+    end = time.perf_counter() - t0
+    if p.returncode:
+        raise SystemExit(f"{' '.join(argv)} failed: {p.stderr.read().decode()[-500:]}")
+    return (first if first is not None else 0.05), end
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=100)
@@ -180,6 +200,7 @@ def main() -> int:
     rng = random.Random(a.seed)
     work = Path(tempfile.mkdtemp(prefix="crash-random-", dir=os.environ.get("BENCH_DIR")))
     failures = 0
+    landed = 0
     try:
         # sources: the fixture tree needs XFS underneath for its xattrs
         host = work / "host.img"
@@ -191,9 +212,9 @@ def main() -> int:
             build_tree(tree, "small")
             want_dir = source_records(tree)
             tarpath = work / "tree.tar"
-            with tarfile.open(tarpath, "w", format=tarfile.PAX_FORMAT) as t:
-                for p in sorted(tree.iterdir()):
-                    t.add(p, arcname=p.name)
+            # GNU tar, which keeps the xattrs (as SCHILY.xattr records)
+            sh("tar", "--xattrs", "--xattrs-include=*", "--format=pax", "-cf", tarpath,
+               "-C", tree, *sorted(p.name for p in tree.iterdir()))
             ptree = work / "ptree"
             ptree.mkdir()
             build_proto_tree(ptree)
@@ -219,9 +240,7 @@ def main() -> int:
                 argv = [c if c is not None else str(ref) for c in cmd]
                 if name == "edits":
                     argv += ["--states", str(work / "states.json")]
-                t0 = time.perf_counter()
-                subprocess.run(argv, check=True, capture_output=True, cwd=HERE.parent)
-                durations[name] = time.perf_counter() - t0
+                durations[name] = writing_window(argv, ref)
                 if name == "populate-tar":
                     jobs[name] = (cmd, source_records(tree))
             states = json.loads((work / "states.json").read_text())
@@ -230,7 +249,8 @@ def main() -> int:
             for run in range(a.runs):
                 name = names[run % len(names)]
                 cmd, want = jobs[name]
-                delay = rng.uniform(0.05, durations[name] * 0.98)
+                first, end = durations[name]
+                delay = rng.uniform(first, end * 0.98)
                 shutil.copy(base, img)
                 argv = [c if c is not None else str(img) for c in cmd]
                 p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -269,12 +289,14 @@ def main() -> int:
                 status = "ok" if not problems else "FAIL"
                 print(f"{run:3d} {name:15s} killed after {delay:5.2f}s  {len(got):6d} entries"
                       f"  {status}{': ' + '; '.join(problems) if problems else ''}", flush=True)
+                landed += len(got) > 1
                 if problems:
                     failures += 1
                     if a.keep:
                         os.makedirs(a.keep, exist_ok=True)
                         shutil.copy(img, Path(a.keep) / f"run{run}-{name}.img")
-        print(f"{a.runs} runs, {failures} failed")
+        print(f"{a.runs} runs, {failures} failed; {landed} killed after something "
+              "was committed")
         return 1 if failures else 0
     finally:
         shutil.rmtree(work, ignore_errors=True)

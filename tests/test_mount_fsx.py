@@ -1,5 +1,5 @@
 """fsx-style random reads, writes, truncates, mmap reads, fsyncs and
-reopens through the mount against a shadow copy (fixtures/fsx.py); then the
+reopens through the mount against a shadow copy (fixtures/fsx_mount.py); then the
 image is repair-clean and the kernel reads the same content.
 (bench/fsx_mount.py runs 100,000 operations and more seeds.)"""
 from __future__ import annotations
@@ -22,7 +22,7 @@ def test_fsx_against_a_shadow_copy(tmp_path, seed):
     img = fstool_image(tmp_path, "64m")
     m = FuseMounted(img)
     with m as mnt:
-        r = subprocess.run([sys.executable, "-m", "fixtures.fsx", str(mnt / "f"), str(seed),
+        r = subprocess.run([sys.executable, "-m", "fixtures.fsx_mount", str(mnt / "f"), str(seed),
                             "1500"], cwd=images.REPO, env=env(), capture_output=True,
                            text=True, timeout=600)
         assert r.returncode == 0, r.stdout + r.stderr

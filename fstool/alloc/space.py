@@ -14,7 +14,7 @@ busy space is left it asks the journal for a checkpoint and tries again.
 from __future__ import annotations
 
 from ..errors import CorruptionError, NoSpaceError
-from ..trans.busy import free_pieces
+from ..trans.busy import coalesce, free_pieces
 
 MAXEXTLEN = (1 << 21) - 1            # blocks in one bmbt record
 NEAR_SCAN = 64                       # free extents looked at on each side of a target
@@ -34,6 +34,10 @@ class SpaceAllocator:
         # (xfs_alloc_min_freelist), for log recovery's work after replay,
         # whose result must equal the kernel's
         self.kernel_freelist = False
+        # blocks held for files growing by appends (speculative preallocation,
+        # see fstool.ns.fileio): free on disk, but other allocations step
+        # around them as around busy blocks; owner -> (agno, start, end)
+        self.reserved: dict = {}
 
     def begin(self) -> None:
         self.pending = []
@@ -168,6 +172,26 @@ class SpaceAllocator:
                 s.tx.mark_busy(agno, start, length)
             frees, self.pending = self.pending, []
 
+    def unalloc(self, fsbno: int, length: int) -> None:
+        """Give back blocks the open transaction allocated and never used:
+        they were free in the image before it, so they go straight back to
+        the free-space btrees (not busy)."""
+        agno, agbno = self.fsb_split(fsbno)
+        ag = self.session.ag(agno)
+        self.fix_freelist(ag)
+        self._insert_free(ag, agbno, length)
+        self.allocated -= length
+
+    def alloc_exact(self, fsbno: int, length: int) -> int:
+        """Allocate up to ``length`` blocks starting exactly at ``fsbno``;
+        returns how many (0 when that block is not free)."""
+        agno, agbno = self.fsb_split(fsbno)
+        got = self._alloc_in_ag(self.session.ag(agno), agbno, 1, length, 1, True)
+        if got is None:
+            return 0
+        self.allocated += got[1]
+        return got[1]
+
     # -- allocating ---------------------------------------------------------------------
     def alloc_in_ag(self, ag, target: int, minlen: int, maxlen: int, align: int = 1,
                     exact: bool = False):
@@ -196,19 +220,27 @@ class SpaceAllocator:
             return None
         target = min(max(target, 0), ag.length - 1)
         s = self.session
-        busy = sorted(s.journal.busy.ranges(ag.agno) +
-                      [(b, b + n) for a, b, n in s.tx.busy if a == ag.agno])
+        # busy blocks: those of earlier transactions (kept coalesced by the
+        # journal), then the few this one freed and those held for files
+        old = s.journal.busy.merged(ag.agno)
+        mine = coalesce([(b, b + n) for a, b, n in s.tx.busy if a == ag.agno] +
+                        [(b, e) for a, b, e in self.reserved.values() if a == ag.agno])
+        busy = old or mine
 
         def pieces(rec, reverse=False):
             if not busy:
                 return (rec,)
-            out = list(free_pieces(rec[0], rec[1], busy))
-            return reversed(out) if reverse else out
+            out = free_pieces(rec[0], rec[1], old, reverse) if old else (rec,)
+            if mine:
+                out = (q for p in out for q in free_pieces(p[0], p[1], mine, reverse))
+            return out
 
         # 1. the free extent holding the target itself
         rec = ag.bno.lookup_le((target,))
         if rec is not None and rec[0] + rec[1] > target:
             for ps, pn in pieces(rec):
+                if ps > target:
+                    break
                 if not ps <= target < ps + pn:
                     continue
                 a = _align_up(target, align)

@@ -17,7 +17,8 @@
     130 interrupted
 
 ``fstool check`` keeps the statuses of ``xfs_repair -n`` instead: 0 clean,
-1 corruption found, 2 dirty log, 4 the check could not run.
+1 corruption found, 2 dirty log, 4 the check could not run; the ``log``
+commands exit 4 when the log cannot be read or replayed.
 docs/commands/exit-status.md lists them for users.
 """
 from __future__ import annotations

@@ -8,19 +8,43 @@ from .options import image_arg, json_opt
 def cmd():
     """Read, print and replay the internal log (journal) of an image.
 
-    Exit status (as every command): 0 done, 6 the log is damaged in a way
-    recovery cannot go past, 5 it holds work fstool cannot replay (nothing
-    is written in either case), 7 the image is busy; see
-    docs/commands/exit-status.md.
+    Exit status: 0 done; 4 the log cannot be read or replayed (damaged in a
+    way recovery cannot go past, or holding work fstool cannot finish: the
+    message names the record and the item, and nothing is written); 7 the
+    image is busy; otherwise as every command (docs/commands/exit-status.md).
     """
 
 
+EXIT_LOG_CANNOT = 4
+
+
+def log_statuses(fn):
+    """A damaged log, or one holding work fstool cannot finish, ends a log
+    command with status 4 ("could not run", as check and repair say it)."""
+    import functools
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        from ..errors import CorruptionError, ImageTruncatedError, UnsupportedError
+        try:
+            return fn(*args, **kwargs)
+        except (CorruptionError, ImageTruncatedError, UnsupportedError) as e:
+            if not getattr(e, "while_opening", False):
+                e.exit_status = EXIT_LOG_CANNOT
+            raise
+    return run
+
+
 def _open(image):
-    import fstool
-    return fstool.open_image(image)
+    """The image, opened as every command opens it: an image fstool cannot
+    open at all keeps the common statuses (4 not XFS, 5 unsupported, 6
+    corrupt superblock)."""
+    from ..ops.logops import open_filesystem
+    return open_filesystem(image)
 
 
 @cmd.command("info")
+@log_statuses
 @json_opt
 @image_arg
 def info_cmd(as_json, image):
@@ -52,6 +76,7 @@ def info_cmd(as_json, image):
 
 
 @cmd.command("print")
+@log_statuses
 @click.option("--transactions", "-t", is_flag=True,
               help="Group ops into committed transactions (checkpoints), like "
                    "xfs_logprint -t.")
@@ -117,6 +142,7 @@ def _jsonable(v):
 
 
 @cmd.command("replay")
+@log_statuses
 @click.option("-n", "--dry-run", "dry_run", is_flag=True,
               help="Print what would be replayed and written; change nothing.")
 @json_opt
@@ -176,6 +202,7 @@ def replay_cmd(dry_run, as_json, image):
 
 
 @cmd.command("zero")
+@log_statuses
 @click.option("--force", is_flag=True, required=False,
               help="Really throw the unreplayed changes away.")
 @image_arg

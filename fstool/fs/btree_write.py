@@ -861,6 +861,15 @@ class BmbtTree(_Engine):
         out[pbase:pbase + len(ptrs)] = ptrs
         return bytes(out)
 
+    def single_leaf(self) -> int | None:
+        """The address of the only leaf when the root (at level 1) points at
+        one block, else None: the shape a fork may leave the btree format
+        from."""
+        buf = self._rootbuf
+        if self.levels != 2 or self._numrecs(buf) != 1:
+            return None
+        return self._ptr(buf, 0)
+
     def _read(self, addr: int, level: int) -> bytearray:
         if addr == _IROOT:
             return self._rootbuf

@@ -29,6 +29,19 @@ import os
 from ..errors import FsToolError
 
 
+def open_filesystem(path):
+    """The image opened as every command opens it.  An error here is marked
+    ``while_opening``: an image fstool cannot open at all keeps the common
+    exit statuses, while a log that cannot be read or replayed is status 4."""
+    from ..errors import FsToolError
+    from ..fs.mount import Filesystem
+    try:
+        return Filesystem(path)
+    except FsToolError as e:
+        e.while_opening = True
+        raise
+
+
 def info(fs) -> dict:
     return fs.log.info()
 
@@ -92,7 +105,7 @@ def replay(path, *, dry_run: bool = False) -> dict:
     path = os.fspath(path)
     refuse_if_mounted(path)
     writes0 = writes_so_far()
-    fs = Filesystem(path)
+    fs = open_filesystem(path)
     lock = ImageLock(fs.dev.fd, path)
     report = {"image": path, "dry_run": dry_run}
     try:
@@ -185,14 +198,13 @@ def _stats(report: dict, s) -> None:
 
 def zero(path) -> dict:
     """Throw the log away (like xfs_repair -L) and leave a clean one."""
-    from ..fs.mount import Filesystem
     from ..io.device import Device
     from ..io.lock import ImageLock, refuse_if_mounted
     from ..trans import logwriter as W
     from ..log.head import LogDevice, find_state
     path = os.fspath(path)
     refuse_if_mounted(path)
-    fs = Filesystem(path)
+    fs = open_filesystem(path)
     try:
         with ImageLock(fs.dev.fd, path):
             try:

@@ -1,0 +1,625 @@
+"""File data on the write path: read, write, truncate, fallocate, seek and
+release of regular files, one call per operation, through the block map
+(:mod:`fstool.ns.bmap`).
+
+Interface.  :class:`FileIO` is made once per write session
+(``FileIO(writer)``) and takes inode numbers::
+
+    io = FileIO(w)
+    io.write(ino, 0, b"hello")          # -> 5
+    io.read(ino, 0, 4096)               # -> b"hello"
+    io.fallocate(ino, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096)
+    io.seek_data(ino, 0), io.seek_hole(ino, 0)
+    io.truncate(ino, 0)
+    io.release(ino)                     # the last close: trims preallocation
+    io.extents(ino)                     # [(startoff, fsbno, blocks, unwritten)]
+
+Every call that changes the image runs inside the session's open
+transaction when there is one (the caller commits it), else in a
+transaction of its own, committed before the call returns; on an error
+nothing is changed.  Errors carry the kernel's errnos (``exc.errno``):
+EINVAL, EFBIG, ENOSPC, ENXIO, EOPNOTSUPP.
+
+What each call does, in the kernel's terms:
+
+* ``write`` maps holes with newly allocated blocks (near the previous
+  extent, else near the inode), turns unwritten extents it covers into
+  written ones, and writes the data straight to the image before the
+  transaction that maps it commits (the journal flushes the device before a
+  checkpoint's commit record, so a mapping never reaches the log before its
+  data).  Partial blocks of new or unwritten blocks are filled with zeros.
+  A write that starts past the end of the file first zeroes whatever
+  written blocks lie between the old end and the write (the kernel's EOF
+  zeroing).  Size, mtime, ctime and di_nblocks follow.
+* ``truncate`` zeroes the tail of the new last block and unmaps every block
+  past it (fallocated ones too, as the kernel's xfs_itruncate_extents
+  does); growing zeroes from the old end as ``write`` does.
+* ``fallocate``: mode 0 and ``FALLOC_FL_KEEP_SIZE`` map unwritten extents
+  over the holes of the range (block-rounded) and set XFS_DIFLAG_PREALLOC;
+  ``PUNCH_HOLE|KEEP_SIZE`` unmaps the whole blocks of the range and zeroes
+  the written parts of partial ones (up to the end of the file);
+  ``ZERO_RANGE`` is a punch followed by an unwritten allocation of the
+  block-rounded range, as xfs_file_fallocate does.  COLLAPSE_RANGE,
+  INSERT_RANGE and NO_HIDE_STALE get EOPNOTSUPP (the kernel supports the
+  first two; fstool does not yet); UNSHARE_RANGE allocates like mode 0,
+  since fstool never shares extents.  Argument checks follow
+  vfs_fallocate's order.
+* ``seek_data``/``seek_hole`` answer as the kernel does for a file with no
+  cached pages: unwritten extents are holes, the end of the file is a hole,
+  ENXIO at or past the end.
+
+Speculative preallocation.  A write that grows a file also holds physical
+blocks past its end for the appends that follow, as the kernel's delayed
+allocation does: 64 KiB while the file is smaller than that (the kernel
+keeps such a file's pages in memory and allocates them together; fstool
+allocates as it writes, so this least hold stands in), else twice the run of
+contiguous blocks that ends at the write (or the file's size in blocks
+once that passes half a record's length), rounded down to a power of two,
+at most one bmbt record's length, cut by four and more when free space is
+below 5 %, 4 % ... 1 % of the filesystem, and at least 64 KiB.  The held
+blocks stay free on disk: the session's allocator steps around them as it
+steps around busy blocks, and the next append of this file takes them
+exactly where they are, so a file that grows by small appends stays in a
+few large extents while other files are written.  ``release`` (the last
+close) gives them back; so does truncation, a failed transaction, and any
+allocation that would otherwise run out of space.  Since nothing past the
+end of the file ever reaches the image, a crash leaves nothing to trim, and
+small files written one after another end up adjacent.  ``release`` also
+trims blocks past the end that the image already holds (written by a
+kernel, say) unless the file was preallocated or is append-only, as the
+kernel's xfs_free_eofblocks does.
+
+Costs.  Every call reads the inode from its cluster buffer and edits the
+map record by record (see :mod:`fstool.ns.bmap`): its cost depends on the
+extents it touches and the height of the bmbt, never on the file's size.
+A truncate (or a release's trim) of a file with many extents runs in
+transactions of 1,024 records after the one that sets the size, as the
+kernel's does, when the call runs in transactions of its own.  Not done
+here: files that share extents (reflink copies) are refused with
+EOPNOTSUPP rather than copied on write.
+"""
+from __future__ import annotations
+
+import stat as pystat
+
+from ..alloc.space import MAXEXTLEN
+from ..errors import (FileTooBigError, InvalidArgument, IsADirectoryImageError,
+                      NoSuchOffsetError, NoSpaceError, UnsupportedError)
+from ..format import constants as C
+from ..format.structs import DINODE
+from ..fs.icore import encode_ts
+from .bmap import ForkMap
+
+FALLOC_FL_KEEP_SIZE = 0x01
+FALLOC_FL_PUNCH_HOLE = 0x02
+FALLOC_FL_NO_HIDE_STALE = 0x04
+FALLOC_FL_COLLAPSE_RANGE = 0x08
+FALLOC_FL_ZERO_RANGE = 0x10
+FALLOC_FL_INSERT_RANGE = 0x20
+FALLOC_FL_UNSHARE_RANGE = 0x40
+_VFS_MODES = (FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_NO_HIDE_STALE
+              | FALLOC_FL_COLLAPSE_RANGE | FALLOC_FL_ZERO_RANGE | FALLOC_FL_INSERT_RANGE
+              | FALLOC_FL_UNSHARE_RANGE)
+
+MAX_BYTES = (1 << 63) - 1          # s_maxbytes of a 64-bit kernel
+PREALLOC_MIN_BYTES = 64 << 10      # the kernel's default allocsize
+_ZERO_CHUNK = 1 << 20
+_END = 1 << 54                     # past the last block a file may map
+TRUNCATE_STEP = 1024               # records unmapped per transaction of a truncate
+_CORE = C.XFS_DINODE_CORE_SIZE
+
+
+class _File:
+    """One regular file for the length of one call."""
+    __slots__ = ("ino", "raw", "d", "size", "nblocks", "map", "space", "nrext64",
+                 "touched")
+
+    def __init__(self, io: "FileIO", ino: int, write: bool):
+        w = io.w
+        raw = w.inodes.raw_inode(ino)
+        d = DINODE.unpack(raw)
+        mode = d["di_mode"]
+        if not pystat.S_ISREG(mode):
+            if pystat.S_ISDIR(mode):
+                raise IsADirectoryImageError(f"inode {ino}")
+            raise InvalidArgument(f"inode {ino} is not a regular file")
+        if write and d["di_flags2"] & C.XFS_DIFLAG2_REFLINK:
+            raise UnsupportedError(f"inode {ino} may share extents (reflink); writing "
+                                   "such files is not supported")
+        self.ino = ino
+        self.raw = raw
+        self.d = d
+        self.size = d["di_size"]
+        self.nblocks = d["di_nblocks"]
+        forkoff = d["di_forkoff"]
+        self.space = forkoff * 8 if forkoff else io.literal
+        self.nrext64 = bool(d["di_flags2"] & C.XFS_DIFLAG2_NREXT64)
+        nextents = d["di_big_nextents"] if self.nrext64 else d["di_nextents"]
+        self.map = ForkMap(io.fs, ino, d["di_format"], raw[_CORE:_CORE + self.space],
+                           self.space, nextents, w=w if write else None,
+                           near=w.inodes.ino_fsb(ino))
+        self.touched = False
+
+
+class FileIO:
+    """File data operations of one write session; see the module docstring."""
+
+    def __init__(self, w):
+        self.w = w
+        self.fs = w.fs
+        self.dev = w.dev
+        sb = w.sb
+        self.bs = sb.blocksize
+        self.blog = sb.blocklog
+        self.literal = sb.inodesize - _CORE
+        self.prealloc_min = max(1, PREALLOC_MIN_BYTES >> self.blog)
+        # ino -> [logical block, fsbno, count]: blocks held past the end of
+        # a growing file (the space allocator's ``reserved`` holds the same)
+        self.held: dict = {}
+        self._caller_tx = False
+
+    # -- public: reading -----------------------------------------------------------
+    def read(self, ino: int, off: int, size: int) -> bytes:
+        """Up to ``size`` bytes at ``off`` (short at the end of the file);
+        holes and unwritten extents read as zeros."""
+        if off < 0 or size < 0:
+            raise InvalidArgument(f"read of {size} bytes at offset {off}")
+        f = _File(self, ino, False)
+        end = min(f.size, off + size)
+        if off >= end:
+            return b""
+        out = bytearray(end - off)
+        view = memoryview(out)
+        blog = self.blog
+        for o, p, n, u in f.map.range(off >> blog, (end + self.bs - 1) >> blog):
+            if u:
+                continue
+            lo, hi = max(o << blog, off), min((o + n) << blog, end)
+            if hi > lo:
+                self.dev.preadinto(view[lo - off:hi - off], self._byte(p) + lo - (o << blog))
+        return bytes(out)
+
+    def extents(self, ino: int) -> list:
+        """The data fork's records: (startoff, fsbno, blockcount, unwritten)."""
+        return _File(self, ino, False).map.all()
+
+    def seek_data(self, ino: int, off: int) -> int:
+        """lseek(SEEK_DATA): the first offset >= ``off`` holding data."""
+        f = _File(self, ino, False)
+        if off < 0 or off >= f.size:
+            raise NoSuchOffsetError(f"inode {ino}: no data at or after offset {off}")
+        blog = self.blog
+        pos = off >> blog
+        while True:
+            r = f.map.next(pos)
+            if r is None or (r[0] << blog) >= f.size:
+                raise NoSuchOffsetError(f"inode {ino}: no data at or after offset {off}")
+            if not r[3]:
+                return max(off, r[0] << blog)
+            pos = r[0] + r[2]
+
+    def seek_hole(self, ino: int, off: int) -> int:
+        """lseek(SEEK_HOLE): the first offset >= ``off`` in a hole (the end
+        of the file counts as one)."""
+        f = _File(self, ino, False)
+        if off < 0 or off >= f.size:
+            raise NoSuchOffsetError(f"inode {ino}: offset {off} is at or past the end")
+        blog = self.blog
+        pos = off >> blog
+        while True:
+            r = f.map.lookup(pos)
+            if r is None or r[3]:
+                return min(max(off, pos << blog), f.size)
+            pos = r[0] + r[2]
+            if (pos << blog) >= f.size:
+                return f.size
+
+    # -- public: changing --------------------------------------------------------------
+    def write(self, ino: int, off: int, data) -> int:
+        """Write ``data`` at ``off``; returns the bytes written."""
+        n = len(data)
+        if off < 0:
+            raise InvalidArgument(f"write at offset {off}")
+        if n == 0:
+            return 0
+        if off >= MAX_BYTES:
+            raise FileTooBigError(f"write at offset {off}: past the largest file size")
+        if off + n > MAX_BYTES:
+            data = data[:MAX_BYTES - off]
+        return self._run(ino, self._write, ino, off, memoryview(data).cast("B"))
+
+    def truncate(self, ino: int, size: int, touch: bool | None = None) -> None:
+        """Set the file's size.  mtime and ctime change when the size does
+        (or when ``touch`` says so, as ftruncate does)."""
+        if size < 0:
+            raise InvalidArgument(f"truncate to {size} bytes")
+        if size > MAX_BYTES:
+            raise FileTooBigError(f"truncate to {size} bytes: past the largest file size")
+        if self._run(ino, self._truncate, ino, size, touch):
+            # the size is set and logged; the rest past it goes in steps
+            while self._run(ino, self._trim_eof, ino):
+                pass
+
+    def fallocate(self, ino: int, mode: int, off: int, length: int) -> None:
+        """fallocate(2) for the modes listed in the module docstring."""
+        if off < 0 or length <= 0:
+            raise InvalidArgument(f"fallocate of {length} bytes at offset {off}")
+        if mode & ~_VFS_MODES:
+            raise UnsupportedError(f"fallocate mode {mode:#x}")
+        if mode & FALLOC_FL_PUNCH_HOLE and mode & FALLOC_FL_ZERO_RANGE:
+            raise UnsupportedError("fallocate: punch hole and zero range together")
+        if mode & FALLOC_FL_PUNCH_HOLE and not mode & FALLOC_FL_KEEP_SIZE:
+            raise UnsupportedError("fallocate: punch hole needs keep size")
+        for only in (FALLOC_FL_COLLAPSE_RANGE, FALLOC_FL_INSERT_RANGE):
+            if mode & only and mode & ~only:
+                raise InvalidArgument(f"fallocate mode {mode:#x}")
+        if mode & FALLOC_FL_UNSHARE_RANGE and mode & ~(FALLOC_FL_UNSHARE_RANGE |
+                                                       FALLOC_FL_KEEP_SIZE):
+            raise InvalidArgument(f"fallocate mode {mode:#x}")
+        if off + length > MAX_BYTES:
+            raise FileTooBigError(f"fallocate to {off + length} bytes: past the largest "
+                                  "file size")
+        if mode & (FALLOC_FL_NO_HIDE_STALE | FALLOC_FL_COLLAPSE_RANGE |
+                   FALLOC_FL_INSERT_RANGE):
+            raise UnsupportedError(f"fallocate mode {mode:#x} is not supported")
+        self._run(ino, self._fallocate, ino, mode, off, length)
+
+    def release(self, ino: int) -> None:
+        """The file's last close: blocks held past its end go back, and
+        blocks the image holds past its end are freed (unless preallocated
+        or append-only)."""
+        self._unhold(ino)
+        raw = self.w.inodes.raw_inode(ino)
+        d = DINODE.unpack(raw)
+        if not pystat.S_ISREG(d["di_mode"]) or d["di_flags"] & (C.XFS_DIFLAG_PREALLOC |
+                                                                 C.XFS_DIFLAG_APPEND):
+            return
+        if d["di_flags2"] & C.XFS_DIFLAG2_REFLINK:
+            return
+        f = _File(self, ino, False)
+        last = f.map.last()
+        if last is None or last[0] + last[2] <= self._blocks(f.size):
+            return
+        while self._run(ino, self._trim_eof, ino):
+            pass
+
+    # -- transactions ------------------------------------------------------------------------
+    def _run(self, ino: int, fn, *args):
+        """Run ``fn`` in the open transaction, else in one of its own; when
+        space runs out while blocks are held for growing files, give those
+        back and try once more."""
+        w = self.w
+        if w.tx is not None:
+            w.tx.onabort.append(lambda _tx, ino=ino: self._unhold(ino))
+            self._caller_tx = True
+            try:
+                return fn(*args)
+            finally:
+                self._caller_tx = False
+        for attempt in (0, 1):
+            w.begin()
+            try:
+                out = fn(*args)
+                w.commit()
+                return out
+            except NoSpaceError:
+                w.abort()
+                self._unhold(ino)
+                if attempt or not self.held:
+                    raise
+                self._unhold_all()
+            except BaseException:
+                w.abort()
+                self._unhold(ino)
+                raise
+
+    def _store(self, f: _File, *, size: int | None = None, times: bool = True,
+               flags: int = 0) -> None:
+        """Put the changed inode back: fork, size, block count, times."""
+        w = self.w
+        d = f.d
+        fmt, lit = f.map.finish()
+        raw = bytearray(f.raw)
+        raw[_CORE:_CORE + f.space] = lit
+        d["di_format"] = fmt
+        if f.nrext64:
+            d["di_big_nextents"] = f.map.nextents
+        else:
+            d["di_nextents"] = f.map.nextents
+        d["di_nblocks"] = f.nblocks + f.map.bmbt_delta
+        f.map.bmbt_delta = 0
+        if size is not None:
+            d["di_size"] = size
+            f.size = size
+        if times:
+            ts = encode_ts(w.now_ns(), bool(d["di_flags2"] & C.XFS_DIFLAG2_BIGTIME))
+            d["di_mtime"] = d["di_ctime"] = ts
+        d["di_flags"] |= flags
+        d["di_changecount"] += 1
+        packed = DINODE.pack(d)
+        raw[:len(packed)] = packed
+        w.inodes.put_inode(f.ino, w.enc.seal(raw))
+
+    # -- helpers -----------------------------------------------------------------------------
+    def _byte(self, fsbno: int) -> int:
+        return self.fs.fsb_to_daddr(fsbno) << 9
+
+    def _blocks(self, nbytes: int) -> int:
+        return (nbytes + self.bs - 1) >> self.blog
+
+    def _zero_written(self, f: _File, lo: int, hi: int) -> None:
+        """Zero the bytes [lo, hi) that written extents hold (holes and
+        unwritten extents read as zeros already)."""
+        if hi <= lo:
+            return
+        blog = self.blog
+        for o, p, n, u in f.map.range(lo >> blog, self._blocks(hi)):
+            if u:
+                continue
+            a, b = max(o << blog, lo), min((o + n) << blog, hi)
+            if b <= a:
+                continue
+            at = self._byte(p) + a - (o << blog)
+            if b - a <= _ZERO_CHUNK:
+                self.dev.pwrite(at, bytes(b - a))
+            else:
+                self.dev.zero_range(at, b - a)
+
+    def _unmap(self, f: _File, a: int, b: int, limit: int | None = None) -> bool:
+        """Unmap logical blocks [a, b) (the first ``limit`` records of them)
+        and free what they mapped; True when records remain."""
+        space = self.w.space
+        gone = f.map.remove(a, b, limit)
+        for _o, p, n, _u in gone:
+            space.free_extent(p, n)
+            f.nblocks -= n
+        return limit is not None and len(gone) >= limit and f.map.next(a) is not None \
+            and f.map.next(a)[0] < b
+
+    # -- held blocks (speculative preallocation) ---------------------------------------------
+    def _unhold(self, ino: int) -> None:
+        self.held.pop(ino, None)
+        self.w.space.reserved.pop(ino, None)
+
+    def _unhold_all(self) -> None:
+        for ino in list(self.held):
+            self._unhold(ino)
+
+    def _hold(self, ino: int, lblk: int, fsbno: int, count: int) -> None:
+        if count <= 0:
+            self._unhold(ino)
+            return
+        agno, agbno = self.w.space.fsb_split(fsbno)
+        self.held[ino] = [lblk, fsbno, count]
+        self.w.space.reserved[ino] = (agno, agbno, agbno + count)
+
+    def _take_held(self, ino: int, lblk: int, want: int):
+        """(fsbno, n) taken from the blocks held for this file when they
+        continue it at ``lblk``, else None."""
+        h = self.held.get(ino)
+        if h is None:
+            return None
+        hl, hf, hn = h
+        if hl != lblk:
+            if lblk >= hl:
+                self._unhold(ino)          # the file went elsewhere
+            return None
+        self.w.space.reserved.pop(ino, None)
+        got = self.w.space.alloc_exact(hf, min(want, hn))
+        if not got:
+            self._unhold(ino)
+            return None
+        self._hold(ino, hl + got, hf + got, hn - got)
+        return hf, got
+
+    def _free_blocks(self) -> int:
+        w = self.w
+        total = 0
+        for agno in range(w.sb.agcount):
+            ag = w.ags.get(agno)
+            if ag is not None:
+                total += ag.agf["agf_freeblks"] + ag.flcount
+                continue
+            c = w._ag_counters.get(agno)
+            if c is None:
+                agf = self.fs.agf(agno)
+                c = (0, 0, agf["agf_freeblks"] + agf["agf_flcount"] + agf["agf_btreeblks"])
+            total += c[2]
+        return total
+
+    def _prealloc_blocks(self, f: _File, lblk: int) -> int:
+        """Blocks to hold past a write that fills the hole at ``lblk`` up to
+        the end of the file: the kernel's speculative preallocation size,
+        in outline."""
+        mn = self.prealloc_min
+        if f.size < PREALLOC_MIN_BYTES:
+            # the kernel holds nothing past a file this small, whose pages
+            # wait in memory and are allocated together; fstool allocates
+            # as it writes, so the least hold stands in for that
+            return mn
+        prev = f.map.prev(lblk)
+        if prev is None or prev[0] + prev[2] < lblk:
+            return mn
+        plen = prev[2]
+        for _ in range(16):
+            if plen > MAXEXTLEN // 2:
+                break
+            r = f.map.prev(prev[0])
+            if r is None or r[0] + r[2] != prev[0] or r[1] + r[2] != prev[1]:
+                break
+            plen += r[2]
+            prev = r
+        n = plen * 2
+        if n > MAXEXTLEN:
+            n = lblk
+        n = min(n, 1 << 21)
+        free = self._free_blocks()
+        dblocks = self.w.sb.fields["sb_dblocks"]
+        shift = 0
+        for pct in (5, 4, 3, 2, 1):
+            if free < dblocks * pct // 100:
+                shift = shift + 1 if shift else 2
+        n >>= shift
+        if n:
+            n = 1 << (n.bit_length() - 1)
+        n = min(n, MAXEXTLEN)
+        if n >= free:
+            n = free >> 4
+        return max(n, mn)
+
+    # -- allocation ---------------------------------------------------------------------------
+    def _target(self, f: _File, lblk: int) -> int:
+        """Where blocks for ``lblk`` should go: after the previous extent
+        (leaving room for the gap), before the next one, else near the inode."""
+        agblocks = self.w.sb.fields["sb_agblocks"]
+        space = self.w.space
+        r = f.map.prev(lblk)
+        if r is not None:
+            end = r[1] + r[2]
+            t = end + (lblk - (r[0] + r[2]))
+            agno, agbno = space.fsb_split(t)
+            if agno == space.fsb_split(end - 1)[0] and agbno < agblocks:
+                return t
+            return end - 1
+        r = f.map._ge(lblk)
+        if r is not None and r[1] - (r[0] - lblk) >= (space.fsb_split(r[1])[0] <<
+                                                       self.w.sb.agblklog):
+            return r[1] - (r[0] - lblk)
+        return self.w.inodes.ino_fsb(f.ino)
+
+    def _allocate(self, f: _File, a: int, b: int, grows: bool) -> list:
+        """Allocate blocks for the hole [a, b): [(lblk, fsbno, n)]."""
+        space = self.w.space
+        out = []
+        pos = a
+        target = None
+        while pos < b:
+            want = b - pos
+            got = self._take_held(f.ino, pos, want)
+            if got is not None:
+                fsbno, n = got
+            else:
+                if target is None:
+                    target = self._target(f, pos)
+                extra = 0
+                if grows and not out and pos + want >= self._blocks(f.size):
+                    extra = self._prealloc_blocks(f, pos)
+                fsbno, n = space.alloc_blocks(target, 1, min(want + extra, MAXEXTLEN))
+                if n > want:
+                    space.unalloc(fsbno + want, n - want)
+                    self._hold(f.ino, pos + want, fsbno + want, n - want)
+                    n = want
+            out.append((pos, fsbno, n))
+            pos += n
+            target = fsbno + n
+        return out
+
+    def _map_holes(self, f: _File, a: int, b: int, unwritten: int) -> None:
+        """Map every hole in [a, b) with new blocks."""
+        holes = []
+        pos = a
+        for o, _p, n, _u in f.map.range(a, b):
+            if o > pos:
+                holes.append((pos, o))
+            pos = max(pos, o + n)
+        if pos < b:
+            holes.append((pos, b))
+        need = sum(y - x for x, y in holes)
+        if need > self._free_blocks():
+            raise NoSpaceError(f"inode {f.ino}: {need} blocks wanted, fewer are free")
+        for x, y in holes:
+            for lblk, fsbno, n in self._allocate(f, x, y, False):
+                f.map.add((lblk, fsbno, n, unwritten))
+                f.nblocks += n
+
+    # -- the operations ------------------------------------------------------------------------
+    def _write(self, ino: int, off: int, data) -> int:
+        f = _File(self, ino, True)
+        blog = self.blog
+        end = off + len(data)
+        size0 = f.size
+        b0, b1 = off >> blog, self._blocks(end)
+        grows = end > size0
+        # 1. decide where every block goes (allocations first: an ENOSPC
+        #    leaves the file as it was)
+        plan = []
+        pos = b0
+        for o, p, n, u in f.map.range(b0, b1):
+            lo, hi = max(o, b0), min(o + n, b1)
+            if lo > pos:
+                plan += [(x, y, z, 2) for x, y, z in self._allocate(f, pos, lo, grows)]
+            plan.append((lo, p + lo - o, hi - lo, u))
+            pos = hi
+        if pos < b1:
+            plan += [(x, y, z, 2) for x, y, z in self._allocate(f, pos, b1, grows)]
+        # 2. the old end of file: written blocks between it and the write read zeros
+        if off > size0:
+            self._zero_written(f, size0, off)
+        # 3. the data, then the map
+        dev = self.dev
+        for lblk, fsbno, n, kind in plan:
+            bstart, bend = lblk << blog, (lblk + n) << blog
+            ds, de = max(bstart, off), min(bend, end)
+            chunk = data[ds - off:de - off]
+            if kind == 0:
+                dev.pwrite(self._byte(fsbno) + ds - bstart, chunk)
+                continue
+            if ds > bstart or de < bend:
+                buf = bytearray(bend - bstart)
+                buf[ds - bstart:de - bstart] = chunk
+                chunk = buf
+            dev.pwrite(self._byte(fsbno), chunk)
+            if kind == 1:
+                f.map.set_state(lblk, lblk + n, 0)
+            else:
+                f.map.add((lblk, fsbno, n, 0))
+                f.nblocks += n
+        self._store(f, size=max(size0, end))
+        return len(data)
+
+    def _truncate(self, ino: int, size: int, touch) -> None:
+        self._unhold(ino)
+        f = _File(self, ino, True)
+        size0 = f.size
+        more = False
+        if size < size0 or (size == size0 and f.map.nextents):
+            self._zero_written(f, size, min(self._blocks(size) << self.blog, size0))
+            more = self._unmap(f, self._blocks(size), _END, self._step())
+        elif size > size0:
+            self._zero_written(f, size0, size)
+        self._store(f, size=size, times=size != size0 if touch is None else touch)
+        return more
+
+    def _trim_eof(self, ino: int) -> bool:
+        """Free (some of) the blocks past the end of the file; True when
+        more remain for another transaction."""
+        f = _File(self, ino, True)
+        more = self._unmap(f, self._blocks(f.size), _END, self._step())
+        self._store(f, times=False)
+        return more
+
+    def _step(self) -> int | None:
+        """Records one transaction unmaps when it is fstool's own (a large
+        truncate goes in steps, as the kernel's xfs_itruncate_extents does;
+        blocks past the end of a file meanwhile are harmless)."""
+        return None if self._caller_tx else TRUNCATE_STEP
+
+    def _fallocate(self, ino: int, mode: int, off: int, length: int) -> None:
+        self._unhold(ino)
+        f = _File(self, ino, True)
+        blog = self.blog
+        end = off + length
+        flags = 0
+        if mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE):
+            # whole blocks are unmapped, partial ones zeroed up to EOF
+            a, b = self._blocks(off), end >> blog
+            if b > a:
+                self._unmap(f, a, b)
+            self._zero_written(f, off, min(end, f.size))
+        if not mode & FALLOC_FL_PUNCH_HOLE:
+            self._map_holes(f, off >> blog, self._blocks(end), 1)
+            flags = C.XFS_DIFLAG_PREALLOC
+        size = None
+        if not mode & FALLOC_FL_KEEP_SIZE and end > f.size:
+            size = end
+        self._store(f, size=size, flags=flags)
