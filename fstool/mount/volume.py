@@ -9,20 +9,19 @@ adapter hands it back unchanged.
 
 Inode numbers are the image's.  Attributes come back as :class:`Attr`.
 
-File data (until the extent-map layer writes in place): a regular file
-being written is *staged* — its content is held in an unlinked host file
-beside the image (holes kept), reads and writes go there, and it is written
-back into the image as new extents (the old ones freed, so a crash leaves
-the old content or the new, never a mix) when the file is flushed
-(``close``), fsync'd, truncated, by the checkpoint timer and at unmount.
-A file unlinked while open keeps its staged content until its last close.
+Names go through :class:`~fstool.ns.namespace.Namespace` (incremental
+directory changes, the kernel's readdir cookies, rename, xattrs one at a
+time), file data through :class:`~fstool.ns.fileio.FileIO` (the block map:
+writes, truncates and reads in place, speculative preallocation given back
+at the last close).  A file whose last name goes while it is open stays
+allocated on the AGI unlinked list (so the kernel's log recovery or
+xfs_repair frees it after a crash) until its last close.
 """
 from __future__ import annotations
 
 import errno
 import os
 import stat as pystat
-import tempfile
 
 from ..errors import FsToolError, WriteRefused
 from ..format import constants as C
@@ -33,7 +32,6 @@ RENAME_NOREPLACE = 1
 RENAME_EXCHANGE = 2
 XATTR_NAMESPACES = ("user.", "trusted.", "security.")
 XATTR_SIZE_MAX = 65536
-DIR_STATES_KEPT = 1024        # directories whose entries stay decoded between operations
 
 
 def oserror(code: int, what: str = "") -> OSError:
@@ -67,23 +65,6 @@ class Attr:
         return a
 
 
-class Staged:
-    """A regular file's content held on the host while it is written."""
-    __slots__ = ("f", "size", "dirty", "mtime_ns", "ctime_ns", "orphan", "attr")
-
-    def __init__(self, f, size: int):
-        self.f = f
-        self.size = size
-        self.dirty = False
-        self.mtime_ns = None
-        self.ctime_ns = None
-        self.orphan = False          # unlinked while open: never written back
-        self.attr = None             # an orphan's last attributes
-
-    def blocks(self) -> int:
-        return os.fstat(self.f.fileno()).st_blocks
-
-
 class Handle:
     __slots__ = ("ino", "flags", "listing")
 
@@ -97,7 +78,7 @@ class Volume:
     """An image mounted: see the module docstring."""
 
     def __init__(self, image, *, readonly: bool = False, timestamp_ns: int | None = None,
-                 stage_dir: str | None = None, cache_bytes: int = 128 << 20):
+                 cache_bytes: int = 128 << 20):
         from ..fs.mount import Filesystem
         from ..io.lock import ImageLock, refuse_if_mounted
         from ..ns.namespace import Namespace
@@ -122,9 +103,12 @@ class Volume:
                 raise
             self.ns = None
         else:
+            from ..ns.fileio import FileIO
             self.w = Writer(self.image, timestamp_ns=timestamp_ns, cache_bytes=cache_bytes)
             self.fs = self.w.fs
             self.ns = Namespace(self.w)
+            self.ns.is_open = self._is_open
+            self.fileio = FileIO(self.w)
         self._Namespace = Namespace
         sb = self.fs.sb
         self.sb = sb
@@ -133,30 +117,27 @@ class Volume:
         self.handles: dict[int, Handle] = {}
         self.next_fh = 1
         self.opens: dict[int, int] = {}
-        self.staged: dict[int, Staged] = {}
-        self.stage_dir = stage_dir or os.path.dirname(os.path.abspath(self.image))
         self.closed = False
         self.dirty_since_sync = False
 
     # -- lifetime --------------------------------------------------------------------
     def close(self) -> None:
-        """Write back every staged file, write the last checkpoint and the
+        """Close what is still open, write the last checkpoint and the
         log's unmount record, release the image."""
         if self.closed:
             return
         self.closed = True
         try:
             if self.w is not None:
-                self.write_back_all()
-                for ino in [i for i, s in self.staged.items() if s.orphan]:
-                    self._destroy_orphan(ino)
+                # files still open (the kernel closes them all before it
+                # lets the mount go, unless the process is told to stop)
+                for ino in list(self.opens):
+                    self.opens.pop(ino)
+                    self._last_close(ino)
                 self.w.close()
             else:
                 self.fs.close()
         finally:
-            for stg in self.staged.values():
-                stg.f.close()
-            self.staged.clear()
             if self._lock is not None:
                 try:
                     self._lock.__exit__(None, None, None)
@@ -164,20 +145,16 @@ class Volume:
                     pass
 
     def sync(self) -> None:
-        """Everything done so far is on disk: staged files written back and a
-        checkpoint written (fsync, fdatasync, the timer, unmount)."""
+        """Everything done so far is on disk: a checkpoint written (fsync,
+        fdatasync, the timer, unmount)."""
         if self.w is None:
             return
-        self.write_back_all()
         if self.dirty_since_sync:
             self.w.sync()
             self.dirty_since_sync = False
 
-    def write_back_all(self) -> None:
-        for ino, stg in list(self.staged.items()):
-            if stg.dirty and not stg.orphan:
-                with self._tx():
-                    self._write_back(ino, stg)
+    def _is_open(self, ino: int) -> bool:
+        return bool(self.opens.get(ino))
 
     # -- transactions ------------------------------------------------------------------
     def _writable(self) -> None:
@@ -192,29 +169,14 @@ class Volume:
         a = self.icache.get(ino)
         if a is not None:
             return a
-        stg = self.staged.get(ino)
-        if stg is not None and stg.orphan:
-            a = stg.attr
-            a.size = stg.size
-            if stg.mtime_ns is not None:
-                a.mtime_ns = stg.mtime_ns
-                a.ctime_ns = stg.ctime_ns
-            return a
         try:
             node = self.fs.inode(ino)
         except FsToolError:
             raise oserror(errno.ENOENT, f"inode {ino}") from None
-        if node.mode == 0 or (node.nlink == 0 and not node.is_dir):
+        if node.mode == 0 or (node.nlink == 0 and not node.is_dir
+                              and not self.opens.get(ino)):
             raise oserror(errno.ENOENT, f"inode {ino}")
         a = Attr(node.stat(), node.gen)
-        if stg is not None:
-            a.size = stg.size
-            bs = self.sb.blocksize
-            a.blocks = max(a.blocks, ((stg.blocks() * 512 + bs - 1) // bs) * (bs // 512))
-            if stg.mtime_ns is not None:
-                a.mtime_ns = stg.mtime_ns
-            if stg.ctime_ns is not None:
-                a.ctime_ns = stg.ctime_ns
         self.icache.put(ino, a)
         return a
 
@@ -225,40 +187,19 @@ class Volume:
                 mtime_ns=None) -> Attr:
         self._writable()
         a = self.getattr(ino)
-        stg = self.staged.get(ino)
-        if stg is not None and stg.orphan:
-            # an open unlinked file: only its in-memory attributes change
-            if size is not None:
-                stg.f.truncate(size)
-                stg.size = size
-            for k, v in (("mode", None if mode is None else (a.mode & C.S_IFMT) | mode & 0o7777),
-                         ("uid", uid), ("gid", gid), ("atime_ns", atime_ns),
-                         ("mtime_ns", mtime_ns)):
-                if v is not None:
-                    setattr(stg.attr, k, v)
-            return stg.attr
+        if size is not None:
+            if pystat.S_ISDIR(a.mode):
+                raise oserror(errno.EISDIR)
+            if not pystat.S_ISREG(a.mode):
+                raise oserror(errno.EINVAL)
         with self._tx() as ns:
             if size is not None:
-                if pystat.S_ISDIR(a.mode):
-                    raise oserror(errno.EISDIR)
-                if not pystat.S_ISREG(a.mode):
-                    raise oserror(errno.EINVAL)
-                stg = self._stage(ino)
-                stg.f.truncate(size)
-                stg.mtime_ns = stg.ctime_ns = ns.now
-                stg.size = size
-                stg.dirty = True
+                self.fileio.truncate(ino, size, touch=True)
             if any(v is not None for v in (mode, uid, gid, atime_ns, mtime_ns)):
                 ns.setattr(ino, mode=mode, uid=uid, gid=gid, atime_ns=atime_ns,
                            mtime_ns=mtime_ns)
-                if ino in ns.dirs:
-                    ns.mtime_set.pop(ino, None)
-                if stg is not None and mtime_ns is not None:
-                    stg.mtime_ns = mtime_ns
-            if stg is not None and stg.dirty:
-                self._write_back(ino, stg)
+                ns.mtime_set.pop(ino, None)
             self._touch(ino)
-        self._unstage_if_idle(ino)
         return self.getattr(ino)
 
     # -- names ----------------------------------------------------------------------------
@@ -277,14 +218,14 @@ class Volume:
     def child(self, parent: int, name: bytes):
         """(ino, ftype) of ``name`` in directory ``parent``, or None."""
         if self.ns is not None:
-            return self.ns.child(parent, name)
+            return self.ns.lookup_child(parent, name)
         fs = self.fs
         ino = fs.dir_lookup(fs.inode(parent), name)
         return None if ino is None else (ino, 0)
 
     def parent_of(self, ino: int) -> int:
         if self.ns is not None:
-            return self.ns.dir_state(ino).parent
+            return self.ns.lookup_child(ino, b"..")[0]
         return self.fs.parent_of(self.fs.inode(ino))
 
     def lookup(self, parent: int, name: bytes) -> Attr:
@@ -312,20 +253,11 @@ class Volume:
         """[(name, ino)] of a directory, "." and ".." first."""
         self._dir_node(ino)
         if self.ns is not None:
-            st = self.ns.dir_state(ino)
-            out = [(b".", ino), (b"..", st.parent)]
-            out.extend((name, e[0]) for name, e in st.entries.items())
-        else:
-            node = self.fs.inode(ino)
-            out = [(b".", ino), (b"..", self.fs.parent_of(node))]
-            out.extend((e.name, e.ino) for e in self.fs.listdir(node))
-        self._trim_dir_states()
+            return [(name, cino) for name, cino, _ft, _c in self.ns.readdir(ino)]
+        node = self.fs.inode(ino)
+        out = [(b".", ino), (b"..", self.fs.parent_of(node))]
+        out.extend((e.name, e.ino) for e in self.fs.listdir(node))
         return out
-
-    def _trim_dir_states(self) -> None:
-        ns = self.ns
-        if ns is not None and len(ns.dirs) > DIR_STATES_KEPT and self.w.tx is None:
-            ns.dirs.clear()
 
     # -- making names ------------------------------------------------------------------------
     def _meta(self, parent: int, perm: int, uid: int, gid: int, is_dir: bool):
@@ -344,7 +276,7 @@ class Volume:
         self._check_name(name)
         self._dir_node(parent)
         with self._tx() as ns:
-            if ns.child(parent, name) is not None:
+            if ns.lookup_child(parent, name) is not None:
                 raise oserror(errno.EEXIST)
             ino = make(ns)
             self._touch(parent)
@@ -397,7 +329,7 @@ class Volume:
         if pystat.S_ISDIR(a.mode):
             raise oserror(errno.EPERM)
         with self._tx() as ns:
-            if ns.child(parent, name) is not None:
+            if ns.lookup_child(parent, name) is not None:
                 raise oserror(errno.EEXIST)
             ns.link(parent, name, ino)
             self._touch(parent, ino)
@@ -406,45 +338,19 @@ class Volume:
         return a
 
     # -- removing names ------------------------------------------------------------------------
-    def _remove_name(self, ns, parent: int, name: bytes, ino: int) -> None:
-        """Remove a non-directory name.  An inode losing its last name while
-        open stays allocated (link count 0) with its content until the last
-        close, as the kernel keeps it; the kernel still knows it by its
-        number, which must not name another file meanwhile."""
-        a = self.getattr(ino)
-        if a.nlink > 1 or not self.opens.get(ino) or not pystat.S_ISREG(a.mode):
-            ns.unlink(parent, name)
-            return
-        stg = self._stage(ino)
-        stg.orphan = True
-        stg.dirty = False
-        a = a.copy()
-        a.nlink = 0
-        a.size = stg.size
-        stg.attr = a
-        pst = ns.dir_state(parent)
-        del pst.entries[name]
-        pst.changed = True
-        ns._patch(ino, nlink_delta=-1, ctime_ns=ns.now)
-
-    def _destroy_orphan(self, ino: int) -> None:
-        stg = self.staged.pop(ino)
-        stg.f.close()
-        with self._tx() as ns:
-            ns._destroy(ino)
-        self.icache.invalidate(ino)
-
     def unlink(self, parent: int, name: bytes) -> None:
+        """Remove a name; an open inode losing its last name stays on the
+        AGI unlinked list until its last close."""
         self._writable()
         self._dir_node(parent)
         with self._tx() as ns:
-            ent = ns.child(parent, name)
+            ent = ns.lookup_child(parent, name)
             if ent is None:
                 raise oserror(errno.ENOENT)
             ino = ent[0]
             if pystat.S_ISDIR(self.getattr(ino).mode):
                 raise oserror(errno.EISDIR)
-            self._remove_name(ns, parent, name, ino)
+            ns.unlink(parent, name)
             self._touch(parent, ino)
 
     def rmdir(self, parent: int, name: bytes) -> None:
@@ -455,14 +361,12 @@ class Volume:
         if name == b"..":
             raise oserror(errno.ENOTEMPTY)
         with self._tx() as ns:
-            ent = ns.child(parent, name)
+            ent = ns.lookup_child(parent, name)
             if ent is None:
                 raise oserror(errno.ENOENT)
             ino = ent[0]
             if not self._is_dir(ino):
                 raise oserror(errno.ENOTDIR)
-            if ns.dir_state(ino).entries:
-                raise oserror(errno.ENOTEMPTY)
             ns.unlink(parent, name, rmdir=True)
             self._touch(parent, ino)
 
@@ -470,91 +374,13 @@ class Volume:
                flags: int = 0) -> None:
         self._writable()
         self._check_name(dname)
-        if flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE) or \
-                flags == RENAME_NOREPLACE | RENAME_EXCHANGE:
-            raise oserror(errno.EINVAL)
         self._dir_node(sparent)
         self._dir_node(dparent)
         with self._tx() as ns:
-            sst = ns.dir_state(sparent)
-            dst = ns.dir_state(dparent)
-            sent = sst.entries.get(sname)
-            if sent is None:
-                raise oserror(errno.ENOENT)
-            dent = dst.entries.get(dname)
-            sino = sent[0]
-            sdir = self._is_dir(sino)
-            if sdir and dparent != sparent and self._is_ancestor(sino, dparent):
-                raise oserror(errno.EINVAL)
-            if flags & RENAME_EXCHANGE:
-                if dent is None:
-                    raise oserror(errno.ENOENT)
-                dino = dent[0]
-                if dino == sino:
-                    return
-                ddir = self._is_dir(dino)
-                if ddir and sparent != dparent and self._is_ancestor(dino, sparent):
-                    raise oserror(errno.EINVAL)
-                sst.entries[sname] = dent
-                dst.entries[dname] = sent
-                sst.changed = dst.changed = True
-                self._moved(ns, sino, sdir, sparent, dparent)
-                self._moved(ns, dino, ddir, dparent, sparent)
-                self._touch(sparent, dparent, sino, dino)
-                return
-            if dent is not None:
-                if flags & RENAME_NOREPLACE:
-                    raise oserror(errno.EEXIST)
-                dino = dent[0]
-                if dino == sino:
-                    return              # two names of one inode: nothing to do
-                ddir = self._is_dir(dino)
-                if sdir and not ddir:
-                    raise oserror(errno.ENOTDIR)
-                if ddir and not sdir:
-                    raise oserror(errno.EISDIR)
-                if ddir and ns.dir_state(dino).entries:
-                    raise oserror(errno.EEXIST)     # what XFS returns here
-                if ddir:
-                    ns.unlink(dparent, dname, rmdir=True)
-                else:
-                    self._remove_name(ns, dparent, dname, dino)
-                self._touch(dino)
-            del sst.entries[sname]
-            sst.changed = True
-            dst.entries[dname] = sent
-            dst.changed = True
-            self._moved(ns, sino, sdir, sparent, dparent)
-            self._touch(sparent, dparent, sino)
-
-    def _is_ancestor(self, ino: int, of: int) -> bool:
-        """True when directory ``ino`` is ``of`` or above it."""
-        seen = 0
-        cur = of
-        while True:
-            if cur == ino:
-                return True
-            if cur == self.rootino or seen > 4096:
-                return False
-            cur = self.ns.dir_state(cur).parent
-            seen += 1
-
-    def _moved(self, ns, ino: int, is_dir: bool, old_parent: int, new_parent: int) -> None:
-        """An inode renamed: its change time moves; a directory moved to
-        another parent gets its ".." rewritten and the parents' link counts."""
-        if is_dir and old_parent != new_parent:
-            st = ns.dir_state(ino)
-            st.parent = new_parent
-            st.changed = True
-            # the moved directory keeps its modification time
-            ns.mtime_set[ino] = self.getattr(ino).mtime_ns
-            ns.dir_state(old_parent).nlink -= 1
-            ns.dir_state(new_parent).nlink += 1
-        elif not is_dir:
-            ns._patch(ino, ctime_ns=ns.now)
-        else:
-            ns.mtime_set[ino] = self.getattr(ino).mtime_ns
-            ns.dir_state(ino).changed = True
+            src = ns.lookup_child(sparent, sname)
+            dst = ns.lookup_child(dparent, dname)
+            ns.rename(sparent, sname, dparent, dname, flags)
+            self._touch(sparent, dparent, *(e[0] for e in (src, dst) if e is not None))
 
     # -- open files --------------------------------------------------------------------------------
     def open(self, ino: int, flags: int = 0) -> int:
@@ -584,27 +410,26 @@ class Volume:
         return h
 
     def readdir(self, fh: int, cookie: int):
-        """Entries of an open directory from ``cookie`` on: (name, ino,
-        next cookie).  The listing is taken when reading starts (cookie 0),
-        so removals while it is read skip or repeat nothing; names gone since
-        are left out."""
+        """Entries of an open directory from ``cookie`` on: (name, ino, next
+        cookie).  The cookies are the kernel's (a position in the directory
+        that stays valid while other entries come and go), so removals while
+        a directory is read skip or repeat nothing."""
         h = self.handle(fh)
+        if self.ns is not None:
+            for name, ino, _ft, nxt in self.ns.readdir(h.ino, cookie):
+                yield name, ino, nxt
+            return
+        # read-only: the listing taken when reading starts
         if cookie == 0 or h.listing is None:
             h.listing = self.entries(h.ino)
-        listing = h.listing
-        for i in range(cookie, len(listing)):
-            name, ino = listing[i]
-            if i >= 2:
-                cur = self.child(h.ino, name)
-                if cur is None or cur[0] != ino:
-                    continue
+        for i in range(cookie, len(h.listing)):
+            name, ino = h.listing[i]
             yield name, ino, i + 1
 
     def read(self, fh: int, off: int, size: int) -> bytes:
         h = self.handle(fh)
-        stg = self.staged.get(h.ino)
-        if stg is not None:
-            return os.pread(stg.f.fileno(), size, off)
+        if self.w is not None:
+            return self.fileio.read(h.ino, off, size)
         node = self.fs.inode(h.ino)
         if node.is_dir:
             raise oserror(errno.EISDIR)
@@ -613,43 +438,18 @@ class Volume:
     def write(self, fh: int, off: int, data: bytes) -> int:
         self._writable()
         h = self.handle(fh)
-        stg = self._stage(h.ino)
-        end = off + len(data)
-        if end > stg.size:
-            self._reserve(stg, data)
-        n = os.pwrite(stg.f.fileno(), data, off)
-        if off + n > stg.size:
-            stg.size = off + n
-        stg.dirty = True
-        stg.mtime_ns = stg.ctime_ns = self.w.now_ns()
+        with self._tx():
+            n = self.fileio.write(h.ino, off, data)
         self.icache.invalidate(h.ino)
         return n
 
-    def _reserve(self, stg: Staged, data: bytes) -> None:
-        """ENOSPC at write time, as the kernel gives it, rather than at
-        write-back: the staged files must fit the free space (a rewrite needs
-        its new blocks before the old ones are freed)."""
-        bs = self.sb.blocksize
-        # blocks the staged files hold (holes need none), and this write's
-        need = (len(data) + bs - 1) // bs + 1
-        for s in self.staged.values():
-            if s.dirty and not s.orphan or s is stg:
-                need += (s.blocks() * 512 + bs - 1) // bs
-        free = self.free_blocks()
-        # room for the block maps, free lists and btree splits of the write-back
-        margin = 8 * self.sb.agcount + need // 256 + 16
-        if need + margin > free:
-            raise oserror(errno.ENOSPC)
-
     def flush(self, fh: int) -> None:
-        h = self.handle(fh)
-        stg = self.staged.get(h.ino)
-        if stg is not None and stg.dirty and not stg.orphan:
-            with self._tx():
-                self._write_back(h.ino, stg)
+        """close(2) of one descriptor: the data is in the image already;
+        durability is fsync's."""
+        self.handle(fh)
 
     def fsync(self, fh: int, datasync: bool = False) -> None:
-        self.flush(fh)
+        self.handle(fh)
         self.sync()
 
     def release(self, fh: int) -> None:
@@ -662,101 +462,23 @@ class Volume:
             self.opens[ino] = left
             return
         self.opens.pop(ino, None)
-        stg = self.staged.get(ino)
-        if stg is None:
+        if self.w is not None:
+            self._last_close(ino)
+
+    def _last_close(self, ino: int) -> None:
+        """Preallocation past the end given back; an inode with no name left
+        freed."""
+        try:
+            node = self.fs.inode(ino)
+        except FsToolError:
             return
-        if stg.orphan:
-            self._destroy_orphan(ino)
+        if node.mode == 0:
             return
-        if stg.dirty:
-            with self._tx():
-                self._write_back(ino, stg)
-        self._unstage_if_idle(ino)
-
-    def _unstage_if_idle(self, ino: int) -> None:
-        stg = self.staged.get(ino)
-        if stg is not None and not self.opens.get(ino) and not stg.dirty:
-            del self.staged[ino]
-            stg.f.close()
-            self.icache.invalidate(ino)
-
-    # -- staging ---------------------------------------------------------------------------------
-    def _stage(self, ino: int) -> Staged:
-        stg = self.staged.get(ino)
-        if stg is not None:
-            return stg
-        node = self.fs.inode(ino)
-        if not node.is_reg:
-            raise oserror(errno.EISDIR if node.is_dir else errno.EINVAL)
-        f = tempfile.TemporaryFile(dir=self.stage_dir, prefix=".fstool-mount-")
-        size = node.size
-        fd = f.fileno()
-        bs = self.sb.blocksize
-        if node.format in (C.XFS_DINODE_FMT_EXTENTS, C.XFS_DINODE_FMT_BTREE):
-            for o, _b, n, *_ in node.extents():
-                pos, stop = o * bs, min((o + n) * bs, size)
-                while pos < stop:
-                    chunk = node.read(pos, min(stop - pos, 1 << 20))
-                    if not chunk:
-                        break
-                    os.pwrite(fd, chunk, pos)
-                    pos += len(chunk)
-        elif size:
-            os.pwrite(fd, node.read(0, size), 0)
-        f.truncate(size)
-        stg = self.staged[ino] = Staged(f, size)
-        return stg
-
-    def _write_back(self, ino: int, stg: Staged) -> None:
-        """Inside a transaction: the staged content becomes the file's data
-        (new extents; the old ones freed with the transaction)."""
-        from ..format.structs import DINODE
-        from ..fs.icore import encode_ts
-        from ..io.sparse import data_ranges_of
-        from ..ns import files as F
-        from ..ns.namespace import owned_blocks
-        w = self.w
-        node = self.fs.inode(ino)
-        raw = w.inodes.raw_inode(ino)
-        d = DINODE.unpack(raw)
-        old = []
-        if node.format in (C.XFS_DINODE_FMT_EXTENTS, C.XFS_DINODE_FMT_BTREE):
-            old = owned_blocks(node, attr=False)
-        for fsbno, n in old:
-            w.space.free_extent(fsbno, n)
-        old_blocks = sum(n for _b, n in old)
-        fd = stg.f.fileno()
-        st = os.fstat(fd)
-        ranges = data_ranges_of(fd, st)
-        stg.f.seek(0)
-        exts = F.write_data(w, w.inodes.ino_fsb(ino), stg.f, stg.size, ranges) \
-            if stg.size else []
-        forkoff = d["di_forkoff"]
-        lit = self.sb.inodesize - C.XFS_DINODE_CORE_SIZE
-        space = forkoff * 8 if forkoff else lit
-        fork = F.map_fork(w, ino, exts, space)
-        buf = bytearray(raw)
-        c = C.XFS_DINODE_CORE_SIZE
-        buf[c:c + space] = bytes(space)
-        buf[c:c + len(fork.literal)] = fork.literal
-        d["di_format"] = fork.fmt
-        if d["di_flags2"] & C.XFS_DIFLAG2_NREXT64:
-            d["di_big_nextents"] = fork.nextents
-        else:
-            d["di_nextents"] = fork.nextents
-        d["di_size"] = stg.size
-        d["di_nblocks"] += fork.blocks - old_blocks
-        bigtime = bool(d["di_flags2"] & C.XFS_DIFLAG2_BIGTIME)
-        if stg.mtime_ns is not None:
-            d["di_mtime"] = encode_ts(stg.mtime_ns, bigtime)
-        if stg.ctime_ns is not None:
-            d["di_ctime"] = encode_ts(stg.ctime_ns, bigtime)
-        d["di_changecount"] += 1
-        packed = DINODE.pack(d)
-        buf[:len(packed)] = packed
-        w.inodes.put_inode(ino, w.enc.seal(buf))
-        stg.dirty = False
-        stg.mtime_ns = stg.ctime_ns = None
+        with self._tx() as ns:
+            if node.is_reg:
+                self.fileio.release(ino)
+            if node.nlink == 0 and not node.is_dir:
+                ns.inactivate(ino)
         self._touch(ino)
 
     # -- xattrs ---------------------------------------------------------------------------------------
@@ -768,53 +490,36 @@ class Volume:
             raise oserror(errno.ERANGE)
         return s
 
-    def _xattrs(self, ino: int) -> dict:
-        self.getattr(ino)
-        stg = self.staged.get(ino)
-        if stg is not None and stg.orphan:
-            return {}
-        return self.fs.xattrs(ino)
-
     def getxattr(self, ino: int, name: bytes) -> bytes:
-        v = self._xattrs(ino).get(name.decode("utf-8", "surrogateescape"))
-        if v is None:
-            raise oserror(errno.ENODATA)
-        return bytes(v)
+        self.getattr(ino)
+        if self.ns is None:
+            v = self.fs.xattrs(ino).get(name.decode("utf-8", "surrogateescape"))
+            if v is None:
+                raise oserror(errno.ENODATA)
+            return bytes(v)
+        return bytes(self.ns.get_xattr(ino, name))
 
     def listxattr(self, ino: int) -> list:
-        return [k.encode("utf-8", "surrogateescape") for k in self._xattrs(ino)]
+        self.getattr(ino)
+        names = self.fs.xattrs(ino) if self.ns is None else self.ns.list_xattr(ino)
+        return [k.encode("utf-8", "surrogateescape") for k in names]
 
     def setxattr(self, ino: int, name: bytes, value: bytes, flags: int = 0) -> None:
         self._writable()
-        key = self._xattr_name(name)
+        self._xattr_name(name)
         if len(value) > XATTR_SIZE_MAX:
             raise oserror(errno.E2BIG)
-        cur = self._xattrs(ino)
-        if flags & 1 and key in cur:
-            raise oserror(errno.EEXIST)
-        if flags & 2 and key not in cur:
-            raise oserror(errno.ENODATA)
-        cur[key] = bytes(value)
-        self._set_xattrs(ino, cur)
-
-    def _set_xattrs(self, ino: int, xattrs: dict) -> None:
+        self.getattr(ino)
         with self._tx() as ns:
-            ns.set_xattrs(ino, xattrs)
+            ns.set_xattr(ino, name, bytes(value), flags)
             self._touch(ino)
-        if any(len(v) > self.sb.blocksize - C.XFS_ATTR3_RMT_HDR_SIZE for v in xattrs.values()):
-            # a value over several remote blocks is built as one buffer, which
-            # the reader (one block at a time) does not find in the cache
-            # until the checkpoint has written it in place
-            self.w.journal.push()
 
     def removexattr(self, ino: int, name: bytes) -> None:
         self._writable()
-        key = name.decode("utf-8", "surrogateescape")
-        cur = self._xattrs(ino)
-        if key not in cur:
-            raise oserror(errno.ENODATA)
-        del cur[key]
-        self._set_xattrs(ino, cur)
+        self.getattr(ino)
+        with self._tx() as ns:
+            ns.remove_xattr(ino, name)
+            self._touch(ino)
 
     # -- the filesystem ----------------------------------------------------------------------------------
     def _counters(self) -> dict:
@@ -887,7 +592,6 @@ class _Op:
             vol.dirty_since_sync = True
             for ino in changed:
                 vol.icache.invalidate(ino)
-            vol._trim_dir_states()
             return False
         w.abort()
         self._reset()
@@ -896,4 +600,5 @@ class _Op:
     def _reset(self) -> None:
         vol = self.vol
         vol.ns = vol._Namespace(vol.w)
+        vol.ns.is_open = vol._is_open
         vol.icache.clear_attrs()
