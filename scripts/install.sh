@@ -9,7 +9,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 if command -v apt-get >/dev/null; then
     need=""
-    for pkg in xfsprogs fuse3 libfuse3-dev attr gcc python3-dev zstd; do
+    for pkg in xfsprogs fuse3 libfuse3-dev pkg-config attr gcc python3-dev zstd; do
         dpkg -s "$pkg" >/dev/null 2>&1 || need="$need $pkg"
     done
     if [ -n "$need" ]; then
@@ -29,7 +29,8 @@ pip_install() {
         fi
     fi
 }
-pip_install -e ".[test]"
+# [mount]: pyfuse3 for fstool mount, built against libfuse3-dev (pkg-config)
+pip_install -e ".[test,mount]"
 # byte-compile up front: where PYTHONDONTWRITEBYTECODE is set, every command
 # would otherwise compile the package again at start-up
 $PY -m compileall -q fstool fstool_native fixtures >/dev/null

@@ -36,6 +36,7 @@ COMMANDS = {
     "mv": ("edit", "mv_cmd", "Rename or move a file or directory in an image."),
     "setattr": ("edit", "setattr_cmd", "Change mode, owner, times or xattrs in an image."),
     "log": ("log", "cmd", "Print, replay or zero the log (journal) of an image."),
+    "mount": ("mount", "cmd", "Mount an image read-write through FUSE."),
 }
 
 class LazyGroup(click.Group):

@@ -1,0 +1,274 @@
+#!/usr/bin/env python3
+"""fstool mount against fuse2fs and the kernel's XFS, in one run.
+
+    python3 bench/bench_mount.py [--files 20000] [--dirs 100] [--mib 256] [--size 2g]
+                                 [--only fstool,fuse2fs,kernel] [--icache]
+
+For each filesystem, on a fresh image of the same size (XFS from
+``fstool mkfs`` for fstool, from ``mkfs.xfs`` for the kernel, ext4 from
+``mkfs.ext4`` for fuse2fs): creates per second (FILES empty files spread over
+DIRS directories, then sync), a streaming write of MIB MiB (1 MiB writes,
+then fsync), the streaming read of it after dropping the caches, and a full
+tree walk (lstat of every entry, after dropping the caches).  For the FUSE
+servers, the resident memory of the server process after the creates.
+Needs root (loop mount, drop_caches), fuse2fs (apt fuse2fs) and FUSE.
+
+``--icache``: the mount's inode cache alone, lookups per second with 10^4 to
+10^7 inodes cached (the cost must stay flat).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, REPO)
+
+
+def drop_caches() -> None:
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
+def rss_kib(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def wait_mounted(mnt: str, timeout: float = 30) -> None:
+    from fixtures.fusemount import is_mounted
+    deadline = time.monotonic() + timeout
+    while not is_mounted(mnt):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{mnt} did not come up")
+        time.sleep(0.05)
+
+
+class Target:
+    name = ""
+    pid = None
+
+    def __init__(self, work: str, size: str):
+        slug = "".join(c if c.isalnum() else "-" for c in self.name)
+        self.img = os.path.join(work, f"{slug}.img")
+        self.mnt = os.path.join(work, f"{slug}-mnt")
+        os.mkdir(self.mnt)
+        subprocess.run(["truncate", "-s", size, self.img], check=True)
+
+
+class Kernel(Target):
+    name = "kernel XFS"
+
+    def mount(self):
+        subprocess.run(["mkfs.xfs", "-q", "-f", self.img], check=True)
+        subprocess.run(["mount", "-o", "loop", self.img, self.mnt], check=True)
+
+    def umount(self):
+        subprocess.run(["umount", self.mnt], check=True)
+
+
+class Fuse2fs(Target):
+    name = "fuse2fs"
+
+    def mount(self):
+        subprocess.run(["mkfs.ext4", "-q", "-F", self.img], check=True)
+        self.proc = subprocess.Popen(["fuse2fs", "-f", self.img, self.mnt, "-o", "rw"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.pid = self.proc.pid
+        wait_mounted(self.mnt)
+
+    def umount(self):
+        subprocess.run(["fusermount3", "-u", self.mnt], check=True)
+        self.proc.wait(120)
+
+
+class Fstool(Target):
+    name = "fstool"
+    options: list = []
+
+    def mount(self):
+        env = dict(os.environ, PYTHONPATH=REPO)
+        size = os.path.getsize(self.img)
+        subprocess.run([sys.executable, "-m", "fstool", "mkfs", "-f", "--size", str(size),
+                        self.img], check=True, env=env, stdout=subprocess.DEVNULL)
+        self.proc = subprocess.Popen([sys.executable, "-m", "fstool", "mount", "-f",
+                                      *self.options, self.img, self.mnt], env=env)
+        self.pid = self.proc.pid
+        wait_mounted(self.mnt)
+
+    def umount(self):
+        subprocess.run(["fusermount3", "-u", self.mnt], check=True)
+        self.proc.wait(600)
+
+
+class FstoolWriteback(Fstool):
+    name = "fstool -o writeback_cache"
+    options = ["-o", "writeback_cache"]
+
+
+def creates(mnt: str, files: int, dirs: int) -> float:
+    t = time.perf_counter()
+    for d in range(dirs):
+        os.mkdir(os.path.join(mnt, f"d{d:03d}"))
+    per = files // dirs
+    for d in range(dirs):
+        base = os.path.join(mnt, f"d{d:03d}")
+        for i in range(per):
+            os.close(os.open(os.path.join(base, f"file-{i:06d}"),
+                             os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+    os.sync()
+    return files / (time.perf_counter() - t)
+
+
+def stream_write(path: str, mib: int) -> float:
+    buf = random.Random(1).randbytes(1 << 20)
+    t = time.perf_counter()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        for _ in range(mib):
+            os.write(fd, buf)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return mib / (time.perf_counter() - t)
+
+
+def stream_read(path: str) -> float:
+    drop_caches()
+    t = time.perf_counter()
+    n = 0
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        while True:
+            b = os.read(fd, 1 << 20)
+            if not b:
+                break
+            n += len(b)
+    finally:
+        os.close(fd)
+    return n / (1 << 20) / (time.perf_counter() - t)
+
+
+def walk(mnt: str) -> float:
+    drop_caches()
+    t = time.perf_counter()
+    n = 0
+    for dirpath, dirnames, filenames in os.walk(mnt):
+        for name in dirnames + filenames:
+            os.lstat(os.path.join(dirpath, name))
+            n += 1
+    return n / (time.perf_counter() - t)
+
+
+def run_target(cls, work: str, args) -> dict:
+    t = cls(work, args.size)
+    t.mount()
+    try:
+        out = {"creates/s": creates(t.mnt, args.files, args.dirs)}
+        if t.pid:
+            out["server RSS MiB"] = rss_kib(t.pid) / 1024
+        big = os.path.join(t.mnt, "big")
+        out["write MB/s"] = stream_write(big, args.mib) * 1.048576
+        out["read MB/s"] = stream_read(big) * 1.048576
+        out["walk entries/s"] = walk(t.mnt)
+    finally:
+        t.umount()
+    if isinstance(t, Fstool) or isinstance(t, Kernel):
+        r = subprocess.run(["xfs_repair", "-n", "-f", t.img], capture_output=True)
+        out["repair -n"] = "clean" if r.returncode == 0 else f"exit {r.returncode}"
+    os.unlink(t.img)
+    return out
+
+
+def icache_bench() -> None:
+    from fstool.mount.icache import InodeCache
+    print(f"{'cached inodes':>14} {'lookups/s':>12} {'cache MiB':>10}")
+    rng = random.Random(7)
+    probes = [rng.random() for _ in range(1_000_000)]
+
+    def ino_of(i: int) -> int:
+        # inode numbers as XFS hands them out: chunks of 64 in runs, across AGs
+        return ((i >> 12) << 24) | (i & 0xfff) + 128
+
+    for n in (10_000, 100_000, 1_000_000, 10_000_000):
+        before = rss_kib(os.getpid())
+        c = InodeCache(max_attrs=1)
+        for i in range(n):
+            c.ref(ino_of(i))
+        size = (rss_kib(os.getpid()) - before) / 1024
+        held = c.held
+        # the probe numbers are computed in the loop (a list of them would
+        # measure the list's memory, not the cache's)
+        t = time.perf_counter()
+        for p in probes:
+            held(ino_of(int(p * n)))
+        took = time.perf_counter() - t
+        t = time.perf_counter()
+        for p in probes:
+            ino_of(int(p * n))
+        took -= time.perf_counter() - t
+        print(f"{n:>14,} {len(probes) / took:>12,.0f} {size:>10.0f}")
+        del c
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--files", type=int, default=20000)
+    ap.add_argument("--dirs", type=int, default=100)
+    ap.add_argument("--mib", type=int, default=256)
+    ap.add_argument("--size", default="2g")
+    ap.add_argument("--only", default="fstool,fuse2fs,kernel")
+    ap.add_argument("--writeback", action="store_true",
+                    help="also fstool with -o writeback_cache")
+    ap.add_argument("--icache", action="store_true", help="only the inode cache lookups")
+    args = ap.parse_args()
+    if args.icache:
+        icache_bench()
+        return
+    if os.geteuid() != 0:
+        sys.exit("needs root (loop mounts, drop_caches)")
+    kinds = {"fstool": Fstool, "fuse2fs": Fuse2fs, "kernel": Kernel}
+    chosen = [kinds[k] for k in args.only.split(",")]
+    if args.writeback:
+        chosen.append(FstoolWriteback)
+    if Fuse2fs in chosen and not shutil.which("fuse2fs"):
+        sys.exit("fuse2fs is not installed (apt-get install fuse2fs)")
+    work = tempfile.mkdtemp(prefix="bench-mount-", dir=os.environ.get("BENCH_DIR"))
+    results = {}
+    try:
+        for cls in chosen:
+            results[cls.name] = run_target(cls, work, args)
+            print(cls.name, {k: (round(v, 1) if isinstance(v, float) else v)
+                             for k, v in results[cls.name].items()}, flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    keys = ["creates/s", "write MB/s", "read MB/s", "walk entries/s", "server RSS MiB",
+            "repair -n"]
+    print()
+    print(f"{'':28}" + "".join(f"{k:>16}" for k in keys))
+    for name, r in results.items():
+        print(f"{name:28}" + "".join(
+            f"{r[k]:>16,.1f}" if isinstance(r.get(k), float) else f"{str(r.get(k, '-')):>16}"
+            for k in keys))
+    if "fstool" in results and "fuse2fs" in results:
+        f, e = results["fstool"], results["fuse2fs"]
+        print("fstool / fuse2fs: " + ", ".join(
+            f"{k} {f[k] / e[k]:.2f}x" for k in keys[:4]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,42 @@
+"""``fstool mount``: the image as a live read-write filesystem through FUSE."""
+import click
+
+from .options import image_arg
+
+
+@click.command("mount")
+@image_arg
+@click.argument("mountpoint", type=click.Path(exists=True, file_okay=False))
+@click.option("--ro", "readonly", is_flag=True, help="Mount read-only.")
+@click.option("-f", "--foreground", is_flag=True,
+              help="Stay in the foreground until unmounted (default: return once the "
+                   "mount is live, serving it from a background process).")
+@click.option("-o", "opts", multiple=True, metavar="OPTS",
+              help="FUSE mount options, comma-separated (allow_other, ro, ...); "
+                   "default_permissions is always on.")
+@click.option("--no-check", is_flag=True,
+              help="Mount even when fstool check finds problems in the image.")
+def cmd(image, mountpoint, readonly, foreground, opts, no_check):
+    """Mount IMAGE at MOUNTPOINT through FUSE (libfuse3).
+
+    Unmount with `fusermount3 -u MOUNTPOINT` (or umount as root): everything
+    is written back, the log gets its unmount record and the process exits.
+    Every change is journaled: fsync and fdatasync write a checkpoint, and
+    one is written every few seconds; after a crash the kernel's mount or
+    `fstool log replay` recovers the image.  Images that are mounted, in use
+    by another fstool or carry a dirty log are refused (exit status 7).
+    """
+    from ..mount.run import fuse_available, mount
+    from .exits import exit_status
+    why = fuse_available()
+    if why:
+        from ..errors import UnsupportedError
+        raise UnsupportedError(f"cannot mount: {why}")
+    options = [o for group in opts for o in group.split(",") if o]
+    if "ro" in options:
+        readonly = True
+    if not readonly and not no_check:
+        from ..ops.guard import require_sound
+        require_sound(image)
+    mount(image, mountpoint, readonly=readonly, foreground=foreground, options=options,
+          status_of=exit_status)

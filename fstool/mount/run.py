@@ -1,0 +1,174 @@
+"""Mounting: open the image, mount through libfuse3, serve until unmounted,
+then write everything back and mark the log clean.
+
+``serve`` runs in the process that holds the mount.  ``mount`` either calls
+it in the foreground or forks a daemon and returns once the mount is live
+(the daemon reports success, or the error that stopped it, through a pipe).
+While mounted, a checkpoint is written every ``CHECKPOINT_SECONDS`` (and
+by the journal itself when its pending changes grow large); SIGTERM, SIGINT
+and SIGHUP unmount cleanly.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from ..errors import FsToolError
+
+CHECKPOINT_SECONDS = 5.0
+
+
+def fuse_available() -> str | None:
+    """None when FUSE mounts can work here, else why not."""
+    try:
+        import pyfuse3  # noqa: F401
+        import trio  # noqa: F401
+    except ImportError as e:
+        return f"pyfuse3 is not installed ({e}); pip install pyfuse3"
+    if not os.path.exists("/dev/fuse"):
+        return "/dev/fuse is missing"
+    import shutil
+    if os.geteuid() != 0 and not shutil.which("fusermount3"):
+        return "fusermount3 is not installed (Debian package fuse3)"
+    return None
+
+
+OWN_OPTIONS = ("rw", "writeback_cache")      # fstool's, not passed to libfuse
+
+
+def fuse_options(readonly: bool, extra) -> set:
+    import pyfuse3
+    opts = set(pyfuse3.default_options)          # default_permissions
+    opts |= {"fsname=fstool", "subtype=xfs"}
+    if readonly:
+        opts.add("ro")
+    opts.update(o for o in extra if o not in OWN_OPTIONS)
+    return opts
+
+
+def serve(image, mountpoint, *, readonly=False, options=(), ready=None,
+          checkpoint_seconds: float = CHECKPOINT_SECONDS) -> None:
+    """Mount ``image`` at ``mountpoint`` and serve it until it is unmounted;
+    ``ready()`` is called once the mount is live."""
+    import pyfuse3
+    import trio
+
+    from .fuseops import FuseOps
+    from .volume import Volume
+    vol = Volume(image, readonly=readonly)
+    try:
+        ops = FuseOps(vol, writeback_cache="writeback_cache" in options)
+        try:
+            pyfuse3.init(ops, os.fspath(mountpoint), fuse_options(readonly, options))
+        except RuntimeError as e:
+            raise FsToolError(f"{mountpoint}: cannot mount: {e}") from None
+        state = {"terminated": False}
+        try:
+            import gc
+            # the long-lived caches stay out of the cyclic collector's way
+            gc.freeze()
+            gc.set_threshold(50000, 20, 100)
+            if ready is not None:
+                ready()
+            trio.run(_main, vol, state, checkpoint_seconds)
+        finally:
+            pyfuse3.close(unmount=state["terminated"])
+    finally:
+        vol.close()
+
+
+async def _main(vol, state, every: float) -> None:
+    import signal
+
+    import pyfuse3
+    import trio
+
+    async def timer():
+        while True:
+            await trio.sleep(every)
+            vol.sync()
+
+    async def signals():
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as it:
+            async for _sig in it:
+                state["terminated"] = True
+                pyfuse3.terminate()
+                return
+
+    async with trio.open_nursery() as nursery:
+        if vol.w is not None:
+            nursery.start_soon(timer)
+        nursery.start_soon(signals)
+        await pyfuse3.main(min_tasks=1, max_tasks=1)
+        nursery.cancel_scope.cancel()
+
+
+def mount(image, mountpoint, *, readonly=False, foreground=False, options=(),
+          status_of=lambda exc: 1) -> None:
+    """``fstool mount``: serve in the foreground, or start a daemon and
+    return once the mount is live (raising the daemon's error otherwise,
+    with the exit status ``status_of`` gives it)."""
+    if foreground:
+        serve(image, mountpoint, readonly=readonly, options=options)
+        return
+    image, mountpoint = os.path.abspath(image), os.path.abspath(mountpoint)
+    r, w = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid:
+        os.close(w)
+        with os.fdopen(r, "rb") as f:
+            report = f.read()
+        if not report:
+            os.waitpid(pid, 0)
+            raise FsToolError("the mount process ended before the mount was live")
+        msg = json.loads(report)
+        if msg.get("status"):
+            os.waitpid(pid, 0)
+            raise MountFailed(msg["message"], msg["status"], msg.get("errno"))
+        return
+    # the daemon
+    os.close(r)
+    os.setsid()
+
+    def ready():
+        os.write(w, json.dumps({"status": 0}).encode())
+        os.close(w)
+        # errors of the running mount go to FSTOOL_MOUNT_LOG when set
+        null = os.open(os.devnull, os.O_RDWR)
+        logpath = os.environ.get("FSTOOL_MOUNT_LOG")
+        err = os.open(logpath, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600) \
+            if logpath else null
+        os.dup2(null, 0)
+        os.dup2(null, 1)
+        os.dup2(err, 2)
+        os.close(null)
+        if err != null:
+            os.close(err)
+
+    status = 0
+    try:
+        os.chdir("/")
+        serve(image, mountpoint, readonly=readonly,
+              options=options, ready=ready)
+    except BaseException as e:       # noqa: BLE001 - reported to the waiting parent
+        from ..errors import errno_of
+        status = status_of(e) or 1
+        try:
+            os.write(w, json.dumps({"status": status, "message": str(e),
+                                    "errno": errno_of(e)}).encode())
+        except OSError:
+            pass
+    os._exit(status)
+
+
+class MountFailed(FsToolError):
+    """The daemon's error, with its exit status."""
+
+    def __init__(self, message: str, status: int, errno_: int | None):
+        super().__init__(message)
+        self.exit_status = status
+        if errno_:
+            self.errno = errno_

@@ -1,0 +1,604 @@
+"""The mounted image: every FUSE operation as a plain method.
+
+One :class:`~fstool.ns.writer.Writer` for the mount's life; each operation
+that changes the image is one transaction (``_tx``), which the journal
+gathers into checkpoints (delayed logging: many small operations share
+one).  ``sync`` (fsync, fdatasync, the checkpoint timer, unmount) writes
+the checkpoint.  Errors carry the errno the kernel's XFS returns; the FUSE
+adapter hands it back unchanged.
+
+Inode numbers are the image's.  Attributes come back as :class:`Attr`.
+
+Names go through :class:`~fstool.ns.namespace.Namespace` (incremental
+directory changes, the kernel's readdir cookies, rename, xattrs one at a
+time), file data through :class:`~fstool.ns.fileio.FileIO` (the block map:
+writes, truncates and reads in place, speculative preallocation given back
+at the last close).  A file whose last name goes while it is open stays
+allocated on the AGI unlinked list (so the kernel's log recovery or
+xfs_repair frees it after a crash) until its last close.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import stat as pystat
+
+from ..errors import FsToolError, WriteRefused
+from ..format import constants as C
+from .icache import InodeCache
+
+NAME_MAX = 255
+RENAME_NOREPLACE = 1
+RENAME_EXCHANGE = 2
+XATTR_NAMESPACES = ("user.", "trusted.", "security.")
+XATTR_SIZE_MAX = 65536
+
+
+def oserror(code: int, what: str = "") -> OSError:
+    return OSError(code, os.strerror(code) + (f": {what}" if what else ""))
+
+
+class Attr:
+    """What ``stat`` shows for an inode."""
+    __slots__ = ("ino", "mode", "nlink", "uid", "gid", "rdev", "size", "blocks", "blksize",
+                 "atime_ns", "mtime_ns", "ctime_ns", "gen")
+
+    def __init__(self, st, gen: int = 0):
+        self.ino = st.st_ino
+        self.mode = st.st_mode
+        self.nlink = st.st_nlink
+        self.uid = st.st_uid
+        self.gid = st.st_gid
+        self.rdev = st.st_rdev
+        self.size = st.st_size
+        self.blocks = st.st_blocks
+        self.blksize = st.st_blksize
+        self.atime_ns = st.st_atime_ns
+        self.mtime_ns = st.st_mtime_ns
+        self.ctime_ns = st.st_ctime_ns
+        self.gen = gen
+
+    def copy(self) -> "Attr":
+        a = Attr.__new__(Attr)
+        for k in Attr.__slots__:
+            setattr(a, k, getattr(self, k))
+        return a
+
+
+class Handle:
+    __slots__ = ("ino", "flags", "listing")
+
+    def __init__(self, ino: int, flags: int = 0):
+        self.ino = ino
+        self.flags = flags
+        self.listing = None
+
+
+class Volume:
+    """An image mounted: see the module docstring."""
+
+    def __init__(self, image, *, readonly: bool = False, timestamp_ns: int | None = None,
+                 cache_bytes: int = 128 << 20):
+        from ..fs.mount import Filesystem
+        from ..io.lock import ImageLock, refuse_if_mounted
+        from ..ns.namespace import Namespace
+        from ..ns.writer import Writer
+        self.image = os.fspath(image)
+        self.readonly = readonly
+        self._lock = None
+        if readonly:
+            refuse_if_mounted(self.image)
+            self.w = None
+            self.fs = Filesystem(self.image, cache_bytes=cache_bytes)
+            try:
+                self._lock = ImageLock(self.fs.dev.fd, self.image)
+                self._lock.__enter__()
+                from ..fs.logstate import log_is_clean
+                clean, why = log_is_clean(self.fs)
+                if not clean:
+                    raise WriteRefused(f"{self.image}: the journal is dirty ({why}); replay "
+                                       "it first (fstool log replay, or a kernel mount)")
+            except BaseException:
+                self.fs.close()
+                raise
+            self.ns = None
+        else:
+            from ..ns.fileio import FileIO
+            self.w = Writer(self.image, timestamp_ns=timestamp_ns, cache_bytes=cache_bytes)
+            self.fs = self.w.fs
+            self.ns = Namespace(self.w)
+            self.ns.is_open = self._is_open
+            self.fileio = FileIO(self.w)
+        self._Namespace = Namespace
+        sb = self.fs.sb
+        self.sb = sb
+        self.rootino = sb.rootino
+        self.icache = InodeCache()
+        self.handles: dict[int, Handle] = {}
+        self.next_fh = 1
+        self.opens: dict[int, int] = {}
+        self.closed = False
+        self.dirty_since_sync = False
+
+    # -- lifetime --------------------------------------------------------------------
+    def close(self) -> None:
+        """Close what is still open, write the last checkpoint and the
+        log's unmount record, release the image."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            if self.w is not None:
+                # files still open (the kernel closes them all before it
+                # lets the mount go, unless the process is told to stop)
+                for ino in list(self.opens):
+                    self.opens.pop(ino)
+                    self._last_close(ino)
+                self.w.close()
+            else:
+                self.fs.close()
+        finally:
+            if self._lock is not None:
+                try:
+                    self._lock.__exit__(None, None, None)
+                except OSError:
+                    pass
+
+    def sync(self) -> None:
+        """Everything done so far is on disk: a checkpoint written (fsync,
+        fdatasync, the timer, unmount)."""
+        if self.w is None:
+            return
+        if self.dirty_since_sync:
+            self.w.sync()
+            self.dirty_since_sync = False
+
+    def _is_open(self, ino: int) -> bool:
+        return bool(self.opens.get(ino))
+
+    # -- transactions ------------------------------------------------------------------
+    def _writable(self) -> None:
+        if self.w is None:
+            raise oserror(errno.EROFS)
+
+    def _tx(self):
+        return _Op(self)
+
+    # -- attributes ------------------------------------------------------------------------
+    def getattr(self, ino: int) -> Attr:
+        a = self.icache.get(ino)
+        if a is not None:
+            return a
+        try:
+            node = self.fs.inode(ino)
+        except FsToolError:
+            raise oserror(errno.ENOENT, f"inode {ino}") from None
+        if node.mode == 0 or (node.nlink == 0 and not node.is_dir
+                              and not self.opens.get(ino)):
+            raise oserror(errno.ENOENT, f"inode {ino}")
+        a = Attr(node.stat(), node.gen)
+        self.icache.put(ino, a)
+        return a
+
+    def _is_dir(self, ino: int) -> bool:
+        return pystat.S_ISDIR(self.getattr(ino).mode)
+
+    def setattr(self, ino: int, *, mode=None, uid=None, gid=None, size=None, atime_ns=None,
+                mtime_ns=None) -> Attr:
+        self._writable()
+        a = self.getattr(ino)
+        if size is not None:
+            if pystat.S_ISDIR(a.mode):
+                raise oserror(errno.EISDIR)
+            if not pystat.S_ISREG(a.mode):
+                raise oserror(errno.EINVAL)
+        with self._tx() as ns:
+            if size is not None:
+                self.fileio.truncate(ino, size, touch=True)
+            if any(v is not None for v in (mode, uid, gid, atime_ns, mtime_ns)):
+                ns.setattr(ino, mode=mode, uid=uid, gid=gid, atime_ns=atime_ns,
+                           mtime_ns=mtime_ns)
+                ns.mtime_set.pop(ino, None)
+            self._touch(ino)
+        return self.getattr(ino)
+
+    # -- names ----------------------------------------------------------------------------
+    def _check_name(self, name: bytes) -> None:
+        if len(name) > NAME_MAX:
+            raise oserror(errno.ENAMETOOLONG)
+        if not name or b"/" in name or b"\0" in name:
+            raise oserror(errno.EINVAL)
+
+    def _dir_node(self, ino: int):
+        a = self.getattr(ino)
+        if not pystat.S_ISDIR(a.mode):
+            raise oserror(errno.ENOTDIR)
+        return a
+
+    def child(self, parent: int, name: bytes):
+        """(ino, ftype) of ``name`` in directory ``parent``, or None."""
+        if self.ns is not None:
+            return self.ns.lookup_child(parent, name)
+        fs = self.fs
+        ino = fs.dir_lookup(fs.inode(parent), name)
+        return None if ino is None else (ino, 0)
+
+    def parent_of(self, ino: int) -> int:
+        if self.ns is not None:
+            return self.ns.lookup_child(ino, b"..")[0]
+        return self.fs.parent_of(self.fs.inode(ino))
+
+    def lookup(self, parent: int, name: bytes) -> Attr:
+        """The inode ``name`` names in ``parent`` (one more kernel reference)."""
+        self._dir_node(parent)
+        if name == b".":
+            ino = parent
+        elif name == b"..":
+            ino = self.parent_of(parent)
+        else:
+            if len(name) > NAME_MAX:
+                raise oserror(errno.ENAMETOOLONG)
+            ent = self.child(parent, name)
+            if ent is None:
+                raise oserror(errno.ENOENT)
+            ino = ent[0]
+        a = self.getattr(ino)
+        self.icache.ref(ino)
+        return a
+
+    def forget(self, ino: int, n: int) -> None:
+        self.icache.forget(ino, n)
+
+    def entries(self, ino: int) -> list:
+        """[(name, ino)] of a directory, "." and ".." first."""
+        self._dir_node(ino)
+        if self.ns is not None:
+            return [(name, cino) for name, cino, _ft, _c in self.ns.readdir(ino)]
+        node = self.fs.inode(ino)
+        out = [(b".", ino), (b"..", self.fs.parent_of(node))]
+        out.extend((e.name, e.ino) for e in self.fs.listdir(node))
+        return out
+
+    # -- making names ------------------------------------------------------------------------
+    def _meta(self, parent: int, perm: int, uid: int, gid: int, is_dir: bool):
+        from ..ns.namespace import Meta
+        pa = self.getattr(parent)
+        if pa.mode & pystat.S_ISGID:
+            # BSD group semantics of a setgid directory, as the kernel applies them
+            gid = pa.gid
+            if is_dir:
+                perm |= pystat.S_ISGID
+        now = self.ns.now
+        return Meta(perm=perm, uid=uid, gid=gid, atime_ns=now, mtime_ns=now, ctime_ns=now)
+
+    def _new(self, parent: int, name: bytes, make) -> Attr:
+        self._writable()
+        self._check_name(name)
+        self._dir_node(parent)
+        with self._tx() as ns:
+            if ns.lookup_child(parent, name) is not None:
+                raise oserror(errno.EEXIST)
+            ino = make(ns)
+            self._touch(parent)
+        a = self.getattr(ino)
+        self.icache.ref(ino)
+        return a
+
+    def mkdir(self, parent: int, name: bytes, mode: int, uid: int = 0, gid: int = 0) -> Attr:
+        return self._new(parent, name, lambda ns: ns.mkdir(
+            parent, name, self._meta(parent, mode & 0o7777, uid, gid, True)))
+
+    def create(self, parent: int, name: bytes, mode: int, flags: int = 0, uid: int = 0,
+               gid: int = 0):
+        """A new empty regular file, opened: (handle, Attr)."""
+        a = self._new(parent, name, lambda ns: ns.create_file(
+            parent, name, self._meta(parent, mode & 0o7777, uid, gid, False)))
+        return self.open(a.ino, flags), a
+
+    def mknod(self, parent: int, name: bytes, mode: int, rdev: int = 0, uid: int = 0,
+              gid: int = 0) -> Attr:
+        kind = mode & C.S_IFMT
+        if kind == C.S_IFREG or kind == 0:
+            return self._new(parent, name, lambda ns: ns.create_file(
+                parent, name, self._meta(parent, mode & 0o7777, uid, gid, False)))
+        if kind not in (C.S_IFCHR, C.S_IFBLK, C.S_IFIFO, C.S_IFSOCK):
+            raise oserror(errno.EINVAL)
+        dev = (os.major(rdev), os.minor(rdev))
+        return self._new(parent, name, lambda ns: ns.mknod(
+            parent, name, kind, self._meta(parent, mode & 0o7777, uid, gid, False), rdev=dev))
+
+    def symlink(self, parent: int, name: bytes, target: bytes, uid: int = 0,
+                gid: int = 0) -> Attr:
+        if len(target) >= C.XFS_SYMLINK_MAXLEN:
+            raise oserror(errno.ENAMETOOLONG)
+        if not target:
+            raise oserror(errno.ENOENT)
+        return self._new(parent, name, lambda ns: ns.symlink(
+            parent, name, target, self._meta(parent, 0o777, uid, gid, False)))
+
+    def readlink(self, ino: int) -> bytes:
+        if not pystat.S_ISLNK(self.getattr(ino).mode):
+            raise oserror(errno.EINVAL)
+        return bytes(self.fs.readlink(ino))
+
+    def link(self, ino: int, parent: int, name: bytes) -> Attr:
+        self._writable()
+        self._check_name(name)
+        self._dir_node(parent)
+        a = self.getattr(ino)
+        if pystat.S_ISDIR(a.mode):
+            raise oserror(errno.EPERM)
+        with self._tx() as ns:
+            if ns.lookup_child(parent, name) is not None:
+                raise oserror(errno.EEXIST)
+            ns.link(parent, name, ino)
+            self._touch(parent, ino)
+        a = self.getattr(ino)
+        self.icache.ref(ino)
+        return a
+
+    # -- removing names ------------------------------------------------------------------------
+    def unlink(self, parent: int, name: bytes) -> None:
+        """Remove a name; an open inode losing its last name stays on the
+        AGI unlinked list until its last close."""
+        self._writable()
+        self._dir_node(parent)
+        with self._tx() as ns:
+            ent = ns.lookup_child(parent, name)
+            if ent is None:
+                raise oserror(errno.ENOENT)
+            ino = ent[0]
+            if pystat.S_ISDIR(self.getattr(ino).mode):
+                raise oserror(errno.EISDIR)
+            ns.unlink(parent, name)
+            self._touch(parent, ino)
+
+    def rmdir(self, parent: int, name: bytes) -> None:
+        self._writable()
+        self._dir_node(parent)
+        if name == b".":
+            raise oserror(errno.EINVAL)
+        if name == b"..":
+            raise oserror(errno.ENOTEMPTY)
+        with self._tx() as ns:
+            ent = ns.lookup_child(parent, name)
+            if ent is None:
+                raise oserror(errno.ENOENT)
+            ino = ent[0]
+            if not self._is_dir(ino):
+                raise oserror(errno.ENOTDIR)
+            ns.unlink(parent, name, rmdir=True)
+            self._touch(parent, ino)
+
+    def rename(self, sparent: int, sname: bytes, dparent: int, dname: bytes,
+               flags: int = 0) -> None:
+        self._writable()
+        self._check_name(dname)
+        self._dir_node(sparent)
+        self._dir_node(dparent)
+        with self._tx() as ns:
+            src = ns.lookup_child(sparent, sname)
+            dst = ns.lookup_child(dparent, dname)
+            ns.rename(sparent, sname, dparent, dname, flags)
+            self._touch(sparent, dparent, *(e[0] for e in (src, dst) if e is not None))
+
+    # -- open files --------------------------------------------------------------------------------
+    def open(self, ino: int, flags: int = 0) -> int:
+        a = self.getattr(ino)
+        if flags & (os.O_WRONLY | os.O_RDWR) and self.w is None:
+            raise oserror(errno.EROFS)
+        if pystat.S_ISDIR(a.mode) and flags & (os.O_WRONLY | os.O_RDWR):
+            raise oserror(errno.EISDIR)
+        if flags & os.O_TRUNC and flags & (os.O_WRONLY | os.O_RDWR) and \
+                pystat.S_ISREG(a.mode):
+            # libfuse asks for atomic O_TRUNC: the truncation is the open's
+            self.setattr(ino, size=0)
+        fh = self.next_fh
+        self.next_fh += 1
+        self.handles[fh] = Handle(ino, flags)
+        self.opens[ino] = self.opens.get(ino, 0) + 1
+        return fh
+
+    def opendir(self, ino: int) -> int:
+        self._dir_node(ino)
+        return self.open(ino, 0)
+
+    def handle(self, fh: int) -> Handle:
+        h = self.handles.get(fh)
+        if h is None:
+            raise oserror(errno.EBADF)
+        return h
+
+    def readdir(self, fh: int, cookie: int):
+        """Entries of an open directory from ``cookie`` on: (name, ino, next
+        cookie).  The cookies are the kernel's (a position in the directory
+        that stays valid while other entries come and go), so removals while
+        a directory is read skip or repeat nothing."""
+        h = self.handle(fh)
+        if self.ns is not None:
+            for name, ino, _ft, nxt in self.ns.readdir(h.ino, cookie):
+                yield name, ino, nxt
+            return
+        # read-only: the listing taken when reading starts
+        if cookie == 0 or h.listing is None:
+            h.listing = self.entries(h.ino)
+        for i in range(cookie, len(h.listing)):
+            name, ino = h.listing[i]
+            yield name, ino, i + 1
+
+    def read(self, fh: int, off: int, size: int) -> bytes:
+        h = self.handle(fh)
+        if self.w is not None:
+            return self.fileio.read(h.ino, off, size)
+        node = self.fs.inode(h.ino)
+        if node.is_dir:
+            raise oserror(errno.EISDIR)
+        return node.read(off, size)
+
+    def write(self, fh: int, off: int, data: bytes) -> int:
+        self._writable()
+        h = self.handle(fh)
+        with self._tx():
+            n = self.fileio.write(h.ino, off, data)
+        self.icache.invalidate(h.ino)
+        return n
+
+    def flush(self, fh: int) -> None:
+        """close(2) of one descriptor: the data is in the image already;
+        durability is fsync's."""
+        self.handle(fh)
+
+    def fsync(self, fh: int, datasync: bool = False) -> None:
+        self.handle(fh)
+        self.sync()
+
+    def release(self, fh: int) -> None:
+        h = self.handles.pop(fh, None)
+        if h is None:
+            return
+        ino = h.ino
+        left = self.opens.get(ino, 1) - 1
+        if left:
+            self.opens[ino] = left
+            return
+        self.opens.pop(ino, None)
+        if self.w is not None:
+            self._last_close(ino)
+
+    def _last_close(self, ino: int) -> None:
+        """Preallocation past the end given back; an inode with no name left
+        freed."""
+        try:
+            node = self.fs.inode(ino)
+        except FsToolError:
+            return
+        if node.mode == 0:
+            return
+        with self._tx() as ns:
+            if node.is_reg:
+                self.fileio.release(ino)
+            if node.nlink == 0 and not node.is_dir:
+                ns.inactivate(ino)
+        self._touch(ino)
+
+    # -- xattrs ---------------------------------------------------------------------------------------
+    def _xattr_name(self, name: bytes) -> str:
+        s = name.decode("utf-8", "surrogateescape")
+        if not s.startswith(XATTR_NAMESPACES) or s in XATTR_NAMESPACES:
+            raise oserror(errno.EOPNOTSUPP)
+        if len(name) > NAME_MAX:
+            raise oserror(errno.ERANGE)
+        return s
+
+    def getxattr(self, ino: int, name: bytes) -> bytes:
+        self.getattr(ino)
+        if self.ns is None:
+            v = self.fs.xattrs(ino).get(name.decode("utf-8", "surrogateescape"))
+            if v is None:
+                raise oserror(errno.ENODATA)
+            return bytes(v)
+        return bytes(self.ns.get_xattr(ino, name))
+
+    def listxattr(self, ino: int) -> list:
+        self.getattr(ino)
+        names = self.fs.xattrs(ino) if self.ns is None else self.ns.list_xattr(ino)
+        return [k.encode("utf-8", "surrogateescape") for k in names]
+
+    def setxattr(self, ino: int, name: bytes, value: bytes, flags: int = 0) -> None:
+        self._writable()
+        self._xattr_name(name)
+        if len(value) > XATTR_SIZE_MAX:
+            raise oserror(errno.E2BIG)
+        self.getattr(ino)
+        with self._tx() as ns:
+            ns.set_xattr(ino, name, bytes(value), flags)
+            self._touch(ino)
+
+    def removexattr(self, ino: int, name: bytes) -> None:
+        self._writable()
+        self.getattr(ino)
+        with self._tx() as ns:
+            ns.remove_xattr(ino, name)
+            self._touch(ino)
+
+    # -- the filesystem ----------------------------------------------------------------------------------
+    def _counters(self) -> dict:
+        from ..format.structs import SB
+        from ..io import verify as V
+        buf = self.fs.get_buf(0, self.sb.sectsize, V.SB, agno=0, block=0)
+        return SB.unpack(bytes(buf.data))
+
+    def free_blocks(self) -> int:
+        return self._counters()["sb_fdblocks"]
+
+    def statfs(self) -> dict:
+        sb = self.sb
+        f = self._counters()
+        free = f["sb_fdblocks"]
+        used_inodes = f["sb_icount"] - f["sb_ifree"]
+        # the kernel's xfs_fs_statfs: inodes that free space could still hold
+        files = min(f["sb_icount"] + (free << sb.inopblog),
+                    (sb.dblocks * f["sb_imax_pct"] // 100) << sb.inopblog
+                    if f["sb_imax_pct"] else 1 << 62)
+        files = max(files, f["sb_icount"])
+        logblocks = sb.logblocks if sb.logstart else 0
+        return {"bsize": sb.blocksize, "frsize": sb.blocksize,
+                "blocks": sb.dblocks - logblocks, "bfree": free, "bavail": free,
+                "files": files, "ffree": files - used_inodes, "namemax": NAME_MAX}
+
+    # -- bookkeeping ----------------------------------------------------------------------------------
+    def _touch(self, *inos) -> None:
+        inv = self.icache.invalidate
+        for ino in inos:
+            inv(ino)
+
+
+class _Op:
+    """One operation, one transaction: commit on success; on an error the
+    image, the caches and the namespace state are as they were."""
+
+    def __init__(self, vol: Volume):
+        self.vol = vol
+        self.nested = False
+
+    def __enter__(self):
+        vol = self.vol
+        w = vol.w
+        if w.tx is not None:
+            self.nested = True
+            return vol.ns
+        w.begin()
+        vol.ns.now = w.now_ns()
+        return vol.ns
+
+    def __exit__(self, etype, exc, tb):
+        if self.nested:
+            return False
+        vol = self.vol
+        w = vol.w
+        ns = vol.ns
+        if etype is None:
+            try:
+                changed = [ino for ino, st in ns.dirs.items() if st.changed]
+                ns.finish()
+                w.commit()
+            except BaseException:
+                if w.tx is not None:
+                    w.abort()
+                self._reset()
+                raise
+            ns.committed()
+            ns.mtime_set.clear()
+            vol.dirty_since_sync = True
+            for ino in changed:
+                vol.icache.invalidate(ino)
+            return False
+        w.abort()
+        self._reset()
+        return False
+
+    def _reset(self) -> None:
+        vol = self.vol
+        vol.ns = vol._Namespace(vol.w)
+        vol.ns.is_open = vol._is_open
+        vol.icache.clear_attrs()

@@ -1,0 +1,257 @@
+"""fstool mount: the command (daemon, foreground, refusals, --ro) and the
+Volume under it, driven directly (no FUSE needed for those)."""
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from fixtures import images
+from fixtures.fusemount import FuseMounted, env, fstool_image, fuse_skip_reason, is_mounted
+
+
+def fstool(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "fstool", *map(str, args)],
+                          capture_output=True, text=True, env=env(), **kw)
+
+
+def expect_errno(code: int, fn) -> None:
+    """``fn()`` fails with errno ``code`` (an OSError or an fstool error)."""
+    from fstool.errors import errno_of
+    with pytest.raises(Exception) as e:
+        fn()
+    assert errno_of(e.value) == code, e.value
+
+
+def need_fuse():
+    why = fuse_skip_reason()
+    if why:
+        pytest.skip(f"needs FUSE: {why}")
+
+
+def log_clean(img) -> bool:
+    from fstool.fs.logstate import log_is_clean
+    from fstool.fs.mount import Filesystem
+    fs = Filesystem(str(img))
+    try:
+        return log_is_clean(fs)[0]
+    finally:
+        fs.close()
+
+
+def dirty_image(tmp_path):
+    """An image whose log holds checkpoints and no unmount record: a
+    mount session that synced and died."""
+    img = fstool_image(tmp_path, "64m")
+    code = ("import os, sys\n"
+            "from fstool.mount.volume import Volume\n"
+            "v = Volume(sys.argv[1])\n"
+            "v.mkdir(v.rootino, b'd', 0o755)\n"
+            "v.sync()\n"
+            "os._exit(0)\n")
+    subprocess.run([sys.executable, "-c", code, str(img)], check=True, env=env())
+    assert not log_clean(img)
+    return img
+
+
+# -- the Volume, without FUSE ---------------------------------------------------------
+
+def test_volume_operations_and_errnos(tmp_path):
+    from fstool.mount.volume import RENAME_EXCHANGE, RENAME_NOREPLACE, Volume
+    img = fstool_image(tmp_path, "64m")
+    v = Volume(img)
+    try:
+        r = v.rootino
+        d = v.mkdir(r, b"d", 0o755, 1000, 1000)
+        assert (d.uid, d.gid, d.mode & 0o7777, v.getattr(r).nlink) == (1000, 1000, 0o755, 3)
+        expect_errno(errno.EEXIST, lambda: v.mkdir(r, b"d", 0o755))
+        expect_errno(errno.ENAMETOOLONG, lambda: v.lookup(r, b"x" * 256))
+        fh, f = v.create(d.ino, b"f", 0o640)
+        assert v.write(fh, 0, b"abc" * 1000) == 3000
+        assert v.read(fh, 2990, 100) == b"cabcabcabc"
+        v.release(fh)
+        assert v.getattr(f.ino).size == 3000
+        assert v.fs.inode(f.ino).read() == b"abc" * 1000        # written back at close
+        expect_errno(errno.ENOTEMPTY, lambda: v.rmdir(r, b"d"))
+        v.link(f.ino, r, b"g")
+        assert v.getattr(f.ino).nlink == 2
+        expect_errno(errno.EEXIST, lambda: v.rename(r, b"g", d.ino, b"f", RENAME_NOREPLACE))
+        v.symlink(r, b"s", b"target")
+        v.rename(r, b"s", r, b"d", RENAME_EXCHANGE)
+        assert v.readlink(v.lookup(r, b"d").ino) == b"target"
+        assert v.getattr(v.lookup(r, b"s").ino).nlink == 2
+        expect_errno(errno.EINVAL, lambda: v.rename(r, b"s", v.lookup(r, b"s").ino, b"inside"))
+        v.setxattr(f.ino, b"user.k", b"v")
+        assert v.listxattr(f.ino) == [b"user.k"]
+        expect_errno(errno.EOPNOTSUPP, lambda: v.setxattr(f.ino, b"nonsense.k", b"v"))
+        # an open file that loses its last name keeps its content until closed
+        fh = v.open(f.ino, os.O_RDWR)
+        v.unlink(r, b"g")
+        v.unlink(v.lookup(r, b"s").ino, b"f")
+        assert v.getattr(f.ino).nlink == 0
+        assert v.read(fh, 0, 3) == b"abc"
+        v.release(fh)
+        expect_errno(errno.ENOENT, lambda: v.getattr(f.ino))
+    finally:
+        v.close()
+    assert log_clean(img)
+    r = subprocess.run(["xfs_repair", "-n", "-f", str(img)], capture_output=True)
+    if images.xfsprogs_available():
+        assert r.returncode == 0, r.stdout
+
+
+def test_readdir_survives_removals_while_listing(tmp_path):
+    from fstool.mount.volume import Volume
+    img = fstool_image(tmp_path, "64m")
+    v = Volume(img)
+    try:
+        d = v.mkdir(v.rootino, b"d", 0o755)
+        for i in range(200):
+            v.release(v.create(d.ino, b"%d" % i, 0o644)[0])
+        fh = v.opendir(d.ino)
+        seen = []
+        cookie = 0
+        while True:
+            batch = list(v.readdir(fh, cookie))[:7]      # small reads, as getdents does
+            if not batch:
+                break
+            for name, _ino, cookie in batch:
+                seen.append(name)
+                if name not in (b".", b".."):
+                    v.unlink(d.ino, name)
+        v.release(fh)
+        assert sorted(seen) == sorted([b".", b".."] + [b"%d" % i for i in range(200)])
+        assert [n for n, _ in v.entries(d.ino)] == [b".", b".."]
+    finally:
+        v.close()
+
+
+def test_inode_cache_follows_the_kernels_references(tmp_path):
+    from fstool.mount.volume import Volume
+    img = fstool_image(tmp_path, "64m")
+    v = Volume(img)
+    try:
+        v.icache.max_attrs = 64
+        d = v.mkdir(v.rootino, b"d", 0o755)
+        inos = [v.mknod(d.ino, b"%d" % i, 0o10644).ino for i in range(300)]
+        assert len(v.icache.attrs) <= 64
+        for i in range(300):
+            v.lookup(d.ino, b"%d" % i)
+        assert v.icache.refs_of(inos[0]) == 2           # mknod's entry and the lookup
+        assert len(v.icache) == 301
+        for ino in inos[:-1]:
+            v.forget(ino, 1)
+        assert len(v.icache) == 301 and v.icache.refs_of(inos[5]) == 1
+        for ino in inos:
+            v.forget(ino, 2)
+        assert list(v.icache.inodes()) == [d.ino] and len(v.icache) == 1
+        assert len(v.icache.chunks) == 1
+    finally:
+        v.close()
+
+
+def test_read_only_volume_refuses_changes(tmp_path):
+    from fstool.mount.volume import Volume
+    img = fstool_image(tmp_path, "64m")
+    before = img.read_bytes()[:1 << 20]
+    v = Volume(img, readonly=True)
+    try:
+        assert [n for n, _ in v.entries(v.rootino)] == [b".", b".."]
+        expect_errno(errno.EROFS, lambda: v.mkdir(v.rootino, b"x", 0o755))
+    finally:
+        v.close()
+    assert img.read_bytes()[:1 << 20] == before
+
+
+def test_dirty_log_is_refused(tmp_path):
+    from fstool.errors import WriteRefused
+    from fstool.mount.volume import Volume
+    img = dirty_image(tmp_path)
+    for ro in (False, True):
+        with pytest.raises(WriteRefused, match="fstool log replay"):
+            Volume(img, readonly=ro)
+
+
+# -- the command ---------------------------------------------------------------------------
+
+def test_mount_returns_once_live_and_unmount_leaves_a_clean_log(tmp_path):
+    need_fuse()
+    img = fstool_image(tmp_path, "64m")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    r = fstool("mount", img, mnt, timeout=60)
+    assert r.returncode == 0, r.stderr
+    try:
+        assert is_mounted(mnt)
+        (mnt / "hello").write_text("world")
+        os.mkdir(mnt / "dir")
+        # a second mount of the same image is refused while the first runs
+        other = tmp_path / "other"
+        other.mkdir()
+        r2 = fstool("mount", img, other, timeout=60)
+        assert r2.returncode == 7 and "another fstool" in r2.stderr, r2.stderr
+    finally:
+        subprocess.run(["fusermount3", "-u", str(mnt)], check=True)
+    # the daemon writes everything back and lets go of the image
+    deadline = time.monotonic() + 30
+    while True:
+        import fcntl
+        with open(img, "rb") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                assert time.monotonic() < deadline, "the mount process did not finish"
+                time.sleep(0.1)
+    assert log_clean(img)
+    assert fstool("cat", img, "/hello").stdout == "world"
+    assert sorted(fstool("ls", img, "/").stdout.split()) == ["dir", "hello"]
+
+
+def test_mount_refuses_a_dirty_log_with_exit_7(tmp_path):
+    need_fuse()
+    img = dirty_image(tmp_path)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    for args in ((), ("--ro",), ("-f",)):
+        r = fstool("mount", *args, img, mnt, timeout=60)
+        assert r.returncode == 7, r.stderr
+        assert "fstool log replay" in r.stderr
+        assert r.stderr.count("\n") == 1
+        assert not is_mounted(mnt)
+
+
+def test_mount_refuses_a_kernel_mounted_image(tmp_path):
+    need_fuse()
+    if not images.loop_available():
+        pytest.skip("needs root and a kernel loop mount of XFS")
+    img = tmp_path / "k.img"
+    subprocess.run(["truncate", "-s", "320m", str(img)], check=True)
+    subprocess.run(["mkfs.xfs", "-q", str(img)], check=True)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    with images.Mounted(img):
+        r = fstool("mount", img, mnt, timeout=60)
+    assert r.returncode == 7 and "mounted" in r.stderr, r.stderr
+
+
+def test_mount_arguments(tmp_path):
+    img = fstool_image(tmp_path, "64m")
+    r = fstool("mount", img, tmp_path / "missing")
+    assert r.returncode == 2 and "missing" in r.stderr
+    r = fstool("mount", tmp_path / "nope.img", tmp_path)
+    assert r.returncode != 0 and r.stderr.count("\n") == 1
+
+
+def test_read_only_mount(tmp_path):
+    need_fuse()
+    img = fstool_image(tmp_path, "64m")
+    m = FuseMounted(img, "--ro")
+    with m as mnt:
+        assert os.listdir(mnt) == []
+        expect_errno(errno.EROFS, lambda: os.mkdir(mnt / "x"))
+    assert m.returncode == 0
