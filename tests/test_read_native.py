@@ -286,11 +286,11 @@ def test_stat_values_and_hash_search_parity():
 def test_stat_result_without_the_tuple_shortcut(proto_img, monkeypatch):
     """Where os.stat_result does not take the 19 Linux fields as one tuple,
     the fields after the tenth go by name, with the same result."""
-    from fstool.fs import inode as I
+    from fstool._backend import parsers
     with fstool.open_image(proto_img) as fs:
         nodes = [n for _p, n in fs.walk("/")]
         fast = [n.stat() for n in nodes]
-        monkeypatch.setattr(I, "_STAT_FROM_TUPLE", False)
+        monkeypatch.setattr(parsers, "_STAT_FROM_TUPLE", False)
         slow = [n.stat() for n in nodes]
     assert fast == slow
     assert [s.st_rdev for s in fast if s.st_rdev] and \
