@@ -218,7 +218,7 @@ class DirSource(Source):
             links[key] = rel
         if fmt == pystat.S_IFREG:
             e.size = st.st_size
-            e.open = lambda full=full: open(full, "rb")
+            e.open = lambda full=full: open(full, "rb", buffering=0)
             if st.st_size and st.st_blocks * 512 < st.st_size:
                 fd = os.open(full, os.O_RDONLY)
                 try:
@@ -460,6 +460,11 @@ class _NoClose(io.RawIOBase):
 
     def seek(self, off, whence=0):
         return self.f.seek(off, whence)
+
+    def fileno(self):
+        # the spooled member starts at offset 0 of the file: the data copy
+        # may take it from there by descriptor
+        return self.f.fileno()
 
     def readable(self):
         return True
