@@ -944,8 +944,7 @@ def test_image_bulk_load_passes_xfs_repair(fragmented_img, tmp_path):
             while ag.get("agf", AGF, "agf_flcount"):
                 pool.append(ag.agfl_get())
             free = list(al.bno.iter_from())
-            maxrecs = (W.block_maxrecs(bs, R.BNO_CODEC, True),
-                       W.block_maxrecs(bs, R.BNO_CODEC, False))
+            maxrecs = (R.BNOBT.maxrecs(bs, True), R.BNOBT.maxrecs(bs, False))
             need = 2 * sum(g[0] for g in W.bulk_geometry(len(free), maxrecs))
             longest = max(free, key=lambda r: (r[1], r[0]))
             extra = max(0, need - len(pool))
@@ -1164,8 +1163,7 @@ def test_bmbt_random_ops_against_model(maxrecs, root_space):
     tree = W.BmbtTree.create(store, root_space=root_space, ino=ino, uuid=UUID,
                              extents=[(0, 777, 1, 0)], maxrecs=maxrecs)
     model = {(0,): (0, 777, 1, 0)}
-    phys = (W.block_maxrecs(1024, R.BMBT_CODEC, True, True),
-            W.block_maxrecs(1024, R.BMBT_CODEC, False, True))
+    phys = (R.BMBT.maxrecs(1024, True), R.BMBT.maxrecs(1024, False))
     fs = _FakeFs(store)
     fs.read_meta = _bmbt_read_meta(store)
 
@@ -1241,8 +1239,7 @@ def test_bmbt_bulk_then_incremental():
     assert tree.levels == levels >= 3
     fs = _FakeFs(store)
     fs.read_meta = _bmbt_read_meta(store)
-    phys = (W.block_maxrecs(1024, R.BMBT_CODEC, True, True),
-            W.block_maxrecs(1024, R.BMBT_CODEC, False, True))
+    phys = (R.BMBT.maxrecs(1024, True), R.BMBT.maxrecs(1024, False))
     model = {(e[0],): e for e in exts}
     order = list(model)
     rng.shuffle(order)

@@ -27,7 +27,7 @@ def run(*args, env=None, input=None):
 
 def with_json(args):
     """``args`` with --json after the command (and subcommand) name."""
-    k = 2 if args[0] == "btree" else 1
+    k = 2 if args[0] in ("btree", "log") else 1
     return [*args[:k], "--json", *args[k:]]
 
 
@@ -57,7 +57,7 @@ def _read_commands(img):
         "agfl": ["agfl", img], "inode": ["inode", img, "128"],
         "btree": ["btree", "dump", "--ag", "0", "--tree", "bnobt", img],
         "agstats": ["agstats", img], "freesp": ["freesp", img], "frag": ["frag", img],
-        "check": ["check", img],
+        "check": ["check", img], "log": ["log", "info", img],
     }
 
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from fixtures import crashwork, images
+import fstool
+from fixtures import crashwork, images, log_fixtures
 
 UUID = "2b1f0c5e-4a3d-4e8f-9b6a-7c5d4e3f2a1b"
 needs_loop = pytest.mark.skipif(not images.loop_available(),
@@ -153,10 +154,25 @@ def test_log_wraps_and_recovers(tmp_path):
         assert r.returncode == -9
         lp = subprocess.run(["xfs_logprint", "-t", str(img)], capture_output=True, text=True)
         assert lp.returncode == 0 and "DIRTY" in lp.stdout, lp.stdout[-500:]
+        # xfs_logprint and fstool log print see the same records and
+        # transactions in the log fstool left dirty
+        live = log_fixtures.logprint_counts(img)
+        with fstool.open_image(img) as fs:
+            assert fs.log.dirty
+            assert sum(1 for _ in fs.log.records()) == live["records"] > 0
+            assert sum(1 for _ in fs.log.transactions()) == live["transactions"] > 0
+        # fstool's replay of it gives what the kernel's gives
+        mine = tmp_path / "mine.img"
+        shutil.copy(img, mine)
+        rr = subprocess.run([sys.executable, "-m", "fstool", "log", "replay", str(mine)],
+                            capture_output=True, text=True, cwd=cwd)
+        assert rr.returncode == 0, rr.stderr
         with images.Mounted(img):
             pass
         assert _repair(img).returncode == 0, f"killed after write {n}"
         modes = _modes(img)
+        assert _modes(mine) == modes
+        assert _repair(mine).returncode == 0, f"fstool replay, killed after write {n}"
         k = next((k for k in range(crashwork.WRAP_ROUNDS + 1)
                   if crashwork.wrap_expected(k) == modes), None)
         assert k is not None, f"killed after write {n}: modes match no round"

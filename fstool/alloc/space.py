@@ -30,6 +30,10 @@ class SpaceAllocator:
         self.sb = session.sb
         self.pending: list = []          # (agno, agbno, length) freed by the open transaction
         self.allocated = 0               # blocks allocated by the open transaction
+        # size the free list exactly as the kernel does when it frees
+        # (xfs_alloc_min_freelist), for log recovery's work after replay,
+        # whose result must equal the kernel's
+        self.kernel_freelist = False
 
     def begin(self) -> None:
         self.pending = []
@@ -44,6 +48,8 @@ class SpaceAllocator:
 
     # -- the free list ---------------------------------------------------------------
     def min_freelist(self, ag) -> int:
+        if self.kernel_freelist:
+            return (ag.bno.levels + 1) + (ag.cnt.levels + 1)
         # room for a full split chain in each free-space btree, twice in the
         # cntbt (one extent may become two), plus one
         return 2 * (ag.cnt.levels + 1) + (ag.bno.levels + 1) + 1
@@ -62,7 +68,7 @@ class SpaceAllocator:
             self._carve(ag, rec, s, take)
             for b in range(s, s + take):
                 ag.agfl_put(b)
-        limit = need + 8
+        limit = need if self.kernel_freelist else need + 8
         for _ in range(256):
             if ag.flcount <= limit:
                 break

@@ -49,7 +49,7 @@ def cmd(jobs, as_json, image):
             checker = C.check(fs, jobs=jobs)
     _emit(checker.findings, as_json)
     if checker.log_dirty and not as_json:
-        err("the log is dirty: mount and unmount the image (or replay the log) first")
+        err(f"the log is dirty: replay it first with 'fstool log replay {image}'")
     sys.exit(checker.exit_code)
 
 

@@ -17,7 +17,8 @@
     130 interrupted
 
 ``fstool check`` keeps the statuses of ``xfs_repair -n`` instead: 0 clean,
-1 corruption found, 2 dirty log, 4 the check could not run.
+1 corruption found, 2 dirty log, 4 the check could not run; the ``log``
+commands exit 4 when the log cannot be read or replayed.
 docs/commands/exit-status.md lists them for users.
 """
 from __future__ import annotations
@@ -37,6 +38,10 @@ EXIT_INTERRUPTED = 130
 def exit_status(exc: BaseException) -> int:
     """The exit status for an error that ends a command."""
     from .. import errors as E
+    own = getattr(exc, "exit_status", None)
+    if own is not None:
+        # commands with statuses of their own (fstool log, like check)
+        return own
     if isinstance(exc, E.NotXfsError):
         return EXIT_NOT_XFS
     if isinstance(exc, (E.CorruptionError, E.ImageTruncatedError)):

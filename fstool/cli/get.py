@@ -1,6 +1,6 @@
 import click
 
-from .options import emit_json, image_arg, json_opt, open_fs
+from .options import emit_json, image_arg, json_opt, open_fs, replay_opt
 
 
 @click.command("get")
@@ -10,10 +10,11 @@ from .options import emit_json, image_arg, json_opt, open_fs
 @click.option("--owners/--no-owners", default=None,
               help="Set owners from the image (default: only when run as root).")
 @json_opt
+@replay_opt
 @image_arg
 @click.argument("path")
 @click.argument("dest", type=click.Path())
-def cmd(force, no_xattrs, owners, as_json, image, path, dest):
+def cmd(force, no_xattrs, owners, as_json, image, path, dest, replay_in_memory):
     """Extract PATH (a file or a whole tree) from IMAGE to DEST.
 
     Modes, timestamps, symlinks, hardlinks, device nodes, fifos, sockets and
@@ -25,7 +26,7 @@ def cmd(force, no_xattrs, owners, as_json, image, path, dest):
     from ..ops.extract import Extractor
     from .console import err, warn
 
-    with open_fs(image) as fs:
+    with open_fs(image, replay_in_memory) as fs:
         ex = Extractor(fs, owners=owners, xattrs=not no_xattrs)
         stats = ex.extract(path, dest, force=force)
     if as_json:

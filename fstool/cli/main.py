@@ -34,6 +34,7 @@ COMMANDS = {
     "rm": ("edit", "rm_cmd", "Remove files or trees from an image."),
     "ln": ("edit", "ln_cmd", "Create a hard or symbolic link in an image."),
     "setattr": ("edit", "setattr_cmd", "Change mode, owner, times or xattrs in an image."),
+    "log": ("log", "cmd", "Print, replay or zero the log (journal) of an image."),
 }
 
 class LazyGroup(click.Group):

@@ -109,13 +109,6 @@ class BlockStore(Protocol):
 # Block geometry
 # --------------------------------------------------------------------------
 
-def block_maxrecs(blocksize: int, codec: Codec, leaf: bool, long_ptrs: bool = False) -> int:
-    """Entries that fit one btree block (the kernel's get_maxrecs)."""
-    form = LONG if long_ptrs else SHORT
-    space = blocksize - form.hdr
-    return space // codec.rec_len if leaf else space // (codec.key_len + form.ptr_len)
-
-
 def bmdr_maxrecs(root_space: int) -> int:
     """Key/pointer pairs that fit a bmbt root of ``root_space`` bytes in an
     inode fork (records never live in the inode root)."""
@@ -125,13 +118,14 @@ def bmdr_maxrecs(root_space: int) -> int:
 class _Shape:
     """Per-tree constants shared by the incremental engine and the loader."""
 
-    def __init__(self, form: BlockForm, codec: Codec, blocksize: int,
-                 maxrecs: tuple[int, int] | None):
+    def __init__(self, bt: BtreeType, blocksize: int, maxrecs: tuple[int, int] | None):
+        form = bt.form
+        codec = bt.codec
         self.form = form
         self.codec = codec
         self.blocksize = blocksize
-        phys_leaf = block_maxrecs(blocksize, codec, True, form.long)
-        phys_node = block_maxrecs(blocksize, codec, False, form.long)
+        phys_leaf = bt.maxrecs(blocksize, True)
+        phys_node = bt.maxrecs(blocksize, False)
         if maxrecs is None:
             leaf, node = phys_leaf, phys_node
         else:
@@ -176,7 +170,7 @@ class _Engine:
         self._form = form
         self._owner = owner
         self._where = where
-        shape = _Shape(form, codec, store.blocksize, maxrecs)
+        shape = _Shape(bt, store.blocksize, maxrecs)
         self.shape = shape
         self._maxrecs = shape.maxrecs
         self._minrecs = shape.minrecs
@@ -833,7 +827,7 @@ class BmbtTree(_Engine):
         which ``nblocks_delta`` shows)."""
         codec = BMBT.codec
         _check_sorted(codec, extents)
-        leafmax = (maxrecs or (block_maxrecs(store.blocksize, codec, True, True),))[0]
+        leafmax = (maxrecs or (BMBT.maxrecs(store.blocksize, True),))[0]
         if len(extents) > leafmax:
             raise InvalidArgument(f"{len(extents)} extents do not fit one bmbt leaf; "
                                   "use bulk_load_bmbt")
@@ -1059,7 +1053,7 @@ def bulk_load(bt: BtreeType, store: BlockStore, records: Sequence, *,
     """
     codec = bt.codec
     _check_sorted(codec, records)
-    shape = _Shape(SHORT, codec, store.blocksize, maxrecs)
+    shape = _Shape(bt, store.blocksize, maxrecs)
     geometry = bulk_geometry(len(records), shape.maxrecs, slack_leaf=slack_leaf,
                              slack_node=slack_node)
     packed = codec.pack_recs(records)
@@ -1094,7 +1088,7 @@ def bulk_load_bmbt(extents: Sequence, *, ino: int, uuid: bytes, blocksize: int,
     root_max = bmdr_maxrecs(root_space)
     if root_max < 1:
         raise InvalidArgument(f"a {root_space}-byte fork cannot hold a bmbt root")
-    shape = _Shape(LONG, codec, blocksize, None)
+    shape = _Shape(BMBT, blocksize, None)
     geometry = bulk_geometry(len(extents), shape.maxrecs, slack_leaf=slack_leaf,
                              slack_node=slack_node, root_maxrecs=root_max)
     packed = codec.pack_recs(extents)

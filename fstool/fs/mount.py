@@ -91,6 +91,15 @@ class Filesystem:
                           sb.agino_log, self._cluster_blocks, self._bb_per_fsb_log,
                           sb.inodelog)
 
+    # -- the log ------------------------------------------------------------
+    @property
+    def log(self):
+        """The internal log, read-only (:class:`fstool.log.Log`)."""
+        if getattr(self, "_log", None) is None:
+            from ..log import Log
+            self._log = Log(self)
+        return self._log
+
     # -- lifetime ---------------------------------------------------------
     def close(self) -> None:
         self._read_ctx = self._read_geometry + (-1, 0)
@@ -168,23 +177,6 @@ class Filesystem:
         buf = Buf(daddr, length, bytearray(raw), bt, pieces)
         buf.verified.add(bt.name)
         return self.cache.insert(buf)
-
-    def inode_cluster(self, ino: int) -> tuple[Buf, int]:
-        """The inode cluster buffer holding ``ino`` and the inode's byte
-        offset in it (the number is not validated: see :meth:`inode`)."""
-        sb = self.sb
-        agno = ino >> sb.agino_log
-        agbno = (ino >> sb.inopblog) & self._agbno_mask
-        cstart = agbno - agbno % self._cluster_blocks
-        nblocks = min(self._cluster_blocks, self._ag_len[agno] - cstart)
-        daddr = (agno * sb.agblocks + cstart) << self._bb_per_fsb_log
-        key = (daddr, nblocks << sb.blocklog)
-        buf = self.cache.get(key)
-        if buf is None:
-            raw = self.dev.pread(daddr << C.BBSHIFT, nblocks << sb.blocklog)
-            buf = self.cache.insert(Buf(daddr, len(raw), bytearray(raw), V.DINO))
-        off = (((agbno - cstart) << sb.inopblog) + (ino & (sb.inopblock - 1))) << sb.inodelog
-        return buf, off
 
     def _ag_sector(self, agno: int, sector: int, bt: V.BufType) -> bytes:
         if not 0 <= agno < self.sb.agcount:

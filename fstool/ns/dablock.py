@@ -22,11 +22,17 @@ def da_block(size: int, magic: int, *, forw: int = 0, back: int = 0, count: int 
     return buf
 
 
-def da_finisher(buf: bytearray, ino: int, uuid: bytes):
-    """finish(daddr) for a da3 block: address, uuid, owner."""
+def identity_finisher(buf: bytearray, ino: int, uuid: bytes, blkno_off: int, uuid_off: int):
+    """finish(daddr) for a v5 block whose header records its own address at
+    ``blkno_off`` and the uuid and owner (8 bytes) at ``uuid_off``."""
     def finish(daddr: int) -> bytes:
         b = bytearray(buf)
-        struct.pack_into(">Q", b, 16, daddr)
-        struct.pack_into(">16sQ", b, 32, uuid, ino)
+        struct.pack_into(">Q", b, blkno_off, daddr)
+        struct.pack_into(">16sQ", b, uuid_off, uuid, ino)
         return bytes(b)
     return finish
+
+
+def da_finisher(buf: bytearray, ino: int, uuid: bytes):
+    """finish(daddr) for a da3 block: address, uuid, owner."""
+    return identity_finisher(buf, ino, uuid, 16, 32)

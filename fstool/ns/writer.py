@@ -1,5 +1,9 @@
 """The write session: an image opened for writing.
 
+(``recovering=(head block, cycle, last record block, tail LSN)`` is for log
+recovery's own work after replay: the session accepts the still dirty log
+and goes on writing it from the recovered head.)
+
 A :class:`Writer` opens an image for writing (refusing images that are
 mounted, locked by another fstool, carry a dirty log or need repair) and
 ties the write core together: the journal (transactions, checkpoints, the
@@ -37,7 +41,8 @@ class Writer:
     """An image opened for writing; see the module docstring."""
 
     def __init__(self, path, *, timestamp_ns: int | None = None, cache_bytes: int = 64 << 20,
-                 logged: bool = True, checkpoint_bytes: int | None = None):
+                 logged: bool = True, checkpoint_bytes: int | None = None,
+                 recovering=None):
         from ..alloc.inodes import InodeAllocator
         from ..alloc.space import SpaceAllocator
         from ..io.lock import ImageLock, refuse_if_mounted
@@ -49,8 +54,9 @@ class Writer:
         self.journal = None
         try:
             self._lock.__enter__()
-            self._check_writable(logged)
-            self.journal = Journal(fs, logged=logged, checkpoint_bytes=checkpoint_bytes)
+            self._check_writable(logged and recovering is None)
+            self.journal = Journal(fs, logged=logged, checkpoint_bytes=checkpoint_bytes,
+                                   log_position=recovering)
         except BaseException:
             fs.close()
             raise

@@ -21,7 +21,7 @@ from ..fs import btree_write as BW
 from ..fs.icore import InodeEncoder, InodeSpec
 from ..io import verify as V
 from ..io.device import Device
-from ..trans import logwriter as L
+from ..format import log as L
 
 KiB, MiB, GiB, TiB = 1 << 10, 1 << 20, 1 << 30, 1 << 40
 
@@ -567,7 +567,7 @@ class Formatter:
         # the word it held is kept in h_cycle_data
         struct.pack_into(">I", hdr, 44, MKFS_UNMOUNT_TID)
         struct.pack_into(">I16sI", hdr, 300, L.XLOG_FMT_LINUX_LE, self.uuid,
-                         L.XLOG_RECORD_BSIZE)
+                         L.XLOG_BIG_RECORD_BSIZE)
         data = bytearray(C.BBSIZE)
         struct.pack_into(">IIBBH", data, 0, 1, 8, L.XFS_LOG, L.XLOG_UNMOUNT_TRANS, 0)
         struct.pack_into("<H", data, 12, L.XLOG_UNMOUNT_TYPE)

@@ -25,6 +25,11 @@ from ..ns.writer import Writer
 # entries per transaction (a batch may run on to the end of its directory,
 # up to four times this)
 BATCH_ENTRIES = 16384
+# a checkpoint after this many batches or bytes of file data at the most, so
+# that a crash loses little of a long run (counted, not timed: the same
+# input must give the same image, log included)
+CHECKPOINT_BATCHES = 4
+CHECKPOINT_DATA = 256 << 20
 KIND_MODE = {"fifo": C.S_IFIFO, "chardev": C.S_IFCHR, "blockdev": C.S_IFBLK,
              "socket": C.S_IFSOCK}
 
@@ -110,11 +115,18 @@ def populate(image, source, dest: str = "/", *, owner_map=None, keep_going: bool
                         raise _wrap(e.path, exc) from None
                     note(f"{e.path}: skipped: {_msg(exc)}")
 
+            since = {"batches": 0, "bytes": 0}
+
             def commit_batch():
                 ns.finish()
                 w.commit()
                 ns.committed()
                 committed[0] = stats.entries
+                since["batches"] += 1
+                if since["batches"] >= CHECKPOINT_BATCHES or \
+                        stats.bytes - since["bytes"] >= CHECKPOINT_DATA:
+                    w.journal.push()
+                    since["batches"], since["bytes"] = 0, stats.bytes
                 w.begin()
 
             last_dir = None

@@ -34,6 +34,7 @@ from __future__ import annotations
 from ..errors import FsToolError
 from ..format import constants as C
 from ..io import verify as V
+from ..io.device import writes_so_far
 from .busy import BusyExtents
 from .logwriter import XFS_BLF_CHUNK, LogWriter, buf_item_regions, lsn as make_lsn
 from .trans import Transaction
@@ -41,7 +42,7 @@ from .trans import Transaction
 
 class Journal:
     def __init__(self, fs, *, logged: bool = True, checkpoint_bytes: int | None = None,
-                 memory_bytes: int = 64 << 20):
+                 memory_bytes: int = 64 << 20, log_position=None):
         self.fs = fs
         self.dev = fs.dev
         self.cache = fs.cache
@@ -57,13 +58,21 @@ class Journal:
         self.precheckpoint: list = []  # callables run before a checkpoint is formatted
         self.seq = 0
         self.checkpoints = 0
+        self.last_checkpoint: dict | None = None
         self.memory_bytes = memory_bytes
         self.log = None
+        self.items: list = []          # other log items for the next checkpoint (EFDs)
         if logged:
-            from .logwriter import find_log_head
-            head, cycle, prev = find_log_head(fs)
-            self.log = LogWriter(self.dev, self.sb, head_block=head, head_cycle=cycle,
-                                 prev_block=prev)
+            from .logwriter import LogGeometry, find_log_head
+            tail = None
+            if log_position is not None:
+                # after log recovery: go on from the recovered head, with
+                # the recovered tail until the first checkpoint moves it
+                head, cycle, prev, tail = log_position
+            else:
+                head, cycle, prev = find_log_head(fs)
+            self.log = LogWriter(self.dev, LogGeometry(fs), head_block=head,
+                                 head_cycle=cycle, prev_block=prev, tail_lsn=tail)
             cap = self.log.capacity()
             # two checkpoints may be in the active log at once: keep each
             # well under half of it
@@ -198,7 +207,7 @@ class Journal:
     def push(self) -> None:
         """Write a checkpoint of everything committed so far (nothing of an
         open transaction)."""
-        if not (self.dirty or self.new or self.cancels or self.spilled):
+        if not (self.dirty or self.new or self.cancels or self.spilled or self.items):
             return
         for fn in self.precheckpoint:
             fn(self)
@@ -245,10 +254,18 @@ class Journal:
                 blft = buf.bt.blft(buf.data) if buf.bt is not None else 0
                 for daddr, nbytes in buf.extents():
                     items.append(buf_item_regions(daddr, nbytes, blft, [], b"", cancel=True)[:1])
+        items += self.items
         # 3. the commit record, then the buffers in place
         if self.log is not None and items:
             tid = ((lsn >> 32) * 0x9E3779B1 + (lsn & 0xFFFFFFFF)) & 0xFFFFFFFF or 1
+            records0 = self.log.records_written
             self.log.write_checkpoint(tid, items, lsn)
+            # what this checkpoint put in the log (the writes counted so far
+            # include its commit record: what crash tests aim at)
+            self.last_checkpoint = {"lsn": lsn, "records": self.log.records_written - records0,
+                                    "buffers": len(items) - len(self.items),
+                                    "other_items": len(self.items),
+                                    "writes_so_far": writes_so_far()}
         elif self.log is None:
             pass
         else:
@@ -279,6 +296,7 @@ class Journal:
         self.new.clear()
         self.spilled.clear()
         self.cancels.clear()
+        self.items = []
         self.busy.clear()
         self._pending_bytes = 0
         self.seq += 1
@@ -306,11 +324,15 @@ class Journal:
             if self.log is not None:
                 # the log was clean when the session began: it only needs
                 # marking clean again if checkpoints were written since
-                tid = (self.log.head_lsn * 0x9E3779B1 + 0x5A5A) & 0xFFFFFFFF or 1
-                self.log.write_unmount(tid)
+                self.log.write_unmount()
         for buf in self.window.values():
             buf.pins -= 1
         self.window = {}
+
+    def add_item(self, regions: list) -> None:
+        """Another log item (an EFD, say) for the next checkpoint: committed
+        with the transaction that commits next."""
+        self.items.append(regions)
 
     # -- busy extents -------------------------------------------------------------
     def is_busy(self, agno: int, agbno: int, length: int) -> bool:
