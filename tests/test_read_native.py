@@ -295,3 +295,23 @@ def test_stat_result_without_the_tuple_shortcut(proto_img, monkeypatch):
     assert fast == slow
     assert [s.st_rdev for s in fast if s.st_rdev] and \
         all(s.st_mtime_ns == n.mtime_ns for s, n in zip(fast, nodes))
+
+
+def test_reads_go_through_a_device_put_in_the_images_place(proto_img):
+    """A file read in one native call reads the image's descriptor; once a
+    look-alike device stands in for the image (the in-memory log replay's
+    overlay), reads go through it instead."""
+    from fstool.io.overlay import OverlayDevice
+    with fstool.open_image(proto_img) as fs:
+        path, node = next((p, n) for p, n in fs.walk("/")
+                          if n.is_reg and n.size >= 512 and
+                          fstool_native.load().single_extent_offset(
+                              n.raw, 0, n.size, fs._read_geometry) >= 0)
+        pos = fstool_native.load().single_extent_offset(node.raw, 0, 512, fs._read_geometry)
+        before = fs.open(path).read(512)
+        assert before == fs.dev.pread(pos, 512)
+        ov = OverlayDevice(fs.dev)
+        ov.put(pos, b"\xa5" * 512)
+        fs.dev = ov
+        assert fs.open(path).read(512) == b"\xa5" * 512
+        assert fs.inode(node.ino).read(0, 512) == b"\xa5" * 512

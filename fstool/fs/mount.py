@@ -79,9 +79,7 @@ class Filesystem:
         # what parsers.check_extents needs to keep an extent inside its AG
         self._extent_bounds = (sb.agblklog, sb.agblocks, sb.agcount, self._ag_len[-1])
         self._read_geometry = self._extent_bounds + (sb.blocklog,)
-        # what parsers.single_extent_read needs: the geometry, the image's
-        # descriptor and size (the descriptor -1 once closed)
-        self._read_ctx = self._read_geometry + (self.dev.fd, self.dev.size)
+        self._set_read_ctx()
         # what stat() reports for every file: a device number made from the
         # uuid (one per image), the kernel's preferred I/O size on 4 KiB pages
         self.st_dev = int.from_bytes(self.uuid[:4], "big") & 0x7FFFFFFF
@@ -90,6 +88,28 @@ class Filesystem:
         self._geometry = (sb.agcount, sb.agblocks, self._ag_len[-1], sb.inopblog,
                           sb.agino_log, self._cluster_blocks, self._bb_per_fsb_log,
                           sb.inodelog)
+
+    # -- the device -------------------------------------------------------
+    @property
+    def dev(self):
+        """The image (a :class:`~fstool.io.device.Device`, or a look-alike
+        put in its place, such as the in-memory replay's overlay)."""
+        return self._dev
+
+    @dev.setter
+    def dev(self, dev) -> None:
+        self._dev = dev
+        if hasattr(self, "_read_geometry"):
+            self._set_read_ctx()
+
+    def _set_read_ctx(self) -> None:
+        """What parsers.single_extent_read needs: the geometry, the image's
+        descriptor and size.  The descriptor is -1 (every read takes the
+        device's own pread) once closed or when the device is a look-alike,
+        whose bytes need not be the file's."""
+        dev = self._dev
+        fd = dev.fd if type(dev) is Device and dev.fd >= 0 else -1
+        self._read_ctx = self._read_geometry + (fd, dev.size if fd >= 0 else 0)
 
     # -- the log ------------------------------------------------------------
     @property
@@ -103,7 +123,7 @@ class Filesystem:
     # -- lifetime ---------------------------------------------------------
     def close(self) -> None:
         self._read_ctx = self._read_geometry + (-1, 0)
-        self.dev.close()
+        self._dev.close()
 
     def __enter__(self):
         return self
