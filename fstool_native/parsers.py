@@ -985,26 +985,71 @@ def single_extent_read(raw, offset, size, ctx):
     single_extent_offset); else None, and None too when the read fails or
     comes up short: the caller takes the general path, which reports what
     is wrong.  ``ctx`` is single_extent_offset's geometry followed by the
-    image's descriptor and size in bytes."""
+    image's descriptor, its size in bytes and a read-ahead state (see
+    read_ahead_state) or None."""
     return _single_extent_read(raw, offset, size, ctx)
+
+
+# read-ahead of small files' data: a read of at most RA_SMALL bytes that
+# starts less than RA_GAP bytes after the previous one ended reads RA_WINDOW
+# bytes from there, and reads that fall inside that window are served from
+# it (files written one after the other lie one after the other)
+RA_SMALL = 64 << 10
+RA_GAP = 64 << 10
+RA_WINDOW = 256 << 10
+
+
+def read_ahead_state() -> list:
+    """A fresh read-ahead state for single_extent_read: [window start, window
+    bytes or None, where the last read ended]."""
+    return [0, None, -(1 << 62)]
+
+
+@cython.cfunc
+@cython.locals(pos=cython.longlong, start=cython.longlong, last=cython.longlong,
+               n=cython.longlong, limit=cython.longlong)
+def _single_extent_read(raw, offset, size, ctx):
+    pos = _single_extent_pos(raw, offset, size, ctx)
+    fd = ctx[5]
+    limit = ctx[6]
+    if pos < 0 or pos + size > limit or fd < 0:
+        return None
+    ra = ctx[7]
+    if ra is None or size > RA_SMALL:
+        return _pread_exact(fd, pos, size)
+    window = ra[1]
+    start = ra[0]
+    last = ra[2]
+    ra[2] = pos + size
+    if window is not None and start <= pos and pos + size <= start + len(window):
+        return window[pos - start:pos - start + size]
+    if not (last <= pos < last + RA_GAP):
+        return _pread_exact(fd, pos, size)
+    # reading on from where the last read ended: a window from here
+    n = limit - pos
+    if n > RA_WINDOW:
+        n = RA_WINDOW
+    window = _pread_exact(fd, pos, n)
+    if window is None:
+        ra[1] = None
+        return _pread_exact(fd, pos, size)
+    ra[0] = pos
+    ra[1] = window
+    return window[:size]
 
 
 @cython.cfunc
 @cython.locals(pos=cython.longlong, n=cython.Py_ssize_t, done=cython.Py_ssize_t,
                got=cython.Py_ssize_t, cfd=cython.int, buf=cython.p_char)
-def _single_extent_read(raw, offset, size, ctx):
-    pos = _single_extent_pos(raw, offset, size, ctx)
-    fd = ctx[5]
-    if pos < 0 or pos + size > ctx[6] or fd < 0:
-        return None
+def _pread_exact(fd, pos, n):
+    """``n`` bytes of descriptor ``fd`` at ``pos``, or None when the read
+    fails or comes up short."""
     if not cython.compiled:
-        import os
         try:
-            data = os.pread(fd, size, pos)
+            data = _os.pread(fd, n, pos)
         except OSError:
             return None
-        return data if len(data) == size else None
-    n = size
+        return data if len(data) == n else None
     out = PyBytes_FromStringAndSize(cython.NULL, n)
     buf = PyBytes_AS_STRING(out)
     cfd = fd

@@ -315,3 +315,26 @@ def test_reads_go_through_a_device_put_in_the_images_place(proto_img):
         fs.dev = ov
         assert fs.open(path).read(512) == b"\xa5" * 512
         assert fs.inode(node.ino).read(0, 512) == b"\xa5" * 512
+
+
+def test_read_ahead_gives_the_bytes_of_exact_reads(proto_img):
+    """Small files read one after the other come from a read-ahead window:
+    the bytes are those of exact reads, in order, out of order and in
+    pieces, and the window is used."""
+    with fstool.open_image(proto_img) as fs:
+        files = [(p, n) for p, n in fs.walk("/") if n.is_reg and n.size]
+        ra = fs._read_ctx[7]
+        assert ra is not None
+        ahead = [fs.open(p).read() for p, _n in files]
+        assert ra[1] is not None                 # a window was read
+        mixed = [n.read(0, n.size) for _p, n in reversed(files)][::-1]
+        pieces = []
+        for p, n in files[:300]:
+            with fs.open(p) as f:
+                f.seek(n.size // 3)
+                pieces.append(f.read(7) + f.read())
+        fs._read_ctx = fs._read_ctx[:7] + (None,)            # exact reads only
+        exact = [fs.open(p).read() for p, _n in files]
+        assert ahead == exact and mixed == exact
+        assert pieces == [e[len(e) // 3:] for e in exact[:300]]
+        assert sum(map(len, exact)) > 1 << 20

@@ -104,12 +104,15 @@ class Filesystem:
 
     def _set_read_ctx(self) -> None:
         """What parsers.single_extent_read needs: the geometry, the image's
-        descriptor and size.  The descriptor is -1 (every read takes the
+        descriptor and size, and a read-ahead state for small files read one
+        after the other (only while nothing writes: the window it keeps
+        would go stale).  The descriptor is -1 (every read takes the
         device's own pread) once closed or when the device is a look-alike,
         whose bytes need not be the file's."""
         dev = self._dev
         fd = dev.fd if type(dev) is Device and dev.fd >= 0 else -1
-        self._read_ctx = self._read_geometry + (fd, dev.size if fd >= 0 else 0)
+        ra = parsers.read_ahead_state() if fd >= 0 and not dev.writable else None
+        self._read_ctx = self._read_geometry + (fd, dev.size if fd >= 0 else 0, ra)
 
     # -- the log ------------------------------------------------------------
     @property
@@ -122,7 +125,7 @@ class Filesystem:
 
     # -- lifetime ---------------------------------------------------------
     def close(self) -> None:
-        self._read_ctx = self._read_geometry + (-1, 0)
+        self._read_ctx = self._read_geometry + (-1, 0, None)
         self._dev.close()
 
     def __enter__(self):
