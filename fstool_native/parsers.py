@@ -569,14 +569,7 @@ class DirEntryCore:
     __slots__ = ("_fs", "name", "path", "_ino", "_ifmt", "_node", "_lstat", "_stat")
 
     def __init__(self, fs, name, path, ino, ftype, node=None):
-        self._fs = fs
-        self.name = name
-        self.path = path
-        self._ino = ino
-        self._ifmt = _ftype_ifmt(ftype) << 12
-        self._node = node
-        self._lstat = None
-        self._stat = None
+        _fill_entry(self, fs, name, path, ino, ftype, node)
 
     def inode(self):
         return self._ino
@@ -623,6 +616,20 @@ class DirEntryCore:
         return self.path
 
 
+@cython.cfunc
+@cython.locals(e=DirEntryCore)
+def _fill_entry(e, fs, name, path, ino, ftype, node):
+    """Every field of a new DirEntryCore."""
+    e._fs = fs
+    e.name = name
+    e.path = path
+    e._ino = ino
+    e._ifmt = _ftype_ifmt(ftype) << 12
+    e._node = node
+    e._lstat = None
+    e._stat = None
+
+
 @cython.locals(i=cython.Py_ssize_t, n=cython.Py_ssize_t, e=DirEntryCore)
 def dir_entries(cls, fs, part, nodes, prefix, as_bytes, dino, dentries, listed) -> list:
     """Entries of a directory as ``cls`` objects (a subclass of
@@ -642,14 +649,7 @@ def dir_entries(cls, fs, part, nodes, prefix, as_bytes, dino, dentries, listed) 
         # an entry holds the filesystem, strings, its inode and stat: nothing
         # of that refers back to it
         _untrack(e)
-        e._fs = fs
-        e.name = nm
-        e.path = path
-        e._ino = ino
-        e._ifmt = _ftype_ifmt(ftype) << 12
-        e._node = child
-        e._lstat = None
-        e._stat = None
+        _fill_entry(e, fs, nm, path, ino, ftype, child)
         if child is None:
             dentries[(dino, name)] = ino
         else:
