@@ -1000,9 +1000,11 @@ RA_WINDOW = 256 << 10
 
 
 def read_ahead_state() -> list:
-    """A fresh read-ahead state for single_extent_read: [window start, window
-    bytes or None, where the last read ended]."""
-    return [0, None, -(1 << 62)]
+    """A fresh read-ahead state for single_extent_read: [where the last read
+    ended, (window start, window bytes) or None].  The window and its start
+    go together in one tuple, so that a reader in another thread never sees
+    one without the other."""
+    return [-(1 << 62), None]
 
 
 @cython.cfunc
@@ -1017,12 +1019,14 @@ def _single_extent_read(raw, offset, size, ctx):
     ra = ctx[7]
     if ra is None or size > RA_SMALL:
         return _pread_exact(fd, pos, size)
-    window = ra[1]
-    start = ra[0]
-    last = ra[2]
-    ra[2] = pos + size
-    if window is not None and start <= pos and pos + size <= start + len(window):
-        return window[pos - start:pos - start + size]
+    last = ra[0]
+    ra[0] = pos + size
+    held = ra[1]
+    if held is not None:
+        start = held[0]
+        window = held[1]
+        if start <= pos and pos + size <= start + len(window):
+            return window[pos - start:pos - start + size]
     if not (last <= pos < last + RA_GAP):
         return _pread_exact(fd, pos, size)
     # reading on from where the last read ended: a window from here
@@ -1033,8 +1037,7 @@ def _single_extent_read(raw, offset, size, ctx):
     if window is None:
         ra[1] = None
         return _pread_exact(fd, pos, size)
-    ra[0] = pos
-    ra[1] = window
+    ra[1] = (pos, window)
     return window[:size]
 
 
