@@ -1,14 +1,19 @@
 """populate benchmark: N empty files in D directories, created
 (1) by the kernel on a loop mount (a create loop, then sync and umount),
 (2) by fstool populate from a host directory holding the same tree,
-(3) by mkfs.xfs -p with a protofile of the same tree,
-in one run, on fresh images of the same geometry.  Also reports fstool's
-peak RSS, and the log each writer wrote for the same creates: how far the
-log head moved (the kernel's from a mount and unmount with nothing done to
-after the creates; fstool's over the populate), in bytes per file.  Needs
-root (loop mount).
+(3) by fstool populate from a protofile of the same tree,
+(4) by fstool mkfs --populate from that protofile (mkfs included),
+(5) by mkfs.xfs -p from that protofile (mkfs included),
+on fresh images of the same geometry, the tools taking turns round after
+round; the best wall time and the best CPU time of each are kept.  Also
+reports fstool's peak RSS, whether every image fstool wrote passes
+xfs_repair -n, and the log each writer wrote for the same creates: how far
+the log head moved (the kernel's from a mount and unmount with nothing done
+to after the creates; fstool's over the populate), in bytes per file.
+Needs root (loop mount).
 
     python3 bench/bench_populate.py [--files 200000] [--dirs 200] [--size 4g]
+                                    [--repeat 3]
 """
 import argparse
 import os
@@ -17,8 +22,15 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 
-UUID = "6a0c7f0e-1f5d-4b8e-a2f6-0d4c2b9e7a11"
+from common import Best, byte_compile, run_child
+
+# one uuid for every image of a run; a fresh one each run, since the kernel
+# refuses to mount a second filesystem with the uuid of a mounted one (another
+# benchmark running at the same time)
+UUID = str(uuid.uuid4())
+FSTOOL = [sys.executable, "-m", "fstool"]
 
 
 def make_host_tree(root, files, dirs):
@@ -50,13 +62,20 @@ def fresh(img, size):
     subprocess.run(["truncate", "-s", size, img], check=True)
 
 
-def kernel(img, size, files, dirs, mnt, reformat=True):
-    if reformat:
-        fresh(img, size)
-        subprocess.run(["mkfs.xfs", "-q", "-f", "-m", f"uuid={UUID}", img], check=True)
+def mkfs_xfs(img, size):
+    fresh(img, size)
+    subprocess.run(["mkfs.xfs", "-q", "-f", "-m", f"uuid={UUID}", img], check=True)
+
+
+def kernel(img, files, dirs, mnt):
+    """Create the tree on a loop mount of ``img``; (wall, CPU) of the create
+    loop, sync and umount (the CPU of this process and of umount: the
+    kernel's writeback threads are not counted)."""
     subprocess.run(["mount", "-o", "loop", img, mnt], check=True)
     per = files // dirs
     try:
+        r0 = resource.getrusage(resource.RUSAGE_SELF)
+        c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
         for d in range(dirs):
             sub = os.path.join(mnt, f"d{d:04d}")
@@ -66,7 +85,12 @@ def kernel(img, size, files, dirs, mnt, reformat=True):
                                  0o644))
         os.sync()
         subprocess.run(["umount", mnt], check=True)
-        return time.perf_counter() - t0
+        wall = time.perf_counter() - t0
+        r1 = resource.getrusage(resource.RUSAGE_SELF)
+        c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = sum(getattr(b, f) - getattr(a, f) for a, b in ((r0, r1), (c0, c1))
+                  for f in ("ru_utime", "ru_stime"))
+        return wall, cpu
     except BaseException:
         subprocess.run(["umount", mnt])
         raise
@@ -88,11 +112,16 @@ def kernel_idle_mount(img, mnt):
     subprocess.run(["umount", mnt], check=True)
 
 
-def timed(cmd):
-    t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    dt = time.perf_counter() - t0
-    return dt, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024
+def repair_clean(img):
+    r = subprocess.run(["xfs_repair", "-n", "-f", img], capture_output=True)
+    return r.returncode == 0
+
+
+KERNEL = "kernel (loop mount + sync)"
+HOST = "fstool populate (host dir)"
+PROTO = "fstool populate (protofile)"
+MKFS_P = "fstool mkfs --populate (proto)"
+XFS_P = "mkfs.xfs -p (protofile)"
 
 
 def main():
@@ -100,8 +129,12 @@ def main():
     ap.add_argument("--files", type=int, default=200000)
     ap.add_argument("--dirs", type=int, default=200)
     ap.add_argument("--size", default="4g")
+    ap.add_argument("--repeat", type=int, default=3)
     a = ap.parse_args()
     n = a.files // a.dirs * a.dirs
+    byte_compile()
+    best = Best()
+    unclean = []
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as d:
         img = os.path.join(d, "b.img")
         mnt = os.path.join(d, "mnt")
@@ -111,29 +144,47 @@ def main():
         make_host_tree(src, a.files, a.dirs)
         proto = os.path.join(d, "proto")
         protofile(d, a.files, a.dirs, proto)
-        # the kernel's log for the creates: head after an idle mount and
-        # unmount, then after the run (kernel() mounts, creates, unmounts)
-        fresh(img, a.size)
-        subprocess.run(["mkfs.xfs", "-q", "-f", "-m", f"uuid={UUID}", img], check=True)
-        kernel_idle_mount(img, mnt)
-        k0 = log_head(img)
-        tk = kernel(img, a.size, a.files, a.dirs, mnt, reformat=False)
-        klog = log_head(img) - k0
-        fresh(img, a.size)
-        subprocess.run(["mkfs.xfs", "-q", "-f", "-m", f"uuid={UUID}", img], check=True)
-        f0 = log_head(img)
-        tf, rss = timed([sys.executable, "-m", "fstool", "populate", "-q", img, src])
-        flog = log_head(img) - f0
-        r = subprocess.run(["xfs_repair", "-n", "-f", img], capture_output=True)
-        clean = "clean" if r.returncode == 0 else f"NOT CLEAN (xfs_repair exit {r.returncode})"
-        fresh(img, a.size)
-        tp, _ = timed(["mkfs.xfs", "-q", "-f", "-m", f"uuid={UUID}", "-p", proto, img])
-    print(f"{n} empty files in {a.dirs} directories")
-    print(f"{'tool':28s} {'seconds':>8s} {'files/s':>9s}")
-    for name, t in (("kernel (loop mount + sync)", tk), ("fstool populate", tf),
-                    ("mkfs.xfs -p", tp)):
-        print(f"{name:28s} {t:8.2f} {n / t:9.0f}")
-    print(f"fstool / kernel rate: {tk / tf:.2f}x   fstool peak RSS: {rss} MiB   image: {clean}")
+        klog = flog = 0
+        for rnd in range(a.repeat):
+            # the kernel's log for the creates: head after an idle mount and
+            # unmount, then after the run (kernel() mounts, creates, unmounts)
+            mkfs_xfs(img, a.size)
+            kernel_idle_mount(img, mnt)
+            k0 = log_head(img)
+            best.add(KERNEL, *kernel(img, a.files, a.dirs, mnt))
+            klog = log_head(img) - k0
+
+            for name, source in ((HOST, src), (PROTO, proto)):
+                mkfs_xfs(img, a.size)
+                f0 = log_head(img)
+                best.add(name, *run_child(FSTOOL + ["populate", "-q", img, source]))
+                if name == HOST:
+                    flog = log_head(img) - f0
+                if rnd == 0 and not repair_clean(img):
+                    unclean.append(name)
+
+            fresh(img, a.size)
+            best.add(MKFS_P, *run_child(FSTOOL + ["mkfs", "-q", "--uuid", UUID, "--populate",
+                                                  proto, img]))
+            if rnd == 0 and not repair_clean(img):
+                unclean.append(MKFS_P)
+
+            fresh(img, a.size)
+            best.add(XFS_P, *run_child(["mkfs.xfs", "-q", "-f", "-m", f"uuid={UUID}", "-p",
+                                        proto, img]))
+    print(f"{n} empty files in {a.dirs} directories, best of {a.repeat} rounds")
+    print(f"{'tool':32s} {'wall s':>7s} {'CPU s':>7s} {'files/s':>9s} {'peak RSS':>9s}")
+    for name in (KERNEL, HOST, PROTO, MKFS_P, XFS_P):
+        rss = f"{best.rss[name]:6.0f} MiB" if name in best.rss else ""
+        print(f"{name:32s} {best.wall[name]:7.2f} {best.cpu[name]:7.2f} "
+              f"{n / best.wall[name]:9.0f} {rss:>9s}")
+    w, c = best.wall, best.cpu
+    print(f"host dir vs kernel: {w[KERNEL] / w[HOST]:.2f}x (wall)")
+    print(f"protofile vs mkfs.xfs -p: populate {w[XFS_P] / w[PROTO]:.2f}x wall, "
+          f"{c[XFS_P] / c[PROTO]:.2f}x CPU; mkfs --populate {w[XFS_P] / w[MKFS_P]:.2f}x wall, "
+          f"{c[XFS_P] / c[MKFS_P]:.2f}x CPU (target 1.0x)")
+    print("images fstool wrote: " + ("all pass xfs_repair -n" if not unclean else
+                                     "NOT CLEAN: " + ", ".join(unclean)))
     print(f"log written: kernel {klog / n:.1f} bytes/file ({klog >> 10} KiB), "
           f"fstool {flog / n:.1f} bytes/file ({flog >> 10} KiB)")
 

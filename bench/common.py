@@ -14,3 +14,46 @@ def bench_image(given, name, build):
     if not os.path.exists(path):
         build(path)
     return path
+
+
+def run_child(cmd, **kw):
+    """Run ``cmd`` and return (wall seconds, CPU seconds (user + system),
+    peak RSS in MiB) of that one child process; raises CalledProcessError on
+    a non-zero exit.  Output goes to /dev/null unless ``stdout`` is given."""
+    import subprocess
+    import time
+    kw.setdefault("stdout", subprocess.DEVNULL)
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, **kw)
+    _pid, status, ru = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t0
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode:
+        raise subprocess.CalledProcessError(p.returncode, cmd)
+    return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024
+
+
+def byte_compile() -> None:
+    """Byte-compile fstool once, as an installed package is: where
+    PYTHONDONTWRITEBYTECODE is set, every timed command would otherwise
+    compile its modules again (about 0.15 s)."""
+    import compileall
+    root = os.path.dirname(HERE)
+    for pkg in ("fstool", "fstool_native"):
+        compileall.compile_dir(os.path.join(root, pkg), quiet=1)
+
+
+class Best:
+    """Best wall and best CPU time of each named run over several rounds."""
+
+    def __init__(self):
+        self.wall: dict = {}
+        self.cpu: dict = {}
+        self.rss: dict = {}
+
+    def add(self, name, wall, cpu=None, rss=None):
+        self.wall[name] = min(wall, self.wall.get(name, wall))
+        if cpu is not None:
+            self.cpu[name] = min(cpu, self.cpu.get(name, cpu))
+        if rss is not None:
+            self.rss[name] = max(rss, self.rss.get(name, rss))

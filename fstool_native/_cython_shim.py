@@ -21,6 +21,29 @@ bint = _ctype("bint", int)
 int = _ctype("int", int)
 Py_ssize_t = _ctype("Py_ssize_t", int)
 p_uchar = bytes
+p_char = bytes
+p_void = object
+NULL = None
+
+
+class _NoGil:
+    """``with cython.nogil:`` (only in compiled branches)."""
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+nogil = _NoGil()
+
+
+def address(x):
+    return x
+
+
+def cast(_type, x):
+    return x
 
 
 def cfunc(f):

@@ -14,6 +14,7 @@ try:
 except ImportError:          # plain Python without Cython installed
     from fstool_native import _cython_shim as cython
 
+import os as _os
 from struct import iter_unpack as _iter_words
 
 # CRC-32C (Castagnoli), reflected polynomial 0x82F63B78, as eight 256-entry
@@ -282,12 +283,22 @@ def dir2_data_entries(buf, start, end, has_ftype, listing=False) -> list:
         namelen = p[pos + 8]
         ftype = p[pos + 9 + namelen] if ft else 0
         if not names:
-            out.append((pos, _be64(p, pos), p[pos + 9:pos + 9 + namelen], ftype))
+            out.append((pos, _be64(p, pos), _bytes_at(p, pos + 9, pos + 9 + namelen), ftype))
         elif not (p[pos + 9] == 46 and (namelen == 1 or (namelen == 2 and
                                                           p[pos + 10] == 46))):
-            out.append((p[pos + 9:pos + 9 + namelen], _be64(p, pos), ftype))
+            out.append((_bytes_at(p, pos + 9, pos + 9 + namelen), _be64(p, pos), ftype))
         pos += size
     return out
+
+
+@cython.cfunc
+@cython.locals(p=cython.p_uchar, a=cython.Py_ssize_t, b=cython.Py_ssize_t)
+def _bytes_at(p, a, b):
+    """p[a:b] as bytes, as the compiled slice of a pointer gives it (the pure
+    slice of a bytearray buffer would be a bytearray)."""
+    if cython.compiled:
+        return p[a:b]
+    return bytes(p[a:b])
 
 
 @cython.locals(p=cython.p_uchar, base=cython.Py_ssize_t, stop=cython.Py_ssize_t,
@@ -330,9 +341,10 @@ def dir2_sf_entries(buf, offset, size, has_ftype, listing=False) -> tuple:
         else:
             ino = _be32(p, pos + 3 + namelen + ft)
         if names:
-            out.append((p[pos + 3:pos + 3 + namelen], ino, ftype))
+            out.append((_bytes_at(p, pos + 3, pos + 3 + namelen), ino, ftype))
         else:
-            out.append((_be16(p, pos + 1), ino, p[pos + 3:pos + 3 + namelen], ftype))
+            out.append((_be16(p, pos + 1), ino, _bytes_at(p, pos + 3, pos + 3 + namelen),
+                        ftype))
         pos += 3 + namelen + ft + width
     return parent, out
 
@@ -481,6 +493,172 @@ class InodeCore:
                  "forkoff", "aformat", "flags2", "_core", "_extents", "_aextents")
 
 
+class FileReaderCore:
+    """What every read of ``fstool.fs.osapi.FileReader`` (a file opened in
+    the image) goes through: the inode ``node``, the position, open or
+    closed, the ``with`` protocol and ``read``, which reads a range held in
+    one written extent in one native call (single_extent_read) and asks the
+    inode (``node.read(offset, size)``) for anything else.  Compiled, a C
+    type: opening, reading and closing a small file cost no Python frame."""
+    __slots__ = ("node", "pos", "name", "_open")
+
+    def __init__(self, node, name=None):
+        self.node = node
+        self.pos = 0
+        self.name = name if name is not None else f"inode {node.ino}"
+        self._open = True
+        _untrack(self)      # it holds an inode and a name, which do not lead back
+
+    @property
+    def closed(self):
+        return not self._open
+
+    def close(self):
+        self._open = False
+
+    def __enter__(self):
+        if not self._open:
+            raise ValueError("I/O operation on closed file.")
+        return self
+
+    def __exit__(self, *exc):
+        self._open = False
+
+    def tell(self):
+        if not self._open:
+            raise ValueError("I/O operation on closed file.")
+        return self.pos
+
+    @cython.locals(node=InodeCore)
+    def read(self, size=-1):
+        if not self._open:
+            raise ValueError("I/O operation on closed file.")
+        node = self.node
+        pos = self.pos
+        left = node.size - pos
+        n = left if size is None or size < 0 or size > left else size
+        if n <= 0:
+            return b""
+        data = _single_extent_read(node.raw, pos, n, node.fs._read_ctx) \
+            if node.format == 2 else None
+        if data is None:
+            data = node.read(pos, n)
+        self.pos = pos + len(data)
+        return data
+
+
+@cython.cfunc
+@cython.locals(node=InodeCore, ifmt=cython.uint)
+def _node_stat(node):
+    """An inode's os.stat_result: natively, except for devices (their
+    number is decoded by the inode's own ``stat``)."""
+    ifmt = node.mode & 0o170000
+    if ifmt == 0o020000 or ifmt == 0o060000:
+        return node.stat()
+    return _inode_stat(node.raw, node.ino, node.fs._stat_ctx, 0)
+
+
+class DirEntryCore:
+    """What ``fstool.fs.osapi.ImageDirEntry`` (an entry scandir yields) is
+    made of, with its hot methods: ``name``, ``path``, ``inode()``,
+    ``stat()``, ``is_dir()``, ``is_file()``, ``is_symlink()``.  ``_fs`` is the
+    filesystem (``inode(ino)`` and ``stat(path)`` are asked of it), ``_node``
+    the inode scandir decoded (or None), ``_ifmt`` the file type the entry
+    gives (0: unknown, asked of the inode).  Made a batch at a time by
+    :func:`dir_entries`; compiled, a C type."""
+    __slots__ = ("_fs", "name", "path", "_ino", "_ifmt", "_node", "_lstat", "_stat")
+
+    def __init__(self, fs, name, path, ino, ftype, node=None):
+        _fill_entry(self, fs, name, path, ino, ftype, node)
+
+    def inode(self):
+        return self._ino
+
+    def stat(self, *, follow_symlinks=True):
+        """``os.stat_result`` of the entry (of its target when it is a symlink
+        and ``follow_symlinks``), read on the first call and kept."""
+        lst = self._lstat
+        if lst is None:
+            node = self._node
+            if node is None:
+                node = self._fs.inode(self._ino)
+            lst = self._lstat = _node_stat(node)
+        if not follow_symlinks or lst.st_mode & 0o170000 != 0o120000:
+            return lst
+        if self._stat is None:
+            self._stat = self._fs.stat(self.path)
+        return self._stat
+
+    def _type(self):
+        if self._ifmt == 0:          # no file type in the entry: ask the inode
+            self._ifmt = self.stat(follow_symlinks=False).st_mode & 0o170000
+        return self._ifmt
+
+    def _is(self, ifmt, follow_symlinks):
+        t = self._type()
+        if t == 0o120000 and follow_symlinks:
+            try:
+                return self.stat().st_mode & 0o170000 == ifmt
+            except OSError:             # dangling or looping link
+                return False
+        return t == ifmt
+
+    def is_dir(self, *, follow_symlinks=True):
+        return self._is(0o040000, follow_symlinks)
+
+    def is_file(self, *, follow_symlinks=True):
+        return self._is(0o100000, follow_symlinks)
+
+    def is_symlink(self):
+        return self._type() == 0o120000
+
+    def __fspath__(self):
+        return self.path
+
+
+@cython.cfunc
+@cython.locals(e=DirEntryCore)
+def _fill_entry(e, fs, name, path, ino, ftype, node):
+    """Every field of a new DirEntryCore."""
+    e._fs = fs
+    e.name = name
+    e.path = path
+    e._ino = ino
+    e._ifmt = _ftype_ifmt(ftype) << 12
+    e._node = node
+    e._lstat = None
+    e._stat = None
+
+
+@cython.locals(i=cython.Py_ssize_t, n=cython.Py_ssize_t, e=DirEntryCore)
+def dir_entries(cls, fs, part, nodes, prefix, as_bytes, dino, dentries, listed) -> list:
+    """Entries of a directory as ``cls`` objects (a subclass of
+    DirEntryCore): ``part`` holds (name, inode number, ftype), ``nodes`` the
+    inodes decoded for them (None where one failed), each path is ``prefix
+    + name`` (the name decoded as UTF-8 with surrogateescape unless
+    ``as_bytes``).  Each name is noted in ``dentries`` ((dino, name) ->
+    inode, or its number), each path with an inode in ``listed``."""
+    out = []
+    n = len(part)
+    for i in range(n):
+        name, ino, ftype = part[i]
+        child = nodes[i]
+        nm = name if as_bytes else name.decode("utf-8", "surrogateescape")
+        path = prefix + nm
+        e = DirEntryCore.__new__(cls)
+        # an entry holds the filesystem, strings, its inode and stat: nothing
+        # of that refers back to it
+        _untrack(e)
+        _fill_entry(e, fs, nm, path, ino, ftype, child)
+        if child is None:
+            dentries[(dino, name)] = ino
+        else:
+            dentries[(dino, name)] = child
+            listed[path] = child
+        out.append(e)
+    return out
+
+
 @cython.locals(p=cython.p_uchar, u=cython.p_uchar, i=cython.Py_ssize_t, n=cython.Py_ssize_t,
                ino=cython.ulonglong, agno=cython.ulonglong, agino=cython.ulonglong,
                agbno=cython.ulonglong, cstart=cython.ulonglong, nblocks=cython.ulonglong,
@@ -595,20 +773,37 @@ def check_extents(exts, agblklog, agblocks, agcount, last_ag_blocks):
     return None
 
 
+# nanoseconds from the bigtime epoch (1901-12-13) to the Unix epoch, a C
+# value when compiled (parsers.pxd): a literal this large would make the
+# arithmetic on it Python arithmetic
+_BIGTIME_OFF = 2147483648000000000
+
+
 @cython.cfunc
 @cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, big=cython.bint,
-               raw=cython.ulonglong, sec=cython.longlong, sraw=cython.longlong)
+               raw=cython.ulonglong)
 def _timestamp_ns(p, off, big):
     """An inode timestamp as nanoseconds since the epoch (a Python int: the
     bigtime range passes 2**63): bigtime counts nanoseconds from 1901-12-13
     (2**31 s before the epoch); the old format is signed seconds and
     nanoseconds, 32 bits each."""
     raw = _be64(p, off)
+    if big and raw >> 63:
+        return raw - _BIGTIME_OFF          # unsigned: exact, past 2**63
+    return _timestamp_ll(p, off, big)
+
+
+@cython.cfunc
+@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, big=cython.bint,
+               raw=cython.ulonglong, sec=cython.longlong, sraw=cython.longlong)
+@cython.returns(cython.longlong)
+def _timestamp_ll(p, off, big):
+    """_timestamp_ns in C arithmetic, for a bigtime value below 2**63 or any
+    old-format time."""
+    raw = _be64(p, off)
     if big:
-        if raw < 9223372036854775808:
-            sraw = raw
-            return sraw - 2147483648000000000
-        return raw - 2147483648000000000
+        sraw = raw
+        return sraw - _BIGTIME_OFF
     sec = raw >> 32
     if sec >= 2147483648:
         sec -= 4294967296
@@ -626,35 +821,95 @@ def _floor_sec(ns):
     return q
 
 
-@cython.locals(p=cython.p_uchar, big=cython.bint, bb_shift=cython.int,
-               la=cython.longlong, lm=cython.longlong, lc=cython.longlong,
-               sa=cython.longlong, sm=cython.longlong, sc=cython.longlong)
-def stat_values(raw, ino, st_dev, blksize, bb_shift) -> tuple:
+def stat_values(raw, ino, st_dev, blksize, bb_shift, rdev=0) -> tuple:
     """The inode ``raw`` as the 19 values of an ``os.stat_result`` on Linux:
     mode, ino, dev, nlink, uid, gid, size, the three times in whole seconds
     (floored), as floats (seconds + nanoseconds * 1e-9, as os.stat makes
     them) and in nanoseconds, blksize, blocks (di_nblocks in 512-byte units,
-    2**``bb_shift`` per filesystem block) and rdev, left 0 here (the caller
-    encodes device numbers)."""
+    2**``bb_shift`` per filesystem block) and ``rdev`` (the caller encodes
+    device numbers)."""
+    return _stat_values(raw, ino, st_dev, blksize, bb_shift, rdev)
+
+
+# os.stat_result takes its 19 Linux fields as one tuple (fastest); elsewhere
+# the fields after the first ten go by name
+_STAT_EXTRA = ("st_atime", "st_mtime", "st_ctime", "st_atime_ns", "st_mtime_ns",
+               "st_ctime_ns", "st_blksize", "st_blocks", "st_rdev")
+_stat_result = _os.stat_result
+try:
+    _probe = _os.stat_result(tuple(range(19)))
+    _STAT_FROM_TUPLE = [getattr(_probe, f) for f in _STAT_EXTRA] == list(range(10, 19))
+except (TypeError, AttributeError):
+    _STAT_FROM_TUPLE = False
+
+
+def inode_stat(raw, ino, ctx, rdev=0):
+    """The inode ``raw`` as an ``os.stat_result`` (see stat_values); ``ctx``
+    is (st_dev, st_blksize, blocklog - 9)."""
+    return _inode_stat(raw, ino, ctx, rdev)
+
+
+@cython.cfunc
+def _untrack(o):
+    """Take ``o`` off the garbage collector's lists (compiled only): for
+    objects made by the thousand that hold nothing which could lead back to
+    them (numbers, strings, an inode), so that the collector does not scan
+    them again and again while a tree is walked."""
+    if cython.compiled:
+        PyObject_GC_UnTrack(cython.cast(cython.p_void, o))
+
+
+@cython.cfunc
+def _inode_stat(raw, ino, ctx, rdev):
+    r = _make_stat(_stat_values(raw, ino, ctx[0], ctx[1], ctx[2], rdev))
+    _untrack(r)          # numbers only
+    return r
+
+
+# os.stat_result of 19 fields, filled directly from C when compiled
+_STAT_FIELDS = getattr(_os.stat_result, "n_fields", 0)
+
+
+@cython.cfunc
+@cython.locals(i=cython.Py_ssize_t)
+def _make_stat(v):
+    """os.stat_result of the 19 values ``v``: compiled, a new one filled item
+    by item (no argument parsing); else from the tuple, or by field names
+    where the type does not take the tuple."""
+    if not _STAT_FROM_TUPLE:
+        return _stat_result(v[:10], dict(zip(_STAT_EXTRA, v[10:])))
+    if cython.compiled and _STAT_FIELDS == 19:
+        r = PyStructSequence_New(cython.cast(type_p, _stat_result))
+        for i in range(19):
+            x = v[i]
+            Py_INCREF(x)                   # the item takes this reference
+            PyStructSequence_SET_ITEM(r, i, x)
+        return r
+    return _stat_result(v)
+
+
+@cython.cfunc
+@cython.locals(p=cython.p_uchar, big=cython.bint, bb_shift=cython.int,
+               la=cython.longlong, lm=cython.longlong, lc=cython.longlong,
+               sa=cython.longlong, sm=cython.longlong, sc=cython.longlong)
+def _stat_values(raw, ino, st_dev, blksize, bb_shift, rdev):
     p = raw
     if len(raw) < 176:
         raise ValueError("inode buffer too small")
     big = (_be64(p, 120) & 0x8) != 0
     nblocks = _be64(p, 64)          # a Python int: the shift must not wrap
-    if not big or (_be64(p, 32) < 9223372036854775808 and
-                   _be64(p, 40) < 9223372036854775808 and
-                   _be64(p, 48) < 9223372036854775808):
+    if not big or not ((_be64(p, 32) | _be64(p, 40) | _be64(p, 48)) >> 63):
         # every time fits 64 bits: C arithmetic
-        la = _timestamp_ns(p, 32, big)
-        lm = _timestamp_ns(p, 40, big)
-        lc = _timestamp_ns(p, 48, big)
+        la = _timestamp_ll(p, 32, big)
+        lm = _timestamp_ll(p, 40, big)
+        lc = _timestamp_ll(p, 48, big)
         sa = _floor_sec(la)
         sm = _floor_sec(lm)
         sc = _floor_sec(lc)
         return (_be16(p, 2), ino, st_dev, _be32(p, 16), _be32(p, 8), _be32(p, 12),
                 _be64(p, 56), sa, sm, sc, sa + (la - sa * 1000000000) * 1e-9,
                 sm + (lm - sm * 1000000000) * 1e-9, sc + (lc - sc * 1000000000) * 1e-9,
-                la, lm, lc, blksize, nblocks << bb_shift, 0)
+                la, lm, lc, blksize, nblocks << bb_shift, rdev)
     a = _timestamp_ns(p, 32, big)
     m = _timestamp_ns(p, 40, big)
     c = _timestamp_ns(p, 48, big)
@@ -665,9 +920,10 @@ def stat_values(raw, ino, st_dev, blksize, bb_shift) -> tuple:
             a_s, m_s, c_s, float(a_s) + (a - a_s * 1000000000) * 1e-9,
             float(m_s) + (m - m_s * 1000000000) * 1e-9,
             float(c_s) + (c - c_s * 1000000000) * 1e-9, a, m, c,
-            blksize, nblocks << bb_shift, 0)
+            blksize, nblocks << bb_shift, rdev)
 
 
+@cython.cfunc
 @cython.locals(p=cython.p_uchar, offset=cython.longlong, size=cython.longlong,
                flags2=cython.ulonglong, forkoff=cython.Py_ssize_t, nrecs=cython.ulonglong,
                l0=cython.ulonglong, l1=cython.ulonglong, startblock=cython.ulonglong,
@@ -675,15 +931,16 @@ def stat_values(raw, ino, st_dev, blksize, bb_shift) -> tuple:
                agblklog=cython.int, agblocks=cython.ulonglong, agcount=cython.ulonglong,
                last_ag_blocks=cython.ulonglong, blocklog=cython.int, limit=cython.ulonglong,
                mask=cython.ulonglong, end=cython.ulonglong)
-def single_extent_offset(raw, offset, size, geometry) -> int:
-    """Byte offset in the image of file bytes [offset, offset+size) when the
-    inode ``raw`` has an extents-format data fork of exactly one written
-    extent that starts at file block 0, covers the range and lies inside its
-    AG; else -1 (the caller takes the general path, which reports what is
-    wrong).  ``geometry`` is (agblklog, agblocks, agcount, last AG's
-    blocks, blocklog)."""
+@cython.returns(cython.longlong)
+def _single_extent_pos(raw, offset, size, geometry):
+    """single_extent_offset's work, callable from C (``geometry`` may go on
+    after its five values)."""
     p = raw
-    agblklog, agblocks, agcount, last_ag_blocks, blocklog = geometry
+    agblklog = geometry[0]
+    agblocks = geometry[1]
+    agcount = geometry[2]
+    last_ag_blocks = geometry[3]
+    blocklog = geometry[4]
     if len(raw) < 192 or p[5] != 2 or offset < 0 or size < 0:
         return -1
     flags2 = _be64(p, 120)
@@ -710,6 +967,103 @@ def single_extent_offset(raw, offset, size, geometry) -> int:
     if agbno + count > limit:
         return -1
     return ((agno * agblocks + agbno) << blocklog) + offset
+
+
+def single_extent_offset(raw, offset, size, geometry) -> int:
+    """Byte offset in the image of file bytes [offset, offset+size) when the
+    inode ``raw`` has an extents-format data fork of exactly one written
+    extent that starts at file block 0, covers the range and lies inside its
+    AG; else -1 (the caller takes the general path, which reports what is
+    wrong).  ``geometry`` is (agblklog, agblocks, agcount, last AG's
+    blocks, blocklog)."""
+    return _single_extent_pos(raw, offset, size, geometry)
+
+
+def single_extent_read(raw, offset, size, ctx):
+    """File bytes [offset, offset+size) of the inode ``raw`` read from the
+    image in one call when one written extent holds them (see
+    single_extent_offset); else None, and None too when the read fails or
+    comes up short: the caller takes the general path, which reports what
+    is wrong.  ``ctx`` is single_extent_offset's geometry followed by the
+    image's descriptor, its size in bytes and a read-ahead state (see
+    read_ahead_state) or None."""
+    return _single_extent_read(raw, offset, size, ctx)
+
+
+# read-ahead of small files' data: a read of at most RA_SMALL bytes that
+# starts less than RA_GAP bytes after the previous one ended reads RA_WINDOW
+# bytes from there, and reads that fall inside that window are served from
+# it (files written one after the other lie one after the other)
+RA_SMALL = 64 << 10
+RA_GAP = 64 << 10
+RA_WINDOW = 256 << 10
+
+
+def read_ahead_state() -> list:
+    """A fresh read-ahead state for single_extent_read: [where the last read
+    ended, (window start, window bytes) or None].  The window and its start
+    go together in one tuple, so that a reader in another thread never sees
+    one without the other."""
+    return [-(1 << 62), None]
+
+
+@cython.cfunc
+@cython.locals(pos=cython.longlong, start=cython.longlong, last=cython.longlong,
+               n=cython.longlong, limit=cython.longlong)
+def _single_extent_read(raw, offset, size, ctx):
+    pos = _single_extent_pos(raw, offset, size, ctx)
+    fd = ctx[5]
+    limit = ctx[6]
+    if pos < 0 or pos + size > limit or fd < 0:
+        return None
+    ra = ctx[7]
+    if ra is None or size > RA_SMALL:
+        return _pread_exact(fd, pos, size)
+    last = ra[0]
+    ra[0] = pos + size
+    held = ra[1]
+    if held is not None:
+        start = held[0]
+        window = held[1]
+        if start <= pos and pos + size <= start + len(window):
+            return window[pos - start:pos - start + size]
+    if not (last <= pos < last + RA_GAP):
+        return _pread_exact(fd, pos, size)
+    # reading on from where the last read ended: a window from here
+    n = limit - pos
+    if n > RA_WINDOW:
+        n = RA_WINDOW
+    window = _pread_exact(fd, pos, n)
+    if window is None:
+        ra[1] = None
+        return _pread_exact(fd, pos, size)
+    ra[1] = (pos, window)
+    return window[:size]
+
+
+@cython.cfunc
+@cython.locals(pos=cython.longlong, n=cython.Py_ssize_t, done=cython.Py_ssize_t,
+               got=cython.Py_ssize_t, cfd=cython.int, buf=cython.p_char)
+def _pread_exact(fd, pos, n):
+    """``n`` bytes of descriptor ``fd`` at ``pos``, or None when the read
+    fails or comes up short."""
+    if not cython.compiled:
+        try:
+            data = _os.pread(fd, n, pos)
+        except OSError:
+            return None
+        return data if len(data) == n else None
+    out = PyBytes_FromStringAndSize(cython.NULL, n)
+    buf = PyBytes_AS_STRING(out)
+    cfd = fd
+    done = 0
+    while done < n:
+        with cython.nogil:
+            got = pread(cfd, buf + done, n - done, pos + done)
+        if got <= 0:
+            return None
+        done += got
+    return out
 
 
 @cython.locals(p=cython.p_uchar, n=cython.Py_ssize_t, flags2=cython.ulonglong,

@@ -3,11 +3,15 @@ cimport cython
 from posix.stat cimport struct_stat, fstatat
 from posix.fcntl cimport AT_SYMLINK_NOFOLLOW
 
-cdef extern from "<sys/xattr.h>" nogil:
-    ssize_t llistxattr(const char *path, char *buf, size_t size)
+# has a directory entry xattrs: listxattrat(2) where the kernel has it, else
+# llistxattr(2) on the full path built in buf
+cdef extern from "xattr_at.h":
+    ssize_t fstool_xattr_names_len(int dirfd, const char *name, const char *dirpath,
+                                   size_t dirlen, char *buf)
 
 
 @cython.locals(st=struct_stat, k=cython.Py_ssize_t, n=cython.Py_ssize_t, rc=cython.int,
-               xl=cython.Py_ssize_t, cname=cython.p_char, cpath=cython.p_char,
+               xl=cython.Py_ssize_t, cname=cython.p_char, cdir=cython.p_char,
+               cbuf=cython.p_char, dirlen=cython.size_t, longest=cython.Py_ssize_t,
                fmt=cython.uint, asec=cython.longlong, msec=cython.longlong)
 cpdef list stat_plain_files(int dirfd, bytes dirpath, list names)

@@ -14,7 +14,7 @@ import fstool_native
 from fstool.format import constants as C
 from fstool.fs.icore import _BIG_OFF, InodeEncoder
 from fstool.ops.populate import populate
-from fstool.ops.sources import DirSource, EmptyFiles
+from fstool.ops.sources import DirSource, EmptyFiles, ProtoSource
 
 UUID = "0b5a3f1c-9d2e-4c7a-8e61-3f2a1b0c9d8e"
 needs_xfsprogs = pytest.mark.skipif(subprocess.run(["which", "xfs_repair"],
@@ -23,10 +23,11 @@ needs_xfsprogs = pytest.mark.skipif(subprocess.run(["which", "xfs_repair"],
 
 
 class OneByOne:
-    """A DirSource seen only through iteration: no runs, every file an Entry."""
+    """A source (a DirSource of ``root`` unless given) seen only through
+    iteration: no runs, every file an Entry."""
 
-    def __init__(self, root):
-        self.src = DirSource(root)
+    def __init__(self, root, src=None):
+        self.src = src if src is not None else DirSource(root)
 
     def __iter__(self):
         return iter(self.src)
@@ -93,6 +94,72 @@ def test_runs_leave_the_same_image(tmp_path, bigtime):
         populate(img, source, "/again", timestamp_ns=1_700_000_000 * 10**9)
         imgs.append(img.read_bytes())
     assert imgs[0] == imgs[1]
+    if subprocess.run(["which", "xfs_repair"], capture_output=True).returncode == 0:
+        r = subprocess.run(["xfs_repair", "-n", "-f", str(tmp_path / "0.img")],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout[-2000:]
+
+
+def write_protofile(tmp: Path, comment: bool) -> Path:
+    """A protofile whose empty files come in runs broken by everything that
+    ends one: another kind of entry, a file with data, a subdirectory (the
+    run after it belongs to the parent again), a name given twice, new
+    modes and owners."""
+    (tmp / "empty").touch()
+    (tmp / "data").write_bytes(b"some data")
+    lines = ["/dev/null", "0 0", "d--755 0 0", "a d--755 0 0"]
+    for i in range(300):
+        mode = ("---644", "-u-755", "--g600", "---000")[i % 4]
+        owner = "0 0" if i % 7 else f"{1000 + i} {2000 + i}"
+        lines.append(f"  f{i:04d} {mode} {owner} empty")
+        if i == 40:
+            lines.append("  withdata ---644 0 0 data")
+        if i == 90:
+            lines += ["  sub d--750 3 4", "    inner ---644 0 0 empty", "    $"]
+        if i in (10, 120):
+            # again, in the same run and in a later one: replaced
+            lines.append(f"  f{i - 1:04d} ---600 5 5 empty")
+        if i == 150:
+            lines.append("  lnk l--777 0 0 f0001")
+        if i == 200:
+            lines.append("  caf\u00e9-\u00fcber ---644 0 0 empty")
+        if comment and i == 250:
+            lines.append("# a comment line")
+    lines += ["  $", "top ---644 0 0 empty", "$"]
+    proto = tmp / "proto"
+    proto.write_text("\n".join(lines) + "\n")
+    return proto
+
+
+@pytest.mark.parametrize("comment", [False, True])
+def test_protofile_runs_leave_the_same_image(tmp_path, comment):
+    """A protofile read with runs of empty files gives the image that the
+    same protofile read entry by entry gives."""
+    proto = write_protofile(tmp_path, comment)
+    now = 1_700_000_000 * 10**9
+    runs = [e for e in ProtoSource(proto, now_ns=now, ).entries(runs=True)
+            if type(e) is EmptyFiles]
+    assert sum(len(r.items) for r in runs) > 250
+    assert {r.path for r in runs} == {"a", "a/sub", ""}
+    empty = tmp_path / "empty.img"
+    mkfs(empty, True)
+    imgs = []
+    for k in range(2):
+        src = ProtoSource(proto, now_ns=now)
+        img = tmp_path / f"{k}.img"
+        img.write_bytes(empty.read_bytes())
+        populate(img, src if k == 0 else OneByOne(None, src), timestamp_ns=now)
+        imgs.append(img.read_bytes())
+    assert imgs[0] == imgs[1]
+    import fstool
+    with fstool.open_image(tmp_path / "0.img") as fs:
+        assert len(fs.listdir("/a")) == 300 + 4
+        assert fs.stat("/a/caf\u00e9-\u00fcber").st_size == 0
+        for again in ("/a/f0009", "/a/f0119"):
+            assert fs.stat(again).st_uid == 5 and fs.stat(again).st_mode & 0o7777 == 0o600
+        assert fs.stat("/a/f0007").st_uid == 1007 and fs.stat("/a/f0007").st_gid == 2007
+        assert fs.stat("/a/sub/inner").st_size == 0 and fs.stat("/top").st_size == 0
+        assert fs.open("/a/withdata").read() == b"some data"
     if subprocess.run(["which", "xfs_repair"], capture_output=True).returncode == 0:
         r = subprocess.run(["xfs_repair", "-n", "-f", str(tmp_path / "0.img")],
                            capture_output=True, text=True)

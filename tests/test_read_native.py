@@ -286,12 +286,55 @@ def test_stat_values_and_hash_search_parity():
 def test_stat_result_without_the_tuple_shortcut(proto_img, monkeypatch):
     """Where os.stat_result does not take the 19 Linux fields as one tuple,
     the fields after the tenth go by name, with the same result."""
-    from fstool.fs import inode as I
+    from fstool._backend import parsers
     with fstool.open_image(proto_img) as fs:
         nodes = [n for _p, n in fs.walk("/")]
         fast = [n.stat() for n in nodes]
-        monkeypatch.setattr(I, "_STAT_FROM_TUPLE", False)
+        monkeypatch.setattr(parsers, "_STAT_FROM_TUPLE", False)
         slow = [n.stat() for n in nodes]
     assert fast == slow
     assert [s.st_rdev for s in fast if s.st_rdev] and \
         all(s.st_mtime_ns == n.mtime_ns for s, n in zip(fast, nodes))
+
+
+def test_reads_go_through_a_device_put_in_the_images_place(proto_img):
+    """A file read in one native call reads the image's descriptor; once a
+    look-alike device stands in for the image (the in-memory log replay's
+    overlay), reads go through it instead."""
+    from fstool.io.overlay import OverlayDevice
+    with fstool.open_image(proto_img) as fs:
+        path, node = next((p, n) for p, n in fs.walk("/")
+                          if n.is_reg and n.size >= 512 and
+                          fstool_native.load().single_extent_offset(
+                              n.raw, 0, n.size, fs._read_geometry) >= 0)
+        pos = fstool_native.load().single_extent_offset(node.raw, 0, 512, fs._read_geometry)
+        before = fs.open(path).read(512)
+        assert before == fs.dev.pread(pos, 512)
+        ov = OverlayDevice(fs.dev)
+        ov.put(pos, b"\xa5" * 512)
+        fs.dev = ov
+        assert fs.open(path).read(512) == b"\xa5" * 512
+        assert fs.inode(node.ino).read(0, 512) == b"\xa5" * 512
+
+
+def test_read_ahead_gives_the_bytes_of_exact_reads(proto_img):
+    """Small files read one after the other come from a read-ahead window:
+    the bytes are those of exact reads, in order, out of order and in
+    pieces, and the window is used."""
+    with fstool.open_image(proto_img) as fs:
+        files = [(p, n) for p, n in fs.walk("/") if n.is_reg and n.size]
+        ra = fs._read_ctx[7]
+        assert ra is not None
+        ahead = [fs.open(p).read() for p, _n in files]
+        assert ra[1] is not None                 # a window was read
+        mixed = [n.read(0, n.size) for _p, n in reversed(files)][::-1]
+        pieces = []
+        for p, n in files[:300]:
+            with fs.open(p) as f:
+                f.seek(n.size // 3)
+                pieces.append(f.read(7) + f.read())
+        fs._read_ctx = fs._read_ctx[:7] + (None,)            # exact reads only
+        exact = [fs.open(p).read() for p, _n in files]
+        assert ahead == exact and mixed == exact
+        assert pieces == [e[len(e) // 3:] for e in exact[:300]]
+        assert sum(map(len, exact)) > 1 << 20

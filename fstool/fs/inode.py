@@ -34,17 +34,8 @@ _ANEXT16_OFF = DINODE.offset("di_anextents")
 _NBLOCKS_OFF = DINODE.offset("di_nblocks")
 
 
-# os.stat_result takes its 19 Linux fields as one tuple (fastest); elsewhere
-# the fields after the first ten go by name
-_STAT_EXTRA = ("st_atime", "st_mtime", "st_ctime", "st_atime_ns", "st_mtime_ns",
-               "st_ctime_ns", "st_blksize", "st_blocks", "st_rdev")
-_stat_result = os.stat_result
-_stat_values = parsers.stat_values
-try:
-    _probe = os.stat_result(tuple(range(19)))
-    _STAT_FROM_TUPLE = [getattr(_probe, f) for f in _STAT_EXTRA] == list(range(10, 19))
-except (TypeError, AttributeError):
-    _STAT_FROM_TUPLE = False
+_inode_stat = parsers.inode_stat
+_single_extent_read = parsers.single_extent_read
 
 
 def decode_timestamp(raw: int, bigtime: bool) -> int:
@@ -129,14 +120,10 @@ class Inode(parsers.InodeCore):
         gives for it: times to the nanosecond, ``st_blocks`` in 512-byte
         units (every block the inode owns, metadata included), ``st_rdev``
         for devices, ``st_dev`` a number derived from the filesystem uuid."""
-        fs = self.fs
-        v = _stat_values(self.raw, self.ino, fs.st_dev, fs.st_blksize, fs._bb_per_fsb_log)
         ifmt = self.mode & 0o170000
         if ifmt == 0o020000 or ifmt == 0o060000:          # character or block device
-            v = v[:18] + (os.makedev(*self.rdev),)
-        if _STAT_FROM_TUPLE:
-            return _stat_result(v)
-        return _stat_result(v[:10], dict(zip(_STAT_EXTRA, v[10:])))
+            return _inode_stat(self.raw, self.ino, self.fs._stat_ctx, os.makedev(*self.rdev))
+        return _inode_stat(self.raw, self.ino, self.fs._stat_ctx)
 
     # -- identity -----------------------------------------------------------
     @property
@@ -292,11 +279,11 @@ class Inode(parsers.InodeCore):
             return b""
         fmt = self.format
         if fmt == C.XFS_DINODE_FMT_EXTENTS:
-            # the common small file: one written extent from offset 0
-            fs = self.fs
-            pos = parsers.single_extent_offset(self.raw, offset, size, fs._read_geometry)
-            if pos >= 0:
-                return fs.dev.pread(pos, size)
+            # the common small file: one written extent from offset 0, planned
+            # and read in one native call
+            data = _single_extent_read(self.raw, offset, size, self.fs._read_ctx)
+            if data is not None:
+                return data
         elif fmt == C.XFS_DINODE_FMT_LOCAL:
             return self.fork_bytes()[offset:offset + size]
         out = bytearray(size)

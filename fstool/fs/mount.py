@@ -79,13 +79,40 @@ class Filesystem:
         # what parsers.check_extents needs to keep an extent inside its AG
         self._extent_bounds = (sb.agblklog, sb.agblocks, sb.agcount, self._ag_len[-1])
         self._read_geometry = self._extent_bounds + (sb.blocklog,)
+        self._set_read_ctx()
         # what stat() reports for every file: a device number made from the
         # uuid (one per image), the kernel's preferred I/O size on 4 KiB pages
         self.st_dev = int.from_bytes(self.uuid[:4], "big") & 0x7FFFFFFF
         self.st_blksize = max(4096, sb.blocksize)
+        self._stat_ctx = (self.st_dev, self.st_blksize, self._bb_per_fsb_log)
         self._geometry = (sb.agcount, sb.agblocks, self._ag_len[-1], sb.inopblog,
                           sb.agino_log, self._cluster_blocks, self._bb_per_fsb_log,
                           sb.inodelog)
+
+    # -- the device -------------------------------------------------------
+    @property
+    def dev(self):
+        """The image (a :class:`~fstool.io.device.Device`, or a look-alike
+        put in its place, such as the in-memory replay's overlay)."""
+        return self._dev
+
+    @dev.setter
+    def dev(self, dev) -> None:
+        self._dev = dev
+        if hasattr(self, "_read_geometry"):
+            self._set_read_ctx()
+
+    def _set_read_ctx(self) -> None:
+        """What parsers.single_extent_read needs: the geometry, the image's
+        descriptor and size, and a read-ahead state for small files read one
+        after the other (only while nothing writes: the window it keeps
+        would go stale).  The descriptor is -1 (every read takes the
+        device's own pread) once closed or when the device is a look-alike,
+        whose bytes need not be the file's."""
+        dev = self._dev
+        fd = dev.fd if type(dev) is Device and dev.fd >= 0 else -1
+        ra = parsers.read_ahead_state() if fd >= 0 and not dev.writable else None
+        self._read_ctx = self._read_geometry + (fd, dev.size if fd >= 0 else 0, ra)
 
     # -- the log ------------------------------------------------------------
     @property
@@ -98,7 +125,8 @@ class Filesystem:
 
     # -- lifetime ---------------------------------------------------------
     def close(self) -> None:
-        self.dev.close()
+        self._read_ctx = self._read_geometry + (-1, 0, None)
+        self._dev.close()
 
     def __enter__(self):
         return self
@@ -340,6 +368,8 @@ class Filesystem:
             cache.dentries.clear()
         if cache.paths:
             cache.paths.clear()
+        if cache.listed:
+            cache.listed.clear()
 
     def forget_all_inodes(self) -> None:
         self._inodes.clear()
@@ -403,6 +433,10 @@ class Filesystem:
         """The inode at ``path`` (absolute inside the image).  Symlinks in the
         middle of the path are followed inside the image; the last component
         is followed only when ``follow`` is true."""
+        # a path scandir has just listed (what os-style loops open next)
+        node = self._inodes.listed.get(path)
+        if node is not None and not (follow and node.mode & C.S_IFMT == C.S_IFLNK):
+            return node
         bpath = path if isinstance(path, bytes) else path.encode("utf-8", "surrogateescape")
         # the directory part of a path resolved before comes from the cache
         head, _sep, tail = bpath.rpartition(b"/")
@@ -533,16 +567,21 @@ class Filesystem:
         ``io.RawIOBase`` that reads straight from the image; ``buffering``
         > 1 puts an ``io.BufferedReader`` of that size in front), mode "r" a
         text reader.  Symlinks are followed."""
-        if mode not in ("r", "rb", "rt", "br", "tr"):
+        if mode == "rb" and buffering < 2 and type(where) is str:
+            # a regular file scandir has just listed (os-style loops): no
+            # lookup, no checks left
+            node = self._inodes.listed.get(where)
+            if node is not None and node.mode & 0o170000 == 0o100000:
+                return FileReader(node, where)
+        if mode != "rb" and mode not in ("r", "rt", "br", "tr"):
             from ..errors import ReadOnlyError
             if set(mode) - set("rbt"):
                 raise ReadOnlyError(f"{where}: the image is read-only (mode {mode!r})")
             raise InvalidArgument(f"invalid mode {mode!r}")
         node = self._as_inode(where, follow=True)
-        if node.is_dir:
+        if node.mode & C.S_IFMT == C.S_IFDIR:
             raise IsADirectoryImageError(where if isinstance(where, str) else f"inode {node.ino}")
-        name = where if isinstance(where, (str, bytes)) else f"inode {node.ino}"
-        raw = FileReader(node, name)
+        raw = FileReader(node, where if isinstance(where, (str, bytes)) else None)
         if "b" in mode:
             if buffering > 1:
                 return io.BufferedReader(raw, buffering)
@@ -584,8 +623,9 @@ class Filesystem:
         # to the name cache, so opening what was just listed costs no
         # directory search
         dentries = self._inodes.dentries
+        listed = self._inodes.listed
         most = self._inodes.max_dentries
-        drop = dentries.popitem
+        make = parsers.dir_entries
         dino = node.ino
         as_bytes = isinstance(where, bytes)
         if as_bytes:
@@ -601,12 +641,14 @@ class Filesystem:
                     self._load_inodes([e[1] for e in part], nodes)
                 except CorruptionError:
                     nodes += [None] * (len(part) - len(nodes))
-                for (name, ino, ftype), child in zip(part, nodes):
-                    dentries[(dino, name)] = ino if child is None else child
-                    if len(dentries) > most:
-                        drop(False)
-                    n = name if as_bytes else name.decode("utf-8", "surrogateescape")
-                    yield ImageDirEntry(self, n, prefix + n, ino, ftype, child)
+                # both caches start again when full (cheaper than dropping
+                # the oldest name one at a time)
+                if len(dentries) + len(part) > most:
+                    dentries.clear()
+                if len(listed) + len(part) > most:
+                    listed.clear()
+                yield from make(ImageDirEntry, self, part, nodes, prefix, as_bytes, dino,
+                                dentries, listed)
 
     def exists(self, path) -> bool:
         """Whether ``path`` names something (symlinks followed, as os.path.exists)."""
@@ -648,10 +690,12 @@ class _InodeCache:
     """Directory inodes by number (at most ``max_dirs``, oldest half dropped
     when full), the last 1,024 other inodes asked for by number, the inodes of the last
     256 directory paths resolved, the last inode clusters read (at most ``max_clusters``,
-    oldest first) and names recently looked up or listed, (directory inode,
-    name) -> inode number or Inode (at most ``max_dentries``, oldest first)."""
+    oldest first), names recently looked up or listed, (directory inode,
+    name) -> inode number or Inode (at most ``max_dentries``, emptied when
+    full), and the paths scandir recently yielded with their inodes (as
+    many, emptied when full)."""
 
-    __slots__ = ("dirs", "recent", "clusters", "dentries", "paths", "max_dirs",
+    __slots__ = ("dirs", "recent", "clusters", "dentries", "paths", "listed", "max_dirs",
                  "max_clusters", "max_dentries")
 
     MAX_RECENT = 1024
@@ -663,8 +707,12 @@ class _InodeCache:
         self.dirs: dict = {}
         self.recent: OrderedDict = OrderedDict()   # the last other inodes asked for
         self.clusters: OrderedDict = OrderedDict()
-        self.dentries: OrderedDict = OrderedDict()
+        # names (emptied when full: cheaper than dropping the oldest one by one)
+        self.dentries: dict = {}
         self.paths: OrderedDict = OrderedDict()    # directory path (bytes) -> its inode
+        # paths scandir yielded (str or bytes, as given) -> their decoded
+        # inodes (emptied when full, like dentries)
+        self.listed: dict = {}
         self.max_dirs = max_dirs
         self.max_clusters = max_clusters
         self.max_dentries = max_dentries
@@ -683,9 +731,9 @@ class _InodeCache:
 
     def keep_dentry(self, key, ino) -> None:
         d = self.dentries
+        if len(d) >= self.max_dentries:
+            d.clear()
         d[key] = ino
-        if len(d) > self.max_dentries:
-            d.popitem(last=False)
 
     def keep_dir(self, node) -> None:
         dirs = self.dirs
@@ -700,6 +748,7 @@ class _InodeCache:
         self.paths.clear()
         self.clusters.clear()
         self.dentries.clear()
+        self.listed.clear()
 
 
 def _sectsize_guess(head: bytes) -> int:

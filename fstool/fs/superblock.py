@@ -1,8 +1,6 @@
 """Superblock decoding, validation and derived geometry."""
 from __future__ import annotations
 
-import uuid as uuidlib
-
 from .._backend import parsers
 from ..errors import CorruptionError, NotXfsError, UnknownFeatureError, UnsupportedError
 from ..format import constants as C
@@ -116,7 +114,10 @@ class Superblock:
         return bool(self.ro_compat & bit)
 
     @property
-    def uuid(self) -> uuidlib.UUID:
+    def uuid(self):
+        """The filesystem uuid as a ``uuid.UUID`` (the module imported on use:
+        opening an image does not need it)."""
+        import uuid as uuidlib
         return uuidlib.UUID(bytes=self.uuid_bytes)
 
     @property

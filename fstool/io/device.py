@@ -44,6 +44,26 @@ class _WriteCounter:
 
 _writes = _WriteCounter()
 
+# _IOW(0x94, 13, struct file_clone_range): share a range of another file's blocks
+_FICLONERANGE = 0x4020940D
+# copy_file_range refusals that reading and writing get round: the host
+# cannot (any source) ...
+_NO_COPY_RANGE_HOST = {errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP}
+# ... or not for this source
+_NO_COPY_RANGE = _NO_COPY_RANGE_HOST | {errno.EINVAL, errno.EBADF, errno.EPERM,
+                                        errno.ETXTBSY}
+
+
+class SourceReadError(OSError):
+    """Reading the source of a copy failed (raised as its cause)."""
+
+
+def _read_source(fd: int, n: int, off: int) -> bytes:
+    try:
+        return os.pread(fd, n, off)
+    except OSError as e:
+        raise SourceReadError(e.errno, e.strerror) from e
+
 
 def writes_so_far() -> int:
     """Writes this process has made to images (what the fault hook counts)."""
@@ -84,6 +104,10 @@ class Device:
                              f"{e.strerror}") from None
         st = os.fstat(self.fd)
         self.st_dev, self.st_ino, self.st_rdev = st.st_dev, st.st_ino, st.st_rdev
+        # how copy_from may copy: untried (None), refused (False)
+        self._clone_ok = None
+        self._clone_unit = 0
+        self._cfr_ok = hasattr(os, "copy_file_range")
         if self.is_blockdev:
             self.size = os.lseek(self.fd, 0, os.SEEK_END)
         else:
@@ -147,6 +171,81 @@ class Device:
             raise ImageError(f"{self.path}: write failed at offset {offset}: "
                              f"{e.strerror}") from None
         _writes.hit()
+
+    def copy_from(self, src_fd: int, src_off: int, offset: int, length: int) -> int:
+        """Copy ``length`` bytes of the open file ``src_fd`` from ``src_off``
+        into the image at ``offset`` without bringing them into Python:
+        shared blocks (``FICLONERANGE``) where the source lies on the image's
+        own filesystem, that filesystem can share blocks and the range is
+        whole blocks of it; else ``copy_file_range``; else, where the host
+        refuses that too (across filesystems on old kernels, special files),
+        read and write.  Returns the bytes copied, fewer when the source ends
+        first.  One write for the fault hook, like :meth:`pwrite`."""
+        self._check_write(offset, length)
+        done = 0
+        try:
+            if length and self._clone_ok is not False and \
+                    self._clone(src_fd, src_off, offset, length):
+                done = length
+            while done < length and self._cfr_ok:
+                try:
+                    k = os.copy_file_range(src_fd, self.fd, length - done, src_off + done,
+                                           offset + done)
+                except OSError as e:
+                    if e.errno not in _NO_COPY_RANGE:
+                        raise
+                    if e.errno in _NO_COPY_RANGE_HOST:
+                        self._cfr_ok = False
+                    break
+                if k <= 0:
+                    # the source ends here, or is a file whose size says
+                    # nothing (procfs): let read() tell
+                    break
+                done += k
+            while done < length:
+                data = _read_source(src_fd, min(length - done, 1 << 20), src_off + done)
+                if not data:
+                    break
+                view = memoryview(data)
+                pos = 0
+                while pos < len(view):
+                    k = os.pwrite(self.fd, view[pos:], offset + done + pos)
+                    if k <= 0:
+                        raise OSError(errno.EIO, "short write")
+                    pos += k
+                done += len(data)
+        except OSError as e:
+            if isinstance(e, SourceReadError):
+                raise e.__cause__ from None
+            raise ImageError(f"{self.path}: copy into the image failed at offset "
+                             f"{offset + done}: {e.strerror}") from None
+        _writes.hit()
+        return done
+
+    def _clone(self, src_fd: int, src_off: int, offset: int, length: int) -> bool:
+        """Share the source's blocks (FICLONERANGE) when it can; a refusal
+        other than alignment turns the attempt off for this device."""
+        import fcntl
+        import struct
+        if self._clone_ok is None:
+            self._clone_ok = False
+            if self.is_blockdev:
+                return False
+            try:
+                self._clone_unit = os.fstatvfs(self.fd).f_bsize
+            except OSError:
+                return False
+            self._clone_ok = True
+        unit = self._clone_unit
+        if (src_off | offset | length) & (unit - 1) or os.fstat(src_fd).st_dev != self.st_dev:
+            return False
+        try:
+            fcntl.ioctl(self.fd, _FICLONERANGE, struct.pack("=qQQQ", src_fd, src_off, length,
+                                                           offset))
+        except OSError:
+            self._clone_ok = False
+            return False
+        return True
 
     def fsync(self) -> None:
         """Everything written so far is on stable storage once this returns

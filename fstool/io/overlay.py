@@ -67,5 +67,10 @@ class OverlayDevice(_Wrapped):
             out[lo - offset:hi - offset] = sec[lo - s * SECTOR:hi - s * SECTOR]
         return bytes(out)
 
+    def preadinto(self, view, offset: int) -> None:
+        """Fill the writable buffer ``view`` from ``offset``, exactly (as
+        :meth:`Device.preadinto <fstool.io.device.Device.preadinto>`)."""
+        view[:] = self.pread(offset, len(view))
+
     def pwrite(self, offset: int, data) -> None:
         raise ReadOnlyError(f"{self.path}: the in-memory replay view is read-only")

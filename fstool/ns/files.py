@@ -9,6 +9,8 @@ transaction allocated, which the image only refers to once it commits.
 """
 from __future__ import annotations
 
+import os
+import stat
 
 from ..alloc.space import MAXEXTLEN
 from ..format import constants as C
@@ -18,6 +20,7 @@ from .forkplan import ForkPlan
 
 BMBT_REC = 16
 IO_CHUNK = 1 << 20
+SMALL_COPY = 64 << 10   # file data up to this size is read and written, not copied by the kernel
 MINABTPTRS = 2          # an attr fork btree root holds at least this many pointers
 MINDBTPTRS = 3          # ... and a data fork btree root this many
 
@@ -191,9 +194,69 @@ def place_plan(w, plan: ForkPlan, near_fsb: int, reuse: list | None = None):
     return (extents, reused) if reuse is not None else extents
 
 
-def write_data(w, near_fsb: int, stream, size: int, data_ranges=None) -> list:
+class DataPool:
+    """Blocks allocated ahead for the data of small files: a file of at most
+    ``TAKE_MAX`` blocks takes the next blocks of a run allocated near it,
+    up to ``POOL_BLOCKS`` at a time, one run per AG, so that a directory of
+    small files costs one allocation per run rather than one per file (each
+    a walk and an edit of both free-space btrees).  What a transaction has
+    not used goes back to free space by :meth:`release`: ``Namespace.finish``
+    calls it (so that the directories it then encodes may use those blocks),
+    and the transaction's commit does in any case."""
+    POOL_BLOCKS = 1024
+    TAKE_MAX = 64
+
+    def __init__(self, w):
+        self.w = w
+        self.tx = None
+        self.runs: dict = {}          # agno -> [next fsbno, blocks left]
+
+    def take(self, target: int, count: int):
+        """[(fsbno, count)] for ``count`` blocks near ``target``, or None
+        when the file is too large for the pool."""
+        if count > self.TAKE_MAX:
+            return None
+        w = self.w
+        if self.tx is not w.tx:           # a new transaction: nothing held
+            self.tx, self.runs = w.tx, {}
+            # whatever commits the transaction, the unused blocks go back
+            # first (before the writer's own hook applies the frees)
+            w.tx.precommit.insert(0, self._release_at_commit)
+        agblklog = w.sb.agblklog
+        runs = self.runs
+        run = runs.get(target >> agblklog)
+        if run is None or run[1] < count:
+            fsbno, n = w.space.alloc_blocks(target, count, max(count, self.POOL_BLOCKS))
+            # the run this one replaces (in the AG it came from) goes back
+            old = runs.pop(fsbno >> agblklog, None)
+            if old is not None and old[1]:
+                w.space.free_extent(old[0], old[1])
+            run = runs[fsbno >> agblklog] = [fsbno, n]
+        fsbno = run[0]
+        run[0] += count
+        run[1] -= count
+        return [(fsbno, count)]
+
+    def _release_at_commit(self, _tx) -> None:
+        self.release()
+
+    def release(self) -> None:
+        """Give back the blocks the open transaction took and did not use."""
+        w = self.w
+        if self.tx is w.tx:
+            for fsbno, n in self.runs.values():
+                if n:
+                    w.space.free_extent(fsbno, n)
+        self.tx, self.runs = None, {}
+
+
+def write_data(w, near_fsb: int, stream, size: int, data_ranges=None, pool=None) -> list:
     """Copy a file's content into newly allocated blocks and return its
-    extents.  Holes (``data_ranges`` lists where data is) get no blocks."""
+    extents.  Holes (``data_ranges`` lists where data is) get no blocks; a
+    small file's blocks come from ``pool`` (a DataPool) when one is given.
+    A stream over a host file is copied by the kernel (``Device.copy_from``:
+    shared blocks, copy_file_range, or read and write); any other stream is
+    read and written here."""
     if size <= 0:
         return []
     bs = w.sb.blocksize
@@ -213,29 +276,79 @@ def write_data(w, near_fsb: int, stream, size: int, data_ranges=None) -> list:
     extents = []
     target = near_fsb
     dev = w.dev
+    fd = _host_fd(stream)
+    daddr = w.fs.fsb_to_daddr
     for a, b in spans:
-        pieces = w.space.alloc_run(target, b - a)
-        if data_ranges is not None:
+        pieces = pool.take(target, b - a) if pool is not None else None
+        if pieces is None:
+            pieces = w.space.alloc_run(target, b - a)
+        if fd is None and data_ranges is not None:
             stream.seek(a << blog)
         lblk = a
         for fsbno, n in pieces:
             extents.append((lblk, fsbno, n))
-            off = w.fs.fsb_to_daddr(fsbno) << C.BBSHIFT
-            left = n << blog
-            while left:
-                data = stream.read(min(left, IO_CHUNK))
-                if not data:
-                    break
-                dev.pwrite(off, data)
-                off += len(data)
-                left -= len(data)
-            # the tail of the last block (and anything the source no longer
-            # holds) reads as zeros: write them, since the blocks are mapped
-            if left:
-                dev.pwrite(off, bytes(left))
+            off = daddr(fsbno) << C.BBSHIFT
+            if fd is not None:
+                _copy_blocks(dev, fd, lblk << blog, off, n << blog, size, bs)
+            else:
+                _write_blocks(dev, stream, off, n << blog)
             lblk += n
             target = fsbno + n
     return extents
+
+
+def _host_fd(stream):
+    """The descriptor of a stream over a regular host file, read from
+    offset 0 (what a source's ``open`` gives), else None."""
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):      # io.UnsupportedOperation too
+        return None
+    try:
+        return fd if stat.S_ISREG(os.fstat(fd).st_mode) else None
+    except (OSError, TypeError):
+        return None
+
+
+def _copy_blocks(dev, fd: int, src: int, off: int, length: int, size: int, bs: int) -> None:
+    """Blocks [off, off+length) of the image from bytes [src, ...) of the
+    host file: whole blocks by the kernel (a range of up to SMALL_COPY bytes
+    is read and written in one go instead: cheaper than the kernel's copy
+    or a shared-blocks request for so little), the last partial block read
+    and padded with zeros (mapped blocks hold whatever was there before),
+    and zeros where the source has meanwhile shrunk."""
+    avail = max(0, min(length, size - src))
+    whole = avail & ~(bs - 1) if avail > SMALL_COPY else 0
+    done = dev.copy_from(fd, src, off, whole) if whole else 0
+    if done == length:
+        return
+    tail = os.pread(fd, avail - done, src + done) if done == whole and avail > done else b""
+    pad = length - done - len(tail)
+    if pad <= IO_CHUNK:
+        dev.pwrite(off + done, tail + bytes(pad) if pad else tail)
+        return
+    if tail:
+        dev.pwrite(off + done, tail + bytes(-len(tail) % bs))
+        done += len(tail) + (-len(tail) % bs)
+    dev.zero_range(off + done, length - done)
+
+
+def _write_blocks(dev, stream, off: int, left: int) -> None:
+    """Blocks from a stream read here, in pieces of IO_CHUNK."""
+    while left:
+        data = stream.read(min(left, IO_CHUNK))
+        if not data:
+            break
+        dev.pwrite(off, data)
+        off += len(data)
+        left -= len(data)
+    # the tail of the last block (and anything the source no longer holds)
+    # reads as zeros: write them, since the blocks are mapped
+    while left:
+        n = min(left, IO_CHUNK)
+        dev.pwrite(off, bytes(n))
+        off += n
+        left -= n
 
 
 def default_attroffset(inodesize: int) -> int:

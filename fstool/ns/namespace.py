@@ -127,6 +127,7 @@ class Namespace:
         self.mtime_set: dict[int, int] = {}
         self.files = 0
         self.bytes = 0
+        self.pool = F.DataPool(w)      # blocks for small files' data, ahead
 
     def committed(self) -> None:
         """The transaction holding this namespace's changes committed: new
@@ -328,7 +329,8 @@ class Namespace:
                                                  meta.ctime_ns, meta.crtime_ns))
             self.files += 1
             return ino
-        exts = F.write_data(w, w.inodes.ino_fsb(ino), stream, size, data_ranges) if size else []
+        exts = F.write_data(w, w.inodes.ino_fsb(ino), stream, size, data_ranges,
+                            self.pool) if size else []
         lit = w.sb.inodesize - C.XFS_DINODE_CORE_SIZE
         forkoff = self._forkoff_for(meta, C.XFS_DINODE_FMT_EXTENTS,
                                     len(F.merge_extents(exts)) * F.BMBT_REC)
@@ -837,9 +839,11 @@ class Namespace:
 
     # -- finishing ---------------------------------------------------------------------
     def finish(self) -> None:
-        """Encode every changed directory."""
+        """Encode every changed directory (and give back the data blocks
+        taken ahead and not used): the transaction can commit."""
         from . import dirbuild as DB
         w = self.w
+        self.pool.release()
         sb = w.sb
         lit = sb.inodesize - C.XFS_DINODE_CORE_SIZE
         for ino, st in list(self.dirs.items()):

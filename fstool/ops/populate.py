@@ -179,14 +179,20 @@ def _add_empty_files(ns: Namespace, run, inos: dict, stats: PopulateStats, now: 
     if timestamp_ns is not None:
         items = [(n, p, u, g, timestamp_ns, m) for n, p, u, g, _a, m in items]
     entries = ns.dir_state(parent).entries
+    # a name given twice in the run (a protofile may) takes the ordinary
+    # path the second time, like a name already in the directory
+    pending: set = set()
     start = 0
     for k, it in enumerate(items):
-        if it[0] in entries:
+        if it[0] in entries or it[0] in pending:
+            pending.clear()
             if k > start:
                 ns.create_empty_files(parent, items[start:k], now)
                 stats.files += k - start
             one(run.entry(it))
             start = k + 1
+        else:
+            pending.add(it[0])
     if start < len(items):
         ns.create_empty_files(parent, items[start:] if start else items, now)
         stats.files += len(items) - start

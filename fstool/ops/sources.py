@@ -14,6 +14,7 @@ import io
 import os
 import sys
 import posixpath
+import re
 import stat as pystat
 import tarfile
 from dataclasses import dataclass, field
@@ -218,7 +219,7 @@ class DirSource(Source):
             links[key] = rel
         if fmt == pystat.S_IFREG:
             e.size = st.st_size
-            e.open = lambda full=full: open(full, "rb")
+            e.open = lambda full=full: open(full, "rb", buffering=0)
             if st.st_size and st.st_blocks * 512 < st.st_size:
                 fd = os.open(full, os.O_RDONLY)
                 try:
@@ -461,6 +462,11 @@ class _NoClose(io.RawIOBase):
     def seek(self, off, whence=0):
         return self.f.seek(off, whence)
 
+    def fileno(self):
+        # the spooled member starts at offset 0 of the file: the data copy
+        # may take it from there by descriptor
+        return self.f.fileno()
+
     def readable(self):
         return True
 
@@ -482,8 +488,11 @@ class ProtoSource(Source):
         self.base = os.path.dirname(os.path.abspath(self.path))
         with open(self.path, "rb") as f:
             text = f.read().decode("utf-8", "surrogateescape")
-        self.tokens = [t for line in text.splitlines() for t in line.split()
-                       if not line.lstrip().startswith("#")]
+        if "#" in text and _COMMENT_LINE.search(text):
+            self.tokens = [t for line in text.splitlines() for t in line.split()
+                           if not line.lstrip().startswith("#")]
+        else:
+            self.tokens = text.split()
         import time
         sde = os.environ.get("SOURCE_DATE_EPOCH")
         self.now = now_ns if now_ns is not None else \
@@ -503,58 +512,145 @@ class ProtoSource(Source):
         return kind, perm
 
     def __iter__(self) -> Iterator[Entry]:
-        return self.clamped(self._parse())
+        return self.clamped(self._parse(False))
 
-    def _parse(self) -> Iterator[Entry]:
+    def entries(self, runs: bool = False):
+        """Every entry, parents first.  With ``runs``, consecutive empty
+        regular files of a directory come as one :class:`EmptyFiles`."""
+        return self.clamped(self._parse(runs))
+
+    def _parse(self, runs: bool) -> Iterator[Entry]:
         toks = self.tokens
         if len(toks) < 6:
             raise InvalidArgument(f"{self.path}: too short for a protofile")
         pos = 3                       # boot image, blocks, inodes
         now = self.now
+        # protofiles repeat a handful of modes, owners and host files: each
+        # is parsed, mapped or looked at once
+        modes: dict = {}
+        owners: dict = {}
+        hosts: dict = {}
 
         def num(i, what):
             try:
                 return int(toks[i], 0)
             except (IndexError, ValueError):
                 raise InvalidArgument(f"{self.path}: expected a number for {what}") from None
-        kind, perm = self._mode(toks[pos], "root")
-        uid, gid = self.owners(num(pos + 1, "uid"), num(pos + 2, "gid"))
-        yield Entry("", "dir", perm, uid, gid, now, now, now)
-        pos += 3
-        stack = [""]
-        while stack:
-            if pos >= len(toks):
-                raise InvalidArgument(f"{self.path}: unexpected end (missing '$')")
-            if toks[pos] == "$":
-                stack.pop()
-                pos += 1
-                continue
-            name = toks[pos]
-            kind, perm = self._mode(toks[pos + 1] if pos + 1 < len(toks) else "", name)
-            uid, gid = self.owners(num(pos + 2, "uid"), num(pos + 3, "gid"))
-            pos += 4
-            rel = check_path(f"{stack[-1]}/{name}" if stack[-1] else name, name)
-            e = Entry(rel, kind, perm, uid, gid, now, now, now)
-            if kind == "file":
-                host = os.path.join(self.base, toks[pos])
-                pos += 1
+
+        def mode(tok, where):
+            got = modes.get(tok)
+            if got is None:
+                got = modes[tok] = self._mode(tok, where)
+            return got
+
+        def owner(i):
+            key = (toks[i], toks[i + 1]) if i + 1 < len(toks) else None
+            got = owners.get(key)
+            if got is None:
+                got = self.owners(num(i, "uid"), num(i + 1, "gid"))
+                if key is not None:
+                    owners[key] = got
+            return got
+
+        def host_size(tok):
+            """Size of a host file named by the protofile (readable), or the
+            OSError that stops it being used."""
+            got = hosts.get(tok)
+            if got is None:
+                host = os.path.join(self.base, tok)
                 try:
                     st = os.stat(host)
                     os.close(os.open(host, os.O_RDONLY))
+                    got = (host, st.st_size)
                 except OSError as exc:
-                    self.bad(FsToolError(f"{host}: {exc.strerror}"))
+                    got = (host, exc)
+                hosts[tok] = got
+            return got
+
+        kind, perm = self._mode(toks[pos], "root")
+        uid, gid = owner(pos + 1)
+        yield Entry("", "dir", perm, uid, gid, now, now, now)
+        pos += 3
+        stack = [""]
+        ntoks = len(toks)
+        # a run of empty files belongs to the directory on top of the stack:
+        # it is given out before anything else and whenever that changes
+        run: list = []
+        # what the common line needs, filled by the general path below: the
+        # permissions of file modes, mapped owners, empty readable host files
+        file_perms: dict = {}
+        empty_hosts: set = set()
+        while stack:
+            if runs:
+                # the common line, an empty file whose mode, owners and host
+                # file were seen before, in a few dictionary lookups
+                while pos + 4 < ntoks:
+                    name = toks[pos]
+                    perm = file_perms.get(toks[pos + 1])
+                    if perm is None or name == "$":
+                        break
+                    ids = owners.get((toks[pos + 2], toks[pos + 3]))
+                    if ids is None or toks[pos + 4] not in empty_hosts or "/" in name or \
+                            "\0" in name or name == "." or name == "..":
+                        break
+                    bname = name.encode("utf-8", "surrogateescape")
+                    if len(bname) > NAME_MAX:
+                        break
+                    run.append((bname, perm, ids[0], ids[1], now, now))
+                    pos += 5
+            if pos >= ntoks:
+                raise InvalidArgument(f"{self.path}: unexpected end (missing '$')")
+            name = toks[pos]
+            if name == "$":
+                if run:
+                    yield EmptyFiles(stack[-1], run)
+                    run = []
+                stack.pop()
+                pos += 1
+                continue
+            kind, perm = mode(toks[pos + 1] if pos + 1 < ntoks else "", name)
+            uid, gid = owner(pos + 2)
+            pos += 4
+            parent = stack[-1]
+            if kind == "file":
+                if pos >= ntoks:
+                    raise InvalidArgument(f"{self.path}: unexpected end (missing '$')")
+                file_perms[toks[pos - 3]] = perm
+                host, size = host_size(toks[pos])
+                if size == 0:
+                    empty_hosts.add(toks[pos])
+                pos += 1
+                if size == 0 and runs and "/" not in name and "\0" not in name and \
+                        name != "." and name != "..":
+                    bname = name.encode("utf-8", "surrogateescape")
+                    if len(bname) <= NAME_MAX:
+                        run.append((bname, perm, uid, gid, now, now))
+                        continue
+            rel = check_path(f"{parent}/{name}" if parent else name, name)
+            e = Entry(rel, kind, perm, uid, gid, now, now, now)
+            if kind == "file":
+                if type(size) is not int:
+                    self.bad(FsToolError(f"{host}: {size.strerror}"))
                     continue
-                e.size = st.st_size
-                e.open = lambda host=host: open(host, "rb")
+                e.size = size
+                e.open = lambda host=host: open(host, "rb", buffering=0)
             elif kind in ("chardev", "blockdev"):
                 e.rdev = (num(pos, "major"), num(pos + 1, "minor"))
                 pos += 2
             elif kind == "symlink":
+                if pos >= ntoks:
+                    raise InvalidArgument(f"{self.path}: unexpected end (missing '$')")
                 e.target = _check_target(toks[pos].encode("utf-8", "surrogateescape"), rel)
                 pos += 1
+            if run:
+                yield EmptyFiles(parent, run)
+                run = []
             yield e
             if kind == "dir":
                 stack.append(rel)
+
+
+_COMMENT_LINE = re.compile(r"^[ \t]*#", re.M)
 
 
 def _looks_like_proto(path: str) -> bool:

@@ -1,0 +1,133 @@
+"""File data copied into an image by the kernel (Device.copy_from and
+ns.files._copy_blocks, what populate uses for host files): shared blocks
+where the image's filesystem allows, else copy_file_range, else read and
+write; the same bytes every way, zeros after the data in the last block and
+wherever the source has shrunk meanwhile."""
+from __future__ import annotations
+
+import errno
+import os
+import random
+import subprocess
+
+import pytest
+
+from fixtures import images
+from fstool.errors import ImageError
+from fstool.io.device import Device
+from fstool.ns import files as F
+
+BS = 4096
+
+
+def _image(path, size=1 << 20, fill=b"\xff"):
+    """A writable Device over a file of ``size`` bytes of ``fill``: what a
+    copy leaves unwritten shows."""
+    with open(path, "wb") as f:
+        f.write(fill * size)
+    return Device(str(path), writable=True)
+
+
+def _source(path, data):
+    with open(path, "wb") as f:
+        f.write(data)
+    return os.open(path, os.O_RDONLY)
+
+
+@pytest.mark.parametrize("way", ["copy_file_range", "read and write"])
+def test_copy_from_gives_the_source_bytes(tmp_path, monkeypatch, way):
+    data = random.Random(1).randbytes(300_000)
+    dev = _image(tmp_path / "img")
+    fd = _source(tmp_path / "src", data)
+    calls = []
+    real = os.copy_file_range
+
+    def cfr(*a):
+        calls.append(a)
+        if way == "read and write":
+            raise OSError(errno.EXDEV, "cross-device")
+        return real(*a)
+    monkeypatch.setattr(os, "copy_file_range", cfr)
+    try:
+        assert dev.copy_from(fd, 4096, 8192, 200_000) == 200_000
+        # the source ends first: fewer bytes, and they are the last ones
+        assert dev.copy_from(fd, 250_000, 512 << 10, 100_000) == 50_000
+    finally:
+        os.close(fd)
+        dev.close()
+    img = (tmp_path / "img").read_bytes()
+    assert img[8192:8192 + 200_000] == data[4096:204_096]
+    assert img[8191] == 0xFF and img[8192 + 200_000] == 0xFF
+    assert img[512 << 10:(512 << 10) + 50_000] == data[250_000:]
+    assert calls, "copy_file_range was not tried"
+    if way == "read and write":
+        assert len(calls) == 1          # a host that refuses it is not asked again
+
+
+def test_copy_from_reports_source_and_image_errors(tmp_path):
+    dev = _image(tmp_path / "img")
+    wronly = os.open(tmp_path / "src", os.O_WRONLY | os.O_CREAT)
+    try:
+        # an unreadable source is the source's error (an OSError for the
+        # entry), not an image error
+        with pytest.raises(OSError) as ei:
+            dev.copy_from(wronly, 0, 0, 4096)
+        assert ei.value.errno == errno.EBADF and not isinstance(ei.value, ImageError)
+        with pytest.raises(ImageError, match="beyond the end"):
+            dev.copy_from(wronly, 0, (1 << 20) - 100, 4096)
+    finally:
+        os.close(wronly)
+        dev.close()
+
+
+@pytest.mark.parametrize("size,length,actual", [
+    (5, BS, 5),                             # a few bytes: read, padded
+    (100_005, 25 * BS, 100_005),            # whole blocks by the kernel, then the tail
+    (3 << 20, 768 * BS, 70_000),            # the source shrank: zeros for the rest
+    (200_000, 49 * BS, 0),                  # ... to nothing
+])
+def test_copy_blocks_pads_with_zeros(tmp_path, size, length, actual):
+    data = random.Random(size).randbytes(actual)
+    dev = _image(tmp_path / "img", size=4 << 20)
+    fd = _source(tmp_path / "src", data)
+    try:
+        F._copy_blocks(dev, fd, 0, BS, length, size, BS)
+    finally:
+        os.close(fd)
+        dev.close()
+    img = (tmp_path / "img").read_bytes()
+    assert img[:BS] == b"\xff" * BS
+    assert img[BS:BS + actual] == data
+    assert img[BS + actual:BS + length] == bytes(length - actual)
+    assert img[BS + length:BS + length + BS] == b"\xff" * BS
+
+
+def _shared(path) -> bool:
+    r = subprocess.run(["filefrag", "-v", str(path)], capture_output=True, text=True)
+    return "shared" in r.stdout
+
+
+@pytest.mark.skipif(not images.loop_available(),
+                    reason="needs root, xfsprogs and a kernel loop mount of XFS")
+def test_copy_from_shares_blocks_on_a_reflink_filesystem(scratch_xfs):
+    """Source and image on one XFS with reflink: whole blocks are shared
+    (FICLONERANGE), an unaligned range is copied, the bytes are the same."""
+    d = scratch_xfs / "copy-share"
+    d.mkdir(exist_ok=True)
+    data = random.Random(2).randbytes(256 << 10)
+    dev = _image(d / "img", size=1 << 20, fill=b"\0")
+    fd = _source(d / "src", data)
+    try:
+        os.fsync(fd)
+        assert dev.copy_from(fd, 64 << 10, 128 << 10, 128 << 10) == 128 << 10
+        assert dev._clone_ok
+        assert dev.copy_from(fd, 100, 512 << 10, 5000) == 5000      # not whole blocks
+        assert dev._clone_ok
+    finally:
+        os.close(fd)
+        dev.close()
+    img = (d / "img").read_bytes()
+    assert img[128 << 10:256 << 10] == data[64 << 10:192 << 10]
+    assert img[512 << 10:(512 << 10) + 5000] == data[100:5100]
+    if subprocess.run(["which", "filefrag"], capture_output=True).returncode == 0:
+        assert _shared(d / "img")
