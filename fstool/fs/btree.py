@@ -12,7 +12,7 @@ import struct
 from typing import Callable, Iterator, NamedTuple
 
 from .._backend import parsers
-from ..errors import CorruptionError
+from ..errors import CorruptionError, FsToolError
 from ..format import constants as C
 from ..io import verify as V
 
@@ -68,9 +68,11 @@ FINOBT_SPARSE = BtreeType("finobt", V.FINOBT, False, 16, 4, _decode_inobt_sparse
 FINOBT_FULL = BtreeType("finobt", V.FINOBT, False, 16, 4, _decode_inobt_full, *_INO)
 REFCOUNTBT = BtreeType("refcountbt", V.REFCBT, False, 12, 4, _decode_refcount,
                        ("startblock", "blockcount", "refcount"), ">I", ("startblock",))
-RMAPBT = BtreeType("rmapbt", V.RMAPBT, False, 24, 20, _decode_rmap,
-                   ("startblock", "blockcount", "owner", "offset"), ">IQQ",
-                   ("startblock", "owner", "offset"))
+# the rmapbt overlaps: a node holds a low and a high key per child
+RMAPBT = BtreeType("rmapbt", V.RMAPBT, False, 24, 40, _decode_rmap,
+                   ("startblock", "blockcount", "owner", "offset"), ">IQQIQQ",
+                   ("startblock", "owner", "offset", "high_startblock", "high_owner",
+                    "high_offset"))
 BMBT = BtreeType("bmbt", V.BMBT, True, 16, 8, parsers.decode_bmbt_recs,
                  ("startoff", "startblock", "blockcount", "extentflag"), ">Q", ("startoff",))
 
@@ -132,6 +134,101 @@ class BtreeReader:
         return BtreeBlock(daddr, addr, level, numrecs, left, right,
                           [keys[i:i + bt.key_len] for i in range(0, len(keys), bt.key_len)],
                           ptrs, [])
+
+    def scan_block(self, addr: int, expect_level: int | None = None):
+        """Read and decode one block without raising, the way a checker
+        wants it: (block or None, problems), problems being (field, detail)
+        for every way the block fails its verifier (magic, CRC, uuid,
+        self-address, owner), the level it is expected at or its record
+        count.  The block is decoded despite a bad checksum or identity (as
+        xfs_repair salvages it), at the expected level when one is given,
+        with the record count clamped to what fits; it is None only when it
+        cannot be read or is not a block of this tree (wrong magic)."""
+        bt = self.bt
+        try:
+            daddr = self.addr_to_daddr(addr)
+        except CorruptionError as e:
+            return None, [("ptr", e.detail)]
+        try:
+            buf = self.fs.dev.pread(daddr << C.BBSHIFT, self.blocksize)
+        except FsToolError as e:
+            return None, [("ptr", str(e))]
+        problems = []
+        bufty = bt.buftype
+        (magic,) = struct.unpack_from(bufty.magic_fmt, buf, bufty.magic_off)
+        if magic not in bufty.magics:
+            return None, [("magic", f"bad magic 0x{magic:x}")]
+        if not parsers.xfs_cksum_ok(buf, bufty.crc_off):
+            problems.append(("crc", "CRC mismatch"))
+        if buf[bufty.uuid_off:bufty.uuid_off + 16] != self.fs.uuid:
+            problems.append(("uuid", "uuid does not match the filesystem"))
+        (blkno,) = struct.unpack_from(">Q", buf, bufty.blkno_off)
+        if blkno != daddr:
+            problems.append(("blkno", f"records daddr {blkno}, read from {daddr}"))
+        (owner,) = struct.unpack_from(bufty.owner_fmt, buf, bufty.owner_off)
+        if owner != self.owner:
+            problems.append(("owner", f"owner is {owner}, expected {self.owner}"))
+        level, numrecs = struct.unpack_from(">HH", buf, 4)
+        if expect_level is not None and level != expect_level:
+            problems.append(("bb_level", f"level {level}, expected {expect_level}"))
+            level = expect_level
+        maxr = bt.maxrecs(self.blocksize, level == 0)
+        if numrecs > maxr:
+            problems.append(("bb_numrecs", f"{numrecs} records, at most {maxr} fit"))
+            numrecs = maxr
+        return self._decode(buf, daddr, addr, level, numrecs, maxr), problems
+
+    def _decode(self, buf, daddr: int, addr: int, level: int, numrecs: int,
+                maxr: int) -> BtreeBlock:
+        bt = self.bt
+        if bt.long_ptrs:
+            left, right = struct.unpack_from(">QQ", buf, 8)
+        else:
+            left, right = struct.unpack_from(">II", buf, 8)
+        hdr = bt.hdr_len
+        if level == 0:
+            return BtreeBlock(daddr, addr, level, numrecs, left, right, [], [],
+                              bt.decode(buf, hdr, numrecs))
+        kl = bt.key_len
+        keys = [bytes(buf[hdr + i * kl:hdr + (i + 1) * kl]) for i in range(numrecs)]
+        poff = hdr + maxr * kl
+        pfmt = ">Q" if bt.long_ptrs else ">I"
+        ptrs = [v for (v,) in struct.iter_unpack(pfmt, bytes(
+            buf[poff:poff + numrecs * bt.ptr_len]))]
+        return BtreeBlock(daddr, addr, level, numrecs, left, right, keys, ptrs, [])
+
+    def walk(self, root_ptrs: list, root_level: int, on_problem: Callable,
+             root_keys: list | None = None) -> Iterator[list]:
+        """Every block below the root pointers, one row per level from the
+        top down, each row in key order, as (block, key) pairs, key being
+        the raw key its parent holds for it (``root_keys[i]`` for the root
+        pointers, or None).  Never raises: ``on_problem(addr, level, field,
+        detail)`` hears of every block that fails scan_block, of pointers
+        reached twice (field "ptr", not followed again) and of a tree
+        deeper than the format allows; blocks that cannot be decoded are
+        left out of their row."""
+        if not 1 <= root_level <= C.XFS_BTREE_MAXLEVELS:
+            on_problem(None, root_level, "level", f"tree height {root_level} is not valid")
+            return
+        seen = set()
+        keys = list(root_keys) if root_keys is not None else [None] * len(root_ptrs)
+        todo = list(zip(root_ptrs, keys))
+        level = root_level - 1
+        while todo and level >= 0:
+            row = []
+            for addr, key in todo:
+                if addr in seen:
+                    on_problem(addr, level, "ptr", "block reached twice (cycle or cross-link)")
+                    continue
+                seen.add(addr)
+                blk, problems = self.scan_block(addr, level)
+                for field, detail in problems:
+                    on_problem(addr, level, field, detail)
+                if blk is not None:
+                    row.append((blk, key))
+            yield row
+            todo = [(p, k) for blk, _ in row for p, k in zip(blk.ptrs, blk.keys)]
+            level -= 1
 
     def blocks(self, root_ptrs: list, root_level: int) -> Iterator[BtreeBlock]:
         """Depth-first over every block below the given root pointers."""
