@@ -1,0 +1,25 @@
+"""Phases counters and log: the superblock counters against the AG totals,
+and a clean log."""
+from __future__ import annotations
+
+
+class SummaryPhases:
+    def phase_counters(self) -> None:
+        f = self.sb.fields
+        for field, key in (("sb_icount", "icount"), ("sb_ifree", "ifree"),
+                           ("sb_fdblocks", "fdblocks")):
+            if f[field] != self.ag_totals[key]:
+                self.report("SB_COUNTERS", f"{field} is {f[field]}, the AGs add up to "
+                            f"{self.ag_totals[key]}", agno=0, block=0, field=field,
+                            expected=self.ag_totals[key], found=f[field])
+
+    def phase_log(self) -> None:
+        from ...fs.logstate import log_is_clean
+        try:
+            clean, why = log_is_clean(self.fs)
+        except Exception as e:       # noqa: BLE001 - an unreadable log is not clean
+            clean, why = False, f"it cannot be read ({e})"
+        if not clean:
+            self.log_dirty = True
+            self.report("LOG_DIRTY", f"the log is dirty ({why}): mount the image to replay "
+                        "it, or replay it with fstool, before checking")
