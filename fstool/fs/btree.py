@@ -88,6 +88,7 @@ class BtreeBlock(NamedTuple):
     keys: list
     ptrs: list
     recs: list
+    lsn: int = 0             # set by scan_block (checkers compare it with the log)
 
 
 class BtreeReader:
@@ -182,20 +183,20 @@ class BtreeReader:
                 maxr: int) -> BtreeBlock:
         bt = self.bt
         if bt.long_ptrs:
-            left, right = struct.unpack_from(">QQ", buf, 8)
+            left, right, lsn = struct.unpack_from(">QQ8xQ", buf, 8)
         else:
-            left, right = struct.unpack_from(">II", buf, 8)
+            left, right, lsn = struct.unpack_from(">II8xQ", buf, 8)
         hdr = bt.hdr_len
         if level == 0:
             return BtreeBlock(daddr, addr, level, numrecs, left, right, [], [],
-                              bt.decode(buf, hdr, numrecs))
+                              bt.decode(buf, hdr, numrecs), lsn)
         kl = bt.key_len
         keys = [bytes(buf[hdr + i * kl:hdr + (i + 1) * kl]) for i in range(numrecs)]
         poff = hdr + maxr * kl
         pfmt = ">Q" if bt.long_ptrs else ">I"
         ptrs = [v for (v,) in struct.iter_unpack(pfmt, bytes(
             buf[poff:poff + numrecs * bt.ptr_len]))]
-        return BtreeBlock(daddr, addr, level, numrecs, left, right, keys, ptrs, [])
+        return BtreeBlock(daddr, addr, level, numrecs, left, right, keys, ptrs, [], lsn)
 
     def walk(self, root_ptrs: list, root_level: int, on_problem: Callable,
              root_keys: list | None = None) -> Iterator[list]:

@@ -77,7 +77,7 @@ class CheckerBase:
     # what an AG worker hands back to be merged
     MERGED_LISTS = ("findings", "dirs")
     MERGED_DICTS = ("tables", "chunks", "unlinked", "next_unlinked", "refcounts", "rmaps",
-                    "agf", "agi", "refcount_trees")
+                    "agf", "agi", "refcount_trees", "dir_raw")
     MERGED_AG_LISTS = ("claims", "rmap_expect")
     MERGED_COUNTS = ("ag_totals",)
 
@@ -89,6 +89,7 @@ class CheckerBase:
         self._phase = ""
         self.findings: list[Finding] = []
         self.dirs: list[int] = []
+        self.dir_raw: dict = {}           # directory inode -> its raw inode
         self.tables: dict = {}
         self.chunks: dict = {}
         self.agf: dict = {}

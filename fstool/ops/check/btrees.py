@@ -59,7 +59,7 @@ class BtreePhases:
                 nblocks += 1
                 self.claim(agno, blk.addr, 1, owner)
                 is_root = depth == 0
-                self._check_lsn_block(reader, blk, name, agno)
+                self._check_lsn(blk.lsn, name, agno=agno, block=blk.addr, field="bb_lsn")
                 minr = leaf_min if level == 0 else node_min
                 if not is_root and blk.numrecs < minr:
                     self.report("BTREE_NUMRECS", f"{name} block {blk.addr} in AG {agno}: "
@@ -124,14 +124,6 @@ class BtreePhases:
                             f"key {k[:len(first)]} differs from its first key {first}",
                             agno=agno, block=blk.addr, structure=name, field="keys")
         return on_node, check
-
-    def _check_lsn_block(self, reader, blk, name, agno) -> None:
-        bt = reader.bt
-        off = 32 if bt.long_ptrs else 24
-        raw = self.fs.dev.pread((blk.daddr << C.BBSHIFT) + off, 8)
-        (lsn,) = struct.unpack(">Q", raw)
-        self._check_lsn(lsn, name, agno=agno, block=blk.addr if not bt.long_ptrs else None,
-                        field="bb_lsn")
 
     # -- phase: free space -----------------------------------------------------
     def phase_free_space(self) -> None:
@@ -277,6 +269,10 @@ class BtreePhases:
 
     def _inode_btrees(self, agno: int, agi: dict) -> None:
         sb = self.sb
+        self._ialign = sb.fields["sb_inoalignmt"] if sb.fields["sb_versionnum"] & 0x80 else 0
+        if not hasattr(self, "_agino_lo"):
+            self._agino_lo, self._agino_hi = {}, {}
+        self._agino_lo[agno], self._agino_hi[agno] = self.agino_range(agno)
         sparse_fs = sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_SPINODES)
         recs = []
         counts = {"count": 0, "free": 0, "fibt_free": 0}
@@ -337,10 +333,14 @@ class BtreePhases:
         when the record cannot be used."""
         sb = self.sb
         startino, holemask, count, freecount, free = rec
+        ialign = self._ialign
+        if not holemask and count == 64 and free.bit_count() == freecount and startino and \
+                not startino & 63 and not (ialign and (startino >> sb.inopblog) % ialign) and \
+                self._agino_lo[agno] <= startino and startino + 63 <= self._agino_hi[agno]:
+            return True                 # the common record: a whole, aligned chunk
         where = dict(agno=agno, block=block, structure=name, index=i)
         off = startino & (sb.inopblock - 1)
         agbno = startino >> sb.inopblog
-        ialign = sb.fields["sb_inoalignmt"] if sb.fields["sb_versionnum"] & 0x80 else 0
         if startino == 0 or (sb.inopblock <= 64 and off) or \
                 (sb.inopblock > 64 and off % 64) or (ialign and agbno % ialign):
             self.report("INOBT_RECORD", f"{name} of AG {agno}: record {i} of block {block} "

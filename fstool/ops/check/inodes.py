@@ -419,6 +419,7 @@ class InodePhase:
                 where, found=d["onlink"])
         if ifmt == C.S_IFDIR:
             self.dirs.append(ino)
+            self.dir_raw[ino] = raw
         elif ifmt == C.S_IFLNK and node is not None:
             self._check_symlink(node, d, where)
         return True

@@ -9,6 +9,7 @@ from ..._backend import parsers
 from ...errors import FsToolError
 from ...format import constants as C
 from ...fs import dir as xdir
+from ...fs.inode import Inode
 from .dirs import T_BADNAME, T_DIR, T_DOT, T_FREE, T_FTYPE, T_SELF
 from .table import InodeTable
 
@@ -34,10 +35,12 @@ class NamespacePhase:
             self._tick(done, len(self.dirs))
             # what was counted before a block failed to read still counts
             odd = []
-            dd = None
+            dd = node = None
             failed = False
             try:
-                dd = self.check_dir(fs.inode(ino), tab, odd)
+                node = Inode(fs, ino, self.dir_raw[ino]) if ino in self.dir_raw \
+                    else fs.inode(ino)
+                dd = self.check_dir(node, tab, odd)
             except FsToolError as e:
                 self.from_error("DIR_CORRUPT", e, ino=ino, structure="dir")
                 failed = True
@@ -93,7 +96,7 @@ class NamespacePhase:
                     children[ino].append(child)
             if failed:
                 continue
-            if xdir_form_has_dots(fs, ino) and not dots:
+            if node.format != C.XFS_DINODE_FMT_LOCAL and not dots:
                 self.report("DIR_DOT", f"directory {ino}: no '.' entry", ino=ino,
                             structure="dir")
             if dd is not None:
@@ -174,12 +177,3 @@ class NamespacePhase:
                     seen.add(c)
                     stack.append(c)
         return seen
-
-
-def xdir_form_has_dots(fs, ino: int) -> bool:
-    """Whether the directory's form stores '.' as an entry (all but
-    shortform)."""
-    try:
-        return fs.inode(ino).format != C.XFS_DINODE_FMT_LOCAL
-    except FsToolError:
-        return False

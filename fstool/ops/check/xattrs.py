@@ -145,13 +145,68 @@ class XattrChecks:
                         field="crc", **where)
         blkno, _lsn = struct.unpack_from(">QQ", buf, 16)
         owner = struct.unpack_from(">Q", buf, 48)[0]
-        bad = [f for f, ok in (("blkno", blkno == daddr), ("uuid", buf[32:48] == self.fs.uuid),
-                               ("owner", owner == node.ino)) if not ok]
-        for f in bad:
+        bad = [(f, f"has the wrong {f}")
+               for f, ok in (("blkno", blkno == daddr), ("uuid", buf[32:48] == self.fs.uuid),
+                             ("owner", owner == node.ino)) if not ok]
+        why = self._attr_leaf_verify(buf) if magic == C.XFS_ATTR3_LEAF_MAGIC else \
+            self._da_node_verify(buf)
+        if why:
+            bad.append(why)
+        for f, detail in bad:
             self.report("XATTR" if root else "XATTR_VERIFY", f"inode {node.ino}: attr block "
-                        f"{ablk} has the wrong {f}", field=f, **where)
+                        f"{ablk} {detail}", field=f, **where)
         self._check_lsn(_lsn, "attr", ino=node.ino, offset=ablk, fork="attr", field="lsn")
         return buf
+
+    def _attr_leaf_verify(self, buf):
+        """The kernel's xfs_attr3_leaf_verify past the block header:
+        (field, why) or None."""
+        bs = self.sb.blocksize
+        count, _used, firstused = struct.unpack_from(">HHH", buf, 56)
+        hdr = C.XFS_ATTR3_LEAF_HDR_SIZE
+        firstused = firstused or bs
+        if firstused > bs or firstused < hdr:
+            return "firstused", f"first name at {firstused} is outside the name area"
+        if hdr + 8 * count > firstused:
+            return "count", f"{count} entries run into the names at {firstused}"
+        last = 0
+        for i in range(count):
+            h, nameidx, flags = struct.unpack_from(">IHB", buf, hdr + 8 * i)
+            if h < last:
+                return "hashval", f"entry {i} is out of hash order"
+            last = h
+            if nameidx < firstused or nameidx >= bs:
+                return "nameidx", f"entry {i} name index {nameidx} is outside the names"
+            if flags & C.XFS_ATTR_LOCAL:
+                if nameidx + 3 > bs:
+                    return "nameidx", f"entry {i} overruns the block"
+                valuelen, namelen = struct.unpack_from(">HB", buf, nameidx)
+                size = (3 + namelen + valuelen + 3) & ~3
+            else:
+                if nameidx + 9 > bs:
+                    return "nameidx", f"entry {i} overruns the block"
+                valueblk, _vl, namelen = struct.unpack_from(">IIB", buf, nameidx)
+                size = (11 + namelen + 3) & ~3
+                if not flags & C.XFS_ATTR_INCOMPLETE and valueblk == 0:
+                    return "valueblk", f"remote entry {i} has no value block"
+            if namelen == 0:
+                return "namelen", f"entry {i} has a zero-length name"
+            if nameidx + size > bs:
+                return "nameidx", f"entry {i} overruns the block"
+        for i in range(3):
+            base, size = struct.unpack_from(">HH", buf, 68 + 4 * i)
+            if base > bs or base & 3 or size > bs or size & 3 or base + size > bs:
+                return "freemap", f"free map {i} ({base}, {size}) is invalid"
+        return None
+
+    def _da_node_verify(self, buf):
+        """The kernel's xfs_da3_node_verify past the block header."""
+        count, level = struct.unpack_from(">HH", buf, 56)
+        if not 1 <= level <= C.XFS_DA_NODE_MAXDEPTH:
+            return "level", f"node level {level} is invalid"
+        if count == 0 or (count > self.da_node_ents and count > self.attr_node_ents):
+            return "count", f"node holds {count} entries"
+        return None
 
     def _attr_leaf(self, node, ablk, buf, last_hash):
         """process_leaf_attr_block: [lowest, greatest] hash of the entries,
@@ -237,6 +292,14 @@ class XattrChecks:
         """rmtval_get: every block of a remote value mapped and sound."""
         bs = self.sb.blocksize
         per = bs - C.XFS_ATTR3_RMT_HDR_SIZE
+        if valuelen >= 1 << 31:
+            # xfs_repair reads the length as a signed int: a negative length
+            # reads nothing (the kernel would fail to read the value)
+            self.report("XATTR_VERIFY", f"inode {node.ino}: remote value of attr leaf {ablk} "
+                        f"entry {i} is {valuelen} bytes long", ino=node.ino, fork="attr",
+                        structure="attr", offset=ablk, field="valuelen", index=i,
+                        found=valuelen)
+            return True
         nblocks = -(-valuelen // per) if valuelen else 0
         for b in range(valueblk, valueblk + nblocks):
             why = None
