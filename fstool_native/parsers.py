@@ -444,7 +444,8 @@ def check_extents(exts, agblklog, agblocks, agcount, last_ag_blocks):
         if i and startoff < prev_end:
             return i, "extents out of order or overlapping"
         prev_end = startoff + count
-        agno = startblock >> agblklog
+        # the AG number is 32 bits wide (XFS_FSB_TO_AGNO): higher bits drop
+        agno = (startblock >> agblklog) & 0xFFFFFFFF
         agbno = startblock & mask
         if agno >= agcount:
             return i, f"block {startblock} lies in AG {agno}, beyond the last AG"

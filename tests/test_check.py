@@ -243,3 +243,127 @@ def test_inobt_record_outside_its_ag(kernel_img, tmp_path):
               f["found"] >> agino_log != 0]
     assert not strays, strays[:3]
     assert repair_n(img) == 1
+
+
+def _corpus_inodes():
+    from fixtures import corpus_base
+    return corpus_base.load_inodes(corpus_base.base_image("std"))
+
+
+# (name, xfs_db commands on the corpus base image (inode numbers looked up by
+# name), a code fstool must report, whether it is an error).  Each is a
+# class of damage fstool check once missed or misjudged; xfs_repair -n's
+# verdict must be the same.
+ISSUE_CASES = [
+    ("AGFL slot holding a file's block", ["agfl 1", "write -d bno[34] {file_one_block}"],
+     "SPACE_OVERLAP", True),
+    ("AGFL slot repeated", ["agfl 1", "write -d bno[34] 511"], "AGFL_DUPLICATE", False),
+    ("unlinked bucket at agino 0", ["agi 1", "write -d unlinked[0] 0"], "AGI_UNLINKED", True),
+    ("unlinked bucket at a random agino", ["agi 1", "write -d unlinked[5] 12345"],
+     "AGI_UNLINKED", True),
+    ("unlinked bucket at a linked inode", ["agi 1", "write -d unlinked[28] 3484"],
+     "AGI_UNLINKED", True),
+    ("next_unlinked of an inode on no list",
+     ["inode {file_one}", "write -d next_unlinked 3485"], "INODE_UNLINKED", True),
+    ("extent size flag on a directory", ["inode {dirs}", "write -d core.extsz 1"],
+     "INODE_FLAGS", True),
+    ("extent size hint on a symlink", ["inode {symlink_inline}", "write -d core.extsize 16"],
+     "INODE_EXTSIZE", True),
+    ("extent size flag on a device", ["inode {special_chr}", "write -d core.extsz 1"],
+     "INODE_FLAGS", True),
+    ("nosymlinks on a file", ["inode {file_one}", "write -d core.nosymlinks 1"],
+     "INODE_FLAGS", True),
+    ("bigtime cleared on an inode", ["inode {file_one}", "write -d v3.bigtime 0"],
+     "INODE_TIMESTAMP", True),
+    ("root directory of an impossible size", ["inode 128", "write -d core.size 1099511627776"],
+     "INODE_SIZE", True),
+    ("'/' in a shortform name", ["inode {dirs}", 'write -d u3.sfdir3.list[2].name "le/f"'],
+     "DIR_NAME", True),
+    ("duplicate shortform name", ["inode {dirs}", 'write -d u3.sfdir3.list[3].name "leaf"'],
+     "DIR_NAME", True),
+    ("shortform offsets out of order", ["inode {dirs}", "write -d u3.sfdir3.list[2].offset 0x60"],
+     "DIR_CORRUPT", True),
+    ("block directory '.' naming another inode",
+     ["inode {dir_block}", "dblock 0", "write -d bu[0].inumber 131"], "DIR_DOT", True),
+    ("directory da-btree 'before' pointer",
+     ["inode {dir_node}", "dblock 8388608", "write -d nbtree[0].before 8388614"],
+     "DIR_NODE", True),
+    ("attr da-btree 'before' pointer",
+     ["inode {xattr_node}", "ablock 0", "write -d btree[1].before 5"], "XATTR_NODE", True),
+    ("bmbt right sibling", ["inode {file_bmbt2}", "addr u3.bmbt.ptrs[1]", "addr ptrs[1]",
+                            "write -d rightsib 12"], "BMBT_SIBLING", True),
+    ("bmbt left sibling", ["inode {file_bmbt2}", "addr u3.bmbt.ptrs[1]", "addr ptrs[2]",
+                           "write -d leftsib 0"], "BMBT_SIBLING", True),
+    ("bmbt node key", ["inode {file_bmbt2}", "addr u3.bmbt.ptrs[1]",
+                       "write -d keys[2].startoff 3"], "BMBT_KEY", True),
+    ("bmbt records out of order", ["inode {file_bmbt2}", "addr u3.bmbt.ptrs[1]",
+                                   "addr ptrs[1]", "write -d recs[3].startoff 1"],
+     "INODE_EXTENT", True),
+    ("AGF version", ["agf 1", "write -d versionnum 2"], "AGF_HEADER", True),
+    ("secondary superblock feature bits", ["sb 1", "write -d features_incompat 0xa"],
+     "SB_SECONDARY", True),
+    ("attr leaf firstused", ["inode {xattr_leaf}", "ablock 0", "write -d hdr.firstused 100"],
+     "XATTR", True),
+    ("attr leaf free map", ["inode {xattr_leaf}", "ablock 0", "write -d hdr.freemap[0].base 6"],
+     "XATTR", True),
+    # agblklog is 14: the AG number is bits 14-45 of a block number, and bits
+    # above it are dropped by the kernel and xfs_repair alike
+    ("extent block number above the AG number bits",
+     ["inode {file_bmbt2}", "addr u3.bmbt.ptrs[1]", "addr ptrs[1]",
+      f"write -d recs[1].startblock {17912 + (1 << 46)}"], None, False),
+    ("extent block number in an AG past the last",
+     ["inode {file_bmbt2}", "addr u3.bmbt.ptrs[1]", "addr ptrs[1]",
+      f"write -d recs[1].startblock {17912 + (1 << 45)}"], "INODE_EXTENT", True),
+]
+
+
+@pytest.mark.parametrize("name, cmds, code, is_error", ISSUE_CASES,
+                         ids=[c[0] for c in ISSUE_CASES])
+def test_damage_classes(name, cmds, code, is_error, tmp_path):
+    """Each class of damage is found, named in the problem table with the
+    severity xfs_repair -n's verdict calls for."""
+    if not images.loop_available():
+        pytest.skip("the corpus base images need root and a kernel loop mount of XFS")
+    from fixtures import corpus_base
+    base = corpus_base.base_image("std")
+    inodes = _corpus_inodes()
+    img = tmp_path / "d.img"
+    subprocess.run(["cp", "--sparse=always", str(base), str(img)], check=True)
+    if "{file_one_block}" in " ".join(cmds):
+        out = subprocess.run(["xfs_db", "-r", "-c", f"inode {inodes['file_one']}", "-c",
+                              "bmap", str(img)], capture_output=True, text=True).stdout
+        inodes["file_one_block"] = out.split("(")[1].split("/")[1].split(")")[0]
+    args = ["xfs_db", "-x", "-f"] + [a for c in cmds for a in ("-c", c.format(**inodes))]
+    subprocess.run(args + [str(img)], check=True, capture_output=True)
+    res, _ = check(img, "--json")
+    found = [json.loads(line) for line in res.stdout.splitlines()]
+    if code is None:
+        assert not found, res.stdout[:2000]
+    else:
+        assert any(f["code"] == code for f in found), res.stdout[:2000]
+    assert res.returncode == (1 if is_error else 0), res.stdout[:2000]
+    assert (repair_n(img) != 0) == is_error
+
+
+def test_unused_superblock_bytes(tmp_path):
+    """Bytes past a secondary superblock's last field, checksum restamped."""
+    if not images.loop_available():
+        pytest.skip("the corpus base images need root and a kernel loop mount of XFS")
+    from fixtures import corpus_base
+    base = corpus_base.base_image("std")
+    img = tmp_path / "u.img"
+    subprocess.run(["cp", "--sparse=always", str(base), str(img)], check=True)
+    import fstool
+    with fstool.open_image(img) as fs:
+        off = fs.agb_to_daddr(1, 0) * 512
+    with open(img, "r+b") as f:
+        f.seek(off + 400)
+        f.write(b"\x01")
+    subprocess.run(["xfs_db", "-x", "-f", "-c", "sb 1", "-c", "crc -r", str(img)], check=True,
+                   capture_output=True)
+    res, _ = check(img, "--json")
+    found = [json.loads(line) for line in res.stdout.splitlines()]
+    assert res.returncode == 1
+    assert any(f["code"] == "SB_SECONDARY" and f["field"] == "unused" and f["agno"] == 1
+               for f in found)
+    assert repair_n(img) == 1

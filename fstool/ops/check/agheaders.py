@@ -33,10 +33,17 @@ class AGGeometry:
     def verify_agbno(self, agno: int, agbno: int) -> bool:
         return self.agfl_block < agbno < self.fs.ag_length(agno)
 
+    def fsb_split(self, fsbno: int) -> tuple[int, int]:
+        """(AG, block in AG) of a filesystem block number.  The AG number
+        is 32 bits wide (XFS_FSB_TO_AGNO), so bits above it are dropped: the
+        kernel and xfs_repair both read such a number as the block those bits
+        fall back to."""
+        agblklog = self.sb.agblklog
+        return (fsbno >> agblklog) & 0xFFFFFFFF, fsbno & ((1 << agblklog) - 1)
+
     def verify_fsbno(self, fsbno: int) -> bool:
-        agno = fsbno >> self.sb.agblklog
-        return agno < self.sb.agcount and \
-            self.verify_agbno(agno, fsbno & ((1 << self.sb.agblklog) - 1))
+        agno, agbno = self.fsb_split(fsbno)
+        return agno < self.sb.agcount and self.verify_agbno(agno, agbno)
 
     def agino_range(self, agno: int) -> tuple[int, int]:
         ca = self.cluster_align

@@ -129,9 +129,8 @@ class CheckerBase:
         self.claims[agno].append((start, length, owner))
 
     def claim_fsb(self, fsbno: int, length: int, owner: int) -> None:
-        sb = self.sb
-        self.claims[fsbno >> sb.agblklog].append(
-            (fsbno & ((1 << sb.agblklog) - 1), length, owner))
+        agno, agbno = self.fsb_split(fsbno)
+        self.claims[agno].append((agbno, length, owner))
 
     # -- driver --------------------------------------------------------------
     def run(self, jobs: int = 1) -> list:

@@ -107,13 +107,13 @@ class BtreePhases:
                         "order", agno=agno, block=blk.addr, structure=name, field="keys")
         return keys
 
-    def _child_keys(self, name, agno, reader, bt, rec_key):
+    def _child_keys(self, name, agno, bt):
         """on_node / on_leaf pair checking that a node's key for each child is
         the child's lowest key (a warning: xfs_repair does not check AG
         btree keys)."""
         want = {}
 
-        def on_node(blk, _is_root, order=lambda k: k):
+        def on_node(blk, _is_root):
             for k, p in zip(blk.keys, blk.ptrs):
                 want[p] = struct.unpack(bt.key_fmt, k)[:len(bt.key_names)]
 
@@ -136,7 +136,7 @@ class BtreePhases:
         found = {"bnobt": [], "cntbt": []}
         for name, bt, idx in (("bnobt", btree.BNOBT, 0), ("cntbt", btree.CNTBT, 1)):
             recs = found[name]
-            on_node, check_key = self._child_keys(name, agno, None, bt, None)
+            on_node, check_key = self._child_keys(name, agno, bt)
 
             def on_leaf(blk, _is_root, name=name, recs=recs, check_key=check_key):
                 last = 0
@@ -166,9 +166,6 @@ class BtreePhases:
             def node(blk, is_root, name=name, on_node=on_node, bt=bt):
                 self._node_keys(name, agno, blk, bt, (lambda k: k) if name == "bnobt"
                                 else (lambda k: (k[1], k[0])))
-                if name == "cntbt":
-                    for k, p in zip(blk.keys, blk.ptrs):
-                        pass
                 on_node(blk, is_root)
 
             n = self.walk_ag_tree(agno, name, bt, agf["agf_roots"][idx],
@@ -273,7 +270,6 @@ class BtreePhases:
         if not hasattr(self, "_agino_lo"):
             self._agino_lo, self._agino_hi = {}, {}
         self._agino_lo[agno], self._agino_hi[agno] = self.agino_range(agno)
-        sparse_fs = sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_SPINODES)
         recs = []
         counts = {"count": 0, "free": 0, "fibt_free": 0}
 
@@ -325,7 +321,6 @@ class BtreePhases:
             self._expect(agno, agi, "agi_iblocks", nblocks, "AGI_BLOCKS", "agi")
             self._expect(agno, agi, "agi_fblocks", fblocks, "AGI_BLOCKS", "agi")
         self._claim_chunks(agno, good)
-        del sparse_fs
 
     def _inobt_record(self, agno, name, block, i, rec) -> bool:
         """The checks of one inobt/finobt record (xfs_repair's

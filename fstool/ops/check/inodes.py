@@ -554,7 +554,6 @@ class InodePhase:
         sb = self.sb
         ifmt = d["mode"] & S_IFMT
         owner = file_owner(ino, ATTR if attr else DATA)
-        mask = (1 << sb.agblklog) - 1
         total = 0
         prev_end = last_end
         bad = self.report_inode
@@ -574,7 +573,7 @@ class InodePhase:
                     field, where, index=i)
                 return None
             end = startblock + count - 1
-            if startblock >> sb.agblklog != end >> sb.agblklog or \
+            if self.fsb_split(startblock)[0] != self.fsb_split(end)[0] or \
                     not self.verify_fsbno(startblock) or not self.verify_fsbno(end):
                 bad("INODE_EXTENT", f"{where['fork']} fork extent {i} at block {startblock}, "
                     f"{count} blocks, lies outside the filesystem or crosses an AG", field,
@@ -586,11 +585,11 @@ class InodePhase:
                 return None
             total += count
         for startoff, startblock, count, unwritten in recs:
-            self.claims[startblock >> sb.agblklog].append(
-                (startblock & mask, count, owner))
+            agno, agbno = self.fsb_split(startblock)
+            self.claims[agno].append((agbno, count, owner))
             if self.has_rmap:
-                self.rmap_expect[startblock >> sb.agblklog].append(
-                    (startblock & mask, count, ino, startoff,
+                self.rmap_expect[agno].append(
+                    (agbno, count, ino, startoff,
                      (1 << 63 if attr else 0) | (1 << 61 if unwritten else 0)))
         self._last_key = (recs[0][0], recs[-1][0]) if recs else None
         return total
@@ -626,9 +625,7 @@ class InodePhase:
         def problem(addr, lvl, field, detail):
             problems.append((addr, field, detail))
         owner_blk = file_owner(ino, BMBT_ATTR if attr else BMBT_DATA)
-        owner_ext = file_owner(ino, ATTR if attr else DATA)
         total = nrecs = 0
-        mask = (1 << sb.agblklog) - 1
         ok = True
         last_leaf_end = 0
         first_leaf = True
@@ -638,13 +635,12 @@ class InodePhase:
             prev = None
             for blk, key in row:
                 total += 1
-                self.claims[blk.addr >> sb.agblklog].append(
-                    (blk.addr & mask, 1, owner_blk))
+                agno, agbno = self.fsb_split(blk.addr)
+                self.claims[agno].append((agbno, 1, owner_blk))
                 if self.has_rmap:
-                    self.rmap_expect[blk.addr >> sb.agblklog].append(
-                        (blk.addr & mask, 1, ino, 0, (1 << 62) | (1 << 63 if attr else 0)))
-                bwhere = dict(where, block=blk.addr & mask, agno=blk.addr >> sb.agblklog,
-                              structure="bmbt")
+                    self.rmap_expect[agno].append(
+                        (agbno, 1, ino, 0, (1 << 62) | (1 << 63 if attr else 0)))
+                bwhere = dict(where, block=agbno, agno=agno, structure="bmbt")
                 self._check_lsn(self._bmbt_lsn(blk), "bmbt", **{k: v for k, v in
                                                                   bwhere.items()
                                                                   if k != "structure"},
@@ -700,8 +696,8 @@ class InodePhase:
             if prev is not None and prev.rightsib != C.NULLFSBLOCK:
                 bad("BMBT_SIBLING", f"{fork} fork bmbt block {prev.addr} is last in its "
                     f"level but has right sibling {prev.rightsib}", "bb_rightsib",
-                    dict(where, structure="bmbt", block=prev.addr & mask,
-                         agno=prev.addr >> sb.agblklog), found=prev.rightsib)
+                    dict(where, structure="bmbt", block=self.fsb_split(prev.addr)[1],
+                         agno=self.fsb_split(prev.addr)[0]), found=prev.rightsib)
                 ok = False
         if any(b <= a for a, b in zip(keys, keys[1:])):
             bad("BMBT_KEY", f"{fork} fork bmbt root keys out of order", "keys", where)
@@ -713,8 +709,8 @@ class InodePhase:
                 code = "BMBT_CYCLE"
             bad(code, f"{fork} fork bmbt block {addr}: {detail}", field if field != "ptr"
                 else None, dict(where, structure="bmbt",
-                                block=addr & mask if addr is not None else None,
-                                agno=addr >> sb.agblklog if addr is not None else None))
+                                block=self.fsb_split(addr)[1] if addr is not None else None,
+                                agno=self.fsb_split(addr)[0] if addr is not None else None))
             ok = False
         if not ok:
             return None

@@ -194,7 +194,7 @@ class XattrChecks:
             if nameidx + size > bs:
                 return "nameidx", f"entry {i} overruns the block"
         for i in range(3):
-            base, size = struct.unpack_from(">HH", buf, 68 + 4 * i)
+            base, size = struct.unpack_from(">HH", buf, 64 + 4 * i)
             if base > bs or base & 3 or size > bs or size & 3 or base + size > bs:
                 return "freemap", f"free map {i} ({base}, {size}) is invalid"
         return None
