@@ -9,7 +9,8 @@ For every case: the damaged image is made, labelled by xfs_repair -n, and
 checked by ``fstool check --json``; then ``fstool ls -R -l``, ``fstool get /``
 and ``fstool btree dump`` (every AG btree of every AG, every btree fork)
 read it.  Prints the verdict agreement (clean or not), crashes (a traceback,
-an internal error), hangs (a time limit hit), reader failures, and each
+an internal error), hangs (a time limit hit), reader failures, findings
+not located well enough for a repair (structure, AG, inode), and each
 disagreement.  ``--keep DIR`` keeps the images of disagreements and crashes.
 """
 import argparse
@@ -78,6 +79,26 @@ def readers(img: Path, agcount: int, bmbt_inodes) -> list:
         status.unlink(missing_ok=True)
 
 
+AG_STRUCTURES = {"agf", "agi", "agfl", "bnobt", "cntbt", "inobt", "finobt", "refcountbt",
+                 "rmapbt"}
+FILE_STRUCTURES = {"inode", "bmbt", "dir", "attr", "symlink"}
+
+
+def unlocated(f: dict) -> str | None:
+    """Why a finding is not located precisely enough for a repair to act on
+    it, or None: its structure must be one of the table's, an AG structure
+    must name its AG, a file's structure its inode."""
+    from fstool.ops.problems import STRUCTURES
+    s = f.get("structure")
+    if s not in STRUCTURES:
+        return f"structure {s!r}"
+    if s in AG_STRUCTURES and f.get("agno") is None:
+        return "no AG"
+    if s in FILE_STRUCTURES and f.get("ino") is None:
+        return "no inode"
+    return None
+
+
 def run_case(job):
     case, opts = job
     tmp = Path(tempfile.mkdtemp(prefix="corpus-"))
@@ -90,12 +111,14 @@ def run_case(job):
         t1 = time.perf_counter()
         rc, out, err = fstool("check", "--json", str(img), timeout=CHECK_TIMEOUT)
         t2 = time.perf_counter()
-        codes = sorted({json.loads(line)["code"] for line in out.splitlines()
-                        if line.startswith("{")})
+        found = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        codes = sorted({f["code"] for f in found})
         res = {"case": case, "label": label, "check": rc, "codes": codes,
                "repair_says": repair_says,
                "repair_s": t1 - t0, "check_s": t2 - t1,
-               "crash": crashed(rc, err) and err.strip().splitlines()[-1][:300]}
+               "crash": crashed(rc, err) and err.strip().splitlines()[-1][:300],
+               "unlocated": [(f["code"], why) for f in found
+                             for why in [unlocated(f)] if why][:3]}
         if opts["readers"]:
             cat = corpus.catalog(case["geometry"])
             res["readers"] = readers(img, cat["agcount"], cat["bmbt_inodes"])
@@ -137,13 +160,14 @@ def main():
     crashes = [r for r in results if r["crash"]]
     hangs = [r for r in results if r["check"] == "timeout"]
     reader_bad = [r for r in results if r.get("readers")]
+    vague = [r for r in results if r.get("unlocated")]
     print(f"{len(results)} images ({len(jobs) - len(results)} drawn cases changed nothing), "
           f"{wall:.0f} s")
     print(f"agreement: {len(agree)}/{len(labelled)} "
           f"({100.0 * len(agree) / max(1, len(labelled)):.2f}%)")
     print(f"crashes: {len(crashes)}  hangs: {len(hangs)}  "
           f"xfs_repair hangs: {len(results) - len(labelled)}  "
-          f"reader failures: {len(reader_bad)}")
+          f"reader failures: {len(reader_bad)}  images with unlocated findings: {len(vague)}")
     print(f"time: xfs_repair -n {sum(r['repair_s'] for r in results):.0f} s, "
           f"fstool check {sum(r['check_s'] for r in results):.0f} s")
     for r in sorted(results, key=lambda r: corpus.describe(r["case"])):
@@ -157,6 +181,8 @@ def main():
                     print(f"      repair: {line}")
         if r["crash"] or r["check"] == "timeout":
             print(f"  CRASH {where}: {corpus.describe(c)}: {r['crash'] or 'hang'}")
+        for code, why in r.get("unlocated") or ():
+            print(f"  UNLOCATED {where}: {corpus.describe(c)}: {code}: {why}")
         for cmd, what in r.get("readers") or ():
             print(f"  READER {where}: {corpus.describe(c)}: {cmd}: {what}")
     if a.json_out:

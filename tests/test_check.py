@@ -79,6 +79,7 @@ def test_corpus_sample_agrees_with_xfs_repair(geometry, n, tmp_path):
         assert took < 60, (corpus.describe(case), took)
         assert res.returncode in (0, 1, 2), (corpus.describe(case), res.stderr)
         assert "CHECK_ABORTED" not in res.stdout, (corpus.describe(case), res.stdout)
+        _assert_located([json.loads(line) for line in res.stdout.splitlines()])
         label = corpus.label(img)
         if (label != 0) != (res.returncode != 0):
             disagree.append((corpus.describe(case), label, res.returncode, res.stdout[:300]))
@@ -245,6 +246,17 @@ def test_inobt_record_outside_its_ag(kernel_img, tmp_path):
     assert repair_n(img) == 1
 
 
+def _assert_located(found):
+    """Every finding names its structure from the one list, and the AG of
+    an AG structure."""
+    from fstool.ops.problems import STRUCTURES
+    for f in found:
+        assert f.get("structure") in STRUCTURES, f
+        if f["structure"] in ("agf", "agi", "agfl", "bnobt", "cntbt", "inobt", "finobt",
+                              "refcountbt", "rmapbt"):
+            assert f.get("agno") is not None, f
+
+
 def _corpus_inodes():
     from fixtures import corpus_base
     return corpus_base.load_inodes(corpus_base.base_image("std"))
@@ -337,12 +349,45 @@ def test_damage_classes(name, cmds, code, is_error, tmp_path):
     subprocess.run(args + [str(img)], check=True, capture_output=True)
     res, _ = check(img, "--json")
     found = [json.loads(line) for line in res.stdout.splitlines()]
+    _assert_located(found)
     if code is None:
         assert not found, res.stdout[:2000]
     else:
         assert any(f["code"] == code for f in found), res.stdout[:2000]
     assert res.returncode == (1 if is_error else 0), res.stdout[:2000]
     assert (repair_n(img) != 0) == is_error
+
+
+def test_key_findings_name_the_block_holding_the_key(tmp_path):
+    """A wrong node key is reported at the node holding it, with the key's
+    index (0-based; xfs_db counts from 1), so a repair can rewrite it."""
+    if not images.loop_available():
+        pytest.skip("the corpus base images need root and a kernel loop mount of XFS")
+    from fixtures import corpus_base
+    base = corpus_base.base_image("std")
+    bmbt_ino = _corpus_inodes()["file_bmbt2"]
+    img = tmp_path / "k.img"
+    for cmds, code, agno, node_cmds in (
+            (["agf 1", "addr bnoroot", "write -d keys[3].startblock 9999"], "BTREE_KEY", 1,
+             ["agf 1", "print bnoroot"]),
+            ([f"inode {bmbt_ino}", "addr u3.bmbt.ptrs[1]", "write -d keys[3].startoff 3"],
+             "BMBT_KEY", None, [f"inode {bmbt_ino}", "print u3.bmbt.ptrs[1]"])):
+        subprocess.run(["cp", "--sparse=always", str(base), str(img)], check=True)
+        subprocess.run(["xfs_db", "-x", "-f"] + [a for c in cmds for a in ("-c", c)] +
+                       [str(img)], check=True, capture_output=True)
+        out = subprocess.run(["xfs_db", "-r"] + [a for c in node_cmds for a in ("-c", c)] +
+                             [str(img)], capture_output=True, text=True, check=True).stdout
+        node = int(out.split("=")[-1])
+        res, _ = check(img, "--json")
+        found = [json.loads(line) for line in res.stdout.splitlines()]
+        keys = [f for f in found if f["code"] == code and f.get("index") == 2]
+        assert keys, res.stdout
+        if agno is None:       # a file block number
+            import fstool
+            with fstool.open_image(img) as fs:
+                agno, node = node >> fs.sb.agblklog, node & ((1 << fs.sb.agblklog) - 1)
+        assert all(f["block"] == node and f["agno"] == agno and f["field"] == "keys"
+                   for f in keys), (node, keys)
 
 
 def test_unused_superblock_bytes(tmp_path):

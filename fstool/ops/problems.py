@@ -9,6 +9,12 @@ look at.  docs/check-problems.md is generated from this table
 """
 ERROR, WARNING = "error", "warning"
 
+# what a finding's ``structure`` names: the superblocks, the AG headers, each
+# AG btree, an inode core, a file's bmbt, directory, attr or symlink blocks,
+# the space map and the log
+STRUCTURES = ("sb", "agf", "agi", "agfl", "bnobt", "cntbt", "inobt", "finobt", "refcountbt",
+              "rmapbt", "inode", "bmbt", "dir", "attr", "symlink", "space", "log")
+
 PROBLEMS = {
     # superblocks
     "SB_PRIMARY": (ERROR, "sb", "the primary superblock fails verification (sizes, geometry, "

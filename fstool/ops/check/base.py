@@ -113,7 +113,8 @@ class CheckerBase:
     # -- reporting -----------------------------------------------------------
     def report(self, code: str, message: str, **where) -> None:
         assert code in PROBLEMS, code
-        where.setdefault("structure", PROBLEMS[code][2])
+        if where.get("structure") is None and PROBLEMS[code][1] is not None:
+            where["structure"] = PROBLEMS[code][1]
         self.findings.append(Finding(code, message, **where))
 
     def from_error(self, code: str, err: Exception, **where) -> None:

@@ -102,27 +102,34 @@ class BtreePhases:
         btrees (xfs_repair does not look)."""
         keys = [struct.unpack(bt.key_fmt, k) for k in blk.keys]
         okeys = [order(k) for k in keys]
-        if any(b <= a for a, b in zip(okeys, okeys[1:])):
-            self.report("BTREE_KEY", f"{name} block {blk.addr} in AG {agno}: node keys out of "
-                        "order", agno=agno, block=blk.addr, structure=name, field="keys")
+        bad = next((i + 1 for i, (a, b) in enumerate(zip(okeys, okeys[1:])) if b <= a), None)
+        if bad is not None:
+            self.report("BTREE_KEY", f"{name} block {blk.addr} in AG {agno}: node key {bad} "
+                        "is out of order", agno=agno, block=blk.addr, structure=name,
+                        field="keys", index=bad)
         return keys
 
     def _child_keys(self, name, agno, bt):
         """on_node / on_leaf pair checking that a node's key for each child is
         the child's lowest key (a warning: xfs_repair does not check AG
-        btree keys)."""
+        btree keys).  A finding names the node and the key's index."""
         want = {}
 
         def on_node(blk, _is_root):
-            for k, p in zip(blk.keys, blk.ptrs):
-                want[p] = struct.unpack(bt.key_fmt, k)[:len(bt.key_names)]
+            for i, (k, p) in enumerate(zip(blk.keys, blk.ptrs)):
+                want[p] = (struct.unpack(bt.key_fmt, k)[:len(bt.key_names)], blk.addr, i)
 
         def check(blk, first):
-            k = want.get(blk.addr)
-            if k is not None and first is not None and tuple(first) != tuple(k[:len(first)]):
-                self.report("BTREE_KEY", f"{name} block {blk.addr} in AG {agno}: its parent's "
-                            f"key {k[:len(first)]} differs from its first key {first}",
-                            agno=agno, block=blk.addr, structure=name, field="keys")
+            got = want.get(blk.addr)
+            if got is None or first is None:
+                return
+            k, parent, i = got
+            if tuple(first) != tuple(k[:len(first)]):
+                self.report("BTREE_KEY", f"{name} block {parent} in AG {agno}: key {i} "
+                            f"{k[:len(first)]} differs from the first key {first} of its "
+                            f"child, block {blk.addr}", agno=agno, block=parent,
+                            structure=name, field="keys", index=i,
+                            expected=list(first), found=list(k[:len(first)]))
         return on_node, check
 
     # -- phase: free space -----------------------------------------------------

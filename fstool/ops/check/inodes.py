@@ -629,6 +629,9 @@ class InodePhase:
         ok = True
         last_leaf_end = 0
         first_leaf = True
+        # where each block's key is held: (node address, or None for the
+        # root in the inode, and the key's index)
+        key_at = {p: (None, i) for i, p in enumerate(ptrs)}
         for depth, row in enumerate(reader.walk(ptrs, level, problem,
                                                 root_keys=[struct.pack(">Q", k) for k in keys])):
             lvl = level - 1 - depth
@@ -668,9 +671,15 @@ class InodePhase:
                     (struct.unpack(">Q", blk.keys[0])[0] if blk.keys else None)
                 if key is not None and first is not None and \
                         struct.unpack(">Q", key)[0] != first:
+                    holder, kidx = key_at.get(blk.addr, (None, None))
+                    if holder is None:
+                        kwhere = where
+                    else:
+                        hagno, hagbno = self.fsb_split(holder)
+                        kwhere = dict(where, block=hagbno, agno=hagno, structure="bmbt")
                     bad("BMBT_KEY", f"{fork} fork bmbt key {struct.unpack('>Q', key)[0]} for "
-                        f"block {blk.addr} differs from its first key {first}", "keys", bwhere,
-                        expected=first, found=struct.unpack(">Q", key)[0])
+                        f"block {blk.addr} differs from its first key {first}", "keys", kwhere,
+                        index=kidx, expected=first, found=struct.unpack(">Q", key)[0])
                 if leaf:
                     got = self._extent_list(blk.recs, ino, d, bwhere, attr, last_leaf_end,
                                             first_leaf)
@@ -688,7 +697,8 @@ class InodePhase:
                         bad("BMBT_KEY", f"{fork} fork bmbt block {blk.addr}: keys out of "
                             "order", "keys", bwhere)
                         ok = False
-                    for p in blk.ptrs:
+                    for i, p in enumerate(blk.ptrs):
+                        key_at[p] = (blk.addr, i)
                         if not self.verify_fsbno(p):
                             bad("BMBT_BLOCK", f"{fork} fork bmbt block {blk.addr} points at "
                                 f"invalid block {p}", "ptrs", bwhere, found=p)
