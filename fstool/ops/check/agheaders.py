@@ -107,15 +107,23 @@ class AGHeaderPhase:
         self._check_lsn(d[prefix + "lsn"], name, agno=agno, block=0, field=prefix + "lsn")
         return usable
 
-    def _check_agf(self, agno: int) -> None:
+    def _read_header(self, agno: int, sector: int, code: str, layout):
+        """An AG header sector decoded (its raw bytes under ``_raw``), or None
+        when it cannot be read (reported)."""
         try:
-            raw = self._sector(agno, 1)
+            raw = self._sector(agno, sector)
         except FsToolError as e:
-            self.from_error("AGF_HEADER", e, agno=agno, block=0)
+            self.from_error(code, e, agno=agno, block=0)
+            return None
+        d = layout.unpack(raw)
+        d["_raw"] = raw
+        return d
+
+    def _check_agf(self, agno: int) -> None:
+        agf = self._read_header(agno, 1, "AGF_HEADER", AGF)
+        if agf is None:
             return
-        agf = AGF.unpack(raw)
-        agf["_raw"] = raw
-        usable = self._header_common(agno, raw, agf, "agf", C.XFS_AGF_MAGIC,
+        usable = self._header_common(agno, agf["_raw"], agf, "agf", C.XFS_AGF_MAGIC,
                                      C.XFS_AGF_CRC_OFF, "agf_", "agf_uuid")
         for f in ("agf_flfirst", "agf_fllast"):
             if agf[f] >= self.agfl_size:
@@ -127,15 +135,11 @@ class AGHeaderPhase:
             self._check_agfl(agno, agf)
 
     def _check_agi(self, agno: int) -> None:
-        try:
-            raw = self._sector(agno, 2)
-        except FsToolError as e:
-            self.from_error("AGI_HEADER", e, agno=agno, block=0)
+        agi = self._read_header(agno, 2, "AGI_HEADER", AGI)
+        if agi is None:
             return
-        agi = AGI.unpack(raw)
-        agi["_raw"] = raw
-        if self._header_common(agno, raw, agi, "agi", C.XFS_AGI_MAGIC, C.XFS_AGI_CRC_OFF,
-                               "agi_", "agi_uuid"):
+        if self._header_common(agno, agi["_raw"], agi, "agi", C.XFS_AGI_MAGIC,
+                               C.XFS_AGI_CRC_OFF, "agi_", "agi_uuid"):
             self.agi[agno] = agi
         self.unlinked[agno] = list(agi["agi_unlinked"])
         for i, v in enumerate(agi["agi_unlinked"]):
