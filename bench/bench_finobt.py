@@ -15,8 +15,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from fstool.fs.namespace import Meta, Namespace  # noqa: E402
-from fstool.fs.writer import Writer  # noqa: E402
+from fstool.ns.namespace import Meta, Namespace  # noqa: E402
+from fstool.ns.writer import Writer  # noqa: E402
 from fstool.ops import mkfs as M  # noqa: E402
 
 UUID = "1f0b6c2a-3e4d-4f5a-8b7c-9d0e1f2a3b4c"

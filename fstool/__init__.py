@@ -1,15 +1,18 @@
 """fstool: an offline toolkit for XFS v5 filesystem images.
 
-``open_image(path)`` is the public entry point::
+``open_image(path)`` is the public entry point; the Filesystem it returns
+reads like ``os`` (docs/api.md)::
 
     import fstool
     with fstool.open_image("disk.img") as fs:
-        for entry in fs.listdir("/etc"):
-            print(entry.name, entry.ino)
-        data = fs.read("/etc/hostname")
+        for path, inode in fs.walk("/etc"):
+            print(path, inode.size)
+        print(fs.stat("/etc/hostname").st_mtime_ns)
+        with fs.open("/etc/hostname") as f:
+            data = f.read()
 """
 from ._version import __version__
-from .errors import (CorruptionError, FsToolError, ImageError, NotFoundError,
+from .errors import (CorruptionError, FsToolError, ImageError, NotFoundError, NotXfsError,
                      UnsupportedError)
 
 
@@ -26,4 +29,4 @@ def backend() -> str:
 
 
 __all__ = ["open_image", "backend", "__version__", "FsToolError", "CorruptionError",
-           "ImageError", "NotFoundError", "UnsupportedError"]
+           "ImageError", "NotFoundError", "NotXfsError", "UnsupportedError"]

@@ -32,6 +32,15 @@ class ImageError(FsToolError, OSError):
     """The image cannot be opened or read (missing, truncated, unreadable)."""
 
 
+class ImageNotFoundError(ImageError, FileNotFoundError):
+    """The image file does not exist."""
+    errno = _errno.ENOENT
+
+
+class ImageTruncatedError(ImageError):
+    """The image file ends before the filesystem it holds does."""
+
+
 class UnsupportedError(FsToolError):
     """The image uses a format or feature fstool does not handle."""
     errno = _errno.EOPNOTSUPP
@@ -71,12 +80,20 @@ class CorruptionError(FsToolError, ValueError):
         super().__init__(f"corrupt {structure}{loc}:{fld} {detail}")
 
 
+class NotXfsError(CorruptionError):
+    """No XFS superblock where the image should start (wrong file, or the
+    primary superblock is destroyed)."""
+
+
 class PathError(FsToolError):
     """An error about one path; the message starts with it."""
 
     def __init__(self, path: str, reason: str):
         self.path = path
         super().__init__(f"{path}: {reason}")
+        # what os functions set on their errors
+        self.filename = path
+        self.strerror = reason
 
 
 class NotFoundError(PathError, FileNotFoundError):
@@ -100,7 +117,7 @@ class IsADirectoryImageError(PathError, IsADirectoryError):
         super().__init__(path, reason)
 
 
-class SymlinkLoopError(PathError):
+class SymlinkLoopError(PathError, OSError):
     errno = _errno.ELOOP
 
     def __init__(self, path: str, reason: str = "too many levels of symbolic links"):

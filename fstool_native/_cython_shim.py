@@ -15,6 +15,7 @@ def _ctype(name, base):
 
 uint = _ctype("uint", int)
 ulonglong = _ctype("ulonglong", int)
+longlong = _ctype("longlong", int)
 uchar = _ctype("uchar", int)
 bint = _ctype("bint", int)
 int = _ctype("int", int)

@@ -10,3 +10,11 @@ cdef extern from "crc32c_hw.h":
     unsigned int fstool_crc32c_hw(unsigned int crc, const unsigned char *p, size_t n)
 
 cdef int _HW_CRC
+
+# the decoded core of an inode (parsers.InodeCore); fstool.fs.inode.Inode
+# extends it in Python
+cdef class InodeCore:
+    cdef public object fs, raw, _core, _extents, _aextents
+    cdef public unsigned long long ino, size, flags2
+    cdef public unsigned int mode, nlink, uid, gid
+    cdef public int format, forkoff, aformat

@@ -260,14 +260,17 @@ def _data_step(p, pos, stop, ft):
 
 @cython.locals(p=cython.p_uchar, pos=cython.Py_ssize_t, stop=cython.Py_ssize_t,
                ft=cython.int, namelen=cython.Py_ssize_t, size=cython.Py_ssize_t,
-               ftype=cython.int)
-def dir2_data_entries(buf, start, end, has_ftype) -> list:
+               ftype=cython.int, names=cython.bint)
+def dir2_data_entries(buf, start, end, has_ftype, listing=False) -> list:
     """Entries of a directory data region buf[start:end] as tuples
-    (offset, inumber, name, ftype), skipping unused (free) regions."""
+    (offset, inumber, name, ftype), skipping unused (free) regions.  With
+    ``listing``, the tuples are (name, inumber, ftype) and the entries named
+    ``.`` and ``..`` are left out."""
     p = buf
     pos = start
     stop = end
     ft = 1 if has_ftype else 0
+    names = listing
     if pos < 0 or stop > len(buf) or pos > stop:
         raise ValueError("directory data region outside the buffer")
     out = []
@@ -278,7 +281,11 @@ def dir2_data_entries(buf, start, end, has_ftype) -> list:
             continue
         namelen = p[pos + 8]
         ftype = p[pos + 9 + namelen] if ft else 0
-        out.append((pos, _be64(p, pos), p[pos + 9:pos + 9 + namelen], ftype))
+        if not names:
+            out.append((pos, _be64(p, pos), p[pos + 9:pos + 9 + namelen], ftype))
+        elif not (p[pos + 9] == 46 and (namelen == 1 or (namelen == 2 and
+                                                          p[pos + 10] == 46))):
+            out.append((p[pos + 9:pos + 9 + namelen], _be64(p, pos), ftype))
         pos += size
     return out
 
@@ -286,10 +293,11 @@ def dir2_data_entries(buf, start, end, has_ftype) -> list:
 @cython.locals(p=cython.p_uchar, base=cython.Py_ssize_t, stop=cython.Py_ssize_t,
                pos=cython.Py_ssize_t, count=cython.int, width=cython.int, i=cython.int,
                namelen=cython.Py_ssize_t, ft=cython.int, ftype=cython.int,
-               ino=cython.ulonglong, parent=cython.ulonglong)
-def dir2_sf_entries(buf, offset, size, has_ftype) -> tuple:
+               ino=cython.ulonglong, parent=cython.ulonglong, names=cython.bint)
+def dir2_sf_entries(buf, offset, size, has_ftype, listing=False) -> tuple:
     """A shortform directory at buf[offset:offset+size]: (parent inode,
-    [(offset cookie, inumber, name, ftype), ...]).
+    [(offset cookie, inumber, name, ftype), ...]); with ``listing`` the
+    tuples are (name, inumber, ftype).
 
     Header: count(1) i8count(1) parent(4 or 8); entries: namelen(1)
     offset(2) name [ftype(1)] inumber(4 or 8).  Inode numbers are 8 bytes
@@ -298,6 +306,7 @@ def dir2_sf_entries(buf, offset, size, has_ftype) -> tuple:
     base = offset
     stop = offset + size
     ft = 1 if has_ftype else 0
+    names = listing
     if base < 0 or size < 6 or stop > len(buf):
         raise ValueError("shortform directory outside the buffer")
     count = p[base]
@@ -320,9 +329,36 @@ def dir2_sf_entries(buf, offset, size, has_ftype) -> tuple:
             ino = _be64(p, pos + 3 + namelen + ft)
         else:
             ino = _be32(p, pos + 3 + namelen + ft)
-        out.append((_be16(p, pos + 1), ino, p[pos + 3:pos + 3 + namelen], ftype))
+        if names:
+            out.append((p[pos + 3:pos + 3 + namelen], ino, ftype))
+        else:
+            out.append((_be16(p, pos + 1), ino, p[pos + 3:pos + 3 + namelen], ftype))
         pos += 3 + namelen + ft + width
     return parent, out
+
+
+@cython.locals(p=cython.p_uchar, base=cython.Py_ssize_t, n=cython.Py_ssize_t,
+               lo=cython.Py_ssize_t, hi=cython.Py_ssize_t, mid=cython.Py_ssize_t,
+               h=cython.uint)
+def hash_lower_bound(buf, start, count, hashval) -> int:
+    """Index of the first of ``count`` (hashval, address) pairs at
+    buf[start:] (a leaf's entries or a da-btree node's keys, 8 bytes each,
+    sorted by hash) whose hash is at least ``hashval``; ``count`` when none."""
+    p = buf
+    base = start
+    n = count
+    h = hashval
+    if base < 0 or n < 0 or base + 8 * n > len(buf):
+        raise ValueError("hash array runs past the buffer")
+    lo = 0
+    hi = n
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if _be32(p, base + 8 * mid) < h:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
 
 @cython.cfunc
@@ -400,8 +436,28 @@ def alloc_recs(buf, offset, count) -> list:
     return out
 
 
-@cython.locals(p=cython.p_uchar, u=cython.p_uchar, n=cython.Py_ssize_t, i=cython.int,
+@cython.cfunc
+@cython.locals(p=cython.p_uchar, u=cython.p_uchar, off=cython.Py_ssize_t,
+               isize=cython.Py_ssize_t, ino=cython.ulonglong, i=cython.int,
                magic=cython.uint)
+def _dinode_check(p, off, isize, ino, u):
+    """Verify the v3 inode at p[off:off+isize] (magic, version, CRC, inode
+    number, uuid); failures raise ValueError("field|reason")."""
+    magic = _be16(p, off)
+    if magic != 0x494E:
+        raise ValueError(f"di_magic|bad magic 0x{magic:04x}")
+    if p[off + 4] != 3:
+        raise ValueError(f"di_version|version {p[off + 4]}, expected 3")
+    if not _cksum_region_ok(p, off, off + isize, off + 100):
+        raise ValueError("di_crc|CRC mismatch")
+    if _be64(p, off + 152) != ino:
+        raise ValueError(f"di_ino|records number {_be64(p, off + 152)}")
+    for i in range(16):
+        if p[off + 160 + i] != u[i]:
+            raise ValueError("di_uuid|uuid does not match the filesystem")
+
+
+@cython.locals(p=cython.p_uchar, u=cython.p_uchar, n=cython.Py_ssize_t)
 def dinode_core(buf, ino, uuid) -> tuple:
     """Verify a v3 inode (magic, version, CRC, inode number, uuid) and return
     the fields every caller needs: (mode, format, size, nlink, uid, gid,
@@ -411,20 +467,104 @@ def dinode_core(buf, ino, uuid) -> tuple:
     n = len(buf)
     if n < 176 or len(uuid) != 16:
         raise ValueError("di_magic|inode buffer too small")
-    magic = _be16(p, 0)
-    if magic != 0x494E:
-        raise ValueError(f"di_magic|bad magic 0x{magic:04x}")
-    if p[4] != 3:
-        raise ValueError(f"di_version|version {p[4]}, expected 3")
-    if not xfs_cksum_ok(buf, 100):
-        raise ValueError("di_crc|CRC mismatch")
-    if _be64(p, 152) != ino:
-        raise ValueError(f"di_ino|records number {_be64(p, 152)}")
-    for i in range(16):
-        if p[160 + i] != u[i]:
-            raise ValueError("di_uuid|uuid does not match the filesystem")
+    _dinode_check(p, 0, n, ino, u)
     return (_be16(p, 2), p[5], _be64(p, 56), _be32(p, 16), _be32(p, 8), _be32(p, 12),
             p[82], p[83], _be64(p, 120))
+
+
+class InodeCore:
+    """The decoded core of one verified inode: what every caller reads
+    (``fstool.fs.inode.Inode`` extends it with the rest).  Compiled, the
+    fields are C fields (parsers.pxd) and :func:`load_inodes` fills them
+    without Python-level calls."""
+    __slots__ = ("fs", "ino", "raw", "mode", "format", "size", "nlink", "uid", "gid",
+                 "forkoff", "aformat", "flags2", "_core", "_extents", "_aextents")
+
+
+@cython.locals(p=cython.p_uchar, u=cython.p_uchar, i=cython.Py_ssize_t, n=cython.Py_ssize_t,
+               ino=cython.ulonglong, agno=cython.ulonglong, agino=cython.ulonglong,
+               agbno=cython.ulonglong, cstart=cython.ulonglong, nblocks=cython.ulonglong,
+               daddr=cython.ulonglong, last=cython.ulonglong, have=cython.bint,
+               off=cython.Py_ssize_t, isize=cython.Py_ssize_t, blen=cython.Py_ssize_t,
+               agcount=cython.ulonglong, agblocks=cython.ulonglong,
+               last_ag_blocks=cython.ulonglong, aglen=cython.ulonglong,
+               inopblog=cython.int, agino_log=cython.int, cluster_blocks=cython.ulonglong,
+               bb_per_fsb_log=cython.int, inodelog=cython.int, forkoff=cython.int,
+               agino_mask=cython.ulonglong, slot_mask=cython.ulonglong, node=InodeCore)
+def load_inodes(cls, fs, inos, get_cluster, uuid, geometry, out) -> None:
+    """Read, verify and decode the inodes ``inos`` into new ``cls`` objects
+    (a subclass of InodeCore) appended to ``out``.
+
+    ``geometry`` is (agcount, agblocks, last AG's blocks, inopblog,
+    agino_log, blocks per inode cluster, blocklog - 9, inodelog).
+    ``get_cluster(daddr, nblocks)`` returns the inode cluster starting at
+    ``daddr`` (512-byte units) of ``nblocks`` filesystem blocks; it is called
+    again only when the next inode lies in another cluster.  The first inode
+    that fails raises ValueError(index, field, reason), ``field`` being
+    "location" for a number outside the filesystem; the ones before it are
+    already in ``out``."""
+    (agcount, agblocks, last_ag_blocks, inopblog, agino_log, cluster_blocks,
+     bb_per_fsb_log, inodelog) = geometry
+    u = uuid
+    if len(uuid) != 16:
+        raise ValueError(0, "di_uuid", "the filesystem uuid is not 16 bytes")
+    isize = 1
+    isize = isize << inodelog
+    agino_mask = 1
+    agino_mask = (agino_mask << agino_log) - 1
+    slot_mask = 1
+    slot_mask = (slot_mask << inopblog) - 1
+    have = False
+    last = 0
+    buf = None
+    p = b""
+    blen = 0
+    n = len(inos)
+    for i in range(n):
+        ino = inos[i]
+        agno = ino >> agino_log
+        agino = ino & agino_mask
+        agbno = agino >> inopblog
+        aglen = last_ag_blocks if agno == agcount - 1 else agblocks
+        if agno >= agcount or agbno == 0 or agbno >= aglen:
+            raise ValueError(i, "location", f"{ino} lies outside the filesystem")
+        cstart = agbno - agbno % cluster_blocks
+        nblocks = min(cluster_blocks, aglen - cstart)
+        daddr = (agno * agblocks + cstart) << bb_per_fsb_log
+        if not have or daddr != last:
+            buf = get_cluster(daddr, nblocks)
+            p = buf
+            blen = len(buf)
+            last = daddr
+            have = True
+        off = (((agbno - cstart) << inopblog) + (agino & slot_mask)) << inodelog
+        if off + isize > blen:
+            raise ValueError(i, "location", f"{ino} lies beyond its inode cluster")
+        try:
+            _dinode_check(p, off, isize, ino, u)
+        except ValueError as e:
+            field, _sep, reason = str(e).partition("|")
+            raise ValueError(i, field, reason) from None
+        forkoff = p[off + 82]
+        if forkoff and 176 + forkoff * 8 >= isize:
+            raise ValueError(i, "di_forkoff", f"attr fork offset {forkoff} beyond the inode")
+        node = InodeCore.__new__(cls)
+        node.fs = fs
+        node.ino = ino
+        node.raw = buf[off:off + isize]
+        node.mode = _be16(p, off + 2)
+        node.format = p[off + 5]
+        node.size = _be64(p, off + 56)
+        node.nlink = _be32(p, off + 16)
+        node.uid = _be32(p, off + 8)
+        node.gid = _be32(p, off + 12)
+        node.forkoff = forkoff
+        node.aformat = p[off + 83]
+        node.flags2 = _be64(p, off + 120)
+        node._core = None
+        node._extents = None
+        node._aextents = None
+        out.append(node)
 
 
 @cython.locals(i=cython.Py_ssize_t, n=cython.Py_ssize_t, prev_end=cython.ulonglong,
@@ -475,6 +615,158 @@ def _legacy_times_ok(p, off):
     second (legacy timestamps)."""
     return (_be32(p, off + 36) < 1000000000 and _be32(p, off + 44) < 1000000000 and
             _be32(p, off + 52) < 1000000000 and _be32(p, off + 148) < 1000000000)
+
+
+@cython.cfunc
+@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, big=cython.bint,
+               raw=cython.ulonglong, sec=cython.longlong, sraw=cython.longlong)
+def _timestamp_ns(p, off, big):
+    """An inode timestamp as nanoseconds since the epoch (a Python int: the
+    bigtime range passes 2**63): bigtime counts nanoseconds from 1901-12-13
+    (2**31 s before the epoch); the old format is signed seconds and
+    nanoseconds, 32 bits each."""
+    raw = _be64(p, off)
+    if big:
+        if raw < 9223372036854775808:
+            sraw = raw
+            return sraw - 2147483648000000000
+        return raw - 2147483648000000000
+    sec = raw >> 32
+    if sec >= 2147483648:
+        sec -= 4294967296
+    return sec * 1000000000 + (raw & 0xFFFFFFFF)
+
+
+@cython.cfunc
+@cython.locals(ns=cython.longlong, q=cython.longlong)
+@cython.returns(cython.longlong)
+def _floor_sec(ns):
+    """ns // 10**9 rounded down, as Python's // does (C's / truncates)."""
+    q = ns // 1000000000
+    if q * 1000000000 > ns:
+        q -= 1
+    return q
+
+
+@cython.locals(p=cython.p_uchar, big=cython.bint, bb_shift=cython.int,
+               la=cython.longlong, lm=cython.longlong, lc=cython.longlong,
+               sa=cython.longlong, sm=cython.longlong, sc=cython.longlong)
+def stat_values(raw, ino, st_dev, blksize, bb_shift) -> tuple:
+    """The inode ``raw`` as the 19 values of an ``os.stat_result`` on Linux:
+    mode, ino, dev, nlink, uid, gid, size, the three times in whole seconds
+    (floored), as floats (seconds + nanoseconds * 1e-9, as os.stat makes
+    them) and in nanoseconds, blksize, blocks (di_nblocks in 512-byte units,
+    2**``bb_shift`` per filesystem block) and rdev, left 0 here (the caller
+    encodes device numbers)."""
+    p = raw
+    if len(raw) < 176:
+        raise ValueError("inode buffer too small")
+    big = (_be64(p, 120) & 0x8) != 0
+    nblocks = _be64(p, 64)          # a Python int: the shift must not wrap
+    if not big or (_be64(p, 32) < 9223372036854775808 and
+                   _be64(p, 40) < 9223372036854775808 and
+                   _be64(p, 48) < 9223372036854775808):
+        # every time fits 64 bits: C arithmetic
+        la = _timestamp_ns(p, 32, big)
+        lm = _timestamp_ns(p, 40, big)
+        lc = _timestamp_ns(p, 48, big)
+        sa = _floor_sec(la)
+        sm = _floor_sec(lm)
+        sc = _floor_sec(lc)
+        return (_be16(p, 2), ino, st_dev, _be32(p, 16), _be32(p, 8), _be32(p, 12),
+                _be64(p, 56), sa, sm, sc, sa + (la - sa * 1000000000) * 1e-9,
+                sm + (lm - sm * 1000000000) * 1e-9, sc + (lc - sc * 1000000000) * 1e-9,
+                la, lm, lc, blksize, nblocks << bb_shift, 0)
+    a = _timestamp_ns(p, 32, big)
+    m = _timestamp_ns(p, 40, big)
+    c = _timestamp_ns(p, 48, big)
+    a_s = a // 1000000000
+    m_s = m // 1000000000
+    c_s = c // 1000000000
+    return (_be16(p, 2), ino, st_dev, _be32(p, 16), _be32(p, 8), _be32(p, 12), _be64(p, 56),
+            a_s, m_s, c_s, float(a_s) + (a - a_s * 1000000000) * 1e-9,
+            float(m_s) + (m - m_s * 1000000000) * 1e-9,
+            float(c_s) + (c - c_s * 1000000000) * 1e-9, a, m, c,
+            blksize, nblocks << bb_shift, 0)
+
+
+@cython.locals(p=cython.p_uchar, offset=cython.longlong, size=cython.longlong,
+               flags2=cython.ulonglong, forkoff=cython.Py_ssize_t, nrecs=cython.ulonglong,
+               l0=cython.ulonglong, l1=cython.ulonglong, startblock=cython.ulonglong,
+               count=cython.ulonglong, agno=cython.ulonglong, agbno=cython.ulonglong,
+               agblklog=cython.int, agblocks=cython.ulonglong, agcount=cython.ulonglong,
+               last_ag_blocks=cython.ulonglong, blocklog=cython.int, limit=cython.ulonglong,
+               mask=cython.ulonglong, end=cython.ulonglong)
+def single_extent_offset(raw, offset, size, geometry) -> int:
+    """Byte offset in the image of file bytes [offset, offset+size) when the
+    inode ``raw`` has an extents-format data fork of exactly one written
+    extent that starts at file block 0, covers the range and lies inside its
+    AG; else -1 (the caller takes the general path, which reports what is
+    wrong).  ``geometry`` is (agblklog, agblocks, agcount, last AG's
+    blocks, blocklog)."""
+    p = raw
+    agblklog, agblocks, agcount, last_ag_blocks, blocklog = geometry
+    if len(raw) < 192 or p[5] != 2 or offset < 0 or size < 0:
+        return -1
+    flags2 = _be64(p, 120)
+    nrecs = _be64(p, 24) if flags2 & 0x10 else _be32(p, 76)
+    forkoff = p[82] * 8
+    if nrecs != 1 or (forkoff and forkoff < 16):
+        return -1
+    l0 = _be64(p, 176)
+    l1 = _be64(p, 184)
+    if l0 >> 63 or _rec_startoff(l0):
+        return -1
+    startblock = _rec_startblock(l0, l1)
+    count = _rec_blockcount(l1)
+    end = offset + size
+    if count == 0 or end > count << blocklog:
+        return -1
+    mask = 1
+    mask = (mask << agblklog) - 1
+    agno = (startblock >> agblklog) & 0xFFFFFFFF
+    agbno = startblock & mask
+    if agno >= agcount:
+        return -1
+    limit = last_ag_blocks if agno == agcount - 1 else agblocks
+    if agbno + count > limit:
+        return -1
+    return ((agno * agblocks + agbno) << blocklog) + offset
+
+
+@cython.locals(p=cython.p_uchar, n=cython.Py_ssize_t, flags2=cython.ulonglong,
+               forkoff=cython.Py_ssize_t, nrecs=cython.ulonglong, off=cython.Py_ssize_t,
+               size=cython.Py_ssize_t, a=cython.bint, room=cython.ulonglong)
+def inline_extents(raw, attr, agblklog, agblocks, agcount, last_ag_blocks) -> list:
+    """The extent list of an extents-format fork of the inode ``raw`` (the
+    attr fork when ``attr``): the count from di_nextents or di_anextents
+    (their 64-bit layout when di_flags2 has NREXT64), the fork's place from
+    di_forkoff, each extent checked as :func:`check_extents` does.  Failures
+    raise ValueError("field|reason"), field "extents" for a bad extent."""
+    p = raw
+    n = len(raw)
+    a = attr
+    if n < 176:
+        raise ValueError("di_magic|inode buffer too small")
+    flags2 = _be64(p, 120)
+    forkoff = p[82] * 8
+    if a:
+        nrecs = (_be32(p, 76) if flags2 & 0x10 else _be16(p, 80)) if forkoff else 0
+        off = 176 + forkoff
+        size = n - off if forkoff else 0
+    else:
+        nrecs = _be64(p, 24) if flags2 & 0x10 else _be32(p, 76)
+        off = 176
+        size = forkoff if forkoff else n - 176
+    room = size if size > 0 else 0
+    if size < 0 or nrecs > room // 16:
+        raise ValueError(f"{'di_anextents' if a else 'di_nextents'}|{nrecs} extents do not "
+                         f"fit the {'attr' if a else 'data'} fork")
+    exts = decode_bmbt_recs(raw, off, nrecs)
+    bad = check_extents(exts, agblklog, agblocks, agcount, last_ag_blocks)
+    if bad is not None:
+        raise ValueError(f"extents|{'attr' if a else 'data'} fork extent {bad[0]}: {bad[1]}")
+    return exts
 
 
 @cython.locals(p=cython.p_uchar, u=cython.p_uchar, i=cython.int, k=cython.int,

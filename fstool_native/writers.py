@@ -265,3 +265,37 @@ def dir_place(entries, dirblksize, has_ftype, hdr, data_first) -> tuple:
     if is_leaf and not is_node and count * 8 + 2 * len(used) + hdr + 4 > dbs:
         is_node = True
     return ("node" if is_node else "leaf" if is_leaf else "block"), where, used
+
+
+@cython.locals(p=cython.p_uchar, q=cython.p_uchar, isize=cython.Py_ssize_t,
+               n=cython.Py_ssize_t, off=cython.Py_ssize_t, i=cython.Py_ssize_t,
+               same=cython.bint, lsn_off=cython.Py_ssize_t, crc_off=cython.Py_ssize_t,
+               stamped=cython.Py_ssize_t, crc=cython.uint)
+def stamp_inodes(buf, clean, isize, lsn, lsn_off, crc_off, cksum) -> int:
+    """The write verifier of an inode cluster buffer: every inode in ``buf``
+    (magic "IN") that differs from the same bytes of ``clean`` (every inode
+    when ``clean`` is None) gets ``di_lsn = lsn`` and a fresh CRC (``cksum``
+    is ``parsers.xfs_cksum`` of the same backend).  Returns how many."""
+    n = len(buf)
+    p = buf
+    stamped = 0
+    for off in range(0, n - isize + 1, isize):
+        if p[off] != 0x49 or p[off + 1] != 0x4E:
+            continue
+        if clean is not None:
+            q = clean
+            same = True
+            for i in range(isize):
+                if p[off + i] != q[off + i]:
+                    same = False
+                    break
+            if same:
+                continue
+        _put64(p, off + lsn_off, lsn)
+        crc = cksum(buf[off:off + isize], crc_off)
+        p[off + crc_off] = crc & 0xFF
+        p[off + crc_off + 1] = (crc >> 8) & 0xFF
+        p[off + crc_off + 2] = (crc >> 16) & 0xFF
+        p[off + crc_off + 3] = (crc >> 24) & 0xFF
+        stamped += 1
+    return stamped

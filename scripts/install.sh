@@ -9,7 +9,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 if command -v apt-get >/dev/null; then
     need=""
-    for pkg in xfsprogs fuse3 libfuse3-dev attr gcc python3-dev; do
+    for pkg in xfsprogs fuse3 libfuse3-dev attr gcc python3-dev zstd; do
         dpkg -s "$pkg" >/dev/null 2>&1 || need="$need $pkg"
     done
     if [ -n "$need" ]; then

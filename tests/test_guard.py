@@ -94,3 +94,46 @@ def test_fault_hook_kills_at_the_nth_write(tmp_path):
     assert r.returncode == -9 and "finished" not in r.stdout
     data = target.read_bytes()
     assert [data[i * 512] for i in range(6)] == [1, 2, 3, 4, 0, 0]
+
+
+needs_xfsprogs = pytest.mark.skipif(not images.xfsprogs_available(),
+                                    reason="xfsprogs (xfs_db, xfs_repair) not installed")
+
+
+@needs_xfsprogs
+def test_writers_refuse_an_image_check_finds_corrupt(tmp_path):
+    img = tmp_path / "c.img"
+    assert _fstool("mkfs", "-q", img, "--size", "64m").returncode == 0
+    subprocess.run(["xfs_db", "-x", "-c", "agf 0", "-c", "write -d freeblks 1000", str(img)],
+                   capture_output=True, check=True)
+    before = img.read_bytes()
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "f").write_bytes(b"x")
+    for args in (("mkdir", img, "/x"), ("populate", img, src)):
+        r = _fstool(*args)
+        assert r.returncode != 0 and "AGF_FREEBLKS" in r.stderr and "--no-check" in r.stderr
+        assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert img.read_bytes() == before
+    assert _fstool("mkdir", "--no-check", img, "/x").returncode == 0
+
+
+@needs_xfsprogs
+def test_rm_of_a_large_tree_commits_in_steps(tmp_path):
+    from fstool.ops import edit
+    img = tmp_path / "r.img"
+    assert _fstool("mkfs", "-q", img, "--size", "256m").returncode == 0
+    src = tmp_path / "src"
+    for d in range(3):
+        (src / f"d{d}").mkdir(parents=True)
+        for i in range(edit.RM_BATCH):
+            (src / f"d{d}" / f"f{i}").write_bytes(b"y" * (i % 3))
+    assert _fstool("populate", img, src).returncode == 0
+    r = _fstool("rm", "-r", img, "/d0", "/d1", "/d2")
+    assert r.returncode == 0, r.stderr
+    rep = subprocess.run(["xfs_repair", "-n", "-f", str(img)], capture_output=True, text=True)
+    assert rep.returncode == 0, rep.stdout
+    import fstool
+    with fstool.open_image(img) as fs:
+        assert fs.listdir("/") == []
+        assert fs.sb.fields["sb_icount"] - fs.sb.fields["sb_ifree"] == 3

@@ -213,4 +213,4 @@ def test_refuses_existing_filesystem_and_mounted(tmp_path):
     if images.loop_available():
         with images.Mounted(img):
             res = fstool("mkfs", "-q", "-f", img)
-            assert res.returncode == 1 and "mounted" in res.stderr
+            assert res.returncode == 7 and "mounted" in res.stderr

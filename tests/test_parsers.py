@@ -9,6 +9,7 @@ from array import array
 import pytest
 
 import fstool_native
+from fixtures.dirdata import data_entry
 
 PURE = fstool_native.load(pure=True)
 NATIVE = fstool_native.load()
@@ -72,15 +73,8 @@ def _dir_block(rng, n, ftype=True):
             gap[-2:] = struct.pack(">H", pos)
             buf += gap
         name = rng.randbytes(rng.randrange(1, 40)).replace(b"/", b"x").replace(b"\0", b"y")
-        pos = len(buf)
-        size = (8 + 1 + len(name) + (1 if ftype else 0) + 2 + 7) & ~7
-        ent = bytearray(size)
-        struct.pack_into(">QB", ent, 0, rng.randrange(1 << 40), len(name))
-        ent[9:9 + len(name)] = name
-        if ftype:
-            ent[9 + len(name)] = rng.randrange(1, 8)
-        ent[-2:] = struct.pack(">H", pos)
-        buf += ent
+        buf += data_entry(len(buf), rng.randrange(1 << 40), name,
+                          rng.randrange(1, 8) if ftype else None)
     return bytes(buf)
 
 

@@ -4,7 +4,7 @@ import pytest
 
 from fstool.format import constants as C
 from fstool.fs.icore import InodeEncoder, InodeSpec
-from fstool.fs.writer import present_mask
+from fstool.alloc.inodes import present_mask
 
 UUID = bytes(range(16))
 

@@ -1,6 +1,6 @@
 import click
 
-from .options import image_arg, json_opt, open_fs
+from .options import replay_opt, image_arg, json_opt, open_fs
 
 TREES = ["bnobt", "cntbt", "inobt", "finobt", "refcountbt", "rmapbt"]
 
@@ -17,9 +17,10 @@ def cmd():
               help="Dump the block map (bmbt) of this inode instead.")
 @click.option("--attr", is_flag=True, help="With --inode: the attr fork's block map.")
 @click.option("--summary", is_flag=True, help="Height, blocks per level and fill factor only.")
+@replay_opt
 @json_opt
 @image_arg
-def dump_cmd(agno, tree, ino, attr, summary, as_json, image):
+def dump_cmd(agno, tree, ino, attr, summary, as_json, image, replay_in_memory):
     """Dump an AG btree (--ag N --tree NAME) or an inode's bmbt (--inode INO):
     every block, top level first, with level, record count, siblings, keys,
     pointers and records (as xfs_db btdump shows them)."""
@@ -28,7 +29,7 @@ def dump_cmd(agno, tree, ino, attr, summary, as_json, image):
         raise click.UsageError("give --ag and --tree, or --inode")
     if ino is not None and (agno is not None or tree is not None):
         raise click.UsageError("--inode cannot be combined with --ag/--tree")
-    with open_fs(image) as fs:
+    with open_fs(image, replay_in_memory) as fs:
         dump = stats.dump_bmbt(fs, ino, attr) if ino is not None else \
             stats.dump_ag_btree(fs, agno, tree)
     result = stats.summarize_dump(dump) if summary else dump

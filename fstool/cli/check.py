@@ -21,9 +21,10 @@ def cmd(jobs, as_json, image):
 
     import fstool
 
-    from ..errors import CorruptionError, FsToolError, ImageError, UnknownFeatureError
+    from ..errors import (CorruptionError, FsToolError, ImageTruncatedError,
+                          UnknownFeatureError, errno_of)
     from ..ops import check as C
-    from .console import err, is_tty
+    from .console import err, error_line, is_tty
 
     try:
         fs = fstool.open_image(image)
@@ -38,12 +39,10 @@ def cmd(jobs, as_json, image):
         _emit([C.Finding("SB_FEATURES", str(e), structure="sb", agno=0, block=0,
                          field="sb_features_incompat")], as_json)
         sys.exit(C.EXIT_CORRUPT)
-    except ImageError as e:
-        err(str(e))
-        sys.exit(C.EXIT_CORRUPT if "truncated" in str(e) else C.EXIT_OPERATIONAL)
     except FsToolError as e:
-        err(str(e))
-        sys.exit(C.EXIT_OPERATIONAL)
+        status = C.EXIT_CORRUPT if isinstance(e, ImageTruncatedError) else C.EXIT_OPERATIONAL
+        error_line(str(e), as_json, status, errno_of(e))
+        sys.exit(status)
     with fs:
         if is_tty() and not as_json:
             with _PhaseBars() as bars:
@@ -52,7 +51,7 @@ def cmd(jobs, as_json, image):
             checker = C.check(fs, jobs=jobs)
     _emit(checker.findings, as_json)
     if checker.log_dirty and not as_json:
-        err("the log is dirty: mount and unmount the image (or replay the log) first")
+        err(f"the log is dirty: replay it first with 'fstool log replay {image}'")
     sys.exit(checker.exit_code)
 
 

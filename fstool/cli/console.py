@@ -10,6 +10,19 @@ def err(msg: str) -> None:
     click.echo(f"fstool: error: {msg}", err=True)
 
 
+def error_line(msg: str, as_json: bool, status: int, errno: int | None = None) -> None:
+    """The one line an error ends a command with: ``fstool: error: ...``, or
+    with --json a JSON object (error, exit_status, errno)."""
+    if not as_json:
+        err(msg)
+        return
+    import json
+    rec = {"error": msg, "exit_status": status}
+    if errno is not None:
+        rec["errno"] = errno
+    click.echo(json.dumps(rec, ensure_ascii=False), err=True)
+
+
 def warn(msg: str) -> None:
     click.echo(f"fstool: warning: {msg}", err=True)
 

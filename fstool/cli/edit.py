@@ -4,6 +4,14 @@ Each command is one transaction: it either happens completely or the image
 is left as it was."""
 import click
 
+from .options import emit_json, image_arg, json_opt
+
+
+def no_check_option(f):
+    return click.option("--no-check", is_flag=True,
+                        help="Write even when fstool check finds problems in the image "
+                             "(by default the image is checked first and refused then).")(f)
+
 
 def _ts():
     from .populate import timestamp_ns
@@ -21,18 +29,20 @@ def _mode(text):
 
 
 @click.command("mkdir")
-@click.argument("image", type=click.Path(exists=True, dir_okay=False))
+@json_opt
+@image_arg
 @click.argument("path")
 @click.option("-p", "--parents", is_flag=True, help="Create missing parents; no error if "
                                                     "it exists.")
 @click.option("--mode", default="755", show_default=True, help="Permissions (octal).")
 @click.option("--owner", default="0:0", show_default=True, metavar="UID:GID")
-def mkdir_cmd(image, path, parents, mode, owner):
+@no_check_option
+def mkdir_cmd(image, path, parents, mode, owner, as_json, no_check):
     """Create directory PATH inside IMAGE."""
     from ..ops import edit
     uid, gid = _owner(owner)
-    edit.mkdir(image, path, parents=parents, perm=_mode(mode), uid=uid, gid=gid,
-               timestamp_ns=_ts())
+    emit_json(edit.mkdir(image, path, parents=parents, perm=_mode(mode), uid=uid, gid=gid,
+                         timestamp_ns=_ts(), check=not no_check), as_json)
 
 
 def _owner(text):
@@ -45,49 +55,60 @@ def _owner(text):
 
 
 @click.command("put")
-@click.argument("image", type=click.Path(exists=True, dir_okay=False))
+@json_opt
+@image_arg
 @click.argument("hostfile", type=click.Path(exists=True, dir_okay=False))
 @click.argument("path")
 @click.option("--mode", help="Permissions (octal; default: the host file's).")
 @click.option("--owner", metavar="UID:GID", help="Owner (default: the host file's).")
 @click.option("--force", is_flag=True, help="Replace PATH if it exists.")
-def put_cmd(image, hostfile, path, mode, owner, force):
+@no_check_option
+def put_cmd(image, hostfile, path, mode, owner, force, as_json, no_check):
     """Copy HOSTFILE to PATH inside IMAGE (sparse regions stay holes)."""
     from ..ops import edit
     uid = gid = None
     if owner:
         uid, gid = _owner(owner)
-    edit.put(image, hostfile, path, perm=_mode(mode) if mode else None, uid=uid, gid=gid,
-             force=force, timestamp_ns=_ts())
+    emit_json(edit.put(image, hostfile, path, perm=_mode(mode) if mode else None, uid=uid,
+                       gid=gid, force=force, timestamp_ns=_ts(), check=not no_check),
+              as_json)
 
 
 @click.command("rm")
-@click.argument("image", type=click.Path(exists=True, dir_okay=False))
+@json_opt
+@image_arg
 @click.argument("paths", nargs=-1, required=True)
 @click.option("-r", "--recursive", is_flag=True, help="Remove directories and their contents.")
 @click.option("-f", "--force", is_flag=True, help="No error for missing paths.")
-def rm_cmd(image, paths, recursive, force):
+@no_check_option
+def rm_cmd(image, paths, recursive, force, as_json, no_check):
     """Remove files (or, with -r, whole trees) from IMAGE."""
     from ..ops import edit
-    edit.rm(image, paths, recursive=recursive, force=force, timestamp_ns=_ts())
+    emit_json(edit.rm(image, paths, recursive=recursive, force=force, timestamp_ns=_ts(),
+                      check=not no_check),
+              as_json)
 
 
 @click.command("ln")
-@click.argument("image", type=click.Path(exists=True, dir_okay=False))
+@json_opt
+@image_arg
 @click.argument("target")
 @click.argument("path")
 @click.option("-s", "--symbolic", is_flag=True, help="Make a symbolic link holding TARGET.")
 @click.option("--owner", default="0:0", show_default=True, metavar="UID:GID")
-def ln_cmd(image, target, path, symbolic, owner):
+@no_check_option
+def ln_cmd(image, target, path, symbolic, owner, as_json, no_check):
     """Create PATH as a hard link to TARGET (a path in the image), or with -s
     a symlink whose content is TARGET."""
     from ..ops import edit
     uid, gid = _owner(owner)
-    edit.ln(image, target, path, symbolic=symbolic, uid=uid, gid=gid, timestamp_ns=_ts())
+    emit_json(edit.ln(image, target, path, symbolic=symbolic, uid=uid, gid=gid,
+                      timestamp_ns=_ts(), check=not no_check), as_json)
 
 
 @click.command("setattr")
-@click.argument("image", type=click.Path(exists=True, dir_okay=False))
+@json_opt
+@image_arg
 @click.argument("path")
 @click.option("--mode", help="New permissions (octal).")
 @click.option("--owner", metavar="UID:GID", help="New owner and group.")
@@ -97,7 +118,8 @@ def ln_cmd(image, target, path, symbolic, owner):
               help="Set an xattr (user., trusted. or security. name); repeatable.")
 @click.option("--remove-xattr", "rm_x", multiple=True, metavar="NAME",
               help="Remove an xattr; repeatable.")
-def setattr_cmd(image, path, mode, owner, mtime, atime, set_x, rm_x):
+@no_check_option
+def setattr_cmd(image, path, mode, owner, mtime, atime, set_x, rm_x, as_json, no_check):
     """Change permissions, owner, times or xattrs of PATH in IMAGE."""
     uid = gid = None
     if owner:
@@ -114,6 +136,6 @@ def setattr_cmd(image, path, mode, owner, mtime, atime, set_x, rm_x):
         return None if t is None else int(round(t * 1e9))
 
     from ..ops import edit
-    edit.setattr(image, path, perm=perm, uid=uid, gid=gid, atime_ns=ns_time(atime),
-                 mtime_ns=ns_time(mtime), set_xattrs=sets, remove_xattrs=rm_x,
-                 timestamp_ns=_ts())
+    emit_json(edit.setattr(image, path, perm=perm, uid=uid, gid=gid, atime_ns=ns_time(atime),
+                           mtime_ns=ns_time(mtime), set_xattrs=sets, remove_xattrs=rm_x,
+                           timestamp_ns=_ts(), check=not no_check), as_json)

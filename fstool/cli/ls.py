@@ -1,15 +1,16 @@
 import click
 
-from .options import image_arg, json_opt, open_fs
+from .options import replay_opt, image_arg, json_opt, open_fs
 
 
 @click.command("ls")
 @click.option("-l", "long", is_flag=True, help="Long listing: mode, links, owner, size, time.")
 @click.option("-R", "recursive", is_flag=True, help="List everything below PATH.")
+@replay_opt
 @json_opt
 @image_arg
 @click.argument("path", default="/")
-def cmd(long, recursive, as_json, image, path):
+def cmd(long, recursive, as_json, image, path, replay_in_memory):
     """List PATH (default /) in IMAGE.
 
     With --json, print one JSON object per line with the keys path, type,
@@ -23,7 +24,7 @@ def cmd(long, recursive, as_json, image, path):
     from ..ops.listing import entry_record, iter_listing, mode_string
     from .console import printable_name
 
-    with open_fs(image) as fs:
+    with open_fs(image, replay_in_memory) as fs:
         out = click.get_text_stream("stdout")
         for p, node in iter_listing(fs, path, recursive):
             if as_json:

@@ -34,11 +34,8 @@ COMMANDS = {
     "rm": ("edit", "rm_cmd", "Remove files or trees from an image."),
     "ln": ("edit", "ln_cmd", "Create a hard or symbolic link in an image."),
     "setattr": ("edit", "setattr_cmd", "Change mode, owner, times or xattrs in an image."),
+    "log": ("log", "cmd", "Print, replay or zero the log (journal) of an image."),
 }
-
-EXIT_ERROR = 1
-EXIT_INTERNAL = 70
-
 
 class LazyGroup(click.Group):
     def list_commands(self, ctx):
@@ -81,27 +78,32 @@ def cli():
 
 
 def main(argv=None):
-    from ..errors import FsToolError
-    from .console import err
-    if not (argv if argv is not None else sys.argv[1:]):
-        argv = ["--help"]          # no command: show the help, not an error
+    from ..errors import FsToolError, errno_of
+    from .console import error_line
+    from .exits import (EXIT_FAILURE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE,
+                        exit_status)
+    args = list(argv if argv is not None else sys.argv[1:])
+    if not args:
+        args = ["--help"]          # no command: show the help, not an error
+    as_json = "--json" in args
+
+    def fail(msg: str, status: int, exc: BaseException | None = None) -> None:
+        error_line(msg, as_json, status, None if exc is None else errno_of(exc))
+        sys.exit(status)
+
     try:
-        cli.main(args=argv, prog_name="fstool", standalone_mode=False)
+        cli.main(args=args, prog_name="fstool", standalone_mode=False)
     except click.exceptions.Abort:
-        err("aborted")
-        sys.exit(EXIT_ERROR)
+        fail("aborted", EXIT_FAILURE)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
     except click.UsageError as e:
         hint = f" (see '{e.ctx.command_path} --help')" if e.ctx is not None else ""
-        err(f"{e.format_message()}{hint}")
-        sys.exit(e.exit_code)
+        fail(f"{e.format_message()}{hint}", EXIT_USAGE)
     except click.ClickException as e:
-        err(e.format_message())
-        sys.exit(e.exit_code)
+        fail(e.format_message(), e.exit_code)
     except FsToolError as e:
-        err(str(e))
-        sys.exit(EXIT_ERROR)
+        fail(str(e), exit_status(e), e)
     except BrokenPipeError:
         # the reader went away (e.g. `fstool cat ... | head`): not an error
         try:
@@ -109,16 +111,14 @@ def main(argv=None):
         finally:
             os._exit(0)
     except KeyboardInterrupt:
-        err("interrupted")
-        sys.exit(130)
+        fail("interrupted", EXIT_INTERRUPTED)
     except OSError as e:
-        err(str(e))
-        sys.exit(EXIT_ERROR)
+        fail(str(e), EXIT_FAILURE, e)
     except Exception as e:  # an fstool bug: one line, traceback on request
         if os.environ.get("FSTOOL_DEBUG"):
             raise
-        err(f"internal error: {type(e).__name__}: {e} (set FSTOOL_DEBUG=1 for a traceback)")
-        sys.exit(EXIT_INTERNAL)
+        fail(f"internal error: {type(e).__name__}: {e} (set FSTOOL_DEBUG=1 for a traceback)",
+             EXIT_INTERNAL)
 
 
 if __name__ == "__main__":

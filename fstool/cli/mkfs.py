@@ -76,8 +76,14 @@ def _bool(v: str, flag: str, key: str) -> bool:
               help="With --populate: make everything owned by root (0:0).")
 @click.option("--owner-map", "owner_map", metavar="UID:GID=UID:GID,...",
               help="With --populate: map source owners to image owners.")
+@click.option("--clamp-mtime", "clamp", is_flag=True,
+              help="With --populate: modification times later than the build time "
+                   "($SOURCE_DATE_EPOCH or --timestamp) become the build time.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the geometry (and what --populate added) as one JSON object.")
 def cmd(image, size, b_opts, d_opts, i_opts, l_opts, m_opts, n_opts, s_opts, label,
-        uuid_opt, timestamp, dry_run, force, quiet, populate_src, squash_owner, owner_map):
+        uuid_opt, timestamp, dry_run, force, quiet, populate_src, squash_owner, owner_map,
+        clamp, as_json):
     """Create an XFS v5 filesystem in IMAGE (a new sparse file, an existing
     file, or a block device), with mkfs.xfs 6.1's defaults for its size.
 
@@ -153,19 +159,29 @@ def cmd(image, size, b_opts, d_opts, i_opts, l_opts, m_opts, n_opts, s_opts, lab
         raise click.BadParameter("a label holds at most 12 bytes", param_hint="-L")
     if timestamp is not None:
         opts.timestamp_ns = timestamp * 1_000_000_000
-    if populate_src is None and (squash_owner or owner_map):
-        raise click.UsageError("--squash-owner and --owner-map need --populate")
+    if populate_src is None and (squash_owner or owner_map or clamp):
+        raise click.UsageError("--squash-owner, --owner-map and --clamp-mtime need --populate")
     omap = None
     if populate_src is not None:
         from .populate import make_owner_map
         omap = make_owner_map(owner_map, squash_owner)
-    geo = M.mkfs(image, opts, force=force, dry_run=dry_run)
-    if not quiet:
-        click.echo(info.format_geometry(info.geometry_of_plan(geo), image, counters=False))
+    ts = None
+    if populate_src is not None:
+        from .populate import clamp_time, timestamp_ns
+        ts = opts.timestamp_ns if opts.timestamp_ns is not None else timestamp_ns(None)
+        clamp_ns = clamp_time(clamp, ts)
+    geo = M.mkfs(image, opts, force=force, dry_run=dry_run,
+                 in_progress=populate_src is not None)
+    record = {"image": image, "dry_run": dry_run, "geometry": info.geometry_of_plan(geo)}
+    if not quiet and not as_json:
+        click.echo(info.format_geometry(record["geometry"], image, counters=False))
     if populate_src is not None and not dry_run:
-        from .populate import run_populate, summary, timestamp_ns
-        st = run_populate(image, populate_src, "/", omap, False,
-                          opts.timestamp_ns if opts.timestamp_ns is not None
-                          else timestamp_ns(None), quiet)
-        if not quiet:
+        from .populate import run_populate, summary, summary_record
+        st = run_populate(image, populate_src, "/", omap, False, ts, quiet or as_json,
+                          clamp_ns, fresh=True)
+        record["populate"] = summary_record(st)
+        if not quiet and not as_json:
             click.echo(summary(st))
+    if as_json:
+        from .options import emit_json
+        emit_json(record, True)

@@ -1,6 +1,8 @@
 """fstool populate: add a host directory, tar archive or protofile to an image."""
 import click
 
+from .options import emit_json, image_arg, json_opt
+
 
 def owner_options(f):
     f = click.option("--owner-map", "owner_map", metavar="UID:GID=UID:GID,...",
@@ -38,8 +40,20 @@ def timestamp_ns(timestamp):
     return None
 
 
-def run_populate(image, source, dest, owner_map, keep_going, ts, quiet):
-    """Populate with a progress bar on a terminal; returns the stats."""
+def clamp_time(clamp: bool, ts):
+    """The time --clamp-mtime clamps to: the build time, which must be given."""
+    if not clamp:
+        return None
+    if ts is None:
+        raise click.UsageError("--clamp-mtime needs a time: set SOURCE_DATE_EPOCH or give "
+                               "--timestamp")
+    return ts
+
+
+def run_populate(image, source, dest, owner_map, keep_going, ts, quiet, clamp_ns=None,
+                 fresh=False, check=True):
+    """Populate with a progress bar on a terminal; returns the stats.  With
+    ``clamp_ns`` the source is opened here, its modification times clamped."""
     import sys
     import time
 
@@ -49,9 +63,23 @@ def run_populate(image, source, dest, owner_map, keep_going, ts, quiet):
     def report(msg):
         warn(printable_name(msg))
 
+    if clamp_ns is not None:
+        from ..ops.sources import open_source
+        source_skips: list = []
+
+        def source_report(msg):
+            source_skips.append(msg)
+            report(msg)
+        src = open_source(source, owner_map=owner_map, keep_going=keep_going,
+                          report=source_report, clamp_ns=clamp_ns)
+        st = run_populate(image, src, dest, None, keep_going, ts, quiet, fresh=fresh,
+                          check=check)
+        st.skipped[:0] = source_skips
+        return st
+
     if quiet or not sys.stderr.isatty():
         return populate(image, source, dest, owner_map=owner_map, keep_going=keep_going,
-                        timestamp_ns=ts, report=report)
+                        timestamp_ns=ts, report=report, fresh=fresh, check=check)
     from rich.console import Console
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
     console = Console(stderr=True)
@@ -70,7 +98,15 @@ def run_populate(image, source, dest, owner_map, keep_going, ts, quiet):
             bar.update(task, description=f"{st.entries:,} entries, "
                                          f"{st.bytes / 1048576:,.1f} MiB, {rate:,.0f}/s")
         return populate(image, source, dest, owner_map=owner_map, keep_going=keep_going,
-                        timestamp_ns=ts, report=report, progress=progress)
+                        timestamp_ns=ts, report=report, progress=progress, fresh=fresh,
+                        check=check)
+
+
+def summary_record(st) -> dict:
+    """The populate statistics as the --json object."""
+    return {"files": st.files, "dirs": st.dirs, "symlinks": st.symlinks,
+            "special": st.special, "hardlinks": st.hardlinks, "bytes": st.bytes,
+            "entries": st.entries, "skipped": list(st.skipped)}
 
 
 def summary(st) -> str:
@@ -82,7 +118,7 @@ def summary(st) -> str:
 
 
 @click.command("populate")
-@click.argument("image", type=click.Path(dir_okay=False))
+@image_arg
 @click.argument("source", type=click.Path(exists=True))
 @click.option("--dest", default="/", show_default=True,
               help="Directory inside the image to add SOURCE's contents to (created if "
@@ -90,22 +126,37 @@ def summary(st) -> str:
 @owner_options
 @click.option("--keep-going", is_flag=True,
               help="Skip unreadable or invalid source entries (each is reported) instead of "
-                   "stopping with the image unchanged.")
+                   "stopping at the first.")
 @click.option("--timestamp", type=int,
               help="Seconds since the epoch for change/creation times (default: "
                    "$SOURCE_DATE_EPOCH, else now).")
+@click.option("--clamp-mtime", "clamp", is_flag=True,
+              help="Modification times later than the build time ($SOURCE_DATE_EPOCH or "
+                   "--timestamp) become the build time, as tar --clamp-mtime does.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
-def cmd(image, source, dest, owner_map, squash_owner, keep_going, timestamp, quiet):
+@click.option("--no-check", is_flag=True,
+              help="Write even when fstool check finds problems in the image (by default "
+                   "the image is checked first and refused then).")
+@json_opt
+def cmd(image, source, dest, owner_map, squash_owner, keep_going, timestamp, clamp, quiet,
+        as_json, no_check):
     """Add SOURCE to the XFS image IMAGE without mounting it or needing root.
 
     SOURCE is a host directory, a tar archive (plain, gzip, bzip2, xz or
     zstd) or an mkfs.xfs protofile.  Names, types, modes, owners,
     timestamps to the nanosecond, symlinks, hard links, device nodes, sparse
     files and xattrs are kept.  Existing files of the same name are
-    replaced; existing directories are merged.  The run is one transaction:
-    on any error the image is left exactly as it was.
+    replaced; existing directories are merged.  Every change is journaled
+    and committed in batches of a few thousand entries: a crash or an error
+    keeps the batches committed before it (each file whole) and nothing of
+    the one in progress.  The image is checked first and refused if fstool
+    check finds problems in it.
     """
     omap = make_owner_map(owner_map, squash_owner)
-    st = run_populate(image, source, dest, omap, keep_going, timestamp_ns(timestamp), quiet)
-    if not quiet:
+    ts = timestamp_ns(timestamp)
+    st = run_populate(image, source, dest, omap, keep_going, ts, quiet or as_json,
+                      clamp_time(clamp, ts), check=not no_check)
+    if as_json:
+        emit_json(summary_record(st), True)
+    elif not quiet:
         click.echo(summary(st))

@@ -1,13 +1,14 @@
 import click
 
-from .options import image_arg, json_opt, open_fs
+from .options import replay_opt, image_arg, json_opt, open_fs
 
 
 @click.command("stat")
+@replay_opt
 @json_opt
 @image_arg
 @click.argument("path")
-def cmd(as_json, image, path):
+def cmd(as_json, image, path, replay_in_memory):
     """Show everything about PATH in IMAGE: type, mode, owner, size, links,
     timestamps to the nanosecond, data fork layout, device numbers and xattrs."""
     from ..ops.listing import entry_record, mode_string
@@ -15,7 +16,7 @@ def cmd(as_json, image, path):
     from ..format import constants as C
     from ..fs import dir as xdir
 
-    with open_fs(image) as fs:
+    with open_fs(image, replay_in_memory) as fs:
         node = fs.lookup(path)
         rec = entry_record(fs, "/" + path.strip("/"), node)
         rec.update({

@@ -86,6 +86,7 @@ XFS_DINODE_FMT_BTREE = 3
 XFS_DINODE_FMT_UUID = 4
 DINODE_FORMAT_NAMES = {0: "dev", 1: "local", 2: "extents", 3: "btree", 4: "uuid"}
 
+XFS_DIFLAG_NEWRTBM = 1 << 2         # the realtime bitmap inode: new format
 XFS_DIFLAG2_DAX = 1 << 0
 XFS_DIFLAG2_REFLINK = 1 << 1
 XFS_DIFLAG2_COWEXTSIZE = 1 << 2

@@ -1,7 +1,7 @@
 """One definition per on-disk header, usable both fast and for printing.
 
 A :class:`Layout` is a list of ``(field_name, code)`` pairs in on-disk order.
-``code`` is a big-endian :mod:`struct` code for one value (``"I"``, ``"Q"``,
+``code`` is a :mod:`struct` code for one value (``"I"``, ``"Q"``,
 ``"16s"``) or an array (``"64I"``).  From that single list we derive
 
 * a precompiled :class:`struct.Struct` for hot paths (``unpack`` gives a dict),
@@ -18,12 +18,19 @@ _CODE = re.compile(r"^(\d*)([BbHhIiQqs])$")
 
 
 class Layout:
-    __slots__ = ("name", "fields", "struct", "size", "_construct", "_arrays", "_offsets")
+    __slots__ = ("name", "fields", "struct", "size", "_construct", "_arrays", "_offsets",
+                 "endian")
 
-    def __init__(self, name: str, fields: list[tuple[str, str]]):
+    def __init__(self, name: str, fields: list[tuple[str, str]], endian: str = ">"):
+        """``endian`` is ``">"`` (big-endian, every on-disk metadata
+        structure) or ``"<"`` (little-endian: the log items the kernel logs
+        in host order, read as an x86-64 or arm64 kernel wrote them)."""
+        if endian not in (">", "<"):
+            raise ValueError(f"bad endianness {endian!r} for {name}")
         self.name = name
         self.fields = fields
-        fmt = [">"]
+        self.endian = endian
+        fmt = [endian]
         self._arrays: list[tuple[str, int]] = []   # (name, count); count 0 means scalar
         self._offsets: dict[str, int] = {}
         offset = 0
@@ -40,7 +47,7 @@ class Layout:
                 offset += size
             else:
                 self._arrays.append((fname, count))
-                offset += struct.calcsize(">" + kind) * max(count, 1)
+                offset += struct.calcsize(endian + kind) * max(count, 1)
         self.struct = struct.Struct("".join(fmt))
         self.size = self.struct.size
         assert self.size == offset, (name, self.size, offset)
@@ -52,8 +59,12 @@ class Layout:
         construct costs ~30 ms, which commands that only read should not pay)."""
         if self._construct is None:
             import construct as cs
-            scalar = {"B": cs.Int8ub, "b": cs.Int8sb, "H": cs.Int16ub, "h": cs.Int16sb,
-                      "I": cs.Int32ub, "i": cs.Int32sb, "Q": cs.Int64ub, "q": cs.Int64sb}
+            if self.endian == ">":
+                scalar = {"B": cs.Int8ub, "b": cs.Int8sb, "H": cs.Int16ub, "h": cs.Int16sb,
+                          "I": cs.Int32ub, "i": cs.Int32sb, "Q": cs.Int64ub, "q": cs.Int64sb}
+            else:
+                scalar = {"B": cs.Int8ul, "b": cs.Int8sl, "H": cs.Int16ul, "h": cs.Int16sl,
+                          "I": cs.Int32ul, "i": cs.Int32sl, "Q": cs.Int64ul, "q": cs.Int64sl}
             subcons = []
             for fname, code in self.fields:
                 m = _CODE.match(code)

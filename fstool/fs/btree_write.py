@@ -1,7 +1,9 @@
 """Write engine for XFS v5 btrees: insert, delete, update, bulk load.
 
-The read side (``fstool.fs.btree``) walks any tree from a descriptor; this
-module changes trees.  It follows the kernel's libxfs btree rules, because
+Every tree is described once, by its :class:`~fstool.fs.btree.BtreeType`
+(block format, magic, record and key codec): the read walk in
+``fstool.fs.btree`` and this engine both take that descriptor.  This module
+changes trees.  It follows the kernel's libxfs btree rules, because
 xfs_repair and the kernel verifiers judge the result by them:
 
 * a block holds at most ``maxrecs`` entries and, unless it is the root, at
@@ -42,10 +44,8 @@ the default slack fills blocks halfway between minrecs and maxrecs (about
 
 Blocks are reached through a :class:`BlockStore` supplied by the caller (the
 transaction layer): it hands out buffers, allocates and frees blocks and is
-told which buffers changed.  The engine never stamps CRCs: the store
-restamps every dirtied block when it commits (``fstool.fs.encode.stamp_crc``
-at ``XFS_BTREE_SBLOCK_CRC_OFF`` / ``XFS_BTREE_LBLOCK_CRC_OFF``).  New blocks
-get lsn 0 and a zero CRC field.
+told which buffers changed.  The engine never stamps CRCs or LSNs: the
+journal's write verifier does, once, when a block is logged or written.
 
 Records are the tuples ``fstool.fs.btree`` decoders return: free space
 ``(startblock, blockcount)``, inode chunks ``(startino, holemask, count,
@@ -63,18 +63,10 @@ from .._backend import parsers
 from ..errors import CorruptionError, FsToolError, InvalidArgument
 from ..format import constants as C
 
-NULLAGBLOCK = C.NULLAGBLOCK
-NULLFSBLOCK = C.NULLFSBLOCK
+from .btree import (BMBT, LBLOCK_HDR_LEN, LONG, NULLAGBLOCK, NULLFSBLOCK, SBLOCK_HDR_LEN,
+                    SHORT, BlockForm, BtreeType, Codec)
 
-SBLOCK_HDR_LEN = C.XFS_BTREE_SBLOCK_CRC_LEN       # 56
-LBLOCK_HDR_LEN = C.XFS_BTREE_LBLOCK_CRC_LEN       # 72
 BMDR_HDR_LEN = 4                                  # xfs_bmdr_block: level, numrecs
-
-# v5 short-form header: magic, level, numrecs, leftsib, rightsib, blkno, lsn,
-# uuid, owner, crc
-_SHDR = struct.Struct(">IHHIIQQ16sII")
-# v5 long-form header: ... 64-bit siblings, blkno, lsn, uuid, 64-bit owner, crc, pad
-_LHDR = struct.Struct(">IHHQQQQ16sQII")
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
@@ -114,214 +106,8 @@ class BlockStore(Protocol):
 
 
 # --------------------------------------------------------------------------
-# Record codecs
-# --------------------------------------------------------------------------
-
-class Codec:
-    """Packing and ordering of one tree's records and keys.
-
-    ``key(rec)`` is the comparison key.  ``pack_key``/``unpack_key`` handle
-    the on-disk key fields in disk order (``BtreeType.key_names``): for the
-    free-space trees that is ``(startblock, blockcount)`` for both bnobt
-    and cntbt, although the bnobt orders by startblock alone and the cntbt by
-    ``(blockcount, startblock)``.  The node key for a child is built from the
-    child's first record (``rec_key_bytes``), so a bnobt key carries that
-    record's length exactly as the kernel writes it.
-    """
-    name: str
-    rec_len: int
-    key_len: int
-
-    def __init__(self, name: str, rec_fmt: str, key_fmt: str):
-        self.name = name
-        self._rec = struct.Struct(rec_fmt)
-        self._dkey = struct.Struct(key_fmt)
-        self.rec_len = self._rec.size
-        self.key_len = self._dkey.size
-        # comparison key of the packed record / node key at an offset
-        self.rec_key_at = self._rec_key_at
-        self.node_key_at = self._node_key_at
-
-    # -- interface -------------------------------------------------------
-    def key(self, rec) -> tuple:
-        raise NotImplementedError
-
-    def pack_rec(self, rec) -> bytes:
-        return self._rec.pack(*rec)
-
-    def unpack_rec(self, buf, off: int) -> tuple:
-        return self._rec.unpack_from(buf, off)
-
-    def unpack_recs(self, buf, off: int, n: int) -> list:
-        rl = self.rec_len
-        return list(self._rec.iter_unpack(bytes(buf[off:off + n * rl])))
-
-    def pack_recs(self, recs: Sequence) -> bytes:
-        pack = self.pack_rec
-        return b"".join([pack(r) for r in recs])
-
-    def pack_key(self, key) -> bytes:
-        return self._dkey.pack(*key)
-
-    def unpack_key(self, buf, off: int) -> tuple:
-        return self._dkey.unpack_from(buf, off)
-
-    def rec_key_bytes(self, buf, off: int) -> bytes:
-        """On-disk node key for a child whose first record is at ``off``."""
-        return bytes(buf[off:off + self.key_len])
-
-    def _rec_key_at(self, buf, off):
-        raise NotImplementedError
-
-    def _node_key_at(self, buf, off):
-        raise NotImplementedError
-
-
-class _BnoCodec(Codec):
-    def __init__(self):
-        super().__init__("bnobt", ">II", ">II")
-        self.rec_key_at = self.node_key_at = struct.Struct(">I").unpack_from
-
-    def key(self, rec):
-        return (rec[0],)
-
-
-class _CntCodec(Codec):
-    def __init__(self):
-        super().__init__("cntbt", ">II", ">II")
-        unpack = self._rec.unpack_from
-
-        def swapped(buf, off):
-            start, count = unpack(buf, off)
-            return (count, start)
-        self.rec_key_at = self.node_key_at = swapped
-
-    def key(self, rec):
-        return (rec[1], rec[0])
-
-
-class _InoCodec(Codec):
-    """inobt/finobt.  Sparse-inode records keep holemask and count; the full
-    (pre-sparse) format has a 32-bit freecount there and 64-inode chunks."""
-
-    def __init__(self, sparse: bool):
-        super().__init__("inobt", ">IHBBQ" if sparse else ">IIQ", ">I")
-        self.sparse = sparse
-        self.rec_key_at = self.node_key_at = self._dkey.unpack_from
-
-    def key(self, rec):
-        return (rec[0],)
-
-    def pack_rec(self, rec):
-        if self.sparse:
-            return self._rec.pack(*rec)
-        if rec[1] or rec[2] != 64:
-            raise InvalidArgument(f"inobt: chunk {rec[0]} has holes, which need the "
-                                  "sparse-inode record format")
-        return self._rec.pack(rec[0], rec[3], rec[4])
-
-    def unpack_rec(self, buf, off):
-        if self.sparse:
-            return self._rec.unpack_from(buf, off)
-        startino, freecount, free = self._rec.unpack_from(buf, off)
-        return (startino, 0, 64, freecount, free)
-
-    def unpack_recs(self, buf, off, n):
-        raw = self._rec.iter_unpack(bytes(buf[off:off + 16 * n]))
-        if self.sparse:
-            return list(raw)
-        return [(s, 0, 64, f, m) for s, f, m in raw]
-
-
-def pack_bmbt_rec(startoff: int, startblock: int, blockcount: int, unwritten: int = 0) -> bytes:
-    """The 128-bit packed extent: bit 127 unwritten, 126..73 file offset,
-    72..21 start block, 20..0 length."""
-    if (startoff >> 54 or startblock >> 52 or blockcount >> 21 or blockcount == 0
-            or unwritten not in (0, 1)):
-        raise InvalidArgument(f"extent ({startoff}, {startblock}, {blockcount}, "
-                              f"{unwritten}) does not fit a bmbt record")
-    l0 = (unwritten << 63) | (startoff << 9) | (startblock >> 43)
-    l1 = ((startblock & 0x7FFFFFFFFFF) << 21) | blockcount
-    return _BMREC.pack(l0, l1)
-
-
-_BMREC = struct.Struct(">QQ")
-
-
-class _BmbtCodec(Codec):
-    """bmbt: packed extents, keyed by file offset."""
-
-    def __init__(self):
-        super().__init__("bmbt", ">QQ", ">Q")
-        self.node_key_at = self._dkey.unpack_from
-
-        def rec_key_at(buf, off):
-            return ((_U64.unpack_from(buf, off)[0] >> 9) & 0x3FFFFFFFFFFFFF,)
-        self.rec_key_at = rec_key_at
-
-    def key(self, rec):
-        return (rec[0],)
-
-    def pack_rec(self, rec):
-        return pack_bmbt_rec(*rec)
-
-    def unpack_rec(self, buf, off):
-        l0, l1 = _BMREC.unpack_from(buf, off)
-        return ((l0 >> 9) & 0x3FFFFFFFFFFFFF, ((l0 & 0x1FF) << 43) | (l1 >> 21),
-                l1 & 0x1FFFFF, l0 >> 63)
-
-    def unpack_recs(self, buf, off, n):
-        return parsers.decode_bmbt_recs(buf, off, n)
-
-    def rec_key_bytes(self, buf, off):
-        return _U64.pack(self.rec_key_at(buf, off)[0])
-
-
-BNO_CODEC = _BnoCodec()
-CNT_CODEC = _CntCodec()
-INO_CODEC = _InoCodec(sparse=True)           # inobt and finobt, sparse inodes
-INO_CODEC_SPARSE = INO_CODEC
-INO_CODEC_FULL = _InoCodec(sparse=False)     # inobt and finobt without sparse inodes
-BMBT_CODEC = _BmbtCodec()
-
-
-# --------------------------------------------------------------------------
 # Block geometry
 # --------------------------------------------------------------------------
-
-class _Form:
-    """Short (per-AG, 32-bit pointers) or long (bmbt, 64-bit) block format."""
-
-    def __init__(self, long_ptrs: bool):
-        self.long = long_ptrs
-        self.hdr = LBLOCK_HDR_LEN if long_ptrs else SBLOCK_HDR_LEN
-        self.ptr = _U64 if long_ptrs else _U32
-        self.ptr_len = self.ptr.size
-        self.null = NULLFSBLOCK if long_ptrs else NULLAGBLOCK
-        self.sibs = struct.Struct(">QQ" if long_ptrs else ">II")
-        self.right_off = 16 if long_ptrs else 12
-        self.crc_off = (C.XFS_BTREE_LBLOCK_CRC_OFF if long_ptrs
-                        else C.XFS_BTREE_SBLOCK_CRC_OFF)
-
-    def init_header(self, buf, magic, level, numrecs, left, right, daddr, uuid, owner):
-        if self.long:
-            _LHDR.pack_into(buf, 0, magic, level, numrecs, left, right, daddr, 0, uuid,
-                            owner, 0, 0)
-        else:
-            _SHDR.pack_into(buf, 0, magic, level, numrecs, left, right, daddr, 0, uuid,
-                            owner, 0)
-
-
-_SHORT = _Form(False)
-_LONG = _Form(True)
-
-
-def block_maxrecs(blocksize: int, codec: Codec, leaf: bool, long_ptrs: bool = False) -> int:
-    """Entries that fit one btree block (the kernel's get_maxrecs)."""
-    form = _LONG if long_ptrs else _SHORT
-    space = blocksize - form.hdr
-    return space // codec.rec_len if leaf else space // (codec.key_len + form.ptr_len)
-
 
 def bmdr_maxrecs(root_space: int) -> int:
     """Key/pointer pairs that fit a bmbt root of ``root_space`` bytes in an
@@ -332,13 +118,14 @@ def bmdr_maxrecs(root_space: int) -> int:
 class _Shape:
     """Per-tree constants shared by the incremental engine and the loader."""
 
-    def __init__(self, form: _Form, codec: Codec, blocksize: int,
-                 maxrecs: tuple[int, int] | None):
+    def __init__(self, bt: BtreeType, blocksize: int, maxrecs: tuple[int, int] | None):
+        form = bt.form
+        codec = bt.codec
         self.form = form
         self.codec = codec
         self.blocksize = blocksize
-        phys_leaf = block_maxrecs(blocksize, codec, True, form.long)
-        phys_node = block_maxrecs(blocksize, codec, False, form.long)
+        phys_leaf = bt.maxrecs(blocksize, True)
+        phys_node = bt.maxrecs(blocksize, False)
         if maxrecs is None:
             leaf, node = phys_leaf, phys_node
         else:
@@ -370,9 +157,12 @@ class _Engine:
 
     _in_inode = False
 
-    def _setup(self, form: _Form, magic: int, codec: Codec, store: BlockStore,
-               owner: int, uuid: bytes, maxrecs, where: dict) -> None:
-        self.magic = magic
+    def _setup(self, bt: BtreeType, store: BlockStore, owner: int, uuid: bytes, maxrecs,
+               where: dict) -> None:
+        form = bt.form
+        codec = bt.codec
+        self.bt = bt
+        self.magic = bt.magic
         self.codec = codec
         self.store = store
         self.uuid = bytes(uuid)
@@ -380,7 +170,7 @@ class _Engine:
         self._form = form
         self._owner = owner
         self._where = where
-        shape = _Shape(form, codec, store.blocksize, maxrecs)
+        shape = _Shape(bt, store.blocksize, maxrecs)
         self.shape = shape
         self._maxrecs = shape.maxrecs
         self._minrecs = shape.minrecs
@@ -950,30 +740,29 @@ class ShortBtree(_Engine):
     it exists for tests and is never right for a real image.
     """
 
-    def __init__(self, magic: int, codec: Codec, store: BlockStore, *, root: int,
+    def __init__(self, bt: BtreeType, store: BlockStore, *, root: int,
                  levels: int, agno: int, uuid: bytes,
                  maxrecs: tuple[int, int] | None = None):
         if levels < 1 or levels > C.XFS_BTREE_MAXLEVELS:
-            raise CorruptionError(f"{codec.name} root", f"tree height {levels}",
+            raise CorruptionError(f"{bt.name} root", f"tree height {levels}",
                                   agno=agno, field="levels")
-        self._setup(_SHORT, magic, codec, store, agno, uuid, maxrecs, {"agno": agno})
+        self._setup(bt, store, agno, uuid, maxrecs, {"agno": agno})
         self.root = root
         self.levels = levels
         self.agno = agno
 
     @classmethod
-    def create(cls, magic: int, codec: Codec, store: BlockStore, *, agno: int, uuid: bytes,
+    def create(cls, bt: BtreeType, store: BlockStore, *, agno: int, uuid: bytes,
                near: int = 0, maxrecs: tuple[int, int] | None = None) -> "ShortBtree":
         """A new empty tree: one leaf root block from ``store.alloc``.  That
         block is not in ``nblocks_delta``: agi_iblocks/agi_fblocks count it,
         agf_btreeblks (which leaves roots out) does not."""
         addr = store.alloc(near)
         buf = store.new(addr)
-        _SHORT.init_header(buf, magic, 0, 0, NULLAGBLOCK, NULLAGBLOCK, store.daddr(addr),
-                           bytes(uuid), agno)
+        SHORT.init_header(buf, bt.magic, 0, 0, NULLAGBLOCK, NULLAGBLOCK, store.daddr(addr),
+                          bytes(uuid), agno)
         store.dirty(addr)
-        return cls(magic, codec, store, root=addr, levels=1, agno=agno, uuid=uuid,
-                   maxrecs=maxrecs)
+        return cls(bt, store, root=addr, levels=1, agno=agno, uuid=uuid, maxrecs=maxrecs)
 
     def _new_root(self, path: list, up: tuple) -> None:
         """The root split: put a node above the two halves."""
@@ -1004,10 +793,9 @@ class BmbtTree(_Engine):
     _in_inode = True
 
     def __init__(self, store: BlockStore, *, root: bytes, root_space: int, ino: int,
-                 uuid: bytes, codec: Codec = None, magic: int = C.XFS_BMAP_CRC_MAGIC,
+                 uuid: bytes, bt: BtreeType = BMBT,
                  maxrecs: tuple[int, int] | None = None):
-        codec = codec or BMBT_CODEC
-        self._setup(_LONG, magic, codec, store, ino, uuid, maxrecs, {"ino": ino})
+        self._setup(bt, store, ino, uuid, maxrecs, {"ino": ino})
         self.ino = ino
         self.root_space = root_space
         self.root_maxrecs = bmdr_maxrecs(root_space)
@@ -1020,7 +808,7 @@ class BmbtTree(_Engine):
         # the root lives in memory as a block-format buffer, so that every
         # block primitive applies to it; its capacity is root_maxrecs
         buf = bytearray(store.blocksize)
-        _LONG.init_header(buf, magic, level, 0, NULLFSBLOCK, NULLFSBLOCK, 0, self.uuid, ino)
+        LONG.init_header(buf, bt.magic, level, 0, NULLFSBLOCK, NULLFSBLOCK, 0, self.uuid, ino)
         pbase = BMDR_HDR_LEN + 8 * self.root_maxrecs
         self._put(buf, level, 0, 0, (bytes(root[BMDR_HDR_LEN:BMDR_HDR_LEN + 8 * numrecs]),
                                      bytes(root[pbase:pbase + 8 * numrecs])))
@@ -1037,16 +825,16 @@ class BmbtTree(_Engine):
         converts a fork whose extents outgrew it: one leaf block holds the
         extents and the inode root points to it (di_nblocks grows by one,
         which ``nblocks_delta`` shows)."""
-        codec = BMBT_CODEC
+        codec = BMBT.codec
         _check_sorted(codec, extents)
-        leafmax = (maxrecs or (block_maxrecs(store.blocksize, codec, True, True),))[0]
+        leafmax = (maxrecs or (BMBT.maxrecs(store.blocksize, True),))[0]
         if len(extents) > leafmax:
             raise InvalidArgument(f"{len(extents)} extents do not fit one bmbt leaf; "
                                   "use bulk_load_bmbt")
         addr = store.alloc(near)
         buf = store.new(addr)
-        _LONG.init_header(buf, C.XFS_BMAP_CRC_MAGIC, 0, len(extents), NULLFSBLOCK,
-                          NULLFSBLOCK, store.daddr(addr), bytes(uuid), ino)
+        LONG.init_header(buf, BMBT.magic, 0, len(extents), NULLFSBLOCK,
+                         NULLFSBLOCK, store.daddr(addr), bytes(uuid), ino)
         packed = codec.pack_recs(extents)
         buf[LBLOCK_HDR_LEN:LBLOCK_HDR_LEN + len(packed)] = packed
         store.dirty(addr)
@@ -1194,7 +982,7 @@ def bulk_geometry(nrecs: int, maxrecs: tuple[int, int], *, slack_leaf: int = -1,
         level += 1
 
 
-def _load_levels(form: _Form, shape: _Shape, magic: int, codec: Codec, store: BlockStore,
+def _load_levels(form: BlockForm, shape: _Shape, magic: int, codec: Codec, store: BlockStore,
                  packed: bytes, geometry: list, owner: int, uuid: bytes,
                  top_in_blocks: bool) -> tuple[list, list]:
     """Write the block levels; returns the top level's (low keys, pointers)
@@ -1252,7 +1040,7 @@ def _check_sorted(codec: Codec, records: Sequence) -> None:
         prev = k
 
 
-def bulk_load(magic: int, codec: Codec, store: BlockStore, records: Sequence, *,
+def bulk_load(bt: BtreeType, store: BlockStore, records: Sequence, *,
               agno: int, uuid: bytes, slack_leaf: int = -1, slack_node: int = -1,
               maxrecs: tuple[int, int] | None = None) -> tuple[int, int, int]:
     """Build a fresh short-pointer tree from records sorted by key.
@@ -1263,20 +1051,20 @@ def bulk_load(magic: int, codec: Codec, store: BlockStore, records: Sequence, *,
     2 when less than a tenth of the AG is free.  Blocks are allocated in
     order leaves first, left to right, each near the previous one.
     """
+    codec = bt.codec
     _check_sorted(codec, records)
-    shape = _Shape(_SHORT, codec, store.blocksize, maxrecs)
+    shape = _Shape(bt, store.blocksize, maxrecs)
     geometry = bulk_geometry(len(records), shape.maxrecs, slack_leaf=slack_leaf,
                              slack_node=slack_node)
     packed = codec.pack_recs(records)
-    _, ptrs, used = _load_levels(_SHORT, shape, magic, codec, store, packed, geometry,
+    _, ptrs, used = _load_levels(SHORT, shape, bt.magic, codec, store, packed, geometry,
                                  agno, bytes(uuid), True)
     return ptrs[0], len(geometry), len(used)
 
 
 def bulk_load_bmbt(extents: Sequence, *, ino: int, uuid: bytes, blocksize: int,
                    root_space: int, store: BlockStore, slack_leaf: int = -1,
-                   slack_node: int = -1, magic: int = C.XFS_BMAP_CRC_MAGIC
-                   ) -> tuple[bytes, int, list]:
+                   slack_node: int = -1) -> tuple[bytes, int, list]:
     """Build a block-mapping btree for a fork whose extents do not fit it.
 
     ``extents`` are ``(startoff, startblock, blockcount, unwritten)`` sorted
@@ -1287,7 +1075,7 @@ def bulk_load_bmbt(extents: Sequence, *, ino: int, uuid: bytes, blocksize: int,
     inode root (its bb_level is height - 1) and the list of blocks used
     (di_nblocks grows by their number).
     """
-    codec = BMBT_CODEC
+    codec = BMBT.codec
     if len(extents) * codec.rec_len <= root_space:
         raise InvalidArgument(f"{len(extents)} extents fit a {root_space}-byte fork "
                               "without a btree")
@@ -1300,11 +1088,11 @@ def bulk_load_bmbt(extents: Sequence, *, ino: int, uuid: bytes, blocksize: int,
     root_max = bmdr_maxrecs(root_space)
     if root_max < 1:
         raise InvalidArgument(f"a {root_space}-byte fork cannot hold a bmbt root")
-    shape = _Shape(_LONG, codec, blocksize, None)
+    shape = _Shape(BMBT, blocksize, None)
     geometry = bulk_geometry(len(extents), shape.maxrecs, slack_leaf=slack_leaf,
                              slack_node=slack_node, root_maxrecs=root_max)
     packed = codec.pack_recs(extents)
-    keys, ptrs, used = _load_levels(_LONG, shape, magic, codec, store, packed, geometry,
+    keys, ptrs, used = _load_levels(LONG, shape, BMBT.magic, codec, store, packed, geometry,
                                     ino, bytes(uuid), False)
     levels = len(geometry)
     root = bytearray(root_space)

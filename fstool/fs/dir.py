@@ -45,13 +45,13 @@ def form(node) -> str:
     return _form(node)
 
 
-def _shortform(node):
+def _shortform(node, listing: bool = False):
     fork = node.fork_bytes()
     if node.size > len(fork) or node.size < 6:
         raise CorruptionError("shortform directory", f"size {node.size} does not fit the "
                               f"inode fork ({len(fork)} bytes)", ino=node.ino, field="di_size")
     try:
-        return parsers.dir2_sf_entries(fork, 0, node.size, node.fs.sb.has_ftype)
+        return parsers.dir2_sf_entries(fork, 0, node.size, node.fs.sb.has_ftype, listing)
     except ValueError as e:
         raise CorruptionError("shortform directory", str(e), ino=node.ino) from None
 
@@ -74,10 +74,10 @@ def _block_tail(node, buf) -> tuple[int, int]:
     return start, count
 
 
-def _data_entries(node, buf, end: int):
+def _data_entries(node, buf, end: int, listing: bool = False):
     try:
         return parsers.dir2_data_entries(buf, C.XFS_DIR3_DATA_HDR_SIZE, end,
-                                         node.fs.sb.has_ftype)
+                                         node.fs.sb.has_ftype, listing)
     except ValueError as e:
         raise CorruptionError("directory data block", str(e), ino=node.ino) from None
 
@@ -95,38 +95,35 @@ def _data_block_fsbs(node) -> Iterator[int]:
             yield fsb
 
 
-def iter_entries(node) -> Iterator[tuple[bytes, int, int]]:
-    """(name, ino, ftype) for every entry but ``.`` and ``..``."""
+def entry_lists(node) -> Iterator[list]:
+    """The entries of a directory, but ``.`` and ``..``, as lists of
+    (name, ino, ftype): one list per data block (shortform: one list)."""
     kind = _form(node)
     if kind == "shortform":
-        _parent, ents = _shortform(node)
-        for _off, ino, name, ftype in ents:
-            yield name, ino, ftype
+        yield _shortform(node, True)[1]
         return
     if kind == "block":
         buf = _read_dirblock(node, 0, V.DIR3_BLOCK)
-        end, _count = _block_tail(node, buf)
-        for _off, ino, name, ftype in _data_entries(node, buf, end):
-            if name not in _DOT:
-                yield name, ino, ftype
-        return
-    for fsb in _data_block_fsbs(node):
-        buf = _read_dirblock(node, fsb, V.DIR3_DATA)
-        for _off, ino, name, ftype in _data_entries(node, buf, len(buf)):
-            if name not in _DOT:
-                yield name, ino, ftype
+        blocks = ((buf, _block_tail(node, buf)[0]),)
+    else:
+        blocks = ((_read_dirblock(node, fsb, V.DIR3_DATA), None)
+                  for fsb in _data_block_fsbs(node))
+    for buf, end in blocks:
+        yield _data_entries(node, buf, len(buf) if end is None else end, True)
+
+
+def iter_entries(node) -> Iterator[tuple[bytes, int, int]]:
+    """(name, ino, ftype) for every entry but ``.`` and ``..``."""
+    for ents in entry_lists(node):
+        yield from ents
 
 
 def _first_at_or_after(buf, start: int, count: int, hashval: int) -> int:
     """Binary search a (hashval, address) array for the first hash >= hashval."""
-    lo, hi = 0, count
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if _LEAF_ENT.unpack_from(buf, start + 8 * mid)[0] < hashval:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
+    try:
+        return parsers.hash_lower_bound(buf, start, count, hashval)
+    except ValueError as e:
+        raise CorruptionError("directory leaf", str(e), field="count") from None
 
 
 def _entry_at(node, addr: int, block_form: bool, blockbuf=None):

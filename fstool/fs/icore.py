@@ -17,7 +17,6 @@ from ..format.structs import DINODE
 _CORE = DINODE.struct
 assert _CORE.size == C.XFS_DINODE_CORE_SIZE
 
-XFS_DIFLAG_NEWRTBM = 1 << 1
 _BIG_OFF = C.XFS_BIGTIME_EPOCH_OFFSET * C.NSEC_PER_SEC
 _U64 = (1 << 64) - 1
 _TIMES = struct.Struct(">QQQ")          # di_atime, di_mtime, di_ctime at offset 32
@@ -83,6 +82,16 @@ class InodeEncoder:
             (C.XFS_DIFLAG2_NREXT64 if nrext64 else 0)
         self.literal = inodesize - C.XFS_DINODE_CORE_SIZE
         self._templates: dict = {}
+
+    @staticmethod
+    def seal(raw) -> bytes:
+        """An inode whose fields were edited, with its CRC made current (so
+        that readers in the same transaction can use it; the journal's write
+        verifier stamps LSN and CRC again as it leaves)."""
+        buf = bytearray(raw)
+        struct.pack_into("<I", buf, C.XFS_DINODE_CRC_OFF,
+                         parsers.xfs_cksum(buf, C.XFS_DINODE_CRC_OFF))
+        return bytes(buf)
 
     def free(self, ino: int, gen: int = 0) -> bytes:
         """A free inode as the kernel initialises a new chunk."""

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import bisect
 import operator
+import os
 import struct
 
 from .._backend import parsers
-from ..errors import CorruptionError
+from ..errors import CorruptionError, InvalidArgument
 from ..format import constants as C
 from ..format.structs import DINODE
 
@@ -33,6 +34,19 @@ _ANEXT16_OFF = DINODE.offset("di_anextents")
 _NBLOCKS_OFF = DINODE.offset("di_nblocks")
 
 
+# os.stat_result takes its 19 Linux fields as one tuple (fastest); elsewhere
+# the fields after the first ten go by name
+_STAT_EXTRA = ("st_atime", "st_mtime", "st_ctime", "st_atime_ns", "st_mtime_ns",
+               "st_ctime_ns", "st_blksize", "st_blocks", "st_rdev")
+_stat_result = os.stat_result
+_stat_values = parsers.stat_values
+try:
+    _probe = os.stat_result(tuple(range(19)))
+    _STAT_FROM_TUPLE = [getattr(_probe, f) for f in _STAT_EXTRA] == list(range(10, 19))
+except (TypeError, AttributeError):
+    _STAT_FROM_TUPLE = False
+
+
 def decode_timestamp(raw: int, bigtime: bool) -> int:
     """An on-disk timestamp as nanoseconds since the Unix epoch."""
     if bigtime:
@@ -48,11 +62,15 @@ class Extent(tuple):
     __slots__ = ()
 
 
-class Inode:
-    """One inode read from disk and verified.  Forks are decoded lazily."""
+class Inode(parsers.InodeCore):
+    """One inode read from disk and verified.  Forks are decoded lazily.
 
-    __slots__ = ("fs", "ino", "raw", "_core", "mode", "format", "size", "nlink", "uid",
-                 "gid", "forkoff", "aformat", "flags2", "_extents", "_aextents")
+    The core fields every caller reads (``ino``, ``mode``, ``format``,
+    ``size``, ``nlink``, ``uid``, ``gid``, ``forkoff``, ``aformat``,
+    ``flags2``, ``raw``) live in ``parsers.InodeCore``, which
+    ``Filesystem`` fills natively a batch at a time (``load_inodes``)."""
+
+    __slots__ = ()
 
     def __init__(self, fs, ino: int, raw: bytes):
         self.fs = fs
@@ -106,6 +124,20 @@ class Inode:
     next_unlinked = property(lambda self: self.core[I_NEXT_UNLINKED])
     projid = property(lambda self: (self.core[I_PROJHI] << 16) | self.core[I_PROJLO])
 
+    def stat(self) -> os.stat_result:
+        """The inode as ``os.stat_result``, with the values the kernel's stat
+        gives for it: times to the nanosecond, ``st_blocks`` in 512-byte
+        units (every block the inode owns, metadata included), ``st_rdev``
+        for devices, ``st_dev`` a number derived from the filesystem uuid."""
+        fs = self.fs
+        v = _stat_values(self.raw, self.ino, fs.st_dev, fs.st_blksize, fs._bb_per_fsb_log)
+        ifmt = self.mode & 0o170000
+        if ifmt == 0o020000 or ifmt == 0o060000:          # character or block device
+            v = v[:18] + (os.makedev(*self.rdev),)
+        if _STAT_FROM_TUPLE:
+            return _stat_result(v)
+        return _stat_result(v[:10], dict(zip(_STAT_EXTRA, v[10:])))
+
     # -- identity -----------------------------------------------------------
     @property
     def ifmt(self) -> int:
@@ -113,19 +145,19 @@ class Inode:
 
     @property
     def type_name(self) -> str:
-        return C.TYPE_NAMES.get(self.ifmt, "unknown")
+        return C.TYPE_NAMES.get(self.mode & C.S_IFMT, "unknown")
 
     @property
     def is_dir(self) -> bool:
-        return self.ifmt == C.S_IFDIR
+        return self.mode & C.S_IFMT == C.S_IFDIR
 
     @property
     def is_reg(self) -> bool:
-        return self.ifmt == C.S_IFREG
+        return self.mode & C.S_IFMT == C.S_IFREG
 
     @property
     def is_symlink(self) -> bool:
-        return self.ifmt == C.S_IFLNK
+        return self.mode & C.S_IFMT == C.S_IFLNK
 
     @property
     def perm(self) -> int:
@@ -133,7 +165,8 @@ class Inode:
 
     @property
     def rdev(self) -> tuple[int, int] | None:
-        if self.ifmt not in (C.S_IFCHR, C.S_IFBLK):
+        ifmt = self.mode & C.S_IFMT
+        if ifmt != C.S_IFCHR and ifmt != C.S_IFBLK:
             return None
         if self.format != C.XFS_DINODE_FMT_DEV:
             raise CorruptionError("inode", "device inode without a device fork",
@@ -158,33 +191,32 @@ class Inode:
 
     def _load_map(self, attr: bool) -> list:
         fmt = self.aformat if attr else self.format
-        nrecs = self.anextents if attr else self.nextents
-        off, size = self.fork_bounds(attr)
         which = "attr" if attr else "data"
         if fmt == C.XFS_DINODE_FMT_EXTENTS:
-            if nrecs * 16 > size:
-                raise CorruptionError("inode", f"{nrecs} extents do not fit the {which} fork",
-                                      ino=self.ino, field="di_nextents")
-            exts = parsers.decode_bmbt_recs(self.raw, off, nrecs)
-        elif fmt == C.XFS_DINODE_FMT_BTREE:
+            try:
+                return parsers.inline_extents(self.raw, attr, *self.fs._extent_bounds)
+            except ValueError as e:
+                field, _, detail = str(e).partition("|")
+                raise CorruptionError("extent map" if field == "extents" else "inode", detail,
+                                      ino=self.ino, field=field) from None
+        if fmt == C.XFS_DINODE_FMT_BTREE:
+            nrecs = self.anextents if attr else self.nextents
+            off, size = self.fork_bounds(attr)
             exts = self._load_bmbt(off, size, which)
             if len(exts) != nrecs:
                 raise CorruptionError("inode", f"{which} fork btree holds {len(exts)} extents, "
                                       f"the inode says {nrecs}", ino=self.ino,
                                       field="di_nextents")
-        elif fmt in (C.XFS_DINODE_FMT_LOCAL, C.XFS_DINODE_FMT_DEV) or (attr and not self.forkoff):
-            exts = []
-        else:
-            raise CorruptionError("inode", f"{which} fork format {fmt} is not valid",
-                                  ino=self.ino, field="di_aformat" if attr else "di_format")
-        if exts:
-            sb = self.fs.sb
-            bad = parsers.check_extents(exts, sb.agblklog, sb.agblocks, sb.agcount,
-                                        self.fs.ag_length(sb.agcount - 1))
-            if bad is not None:
-                raise CorruptionError("extent map", f"{which} fork extent {bad[0]}: {bad[1]}",
-                                      ino=self.ino, field="extents")
-        return exts
+            if exts:
+                bad = parsers.check_extents(exts, *self.fs._extent_bounds)
+                if bad is not None:
+                    raise CorruptionError("extent map", f"{which} fork extent {bad[0]}: "
+                                          f"{bad[1]}", ino=self.ino, field="extents")
+            return exts
+        if fmt in (C.XFS_DINODE_FMT_LOCAL, C.XFS_DINODE_FMT_DEV) or (attr and not self.forkoff):
+            return []
+        raise CorruptionError("inode", f"{which} fork format {fmt} is not valid",
+                              ino=self.ino, field="di_aformat" if attr else "di_format")
 
     def bmbt_root(self, attr: bool = False) -> tuple[int, list, list]:
         """(level, keys, ptrs) of the bmbt root kept in a btree-format fork."""
@@ -249,39 +281,71 @@ class Inode:
 
     # -- data ---------------------------------------------------------------
     def read(self, offset: int = 0, size: int = -1) -> bytes:
-        """File data in [offset, offset+size) clipped to EOF; holes and
-        unwritten extents read as zeros."""
-        if size < 0 or offset + size > self.size:
-            size = max(0, self.size - offset)
-        if size <= 0:
+        """File data in [offset, offset+size) clipped to EOF (all of it by
+        default); holes and unwritten extents read as zeros."""
+        fsize = self.size
+        if size < 0 or offset + size > fsize:
+            size = fsize - offset
+        if size <= 0 or offset < 0:
+            if offset < 0:
+                raise InvalidArgument(f"inode {self.ino}: negative offset {offset}")
             return b""
-        if self.format == C.XFS_DINODE_FMT_LOCAL:
-            data = self.fork_bytes()[:self.size]
-            return data[offset:offset + size]
-        exts = self.extents()
-        blog = self.fs.sb.blocklog
-        if len(exts) == 1:
+        fmt = self.format
+        if fmt == C.XFS_DINODE_FMT_EXTENTS:
             # the common small file: one written extent from offset 0
-            startoff, startblock, count, unwritten = exts[0]
-            if startoff == 0 and not unwritten and offset + size <= count << blog:
-                daddr = self.fs.fsb_to_daddr(startblock)
-                return self.fs.dev.pread((daddr << C.BBSHIFT) + offset, size)
+            fs = self.fs
+            pos = parsers.single_extent_offset(self.raw, offset, size, fs._read_geometry)
+            if pos >= 0:
+                return fs.dev.pread(pos, size)
+        elif fmt == C.XFS_DINODE_FMT_LOCAL:
+            return self.fork_bytes()[offset:offset + size]
         out = bytearray(size)
-        bs = self.fs.sb.blocksize
+        self._read_into(offset, memoryview(out))
+        return bytes(out)
+
+    def readinto(self, offset: int, buf) -> int:
+        """Read file data at ``offset`` into the writable buffer ``buf`` (clipped
+        to EOF); returns the number of bytes read."""
+        view = memoryview(buf).cast("B")
+        if offset < 0:
+            raise InvalidArgument(f"inode {self.ino}: negative offset {offset}")
+        size = min(len(view), self.size - offset)
+        if size <= 0:
+            return 0
+        if self.format == C.XFS_DINODE_FMT_LOCAL:
+            view[:size] = self.fork_bytes()[offset:offset + size]
+        else:
+            self._read_into(offset, view[:size])
+        return size
+
+    def _read_into(self, offset: int, view) -> None:
+        """Fill ``view`` with the data at ``offset`` (inside EOF) of an
+        extents- or btree-format file: zeros where no written extent maps."""
+        fs = self.fs
+        exts = self.extents()
+        blog = fs._blocklog
+        size = len(view)
         end = offset + size
         i = max(0, bisect.bisect_right(exts, offset >> blog, key=_STARTOFF) - 1)
-        dev = self.fs.dev
-        while i < len(exts):
+        readv = fs.dev.preadinto
+        pos = offset          # bytes of view below pos are filled
+        n = len(exts)
+        while i < n and pos < end:
             startoff, startblock, count, unwritten = exts[i]
             i += 1
             e_start = startoff << blog
             if e_start >= end:
                 break
-            e_end = e_start + count * bs
-            lo = max(offset, e_start)
-            hi = min(end, e_end)
-            if lo >= hi or unwritten:
+            lo = max(pos, e_start)
+            hi = min(end, e_start + (count << blog))
+            if lo >= hi:
                 continue
-            daddr = self.fs.fsb_to_daddr(startblock)
-            out[lo - offset:hi - offset] = dev.pread((daddr << C.BBSHIFT) + lo - e_start, hi - lo)
-        return bytes(out)
+            if lo > pos:
+                view[pos - offset:lo - offset] = bytes(lo - pos)
+            if unwritten:
+                view[lo - offset:hi - offset] = bytes(hi - lo)
+            else:
+                readv(view[lo - offset:hi - offset], fs._fsb_offset(startblock) + lo - e_start)
+            pos = hi
+        if pos < end:
+            view[pos - offset:] = bytes(end - pos)

@@ -7,22 +7,32 @@ from __future__ import annotations
 
 import io
 import itertools
-import posixpath
+import os
+from collections import OrderedDict
 from typing import Iterator, NamedTuple
 
-from ..errors import (CorruptionError, ImageError, InvalidArgument, IsADirectoryImageError,
-                      NotADirectoryImageError, NotFoundError, SymlinkLoopError)
+from ..errors import (CorruptionError, ImageTruncatedError, InvalidArgument,
+                      IsADirectoryImageError, NotADirectoryImageError, NotFoundError,
+                      NotXfsError, SymlinkLoopError)
 from ..format import constants as C
 from ..format.structs import AGF, AGFL, AGI
 from ..io import verify as V
-from ..io.device import BufferCache, Device
+from ..io.buf import Buf, BufferCache
+from ..io.device import Device
 from . import attr as xattr
 from . import btree
 from . import dir as xdir
+from .._backend import parsers
 from .inode import Inode
+from .osapi import FileReader, ImageDirEntry, ScandirIterator
 from .superblock import Superblock
 
 MAX_SYMLINK_HOPS = 40
+DIR_INODES_CACHED = 1024      # decoded directory inodes kept
+CLUSTERS_CACHED = 64          # inode clusters kept (1 MiB with 512-byte inodes)
+DENTRIES_CACHED = 4096        # (directory, name) -> inode entries kept
+WALK_BATCH = 256              # inodes decoded per native call while walking
+_DOT = (b".", b"..")
 
 
 class DirEntry(NamedTuple):
@@ -37,21 +47,24 @@ class Filesystem:
         self.dev = Device(path, writable=writable)
         try:
             if self.dev.size < C.BBSIZE:
-                raise ImageError(f"{self.dev.path}: {self.dev.size} bytes is too small to "
-                                 "hold an XFS superblock")
+                raise NotXfsError("superblock", f"{self.dev.path}: {self.dev.size} bytes is "
+                                  "too small to hold an XFS superblock", agno=0, block=0)
             head = self.dev.pread(0, min(self.dev.size, 32768))
             self.sb = sb = Superblock(head[:max(C.BBSIZE, _sectsize_guess(head))])
             need = sb.dblocks * sb.blocksize
             if self.dev.size < need:
-                raise ImageError(
+                raise ImageTruncatedError(
                     f"{self.dev.path}: image is truncated: the superblock describes "
                     f"{need} bytes but the file holds {self.dev.size}")
         except BaseException:
             self.dev.close()
             raise
-        self.cache = BufferCache(cache_bytes)
-        self._inodes: dict = {}
-        self._inode_cache_max = 8192
+        self.cache = BufferCache(cache_bytes, block_bb=1 << (sb.blocklog - C.BBSHIFT))
+        # decoded directory inodes (lookups go through them again and again)
+        # and the last inode clusters read: small on purpose, so that walking
+        # a large tree neither evicts the metadata cache nor grows with it.
+        # Writers drop both with ``_inodes.clear()`` (see drop_caches).
+        self._inodes = _InodeCache(DIR_INODES_CACHED, CLUSTERS_CACHED, DENTRIES_CACHED)
         self._agbno_mask = (1 << sb.agblklog) - 1
         self._bb_per_fsb_log = sb.blocklog - C.BBSHIFT
         self._ag_len = [sb.agblocks] * (sb.agcount - 1) + \
@@ -60,6 +73,28 @@ class Filesystem:
         cluster_bytes = max(sb.blocksize, 8192 * sb.inodesize // 256)
         self._cluster_blocks = max(1, cluster_bytes >> sb.blocklog)
         self.uuid = sb.meta_uuid
+        self._blocklog = sb.blocklog
+        self._agblklog = sb.agblklog
+        self._agblocks = sb.agblocks
+        # what parsers.check_extents needs to keep an extent inside its AG
+        self._extent_bounds = (sb.agblklog, sb.agblocks, sb.agcount, self._ag_len[-1])
+        self._read_geometry = self._extent_bounds + (sb.blocklog,)
+        # what stat() reports for every file: a device number made from the
+        # uuid (one per image), the kernel's preferred I/O size on 4 KiB pages
+        self.st_dev = int.from_bytes(self.uuid[:4], "big") & 0x7FFFFFFF
+        self.st_blksize = max(4096, sb.blocksize)
+        self._geometry = (sb.agcount, sb.agblocks, self._ag_len[-1], sb.inopblog,
+                          sb.agino_log, self._cluster_blocks, self._bb_per_fsb_log,
+                          sb.inodelog)
+
+    # -- the log ------------------------------------------------------------
+    @property
+    def log(self):
+        """The internal log, read-only (:class:`fstool.log.Log`)."""
+        if getattr(self, "_log", None) is None:
+            from ..log import Log
+            self._log = Log(self)
+        return self._log
 
     # -- lifetime ---------------------------------------------------------
     def close(self) -> None:
@@ -86,6 +121,12 @@ class Filesystem:
                                   "lies outside the filesystem", agno=agno, block=agbno)
         return self.agb_to_daddr(agno, agbno)
 
+    def _fsb_offset(self, fsbno: int) -> int:
+        """Byte offset of a filesystem block already known to lie inside its
+        AG (an extent that passed check_extents)."""
+        return (((fsbno >> self._agblklog) * self._agblocks + (fsbno & self._agbno_mask))
+                << self._blocklog)
+
     def ag_length(self, agno: int) -> int:
         """Blocks in AG ``agno`` (the last AG may be shorter)."""
         return self._ag_len[agno]
@@ -103,21 +144,36 @@ class Filesystem:
 
     # -- metadata reads -----------------------------------------------------
     def read_meta(self, daddr: int, length: int, bt: V.BufType, *, owner=None,
-                  agno=None, block=None, ino=None, pieces=None) -> bytes:
-        """Read and verify one metadata buffer (cached).  ``pieces`` lists
-        (daddr, nbytes) for buffers spread over discontiguous extents."""
-        key = (daddr, length, bt.name)
+                  agno=None, block=None, ino=None, pieces=None) -> bytearray:
+        """Read and verify one metadata buffer (cached); its contents.
+        ``pieces`` lists (daddr, nbytes) for buffers spread over
+        discontiguous extents."""
+        return self.get_buf(daddr, length, bt, owner=owner, agno=agno, block=block, ino=ino,
+                            pieces=pieces).data
+
+    def get_buf(self, daddr: int, length: int, bt: V.BufType, *, owner=None, agno=None,
+                block=None, ino=None, pieces=None) -> Buf:
+        """The cached :class:`~fstool.io.buf.Buf` for a metadata block, read
+        and verified as ``bt`` on first use.  Inside a write session this is
+        the buffer the open transaction changes."""
+        key = (daddr, length)
         buf = self.cache.get(key)
         if buf is not None:
+            if bt.name not in buf.verified and not (buf.dirty or buf.new or buf.pins):
+                V.verify(buf.data, bt, uuid=self.uuid, daddr=daddr, owner=owner, agno=agno,
+                         block=block, ino=ino)
+                buf.verified.add(bt.name)
             return buf
         if pieces and len(pieces) > 1:
-            buf = b"".join(self.dev.pread(d << C.BBSHIFT, n) for d, n in pieces)
+            raw = b"".join(self.dev.pread(d << C.BBSHIFT, n) for d, n in pieces)
         else:
-            buf = self.dev.pread(daddr << C.BBSHIFT, length)
-        V.verify(buf, bt, uuid=self.uuid, daddr=daddr, owner=owner, agno=agno,
+            pieces = None
+            raw = self.dev.pread(daddr << C.BBSHIFT, length)
+        V.verify(raw, bt, uuid=self.uuid, daddr=daddr, owner=owner, agno=agno,
                  block=block, ino=ino)
-        self.cache.put(key, buf)
-        return buf
+        buf = Buf(daddr, length, bytearray(raw), bt, pieces)
+        buf.verified.add(bt.name)
+        return self.cache.insert(buf)
 
     def _ag_sector(self, agno: int, sector: int, bt: V.BufType) -> bytes:
         if not 0 <= agno < self.sb.agcount:
@@ -177,40 +233,132 @@ class Filesystem:
                                  addr_to_daddr=self.fsb_to_daddr)
 
     def inobt_type(self, free: bool = False) -> btree.BtreeType:
-        sparse = self.sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_SPINODES)
-        if free:
-            return btree.FINOBT_SPARSE if sparse else btree.FINOBT_FULL
-        return btree.INOBT_SPARSE if sparse else btree.INOBT_FULL
+        return btree.inobt_type(self.sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_SPINODES), free)
 
     # -- inodes ---------------------------------------------------------------
     def inode(self, ino: int) -> Inode:
-        cached = self._inodes.get(ino)
+        """The inode ``ino``, read and verified (directories stay cached)."""
+        cache = self._inodes
+        cached = cache.dirs.get(ino) or cache.recent.get(ino)
         if cached is not None:
             return cached
+        if not 0 <= ino < 1 << 64:
+            raise CorruptionError("inode number", f"{ino} lies outside the filesystem",
+                                  ino=ino)
+        out: list = []
+        self._load_inodes((ino,), out)
+        node = out[0]
+        if node.mode & C.S_IFMT == C.S_IFDIR:
+            cache.keep_dir(node)
+        else:
+            cache.keep_recent(node)
+        return node
+
+    def inodes(self, inos) -> list:
+        """The inodes ``inos`` (a sequence of numbers), read and verified in
+        one pass: an inode cluster is read once for the neighbours in it."""
+        out: list = []
+        self._load_inodes(inos, out)
+        return out
+
+    def _load_inodes(self, inos, out: list) -> None:
+        """Decode ``inos`` into ``out``; a failure raises CorruptionError with
+        the inodes before it already in ``out``."""
+        try:
+            parsers.load_inodes(Inode, self, inos, self._cluster, self.uuid, self._geometry, out)
+        except CorruptionError:
+            raise
+        except ValueError as e:
+            if len(e.args) != 3:
+                raise
+            i, field, detail = e.args
+            ino = inos[i]
+            if field == "location":
+                sb = self.sb
+                raise CorruptionError("inode number", detail, agno=ino >> sb.agino_log,
+                                      block=(ino >> sb.inopblog) & self._agbno_mask,
+                                      ino=ino) from None
+            raise CorruptionError("inode", detail, ino=ino, field=field) from None
+        except OverflowError:
+            bad = next(i for i in inos if not 0 <= i < 1 << 64)
+            raise CorruptionError("inode number", f"{bad} lies outside the filesystem",
+                                  ino=bad) from None
+
+    def _cluster(self, daddr: int, nblocks: int):
+        """The inode cluster at ``daddr``: the metadata cache's buffer when it
+        holds one (a writer's changes live there), else, when only reading,
+        one of the last few clusters read (so that a walk does not flush the
+        metadata cache)."""
+        nbytes = nblocks << self.sb.blocklog
+        cached = self.cache.get((daddr, nbytes))
+        if cached is not None:
+            return cached.data
+        if self.dev.writable:
+            return self._cluster_buf(daddr, nbytes).data
+        clusters = self._inodes.clusters
+        buf = clusters.get(daddr)
+        if buf is None:
+            buf = self.dev.pread(daddr << C.BBSHIFT, nbytes)
+            clusters[daddr] = buf
+            if len(clusters) > self._inodes.max_clusters:
+                clusters.popitem(last=False)
+        return buf
+
+    def _cluster_buf(self, daddr: int, nbytes: int) -> Buf:
+        buf = self.cache.get((daddr, nbytes))
+        if buf is None:
+            raw = self.dev.pread(daddr << C.BBSHIFT, nbytes)
+            buf = self.cache.insert(Buf(daddr, nbytes, bytearray(raw), V.DINO))
+        return buf
+
+    def inode_cluster(self, ino: int) -> tuple[Buf, int]:
+        """The inode cluster buffer holding ``ino`` (in the metadata cache,
+        where a writer changes it) and the inode's byte offset in it; the
+        number is not validated (see :meth:`ino_location`)."""
         sb = self.sb
         agno = ino >> sb.agino_log
         agbno = (ino >> sb.inopblog) & self._agbno_mask
-        if agno >= sb.agcount or agbno == 0 or agbno >= self._ag_len[agno]:
-            raise CorruptionError("inode number", f"{ino} lies outside the filesystem",
-                                  agno=agno, block=agbno, ino=ino)
-        # read a whole inode cluster at a time: neighbours are usually next
         cstart = agbno - agbno % self._cluster_blocks
         nblocks = min(self._cluster_blocks, self._ag_len[agno] - cstart)
         daddr = (agno * sb.agblocks + cstart) << self._bb_per_fsb_log
-        key = (daddr, nblocks, "inode cluster")
-        cluster = self.cache.get(key)
-        if cluster is None:
-            cluster = self.dev.pread(daddr << C.BBSHIFT, nblocks << sb.blocklog)
-            self.cache.put(key, cluster)
+        self._inodes.clusters.pop(daddr, None)
+        buf = self._cluster_buf(daddr, nblocks << sb.blocklog)
         off = (((agbno - cstart) << sb.inopblog) + (ino & (sb.inopblock - 1))) << sb.inodelog
-        node = Inode(self, ino, cluster[off:off + sb.inodesize])
-        inodes = self._inodes
-        inodes[ino] = node
-        if len(inodes) > self._inode_cache_max:
-            # drop the oldest half: cheaper than strict LRU upkeep on every hit
-            for old in list(itertools.islice(inodes, len(inodes) // 2)):
-                del inodes[old]
-        return node
+        return buf, off
+
+    def drop_caches(self) -> None:
+        """Forget every cached buffer and inode (after the image changed)."""
+        self.cache.clear()
+        self._inodes.clear()
+
+    # -- what writers tell the read model -----------------------------------------
+    def forget_inode(self, ino: int) -> None:
+        """Drop the decoded copy of an inode a writer has just changed (and
+        the names and paths resolved before, which it may invalidate)."""
+        cache = self._inodes
+        cache.dirs.pop(ino, None)
+        cache.recent.pop(ino, None)
+        if cache.dentries:
+            cache.dentries.clear()
+        if cache.paths:
+            cache.paths.clear()
+
+    def forget_all_inodes(self) -> None:
+        self._inodes.clear()
+
+    def forget_cluster(self, buf) -> None:
+        """Drop decoded inodes of an inode cluster buffer that went away."""
+        if buf.bt is not None and buf.bt.inodes:
+            first = self.daddr_to_ino(buf.daddr)
+            for i in range(buf.length >> self.sb.inodelog):
+                self.forget_inode(first + i)
+            self._inodes.clusters.pop(buf.daddr, None)
+
+    def daddr_to_ino(self, daddr: int) -> int:
+        """The number of the first inode in the block at ``daddr``."""
+        sb = self.sb
+        agno, agbno = divmod(daddr >> self._bb_per_fsb_log, sb.agblocks)
+        return (agno << sb.agino_log) | (agbno << sb.inopblog)
 
     @property
     def root(self) -> Inode:
@@ -224,38 +372,72 @@ class Filesystem:
         if not node.is_dir:
             raise NotADirectoryImageError(where if isinstance(where, str) else f"inode {node.ino}")
         make = DirEntry._make
-        return [make(e) for e in xdir.iter_entries(node)]
+        return [make(e) for ents in xdir.entry_lists(node) for e in ents]
 
     def parent_of(self, node: Inode) -> int:
         return xdir.parent(node)
 
     def dir_lookup(self, node: Inode, name: bytes) -> int | None:
-        return xdir.lookup(node, name)
+        """Inode number of ``name`` in directory ``node``, or None (through
+        the cache of names recently looked up or listed by scandir); the
+        child's inode is not read."""
+        key = (node.ino, name)
+        cache = self._inodes
+        v = cache.dentries.get(key)
+        if v is None:
+            ino = xdir.lookup(node, name)
+            if ino is not None:
+                cache.keep_dentry(key, ino)
+            return ino
+        return v if type(v) is int else v.ino
+
+    def _child(self, node: Inode, name: bytes) -> Inode | None:
+        """The inode ``name`` names in directory ``node``, or None.  The name
+        cache holds an inode number, or the Inode itself when scandir
+        decoded it."""
+        v = self._inodes.dentries.get((node.ino, name))
+        if v is not None and type(v) is not int:
+            return v
+        ino = v if v is not None else self.dir_lookup(node, name)
+        return None if ino is None else self.inode(ino)
 
     def lookup(self, path: str | bytes, follow: bool = False) -> Inode:
         """The inode at ``path`` (absolute inside the image).  Symlinks in the
         middle of the path are followed inside the image; the last component
         is followed only when ``follow`` is true."""
         bpath = path if isinstance(path, bytes) else path.encode("utf-8", "surrogateescape")
+        # the directory part of a path resolved before comes from the cache
+        head, _sep, tail = bpath.rpartition(b"/")
+        cache = self._inodes
+        parent = cache.paths.get(head) if tail and tail != b"." and tail != b".." else None
+        if parent is not None:
+            child = self._child(parent, tail)
+            if child is None:
+                raise NotFoundError(path if isinstance(path, str) else
+                                    path.decode("utf-8", "surrogateescape"))
+            if not (follow and child.mode & C.S_IFMT == C.S_IFLNK):
+                return child
         spath = path if isinstance(path, str) else path.decode("utf-8", "surrogateescape")
         parts = [p for p in bpath.split(b"/") if p and p != b"."]
         node = self.root
         stack = [node]       # directories from the root, for ".."
         hops = 0
+        plain = True         # no "..", no symlink: stack[-2] is the parent of path
         while parts:
             name = parts.pop(0)
             if not node.is_dir:
                 raise NotADirectoryImageError(spath)
             if name == b"..":
+                plain = False
                 if len(stack) > 1:
                     stack.pop()
                 node = stack[-1]
                 continue
-            ino = xdir.lookup(node, name)
-            if ino is None:
+            child = self._child(node, name)
+            if child is None:
                 raise NotFoundError(spath)
-            child = self.inode(ino)
             if child.is_symlink and (parts or follow):
+                plain = False
                 hops += 1
                 if hops > MAX_SYMLINK_HOPS:
                     raise SymlinkLoopError(spath)
@@ -268,41 +450,74 @@ class Filesystem:
                 continue
             node = child
             stack.append(node)
+        if plain and len(stack) >= 2 and tail and tail != b".":
+            cache.keep_path(head, stack[-2])
         return node
 
     def _as_inode(self, where, follow: bool = False) -> Inode:
+        if isinstance(where, str):
+            return self.lookup(where, follow=follow)
         if isinstance(where, Inode):
             return where
         if isinstance(where, int):
             return self.inode(where)
+        if isinstance(where, ImageDirEntry) and not (follow and where.is_symlink()):
+            return where._node if where._node is not None else self.inode(where.inode())
+        if not isinstance(where, bytes):
+            where = os.fspath(where)
         return self.lookup(where, follow=follow)
 
     def walk(self, top="/") -> Iterator[tuple[str, Inode]]:
         """Depth-first (path, inode) for ``top`` and everything below it, names
-        decoded with surrogateescape.  Directory cycles raise CorruptionError."""
+        decoded with surrogateescape; a directory's entries come in on-disk
+        order, each subdirectory's contents right after it.  Directory cycles
+        raise CorruptionError."""
         node = self._as_inode(top)
         start = top if isinstance(top, str) else "/"
         yield start, node
         if not node.is_dir:
             return
         on_path = {node.ino}
-        stack = [(start, node, iter(self.listdir(node)))]
+        # frames: [directory, its batches of (path, inode), the current batch]
+        stack = [[node, self._child_batches(start, node), iter(())]]
         while stack:
-            path, dnode, it = stack[-1]
-            ent = next(it, None)
-            if ent is None:
-                stack.pop()
-                on_path.discard(dnode.ino)
-                continue
-            child = self.inode(ent.ino)
-            cpath = posixpath.join(path, ent.name.decode("utf-8", "surrogateescape"))
-            yield cpath, child
-            if child.is_dir:
-                if child.ino in on_path:
-                    raise CorruptionError("directory", f"cycle: {cpath} leads back to an "
-                                          "ancestor", ino=child.ino)
-                on_path.add(child.ino)
-                stack.append((cpath, child, iter(self.listdir(child))))
+            frame = stack[-1]
+            for item in frame[2]:
+                yield item
+                child = item[1]
+                if child.mode & C.S_IFMT == C.S_IFDIR:
+                    if child.ino in on_path:
+                        raise CorruptionError("directory", f"cycle: {item[0]} leads back to "
+                                              "an ancestor", ino=child.ino)
+                    on_path.add(child.ino)
+                    stack.append([child, self._child_batches(item[0], child), iter(())])
+                    break
+            else:
+                batch = next(frame[1], None)
+                if batch is not None:
+                    frame[2] = iter(batch)
+                else:
+                    stack.pop()
+                    on_path.discard(frame[0].ino)
+
+    def _child_batches(self, path: str, dnode: Inode) -> Iterator[list]:
+        """Lists of (path, inode) for the entries of ``dnode``, the inodes of
+        each list decoded in one native call.  An entry whose inode fails
+        verification ends the last list; the error is raised after it."""
+        prefix = path if path.endswith("/") else path + "/"
+        load = self._load_inodes
+        for ents in xdir.entry_lists(dnode):
+            for k in range(0, len(ents), WALK_BATCH):
+                part = ents[k:k + WALK_BATCH] if len(ents) > WALK_BATCH else ents
+                nodes: list = []
+                try:
+                    load([e[1] for e in part], nodes)
+                except CorruptionError:
+                    yield [(prefix + e[0].decode("utf-8", "surrogateescape"), child)
+                           for e, child in zip(part, nodes)]
+                    raise
+                yield [(prefix + e[0].decode("utf-8", "surrogateescape"), child)
+                       for e, child in zip(part, nodes)]
 
     # -- files, symlinks, xattrs ------------------------------------------------
     def read(self, where, offset: int = 0, size: int = -1) -> bytes:
@@ -312,12 +527,110 @@ class Filesystem:
             raise IsADirectoryImageError(where if isinstance(where, str) else f"inode {node.ino}")
         return node.read(offset, size)
 
-    def open(self, where) -> "FileReader":
-        """A seekable binary stream; symlinks in paths are followed."""
+    def open(self, where, mode: str = "rb", buffering: int = -1, encoding=None, errors=None,
+             newline=None):
+        """A file in the image as a read-only stream, like the built-in
+        ``open``: mode "rb" (the default) gives a seekable binary reader
+        (``read``, ``readinto``, ``seek``, ``tell``, ``readline``..., an
+        ``io.RawIOBase`` that reads straight from the image; ``buffering``
+        > 1 puts an ``io.BufferedReader`` of that size in front), mode "r" a
+        text reader.  Symlinks are followed."""
+        if mode not in ("r", "rb", "rt", "br", "tr"):
+            from ..errors import ReadOnlyError
+            if set(mode) - set("rbt"):
+                raise ReadOnlyError(f"{where}: the image is read-only (mode {mode!r})")
+            raise InvalidArgument(f"invalid mode {mode!r}")
         node = self._as_inode(where, follow=True)
         if node.is_dir:
             raise IsADirectoryImageError(where if isinstance(where, str) else f"inode {node.ino}")
-        return FileReader(node)
+        name = where if isinstance(where, (str, bytes)) else f"inode {node.ino}"
+        raw = FileReader(node, name)
+        if "b" in mode:
+            if buffering > 1:
+                return io.BufferedReader(raw, buffering)
+            # the raw reader reads ranges straight through the extent map:
+            # a buffer in front of it would only copy
+            return raw
+        if buffering == 0:
+            raise InvalidArgument("can't have unbuffered text I/O")
+        stream = io.BufferedReader(raw, buffering if buffering > 1 else
+                                   max(io.DEFAULT_BUFFER_SIZE, self.sb.blocksize))
+        return io.TextIOWrapper(stream, encoding=encoding or "utf-8", errors=errors,
+                                newline=newline)
+
+    # -- os-style queries ----------------------------------------------------------
+    def stat(self, where, follow_symlinks: bool = True) -> os.stat_result:
+        """``os.stat_result`` of a path (or inode number, or Inode): times to
+        the nanosecond (``st_mtime_ns``...), ``st_ino``, ``st_nlink``,
+        ``st_blocks`` (512-byte units), ``st_rdev`` for devices.  A symlink at
+        the end of the path is followed unless ``follow_symlinks`` is false."""
+        return self._as_inode(where, follow=follow_symlinks).stat()
+
+    def lstat(self, where) -> os.stat_result:
+        """``stat`` of the path itself, not of a symlink's target."""
+        return self._as_inode(where).stat()
+
+    def scandir(self, where="/") -> ScandirIterator:
+        """The entries of a directory as ``os.scandir`` gives them
+        (``ImageDirEntry``: name, path, inode(), is_dir(), is_file(),
+        is_symlink(), stat()), without ``.`` and ``..``, in on-disk order.
+        Names and paths are bytes when ``where`` is bytes."""
+        node = self._as_inode(where, follow=True)
+        if not node.is_dir:
+            raise NotADirectoryImageError(where if isinstance(where, str) else f"inode {node.ino}")
+        return ScandirIterator(self._scandir(where, node))
+
+    def _scandir(self, where, node: Inode) -> Iterator[ImageDirEntry]:
+        # the inodes are decoded a batch at a time (an entry whose inode
+        # fails is left to fail when its stat() is asked for); the names go
+        # to the name cache, so opening what was just listed costs no
+        # directory search
+        dentries = self._inodes.dentries
+        most = self._inodes.max_dentries
+        drop = dentries.popitem
+        dino = node.ino
+        as_bytes = isinstance(where, bytes)
+        if as_bytes:
+            prefix = where if where.endswith(b"/") else where + b"/"
+        else:
+            base = where if isinstance(where, str) else "/"
+            prefix = base if base.endswith("/") else base + "/"
+        for ents in xdir.entry_lists(node):
+            for k in range(0, len(ents), WALK_BATCH):
+                part = ents[k:k + WALK_BATCH] if len(ents) > WALK_BATCH else ents
+                nodes: list = []
+                try:
+                    self._load_inodes([e[1] for e in part], nodes)
+                except CorruptionError:
+                    nodes += [None] * (len(part) - len(nodes))
+                for (name, ino, ftype), child in zip(part, nodes):
+                    dentries[(dino, name)] = ino if child is None else child
+                    if len(dentries) > most:
+                        drop(False)
+                    n = name if as_bytes else name.decode("utf-8", "surrogateescape")
+                    yield ImageDirEntry(self, n, prefix + n, ino, ftype, child)
+
+    def exists(self, path) -> bool:
+        """Whether ``path`` names something (symlinks followed, as os.path.exists)."""
+        return self._query(path, True) is not None
+
+    def isdir(self, path) -> bool:
+        node = self._query(path, True)
+        return node is not None and node.is_dir
+
+    def isfile(self, path) -> bool:
+        node = self._query(path, True)
+        return node is not None and node.is_reg
+
+    def islink(self, path) -> bool:
+        node = self._query(path, False)
+        return node is not None and node.is_symlink
+
+    def _query(self, path, follow: bool):
+        try:
+            return self._as_inode(path, follow=follow)
+        except (FileNotFoundError, NotADirectoryError, SymlinkLoopError):
+            return None
 
     def readlink(self, where) -> bytes:
         node = self._as_inode(where)
@@ -333,6 +646,64 @@ class Filesystem:
         return [name for name, _ in xattr.iter_xattrs(node, values=False)]
 
 
+class _InodeCache:
+    """Directory inodes by number (at most ``max_dirs``, oldest half dropped
+    when full), the last 1,024 other inodes asked for by number, the inodes of the last
+    256 directory paths resolved, the last inode clusters read (at most ``max_clusters``,
+    oldest first) and names recently looked up or listed, (directory inode,
+    name) -> inode number or Inode (at most ``max_dentries``, oldest first)."""
+
+    __slots__ = ("dirs", "recent", "clusters", "dentries", "paths", "max_dirs",
+                 "max_clusters", "max_dentries")
+
+    MAX_RECENT = 1024
+    MAX_PATHS = 256
+
+    def __init__(self, max_dirs: int, max_clusters: int, max_dentries: int = 4096):
+        # OrderedDict: dropping the oldest is O(1) (a dict's first key is
+        # found past every deleted slot before it)
+        self.dirs: dict = {}
+        self.recent: OrderedDict = OrderedDict()   # the last other inodes asked for
+        self.clusters: OrderedDict = OrderedDict()
+        self.dentries: OrderedDict = OrderedDict()
+        self.paths: OrderedDict = OrderedDict()    # directory path (bytes) -> its inode
+        self.max_dirs = max_dirs
+        self.max_clusters = max_clusters
+        self.max_dentries = max_dentries
+
+    def keep_recent(self, node) -> None:
+        r = self.recent
+        r[node.ino] = node
+        if len(r) > self.MAX_RECENT:
+            r.popitem(last=False)
+
+    def keep_path(self, path: bytes, node) -> None:
+        p = self.paths
+        p[path] = node
+        if len(p) > self.MAX_PATHS:
+            p.popitem(last=False)
+
+    def keep_dentry(self, key, ino) -> None:
+        d = self.dentries
+        d[key] = ino
+        if len(d) > self.max_dentries:
+            d.popitem(last=False)
+
+    def keep_dir(self, node) -> None:
+        dirs = self.dirs
+        dirs[node.ino] = node
+        if len(dirs) > self.max_dirs:
+            for old in list(itertools.islice(dirs, len(dirs) // 2)):
+                del dirs[old]
+
+    def clear(self) -> None:
+        self.dirs.clear()
+        self.recent.clear()
+        self.paths.clear()
+        self.clusters.clear()
+        self.dentries.clear()
+
+
 def _sectsize_guess(head: bytes) -> int:
     """The sector size the superblock claims, bounded, so its CRC can be checked."""
     if len(head) >= 104:
@@ -340,38 +711,3 @@ def _sectsize_guess(head: bytes) -> int:
         if 512 <= ss <= len(head) and not ss & (ss - 1):
             return ss
     return C.BBSIZE
-
-
-class FileReader(io.RawIOBase):
-    """A read-only, seekable stream over a file in the image."""
-
-    def __init__(self, node: Inode):
-        super().__init__()
-        self.node = node
-        self.pos = 0
-
-    def readable(self):
-        return True
-
-    def seekable(self):
-        return True
-
-    def seek(self, offset, whence=io.SEEK_SET):
-        if whence == io.SEEK_SET:
-            self.pos = offset
-        elif whence == io.SEEK_CUR:
-            self.pos += offset
-        else:
-            self.pos = self.node.size + offset
-        self.pos = max(0, self.pos)
-        return self.pos
-
-    def tell(self):
-        return self.pos
-
-    def readinto(self, b):
-        data = self.node.read(self.pos, len(b))
-        n = len(data)
-        b[:n] = data
-        self.pos += n
-        return n

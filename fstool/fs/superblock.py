@@ -4,7 +4,7 @@ from __future__ import annotations
 import uuid as uuidlib
 
 from .._backend import parsers
-from ..errors import CorruptionError, UnknownFeatureError, UnsupportedError
+from ..errors import CorruptionError, NotXfsError, UnknownFeatureError, UnsupportedError
 from ..format import constants as C
 from ..format.structs import SB
 
@@ -21,7 +21,7 @@ class Superblock:
         f = SB.unpack(raw)
         self.fields = f
         if f["sb_magicnum"] != C.XFS_SB_MAGIC:
-            raise CorruptionError(
+            raise NotXfsError(
                 "superblock", f"bad magic 0x{f['sb_magicnum']:08x}: not an XFS filesystem "
                 "(or its primary superblock is destroyed)", agno=0, block=0, field="sb_magicnum")
         version = f["sb_versionnum"] & C.XFS_SB_VERSION_NUMBITS

@@ -20,7 +20,7 @@ import signal
 import stat
 from collections import OrderedDict
 
-from ..errors import ImageError, ReadOnlyError
+from ..errors import ImageError, ImageNotFoundError, ImageTruncatedError, ReadOnlyError
 
 _FAULT_ENV = "FSTOOL_FAULT_AFTER_WRITES"
 
@@ -62,7 +62,7 @@ class Device:
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
-            raise ImageError(f"{self.path}: no such file") from None
+            raise ImageNotFoundError(f"{self.path}: no such file") from None
         except OSError as e:
             raise ImageError(f"{self.path}: cannot open: {e.strerror}") from None
         if stat.S_ISDIR(st.st_mode):
@@ -73,7 +73,7 @@ class Device:
         try:
             self.fd = os.open(self.path, flags)
         except FileNotFoundError:
-            raise ImageError(f"{self.path}: no such file") from None
+            raise ImageNotFoundError(f"{self.path}: no such file") from None
         except IsADirectoryError:
             raise ImageError(f"{self.path}: is a directory, not an image") from None
         except OSError as e:
@@ -92,7 +92,7 @@ class Device:
     # -- reading ----------------------------------------------------------------
     def pread(self, offset: int, length: int) -> bytes:
         if offset < 0 or offset + length > self.size:
-            raise ImageError(
+            raise ImageTruncatedError(
                 f"{self.path}: read of {length} bytes at offset {offset} lies beyond "
                 f"the end of the image ({self.size} bytes): the image is truncated")
         try:
@@ -100,8 +100,28 @@ class Device:
         except OSError as e:
             raise ImageError(f"{self.path}: read error at offset {offset}: {e.strerror}") from None
         if len(data) != length:
-            raise ImageError(f"{self.path}: short read at offset {offset}: image truncated")
+            raise ImageTruncatedError(f"{self.path}: short read at offset {offset}: "
+                                      "image truncated")
         return data
+
+    def preadinto(self, view, offset: int) -> None:
+        """Fill the writable buffer ``view`` from ``offset``, exactly."""
+        length = len(view)
+        if offset < 0 or offset + length > self.size:
+            raise ImageTruncatedError(
+                f"{self.path}: read of {length} bytes at offset {offset} lies beyond "
+                f"the end of the image ({self.size} bytes): the image is truncated")
+        done = 0
+        try:
+            while done < length:
+                n = os.preadv(self.fd, [view[done:]], offset + done)
+                if n <= 0:
+                    raise ImageTruncatedError(f"{self.path}: short read at offset "
+                                              f"{offset + done}: image truncated")
+                done += n
+        except OSError as e:
+            raise ImageError(f"{self.path}: read error at offset {offset}: {e.strerror}") \
+                from None
 
     # -- writing ----------------------------------------------------------------
     def _check_write(self, offset: int, length: int) -> None:
@@ -129,11 +149,12 @@ class Device:
         _writes.hit()
 
     def fsync(self) -> None:
-        """Everything written so far is on stable storage once this returns."""
+        """Everything written so far is on stable storage once this returns
+        (the data of the image; its size never changes while written)."""
         if not self.writable:
             return
         try:
-            os.fsync(self.fd)
+            os.fdatasync(self.fd)
         except OSError as e:
             raise ImageError(f"{self.path}: fsync failed: {e.strerror}") from None
 
@@ -163,6 +184,17 @@ class Device:
             raise ImageError(f"{self.path}: write failed at offset {pos}: {e.strerror}") \
                 from None
         _writes.hit()
+
+    def resize(self, size: int) -> None:
+        """Grow (or shrink) an image file; the new part is a hole."""
+        if not self.writable or self.is_blockdev:
+            raise ReadOnlyError(f"{self.path}: cannot resize")
+        try:
+            os.ftruncate(self.fd, size)
+        except OSError as e:
+            raise ImageError(f"{self.path}: cannot resize to {size} bytes: {e.strerror}") \
+                from None
+        self.size = size
 
     def close(self) -> None:
         if self.fd >= 0:

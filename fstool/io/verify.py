@@ -1,18 +1,68 @@
-"""Verifiers attached to metadata buffer types.
+"""Read and write verifiers attached to metadata buffer types.
 
 Each :class:`BufType` says where a v5 block keeps its magic, CRC, self-address
-(daddr), filesystem uuid and owner.  :func:`verify` checks them in the order
-the kernel does (CRC, then magic and identity) and raises
-:class:`~fstool.errors.CorruptionError` naming the structure and the field.
+(daddr), filesystem uuid, owner and LSN, and which log buffer type
+(``XFS_BLFT_*``) the journal records for it.  :func:`verify` checks a block
+read from disk in the order the kernel does (CRC, then magic and identity)
+and raises :class:`~fstool.errors.CorruptionError` naming the structure and
+the field; :func:`stamp` is the write verifier: it sets the LSN and the CRC
+of a block about to be logged or written, and is the only place on the
+write path that computes metadata CRCs (inodes aside, whose encoder keeps
+each inode's CRC current so that readers in the same transaction can use
+them).
 """
 from __future__ import annotations
 
 import struct
 from typing import NamedTuple
 
-from .._backend import parsers
+from .._backend import parsers, writers
 from ..errors import CorruptionError
 from ..format import constants as C
+from ..format.structs import AGF as _AGF, AGFL as _AGFL, AGI as _AGI, DINODE as _DINODE
+from ..format.structs import SB as _SB
+
+SB_LSN_OFF = _SB.offset("sb_lsn")
+AGF_LSN_OFF = _AGF.offset("agf_lsn")
+AGI_LSN_OFF = _AGI.offset("agi_lsn")
+AGFL_LSN_OFF = _AGFL.offset("agfl_lsn")
+DINODE_LSN_OFF = _DINODE.offset("di_lsn")
+_U64 = struct.Struct(">Q")
+_CRC = struct.Struct("<I")
+
+
+# log buffer types (enum xfs_blft in xfs_log_format.h): what recovery
+# verifies a replayed buffer as
+XFS_BLFT_BTREE_BUF = 4
+XFS_BLFT_AGF_BUF = 5
+XFS_BLFT_AGFL_BUF = 6
+XFS_BLFT_AGI_BUF = 7
+XFS_BLFT_DINO_BUF = 8
+XFS_BLFT_SYMLINK_BUF = 9
+XFS_BLFT_DIR_BLOCK_BUF = 10
+XFS_BLFT_DIR_DATA_BUF = 11
+XFS_BLFT_DIR_FREE_BUF = 12
+XFS_BLFT_DIR_LEAF1_BUF = 13
+XFS_BLFT_DIR_LEAFN_BUF = 14
+XFS_BLFT_DA_NODE_BUF = 15
+XFS_BLFT_ATTR_LEAF_BUF = 16
+XFS_BLFT_ATTR_RMT_BUF = 17
+XFS_BLFT_SB_BUF = 18
+
+# the log buffer type of a block, by its magic number
+BLFT_BY_MAGIC = {
+    C.XFS_ABTB_CRC_MAGIC: XFS_BLFT_BTREE_BUF, C.XFS_ABTC_CRC_MAGIC: XFS_BLFT_BTREE_BUF,
+    C.XFS_IBT_CRC_MAGIC: XFS_BLFT_BTREE_BUF, C.XFS_FIBT_CRC_MAGIC: XFS_BLFT_BTREE_BUF,
+    C.XFS_BMAP_CRC_MAGIC: XFS_BLFT_BTREE_BUF, C.XFS_REFC_CRC_MAGIC: XFS_BLFT_BTREE_BUF,
+    C.XFS_RMAP_CRC_MAGIC: XFS_BLFT_BTREE_BUF,
+    C.XFS_DIR3_BLOCK_MAGIC: XFS_BLFT_DIR_BLOCK_BUF, C.XFS_DIR3_DATA_MAGIC: XFS_BLFT_DIR_DATA_BUF,
+    C.XFS_DIR3_FREE_MAGIC: XFS_BLFT_DIR_FREE_BUF, C.XFS_DIR3_LEAF1_MAGIC: XFS_BLFT_DIR_LEAF1_BUF,
+    C.XFS_DIR3_LEAFN_MAGIC: XFS_BLFT_DIR_LEAFN_BUF, C.XFS_DA3_NODE_MAGIC: XFS_BLFT_DA_NODE_BUF,
+    C.XFS_ATTR3_LEAF_MAGIC: XFS_BLFT_ATTR_LEAF_BUF, C.XFS_ATTR3_RMT_MAGIC: XFS_BLFT_ATTR_RMT_BUF,
+    C.XFS_SYMLINK_MAGIC: XFS_BLFT_SYMLINK_BUF, C.XFS_SB_MAGIC: XFS_BLFT_SB_BUF,
+    C.XFS_AGF_MAGIC: XFS_BLFT_AGF_BUF, C.XFS_AGI_MAGIC: XFS_BLFT_AGI_BUF,
+    C.XFS_AGFL_MAGIC: XFS_BLFT_AGFL_BUF,
+}
 
 
 class BufType(NamedTuple):
@@ -25,10 +75,34 @@ class BufType(NamedTuple):
     uuid_off: int | None
     owner_off: int | None
     owner_fmt: str = ">Q"
+    lsn_off: int | None = None
+    per_block: bool = False   # a header (and CRC) in every fs block: remote values
+    inodes: bool = False      # an inode cluster: every inode has its own CRC and LSN
+
+    def magic_of(self, data) -> int:
+        return struct.unpack_from(self.magic_fmt, data, self.magic_off)[0]
+
+    def blft(self, data) -> int:
+        """The XFS_BLFT_* type the log records for a buffer of this type."""
+        if self.inodes:
+            return XFS_BLFT_DINO_BUF
+        return BLFT_BY_MAGIC.get(self.magic_of(data), 0)
 
 
 def _bt_short(name, magic):
-    return BufType(name, 0, ">I", (magic,), 52, 16, 32, 48, ">I")
+    return BufType(name, 0, ">I", (magic,), 52, 16, 32, 48, ">I", lsn_off=24)
+
+
+def _dir3(name, *magics):
+    return BufType(name, 0, ">I", magics, 4, 8, 24, 40, lsn_off=16)
+
+
+def _da3(name, *magics):
+    return BufType(name, 8, ">H", magics, 12, 16, 32, 48, lsn_off=24)
+
+
+def _remote(name, magic):
+    return BufType(name, 0, ">I", (magic,), 12, 40, 16, 32, lsn_off=48, per_block=True)
 
 
 BNOBT = _bt_short("bnobt block", C.XFS_ABTB_CRC_MAGIC)
@@ -37,25 +111,31 @@ INOBT = _bt_short("inobt block", C.XFS_IBT_CRC_MAGIC)
 FINOBT = _bt_short("finobt block", C.XFS_FIBT_CRC_MAGIC)
 REFCBT = _bt_short("refcountbt block", C.XFS_REFC_CRC_MAGIC)
 RMAPBT = _bt_short("rmapbt block", C.XFS_RMAP_CRC_MAGIC)
-BMBT = BufType("bmbt block", 0, ">I", (C.XFS_BMAP_CRC_MAGIC,), 64, 24, 40, 56, ">Q")
+BMBT = BufType("bmbt block", 0, ">I", (C.XFS_BMAP_CRC_MAGIC,), 64, 24, 40, 56, ">Q", lsn_off=32)
 
-DIR3_BLOCK = BufType("directory block", 0, ">I", (C.XFS_DIR3_BLOCK_MAGIC,), 4, 8, 24, 40)
-DIR3_DATA = BufType("directory data block", 0, ">I", (C.XFS_DIR3_DATA_MAGIC,), 4, 8, 24, 40)
-DIR3_FREE = BufType("directory free block", 0, ">I", (C.XFS_DIR3_FREE_MAGIC,), 4, 8, 24, 40)
-DIR3_LEAF = BufType("directory leaf block", 8, ">H",
-                    (C.XFS_DIR3_LEAF1_MAGIC, C.XFS_DIR3_LEAFN_MAGIC), 12, 16, 32, 48)
-DA3_NODE_OR_LEAF = BufType("directory node/leaf block", 8, ">H",
-                           (C.XFS_DA3_NODE_MAGIC, C.XFS_DIR3_LEAFN_MAGIC,
-                            C.XFS_DIR3_LEAF1_MAGIC), 12, 16, 32, 48)
-ATTR3_NODE_OR_LEAF = BufType("xattr leaf/node block", 8, ">H",
-                             (C.XFS_ATTR3_LEAF_MAGIC, C.XFS_DA3_NODE_MAGIC), 12, 16, 32, 48)
-ATTR3_RMT = BufType("remote xattr value block", 0, ">I", (C.XFS_ATTR3_RMT_MAGIC,), 12, 40, 16, 32)
-SYMLINK = BufType("symlink block", 0, ">I", (C.XFS_SYMLINK_MAGIC,), 12, 40, 16, 32)
+DIR3_BLOCK = _dir3("directory block", C.XFS_DIR3_BLOCK_MAGIC)
+DIR3_DATA = _dir3("directory data block", C.XFS_DIR3_DATA_MAGIC)
+DIR3_FREE = _dir3("directory free block", C.XFS_DIR3_FREE_MAGIC)
+# any directory data-space block (block form or data), for writers
+DIR3_DATA_ANY = _dir3("directory data block", C.XFS_DIR3_DATA_MAGIC, C.XFS_DIR3_BLOCK_MAGIC)
+DIR3_LEAF = _da3("directory leaf block", C.XFS_DIR3_LEAF1_MAGIC, C.XFS_DIR3_LEAFN_MAGIC)
+DA3_NODE_OR_LEAF = _da3("directory node/leaf block", C.XFS_DA3_NODE_MAGIC,
+                        C.XFS_DIR3_LEAFN_MAGIC, C.XFS_DIR3_LEAF1_MAGIC)
+ATTR3_NODE_OR_LEAF = _da3("xattr leaf/node block", C.XFS_ATTR3_LEAF_MAGIC, C.XFS_DA3_NODE_MAGIC)
+ATTR3_RMT = _remote("remote xattr value block", C.XFS_ATTR3_RMT_MAGIC)
+SYMLINK = _remote("symlink block", C.XFS_SYMLINK_MAGIC)
 
-SB = BufType("superblock", 0, ">I", (C.XFS_SB_MAGIC,), C.XFS_SB_CRC_OFF, None, 32, None)
-AGF = BufType("agf", 0, ">I", (C.XFS_AGF_MAGIC,), C.XFS_AGF_CRC_OFF, None, 64, None)
-AGI = BufType("agi", 0, ">I", (C.XFS_AGI_MAGIC,), C.XFS_AGI_CRC_OFF, None, 296, None)
-AGFL = BufType("agfl", 0, ">I", (C.XFS_AGFL_MAGIC,), C.XFS_AGFL_CRC_OFF, None, 8, None)
+SB = BufType("superblock", 0, ">I", (C.XFS_SB_MAGIC,), C.XFS_SB_CRC_OFF, None, 32, None,
+             lsn_off=SB_LSN_OFF)
+AGF = BufType("agf", 0, ">I", (C.XFS_AGF_MAGIC,), C.XFS_AGF_CRC_OFF, None, 64, None,
+              lsn_off=AGF_LSN_OFF)
+AGI = BufType("agi", 0, ">I", (C.XFS_AGI_MAGIC,), C.XFS_AGI_CRC_OFF, None, 296, None,
+              lsn_off=AGI_LSN_OFF)
+AGFL = BufType("agfl", 0, ">I", (C.XFS_AGFL_MAGIC,), C.XFS_AGFL_CRC_OFF, None, 8, None,
+               lsn_off=AGFL_LSN_OFF)
+# an inode cluster buffer (inodes are verified one by one as they are read)
+DINO = BufType("inode cluster", 0, ">H", (C.XFS_DINODE_MAGIC,), C.XFS_DINODE_CRC_OFF, None,
+               None, None, lsn_off=DINODE_LSN_OFF, inodes=True)
 
 
 def verify(buf, bt: BufType, *, uuid: bytes, daddr: int | None = None,
@@ -86,3 +166,30 @@ def verify(buf, bt: BufType, *, uuid: bytes, daddr: int | None = None,
         if got != owner:
             raise CorruptionError(bt.name, f"owner is {got}, expected {owner}",
                                   field="owner", **where)
+
+
+def _stamp_one(data, off: int, size: int, crc_off: int, lsn_off, lsn: int) -> None:
+    if lsn_off is not None:
+        _U64.pack_into(data, off + lsn_off, lsn)
+    region = data if off == 0 and size == len(data) else data[off:off + size]
+    _CRC.pack_into(data, off + crc_off, parsers.xfs_cksum(region, crc_off))
+
+
+def stamp(bt: BufType, data: bytearray, lsn: int, *, blocksize: int, inodesize: int = 0,
+          clean=None) -> None:
+    """The write verifier: give a block about to be logged or written its
+    LSN and CRC.  Remote value and symlink buffers get them in every block
+    header; an inode cluster in every inode that changed since ``clean``
+    (every inode when there is no clean copy), so that unchanged inodes stay
+    byte for byte as they are on disk."""
+    if bt.inodes:
+        writers.stamp_inodes(data, clean, inodesize, lsn, bt.lsn_off, bt.crc_off,
+                             parsers.xfs_cksum)
+        return
+    if bt.per_block:
+        (magic,) = bt.magics
+        for off in range(0, len(data), blocksize):
+            if struct.unpack_from(">I", data, off)[0] == magic:
+                _stamp_one(data, off, blocksize, bt.crc_off, bt.lsn_off, lsn)
+        return
+    _stamp_one(data, 0, len(data), bt.crc_off, bt.lsn_off, lsn)

@@ -1,20 +1,25 @@
 """Scripted edits of an image: mkdir, put, rm, ln, setattr.
 
-Each function opens the image for writing, makes its change in one
-transaction and returns a small summary dict; it either happens completely
-or the image is left as it was.  ``timestamp_ns`` fixes "now" (for
-reproducible builds); None means the clock.
+Each function checks the image (unless ``check=False``), opens it for
+writing, makes its change in one transaction and returns a small summary
+dict; it either happens completely or the image is left as it was (``rm``
+of a large tree commits every few thousand removals, like ``rm -r`` on a
+mounted filesystem).  ``timestamp_ns`` fixes "now" (for reproducible
+builds); None means the clock.
 """
 from __future__ import annotations
 
 import os
 
 from ..errors import ExistsError, NotFoundError
-from ..fs.namespace import Meta, Namespace, split_path
-from ..fs.writer import Writer
+from ..ns.namespace import Meta, Namespace, split_path
+from ..ns.writer import Writer
 
 
-def _edit(image, timestamp_ns, fn):
+def _edit(image, timestamp_ns, fn, check=True):
+    if check:
+        from .guard import require_sound
+        require_sound(image)
     with Writer(image, timestamp_ns=timestamp_ns) as w:
         with w.transaction():
             ns = Namespace(w)
@@ -29,7 +34,7 @@ def _now_meta(ns: Namespace, perm: int, uid: int, gid: int) -> Meta:
 
 
 def mkdir(image, path: str, *, parents: bool = False, perm: int = 0o755, uid: int = 0,
-          gid: int = 0, timestamp_ns: int | None = None) -> dict:
+          gid: int = 0, timestamp_ns: int | None = None, check: bool = True) -> dict:
     """Create directory ``path``; with ``parents`` also its missing parents
     (and no error when it exists)."""
     def run(ns):
@@ -39,11 +44,12 @@ def mkdir(image, path: str, *, parents: bool = False, perm: int = 0o755, uid: in
             return _mkdirs(ns, path, meta)
         parent, name = split_path(path)
         return ns.mkdir(ns.lookup(parent), name, meta)
-    return {"op": "mkdir", "path": path, "ino": _edit(image, timestamp_ns, run)}
+    return {"op": "mkdir", "path": path, "ino": _edit(image, timestamp_ns, run, check)}
 
 
 def put(image, hostfile, path: str, *, perm: int | None = None, uid: int | None = None,
-        gid: int | None = None, force: bool = False, timestamp_ns: int | None = None) -> dict:
+        gid: int | None = None, force: bool = False, timestamp_ns: int | None = None,
+        check: bool = True) -> dict:
     """Copy a host file to ``path`` (holes stay holes); ``force`` replaces
     an existing file."""
     from ..io.sparse import data_ranges_of
@@ -60,47 +66,76 @@ def put(image, hostfile, path: str, *, perm: int | None = None, uid: int | None 
                 raise ExistsError(f"{path}: already exists in the image (use --force to "
                                   "replace it)")
             ns.unlink(pino, name)
-        meta = Meta(perm=perm, uid=uid, gid=gid, atime_ns=st.st_atime_ns,
-                    mtime_ns=st.st_mtime_ns, ctime_ns=ns.now)
+        # reading the host file moves its access time: a fixed build time
+        # stands in for it, as populate does
+        atime = st.st_atime_ns if timestamp_ns is None else timestamp_ns
+        meta = Meta(perm=perm, uid=uid, gid=gid, atime_ns=atime, mtime_ns=st.st_mtime_ns,
+                    ctime_ns=ns.now)
         with open(hostfile, "rb") as f:
             ranges = data_ranges_of(f.fileno(), st)
             return ns.create_file(pino, name, meta, f, st.st_size, ranges)
-    ino = _edit(image, timestamp_ns, run)
+    ino = _edit(image, timestamp_ns, run, check)
     return {"op": "put", "path": path, "ino": ino, "bytes": st.st_size}
 
 
+RM_BATCH = 2048          # removals per transaction
+
+
 def rm(image, paths, *, recursive: bool = False, force: bool = False,
-       timestamp_ns: int | None = None) -> dict:
+       timestamp_ns: int | None = None, check: bool = True) -> dict:
     """Remove ``paths``; directories (and all below them) only with
-    ``recursive``; missing paths are an error unless ``force``."""
-    removed = []
+    ``recursive``; missing paths are an error unless ``force``.  A large
+    tree goes in several transactions (children before their directory),
+    so a crash part way leaves part of it, never a broken one."""
+    if check:
+        from .guard import require_sound
+        require_sound(image)
+    removed = [0]
+    with Writer(image, timestamp_ns=timestamp_ns) as w:
+        w.begin()
+        ns = Namespace(w)
+        pending = [0]
 
-    def remove_tree(ns, parent, name):
-        ent = ns.child(parent, name)
-        if ent is None:
-            raise NotFoundError(name.decode("utf-8", "surrogateescape"))
-        if recursive and ns._is_dir(ent[0]):
-            for child in list(ns.dir_state(ent[0]).entries):
-                remove_tree(ns, ent[0], child)
-            ns.unlink(parent, name, rmdir=True)
-        else:
-            ns.unlink(parent, name)
-        removed.append(ent[0])
+        def step():
+            pending[0] += 1
+            removed[0] += 1
+            if pending[0] >= RM_BATCH:
+                ns.finish()
+                w.commit()
+                ns.committed()
+                pending[0] = 0
+                w.begin()
 
-    def run(ns):
-        for p in paths:
-            parent, name = split_path(p)
-            try:
-                remove_tree(ns, ns.lookup(parent), name)
-            except NotFoundError:
-                if not force:
-                    raise NotFoundError(p) from None
-    _edit(image, timestamp_ns, run)
-    return {"op": "rm", "paths": list(paths), "removed": len(removed)}
+        def remove_tree(parent, name):
+            ent = ns.child(parent, name)
+            if ent is None:
+                raise NotFoundError(name.decode("utf-8", "surrogateescape"))
+            if recursive and ns._is_dir(ent[0]):
+                for child in list(ns.dir_state(ent[0]).entries):
+                    remove_tree(ent[0], child)
+                ns.unlink(parent, name, rmdir=True)
+            else:
+                ns.unlink(parent, name)
+            step()
+
+        try:
+            for p in paths:
+                parent, name = split_path(p)
+                try:
+                    remove_tree(ns.lookup(parent), name)
+                except NotFoundError:
+                    if not force:
+                        raise NotFoundError(p) from None
+            ns.finish()
+            w.commit()
+        except BaseException:
+            w.abort()
+            raise
+    return {"op": "rm", "paths": list(paths), "removed": removed[0]}
 
 
 def ln(image, target: str, path: str, *, symbolic: bool = False, uid: int = 0, gid: int = 0,
-       timestamp_ns: int | None = None) -> dict:
+       timestamp_ns: int | None = None, check: bool = True) -> dict:
     """``path`` as a hard link to ``target`` (a path in the image), or with
     ``symbolic`` a symlink whose content is ``target``."""
     def run(ns):
@@ -112,14 +147,14 @@ def ln(image, target: str, path: str, *, symbolic: bool = False, uid: int = 0, g
         ino = ns.lookup(target)
         ns.link(pino, name, ino)
         return ino
-    ino = _edit(image, timestamp_ns, run)
+    ino = _edit(image, timestamp_ns, run, check)
     return {"op": "ln", "path": path, "target": target, "symbolic": symbolic, "ino": ino}
 
 
 def setattr(image, path: str, *, perm: int | None = None, uid: int | None = None,
             gid: int | None = None, atime_ns: int | None = None, mtime_ns: int | None = None,
             set_xattrs: dict | None = None, remove_xattrs=(),
-            timestamp_ns: int | None = None) -> dict:
+            timestamp_ns: int | None = None, check: bool = True) -> dict:
     """Change permissions, owner, times or xattrs of ``path``."""
     set_xattrs = set_xattrs or {}
 
@@ -136,5 +171,5 @@ def setattr(image, path: str, *, perm: int | None = None, uid: int | None = None
             cur.update(set_xattrs)
             ns.set_xattrs(ino, cur)
         return ino
-    ino = _edit(image, timestamp_ns, run)
+    ino = _edit(image, timestamp_ns, run, check)
     return {"op": "setattr", "path": path, "ino": ino}

@@ -16,7 +16,12 @@ import uuid as uuidlib
 from ..errors import FsToolError
 from ..format import constants as C
 from ..format.structs import AGF, AGFL, AGI, SB
-from ..fs.encode import NULLFSINO, dinode, short_btree_block, stamp_crc
+from ..fs import btree as B
+from ..fs import btree_write as BW
+from ..fs.icore import InodeEncoder, InodeSpec
+from ..io import verify as V
+from ..io.device import Device
+from ..format import log as L
 
 KiB, MiB, GiB, TiB = 1 << 10, 1 << 20, 1 << 30, 1 << 40
 
@@ -31,15 +36,11 @@ MIN_SIZE = 16 * MiB
 XFS_INODE_BIG_CLUSTER_SIZE = 8192
 XFS_INODES_PER_CHUNK = 64
 XFS_DFL_IMAXPCT = 25
-XLOG_BIG_RECORD_BSIZE = 32 * KiB
-XLOG_UNMOUNT_TYPE = 0x556E
-XFS_LOG_CLIENTID = 0xAA
-XLOG_UNMOUNT_TRANS = 0x20
 MKFS_UNMOUNT_TID = 0xB0C0D0D0
+NULLFSINO = (1 << 64) - 1
 
 VERSIONNUM_V5 = 0xB4A5     # v5 | MOREBITS | DIRV2 | EXTFLG | LOGV2 | ALIGN | NLINK
 FEATURES2 = 0x18A           # LAZYSBCOUNT | ATTR2 | PROJID32 | CRC
-XFS_DIFLAG_NEWRTBM = 0x0004
 
 # Minimum log sizes (blocks) the kernel demands, as mkfs.xfs 6.1 reports them
 # for (block size, directory block size, reflink); only used for images below
@@ -348,23 +349,61 @@ def _free_extents(geo: Geometry, agno: int) -> tuple[list, list]:
     return agfl, free
 
 
-class Formatter:
-    """Writes a fresh filesystem with the given geometry to an open file."""
+class _RootStore:
+    """The one block of a new btree's root, for the btree engine's bulk
+    loader: mkfs places every root at a fixed block."""
 
-    def __init__(self, fd: int, geo: Geometry, fs_uuid: bytes, label: str, now_ns: int):
-        self.fd = fd
+    def __init__(self, fmt: "Formatter", agno: int, agbno: int):
+        self.fmt = fmt
+        self.agno = agno
+        self.agbno = agbno
+        self.blocksize = fmt.geo.blocksize
+        self.buf = None
+
+    def daddr(self, addr: int) -> int:
+        return self.fmt.daddr(self.agno, addr)
+
+    def alloc(self, near: int) -> int:
+        if self.buf is not None:
+            raise MkfsError("internal: a new btree outgrew its root block")
+        return self.agbno
+
+    def new(self, addr: int) -> bytearray:
+        self.buf = bytearray(self.blocksize)
+        return self.buf
+
+    def read(self, addr: int) -> bytearray:
+        return self.buf
+
+    def dirty(self, addr: int) -> None:
+        pass
+
+    def free(self, addr: int) -> None:
+        raise MkfsError("internal: mkfs never frees btree blocks")
+
+
+class Formatter:
+    """Writes a fresh filesystem with the given geometry to a Device: every
+    block is built by the same code the write path uses (the btree engine's
+    bulk loader, the inode encoder) and leaves through the write verifier."""
+
+    def __init__(self, dev, geo: Geometry, fs_uuid: bytes, label: str, now_ns: int,
+                 in_progress: bool = False):
+        self.dev = dev
         self.geo = geo
         self.uuid = fs_uuid
         self.label = label.encode()
         self.now = now_ns
+        self.in_progress = in_progress
 
     def daddr(self, agno: int, agbno: int) -> int:
         g = self.geo
         return (agno * g.agblocks + agbno) << (g.blocklog - C.BBSHIFT)
 
-    def write(self, agno: int, agbno: int, data: bytes, sector: int = 0) -> None:
-        off = (self.daddr(agno, agbno) << C.BBSHIFT) + sector * self.geo.sectsize
-        os.pwrite(self.fd, data, off)
+    def _write(self, bt, daddr: int, data: bytearray) -> None:
+        g = self.geo
+        V.stamp(bt, data, 0, blocksize=g.blocksize, inodesize=g.inodesize)
+        self.dev.pwrite(daddr << C.BBSHIFT, data)
 
     def run(self) -> dict:
         g = self.geo
@@ -381,7 +420,7 @@ class Formatter:
         rooted = {g.agcount - 1} | ({(g.agcount - 1) // 2} if g.agcount > 2 else set())
         for agno, (agfl, free) in enumerate(ag_info):
             sb = sb_primary if agno == 0 else sb_rooted if agno in rooted else sb_plain
-            self.write_ag(agno, agfl, free, sb)
+            self.write_ag(agno, agfl, free, bytearray(sb))
         self.write_root_chunk()
         self.clear_log()
         return {"fdblocks": fdblocks, "icount": icount}
@@ -413,7 +452,8 @@ class Formatter:
             "sb_fname": self.label, "sb_blocklog": g.blocklog,
             "sb_sectlog": _log2(g.sectsize), "sb_inodelog": _log2(g.inodesize),
             "sb_inopblog": g.inopblog, "sb_agblklog": g.agblklog,
-            "sb_inprogress": 0 if primary else 1, "sb_imax_pct": g.imaxpct,
+            "sb_inprogress": 1 if self.in_progress or not primary else 0,
+            "sb_imax_pct": g.imaxpct,
             "sb_icount": icount, "sb_ifree": ifree, "sb_fdblocks": fdblocks,
             "sb_inoalignmt": g.inoalignmt,
             "sb_dirblklog": _log2(g.dirblocksize) - g.blocklog, "sb_logsunit": 1,
@@ -424,13 +464,15 @@ class Formatter:
         buf = bytearray(g.sectsize)
         raw = SB.pack(f)
         buf[:len(raw)] = raw
-        return bytes(stamp_crc(buf, C.XFS_SB_CRC_OFF))
+        return bytes(buf)
 
-    def write_ag(self, agno: int, agfl: list, free: list, sb: bytes) -> None:
+    def write_ag(self, agno: int, agfl: list, free: list, sb: bytearray) -> None:
         g = self.geo
         length = g.ag_length(agno)
         uuid = self.uuid
-        self.write(agno, 0, sb)
+        base = self.daddr(agno, 0)
+        sect = g.sectsize >> C.BBSHIFT
+        self._write(V.SB, base, sb)
         # AGF
         f = {"agf_magicnum": C.XFS_AGF_MAGIC, "agf_versionnum": 1, "agf_seqno": agno,
              "agf_length": length,
@@ -441,7 +483,7 @@ class Formatter:
         if g.reflink:
             f.update(agf_refcount_blocks=1, agf_refcount_root=g.roots["refcountbt"],
                      agf_refcount_level=1)
-        self.write(agno, 0, self._sector(AGF.pack(f), C.XFS_AGF_CRC_OFF), sector=1)
+        self._write(V.AGF, base + sect, self._sector(AGF.pack(f)))
         # AGI
         in_ag0 = agno == 0
         agino = g.root_agbno << g.inopblog
@@ -454,7 +496,7 @@ class Formatter:
              "agi_iblocks": 1 if g.finobt else 0, "agi_fblocks": 1 if g.finobt else 0}
         if g.finobt:
             a.update(agi_free_root=g.roots["finobt"], agi_free_level=1)
-        self.write(agno, 0, self._sector(AGI.pack(a), C.XFS_AGI_CRC_OFF), sector=2)
+        self._write(V.AGI, base + 2 * sect, self._sector(AGI.pack(a)))
         # AGFL: mkfs.xfs leaves slot 0 empty and fills from slot 1
         slots = (g.sectsize - C.XFS_AGFL_HDR_SIZE) // 4
         bno = [C.NULLAGBLOCK] * slots
@@ -462,36 +504,26 @@ class Formatter:
             bno[1 + i] = b
         hdr = AGFL.pack({"agfl_magicnum": C.XFS_AGFL_MAGIC, "agfl_seqno": agno,
                          "agfl_uuid": uuid})
-        body = hdr + struct.pack(f">{slots}I", *bno)
-        self.write(agno, 0, self._sector(body, C.XFS_AGFL_CRC_OFF), sector=3)
-        # btree roots
-        by_bno = b"".join(struct.pack(">II", s, n) for s, n in free)
-        by_cnt = b"".join(struct.pack(">II", s, n)
-                          for s, n in sorted(free, key=lambda e: (e[1], e[0])))
-        for name, magic, recs, n in (("bnobt", C.XFS_ABTB_CRC_MAGIC, by_bno, len(free)),
-                                     ("cntbt", C.XFS_ABTC_CRC_MAGIC, by_cnt, len(free))):
-            self.write(agno, g.roots[name], self._btree(agno, name, magic, recs, n))
+        self._write(V.AGFL, base + 3 * sect,
+                    self._sector(hdr + struct.pack(f">{slots}I", *bno)))
+        # btree roots, one leaf each, by the btree engine's bulk loader
         irecs = self._inobt_recs() if in_ag0 else []
-        enc = b"".join(irecs)
-        self.write(agno, g.roots["inobt"],
-                   self._btree(agno, "inobt", C.XFS_IBT_CRC_MAGIC, enc, len(irecs)))
+        trees = [("bnobt", B.BNOBT, free),
+                 ("cntbt", B.CNTBT, sorted(free, key=lambda e: (e[1], e[0]))),
+                 ("inobt", B.inobt_type(g.sparse), irecs)]
         if g.finobt:
-            self.write(agno, g.roots["finobt"],
-                       self._btree(agno, "finobt", C.XFS_FIBT_CRC_MAGIC, enc, len(irecs)))
+            trees.append(("finobt", B.inobt_type(g.sparse, free=True), irecs))
         if g.reflink:
-            self.write(agno, g.roots["refcountbt"],
-                       self._btree(agno, "refcountbt", C.XFS_REFC_CRC_MAGIC, b"", 0))
+            trees.append(("refcountbt", B.REFCOUNTBT, []))
+        for name, bt, recs in trees:
+            store = _RootStore(self, agno, g.roots[name])
+            BW.bulk_load(bt, store, recs, agno=agno, uuid=uuid)
+            self._write(bt.buftype, store.daddr(store.agbno), store.buf)
 
-    def _sector(self, body: bytes, crc_off: int) -> bytes:
+    def _sector(self, body: bytes) -> bytearray:
         buf = bytearray(self.geo.sectsize)
         buf[:len(body)] = body
-        return bytes(stamp_crc(buf, crc_off))
-
-    def _btree(self, agno, name, magic, recs, n) -> bytes:
-        g = self.geo
-        return short_btree_block(g.blocksize, magic, level=0, recs=recs, numrecs=n,
-                                 daddr=self.daddr(agno, g.roots[name]), uuid=self.uuid,
-                                 owner=agno)
+        return buf
 
     def _inobt_recs(self) -> list:
         g = self.geo
@@ -501,82 +533,45 @@ class Formatter:
             free = (1 << 64) - 1
             if k == 0:
                 free &= ~0b111            # root, rt bitmap and rt summary
-            nfree = bin(free).count("1")
-            if g.sparse:
-                recs.append(struct.pack(">IHBBQ", start + 64 * k, 0, 64, nfree, free))
-            else:
-                recs.append(struct.pack(">IIQ", start + 64 * k, nfree, free))
+            recs.append((start + 64 * k, 0, 64, bin(free).count("1"), free))
         return recs
 
     def write_root_chunk(self) -> None:
         g = self.geo
         root = g.rootino
-        flags2 = C.XFS_DIFLAG2_BIGTIME | (C.XFS_DIFLAG2_NREXT64 if g.nrext64 else 0)
-        epoch = 0
-        common = dict(uuid=self.uuid, flags2=flags2, changecount=2, atime_ns=epoch,
-                      mtime_ns=self.now, ctime_ns=self.now, crtime_ns=self.now)
+        enc = InodeEncoder(g.inodesize, self.uuid, bigtime=True, nrext64=g.nrext64)
+        common = dict(changecount=2, atime_ns=0, mtime_ns=self.now, ctime_ns=self.now,
+                      crtime_ns=self.now)
         # shortform root directory: no entries, parent is itself
         sf = struct.pack(">BBI", 0, 0, root)
-        chunk = [dinode(g.inodesize, ino=root, mode=C.S_IFDIR | 0o755,
-                        fmt=C.XFS_DINODE_FMT_LOCAL, nlink=2, size=len(sf), literal=sf,
-                        **common),
-                 dinode(g.inodesize, ino=root + 1, mode=C.S_IFREG, fmt=C.XFS_DINODE_FMT_EXTENTS,
-                        nlink=1, flags=XFS_DIFLAG_NEWRTBM, **common),
-                 dinode(g.inodesize, ino=root + 2, mode=C.S_IFREG, fmt=C.XFS_DINODE_FMT_EXTENTS,
-                        nlink=1, **common)]
+        chunk = [enc.encode(root, InodeSpec(mode=C.S_IFDIR | 0o755, nlink=2, size=len(sf),
+                                            fmt=C.XFS_DINODE_FMT_LOCAL, data=sf, **common)),
+                 enc.encode(root + 1, InodeSpec(mode=C.S_IFREG, nlink=1,
+                                                flags=C.XFS_DIFLAG_NEWRTBM, **common)),
+                 enc.encode(root + 2, InodeSpec(mode=C.S_IFREG, nlink=1, **common))]
         for i in range(3, g.ialloc_inos):
-            chunk.append(dinode(g.inodesize, ino=root + i, uuid=self.uuid))
-        self.write(0, g.root_agbno, b"".join(chunk))
+            chunk.append(enc.free(root + i))
+        self._write(V.DINO, self.daddr(0, g.root_agbno), bytearray(b"".join(chunk)))
 
     def clear_log(self) -> None:
         """Empty the log and write one record holding an unmount record, as
-        mkfs.xfs does: cycle 1 in the first two sectors, nothing after."""
+        mkfs.xfs does: cycle 1 in the first two sectors, nothing after (and,
+        like mkfs.xfs, no record CRC)."""
         g = self.geo
         off = self.daddr(g.logagno, g.logstart_agbno) << C.BBSHIFT
-        length = g.logblocks << g.blocklog
-        _zero_range(self.fd, off, length)
+        self.dev.zero_range(off, g.logblocks << g.blocklog)
         hdr = bytearray(C.BBSIZE)
-        struct.pack_into(">IIIIQQIiI", hdr, 0, 0xFEEDBABE, 1, 2, C.BBSIZE, 1 << 32, 1 << 32,
-                         0, -1, 1)
+        struct.pack_into(">IIIIQQIiI", hdr, 0, L.XLOG_HEADER_MAGIC_NUM, 1, L.XLOG_VERSION_2,
+                         C.BBSIZE, 1 << 32, 1 << 32, 0, -1, 1)
         # the first word of each data sector is replaced by the cycle number;
         # the word it held is kept in h_cycle_data
         struct.pack_into(">I", hdr, 44, MKFS_UNMOUNT_TID)
-        struct.pack_into(">I16sI", hdr, 300, 1, self.uuid, XLOG_BIG_RECORD_BSIZE)
+        struct.pack_into(">I16sI", hdr, 300, L.XLOG_FMT_LINUX_LE, self.uuid,
+                         L.XLOG_BIG_RECORD_BSIZE)
         data = bytearray(C.BBSIZE)
-        struct.pack_into(">IIBBH", data, 0, 1, 8, XFS_LOG_CLIENTID, XLOG_UNMOUNT_TRANS, 0)
-        struct.pack_into("<H", data, 12, XLOG_UNMOUNT_TYPE)
-        os.pwrite(self.fd, bytes(hdr) + bytes(data), off)
-
-
-def _zero_range(fd: int, off: int, length: int) -> None:
-    """Make [off, off+length) read as zeros: punch a hole in a regular file,
-    write zeros on a block device."""
-    st = os.fstat(fd)
-    if stat.S_ISREG(st.st_mode):
-        if off >= st.st_size:
-            return
-        try:
-            _punch_hole(fd, off, min(length, st.st_size - off))
-            return
-        except OSError:
-            pass
-    chunk = bytes(1 << 20)
-    end = off + length
-    while off < end:
-        n = min(len(chunk), end - off)
-        os.pwrite(fd, chunk[:n], off)
-        off += n
-
-
-def _punch_hole(fd: int, off: int, length: int) -> None:
-    import ctypes
-    import ctypes.util
-    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-    FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE = 1, 2
-    libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
-    if libc.fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, length):
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err))
+        struct.pack_into(">IIBBH", data, 0, 1, 8, L.XFS_LOG, L.XLOG_UNMOUNT_TRANS, 0)
+        struct.pack_into("<H", data, 12, L.XLOG_UNMOUNT_TYPE)
+        self.dev.pwrite(off, bytes(hdr) + bytes(data))
 
 
 # -- the operation -------------------------------------------------------------
@@ -590,8 +585,12 @@ def _has_filesystem(fd: int) -> str | None:
     return None
 
 
-def mkfs(path: str, opts: Options, force: bool = False, dry_run: bool = False):
-    """Create (or format) ``path``.  Returns the Geometry."""
+def mkfs(path: str, opts: Options, force: bool = False, dry_run: bool = False,
+         in_progress: bool = False):
+    """Create (or format) ``path``.  Returns the Geometry.  With
+    ``in_progress`` the superblock says the filesystem is still being made
+    (the kernel will not mount it) until a populate that writes without the
+    journal clears it."""
     exists = os.path.exists(path)
     if exists:
         st = os.stat(path)
@@ -615,30 +614,30 @@ def mkfs(path: str, opts: Options, force: bool = False, dry_run: bool = False):
     if now is None:
         sde = os.environ.get("SOURCE_DATE_EPOCH")
         now = int(sde) * C.NSEC_PER_SEC if sde else time.time_ns() // 1000 * 1000
-    flags = os.O_RDWR | os.O_CLOEXEC | (0 if exists else os.O_CREAT | os.O_EXCL)
-    fd = os.open(path, flags, 0o644)
+    if not exists:
+        os.close(os.open(path, os.O_RDWR | os.O_CLOEXEC | os.O_CREAT | os.O_EXCL, 0o644))
+    dev = None
     try:
         from ..io.lock import ImageLock
-        with ImageLock(fd, path):
+        dev = Device(path, writable=True)
+        with ImageLock(dev.fd, path):
             if exists:
-                what = _has_filesystem(fd)
+                what = _has_filesystem(dev.fd)
                 if what and not force:
                     raise MkfsError(f"{path}: already contains {what}; use -f/--force to "
                                     "overwrite it")
-                st = os.fstat(fd)
-                if stat.S_ISREG(st.st_mode) and st.st_size < opts.size:
-                    os.ftruncate(fd, opts.size)
-            else:
-                os.ftruncate(fd, opts.size)
-            Formatter(fd, geo, fs_uuid, opts.label, now).run()
-            os.fsync(fd)
+            if not dev.is_blockdev and dev.size < opts.size:
+                dev.resize(opts.size)
+            Formatter(dev, geo, fs_uuid, opts.label, now, in_progress).run()
+            dev.fsync()
     except BaseException:
-        os.close(fd)
+        if dev is not None:
+            dev.close()
         if not exists:
             try:
                 os.unlink(path)
             except OSError:
                 pass
         raise
-    os.close(fd)
+    dev.close()
     return geo

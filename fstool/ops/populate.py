@@ -1,9 +1,14 @@
 """populate: add a tree (host directory, tar archive or protofile) to an image.
 
-The whole run is one transaction: if anything fails (bad member, ENOSPC,
-unreadable file without --keep-going) nothing of it is committed and the
-image stays as it was.  Files are written as they stream from the source;
-directories are encoded once, at the end, in their final form.
+The run commits in batches: a transaction holds a few thousand entries
+(ending where the source moves on to another directory when it can), so
+memory stays bounded and the journal checkpoints as it goes.  A batch is
+all or nothing: after a crash the image holds the batches committed before
+it, each file whole.  If anything fails (bad member, ENOSPC, unreadable
+file without --keep-going), the batch in progress is dropped and the error
+says how many entries the earlier batches added.  Files are written as they
+stream from the source; a directory changed by a batch is encoded once, at
+the end of the batch, in its form at that point.
 """
 from __future__ import annotations
 
@@ -13,9 +18,18 @@ from dataclasses import dataclass, field
 
 from ..errors import FsToolError, InvalidArgument, NotADirectoryImageError, NotFoundError
 from ..format import constants as C
-from ..fs.namespace import ExistsError, Meta, Namespace
-from ..fs.writer import NoSpace, Writer
+from ..ns.namespace import ExistsError, Meta, Namespace
+from ..errors import NoSpaceError as NoSpace
+from ..ns.writer import Writer
 
+# entries per transaction (a batch may run on to the end of its directory,
+# up to four times this)
+BATCH_ENTRIES = 16384
+# a checkpoint after this many batches or bytes of file data at the most, so
+# that a crash loses little of a long run (counted, not timed: the same
+# input must give the same image, log included)
+CHECKPOINT_BATCHES = 4
+CHECKPOINT_DATA = 256 << 20
 KIND_MODE = {"fifo": C.S_IFIFO, "chardev": C.S_IFCHR, "blockdev": C.S_IFBLK,
              "socket": C.S_IFSOCK}
 
@@ -52,9 +66,17 @@ def _mkdirs(ns: Namespace, path: str, meta: Meta) -> int:
 
 def populate(image, source, dest: str = "/", *, owner_map=None, keep_going: bool = False,
              timestamp_ns: int | None = None, progress=None, overwrite: bool = True,
-             report=None) -> PopulateStats:
+             report=None, fresh: bool = False, check: bool = True,
+             batch_entries: int = BATCH_ENTRIES) -> PopulateStats:
     """Add everything ``source`` (a path, or an already opened Source)
-    describes under ``dest`` in ``image``."""
+    describes under ``dest`` in ``image``.
+
+    ``fresh`` is for an image mkfs has just made with its superblock marked
+    in progress: it is written without the journal (like mkfs.xfs -p) and
+    marked finished at the end; until then no kernel mounts it.  Unless
+    ``check`` is false, an existing image is checked first and refused when
+    fstool check finds errors in it.  ``batch_entries`` is how many entries
+    a transaction holds (up to four times as many to finish a directory)."""
     from .sources import open_source
     stats = PopulateStats()
 
@@ -66,44 +88,80 @@ def populate(image, source, dest: str = "/", *, owner_map=None, keep_going: bool
     src = open_source(source, owner_map=owner_map, keep_going=keep_going, report=note) \
         if isinstance(source, (str, bytes)) or hasattr(source, "__fspath__") else source
     from .sources import EmptyFiles
-    with Writer(image, timestamp_ns=timestamp_ns) as w, src:
+    if check and not fresh:
+        from .guard import require_sound
+        require_sound(image)
+    committed = [0]          # entries in committed batches
+    with Writer(image, timestamp_ns=timestamp_ns, logged=not fresh) as w, src:
         now = w.now_ns()
-        need = [0]
         try:
-            with w.transaction():
-                ns = Namespace(w, now)
-                root_meta = Meta(perm=0o755, atime_ns=now, mtime_ns=now, ctime_ns=now)
-                base = _mkdirs(ns, dest, root_meta)
-                inos = {"": base}          # relative dir path -> inode
+            w.begin()
+            ns = Namespace(w, now)
+            root_meta = Meta(perm=0o755, atime_ns=now, mtime_ns=now, ctime_ns=now)
+            base = _mkdirs(ns, dest, root_meta)
+            inos = {"": base}          # relative dir path -> inode
 
-                def one(e):
-                    try:
-                        if timestamp_ns is not None:
-                            # reading the source moves access times: a fixed
-                            # build time stands in for them
-                            e.atime_ns = timestamp_ns
-                        _add(ns, e, inos, base, stats, now, overwrite)
-                    except NoSpace:
-                        need[0] = e.size
-                        raise
-                    except (OSError, InvalidArgument, ExistsError) as exc:
-                        if not keep_going or isinstance(exc, ExistsError) and not overwrite:
-                            raise _wrap(e.path, exc) from None
-                        note(f"{e.path}: skipped: {_msg(exc)}")
+            def one(e):
+                try:
+                    if timestamp_ns is not None:
+                        # reading the source moves access times: a fixed
+                        # build time stands in for them
+                        e.atime_ns = timestamp_ns
+                    _add(ns, e, inos, base, stats, now, overwrite)
+                except NoSpace:
+                    raise
+                except (OSError, InvalidArgument, ExistsError) as exc:
+                    if not keep_going or isinstance(exc, ExistsError) and not overwrite:
+                        raise _wrap(e.path, exc) from None
+                    note(f"{e.path}: skipped: {_msg(exc)}")
 
-                walk = src.entries(runs=True) if hasattr(src, "entries") else src
-                for e in walk:
-                    if type(e) is EmptyFiles:
-                        _add_empty_files(ns, e, inos, stats, now, timestamp_ns, one)
-                    else:
-                        one(e)
-                    if progress:
-                        progress(stats)
+            since = {"batches": 0, "bytes": 0}
+
+            def commit_batch():
                 ns.finish()
+                w.commit()
+                ns.committed()
+                committed[0] = stats.entries
+                since["batches"] += 1
+                if since["batches"] >= CHECKPOINT_BATCHES or \
+                        stats.bytes - since["bytes"] >= CHECKPOINT_DATA:
+                    w.journal.push()
+                    since["batches"], since["bytes"] = 0, stats.bytes
+                w.begin()
+
+            last_dir = None
+            walk = src.entries(runs=True) if hasattr(src, "entries") else src
+            for e in walk:
+                here = e.path if type(e) is EmptyFiles else e.path.rpartition("/")[0]
+                pending = stats.entries - committed[0]
+                if pending >= batch_entries and (here != last_dir or
+                                                 pending >= 4 * batch_entries):
+                    commit_batch()
+                last_dir = here
+                if type(e) is EmptyFiles:
+                    _add_empty_files(ns, e, inos, stats, now, timestamp_ns, one)
+                else:
+                    one(e)
+                if progress:
+                    progress(stats)
+            ns.finish()
+            w.commit()
+            committed[0] = stats.entries
+            if fresh:
+                w.finish_mkfs()
         except NoSpace as exc:
+            w.abort()
             raise NoSpace(f"{image}: not enough space: {exc} (while adding "
-                          f"{stats.entries} entries, {stats.bytes} bytes so far); the image "
-                          "is unchanged") from None
+                          f"{stats.entries} entries, {stats.bytes} bytes); "
+                          f"{_kept(committed[0])}") from None
+        except FsToolError as exc:
+            w.abort()
+            if committed[0]:
+                exc.args = (f"{exc} ({_kept(committed[0])})",)
+            raise
+        except BaseException:
+            w.abort()
+            raise
     return stats
 
 
@@ -132,6 +190,13 @@ def _add_empty_files(ns: Namespace, run, inos: dict, stats: PopulateStats, now: 
     if start < len(items):
         ns.create_empty_files(parent, items[start:] if start else items, now)
         stats.files += len(items) - start
+
+
+def _kept(n: int) -> str:
+    if not n:
+        return "the filesystem is unchanged"
+    return (f"the {n} entries added before it were committed and are in the image; "
+            "the rest were not added")
 
 
 def _msg(exc: BaseException) -> str:

@@ -21,7 +21,7 @@ from typing import BinaryIO, Callable, Iterator
 
 from .._backend import writers
 from ..errors import FsToolError, InvalidArgument
-from ..fs.dirbuild import NAME_MAX
+from ..ns.dirbuild import NAME_MAX
 from ..io.sparse import data_ranges_of
 
 SYMLINK_MAX = 1024
@@ -117,10 +117,30 @@ def _check_target(target: bytes, what: str) -> bytes:
 class Source:
     kind = "?"
 
-    def __init__(self, owner_map=None, keep_going=False, report=None):
+    def __init__(self, owner_map=None, keep_going=False, report=None, clamp_ns=None):
         self.owner_map = owner_map
         self.keep_going = keep_going
         self.report = report or (lambda msg: None)
+        # tar's --clamp-mtime: modification times after clamp_ns become clamp_ns
+        self.clamp_ns = clamp_ns
+
+    def clamped(self, stream):
+        """``stream`` of entries (and EmptyFiles runs) with every modification
+        time later than ``clamp_ns`` set to it; unchanged without a clamp."""
+        t = self.clamp_ns
+        if t is None:
+            return stream
+        return self._clamp(stream, t)
+
+    @staticmethod
+    def _clamp(stream, t: int):
+        for e in stream:
+            if type(e) is EmptyFiles:
+                if any(it[5] > t for it in e.items):
+                    e.items = [it if it[5] <= t else it[:5] + (t,) for it in e.items]
+            elif e.mtime_ns > t:
+                e.mtime_ns = t
+            yield e
 
     def owners(self, uid, gid):
         return self.owner_map(uid, gid) if self.owner_map else (uid, gid)
@@ -240,6 +260,9 @@ class DirSource(Source):
     def entries(self, runs: bool = False):
         """Every entry, parents first.  With ``runs``, consecutive plain
         empty files of a directory come as one :class:`EmptyFiles`."""
+        return self.clamped(self._walk(runs))
+
+    def _walk(self, runs: bool):
         links: dict = {}
         st = os.lstat(self.root)
         yield self._entry("", self.root, st, links)
@@ -339,6 +362,9 @@ class TarSource(Source):
         self._raw.close()
 
     def __iter__(self) -> Iterator[Entry]:
+        return self.clamped(self._members())
+
+    def _members(self) -> Iterator[Entry]:
         seen_dirs = {""}
         try:
             for m in self.tar:
@@ -477,6 +503,9 @@ class ProtoSource(Source):
         return kind, perm
 
     def __iter__(self) -> Iterator[Entry]:
+        return self.clamped(self._parse())
+
+    def _parse(self) -> Iterator[Entry]:
         toks = self.tokens
         if len(toks) < 6:
             raise InvalidArgument(f"{self.path}: too short for a protofile")
@@ -539,9 +568,12 @@ def _looks_like_proto(path: str) -> bool:
         len(toks[3]) == 6 and toks[3][0] == "d"
 
 
-def open_source(spec, *, owner_map=None, keep_going=False, report=None) -> Source:
+def open_source(spec, *, owner_map=None, keep_going=False, report=None,
+                clamp_ns=None) -> Source:
+    """The source at ``spec`` (a directory, tar archive or protofile);
+    ``clamp_ns`` clamps modification times to it (see Source.clamped)."""
     path = os.fspath(spec)
-    kw = dict(owner_map=owner_map, keep_going=keep_going, report=report)
+    kw = dict(owner_map=owner_map, keep_going=keep_going, report=report, clamp_ns=clamp_ns)
     if os.path.isdir(path):
         return DirSource(path, **kw)
     if not os.path.exists(path):

@@ -228,10 +228,11 @@ class SuperblockPhase:
     def log_head_lsn(self):
         """(cycle, block) the log will write next, or None if unknown."""
         if not hasattr(self, "_log_head"):
-            from ...fs.logstate import find_head
+            from ...log.head import find_state
             try:
-                head, cycle = find_head(self.fs)
-                self._log_head = (_signed(cycle), head)
+                _ld, st = find_state(self.fs)
+                self._log_head = (None if st.never_written else
+                                  (_signed(st.curr_cycle or st.cycle), st.head))
             except Exception:       # noqa: BLE001 - a broken log is the log phase's finding
                 self._log_head = None
         return self._log_head

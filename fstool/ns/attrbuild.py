@@ -18,7 +18,7 @@ from .._backend import parsers
 from ..errors import InvalidArgument
 from ..format import constants as C
 from .dablock import da_block, da_finisher
-from .encode import stamp_crc
+from ..io import verify as V
 from .forkplan import ForkPlan, PlannedBlock
 
 LEAF_HDR = C.XFS_ATTR3_LEAF_HDR_SIZE            # 80
@@ -80,8 +80,6 @@ def _headed_finisher(data: bytes, nblocks: int, blocksize: int, magic: int, ino:
             _RMT.pack_into(out, base, magic, i * per, len(chunk), 0, uuid, ino,
                            daddr + i * bb, 0)
             out[base + RMT_HDR:base + RMT_HDR + len(chunk)] = chunk
-            blk = stamp_crc(bytearray(out[base:base + blocksize]), 12)
-            out[base:base + blocksize] = blk
         return bytes(out)
     return finish
 
@@ -133,14 +131,14 @@ def encode_xattrs(attrs, *, ino: int, uuid: bytes, blocksize: int,
             n = _remote_blocks(it[4], blocksize)
             remote_at[it[1]] = (next_blk, n)
             blocks.append(PlannedBlock(next_blk, n, _headed_finisher(
-                it[4], n, blocksize, C.XFS_ATTR3_RMT_MAGIC, ino, uuid)))
+                it[4], n, blocksize, C.XFS_ATTR3_RMT_MAGIC, ino, uuid), V.ATTR3_RMT))
             next_blk += n
     leaf_blks = list(range(first_leaf, first_leaf + len(leaves)))
     for k, leaf in enumerate(leaves):
         forw = leaf_blks[k + 1] if node and k + 1 < len(leaves) else 0
         back = leaf_blks[k - 1] if node and k else 0
         blocks.append(PlannedBlock(leaf_blks[k], 1, _leaf_finisher(
-            leaf, remote_at, blocksize, ino, uuid, forw, back)))
+            leaf, remote_at, blocksize, ino, uuid, forw, back), V.ATTR3_NODE_OR_LEAF))
     if node:
         per_node = (blocksize - NODE_HDR) // 8
         if len(leaves) > per_node:
@@ -148,7 +146,7 @@ def encode_xattrs(attrs, *, ino: int, uuid: bytes, blocksize: int,
                                   "fstool writes")
         buf = da_block(blocksize, C.XFS_DA3_NODE_MAGIC, count=len(leaves), second=1,
                        pairs=[(leaf[-1][0], leaf_blks[k]) for k, leaf in enumerate(leaves)])
-        blocks.append(PlannedBlock(0, 1, da_finisher(buf, ino, uuid)))
+        blocks.append(PlannedBlock(0, 1, da_finisher(buf, ino, uuid), V.ATTR3_NODE_OR_LEAF))
     return ForkPlan(None, blocks, 0)
 
 
@@ -189,4 +187,4 @@ def encode_symlink(target: bytes, *, ino: int, uuid: bytes, blocksize: int,
         return ForkPlan(bytes(target), [], len(target))
     n = _remote_blocks(target, blocksize)
     return ForkPlan(None, [PlannedBlock(0, n, _headed_finisher(
-        target, n, blocksize, C.XFS_SYMLINK_MAGIC, ino, uuid))], len(target))
+        target, n, blocksize, C.XFS_SYMLINK_MAGIC, ino, uuid), V.SYMLINK)], len(target))

@@ -8,7 +8,8 @@ need to know about space allocation:
    offsets (fs-block units), each spanning ``nblocks`` contiguous blocks;
 2. the caller allocates physical blocks for every planned block and calls
    ``finish(daddr)`` to get the final buffer, whose self-address (blkno),
-   owner, uuid and CRC are then filled in.
+   owner and uuid are then filled in; the journal's write verifier gives it
+   its LSN and CRC when it is written.
 """
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from typing import Callable, NamedTuple
 class PlannedBlock(NamedTuple):
     lblk: int                          # logical block within the fork (fs blocks)
     nblocks: int                       # contiguous fs blocks the buffer spans
-    finish: Callable[[int], bytes]     # daddr of the first block -> whole buffer, CRC stamped
+    finish: Callable[[int], bytes]     # daddr of the first block -> whole buffer
+    bt: object = None                  # its buffer type (fstool.io.verify.BufType)
 
 
 class ForkPlan(NamedTuple):

@@ -1,14 +1,12 @@
 """Blocks of the da-btree family shared by directories and xattrs: the
 v5 da3_blkinfo header, node and hash/pointer entry arrays, and the finisher
-that stamps a block's address, owner, uuid and CRC once it is placed."""
+that fills in a block's address, owner and uuid once it is placed (its LSN
+and CRC come from the write verifier)."""
 from __future__ import annotations
 
 import struct
 
-from .encode import stamp_crc
-
 DA3_HDR = 64                                    # blkinfo (56) + count, level/stale, pad
-DA3_CRC_OFF = 12
 _INFO = struct.Struct(">IIHHIQQ16sQ")           # forw back magic pad crc blkno lsn uuid owner
 
 
@@ -24,11 +22,17 @@ def da_block(size: int, magic: int, *, forw: int = 0, back: int = 0, count: int 
     return buf
 
 
-def da_finisher(buf: bytearray, ino: int, uuid: bytes):
-    """finish(daddr) for a da3 block: address, uuid, owner, CRC."""
+def identity_finisher(buf: bytearray, ino: int, uuid: bytes, blkno_off: int, uuid_off: int):
+    """finish(daddr) for a v5 block whose header records its own address at
+    ``blkno_off`` and the uuid and owner (8 bytes) at ``uuid_off``."""
     def finish(daddr: int) -> bytes:
         b = bytearray(buf)
-        struct.pack_into(">Q", b, 16, daddr)
-        struct.pack_into(">16sQ", b, 32, uuid, ino)
-        return bytes(stamp_crc(b, DA3_CRC_OFF))
+        struct.pack_into(">Q", b, blkno_off, daddr)
+        struct.pack_into(">16sQ", b, uuid_off, uuid, ino)
+        return bytes(b)
     return finish
+
+
+def da_finisher(buf: bytearray, ino: int, uuid: bytes):
+    """finish(daddr) for a da3 block: address, uuid, owner."""
+    return identity_finisher(buf, ino, uuid, 16, 32)

@@ -1,16 +1,20 @@
 """Building inode forks on the write path: file data, block maps, planned
 metadata blocks (directories, xattrs, symlinks) and the attr fork offset.
 
-Everything here allocates through a :class:`~fstool.fs.writer.Writer` inside
-its open transaction and writes only into blocks that transaction allocated.
+Everything here allocates through a :class:`~fstool.ns.writer.Writer`'s
+allocators inside its open transaction.  Metadata blocks are buffers of the
+transaction (new ones are written in place before the checkpoint that
+refers to them); file data is written straight to the image, into blocks the
+transaction allocated, which the image only refers to once it commits.
 """
 from __future__ import annotations
 
-import struct
 
+from ..alloc.space import MAXEXTLEN
 from ..format import constants as C
+from ..fs.btree import pack_bmbt_rec
+from ..io import verify as V
 from .forkplan import ForkPlan
-from .writer import MAXEXTLEN
 
 BMBT_REC = 16
 IO_CHUNK = 1 << 20
@@ -23,15 +27,9 @@ def bmdr_space(nptrs: int) -> int:
     return 4 + nptrs * 16
 
 
-def pack_extent(startoff: int, startblock: int, blockcount: int, unwritten: bool = False) -> bytes:
-    """One packed 128-bit bmbt record."""
-    l0 = (int(unwritten) << 63) | (startoff << 9) | (startblock >> 43)
-    l1 = ((startblock & ((1 << 43) - 1)) << 21) | blockcount
-    return struct.pack(">QQ", l0, l1)
-
-
 def pack_extents(extents) -> bytes:
-    return b"".join(pack_extent(o, b, n) for o, b, n in extents)
+    """(startoff, fsbno, length) extents as packed bmbt records."""
+    return b"".join(pack_bmbt_rec(o, b, n) for o, b, n in extents)
 
 
 def merge_extents(extents) -> list:
@@ -66,54 +64,43 @@ def map_fork(w, ino: int, extents: list, space: int, *, attr: bool = False) -> F
     mapped = sum(n for _o, _b, n in extents)
     if len(extents) * BMBT_REC <= space:
         return Fork(C.XFS_DINODE_FMT_EXTENTS, pack_extents(extents), len(extents), mapped)
-    from . import btree_write as BW
-    store = _BmbtStore(w, ino, extents[0][1])
+    from ..fs import btree_write as BW
+    store = BmbtStore(w, extents[0][1])
     root, _height, blocks = BW.bulk_load_bmbt([(o, b, n, 0) for o, b, n in extents],
                                               ino=ino, uuid=w.uuid,
                                               blocksize=w.sb.blocksize, root_space=space,
                                               store=store)
-    store.flush()
     return Fork(C.XFS_DINODE_FMT_BTREE, root, len(extents), mapped + len(blocks))
 
 
-class _BmbtStore:
-    """Blocks for a freshly built bmbt: allocated near the file, written at
-    once (they are new to this transaction)."""
+class BmbtStore:
+    """Blocks of a file's bmbt, through the open transaction (new ones
+    allocated near the file)."""
 
-    def __init__(self, w, ino: int, near: int):
+    def __init__(self, w, near: int):
         self.w = w
         self.blocksize = w.sb.blocksize
         self.near = near
-        self.ino = ino
-        self.bufs: dict[int, bytearray] = {}
 
     def daddr(self, addr: int) -> int:
         return self.w.fs.fsb_to_daddr(addr)
 
     def alloc(self, near: int | None = None) -> int:
-        fsbno, _n = self.w.alloc_blocks(self.near if near is None else near, 1, 1)
+        fsbno, _n = self.w.space.alloc_blocks(self.near if near is None else near, 1, 1)
         self.near = fsbno + 1
         return fsbno
 
     def new(self, addr: int) -> bytearray:
-        buf = self.bufs[addr] = bytearray(self.blocksize)
-        return buf
+        return self.w.tx.get_buf(self.daddr(addr), self.blocksize, V.BMBT).data
 
     def read(self, addr: int) -> bytearray:
-        return self.bufs[addr]
+        return self.w.tx.read_buf(self.daddr(addr), self.blocksize, V.BMBT).data
 
     def dirty(self, addr: int) -> None:
-        pass
+        """Changes are found by comparing with the image's copy: nothing to do."""
 
     def free(self, addr: int) -> None:
-        self.bufs.pop(addr, None)
-        self.w.free_extent(addr, 1)
-
-    def flush(self) -> None:
-        from .encode import stamp_crc
-        for addr, buf in self.bufs.items():
-            stamp_crc(buf, C.XFS_BTREE_LBLOCK_CRC_OFF)
-            self.w._pwrite(self.daddr(addr) << C.BBSHIFT, buf)
+        self.w.space.free_extent(addr, 1)
 
 
 def _old_block(old_map: list, lblk: int, nblocks: int):
@@ -131,13 +118,17 @@ def _old_block(old_map: list, lblk: int, nblocks: int):
 
 def place_plan(w, plan: ForkPlan, near_fsb: int, reuse: list | None = None):
     """Allocate blocks for every planned block (runs of consecutive logical
-    blocks together), write the finished buffers, and return the extents
-    (startoff, fsbno, length).
+    blocks together), put the finished buffers into the transaction, and
+    return the extents (startoff, fsbno, length).
 
     With ``reuse`` (the fork's old extent list), a planned block whose
-    logical range the old fork mapped keeps that physical block; since the
-    block is in use by the committed image, its new content is written at
-    commit.  Returns (extents, set of reused fsbnos) in that case."""
+    logical range the old fork mapped keeps that physical block: the
+    committed image still uses it, so it is changed (and logged) rather
+    than written anew.  Returns (extents, set of reused fsbnos) in that
+    case."""
+    tx = w.tx
+    fs = w.fs
+    bs = w.sb.blocksize
     blocks = sorted(plan.blocks, key=lambda b: b.lblk)
     extents = []
     reused = set()
@@ -149,8 +140,9 @@ def place_plan(w, plan: ForkPlan, near_fsb: int, reuse: list | None = None):
             if fsbno is None:
                 fresh.append(blk)
                 continue
-            daddr = w.fs.fsb_to_daddr(fsbno)
-            w.write_at_commit(daddr, blk.finish(daddr))
+            daddr = fs.fsb_to_daddr(fsbno)
+            buf = tx.read_buf(daddr, blk.nblocks * bs, blk.bt)
+            buf.data[:] = blk.finish(daddr)
             extents.append((blk.lblk, fsbno, blk.nblocks))
             reused.update(range(fsbno, fsbno + blk.nblocks))
         blocks = fresh
@@ -166,7 +158,7 @@ def place_plan(w, plan: ForkPlan, near_fsb: int, reuse: list | None = None):
         total = sum(b.nblocks for b in run)
         lblk = run[0].lblk
         pos = 0
-        pieces = w.alloc_run(target, total, unit)
+        pieces = w.space.alloc_run(target, total, unit)
         for fsbno, n in pieces:
             extents.append((lblk + pos, fsbno, n))
             pos += n
@@ -176,8 +168,9 @@ def place_plan(w, plan: ForkPlan, near_fsb: int, reuse: list | None = None):
         for fsbno, n in pieces:
             for off in range(0, n, unit):
                 b = run[k]
-                daddr = w.fs.fsb_to_daddr(fsbno + off)
-                w._pwrite(daddr << C.BBSHIFT, b.finish(daddr))
+                daddr = fs.fsb_to_daddr(fsbno + off)
+                buf = tx.get_buf(daddr, unit * bs, b.bt)
+                buf.data[:] = b.finish(daddr)
                 k += 1
         i = j + 1
     return (extents, reused) if reuse is not None else extents
@@ -204,8 +197,9 @@ def write_data(w, near_fsb: int, stream, size: int, data_ranges=None) -> list:
                 spans.append((a, b))
     extents = []
     target = near_fsb
+    dev = w.dev
     for a, b in spans:
-        pieces = w.alloc_run(target, b - a)
+        pieces = w.space.alloc_run(target, b - a)
         if data_ranges is not None:
             stream.seek(a << blog)
         lblk = a
@@ -217,13 +211,13 @@ def write_data(w, near_fsb: int, stream, size: int, data_ranges=None) -> list:
                 data = stream.read(min(left, IO_CHUNK))
                 if not data:
                     break
-                w._pwrite(off, data)
+                dev.pwrite(off, data)
                 off += len(data)
                 left -= len(data)
             # the tail of the last block (and anything the source no longer
             # holds) reads as zeros: write them, since the blocks are mapped
             if left:
-                w._pwrite(off, bytes(left))
+                dev.pwrite(off, bytes(left))
             lblk += n
             target = fsbno + n
     return extents

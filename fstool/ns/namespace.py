@@ -1,5 +1,7 @@
 """Names and inodes on the write path: create, link, unlink and change
-attributes of files in an image, inside a Writer's transaction.
+attributes of files in an image, inside a Writer's transaction, using only
+the session's public parts (its transaction, space and inode allocators,
+inode encoder).
 
 Directories changed by a transaction are kept as ordered entry maps and
 encoded once, at :meth:`Namespace.finish`, in whichever form their size
@@ -14,12 +16,13 @@ import stat as pystat
 import struct
 
 from ..errors import (CorruptionError, ExistsError, FsToolError, InvalidArgument,
-                      NotADirectoryImageError, NotEmptyError, NotFoundError)
+                      NotADirectoryImageError, NotEmptyError, NotFoundError,
+                      NotPermittedError)
 from ..format import constants as C
 from ..format.structs import DINODE
+from ..fs.icore import InodeSpec, encode_dev, encode_ts
 from . import files as F
 from .dirbuild import check_name, check_names
-from .icore import InodeSpec, encode_dev
 from .writer import Writer
 
 FTYPE = {C.S_IFREG: C.XFS_DIR3_FT_REG_FILE, C.S_IFDIR: C.XFS_DIR3_FT_DIR,
@@ -66,24 +69,25 @@ class Namespace:
         self.fs = w.fs
         self.now = w.now_ns() if now_ns is None else now_ns
         self.dirs: dict[int, DirState] = {}
-        self.mtime_set: dict[int, int] = {}     # directories given an explicit mtime
+        # directories whose modification time is given (by their source, or
+        # setattr) rather than the time they last changed: kept across the
+        # transactions of a session, so that a directory filled over several
+        # batches keeps its source's time
+        self.mtime_set: dict[int, int] = {}
         self.files = 0
         self.bytes = 0
 
+    def committed(self) -> None:
+        """The transaction holding this namespace's changes committed: new
+        directories now exist, and further changes start from there."""
+        for st in self.dirs.values():
+            st.new = False
+            st.meta = None
+            st.changed = False
+
     # -- reading the current state ---------------------------------------------
     def raw_inode(self, ino: int) -> bytes:
-        w = self.w
-        raw = w.deferred_inodes.get(ino)
-        if raw is not None:
-            return raw
-        agno, agino = w.ino_split(ino)
-        ch = w.chunks.get((agno, agino & ~63))
-        if ch is not None and ch.new:
-            if ch.buf is not None:
-                off = (agino - ch.startino) << w.sb.inodelog
-                return bytes(ch.buf[off:off + w.sb.inodesize])
-            return w.fs.dev.pread(w._ino_offset(ino), w.sb.inodesize)
-        return self.fs.inode(ino).raw
+        return self.w.inodes.raw_inode(ino)
 
     def dir_state(self, ino: int) -> DirState:
         st = self.dirs.get(ino)
@@ -153,7 +157,7 @@ class Namespace:
                                 inline_space=space if shortform else 0)
         if plan.local is not None:
             return forkoff, C.XFS_DINODE_FMT_LOCAL, 0, plan.local, 0
-        exts = F.place_plan(w, plan, w.ino_fsb(ino))
+        exts = F.place_plan(w, plan, w.inodes.ino_fsb(ino))
         fork = F.map_fork(w, ino, exts, space, attr=True)
         return forkoff, fork.fmt, fork.nextents, fork.literal, fork.blocks
 
@@ -173,12 +177,14 @@ class Namespace:
                          ctime_ns=meta.ctime_ns, crtime_ns=meta.crtime_ns, size=size,
                          nblocks=nblocks + ablocks, fmt=fmt, nextents=nextents, data=data,
                          aformat=afmt, anextents=anext, forkoff=forkoff, attr=alit)
-        w.put_inode(ino, w.enc.encode(ino, spec))
+        w.inodes.put_inode(ino, w.enc.encode(ino, spec))
 
     def mkdir(self, parent: int, name: bytes, meta: Meta) -> int:
         pst = self._new_name(parent, name)
-        ino = self.w.alloc_inode(parent, is_dir=True)
+        ino = self.w.inodes.alloc_inode(parent, is_dir=True)
         self._add_entry(pst, name, ino, C.XFS_DIR3_FT_DIR)
+        if meta.mtime_ns != self.now:
+            self.mtime_set[ino] = meta.mtime_ns
         pst.nlink += 1
         self.dirs[ino] = DirState(ino, parent, {}, new=True, meta=meta)
         return ino
@@ -187,17 +193,17 @@ class Namespace:
                     data_ranges=None) -> int:
         pst = self._new_name(parent, name)
         w = self.w
-        ino = w.alloc_inode(parent, is_dir=False)
+        ino = w.inodes.alloc_inode(parent, is_dir=False)
         if not size and not meta.xattrs:
             # the common empty file: no data, no attr fork
             pst.entries[name] = (ino, C.XFS_DIR3_FT_REG_FILE)
             pst.changed = True
-            w.put_inode(ino, w.enc.simple(ino, C.S_IFREG | meta.perm, meta.uid, meta.gid,
-                                          meta.atime_ns, meta.mtime_ns, meta.ctime_ns,
-                                          meta.crtime_ns))
+            w.inodes.put_inode(ino, w.enc.simple(ino, C.S_IFREG | meta.perm, meta.uid,
+                                                 meta.gid, meta.atime_ns, meta.mtime_ns,
+                                                 meta.ctime_ns, meta.crtime_ns))
             self.files += 1
             return ino
-        exts = F.write_data(w, w.ino_fsb(ino), stream, size, data_ranges) if size else []
+        exts = F.write_data(w, w.inodes.ino_fsb(ino), stream, size, data_ranges) if size else []
         lit = w.sb.inodesize - C.XFS_DINODE_CORE_SIZE
         forkoff = self._forkoff_for(meta, C.XFS_DINODE_FMT_EXTENTS,
                                     len(F.merge_extents(exts)) * F.BMBT_REC)
@@ -223,11 +229,11 @@ class Namespace:
                 self._new_name(parent, name)
             raise ExistsError("a name is given twice")
         w = self.w
-        inos = w.alloc_inodes(parent, len(items))
+        inos = w.inodes.alloc_inodes(parent, len(items))
         ft = C.XFS_DIR3_FT_REG_FILE
         entries.update(zip(names, [(ino, ft) for ino in inos]))
         pst.changed = True
-        w.put_simple_inodes(inos, items, C.S_IFREG, ctime_ns)
+        w.inodes.put_simple_inodes(inos, items, C.S_IFREG, ctime_ns)
         self.files += len(items)
 
     @staticmethod
@@ -254,7 +260,7 @@ class Namespace:
             raise InvalidArgument(f"symlink target of {len(target)} bytes: XFS holds 1 to "
                                   f"{C.XFS_SYMLINK_MAXLEN} bytes without NUL")
         w = self.w
-        ino = w.alloc_inode(parent, is_dir=False)
+        ino = w.inodes.alloc_inode(parent, is_dir=False)
         lit = w.sb.inodesize - C.XFS_DINODE_CORE_SIZE
         fmt = C.XFS_DINODE_FMT_LOCAL if len(target) <= lit else C.XFS_DINODE_FMT_EXTENTS
         forkoff = self._forkoff_for(meta, fmt, len(target) if fmt == C.XFS_DINODE_FMT_LOCAL
@@ -267,7 +273,7 @@ class Namespace:
             self._put_new(ino, C.S_IFLNK | meta.perm, meta, size=len(target),
                           fmt=C.XFS_DINODE_FMT_LOCAL, data=plan.local, forkoff=forkoff)
         else:
-            exts = F.place_plan(w, plan, w.ino_fsb(ino))
+            exts = F.place_plan(w, plan, w.inodes.ino_fsb(ino))
             fork = F.map_fork(w, ino, exts, space)
             self._put_new(ino, C.S_IFLNK | meta.perm, meta, size=len(target), fork=fork,
                           forkoff=forkoff)
@@ -275,7 +281,7 @@ class Namespace:
 
     def mknod(self, parent: int, name: bytes, kind: int, meta: Meta, rdev=(0, 0)) -> int:
         pst = self._new_name(parent, name)
-        ino = self.w.alloc_inode(parent, is_dir=False)
+        ino = self.w.inodes.alloc_inode(parent, is_dir=False)
         self._add_entry(pst, name, ino, FTYPE[kind])
         # fifos and sockets carry a (zero) device number too, like the kernel's
         dev = rdev if kind in (C.S_IFCHR, C.S_IFBLK) else (0, 0)
@@ -289,15 +295,13 @@ class Namespace:
         raw = self.raw_inode(ino)
         mode = struct.unpack_from(">H", raw, 2)[0]
         if pystat.S_ISDIR(mode):
-            raise InvalidArgument("hard links to directories are not allowed")
+            raise NotPermittedError("hard links to directories are not allowed")
         self._add_entry(pst, name, ino, FTYPE.get(mode & C.S_IFMT, 0))
         self._patch(ino, nlink_delta=1, ctime_ns=self.now)
 
     # -- changing existing inodes ---------------------------------------------------
     def _patch(self, ino: int, *, nlink_delta: int = 0, **fields) -> None:
         """Rewrite inode fields (di_ names without the prefix, or *_ns times)."""
-        from .icore import encode_ts
-        from .encode import stamp_crc
         raw = self.raw_inode(ino)
         d = DINODE.unpack(raw)
         bigtime = bool(d["di_flags2"] & C.XFS_DIFLAG2_BIGTIME)
@@ -312,7 +316,7 @@ class Namespace:
         buf = bytearray(raw)
         packed = DINODE.pack(d)
         buf[:len(packed)] = packed
-        self.w.put_inode(ino, bytes(stamp_crc(buf, C.XFS_DINODE_CRC_OFF)))
+        self.w.inodes.put_inode(ino, self.w.enc.seal(buf))
 
     def setattr(self, ino: int, *, mode=None, uid=None, gid=None, atime_ns=None,
                 mtime_ns=None) -> None:
@@ -358,7 +362,7 @@ class Namespace:
         # release the old attr fork's blocks
         if node.forkoff and node.aformat != C.XFS_DINODE_FMT_LOCAL:
             for fsbno, n in owned_blocks(node, attr=True):
-                w.free_extent(fsbno, n)
+                w.space.free_extent(fsbno, n)
             ablocks_old = sum(n for _b, n in owned_blocks(node, attr=True))
         else:
             ablocks_old = 0
@@ -389,7 +393,7 @@ class Namespace:
         d["di_ctime"] = 0
         packed = DINODE.pack(d)
         buf[:len(packed)] = packed
-        w.put_inode(ino, bytes(buf))
+        w.inodes.put_inode(ino, w.enc.seal(buf))
         self._patch(ino, ctime_ns=self.now)
 
     # -- removing -------------------------------------------------------------------------
@@ -441,8 +445,8 @@ class Namespace:
                 fmt = node.aformat if attr else node.format
                 if fmt in (C.XFS_DINODE_FMT_EXTENTS, C.XFS_DINODE_FMT_BTREE):
                     for fsbno, n in owned_blocks(node, attr=attr):
-                        w.free_extent(fsbno, n)
-        w.free_inode(ino)
+                        w.space.free_extent(fsbno, n)
+        w.inodes.free_inode(ino)
 
     # -- finishing ---------------------------------------------------------------------
     def finish(self) -> None:
@@ -468,7 +472,7 @@ class Namespace:
                     self._put_new(ino, mode, meta, nlink=st.nlink, size=plan.size,
                                   fmt=C.XFS_DINODE_FMT_LOCAL, data=plan.local, forkoff=forkoff)
                 else:
-                    exts = F.place_plan(w, plan, w.ino_fsb(ino))
+                    exts = F.place_plan(w, plan, w.inodes.ino_fsb(ino))
                     fork = F.map_fork(w, ino, exts, space)
                     self._put_new(ino, mode, meta, nlink=st.nlink, size=plan.size, fork=fork,
                                   forkoff=forkoff)
@@ -478,7 +482,6 @@ class Namespace:
 
     def _rewrite_dir(self, st: DirState, entries: list) -> None:
         from . import dirbuild as DB
-        from .encode import stamp_crc
         w = self.w
         sb = w.sb
         node = self.fs.inode(st.ino)
@@ -502,12 +505,12 @@ class Namespace:
         else:
             # blocks at the same logical offsets keep their place (a full
             # filesystem can still shrink a directory); the rest is new
-            exts, reused = F.place_plan(w, plan, w.ino_fsb(st.ino), reuse=old_map)
+            exts, reused = F.place_plan(w, plan, w.inodes.ino_fsb(st.ino), reuse=old_map)
             fork = F.map_fork(w, st.ino, exts, space)
         for fsbno, n in old_owned:
             for b in range(fsbno, fsbno + n):
                 if b not in reused:
-                    w.free_extent(b, 1)
+                    w.space.free_extent(b, 1)
         buf = bytearray(raw)
         c = C.XFS_DINODE_CORE_SIZE
         buf[c:c + space] = bytes(space)
@@ -520,14 +523,13 @@ class Namespace:
         d["di_size"] = plan.size
         d["di_nblocks"] += fork.blocks - old_blocks
         d["di_nlink"] = st.nlink
-        from .icore import encode_ts
         bigtime = bool(d["di_flags2"] & C.XFS_DIFLAG2_BIGTIME)
         d["di_ctime"] = encode_ts(self.now, bigtime)
         d["di_mtime"] = encode_ts(self.mtime_set.get(st.ino, self.now), bigtime)
         d["di_changecount"] += 1
         packed = DINODE.pack(d)
         buf[:len(packed)] = packed
-        w.put_inode(st.ino, bytes(stamp_crc(buf, C.XFS_DINODE_CRC_OFF)))
+        w.inodes.put_inode(st.ino, w.enc.seal(buf))
 
 
 def owned_blocks(node, attr: bool) -> list:

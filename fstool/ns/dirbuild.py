@@ -21,8 +21,8 @@ import struct
 from .._backend import parsers, writers
 from ..errors import InvalidArgument
 from ..format import constants as C
-from .dablock import da_block, da_finisher
-from .encode import stamp_crc
+from .dablock import da_block, da_finisher, identity_finisher
+from ..io import verify as V
 from .forkplan import ForkPlan, PlannedBlock
 
 HDR = 64                              # v5 data, leaf, node and free headers
@@ -131,18 +131,11 @@ class _Builder:
         struct.pack_into(">I", buf, 0, magic)
         return buf
 
-    def finisher(self, buf: bytearray, crc_off: int, da: bool):
+    def finisher(self, buf: bytearray, da: bool):
         """finish(daddr) for a data/free block (XD?3 header) or a da3 block."""
         if da:
             return da_finisher(buf, self.ino, self.uuid)
-        uuid, owner = self.uuid, self.ino
-
-        def finish(daddr: int) -> bytes:
-            b = bytearray(buf)
-            struct.pack_into(">Q", b, 8, daddr)
-            struct.pack_into(">16sQ", b, 24, uuid, owner)
-            return bytes(stamp_crc(b, crc_off))
-        return finish
+        return identity_finisher(buf, self.ino, self.uuid, 8, 24)
 
     def dot_entries(self):
         return [(b".", self.ino, C.XFS_DIR3_FT_DIR), (b"..", self.parent, C.XFS_DIR3_FT_DIR)]
@@ -171,20 +164,23 @@ class _Builder:
             struct.pack_into(f">{2 * count}I", buf, leaf_start,
                              *[v for pair in leaf for v in pair])
             struct.pack_into(">II", buf, dbs - 8, count, 0)
-            out.append(PlannedBlock(0, self.fsbs, self.finisher(buf, 4, False)))
+            out.append(PlannedBlock(0, self.fsbs, self.finisher(buf, False),
+                                    V.DIR3_DATA_ANY))
             return ForkPlan(None, out, dbs)
         bests = []
         for b in range(len(used)):
             buf = self.data_block(space, b, C.XFS_DIR3_DATA_MAGIC, used[b], dbs)
             bests.append(dbs - used[b] if dbs - used[b] >= 8 else 0)
-            out.append(PlannedBlock(b * self.fsbs, self.fsbs, self.finisher(buf, 4, False)))
+            out.append(PlannedBlock(b * self.fsbs, self.fsbs, self.finisher(buf, False),
+                                    V.DIR3_DATA_ANY))
         if form == "leaf":
             buf = da_block(dbs, C.XFS_DIR3_LEAF1_MAGIC, count=len(leaf),
                            pairs=leaf)
             tail = dbs - 4
             struct.pack_into(">I", buf, tail, len(bests))
             struct.pack_into(f">{len(bests)}H", buf, tail - 2 * len(bests), *bests)
-            out.append(PlannedBlock(self.leaf_lblk, self.fsbs, self.finisher(buf, 12, True)))
+            out.append(PlannedBlock(self.leaf_lblk, self.fsbs, self.finisher(buf, True),
+                                    V.DA3_NODE_OR_LEAF))
             return ForkPlan(None, out, size)
         out.extend(self.node_blocks(leaf))
         out.extend(self.free_blocks(bests))
@@ -210,7 +206,8 @@ class _Builder:
                            forw=leaf_lblks[k + 1] if k + 1 < len(chunks) else 0,
                            back=leaf_lblks[k - 1] if k else 0,
                            pairs=ch)
-            out.append(PlannedBlock(lblk, fsbs, self.finisher(buf, 12, True)))
+            out.append(PlannedBlock(lblk, fsbs, self.finisher(buf, True),
+                                    V.DA3_NODE_OR_LEAF))
         # node levels: (max hash, lblk) per child
         level_items = [(ch[-1][0], lblk) for lblk, ch in zip(leaf_lblks, chunks)]
         level = 1
@@ -223,7 +220,8 @@ class _Builder:
                 buf = da_block(dbs, C.XFS_DA3_NODE_MAGIC, count=len(g), second=level,
                                forw=lblks[k + 1] if k + 1 < len(groups) else 0,
                                back=lblks[k - 1] if k else 0, pairs=g)
-                out.append(PlannedBlock(lblk, fsbs, self.finisher(buf, 12, True)))
+                out.append(PlannedBlock(lblk, fsbs, self.finisher(buf, True),
+                                        V.DA3_NODE_OR_LEAF))
                 new_items.append((g[-1][0], lblk))
             if top:
                 return out
@@ -241,7 +239,7 @@ class _Builder:
             struct.pack_into(">IIII", buf, 48, k, len(part), len(part), 0)
             struct.pack_into(f">{len(part)}H", buf, HDR, *part)
             lblk = self.free_lblk + (k // per) * fsbs
-            out.append(PlannedBlock(lblk, fsbs, self.finisher(buf, 4, False)))
+            out.append(PlannedBlock(lblk, fsbs, self.finisher(buf, False), V.DIR3_FREE))
         return out
 
 

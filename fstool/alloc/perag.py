@@ -1,0 +1,206 @@
+"""Per-AG state while a transaction changes an AG (the kernel's xfs_perag and
+its header buffers).
+
+A :class:`PerAG` reads the AG's three header sectors (AGF, AGI, AGFL)
+through the open transaction, keeps them decoded while the transaction
+changes them, and packs whatever changed back into the buffers when the
+transaction commits.  It also holds the AG's btrees (bnobt, cntbt, inobt,
+finobt), whose blocks come and go through the transaction too.
+"""
+from __future__ import annotations
+
+import struct
+
+from ..errors import CorruptionError, NoSpaceError
+from ..format import constants as C
+from ..format.structs import AGF, AGI
+from ..io import verify as V
+
+
+class TreeStore:
+    """Blocks of one per-AG btree, seen through the open transaction (the
+    btree engine's block store)."""
+
+    def __init__(self, ag: "PerAG", kind: str, buftype: V.BufType):
+        self.ag = ag
+        self.kind = kind
+        self.buftype = buftype
+        self.blocksize = ag.sb.blocksize
+        self.bb = ag.sb.blocksize >> C.BBSHIFT
+        # blocks this transaction already holds (a PerAG lives one
+        # transaction): the engine reads the same few blocks over and over
+        self._held: dict = {}
+
+    def daddr(self, addr: int) -> int:
+        return self.ag.fs.agb_to_daddr(self.ag.agno, addr)
+
+    def read(self, addr: int) -> bytearray:
+        data = self._held.get(addr)
+        if data is not None:
+            return data
+        ag = self.ag
+        if not 0 < addr < ag.length:
+            raise CorruptionError(self.buftype.name, f"pointer to block {addr} outside the AG",
+                                  agno=ag.agno, block=addr)
+        data = self._held[addr] = ag.tx.read_buf(
+            self.daddr(addr), self.blocksize, self.buftype, agno=ag.agno, block=addr,
+            owner=ag.agno).data
+        return data
+
+    def new(self, addr: int) -> bytearray:
+        data = self._held[addr] = self.ag.tx.get_buf(self.daddr(addr), self.blocksize,
+                                                     self.buftype).data
+        return data
+
+    def dirty(self, addr: int) -> None:
+        """Changes are found by comparing with the image's copy: nothing to do."""
+
+    def alloc(self, near: int) -> int:
+        ag = self.ag
+        if self.kind in ("bno", "cnt"):
+            bno = ag.agfl_get()
+            ag.agf["agf_btreeblks"] += 1
+            ag.agf_dirty = True
+            return bno
+        got = ag.space.alloc_in_ag(ag, near, 1, 1)
+        if got is None:
+            raise NoSpaceError(f"AG {ag.agno} has no free block for an inode btree block")
+        ag.count_iblocks(self.kind, +1)
+        return got[0]
+
+    def free(self, addr: int) -> None:
+        ag = self.ag
+        self._held.pop(addr, None)
+        ag.tx.binval(self.daddr(addr), self.bb)
+        if self.kind in ("bno", "cnt"):
+            ag.agfl_put(addr)
+            ag.tx.mark_busy(ag.agno, addr, 1)
+            ag.agf["agf_btreeblks"] -= 1
+            ag.agf_dirty = True
+        else:
+            ag.space.free_ag_extent(ag.agno, addr, 1)
+            ag.count_iblocks(self.kind, -1)
+
+
+class PerAG:
+    """One AG's headers and btrees for the open transaction."""
+
+    def __init__(self, session, agno: int):
+        from ..fs import btree as B
+        from ..fs import btree_write as BW
+        self.session = session
+        self.fs = fs = session.fs
+        self.sb = sb = fs.sb
+        self.tx = session.tx
+        self.space = session.space
+        self.agno = agno
+        self.length = fs.ag_length(agno)
+        ss = sb.sectsize
+        base = fs.agb_to_daddr(agno, 0)
+        tx = self.tx
+        self.agf_buf = tx.read_buf(base + (ss >> C.BBSHIFT), ss, V.AGF, agno=agno, block=0)
+        self.agi_buf = tx.read_buf(base + 2 * (ss >> C.BBSHIFT), ss, V.AGI, agno=agno, block=0)
+        self.agfl_buf = tx.read_buf(base + 3 * (ss >> C.BBSHIFT), ss, V.AGFL, agno=agno,
+                                    block=0)
+        self.agf = f = AGF.unpack(self.agf_buf.data)
+        self.agi = i = AGI.unpack(self.agi_buf.data)
+        for name, d in (("agf", f), ("agi", i)):
+            if d[name + "_seqno"] != agno or d[name + "_length"] != self.length:
+                raise CorruptionError(name, f"sequence number {d[name + '_seqno']} or length "
+                                      f"{d[name + '_length']} does not fit AG {agno}",
+                                      agno=agno, field=name + "_seqno")
+        nslots = (ss - C.XFS_AGFL_HDR_SIZE) // 4
+        self.agfl_slots = list(struct.unpack_from(f">{nslots}I", self.agfl_buf.data,
+                                                  C.XFS_AGFL_HDR_SIZE))
+        self.agf_dirty = self.agi_dirty = self.agfl_dirty = False
+        uuid = fs.uuid
+        self.bno = BW.ShortBtree(B.BNOBT, TreeStore(self, "bno", V.BNOBT),
+                                 root=f["agf_roots"][0], levels=f["agf_levels"][0],
+                                 agno=agno, uuid=uuid)
+        self.cnt = BW.ShortBtree(B.CNTBT, TreeStore(self, "cnt", V.CNTBT),
+                                 root=f["agf_roots"][1], levels=f["agf_levels"][1],
+                                 agno=agno, uuid=uuid)
+        self.ino = BW.ShortBtree(B.inobt_type(session.sparse), TreeStore(self, "ino", V.INOBT),
+                                 root=i["agi_root"], levels=i["agi_level"], agno=agno, uuid=uuid)
+        self.fino = None
+        if session.finobt:
+            self.fino = BW.ShortBtree(B.inobt_type(session.sparse, free=True),
+                                      TreeStore(self, "fino", V.FINOBT),
+                                      root=i["agi_free_root"], levels=i["agi_free_level"],
+                                      agno=agno, uuid=uuid)
+        self.longest_stale = False
+        self.hot: dict = {}        # parent agino -> the free chunk nearest to it
+
+    # -- AGFL ring -----------------------------------------------------------
+    @property
+    def flcount(self) -> int:
+        return self.agf["agf_flcount"]
+
+    def agfl_get(self) -> int:
+        f = self.agf
+        if f["agf_flcount"] == 0:
+            raise NoSpaceError(f"AG {self.agno}: the free list is empty")
+        n = len(self.agfl_slots)
+        if not 0 <= f["agf_flfirst"] < n:
+            raise CorruptionError("agf", f"free list start {f['agf_flfirst']}", agno=self.agno,
+                                  field="agf_flfirst")
+        bno = self.agfl_slots[f["agf_flfirst"]]
+        self.agfl_slots[f["agf_flfirst"]] = C.NULLAGBLOCK
+        f["agf_flfirst"] = (f["agf_flfirst"] + 1) % n
+        f["agf_flcount"] -= 1
+        if not 0 < bno < self.length:
+            raise CorruptionError("agfl", f"free list holds block {bno}", agno=self.agno)
+        self.agf_dirty = self.agfl_dirty = True
+        return bno
+
+    def agfl_put(self, bno: int) -> None:
+        f = self.agf
+        n = len(self.agfl_slots)
+        if f["agf_flcount"] >= n:
+            raise NoSpaceError(f"AG {self.agno}: the free list is full")
+        f["agf_fllast"] = (f["agf_fllast"] + 1) % n
+        if f["agf_flcount"] == 0:
+            f["agf_flfirst"] = f["agf_fllast"]
+        self.agfl_slots[f["agf_fllast"]] = bno
+        f["agf_flcount"] += 1
+        self.agf_dirty = self.agfl_dirty = True
+
+    def count_iblocks(self, kind: str, delta: int) -> None:
+        if self.session.inobtcount:
+            self.agi["agi_iblocks" if kind == "ino" else "agi_fblocks"] += delta
+            self.agi_dirty = True
+
+    def sync_roots(self) -> None:
+        """Copy the btrees' current roots and heights into the AG headers."""
+        f, i = self.agf, self.agi
+        roots = [self.bno.root, self.cnt.root, f["agf_roots"][2]]
+        levels = [self.bno.levels, self.cnt.levels, f["agf_levels"][2]]
+        if roots != f["agf_roots"] or levels != f["agf_levels"]:
+            f["agf_roots"], f["agf_levels"] = roots, levels
+            self.agf_dirty = True
+        if (self.ino.root, self.ino.levels) != (i["agi_root"], i["agi_level"]):
+            i["agi_root"], i["agi_level"] = self.ino.root, self.ino.levels
+            self.agi_dirty = True
+        if self.fino is not None and \
+                (self.fino.root, self.fino.levels) != (i["agi_free_root"], i["agi_free_level"]):
+            i["agi_free_root"], i["agi_free_level"] = self.fino.root, self.fino.levels
+            self.agi_dirty = True
+
+    def pack(self) -> None:
+        """Write the changed headers into their buffers (at commit)."""
+        if self.agf_dirty:
+            raw = AGF.pack(self.agf)
+            self.agf_buf.data[:len(raw)] = raw
+        if self.agi_dirty:
+            raw = AGI.pack(self.agi)
+            self.agi_buf.data[:len(raw)] = raw
+        if self.agfl_dirty:
+            struct.pack_into(f">{len(self.agfl_slots)}I", self.agfl_buf.data,
+                             C.XFS_AGFL_HDR_SIZE, *self.agfl_slots)
+        self.agf_dirty = self.agi_dirty = self.agfl_dirty = False
+
+    def counters(self) -> tuple[int, int, int]:
+        """(inodes, free inodes, free blocks) as the superblock counts them."""
+        f, i = self.agf, self.agi
+        return (i["agi_count"], i["agi_freecount"],
+                f["agf_freeblks"] + f["agf_flcount"] + f["agf_btreeblks"])

@@ -1,0 +1,54 @@
+"""Exit statuses: one meaning each, the same in every command.
+
+    0   success
+    1   the command failed for a reason not listed below (a path missing in
+        the image, a name already taken, no space left, a host file that
+        cannot be read or written), or it finished but skipped entries
+    2   bad arguments (unknown option, invalid value, missing argument)
+    3   the image cannot be opened or read (missing, a directory,
+        permission denied, I/O error)
+    4   the image holds no XFS filesystem
+    5   the image uses a format or feature fstool does not support
+    6   the image is corrupt (metadata failed verification, truncated)
+    7   refused: the image is busy (mounted, attached to a loop device,
+        held by another fstool) or must not be written as it is (dirty
+        log, marked as needing repair)
+    70  internal error (a bug in fstool; FSTOOL_DEBUG=1 shows the traceback)
+    130 interrupted
+
+``fstool check`` keeps the statuses of ``xfs_repair -n`` instead: 0 clean,
+1 corruption found, 2 dirty log, 4 the check could not run.
+docs/commands/exit-status.md lists them for users.
+"""
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_NO_IMAGE = 3
+EXIT_NOT_XFS = 4
+EXIT_UNSUPPORTED = 5
+EXIT_CORRUPT = 6
+EXIT_REFUSED = 7
+EXIT_INTERNAL = 70
+EXIT_INTERRUPTED = 130
+
+
+def exit_status(exc: BaseException) -> int:
+    """The exit status for an error that ends a command."""
+    from .. import errors as E
+    own = getattr(exc, "exit_status", None)
+    if own is not None:
+        # commands with statuses of their own (fstool log, like check)
+        return own
+    if isinstance(exc, E.NotXfsError):
+        return EXIT_NOT_XFS
+    if isinstance(exc, (E.CorruptionError, E.ImageTruncatedError)):
+        return EXIT_CORRUPT
+    if isinstance(exc, E.UnsupportedError):
+        return EXIT_UNSUPPORTED
+    if isinstance(exc, (E.ImageBusy, E.WriteRefused)):
+        return EXIT_REFUSED
+    if isinstance(exc, E.ImageError):
+        return EXIT_NO_IMAGE
+    return EXIT_FAILURE

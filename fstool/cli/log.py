@@ -1,0 +1,195 @@
+"""``fstool log``: print, replay and zero the XFS log."""
+import click
+
+from .options import image_arg, json_opt
+
+
+@click.group("log")
+def cmd():
+    """Read, print and replay the internal log (journal) of an image.
+
+    Exit status (as every command): 0 done, 6 the log is damaged in a way
+    recovery cannot go past, 5 it holds work fstool cannot replay (nothing
+    is written in either case), 7 the image is busy; see
+    docs/commands/exit-status.md.
+    """
+
+
+def _open(image):
+    import fstool
+    return fstool.open_image(image)
+
+
+@cmd.command("info")
+@json_opt
+@image_arg
+def info_cmd(as_json, image):
+    """Log geometry, head and tail (block and cycle), state and the size of
+    the part not yet replayed."""
+    from ..ops.logops import info
+    with _open(image) as fs:
+        d = info(fs)
+    if as_json:
+        import json
+        click.echo(json.dumps(d))
+        return
+    rows = [("log start (daddr)", d["start_daddr"]),
+            ("log size", f"{d['sectors']} sectors ({d['bytes']} bytes)"),
+            ("sector size", d["sector_size"]),
+            ("stripe unit", d["stripe_unit"] or "none"),
+            ("state", d["state"]),
+            ("head", f"block {d['head_block']} cycle {d['head_cycle']}"),
+            ("tail", f"block {d['tail_block']}"),
+            ("unreplayed", f"{d['unreplayed_sectors']} sectors ({d['unreplayed_bytes']} "
+                           "bytes)")]
+    if d["torn_write_at"] is not None:
+        rows.append(("torn write", f"at block {d['torn_write_at']} (head trimmed)"))
+    for k, v in rows:
+        click.echo(f"{k:<18} {v}")
+    from .console import warn
+    for w in d["warnings"]:
+        warn(w)
+
+
+@cmd.command("print")
+@click.option("--transactions", "-t", is_flag=True,
+              help="Group ops into committed transactions (checkpoints), like "
+                   "xfs_logprint -t.")
+@json_opt
+@image_arg
+def print_cmd(transactions, as_json, image):
+    """Every record from tail to head: LSN, length, number of ops, CRC, each
+    op header and the log item it starts.  With --transactions, every
+    committed checkpoint with its decoded items and a one-line summary."""
+    import json
+
+    from ..log.items import summary
+    from ..ops.logops import print_records, print_transactions
+    out = click.get_text_stream("stdout")
+    with _open(image) as fs:
+        st = fs.log.info()
+        if not as_json:
+            out.write(f"log {st['state']}: tail block {st['tail_block']}, head block "
+                      f"{st['head_block']}\n")
+        if transactions:
+            n = 0
+            for t in print_transactions(fs):
+                n += 1
+                if as_json:
+                    out.write(json.dumps(t, default=_jsonable) + "\n")
+                    continue
+                kinds = {}
+                for it in t["items"]:
+                    kinds[it["type"]] = kinds.get(it["type"], 0) + 1
+                what = ", ".join(f"{v} {k}" for k, v in sorted(kinds.items()))
+                out.write(f"checkpoint tid 0x{t['tid']:08x} lsn {t['lsn']} commit "
+                          f"{t['commit_lsn']}: {t['num_items']} items ({what})\n")
+                for it in t["items"]:
+                    out.write(f"    {summary(it)}\n")
+            if not as_json:
+                out.write(f"{n} committed transactions\n")
+            return
+        n = 0
+        for r in print_records(fs):
+            n += 1
+            if as_json:
+                out.write(json.dumps(r, default=_jsonable) + "\n")
+                continue
+            out.write(f"record at block {r['block']} lsn {r['lsn']} tail {r['tail_lsn']} "
+                      f"len {r['length']} ops {r['num_ops']} crc "
+                      f"{'ok' if r['crc_ok'] else 'BAD'}\n")
+            for i, o in enumerate(r["ops"]):
+                line = (f"    op {i}: tid 0x{o['tid']:08x} len {o['len']} {o['client']} "
+                        f"{o['flags']}")
+                if "item" in o:
+                    it = o["item"]
+                    line += "  " + (f"TRANS {it['num_items']} items" if it["type"] == "TRANS"
+                                    else it.get("error") or summary(it))
+                out.write(line + "\n")
+        if not as_json:
+            out.write(f"{n} records\n")
+
+
+def _jsonable(v):
+    if isinstance(v, (bytes, bytearray)):
+        return v.hex()
+    return str(v)
+
+
+@cmd.command("replay")
+@click.option("-n", "--dry-run", "dry_run", is_flag=True,
+              help="Print what would be replayed and written; change nothing.")
+@json_opt
+@image_arg
+def replay_cmd(dry_run, as_json, image):
+    """Replay the log as the kernel does at mount time, then leave it clean.
+
+    Committed transactions are replayed (passes 1 and 2, with the v5 rule
+    that a block newer than a transaction is not overwritten by it);
+    extent-free intents left unfinished are finished; inodes left on the
+    unlinked lists are freed; the superblock counters are recomputed; an
+    unmount record marks the log clean.  Intents fstool cannot finish
+    (rmap, refcount, bmap, xattr, exchange) are refused with nothing
+    written.  An interrupted replay can simply be run again.
+    """
+    from ..ops.logops import replay
+    rep = replay(image, dry_run=dry_run)
+    if as_json:
+        import json
+        click.echo(json.dumps(rep, default=_jsonable))
+        return
+    from .console import warn
+    for w in rep.get("warnings", []):
+        warn(w)
+    if rep["state_before"] != "dirty":
+        click.echo(f"{image}: the log is {rep['state_before']}; nothing to replay")
+        return
+    verb = "would replay" if dry_run else "replayed"
+    items = ", ".join(f"{v} {k}" for k, v in sorted(rep["replayed_items"].items()))
+    click.echo(f"{image}: {verb} {rep['transactions']} transactions from {rep['records']} "
+               f"records (tail block {rep['tail']} to head block {rep['head']}): "
+               f"{rep['items']} items ({items})")
+    if rep["skipped_lsn"]:
+        click.echo(f"  {rep['skipped_lsn']} items skipped: the block on disk is newer")
+    if rep["cancelled"]:
+        click.echo(f"  {rep['cancelled']} items cancelled (freed buffers)")
+    if rep["quota_items_skipped"]:
+        click.echo(f"  {rep['quota_items_skipped']} quota items not replayed (as a mount "
+                   "without quota options does)")
+    if rep["unfinished_intents"]:
+        click.echo(f"  unfinished intents to finish: {len(rep['unfinished_intents'])}")
+    if dry_run:
+        click.echo(f"  blocks that would be written: {rep['blocks_to_write']}")
+        for c in rep["checkpoints"]:
+            from ..format.log import lsn_str
+            click.echo(f"    lsn {lsn_str(c['lsn'])}: {c['items']} items")
+        return
+    click.echo(f"  {rep['blocks_written']} blocks written")
+    fin = rep.get("finished")
+    if fin:
+        click.echo(f"  freed {fin['efi_extents']} extents of unfinished EFIs, "
+                   f"{fin['unlinked_inodes']} unlinked inodes and {fin['cow_extents']} "
+                   "leftover CoW staging extents")
+    c = rep["counters"]
+    click.echo(f"  counters: {c['after']['sb_icount']} inodes, {c['after']['sb_ifree']} "
+               f"free, {c['after']['sb_fdblocks']} free blocks; the log is clean")
+
+
+@cmd.command("zero")
+@click.option("--force", is_flag=True, required=False,
+              help="Really throw the unreplayed changes away.")
+@image_arg
+def zero_cmd(force, image):
+    """Throw the log away and leave a clean, empty one (like xfs_repair -L).
+
+    The changes in the unreplayed part of the log are LOST: use
+    'fstool log replay' unless the log cannot be replayed."""
+    from .console import warn
+    if not force:
+        raise click.UsageError("zeroing the log loses its unreplayed changes; add --force")
+    from ..ops.logops import zero
+    rep = zero(image)
+    if rep["lost_sectors"]:
+        warn(f"{image}: {rep['lost_sectors']} sectors of unreplayed log were thrown away; "
+             "the changes they held are lost")
+    click.echo(f"{image}: log zeroed (new cycle {rep['cycle']})")

@@ -1,0 +1,184 @@
+"""Log items decoded into plain dicts (for printing, JSON and recovery)."""
+from __future__ import annotations
+
+import struct
+
+from ..format import log as L
+from .trans import Item
+
+_EXT64 = L.EXTENT_64.struct
+_EXT32 = L.EXTENT_32.struct
+_MAP = L.MAP_EXTENT.struct
+_PHYS = L.PHYS_EXTENT.struct
+
+
+class ItemError(ValueError):
+    pass
+
+
+def _need(region: bytes, layout, what: str) -> dict:
+    if len(region) < layout.size:
+        raise ItemError(f"{what}: {len(region)} bytes, the format needs {layout.size}")
+    return layout.unpack(region)
+
+
+def _extents(region: bytes, hdr_size: int, count: int, what: str) -> list:
+    avail = len(region) - hdr_size
+    if count * _EXT64.size == avail:
+        st = _EXT64
+    elif count * _EXT32.size == avail:
+        st = _EXT32
+    else:
+        raise ItemError(f"{what}: {count} extents do not fit {avail} bytes")
+    return [(v[0], v[1]) for v in (st.unpack_from(region, hdr_size + i * st.size)
+                                   for i in range(count))]
+
+
+def inode_format(region: bytes) -> dict:
+    if len(region) == L.INODE_LOG_FORMAT.size:
+        return L.INODE_LOG_FORMAT.unpack(region)
+    if len(region) == L.INODE_LOG_FORMAT_32.size:
+        d = L.INODE_LOG_FORMAT_32.unpack(region)
+        d["ilf_pad"] = 0
+        return d
+    raise ItemError(f"inode log format of {len(region)} bytes")
+
+
+def decode(item: Item) -> dict:
+    """One item as a dict: ``type`` (name), ``type_code`` and its fields."""
+    r = item.regions
+    code = item.type
+    name = L.ITEM_NAMES.get(code, f"0x{code:x}")
+    out = {"type": name, "type_code": code, "regions": len(r)}
+    if code == L.XFS_LI_BUF:
+        f = _need(r[0], L.BUF_LOG_FORMAT, "buffer item") if len(r[0]) >= \
+            L.BUF_LOG_FORMAT.size else _short_blf(r[0])
+        out.update(blkno=f["blf_blkno"], len=f["blf_len"], flags=f["blf_flags"],
+                   blf_type=L.blft_from_flags(f["blf_flags"]),
+                   buf_type=L.BLFT_NAMES[L.blft_from_flags(f["blf_flags"])]
+                   if L.blft_from_flags(f["blf_flags"]) < len(L.BLFT_NAMES) else "?",
+                   map_size=f["blf_map_size"], data_map=f["blf_data_map"][:f["blf_map_size"]],
+                   cancel=bool(f["blf_flags"] & L.XFS_BLF_CANCEL),
+                   inode_buf=bool(f["blf_flags"] & L.XFS_BLF_INODE_BUF),
+                   flag_names=L.flag_names(f["blf_flags"] & ~L.XFS_BLFT_MASK,
+                                           L.BLF_FLAG_NAMES),
+                   logged_bytes=sum(len(x) for x in r[1:]))
+    elif code == L.XFS_LI_INODE:
+        f = inode_format(r[0])
+        out.update(ino=f["ilf_ino"], fields=f["ilf_fields"],
+                   field_names=L.flag_names(f["ilf_fields"], L.ILOG_NAMES),
+                   dsize=f["ilf_dsize"], asize=f["ilf_asize"], blkno=f["ilf_blkno"],
+                   len=f["ilf_len"], boffset=f["ilf_boffset"])
+        if len(r) > 1 and len(r[1]) >= L.LOG_DINODE_V2_SIZE:
+            core = r[1] + bytes(max(0, L.LOG_DINODE.size - len(r[1])))
+            d = L.LOG_DINODE.unpack(core)
+            out["core"] = {k: d[k] for k in ("di_mode", "di_format", "di_uid", "di_gid",
+                                             "di_nlink", "di_size", "di_nblocks",
+                                             "di_nextents", "di_anextents", "di_forkoff",
+                                             "di_aformat", "di_flags", "di_flags2", "di_gen",
+                                             "di_next_unlinked", "di_version")}
+    elif code == L.XFS_LI_ICREATE:
+        if len(r[0]) < L.ICREATE_LOG.size:
+            raise ItemError(f"icreate item of {len(r[0])} bytes")
+        f = L.unpack_icreate(r[0])
+        out.update(agno=f["icl_ag"], agbno=f["icl_agbno"], count=f["icl_count"],
+                   isize=f["icl_isize"], length=f["icl_length"], gen=f["icl_gen"])
+    elif code in (L.XFS_LI_EFI, L.XFS_LI_EFI_RT):
+        f = _need(r[0], L.EFI_LOG_FORMAT, "EFI")
+        out.update(id=f["efi_id"], extents=_extents(r[0], 16, f["efi_nextents"], "EFI"))
+    elif code in (L.XFS_LI_EFD, L.XFS_LI_EFD_RT):
+        f = _need(r[0], L.EFD_LOG_FORMAT, "EFD")
+        out.update(intent_id=f["efd_efi_id"],
+                   extents=_extents(r[0], 16, f["efd_nextents"], "EFD"))
+    elif code in (L.XFS_LI_RUI, L.XFS_LI_BUI, L.XFS_LI_RUI_RT):
+        lay = L.BUI_LOG_FORMAT if code == L.XFS_LI_BUI else L.RUI_LOG_FORMAT
+        pre = "bui" if code == L.XFS_LI_BUI else "rui"
+        f = _need(r[0], lay, name)
+        n = f[f"{pre}_nextents"]
+        if len(r[0]) != 16 + n * _MAP.size:
+            raise ItemError(f"{name}: {n} extents do not fit {len(r[0]) - 16} bytes")
+        names = L.BMAP_TYPE_NAMES if code == L.XFS_LI_BUI else L.RMAP_TYPE_NAMES
+        out.update(id=f[f"{pre}_id"], extents=[
+            {"owner": v[0], "startblock": v[1], "startoff": v[2], "len": v[3],
+             "flags": v[4], "op": names.get(v[4] & 0xFF, str(v[4] & 0xFF))}
+            for v in (_MAP.unpack_from(r[0], 16 + i * _MAP.size) for i in range(n))])
+    elif code in (L.XFS_LI_CUI, L.XFS_LI_CUI_RT):
+        f = _need(r[0], L.CUI_LOG_FORMAT, name)
+        n = f["cui_nextents"]
+        if len(r[0]) != 16 + n * _PHYS.size:
+            raise ItemError(f"{name}: {n} extents do not fit {len(r[0]) - 16} bytes")
+        out.update(id=f["cui_id"], extents=[
+            {"startblock": v[0], "len": v[1], "flags": v[2],
+             "op": L.REFCOUNT_TYPE_NAMES.get(v[2] & 0xFF, str(v[2] & 0xFF))}
+            for v in (_PHYS.unpack_from(r[0], 16 + i * _PHYS.size) for i in range(n))])
+    elif code in (L.XFS_LI_RUD, L.XFS_LI_CUD, L.XFS_LI_BUD, L.XFS_LI_XMD, L.XFS_LI_ATTRD,
+                  L.XFS_LI_RUD_RT, L.XFS_LI_CUD_RT):
+        if len(r[0]) < 16:
+            raise ItemError(f"{name} of {len(r[0])} bytes")
+        out.update(intent_id=struct.unpack_from("<Q", r[0], 8)[0])
+    elif code == L.XFS_LI_ATTRI:
+        f = _need(r[0], L.ATTRI_LOG_FORMAT, "ATTRI")
+        out.update(id=f["alfi_id"], ino=f["alfi_ino"],
+                   op=L.ATTRI_OP_NAMES.get(f["alfi_op_flags"] & 0xFF, "?"),
+                   name_len=f["alfi_name_len"], value_len=f["alfi_value_len"],
+                   filter=f["alfi_attr_filter"])
+        if len(r) > 1:
+            out["name"] = r[1][:f["alfi_name_len"] & 0xFFFF].decode("utf-8", "replace")
+    elif code == L.XFS_LI_XMI:
+        f = _need(r[0], L.XMI_LOG_FORMAT, "XMI")
+        out.update(id=f["xmi_id"], inode1=f["xmi_inode1"], inode2=f["xmi_inode2"],
+                   startoff1=f["xmi_startoff1"], startoff2=f["xmi_startoff2"],
+                   blockcount=f["xmi_blockcount"], flags=f["xmi_flags"])
+    elif code == L.XFS_LI_DQUOT:
+        f = _need(r[0], L.DQ_LOGFORMAT, "dquot item")
+        out.update(id=f["qlf_id"], blkno=f["qlf_blkno"], len=f["qlf_len"],
+                   boffset=f["qlf_boffset"])
+    elif code == L.XFS_LI_QUOTAOFF:
+        f = _need(r[0], L.QOFF_LOGFORMAT, "quotaoff item")
+        out.update(flags=f["qf_flags"])
+    return out
+
+
+def _short_blf(region: bytes) -> dict:
+    """A buffer log format logged with only the used words of its map."""
+    if len(region) < 20 or (len(region) - 20) % 4:
+        raise ItemError(f"buffer item format of {len(region)} bytes")
+    padded = region + bytes(L.BUF_LOG_FORMAT.size - len(region))
+    return L.BUF_LOG_FORMAT.unpack(padded)
+
+
+def summary(d: dict) -> str:
+    """One line for an item, like xfs_logprint's."""
+    t = d["type"]
+    if t == "BUF":
+        flags = f" {d['flag_names']}" if d["flag_names"] != "0" else ""
+        return (f"BUF  daddr {d['blkno']} len {d['len']} type {d['buf_type']}{flags} "
+                f"regions {d['regions'] - 1} ({d['logged_bytes']} bytes)")
+    if t == "INODE":
+        core = d.get("core")
+        extra = ""
+        if core:
+            extra = (f" mode 0{core['di_mode']:o} size {core['di_size']} nlink "
+                     f"{core['di_nlink']} nextents {core['di_nextents']}")
+        return (f"INODE ino {d['ino']} fields {d['field_names']} dsize {d['dsize']} "
+                f"asize {d['asize']}{extra}")
+    if t == "ICREATE":
+        return (f"ICREATE AG {d['agno']} agbno {d['agbno']} len {d['length']} count "
+                f"{d['count']} isize {d['isize']} gen 0x{d['gen']:x}")
+    if t in ("EFI", "EFI_RT"):
+        return f"{t}  id 0x{d['id']:x} extents {d['extents']}"
+    if t in ("EFD", "EFD_RT"):
+        return f"{t}  intent 0x{d['intent_id']:x} extents {d['extents']}"
+    if t in ("RUI", "BUI", "CUI", "RUI_RT", "CUI_RT"):
+        ex = ", ".join(f"{e['op']} {e['startblock']}+{e['len']}" for e in d["extents"])
+        return f"{t}  id 0x{d['id']:x} [{ex}]"
+    if "intent_id" in d:
+        return f"{t}  intent 0x{d['intent_id']:x}"
+    if t == "ATTRI":
+        return f"ATTRI id 0x{d['id']:x} ino {d['ino']} {d['op']} {d.get('name', '')!r}"
+    if t == "XMI":
+        return (f"XMI  id 0x{d['id']:x} ino {d['inode1']}<->{d['inode2']} "
+                f"{d['blockcount']} blocks")
+    if t == "DQUOT":
+        return f"DQUOT id {d['id']} daddr {d['blkno']} len {d['len']}"
+    return f"{t} ({d['regions']} regions)"

@@ -1,0 +1,253 @@
+"""The write session: an image opened for writing.
+
+(``recovering=(head block, cycle, last record block, tail LSN)`` is for log
+recovery's own work after replay: the session accepts the still dirty log
+and goes on writing it from the recovered head.)
+
+A :class:`Writer` opens an image for writing (refusing images that are
+mounted, locked by another fstool, carry a dirty log or need repair) and
+ties the write core together: the journal (transactions, checkpoints, the
+log), per-AG state, the space allocator and the inode allocator.  Every
+change happens inside a transaction::
+
+    with Writer(path) as w:
+        with w.transaction():
+            ino = w.inodes.alloc_inode(parent_ino, is_dir=False)
+            ...
+
+A transaction either commits whole or, on an exception, leaves the image
+and every cache as they were.  Committed transactions reach the image in
+checkpoints (see :mod:`fstool.trans.journal`): after a crash, the kernel's
+log recovery (or ``fstool log replay``) brings the image to the last
+checkpoint; ``close()`` writes the last one and marks the log clean.
+"""
+from __future__ import annotations
+
+import os
+
+from ..errors import FsToolError, UnsupportedError, WriteRefused
+from ..format import constants as C
+from ..fs.icore import InodeEncoder
+from ..fs.mount import Filesystem
+from ..io import verify as V
+from ..trans.journal import Journal
+
+WRITABLE_INCOMPAT = (C.XFS_SB_FEAT_INCOMPAT_FTYPE | C.XFS_SB_FEAT_INCOMPAT_SPINODES
+                     | C.XFS_SB_FEAT_INCOMPAT_META_UUID | C.XFS_SB_FEAT_INCOMPAT_BIGTIME
+                     | C.XFS_SB_FEAT_INCOMPAT_NREXT64)
+
+
+class Writer:
+    """An image opened for writing; see the module docstring."""
+
+    def __init__(self, path, *, timestamp_ns: int | None = None, cache_bytes: int = 64 << 20,
+                 logged: bool = True, checkpoint_bytes: int | None = None,
+                 recovering=None):
+        from ..alloc.inodes import InodeAllocator
+        from ..alloc.space import SpaceAllocator
+        from ..io.lock import ImageLock, refuse_if_mounted
+        refuse_if_mounted(os.fspath(path))
+        self.fs = fs = Filesystem(path, cache_bytes=cache_bytes, writable=True)
+        self.dev = fs.dev
+        self.path = fs.dev.path
+        self._lock = ImageLock(self.dev.fd, self.path)
+        self.journal = None
+        try:
+            self._lock.__enter__()
+            self._check_writable(logged and recovering is None)
+            self.journal = Journal(fs, logged=logged, checkpoint_bytes=checkpoint_bytes,
+                                   log_position=recovering)
+        except BaseException:
+            fs.close()
+            raise
+        sb = self.sb = fs.sb
+        self.uuid = fs.uuid
+        self.sparse = sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_SPINODES)
+        self.finobt = sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_FINOBT)
+        self.inobtcount = sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_INOBTCNT)
+        self.bigtime = sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_BIGTIME)
+        self.nrext64 = sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_NREXT64)
+        self.enc = InodeEncoder(sb.inodesize, self.uuid, bigtime=self.bigtime,
+                                nrext64=self.nrext64)
+        self.timestamp_ns = timestamp_ns
+        self.tx = None
+        self.ags: dict = {}
+        self._ag_counters: dict = {}         # agno -> (icount, ifree, fdblocks) committed
+        self.space = SpaceAllocator(self)
+        self.inodes = InodeAllocator(self)
+        self.closed = False
+
+    # -- lifetime ----------------------------------------------------------------
+    def _check_writable(self, logged: bool) -> None:
+        from ..fs.logstate import log_is_clean
+        sb = self.fs.sb
+        if sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_NEEDSREPAIR):
+            raise WriteRefused(f"{self.path}: the filesystem is marked as needing repair; "
+                               "run xfs_repair first")
+        if sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_RMAPBT):
+            raise UnsupportedError(f"{self.path}: writing to filesystems with the reverse "
+                                   "mapping btree (rmapbt) is not supported yet")
+        unknown = sb.incompat & ~WRITABLE_INCOMPAT
+        if unknown:
+            raise UnsupportedError(f"{self.path}: writing with incompat features 0x"
+                                   f"{unknown:x} is not supported")
+        if sb.log_incompat:
+            raise UnsupportedError(f"{self.path}: log incompat features set; mount and "
+                                   "unmount it with a kernel first")
+        if logged:
+            clean, why = log_is_clean(self.fs)
+            if not clean:
+                raise WriteRefused(f"{self.path}: the journal is dirty ({why}); replay it "
+                                   "first (fstool log replay, or a kernel mount)")
+
+    def close(self) -> None:
+        """Write the last checkpoint, mark the log clean and release the image."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            if self.tx is not None:
+                self.abort()
+            if self.journal is not None:
+                self.journal.close()
+        finally:
+            try:
+                self._lock.__exit__(None, None, None)
+            finally:
+                self.fs.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, etype, exc, tb):
+        if etype is not None and self.tx is not None:
+            self.abort()
+        self.close()
+
+    # -- transactions --------------------------------------------------------------
+    def transaction(self):
+        return _TxContext(self)
+
+    def begin(self):
+        if self.tx is not None:
+            raise FsToolError("nested transactions are not supported")
+        self.tx = tx = self.journal.begin()
+        self.ags = {}
+        self.space.begin()
+        self.inodes.begin()
+        tx.precommit.append(self._precommit)
+        return tx
+
+    def commit(self) -> None:
+        tx = self.tx
+        try:
+            tx.commit()
+        except BaseException:
+            if not tx.done:
+                tx.abort()
+            raise
+        finally:
+            self.tx = None
+            self.ags = {}
+
+    def abort(self) -> None:
+        tx = self.tx
+        self.tx = None
+        self.ags = {}
+        if tx is not None:
+            tx.abort()
+
+    def _precommit(self, tx) -> None:
+        """Finish the transaction's in-core state into its buffers: inode
+        records, deferred frees, the free lists, roots and counters, the AG
+        headers and the superblock counters."""
+        self.inodes.finish()
+        self.space.apply_frees()
+        for ag in list(self.ags.values()):
+            self.space.fix_freelist(ag)
+            ag.sync_roots()
+            self.space.update_longest(ag)
+        changed = False
+        for ag in self.ags.values():
+            if ag.agf_dirty or ag.agi_dirty or ag.agfl_dirty:
+                ag.pack()
+                self._ag_counters[ag.agno] = ag.counters()
+                changed = True
+        if changed:
+            self._update_sb_counters(tx)
+
+    def _update_sb_counters(self, tx) -> None:
+        """Superblock counters summed from every AG, as the kernel does for
+        lazy counters: exact by construction."""
+        from ..format.structs import SB
+        fs = self.fs
+        icount = ifree = fdblocks = 0
+        for agno in range(self.sb.agcount):
+            c = self._ag_counters.get(agno)
+            if c is None:
+                agf, agi = fs.agf(agno), fs.agi(agno)
+                c = self._ag_counters[agno] = (
+                    agi["agi_count"], agi["agi_freecount"],
+                    agf["agf_freeblks"] + agf["agf_flcount"] + agf["agf_btreeblks"])
+            icount += c[0]
+            ifree += c[1]
+            fdblocks += c[2]
+        buf = tx.read_buf(0, self.sb.sectsize, V.SB, agno=0, block=0)
+        f = SB.unpack(buf.data)
+        if (f["sb_icount"], f["sb_ifree"], f["sb_fdblocks"]) == (icount, ifree, fdblocks):
+            return
+        f.update(sb_icount=icount, sb_ifree=ifree, sb_fdblocks=fdblocks)
+        packed = SB.pack(f)
+        buf.data[:len(packed)] = packed
+
+    def ag(self, agno: int):
+        """The per-AG state of ``agno`` for the open transaction."""
+        st = self.ags.get(agno)
+        if st is None:
+            from ..alloc.perag import PerAG
+            if self.tx is None:
+                raise FsToolError("internal: AG state outside a transaction")
+            st = self.ags[agno] = PerAG(self, agno)
+        return st
+
+    def finish_mkfs(self) -> None:
+        """Clear the superblock's in-progress mark (mkfs --populate's end)."""
+        from ..format.structs import SB
+        with self.transaction() as w:
+            buf = w.tx.read_buf(0, self.sb.sectsize, V.SB, agno=0, block=0)
+            buf.data[SB.offset("sb_inprogress")] = 0
+        self.journal.sync()
+
+    def sync(self) -> None:
+        """Everything committed so far is on disk and in the log."""
+        self.journal.sync()
+
+    # -- time ------------------------------------------------------------------------
+    def now_ns(self) -> int:
+        if self.timestamp_ns is not None:
+            return self.timestamp_ns
+        import time
+        return time.time_ns()
+
+
+class _TxContext:
+    def __init__(self, w: Writer):
+        self.w = w
+
+    def __enter__(self):
+        self.w.begin()
+        return self.w
+
+    def __exit__(self, etype, exc, tb):
+        w = self.w
+        if w.tx is None:
+            return False
+        if etype is None:
+            try:
+                w.commit()
+            except BaseException:
+                w.abort()
+                raise
+        else:
+            w.abort()
+        return False

@@ -1,0 +1,39 @@
+"""Before writing: make sure the image is sound enough to write to.
+
+Writers change an image on the assumption that what they read is right: a
+wrong free-space count or a broken free inode btree would be carried into
+every change.  So before an image is opened for writing, ``fstool check``
+runs over it (it takes a fraction of a second for hundreds of thousands of
+inodes); when it finds errors, the write is refused with the findings and a
+pointer to repair.  ``--no-check`` skips this for those who know.
+"""
+from __future__ import annotations
+
+from ..errors import WriteRefused
+
+SHOWN = 3         # findings named in the refusal
+
+
+def require_sound(image) -> None:
+    """Raise WriteRefused when fstool check finds errors in ``image``.
+    Images that cannot be opened, or whose log is dirty, are left to the
+    writer itself to refuse with its own message."""
+    import fstool
+    from ..errors import FsToolError
+    from .check import check
+    try:
+        fs = fstool.open_image(image)
+    except FsToolError:
+        return
+    with fs:
+        checker = check(fs)
+    if checker.log_dirty:
+        return
+    errors = [f for f in checker.findings if f.severity == "error"]
+    if not errors:
+        return
+    shown = "; ".join(f"{f.code}: {f.message}" for f in errors[:SHOWN])
+    more = f" (and {len(errors) - SHOWN} more)" if len(errors) > SHOWN else ""
+    raise WriteRefused(f"{image}: fstool check finds {len(errors)} problem(s), so it is not "
+                       f"written to: {shown}{more}; repair it first (fstool check IMAGE "
+                       "lists them all), or pass --no-check to write anyway")

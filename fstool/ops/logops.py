@@ -1,0 +1,229 @@
+"""Whole-image log operations: info, print, replay and zero.
+
+``replay`` does what the kernel's mount does to a dirty log, and leaves a
+clean one:
+
+1. find the head and tail (torn writes trimmed, CRCs checked);
+2. passes 1 and 2 into a write-back cache; nothing is written until the
+   whole log has been read and every item checked (when the blocks to
+   write outgrow the cache, the log is first checked end to end without
+   writing, then replayed writing as it goes);
+3. refuse, still having written nothing, intents fstool cannot finish;
+4. write the replayed blocks, fsync;
+5. free the extents of unfinished EFIs and the inodes on the AGI unlinked
+   lists, recompute the superblock counters: one transaction of a write
+   session that goes on writing the log from the recovered head (its
+   checkpoint is logged before anything is written in place);
+6. clear the stale sectors in front of the head and write an unmount
+   record, fsync.
+
+Until step 6 the log stays dirty, so an interrupted replay is simply run
+again: replay is idempotent (the v5 LSN rule skips what was already
+written, the rest is rewritten with the same bytes, and a post-replay
+checkpoint already committed is replayed like any other).
+"""
+from __future__ import annotations
+
+import os
+
+from ..errors import FsToolError
+
+
+def info(fs) -> dict:
+    return fs.log.info()
+
+
+def print_records(fs):
+    """Yield each record as a dict with its ops and decoded items (one item
+    per op start; continuations are shown as such)."""
+    from ..format import log as L
+    from ..log.items import ItemError, decode
+    from ..log.trans import Item
+    for rec in fs.log.records():
+        h = rec.header
+        ops = []
+        for op in rec.ops:
+            o = {"tid": op.tid, "len": len(op.data),
+                 "client": L.CLIENT_NAMES.get(op.clientid, hex(op.clientid)),
+                 "flags": L.flag_names(op.flags, L.OP_FLAG_NAMES)}
+            data = bytes(op.data)
+            if len(data) >= 4 and not op.flags & (L.XLOG_WAS_CONT_TRANS | L.XLOG_START_TRANS
+                                                  | L.XLOG_COMMIT_TRANS):
+                code = int.from_bytes(data[:2], "little")
+                if int.from_bytes(data[:4], "little") == L.XFS_TRANS_HEADER_MAGIC:
+                    th = L.TRANS_HEADER.unpack(data + bytes(max(0, 16 - len(data))))
+                    o["item"] = {"type": "TRANS", "num_items": th["th_num_items"],
+                                 "th_type": th["th_type"]}
+                elif code in L.ITEM_NAMES:
+                    it = Item([data], 0)
+                    try:
+                        o["item"] = decode(it)
+                    except (ItemError, IndexError, ValueError) as e:
+                        o["item"] = {"type": L.ITEM_NAMES[code], "error": str(e)}
+            ops.append(o)
+        yield {"block": rec.blk, "lsn": L.lsn_str(h["h_lsn"]), "cycle": h["h_cycle"],
+               "tail_lsn": L.lsn_str(h["h_tail_lsn"]), "length": h["h_len"],
+               "num_ops": h["h_num_logops"], "crc_ok": rec.crc_ok,
+               "header_sectors": rec.hblks, "ops": ops}
+
+
+def print_transactions(fs):
+    """Yield committed transactions (checkpoints) with their items."""
+    from ..format import log as L
+    for t, items in fs.log.transactions():
+        th = t.theader or {}
+        yield {"tid": t.tid, "lsn": L.lsn_str(t.lsn), "commit_lsn": L.lsn_str(t.commit_lsn),
+               "start_block": t.start_blk, "commit_block": t.commit_blk,
+               "type": th.get("th_type"), "num_items": len(items), "items": items}
+
+
+def replay(path, *, dry_run: bool = False) -> dict:
+    """Recover the log of the image at ``path``.  Returns a report dict."""
+    from ..fs.mount import Filesystem
+    from ..io.device import Device
+    from ..io.lock import ImageLock, refuse_if_mounted
+    from ..format import log as L
+    from ..log import finish
+    from ..log.head import find_state
+    from ..log.recover import Recovery
+    from ..trans import logwriter as W
+
+    from ..io.device import writes_so_far
+    path = os.fspath(path)
+    refuse_if_mounted(path)
+    writes0 = writes_so_far()
+    fs = Filesystem(path)
+    lock = ImageLock(fs.dev.fd, path)
+    report = {"image": path, "dry_run": dry_run}
+    try:
+        lock.__enter__()
+        ld, st = find_state(fs)
+        report["state_before"] = "never written" if st.never_written else \
+            ("dirty" if st.dirty else "clean")
+        report["head"], report["tail"] = st.head, st.tail
+        report["warnings"] = list(st.warnings)
+        if not st.dirty:
+            report["replayed"] = False
+            return report
+        out = None if dry_run else Device(path, writable=True)
+        r = Recovery(fs, ld, st, dry_run=dry_run, writer_dev=out)
+        try:
+            r.prepare()
+            efis = finish.check_intents(r.intents)
+            why = finish.writer_supported(fs)
+            if why:
+                from ..log.memory import replay_in_memory
+                with Filesystem(path) as view:
+                    replay_in_memory(view)
+                    finish.refuse_unfinishable(view, efis, why)
+        except BaseException:
+            if out is not None:
+                out.close()
+            raise
+        report["unfinished_intents"] = [(d["type"], d["id"]) for d in efis]
+        if dry_run:
+            r.replay()
+            r.flush()
+            _stats(report, r.stats)
+            report["blocks_to_write"] = r.stats.blocks_written
+            report["replayed"] = False
+            return report
+        try:
+            r.replay()
+            r.flush()
+            out.fsync()
+            report["blocks_written"] = r.stats.blocks_written
+            _stats(report, r.stats)
+            fs.cache.clear()
+            fs._inodes.clear()
+            if finish.needs_writer(fs, efis):
+                # the work after replay: one journaled transaction of a
+                # write session going on from the recovered head, which
+                # marks the log clean when it closes
+                lock.__exit__(None, None, None)
+                fs.close()
+                out.close()
+                tail_cycle = st.cycle if st.tail <= st.head else st.cycle - 1
+                position = (st.head, st.curr_cycle, st.head_rec,
+                            L.lsn(max(tail_cycle, 1), st.tail))
+                done, counters = finish.finish_with_writer(path, efis, position)
+                logged = done.pop("logged", None)
+                if logged:
+                    report["logged_post_replay"] = {
+                        "records": logged["records"], "buffers": logged["buffers"],
+                        "efds": logged["other_items"],
+                        "writes": logged["writes_so_far"] - writes0}
+                fs = Filesystem(path)
+                lock = ImageLock(fs.dev.fd, path)
+                lock.__enter__()
+                out = Device(path, writable=True)
+                report["finished"] = done
+                report["counters"] = counters
+            else:
+                report["counters"] = finish.recompute_counters(out, fs)
+                out.fsync()
+                W.mark_clean(ld, out, st.curr_cycle, st.head, st.head_rec)
+        finally:
+            out.close()
+        report["replayed"] = True
+        return report
+    finally:
+        try:
+            lock.__exit__(None, None, None)
+        except (OSError, ValueError):
+            pass
+        fs.close()
+
+
+def _stats(report: dict, s) -> None:
+    report.update(records=s.records, transactions=s.transactions, items=s.items,
+                  replayed_items=s.replayed, skipped_lsn=s.skipped_lsn,
+                  cancelled=s.cancelled, quota_items_skipped=s.quota_skipped,
+                  checkpoints=[{"lsn": lsn, "items": n, "blocks": b}
+                               for lsn, n, b in s.checkpoints])
+
+
+def zero(path) -> dict:
+    """Throw the log away (like xfs_repair -L) and leave a clean one."""
+    from ..fs.mount import Filesystem
+    from ..io.device import Device
+    from ..io.lock import ImageLock, refuse_if_mounted
+    from ..trans import logwriter as W
+    from ..log.head import LogDevice, find_state
+    path = os.fspath(path)
+    refuse_if_mounted(path)
+    fs = Filesystem(path)
+    try:
+        with ImageLock(fs.dev.fd, path):
+            try:
+                _ld, st = find_state(fs)
+                cycle = st.curr_cycle + 1
+                lost = (st.head - st.tail) % _ld.bbsize if st.dirty else 0
+            except FsToolError:
+                st, cycle, lost = None, None, None
+            ld = LogDevice(fs)
+            if cycle is None:
+                cycle = _max_cycle(ld) + 1
+            out = Device(path, writable=True)
+            try:
+                W.zero_log(ld, out, cycle)
+            finally:
+                out.close()
+            return {"image": path, "cycle": cycle, "lost_sectors": lost}
+    finally:
+        fs.close()
+
+
+def _max_cycle(ld) -> int:
+    """The highest cycle number any log sector carries (for an unreadable log)."""
+    from ..format import log as L
+    best = 0
+    step = 2048
+    for blk in range(0, ld.bbsize, step):
+        n = min(step, ld.bbsize - blk)
+        data = ld.read(blk, n)
+        for j in range(n):
+            c = L.get_cycle(data[j * 512:j * 512 + 8])
+            if c != L.XLOG_HEADER_MAGIC_NUM and c > best:
+                best = c
+    return best

@@ -1,0 +1,236 @@
+"""Scripting: every command that prints takes --json and prints JSON; each
+situation (missing image, not XFS, unsupported feature, corrupt, refused,
+bad arguments) ends every command with the same documented exit status;
+--clamp-mtime makes builds of a touched tree byte-identical."""
+import fcntl
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import time
+
+import pytest
+
+import fstool_native
+from fstool.cli import exits as X
+from fstool.cli.main import COMMANDS
+from fstool.format import constants as C
+from fstool.format.structs import SB
+
+
+def run(*args, env=None, input=None):
+    return subprocess.run([sys.executable, "-m", "fstool", *map(str, args)],
+                          capture_output=True, text=True, env=env, input=input, timeout=300)
+
+
+def with_json(args):
+    """``args`` with --json after the command (and subcommand) name."""
+    k = 2 if args[0] in ("btree", "log") else 1
+    return [*args[:k], "--json", *args[k:]]
+
+
+def _tree(root):
+    (root / "d").mkdir(parents=True)
+    (root / "f").write_bytes(b"hello\n" * 100)
+    (root / "d" / "g").write_bytes(os.urandom(9000))
+    os.symlink("f", root / "l")
+
+
+@pytest.fixture
+def image(tmp_path):
+    img = tmp_path / "a.img"
+    src = tmp_path / "src"
+    _tree(src)
+    r = run("mkfs", "-q", "--size", "64m", img, "--populate", src)
+    assert r.returncode == 0, r.stderr
+    return img
+
+
+def _read_commands(img):
+    """One invocation of each command that reads an image, by command name."""
+    return {
+        "info": ["info", img], "ls": ["ls", img, "/"], "stat": ["stat", img, "/f"],
+        "cat": ["cat", img, "/f"], "get": ["get", img, "/d", img.parent / "got"],
+        "sb": ["sb", img], "agf": ["agf", img, "1"], "agi": ["agi", img],
+        "agfl": ["agfl", img], "inode": ["inode", img, "128"],
+        "btree": ["btree", "dump", "--ag", "0", "--tree", "bnobt", img],
+        "agstats": ["agstats", img], "freesp": ["freesp", img], "frag": ["frag", img],
+        "check": ["check", img], "log": ["log", "info", img],
+    }
+
+
+def _write_commands(img, host):
+    return {
+        "populate": ["populate", img, host], "mkdir": ["mkdir", img, "/new"],
+        "put": ["put", img, host / "f", "/put"], "ln": ["ln", "-s", img, "/f", "/lnk"],
+        "setattr": ["setattr", "--mode", "600", img, "/f"], "rm": ["rm", img, "/f"],
+    }
+
+
+def test_every_command_prints_json(image, tmp_path):
+    host = tmp_path / "src"
+    cmds = _read_commands(image)
+    cmds.update(_write_commands(image, host))
+    cmds["mkfs"] = ["mkfs", "--size", "64m", tmp_path / "m.img", "--populate", host]
+    # cat writes the file's bytes: it is the one command without --json
+    assert set(cmds) == set(COMMANDS)
+    del cmds["cat"]
+    for name, args in cmds.items():
+        r = run(*with_json(args))
+        assert r.returncode == 0, (name, r.stderr)
+        lines = r.stdout.splitlines()
+        assert lines or name == "check", name      # check: one line per finding
+        parsed = [json.loads(line) for line in lines]
+        if name in ("mkfs", "populate", "get", "mkdir", "put", "rm", "ln", "setattr"):
+            assert len(parsed) == 1 and isinstance(parsed[0], dict), name
+    # what the summaries say
+    r = run("mkfs", "--json", "--size", "64m", "-f", tmp_path / "m.img", "--populate", host)
+    rec = json.loads(r.stdout)
+    assert rec["geometry"]["agcount"] >= 1 and rec["populate"]["files"] == 2
+    assert rec["populate"]["symlinks"] == 1 and rec["populate"]["bytes"] == 9600
+    r = run("put", "--json", image, host / "d" / "g", "/g2")
+    assert json.loads(r.stdout) == {"op": "put", "path": "/g2", "ino": json.loads(
+        run("stat", "--json", image, "/g2").stdout)["ino"], "bytes": 9000}
+    r = run("get", "--json", image, "/d", tmp_path / "got2")
+    assert json.loads(r.stdout)["files"] == 1 and json.loads(r.stdout)["errors"] == []
+
+
+def _patch_sb(img, fn):
+    with open(img, "r+b") as f:
+        sb = bytearray(f.read(512))
+        fn(sb)
+        crc = fstool_native.load().xfs_cksum(bytes(sb), C.XFS_SB_CRC_OFF)
+        struct.pack_into("<I", sb, C.XFS_SB_CRC_OFF, crc)
+        f.seek(0)
+        f.write(sb)
+
+
+def _situations(tmp_path, image):
+    """Images (or paths) that put commands in each situation."""
+    out = {"missing image": tmp_path / "missing.img"}
+    notxfs = tmp_path / "zeros.img"
+    with open(notxfs, "wb") as f:
+        f.truncate(64 << 20)
+    out["not XFS"] = notxfs
+    unsup = tmp_path / "unsup.img"
+    shutil.copy(image, unsup)
+    off = SB.offset("sb_features_incompat")
+
+    def unknown_feature(sb):
+        v = struct.unpack_from(">I", sb, off)[0] | (1 << 30)
+        struct.pack_into(">I", sb, off, v)
+    _patch_sb(unsup, unknown_feature)
+    out["unsupported"] = unsup
+    corrupt = tmp_path / "corrupt.img"
+    shutil.copy(image, corrupt)
+    with open(corrupt, "r+b") as f:
+        f.truncate(os.path.getsize(corrupt) // 2)
+    out["corrupt"] = corrupt
+    return out
+
+
+STATUS = {"missing image": X.EXIT_NO_IMAGE, "not XFS": X.EXIT_NOT_XFS,
+          "unsupported": X.EXIT_UNSUPPORTED, "corrupt": X.EXIT_CORRUPT}
+
+
+def test_each_situation_has_one_exit_status(image, tmp_path):
+    host = tmp_path / "src"
+    for situation, img in _situations(tmp_path, image).items():
+        cmds = _read_commands(img)
+        del cmds["check"]                      # xfs_repair's statuses, below
+        cmds.update(_write_commands(img, host))
+        for k, (name, args) in enumerate(cmds.items()):
+            # with --json the one error line is a JSON object with the status
+            r = run(*(args if name == "cat" or k % 4 == 0 else with_json(args)))
+            assert r.returncode == STATUS[situation], (situation, name, r.returncode, r.stderr)
+            assert len(r.stderr.strip().splitlines()) == 1, (situation, name, r.stderr)
+            assert "Traceback" not in r.stderr
+            if "--json" in r.args:
+                assert json.loads(r.stderr)["exit_status"] == STATUS[situation]
+    # check keeps xfs_repair -n's statuses: 4 when it cannot run, 1 for damage
+    sit = _situations(tmp_path, image)
+    assert run("check", sit["missing image"]).returncode == 4
+    r = run("check", "--json", sit["missing image"])
+    assert json.loads(r.stderr) == {"error": f"{sit['missing image']}: no such file",
+                                    "exit_status": 4, "errno": 2}
+    assert run("check", sit["corrupt"]).returncode == 1
+    assert run("check", sit["not XFS"]).returncode == 1
+
+
+def test_refused_and_bad_arguments(image, tmp_path):
+    host = tmp_path / "src"
+    with open(image, "rb+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)          # as another fstool writing it holds it
+        for name, args in _write_commands(image, host).items():
+            r = run(*args)
+            assert r.returncode == X.EXIT_REFUSED, (name, r.stderr)
+            assert "another fstool" in r.stderr
+    for args in (["ls", "--bogus", image], ["mkdir", image], ["mkfs", image, "-b", "sise=1"],
+                 ["btree", "dump", image], ["populate", image, tmp_path / "nope"],
+                 ["setattr", "--mode", "9z", image, "/f"], ["nosuchcommand"]):
+        r = run(*args)
+        assert r.returncode == X.EXIT_USAGE, (args, r.stderr)
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    # a path missing inside a good image is the general failure
+    for args in (["ls", image, "/nope"], ["stat", image, "/nope"], ["rm", image, "/nope"]):
+        assert run(*args).returncode == X.EXIT_FAILURE
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("mkfs.xfs"),
+                    reason="needs root and a kernel loop mount")
+def test_mounted_image_is_refused(image):
+    from fixtures import images
+    if not images.loop_available():
+        pytest.skip("no kernel loop mount of XFS")
+    with images.Mounted(image, nouuid=True):
+        for args in (["mkdir", image, "/x"], ["mkfs", "-q", "-f", image]):
+            r = run(*args)
+            assert r.returncode == X.EXIT_REFUSED, (args, r.stderr)
+
+
+def test_exit_statuses_are_documented():
+    doc = open(os.path.join(os.path.dirname(__file__), "..", "docs", "commands",
+                            "exit-status.md")).read()
+    for name in dir(X):
+        if name.startswith("EXIT_"):
+            assert f"| {getattr(X, name)} |" in doc, name
+
+
+def _build(tmp_path, src, tag, clamp=True):
+    img = tmp_path / f"{tag}.img"
+    args = ["mkfs", "-q", "--size", "64m", "--uuid", "7d1c4c1e-0c5b-4d0e-9a43-16c1a3a8f0aa",
+            img, "--populate", src]
+    if clamp:
+        args.append("--clamp-mtime")
+    env = dict(os.environ, SOURCE_DATE_EPOCH="1700000000")
+    r = run(*args, env=env)
+    assert r.returncode == 0, r.stderr
+    return img.read_bytes()
+
+
+def test_clamp_mtime_gives_identical_images(tmp_path):
+    src = tmp_path / "src"
+    _tree(src)
+    (src / "d" / "empty").touch()
+    old = 1_600_000_000
+    os.utime(src / "d" / "g", (old, old))       # older than the build time: kept
+    first = _build(tmp_path, src, "one")
+    time.sleep(0.02)
+    for p in (src / "f", src / "d" / "empty", src / "d", src):
+        os.utime(p)                               # touched between the builds
+    os.utime(src / "l", follow_symlinks=False)
+    second = _build(tmp_path, src, "two")
+    assert first == second
+    # without the clamp the touched times reach the image, so the bytes differ
+    third = _build(tmp_path, src, "three", clamp=False)
+    assert third != second
+    import fstool
+    with fstool.open_image(tmp_path / "two.img") as fs:
+        assert fs.stat("/f").st_mtime_ns == 1_700_000_000 * 10**9
+        assert fs.stat("/d/g").st_mtime_ns == old * 10**9
+    # and the clamp needs a time to clamp to
+    env = {k: v for k, v in os.environ.items() if k != "SOURCE_DATE_EPOCH"}
+    r = run("populate", "--clamp-mtime", tmp_path / "two.img", src, env=env)
+    assert r.returncode == X.EXIT_USAGE and "SOURCE_DATE_EPOCH" in r.stderr
