@@ -3,13 +3,14 @@
 
     python3 bench/corpus_agreement.py [--geometries std,small,rmap]
         [--seeds 1,2,3,4] [--count 100] [--jobs 2] [--keep DIR] [--no-readers]
-        [--json OUT] [--log LOG] [--report LOG]
+        [--json OUT] [--log LOG [--resume]] [--report LOG]
 
 For every case: the damaged image is made, labelled by xfs_repair -n, and
 checked by ``fstool check --json``; then ``fstool ls -R -l``, ``fstool get /``
 and ``fstool btree dump`` (every AG btree of every AG, every btree fork)
 read it.  Prints the verdict agreement (clean or not), crashes (a traceback,
-an internal error), hangs (a time limit hit), reader failures, findings
+an internal error, or an exception the check caught and reported as
+CHECK_ABORTED), hangs (a time limit hit), reader failures, findings
 not located well enough for a repair (structure, AG, inode), and each
 disagreement.  ``--keep DIR`` keeps the images of disagreements and crashes.
 """
@@ -116,7 +117,10 @@ def run_case(job):
         res = {"case": case, "label": label, "check": rc, "codes": codes,
                "repair_says": repair_says,
                "repair_s": t1 - t0, "check_s": t2 - t1,
-               "crash": crashed(rc, err) and err.strip().splitlines()[-1][:300],
+               # an exception the check caught (CHECK_ABORTED) counts as a crash too
+               "crash": (crashed(rc, err) and err.strip().splitlines()[-1][:300]) or
+               next((f["message"][:300] for f in found if f["code"] == "CHECK_ABORTED"),
+                    False),
                "unlocated": [(f["code"], why) for f in found
                              for why in [unlocated(f)] if why][:3]}
         if opts["readers"]:
@@ -144,6 +148,8 @@ def main():
     ap.add_argument("--json", dest="json_out")
     ap.add_argument("--log", help="append each case's result to LOG as a JSON line as it "
                     "finishes (a run stopped early still leaves what it did)")
+    ap.add_argument("--resume", action="store_true",
+                    help="with --log: skip the cases LOG already holds")
     ap.add_argument("--report", metavar="LOG",
                     help="print the report of the results in LOG (no case is run)")
     ap.add_argument("-v", "--verbose", action="store_true",
@@ -162,6 +168,12 @@ def main():
             for c in corpus.cases(g, s, a.count)]
     # geometries and seeds take turns, so a run stopped early has sampled them all
     jobs.sort(key=lambda j: (j[0]["n"], j[0]["seed"], j[0]["geometry"]))
+    if a.resume and a.log and Path(a.log).exists():
+        def ident(c):
+            return c["geometry"], c["seed"], c["n"]
+        done = {ident(json.loads(line)["case"]) for line in Path(a.log).read_text().splitlines()
+                if line.strip()}
+        jobs = [j for j in jobs if ident(j[0]) not in done]
     t0 = time.perf_counter()
     log = open(a.log, "a") if a.log else None
     results = []
@@ -182,6 +194,9 @@ def main():
 def report(results: list, drawn: int, wall: float | None, verbose: bool) -> None:
     labelled = [r for r in results if r["label"] != "timeout"]
     agree = [r for r in labelled if (r["label"] != 0) == (r["check"] != 0)]
+    for r in results:           # logs from before CHECK_ABORTED counted as a crash
+        if not r["crash"] and "CHECK_ABORTED" in r["codes"]:
+            r["crash"] = "CHECK_ABORTED"
     crashes = [r for r in results if r["crash"]]
     hangs = [r for r in results if r["check"] == "timeout"]
     reader_bad = [r for r in results if r.get("readers")]

@@ -100,7 +100,9 @@ class InodePhase:
                 done += 1
                 self._tick(done, total)
                 first_blk = startino >> sb.inopblog
-                nblocks = max(1, (64 * isize) >> sb.blocklog)
+                base = (startino & (sb.inopblock - 1)) * isize
+                # a misaligned record's chunk starts inside a block: read to its end
+                nblocks = max(1, -(-(base + 64 * isize) >> sb.blocklog))
                 try:
                     chunk = fs.dev.pread(fs.agb_to_daddr(agno, first_blk) << C.BBSHIFT,
                                          nblocks << sb.blocklog)
@@ -108,7 +110,6 @@ class InodePhase:
                     self.from_error("INODE_CORRUPT", e, agno=agno, block=first_blk,
                                     structure="inode")
                     continue
-                base = (startino & (sb.inopblock - 1)) * isize
                 first = (agno << sb.agino_log) | startino
                 claims, others = parsers.scan_inode_chunk(
                     chunk, base, isize, first, sb.meta_uuid, free, holemask,
@@ -420,7 +421,7 @@ class InodePhase:
         if ifmt == C.S_IFDIR:
             self.dirs.append(ino)
             self.dir_raw[ino] = raw
-        elif ifmt == C.S_IFLNK and node is not None:
+        elif ifmt == C.S_IFLNK and node:       # False: the core could not be decoded
             self._check_symlink(node, d, where)
         return True
 
