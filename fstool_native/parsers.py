@@ -762,7 +762,8 @@ def check_extents(exts, agblklog, agblocks, agcount, last_ag_blocks):
         if i and startoff < prev_end:
             return i, "extents out of order or overlapping"
         prev_end = startoff + count
-        agno = startblock >> agblklog
+        # the AG number is 32 bits wide (XFS_FSB_TO_AGNO): higher bits drop
+        agno = (startblock >> agblklog) & 0xFFFFFFFF
         agbno = startblock & mask
         if agno >= agcount:
             return i, f"block {startblock} lies in AG {agno}, beyond the last AG"
@@ -777,6 +778,27 @@ def check_extents(exts, agblklog, agblocks, agcount, last_ag_blocks):
 # value when compiled (parsers.pxd): a literal this large would make the
 # arithmetic on it Python arithmetic
 _BIGTIME_OFF = 2147483648000000000
+
+
+@cython.cfunc
+@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, n=cython.Py_ssize_t,
+               i=cython.Py_ssize_t)
+@cython.returns(cython.bint)
+def _zero(p, off, n):
+    for i in range(n):
+        if p[off + i]:
+            return False
+    return True
+
+
+@cython.cfunc
+@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t)
+@cython.returns(cython.bint)
+def _legacy_times_ok(p, off):
+    """The nanosecond words of atime, mtime, ctime and crtime are below a
+    second (legacy timestamps)."""
+    return (_be32(p, off + 36) < 1000000000 and _be32(p, off + 44) < 1000000000 and
+            _be32(p, off + 52) < 1000000000 and _be32(p, off + 148) < 1000000000)
 
 
 @cython.cfunc
@@ -959,7 +981,7 @@ def _single_extent_pos(raw, offset, size, geometry):
         return -1
     mask = 1
     mask = (mask << agblklog) - 1
-    agno = startblock >> agblklog
+    agno = (startblock >> agblklog) & 0xFFFFFFFF
     agbno = startblock & mask
     if agno >= agcount:
         return -1
@@ -1115,46 +1137,58 @@ def inline_extents(raw, attr, agblklog, agblocks, agcount, last_ag_blocks) -> li
                free=cython.ulonglong, holemask=cython.uint, first_ino=cython.ulonglong,
                base=cython.Py_ssize_t, flags2_ok=cython.ulonglong, agblklog=cython.int,
                agcount=cython.ulonglong, agblocks=cython.ulonglong,
-               last_ag_blocks=cython.ulonglong, clen=cython.Py_ssize_t)
+               last_ag_blocks=cython.ulonglong, clen=cython.Py_ssize_t,
+               agfl_block=cython.ulonglong, max_off=cython.ulonglong, litino=cython.int,
+               bigtime_fs=cython.bint, is_reg=cython.bint)
 def scan_inode_chunk(chunk, base, inodesize, first_ino, uuid, free, holemask, flags2_ok,
-                     agblklog, agcount, agblocks, last_ag_blocks, itype, nlinks, slot):
+                     bigtime_fs, agblklog, agcount, agblocks, last_ag_blocks, agfl_block,
+                     max_file_offset, itype, nlinks, slot):
     """Check the plain inodes of one 64-inode chunk in one call.
 
-    An allocated inode is plain when it verifies, is a regular file, device,
-    fifo or socket with an extents- or device-format data fork whose extents
-    are sorted, inside their AGs and add up to di_nblocks, and has no
-    attribute fork or an empty one in extents format.  A plain inode's file
-    type (mode >> 12) and link count go to ``itype[slot + i]`` and
-    ``nlinks[slot + i]`` (an inode table, see nlink_scan).  Returns (claims,
-    others): claims [(agno, agbno, length, ino)] for the plain inodes'
-    extents, others the indexes of every inode (allocated or free) that needs
-    the full check in Python."""
+    Every inode must verify (magic, version 3, CRC, its own number, the
+    filesystem uuid).  A free inode is plain when it is as the kernel leaves
+    a freed one: no mode, no blocks or extents, no attr fork, no flags, hints
+    or unlinked pointer.  An inode in use is plain when it is a regular file
+    with an extents-format data fork, or a device, fifo or socket, with
+    nothing unusual: no flags but those in ``flags2_ok`` (reflink only on a
+    file), no extent size hints, no unlinked pointer, zero padding and
+    di_onlink, legal timestamps (when not bigtime), an empty attr fork, size
+    zero for the special files, and extents sorted, non-empty, inside one AG
+    past its headers (block > ``agfl_block``), below ``max_file_offset``
+    and adding up to di_nblocks.  A plain inode's file type (mode >> 12) and
+    link count go to ``itype[slot + i]`` and ``nlinks[slot + i]`` (an inode
+    table, see nlink_scan).  Returns (claims, others): claims [(agno, agbno,
+    length, owner, offset)] for the plain inodes' extents, owner being ino
+    << 2 and offset the file offset with bit 61 set for unwritten extents;
+    others the indexes of every inode (allocated or free) that needs the
+    full check in Python."""
     p = chunk
     u = uuid
     isize = inodesize
+    litino = isize - 176
     claims = []
     others = []
     mask = 1
     mask = (mask << agblklog) - 1
+    max_off = max_file_offset
     if slot < 0 or slot + 64 > len(itype) or slot + 64 > len(nlinks):
         raise ValueError("inode table slot out of range")
+    if len(uuid) != 16:
+        raise ValueError("uuid must be 16 bytes")
     clen = len(chunk)
     for i in range(64):
         if (holemask >> (i // 4)) & 1:
             continue
         off = base + i * isize
-        if off + isize > clen:
+        if off < 0 or off + isize > clen or isize < 176:
             others.append(i)
             continue
         ino = first_ino + i
         mode = _be16(p, off + 2)
-        if (free >> i) & 1:
-            # free: fine unless it claims to be in use
-            if _be16(p, off) == 0x494E and mode != 0:
-                others.append(i)
-            continue
-        ok = (_be16(p, off) == 0x494E and p[off + 4] == 3 and mode != 0 and
-              _be64(p, off + 152) == ino)
+        ok = (_be16(p, off) == 0x494E and p[off + 4] == 3 and _be64(p, off + 152) == ino and
+              _be32(p, off + 96) == 0xFFFFFFFF and _zero(p, off + 24, 8) and
+              _be16(p, off + 6) == 0 and _be16(p, off + 90) == 0 and
+              _be32(p, off + 72) == 0 and _be32(p, off + 128) == 0)
         if ok:
             for k in range(16):
                 if p[off + 160 + k] != u[k]:
@@ -1165,35 +1199,41 @@ def scan_inode_chunk(chunk, base, inodesize, first_ino, uuid, free, holemask, fl
         if not ok:
             others.append(i)
             continue
-        ifmt = mode & 0o170000
-        fmt = p[off + 5]
-        forkoff = p[off + 82]
-        aformat = p[off + 83]
         flags2 = _be64(p, off + 120)
         size = _be64(p, off + 56)
         nblocks = _be64(p, off + 64)
-        if flags2 & 0x10:
-            next = _be64(p, off + 24)
-            anext = _be32(p, off + 76)
-        else:
-            next = _be32(p, off + 76)
-            anext = _be16(p, off + 80)
-        if flags2 & ~flags2_ok or size >> 63 or anext or \
-                (forkoff and aformat != 2):
+        next = _be32(p, off + 76)
+        anext = _be16(p, off + 80)
+        forkoff = p[off + 82]
+        aformat = p[off + 83]
+        fmt = p[off + 5]
+        if (free >> i) & 1:
+            # free: plain when the kernel's verifier has nothing to say
+            if mode != 0 or nblocks or next or anext or forkoff or size >> 63 or \
+                    (aformat != 0 and aformat != 2) or \
+                    flags2 & ~(flags2_ok & 0x8):
+                others.append(i)
+            continue
+        if mode == 0 or size >> 63 or anext or aformat != 2 or \
+                flags2 & ~flags2_ok or \
+                (not (flags2 & 0x8) and not _legacy_times_ok(p, off)):
             others.append(i)
             continue
-        if ifmt == 0o100000:
-            if fmt != 2:
+        ifmt = mode & 0o170000
+        is_reg = ifmt == 0o100000
+        if is_reg:
+            if fmt != 2 or (forkoff and forkoff >= litino >> 3):
                 others.append(i)
                 continue
         elif ifmt in (0o020000, 0o060000, 0o010000, 0o140000):
-            if fmt != 0 or next or (flags2 & 0x2):
+            if fmt != 0 or next or nblocks or size or (flags2 & 0x2) or \
+                    (forkoff and forkoff != 1):
                 others.append(i)
                 continue
         else:
             others.append(i)
             continue
-        dsize = forkoff * 8 if forkoff else isize - 176
+        dsize = forkoff * 8 if forkoff else litino
         if next * 16 > dsize:
             others.append(i)
             continue
@@ -1209,7 +1249,8 @@ def scan_inode_chunk(chunk, base, inodesize, first_ino, uuid, free, holemask, fl
             agbno = startblock & mask
             limit = last_ag_blocks if agno == agcount - 1 else agblocks
             if count == 0 or (e and startoff < prev_end) or agno >= agcount or \
-                    agbno + count > limit:
+                    agbno <= agfl_block or agbno + count > limit or \
+                    startoff + count - 1 > max_off:
                 ok = False
                 break
             prev_end = startoff + count
@@ -1222,7 +1263,7 @@ def scan_inode_chunk(chunk, base, inodesize, first_ino, uuid, free, holemask, fl
             l1 = _be64(p, off + 176 + 16 * e + 8)
             startblock = _rec_startblock(l0, l1)
             claims.append((startblock >> agblklog, startblock & mask, _rec_blockcount(l1),
-                           ino))
+                           ino << 2, _rec_startoff(l0) | ((l0 >> 63) << 61)))
         itype[slot + i] = ifmt >> 12
         nlinks[slot + i] = _be32(p, off + 16)
     return claims, others
@@ -1336,8 +1377,10 @@ def _leaf_mix(h, addr):
                ft=cython.int, namelen=cython.Py_ssize_t, size=cython.Py_ssize_t,
                ftype=cython.int, child=cython.ulonglong, flags=cython.int,
                leafsum=cython.ulonglong, addr_base=cython.ulonglong,
-               starts=cython.ulonglong[:], itype=cython.uchar[:], refs=cython.uint[:])
-def dir_data_tally(buf, start, end, has_ftype, addr_base, starts, itype, refs) -> tuple:
+               starts=cython.ulonglong[:], itype=cython.uchar[:], refs=cython.uint[:],
+               dir_ino=cython.ulonglong, j=cython.Py_ssize_t, c=cython.uchar)
+def dir_data_tally(buf, start, end, has_ftype, addr_base, starts, itype, refs,
+                   dir_ino) -> tuple:
     """Walk one directory data region buf[start:end] (laid out as in
     dir2_data_entries, whose checks it repeats) and count its entries into
     the inode table: ``refs[slot] += 1`` for the target of every entry but
@@ -1382,6 +1425,13 @@ def dir_data_tally(buf, start, end, has_ftype, addr_base, starts, itype, refs) -
             pos += size
             continue
         flags = _tally_one(starts, itype, refs, child, ftype, ft)
+        for j in range(namelen):
+            c = p[pos + 9 + j]
+            if c == 0x2F or c == 0:
+                flags |= 16
+                break
+        if child == dir_ino:
+            flags |= 32
         if flags:
             odd.append((p[pos + 9:pos + 9 + namelen], child, ftype, flags))
         pos += size

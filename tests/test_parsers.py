@@ -193,7 +193,8 @@ def test_scan_inode_chunk_parity(kernel_img):
                 for _ in range(trial * 5):
                     buf[rng.randrange(len(buf))] ^= 1 << rng.randrange(8)
                 args = (bytes(buf), 0, sb.inodesize, startino, sb.meta_uuid, free, holemask,
-                        0x1F, sb.agblklog, sb.agcount, sb.agblocks, fs.ag_length(3))
+                        0xA, True, sb.agblklog, sb.agcount, sb.agblocks, fs.ag_length(3),
+                        0, (1 << 51) - 1)
                 tables = []
                 for mod in (NATIVE, PURE):
                     itype, nlinks = bytearray(128), array("I", bytes(4 * 128))
@@ -201,16 +202,20 @@ def test_scan_inode_chunk_parity(kernel_img):
                     tables.append((out, itype, nlinks))
                 assert tables[0] == tables[1]
             itype, nlinks = bytearray(64), array("I", bytes(256))
-            _claims, others = NATIVE.scan_inode_chunk(
-                chunk, 0, sb.inodesize, startino, sb.meta_uuid, free, holemask, 0x1F,
-                sb.agblklog, sb.agcount, sb.agblocks, fs.ag_length(3), itype, nlinks, 0)
+            geo = (sb.agblklog, sb.agcount, sb.agblocks, fs.ag_length(3), 0, (1 << 51) - 1)
+            claims, others = NATIVE.scan_inode_chunk(
+                chunk, 0, sb.inodesize, startino, sb.meta_uuid, free, holemask, 0xA, True,
+                *geo, itype, nlinks, 0)
             plain = [i for i in range(64) if itype[i]]
             assert plain and not set(plain) & set(others)
             assert all(nlinks[i] >= 1 for i in plain)
+            # free inodes as the kernel leaves them need no second look
+            assert not [i for i in others if free >> i & 1]
+            assert all(owner & 3 == 0 and (owner >> 2) - startino in plain
+                       for _a, _b, _n, owner, _off in claims)
             with pytest.raises(ValueError):      # a slot past the table
                 NATIVE.scan_inode_chunk(chunk, 0, sb.inodesize, startino, sb.meta_uuid,
-                                        free, holemask, 0x1F, sb.agblklog, sb.agcount,
-                                        sb.agblocks, fs.ag_length(3), itype, nlinks, 1)
+                                        free, holemask, 0xA, True, *geo, itype, nlinks, 1)
 
 
 def test_shim_covers_every_cython_name_the_source_uses():
@@ -243,7 +248,8 @@ def _table(rng, inos):
 def _tally(mod, block, end, ftype, table):
     starts, itype, _nlinks = table
     refs = array("I", bytes(4 * len(itype)))
-    return outcome(mod.dir_data_tally, block, 64, end, ftype, 4096, starts, itype, refs), refs
+    return outcome(mod.dir_data_tally, block, 64, end, ftype, 4096, starts, itype, refs,
+                   1 << 60), refs
 
 
 @pytest.mark.parametrize("mod", BACKENDS, ids=lambda m: "native" if
@@ -277,3 +283,26 @@ def test_dir_tally_counts_and_sums(mod):
     for s in range(len(itype)):
         want = itype[s] and (itype[s] == 4 or refs[s] == 0 or nlinks[s] != refs[s])
         assert (s in flagged) == bool(want)
+
+
+@pytest.mark.parametrize("mod", BACKENDS, ids=lambda m: "native" if
+                         fstool_native.is_native(m) else "pure")
+def test_dir_tally_flags_bad_names_and_self(mod):
+    """An entry whose name holds '/' or NUL is flagged 16, one that names the
+    directory itself 32 (besides what it is otherwise)."""
+    rng = random.Random(9)
+    block = bytearray(_dir_block(rng, 6))
+    ents = PURE.dir2_data_entries(bytes(block), 64, len(block), True)
+    (o1, _i1, n1, _f1), (o2, i2, _n2, _f2) = ents[2], ents[3]
+    block[o1 + 9] = ord("/")                   # first byte of the third name
+    table = _table(rng, [ino for _o, ino, _n, _f in ents])
+    starts, itype, _nl = table
+    refs = array("I", bytes(4 * len(itype)))
+    _frees, _sum, odd, error = mod.dir_data_tally(bytes(block), 64, len(block), True, 4096,
+                                                  starts, itype, refs, i2)
+    assert error is None
+    flags = {c: f for _n, c, _ft, f in odd}
+    names = {n: f for n, _c, _ft, f in odd}
+    assert names[b"/" + n1[1:]] & 16
+    assert flags[i2] & 32
+    assert not any(f & 48 for n, c, _ft, f in odd if n != b"/" + n1[1:] and c != i2)

@@ -29,12 +29,14 @@ def cmd(jobs, as_json, image):
     try:
         fs = fstool.open_image(image)
     except CorruptionError as e:
-        _emit([C.Finding("AG_HEADER", str(e), agno=e.agno, block=e.block, field=e.field)],
-              as_json)
+        # the primary superblock cannot be trusted (xfs_repair -n looks for
+        # a secondary and reports the primary as bad)
+        _emit([C.Finding("SB_PRIMARY", str(e), structure="sb", agno=0, block=0,
+                         field=e.field)], as_json)
         sys.exit(C.EXIT_CORRUPT)
     except UnknownFeatureError as e:
         # what xfs_repair -n does too: a superblock it cannot vouch for
-        _emit([C.Finding("SB_FEATURES", str(e), agno=0, block=0,
+        _emit([C.Finding("SB_FEATURES", str(e), structure="sb", agno=0, block=0,
                          field="sb_features_incompat")], as_json)
         sys.exit(C.EXIT_CORRUPT)
     except FsToolError as e:
@@ -97,8 +99,11 @@ def _emit(findings, as_json):
     for col in ("code", "severity", "where", "problem"):
         t.add_column(col)
     for f in findings:
-        where = ", ".join(x for x in (f"AG {f.agno}" if f.agno is not None else "",
-                                      f"block {f.block}" if f.block is not None else "",
-                                      f"inode {f.ino}" if f.ino is not None else "") if x)
+        where = ", ".join(x for x in (
+            f.structure or "",
+            f"AG {f.agno}" if f.agno is not None else "",
+            f"block {f.block}" if f.block is not None else "",
+            f"inode {f.ino}" if f.ino is not None else "",
+            f"{f.fork} fork block {f.offset}" if f.offset is not None else "") if x)
         t.add_row(f.code, f.severity, where, f.message)
     console().print(t)

@@ -159,7 +159,7 @@ def _remote_value(node, valueblk: int, valuelen: int) -> bytes:
 
 def _read_headed_blocks(node, fileblock: int, length: int, bt, attr: bool) -> bytes:
     """Data spread over fork blocks that each start with a v5 remote header
-    (remote xattr values and remote symlinks share this layout)."""
+    (remote xattr values)."""
     fs = node.fs
     per_block = fs.sb.blocksize - C.XFS_ATTR3_RMT_HDR_SIZE
     out = bytearray()
@@ -195,4 +195,35 @@ def read_symlink(node) -> bytes:
     if node.format not in (C.XFS_DINODE_FMT_EXTENTS, C.XFS_DINODE_FMT_BTREE):
         raise CorruptionError("symlink", f"data fork format {node.format} is not valid",
                               ino=node.ino, field="di_format")
-    return _read_headed_blocks(node, 0, node.size, V.SYMLINK, attr=False)
+    return _read_remote_symlink(node)
+
+
+def _read_remote_symlink(node) -> bytes:
+    """A remote symlink target: one header per extent (the kernel writes
+    each mapped extent as one buffer), the data following it."""
+    fs = node.fs
+    bs = fs.sb.blocksize
+    length = node.size
+    need = -(-length // (bs - C.XFS_SYMLINK_HDR_SIZE))
+    out = bytearray()
+    blk = 0
+    while len(out) < length:
+        if blk >= need:
+            raise CorruptionError("symlink", "target runs past its blocks", ino=node.ino,
+                                  field="di_size")
+        ext = node.map_block(blk)
+        if ext is None:
+            raise CorruptionError("symlink", f"block {blk} is a hole", ino=node.ino,
+                                  field="extents")
+        n = min(ext[0] + ext[2], need) - blk
+        daddr = fs.fsb_to_daddr(ext[1] + blk - ext[0])
+        buf = fs.read_meta(daddr, n * bs, V.SYMLINK, owner=node.ino, ino=node.ino, block=blk)
+        offset, nbytes = struct.unpack_from(">II", buf, 4)
+        want = min(n * bs - C.XFS_SYMLINK_HDR_SIZE, length - len(out))
+        if offset != len(out) or nbytes != want:
+            raise CorruptionError("symlink block", f"header says offset {offset}, {nbytes} "
+                                  f"bytes; expected offset {len(out)}, {want} bytes",
+                                  ino=node.ino, block=blk, field="offset")
+        out += buf[C.XFS_SYMLINK_HDR_SIZE:C.XFS_SYMLINK_HDR_SIZE + nbytes]
+        blk += n
+    return bytes(out)

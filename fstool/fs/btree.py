@@ -18,7 +18,7 @@ import struct
 from typing import Callable, Iterator, NamedTuple, Sequence
 
 from .._backend import parsers
-from ..errors import CorruptionError, InvalidArgument
+from ..errors import CorruptionError, FsToolError, InvalidArgument
 from ..format import constants as C
 from ..io import verify as V
 
@@ -211,24 +211,30 @@ class _RefcountCodec(Codec):
 
 class _RmapCodec(Codec):
     """rmapbt: (startblock, blockcount, owner, offset) keyed by (startblock,
-    owner, offset) (the low keys of an overlapping tree; fstool only reads
-    it)."""
+    owner, offset).  The tree overlaps, so a node holds a low and a high key
+    per child (40 bytes, ``key_len``); ordering uses the low key.  fstool
+    only reads it: ``rec_key_bytes`` gives the low and high key of the one
+    record at ``off``."""
 
     def __init__(self):
-        super().__init__("rmapbt", ">IIQQ", ">IQQ")
+        super().__init__("rmapbt", ">IIQQ", ">IQQIQQ")
         unpack = self._rec.unpack_from
 
         def rec_key(buf, off):
             s, _n, o, f = unpack(buf, off)
             return (s, o, f)
         self.rec_key_at = rec_key
-        self.node_key_at = self._dkey.unpack_from
+        self.node_key_at = struct.Struct(">IQQ").unpack_from
 
     def key(self, rec):
         return (rec[0], rec[2], rec[3])
 
     def rec_key_bytes(self, buf, off):
-        return self._dkey.pack(*self.rec_key_at(buf, off))
+        s, n, o, f = self._rec.unpack_from(buf, off)
+        # the high key: the last block; the last file offset for file data
+        # (not for attr-fork or bmbt-block mappings, nor non-inode owners)
+        last = f if o >> 63 or f >> 62 else f + n - 1
+        return self._dkey.pack(s, o, f, s + n - 1, o, last)
 
 
 
@@ -348,9 +354,11 @@ FINOBT_FULL = BtreeType("finobt", V.FINOBT, C.XFS_FIBT_CRC_MAGIC, False, INO_COD
 REFCOUNTBT = BtreeType("refcountbt", V.REFCBT, C.XFS_REFC_CRC_MAGIC, False, REFCOUNT_CODEC,
                        _decode_refcount, ("startblock", "blockcount", "refcount"), ">I",
                        ("startblock",))
+# the rmapbt overlaps: a node holds a low and a high key per child
 RMAPBT = BtreeType("rmapbt", V.RMAPBT, C.XFS_RMAP_CRC_MAGIC, False, RMAP_CODEC, _decode_rmap,
-                   ("startblock", "blockcount", "owner", "offset"), ">IQQ",
-                   ("startblock", "owner", "offset"))
+                   ("startblock", "blockcount", "owner", "offset"), ">IQQIQQ",
+                   ("startblock", "owner", "offset", "high_startblock", "high_owner",
+                    "high_offset"))
 BMBT = BtreeType("bmbt", V.BMBT, C.XFS_BMAP_CRC_MAGIC, True, BMBT_CODEC,
                  parsers.decode_bmbt_recs,
                  ("startoff", "startblock", "blockcount", "extentflag"), ">Q", ("startoff",))
@@ -371,12 +379,6 @@ def init_block(bt: BtreeType, buf, level: int, numrecs: int, daddr: int, uuid: b
                      form.null if right is None else right, daddr, uuid, owner)
 
 
-
-    keys: list
-    ptrs: list
-    recs: list
-
-
 class BtreeBlock(NamedTuple):
     """One decoded btree block, as the dump and check tools want to see it."""
     daddr: int
@@ -388,6 +390,7 @@ class BtreeBlock(NamedTuple):
     keys: list
     ptrs: list
     recs: list
+    lsn: int = 0             # set by scan_block (checkers compare it with the log)
 
 
 class BtreeReader:
@@ -414,26 +417,108 @@ class BtreeReader:
         if expect_level is not None and level != expect_level:
             raise CorruptionError(bt.buftype.name, f"level {level}, expected {expect_level}",
                                   field="bb_level", **where)
-        leaf = level == 0
-        maxr = bt.maxrecs(self.blocksize, leaf)
+        maxr = bt.maxrecs(self.blocksize, level == 0)
         if numrecs > maxr:
             raise CorruptionError(bt.buftype.name, f"{numrecs} records, at most {maxr} fit",
                                   field="bb_numrecs", **where)
+        return self._decode(buf, daddr, addr, level, numrecs, maxr)
+
+    def scan_block(self, addr: int, expect_level: int | None = None):
+        """Read and decode one block without raising, the way a checker
+        wants it: (block or None, problems), problems being (field, detail)
+        for every way the block fails its verifier (magic, CRC, uuid,
+        self-address, owner), the level it is expected at or its record
+        count.  The block is decoded despite a bad checksum or identity (as
+        xfs_repair salvages it), at the expected level when one is given,
+        with the record count clamped to what fits; it is None only when it
+        cannot be read or is not a block of this tree (wrong magic)."""
+        bt = self.bt
+        try:
+            daddr = self.addr_to_daddr(addr)
+        except CorruptionError as e:
+            return None, [("ptr", e.detail)]
+        try:
+            buf = self.fs.dev.pread(daddr << C.BBSHIFT, self.blocksize)
+        except FsToolError as e:
+            return None, [("ptr", str(e))]
+        problems = []
+        bufty = bt.buftype
+        (magic,) = struct.unpack_from(bufty.magic_fmt, buf, bufty.magic_off)
+        if magic not in bufty.magics:
+            return None, [("magic", f"bad magic 0x{magic:x}")]
+        if not parsers.xfs_cksum_ok(buf, bufty.crc_off):
+            problems.append(("crc", "CRC mismatch"))
+        if buf[bufty.uuid_off:bufty.uuid_off + 16] != self.fs.uuid:
+            problems.append(("uuid", "uuid does not match the filesystem"))
+        (blkno,) = struct.unpack_from(">Q", buf, bufty.blkno_off)
+        if blkno != daddr:
+            problems.append(("blkno", f"records daddr {blkno}, read from {daddr}"))
+        (owner,) = struct.unpack_from(bufty.owner_fmt, buf, bufty.owner_off)
+        if owner != self.owner:
+            problems.append(("owner", f"owner is {owner}, expected {self.owner}"))
+        level, numrecs = struct.unpack_from(">HH", buf, 4)
+        if expect_level is not None and level != expect_level:
+            problems.append(("bb_level", f"level {level}, expected {expect_level}"))
+            level = expect_level
+        maxr = bt.maxrecs(self.blocksize, level == 0)
+        if numrecs > maxr:
+            problems.append(("bb_numrecs", f"{numrecs} records, at most {maxr} fit"))
+            numrecs = maxr
+        return self._decode(buf, daddr, addr, level, numrecs, maxr), problems
+
+    def _decode(self, buf, daddr: int, addr: int, level: int, numrecs: int,
+                maxr: int) -> BtreeBlock:
+        bt = self.bt
         if bt.long_ptrs:
-            left, right = struct.unpack_from(">QQ", buf, 8)
+            left, right, lsn = struct.unpack_from(">QQ8xQ", buf, 8)
         else:
-            left, right = struct.unpack_from(">II", buf, 8)
+            left, right, lsn = struct.unpack_from(">II8xQ", buf, 8)
         hdr = bt.hdr_len
-        if leaf:
+        if level == 0:
             return BtreeBlock(daddr, addr, level, numrecs, left, right, [], [],
-                              bt.decode(buf, hdr, numrecs))
-        keys = bytes(buf[hdr:hdr + numrecs * bt.key_len])
+                              bt.decode(buf, hdr, numrecs), lsn)
+        kl = bt.key_len
+        keys = [bytes(buf[hdr + i * kl:hdr + (i + 1) * kl]) for i in range(numrecs)]
+        poff = hdr + maxr * kl
         pfmt = ">Q" if bt.long_ptrs else ">I"
-        poff = hdr + maxr * bt.key_len
-        ptrs = [v for (v,) in struct.iter_unpack(pfmt, bytes(buf[poff:poff + numrecs * bt.ptr_len]))]
-        return BtreeBlock(daddr, addr, level, numrecs, left, right,
-                          [keys[i:i + bt.key_len] for i in range(0, len(keys), bt.key_len)],
-                          ptrs, [])
+        ptrs = [v for (v,) in struct.iter_unpack(pfmt, bytes(
+            buf[poff:poff + numrecs * bt.ptr_len]))]
+        return BtreeBlock(daddr, addr, level, numrecs, left, right, keys, ptrs, [], lsn)
+
+    def walk(self, root_ptrs: list, root_level: int, on_problem: Callable,
+             root_keys: list | None = None, scan: Callable | None = None) -> Iterator[list]:
+        """Every block below the root pointers, one row per level from the
+        top down, each row in key order, as (block, key) pairs, key being
+        the raw key its parent holds for it (``root_keys[i]`` for the root
+        pointers, or None).  Never raises: ``on_problem(addr, level, field,
+        detail)`` hears of every block that fails scan_block, of pointers
+        reached twice (field "ptr", not followed again) and of a tree
+        deeper than the format allows; blocks that cannot be decoded are
+        left out of their row.  ``scan(addr, level)`` reads a block
+        (:meth:`scan_block` unless given)."""
+        scan = scan or self.scan_block
+        if not 1 <= root_level <= C.XFS_BTREE_MAXLEVELS:
+            on_problem(None, root_level, "level", f"tree height {root_level} is not valid")
+            return
+        seen = set()
+        keys = list(root_keys) if root_keys is not None else [None] * len(root_ptrs)
+        todo = list(zip(root_ptrs, keys))
+        level = root_level - 1
+        while todo and level >= 0:
+            row = []
+            for addr, key in todo:
+                if addr in seen:
+                    on_problem(addr, level, "ptr", "block reached twice (cycle or cross-link)")
+                    continue
+                seen.add(addr)
+                blk, problems = scan(addr, level)
+                for field, detail in problems:
+                    on_problem(addr, level, field, detail)
+                if blk is not None:
+                    row.append((blk, key))
+            yield row
+            todo = [(p, k) for blk, _ in row for p, k in zip(blk.ptrs, blk.keys)]
+            level -= 1
 
     def blocks(self, root_ptrs: list, root_level: int) -> Iterator[BtreeBlock]:
         """Depth-first over every block below the given root pointers."""
@@ -455,24 +540,17 @@ class BtreeReader:
 
     def levels(self, root_ptrs: list, root_level: int) -> Iterator[list]:
         """The blocks below the root pointers, one list per level from the top
-        down, each in key order (siblings left to right)."""
-        seen = set()
-        ptrs = list(root_ptrs)
-        level = root_level - 1
-        while ptrs:
-            if level < 0 or root_level > C.XFS_BTREE_MAXLEVELS:
-                raise CorruptionError(self.bt.buftype.name, "tree deeper than its root says",
-                                      agno=self.agno, field="level")
-            row = []
-            for addr in ptrs:
-                if addr in seen:
-                    raise CorruptionError(self.bt.buftype.name, "block reached twice (cycle "
-                                          "or cross-link)", agno=self.agno, block=addr)
-                seen.add(addr)
-                row.append(self.read_block(addr, level))
-            yield row
-            ptrs = [p for blk in row for p in blk.ptrs]
-            level -= 1
+        down, each in key order (siblings left to right): :meth:`walk`, with
+        blocks read through the filesystem's verified cache (so a write
+        session sees its own changes) and the first problem raised as a
+        CorruptionError."""
+        def fail(addr, level, field, detail):
+            raise CorruptionError(self.bt.buftype.name, detail, agno=self.agno, block=addr,
+                                  field=field, ino=self.owner if self.bt.long_ptrs else None)
+        def strict(addr, level):
+            return self.read_block(addr, level), ()
+        for row in self.walk(root_ptrs, root_level, fail, scan=strict):
+            yield [blk for blk, _key in row]
 
     def records(self, root_ptrs: list, root_level: int) -> Iterator:
         for blk in self.blocks(root_ptrs, root_level):

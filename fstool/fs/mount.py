@@ -140,7 +140,9 @@ class Filesystem:
 
     def fsb_to_daddr(self, fsbno: int) -> int:
         sb = self.sb
-        agno = fsbno >> sb.agblklog
+        # the AG number is 32 bits wide (XFS_FSB_TO_AGNO): bits above it are
+        # dropped, by the kernel and xfs_repair alike
+        agno = (fsbno >> sb.agblklog) & 0xFFFFFFFF
         agbno = fsbno & ((1 << sb.agblklog) - 1)
         if agno >= sb.agcount or agbno >= sb.agblocks:
             raise CorruptionError("block map", f"block {fsbno} (AG {agno} block {agbno}) "

@@ -10,7 +10,7 @@ import os
 import stat
 from dataclasses import dataclass, field
 
-from ..errors import FsToolError
+from ..errors import CorruptionError, FsToolError
 from ..format import constants as C
 
 CHUNK = 8 << 20
@@ -164,6 +164,9 @@ class Extractor:
     def _create(self, dir_fd: int, name: bytes, node) -> bool:
         ifmt = node.ifmt
         if ifmt == C.S_IFREG:
+            if node.size >= 1 << 63:    # the kernel's inode verifier rejects these too
+                raise CorruptionError("inode", f"inode {node.ino}: size {node.size} is "
+                                      "beyond the largest file", ino=node.ino, field="di_size")
             fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600,
                          dir_fd=dir_fd)
             try:
@@ -234,6 +237,9 @@ class Extractor:
                         os.setxattr(target, xname, value, follow_symlinks=False)
                 except OSError as e:
                     self.stats.warnings.append(f"{where}: xattr {xname} not set: {e.strerror}")
+                except ValueError:      # a name holding a NUL byte: no host call takes it
+                    self.stats.warnings.append(f"{where}: xattr {xname!r} not set: its name "
+                                               "holds a NUL byte")
         if not is_link:
             os.chmod(name, node.perm, dir_fd=dir_fd)
         os.utime(name, ns=(node.atime_ns, node.mtime_ns), dir_fd=dir_fd, follow_symlinks=False)

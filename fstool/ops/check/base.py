@@ -1,0 +1,224 @@
+"""What every check phase shares: findings, block ownership claims, the
+phase driver (one process or one per group of AGs) and the exit status."""
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+
+from ...errors import CorruptionError, FsToolError
+from ..problems import ERROR, PROBLEMS
+
+EXIT_CLEAN, EXIT_CORRUPT, EXIT_DIRTY_LOG, EXIT_OPERATIONAL = 0, 1, 2, 4
+
+# Who owns a range of AG blocks.  Metadata owners are the rmapbt's special
+# owners (XFS_RMAP_OWN_*) and two of check's own; a file's blocks are owned by
+# ``ino << 2 | kind``: its data fork, its attr fork, or the bmbt of either.
+OWN_FS, OWN_LOG, OWN_AG, OWN_INOBT, OWN_INODES, OWN_REFC, OWN_COW = -3, -4, -5, -6, -7, -8, -9
+OWN_AGFL, OWN_FREE = -20, -21
+DATA, ATTR, BMBT_DATA, BMBT_ATTR = 0, 1, 2, 3
+
+_OWNER_NAMES = {OWN_FS: "the AG headers", OWN_LOG: "the log", OWN_AG: "a free space btree",
+                OWN_INOBT: "an inode btree", OWN_INODES: "an inode chunk",
+                OWN_REFC: "the refcount btree", OWN_COW: "a CoW staging extent",
+                OWN_AGFL: "the AG free list", OWN_FREE: "free space"}
+_KIND_NAMES = ("the data fork", "the attr fork", "the data fork block map",
+               "the attr fork block map")
+
+
+def file_owner(ino: int, kind: int) -> int:
+    return ino << 2 | kind
+
+
+def owner_name(owner: int) -> str:
+    if owner < 0:
+        return _OWNER_NAMES.get(owner, f"owner {owner}")
+    return f"{_KIND_NAMES[owner & 3]} of inode {owner >> 2}"
+
+
+@dataclasses.dataclass
+class Finding:
+    """One problem: its code in the problem table, a message, and where it
+    is, as precisely as a repair needs it: the structure (``sb``, ``agf``,
+    ``bnobt``, ``inode``, ``dir``...), the AG and AG block holding it, the
+    inode, fork and file block offset for structures inside a file, the
+    field, the index of a record or entry, and for values the expected and
+    found ones."""
+    code: str
+    message: str
+    structure: str | None = None
+    agno: int | None = None
+    block: int | None = None
+    ino: int | None = None
+    fork: str | None = None
+    offset: int | None = None
+    field: str | None = None
+    index: int | None = None
+    expected: object = None
+    found: object = None
+
+    @property
+    def severity(self) -> str:
+        return PROBLEMS[self.code][0]
+
+    def as_dict(self) -> dict:
+        d = {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+        d["severity"] = self.severity
+        return d
+
+
+class CheckerBase:
+    """The state the phases share and the driver that runs them."""
+
+    # phases that look at one AG at a time (run in parallel with jobs > 1),
+    # then the phases that need the whole filesystem
+    AG_PHASES: tuple = ()
+    GLOBAL_PHASES: tuple = ()
+    FIRST_PHASES: tuple = ()
+    # what an AG worker hands back to be merged
+    MERGED_LISTS = ("findings", "dirs")
+    MERGED_DICTS = ("tables", "chunks", "unlinked", "next_unlinked", "refcounts", "rmaps",
+                    "agf", "agi", "refcount_trees", "dir_raw")
+    MERGED_AG_LISTS = ("claims", "rmap_expect")
+    MERGED_COUNTS = ("ag_totals",)
+
+    def __init__(self, fs, progress=None, ag_filter=None):
+        self.fs = fs
+        self.sb = fs.sb
+        self.ag_filter = list(ag_filter) if ag_filter is not None else range(fs.sb.agcount)
+        self.progress = progress
+        self._phase = ""
+        self.findings: list[Finding] = []
+        self.dirs: list[int] = []
+        self.dir_raw: dict = {}           # directory inode -> its raw inode
+        self.tables: dict = {}
+        self.chunks: dict = {}
+        self.agf: dict = {}
+        self.agi: dict = {}
+        # per AG: [(start, length, owner)] for every claimed block range
+        self.claims: dict = defaultdict(list)
+        # per AG: the refcount btree's shared ranges [(start, length, refcount)]
+        self.refcounts: dict = {}
+        # per AG: the refcount btree's nodes and leaves, for lookups
+        self.refcount_trees: dict = {}
+        # per AG: the rmapbt's records, and the ones check expects
+        self.rmaps: dict = {}
+        self.rmap_expect: dict = defaultdict(list)
+        # per AG: the unlinked buckets; per inode: its next_unlinked
+        self.unlinked: dict = {}
+        self.next_unlinked: dict = {}
+        self.ag_totals = {"icount": 0, "ifree": 0, "fdblocks": 0}
+        self.log_dirty = False
+        self.has_rmap = fs.sb.has_ro_compat(1 << 1)
+
+    # -- reporting -----------------------------------------------------------
+    def report(self, code: str, message: str, **where) -> None:
+        assert code in PROBLEMS, code
+        if where.get("structure") is None and PROBLEMS[code][1] is not None:
+            where["structure"] = PROBLEMS[code][1]
+        self.findings.append(Finding(code, message, **where))
+
+    def from_error(self, code: str, err: Exception, **where) -> None:
+        """A finding from an exception: a CorruptionError's location fills
+        what ``where`` leaves out."""
+        if isinstance(err, CorruptionError):
+            for k in ("agno", "block", "ino", "field"):
+                if where.get(k) is None:
+                    where[k] = getattr(err, k)
+        self.report(code, str(err), **{k: v for k, v in where.items() if v is not None})
+
+    def claim(self, agno: int, start: int, length: int, owner: int) -> None:
+        self.claims[agno].append((start, length, owner))
+
+    def claim_fsb(self, fsbno: int, length: int, owner: int) -> None:
+        agno, agbno = self.fsb_split(fsbno)
+        self.claims[agno].append((agbno, length, owner))
+
+    # -- driver --------------------------------------------------------------
+    def run(self, jobs: int = 1) -> list:
+        for name in self.FIRST_PHASES:
+            self._run_phase(name)
+        if jobs > 1 and self.sb.agcount > 1:
+            self._run_ag_phases_parallel(jobs)
+        else:
+            for name in self.AG_PHASES:
+                self._run_phase(name)
+        for name in self.GLOBAL_PHASES:
+            self._run_phase(name)
+        return self.findings
+
+    def _run_phase(self, name: str) -> None:
+        self._phase = name
+        if self.progress:
+            self.progress(name, 0, None)
+        try:
+            getattr(self, "phase_" + name)()
+        except FsToolError as e:      # a phase stops; the others go on
+            self.from_error("CHECK_ABORTED", e)
+        except Exception as e:        # noqa: BLE001 - never a traceback for damage
+            self.report("CHECK_ABORTED", f"phase {name} stopped: {type(e).__name__}: {e}")
+
+    def guarded(self, what: str, fn, *args, **where):
+        """Run one structure's check; an unexpected exception (damage the
+        checks do not foresee) becomes a CHECK_ABORTED finding about that
+        structure instead of ending the run."""
+        try:
+            return fn(*args)
+        except FsToolError as e:
+            self.from_error("CHECK_ABORTED", e, **where)
+        except Exception as e:        # noqa: BLE001
+            self.report("CHECK_ABORTED", f"{what} could not be checked: "
+                        f"{type(e).__name__}: {e}", **where)
+        return None
+
+    def _run_ag_phases_parallel(self, jobs: int) -> None:
+        import multiprocessing
+        agnos = list(range(self.sb.agcount))
+        groups = [agnos[i::jobs] for i in range(min(jobs, len(agnos)))]
+        if self.progress:
+            self.progress(f"AGs in {len(groups)} processes", 0, None)
+        ctx = multiprocessing.get_context("fork")
+        with ctx.Pool(len(groups)) as pool:
+            results = pool.starmap(_ag_worker, [(type(self), self.fs.dev.path, g)
+                                                for g in groups])
+        for part in results:
+            for k in self.MERGED_LISTS:
+                getattr(self, k).extend(part[k])
+            for k in self.MERGED_DICTS:
+                getattr(self, k).update(part[k])
+            for k in self.MERGED_AG_LISTS:
+                for agno, lst in part[k].items():
+                    getattr(self, k)[agno].extend(lst)
+            for k, v in part["ag_totals"].items():
+                self.ag_totals[k] += v
+        # findings in AG order, whatever the grouping
+        self.findings.sort(key=lambda f: -1 if f.agno is None else f.agno)
+
+    def _tick(self, done: int, total: int) -> None:
+        """Report progress within the running phase (every 256 steps)."""
+        if self.progress and (not done & 255 or done == total):
+            self.progress(self._phase, done, total)
+
+    @property
+    def exit_code(self) -> int:
+        if self.log_dirty:
+            return EXIT_DIRTY_LOG
+        if any(f.severity == ERROR for f in self.findings):
+            return EXIT_CORRUPT
+        return EXIT_CLEAN
+
+
+def _ag_worker(cls, path: str, agnos: list) -> dict:
+    """Run the per-AG phases for some AGs in a child process."""
+    from ...fs.mount import Filesystem
+    with Filesystem(path) as fs:
+        c = cls(fs, ag_filter=agnos)
+        for name in c.FIRST_PHASES:
+            if name != "superblocks":
+                c._run_phase(name)
+        for name in c.AG_PHASES:
+            c._run_phase(name)
+        out = {}
+        for k in c.MERGED_LISTS + c.MERGED_DICTS + c.MERGED_AG_LISTS + c.MERGED_COUNTS:
+            v = getattr(c, k)
+            out[k] = dict(v) if isinstance(v, defaultdict) else v
+        return out

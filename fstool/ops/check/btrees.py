@@ -1,0 +1,495 @@
+"""Phases free_space, inode_btrees and refcounts: every AG btree walked
+through the read engine (fs/btree.py), block by block, with the record
+checks xfs_repair's scan_allocbt, scan_inobt, scan_refcbt and scan_rmapbt
+make, and the AGF/AGI counters they feed."""
+from __future__ import annotations
+
+import struct
+
+from ...format import constants as C
+from ...fs import btree
+from .base import OWN_AG, OWN_FREE, OWN_INOBT, OWN_INODES, OWN_REFC, OWN_COW
+
+REFC_COW_START = 1 << 31
+MAXREFCOUNT = (1 << 32) - 1
+RMAP_OFF_ATTR, RMAP_OFF_BMBT, RMAP_OFF_UNWRITTEN = 1 << 63, 1 << 62, 1 << 61
+RMAP_OFF_MASK = (1 << 54) - 1
+RMAP_OWN_MIN = -9
+
+
+def _i64(v: int) -> int:
+    return v - (1 << 64) if v >> 63 else v
+
+
+class BtreePhases:
+    # -- one AG btree, block by block ------------------------------------------
+    def walk_ag_tree(self, agno: int, name: str, bt, root: int, height: int,
+                     owner: int, on_leaf, on_node=None) -> int:
+        """Walk one AG btree from the root the AGF/AGI names, claiming its
+        blocks for ``owner`` and reporting block problems; ``on_leaf(blk,
+        is_root)`` and ``on_node(blk, is_root)`` see every decoded block.
+        Returns the number of blocks read (the root included)."""
+        structure = name
+        where = dict(agno=agno, structure=structure)
+        if not self.verify_agbno(agno, root):
+            self.report("BTREE_ROOT", f"{name} of AG {agno}: root block {root} is outside "
+                        "the AG's usable blocks", found=root, **where)
+            return 0
+        if not 1 <= height <= C.XFS_BTREE_MAXLEVELS:
+            self.report("BTREE_LEVEL", f"{name} of AG {agno}: height {height} is not valid",
+                        block=root, field="level", found=height, **where)
+            return 0
+        reader = self.fs.ag_btree(agno, bt)
+        leaf_min = bt.maxrecs(self.sb.blocksize, True) // 2
+        node_min = bt.maxrecs(self.sb.blocksize, False) // 2
+
+        def problem(addr, level, field, detail):
+            code = {"ptr": "BTREE_BLOCK", "bb_level": "BTREE_LEVEL",
+                    "bb_numrecs": "BTREE_NUMRECS"}.get(field, "BTREE_BLOCK")
+            if field == "ptr" and "twice" in detail:
+                code = "BTREE_CYCLE"
+            self.report(code, f"{name} block {addr} in AG {agno}: {detail}", block=addr,
+                        field=None if field == "ptr" else field, **where)
+
+        nblocks = 0
+        for depth, row in enumerate(reader.walk([root], height, problem)):
+            level = height - 1 - depth
+            prev = None
+            for blk, _key in row:
+                nblocks += 1
+                self.claim(agno, blk.addr, 1, owner)
+                is_root = depth == 0
+                self._check_lsn(blk.lsn, name, agno=agno, block=blk.addr, field="bb_lsn")
+                minr = leaf_min if level == 0 else node_min
+                if not is_root and blk.numrecs < minr:
+                    self.report("BTREE_NUMRECS", f"{name} block {blk.addr} in AG {agno}: "
+                                f"{blk.numrecs} records, fewer than {minr}", block=blk.addr,
+                                field="bb_numrecs", expected=minr, found=blk.numrecs, **where)
+                self._ag_siblings(name, agno, prev, blk, where)
+                prev = blk
+                if level == 0:
+                    on_leaf(blk, is_root)
+                elif on_node is not None:
+                    on_node(blk, is_root)
+            if prev is not None and prev.rightsib != C.NULLAGBLOCK:
+                self.report("BTREE_SIBLING", f"{name} block {prev.addr} in AG {agno} is last "
+                            f"in its level but has right sibling {prev.rightsib}",
+                            block=prev.addr, field="bb_rightsib", found=prev.rightsib,
+                            **where)
+        return nblocks
+
+    def _ag_siblings(self, name, agno, prev, blk, where) -> None:
+        """Sibling pointers of AG btree blocks: xfs_repair does not follow
+        them (a warning); the kernel's verifier only wants them inside the
+        AG and not pointing at the block itself (an error)."""
+        for field, sib in (("bb_leftsib", blk.leftsib), ("bb_rightsib", blk.rightsib)):
+            if sib != C.NULLAGBLOCK and (sib == blk.addr or not self.verify_agbno(agno, sib)):
+                self.report("BTREE_BLOCK", f"{name} block {blk.addr} in AG {agno}: {field} "
+                            f"{sib} is not a valid block", block=blk.addr, field=field,
+                            found=sib, **where)
+        if prev is None:
+            if blk.leftsib != C.NULLAGBLOCK:
+                self.report("BTREE_SIBLING", f"{name} block {blk.addr} in AG {agno} is first "
+                            f"in its level but has left sibling {blk.leftsib}",
+                            block=blk.addr, field="bb_leftsib", found=blk.leftsib, **where)
+        elif prev.rightsib != blk.addr or blk.leftsib != prev.addr:
+            self.report("BTREE_SIBLING", f"{name} blocks {prev.addr} and {blk.addr} in AG "
+                        f"{agno} are not linked as siblings", block=blk.addr,
+                        field="bb_leftsib", **where)
+
+    def _node_keys(self, name, agno, blk, bt, order) -> list:
+        """A node's keys, in order; out-of-order keys are a warning for AG
+        btrees (xfs_repair does not look)."""
+        keys = [struct.unpack(bt.key_fmt, k) for k in blk.keys]
+        okeys = [order(k) for k in keys]
+        bad = next((i + 1 for i, (a, b) in enumerate(zip(okeys, okeys[1:])) if b <= a), None)
+        if bad is not None:
+            self.report("BTREE_KEY", f"{name} block {blk.addr} in AG {agno}: node key {bad} "
+                        "is out of order", agno=agno, block=blk.addr, structure=name,
+                        field="keys", index=bad)
+        return keys
+
+    def _child_keys(self, name, agno, bt):
+        """on_node / on_leaf pair checking that a node's key for each child is
+        the child's lowest key (a warning: xfs_repair does not check AG
+        btree keys).  A finding names the node and the key's index."""
+        want = {}
+
+        def on_node(blk, _is_root):
+            for i, (k, p) in enumerate(zip(blk.keys, blk.ptrs)):
+                want[p] = (struct.unpack(bt.key_fmt, k)[:len(bt.key_names)], blk.addr, i)
+
+        def check(blk, first):
+            got = want.get(blk.addr)
+            if got is None or first is None:
+                return
+            k, parent, i = got
+            if tuple(first) != tuple(k[:len(first)]):
+                self.report("BTREE_KEY", f"{name} block {parent} in AG {agno}: key {i} "
+                            f"{k[:len(first)]} differs from the first key {first} of its "
+                            f"child, block {blk.addr}", agno=agno, block=parent,
+                            structure=name, field="keys", index=i,
+                            expected=list(first), found=list(k[:len(first)]))
+        return on_node, check
+
+    # -- phase: free space -----------------------------------------------------
+    def phase_free_space(self) -> None:
+        for agno in sorted(self.agf):
+            if agno in self.ag_filter:
+                self._free_space(agno, self.agf[agno])
+
+    def _free_space(self, agno: int, agf: dict) -> None:
+        length = self.fs.ag_length(agno)
+        found = {"bnobt": [], "cntbt": []}
+        for name, bt, idx in (("bnobt", btree.BNOBT, 0), ("cntbt", btree.CNTBT, 1)):
+            recs = found[name]
+            on_node, check_key = self._child_keys(name, agno, bt)
+
+            def on_leaf(blk, _is_root, name=name, recs=recs, check_key=check_key):
+                last = 0
+                for i, (s, n) in enumerate(blk.recs):
+                    where = dict(agno=agno, block=blk.addr, structure=name, index=i)
+                    if s == 0 or not self.verify_agbno(agno, s):
+                        self.report("BTREE_RECORD", f"{name} of AG {agno}: record {i} of "
+                                    f"block {blk.addr} starts at invalid block {s}",
+                                    field="startblock", found=s, **where)
+                        continue
+                    if n == 0 or s + n > length or not self.verify_agbno(agno, s + n - 1):
+                        self.report("BTREE_RECORD", f"{name} of AG {agno}: record {i} of "
+                                    f"block {blk.addr} has invalid length {n}",
+                                    field="blockcount", found=n, **where)
+                        continue
+                    key = s if name == "bnobt" else n
+                    if (key <= last) if name == "bnobt" else (key < last):
+                        self.report("BTREE_ORDER", f"{name} of AG {agno}: record {i} of block "
+                                    f"{blk.addr} ({s}, {n}) is out of order", **where)
+                    else:
+                        last = key
+                    recs.append((s, n))
+                first = blk.recs[0] if blk.recs else None
+                if first is not None:
+                    check_key(blk, first)
+
+            def node(blk, is_root, name=name, on_node=on_node, bt=bt):
+                self._node_keys(name, agno, blk, bt, (lambda k: k) if name == "bnobt"
+                                else (lambda k: (k[1], k[0])))
+                on_node(blk, is_root)
+
+            n = self.walk_ag_tree(agno, name, bt, agf["agf_roots"][idx],
+                                  agf["agf_levels"][idx], OWN_AG, on_leaf, node)
+            found[name + "_blocks"] = n
+        bno, cnt = found["bnobt"], found["cntbt"]
+        for s, n in bno:
+            self.claim(agno, s, n, OWN_FREE)
+        sb_, sc = sorted(bno), sorted(cnt)
+        if sb_ != sc:
+            only_b = sorted(set(sb_) - set(sc))
+            only_c = sorted(set(sc) - set(sb_))
+            self.report("FREESP_MISMATCH", f"AG {agno}: free extents only in the bnobt "
+                        f"{only_b[:4]}, only in the cntbt {only_c[:4]}", agno=agno,
+                        structure="cntbt")
+        for (s1, n1), (s2, _n2) in zip(sb_, sb_[1:]):
+            if s1 + n1 == s2:
+                self.report("FREESP_ADJACENT", f"AG {agno}: free extents at {s1} and {s2} "
+                            "touch (they should be one)", agno=agno, block=s2,
+                            structure="bnobt")
+        # agf_freeblks and agf_longest count the cntbt's records
+        total = sum(n for _s, n in cnt)
+        longest = max((n for _s, n in cnt), default=0)
+        self._expect(agno, agf, "agf_freeblks", total, "AGF_FREEBLKS", "agf")
+        self._expect(agno, agf, "agf_longest", longest, "AGF_LONGEST", "agf")
+        btreeblks = max(0, found["bnobt_blocks"] - 1) + max(0, found["cntbt_blocks"] - 1)
+        if self.has_rmap:
+            btreeblks += max(0, self._rmap_tree(agno, agf) - 1)
+        self._expect(agno, agf, "agf_btreeblks", btreeblks, "AGF_BTREEBLKS", "agf")
+        self.ag_totals["fdblocks"] += total + btreeblks + getattr(
+            self, "agfl_count", {}).get(agno, 0)
+
+    def _expect(self, agno, hdr, field, want, code, structure) -> None:
+        if hdr[field] != want:
+            self.report(code, f"AG {agno}: {field} is {hdr[field]}, counted {want}",
+                        agno=agno, block=0, structure=structure, field=field, expected=want,
+                        found=hdr[field])
+
+    # -- the rmapbt ------------------------------------------------------------
+    def _rmap_tree(self, agno: int, agf: dict) -> int:
+        recs = self.rmaps.setdefault(agno, [])
+        length = self.fs.ag_length(agno)
+        sb = self.sb
+        reflink = sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_REFLINK)
+
+        def on_leaf(blk, _is_root):
+            last = None
+            for i, (s, n, owner, off) in enumerate(blk.recs):
+                where = dict(agno=agno, block=blk.addr, structure="rmapbt", index=i)
+                o = _i64(owner)
+                flags = off & (RMAP_OFF_ATTR | RMAP_OFF_BMBT | RMAP_OFF_UNWRITTEN)
+                if off & ~(RMAP_OFF_MASK | flags) or \
+                        (flags & RMAP_OFF_BMBT and flags & RMAP_OFF_UNWRITTEN):
+                    self.report("BTREE_RECORD", f"rmapbt of AG {agno}: record {i} of block "
+                                f"{blk.addr} has invalid flags", field="offset", **where)
+                    continue
+                # (rmaps may start at block 0: the AG headers)
+                if s >= length:
+                    self.report("BTREE_RECORD", f"rmapbt of AG {agno}: record {i} of block "
+                                f"{blk.addr} starts at invalid block {s}",
+                                field="startblock", found=s, **where)
+                    continue
+                if n == 0 or s + n > length:
+                    self.report("BTREE_RECORD", f"rmapbt of AG {agno}: record {i} of block "
+                                f"{blk.addr} has invalid length {n}", field="blockcount",
+                                found=n, **where)
+                    continue
+                if not (RMAP_OWN_MIN < o <= -3 or
+                        (o >= 0 and o >> sb.agino_log < sb.agcount and
+                         (o & ((1 << sb.agino_log) - 1)) >> sb.inopblog < sb.agblocks)):
+                    self.report("BTREE_RECORD", f"rmapbt of AG {agno}: record {i} of block "
+                                f"{blk.addr} has invalid owner {o}", field="owner",
+                                found=owner, **where)
+                if o < 0 and (flags or off & RMAP_OFF_MASK):
+                    self.report("BTREE_RECORD", f"rmapbt of AG {agno}: record {i} of block "
+                                f"{blk.addr} has a metadata owner with flags or an offset",
+                                field="offset", **where)
+                key = (s, owner, off) if reflink else (s,)
+                if last is not None and key <= last:
+                    self.report("BTREE_ORDER", f"rmapbt of AG {agno}: record {i} of block "
+                                f"{blk.addr} is out of order", **where)
+                else:
+                    last = key
+                recs.append((s, n, o, off & RMAP_OFF_MASK, flags))
+
+        n = self.walk_ag_tree(agno, "rmapbt", btree.RMAPBT, agf["agf_roots"][2],
+                              agf["agf_levels"][2], OWN_AG, on_leaf)
+        self._expect(agno, agf, "agf_rmap_blocks", n, "AGF_RMAP_BLOCKS", "agf")
+        return n
+
+    # -- phase: inode btrees ---------------------------------------------------
+    def phase_inode_btrees(self) -> None:
+        for agno in self.ag_filter:
+            if agno in self.agi:
+                self._inode_btrees(agno, self.agi[agno])
+            else:
+                self._table_for(agno, [])
+
+    def _inode_btrees(self, agno: int, agi: dict) -> None:
+        sb = self.sb
+        self._ialign = sb.fields["sb_inoalignmt"] if sb.fields["sb_versionnum"] & 0x80 else 0
+        if not hasattr(self, "_agino_lo"):
+            self._agino_lo, self._agino_hi = {}, {}
+        self._agino_lo[agno], self._agino_hi[agno] = self.agino_range(agno)
+        recs = []
+        counts = {"count": 0, "free": 0, "fibt_free": 0}
+
+        def on_leaf(blk, _is_root):
+            for i, rec in enumerate(blk.recs):
+                counts["count"] += rec[2]
+                counts["free"] += rec[3]
+                if self._inobt_record(agno, "inobt", blk.addr, i, rec):
+                    recs.append(rec)
+
+        nblocks = self.walk_ag_tree(agno, "inobt", self.fs.inobt_type(), agi["agi_root"],
+                                    agi["agi_level"], OWN_INOBT, on_leaf)
+        good = self._table_for(agno, recs)
+        self._expect(agno, agi, "agi_count", counts["count"], "AGI_COUNT", "agi")
+        self._expect(agno, agi, "agi_freecount", counts["free"], "AGI_COUNT", "agi")
+        self.ag_totals["icount"] += counts["count"]
+        self.ag_totals["ifree"] += counts["free"]
+        fblocks = 0
+        if sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_FINOBT):
+            by_start = {r[0]: r for r in good}
+            frecs = []
+
+            def on_fleaf(blk, _is_root):
+                for i, rec in enumerate(blk.recs):
+                    counts["fibt_free"] += rec[3]
+                    where = dict(agno=agno, block=blk.addr, structure="finobt", index=i)
+                    if not self._inobt_record(agno, "finobt", blk.addr, i, rec):
+                        continue
+                    frecs.append(rec)
+                    match = by_start.get(rec[0])
+                    if match is None:
+                        self.report("FINOBT_MISMATCH", f"finobt of AG {agno}: record for "
+                                    f"agino {rec[0]} has no inobt record",
+                                    field="ir_startino", found=rec[0], **where)
+                    elif match[1] != rec[1] or match[4] != rec[4] or match[2] != rec[2]:
+                        self.report("FINOBT_MISMATCH", f"finobt of AG {agno}: record for "
+                                    f"agino {rec[0]} differs from the inobt's", field="ir_free",
+                                    expected=match[4], found=rec[4], **where)
+                    if rec[3] == 0:
+                        self.report("FINOBT_MISMATCH", f"finobt of AG {agno}: record for "
+                                    f"agino {rec[0]} has no free inodes",
+                                    field="ir_freecount", **where)
+
+            fblocks = self.walk_ag_tree(agno, "finobt", self.fs.inobt_type(free=True),
+                                        agi["agi_free_root"], agi["agi_free_level"],
+                                        OWN_INOBT, on_fleaf)
+            self._expect(agno, agi, "agi_freecount", counts["fibt_free"], "AGI_COUNT", "agi")
+        if sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_INOBTCNT):
+            self._expect(agno, agi, "agi_iblocks", nblocks, "AGI_BLOCKS", "agi")
+            self._expect(agno, agi, "agi_fblocks", fblocks, "AGI_BLOCKS", "agi")
+        self._claim_chunks(agno, good)
+
+    def _inobt_record(self, agno, name, block, i, rec) -> bool:
+        """The checks of one inobt/finobt record (xfs_repair's
+        verify_single_ino_chunk_align and import_single_ino_chunk); False
+        when the record cannot be used."""
+        sb = self.sb
+        startino, holemask, count, freecount, free = rec
+        ialign = self._ialign
+        if not holemask and count == 64 and free.bit_count() == freecount and startino and \
+                not startino & 63 and not (ialign and (startino >> sb.inopblog) % ialign) and \
+                self._agino_lo[agno] <= startino and startino + 63 <= self._agino_hi[agno]:
+            return True                 # the common record: a whole, aligned chunk
+        where = dict(agno=agno, block=block, structure=name, index=i)
+        off = startino & (sb.inopblock - 1)
+        agbno = startino >> sb.inopblog
+        if startino == 0 or (sb.inopblock <= 64 and off) or \
+                (sb.inopblock > 64 and off % 64) or (ialign and agbno % ialign):
+            self.report("INOBT_RECORD", f"{name} of AG {agno}: record {i} of block {block} "
+                        f"starts at badly aligned agino {startino}", field="ir_startino",
+                        found=startino, **where)
+        if not self.verify_agino(agno, startino) or not self.verify_agino(agno, startino + 63):
+            self.report("INOBT_RECORD", f"{name} of AG {agno}: record {i} of block {block} at "
+                        f"agino {startino} lies outside the AG", field="ir_startino",
+                        found=startino, **where)
+            return False
+        holes = 0
+        for bit in range(16):
+            if holemask >> bit & 1:
+                holes |= 0xF << (4 * bit)
+        if holes & ~free & 0xFFFFFFFFFFFFFFFF:
+            self.report("INOBT_RECORD", f"{name} of AG {agno}: record at agino {startino} has "
+                        "sparse inodes not marked free", field="ir_holemask",
+                        found=holemask, **where)
+        ninodes = 64 - bin(holes).count("1")
+        nfree = bin(free & ~holes & 0xFFFFFFFFFFFFFFFF).count("1")
+        if nfree != freecount:
+            self.report("INOBT_RECORD", f"{name} of AG {agno}: record at agino {startino} has "
+                        f"freecount {freecount}, its mask frees {nfree}",
+                        field="ir_freecount", expected=nfree, found=freecount, **where)
+        if sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_SPINODES) and ninodes != count:
+            self.report("INOBT_RECORD", f"{name} of AG {agno}: record at agino {startino} has "
+                        f"count {count}, its holemask leaves {ninodes}", field="ir_count",
+                        expected=ninodes, found=count, **where)
+        # sparse inodes come a whole cluster at a time
+        per_cluster = self.blocks_per_cluster << sb.inopblog
+        if holemask and per_cluster > 4:
+            for c in range(0, 64, per_cluster):
+                bits = (holes >> c) & ((1 << per_cluster) - 1)
+                if bits not in (0, (1 << per_cluster) - 1):
+                    self.report("INOBT_RECORD", f"{name} of AG {agno}: record at agino "
+                                f"{startino} has a hole that splits an inode cluster",
+                                field="ir_holemask", found=holemask, **where)
+                    break
+        return True
+
+    def _table_for(self, agno: int, recs: list) -> list:
+        """The AG's inode table: one slot per inode of every chunk, in inode
+        order; a record that overlaps an earlier one gets none (it is
+        reported) and its inodes are not looked at."""
+        from .table import InodeTable
+        base = agno << self.sb.agino_log
+        keep = []
+        end = -1
+        for rec in sorted(recs, key=lambda r: r[0]):
+            if rec[0] >= end:
+                keep.append(rec)
+                end = rec[0] + 64
+            else:
+                self.report("INOBT_RECORD", f"inobt record at agino {rec[0]} in AG {agno} "
+                            "overlaps another record's chunk", agno=agno, structure="inobt",
+                            field="ir_startino", found=rec[0])
+        self.chunks[agno] = keep
+        self.tables[agno] = InodeTable(base | r[0] for r in keep)
+        return keep
+
+    def _claim_chunks(self, agno: int, recs: list) -> None:
+        sb = self.sb
+        chunk_blocks = 64 >> sb.inopblog
+        for startino, holemask, _n, _f, _free in recs:
+            if not holemask and chunk_blocks and not startino & (sb.inopblock - 1):
+                self.claim(agno, startino >> sb.inopblog, chunk_blocks, OWN_INODES)
+                continue
+            blocks = set()
+            for i in range(64):
+                if not holemask >> (i // 4) & 1:
+                    blocks.add((startino + i) >> sb.inopblog)
+            for b in sorted(blocks):
+                self.claim(agno, b, 1, OWN_INODES)
+
+    # -- phase: refcounts ------------------------------------------------------
+    def phase_refcounts(self) -> None:
+        if not self.sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_REFLINK):
+            return
+        for agno in sorted(self.agf):
+            if agno not in self.ag_filter:
+                continue
+            agf = self.agf[agno]
+            shared = self.refcounts.setdefault(agno, [])
+            state = {"last": None}
+
+            def on_leaf(blk, _is_root, shared=shared, state=state, agno=agno):
+                lastblock = 0
+                for i, (start, length, refcount) in enumerate(blk.recs):
+                    where = dict(agno=agno, block=blk.addr, structure="refcountbt", index=i)
+                    agb = start
+                    if start >= REFC_COW_START:
+                        if refcount != 1:
+                            self.report("BTREE_RECORD", f"refcountbt of AG {agno}: CoW "
+                                        f"record {i} of block {blk.addr} has refcount "
+                                        f"{refcount}", field="refcount", found=refcount,
+                                        **where)
+                        agb -= REFC_COW_START
+                    elif refcount == 1:
+                        self.report("BTREE_RECORD", f"refcountbt of AG {agno}: record {i} of "
+                                    f"block {blk.addr} has refcount 1 outside the CoW "
+                                    "domain", field="startblock", found=start, **where)
+                    if not self.verify_agbno(agno, agb):
+                        self.report("BTREE_RECORD", f"refcountbt of AG {agno}: record {i} of "
+                                    f"block {blk.addr} starts at invalid block {agb}",
+                                    field="startblock", found=start, **where)
+                        continue
+                    if length == 0 or not self.verify_agbno(agno, agb + length - 1):
+                        self.report("BTREE_RECORD", f"refcountbt of AG {agno}: record {i} of "
+                                    f"block {blk.addr} has invalid length {length}",
+                                    field="blockcount", found=length, **where)
+                        continue
+                    if refcount == 1:
+                        self.report("REFCOUNT_COW", f"AG {agno}: a CoW staging extent "
+                                    f"({agb}, {length}) was left behind", **where)
+                        self.claim(agno, agb, length, OWN_COW)
+                        continue
+                    if refcount < 2:
+                        self.report("BTREE_RECORD", f"refcountbt of AG {agno}: record {i} of "
+                                    f"block {blk.addr} has invalid refcount {refcount}",
+                                    field="refcount", found=refcount, **where)
+                        continue
+                    if start and start <= lastblock:
+                        self.report("BTREE_ORDER", f"refcountbt of AG {agno}: record {i} of "
+                                    f"block {blk.addr} is out of order", **where)
+                    else:
+                        lastblock = start
+                    last = state["last"]
+                    if last is not None and last[0] + last[1] == start and last[2] == refcount:
+                        self.report("BTREE_RECORD", f"refcountbt of AG {agno}: record {i} of "
+                                    f"block {blk.addr} should be merged with the one before",
+                                    **where)
+                    state["last"] = (start, length, refcount)
+                    shared.append((start, length, refcount))
+
+            tree = {"root": agf["agf_refcount_root"], "height": agf["agf_refcount_level"],
+                    "nodes": {}, "leaves": {}}
+            self.refcount_trees[agno] = tree
+
+            def on_node(blk, _is_root, tree=tree):
+                tree["nodes"][blk.addr] = ([struct.unpack(">I", k)[0] for k in blk.keys],
+                                           list(blk.ptrs))
+
+            def on_any_leaf(blk, is_root, on_leaf=on_leaf, tree=tree):
+                tree["leaves"][blk.addr] = list(blk.recs)
+                on_leaf(blk, is_root)
+
+            n = self.walk_ag_tree(agno, "refcountbt", btree.REFCOUNTBT,
+                                  agf["agf_refcount_root"], agf["agf_refcount_level"],
+                                  OWN_REFC, on_any_leaf, on_node)
+            self._expect(agno, agf, "agf_refcount_blocks", n, "AGF_REFCOUNT_BLOCKS", "agf")

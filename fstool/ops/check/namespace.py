@@ -1,0 +1,179 @@
+"""Phase namespace: every directory's blocks (dirs.py) and entries, '.' and
+'..', reachability from the root and link counts (xfs_repair's phases 6
+and 7)."""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from ..._backend import parsers
+from ...errors import FsToolError
+from ...format import constants as C
+from ...fs import dir as xdir
+from ...fs.inode import Inode
+from .dirs import T_BADNAME, T_DIR, T_DOT, T_FREE, T_FTYPE, T_SELF
+from .table import InodeTable
+
+
+class NamespacePhase:
+    def phase_namespace(self) -> None:
+        """Every directory's entries counted into the inode table natively
+        (targets in use, file types, references), its blocks checked per
+        form; then '..', reachability and link counts."""
+        fs = self.fs
+        tab = InodeTable.concat(self.tables[a] for a in sorted(self.tables))
+        self.table = tab
+        root = self.sb.rootino
+        rslot = tab.slot(root)
+        if rslot < 0 or tab.itype[rslot] != 4:
+            self.report("DIR_ROOT", f"the root directory (inode {root}) is not a directory in "
+                        "use", ino=root, structure="inode")
+        subdirs = defaultdict(int)
+        parents = {}
+        dotdot = {}
+        children = defaultdict(list)      # directory -> its subdirectories
+        for done, ino in enumerate(self.dirs, 1):
+            self._tick(done, len(self.dirs))
+            # what was counted before a block failed to read still counts
+            odd = []
+            dd = node = None
+            failed = False
+            try:
+                node = Inode(fs, ino, self.dir_raw[ino]) if ino in self.dir_raw \
+                    else fs.inode(ino)
+                dd = self.check_dir(node, tab, odd)
+            except FsToolError as e:
+                self.from_error("DIR_CORRUPT", e, ino=ino, structure="dir")
+                failed = True
+            except Exception as e:          # noqa: BLE001 - never a traceback for damage
+                self.report("CHECK_ABORTED", f"directory {ino} could not be checked: "
+                            f"{type(e).__name__}: {e}", ino=ino, structure="dir")
+                failed = True
+            dots = 0
+            dotdots = 0
+            for name, child, ftype, flags in odd:
+                where = dict(ino=ino, structure="dir")
+                if flags & T_DOT:
+                    if name == b"..":
+                        dotdots += 1
+                        if dotdots > 1:
+                            self.report("DIR_DOTDOT", f"directory {ino}: more than one '..' "
+                                        "entry", **where)
+                            continue
+                        dd = child
+                    else:
+                        dots += 1
+                        if dots > 1:
+                            self.report("DIR_DOT", f"directory {ino}: more than one '.' "
+                                        "entry", **where)
+                        elif child != ino:
+                            self.report("DIR_DOT", f"directory {ino}: '.' names inode "
+                                        f"{child}", expected=ino, found=child, **where)
+                    continue
+                if flags & T_BADNAME:
+                    self.report("DIR_NAME", f"directory {ino}: entry {name!r} has an illegal "
+                                "name", field="name", **where)
+                if flags & T_SELF:
+                    self.report("DIR_ENTRY_TARGET", f"directory {ino}: entry {name!r} points "
+                                "to the directory itself", found=child, **where)
+                    continue
+                if flags & T_FREE:
+                    self.report("DIR_ENTRY_TARGET", f"directory {ino}: entry {name!r} points "
+                                f"to inode {child}, which is not in use", found=child,
+                                field="inumber", **where)
+                    continue
+                if flags & T_FTYPE:
+                    t = tab.itype[tab.slot(child)] << 12
+                    self.report("DIR_FTYPE", f"directory {ino}: entry {name!r} has file type "
+                                f"{ftype}, inode {child} is a {C.TYPE_NAMES.get(t, '?')}",
+                                field="ftype", found=ftype, **where)
+                if flags & T_DIR:
+                    subdirs[ino] += 1
+                    if child in parents:
+                        self.report("DIR_MULTIPLE_PARENTS", f"directory {child} is linked "
+                                    f"from {parents[child]} and {ino}", ino=child,
+                                    structure="dir")
+                    parents[child] = ino
+                    children[ino].append(child)
+            if failed:
+                continue
+            if node.format != C.XFS_DINODE_FMT_LOCAL and not dots:
+                self.report("DIR_DOT", f"directory {ino}: no '.' entry", ino=ino,
+                            structure="dir")
+            if dd is not None:
+                dotdot[ino] = dd
+                if dd == ino and ino != root:
+                    self.report("DIR_DOTDOT", f"directory {ino}: '..' points to itself",
+                                ino=ino, structure="dir", found=dd)
+                elif ino == root and dd != root:
+                    self.report("DIR_DOTDOT", f"the root directory's '..' is {dd}", ino=ino,
+                                structure="dir", expected=root, found=dd)
+            else:
+                self.report("DIR_DOTDOT", f"directory {ino}: no '..' entry", ino=ino,
+                            structure="dir")
+        parents.setdefault(root, root)
+        for d, got in dotdot.items():
+            want = parents.get(d)
+            if want is not None and got != want:
+                self.report("DIR_DOTDOT", f"directory {d}: '..' is {got}, its parent is "
+                            f"{want}", ino=d, structure="dir", expected=want, found=got)
+        for meta in self.metadata_inodes():
+            s = tab.slot(meta)
+            if s >= 0 and tab.refs[s]:
+                self.report("DIR_ENTRY_TARGET", f"a directory entry points to metadata inode "
+                            f"{meta}", ino=meta, structure="dir")
+        self._link_counts(tab, root, subdirs, children)
+
+    def metadata_inodes(self) -> set:
+        f = self.sb.fields
+        return {f["sb_rbmino"], f["sb_rsumino"]} | self.quota_inodes()
+
+    def _link_counts(self, tab: InodeTable, root: int, subdirs, children) -> None:
+        """Every inode in use is reachable from the root and has as many links
+        as entries name it (a directory: 2 plus its subdirectories)."""
+        special = {root} | self.metadata_inodes()
+        reach = self._reachable(root, children)
+        # entries in directories the root does not reach make nothing reachable
+        unreached = defaultdict(int)
+        for d in self.dirs:
+            if d not in reach:
+                try:
+                    for _name, child, _ft in xdir.iter_entries(self.fs.inode(d)):
+                        unreached[child] += 1
+                except FsToolError:
+                    pass
+        slots = set(parsers.nlink_scan(tab.itype, tab.nlinks, tab.refs))
+        slots.update(s for s in map(tab.slot, unreached) if s >= 0 and tab.itype[s])
+        for slot in sorted(slots):
+            ino = tab.ino(slot)
+            nlink, refs = tab.nlinks[slot], tab.refs[slot]
+            is_dir = tab.itype[slot] == 4
+            if ino in special:
+                if ino == root and nlink != 2 + subdirs[root]:
+                    self.report("NLINK", f"root directory: nlink {nlink}, expected "
+                                f"{2 + subdirs[root]}", ino=ino, structure="inode",
+                                field="di_nlink", expected=2 + subdirs[root], found=nlink)
+                continue
+            if is_dir:
+                want = 2 + subdirs[ino] if refs else 0
+                reachable = ino in reach
+            else:
+                want = refs
+                reachable = refs > unreached.get(ino, 0)
+            if not reachable:
+                self.report("DISCONNECTED", f"inode {ino} is allocated but not reachable "
+                            "from the root", ino=ino, structure="inode")
+            elif nlink != want:
+                self.report("NLINK", f"inode {ino}: nlink {nlink}, counted {want}", ino=ino,
+                            structure="inode", field="di_nlink", expected=want, found=nlink)
+
+    @staticmethod
+    def _reachable(root: int, children) -> set:
+        """The directories reachable from the root."""
+        seen = {root}
+        stack = [root]
+        while stack:
+            for c in children.get(stack.pop(), ()):
+                if c not in seen:
+                    seen.add(c)
+                    stack.append(c)
+        return seen

@@ -1,0 +1,171 @@
+"""Phase space_map: every block of every AG owned exactly once (file data
+may be shared on a reflink filesystem), the refcount btree against the
+sharing actually found, and the rmapbt against every owner found
+(xfs_repair's phase 4 and its check_refcounts / rmaps_verify_btree)."""
+from __future__ import annotations
+
+import bisect
+
+from ...format import constants as C
+from .base import (DATA, OWN_AG, OWN_AGFL, OWN_FREE, OWN_COW, OWN_FS, OWN_INOBT, OWN_INODES,
+                   OWN_LOG, OWN_REFC, owner_name)
+
+# check's owners as the rmapbt names them
+_RMAP_OWNER = {OWN_FS: -3, OWN_LOG: -4, OWN_AG: -5, OWN_AGFL: -5, OWN_INOBT: -6,
+               OWN_INODES: -7, OWN_REFC: -8, OWN_COW: -9}
+
+
+def _lookup_le(tree: dict, target: int):
+    """The record an LE lookup of ``target`` finds, descending the tree by
+    its node keys as the kernel's xfs_btree_lookup does (so wrong keys lead
+    it astray, as they lead xfs_repair's check_refcounts astray)."""
+    addr, level = tree["root"], tree["height"] - 1
+    while level > 0:
+        node = tree["nodes"].get(addr)
+        if node is None or not node[0]:
+            return None
+        keys, ptrs = node
+        i = bisect.bisect_right(keys, target) - 1
+        addr = ptrs[max(i, 0)]
+        level -= 1
+    recs = tree["leaves"].get(addr)
+    if not recs:
+        return None
+    i = bisect.bisect_right([r[0] for r in recs], target) - 1
+    return tuple(recs[i]) if i >= 0 else None
+
+
+class SpaceMapPhase:
+    def phase_space_map(self) -> None:
+        reflink = self.sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_REFLINK)
+        shared_inodes = set()
+        for agno in range(self.sb.agcount):
+            claims = self.claims.get(agno, [])
+            claims.sort()
+            self._sweep(agno, claims, reflink)
+            if reflink:
+                shared_inodes |= self._check_refcounts(agno, claims)
+            if self.has_rmap:
+                self._check_rmaps(agno, claims)
+        for ino in sorted(shared_inodes):
+            try:
+                flags2 = self.fs.inode(ino).flags2
+            except Exception:       # noqa: BLE001 - the inode's own problem is reported
+                continue
+            if not flags2 & C.XFS_DIFLAG2_REFLINK:
+                self.report("INODE_FLAGS", f"inode {ino} shares blocks but lacks the reflink "
+                            "flag", ino=ino, structure="inode", field="di_flags2")
+
+    def _sweep(self, agno: int, claims: list, reflink: bool) -> None:
+        """Overlaps (file data may overlap file data on a reflink
+        filesystem) and blocks nothing claims."""
+        length = self.fs.ag_length(agno)
+        pos = 0
+        last = None
+        unaccounted = []
+        for start, n, owner in claims:
+            if start > pos:
+                unaccounted.append((pos, start - pos))
+            elif start < pos and not (reflink and owner >= 0 and last >= 0 and
+                                      owner & 3 == DATA and last & 3 == DATA):
+                self.report("SPACE_OVERLAP", f"AG {agno}: block {start} is claimed by "
+                            f"{owner_name(owner)} and by {owner_name(last)}", agno=agno,
+                            block=start, structure="space",
+                            ino=owner >> 2 if owner >= 0 else None)
+            if start + n > pos:
+                pos = start + n
+                last = owner
+        if pos < length:
+            unaccounted.append((pos, length - pos))
+        elif pos > length:
+            self.report("SPACE_OVERLAP", f"AG {agno}: {owner_name(last)} runs past the end of "
+                        "the AG", agno=agno, block=length, structure="space")
+        for start, n in unaccounted:
+            self.report("SPACE_UNACCOUNTED", f"AG {agno}: blocks {start}-{start + n - 1} are "
+                        "neither free nor in use", agno=agno, block=start, structure="space",
+                        found=n)
+
+    def _check_refcounts(self, agno: int, claims: list) -> set:
+        """The shared ranges of file data (reference count of 2 or more,
+        maximal runs of one count) against the refcount btree, as
+        check_refcounts compares them: each must be a record of the tree.
+        Returns the inodes that share blocks."""
+        events = []
+        for start, n, owner in claims:
+            if owner >= 0 and owner & 3 == DATA:
+                events.append((start, 1, owner >> 2))
+                events.append((start + n, -1, owner >> 2))
+        events.sort()
+        computed = []
+        sharing = set()
+        active = {}
+        count = 0
+        prev = None
+        cur = None          # (start, count) of the run being built
+        for pos, delta, ino in events:
+            if prev is not None and pos > prev and count >= 2:
+                if cur is not None and cur[1] == count and cur[0] + cur[2] == prev:
+                    cur[2] += pos - prev
+                else:
+                    if cur is not None:
+                        computed.append(tuple(cur))
+                    cur = [prev, count, pos - prev]
+                sharing.update(i for i, c in active.items() if c)
+            count += delta
+            active[ino] = active.get(ino, 0) + delta
+            prev = pos
+        if cur is not None:
+            computed.append(tuple(cur))
+        tree = self.refcount_trees.get(agno)
+        for start, refcount, length in computed:
+            rec = _lookup_le(tree, start) if tree else None
+            if rec is None or rec != (start, length, refcount):
+                self.report("REFCOUNT_MISMATCH", f"AG {agno}: blocks {start}-"
+                            f"{start + length - 1} are shared {refcount} times, the refcount "
+                            f"btree gives {rec if rec else 'nothing'}", agno=agno, block=start,
+                            structure="refcountbt", expected=[start, length, refcount],
+                            found=list(rec) if rec else None)
+        return sharing
+
+    def _check_rmaps(self, agno: int, claims: list) -> None:
+        """Every owner check found must be covered by an rmapbt record of the
+        same owner and flags (rmaps_verify_btree)."""
+        expect = []
+        for start, n, owner in claims:
+            if owner in _RMAP_OWNER:
+                expect.append((start, n, _RMAP_OWNER[owner], 0, 0))
+        expect.extend(self.rmap_expect.get(agno, ()))
+        expect.sort(key=lambda r: (r[2], r[4], r[0]))
+        merged = []
+        for s, n, o, off, fl in expect:
+            if merged:
+                ps, pn, po, poff, pfl = merged[-1]
+                inode_data = o >= 0 and not fl & (1 << 62)
+                if po == o and pfl == fl and ps + pn == s and \
+                        (not inode_data or poff + pn == off):
+                    merged[-1] = (ps, pn + n, po, poff, pfl)
+                    continue
+            merged.append((s, n, o, off, fl))
+        by_owner = {}
+        for s, n, o, off, fl in self.rmaps.get(agno, ()):
+            by_owner.setdefault((o, fl), []).append((s, n, off))
+        for lst in by_owner.values():
+            lst.sort()
+        for s, n, o, off, fl in merged:
+            lst = by_owner.get((o, fl), [])
+            i = bisect.bisect_right(lst, (s, float("inf"), float("inf"))) - 1
+            ok = False
+            while i >= 0:
+                bs, bn, boff = lst[i]
+                if bs + bn >= s + n:
+                    ok = o < 0 or fl & (1 << 62) or (boff <= off and boff + bn >= off + n)
+                    if ok:
+                        break
+                i -= 1
+                if i >= 0 and lst[i][0] + lst[i][1] < s:
+                    break
+            if not ok:
+                self.report("RMAP_MISMATCH", f"AG {agno}: no rmapbt record covers blocks "
+                            f"{s}-{s + n - 1} of owner {o} (offset {off}, flags 0x{fl:x})",
+                            agno=agno, block=s, structure="rmapbt",
+                            expected=[s, n, o, off, fl])
