@@ -29,9 +29,9 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from ...errors import FsToolError, UnsupportedError, WriteRefused
+from ...errors import WriteRefused
 from ...format import constants as C
-from .actions import AG, COUNTERS, NONE, SECONDARY, action_of
+from .actions import AG, COUNTERS, SECONDARY, action_of
 from .agbuild import AGPlan, RepairError
 
 EXIT_CLEAN, EXIT_REPAIRED, EXIT_CANNOT = 0, 1, 4
