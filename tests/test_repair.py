@@ -42,7 +42,7 @@ def finobt_records(img: Path, agcount: int = 4) -> list:
     for ag in range(agcount):
         dump = xfs_db(img, f"agi {ag}", "addr free_root", "btdump")
         out.append([ln.split(":", 1)[1] for ln in dump.splitlines()
-                    if ln[:1].isdigit() and ":[" in ln])
+                    if ln[:1].isdigit() and ":[" in ln and ln.count(",") == 4])
     return out
 
 

@@ -167,29 +167,11 @@ def finobt_reservation(fs, agno: int) -> int:
     return blocks
 
 
-def _checker_class():
-    from ..check import Checker
-
-    class RepairChecker(Checker):
-        """check, with inode chunks found on disk (that no inobt record
-        names) added to their AG's chunks, so their inodes and the blocks
-        they own are seen."""
-        extra_chunks: dict = {}
-
-        def _table_for(self, agno, recs):
-            extra = self.extra_chunks.get(agno)
-            if extra:
-                known = {r[0] for r in recs}
-                recs = list(recs) + [r for r in extra if r[0] not in known]
-            return super()._table_for(agno, recs)
-    return RepairChecker
-
-
 def _check_and_plan(fs, progress, jobs, rebuild, add_finobt):
     """Check, plan; when the plan finds inode chunks no inobt record names,
     check again with them (so the blocks their files own are claimed), and
     plan from that."""
-    cls = _checker_class()
+    from .checker import RepairChecker as cls
     c = cls(fs, progress)
     c.run(jobs)
     first = c.findings

@@ -86,6 +86,9 @@ def holes_of(holemask: int) -> int:
 def normal_record(startino: int, holemask: int, free: int) -> tuple:
     """An inobt record whose count and freecount follow its masks (sparse
     inodes are free)."""
+    if not holemask:
+        free &= _FULL
+        return (startino, 0, 64, bin(free).count("1"), free)
     holes = holes_of(holemask)
     free = (free | holes) & _FULL
     return (startino, holemask, 64 - bin(holes).count("1"),
