@@ -85,7 +85,7 @@ def finobt_records(img, agcount):
     for ag in range(agcount):
         r = subprocess.run(["xfs_db", "-r", "-c", f"agi {ag}", "-c", "addr free_root", "-c",
                             "btdump", str(img)], capture_output=True, text=True)
-        out += [ln.split(":", 1)[1] for ln in r.stdout.splitlines()
+        out += [ln.split(":", 1)[1].strip() for ln in r.stdout.splitlines()
                 if ln[:1].isdigit() and ":[" in ln and ln.count(",") == 4]
     return out
 

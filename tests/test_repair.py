@@ -41,7 +41,7 @@ def finobt_records(img: Path, agcount: int = 4) -> list:
     out = []
     for ag in range(agcount):
         dump = xfs_db(img, f"agi {ag}", "addr free_root", "btdump")
-        out.append([ln.split(":", 1)[1] for ln in dump.splitlines()
+        out.append([ln.split(":", 1)[1].strip() for ln in dump.splitlines()
                     if ln[:1].isdigit() and ":[" in ln and ln.count(",") == 4])
     return out
 
@@ -148,6 +148,47 @@ def test_repair_damage(churn, tmp_path, name, cmds):
     assert digest(img) == repaired
     # every file as the kernel wrote it
     assert kernel_tree(img) == churn["tree"]
+
+
+# the corpus base image has files sharing blocks (reflink): its refcount btree
+REFC_DAMAGE = [
+    ("refcount-record", ["agf 1", "addr refcntroot", "addr ptrs[2]",
+                         "write -d recs[5].refcount 5"]),
+    ("refcount-block", ["agf 1", "addr refcntroot", "addr ptrs[1]", "write -d magic 0"]),
+    ("refcount-agf", ["agf 1", "write -d refcntblocks 9"]),
+]
+
+
+@pytest.fixture(scope="module")
+def reflinked():
+    if not images.loop_available():
+        pytest.skip("needs root, xfsprogs and a kernel loop mount of XFS")
+    from fixtures import corpus_base
+    img = corpus_base.base_image("std")
+    return {"img": img, "tree": kernel_tree(img)}
+
+
+def refcount_records(img: Path) -> list:
+    dump = xfs_db(img, "agf 1", "addr refcntroot", "btdump")
+    return [ln.split(":", 1)[1].strip() for ln in dump.splitlines()
+            if ln[:1].isdigit() and ln.count(",") == 3]
+
+
+@needs_loop
+@pytest.mark.parametrize("name,cmds", REFC_DAMAGE, ids=[d[0] for d in REFC_DAMAGE])
+def test_repair_refcountbt(reflinked, tmp_path, name, cmds):
+    want = refcount_records(reflinked["img"])
+    assert len(want) > 500
+    img = copy_image(reflinked["img"], tmp_path / "r.img")
+    xfs_db(img, *cmds, expert=True)
+    assert xfs_repair_n(img) == 1
+    r = fstool("repair", img)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "refcountbt" in r.stdout
+    assert xfs_repair_n(img) == 0
+    assert fstool("check", img).returncode == 0
+    assert refcount_records(img) == want
+    assert kernel_tree(img) == reflinked["tree"]
 
 
 @needs_loop

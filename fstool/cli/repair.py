@@ -11,7 +11,7 @@ EXIT_CANNOT = 4
               help="Write nothing; say what would be changed.")
 @click.option("--rebuild", "rebuild", default="",
               help="Rebuild these AG trees in every AG even on a clean image "
-                   "(comma-separated: finobt, inobt, bnobt, cntbt, agfl, all; "
+                   "(comma-separated: finobt, inobt, bnobt, cntbt, agfl, refcountbt, all; "
                    "an AG's trees are rebuilt together).")
 @click.option("--add-finobt", is_flag=True,
               help="Add the free inode btree to an image made without one (-m finobt=0).")

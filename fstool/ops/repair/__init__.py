@@ -35,7 +35,7 @@ from .actions import AG, COUNTERS, SECONDARY, action_of
 from .agbuild import AGPlan, RepairError
 
 EXIT_CLEAN, EXIT_REPAIRED, EXIT_CANNOT = 0, 1, 4
-TREES = ("finobt", "inobt", "bnobt", "cntbt", "agfl", "all")
+TREES = ("finobt", "inobt", "bnobt", "cntbt", "agfl", "refcountbt", "all")
 
 
 @dataclasses.dataclass
@@ -83,6 +83,7 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
     counters = False
     recheck = set()
     scan_ags = set()
+    refc_ags = set()
     for f in findings:
         action, text = action_of(f)
         if f.code == "SPACE_OVERLAP" and f.agno is not None:
@@ -90,6 +91,8 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
         actions.append((f, action, text))
         if action == AG:
             ag_set.add(f.agno)
+            if f.structure == "refcountbt" or f.code == "AGF_REFCOUNT_BLOCKS":
+                refc_ags.add(f.agno)
             if f.code == "INOBT_INODE" and f.ino is not None:
                 recheck.add(f.ino)
             if f.code == "SPACE_UNACCOUNTED" or (f.structure in ("inobt", "finobt", "agi")
@@ -103,6 +106,9 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
             unrepaired.append((f, text))
     if rebuild or add_finobt:
         ag_set.update(range(sb.agcount))
+    reflink = sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_REFLINK)
+    if reflink and ("refcountbt" in rebuild or "all" in rebuild):
+        refc_ags.update(range(sb.agcount))
     finobt = add_finobt or sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_FINOBT)
     free_leaks = not any(f.structure in _HIDES_OWNERS for f, _r in unrepaired)
     plans = {}
@@ -117,7 +123,8 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
             continue
         try:
             p = AGPlan(checker, agno, finobt=finobt, recheck_inos=recheck,
-                       scan_lost=scan and agno in scan_ags, free_leaks=free_leaks)
+                       scan_lost=scan and agno in scan_ags, free_leaks=free_leaks,
+                       refcount=reflink and agno in refc_ags)
         except RepairError as e:
             for f, action, _t in actions:
                 if f.agno == agno and action == AG:

@@ -18,6 +18,8 @@ _AG_TEXT = ("rebuilt: the AG's bnobt, cntbt, inobt, finobt and free list are bul
             "from the space map of every owner and the inode chunks, the AGF/AGI counters "
             "recomputed")
 _NOT_YET = "reported, not repaired: "
+_REFC_TEXT = ("rebuilt: the AG's refcount btree is bulk-loaded from the blocks files share "
+              "(CoW staging extents left behind are freed), with the AG's other trees")
 
 REPAIRS = {
     "SB_PRIMARY": (NONE, _NOT_YET + "the primary superblock is the source every rebuild "
@@ -61,15 +63,15 @@ REPAIRS = {
     "AGF_BTREEBLKS": (AG, _AG_TEXT),
     "AGF_RMAP_BLOCKS": (NONE, _NOT_YET + "writing filesystems with an rmapbt is not "
                         "supported yet"),
-    "AGF_REFCOUNT_BLOCKS": (NONE, _NOT_YET + "the refcount btree is not rebuilt yet"),
+    "AGF_REFCOUNT_BLOCKS": (AG, _REFC_TEXT),
     "INOBT_RECORD": (AG, _AG_TEXT + "; a record's counts follow its free mask and holemask"),
     "INOBT_INODE": (AG, _AG_TEXT + "; the free mask follows the inodes on disk (an inode "
                     "with a mode is in use)"),
     "FINOBT_MISMATCH": (AG, _AG_TEXT),
     "AGI_COUNT": (AG, _AG_TEXT),
     "AGI_BLOCKS": (AG, _AG_TEXT),
-    "REFCOUNT_COW": (NONE, _NOT_YET + "the refcount btree is not rebuilt yet"),
-    "REFCOUNT_MISMATCH": (NONE, _NOT_YET + "the refcount btree is not rebuilt yet"),
+    "REFCOUNT_COW": (AG, _REFC_TEXT),
+    "REFCOUNT_MISMATCH": (AG, _REFC_TEXT),
     "RMAP_MISMATCH": (NONE, _NOT_YET + "writing filesystems with an rmapbt is not "
                       "supported yet"),
     "SPACE_OVERLAP": (AG, "repaired when one of the claimants is free space, the free "
@@ -123,7 +125,8 @@ REPAIRS = {
 }
 
 # the AG btrees repair rebuilds (findings about the others are not repaired)
-REBUILT_TREES = ("bnobt", "cntbt", "inobt", "finobt", "agfl", "agf", "agi", "space")
+REBUILT_TREES = ("bnobt", "cntbt", "inobt", "finobt", "refcountbt", "agfl", "agf", "agi",
+                 "space")
 
 
 def action_of(finding) -> tuple[str, str]:
@@ -136,7 +139,7 @@ def action_of(finding) -> tuple[str, str]:
         if finding.structure not in REBUILT_TREES and finding.code.startswith("BTREE_"):
             if finding.structure == "rmapbt":
                 return NONE, _NOT_YET + "writing filesystems with an rmapbt is not supported yet"
-            return NONE, _NOT_YET + f"the {finding.structure} is not rebuilt yet"
+            return NONE, _NOT_YET + f"the {finding.structure} is not rebuilt"
     if action == SECONDARY and not finding.agno:
         return NONE, _NOT_YET + "the finding names no secondary superblock"
     return action, text

@@ -35,10 +35,13 @@ from ...fs import btree as B
 from ...fs import btree_write as BW
 from ...io import verify as V
 from ...io.buf import Buf
-from ..check.base import OWN_AG, OWN_AGFL, OWN_FREE, OWN_INOBT
+from ..check.base import OWN_AG, OWN_AGFL, OWN_COW, OWN_FREE, OWN_INOBT, OWN_REFC
+from ..check.spacemap import shared_runs
 
-# owners whose blocks a rebuild replaces
+# owners whose blocks a rebuild replaces (with the refcount btree: its
+# blocks and the CoW staging extents left behind too)
 REPLACED = (OWN_AG, OWN_INOBT, OWN_AGFL, OWN_FREE)
+REPLACED_REFC = REPLACED + (OWN_REFC, OWN_COW)
 _FULL = (1 << 64) - 1
 
 
@@ -162,7 +165,7 @@ class AGPlan:
     nothing)."""
 
     def __init__(self, checker, agno: int, *, finobt: bool, recheck_inos=(),
-                 scan_lost: bool = False, free_leaks: bool = True):
+                 scan_lost: bool = False, free_leaks: bool = True, refcount: bool = False):
         fs = checker.fs
         sb = fs.sb
         self.fs, self.sb, self.agno = fs, sb, agno
@@ -172,9 +175,16 @@ class AGPlan:
         self.inobtcount = sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_INOBTCNT)
         self.notes: list = []
         claims = checker.claims.get(agno, [])
-        kept = [(s, n) for s, n, o in claims if o not in REPLACED]
-        old = [(s, n) for s, n, o in claims if o in (OWN_AG, OWN_INOBT, OWN_AGFL)]
+        self.refcount = refcount
+        replaced = REPLACED_REFC if refcount else REPLACED
+        self.replaced = replaced
+        kept = [(s, n) for s, n, o in claims if o not in replaced]
+        old = [(s, n) for s, n, o in claims if o in replaced and o != OWN_FREE]
         self.overlaps = self._kept_overlaps(claims)
+        self.refcrecs = []
+        if refcount:
+            runs, _inos = shared_runs(sorted(claims))
+            self.refcrecs = [(start, length, count) for start, count, length in runs]
         # 1. inode records
         recs = {}
         for startino, holemask, _c, _f, free in checker.chunks.get(agno, ()):
@@ -208,12 +218,13 @@ class AGPlan:
         self.n_ino = tree_blocks(ibt, bs, len(self.inorecs))
         self.n_fino = tree_blocks(B.inobt_type(self.sparse, True), bs,
                                   len(self.finorecs)) if finobt else 0
+        self.n_refc = tree_blocks(B.REFCOUNTBT, bs, len(self.refcrecs)) if refcount else 0
         self.agfl_slots = (sb.sectsize - C.XFS_AGFL_HDR_SIZE) // 4
         guess = len(final0) + 1
         for _ in range(16):
             n_free = tree_blocks(B.BNOBT, bs, guess)
             n_fl = 2 * min(tree_levels(B.BNOBT, bs, guess) + 1, C.XFS_BTREE_MAXLEVELS)
-            need = self.n_ino + self.n_fino + 2 * n_free + n_fl
+            need = self.n_ino + self.n_fino + self.n_refc + 2 * n_free + n_fl
             taken, pieces = self._take(free_now, need)
             if len(final0) + pieces <= guess:
                 break
@@ -234,6 +245,8 @@ class AGPlan:
         pos += self.n_ino
         self.fino_blocks = taken[pos:pos + self.n_fino]
         pos += self.n_fino
+        self.refc_blocks = taken[pos:pos + self.n_refc]
+        pos += self.n_refc
         self.bno_blocks = taken[pos:pos + n_bno]
         pos += n_bno
         self.cnt_blocks = taken[pos:pos + n_bno]
@@ -251,7 +264,7 @@ class AGPlan:
         """Blocks two kept owners claim: a rebuild cannot settle those."""
         out = []
         end = -1
-        for s, n, o in sorted((c for c in claims if c[2] not in REPLACED)):
+        for s, n, o in sorted((c for c in claims if c[2] not in self.replaced)):
             if s < end:
                 out.append((s, min(end, s + n) - s))
             end = max(end, s + n)
@@ -358,6 +371,8 @@ class AGPlan:
         return (f"AG {self.agno}: inobt {len(self.inorecs)} records in {self.n_ino} blocks"
                 + (f", finobt {len(self.finorecs)} records in {self.n_fino} blocks"
                    if self.finobt else "")
+                + (f", refcountbt {len(self.refcrecs)} records in {self.n_refc} blocks"
+                   if self.refcount else "")
                 + f", bnobt/cntbt {len(self.free_recs)} free extents ({self.freeblks} blocks)"
                 f" in {self.n_bno}+{self.n_bno} blocks, free list {len(self.agfl)} blocks")
 
@@ -384,6 +399,8 @@ class AGPlan:
         if self.finobt:
             fino_root, fino_lvl = load(B.inobt_type(self.sparse, True), self.fino_blocks,
                                        self.finorecs, V.FINOBT)
+        if self.refcount:
+            refc_root, refc_lvl = load(B.REFCOUNTBT, self.refc_blocks, self.refcrecs, V.REFCBT)
         bno_root, bno_lvl = load(B.BNOBT, self.bno_blocks, self.free_recs, V.BNOBT)
         cnt_recs = sorted(self.free_recs, key=lambda r: (r[1], r[0]))
         cnt_root, cnt_lvl = load(B.CNTBT, self.cnt_blocks, cnt_recs, V.CNTBT)
@@ -399,6 +416,9 @@ class AGPlan:
         f.update(agf_roots=roots, agf_levels=levels, agf_freeblks=self.freeblks,
                  agf_longest=self.longest, agf_btreeblks=2 * (self.n_bno - 1),
                  agf_flfirst=0, agf_fllast=(nfl - 1) % self.agfl_slots, agf_flcount=nfl)
+        if self.refcount:
+            f.update(agf_refcount_root=refc_root, agf_refcount_level=refc_lvl,
+                     agf_refcount_blocks=self.n_refc)
         buf = raw_buf(tx, base + step, ss, V.AGF)
         packed = AGF.pack(f)
         buf.data[:len(packed)] = packed
