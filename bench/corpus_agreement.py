@@ -3,7 +3,7 @@
 
     python3 bench/corpus_agreement.py [--geometries std,small,rmap]
         [--seeds 1,2,3,4] [--count 100] [--jobs 2] [--keep DIR] [--no-readers]
-        [--json OUT]
+        [--json OUT] [--log LOG] [--report LOG]
 
 For every case: the damaged image is made, labelled by xfs_repair -n, and
 checked by ``fstool check --json``; then ``fstool ls -R -l``, ``fstool get /``
@@ -142,27 +142,53 @@ def main():
     ap.add_argument("--keep")
     ap.add_argument("--no-readers", dest="readers", action="store_false")
     ap.add_argument("--json", dest="json_out")
+    ap.add_argument("--log", help="append each case's result to LOG as a JSON line as it "
+                    "finishes (a run stopped early still leaves what it did)")
+    ap.add_argument("--report", metavar="LOG",
+                    help="print the report of the results in LOG (no case is run)")
     ap.add_argument("-v", "--verbose", action="store_true",
                     help="show what xfs_repair -n said about each disagreement")
     a = ap.parse_args()
+    if a.report:
+        results = [json.loads(line) for line in Path(a.report).read_text().splitlines()
+                   if line.strip()]
+        report(results, None, None, a.verbose)
+        return
     geometries = a.geometries.split(",")
     for g in geometries:           # build base images and catalogs up front
         corpus.catalog(g)
     jobs = [(c, {"readers": a.readers, "keep": a.keep})
             for g in geometries for s in map(int, a.seeds.split(","))
             for c in corpus.cases(g, s, a.count)]
+    # geometries and seeds take turns, so a run stopped early has sampled them all
+    jobs.sort(key=lambda j: (j[0]["n"], j[0]["seed"], j[0]["geometry"]))
     t0 = time.perf_counter()
+    log = open(a.log, "a") if a.log else None
+    results = []
     with Pool(a.jobs) as pool:
-        results = [r for r in pool.imap(run_case, jobs, chunksize=1) if r is not None]
+        for r in pool.imap_unordered(run_case, jobs, chunksize=1):
+            if r is None:
+                continue
+            results.append(r)
+            if log:
+                log.write(json.dumps(r) + "\n")
+                log.flush()
     wall = time.perf_counter() - t0
+    report(results, len(jobs), wall, a.verbose)
+    if a.json_out:
+        Path(a.json_out).write_text(json.dumps(results, indent=1))
+
+
+def report(results: list, drawn: int, wall: float | None, verbose: bool) -> None:
     labelled = [r for r in results if r["label"] != "timeout"]
     agree = [r for r in labelled if (r["label"] != 0) == (r["check"] != 0)]
     crashes = [r for r in results if r["crash"]]
     hangs = [r for r in results if r["check"] == "timeout"]
     reader_bad = [r for r in results if r.get("readers")]
     vague = [r for r in results if r.get("unlocated")]
-    print(f"{len(results)} images ({len(jobs) - len(results)} drawn cases changed nothing), "
-          f"{wall:.0f} s")
+    print(f"{len(results)} images" + (f" ({drawn - len(results)} drawn cases changed nothing)"
+                                      if drawn is not None else "")
+          + (f", {wall:.0f} s" if wall is not None else ""))
     print(f"agreement: {len(agree)}/{len(labelled)} "
           f"({100.0 * len(agree) / max(1, len(labelled)):.2f}%)")
     print(f"crashes: {len(crashes)}  hangs: {len(hangs)}  "
@@ -176,7 +202,7 @@ def main():
         if r["label"] != "timeout" and (r["label"] != 0) != (r["check"] != 0):
             print(f"  DISAGREE {where}: {corpus.describe(c)}: xfs_repair -n {r['label']}, "
                   f"fstool check {r['check']} {' '.join(r['codes'])}")
-            if a.verbose:
+            if verbose:
                 for line in r["repair_says"][:6]:
                     print(f"      repair: {line}")
         if r["crash"] or r["check"] == "timeout":
@@ -185,8 +211,6 @@ def main():
             print(f"  UNLOCATED {where}: {corpus.describe(c)}: {code}: {why}")
         for cmd, what in r.get("readers") or ():
             print(f"  READER {where}: {corpus.describe(c)}: {cmd}: {what}")
-    if a.json_out:
-        Path(a.json_out).write_text(json.dumps(results, indent=1))
 
 
 if __name__ == "__main__":

@@ -318,6 +318,15 @@ ISSUE_CASES = [
      "XATTR", True),
     ("attr leaf free map", ["inode {xattr_leaf}", "ablock 0", "write -d hdr.freemap[0].base 6"],
      "XATTR", True),
+    ("secondary superblock sector sizes without the feature",
+     ["sb 3", "write -d logsectsize 2017"], "SB_SECONDARY", True),
+    # the read verifier stops at a bad CRC, so its structure checks are not made
+    ("attr leaf free map under a stale CRC",
+     ["inode {xattr_leaf}", "ablock 0", "write -c hdr.freemap[0].base 6"], "XATTR_VERIFY",
+     False),
+    # the remote value verifier adds offset and length in 32 bits
+    ("remote value offset wrapping 32 bits",
+     ["inode {xattr_remote}", "ablock 1", "write -d hdr.offset 0xffffffff"], None, False),
     # agblklog is 14: the AG number is bits 14-45 of a block number, and bits
     # above it are dropped by the kernel and xfs_repair alike
     ("extent block number above the AG number bits",

@@ -100,6 +100,10 @@ def verify_sb(f: dict, raw: bytes, primary: bool) -> list:
             bad.append(("sb_qflags", "quota flags set in a superblock mkfs wrote"))
     if not f["sb_versionnum"] & VERSION_ALIGNBIT and f["sb_inoalignmt"]:
         bad.append(("sb_inoalignmt", "inode alignment set without the feature"))
+    if not f["sb_versionnum"] & VERSION_SECTORBIT and (
+            ss != 512 or f["sb_sectlog"] != 9 or f["sb_logsectsize"] or f["sb_logsectlog"]):
+        bad.append(("sb_logsectsize", f"sector sizes (data {ss}, log {f['sb_logsectsize']}, "
+                    f"log 2^{f['sb_logsectlog']}) set without the sector size feature"))
     return bad
 
 

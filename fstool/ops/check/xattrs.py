@@ -140,7 +140,8 @@ class XattrChecks:
             raise CorruptionError("xattr block", f"bad magic 0x{magic:x}", ino=node.ino,
                                   block=ablk, field="magic")
         where = dict(ino=node.ino, fork="attr", structure="attr", offset=ablk)
-        if not parsers.xfs_cksum_ok(buf, C.XFS_DA3_BLKINFO_CRC_OFF):
+        crc_ok = parsers.xfs_cksum_ok(buf, C.XFS_DA3_BLKINFO_CRC_OFF)
+        if not crc_ok:
             self.report("XATTR_VERIFY", f"inode {node.ino}: attr block {ablk} CRC mismatch",
                         field="crc", **where)
         blkno, _lsn = struct.unpack_from(">QQ", buf, 16)
@@ -148,8 +149,11 @@ class XattrChecks:
         bad = [(f, f"has the wrong {f}")
                for f, ok in (("blkno", blkno == daddr), ("uuid", buf[32:48] == self.fs.uuid),
                              ("owner", owner == node.ino)) if not ok]
-        why = self._attr_leaf_verify(buf) if magic == C.XFS_ATTR3_LEAF_MAGIC else \
-            self._da_node_verify(buf)
+        # the read verifier stops at a bad CRC: its structure checks are
+        # only made on a block whose CRC is good (xfs_repair's own checks
+        # of the entries follow either way)
+        why = None if not crc_ok else self._attr_leaf_verify(buf) \
+            if magic == C.XFS_ATTR3_LEAF_MAGIC else self._da_node_verify(buf)
         if why:
             bad.append(why)
         for f, detail in bad:
@@ -320,7 +324,8 @@ class XattrChecks:
                     why = "uuid does not match the filesystem"
                 elif struct.unpack_from(">Q", buf, 40)[0] != daddr:
                     why = "records the wrong block number"
-                elif nbytes > per or off + nbytes > 65536 or \
+                # the verifier adds offset and length in 32 bits
+                elif nbytes > per or (off + nbytes) & 0xFFFFFFFF > 65536 or \
                         struct.unpack_from(">Q", buf, 32)[0] == 0:
                     why = "bad header"
             if why:
