@@ -336,3 +336,21 @@ def test_bad_arguments_and_missing_image(tmp_path):
     assert r.returncode == 4 and "Traceback" not in r.stderr and r.stderr.count("\n") == 1
     r = fstool("undo", junk, tmp_path / "none.undo")
     assert r.returncode == 4 and "Traceback" not in r.stderr
+
+
+@needs_loop
+def test_rmapbt_images_reported_not_written(tmp_path):
+    """fstool does not write filesystems with a reverse-mapping btree: a
+    clean one is clean, a damaged one is reported (exit 4) and left as it
+    is."""
+    from fixtures import corpus_base
+    img = copy_image(corpus_base.base_image("rmap"), tmp_path / "m.img")
+    r = fstool("repair", img)
+    assert r.returncode == 0 and "no problems found" in r.stdout
+    xfs_db(img, "agi 1", "write -d freecount 3", expert=True)
+    before = digest(img)
+    r = fstool("repair", img)
+    assert r.returncode == 4 and "rmapbt" in r.stdout, r.stdout + r.stderr
+    assert digest(img) == before
+    r = fstool("repair", "--rebuild", "finobt", img)
+    assert r.returncode == 4 and digest(img) == before

@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from ...errors import WriteRefused
+from ...errors import UnsupportedError, WriteRefused
 from ...format import constants as C
 from .actions import AG, COUNTERS, SECONDARY, action_of
 from .agbuild import AGPlan, RepairError
@@ -208,7 +208,9 @@ def repair(path, *, dry_run: bool = False, rebuild=(), add_finobt: bool = False,
             from ...errors import InvalidArgument
             raise InvalidArgument(f"--rebuild: unknown tree {t!r} (one of {', '.join(TREES)})")
     refuse_if_mounted(path)
-    if dry_run:
+    with Filesystem(path) as fs:
+        rmap = fs.sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_RMAPBT)
+    if dry_run or rmap:
         fs = Filesystem(path)
         lock = ImageLock(fs.dev.fd, path)
         try:
@@ -222,6 +224,16 @@ def repair(path, *, dry_run: bool = False, rebuild=(), add_finobt: bool = False,
                 fs, progress, jobs, rebuild, add_finobt)
             if add_finobt:
                 _check_finobt_room(fs, plans)
+            if rmap:
+                # fstool does not write filesystems with a reverse-mapping
+                # btree: what would be repaired is reported, not repaired
+                why = ("reported, not repaired: writing filesystems with a reverse-mapping "
+                       "btree (rmapbt) is not supported yet")
+                unrep = unrep + [(f, why) for f, a, _t in actions
+                                 if a != "none" and f.severity == "error"]
+                if (rebuild or add_finobt) and not unrep:
+                    raise UnsupportedError(f"{path}: {why[len('reported, not repaired: '):]}")
+                return RepairResult(first, actions, [], unrep, dry_run=dry_run)
             return RepairResult(first, actions, changes, unrep, dry_run=True,
                                 forced=bool(rebuild or add_finobt))
         finally:
