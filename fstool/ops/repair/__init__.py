@@ -67,11 +67,6 @@ def refuse_unusable(fs, path) -> None:
                            f"'fstool log replay {path}' (or mount and unmount it)")
 
 
-# findings that leave block ownership unknown: while one is not repaired,
-# blocks no one claims are not handed to free space
-_HIDES_OWNERS = ("inode", "bmbt", "dir", "attr", "symlink")
-
-
 def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
     """(AG plans, secondary superblocks, counters?, changes, actions,
     unrepaired) for the findings of ``checker`` and the options."""
@@ -110,7 +105,10 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
     if reflink and ("refcountbt" in rebuild or "all" in rebuild):
         refc_ags.update(range(sb.agcount))
     finobt = add_finobt or sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_FINOBT)
-    free_leaks = not any(f.structure in _HIDES_OWNERS for f, _r in unrepaired)
+    # while anything stays unrepaired (an inode, a block map, a structure
+    # check could not read), who owns the blocks no one claims is not known:
+    # they are left as they are rather than freed
+    free_leaks = not unrepaired
     plans = {}
     changes = []
     for agno in sorted(ag_set):
