@@ -320,6 +320,8 @@ ISSUE_CASES = [
      "XATTR", True),
     ("secondary superblock sector sizes without the feature",
      ["sb 3", "write -d logsectsize 2017"], "SB_SECONDARY", True),
+    ("group quota inode not in use", ["sb 0", "write -d gquotino 12345"], "SB_QUOTINO",
+     True),
     # the read verifier stops at a bad CRC, so its structure checks are not made
     ("attr leaf free map under a stale CRC",
      ["inode {xattr_leaf}", "ablock 0", "write -c hdr.freemap[0].base 6"], "XATTR_VERIFY",

@@ -26,6 +26,8 @@ PROBLEMS = {
                      "with the primary on geometry or features"),
     "SB_COUNTERS": (ERROR, "sb", "sb_icount, sb_ifree or sb_fdblocks differs from the AG "
                     "totals"),
+    "SB_QUOTINO": (ERROR, "sb", "a quota inode number in the superblock is not an inode in "
+                   "use (xfs_repair would clear the quota information)"),
     "LSN_AHEAD": (ERROR, "log", "a metadata block is stamped with an LSN the log has not "
                   "reached"),
     # AG headers

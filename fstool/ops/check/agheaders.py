@@ -3,6 +3,7 @@ verify_set_agf/agi and scan_freelist see them; and (phase unlinked) the
 AGI unlinked lists against the inodes they chain."""
 from __future__ import annotations
 
+import functools
 import struct
 
 from ..._backend import parsers
@@ -29,6 +30,11 @@ class AGGeometry:
             self.cluster_align = f["sb_inoalignmt"]
         else:
             self.cluster_align = 1
+
+    @functools.cached_property
+    def ag_lengths(self) -> list:
+        """Blocks in each AG (the last may be shorter)."""
+        return [self.fs.ag_length(a) for a in range(self.sb.agcount)]
 
     def verify_agbno(self, agno: int, agbno: int) -> bool:
         return self.agfl_block < agbno < self.fs.ag_length(agno)

@@ -557,6 +557,15 @@ class InodePhase:
         total = 0
         prev_end = last_end
         bad = self.report_inode
+        # verify_fsbno of both ends, inlined: this loop sees every extent
+        agblklog = sb.agblklog
+        mask = (1 << agblklog) - 1
+        agcount = sb.agcount
+        lowest = self.agfl_block
+        ag_len = self.ag_lengths
+        unwritten_ok = not attr and ifmt == C.S_IFREG
+        max_off = self.max_file_offset
+        claims = []
         for i, (startoff, startblock, count, unwritten) in enumerate(recs):
             field = "extents"
             if (i or not first) and startoff < prev_end:
@@ -564,7 +573,7 @@ class InodePhase:
                     "is out of order or overlaps", field, where, index=i, found=startoff)
                 return None
             prev_end = startoff + count
-            if unwritten and (attr or ifmt != C.S_IFREG):
+            if unwritten and not unwritten_ok:
                 bad("INODE_EXTENT", f"unwritten extent {i} in the {where['fork']} fork of a "
                     f"{C.TYPE_NAMES.get(ifmt, 'file')}", field, where, index=i)
                 return None
@@ -573,24 +582,27 @@ class InodePhase:
                     field, where, index=i)
                 return None
             end = startblock + count - 1
-            if self.fsb_split(startblock)[0] != self.fsb_split(end)[0] or \
-                    not self.verify_fsbno(startblock) or not self.verify_fsbno(end):
+            agno = (startblock >> agblklog) & 0xFFFFFFFF
+            agbno = startblock & mask
+            end_agbno = end & mask
+            if agno != (end >> agblklog) & 0xFFFFFFFF or agno >= agcount or \
+                    not lowest < agbno < ag_len[agno] or not lowest < end_agbno < ag_len[agno]:
                 bad("INODE_EXTENT", f"{where['fork']} fork extent {i} at block {startblock}, "
                     f"{count} blocks, lies outside the filesystem or crosses an AG", field,
                     where, index=i, found=startblock)
                 return None
-            if startoff + count - 1 > self.max_file_offset:
+            if prev_end - 1 > max_off:
                 bad("INODE_EXTENT", f"{where['fork']} fork extent {i} ends beyond the largest "
                     "file offset", field, where, index=i, found=startoff)
                 return None
             total += count
-        for startoff, startblock, count, unwritten in recs:
-            agno, agbno = self.fsb_split(startblock)
+            claims.append((agno, agbno, count))
+        for (agno, agbno, count), rec in zip(claims, recs):
             self.claims[agno].append((agbno, count, owner))
             if self.has_rmap:
                 self.rmap_expect[agno].append(
-                    (agbno, count, ino, startoff,
-                     (1 << 63 if attr else 0) | (1 << 61 if unwritten else 0)))
+                    (agbno, count, ino, rec[0],
+                     (1 << 63 if attr else 0) | (1 << 61 if rec[3] else 0)))
         self._last_key = (recs[0][0], recs[-1][0]) if recs else None
         return total
 

@@ -12,6 +12,26 @@ class SummaryPhases:
                 self.report("SB_COUNTERS", f"{field} is {f[field]}, the AGs add up to "
                             f"{self.ag_totals[key]}", agno=0, block=0, field=field,
                             expected=self.ag_totals[key], found=f[field])
+        self._check_quota_inodes()
+
+    def _check_quota_inodes(self) -> None:
+        """xfs_repair's quotino_check: a quota inode named by the primary
+        superblock (neither 0 nor null) is a valid inode number of an inode
+        in use."""
+        tab = getattr(self, "table", None)
+        if tab is None:
+            return          # the namespace phase did not get as far: nothing to compare
+        sb = self.sb
+        for name in ("sb_uquotino", "sb_gquotino", "sb_pquotino"):
+            ino = sb.fields[name]
+            if ino in (0, 0xFFFFFFFFFFFFFFFF):
+                continue
+            agno = ino >> sb.agino_log
+            ok = agno < sb.agcount and \
+                self.verify_agino(agno, ino & ((1 << sb.agino_log) - 1)) and tab.in_use(ino)
+            if not ok:
+                self.report("SB_QUOTINO", f"{name} is {ino}, which is not an inode in use",
+                            agno=0, block=0, field=name, found=ino)
 
     def phase_log(self) -> None:
         from ...fs.logstate import log_is_clean

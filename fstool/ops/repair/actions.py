@@ -28,6 +28,8 @@ REPAIRS = {
     "SB_FEATURES": (NONE, _NOT_YET + "unknown features: repair cannot know what they "
                     "protect"),
     "SB_ROOTINO": (NONE, _NOT_YET + "moving the root or realtime inodes is not supported"),
+    "SB_QUOTINO": (NONE, _NOT_YET + "clearing a quota inode the superblock names wrongly "
+                   "(with its quota flags) is not supported yet"),
     "SB_SECONDARY": (SECONDARY, "repaired: the secondary superblock is rewritten from the "
                      "primary"),
     "SB_COUNTERS": (COUNTERS, "repaired: sb_icount, sb_ifree and sb_fdblocks are summed "
