@@ -75,6 +75,12 @@ def test_every_command_prints_json(image, tmp_path):
     cmds = _read_commands(image)
     cmds.update(_write_commands(image, host))
     cmds["mkfs"] = ["mkfs", "--size", "64m", tmp_path / "m.img", "--populate", host]
+    cmds["repair"] = ["repair", image]
+    # undo: of a repair of a copy
+    copy, undo = tmp_path / "u.img", tmp_path / "u.undo"
+    shutil.copy(image, copy)
+    assert run("repair", "--rebuild", "finobt", "--undo-file", undo, copy).returncode == 0
+    cmds["undo"] = ["undo", copy, undo]
     # cat writes the file's bytes and mount serves the image until unmounted:
     # the commands without --json (mount's statuses: tests/test_mount_cli.py)
     assert set(cmds) | {"mount"} == set(COMMANDS)
@@ -85,7 +91,8 @@ def test_every_command_prints_json(image, tmp_path):
         lines = r.stdout.splitlines()
         assert lines or name == "check", name      # check: one line per finding
         parsed = [json.loads(line) for line in lines]
-        if name in ("mkfs", "populate", "get", "mkdir", "put", "rm", "ln", "setattr"):
+        if name in ("mkfs", "populate", "get", "mkdir", "put", "rm", "ln", "setattr",
+                    "repair", "undo"):
             assert len(parsed) == 1 and isinstance(parsed[0], dict), name
     # what the summaries say
     r = run("mkfs", "--json", "--size", "64m", "-f", tmp_path / "m.img", "--populate", host)

@@ -37,6 +37,8 @@ COMMANDS = {
     "setattr": ("edit", "setattr_cmd", "Change mode, owner, times or xattrs in an image."),
     "log": ("log", "cmd", "Print, replay or zero the log (journal) of an image."),
     "mount": ("mount", "cmd", "Mount an image read-write through FUSE."),
+    "repair": ("repair", "cmd", "Repair what check finds (exit 0 clean, 1 repaired, 4 not)."),
+    "undo": ("undo", "cmd", "Put back the blocks an undo file saved (repair --undo-file)."),
 }
 
 class LazyGroup(click.Group):

@@ -88,6 +88,8 @@ class Device:
         if stat.S_ISDIR(st.st_mode):
             raise ImageError(f"{self.path}: is a directory, not an image")
         self.is_blockdev = stat.S_ISBLK(st.st_mode)
+        # an undo recorder (io/undo.py): told of every write before it is made
+        self.write_hook = None
         if writable and self.is_blockdev:
             flags |= os.O_EXCL
         try:
@@ -159,6 +161,8 @@ class Device:
         """Write all of ``data`` at ``offset`` (one write for the fault hook)."""
         n = len(data)
         self._check_write(offset, n)
+        if self.write_hook is not None:
+            self.write_hook.before_write(offset, n)
         view = memoryview(data)
         done = 0
         try:
@@ -252,6 +256,8 @@ class Device:
         (the data of the image; its size never changes while written)."""
         if not self.writable:
             return
+        if self.write_hook is not None:
+            self.write_hook.before_fsync()
         try:
             os.fdatasync(self.fd)
         except OSError as e:
@@ -264,6 +270,8 @@ class Device:
         self._check_write(offset, length)
         if length <= 0:
             return
+        if self.write_hook is not None:
+            self.write_hook.before_write(offset, length)
         if not self.is_blockdev:
             try:
                 punch_hole(self.fd, offset, length)

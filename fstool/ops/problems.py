@@ -164,10 +164,15 @@ def markdown() -> str:
              "(generated from `fstool/ops/problems.py`).  `--json` prints one object per "
              "finding with the code, severity, message and where it is: `structure`, "
              "`agno`, `block` (AG block), `ino`, `fork`, `offset` (file block in the fork), "
-             "`field`, `index` (record or entry), and `expected`/`found` values.", "",
-             "| code | severity | structure | meaning |", "| --- | --- | --- | --- |"]
+             "`field`, `index` (record or entry), and `expected`/`found` values.  The "
+             "repair column says what `fstool repair` does about it "
+             "(`fstool/ops/repair/actions.py`).", "",
+             "| code | severity | structure | meaning | repair |",
+             "| --- | --- | --- | --- | --- |"]
+    from .repair.actions import column
     for code, (sev, structure, text) in PROBLEMS.items():
-        lines.append(f"| `{code}` | {sev} | {structure or 'the btree named'} | {text} |")
+        lines.append(f"| `{code}` | {sev} | {structure or 'the btree named'} | {text} | "
+                     f"{column(code)} |")
     return "\n".join(lines) + "\n"
 
 

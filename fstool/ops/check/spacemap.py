@@ -35,6 +35,39 @@ def _lookup_le(tree: dict, target: int):
     return tuple(recs[i]) if i >= 0 else None
 
 
+def shared_runs(claims) -> tuple[list, set]:
+    """The runs of file data blocks shared by two or more owners, as the
+    refcount btree must hold them ([start, refcount, length], maximal runs
+    of one count), and the inodes that share blocks."""
+    events = []
+    for start, n, owner in claims:
+        if owner >= 0 and owner & 3 == DATA:
+            events.append((start, 1, owner >> 2))
+            events.append((start + n, -1, owner >> 2))
+    events.sort()
+    computed = []
+    sharing = set()
+    active = {}
+    count = 0
+    prev = None
+    cur = None          # (start, count) of the run being built
+    for pos, delta, ino in events:
+        if prev is not None and pos > prev and count >= 2:
+            if cur is not None and cur[1] == count and cur[0] + cur[2] == prev:
+                cur[2] += pos - prev
+            else:
+                if cur is not None:
+                    computed.append(tuple(cur))
+                cur = [prev, count, pos - prev]
+            sharing.update(i for i, c in active.items() if c)
+        count += delta
+        active[ino] = active.get(ino, 0) + delta
+        prev = pos
+    if cur is not None:
+        computed.append(tuple(cur))
+    return computed, sharing
+
+
 class SpaceMapPhase:
     def phase_space_map(self) -> None:
         reflink = self.sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_REFLINK)
@@ -90,32 +123,7 @@ class SpaceMapPhase:
         maximal runs of one count) against the refcount btree, as
         check_refcounts compares them: each must be a record of the tree.
         Returns the inodes that share blocks."""
-        events = []
-        for start, n, owner in claims:
-            if owner >= 0 and owner & 3 == DATA:
-                events.append((start, 1, owner >> 2))
-                events.append((start + n, -1, owner >> 2))
-        events.sort()
-        computed = []
-        sharing = set()
-        active = {}
-        count = 0
-        prev = None
-        cur = None          # (start, count) of the run being built
-        for pos, delta, ino in events:
-            if prev is not None and pos > prev and count >= 2:
-                if cur is not None and cur[1] == count and cur[0] + cur[2] == prev:
-                    cur[2] += pos - prev
-                else:
-                    if cur is not None:
-                        computed.append(tuple(cur))
-                    cur = [prev, count, pos - prev]
-                sharing.update(i for i, c in active.items() if c)
-            count += delta
-            active[ino] = active.get(ino, 0) + delta
-            prev = pos
-        if cur is not None:
-            computed.append(tuple(cur))
+        computed, sharing = shared_runs(claims)
         tree = self.refcount_trees.get(agno)
         for start, refcount, length in computed:
             rec = _lookup_le(tree, start) if tree else None

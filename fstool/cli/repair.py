@@ -1,0 +1,74 @@
+"""``fstool repair``: mend what check finds."""
+import click
+
+from .options import image_arg, json_opt
+
+EXIT_CANNOT = 4
+
+
+@click.command("repair")
+@click.option("-n", "--no-modify", "dry_run", is_flag=True,
+              help="Write nothing; say what would be changed.")
+@click.option("--rebuild", "rebuild", default="",
+              help="Rebuild these AG trees in every AG even on a clean image "
+                   "(comma-separated: finobt, inobt, bnobt, cntbt, agfl, refcountbt, all; "
+                   "an AG's trees are rebuilt together).")
+@click.option("--add-finobt", is_flag=True,
+              help="Add the free inode btree to an image made without one (-m finobt=0).")
+@click.option("--undo-file", type=click.Path(dir_okay=False),
+              help="Save every block before it is overwritten; 'fstool undo IMAGE FILE' "
+                   "puts them back.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Check AGs in this many parallel processes.")
+@json_opt
+@image_arg
+def cmd(dry_run, rebuild, add_finobt, undo_file, jobs, as_json, image):
+    """Check IMAGE and repair what check finds: the AG free space and inode
+    btrees, the free lists, AG and superblock counters and secondary
+    superblocks (docs/check-problems.md says what each finding gets).
+
+    Exit status: 0 the image was clean (and anything --rebuild or
+    --add-finobt asked for is done), 1 problems were repaired (with -n:
+    would be), 4 repair could not run (mounted, locked, dirty log, damage
+    it cannot work around) or problems remain that it cannot repair.
+    """
+    import json
+    import sys
+
+    from ..errors import FsToolError
+    from ..ops.repair import repair
+
+    trees = tuple(t.strip() for t in rebuild.split(",") if t.strip())
+    try:
+        result = repair(image, dry_run=dry_run, rebuild=trees, add_finobt=add_finobt,
+                        undo_file=undo_file, jobs=jobs)
+    except FsToolError as e:
+        e.exit_status = EXIT_CANNOT
+        raise
+    status = result.exit_code
+    if as_json:
+        click.echo(json.dumps({
+            "status": status, "dry_run": dry_run, "written": result.written,
+            "findings": [f.as_dict() for f in result.findings],
+            "actions": [{"code": f.code, "agno": f.agno, "action": a, "text": t}
+                        for f, a, t in result.actions],
+            "changes": result.changes,
+            "not_repaired": [dict(f.as_dict(), reason=r) for f, r in result.unrepaired],
+        }))
+        sys.exit(status)
+    verb = "would change" if dry_run else "changed"
+    if not result.findings:
+        click.echo("no problems found")
+    else:
+        click.echo(f"{len(result.findings)} problem{'s' if len(result.findings) != 1 else ''} "
+                   "found")
+    if result.changes:
+        click.echo(f"{verb}:")
+        for c in result.changes:
+            click.echo(f"  {c}")
+    elif result.findings and not result.unrepaired:
+        click.echo("nothing to change (warnings only)")
+    for f, reason in result.unrepaired:
+        where = f" (AG {f.agno})" if f.agno is not None else ""
+        click.echo(f"not repaired: {f.code}{where}: {f.message}: {reason}")
+    sys.exit(status)

@@ -1,0 +1,180 @@
+"""Undo files: every byte range of an image saved before it is first
+overwritten, so that the change can be taken back (e2fsprogs' undo
+io_manager, in a format of our own).
+
+A :class:`UndoRecorder` is attached to a writable :class:`~fstool.io.device.Device`
+(``dev.write_hook``).  Before each write it saves the 512-byte sectors of the
+range that were not saved yet, as they are on the image, appending them to
+the undo file (which is flushed before the device is).  :meth:`finish`
+closes the file with a trailer: the list of saved ranges and a SHA-256
+digest of what the image holds there after the change, plus the primary
+superblock and every AG header sector.  :func:`apply_undo` puts the saved
+bytes back, refusing when the image no longer matches that digest (it was
+changed since) or the undo file is incomplete.
+
+File layout (all big-endian)::
+
+    header   b"FSTUNDO1", u64 image size, u32 sector size of the digest's
+             extra sectors, u32 count of extra sectors, u64 their offsets
+    records  b"R", u64 offset, u32 length, the original bytes
+    trailer  b"T", 32-byte digest, b"FSTUNDOK"
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+
+from ..errors import FsToolError, InvalidArgument
+
+MAGIC = b"FSTUNDO1"
+DONE = b"FSTUNDOK"
+SECTOR = 512
+_HDR = struct.Struct(">8sQII")
+_REC = struct.Struct(">cQI")
+
+
+class UndoError(FsToolError):
+    """An undo file that cannot be applied."""
+
+
+class UndoRecorder:
+    """Saves what a device's writes overwrite; see the module docstring.
+
+    ``extra`` lists (offset, length) ranges the digest covers besides the
+    written ones (the superblock and AG headers)."""
+
+    def __init__(self, dev, path, extra: list):
+        self.dev = dev
+        self.path = os.fspath(path)
+        self.saved: set = set()          # sector numbers saved
+        self.ranges: list = []           # (offset, length) in order of saving
+        self.extra = sorted(set(extra))
+        try:
+            self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC,
+                              0o600)
+        except OSError as e:
+            raise InvalidArgument(f"{self.path}: cannot create the undo file: "
+                                  f"{e.strerror}") from None
+        head = _HDR.pack(MAGIC, dev.size, SECTOR, len(self.extra))
+        head += b"".join(struct.pack(">QI", o, n) for o, n in self.extra)
+        self._write(head)
+        self.dirty = False
+
+    def _write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            n = os.write(self.fd, view)
+            view = view[n:]
+
+    # -- the device's hooks ---------------------------------------------------
+    def before_write(self, offset: int, length: int) -> None:
+        first, last = offset // SECTOR, (offset + length - 1) // SECTOR
+        run = None
+        for s in range(first, last + 1):
+            if s in self.saved:
+                if run is not None:
+                    self._save(*run)
+                    run = None
+                continue
+            self.saved.add(s)
+            run = (run[0], run[1] + 1) if run is not None else (s, 1)
+        if run is not None:
+            self._save(*run)
+
+    def _save(self, sector: int, count: int) -> None:
+        off, n = sector * SECTOR, count * SECTOR
+        n = min(n, self.dev.size - off)
+        data = self.dev.pread(off, n)
+        self._write(_REC.pack(b"R", off, n) + data)
+        self.ranges.append((off, n))
+        self.dirty = True
+
+    def before_fsync(self) -> None:
+        if self.dirty:
+            os.fsync(self.fd)
+            self.dirty = False
+
+    # -- the end -----------------------------------------------------------------
+    def finish(self, dev=None) -> None:
+        """Write the trailer: the image as the change left it is what undo
+        will expect to find.  ``dev`` reads the image (the device written,
+        unless it is closed by then)."""
+        dev = dev or self.dev
+        digest = image_digest(dev.pread, dev.size, self.ranges, self.extra)
+        self._write(b"T" + digest + DONE)
+        os.fsync(self.fd)
+        self.close()
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def image_digest(pread, size: int, ranges, extra) -> bytes:
+    """SHA-256 over the image's bytes at ``ranges`` and ``extra``."""
+    h = hashlib.sha256()
+    h.update(struct.pack(">Q", size))
+    for off, n in sorted(set(ranges) | set(extra)):
+        n = min(n, size - off)
+        if n > 0:
+            h.update(struct.pack(">QI", off, n))
+            h.update(pread(off, n))
+    return h.digest()
+
+
+def read_undo(path) -> tuple[int, list, list, bytes]:
+    """(image size, [(offset, original bytes)], extra ranges, digest) of an
+    undo file; UndoError when it is not one or is incomplete."""
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        raise UndoError(f"{path}: cannot read the undo file: {e.strerror}") from None
+    if len(raw) < _HDR.size or raw[:8] != MAGIC:
+        raise UndoError(f"{path}: not an fstool undo file")
+    _m, size, sector, nextra = _HDR.unpack_from(raw, 0)
+    pos = _HDR.size
+    if sector != SECTOR or pos + 12 * nextra > len(raw):
+        raise UndoError(f"{path}: damaged undo file header")
+    extra = [struct.unpack_from(">QI", raw, pos + 12 * i) for i in range(nextra)]
+    pos += 12 * nextra
+    records = []
+    while pos < len(raw) and raw[pos:pos + 1] == b"R":
+        if pos + _REC.size > len(raw):
+            break
+        _t, off, n = _REC.unpack_from(raw, pos)
+        pos += _REC.size
+        if pos + n > len(raw):
+            raise UndoError(f"{path}: the undo file is truncated")
+        records.append((off, raw[pos:pos + n]))
+        pos += n
+    if raw[pos:pos + 1] != b"T" or raw[pos + 33:pos + 41] != DONE or pos + 41 != len(raw):
+        raise UndoError(f"{path}: the undo file is incomplete (the change that wrote it did "
+                        "not finish); it cannot be applied")
+    return size, records, extra, raw[pos + 1:pos + 33]
+
+
+def apply_undo(dev, path) -> int:
+    """Put back what an undo file saved; returns the bytes restored.
+    Refuses (UndoError) when the image changed since the undo file was
+    completed."""
+    size, records, extra, digest = read_undo(path)
+    if dev.size != size:
+        raise UndoError(f"{dev.path}: the image is {dev.size} bytes, the undo file was made "
+                        f"for one of {size} bytes")
+    ranges = [(off, len(data)) for off, data in records]
+    for off, n in ranges:
+        if off < 0 or off + n > size:
+            raise UndoError(f"{path}: a saved range lies outside the image")
+    if image_digest(dev.pread, size, ranges, extra) != digest:
+        raise UndoError(f"{dev.path}: the image has changed since the undo file was written; "
+                        "refusing to put the old blocks back")
+    total = 0
+    for off, data in records:
+        dev.pwrite(off, data)
+        total += len(data)
+    dev.fsync()
+    return total

@@ -1,0 +1,371 @@
+"""fstool repair: mend what check finds, on the one journaled write path.
+
+Repair is driven by check (:mod:`fstool.ops.check`): every finding maps to
+an action (:mod:`.actions`, the repair column of docs/check-problems.md) or
+is reported as not repaired, with the reason.  The actions:
+
+* an AG whose free space or inode btrees, free list or AGF/AGI counters are
+  wrong is rebuilt whole (:mod:`.agbuild`): the inode records from check's
+  inobt records and the chunks found on disk, the free space from the space
+  map of every owner, each tree bulk-loaded into blocks reserved from the
+  space that is free now (never from the trees being replaced);
+* the superblock counters are summed from the AGs;
+* secondary superblocks are rewritten from the primary.
+
+``--rebuild`` forces the AG rebuild in every AG (``finobt``, ``inobt``,
+``bnobt``, ``cntbt``, ``agfl`` or ``all``: the trees of an AG are rebuilt
+together); ``--add-finobt`` turns on the free inode btree of an image made
+without one (the trees in every AG, the feature bit in every superblock).
+
+Everything is one transaction of a write session (:class:`fstool.ns.writer.Writer`):
+the new tree blocks are written in place (free space until the commit),
+the headers logged, one checkpoint commits it all.  A repair killed at
+any moment leaves, once the log is replayed, the image as it was or
+repaired.  ``undo_file`` saves every range before it is first overwritten
+(:mod:`fstool.io.undo`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from ...errors import UnsupportedError, WriteRefused
+from ...format import constants as C
+from .actions import AG, COUNTERS, SECONDARY, action_of
+from .agbuild import AGPlan, RepairError
+
+EXIT_CLEAN, EXIT_REPAIRED, EXIT_CANNOT = 0, 1, 4
+TREES = ("finobt", "inobt", "bnobt", "cntbt", "agfl", "refcountbt", "all")
+
+
+@dataclasses.dataclass
+class RepairResult:
+    findings: list                         # what check found first
+    actions: list                          # (finding, action, text)
+    changes: list                          # what was (or, with -n, would be) changed
+    unrepaired: list                       # (finding, reason) left as they are
+    written: bool = False
+    dry_run: bool = False
+    forced: bool = False
+
+    @property
+    def exit_code(self) -> int:
+        if self.unrepaired:
+            return EXIT_CANNOT
+        if self.findings and self.changes:
+            return EXIT_REPAIRED
+        return EXIT_CLEAN
+
+
+def refuse_unusable(fs, path) -> None:
+    """Images repair does not write: a dirty log, an rmapbt, unknown or
+    unsupported features (the same rules as every writer)."""
+    from ...fs.logstate import log_is_clean
+    clean, why = log_is_clean(fs)
+    if not clean:
+        raise WriteRefused(f"{path}: the log is dirty ({why}); replay it first with "
+                           f"'fstool log replay {path}' (or mount and unmount it)")
+
+
+def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
+    """(AG plans, secondary superblocks, counters?, changes, actions,
+    unrepaired) for the findings of ``checker`` and the options."""
+    fs = checker.fs
+    sb = fs.sb
+    findings = checker.findings
+    actions, unrepaired = [], []
+    ag_set, secondaries = set(), set()
+    counters = False
+    recheck = set()
+    scan_ags = set()
+    refc_ags = set()
+    for f in findings:
+        action, text = action_of(f)
+        if f.code == "SPACE_OVERLAP" and f.agno is not None:
+            action = AG             # settled below: kept owners' overlaps are not
+        actions.append((f, action, text))
+        if action == AG:
+            ag_set.add(f.agno)
+            if f.structure == "refcountbt" or f.code == "AGF_REFCOUNT_BLOCKS":
+                refc_ags.add(f.agno)
+            if f.code == "INOBT_INODE" and f.ino is not None:
+                recheck.add(f.ino)
+            if f.code == "SPACE_UNACCOUNTED" or (f.structure in ("inobt", "finobt", "agi")
+                                                 and f.code.startswith("BTREE_")):
+                scan_ags.add(f.agno)
+        elif action == COUNTERS:
+            counters = True
+        elif action == SECONDARY:
+            secondaries.add(f.agno)
+        elif f.severity == "error":
+            unrepaired.append((f, text))
+    if rebuild or add_finobt:
+        ag_set.update(range(sb.agcount))
+    reflink = sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_REFLINK)
+    if reflink and ("refcountbt" in rebuild or "all" in rebuild):
+        refc_ags.update(range(sb.agcount))
+    finobt = add_finobt or sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_FINOBT)
+    # while anything stays unrepaired (an inode, a block map, a structure
+    # check could not read), who owns the blocks no one claims is not known:
+    # they are left as they are rather than freed
+    free_leaks = not unrepaired
+    plans = {}
+    changes = []
+    for agno in sorted(ag_set):
+        if agno not in checker.agf or agno not in checker.agi:
+            for f, action, _t in actions:
+                if f.agno == agno and action == AG:
+                    unrepaired.append((f, "reported, not repaired: the AG's AGF or AGI "
+                                       "cannot be read; rebuilding AG headers from scratch is "
+                                       "not supported yet"))
+            continue
+        try:
+            p = AGPlan(checker, agno, finobt=finobt, recheck_inos=recheck,
+                       scan_lost=scan and agno in scan_ags, free_leaks=free_leaks,
+                       refcount=reflink and agno in refc_ags)
+        except RepairError as e:
+            for f, action, _t in actions:
+                if f.agno == agno and action == AG:
+                    unrepaired.append((f, f"reported, not repaired: {e}"))
+            continue
+        if p.overlaps:
+            for f, action, _t in actions:
+                if f.agno == agno and f.code == "SPACE_OVERLAP" and any(
+                        s <= (f.block or 0) < s + n for s, n in p.overlaps):
+                    unrepaired.append((f, "reported, not repaired: two files, or a file "
+                                       "and other metadata, claim the block"))
+        plans[agno] = p
+        changes.extend(p.notes)
+        changes.append(p.summary())
+    if plans:
+        counters = True
+    if add_finobt:
+        changes.append("superblocks: the free inode btree feature (finobt) is set")
+        secondaries.update(range(1, sb.agcount))
+    if counters:
+        changes.append("superblock: sb_icount, sb_ifree and sb_fdblocks summed from the AGs")
+    for agno in sorted(secondaries):
+        if agno:
+            changes.append(f"AG {agno}: secondary superblock rewritten from the primary")
+    return plans, sorted(secondaries - {0}), counters, changes, actions, unrepaired
+
+
+def finobt_reservation(fs, agno: int) -> int:
+    """Blocks the kernel reserves in an AG for its finobt when it mounts
+    (xfs_finobt_calc_reserves: a finobt as big as the AG's inode capacity
+    could make it, xfs_inobt_max_size)."""
+    from ...fs import btree as B
+    sb = fs.sb
+    agblocks = fs.ag_length(agno)
+    if sb.logstart and (sb.logstart >> sb.agblklog) == agno:
+        agblocks -= sb.logblocks        # the log never needs btree room
+    n = (agblocks << sb.inopblog) // 64
+    bt = B.inobt_type(sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_SPINODES), True)
+    limits = (bt.maxrecs(sb.blocksize, True) // 2, bt.maxrecs(sb.blocksize, False) // 2)
+    # xfs_btree_calc_size: every level of half-full blocks up to one root
+    blocks, level = 0, 0
+    while n > 1:
+        per = limits[1 if level else 0]
+        n = -(-n // per)
+        blocks += n
+        level += 1
+    return blocks
+
+
+def _check_and_plan(fs, progress, jobs, rebuild, add_finobt):
+    """Check, plan; when the plan finds inode chunks no inobt record names,
+    check again with them (so the blocks their files own are claimed), and
+    plan from that."""
+    from .checker import RepairChecker as cls
+    c = cls(fs, progress)
+    c.run(jobs)
+    first = c.findings
+    out = plan(c, rebuild=rebuild, add_finobt=add_finobt)
+    extra = {agno: p.lost for agno, p in out[0].items() if p.lost}
+    if extra:
+        c = cls(fs, progress)
+        c.extra_chunks = extra
+        c.run(1)
+        out = plan(c, rebuild=rebuild, add_finobt=add_finobt, scan=False)
+        for agno, recs in extra.items():
+            if agno in out[0]:
+                out[0][agno].notes[:0] = [f"AG {agno}: inode chunk at agino {r[0]} found on "
+                                          "disk with no inobt record" for r in recs]
+                out[3][:0] = out[0][agno].notes[:len(recs)]
+    return c, first, out
+
+
+def repair(path, *, dry_run: bool = False, rebuild=(), add_finobt: bool = False,
+           undo_file=None, jobs: int = 1, progress=None) -> RepairResult:
+    """Check ``path`` and mend what can be mended; see the module docstring."""
+    from ...fs.mount import Filesystem
+    from ...io.lock import ImageLock, refuse_if_mounted
+    path = os.fspath(path)
+    for t in rebuild:
+        if t not in TREES:
+            from ...errors import InvalidArgument
+            raise InvalidArgument(f"--rebuild: unknown tree {t!r} (one of {', '.join(TREES)})")
+    refuse_if_mounted(path)
+    with Filesystem(path) as fs:
+        rmap = fs.sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_RMAPBT)
+    if dry_run or rmap:
+        fs = Filesystem(path)
+        lock = ImageLock(fs.dev.fd, path)
+        try:
+            lock.__enter__()
+        except BaseException:
+            fs.close()
+            raise
+        try:
+            _refuse(fs, path, add_finobt)
+            c, first, (plans, secs, counters, changes, actions, unrep) = _check_and_plan(
+                fs, progress, jobs, rebuild, add_finobt)
+            if add_finobt:
+                _check_finobt_room(fs, plans)
+            if rmap:
+                # fstool does not write filesystems with a reverse-mapping
+                # btree: what would be repaired is reported, not repaired
+                why = ("reported, not repaired: writing filesystems with a reverse-mapping "
+                       "btree (rmapbt) is not supported yet")
+                unrep = unrep + [(f, why) for f, a, _t in actions
+                                 if a != "none" and f.severity == "error"]
+                if (rebuild or add_finobt) and not unrep:
+                    raise UnsupportedError(f"{path}: {why[len('reported, not repaired: '):]}")
+                return RepairResult(first, actions, [], unrep, dry_run=dry_run)
+            return RepairResult(first, actions, changes, unrep, dry_run=True,
+                                forced=bool(rebuild or add_finobt))
+        finally:
+            lock.__exit__(None, None, None)
+            fs.close()
+    from ...ns.writer import Writer
+    w = Writer(path)
+    recorder = None
+    try:
+        fs = w.fs
+        _refuse(fs, path, add_finobt)
+        c, first, (plans, secs, counters, changes, actions, unrep) = _check_and_plan(
+            fs, progress, jobs, rebuild, add_finobt)
+        if add_finobt:
+            _check_finobt_room(fs, plans)
+        result = RepairResult(first, actions, changes, unrep,
+                              forced=bool(rebuild or add_finobt))
+        if not changes:
+            return result
+        if undo_file is not None:
+            from ...io.undo import UndoRecorder
+            recorder = UndoRecorder(fs.dev, undo_file, _digest_sectors(fs))
+            fs.dev.write_hook = recorder
+        _apply(w, c, plans, secs, counters, add_finobt)
+        w.close()
+        result.written = True
+        if recorder is not None:
+            from ...io.device import Device
+            fs.dev.write_hook = None
+            dev = Device(path)
+            try:
+                recorder.finish(dev)
+            finally:
+                dev.close()
+            recorder = None
+        if result.unrepaired:
+            result.unrepaired = _remaining(path, jobs)
+        return result
+    finally:
+        if recorder is not None:
+            recorder.close()
+        if not w.closed:
+            w.close()
+
+
+def _remaining(path, jobs) -> list:
+    """What check still finds after the repair (some findings were only
+    consequences of what was rebuilt): (finding, reason) for each error."""
+    from ...fs.mount import Filesystem
+    from ..check import Checker
+    with Filesystem(path) as fs:
+        c = Checker(fs)
+        c.run(jobs)
+    return [(f, action_of(f)[1]) for f in c.findings if f.severity == "error"]
+
+
+def _refuse(fs, path, add_finobt: bool) -> None:
+    refuse_unusable(fs, path)
+    sb = fs.sb
+    if add_finobt:
+        if sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_FINOBT):
+            raise WriteRefused(f"{path}: the filesystem already has a free inode btree")
+
+
+def _check_finobt_room(fs, plans) -> None:
+    """--add-finobt: each AG must have room for the kernel's finobt
+    reservation besides the trees themselves."""
+    for agno, p in plans.items():
+        need = finobt_reservation(fs, agno)
+        if p.freeblks < need:
+            raise RepairError(f"AG {agno}: {p.freeblks} free blocks, the kernel reserves "
+                              f"{need} for the free inode btree; --add-finobt needs that room")
+
+
+def _digest_sectors(fs) -> list:
+    """The primary superblock and every AG header sector: what an undo
+    checks besides the blocks it saved."""
+    sb = fs.sb
+    out = []
+    for agno in range(sb.agcount):
+        base = fs.agb_to_daddr(agno, 0) << C.BBSHIFT
+        out.append((base, 4 * sb.sectsize))
+    return out
+
+
+def _apply(w, checker, plans, secondaries, counters, add_finobt) -> None:
+    from ...format.structs import SB
+    from ...io import verify as V
+    from .agbuild import raw_buf
+    fs = w.fs
+    sb = fs.sb
+    with w.transaction():
+        tx = w.tx
+        totals = {}
+        for agno, p in plans.items():
+            totals[agno] = p.write(tx, checker.agf.get(agno), checker.agi.get(agno))
+        sbuf = tx.read_buf(0, sb.sectsize, V.SB, agno=0, block=0)
+        f = SB.unpack(sbuf.data)
+        if counters:
+            icount = ifree = fdblocks = 0
+            for agno in range(sb.agcount):
+                t = totals.get(agno)
+                if t is None:
+                    agf, agi = checker.agf.get(agno), checker.agi.get(agno)
+                    if agf is None or agi is None:
+                        raise RepairError(f"AG {agno}: the AGF or AGI cannot be read; the "
+                                          "superblock counters cannot be summed")
+                    t = (agi["agi_count"], agi["agi_freecount"],
+                         agf["agf_freeblks"] + agf["agf_flcount"] + agf["agf_btreeblks"])
+                icount += t[0]
+                ifree += t[1]
+                fdblocks += t[2]
+            f.update(sb_icount=icount, sb_ifree=ifree, sb_fdblocks=fdblocks)
+        if add_finobt:
+            f["sb_features_ro_compat"] |= C.XFS_SB_FEAT_RO_COMPAT_FINOBT
+        packed = SB.pack(f)
+        sbuf.data[:len(packed)] = packed
+        for agno in secondaries:
+            daddr = fs.agb_to_daddr(agno, 0)
+            buf = raw_buf(tx, daddr, sb.sectsize, V.SB)
+            buf.data[:] = sbuf.data
+
+
+def undo(path, undo_file) -> int:
+    """Put back what ``undo_file`` saved (refusing a changed image, an
+    incomplete undo file, a mounted or locked image); the bytes restored."""
+    from ...io.device import Device
+    from ...io.lock import ImageLock, refuse_if_mounted
+    from ...io.undo import apply_undo
+    path = os.fspath(path)
+    refuse_if_mounted(path)
+    dev = Device(path, writable=True)
+    try:
+        with ImageLock(dev.fd, path):
+            return apply_undo(dev, undo_file)
+    finally:
+        dev.close()

@@ -1,0 +1,446 @@
+"""Rebuilding one AG's free space and inode btrees, its free list and the
+AGF/AGI counters (xfs_repair's phase 5, agbtree.c's order of work).
+
+From what check learned of the AG (every owner's blocks: ``claims``; the
+inode chunks: ``chunks``):
+
+1. the inode records: check's inobt records with their counts made to
+   follow their masks, the free mask of chunks holding a finding made to
+   follow the inodes on disk, and chunks no record names found by their
+   inodes on disk in the blocks no one claims (so a lost inobt block loses
+   no inode);
+2. the blocks every new tree needs are *reserved* from the space that is
+   free now: not used by any owner kept, nor by the trees and free list
+   being replaced (their blocks stay as they are until the rebuild
+   commits, so a crash before then leaves the image as it was);
+3. the free space records are what no kept owner and no new tree uses,
+   the old trees' blocks included;
+4. every tree is bulk-loaded through the one btree engine
+   (:func:`fstool.fs.btree_write.bulk_load`) into its reserved blocks; the
+   AGF, AGI and AGFL are rewritten around them.
+
+Everything goes through the open transaction of a write session: the new
+blocks are written in place before the checkpoint that commits the AG
+headers naming them (they are free space until then), the headers are
+logged.
+"""
+from __future__ import annotations
+
+import struct
+
+from ...errors import FsToolError
+from ...format import constants as C
+from ...format.structs import AGF, AGI
+from ...fs import btree as B
+from ...fs import btree_write as BW
+from ...io import verify as V
+from ...io.buf import Buf
+from ..check.base import OWN_AG, OWN_AGFL, OWN_COW, OWN_FREE, OWN_INOBT, OWN_REFC
+from ..check.spacemap import shared_runs
+
+# owners whose blocks a rebuild replaces (with the refcount btree: its
+# blocks and the CoW staging extents left behind too)
+REPLACED = (OWN_AG, OWN_INOBT, OWN_AGFL, OWN_FREE)
+REPLACED_REFC = REPLACED + (OWN_REFC, OWN_COW)
+_FULL = (1 << 64) - 1
+
+
+class RepairError(FsToolError):
+    """A rebuild that cannot be made (the image is left as it was)."""
+
+
+def merge(ranges) -> list:
+    """Sorted, merged [start, end) pairs from (start, length) ranges."""
+    out = []
+    for s, n in sorted(ranges):
+        e = s + n
+        if out and s <= out[-1][1]:
+            if e > out[-1][1]:
+                out[-1][1] = e
+        else:
+            out.append([s, e])
+    return out
+
+
+def complement(merged: list, length: int) -> list:
+    """The [start, end) gaps of ``merged`` within [0, length)."""
+    out = []
+    pos = 0
+    for s, e in merged:
+        if s > pos:
+            out.append([pos, min(s, length)])
+        pos = max(pos, e)
+        if pos >= length:
+            break
+    if pos < length:
+        out.append([pos, length])
+    return [r for r in out if r[1] > r[0]]
+
+
+def holes_of(holemask: int) -> int:
+    """The 64-bit mask of inodes a sparse record's holemask leaves out."""
+    holes = 0
+    for bit in range(16):
+        if holemask >> bit & 1:
+            holes |= 0xF << (4 * bit)
+    return holes
+
+
+def normal_record(startino: int, holemask: int, free: int) -> tuple:
+    """An inobt record whose count and freecount follow its masks (sparse
+    inodes are free)."""
+    if not holemask:
+        free &= _FULL
+        return (startino, 0, 64, bin(free).count("1"), free)
+    holes = holes_of(holemask)
+    free = (free | holes) & _FULL
+    return (startino, holemask, 64 - bin(holes).count("1"),
+            bin(free & ~holes & _FULL).count("1"), free)
+
+
+def raw_buf(tx, daddr: int, length: int, bt) -> Buf:
+    """A metadata buffer joined to ``tx`` as the image holds it, without
+    verification (a header repair rewrites what fails it)."""
+    fs = tx.fs
+    key = (daddr, length)
+    buf = fs.cache.get(key)
+    if buf is None or buf.stale:
+        buf = Buf(daddr, length, bytearray(fs.dev.pread(daddr << C.BBSHIFT, length)), bt)
+        buf.verified.add(bt.name)
+        buf = fs.cache.insert(buf)
+    return tx.join(buf)
+
+
+class ReservedStore:
+    """The btree engine's block store for a bulk load into blocks reserved
+    beforehand: ``alloc`` hands them out in order, never anything else."""
+
+    def __init__(self, tx, fs, agno: int, blocks: list, buftype):
+        self.tx = tx
+        self.fs = fs
+        self.agno = agno
+        self.blocks = list(blocks)
+        self.buftype = buftype
+        self.blocksize = fs.sb.blocksize
+        self.used = []
+
+    def daddr(self, addr: int) -> int:
+        return self.fs.agb_to_daddr(self.agno, addr)
+
+    def alloc(self, near: int) -> int:
+        if not self.blocks:
+            raise RepairError(f"AG {self.agno}: internal: the blocks reserved for the "
+                              f"{self.buftype.name}s ran out")
+        b = self.blocks.pop(0)
+        self.used.append(b)
+        return b
+
+    def new(self, addr: int) -> bytearray:
+        return self.tx.get_buf(self.daddr(addr), self.blocksize, self.buftype).data
+
+    def dirty(self, addr: int) -> None:
+        """New buffers are written whole at the checkpoint."""
+
+    def read(self, addr: int) -> bytearray:        # pragma: no cover - bulk loads never read
+        raise RepairError("internal: a bulk load read a block")
+
+    def free(self, addr: int) -> None:             # pragma: no cover
+        raise RepairError("internal: a bulk load freed a block")
+
+
+def tree_blocks(bt, blocksize: int, nrecs: int) -> int:
+    """Blocks a default bulk load of ``nrecs`` records takes."""
+    geo = BW.bulk_geometry(nrecs, (bt.maxrecs(blocksize, True), bt.maxrecs(blocksize, False)))
+    return sum(g[0] for g in geo)
+
+
+def tree_levels(bt, blocksize: int, nrecs: int) -> int:
+    return len(BW.bulk_geometry(nrecs, (bt.maxrecs(blocksize, True),
+                                        bt.maxrecs(blocksize, False))))
+
+
+class AGPlan:
+    """What a rebuild of one AG will write, computed before anything is
+    (so ``-n`` can tell it, and a rebuild that cannot be made changes
+    nothing)."""
+
+    def __init__(self, checker, agno: int, *, finobt: bool, recheck_inos=(),
+                 scan_lost: bool = False, free_leaks: bool = True, refcount: bool = False):
+        fs = checker.fs
+        sb = fs.sb
+        self.fs, self.sb, self.agno = fs, sb, agno
+        self.length = fs.ag_length(agno)
+        self.finobt = finobt
+        self.sparse = sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_SPINODES)
+        self.inobtcount = sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_INOBTCNT)
+        self.notes: list = []
+        claims = checker.claims.get(agno, [])
+        self.refcount = refcount
+        replaced = REPLACED_REFC if refcount else REPLACED
+        self.replaced = replaced
+        kept = [(s, n) for s, n, o in claims if o not in replaced]
+        old = [(s, n) for s, n, o in claims if o in replaced and o != OWN_FREE]
+        self.overlaps = self._kept_overlaps(claims)
+        self.refcrecs = []
+        if refcount:
+            runs, _inos = shared_runs(sorted(claims))
+            self.refcrecs = [(start, length, count) for start, count, length in runs]
+        # 1. inode records
+        recs = {}
+        for startino, holemask, _c, _f, free in checker.chunks.get(agno, ()):
+            recs[startino] = normal_record(startino, holemask if self.sparse else 0, free)
+        agmask = (1 << sb.agino_log) - 1
+        fix = {ino & agmask & ~63 for ino in recheck_inos if ino >> sb.agino_log == agno}
+        for startino in sorted(fix & set(recs)):
+            recs[startino] = self._record_from_disk(startino, recs[startino][1])
+        unclaimed = complement(merge([(s, n) for s, n, _o in claims]), self.length)
+        self.lost = []
+        if scan_lost:
+            for rec in self._scan_lost(unclaimed, checker):
+                if rec[0] not in recs:
+                    recs[rec[0]] = rec
+                    kept.extend(self._chunk_blocks(rec))
+                    self.lost.append(rec)
+                    self.notes.append(f"AG {agno}: inode chunk at agino {rec[0]} found on "
+                                      "disk with no inobt record")
+        if not free_leaks:
+            # blocks no one claims may belong to what check could not read:
+            # they stay as they are (leaked, never reused)
+            kept.extend((s, e - s) for s, e in unclaimed)
+        self.inorecs = [recs[k] for k in sorted(recs)]
+        self.finorecs = [r for r in self.inorecs if r[3] > 0] if finobt else []
+        # 2. reservations
+        kept_m = merge(kept)
+        free_now = complement(merge(kept + old), self.length)
+        final0 = complement(kept_m, self.length)
+        bs = sb.blocksize
+        ibt = B.inobt_type(self.sparse)
+        self.n_ino = tree_blocks(ibt, bs, len(self.inorecs))
+        self.n_fino = tree_blocks(B.inobt_type(self.sparse, True), bs,
+                                  len(self.finorecs)) if finobt else 0
+        self.n_refc = tree_blocks(B.REFCOUNTBT, bs, len(self.refcrecs)) if refcount else 0
+        self.agfl_slots = (sb.sectsize - C.XFS_AGFL_HDR_SIZE) // 4
+        guess = len(final0) + 1
+        for _ in range(16):
+            n_free = tree_blocks(B.BNOBT, bs, guess)
+            n_fl = 2 * min(tree_levels(B.BNOBT, bs, guess) + 1, C.XFS_BTREE_MAXLEVELS)
+            need = self.n_ino + self.n_fino + self.n_refc + 2 * n_free + n_fl
+            taken, pieces = self._take(free_now, need)
+            if len(final0) + pieces <= guess:
+                break
+            guess = len(final0) + pieces
+        else:
+            raise RepairError(f"AG {agno}: could not size the free space btrees")
+        if len(taken) < need:
+            raise RepairError(f"AG {agno}: {need} free blocks are needed for the new btrees "
+                              f"and free list, only {len(taken)} are free")
+        # 3. free space: what no kept owner and no new block uses
+        taken_m = merge((b, 1) for b in taken)
+        self.free_recs = [(s, e - s) for s, e in complement(merge(
+            [(s, e - s) for s, e in kept_m] + [(s, e - s) for s, e in taken_m]), self.length)]
+        n_bno = tree_blocks(B.BNOBT, bs, len(self.free_recs))
+        self.levels_bno = tree_levels(B.BNOBT, bs, len(self.free_recs))
+        pos = 0
+        self.ino_blocks = taken[pos:pos + self.n_ino]
+        pos += self.n_ino
+        self.fino_blocks = taken[pos:pos + self.n_fino]
+        pos += self.n_fino
+        self.refc_blocks = taken[pos:pos + self.n_refc]
+        pos += self.n_refc
+        self.bno_blocks = taken[pos:pos + n_bno]
+        pos += n_bno
+        self.cnt_blocks = taken[pos:pos + n_bno]
+        pos += n_bno
+        self.agfl = taken[pos:]
+        if len(self.agfl) > self.agfl_slots:
+            raise RepairError(f"AG {agno}: internal: {len(self.agfl)} blocks left for a "
+                              f"free list of {self.agfl_slots} slots")
+        self.n_bno = n_bno
+        self.freeblks = sum(n for _s, n in self.free_recs)
+        self.longest = max((n for _s, n in self.free_recs), default=0)
+
+    # -- pieces --------------------------------------------------------------------
+    def _kept_overlaps(self, claims) -> list:
+        """Blocks two kept owners claim: a rebuild cannot settle those."""
+        out = []
+        end = -1
+        for s, n, o in sorted((c for c in claims if c[2] not in self.replaced)):
+            if s < end:
+                out.append((s, min(end, s + n) - s))
+            end = max(end, s + n)
+        return out
+
+    @staticmethod
+    def _take(free_now: list, need: int) -> tuple[list, int]:
+        """``need`` blocks from the front of the free extents, lowest first;
+        how many extents they came from."""
+        taken = []
+        pieces = 0
+        for s, e in free_now:
+            if len(taken) >= need:
+                break
+            k = min(e - s, need - len(taken))
+            taken.extend(range(s, s + k))
+            pieces += 1
+        return taken, pieces
+
+    def _chunk_blocks(self, rec) -> list:
+        sb = self.sb
+        holes = holes_of(rec[1])
+        blocks = sorted({(rec[0] + i) >> sb.inopblog for i in range(64) if not holes >> i & 1})
+        return [(b, 1) for b in blocks]
+
+    def _read_inodes(self, startino: int, n: int) -> bytes | None:
+        sb = self.sb
+        agbno = startino >> sb.inopblog
+        nblocks = max(1, n >> sb.inopblog)
+        if agbno + nblocks > self.length:
+            return None
+        daddr = self.fs.agb_to_daddr(self.agno, agbno)
+        return self.fs.dev.pread(daddr << C.BBSHIFT, nblocks * sb.blocksize)
+
+    def _inode_ok(self, raw, k: int, agino: int) -> bool:
+        isz = self.sb.inodesize
+        off = k * isz
+        if raw[off:off + 2] != b"IN" or raw[off + 4] != 3:
+            return False
+        ino = (self.agno << self.sb.agino_log) | agino
+        return struct.unpack_from(">Q", raw, off + 152)[0] == ino and \
+            bytes(raw[off + 160:off + 176]) == self.fs.uuid
+
+    def _record_from_disk(self, startino: int, holemask: int) -> tuple:
+        """The record of a chunk with its free mask read from the inodes: an
+        inode with a mode is in use (what xfs_repair keeps)."""
+        raw = self._read_inodes(startino, 64)
+        holes = holes_of(holemask)
+        free = 0
+        for i in range(64):
+            if holes >> i & 1:
+                continue
+            off = i * self.sb.inodesize
+            mode = struct.unpack_from(">H", raw, off + 2)[0] if raw else 0
+            if not (raw and self._inode_ok(raw, i, startino + i) and mode):
+                free |= 1 << i
+        return normal_record(startino, holemask, free)
+
+    def _scan_lost(self, unclaimed: list, checker) -> list:
+        """Inode clusters in blocks no one claims, found by their inodes
+        (magic, version, inode number, uuid), grouped into chunk records."""
+        sb = self.sb
+        bpc = checker.blocks_per_cluster
+        ipc = bpc << sb.inopblog
+        lo, hi = checker.agino_range(self.agno)
+        found = {}
+        for s, e in unclaimed:
+            b = -(-s // bpc) * bpc
+            while b + bpc <= e:
+                agino = b << sb.inopblog
+                if lo <= agino <= hi:
+                    raw = self._read_inodes(agino, ipc)
+                    if raw and self._inode_ok(raw, 0, agino):
+                        start = agino & ~63
+                        mask = found.get(start, 0)
+                        for i in range(ipc):
+                            if self._inode_ok(raw, i, agino + i):
+                                mode = struct.unpack_from(">H", raw, i * sb.inodesize + 2)[0]
+                                mask |= (1 if mode else 2) << (2 * (agino - start + i))
+                        found[start] = mask
+                b += bpc
+        out = []
+        for start, mask in sorted(found.items()):
+            present = free = 0
+            for i in range(64):
+                st = mask >> (2 * i) & 3
+                if st:
+                    present |= 1 << i
+                    if st == 2:
+                        free |= 1 << i
+            holemask = 0
+            for bit in range(16):
+                if not present >> (4 * bit) & 0xF:
+                    holemask |= 1 << bit
+            if holemask and not self.sparse:
+                continue            # a partial chunk cannot be named without sparse inodes
+            if holemask == 0xFFFF:
+                continue
+            out.append(normal_record(start, holemask, free | holes_of(holemask)))
+        return out
+
+    # -- what it changes ---------------------------------------------------------------
+    def summary(self) -> str:
+        return (f"AG {self.agno}: inobt {len(self.inorecs)} records in {self.n_ino} blocks"
+                + (f", finobt {len(self.finorecs)} records in {self.n_fino} blocks"
+                   if self.finobt else "")
+                + (f", refcountbt {len(self.refcrecs)} records in {self.n_refc} blocks"
+                   if self.refcount else "")
+                + f", bnobt/cntbt {len(self.free_recs)} free extents ({self.freeblks} blocks)"
+                f" in {self.n_bno}+{self.n_bno} blocks, free list {len(self.agfl)} blocks")
+
+    def write(self, tx, agf: dict | None, agi: dict | None) -> tuple[int, int, int]:
+        """Bulk-load the trees and rewrite the AG headers in ``tx``;
+        ``agf``/``agi`` are the headers as check read them.  Returns the
+        AG's (inodes, free inodes, free blocks) for the superblock."""
+        fs, sb, agno = self.fs, self.sb, self.agno
+        if agf is None or agi is None:
+            raise RepairError(f"AG {agno}: the AGF or AGI cannot be read; rebuilding AG "
+                              "headers from scratch is not supported yet")
+        uuid = fs.uuid
+
+        def load(bt, blocks, recs, buftype):
+            store = ReservedStore(tx, fs, agno, blocks, buftype)
+            root, levels, used = BW.bulk_load(bt, store, recs, agno=agno, uuid=uuid)
+            if used != len(blocks):
+                raise RepairError(f"AG {agno}: internal: {bt.name} used {used} of "
+                                  f"{len(blocks)} reserved blocks")
+            return root, levels
+
+        ino_root, ino_lvl = load(B.inobt_type(self.sparse), self.ino_blocks, self.inorecs,
+                                 V.INOBT)
+        if self.finobt:
+            fino_root, fino_lvl = load(B.inobt_type(self.sparse, True), self.fino_blocks,
+                                       self.finorecs, V.FINOBT)
+        if self.refcount:
+            refc_root, refc_lvl = load(B.REFCOUNTBT, self.refc_blocks, self.refcrecs, V.REFCBT)
+        bno_root, bno_lvl = load(B.BNOBT, self.bno_blocks, self.free_recs, V.BNOBT)
+        cnt_recs = sorted(self.free_recs, key=lambda r: (r[1], r[0]))
+        cnt_root, cnt_lvl = load(B.CNTBT, self.cnt_blocks, cnt_recs, V.CNTBT)
+        ss = sb.sectsize
+        base = fs.agb_to_daddr(agno, 0)
+        step = ss >> C.BBSHIFT
+        # AGF
+        f = dict(agf)
+        f.pop("_raw", None)
+        roots, levels = list(f["agf_roots"]), list(f["agf_levels"])
+        roots[0], roots[1], levels[0], levels[1] = bno_root, cnt_root, bno_lvl, cnt_lvl
+        nfl = len(self.agfl)
+        f.update(agf_roots=roots, agf_levels=levels, agf_freeblks=self.freeblks,
+                 agf_longest=self.longest, agf_btreeblks=2 * (self.n_bno - 1),
+                 agf_flfirst=0, agf_fllast=(nfl - 1) % self.agfl_slots, agf_flcount=nfl)
+        if self.refcount:
+            f.update(agf_refcount_root=refc_root, agf_refcount_level=refc_lvl,
+                     agf_refcount_blocks=self.n_refc)
+        buf = raw_buf(tx, base + step, ss, V.AGF)
+        packed = AGF.pack(f)
+        buf.data[:len(packed)] = packed
+        # AGFL: header and slots
+        buf = raw_buf(tx, base + 3 * step, ss, V.AGFL)
+        hdr = bytearray(C.XFS_AGFL_HDR_SIZE)
+        struct.pack_into(">II", hdr, 0, C.XFS_AGFL_MAGIC, agno)
+        hdr[8:24] = uuid
+        slots = list(self.agfl) + [C.NULLAGBLOCK] * (self.agfl_slots - nfl)
+        buf.data[:] = bytes(hdr) + struct.pack(f">{self.agfl_slots}I", *slots) + \
+            bytes(ss - C.XFS_AGFL_HDR_SIZE - 4 * self.agfl_slots)
+        # AGI
+        i = dict(agi)
+        i.pop("_raw", None)
+        count = sum(r[2] for r in self.inorecs)
+        freecount = sum(r[3] for r in self.inorecs)
+        i.update(agi_root=ino_root, agi_level=ino_lvl, agi_count=count, agi_freecount=freecount)
+        if self.finobt:
+            i.update(agi_free_root=fino_root, agi_free_level=fino_lvl)
+        if self.inobtcount:
+            i.update(agi_iblocks=self.n_ino, agi_fblocks=self.n_fino)
+        buf = raw_buf(tx, base + 2 * step, ss, V.AGI)
+        packed = AGI.pack(i)
+        buf.data[:len(packed)] = packed
+        return count, freecount, self.freeblks + nfl + 2 * (self.n_bno - 1)

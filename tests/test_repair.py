@@ -1,0 +1,356 @@
+"""fstool repair and fstool undo against the oracles: kernel-written images
+damaged with xfs_db, repaired, then judged by xfs_repair -n, fstool check
+and a kernel mount showing every file as it was."""
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fixtures import images
+from fixtures.repair_images import copy_image, kernel_churn_image
+
+REPO = Path(__file__).resolve().parent.parent
+needs_loop = pytest.mark.skipif(not images.loop_available(),
+                                reason="needs root, xfsprogs and a kernel loop mount of XFS")
+
+
+def fstool(*args, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fstool", *map(str, args)],
+                          capture_output=True, text=True, cwd=REPO,
+                          env={**os.environ, **(env or {})})
+
+
+def xfs_repair_n(img: Path) -> int:
+    return subprocess.run(["xfs_repair", "-n", "-f", str(img)], capture_output=True).returncode
+
+
+def xfs_db(img: Path, *cmds, expert=False) -> str:
+    args = ["xfs_db"] + (["-x"] if expert else ["-r"])
+    for c in cmds:
+        args += ["-c", c]
+    return subprocess.run(args + [str(img)], capture_output=True, text=True, check=True).stdout
+
+
+def finobt_records(img: Path, agcount: int = 4) -> list:
+    """Every finobt record of every AG, as xfs_db's btdump prints them."""
+    out = []
+    for ag in range(agcount):
+        dump = xfs_db(img, f"agi {ag}", "addr free_root", "btdump")
+        out.append([ln.split(":", 1)[1].strip() for ln in dump.splitlines()
+                    if ln[:1].isdigit() and ":[" in ln and ln.count(",") == 4])
+    return out
+
+
+def digest(img: Path) -> str:
+    """SHA-256 of an image's contents: every non-zero 4 KiB block with its
+    offset (holes and written zeros alike; only data regions are read)."""
+    import hashlib
+    from fstool.io.sparse import data_ranges_of
+    h = hashlib.sha256()
+    zero = bytes(4096)
+    with open(img, "rb") as f:
+        for start, length in data_ranges_of(f.fileno()) or [(0, img.stat().st_size)]:
+            f.seek(start)
+            data = f.read(length)
+            for o in range(0, len(data), 4096):
+                blk = data[o:o + 4096]
+                if blk != zero[:len(blk)]:
+                    h.update((start + o).to_bytes(8, "little"))
+                    h.update(blk)
+    return h.hexdigest()
+
+
+def kernel_tree(img: Path) -> list:
+    """The tree as the kernel shows it: every path, type, size and content
+    digest."""
+    import hashlib
+    out = []
+    with images.Mounted(img, readonly=True, nouuid=True) as mnt:
+        for root, dirs, files in os.walk(mnt):
+            dirs.sort()
+            for name in sorted(dirs + files):
+                p = Path(root) / name
+                st = p.lstat()
+                h = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else ""
+                out.append((str(p.relative_to(mnt)), st.st_mode, st.st_size, st.st_nlink, h))
+    return out
+
+
+@pytest.fixture(scope="module")
+def churn():
+    if not images.loop_available():
+        pytest.skip("needs root, xfsprogs and a kernel loop mount of XFS")
+    img = kernel_churn_image()
+    return {"img": img, "tree": kernel_tree(img)}
+
+
+@needs_loop
+def test_rebuild_finobt_equals_kernels(churn, tmp_path):
+    """--rebuild finobt on a clean kernel-written image whose finobt has
+    holes (every third file deleted): the same records, record for record."""
+    img = copy_image(churn["img"], tmp_path / "a.img")
+    before = finobt_records(img)
+    assert sum(len(r) for r in before) > 20
+    r = fstool("repair", "--rebuild", "finobt", img)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "finobt" in r.stdout
+    assert finobt_records(img) == before
+    # the trees were rewritten into other blocks, yet the image is clean
+    assert xfs_db(img, "agi 1", "print free_root") != xfs_db(churn["img"], "agi 1",
+                                                             "print free_root")
+    assert xfs_repair_n(img) == 0
+    assert fstool("check", img).returncode == 0
+
+
+# (name, xfs_db commands): one damage each
+DAMAGE = [
+    ("finobt-record", ["agi 1", "addr free_root", "write -d recs[2].free 0"]),
+    ("finobt-block", ["agi 3", "addr free_root", "write -d magic 0"]),
+    ("inobt-record", ["agi 0", "addr root", "write -d recs[3].freecount 5"]),
+    ("inobt-block", ["agi 1", "addr root", "write -d magic 0"]),
+    ("bnobt-record", ["agf 0", "addr bnoroot", "write -d recs[1].blockcount 7"]),
+    ("bnobt-block", ["agf 3", "addr bnoroot", "write -d magic 0"]),
+    ("cntbt-record", ["agf 2", "addr cntroot", "write -d recs[1].startblock 900"]),
+    ("agfl-count", ["agf 0", "write -d flcount 7"]),
+    ("agf-counters", ["agf 1", "write -d freeblks 10", "write -d longest 3"]),
+    ("agi-counters", ["agi 2", "write -d freecount 3"]),
+    ("sb-counters", ["sb 0", "write -d icount 99", "write -d fdblocks 12"]),
+    ("secondary-sb", ["sb 2", "write -d unit 8"]),
+]
+
+
+@needs_loop
+@pytest.mark.parametrize("name,cmds", DAMAGE, ids=[d[0] for d in DAMAGE])
+def test_repair_damage(churn, tmp_path, name, cmds):
+    img = copy_image(churn["img"], tmp_path / "d.img")
+    xfs_db(img, *cmds, expert=True)
+    assert xfs_repair_n(img) == 1, "the damage is not damage"
+    assert fstool("check", img).returncode == 1
+    # -n changes no byte and says it would repair
+    damaged = digest(img)
+    r = fstool("repair", "-n", img)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "would change" in r.stdout
+    assert digest(img) == damaged
+    r = fstool("repair", img)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert xfs_repair_n(img) == 0
+    assert fstool("check", img).returncode == 0
+    # idempotent: nothing left to do, not a byte changed
+    repaired = digest(img)
+    r = fstool("repair", img)
+    assert r.returncode == 0 and "no problems found" in r.stdout, r.stdout
+    assert digest(img) == repaired
+    # every file as the kernel wrote it
+    assert kernel_tree(img) == churn["tree"]
+
+
+# the corpus base image has files sharing blocks (reflink): its refcount btree
+REFC_DAMAGE = [
+    ("refcount-record", ["agf 1", "addr refcntroot", "addr ptrs[2]",
+                         "write -d recs[5].refcount 5"]),
+    ("refcount-block", ["agf 1", "addr refcntroot", "addr ptrs[1]", "write -d magic 0"]),
+    ("refcount-agf", ["agf 1", "write -d refcntblocks 9"]),
+]
+
+
+@pytest.fixture(scope="module")
+def reflinked():
+    if not images.loop_available():
+        pytest.skip("needs root, xfsprogs and a kernel loop mount of XFS")
+    from fixtures import corpus_base
+    img = corpus_base.base_image("std")
+    return {"img": img, "tree": kernel_tree(img)}
+
+
+def refcount_records(img: Path) -> list:
+    dump = xfs_db(img, "agf 1", "addr refcntroot", "btdump")
+    return [ln.split(":", 1)[1].strip() for ln in dump.splitlines()
+            if ln[:1].isdigit() and ln.count(",") == 3]
+
+
+@needs_loop
+@pytest.mark.parametrize("name,cmds", REFC_DAMAGE, ids=[d[0] for d in REFC_DAMAGE])
+def test_repair_refcountbt(reflinked, tmp_path, name, cmds):
+    want = refcount_records(reflinked["img"])
+    assert len(want) > 500
+    img = copy_image(reflinked["img"], tmp_path / "r.img")
+    xfs_db(img, *cmds, expert=True)
+    assert xfs_repair_n(img) == 1
+    r = fstool("repair", img)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "refcountbt" in r.stdout
+    assert xfs_repair_n(img) == 0
+    assert fstool("check", img).returncode == 0
+    assert refcount_records(img) == want
+    assert kernel_tree(img) == reflinked["tree"]
+
+
+@needs_loop
+def test_add_finobt(tmp_path):
+    img = copy_image(kernel_churn_image(mkfs_args=("-m", "finobt=0")), tmp_path / "f.img")
+    assert "features_ro_compat = 0x4" in xfs_db(img, "sb 0", "print features_ro_compat")
+    r = fstool("repair", "--add-finobt", img)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert xfs_db(img, "sb 0", "print features_ro_compat").strip().endswith("0x5")
+    for ag in (1, 2, 3):        # the secondaries carry the feature too
+        assert xfs_db(img, f"sb {ag}", "print features_ro_compat").strip().endswith("0x5")
+    assert xfs_repair_n(img) == 0
+    assert fstool("check", img).returncode == 0
+    free_before = sum(int(x.split(",")[3]) for ag in finobt_records(img) for x in ag)
+    assert free_before > 100
+    # the kernel mounts it and allocates through the new trees
+    with images.Mounted(img) as mnt:
+        for i in range(150):
+            (mnt / "d1" / f"new{i}").write_bytes(b"x")
+    free_after = sum(int(x.split(",")[3]) for ag in finobt_records(img) for x in ag)
+    assert free_after == free_before - 150
+    assert xfs_repair_n(img) == 0
+    assert fstool("check", img).returncode == 0
+    r = fstool("repair", "--add-finobt", img)
+    assert r.returncode == 4 and "already has" in r.stderr
+
+
+@needs_loop
+def test_undo_gives_back_the_damaged_image(churn, tmp_path):
+    img = copy_image(churn["img"], tmp_path / "u.img")
+    xfs_db(img, "agi 1", "addr free_root", "write -d recs[2].free 0", expert=True)
+    xfs_db(img, "sb 0", "write -d ifree 7", expert=True)
+    damaged = digest(img)
+    undo = tmp_path / "u.undo"
+    r = fstool("repair", "--undo-file", undo, img)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert digest(img) != damaged and xfs_repair_n(img) == 0
+    r = fstool("undo", img, undo)
+    assert r.returncode == 0, r.stderr
+    assert digest(img) == damaged
+    # applied once: the image is not what the undo file expects any more
+    r = fstool("undo", img, undo)
+    assert r.returncode == 4 and "changed since" in r.stderr
+    # an image changed after the repair is refused, and left alone
+    img2 = copy_image(churn["img"], tmp_path / "u2.img")
+    xfs_db(img2, "sb 0", "write -d ifree 7", expert=True)
+    assert fstool("repair", "--undo-file", undo, img2).returncode == 1
+    with images.Mounted(img2) as mnt:
+        (mnt / "after").write_bytes(b"y")
+    changed = digest(img2)
+    r = fstool("undo", img2, undo)
+    assert r.returncode == 4 and "changed since" in r.stderr
+    assert digest(img2) == changed
+
+
+@needs_loop
+def test_refuses_mounted_and_locked(churn, tmp_path):
+    img = copy_image(churn["img"], tmp_path / "r.img")
+    with images.Mounted(img, nouuid=True):
+        r = fstool("repair", img)
+        assert r.returncode == 4 and "mounted" in r.stderr, r.stderr
+    with open(img, "rb+") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        r = fstool("repair", img)
+        assert r.returncode == 4 and "another fstool" in r.stderr, r.stderr
+        r = fstool("repair", "-n", img)
+        assert r.returncode == 4
+    # (a dirty log: see the killed repairs below)
+
+
+def _count_writes(img: Path, tmp_path: Path) -> int:
+    """The writes a repair of ``img`` makes (the fault hook kills after the
+    Nth): found on a copy by bisecting N (killed: N writes or more)."""
+    probe = tmp_path / "probe.img"
+    lo, hi = 1, 512                     # killed at lo; not at hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        copy_image(img, probe)
+        r = fstool("repair", probe, env={"FSTOOL_FAULT_AFTER_WRITES": str(mid)})
+        if r.returncode == -9:
+            lo = mid
+        else:
+            hi = mid
+    probe.unlink()
+    return lo
+
+
+@needs_loop
+def test_killed_repair_leaves_image_untouched_or_repaired(churn, tmp_path):
+    """Kill the repair after its Nth write, for N over the whole run; once
+    the log is replayed the image is either as damaged as before (the same
+    findings) or repaired (xfs_repair -n and check clean, every file there)."""
+    base = copy_image(churn["img"], tmp_path / "base.img")
+    xfs_db(base, "agi 1", "addr free_root", "write -d recs[2].free 0", expert=True)
+    xfs_db(base, "agf 0", "addr bnoroot", "write -d recs[1].blockcount 7", expert=True)
+    before = fstool("check", "--json", base).stdout
+    total = _count_writes(base, tmp_path)
+    assert total > 8
+    img = tmp_path / "k.img"
+    outcomes = []
+    dirty = 0
+    for n in sorted({1, total // 3, total // 2, total - 2, total - 1}):
+        copy_image(base, img)
+        r = fstool("repair", img, env={"FSTOOL_FAULT_AFTER_WRITES": str(n)})
+        assert r.returncode == -9, f"write {n}: {r.returncode} {r.stderr}"
+        if fstool("check", img).returncode == 2:
+            # killed after the commit record: the log is dirty, and repair
+            # refuses until it is replayed
+            dirty += 1
+            r = fstool("repair", img)
+            assert r.returncode == 4 and "fstool log replay" in r.stderr, r.stderr
+        rp = fstool("log", "replay", img)
+        assert rp.returncode == 0, rp.stderr
+        if fstool("check", "--json", img).stdout == before:
+            outcomes.append("untouched")
+            assert xfs_repair_n(img) == 1
+        else:
+            assert xfs_repair_n(img) == 0, f"killed after write {n}: neither state"
+            assert fstool("check", img).returncode == 0
+            outcomes.append("repaired")
+    # early kills leave it untouched, late ones repaired, never back again
+    assert outcomes[0] == "untouched" and outcomes[-1] == "repaired", outcomes
+    assert outcomes == sorted(outcomes, key=lambda o: o == "repaired"), outcomes
+    assert dirty, "no kill left a dirty log"
+    assert kernel_tree(img) == churn["tree"]
+
+
+def test_every_problem_has_a_repair_entry():
+    from fstool.ops.problems import PROBLEMS, markdown
+    from fstool.ops.repair.actions import REPAIRS
+    assert set(REPAIRS) == set(PROBLEMS)
+    doc = (REPO / "docs" / "check-problems.md").read_text()
+    assert doc == markdown()
+    assert "| repair |" in doc
+
+
+def test_bad_arguments_and_missing_image(tmp_path):
+    r = fstool("repair", "--rebuild", "nosuchtree", tmp_path / "none.img")
+    assert r.returncode == 4 and "Traceback" not in r.stderr
+    r = fstool("repair", tmp_path / "none.img")
+    assert r.returncode == 4 and "no such file" in r.stderr
+    junk = tmp_path / "junk.img"
+    junk.write_bytes(b"\x00" * 65536)
+    r = fstool("repair", junk)
+    assert r.returncode == 4 and "Traceback" not in r.stderr and r.stderr.count("\n") == 1
+    r = fstool("undo", junk, tmp_path / "none.undo")
+    assert r.returncode == 4 and "Traceback" not in r.stderr
+
+
+@needs_loop
+def test_rmapbt_images_reported_not_written(tmp_path):
+    """fstool does not write filesystems with a reverse-mapping btree: a
+    clean one is clean, a damaged one is reported (exit 4) and left as it
+    is."""
+    from fixtures import corpus_base
+    img = copy_image(corpus_base.base_image("rmap"), tmp_path / "m.img")
+    r = fstool("repair", img)
+    assert r.returncode == 0 and "no problems found" in r.stdout
+    xfs_db(img, "agi 1", "write -d freecount 3", expert=True)
+    before = digest(img)
+    r = fstool("repair", img)
+    assert r.returncode == 4 and "rmapbt" in r.stdout, r.stdout + r.stderr
+    assert digest(img) == before
+    r = fstool("repair", "--rebuild", "finobt", img)
+    assert r.returncode == 4 and digest(img) == before
