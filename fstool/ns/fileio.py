@@ -185,34 +185,30 @@ class FileIO:
 
     def seek_data(self, ino: int, off: int) -> int:
         """lseek(SEEK_DATA): the first offset >= ``off`` holding data."""
-        f = _File(self, ino, False)
-        if off < 0 or off >= f.size:
-            raise NoDataError(f"inode {ino}: no data at or after offset {off}")
-        blog = self.blog
-        pos = off >> blog
-        while True:
-            r = f.map.next(pos)
-            if r is None or (r[0] << blog) >= f.size:
-                raise NoDataError(f"inode {ino}: no data at or after offset {off}")
-            if not r[3]:
-                return max(off, r[0] << blog)
-            pos = r[0] + r[2]
+        return self._seek(ino, off, True)
 
     def seek_hole(self, ino: int, off: int) -> int:
         """lseek(SEEK_HOLE): the first offset >= ``off`` in a hole (the end
         of the file counts as one)."""
+        return self._seek(ino, off, False)
+
+    def _seek(self, ino: int, off: int, data: bool) -> int:
         f = _File(self, ino, False)
         if off < 0 or off >= f.size:
-            raise NoDataError(f"inode {ino}: offset {off} is at or past the end")
+            raise NoDataError(f"inode {ino}: offset {off} is at or past the end of the file")
         blog = self.blog
         pos = off >> blog
         while True:
-            r = f.map.lookup(pos)
-            if r is None or r[3]:
-                return min(max(off, pos << blog), f.size)
+            # the record mapping pos (for data: or the next one after a hole)
+            r = f.map.next(pos) if data else f.map.lookup(pos)
+            if r is None or r[3] or (r[0] << blog) >= f.size:
+                if not data:
+                    return min(max(off, pos << blog), f.size)
+                if r is None or (r[0] << blog) >= f.size:
+                    raise NoDataError(f"inode {ino}: no data at or after offset {off}")
+            elif data:
+                return max(off, r[0] << blog)
             pos = r[0] + r[2]
-            if (pos << blog) >= f.size:
-                return f.size
 
     # -- public: changing --------------------------------------------------------------
     def write(self, ino: int, off: int, data) -> int:
