@@ -279,6 +279,11 @@ class FileIO:
         while self._run(ino, self._trim_eof, ino):
             pass
 
+    def drop_preallocation(self) -> None:
+        """Give back the blocks held past the end of every growing file (a
+        mount calls this before it unmounts, or when space runs short)."""
+        self._unhold_all()
+
     # -- transactions ------------------------------------------------------------------------
     def _run(self, ino: int, fn, *args):
         """Run ``fn`` in the open transaction, else in one of its own; when
@@ -617,5 +622,8 @@ class FileIO:
             flags = C.XFS_DIFLAG_PREALLOC
         size = None
         if not mode & FALLOC_FL_KEEP_SIZE and end > f.size:
+            # growing: written blocks past the old end read as zeros, as
+            # the kernel's size change makes them
+            self._zero_written(f, f.size, end)
             size = end
         self._store(f, size=size, flags=flags)
