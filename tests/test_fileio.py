@@ -19,8 +19,6 @@ from fstool.ns.namespace import Meta, Namespace, owned_blocks
 from fstool.ns.writer import Writer
 
 TS = 1_700_000_000 * 10**9
-needs_repair = pytest.mark.skipif(not images.xfsprogs_available(),
-                                  reason="xfsprogs (xfs_repair) not installed")
 
 
 def _mkfs(img, size="128m"):
