@@ -162,6 +162,21 @@ class FileTooBigError(FsToolError, OSError):
 
 
 class NoDataError(FsToolError, OSError):
+    """No such extended attribute."""
+    errno = _errno.ENODATA
+
+
+class RangeError(FsToolError, OSError):
+    """A name or buffer outside the range the call allows (xattr names)."""
+    errno = _errno.ERANGE
+
+
+class TooBigError(FsToolError, OSError):
+    """An argument too large for the call (xattr values over 64 KiB)."""
+    errno = _errno.E2BIG
+
+
+class NoSuchOffsetError(FsToolError, OSError):
     """No data (or hole) at or after an offset: lseek's SEEK_DATA/SEEK_HOLE
     at or past the end of the file."""
     errno = _errno.ENXIO

@@ -66,6 +66,7 @@ def _write_commands(img, host):
         "populate": ["populate", img, host], "mkdir": ["mkdir", img, "/new"],
         "put": ["put", img, host / "f", "/put"], "ln": ["ln", "-s", img, "/f", "/lnk"],
         "setattr": ["setattr", "--mode", "600", img, "/f"], "rm": ["rm", img, "/f"],
+        "mv": ["mv", img, "/new", "/moved"],
     }
 
 

@@ -243,8 +243,8 @@ def test_small_files_written_in_turn_are_adjacent(tmp_path):
     rng = random.Random(5)
     with Writer(img, timestamp_ns=TS) as w:
         io = FileIO(w)
-        # created first: the directory is re-encoded whole at each change
-        # today, and the blocks it leaves would be gaps between the files
+        # created first, so that the directory's blocks (which grow as the
+        # kernel's do, a block at a time) are not between the files
         inos = _files(w, [f"f{i}" for i in range(1000)])
         for ino in inos:
             size = rng.randrange(1, 40000)
@@ -260,7 +260,9 @@ def test_small_files_written_in_turn_are_adjacent(tmp_path):
     out = subprocess.run([sys.executable, "-m", "fstool", "frag", "--json", "--top", "50",
                           str(img)], capture_output=True, text=True, check=True)
     f = json.loads(out.stdout)
-    assert f["actual"] == f["ideal"]
+    # only the directory may be in more extents than it needs (as the
+    # kernel's grows): no file is
+    assert all(x["type"] == "dir" for x in f["worst"] if x["extents"] > x["ideal"]), f
     gaps = [(s, n) for s, n in _free_extents(img) if s < hi and s + n > lo]
     assert not gaps, f"free space between the files: {gaps[:5]}"
     if images.xfsprogs_available():

@@ -1,4 +1,4 @@
-"""Scripted edits of an image: mkdir, put, rm, ln, setattr.
+"""Scripted edits of an image: mkdir, put, rm, ln, mv, setattr.
 
 Each command is one transaction: it either happens completely or the image
 is left as it was."""
@@ -103,6 +103,23 @@ def ln_cmd(image, target, path, symbolic, owner, as_json, no_check):
     from ..ops import edit
     uid, gid = _owner(owner)
     emit_json(edit.ln(image, target, path, symbolic=symbolic, uid=uid, gid=gid,
+                      timestamp_ns=_ts(), check=not no_check), as_json)
+
+
+@click.command("mv")
+@json_opt
+@image_arg
+@click.argument("src")
+@click.argument("dst")
+@click.option("--no-replace", is_flag=True, help="Fail if DST exists (RENAME_NOREPLACE).")
+@click.option("--exchange", is_flag=True, help="Swap SRC and DST, which must both exist "
+                                              "(RENAME_EXCHANGE).")
+@no_check_option
+def mv_cmd(image, src, dst, no_replace, exchange, as_json, no_check):
+    """Rename SRC to DST inside IMAGE (both paths in the image), replacing
+    DST if it exists, as rename(2) does."""
+    from ..ops import edit
+    emit_json(edit.mv(image, src, dst, no_replace=no_replace, exchange=exchange,
                       timestamp_ns=_ts(), check=not no_check), as_json)
 
 

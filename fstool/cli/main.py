@@ -33,6 +33,7 @@ COMMANDS = {
     "put": ("edit", "put_cmd", "Copy a host file into an image."),
     "rm": ("edit", "rm_cmd", "Remove files or trees from an image."),
     "ln": ("edit", "ln_cmd", "Create a hard or symbolic link in an image."),
+    "mv": ("edit", "mv_cmd", "Rename or move a file or directory in an image."),
     "setattr": ("edit", "setattr_cmd", "Change mode, owner, times or xattrs in an image."),
     "log": ("log", "cmd", "Print, replay or zero the log (journal) of an image."),
 }

@@ -66,9 +66,10 @@ def _remote_blocks(data: bytes, blocksize: int) -> int:
 
 
 def _headed_finisher(data: bytes, nblocks: int, blocksize: int, magic: int, ino: int,
-                     uuid: bytes):
+                     uuid: bytes, first: int = 0):
     """A value (or symlink target) over ``nblocks`` contiguous blocks, each
-    with the XARM/XSLM header carrying its own address."""
+    with the XARM/XSLM header carrying its own address (``first``: the
+    offset in the whole value where ``data`` starts)."""
     per = blocksize - RMT_HDR
     bb = blocksize >> C.BBSHIFT
 
@@ -77,7 +78,7 @@ def _headed_finisher(data: bytes, nblocks: int, blocksize: int, magic: int, ino:
         for i in range(nblocks):
             chunk = data[i * per:(i + 1) * per]
             base = i * blocksize
-            _RMT.pack_into(out, base, magic, i * per, len(chunk), 0, uuid, ino,
+            _RMT.pack_into(out, base, magic, first + i * per, len(chunk), 0, uuid, ino,
                            daddr + i * bb, 0)
             out[base + RMT_HDR:base + RMT_HDR + len(chunk)] = chunk
         return bytes(out)
@@ -130,8 +131,12 @@ def encode_xattrs(attrs, *, ino: int, uuid: bytes, blocksize: int,
         if not it[5]:
             n = _remote_blocks(it[4], blocksize)
             remote_at[it[1]] = (next_blk, n)
-            blocks.append(PlannedBlock(next_blk, n, _headed_finisher(
-                it[4], n, blocksize, C.XFS_ATTR3_RMT_MAGIC, ino, uuid), V.ATTR3_RMT))
+            # one buffer per block, as readers (and the kernel) address them
+            per = blocksize - RMT_HDR
+            for i in range(n):
+                blocks.append(PlannedBlock(next_blk + i, 1, _headed_finisher(
+                    it[4][i * per:(i + 1) * per], 1, blocksize, C.XFS_ATTR3_RMT_MAGIC, ino,
+                    uuid, first=i * per), V.ATTR3_RMT))
             next_blk += n
     leaf_blks = list(range(first_leaf, first_leaf + len(leaves)))
     for k, leaf in enumerate(leaves):

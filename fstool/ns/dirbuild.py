@@ -19,7 +19,7 @@ from __future__ import annotations
 import struct
 
 from .._backend import parsers, writers
-from ..errors import InvalidArgument
+from ..errors import InvalidArgument, NameTooLongError
 from ..format import constants as C
 from .dablock import da_block, da_finisher, identity_finisher
 from ..io import verify as V
@@ -47,7 +47,7 @@ def check_name(name: bytes) -> None:
     if not name or name in (b".", b"..") or b"/" in name or b"\0" in name:
         raise InvalidArgument(f"invalid file name {name[:64]!r}")
     if len(name) > NAME_MAX:
-        raise InvalidArgument(f"file name {name[:40]!r}... is {len(name)} bytes; XFS allows "
+        raise NameTooLongError(f"file name {name[:40]!r}... is {len(name)} bytes; XFS allows "
                               f"at most {NAME_MAX}")
 
 

@@ -84,7 +84,7 @@ import stat as pystat
 
 from ..alloc.space import MAXEXTLEN
 from ..errors import (FileTooBigError, InvalidArgument, IsADirectoryImageError,
-                      NoDataError, NoSpaceError, UnsupportedError)
+                      NoSuchOffsetError, NoSpaceError, UnsupportedError)
 from ..format import constants as C
 from ..format.structs import DINODE
 from ..fs.icore import encode_ts
@@ -195,7 +195,7 @@ class FileIO:
     def _seek(self, ino: int, off: int, data: bool) -> int:
         f = _File(self, ino, False)
         if off < 0 or off >= f.size:
-            raise NoDataError(f"inode {ino}: offset {off} is at or past the end of the file")
+            raise NoSuchOffsetError(f"inode {ino}: offset {off} is at or past the end of the file")
         blog = self.blog
         pos = off >> blog
         while True:
@@ -205,7 +205,7 @@ class FileIO:
                 if not data:
                     return min(max(off, pos << blog), f.size)
                 if r is None or (r[0] << blog) >= f.size:
-                    raise NoDataError(f"inode {ino}: no data at or after offset {off}")
+                    raise NoSuchOffsetError(f"inode {ino}: no data at or after offset {off}")
             elif data:
                 return max(off, r[0] << blog)
             pos = r[0] + r[2]

@@ -57,15 +57,18 @@ class Fork:
         self.blocks = blocks          # fs blocks owned: mapped blocks plus bmbt blocks
 
 
-def map_fork(w, ino: int, extents: list, space: int, *, attr: bool = False) -> Fork:
+def map_fork(w, ino: int, extents: list, space: int, *, attr: bool = False,
+             reuse: list | None = None) -> Fork:
     """Record an extent list in a fork of ``space`` bytes: inline extent
-    records when they fit, else a bmbt whose root lives in the inode."""
+    records when they fit, else a bmbt whose root lives in the inode (its
+    blocks taken first from ``reuse``, a list the call empties as it goes:
+    the blocks of the tree it replaces)."""
     extents = merge_extents(extents)
     mapped = sum(n for _o, _b, n in extents)
     if len(extents) * BMBT_REC <= space:
         return Fork(C.XFS_DINODE_FMT_EXTENTS, pack_extents(extents), len(extents), mapped)
     from ..fs import btree_write as BW
-    store = BmbtStore(w, extents[0][1])
+    store = BmbtStore(w, extents[0][1], reuse)
     root, _height, blocks = BW.bulk_load_bmbt([(o, b, n, 0) for o, b, n in extents],
                                               ino=ino, uuid=w.uuid,
                                               blocksize=w.sb.blocksize, root_space=space,
@@ -77,20 +80,32 @@ class BmbtStore:
     """Blocks of a file's bmbt, through the open transaction (new ones
     allocated near the file)."""
 
-    def __init__(self, w, near: int):
+    def __init__(self, w, near: int, reuse: list | None = None):
         self.w = w
         self.blocksize = w.sb.blocksize
         self.near = near
+        self.reuse = reuse
+        self.reused = set()
 
     def daddr(self, addr: int) -> int:
         return self.w.fs.fsb_to_daddr(addr)
 
     def alloc(self, near: int | None = None) -> int:
+        if self.reuse:
+            addr = self.reuse.pop(0)
+            self.reused.add(addr)
+            return addr
         fsbno, _n = self.w.space.alloc_blocks(self.near if near is None else near, 1, 1)
         self.near = fsbno + 1
         return fsbno
 
     def new(self, addr: int) -> bytearray:
+        if addr in self.reused:
+            # a block of the tree being replaced: changed in place, so that an
+            # abort puts the old tree back
+            data = self.w.tx.read_buf(self.daddr(addr), self.blocksize, V.BMBT).data
+            data[:] = bytes(len(data))
+            return data
         return self.w.tx.get_buf(self.daddr(addr), self.blocksize, V.BMBT).data
 
     def read(self, addr: int) -> bytearray:

@@ -1,13 +1,50 @@
-"""Names and inodes on the write path: create, link, unlink and change
-attributes of files in an image, inside a Writer's transaction, using only
-the session's public parts (its transaction, space and inode allocators,
-inode encoder).
+"""Names and inodes on the write path: create, link, unlink, rename and
+change attributes of files in an image, inside a Writer's transaction,
+using only the session's public parts (its transaction, space and inode
+allocators, inode encoder).
 
-Directories changed by a transaction are kept as ordered entry maps and
-encoded once, at :meth:`Namespace.finish`, in whichever form their size
-calls for (shortform, block, leaf, node); a directory that existed before
-gets its old blocks freed and its new ones allocated near it.  Regular files
-are written as they come: data first, then the inode.
+Two ways of changing directories:
+
+* incremental (the default, for edits and the FUSE mount): every insert,
+  remove or replace of one entry changes only the blocks the kernel would
+  (:mod:`fstool.ns.dirops`), in the open transaction; nothing about a
+  directory is kept once the transaction commits;
+* bulk (``Namespace(w, bulk=True)``, for populate): directories are kept as
+  ordered entry maps and encoded whole at :meth:`Namespace.finish`, in
+  whichever form their size calls for, which is the fast path for filling
+  new directories.
+
+Regular files are written as they come: data first, then the inode.
+
+The methods the FUSE mount codes against (every one inside an open
+transaction unless said otherwise; names are bytes; errors are
+:mod:`fstool.errors` classes carrying the kernel's errno)::
+
+    lookup_child(parent, name) -> (ino, ftype) | None   # also outside a transaction
+    readdir(ino, cookie=0) -> iter of (name, ino, ftype, next_cookie)
+        # dir2 cookies as the kernel's: "." and ".." first; a cookie stays
+        # valid across inserts and removes of other entries; 0 starts over
+    mkdir(parent, name, meta) -> ino
+    create_file(parent, name, meta, stream=None, size=0, data_ranges=None) -> ino
+    symlink(parent, name, target, meta) -> ino
+    mknod(parent, name, kind, meta, rdev=(0, 0)) -> ino
+    link(parent, name, ino)
+    unlink(parent, name, rmdir=False, keep=False) -> ino
+        # keep=True (or is_open(ino) true): a last link dropped leaves the
+        # inode allocated on the AGI unlinked list; inactivate(ino) frees it
+    rename(src_parent, src_name, dst_parent, dst_name, flags=0)
+        # flags: RENAME_NOREPLACE (1), RENAME_EXCHANGE (2)
+    setattr(ino, mode=, uid=, gid=, atime_ns=, mtime_ns=)
+    get_xattr(ino, name) -> bytes          # name as the VFS gives it: "user.x"
+    set_xattr(ino, name, value, flags=0)   # XATTR_CREATE (1), XATTR_REPLACE (2)
+    remove_xattr(ino, name)
+    list_xattr(ino) -> [name, ...]
+    inactivate(ino)
+
+``ns.now`` is the time stamped on changes; a long-lived caller sets it
+before each operation.  ``ns.is_open`` (a callable, None by default) tells
+unlink and rename which inodes are still open and must outlive their last
+name.
 """
 from __future__ import annotations
 
@@ -16,8 +53,9 @@ import stat as pystat
 import struct
 
 from ..errors import (CorruptionError, ExistsError, FsToolError, InvalidArgument,
-                      NotADirectoryImageError, NotEmptyError, NotFoundError,
-                      NotPermittedError)
+                      IsADirectoryImageError, NoDataError, NotADirectoryImageError,
+                      NotEmptyError, NotFoundError, NotPermittedError, RangeError,
+                      TooBigError)
 from ..format import constants as C
 from ..format.structs import DINODE
 from ..fs.icore import InodeSpec, encode_dev, encode_ts
@@ -32,6 +70,10 @@ FTYPE = {C.S_IFREG: C.XFS_DIR3_FT_REG_FILE, C.S_IFDIR: C.XFS_DIR3_FT_DIR,
 
 
 DirNotEmpty = NotEmptyError
+RENAME_NOREPLACE = 1
+RENAME_EXCHANGE = 2
+XATTR_CREATE = 1
+XATTR_REPLACE = 2
 
 
 class Meta:
@@ -64,11 +106,15 @@ class DirState:
 
 
 class Namespace:
-    def __init__(self, w: Writer, now_ns: int | None = None):
+    def __init__(self, w: Writer, now_ns: int | None = None, *, bulk: bool = False):
         self.w = w
         self.fs = w.fs
         self.now = w.now_ns() if now_ns is None else now_ns
+        self.bulk = bulk
+        self.is_open = None
         self.dirs: dict[int, DirState] = {}
+        self._dcache: dict = {}             # ino -> dirops.Dir, for one transaction
+        self._dtx = None
         # directories whose modification time is given (by their source, or
         # setattr) rather than the time they last changed: kept across the
         # transactions of a session, so that a directory filled over several
@@ -84,6 +130,69 @@ class Namespace:
             st.new = False
             st.meta = None
             st.changed = False
+        self._dcache = {}
+        self._dtx = None
+        if not self.bulk:
+            self.dirs.clear()
+
+    # -- incremental directories ---------------------------------------------------------
+    def _dir(self, ino: int):
+        """The directory ``ino`` for incremental changes (one object per
+        transaction; outside a transaction, a fresh reader)."""
+        from .dirops import Dir
+        tx = self.w.tx
+        if tx is None:
+            d = Dir(self.w, ino, self.now)
+            return d
+        if self._dtx is not tx:
+            self._dcache = {}
+            self._dtx = tx
+        d = self._dcache.get(ino)
+        if d is None:
+            d = self._dcache[ino] = Dir(self.w, ino, self.now)
+        d.now = self.now
+        return d
+
+    def _forget_dir(self, ino: int) -> None:
+        self._dcache.pop(ino, None)
+
+    def _incremental(self, ino: int) -> bool:
+        return not self.bulk and ino not in self.dirs
+
+    def lookup_child(self, parent: int, name: bytes):
+        """(ino, ftype) of ``name`` in directory ``parent``, or None; reads
+        only the blocks a hashed lookup needs."""
+        if self._incremental(parent):
+            if name == b".":
+                self._dir(parent)
+                return parent, C.XFS_DIR3_FT_DIR
+            return self._dir(parent).lookup(name)
+        st = self.dir_state(parent)
+        if name == b".":
+            return parent, C.XFS_DIR3_FT_DIR
+        if name == b"..":
+            return st.parent, C.XFS_DIR3_FT_DIR
+        return st.entries.get(name)
+
+    def readdir(self, ino: int, cookie: int = 0):
+        """(name, ino, ftype, next_cookie) from ``cookie`` on (see the module
+        docstring)."""
+        if not self._incremental(ino):
+            raise FsToolError("internal: readdir of a directory built in bulk before "
+                              "its transaction committed")
+        prev = None
+        for pos, name, cino, ft in self._dir(ino).entries_from(cookie):
+            if prev is not None:
+                yield prev[0], prev[1], prev[2], pos
+            if name is None:
+                return
+            prev = (name, cino, ft)
+
+    def list_names(self, ino: int) -> list:
+        """Every name in a directory but "." and ".."."""
+        if not self._incremental(ino):
+            return list(self.dir_state(ino).entries)
+        return [n for n, _i, _f, _c in self.readdir(ino) if n not in (b".", b"..")]
 
     # -- reading the current state ---------------------------------------------
     def raw_inode(self, ino: int) -> bytes:
@@ -109,34 +218,38 @@ class Namespace:
         for part in [p for p in path.encode("utf-8", "surrogateescape").split(b"/") if p]:
             if part == b".":
                 continue
-            st = self.dir_state(ino)
-            if part == b"..":
-                ino = st.parent
-                continue
-            ent = st.entries.get(part)
+            ent = self.lookup_child(ino, part)
             if ent is None:
                 raise NotFoundError(path)
             ino = ent[0]
         return ino
 
     def child(self, parent: int, name: bytes):
-        return self.dir_state(parent).entries.get(name)
+        return self.lookup_child(parent, name)
 
     # -- creating ---------------------------------------------------------------
-    def _new_name(self, parent: int, name: bytes) -> DirState:
-        """The parent's state, once ``name`` is known valid and unused there."""
-        pst = self.dir_state(parent)
+    def _new_name(self, parent: int, name: bytes):
+        """Check that ``name`` is valid and unused in ``parent``."""
         check_name(name)
-        if name in pst.entries:
+        if self.lookup_child(parent, name) is not None:
             raise ExistsError(f"{name.decode('utf-8', 'surrogateescape')}: already exists")
-        return pst
+        return parent
 
-    def _add_entry(self, parent: DirState, name: bytes, ino: int, ftype: int) -> None:
+    def _add_entry(self, parent: int, name: bytes, ino: int, ftype: int,
+                   nlink_delta: int = 0) -> None:
         """Add a name that the caller has already validated."""
-        if name in parent.entries:
+        if self._incremental(parent):
+            d = self._dir(parent)
+            d.add(name, ino, ftype)
+            d.nlink_delta += nlink_delta
+            d.save()
+            return
+        st = self.dir_state(parent)
+        if name in st.entries:
             raise ExistsError(f"{name.decode('utf-8', 'surrogateescape')}: already exists")
-        parent.entries[name] = (ino, ftype)
-        parent.changed = True
+        st.entries[name] = (ino, ftype)
+        st.nlink += nlink_delta
+        st.changed = True
 
     def _attr_fork(self, ino: int, meta: Meta, data_fmt: int, data_bytes: int,
                    forkoff: int | None = None):
@@ -180,24 +293,31 @@ class Namespace:
         w.inodes.put_inode(ino, w.enc.encode(ino, spec))
 
     def mkdir(self, parent: int, name: bytes, meta: Meta) -> int:
-        pst = self._new_name(parent, name)
+        self._new_name(parent, name)
         ino = self.w.inodes.alloc_inode(parent, is_dir=True)
-        self._add_entry(pst, name, ino, C.XFS_DIR3_FT_DIR)
         if meta.mtime_ns != self.now:
             self.mtime_set[ino] = meta.mtime_ns
-        pst.nlink += 1
+        if self._incremental(parent):
+            # an empty shortform directory, as xfs_dir2_sf_create leaves it
+            from .dirops import sf_encode
+            sf = sf_encode(parent, [])
+            forkoff = self._forkoff_for(meta, C.XFS_DINODE_FMT_LOCAL, len(sf))
+            self._put_new(ino, C.S_IFDIR | meta.perm, meta, nlink=2, size=len(sf),
+                          fmt=C.XFS_DINODE_FMT_LOCAL, data=sf, forkoff=forkoff)
+            self._add_entry(parent, name, ino, C.XFS_DIR3_FT_DIR, nlink_delta=1)
+            return ino
+        self._add_entry(parent, name, ino, C.XFS_DIR3_FT_DIR, nlink_delta=1)
         self.dirs[ino] = DirState(ino, parent, {}, new=True, meta=meta)
         return ino
 
     def create_file(self, parent: int, name: bytes, meta: Meta, stream=None, size: int = 0,
                     data_ranges=None) -> int:
-        pst = self._new_name(parent, name)
+        self._new_name(parent, name)
         w = self.w
         ino = w.inodes.alloc_inode(parent, is_dir=False)
         if not size and not meta.xattrs:
             # the common empty file: no data, no attr fork
-            pst.entries[name] = (ino, C.XFS_DIR3_FT_REG_FILE)
-            pst.changed = True
+            self._add_entry(parent, name, ino, C.XFS_DIR3_FT_REG_FILE)
             w.inodes.put_inode(ino, w.enc.simple(ino, C.S_IFREG | meta.perm, meta.uid,
                                                  meta.gid, meta.atime_ns, meta.mtime_ns,
                                                  meta.ctime_ns, meta.crtime_ns))
@@ -208,7 +328,7 @@ class Namespace:
         forkoff = self._forkoff_for(meta, C.XFS_DINODE_FMT_EXTENTS,
                                     len(F.merge_extents(exts)) * F.BMBT_REC)
         fork = F.map_fork(w, ino, exts, forkoff * 8 or lit)
-        self._add_entry(pst, name, ino, C.XFS_DIR3_FT_REG_FILE)
+        self._add_entry(parent, name, ino, C.XFS_DIR3_FT_REG_FILE)
         self._put_new(ino, C.S_IFREG | meta.perm, meta, size=size, fork=fork, forkoff=forkoff)
         self.files += 1
         self.bytes += size
@@ -219,10 +339,22 @@ class Namespace:
         ``items`` holds ``(name, perm, uid, gid, atime_ns, mtime_ns)``; change
         and creation times are ``ctime_ns``.  Inodes are taken as
         :meth:`create_file` would take them, one after another."""
-        pst = self.dir_state(parent)
-        entries = pst.entries
         names = [it[0] for it in items]
         check_names(names)
+        if self._incremental(parent):
+            if len(set(names)) != len(names):
+                raise ExistsError("a name is given twice")
+            for name in names:
+                self._new_name(parent, name)
+            w = self.w
+            inos = w.inodes.alloc_inodes(parent, len(items))
+            w.inodes.put_simple_inodes(inos, items, C.S_IFREG, ctime_ns)
+            for name, ino in zip(names, inos):
+                self._add_entry(parent, name, ino, C.XFS_DIR3_FT_REG_FILE)
+            self.files += len(items)
+            return
+        pst = self.dir_state(parent)
+        entries = pst.entries
         fresh = dict.fromkeys(names)
         if len(fresh) != len(names) or not entries.keys().isdisjoint(fresh):
             for name in names:
@@ -255,7 +387,7 @@ class Namespace:
 
     def symlink(self, parent: int, name: bytes, target: bytes, meta: Meta) -> int:
         from . import attrbuild as AB
-        pst = self._new_name(parent, name)
+        self._new_name(parent, name)
         if not target or len(target) >= C.XFS_SYMLINK_MAXLEN or b"\0" in target:
             raise InvalidArgument(f"symlink target of {len(target)} bytes: XFS holds 1 to "
                                   f"{C.XFS_SYMLINK_MAXLEN} bytes without NUL")
@@ -268,7 +400,7 @@ class Namespace:
         space = forkoff * 8 or lit
         plan = AB.encode_symlink(target, ino=ino, uuid=w.uuid, blocksize=w.sb.blocksize,
                                  inline_space=space)
-        self._add_entry(pst, name, ino, C.XFS_DIR3_FT_SYMLINK)
+        self._add_entry(parent, name, ino, C.XFS_DIR3_FT_SYMLINK)
         if plan.local is not None:
             self._put_new(ino, C.S_IFLNK | meta.perm, meta, size=len(target),
                           fmt=C.XFS_DINODE_FMT_LOCAL, data=plan.local, forkoff=forkoff)
@@ -280,9 +412,9 @@ class Namespace:
         return ino
 
     def mknod(self, parent: int, name: bytes, kind: int, meta: Meta, rdev=(0, 0)) -> int:
-        pst = self._new_name(parent, name)
+        self._new_name(parent, name)
         ino = self.w.inodes.alloc_inode(parent, is_dir=False)
-        self._add_entry(pst, name, ino, FTYPE[kind])
+        self._add_entry(parent, name, ino, FTYPE[kind])
         # fifos and sockets carry a (zero) device number too, like the kernel's
         dev = rdev if kind in (C.S_IFCHR, C.S_IFBLK) else (0, 0)
         self._put_new(ino, kind | meta.perm, meta, fmt=C.XFS_DINODE_FMT_DEV,
@@ -290,13 +422,15 @@ class Namespace:
         return ino
 
     def link(self, parent: int, name: bytes, ino: int) -> None:
-        pst = self.dir_state(parent)
-        check_name(name)
         raw = self.raw_inode(ino)
         mode = struct.unpack_from(">H", raw, 2)[0]
         if pystat.S_ISDIR(mode):
             raise NotPermittedError("hard links to directories are not allowed")
-        self._add_entry(pst, name, ino, FTYPE.get(mode & C.S_IFMT, 0))
+        self._new_name(parent, name)
+        if struct.unpack_from(">I", raw, 16)[0] == 0:
+            # a file linked back from the unlinked list (O_TMPFILE style)
+            self._unorphan(ino)
+        self._add_entry(parent, name, ino, FTYPE.get(mode & C.S_IFMT, 0))
         self._patch(ino, nlink_delta=1, ctime_ns=self.now)
 
     # -- changing existing inodes ---------------------------------------------------
@@ -317,6 +451,7 @@ class Namespace:
         packed = DINODE.pack(d)
         buf[:len(packed)] = packed
         self.w.inodes.put_inode(ino, self.w.enc.seal(buf))
+        self._forget_dir(ino)
 
     def setattr(self, ino: int, *, mode=None, uid=None, gid=None, atime_ns=None,
                 mtime_ns=None) -> None:
@@ -397,7 +532,14 @@ class Namespace:
         self._patch(ino, ctime_ns=self.now)
 
     # -- removing -------------------------------------------------------------------------
-    def unlink(self, parent: int, name: bytes, *, rmdir: bool = False) -> int:
+    def unlink(self, parent: int, name: bytes, *, rmdir: bool = False,
+               keep: bool = False) -> int:
+        """Remove ``name`` from ``parent`` (a directory only with ``rmdir``,
+        and only when empty); returns the inode it named.  The inode is freed
+        when its last link goes, unless ``keep`` or ``is_open(ino)``: then it
+        stays allocated on the AGI unlinked list until :meth:`inactivate`."""
+        if self._incremental(parent):
+            return self._unlink(parent, name, rmdir, keep)
         pst = self.dir_state(parent)
         ent = pst.entries.get(name)
         if ent is None:
@@ -406,8 +548,7 @@ class Namespace:
         if ftype == C.XFS_DIR3_FT_DIR or self._is_dir(ino):
             child = self.dir_state(ino)
             if not rmdir:
-                raise InvalidArgument(f"{name.decode('utf-8', 'surrogateescape')}: is a "
-                                      "directory")
+                raise IsADirectoryImageError(name.decode("utf-8", "surrogateescape"))
             if child.entries:
                 raise DirNotEmpty(f"{name.decode('utf-8', 'surrogateescape')}: directory "
                                   "not empty")
@@ -426,6 +567,250 @@ class Namespace:
         else:
             self._patch(ino, nlink_delta=-1, ctime_ns=self.now)
         return ino
+
+    def _unlink(self, parent: int, name: bytes, rmdir: bool, keep: bool) -> int:
+        d = self._dir(parent)
+        ent = d.lookup(name) if name not in (b".", b"..") else None
+        if ent is None:
+            if name in (b".", b".."):
+                raise InvalidArgument(f"{name.decode()}: cannot be removed")
+            raise NotFoundError(name.decode("utf-8", "surrogateescape"))
+        ino, ftype = ent
+        shown = name.decode("utf-8", "surrogateescape")
+        if ftype == C.XFS_DIR3_FT_DIR:
+            if not rmdir:
+                raise IsADirectoryImageError(shown)
+            if not self._dir(ino).is_empty():
+                raise NotEmptyError(f"{shown}: directory not empty")
+            d.remove(name)
+            d.nlink_delta -= 1
+            d.save()
+            self._drop_links(ino, 2, keep)
+            return ino
+        if rmdir:
+            raise NotADirectoryImageError(shown)
+        d.remove(name)
+        d.save()
+        self._drop_links(ino, 1, keep)
+        return ino
+
+    def _drop_links(self, ino: int, n: int, keep: bool = False) -> None:
+        """``n`` links to ``ino`` are gone: free it at zero (or, when it is
+        still open, put it on the unlinked list)."""
+        nlink = struct.unpack_from(">I", self.raw_inode(ino), 16)[0]
+        if nlink > n:
+            self._patch(ino, nlink_delta=-n, ctime_ns=self.now)
+        elif keep or (self.is_open is not None and self.is_open(ino)):
+            self._orphan(ino)
+        else:
+            self._forget_dir(ino)
+            self._destroy(ino)
+
+    # -- the AGI unlinked lists -------------------------------------------------------
+    def _bucket(self, ino: int):
+        agno, agino = self.w.inodes.ino_split(ino)
+        return self.w.ag(agno), agino, agino % len(self.w.ag(agno).agi["agi_unlinked"])
+
+    def _orphan(self, ino: int) -> None:
+        """Link count 0, inode kept: at the head of its AGI unlinked bucket
+        (xfs_iunlink)."""
+        ag, agino, b = self._bucket(ino)
+        head = ag.agi["agi_unlinked"][b]
+        self._patch(ino, nlink=0, next_unlinked=head, ctime_ns=self.now)
+        ag.agi["agi_unlinked"][b] = agino
+        ag.agi_dirty = True
+
+    def _unorphan(self, ino: int) -> None:
+        """Take ``ino`` off its unlinked bucket (xfs_iunlink_remove)."""
+        ag, agino, b = self._bucket(ino)
+        sb = self.w.sb
+        nxt = DINODE.unpack(self.raw_inode(ino))["di_next_unlinked"]
+        cur = ag.agi["agi_unlinked"][b]
+        if cur == agino:
+            ag.agi["agi_unlinked"][b] = nxt
+            ag.agi_dirty = True
+        else:
+            seen = 0
+            while cur != C.NULLAGINO:
+                cino = (ag.agno << sb.agino_log) | cur
+                cn = DINODE.unpack(self.raw_inode(cino))["di_next_unlinked"]
+                if cn == agino:
+                    self._patch(cino, next_unlinked=nxt)
+                    break
+                cur = cn
+                seen += 1
+                if seen > 1 << 24:
+                    raise CorruptionError("agi", "unlinked list cycle", agno=ag.agno)
+            else:
+                raise CorruptionError("agi", f"inode {ino} is not on its unlinked list",
+                                      agno=ag.agno, ino=ino)
+        self._patch(ino, next_unlinked=C.NULLAGINO)
+
+    def inactivate(self, ino: int) -> None:
+        """Free an inode left on the unlinked list by unlink(keep=True) (the
+        last open reference went away)."""
+        if struct.unpack_from(">I", self.raw_inode(ino), 16)[0] != 0:
+            raise InvalidArgument(f"inode {ino} still has links")
+        self._unorphan(ino)
+        self._forget_dir(ino)
+        self._destroy(ino)
+
+    # -- rename -----------------------------------------------------------------------
+    def _ancestors(self, ino: int):
+        """``ino`` and every directory above it up to the root."""
+        root = self.w.sb.rootino
+        seen = set()
+        while ino not in seen:
+            seen.add(ino)
+            yield ino
+            if ino == root:
+                return
+            ent = self.lookup_child(ino, b"..")
+            if ent is None:
+                return
+            ino = ent[0]
+
+    def rename(self, src_parent: int, src_name: bytes, dst_parent: int, dst_name: bytes,
+               flags: int = 0) -> None:
+        """rename(2) with RENAME_NOREPLACE (1) and RENAME_EXCHANGE (2), as the
+        kernel's xfs_rename and xfs_cross_rename do it."""
+        if flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE) or \
+                flags == RENAME_NOREPLACE | RENAME_EXCHANGE:
+            raise InvalidArgument(f"rename flags 0x{flags:x} are not valid")
+        for nm in (src_name, dst_name):
+            if nm in (b".", b".."):
+                raise InvalidArgument(f"{nm.decode()}: cannot be renamed")
+            check_name(nm)
+        if not self._incremental(src_parent) or not self._incremental(dst_parent):
+            raise FsToolError("internal: rename in a bulk-built directory")
+        sd = self._dir(src_parent)
+        dd = self._dir(dst_parent)
+        src = sd.lookup(src_name)
+        if src is None:
+            raise NotFoundError(src_name.decode("utf-8", "surrogateescape"))
+        dst = dd.lookup(dst_name)
+        sino, sft = src
+        s_dir = sft == C.XFS_DIR3_FT_DIR
+        shown = dst_name.decode("utf-8", "surrogateescape")
+        if flags & RENAME_EXCHANGE and dst is None:
+            raise NotFoundError(shown)
+        if flags & RENAME_NOREPLACE and dst is not None:
+            raise ExistsError(f"{shown}: already exists")
+        if s_dir and sino in self._ancestors(dst_parent):
+            raise InvalidArgument("a directory cannot be moved under itself")
+        if dst is not None:
+            dino, dft = dst
+            d_dir = dft == C.XFS_DIR3_FT_DIR
+            if d_dir and dino in self._ancestors(src_parent):
+                if flags & RENAME_EXCHANGE:
+                    raise InvalidArgument("a directory cannot be moved under itself")
+                raise NotEmptyError(f"{shown}: directory not empty")
+            if dino == sino:
+                return                     # two names of one inode: nothing to do
+        if flags & RENAME_EXCHANGE:
+            return self._exchange(sd, src_name, sino, sft, dd, dst_name, dino, dft)
+        new_parent = src_parent != dst_parent
+        if dst is not None:
+            if s_dir and not d_dir:
+                raise NotADirectoryImageError(shown)
+            if d_dir and not s_dir:
+                raise IsADirectoryImageError(shown)
+            if d_dir and not self._dir(dino).is_empty():
+                # xfs_rename answers EEXIST here (the VFS allows ENOTEMPTY too)
+                raise ExistsError(f"{shown}: directory not empty")
+            dd.replace(dst_name, sino, sft)
+        else:
+            dd.add(dst_name, sino, sft)
+            if s_dir and new_parent:
+                dd.nlink_delta += 1
+        if s_dir and (new_parent or dst is not None):
+            sd.nlink_delta -= 1
+        sd.remove(src_name)
+        if s_dir and new_parent:
+            child = self._dir(sino)
+            child.replace(b"..", dst_parent, C.XFS_DIR3_FT_DIR)
+            child.save()
+        dd.save()
+        if new_parent:
+            sd.save()
+        self._patch(sino, ctime_ns=self.now)
+        if dst is not None:
+            self._drop_links(dino, 2 if d_dir else 1)
+
+    def _exchange(self, sd, sname, sino, sft, dd, dname, dino, dft) -> None:
+        sd.replace(sname, dino, dft)
+        dd.replace(dname, sino, sft)
+        s_dir = sft == C.XFS_DIR3_FT_DIR
+        d_dir = dft == C.XFS_DIR3_FT_DIR
+        if sd.ino != dd.ino:
+            if d_dir:
+                child = self._dir(dino)
+                child.replace(b"..", sd.ino, C.XFS_DIR3_FT_DIR)
+                child.save()
+                if not s_dir:
+                    dd.nlink_delta -= 1
+                    sd.nlink_delta += 1
+            if s_dir:
+                child = self._dir(sino)
+                child.replace(b"..", dd.ino, C.XFS_DIR3_FT_DIR)
+                child.save()
+                if not d_dir:
+                    sd.nlink_delta -= 1
+                    dd.nlink_delta += 1
+            dd.save()
+        sd.save()
+        for ino in (sino, dino):
+            self._patch(ino, ctime_ns=self.now)
+
+    # -- xattrs, one at a time ----------------------------------------------------------
+    def _xattrs(self, ino: int) -> dict:
+        st = self.dirs.get(ino)
+        if st is not None and st.new:
+            return dict(st.meta.xattrs)
+        return dict(self.fs.xattrs(ino))
+
+    @staticmethod
+    def _xattr_name(name) -> str:
+        from . import attrbuild as AB
+        s = name if isinstance(name, str) else name.decode("utf-8", "surrogateescape")
+        if len(s.encode("utf-8", "surrogateescape")) > 255:
+            raise RangeError(f"xattr name of {len(s)} bytes (at most 255)")
+        AB.split_name(s)
+        return s
+
+    def get_xattr(self, ino: int, name) -> bytes:
+        """The value of one xattr (ENODATA when it has none by that name)."""
+        key = self._xattr_name(name)
+        cur = self._xattrs(ino)
+        if key not in cur:
+            raise NoDataError(f"inode {ino}: no xattr {key!r}")
+        return bytes(cur[key])
+
+    def list_xattr(self, ino: int) -> list:
+        return list(self._xattrs(ino))
+
+    def set_xattr(self, ino: int, name, value: bytes, flags: int = 0) -> None:
+        """Set one xattr; XATTR_CREATE (1) fails with EEXIST when it exists,
+        XATTR_REPLACE (2) with ENODATA when it does not."""
+        from . import attrbuild as AB
+        key = self._xattr_name(name)
+        if len(value) > AB.MAX_VALUE:
+            raise TooBigError(f"xattr value of {len(value)} bytes (at most {AB.MAX_VALUE})")
+        cur = self._xattrs(ino)
+        if flags & XATTR_CREATE and key in cur:
+            raise ExistsError(f"xattr {key!r} exists")
+        if flags & XATTR_REPLACE and key not in cur:
+            raise NoDataError(f"inode {ino}: no xattr {key!r}")
+        cur[key] = bytes(value)
+        self.set_xattrs(ino, cur)
+
+    def remove_xattr(self, ino: int, name) -> None:
+        key = self._xattr_name(name)
+        cur = self._xattrs(ino)
+        if key not in cur:
+            raise NoDataError(f"inode {ino}: no xattr {key!r}")
+        del cur[key]
+        self.set_xattrs(ino, cur)
 
     def _is_dir(self, ino: int) -> bool:
         if ino in self.dirs:

@@ -1,4 +1,4 @@
-"""Scripted edits of an image: mkdir, put, rm, ln, setattr.
+"""Scripted edits of an image: mkdir, put, rm, ln, mv, setattr.
 
 Each function checks the image (unless ``check=False``), opens it for
 writing, makes its change in one transaction and returns a small summary
@@ -111,7 +111,7 @@ def rm(image, paths, *, recursive: bool = False, force: bool = False,
             if ent is None:
                 raise NotFoundError(name.decode("utf-8", "surrogateescape"))
             if recursive and ns._is_dir(ent[0]):
-                for child in list(ns.dir_state(ent[0]).entries):
+                for child in ns.list_names(ent[0]):
                     remove_tree(ent[0], child)
                 ns.unlink(parent, name, rmdir=True)
             else:
@@ -173,3 +173,24 @@ def setattr(image, path: str, *, perm: int | None = None, uid: int | None = None
         return ino
     ino = _edit(image, timestamp_ns, run, check)
     return {"op": "setattr", "path": path, "ino": ino}
+
+
+def mv(image, src: str, dst: str, *, no_replace: bool = False, exchange: bool = False,
+       timestamp_ns: int | None = None, check: bool = True) -> dict:
+    """Rename ``src`` to ``dst`` (paths in the image) as rename(2) does:
+    an existing ``dst`` is replaced unless ``no_replace``; ``exchange`` swaps
+    the two.  Directories move with their trees."""
+    from ..errors import InvalidArgument
+    from ..ns.namespace import RENAME_EXCHANGE, RENAME_NOREPLACE
+    if no_replace and exchange:
+        raise InvalidArgument("--no-replace and --exchange cannot be used together")
+    flags = (RENAME_NOREPLACE if no_replace else 0) | (RENAME_EXCHANGE if exchange else 0)
+
+    def run(ns):
+        sparent, sname = split_path(src)
+        dparent, dname = split_path(dst)
+        ns.rename(ns.lookup(sparent), sname, ns.lookup(dparent), dname, flags)
+        ent = ns.lookup_child(ns.lookup(dparent), dname)
+        return ent[0]
+    ino = _edit(image, timestamp_ns, run, check)
+    return {"op": "mv", "src": src, "dst": dst, "exchange": exchange, "ino": ino}

@@ -96,7 +96,7 @@ def populate(image, source, dest: str = "/", *, owner_map=None, keep_going: bool
         now = w.now_ns()
         try:
             w.begin()
-            ns = Namespace(w, now)
+            ns = Namespace(w, now, bulk=True)
             root_meta = Meta(perm=0o755, atime_ns=now, mtime_ns=now, ctime_ns=now)
             base = _mkdirs(ns, dest, root_meta)
             inos = {"": base}          # relative dir path -> inode

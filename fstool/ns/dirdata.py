@@ -1,0 +1,250 @@
+"""One directory data block changed in place, the kernel's way.
+
+A v5 data block (XDD3, or XDB3 for a single-block directory) holds a
+64-byte header whose bestfree table lists the three longest unused
+regions, then entries and unused regions back to back up to the data end
+(the block's end, or the start of the leaf array of a single-block
+directory).  Every entry and unused region ends with a 2-byte tag giving
+its own offset.
+
+The functions here use and release space exactly as xfs_dir2_data_use_free
+and xfs_dir2_data_make_free do, keeping the bestfree table incrementally
+(insert, remove, find) and rescanning the block only when the kernel would
+(``needscan``), so that a block changed here has the same bestfree table
+as the kernel's after the same operations.
+"""
+from __future__ import annotations
+
+import struct
+
+from ..format import constants as C
+
+HDR = 64                    # data entries start here (v5)
+BF = 48                     # bestfree[3]: (offset, length) pairs
+FREETAG = 0xFFFF
+_BF = struct.Struct(">HHHHHH")
+_U16 = struct.Struct(">H")
+_U32 = struct.Struct(">I")
+_ENT = struct.Struct(">QB")
+
+
+def entsize(namelen: int) -> int:
+    """Bytes of a data entry with ftype: inumber, namelen, name, ftype, tag."""
+    return (8 + 1 + namelen + 1 + 2 + 7) & ~7
+
+
+def data_end(buf) -> int:
+    """Where entries end: the leaf array of a block-form block, else the block end."""
+    if _U32.unpack_from(buf, 0)[0] == C.XFS_DIR3_BLOCK_MAGIC:
+        count = _U32.unpack_from(buf, len(buf) - 8)[0]
+        return len(buf) - 8 - 8 * count
+    return len(buf)
+
+
+def get_bf(buf) -> list:
+    v = _BF.unpack_from(buf, BF)
+    return [[v[0], v[1]], [v[2], v[3]], [v[4], v[5]]]
+
+
+def put_bf(buf, bf) -> None:
+    _BF.pack_into(buf, BF, bf[0][0], bf[0][1], bf[1][0], bf[1][1], bf[2][0], bf[2][1])
+
+
+def free_len(buf, off: int):
+    """Length of the unused region at ``off``, or None when an entry is there."""
+    if _U16.unpack_from(buf, off)[0] == FREETAG:
+        return _U16.unpack_from(buf, off + 2)[0]
+    return None
+
+
+def put_unused(buf, off: int, length: int) -> None:
+    struct.pack_into(">HH", buf, off, FREETAG, length)
+    _U16.pack_into(buf, off + length - 2, off)
+
+
+def put_entry(buf, off: int, ino: int, name: bytes, ftype: int) -> int:
+    size = entsize(len(name))
+    _ENT.pack_into(buf, off, ino, len(name))
+    end = off + 9 + len(name)
+    buf[off + 9:end] = name
+    buf[end] = ftype
+    buf[end + 1:off + size - 2] = bytes(off + size - 2 - end - 1)
+    _U16.pack_into(buf, off + size - 2, off)
+    return size
+
+
+def entry_at(buf, off: int):
+    """(ino, name, ftype, size) of the data entry at ``off``."""
+    ino, n = _ENT.unpack_from(buf, off)
+    name = bytes(buf[off + 9:off + 9 + n])
+    return ino, name, buf[off + 9 + n], entsize(n)
+
+
+def regions(buf, start: int = HDR, end: int | None = None):
+    """(offset, length, is_free) of every entry and unused region."""
+    if end is None:
+        end = data_end(buf)
+    off = start
+    while off < end:
+        n = free_len(buf, off)
+        if n is not None:
+            if n < 8 or n & 7 or off + n > end:
+                raise ValueError(f"unused region at {off} of length {n}")
+            yield off, n, True
+        else:
+            n = entsize(buf[off + 8])
+            if off + n > end:
+                raise ValueError(f"entry at {off} overruns the data end {end}")
+            yield off, n, False
+        off += n
+
+
+# -- the bestfree table -------------------------------------------------------------
+def freefind(bf, off: int, length: int):
+    """Index of the region at ``off`` in the table (length as it is now), or None."""
+    if length < bf[2][1]:
+        return None
+    for i in range(3):
+        if not bf[i][0]:
+            return None
+        if bf[i][0] == off:
+            return i
+    return None
+
+
+def freeinsert(bf, off: int, length: int):
+    """Insert a region, longest first (ties after the ones there); its slot or None."""
+    if length > bf[0][1]:
+        bf[2], bf[1], bf[0] = bf[1], bf[0], [off, length]
+        return 0
+    if length > bf[1][1]:
+        bf[2], bf[1] = bf[1], [off, length]
+        return 1
+    if length > bf[2][1]:
+        bf[2] = [off, length]
+        return 2
+    return None
+
+
+def freeremove(bf, i: int) -> None:
+    if i == 0:
+        bf[0], bf[1] = bf[1], bf[2]
+    elif i == 1:
+        bf[1] = bf[2]
+    bf[2] = [0, 0]
+
+
+def freescan(buf) -> None:
+    """Rebuild the bestfree table from the block's unused regions."""
+    bf = [[0, 0], [0, 0], [0, 0]]
+    for off, n, free in regions(buf):
+        if free:
+            freeinsert(bf, off, n)
+    put_bf(buf, bf)
+
+
+def init_data(buf, magic: int) -> None:
+    """A fresh data block: the header and one unused region after it."""
+    _U32.pack_into(buf, 0, magic)
+    put_unused(buf, HDR, len(buf) - HDR)
+    put_bf(buf, [[HDR, len(buf) - HDR], [0, 0], [0, 0]])
+
+
+def use_free(buf, dupoff: int, off: int, length: int, defer: bool = False) -> bool:
+    """Take [off, off+length) out of the unused region at ``dupoff``
+    (xfs_dir2_data_use_free), rescanning when the kernel would (with
+    ``defer``, returns whether a rescan is due instead)."""
+    bf = get_bf(buf)
+    oldlen = free_len(buf, dupoff)
+    if oldlen is None or off < dupoff or off + length > dupoff + oldlen:
+        raise ValueError(f"no unused region at {dupoff} covers {off}+{length}")
+    i = freefind(bf, dupoff, oldlen)
+    front = dupoff == off
+    back = dupoff + oldlen == off + length
+    scan = False
+    if front and back:
+        if i is not None:
+            scan = bf[2][0] != 0
+            if not scan:
+                freeremove(bf, i)
+    elif front:
+        put_unused(buf, off + length, oldlen - length)
+        if i is not None:
+            freeremove(bf, i)
+            scan = freeinsert(bf, off + length, oldlen - length) == 2
+    elif back:
+        put_unused(buf, dupoff, off - dupoff)
+        if i is not None:
+            freeremove(bf, i)
+            scan = freeinsert(bf, dupoff, off - dupoff) == 2
+    else:
+        n1 = off - dupoff
+        n2 = oldlen - length - n1
+        put_unused(buf, dupoff, n1)
+        put_unused(buf, off + length, n2)
+        if i is not None:
+            scan = bf[2][1] != 0
+            if not scan:
+                freeremove(bf, i)
+                freeinsert(bf, dupoff, n1)
+                freeinsert(bf, off + length, n2)
+    put_bf(buf, bf)
+    if scan and not defer:
+        freescan(buf)
+        return False
+    return scan
+
+
+def make_free(buf, off: int, length: int, end: int | None = None,
+              defer: bool = False) -> bool:
+    """Release [off, off+length), joining unused neighbours
+    (xfs_dir2_data_make_free), rescanning when the kernel would (with
+    ``defer``, returns whether a rescan is due instead)."""
+    if end is None:
+        end = data_end(buf)
+    bf = get_bf(buf)
+    prev = None
+    if off > HDR:
+        poff = _U16.unpack_from(buf, off - 2)[0]
+        if free_len(buf, poff) is not None:
+            prev = poff
+    post = None
+    if off + length < end and free_len(buf, off + length) is not None:
+        post = off + length
+    scan = False
+    if prev is not None and post is not None:
+        plen, qlen = free_len(buf, prev), free_len(buf, post)
+        i = freefind(bf, prev, plen)
+        j = freefind(bf, post, qlen)
+        scan = bf[2][1] != 0
+        put_unused(buf, prev, plen + length + qlen)
+        if not scan:
+            for k in sorted((x for x in (i, j) if x is not None), reverse=True):
+                freeremove(bf, k)
+            freeinsert(bf, prev, plen + length + qlen)
+    elif prev is not None:
+        plen = free_len(buf, prev)
+        i = freefind(bf, prev, plen)
+        put_unused(buf, prev, plen + length)
+        if i is not None:
+            freeremove(bf, i)
+            freeinsert(bf, prev, plen + length)
+        else:
+            scan = plen + length > bf[2][1]
+    elif post is not None:
+        qlen = free_len(buf, post)
+        i = freefind(bf, post, qlen)
+        put_unused(buf, off, length + qlen)
+        if i is not None:
+            freeremove(bf, i)
+            freeinsert(bf, off, length + qlen)
+        else:
+            scan = length + qlen > bf[2][1]
+    else:
+        put_unused(buf, off, length)
+        freeinsert(bf, off, length)
+    put_bf(buf, bf)
+    if scan and not defer:
+        freescan(buf)
+        return False
+    return scan

@@ -1,0 +1,1284 @@
+"""Incremental directory changes: insert, remove and replace one entry in a
+shortform, block, leaf or node directory, inside the open transaction,
+touching only the blocks the kernel would touch.
+
+The algorithms are the kernel's (xfs_dir2_sf_addname, xfs_dir2_block_addname,
+xfs_dir2_leaf_addname, xfs_dir2_node_addname and their removename and
+replace counterparts), with its conversions: shortform -> block when the
+inode's fork is full, block -> leaf when the block is, leaf -> node when the
+leaf block cannot take another entry or bests slot; and back: node -> leaf
+when the da-btree has shrunk to one leaf that can carry the bests table,
+leaf -> block when one data block is left and its tail has room for the
+leaf, block -> shortform when the entries fit the inode again.  Leaf
+entries with stale slots, compaction, the bests table and free-index
+blocks, emptied data blocks given back and leafn splits and joins follow the
+kernel.  Limits: the da-btree above the leaves is one node deep (a
+directory of about 200,000 entries at 4 KiB directory blocks); beyond that
+an insert fails with a clear error.
+
+Blocks are read with ``tx.read_buf`` and changed in place (the journal logs
+the bytes that changed); new blocks come from ``tx.get_buf``.  The inode is
+written once per operation by :meth:`Dir.save`.
+"""
+from __future__ import annotations
+
+import bisect
+import struct
+from collections import Counter
+
+from .._backend import parsers
+from ..errors import CorruptionError, FsToolError, NotADirectoryImageError, UnsupportedError
+from ..format import constants as C
+from ..format.structs import DINODE
+from ..fs.icore import encode_ts
+from ..io import verify as V
+from . import dirdata as D
+from . import files as F
+
+HDR = D.HDR
+NULLOFF = 0xFFFF
+_U16 = struct.Struct(">H")
+_U32 = struct.Struct(">I")
+_HH = struct.Struct(">HH")
+_II = struct.Struct(">II")
+#: conversions and da-btree reshapes done so far, by name ("sf->block",
+#: "block->leaf", "leaf->node", "node->leaf", "leaf->block", "block->sf",
+#: "split", "root-split", "join", "root-join"): for tests and benchmarks
+CONVERSIONS: Counter = Counter()
+
+
+def _hash(name: bytes) -> int:
+    return parsers.da_hashname(name)
+
+
+def _ents(buf, start: int, count: int) -> list:
+    """(hash, address) pairs of a leaf or node entry array."""
+    if not count:
+        return []
+    v = struct.unpack_from(f">{2 * count}I", buf, start)
+    return list(zip(v[0::2], v[1::2]))
+
+
+def _put_ents(buf, start: int, ents) -> None:
+    if ents:
+        struct.pack_into(f">{2 * len(ents)}I", buf, start, *[x for e in ents for x in e])
+
+
+def _lower_bound(ents, h: int) -> int:
+    return bisect.bisect_left(ents, (h, -1))
+
+
+def sf_parse(lit: bytes):
+    """(parent, [(offset, name, ftype, ino)]) of a shortform directory (ftype)."""
+    count, i8 = lit[0], lit[1]
+    isz = 8 if i8 else 4
+    parent = int.from_bytes(lit[2:2 + isz], "big")
+    pos = 2 + isz
+    out = []
+    for _ in range(count):
+        n = lit[pos]
+        off = _U16.unpack_from(lit, pos + 1)[0]
+        name = bytes(lit[pos + 3:pos + 3 + n])
+        ft = lit[pos + 3 + n]
+        ino = int.from_bytes(lit[pos + 4 + n:pos + 4 + n + isz], "big")
+        out.append((off, name, ft, ino))
+        pos += 4 + n + isz
+    return parent, out
+
+
+def sf_encode(parent: int, ents) -> bytes:
+    i8 = sum(1 for e in ents if e[3] > 0xFFFFFFFF) + (parent > 0xFFFFFFFF)
+    isz = 8 if i8 else 4
+    out = bytearray((len(ents), i8))
+    out += parent.to_bytes(isz, "big")
+    for off, name, ft, ino in ents:
+        out.append(len(name))
+        out += _U16.pack(off) + name + bytes((ft,)) + ino.to_bytes(isz, "big")
+    return bytes(out)
+
+
+def sf_size(parent: int, ents) -> int:
+    big = parent > 0xFFFFFFFF or any(e[3] > 0xFFFFFFFF for e in ents)
+    isz = 8 if big else 4
+    return 2 + isz + sum(4 + len(e[1]) + isz for e in ents)
+
+
+class Dir:
+    """One directory inode changed by the open transaction."""
+
+    def __init__(self, w, ino: int, now_ns: int):
+        self.w = w
+        self.fs = fs = w.fs
+        self.sb = sb = w.sb
+        self.ino = ino
+        self.now = now_ns
+        node = self.node = fs.inode(ino)
+        if not node.is_dir:
+            raise NotADirectoryImageError(f"inode {ino} is not a directory")
+        if not sb.has_ftype:
+            raise UnsupportedError("directories without ftype are not supported for writing")
+        self.dbs = sb.dirblksize
+        self.fsbs = sb.dirblkfsbs
+        self.leafblk = C.XFS_DIR2_LEAF_OFFSET >> sb.blocklog
+        self.freeblk = C.XFS_DIR2_FREE_OFFSET >> sb.blocklog
+        self.format = node.format
+        self.size = node.size
+        self.forkoff = node.forkoff
+        self.dsize = node.forkoff * 8 if node.forkoff else \
+            sb.inodesize - C.XFS_DINODE_CORE_SIZE
+        if self.format == C.XFS_DINODE_FMT_LOCAL:
+            self.sf = bytes(node.fork_bytes()[:node.size])
+            self.exts = []
+        elif self.format in (C.XFS_DINODE_FMT_EXTENTS, C.XFS_DINODE_FMT_BTREE):
+            self.sf = None
+            self.exts = sorted((e[0], e[1], e[2]) for e in node.extents())
+        else:
+            raise CorruptionError("directory", f"data fork format {self.format}", ino=ino)
+        self.map_changed = False
+        self.blocks_delta = 0
+        self.dirty = False
+        self.nlink_delta = 0
+        self.max_leaf = (self.dbs - HDR) // 8
+        self.max_node = (self.dbs - HDR) // 8
+        self.max_bests = (self.dbs - HDR) // 2
+
+    # -- the block map ----------------------------------------------------------
+    def form(self) -> str:
+        if self.format == C.XFS_DINODE_FMT_LOCAL:
+            return "sf"
+        if not self.exts:
+            raise CorruptionError("directory", "no blocks", ino=self.ino)
+        o, _b, n = self.exts[-1]
+        eof = o + n
+        if eof == self.fsbs:
+            return "block"
+        if eof == self.leafblk + self.fsbs:
+            return "leaf"
+        return "node"
+
+    def _fsb(self, da: int):
+        i = bisect.bisect_right(self.exts, (da, 1 << 64)) - 1
+        if i >= 0:
+            o, b, n = self.exts[i]
+            if o <= da and da + self.fsbs <= o + n:
+                return b + (da - o)
+        return None
+
+    def _daddr(self, da: int) -> int:
+        fsb = self._fsb(da)
+        if fsb is None:
+            raise CorruptionError("directory", f"block {da} is not mapped", ino=self.ino,
+                                  block=da)
+        return self.fs.fsb_to_daddr(fsb)
+
+    def read(self, da: int, bt=V.DA3_NODE_OR_LEAF) -> bytearray:
+        """A directory block: the transaction's buffer, or (outside one) the
+        cached one, read only."""
+        tx = self.w.tx
+        if tx is None:
+            return self.fs.get_buf(self._daddr(da), self.dbs, bt, owner=self.ino,
+                                   ino=self.ino, block=da).data
+        return tx.read_buf(self._daddr(da), self.dbs, bt, owner=self.ino, ino=self.ino,
+                           block=da).data
+
+    def exists(self, da: int) -> bool:
+        return self._fsb(da) is not None
+
+    def first_unused(self, start: int) -> int:
+        """xfs_bmap_first_unused: the first hole of a directory block at or after start."""
+        lowest = top = start
+        for o, _b, n in self.exts:
+            if o >= lowest + self.fsbs and o - top >= self.fsbs:
+                break
+            top = max(o + n, lowest)
+        return top
+
+    def grow(self, space_start: int, bt) -> tuple:
+        """Map a new directory block at the first hole of a space: (da, buffer)."""
+        w = self.w
+        da = self.first_unused(space_start)
+        i = bisect.bisect_right(self.exts, (da, 1 << 64)) - 1
+        near = self.exts[i][1] + self.exts[i][2] if i >= 0 else w.inodes.ino_fsb(self.ino)
+        fsb, _n = w.space.alloc_blocks(near, self.fsbs, self.fsbs)
+        bisect.insort(self.exts, (da, fsb, self.fsbs))
+        self.map_changed = True
+        self.blocks_delta += self.fsbs
+        buf = w.tx.get_buf(self.fs.fsb_to_daddr(fsb), self.dbs, bt).data
+        if space_start == 0:
+            end = (da + self.fsbs) << self.sb.blocklog
+            if end > self.size:
+                self.size = end
+        return da, buf
+
+    def shrink(self, da: int) -> None:
+        """Unmap and free one directory block (xfs_dir2_shrink_inode)."""
+        i = bisect.bisect_right(self.exts, (da, 1 << 64)) - 1
+        o, b, n = self.exts[i]
+        if not (o <= da and da + self.fsbs <= o + n):
+            raise CorruptionError("directory", f"block {da} is not mapped", ino=self.ino)
+        pieces = []
+        if da > o:
+            pieces.append((o, b, da - o))
+        if da + self.fsbs < o + n:
+            pieces.append((da + self.fsbs, b + (da + self.fsbs - o), o + n - da - self.fsbs))
+        self.exts[i:i + 1] = pieces
+        self.w.space.free_extent(b + (da - o), self.fsbs)
+        self.map_changed = True
+        self.blocks_delta -= self.fsbs
+        if da < self.leafblk:
+            dbs = self.dbs
+            db = da // self.fsbs
+            if self.size > (db + 1) * dbs:
+                return
+            last = 0
+            for o2, _b2, n2 in self.exts:
+                if o2 < da:
+                    last = max(last, min(o2 + n2, da))
+            self.size = last << self.sb.blocklog
+
+    def init_blk(self, buf, magic: int, da_hdr: bool, daddr: int) -> None:
+        """Identity of a new directory block: magic, own address, uuid, owner."""
+        if da_hdr:
+            struct.pack_into(">IIHH", buf, 0, 0, 0, magic, 0)
+            struct.pack_into(">IQQ16sQ", buf, 12, 0, daddr, 0, self.w.uuid, self.ino)
+        else:
+            struct.pack_into(">IIQQ16sQ", buf, 0, magic, 0, daddr, 0, self.w.uuid, self.ino)
+
+    def new_block(self, space_start: int, bt, magic: int, da_hdr: bool):
+        """A new block at the first hole of a space, with its header: (da, buffer)."""
+        da, buf = self.grow(space_start, bt)
+        self.init_blk(buf, magic, da_hdr, self._daddr(da))
+        return da, buf
+
+    # -- the inode ----------------------------------------------------------------
+    def save(self, mtime_ns=None) -> None:
+        """Write the directory inode: fork, size, blocks, times, link count."""
+        w = self.w
+        raw = bytearray(w.inodes.raw_inode(self.ino))
+        d = DINODE.unpack(raw)
+        c = C.XFS_DINODE_CORE_SIZE
+        if self.format == C.XFS_DINODE_FMT_LOCAL:
+            lit = self.sf
+            fmt, nextents = C.XFS_DINODE_FMT_LOCAL, 0
+            if self.node.format == C.XFS_DINODE_FMT_BTREE:
+                for fsbno in self._free_old_bmbt():
+                    w.space.free_extent(fsbno, 1)
+        elif self.map_changed or self.node.format == C.XFS_DINODE_FMT_LOCAL:
+            pool = self._free_old_bmbt() if self.node.format == C.XFS_DINODE_FMT_BTREE \
+                else []
+            fork = F.map_fork(w, self.ino, list(self.exts), self.dsize, reuse=pool)
+            for fsbno in pool:          # old bmbt blocks the new tree did not take
+                w.space.free_extent(fsbno, 1)
+            mapped = sum(n for _o, _b, n in self.exts)
+            self.blocks_delta += fork.blocks - mapped
+            lit, fmt, nextents = fork.literal, fork.fmt, fork.nextents
+        else:
+            lit = None
+            fmt, nextents = self.format, None
+        if lit is not None:
+            raw[c:c + self.dsize] = bytes(self.dsize)
+            raw[c:c + len(lit)] = lit
+            d["di_format"] = fmt
+            if d["di_flags2"] & C.XFS_DIFLAG2_NREXT64:
+                d["di_big_nextents"] = nextents
+            else:
+                d["di_nextents"] = nextents
+        d["di_size"] = self.size
+        d["di_nblocks"] += self.blocks_delta
+        d["di_nlink"] += self.nlink_delta
+        bigtime = bool(d["di_flags2"] & C.XFS_DIFLAG2_BIGTIME)
+        d["di_ctime"] = encode_ts(self.now, bigtime)
+        d["di_mtime"] = encode_ts(self.now if mtime_ns is None else mtime_ns, bigtime)
+        d["di_changecount"] += 1
+        packed = DINODE.pack(d)
+        raw[:len(packed)] = packed
+        w.inodes.put_inode(self.ino, w.enc.seal(raw))
+        self.blocks_delta = 0
+        self.nlink_delta = 0
+        self.map_changed = False
+        self.node = self.fs.inode(self.ino)
+
+    def _free_old_bmbt(self) -> list:
+        """The old bmbt's blocks (no longer counted): a new tree takes them
+        first, so a full filesystem can still change a large directory; the
+        caller frees the rest."""
+        from .namespace import owned_blocks
+        node = self.node
+        mapped = {(b, n) for _o, b, n, *_ in node.extents()}
+        out = []
+        for fsbno, n in owned_blocks(node, attr=False):
+            if (fsbno, n) not in mapped:
+                out.extend(range(fsbno, fsbno + n))
+                self.blocks_delta -= n
+        self.node = None
+        return out
+
+    # -- lookups -------------------------------------------------------------------
+    def lookup(self, name: bytes):
+        """(ino, ftype) of ``name`` or None."""
+        r = self._find(name)
+        return None if r is None else (r[0], r[1])
+
+    def _find(self, name: bytes):
+        """(ino, ftype, where) of ``name``; where tells the form's position."""
+        form = self.form()
+        if form == "sf":
+            parent, ents = sf_parse(self.sf)
+            if name == b"..":
+                return parent, C.XFS_DIR3_FT_DIR, ("sf", -1)
+            if name == b".":
+                return self.ino, C.XFS_DIR3_FT_DIR, ("sf", -2)
+            for k, e in enumerate(ents):
+                if e[1] == name:
+                    return e[3], e[2], ("sf", k)
+            return None
+        h = _hash(name)
+        if form == "block":
+            buf = self.read(0, V.DIR3_DATA_ANY)
+            count = _U32.unpack_from(buf, self.dbs - 8)[0]
+            start = self.dbs - 8 - 8 * count
+            ents = _ents(buf, start, count)
+            r = self._scan(ents, _lower_bound(ents, h), h, name, buf)
+            return None if r is None else (r[0], r[1], ("block", r[2]))
+        if form == "leaf":
+            lbuf = self.read(self.leafblk)
+            count = _U16.unpack_from(lbuf, 56)[0]
+            ents = _ents(lbuf, HDR, count)
+            r = self._scan(ents, _lower_bound(ents, h), h, name, None)
+            return None if r is None else (r[0], r[1], ("leaf", r[2]))
+        path = self._node_path(h)
+        while True:
+            da, lbuf, idx = path[-1]
+            count = _U16.unpack_from(lbuf, 56)[0]
+            ents = _ents(lbuf, HDR, count)
+            r = self._scan(ents, idx, h, name, None)
+            if r is not None:
+                path[-1] = (da, lbuf, r[2])
+                return r[0], r[1], ("node", path)
+            # equal hashes may go on in the next leaf
+            i = idx
+            while i < count and ents[i][0] == h:
+                i += 1
+            if i < count or not self._path_shift(path):
+                return None
+
+    def _scan(self, ents, i: int, h: int, name: bytes, blockbuf):
+        while i < len(ents) and ents[i][0] == h:
+            addr = ents[i][1]
+            if addr:
+                ino, ename, ft, _n = self._entry(addr, blockbuf)
+                if ename == name:
+                    return ino, ft, i
+            i += 1
+        return None
+
+    def _entry(self, addr: int, blockbuf=None):
+        byte = addr << 3
+        db, off = divmod(byte, self.dbs)
+        buf = blockbuf if blockbuf is not None else self.read(db * self.fsbs, V.DIR3_DATA_ANY)
+        return D.entry_at(buf, off)
+
+    def _node_path(self, h: int) -> list:
+        """[(da, buffer, index)] from the root to the leaf where ``h`` belongs."""
+        path = []
+        da = self.leafblk
+        for _ in range(C.XFS_DA_NODE_MAXDEPTH + 1):
+            buf = self.read(da)
+            magic = _U16.unpack_from(buf, 8)[0]
+            count = _U16.unpack_from(buf, 56)[0]
+            ents = _ents(buf, HDR, count)
+            if magic == C.XFS_DA3_NODE_MAGIC:
+                if not count:
+                    raise CorruptionError("directory node", "empty node", ino=self.ino,
+                                          block=da)
+                i = min(_lower_bound(ents, h), count - 1)
+                path.append((da, buf, i))
+                da = ents[i][1]
+                continue
+            if magic != C.XFS_DIR3_LEAFN_MAGIC:
+                raise CorruptionError("directory leaf", f"magic 0x{magic:x}", ino=self.ino,
+                                      block=da)
+            path.append((da, buf, _lower_bound(ents, h)))
+            return path
+        raise CorruptionError("directory node", "da-btree too deep", ino=self.ino)
+
+    def _path_shift(self, path) -> bool:
+        """Move the path to the next leaf (equal hashes spanning leaves)."""
+        for lvl in range(len(path) - 2, -1, -1):
+            da, buf, i = path[lvl]
+            count = _U16.unpack_from(buf, 56)[0]
+            if i + 1 < count:
+                path[lvl] = (da, buf, i + 1)
+                child = _ents(buf, HDR, count)[i + 1][1]
+                del path[lvl + 1:]
+                while True:
+                    cbuf = self.read(child)
+                    if _U16.unpack_from(cbuf, 8)[0] == C.XFS_DA3_NODE_MAGIC:
+                        path.append((child, cbuf, 0))
+                        child = _ents(cbuf, HDR, 1)[0][1]
+                        continue
+                    path.append((child, cbuf, 0))
+                    return True
+        return False
+
+    # -- listing ----------------------------------------------------------------------
+    def entries_from(self, cookie: int):
+        """(position, name, ino, ftype) from dir2 position ``cookie`` on, then
+        (end position, None, 0, 0)."""
+        dbs = self.dbs
+        form = self.form()
+        if form == "sf":
+            parent, ents = sf_parse(self.sf)
+            items = [(HDR >> 3, b".", self.ino, C.XFS_DIR3_FT_DIR),
+                     ((HDR + 16) >> 3, b"..", parent, C.XFS_DIR3_FT_DIR)]
+            items += [(off >> 3, name, ino, ft) for off, name, ft, ino in ents]
+            for it in items:
+                if it[0] >= cookie:
+                    yield it
+            yield (dbs >> 3, None, 0, 0)
+            return
+        if form == "block":
+            buf = self.read(0, V.DIR3_DATA_ANY)
+            for off, n, free in D.regions(buf):
+                if not free and off >> 3 >= cookie:
+                    ino, name, ft, _s = D.entry_at(buf, off)
+                    yield (off >> 3, name, ino, ft)
+            yield (dbs >> 3, None, 0, 0)
+            return
+        first = (cookie << 3) // dbs * self.fsbs
+        end = 0
+        for o, _b, n in list(self.exts):
+            if o >= self.leafblk:
+                break
+            for da in range(max(o, first), o + n, self.fsbs):
+                buf = self.read(da, V.DIR3_DATA_ANY)
+                base = da // self.fsbs * dbs
+                for off, _n, free in D.regions(buf):
+                    if not free and (base + off) >> 3 >= cookie:
+                        ino, name, ft, _s = D.entry_at(buf, off)
+                        yield ((base + off) >> 3, name, ino, ft)
+                end = base + dbs
+        yield (min(end >> 3, 0x7FFFFFFF), None, 0, 0)
+
+    def is_empty(self) -> bool:
+        for _pos, name, _ino, _ft in self.entries_from(0):
+            if name is not None and name not in (b".", b".."):
+                return False
+        return True
+
+    # -- adding -------------------------------------------------------------------------
+    def add(self, name: bytes, ino: int, ftype: int) -> None:
+        form = self.form()
+        h = _hash(name)
+        if form == "sf":
+            self._sf_add(name, ino, ftype, h)
+        elif form == "block":
+            self._block_add(name, ino, ftype, h)
+        elif form == "leaf":
+            self._leaf_add(name, ino, ftype, h)
+        else:
+            self._node_add(name, ino, ftype, h)
+        self.dirty = True
+
+    def _sf_add(self, name, ino, ftype, h) -> None:
+        parent, ents = sf_parse(self.sf)
+        new = ents + [(0, name, ftype, ino)]
+        if sf_size(parent, new) > self.dsize:
+            self._sf_to_block()
+            return self._block_add(name, ino, ftype, h)
+        size = D.entsize(len(name))
+        off = D.HDR + 32
+        holefit = False
+        for e in ents:
+            if not holefit:
+                holefit = off + size <= e[0]
+            off = e[0] + D.entsize(len(e[1]))
+        used = off + (len(ents) + 3) * 8 + 8
+        if used + (0 if holefit else size) > self.dbs:
+            self._sf_to_block()
+            return self._block_add(name, ino, ftype, h)
+        objchange = ino > 0xFFFFFFFF and not any(e[3] > 0xFFFFFFFF for e in ents) \
+            and parent <= 0xFFFFFFFF
+        if objchange or used + size > self.dbs:
+            # the hard way: the first hole that fits, in offset order
+            off = D.HDR + 32
+            pos = len(ents)
+            for k, e in enumerate(ents):
+                if off + size <= e[0]:
+                    pos = k
+                    break
+                off = e[0] + D.entsize(len(e[1]))
+            ents.insert(pos, (off, name, ftype, ino))
+        else:
+            ents.append((off, name, ftype, ino))
+        self.sf = sf_encode(parent, ents)
+        self.size = len(self.sf)
+
+    def _sf_to_block(self) -> None:
+        CONVERSIONS["sf->block"] += 1
+        parent, ents = sf_parse(self.sf)
+        self.format = C.XFS_DINODE_FMT_EXTENTS
+        self.sf = None
+        self.size = 0
+        dbs = self.dbs
+        _da, buf = self.new_block(0, V.DIR3_DATA_ANY, C.XFS_DIR3_BLOCK_MAGIC, False)
+        count = len(ents) + 2
+        tail = 8 + 8 * count
+        endoff = dbs - tail
+        _II.pack_into(buf, dbs - 8, count, 0)
+        bf = [[0, 0], [0, 0], [0, 0]]
+        D.put_entry(buf, HDR, self.ino, b".", C.XFS_DIR3_FT_DIR)
+        D.put_entry(buf, HDR + 16, parent, b"..", C.XFS_DIR3_FT_DIR)
+        leaf = [(_hash(b"."), HDR >> 3), (_hash(b".."), (HDR + 16) >> 3)]
+        off = HDR + 32
+        for eoff, name, ft, ino in ents + [(endoff, None, 0, 0)]:
+            if off < eoff:
+                D.put_unused(buf, off, eoff - off)
+                D.freeinsert(bf, off, eoff - off)
+            if name is None:
+                break
+            off = eoff + D.put_entry(buf, eoff, ino, name, ft)
+            leaf.append((_hash(name), eoff >> 3))
+        leaf.sort(key=lambda e: e[0])
+        _put_ents(buf, endoff, leaf)
+        D.put_bf(buf, bf)
+        self.size = dbs
+
+    def _block_add(self, name, ino, ftype, h) -> None:
+        dbs = self.dbs
+        buf = self.read(0, V.DIR3_DATA_ANY)
+        length = D.entsize(len(name))
+        count, stale = _II.unpack_from(buf, dbs - 8)
+        blp = dbs - 8 - 8 * count
+        bf = D.get_bf(buf)
+        compact = False
+        enddup = dup = None
+        if stale:
+            if bf[0][1] >= length:
+                dup = bf[0][0]
+            else:
+                compact = True
+                d = _U16.unpack_from(buf, blp - 2)[0]
+                fl = D.free_len(buf, d)
+                if fl is not None:
+                    dup = d if fl + (stale - 1) * 8 >= length else None
+                elif (stale - 1) * 8 < length:
+                    dup = None
+                else:
+                    dup = blp
+        else:
+            d = _U16.unpack_from(buf, blp - 2)[0]
+            fl = D.free_len(buf, d)
+            if fl is not None:
+                enddup = d
+                dup = bf[0][0]
+                if dup != enddup:
+                    if bf[0][1] < length:
+                        dup = None
+                elif fl < length + 8:
+                    dup = bf[1][0] if bf[1][1] >= length else None
+        if dup is None:
+            self._block_to_leaf(buf)
+            return self._leaf_add(name, ino, ftype, h)
+        ents = _ents(buf, blp, count)
+        if compact:
+            # keep the highest-numbered stale entry, drop the others
+            kept = []
+            seen_stale = False
+            for e in reversed(ents):
+                if e[1] == 0:
+                    if seen_stale:
+                        continue
+                    seen_stale = True
+                kept.append(e)
+            ents = kept[::-1]
+            freed = (stale - 1) * 8
+            count -= stale - 1
+            stale = 1
+            _II.pack_into(buf, dbs - 8, count, stale)
+            D.make_free(buf, blp, freed)
+            blp += freed
+        mid = _lower_bound(ents, h) - 1
+        if not stale:
+            fl = D.free_len(buf, enddup)
+            scan = D.use_free(buf, enddup, enddup + fl - 8, 8, defer=True)
+            count += 1
+            _II.pack_into(buf, dbs - 8, count, stale)
+            blp -= 8
+            if scan:
+                D.freescan(buf)
+            mid += 1
+            ents.insert(mid, (h, 0))
+        else:
+            lowstale = mid
+            while lowstale >= 0 and ents[lowstale][1] != 0:
+                lowstale -= 1
+            highstale = mid + 1
+            while highstale < count and ents[highstale][1] != 0 and \
+                    (lowstale < 0 or mid - lowstale > highstale - mid):
+                highstale += 1
+            if lowstale >= 0 and (highstale == count or mid - lowstale <= highstale - mid):
+                del ents[lowstale]
+                ents.insert(mid, (h, 0))
+            else:
+                mid += 1
+                del ents[highstale]
+                ents.insert(mid, (h, 0))
+            stale -= 1
+            _II.pack_into(buf, dbs - 8, count, stale)
+        ents[mid] = (h, dup >> 3)
+        _put_ents(buf, blp, ents)
+        if D.use_free(buf, dup, dup, length, defer=True):
+            D.put_entry(buf, dup, ino, name, ftype)
+            D.freescan(buf)
+        else:
+            D.put_entry(buf, dup, ino, name, ftype)
+
+    def _block_to_leaf(self, buf) -> None:
+        CONVERSIONS["block->leaf"] += 1
+        dbs = self.dbs
+        count, stale = _II.unpack_from(buf, dbs - 8)
+        blp = dbs - 8 - 8 * count
+        ents = _ents(buf, blp, count)
+        _lda, lbuf = self.new_block(self.leafblk, V.DA3_NODE_OR_LEAF, C.XFS_DIR3_LEAF1_MAGIC,
+                                    True)
+        _HH.pack_into(lbuf, 56, count, stale)
+        _put_ents(lbuf, HDR, ents)
+        scan = D.make_free(buf, blp, dbs - blp, defer=True)
+        _U32.pack_into(buf, 0, C.XFS_DIR3_DATA_MAGIC)
+        if scan:
+            D.freescan(buf)
+        _U32.pack_into(lbuf, dbs - 4, 1)
+        _U16.pack_into(lbuf, dbs - 6, D.get_bf(buf)[0][1])
+
+    # leaf form
+    def _leaf_read(self):
+        lbuf = self.read(self.leafblk)
+        count, stale = _HH.unpack_from(lbuf, 56)
+        ents = _ents(lbuf, HDR, count)
+        nb = _U32.unpack_from(lbuf, self.dbs - 4)[0]
+        bests = list(struct.unpack_from(f">{nb}H", lbuf, self.dbs - 4 - 2 * nb))
+        return lbuf, ents, stale, bests
+
+    def _leaf_write(self, lbuf, ents, stale, bests) -> None:
+        dbs = self.dbs
+        _HH.pack_into(lbuf, 56, len(ents), stale)
+        _put_ents(lbuf, HDR, ents)
+        _U32.pack_into(lbuf, dbs - 4, len(bests))
+        if bests:
+            struct.pack_into(f">{len(bests)}H", lbuf, dbs - 4 - 2 * len(bests), *bests)
+
+    def _leaf_add(self, name, ino, ftype, h) -> None:
+        dbs = self.dbs
+        lbuf, ents, stale, bests = self._leaf_read()
+        length = D.entsize(len(name))
+        index = _lower_bound(ents, h)
+        use = -1
+        while index < len(ents) and ents[index][0] == h:
+            addr = ents[index][1]
+            if addr:
+                db = (addr << 3) // dbs
+                if bests[db] >= length:
+                    use = db
+                    break
+            index += 1
+        if use == -1:
+            for i, b in enumerate(bests):
+                if b == NULLOFF and use == -1:
+                    use = i
+                elif b != NULLOFF and b >= length:
+                    use = i
+                    break
+        need = (0 if stale else 8) + (2 if use == -1 else 0)
+        if use != -1 and bests[use] == NULLOFF:
+            use = -1
+        room = (dbs - 4 - 2 * len(bests)) - (HDR + 8 * len(ents))
+        compact = False
+        lowstale = highstale = None
+        if room < need and stale > 1:
+            compact = True
+        elif room < need:
+            self._leaf_to_node(lbuf, ents, stale, bests)
+            return self._node_add(name, ino, ftype, h)
+        if compact:
+            ents, stale, index, lowstale, highstale = _compact_x1(ents, stale, index)
+        if use == -1:
+            da, dbuf = self.new_block(0, V.DIR3_DATA_ANY, C.XFS_DIR3_DATA_MAGIC, False)
+            D.init_data(dbuf, C.XFS_DIR3_DATA_MAGIC)
+            use = da // self.fsbs
+            if use >= len(bests):
+                bests.append(0)
+            bests[use] = D.get_bf(dbuf)[0][1]
+        else:
+            dbuf = self.read(use * self.fsbs, V.DIR3_DATA_ANY)
+        dup = D.get_bf(dbuf)[0][0]
+        if D.use_free(dbuf, dup, dup, length, defer=True):
+            D.put_entry(dbuf, dup, ino, name, ftype)
+            D.freescan(dbuf)
+        else:
+            D.put_entry(dbuf, dup, ino, name, ftype)
+        bests[use] = D.get_bf(dbuf)[0][1]
+        ents, stale, slot = _find_entry(ents, stale, index, compact, lowstale, highstale)
+        ents[slot] = (h, (use * dbs + dup) >> 3)
+        self._leaf_write(lbuf, ents, stale, bests)
+
+    def _leaf_to_node(self, lbuf, ents, stale, bests) -> None:
+        CONVERSIONS["leaf->node"] += 1
+        _fda, fbuf = self.new_block(self.freeblk, V.DIR3_FREE, C.XFS_DIR3_FREE_MAGIC, False)
+        nused = sum(1 for b in bests if b != NULLOFF)
+        struct.pack_into(">IIII", fbuf, 48, 0, len(bests), nused, 0)
+        if bests:
+            struct.pack_into(f">{len(bests)}H", fbuf, HDR, *bests)
+        _HH.pack_into(lbuf, 56, len(ents), stale)
+        _put_ents(lbuf, HDR, ents)
+        _U16.pack_into(lbuf, 8, C.XFS_DIR3_LEAFN_MAGIC)
+
+    # node form
+    def _free_loc(self, db: int):
+        k, findex = divmod(db, self.max_bests)
+        return self.freeblk + k * self.fsbs, findex
+
+    def _free_read(self, fda: int):
+        fbuf = self.read(fda, V.DIR3_FREE)
+        firstdb, nvalid, nused = struct.unpack_from(">III", fbuf, 48)
+        bests = list(struct.unpack_from(f">{nvalid}H", fbuf, HDR)) if nvalid else []
+        return fbuf, firstdb, nused, bests
+
+    @staticmethod
+    def _free_write(fbuf, nused, bests) -> None:
+        struct.pack_into(">II", fbuf, 52, len(bests), nused)
+        if bests:
+            struct.pack_into(f">{len(bests)}H", fbuf, HDR, *bests)
+
+    def _node_add(self, name, ino, ftype, h) -> None:
+        dbs = self.dbs
+        length = D.entsize(len(name))
+        path = self._node_path(h)
+        lda, lbuf, index = path[-1]
+        count = _U16.unpack_from(lbuf, 56)[0]
+        ents = _ents(lbuf, HDR, count)
+        # a data block holding an entry of the same hash, with room
+        use = None
+        while index < count and ents[index][0] == h:
+            if ents[index][1]:
+                db = (ents[index][1] << 3) // dbs
+                fda, fi = self._free_loc(db)
+                if self.exists(fda):
+                    _fb, _f, _n, fb = self._free_read(fda)
+                    if fi < len(fb) and fb[fi] != NULLOFF and fb[fi] >= length:
+                        use = db
+                        break
+            index += 1
+        path[-1] = (lda, lbuf, index)
+        if use is None:
+            use = self._node_find_free(length)
+        if use is None:
+            da, dbuf = self.new_block(0, V.DIR3_DATA_ANY, C.XFS_DIR3_DATA_MAGIC, False)
+            D.init_data(dbuf, C.XFS_DIR3_DATA_MAGIC)
+            use = da // self.fsbs
+            fda, fi = self._free_loc(use)
+            if self.exists(fda):
+                fbuf, _first, nused, fb = self._free_read(fda)
+            else:
+                got, fbuf = self.new_block(self.freeblk, V.DIR3_FREE, C.XFS_DIR3_FREE_MAGIC,
+                                           False)
+                if got != fda:
+                    raise CorruptionError("directory", f"free block {fda} needed, {got} "
+                                          "was the first hole", ino=self.ino)
+                struct.pack_into(">IIII", fbuf, 48,
+                                 (fda - self.freeblk) // self.fsbs * self.max_bests, 0, 0, 0)
+                nused, fb = 0, []
+            while len(fb) <= fi:
+                fb.append(NULLOFF)
+            if fb[fi] == NULLOFF:
+                nused += 1
+            fb[fi] = D.get_bf(dbuf)[0][1]
+        else:
+            dbuf = self.read(use * self.fsbs, V.DIR3_DATA_ANY)
+            fda, fi = self._free_loc(use)
+            fbuf, _first, nused, fb = self._free_read(fda)
+        dup = D.get_bf(dbuf)[0][0]
+        if D.use_free(dbuf, dup, dup, length, defer=True):
+            D.put_entry(dbuf, dup, ino, name, ftype)
+            D.freescan(dbuf)
+        else:
+            D.put_entry(dbuf, dup, ino, name, ftype)
+        fb[fi] = D.get_bf(dbuf)[0][1]
+        self._free_write(fbuf, nused, fb)
+        addr = (use * dbs + dup) >> 3
+        if not self._leafn_add(lbuf, index, h, addr):
+            self._split(path, h, addr)
+        else:
+            self._fixhashpath(path)
+
+    def _node_find_free(self, length: int):
+        """A data block with room, from the free-index blocks scanned from the
+        last one back (xfs_dir2_node_find_freeblk)."""
+        last = self.exts[-1][0] + self.exts[-1][2]
+        fda = last - self.fsbs
+        while fda >= self.freeblk:
+            if self.exists(fda):
+                _fb, firstdb, _nu, bests = self._free_read(fda)
+                for k in range(len(bests) - 1, -1, -1):
+                    if bests[k] != NULLOFF and bests[k] >= length:
+                        return firstdb + k
+            fda -= self.fsbs
+        return None
+
+    def _leafn_add(self, lbuf, index: int, h: int, addr: int) -> bool:
+        count, stale = _HH.unpack_from(lbuf, 56)
+        ents = _ents(lbuf, HDR, count)
+        compact = False
+        lowstale = highstale = None
+        if count == self.max_leaf:
+            if not stale:
+                return False
+            compact = stale > 1
+        if compact:
+            ents, stale, index, lowstale, highstale = _compact_x1(ents, stale, index)
+        ents, stale, slot = _find_entry(ents, stale, index, compact, lowstale, highstale)
+        ents[slot] = (h, addr)
+        _HH.pack_into(lbuf, 56, len(ents), stale)
+        _put_ents(lbuf, HDR, ents)
+        return True
+
+    def _lasthash(self, buf) -> int:
+        count = _U16.unpack_from(buf, 56)[0]
+        return _U32.unpack_from(buf, HDR + 8 * (count - 1))[0] if count else 0
+
+    def _fixhashpath(self, path) -> None:
+        lasthash = self._lasthash(path[-1][1])
+        for lvl in range(len(path) - 2, -1, -1):
+            _da, buf, i = path[lvl]
+            off = HDR + 8 * i
+            if _U32.unpack_from(buf, off)[0] == lasthash:
+                break
+            _U32.pack_into(buf, off, lasthash)
+            lasthash = self._lasthash(buf)
+
+    def _split(self, path, h: int, addr: int) -> None:
+        """xfs_da3_split for a full leaf: a new leaf after it takes half the
+        entries, the new entry goes where the kernel puts it, and the parent
+        gains an entry (a leaf at the root is first moved down under a new
+        root node)."""
+        dbs = self.dbs
+        oda, obuf, index = path[-1]
+        if len(path) > 1 and _U16.unpack_from(path[-2][1], 56)[0] >= self.max_node:
+            raise UnsupportedError(f"directory inode {self.ino}: its da-btree would need "
+                                   "a second node level, which fstool does not write yet")
+        CONVERSIONS["split"] += 1
+        nda, nbuf = self.new_block(self.leafblk, V.DA3_NODE_OR_LEAF, C.XFS_DIR3_LEAFN_MAGIC,
+                                   True)
+        c1, s1 = _HH.unpack_from(obuf, 56)
+        e1 = _ents(obuf, HDR, c1)
+        mid = c1 >> 1
+        isleft = h <= e1[mid][0] if c1 & 1 else True
+        move = c1 - mid + (0 if isleft else 1)
+        e2 = e1[c1 - move:]
+        e1 = e1[:c1 - move]
+        s2 = sum(1 for e in e2 if e[1] == 0)
+        s1 -= s2
+        _HH.pack_into(obuf, 56, len(e1), s1)
+        _put_ents(obuf, HDR, e1)
+        _HH.pack_into(nbuf, 56, len(e2), s2)
+        _put_ents(nbuf, HDR, e2)
+        if len(e1) < len(e2):
+            inleaf = False
+        elif len(e1) > len(e2):
+            inleaf = True
+        else:
+            inleaf = index <= len(e1)
+        nindex = index
+        if not inleaf:
+            nindex = index - len(e1)
+            if nindex < 0:
+                inleaf, nindex = True, index
+        # link the new leaf after the old one
+        forw = _U32.unpack_from(obuf, 0)[0]
+        struct.pack_into(">II", nbuf, 0, forw, oda)
+        if forw:
+            _U32.pack_into(self.read(forw), 4, nda)
+        _U32.pack_into(obuf, 0, nda)
+        if inleaf:
+            self._leafn_add(obuf, index, h, addr)
+        else:
+            self._leafn_add(nbuf, nindex, h, addr)
+        if len(path) == 1:
+            # the root leaf moves to a new block; the root becomes a node
+            CONVERSIONS["root-split"] += 1
+            cda, cbuf = self.new_block(self.leafblk, V.DA3_NODE_OR_LEAF,
+                                       C.XFS_DIR3_LEAFN_MAGIC, True)
+            own = cbuf[16:24]
+            cbuf[:] = obuf
+            cbuf[16:24] = own
+            _U32.pack_into(nbuf, 4, cda)
+            obuf[:] = bytes(dbs)
+            self.init_blk(obuf, C.XFS_DA3_NODE_MAGIC, True, self._daddr(oda))
+            _HH.pack_into(obuf, 56, 2, 1)
+            _put_ents(obuf, HDR, [(self._lasthash(cbuf), cda), (self._lasthash(nbuf), nda)])
+            return
+        pda, pbuf, pi = path[-2]
+        pc = _U16.unpack_from(pbuf, 56)[0]
+        pents = _ents(pbuf, HDR, pc)
+        pents[pi] = (self._lasthash(obuf), oda)
+        pents.insert(pi + 1, (self._lasthash(nbuf), nda))
+        _HH.pack_into(pbuf, 56, len(pents), _U16.unpack_from(pbuf, 58)[0])
+        _put_ents(pbuf, HDR, pents)
+        path[-2] = (pda, pbuf, pi + 1)
+        path[-1] = (nda, nbuf, 0)
+        self._fixhashpath(path)
+
+    # -- removing -----------------------------------------------------------------------
+    def remove(self, name: bytes):
+        """Remove ``name``; returns (ino, ftype) it named, or None when absent."""
+        r = self._find(name)
+        if r is None:
+            return None
+        ino, ft, where = r
+        kind = where[0]
+        if kind == "sf":
+            self._sf_remove(where[1])
+        elif kind == "block":
+            self._block_remove(where[1])
+        elif kind == "leaf":
+            self._leaf_remove(where[1])
+        else:
+            self._node_remove(where[1])
+        self.dirty = True
+        return ino, ft
+
+    def _sf_remove(self, k: int) -> None:
+        parent, ents = sf_parse(self.sf)
+        del ents[k]
+        self.sf = sf_encode(parent, ents)
+        self.size = len(self.sf)
+
+    def _block_remove(self, i: int) -> None:
+        dbs = self.dbs
+        buf = self.read(0, V.DIR3_DATA_ANY)
+        count, stale = _II.unpack_from(buf, dbs - 8)
+        blp = dbs - 8 - 8 * count
+        h, addr = struct.unpack_from(">II", buf, blp + 8 * i)
+        off = addr << 3
+        size = D.entsize(buf[off + 8])
+        D.make_free(buf, off, size)
+        _II.pack_into(buf, dbs - 8, count, stale + 1)
+        struct.pack_into(">II", buf, blp + 8 * i, h, 0)
+        self._maybe_block_to_sf(buf)
+
+    def _block_sf(self, buf):
+        """(parent, sf entries) of a block-form block."""
+        parent = self.ino
+        ents = []
+        for off, _n, free in D.regions(buf):
+            if free:
+                continue
+            ino, name, ft, _s = D.entry_at(buf, off)
+            if name == b".":
+                continue
+            if name == b"..":
+                parent = ino
+                continue
+            ents.append((off, name, ft, ino))
+        return parent, ents
+
+    def _maybe_block_to_sf(self, buf) -> None:
+        count, stale = _II.unpack_from(buf, self.dbs - 8)
+        live = count - stale
+        # quick bound: every entry takes at least 9 bytes in shortform
+        if 6 + (live - 2) * 9 > self.dsize:
+            return
+        parent, ents = self._block_sf(buf)
+        if sf_size(parent, ents) > self.dsize:
+            return
+        CONVERSIONS["block->sf"] += 1
+        self.shrink(0)
+        self.format = C.XFS_DINODE_FMT_LOCAL
+        self.sf = sf_encode(parent, ents)
+        self.size = len(self.sf)
+
+    def _leaf_remove(self, i: int) -> None:
+        dbs = self.dbs
+        lbuf, ents, stale, bests = self._leaf_read()
+        h, addr = ents[i]
+        db, off = divmod(addr << 3, dbs)
+        dbuf = self.read(db * self.fsbs, V.DIR3_DATA_ANY)
+        D.make_free(dbuf, off, D.entsize(dbuf[off + 8]))
+        stale += 1
+        ents[i] = (h, 0)
+        longest = D.get_bf(dbuf)[0][1]
+        if longest != bests[db]:
+            bests[db] = longest
+        if longest == dbs - HDR:
+            self.shrink(db * self.fsbs)
+            if db == len(bests) - 1:
+                k = db - 1
+                while k > 0 and bests[k] == NULLOFF:
+                    k -= 1
+                del bests[k + 1:]
+            else:
+                bests[db] = NULLOFF
+        self._leaf_write(lbuf, ents, stale, bests)
+        self._leaf_to_block(lbuf, ents, stale, bests)
+
+    def _leaf_to_block(self, lbuf, ents, stale, bests) -> None:
+        dbs = self.dbs
+        while self.size > dbs:
+            if bests[-1] == dbs - HDR:
+                self.shrink((len(bests) - 1) * self.fsbs)
+                bests.pop()
+                self._leaf_write(lbuf, ents, stale, bests)
+            else:
+                return
+        dbuf = self.read(0, V.DIR3_DATA_ANY)
+        live = [e for e in ents if e[1]]
+        need = 8 + 8 * len(live)
+        dup = _U16.unpack_from(dbuf, dbs - 2)[0]
+        fl = D.free_len(dbuf, dup)
+        if fl is None or fl < need:
+            return
+        CONVERSIONS["leaf->block"] += 1
+        struct.pack_into(">I", dbuf, 0, C.XFS_DIR3_BLOCK_MAGIC)
+        scan = D.use_free(dbuf, dup, dbs - need, need, defer=True)
+        _II.pack_into(dbuf, dbs - 8, len(live), 0)
+        _put_ents(dbuf, dbs - need, live)
+        if scan:
+            D.freescan(dbuf)
+        self.shrink(self.leafblk)
+        self._maybe_block_to_sf(dbuf)
+
+    def _node_remove(self, path) -> None:
+        dbs = self.dbs
+        lda, lbuf, i = path[-1]
+        count, stale = _HH.unpack_from(lbuf, 56)
+        h, addr = struct.unpack_from(">II", lbuf, HDR + 8 * i)
+        struct.pack_into(">II", lbuf, HDR + 8 * i, h, 0)
+        stale += 1
+        _HH.pack_into(lbuf, 56, count, stale)
+        db, off = divmod(addr << 3, dbs)
+        dbuf = self.read(db * self.fsbs, V.DIR3_DATA_ANY)
+        before = D.get_bf(dbuf)[0][1]
+        D.make_free(dbuf, off, D.entsize(dbuf[off + 8]))
+        longest = D.get_bf(dbuf)[0][1]
+        if before < longest:
+            fda, fi = self._free_loc(db)
+            fbuf, _first, nused, fb = self._free_read(fda)
+            if longest == dbs - HDR:
+                self.shrink(db * self.fsbs)
+                if fi == len(fb) - 1:
+                    k = fi - 1
+                    while k >= 0 and fb[k] == NULLOFF:
+                        k -= 1
+                    del fb[k + 1:]
+                else:
+                    fb[fi] = NULLOFF
+                nused -= 1
+                if not nused:
+                    self.shrink(fda)
+                else:
+                    self._free_write(fbuf, nused, fb)
+            else:
+                fb[fi] = longest
+                self._free_write(fbuf, nused, fb)
+        toosmall = HDR + 8 * (count - stale) < dbs * 37 // 100
+        self._fixhashpath(path)
+        if toosmall and len(path) > 1:
+            self._join(path)
+        self._node_to_leaf()
+
+    def _join(self, path) -> None:
+        """xfs_da3_join for a leaf that became small: merged into a sibling
+        with room (the lower-numbered block kept), the parent entry removed,
+        and a root node left with one child replaced by that child."""
+        dbs = self.dbs
+        lda, lbuf, _i = path[-1]
+        count, stale = _HH.unpack_from(lbuf, 56)
+        live = count - stale
+        if HDR + 8 * live > dbs >> 1:
+            return
+        forw, back = struct.unpack_from(">II", lbuf, 0)
+        other = None
+        if live == 0:
+            other = forw or back
+            if not other:
+                return
+        else:
+            forward = forw < back
+            for _k in range(2):
+                blk = forw if forward else back
+                forward = not forward
+                if not blk:
+                    continue
+                sbuf = self.read(blk)
+                sc, ss = _HH.unpack_from(sbuf, 56)
+                if dbs - (dbs >> 2) - 8 * (live + sc - ss) >= 0:
+                    other = blk
+                    break
+            if other is None:
+                return
+        if live == 0 or other < lda:
+            save_da, drop_da = other, lda
+        else:
+            save_da, drop_da = lda, other
+        CONVERSIONS["join"] += 1
+        sbuf, dbuf = self.read(save_da), self.read(drop_da)
+        se = [e for e in _ents(sbuf, HDR, _U16.unpack_from(sbuf, 56)[0]) if e[1]]
+        de = [e for e in _ents(dbuf, HDR, _U16.unpack_from(dbuf, 56)[0]) if e[1]]
+        if se and de and (de[0][0] < se[0][0] or de[-1][0] < se[-1][0]):
+            merged = de + se
+        else:
+            merged = se + de
+        _HH.pack_into(sbuf, 56, len(merged), 0)
+        _put_ents(sbuf, HDR, merged)
+        # unlink the dropped leaf
+        dforw, dback = struct.unpack_from(">II", dbuf, 0)
+        if dback:
+            _U32.pack_into(self.read(dback), 0, dforw)
+        if dforw:
+            _U32.pack_into(self.read(dforw), 4, dback)
+        pda, pbuf, _pi = path[-2]
+        pc = _U16.unpack_from(pbuf, 56)[0]
+        pents = _ents(pbuf, HDR, pc)
+        pents = [e for e in pents if e[1] != drop_da]
+        for k, e in enumerate(pents):
+            if e[1] == save_da:
+                pents[k] = (self._lasthash(sbuf), save_da)
+        lvl = _U16.unpack_from(pbuf, 58)[0]
+        pbuf[HDR:HDR + 8 * pc] = bytes(8 * pc)
+        _HH.pack_into(pbuf, 56, len(pents), lvl)
+        _put_ents(pbuf, HDR, pents)
+        self.shrink(drop_da)
+        # the parent's own last hash may have changed
+        if len(path) > 2:
+            raise UnsupportedError("directory da-btrees deeper than one node level")
+        if len(pents) == 1 and pda == self.leafblk:
+            # root join: the only child moves into the root block
+            CONVERSIONS["root-join"] += 1
+            child = pents[0][1]
+            cbuf = self.read(child)
+            own = pbuf[16:24]
+            pbuf[:] = cbuf
+            pbuf[16:24] = own
+            struct.pack_into(">II", pbuf, 0, 0, 0)
+            self.shrink(child)
+
+    def _node_to_leaf(self) -> None:
+        dbs = self.dbs
+        root = self.read(self.leafblk)
+        if _U16.unpack_from(root, 8)[0] != C.XFS_DIR3_LEAFN_MAGIC:
+            return
+        last = self.exts[-1][0] + self.exts[-1][2] - self.fsbs
+        if last != self.freeblk:
+            return
+        # the block before the free space must be the leaf
+        before = max((o + n for o, _b, n in self.exts if o < self.freeblk), default=0)
+        if before > self.leafblk + self.fsbs:
+            return
+        fbuf, _first, _nused, fb = self._free_read(self.freeblk)
+        count, stale = _HH.unpack_from(root, 56)
+        if HDR + 8 * (count - stale) + 2 * len(fb) + 4 > dbs:
+            return
+        CONVERSIONS["node->leaf"] += 1
+        ents = [e for e in _ents(root, HDR, count) if e[1]]
+        _U16.pack_into(root, 8, C.XFS_DIR3_LEAF1_MAGIC)
+        self._leaf_write(root, ents, 0, fb)
+        self.shrink(self.freeblk)
+
+    # -- replacing ------------------------------------------------------------------------
+    def replace(self, name: bytes, ino: int, ftype: int):
+        """Point ``name`` at another inode; returns the old (ino, ftype)."""
+        r = self._find(name)
+        if r is None:
+            return None
+        old_ino, old_ft, where = r
+        if where[0] == "sf":
+            parent, ents = sf_parse(self.sf)
+            if where[1] == -1:
+                parent = ino
+            else:
+                off, n, _f, _i = ents[where[1]]
+                ents[where[1]] = (off, n, ftype, ino)
+            new = sf_encode(parent, ents)
+            if len(new) > self.dsize:
+                self._sf_to_block()
+                return self.replace(name, ino, ftype)
+            self.sf = new
+            self.size = len(new)
+        else:
+            if where[0] == "block":
+                buf = self.read(0, V.DIR3_DATA_ANY)
+                count = _U32.unpack_from(buf, self.dbs - 8)[0]
+                addr = _U32.unpack_from(buf, self.dbs - 8 - 8 * count + 8 * where[1] + 4)[0]
+            elif where[0] == "leaf":
+                lbuf = self.read(self.leafblk)
+                addr = _U32.unpack_from(lbuf, HDR + 8 * where[1] + 4)[0]
+            else:
+                _da, lbuf, i = where[1][-1]
+                addr = _U32.unpack_from(lbuf, HDR + 8 * i + 4)[0]
+            db, off = divmod(addr << 3, self.dbs)
+            dbuf = self.read(db * self.fsbs, V.DIR3_DATA_ANY)
+            struct.pack_into(">Q", dbuf, off, ino)
+            dbuf[off + 9 + dbuf[off + 8]] = ftype
+        self.dirty = True
+        return old_ino, old_ft
+
+
+def _compact_x1(ents, stale: int, index: int):
+    """xfs_dir3_leaf_compact_x1: squeeze out all stale entries but the one
+    nearest ``index``; returns (ents, stale, index, lowstale, highstale)."""
+    count = len(ents)
+    lowstale = index - 1
+    while lowstale >= 0 and ents[lowstale][1] != 0:
+        lowstale -= 1
+    highstale = index
+    while highstale < count and ents[highstale][1] != 0 and \
+            (lowstale < 0 or index - lowstale > highstale - index):
+        highstale += 1
+    if lowstale >= 0 and (highstale == count or index - lowstale <= highstale - index):
+        keep = lowstale
+    else:
+        keep = highstale
+    out = []
+    newindex = None
+    for frm, e in enumerate(ents):
+        if frm == index:
+            newindex = len(out)
+        if frm != keep and e[1] == 0:
+            continue
+        if frm == keep:
+            lowstale = highstale = len(out)
+        out.append(e)
+    if newindex is None:
+        newindex = len(out)
+    if lowstale >= newindex:
+        lowstale = -1
+    else:
+        highstale = len(out)
+    return out, 1, newindex, lowstale, highstale
+
+
+def _find_entry(ents, stale: int, index: int, compact: bool, lowstale, highstale):
+    """xfs_dir3_leaf_find_entry: make a slot for a new entry at ``index``,
+    using the nearest stale entry when there is one; (ents, stale, slot)."""
+    if not stale:
+        ents.insert(index, (0, 0))
+        return ents, stale, index
+    count = len(ents)
+    if not compact:
+        lowstale = index - 1
+        while lowstale >= 0 and ents[lowstale][1] != 0:
+            lowstale -= 1
+        highstale = index
+        while highstale < count and ents[highstale][1] != 0 and \
+                (lowstale < 0 or index - lowstale - 1 >= highstale - index):
+            highstale += 1
+    if lowstale >= 0 and (highstale == count or index - lowstale - 1 < highstale - index):
+        del ents[lowstale]
+        ents.insert(index - 1, (0, 0))
+        return ents, stale - 1, index - 1
+    del ents[highstale]
+    ents.insert(index, (0, 0))
+    return ents, stale - 1, index
+
+
+__all__ = ["Dir", "sf_parse", "sf_encode", "FsToolError"]
