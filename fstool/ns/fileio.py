@@ -295,6 +295,10 @@ class FileIO:
             self._caller_tx = True
             try:
                 return fn(*args)
+            except NoSpaceError:
+                # the caller aborts; its retry finds the held blocks free
+                self._unhold_all()
+                raise
             finally:
                 self._caller_tx = False
         for attempt in (0, 1):
