@@ -37,7 +37,7 @@ from fstool.ns.writer import Writer  # noqa: E402
 
 def mkfs(img: Path, size: str) -> None:
     subprocess.run([sys.executable, "-m", "fstool", "mkfs", "-q", "-f", str(img), "--size",
-                    size, "--uuid", images.UUID], check=True)
+                    size], check=True)
 
 
 def make_files(w, names):

@@ -185,34 +185,30 @@ class FileIO:
 
     def seek_data(self, ino: int, off: int) -> int:
         """lseek(SEEK_DATA): the first offset >= ``off`` holding data."""
-        f = _File(self, ino, False)
-        if off < 0 or off >= f.size:
-            raise NoSuchOffsetError(f"inode {ino}: no data at or after offset {off}")
-        blog = self.blog
-        pos = off >> blog
-        while True:
-            r = f.map.next(pos)
-            if r is None or (r[0] << blog) >= f.size:
-                raise NoSuchOffsetError(f"inode {ino}: no data at or after offset {off}")
-            if not r[3]:
-                return max(off, r[0] << blog)
-            pos = r[0] + r[2]
+        return self._seek(ino, off, True)
 
     def seek_hole(self, ino: int, off: int) -> int:
         """lseek(SEEK_HOLE): the first offset >= ``off`` in a hole (the end
         of the file counts as one)."""
+        return self._seek(ino, off, False)
+
+    def _seek(self, ino: int, off: int, data: bool) -> int:
         f = _File(self, ino, False)
         if off < 0 or off >= f.size:
-            raise NoSuchOffsetError(f"inode {ino}: offset {off} is at or past the end")
+            raise NoSuchOffsetError(f"inode {ino}: offset {off} is at or past the end of the file")
         blog = self.blog
         pos = off >> blog
         while True:
-            r = f.map.lookup(pos)
-            if r is None or r[3]:
-                return min(max(off, pos << blog), f.size)
+            # the record mapping pos (for data: or the next one after a hole)
+            r = f.map.next(pos) if data else f.map.lookup(pos)
+            if r is None or r[3] or (r[0] << blog) >= f.size:
+                if not data:
+                    return min(max(off, pos << blog), f.size)
+                if r is None or (r[0] << blog) >= f.size:
+                    raise NoSuchOffsetError(f"inode {ino}: no data at or after offset {off}")
+            elif data:
+                return max(off, r[0] << blog)
             pos = r[0] + r[2]
-            if (pos << blog) >= f.size:
-                return f.size
 
     # -- public: changing --------------------------------------------------------------
     def write(self, ino: int, off: int, data) -> int:
@@ -283,6 +279,11 @@ class FileIO:
         while self._run(ino, self._trim_eof, ino):
             pass
 
+    def drop_preallocation(self) -> None:
+        """Give back the blocks held past the end of every growing file (a
+        mount calls this before it unmounts, or when space runs short)."""
+        self._unhold_all()
+
     # -- transactions ------------------------------------------------------------------------
     def _run(self, ino: int, fn, *args):
         """Run ``fn`` in the open transaction, else in one of its own; when
@@ -294,6 +295,10 @@ class FileIO:
             self._caller_tx = True
             try:
                 return fn(*args)
+            except NoSpaceError:
+                # the caller aborts; its retry finds the held blocks free
+                self._unhold_all()
+                raise
             finally:
                 self._caller_tx = False
         for attempt in (0, 1):
@@ -621,5 +626,8 @@ class FileIO:
             flags = C.XFS_DIFLAG_PREALLOC
         size = None
         if not mode & FALLOC_FL_KEEP_SIZE and end > f.size:
+            # growing: written blocks past the old end read as zeros, as
+            # the kernel's size change makes them
+            self._zero_written(f, f.size, end)
             size = end
         self._store(f, size=size, flags=flags)
