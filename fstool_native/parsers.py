@@ -1535,27 +1535,15 @@ def _le64(p, off):
 
 
 @cython.cfunc
-@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, v=cython.ulonglong,
+@cython.locals(v=cython.ulonglong, bits=cython.int, mask=cython.ulonglong,
                r=cython.longlong)
 @cython.returns(cython.longlong)
-def _sle64(p, off):
-    """A signed little-endian 64-bit value."""
-    v = _le64(p, off)
-    if v >> 63:
-        r = v ^ 0xFFFFFFFFFFFFFFFF
-        return -r - 1
-    r = v
-    return r
-
-
-@cython.cfunc
-@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, v=cython.uint, r=cython.longlong)
-@cython.returns(cython.longlong)
-def _sle32(p, off):
-    """A signed little-endian 32-bit value."""
-    v = _le32(p, off)
-    if v >> 31:
-        r = v ^ 0xFFFFFFFF
+def _signed(v, bits):
+    """``v``, a ``bits``-wide two's-complement value (1 to 64 bits), as a
+    signed number."""
+    mask = 0xFFFFFFFFFFFFFFFF >> (64 - bits)
+    if v >> (bits - 1):
+        r = (v ^ mask) & mask
         return -r - 1
     r = v
     return r
@@ -1902,7 +1890,7 @@ class ItemReplayer:
             d.type_code = code
             d.flags = flags
             d.len = _le16(p, 6)
-            d.blkno = _sle64(p, 8)
+            d.blkno = _signed(_le64(p, 8), 64)
             d.map_size = _le32(p, 16)
             d.map = tuple([_le32(p, self.blf_hdr + 4 * i) for i in range(nwords)])
             d.cancel = bool(flags & self.blf_cancel)
@@ -1929,9 +1917,9 @@ class ItemReplayer:
         d.dsize = _le16(p, 10)
         d.ino = _le64(p, base)
         d.ilf_u = bytes(r0[base + 8:base + 24])
-        d.blkno = _sle64(p, base + 24)
-        d.len = _sle32(p, base + 32)
-        d.boffset = _sle32(p, base + 36)
+        d.blkno = _signed(_le64(p, base + 24), 64)
+        d.len = _signed(_le32(p, base + 32), 32)
+        d.boffset = _signed(_le32(p, base + 36), 32)
         if d.blkno < 0 or d.len <= 0 or d.blkno + d.len > self.dev_bb:
             raise LogItemError(1, f"block range daddr {d.blkno} length {d.len} lies outside "
                                   f"the filesystem ({self.dev_bb} sectors)")

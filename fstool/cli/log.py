@@ -88,7 +88,6 @@ def print_cmd(transactions, as_json, image):
     committed checkpoint with its decoded items and a one-line summary."""
     import json
 
-    from ..log.items import summary
     from ..ops.logops import print_records, print_transactions
     out = click.get_text_stream("stdout")
     with _open(image) as fs:
@@ -97,42 +96,44 @@ def print_cmd(transactions, as_json, image):
             out.write(f"log {st['state']}: tail block {st['tail_block']}, head block "
                       f"{st['head_block']}\n")
         if transactions:
-            n = 0
-            for t in print_transactions(fs):
-                n += 1
-                if as_json:
-                    out.write(json.dumps(t, default=_jsonable) + "\n")
-                    continue
-                kinds = {}
-                for it in t["items"]:
-                    kinds[it["type"]] = kinds.get(it["type"], 0) + 1
-                what = ", ".join(f"{v} {k}" for k, v in sorted(kinds.items()))
-                out.write(f"checkpoint tid 0x{t['tid']:08x} lsn {t['lsn']} commit "
-                          f"{t['commit_lsn']}: {t['num_items']} items ({what})\n")
-                for it in t["items"]:
-                    out.write(f"    {summary(it)}\n")
-            if not as_json:
-                out.write(f"{n} committed transactions\n")
-            return
+            rows, text, noun = print_transactions(fs), _transaction_text, \
+                "committed transactions"
+        else:
+            rows, text, noun = print_records(fs), _record_text, "records"
         n = 0
-        for r in print_records(fs):
+        for row in rows:
             n += 1
-            if as_json:
-                out.write(json.dumps(r, default=_jsonable) + "\n")
-                continue
-            out.write(f"record at block {r['block']} lsn {r['lsn']} tail {r['tail_lsn']} "
-                      f"len {r['length']} ops {r['num_ops']} crc "
-                      f"{'ok' if r['crc_ok'] else 'BAD'}\n")
-            for i, o in enumerate(r["ops"]):
-                line = (f"    op {i}: tid 0x{o['tid']:08x} len {o['len']} {o['client']} "
-                        f"{o['flags']}")
-                if "item" in o:
-                    it = o["item"]
-                    line += "  " + (f"TRANS {it['num_items']} items" if it["type"] == "TRANS"
-                                    else it.get("error") or summary(it))
-                out.write(line + "\n")
+            out.write(json.dumps(row, default=_jsonable) + "\n" if as_json else text(row))
         if not as_json:
-            out.write(f"{n} records\n")
+            out.write(f"{n} {noun}\n")
+
+
+def _transaction_text(t: dict) -> str:
+    """A checkpoint's summary line, then one line per item."""
+    from ..log.items import summary
+    kinds = {}
+    for it in t["items"]:
+        kinds[it["type"]] = kinds.get(it["type"], 0) + 1
+    what = ", ".join(f"{v} {k}" for k, v in sorted(kinds.items()))
+    lines = [f"checkpoint tid 0x{t['tid']:08x} lsn {t['lsn']} commit {t['commit_lsn']}: "
+             f"{t['num_items']} items ({what})"]
+    lines += [f"    {summary(it)}" for it in t["items"]]
+    return "\n".join(lines) + "\n"
+
+
+def _record_text(r: dict) -> str:
+    """A record's line, then one line per op (with the item it starts)."""
+    from ..log.items import summary
+    lines = [f"record at block {r['block']} lsn {r['lsn']} tail {r['tail_lsn']} "
+             f"len {r['length']} ops {r['num_ops']} crc {'ok' if r['crc_ok'] else 'BAD'}"]
+    for i, o in enumerate(r["ops"]):
+        line = f"    op {i}: tid 0x{o['tid']:08x} len {o['len']} {o['client']} {o['flags']}"
+        if "item" in o:
+            it = o["item"]
+            line += "  " + (f"TRANS {it['num_items']} items" if it["type"] == "TRANS"
+                            else it.get("error") or summary(it))
+        lines.append(line)
+    return "\n".join(lines) + "\n"
 
 
 def _jsonable(v):
