@@ -90,8 +90,8 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
                 refc_ags.add(f.agno)
             if f.code == "INOBT_INODE" and f.ino is not None:
                 recheck.add(f.ino)
-            if f.code == "SPACE_UNACCOUNTED" or (f.structure in ("inobt", "finobt", "agi")
-                                                 and f.code.startswith("BTREE_")):
+            if f.code in ("SPACE_UNACCOUNTED", "AGI_HEADER") or (
+                    f.structure in ("inobt", "finobt", "agi") and f.code.startswith("BTREE_")):
                 scan_ags.add(f.agno)
         elif action == COUNTERS:
             counters = True

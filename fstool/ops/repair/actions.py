@@ -34,12 +34,17 @@ REPAIRS = {
                      "primary"),
     "SB_COUNTERS": (COUNTERS, "repaired: sb_icount, sb_ifree and sb_fdblocks are summed "
                     "from the AG headers"),
-    "LSN_AHEAD": (NONE, _NOT_YET + "restamping LSNs needs the log reformatted, which "
-                  "repair does not do yet"),
-    "AGF_HEADER": (NONE, _NOT_YET + "an AGF that fails verification loses its tree roots; "
-                   "rebuilding it from scratch is not supported yet"),
-    "AGI_HEADER": (NONE, _NOT_YET + "an AGI that fails verification loses its tree roots "
-                   "and unlinked lists; rebuilding it from scratch is not supported yet"),
+    "LSN_AHEAD": (NONE, "on an AG header or AG btree block: rebuilt with the AG, stamped with "
+                  "the log's current LSN; on a secondary superblock: rewritten from the "
+                  "primary; elsewhere reported, not repaired: restamping LSNs needs the log "
+                  "reformatted, which repair does not do yet"),
+    "AGF_HEADER": (AG, "rebuilt: the AGF is written anew (magic, version, sequence number, "
+                   "length and uuid as they must be) with the AG's bnobt, cntbt, inobt, finobt "
+                   "and free list bulk-loaded from the space map of every owner"),
+    "AGI_HEADER": (AG, "rebuilt: the AGI is written anew (magic, version, sequence number, "
+                   "length and uuid as they must be; inode chunks the inobt does not reach are "
+                   "looked for on disk) with the AG's trees and free list bulk-loaded from the "
+                   "space map of every owner"),
     "AGFL_CRC": (AG, _AG_TEXT),
     "AGFL_HEADER": (AG, _AG_TEXT),
     "AGFL_COUNT": (AG, _AG_TEXT),
@@ -135,6 +140,15 @@ def action_of(finding) -> tuple[str, str]:
     """(action, text) for one finding, looking at the structure it names
     where the code alone does not decide."""
     action, text = REPAIRS.get(finding.code, (NONE, _NOT_YET + "no repair is known"))
+    if finding.code == "LSN_AHEAD" and finding.agno is not None:
+        # an AG header or AG btree block is written anew by the AG rebuild,
+        # a secondary superblock from the primary: both under the log's LSN
+        if finding.structure in REBUILT_TREES:
+            return AG, ("rebuilt: the AG's headers and trees are written anew, stamped with "
+                        "the log's current LSN")
+        if finding.structure == "sb" and finding.agno:
+            return SECONDARY, ("repaired: the secondary superblock is rewritten from the "
+                               "primary, stamped with the log's current LSN")
     if action == AG:
         if finding.agno is None:
             return NONE, _NOT_YET + "the finding names no AG"
