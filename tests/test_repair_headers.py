@@ -81,3 +81,68 @@ def test_repair_ag_header(churn, tmp_path, name, damage):
     assert r.returncode == 0 and "no problems found" in r.stdout, r.stdout
     assert digest(img) == repaired
     assert kernel_tree(img) == churn["tree"]
+
+
+# (name, xfs_db commands on the primary superblock)
+PRIMARY_DAMAGE = [
+    ("sb-magic", ["sb 0", "write -d magicnum 0"]),
+    ("sb-blocksize", ["sb 0", "write -d blocksize 1234"]),
+    ("sb-agcount", ["sb 0", "write -d agcount 9"]),
+    ("sb-agblocks", ["sb 0", "write -d agblocks 77"]),
+    ("sb-crc", ["sb 0", "write -c crc 0x11"]),
+    ("sb-stripe-unit", ["sb 0", "write -d unit 8"]),
+    ("sb-rootino", ["sb 0", "write -d rootino 999"]),
+    ("sb-rbmino", ["sb 0", "write -d rbmino 5000"]),
+]
+
+
+@needs_loop
+@pytest.mark.parametrize("name,cmds", PRIMARY_DAMAGE, ids=[d[0] for d in PRIMARY_DAMAGE])
+def test_repair_primary_superblock(churn, tmp_path, name, cmds):
+    """A primary superblock that cannot be trusted is restored from the
+    secondaries (its root and realtime inode fields set where mkfs puts
+    them); undo gives the damaged image back."""
+    img = copy_image(churn["img"], tmp_path / "p.img")
+    xfs_db(img, *cmds, expert=True)
+    assert xfs_repair_n(img) == 1, "the damage is not damage"
+    damaged = digest(img)
+    r = fstool("repair", "-n", img)
+    assert r.returncode in (1, 4) and "would change" in r.stdout, r.stdout + r.stderr
+    assert digest(img) == damaged
+    undo = tmp_path / "p.undo"
+    r = fstool("repair", "--undo-file", undo, img)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert xfs_repair_n(img) == 0
+    assert fstool("check", img).returncode == 0
+    repaired = digest(img)
+    r = fstool("repair", img)
+    assert r.returncode == 0 and "no problems found" in r.stdout, r.stdout
+    assert digest(img) == repaired
+    assert kernel_tree(img) == churn["tree"]
+    r = fstool("undo", img, undo)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert digest(img) == damaged
+
+
+def test_repair_without_any_good_superblock(tmp_path):
+    """No valid superblock anywhere (every copy's magic gone), and a file
+    that is no filesystem at all: a one-line error, exit 4, nothing written."""
+    img = tmp_path / "n.img"
+    r = fstool("mkfs", "-q", "--size", "32m", img)
+    assert r.returncode == 0, r.stderr
+    geo = xfs_db(img, "sb 0", "print agblocks agcount blocksize")
+    vals = dict(line.split(" = ") for line in geo.splitlines())
+    agsize = int(vals["agblocks"]) * int(vals["blocksize"])
+    with open(img, "r+b") as f:
+        for agno in range(int(vals["agcount"])):
+            f.seek(agno * agsize)
+            f.write(b"\0\0\0\0")
+    other = tmp_path / "random.img"
+    other.write_bytes(random.Random(3).randbytes(1 << 20))
+    for path in (img, other):
+        before = digest(path)
+        r = fstool("repair", path)
+        assert r.returncode == 4, r.stdout + r.stderr
+        assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert "superblock" in r.stderr
+        assert digest(path) == before

@@ -7,12 +7,14 @@ code -> (action, text).  The action is what :mod:`fstool.ops.repair` plans:
                finding's AG)
 ``counters``   recompute the superblock counters from the AGs
 ``secondary``  rewrite the secondary superblock from the primary
+``sb_field``   set the primary superblock's field to the finding's expected value
 ``none``       reported, not repaired: the text says why
 
 docs/check-problems.md shows the text in its repair column (generated with
 the problem table, ``python -m fstool.ops.problems``).
 """
 AG, COUNTERS, SECONDARY, NONE = "ag", "counters", "secondary", "none"
+SB_FIELD = "sb_field"
 
 _AG_TEXT = ("rebuilt: the AG's bnobt, cntbt, inobt, finobt and free list are bulk-loaded "
             "from the space map of every owner and the inode chunks, the AGF/AGI counters "
@@ -22,12 +24,13 @@ _REFC_TEXT = ("rebuilt: the AG's refcount btree is bulk-loaded from the blocks f
               "(CoW staging extents left behind are freed), with the AG's other trees")
 
 REPAIRS = {
-    "SB_PRIMARY": (NONE, _NOT_YET + "the primary superblock is the source every rebuild "
-                   "starts from; repair does not guess geometry (xfs_repair searches the "
-                   "secondaries)"),
+    "SB_PRIMARY": ("primary", "repaired: the primary superblock is restored from the "
+                   "secondaries (the geometry most valid secondaries agree on, as xfs_repair's "
+                   "phase 1 finds it), its counters summed again from the AGs"),
     "SB_FEATURES": (NONE, _NOT_YET + "unknown features: repair cannot know what they "
                     "protect"),
-    "SB_ROOTINO": (NONE, _NOT_YET + "moving the root or realtime inodes is not supported"),
+    "SB_ROOTINO": (SB_FIELD, "repaired: the superblock field is set to the inode mkfs puts "
+                   "there (xfs_repair's calculated root, realtime bitmap and summary inodes)"),
     "SB_QUOTINO": (NONE, _NOT_YET + "clearing a quota inode the superblock names wrongly "
                    "(with its quota flags) is not supported yet"),
     "SB_SECONDARY": (SECONDARY, "repaired: the secondary superblock is rewritten from the "
