@@ -146,3 +146,48 @@ def test_repair_without_any_good_superblock(tmp_path):
         assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
         assert "superblock" in r.stderr
         assert digest(path) == before
+
+
+# (name, xfs_db commands): metadata stamped with an LSN the log has not reached
+LSN_DAMAGE = [
+    ("agf-lsn", ["agf 1", "write -d lsn 0x0000100000000010"]),
+    ("bnobt-block-lsn", ["agf 2", "addr bnoroot", "write -d lsn 0x0000200000000010"]),
+    ("agi-lsn-past-every-cycle", ["agi 3", "write -d lsn 0x7fffffff00000010"]),
+    ("dir-block-lsn", ["path /d3", "dblock 0", "write -d dhdr.hdr.lsn 0x0000300000000010"]),
+]
+
+
+@needs_loop
+@pytest.mark.parametrize("name,cmds", LSN_DAMAGE, ids=[d[0] for d in LSN_DAMAGE])
+def test_repair_lsn_ahead(churn, tmp_path, name, cmds):
+    """The log is formatted anew past the highest LSN (an LSN no cycle can
+    pass is rewritten with its AG); the kernel mounts the result and undo
+    gives the damaged image back."""
+    img = copy_image(churn["img"], tmp_path / "l.img")
+    xfs_db(img, *cmds, expert=True)
+    assert xfs_repair_n(img) == 1, "the damage is not damage"
+    r = fstool("check", "--json", img)
+    assert r.returncode == 1 and '"LSN_AHEAD"' in r.stdout
+    damaged = digest(img)
+    undo = tmp_path / "l.undo"
+    r = fstool("repair", "--undo-file", undo, img)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert xfs_repair_n(img) == 0
+    assert fstool("check", img).returncode == 0
+    assert kernel_tree(img) == churn["tree"]
+    repaired = digest(img)
+    assert fstool("repair", img).returncode == 0
+    assert digest(img) == repaired
+    assert fstool("undo", img, undo).returncode == 0
+    assert digest(img) == damaged
+
+
+@needs_loop
+@pytest.mark.parametrize("agno", [0, 2])
+def test_superblock_lsn_is_not_looked_at(churn, tmp_path, agno):
+    """xfs_repair -n does not count a superblock's sb_lsn (primary or
+    secondary) among the metadata LSNs; nor does check."""
+    img = copy_image(churn["img"], tmp_path / "s.img")
+    xfs_db(img, f"sb {agno}", "write -d lsn 0x0000100000000010", expert=True)
+    assert xfs_repair_n(img) == 0
+    assert fstool("check", img).returncode == 0

@@ -31,7 +31,7 @@ import os
 
 from ...errors import UnsupportedError, WriteRefused
 from ...format import constants as C
-from .actions import AG, COUNTERS, SB_FIELD, SECONDARY, action_of
+from .actions import AG, COUNTERS, LOG, REBUILT_TREES, SB_FIELD, SECONDARY, action_of
 from .agbuild import AGPlan, RepairError
 
 EXIT_CLEAN, EXIT_REPAIRED, EXIT_CANNOT = 0, 1, 4
@@ -80,10 +80,19 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
     scan_ags = set()
     refc_ags = set()
     sb_fixes = checker.sb_fixes = {}        # primary superblock field -> value
+    checker.log_cycle = 0                   # format the log at this cycle at the end
     for f in findings:
         action, text = action_of(f)
         if f.code == "SPACE_OVERLAP" and f.agno is not None:
             action = AG             # settled below: kept owners' overlaps are not
+        if action == LOG and not (isinstance(f.found, int) and (f.found >> 32) + 1 < 1 << 31):
+            # no log cycle can be past it: what the AG rebuild rewrites gets
+            # the log's LSN, anything else stays
+            if f.structure in REBUILT_TREES and f.agno is not None:
+                action, text = AG, "rebuilt with the AG, stamped with the log's current LSN"
+            else:
+                action, text = "none", ("reported, not repaired: the LSN is past every cycle "
+                                        "a log can be formatted at")
         actions.append((f, action, text))
         if action == AG:
             ag_set.add(f.agno)
@@ -100,6 +109,8 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
             secondaries.add(f.agno)
         elif action == SB_FIELD and f.field and f.expected is not None:
             sb_fixes[f.field] = f.expected
+        elif action == LOG:
+            checker.log_cycle = max(checker.log_cycle, (f.found >> 32) + 1)
         elif f.severity == "error":
             unrepaired.append((f, text))
     if rebuild or add_finobt:
@@ -149,6 +160,9 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
         changes.append("superblock: sb_icount, sb_ifree and sb_fdblocks summed from the AGs")
     for field, value in sorted(sb_fixes.items()):
         changes.append(f"superblock: {field} set to {value}")
+    if checker.log_cycle:
+        changes.append(f"log: formatted anew at cycle {checker.log_cycle} or later, past the "
+                       "highest LSN the metadata carries")
     for agno in sorted(secondaries):
         if agno:
             changes.append(f"AG {agno}: secondary superblock rewritten from the primary")
@@ -337,6 +351,9 @@ def _repair(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, recor
             fs.dev.write_hook = recorder
         _apply(w, c, plans, secs, counters, add_finobt)
         w.close()
+        if c.log_cycle:
+            from ..logops import zero
+            zero(path, min_cycle=c.log_cycle, undo=recorder)
         result.written = True
         if recorder is not None:
             from ...io.device import Device

@@ -8,6 +8,7 @@ code -> (action, text).  The action is what :mod:`fstool.ops.repair` plans:
 ``counters``   recompute the superblock counters from the AGs
 ``secondary``  rewrite the secondary superblock from the primary
 ``sb_field``   set the primary superblock's field to the finding's expected value
+``log``        format the (clean) log anew with a cycle past the finding's LSN
 ``none``       reported, not repaired: the text says why
 
 docs/check-problems.md shows the text in its repair column (generated with
@@ -15,6 +16,7 @@ the problem table, ``python -m fstool.ops.problems``).
 """
 AG, COUNTERS, SECONDARY, NONE = "ag", "counters", "secondary", "none"
 SB_FIELD = "sb_field"
+LOG = "log"
 
 _AG_TEXT = ("rebuilt: the AG's bnobt, cntbt, inobt, finobt and free list are bulk-loaded "
             "from the space map of every owner and the inode chunks, the AGF/AGI counters "
@@ -37,10 +39,8 @@ REPAIRS = {
                      "primary"),
     "SB_COUNTERS": (COUNTERS, "repaired: sb_icount, sb_ifree and sb_fdblocks are summed "
                     "from the AG headers"),
-    "LSN_AHEAD": (NONE, "on an AG header or AG btree block: rebuilt with the AG, stamped with "
-                  "the log's current LSN; on a secondary superblock: rewritten from the "
-                  "primary; elsewhere reported, not repaired: restamping LSNs needs the log "
-                  "reformatted, which repair does not do yet"),
+    "LSN_AHEAD": (LOG, "repaired: the log (clean by then) is formatted anew with a cycle "
+                  "past the highest LSN the metadata carries, as xfs_repair formats it"),
     "AGF_HEADER": (AG, "rebuilt: the AGF is written anew (magic, version, sequence number, "
                    "length and uuid as they must be) with the AG's bnobt, cntbt, inobt, finobt "
                    "and free list bulk-loaded from the space map of every owner"),
@@ -143,15 +143,6 @@ def action_of(finding) -> tuple[str, str]:
     """(action, text) for one finding, looking at the structure it names
     where the code alone does not decide."""
     action, text = REPAIRS.get(finding.code, (NONE, _NOT_YET + "no repair is known"))
-    if finding.code == "LSN_AHEAD" and finding.agno is not None:
-        # an AG header or AG btree block is written anew by the AG rebuild,
-        # a secondary superblock from the primary: both under the log's LSN
-        if finding.structure in REBUILT_TREES:
-            return AG, ("rebuilt: the AG's headers and trees are written anew, stamped with "
-                        "the log's current LSN")
-        if finding.structure == "sb" and finding.agno:
-            return SECONDARY, ("repaired: the secondary superblock is rewritten from the "
-                               "primary, stamped with the log's current LSN")
     if action == AG:
         if finding.agno is None:
             return NONE, _NOT_YET + "the finding names no AG"
