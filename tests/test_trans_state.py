@@ -180,3 +180,50 @@ def test_counters_and_new_bytes_after_many_transactions(tmp_path):
 def _sb_type():
     from fstool.io import verify as V
     return V.SB
+
+
+@pytest.mark.parametrize("count", [3, 40, 400])      # shortform, block, leaf
+def test_directory_kept_across_transactions(tmp_path, count):
+    """One Namespace across transactions (as the mount keeps it): a
+    directory read before a change, changed, or changed and aborted is
+    seen as it is now, in every form."""
+    img = tmp_path / "a.img"
+    _mkfs(img)
+    with Writer(img, timestamp_ns=TS) as w:
+        root = w.sb.rootino
+        ns = Namespace(w, TS)
+
+        def op(fn):
+            w.begin()
+            try:
+                out = fn()
+                ns.finish()
+                w.commit()
+            except BaseException:
+                w.abort()
+                raise
+            ns.committed()
+            return out
+
+        d = op(lambda: ns.mkdir(root, b"d", Meta(perm=0o755, ctime_ns=TS)))
+        names = [b"name-%05d" % k for k in range(count)]
+        for k, name in enumerate(names):
+            assert ns.lookup_child(d, name) is None
+            ino = op(lambda name=name: ns.create_file(d, name, Meta(ctime_ns=TS)))
+            assert ns.lookup_child(d, name) == (ino, 1)
+        # changed and aborted: the name is gone again, outside a
+        # transaction and inside the next one
+        w.begin()
+        ns.create_file(d, b"aborted", Meta(ctime_ns=TS))
+        assert ns.lookup_child(d, b"aborted") is not None
+        w.abort()
+        assert ns.lookup_child(d, b"aborted") is None
+        op(lambda: ns.unlink(d, names[0]))
+        assert ns.lookup_child(d, names[0]) is None
+        w.begin()
+        assert ns.lookup_child(d, b"aborted") is None
+        assert ns.lookup_child(d, names[-1]) is not None
+        w.commit()
+        listed = sorted(n for n, _i, _f, _c in ns.readdir(d) if n not in (b".", b".."))
+        assert listed == sorted(names[1:])
+    _repair_clean(img)

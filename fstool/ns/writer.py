@@ -188,7 +188,9 @@ class Writer:
         for ag in list(self.ags.values()):
             self.space.fix_freelist(ag)
             ag.sync_roots()
-            self.space.update_longest(ag)
+            if ag.agf_dirty or ag.longest_stale:
+                # free space changed (else agf_longest stands)
+                self.space.update_longest(ag)
         changed = False
         counters = self._ag_counters
         for ag in self.ags.values():
