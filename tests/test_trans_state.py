@@ -28,16 +28,27 @@ def _repair_clean(img):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-1000:]
 
 
+@pytest.fixture
+def w(tmp_path):
+    """A Writer on a fresh image; the image repair-clean once it is closed."""
+    img = tmp_path / "a.img"
+    _mkfs(img)
+    with Writer(img, timestamp_ns=TS) as writer:
+        yield writer
+    _repair_clean(img)
+
+
 def _headers(w, agno):
     """The AGF and AGI as their buffers hold them now."""
     ag = w.ag(agno)
     return AGF.unpack(ag.agf_buf.data), AGI.unpack(ag.agi_buf.data)
 
 
-def _op(w, fn):
-    """One operation in a transaction of its own, as the mount runs them."""
+def _op(w, fn, ns=None):
+    """One operation in a transaction of its own, as the mount runs them
+    (with the caller's namespace, kept across operations, when given)."""
     w.begin()
-    ns = Namespace(w, TS)
+    ns = ns or Namespace(w, TS)
     try:
         out = fn(ns)
         ns.finish()
@@ -50,74 +61,65 @@ def _op(w, fn):
     return out
 
 
-def test_perag_kept_and_rebound(tmp_path):
-    img = tmp_path / "a.img"
-    _mkfs(img)
-    with Writer(img, timestamp_ns=TS) as w:
-        root = w.sb.rootino
-        _op(w, lambda ns: ns.create_file(root, b"a", Meta(ctime_ns=TS)))
-        w.begin()
-        first = w.ag(0)
-        w.commit()
-        _op(w, lambda ns: ns.create_file(root, b"b", Meta(ctime_ns=TS)))
-        w.begin()
-        again = w.ag(0)
-        # the same object, joined to the new transaction, its headers as
-        # the buffers hold them
-        assert again is first
-        assert again.tx is w.tx
-        f, i = _headers(w, 0)
-        assert again.agi == i and again.agf == f
-        w.commit()
+def _first_perag(w):
+    """AG 0's PerAG after a first create committed (between transactions)."""
+    _op(w, lambda ns: ns.create_file(w.sb.rootino, b"a", Meta(ctime_ns=TS)))
+    w.begin()
+    ag = w.ag(0)
+    w.commit()
+    return ag
 
 
-def test_perag_dropped_after_abort(tmp_path):
-    img = tmp_path / "a.img"
-    _mkfs(img)
-    with Writer(img, timestamp_ns=TS) as w:
-        root = w.sb.rootino
-        _op(w, lambda ns: ns.create_file(root, b"a", Meta(ctime_ns=TS)))
-        w.begin()
-        before = w.ag(0)
-        free_before = before.agi["agi_freecount"]
-        w.commit()
-        # an aborted create: the header buffers go back to the bytes the
-        # last commit left, but the decoded state had counted the inode
-        w.begin()
-        Namespace(w, TS).create_file(root, b"gone", Meta(ctime_ns=TS))
-        assert w.ag(0).agi["agi_freecount"] == free_before - 1
-        w.abort()
-        w.begin()
-        after = w.ag(0)
-        assert after is not before
-        f, i = _headers(w, 0)
-        assert after.agi == i and i["agi_freecount"] == free_before
-        w.commit()
-        for k in range(20):
-            _op(w, lambda ns, k=k: ns.create_file(root, b"f%d" % k, Meta(ctime_ns=TS)))
-    _repair_clean(img)
+def _fresh_perag(w, before):
+    """In a transaction of its own: AG 0's PerAG is a new one, decoded from
+    the headers as they are; its AGI."""
+    w.begin()
+    after = w.ag(0)
+    assert after is not before
+    f, i = _headers(w, 0)
+    assert after.agf == f and after.agi == i
+    w.commit()
+    return i
 
 
-def test_perag_dropped_after_checkpoint(tmp_path):
-    img = tmp_path / "a.img"
-    _mkfs(img)
-    with Writer(img, timestamp_ns=TS) as w:
-        root = w.sb.rootino
-        _op(w, lambda ns: ns.create_file(root, b"a", Meta(ctime_ns=TS)))
-        w.begin()
-        before = w.ag(0)
-        w.commit()
-        # the checkpoint stamps its LSN and CRC into the logged headers:
-        # the decoded copy would write the old ones back
-        w.sync()
-        w.begin()
-        after = w.ag(0)
-        assert after is not before
-        f, i = _headers(w, 0)
-        assert after.agf == f and after.agi == i
-        w.commit()
-        _op(w, lambda ns: ns.create_file(root, b"b", Meta(ctime_ns=TS)))
-    _repair_clean(img)
+def test_perag_kept_and_rebound(w):
+    first = _first_perag(w)
+    root = w.sb.rootino
+    _op(w, lambda ns: ns.create_file(root, b"b", Meta(ctime_ns=TS)))
+    w.begin()
+    again = w.ag(0)
+    # the same object, joined to the new transaction, its headers as
+    # the buffers hold them
+    assert again is first
+    assert again.tx is w.tx
+    f, i = _headers(w, 0)
+    assert again.agi == i and again.agf == f
+    w.commit()
+
+
+def test_perag_dropped_after_abort(w):
+    root = w.sb.rootino
+    before = _first_perag(w)
+    free_before = before.agi["agi_freecount"]
+    # an aborted create: the header buffers go back to the bytes the
+    # last commit left, but the decoded state had counted the inode
+    w.begin()
+    Namespace(w, TS).create_file(root, b"gone", Meta(ctime_ns=TS))
+    assert w.ag(0).agi["agi_freecount"] == free_before - 1
+    w.abort()
+    assert _fresh_perag(w, before)["agi_freecount"] == free_before
+    for k in range(20):
+        _op(w, lambda ns, k=k: ns.create_file(root, b"f%d" % k, Meta(ctime_ns=TS)))
+
+
+def test_perag_dropped_after_checkpoint(w):
+    root = w.sb.rootino
+    before = _first_perag(w)
+    # the checkpoint stamps its LSN and CRC into the logged headers:
+    # the decoded copy would write the old ones back
+    w.sync()
+    _fresh_perag(w, before)
+    _op(w, lambda ns: ns.create_file(root, b"b", Meta(ctime_ns=TS)))
 
 
 def test_counters_and_new_bytes_after_many_transactions(tmp_path):
@@ -194,16 +196,7 @@ def test_directory_kept_across_transactions(tmp_path, count):
         ns = Namespace(w, TS)
 
         def op(fn):
-            w.begin()
-            try:
-                out = fn()
-                ns.finish()
-                w.commit()
-            except BaseException:
-                w.abort()
-                raise
-            ns.committed()
-            return out
+            return _op(w, lambda _ns: fn(), ns)
 
         d = op(lambda: ns.mkdir(root, b"d", Meta(perm=0o755, ctime_ns=TS)))
         names = [b"name-%05d" % k for k in range(count)]
