@@ -104,6 +104,35 @@ def test_volume_operations_and_errnos(tmp_path):
         assert r.returncode == 0, r.stdout
 
 
+def test_last_close_of_empty_files(tmp_path):
+    """The last close of an empty file costs no transaction, unless the
+    file lost its last name while open (then it is freed) or holds
+    preallocation (then that goes back)."""
+    from fstool.mount.volume import Volume
+    img = fstool_image(tmp_path, "64m")
+    v = Volume(img)
+    try:
+        r = v.rootino
+        fh, kept = v.create(r, b"kept", 0o644)
+        v.release(fh)
+        assert v.getattr(kept.ino).nlink == 1
+        fh, gone = v.create(r, b"gone", 0o644)
+        v.unlink(r, b"gone")
+        assert v.getattr(gone.ino).nlink == 0       # cached as the kernel's fstat sees it
+        v.release(fh)
+        expect_errno(errno.ENOENT, lambda: v.getattr(gone.ino))
+        fh, grown = v.create(r, b"grown", 0o644)
+        v.write(fh, 0, b"x")
+        assert v.fileio.held.get(grown.ino) is not None
+        v.release(fh)
+        assert v.fileio.held.get(grown.ino) is None
+    finally:
+        v.close()
+    if images.xfsprogs_available():
+        r = subprocess.run(["xfs_repair", "-n", "-f", str(img)], capture_output=True)
+        assert r.returncode == 0, r.stdout
+
+
 def test_readdir_survives_removals_while_listing(tmp_path):
     from fstool.mount.volume import Volume
     img = fstool_image(tmp_path, "64m")

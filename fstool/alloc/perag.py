@@ -6,6 +6,15 @@ through the open transaction, keeps them decoded while the transaction
 changes them, and packs whatever changed back into the buffers when the
 transaction commits.  It also holds the AG's btrees (bnobt, cntbt, inobt,
 finobt), whose blocks come and go through the transaction too.
+
+A PerAG outlives its transaction (the kernel keeps its xfs_perag for the
+mount's life): the session asks it to :meth:`PerAG.rebind` to the next
+transaction, which joins the three headers again and keeps the decoded
+headers and btree roots only if the header buffers are the very objects
+it packed last and still hold exactly the bytes it left there (a
+checkpoint stamping an LSN, an abort putting old bytes back, the cache
+dropping a buffer, or anyone else changing a header all make it start
+afresh).  Blocks of the btrees are joined anew in every transaction.
 """
 from __future__ import annotations
 
@@ -27,8 +36,9 @@ class TreeStore:
         self.buftype = buftype
         self.blocksize = ag.sb.blocksize
         self.bb = ag.sb.blocksize >> C.BBSHIFT
-        # blocks this transaction already holds (a PerAG lives one
-        # transaction): the engine reads the same few blocks over and over
+        # blocks the open transaction already holds (emptied when the
+        # PerAG moves on to the next one): the engine reads the same few
+        # blocks over and over
         self._held: dict = {}
 
     def daddr(self, addr: int) -> int:
@@ -95,13 +105,8 @@ class PerAG:
         self.space = session.space
         self.agno = agno
         self.length = fs.ag_length(agno)
-        ss = sb.sectsize
-        base = fs.agb_to_daddr(agno, 0)
-        tx = self.tx
-        self.agf_buf = tx.read_buf(base + (ss >> C.BBSHIFT), ss, V.AGF, agno=agno, block=0)
-        self.agi_buf = tx.read_buf(base + 2 * (ss >> C.BBSHIFT), ss, V.AGI, agno=agno, block=0)
-        self.agfl_buf = tx.read_buf(base + 3 * (ss >> C.BBSHIFT), ss, V.AGFL, agno=agno,
-                                    block=0)
+        self.saved = None          # the header bytes as the last commit left them
+        self.agf_buf, self.agi_buf, self.agfl_buf = self._read_headers(self.tx)
         self.agf = f = AGF.unpack(self.agf_buf.data)
         self.agi = i = AGI.unpack(self.agi_buf.data)
         for name, d in (("agf", f), ("agi", i)):
@@ -109,7 +114,7 @@ class PerAG:
                 raise CorruptionError(name, f"sequence number {d[name + '_seqno']} or length "
                                       f"{d[name + '_length']} does not fit AG {agno}",
                                       agno=agno, field=name + "_seqno")
-        nslots = (ss - C.XFS_AGFL_HDR_SIZE) // 4
+        nslots = (sb.sectsize - C.XFS_AGFL_HDR_SIZE) // 4
         self.agfl_slots = list(struct.unpack_from(f">{nslots}I", self.agfl_buf.data,
                                                   C.XFS_AGFL_HDR_SIZE))
         self.agf_dirty = self.agi_dirty = self.agfl_dirty = False
@@ -130,6 +135,44 @@ class PerAG:
                                       agno=agno, uuid=uuid)
         self.longest_stale = False
         self.hot: dict = {}        # parent agino -> the free chunk nearest to it
+
+    # -- from one transaction to the next -------------------------------------
+    def _read_headers(self, tx) -> tuple:
+        ss = self.sb.sectsize
+        base = self.fs.agb_to_daddr(self.agno, 0)
+        step = ss >> C.BBSHIFT
+        agno = self.agno
+        return (tx.read_buf(base + step, ss, V.AGF, agno=agno, block=0),
+                tx.read_buf(base + 2 * step, ss, V.AGI, agno=agno, block=0),
+                tx.read_buf(base + 3 * step, ss, V.AGFL, agno=agno, block=0))
+
+    def remember(self) -> None:
+        """The open transaction is about to commit with these headers
+        (packed already): what :meth:`rebind` expects to find next time."""
+        self.saved = (bytes(self.agf_buf.data), bytes(self.agi_buf.data),
+                      bytes(self.agfl_buf.data))
+
+    def rebind(self, tx) -> bool:
+        """Take part in transaction ``tx``, keeping what is decoded; False
+        when the headers are not as the last commit left them (the caller
+        then makes a fresh PerAG; the headers stay joined, which is
+        harmless)."""
+        saved = self.saved
+        if saved is None:
+            return False
+        bufs = self._read_headers(tx)
+        for buf, mine, raw in zip(bufs, (self.agf_buf, self.agi_buf, self.agfl_buf), saved):
+            if buf is not mine or buf.data != raw:
+                self.saved = None
+                return False
+        self.tx = tx
+        for tree in (self.bno, self.cnt, self.ino, self.fino):
+            if tree is not None:
+                tree.store._held.clear()
+        self.agf_dirty = self.agi_dirty = self.agfl_dirty = False
+        self.longest_stale = False
+        self.hot = {}
+        return True
 
     # -- AGFL ring -----------------------------------------------------------
     @property

@@ -276,8 +276,8 @@ class Volume:
         self._check_name(name)
         self._dir_node(parent)
         with self._tx() as ns:
-            if ns.lookup_child(parent, name) is not None:
-                raise oserror(errno.EEXIST)
+            # the namespace refuses a name in use (EEXIST) before it
+            # allocates anything
             ino = make(ns)
             self._touch(parent)
         a = self.getattr(ino)
@@ -468,6 +468,12 @@ class Volume:
     def _last_close(self, ino: int) -> None:
         """Preallocation past the end given back; an inode with no name left
         freed."""
+        a = self.icache.get(ino)
+        if a is not None and a.nlink and not a.blocks and \
+                self.fileio.held.get(ino) is None:
+            # nothing mapped, nothing held, still named: nothing to do (the
+            # common close of a new empty file costs no transaction)
+            return
         try:
             node = self.fs.inode(ino)
         except FsToolError:

@@ -43,6 +43,10 @@ _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 _HH = struct.Struct(">HH")
 _II = struct.Struct(">II")
+_Q = struct.Struct(">Q")
+_DI = {f: DINODE.offset(f) for f in ("di_format", "di_nlink", "di_big_nextents", "di_mtime",
+                                     "di_ctime", "di_size", "di_nblocks", "di_nextents",
+                                     "di_changecount", "di_flags2")}
 #: conversions and da-btree reshapes done so far, by name ("sf->block",
 #: "block->leaf", "leaf->node", "node->leaf", "leaf->block", "block->sf",
 #: "split", "root-split", "join", "root-join"): for tests and benchmarks
@@ -257,7 +261,7 @@ class Dir:
         """Write the directory inode: fork, size, blocks, times, link count."""
         w = self.w
         raw = bytearray(w.inodes.raw_inode(self.ino))
-        d = DINODE.unpack(raw)
+        flags2 = _Q.unpack_from(raw, _DI["di_flags2"])[0]
         c = C.XFS_DINODE_CORE_SIZE
         if self.format == C.XFS_DINODE_FMT_LOCAL:
             lit = self.sf
@@ -277,23 +281,28 @@ class Dir:
         else:
             lit = None
             fmt, nextents = self.format, None
+        # the fields that change, edited in place (the rest of the core as it is)
         if lit is not None:
             raw[c:c + self.dsize] = bytes(self.dsize)
             raw[c:c + len(lit)] = lit
-            d["di_format"] = fmt
-            if d["di_flags2"] & C.XFS_DIFLAG2_NREXT64:
-                d["di_big_nextents"] = nextents
+            raw[_DI["di_format"]] = fmt
+            if flags2 & C.XFS_DIFLAG2_NREXT64:
+                _Q.pack_into(raw, _DI["di_big_nextents"], nextents)
             else:
-                d["di_nextents"] = nextents
-        d["di_size"] = self.size
-        d["di_nblocks"] += self.blocks_delta
-        d["di_nlink"] += self.nlink_delta
-        bigtime = bool(d["di_flags2"] & C.XFS_DIFLAG2_BIGTIME)
-        d["di_ctime"] = encode_ts(self.now, bigtime)
-        d["di_mtime"] = encode_ts(self.now if mtime_ns is None else mtime_ns, bigtime)
-        d["di_changecount"] += 1
-        packed = DINODE.pack(d)
-        raw[:len(packed)] = packed
+                _U32.pack_into(raw, _DI["di_nextents"], nextents)
+        _Q.pack_into(raw, _DI["di_size"], self.size)
+        if self.blocks_delta:
+            off = _DI["di_nblocks"]
+            _Q.pack_into(raw, off, _Q.unpack_from(raw, off)[0] + self.blocks_delta)
+        if self.nlink_delta:
+            off = _DI["di_nlink"]
+            _U32.pack_into(raw, off, _U32.unpack_from(raw, off)[0] + self.nlink_delta)
+        bigtime = bool(flags2 & C.XFS_DIFLAG2_BIGTIME)
+        _Q.pack_into(raw, _DI["di_ctime"], encode_ts(self.now, bigtime))
+        _Q.pack_into(raw, _DI["di_mtime"],
+                     encode_ts(self.now if mtime_ns is None else mtime_ns, bigtime))
+        off = _DI["di_changecount"]
+        _Q.pack_into(raw, off, (_Q.unpack_from(raw, off)[0] + 1) & ((1 << 64) - 1))
         w.inodes.put_inode(self.ino, w.enc.seal(raw))
         self.blocks_delta = 0
         self.nlink_delta = 0

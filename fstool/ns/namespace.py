@@ -119,6 +119,7 @@ class Namespace:
         self.is_open = None
         self.dirs: dict[int, DirState] = {}
         self._dcache: dict = {}             # ino -> dirops.Dir, for one transaction
+        self._dkeep: dict = {}              # ino -> dirops.Dir, while still current
         self._dtx = None
         # directories whose modification time is given (by their source, or
         # setattr) rather than the time they last changed: kept across the
@@ -143,24 +144,37 @@ class Namespace:
 
     # -- incremental directories ---------------------------------------------------------
     def _dir(self, ino: int):
-        """The directory ``ino`` for incremental changes (one object per
-        transaction; outside a transaction, a fresh reader)."""
+        """The directory ``ino`` for incremental changes: one object per
+        transaction, and kept beyond it while the directory's inode is the
+        one it was made from (the read model's decoded inode is the same
+        object until anything writes the inode, and an abort drops every
+        decoded inode) with no change of its own left unsaved."""
         from .dirops import Dir
         tx = self.w.tx
-        if tx is None:
+        if tx is not None:
+            if self._dtx is not tx:
+                self._dcache = {}
+                self._dtx = tx
+            d = self._dcache.get(ino)
+            if d is not None:
+                d.now = self.now
+                return d
+        d = self._dkeep.get(ino)
+        if d is None or d.node is None or d.map_changed or d.blocks_delta or \
+                d.nlink_delta or self.fs.inode(ino) is not d.node:
             d = Dir(self.w, ino, self.now)
-            return d
-        if self._dtx is not tx:
-            self._dcache = {}
-            self._dtx = tx
-        d = self._dcache.get(ino)
-        if d is None:
-            d = self._dcache[ino] = Dir(self.w, ino, self.now)
+            keep = self._dkeep
+            if len(keep) >= 4096:
+                keep.clear()
+            keep[ino] = d
         d.now = self.now
+        if tx is not None:
+            self._dcache[ino] = d
         return d
 
     def _forget_dir(self, ino: int) -> None:
         self._dcache.pop(ino, None)
+        self._dkeep.pop(ino, None)
 
     def _incremental(self, ino: int) -> bool:
         return not self.bulk and ino not in self.dirs

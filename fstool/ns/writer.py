@@ -32,6 +32,18 @@ from ..fs.mount import Filesystem
 from ..io import verify as V
 from ..trans.journal import Journal
 
+def _sb_counters_layout():
+    import struct
+
+    from ..format.structs import SB
+    off = SB.offset("sb_icount")
+    if (SB.offset("sb_ifree"), SB.offset("sb_fdblocks")) != (off + 8, off + 16):
+        raise FsToolError("internal: superblock counters not adjacent")
+    return struct.Struct(">3Q"), off
+
+
+_SB_COUNTERS, _SB_COUNTERS_OFF = _sb_counters_layout()
+
 WRITABLE_INCOMPAT = (C.XFS_SB_FEAT_INCOMPAT_FTYPE | C.XFS_SB_FEAT_INCOMPAT_SPINODES
                      | C.XFS_SB_FEAT_INCOMPAT_META_UUID | C.XFS_SB_FEAT_INCOMPAT_BIGTIME
                      | C.XFS_SB_FEAT_INCOMPAT_NREXT64)
@@ -71,8 +83,10 @@ class Writer:
                                 nrext64=self.nrext64)
         self.timestamp_ns = timestamp_ns
         self.tx = None
-        self.ags: dict = {}
+        self.ags: dict = {}                  # agno -> PerAG joined to the open transaction
+        self._perag: dict = {}               # agno -> PerAG kept across transactions
         self._ag_counters: dict = {}         # agno -> (icount, ifree, fdblocks) committed
+        self._sb_sum = None                  # [icount, ifree, fdblocks] over every AG
         self.space = SpaceAllocator(self)
         self.inodes = InodeAllocator(self)
         self.closed = False
@@ -136,7 +150,15 @@ class Writer:
         self.space.begin()
         self.inodes.begin()
         tx.precommit.append(self._precommit)
+        tx.onabort.append(self._aborted)
         return tx
+
+    def _aborted(self, tx) -> None:
+        """An aborted transaction put the old header bytes back: what was
+        decoded or counted from its changes is dropped."""
+        self._perag.clear()
+        self._ag_counters.clear()
+        self._sb_sum = None
 
     def commit(self) -> None:
         tx = self.tx
@@ -166,48 +188,65 @@ class Writer:
         for ag in list(self.ags.values()):
             self.space.fix_freelist(ag)
             ag.sync_roots()
-            self.space.update_longest(ag)
+            if ag.agf_dirty or ag.longest_stale:
+                # free space changed (else agf_longest stands)
+                self.space.update_longest(ag)
         changed = False
+        counters = self._ag_counters
         for ag in self.ags.values():
             if ag.agf_dirty or ag.agi_dirty or ag.agfl_dirty:
                 ag.pack()
-                self._ag_counters[ag.agno] = ag.counters()
-                changed = True
+                c = ag.counters()
+                old = counters.get(ag.agno)
+                if c != old:
+                    total = self._sb_sum
+                    if total is not None and old is not None:
+                        for k in range(3):
+                            total[k] += c[k] - old[k]
+                    else:
+                        self._sb_sum = None
+                    counters[ag.agno] = c
+                    changed = True
+            ag.remember()
         if changed:
             self._update_sb_counters(tx)
 
     def _update_sb_counters(self, tx) -> None:
-        """Superblock counters summed from every AG, as the kernel does for
-        lazy counters: exact by construction."""
-        from ..format.structs import SB
-        fs = self.fs
-        icount = ifree = fdblocks = 0
-        for agno in range(self.sb.agcount):
-            c = self._ag_counters.get(agno)
-            if c is None:
-                agf, agi = fs.agf(agno), fs.agi(agno)
-                c = self._ag_counters[agno] = (
-                    agi["agi_count"], agi["agi_freecount"],
-                    agf["agf_freeblks"] + agf["agf_flcount"] + agf["agf_btreeblks"])
-            icount += c[0]
-            ifree += c[1]
-            fdblocks += c[2]
+        """Superblock counters as the sum over every AG, as the kernel does
+        for lazy counters: exact by construction.  The sum is kept from one
+        commit to the next and moved by each AG's change (recounted from
+        the headers after an abort or at the first commit)."""
+        total = self._sb_sum
+        if total is None:
+            fs = self.fs
+            total = [0, 0, 0]
+            for agno in range(self.sb.agcount):
+                c = self._ag_counters.get(agno)
+                if c is None:
+                    agf, agi = fs.agf(agno), fs.agi(agno)
+                    c = self._ag_counters[agno] = (
+                        agi["agi_count"], agi["agi_freecount"],
+                        agf["agf_freeblks"] + agf["agf_flcount"] + agf["agf_btreeblks"])
+                for k in range(3):
+                    total[k] += c[k]
+            self._sb_sum = total
         buf = tx.read_buf(0, self.sb.sectsize, V.SB, agno=0, block=0)
-        f = SB.unpack(buf.data)
-        if (f["sb_icount"], f["sb_ifree"], f["sb_fdblocks"]) == (icount, ifree, fdblocks):
-            return
-        f.update(sb_icount=icount, sb_ifree=ifree, sb_fdblocks=fdblocks)
-        packed = SB.pack(f)
-        buf.data[:len(packed)] = packed
+        if list(_SB_COUNTERS.unpack_from(buf.data, _SB_COUNTERS_OFF)) != total:
+            _SB_COUNTERS.pack_into(buf.data, _SB_COUNTERS_OFF, *total)
 
     def ag(self, agno: int):
-        """The per-AG state of ``agno`` for the open transaction."""
+        """The per-AG state of ``agno`` for the open transaction (kept from
+        the last transaction that used it when its headers are unchanged)."""
         st = self.ags.get(agno)
         if st is None:
-            from ..alloc.perag import PerAG
-            if self.tx is None:
+            tx = self.tx
+            if tx is None:
                 raise FsToolError("internal: AG state outside a transaction")
-            st = self.ags[agno] = PerAG(self, agno)
+            st = self._perag.get(agno)
+            if st is None or not st.rebind(tx):
+                from ..alloc.perag import PerAG
+                st = self._perag[agno] = PerAG(self, agno)
+            self.ags[agno] = st
         return st
 
     def finish_mkfs(self) -> None:

@@ -52,6 +52,7 @@ class Journal:
         self.dirty: dict = {}          # key -> Buf to log
         self.full: set = set()         # keys logged whole (over blocks freed here)
         self.new: dict = {}            # key -> Buf to write in place first
+        self._new_bytes = 0            # their length in all
         self.spilled: set = set()      # keys of new buffers already written in place
         self.cancels: dict = {}        # key -> (Buf, blft)
         self.window: dict = {}         # key -> Buf logged by the previous checkpoint
@@ -130,7 +131,7 @@ class Journal:
                 # new since the last checkpoint and written early: still
                 # free space in the image, so written again, not logged
                 buf.new = True
-                self.new[key] = buf
+                self._put_new(key, buf)
                 continue
             if buf.data != old:
                 buf.dirty = True
@@ -149,7 +150,20 @@ class Journal:
         self.tx = None
 
     def _pinned_bytes(self) -> int:
-        return self._pending_bytes + sum(b.length for b in self.new.values())
+        return self._pending_bytes + self._new_bytes
+
+    def _put_new(self, key, buf) -> None:
+        old = self.new.get(key)
+        if old is not None:
+            self._new_bytes -= old.length
+        self.new[key] = buf
+        self._new_bytes += buf.length
+
+    def _pop_new(self, key):
+        buf = self.new.pop(key, None)
+        if buf is not None:
+            self._new_bytes -= buf.length
+        return buf
 
     def _spill(self) -> None:
         """Too much in memory: write the new buffers in place now (they are
@@ -164,11 +178,12 @@ class Journal:
             buf.new = False
             self.spilled.add(key)
         self.new.clear()
+        self._new_bytes = 0
         self.cache._shrink(scan=len(self.cache))
 
     def _drop_stale(self, key, buf) -> None:
         self.spilled.discard(key)
-        was_new = self.new.pop(key, None) is not None
+        was_new = self._pop_new(key) is not None
         if self.dirty.pop(key, None) is not None:
             self.full.discard(key)
             self._pending_bytes -= buf.length
@@ -194,7 +209,7 @@ class Journal:
             self._pending_bytes += buf.length
         else:
             buf.new = True
-            self.new[key] = buf
+            self._put_new(key, buf)
 
     def _ag_range(self, buf) -> tuple[int, int, int]:
         sb = self.sb
@@ -294,6 +309,7 @@ class Journal:
         self.dirty.clear()
         self.full.clear()
         self.new.clear()
+        self._new_bytes = 0
         self.spilled.clear()
         self.cancels.clear()
         self.items = []
