@@ -354,3 +354,92 @@ def test_rmapbt_images_reported_not_written(tmp_path):
     assert digest(img) == before
     r = fstool("repair", "--rebuild", "finobt", img)
     assert r.returncode == 4 and digest(img) == before
+
+
+# -- the namespace phase: directories of every form, link counts, lost+found --------
+@pytest.fixture(scope="module")
+def dirforms():
+    if not images.loop_available():
+        pytest.skip("needs root, xfsprogs and a kernel loop mount of XFS")
+    from fixtures.repair_images import kernel_dirs_image
+    img, inos = kernel_dirs_image()
+    # an inode free in an allocated chunk (of /sf/sub's)
+    base = inos["/sf/sub"]
+    out = xfs_db(img, *[c for i in range(1, 64) for c in (f"inode {base + i}",
+                                                         "print core.mode")])
+    modes = [ln.split("=")[1].strip() for ln in out.splitlines() if "core.mode" in ln]
+    free = base + 1 + modes.index("0")
+    return {"img": img, "inos": inos, "free": free}
+
+
+def _sf(t, path, index, value):
+    return [f"inode {t[path]}", f"write u3.sfdir3.list[{index}].inumber.i4 {value}"]
+
+
+# (name, xfs_db commands from (inodes, free inode), findings check must report)
+NS_DAMAGE = [
+    ("nlink", lambda t, free: [f"inode {t['/blk/f003']}", "write core.nlinkv2 7"],
+     {"NLINK"}),
+    ("shortform-entry-free", lambda t, free: _sf(t, "/sf", 1, free),
+     {"DIR_ENTRY_TARGET", "DISCONNECTED"}),
+    ("block-ftype-and-dotdot", lambda t, free: [
+        f"inode {t['/blk']}", "dblock 0", "write bu[4].filetype 5",
+        f"write bu[1].inumber {t['/leaf']}"], {"DIR_FTYPE", "DIR_DOTDOT"}),
+    ("leaf-bytes-flipped", lambda t, free: [
+        f"inode {t['/leaf']}", "dblock 1", "write -d du[4].namelen 0"],
+     {"DIR_CORRUPT", "DIR_LEAF", "DISCONNECTED"}),
+    ("node-entry-free-and-btree", lambda t, free: [
+        f"inode {t['/node']}", "dblock 2", f"write du[3].inumber {free}",
+        "dblock 8388608", "write -d nbtree[0].hashval 5"],
+     {"DIR_ENTRY_TARGET", "DIR_NODE", "DISCONNECTED"}),
+    ("subtree-disconnected", lambda t, free: _sf(t, "/", 4, free),
+     {"DIR_ENTRY_TARGET", "DISCONNECTED", "NLINK"}),
+    ("multiple-parents", lambda t, free: _sf(t, "/sf", 3, t["/tree/a"]),
+     {"DIR_MULTIPLE_PARENTS", "DISCONNECTED"}),
+]
+
+
+def mounted_files(img: Path) -> dict:
+    from fixtures.repair_images import tree_files
+    with images.Mounted(img, readonly=True, nouuid=True) as mnt:
+        return tree_files(mnt)
+
+
+@needs_loop
+@pytest.mark.parametrize("name,cmds,codes", NS_DAMAGE, ids=[d[0] for d in NS_DAMAGE])
+def test_repair_namespace(dirforms, tmp_path, name, cmds, codes):
+    """Directory damage of every form: after repair xfs_repair -n and check
+    are clean, the kernel mounts it, every file xfs_repair's own repair
+    keeps is there; -n changes nothing, a second repair nothing more, and
+    undo gives the damaged image back."""
+    from fixtures.repair_images import files_missing
+    img = copy_image(dirforms["img"], tmp_path / "n.img")
+    xfs_db(img, *cmds(dirforms["inos"], dirforms["free"]), expert=True)
+    theirs = copy_image(img, tmp_path / "x.img")
+    assert xfs_repair_n(img) == 1, "the damage is not damage"
+    r = fstool("check", "--json", img)
+    assert r.returncode == 1
+    import json
+    found = {json.loads(ln)["code"] for ln in r.stdout.splitlines() if ln.strip()}
+    assert codes <= found, found
+    damaged = digest(img)
+    r = fstool("repair", "-n", img)
+    assert r.returncode == 1 and "would change" in r.stdout, r.stdout + r.stderr
+    assert digest(img) == damaged
+    undo = tmp_path / "n.undo"
+    r = fstool("repair", "--undo-file", undo, img)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert xfs_repair_n(img) == 0
+    assert fstool("check", img).returncode == 0
+    repaired = digest(img)
+    r = fstool("repair", img)
+    assert r.returncode == 0 and "no problems found" in r.stdout, r.stdout
+    assert digest(img) == repaired
+    subprocess.run(["xfs_repair", "-f", str(theirs)], capture_output=True)
+    ref = mounted_files(theirs)
+    mine = mounted_files(img)
+    assert files_missing(mine, ref) == []
+    assert len(mine) >= len(ref) > 1800
+    r = fstool("undo", img, undo)
+    assert r.returncode == 0, r.stderr
+    assert digest(img) == damaged
