@@ -443,3 +443,51 @@ def test_repair_namespace(dirforms, tmp_path, name, cmds, codes):
     r = fstool("undo", img, undo)
     assert r.returncode == 0, r.stderr
     assert digest(img) == damaged
+
+
+def test_directory_salvage_keeps_what_parses():
+    """The lenient readers: a data block's entries up to the first malformed
+    one, nothing from a block with a wrong magic, a shortform fork's entries
+    up to its size."""
+    from fstool.ns import dirbuild as DB
+    from fstool.ops.repair.namespace import data_salvage, sf_salvage
+    ents = [(f"f{i:03d}".encode(), 1000 + i, 1) for i in range(40)]
+    plan = DB.encode_dir(ents, ino=99, parent=98, uuid=bytes(16), blocksize=4096,
+                         dirblksize=4096, has_ftype=True, inline_space=336)
+    assert plan.local is None and len(plan.blocks) == 1
+    buf = bytearray(plan.blocks[0].finish(0))
+    assert data_salvage(buf, True, True) == [(b".", 99, 2), (b"..", 98, 2)] + ents
+    bad = bytearray(buf)
+    bad[bad.index(b"f007") - 1] = 0                 # entry 7's name length
+    assert data_salvage(bad, True, True)[2:] == ents[:7]
+    bad = bytearray(buf)
+    bad[bad.index(b"f012") + 5:bad.index(b"f012") + 7] = b"\x00\x01"    # its tag
+    assert data_salvage(bad, True, True)[2:] == ents[:12]
+    bad = bytearray(buf)
+    bad[0] ^= 0xFF
+    assert data_salvage(bad, True, True) == []
+    small = DB.encode_dir(ents[:5], ino=99, parent=98, uuid=bytes(16), blocksize=4096,
+                          dirblksize=4096, has_ftype=True, inline_space=336)
+    assert small.local is not None
+    assert sf_salvage(small.local, small.size, True) == (98, ents[:5])
+    assert sf_salvage(small.local, small.size - 1, True) == (98, ents[:4])
+
+
+def test_namespace_plan_hands_its_blocks_to_the_ag_rebuild():
+    """The AG rebuild sees a rebuilt directory's old blocks given up (only
+    those of that directory) and its new ones taken."""
+    from fstool.ops.check.base import DATA, file_owner
+    from fstool.ops.repair.namespace import NamespacePlan
+    ns = NamespacePlan()
+    d = file_owner(500, DATA)
+    other = file_owner(501, DATA)
+    ns.released[1] = {d: {10, 11, 13}}
+    ns.reserved[1] = [(40, 2, d)]
+    claims = [(10, 5, d), (12, 1, other), (30, 3, -5)]
+    assert sorted(ns.claims_for(1, claims)) == [(12, 1, d), (12, 1, other), (14, 1, d),
+                                                (30, 3, -5), (40, 2, d)]
+    assert ns.claims_for(0, claims) is claims
+    recs = {64: (64, 0, 64, 64, (1 << 64) - 1)}
+    ns.used_inodes[1] = {70}
+    ns.records_for(1, recs)
+    assert recs[64][3] == 63 and not recs[64][4] >> 6 & 1
