@@ -107,6 +107,20 @@ def test_rebuild_finobt_equals_kernels(churn, tmp_path):
     assert fstool("check", img).returncode == 0
 
 
+def repair_clean_and_idempotent(img: Path, *args) -> None:
+    """fstool repair mends ``img`` (exit 1): xfs_repair -n and fstool check
+    find nothing after it, and a second repair finds nothing and changes
+    not a byte."""
+    r = fstool("repair", *args, img)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert xfs_repair_n(img) == 0
+    assert fstool("check", img).returncode == 0
+    repaired = digest(img)
+    r = fstool("repair", img)
+    assert r.returncode == 0 and "no problems found" in r.stdout, r.stdout
+    assert digest(img) == repaired
+
+
 # (name, xfs_db commands): one damage each
 DAMAGE = [
     ("finobt-record", ["agi 1", "addr free_root", "write -d recs[2].free 0"]),
@@ -137,15 +151,7 @@ def test_repair_damage(churn, tmp_path, name, cmds):
     assert r.returncode == 1, r.stdout + r.stderr
     assert "would change" in r.stdout
     assert digest(img) == damaged
-    r = fstool("repair", img)
-    assert r.returncode == 1, r.stdout + r.stderr
-    assert xfs_repair_n(img) == 0
-    assert fstool("check", img).returncode == 0
-    # idempotent: nothing left to do, not a byte changed
-    repaired = digest(img)
-    r = fstool("repair", img)
-    assert r.returncode == 0 and "no problems found" in r.stdout, r.stdout
-    assert digest(img) == repaired
+    repair_clean_and_idempotent(img)
     # every file as the kernel wrote it
     assert kernel_tree(img) == churn["tree"]
 
@@ -427,14 +433,7 @@ def test_repair_namespace(dirforms, tmp_path, name, cmds, codes):
     assert r.returncode == 1 and "would change" in r.stdout, r.stdout + r.stderr
     assert digest(img) == damaged
     undo = tmp_path / "n.undo"
-    r = fstool("repair", "--undo-file", undo, img)
-    assert r.returncode == 1, r.stdout + r.stderr
-    assert xfs_repair_n(img) == 0
-    assert fstool("check", img).returncode == 0
-    repaired = digest(img)
-    r = fstool("repair", img)
-    assert r.returncode == 0 and "no problems found" in r.stdout, r.stdout
-    assert digest(img) == repaired
+    repair_clean_and_idempotent(img, "--undo-file", undo)
     subprocess.run(["xfs_repair", "-f", str(theirs)], capture_output=True)
     ref = mounted_files(theirs)
     mine = mounted_files(img)

@@ -270,15 +270,7 @@ class NamespacePlan:
             raw = w.inodes.raw_inode(ino)
             d = DINODE.unpack(raw)
             buf = bytearray(raw)
-            c = C.XFS_DINODE_CORE_SIZE
-            buf[c:c + fix.space] = bytes(fix.space)
-            buf[c:c + len(fork.literal)] = fork.literal
-            d["di_format"] = fork.fmt
-            if d["di_flags2"] & C.XFS_DIFLAG2_NREXT64:
-                d["di_big_nextents"] = fork.nextents
-            else:
-                d["di_nextents"] = fork.nextents
-            d["di_size"] = fix.fork.size
+            F.put_data_fork(d, buf, fork, fix.space, fix.fork.size)
             d["di_nblocks"] = max(0, d["di_nblocks"] - fix.nblocks_old) + fork.blocks
             d["di_nlink"] = nlink
             bigtime = bool(d["di_flags2"] & C.XFS_DIFLAG2_BIGTIME)
