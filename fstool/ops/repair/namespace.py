@@ -417,6 +417,14 @@ def plan(checker, cleared: set) -> NamespacePlan:
     flagged = {f.ino for f in checker.findings
                if f.code.startswith("DIR_") and f.code in CODES and f.ino is not None}
     dirs = sorted(d for d in set(checker.dirs) if itype(d) == C.S_IFDIR >> 12)
+    # a directory whose inode or block map is damaged is the inode phase's
+    # to clear or mend first: until then its entries are not trusted
+    doubtful = {f.ino for f in checker.findings if f.severity == "error" and
+                f.code.startswith(("INODE_", "BMBT_"))}
+    for d in dirs:
+        if d in doubtful:
+            raise NamespaceError(f"directory {d} has inode or block map damage that is not "
+                                 "repaired")
     # 1. what every directory holds
     read = {}
     for d in dirs:
@@ -475,10 +483,11 @@ def plan(checker, cleared: set) -> NamespacePlan:
         if ino in reached or ino == root or ino in special or ino in cleared:
             continue
         orphans.append(ino)
-    lpf = None
+    lpf = taken = None
     for name, child, ft in kept[root]:
-        if name == ORPHANAGE and ft == C.XFS_DIR3_FT_DIR:
-            lpf = child
+        if name == ORPHANAGE:
+            taken = child
+            lpf = child if ft == C.XFS_DIR3_FT_DIR else None
     out = NamespacePlan()
     out.now = time.time_ns()
     space = _Space(checker)
@@ -503,6 +512,8 @@ def plan(checker, cleared: set) -> NamespacePlan:
         changed.add(p)
         orphans.append(top)
     if orphans and lpf is None:
+        if taken is not None:
+            raise NamespaceError(f"/lost+found (inode {taken}) is not a directory")
         lpf = _free_inode(checker, cleared, root)
         out.new_lpf = lpf
         kept[lpf] = []
