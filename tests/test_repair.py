@@ -490,3 +490,22 @@ def test_namespace_plan_hands_its_blocks_to_the_ag_rebuild():
     ns.used_inodes[1] = {70}
     ns.records_for(1, recs)
     assert recs[64][3] == 63 and not recs[64][4] >> 6 & 1
+
+
+@needs_loop
+def test_lost_and_found_is_reused(dirforms, tmp_path):
+    """A second repair moves what it finds disconnected into the lost+found
+    the first one made."""
+    img = copy_image(dirforms["img"], tmp_path / "l.img")
+    t, free = dirforms["inos"], dirforms["free"]
+    xfs_db(img, *_sf(t, "/", 4, free), expert=True)          # /tree
+    repair_clean_and_idempotent(img)
+    a = int(xfs_db(img, f"inode {t['/sf']}", "print u3.sfdir3.list[0].inumber.i4")
+            .split("=")[1])
+    xfs_db(img, *_sf(t, "/sf", 0, free), expert=True)        # /sf/a
+    repair_clean_and_idempotent(img)
+    files = mounted_files(img)
+    assert sorted(p for p in files if p.count("/") == 1 and p.startswith("lost+found/")) \
+        == sorted([f"lost+found/{t['/tree']}", f"lost+found/{a}"])
+    assert f"lost+found/{t['/tree']}/a/b/deep2" in files
+    assert "tree" not in files and "sf/a" not in files
