@@ -318,7 +318,7 @@ def repair(path, *, dry_run: bool = False, rebuild=(), add_finobt: bool = False,
                 dev.close()
             recorder = None
         if result.unrepaired:
-            result.unrepaired = _remaining(path, jobs)
+            result.unrepaired = _remaining(path, jobs, result.unrepaired)
         return result
     finally:
         if recorder is not None:
@@ -327,15 +327,25 @@ def repair(path, *, dry_run: bool = False, rebuild=(), add_finobt: bool = False,
             w.close()
 
 
-def _remaining(path, jobs) -> list:
+def _remaining(path, jobs, before=()) -> list:
     """What check still finds after the repair (some findings were only
-    consequences of what was rebuilt): (finding, reason) for each error."""
+    consequences of what was rebuilt): (finding, reason) for each error,
+    the reason given before the repair for its code when there was one."""
     from ...fs.mount import Filesystem
     from ..check import Checker
     with Filesystem(path) as fs:
         c = Checker(fs)
         c.run(jobs)
-    return [(f, action_of(f)[1]) for f in c.findings if f.severity == "error"]
+    why = {}
+    for f, reason in before:
+        why.setdefault(f.code, reason)
+    out = []
+    for f in c.findings:
+        if f.severity == "error":
+            action, text = action_of(f)
+            out.append((f, text if action == "none" else why.get(
+                f.code, "reported, not repaired: still found after the repair")))
+    return out
 
 
 def _refuse(fs, path, add_finobt: bool) -> None:

@@ -462,6 +462,13 @@ def plan(checker, cleared: set) -> NamespacePlan:
                 if ok:
                     parent[child] = d
             if not ok:
+                if not t and child not in cleared and checker.verify_dir_ino(child) and \
+                        _looks_in_use(fs, child):
+                    # the inode btrees call it free, the inode says otherwise:
+                    # which is right is the inode and AG phases' to settle
+                    raise NamespaceError(f"directory {d}: entry {name!r} names inode "
+                                         f"{child}, which the inode btree calls free but "
+                                         "is in use on disk")
                 changed.add(d)
                 continue
             reached.add(child)
@@ -568,6 +575,21 @@ def plan(checker, cleared: set) -> NamespacePlan:
                read.get(d), d == out.new_lpf)
         out.changes.append(f"directory {d}: rebuilt with {len(kept[d])} entries")
     return out
+
+
+def _looks_in_use(fs, ino: int) -> bool:
+    """The inode on disk has the magic, version, its own number and uuid,
+    and a mode: in use as far as the inode itself says."""
+    sb = fs.sb
+    try:
+        agno, agbno, index = fs.ino_location(ino)
+    except FsToolError:
+        return False
+    raw = fs.dev.pread((fs.agb_to_daddr(agno, agbno) << C.BBSHIFT) + index * sb.inodesize,
+                       sb.inodesize)
+    return len(raw) == sb.inodesize and raw[:2] == b"IN" and raw[4] == 3 and \
+        struct.unpack_from(">H", raw, 2)[0] != 0 and \
+        struct.unpack_from(">Q", raw, 152)[0] == ino and bytes(raw[160:176]) == fs.uuid
 
 
 def _free_inode(checker, cleared, root: int) -> int:
