@@ -509,3 +509,29 @@ def test_lost_and_found_is_reused(dirforms, tmp_path):
         == sorted([f"lost+found/{t['/tree']}", f"lost+found/{a}"])
     assert f"lost+found/{t['/tree']}/a/b/deep2" in files
     assert "tree" not in files and "sf/a" not in files
+
+
+@needs_loop
+def test_entries_to_inodes_the_inobt_hides_are_kept(dirforms, tmp_path):
+    """An inobt record made all holes hides inodes in use: check calls the
+    entries naming them bad, but the inodes on disk are in use, so repair
+    drops none of those entries (it leaves the namespace, exit 4)."""
+    img = copy_image(dirforms["img"], tmp_path / "h.img")
+    blk = dirforms["inos"]["/blk"]
+    sb = xfs_db(img, "sb 0", "print agblklog inopblog")
+    log = sum(int(ln.split("=")[1]) for ln in sb.splitlines())
+    agno, agino = blk >> log, blk & ((1 << log) - 1)
+    recs = xfs_db(img, f"agi {agno}", "addr root", "print recs")
+    index = next(ln.split(":")[0] for ln in recs.splitlines()
+                 if ln.split(":")[-1].startswith(f"[{agino},"))
+    xfs_db(img, f"agi {agno}", "addr root", f"write -d recs[{index}].holemask 0xffff",
+           expert=True)
+    before = xfs_db(img, f"inode {dirforms['inos']['/']}", "print u3.sfdir3.list")
+    r = fstool("repair", "--json", img)
+    assert r.returncode == 4, r.stdout + r.stderr
+    import json
+    left = json.loads(r.stdout)["not_repaired"]
+    assert any(f["code"] == "DIR_ENTRY_TARGET" and "in use on disk" in f["reason"]
+               for f in left)
+    assert xfs_db(img, f"inode {dirforms['inos']['/']}", "print u3.sfdir3.list") == before
+    assert xfs_db(img, f"inode {blk}", "print core.nlinkv2").strip().endswith("= 2")
