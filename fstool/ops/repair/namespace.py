@@ -6,9 +6,10 @@ are in use and their types; the directories) and from the directories
 themselves, read leniently:
 
 1. every directory's entries are read as far as they can be: a shortform
-   fork up to its first malformed entry, every data block whose magic is
-   right up to its first malformed entry (a block that cannot be read is
-   skipped, as xfs_repair junks it);
+   fork up to its first malformed entry, every data block up to its first
+   malformed entry (a wrong magic is no reason to give a block up:
+   xfs_repair sets it right and keeps the entries; a block that cannot be
+   read is skipped);
 2. the directories are walked in inode order, as xfs_repair's phase 6
    traverses them, keeping an entry only when its name is legal and not
    already used in that directory, and it names an inode in use (not one
@@ -56,7 +57,6 @@ FTYPE_OF = {C.S_IFREG >> 12: C.XFS_DIR3_FT_REG_FILE, C.S_IFDIR >> 12: C.XFS_DIR3
             C.S_IFCHR >> 12: C.XFS_DIR3_FT_CHRDEV, C.S_IFBLK >> 12: C.XFS_DIR3_FT_BLKDEV,
             C.S_IFIFO >> 12: C.XFS_DIR3_FT_FIFO, C.S_IFSOCK >> 12: C.XFS_DIR3_FT_SOCK,
             C.S_IFLNK >> 12: C.XFS_DIR3_FT_SYMLINK}
-_DATA_MAGICS = (C.XFS_DIR3_BLOCK_MAGIC, C.XFS_DIR3_DATA_MAGIC)
 _FREE_TAG = 0xFFFF
 
 
@@ -94,10 +94,10 @@ def sf_salvage(fork: bytes, size: int, has_ftype: bool):
 
 def data_salvage(buf, block_form: bool, has_ftype: bool) -> list:
     """[(name, ino, ftype)] of one directory data block (with '.' and
-    '..'), as far as its entries and unused regions parse; [] when its magic
-    is not a data block's."""
-    if len(buf) < C.XFS_DIR3_DATA_HDR_SIZE or \
-            struct.unpack_from(">I", buf, 0)[0] not in _DATA_MAGICS:
+    '..'), as far as its entries and unused regions parse.  A wrong magic is
+    no reason to give the block up: xfs_repair sets the magic right and
+    keeps the entries (each is judged on its own afterwards)."""
+    if len(buf) < C.XFS_DIR3_DATA_HDR_SIZE:
         return []
     ft = 1 if has_ftype else 0
     end = len(buf)
