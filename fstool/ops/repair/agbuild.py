@@ -162,7 +162,8 @@ def tree_levels(bt, blocksize: int, nrecs: int) -> int:
 class AGPlan:
     """What a rebuild of one AG will write, computed before anything is
     (so ``-n`` can tell it, and a rebuild that cannot be made changes
-    nothing)."""
+    nothing).  ``ns``, the namespace phase's plan when it runs, tells the
+    directory blocks it gives up and takes and the inode it takes."""
 
     def __init__(self, checker, agno: int, *, finobt: bool, recheck_inos=(),
                  scan_lost: bool = False, free_leaks: bool = True, refcount: bool = False,
