@@ -15,12 +15,13 @@ xfs_repair -n calls corrupt is repaired twice, by ``fstool repair`` and by
 ``xfs_repair``, on copies.  For fstool's result: xfs_repair -n and fstool
 check must exit 0 and the kernel must mount it; the files the kernel shows
 (path, type, size, contents) are compared with those in xfs_repair's
-result.  Prints cases, repaired clean, not repaired (exit 4, with the
+result (a file xfs_repair moved to lost+found, named by its inode number,
+counts as kept when fstool kept that inode elsewhere: fixtures.repair_images.
+files_missing).  Prints cases, repaired clean, not repaired (exit 4, with the
 findings repair does not handle), made worse (an exit 1 whose result is not
 clean: must be 0) and files lost against xfs_repair (must be 0).
 """
 import argparse
-import hashlib
 import os
 import subprocess
 import sys
@@ -142,35 +143,24 @@ def bench_finobt(a):
 
 
 def kernel_files(img):
-    """{path: (mode, size, sha256)} as the kernel shows the image, or None
-    when it does not mount."""
+    """{path: (mode, size, sha256, inode)} as the kernel shows the image
+    (fixtures.repair_images.tree_files), or None when it does not mount."""
+    from fixtures.repair_images import tree_files
     mnt = tempfile.mkdtemp(prefix="bench-repair-mnt-")
     r = subprocess.run(["mount", "-o", "loop,ro,nouuid", str(img), mnt], capture_output=True)
     if r.returncode:
         os.rmdir(mnt)
         return None
-    out = {}
     try:
-        for root, dirs, files in os.walk(mnt):
-            for name in dirs + files:
-                p = os.path.join(root, name)
-                try:
-                    st = os.lstat(p)
-                    h = ""
-                    if os.path.isfile(p) and not os.path.islink(p):
-                        with open(p, "rb") as fh:
-                            h = hashlib.sha256(fh.read()).hexdigest()
-                    out[os.path.relpath(p, mnt)] = (st.st_mode, st.st_size, h)
-                except OSError:
-                    out[os.path.relpath(p, mnt)] = None
+        return tree_files(mnt)
     finally:
         subprocess.run(["umount", mnt], capture_output=True)
         os.rmdir(mnt)
-    return out
 
 
 def bench_corpus(a):
     from fixtures import corpus
+    from fixtures.repair_images import files_missing
     work = Path(tempfile.mkdtemp(prefix="bench-repair-", dir=HERE / "results"))
     stats = {"cases": 0, "corrupt": 0, "repaired clean": 0, "not repaired": 0,
              "made worse": 0, "crashes": 0, "files lost": 0, "cases losing files": 0,
@@ -217,7 +207,7 @@ def bench_corpus(a):
                 else:
                     stats["repaired clean"] += 1
                     ref = kernel_files(theirs) or {}
-                    lost = [p for p, v in ref.items() if mine.get(p) != v]
+                    lost = files_missing(mine, ref)
                     stats["files xfs_repair lost that fstool kept"] += len(set(mine) - set(ref))
                     if lost:
                         stats["files lost"] += len(lost)

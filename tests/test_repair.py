@@ -107,6 +107,20 @@ def test_rebuild_finobt_equals_kernels(churn, tmp_path):
     assert fstool("check", img).returncode == 0
 
 
+def repair_clean_and_idempotent(img: Path, *args) -> None:
+    """fstool repair mends ``img`` (exit 1): xfs_repair -n and fstool check
+    find nothing after it, and a second repair finds nothing and changes
+    not a byte."""
+    r = fstool("repair", *args, img)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert xfs_repair_n(img) == 0
+    assert fstool("check", img).returncode == 0
+    repaired = digest(img)
+    r = fstool("repair", img)
+    assert r.returncode == 0 and "no problems found" in r.stdout, r.stdout
+    assert digest(img) == repaired
+
+
 # (name, xfs_db commands): one damage each
 DAMAGE = [
     ("finobt-record", ["agi 1", "addr free_root", "write -d recs[2].free 0"]),
@@ -137,15 +151,7 @@ def test_repair_damage(churn, tmp_path, name, cmds):
     assert r.returncode == 1, r.stdout + r.stderr
     assert "would change" in r.stdout
     assert digest(img) == damaged
-    r = fstool("repair", img)
-    assert r.returncode == 1, r.stdout + r.stderr
-    assert xfs_repair_n(img) == 0
-    assert fstool("check", img).returncode == 0
-    # idempotent: nothing left to do, not a byte changed
-    repaired = digest(img)
-    r = fstool("repair", img)
-    assert r.returncode == 0 and "no problems found" in r.stdout, r.stdout
-    assert digest(img) == repaired
+    repair_clean_and_idempotent(img)
     # every file as the kernel wrote it
     assert kernel_tree(img) == churn["tree"]
 
@@ -354,3 +360,177 @@ def test_rmapbt_images_reported_not_written(tmp_path):
     assert digest(img) == before
     r = fstool("repair", "--rebuild", "finobt", img)
     assert r.returncode == 4 and digest(img) == before
+
+
+# -- the namespace phase: directories of every form, link counts, lost+found --------
+@pytest.fixture(scope="module")
+def dirforms():
+    if not images.loop_available():
+        pytest.skip("needs root, xfsprogs and a kernel loop mount of XFS")
+    from fixtures.repair_images import kernel_dirs_image
+    img, inos = kernel_dirs_image()
+    # an inode free in an allocated chunk (of /sf/sub's)
+    base = inos["/sf/sub"]
+    out = xfs_db(img, *[c for i in range(1, 64) for c in (f"inode {base + i}",
+                                                         "print core.mode")])
+    modes = [ln.split("=")[1].strip() for ln in out.splitlines() if "core.mode" in ln]
+    free = base + 1 + modes.index("0")
+    return {"img": img, "inos": inos, "free": free}
+
+
+def _sf(t, path, index, value):
+    return [f"inode {t[path]}", f"write u3.sfdir3.list[{index}].inumber.i4 {value}"]
+
+
+# (name, xfs_db commands from (inodes, free inode), findings check must report)
+NS_DAMAGE = [
+    ("nlink", lambda t, free: [f"inode {t['/blk/f003']}", "write core.nlinkv2 7"],
+     {"NLINK"}),
+    ("shortform-entry-free", lambda t, free: _sf(t, "/sf", 1, free),
+     {"DIR_ENTRY_TARGET", "DISCONNECTED"}),
+    ("block-ftype-and-dotdot", lambda t, free: [
+        f"inode {t['/blk']}", "dblock 0", "write bu[4].filetype 5",
+        f"write bu[1].inumber {t['/leaf']}"], {"DIR_FTYPE", "DIR_DOTDOT"}),
+    ("leaf-bytes-flipped", lambda t, free: [
+        f"inode {t['/leaf']}", "dblock 1", "write -d du[4].namelen 0"],
+     {"DIR_CORRUPT", "DIR_LEAF", "DISCONNECTED"}),
+    ("node-entry-free-and-btree", lambda t, free: [
+        f"inode {t['/node']}", "dblock 2", f"write du[3].inumber {free}",
+        "dblock 8388608", "write -d nbtree[0].hashval 5"],
+     {"DIR_ENTRY_TARGET", "DIR_NODE", "DISCONNECTED"}),
+    ("subtree-disconnected", lambda t, free: _sf(t, "/", 4, free),
+     {"DIR_ENTRY_TARGET", "DISCONNECTED", "NLINK"}),
+    ("multiple-parents", lambda t, free: _sf(t, "/sf", 3, t["/tree/a"]),
+     {"DIR_MULTIPLE_PARENTS", "DISCONNECTED"}),
+]
+
+
+def mounted_files(img: Path) -> dict:
+    from fixtures.repair_images import tree_files
+    with images.Mounted(img, readonly=True, nouuid=True) as mnt:
+        return tree_files(mnt)
+
+
+@needs_loop
+@pytest.mark.parametrize("name,cmds,codes", NS_DAMAGE, ids=[d[0] for d in NS_DAMAGE])
+def test_repair_namespace(dirforms, tmp_path, name, cmds, codes):
+    """Directory damage of every form: after repair xfs_repair -n and check
+    are clean, the kernel mounts it, every file xfs_repair's own repair
+    keeps is there; -n changes nothing, a second repair nothing more, and
+    undo gives the damaged image back."""
+    from fixtures.repair_images import files_missing
+    img = copy_image(dirforms["img"], tmp_path / "n.img")
+    xfs_db(img, *cmds(dirforms["inos"], dirforms["free"]), expert=True)
+    theirs = copy_image(img, tmp_path / "x.img")
+    assert xfs_repair_n(img) == 1, "the damage is not damage"
+    r = fstool("check", "--json", img)
+    assert r.returncode == 1
+    import json
+    found = {json.loads(ln)["code"] for ln in r.stdout.splitlines() if ln.strip()}
+    assert codes <= found, found
+    damaged = digest(img)
+    r = fstool("repair", "-n", img)
+    assert r.returncode == 1 and "would change" in r.stdout, r.stdout + r.stderr
+    assert digest(img) == damaged
+    undo = tmp_path / "n.undo"
+    repair_clean_and_idempotent(img, "--undo-file", undo)
+    subprocess.run(["xfs_repair", "-f", str(theirs)], capture_output=True)
+    ref = mounted_files(theirs)
+    mine = mounted_files(img)
+    assert files_missing(mine, ref) == []
+    assert len(mine) >= len(ref) > 1800
+    r = fstool("undo", img, undo)
+    assert r.returncode == 0, r.stderr
+    assert digest(img) == damaged
+
+
+def test_directory_salvage_keeps_what_parses():
+    """The lenient readers: a data block's entries up to the first malformed
+    one (whatever its magic), a shortform fork's entries up to its size."""
+    from fstool.ns import dirbuild as DB
+    from fstool.ops.repair.namespace import data_salvage, sf_salvage
+    ents = [(f"f{i:03d}".encode(), 1000 + i, 1) for i in range(40)]
+    plan = DB.encode_dir(ents, ino=99, parent=98, uuid=bytes(16), blocksize=4096,
+                         dirblksize=4096, has_ftype=True, inline_space=336)
+    assert plan.local is None and len(plan.blocks) == 1
+    buf = bytearray(plan.blocks[0].finish(0))
+    assert data_salvage(buf, True, True) == [(b".", 99, 2), (b"..", 98, 2)] + ents
+    bad = bytearray(buf)
+    bad[bad.index(b"f007") - 1] = 0                 # entry 7's name length
+    assert data_salvage(bad, True, True)[2:] == ents[:7]
+    bad = bytearray(buf)
+    bad[bad.index(b"f012") + 5:bad.index(b"f012") + 7] = b"\x00\x01"    # its tag
+    assert data_salvage(bad, True, True)[2:] == ents[:12]
+    bad = bytearray(buf)
+    bad[0] ^= 0xFF                                  # a wrong magic: xfs_repair keeps them
+    assert data_salvage(bad, True, True)[2:] == ents
+    small = DB.encode_dir(ents[:5], ino=99, parent=98, uuid=bytes(16), blocksize=4096,
+                          dirblksize=4096, has_ftype=True, inline_space=336)
+    assert small.local is not None
+    assert sf_salvage(small.local, small.size, True) == (98, ents[:5])
+    assert sf_salvage(small.local, small.size - 1, True) == (98, ents[:4])
+
+
+def test_namespace_plan_hands_its_blocks_to_the_ag_rebuild():
+    """The AG rebuild sees a rebuilt directory's old blocks given up (only
+    those of that directory) and its new ones taken."""
+    from fstool.ops.check.base import DATA, file_owner
+    from fstool.ops.repair.namespace import NamespacePlan
+    ns = NamespacePlan()
+    d = file_owner(500, DATA)
+    other = file_owner(501, DATA)
+    ns.released[1] = {d: {10, 11, 13}}
+    ns.reserved[1] = [(40, 2, d)]
+    claims = [(10, 5, d), (12, 1, other), (30, 3, -5)]
+    assert sorted(ns.claims_for(1, claims)) == [(12, 1, d), (12, 1, other), (14, 1, d),
+                                                (30, 3, -5), (40, 2, d)]
+    assert ns.claims_for(0, claims) is claims
+    recs = {64: (64, 0, 64, 64, (1 << 64) - 1)}
+    ns.used_inodes[1] = {70}
+    ns.records_for(1, recs)
+    assert recs[64][3] == 63 and not recs[64][4] >> 6 & 1
+
+
+@needs_loop
+def test_lost_and_found_is_reused(dirforms, tmp_path):
+    """A second repair moves what it finds disconnected into the lost+found
+    the first one made."""
+    img = copy_image(dirforms["img"], tmp_path / "l.img")
+    t, free = dirforms["inos"], dirforms["free"]
+    xfs_db(img, *_sf(t, "/", 4, free), expert=True)          # /tree
+    repair_clean_and_idempotent(img)
+    a = int(xfs_db(img, f"inode {t['/sf']}", "print u3.sfdir3.list[0].inumber.i4")
+            .split("=")[1])
+    xfs_db(img, *_sf(t, "/sf", 0, free), expert=True)        # /sf/a
+    repair_clean_and_idempotent(img)
+    files = mounted_files(img)
+    assert sorted(p for p in files if p.count("/") == 1 and p.startswith("lost+found/")) \
+        == sorted([f"lost+found/{t['/tree']}", f"lost+found/{a}"])
+    assert f"lost+found/{t['/tree']}/a/b/deep2" in files
+    assert "tree" not in files and "sf/a" not in files
+
+
+@needs_loop
+def test_entries_to_inodes_the_inobt_hides_are_kept(dirforms, tmp_path):
+    """An inobt record made all holes hides inodes in use: check calls the
+    entries naming them bad, but the inodes on disk are in use, so repair
+    drops none of those entries (it leaves the namespace, exit 4)."""
+    img = copy_image(dirforms["img"], tmp_path / "h.img")
+    blk = dirforms["inos"]["/blk"]
+    sb = xfs_db(img, "sb 0", "print agblklog inopblog")
+    log = sum(int(ln.split("=")[1]) for ln in sb.splitlines())
+    agno, agino = blk >> log, blk & ((1 << log) - 1)
+    recs = xfs_db(img, f"agi {agno}", "addr root", "print recs")
+    index = next(ln.split(":")[0] for ln in recs.splitlines()
+                 if ln.split(":")[-1].startswith(f"[{agino},"))
+    xfs_db(img, f"agi {agno}", "addr root", f"write -d recs[{index}].holemask 0xffff",
+           expert=True)
+    before = xfs_db(img, f"inode {dirforms['inos']['/']}", "print u3.sfdir3.list")
+    r = fstool("repair", "--json", img)
+    assert r.returncode == 4, r.stdout + r.stderr
+    import json
+    left = json.loads(r.stdout)["not_repaired"]
+    assert any(f["code"] == "DIR_ENTRY_TARGET" and "in use on disk" in f["reason"]
+               for f in left)
+    assert xfs_db(img, f"inode {dirforms['inos']['/']}", "print u3.sfdir3.list") == before
+    assert xfs_db(img, f"inode {blk}", "print core.nlinkv2").strip().endswith("= 2")

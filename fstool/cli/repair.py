@@ -25,8 +25,9 @@ EXIT_CANNOT = 4
 def cmd(dry_run, rebuild, add_finobt, undo_file, jobs, as_json, image):
     """Check IMAGE and repair what check finds: the primary superblock (from
     the secondaries), AGF and AGI headers, the AG free space and inode
-    btrees, the free lists, AG and superblock counters and secondary
-    superblocks (docs/check-problems.md says what each finding gets).
+    btrees, the free lists, AG and superblock counters, secondary
+    superblocks, directories, link counts and files no directory reaches
+    (to lost+found) (docs/check-problems.md says what each finding gets).
 
     Exit status: 0 the image was clean (and anything --rebuild or
     --add-finobt asked for is done), 1 problems were repaired (with -n:

@@ -79,6 +79,21 @@ def map_fork(w, ino: int, extents: list, space: int, *, attr: bool = False,
     return Fork(C.XFS_DINODE_FMT_BTREE, root, len(extents), mapped + len(blocks))
 
 
+def put_data_fork(d: dict, buf: bytearray, fork: Fork, space: int, size: int) -> None:
+    """Lay a new data ``fork`` into an inode: its literal bytes into the raw
+    inode ``buf`` (a literal area of ``space`` bytes, the rest zeroed), its
+    format and extent count and the ``size`` into the unpacked core ``d``."""
+    c = C.XFS_DINODE_CORE_SIZE
+    buf[c:c + space] = bytes(space)
+    buf[c:c + len(fork.literal)] = fork.literal
+    d["di_format"] = fork.fmt
+    if d["di_flags2"] & C.XFS_DIFLAG2_NREXT64:
+        d["di_big_nextents"] = fork.nextents
+    else:
+        d["di_nextents"] = fork.nextents
+    d["di_size"] = size
+
+
 class BmbtStore:
     """Blocks of a file's bmbt, through the open transaction (new ones
     allocated near the file)."""

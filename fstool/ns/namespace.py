@@ -917,15 +917,7 @@ class Namespace:
                 if b not in reused:
                     w.space.free_extent(b, 1)
         buf = bytearray(raw)
-        c = C.XFS_DINODE_CORE_SIZE
-        buf[c:c + space] = bytes(space)
-        buf[c:c + len(fork.literal)] = fork.literal
-        d["di_format"] = fork.fmt
-        if d["di_flags2"] & C.XFS_DIFLAG2_NREXT64:
-            d["di_big_nextents"] = fork.nextents
-        else:
-            d["di_nextents"] = fork.nextents
-        d["di_size"] = plan.size
+        F.put_data_fork(d, buf, fork, space, plan.size)
         d["di_nblocks"] += fork.blocks - old_blocks
         d["di_nlink"] = st.nlink
         bigtime = bool(d["di_flags2"] & C.XFS_DIFLAG2_BIGTIME)

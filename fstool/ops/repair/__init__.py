@@ -9,6 +9,11 @@ is reported as not repaired, with the reason.  The actions:
   inobt records and the chunks found on disk, the free space from the space
   map of every owner, each tree bulk-loaded into blocks reserved from the
   space that is free now (never from the trees being replaced);
+* directories, '.' and '..', link counts and files no directory reaches
+  (:mod:`.namespace`, xfs_repair's phases 6 and 7): damaged directories are
+  rebuilt from the entries that can be read and are valid, the rest goes
+  to lost+found; its directory blocks are reserved from free space and the
+  blocks it gives up freed by the AG rebuild, which runs after it;
 * the superblock counters are summed from the AGs;
 * secondary superblocks are rewritten from the primary.
 
@@ -31,7 +36,8 @@ import os
 
 from ...errors import UnsupportedError, WriteRefused
 from ...format import constants as C
-from .actions import AG, COUNTERS, LOG, REBUILT_TREES, SB_FIELD, SECONDARY, action_of
+from .actions import (AG, COUNTERS, LOG, NAMESPACE, REBUILT_TREES, SB_FIELD, SECONDARY,
+                      action_of)
 from .agbuild import AGPlan, RepairError
 
 EXIT_CLEAN, EXIT_REPAIRED, EXIT_CANNOT = 0, 1, 4
@@ -69,7 +75,8 @@ def refuse_unusable(fs, path) -> None:
 
 def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
     """(AG plans, secondary superblocks, counters?, changes, actions,
-    unrepaired) for the findings of ``checker`` and the options."""
+    unrepaired, namespace plan or None) for the findings of ``checker`` and
+    the options."""
     fs = checker.fs
     sb = fs.sb
     findings = checker.findings
@@ -81,6 +88,7 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
     refc_ags = set()
     sb_fixes = checker.sb_fixes = {}        # primary superblock field -> value
     checker.log_cycle = 0                   # format the log at this cycle at the end
+    ns_findings = []
     for f in findings:
         action, text = action_of(f)
         if f.code == "SPACE_OVERLAP" and f.agno is not None:
@@ -111,6 +119,8 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
             sb_fixes[f.field] = f.expected
         elif action == LOG:
             checker.log_cycle = max(checker.log_cycle, (f.found >> 32) + 1)
+        elif action == NAMESPACE:
+            ns_findings.append(f)
         elif f.severity == "error":
             unrepaired.append((f, text))
     if rebuild or add_finobt:
@@ -119,38 +129,27 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
     if reflink and ("refcountbt" in rebuild or "all" in rebuild):
         refc_ags.update(range(sb.agcount))
     finobt = add_finobt or sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_FINOBT)
-    # while anything stays unrepaired (an inode, a block map, a structure
-    # check could not read), who owns the blocks no one claims is not known:
-    # they are left as they are rather than freed
-    free_leaks = not unrepaired
-    plans = {}
-    changes = []
-    for agno in sorted(ag_set):
-        if agno not in checker.agf or agno not in checker.agi:
-            for f, action, _t in actions:
-                if f.agno == agno and action == AG:
-                    unrepaired.append((f, "reported, not repaired: the AG's AGF or AGI "
-                                       "cannot be read; rebuilding AG headers from scratch is "
-                                       "not supported yet"))
-            continue
-        try:
-            p = AGPlan(checker, agno, finobt=finobt, recheck_inos=recheck,
-                       scan_lost=scan and agno in scan_ags, free_leaks=free_leaks,
-                       refcount=reflink and agno in refc_ags)
-        except RepairError as e:
-            for f, action, _t in actions:
-                if f.agno == agno and action == AG:
-                    unrepaired.append((f, f"reported, not repaired: {e}"))
-            continue
-        if p.overlaps:
-            for f, action, _t in actions:
-                if f.agno == agno and f.code == "SPACE_OVERLAP" and any(
-                        s <= (f.block or 0) < s + n for s, n in p.overlaps):
-                    unrepaired.append((f, "reported, not repaired: two files, or a file "
-                                       "and other metadata, claim the block"))
-        plans[agno] = p
-        changes.extend(p.notes)
-        changes.append(p.summary())
+    # -- phases, in xfs_repair's order: the inodes (the set it clears; none
+    # until that phase exists), the namespace, then the AGs and counters
+    cleared: set = set()
+    ns = _plan_namespace(checker, cleared, ns_findings, unrepaired)
+    while True:
+        # while anything stays unrepaired (an inode, a block map, a structure
+        # check could not read), who owns the blocks no one claims is not
+        # known: they are left as they are rather than freed
+        free_leaks = not unrepaired
+        out = _plan_ags(checker, ag_set | (ns.ags if ns else set()), actions, finobt, recheck,
+                        scan and scan_ags, free_leaks, reflink and refc_ags, ns)
+        if ns is None or not (out[2] & ns.ags):
+            break
+        # an AG the namespace phase needs cannot be rebuilt: it changes nothing
+        unrepaired.extend((f, "reported, not repaired: an AG holding the rebuilt "
+                           "directories' blocks cannot be rebuilt") for f in ns_findings)
+        ns = None
+    plans, changes, _failed, unrep_ags = out
+    unrepaired.extend(unrep_ags)
+    if ns:
+        changes[:0] = ns.changes
     if plans:
         counters = True
     if add_finobt:
@@ -166,7 +165,59 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
     for agno in sorted(secondaries):
         if agno:
             changes.append(f"AG {agno}: secondary superblock rewritten from the primary")
-    return plans, sorted(secondaries - {0}), counters, changes, actions, unrepaired
+    return plans, sorted(secondaries - {0}), counters, changes, actions, unrepaired, ns
+
+
+def _plan_namespace(checker, cleared, ns_findings, unrepaired):
+    """The namespace phase's plan, or None (its findings then unrepaired)."""
+    from .namespace import NamespaceError
+    from .namespace import plan as ns_plan
+    if not ns_findings:
+        return None
+    try:
+        return ns_plan(checker, cleared)
+    except NamespaceError as e:
+        unrepaired.extend((f, f"reported, not repaired: {e}") for f in ns_findings)
+        return None
+
+
+def _plan_ags(checker, ag_set, actions, finobt, recheck, scan_ags, free_leaks, refc_ags, ns):
+    """(AG plans, changes, AGs that cannot be rebuilt, unrepaired)."""
+    scan_ags = scan_ags or set()
+    refc_ags = refc_ags or set()
+    unrepaired = []
+    failed = set()
+    plans = {}
+    changes = []
+    for agno in sorted(ag_set):
+        if agno not in checker.agf or agno not in checker.agi:
+            for f, action, _t in actions:
+                if f.agno == agno and action == AG:
+                    unrepaired.append((f, "reported, not repaired: the AG's AGF or AGI "
+                                       "cannot be read; rebuilding AG headers from scratch is "
+                                       "not supported yet"))
+            failed.add(agno)
+            continue
+        try:
+            p = AGPlan(checker, agno, finobt=finobt, recheck_inos=recheck,
+                       scan_lost=agno in scan_ags, free_leaks=free_leaks,
+                       refcount=agno in refc_ags, ns=ns)
+        except RepairError as e:
+            for f, action, _t in actions:
+                if f.agno == agno and action == AG:
+                    unrepaired.append((f, f"reported, not repaired: {e}"))
+            failed.add(agno)
+            continue
+        if p.overlaps:
+            for f, action, _t in actions:
+                if f.agno == agno and f.code == "SPACE_OVERLAP" and any(
+                        s <= (f.block or 0) < s + n for s, n in p.overlaps):
+                    unrepaired.append((f, "reported, not repaired: two files, or a file "
+                                       "and other metadata, claim the block"))
+        plans[agno] = p
+        changes.extend(p.notes)
+        changes.append(p.summary())
+    return plans, changes, failed, unrepaired
 
 
 def finobt_reservation(fs, agno: int) -> int:
@@ -311,7 +362,7 @@ def _repair(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, recor
             raise
         try:
             _refuse(fs, path, add_finobt)
-            c, first, (plans, secs, counters, changes, actions, unrep) = _check_and_plan(
+            c, first, (plans, secs, counters, changes, actions, unrep, ns) = _check_and_plan(
                 fs, progress, jobs, rebuild, add_finobt)
             if add_finobt:
                 _check_finobt_room(fs, plans)
@@ -335,7 +386,7 @@ def _repair(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, recor
     try:
         fs = w.fs
         _refuse(fs, path, add_finobt)
-        c, first, (plans, secs, counters, changes, actions, unrep) = _check_and_plan(
+        c, first, (plans, secs, counters, changes, actions, unrep, ns) = _check_and_plan(
             fs, progress, jobs, rebuild, add_finobt)
         if add_finobt:
             _check_finobt_room(fs, plans)
@@ -349,7 +400,7 @@ def _repair(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, recor
         if recorder is not None:
             recorder.dev = fs.dev
             fs.dev.write_hook = recorder
-        _apply(w, c, plans, secs, counters, add_finobt)
+        _apply(w, c, plans, secs, counters, add_finobt, ns)
         w.close()
         if c.log_cycle:
             from ..logops import zero
@@ -365,7 +416,7 @@ def _repair(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, recor
                 dev.close()
             recorder = None
         if result.unrepaired:
-            result.unrepaired = _remaining(path, jobs)
+            result.unrepaired = _remaining(path, jobs, result.unrepaired)
         return result
     finally:
         if recorder is not None:
@@ -374,15 +425,25 @@ def _repair(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, recor
             w.close()
 
 
-def _remaining(path, jobs) -> list:
+def _remaining(path, jobs, before=()) -> list:
     """What check still finds after the repair (some findings were only
-    consequences of what was rebuilt): (finding, reason) for each error."""
+    consequences of what was rebuilt): (finding, reason) for each error,
+    the reason given before the repair for its code when there was one."""
     from ...fs.mount import Filesystem
     from ..check import Checker
     with Filesystem(path) as fs:
         c = Checker(fs)
         c.run(jobs)
-    return [(f, action_of(f)[1]) for f in c.findings if f.severity == "error"]
+    why = {}
+    for f, reason in before:
+        why.setdefault(f.code, reason)
+    out = []
+    for f in c.findings:
+        if f.severity == "error":
+            action, text = action_of(f)
+            out.append((f, text if action == "none" else why.get(
+                f.code, "reported, not repaired: still found after the repair")))
+    return out
 
 
 def _refuse(fs, path, add_finobt: bool) -> None:
@@ -414,7 +475,7 @@ def _digest_sectors(fs) -> list:
     return out
 
 
-def _apply(w, checker, plans, secondaries, counters, add_finobt) -> None:
+def _apply(w, checker, plans, secondaries, counters, add_finobt, ns=None) -> None:
     from ...format.structs import SB
     from ...io import verify as V
     from .agbuild import raw_buf
@@ -422,6 +483,10 @@ def _apply(w, checker, plans, secondaries, counters, add_finobt) -> None:
     sb = fs.sb
     with w.transaction():
         tx = w.tx
+        # the inode phase goes first (when it exists), then the namespace
+        if ns:
+            ns.write(w)
+        # then the AGs (seeing the namespace's blocks through its plan) and counters
         totals = {}
         for agno, p in plans.items():
             totals[agno] = p.write(tx, checker.agf.get(agno), checker.agi.get(agno))

@@ -7,6 +7,9 @@ code -> (action, text).  The action is what :mod:`fstool.ops.repair` plans:
                finding's AG)
 ``counters``   recompute the superblock counters from the AGs
 ``secondary``  rewrite the secondary superblock from the primary
+``namespace``  the namespace phase (:mod:`.namespace`): rebuild the
+               directories that need it from their valid entries, move what
+               no directory reaches to lost+found, set link counts
 ``sb_field``   set the primary superblock's field to the finding's expected value
 ``log``        format the (clean) log anew with a cycle past the finding's LSN
 ``none``       reported, not repaired: the text says why
@@ -14,7 +17,7 @@ code -> (action, text).  The action is what :mod:`fstool.ops.repair` plans:
 docs/check-problems.md shows the text in its repair column (generated with
 the problem table, ``python -m fstool.ops.problems``).
 """
-AG, COUNTERS, SECONDARY, NONE = "ag", "counters", "secondary", "none"
+AG, COUNTERS, SECONDARY, NAMESPACE, NONE = "ag", "counters", "secondary", "namespace", "none"
 SB_FIELD = "sb_field"
 LOG = "log"
 
@@ -22,6 +25,10 @@ _AG_TEXT = ("rebuilt: the AG's bnobt, cntbt, inobt, finobt and free list are bul
             "from the space map of every owner and the inode chunks, the AGF/AGI counters "
             "recomputed")
 _NOT_YET = "reported, not repaired: "
+_DIR_TEXT = ("repaired: the directory is rebuilt from the entries that can still be read "
+             "and are valid (entries naming free, cleared or invalid inodes, illegal or "
+             "duplicate names are dropped; '.', '..' and file types set right), in whichever "
+             "form its size calls for")
 _REFC_TEXT = ("rebuilt: the AG's refcount btree is bulk-loaded from the blocks files share "
               "(CoW staging extents left behind are freed), with the AG's other trees")
 
@@ -112,19 +119,26 @@ REPAIRS = {
     "BMBT_SIBLING": (NONE, _NOT_YET + "block map repair is not supported yet"),
     "BMBT_CYCLE": (NONE, _NOT_YET + "block map repair is not supported yet"),
     "DIR_ROOT": (NONE, _NOT_YET + "directory repair is not supported yet"),
-    "DIR_CORRUPT": (NONE, _NOT_YET + "directory repair is not supported yet"),
-    "DIR_NAME": (NONE, _NOT_YET + "directory repair is not supported yet"),
-    "DIR_BESTFREE": (NONE, _NOT_YET + "directory repair is not supported yet"),
-    "DIR_LEAF": (NONE, _NOT_YET + "directory repair is not supported yet"),
-    "DIR_NODE": (NONE, _NOT_YET + "directory repair is not supported yet"),
-    "DIR_FREE": (NONE, _NOT_YET + "directory repair is not supported yet"),
-    "DIR_ENTRY_TARGET": (NONE, _NOT_YET + "directory repair is not supported yet"),
-    "DIR_FTYPE": (NONE, _NOT_YET + "directory repair is not supported yet"),
-    "DIR_DOT": (NONE, _NOT_YET + "directory repair is not supported yet"),
-    "DIR_DOTDOT": (NONE, _NOT_YET + "directory repair is not supported yet"),
-    "DIR_MULTIPLE_PARENTS": (NONE, _NOT_YET + "directory repair is not supported yet"),
-    "NLINK": (NONE, _NOT_YET + "link counts are not repaired yet"),
-    "DISCONNECTED": (NONE, _NOT_YET + "moving files to lost+found is not supported yet"),
+    "DIR_CORRUPT": (NAMESPACE, _DIR_TEXT),
+    "DIR_NAME": (NAMESPACE, _DIR_TEXT),
+    "DIR_BESTFREE": (NAMESPACE, _DIR_TEXT),
+    "DIR_LEAF": (NAMESPACE, _DIR_TEXT),
+    "DIR_NODE": (NAMESPACE, _DIR_TEXT),
+    "DIR_FREE": (NAMESPACE, _DIR_TEXT),
+    "DIR_ENTRY_TARGET": (NAMESPACE, _DIR_TEXT),
+    "DIR_FTYPE": (NAMESPACE, _DIR_TEXT),
+    "DIR_DOT": (NAMESPACE, _DIR_TEXT),
+    "DIR_DOTDOT": (NAMESPACE, "repaired: '..' is set to the directory whose entry is kept "
+                   "(the one '..' names, as xfs_repair keeps it; a directory no kept entry "
+                   "names goes to lost+found)"),
+    "DIR_MULTIPLE_PARENTS": (NAMESPACE, "repaired: the entry in the directory that '..' "
+                             "names is kept (the first in inode order when '..' names "
+                             "neither), the others are dropped"),
+    "NLINK": (NAMESPACE, "repaired: link counts are set from the entries that remain (a "
+              "directory: 2 plus its subdirectories)"),
+    "DISCONNECTED": (NAMESPACE, "repaired: moved to /lost+found under its inode number "
+                     "(lost+found is created when missing), a directory with '..' "
+                     "pointing there"),
     "SYMLINK": (NONE, _NOT_YET + "symlink repair is not supported yet"),
     "XATTR": (NONE, _NOT_YET + "xattr repair is not supported yet"),
     "XATTR_NODE": (NONE, _NOT_YET + "xattr repair is not supported yet"),

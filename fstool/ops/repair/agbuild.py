@@ -162,10 +162,12 @@ def tree_levels(bt, blocksize: int, nrecs: int) -> int:
 class AGPlan:
     """What a rebuild of one AG will write, computed before anything is
     (so ``-n`` can tell it, and a rebuild that cannot be made changes
-    nothing)."""
+    nothing).  ``ns``, the namespace phase's plan when it runs, tells the
+    directory blocks it gives up and takes and the inode it takes."""
 
     def __init__(self, checker, agno: int, *, finobt: bool, recheck_inos=(),
-                 scan_lost: bool = False, free_leaks: bool = True, refcount: bool = False):
+                 scan_lost: bool = False, free_leaks: bool = True, refcount: bool = False,
+                 ns=None):
         fs = checker.fs
         sb = fs.sb
         self.fs, self.sb, self.agno = fs, sb, agno
@@ -175,6 +177,9 @@ class AGPlan:
         self.inobtcount = sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_INOBTCNT)
         self.notes: list = []
         claims = checker.claims.get(agno, [])
+        if ns is not None:
+            # the namespace phase's directory blocks: given up and taken
+            claims = ns.claims_for(agno, claims)
         self.refcount = refcount
         replaced = REPLACED_REFC if refcount else REPLACED
         self.replaced = replaced
@@ -203,6 +208,8 @@ class AGPlan:
                     self.lost.append(rec)
                     self.notes.append(f"AG {agno}: inode chunk at agino {rec[0]} found on "
                                       "disk with no inobt record")
+        if ns is not None:
+            ns.records_for(agno, recs)        # lost+found's inode, when made
         if not free_leaks:
             # blocks no one claims may belong to what check could not read:
             # they stay as they are (leaked, never reused)

@@ -1,0 +1,664 @@
+"""The namespace phase of repair (xfs_repair's phases 6 and 7): directory
+entries, '.' and '..', reachability, lost+found and link counts.
+
+:func:`plan` works from what check learned (the inode table: which inodes
+are in use and their types; the directories) and from the directories
+themselves, read leniently:
+
+1. every directory's entries are read as far as they can be: a shortform
+   fork up to its first malformed entry, every data block up to its first
+   malformed entry (a wrong magic is no reason to give a block up:
+   xfs_repair sets it right and keeps the entries; a block that cannot be
+   read is skipped);
+2. the directories are walked in inode order, as xfs_repair's phase 6
+   traverses them, keeping an entry only when its name is legal and not
+   already used in that directory, and it names an inode in use (not one
+   the inode phase clears, not a metadata inode, not the directory itself);
+   an entry naming a directory is kept only when that directory is not yet
+   reached and its '..' names this directory (or it has no usable '..',
+   when the first entry wins), so a directory linked from two places keeps
+   one parent;
+3. inodes in use that no kept entry reaches go to /lost+found (reused when
+   the root holds one, else created in a free inode of an existing chunk),
+   named by inode number as xfs_repair names them; directories among them
+   get '..' pointing there; directory cycles no path from the root enters
+   are broken the same way;
+4. link counts follow the entries that remain (phase 7): a file has one per
+   entry, a directory two plus one per subdirectory.
+
+A directory that changes (an entry dropped or added, a wrong file type,
+'..' or any finding about its blocks) is rebuilt whole with the namespace
+layer's encoder (:func:`fstool.ns.dirbuild.encode_dir`), in whichever form
+its size calls for, into blocks reserved from space that is free in the
+space map (owned by no one and free in the free space btrees); its old
+blocks become free space.  The AG rebuild (:class:`.agbuild.AGPlan`) sees
+both through :meth:`NamespacePlan.claims_for` and :meth:`NamespacePlan.
+records_for`, and runs in every AG the phase touched.  :meth:`NamespacePlan.
+write` puts it all into the repair's one transaction.
+"""
+from __future__ import annotations
+
+import struct
+import types
+
+from ...errors import FsToolError
+from ...format import constants as C
+from ...format.structs import DINODE
+from ...fs import dir as xdir
+from ..check.base import BMBT_DATA, DATA, file_owner
+from .agbuild import RepairError, complement, merge, normal_record
+
+CODES = ("DIR_CORRUPT", "DIR_NAME", "DIR_BESTFREE", "DIR_LEAF", "DIR_NODE", "DIR_FREE",
+         "DIR_ENTRY_TARGET", "DIR_FTYPE", "DIR_DOT", "DIR_DOTDOT", "DIR_MULTIPLE_PARENTS",
+         "NLINK", "DISCONNECTED")
+ORPHANAGE = b"lost+found"
+# the directory entry file type of an inode table type (mode >> 12)
+FTYPE_OF = {C.S_IFREG >> 12: C.XFS_DIR3_FT_REG_FILE, C.S_IFDIR >> 12: C.XFS_DIR3_FT_DIR,
+            C.S_IFCHR >> 12: C.XFS_DIR3_FT_CHRDEV, C.S_IFBLK >> 12: C.XFS_DIR3_FT_BLKDEV,
+            C.S_IFIFO >> 12: C.XFS_DIR3_FT_FIFO, C.S_IFSOCK >> 12: C.XFS_DIR3_FT_SOCK,
+            C.S_IFLNK >> 12: C.XFS_DIR3_FT_SYMLINK}
+_FREE_TAG = 0xFFFF
+
+
+class NamespaceError(RepairError):
+    """The namespace cannot be repaired (nothing of it is changed)."""
+
+
+# -- reading directories leniently -----------------------------------------------------
+def _entsize(namelen: int, ft: int) -> int:
+    return (8 + 1 + namelen + ft + 2 + 7) & ~7
+
+
+def sf_salvage(fork: bytes, size: int, has_ftype: bool):
+    """('..', [(name, ino, ftype)]) of a shortform fork, as far as its
+    entries parse."""
+    ft = 1 if has_ftype else 0
+    if size < 6 or size > len(fork):
+        size = len(fork)
+    width = 8 if fork[1] else 4
+    parent = int.from_bytes(fork[2:2 + width], "big")
+    pos = 2 + width
+    out = []
+    while pos + 3 <= size:
+        namelen = fork[pos]
+        esize = 3 + namelen + ft + width
+        if namelen == 0 or pos + esize > size:
+            break
+        name = bytes(fork[pos + 3:pos + 3 + namelen])
+        ftype = fork[pos + 3 + namelen] if ft else 0
+        out.append((name, int.from_bytes(fork[pos + 3 + namelen + ft:pos + esize], "big"),
+                    ftype))
+        pos += esize
+    return parent, out
+
+
+def data_salvage(buf, block_form: bool, has_ftype: bool) -> list:
+    """[(name, ino, ftype)] of one directory data block (with '.' and
+    '..'), as far as its entries and unused regions parse.  A wrong magic is
+    no reason to give the block up: xfs_repair sets the magic right and
+    keeps the entries (each is judged on its own afterwards)."""
+    if len(buf) < C.XFS_DIR3_DATA_HDR_SIZE:
+        return []
+    ft = 1 if has_ftype else 0
+    end = len(buf)
+    if block_form:
+        count = struct.unpack_from(">I", buf, len(buf) - 8)[0]
+        end = len(buf) - 8 - 8 * count
+        if end < C.XFS_DIR3_DATA_HDR_SIZE:
+            end = len(buf) - 8
+    pos = C.XFS_DIR3_DATA_HDR_SIZE
+    out = []
+    while pos + 8 <= end:
+        if struct.unpack_from(">H", buf, pos)[0] == _FREE_TAG:
+            length = struct.unpack_from(">H", buf, pos + 2)[0]
+            if length == 0 or length & 7 or pos + length > end:
+                break
+            pos += length
+            continue
+        ino = struct.unpack_from(">Q", buf, pos)[0]
+        namelen = buf[pos + 8]
+        esize = _entsize(namelen, ft)
+        if namelen == 0 or pos + esize > end or \
+                struct.unpack_from(">H", buf, pos + esize - 2)[0] != pos:
+            break
+        name = bytes(buf[pos + 9:pos + 9 + namelen])
+        out.append((name, ino, buf[pos + 9 + namelen] if ft else 0))
+        pos += esize
+    return out
+
+
+def read_dir(fs, node):
+    """('..' or None, [(name, ino, ftype)] without '.' and '..', exact) of
+    a directory: exact when it reads without a fault (through the verified
+    readers), else what could be salvaged."""
+    try:
+        return xdir.parent(node), list(xdir.iter_entries(node)), True
+    except FsToolError:
+        pass
+    sb = fs.sb
+    if node.format == C.XFS_DINODE_FMT_LOCAL:
+        parent, ents = sf_salvage(node.fork_bytes(), node.size, sb.has_ftype)
+        return parent, ents, False
+    if node.format not in (C.XFS_DINODE_FMT_EXTENTS, C.XFS_DINODE_FMT_BTREE):
+        raise NamespaceError(f"directory {node.ino}: data fork format {node.format} cannot "
+                             "be read")
+    try:
+        fsbs = list(xdir._data_block_fsbs(node))
+        exts = node.extents()
+    except FsToolError as e:
+        raise NamespaceError(f"directory {node.ino}: its block map cannot be read: {e}") \
+            from None
+    block_form = fsbs == [0] and exts[-1][0] + exts[-1][2] == sb.dirblkfsbs
+    parent = None
+    out = []
+    for fsb in fsbs:
+        try:
+            _daddr, pieces = node.read_fork_blocks(fsb, sb.dirblkfsbs)
+        except FsToolError:
+            continue
+        buf = b"".join(fs.dev.pread(d << C.BBSHIFT, n) for d, n in pieces)
+        for name, ino, ftype in data_salvage(buf, block_form, sb.has_ftype):
+            if name == b"..":
+                if parent is None:
+                    parent = ino
+            elif name != b".":
+                out.append((name, ino, ftype))
+    return parent, out, False
+
+
+# -- the plan ---------------------------------------------------------------------------
+class DirFix:
+    """A directory the phase rewrites: its entries and parent after repair."""
+    __slots__ = ("ino", "parent", "entries", "new", "fork", "blocks", "released",
+                 "nblocks_old", "space")
+
+    def __init__(self, ino, parent, entries, new=False):
+        self.ino = ino
+        self.parent = parent
+        self.entries = entries          # [(name, ino, ftype)] in order
+        self.new = new
+        self.fork = None                # ForkPlan
+        self.blocks = []                # reserved runs: [[(fsbno, n), ...] per run]
+        self.released = []              # (fsbno, n) the old fork owned
+        self.nblocks_old = 0
+        self.space = 0
+
+
+class NamespacePlan:
+    """What the namespace phase will write; see the module docstring."""
+
+    def __init__(self):
+        self.dirs: dict[int, DirFix] = {}       # rebuilt directories
+        self.nlink: dict[int, int] = {}          # other inodes whose link count changes
+        self.new_lpf = None                      # inode made lost+found, or None
+        self.changes: list = []
+        self.reserved: dict = {}                 # agno -> [(agbno, n)]
+        self.released: dict = {}                 # agno -> {claim owner: set(agbno)}
+        self.used_inodes: dict = {}              # agno -> {agino}
+        self.now = 0
+
+    @property
+    def ags(self) -> set:
+        return set(self.reserved) | set(self.released) | set(self.used_inodes)
+
+    def __bool__(self) -> bool:
+        return bool(self.dirs or self.nlink)
+
+    # -- what the AG rebuild sees -----------------------------------------------------
+    def claims_for(self, agno: int, claims: list) -> list:
+        """An AG's claims with the blocks rebuilt directories give up taken
+        out and the blocks they take added."""
+        rel = self.released.get(agno)
+        res = self.reserved.get(agno)
+        if not rel and not res:
+            return claims
+        out = []
+        for s, n, o in claims:
+            gone = rel.get(o) if rel else None
+            if not gone:
+                out.append((s, n, o))
+                continue
+            run = None
+            for b in range(s, s + n):
+                if b in gone:
+                    if run is not None:
+                        out.append((run, b - run, o))
+                        run = None
+                elif run is None:
+                    run = b
+            if run is not None:
+                out.append((run, s + n - run, o))
+        out.extend(res or ())
+        return out
+
+    def records_for(self, agno: int, recs: dict) -> None:
+        """Mark the inodes the phase takes (lost+found) in use in ``recs``
+        (startino -> inobt record)."""
+        for agino in self.used_inodes.get(agno, ()):
+            start = agino & ~63
+            r = recs.get(start)
+            if r is None:
+                raise NamespaceError(f"AG {agno}: internal: no inode record for agino {agino}")
+            recs[start] = normal_record(start, r[1], r[4] & ~(1 << (agino - start)))
+
+    # -- writing ---------------------------------------------------------------------------
+    def write(self, w) -> None:
+        """Everything into the open transaction of the write session ``w``."""
+        from ...fs.icore import InodeSpec, encode_ts
+        from ...ns import files as F
+        fs = w.fs
+        sb = fs.sb
+        for ino in sorted(self.dirs):
+            fix = self.dirs[ino]
+            if fix.fork.local is not None:
+                fork = F.Fork(C.XFS_DINODE_FMT_LOCAL, fix.fork.local, 0, 0)
+            else:
+                runs = list(fix.blocks)
+                shim = types.SimpleNamespace(tx=w.tx, fs=fs, sb=sb,
+                                             space=_ReservedRuns(runs))
+                exts = F.place_plan(shim, fix.fork, 0)
+                fork = F.map_fork(shim, ino, exts, fix.space)
+            nlink = self.nlink.pop(ino)
+            if fix.new:
+                t = self.now
+                spec = InodeSpec(mode=C.S_IFDIR | 0o755, nlink=nlink, atime_ns=t, mtime_ns=t,
+                                 ctime_ns=t, crtime_ns=t, size=fix.fork.size,
+                                 nblocks=fork.blocks, fmt=fork.fmt, nextents=fork.nextents,
+                                 data=fork.literal)
+                w.inodes.put_inode(ino, w.enc.encode(ino, spec))
+                continue
+            raw = w.inodes.raw_inode(ino)
+            d = DINODE.unpack(raw)
+            buf = bytearray(raw)
+            F.put_data_fork(d, buf, fork, fix.space, fix.fork.size)
+            d["di_nblocks"] = max(0, d["di_nblocks"] - fix.nblocks_old) + fork.blocks
+            d["di_nlink"] = nlink
+            bigtime = bool(d["di_flags2"] & C.XFS_DIFLAG2_BIGTIME)
+            d["di_ctime"] = encode_ts(self.now, bigtime)
+            packed = DINODE.pack(d)
+            buf[:len(packed)] = packed
+            w.inodes.put_inode(ino, w.enc.seal(buf))
+        for ino, nlink in sorted(self.nlink.items()):
+            raw = w.inodes.raw_inode(ino)
+            d = DINODE.unpack(raw)
+            d["di_nlink"] = nlink
+            buf = bytearray(raw)
+            packed = DINODE.pack(d)
+            buf[:len(packed)] = packed
+            w.inodes.put_inode(ino, w.enc.seal(buf))
+
+
+class _ReservedRuns:
+    """place_plan's allocator for a rebuilt directory: the runs reserved for
+    it at plan time, in order."""
+
+    def __init__(self, runs):
+        self.runs = runs
+
+    def alloc_run(self, _target, total, _unit):
+        if not self.runs:
+            raise NamespaceError("internal: a directory's reserved blocks ran out")
+        pieces = self.runs.pop(0)
+        if sum(n for _b, n in pieces) != total:
+            raise NamespaceError("internal: a directory's reserved run has the wrong size")
+        return pieces
+
+    def alloc_blocks(self, *_a):
+        raise NamespaceError("internal: a rebuilt directory needs a block map btree")
+
+
+class _Space:
+    """Blocks a rebuilt directory may take: free in the space map (owned by
+    no one and recorded free), less what is already reserved."""
+
+    def __init__(self, checker):
+        from ..check.base import OWN_FREE
+        self.fs = checker.fs
+        self.free = {}
+        for agno in range(checker.sb.agcount):
+            claims = checker.claims.get(agno, [])
+            length = self.fs.ag_length(agno)
+            owned = merge([(s, n) for s, n, o in claims if o != OWN_FREE])
+            recorded = merge([(s, n) for s, n, o in claims if o == OWN_FREE])
+            unowned = complement(owned, length)
+            self.free[agno] = _intersect(unowned, recorded)
+
+    def take(self, agno: int, total: int, unit: int):
+        """Pieces [(agbno, n)] of ``total`` blocks (each a multiple of
+        ``unit``) from AG ``agno``: one extent when one is long enough."""
+        free = self.free[agno]
+        for i, (s, e) in enumerate(free):
+            a = -(-s // unit) * unit if unit > 1 else s
+            if e - a >= total:
+                self._cut(agno, a, total)
+                return [(a, total)]
+        pieces, left = [], total
+        for s, e in list(free):
+            a = -(-s // unit) * unit if unit > 1 else s
+            k = min((e - a) // unit * unit, left)
+            if k > 0:
+                pieces.append((a, k))
+                left -= k
+            if not left:
+                break
+        if left:
+            return None
+        for a, k in pieces:
+            self._cut(agno, a, k)
+        return pieces
+
+    def _cut(self, agno: int, start: int, n: int) -> None:
+        out = []
+        for s, e in self.free[agno]:
+            if e <= start or s >= start + n:
+                out.append([s, e])
+                continue
+            if s < start:
+                out.append([s, start])
+            if e > start + n:
+                out.append([start + n, e])
+        self.free[agno] = out
+
+
+def _intersect(a: list, b: list) -> list:
+    out = []
+    i = j = 0
+    while i < len(a) and j < len(b):
+        s, e = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if s < e:
+            out.append([s, e])
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def _runs(fork) -> list:
+    """The planned blocks of ``fork`` grouped as place_plan groups them:
+    [(total blocks, unit)]."""
+    blocks = sorted(fork.blocks, key=lambda b: b.lblk)
+    out = []
+    i = 0
+    while i < len(blocks):
+        j = i
+        unit = blocks[i].nblocks
+        while j + 1 < len(blocks) and blocks[j + 1].lblk == blocks[j].lblk + \
+                blocks[j].nblocks and blocks[j + 1].nblocks == unit:
+            j += 1
+        out.append((sum(b.nblocks for b in blocks[i:j + 1]), unit))
+        i = j + 1
+    return out
+
+
+def plan(checker, cleared: set) -> NamespacePlan:
+    """The namespace phase's plan for what ``checker`` found, treating the
+    inodes in ``cleared`` (which the inode phase frees) as free.  Raises
+    :class:`NamespaceError` when the namespace cannot be repaired safely."""
+    import time
+    fs = checker.fs
+    sb = fs.sb
+    if not sb.has_ftype:
+        raise NamespaceError("directories without file types (ftype) are not rewritten")
+    tab = getattr(checker, "table", None)
+    if tab is None:
+        raise NamespaceError("check did not reach the namespace phase")
+    root = sb.rootino
+    special = checker.metadata_inodes()
+
+    def itype(ino):
+        if ino in cleared:
+            return 0
+        s = tab.slot(ino)
+        return tab.itype[s] if s >= 0 else 0
+
+    if itype(root) != C.S_IFDIR >> 12:
+        raise NamespaceError(f"the root directory (inode {root}) is not a directory in use")
+    flagged = {f.ino for f in checker.findings
+               if f.code.startswith("DIR_") and f.code in CODES and f.ino is not None}
+    dirs = sorted(d for d in set(checker.dirs) if itype(d) == C.S_IFDIR >> 12)
+    # a directory whose inode or block map is damaged is the inode phase's
+    # to clear or mend first: until then its entries are not trusted
+    doubtful = {f.ino for f in checker.findings if f.severity == "error" and
+                f.code.startswith(("INODE_", "BMBT_"))}
+    for d in dirs:
+        if d in doubtful:
+            raise NamespaceError(f"directory {d} has inode or block map damage that is not "
+                                 "repaired")
+    # 1. what every directory holds
+    read = {}
+    for d in dirs:
+        try:
+            node = fs.inode(d)
+        except FsToolError as e:
+            raise NamespaceError(f"directory {d} cannot be read: {e}") from None
+        read[d] = read_dir(fs, node) + (node,)
+    # 2. entries kept, in xfs_repair's traversal order
+    dotdot = {}
+    for d in dirs:
+        p = read[d][0]
+        dotdot[d] = p if p is not None and p != d and checker.verify_dir_ino(p) else None
+    dotdot[root] = root
+    reached = set()
+    parent = {root: root}
+    kept = {}
+    changed = set()
+    for d in dirs:
+        _p, ents, exact = read[d][:3]
+        names = set()
+        out = []
+        for name, child, ftype in ents:
+            t = itype(child) if checker.verify_dir_ino(child) else 0
+            ok = (0 < len(name) < 256 and b"/" not in name and b"\0" not in name
+                  and name not in names and name not in (b".", b"..") and child != d
+                  and child not in special and t and t in FTYPE_OF)
+            if ok and t == C.S_IFDIR >> 12:
+                if child in reached or child == root:
+                    ok = False
+                elif dotdot.get(child) is None:
+                    dotdot[child] = d
+                elif dotdot[child] != d:
+                    ok = False
+                if ok:
+                    parent[child] = d
+            if not ok:
+                if not t and child not in cleared and checker.verify_dir_ino(child) and \
+                        _looks_in_use(fs, child):
+                    # the inode btrees call it free, the inode says otherwise:
+                    # which is right is the inode and AG phases' to settle
+                    raise NamespaceError(f"directory {d}: entry {name!r} names inode "
+                                         f"{child}, which the inode btree calls free but "
+                                         "is in use on disk")
+                changed.add(d)
+                continue
+            reached.add(child)
+            names.add(name)
+            want = FTYPE_OF[t]
+            if want != ftype:
+                changed.add(d)
+            out.append((name, child, want))
+        kept[d] = out
+        if not exact or d in flagged:
+            changed.add(d)
+    # 3. what no kept entry reaches, and cycles no path from the root enters
+    orphans = []
+    for s in range(len(tab.itype)):
+        t = tab.itype[s]
+        if not t or t not in FTYPE_OF:
+            continue
+        ino = tab.ino(s)
+        if ino in reached or ino == root or ino in special or ino in cleared:
+            continue
+        orphans.append(ino)
+    lpf = taken = None
+    for name, child, ft in kept[root]:
+        if name == ORPHANAGE:
+            taken = child
+            lpf = child if ft == C.XFS_DIR3_FT_DIR else None
+    out = NamespacePlan()
+    out.now = time.time_ns()
+    space = _Space(checker)
+    while True:
+        children = {d: [c for _n, c, ft in kept[d] if ft == C.XFS_DIR3_FT_DIR] for d in dirs}
+        start = [root] + [o for o in orphans if o in children]
+        seen = set(start)
+        stack = list(start)
+        while stack:
+            for c in children.get(stack.pop(), ()):
+                if c not in seen:
+                    seen.add(c)
+                    stack.append(c)
+        cycle = [d for d in dirs if d not in seen]
+        if not cycle:
+            break
+        # a directory cycle no path from the root enters: its lowest
+        # directory goes to lost+found
+        top = cycle[0]
+        p = parent.pop(top)
+        kept[p] = [e for e in kept[p] if e[1] != top]
+        changed.add(p)
+        orphans.append(top)
+    if orphans and lpf is None:
+        if taken is not None:
+            raise NamespaceError(f"/lost+found (inode {taken}) is not a directory")
+        lpf = _free_inode(checker, cleared, root)
+        out.new_lpf = lpf
+        kept[lpf] = []
+        dirs.append(lpf)
+        kept[root].append((ORPHANAGE, lpf, C.XFS_DIR3_FT_DIR))
+        parent[lpf] = root
+        changed.update((root, lpf))
+        out.changes.append(f"lost+found created (inode {lpf})")
+    if orphans:
+        names = {e[0] for e in kept[lpf]}
+        for ino in sorted(orphans):
+            name = str(ino).encode()
+            k = 0
+            while name in names:
+                k += 1
+                name = f"{ino}.{k}".encode()
+            names.add(name)
+            ft = FTYPE_OF[itype(ino)]
+            kept[lpf].append((name, ino, ft))
+            if ft == C.XFS_DIR3_FT_DIR:
+                parent[ino] = lpf
+            out.changes.append(f"inode {ino} moved to lost+found as {name.decode()}")
+        changed.add(lpf)
+    for d in dirs:
+        if d != out.new_lpf and parent[d] != read[d][0]:
+            changed.add(d)
+    # 4. link counts
+    refs = {}
+    for d in dirs:
+        for _n, c, _ft in kept[d]:
+            refs[c] = refs.get(c, 0) + 1
+    want = {}
+    for d in dirs:
+        want[d] = 2 + sum(1 for e in kept[d] if e[2] == C.XFS_DIR3_FT_DIR)
+    for s in range(len(tab.itype)):
+        t = tab.itype[s]
+        if not t or t not in FTYPE_OF:
+            continue
+        ino = tab.ino(s)
+        if ino in special or ino in cleared:
+            continue
+        n = want.get(ino, refs.get(ino, 0))
+        if n != tab.nlinks[s] or ino in changed:
+            out.nlink[ino] = n
+            if ino not in changed:
+                out.changes.append(f"inode {ino}: link count {tab.nlinks[s]} set to {n}")
+    if out.new_lpf is not None:
+        out.nlink[out.new_lpf] = want[out.new_lpf]
+    # 5. the directories rebuilt, their blocks reserved
+    for d in sorted(changed):
+        _build(out, checker, space, d, parent[d], kept[d],
+               read.get(d), d == out.new_lpf)
+        out.changes.append(f"directory {d}: rebuilt with {len(kept[d])} entries")
+    return out
+
+
+def _looks_in_use(fs, ino: int) -> bool:
+    """The inode on disk has the magic, version, its own number and uuid,
+    and a mode: in use as far as the inode itself says."""
+    sb = fs.sb
+    try:
+        agno, agbno, index = fs.ino_location(ino)
+    except FsToolError:
+        return False
+    raw = fs.dev.pread((fs.agb_to_daddr(agno, agbno) << C.BBSHIFT) + index * sb.inodesize,
+                       sb.inodesize)
+    return len(raw) == sb.inodesize and raw[:2] == b"IN" and raw[4] == 3 and \
+        struct.unpack_from(">H", raw, 2)[0] != 0 and \
+        struct.unpack_from(">Q", raw, 152)[0] == ino and bytes(raw[160:176]) == fs.uuid
+
+
+def _free_inode(checker, cleared, root: int) -> int:
+    """A free inode of an existing chunk for lost+found, the root's AG first."""
+    sb = checker.sb
+    ragno = root >> sb.agino_log
+    for agno in [ragno] + [a for a in range(sb.agcount) if a != ragno]:
+        for startino, holemask, _c, _f, free in sorted(checker.chunks.get(agno, ())):
+            for i in range(64):
+                if free >> i & 1 and not (holemask >> (i // 4) & 1):
+                    ino = (agno << sb.agino_log) | (startino + i)
+                    if ino not in cleared and not checker.table.in_use(ino):
+                        return ino
+    raise NamespaceError("no free inode in an existing chunk for lost+found (allocating a "
+                         "new inode chunk is not supported yet)")
+
+
+def _build(out: NamespacePlan, checker, space: _Space, d: int, parent, entries, read,
+           new: bool) -> None:
+    """Encode directory ``d`` and reserve its blocks."""
+    from ...ns import dirbuild as DB
+    from ...ns.namespace import owned_blocks
+    fs = checker.fs
+    sb = fs.sb
+    fix = DirFix(d, parent, entries, new)
+    lit = sb.inodesize - C.XFS_DINODE_CORE_SIZE
+    if new:
+        fix.space = lit
+    else:
+        node = read[3]
+        fix.space = node.forkoff * 8 if node.forkoff else lit
+        if node.format in (C.XFS_DINODE_FMT_EXTENTS, C.XFS_DINODE_FMT_BTREE):
+            try:
+                fix.released = owned_blocks(node, attr=False)
+            except FsToolError as e:
+                raise NamespaceError(f"directory {d}: its blocks cannot be listed: {e}") \
+                    from None
+            fix.nblocks_old = sum(n for _b, n in fix.released)
+    try:
+        fix.fork = DB.encode_dir(entries, ino=d, parent=parent, uuid=fs.uuid,
+                                 blocksize=sb.blocksize, dirblksize=sb.dirblksize,
+                                 has_ftype=True, inline_space=fix.space)
+    except FsToolError as e:
+        raise NamespaceError(f"directory {d}: cannot be encoded: {e}") from None
+    if fix.fork.local is None:
+        home = d >> sb.agino_log
+        nexts = 0
+        for total, unit in _runs(fix.fork):
+            pieces = None
+            for agno in [home] + [a for a in range(sb.agcount) if a != home]:
+                pieces = space.take(agno, total, unit)
+                if pieces is not None:
+                    break
+            if pieces is None:
+                raise NamespaceError(f"directory {d}: no free space for its {total} blocks")
+            fix.blocks.append([((agno << sb.agblklog) | a, n) for a, n in pieces])
+            out.reserved.setdefault(agno, []).extend((a, n, file_owner(d, DATA))
+                                                     for a, n in pieces)
+            nexts += len(pieces)
+        if nexts * 16 > fix.space:
+            raise NamespaceError(f"directory {d}: its rebuilt blocks need a block map btree "
+                                 "(not supported yet)")
+    for fsbno, n in fix.released:
+        agno, agbno = checker.fsb_split(fsbno)
+        rel = out.released.setdefault(agno, {})
+        for owner in (file_owner(d, DATA), file_owner(d, BMBT_DATA)):
+            rel.setdefault(owner, set()).update(range(agbno, agbno + n))
+    if new:
+        sbb = checker.sb
+        out.used_inodes.setdefault(d >> sbb.agino_log, set()).add(d & ((1 << sbb.agino_log)
+                                                                       - 1))
+    out.dirs[d] = fix
