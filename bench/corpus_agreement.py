@@ -14,7 +14,9 @@ CHECK_ABORTED), hangs (a time limit hit), reader failures, findings
 not located well enough for a repair (structure, AG, inode), and each
 disagreement.  ``--keep DIR`` keeps the images of disagreements and crashes.
 ``--labels OLDLOG`` re-checks the cases of an earlier run with xfs_repair
--n's verdicts taken from its log (the reported xfs_repair time is then 0).
+-n's verdicts taken from its log (the reported xfs_repair time is then 0),
+except cases fuzzed with xfs_db's "random" verb, whose damage is drawn
+afresh each time and so labelled again.
 """
 import argparse
 import json
@@ -118,7 +120,10 @@ def run_case(job):
         if not corpus.make_case(img, case):
             return None
         t0 = time.perf_counter()
-        known = opts.get("labels", {}).get(ident(case))
+        # xfs_db's "random" verb draws afresh each time: those images differ
+        # from the earlier run's, so xfs_repair -n labels them again
+        known = None if case.get("verb") == "random" else \
+            opts.get("labels", {}).get(ident(case))
         if known is not None:       # xfs_repair -n's verdict from an earlier run
             label, repair_says = known
         else:
