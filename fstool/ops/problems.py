@@ -118,6 +118,9 @@ PROBLEMS = {
     "BMBT_KEY": (ERROR, "bmbt", "a bmbt key differs from its child's first key, or keys are "
                  "out of order"),
     "BMBT_SIBLING": (ERROR, "bmbt", "bmbt sibling pointers do not chain a level in order"),
+    "BMBT_NODE_SIBLING": (WARNING, "bmbt", "the last bmbt node of a level above the leaves "
+                          "has a right sibling (xfs_repair looks at the leaf level only; the "
+                          "kernel's verifier rejects a sibling that is not a valid block)"),
     "BMBT_CYCLE": (ERROR, "bmbt", "a bmbt block is reached twice"),
     # directories and the namespace
     "DIR_ROOT": (ERROR, "inode", "the root inode is not a directory in use"),

@@ -717,11 +717,20 @@ class InodePhase:
                                 f"invalid block {p}", "ptrs", bwhere, found=p)
                             ok = False
             if prev is not None and prev.rightsib != C.NULLFSBLOCK:
-                bad("BMBT_SIBLING", f"{fork} fork bmbt block {prev.addr} is last in its "
-                    f"level but has right sibling {prev.rightsib}", "bb_rightsib",
-                    dict(where, structure="bmbt", block=self.fsb_split(prev.addr)[1],
-                         agno=self.fsb_split(prev.addr)[0]), found=prev.rightsib)
-                ok = False
+                # xfs_repair's process_btinode looks at the leaf level's last
+                # right sibling only; above it, a warning
+                pwhere = dict(where, structure="bmbt", block=self.fsb_split(prev.addr)[1],
+                              agno=self.fsb_split(prev.addr)[0])
+                if lvl == 0:
+                    bad("BMBT_SIBLING", f"{fork} fork bmbt block {prev.addr} is last in its "
+                        f"level but has right sibling {prev.rightsib}", "bb_rightsib",
+                        pwhere, found=prev.rightsib)
+                    ok = False
+                else:
+                    self.report("BMBT_NODE_SIBLING", f"inode {ino}: {fork} fork bmbt node "
+                                f"{prev.addr} is last in its level but has right sibling "
+                                f"{prev.rightsib}", field="bb_rightsib", found=prev.rightsib,
+                                **pwhere)
         if any(b <= a for a, b in zip(keys, keys[1:])):
             bad("BMBT_KEY", f"{fork} fork bmbt root keys out of order", "keys", where)
             ok = False

@@ -117,6 +117,8 @@ REPAIRS = {
     "BMBT_NUMRECS": (NONE, _NOT_YET + "block map repair is not supported yet"),
     "BMBT_KEY": (NONE, _NOT_YET + "block map repair is not supported yet"),
     "BMBT_SIBLING": (NONE, _NOT_YET + "block map repair is not supported yet"),
+    "BMBT_NODE_SIBLING": (NONE, "reported, not repaired (a warning): xfs_repair leaves it "
+                          "too"),
     "BMBT_CYCLE": (NONE, _NOT_YET + "block map repair is not supported yet"),
     "DIR_ROOT": (NONE, _NOT_YET + "directory repair is not supported yet"),
     "DIR_CORRUPT": (NAMESPACE, _DIR_TEXT),
