@@ -15,3 +15,11 @@ class RepairChecker(Checker):
             known = {r[0] for r in recs}
             recs = list(recs) + [r for r in extra if r[0] not in known]
         return super()._table_for(agno, recs)
+
+    def metadata_inodes(self) -> set:
+        """Check's metadata inodes, and those the superblock fields repair
+        sets name (a primary restored from a secondary carries no realtime
+        inode numbers: those inodes are metadata, not files to relink)."""
+        fixes = getattr(self, "sb_fixes", {})
+        return super().metadata_inodes() | {v for k, v in fixes.items()
+                                            if k in ("sb_rbmino", "sb_rsumino")}
