@@ -1,0 +1,186 @@
+"""Hot loops of fstool check, in Cython's pure-Python mode (like parsers.py,
+one file serves both backends).
+
+Each function here is a *fast path*: it walks a structure the way the
+check's Python code does and says whether that code would find anything
+wrong with it.  When it would not, the check takes the figures computed here;
+when it would (or the input is merely unusual), the function returns None
+and the check runs its Python code, which words the findings.  So the
+native code decides nothing the Python code would not: a structure is
+either plainly sound here or looked at again there.
+
+Inputs are ``bytes``; everything on disk is big-endian.  No function reads
+outside its buffer.
+"""
+try:
+    import cython
+except ImportError:          # plain Python without Cython installed
+    from fstool_native import _cython_shim as cython
+
+if cython.compiled:
+    from fstool_native.parsers import da_hashname as _hashname
+else:
+    from fstool_native import load as _load
+    _hashname = _load(pure=True).da_hashname
+
+ATTR_LOCAL, ATTR_INCOMPLETE = 1, 0x80
+ATTR3_LEAF_HDR_SIZE = 80
+
+
+@cython.cfunc
+@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t)
+@cython.returns(cython.uint)
+def _be16(p, off):
+    return (p[off] << 8) | p[off + 1]
+
+
+@cython.cfunc
+@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t)
+@cython.returns(cython.uint)
+def _be32(p, off):
+    return (p[off] << 24) | (p[off + 1] << 16) | (p[off + 2] << 8) | p[off + 3]
+
+
+@cython.cfunc
+@cython.locals(p=cython.p_uchar, a=cython.Py_ssize_t, b=cython.Py_ssize_t,
+               i=cython.Py_ssize_t)
+@cython.returns(cython.bint)
+def _has_nul(p, a, b):
+    for i in range(a, b):
+        if p[i] == 0:
+            return True
+    return False
+
+
+@cython.locals(p=cython.p_uchar, u=cython.p_uchar, bs=cython.Py_ssize_t,
+               count=cython.Py_ssize_t, i=cython.Py_ssize_t, e=cython.Py_ssize_t,
+               nameidx=cython.Py_ssize_t, namelen=cython.Py_ssize_t,
+               valuelen=cython.ulonglong, valueblk=cython.uint, flags=cython.uint,
+               h=cython.uint, last=cython.ulonglong, size=cython.Py_ssize_t,
+               end=cython.Py_ssize_t, j=cython.Py_ssize_t, usedbs=cython.Py_ssize_t,
+               firstb=cython.Py_ssize_t, first_h=cython.uint, name_at=cython.Py_ssize_t)
+def attr_leaf_entries(buf, count, last_hash):
+    """The entry table of an attr leaf block (xfs_repair's
+    process_leaf_attr_block): every entry complete, its name whole, legal
+    and hashing to its hash, hashes in order from ``last_hash``, remote
+    entries with a value block, names and values inside the block and not
+    overlapping each other or the entry table.  ``count`` must be at least
+    1 and the table must fit the block.
+
+    Returns (lowest hash, greatest hash, lowest name offset, bytes used,
+    [(entry, valueblk, valuelen)] of the remote entries) when all of that
+    holds, else None."""
+    p = buf
+    bs = len(buf)
+    if count < 1 or ATTR3_LEAF_HDR_SIZE + 8 * count > bs:
+        return None
+    used = bytearray(bs)
+    u = used
+    for j in range(ATTR3_LEAF_HDR_SIZE + 8 * count):
+        u[j] = 1
+    last = last_hash
+    usedbs = 0
+    firstb = bs
+    first_h = 0
+    remotes = []
+    for i in range(count):
+        e = ATTR3_LEAF_HDR_SIZE + 8 * i
+        h = _be32(p, e)
+        nameidx = _be16(p, e + 4)
+        flags = p[e + 6]
+        valueblk = 0
+        if nameidx > bs or flags & ATTR_INCOMPLETE:
+            return None
+        if flags & ATTR_LOCAL:
+            if nameidx + 3 > bs:
+                return None
+            valuelen = _be16(p, nameidx)
+            namelen = p[nameidx + 2]
+            name_at = nameidx + 3
+            size = (3 + namelen + valuelen + 3) & ~3
+        else:
+            if nameidx + 9 > bs:
+                return None
+            valueblk = _be32(p, nameidx)
+            valuelen = _be32(p, nameidx + 4)
+            namelen = p[nameidx + 8]
+            name_at = nameidx + 9
+            size = (11 + namelen + 3) & ~3
+            if valueblk == 0:
+                return None
+        if namelen == 0 or name_at + namelen > bs or _has_nul(p, name_at, name_at + namelen):
+            return None
+        if h < last or h != _hashname(buf[name_at:name_at + namelen]):
+            return None
+        if not flags & ATTR_LOCAL:
+            remotes.append((i, valueblk, valuelen))
+        end = nameidx + size
+        if end > bs:
+            return None
+        for j in range(nameidx, end):
+            if u[j]:
+                return None
+            u[j] = 1
+        if i == 0:
+            first_h = h
+        last = h
+        usedbs += size
+        if nameidx < firstb:
+            firstb = nameidx
+    return first_h, last, firstb, usedbs, remotes
+
+
+@cython.locals(p=cython.p_uchar, bs=cython.Py_ssize_t, count=cython.Py_ssize_t,
+               firstused=cython.Py_ssize_t, i=cython.Py_ssize_t, e=cython.Py_ssize_t,
+               h=cython.uint, last=cython.uint, nameidx=cython.Py_ssize_t,
+               flags=cython.uint, namelen=cython.Py_ssize_t, size=cython.Py_ssize_t,
+               base=cython.Py_ssize_t, fsize=cython.Py_ssize_t)
+def attr_leaf_verify_ok(buf):
+    """True when the kernel's xfs_attr3_leaf_verify, past the block header,
+    passes the attr leaf block ``buf``: first used byte inside the name area,
+    the entry table before it, hashes in order, every entry's name index and
+    name inside the block, remote entries with a value block, the free map
+    inside the block and 4-byte aligned."""
+    p = buf
+    bs = len(buf)
+    if bs < ATTR3_LEAF_HDR_SIZE:
+        return False
+    count = _be16(p, 56)
+    firstused = _be16(p, 60)
+    if firstused == 0:
+        firstused = bs
+    if firstused > bs or firstused < ATTR3_LEAF_HDR_SIZE:
+        return False
+    if ATTR3_LEAF_HDR_SIZE + 8 * count > firstused:
+        return False
+    last = 0
+    for i in range(count):
+        e = ATTR3_LEAF_HDR_SIZE + 8 * i
+        h = _be32(p, e)
+        nameidx = _be16(p, e + 4)
+        flags = p[e + 6]
+        if h < last:
+            return False
+        last = h
+        if nameidx < firstused or nameidx >= bs:
+            return False
+        if flags & ATTR_LOCAL:
+            if nameidx + 3 > bs:
+                return False
+            namelen = p[nameidx + 2]
+            size = (3 + namelen + _be16(p, nameidx) + 3) & ~3
+        else:
+            if nameidx + 9 > bs:
+                return False
+            namelen = p[nameidx + 8]
+            size = (11 + namelen + 3) & ~3
+            if not flags & ATTR_INCOMPLETE and _be32(p, nameidx) == 0:
+                return False
+        if namelen == 0 or nameidx + size > bs:
+            return False
+    for i in range(3):
+        base = _be16(p, 64 + 4 * i)
+        fsize = _be16(p, 66 + 4 * i)
+        if base > bs or base & 3 or fsize > bs or fsize & 3 or base + fsize > bs:
+            return False
+    return True
