@@ -3,6 +3,7 @@ cdef unsigned int _T[2048]
 # 64-bit constants of the leaf-entry mix, as C values so that arithmetic on
 # them stays in C (a Python-level global would make every step a Python op)
 cdef unsigned long long _MASK64, _MIX1, _MIX2
+cdef unsigned int _M32
 # the bigtime epoch's offset in nanoseconds (parsers._timestamp_ns)
 cdef long long _BIGTIME_OFF
 

@@ -17,6 +17,10 @@ except ImportError:          # plain Python without Cython installed
 import os as _os
 from struct import iter_unpack as _iter_words
 
+# the 32-bit mask as a C value (parsers.pxd): a literal this large would be
+# a Python int to Cython, and every masked step a Python operation
+_M32 = 0xFFFFFFFF
+
 # CRC-32C (Castagnoli), reflected polynomial 0x82F63B78, as eight 256-entry
 # tables for slicing-by-8.  parsers.pxd declares _T as a C array when compiled.
 _T = [0] * 2048
@@ -156,8 +160,8 @@ def _rec_blockcount(l1):
 def crc32c(data, crc: cython.uint = 0) -> int:
     """CRC-32C of ``data``, continuing from a previous result ``crc``."""
     p = data
-    c = _crc_update(p, 0, len(data), crc ^ 0xFFFFFFFF)
-    return c ^ 0xFFFFFFFF
+    c = _crc_update(p, 0, len(data), crc ^ _M32)
+    return c ^ _M32
 
 
 @cython.cfunc
@@ -167,14 +171,14 @@ def crc32c(data, crc: cython.uint = 0) -> int:
 def _cksum_region(p, start, end, off):
     """XFS checksum of p[start:end] with the 4-byte field at p[off] (inside
     the region) taken as zero."""
-    c = _crc_update(p, start, off, 0xFFFFFFFF)
+    c = _crc_update(p, start, off, _M32)
     # four zero bytes stand in for the checksum field
     c = _T[c & 0xFF] ^ (c >> 8)
     c = _T[c & 0xFF] ^ (c >> 8)
     c = _T[c & 0xFF] ^ (c >> 8)
     c = _T[c & 0xFF] ^ (c >> 8)
     c = _crc_update(p, off + 4, end, c)
-    return c ^ 0xFFFFFFFF
+    return c ^ _M32
 
 
 @cython.cfunc
@@ -377,7 +381,7 @@ def hash_lower_bound(buf, start, count, hashval) -> int:
 @cython.locals(x=cython.uint, n=cython.int)
 @cython.returns(cython.uint)
 def _rol32(x, n):
-    return ((x << n) | (x >> (32 - n))) & 0xFFFFFFFF
+    return ((x << n) | (x >> (32 - n))) & _M32
 
 
 @cython.cfunc
@@ -394,14 +398,14 @@ def _hash_at(p, start, n):
     n += start
     while n - i >= 4:
         h = ((p[i] << 21) ^ (p[i + 1] << 14) ^ (p[i + 2] << 7) ^ p[i + 3] ^
-             _rol32(h, 28)) & 0xFFFFFFFF
+             _rol32(h, 28)) & _M32
         i += 4
     if n - i == 3:
-        h = ((p[i] << 14) ^ (p[i + 1] << 7) ^ p[i + 2] ^ _rol32(h, 21)) & 0xFFFFFFFF
+        h = ((p[i] << 14) ^ (p[i + 1] << 7) ^ p[i + 2] ^ _rol32(h, 21)) & _M32
     elif n - i == 2:
-        h = ((p[i] << 7) ^ p[i + 1] ^ _rol32(h, 14)) & 0xFFFFFFFF
+        h = ((p[i] << 7) ^ p[i + 1] ^ _rol32(h, 14)) & _M32
     elif n - i == 1:
-        h = (p[i] ^ _rol32(h, 7)) & 0xFFFFFFFF
+        h = (p[i] ^ _rol32(h, 7)) & _M32
     return h
 
 
@@ -763,7 +767,7 @@ def check_extents(exts, agblklog, agblocks, agcount, last_ag_blocks):
             return i, "extents out of order or overlapping"
         prev_end = startoff + count
         # the AG number is 32 bits wide (XFS_FSB_TO_AGNO): higher bits drop
-        agno = (startblock >> agblklog) & 0xFFFFFFFF
+        agno = (startblock >> agblklog) & _M32
         agbno = startblock & mask
         if agno >= agcount:
             return i, f"block {startblock} lies in AG {agno}, beyond the last AG"
@@ -829,7 +833,7 @@ def _timestamp_ll(p, off, big):
     sec = raw >> 32
     if sec >= 2147483648:
         sec -= 4294967296
-    return sec * 1000000000 + (raw & 0xFFFFFFFF)
+    return sec * 1000000000 + (raw & _M32)
 
 
 @cython.cfunc
@@ -981,7 +985,7 @@ def _single_extent_pos(raw, offset, size, geometry):
         return -1
     mask = 1
     mask = (mask << agblklog) - 1
-    agno = (startblock >> agblklog) & 0xFFFFFFFF
+    agno = (startblock >> agblklog) & _M32
     agbno = startblock & mask
     if agno >= agcount:
         return -1
@@ -2147,7 +2151,7 @@ class ItemReplayer:
                 i = (self.o_atime, self.o_mtime, self.o_ctime, self.o_crtime)[k]
                 if i + 8 <= n:
                     t = _le64(q, i)
-                    _put_be64(p, o + i, ((t & 0xFFFFFFFF) << 32) | (t >> 32))
+                    _put_be64(p, o + i, ((t & _M32) << 32) | (t >> 32))
         p[o + self.o_next] = nu0
         p[o + self.o_next + 1] = nu1
         p[o + self.o_next + 2] = nu2
