@@ -24,6 +24,8 @@ else:
     _hashname = _load(pure=True).da_hashname
 
 ATTR_LOCAL, ATTR_INCOMPLETE = 1, 0x80
+# the 32-bit mask as a C value (checks.pxd), so masked arithmetic stays in C
+_M32 = 0xFFFFFFFF
 ATTR3_LEAF_HDR_SIZE = 80
 
 
@@ -184,3 +186,54 @@ def attr_leaf_verify_ok(buf):
         if base > bs or base & 3 or fsize > bs or fsize & 3 or base + fsize > bs:
             return False
     return True
+
+
+@cython.locals(i=cython.Py_ssize_t, startoff=cython.ulonglong, startblock=cython.ulonglong,
+               count=cython.ulonglong, end=cython.ulonglong, prev_end=cython.ulonglong,
+               agno=cython.ulonglong, agbno=cython.ulonglong, end_agbno=cython.ulonglong,
+               mask=cython.ulonglong, agblklog=cython.int, agcount=cython.ulonglong,
+               lowest=cython.ulonglong, length=cython.ulonglong, max_off=cython.ulonglong,
+               total=cython.ulonglong, first=cython.bint, unwritten_ok=cython.bint)
+def extent_list(recs, last_end, first, unwritten_ok, agblklog, agcount, lowest, ag_lengths,
+                max_off):
+    """A fork's extent records (startoff, startblock, blockcount, unwritten)
+    as xfs_repair's process_bmbt_reclist wants them: in file order and not
+    overlapping (from ``last_end`` unless ``first``), unwritten only where
+    ``unwritten_ok``, not empty, inside one AG past its headers (block
+    ``lowest``) and before the AG's end (``ag_lengths``), ending at or
+    before file offset ``max_off``.
+
+    Returns (blocks mapped, [(agno, agbno, blockcount)]) when every record
+    is sound, else None."""
+    mask = 1
+    mask = (mask << agblklog) - 1
+    prev_end = last_end
+    total = 0
+    claims = []
+    i = 0
+    for rec in recs:
+        startoff = rec[0]
+        startblock = rec[1]
+        count = rec[2]
+        if (i or not first) and startoff < prev_end:
+            return None
+        prev_end = startoff + count
+        if rec[3] and not unwritten_ok:
+            return None
+        if count == 0:
+            return None
+        end = startblock + count - 1
+        agno = (startblock >> agblklog) & _M32
+        if agno != ((end >> agblklog) & _M32) or agno >= agcount:
+            return None
+        length = ag_lengths[agno]
+        agbno = startblock & mask
+        end_agbno = end & mask
+        if not (lowest < agbno < length and lowest < end_agbno < length):
+            return None
+        if prev_end - 1 > max_off:
+            return None
+        total += count
+        claims.append((agno, agbno, count))
+        i += 1
+    return total, claims

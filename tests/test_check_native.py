@@ -5,12 +5,15 @@ figures; on damaged structures the findings are the same with the fast
 path on or off."""
 import random
 import struct
+from collections import defaultdict
 from types import SimpleNamespace
 
 import pytest
 
 import fstool_native
+from fstool.ops.check import inodes as inodes_mod
 from fstool.ops.check import xattrs as xattrs_mod
+from fstool.ops.check.inodes import InodePhase
 from fstool.ops.check.xattrs import XattrChecks
 
 PURE = fstool_native.load(pure=True, name="checks")
@@ -155,3 +158,69 @@ def test_attr_leaf_verify_matches_the_python_verifier():
 @needs_native
 def test_native_backend_is_compiled():
     assert fstool_native.is_native(NATIVE)
+
+
+class InodeStub(InodePhase):
+    """Just enough of a Checker to run the extent list check: 4 AGs of
+    1,000 blocks (the last 600), AG block numbers 2^10."""
+
+    def __init__(self):
+        self.sb = SimpleNamespace(agblklog=10, agcount=4)
+        self.agfl_block = 3
+        self.ag_lengths = [1000, 1000, 1000, 600]
+        self.max_file_offset = (1 << 40) - 1
+        self.has_rmap = True
+        self.claims = defaultdict(list)
+        self.rmap_expect = defaultdict(list)
+        self.found = []
+
+    def report(self, code, message, **where):
+        self.found.append((code, message, sorted(where.items())))
+
+
+def extent_recs(rng):
+    recs = []
+    off = rng.randrange(0, 50)
+    for _ in range(rng.randrange(0, 12)):
+        agno = rng.randrange(4)
+        n = rng.randrange(1, 40)
+        recs.append((off, (agno << 10) + rng.randrange(4, 560), n, rng.random() < 0.1))
+        off += n + rng.randrange(0, 5)
+    for _ in range(rng.choice((0, 0, 1, 2))):       # damage one field of one record
+        if not recs:
+            break
+        i = rng.randrange(len(recs))
+        r = list(recs[i])
+        k = rng.randrange(3)
+        r[k] = rng.choice((0, r[k] + rng.randrange(-40, 40), r[k] ^ (1 << rng.randrange(52)),
+                           (1 << 40) - rng.randrange(1, 5), (3 << 10) + 599))
+        recs[i] = tuple(max(0, v) if isinstance(v, int) else v for v in r)
+    return recs
+
+
+def run_extents(monkeypatch, recs, attr, mode, last_end, first, backend):
+    monkeypatch.setattr(inodes_mod, "checks", backend or
+                        SimpleNamespace(extent_list=lambda *a: None))
+    s = InodeStub()
+    where = dict(ino=77, agno=0, block=1, structure="inode", fork="attr" if attr else "data")
+    got = s._extent_list(recs, 77, {"mode": mode}, where, attr, last_end, first)
+    return got, s.found, dict(s.claims), dict(s.rmap_expect)
+
+
+def test_extent_list_fast_path_keeps_the_findings(monkeypatch):
+    """Sound and damaged extent lists, data and attr forks of files and
+    directories, first and later bmbt leaves: the same blocks, findings,
+    claims and expected rmaps with the fast path (each backend) as without."""
+    rng = random.Random(3)
+    outcomes = set()
+    for _ in range(1500):
+        recs = extent_recs(rng)
+        attr = rng.random() < 0.3
+        mode = rng.choice((0o100644, 0o40755))
+        first = rng.random() < 0.7
+        last_end = 0 if first else rng.randrange(0, 60)
+        want = run_extents(monkeypatch, recs, attr, mode, last_end, first, None)
+        outcomes.add(want[0] is None)
+        for mod in BACKENDS:
+            assert run_extents(monkeypatch, recs, attr, mode, last_end, first, mod) == want
+    assert outcomes == {True, False}
