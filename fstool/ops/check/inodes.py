@@ -660,7 +660,7 @@ class InodePhase:
                     self.rmap_expect[agno].append(
                         (agbno, 1, ino, 0, (1 << 62) | (1 << 63 if attr else 0)))
                 bwhere = dict(where, block=agbno, agno=agno, structure="bmbt")
-                self._check_lsn(self._bmbt_lsn(blk), "bmbt", **{k: v for k, v in
+                self._check_lsn(blk.lsn, "bmbt", **{k: v for k, v in
                                                                   bwhere.items()
                                                                   if k != "structure"},
                                 field="bb_lsn")
@@ -745,10 +745,6 @@ class InodePhase:
                 "the inode", "di_format" if not attr else "di_aformat", where, found=nrecs)
             return None
         return total, nrecs
-
-    def _bmbt_lsn(self, blk) -> int:
-        raw = self.fs.dev.pread((blk.daddr << C.BBSHIFT) + 32, 8)
-        return struct.unpack(">Q", raw)[0]
 
     # -- symlinks ------------------------------------------------------------------
     def _check_symlink(self, node, d, where) -> None:
