@@ -237,3 +237,67 @@ def extent_list(recs, last_end, first, unwritten_ok, agblklog, agcount, lowest, 
         claims.append((agno, agbno, count))
         i += 1
     return total, claims
+
+
+@cython.locals(p=cython.p_uchar, i=cython.int, k=cython.int, seen=cython.int,
+               off=cython.Py_ssize_t, length=cython.Py_ssize_t, prev_end=cython.Py_ssize_t,
+               longest=cython.Py_ssize_t, o0=cython.Py_ssize_t, o1=cython.Py_ssize_t,
+               o2=cython.Py_ssize_t, l0=cython.Py_ssize_t, l1=cython.Py_ssize_t,
+               l2=cython.Py_ssize_t)
+def bestfree_ok(buf, frees):
+    """A directory data block's bestfree table (three (offset, length)
+    slots at byte 48) against its unused regions ``frees`` [(length,
+    offset)], as xfs_repair's process_dir2_data wants it: every listed
+    region listed once, longest first, unused slots zero, no two regions in
+    a row, no region left out that is longer than the shortest listed.
+
+    Returns the longest unused region's length (0 when there is none) when
+    the table is right, else -1."""
+    p = buf
+    if len(buf) < 60:
+        return -1
+    o0 = _be16(p, 48)
+    l0 = _be16(p, 50)
+    o1 = _be16(p, 52)
+    l1 = _be16(p, 54)
+    o2 = _be16(p, 56)
+    l2 = _be16(p, 58)
+    seen = 0
+    if l0 == 0:
+        if o0:
+            return -1
+        seen |= 1
+    if l1 == 0:
+        if o1:
+            return -1
+        seen |= 2
+    if l2 == 0:
+        if o2:
+            return -1
+        seen |= 4
+    if l0 < l1 or l1 < l2:
+        return -1
+    prev_end = -1
+    longest = 0
+    for length, off in sorted(frees, key=_by_offset):
+        if prev_end == off:
+            return -1
+        prev_end = off + length
+        if length > longest:
+            longest = length
+        # the first slot listing this region, as the Python check takes it
+        k = 0 if (o0 == off and l0) else 1 if (o1 == off and l1) else \
+            2 if (o2 == off and l2) else -1
+        if k >= 0:
+            if seen & (1 << k):
+                return -1
+            seen |= 1 << k
+        elif length > l2:
+            return -1
+    if seen != 7:
+        return -1
+    return longest
+
+
+def _by_offset(f):
+    return f[1]

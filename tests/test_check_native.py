@@ -11,8 +11,10 @@ from types import SimpleNamespace
 import pytest
 
 import fstool_native
+from fstool.ops.check import dirs as dirs_mod
 from fstool.ops.check import inodes as inodes_mod
 from fstool.ops.check import xattrs as xattrs_mod
+from fstool.ops.check.dirs import DirChecks
 from fstool.ops.check.inodes import InodePhase
 from fstool.ops.check.xattrs import XattrChecks
 
@@ -223,4 +225,59 @@ def test_extent_list_fast_path_keeps_the_findings(monkeypatch):
         outcomes.add(want[0] is None)
         for mod in BACKENDS:
             assert run_extents(monkeypatch, recs, attr, mode, last_end, first, mod) == want
+    assert outcomes == {True, False}
+
+
+class DirStub(DirChecks):
+    def __init__(self):
+        self.found = []
+
+    def report(self, code, message, **where):
+        self.found.append((code, message, sorted(where.items())))
+
+
+def bestfree_case(rng):
+    """A data block header's bestfree table and the block's unused regions,
+    right or wrong in one of the ways the rules name."""
+    frees, pos = [], 64
+    for _ in range(rng.randrange(0, 6)):
+        pos += 8 * rng.randrange(0, 4)
+        length = 8 * rng.randrange(1, 9)
+        frees.append((length, pos))
+        pos += length
+    best = sorted(frees, key=lambda f: -f[0])[:3]
+    slots = [(off, ln) for ln, off in best] + [(0, 0)] * (3 - len(best))
+    r = rng.random()
+    if r < 0.15 and slots[0][1]:
+        slots[0], slots[1] = slots[1], slots[0]
+    elif r < 0.3:
+        slots[rng.randrange(3)] = (rng.randrange(0, 200, 8), rng.randrange(0, 72, 8))
+    elif r < 0.4 and len(frees) > 1:        # two regions in a row
+        ln, off = frees[0]
+        frees[1] = (frees[1][0], off + ln)
+    elif r < 0.5 and slots[2][1]:
+        slots[2] = slots[1]
+    buf = bytearray(128)
+    struct.pack_into(">6H", buf, 48, *(v for s in slots for v in s))
+    rng.shuffle(frees)
+    return bytes(buf), frees
+
+
+def run_bestfree(monkeypatch, buf, frees, backend):
+    monkeypatch.setattr(dirs_mod, "checks", backend or
+                        SimpleNamespace(bestfree_ok=lambda *a: -1))
+    s = DirStub()
+    got = s._check_bestfree(SimpleNamespace(ino=5), 8, buf, frees)
+    return got, s.found
+
+
+def test_bestfree_fast_path_keeps_the_findings(monkeypatch):
+    rng = random.Random(4)
+    outcomes = set()
+    for _ in range(2000):
+        buf, frees = bestfree_case(rng)
+        want = run_bestfree(monkeypatch, buf, frees, None)
+        outcomes.add(bool(want[1]))
+        for mod in BACKENDS:
+            assert run_bestfree(monkeypatch, buf, frees, mod) == want
     assert outcomes == {True, False}
