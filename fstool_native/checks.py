@@ -17,30 +17,20 @@ try:
 except ImportError:          # plain Python without Cython installed
     from fstool_native import _cython_shim as cython
 
+# the name hash and the big-endian readers are parsers.py's (checks.pxd
+# cimports the readers when compiled)
 if cython.compiled:
     from fstool_native.parsers import da_hashname as _hashname
 else:
     from fstool_native import load as _load
     _hashname = _load(pure=True).da_hashname
+    _be16 = _load(pure=True)._be16
+    _be32 = _load(pure=True)._be32
 
 ATTR_LOCAL, ATTR_INCOMPLETE = 1, 0x80
 # the 32-bit mask as a C value (checks.pxd), so masked arithmetic stays in C
 _M32 = 0xFFFFFFFF
 ATTR3_LEAF_HDR_SIZE = 80
-
-
-@cython.cfunc
-@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t)
-@cython.returns(cython.uint)
-def _be16(p, off):
-    return (p[off] << 8) | p[off + 1]
-
-
-@cython.cfunc
-@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t)
-@cython.returns(cython.uint)
-def _be32(p, off):
-    return (p[off] << 24) | (p[off + 1] << 16) | (p[off + 2] << 8) | p[off + 3]
 
 
 @cython.cfunc
