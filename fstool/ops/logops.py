@@ -196,8 +196,10 @@ def _stats(report: dict, s) -> None:
                                for lsn, n, b in s.checkpoints])
 
 
-def zero(path) -> dict:
-    """Throw the log away (like xfs_repair -L) and leave a clean one."""
+def zero(path, min_cycle: int = 0, undo=None) -> dict:
+    """Throw the log away (like xfs_repair -L) and leave a clean one, its
+    cycle at least ``min_cycle``; ``undo`` (an UndoRecorder) saves what
+    the new log overwrites."""
     from ..io.device import Device
     from ..io.lock import ImageLock, refuse_if_mounted
     from ..trans import logwriter as W
@@ -216,7 +218,11 @@ def zero(path) -> dict:
             ld = LogDevice(fs)
             if cycle is None:
                 cycle = _max_cycle(ld) + 1
+            cycle = max(cycle, min_cycle)
             out = Device(path, writable=True)
+            if undo is not None:
+                undo.dev = out
+                out.write_hook = undo
             try:
                 W.zero_log(ld, out, cycle)
             finally:

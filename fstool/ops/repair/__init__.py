@@ -31,7 +31,7 @@ import os
 
 from ...errors import UnsupportedError, WriteRefused
 from ...format import constants as C
-from .actions import AG, COUNTERS, SECONDARY, action_of
+from .actions import AG, COUNTERS, LOG, REBUILT_TREES, SB_FIELD, SECONDARY, action_of
 from .agbuild import AGPlan, RepairError
 
 EXIT_CLEAN, EXIT_REPAIRED, EXIT_CANNOT = 0, 1, 4
@@ -79,10 +79,20 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
     recheck = set()
     scan_ags = set()
     refc_ags = set()
+    sb_fixes = checker.sb_fixes = {}        # primary superblock field -> value
+    checker.log_cycle = 0                   # format the log at this cycle at the end
     for f in findings:
         action, text = action_of(f)
         if f.code == "SPACE_OVERLAP" and f.agno is not None:
             action = AG             # settled below: kept owners' overlaps are not
+        if action == LOG and not (isinstance(f.found, int) and (f.found >> 32) + 1 < 1 << 31):
+            # no log cycle can be past it: what the AG rebuild rewrites gets
+            # the log's LSN, anything else stays
+            if f.structure in REBUILT_TREES and f.agno is not None:
+                action, text = AG, "rebuilt with the AG, stamped with the log's current LSN"
+            else:
+                action, text = "none", ("reported, not repaired: the LSN is past every cycle "
+                                        "a log can be formatted at")
         actions.append((f, action, text))
         if action == AG:
             ag_set.add(f.agno)
@@ -90,13 +100,17 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
                 refc_ags.add(f.agno)
             if f.code == "INOBT_INODE" and f.ino is not None:
                 recheck.add(f.ino)
-            if f.code == "SPACE_UNACCOUNTED" or (f.structure in ("inobt", "finobt", "agi")
-                                                 and f.code.startswith("BTREE_")):
+            if f.code in ("SPACE_UNACCOUNTED", "AGI_HEADER") or (
+                    f.structure in ("inobt", "finobt", "agi") and f.code.startswith("BTREE_")):
                 scan_ags.add(f.agno)
         elif action == COUNTERS:
             counters = True
         elif action == SECONDARY:
             secondaries.add(f.agno)
+        elif action == SB_FIELD and f.field and f.expected is not None:
+            sb_fixes[f.field] = f.expected
+        elif action == LOG:
+            checker.log_cycle = max(checker.log_cycle, (f.found >> 32) + 1)
         elif f.severity == "error":
             unrepaired.append((f, text))
     if rebuild or add_finobt:
@@ -144,6 +158,11 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
         secondaries.update(range(1, sb.agcount))
     if counters:
         changes.append("superblock: sb_icount, sb_ifree and sb_fdblocks summed from the AGs")
+    for field, value in sorted(sb_fixes.items()):
+        changes.append(f"superblock: {field} set to {value}")
+    if checker.log_cycle:
+        changes.append(f"log: formatted anew at cycle {checker.log_cycle} or later, past the "
+                       "highest LSN the metadata carries")
     for agno in sorted(secondaries):
         if agno:
             changes.append(f"AG {agno}: secondary superblock rewritten from the primary")
@@ -198,14 +217,88 @@ def _check_and_plan(fs, progress, jobs, rebuild, add_finobt):
 def repair(path, *, dry_run: bool = False, rebuild=(), add_finobt: bool = False,
            undo_file=None, jobs: int = 1, progress=None) -> RepairResult:
     """Check ``path`` and mend what can be mended; see the module docstring."""
-    from ...fs.mount import Filesystem
-    from ...io.lock import ImageLock, refuse_if_mounted
+    from ...io.lock import refuse_if_mounted
     path = os.fspath(path)
     for t in rebuild:
         if t not in TREES:
             from ...errors import InvalidArgument
             raise InvalidArgument(f"--rebuild: unknown tree {t!r} (one of {', '.join(TREES)})")
     refuse_if_mounted(path)
+    restored, recorder = _primary_phase(path, dry_run, undo_file)
+    if restored is not None and dry_run:
+        # what follows depends on the primary, which -n does not write
+        f = _primary_finding(restored)
+        return RepairResult([f], [(f, "primary", restored.change)],
+                            [restored.change, "the rest is checked once the primary is "
+                             "restored (run without -n)"], [], dry_run=True)
+    try:
+        result = _repair(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress,
+                         recorder)
+    finally:
+        if recorder is not None and recorder.fd >= 0:
+            # the primary was restored and nothing else written (or the rest
+            # failed): the undo file still gives the old primary back
+            from ...io.device import Device
+            dev = Device(path)
+            try:
+                recorder.finish(dev)
+            finally:
+                dev.close()
+    if restored is not None:
+        f = _primary_finding(restored)
+        result.findings.insert(0, f)
+        result.actions.insert(0, (f, "primary", restored.change))
+        result.changes.insert(0, restored.change)
+        result.written = True
+    return result
+
+
+def _primary_finding(plan):
+    from ..check.base import Finding
+    return Finding("SB_PRIMARY", f"primary superblock: {plan.why}", structure="sb", agno=0,
+                   block=0)
+
+
+def _primary_phase(path, dry_run, undo_file):
+    """(plan, undo recorder) when the primary superblock cannot be trusted
+    and a secondary can replace it (written now unless ``dry_run``, saved
+    first in ``undo_file``); (None, None) when the primary is good.  Raises
+    RepairError when it is bad and no valid secondary is found."""
+    from ...io.device import Device
+    from ...io.lock import ImageLock
+    from . import primary
+    dev = Device(path, writable=not dry_run)
+    recorder = None
+    try:
+        with ImageLock(dev.fd, path):
+            why = primary.trouble(dev)
+            if why is None:
+                return None, None
+            plan = primary.find(dev, why)
+            if plan is None:
+                raise RepairError(f"{path}: the primary superblock cannot be trusted ({why}) "
+                                  "and no valid secondary superblock was found to restore it "
+                                  "from")
+            if dry_run:
+                return plan, None
+            if undo_file is not None:
+                from ...io.undo import UndoRecorder
+                recorder = UndoRecorder(dev, undo_file, plan.header_sectors())
+                dev.write_hook = recorder
+            primary.restore(dev, plan)
+            dev.write_hook = None
+            return plan, recorder
+    except BaseException:
+        if recorder is not None:
+            recorder.close()
+        raise
+    finally:
+        dev.close()
+
+
+def _repair(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, recorder):
+    from ...fs.mount import Filesystem
+    from ...io.lock import ImageLock
     with Filesystem(path) as fs:
         rmap = fs.sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_RMAPBT)
     if dry_run or rmap:
@@ -239,7 +332,6 @@ def repair(path, *, dry_run: bool = False, rebuild=(), add_finobt: bool = False,
             fs.close()
     from ...ns.writer import Writer
     w = Writer(path)
-    recorder = None
     try:
         fs = w.fs
         _refuse(fs, path, add_finobt)
@@ -251,12 +343,17 @@ def repair(path, *, dry_run: bool = False, rebuild=(), add_finobt: bool = False,
                               forced=bool(rebuild or add_finobt))
         if not changes:
             return result
-        if undo_file is not None:
+        if recorder is None and undo_file is not None:
             from ...io.undo import UndoRecorder
             recorder = UndoRecorder(fs.dev, undo_file, _digest_sectors(fs))
+        if recorder is not None:
+            recorder.dev = fs.dev
             fs.dev.write_hook = recorder
         _apply(w, c, plans, secs, counters, add_finobt)
         w.close()
+        if c.log_cycle:
+            from ..logops import zero
+            zero(path, min_cycle=c.log_cycle, undo=recorder)
         result.written = True
         if recorder is not None:
             from ...io.device import Device
@@ -347,6 +444,7 @@ def _apply(w, checker, plans, secondaries, counters, add_finobt) -> None:
             f.update(sb_icount=icount, sb_ifree=ifree, sb_fdblocks=fdblocks)
         if add_finobt:
             f["sb_features_ro_compat"] |= C.XFS_SB_FEAT_RO_COMPAT_FINOBT
+        f.update(getattr(checker, "sb_fixes", {}))
         packed = SB.pack(f)
         sbuf.data[:len(packed)] = packed
         for agno in secondaries:

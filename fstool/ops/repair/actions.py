@@ -7,12 +7,16 @@ code -> (action, text).  The action is what :mod:`fstool.ops.repair` plans:
                finding's AG)
 ``counters``   recompute the superblock counters from the AGs
 ``secondary``  rewrite the secondary superblock from the primary
+``sb_field``   set the primary superblock's field to the finding's expected value
+``log``        format the (clean) log anew with a cycle past the finding's LSN
 ``none``       reported, not repaired: the text says why
 
 docs/check-problems.md shows the text in its repair column (generated with
 the problem table, ``python -m fstool.ops.problems``).
 """
 AG, COUNTERS, SECONDARY, NONE = "ag", "counters", "secondary", "none"
+SB_FIELD = "sb_field"
+LOG = "log"
 
 _AG_TEXT = ("rebuilt: the AG's bnobt, cntbt, inobt, finobt and free list are bulk-loaded "
             "from the space map of every owner and the inode chunks, the AGF/AGI counters "
@@ -22,24 +26,28 @@ _REFC_TEXT = ("rebuilt: the AG's refcount btree is bulk-loaded from the blocks f
               "(CoW staging extents left behind are freed), with the AG's other trees")
 
 REPAIRS = {
-    "SB_PRIMARY": (NONE, _NOT_YET + "the primary superblock is the source every rebuild "
-                   "starts from; repair does not guess geometry (xfs_repair searches the "
-                   "secondaries)"),
+    "SB_PRIMARY": ("primary", "repaired: the primary superblock is restored from the "
+                   "secondaries (the geometry most valid secondaries agree on, as xfs_repair's "
+                   "phase 1 finds it), its counters summed again from the AGs"),
     "SB_FEATURES": (NONE, _NOT_YET + "unknown features: repair cannot know what they "
                     "protect"),
-    "SB_ROOTINO": (NONE, _NOT_YET + "moving the root or realtime inodes is not supported"),
+    "SB_ROOTINO": (SB_FIELD, "repaired: the superblock field is set to the inode mkfs puts "
+                   "there (xfs_repair's calculated root, realtime bitmap and summary inodes)"),
     "SB_QUOTINO": (NONE, _NOT_YET + "clearing a quota inode the superblock names wrongly "
                    "(with its quota flags) is not supported yet"),
     "SB_SECONDARY": (SECONDARY, "repaired: the secondary superblock is rewritten from the "
                      "primary"),
     "SB_COUNTERS": (COUNTERS, "repaired: sb_icount, sb_ifree and sb_fdblocks are summed "
                     "from the AG headers"),
-    "LSN_AHEAD": (NONE, _NOT_YET + "restamping LSNs needs the log reformatted, which "
-                  "repair does not do yet"),
-    "AGF_HEADER": (NONE, _NOT_YET + "an AGF that fails verification loses its tree roots; "
-                   "rebuilding it from scratch is not supported yet"),
-    "AGI_HEADER": (NONE, _NOT_YET + "an AGI that fails verification loses its tree roots "
-                   "and unlinked lists; rebuilding it from scratch is not supported yet"),
+    "LSN_AHEAD": (LOG, "repaired: the log (clean by then) is formatted anew with a cycle "
+                  "past the highest LSN the metadata carries, as xfs_repair formats it"),
+    "AGF_HEADER": (AG, "rebuilt: the AGF is written anew (magic, version, sequence number, "
+                   "length and uuid as they must be) with the AG's bnobt, cntbt, inobt, finobt "
+                   "and free list bulk-loaded from the space map of every owner"),
+    "AGI_HEADER": (AG, "rebuilt: the AGI is written anew (magic, version, sequence number, "
+                   "length and uuid as they must be; inode chunks the inobt does not reach are "
+                   "looked for on disk) with the AG's trees and free list bulk-loaded from the "
+                   "space map of every owner"),
     "AGFL_CRC": (AG, _AG_TEXT),
     "AGFL_HEADER": (AG, _AG_TEXT),
     "AGFL_COUNT": (AG, _AG_TEXT),
