@@ -3,7 +3,7 @@ compared: the guard for changes that must not change what check finds
 (a speed-up, a move into native code).
 
     python3 bench/check_findings.py record DIR [--per-geometry 50] [--image IMG ...]
-    python3 bench/check_findings.py compare DIR [--pure]
+    python3 bench/check_findings.py compare DIR [--pure] [--limit N]
 
 ``record`` makes the damaged images (fixtures/corpus.py; the case draws of
 seed 1 of every corpus geometry, taken round-robin over the kinds of
@@ -74,8 +74,10 @@ def record(d: Path, per: int, extra: list) -> None:
     out.write_text(json.dumps(results, indent=1))
 
 
-def compare(d: Path, pure: bool) -> int:
+def compare(d: Path, pure: bool, limit: int = 0) -> int:
     before = json.loads((d / "findings.json").read_text())
+    if limit:
+        before = dict(list(before.items())[:limit])
     differ = []
     for img, old in before.items():
         new = check(Path(img), pure)
@@ -97,11 +99,12 @@ def main() -> int:
     ap.add_argument("--per-geometry", type=int, default=50)
     ap.add_argument("--image", action="append", default=[])
     ap.add_argument("--pure", action="store_true")
+    ap.add_argument("--limit", type=int, default=0, help="compare only the first N images")
     a = ap.parse_args()
     if a.mode == "record":
         record(Path(a.dir), a.per_geometry, a.image)
         return 0
-    return compare(Path(a.dir), a.pure)
+    return compare(Path(a.dir), a.pure, a.limit)
 
 
 if __name__ == "__main__":
