@@ -767,7 +767,7 @@ def check_extents(exts, agblklog, agblocks, agcount, last_ag_blocks):
             return i, "extents out of order or overlapping"
         prev_end = startoff + count
         # the AG number is 32 bits wide (XFS_FSB_TO_AGNO): higher bits drop
-        agno = (startblock >> agblklog) & _M32
+        agno = (startblock >> agblklog) & 0xFFFFFFFF
         agbno = startblock & mask
         if agno >= agcount:
             return i, f"block {startblock} lies in AG {agno}, beyond the last AG"
@@ -833,7 +833,7 @@ def _timestamp_ll(p, off, big):
     sec = raw >> 32
     if sec >= 2147483648:
         sec -= 4294967296
-    return sec * 1000000000 + (raw & _M32)
+    return sec * 1000000000 + (raw & 0xFFFFFFFF)
 
 
 @cython.cfunc
@@ -985,7 +985,7 @@ def _single_extent_pos(raw, offset, size, geometry):
         return -1
     mask = 1
     mask = (mask << agblklog) - 1
-    agno = (startblock >> agblklog) & _M32
+    agno = (startblock >> agblklog) & 0xFFFFFFFF
     agbno = startblock & mask
     if agno >= agcount:
         return -1
@@ -2151,7 +2151,7 @@ class ItemReplayer:
                 i = (self.o_atime, self.o_mtime, self.o_ctime, self.o_crtime)[k]
                 if i + 8 <= n:
                     t = _le64(q, i)
-                    _put_be64(p, o + i, ((t & _M32) << 32) | (t >> 32))
+                    _put_be64(p, o + i, ((t & 0xFFFFFFFF) << 32) | (t >> 32))
         p[o + self.o_next] = nu0
         p[o + self.o_next + 1] = nu1
         p[o + self.o_next + 2] = nu2
