@@ -8,7 +8,8 @@ import sys
 
 from setuptools import setup
 
-NATIVE_SOURCES = ["fstool_native/parsers.py", "fstool_native/writers.py"]
+NATIVE_SOURCES = ["fstool_native/parsers.py", "fstool_native/writers.py",
+                  "fstool_native/checks.py"]
 
 
 def native_extensions():

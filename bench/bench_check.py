@@ -70,17 +70,18 @@ def build_varied(path: str, inodes: int) -> None:
 
 
 def measure(cmd):
-    """Wall seconds and peak RSS (MB) of one child process."""
+    """Wall seconds, peak RSS (MB), exit status and CPU seconds (user +
+    system, every thread) of one child process."""
     wrapper = ("import resource,subprocess,sys,time;t=time.perf_counter();"
                "r=subprocess.run(sys.argv[1:],stdout=subprocess.DEVNULL,"
                "stderr=subprocess.DEVNULL).returncode;"
-               "print(time.perf_counter()-t,"
-               "resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss/1024,r)")
+               "u=resource.getrusage(resource.RUSAGE_CHILDREN);"
+               "print(time.perf_counter()-t,u.ru_maxrss/1024,r,u.ru_utime+u.ru_stime)")
     env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                   ".."))
     out = subprocess.run([sys.executable, "-c", wrapper, *cmd], capture_output=True,
                          text=True, check=True, env=env).stdout.split()
-    return float(out[0]), float(out[1]), int(out[2])
+    return float(out[0]), float(out[1]), int(out[2]), float(out[3])
 
 
 def main():
@@ -107,18 +108,24 @@ def main():
     # machine weighs on all of them alike; the ratio is also taken per round
     runs = {name: [] for name in tools}
     ratios = []
+    load_before = os.getloadavg()[0]
     for _ in range(a.repeat):
         for name, cmd in tools.items():
             runs[name].append(measure(cmd))
         ratios.append(runs["fstool check"][-1][0] / runs["xfs_repair -n"][-1][0])
     for name, rs in runs.items():
         best = min(rs)
-        print(f"{name:16s} {best[0]:7.2f} s  {best[1]:7.0f} MB RSS  exit {best[2]}")
+        cpu = min(q[3] for q in rs)
+        print(f"{name:16s} {best[0]:7.2f} s  {best[1]:7.0f} MB RSS  exit {best[2]}  "
+              f"CPU {cpu:.2f} s")
     r = min(runs["fstool check"])
     x = min(runs["xfs_repair -n"])
     print(f"ratio: {r[0] / x[0]:.2f}x the time (best of each; per round: "
           f"{', '.join(f'{q:.2f}' for q in ratios)}), {r[1] / x[1]:.2f}x the memory of "
           "xfs_repair -n")
+    print(f"load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after")
+    cpu = [min(q[3] for q in runs[n]) for n in ("fstool check", "xfs_repair -n")]
+    print(f"CPU time (user + system, best of each): {cpu[0] / cpu[1]:.2f}x")
 
 
 if __name__ == "__main__":

@@ -10,4 +10,5 @@ import fstool_native
 FORCE_PURE = os.environ.get("FSTOOL_PURE_PYTHON", "") not in ("", "0")
 parsers = fstool_native.load(pure=FORCE_PURE)
 writers = fstool_native.load(pure=FORCE_PURE, name="writers")
+checks = fstool_native.load(pure=FORCE_PURE, name="checks")
 NAME = "native" if fstool_native.is_native(parsers) else "pure-python"

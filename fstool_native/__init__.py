@@ -4,7 +4,7 @@ source as the pure-Python fallback.  Depends on nothing in fstool.
 ``load(pure=False)`` returns the compiled module when it was built, else the
 source module; ``load(pure=True)`` always returns the source module, even
 beside a compiled one, so both can be tested against each other.  ``name``
-picks the module: ``"parsers"`` (the default) or ``"writers"``.
+picks the module: ``"parsers"`` (the default), ``"writers"`` or ``"checks"``.
 """
 import importlib
 import importlib.util
@@ -33,7 +33,7 @@ def is_native(module) -> bool:
 
 
 def load(pure: bool = False, name: str = "parsers"):
-    if name not in ("parsers", "writers"):
+    if name not in ("parsers", "writers", "checks"):
         raise ValueError(f"no native module {name!r}")
     if pure:
         return _load_source(name)

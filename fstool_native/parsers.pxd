@@ -3,6 +3,11 @@ cdef unsigned int _T[2048]
 # 64-bit constants of the leaf-entry mix, as C values so that arithmetic on
 # them stays in C (a Python-level global would make every step a Python op)
 cdef unsigned long long _MASK64, _MIX1, _MIX2
+cdef unsigned int _M32
+
+# big-endian readers, shared with checks.py
+cdef unsigned int _be16(unsigned char *p, Py_ssize_t off)
+cdef unsigned int _be32(unsigned char *p, Py_ssize_t off)
 # the bigtime epoch's offset in nanoseconds (parsers._timestamp_ns)
 cdef long long _BIGTIME_OFF
 

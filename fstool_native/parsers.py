@@ -17,6 +17,10 @@ except ImportError:          # plain Python without Cython installed
 import os as _os
 from struct import iter_unpack as _iter_words
 
+# the 32-bit mask as a C value (parsers.pxd): a literal this large would be
+# a Python int to Cython, and every masked step a Python operation
+_M32 = 0xFFFFFFFF
+
 # CRC-32C (Castagnoli), reflected polynomial 0x82F63B78, as eight 256-entry
 # tables for slicing-by-8.  parsers.pxd declares _T as a C array when compiled.
 _T = [0] * 2048
@@ -156,8 +160,8 @@ def _rec_blockcount(l1):
 def crc32c(data, crc: cython.uint = 0) -> int:
     """CRC-32C of ``data``, continuing from a previous result ``crc``."""
     p = data
-    c = _crc_update(p, 0, len(data), crc ^ 0xFFFFFFFF)
-    return c ^ 0xFFFFFFFF
+    c = _crc_update(p, 0, len(data), crc ^ _M32)
+    return c ^ _M32
 
 
 @cython.cfunc
@@ -167,14 +171,14 @@ def crc32c(data, crc: cython.uint = 0) -> int:
 def _cksum_region(p, start, end, off):
     """XFS checksum of p[start:end] with the 4-byte field at p[off] (inside
     the region) taken as zero."""
-    c = _crc_update(p, start, off, 0xFFFFFFFF)
+    c = _crc_update(p, start, off, _M32)
     # four zero bytes stand in for the checksum field
     c = _T[c & 0xFF] ^ (c >> 8)
     c = _T[c & 0xFF] ^ (c >> 8)
     c = _T[c & 0xFF] ^ (c >> 8)
     c = _T[c & 0xFF] ^ (c >> 8)
     c = _crc_update(p, off + 4, end, c)
-    return c ^ 0xFFFFFFFF
+    return c ^ _M32
 
 
 @cython.cfunc
@@ -377,7 +381,7 @@ def hash_lower_bound(buf, start, count, hashval) -> int:
 @cython.locals(x=cython.uint, n=cython.int)
 @cython.returns(cython.uint)
 def _rol32(x, n):
-    return ((x << n) | (x >> (32 - n))) & 0xFFFFFFFF
+    return ((x << n) | (x >> (32 - n))) & _M32
 
 
 @cython.cfunc
@@ -394,14 +398,14 @@ def _hash_at(p, start, n):
     n += start
     while n - i >= 4:
         h = ((p[i] << 21) ^ (p[i + 1] << 14) ^ (p[i + 2] << 7) ^ p[i + 3] ^
-             _rol32(h, 28)) & 0xFFFFFFFF
+             _rol32(h, 28)) & _M32
         i += 4
     if n - i == 3:
-        h = ((p[i] << 14) ^ (p[i + 1] << 7) ^ p[i + 2] ^ _rol32(h, 21)) & 0xFFFFFFFF
+        h = ((p[i] << 14) ^ (p[i + 1] << 7) ^ p[i + 2] ^ _rol32(h, 21)) & _M32
     elif n - i == 2:
-        h = ((p[i] << 7) ^ p[i + 1] ^ _rol32(h, 14)) & 0xFFFFFFFF
+        h = ((p[i] << 7) ^ p[i + 1] ^ _rol32(h, 14)) & _M32
     elif n - i == 1:
-        h = (p[i] ^ _rol32(h, 7)) & 0xFFFFFFFF
+        h = (p[i] ^ _rol32(h, 7)) & _M32
     return h
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import struct
 
-from ..._backend import parsers
+from ..._backend import checks, parsers
 from ...errors import CorruptionError, FsToolError
 from ...format import constants as C
 from ...fs import dir as xdir
@@ -236,6 +236,9 @@ class DirChecks:
         (by offset) at most once each, longest first, unused slots zero; no
         two free regions in a row; a region left out of the table is no
         longer than the shortest listed.  Returns the longest free run."""
+        longest = checks.bestfree_ok(buf, frees)
+        if longest >= 0:
+            return longest          # the table is right
         bf = struct.unpack_from(">6H", buf, 48)
         slots = [(bf[i], bf[i + 1]) for i in (0, 2, 4)]     # (offset, length)
         bad = False

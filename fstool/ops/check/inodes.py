@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 
-from ..._backend import parsers
+from ..._backend import checks, parsers
 from ...errors import FsToolError
 from ...format import constants as C
 from ...format.structs import DINODE
@@ -555,7 +555,6 @@ class InodePhase:
         sb = self.sb
         ifmt = d["mode"] & S_IFMT
         owner = file_owner(ino, ATTR if attr else DATA)
-        total = 0
         prev_end = last_end
         bad = self.report_inode
         # verify_fsbno of both ends, inlined: this loop sees every extent
@@ -566,8 +565,12 @@ class InodePhase:
         ag_len = self.ag_lengths
         unwritten_ok = not attr and ifmt == C.S_IFREG
         max_off = self.max_file_offset
-        claims = []
-        for i, (startoff, startblock, count, unwritten) in enumerate(recs):
+        fast = checks.extent_list(recs, last_end, first, unwritten_ok, agblklog, agcount,
+                                  lowest, ag_len, max_off)
+        # every record sound (fast is not None): the loop has nothing to report
+        total, claims = fast if fast is not None else (0, [])
+        for i, (startoff, startblock, count, unwritten) in enumerate(
+                recs if fast is None else ()):
             field = "extents"
             if (i or not first) and startoff < prev_end:
                 bad("INODE_EXTENT", f"{where['fork']} fork extent {i} at offset {startoff} "
@@ -657,7 +660,7 @@ class InodePhase:
                     self.rmap_expect[agno].append(
                         (agbno, 1, ino, 0, (1 << 62) | (1 << 63 if attr else 0)))
                 bwhere = dict(where, block=agbno, agno=agno, structure="bmbt")
-                self._check_lsn(self._bmbt_lsn(blk), "bmbt", **{k: v for k, v in
+                self._check_lsn(blk.lsn, "bmbt", **{k: v for k, v in
                                                                   bwhere.items()
                                                                   if k != "structure"},
                                 field="bb_lsn")
@@ -751,10 +754,6 @@ class InodePhase:
                 "the inode", "di_format" if not attr else "di_aformat", where, found=nrecs)
             return None
         return total, nrecs
-
-    def _bmbt_lsn(self, blk) -> int:
-        raw = self.fs.dev.pread((blk.daddr << C.BBSHIFT) + 32, 8)
-        return struct.unpack(">Q", raw)[0]
 
     # -- symlinks ------------------------------------------------------------------
     def _check_symlink(self, node, d, where) -> None:

@@ -35,10 +35,25 @@ def _lookup_le(tree: dict, target: int):
     return tuple(recs[i]) if i >= 0 else None
 
 
+def _data_overlaps(claims) -> bool:
+    """Whether two file data claims of ``claims`` (sorted) may overlap: a
+    claim starts before the previous one ends, or has no length."""
+    end = -1
+    for start, n, owner in claims:
+        if owner >= 0 and owner & 3 == DATA:
+            if n <= 0 or start < end:
+                return True
+            end = start + n
+    return False
+
+
 def shared_runs(claims) -> tuple[list, set]:
     """The runs of file data blocks shared by two or more owners, as the
     refcount btree must hold them ([start, refcount, length], maximal runs
-    of one count), and the inodes that share blocks."""
+    of one count), and the inodes that share blocks.  ``claims`` is
+    sorted."""
+    if not _data_overlaps(claims):
+        return [], set()       # nothing is shared
     events = []
     for start, n, owner in claims:
         if owner >= 0 and owner & 3 == DATA:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import struct
 
-from ..._backend import parsers
+from ..._backend import checks, parsers
 from ...errors import CorruptionError, FsToolError
 from ...format import constants as C
 from ...io import verify as V
@@ -152,7 +152,8 @@ class XattrChecks:
         # the read verifier stops at a bad CRC: its structure checks are
         # only made on a block whose CRC is good (xfs_repair's own checks
         # of the entries follow either way)
-        why = None if not crc_ok else self._attr_leaf_verify(buf) \
+        why = None if not crc_ok else \
+            (None if checks.attr_leaf_verify_ok(buf) else self._attr_leaf_verify(buf)) \
             if magic == C.XFS_ATTR3_LEAF_MAGIC else self._da_node_verify(buf)
         if why:
             bad.append(why)
@@ -225,6 +226,16 @@ class XattrChecks:
             self._xbad(node, f"attr leaf {ablk} has {count} entries", "count", found=count,
                        **where)
             return None
+        fast = checks.attr_leaf_entries(buf, count, last_hash)
+        if fast is not None:
+            # every entry sound (the entry loop below would find nothing):
+            # only the remote values and the header's totals are left
+            lo, hi, firstb, usedbs, remotes = fast
+            for i, valueblk, valuelen in remotes:
+                if not self._remote_value(node, valueblk, valuelen, i, ablk):
+                    return None
+            self._attr_leaf_totals(node, ablk, holes, firstb, firstused, usedbs, usedbytes)
+            return [lo, hi]
         used = bytearray(bs)
         used[:hdr + 8 * count] = b"\1" * (hdr + 8 * count)
         usedbs = 0
@@ -282,6 +293,12 @@ class XattrChecks:
             used[nameidx:end] = b"\1" * (end - nameidx)
             usedbs += size
             firstb = min(firstb, nameidx)
+        self._attr_leaf_totals(node, ablk, holes, firstb, firstused, usedbs, usedbytes)
+        return [hashes[0], hashes[-1]] if hashes else []
+
+    def _attr_leaf_totals(self, node, ablk, holes, firstb, firstused, usedbs, usedbytes):
+        """The leaf header's firstused and usedbytes against the entries."""
+        where = dict(offset=ablk)
         if (holes == 0 and firstb != firstused) or firstused > firstb:
             self._xbad(node, f"attr leaf {ablk} says its names start at {firstused}, they "
                        f"start at {firstb}", "firstused", expected=firstb, found=firstused,
@@ -290,7 +307,6 @@ class XattrChecks:
             self._xbad(node, f"attr leaf {ablk} says {usedbytes} bytes used, its entries "
                        f"use {usedbs}", "usedbytes", expected=usedbs, found=usedbytes,
                        **where)
-        return [hashes[0], hashes[-1]] if hashes else []
 
     def _remote_value(self, node, valueblk, valuelen, i, ablk) -> bool:
         """rmtval_get: every block of a remote value mapped and sound."""
