@@ -10,7 +10,11 @@ is reported as not repaired, with the reason.  The actions:
   map of every owner, each tree bulk-loaded into blocks reserved from the
   space that is free now (never from the trees being replaced);
 * the superblock counters are summed from the AGs;
-* secondary superblocks are rewritten from the primary.
+* secondary superblocks are rewritten from the primary;
+* inodes (the inode phase, :mod:`.inodes`, run first): fields fixed in
+  place, inodes cleared or attr forks dropped as xfs_repair does, unlinked
+  buckets emptied, bad quota inode numbers cleared; the AGs holding what
+  they gave back are rebuilt with it free.
 
 ``--rebuild`` forces the AG rebuild in every AG (``finobt``, ``inobt``,
 ``bnobt``, ``cntbt``, ``agfl`` or ``all``: the trees of an AG are rebuilt
@@ -31,7 +35,7 @@ import os
 
 from ...errors import UnsupportedError, WriteRefused
 from ...format import constants as C
-from .actions import AG, COUNTERS, SECONDARY, action_of
+from .actions import AG, COUNTERS, INODE, SECONDARY, action_of
 from .agbuild import AGPlan, RepairError
 
 EXIT_CLEAN, EXIT_REPAIRED, EXIT_CANNOT = 0, 1, 4
@@ -69,7 +73,8 @@ def refuse_unusable(fs, path) -> None:
 
 def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
     """(AG plans, secondary superblocks, counters?, changes, actions,
-    unrepaired) for the findings of ``checker`` and the options."""
+    unrepaired, inode plan) for the findings of ``checker`` and the options."""
+    from .inodes import plan_inodes
     fs = checker.fs
     sb = fs.sb
     findings = checker.findings
@@ -79,6 +84,9 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
     recheck = set()
     scan_ags = set()
     refc_ags = set()
+    # the inode phase (xfs_repair's phases 3 and 4) is planned first: what
+    # it clears is free to every later phase
+    inodes = plan_inodes(checker)
     for f in findings:
         action, text = action_of(f)
         if f.code == "SPACE_OVERLAP" and f.agno is not None:
@@ -97,44 +105,39 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
             counters = True
         elif action == SECONDARY:
             secondaries.add(f.agno)
+        elif action == INODE:
+            why = inodes.reason(f)
+            if why:
+                unrepaired.append((f, why))
         elif f.severity == "error":
             unrepaired.append((f, text))
+    ag_set.update(inodes.ags)
     if rebuild or add_finobt:
         ag_set.update(range(sb.agcount))
     reflink = sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_REFLINK)
     if reflink and ("refcountbt" in rebuild or "all" in rebuild):
         refc_ags.update(range(sb.agcount))
+    if reflink:
+        refc_ags.update(inodes.ags)     # blocks a cleared inode shared are shared less
     finobt = add_finobt or sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_FINOBT)
     # while anything stays unrepaired (an inode, a block map, a structure
     # check could not read), who owns the blocks no one claims is not known:
     # they are left as they are rather than freed
     free_leaks = not unrepaired
-    plans = {}
-    changes = []
-    for agno in sorted(ag_set):
-        if agno not in checker.agf or agno not in checker.agi:
-            for f, action, _t in actions:
-                if f.agno == agno and action == AG:
-                    unrepaired.append((f, "reported, not repaired: the AG's AGF or AGI "
-                                       "cannot be read; rebuilding AG headers from scratch is "
-                                       "not supported yet"))
-            continue
-        try:
-            p = AGPlan(checker, agno, finobt=finobt, recheck_inos=recheck,
-                       scan_lost=scan and agno in scan_ags, free_leaks=free_leaks,
-                       refcount=reflink and agno in refc_ags)
-        except RepairError as e:
-            for f, action, _t in actions:
-                if f.agno == agno and action == AG:
-                    unrepaired.append((f, f"reported, not repaired: {e}"))
-            continue
-        if p.overlaps:
-            for f, action, _t in actions:
-                if f.agno == agno and f.code == "SPACE_OVERLAP" and any(
-                        s <= (f.block or 0) < s + n for s, n in p.overlaps):
-                    unrepaired.append((f, "reported, not repaired: two files, or a file "
-                                       "and other metadata, claim the block"))
-        plans[agno] = p
+    plans, ag_unrep = _ag_plans(checker, actions, ag_set, recheck, scan and scan_ags,
+                                free_leaks, reflink and refc_ags, finobt, inodes)
+    missing = inodes.ags - set(plans)
+    if missing:
+        # what the inode phase frees needs its AGs rebuilt: without them
+        # those inodes are left as they are, and the AGs planned again
+        inodes.withdraw(missing, "the AG holding the inode or its blocks cannot be rebuilt")
+        plans, ag_unrep = _ag_plans(checker, actions, ag_set - missing, recheck,
+                                    scan and scan_ags, free_leaks, reflink and refc_ags,
+                                    finobt, inodes)
+        unrepaired.extend(fu for fu in inodes.unrepaired if fu not in unrepaired)
+    unrepaired.extend(ag_unrep)
+    changes = [inodes.changes[i].describe() for i in sorted(inodes.changes)] + inodes.notes
+    for agno, p in sorted(plans.items()):
         changes.extend(p.notes)
         changes.append(p.summary())
     if plans:
@@ -147,7 +150,38 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
     for agno in sorted(secondaries):
         if agno:
             changes.append(f"AG {agno}: secondary superblock rewritten from the primary")
-    return plans, sorted(secondaries - {0}), counters, changes, actions, unrepaired
+    return plans, sorted(secondaries - {0}), counters, changes, actions, unrepaired, inodes
+
+
+def _ag_plans(checker, actions, ag_set, recheck, scan_ags, free_leaks, refc_ags, finobt,
+              inodes):
+    """({agno: AGPlan}, unrepaired) for the AGs to rebuild."""
+    plans, unrepaired = {}, []
+    for agno in sorted(ag_set):
+        if agno not in checker.agf or agno not in checker.agi:
+            for f, action, _t in actions:
+                if f.agno == agno and action == AG:
+                    unrepaired.append((f, "reported, not repaired: the AG's AGF or AGI "
+                                       "cannot be read; rebuilding AG headers from scratch is "
+                                       "not supported yet"))
+            continue
+        try:
+            p = AGPlan(checker, agno, finobt=finobt, recheck_inos=recheck,
+                       scan_lost=bool(scan_ags) and agno in scan_ags, free_leaks=free_leaks,
+                       refcount=bool(refc_ags) and agno in refc_ags, inodes=inodes)
+        except RepairError as e:
+            for f, action, _t in actions:
+                if f.agno == agno and action == AG:
+                    unrepaired.append((f, f"reported, not repaired: {e}"))
+            continue
+        if p.overlaps:
+            for f, action, _t in actions:
+                if f.agno == agno and f.code == "SPACE_OVERLAP" and any(
+                        s <= (f.block or 0) < s + n for s, n in p.overlaps):
+                    unrepaired.append((f, "reported, not repaired: two files, or a file "
+                                       "and other metadata, claim the block"))
+        plans[agno] = p
+    return plans, unrepaired
 
 
 def finobt_reservation(fs, agno: int) -> int:
@@ -218,8 +252,8 @@ def repair(path, *, dry_run: bool = False, rebuild=(), add_finobt: bool = False,
             raise
         try:
             _refuse(fs, path, add_finobt)
-            c, first, (plans, secs, counters, changes, actions, unrep) = _check_and_plan(
-                fs, progress, jobs, rebuild, add_finobt)
+            c, first, (plans, secs, counters, changes, actions, unrep, _ip) = \
+                _check_and_plan(fs, progress, jobs, rebuild, add_finobt)
             if add_finobt:
                 _check_finobt_room(fs, plans)
             if rmap:
@@ -243,8 +277,8 @@ def repair(path, *, dry_run: bool = False, rebuild=(), add_finobt: bool = False,
     try:
         fs = w.fs
         _refuse(fs, path, add_finobt)
-        c, first, (plans, secs, counters, changes, actions, unrep) = _check_and_plan(
-            fs, progress, jobs, rebuild, add_finobt)
+        c, first, (plans, secs, counters, changes, actions, unrep, inodes) = \
+            _check_and_plan(fs, progress, jobs, rebuild, add_finobt)
         if add_finobt:
             _check_finobt_room(fs, plans)
         result = RepairResult(first, actions, changes, unrep,
@@ -255,7 +289,7 @@ def repair(path, *, dry_run: bool = False, rebuild=(), add_finobt: bool = False,
             from ...io.undo import UndoRecorder
             recorder = UndoRecorder(fs.dev, undo_file, _digest_sectors(fs))
             fs.dev.write_hook = recorder
-        _apply(w, c, plans, secs, counters, add_finobt)
+        _apply(w, c, plans, secs, counters, add_finobt, inodes)
         w.close()
         result.written = True
         if recorder is not None:
@@ -317,7 +351,7 @@ def _digest_sectors(fs) -> list:
     return out
 
 
-def _apply(w, checker, plans, secondaries, counters, add_finobt) -> None:
+def _apply(w, checker, plans, secondaries, counters, add_finobt, inodes=None) -> None:
     from ...format.structs import SB
     from ...io import verify as V
     from .agbuild import raw_buf
@@ -325,6 +359,8 @@ def _apply(w, checker, plans, secondaries, counters, add_finobt) -> None:
     sb = fs.sb
     with w.transaction():
         tx = w.tx
+        if inodes is not None:
+            inodes.apply(tx, checker)           # the inode phase first
         totals = {}
         for agno, p in plans.items():
             totals[agno] = p.write(tx, checker.agf.get(agno), checker.agi.get(agno))
@@ -347,6 +383,8 @@ def _apply(w, checker, plans, secondaries, counters, add_finobt) -> None:
             f.update(sb_icount=icount, sb_ifree=ifree, sb_fdblocks=fdblocks)
         if add_finobt:
             f["sb_features_ro_compat"] |= C.XFS_SB_FEAT_RO_COMPAT_FINOBT
+        if inodes is not None:
+            inodes.apply_sb(f)
         packed = SB.pack(f)
         sbuf.data[:len(packed)] = packed
         for agno in secondaries:

@@ -7,17 +7,28 @@ code -> (action, text).  The action is what :mod:`fstool.ops.repair` plans:
                finding's AG)
 ``counters``   recompute the superblock counters from the AGs
 ``secondary``  rewrite the secondary superblock from the primary
+``inode``      the inode phase (:mod:`fstool.ops.repair.inodes`): fix the
+               inode in place, clear it or drop its attr fork, as
+               xfs_repair does; empty unlinked buckets; clear quota inode
+               numbers
 ``none``       reported, not repaired: the text says why
 
 docs/check-problems.md shows the text in its repair column (generated with
 the problem table, ``python -m fstool.ops.problems``).
 """
-AG, COUNTERS, SECONDARY, NONE = "ag", "counters", "secondary", "none"
+AG, COUNTERS, SECONDARY, INODE, NONE = "ag", "counters", "secondary", "inode", "none"
 
 _AG_TEXT = ("rebuilt: the AG's bnobt, cntbt, inobt, finobt and free list are bulk-loaded "
             "from the space map of every owner and the inode chunks, the AGF/AGI counters "
             "recomputed")
 _NOT_YET = "reported, not repaired: "
+_FREED = ("; its blocks return to free space and it is free in the rebuilt inode btrees "
+          "(directory entries naming it are the namespace phase's)")
+_CLEAR = "repaired: the inode is cleared (made free, as xfs_repair's clear_dinode leaves it)"
+_ATTR = ("repaired: the attr fork is dropped (as xfs_repair does: no attr fork, the block "
+         "count and extent counts left to the data fork); its blocks return to free space")
+_BMBT = (_CLEAR + " when the block map is the data fork's; " + _ATTR[len("repaired: "):]
+         + " when it is the attr fork's" + _FREED)
 _REFC_TEXT = ("rebuilt: the AG's refcount btree is bulk-loaded from the blocks files share "
               "(CoW staging extents left behind are freed), with the AG's other trees")
 
@@ -28,8 +39,9 @@ REPAIRS = {
     "SB_FEATURES": (NONE, _NOT_YET + "unknown features: repair cannot know what they "
                     "protect"),
     "SB_ROOTINO": (NONE, _NOT_YET + "moving the root or realtime inodes is not supported"),
-    "SB_QUOTINO": (NONE, _NOT_YET + "clearing a quota inode the superblock names wrongly "
-                   "(with its quota flags) is not supported yet"),
+    "SB_QUOTINO": (INODE, "repaired: the superblock's quota inode number is cleared "
+                   "(null) with the quota checked flags, as xfs_repair does; quotas are turned "
+                   "off when no quota inode is left"),
     "SB_SECONDARY": (SECONDARY, "repaired: the secondary superblock is rewritten from the "
                      "primary"),
     "SB_COUNTERS": (COUNTERS, "repaired: sb_icount, sb_ifree and sb_fdblocks are summed "
@@ -45,8 +57,10 @@ REPAIRS = {
     "AGFL_COUNT": (AG, _AG_TEXT),
     "AGFL_BLOCK": (AG, _AG_TEXT),
     "AGFL_DUPLICATE": (AG, _AG_TEXT),
-    "AGI_UNLINKED": (NONE, _NOT_YET + "unlinked lists need the inodes on them freed or "
-                     "relinked; not supported yet"),
+    "AGI_UNLINKED": (INODE, "repaired: the AG's unlinked buckets are emptied (rebuilt "
+                     "with the AG) and the inodes they chained get a null di_next_unlinked, as "
+                     "xfs_repair does; inodes in use left with no links are the namespace "
+                     "phase's"),
     # btree findings are repaired for the AG trees repair rebuilds; see
     # ag_tree_finding() for the refcountbt and rmapbt
     "BTREE_ROOT": (AG, _AG_TEXT),
@@ -83,26 +97,37 @@ REPAIRS = {
     "SPACE_UNACCOUNTED": (AG, "repaired: leaked blocks return to free space when the AG is "
                           "rebuilt (inode chunks no inobt record names are found on disk "
                           "first, so no inode is freed)"),
-    "INODE_CORRUPT": (NONE, _NOT_YET + "inode repair (clearing or fixing fields as "
-                      "xfs_repair does) is not supported yet"),
-    "INODE_FREE": (NONE, _NOT_YET + "inode repair is not supported yet"),
-    "INODE_UNLINKED": (NONE, _NOT_YET + "unlinked lists are not repaired yet"),
-    "INODE_FORMAT": (NONE, _NOT_YET + "inode repair is not supported yet"),
-    "INODE_FLAGS": (NONE, _NOT_YET + "inode repair is not supported yet"),
-    "INODE_EXTSIZE": (NONE, _NOT_YET + "inode repair is not supported yet"),
-    "INODE_TIMESTAMP": (NONE, _NOT_YET + "inode repair is not supported yet"),
-    "INODE_SIZE": (NONE, _NOT_YET + "inode repair is not supported yet"),
-    "INODE_FORKOFF": (NONE, _NOT_YET + "inode repair is not supported yet"),
-    "INODE_EXTENT": (NONE, _NOT_YET + "inode repair is not supported yet"),
-    "INODE_NBLOCKS": (NONE, _NOT_YET + "inode repair is not supported yet"),
-    "INODE_NEXTENTS": (NONE, _NOT_YET + "inode repair is not supported yet"),
-    "BMBT_ROOT": (NONE, _NOT_YET + "block map repair is not supported yet"),
-    "BMBT_BLOCK": (NONE, _NOT_YET + "block map repair is not supported yet"),
-    "BMBT_LEVEL": (NONE, _NOT_YET + "block map repair is not supported yet"),
-    "BMBT_NUMRECS": (NONE, _NOT_YET + "block map repair is not supported yet"),
-    "BMBT_KEY": (NONE, _NOT_YET + "block map repair is not supported yet"),
-    "BMBT_SIBLING": (NONE, _NOT_YET + "block map repair is not supported yet"),
-    "BMBT_CYCLE": (NONE, _NOT_YET + "block map repair is not supported yet"),
+    "INODE_CORRUPT": (INODE, "repaired: a bad CRC is rewritten, magic, version, padding and "
+                      "di_onlink reset in place; an inode whose number or uuid is wrong is "
+                      "cleared" + _FREED),
+    "INODE_FREE": (INODE, "repaired: the free inode is re-initialised as xfs_repair's "
+                   "clear_dinode leaves it"),
+    "INODE_UNLINKED": (INODE, "repaired: di_next_unlinked is set to null (xfs_repair resets "
+                       "it on every inode in use)"),
+    "INODE_FORMAT": (INODE, _CLEAR + " when its type or data fork format is invalid; an "
+                     "invalid attr fork format drops the attr fork, one without an attr fork "
+                     "is reset; reported, not repaired when the root is not a directory"
+                     + _FREED),
+    "INODE_FLAGS": (INODE, "repaired: the bad di_flags/di_flags2 bits are cleared in place; "
+                    "a reflink flag the inode cannot have clears the inode" + _FREED),
+    "INODE_EXTSIZE": (INODE, "repaired: the hint is reset to zero and its flag cleared"),
+    "INODE_TIMESTAMP": (INODE, "repaired: the timestamp's nanoseconds are reset to zero"),
+    "INODE_SIZE": (INODE, _CLEAR + _FREED),
+    "INODE_FORKOFF": (INODE, _CLEAR + _FREED),
+    "INODE_EXTENT": (INODE, _BMBT),
+    "INODE_NBLOCKS": (INODE, "repaired: di_nblocks is set to the blocks the forks map; an "
+                      "inode with fewer blocks than extents is cleared" + _FREED),
+    "INODE_NEXTENTS": (INODE, "repaired: the count is set to the extents the fork maps; "
+                       "extents that do not fit the fork make it bad: " + _BMBT),
+    "BMBT_ROOT": (INODE, _BMBT),
+    "BMBT_BLOCK": (INODE, _BMBT),
+    "BMBT_LEVEL": (INODE, _BMBT),
+    "BMBT_NUMRECS": (INODE, _BMBT),
+    "BMBT_KEY": (INODE, "repaired: a key that differs from its child's first key is set to "
+                 "it (in the inode's root or the bmbt node); keys out of order make the block "
+                 "map bad: " + _BMBT),
+    "BMBT_SIBLING": (INODE, _BMBT),
+    "BMBT_CYCLE": (INODE, _BMBT),
     "DIR_ROOT": (NONE, _NOT_YET + "directory repair is not supported yet"),
     "DIR_CORRUPT": (NONE, _NOT_YET + "directory repair is not supported yet"),
     "DIR_NAME": (NONE, _NOT_YET + "directory repair is not supported yet"),
@@ -117,10 +142,10 @@ REPAIRS = {
     "DIR_MULTIPLE_PARENTS": (NONE, _NOT_YET + "directory repair is not supported yet"),
     "NLINK": (NONE, _NOT_YET + "link counts are not repaired yet"),
     "DISCONNECTED": (NONE, _NOT_YET + "moving files to lost+found is not supported yet"),
-    "SYMLINK": (NONE, _NOT_YET + "symlink repair is not supported yet"),
-    "XATTR": (NONE, _NOT_YET + "xattr repair is not supported yet"),
-    "XATTR_NODE": (NONE, _NOT_YET + "xattr repair is not supported yet"),
-    "XATTR_VERIFY": (NONE, _NOT_YET + "xattr repair is not supported yet"),
+    "SYMLINK": (INODE, _CLEAR + _FREED),
+    "XATTR": (INODE, _ATTR),
+    "XATTR_NODE": (INODE, _ATTR),
+    "XATTR_VERIFY": (INODE, _ATTR + " (the kernel cannot read the block)"),
     "LOG_DIRTY": (NONE, "refused: replay the log first (fstool log replay, or a kernel "
                   "mount)"),
     "CHECK_ABORTED": (NONE, _NOT_YET + "what the structure holds is not known"),
