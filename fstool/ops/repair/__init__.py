@@ -105,7 +105,7 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
             counters = True
         elif action == SECONDARY:
             secondaries.add(f.agno)
-        elif action == INODE:
+        elif action == INODE or inodes.settles(f):
             why = inodes.reason(f)
             if why:
                 unrepaired.append((f, why))

@@ -179,9 +179,16 @@ class InodePlan:
             self.cleared.discard(ino)
             self.attr_dropped.discard(ino)
 
+    def settles(self, finding) -> bool:
+        """Whether clearing an inode answers a finding of another phase
+        about it (an inode check kept but xfs_repair clears, such as a bad
+        symlink, is not reachable or has a wrong link count: once free,
+        neither matters)."""
+        return finding.code in ("DISCONNECTED", "NLINK") and finding.ino in self.cleared
+
     def reason(self, finding) -> str | None:
         """None when this phase repairs ``finding``; else why not."""
-        if id(finding) in self.handled:
+        if id(finding) in self.handled or self.settles(finding):
             return None
         for f, why in self.unrepaired:
             if f is finding:
