@@ -319,8 +319,8 @@ def drop_attr_fork(b: bytearray, checker) -> None:
     if not forkoff:
         return
     lit = C.XFS_DINODE_CORE_SIZE
-    old = forkoff * 8
     size = checker.litino
+    old = min(forkoff * 8, size)
     data = bytes(b[lit:lit + old])
     area = bytearray(size)
     if get(b, "di_format") == C.XFS_DINODE_FMT_BTREE:
@@ -380,6 +380,11 @@ def _inobt_allocated(checker, ino: int) -> bool:
     return False
 
 
+def _mode_on_disk(checker, ino: int) -> int:
+    buf, off = checker.fs.inode_cluster(ino)
+    return get(buf.data[off:off + checker.sb.inodesize], "di_mode")
+
+
 def plan_inodes(checker) -> InodePlan:
     """The inode phase's plan for the findings of ``checker`` (a
     :class:`.checker.RepairChecker`)."""
@@ -407,6 +412,15 @@ def plan_inodes(checker) -> InodePlan:
             p.unrepaired.append((f, "reported, not repaired: the finding names no inode"))
             continue
         by_ino.setdefault(f.ino, []).append(f)
+    # an inode the inobt counts in use but free on disk: the AG rebuild
+    # frees it, and xfs_repair clears it ("correcting imap and clearing
+    # inode"), so that it also passes the kernel's verifier of free inodes
+    for f in checker.findings:
+        if f.code == "INOBT_INODE" and f.ino is not None and f.ino not in by_ino and \
+                _inobt_allocated(checker, f.ino) and not _mode_on_disk(checker, f.ino):
+            ch = p.changes.setdefault(f.ino, InodeChange(f.ino, clear=True))
+            ch.why.append(f.message)
+            p.cleared.add(f.ino)
 
     def change(ino) -> InodeChange:
         ch = p.changes.get(ino)
