@@ -392,6 +392,7 @@ def plan_inodes(checker) -> InodePlan:
     p = InodePlan()
     verdicts = getattr(checker, "verdicts", {})
     by_ino: dict = {}
+    unlinked: dict = {}           # agno -> its AGI_UNLINKED findings
     for f in checker.findings:
         if f.code not in CODES:
             continue
@@ -405,8 +406,7 @@ def plan_inodes(checker) -> InodePlan:
             if f.agno is None:
                 p.unrepaired.append((f, "reported, not repaired: the finding names no AG"))
                 continue
-            p.unlinked_ags.add(f.agno)
-            p.handled.add(id(f))
+            unlinked.setdefault(f.agno, []).append(f)
             continue
         if f.ino is None:
             p.unrepaired.append((f, "reported, not repaired: the finding names no inode"))
@@ -474,10 +474,22 @@ def plan_inodes(checker) -> InodePlan:
             if ch.nblocks is not None:
                 ch.fields.pop("di_nblocks", None)
     # unlinked lists: empty the AG's buckets; every inode they chain gets a
-    # null next_unlinked (phases 6 and 7 of xfs_repair, the namespace phase
-    # here, deal with inodes left with no links)
-    for agno in sorted(p.unlinked_ags):
-        for ino in _chained(checker, agno):
+    # null next_unlinked.  An inode in use with no links on them would be
+    # left on no list: xfs_repair moves it to lost+found (its phases 6 and
+    # 7), the namespace phase's part: until then such lists stay as they are
+    for agno, fl in sorted(unlinked.items()):
+        chained = _chained(checker, agno)
+        tab = checker.tables.get(agno)
+        orphans = [i for i in chained if tab is not None and tab.slot(i) >= 0 and
+                   tab.itype[tab.slot(i)] and not tab.nlinks[tab.slot(i)]]
+        if orphans:
+            p.unrepaired.extend((f, "reported, not repaired: the list also chains inodes in "
+                                 "use with no links (" + ", ".join(map(str, orphans[:3])) +
+                                 "), which only lost+found can take") for f in fl)
+            continue
+        p.unlinked_ags.add(agno)
+        p.handled.update(id(f) for f in fl)
+        for ino in chained:
             if ino not in p.freed:
                 ch = change(ino)
                 ch.fields["di_next_unlinked"] = C.NULLAGINO
