@@ -509,14 +509,18 @@ def plan_inodes(checker) -> InodePlan:
 
 def _chained(checker, agno: int) -> list:
     """Inodes of AG ``agno`` on its unlinked lists (each list followed until
-    it leaves the AG or loops)."""
+    it leaves the AG's inode chunks or loops: what lies elsewhere is not an
+    inode and is never written)."""
     sb = checker.sb
+    tab = checker.tables.get(agno)
     out = []
     for agino in checker.unlinked.get(agno) or []:
         seen = set()
         while agino != C.NULLAGINO and agino not in seen and checker.verify_agino(agno, agino):
             seen.add(agino)
             ino = (agno << sb.agino_log) | agino
+            if tab is None or tab.slot(ino) < 0:
+                break
             out.append(ino)
             agino = checker.next_unlinked.get(ino, C.NULLAGINO)
     return out
