@@ -525,6 +525,8 @@ ATTR_DAMAGE = [
     (144, ["ablock 0", "write -d hdr.count 999"], "XATTR"),
     (147, ["write -d a.bmbt.level 9"], "BMBT_ROOT"),
     (145, ["ablock 4", "write -c hdr.info.owner 999"], "XATTR_VERIFY"),
+    # a data fork in btree format: its root's pointers move with the fork
+    (135009, ["write -d core.aformat 7"], "INODE_FORMAT"),
 ]
 
 
@@ -537,7 +539,8 @@ def test_attr_forks_dropped_or_restamped(corpus_std, tmp_path):
     assert "inode 144: fixed: attr fork dropped" in out
     assert "inode 147: fixed: attr fork dropped" in out
     assert "inode 145: fixed: identity and CRC of attr blocks 4" in out
-    for ino in (144, 147):
+    assert "inode 135009: fixed: attr fork dropped" in out
+    for ino in (144, 147, 135009):
         core = xfs_db(img, f"inode {ino}", "print core.forkoff core.naextents")
         assert "core.forkoff = 0" in core and "core.naextents = 0" in core
     # the restamped attr fork keeps its attributes: the kernel lists them
