@@ -392,9 +392,12 @@ def detach(img: Path, dirino: int, victim: int) -> None:
 
 def files_of(tree) -> dict:
     """path -> (mode, size, contents) of a kernel_tree (link counts aside: a
-    cleared inode's hard links are counted by the namespace phase)."""
-    return {p: (m, s, h) for p, m, s, _n, h in tree if p != "lost+found"
-            and not p.startswith("lost+found/")}
+    cleared inode's hard links are counted by the namespace phase; so are
+    directory sizes: a directory from which xfs_repair dropped an entry
+    fstool keeps is smaller)."""
+    import stat
+    return {p: (m, None if stat.S_ISDIR(m) else s, h) for p, m, s, _n, h in tree
+            if p != "lost+found" and not p.startswith("lost+found/")}
 
 
 def judge_inode_repair(img: Path, tmp_path: Path) -> str:
@@ -526,6 +529,8 @@ ATTR_DAMAGE = [
     (147, ["write -d a.bmbt.level 9"], "BMBT_ROOT"),
     (145, ["ablock 4", "write -c hdr.info.owner 999"], "XATTR_VERIFY"),
     # a data fork in btree format: its root's pointers move with the fork
+    # (xfs_repair leaves them where they were, finds the data fork bad and
+    # clears the file: fstool keeps it)
     (135009, ["write -d core.aformat 7"], "INODE_FORMAT"),
 ]
 
