@@ -448,6 +448,7 @@ INODE_FIXES = [
     (141, ["write -d next_unlinked 77"], "INODE_UNLINKED"),
     (129, ["write -d core.aformat 1"], "INODE_FORMAT"),
     (135009, ["write -d u3.bmbt.keys[1].startoff 5"], "BMBT_KEY"),
+    (135009, ["addr u3.bmbt.ptrs[1]", "write -d keys[2].startoff 501"], "BMBT_KEY"),
 ]
 
 
@@ -490,6 +491,7 @@ INODE_CLEARS = [
     (142, 148, ["write -d core.size -- -2"], "INODE_SIZE"),
     (135002, 135012, ["write -d core.forkoff 200"], "INODE_FORKOFF"),
     (135002, 135005, ["write -d u3.bmx[0].startblock 999999999"], "INODE_EXTENT"),
+    (135002, 135008, ["addr u3.bmbt.ptrs[1]", "write -d magic 0"], "BMBT_BLOCK"),
 ]
 
 
@@ -527,6 +529,7 @@ def test_inodes_cleared_and_their_blocks_freed(corpus_std, tmp_path):
 ATTR_DAMAGE = [
     (144, ["ablock 0", "write -d hdr.count 999"], "XATTR"),
     (147, ["write -d a.bmbt.level 9"], "BMBT_ROOT"),
+    (143, ["write -d a.sfattr.hdr.totsize 2"], "XATTR"),
     (145, ["ablock 4", "write -c hdr.info.owner 999"], "XATTR_VERIFY"),
     # a data fork in btree format: its root's pointers move with the fork
     # (xfs_repair leaves them where they were, finds the data fork bad and
@@ -545,7 +548,7 @@ def test_attr_forks_dropped_or_restamped(corpus_std, tmp_path):
     assert "inode 147: fixed: attr fork dropped" in out
     assert "inode 145: fixed: identity and CRC of attr blocks 4" in out
     assert "inode 135009: fixed: attr fork dropped" in out
-    for ino in (144, 147, 135009):
+    for ino in (143, 144, 147, 135009):
         core = xfs_db(img, f"inode {ino}", "print core.forkoff core.naextents")
         assert "core.forkoff = 0" in core and "core.naextents = 0" in core
     # the restamped attr fork keeps its attributes: the kernel lists them
@@ -554,8 +557,9 @@ def test_attr_forks_dropped_or_restamped(corpus_std, tmp_path):
 
 
 @needs_loop
-def test_free_inodes_unlinked_lists_and_quota_inodes(corpus_std, tmp_path):
+def test_free_inodes_unlinked_lists_quota_inodes_attr_nodes(corpus_std, tmp_path):
     img = copy_image(corpus_std, tmp_path / "u.img")
+    damage(img, [(145, ["ablock 0", "write -d btree[2].hashval 5"], "XATTR_NODE")])
     xfs_db(img, "inode 273342", "write -d core.nblocks 5", expert=True)     # free inode
     xfs_db(img, "agi 2", "write -d unlinked[1] 11073", expert=True)        # a free inode
     xfs_db(img, "agi 0", "write -d unlinked[9] 137", expert=True)          # a linked one
@@ -567,6 +571,7 @@ def test_free_inodes_unlinked_lists_and_quota_inodes(corpus_std, tmp_path):
         assert want in codes, codes
     out = judge_inode_repair(img, tmp_path)
     assert "inode 273342: free inode re-initialised" in out
+    assert "inode 145: fixed: attr fork dropped" in out
     fstool("repair", img)
     assert xfs_db(img, "agi 0", "print unlinked").split("=")[1].strip() == ""
     assert xfs_db(img, "sb 0", "print uquotino").split("=")[1].strip() == "null"

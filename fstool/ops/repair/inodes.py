@@ -100,6 +100,7 @@ class InodeChange:
     root_keys: dict = dataclasses.field(default_factory=dict)  # (attr, index) -> key
     rewrite: bool = False          # only the CRC is wrong
     attr_blocks: set = dataclasses.field(default_factory=set)  # attr blocks restamped
+    node_keys: int = 0             # keys fixed in bmbt nodes
     why: list = dataclasses.field(default_factory=list)
     ags: set = dataclasses.field(default_factory=set)          # AGs its rebuild needs
 
@@ -123,6 +124,8 @@ class InodeChange:
             parts += [f"{n} nanoseconds" for n in self.nsec]
             if self.root_keys:
                 parts.append("bmbt root keys")
+            if self.node_keys:
+                parts.append("bmbt node keys")
             if self.attr_blocks:
                 parts.append("identity and CRC of attr blocks "
                              + ", ".join(map(str, sorted(self.attr_blocks))))
@@ -594,7 +597,10 @@ def _field_fix(f, verdict):
         if f.structure == "inode":
             return lambda ch, p: ch.root_keys.__setitem__((attr, f.index), f.expected)
         if f.agno is not None and f.block is not None:
-            return lambda ch, p: p.node_keys.append((f.agno, f.block, f.index, f.expected))
+            def fix(ch, p):
+                p.node_keys.append((f.agno, f.block, f.index, f.expected))
+                ch.node_keys += 1
+            return fix
         return None
     if attr or code in ("XATTR", "XATTR_NODE", "XATTR_VERIFY", "INODE_FORMAT"):
         # process_inode_attr_fork: a bad attr fork is dropped
