@@ -492,6 +492,8 @@ INODE_CLEARS = [
     (135002, 135012, ["write -d core.forkoff 200"], "INODE_FORKOFF"),
     (135002, 135005, ["write -d u3.bmx[0].startblock 999999999"], "INODE_EXTENT"),
     (135002, 135008, ["addr u3.bmbt.ptrs[1]", "write -d magic 0"], "BMBT_BLOCK"),
+    # an extent into an inode chunk of AG 1 (xfs_repair: "claims metadata block")
+    (135002, 135004, [f"write -d u3.bmx[0].startblock {(1 << 14) + 41}"], "SPACE_OVERLAP"),
 ]
 
 

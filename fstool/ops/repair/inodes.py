@@ -45,7 +45,7 @@ import struct
 
 from ...format import constants as C
 from ...format.structs import DINODE
-from ..check.base import ATTR, BMBT_ATTR
+from ..check.base import ATTR, BMBT_ATTR, DATA
 from ..check.inodes import (DIFLAG2_ANY, DIFLAG2_BIGTIME, DIFLAG2_COWEXTSIZE, DIFLAG2_DAX,
                             DIFLAG2_NREXT64, DIFLAG_ANY, DIFLAG_EXTSIZE, DIFLAG_EXTSZINHERIT,
                             DIFLAG_NEWRTBM, DIFLAG_REALTIME, DIFLAG_RTINHERIT, DIR_FLAGS,
@@ -94,6 +94,7 @@ class InodeChange:
     fields: dict = dataclasses.field(default_factory=dict)   # core field -> value
     counts: dict = dataclasses.field(default_factory=dict)   # "data"/"attr" -> extents
     fix_flags: bool = False
+    set_reflink: bool = False
     fix_extsize: bool = False
     fix_cowextsize: bool = False
     nsec: list = dataclasses.field(default_factory=list)     # timestamps to fix
@@ -117,6 +118,8 @@ class InodeChange:
             parts += [f"{w} fork extent count" for w in sorted(self.counts)]
             if self.fix_flags:
                 parts.append("flags")
+            if self.set_reflink:
+                parts.append("reflink flag set")
             if self.fix_extsize:
                 parts.append("extent size hint")
             if self.fix_cowextsize:
@@ -252,6 +255,8 @@ def edited(raw, ch: InodeChange, checker) -> bytearray:
         flags, flags2 = get(b, "di_flags"), get(b, "di_flags2")
         if ch.fix_flags:
             flags, flags2 = fixed_flags(checker, d, ch.ino)
+        if ch.set_reflink:
+            flags2 |= C.XFS_DIFLAG2_REFLINK
         if ch.fix_extsize:
             put(b, "di_extsize", 0)
             flags &= ~(DIFLAG_EXTSIZE | DIFLAG_EXTSZINHERIT)
@@ -497,6 +502,41 @@ def plan_inodes(checker) -> InodePlan:
                 ch = change(ino)
                 ch.fields["di_next_unlinked"] = C.NULLAGINO
         p.notes.append(f"AG {agno}: the AGI unlinked buckets are emptied")
+    # phase 4: a block two owners claim.  A file's data fork or block map
+    # that claims a block metadata or another file (reflinked data aside)
+    # claims clears the inode, an attr fork is dropped: every claimant, as
+    # xfs_repair does with duplicate blocks (the AG btrees and free lists
+    # being rebuilt claim nothing)
+    from .agbuild import REPLACED
+    reflink = sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_REFLINK)
+    for agno, claims in sorted(checker.claims.items()):
+        kept = sorted(c for c in claims if c[2] not in REPLACED and not p.drops(c[2]))
+        for owner, other in _overlaps(kept, reflink):
+            for o in (owner, other):
+                if o < 0 or p.drops(o):
+                    continue
+                ch = change(o >> 2)
+                ch.why.append(f"AG {agno}: claims blocks another owner claims")
+                if o & 3 in (ATTR, BMBT_ATTR):
+                    ch.drop_attr = True
+                    p.attr_dropped.add(o >> 2)
+                    v = verdicts.get(o >> 2)
+                    ch.nblocks = v[1] if v is not None else None
+                    ch.counts.pop("attr", None)
+                else:
+                    ch.clear = True
+                    p.cleared.add(o >> 2)
+    # the root directory is never freed here: a new root is the namespace
+    # phase's to make (until then its findings stay reported)
+    root = sb.rootino
+    if root in p.cleared:
+        p.cleared.discard(root)
+        del p.changes[root]
+        for f in by_ino.get(root, ()):
+            p.handled.discard(id(f))
+            p.unrepaired.append((f, "reported, not repaired: xfs_repair would clear the "
+                                 "root directory; a new root is the namespace phase's to "
+                                 "make"))
     # which AGs the rebuild covers: those of inodes freed or dropping forks,
     # and of every block they give back
     for ino in p.cleared:
@@ -508,6 +548,20 @@ def plan_inodes(checker) -> InodePlan:
     p.findings_of = by_ino
     p.ags = p.unlinked_ags.union(*(ch.ags for ch in p.changes.values()))
     return p
+
+
+def _overlaps(claims: list, reflink: bool) -> list:
+    """(owner, owner) pairs of sorted claims that overlap (file data may
+    overlap file data on a reflink filesystem)."""
+    out = []
+    pos, last = 0, None
+    for start, n, owner in claims:
+        if start < pos and not (reflink and owner >= 0 and last >= 0 and
+                                owner & 3 == DATA and last & 3 == DATA):
+            out.append((owner, last))
+        if start + n > pos:
+            pos, last = start + n, owner
+    return out
 
 
 def _chained(checker, agno: int) -> list:
@@ -576,6 +630,9 @@ def _field_fix(f, verdict):
         if field == "di_onlink":
             return lambda ch, p: ch.fields.__setitem__("di_onlink", 0)
         return None
+    if code == "INODE_FLAGS" and "lacks the reflink flag" in f.message:
+        # a file sharing blocks: xfs_repair sets the flag
+        return lambda ch, p: setattr(ch, "set_reflink", True)
     if code == "INODE_FLAGS":
         return lambda ch, p: setattr(ch, "fix_flags", True)
     if code == "INODE_EXTSIZE":
