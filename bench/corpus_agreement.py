@@ -3,7 +3,7 @@
 
     python3 bench/corpus_agreement.py [--geometries std,small,rmap]
         [--seeds 1,2,3,4] [--count 100] [--jobs 2] [--keep DIR] [--no-readers]
-        [--json OUT] [--log LOG [--resume]] [--report LOG]
+        [--json OUT] [--log LOG [--resume]] [--labels OLDLOG] [--report LOG]
 
 For every case: the damaged image is made, labelled by xfs_repair -n, and
 checked by ``fstool check --json``; then ``fstool ls -R -l``, ``fstool get /``
@@ -13,6 +13,8 @@ an internal error, or an exception the check caught and reported as
 CHECK_ABORTED), hangs (a time limit hit), reader failures, findings
 not located well enough for a repair (structure, AG, inode), and each
 disagreement.  ``--keep DIR`` keeps the images of disagreements and crashes.
+``--labels OLDLOG`` re-checks the cases of an earlier run with xfs_repair
+-n's verdicts taken from its log (the reported xfs_repair time is then 0).
 """
 import argparse
 import json
@@ -100,6 +102,14 @@ def unlocated(f: dict) -> str | None:
     return None
 
 
+def ident(case) -> tuple:
+    return case["geometry"], case["seed"], case["n"]
+
+
+def read_log(path) -> list:
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
 def run_case(job):
     case, opts = job
     tmp = Path(tempfile.mkdtemp(prefix="corpus-"))
@@ -108,7 +118,11 @@ def run_case(job):
         if not corpus.make_case(img, case):
             return None
         t0 = time.perf_counter()
-        label, repair_says = corpus.label(img, messages=True)
+        known = opts.get("labels", {}).get(ident(case))
+        if known is not None:       # xfs_repair -n's verdict from an earlier run
+            label, repair_says = known
+        else:
+            label, repair_says = corpus.label(img, messages=True)
         t1 = time.perf_counter()
         rc, out, err = fstool("check", "--json", str(img), timeout=CHECK_TIMEOUT)
         t2 = time.perf_counter()
@@ -150,29 +164,30 @@ def main():
                     "finishes (a run stopped early still leaves what it did)")
     ap.add_argument("--resume", action="store_true",
                     help="with --log: skip the cases LOG already holds")
+    ap.add_argument("--labels", metavar="LOG",
+                    help="take xfs_repair -n's verdicts from an earlier run's LOG instead of "
+                    "running it again (the cases are made the same way from their seed); "
+                    "for re-checking the same corpus after fstool changed")
     ap.add_argument("--report", metavar="LOG",
                     help="print the report of the results in LOG (no case is run)")
     ap.add_argument("-v", "--verbose", action="store_true",
                     help="show what xfs_repair -n said about each disagreement")
     a = ap.parse_args()
     if a.report:
-        results = [json.loads(line) for line in Path(a.report).read_text().splitlines()
-                   if line.strip()]
-        report(results, None, None, a.verbose)
+        report(read_log(a.report), None, None, a.verbose)
         return
     geometries = a.geometries.split(",")
     for g in geometries:           # build base images and catalogs up front
         corpus.catalog(g)
-    jobs = [(c, {"readers": a.readers, "keep": a.keep})
+    labels = {ident(r["case"]): (r["label"], r["repair_says"])
+              for r in read_log(a.labels)} if a.labels else {}
+    jobs = [(c, {"readers": a.readers, "keep": a.keep, "labels": labels})
             for g in geometries for s in map(int, a.seeds.split(","))
             for c in corpus.cases(g, s, a.count)]
     # geometries and seeds take turns, so a run stopped early has sampled them all
     jobs.sort(key=lambda j: (j[0]["n"], j[0]["seed"], j[0]["geometry"]))
     if a.resume and a.log and Path(a.log).exists():
-        def ident(c):
-            return c["geometry"], c["seed"], c["n"]
-        done = {ident(json.loads(line)["case"]) for line in Path(a.log).read_text().splitlines()
-                if line.strip()}
+        done = {ident(r["case"]) for r in read_log(a.log)}
         jobs = [j for j in jobs if ident(j[0]) not in done]
     t0 = time.perf_counter()
     log = open(a.log, "a") if a.log else None

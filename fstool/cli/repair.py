@@ -23,7 +23,8 @@ EXIT_CANNOT = 4
 @json_opt
 @image_arg
 def cmd(dry_run, rebuild, add_finobt, undo_file, jobs, as_json, image):
-    """Check IMAGE and repair what check finds: the AG free space and inode
+    """Check IMAGE and repair what check finds: the primary superblock (from
+    the secondaries), AGF and AGI headers, the AG free space and inode
     btrees, the free lists, AG and superblock counters and secondary
     superblocks (docs/check-problems.md says what each finding gets).
 

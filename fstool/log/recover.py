@@ -182,13 +182,17 @@ def stamp_block(buf: bytearray, rule: tuple, lsn: int, sb) -> None:
 def gc_paused():
     """The cyclic garbage collector off for a while: recovery makes hundreds
     of thousands of small objects that live until it ends (no cycles among
-    them), and each full collection would walk them all again."""
+    them), and each full collection would walk them all again.  On the way
+    out they are moved to the permanent generation (``gc.freeze``): switched
+    back on, the collector would otherwise walk all of them at the next
+    allocation, since they count as new."""
     was = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
         if was:
+            gc.freeze()
             gc.enable()
 
 

@@ -113,6 +113,17 @@ class AGHeaderPhase:
         self._check_lsn(d[prefix + "lsn"], name, agno=agno, block=0, field=prefix + "lsn")
         return usable
 
+    def _salvage(self, agno: int, d: dict, prefix: str, uuid_field: str, magic: int) -> dict:
+        """A header whose naming fields are wrong (magic, version, sequence
+        number, length, uuid; already reported) with those fields set to
+        what they must be, as xfs_repair's verify_set_agf/agi correct them
+        before going on: the tree roots and counters it holds are then
+        checked like any other header's, and repair rewrites it whole."""
+        d = dict(d, **{prefix + "magicnum": magic, prefix + "versionnum": 1,
+                       prefix + "seqno": agno, prefix + "length": self.fs.ag_length(agno),
+                       uuid_field: self.fs.uuid, "_salvaged": True})
+        return d
+
     def _read_header(self, agno: int, sector: int, code: str, layout):
         """An AG header sector decoded (its raw bytes under ``_raw``), or None
         when it cannot be read (reported)."""
@@ -136,17 +147,19 @@ class AGHeaderPhase:
                 self.report("AGF_HEADER", f"AG {agno}: {f} {agf[f]} is beyond the free list "
                             f"({self.agfl_size} slots)", agno=agno, block=0, field=f,
                             found=agf[f])
-        if usable:
-            self.agf[agno] = agf
-            self._check_agfl(agno, agf)
+        if not usable:
+            agf = self._salvage(agno, agf, "agf_", "agf_uuid", C.XFS_AGF_MAGIC)
+        self.agf[agno] = agf
+        self._check_agfl(agno, agf)
 
     def _check_agi(self, agno: int) -> None:
         agi = self._read_header(agno, 2, "AGI_HEADER", AGI)
         if agi is None:
             return
-        if self._header_common(agno, agi["_raw"], agi, "agi", C.XFS_AGI_MAGIC,
-                               C.XFS_AGI_CRC_OFF, "agi_", "agi_uuid"):
-            self.agi[agno] = agi
+        if not self._header_common(agno, agi["_raw"], agi, "agi", C.XFS_AGI_MAGIC,
+                                   C.XFS_AGI_CRC_OFF, "agi_", "agi_uuid"):
+            agi = self._salvage(agno, agi, "agi_", "agi_uuid", C.XFS_AGI_MAGIC)
+        self.agi[agno] = agi
         self.unlinked[agno] = list(agi["agi_unlinked"])
         for i, v in enumerate(agi["agi_unlinked"]):
             if v != C.NULLAGINO:

@@ -35,7 +35,7 @@ import os
 
 from ...errors import UnsupportedError, WriteRefused
 from ...format import constants as C
-from .actions import AG, COUNTERS, INODE, SECONDARY, action_of
+from .actions import AG, COUNTERS, INODE, SB_FIELD, SECONDARY, action_of
 from .agbuild import AGPlan, RepairError
 
 EXIT_CLEAN, EXIT_REPAIRED, EXIT_CANNOT = 0, 1, 4
@@ -84,6 +84,7 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
     recheck = set()
     scan_ags = set()
     refc_ags = set()
+    sb_fixes = checker.sb_fixes = {}        # primary superblock field -> value
     # the inode phase (xfs_repair's phases 3 and 4) is planned first: what
     # it clears is free to every later phase
     inodes = plan_inodes(checker)
@@ -98,8 +99,8 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
                 refc_ags.add(f.agno)
             if f.code == "INOBT_INODE" and f.ino is not None:
                 recheck.add(f.ino)
-            if f.code == "SPACE_UNACCOUNTED" or (f.structure in ("inobt", "finobt", "agi")
-                                                 and f.code.startswith("BTREE_")):
+            if f.code in ("SPACE_UNACCOUNTED", "AGI_HEADER") or (
+                    f.structure in ("inobt", "finobt", "agi") and f.code.startswith("BTREE_")):
                 scan_ags.add(f.agno)
         elif action == COUNTERS:
             counters = True
@@ -109,6 +110,8 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
             why = inodes.reason(f)
             if why:
                 unrepaired.append((f, why))
+        elif action == SB_FIELD and f.field and f.expected is not None:
+            sb_fixes[f.field] = f.expected
         elif f.severity == "error":
             unrepaired.append((f, text))
     ag_set.update(inodes.ags)
@@ -147,6 +150,8 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
         secondaries.update(range(1, sb.agcount))
     if counters:
         changes.append("superblock: sb_icount, sb_ifree and sb_fdblocks summed from the AGs")
+    for field, value in sorted(sb_fixes.items()):
+        changes.append(f"superblock: {field} set to {value}")
     for agno in sorted(secondaries):
         if agno:
             changes.append(f"AG {agno}: secondary superblock rewritten from the primary")
@@ -178,8 +183,8 @@ def _ag_plans(checker, actions, ag_set, recheck, scan_ags, free_leaks, refc_ags,
             for f, action, _t in actions:
                 if f.agno == agno and f.code == "SPACE_OVERLAP" and any(
                         s <= (f.block or 0) < s + n for s, n in p.overlaps):
-                    unrepaired.append((f, "reported, not repaired: two files, or a file "
-                                       "and other metadata, claim the block"))
+                    unrepaired.append((f, "reported, not repaired: two kinds of metadata "
+                                       "claim the block"))
         plans[agno] = p
     return plans, unrepaired
 
@@ -232,14 +237,88 @@ def _check_and_plan(fs, progress, jobs, rebuild, add_finobt):
 def repair(path, *, dry_run: bool = False, rebuild=(), add_finobt: bool = False,
            undo_file=None, jobs: int = 1, progress=None) -> RepairResult:
     """Check ``path`` and mend what can be mended; see the module docstring."""
-    from ...fs.mount import Filesystem
-    from ...io.lock import ImageLock, refuse_if_mounted
+    from ...io.lock import refuse_if_mounted
     path = os.fspath(path)
     for t in rebuild:
         if t not in TREES:
             from ...errors import InvalidArgument
             raise InvalidArgument(f"--rebuild: unknown tree {t!r} (one of {', '.join(TREES)})")
     refuse_if_mounted(path)
+    restored, recorder = _primary_phase(path, dry_run, undo_file)
+    if restored is not None and dry_run:
+        # what follows depends on the primary, which -n does not write
+        f = _primary_finding(restored)
+        return RepairResult([f], [(f, "primary", restored.change)],
+                            [restored.change, "the rest is checked once the primary is "
+                             "restored (run without -n)"], [], dry_run=True)
+    try:
+        result = _repair(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress,
+                         recorder)
+    finally:
+        if recorder is not None and recorder.fd >= 0:
+            # the primary was restored and nothing else written (or the rest
+            # failed): the undo file still gives the old primary back
+            from ...io.device import Device
+            dev = Device(path)
+            try:
+                recorder.finish(dev)
+            finally:
+                dev.close()
+    if restored is not None:
+        f = _primary_finding(restored)
+        result.findings.insert(0, f)
+        result.actions.insert(0, (f, "primary", restored.change))
+        result.changes.insert(0, restored.change)
+        result.written = True
+    return result
+
+
+def _primary_finding(plan):
+    from ..check.base import Finding
+    return Finding("SB_PRIMARY", f"primary superblock: {plan.why}", structure="sb", agno=0,
+                   block=0)
+
+
+def _primary_phase(path, dry_run, undo_file):
+    """(plan, undo recorder) when the primary superblock cannot be trusted
+    and a secondary can replace it (written now unless ``dry_run``, saved
+    first in ``undo_file``); (None, None) when the primary is good.  Raises
+    RepairError when it is bad and no valid secondary is found."""
+    from ...io.device import Device
+    from ...io.lock import ImageLock
+    from . import primary
+    dev = Device(path, writable=not dry_run)
+    recorder = None
+    try:
+        with ImageLock(dev.fd, path):
+            why = primary.trouble(dev)
+            if why is None:
+                return None, None
+            plan = primary.find(dev, why)
+            if plan is None:
+                raise RepairError(f"{path}: the primary superblock cannot be trusted ({why}) "
+                                  "and no valid secondary superblock was found to restore it "
+                                  "from")
+            if dry_run:
+                return plan, None
+            if undo_file is not None:
+                from ...io.undo import UndoRecorder
+                recorder = UndoRecorder(dev, undo_file, plan.header_sectors())
+                dev.write_hook = recorder
+            primary.restore(dev, plan)
+            dev.write_hook = None
+            return plan, recorder
+    except BaseException:
+        if recorder is not None:
+            recorder.close()
+        raise
+    finally:
+        dev.close()
+
+
+def _repair(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, recorder):
+    from ...fs.mount import Filesystem
+    from ...io.lock import ImageLock
     with Filesystem(path) as fs:
         rmap = fs.sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_RMAPBT)
     if dry_run or rmap:
@@ -273,7 +352,6 @@ def repair(path, *, dry_run: bool = False, rebuild=(), add_finobt: bool = False,
             fs.close()
     from ...ns.writer import Writer
     w = Writer(path)
-    recorder = None
     try:
         fs = w.fs
         _refuse(fs, path, add_finobt)
@@ -285,9 +363,11 @@ def repair(path, *, dry_run: bool = False, rebuild=(), add_finobt: bool = False,
                               forced=bool(rebuild or add_finobt))
         if not changes:
             return result
-        if undo_file is not None:
+        if recorder is None and undo_file is not None:
             from ...io.undo import UndoRecorder
             recorder = UndoRecorder(fs.dev, undo_file, _digest_sectors(fs))
+        if recorder is not None:
+            recorder.dev = fs.dev
             fs.dev.write_hook = recorder
         _apply(w, c, plans, secs, counters, add_finobt, inodes)
         w.close()
@@ -383,6 +463,7 @@ def _apply(w, checker, plans, secondaries, counters, add_finobt, inodes=None) ->
             f.update(sb_icount=icount, sb_ifree=ifree, sb_fdblocks=fdblocks)
         if add_finobt:
             f["sb_features_ro_compat"] |= C.XFS_SB_FEAT_RO_COMPAT_FINOBT
+        f.update(getattr(checker, "sb_fixes", {}))
         if inodes is not None:
             inodes.apply_sb(f)
         packed = SB.pack(f)

@@ -7,6 +7,7 @@ code -> (action, text).  The action is what :mod:`fstool.ops.repair` plans:
                finding's AG)
 ``counters``   recompute the superblock counters from the AGs
 ``secondary``  rewrite the secondary superblock from the primary
+``sb_field``   set the primary superblock's field to the finding's expected value
 ``inode``      the inode phase (:mod:`fstool.ops.repair.inodes`): fix the
                inode in place, clear it or drop its attr fork, as
                xfs_repair does; empty unlinked buckets; clear quota inode
@@ -17,6 +18,7 @@ docs/check-problems.md shows the text in its repair column (generated with
 the problem table, ``python -m fstool.ops.problems``).
 """
 AG, COUNTERS, SECONDARY, INODE, NONE = "ag", "counters", "secondary", "inode", "none"
+SB_FIELD = "sb_field"
 
 _AG_TEXT = ("rebuilt: the AG's bnobt, cntbt, inobt, finobt and free list are bulk-loaded "
             "from the space map of every owner and the inode chunks, the AGF/AGI counters "
@@ -33,12 +35,13 @@ _REFC_TEXT = ("rebuilt: the AG's refcount btree is bulk-loaded from the blocks f
               "(CoW staging extents left behind are freed), with the AG's other trees")
 
 REPAIRS = {
-    "SB_PRIMARY": (NONE, _NOT_YET + "the primary superblock is the source every rebuild "
-                   "starts from; repair does not guess geometry (xfs_repair searches the "
-                   "secondaries)"),
+    "SB_PRIMARY": ("primary", "repaired: the primary superblock is restored from the "
+                   "secondaries (the geometry most valid secondaries agree on, as xfs_repair's "
+                   "phase 1 finds it), its counters summed again from the AGs"),
     "SB_FEATURES": (NONE, _NOT_YET + "unknown features: repair cannot know what they "
                     "protect"),
-    "SB_ROOTINO": (NONE, _NOT_YET + "moving the root or realtime inodes is not supported"),
+    "SB_ROOTINO": (SB_FIELD, "repaired: the superblock field is set to the inode mkfs puts "
+                   "there (xfs_repair's calculated root, realtime bitmap and summary inodes)"),
     "SB_QUOTINO": (INODE, "repaired: the superblock's quota inode number is cleared "
                    "(null) with the quota checked flags, as xfs_repair does; quotas are turned "
                    "off when no quota inode is left"),
@@ -46,12 +49,17 @@ REPAIRS = {
                      "primary"),
     "SB_COUNTERS": (COUNTERS, "repaired: sb_icount, sb_ifree and sb_fdblocks are summed "
                     "from the AG headers"),
-    "LSN_AHEAD": (NONE, _NOT_YET + "restamping LSNs needs the log reformatted, which "
-                  "repair does not do yet"),
-    "AGF_HEADER": (NONE, _NOT_YET + "an AGF that fails verification loses its tree roots; "
-                   "rebuilding it from scratch is not supported yet"),
-    "AGI_HEADER": (NONE, _NOT_YET + "an AGI that fails verification loses its tree roots "
-                   "and unlinked lists; rebuilding it from scratch is not supported yet"),
+    "LSN_AHEAD": (NONE, "on an AG header or AG btree block: rebuilt with the AG, stamped with "
+                  "the log's current LSN; on a secondary superblock: rewritten from the "
+                  "primary; elsewhere reported, not repaired: restamping LSNs needs the log "
+                  "reformatted, which repair does not do yet"),
+    "AGF_HEADER": (AG, "rebuilt: the AGF is written anew (magic, version, sequence number, "
+                   "length and uuid as they must be) with the AG's bnobt, cntbt, inobt, finobt "
+                   "and free list bulk-loaded from the space map of every owner"),
+    "AGI_HEADER": (AG, "rebuilt: the AGI is written anew (magic, version, sequence number, "
+                   "length and uuid as they must be; inode chunks the inobt does not reach are "
+                   "looked for on disk) with the AG's trees and free list bulk-loaded from the "
+                   "space map of every owner"),
     "AGFL_CRC": (AG, _AG_TEXT),
     "AGFL_HEADER": (AG, _AG_TEXT),
     "AGFL_COUNT": (AG, _AG_TEXT),
@@ -91,9 +99,11 @@ REPAIRS = {
     "RMAP_MISMATCH": (NONE, _NOT_YET + "writing filesystems with an rmapbt is not "
                       "supported yet"),
     "SPACE_OVERLAP": (AG, "repaired when one of the claimants is free space, the free "
-                      "list or an AG btree (the AG is rebuilt); reported, not repaired "
-                      "when two files or a file and other metadata claim a block (which "
-                      "one owns it needs the file checks repair does not make yet)"),
+                      "list or an AG btree (the AG is rebuilt); a file whose data fork or "
+                      "block map claims a block metadata or another file claims is cleared, "
+                      "an attr fork that does is dropped (xfs_repair's phase 4: every "
+                      "claimant of a duplicate block); reported, not repaired when two kinds "
+                      "of metadata claim a block"),
     "SPACE_UNACCOUNTED": (AG, "repaired: leaked blocks return to free space when the AG is "
                           "rebuilt (inode chunks no inobt record names are found on disk "
                           "first, so no inode is freed)"),
@@ -160,6 +170,15 @@ def action_of(finding) -> tuple[str, str]:
     """(action, text) for one finding, looking at the structure it names
     where the code alone does not decide."""
     action, text = REPAIRS.get(finding.code, (NONE, _NOT_YET + "no repair is known"))
+    if finding.code == "LSN_AHEAD" and finding.agno is not None:
+        # an AG header or AG btree block is written anew by the AG rebuild,
+        # a secondary superblock from the primary: both under the log's LSN
+        if finding.structure in REBUILT_TREES:
+            return AG, ("rebuilt: the AG's headers and trees are written anew, stamped with "
+                        "the log's current LSN")
+        if finding.structure == "sb" and finding.agno:
+            return SECONDARY, ("repaired: the secondary superblock is rewritten from the "
+                               "primary, stamped with the log's current LSN")
     if action == AG:
         if finding.agno is None:
             return NONE, _NOT_YET + "the finding names no AG"

@@ -425,6 +425,9 @@ class AGPlan:
         # AGF
         f = dict(agf)
         f.pop("_raw", None)
+        f.pop("_salvaged", None)
+        f.update(agf_magicnum=C.XFS_AGF_MAGIC, agf_versionnum=1, agf_seqno=agno,
+                 agf_length=self.length, agf_uuid=uuid)
         roots, levels = list(f["agf_roots"]), list(f["agf_levels"])
         roots[0], roots[1], levels[0], levels[1] = bno_root, cnt_root, bno_lvl, cnt_lvl
         nfl = len(self.agfl)
@@ -448,6 +451,9 @@ class AGPlan:
         # AGI
         i = dict(agi)
         i.pop("_raw", None)
+        i.pop("_salvaged", None)
+        i.update(agi_magicnum=C.XFS_AGI_MAGIC, agi_versionnum=1, agi_seqno=agno,
+                 agi_length=self.length, agi_uuid=uuid)
         count = sum(r[2] for r in self.inorecs)
         freecount = sum(r[3] for r in self.inorecs)
         i.update(agi_root=ino_root, agi_level=ino_lvl, agi_count=count, agi_freecount=freecount)

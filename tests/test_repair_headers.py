@@ -1,0 +1,148 @@
+"""fstool repair on damaged AG headers: an AGF or AGI whose naming fields
+(magic, version, sequence number, length, uuid), CRC or whole sector are
+wrong is written anew, its trees rebuilt; judged by xfs_repair -n, fstool
+check and a kernel mount showing every file as it was."""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from fixtures import images
+from fixtures.repair_images import copy_image, kernel_churn_image
+from test_repair import digest, fstool, kernel_tree, xfs_db, xfs_repair_n
+
+needs_loop = pytest.mark.skipif(not images.loop_available(),
+                                reason="needs root, xfsprogs and a kernel loop mount of XFS")
+
+
+@pytest.fixture(scope="module")
+def churn():
+    if not images.loop_available():
+        pytest.skip("needs root, xfsprogs and a kernel loop mount of XFS")
+    img = kernel_churn_image()
+    return {"img": img, "tree": kernel_tree(img)}
+
+
+def overwrite_sector(img: Path, agno: int, sector: int, data: bytes) -> None:
+    """Write ``data`` over header sector ``sector`` (1 AGF, 2 AGI) of AG ``agno``."""
+    geo = xfs_db(img, "sb 0", "print agblocks blocksize sectsize")
+    vals = dict(line.split(" = ") for line in geo.splitlines())
+    ss = int(vals["sectsize"])
+    off = agno * int(vals["agblocks"]) * int(vals["blocksize"]) + sector * ss
+    with open(img, "r+b") as f:
+        f.seek(off)
+        f.write(data[:ss].ljust(ss, b"\0"))
+
+
+# (name, xfs_db commands or (AG, sector, bytes)): one damage each
+HEADER_DAMAGE = [
+    ("agf-magic", ["agf 1", "write -d magicnum 0x12345678"]),
+    ("agf-version", ["agf 2", "write -d versionnum 7"]),
+    ("agf-seqno", ["agf 0", "write -d seqno 9"]),
+    ("agf-length", ["agf 3", "write -d length 100"]),
+    ("agf-uuid", ["agf 1", "write -d uuid 11111111-2222-3333-4444-555555555555"]),
+    ("agf-crc", ["agf 2", "write -c crc 0x1234"]),
+    ("agf-roots-zeroed", ["agf 1", "write -d magicnum 0", "write -d bnoroot 0",
+                          "write -d cntroot 0"]),
+    ("agf-random-sector", (1, 1, random.Random(7).randbytes(512))),
+    ("agf-zero-sector", (3, 1, bytes(512))),
+    ("agi-magic", ["agi 1", "write -d magicnum 0x12345678"]),
+    ("agi-seqno", ["agi 2", "write -d seqno 9"]),
+    ("agi-length", ["agi 0", "write -d length 100"]),
+    ("agi-crc", ["agi 3", "write -c crc 0x1234"]),
+    ("agi-root-lost", ["agi 1", "write -d magicnum 0", "write -d root 0"]),
+]
+
+
+@needs_loop
+@pytest.mark.parametrize("name,damage", HEADER_DAMAGE, ids=[d[0] for d in HEADER_DAMAGE])
+def test_repair_ag_header(churn, tmp_path, name, damage):
+    img = copy_image(churn["img"], tmp_path / "h.img")
+    if isinstance(damage, tuple):
+        overwrite_sector(img, *damage)
+    else:
+        xfs_db(img, *damage, expert=True)
+    assert xfs_repair_n(img) == 1, "the damage is not damage"
+    r = fstool("check", "--json", img)
+    assert r.returncode == 1
+    assert '"AGF_HEADER"' in r.stdout or '"AGI_HEADER"' in r.stdout
+    damaged = digest(img)
+    r = fstool("repair", "-n", img)
+    assert r.returncode == 1 and "would change" in r.stdout, r.stdout + r.stderr
+    assert digest(img) == damaged
+    r = fstool("repair", img)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert xfs_repair_n(img) == 0
+    assert fstool("check", img).returncode == 0
+    repaired = digest(img)
+    r = fstool("repair", img)
+    assert r.returncode == 0 and "no problems found" in r.stdout, r.stdout
+    assert digest(img) == repaired
+    assert kernel_tree(img) == churn["tree"]
+
+
+# (name, xfs_db commands on the primary superblock)
+PRIMARY_DAMAGE = [
+    ("sb-magic", ["sb 0", "write -d magicnum 0"]),
+    ("sb-blocksize", ["sb 0", "write -d blocksize 1234"]),
+    ("sb-agcount", ["sb 0", "write -d agcount 9"]),
+    ("sb-agblocks", ["sb 0", "write -d agblocks 77"]),
+    ("sb-crc", ["sb 0", "write -c crc 0x11"]),
+    ("sb-stripe-unit", ["sb 0", "write -d unit 8"]),
+    ("sb-rootino", ["sb 0", "write -d rootino 999"]),
+    ("sb-rbmino", ["sb 0", "write -d rbmino 5000"]),
+]
+
+
+@needs_loop
+@pytest.mark.parametrize("name,cmds", PRIMARY_DAMAGE, ids=[d[0] for d in PRIMARY_DAMAGE])
+def test_repair_primary_superblock(churn, tmp_path, name, cmds):
+    """A primary superblock that cannot be trusted is restored from the
+    secondaries (its root and realtime inode fields set where mkfs puts
+    them); undo gives the damaged image back."""
+    img = copy_image(churn["img"], tmp_path / "p.img")
+    xfs_db(img, *cmds, expert=True)
+    assert xfs_repair_n(img) == 1, "the damage is not damage"
+    damaged = digest(img)
+    r = fstool("repair", "-n", img)
+    assert r.returncode in (1, 4) and "would change" in r.stdout, r.stdout + r.stderr
+    assert digest(img) == damaged
+    undo = tmp_path / "p.undo"
+    r = fstool("repair", "--undo-file", undo, img)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert xfs_repair_n(img) == 0
+    assert fstool("check", img).returncode == 0
+    repaired = digest(img)
+    r = fstool("repair", img)
+    assert r.returncode == 0 and "no problems found" in r.stdout, r.stdout
+    assert digest(img) == repaired
+    assert kernel_tree(img) == churn["tree"]
+    r = fstool("undo", img, undo)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert digest(img) == damaged
+
+
+def test_repair_without_any_good_superblock(tmp_path):
+    """No valid superblock anywhere (every copy's magic gone), and a file
+    that is no filesystem at all: a one-line error, exit 4, nothing written."""
+    img = tmp_path / "n.img"
+    r = fstool("mkfs", "-q", "--size", "32m", img)
+    assert r.returncode == 0, r.stderr
+    geo = xfs_db(img, "sb 0", "print agblocks agcount blocksize")
+    vals = dict(line.split(" = ") for line in geo.splitlines())
+    agsize = int(vals["agblocks"]) * int(vals["blocksize"])
+    with open(img, "r+b") as f:
+        for agno in range(int(vals["agcount"])):
+            f.seek(agno * agsize)
+            f.write(b"\0\0\0\0")
+    other = tmp_path / "random.img"
+    other.write_bytes(random.Random(3).randbytes(1 << 20))
+    for path in (img, other):
+        before = digest(path)
+        r = fstool("repair", path)
+        assert r.returncode == 4, r.stdout + r.stderr
+        assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert "superblock" in r.stderr
+        assert digest(path) == before
