@@ -188,9 +188,11 @@ class InodePlan:
     def settles(self, finding) -> bool:
         """Whether clearing an inode answers a finding of another phase
         about it (an inode check kept but xfs_repair clears, such as a bad
-        symlink, is not reachable or has a wrong link count: once free,
-        neither matters)."""
-        return finding.code in ("DISCONNECTED", "NLINK") and finding.ino in self.cleared
+        symlink or a file claiming another's blocks, is not reachable, has
+        a wrong link count, or is a directory with bad entries: once it is
+        free, none of that matters)."""
+        return finding.ino in self.cleared and (
+            finding.code in ("DISCONNECTED", "NLINK") or finding.code.startswith("DIR_"))
 
     def reason(self, finding) -> str | None:
         """None when this phase repairs ``finding``; else why not."""
