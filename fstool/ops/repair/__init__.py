@@ -123,6 +123,13 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
     if reflink:
         refc_ags.update(inodes.ags)     # blocks a cleared inode shared are shared less
     finobt = add_finobt or sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_FINOBT)
+    # directory entries naming an inode the inode phase clears (one check
+    # kept: a bad symlink, a file claiming another's blocks) are the
+    # namespace phase's to remove; until then the repair is not complete
+    for ino, f in inodes.dangling(checker):
+        unrepaired.append((f, f"reported, not repaired: inode {ino} is cleared but "
+                           "directory entries still name it (removing them is the "
+                           "namespace phase's)"))
     # while anything stays unrepaired (an inode, a block map, a structure
     # check could not read), who owns the blocks no one claims is not known:
     # they are left as they are rather than freed

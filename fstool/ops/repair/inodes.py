@@ -194,6 +194,21 @@ class InodePlan:
         return finding.ino in self.cleared and (
             finding.code in ("DISCONNECTED", "NLINK") or finding.code.startswith("DIR_"))
 
+    def dangling(self, checker) -> list:
+        """(inode, a finding of it) for every inode this phase clears that
+        check saw in use with directory entries naming it: those entries
+        are the namespace phase's to remove (until it has, repair is not
+        done)."""
+        tab = getattr(checker, "table", None)      # the whole filesystem's
+        out = []
+        for ino in sorted(self.cleared):
+            slot = tab.slot(ino) if tab is not None else -1
+            if slot >= 0 and tab.itype[slot] and tab.refs[slot]:
+                fl = self.findings_of.get(ino)
+                if fl:
+                    out.append((ino, fl[0]))
+        return out
+
     def reason(self, finding) -> str | None:
         """None when this phase repairs ``finding``; else why not."""
         if id(finding) in self.handled or self.settles(finding):
