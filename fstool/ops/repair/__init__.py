@@ -15,7 +15,11 @@ is reported as not repaired, with the reason.  The actions:
   to lost+found; its directory blocks are reserved from free space and the
   blocks it gives up freed by the AG rebuild, which runs after it;
 * the superblock counters are summed from the AGs;
-* secondary superblocks are rewritten from the primary.
+* secondary superblocks are rewritten from the primary;
+* inodes (the inode phase, :mod:`.inodes`, run first): fields fixed in
+  place, inodes cleared or attr forks dropped as xfs_repair does, unlinked
+  buckets emptied, bad quota inode numbers cleared; the AGs holding what
+  they gave back are rebuilt with it free.
 
 ``--rebuild`` forces the AG rebuild in every AG (``finobt``, ``inobt``,
 ``bnobt``, ``cntbt``, ``agfl`` or ``all``: the trees of an AG are rebuilt
@@ -36,8 +40,8 @@ import os
 
 from ...errors import UnsupportedError, WriteRefused
 from ...format import constants as C
-from .actions import (AG, COUNTERS, LOG, NAMESPACE, REBUILT_TREES, SB_FIELD, SECONDARY,
-                      action_of)
+from .actions import (AG, COUNTERS, INODE, LOG, NAMESPACE, REBUILT_TREES, SB_FIELD,
+                      SECONDARY, action_of)
 from .agbuild import AGPlan, RepairError
 
 EXIT_CLEAN, EXIT_REPAIRED, EXIT_CANNOT = 0, 1, 4
@@ -75,8 +79,9 @@ def refuse_unusable(fs, path) -> None:
 
 def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
     """(AG plans, secondary superblocks, counters?, changes, actions,
-    unrepaired, namespace plan or None) for the findings of ``checker`` and
-    the options."""
+    unrepaired, (inode plan, namespace plan or None)) for the findings of
+    ``checker`` and the options."""
+    from .inodes import plan_inodes
     fs = checker.fs
     sb = fs.sb
     findings = checker.findings
@@ -89,6 +94,9 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
     sb_fixes = checker.sb_fixes = {}        # primary superblock field -> value
     checker.log_cycle = 0                   # format the log at this cycle at the end
     ns_findings = []
+    # the inode phase (xfs_repair's phases 3 and 4) is planned first: what
+    # it clears is free to every later phase
+    inodes = plan_inodes(checker)
     for f in findings:
         action, text = action_of(f)
         if f.code == "SPACE_OVERLAP" and f.agno is not None:
@@ -115,6 +123,10 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
             counters = True
         elif action == SECONDARY:
             secondaries.add(f.agno)
+        elif action == INODE or inodes.settles(f):
+            why = inodes.reason(f)
+            if why:
+                unrepaired.append((f, why))
         elif action == SB_FIELD and f.field and f.expected is not None:
             sb_fixes[f.field] = f.expected
         elif action == LOG:
@@ -123,33 +135,61 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
             ns_findings.append(f)
         elif f.severity == "error":
             unrepaired.append((f, text))
+    ag_set.update(inodes.ags)
     if rebuild or add_finobt:
         ag_set.update(range(sb.agcount))
     reflink = sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_REFLINK)
     if reflink and ("refcountbt" in rebuild or "all" in rebuild):
         refc_ags.update(range(sb.agcount))
+    if reflink:
+        refc_ags.update(inodes.ags)     # blocks a cleared inode shared are shared less
     finobt = add_finobt or sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_FINOBT)
-    # -- phases, in xfs_repair's order: the inodes (the set it clears; none
-    # until that phase exists), the namespace, then the AGs and counters
-    cleared: set = set()
-    ns = _plan_namespace(checker, cleared, ns_findings, unrepaired)
-    while True:
+    # directory entries naming an inode the inode phase clears (one check
+    # kept: a bad symlink, a file claiming another's blocks) are the
+    # namespace phase's to remove, as are the namespace findings
+    dangling = list(inodes.dangling(checker))
+    # -- phases, in xfs_repair's order: the inodes (planned above), the
+    # namespace (treating what the inode phase clears as free), then the AGs
+    # and counters
+    ns = _plan_namespace(checker, inodes.cleared, ns_findings, unrepaired) \
+        if (ns_findings or dangling) else None
+    if ns is None:
+        for ino, f in dangling:
+            unrepaired.append((f, f"reported, not repaired: inode {ino} is cleared but "
+                               "directory entries still name it and the namespace phase "
+                               "cannot run"))
+
+    def ag_plans():
         # while anything stays unrepaired (an inode, a block map, a structure
         # check could not read), who owns the blocks no one claims is not
         # known: they are left as they are rather than freed
-        free_leaks = not unrepaired
-        out = _plan_ags(checker, ag_set | (ns.ags if ns else set()), actions, finobt, recheck,
-                        scan and scan_ags, free_leaks, reflink and refc_ags, ns)
-        if ns is None or not (out[2] & ns.ags):
-            break
-        # an AG the namespace phase needs cannot be rebuilt: it changes nothing
-        unrepaired.extend((f, "reported, not repaired: an AG holding the rebuilt "
-                           "directories' blocks cannot be rebuilt") for f in ns_findings)
-        ns = None
-    plans, changes, _failed, unrep_ags = out
+        return _plan_ags(checker, ag_set | inodes.ags | (ns.ags if ns else set()), actions,
+                         finobt, recheck, scan and scan_ags, not unrepaired,
+                         reflink and refc_ags, ns, inodes)
+
+    plans, ag_changes, failed, unrep_ags = ag_plans()
+    if failed & (inodes.ags | (ns.ags if ns else set())):
+        # an AG a phase needs cannot be rebuilt: the inode phase is withdrawn
+        # there, the namespace phase altogether (what it planned assumed the
+        # inodes cleared), and the AGs planned again
+        missing = failed & inodes.ags
+        if missing:
+            inodes.withdraw(missing, "the AG holding the inode or its blocks cannot be rebuilt")
+            unrepaired.extend(fu for fu in inodes.unrepaired if fu not in unrepaired)
+        if ns is not None:
+            unrepaired.extend((f, "reported, not repaired: an AG the namespace phase needs "
+                               "cannot be rebuilt") for f in ns_findings)
+            unrepaired.extend((f, f"reported, not repaired: inode {ino} is cleared but "
+                               "directory entries still name it") for ino, f in dangling
+                              if ino in inodes.cleared)
+            ns = None
+        ag_set.difference_update(failed)
+        plans, ag_changes, failed, unrep_ags = ag_plans()
     unrepaired.extend(unrep_ags)
+    changes = [inodes.changes[i].describe() for i in sorted(inodes.changes)] + inodes.notes
     if ns:
-        changes[:0] = ns.changes
+        changes.extend(ns.changes)
+    changes.extend(ag_changes)
     if plans:
         counters = True
     if add_finobt:
@@ -165,15 +205,14 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
     for agno in sorted(secondaries):
         if agno:
             changes.append(f"AG {agno}: secondary superblock rewritten from the primary")
-    return plans, sorted(secondaries - {0}), counters, changes, actions, unrepaired, ns
+    return (plans, sorted(secondaries - {0}), counters, changes, actions, unrepaired,
+            (inodes, ns))
 
 
 def _plan_namespace(checker, cleared, ns_findings, unrepaired):
     """The namespace phase's plan, or None (its findings then unrepaired)."""
     from .namespace import NamespaceError
     from .namespace import plan as ns_plan
-    if not ns_findings:
-        return None
     try:
         return ns_plan(checker, cleared)
     except NamespaceError as e:
@@ -181,7 +220,8 @@ def _plan_namespace(checker, cleared, ns_findings, unrepaired):
         return None
 
 
-def _plan_ags(checker, ag_set, actions, finobt, recheck, scan_ags, free_leaks, refc_ags, ns):
+def _plan_ags(checker, ag_set, actions, finobt, recheck, scan_ags, free_leaks, refc_ags, ns,
+              inodes):
     """(AG plans, changes, AGs that cannot be rebuilt, unrepaired)."""
     scan_ags = scan_ags or set()
     refc_ags = refc_ags or set()
@@ -201,7 +241,7 @@ def _plan_ags(checker, ag_set, actions, finobt, recheck, scan_ags, free_leaks, r
         try:
             p = AGPlan(checker, agno, finobt=finobt, recheck_inos=recheck,
                        scan_lost=agno in scan_ags, free_leaks=free_leaks,
-                       refcount=agno in refc_ags, ns=ns)
+                       refcount=agno in refc_ags, ns=ns, inodes=inodes)
         except RepairError as e:
             for f, action, _t in actions:
                 if f.agno == agno and action == AG:
@@ -212,8 +252,8 @@ def _plan_ags(checker, ag_set, actions, finobt, recheck, scan_ags, free_leaks, r
             for f, action, _t in actions:
                 if f.agno == agno and f.code == "SPACE_OVERLAP" and any(
                         s <= (f.block or 0) < s + n for s, n in p.overlaps):
-                    unrepaired.append((f, "reported, not repaired: two files, or a file "
-                                       "and other metadata, claim the block"))
+                    unrepaired.append((f, "reported, not repaired: two kinds of metadata "
+                                       "claim the block"))
         plans[agno] = p
         changes.extend(p.notes)
         changes.append(p.summary())
@@ -362,8 +402,8 @@ def _repair(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, recor
             raise
         try:
             _refuse(fs, path, add_finobt)
-            c, first, (plans, secs, counters, changes, actions, unrep, ns) = _check_and_plan(
-                fs, progress, jobs, rebuild, add_finobt)
+            c, first, (plans, secs, counters, changes, actions, unrep, _ph) = \
+                _check_and_plan(fs, progress, jobs, rebuild, add_finobt)
             if add_finobt:
                 _check_finobt_room(fs, plans)
             if rmap:
@@ -386,8 +426,8 @@ def _repair(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, recor
     try:
         fs = w.fs
         _refuse(fs, path, add_finobt)
-        c, first, (plans, secs, counters, changes, actions, unrep, ns) = _check_and_plan(
-            fs, progress, jobs, rebuild, add_finobt)
+        c, first, (plans, secs, counters, changes, actions, unrep, phases) = \
+            _check_and_plan(fs, progress, jobs, rebuild, add_finobt)
         if add_finobt:
             _check_finobt_room(fs, plans)
         result = RepairResult(first, actions, changes, unrep,
@@ -400,7 +440,7 @@ def _repair(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, recor
         if recorder is not None:
             recorder.dev = fs.dev
             fs.dev.write_hook = recorder
-        _apply(w, c, plans, secs, counters, add_finobt, ns)
+        _apply(w, c, plans, secs, counters, add_finobt, phases)
         w.close()
         if c.log_cycle:
             from ..logops import zero
@@ -475,7 +515,7 @@ def _digest_sectors(fs) -> list:
     return out
 
 
-def _apply(w, checker, plans, secondaries, counters, add_finobt, ns=None) -> None:
+def _apply(w, checker, plans, secondaries, counters, add_finobt, phases=(None, None)) -> None:
     from ...format.structs import SB
     from ...io import verify as V
     from .agbuild import raw_buf
@@ -483,10 +523,13 @@ def _apply(w, checker, plans, secondaries, counters, add_finobt, ns=None) -> Non
     sb = fs.sb
     with w.transaction():
         tx = w.tx
-        # the inode phase goes first (when it exists), then the namespace
+        inodes, ns = phases
+        # the inode phase first, then the namespace, then the AGs (which see
+        # what both give up and take through their plans) and counters
+        if inodes is not None:
+            inodes.apply(tx, checker)
         if ns:
             ns.write(w)
-        # then the AGs (seeing the namespace's blocks through its plan) and counters
         totals = {}
         for agno, p in plans.items():
             totals[agno] = p.write(tx, checker.agf.get(agno), checker.agi.get(agno))
@@ -510,6 +553,8 @@ def _apply(w, checker, plans, secondaries, counters, add_finobt, ns=None) -> Non
         if add_finobt:
             f["sb_features_ro_compat"] |= C.XFS_SB_FEAT_RO_COMPAT_FINOBT
         f.update(getattr(checker, "sb_fixes", {}))
+        if inodes is not None:
+            inodes.apply_sb(f)
         packed = SB.pack(f)
         sbuf.data[:len(packed)] = packed
         for agno in secondaries:

@@ -12,12 +12,17 @@ code -> (action, text).  The action is what :mod:`fstool.ops.repair` plans:
                no directory reaches to lost+found, set link counts
 ``sb_field``   set the primary superblock's field to the finding's expected value
 ``log``        format the (clean) log anew with a cycle past the finding's LSN
+``inode``      the inode phase (:mod:`fstool.ops.repair.inodes`): fix the
+               inode in place, clear it or drop its attr fork, as
+               xfs_repair does; empty unlinked buckets; clear quota inode
+               numbers
 ``none``       reported, not repaired: the text says why
 
 docs/check-problems.md shows the text in its repair column (generated with
 the problem table, ``python -m fstool.ops.problems``).
 """
-AG, COUNTERS, SECONDARY, NAMESPACE, NONE = "ag", "counters", "secondary", "namespace", "none"
+AG, COUNTERS, SECONDARY, NAMESPACE, INODE, NONE = ("ag", "counters", "secondary",
+                                                  "namespace", "inode", "none")
 SB_FIELD = "sb_field"
 LOG = "log"
 
@@ -29,6 +34,13 @@ _DIR_TEXT = ("repaired: the directory is rebuilt from the entries that can still
              "and are valid (entries naming free, cleared or invalid inodes, illegal or "
              "duplicate names are dropped; '.', '..' and file types set right), in whichever "
              "form its size calls for")
+_FREED = ("; its blocks return to free space and it is free in the rebuilt inode btrees "
+          "(directory entries naming it are the namespace phase's)")
+_CLEAR = "repaired: the inode is cleared (made free, as xfs_repair's clear_dinode leaves it)"
+_ATTR = ("repaired: the attr fork is dropped (as xfs_repair does: no attr fork, the block "
+         "count and extent counts left to the data fork); its blocks return to free space")
+_BMBT = (_CLEAR + " when the block map is the data fork's; " + _ATTR[len("repaired: "):]
+         + " when it is the attr fork's" + _FREED)
 _REFC_TEXT = ("rebuilt: the AG's refcount btree is bulk-loaded from the blocks files share "
               "(CoW staging extents left behind are freed), with the AG's other trees")
 
@@ -40,8 +52,9 @@ REPAIRS = {
                     "protect"),
     "SB_ROOTINO": (SB_FIELD, "repaired: the superblock field is set to the inode mkfs puts "
                    "there (xfs_repair's calculated root, realtime bitmap and summary inodes)"),
-    "SB_QUOTINO": (NONE, _NOT_YET + "clearing a quota inode the superblock names wrongly "
-                   "(with its quota flags) is not supported yet"),
+    "SB_QUOTINO": (INODE, "repaired: the superblock's quota inode number is cleared "
+                   "(null) with the quota checked flags, as xfs_repair does; quotas are turned "
+                   "off when no quota inode is left"),
     "SB_SECONDARY": (SECONDARY, "repaired: the secondary superblock is rewritten from the "
                      "primary"),
     "SB_COUNTERS": (COUNTERS, "repaired: sb_icount, sb_ifree and sb_fdblocks are summed "
@@ -60,8 +73,10 @@ REPAIRS = {
     "AGFL_COUNT": (AG, _AG_TEXT),
     "AGFL_BLOCK": (AG, _AG_TEXT),
     "AGFL_DUPLICATE": (AG, _AG_TEXT),
-    "AGI_UNLINKED": (NONE, _NOT_YET + "unlinked lists need the inodes on them freed or "
-                     "relinked; not supported yet"),
+    "AGI_UNLINKED": (INODE, "repaired: the AG's unlinked buckets are emptied (rebuilt "
+                     "with the AG) and the inodes they chained get a null di_next_unlinked, as "
+                     "xfs_repair does; inodes in use left with no links are the namespace "
+                     "phase's"),
     # btree findings are repaired for the AG trees repair rebuilds; see
     # ag_tree_finding() for the refcountbt and rmapbt
     "BTREE_ROOT": (AG, _AG_TEXT),
@@ -92,34 +107,47 @@ REPAIRS = {
     "RMAP_MISMATCH": (NONE, _NOT_YET + "writing filesystems with an rmapbt is not "
                       "supported yet"),
     "SPACE_OVERLAP": (AG, "repaired when one of the claimants is free space, the free "
-                      "list or an AG btree (the AG is rebuilt); reported, not repaired "
-                      "when two files or a file and other metadata claim a block (which "
-                      "one owns it needs the file checks repair does not make yet)"),
+                      "list or an AG btree (the AG is rebuilt); a file whose data fork or "
+                      "block map claims a block metadata or another file claims is cleared, "
+                      "an attr fork that does is dropped (xfs_repair's phase 4: every "
+                      "claimant of a duplicate block); reported, not repaired when two kinds "
+                      "of metadata claim a block"),
     "SPACE_UNACCOUNTED": (AG, "repaired: leaked blocks return to free space when the AG is "
                           "rebuilt (inode chunks no inobt record names are found on disk "
                           "first, so no inode is freed)"),
-    "INODE_CORRUPT": (NONE, _NOT_YET + "inode repair (clearing or fixing fields as "
-                      "xfs_repair does) is not supported yet"),
-    "INODE_FREE": (NONE, _NOT_YET + "inode repair is not supported yet"),
-    "INODE_UNLINKED": (NONE, _NOT_YET + "unlinked lists are not repaired yet"),
-    "INODE_FORMAT": (NONE, _NOT_YET + "inode repair is not supported yet"),
-    "INODE_FLAGS": (NONE, _NOT_YET + "inode repair is not supported yet"),
-    "INODE_EXTSIZE": (NONE, _NOT_YET + "inode repair is not supported yet"),
-    "INODE_TIMESTAMP": (NONE, _NOT_YET + "inode repair is not supported yet"),
-    "INODE_SIZE": (NONE, _NOT_YET + "inode repair is not supported yet"),
-    "INODE_FORKOFF": (NONE, _NOT_YET + "inode repair is not supported yet"),
-    "INODE_EXTENT": (NONE, _NOT_YET + "inode repair is not supported yet"),
-    "INODE_NBLOCKS": (NONE, _NOT_YET + "inode repair is not supported yet"),
-    "INODE_NEXTENTS": (NONE, _NOT_YET + "inode repair is not supported yet"),
-    "BMBT_ROOT": (NONE, _NOT_YET + "block map repair is not supported yet"),
-    "BMBT_BLOCK": (NONE, _NOT_YET + "block map repair is not supported yet"),
-    "BMBT_LEVEL": (NONE, _NOT_YET + "block map repair is not supported yet"),
-    "BMBT_NUMRECS": (NONE, _NOT_YET + "block map repair is not supported yet"),
-    "BMBT_KEY": (NONE, _NOT_YET + "block map repair is not supported yet"),
-    "BMBT_SIBLING": (NONE, _NOT_YET + "block map repair is not supported yet"),
+    "INODE_CORRUPT": (INODE, "repaired: a bad CRC is rewritten, magic, version, padding and "
+                      "di_onlink reset in place; an inode whose number or uuid is wrong is "
+                      "cleared" + _FREED),
+    "INODE_FREE": (INODE, "repaired: the free inode is re-initialised as xfs_repair's "
+                   "clear_dinode leaves it"),
+    "INODE_UNLINKED": (INODE, "repaired: di_next_unlinked is set to null (xfs_repair resets "
+                       "it on every inode in use)"),
+    "INODE_FORMAT": (INODE, _CLEAR + " when its type or data fork format is invalid; an "
+                     "invalid attr fork format drops the attr fork, one without an attr fork "
+                     "is reset; reported, not repaired when the root is not a directory"
+                     + _FREED),
+    "INODE_FLAGS": (INODE, "repaired: the bad di_flags/di_flags2 bits are cleared in place; "
+                    "a reflink flag the inode cannot have clears the inode" + _FREED),
+    "INODE_EXTSIZE": (INODE, "repaired: the hint is reset to zero and its flag cleared"),
+    "INODE_TIMESTAMP": (INODE, "repaired: the timestamp's nanoseconds are reset to zero"),
+    "INODE_SIZE": (INODE, _CLEAR + _FREED),
+    "INODE_FORKOFF": (INODE, _CLEAR + _FREED),
+    "INODE_EXTENT": (INODE, _BMBT),
+    "INODE_NBLOCKS": (INODE, "repaired: di_nblocks is set to the blocks the forks map; an "
+                      "inode with fewer blocks than extents is cleared" + _FREED),
+    "INODE_NEXTENTS": (INODE, "repaired: the count is set to the extents the fork maps; "
+                       "extents that do not fit the fork make it bad: " + _BMBT),
+    "BMBT_ROOT": (INODE, _BMBT),
+    "BMBT_BLOCK": (INODE, _BMBT),
+    "BMBT_LEVEL": (INODE, _BMBT),
+    "BMBT_NUMRECS": (INODE, _BMBT),
+    "BMBT_KEY": (INODE, "repaired: a key that differs from its child's first key is set to "
+                 "it (in the inode's root or the bmbt node); keys out of order make the block "
+                 "map bad: " + _BMBT),
+    "BMBT_SIBLING": (INODE, _BMBT),
     "BMBT_NODE_SIBLING": (NONE, "reported, not repaired (a warning): xfs_repair leaves it "
                           "too"),
-    "BMBT_CYCLE": (NONE, _NOT_YET + "block map repair is not supported yet"),
+    "BMBT_CYCLE": (INODE, _BMBT),
     "DIR_ROOT": (NONE, _NOT_YET + "directory repair is not supported yet"),
     "DIR_CORRUPT": (NAMESPACE, _DIR_TEXT),
     "DIR_NAME": (NAMESPACE, _DIR_TEXT),
@@ -141,10 +169,10 @@ REPAIRS = {
     "DISCONNECTED": (NAMESPACE, "repaired: moved to /lost+found under its inode number "
                      "(lost+found is created when missing), a directory with '..' "
                      "pointing there"),
-    "SYMLINK": (NONE, _NOT_YET + "symlink repair is not supported yet"),
-    "XATTR": (NONE, _NOT_YET + "xattr repair is not supported yet"),
-    "XATTR_NODE": (NONE, _NOT_YET + "xattr repair is not supported yet"),
-    "XATTR_VERIFY": (NONE, _NOT_YET + "xattr repair is not supported yet"),
+    "SYMLINK": (INODE, _CLEAR + _FREED),
+    "XATTR": (INODE, _ATTR),
+    "XATTR_NODE": (INODE, _ATTR),
+    "XATTR_VERIFY": (INODE, _ATTR + " (the kernel cannot read the block)"),
     "LOG_DIRTY": (NONE, "refused: replay the log first (fstool log replay, or a kernel "
                   "mount)"),
     "CHECK_ABORTED": (NONE, _NOT_YET + "what the structure holds is not known"),

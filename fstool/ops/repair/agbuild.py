@@ -167,7 +167,7 @@ class AGPlan:
 
     def __init__(self, checker, agno: int, *, finobt: bool, recheck_inos=(),
                  scan_lost: bool = False, free_leaks: bool = True, refcount: bool = False,
-                 ns=None):
+                 ns=None, inodes=None):
         fs = checker.fs
         sb = fs.sb
         self.fs, self.sb, self.agno = fs, sb, agno
@@ -176,10 +176,15 @@ class AGPlan:
         self.sparse = sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_SPINODES)
         self.inobtcount = sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_INOBTCNT)
         self.notes: list = []
-        claims = checker.claims.get(agno, [])
+        claims = all_claims = checker.claims.get(agno, [])
         if ns is not None:
             # the namespace phase's directory blocks: given up and taken
-            claims = ns.claims_for(agno, claims)
+            claims = all_claims = ns.claims_for(agno, claims)
+        # the inode phase (.inodes): cleared inodes and dropped attr forks
+        # own nothing any more; their unlinked buckets are emptied
+        self.empty_unlinked = inodes is not None and agno in inodes.unlinked_ags
+        if inodes is not None and (inodes.cleared or inodes.attr_dropped):
+            claims = [c for c in claims if not inodes.drops(c[2])]
         self.refcount = refcount
         replaced = REPLACED_REFC if refcount else REPLACED
         self.replaced = replaced
@@ -198,7 +203,16 @@ class AGPlan:
         fix = {ino & agmask & ~63 for ino in recheck_inos if ino >> sb.agino_log == agno}
         for startino in sorted(fix & set(recs)):
             recs[startino] = self._record_from_disk(startino, recs[startino][1])
-        unclaimed = complement(merge([(s, n) for s, n, _o in claims]), self.length)
+        if inodes is not None:
+            for ino in inodes.freed:
+                agino = ino & agmask
+                start = agino & ~63
+                if ino >> sb.agino_log == agno and start in recs:
+                    r = recs[start]
+                    recs[start] = normal_record(start, r[1], r[4] | 1 << (agino - start))
+        # (blocks given back by the inode phase were claimed: they are not
+        # among the unclaimed ones kept when leaks are not freed)
+        unclaimed = complement(merge([(s, n) for s, n, _o in all_claims]), self.length)
         self.lost = []
         if scan_lost:
             for rec in self._scan_lost(unclaimed, checker):
@@ -449,6 +463,8 @@ class AGPlan:
         count = sum(r[2] for r in self.inorecs)
         freecount = sum(r[3] for r in self.inorecs)
         i.update(agi_root=ino_root, agi_level=ino_lvl, agi_count=count, agi_freecount=freecount)
+        if self.empty_unlinked:
+            i["agi_unlinked"] = [C.NULLAGINO] * C.XFS_AGI_UNLINKED_BUCKETS
         if self.finobt:
             i.update(agi_free_root=fino_root, agi_free_level=fino_lvl)
         if self.inobtcount:

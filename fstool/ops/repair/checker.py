@@ -1,6 +1,8 @@
 """The check repair runs: fstool check, with inode chunks found on disk (that
 no inobt record names) added to their AG's chunks, so that their inodes and
-the blocks those own are seen like any other."""
+the blocks those own are seen like any other; and, for the inode phase
+(:mod:`.inodes`), check's verdict on every inode in use it looked at: kept,
+or one xfs_repair clears; and the blocks its data fork maps."""
 from __future__ import annotations
 
 from ..check import Checker
@@ -8,6 +10,12 @@ from ..check import Checker
 
 class RepairChecker(Checker):
     extra_chunks: dict = {}          # agno -> [inobt record]
+    MERGED_DICTS = Checker.MERGED_DICTS + ("verdicts",)
+
+    def __init__(self, fs, progress=None, ag_filter=None):
+        super().__init__(fs, progress, ag_filter)
+        # ino -> (kept, blocks of the data fork or None when not counted)
+        self.verdicts: dict = {}
 
     def _table_for(self, agno, recs):
         extra = self.extra_chunks.get(agno)
@@ -23,3 +31,9 @@ class RepairChecker(Checker):
         fixes = getattr(self, "sb_fixes", {})
         return super().metadata_inodes() | {v for k, v in fixes.items()
                                             if k in ("sb_rbmino", "sb_rsumino")}
+
+    def _check_in_use(self, d, raw, ino, where) -> bool:
+        self._data_blocks = None
+        kept = super()._check_in_use(d, raw, ino, where)
+        self.verdicts[ino] = (bool(kept), self._data_blocks)
+        return kept
