@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -756,3 +757,25 @@ def test_free_inodes_unlinked_lists_quota_inodes_attr_nodes(corpus_std, tmp_path
     fstool("repair", img)
     assert xfs_db(img, "agi 0", "print unlinked").split("=")[1].strip() == ""
     assert xfs_db(img, "sb 0", "print uquotino").split("=")[1].strip() == "null"
+
+
+@needs_loop
+def test_cleared_inode_entry_removed_by_namespace_phase(churn, tmp_path):
+    """The two phases together: the inode phase clears a file whose fork
+    format is invalid, the namespace phase drops the entry naming it, in
+    one repair; everything else stays as the kernel wrote it."""
+    img = copy_image(churn["img"], tmp_path / "c.img")
+    name = fstool("ls", img, "/d3").stdout.split()[0]
+    st = fstool("stat", img, f"/d3/{name}").stdout
+    ino = int(st.split("Inode:")[1].split()[0])
+    xfs_db(img, f"inode {ino}", "write core.format 7", expert=True)
+    assert xfs_repair_n(img) == 1
+    r = fstool("repair", img)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert f"inode {ino}: cleared" in r.stdout
+    assert xfs_repair_n(img) == 0
+    assert fstool("check", img).returncode == 0
+    def files(tree):        # a rebuilt directory may be smaller: sizes of files only
+        return [t if not stat.S_ISDIR(t[1]) else t[:2] + t[3:] for t in tree]
+    assert files(kernel_tree(img)) == files([t for t in churn["tree"]
+                                             if t[0] != f"d3/{name}"])
