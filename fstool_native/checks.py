@@ -240,7 +240,7 @@ def bestfree_ok(buf, frees):
     offset)], as xfs_repair's process_dir2_data wants it: every listed
     region listed once, longest first, unused slots zero, no two regions in
     a row, no region left out that is longer than the shortest listed; and
-    the kernel verifier's rules for each region (_freefind_bad).
+    the kernel verifier's rules for each region (bestfree_region_bad).
 
     Returns the longest unused region's length (0 when there is none) when
     the table is right, else -1."""
@@ -274,7 +274,7 @@ def bestfree_ok(buf, frees):
         if prev_end == off:
             return -1
         prev_end = off + length
-        if _freefind_bad(o0, l0, o1, l1, o2, l2, off, length):
+        if bestfree_region_bad(o0, l0, o1, l1, o2, l2, off, length):
             return -1
         if length > longest:
             longest = length
@@ -296,17 +296,17 @@ def _by_offset(f):
     return f[1]
 
 
-@cython.cfunc
+@cython.ccall
 @cython.locals(o0=cython.Py_ssize_t, l0=cython.Py_ssize_t, o1=cython.Py_ssize_t,
                l1=cython.Py_ssize_t, o2=cython.Py_ssize_t, l2=cython.Py_ssize_t,
                off=cython.Py_ssize_t, length=cython.Py_ssize_t, k=cython.int,
                so=cython.Py_ssize_t, sl=cython.Py_ssize_t, seenzero=cython.bint,
                matched=cython.bint)
 @cython.returns(cython.bint)
-def _freefind_bad(o0, l0, o1, l1, o2, l2, off, length):
+def bestfree_region_bad(o0, l0, o1, l1, o2, l2, off, length):
     """The kernel verifier's rules for one unused region (``off``,
-    ``length``) against the three bestfree slots, as the check's
-    _freefind_bad applies them (xfs_dir2_data_freefind_verify): a used slot
+    ``length``) against the three bestfree slots
+    (xfs_dir2_data_freefind_verify): a used slot
     after an empty one, a slot naming the region with another length, a
     slot overlapping it, or one listed before it that is shorter."""
     seenzero = False

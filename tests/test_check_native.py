@@ -264,8 +264,10 @@ def bestfree_case(rng):
 
 
 def run_bestfree(monkeypatch, buf, frees, backend):
-    monkeypatch.setattr(dirs_mod, "checks", backend or
-                        SimpleNamespace(bestfree_ok=lambda *a: -1))
+    # without a fast path the Python loop still takes the per-region rule
+    # (xfs_dir2_data_freefind_verify) from the module
+    monkeypatch.setattr(dirs_mod, "checks", backend or SimpleNamespace(
+        bestfree_ok=lambda *a: -1, bestfree_region_bad=PURE.bestfree_region_bad))
     s = DirStub()
     got = s._check_bestfree(SimpleNamespace(ino=5), 8, buf, frees)
     return got, s.found

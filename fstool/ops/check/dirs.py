@@ -253,7 +253,9 @@ class DirChecks:
             if prev_end == off:
                 bad = True
             prev_end = off + length
-            bad |= _freefind_bad(slots, off, length)
+            bad |= checks.bestfree_region_bad(slots[0][0], slots[0][1], slots[1][0],
+                                              slots[1][1], slots[2][0], slots[2][1],
+                                              off, length)
             match = [i for i, s in enumerate(slots) if s[0] == off and s[1]]
             if match:
                 i = match[0]
@@ -528,31 +530,3 @@ class DirChecks:
                 if prev_greatest is not None and hashes[0] < prev_greatest:
                     bad(before, "its hashes start below the previous leaf's", "hashval")
                 prev_greatest = hashes[-1]
-
-
-def _freefind_bad(slots, off: int, length: int) -> bool:
-    """The kernel verifier's xfs_dir2_data_freefind_verify for one free
-    region (offset, length) against the bestfree slots: a used slot after
-    an empty one, a slot naming the region with another length, a slot that
-    overlaps it, or one listed before it that is shorter."""
-    seenzero = matched = False
-    for so, sl in slots:
-        if not so:
-            if sl:
-                return True
-            seenzero = True
-            continue
-        if seenzero:
-            return True
-        if so == off:
-            matched = True
-            if sl != length:
-                return True
-        elif so > off:
-            if off + length > so:
-                return True
-        elif so + sl > off:
-            return True
-        if not matched and sl < length:
-            return True
-    return False
