@@ -779,3 +779,27 @@ def test_cleared_inode_entry_removed_by_namespace_phase(churn, tmp_path):
         return [t if not stat.S_ISDIR(t[1]) else t[:2] + t[3:] for t in tree]
     assert files(kernel_tree(img)) == files([t for t in churn["tree"]
                                              if t[0] != f"d3/{name}"])
+
+
+@needs_loop
+def test_bmbt_block_with_only_a_bad_crc_is_rewritten(tmp_path):
+    """A bmbt block whose only fault is its CRC: xfs_repair rewrites the CRC
+    and keeps the file; so does fstool (it used to clear the file)."""
+    from fixtures import corpus
+    case = {"geometry": "std", "seed": 1, "n": 195, "target": "bmbt u3 file_bmbt2 first",
+            "select": ["inode 135009", "addr u3.bmbt.ptrs[1]"], "kind": "fuzz",
+            "field": "crc", "verb": "lastbit", "crc": "-c"}
+    img = tmp_path / "b.img"
+    assert corpus.make_case(img, case)
+    ref = copy_image(img, tmp_path / "ref.img")
+    assert xfs_repair_n(img) == 1
+    subprocess.run(["xfs_repair", str(ref)], capture_output=True, check=True)
+    r = fstool("repair", img)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "inode 135009: fixed: CRC of bmbt blocks" in r.stdout
+    assert xfs_repair_n(img) == 0
+    assert fstool("check", img).returncode == 0
+    # the file is kept, mapped as xfs_repair's repair keeps it
+    cmds = ["inode 135009", "print core.mode core.size core.nextents"]
+    assert xfs_db(img, *cmds) == xfs_db(ref, *cmds)
+    assert "core.mode = 0\n" not in xfs_db(img, *cmds)

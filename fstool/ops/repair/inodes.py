@@ -102,6 +102,7 @@ class InodeChange:
     rewrite: bool = False          # only the CRC is wrong
     attr_blocks: set = dataclasses.field(default_factory=set)  # attr blocks restamped
     node_keys: int = 0             # keys fixed in bmbt nodes
+    bmbt_crc: int = 0              # bmbt blocks whose CRC is rewritten
     why: list = dataclasses.field(default_factory=list)
     ags: set = dataclasses.field(default_factory=set)          # AGs its rebuild needs
 
@@ -129,6 +130,8 @@ class InodeChange:
                 parts.append("bmbt root keys")
             if self.node_keys:
                 parts.append("bmbt node keys")
+            if self.bmbt_crc:
+                parts.append("CRC of bmbt blocks")
             if self.attr_blocks:
                 parts.append("identity and CRC of attr blocks "
                              + ", ".join(map(str, sorted(self.attr_blocks))))
@@ -146,6 +149,7 @@ class InodePlan:
     reinit: set = dataclasses.field(default_factory=set)          # free inodes rewritten
     attr_dropped: set = dataclasses.field(default_factory=set)
     node_keys: list = dataclasses.field(default_factory=list)     # (agno, agbno, index, key)
+    bmbt_crc: set = dataclasses.field(default_factory=set)        # (agno, agbno) restamped
     attr_blocks: dict = dataclasses.field(default_factory=dict)   # daddr -> owner inode
     unlinked_ags: set = dataclasses.field(default_factory=set)    # buckets emptied
     quota: dict = dataclasses.field(default_factory=dict)         # sb field -> value
@@ -237,6 +241,10 @@ class InodePlan:
             buf = raw_buf(tx, fs.agb_to_daddr(agno, agbno), bs, V.BMBT)
             struct.pack_into(">Q", buf.data, C.XFS_BTREE_LBLOCK_CRC_LEN + 8 * index, key)
         from ..._backend import parsers
+        for agno, agbno in sorted(self.bmbt_crc):
+            buf = raw_buf(tx, fs.agb_to_daddr(agno, agbno), bs, V.BMBT)
+            struct.pack_into("<I", buf.data, C.XFS_BTREE_LBLOCK_CRC_OFF,
+                             parsers.xfs_cksum(bytes(buf.data), C.XFS_BTREE_LBLOCK_CRC_OFF))
         for daddr, ino in sorted(self.attr_blocks.items()):
             # an attr leaf or node block's identity and CRC (the kernel's
             # verifier refuses it otherwise)
@@ -676,6 +684,15 @@ def _field_fix(f, verdict):
                 ch.node_keys += 1
             return fix
         return None
+    if code == "BMBT_BLOCK" and field == "crc" and f.agno is not None and \
+            f.block is not None:
+        # a bmbt block whose only fault is its CRC (check keeps the inode):
+        # xfs_repair rewrites the block
+        def fix(ch, p):
+            if (f.agno, f.block) not in p.bmbt_crc:
+                p.bmbt_crc.add((f.agno, f.block))
+                ch.bmbt_crc += 1
+        return fix
     if attr or code in ("XATTR", "XATTR_NODE", "XATTR_VERIFY", "INODE_FORMAT"):
         # process_inode_attr_fork: a bad attr fork is dropped
         if code == "INODE_FORMAT" and field != "di_aformat":
