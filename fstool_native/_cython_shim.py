@@ -50,6 +50,10 @@ def cfunc(f):
     return f
 
 
+def ccall(f):
+    return f
+
+
 def locals(**_types):
     return lambda f: f
 
