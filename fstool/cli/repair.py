@@ -23,11 +23,13 @@ EXIT_CANNOT = 4
 @json_opt
 @image_arg
 def cmd(dry_run, rebuild, add_finobt, undo_file, jobs, as_json, image):
-    """Check IMAGE and repair what check finds: the primary superblock (from
-    the secondaries), AGF and AGI headers, the AG free space and inode
-    btrees, the free lists, AG and superblock counters, secondary
-    superblocks, directories, link counts and files no directory reaches
-    (to lost+found) (docs/check-problems.md says what each finding gets).
+    """Check IMAGE and repair what check finds, in xfs_repair's order: the
+    primary superblock (from the secondaries), inodes (fields fixed, bad
+    ones cleared or their attr forks dropped), directories, link counts and
+    files no directory reaches (to lost+found), AGF and AGI headers, the AG
+    free space and inode btrees and free lists, AG and superblock counters,
+    secondary superblocks (docs/check-problems.md says what each finding
+    gets).
 
     Exit status: 0 the image was clean (and anything --rebuild or
     --add-finobt asked for is done), 1 problems were repaired (with -n:
