@@ -908,6 +908,20 @@ class BmbtTree(_Engine):
         path[top] = (caddr, cbuf, idx)
         path.append((_IROOT, rbuf, 0))
 
+    def shrink_root(self, root_space: int) -> None:
+        """Give the root a smaller fork (an attr fork is being added beside
+        it): a root holding more pointers than ``root_space`` bytes can
+        moves into a new block one level down first, as the kernel's
+        xfs_bmap_add_attrfork_btree does."""
+        maxrecs = bmdr_maxrecs(root_space)
+        if maxrecs < 1:
+            raise InvalidArgument(f"a {root_space}-byte fork cannot hold this bmbt's root")
+        if self._numrecs(self._rootbuf) > maxrecs:
+            self._new_iroot([(None, None, 0)] * self.levels)
+        self.root_space = root_space
+        self.root_maxrecs = maxrecs
+        self.root_dirty = True
+
     def _kill_iroot(self, path: list) -> None:
         """When the root holds one pointer and the child's entries fit the
         root, the child's entries move up and the tree loses a level.  A

@@ -529,8 +529,50 @@ class Namespace:
         elif fmt == C.XFS_DINODE_FMT_LOCAL:
             data_bytes = node.size
         meta = Meta(xattrs=sorted(xattrs.items()))
+        forced = None
+        btree = fmt == C.XFS_DINODE_FMT_BTREE
+        if btree and not node.forkoff and meta.xattrs:
+            # what the root holds, not the whole fork (xfs_bmap_bmdr_space)
+            data_bytes = F.bmdr_space(struct.unpack_from(">H", node.fork_bytes(), 2)[0])
+        if btree and node.forkoff:
+            forced = node.forkoff       # the kernel never moves it beside a bmbt root
+        elif meta.xattrs and not node.forkoff and fmt != C.XFS_DINODE_FMT_DEV:
+            # a first xattr: the kernel settles the attr fork's offset with
+            # the data fork as it is, then makes the data fork fit (a bmbt
+            # root is laid out again for its smaller fork in any case)
+            forced, _sf = F.attr_forkoff(w.sb.inodesize, fmt, data_bytes,
+                                         self._attr_list(meta))
+            if data_bytes > forced * 8 or btree:
+                self._fit_data_fork(ino, node, forced * 8)
+                raw = self.raw_inode(ino)
+                node = self.fs.inode(ino)
+                d = DINODE.unpack(raw)
+                fmt = d["di_format"]
+                data_bytes = node.nextents * F.BMBT_REC if fmt == C.XFS_DINODE_FMT_EXTENTS \
+                    else forced * 8
+        lit = w.sb.inodesize - C.XFS_DINODE_CORE_SIZE
+        if not meta.xattrs and node.forkoff and node.is_symlink and \
+                fmt == C.XFS_DINODE_FMT_EXTENTS and node.size <= lit:
+            # the last xattr of a symlink whose target moved out for the attr
+            # fork: the target comes back inline.  (The kernel leaves it in
+            # its block, a form xfs_repair before 6.10 takes for damage.)
+            target = self.fs.readlink(ino)
+            for fsbno, n in owned_blocks(node, attr=False):
+                w.space.free_extent(fsbno, n)
+            d["di_nblocks"] -= sum(n for _b, n in owned_blocks(node, attr=False))
+            d["di_format"] = fmt = C.XFS_DINODE_FMT_LOCAL
+            d["di_big_nextents" if d["di_flags2"] & C.XFS_DIFLAG2_NREXT64 else "di_nextents"] = 0
+            raw = bytes(raw[:C.XFS_DINODE_CORE_SIZE]) + target + \
+                bytes(len(raw) - C.XFS_DINODE_CORE_SIZE - len(target))
+            data_bytes = len(target)
         data = bytes(raw[C.XFS_DINODE_CORE_SIZE:C.XFS_DINODE_CORE_SIZE + data_bytes])
-        forkoff, afmt, anext, alit, ablocks = self._attr_fork(ino, meta, fmt, data_bytes)
+        if btree and forced and not meta.xattrs:
+            # beside a bmbt root the attr fork stays, empty (xfs_attr_sf_removename)
+            forkoff, afmt, anext, alit, ablocks = forced, C.XFS_DINODE_FMT_LOCAL, 0, \
+                _EMPTY_SF_ATTR, 0
+        else:
+            forkoff, afmt, anext, alit, ablocks = self._attr_fork(ino, meta, fmt, data_bytes,
+                                                                  forced)
         if forkoff and data_bytes > forkoff * 8:
             raise FsToolError(f"inode {ino}: its data fork leaves no room for these xattrs")
         buf = bytearray(raw)
@@ -551,6 +593,50 @@ class Namespace:
         buf[:len(packed)] = packed
         w.inodes.put_inode(ino, w.enc.seal(buf))
         self._patch(ino, ctime_ns=self.now)
+
+    def _fit_data_fork(self, ino: int, node, space: int) -> None:
+        """Make the data fork of ``ino`` fit in ``space`` bytes before an
+        attr fork is added beside it, as the kernel's xfs_bmap_add_attrfork
+        does: a shortform directory becomes a block directory, an inline
+        symlink target moves to a block, an extent list moves into a
+        one-leaf bmbt, and a bmbt root holding more pointers than the
+        smaller fork can moves one level down."""
+        from . import attrbuild as AB
+        from .bmap import ForkMap
+        w = self.w
+        lit = w.sb.inodesize - C.XFS_DINODE_CORE_SIZE
+        if node.format == C.XFS_DINODE_FMT_LOCAL and node.is_dir:
+            d = self._dir(ino)
+            d._sf_to_block()
+            d.save(mtime_ns=node.mtime_ns)
+            return
+        raw = self.raw_inode(ino)
+        d = DINODE.unpack(raw)
+        buf = bytearray(raw)
+        if node.format == C.XFS_DINODE_FMT_LOCAL:
+            target = bytes(node.fork_bytes()[:node.size])
+            plan = AB.encode_symlink(target, ino=ino, uuid=w.uuid, blocksize=w.sb.blocksize,
+                                     inline_space=0)
+            exts = F.place_plan(w, plan, w.inodes.ino_fsb(ino))
+            fork = F.map_fork(w, ino, exts, space)
+            F.put_data_fork(d, buf, fork, lit, node.size)
+            d["di_nblocks"] += fork.blocks
+        elif node.format in (C.XFS_DINODE_FMT_EXTENTS, C.XFS_DINODE_FMT_BTREE):
+            fm = ForkMap(self.fs, ino, node.format, node.fork_bytes(), lit, node.nextents,
+                         w=w, near=w.inodes.ino_fsb(ino))
+            fm.space, fm.maxext = space, space // F.BMBT_REC
+            if fm.tree is not None:
+                fm.tree.shrink_root(space)
+            fmt, fork = fm.finish()
+            c = C.XFS_DINODE_CORE_SIZE
+            buf[c:c + lit] = fork + bytes(lit - len(fork))
+            d["di_format"] = fmt
+            d["di_nblocks"] += fm.bmbt_delta
+        else:
+            raise FsToolError(f"inode {ino}: its data fork leaves no room for these xattrs")
+        packed = DINODE.pack(d)
+        buf[:len(packed)] = packed
+        w.inodes.put_inode(ino, w.enc.seal(buf))
 
     # -- removing -------------------------------------------------------------------------
     def unlink(self, parent: int, name: bytes, *, rmdir: bool = False,
@@ -927,6 +1013,9 @@ class Namespace:
         packed = DINODE.pack(d)
         buf[:len(packed)] = packed
         w.inodes.put_inode(st.ino, w.enc.seal(buf))
+
+
+_EMPTY_SF_ATTR = struct.pack(">HBB", 4, 0, 0)     # a shortform attr header, no entries
 
 
 def owned_blocks(node, attr: bool) -> list:
