@@ -14,7 +14,8 @@ chmod 755 "$work/tree/bin/hello"
 ln -s hello "$work/tree/bin/sh"
 # build an image holding the tree, without root or a mount, reproducibly
 SOURCE_DATE_EPOCH=1700000000 fstool mkfs -q -f demo.img --size 64m \
-    --uuid 2b1f0c5e-4a3d-4e8f-9b6a-7c5d4e3f2a1b --populate "$work/tree" --squash-owner
+    --uuid 2b1f0c5e-4a3d-4e8f-9b6a-7c5d4e3f2a1b --populate "$work/tree" --squash-owner \
+    --clamp-mtime
 fstool mkdir demo.img /var/log -p
 fstool setattr demo.img /etc/hostname --set-xattr user.origin=demo
 fstool info demo.img
