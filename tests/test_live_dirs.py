@@ -372,7 +372,9 @@ def _forks(img, paths) -> dict:
 
 
 @needs_loop
-def test_first_xattr_makes_room_in_the_data_fork_like_kernel(tmp_path):
+@pytest.mark.parametrize("isize,mkfs", [(512, ()), (1024, ("-i", "size=1024", "-b", "size=2048"))],
+                         ids=["default", "isize1k-b2k"])
+def test_first_xattr_makes_room_in_the_data_fork_like_kernel(tmp_path, isize, mkfs):
     """A first xattr on an inode whose data fork fills the literal area: a
     shortform directory becomes a block directory, an inline symlink moves
     to a block, an extent list becomes a bmbt, a bmbt root is laid out for
@@ -381,27 +383,29 @@ def test_first_xattr_makes_room_in_the_data_fork_like_kernel(tmp_path):
     kernel reads the same names, targets, data and xattrs from it."""
     # the base tree is written by fstool: the kernel here gives every new
     # inode an empty attr fork up front (a security module may label it)
+    lit = isize - 176                            # the inode's literal area
     src = tmp_path / "src"
     os.makedirs(src / "d")
-    for i in range(10, 23):                      # a shortform directory of 292 bytes
+    for i in range(10, 10 + (lit - 6) // 22):    # a shortform directory that fills it
         (src / "d" / f"name_number_{i}").touch()
-    os.symlink("t" * 300, src / "sl")
-    for name, n in (("x18", 18), ("bt_small", 3300), ("bt_big", 3300)):
+    target = "t" * (lit - 20)
+    os.symlink(target, src / "sl")
+    for name, n in (("x", lit // 16), ("bt_small", 3300), ("bt_big", 3300)):
         with open(src / name, "wb") as f:
             for i in range(n):                   # one extent per written block
                 f.seek(i * 8192)
                 f.write(bytes([i % 251 + 1]) * 4096)
     a, b = tmp_path / "fstool.img", tmp_path / "kernel.img"
-    for args in (("mkfs", a, "--size", "320m"), ("populate", a, src)):
+    for args in (("mkfs", a, "--size", "320m", *mkfs), ("populate", a, src)):
         r = _fstool(*args)
         assert r.returncode == 0, r.stderr
     shutil.copyfile(a, b)
     value = b"system_u:object_r:etc_t:s0-padding-to-sixty-bytes-of-value.."
-    sets = {"/d": value, "/sl": value, "/x18": value, "/bt_small": value,
+    sets = {"/d": value, "/sl": value, "/x": value, "/bt_small": value,
             "/bt_big": b"v" * 200}               # too big for the root beside it
     before = _forks(a, sets)
     assert before["/d"]["format"] == 1 and before["/sl"]["format"] == 1
-    assert before["/x18"]["format"] == 2 and before["/bt_big"]["format"] == 3
+    assert before["/x"]["format"] == 2 and before["/bt_big"]["format"] == 3
     w, ns, _Meta = _session(a)
     with w:
         for p, v in sets.items():
@@ -412,16 +416,16 @@ def test_first_xattr_makes_room_in_the_data_fork_like_kernel(tmp_path):
             os.setxattr(f"{m}" + p, "trusted.label", v, follow_symlinks=False)
     mine, theirs = _forks(a, sets), _forks(b, sets)
     assert mine == theirs
-    assert mine["/d"]["format"] == 2 and mine["/x18"]["format"] == 3
-    # a bmbt level pushed down (one block) and an attr leaf (one block)
-    assert mine["/bt_big"]["nblocks"] == before["/bt_big"]["nblocks"] + 2
+    assert mine["/d"]["format"] == 2 and mine["/x"]["format"] == 3
+    if isize == 512:        # a bmbt level pushed down and an attr leaf: a block each
+        assert mine["/bt_big"]["nblocks"] == before["/bt_big"]["nblocks"] + 2
     repair_clean(a)
     with images.Mounted(a, readonly=True) as ma, images.Mounted(b, readonly=True, nouuid=True) as mb:
         for p, v in sets.items():
             assert os.getxattr(f"{ma}" + p, "trusted.label", follow_symlinks=False) == v
         assert sorted(os.listdir(f"{ma}" + "/d")) == sorted(os.listdir(f"{mb}" + "/d"))
-        assert os.readlink(f"{ma}" + "/sl") == "t" * 300
-        for p in ("/x18", "/bt_small", "/bt_big"):
+        assert os.readlink(f"{ma}" + "/sl") == target
+        for p in ("/x", "/bt_small", "/bt_big"):
             with open(f"{ma}" + p, "rb") as fa, open(f"{mb}" + p, "rb") as fb:
                 assert fa.read() == fb.read(), p
     # and back: the last xattr removed; beside a bmbt root the attr fork stays
@@ -441,7 +445,7 @@ def test_first_xattr_makes_room_in_the_data_fork_like_kernel(tmp_path):
     assert mine == theirs
     repair_clean(a)
     with images.Mounted(a, readonly=True) as ma:
-        assert os.readlink(f"{ma}/sl") == "t" * 300
+        assert os.readlink(f"{ma}/sl") == target
         assert os.listxattr(f"{ma}/sl", follow_symlinks=False) == []
 
 
