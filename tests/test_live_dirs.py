@@ -359,6 +359,34 @@ def test_xattrs_one_at_a_time_match_kernel(tmp_path):
         assert ei.value.errno == errno.ENODATA
 
 
+@needs_loop
+def test_attr_btree_of_two_node_levels(tmp_path):
+    """So many xattrs on 1 KiB blocks that one da-btree node cannot index
+    their leaves: the attr fork gets a second node level, the image is
+    repair-clean and the kernel reads every xattr back."""
+    import struct
+    img = tmp_path / "x.img"
+    L.make_image(img, blocksize=1024)
+    want = {f"trusted.n{k:05d}": bytes([k % 251]) * 100 for k in range(2000)}
+    w, ns, Meta = _session(img)
+    with w:
+        with w.transaction():
+            ino = ns.create_file(w.sb.rootino, b"f", Meta())
+            ns.set_xattrs(ino, want)
+    import fstool
+    with fstool.open_image(str(img)) as fs:
+        node = fs.inode(ino)
+        root = [b for o, b, _n, *_ in node.extents(attr=True) if o == 0][0]
+        with open(img, "rb") as f:
+            f.seek(fs.fsb_to_daddr(root) * 512)
+            level = struct.unpack_from(">H", f.read(64), 58)[0]
+    assert level == 2
+    repair_clean(img)
+    with images.Mounted(img, readonly=True) as m:
+        p = os.path.join(m, "f")
+        assert {k: os.getxattr(p, k) for k in os.listxattr(p)} == want
+
+
 def _forks(img, paths) -> dict:
     """Per path: the inode fields an attr fork's arrival changes."""
     import fstool

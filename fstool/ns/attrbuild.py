@@ -17,13 +17,12 @@ import struct
 from .._backend import parsers
 from ..errors import InvalidArgument
 from ..format import constants as C
-from .dablock import da_block, da_finisher
+from .dablock import da_block, da_finisher, node_levels
 from ..io import verify as V
 from .forkplan import ForkPlan, PlannedBlock
 
 LEAF_HDR = C.XFS_ATTR3_LEAF_HDR_SIZE            # 80
 RMT_HDR = C.XFS_ATTR3_RMT_HDR_SIZE              # 56
-NODE_HDR = 64                                  # da3 node header
 NAMESPACES = {"user.": 0, "trusted.": C.XFS_ATTR_ROOT, "security.": C.XFS_ATTR_SECURE}
 _RMT = struct.Struct(">IIII16sQQQ")
 MAX_VALUE = 65536
@@ -145,13 +144,17 @@ def encode_xattrs(attrs, *, ino: int, uuid: bytes, blocksize: int,
         blocks.append(PlannedBlock(leaf_blks[k], 1, _leaf_finisher(
             leaf, remote_at, blocksize, ino, uuid, forw, back), V.ATTR3_NODE_OR_LEAF))
     if node:
-        per_node = (blocksize - NODE_HDR) // 8
-        if len(leaves) > per_node:
-            raise InvalidArgument(f"{len(attrs)} xattrs need a deeper attr btree than "
-                                  "fstool writes")
-        buf = da_block(blocksize, C.XFS_DA3_NODE_MAGIC, count=len(leaves), second=1,
-                       pairs=[(leaf[-1][0], leaf_blks[k]) for k, leaf in enumerate(leaves)])
-        blocks.append(PlannedBlock(0, 1, da_finisher(buf, ino, uuid), V.ATTR3_NODE_OR_LEAF))
+        # the root at block 0; deeper node levels after the remote values
+        def take():
+            nonlocal next_blk
+            next_blk += 1
+            return next_blk - 1
+        blocks.extend(node_levels([(leaf[-1][0], leaf_blks[k]) for k, leaf in enumerate(leaves)],
+                                  root=0, take=take, size=blocksize,
+                                  magic=C.XFS_DA3_NODE_MAGIC,
+                                  block=lambda lblk, buf: PlannedBlock(
+                                      lblk, 1, da_finisher(buf, ino, uuid),
+                                      V.ATTR3_NODE_OR_LEAF)))
     return ForkPlan(None, blocks, 0)
 
 

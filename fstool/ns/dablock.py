@@ -36,3 +36,29 @@ def identity_finisher(buf: bytearray, ino: int, uuid: bytes, blkno_off: int, uui
 def da_finisher(buf: bytearray, ino: int, uuid: bytes):
     """finish(daddr) for a da3 block: address, uuid, owner."""
     return identity_finisher(buf, ino, uuid, 16, 32)
+
+
+def node_levels(children, *, root: int, take, size: int, magic: int, block) -> list:
+    """The interior levels of a da-btree built bottom-up over ``children``
+    [(last hash, block)] in hash order: nodes filled from the left, level
+    after level, the root at block ``root`` and every other node at the
+    block ``take()`` hands out; ``block(lblk, buf)`` turns a node into
+    what the caller plans.  Returns those, root last."""
+    per_node = (size - DA3_HDR) // 8
+    out = []
+    level = 1
+    while True:
+        groups = [children[i:i + per_node] for i in range(0, len(children), per_node)]
+        top = len(groups) == 1
+        lblks = [root] if top else [take() for _ in groups]
+        above = []
+        for k, (lblk, g) in enumerate(zip(lblks, groups)):
+            buf = da_block(size, magic, count=len(g), second=level,
+                           forw=lblks[k + 1] if k + 1 < len(groups) else 0,
+                           back=lblks[k - 1] if k else 0, pairs=g)
+            out.append(block(lblk, buf))
+            above.append((g[-1][0], lblk))
+        if top:
+            return out
+        children = above
+        level += 1

@@ -21,7 +21,7 @@ import struct
 from .._backend import parsers, writers
 from ..errors import InvalidArgument, NameTooLongError
 from ..format import constants as C
-from .dablock import da_block, da_finisher, identity_finisher
+from .dablock import da_block, da_finisher, identity_finisher, node_levels
 from ..io import verify as V
 from .forkplan import ForkPlan, PlannedBlock
 
@@ -189,7 +189,6 @@ class _Builder:
     def node_blocks(self, leaf) -> list:
         dbs, fsbs = self.dbs, self.fsbs
         per_leaf = (dbs - HDR) // LEAF_ENT
-        per_node = (dbs - HDR) // 8
         chunks = [leaf[i:i + per_leaf] for i in range(0, len(leaf), per_leaf)]
         # root at the first leaf-space block, leaves after it, then any
         # intermediate node levels
@@ -209,24 +208,12 @@ class _Builder:
             out.append(PlannedBlock(lblk, fsbs, self.finisher(buf, True),
                                     V.DA3_NODE_OR_LEAF))
         # node levels: (max hash, lblk) per child
-        level_items = [(ch[-1][0], lblk) for lblk, ch in zip(leaf_lblks, chunks)]
-        level = 1
-        while True:
-            groups = [level_items[i:i + per_node] for i in range(0, len(level_items), per_node)]
-            top = len(groups) == 1
-            lblks = [self.leaf_lblk] if top else [take() for _ in groups]
-            new_items = []
-            for k, (lblk, g) in enumerate(zip(lblks, groups)):
-                buf = da_block(dbs, C.XFS_DA3_NODE_MAGIC, count=len(g), second=level,
-                               forw=lblks[k + 1] if k + 1 < len(groups) else 0,
-                               back=lblks[k - 1] if k else 0, pairs=g)
-                out.append(PlannedBlock(lblk, fsbs, self.finisher(buf, True),
-                                        V.DA3_NODE_OR_LEAF))
-                new_items.append((g[-1][0], lblk))
-            if top:
-                return out
-            level_items = new_items
-            level += 1
+        out.extend(node_levels([(ch[-1][0], lblk) for lblk, ch in zip(leaf_lblks, chunks)],
+                               root=self.leaf_lblk, take=take, size=dbs,
+                               magic=C.XFS_DA3_NODE_MAGIC,
+                               block=lambda lblk, buf: PlannedBlock(
+                                   lblk, fsbs, self.finisher(buf, True), V.DA3_NODE_OR_LEAF)))
+        return out
 
     def free_blocks(self, bests) -> list:
         dbs, fsbs = self.dbs, self.fsbs

@@ -860,7 +860,6 @@ class Dir:
         entries, the new entry goes where the kernel puts it, and the parent
         gains an entry (a leaf at the root is first moved down under a new
         root node)."""
-        dbs = self.dbs
         oda, obuf, index = path[-1]
         CONVERSIONS["split"] += 1
         nda, nbuf = self.new_block(self.leafblk, V.DA3_NODE_OR_LEAF, C.XFS_DIR3_LEAFN_MAGIC,

@@ -528,6 +528,8 @@ class Namespace:
             data_bytes = node.nextents * F.BMBT_REC
         elif fmt == C.XFS_DINODE_FMT_LOCAL:
             data_bytes = node.size
+        elif fmt == C.XFS_DINODE_FMT_DEV:
+            data_bytes = 8              # the device number, rounded up to 8 bytes
         meta = Meta(xattrs=sorted(xattrs.items()))
         forced = None
         btree = fmt == C.XFS_DINODE_FMT_BTREE
