@@ -65,19 +65,22 @@ def _remote_blocks(data: bytes, blocksize: int) -> int:
 
 
 def _headed_finisher(data: bytes, nblocks: int, blocksize: int, magic: int, ino: int,
-                     uuid: bytes, first: int = 0):
+                     uuid: bytes, first: int = 0, span: int = 1):
     """A value (or symlink target) over ``nblocks`` contiguous blocks, each
-    with the XARM/XSLM header carrying its own address (``first``: the
-    offset in the whole value where ``data`` starts)."""
-    per = blocksize - RMT_HDR
+    run of ``span`` blocks headed by an XARM/XSLM header carrying its own
+    address (``first``: the offset in the whole value where ``data``
+    starts).  Remote xattr values have a header in every block; the kernel
+    writes a symlink with one header per mapping, its target running on
+    across the blocks."""
+    per = span * blocksize - RMT_HDR
     bb = blocksize >> C.BBSHIFT
 
     def finish(daddr: int) -> bytes:
         out = bytearray(nblocks * blocksize)
-        for i in range(nblocks):
-            chunk = data[i * per:(i + 1) * per]
+        for k, i in enumerate(range(0, nblocks, span)):
+            chunk = data[k * per:(k + 1) * per]
             base = i * blocksize
-            _RMT.pack_into(out, base, magic, first + i * per, len(chunk), 0, uuid, ino,
+            _RMT.pack_into(out, base, magic, first + k * per, len(chunk), 0, uuid, ino,
                            daddr + i * bb, 0)
             out[base + RMT_HDR:base + RMT_HDR + len(chunk)] = chunk
         return bytes(out)
@@ -195,4 +198,5 @@ def encode_symlink(target: bytes, *, ino: int, uuid: bytes, blocksize: int,
         return ForkPlan(bytes(target), [], len(target))
     n = _remote_blocks(target, blocksize)
     return ForkPlan(None, [PlannedBlock(0, n, _headed_finisher(
-        target, n, blocksize, C.XFS_SYMLINK_MAGIC, ino, uuid), V.SYMLINK)], len(target))
+        target, n, blocksize, C.XFS_SYMLINK_MAGIC, ino, uuid, span=n), V.SYMLINK)],
+        len(target))
