@@ -229,6 +229,25 @@ def extent_list(recs, last_end, first, unwritten_ok, agblklog, agcount, lowest, 
     return total, claims
 
 
+@cython.locals(agblklog=cython.int, mask=cython.ulonglong, startblock=cython.ulonglong,
+               agno=cython.longlong, last=cython.longlong)
+def claim_extents(recs, agblklog, claims, owner):
+    """Claim the blocks of extent records ``extent_list`` found sound:
+    (agbno, blockcount, owner) appended to ``claims[agno]`` in record
+    order."""
+    mask = 1
+    mask = (mask << agblklog) - 1
+    last = -1
+    into = None
+    for rec in recs:
+        startblock = rec[1]
+        agno = (startblock >> agblklog) & _M32
+        if agno != last:
+            into = claims[agno]
+            last = agno
+        into.append((startblock & mask, rec[2], owner))
+
+
 @cython.locals(p=cython.p_uchar, i=cython.int, k=cython.int, seen=cython.int,
                off=cython.Py_ssize_t, length=cython.Py_ssize_t, prev_end=cython.Py_ssize_t,
                longest=cython.Py_ssize_t, o0=cython.Py_ssize_t, o1=cython.Py_ssize_t,

@@ -601,6 +601,9 @@ class InodePhase:
                 return None
             total += count
             claims.append((agno, agbno, count))
+        if fast is not None and not self.has_rmap:
+            checks.claim_extents(recs, agblklog, self.claims, owner)
+            claims = ()
         for (agno, agbno, count), rec in zip(claims, recs):
             self.claims[agno].append((agbno, count, owner))
             if self.has_rmap:
