@@ -488,7 +488,7 @@ def test_namespace_plan_hands_its_blocks_to_the_ag_rebuild():
     assert ns.claims_for(0, claims) is claims
     recs = {64: (64, 0, 64, 64, (1 << 64) - 1)}
     ns.used_inodes[1] = {70}
-    ns.records_for(1, recs)
+    ns.records_for(1, recs, 64)
     assert recs[64][3] == 63 and not recs[64][4] >> 6 & 1
 
 

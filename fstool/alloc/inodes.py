@@ -37,6 +37,29 @@ def present_mask(holemask: int) -> int:
     return present
 
 
+def chunk_align(sb) -> int:
+    """The inode numbers an inode chunk may start at are multiples of this:
+    64 with sparse inodes (records are aligned to a full chunk), else the
+    inode alignment (sb_inoalignmt blocks, or one block without it)."""
+    f = sb.fields
+    if f["sb_spino_align"]:
+        return XFS_INODES_PER_CHUNK
+    return min(XFS_INODES_PER_CHUNK, max(1, f["sb_inoalignmt"]) << sb.inopblog)
+
+
+def chunk_start(known, agino: int, align: int):
+    """The start of the chunk holding ``agino``, among the starts for which
+    ``known(start)`` is true, or None: chunks start at multiples of
+    ``align`` (chunk_align), not always of 64."""
+    s = agino - agino % align
+    low = agino - XFS_INODES_PER_CHUNK
+    while s > low:
+        if known(s):
+            return s
+        s -= align
+    return None
+
+
 class Chunk:
     """An inode btree record being changed by the open transaction."""
     __slots__ = ("agno", "startino", "holemask", "count", "freecount", "free", "in_fino",
@@ -65,6 +88,7 @@ class InodeAllocator:
         f = sb.fields
         self.inoalign = max(1, f["sb_inoalignmt"])
         self.spino_align = f["sb_spino_align"]
+        self.align = chunk_align(sb)
         self.sparse = session.sparse
         self.ialloc_blks = max(1, (XFS_INODES_PER_CHUNK * sb.inodesize) >> sb.blocklog)
         self.cluster_blocks = self.fs._cluster_blocks
@@ -73,6 +97,15 @@ class InodeAllocator:
 
     def begin(self) -> None:
         self.chunks = {}
+
+    def _chunk_of(self, agno: int, agino: int):
+        """The chunk of this transaction holding the inode, or None."""
+        chunks = self.chunks
+        ch = chunks.get((agno, agino & ~(XFS_INODES_PER_CHUNK - 1)))
+        if ch is not None or self.align == XFS_INODES_PER_CHUNK:
+            return ch
+        s = chunk_start(lambda s: (agno, s) in chunks, agino, self.align)
+        return None if s is None else chunks[(agno, s)]
 
     # -- numbers ---------------------------------------------------------------------
     def ino_split(self, ino: int) -> tuple[int, int]:
@@ -98,7 +131,7 @@ class InodeAllocator:
         buf.data[off:off + len(raw)] = raw
         self.fs.forget_inode(ino)
         agno, agino = self.ino_split(ino)
-        ch = self.chunks.get((agno, agino & ~(XFS_INODES_PER_CHUNK - 1)))
+        ch = self._chunk_of(agno, agino)
         if ch is not None and ch.new:
             ch.put |= 1 << (agino - ch.startino)
 
@@ -133,6 +166,10 @@ class InodeAllocator:
         """Allocate an inode: directories rotate across AGs, everything else
         goes to its parent's AG; within the AG, the free inode nearest the
         parent (finobt), else a new chunk."""
+        return self._alloc(parent, is_dir)[2]
+
+    def _alloc(self, parent: int | None, is_dir: bool) -> tuple:
+        """(AG, chunk, inode number) of a new inode, as alloc_inode says."""
         s = self.session
         if not is_dir and parent is not None:
             # fast path: the parent's AG still has the chunk nearest the parent
@@ -141,7 +178,7 @@ class InodeAllocator:
             if ag is not None:
                 hot = ag.hot.get(parent & ((1 << aglog) - 1))
                 if hot is not None and hot.freecount:
-                    return self._take_inodes(ag, hot, 1)[0]
+                    return ag, hot, self._take_inodes(ag, hot, 1)[0]
         agcount = self.sb.agcount
         if is_dir or parent is None:
             start = self.agirotor
@@ -162,7 +199,7 @@ class InodeAllocator:
                 ch = self._new_chunk(ag)
             if ch is None:
                 continue
-            return self._take_inodes(ag, ch, 1)[0]
+            return ag, ch, self._take_inodes(ag, ch, 1)[0]
         raise NoSpaceError("no free inodes and no room for a new inode chunk in any AG")
 
     def alloc_inodes(self, parent: int, n: int) -> list:
@@ -170,16 +207,12 @@ class InodeAllocator:
         calls of :meth:`alloc_inode` would give: once one comes from a chunk,
         the next ones are that chunk's lowest free inodes until it is full."""
         out = []
-        aglog = self.sb.agino_log
-        s = self.session
         while len(out) < n:
-            ino = self.alloc_inode(parent, is_dir=False)
+            ag, ch, ino = self._alloc(parent, is_dir=False)
             out.append(ino)
-            agno = ino >> aglog
-            ch = self.chunks[(agno, (ino & ((1 << aglog) - 1)) & ~(XFS_INODES_PER_CHUNK - 1))]
             k = min(ch.freecount, n - len(out))
             if k:
-                out.extend(self._take_inodes(s.ags[agno], ch, k))
+                out.extend(self._take_inodes(ag, ch, k))
         return out
 
     def _take_inodes(self, ag, ch: Chunk, k: int) -> list:
@@ -234,14 +267,13 @@ class InodeAllocator:
         aglog = sb.agino_log
         agmask = (1 << aglog) - 1
         per_cluster = (self.cluster_blocks << sb.blocklog) >> sb.inodelog
-        chunks = self.chunks
         fs = self.fs
         n = len(inos)
         i = 0
         while i < n:
             ino = inos[i]
             agino = ino & agmask
-            ch = chunks.get((ino >> aglog, agino & ~(XFS_INODES_PER_CHUNK - 1)))
+            ch = self._chunk_of(ino >> aglog, agino)
             if ch is None or not ch.new:
                 put(ino, encoded(i))
                 i += 1
@@ -334,20 +366,27 @@ class InodeAllocator:
         agbno = got[0]
         space.allocated += n
         startino = agbno << self.sb.inopblog
-        rec = (startino, 0, XFS_INODES_PER_CHUNK, XFS_INODES_PER_CHUNK, ALL_FREE)
-        ag.ino.insert(rec)
-        if ag.fino is not None:
-            ag.fino.insert(rec)
-        ch = self.chunks[(ag.agno, startino)] = Chunk(ag.agno, rec, ag.fino is not None,
-                                                       new=True)
+        # a block of more than 64 inodes (64 KiB blocks) is allocated whole,
+        # one record per 64 of its inodes (the kernel's ialloc_inos)
+        nrecs = max(1, self.sb.inopblock // XFS_INODES_PER_CHUNK)
+        first = None
+        for k in range(nrecs):
+            rec = (startino + k * XFS_INODES_PER_CHUNK, 0, XFS_INODES_PER_CHUNK,
+                   XFS_INODES_PER_CHUNK, ALL_FREE)
+            ag.ino.insert(rec)
+            if ag.fino is not None:
+                ag.fino.insert(rec)
+            ch = self.chunks[(ag.agno, rec[0])] = Chunk(ag.agno, rec, ag.fino is not None,
+                                                         new=True)
+            first = first or ch
         # free inodes are filled in at commit (most slots are taken by
         # allocated inodes first)
         self._new_cluster_bufs(ag.agno, agbno, n)
-        ag.agi["agi_count"] += XFS_INODES_PER_CHUNK
-        ag.agi["agi_freecount"] += XFS_INODES_PER_CHUNK
+        ag.agi["agi_count"] += nrecs * XFS_INODES_PER_CHUNK
+        ag.agi["agi_freecount"] += nrecs * XFS_INODES_PER_CHUNK
         ag.agi["agi_newino"] = startino
         ag.agi_dirty = True
-        return ch
+        return first
 
     def _new_sparse_chunk(self, ag):
         """When free space has no aligned room for a whole chunk: one inode
@@ -449,8 +488,9 @@ class InodeAllocator:
                 # lost it when the chunk was (briefly) full
                 continue
             if ch.freecount == ch.count and not ch.new and ch.count == XFS_INODES_PER_CHUNK \
-                    and not ch.holemask:
-                # every inode free again: give the chunk back
+                    and not ch.holemask and sb.inopblock <= XFS_INODES_PER_CHUNK:
+                # every inode free again: give the chunk back (not a chunk
+                # sharing its block with another: the kernel keeps those)
                 ag.ino.delete((startino,))
                 if ch.in_fino:
                     ag.fino.delete((startino,))

@@ -157,6 +157,34 @@ class _InoCodec(Codec):
         return [(s, 0, 64, f, m) for s, f, m in raw]
 
 
+def worst_height(leaf_min: int, node_min: int, records: int) -> int:
+    """The height a btree may need for ``records`` with every block only
+    half full (xfs_btree_compute_maxlevels)."""
+    level = 1
+    blocks = -(-records // leaf_min)
+    while blocks > 1:
+        blocks = -(-blocks // node_min)
+        level += 1
+    return level
+
+
+def alloc_maxlevels(blocksize: int, agblocks: int) -> int:
+    """The free-space btrees' worst height in an AG (m_alloc_maxlevels):
+    8-byte records, 12-byte keys and pointers, half full."""
+    space = blocksize - SBLOCK_HDR_LEN
+    return worst_height(space // 8 // 2, space // 12 // 2, (agblocks + 1) // 2)
+
+
+def rmap_maxlevels(blocksize: int, agblocks: int, reflink: bool) -> int:
+    """The rmapbt's worst height (m_rmap_maxlevels): 24-byte records,
+    2 x 20-byte keys and a 4-byte pointer; with reflink as many levels as
+    the format allows."""
+    if reflink:
+        return C.XFS_BTREE_MAXLEVELS
+    space = blocksize - SBLOCK_HDR_LEN
+    return worst_height(space // 24 // 2, space // 44 // 2, agblocks)
+
+
 def pack_bmbt_rec(startoff: int, startblock: int, blockcount: int, unwritten: int = 0) -> bytes:
     """The 128-bit packed extent: bit 127 unwritten, 126..73 file offset,
     72..21 start block, 20..0 length."""

@@ -18,6 +18,7 @@ from ..format import constants as C
 from ..format.structs import AGF, AGFL, AGI, SB
 from ..fs import btree as B
 from ..fs import btree_write as BW
+from ..fs.btree import alloc_maxlevels
 from ..fs.icore import InodeEncoder, InodeSpec
 from ..io import verify as V
 from ..io.device import Device
@@ -40,6 +41,7 @@ MKFS_UNMOUNT_TID = 0xB0C0D0D0
 NULLFSINO = (1 << 64) - 1
 
 VERSIONNUM_V5 = 0xB4A5     # v5 | MOREBITS | DIRV2 | EXTFLG | LOGV2 | ALIGN | NLINK
+SECTORBIT = 0x0800         # sector sizes other than 512 bytes
 FEATURES2 = 0x18A           # LAZYSBCOUNT | ATTR2 | PROJID32 | CRC
 
 # Minimum log sizes (blocks) the kernel demands, as mkfs.xfs 6.1 reports them
@@ -144,16 +146,6 @@ def _pow2(name: str, v: int, lo: int, hi: int) -> None:
                         f"{lo} to {hi}")
 
 
-def _maxlevels(leaf_min: int, node_min: int, records: int) -> int:
-    """Height a btree needs at worst for ``records`` (all blocks half full)."""
-    level = 1
-    blocks = -(-records // leaf_min)
-    while blocks > 1:
-        blocks = -(-blocks // node_min)
-        level += 1
-    return level
-
-
 def _default_ag_geometry(dblocks: int, blocklog: int) -> tuple[int, int]:
     """mkfs.xfs's choice for a single device: 4 AGs from 128 MiB to 4 TiB,
     1 TiB AGs above, fewer AGs below 128 MiB."""
@@ -241,10 +233,7 @@ def compute_geometry(opts: Options) -> Geometry:
             nxt += 1
     prealloc = nxt
     # blocks mkfs leaves on the AGFL: enough to split each free space btree
-    leaf_min = (B - C.XFS_BTREE_SBLOCK_CRC_LEN) // 8 // 2
-    node_min = (B - C.XFS_BTREE_SBLOCK_CRC_LEN) // 12 // 2
-    alloc_maxlevels = _maxlevels(leaf_min, node_min, (agblocks + 1) // 2)
-    minfree = 2 * min(1 + 1, alloc_maxlevels)
+    minfree = 2 * min(1 + 1, alloc_maxlevels(B, agblocks))
 
     # inode allocation geometry
     isize = opts.inodesize
@@ -447,7 +436,8 @@ class Formatter:
             "sb_rsumino": g.rootino + 2 if primary else NULLFSINO,
             "sb_rextsize": max(1, 4096 // g.blocksize), "sb_agblocks": g.agblocks,
             "sb_agcount": g.agcount, "sb_logblocks": g.logblocks,
-            "sb_versionnum": VERSIONNUM_V5, "sb_sectsize": g.sectsize,
+            "sb_versionnum": VERSIONNUM_V5 | (SECTORBIT if g.sectsize != 512 else 0),
+            "sb_sectsize": g.sectsize,
             "sb_inodesize": g.inodesize, "sb_inopblock": g.inopblock,
             "sb_fname": self.label, "sb_blocklog": g.blocklog,
             "sb_sectlog": _log2(g.sectsize), "sb_inodelog": _log2(g.inodesize),
@@ -456,7 +446,12 @@ class Formatter:
             "sb_imax_pct": g.imaxpct,
             "sb_icount": icount, "sb_ifree": ifree, "sb_fdblocks": fdblocks,
             "sb_inoalignmt": g.inoalignmt,
-            "sb_dirblklog": _log2(g.dirblocksize) - g.blocklog, "sb_logsunit": 1,
+            "sb_dirblklog": _log2(g.dirblocksize) - g.blocklog,
+            # the log's sectors are the data's; a log sector over 512 bytes
+            # is also the log stripe unit records are padded to (mkfs.xfs)
+            "sb_logsectsize": g.sectsize if g.sectsize != 512 else 0,
+            "sb_logsectlog": _log2(g.sectsize) if g.sectsize != 512 else 0,
+            "sb_logsunit": g.sectsize if g.sectsize != 512 else 1,
             "sb_features2": FEATURES2, "sb_bad_features2": FEATURES2,
             "sb_features_ro_compat": ro, "sb_features_incompat": inc,
             "sb_spino_align": g.spino_align,

@@ -406,6 +406,7 @@ class BtreePhases:
     def _claim_chunks(self, agno: int, recs: list) -> None:
         sb = self.sb
         chunk_blocks = 64 >> sb.inopblog
+        shared = set()          # blocks claimed for a chunk that holds only part of them
         for startino, holemask, _n, _f, _free in recs:
             if not holemask and chunk_blocks and not startino & (sb.inopblock - 1):
                 self.claim(agno, startino >> sb.inopblog, chunk_blocks, OWN_INODES)
@@ -414,8 +415,22 @@ class BtreePhases:
             for i in range(64):
                 if not holemask >> (i // 4) & 1:
                     blocks.add((startino + i) >> sb.inopblog)
-            for b in sorted(blocks):
+            # a block of more than 64 inodes (64 KiB blocks) holds several chunks
+            for b in sorted(blocks - shared):
                 self.claim(agno, b, 1, OWN_INODES)
+            shared |= blocks
+        if not chunk_blocks:
+            # the kernel allocates such a block whole, a record for each 64
+            # of its inodes: a part with no record holds no valid inodes
+            starts = {r[0] for r in recs}
+            per = sb.inopblock
+            for b in sorted(shared):
+                missing = [b * per + k for k in range(0, per, 64) if b * per + k not in starts]
+                if missing:
+                    self.report("INOBT_RECORD", f"AG {agno} block {b} holds inode chunks but "
+                                f"no inobt record for inodes {missing[0]} to "
+                                f"{missing[0] + 63}", agno=agno, block=b, structure="inobt",
+                                field="ir_startino", found=missing[0])
 
     # -- phase: refcounts ------------------------------------------------------
     def phase_refcounts(self) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ...format import constants as C
 from ...format.structs import SB
+from ...fs.btree import alloc_maxlevels, rmap_maxlevels
 from .base import OWN_FS
 
 VERSION_ALIGNBIT, VERSION_DALIGNBIT, VERSION_SECTORBIT = 0x80, 0x100, 0x800
@@ -163,13 +164,17 @@ class SuperblockPhase:
         """The first inode mkfs allocates (the kernel's xfs_ialloc_calc_rootino)."""
         sb = self.sb
         f = sb.fields
+        reflink = sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_REFLINK)
         first = -(-4 * sb.sectsize // sb.blocksize) + 3      # headers, bno/cnt/ino roots
-        first += 4 + (2 if self.has_rmap else 0)             # the initial AGFL
+        # the initial AGFL: a split of each free-space btree, of the rmapbt
+        first += 2 * min(2, alloc_maxlevels(sb.blocksize, sb.agblocks))
+        if self.has_rmap:
+            first += min(2, rmap_maxlevels(sb.blocksize, sb.agblocks, reflink))
         if sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_FINOBT):
             first += 1
         if self.has_rmap:
             first += 1
-        if sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_REFLINK):
+        if reflink:
             first += 1
         if sb.logstart and sb.logstart >> sb.agblklog == 0:
             first += sb.logblocks

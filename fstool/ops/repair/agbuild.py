@@ -31,6 +31,7 @@ import struct
 from ...errors import FsToolError
 from ...format import constants as C
 from ...format.structs import AGF, AGI
+from ...alloc.inodes import chunk_align, chunk_start
 from ...fs import btree as B
 from ...fs import btree_write as BW
 from ...io import verify as V
@@ -200,14 +201,16 @@ class AGPlan:
         for startino, holemask, _c, _f, free in checker.chunks.get(agno, ()):
             recs[startino] = normal_record(startino, holemask if self.sparse else 0, free)
         agmask = (1 << sb.agino_log) - 1
-        fix = {ino & agmask & ~63 for ino in recheck_inos if ino >> sb.agino_log == agno}
+        align = chunk_align(sb)
+        fix = {chunk_start(recs.__contains__, ino & agmask, align)
+               for ino in recheck_inos if ino >> sb.agino_log == agno}
         for startino in sorted(fix & set(recs)):
             recs[startino] = self._record_from_disk(startino, recs[startino][1])
         if inodes is not None:
             for ino in inodes.freed:
                 agino = ino & agmask
-                start = agino & ~63
-                if ino >> sb.agino_log == agno and start in recs:
+                start = chunk_start(recs.__contains__, agino, align)
+                if ino >> sb.agino_log == agno and start is not None:
                     r = recs[start]
                     recs[start] = normal_record(start, r[1], r[4] | 1 << (agino - start))
         # (blocks given back by the inode phase were claimed: they are not
@@ -223,7 +226,7 @@ class AGPlan:
                     self.notes.append(f"AG {agno}: inode chunk at agino {rec[0]} found on "
                                       "disk with no inobt record")
         if ns is not None:
-            ns.records_for(agno, recs)        # lost+found's inode, when made
+            ns.records_for(agno, recs, align)  # lost+found's inode, when made
         if not free_leaks:
             # blocks no one claims may belong to what check could not read:
             # they stay as they are (leaked, never reused)

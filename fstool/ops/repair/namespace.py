@@ -41,6 +41,7 @@ from __future__ import annotations
 import struct
 import types
 
+from ...alloc.inodes import chunk_start
 from ...errors import FsToolError
 from ...format import constants as C
 from ...format.structs import DINODE
@@ -231,11 +232,11 @@ class NamespacePlan:
         out.extend(res or ())
         return out
 
-    def records_for(self, agno: int, recs: dict) -> None:
+    def records_for(self, agno: int, recs: dict, align: int) -> None:
         """Mark the inodes the phase takes (lost+found) in use in ``recs``
-        (startino -> inobt record)."""
+        (startino -> inobt record; chunks start at multiples of ``align``)."""
         for agino in self.used_inodes.get(agno, ()):
-            start = agino & ~63
+            start = chunk_start(recs.__contains__, agino, align)
             r = recs.get(start)
             if r is None:
                 raise NamespaceError(f"AG {agno}: internal: no inode record for agino {agino}")
