@@ -39,3 +39,25 @@ def fragmented_img():
     if not images.loop_available():
         pytest.skip("needs root, xfsprogs and a kernel loop mount of XFS")
     return images.fragmented_image()
+
+
+# -- disk: a passing test's tmp_path is removed when it ends ------------------
+# (pytest keeps every test's directory until the session ends; the images
+# the suite writes come to about 20 GB that way; a failing test's directory
+# stays for a look)
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.when == "call":
+        item.fstool_passed = rep.passed
+
+
+@pytest.fixture(autouse=True)
+def _remove_tmp_path_of_passing_test(request):
+    path = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames \
+        else None
+    yield
+    if path is not None and getattr(request.node, "fstool_passed", False):
+        import shutil
+        shutil.rmtree(path, ignore_errors=True)
