@@ -2,6 +2,7 @@
 
     python3 bench/bench_repair.py finobt [--inodes 1000000] [--image IMG] [--churn N]
                                          [--repeat 1]
+    python3 bench/bench_repair.py damaged [--inodes 1000000] [--churn 7] [--repeat 1]
     python3 bench/bench_repair.py corpus [--geometry std] [--seed 1] [--count 200]
 
 ``finobt``: ``fstool repair --rebuild finobt`` and ``xfs_repair`` on two
@@ -9,6 +10,12 @@ copies of the same kernel-written image (bench_check.py's: N empty files,
 1,000 to a directory; built the first time; with ``--churn N`` a copy in
 which the kernel deleted every Nth file), wall time and peak RSS, then
 the finobt records of both results against the kernel's (xfs_db btdump).
+
+``damaged``: the same image (with ``--churn``), damaged with xfs_db in
+several structures at once (a finobt record, a bnobt record, AGI and
+superblock counters, an inode's link count and another's block count),
+repaired by ``fstool repair`` and by ``xfs_repair`` on copies: wall time,
+CPU time and peak RSS, then xfs_repair -n on both results.
 
 ``corpus``: every case of the check corpus (fixtures/corpus.py) that
 xfs_repair -n calls corrupt is repaired twice, by ``fstool repair`` and by
@@ -142,6 +149,64 @@ def bench_finobt(a):
         work.rmdir()
 
 
+# (xfs_db commands): the damage of ``damaged``; inodes named by path
+DAMAGE = [
+    ["agi 1", "addr free_root", "write -d recs[2].free 0"],
+    ["agf 0", "addr bnoroot", "write -d recs[1].blockcount 7"],
+    ["agi 2", "write -d freecount 3"],
+    ["sb 0", "write -d icount 99"],
+    ["path /d00005/f00003", "write -d core.nlinkv2 7"],
+    ["path /d00009/f00004", "write -d core.nblocks 9"],
+]
+
+
+def damaged(base, path):
+    cp(base, path)
+    for cmds in DAMAGE:
+        args = ["xfs_db", "-x"]
+        for c in cmds:
+            args += ["-c", c]
+        subprocess.run(args + [str(path)], check=True, capture_output=True)
+    rc = subprocess.run(["xfs_repair", "-n", "-f", str(path)], capture_output=True).returncode
+    if rc != 1:
+        raise SystemExit(f"xfs_repair -n exits {rc} on the damaged image: not damaged")
+
+
+def bench_damaged(a):
+    img = bench_image(a.image, f"check-{a.inodes}.img", lambda p: build(p, a.inodes))
+    if a.churn:
+        img = bench_image(None, f"check-{a.inodes}-churn{a.churn}.img",
+                          lambda p: churn(img, p, a.churn))
+    work = Path(tempfile.mkdtemp(prefix="bench-repair-", dir=HERE / "results"))
+    try:
+        dmg = work / "damaged.img"
+        damaged(img, dmg)
+        ours, theirs = work / "fstool.img", work / "xfs_repair.img"
+        res = {}
+        for name, path, cmd in (
+                ("xfs_repair", theirs, ["xfs_repair", "-f", str(theirs)]),
+                ("fstool repair", ours, [sys.executable, "-m", "fstool", "repair", str(ours)])):
+            runs = []
+            for _ in range(a.repeat):
+                cp(dmg, path, settle=True)
+                runs.append(measure(cmd))
+            best = min(runs)
+            res[name] = best
+            print(f"{name:20s} {best[0]:7.2f} s  {best[3]:7.2f} s CPU  {best[1]:7.0f} MB RSS  "
+                  f"exit {best[2]}")
+        x, f = res["xfs_repair"], res["fstool repair"]
+        print(f"fstool repair: {f[0] / x[0]:.2f}x the wall time, {f[3] / x[3]:.2f}x the CPU "
+              f"time, {f[1] / x[1]:.2f}x the memory of xfs_repair")
+        for name, path in (("fstool", ours), ("xfs_repair", theirs)):
+            rc = subprocess.run(["xfs_repair", "-n", "-f", str(path)],
+                                capture_output=True).returncode
+            print(f"xfs_repair -n after {name}: exit {rc}")
+    finally:
+        for p in work.iterdir():
+            p.unlink()
+        work.rmdir()
+
+
 def kernel_files(img):
     """{path: (mode, size, sha256, inode)} as the kernel shows the image
     (fixtures.repair_images.tree_files), or None when it does not mount."""
@@ -235,6 +300,11 @@ def main():
     f.add_argument("--repeat", type=int, default=1)
     f.add_argument("--churn", type=int, default=0,
                    help="first let the kernel delete every Nth file (finobt with holes)")
+    d = sub.add_parser("damaged")
+    d.add_argument("--inodes", type=int, default=1000000)
+    d.add_argument("--image")
+    d.add_argument("--repeat", type=int, default=1)
+    d.add_argument("--churn", type=int, default=7)
     c = sub.add_parser("corpus")
     c.add_argument("--geometry", default="std")
     c.add_argument("--seed", type=int, default=1)
@@ -243,7 +313,7 @@ def main():
     os.makedirs(HERE / "results", exist_ok=True)
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "fstool"),
                     str(REPO / "fstool_native")], check=True, stdout=subprocess.DEVNULL)
-    bench_finobt(a) if a.what == "finobt" else bench_corpus(a)
+    {"finobt": bench_finobt, "damaged": bench_damaged, "corpus": bench_corpus}[a.what](a)
 
 
 if __name__ == "__main__":
