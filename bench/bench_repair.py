@@ -104,45 +104,61 @@ def agcount(img):
     return int(r.stdout.split("=")[1])
 
 
-def bench_finobt(a):
+def source_image(a):
+    """The kernel-written image of ``--inodes`` files (with ``--churn N``:
+    the copy in which the kernel deleted every Nth), built the first time."""
     img = bench_image(a.image, f"check-{a.inodes}.img", lambda p: build(p, a.inodes))
     if a.churn:
         img = bench_image(None, f"check-{a.inodes}-churn{a.churn}.img",
                           lambda p: churn(img, p, a.churn))
+    return img
+
+
+def side_by_side(src, runs, repeat) -> dict:
+    """Each (name, path, command) of ``runs`` on a fresh, settled copy of
+    ``src``, best of ``repeat``: {name: (wall, RSS, exit, CPU)}, printed;
+    then each run's ratios to the first one's (xfs_repair's)."""
+    res = {}
+    for name, path, cmd in runs:
+        times = []
+        for _ in range(repeat):
+            cp(src, path, settle=True)
+            times.append(measure(cmd))
+        best = min(times)
+        res[name] = best
+        print(f"{name:36s} {best[0]:7.2f} s  {best[3]:7.2f} s CPU  {best[1]:7.0f} MB RSS  "
+              f"exit {best[2]}")
+    ref, x = runs[0][0], res[runs[0][0]]
+    for name, _p, _c in runs[1:]:
+        f = res[name]
+        print(f"{name}: {f[0] / x[0]:.2f}x the wall time, {f[3] / x[3]:.2f}x the CPU time, "
+              f"{f[1] / x[1]:.2f}x the memory of {ref}")
+    return res
+
+
+def repair_n_after(results) -> None:
+    for name, path in results:
+        rc = subprocess.run(["xfs_repair", "-n", "-f", str(path)],
+                            capture_output=True).returncode
+        print(f"xfs_repair -n after {name}: exit {rc}")
+
+
+def bench_finobt(a):
+    img = source_image(a)
     work = Path(tempfile.mkdtemp(prefix="bench-repair-", dir=HERE / "results"))
     try:
         ours, theirs = work / "fstool.img", work / "xfs_repair.img"
         n_ag = agcount(img)
         kernel = finobt_records(img, n_ag)
-        res = {}
-        for name, path, cmd in (
-                ("xfs_repair", theirs, ["xfs_repair", "-f", str(theirs)]),
-                ("fstool repair --rebuild finobt", ours,
-                 [sys.executable, "-m", "fstool", "repair", "--rebuild", "finobt",
-                  str(ours)]),
-                ("fstool repair --rebuild finobt -j2", ours,
-                 [sys.executable, "-m", "fstool", "repair", "--rebuild", "finobt", "-j", "2",
-                  str(ours)])):
-            runs = []
-            for _ in range(a.repeat):
-                cp(img, path, settle=True)
-                runs.append(measure(cmd))
-            best = min(runs)
-            res[name] = best
-            print(f"{name:36s} {best[0]:7.2f} s  {best[3]:7.2f} s CPU  {best[1]:7.0f} MB RSS  "
-                  f"exit {best[2]}")
-        x = res["xfs_repair"]
-        for name in ("fstool repair --rebuild finobt", "fstool repair --rebuild finobt -j2"):
-            f = res[name]
-            print(f"{name}: {f[0] / x[0]:.2f}x the wall time, {f[3] / x[3]:.2f}x the CPU time, "
-                  f"{f[1] / x[1]:.2f}x the memory of xfs_repair")
+        cmd = [sys.executable, "-m", "fstool", "repair", "--rebuild", "finobt"]
+        side_by_side(img, [("xfs_repair", theirs, ["xfs_repair", "-f", str(theirs)]),
+                           ("fstool repair --rebuild finobt", ours, cmd + [str(ours)]),
+                           ("fstool repair --rebuild finobt -j2", ours,
+                            cmd + ["-j", "2", str(ours)])], a.repeat)
         print(f"finobt records: kernel {len(kernel)}, fstool equal: "
               f"{finobt_records(ours, n_ag) == kernel}, xfs_repair equal: "
               f"{finobt_records(theirs, n_ag) == kernel}")
-        for name, path in (("fstool", ours), ("xfs_repair", theirs)):
-            rc = subprocess.run(["xfs_repair", "-n", "-f", str(path)],
-                                capture_output=True).returncode
-            print(f"xfs_repair -n after {name}: exit {rc}")
+        repair_n_after((("fstool", ours), ("xfs_repair", theirs)))
     finally:
         for p in work.iterdir():
             p.unlink()
@@ -173,34 +189,16 @@ def damaged(base, path):
 
 
 def bench_damaged(a):
-    img = bench_image(a.image, f"check-{a.inodes}.img", lambda p: build(p, a.inodes))
-    if a.churn:
-        img = bench_image(None, f"check-{a.inodes}-churn{a.churn}.img",
-                          lambda p: churn(img, p, a.churn))
+    img = source_image(a)
     work = Path(tempfile.mkdtemp(prefix="bench-repair-", dir=HERE / "results"))
     try:
         dmg = work / "damaged.img"
         damaged(img, dmg)
         ours, theirs = work / "fstool.img", work / "xfs_repair.img"
-        res = {}
-        for name, path, cmd in (
-                ("xfs_repair", theirs, ["xfs_repair", "-f", str(theirs)]),
-                ("fstool repair", ours, [sys.executable, "-m", "fstool", "repair", str(ours)])):
-            runs = []
-            for _ in range(a.repeat):
-                cp(dmg, path, settle=True)
-                runs.append(measure(cmd))
-            best = min(runs)
-            res[name] = best
-            print(f"{name:20s} {best[0]:7.2f} s  {best[3]:7.2f} s CPU  {best[1]:7.0f} MB RSS  "
-                  f"exit {best[2]}")
-        x, f = res["xfs_repair"], res["fstool repair"]
-        print(f"fstool repair: {f[0] / x[0]:.2f}x the wall time, {f[3] / x[3]:.2f}x the CPU "
-              f"time, {f[1] / x[1]:.2f}x the memory of xfs_repair")
-        for name, path in (("fstool", ours), ("xfs_repair", theirs)):
-            rc = subprocess.run(["xfs_repair", "-n", "-f", str(path)],
-                                capture_output=True).returncode
-            print(f"xfs_repair -n after {name}: exit {rc}")
+        side_by_side(dmg, [("xfs_repair", theirs, ["xfs_repair", "-f", str(theirs)]),
+                           ("fstool repair", ours,
+                            [sys.executable, "-m", "fstool", "repair", str(ours)])], a.repeat)
+        repair_n_after((("fstool", ours), ("xfs_repair", theirs)))
     finally:
         for p in work.iterdir():
             p.unlink()

@@ -281,14 +281,14 @@ def finding_keys(img: Path) -> tuple:
     return r.returncode, sorted(keys, key=repr)
 
 
-def judge_killed_repairs(base: Path, tmp_path: Path, *, between=None) -> list:
+def judge_killed_repairs(base: Path, tmp_path: Path, *, between=None, kernel=True) -> list:
     """Kill ``fstool repair base`` (on copies) at a handful of writes
     (fixtures.repair_kill: the first, middle and last, each side of every
     commit); once the log is replayed (``fstool log replay``; a kill after
     a commit leaves it dirty, and repair then refuses) each killed image
     must be untouched (check finds what it found before, xfs_repair -n
-    still complains; the first dirty log is replayed by a kernel mount too,
-    to the same findings) or repaired (xfs_repair -n and check clean, the files
+    still complains; with ``kernel`` the first dirty log is replayed by a
+    kernel mount too, to the same findings) or repaired (xfs_repair -n and check clean, the files
     the kernel shows those of the repair run to the end: nothing lost).
     ``between`` is (name, test of the finding keys) of the one state allowed
     between them (the primary superblock restored and the rest not yet; the
@@ -318,6 +318,7 @@ def judge_killed_repairs(base: Path, tmp_path: Path, *, between=None) -> list:
             if dirty == 1:
                 r = fstool("repair", img)
                 assert r.returncode == 4 and "fstool log replay" in r.stderr, r.stderr
+            if dirty == 1 and kernel:
                 # the kernel replays it to the same state
                 kern = copy_image(img, tmp_path / "kernel.img")
                 with images.Mounted(kern, nouuid=True):
@@ -325,7 +326,7 @@ def judge_killed_repairs(base: Path, tmp_path: Path, *, between=None) -> list:
             rp = fstool("log", "replay", img)
             assert rp.returncode == 0, rp.stderr
             rc, keys = finding_keys(img)
-            if dirty == 1:
+            if dirty == 1 and kernel:
                 assert finding_keys(kern) == (rc, keys), f"killed after write {n}"
         if keys == before:
             outcomes.append("untouched")
@@ -912,7 +913,10 @@ def test_killed_repair_with_log_reformat(churn, tmp_path):
     base = copy_image(churn["img"], tmp_path / "base.img")
     xfs_db(base, "agf 1", "write -d lsn 0x0000100000000010", expert=True)
     xfs_db(base, "agf 0", "addr bnoroot", "write -d recs[1].blockcount 7", expert=True)
+    # (the kernel does not replay a log onto metadata stamped ahead of it:
+    # "Structure needs cleaning"; fstool log replay does)
     outcomes, _dirty = judge_killed_repairs(
-        base, tmp_path, between=("log", lambda k: {c[0] for c in k} == {"LSN_AHEAD"}))
+        base, tmp_path, between=("log", lambda k: {c[0] for c in k} == {"LSN_AHEAD"}),
+        kernel=False)
     assert outcomes[0] == "untouched" and "log" in outcomes, outcomes
     assert kernel_tree(tmp_path / "done.img") == churn["tree"]
