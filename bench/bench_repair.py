@@ -2,6 +2,7 @@
 
     python3 bench/bench_repair.py finobt [--inodes 1000000] [--image IMG] [--churn N]
                                          [--repeat 1]
+    python3 bench/bench_repair.py damaged [--inodes 1000000] [--churn 7] [--repeat 1]
     python3 bench/bench_repair.py corpus [--geometry std] [--seed 1] [--count 200]
 
 ``finobt``: ``fstool repair --rebuild finobt`` and ``xfs_repair`` on two
@@ -9,6 +10,12 @@ copies of the same kernel-written image (bench_check.py's: N empty files,
 1,000 to a directory; built the first time; with ``--churn N`` a copy in
 which the kernel deleted every Nth file), wall time and peak RSS, then
 the finobt records of both results against the kernel's (xfs_db btdump).
+
+``damaged``: the same image (with ``--churn``), damaged with xfs_db in
+several structures at once (a finobt record, a bnobt record, AGI and
+superblock counters, an inode's link count and another's block count),
+repaired by ``fstool repair`` and by ``xfs_repair`` on copies: wall time,
+CPU time and peak RSS, then xfs_repair -n on both results.
 
 ``corpus``: every case of the check corpus (fixtures/corpus.py) that
 xfs_repair -n calls corrupt is repaired twice, by ``fstool repair`` and by
@@ -97,45 +104,101 @@ def agcount(img):
     return int(r.stdout.split("=")[1])
 
 
-def bench_finobt(a):
+def source_image(a):
+    """The kernel-written image of ``--inodes`` files (with ``--churn N``:
+    the copy in which the kernel deleted every Nth), built the first time."""
     img = bench_image(a.image, f"check-{a.inodes}.img", lambda p: build(p, a.inodes))
     if a.churn:
         img = bench_image(None, f"check-{a.inodes}-churn{a.churn}.img",
                           lambda p: churn(img, p, a.churn))
+    return img
+
+
+def side_by_side(src, runs, repeat) -> dict:
+    """Each (name, path, command) of ``runs`` on a fresh, settled copy of
+    ``src``, best of ``repeat``: {name: (wall, RSS, exit, CPU)}, printed;
+    then each run's ratios to the first one's (xfs_repair's)."""
+    res = {}
+    for name, path, cmd in runs:
+        times = []
+        for _ in range(repeat):
+            cp(src, path, settle=True)
+            times.append(measure(cmd))
+        best = min(times)
+        res[name] = best
+        print(f"{name:36s} {best[0]:7.2f} s  {best[3]:7.2f} s CPU  {best[1]:7.0f} MB RSS  "
+              f"exit {best[2]}")
+    ref, x = runs[0][0], res[runs[0][0]]
+    for name, _p, _c in runs[1:]:
+        f = res[name]
+        print(f"{name}: {f[0] / x[0]:.2f}x the wall time, {f[3] / x[3]:.2f}x the CPU time, "
+              f"{f[1] / x[1]:.2f}x the memory of {ref}")
+    return res
+
+
+def repair_n_after(results) -> None:
+    for name, path in results:
+        rc = subprocess.run(["xfs_repair", "-n", "-f", str(path)],
+                            capture_output=True).returncode
+        print(f"xfs_repair -n after {name}: exit {rc}")
+
+
+def bench_finobt(a):
+    img = source_image(a)
     work = Path(tempfile.mkdtemp(prefix="bench-repair-", dir=HERE / "results"))
     try:
         ours, theirs = work / "fstool.img", work / "xfs_repair.img"
         n_ag = agcount(img)
         kernel = finobt_records(img, n_ag)
-        res = {}
-        for name, path, cmd in (
-                ("xfs_repair", theirs, ["xfs_repair", "-f", str(theirs)]),
-                ("fstool repair --rebuild finobt", ours,
-                 [sys.executable, "-m", "fstool", "repair", "--rebuild", "finobt",
-                  str(ours)]),
-                ("fstool repair --rebuild finobt -j2", ours,
-                 [sys.executable, "-m", "fstool", "repair", "--rebuild", "finobt", "-j", "2",
-                  str(ours)])):
-            runs = []
-            for _ in range(a.repeat):
-                cp(img, path, settle=True)
-                runs.append(measure(cmd))
-            best = min(runs)
-            res[name] = best
-            print(f"{name:36s} {best[0]:7.2f} s  {best[3]:7.2f} s CPU  {best[1]:7.0f} MB RSS  "
-                  f"exit {best[2]}")
-        x = res["xfs_repair"]
-        for name in ("fstool repair --rebuild finobt", "fstool repair --rebuild finobt -j2"):
-            f = res[name]
-            print(f"{name}: {f[0] / x[0]:.2f}x the wall time, {f[3] / x[3]:.2f}x the CPU time, "
-                  f"{f[1] / x[1]:.2f}x the memory of xfs_repair")
+        cmd = [sys.executable, "-m", "fstool", "repair", "--rebuild", "finobt"]
+        side_by_side(img, [("xfs_repair", theirs, ["xfs_repair", "-f", str(theirs)]),
+                           ("fstool repair --rebuild finobt", ours, cmd + [str(ours)]),
+                           ("fstool repair --rebuild finobt -j2", ours,
+                            cmd + ["-j", "2", str(ours)])], a.repeat)
         print(f"finobt records: kernel {len(kernel)}, fstool equal: "
               f"{finobt_records(ours, n_ag) == kernel}, xfs_repair equal: "
               f"{finobt_records(theirs, n_ag) == kernel}")
-        for name, path in (("fstool", ours), ("xfs_repair", theirs)):
-            rc = subprocess.run(["xfs_repair", "-n", "-f", str(path)],
-                                capture_output=True).returncode
-            print(f"xfs_repair -n after {name}: exit {rc}")
+        repair_n_after((("fstool", ours), ("xfs_repair", theirs)))
+    finally:
+        for p in work.iterdir():
+            p.unlink()
+        work.rmdir()
+
+
+# (xfs_db commands): the damage of ``damaged``; inodes named by path
+DAMAGE = [
+    ["agi 1", "addr free_root", "write -d recs[2].free 0"],
+    ["agf 0", "addr bnoroot", "write -d recs[1].blockcount 7"],
+    ["agi 2", "write -d freecount 3"],
+    ["sb 0", "write -d icount 99"],
+    ["path /d00005/f00003", "write -d core.nlinkv2 7"],
+    ["path /d00009/f00004", "write -d core.nblocks 9"],
+]
+
+
+def damaged(base, path):
+    cp(base, path)
+    for cmds in DAMAGE:
+        args = ["xfs_db", "-x"]
+        for c in cmds:
+            args += ["-c", c]
+        subprocess.run(args + [str(path)], check=True, capture_output=True)
+    rc = subprocess.run(["xfs_repair", "-n", "-f", str(path)], capture_output=True).returncode
+    if rc != 1:
+        raise SystemExit(f"xfs_repair -n exits {rc} on the damaged image: not damaged")
+
+
+def bench_damaged(a):
+    img = source_image(a)
+    work = Path(tempfile.mkdtemp(prefix="bench-repair-", dir=HERE / "results"))
+    try:
+        dmg = work / "damaged.img"
+        damaged(img, dmg)
+        ours, theirs = work / "fstool.img", work / "xfs_repair.img"
+        side_by_side(dmg, [("xfs_repair", theirs, ["xfs_repair", "-f", str(theirs)]),
+                           ("fstool repair", ours,
+                            [sys.executable, "-m", "fstool", "repair", str(ours)])], a.repeat)
+        repair_n_after((("fstool", ours), ("xfs_repair", theirs)))
     finally:
         for p in work.iterdir():
             p.unlink()
@@ -235,6 +298,11 @@ def main():
     f.add_argument("--repeat", type=int, default=1)
     f.add_argument("--churn", type=int, default=0,
                    help="first let the kernel delete every Nth file (finobt with holes)")
+    d = sub.add_parser("damaged")
+    d.add_argument("--inodes", type=int, default=1000000)
+    d.add_argument("--image")
+    d.add_argument("--repeat", type=int, default=1)
+    d.add_argument("--churn", type=int, default=7)
     c = sub.add_parser("corpus")
     c.add_argument("--geometry", default="std")
     c.add_argument("--seed", type=int, default=1)
@@ -243,7 +311,7 @@ def main():
     os.makedirs(HERE / "results", exist_ok=True)
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "fstool"),
                     str(REPO / "fstool_native")], check=True, stdout=subprocess.DEVNULL)
-    bench_finobt(a) if a.what == "finobt" else bench_corpus(a)
+    {"finobt": bench_finobt, "damaged": bench_damaged, "corpus": bench_corpus}[a.what](a)
 
 
 if __name__ == "__main__":

@@ -266,61 +266,99 @@ def test_refuses_mounted_and_locked(churn, tmp_path):
     # (a dirty log: see the killed repairs below)
 
 
-def _count_writes(img: Path, tmp_path: Path) -> int:
-    """The writes a repair of ``img`` makes (the fault hook kills after the
-    Nth): found on a copy by bisecting N (killed: N writes or more)."""
-    probe = tmp_path / "probe.img"
-    lo, hi = 1, 512                     # killed at lo; not at hi
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        copy_image(img, probe)
-        r = fstool("repair", probe, env={"FSTOOL_FAULT_AFTER_WRITES": str(mid)})
-        if r.returncode == -9:
-            lo = mid
+def finding_keys(img: Path) -> tuple:
+    """(check's exit status, its findings as sorted (code, structure, AG,
+    inode, block, field)): what the damage is, whatever the messages say
+    (they name the log's head, which a killed repair may have moved)."""
+    import json
+    r = fstool("check", "--json", img)
+    keys = set()
+    for ln in r.stdout.splitlines():
+        if ln.strip():
+            f = json.loads(ln)
+            keys.add((f["code"], f.get("structure"), f.get("agno"), f.get("ino"),
+                      f.get("block"), f.get("field")))
+    return r.returncode, sorted(keys, key=repr)
+
+
+def judge_killed_repairs(base: Path, tmp_path: Path, *, between=None, kernel=True) -> list:
+    """Kill ``fstool repair base`` (on copies) at a handful of writes
+    (fixtures.repair_kill: the first, middle and last, each side of every
+    commit); once the log is replayed (``fstool log replay``; a kill after
+    a commit leaves it dirty, and repair then refuses) each killed image
+    must be untouched (check finds what it found before, xfs_repair -n
+    still complains; with ``kernel`` the first dirty log is replayed by a
+    kernel mount too, to the same findings) or repaired (xfs_repair -n and check clean, the files
+    the kernel shows those of the repair run to the end: nothing lost).
+    ``between`` is (name, test of the finding keys) of the one state allowed
+    between them (the primary superblock restored and the rest not yet; the
+    rest repaired and the log not yet formatted anew): xfs_repair -n still
+    complains there, and a second repair finishes the work.  Returns the
+    outcomes in kill order, which never go back, and how many kills left a
+    dirty log."""
+    from fixtures.repair_kill import count_writes, kill_points, repair_killed_at
+    rc, before = finding_keys(base)
+    assert rc == 1, "the damage is not damage"
+    done = copy_image(base, tmp_path / "done.img")
+    count = count_writes(done)
+    assert count["exit"] == 1 and count["commits"], count
+    assert xfs_repair_n(done) == 0 and finding_keys(done) == (0, [])
+    want = kernel_tree(done)
+    order = ["untouched"] + ([between[0]] if between else []) + ["repaired"]
+    img = tmp_path / "k.img"
+    outcomes = []
+    dirty = 0
+    for n in kill_points(count):
+        copy_image(base, img)
+        r = repair_killed_at(img, n)
+        assert r.returncode == -9, f"write {n}: {r.returncode} {r.stderr}"
+        rc, keys = finding_keys(img)
+        if rc == 2:
+            dirty += 1
+            if dirty == 1:
+                r = fstool("repair", img)
+                assert r.returncode == 4 and "fstool log replay" in r.stderr, r.stderr
+            if dirty == 1 and kernel:
+                # the kernel replays it to the same state
+                kern = copy_image(img, tmp_path / "kernel.img")
+                with images.Mounted(kern, nouuid=True):
+                    pass
+            rp = fstool("log", "replay", img)
+            assert rp.returncode == 0, rp.stderr
+            rc, keys = finding_keys(img)
+            if dirty == 1 and kernel:
+                assert finding_keys(kern) == (rc, keys), f"killed after write {n}"
+        if keys == before:
+            outcomes.append("untouched")
+            assert xfs_repair_n(img) == 1, f"killed after write {n}"
+        elif between and between[1](keys):
+            outcomes.append(between[0])
+            assert xfs_repair_n(img) == 1, f"killed after write {n}"
+            r = fstool("repair", img)
+            assert r.returncode == 1 and xfs_repair_n(img) == 0, r.stdout + r.stderr
+            assert finding_keys(img) == (0, []) and kernel_tree(img) == want
         else:
-            hi = mid
-    probe.unlink()
-    return lo
+            assert rc == 0 and xfs_repair_n(img) == 0, \
+                f"killed after write {n} of {count}: neither state: {keys[:12]}"
+            assert kernel_tree(img) == want, f"killed after write {n}: files differ"
+            outcomes.append("repaired")
+    assert outcomes[-1] == "repaired", outcomes
+    assert outcomes == sorted(outcomes, key=order.index), outcomes
+    return outcomes, dirty
 
 
 @needs_loop
 def test_killed_repair_leaves_image_untouched_or_repaired(churn, tmp_path):
-    """Kill the repair after its Nth write, for N over the whole run; once
-    the log is replayed the image is either as damaged as before (the same
-    findings) or repaired (xfs_repair -n and check clean, every file there)."""
+    """AG btrees rebuilt: killed at any of the chosen writes, the image is
+    as damaged as before or repaired, every file there."""
     base = copy_image(churn["img"], tmp_path / "base.img")
     xfs_db(base, "agi 1", "addr free_root", "write -d recs[2].free 0", expert=True)
     xfs_db(base, "agf 0", "addr bnoroot", "write -d recs[1].blockcount 7", expert=True)
-    before = fstool("check", "--json", base).stdout
-    total = _count_writes(base, tmp_path)
-    assert total > 8
-    img = tmp_path / "k.img"
-    outcomes = []
-    dirty = 0
-    for n in sorted({1, total // 3, total // 2, total - 2, total - 1}):
-        copy_image(base, img)
-        r = fstool("repair", img, env={"FSTOOL_FAULT_AFTER_WRITES": str(n)})
-        assert r.returncode == -9, f"write {n}: {r.returncode} {r.stderr}"
-        if fstool("check", img).returncode == 2:
-            # killed after the commit record: the log is dirty, and repair
-            # refuses until it is replayed
-            dirty += 1
-            r = fstool("repair", img)
-            assert r.returncode == 4 and "fstool log replay" in r.stderr, r.stderr
-        rp = fstool("log", "replay", img)
-        assert rp.returncode == 0, rp.stderr
-        if fstool("check", "--json", img).stdout == before:
-            outcomes.append("untouched")
-            assert xfs_repair_n(img) == 1
-        else:
-            assert xfs_repair_n(img) == 0, f"killed after write {n}: neither state"
-            assert fstool("check", img).returncode == 0
-            outcomes.append("repaired")
-    # early kills leave it untouched, late ones repaired, never back again
-    assert outcomes[0] == "untouched" and outcomes[-1] == "repaired", outcomes
-    assert outcomes == sorted(outcomes, key=lambda o: o == "repaired"), outcomes
+    outcomes, dirty = judge_killed_repairs(base, tmp_path)
+    # early kills leave it untouched, late ones repaired
+    assert outcomes[0] == "untouched", outcomes
     assert dirty, "no kill left a dirty log"
-    assert kernel_tree(img) == churn["tree"]
+    assert kernel_tree(tmp_path / "done.img") == churn["tree"]
 
 
 def test_every_problem_has_a_repair_entry():
@@ -803,3 +841,82 @@ def test_bmbt_block_with_only_a_bad_crc_is_rewritten(tmp_path):
     cmds = ["inode 135009", "print core.mode core.size core.nextents"]
     assert xfs_db(img, *cmds) == xfs_db(ref, *cmds)
     assert "core.mode = 0\n" not in xfs_db(img, *cmds)
+
+
+# -- killed repairs of every phase (judge_killed_repairs above) --------------------------
+
+@needs_loop
+def test_killed_inode_repair(corpus_std, tmp_path):
+    """The inode phase: fields fixed in place, inodes cleared and their
+    blocks freed; killed at any chosen write, untouched or repaired."""
+    base = copy_image(corpus_std, tmp_path / "base.img")
+    clears = [c for c in INODE_CLEARS if c[3] in ("BMBT_ROOT", "SYMLINK")]
+    for dirino, ino, _cmds, _code in clears:
+        detach(base, dirino, ino)
+    damage(base, [c for c in INODE_FIXES if c[2] in ("INODE_NBLOCKS", "INODE_FLAGS")] +
+           [(ino, cmds, code) for _d, ino, cmds, code in clears])
+    outcomes, _dirty = judge_killed_repairs(base, tmp_path)
+    assert outcomes[0] == "untouched", outcomes
+    out = fstool("repair", "-n", base).stdout
+    assert "inode 135014: cleared" in out and "inode 135005: fixed" in out
+
+
+@needs_loop
+def test_killed_namespace_repair(dirforms, tmp_path):
+    """The namespace phase: entries removed, a subtree moved to lost+found,
+    link counts set; killed at any chosen write, untouched or repaired."""
+    t, free = dirforms["inos"], dirforms["free"]
+    base = copy_image(dirforms["img"], tmp_path / "base.img")
+    for name, cmds, _codes in NS_DAMAGE:
+        if name in ("nlink", "leaf-bytes-flipped", "subtree-disconnected"):
+            xfs_db(base, *cmds(t, free), expert=True)
+    outcomes, _dirty = judge_killed_repairs(base, tmp_path)
+    assert outcomes[0] == "untouched", outcomes
+    files = mounted_files(tmp_path / "done.img")
+    assert f"lost+found/{t['/tree']}/a/b/deep2" in files
+
+
+@needs_loop
+def test_killed_primary_superblock_restore(churn, tmp_path):
+    """The primary superblock is restored from a secondary (one sector,
+    written and flushed) before the transaction: killed between, the
+    primary is restored and the rest as it was (a second repair finishes);
+    killed later, untouched by the rest or repaired."""
+    base = copy_image(churn["img"], tmp_path / "base.img")
+    xfs_db(base, "sb 0", "write -d agblocks 77", expert=True)
+    # what the restore alone leaves: the secondary's counters, which the
+    # transaction sums again
+    alone = copy_image(base, tmp_path / "alone.img")
+    from fstool.io.device import Device
+    from fstool.ops.repair import primary
+    dev = Device(alone, writable=True)
+    try:
+        primary.restore(dev, primary.find(dev, primary.trouble(dev)))
+    finally:
+        dev.close()
+    rc, keys = finding_keys(alone)
+    assert rc == 1 and keys, keys
+    outcomes, _dirty = judge_killed_repairs(base, tmp_path,
+                                            between=("primary", lambda k: k == keys))
+    assert outcomes[0] == "primary", outcomes
+    assert kernel_tree(tmp_path / "done.img") == churn["tree"]
+
+
+@needs_loop
+def test_killed_repair_with_log_reformat(churn, tmp_path):
+    """Metadata stamped past the log's head (LSN_AHEAD) besides btree
+    damage: the rebuild is committed through the log, then the log is
+    formatted anew past the highest LSN.  Killed before the commit, the
+    image is untouched; between the commit and the end of the format, all
+    is repaired but the log's cycle (the format zeroes block 0 first: a log
+    of zeroes, never a mixture), and a second repair formats it."""
+    base = copy_image(churn["img"], tmp_path / "base.img")
+    xfs_db(base, "agf 1", "write -d lsn 0x0000100000000010", expert=True)
+    xfs_db(base, "agf 0", "addr bnoroot", "write -d recs[1].blockcount 7", expert=True)
+    # (the kernel does not replay a log onto metadata stamped ahead of it:
+    # "Structure needs cleaning"; fstool log replay does)
+    outcomes, _dirty = judge_killed_repairs(
+        base, tmp_path, between=("log", lambda k: {c[0] for c in k} == {"LSN_AHEAD"}),
+        kernel=False)
+    assert outcomes[0] == "untouched" and "log" in outcomes, outcomes
+    assert kernel_tree(tmp_path / "done.img") == churn["tree"]

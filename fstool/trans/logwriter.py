@@ -185,13 +185,20 @@ def zero_log(g, out, cycle: int) -> None:
     """Like xfs_repair -L (libxfs_log_clear): one unmount record at block 0
     with ``cycle`` (above every LSN the metadata may carry) and, past cycle
     1, every other sector stamped with an empty record of the previous
-    cycle, so that the head is found right after the unmount record."""
+    cycle, so that the head is found right after the unmount record.
+
+    Block 0 is zeroed first: stopped part way, the log reads as a log of
+    zeroes (clean, at 0:0: metadata stamped with any LSN is then ahead of
+    it, which formatting the log again mends), never as a mixture of old
+    records and new ones."""
     base = g.start_daddr * BB
     rec = unmount_record(g, cycle, 0, 0)
     nrec = len(rec) // BB
     if cycle <= 1:
         out.zero_range(base, g.bbsize * BB)
     else:
+        out.pwrite(base, bytes(BB))
+        out.fsync()
         step = 2048
         tail = L.lsn(cycle, 0)
         for blk in range(nrec, g.bbsize, step):

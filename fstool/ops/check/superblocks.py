@@ -225,13 +225,13 @@ class SuperblockPhase:
     def _check_lsn(self, lsn: int, structure: str, **where) -> None:
         """Metadata stamped with an LSN the log has not reached (xfs_repair
         tracks the largest and would reformat the log)."""
-        if lsn == 0xFFFFFFFFFFFFFFFF:
+        if lsn == 0xFFFFFFFFFFFFFFFF or lsn == 0:
             return
         cur = self.log_head_lsn()
         if cur is None:
             return
         cycle, block = _signed(lsn >> 32), _signed(lsn & 0xFFFFFFFF)
-        if cycle > cur[0] or (cycle == cur[0] and block >= cur[1]):
+        if cycle > cur[0] or (cycle == cur[0] and block >= cur[1] and cur != (0, 0)):
             self.report("LSN_AHEAD", f"{structure} is stamped with LSN {cycle}:{block}, "
                         f"ahead of the log ({cur[0]}:{cur[1]})", structure=structure,
                         found=lsn, **where)
@@ -242,7 +242,9 @@ class SuperblockPhase:
             from ...log.head import find_state
             try:
                 _ld, st = find_state(self.fs)
-                self._log_head = (None if st.never_written else
+                # a log of zeroes is at 0:0 (so xfs_repair -n says): every
+                # LSN a block was ever stamped with is ahead of it
+                self._log_head = ((0, 0) if st.never_written else
                                   (_signed(st.curr_cycle or st.cycle), st.head))
             except Exception:       # noqa: BLE001 - a broken log is the log phase's finding
                 self._log_head = None

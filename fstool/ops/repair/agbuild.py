@@ -235,7 +235,11 @@ class AGPlan:
         self.finorecs = [r for r in self.inorecs if r[3] > 0] if finobt else []
         # 2. reservations
         kept_m = merge(kept)
-        free_now = complement(merge(kept + old), self.length)
+        # the new trees are written in place before the commit: never over
+        # blocks the image uses until then, those the namespace and inode
+        # phases give up included (free only in the trees built here)
+        in_use = [(s, n) for s, n, o in checker.claims.get(agno, ()) if o != OWN_FREE]
+        free_now = complement(merge(kept + old + in_use), self.length)
         final0 = complement(kept_m, self.length)
         bs = sb.blocksize
         ibt = B.inobt_type(self.sparse)

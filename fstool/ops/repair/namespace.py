@@ -38,10 +38,12 @@ write` puts it all into the repair's one transaction.
 """
 from __future__ import annotations
 
+import collections
 import struct
 import types
 
 from ...alloc.inodes import chunk_start
+from ..._backend import parsers
 from ...errors import FsToolError
 from ...format import constants as C
 from ...format.structs import DINODE
@@ -313,21 +315,25 @@ class _Space:
     no one and recorded free), less what is already reserved."""
 
     def __init__(self, checker):
-        from ..check.base import OWN_FREE
         self.fs = checker.fs
-        self.free = {}
-        for agno in range(checker.sb.agcount):
-            claims = checker.claims.get(agno, [])
-            length = self.fs.ag_length(agno)
+        self.checker = checker
+        self.free = {}                  # agno -> free extents, worked out on first use
+
+    def _free(self, agno: int) -> list:
+        free = self.free.get(agno)
+        if free is None:
+            from ..check.base import OWN_FREE
+            claims = self.checker.claims.get(agno, [])
             owned = merge([(s, n) for s, n, o in claims if o != OWN_FREE])
             recorded = merge([(s, n) for s, n, o in claims if o == OWN_FREE])
-            unowned = complement(owned, length)
-            self.free[agno] = _intersect(unowned, recorded)
+            unowned = complement(owned, self.fs.ag_length(agno))
+            free = self.free[agno] = _intersect(unowned, recorded)
+        return free
 
     def take(self, agno: int, total: int, unit: int):
         """Pieces [(agbno, n)] of ``total`` blocks (each a multiple of
         ``unit``) from AG ``agno``: one extent when one is long enough."""
-        free = self.free[agno]
+        free = self._free(agno)
         for i, (s, e) in enumerate(free):
             a = -(-s // unit) * unit if unit > 1 else s
             if e - a >= total:
@@ -444,11 +450,34 @@ def plan(checker, cleared: set) -> NamespacePlan:
     parent = {root: root}
     kept = {}
     changed = set()
+    # a directory check found nothing wrong with, whose entries name no
+    # inode anything was found about (nor one cleared or special), needs no
+    # look at its entries to other files: check's native tally found their
+    # names, types and targets good; only its subdirectories are followed
+    # one by one (parents, cycles), and names are made sure to be unique
+    noted = None if any(f.code == "CHECK_ABORTED" for f in checker.findings) else \
+        {f.ino for f in checker.findings if f.ino is not None} | set(cleared) | set(special)
+    DIR = C.XFS_DIR3_FT_DIR
+    no_subdirs = set()              # directories kept as read that hold no directory
+    dropped = collections.Counter()     # entries not kept, by the inode they name
     for d in dirs:
         _p, ents, exact = read[d][:3]
+        fast = noted is not None and exact and d not in noted and d not in flagged and \
+            noted.isdisjoint([e[1] for e in ents]) and len({e[0] for e in ents}) == len(ents)
+        if fast:
+            plain = [e for e in ents if e[2] != DIR]
+            reached.update([e[1] for e in plain])
+            if len(plain) == len(ents):
+                kept[d] = plain
+                no_subdirs.add(d)
+                continue
         names = set()
         out = []
         for name, child, ftype in ents:
+            if fast and ftype != DIR:
+                names.add(name)
+                out.append((name, child, ftype))
+                continue
             t = itype(child) if checker.verify_dir_ino(child) else 0
             ok = (0 < len(name) < 256 and b"/" not in name and b"\0" not in name
                   and name not in names and name not in (b".", b"..") and child != d
@@ -471,6 +500,7 @@ def plan(checker, cleared: set) -> NamespacePlan:
                                          f"{child}, which the inode btree calls free but "
                                          "is in use on disk")
                 changed.add(d)
+                dropped[child] += 1
                 continue
             reached.add(child)
             names.add(name)
@@ -481,13 +511,22 @@ def plan(checker, cleared: set) -> NamespacePlan:
         kept[d] = out
         if not exact or d in flagged:
             changed.add(d)
-    # 3. what no kept entry reaches, and cycles no path from the root enters
+    # 3. what no kept entry reaches, and cycles no path from the root enters.
+    # When every directory read exactly and none has damage, check's tally
+    # counted the very entries read: only inodes it counted no entry for
+    # (nlink_scan) and those whose entries were dropped can be unreached,
+    # and only those, the directories and what lost+found takes can need
+    # another link count; else every inode is looked at
+    tallied = noted is not None and not flagged and all(read[d][2] for d in dirs)
+    scan = parsers.nlink_scan(tab.itype, tab.nlinks, tab.refs) if tallied else None
+    if tallied:
+        maybe = sorted({tab.ino(s) for s in scan if not tab.refs[s]} | set(dropped))
+        named = [(s, ino) for s, ino in ((tab.slot(i), i) for i in maybe)
+                 if s >= 0 and tab.itype[s] in FTYPE_OF]
+    else:
+        named = _named_slots(tab)
     orphans = []
-    for s in range(len(tab.itype)):
-        t = tab.itype[s]
-        if not t or t not in FTYPE_OF:
-            continue
-        ino = tab.ino(s)
+    for _s, ino in named:
         if ino in reached or ino == root or ino in special or ino in cleared:
             continue
         orphans.append(ino)
@@ -499,8 +538,11 @@ def plan(checker, cleared: set) -> NamespacePlan:
     out = NamespacePlan()
     out.now = time.time_ns()
     space = _Space(checker)
+    def subdirs(d):
+        return [] if d in no_subdirs else [c for _n, c, ft in kept[d] if ft == DIR]
+
+    children = {d: subdirs(d) for d in dirs}
     while True:
-        children = {d: [c for _n, c, ft in kept[d] if ft == C.XFS_DIR3_FT_DIR] for d in dirs}
         start = [root] + [o for o in orphans if o in children]
         seen = set(start)
         stack = list(start)
@@ -517,6 +559,8 @@ def plan(checker, cleared: set) -> NamespacePlan:
         top = cycle[0]
         p = parent.pop(top)
         kept[p] = [e for e in kept[p] if e[1] != top]
+        dropped[top] += 1
+        children[p] = subdirs(p)
         changed.add(p)
         orphans.append(top)
     if orphans and lpf is None:
@@ -549,18 +593,28 @@ def plan(checker, cleared: set) -> NamespacePlan:
         if d != out.new_lpf and parent[d] != read[d][0]:
             changed.add(d)
     # 4. link counts
-    refs = {}
-    for d in dirs:
-        for _n, c, _ft in kept[d]:
-            refs[c] = refs.get(c, 0) + 1
-    want = {}
-    for d in dirs:
-        want[d] = 2 + sum(1 for e in kept[d] if e[2] == C.XFS_DIR3_FT_DIR)
-    for s in range(len(tab.itype)):
-        t = tab.itype[s]
-        if not t or t not in FTYPE_OF:
-            continue
-        ino = tab.ino(s)
+    no_subdirs.difference_update((root, lpf))      # (lost+found may have gained some)
+    want = {d: 2 + len(subdirs(d)) for d in dirs}
+    if tallied:
+        # entries as check counted them, less those dropped, plus those added
+        added = collections.Counter(e[1] for e in kept[lpf][-len(orphans):]) \
+            if orphans else collections.Counter()
+        if out.new_lpf is not None:
+            added[out.new_lpf] += 1
+        look = set(scan)
+        look.update(s for s in map(tab.slot, set(dropped) | set(added) | changed) if s >= 0)
+        refs = {tab.ino(s): tab.refs[s] for s in look}
+        for ino, k in dropped.items():
+            if ino in refs:
+                refs[ino] -= k
+        for ino, k in added.items():
+            if ino in refs:
+                refs[ino] += k
+        named = sorted((s, tab.ino(s)) for s in look if tab.itype[s] in FTYPE_OF)
+    else:
+        refs = collections.Counter(c for d in dirs for _n, c, _ft in kept[d])
+        named = _named_slots(tab)
+    for s, ino in named:
         if ino in special or ino in cleared:
             continue
         n = want.get(ino, refs.get(ino, 0))
@@ -576,6 +630,20 @@ def plan(checker, cleared: set) -> NamespacePlan:
                read.get(d), d == out.new_lpf)
         out.changes.append(f"directory {d}: rebuilt with {len(kept[d])} entries")
     return out
+
+
+_NAMED = bytes(1 if t in FTYPE_OF else 0 for t in range(256))
+
+
+def _named_slots(tab):
+    """(slot, inode) of every inode of ``tab`` in use with a type a
+    directory entry can name, in slot order."""
+    mask = bytes(tab.itype).translate(_NAMED)
+    starts = tab.starts
+    s = mask.find(1)
+    while s >= 0:
+        yield s, starts[s >> 6] + (s & 63)
+        s = mask.find(1, s + 1)
 
 
 def _looks_in_use(fs, ino: int) -> bool:
