@@ -688,7 +688,9 @@ class Recovery:
                 self.spill[daddr][0] == nbb:
             data = bytearray(zlib.decompress(self.spill.pop(daddr)[1]))
         else:
-            data = bytearray(self.fs.dev.pread(daddr << C.BBSHIFT, nbb << C.BBSHIFT))
+            pool = self._pool.get(nbb)
+            data = pool.pop() if pool else bytearray(nbb << C.BBSHIFT)
+            self.fs.dev.preadinto(memoryview(data), daddr << C.BBSHIFT)
             if self.spill:
                 self._unspill(daddr, nbb, data)
         b = Buf(daddr, data)
