@@ -1920,7 +1920,8 @@ class ItemReplayer:
         d.asize = _le16(p, 8)
         d.dsize = _le16(p, 10)
         d.ino = _le64(p, base)
-        d.ilf_u = bytes(r0[base + 8:base + 24])
+        # the device number, the one use of ilf_u, only where it is logged
+        d.ilf_u = bytes(r0[base + 8:base + 24]) if d.fields & self.ilog_dev else None
         d.blkno = _signed(_le64(p, base + 24), 64)
         d.len = _signed(_le32(p, base + 32), 32)
         d.boffset = _signed(_le32(p, base + 36), 32)
