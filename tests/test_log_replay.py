@@ -585,4 +585,18 @@ def test_replay_two_fsyncs_order_blocks_before_the_unmount_record(unpacked, tmp_
         assert events[i + 1] == ("writeback",) + events[i][1:], events[i:i + 2]
     with fstool.open_image(cut) as fs:
         assert not fs.log.dirty
-    assert digest(cut) == digest(full)
+    want = digest(full)
+    assert digest(cut) == want
+    # cut short anywhere on that path (the last write is the unmount
+    # record), a replay run again ends the same
+    writes = len([e for e in events if e[0] != "fsync" and e[0] != "writeback"])
+    assert writes > 3
+    again = tmp_path / "again.img"
+    for n in (1, writes // 2, writes - 1):
+        subprocess.run(["cp", "--sparse=always", str(unpacked[name]), str(again)], check=True)
+        run("log", "replay", again, env={"FSTOOL_FAULT_AFTER_WRITES": str(post["writes"])})
+        k = run("log", "replay", again, env={"FSTOOL_FAULT_AFTER_WRITES": str(n)})
+        assert k.returncode != 0, f"fault after {n} writes did not stop the replay"
+        r = run("log", "replay", again)
+        assert r.returncode == 0, r.stderr
+        assert digest(again) == want, f"interrupted after {n} writes"
