@@ -174,7 +174,7 @@ def replay(path, *, dry_run: bool = False) -> dict:
                 report["finished"] = done
                 report["counters"] = counters
             else:
-                # Two flushes order it all.  The replayed blocks, the
+                # Two fsyncs order it all.  The replayed blocks, the
                 # superblock's counters and the stale log blocks past the
                 # unmount record's place are written in any order and made
                 # durable by one fsync: until the unmount record is on disk
