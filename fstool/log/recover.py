@@ -257,7 +257,8 @@ class Recovery:
         self.cached = 0
         self.spill: dict = {}          # dry runs: daddr -> (sectors, zlib data)
         self.early_writes = True       # False: raise CacheFull rather than write early
-        self.write_behind = False      # True: write each group's blocks at its end
+        self.write_behind = False      # True: write blocks at group ends as they come
+        self._behind_mark = 0          # self.cached when blocks were last written
         self.group_lsn = None
         self.pending: list = []          # buffers waiting for their verifier stamp
         self.intents: dict = {}        # (kind, id) -> (lsn, decoded item)
@@ -280,6 +281,7 @@ class Recovery:
         return self.replay()
 
     KEEP_BYTES = 96 << 20      # transactions kept from pass 1 for pass 2
+    WRITE_BEHIND_BYTES = 8 << 20   # new cached bytes that make a group's end write
 
     def prepare(self) -> None:
         """Pass 1: read the whole log, reassemble and check every committed
@@ -753,17 +755,25 @@ class Recovery:
     def _flush_group(self) -> None:
         """The end of one LSN's transactions: buffers get their verifier
         stamps (the kernel writes its delwri list here).  The cache is
-        written out and emptied when it grows past its bound; with
-        ``write_behind``, at every group's end, as the kernel does, and the
-        host starts writing the blocks to disk while the next groups are
+        written out and emptied when it grows past its bound.  With
+        ``write_behind``, the dirty blocks are also written (and kept) once
+        the cache has grown by WRITE_BEHIND_BYTES since the last time, and
+        the host starts writing them to disk while the next groups are
         replayed, so that the final fsync has little left to wait for."""
         for b in self.pending:
             self._stamp(b)
         self.pending.clear()
-        if self.cached > self.cache_bytes or self.write_behind:
+        if self.cached > self.cache_bytes:
             if not self.early_writes:
                 raise CacheFull()
             self.flush(writeback=self.write_behind)
+        elif self.write_behind and self.early_writes and \
+                self.cached - self._behind_mark >= self.WRITE_BEHIND_BYTES:
+            # enough new blocks for the disk to work on while the next
+            # groups are replayed (small groups wait: a log of many small
+            # checkpoints would otherwise rewrite its hot blocks each time)
+            self._write_dirty(writeback=True)
+            self._behind_mark = self.cached
 
     def _write_dirty(self, writeback: bool = False) -> None:
         """Write every dirty cached buffer (stamped), in address order, each
@@ -806,6 +816,7 @@ class Recovery:
         """Write every dirty buffer and empty the cache (``writeback``: and
         have the host start writing them to disk now)."""
         self._write_dirty(writeback)
+        self._behind_mark = 0
         if self.write_behind:
             # keep the buffers of the commonest size for fresh ones (within
             # the cache's bound: they replace what is dropped here)
