@@ -1722,9 +1722,9 @@ class LogReassembler:
             try:
                 if flags == 0 or flags == self.f_cont:
                     if b > a:
-                        self._add(entry, bytes(p[a:b]))
+                        self._add(entry, _bytes_at(p, a, b))
                 elif flags == self.f_wascont:
-                    self._add_cont(entry, bytes(p[a:b]))
+                    self._add_cont(entry, _bytes_at(p, a, b))
                 elif flags == self.f_commit:
                     del opened[tid]
                     t = entry[0]
@@ -1767,7 +1767,11 @@ class LogReassembler:
             return
         item = items[k - 1] if k else None
         if item is None or (item.total and len(item.regions) == item.total):
-            item = LogItem()
+            # made without calling the class (a plain allocation when
+            # compiled: this runs once per log item)
+            item = LogItem.__new__(LogItem)
+            item.regions = []
+            item.total = 0
             items.append(item)
         if item.total == 0:
             if n < 4:
@@ -1884,7 +1888,7 @@ class ItemReplayer:
         n = len(r0)
         p = r0
         code = _le16(p, 0) if n >= 4 else 0
-        d = LiteItem()
+        d = LiteItem.__new__(LiteItem)
         if code == self.c_buf:
             if n < self.blf_hdr or (n - self.blf_hdr) % 4:
                 raise LogItemError(0, f"buffer item format of {n} bytes")
@@ -1920,7 +1924,8 @@ class ItemReplayer:
         d.asize = _le16(p, 8)
         d.dsize = _le16(p, 10)
         d.ino = _le64(p, base)
-        d.ilf_u = bytes(r0[base + 8:base + 24])
+        # the device number, the one use of ilf_u, only where it is logged
+        d.ilf_u = bytes(r0[base + 8:base + 24]) if d.fields & self.ilog_dev else None
         d.blkno = _signed(_le64(p, base + 24), 64)
         d.len = _signed(_le32(p, base + 32), 32)
         d.boffset = _signed(_le32(p, base + 36), 32)

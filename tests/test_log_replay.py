@@ -530,3 +530,76 @@ def test_kernel_replays_the_transaction_fstool_logged(unpacked, tmp_path):
         assert len(last) == post["buffers"] + post["efds"]
     dirty.kernel_replay(cut)
     assert dirty.compare(cut, full) == []
+
+
+@needs_fixtures
+def test_replay_two_fsyncs_order_blocks_before_the_unmount_record(unpacked, tmp_path,
+                                                                    monkeypatch):
+    """Where nothing is left to do after replay, the replayed blocks, the
+    counters and the cleared stale log blocks are written and made durable
+    by one fsync, then the unmount record alone, then a second fsync; every
+    run of blocks written at a group's end has its writeback started."""
+    from fstool.io.device import Device
+    from fstool.ops.logops import replay
+    name = [n for n in NAMES if replayable(n)][0]
+    full = fresh(unpacked, name, tmp_path)
+    post = replay(full).get("logged_post_replay")
+    assert post, "this fixture leaves no post-replay work"
+    # stopped right after its own post-replay checkpoint reached the log: the
+    # next replay finds nothing left for the writer (the no-writer path)
+    cut = tmp_path / "cut.img"
+    subprocess.run(["cp", "--sparse=always", str(unpacked[name]), str(cut)], check=True)
+    assert run("log", "replay", cut,
+               env={"FSTOOL_FAULT_AFTER_WRITES": str(post["writes"])}).returncode != 0
+    with fstool.open_image(cut) as fs:
+        st = fs.log.state
+        assert st.dirty
+        head_off = (fs.log.device.start_daddr + st.head) * 512
+    events = []
+    orig = {k: getattr(Device, k) for k in ("pwrite", "pwritev", "fsync", "start_writeback")}
+
+    def rec(kind):
+        def f(self, *a):
+            if kind == "pwrite":
+                events.append(("write", a[0], len(a[1])))
+            elif kind == "pwritev":
+                events.append(("run", a[0], sum(len(b) for b in a[1])))
+            elif kind == "start_writeback":
+                events.append(("writeback", a[0], a[1]))
+            elif self.writable:
+                events.append(("fsync",))
+            return orig[kind](self, *a)
+        return f
+    for k in orig:
+        monkeypatch.setattr(Device, k, rec(k))
+    # every group's end writes, as a large log's do (this one is small)
+    from fstool.log.recover import Recovery
+    monkeypatch.setattr(Recovery, "WRITE_BEHIND_BYTES", 0)
+    rep = replay(cut)
+    assert rep["replayed"] and "logged_post_replay" not in rep
+    kinds = [e[0] for e in events]
+    assert kinds.count("fsync") == 2 and kinds[-1] == "fsync", kinds
+    first = kinds.index("fsync")
+    assert events[first + 1:-1] == [("write", head_off, 512)] or \
+        [e[:2] for e in events[first + 1:-1]] == [("write", head_off)], events[first:]
+    runs = [i for i, e in enumerate(events[:first]) if e[0] == "run"]
+    assert runs
+    for i in runs:
+        assert events[i + 1] == ("writeback",) + events[i][1:], events[i:i + 2]
+    with fstool.open_image(cut) as fs:
+        assert not fs.log.dirty
+    want = digest(full)
+    assert digest(cut) == want
+    # cut short anywhere on that path (the last write is the unmount
+    # record), a replay run again ends the same
+    writes = len([e for e in events if e[0] != "fsync" and e[0] != "writeback"])
+    assert writes > 3
+    again = tmp_path / "again.img"
+    for n in (1, writes // 2, writes - 1):
+        subprocess.run(["cp", "--sparse=always", str(unpacked[name]), str(again)], check=True)
+        run("log", "replay", again, env={"FSTOOL_FAULT_AFTER_WRITES": str(post["writes"])})
+        k = run("log", "replay", again, env={"FSTOOL_FAULT_AFTER_WRITES": str(n)})
+        assert k.returncode != 0, f"fault after {n} writes did not stop the replay"
+        r = run("log", "replay", again)
+        assert r.returncode == 0, r.stderr
+        assert digest(again) == want, f"interrupted after {n} writes"

@@ -257,6 +257,8 @@ class Recovery:
         self.cached = 0
         self.spill: dict = {}          # dry runs: daddr -> (sectors, zlib data)
         self.early_writes = True       # False: raise CacheFull rather than write early
+        self.write_behind = False      # True: write blocks at group ends as they come
+        self._behind_mark = 0          # self.cached when blocks were last written
         self.group_lsn = None
         self.pending: list = []          # buffers waiting for their verifier stamp
         self.intents: dict = {}        # (kind, id) -> (lsn, decoded item)
@@ -265,6 +267,8 @@ class Recovery:
         self.isize = fs.sb.inodesize
         cluster = max(fs.sb.blocksize, 8192 * fs.sb.inodesize // 256)
         self.blocks_per_cluster = max(1, cluster >> fs.sb.blocklog)
+        self._cluster_bb = self.blocks_per_cluster << (fs.sb.blocklog - C.BBSHIFT)
+        self._pool: dict = {}          # sectors -> free bytearrays (fresh buffers)
         self.dev_bb = fs.sb.dblocks << (fs.sb.blocklog - C.BBSHIFT)
         self._ctx = (0, 0, 0, None)
         self._saved: list | None = []
@@ -277,6 +281,7 @@ class Recovery:
         return self.replay()
 
     KEEP_BYTES = 96 << 20      # transactions kept from pass 1 for pass 2
+    WRITE_BEHIND_BYTES = 8 << 20   # new cached bytes that make a group's end write
 
     def prepare(self) -> None:
         """Pass 1: read the whole log, reassemble and check every committed
@@ -639,18 +644,21 @@ class Recovery:
         bpc = self.blocks_per_cluster
         bb_per_cluster = bpc << (sb.blocklog - C.BBSHIFT)
         nbufs = max(1, length // bpc)
-        cancelled = sum(1 for i in range(nbufs)
-                        if self._is_cancelled(self.fs.agb_to_daddr(agno, agbno + i * bpc),
-                                              bb_per_cluster))
-        if cancelled:
+        # the clusters of a chunk follow each other within its AG
+        daddr0 = self.fs.agb_to_daddr(agno, agbno)
+        cancel = self.cancel
+        if cancel and any((daddr0 + j * bb_per_cluster, bb_per_cluster) in cancel
+                          for j in range(nbufs)):
             self.stats.cancelled += 1
             return
+        ino0 = (agno << sb.agino_log) | (agbno << sb.inopblog)
+        per = bpc << sb.inopblog
+        init = self._ir.icreate_cluster
+        gen = d.gen
+        get = self._get
         for j in range(nbufs):
-            cbno = agbno + j * bpc
-            daddr = self.fs.agb_to_daddr(agno, cbno)
-            b = self._get(daddr, bb_per_cluster, fresh=True)
-            ino0 = (agno << sb.agino_log) | (cbno << sb.inopblog)
-            self._ir.icreate_cluster(b.data, d.gen, ino0)
+            b = get(daddr0 + j * bb_per_cluster, bb_per_cluster, fresh=True)
+            init(b.data, gen, ino0 + j * per)
             b.dirty = True
             b.stamp = None
         self.stats.count("icreate")
@@ -673,12 +681,18 @@ class Recovery:
                     if o in self.bufs:
                         self._evict(o)
         if fresh:
-            data = bytearray(nbb << C.BBSHIFT)
+            # a buffer given back by an earlier flush, when one of this size
+            # is free (its contents are overwritten whole): fresh memory
+            # costs a page fault per page
+            pool = self._pool.get(nbb)
+            data = pool.pop() if pool else bytearray(nbb << C.BBSHIFT)
         elif self.spill and daddr in self.spill and \
                 self.spill[daddr][0] == nbb:
             data = bytearray(zlib.decompress(self.spill.pop(daddr)[1]))
         else:
-            data = bytearray(self.fs.dev.pread(daddr << C.BBSHIFT, nbb << C.BBSHIFT))
+            pool = self._pool.get(nbb)
+            data = pool.pop() if pool else bytearray(nbb << C.BBSHIFT)
+            self.fs.dev.preadinto(memoryview(data), daddr << C.BBSHIFT)
             if self.spill:
                 self._unspill(daddr, nbb, data)
         b = Buf(daddr, data)
@@ -740,22 +754,81 @@ class Recovery:
 
     def _flush_group(self) -> None:
         """The end of one LSN's transactions: buffers get their verifier
-        stamps (the kernel writes its delwri list here); the cache is written
-        out only when it grows past its bound."""
+        stamps (the kernel writes its delwri list here).  The cache is
+        written out and emptied when it grows past its bound.  With
+        ``write_behind``, the dirty blocks are also written (and kept) once
+        the cache has grown by WRITE_BEHIND_BYTES since the last time, and
+        the host starts writing them to disk while the next groups are
+        replayed, so that the final fsync has little left to wait for."""
         for b in self.pending:
             self._stamp(b)
         self.pending.clear()
         if self.cached > self.cache_bytes:
             if not self.early_writes:
                 raise CacheFull()
-            self.flush()
+            self.flush(writeback=self.write_behind)
+        elif self.write_behind and self.early_writes and \
+                self.cached - self._behind_mark >= self.WRITE_BEHIND_BYTES:
+            # enough new blocks for the disk to work on while the next
+            # groups are replayed (small groups wait: a log of many small
+            # checkpoints would otherwise rewrite its hot blocks each time)
+            self._write_dirty(writeback=True)
+            self._behind_mark = self.cached
 
-    def flush(self) -> None:
-        for daddr in sorted(self.bufs):
-            b = self.bufs[daddr]
-            self._stamp(b)
+    def _write_dirty(self, writeback: bool = False) -> None:
+        """Write every dirty cached buffer (stamped), in address order, each
+        run of adjacent buffers in one write."""
+        bufs = self.bufs
+        todo = []
+        for daddr in sorted(bufs):
+            b = bufs[daddr]
+            if b.stamp is not None:
+                self._stamp(b)
             if b.dirty:
+                todo.append(b)
+        if self.dry_run or not hasattr(self.out, "pwritev"):
+            for b in todo:
                 self._write(b)
+            return
+        st = self.stats
+        out = self.out
+        i, n = 0, len(todo)
+        while i < n:
+            first = todo[i]
+            run = [first.data]
+            end = first.daddr + (len(first.data) >> C.BBSHIFT)
+            first.dirty = False
+            i += 1
+            while i < n and todo[i].daddr == end:
+                b = todo[i]
+                run.append(b.data)
+                end += len(b.data) >> C.BBSHIFT
+                b.dirty = False
+                i += 1
+            nbytes = (end - first.daddr) << C.BBSHIFT
+            out.pwritev(first.daddr << C.BBSHIFT, run)
+            st.blocks_written += len(run)
+            st.bytes_written += nbytes
+            if writeback:
+                out.start_writeback(first.daddr << C.BBSHIFT, nbytes)
+
+    def flush(self, writeback: bool = False) -> None:
+        """Write every dirty buffer and empty the cache (``writeback``: and
+        have the host start writing them to disk now)."""
+        self._write_dirty(writeback)
+        self._behind_mark = 0
+        if self.write_behind:
+            # keep the buffers of the commonest size for fresh ones (within
+            # the cache's bound: they replace what is dropped here)
+            pool = self._pool.setdefault(self._cluster_bb, [])
+            size = self._cluster_bb << C.BBSHIFT
+            room = (self.cache_bytes >> 1) // size - len(pool)
+            for b in self.bufs.values():
+                if room <= 0:
+                    break
+                if len(b.data) == size:
+                    pool.append(b.data)
+                    room -= 1
         self.bufs.clear()
         self.block_owner.clear()
         self.cached = 0

@@ -142,9 +142,9 @@ def replay(path, *, dry_run: bool = False) -> dict:
             report["replayed"] = False
             return report
         try:
+            r.write_behind = True
             r.replay()
             r.flush()
-            out.fsync()
             report["blocks_written"] = r.stats.blocks_written
             _stats(report, r.stats)
             fs.cache.clear()
@@ -153,6 +153,7 @@ def replay(path, *, dry_run: bool = False) -> dict:
                 # the work after replay: one journaled transaction of a
                 # write session going on from the recovered head, which
                 # marks the log clean when it closes
+                out.fsync()
                 lock.__exit__(None, None, None)
                 fs.close()
                 out.close()
@@ -173,9 +174,21 @@ def replay(path, *, dry_run: bool = False) -> dict:
                 report["finished"] = done
                 report["counters"] = counters
             else:
+                # Two fsyncs order it all.  The replayed blocks, the
+                # superblock's counters and the stale log blocks past the
+                # unmount record's place are written in any order and made
+                # durable by one fsync: until the unmount record is on disk
+                # the log stays dirty, and a replay cut short anywhere in
+                # there is run again from the same head and tail (none of
+                # these writes moves them: the cleared blocks lie where the
+                # head search already finds no record of the current cycle,
+                # and the kernel clears them at mount before it replays).
+                # Then the unmount record, and a second fsync, after which
+                # the log is clean on disk.
                 report["counters"] = finish.recompute_counters(out, fs)
+                W.clear_before_unmount(ld, out, st.curr_cycle, st.head, st.head_rec)
                 out.fsync()
-                W.mark_clean(ld, out, st.curr_cycle, st.head, st.head_rec)
+                W.write_unmount_record(ld, out, st.curr_cycle, st.head, st.head_rec)
         finally:
             out.close()
         report["replayed"] = True

@@ -170,15 +170,30 @@ def clear_stale(g, out, head_cycle: int, head: int, tail_lsn: int) -> int:
 def mark_clean(g, out, cycle: int, head: int, prev_block: int) -> int:
     """Write an unmount record at ``head`` (after clearing the stale blocks
     beyond it): the log reads as cleanly unmounted.  Returns the new head."""
-    rec = unmount_record(g, cycle, head, prev_block)
-    nb = len(rec) // BB
+    clear_before_unmount(g, out, cycle, head, prev_block)
+    out.fsync()
+    return write_unmount_record(g, out, cycle, head, prev_block)
+
+
+def clear_before_unmount(g, out, cycle: int, head: int, prev_block: int) -> None:
+    """The first half of :func:`mark_clean`: the stale blocks past where the
+    unmount record will go cleared (stamped with the previous cycle).  They
+    lie where the head search already sees no record of the current
+    cycle, so they may reach the disk in any order with other writes; they
+    must be durable before the unmount record is written."""
+    nb = len(unmount_record(g, cycle, head, prev_block)) // BB
     after = (head + nb) % g.bbsize
     after_cycle = cycle + 1 if head + nb >= g.bbsize else cycle
     clear_stale(g, out, after_cycle, after, L.lsn(cycle, head))
-    out.fsync()
+
+
+def write_unmount_record(g, out, cycle: int, head: int, prev_block: int) -> int:
+    """The second half of :func:`mark_clean`: the unmount record at
+    ``head``, made durable.  Returns the new head."""
+    rec = unmount_record(g, cycle, head, prev_block)
     write_wrapped(g, out, head, rec)
     out.fsync()
-    return after
+    return (head + len(rec) // BB) % g.bbsize
 
 
 def zero_log(g, out, cycle: int) -> None:
