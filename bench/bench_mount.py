@@ -2,7 +2,8 @@
 """fstool mount against fuse2fs and the kernel's XFS, in one run.
 
     python3 bench/bench_mount.py [--files 20000] [--dirs 100] [--mib 256] [--size 2g]
-                                 [--only fstool,fuse2fs,kernel] [--icache]
+                                 [--only fstool,fuse2fs,kernel] [--writeback] [--pyfuse3]
+                                 [--icache]
 
 For each filesystem, on a fresh image of the same size (XFS from
 ``fstool mkfs`` for fstool, from ``mkfs.xfs`` for the kernel, ext4 from
@@ -120,6 +121,11 @@ class FstoolWriteback(Fstool):
     options = ["-o", "writeback_cache"]
 
 
+class FstoolPyfuse3(Fstool):
+    name = "fstool --fuse-loop pyfuse3"
+    options = ["--fuse-loop", "pyfuse3"]
+
+
 def creates(mnt: str, files: int, dirs: int) -> float:
     t = time.perf_counter()
     for d in range(dirs):
@@ -234,6 +240,8 @@ def main() -> None:
     ap.add_argument("--only", default="fstool,fuse2fs,kernel")
     ap.add_argument("--writeback", action="store_true",
                     help="also fstool with -o writeback_cache")
+    ap.add_argument("--pyfuse3", action="store_true",
+                    help="also fstool with the pyfuse3 request loop (the fallback)")
     ap.add_argument("--icache", action="store_true", help="only the inode cache lookups")
     args = ap.parse_args()
     if args.icache:
@@ -245,6 +253,8 @@ def main() -> None:
     chosen = [kinds[k] for k in args.only.split(",")]
     if args.writeback:
         chosen.append(FstoolWriteback)
+    if args.pyfuse3:
+        chosen.append(FstoolPyfuse3)
     if Fuse2fs in chosen and not shutil.which("fuse2fs"):
         sys.exit("fuse2fs is not installed (apt-get install fuse2fs)")
     work = tempfile.mkdtemp(prefix="bench-mount-", dir=os.environ.get("BENCH_DIR"))

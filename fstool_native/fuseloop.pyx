@@ -204,6 +204,9 @@ cdef extern from "fuseloop.h":
     int fuse_session_exited(fuse_session *se)
     int fuse_session_fd(fuse_session *se)
     int fuse_session_receive_buf(fuse_session *se, fuse_buf *buf) nogil
+
+    char fstool_fuse_error[512]
+    void fstool_fuse_log_capture(int on)
     void fuse_session_process_buf(fuse_session *se, const fuse_buf *buf)
 
 
@@ -664,6 +667,14 @@ cdef void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name) noexc
     fuse_reply_err(req, 0)
 
 
+def _fuse_error(default):
+    """libfuse's last error message, on one line, else ``default``."""
+    msg = (<bytes> fstool_fuse_error).decode("utf-8", "replace").strip()
+    if msg.startswith("fuse: "):
+        msg = msg[6:]
+    return " ".join(msg.split()) or default
+
+
 # -- the session -------------------------------------------------------------------------------
 class Session:
     """See the module docstring."""
@@ -720,18 +731,24 @@ class Session:
             if fuse_opt_add_arg(&args, a) != 0:
                 fuse_opt_free_args(&args)
                 raise MemoryError()
+        fstool_fuse_log_capture(1)
         _se = fuse_session_new(&args, &_ops, sizeof(fuse_lowlevel_ops), NULL)
+        fstool_fuse_log_capture(0)
         fuse_opt_free_args(&args)
         if _se is NULL:
             _h = None
-            raise RuntimeError("fuse_session_new() failed")
+            raise RuntimeError(_fuse_error("fuse_session_new() failed"))
 
     def mount(self, mountpoint):
         global _mounted
+        cdef int res
         if isinstance(mountpoint, str):
             mountpoint = mountpoint.encode()
-        if fuse_session_mount(_se, mountpoint) != 0:
-            raise RuntimeError("fuse_session_mount failed")
+        fstool_fuse_log_capture(1)
+        res = fuse_session_mount(_se, mountpoint)
+        fstool_fuse_log_capture(0)
+        if res != 0:
+            raise RuntimeError(_fuse_error("fuse_session_mount() failed"))
         _mounted = True
 
     def exit(self):
