@@ -133,6 +133,34 @@ def test_last_close_of_empty_files(tmp_path):
         assert r.returncode == 0, r.stdout
 
 
+def test_create_after_a_negative_lookup(tmp_path):
+    """A create skips its own lookup of a name the kernel has just found
+    missing, but only while nothing changed since: a name made in between
+    is still refused with EEXIST, in shortform and block directories."""
+    from fstool.mount.volume import Volume
+    img = fstool_image(tmp_path, "64m")
+    v = Volume(img)
+    try:
+        r = v.rootino
+        for n in range(40):                 # past the shortform directory
+            name = b"f%02d" % n
+            assert v.find(r, name) is None
+            fh, _a = v.create(r, name, 0o644)
+            v.release(fh)
+            assert v.find(r, b"x%02d" % n) is None
+            v.mkdir(r, b"x%02d" % n, 0o755)  # made after the negative lookup
+            expect_errno(errno.EEXIST, lambda: v.create(r, b"x%02d" % n, 0o644))
+            assert v.find(r, b"y%02d" % n) is None
+            v.link(v.find(r, name).ino, r, b"y%02d" % n)
+            expect_errno(errno.EEXIST, lambda: v.mknod(r, b"y%02d" % n, 0o644))
+        assert len(v.entries(r)) == 2 + 3 * 40
+    finally:
+        v.close()
+    if images.xfsprogs_available():
+        r = subprocess.run(["xfs_repair", "-n", "-f", str(img)], capture_output=True)
+        assert r.returncode == 0, r.stdout
+
+
 def test_readdir_survives_removals_while_listing(tmp_path):
     from fstool.mount.volume import Volume
     img = fstool_image(tmp_path, "64m")

@@ -77,12 +77,7 @@ class MountOps:
         """The Attr ``name`` names, or None when nothing does (the kernel
         keeps that negative entry: every change reaches fstool through the
         kernel, which drops it then)."""
-        try:
-            return self.vol.lookup(self.ino(parent), name)
-        except OSError as e:
-            if e.errno == errno.ENOENT:
-                return None
-            raise
+        return self.vol.find(self.ino(parent), name)
 
     def forget(self, node: int, n: int) -> None:
         self.vol.forget(self.ino(node), n)
