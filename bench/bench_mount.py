@@ -11,7 +11,8 @@ For each filesystem, on a fresh image of the same size (XFS from
 DIRS directories, then sync), a streaming write of MIB MiB (1 MiB writes,
 then fsync), the streaming read of it after dropping the caches, and a full
 tree walk (lstat of every entry, after dropping the caches).  For the FUSE
-servers, the resident memory of the server process after the creates.
+servers, the resident memory of the server process after the creates and
+its CPU time per create (user and system, from /proc).
 Needs root (loop mount, drop_caches), fuse2fs (apt fuse2fs) and FUSE.
 
 ``--icache``: the mount's inode cache alone, lookups per second with 10^4 to
@@ -48,6 +49,13 @@ def rss_kib(pid: int) -> int:
     except OSError:
         pass
     return 0
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a process so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def wait_mounted(mnt: str, timeout: float = 30) -> None:
@@ -184,8 +192,12 @@ def run_target(cls, work: str, args) -> dict:
     t = cls(work, args.size)
     t.mount()
     try:
+        cpu0 = cpu_seconds(t.pid) if t.pid else 0
         out = {"creates/s": creates(t.mnt, args.files, args.dirs)}
         if t.pid:
+            # the server's own CPU time per create: what the machine's load
+            # does not change much (the rates above move with it)
+            out["server CPU us/create"] = (cpu_seconds(t.pid) - cpu0) / args.files * 1e6
             out["server RSS MiB"] = rss_kib(t.pid) / 1024
         big = os.path.join(t.mnt, "big")
         out["write MB/s"] = stream_write(big, args.mib) * 1.048576
@@ -267,12 +279,12 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     keys = ["creates/s", "write MB/s", "read MB/s", "walk entries/s", "server RSS MiB",
-            "repair -n"]
+            "server CPU us/create", "repair -n"]
     print()
-    print(f"{'':28}" + "".join(f"{k:>16}" for k in keys))
+    print(f"{'':28}" + "".join(f"{k:>21}" for k in keys))
     for name, r in results.items():
         print(f"{name:28}" + "".join(
-            f"{r[k]:>16,.1f}" if isinstance(r.get(k), float) else f"{str(r.get(k, '-')):>16}"
+            f"{r[k]:>21,.1f}" if isinstance(r.get(k), float) else f"{str(r.get(k, '-')):>21}"
             for k in keys))
     if "fstool" in results and "fuse2fs" in results:
         f, e = results["fstool"], results["fuse2fs"]
