@@ -3,7 +3,7 @@
 
     python3 bench/bench_mount.py [--files 20000] [--dirs 100] [--mib 256] [--size 2g]
                                  [--only fstool,fuse2fs,kernel] [--writeback] [--pyfuse3]
-                                 [--icache]
+                                 [--baseline TREE] [--icache]
 
 For each filesystem, on a fresh image of the same size (XFS from
 ``fstool mkfs`` for fstool, from ``mkfs.xfs`` for the kernel, ext4 from
@@ -108,9 +108,10 @@ class Fuse2fs(Target):
 class Fstool(Target):
     name = "fstool"
     options: list = []
+    repo = REPO
 
     def mount(self):
-        env = dict(os.environ, PYTHONPATH=REPO)
+        env = dict(os.environ, PYTHONPATH=self.repo)
         size = os.path.getsize(self.img)
         subprocess.run([sys.executable, "-m", "fstool", "mkfs", "-f", "--size", str(size),
                         self.img], check=True, env=env, stdout=subprocess.DEVNULL)
@@ -254,6 +255,8 @@ def main() -> None:
                     help="also fstool with -o writeback_cache")
     ap.add_argument("--pyfuse3", action="store_true",
                     help="also fstool with the pyfuse3 request loop (the fallback)")
+    ap.add_argument("--baseline", metavar="TREE",
+                    help="also fstool from another checkout (built), e.g. the main branch")
     ap.add_argument("--icache", action="store_true", help="only the inode cache lookups")
     args = ap.parse_args()
     if args.icache:
@@ -267,6 +270,10 @@ def main() -> None:
         chosen.append(FstoolWriteback)
     if args.pyfuse3:
         chosen.append(FstoolPyfuse3)
+    if args.baseline:
+        chosen.insert(0, type("FstoolBaseline", (Fstool,), {
+            "name": "fstool " + os.path.basename(os.path.abspath(args.baseline)),
+            "repo": os.path.abspath(args.baseline)}))
     if Fuse2fs in chosen and not shutil.which("fuse2fs"):
         sys.exit("fuse2fs is not installed (apt-get install fuse2fs)")
     work = tempfile.mkdtemp(prefix="bench-mount-", dir=os.environ.get("BENCH_DIR"))
