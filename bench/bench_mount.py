@@ -113,10 +113,14 @@ class Fstool(Target):
     def mount(self):
         env = dict(os.environ, PYTHONPATH=self.repo)
         size = os.path.getsize(self.img)
+        # run from the tree itself: "python -m" puts the current directory
+        # ahead of PYTHONPATH, so another checkout there would be imported
         subprocess.run([sys.executable, "-m", "fstool", "mkfs", "-f", "--size", str(size),
-                        self.img], check=True, env=env, stdout=subprocess.DEVNULL)
+                        self.img], check=True, env=env, stdout=subprocess.DEVNULL,
+                       cwd=self.repo)
         self.proc = subprocess.Popen([sys.executable, "-m", "fstool", "mount", "-f",
-                                      *self.options, self.img, self.mnt], env=env)
+                                      *self.options, self.img, self.mnt], env=env,
+                                     cwd=self.repo)
         self.pid = self.proc.pid
         wait_mounted(self.mnt)
 
