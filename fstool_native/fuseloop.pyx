@@ -269,6 +269,16 @@ cdef void _error(fuse_req_t req, object exc) noexcept:
     fuse_reply_err(req, code)
 
 
+cdef void _call_and_ack(fuse_req_t req, object fn, tuple args) noexcept:
+    """``fn(*args)``, then an empty reply (error 0), or the error's."""
+    try:
+        fn(*args)
+    except BaseException as exc:
+        _error(req, exc)
+        return
+    fuse_reply_err(req, 0)
+
+
 # -- the callbacks (called by fuse_session_process_buf with the GIL held) --------------------
 cdef void op_init(void *userdata, fuse_conn_info *conn) noexcept:
     # readdirplus always (the walk takes names and attributes in one request)
@@ -421,31 +431,16 @@ cdef void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 
 
 cdef void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name) noexcept:
-    try:
-        _h.unlink(parent, name)
-    except BaseException as exc:
-        _error(req, exc)
-        return
-    fuse_reply_err(req, 0)
+    _call_and_ack(req, _h.unlink, (parent, name))
 
 
 cdef void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name) noexcept:
-    try:
-        _h.rmdir(parent, name)
-    except BaseException as exc:
-        _error(req, exc)
-        return
-    fuse_reply_err(req, 0)
+    _call_and_ack(req, _h.rmdir, (parent, name))
 
 
 cdef void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
                     fuse_ino_t newparent, const char *newname, unsigned int flags) noexcept:
-    try:
-        _h.rename(parent, name, newparent, newname, flags)
-    except BaseException as exc:
-        _error(req, exc)
-        return
-    fuse_reply_err(req, 0)
+    _call_and_ack(req, _h.rename, (parent, name, newparent, newname, flags))
 
 
 cdef void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi) noexcept:
@@ -499,31 +494,16 @@ cdef void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
 
 
 cdef void op_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi) noexcept:
-    try:
-        _h.flush(fi.fh)
-    except BaseException as exc:
-        _error(req, exc)
-        return
-    fuse_reply_err(req, 0)
+    _call_and_ack(req, _h.flush, (fi.fh,))
 
 
 cdef void op_release(fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi) noexcept:
-    try:
-        _h.release(fi.fh)
-    except BaseException as exc:
-        _error(req, exc)
-        return
-    fuse_reply_err(req, 0)
+    _call_and_ack(req, _h.release, (fi.fh,))
 
 
 cdef void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
                    fuse_file_info *fi) noexcept:
-    try:
-        _h.fsync(fi.fh, bool(datasync))
-    except BaseException as exc:
-        _error(req, exc)
-        return
-    fuse_reply_err(req, 0)
+    _call_and_ack(req, _h.fsync, (fi.fh, bool(datasync)))
 
 
 cdef void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi) noexcept:
@@ -579,22 +559,12 @@ cdef void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 
 cdef void op_releasedir(fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi) noexcept:
-    try:
-        _h.releasedir(fi.fh)
-    except BaseException as exc:
-        _error(req, exc)
-        return
-    fuse_reply_err(req, 0)
+    _call_and_ack(req, _h.releasedir, (fi.fh,))
 
 
 cdef void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
                       fuse_file_info *fi) noexcept:
-    try:
-        _h.fsyncdir(fi.fh, bool(datasync))
-    except BaseException as exc:
-        _error(req, exc)
-        return
-    fuse_reply_err(req, 0)
+    _call_and_ack(req, _h.fsyncdir, (fi.fh, bool(datasync)))
 
 
 cdef void op_statfs(fuse_req_t req, fuse_ino_t ino) noexcept:
@@ -602,15 +572,15 @@ cdef void op_statfs(fuse_req_t req, fuse_ino_t ino) noexcept:
     memset(&st, 0, sizeof(statvfs))
     try:
         s = _h.statfs()
-        st.f_bsize = s["bsize"]
-        st.f_frsize = s["frsize"]
-        st.f_blocks = s["blocks"]
-        st.f_bfree = s["bfree"]
-        st.f_bavail = s["bavail"]
-        st.f_files = s["files"]
-        st.f_ffree = s["ffree"]
-        st.f_favail = s["ffree"]
-        st.f_namemax = s["namemax"]
+        st.f_bsize = s["f_bsize"]
+        st.f_frsize = s["f_frsize"]
+        st.f_blocks = s["f_blocks"]
+        st.f_bfree = s["f_bfree"]
+        st.f_bavail = s["f_bavail"]
+        st.f_files = s["f_files"]
+        st.f_ffree = s["f_ffree"]
+        st.f_favail = s["f_favail"]
+        st.f_namemax = s["f_namemax"]
     except BaseException as exc:
         _error(req, exc)
         return
@@ -619,12 +589,8 @@ cdef void op_statfs(fuse_req_t req, fuse_ino_t ino) noexcept:
 
 cdef void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
                       size_t size, int flags) noexcept:
-    try:
-        _h.setxattr(ino, name, PyBytes_FromStringAndSize(value, size), flags)
-    except BaseException as exc:
-        _error(req, exc)
-        return
-    fuse_reply_err(req, 0)
+    _call_and_ack(req, _h.setxattr,
+                  (ino, name, PyBytes_FromStringAndSize(value, size), flags))
 
 
 cdef void _reply_sized(fuse_req_t req, bytes value, size_t size) noexcept:
@@ -659,12 +625,7 @@ cdef void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) noexcept:
 
 
 cdef void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name) noexcept:
-    try:
-        _h.removexattr(ino, name)
-    except BaseException as exc:
-        _error(req, exc)
-        return
-    fuse_reply_err(req, 0)
+    _call_and_ack(req, _h.removexattr, (ino, name))
 
 
 def _fuse_error(default):

@@ -191,15 +191,7 @@ class FuseOps(pyfuse3.Operations):
     # -- the filesystem ---------------------------------------------------------------------
     @_fuse_errors
     def statfs(self, ctx):
-        s = self.ops.statfs()
         st = pyfuse3.StatvfsData()
-        st.f_bsize = s["bsize"]
-        st.f_frsize = s["frsize"]
-        st.f_blocks = s["blocks"]
-        st.f_bfree = s["bfree"]
-        st.f_bavail = s["bavail"]
-        st.f_files = s["files"]
-        st.f_ffree = s["ffree"]
-        st.f_favail = s["ffree"]
-        st.f_namemax = s["namemax"]
+        for field, value in self.ops.statfs().items():
+            setattr(st, field, value)
         return st

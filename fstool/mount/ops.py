@@ -234,7 +234,11 @@ class MountOps:
     # -- the filesystem -----------------------------------------------------------------
     @_errnos
     def statfs(self) -> dict:
-        return self.vol.statfs()
+        """statvfs(3)'s fields, by their names."""
+        s = self.vol.statfs()
+        return {"f_bsize": s["bsize"], "f_frsize": s["frsize"], "f_blocks": s["blocks"],
+                "f_bfree": s["bfree"], "f_bavail": s["bavail"], "f_files": s["files"],
+                "f_ffree": s["ffree"], "f_favail": s["ffree"], "f_namemax": s["namemax"]}
 
     def checkpoint(self) -> None:
         """The timer's: a checkpoint of what changed since the last."""
