@@ -2,7 +2,8 @@
 """fstool mount against fuse2fs and the kernel's XFS, in one run.
 
     python3 bench/bench_mount.py [--files 20000] [--dirs 100] [--mib 256] [--size 2g]
-                                 [--only fstool,fuse2fs,kernel] [--icache]
+                                 [--only fstool,fuse2fs,kernel] [--writeback] [--pyfuse3]
+                                 [--baseline TREE] [--icache]
 
 For each filesystem, on a fresh image of the same size (XFS from
 ``fstool mkfs`` for fstool, from ``mkfs.xfs`` for the kernel, ext4 from
@@ -10,7 +11,8 @@ For each filesystem, on a fresh image of the same size (XFS from
 DIRS directories, then sync), a streaming write of MIB MiB (1 MiB writes,
 then fsync), the streaming read of it after dropping the caches, and a full
 tree walk (lstat of every entry, after dropping the caches).  For the FUSE
-servers, the resident memory of the server process after the creates.
+servers, the resident memory of the server process after the creates and
+its CPU time per create (user and system, from /proc).
 Needs root (loop mount, drop_caches), fuse2fs (apt fuse2fs) and FUSE.
 
 ``--icache``: the mount's inode cache alone, lookups per second with 10^4 to
@@ -47,6 +49,13 @@ def rss_kib(pid: int) -> int:
     except OSError:
         pass
     return 0
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a process so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def wait_mounted(mnt: str, timeout: float = 30) -> None:
@@ -99,14 +108,19 @@ class Fuse2fs(Target):
 class Fstool(Target):
     name = "fstool"
     options: list = []
+    repo = REPO
 
     def mount(self):
-        env = dict(os.environ, PYTHONPATH=REPO)
+        env = dict(os.environ, PYTHONPATH=self.repo)
         size = os.path.getsize(self.img)
+        # run from the tree itself: "python -m" puts the current directory
+        # ahead of PYTHONPATH, so another checkout there would be imported
         subprocess.run([sys.executable, "-m", "fstool", "mkfs", "-f", "--size", str(size),
-                        self.img], check=True, env=env, stdout=subprocess.DEVNULL)
+                        self.img], check=True, env=env, stdout=subprocess.DEVNULL,
+                       cwd=self.repo)
         self.proc = subprocess.Popen([sys.executable, "-m", "fstool", "mount", "-f",
-                                      *self.options, self.img, self.mnt], env=env)
+                                      *self.options, self.img, self.mnt], env=env,
+                                     cwd=self.repo)
         self.pid = self.proc.pid
         wait_mounted(self.mnt)
 
@@ -118,6 +132,11 @@ class Fstool(Target):
 class FstoolWriteback(Fstool):
     name = "fstool -o writeback_cache"
     options = ["-o", "writeback_cache"]
+
+
+class FstoolPyfuse3(Fstool):
+    name = "fstool --fuse-loop pyfuse3"
+    options = ["--fuse-loop", "pyfuse3"]
 
 
 def creates(mnt: str, files: int, dirs: int) -> float:
@@ -178,8 +197,12 @@ def run_target(cls, work: str, args) -> dict:
     t = cls(work, args.size)
     t.mount()
     try:
+        cpu0 = cpu_seconds(t.pid) if t.pid else 0
         out = {"creates/s": creates(t.mnt, args.files, args.dirs)}
         if t.pid:
+            # the server's own CPU time per create: what the machine's load
+            # does not change much (the rates above move with it)
+            out["server CPU us/create"] = (cpu_seconds(t.pid) - cpu0) / args.files * 1e6
             out["server RSS MiB"] = rss_kib(t.pid) / 1024
         big = os.path.join(t.mnt, "big")
         out["write MB/s"] = stream_write(big, args.mib) * 1.048576
@@ -234,6 +257,10 @@ def main() -> None:
     ap.add_argument("--only", default="fstool,fuse2fs,kernel")
     ap.add_argument("--writeback", action="store_true",
                     help="also fstool with -o writeback_cache")
+    ap.add_argument("--pyfuse3", action="store_true",
+                    help="also fstool with the pyfuse3 request loop (the fallback)")
+    ap.add_argument("--baseline", metavar="TREE",
+                    help="also fstool from another checkout (built), e.g. the main branch")
     ap.add_argument("--icache", action="store_true", help="only the inode cache lookups")
     args = ap.parse_args()
     if args.icache:
@@ -245,6 +272,12 @@ def main() -> None:
     chosen = [kinds[k] for k in args.only.split(",")]
     if args.writeback:
         chosen.append(FstoolWriteback)
+    if args.pyfuse3:
+        chosen.append(FstoolPyfuse3)
+    if args.baseline:
+        chosen.insert(0, type("FstoolBaseline", (Fstool,), {
+            "name": "fstool " + os.path.basename(os.path.abspath(args.baseline)),
+            "repo": os.path.abspath(args.baseline)}))
     if Fuse2fs in chosen and not shutil.which("fuse2fs"):
         sys.exit("fuse2fs is not installed (apt-get install fuse2fs)")
     work = tempfile.mkdtemp(prefix="bench-mount-", dir=os.environ.get("BENCH_DIR"))
@@ -257,12 +290,12 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     keys = ["creates/s", "write MB/s", "read MB/s", "walk entries/s", "server RSS MiB",
-            "repair -n"]
+            "server CPU us/create", "repair -n"]
     print()
-    print(f"{'':28}" + "".join(f"{k:>16}" for k in keys))
+    print(f"{'':28}" + "".join(f"{k:>21}" for k in keys))
     for name, r in results.items():
         print(f"{name:28}" + "".join(
-            f"{r[k]:>16,.1f}" if isinstance(r.get(k), float) else f"{str(r.get(k, '-')):>16}"
+            f"{r[k]:>21,.1f}" if isinstance(r.get(k), float) else f"{str(r.get(k, '-')):>21}"
             for k in keys))
     if "fstool" in results and "fuse2fs" in results:
         f, e = results["fstool"], results["fuse2fs"]

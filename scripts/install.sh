@@ -29,7 +29,8 @@ pip_install() {
         fi
     fi
 }
-# [mount]: pyfuse3 for fstool mount, built against libfuse3-dev (pkg-config)
+# fstool mount: setup.py builds its native request loop against libfuse3-dev
+# (pkg-config); [mount] adds pyfuse3 and trio, the fallback loop
 pip_install -e ".[test,mount]"
 # byte-compile up front: where PYTHONDONTWRITEBYTECODE is set, every command
 # would otherwise compile the package again at start-up

@@ -133,6 +133,34 @@ def test_last_close_of_empty_files(tmp_path):
         assert r.returncode == 0, r.stdout
 
 
+def test_create_after_a_negative_lookup(tmp_path):
+    """A create skips its own lookup of a name the kernel has just found
+    missing, but only while nothing changed since: a name made in between
+    is still refused with EEXIST, in shortform and block directories."""
+    from fstool.mount.volume import Volume
+    img = fstool_image(tmp_path, "64m")
+    v = Volume(img)
+    try:
+        r = v.rootino
+        for n in range(40):                 # past the shortform directory
+            name = b"f%02d" % n
+            assert v.find(r, name) is None
+            fh, _a = v.create(r, name, 0o644)
+            v.release(fh)
+            assert v.find(r, b"x%02d" % n) is None
+            v.mkdir(r, b"x%02d" % n, 0o755)  # made after the negative lookup
+            expect_errno(errno.EEXIST, lambda: v.create(r, b"x%02d" % n, 0o644))
+            assert v.find(r, b"y%02d" % n) is None
+            v.link(v.find(r, name).ino, r, b"y%02d" % n)
+            expect_errno(errno.EEXIST, lambda: v.mknod(r, b"y%02d" % n, 0o644))
+        assert len(v.entries(r)) == 2 + 3 * 40
+    finally:
+        v.close()
+    if images.xfsprogs_available():
+        r = subprocess.run(["xfs_repair", "-n", "-f", str(img)], capture_output=True)
+        assert r.returncode == 0, r.stdout
+
+
 def test_readdir_survives_removals_while_listing(tmp_path):
     from fstool.mount.volume import Volume
     img = fstool_image(tmp_path, "64m")
@@ -284,3 +312,115 @@ def test_read_only_mount(tmp_path):
         assert os.listdir(mnt) == []
         expect_errno(errno.EROFS, lambda: os.mkdir(mnt / "x"))
     assert m.returncode == 0
+
+
+# -- the two request loops --------------------------------------------------------------------
+
+def need_loop(loop: str) -> None:
+    need_fuse()
+    from fstool.mount.run import fuse_available
+    why = fuse_available(loop)
+    if why:
+        pytest.skip(f"the {loop} request loop: {why}")
+
+
+def mapped(pid: int) -> str:
+    with open(f"/proc/{pid}/maps") as f:
+        return f.read()
+
+
+@pytest.mark.parametrize("loop", ["native", "pyfuse3"])
+def test_both_request_loops(tmp_path, loop):
+    """The same operations through either loop (the native one is the
+    default where it is built); SIGTERM unmounts and writes everything back."""
+    need_loop(loop)
+    import signal
+    img = fstool_image(tmp_path, "64m")
+    m = FuseMounted(img, *(("--fuse-loop", loop) if loop == "pyfuse3" else ()))
+    with m as mnt:
+        maps = mapped(m.proc.pid)
+        assert ("fuseloop" in maps) == (loop == "native")
+        assert ("pyfuse3" in maps) == (loop == "pyfuse3")
+        os.mkdir(mnt / "d", 0o750)
+        (mnt / "d" / "f").write_bytes(b"x" * 70000)
+        with open(mnt / "d" / "f", "r+b") as f:
+            f.seek(100000)
+            f.write(b"tail")
+        assert (mnt / "d" / "f").read_bytes() == b"x" * 70000 + bytes(30000) + b"tail"
+        os.truncate(mnt / "d" / "f", 5)
+        os.utime(mnt / "d" / "f", ns=(1_000_000_123, 2_000_000_456))
+        st = os.stat(mnt / "d" / "f")
+        assert (st.st_size, st.st_mtime_ns) == (5, 2_000_000_456)
+        os.chmod(mnt / "d" / "f", 0o600)
+        assert os.stat(mnt / "d" / "f").st_mode & 0o7777 == 0o600
+        os.symlink("f", mnt / "d" / "l")
+        assert os.readlink(mnt / "d" / "l") == "f"
+        os.link(mnt / "d" / "f", mnt / "h")
+        assert os.stat(mnt / "h").st_nlink == 2
+        os.mknod(mnt / "fifo", 0o644 | 0o010000)
+        os.setxattr(mnt / "h", "user.k", b"v1")
+        expect_errno(errno.EEXIST, lambda: os.setxattr(mnt / "h", "user.k", b"v",
+                                                       os.XATTR_CREATE))
+        expect_errno(errno.ENODATA, lambda: os.setxattr(mnt / "h", "user.n", b"v",
+                                                        os.XATTR_REPLACE))
+        assert os.getxattr(mnt / "h", "user.k") == b"v1"
+        assert os.listxattr(mnt / "h") == ["user.k"]
+        os.removexattr(mnt / "h", "user.k")
+        assert os.listxattr(mnt / "h") == []
+        os.rename(mnt / "h", mnt / "d" / "g")
+        expect_errno(errno.ENOTEMPTY, lambda: os.rmdir(mnt / "d"))
+        expect_errno(errno.ENOENT, lambda: os.stat(mnt / "missing"))
+        assert sorted(os.listdir(mnt / "d")) == ["f", "g", "l"]
+        assert sorted(os.listdir(mnt)) == ["d", "fifo"]
+        os.unlink(mnt / "d" / "g")
+        assert os.statvfs(mnt).f_namemax == 255
+        m.proc.send_signal(signal.SIGTERM)
+        m.proc.wait(60)
+        assert not is_mounted(mnt)
+    assert m.returncode == 0, m.stderr
+    assert log_clean(img)
+    assert fstool("cat", img, "/d/f").stdout == "xxxxx"
+    assert sorted(fstool("ls", img, "/d").stdout.split()) == ["f", "l"]
+
+
+def test_native_loop_writes_a_checkpoint_on_its_timer(tmp_path):
+    """Changes not fsync'd reach the log within the checkpoint period:
+    after a kill -9, log replay finds them."""
+    need_loop("native")
+    img = fstool_image(tmp_path, "64m")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    code = ("import sys\n"
+            "from fstool.mount.run import serve\n"
+            "serve(sys.argv[1], sys.argv[2], checkpoint_seconds=0.3, loop='native')\n")
+    p = subprocess.Popen([sys.executable, "-c", code, str(img), str(mnt)], env=env(),
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not is_mounted(mnt):
+            assert p.poll() is None, p.stderr.read()
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        (mnt / "kept").write_text("checkpointed")
+        time.sleep(1.5)
+    finally:
+        p.kill()
+        p.wait()
+        subprocess.run(["fusermount3", "-u", "-z", str(mnt)], capture_output=True)
+    assert not log_clean(img)
+    r = fstool("log", "replay", img)
+    assert r.returncode == 0, r.stderr
+    assert fstool("cat", img, "/kept").stdout == "checkpointed"
+
+
+def test_bad_fuse_option_is_one_line(tmp_path):
+    need_loop("native")
+    img = fstool_image(tmp_path, "64m")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    for args in ((), ("-f",)):
+        r = fstool("mount", *args, "-o", "no_such_option", img, mnt, timeout=60)
+        assert r.returncode != 0
+        assert r.stderr.count("\n") == 1 and "no_such_option" in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr
+        assert not is_mounted(mnt)

@@ -16,7 +16,11 @@ from .options import image_arg
                    "default_permissions is always on.")
 @click.option("--no-check", is_flag=True,
               help="Mount even when fstool check finds problems in the image.")
-def cmd(image, mountpoint, readonly, foreground, opts, no_check):
+@click.option("--fuse-loop", "loop", type=click.Choice(["native", "pyfuse3"]),
+              default=None,
+              help="The request loop: native (C, over libfuse3's low-level API; the "
+                   "default where it was built) or pyfuse3 (the fallback).")
+def cmd(image, mountpoint, readonly, foreground, opts, no_check, loop):
     """Mount IMAGE at MOUNTPOINT through FUSE (libfuse3).
 
     Unmount with `fusermount3 -u MOUNTPOINT` (or umount as root): everything
@@ -28,7 +32,7 @@ def cmd(image, mountpoint, readonly, foreground, opts, no_check):
     """
     from ..mount.run import fuse_available, mount
     from .exits import exit_status
-    why = fuse_available()
+    why = fuse_available(loop)
     if why:
         from ..errors import UnsupportedError
         raise UnsupportedError(f"cannot mount: {why}")
@@ -39,4 +43,4 @@ def cmd(image, mountpoint, readonly, foreground, opts, no_check):
         from ..ops.guard import require_sound
         require_sound(image)
     mount(image, mountpoint, readonly=readonly, foreground=foreground, options=options,
-          status_of=exit_status)
+          status_of=exit_status, loop=loop)

@@ -1,55 +1,49 @@
-"""The FUSE adapter: pyfuse3's low-level, inode-based operations over a
-:class:`~fstool.mount.volume.Volume`.
+"""The pyfuse3 front end: pyfuse3's low-level, inode-based ``Operations``
+over :class:`~fstool.mount.ops.MountOps` (the fallback where
+``fstool_native.fuseloop`` is not built).
 
-FUSE node ids are the image's inode numbers, except the root, which FUSE
-calls 1 (no XFS inode can be number 1).  Every handler is synchronous
-underneath (no ``await`` between the start and the end of an operation),
-so operations never interleave: one transaction at a time.  Errors become
-``FUSEError`` with the errno they carry.
+Each handler translates only: pyfuse3's arguments into the MountOps call,
+the result into pyfuse3's types, an ``OSError`` into ``FUSEError``.  Every
+handler is synchronous underneath (no ``await`` between the start and the
+end of an operation), so operations never interleave.
 """
 from __future__ import annotations
 
-import errno
-import logging
+import functools
 
 import pyfuse3
 
-from ..errors import errno_of
+from .ops import MountOps
 
-log = logging.getLogger("fstool.mount")
 
-# fstool is the only writer: what the kernel caches stays true until fstool
-# itself changes it, and every change goes through the kernel
-ENTRY_TIMEOUT = 3600.0
-ATTR_TIMEOUT = 3600.0
+def _fuse_errors(fn):
+    @functools.wraps(fn)
+    async def handler(*args, **kw):
+        try:
+            return fn(*args, **kw)
+        except OSError as e:
+            raise pyfuse3.FUSEError(e.errno) from None
+    return handler
 
 
 class FuseOps(pyfuse3.Operations):
-    # The kernel's writeback cache gathers small writes into large ones, but
-    # its errors (ENOSPC above all) then come at close or fsync instead of
-    # at write(); it is on only when asked for (-o writeback_cache).
     enable_writeback_cache = False
     supports_dot_lookup = True
 
-    def __init__(self, vol, writeback_cache: bool = False):
+    def __init__(self, ops: MountOps):
         super().__init__()
-        self.enable_writeback_cache = writeback_cache
-        self.vol = vol
-        self.root = vol.rootino
-
-    # -- numbering and attributes ------------------------------------------------------
-    def _ino(self, node: int) -> int:
-        return self.root if node == pyfuse3.ROOT_INODE else node
-
-    def _node(self, ino: int) -> int:
-        return pyfuse3.ROOT_INODE if ino == self.root else ino
+        self.enable_writeback_cache = ops.writeback_cache
+        self.ops = ops
 
     def _entry(self, a) -> pyfuse3.EntryAttributes:
         e = pyfuse3.EntryAttributes()
-        e.st_ino = self._node(a.ino)
+        e.entry_timeout = self.ops.entry_timeout
+        e.attr_timeout = self.ops.attr_timeout
+        if a is None:                   # a negative entry
+            e.st_ino = 0
+            return e
+        e.st_ino = self.ops.node(a.ino)
         e.generation = a.gen
-        e.entry_timeout = ENTRY_TIMEOUT
-        e.attr_timeout = ATTR_TIMEOUT
         e.st_mode = a.mode
         e.st_nlink = a.nlink
         e.st_uid = a.uid
@@ -63,42 +57,26 @@ class FuseOps(pyfuse3.Operations):
         e.st_ctime_ns = a.ctime_ns
         return e
 
-    def _call(self, fn, *args, **kw):
-        try:
-            return fn(*args, **kw)
-        except pyfuse3.FUSEError:
-            raise
-        except Exception as e:          # noqa: BLE001 - every error becomes an errno
-            code = errno_of(e)
-            if code == errno.EIO:
-                log.error("%s: %s: %s", getattr(fn, "__name__", fn), type(e).__name__, e)
-            raise pyfuse3.FUSEError(code) from None
+    # -- names ---------------------------------------------------------------------------
+    @_fuse_errors
+    def lookup(self, parent_inode, name, ctx):
+        return self._entry(self.ops.lookup(parent_inode, name))
 
-    # -- names -----------------------------------------------------------------------------
-    async def lookup(self, parent_inode, name, ctx):
-        try:
-            return self._entry(self._call(self.vol.lookup, self._ino(parent_inode), name))
-        except pyfuse3.FUSEError as e:
-            if e.errno != errno.ENOENT:
-                raise
-        # a name that is not there: the kernel keeps the negative entry (every
-        # change reaches fstool through the kernel, which drops it then)
-        e = pyfuse3.EntryAttributes()
-        e.st_ino = 0
-        e.entry_timeout = ENTRY_TIMEOUT
-        return e
-
-    async def forget(self, inode_list):
+    @_fuse_errors
+    def forget(self, inode_list):
         for node, n in inode_list:
-            self.vol.forget(self._ino(node), n)
+            self.ops.forget(node, n)
 
-    async def getattr(self, inode, ctx):
-        return self._entry(self._call(self.vol.getattr, self._ino(inode)))
+    @_fuse_errors
+    def getattr(self, inode, ctx):
+        return self._entry(self.ops.getattr(inode))
 
-    async def setattr(self, inode, attr, fields, fh, ctx):
+    @_fuse_errors
+    def setattr(self, inode, attr, fields, fh, ctx):
+        # pyfuse3 has already turned UTIME_NOW into the request's time
         kw = {}
         if fields.update_mode:
-            kw["mode"] = attr.st_mode & 0o7777
+            kw["mode"] = attr.st_mode
         if fields.update_uid:
             kw["uid"] = attr.st_uid
         if fields.update_gid:
@@ -109,117 +87,111 @@ class FuseOps(pyfuse3.Operations):
             kw["atime_ns"] = attr.st_atime_ns
         if fields.update_mtime:
             kw["mtime_ns"] = attr.st_mtime_ns
-        return self._entry(self._call(self.vol.setattr, self._ino(inode), **kw))
+        return self._entry(self.ops.setattr(inode, **kw))
 
-    async def readlink(self, inode, ctx):
-        return self._call(self.vol.readlink, self._ino(inode))
+    @_fuse_errors
+    def readlink(self, inode, ctx):
+        return self.ops.readlink(inode)
 
-    async def mkdir(self, parent_inode, name, mode, ctx):
-        return self._entry(self._call(self.vol.mkdir, self._ino(parent_inode), name, mode,
-                                      ctx.uid, ctx.gid))
+    @_fuse_errors
+    def mkdir(self, parent_inode, name, mode, ctx):
+        return self._entry(self.ops.mkdir(parent_inode, name, mode, ctx.uid, ctx.gid))
 
-    async def mknod(self, parent_inode, name, mode, rdev, ctx):
-        return self._entry(self._call(self.vol.mknod, self._ino(parent_inode), name, mode,
-                                      rdev, ctx.uid, ctx.gid))
+    @_fuse_errors
+    def mknod(self, parent_inode, name, mode, rdev, ctx):
+        return self._entry(self.ops.mknod(parent_inode, name, mode, rdev, ctx.uid, ctx.gid))
 
-    async def symlink(self, parent_inode, name, target, ctx):
-        return self._entry(self._call(self.vol.symlink, self._ino(parent_inode), name,
-                                      target, ctx.uid, ctx.gid))
+    @_fuse_errors
+    def symlink(self, parent_inode, name, target, ctx):
+        return self._entry(self.ops.symlink(parent_inode, name, target, ctx.uid, ctx.gid))
 
-    async def link(self, inode, new_parent_inode, new_name, ctx):
-        return self._entry(self._call(self.vol.link, self._ino(inode),
-                                      self._ino(new_parent_inode), new_name))
+    @_fuse_errors
+    def link(self, inode, new_parent_inode, new_name, ctx):
+        return self._entry(self.ops.link(inode, new_parent_inode, new_name))
 
-    async def unlink(self, parent_inode, name, ctx):
-        self._call(self.vol.unlink, self._ino(parent_inode), name)
+    @_fuse_errors
+    def unlink(self, parent_inode, name, ctx):
+        self.ops.unlink(parent_inode, name)
 
-    async def rmdir(self, parent_inode, name, ctx):
-        self._call(self.vol.rmdir, self._ino(parent_inode), name)
+    @_fuse_errors
+    def rmdir(self, parent_inode, name, ctx):
+        self.ops.rmdir(parent_inode, name)
 
-    async def rename(self, parent_inode_old, name_old, parent_inode_new, name_new, flags, ctx):
-        self._call(self.vol.rename, self._ino(parent_inode_old), name_old,
-                   self._ino(parent_inode_new), name_new, flags)
+    @_fuse_errors
+    def rename(self, parent_inode_old, name_old, parent_inode_new, name_new, flags, ctx):
+        self.ops.rename(parent_inode_old, name_old, parent_inode_new, name_new, flags)
 
-    # -- directories ------------------------------------------------------------------------
-    async def opendir(self, inode, ctx):
-        return self._call(self.vol.opendir, self._ino(inode))
+    # -- directories ----------------------------------------------------------------------
+    @_fuse_errors
+    def opendir(self, inode, ctx):
+        return self.ops.opendir(inode)
 
-    async def readdir(self, fh, start_id, token):
-        vol = self.vol
-        try:
-            for name, ino, nxt in vol.readdir(fh, start_id):
-                try:
-                    a = vol.getattr(ino)
-                except OSError:
-                    continue
-                if not pyfuse3.readdir_reply(token, name, self._entry(a), nxt):
-                    return
-                if name != b"." and name != b"..":
-                    vol.icache.ref(ino)
-        except pyfuse3.FUSEError:
-            raise
-        except Exception as e:          # noqa: BLE001
-            raise pyfuse3.FUSEError(errno_of(e)) from None
+    @_fuse_errors
+    def readdir(self, fh, start_id, token):
+        self.ops.readdir(fh, start_id, lambda name, a, nxt: pyfuse3.readdir_reply(
+            token, name, self._entry(a), nxt))
 
-    async def releasedir(self, fh):
-        self.vol.release(fh)
+    @_fuse_errors
+    def releasedir(self, fh):
+        self.ops.releasedir(fh)
 
-    async def fsyncdir(self, fh, datasync):
-        self._call(self.vol.sync)
+    @_fuse_errors
+    def fsyncdir(self, fh, datasync):
+        self.ops.fsyncdir(fh, datasync)
 
-    # -- files -----------------------------------------------------------------------------
-    async def open(self, inode, flags, ctx):
-        return pyfuse3.FileInfo(fh=self._call(self.vol.open, self._ino(inode), flags))
+    # -- files ----------------------------------------------------------------------------
+    @_fuse_errors
+    def open(self, inode, flags, ctx):
+        return pyfuse3.FileInfo(fh=self.ops.open(inode, flags))
 
-    async def create(self, parent_inode, name, mode, flags, ctx):
-        fh, a = self._call(self.vol.create, self._ino(parent_inode), name, mode, flags,
-                           ctx.uid, ctx.gid)
+    @_fuse_errors
+    def create(self, parent_inode, name, mode, flags, ctx):
+        fh, a = self.ops.create(parent_inode, name, mode, flags, ctx.uid, ctx.gid)
         return pyfuse3.FileInfo(fh=fh), self._entry(a)
 
-    async def read(self, fh, off, size):
-        return self._call(self.vol.read, fh, off, size)
+    @_fuse_errors
+    def read(self, fh, off, size):
+        return self.ops.read(fh, off, size)
 
-    async def write(self, fh, off, buf):
-        return self._call(self.vol.write, fh, off, buf)
+    @_fuse_errors
+    def write(self, fh, off, buf):
+        return self.ops.write(fh, off, buf)
 
-    async def flush(self, fh):
-        # close(2) has nothing to do here (the data is in the image already,
-        # durability is fsync's): ENOSYS tells the kernel to stop sending
-        # FLUSH at all, one round trip less per close (with the writeback
-        # cache the kernel still writes its dirty pages back first)
-        raise pyfuse3.FUSEError(errno.ENOSYS)
+    @_fuse_errors
+    def flush(self, fh):
+        self.ops.flush(fh)
 
-    async def release(self, fh):
-        self._call(self.vol.release, fh)
+    @_fuse_errors
+    def release(self, fh):
+        self.ops.release(fh)
 
-    async def fsync(self, fh, datasync):
-        self._call(self.vol.fsync, fh, datasync)
+    @_fuse_errors
+    def fsync(self, fh, datasync):
+        self.ops.fsync(fh, datasync)
 
-    # -- xattrs -----------------------------------------------------------------------------
-    async def getxattr(self, inode, name, ctx):
-        return self._call(self.vol.getxattr, self._ino(inode), name)
+    # -- xattrs ---------------------------------------------------------------------------
+    @_fuse_errors
+    def getxattr(self, inode, name, ctx):
+        return self.ops.getxattr(inode, name)
 
-    async def setxattr(self, inode, name, value, ctx):
+    @_fuse_errors
+    def setxattr(self, inode, name, value, ctx):
         # pyfuse3 has already applied XATTR_CREATE / XATTR_REPLACE
-        self._call(self.vol.setxattr, self._ino(inode), name, value)
+        self.ops.setxattr(inode, name, value)
 
-    async def listxattr(self, inode, ctx):
-        return self._call(self.vol.listxattr, self._ino(inode))
+    @_fuse_errors
+    def listxattr(self, inode, ctx):
+        # pyfuse3 wants the names as a list
+        return [n for n in self.ops.listxattr(inode).split(b"\0") if n]
 
-    async def removexattr(self, inode, name, ctx):
-        self._call(self.vol.removexattr, self._ino(inode), name)
+    @_fuse_errors
+    def removexattr(self, inode, name, ctx):
+        self.ops.removexattr(inode, name)
 
-    # -- the filesystem ----------------------------------------------------------------------
-    async def statfs(self, ctx):
-        s = self._call(self.vol.statfs)
+    # -- the filesystem ---------------------------------------------------------------------
+    @_fuse_errors
+    def statfs(self, ctx):
         st = pyfuse3.StatvfsData()
-        st.f_bsize = s["bsize"]
-        st.f_frsize = s["frsize"]
-        st.f_blocks = s["blocks"]
-        st.f_bfree = s["bfree"]
-        st.f_bavail = s["bavail"]
-        st.f_files = s["files"]
-        st.f_ffree = s["ffree"]
-        st.f_favail = s["ffree"]
-        st.f_namemax = s["namemax"]
+        for field, value in self.ops.statfs().items():
+            setattr(st, field, value)
         return st

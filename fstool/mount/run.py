@@ -1,6 +1,10 @@
 """Mounting: open the image, mount through libfuse3, serve until unmounted,
 then write everything back and mark the log clean.
 
+Two request loops serve the same operations (:class:`~fstool.mount.ops.MountOps`):
+the C loop of ``fstool_native.fuseloop`` (the default where it is built)
+and pyfuse3 under trio (the fallback).
+
 ``serve`` runs in the process that holds the mount.  ``mount`` either calls
 it in the foreground or forks a daemon and returns once the mount is live
 (the daemon reports success, or the error that stopped it, through a pipe).
@@ -19,13 +23,41 @@ from ..errors import FsToolError
 CHECKPOINT_SECONDS = 5.0
 
 
-def fuse_available() -> str | None:
-    """None when FUSE mounts can work here, else why not."""
+LOOPS = ("native", "pyfuse3")
+
+
+def native_loop():
+    """The C request loop (fstool_native.fuseloop), or None where it was
+    not built (no libfuse3 development files or no compiler)."""
     try:
-        import pyfuse3  # noqa: F401
-        import trio  # noqa: F401
-    except ImportError as e:
-        return f"pyfuse3 is not installed ({e}); pip install pyfuse3"
+        from fstool_native import fuseloop
+    except ImportError:
+        return None
+    return fuseloop
+
+
+def pick_loop(loop: str | None = None) -> str:
+    """The request loop to serve with: ``loop`` when given, else the native
+    one where it is built, else pyfuse3."""
+    if loop is not None:
+        return loop
+    return "native" if native_loop() is not None else "pyfuse3"
+
+
+def fuse_available(loop: str | None = None) -> str | None:
+    """None when FUSE mounts can work here (with ``loop``, or the one
+    ``pick_loop`` chooses), else why not."""
+    loop = pick_loop(loop)
+    if loop == "native":
+        if native_loop() is None:
+            return ("the native FUSE loop is not built (libfuse3 development files "
+                    "were missing at build time); use --fuse-loop pyfuse3")
+    else:
+        try:
+            import pyfuse3  # noqa: F401
+            import trio  # noqa: F401
+        except ImportError as e:
+            return f"pyfuse3 is not installed ({e}); pip install pyfuse3"
     if not os.path.exists("/dev/fuse"):
         return "/dev/fuse is missing"
     import shutil
@@ -35,50 +67,90 @@ def fuse_available() -> str | None:
 
 
 OWN_OPTIONS = ("rw", "writeback_cache")      # fstool's, not passed to libfuse
+DEFAULT_OPTIONS = ("default_permissions", "fsname=fstool", "subtype=xfs")
 
 
-def fuse_options(readonly: bool, extra) -> set:
-    import pyfuse3
-    opts = set(pyfuse3.default_options)          # default_permissions
-    opts |= {"fsname=fstool", "subtype=xfs"}
+def fuse_options(readonly: bool, extra) -> list:
+    opts = set(DEFAULT_OPTIONS)
     if readonly:
         opts.add("ro")
     opts.update(o for o in extra if o not in OWN_OPTIONS)
-    return opts
+    return sorted(opts)
 
 
 def serve(image, mountpoint, *, readonly=False, options=(), ready=None,
-          checkpoint_seconds: float = CHECKPOINT_SECONDS) -> None:
+          checkpoint_seconds: float = CHECKPOINT_SECONDS, loop: str | None = None) -> None:
     """Mount ``image`` at ``mountpoint`` and serve it until it is unmounted;
-    ``ready()`` is called once the mount is live."""
-    import pyfuse3
-    import trio
-
-    from .fuseops import FuseOps
+    ``ready()`` is called once the mount is live.  ``loop``: "native" (the
+    C request loop, the default where it is built) or "pyfuse3"."""
+    from .ops import MountOps
     from .volume import Volume
+    loop = pick_loop(loop)
     vol = Volume(image, readonly=readonly)
     try:
-        ops = FuseOps(vol, writeback_cache="writeback_cache" in options)
-        try:
-            pyfuse3.init(ops, os.fspath(mountpoint), fuse_options(readonly, options))
-        except RuntimeError as e:
-            raise FsToolError(f"{mountpoint}: cannot mount: {e}") from None
-        state = {"terminated": False}
-        try:
-            import gc
-            # the long-lived caches stay out of the cyclic collector's way
-            gc.freeze()
-            gc.set_threshold(50000, 20, 100)
-            if ready is not None:
-                ready()
-            trio.run(_main, vol, state, checkpoint_seconds)
-        finally:
-            pyfuse3.close(unmount=state["terminated"])
+        ops = MountOps(vol, writeback_cache="writeback_cache" in options)
+        serve_with = _serve_native if loop == "native" else _serve_pyfuse3
+        serve_with(ops, os.path.abspath(mountpoint), fuse_options(readonly, options),
+                   ready, checkpoint_seconds if vol.w is not None else 0)
     finally:
         vol.close()
 
 
-async def _main(vol, state, every: float) -> None:
+def _serving(ready) -> None:
+    import gc
+    # the long-lived caches stay out of the cyclic collector's way
+    gc.freeze()
+    gc.set_threshold(50000, 20, 100)
+    if ready is not None:
+        ready()
+
+
+def _serve_native(ops, mountpoint: str, opts: list, ready, every: float) -> None:
+    """The C loop: one thread, requests answered in order, the checkpoint
+    timer and the signals handled between requests."""
+    import signal
+
+    from fstool_native.fuseloop import Session
+    try:
+        session = Session(ops, opts)
+    except RuntimeError as e:
+        raise FsToolError(f"{mountpoint}: cannot mount: {e}") from None
+    stop = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+    before = {}
+    try:
+        try:
+            session.mount(mountpoint)
+        except RuntimeError as e:
+            raise FsToolError(f"{mountpoint}: cannot mount: {e}") from None
+        for sig in stop:
+            before[sig] = signal.signal(sig, lambda _sig, _frame: session.exit())
+        _serving(ready)
+        session.run(every, ops.checkpoint)
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+        session.close()
+
+
+def _serve_pyfuse3(ops, mountpoint: str, opts: list, ready, every: float) -> None:
+    """pyfuse3 under trio, one task: the fallback where the C loop is not built."""
+    import pyfuse3
+    import trio
+
+    from .fuseops import FuseOps
+    try:
+        pyfuse3.init(FuseOps(ops), mountpoint, set(opts))
+    except RuntimeError as e:
+        raise FsToolError(f"{mountpoint}: cannot mount: {e}") from None
+    state = {"terminated": False}
+    try:
+        _serving(ready)
+        trio.run(_main, ops, state, every)
+    finally:
+        pyfuse3.close(unmount=state["terminated"])
+
+
+async def _main(ops, state, every: float) -> None:
     import signal
 
     import pyfuse3
@@ -87,7 +159,7 @@ async def _main(vol, state, every: float) -> None:
     async def timer():
         while True:
             await trio.sleep(every)
-            vol.sync()
+            ops.checkpoint()
 
     async def signals():
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as it:
@@ -97,7 +169,7 @@ async def _main(vol, state, every: float) -> None:
                 return
 
     async with trio.open_nursery() as nursery:
-        if vol.w is not None:
+        if every:
             nursery.start_soon(timer)
         nursery.start_soon(signals)
         await pyfuse3.main(min_tasks=1, max_tasks=1)
@@ -105,12 +177,12 @@ async def _main(vol, state, every: float) -> None:
 
 
 def mount(image, mountpoint, *, readonly=False, foreground=False, options=(),
-          status_of=lambda exc: 1) -> None:
+          status_of=lambda exc: 1, loop: str | None = None) -> None:
     """``fstool mount``: serve in the foreground, or start a daemon and
     return once the mount is live (raising the daemon's error otherwise,
     with the exit status ``status_of`` gives it)."""
     if foreground:
-        serve(image, mountpoint, readonly=readonly, options=options)
+        serve(image, mountpoint, readonly=readonly, options=options, loop=loop)
         return
     image, mountpoint = os.path.abspath(image), os.path.abspath(mountpoint)
     r, w = os.pipe()
@@ -152,7 +224,7 @@ def mount(image, mountpoint, *, readonly=False, foreground=False, options=(),
     try:
         os.chdir("/")
         serve(image, mountpoint, readonly=readonly,
-              options=options, ready=ready)
+              options=options, ready=ready, loop=loop)
     except BaseException as e:       # noqa: BLE001 - reported to the waiting parent
         from ..errors import errno_of
         status = status_of(e) or 1

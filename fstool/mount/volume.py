@@ -119,6 +119,8 @@ class Volume:
         self.opens: dict[int, int] = {}
         self.closed = False
         self.dirty_since_sync = False
+        self.changes = 0                # transactions ended (committed or aborted)
+        self._absent = None             # (parent, name, changes) of the last negative find
 
     # -- lifetime --------------------------------------------------------------------
     def close(self) -> None:
@@ -230,6 +232,14 @@ class Volume:
 
     def lookup(self, parent: int, name: bytes) -> Attr:
         """The inode ``name`` names in ``parent`` (one more kernel reference)."""
+        a = self.find(parent, name)
+        if a is None:
+            raise oserror(errno.ENOENT)
+        return a
+
+    def find(self, parent: int, name: bytes) -> Attr | None:
+        """``lookup``, with None for a name that is not there (the common
+        negative lookup before every create costs no exception)."""
         self._dir_node(parent)
         if name == b".":
             ino = parent
@@ -240,7 +250,8 @@ class Volume:
                 raise oserror(errno.ENAMETOOLONG)
             ent = self.child(parent, name)
             if ent is None:
-                raise oserror(errno.ENOENT)
+                self._absent = (parent, name, self.changes)
+                return None
             ino = ent[0]
         a = self.getattr(ino)
         self.icache.ref(ino)
@@ -277,8 +288,14 @@ class Volume:
         self._dir_node(parent)
         with self._tx() as ns:
             # the namespace refuses a name in use (EEXIST) before it
-            # allocates anything
-            ino = make(ns)
+            # allocates anything; the kernel's lookup of the name just
+            # before found it missing, unless something changed since
+            if self._absent == (parent, name, self.changes):
+                ns.known_absent = (parent, name)
+            try:
+                ino = make(ns)
+            finally:
+                ns.known_absent = None
             self._touch(parent)
         a = self.getattr(ino)
         self.icache.ref(ino)
@@ -581,6 +598,7 @@ class _Op:
         if self.nested:
             return False
         vol = self.vol
+        vol.changes += 1
         w = vol.w
         ns = vol.ns
         if etype is None:

@@ -140,6 +140,7 @@ class Dir:
             self.exts = sorted((e[0], e[1], e[2]) for e in node.extents())
         else:
             raise CorruptionError("directory", f"data fork format {self.format}", ino=ino)
+        self._sf_memo = (None, 0, ())
         self.map_changed = False
         self.blocks_delta = 0
         self.dirty = False
@@ -147,6 +148,24 @@ class Dir:
         self.max_leaf = (self.dbs - HDR) // 8
         self.max_node = (self.dbs - HDR) // 8
         self.max_bests = (self.dbs - HDR) // 2
+
+    def _sf_ents(self):
+        """(parent, [entries]) of the shortform fork: ``sf_parse`` once per
+        version of it (a lookup, the create's check and its insert all read
+        the same bytes); the list is the caller's to change."""
+        sf, parent, ents = self._sf_memo
+        if sf is not self.sf:
+            parent, ents = sf_parse(self.sf)
+            ents = tuple(ents)
+            self._sf_memo = (self.sf, parent, ents)
+        return parent, list(ents)
+
+    def _sf_set(self, parent: int, ents) -> bytes:
+        """Encode the shortform fork (not yet installed) and remember its
+        entries."""
+        sf = sf_encode(parent, ents)
+        self._sf_memo = (sf, parent, tuple(ents))
+        return sf
 
     # -- the block map ----------------------------------------------------------
     def form(self) -> str:
@@ -334,7 +353,7 @@ class Dir:
         """(ino, ftype, where) of ``name``; where tells the form's position."""
         form = self.form()
         if form == "sf":
-            parent, ents = sf_parse(self.sf)
+            parent, ents = self._sf_ents()
             if name == b"..":
                 return parent, C.XFS_DIR3_FT_DIR, ("sf", -1)
             if name == b".":
@@ -439,7 +458,7 @@ class Dir:
         dbs = self.dbs
         form = self.form()
         if form == "sf":
-            parent, ents = sf_parse(self.sf)
+            parent, ents = self._sf_ents()
             items = [(HDR >> 3, b".", self.ino, C.XFS_DIR3_FT_DIR),
                      ((HDR + 16) >> 3, b"..", parent, C.XFS_DIR3_FT_DIR)]
             items += [(off >> 3, name, ino, ft) for off, name, ft, ino in ents]
@@ -492,7 +511,7 @@ class Dir:
         self.dirty = True
 
     def _sf_add(self, name, ino, ftype, h) -> None:
-        parent, ents = sf_parse(self.sf)
+        parent, ents = self._sf_ents()
         new = ents + [(0, name, ftype, ino)]
         if sf_size(parent, new) > self.dsize:
             self._sf_to_block()
@@ -522,12 +541,12 @@ class Dir:
             ents.insert(pos, (off, name, ftype, ino))
         else:
             ents.append((off, name, ftype, ino))
-        self.sf = sf_encode(parent, ents)
+        self.sf = self._sf_set(parent, ents)
         self.size = len(self.sf)
 
     def _sf_to_block(self) -> None:
         CONVERSIONS["sf->block"] += 1
-        parent, ents = sf_parse(self.sf)
+        parent, ents = self._sf_ents()
         self.format = C.XFS_DINODE_FMT_EXTENTS
         self.sf = None
         self.size = 0
@@ -987,9 +1006,9 @@ class Dir:
         return ino, ft
 
     def _sf_remove(self, k: int) -> None:
-        parent, ents = sf_parse(self.sf)
+        parent, ents = self._sf_ents()
         del ents[k]
-        self.sf = sf_encode(parent, ents)
+        self.sf = self._sf_set(parent, ents)
         self.size = len(self.sf)
 
     def _block_remove(self, i: int) -> None:
@@ -1274,7 +1293,7 @@ class Dir:
             return None
         old_ino, old_ft, where = r
         if where[0] == "sf":
-            parent, ents = sf_parse(self.sf)
+            parent, ents = self._sf_ents()
             if where[1] == -1:
                 parent = ino
             else:

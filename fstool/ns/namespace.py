@@ -117,6 +117,9 @@ class Namespace:
         self.now = w.now_ns() if now_ns is None else now_ns
         self.bulk = bulk
         self.is_open = None
+        # (parent, name) the caller has just found missing, with nothing
+        # changed since: the next create of it needs no second lookup
+        self.known_absent = None
         self.dirs: dict[int, DirState] = {}
         self._dcache: dict = {}             # ino -> dirops.Dir, for one transaction
         self._dkeep: dict = {}              # ino -> dirops.Dir, while still current
@@ -251,7 +254,8 @@ class Namespace:
     def _new_name(self, parent: int, name: bytes):
         """Check that ``name`` is valid and unused in ``parent``."""
         check_name(name)
-        if self.lookup_child(parent, name) is not None:
+        absent, self.known_absent = self.known_absent, None
+        if absent != (parent, name) and self.lookup_child(parent, name) is not None:
             raise ExistsError(f"{name.decode('utf-8', 'surrogateescape')}: already exists")
         return parent
 

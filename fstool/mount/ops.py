@@ -1,0 +1,245 @@
+"""The FUSE operations over a :class:`~fstool.mount.volume.Volume`, once,
+for both request loops (``fstool_native.fuseloop`` and pyfuse3).
+
+Synchronous methods: FUSE node ids in; :class:`~fstool.mount.volume.Attr`,
+bytes or ints out; every error an ``OSError`` carrying the errno the kernel
+gets.  FUSE node ids are the image's inode numbers, except the root, which
+FUSE calls 1 (no XFS inode can be number 1).  A front end only translates:
+its request's arguments into a call here, the result into its reply.
+Operations never interleave (the loops are single-threaded and no method
+yields), so there is one transaction at a time.
+"""
+from __future__ import annotations
+
+import errno
+import functools
+import logging
+import time
+
+from ..errors import errno_of
+
+log = logging.getLogger("fstool.mount")
+
+ROOT_NODE = 1
+
+# fstool is the only writer: what the kernel caches stays true until fstool
+# itself changes it, and every change goes through the kernel
+ENTRY_TIMEOUT = 3600.0
+ATTR_TIMEOUT = 3600.0
+
+XATTR_CREATE = 1
+XATTR_REPLACE = 2
+
+
+def _errnos(fn):
+    """Any error of ``fn`` as an OSError with its errno (EIO, logged, for
+    the unexpected)."""
+    @functools.wraps(fn)
+    def op(*args, **kw):
+        try:
+            return fn(*args, **kw)
+        except OSError as e:
+            if e.errno:
+                raise
+            code = errno.EIO
+            log.error("%s: %s: %s", fn.__name__, type(e).__name__, e)
+        except Exception as e:          # noqa: BLE001 - every error becomes an errno
+            code = errno_of(e)
+            if code == errno.EIO:
+                log.error("%s: %s: %s", fn.__name__, type(e).__name__, e)
+        raise OSError(code, "") from None
+    return op
+
+
+class MountOps:
+    """See the module docstring."""
+    entry_timeout = ENTRY_TIMEOUT
+    attr_timeout = ATTR_TIMEOUT
+
+    def __init__(self, vol, writeback_cache: bool = False):
+        self.vol = vol
+        self.root = vol.rootino
+        # The kernel's writeback cache gathers small writes into large ones,
+        # but its errors (ENOSPC above all) then come at close or fsync
+        # instead of at write(); it is on only when asked for
+        self.writeback_cache = writeback_cache
+
+    # -- numbering --------------------------------------------------------------------
+    def ino(self, node: int) -> int:
+        return self.root if node == ROOT_NODE else node
+
+    def node(self, ino: int) -> int:
+        return ROOT_NODE if ino == self.root else ino
+
+    # -- names -------------------------------------------------------------------------
+    @_errnos
+    def lookup(self, parent: int, name: bytes):
+        """The Attr ``name`` names, or None when nothing does (the kernel
+        keeps that negative entry: every change reaches fstool through the
+        kernel, which drops it then)."""
+        return self.vol.find(self.ino(parent), name)
+
+    def forget(self, node: int, n: int) -> None:
+        self.vol.forget(self.ino(node), n)
+
+    @_errnos
+    def getattr(self, node: int):
+        return self.vol.getattr(self.ino(node))
+
+    @_errnos
+    def setattr(self, node: int, *, mode=None, uid=None, gid=None, size=None,
+                atime_ns=None, mtime_ns=None, atime_now=False, mtime_now=False):
+        """``*_now``: the time of the request (utimensat's UTIME_NOW)."""
+        if atime_now or mtime_now:
+            now = time.time_ns()
+            if atime_now:
+                atime_ns = now
+            if mtime_now:
+                mtime_ns = now
+        if mode is not None:
+            mode &= 0o7777
+        return self.vol.setattr(self.ino(node), mode=mode, uid=uid, gid=gid, size=size,
+                                atime_ns=atime_ns, mtime_ns=mtime_ns)
+
+    @_errnos
+    def readlink(self, node: int) -> bytes:
+        return self.vol.readlink(self.ino(node))
+
+    @_errnos
+    def mkdir(self, parent: int, name: bytes, mode: int, uid: int, gid: int):
+        return self.vol.mkdir(self.ino(parent), name, mode, uid, gid)
+
+    @_errnos
+    def mknod(self, parent: int, name: bytes, mode: int, rdev: int, uid: int, gid: int):
+        return self.vol.mknod(self.ino(parent), name, mode, rdev, uid, gid)
+
+    @_errnos
+    def symlink(self, parent: int, name: bytes, target: bytes, uid: int, gid: int):
+        return self.vol.symlink(self.ino(parent), name, target, uid, gid)
+
+    @_errnos
+    def link(self, node: int, new_parent: int, new_name: bytes):
+        return self.vol.link(self.ino(node), self.ino(new_parent), new_name)
+
+    @_errnos
+    def unlink(self, parent: int, name: bytes) -> None:
+        self.vol.unlink(self.ino(parent), name)
+
+    @_errnos
+    def rmdir(self, parent: int, name: bytes) -> None:
+        self.vol.rmdir(self.ino(parent), name)
+
+    @_errnos
+    def rename(self, parent_old: int, name_old: bytes, parent_new: int, name_new: bytes,
+               flags: int) -> None:
+        self.vol.rename(self.ino(parent_old), name_old, self.ino(parent_new), name_new,
+                        flags)
+
+    # -- directories ------------------------------------------------------------------
+    @_errnos
+    def opendir(self, node: int) -> int:
+        return self.vol.opendir(self.ino(node))
+
+    @_errnos
+    def readdir(self, fh: int, start: int, add) -> None:
+        """Entries from cookie ``start`` on, each handed to ``add(name, Attr,
+        next cookie)`` until it returns False (the reply is full); every
+        entry taken but "." and ".." is one more kernel reference (readdirplus
+        counts as a lookup)."""
+        vol = self.vol
+        getattr_ = vol.getattr
+        ref = vol.icache.ref
+        for name, ino, nxt in vol.readdir(fh, start):
+            try:
+                a = getattr_(ino)
+            except OSError:
+                continue
+            if not add(name, a, nxt):
+                return
+            if name != b"." and name != b"..":
+                ref(ino)
+
+    def releasedir(self, fh: int) -> None:
+        self.vol.release(fh)
+
+    @_errnos
+    def fsyncdir(self, fh: int, datasync: bool) -> None:
+        self.vol.sync()
+
+    # -- files --------------------------------------------------------------------------
+    @_errnos
+    def open(self, node: int, flags: int) -> int:
+        return self.vol.open(self.ino(node), flags)
+
+    @_errnos
+    def create(self, parent: int, name: bytes, mode: int, flags: int, uid: int, gid: int):
+        """(handle, Attr) of a new file, opened."""
+        return self.vol.create(self.ino(parent), name, mode, flags, uid, gid)
+
+    @_errnos
+    def read(self, fh: int, off: int, size: int) -> bytes:
+        return self.vol.read(fh, off, size)
+
+    @_errnos
+    def write(self, fh: int, off: int, buf) -> int:
+        return self.vol.write(fh, off, buf)
+
+    def flush(self, fh: int) -> None:
+        # close(2) has nothing to do here (the data is in the image already,
+        # durability is fsync's): ENOSYS tells the kernel to stop sending
+        # FLUSH at all, one round trip less per close (with the writeback
+        # cache the kernel still writes its dirty pages back first)
+        raise OSError(errno.ENOSYS, "")
+
+    @_errnos
+    def release(self, fh: int) -> None:
+        self.vol.release(fh)
+
+    @_errnos
+    def fsync(self, fh: int, datasync: bool) -> None:
+        self.vol.fsync(fh, datasync)
+
+    # -- xattrs -------------------------------------------------------------------------
+    @_errnos
+    def getxattr(self, node: int, name: bytes) -> bytes:
+        return self.vol.getxattr(self.ino(node), name)
+
+    @_errnos
+    def setxattr(self, node: int, name: bytes, value: bytes, flags: int = 0) -> None:
+        """XATTR_CREATE and XATTR_REPLACE checked here, as libfuse leaves them
+        to the filesystem."""
+        if flags & ~(XATTR_CREATE | XATTR_REPLACE):
+            raise OSError(errno.EINVAL, "")
+        if flags & XATTR_CREATE:
+            try:
+                self.vol.getxattr(self.ino(node), name)
+            except OSError as e:
+                if e.errno != errno.ENODATA:
+                    raise
+            else:
+                raise OSError(errno.EEXIST, "")
+        elif flags & XATTR_REPLACE:
+            self.vol.getxattr(self.ino(node), name)
+        self.vol.setxattr(self.ino(node), name, value)
+
+    @_errnos
+    def listxattr(self, node: int) -> bytes:
+        """The names, each ending in NUL (listxattr(2)'s buffer)."""
+        return b"".join(n + b"\0" for n in self.vol.listxattr(self.ino(node)))
+
+    @_errnos
+    def removexattr(self, node: int, name: bytes) -> None:
+        self.vol.removexattr(self.ino(node), name)
+
+    # -- the filesystem -----------------------------------------------------------------
+    @_errnos
+    def statfs(self) -> dict:
+        """statvfs(3)'s fields, by their names."""
+        s = self.vol.statfs()
+        return {"f_bsize": s["bsize"], "f_frsize": s["frsize"], "f_blocks": s["blocks"],
+                "f_bfree": s["bfree"], "f_bavail": s["bavail"], "f_files": s["files"],
+                "f_ffree": s["ffree"], "f_favail": s["ffree"], "f_namemax": s["namemax"]}
+
+    def checkpoint(self) -> None:
+        """The timer's: a checkpoint of what changed since the last."""
+        self.vol.sync()

@@ -1,0 +1,784 @@
+# cython: language_level=3
+"""A FUSE request loop in C over libfuse3's low-level API.
+
+One thread: ``poll`` on /dev/fuse with the GIL released, then libfuse
+decodes the request and calls one of the callbacks below, which call the
+handler's method synchronously and reply.  The handler is any object with
+the methods of ``fstool.mount.ops.MountOps`` (this module imports nothing
+from fstool): node ids in; attributes (objects with ``ino gen mode nlink
+uid gid rdev size blocks blksize atime_ns mtime_ns ctime_ns``), bytes or
+ints out; errors as ``OSError`` with an errno, which becomes the reply.
+Any other exception ends the loop and is raised from ``run`` (the request
+gets EIO).
+
+``Session(handler, options)`` parses the options (``-o`` mount and libfuse
+options), ``mount(path)`` mounts, ``run(every, tick)`` serves until the
+filesystem is unmounted or ``exit()`` is called (from a signal handler:
+Python's handlers run while the loop waits), calling ``tick()`` every
+``every`` seconds; ``close()`` unmounts when the kernel has not already
+and frees the session.  One session per process.
+"""
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from libc.errno cimport errno, EINTR, EAGAIN, EIO, ERANGE
+from libc.stdint cimport uint64_t, uint32_t
+from libc.stdlib cimport malloc, free
+from libc.string cimport memset
+
+import time as _time
+
+cdef extern from "Python.h":
+    int PyErr_CheckSignals() except -1
+
+cdef extern from "fuseloop.h":
+    ctypedef uint64_t fuse_ino_t
+    ctypedef long off_t
+    ctypedef unsigned int mode_t
+    ctypedef unsigned int uid_t
+    ctypedef unsigned int gid_t
+    ctypedef unsigned long dev_t
+    ctypedef unsigned long fsblkcnt_t
+    ctypedef unsigned long fsfilcnt_t
+
+    struct timespec:
+        long tv_sec
+        long tv_nsec
+
+    struct stat:
+        unsigned long st_ino
+        unsigned int st_mode
+        unsigned long st_nlink
+        unsigned int st_uid
+        unsigned int st_gid
+        unsigned long st_rdev
+        long st_size
+        long st_blksize
+        long st_blocks
+        timespec st_atim
+        timespec st_mtim
+        timespec st_ctim
+
+    struct statvfs:
+        unsigned long f_bsize
+        unsigned long f_frsize
+        fsblkcnt_t f_blocks
+        fsblkcnt_t f_bfree
+        fsblkcnt_t f_bavail
+        fsfilcnt_t f_files
+        fsfilcnt_t f_ffree
+        fsfilcnt_t f_favail
+        unsigned long f_namemax
+
+    struct pollfd:
+        int fd
+        short events
+        short revents
+    int poll(pollfd *fds, unsigned long nfds, int timeout) nogil
+    enum: POLLIN
+
+    ctypedef struct fuse_req:
+        pass
+    ctypedef fuse_req *fuse_req_t
+    struct fuse_session:
+        pass
+
+    struct fuse_args:
+        int argc
+        char **argv
+        int allocated
+    int fuse_opt_add_arg(fuse_args *args, const char *arg)
+    void fuse_opt_free_args(fuse_args *args)
+
+    struct fuse_entry_param:
+        fuse_ino_t ino
+        uint64_t generation
+        stat attr
+        double attr_timeout
+        double entry_timeout
+
+    struct fuse_file_info:
+        int flags
+        unsigned int direct_io
+        unsigned int keep_cache
+        uint64_t fh
+
+    struct fuse_ctx:
+        uid_t uid
+        gid_t gid
+
+    struct fuse_forget_data:
+        fuse_ino_t ino
+        uint64_t nlookup
+
+    struct fuse_conn_info:
+        unsigned capable
+        unsigned want
+        unsigned max_write
+
+    struct fuse_buf:
+        size_t size
+        void *mem
+
+    enum:
+        FUSE_CAP_READDIRPLUS
+        FUSE_CAP_READDIRPLUS_AUTO
+        FUSE_CAP_EXPORT_SUPPORT
+        FUSE_CAP_WRITEBACK_CACHE
+        FUSE_SET_ATTR_MODE
+        FUSE_SET_ATTR_UID
+        FUSE_SET_ATTR_GID
+        FUSE_SET_ATTR_SIZE
+        FUSE_SET_ATTR_ATIME
+        FUSE_SET_ATTR_MTIME
+        FUSE_SET_ATTR_ATIME_NOW
+        FUSE_SET_ATTR_MTIME_NOW
+
+    struct fuse_lowlevel_ops:
+        void (*init)(void *userdata, fuse_conn_info *conn) noexcept
+        void (*lookup)(fuse_req_t req, fuse_ino_t parent, const char *name) noexcept
+        void (*forget)(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) noexcept
+        void (*getattr)(fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi) noexcept
+        void (*setattr)(fuse_req_t req, fuse_ino_t ino, stat *attr, int to_set,
+                        fuse_file_info *fi) noexcept
+        void (*readlink)(fuse_req_t req, fuse_ino_t ino) noexcept
+        void (*mknod)(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                      dev_t rdev) noexcept
+        void (*mkdir)(fuse_req_t req, fuse_ino_t parent, const char *name,
+                      mode_t mode) noexcept
+        void (*unlink)(fuse_req_t req, fuse_ino_t parent, const char *name) noexcept
+        void (*rmdir)(fuse_req_t req, fuse_ino_t parent, const char *name) noexcept
+        void (*symlink)(fuse_req_t req, const char *link, fuse_ino_t parent,
+                        const char *name) noexcept
+        void (*rename)(fuse_req_t req, fuse_ino_t parent, const char *name,
+                       fuse_ino_t newparent, const char *newname, unsigned int flags) noexcept
+        void (*link)(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+                     const char *newname) noexcept
+        void (*open)(fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi) noexcept
+        void (*read)(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                     fuse_file_info *fi) noexcept
+        void (*write)(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
+                      off_t off, fuse_file_info *fi) noexcept
+        void (*flush)(fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi) noexcept
+        void (*release)(fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi) noexcept
+        void (*fsync)(fuse_req_t req, fuse_ino_t ino, int datasync,
+                      fuse_file_info *fi) noexcept
+        void (*opendir)(fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi) noexcept
+        void (*readdirplus)(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                            fuse_file_info *fi) noexcept
+        void (*releasedir)(fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi) noexcept
+        void (*fsyncdir)(fuse_req_t req, fuse_ino_t ino, int datasync,
+                         fuse_file_info *fi) noexcept
+        void (*statfs)(fuse_req_t req, fuse_ino_t ino) noexcept
+        void (*setxattr)(fuse_req_t req, fuse_ino_t ino, const char *name,
+                         const char *value, size_t size, int flags) noexcept
+        void (*getxattr)(fuse_req_t req, fuse_ino_t ino, const char *name,
+                         size_t size) noexcept
+        void (*listxattr)(fuse_req_t req, fuse_ino_t ino, size_t size) noexcept
+        void (*removexattr)(fuse_req_t req, fuse_ino_t ino, const char *name) noexcept
+        void (*create)(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                       fuse_file_info *fi) noexcept
+        void (*forget_multi)(fuse_req_t req, size_t count,
+                             fuse_forget_data *forgets) noexcept
+
+    int fuse_reply_err(fuse_req_t req, int err)
+    void fuse_reply_none(fuse_req_t req)
+    int fuse_reply_entry(fuse_req_t req, const fuse_entry_param *e)
+    int fuse_reply_create(fuse_req_t req, const fuse_entry_param *e,
+                          const fuse_file_info *fi)
+    int fuse_reply_attr(fuse_req_t req, const stat *attr, double attr_timeout)
+    int fuse_reply_readlink(fuse_req_t req, const char *link)
+    int fuse_reply_open(fuse_req_t req, const fuse_file_info *fi)
+    int fuse_reply_write(fuse_req_t req, size_t count)
+    int fuse_reply_buf(fuse_req_t req, const char *buf, size_t size)
+    int fuse_reply_statfs(fuse_req_t req, const statvfs *stbuf)
+    int fuse_reply_xattr(fuse_req_t req, size_t count)
+    size_t fuse_add_direntry_plus(fuse_req_t req, char *buf, size_t bufsize,
+                                  const char *name, const fuse_entry_param *e, off_t off)
+    const fuse_ctx *fuse_req_ctx(fuse_req_t req)
+
+    fuse_session *fuse_session_new(fuse_args *args, const fuse_lowlevel_ops *op,
+                                   size_t op_size, void *userdata)
+    int fuse_session_mount(fuse_session *se, const char *mountpoint)
+    void fuse_session_unmount(fuse_session *se)
+    void fuse_session_destroy(fuse_session *se)
+    void fuse_session_exit(fuse_session *se)
+    int fuse_session_exited(fuse_session *se)
+    int fuse_session_fd(fuse_session *se)
+    int fuse_session_receive_buf(fuse_session *se, fuse_buf *buf) nogil
+
+    char fstool_fuse_error[512]
+    void fstool_fuse_log_capture(int on)
+    void fuse_session_process_buf(fuse_session *se, const fuse_buf *buf)
+
+
+# -- the one session of the process --------------------------------------------------------
+cdef object _h = None              # the handler
+cdef fuse_session *_se = NULL
+cdef fuse_lowlevel_ops _ops
+cdef double _entry_timeout = 1.0
+cdef double _attr_timeout = 1.0
+cdef bint _writeback_cache = False
+cdef bint _mounted = False
+cdef bint _gone = False            # the kernel ended the connection (unmounted)
+cdef object _failure = None        # the exception that ended the loop
+
+
+cdef void _fill_stat(stat *st, object a) except *:
+    memset(st, 0, sizeof(stat))
+    st.st_ino = _h.node(a.ino)
+    st.st_mode = a.mode
+    st.st_nlink = a.nlink
+    st.st_uid = a.uid
+    st.st_gid = a.gid
+    st.st_rdev = a.rdev
+    st.st_size = a.size
+    st.st_blksize = a.blksize
+    st.st_blocks = a.blocks
+    s, ns = divmod(a.atime_ns, 1000000000)
+    st.st_atim.tv_sec = s
+    st.st_atim.tv_nsec = ns
+    s, ns = divmod(a.mtime_ns, 1000000000)
+    st.st_mtim.tv_sec = s
+    st.st_mtim.tv_nsec = ns
+    s, ns = divmod(a.ctime_ns, 1000000000)
+    st.st_ctim.tv_sec = s
+    st.st_ctim.tv_nsec = ns
+
+
+cdef void _fill_entry(fuse_entry_param *e, object a) except *:
+    memset(e, 0, sizeof(fuse_entry_param))
+    e.entry_timeout = _entry_timeout
+    if a is None:                   # a negative entry, kept entry_timeout
+        return
+    _fill_stat(&e.attr, a)
+    e.ino = e.attr.st_ino
+    e.generation = a.gen
+    e.attr_timeout = _attr_timeout
+
+
+cdef void _error(fuse_req_t req, object exc) noexcept:
+    """Reply to ``req`` with the errno of the exception being handled; one
+    that is not an OSError ends the loop."""
+    global _failure
+    code = getattr(exc, "errno", None) if isinstance(exc, OSError) else None
+    if not code:
+        if _failure is None:
+            _failure = exc
+        if _se is not NULL:
+            fuse_session_exit(_se)
+        code = EIO
+    fuse_reply_err(req, code)
+
+
+cdef void _call_and_ack(fuse_req_t req, object fn, tuple args) noexcept:
+    """``fn(*args)``, then an empty reply (error 0), or the error's."""
+    try:
+        fn(*args)
+    except BaseException as exc:
+        _error(req, exc)
+        return
+    fuse_reply_err(req, 0)
+
+
+# -- the callbacks (called by fuse_session_process_buf with the GIL held) --------------------
+cdef void op_init(void *userdata, fuse_conn_info *conn) noexcept:
+    # readdirplus always (the walk takes names and attributes in one request)
+    conn.want &= ~(<unsigned> FUSE_CAP_READDIRPLUS_AUTO)
+    if conn.capable & FUSE_CAP_READDIRPLUS:
+        conn.want |= FUSE_CAP_READDIRPLUS
+    # lookups of "." and ".." (NFS export)
+    if conn.capable & FUSE_CAP_EXPORT_SUPPORT:
+        conn.want |= FUSE_CAP_EXPORT_SUPPORT
+    if _writeback_cache and conn.capable & FUSE_CAP_WRITEBACK_CACHE:
+        conn.want |= FUSE_CAP_WRITEBACK_CACHE
+    else:
+        conn.want &= ~(<unsigned> FUSE_CAP_WRITEBACK_CACHE)
+
+
+cdef void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) noexcept:
+    cdef fuse_entry_param e
+    try:
+        _fill_entry(&e, _h.lookup(parent, name))
+    except BaseException as exc:
+        _error(req, exc)
+        return
+    fuse_reply_entry(req, &e)
+
+
+cdef void _forget_failed(object exc) noexcept:
+    # a forget gets no reply, not even an error: the loop ends
+    global _failure
+    if _failure is None:
+        _failure = exc
+    fuse_session_exit(_se)
+
+
+cdef void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) noexcept:
+    try:
+        _h.forget(ino, nlookup)
+    except BaseException as exc:
+        _forget_failed(exc)
+    fuse_reply_none(req)
+
+
+cdef void op_forget_multi(fuse_req_t req, size_t count, fuse_forget_data *f) noexcept:
+    cdef size_t i
+    try:
+        for i in range(count):
+            _h.forget(f[i].ino, f[i].nlookup)
+    except BaseException as exc:
+        _forget_failed(exc)
+    fuse_reply_none(req)
+
+
+cdef void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi) noexcept:
+    cdef stat st
+    try:
+        _fill_stat(&st, _h.getattr(ino))
+    except BaseException as exc:
+        _error(req, exc)
+        return
+    fuse_reply_attr(req, &st, _attr_timeout)
+
+
+cdef void op_setattr(fuse_req_t req, fuse_ino_t ino, stat *attr, int to_set,
+                     fuse_file_info *fi) noexcept:
+    cdef stat st
+    try:
+        kw = {}
+        if to_set & FUSE_SET_ATTR_MODE:
+            kw["mode"] = attr.st_mode
+        if to_set & FUSE_SET_ATTR_UID:
+            kw["uid"] = attr.st_uid
+        if to_set & FUSE_SET_ATTR_GID:
+            kw["gid"] = attr.st_gid
+        if to_set & FUSE_SET_ATTR_SIZE:
+            kw["size"] = attr.st_size
+        if to_set & FUSE_SET_ATTR_ATIME:
+            kw["atime_ns"] = attr.st_atim.tv_sec * 1000000000 + attr.st_atim.tv_nsec
+        elif to_set & FUSE_SET_ATTR_ATIME_NOW:
+            kw["atime_now"] = True
+        if to_set & FUSE_SET_ATTR_MTIME:
+            kw["mtime_ns"] = attr.st_mtim.tv_sec * 1000000000 + attr.st_mtim.tv_nsec
+        elif to_set & FUSE_SET_ATTR_MTIME_NOW:
+            kw["mtime_now"] = True
+        _fill_stat(&st, _h.setattr(ino, **kw))
+    except BaseException as exc:
+        _error(req, exc)
+        return
+    fuse_reply_attr(req, &st, _attr_timeout)
+
+
+cdef void op_readlink(fuse_req_t req, fuse_ino_t ino) noexcept:
+    try:
+        target = bytes(_h.readlink(ino))
+    except BaseException as exc:
+        _error(req, exc)
+        return
+    fuse_reply_readlink(req, target)
+
+
+cdef inline void _reply_new(fuse_req_t req, object a) noexcept:
+    cdef fuse_entry_param e
+    try:
+        _fill_entry(&e, a)
+    except BaseException as exc:
+        _error(req, exc)
+        return
+    fuse_reply_entry(req, &e)
+
+
+cdef void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                   dev_t rdev) noexcept:
+    cdef const fuse_ctx *ctx = fuse_req_ctx(req)
+    try:
+        a = _h.mknod(parent, name, mode, rdev, ctx.uid, ctx.gid)
+    except BaseException as exc:
+        _error(req, exc)
+        return
+    _reply_new(req, a)
+
+
+cdef void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+                   mode_t mode) noexcept:
+    cdef const fuse_ctx *ctx = fuse_req_ctx(req)
+    try:
+        a = _h.mkdir(parent, name, mode, ctx.uid, ctx.gid)
+    except BaseException as exc:
+        _error(req, exc)
+        return
+    _reply_new(req, a)
+
+
+cdef void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+                     const char *name) noexcept:
+    cdef const fuse_ctx *ctx = fuse_req_ctx(req)
+    try:
+        a = _h.symlink(parent, name, link, ctx.uid, ctx.gid)
+    except BaseException as exc:
+        _error(req, exc)
+        return
+    _reply_new(req, a)
+
+
+cdef void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+                  const char *newname) noexcept:
+    try:
+        a = _h.link(ino, newparent, newname)
+    except BaseException as exc:
+        _error(req, exc)
+        return
+    _reply_new(req, a)
+
+
+cdef void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name) noexcept:
+    _call_and_ack(req, _h.unlink, (parent, name))
+
+
+cdef void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name) noexcept:
+    _call_and_ack(req, _h.rmdir, (parent, name))
+
+
+cdef void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+                    fuse_ino_t newparent, const char *newname, unsigned int flags) noexcept:
+    _call_and_ack(req, _h.rename, (parent, name, newparent, newname, flags))
+
+
+cdef void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi) noexcept:
+    try:
+        fi.fh = _h.open(ino, fi.flags)
+    except BaseException as exc:
+        _error(req, exc)
+        return
+    # fstool is the only writer: the page cache stays valid across opens
+    fi.keep_cache = 1
+    fuse_reply_open(req, fi)
+
+
+cdef void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                    fuse_file_info *fi) noexcept:
+    cdef fuse_entry_param e
+    cdef const fuse_ctx *ctx = fuse_req_ctx(req)
+    try:
+        fh, a = _h.create(parent, name, mode, fi.flags, ctx.uid, ctx.gid)
+        _fill_entry(&e, a)
+        fi.fh = fh
+    except BaseException as exc:
+        _error(req, exc)
+        return
+    fi.keep_cache = 1
+    fuse_reply_create(req, &e, fi)
+
+
+cdef void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                  fuse_file_info *fi) noexcept:
+    cdef const unsigned char[::1] data
+    try:
+        data = _h.read(fi.fh, off, size)
+    except BaseException as exc:
+        _error(req, exc)
+        return
+    if data.shape[0] == 0:
+        fuse_reply_buf(req, NULL, 0)
+    else:
+        fuse_reply_buf(req, <const char *> &data[0], data.shape[0])
+
+
+cdef void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
+                   off_t off, fuse_file_info *fi) noexcept:
+    try:
+        n = _h.write(fi.fh, off, PyBytes_FromStringAndSize(buf, size))
+    except BaseException as exc:
+        _error(req, exc)
+        return
+    fuse_reply_write(req, n)
+
+
+cdef void op_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi) noexcept:
+    _call_and_ack(req, _h.flush, (fi.fh,))
+
+
+cdef void op_release(fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi) noexcept:
+    _call_and_ack(req, _h.release, (fi.fh,))
+
+
+cdef void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+                   fuse_file_info *fi) noexcept:
+    _call_and_ack(req, _h.fsync, (fi.fh, bool(datasync)))
+
+
+cdef void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi) noexcept:
+    try:
+        fi.fh = _h.opendir(ino)
+    except BaseException as exc:
+        _error(req, exc)
+        return
+    fuse_reply_open(req, fi)
+
+
+cdef class _DirReply:
+    """The readdirplus reply being filled: ``add(name, attr, next)`` is
+    True while the entry fits."""
+    cdef fuse_req_t req
+    cdef char *buf
+    cdef size_t size
+    cdef size_t used
+
+    def add(self, name, a, nxt):
+        cdef fuse_entry_param e
+        cdef size_t n
+        _fill_entry(&e, a)
+        n = fuse_add_direntry_plus(self.req, self.buf + self.used, self.size - self.used,
+                                   name, &e, nxt)
+        if n > self.size - self.used:
+            return False
+        self.used += n
+        return True
+
+
+cdef void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                         fuse_file_info *fi) noexcept:
+    cdef _DirReply r
+    try:
+        r = _DirReply.__new__(_DirReply)
+        r.req = req
+        r.size = size
+        r.used = 0
+        r.buf = <char *> malloc(size if size else 1)
+        if r.buf is NULL:
+            raise MemoryError()
+        try:
+            _h.readdir(fi.fh, off, r.add)
+        except BaseException:
+            free(r.buf)
+            raise
+    except BaseException as exc:
+        _error(req, exc)
+        return
+    fuse_reply_buf(req, r.buf, r.used)
+    free(r.buf)
+
+
+cdef void op_releasedir(fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi) noexcept:
+    _call_and_ack(req, _h.releasedir, (fi.fh,))
+
+
+cdef void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
+                      fuse_file_info *fi) noexcept:
+    _call_and_ack(req, _h.fsyncdir, (fi.fh, bool(datasync)))
+
+
+cdef void op_statfs(fuse_req_t req, fuse_ino_t ino) noexcept:
+    cdef statvfs st
+    memset(&st, 0, sizeof(statvfs))
+    try:
+        s = _h.statfs()
+        st.f_bsize = s["f_bsize"]
+        st.f_frsize = s["f_frsize"]
+        st.f_blocks = s["f_blocks"]
+        st.f_bfree = s["f_bfree"]
+        st.f_bavail = s["f_bavail"]
+        st.f_files = s["f_files"]
+        st.f_ffree = s["f_ffree"]
+        st.f_favail = s["f_favail"]
+        st.f_namemax = s["f_namemax"]
+    except BaseException as exc:
+        _error(req, exc)
+        return
+    fuse_reply_statfs(req, &st)
+
+
+cdef void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+                      size_t size, int flags) noexcept:
+    _call_and_ack(req, _h.setxattr,
+                  (ino, name, PyBytes_FromStringAndSize(value, size), flags))
+
+
+cdef void _reply_sized(fuse_req_t req, bytes value, size_t size) noexcept:
+    """getxattr/listxattr: the length when asked with size 0, the value
+    when it fits, else ERANGE."""
+    cdef size_t n = len(value)
+    if size == 0:
+        fuse_reply_xattr(req, n)
+    elif n <= size:
+        fuse_reply_buf(req, value, n)
+    else:
+        fuse_reply_err(req, ERANGE)
+
+
+cdef void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+                      size_t size) noexcept:
+    try:
+        value = bytes(_h.getxattr(ino, name))
+    except BaseException as exc:
+        _error(req, exc)
+        return
+    _reply_sized(req, value, size)
+
+
+cdef void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) noexcept:
+    try:
+        names = bytes(_h.listxattr(ino))
+    except BaseException as exc:
+        _error(req, exc)
+        return
+    _reply_sized(req, names, size)
+
+
+cdef void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name) noexcept:
+    _call_and_ack(req, _h.removexattr, (ino, name))
+
+
+def _fuse_error(default):
+    """libfuse's last error message, on one line, else ``default``."""
+    msg = (<bytes> fstool_fuse_error).decode("utf-8", "replace").strip()
+    if msg.startswith("fuse: "):
+        msg = msg[6:]
+    return " ".join(msg.split()) or default
+
+
+# -- the session -------------------------------------------------------------------------------
+class Session:
+    """See the module docstring."""
+
+    def __init__(self, handler, options):
+        global _h, _se, _entry_timeout, _attr_timeout, _writeback_cache, _failure
+        global _mounted, _gone
+        cdef fuse_args args
+        if _se is not NULL:
+            raise RuntimeError("a FUSE session is already open in this process")
+        _h = handler
+        _entry_timeout = handler.entry_timeout
+        _attr_timeout = handler.attr_timeout
+        _writeback_cache = bool(handler.writeback_cache)
+        _failure = None
+        _mounted = _gone = False
+        memset(&_ops, 0, sizeof(fuse_lowlevel_ops))
+        _ops.init = op_init
+        _ops.lookup = op_lookup
+        _ops.forget = op_forget
+        _ops.forget_multi = op_forget_multi
+        _ops.getattr = op_getattr
+        _ops.setattr = op_setattr
+        _ops.readlink = op_readlink
+        _ops.mknod = op_mknod
+        _ops.mkdir = op_mkdir
+        _ops.unlink = op_unlink
+        _ops.rmdir = op_rmdir
+        _ops.symlink = op_symlink
+        _ops.rename = op_rename
+        _ops.link = op_link
+        _ops.open = op_open
+        _ops.read = op_read
+        _ops.write = op_write
+        _ops.flush = op_flush
+        _ops.release = op_release
+        _ops.fsync = op_fsync
+        _ops.opendir = op_opendir
+        _ops.readdirplus = op_readdirplus
+        _ops.releasedir = op_releasedir
+        _ops.fsyncdir = op_fsyncdir
+        _ops.statfs = op_statfs
+        _ops.setxattr = op_setxattr
+        _ops.getxattr = op_getxattr
+        _ops.listxattr = op_listxattr
+        _ops.removexattr = op_removexattr
+        _ops.create = op_create
+
+        memset(&args, 0, sizeof(fuse_args))
+        argv = [b"fstool"]
+        for o in options:
+            argv += [b"-o", o.encode() if isinstance(o, str) else bytes(o)]
+        for a in argv:
+            if fuse_opt_add_arg(&args, a) != 0:
+                fuse_opt_free_args(&args)
+                raise MemoryError()
+        fstool_fuse_log_capture(1)
+        _se = fuse_session_new(&args, &_ops, sizeof(fuse_lowlevel_ops), NULL)
+        fstool_fuse_log_capture(0)
+        fuse_opt_free_args(&args)
+        if _se is NULL:
+            _h = None
+            raise RuntimeError(_fuse_error("fuse_session_new() failed"))
+
+    def mount(self, mountpoint):
+        global _mounted
+        cdef int res
+        if isinstance(mountpoint, str):
+            mountpoint = mountpoint.encode()
+        fstool_fuse_log_capture(1)
+        res = fuse_session_mount(_se, mountpoint)
+        fstool_fuse_log_capture(0)
+        if res != 0:
+            raise RuntimeError(_fuse_error("fuse_session_mount() failed"))
+        _mounted = True
+
+    def exit(self):
+        """End the loop after the request at hand (signal handlers call it)."""
+        if _se is not NULL:
+            fuse_session_exit(_se)
+
+    def run(self, double every=0, tick=None):
+        """Serve until unmounted or ``exit()``; ``tick()`` every ``every``
+        seconds (0: never)."""
+        global _gone, _failure
+        cdef pollfd pfd
+        cdef fuse_buf buf
+        cdef int res, timeout_ms
+        cdef double now, due
+        memset(&buf, 0, sizeof(fuse_buf))
+        pfd.fd = fuse_session_fd(_se)
+        pfd.events = POLLIN
+        monotonic = _time.monotonic
+        due = monotonic() + every if every > 0 else 0
+        try:
+            while not fuse_session_exited(_se):
+                # at most 1 s asleep, so that a signal between the check
+                # and poll cannot hold the exit up for long
+                timeout_ms = 1000
+                if due:
+                    now = monotonic()
+                    if now >= due:
+                        tick()
+                        due = monotonic() + every
+                        continue
+                    if due - now < 1.0:
+                        timeout_ms = <int> ((due - now) * 1000) + 1
+                with nogil:
+                    res = poll(&pfd, 1, timeout_ms)
+                if res < 0:
+                    if errno == EINTR:
+                        PyErr_CheckSignals()      # runs the Python handlers
+                        continue
+                    raise OSError(errno, "poll /dev/fuse")
+                if res == 0:
+                    PyErr_CheckSignals()
+                    continue
+                with nogil:
+                    res = fuse_session_receive_buf(_se, &buf)
+                if res == -EINTR or res == -EAGAIN:
+                    PyErr_CheckSignals()
+                    continue
+                if res < 0:
+                    raise OSError(-res, "reading /dev/fuse")
+                if res == 0:
+                    # the kernel ended the connection: unmounted
+                    _gone = True
+                    break
+                fuse_session_process_buf(_se, &buf)
+                if _failure is not None:
+                    exc, _failure = _failure, None
+                    raise exc
+        finally:
+            free(buf.mem)
+
+    def close(self):
+        """Unmount unless the kernel already has, and free the session."""
+        global _se, _h, _mounted
+        if _se is NULL:
+            return
+        if _mounted and not _gone:
+            fuse_session_unmount(_se)
+        fuse_session_destroy(_se)
+        _se = NULL
+        _h = None
+        _mounted = False
