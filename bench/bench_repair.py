@@ -214,7 +214,7 @@ def corpus_case(case, work, timeout):
             rec["not_repaired"] = []
         if rc == 4:
             rec["result"] = "not repaired"
-            rec["stderr"] = err.strip()[-300:]
+            rec["stderr"] = err.strip().replace(str(ours), "IMG")[-300:]
             return rec
         xn, xo, _e = _run(["xfs_repair", "-n", "-f", str(ours)], timeout)
         fc, fo, _e = _run([sys.executable, "-m", "fstool", "check", str(ours)], timeout,
@@ -243,6 +243,7 @@ def corpus_case(case, work, timeout):
         rec["seconds"] = round(time.perf_counter() - start, 1)
         for p in (dmg, ours, theirs):
             p.unlink(missing_ok=True)
+        work.rmdir()
 
 
 def bench_corpus(a):
