@@ -170,7 +170,7 @@ def read_dir(fs, node):
 class DirFix:
     """A directory the phase rewrites: its entries and parent after repair."""
     __slots__ = ("ino", "parent", "entries", "new", "fork", "blocks", "released",
-                 "nblocks_old", "space")
+                 "nblocks_old", "space", "bmbt")
 
     def __init__(self, ino, parent, entries, new=False):
         self.ino = ino
@@ -182,6 +182,7 @@ class DirFix:
         self.released = []              # (fsbno, n) the old fork owned
         self.nblocks_old = 0
         self.space = 0
+        self.bmbt = []                  # fsbnos reserved for its block map btree
 
 
 class NamespacePlan:
@@ -257,7 +258,8 @@ class NamespacePlan:
                 shim = types.SimpleNamespace(tx=w.tx, fs=fs, sb=sb,
                                              space=_ReservedRuns(runs))
                 exts = F.place_plan(shim, fix.fork, 0)
-                fork = F.map_fork(shim, ino, exts, fix.space)
+                fork = _bmbt_fork(w, ino, exts, fix) if fix.bmbt else \
+                    F.map_fork(shim, ino, exts, fix.space)
             nlink = self.nlink.pop(ino)
             if fix.new:
                 t = self.now
@@ -286,6 +288,70 @@ class NamespacePlan:
             packed = DINODE.pack(d)
             buf[:len(packed)] = packed
             w.inodes.put_inode(ino, w.enc.seal(buf))
+
+
+def bmbt_blocks(sb, nexts: int, space: int) -> int:
+    """Blocks of the block map btree that maps ``nexts`` extents from a
+    fork of ``space`` bytes (0 when they fit the fork), as the bulk loader
+    builds it."""
+    from ...fs import btree_write as BW
+    from ...fs.btree import BMBT
+    if nexts * 16 <= space:
+        return 0
+    geo = BW.bulk_geometry(nexts, (BMBT.maxrecs(sb.blocksize, True),
+                                   BMBT.maxrecs(sb.blocksize, False)),
+                           root_maxrecs=BW.bmdr_maxrecs(space))
+    return sum(g[0] for g in geo[:-1])
+
+
+class _ReservedBmbt:
+    """The bulk loader's block store for a rebuilt directory's block map
+    btree: the blocks reserved for it at plan time, in order, each written
+    anew in the transaction."""
+
+    def __init__(self, w, blocks):
+        self.w = w
+        self.blocksize = w.fs.sb.blocksize
+        self.blocks = list(blocks)
+
+    def daddr(self, addr: int) -> int:
+        return self.w.fs.fsb_to_daddr(addr)
+
+    def alloc(self, _near=None) -> int:
+        if not self.blocks:
+            raise NamespaceError("internal: a directory's reserved bmbt blocks ran out")
+        return self.blocks.pop(0)
+
+    def new(self, addr: int) -> bytearray:
+        from ...io import verify as V
+        return self.w.tx.get_buf(self.daddr(addr), self.blocksize, V.BMBT).data
+
+    def read(self, addr: int) -> bytearray:
+        from ...io import verify as V
+        return self.w.tx.read_buf(self.daddr(addr), self.blocksize, V.BMBT).data
+
+    def dirty(self, addr: int) -> None:
+        """Changes are found by comparing with the image's copy."""
+
+    def free(self, addr: int) -> None:
+        raise NamespaceError("internal: a rebuilt directory's bmbt frees no block")
+
+
+def _bmbt_fork(w, ino: int, exts: list, fix):
+    """The data fork of a rebuilt directory whose extents need a block map
+    btree: bulk-loaded into exactly the blocks reserved for it."""
+    from ...fs import btree_write as BW
+    from ...ns import files as F
+    exts = F.merge_extents(exts)
+    store = _ReservedBmbt(w, fix.bmbt)
+    root, _h, used = BW.bulk_load_bmbt([(o, b, n, 0) for o, b, n in exts], ino=ino,
+                                       uuid=w.fs.uuid, blocksize=w.fs.sb.blocksize,
+                                       root_space=fix.space, store=store)
+    if store.blocks or len(used) != len(fix.bmbt):
+        raise NamespaceError(f"internal: directory {ino}: its bmbt took {len(used)} blocks, "
+                             f"{len(fix.bmbt)} were reserved")
+    return F.Fork(C.XFS_DINODE_FMT_BTREE, root, len(exts),
+                  sum(n for _o, _b, n in exts) + len(used))
 
 
 class _ReservedRuns:
@@ -649,9 +715,19 @@ def _build(out: NamespacePlan, checker, space: _Space, d: int, parent, entries, 
             out.reserved.setdefault(agno, []).extend((a, n, file_owner(d, DATA))
                                                      for a, n in pieces)
             nexts += len(pieces)
-        if nexts * 16 > fix.space:
-            raise NamespaceError(f"directory {d}: its rebuilt blocks need a block map btree "
-                                 "(not supported yet)")
+        # extents beyond what the fork holds go into a block map btree,
+        # its blocks reserved here too (one at a time, near the directory)
+        for _i in range(bmbt_blocks(sb, nexts, fix.space)):
+            pieces = None
+            for agno in [home] + [a for a in range(sb.agcount) if a != home]:
+                pieces = space.take(agno, 1, 1)
+                if pieces is not None:
+                    break
+            if pieces is None:
+                raise NamespaceError(f"directory {d}: no free space for its block map btree")
+            fix.bmbt.append((agno << sb.agblklog) | pieces[0][0])
+            out.reserved.setdefault(agno, []).append((pieces[0][0], 1,
+                                                      file_owner(d, BMBT_DATA)))
     for fsbno, n in fix.released:
         agno, agbno = checker.fsb_split(fsbno)
         rel = out.released.setdefault(agno, {})
