@@ -101,6 +101,9 @@ def _da3(name, *magics):
     return BufType(name, 8, ">H", magics, 12, 16, 32, 48, lsn_off=24)
 
 
+_REMOTE_HDR = 56       # xfs_attr3_rmt_hdr and xfs_dsymlink_hdr: magic, offset, bytes, crc, ...
+
+
 def _remote(name, magic):
     return BufType(name, 0, ">I", (magic,), 12, 40, 16, 32, lsn_off=48, per_block=True)
 
@@ -187,9 +190,18 @@ def stamp(bt: BufType, data: bytearray, lsn: int, *, blocksize: int, inodesize: 
                              parsers.xfs_cksum)
         return
     if bt.per_block:
+        # a header's CRC covers the blocks its bytes reach: one block for
+        # remote values, the whole buffer for a symlink the kernel wrote in
+        # one extent (one header per mapping, sl_bytes past the first block)
         (magic,) = bt.magics
-        for off in range(0, len(data), blocksize):
+        off = 0
+        while off < len(data):
+            span = blocksize
             if struct.unpack_from(">I", data, off)[0] == magic:
-                _stamp_one(data, off, blocksize, bt.crc_off, bt.lsn_off, lsn)
+                nbytes = struct.unpack_from(">I", data, off + 8)[0]
+                span = min(len(data) - off, max(blocksize, -(-(_REMOTE_HDR + nbytes)
+                                                            // blocksize) * blocksize))
+                _stamp_one(data, off, span, bt.crc_off, bt.lsn_off, lsn)
+            off += span
         return
     _stamp_one(data, 0, len(data), bt.crc_off, bt.lsn_off, lsn)
