@@ -141,3 +141,18 @@ def test_stamp_covers_what_each_remote_header_reaches():
     V.stamp(V.ATTR3_RMT, val, 5, blocksize=bs)
     for i in range(2):
         V.verify(bytes(val[i * bs:(i + 1) * bs]), V.ATTR3_RMT, uuid=uuid)
+
+
+@needs_loop
+def test_file_whose_bmbt_block_an_earlier_file_claims(tmp_path):
+    """An extent of one file moved onto the bmbt block of a file scanned
+    after it: xfs_repair clears only the later file (its phase 3 finds the
+    bmbt block taken) and keeps the first; so does repair, and the entry
+    naming the cleared file (which has no finding of its own) goes too."""
+    img, inos = corpus_image("small", tmp_path)
+    a, b = inos["file_extents"], inos["file_bmbt2"]
+    assert a < b
+    xfs_db(img, f"inode {a}", "fuzz -d u3.bmx[3].startblock lastbit", expert=True)
+    assert xfs_repair_n(img) == 1
+    out = judge_inode_repair(img, tmp_path)
+    assert f"inode {b}: cleared" in out and f"inode {a}: cleared" not in out, out

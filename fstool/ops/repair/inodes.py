@@ -45,7 +45,7 @@ import struct
 
 from ...format import constants as C
 from ...format.structs import DINODE
-from ..check.base import ATTR, BMBT_ATTR, DATA
+from ..check.base import ATTR, BMBT_ATTR, BMBT_DATA, DATA
 from ..check.inodes import (DIFLAG2_ANY, DIFLAG2_BIGTIME, DIFLAG2_COWEXTSIZE, DIFLAG2_DAX,
                             DIFLAG2_NREXT64, DIFLAG_ANY, DIFLAG_EXTSIZE, DIFLAG_EXTSZINHERIT,
                             DIFLAG_NEWRTBM, DIFLAG_REALTIME, DIFLAG_RTINHERIT, DIR_FLAGS,
@@ -215,6 +215,14 @@ class InodePlan:
                 fl = self.findings_of.get(ino)
                 if fl:
                     out.append((ino, fl[0]))
+                else:
+                    # cleared for blocks it shares with another owner (no
+                    # finding of its own): the entries naming it go all the same
+                    from ..check.base import Finding
+                    why = "; ".join(self.changes[ino].why) or "cleared"
+                    out.append((ino, Finding("SPACE_OVERLAP", f"inode {ino}: {why}",
+                                             structure="inode", ino=ino,
+                                             agno=ino >> checker.sb.agino_log)))
         return out
 
     def reason(self, finding) -> str | None:
@@ -556,7 +564,7 @@ def plan_inodes(checker) -> InodePlan:
     for agno, claims in sorted(checker.claims.items()):
         kept = sorted(c for c in claims if c[2] not in REPLACED and not p.drops(c[2]))
         for owner, other in _overlaps(kept, reflink):
-            for o in (owner, other):
+            for o in _claimants(owner, other):
                 if o < 0 or p.drops(o):
                     continue
                 ch = change(o >> 2)
@@ -592,6 +600,20 @@ def plan_inodes(checker) -> InodePlan:
     p.findings_of = by_ino
     p.ags = p.unlinked_ags.union(*(ch.ags for ch in p.changes.values()))
     return p
+
+
+def _claimants(owner: int, other: int) -> tuple:
+    """Which of two overlapping claims go.  xfs_repair scans inodes in
+    order: a block map btree block found already claimed by an inode
+    scanned before costs only its own inode (its phase 3 clears it and
+    does not count the block as a duplicate), so when the later inode's
+    claim is a bmbt block the earlier inode is kept.  Otherwise every
+    claimant goes (phase 4's duplicate extents)."""
+    if owner >= 0 and other >= 0 and owner >> 2 != other >> 2:
+        later = max(owner, other, key=lambda o: o >> 2)
+        if later & 3 in (BMBT_DATA, BMBT_ATTR):
+            return (later,)
+    return (owner, other)
 
 
 def _overlaps(claims: list, reflink: bool) -> list:
