@@ -156,3 +156,42 @@ def test_file_whose_bmbt_block_an_earlier_file_claims(tmp_path):
     assert xfs_repair_n(img) == 1
     out = judge_inode_repair(img, tmp_path)
     assert f"inode {b}: cleared" in out and f"inode {a}: cleared" not in out, out
+
+
+@needs_loop
+def test_unlinked_list_chaining_an_inode_in_use_with_no_links(tmp_path):
+    """An AGI unlinked bucket that chains a file in use with no links (no
+    entry names it) and then a file that has links: the buckets are emptied
+    and the first file goes to lost+found, as xfs_repair's phases 6 and 7
+    take it."""
+    from test_repair import detach
+    img, _inos = corpus_image("std", tmp_path)
+    dirino, victim, linked = 142, 148, 149
+    detach(img, dirino, victim)
+    xfs_db(img, f"inode {victim}", "write -d core.nlinkv2 0", f"write -d next_unlinked {linked}",
+           "agi 0", f"write -d unlinked[{victim % 64}] {victim}", expert=True)
+    assert xfs_repair_n(img) == 1
+    assert "AGI_UNLINKED" in codes(img)
+    out = judge_inode_repair(img, tmp_path)
+    assert "the AGI unlinked buckets are emptied" in out, out
+    assert f"inode {victim} moved to lost+found as {victim}" in out, out
+
+
+def test_unlinked_lists_stay_when_no_phase_takes_their_orphans():
+    """Without the namespace phase, the lists that chain inodes in use with
+    no links are left as they are: the changes made for them alone go, the
+    findings are reported."""
+    from fstool.ops.check.base import Finding
+    from fstool.ops.repair.inodes import InodeChange, InodePlan
+    f = Finding("AGI_UNLINKED", "AG 0: ...", structure="agi", agno=0)
+    p = InodePlan()
+    p.changes[148] = InodeChange(148, fields={"di_next_unlinked": 0xFFFFFFFF})
+    p.changes[149] = InodeChange(149, fields={"di_next_unlinked": 0xFFFFFFFF, "di_magic": 1})
+    p.unlinked_ags.add(0)
+    p.handled.add(id(f))
+    p.notes.append("AG 0: the AGI unlinked buckets are emptied")
+    p.orphaned[0] = ([148], [f], [(148, True), (149, False)])
+    p.withdraw_unlinked("no phase can run")
+    assert not p.unlinked_ags and not p.notes and not p.orphaned
+    assert list(p.changes) == [149] and p.changes[149].fields == {"di_magic": 1}
+    assert p.reason(f) and "148" in p.reason(f)

@@ -152,7 +152,13 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
     # namespace (treating what the inode phase clears as free), then the AGs
     # and counters
     ns = _plan_namespace(checker, inodes.cleared, ns_findings, unrepaired) \
-        if (ns_findings or dangling) else None
+        if (ns_findings or dangling or inodes.orphaned) else None
+    if ns is None and inodes.orphaned:
+        # inodes in use with no links an unlinked list chains go to
+        # lost+found when the lists are emptied: without the namespace phase
+        # the lists stay
+        inodes.withdraw_unlinked("the namespace phase cannot run")
+        unrepaired.extend(fu for fu in inodes.unrepaired if fu not in unrepaired)
     if ns is None:
         for ino, f in dangling:
             unrepaired.append((f, f"reported, not repaired: inode {ino} is cleared but "

@@ -156,6 +156,9 @@ class InodePlan:
     attr_blocks: dict = dataclasses.field(default_factory=dict)   # daddr -> owner inode
     symlink_crc: dict = dataclasses.field(default_factory=dict)   # daddr -> buffer length
     unlinked_ags: set = dataclasses.field(default_factory=set)    # buckets emptied
+    # agno -> (inodes in use with no links its lists chain, its AGI_UNLINKED
+    # findings, [(inode chained, whether its change was made for that alone)])
+    orphaned: dict = dataclasses.field(default_factory=dict)
     quota: dict = dataclasses.field(default_factory=dict)         # sb field -> value
     handled: set = dataclasses.field(default_factory=set)         # id() of findings
     unrepaired: list = dataclasses.field(default_factory=list)    # (finding, reason)
@@ -192,6 +195,25 @@ class InodePlan:
             del self.changes[ino]
             self.cleared.discard(ino)
             self.attr_dropped.discard(ino)
+
+    def withdraw_unlinked(self, why: str) -> None:
+        """The namespace phase cannot take the inodes in use with no links
+        that unlinked lists chain: those lists are left as they are."""
+        for agno, (orphans, fl, chained) in sorted(self.orphaned.items()):
+            self.unlinked_ags.discard(agno)
+            self.notes.remove(f"AG {agno}: the AGI unlinked buckets are emptied")
+            for f in fl:
+                self.handled.discard(id(f))
+                self.unrepaired.append((f, "reported, not repaired: the list chains inodes "
+                                        "in use with no links (" + ", ".join(
+                                            map(str, orphans[:3])) + "), which only "
+                                        "lost+found can take, and " + why))
+            for ino, created in chained:
+                if created:
+                    del self.changes[ino]
+                elif ino in self.changes:
+                    self.changes[ino].fields.pop("di_next_unlinked", None)
+        self.orphaned = {}
 
     def settles(self, finding) -> bool:
         """Whether clearing an inode answers a finding of another phase
@@ -534,25 +556,24 @@ def plan_inodes(checker) -> InodePlan:
             if ch.nblocks is not None:
                 ch.fields.pop("di_nblocks", None)
     # unlinked lists: empty the AG's buckets; every inode they chain gets a
-    # null next_unlinked.  An inode in use with no links on them would be
-    # left on no list: xfs_repair moves it to lost+found (its phases 6 and
-    # 7), the namespace phase's part: until then such lists stay as they are
+    # null next_unlinked.  An inode in use with no links on them is left on
+    # no list: xfs_repair moves it to lost+found (its phases 6 and 7), the
+    # namespace phase's part (it takes every inode in use no entry reaches)
     for agno, fl in sorted(unlinked.items()):
         chained = _chained(checker, agno)
         tab = checker.tables.get(agno)
         orphans = [i for i in chained if tab is not None and tab.slot(i) >= 0 and
                    tab.itype[tab.slot(i)] and not tab.nlinks[tab.slot(i)]]
-        if orphans:
-            p.unrepaired.extend((f, "reported, not repaired: the list also chains inodes in "
-                                 "use with no links (" + ", ".join(map(str, orphans[:3])) +
-                                 "), which only lost+found can take") for f in fl)
-            continue
         p.unlinked_ags.add(agno)
         p.handled.update(id(f) for f in fl)
+        edits = []
         for ino in chained:
             if ino not in p.freed:
+                edits.append((ino, ino not in p.changes))
                 ch = change(ino)
                 ch.fields["di_next_unlinked"] = C.NULLAGINO
+        if orphans:
+            p.orphaned[agno] = (orphans, fl, edits)
         p.notes.append(f"AG {agno}: the AGI unlinked buckets are emptied")
     # phase 4: a block two owners claim.  A file's data fork or block map
     # that claims a block metadata or another file (reflinked data aside)
