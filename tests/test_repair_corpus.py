@@ -195,3 +195,18 @@ def test_unlinked_lists_stay_when_no_phase_takes_their_orphans():
     assert not p.unlinked_ags and not p.notes and not p.orphaned
     assert list(p.changes) == [149] and p.changes[149].fields == {"di_magic": 1}
     assert p.reason(f) and "148" in p.reason(f)
+
+
+@needs_loop
+def test_directory_inode_with_a_stale_crc_and_bad_entries(tmp_path):
+    """A shortform directory whose entry offsets are out of order and whose
+    inode CRC is stale: the inode phase rewrites the CRC and the namespace
+    phase, reading the directory as it will be, rebuilds it (it used to
+    refuse: "inode or block map damage that is not repaired")."""
+    img, inos = corpus_image("small", tmp_path)
+    d = inos["dirs"]
+    xfs_db(img, f"inode {d}", "fuzz -c u3.sfdir3.list[0].offset firstbit", expert=True)
+    assert xfs_repair_n(img) == 1
+    assert {"INODE_CORRUPT", "DIR_CORRUPT"} <= codes(img)
+    out = judge_inode_repair(img, tmp_path)
+    assert f"inode {d}: fixed: CRC" in out and f"directory {d}: rebuilt" in out, out

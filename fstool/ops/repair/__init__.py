@@ -151,7 +151,7 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
     # -- phases, in xfs_repair's order: the inodes (planned above), the
     # namespace (treating what the inode phase clears as free), then the AGs
     # and counters
-    ns = _plan_namespace(checker, inodes.cleared, ns_findings, unrepaired) \
+    ns = _plan_namespace(checker, inodes, ns_findings, unrepaired) \
         if (ns_findings or dangling or inodes.orphaned) else None
     if ns is None and inodes.orphaned:
         # inodes in use with no links an unlinked list chains go to
@@ -215,12 +215,12 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
             (inodes, ns))
 
 
-def _plan_namespace(checker, cleared, ns_findings, unrepaired):
+def _plan_namespace(checker, inodes, ns_findings, unrepaired):
     """The namespace phase's plan, or None (its findings then unrepaired)."""
     from .namespace import NamespaceError
     from .namespace import plan as ns_plan
     try:
-        return ns_plan(checker, cleared)
+        return ns_plan(checker, inodes.cleared, inodes.mended())
     except NamespaceError as e:
         unrepaired.extend((f, f"reported, not repaired: {e}") for f in ns_findings)
         return None

@@ -215,6 +215,23 @@ class InodePlan:
                     self.changes[ino].fields.pop("di_next_unlinked", None)
         self.orphaned = {}
 
+    def mended(self) -> frozenset:
+        """Inodes this phase keeps whose every finding it fixes in place
+        without touching what their forks hold (a CRC, flags, timestamps,
+        hints, magic, version, next_unlinked): their directory entries can be
+        trusted once it has."""
+        safe = {"di_next_unlinked", "di_onlink", "di_magic", "di_version", "di_big_nextents"}
+        out = set()
+        for ino, ch in self.changes.items():
+            if ch.clear or ch.reinit or ch.drop_attr or ch.counts or ch.root_keys or \
+                    ch.node_keys or ch.bmbt_crc or ch.attr_blocks or ch.symlink_crc or \
+                    ch.set_reflink or not set(ch.fields) <= safe:
+                continue
+            if all(id(f) in self.handled for f in self.findings_of.get(ino, ())
+                   if f.code.startswith(("INODE_", "BMBT_"))):
+                out.add(ino)
+        return frozenset(out)
+
     def settles(self, finding) -> bool:
         """Whether clearing an inode answers a finding of another phase
         about it (an inode check kept but xfs_repair clears, such as a bad

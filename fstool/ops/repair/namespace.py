@@ -457,7 +457,7 @@ def _runs(fork) -> list:
     return out
 
 
-def plan(checker, cleared: set) -> NamespacePlan:
+def plan(checker, cleared: set, mended: frozenset = frozenset()) -> NamespacePlan:
     """The namespace phase's plan for what ``checker`` found, treating the
     inodes in ``cleared`` (which the inode phase frees) as free.  Raises
     :class:`NamespaceError` when the namespace cannot be repaired safely."""
@@ -486,7 +486,7 @@ def plan(checker, cleared: set) -> NamespacePlan:
     # a directory whose inode or block map is damaged is the inode phase's
     # to clear or mend first: until then its entries are not trusted
     doubtful = {f.ino for f in checker.findings if f.severity == "error" and
-                f.code.startswith(("INODE_", "BMBT_"))}
+                f.code.startswith(("INODE_", "BMBT_"))} - mended
     for d in dirs:
         if d in doubtful:
             raise NamespaceError(f"directory {d} has inode or block map damage that is not "
@@ -495,7 +495,13 @@ def plan(checker, cleared: set) -> NamespacePlan:
     read = {}
     for d in dirs:
         try:
-            node = fs.inode(d)
+            try:
+                node = fs.inode(d)
+            except FsToolError as e:
+                # a CRC the inode phase rewrites: read it as it will be
+                if d not in mended or getattr(e, "field", None) != "di_crc":
+                    raise
+                node = fs.inode_crc_mended(d)
         except FsToolError as e:
             raise NamespaceError(f"directory {d} cannot be read: {e}") from None
         read[d] = read_dir(fs, node) + (node,)
