@@ -148,8 +148,10 @@ REPAIRS = {
     "BMBT_NODE_SIBLING": (NONE, "reported, not repaired (a warning): xfs_repair leaves it "
                           "too"),
     "BMBT_CYCLE": (INODE, _BMBT),
-    "DIR_ROOT": (NONE, _NOT_YET + "a new root directory is not made yet (xfs_repair "
-                 "makes one and moves what the old root held to lost+found)"),
+    "DIR_ROOT": (NAMESPACE, "repaired: a new, empty root directory is made in the root "
+                 "inode (the old one cleared when it is in use, as xfs_repair does) and "
+                 "everything no longer reached goes to lost+found; reported, not repaired "
+                 "when the root is in use as another type of file that is not cleared"),
     "DIR_CORRUPT": (NAMESPACE, _DIR_TEXT),
     "DIR_NAME": (NAMESPACE, _DIR_TEXT),
     "DIR_BESTFREE": (NAMESPACE, _DIR_TEXT),

@@ -232,6 +232,18 @@ class InodePlan:
                 out.add(ino)
         return frozenset(out)
 
+    def withdraw_root(self, root: int, why: str) -> None:
+        """The root is not cleared after all (no phase makes a new one): its
+        findings are reported, not repaired."""
+        if root not in self.cleared:
+            return
+        self.cleared.discard(root)
+        del self.changes[root]
+        for f in self.findings_of.get(root, ()):
+            self.handled.discard(id(f))
+            self.unrepaired.append((f, "reported, not repaired: xfs_repair would clear the "
+                                    "root directory and make a new one; " + why))
+
     def settles(self, finding) -> bool:
         """Whether clearing an inode answers a finding of another phase
         about it (an inode check kept but xfs_repair clears, such as a bad
@@ -618,15 +630,8 @@ def plan_inodes(checker) -> InodePlan:
                     p.cleared.add(o >> 2)
     # the root directory is never freed here: a new root is the namespace
     # phase's to make (until then its findings stay reported)
-    root = sb.rootino
-    if root in p.cleared:
-        p.cleared.discard(root)
-        del p.changes[root]
-        for f in by_ino.get(root, ()):
-            p.handled.discard(id(f))
-            p.unrepaired.append((f, "reported, not repaired: xfs_repair would clear the "
-                                 "root directory; a new root is the namespace phase's to "
-                                 "make"))
+    # the root directory is cleared like any inode: the namespace phase
+    # makes a new one in its place (withdraw_root when it cannot)
     # which AGs the rebuild covers: those of inodes freed or dropping forks,
     # and of every block they give back
     for ino in p.cleared:

@@ -192,6 +192,7 @@ class NamespacePlan:
         self.dirs: dict[int, DirFix] = {}       # rebuilt directories
         self.nlink: dict[int, int] = {}          # other inodes whose link count changes
         self.new_lpf = None                      # inode made lost+found, or None
+        self.new_root = None                     # root inode made a new directory, or None
         self.changes: list = []
         self.reserved: dict = {}                 # agno -> [(agbno, n)]
         self.released: dict = {}                 # agno -> {claim owner: set(agbno)}
@@ -478,8 +479,12 @@ def plan(checker, cleared: set, mended: frozenset = frozenset()) -> NamespacePla
         s = tab.slot(ino)
         return tab.itype[s] if s >= 0 else 0
 
-    if itype(root) != C.S_IFDIR >> 12:
-        raise NamespaceError(f"the root directory (inode {root}) is not a directory in use")
+    # a root that is no directory: a new one is made in its inode (xfs_repair's
+    # mk_root_dir) once the inode phase has cleared it, or when it is free
+    new_root = itype(root) != C.S_IFDIR >> 12
+    if new_root and root not in cleared and itype(root):
+        raise NamespaceError(f"the root directory (inode {root}) is in use as another type "
+                             "of file")
     flagged = {f.ino for f in checker.findings
                if f.code.startswith("DIR_") and f.code in CODES and f.ino is not None}
     dirs = sorted(d for d in set(checker.dirs) if itype(d) == C.S_IFDIR >> 12)
@@ -493,6 +498,8 @@ def plan(checker, cleared: set, mended: frozenset = frozenset()) -> NamespacePla
                                  "repaired")
     # 1. what every directory holds
     read = {}
+    if new_root:
+        read[root] = (root, [], True, None)
     for d in dirs:
         try:
             try:
@@ -505,6 +512,8 @@ def plan(checker, cleared: set, mended: frozenset = frozenset()) -> NamespacePla
         except FsToolError as e:
             raise NamespaceError(f"directory {d} cannot be read: {e}") from None
         read[d] = read_dir(fs, node) + (node,)
+    if new_root:
+        dirs = sorted(dirs + [root])
     # 2. entries kept, in xfs_repair's traversal order
     dotdot = {}
     for d in dirs:
@@ -569,6 +578,10 @@ def plan(checker, cleared: set, mended: frozenset = frozenset()) -> NamespacePla
             lpf = child if ft == C.XFS_DIR3_FT_DIR else None
     out = NamespacePlan()
     out.now = time.time_ns()
+    if new_root:
+        out.new_root = root
+        changed.add(root)
+        out.changes.append(f"root directory (inode {root}) made anew")
     space = _Space(checker)
     while True:
         children = {d: [c for _n, c, ft in kept[d] if ft == C.XFS_DIR3_FT_DIR] for d in dirs}
@@ -639,12 +652,13 @@ def plan(checker, cleared: set, mended: frozenset = frozenset()) -> NamespacePla
             out.nlink[ino] = n
             if ino not in changed:
                 out.changes.append(f"inode {ino}: link count {tab.nlinks[s]} set to {n}")
-    if out.new_lpf is not None:
-        out.nlink[out.new_lpf] = want[out.new_lpf]
+    for new in (out.new_lpf, out.new_root):
+        if new is not None:
+            out.nlink[new] = want[new]
     # 5. the directories rebuilt, their blocks reserved
     for d in sorted(changed):
         _build(out, checker, space, d, parent[d], kept[d],
-               read.get(d), d == out.new_lpf)
+               read.get(d), d in (out.new_lpf, out.new_root))
         out.changes.append(f"directory {d}: rebuilt with {len(kept[d])} entries")
     return out
 
@@ -673,7 +687,8 @@ def _free_inode(checker, cleared, root: int) -> int:
             for i in range(64):
                 if free >> i & 1 and not (holemask >> (i // 4) & 1):
                     ino = (agno << sb.agino_log) | (startino + i)
-                    if ino not in cleared and not checker.table.in_use(ino):
+                    if ino not in cleared and ino != root and \
+                            not checker.table.in_use(ino):
                         return ino
     raise NamespaceError("no free inode in an existing chunk for lost+found (allocating a "
                          "new inode chunk is not supported yet)")
