@@ -147,22 +147,34 @@ def test_stamp_covers_what_each_remote_header_reaches():
 
 
 @needs_loop
-def test_unlinked_list_chaining_an_inode_in_use_with_no_links(tmp_path):
-    """An AGI unlinked bucket that chains a file in use with no links (no
-    entry names it) and then a file that has links: the buckets are emptied
-    and the first file goes to lost+found, as xfs_repair's phases 6 and 7
-    take it."""
+def test_std_classes(tmp_path):
+    """Two classes of the corpus's std geometry, one damage each in one
+    image:
+
+    - an AGI unlinked bucket that chains a file in use with no links (no
+      entry names it) and then a file that has links: the buckets are
+      emptied and the first file goes to lost+found, as xfs_repair's phases
+      6 and 7 take it (repair used to stop);
+    - a directory with a btree data fork whose attr fork format is made
+      invalid: xfs_repair drops the attr fork, then finds the data fork's
+      extents would fit the inode ("extent count too low for file format")
+      and clears it; so does repair (it used to drop only the attr fork and
+      leave that fault: made worse)."""
     from test_repair import detach
-    img, _inos = corpus_image("std", tmp_path)
+    img, inos = corpus_image("std", tmp_path)
     dirino, victim, linked = 142, 148, 149
     detach(img, dirino, victim)
     xfs_db(img, f"inode {victim}", "write -d core.nlinkv2 0", f"write -d next_unlinked {linked}",
            "agi 0", f"write -d unlinked[{victim % 64}] {victim}", expert=True)
+    d = inos["dir_node_btree"]
+    assert "core.format = 3 (btree)" in xfs_db(img, f"inode {d}", "print core.format")
+    xfs_db(img, f"inode {d}", "fuzz -d core.aformat lastbit", expert=True)
     assert xfs_repair_n(img) == 1
     assert "AGI_UNLINKED" in codes(img)
     out = judge_inode_repair(img, tmp_path)
     assert "the AGI unlinked buckets are emptied" in out, out
     assert f"inode {victim} moved to lost+found as {victim}" in out, out
+    assert f"inode {d}: cleared" in out, out
 
 
 def test_unlinked_lists_stay_when_no_phase_takes_their_orphans():

@@ -577,6 +577,14 @@ def plan_inodes(checker) -> InodePlan:
             ch.why.append(f.message)
             p.handled.add(id(f))
             fix(ch, p)
+        if ch is not None and ch.drop_attr and _data_fits_without_attr(checker, ino, ch):
+            # xfs_repair drops the attr fork, then finds the btree data fork
+            # holds fewer extents than the whole literal area would: "extent
+            # count too low for file format", and clears the inode
+            ch.drop_attr = False
+            ch.clear = True
+            p.cleared.add(ino)
+            continue
         if ch is not None and ch.drop_attr:
             p.attr_dropped.add(ino)
             ch.nblocks = verdict[1] if verdict is not None else None
@@ -619,7 +627,8 @@ def plan_inodes(checker) -> InodePlan:
                     continue
                 ch = change(o >> 2)
                 ch.why.append(f"AG {agno}: claims blocks another owner claims")
-                if o & 3 in (ATTR, BMBT_ATTR):
+                if o & 3 in (ATTR, BMBT_ATTR) and not _data_fits_without_attr(checker,
+                                                                                  o >> 2, ch):
                     ch.drop_attr = True
                     p.attr_dropped.add(o >> 2)
                     v = verdicts.get(o >> 2)
@@ -643,6 +652,25 @@ def plan_inodes(checker) -> InodePlan:
     p.findings_of = by_ino
     p.ags = p.unlinked_ags.union(*(ch.ags for ch in p.changes.values()))
     return p
+
+
+def _data_fits_without_attr(checker, ino: int, ch) -> bool:
+    """Whether ``ino``'s data fork is a btree whose extents (the count
+    the repair leaves) would fit the inode once its attr fork is gone."""
+    fs = checker.fs
+    sb = fs.sb
+    try:
+        agno, agbno, index = fs.ino_location(ino)
+        raw = fs.dev.pread((fs.agb_to_daddr(agno, agbno) << C.BBSHIFT) +
+                           index * sb.inodesize, sb.inodesize)
+        d = DINODE.unpack(raw)
+    except Exception:       # noqa: BLE001 - an inode that cannot be read is left as planned
+        return False
+    if d["di_format"] != C.XFS_DINODE_FMT_BTREE:
+        return False
+    data = count_fields(d["di_flags2"])[0]
+    n = ch.counts.get("data", d[data])
+    return n * 16 <= sb.inodesize - C.XFS_DINODE_CORE_SIZE
 
 
 def _claimants(owner: int, other: int) -> tuple:
