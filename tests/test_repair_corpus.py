@@ -148,7 +148,7 @@ def test_stamp_covers_what_each_remote_header_reaches():
 
 @needs_loop
 def test_std_classes(tmp_path):
-    """Two classes of the corpus's std geometry, one damage each in one
+    """Three classes of the corpus's std geometry, one damage each in one
     image:
 
     - an AGI unlinked bucket that chains a file in use with no links (no
@@ -159,7 +159,11 @@ def test_std_classes(tmp_path):
       invalid: xfs_repair drops the attr fork, then finds the data fork's
       extents would fit the inode ("extent count too low for file format")
       and clears it; so does repair (it used to drop only the attr fork and
-      leave that fault: made worse)."""
+      leave that fault: made worse);
+    - a shortform attr fork with a value too long and a stale inode CRC:
+      the check repair runs looks past the CRC, as xfs_repair does, so the
+      attr fork is dropped (it used to rewrite only the CRC, which left the
+      attr fork's fault in view: made worse)."""
     from test_repair import detach
     img, inos = corpus_image("std", tmp_path)
     dirino, victim, linked = 142, 148, 149
@@ -169,12 +173,15 @@ def test_std_classes(tmp_path):
     d = inos["dir_node_btree"]
     assert "core.format = 3 (btree)" in xfs_db(img, f"inode {d}", "print core.format")
     xfs_db(img, f"inode {d}", "fuzz -d core.aformat lastbit", expert=True)
+    xa = inos["xattr_local"]
+    xfs_db(img, f"inode {xa}", "fuzz -c a.sfattr.list[0].valuelen add", expert=True)
     assert xfs_repair_n(img) == 1
     assert "AGI_UNLINKED" in codes(img)
     out = judge_inode_repair(img, tmp_path)
     assert "the AGI unlinked buckets are emptied" in out, out
     assert f"inode {victim} moved to lost+found as {victim}" in out, out
     assert f"inode {d}: cleared" in out, out
+    assert f"inode {xa}: fixed: attr fork dropped" in out, out
 
 
 def test_unlinked_lists_stay_when_no_phase_takes_their_orphans():
