@@ -148,7 +148,7 @@ def test_stamp_covers_what_each_remote_header_reaches():
 
 @needs_loop
 def test_std_classes(tmp_path):
-    """Three classes of the corpus's std geometry, one damage each in one
+    """Four classes of the corpus's std geometry, one damage each in one
     image:
 
     - an AGI unlinked bucket that chains a file in use with no links (no
@@ -163,7 +163,11 @@ def test_std_classes(tmp_path):
     - a shortform attr fork with a value too long and a stale inode CRC:
       the check repair runs looks past the CRC, as xfs_repair does, so the
       attr fork is dropped (it used to rewrite only the CRC, which left the
-      attr fork's fault in view: made worse)."""
+      attr fork's fault in view: made worse);
+    - a file whose extent count is far more than its fork holds: xfs_repair
+      (writing) corrects the count to the records before the first empty
+      one and keeps the file (its -n run says it would clear it); so does
+      repair (it used to clear it: a file lost against xfs_repair)."""
     from test_repair import detach
     img, inos = corpus_image("std", tmp_path)
     dirino, victim, linked = 142, 148, 149
@@ -173,6 +177,9 @@ def test_std_classes(tmp_path):
     d = inos["dir_node_btree"]
     assert "core.format = 3 (btree)" in xfs_db(img, f"inode {d}", "print core.format")
     xfs_db(img, f"inode {d}", "fuzz -d core.aformat lastbit", expert=True)
+    fe = inos["file_extents"]
+    assert "core.format = 2 (extents)" in xfs_db(img, f"inode {fe}", "print core.format")
+    xfs_db(img, f"inode {fe}", "write -d core.nextents 790915168", expert=True)
     xa = inos["xattr_local"]
     xfs_db(img, f"inode {xa}", "fuzz -c a.sfattr.list[0].valuelen add", expert=True)
     assert xfs_repair_n(img) == 1
@@ -182,6 +189,7 @@ def test_std_classes(tmp_path):
     assert f"inode {victim} moved to lost+found as {victim}" in out, out
     assert f"inode {d}: cleared" in out, out
     assert f"inode {xa}: fixed: attr fork dropped" in out, out
+    assert f"inode {fe}: fixed: data fork extent count" in out, out
 
 
 def test_unlinked_lists_stay_when_no_phase_takes_their_orphans():
