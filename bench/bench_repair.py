@@ -284,9 +284,8 @@ def bench_corpus(a):
                     with open(log, "a") as f:
                         f.write(json.dumps(rec) + "\n")
                 if rec["result"] in ("made worse", "crash", "hang") or rec.get("n_files_lost"):
-                    print(f"{rec['result'].upper()} {rec['describe']}: "
-                          f"{rec.get('stderr', '') or rec.get('after', '') or rec['files_lost'][:3]}",
-                          flush=True)
+                    what = rec.get("stderr", "") or rec.get("after", "") or rec["files_lost"][:3]
+                    print(f"{rec['result'].upper()} {rec['describe']}: {what}", flush=True)
     finally:
         for p in sorted(work.rglob("*"), reverse=True):
             p.rmdir() if p.is_dir() else p.unlink()

@@ -215,8 +215,9 @@ def test_unlinked_lists_stay_when_no_phase_takes_their_orphans():
 @needs_loop
 def test_root_that_is_no_directory_is_made_anew(tmp_path):
     """A root inode that is no directory (its mode says a file; a free root
-    takes the same path, checked by hand on the corpus image): xfs_repair clears it, makes a new root and moves every directory
-    the old root held to lost+found; so does repair, keeping every file."""
+    takes the same path, checked by hand on the corpus image): xfs_repair
+    clears it, makes a new root and moves every directory the old root
+    held to lost+found; so does repair, keeping every file."""
     img, _inos = corpus_image("std", tmp_path)
     xfs_db(img, "inode 128", "write -d core.mode 0100644", expert=True)
     assert xfs_repair_n(img) == 1
