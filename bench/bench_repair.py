@@ -2,7 +2,10 @@
 
     python3 bench/bench_repair.py finobt [--inodes 1000000] [--image IMG] [--churn N]
                                          [--repeat 1]
-    python3 bench/bench_repair.py corpus [--geometry std] [--seed 1] [--count 200]
+    python3 bench/bench_repair.py corpus [--geometry std[,small,rmap]] [--seed 1[-3]]
+                                         [--count 200] [--kind fuzz,flip,truncate]
+                                         [--jobs 2] [--timeout 900] [--work DIR]
+                                         [--log CASES.jsonl] [--summary]
 
 ``finobt``: ``fstool repair --rebuild finobt`` and ``xfs_repair`` on two
 copies of the same kernel-written image (bench_check.py's: N empty files,
@@ -19,7 +22,11 @@ result (a file xfs_repair moved to lost+found, named by its inode number,
 counts as kept when fstool kept that inode elsewhere: fixtures.repair_images.
 files_missing).  Prints cases, repaired clean, not repaired (exit 4, with the
 findings repair does not handle), made worse (an exit 1 whose result is not
-clean: must be 0) and files lost against xfs_repair (must be 0).
+clean: must be 0) and files lost against xfs_repair (must be 0).  Owner,
+group and mtime of the files both keep are compared too (cases where they
+differ are counted).  With ``--log`` every case's record (its result, the
+findings left, the files lost, timings) is one JSON line, and cases already
+in the log are not run again; ``--summary`` only summarizes a log.
 """
 import argparse
 import os
