@@ -3,7 +3,10 @@
     python3 bench/bench_repair.py finobt [--inodes 1000000] [--image IMG] [--churn N]
                                          [--repeat 1]
     python3 bench/bench_repair.py damaged [--inodes 1000000] [--churn 7] [--repeat 1]
-    python3 bench/bench_repair.py corpus [--geometry std] [--seed 1] [--count 200]
+    python3 bench/bench_repair.py corpus [--geometry std[,small,rmap]] [--seed 1[-3]]
+                                         [--count 200] [--kind fuzz,flip,truncate]
+                                         [--jobs 2] [--timeout 900] [--work DIR]
+                                         [--log CASES.jsonl] [--summary]
 
 ``finobt``: ``fstool repair --rebuild finobt`` and ``xfs_repair`` on two
 copies of the same kernel-written image (bench_check.py's: N empty files,
@@ -26,13 +29,18 @@ result (a file xfs_repair moved to lost+found, named by its inode number,
 counts as kept when fstool kept that inode elsewhere: fixtures.repair_images.
 files_missing).  Prints cases, repaired clean, not repaired (exit 4, with the
 findings repair does not handle), made worse (an exit 1 whose result is not
-clean: must be 0) and files lost against xfs_repair (must be 0).
+clean: must be 0) and files lost against xfs_repair (must be 0).  Owner,
+group and mtime of the files both keep are compared too (cases where they
+differ are counted).  With ``--log`` every case's record (its result, the
+findings left, the files lost, timings) is one JSON line, and cases already
+in the log are not run again; ``--summary`` only summarizes a log.
 """
 import argparse
 import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -206,8 +214,9 @@ def bench_damaged(a):
 
 
 def kernel_files(img):
-    """{path: (mode, size, sha256, inode)} as the kernel shows the image
-    (fixtures.repair_images.tree_files), or None when it does not mount."""
+    """{path: (mode, size, sha256, inode, uid, gid, mtime_ns)} as the kernel
+    shows the image (fixtures.repair_images.tree_files), or None when it
+    does not mount."""
     from fixtures.repair_images import tree_files
     mnt = tempfile.mkdtemp(prefix="bench-repair-mnt-")
     r = subprocess.run(["mount", "-o", "loop,ro,nouuid", str(img), mnt], capture_output=True)
@@ -221,72 +230,168 @@ def kernel_files(img):
         os.rmdir(mnt)
 
 
-def bench_corpus(a):
+def _run(cmd, timeout, **kw):
+    """(exit status or "timeout", stdout, stderr) of ``cmd``."""
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, errors="replace",
+                           timeout=timeout, **kw)
+        return r.returncode, r.stdout, r.stderr
+    except subprocess.TimeoutExpired:
+        return "timeout", "", ""
+
+
+def corpus_case(case, work, timeout):
+    """One corpus case: make it, label it, repair copies with both tools and
+    judge fstool's result.  Returns a record (JSON-able) with ``result`` one
+    of "no damage", "clean" (xfs_repair -n finds nothing), "repaired clean",
+    "not repaired", "made worse", "crash", "hang"."""
+    import json
     from fixtures import corpus
-    from fixtures.repair_images import files_missing
-    work = Path(tempfile.mkdtemp(prefix="bench-repair-", dir=HERE / "results"))
-    stats = {"cases": 0, "corrupt": 0, "repaired clean": 0, "not repaired": 0,
-             "made worse": 0, "crashes": 0, "files lost": 0, "cases losing files": 0,
+    from fixtures.repair_images import files_missing, metadata_differs
+    rec = {"case": case, "describe": corpus.describe(case)}
+    start = time.perf_counter()
+    work.mkdir(parents=True, exist_ok=True)
+    dmg, ours, theirs = work / "dmg.img", work / "ours.img", work / "theirs.img"
+    try:
+        if not corpus.make_case(dmg, case):
+            rec["result"] = "no damage"
+            return rec
+        lab = corpus.label(dmg)
+        rec["label"] = lab
+        if lab != 1:
+            rec["result"] = "clean"
+            return rec
+        cp(dmg, ours)
+        cp(dmg, theirs)
+        t0 = time.perf_counter()
+        rc, out, err = _run([sys.executable, "-m", "fstool", "repair", "--json", str(ours)],
+                            timeout, cwd=REPO)
+        rec["fstool_seconds"] = round(time.perf_counter() - t0, 2)
+        rec["exit"] = rc
+        xr, _o, _e = _run(["xfs_repair", "-f", str(theirs)], timeout)
+        rec["xfs_repair_exit"] = xr
+        if rc == "timeout":
+            rec["result"] = "hang"
+            return rec
+        if rc not in (0, 1, 4) or "Traceback" in err:
+            rec["result"] = "crash"
+            rec["stderr"] = err[-600:]
+            return rec
+        try:
+            rec["not_repaired"] = sorted({f["code"] for f in
+                                          json.loads(out).get("not_repaired", [])})
+        except (ValueError, AttributeError):
+            rec["not_repaired"] = []
+        if rc == 4:
+            rec["result"] = "not repaired"
+            rec["stderr"] = err.strip().replace(str(ours), "IMG")[-300:]
+            return rec
+        xn, xo, _e = _run(["xfs_repair", "-n", "-f", str(ours)], timeout)
+        fc, fo, _e = _run([sys.executable, "-m", "fstool", "check", str(ours)], timeout,
+                          cwd=REPO)
+        rec["after"] = {"xfs_repair_n": xn, "fstool_check": fc}
+        mine = kernel_files(ours) if xn == 0 and fc == 0 else None
+        if mine is None:
+            rec["result"] = "made worse"
+            rec["after"]["mounts"] = False
+            rec["after"]["xfs_repair_n_said"] = corpus.label(ours, messages=True)[1][:12] \
+                if xn != 0 else []
+            rec["after"]["fstool_check_said"] = fo.strip().splitlines()[:12] if fc else []
+            return rec
+        rec["result"] = "repaired clean"
+        ref = kernel_files(theirs)
+        rec["xfs_repair_mounts"] = ref is not None
+        ref = ref or {}
+        lost = files_missing(mine, ref)
+        rec["files"] = len(mine)
+        rec["files_lost"] = lost[:20]
+        rec["n_files_lost"] = len(lost)
+        rec["metadata_differs"] = metadata_differs(mine, ref)[:20]
+        rec["kept_more"] = len(set(mine) - set(ref))
+        return rec
+    finally:
+        rec["seconds"] = round(time.perf_counter() - start, 1)
+        for p in (dmg, ours, theirs):
+            p.unlink(missing_ok=True)
+        work.rmdir()
+
+
+def bench_corpus(a):
+    """Run the cases of every (geometry, seed) asked for, ``--jobs`` at a
+    time, one JSON line per case to ``--log`` (cases already there are not
+    run again), then print the summary."""
+    import json
+    from concurrent.futures import ThreadPoolExecutor
+    from fixtures import corpus
+    workdir = Path(a.work or (HERE / "results"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="bench-repair-", dir=workdir))
+    log = Path(a.log) if a.log else None
+    done = {}
+    if log and log.exists():
+        for line in log.read_text().splitlines():
+            r = json.loads(line)
+            c = r["case"]
+            done[(c["geometry"], c["seed"], c["n"])] = r
+    todo = []
+    for geo in a.geometry.split(","):
+        for seed in a.seeds():
+            for case in corpus.cases(geo, seed, a.count):
+                if a.kind and case["kind"] not in a.kind.split(","):
+                    continue
+                if (geo, seed, case["n"]) not in done:
+                    todo.append(case)
+    records = list(done.values())
+
+    def one(case):
+        return corpus_case(case, work / f"{case['geometry']}-{case['seed']}-{case['n']}",
+                           a.timeout)
+    try:
+        with ThreadPoolExecutor(a.jobs) as ex:
+            for rec in ex.map(one, todo):
+                records.append(rec)
+                if log:
+                    with open(log, "a") as f:
+                        f.write(json.dumps(rec) + "\n")
+                if rec["result"] in ("made worse", "crash", "hang") or rec.get("n_files_lost"):
+                    what = rec.get("stderr", "") or rec.get("after", "") or rec["files_lost"][:3]
+                    print(f"{rec['result'].upper()} {rec['describe']}: {what}", flush=True)
+    finally:
+        for p in sorted(work.rglob("*"), reverse=True):
+            p.rmdir() if p.is_dir() else p.unlink()
+        work.rmdir()
+    summarize(records)
+
+
+def summarize(records):
+    stats = {"cases (damage made)": 0, "corrupt by xfs_repair -n": 0, "repaired clean": 0,
+             "not repaired": 0, "made worse": 0, "crashes": 0, "hangs": 0,
+             "files lost": 0, "cases losing files": 0, "cases with metadata differing": 0,
              "files xfs_repair lost that fstool kept": 0}
     why = {}
-    try:
-        for case in corpus.cases(a.geometry, a.seed, a.count):
-            dmg = work / "dmg.img"
-            if not corpus.make_case(dmg, case):
-                continue
-            stats["cases"] += 1
-            if corpus.label(dmg) != 1:
-                dmg.unlink()
-                continue
-            stats["corrupt"] += 1
-            ours, theirs = work / "ours.img", work / "theirs.img"
-            cp(dmg, ours)
-            cp(dmg, theirs)
-            r = subprocess.run([sys.executable, "-m", "fstool", "repair", "--json", str(ours)],
-                               capture_output=True, text=True, cwd=REPO)
-            subprocess.run(["xfs_repair", "-f", str(theirs)], capture_output=True)
-            if r.returncode not in (0, 1, 4) or "Traceback" in r.stderr:
-                stats["crashes"] += 1
-                print(f"CRASH {corpus.describe(case)}: {r.returncode} {r.stderr[-300:]}")
-            elif r.returncode == 4:
-                stats["not repaired"] += 1
-                import json
-                try:
-                    left = json.loads(r.stdout).get("not_repaired", [])
-                    codes = sorted({f["code"] for f in left})
-                except ValueError:
-                    codes = [r.stderr.strip()[:60]]
-                for c in codes or ["(none)"]:
-                    why[c] = why.get(c, 0) + 1
-            else:
-                clean = subprocess.run(["xfs_repair", "-n", "-f", str(ours)],
-                                       capture_output=True).returncode == 0 and \
-                    subprocess.run([sys.executable, "-m", "fstool", "check", str(ours)],
-                                   capture_output=True, cwd=REPO).returncode == 0
-                mine = kernel_files(ours) if clean else None
-                if mine is None:
-                    stats["made worse"] += 1
-                    print(f"NOT CLEAN after exit {r.returncode}: {corpus.describe(case)}")
-                else:
-                    stats["repaired clean"] += 1
-                    ref = kernel_files(theirs) or {}
-                    lost = files_missing(mine, ref)
-                    stats["files xfs_repair lost that fstool kept"] += len(set(mine) - set(ref))
-                    if lost:
-                        stats["files lost"] += len(lost)
-                        stats["cases losing files"] += 1
-                        print(f"LOST {len(lost)} files: {corpus.describe(case)}: {lost[:3]}")
-            for p in (dmg, ours, theirs):
-                p.unlink(missing_ok=True)
-    finally:
-        for p in work.iterdir():
-            p.unlink()
-        work.rmdir()
+    for r in records:
+        res = r["result"]
+        if res == "no damage":
+            continue
+        stats["cases (damage made)"] += 1
+        if res == "clean":
+            continue
+        stats["corrupt by xfs_repair -n"] += 1
+        key = {"crash": "crashes", "hang": "hangs"}.get(res, res)
+        stats[key] += 1
+        if res == "not repaired":
+            for c in r.get("not_repaired") or [r.get("stderr", "")[:60] or "(none)"]:
+                why[c] = why.get(c, 0) + 1
+        if res == "repaired clean":
+            stats["files lost"] += r["n_files_lost"]
+            stats["cases losing files"] += bool(r["n_files_lost"])
+            stats["cases with metadata differing"] += bool(r["metadata_differs"])
+            stats["files xfs_repair lost that fstool kept"] += r["kept_more"]
     for k, v in stats.items():
         print(f"{k:40s} {v}")
-    print("not repaired, by finding left:")
+    print("not repaired, by finding left (a case may have several):")
     for c, n in sorted(why.items(), key=lambda kv: -kv[1]):
-        print(f"  {c:30s} {n}")
+        print(f"  {c:50s} {n}")
 
 
 def main():
@@ -304,10 +409,30 @@ def main():
     d.add_argument("--repeat", type=int, default=1)
     d.add_argument("--churn", type=int, default=7)
     c = sub.add_parser("corpus")
-    c.add_argument("--geometry", default="std")
-    c.add_argument("--seed", type=int, default=1)
-    c.add_argument("--count", type=int, default=200)
+    c.add_argument("--geometry", default="std",
+                   help="one or several, comma-separated (std,small,rmap)")
+    c.add_argument("--seed", default="1", help="a seed, several comma-separated, or A-B")
+    c.add_argument("--count", type=int, default=200, help="cases drawn per geometry and seed")
+    c.add_argument("--kind", help="only these kinds (fuzz,flip,truncate); all by default")
+    c.add_argument("--jobs", "-j", type=int, default=1, help="cases run at once")
+    c.add_argument("--timeout", type=int, default=900,
+                   help="seconds a repair may take before it counts as a hang")
+    c.add_argument("--work", help="directory for the images (default bench/results)")
+    c.add_argument("--log", help="JSON lines, one per case; cases already in it are kept")
+    c.add_argument("--summary", action="store_true", help="only summarize --log")
     a = ap.parse_args()
+
+    def seeds():
+        out = []
+        for part in getattr(a, "seed", "1").split(","):
+            lo, _, hi = part.partition("-")
+            out += range(int(lo), int(hi or lo) + 1)
+        return out
+    a.seeds = seeds
+    if a.what == "corpus" and a.summary:
+        import json
+        summarize([json.loads(x) for x in Path(a.log).read_text().splitlines()])
+        return
     os.makedirs(HERE / "results", exist_ok=True)
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "fstool"),
                     str(REPO / "fstool_native")], check=True, stdout=subprocess.DEVNULL)

@@ -151,8 +151,18 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
     # -- phases, in xfs_repair's order: the inodes (planned above), the
     # namespace (treating what the inode phase clears as free), then the AGs
     # and counters
-    ns = _plan_namespace(checker, inodes.cleared, ns_findings, unrepaired) \
-        if (ns_findings or dangling) else None
+    root_cleared = sb.rootino in inodes.cleared
+    ns = _plan_namespace(checker, inodes, ns_findings, unrepaired) \
+        if (ns_findings or dangling or inodes.orphaned or root_cleared) else None
+    if ns is None and root_cleared:
+        inodes.withdraw_root(sb.rootino, "the namespace phase cannot run")
+        unrepaired.extend(fu for fu in inodes.unrepaired if fu not in unrepaired)
+    if ns is None and inodes.orphaned:
+        # inodes in use with no links an unlinked list chains go to
+        # lost+found when the lists are emptied: without the namespace phase
+        # the lists stay
+        inodes.withdraw_unlinked("the namespace phase cannot run")
+        unrepaired.extend(fu for fu in inodes.unrepaired if fu not in unrepaired)
     if ns is None:
         for ino, f in dangling:
             unrepaired.append((f, f"reported, not repaired: inode {ino} is cleared but "
@@ -209,12 +219,12 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
             (inodes, ns))
 
 
-def _plan_namespace(checker, cleared, ns_findings, unrepaired):
+def _plan_namespace(checker, inodes, ns_findings, unrepaired):
     """The namespace phase's plan, or None (its findings then unrepaired)."""
     from .namespace import NamespaceError
     from .namespace import plan as ns_plan
     try:
-        return ns_plan(checker, cleared)
+        return ns_plan(checker, inodes.cleared, inodes.mended())
     except NamespaceError as e:
         unrepaired.extend((f, f"reported, not repaired: {e}") for f in ns_findings)
         return None

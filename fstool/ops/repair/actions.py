@@ -75,8 +75,8 @@ REPAIRS = {
     "AGFL_DUPLICATE": (AG, _AG_TEXT),
     "AGI_UNLINKED": (INODE, "repaired: the AG's unlinked buckets are emptied (rebuilt "
                      "with the AG) and the inodes they chained get a null di_next_unlinked, as "
-                     "xfs_repair does; inodes in use left with no links are the namespace "
-                     "phase's"),
+                     "xfs_repair does; inodes in use they chained with no links go to "
+                     "lost+found (the namespace phase)"),
     # btree findings are repaired for the AG trees repair rebuilds; see
     # ag_tree_finding() for the refcountbt and rmapbt
     "BTREE_ROOT": (AG, _AG_TEXT),
@@ -148,7 +148,10 @@ REPAIRS = {
     "BMBT_NODE_SIBLING": (NONE, "reported, not repaired (a warning): xfs_repair leaves it "
                           "too"),
     "BMBT_CYCLE": (INODE, _BMBT),
-    "DIR_ROOT": (NONE, _NOT_YET + "directory repair is not supported yet"),
+    "DIR_ROOT": (NAMESPACE, "repaired: a new, empty root directory is made in the root "
+                 "inode (the old one cleared when it is in use, as xfs_repair does) and "
+                 "everything no longer reached goes to lost+found; reported, not repaired "
+                 "when the root is in use as another type of file that is not cleared"),
     "DIR_CORRUPT": (NAMESPACE, _DIR_TEXT),
     "DIR_NAME": (NAMESPACE, _DIR_TEXT),
     "DIR_BESTFREE": (NAMESPACE, _DIR_TEXT),
@@ -169,7 +172,8 @@ REPAIRS = {
     "DISCONNECTED": (NAMESPACE, "repaired: moved to /lost+found under its inode number "
                      "(lost+found is created when missing), a directory with '..' "
                      "pointing there"),
-    "SYMLINK": (INODE, _CLEAR + _FREED),
+    "SYMLINK": (INODE, _CLEAR + _FREED + "; a remote symlink whose only fault is its "
+                "buffer's CRC keeps its target, the CRC rewritten (as xfs_repair does)"),
     "XATTR": (INODE, _ATTR),
     "XATTR_NODE": (INODE, _ATTR),
     "XATTR_VERIFY": (INODE, _ATTR + " (the kernel cannot read the block)"),

@@ -45,7 +45,7 @@ import struct
 
 from ...format import constants as C
 from ...format.structs import DINODE
-from ..check.base import ATTR, BMBT_ATTR, DATA
+from ..check.base import ATTR, BMBT_ATTR, BMBT_DATA, DATA
 from ..check.inodes import (DIFLAG2_ANY, DIFLAG2_BIGTIME, DIFLAG2_COWEXTSIZE, DIFLAG2_DAX,
                             DIFLAG2_NREXT64, DIFLAG_ANY, DIFLAG_EXTSIZE, DIFLAG_EXTSZINHERIT,
                             DIFLAG_NEWRTBM, DIFLAG_REALTIME, DIFLAG_RTINHERIT, DIR_FLAGS,
@@ -156,6 +156,9 @@ class InodePlan:
     attr_blocks: dict = dataclasses.field(default_factory=dict)   # daddr -> owner inode
     symlink_crc: dict = dataclasses.field(default_factory=dict)   # daddr -> buffer length
     unlinked_ags: set = dataclasses.field(default_factory=set)    # buckets emptied
+    # agno -> (inodes in use with no links its lists chain, its AGI_UNLINKED
+    # findings, [(inode chained, whether its change was made for that alone)])
+    orphaned: dict = dataclasses.field(default_factory=dict)
     quota: dict = dataclasses.field(default_factory=dict)         # sb field -> value
     handled: set = dataclasses.field(default_factory=set)         # id() of findings
     unrepaired: list = dataclasses.field(default_factory=list)    # (finding, reason)
@@ -193,6 +196,54 @@ class InodePlan:
             self.cleared.discard(ino)
             self.attr_dropped.discard(ino)
 
+    def withdraw_unlinked(self, why: str) -> None:
+        """The namespace phase cannot take the inodes in use with no links
+        that unlinked lists chain: those lists are left as they are."""
+        for agno, (orphans, fl, chained) in sorted(self.orphaned.items()):
+            self.unlinked_ags.discard(agno)
+            self.notes.remove(f"AG {agno}: the AGI unlinked buckets are emptied")
+            for f in fl:
+                self.handled.discard(id(f))
+                self.unrepaired.append((f, "reported, not repaired: the list chains inodes "
+                                        "in use with no links (" + ", ".join(
+                                            map(str, orphans[:3])) + "), which only "
+                                        "lost+found can take, and " + why))
+            for ino, created in chained:
+                if created:
+                    del self.changes[ino]
+                elif ino in self.changes:
+                    self.changes[ino].fields.pop("di_next_unlinked", None)
+        self.orphaned = {}
+
+    def mended(self) -> frozenset:
+        """Inodes this phase keeps whose every finding it fixes in place
+        without touching what their forks hold (a CRC, flags, timestamps,
+        hints, magic, version, next_unlinked): their directory entries can be
+        trusted once it has."""
+        safe = {"di_next_unlinked", "di_onlink", "di_magic", "di_version", "di_big_nextents"}
+        out = set()
+        for ino, ch in self.changes.items():
+            if ch.clear or ch.reinit or ch.drop_attr or ch.counts or ch.root_keys or \
+                    ch.node_keys or ch.bmbt_crc or ch.attr_blocks or ch.symlink_crc or \
+                    ch.set_reflink or not set(ch.fields) <= safe:
+                continue
+            if all(id(f) in self.handled for f in self.findings_of.get(ino, ())
+                   if f.code.startswith(("INODE_", "BMBT_"))):
+                out.add(ino)
+        return frozenset(out)
+
+    def withdraw_root(self, root: int, why: str) -> None:
+        """The root is not cleared after all (no phase makes a new one): its
+        findings are reported, not repaired."""
+        if root not in self.cleared:
+            return
+        self.cleared.discard(root)
+        del self.changes[root]
+        for f in self.findings_of.get(root, ()):
+            self.handled.discard(id(f))
+            self.unrepaired.append((f, "reported, not repaired: xfs_repair would clear the "
+                                    "root directory and make a new one; " + why))
+
     def settles(self, finding) -> bool:
         """Whether clearing an inode answers a finding of another phase
         about it (an inode check kept but xfs_repair clears, such as a bad
@@ -215,6 +266,14 @@ class InodePlan:
                 fl = self.findings_of.get(ino)
                 if fl:
                     out.append((ino, fl[0]))
+                else:
+                    # cleared for blocks it shares with another owner (no
+                    # finding of its own): the entries naming it go all the same
+                    from ..check.base import Finding
+                    why = "; ".join(self.changes[ino].why) or "cleared"
+                    out.append((ino, Finding("SPACE_OVERLAP", f"inode {ino}: {why}",
+                                             structure="inode", ino=ino,
+                                             agno=ino >> checker.sb.agino_log)))
         return out
 
     def reason(self, finding) -> str | None:
@@ -518,6 +577,14 @@ def plan_inodes(checker) -> InodePlan:
             ch.why.append(f.message)
             p.handled.add(id(f))
             fix(ch, p)
+        if ch is not None and ch.drop_attr and _data_fits_without_attr(checker, ino, ch):
+            # xfs_repair drops the attr fork, then finds the btree data fork
+            # holds fewer extents than the whole literal area would: "extent
+            # count too low for file format", and clears the inode
+            ch.drop_attr = False
+            ch.clear = True
+            p.cleared.add(ino)
+            continue
         if ch is not None and ch.drop_attr:
             p.attr_dropped.add(ino)
             ch.nblocks = verdict[1] if verdict is not None else None
@@ -526,25 +593,24 @@ def plan_inodes(checker) -> InodePlan:
             if ch.nblocks is not None:
                 ch.fields.pop("di_nblocks", None)
     # unlinked lists: empty the AG's buckets; every inode they chain gets a
-    # null next_unlinked.  An inode in use with no links on them would be
-    # left on no list: xfs_repair moves it to lost+found (its phases 6 and
-    # 7), the namespace phase's part: until then such lists stay as they are
+    # null next_unlinked.  An inode in use with no links on them is left on
+    # no list: xfs_repair moves it to lost+found (its phases 6 and 7), the
+    # namespace phase's part (it takes every inode in use no entry reaches)
     for agno, fl in sorted(unlinked.items()):
         chained = _chained(checker, agno)
         tab = checker.tables.get(agno)
         orphans = [i for i in chained if tab is not None and tab.slot(i) >= 0 and
                    tab.itype[tab.slot(i)] and not tab.nlinks[tab.slot(i)]]
-        if orphans:
-            p.unrepaired.extend((f, "reported, not repaired: the list also chains inodes in "
-                                 "use with no links (" + ", ".join(map(str, orphans[:3])) +
-                                 "), which only lost+found can take") for f in fl)
-            continue
         p.unlinked_ags.add(agno)
         p.handled.update(id(f) for f in fl)
+        edits = []
         for ino in chained:
             if ino not in p.freed:
+                edits.append((ino, ino not in p.changes))
                 ch = change(ino)
                 ch.fields["di_next_unlinked"] = C.NULLAGINO
+        if orphans:
+            p.orphaned[agno] = (orphans, fl, edits)
         p.notes.append(f"AG {agno}: the AGI unlinked buckets are emptied")
     # phase 4: a block two owners claim.  A file's data fork or block map
     # that claims a block metadata or another file (reflinked data aside)
@@ -556,12 +622,13 @@ def plan_inodes(checker) -> InodePlan:
     for agno, claims in sorted(checker.claims.items()):
         kept = sorted(c for c in claims if c[2] not in REPLACED and not p.drops(c[2]))
         for owner, other in _overlaps(kept, reflink):
-            for o in (owner, other):
+            for o in _claimants(owner, other):
                 if o < 0 or p.drops(o):
                     continue
                 ch = change(o >> 2)
                 ch.why.append(f"AG {agno}: claims blocks another owner claims")
-                if o & 3 in (ATTR, BMBT_ATTR):
+                if o & 3 in (ATTR, BMBT_ATTR) and not _data_fits_without_attr(checker,
+                                                                                  o >> 2, ch):
                     ch.drop_attr = True
                     p.attr_dropped.add(o >> 2)
                     v = verdicts.get(o >> 2)
@@ -572,15 +639,8 @@ def plan_inodes(checker) -> InodePlan:
                     p.cleared.add(o >> 2)
     # the root directory is never freed here: a new root is the namespace
     # phase's to make (until then its findings stay reported)
-    root = sb.rootino
-    if root in p.cleared:
-        p.cleared.discard(root)
-        del p.changes[root]
-        for f in by_ino.get(root, ()):
-            p.handled.discard(id(f))
-            p.unrepaired.append((f, "reported, not repaired: xfs_repair would clear the "
-                                 "root directory; a new root is the namespace phase's to "
-                                 "make"))
+    # the root directory is cleared like any inode: the namespace phase
+    # makes a new one in its place (withdraw_root when it cannot)
     # which AGs the rebuild covers: those of inodes freed or dropping forks,
     # and of every block they give back
     for ino in p.cleared:
@@ -592,6 +652,39 @@ def plan_inodes(checker) -> InodePlan:
     p.findings_of = by_ino
     p.ags = p.unlinked_ags.union(*(ch.ags for ch in p.changes.values()))
     return p
+
+
+def _data_fits_without_attr(checker, ino: int, ch) -> bool:
+    """Whether ``ino``'s data fork is a btree whose extents (the count
+    the repair leaves) would fit the inode once its attr fork is gone."""
+    fs = checker.fs
+    sb = fs.sb
+    try:
+        agno, agbno, index = fs.ino_location(ino)
+        raw = fs.dev.pread((fs.agb_to_daddr(agno, agbno) << C.BBSHIFT) +
+                           index * sb.inodesize, sb.inodesize)
+        d = DINODE.unpack(raw)
+    except Exception:       # noqa: BLE001 - an inode that cannot be read is left as planned
+        return False
+    if d["di_format"] != C.XFS_DINODE_FMT_BTREE:
+        return False
+    data = count_fields(d["di_flags2"])[0]
+    n = ch.counts.get("data", d[data])
+    return n * 16 <= sb.inodesize - C.XFS_DINODE_CORE_SIZE
+
+
+def _claimants(owner: int, other: int) -> tuple:
+    """Which of two overlapping claims go.  xfs_repair scans inodes in
+    order: a block map btree block found already claimed by an inode
+    scanned before costs only its own inode (its phase 3 clears it and
+    does not count the block as a duplicate), so when the later inode's
+    claim is a bmbt block the earlier inode is kept.  Otherwise every
+    claimant goes (phase 4's duplicate extents)."""
+    if owner >= 0 and other >= 0 and owner >> 2 != other >> 2:
+        later = max(owner, other, key=lambda o: o >> 2)
+        if later & 3 in (BMBT_DATA, BMBT_ATTR):
+            return (later,)
+    return (owner, other)
 
 
 def _overlaps(claims: list, reflink: bool) -> list:

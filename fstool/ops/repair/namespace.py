@@ -173,7 +173,7 @@ def read_dir(fs, node):
 class DirFix:
     """A directory the phase rewrites: its entries and parent after repair."""
     __slots__ = ("ino", "parent", "entries", "new", "fork", "blocks", "released",
-                 "nblocks_old", "space")
+                 "nblocks_old", "space", "bmbt")
 
     def __init__(self, ino, parent, entries, new=False):
         self.ino = ino
@@ -185,6 +185,7 @@ class DirFix:
         self.released = []              # (fsbno, n) the old fork owned
         self.nblocks_old = 0
         self.space = 0
+        self.bmbt = []                  # fsbnos reserved for its block map btree
 
 
 class NamespacePlan:
@@ -194,6 +195,7 @@ class NamespacePlan:
         self.dirs: dict[int, DirFix] = {}       # rebuilt directories
         self.nlink: dict[int, int] = {}          # other inodes whose link count changes
         self.new_lpf = None                      # inode made lost+found, or None
+        self.new_root = None                     # root inode made a new directory, or None
         self.changes: list = []
         self.reserved: dict = {}                 # agno -> [(agbno, n)]
         self.released: dict = {}                 # agno -> {claim owner: set(agbno)}
@@ -260,7 +262,8 @@ class NamespacePlan:
                 shim = types.SimpleNamespace(tx=w.tx, fs=fs, sb=sb,
                                              space=_ReservedRuns(runs))
                 exts = F.place_plan(shim, fix.fork, 0)
-                fork = F.map_fork(shim, ino, exts, fix.space)
+                fork = _bmbt_fork(w, ino, exts, fix) if fix.bmbt else \
+                    F.map_fork(shim, ino, exts, fix.space)
             nlink = self.nlink.pop(ino)
             if fix.new:
                 t = self.now
@@ -289,6 +292,70 @@ class NamespacePlan:
             packed = DINODE.pack(d)
             buf[:len(packed)] = packed
             w.inodes.put_inode(ino, w.enc.seal(buf))
+
+
+def bmbt_blocks(sb, nexts: int, space: int) -> int:
+    """Blocks of the block map btree that maps ``nexts`` extents from a
+    fork of ``space`` bytes (0 when they fit the fork), as the bulk loader
+    builds it."""
+    from ...fs import btree_write as BW
+    from ...fs.btree import BMBT
+    if nexts * 16 <= space:
+        return 0
+    geo = BW.bulk_geometry(nexts, (BMBT.maxrecs(sb.blocksize, True),
+                                   BMBT.maxrecs(sb.blocksize, False)),
+                           root_maxrecs=BW.bmdr_maxrecs(space))
+    return sum(g[0] for g in geo[:-1])
+
+
+class _ReservedBmbt:
+    """The bulk loader's block store for a rebuilt directory's block map
+    btree: the blocks reserved for it at plan time, in order, each written
+    anew in the transaction."""
+
+    def __init__(self, w, blocks):
+        self.w = w
+        self.blocksize = w.fs.sb.blocksize
+        self.blocks = list(blocks)
+
+    def daddr(self, addr: int) -> int:
+        return self.w.fs.fsb_to_daddr(addr)
+
+    def alloc(self, _near=None) -> int:
+        if not self.blocks:
+            raise NamespaceError("internal: a directory's reserved bmbt blocks ran out")
+        return self.blocks.pop(0)
+
+    def new(self, addr: int) -> bytearray:
+        from ...io import verify as V
+        return self.w.tx.get_buf(self.daddr(addr), self.blocksize, V.BMBT).data
+
+    def read(self, addr: int) -> bytearray:
+        from ...io import verify as V
+        return self.w.tx.read_buf(self.daddr(addr), self.blocksize, V.BMBT).data
+
+    def dirty(self, addr: int) -> None:
+        """Changes are found by comparing with the image's copy."""
+
+    def free(self, addr: int) -> None:
+        raise NamespaceError("internal: a rebuilt directory's bmbt frees no block")
+
+
+def _bmbt_fork(w, ino: int, exts: list, fix):
+    """The data fork of a rebuilt directory whose extents need a block map
+    btree: bulk-loaded into exactly the blocks reserved for it."""
+    from ...fs import btree_write as BW
+    from ...ns import files as F
+    exts = F.merge_extents(exts)
+    store = _ReservedBmbt(w, fix.bmbt)
+    root, _h, used = BW.bulk_load_bmbt([(o, b, n, 0) for o, b, n in exts], ino=ino,
+                                       uuid=w.fs.uuid, blocksize=w.fs.sb.blocksize,
+                                       root_space=fix.space, store=store)
+    if store.blocks or len(used) != len(fix.bmbt):
+        raise NamespaceError(f"internal: directory {ino}: its bmbt took {len(used)} blocks, "
+                             f"{len(fix.bmbt)} were reserved")
+    return F.Fork(C.XFS_DINODE_FMT_BTREE, root, len(exts),
+                  sum(n for _o, _b, n in exts) + len(used))
 
 
 class _ReservedRuns:
@@ -398,7 +465,7 @@ def _runs(fork) -> list:
     return out
 
 
-def plan(checker, cleared: set) -> NamespacePlan:
+def plan(checker, cleared: set, mended: frozenset = frozenset()) -> NamespacePlan:
     """The namespace phase's plan for what ``checker`` found, treating the
     inodes in ``cleared`` (which the inode phase frees) as free.  Raises
     :class:`NamespaceError` when the namespace cannot be repaired safely."""
@@ -419,27 +486,41 @@ def plan(checker, cleared: set) -> NamespacePlan:
         s = tab.slot(ino)
         return tab.itype[s] if s >= 0 else 0
 
-    if itype(root) != C.S_IFDIR >> 12:
-        raise NamespaceError(f"the root directory (inode {root}) is not a directory in use")
+    # a root that is no directory: a new one is made in its inode (xfs_repair's
+    # mk_root_dir) once the inode phase has cleared it, or when it is free
+    new_root = itype(root) != C.S_IFDIR >> 12
+    if new_root and root not in cleared and itype(root):
+        raise NamespaceError(f"the root directory (inode {root}) is in use as another type "
+                             "of file")
     flagged = {f.ino for f in checker.findings
                if f.code.startswith("DIR_") and f.code in CODES and f.ino is not None}
     dirs = sorted(d for d in set(checker.dirs) if itype(d) == C.S_IFDIR >> 12)
     # a directory whose inode or block map is damaged is the inode phase's
     # to clear or mend first: until then its entries are not trusted
     doubtful = {f.ino for f in checker.findings if f.severity == "error" and
-                f.code.startswith(("INODE_", "BMBT_"))}
+                f.code.startswith(("INODE_", "BMBT_"))} - mended
     for d in dirs:
         if d in doubtful:
             raise NamespaceError(f"directory {d} has inode or block map damage that is not "
                                  "repaired")
     # 1. what every directory holds
     read = {}
+    if new_root:
+        read[root] = (root, [], True, None)
     for d in dirs:
         try:
-            node = fs.inode(d)
+            try:
+                node = fs.inode(d)
+            except FsToolError as e:
+                # a CRC the inode phase rewrites: read it as it will be
+                if d not in mended or getattr(e, "field", None) != "di_crc":
+                    raise
+                node = fs.inode_crc_mended(d)
         except FsToolError as e:
             raise NamespaceError(f"directory {d} cannot be read: {e}") from None
         read[d] = read_dir(fs, node) + (node,)
+    if new_root:
+        dirs = sorted(dirs + [root])
     # 2. entries kept, in xfs_repair's traversal order
     dotdot = {}
     for d in dirs:
@@ -537,6 +618,10 @@ def plan(checker, cleared: set) -> NamespacePlan:
             lpf = child if ft == C.XFS_DIR3_FT_DIR else None
     out = NamespacePlan()
     out.now = time.time_ns()
+    if new_root:
+        out.new_root = root
+        changed.add(root)
+        out.changes.append(f"root directory (inode {root}) made anew")
     space = _Space(checker)
     def subdirs(d):
         return [] if d in no_subdirs else [c for _n, c, ft in kept[d] if ft == DIR]
@@ -622,12 +707,13 @@ def plan(checker, cleared: set) -> NamespacePlan:
             out.nlink[ino] = n
             if ino not in changed:
                 out.changes.append(f"inode {ino}: link count {tab.nlinks[s]} set to {n}")
-    if out.new_lpf is not None:
-        out.nlink[out.new_lpf] = want[out.new_lpf]
+    for new in (out.new_lpf, out.new_root):
+        if new is not None:
+            out.nlink[new] = want[new]
     # 5. the directories rebuilt, their blocks reserved
     for d in sorted(changed):
         _build(out, checker, space, d, parent[d], kept[d],
-               read.get(d), d == out.new_lpf)
+               read.get(d), d in (out.new_lpf, out.new_root))
         out.changes.append(f"directory {d}: rebuilt with {len(kept[d])} entries")
     return out
 
@@ -670,7 +756,8 @@ def _free_inode(checker, cleared, root: int) -> int:
             for i in range(64):
                 if free >> i & 1 and not (holemask >> (i // 4) & 1):
                     ino = (agno << sb.agino_log) | (startino + i)
-                    if ino not in cleared and not checker.table.in_use(ino):
+                    if ino not in cleared and ino != root and \
+                            not checker.table.in_use(ino):
                         return ino
     raise NamespaceError("no free inode in an existing chunk for lost+found (allocating a "
                          "new inode chunk is not supported yet)")
@@ -718,9 +805,19 @@ def _build(out: NamespacePlan, checker, space: _Space, d: int, parent, entries, 
             out.reserved.setdefault(agno, []).extend((a, n, file_owner(d, DATA))
                                                      for a, n in pieces)
             nexts += len(pieces)
-        if nexts * 16 > fix.space:
-            raise NamespaceError(f"directory {d}: its rebuilt blocks need a block map btree "
-                                 "(not supported yet)")
+        # extents beyond what the fork holds go into a block map btree,
+        # its blocks reserved here too (one at a time, near the directory)
+        for _i in range(bmbt_blocks(sb, nexts, fix.space)):
+            pieces = None
+            for agno in [home] + [a for a in range(sb.agcount) if a != home]:
+                pieces = space.take(agno, 1, 1)
+                if pieces is not None:
+                    break
+            if pieces is None:
+                raise NamespaceError(f"directory {d}: no free space for its block map btree")
+            fix.bmbt.append((agno << sb.agblklog) | pieces[0][0])
+            out.reserved.setdefault(agno, []).append((pieces[0][0], 1,
+                                                      file_owner(d, BMBT_DATA)))
     for fsbno, n in fix.released:
         agno, agbno = checker.fsb_split(fsbno)
         rel = out.released.setdefault(agno, {})
