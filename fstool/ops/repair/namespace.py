@@ -598,7 +598,10 @@ def plan(checker, cleared: set, mended: frozenset = frozenset()) -> NamespacePla
     # (nlink_scan) and those whose entries were dropped can be unreached,
     # and only those, the directories and what lost+found takes can need
     # another link count; else every inode is looked at
-    tallied = noted is not None and not flagged and all(read[d][2] for d in dirs)
+    # (a directory the inode phase cleared held entries the tally counted:
+    # what they named may be reached by nothing now)
+    tallied = noted is not None and not flagged and all(read[d][2] for d in dirs) and \
+        set(checker.dirs) <= set(dirs)
     scan = parsers.nlink_scan(tab.itype, tab.nlinks, tab.refs) if tallied else None
     if tallied:
         maybe = sorted({tab.ino(s) for s in scan if not tab.refs[s]} | set(dropped))
