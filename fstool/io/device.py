@@ -54,6 +54,15 @@ _NO_COPY_RANGE = _NO_COPY_RANGE_HOST | {errno.EINVAL, errno.EBADF, errno.EPERM,
                                         errno.ETXTBSY}
 
 
+# start writing back what has been written once this much has piled up
+# (Device.kick_writeback): the flush before a checkpoint then waits for
+# little, and the device works while the next files are read
+WRITEBACK_BYTES = 32 << 20
+# the data of small files written one after another into adjacent blocks is
+# gathered into writes of up to this many bytes (Device.pwrite_data)
+GATHER_BYTES = 1 << 20
+
+
 class SourceReadError(OSError):
     """Reading the source of a copy failed (raised as its cause)."""
 
@@ -110,6 +119,11 @@ class Device:
         self._clone_ok = None
         self._clone_unit = 0
         self._cfr_ok = hasattr(os, "copy_file_range")
+        # data gathered for one write (pwrite_data): its offset and bytes
+        self._gather_off = 0
+        self._gather = bytearray()
+        # bytes written since writeback was last started; None: never start it
+        self._unstarted = 0 if writable and not self.is_blockdev else None
         if self.is_blockdev:
             self.size = os.lseek(self.fd, 0, os.SEEK_END)
         else:
@@ -117,6 +131,8 @@ class Device:
 
     # -- reading ----------------------------------------------------------------
     def pread(self, offset: int, length: int) -> bytes:
+        if self._gather:
+            self.flush_gathered()
         if offset < 0 or offset + length > self.size:
             raise ImageTruncatedError(
                 f"{self.path}: read of {length} bytes at offset {offset} lies beyond "
@@ -132,6 +148,8 @@ class Device:
 
     def preadinto(self, view, offset: int) -> None:
         """Fill the writable buffer ``view`` from ``offset``, exactly."""
+        if self._gather:
+            self.flush_gathered()
         length = len(view)
         if offset < 0 or offset + length > self.size:
             raise ImageTruncatedError(
@@ -159,6 +177,43 @@ class Device:
 
     def pwrite(self, offset: int, data) -> None:
         """Write all of ``data`` at ``offset`` (one write for the fault hook)."""
+        if self._gather:
+            self.flush_gathered()
+        self._pwrite(offset, data)
+
+    def pwrite_data(self, offset: int, data, zeros: int = 0) -> None:
+        """Write ``data`` followed by ``zeros`` zero bytes at ``offset``, as
+        file data into blocks nothing in the image refers to yet (a
+        transaction has just allocated them): such writes that follow one
+        another on the device are gathered into one of up to GATHER_BYTES,
+        made when the next write does not follow on, before any other
+        read, write or flush of the device, and at close.  The order of the
+        writes that reach the image is unchanged but for the delay, which
+        is safe because those blocks are free space until a checkpoint
+        commits, and the flush before its commit record writes them first."""
+        n = len(data) + zeros
+        g = self._gather
+        if g and (offset != self._gather_off + len(g) or len(g) + n > GATHER_BYTES):
+            self.flush_gathered()
+            g = self._gather
+        if n >= GATHER_BYTES:
+            self._pwrite(offset, bytes(data) + bytes(zeros) if zeros else data)
+            return
+        self._check_write(offset, n)
+        if not g:
+            self._gather_off = offset
+        g += data
+        if zeros:
+            g += bytes(zeros)
+
+    def flush_gathered(self) -> None:
+        """Make the write :meth:`pwrite_data` is gathering now."""
+        g = self._gather
+        if g:
+            self._gather = bytearray()
+            self._pwrite(self._gather_off, g)
+
+    def _pwrite(self, offset: int, data) -> None:
         n = len(data)
         self._check_write(offset, n)
         if self.write_hook is not None:
@@ -175,6 +230,8 @@ class Device:
             raise ImageError(f"{self.path}: write failed at offset {offset}: "
                              f"{e.strerror}") from None
         _writes.hit()
+        if self._unstarted is not None:
+            self._wrote(n)
 
     def copy_from(self, src_fd: int, src_off: int, offset: int, length: int) -> int:
         """Copy ``length`` bytes of the open file ``src_fd`` from ``src_off``
@@ -185,12 +242,16 @@ class Device:
         refuses that too (across filesystems on old kernels, special files),
         read and write.  Returns the bytes copied, fewer when the source ends
         first.  One write for the fault hook, like :meth:`pwrite`."""
+        if self._gather:
+            self.flush_gathered()
         self._check_write(offset, length)
         done = 0
+        shared = False
         try:
             if length and self._clone_ok is not False and \
                     self._clone(src_fd, src_off, offset, length):
                 done = length
+                shared = True
             while done < length and self._cfr_ok:
                 try:
                     k = os.copy_file_range(src_fd, self.fd, length - done, src_off + done,
@@ -224,7 +285,30 @@ class Device:
             raise ImageError(f"{self.path}: copy into the image failed at offset "
                              f"{offset + done}: {e.strerror}") from None
         _writes.hit()
+        if self._unstarted is not None and not shared:
+            self._wrote(done)
         return done
+
+    def _wrote(self, n: int) -> None:
+        self._unstarted += n
+        if self._unstarted >= WRITEBACK_BYTES:
+            self.kick_writeback()
+
+    def kick_writeback(self) -> None:
+        """Start writing back the image's dirty pages without waiting for
+        them (sync_file_range(SYNC_FILE_RANGE_WRITE) over the whole file).
+        Nothing about durability changes: pages already written may reach
+        the disk at any moment anyway, and only :meth:`fsync` promises they
+        have; but the flush before a checkpoint then finds most of them
+        written, and the device writes while fstool goes on reading the
+        source.  Called every WRITEBACK_BYTES of data."""
+        if self._unstarted is None:
+            return
+        if self._gather:
+            self.flush_gathered()
+        self._unstarted = 0
+        if not _sync_file_range(self.fd):
+            self._unstarted = None           # the host cannot: stop trying
 
     def _clone(self, src_fd: int, src_off: int, offset: int, length: int) -> bool:
         """Share the source's blocks (FICLONERANGE) when it can; a refusal
@@ -256,6 +340,8 @@ class Device:
         (the data of the image; its size never changes while written)."""
         if not self.writable:
             return
+        if self._gather:
+            self.flush_gathered()
         if self.write_hook is not None:
             self.write_hook.before_fsync()
         try:
@@ -267,6 +353,8 @@ class Device:
         """Make [offset, offset+length) read as zeros: a punched hole in a
         regular file, written zeros on a block device.  One write for the
         fault hook."""
+        if self._gather:
+            self.flush_gathered()
         self._check_write(offset, length)
         if length <= 0:
             return
@@ -296,6 +384,8 @@ class Device:
         """Grow (or shrink) an image file; the new part is a hole."""
         if not self.writable or self.is_blockdev:
             raise ReadOnlyError(f"{self.path}: cannot resize")
+        if self._gather:
+            self.flush_gathered()
         try:
             os.ftruncate(self.fd, size)
         except OSError as e:
@@ -305,8 +395,36 @@ class Device:
 
     def close(self) -> None:
         if self.fd >= 0:
-            os.close(self.fd)
+            try:
+                self.flush_gathered()
+            finally:
+                os.close(self.fd)
             self.fd = -1
+
+
+_libc = None
+
+
+def _sync_file_range(fd: int) -> bool:
+    """sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE): start writeback of
+    every dirty page of the file, waiting for none.  False where the host
+    has no such call."""
+    global _libc
+    import ctypes
+    if _libc is None:
+        import ctypes.util
+        lib = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        fn = getattr(lib, "sync_file_range", None)
+        if fn is not None:
+            fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+        _libc = fn or False
+    if not _libc:
+        return False
+    SYNC_FILE_RANGE_WRITE = 2
+    if _libc(fd, 0, 0, SYNC_FILE_RANGE_WRITE):
+        err = ctypes.get_errno()
+        return err not in (errno.ENOSYS, errno.EINVAL, errno.ESPIPE, errno.EOPNOTSUPP)
+    return True
 
 
 def punch_hole(fd: int, off: int, length: int) -> None:
