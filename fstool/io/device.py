@@ -124,6 +124,7 @@ class Device:
         self._gather = bytearray()
         # bytes written since writeback was last started; None: never start it
         self._unstarted = 0 if writable and not self.is_blockdev else None
+        self._starter = None
         if self.is_blockdev:
             self.size = os.lseek(self.fd, 0, os.SEEK_END)
         else:
@@ -307,7 +308,9 @@ class Device:
         if self._gather:
             self.flush_gathered()
         self._unstarted = 0
-        if not _sync_file_range(self.fd):
+        if self._starter is None:
+            self._starter = _WritebackStarter(self.fd)
+        if not self._starter.ask():
             self._unstarted = None           # the host cannot: stop trying
 
     def _clone(self, src_fd: int, src_off: int, offset: int, length: int) -> bool:
@@ -398,8 +401,56 @@ class Device:
             try:
                 self.flush_gathered()
             finally:
+                if self._starter is not None:
+                    self._starter.stop()
+                    self._starter = None
                 os.close(self.fd)
             self.fd = -1
+
+
+class _WritebackStarter:
+    """A thread that starts writeback of one open file each time it is
+    asked (asks made while it is busy count once), so that the asker never
+    waits for the device's queue."""
+
+    def __init__(self, fd: int):
+        import threading
+        self.fd = fd
+        self.ok = True
+        self._asked = self._stopping = False
+        self._cond = threading.Condition()
+        self._thread = threading.Thread(target=self._run, name="fstool-writeback",
+                                        daemon=True)
+        self._thread.start()
+
+    def ask(self) -> bool:
+        """Start writeback soon; False once the host has refused it."""
+        with self._cond:
+            if self.ok:
+                self._asked = True
+                self._cond.notify()
+            return self.ok
+
+    def stop(self) -> None:
+        """Wait for a writeback being started, then end the thread (before
+        the file is closed)."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._asked and not self._stopping:
+                    self._cond.wait()
+                if self._stopping:
+                    return
+                self._asked = False
+            if not _sync_file_range(self.fd):
+                with self._cond:
+                    self.ok = False
+                return
 
 
 _libc = None
