@@ -181,6 +181,7 @@ def main():
     byte_compile()
     best = Best()
     unclean = []
+    loads = [os.getloadavg()[0]]
     where = os.environ.get("BENCH_DIR")
     tmp = tempfile.mkdtemp(dir=where)
     host = None
@@ -231,15 +232,16 @@ def main():
                         diffs = compare(img, src)
                         if diffs:
                             unclean.append(f"{name}: {len(diffs)} files differ, e.g. {diffs[0]}")
-            print(f"round {rnd + 1}: " + ", ".join(f"{k} {v:.1f} s" for k, v in best.wall.items()),
-                  flush=True)
+            loads.append(os.getloadavg()[0])
+            print(f"round {rnd + 1}: " + ", ".join(f"{k} {v:.1f} s" for k, v in best.wall.items())
+                  + f" (best so far; load average {loads[-1]:.1f})", flush=True)
     finally:
         if host is not None:
             subprocess.run(["umount", host])
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"{nfiles} files, {int(du) / 1e9:.2f} GB apparent, {int(used) / 1e9:.2f} GB allocated "
           f"on the host ({'XFS with reflink, loop-mounted' if host else 'the host filesystem'}); "
-          f"best of {a.repeat} rounds")
+          f"best of {a.repeat} rounds; load average {min(loads):.1f}-{max(loads):.1f}")
     print(f"{'tool':34s} {'wall s':>7s} {'CPU s':>7s} {'MB/s':>7s} {'peak RSS':>9s}")
     for name, _t in runs:
         rss = f"{best.rss[name]:6.0f} MiB" if name in best.rss else ""

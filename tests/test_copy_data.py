@@ -131,3 +131,81 @@ def test_copy_from_shares_blocks_on_a_reflink_filesystem(scratch_xfs):
     assert img[512 << 10:(512 << 10) + 5000] == data[100:5100]
     if subprocess.run(["which", "filefrag"], capture_output=True).returncode == 0:
         assert _shared(d / "img")
+
+
+def test_small_file_data_is_gathered_into_few_writes(tmp_path):
+    """Adjacent pwrite_data calls become one write; a write elsewhere, any
+    read and the close make the gathered one first; the bytes are those of
+    plain writes."""
+    from fstool.io import device as D
+    dev = _image(tmp_path / "img", size=4 << 20)
+    pieces = [random.Random(k).randbytes(100 * k + 1) for k in range(1, 40)]
+    want = bytearray(b"\xff" * (4 << 20))
+    before = D.writes_so_far()
+    pos = BS
+    try:
+        for p in pieces:
+            pad = -len(p) % BS
+            dev.pwrite_data(pos, p, pad)
+            want[pos:pos + len(p) + pad] = p + bytes(pad)
+            pos += len(p) + pad
+        assert D.writes_so_far() == before             # nothing written yet
+        # a read of the device sees the gathered bytes (written first)
+        assert dev.pread(BS, len(pieces[0])) == pieces[0]
+        assert D.writes_so_far() == before + 1
+        # not adjacent: the gathered write is made, a new one begins
+        dev.pwrite_data(pos, b"a" * 10, BS - 10)
+        dev.pwrite_data(3 << 20, b"b" * 10)
+        want[pos:pos + BS] = b"a" * 10 + bytes(BS - 10)
+        want[3 << 20:(3 << 20) + 10] = b"b" * 10
+        assert D.writes_so_far() == before + 2
+        # one piece as large as a gathered write goes straight out
+        big = random.Random(0).randbytes(D.GATHER_BYTES)
+        dev.pwrite_data(1 << 20, big)
+        want[1 << 20:(1 << 20) + len(big)] = big
+        assert D.writes_so_far() == before + 4
+        with pytest.raises(ImageError, match="beyond the end"):
+            dev.pwrite_data((4 << 20) - 10, b"x" * 20)
+        dev.pwrite_data(5 << 19, b"c" * 5)
+        want[5 << 19:(5 << 19) + 5] = b"c" * 5
+        assert D.writes_so_far() == before + 4
+    finally:
+        dev.close()
+    assert D.writes_so_far() == before + 5             # the close made the last one
+    assert (tmp_path / "img").read_bytes() == bytes(want)
+
+
+def test_writeback_is_started_as_data_piles_up(tmp_path, monkeypatch):
+    """Every WRITEBACK_BYTES of data written, writeback of the image is
+    started in a thread of its own, which the close ends; the host's
+    sync_file_range works here."""
+    import threading
+    from fstool.io import device as D
+    calls = []
+    real = D._sync_file_range
+
+    def record(fd):
+        calls.append((fd, threading.current_thread().name))
+        return True
+    monkeypatch.setattr(D, "WRITEBACK_BYTES", 1 << 20)
+    monkeypatch.setattr(D, "_sync_file_range", record)
+    dev = _image(tmp_path / "img", size=8 << 20)
+    fd = dev.fd
+    chunk = bytes(256 << 10)
+    for k in range(8):
+        dev.pwrite_data(k * len(chunk), chunk)
+        if k == 2:
+            assert not calls                    # under WRITEBACK_BYTES
+    dev.pwrite(6 << 20, bytes(1 << 20))
+    import time
+    deadline = time.monotonic() + 10
+    while not calls and time.monotonic() < deadline:
+        time.sleep(0.01)
+    dev.close()
+    assert calls and all(c == (fd, "fstool-writeback") for c in calls)
+    assert not any(t.name == "fstool-writeback" for t in threading.enumerate())
+    fd = os.open(tmp_path / "img", os.O_RDWR)
+    try:
+        assert real(fd)
+    finally:
+        os.close(fd)

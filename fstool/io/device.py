@@ -55,6 +55,15 @@ _NO_COPY_RANGE = _NO_COPY_RANGE_HOST | {errno.EINVAL, errno.EBADF, errno.EPERM,
                                         errno.ETXTBSY}
 
 
+# start writing back what has been written once this much has piled up
+# (Device.kick_writeback): the flush before a checkpoint then waits for
+# little, and the device works while the next files are read
+WRITEBACK_BYTES = 32 << 20
+# the data of small files written one after another into adjacent blocks is
+# gathered into writes of up to this many bytes (Device.pwrite_data)
+GATHER_BYTES = 1 << 20
+
+
 class SourceReadError(OSError):
     """Reading the source of a copy failed (raised as its cause)."""
 
@@ -111,6 +120,12 @@ class Device:
         self._clone_ok = None
         self._clone_unit = 0
         self._cfr_ok = hasattr(os, "copy_file_range")
+        # data gathered for one write (pwrite_data): its offset and bytes
+        self._gather_off = 0
+        self._gather = bytearray()
+        # bytes written since writeback was last started; None: never start it
+        self._unstarted = 0 if writable and not self.is_blockdev else None
+        self._starter = None
         if self.is_blockdev:
             self.size = os.lseek(self.fd, 0, os.SEEK_END)
         else:
@@ -118,6 +133,8 @@ class Device:
 
     # -- reading ----------------------------------------------------------------
     def pread(self, offset: int, length: int) -> bytes:
+        if self._gather:
+            self.flush_gathered()
         if offset < 0 or offset + length > self.size:
             raise ImageTruncatedError(
                 f"{self.path}: read of {length} bytes at offset {offset} lies beyond "
@@ -133,6 +150,8 @@ class Device:
 
     def preadinto(self, view, offset: int) -> None:
         """Fill the writable buffer ``view`` from ``offset``, exactly."""
+        if self._gather:
+            self.flush_gathered()
         length = len(view)
         if offset < 0 or offset + length > self.size:
             raise ImageTruncatedError(
@@ -160,6 +179,43 @@ class Device:
 
     def pwrite(self, offset: int, data) -> None:
         """Write all of ``data`` at ``offset`` (one write for the fault hook)."""
+        if self._gather:
+            self.flush_gathered()
+        self._pwrite(offset, data)
+
+    def pwrite_data(self, offset: int, data, zeros: int = 0) -> None:
+        """Write ``data`` followed by ``zeros`` zero bytes at ``offset``, as
+        file data into blocks nothing in the image refers to yet (a
+        transaction has just allocated them): such writes that follow one
+        another on the device are gathered into one of up to GATHER_BYTES,
+        made when the next write does not follow on, before any other
+        read, write or flush of the device, and at close.  The order of the
+        writes that reach the image is unchanged but for the delay, which
+        is safe because those blocks are free space until a checkpoint
+        commits, and the flush before its commit record writes them first."""
+        n = len(data) + zeros
+        g = self._gather
+        if g and (offset != self._gather_off + len(g) or len(g) + n > GATHER_BYTES):
+            self.flush_gathered()
+            g = self._gather
+        if n >= GATHER_BYTES:
+            self._pwrite(offset, bytes(data) + bytes(zeros) if zeros else data)
+            return
+        self._check_write(offset, n)
+        if not g:
+            self._gather_off = offset
+        g += data
+        if zeros:
+            g += bytes(zeros)
+
+    def flush_gathered(self) -> None:
+        """Make the write :meth:`pwrite_data` is gathering now."""
+        g = self._gather
+        if g:
+            self._gather = bytearray()
+            self._pwrite(self._gather_off, g)
+
+    def _pwrite(self, offset: int, data) -> None:
         n = len(data)
         self._check_write(offset, n)
         if self.write_hook is not None:
@@ -176,6 +232,8 @@ class Device:
             raise ImageError(f"{self.path}: write failed at offset {offset}: "
                              f"{e.strerror}") from None
         _writes.hit()
+        if self._unstarted is not None:
+            self._wrote(n)
 
     def pwritev(self, offset: int, buffers: list) -> None:
         """Write ``buffers`` one after the other from ``offset`` (a run of
@@ -212,7 +270,7 @@ class Device:
         the call is missing; only :meth:`fsync` makes data durable."""
         if not self.writable or length <= 0:
             return
-        fn = _sync_file_range()
+        fn = _sync_file_range_fn()
         if fn is not None:
             fn(self.fd, offset, length, 2)      # SYNC_FILE_RANGE_WRITE; errors ignored
 
@@ -225,12 +283,16 @@ class Device:
         refuses that too (across filesystems on old kernels, special files),
         read and write.  Returns the bytes copied, fewer when the source ends
         first.  One write for the fault hook, like :meth:`pwrite`."""
+        if self._gather:
+            self.flush_gathered()
         self._check_write(offset, length)
         done = 0
+        shared = False
         try:
             if length and self._clone_ok is not False and \
                     self._clone(src_fd, src_off, offset, length):
                 done = length
+                shared = True
             while done < length and self._cfr_ok:
                 try:
                     k = os.copy_file_range(src_fd, self.fd, length - done, src_off + done,
@@ -264,7 +326,32 @@ class Device:
             raise ImageError(f"{self.path}: copy into the image failed at offset "
                              f"{offset + done}: {e.strerror}") from None
         _writes.hit()
+        if self._unstarted is not None and not shared:
+            self._wrote(done)
         return done
+
+    def _wrote(self, n: int) -> None:
+        self._unstarted += n
+        if self._unstarted >= WRITEBACK_BYTES:
+            self.kick_writeback()
+
+    def kick_writeback(self) -> None:
+        """Start writing back the image's dirty pages without waiting for
+        them (sync_file_range(SYNC_FILE_RANGE_WRITE) over the whole file).
+        Nothing about durability changes: pages already written may reach
+        the disk at any moment anyway, and only :meth:`fsync` promises they
+        have; but the flush before a checkpoint then finds most of them
+        written, and the device writes while fstool goes on reading the
+        source.  Called every WRITEBACK_BYTES of data."""
+        if self._unstarted is None:
+            return
+        if self._gather:
+            self.flush_gathered()
+        self._unstarted = 0
+        if self._starter is None:
+            self._starter = _WritebackStarter(self.fd)
+        if not self._starter.ask():
+            self._unstarted = None           # the host cannot: stop trying
 
     def _clone(self, src_fd: int, src_off: int, offset: int, length: int) -> bool:
         """Share the source's blocks (FICLONERANGE) when it can; a refusal
@@ -296,6 +383,8 @@ class Device:
         (the data of the image; its size never changes while written)."""
         if not self.writable:
             return
+        if self._gather:
+            self.flush_gathered()
         if self.write_hook is not None:
             self.write_hook.before_fsync()
         try:
@@ -307,6 +396,8 @@ class Device:
         """Make [offset, offset+length) read as zeros: a punched hole in a
         regular file, written zeros on a block device.  One write for the
         fault hook."""
+        if self._gather:
+            self.flush_gathered()
         self._check_write(offset, length)
         if length <= 0:
             return
@@ -336,6 +427,8 @@ class Device:
         """Grow (or shrink) an image file; the new part is a hole."""
         if not self.writable or self.is_blockdev:
             raise ReadOnlyError(f"{self.path}: cannot resize")
+        if self._gather:
+            self.flush_gathered()
         try:
             os.ftruncate(self.fd, size)
         except OSError as e:
@@ -345,7 +438,13 @@ class Device:
 
     def close(self) -> None:
         if self.fd >= 0:
-            os.close(self.fd)
+            try:
+                self.flush_gathered()
+            finally:
+                if self._starter is not None:
+                    self._starter.stop()
+                    self._starter = None
+                os.close(self.fd)
             self.fd = -1
 
 
@@ -354,20 +453,79 @@ _IOV_MAX = 1024
 _SFR: list = []
 
 
-def _sync_file_range():
+def _sync_file_range_fn():
     """libc's sync_file_range as a ctypes function, or None off Linux."""
     if not _SFR:
         fn = None
         if sys.platform.startswith("linux"):
             try:
                 import ctypes
-                fn = ctypes.CDLL(None).sync_file_range
+                fn = ctypes.CDLL(None, use_errno=True).sync_file_range
                 fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
                 fn.restype = ctypes.c_int
             except (OSError, AttributeError):
                 fn = None
         _SFR.append(fn)
     return _SFR[0]
+
+
+class _WritebackStarter:
+    """A thread that starts writeback of one open file each time it is
+    asked (asks made while it is busy count once), so that the asker never
+    waits for the device's queue."""
+
+    def __init__(self, fd: int):
+        import threading
+        self.fd = fd
+        self.ok = True
+        self._asked = self._stopping = False
+        self._cond = threading.Condition()
+        self._thread = threading.Thread(target=self._run, name="fstool-writeback",
+                                        daemon=True)
+        self._thread.start()
+
+    def ask(self) -> bool:
+        """Start writeback soon; False once the host has refused it."""
+        with self._cond:
+            if self.ok:
+                self._asked = True
+                self._cond.notify()
+            return self.ok
+
+    def stop(self) -> None:
+        """Wait for a writeback being started, then end the thread (before
+        the file is closed)."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._asked and not self._stopping:
+                    self._cond.wait()
+                if self._stopping:
+                    return
+                self._asked = False
+            if not _sync_file_range(self.fd):
+                with self._cond:
+                    self.ok = False
+                return
+
+
+def _sync_file_range(fd: int) -> bool:
+    """sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE): start writeback of
+    every dirty page of the file, waiting for none.  False where the host
+    has no such call."""
+    fn = _sync_file_range_fn()
+    if fn is None:
+        return False
+    if fn(fd, 0, 0, 2):                 # SYNC_FILE_RANGE_WRITE
+        import ctypes
+        return ctypes.get_errno() not in (errno.ENOSYS, errno.EINVAL, errno.ESPIPE,
+                                          errno.EOPNOTSUPP)
+    return True
 
 
 def punch_hole(fd: int, off: int, length: int) -> None:

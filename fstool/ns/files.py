@@ -340,10 +340,10 @@ def _copy_blocks(dev, fd: int, src: int, off: int, length: int, size: int, bs: i
     tail = os.pread(fd, avail - done, src + done) if done == whole and avail > done else b""
     pad = length - done - len(tail)
     if pad <= IO_CHUNK:
-        dev.pwrite(off + done, tail + bytes(pad) if pad else tail)
+        dev.pwrite_data(off + done, tail, pad)
         return
     if tail:
-        dev.pwrite(off + done, tail + bytes(-len(tail) % bs))
+        dev.pwrite_data(off + done, tail, -len(tail) % bs)
         done += len(tail) + (-len(tail) % bs)
     dev.zero_range(off + done, length - done)
 
@@ -354,14 +354,14 @@ def _write_blocks(dev, stream, off: int, left: int) -> None:
         data = stream.read(min(left, IO_CHUNK))
         if not data:
             break
-        dev.pwrite(off, data)
+        dev.pwrite_data(off, data)
         off += len(data)
         left -= len(data)
     # the tail of the last block (and anything the source no longer holds)
     # reads as zeros: write them, since the blocks are mapped
     while left:
         n = min(left, IO_CHUNK)
-        dev.pwrite(off, bytes(n))
+        dev.pwrite_data(off, b"", n)
         off += n
         left -= n
 

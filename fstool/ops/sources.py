@@ -200,6 +200,7 @@ _UTF8 = sys.getfilesystemencoding().lower() in ("utf-8", "utf8") and \
 class DirSource(Source):
     """A host directory, walked depth-first in byte order of names."""
     kind = "dir"
+    host_files = True           # an entry's open() opens a host file by path
 
     def __init__(self, root: str, **kw):
         super().__init__(**kw)
@@ -481,6 +482,7 @@ class ProtoSource(Source):
     a setgid (g or -) letter and octal permissions.  There are no times in
     the format: every entry gets the run's timestamp."""
     kind = "proto"
+    host_files = True           # an entry's open() opens a host file by path
 
     def __init__(self, path: str, now_ns: int | None = None, **kw):
         super().__init__(**kw)
