@@ -39,6 +39,7 @@ MATRIX = [
     ("1g", ["-l", "size=128m"]),
     ("1g", ["-d", "agcount=3", "-b", "size=2048", "-i", "size=1024"]),
     ("1g", ["-i", "nrext64=1"]),
+    ("1g", ["-s", "size=4096"]),
     ("1g", ["-L", "mylabel"]),
     ("1t", []),
     ("4t", []),
@@ -134,7 +135,8 @@ KERNEL_CASES = [("16m", []), ("16m", ["-b", "size=1024"]),
                 ("16m", ["-m", "finobt=0,reflink=0", "-i", "sparse=0"]),
                 ("256m", ["-b", "size=65536"]), ("512m", []), ("512m", ["-b", "size=1024"]),
                 ("512m", ["-b", "size=65536"]),
-                ("512m", ["-m", "finobt=0,reflink=0", "-i", "sparse=0"])]
+                ("512m", ["-m", "finobt=0,reflink=0", "-i", "sparse=0"]),
+                ("512m", ["-s", "size=4096"])]
 
 
 @pytest.mark.parametrize("size,args", KERNEL_CASES,

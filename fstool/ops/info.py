@@ -95,6 +95,8 @@ def geometry_of_plan(geo) -> dict:
         "nrext64": int(geo.nrext64), "bsize": geo.blocksize, "blocks": geo.dblocks,
         "imaxpct": geo.imaxpct, "sunit": 0, "swidth": 0, "naming_bsize": geo.dirblocksize,
         "ascii_ci": 0, "ftype": 1, "log_blocks": geo.logblocks,
-        "log_sectsz": geo.sectsize, "log_sunit": 0, "lazy_count": 1,
+        "log_sectsz": geo.sectsize,
+        "log_sunit": geo.sectsize // geo.blocksize if geo.sectsize != 512 else 0,
+        "lazy_count": 1,
         "rt_extsize": max(1, 4096 // geo.blocksize) * geo.blocksize,
     }
