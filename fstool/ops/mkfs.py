@@ -555,17 +555,23 @@ class Formatter:
         g = self.geo
         off = self.daddr(g.logagno, g.logstart_agbno) << C.BBSHIFT
         self.dev.zero_range(off, g.logblocks << g.blocklog)
+        # the record fills one log sector (the log stripe unit mkfs.xfs sets
+        # for sectors over 512 bytes): its data sectors after the first are
+        # zeros, stamped with the cycle like the first
+        dlen = max(C.BBSIZE, g.sectsize - C.BBSIZE)
         hdr = bytearray(C.BBSIZE)
         struct.pack_into(">IIIIQQIiI", hdr, 0, L.XLOG_HEADER_MAGIC_NUM, 1, L.XLOG_VERSION_2,
-                         C.BBSIZE, 1 << 32, 1 << 32, 0, -1, 1)
+                         dlen, 1 << 32, 1 << 32, 0, -1, 1)
         # the first word of each data sector is replaced by the cycle number;
         # the word it held is kept in h_cycle_data
         struct.pack_into(">I", hdr, 44, MKFS_UNMOUNT_TID)
         struct.pack_into(">I16sI", hdr, 300, L.XLOG_FMT_LINUX_LE, self.uuid,
                          L.XLOG_BIG_RECORD_BSIZE)
-        data = bytearray(C.BBSIZE)
+        data = bytearray(dlen)
         struct.pack_into(">IIBBH", data, 0, 1, 8, L.XFS_LOG, L.XLOG_UNMOUNT_TRANS, 0)
         struct.pack_into("<H", data, 12, L.XLOG_UNMOUNT_TYPE)
+        for sector in range(C.BBSIZE, dlen, C.BBSIZE):
+            struct.pack_into(">I", data, sector, 1)
         self.dev.pwrite(off, bytes(hdr) + bytes(data))
 
 
