@@ -73,7 +73,8 @@ PROBLEMS = {
     "AGF_REFCOUNT_BLOCKS": (ERROR, "agf", "agf_refcount_blocks differs from the refcount "
                             "btree"),
     "INOBT_RECORD": (ERROR, "inobt", "an inobt or finobt record is badly aligned, outside "
-                     "its AG, overlapping, or its counts, free mask and holemask disagree"),
+                     "its AG, overlapping, or its counts, free mask and holemask disagree; "
+                     "or a block of more than 64 inodes has a part no record holds"),
     "INOBT_INODE": (ERROR, "inode", "an inode's allocation state on disk differs from the "
                     "inobt"),
     "FINOBT_MISMATCH": (ERROR, "finobt", "a finobt record differs from the inobt's or has no "
