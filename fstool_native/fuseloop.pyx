@@ -178,6 +178,10 @@ cdef extern from "fuseloop.h":
                        fuse_file_info *fi) noexcept
         void (*forget_multi)(fuse_req_t req, size_t count,
                              fuse_forget_data *forgets) noexcept
+        void (*fallocate)(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
+                          off_t length, fuse_file_info *fi) noexcept
+        void (*lseek)(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+                      fuse_file_info *fi) noexcept
 
     int fuse_reply_err(fuse_req_t req, int err)
     void fuse_reply_none(fuse_req_t req)
@@ -191,6 +195,7 @@ cdef extern from "fuseloop.h":
     int fuse_reply_buf(fuse_req_t req, const char *buf, size_t size)
     int fuse_reply_statfs(fuse_req_t req, const statvfs *stbuf)
     int fuse_reply_xattr(fuse_req_t req, size_t count)
+    int fuse_reply_lseek(fuse_req_t req, off_t off)
     size_t fuse_add_direntry_plus(fuse_req_t req, char *buf, size_t bufsize,
                                   const char *name, const fuse_entry_param *e, off_t off)
     const fuse_ctx *fuse_req_ctx(fuse_req_t req)
@@ -506,6 +511,21 @@ cdef void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
     _call_and_ack(req, _h.fsync, (fi.fh, bool(datasync)))
 
 
+cdef void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
+                       fuse_file_info *fi) noexcept:
+    _call_and_ack(req, _h.fallocate, (fi.fh, mode, offset, length))
+
+
+cdef void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+                   fuse_file_info *fi) noexcept:
+    try:
+        pos = _h.lseek(fi.fh, off, whence)
+    except BaseException as exc:
+        _error(req, exc)
+        return
+    fuse_reply_lseek(req, pos)
+
+
 cdef void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi) noexcept:
     try:
         fi.fh = _h.opendir(ino)
@@ -673,6 +693,8 @@ class Session:
         _ops.flush = op_flush
         _ops.release = op_release
         _ops.fsync = op_fsync
+        _ops.fallocate = op_fallocate
+        _ops.lseek = op_lseek
         _ops.opendir = op_opendir
         _ops.readdirplus = op_readdirplus
         _ops.releasedir = op_releasedir

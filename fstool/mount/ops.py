@@ -199,6 +199,15 @@ class MountOps:
     def fsync(self, fh: int, datasync: bool) -> None:
         self.vol.fsync(fh, datasync)
 
+    @_errnos
+    def fallocate(self, fh: int, mode: int, off: int, length: int) -> None:
+        self.vol.fallocate(fh, mode, off, length)
+
+    @_errnos
+    def lseek(self, fh: int, off: int, whence: int) -> int:
+        """SEEK_DATA and SEEK_HOLE (the kernel answers the others itself)."""
+        return self.vol.lseek(fh, off, whence)
+
     # -- xattrs -------------------------------------------------------------------------
     @_errnos
     def getxattr(self, node: int, name: bytes) -> bytes:

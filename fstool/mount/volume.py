@@ -460,6 +460,26 @@ class Volume:
         self.icache.invalidate(h.ino)
         return n
 
+    def fallocate(self, fh: int, mode: int, off: int, length: int) -> None:
+        """fallocate(2): allocate, keep size, punch hole, zero range."""
+        self._writable()
+        h = self.handle(fh)
+        with self._tx():
+            self.fileio.fallocate(h.ino, mode, off, length)
+        self.icache.invalidate(h.ino)
+
+    def lseek(self, fh: int, off: int, whence: int) -> int:
+        """lseek(2) with SEEK_DATA (3) or SEEK_HOLE (4), from the block map
+        (ENXIO at or past the end of the file)."""
+        h = self.handle(fh)
+        if whence not in (os.SEEK_DATA, os.SEEK_HOLE):
+            raise oserror(errno.EINVAL)
+        if self.w is not None:
+            io = self.fileio
+            return io.seek_data(h.ino, off) if whence == os.SEEK_DATA else \
+                io.seek_hole(h.ino, off)
+        raise oserror(errno.ENOSYS)         # read-only: the kernel's own answer
+
     def flush(self, fh: int) -> None:
         """close(2) of one descriptor: the data is in the image already;
         durability is fsync's."""
