@@ -318,11 +318,10 @@ cdef void _forget_failed(object exc) noexcept:
 
 
 cdef void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) noexcept:
-    try:
-        _h.forget(ino, nlookup)
-    except BaseException as exc:
-        _forget_failed(exc)
-    fuse_reply_none(req)
+    cdef fuse_forget_data one
+    one.ino = ino
+    one.nlookup = nlookup
+    op_forget_multi(req, 1, &one)
 
 
 cdef void op_forget_multi(fuse_req_t req, size_t count, fuse_forget_data *f) noexcept:
