@@ -61,7 +61,8 @@ def _sample(geometry: str, seed: int, n: int) -> list:
             if c.get("verb") != "random"][:n]
 
 
-@pytest.mark.parametrize("geometry, n", [("std", 14), ("small", 8), ("rmap", 8)])
+@pytest.mark.parametrize("geometry, n", [("std", 14), ("small", 8), ("rmap", 8),
+                                         ("big", 4), ("sect4k", 4)])
 def test_corpus_sample_agrees_with_xfs_repair(geometry, n, tmp_path):
     """A fixed, seeded sample of the corpus generated over the format
     (fixtures/corpus.py; bench/corpus_agreement.py runs 1,000+): fstool
