@@ -346,6 +346,12 @@ ISSUE_CASES = [
     ("extent block number above the AG number bits",
      ["inode {file_bmbt2}", "addr u3.bmbt.ptrs[1]", "addr ptrs[1]",
       f"write -d recs[1].startblock {17912 + (1 << 46)}"], None, False),
+    # extents past the data fork di_forkoff leaves but inside the inode:
+    # xfs_repair reads them there, the kernel's verifier refuses the inode
+    ("extents past the attr fork offset", ["inode {file_extents}", "write -d core.forkoff 1"],
+     "INODE_VERIFY", False),
+    ("extents past the end of the inode", ["inode {file_extents}", "write -d core.nextents 22"],
+     "INODE_NEXTENTS", True),
     ("extent block number in an AG past the last",
      ["inode {file_bmbt2}", "addr u3.bmbt.ptrs[1]", "addr ptrs[1]",
       f"write -d recs[1].startblock {17912 + (1 << 45)}"], "INODE_EXTENT", True),

@@ -108,6 +108,9 @@ PROBLEMS = {
     "INODE_EXTENT": (ERROR, "inode", "an extent record is out of order, empty, outside the "
                      "filesystem or unwritten where it may not be"),
     "INODE_NBLOCKS": (ERROR, "inode", "di_nblocks differs from the blocks the inode owns"),
+    "INODE_VERIFY": (WARNING, "inode", "an inode in use fails the kernel's inode verifier "
+                     "where xfs_repair -n does not look (extents past the data fork that "
+                     "di_forkoff leaves, inside the inode): the kernel refuses to read it"),
     "INODE_NEXTENTS": (ERROR, "inode", "di_nextents or di_anextents differs from the extents "
                        "mapped"),
     "BMBT_ROOT": (ERROR, "inode", "a fork's bmbt root is invalid (level, record count, "

@@ -135,6 +135,7 @@ REPAIRS = {
     "INODE_EXTENT": (INODE, _BMBT),
     "INODE_NBLOCKS": (INODE, "repaired: di_nblocks is set to the blocks the forks map; an "
                       "inode with fewer blocks than extents is cleared" + _FREED),
+    "INODE_VERIFY": (NONE, "reported, not repaired (a warning): xfs_repair leaves it too"),
     "INODE_NEXTENTS": (INODE, "repaired: the count is set to the extents the fork maps; "
                        "extents that do not fit the fork make it bad: " + _BMBT),
     "BMBT_ROOT": (INODE, _BMBT),
