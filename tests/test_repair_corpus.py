@@ -12,7 +12,7 @@ import pytest
 
 from fixtures import images
 from fixtures.repair_images import copy_image
-from test_repair import findings, judge_inode_repair, xfs_db, xfs_repair_n
+from test_repair import findings, fstool, judge_inode_repair, xfs_db, xfs_repair_n
 
 needs_loop = pytest.mark.skipif(not images.loop_available(),
                                 reason="needs root, xfsprogs and a kernel loop mount of XFS")
@@ -224,3 +224,26 @@ def test_root_that_is_no_directory_is_made_anew(tmp_path):
     assert "DIR_ROOT" in codes(img)
     out = judge_inode_repair(img, tmp_path)
     assert "root directory (inode 128) made anew" in out and "lost+found created" in out, out
+
+
+@needs_loop
+def test_two_inode_chunks_in_one_block_found_on_disk(tmp_path):
+    """64 KiB blocks (the corpus's big geometry): one block holds two inode
+    chunks.  With the AGI's inobt level ruined, the inobt is rebuilt from
+    the chunks found on disk; both chunks of the block get their record (the
+    second, all free, used to be left out: check then called the block's
+    second half inode space with no record and xfs_repair -n crashed)."""
+    from fixtures import corpus_base
+    img, _inos = corpus_image("big", tmp_path)
+    base = corpus_base.base_image("big")
+    recs = xfs_db(base, "agi 0", "addr root", "print recs")
+    starts = [int(s) for s in re.findall(r"^\d+:\[(\d+),", recs, re.M)]
+    assert len(starts) == 2 and starts[1] == starts[0] + 64, recs
+    xfs_db(img, "agi 0", "write -c level 5", expert=True)
+    r = fstool("repair", img)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert xfs_repair_n(img) == 0
+    assert findings(img) == []
+    assert xfs_db(img, "agi 0", "addr root", "print recs") == recs
+    with images.Mounted(img) as mnt:
+        assert {"dirs", "files", "many"} <= {p.name for p in Path(mnt).iterdir()}

@@ -366,13 +366,13 @@ class AGPlan:
                 if lo <= agino <= hi:
                     raw = self._read_inodes(agino, ipc)
                     if raw and self._inode_ok(raw, 0, agino):
-                        start = agino & ~63
-                        mask = found.get(start, 0)
+                        # a cluster may hold several chunks (64 KiB blocks)
                         for i in range(ipc):
                             if self._inode_ok(raw, i, agino + i):
                                 mode = struct.unpack_from(">H", raw, i * sb.inodesize + 2)[0]
-                                mask |= (1 if mode else 2) << (2 * (agino - start + i))
-                        found[start] = mask
+                                start = (agino + i) & ~63
+                                found[start] = found.get(start, 0) | \
+                                    (1 if mode else 2) << (2 * (agino + i - start))
                 b += bpc
         out = []
         for start, mask in sorted(found.items()):
