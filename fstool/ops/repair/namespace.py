@@ -121,9 +121,14 @@ def data_salvage(buf, block_form: bool, has_ftype: bool) -> list:
         ino = struct.unpack_from(">Q", buf, pos)[0]
         namelen = buf[pos + 8]
         esize = _entsize(namelen, ft)
-        if namelen == 0 or pos + esize > end or \
-                struct.unpack_from(">H", buf, pos + esize - 2)[0] != pos:
+        if pos + esize > end or struct.unpack_from(">H", buf, pos + esize - 2)[0] != pos:
             break
+        if namelen == 0:
+            # an entry with no name whose tag still fits: xfs_repair clears
+            # it and reads on, since the entries after it are where their
+            # own tags say
+            pos += esize
+            continue
         name = bytes(buf[pos + 9:pos + 9 + namelen])
         out.append((name, ino, buf[pos + 9 + namelen] if ft else 0))
         pos += esize
