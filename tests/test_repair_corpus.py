@@ -12,7 +12,8 @@ import pytest
 
 from fixtures import images
 from fixtures.repair_images import copy_image
-from test_repair import findings, judge_inode_repair, xfs_db, xfs_repair_n
+from test_repair import (files_of, findings, judge_inode_repair, kernel_tree, xfs_db,
+                         xfs_repair_n)
 
 needs_loop = pytest.mark.skipif(not images.loop_available(),
                                 reason="needs root, xfsprogs and a kernel loop mount of XFS")
@@ -285,3 +286,51 @@ def test_symlink_header_under_a_bad_crc(tmp_path):
     assert fstool("repair", img).returncode == 1
     tree = {p: h for p, _m, _s, _n, h in kernel_tree(img)}
     assert tree["links/remote"].startswith("/c0000/c0001/"), tree["links/remote"]
+
+
+@needs_loop
+def test_truncated_image_extended_and_repaired(tmp_path):
+    """An image file cut short inside its last AG (a download or copy that
+    stopped): xfs_repair cannot repair it ("data size check failed"), and
+    repair stops too, naming --extend-truncated.  With it, -n says what it
+    would do and writes nothing; the repair extends the file with zeros to
+    the size the superblock describes and mends what the lost tail held
+    (inodes, a directory's blocks): xfs_repair -n and check clean, the
+    kernel mounts it, every file outside the lost tail kept, a second run
+    finds nothing, and undo gives back the truncated file byte for byte."""
+    import hashlib
+    import os
+
+    from test_repair import fstool
+    img, _inos = corpus_image("std", tmp_path)
+    whole = files_of(kernel_tree(img))
+    size = os.path.getsize(img)
+    cut = size - 39424
+    os.truncate(img, cut)
+
+    def digest():
+        return hashlib.sha256(img.read_bytes()).hexdigest(), os.path.getsize(img)
+
+    truncated = digest()
+    r = fstool("repair", img)
+    assert r.returncode == 4 and "--extend-truncated" in r.stderr, r.stderr
+    r = fstool("repair", "-n", "--extend-truncated", img)
+    assert r.returncode == 1 and f"extended from {cut} to {size} bytes" in r.stdout, r.stdout
+    assert digest() == truncated
+    undo = tmp_path / "t.undo"
+    r = fstool("repair", "--extend-truncated", "--undo-file", undo, img)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert os.path.getsize(img) == size
+    assert xfs_repair_n(img) == 0
+    assert findings(img) == []
+    after = files_of(kernel_tree(img))
+    # the files whose inodes lay in the lost tail are gone; nothing else
+    gone = set(whole) - set(after)
+    assert gone and all(p.startswith("sparse/") for p in gone), sorted(gone)[:5]
+    assert all(after[p] == v for p, v in whole.items() if p in after and
+               not p.startswith("sparse"))
+    again = fstool("repair", img)
+    assert again.returncode == 0 and "no problems found" in again.stdout, again.stdout
+    u = fstool("undo", img, undo)
+    assert u.returncode == 0, u.stderr
+    assert digest() == truncated

@@ -19,6 +19,9 @@ PROBLEMS = {
     # superblocks
     "SB_PRIMARY": (ERROR, "sb", "the primary superblock fails verification (sizes, geometry, "
                    "log, alignment, unused bytes not zero, flags)"),
+    "IMAGE_TRUNCATED": (ERROR, "sb", "the image file is shorter than the filesystem the "
+                        "superblock describes (check stops there; repair extends it with "
+                        "zeros when asked to)"),
     "SB_FEATURES": (ERROR, "sb", "the superblock sets feature bits fstool does not know"),
     "SB_ROOTINO": (ERROR, "sb", "the root, realtime bitmap or summary inode number is not "
                    "where mkfs puts it"),

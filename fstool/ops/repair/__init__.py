@@ -38,7 +38,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from ...errors import UnsupportedError, WriteRefused
+from ...errors import ImageTruncatedError, UnsupportedError, WriteRefused
 from ...format import constants as C
 from .actions import (AG, COUNTERS, INODE, LOG, NAMESPACE, REBUILT_TREES, SB_FIELD,
                       SECONDARY, action_of)
@@ -316,8 +316,11 @@ def _check_and_plan(fs, progress, jobs, rebuild, add_finobt):
 
 
 def repair(path, *, dry_run: bool = False, rebuild=(), add_finobt: bool = False,
-           undo_file=None, jobs: int = 1, progress=None) -> RepairResult:
-    """Check ``path`` and mend what can be mended; see the module docstring."""
+           undo_file=None, jobs: int = 1, progress=None,
+           extend_truncated: bool = False) -> RepairResult:
+    """Check ``path`` and mend what can be mended; see the module docstring.
+    ``extend_truncated``: an image file shorter than its superblock says is
+    first extended with zeros to its full size (else repair stops)."""
     from ...io.lock import refuse_if_mounted
     path = os.fspath(path)
     for t in rebuild:
@@ -332,9 +335,27 @@ def repair(path, *, dry_run: bool = False, rebuild=(), add_finobt: bool = False,
         return RepairResult([f], [(f, "primary", restored.change)],
                             [restored.change, "the rest is checked once the primary is "
                              "restored (run without -n)"], [], dry_run=True)
+    grown = None
+    if extend_truncated:
+        try:
+            grown, recorder = _extend_phase(path, dry_run, undo_file, recorder)
+        except BaseException:
+            if recorder is not None:
+                recorder.close()
+            raise
+    if grown is not None and dry_run:
+        f = grown
+        return RepairResult([f], [(f, "extend", f.message)],
+                            [_extended_text(f, True), "the rest is checked once the image "
+                             "is extended (run without -n)"], [], dry_run=True)
     try:
         result = _repair(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress,
                          recorder)
+    except ImageTruncatedError as e:
+        if extend_truncated or "superblock describes" not in str(e):
+            raise
+        raise ImageTruncatedError(f"{e}; --extend-truncated extends it with zeros to that "
+                                  "size and repairs the rest") from None
     finally:
         if recorder is not None and recorder.fd >= 0:
             # the primary was restored and nothing else written (or the rest
@@ -345,6 +366,11 @@ def repair(path, *, dry_run: bool = False, rebuild=(), add_finobt: bool = False,
                 recorder.finish(dev)
             finally:
                 dev.close()
+    if grown is not None:
+        result.findings.insert(0, grown)
+        result.actions.insert(0, (grown, "extend", grown.message))
+        result.changes.insert(0, _extended_text(grown, False))
+        result.written = True
     if restored is not None:
         f = _primary_finding(restored)
         result.findings.insert(0, f)
@@ -358,6 +384,61 @@ def _primary_finding(plan):
     from ..check.base import Finding
     return Finding("SB_PRIMARY", f"primary superblock: {plan.why}", structure="sb", agno=0,
                    block=0)
+
+
+def _extend_phase(path, dry_run, undo_file, recorder):
+    """(IMAGE_TRUNCATED finding, undo recorder) when ``path`` is an image
+    file shorter than the filesystem its primary superblock describes: the
+    file is extended with zeros to that size (unless ``dry_run``), the old
+    size kept in ``undo_file`` (``fstool undo`` cuts the file back);
+    (None, recorder) when it is not short."""
+    from ...format.structs import SB
+    from ...io.device import Device
+    from ...io.lock import ImageLock
+    from ..check.base import Finding
+    dev = Device(path, writable=not dry_run)
+    try:
+        with ImageLock(dev.fd, path):
+            head = dev.pread(0, min(dev.size, C.BBSIZE)) if dev.size >= C.BBSIZE else b""
+            if len(head) < SB.size or head[:4] != b"XFSB":
+                return None, recorder
+            f = SB.unpack(head)
+            need = f["sb_dblocks"] * f["sb_blocksize"]
+            if dev.is_blockdev or dev.size >= need or not 0 < need < 1 << 63:
+                return None, recorder
+            ag = f["sb_agblocks"] * f["sb_blocksize"]
+            first = dev.size // f["sb_blocksize"]
+            found = Finding("IMAGE_TRUNCATED",
+                            f"the image holds {dev.size} bytes, the superblock describes "
+                            f"{need}: blocks {first} to {f['sb_dblocks'] - 1} (from AG "
+                            f"{dev.size // ag if ag else 0}) are missing", structure="sb",
+                            agno=0, block=0, field="size", expected=need, found=dev.size)
+            if dry_run:
+                return found, recorder
+            if recorder is None and undo_file is not None:
+                from ...io.undo import UndoRecorder
+                agsize = ag
+                extra = [(agno * agsize, 4 * f["sb_sectsize"])
+                         for agno in range(f["sb_agcount"]) if agno * agsize < dev.size]
+                recorder = UndoRecorder(dev, undo_file, extra)
+                os.fsync(recorder.fd)           # the old size is on disk first
+            try:
+                os.ftruncate(dev.fd, need)
+                os.fsync(dev.fd)
+            except OSError as e:
+                from ...errors import ImageError
+                raise ImageError(f"{path}: cannot extend the image to {need} bytes: "
+                                 f"{e.strerror}") from None
+            return found, recorder
+    finally:
+        dev.close()
+
+
+def _extended_text(f, dry_run: bool) -> str:
+    return (f"the image {'would be' if dry_run else 'was'} extended from {f.found} to "
+            f"{f.expected} bytes with zeros (the {f.expected - f.found} bytes cut off are "
+            "lost: metadata there is repaired like any damage, file data there reads as "
+            "zeros)")
 
 
 def _primary_phase(path, dry_run, undo_file):

@@ -45,6 +45,10 @@ _REFC_TEXT = ("rebuilt: the AG's refcount btree is bulk-loaded from the blocks f
               "(CoW staging extents left behind are freed), with the AG's other trees")
 
 REPAIRS = {
+    "IMAGE_TRUNCATED": ("extend", "repaired with --extend-truncated: the image file is "
+                        "extended with zeros to the size the superblock describes (what was "
+                        "cut off is lost), then checked and repaired like any other; "
+                        "without it repair stops"),
     "SB_PRIMARY": ("primary", "repaired: the primary superblock is restored from the "
                    "secondaries (the geometry most valid secondaries agree on, as xfs_repair's "
                    "phase 1 finds it), its counters summed again from the AGs"),
