@@ -260,8 +260,12 @@ class AGPlan:
         else:
             raise RepairError(f"AG {agno}: could not size the free space btrees")
         if len(taken) < need:
-            raise RepairError(f"AG {agno}: {need} free blocks are needed for the new btrees "
-                              f"and free list, only {len(taken)} are free")
+            e = RepairError(f"AG {agno}: {need} free blocks are needed for the new btrees "
+                            f"and free list, only {len(taken)} are free")
+            # inode chunks found on disk so far: a check that knows them
+            # claims what their files own, which may free the rest
+            e.lost = self.lost
+            raise e
         # 3. free space: what no kept owner and no new block uses
         taken_m = merge((b, 1) for b in taken)
         self.free_recs = [(s, e - s) for s, e in complement(merge(
