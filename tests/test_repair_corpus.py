@@ -334,3 +334,23 @@ def test_truncated_image_extended_and_repaired(tmp_path):
     u = fstool("undo", img, undo)
     assert u.returncode == 0, u.stderr
     assert digest() == truncated
+
+
+@needs_loop
+def test_ag_whose_headers_are_gone(tmp_path):
+    """AG 2's AGF, AGI and AGFL sectors zeroed: check sees none of the AG's
+    inodes (no inobt root) and claims none of their blocks.  The plan scans
+    the AG for inode chunks; with every unclaimed block kept while so much
+    is unknown it runs out of free space, but the chunks it found go to the
+    second check, whose claims free the rest: the AG is rebuilt (headers,
+    free space and inode btrees) and nothing xfs_repair keeps is lost
+    (repair used to stop with "only 0 are free")."""
+    img, _inos = corpus_image("std", tmp_path)
+    agblocks = int(xfs_db(img, "sb", "print agblocks").split("=")[1])
+    with open(img, "r+b") as f:
+        f.seek(2 * agblocks * 4096 + 512)
+        f.write(bytes(3 * 512))
+    assert xfs_repair_n(img) == 1
+    assert {"AGF_HEADER", "AGI_HEADER"} <= codes(img)
+    out = judge_inode_repair(img, tmp_path)
+    assert "AG 2: inode chunk at agino" in out and "AG 2: inobt" in out, out
