@@ -289,7 +289,8 @@ def test_symlink_header_under_a_bad_crc(tmp_path):
 
 
 @needs_loop
-def test_truncated_image_extended_and_repaired(tmp_path):
+@pytest.mark.parametrize("keep", [268396032, 24093184], ids=["tail", "deep"])
+def test_truncated_image_extended_and_repaired(tmp_path, keep):
     """An image file cut short inside its last AG (a download or copy that
     stopped): xfs_repair cannot repair it ("data size check failed"), and
     repair stops too, naming --extend-truncated.  With it, -n says what it
@@ -297,7 +298,10 @@ def test_truncated_image_extended_and_repaired(tmp_path):
     the size the superblock describes and mends what the lost tail held
     (inodes, a directory's blocks): xfs_repair -n and check clean, the
     kernel mounts it, every file outside the lost tail kept, a second run
-    finds nothing, and undo gives back the truncated file byte for byte."""
+    finds nothing, and undo gives back the truncated file byte for byte.
+    Cut deep (into AG 0, every other AG gone): the AGs are rebuilt from
+    nothing, and with every inode chunk left full a new chunk is made for
+    lost+found."""
     import hashlib
     import os
 
@@ -305,7 +309,8 @@ def test_truncated_image_extended_and_repaired(tmp_path):
     img, _inos = corpus_image("std", tmp_path)
     whole = files_of(kernel_tree(img))
     size = os.path.getsize(img)
-    cut = size - 39424
+    assert size == 268435456, "the std corpus base is 256 MiB"
+    cut = keep
     os.truncate(img, cut)
 
     def digest():
@@ -324,11 +329,15 @@ def test_truncated_image_extended_and_repaired(tmp_path):
     assert xfs_repair_n(img) == 0
     assert findings(img) == []
     after = files_of(kernel_tree(img))
-    # the files whose inodes lay in the lost tail are gone; nothing else
-    gone = set(whole) - set(after)
-    assert gone and all(p.startswith("sparse/") for p in gone), sorted(gone)[:5]
-    assert all(after[p] == v for p, v in whole.items() if p in after and
-               not p.startswith("sparse"))
+    if keep > size // 2:
+        # the files whose inodes lay in the lost tail are gone; nothing else
+        gone = set(whole) - set(after)
+        assert gone and all(p.startswith("sparse/") for p in gone), sorted(gone)[:5]
+        assert all(after[p] == v for p, v in whole.items() if p in after and
+                   not p.startswith("sparse"))
+    else:
+        assert "inode chunk made at agino" in r.stdout and "lost+found created" in r.stdout
+        assert after and set(after) <= set(whole)
     again = fstool("repair", img)
     assert again.returncode == 0 and "no problems found" in again.stdout, again.stdout
     u = fstool("undo", img, undo)

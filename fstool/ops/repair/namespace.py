@@ -205,6 +205,7 @@ class NamespacePlan:
         self.reserved: dict = {}                 # agno -> [(agbno, n)]
         self.released: dict = {}                 # agno -> {claim owner: set(agbno)}
         self.used_inodes: dict = {}              # agno -> {agino}
+        self.new_chunks: dict = {}               # agno -> [startagino] of chunks made
         self.now = 0
 
     @property
@@ -243,7 +244,10 @@ class NamespacePlan:
 
     def records_for(self, agno: int, recs: dict, align: int) -> None:
         """Mark the inodes the phase takes (lost+found) in use in ``recs``
-        (startino -> inobt record; chunks start at multiples of ``align``)."""
+        (startino -> inobt record; chunks start at multiples of ``align``),
+        and the chunks the phase makes, free but for those."""
+        for start in self.new_chunks.get(agno, ()):
+            recs[start] = normal_record(start, 0, (1 << 64) - 1)
         for agino in self.used_inodes.get(agno, ()):
             start = chunk_start(recs.__contains__, agino, align)
             r = recs.get(start)
@@ -258,6 +262,12 @@ class NamespacePlan:
         from ...ns import files as F
         fs = w.fs
         sb = fs.sb
+        for agno, starts in sorted(self.new_chunks.items()):
+            # a new inode chunk: every inode written free first
+            for start in starts:
+                first = (agno << sb.agino_log) | start
+                for ino in range(first, first + 64):
+                    w.inodes.put_inode(ino, w.enc.free(ino))
         for ino in sorted(self.dirs):
             fix = self.dirs[ino]
             if fix.fork.local is not None:
@@ -659,7 +669,10 @@ def plan(checker, cleared: set, mended: frozenset = frozenset()) -> NamespacePla
     if orphans and lpf is None:
         if taken is not None:
             raise NamespaceError(f"/lost+found (inode {taken}) is not a directory")
-        lpf = _free_inode(checker, cleared, root)
+        try:
+            lpf = _free_inode(checker, cleared, root)
+        except NamespaceError:
+            lpf = _new_chunk(checker, space, out, root)
         out.new_lpf = lpf
         kept[lpf] = []
         dirs.append(lpf)
@@ -753,6 +766,34 @@ def _looks_in_use(fs, ino: int) -> bool:
     return len(raw) == sb.inodesize and raw[:2] == b"IN" and raw[4] == 3 and \
         struct.unpack_from(">H", raw, 2)[0] != 0 and \
         struct.unpack_from(">Q", raw, 152)[0] == ino and bytes(raw[160:176]) == fs.uuid
+
+
+def _new_chunk(checker, space, out, root: int) -> int:
+    """The first inode of a new inode chunk for lost+found, when no chunk
+    has a free inode: 64 inodes in blocks free in the space map, aligned as
+    the superblock says chunks are, the root's AG first (the chunk is
+    written, all free but lost+found, with the rebuilt inode btrees)."""
+    from ..check.base import OWN_INODES
+    sb = checker.sb
+    if sb.inopblock > 64:
+        raise NamespaceError("no free inode in an existing chunk for lost+found (a new "
+                             "chunk in blocks shared by two chunks is not supported yet)")
+    nblocks = 64 // sb.inopblock
+    align = max(1, sb.fields["sb_inoalignmt"])
+    ragno = root >> sb.agino_log
+    for agno in [ragno] + [a for a in range(sb.agcount) if a != ragno]:
+        for s, e in space._free(agno):
+            a = -(-s // align) * align
+            if a + nblocks <= e and (a + nblocks) << sb.inopblog < 1 << sb.agino_log:
+                space._cut(agno, a, nblocks)
+                out.reserved.setdefault(agno, []).append((a, nblocks, OWN_INODES))
+                out.new_chunks.setdefault(agno, []).append(a << sb.inopblog)
+                out.changes.append(f"AG {agno}: inode chunk made at agino "
+                                   f"{a << sb.inopblog} (blocks {a}-{a + nblocks - 1}) for "
+                                   "lost+found")
+                return (agno << sb.agino_log) | (a << sb.inopblog)
+    raise NamespaceError("no free inode in an existing chunk for lost+found, and no free "
+                         "space for a new chunk")
 
 
 def _free_inode(checker, cleared, root: int) -> int:
