@@ -492,6 +492,20 @@ def test_repair_namespace(dirforms, tmp_path, name, cmds, codes):
     assert digest(img) == damaged
 
 
+def test_files_missing_judges_against_the_original_too():
+    """The corpus judge: a file counts as lost when fstool's result holds
+    it neither as xfs_repair's does nor, given the undamaged image's tree,
+    as it was there (xfs_repair may drop data fstool keeps)."""
+    from fixtures.repair_images import files_missing
+    f = 0o100644
+    ref = {"a": (f, 1, "zero", 5), "b": (f, 1, "x", 6), "c": (f, 1, "x", 7)}
+    mine = {"a": (f, 1, "orig", 5), "b": (f, 1, "x", 6), "c": (f, 1, "y", 7)}
+    orig = {"a": (f, 1, "orig", 5), "b": (f, 1, "x", 6), "c": (f, 1, "x", 7)}
+    assert files_missing(mine, ref) == ["a", "c"]
+    assert files_missing(mine, ref, orig) == ["c"]
+    assert files_missing({"b": mine["b"]}, ref, orig) == ["a", "c"]
+
+
 def test_directory_salvage_keeps_what_parses():
     """The lenient readers: a data block's entries up to the first malformed
     one (whatever its magic), past an entry with no name whose tag is where
