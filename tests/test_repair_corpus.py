@@ -363,3 +363,25 @@ def test_ag_whose_headers_are_gone(tmp_path):
     assert {"AGF_HEADER", "AGI_HEADER"} <= codes(img)
     out = judge_inode_repair(img, tmp_path)
     assert "AG 2: inode chunk at agino" in out and "AG 2: inobt" in out, out
+
+
+@needs_loop
+def test_node_directory_free_block_moved(tmp_path):
+    """A node directory's bmbt record for its free index block moved to
+    another file offset (xfs_db fuzz of its startoff, CRC recomputed):
+    the block still reads as a free block, but not at its place.
+    xfs_repair -n: "can't read freespace block 16777216"; check used to
+    find nothing (so repair left it); it now reports DIR_FREE (the block's
+    firstdb against its place, and no free block where the data blocks
+    need one), and repair rebuilds the directory."""
+    img, inos = corpus_image("std", tmp_path)
+    d = inos["dir_node_btree"]
+    recs = xfs_db(img, f"inode {d}", "addr u3.bmbt.ptrs[1]", "print recs")
+    m = re.search(r"(\d+):\[16777216,", recs)
+    assert m, recs
+    xfs_db(img, f"inode {d}", "addr u3.bmbt.ptrs[1]",
+           f"write -d recs[{m.group(1)}].startoff 16779233", expert=True)
+    assert xfs_repair_n(img) == 1
+    assert codes(img) == {"DIR_FREE"}
+    out = judge_inode_repair(img, tmp_path)
+    assert f"directory {d}: rebuilt" in out, out
