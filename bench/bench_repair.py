@@ -28,8 +28,9 @@ check must exit 0 and the kernel must mount it; the files the kernel shows
 result (a file xfs_repair moved to lost+found, named by its inode number,
 counts as kept when fstool kept that inode elsewhere: fixtures.repair_images.
 files_missing).  Prints cases, repaired clean, not repaired (exit 4, with the
-findings repair does not handle), made worse (an exit 1 whose result is not
-clean: must be 0) and files lost against xfs_repair (must be 0).  Owner,
+findings repair does not handle), missed by check (exit 0 on an image
+xfs_repair -n calls corrupt: left as it was), made worse (an exit 1 whose
+result is not clean: must be 0) and files lost against xfs_repair (must be 0).  Owner,
 group and mtime of the files both keep are compared too (cases where they
 differ are counted).  With ``--log`` every case's record (its result, the
 findings left, the files lost, timings) is one JSON line, and cases already
@@ -257,7 +258,7 @@ def corpus_case(case, work, timeout):
     """One corpus case: make it, label it, repair copies with both tools and
     judge fstool's result.  Returns a record (JSON-able) with ``result`` one
     of "no damage", "clean" (xfs_repair -n finds nothing), "repaired clean",
-    "not repaired", "made worse", "crash", "hang"."""
+    "not repaired", "missed by check", "made worse", "crash", "hang"."""
     import json
     from fixtures import corpus
     from fixtures.repair_images import files_missing, metadata_differs
@@ -301,6 +302,11 @@ def corpus_case(case, work, timeout):
         if rc == 4:
             rec["result"] = "not repaired"
             rec["stderr"] = err.strip().replace(str(ours), "IMG")[-300:]
+            return rec
+        if rc == 0:
+            # check found nothing xfs_repair -n calls corrupt: the image is
+            # left as it was (a check miss, not a repair that made it worse)
+            rec["result"] = "missed by check"
             return rec
         xn, xo, _e = _run(["xfs_repair", "-n", "-f", str(ours)], timeout)
         fc, fo, _e = _run([sys.executable, "-m", "fstool", "check", str(ours)], timeout,
@@ -381,7 +387,8 @@ def bench_corpus(a):
 
 def summarize(records):
     stats = {"cases (damage made)": 0, "corrupt by xfs_repair -n": 0, "repaired clean": 0,
-             "not repaired": 0, "made worse": 0, "crashes": 0, "hangs": 0,
+             "not repaired": 0, "missed by check": 0, "made worse": 0, "crashes": 0,
+             "hangs": 0,
              "files lost": 0, "cases losing files": 0, "cases with metadata differing": 0,
              "files xfs_repair lost that fstool kept": 0}
     why = {}
