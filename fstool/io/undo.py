@@ -185,11 +185,6 @@ def apply_undo(dev, path) -> int:
         total += len(data)
     dev.fsync()
     if grown:
-        try:
-            os.ftruncate(dev.fd, size)
-            os.fsync(dev.fd)
-        except OSError as e:
-            raise UndoError(f"{dev.path}: cannot cut the image back to {size} bytes: "
-                            f"{e.strerror}") from None
-        dev.size = size
+        dev.resize(size)
+        dev.fsync()
     return total

@@ -423,18 +423,12 @@ def _extend_phase(path, dry_run, undo_file, recorder):
                 return found, recorder
             if recorder is None and undo_file is not None:
                 from ...io.undo import UndoRecorder
-                agsize = ag
-                extra = [(agno * agsize, 4 * f["sb_sectsize"])
-                         for agno in range(f["sb_agcount"]) if agno * agsize < dev.size]
+                extra = [(agno * ag, 4 * f["sb_sectsize"])
+                         for agno in range(f["sb_agcount"]) if agno * ag < dev.size]
                 recorder = UndoRecorder(dev, undo_file, extra)
                 os.fsync(recorder.fd)           # the old size is on disk first
-            try:
-                os.ftruncate(dev.fd, need)
-                os.fsync(dev.fd)
-            except OSError as e:
-                from ...errors import ImageError
-                raise ImageError(f"{path}: cannot extend the image to {need} bytes: "
-                                 f"{e.strerror}") from None
+            dev.resize(need)
+            dev.fsync()
             return found, recorder
     finally:
         dev.close()
