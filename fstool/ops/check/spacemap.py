@@ -216,3 +216,26 @@ class SpaceMapPhase:
                             f"{s}-{s + n - 1} of owner {o} (offset {off}, flags 0x{fl:x})",
                             agno=agno, block=s, structure="rmapbt",
                             expected=[s, n, o, off, fl])
+        # and the other way (scan_rmapbt's block states): every record maps
+        # blocks its owner was found to own, at the offsets it owns them
+        owned = {}
+        for s, n, o, off, fl in merged:
+            owned.setdefault((o, fl), []).append((s, n, off))
+        for lst in owned.values():
+            lst.sort()
+        for s, n, o, off, fl in self.rmaps.get(agno, ()):
+            lst = owned.get((o, fl), ())
+            i = bisect.bisect_right(lst, (s, float("inf"), float("inf"))) - 1
+            ok = False
+            while i >= 0 and not ok:
+                es, en, eoff = lst[i]
+                if es + en >= s + n:
+                    ok = o < 0 or fl & C.XFS_RMAP_OFF_BMBT or off - eoff == s - es
+                i -= 1
+                if i >= 0 and lst[i][0] + lst[i][1] < s:
+                    break
+            if not ok:
+                self.report("RMAP_MISMATCH", f"AG {agno}: the rmapbt maps blocks {s}-"
+                            f"{s + n - 1} to owner {o} (offset {off}, flags 0x{fl:x}), which "
+                            "does not own them", agno=agno, block=s, structure="rmapbt",
+                            found=[s, n, o, off, fl])
