@@ -1034,12 +1034,19 @@ def _load_levels(form: BlockForm, shape: _Shape, magic: int, codec: Codec, store
                              store.daddr(addr), uuid, owner)
             if level == 0:
                 buf[hdr:hdr + count * rl] = packed[src * rl:(src + count) * rl]
-                nkeys.append(codec.rec_key_bytes(buf, hdr) if count else b"")
+                if not count:
+                    nkeys.append(b"")
+                elif codec.overlapping:
+                    nkeys.append(codec.block_key([codec.rec_key_bytes(buf, hdr + j * rl)
+                                                  for j in range(count)]))
+                else:
+                    nkeys.append(codec.rec_key_bytes(buf, hdr))
             else:
                 buf[hdr:hdr + count * kl] = b"".join(keys[src:src + count])
                 buf[ptroff:ptroff + count * form.ptr_len] = b"".join(
                     ptr_pack(p) for p in ptrs[src:src + count])
-                nkeys.append(keys[src])
+                nkeys.append(codec.block_key(keys[src:src + count]) if codec.overlapping
+                             else keys[src])
             src += count
             nptrs.append(addr)
             if prev_buf is not None:

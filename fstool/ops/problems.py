@@ -88,7 +88,8 @@ PROBLEMS = {
     "REFCOUNT_MISMATCH": (ERROR, "refcountbt", "blocks shared by files have no refcount "
                           "record of their count"),
     "RMAP_MISMATCH": (ERROR, "rmapbt", "an owner of blocks has no rmapbt record covering "
-                      "them"),
+                      "them, or an rmapbt record maps blocks to an owner that does not "
+                      "own them"),
     "SPACE_OVERLAP": (ERROR, "space", "a block is claimed twice (by metadata, a file or free "
                       "space)"),
     "SPACE_UNACCOUNTED": (WARNING, "space", "blocks are neither free nor used by anything "

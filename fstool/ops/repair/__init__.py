@@ -38,7 +38,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from ...errors import ImageTruncatedError, UnsupportedError, WriteRefused
+from ...errors import ImageTruncatedError, WriteRefused
 from ...format import constants as C
 from .actions import (AG, COUNTERS, INODE, LOG, NAMESPACE, REBUILT_TREES, SB_FIELD,
                       SECONDARY, action_of)
@@ -68,8 +68,8 @@ class RepairResult:
 
 
 def refuse_unusable(fs, path) -> None:
-    """Images repair does not write: a dirty log, an rmapbt, unknown or
-    unsupported features (the same rules as every writer)."""
+    """Images repair does not write: a dirty log, unknown or unsupported
+    features (the same rules as every writer)."""
     from ...fs.logstate import log_is_clean
     clean, why = log_is_clean(fs)
     if not clean:
@@ -138,6 +138,7 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
     ag_set.update(inodes.ags)
     if rebuild or add_finobt:
         ag_set.update(range(sb.agcount))
+    rmap = sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_RMAPBT)
     reflink = sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_REFLINK)
     if reflink and ("refcountbt" in rebuild or "all" in rebuild):
         refc_ags.update(range(sb.agcount))
@@ -168,6 +169,11 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
             unrepaired.append((f, f"reported, not repaired: inode {ino} is cleared but "
                                "directory entries still name it and the namespace phase "
                                "cannot run"))
+
+    if rmap and (ag_set or ns):
+        # an rmapbt image: whatever changes an AG's blocks rebuilds every
+        # AG's rmapbt from the owners found, as xfs_repair's phase 5 does
+        ag_set.update(range(sb.agcount))
 
     def ag_plans():
         # while anything stays unrepaired (an inode, a block map, a structure
@@ -481,9 +487,7 @@ def _primary_phase(path, dry_run, undo_file):
 def _repair(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, recorder):
     from ...fs.mount import Filesystem
     from ...io.lock import ImageLock
-    with Filesystem(path) as fs:
-        rmap = fs.sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_RMAPBT)
-    if dry_run or rmap:
+    if dry_run:
         fs = Filesystem(path)
         lock = ImageLock(fs.dev.fd, path)
         try:
@@ -497,23 +501,15 @@ def _repair(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, recor
                 _check_and_plan(fs, progress, jobs, rebuild, add_finobt)
             if add_finobt:
                 _check_finobt_room(fs, plans)
-            if rmap:
-                # fstool does not write filesystems with a reverse-mapping
-                # btree: what would be repaired is reported, not repaired
-                why = ("reported, not repaired: writing filesystems with a reverse-mapping "
-                       "btree (rmapbt) is not supported yet")
-                unrep = unrep + [(f, why) for f, a, _t in actions
-                                 if a != "none" and f.severity == "error"]
-                if (rebuild or add_finobt) and not unrep:
-                    raise UnsupportedError(f"{path}: {why[len('reported, not repaired: '):]}")
-                return RepairResult(first, actions, [], unrep, dry_run=dry_run)
             return RepairResult(first, actions, changes, unrep, dry_run=True,
                                 forced=bool(rebuild or add_finobt))
         finally:
             lock.__exit__(None, None, None)
             fs.close()
     from ...ns.writer import Writer
-    w = Writer(path)
+    # the AG rebuild writes every AG's rmapbt anew (plan()), so repair may
+    # open an rmapbt image for writing
+    w = Writer(path, rebuilds_rmapbt=True)
     try:
         fs = w.fs
         _refuse(fs, path, add_finobt)

@@ -49,6 +49,8 @@ from ...format import constants as C
 from ...format.structs import DINODE
 from ...fs import dir as xdir
 from ..check.base import BMBT_DATA, DATA, file_owner
+
+RMAP_ATTR, RMAP_BMBT = C.XFS_RMAP_OFF_ATTR, C.XFS_RMAP_OFF_BMBT
 from .agbuild import RepairError, complement, merge, normal_record
 
 CODES = ("DIR_CORRUPT", "DIR_NAME", "DIR_BESTFREE", "DIR_LEAF", "DIR_NODE", "DIR_FREE",
@@ -206,6 +208,10 @@ class NamespacePlan:
         self.released: dict = {}                 # agno -> {claim owner: set(agbno)}
         self.used_inodes: dict = {}              # agno -> {agino}
         self.new_chunks: dict = {}               # agno -> [startagino] of chunks made
+        # agno -> [(agbno, n, ino, offset, flags)]: the reverse mappings of
+        # the blocks rebuilt directories take (their old data fork mappings
+        # go: ``remaps``)
+        self.rmaps: dict = {}
         self.now = 0
 
     @property
@@ -254,6 +260,11 @@ class NamespacePlan:
             if r is None:
                 raise NamespaceError(f"AG {agno}: internal: no inode record for agino {agino}")
             recs[start] = normal_record(start, r[1], r[4] & ~(1 << (agino - start)))
+
+    def remaps(self, ino: int, flags: int) -> bool:
+        """Whether a reverse mapping of ``ino`` with ``flags`` is replaced:
+        the data fork of a directory the phase rewrites."""
+        return ino in self.dirs and not flags & RMAP_ATTR
 
     # -- writing ---------------------------------------------------------------------------
     def write(self, w) -> None:
@@ -465,7 +476,7 @@ def _intersect(a: list, b: list) -> list:
 
 def _runs(fork) -> list:
     """The planned blocks of ``fork`` grouped as place_plan groups them:
-    [(total blocks, unit)]."""
+    [(total blocks, unit, first logical block)]."""
     blocks = sorted(fork.blocks, key=lambda b: b.lblk)
     out = []
     i = 0
@@ -475,7 +486,7 @@ def _runs(fork) -> list:
         while j + 1 < len(blocks) and blocks[j + 1].lblk == blocks[j].lblk + \
                 blocks[j].nblocks and blocks[j + 1].nblocks == unit:
             j += 1
-        out.append((sum(b.nblocks for b in blocks[i:j + 1]), unit))
+        out.append((sum(b.nblocks for b in blocks[i:j + 1]), unit, blocks[i].lblk))
         i = j + 1
     return out
 
@@ -842,7 +853,7 @@ def _build(out: NamespacePlan, checker, space: _Space, d: int, parent, entries, 
     if fix.fork.local is None:
         home = d >> sb.agino_log
         nexts = 0
-        for total, unit in _runs(fix.fork):
+        for total, unit, lblk in _runs(fix.fork):
             pieces = None
             for agno in [home] + [a for a in range(sb.agcount) if a != home]:
                 pieces = space.take(agno, total, unit)
@@ -853,6 +864,11 @@ def _build(out: NamespacePlan, checker, space: _Space, d: int, parent, entries, 
             fix.blocks.append([((agno << sb.agblklog) | a, n) for a, n in pieces])
             out.reserved.setdefault(agno, []).extend((a, n, file_owner(d, DATA))
                                                      for a, n in pieces)
+            # their reverse mappings: place_plan maps the run's pieces in order
+            rm = out.rmaps.setdefault(agno, [])
+            for a, n in pieces:
+                rm.append((a, n, d, lblk, 0))
+                lblk += n
             nexts += len(pieces)
         # extents beyond what the fork holds go into a block map btree,
         # its blocks reserved here too (one at a time, near the directory)
@@ -867,6 +883,7 @@ def _build(out: NamespacePlan, checker, space: _Space, d: int, parent, entries, 
             fix.bmbt.append((agno << sb.agblklog) | pieces[0][0])
             out.reserved.setdefault(agno, []).append((pieces[0][0], 1,
                                                       file_owner(d, BMBT_DATA)))
+            out.rmaps.setdefault(agno, []).append((pieces[0][0], 1, d, 0, RMAP_BMBT))
     for fsbno, n in fix.released:
         agno, agbno = checker.fsb_split(fsbno)
         rel = out.released.setdefault(agno, {})
