@@ -25,6 +25,7 @@ def cmd(jobs, as_json, image):
                           UnknownFeatureError, errno_of)
     from ..ops import check as C
     from .console import err, error_line, is_tty
+    from .exits import finish
 
     try:
         fs = fstool.open_image(image)
@@ -52,7 +53,7 @@ def cmd(jobs, as_json, image):
     _emit(checker.findings, as_json)
     if checker.log_dirty and not as_json:
         err(f"the log is dirty: replay it first with 'fstool log replay {image}'")
-    sys.exit(checker.exit_code)
+    finish(checker.exit_code)
 
 
 class _PhaseBars:
