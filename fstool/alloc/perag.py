@@ -135,6 +135,10 @@ class PerAG:
                                       agno=agno, uuid=uuid)
         self.longest_stale = False
         self.hot: dict = {}        # parent agino -> the free chunk nearest to it
+        self.hot_keys: dict = {}   # parent agino -> finobt keys_gen when it was found
+        # across transactions: parent agino -> (finobt gen, record) of the
+        # free chunk nearest to it, good while the finobt is unchanged since
+        self.fino_near: dict = {}
 
     # -- from one transaction to the next -------------------------------------
     def _read_headers(self, tx) -> tuple:
@@ -172,6 +176,7 @@ class PerAG:
         self.agf_dirty = self.agi_dirty = self.agfl_dirty = False
         self.longest_stale = False
         self.hot = {}
+        self.hot_keys = {}
         return True
 
     # -- AGFL ring -----------------------------------------------------------

@@ -167,6 +167,10 @@ class _Engine:
         self.store = store
         self.uuid = bytes(uuid)
         self.nblocks_delta = 0
+        # counts the changes made through this object (update, insert,
+        # delete): a caller's note of a record stays good while it is unchanged
+        self.gen = 0
+        self.keys_gen = 0         # the same for insert and delete only
         self._form = form
         self._owner = owner
         self._where = where
@@ -487,6 +491,7 @@ class _Engine:
     # -- update --------------------------------------------------------------
     def update(self, rec) -> None:
         """Replace the record that has ``rec``'s key."""
+        self.gen += 1
         codec = self.codec
         key = codec.key(rec)
         path = self._descend(key)
@@ -503,6 +508,8 @@ class _Engine:
     # -- insert --------------------------------------------------------------
     def insert(self, rec) -> None:
         """Add a record; a record with the same key must not exist."""
+        self.gen += 1
+        self.keys_gen += 1
         codec = self.codec
         key = codec.key(rec)
         path = self._descend(key)
@@ -629,6 +636,8 @@ class _Engine:
     # -- delete --------------------------------------------------------------
     def delete(self, key):
         """Remove the record with exactly this key and return it."""
+        self.gen += 1
+        self.keys_gen += 1
         key = tuple(key)
         path = self._descend(key)
         _, buf, pos = path[0]
