@@ -164,11 +164,18 @@ class PerAG:
         saved = self.saved
         if saved is None:
             return False
-        bufs = self._read_headers(tx)
-        for buf, mine, raw in zip(bufs, (self.agf_buf, self.agi_buf, self.agfl_buf), saved):
-            if buf is not mine or buf.data != raw:
+        # the cache still holds the very buffers, unchanged: joined as they
+        # are (what reading them through the transaction would give)
+        get = self.fs.cache.get
+        mine = (self.agf_buf, self.agi_buf, self.agfl_buf)
+        for buf, raw in zip(mine, saved):
+            if get(buf.key) is not buf or buf.stale or buf.data != raw:
                 self.saved = None
+                self._read_headers(tx)
                 return False
+        join = tx.join
+        for buf in mine:
+            join(buf)
         self.tx = tx
         for tree in (self.bno, self.cnt, self.ino, self.fino):
             if tree is not None:
