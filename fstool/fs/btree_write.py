@@ -504,6 +504,13 @@ class _Engine:
         if i == 0:
             # bnobt keys carry the first record's length too
             self._update_keys(path, 0)
+            self._note_leaf(None)
+        else:
+            self._note_leaf(path)
+
+    def _note_leaf(self, path: list | None) -> None:
+        """After an update: ``path`` when it changed no key above the leaf
+        (subclasses may remember where the leaf is), else None."""
 
     # -- insert --------------------------------------------------------------
     def insert(self, rec) -> None:
@@ -759,6 +766,62 @@ class ShortBtree(_Engine):
         self.root = root
         self.levels = levels
         self.agno = agno
+        # (keys_gen, root, levels, low, high, leaf) of the leaf the last
+        # update went to: keys from low (None: no bound) up to, not
+        # including, high are in that leaf while no insert or delete
+        # changed the tree (updates that change no key above a leaf do not)
+        self._leaf_hint = None
+
+    def _note_leaf(self, path: list | None) -> None:
+        if path is None:
+            self._leaf_hint = None
+            return
+        lo = hi = None
+        h, kl = self._hdr, self._kl
+        node_key_at = self.codec.node_key_at
+        for level in range(len(path) - 1, 0, -1):
+            _addr, buf, i = path[level]
+            # the child at i takes keys from its own key (none below it for
+            # the first) up to the next entry's key, within the parent's range
+            if i:
+                k = node_key_at(buf, h + i * kl)
+                if lo is None or lo <= k:
+                    lo = k
+            if i + 1 < ((buf[6] << 8) | buf[7]):
+                k = node_key_at(buf, h + (i + 1) * kl)
+                if hi is None or k <= hi:
+                    hi = k
+        self._leaf_hint = (self.keys_gen, self.root, self.levels, lo, hi, path[0][0])
+
+    def update(self, rec) -> None:
+        """Replace the record that has ``rec``'s key (in the leaf the last
+        update went to, without a descent from the root, when the key
+        belongs there and is not its first)."""
+        hint = self._leaf_hint
+        if hint is not None and hint[0] == self.keys_gen and hint[1] == self.root and \
+                hint[2] == self.levels:
+            codec = self.codec
+            key = codec.key(rec)
+            lo, hi = hint[3], hint[4]
+            if (lo is None or lo <= key) and (hi is None or not hi <= key):
+                addr = hint[5]
+                buf = self._read(addr, 0)
+                h, rl = self._hdr, self._rl
+                rec_key_at = codec.rec_key_at
+                a, b = 0, (buf[6] << 8) | buf[7]
+                while a < b:
+                    mid = (a + b) >> 1
+                    if rec_key_at(buf, h + mid * rl) < key:
+                        a = mid + 1
+                    else:
+                        b = mid
+                if a and self._is_key_at(buf, a, key):
+                    self.gen += 1
+                    off = h + a * rl
+                    buf[off:off + rl] = codec.pack_rec(rec)
+                    self._dirty(addr)
+                    return
+        _Engine.update(self, rec)
 
     @classmethod
     def create(cls, bt: BtreeType, store: BlockStore, *, agno: int, uuid: bytes,
