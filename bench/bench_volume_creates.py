@@ -10,7 +10,7 @@ create, checkpoints included.
 ``--every`` writes a checkpoint every that many seconds of the run, as the
 mount's timer does (0: only the last at close).  ``--profile N`` prints
 cProfile's top N functions by own time.  Run it with PYTHONPATH set to the
-tree to measure (or from inside the tree).
+tree to measure (else this script's own tree is measured).
 """
 from __future__ import annotations
 
@@ -22,7 +22,9 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
+if not os.environ.get("PYTHONPATH"):
+    # PYTHONPATH names the tree to measure (another checkout's, to compare)
+    sys.path.insert(0, os.path.dirname(HERE))
 
 
 def run(img: str, files: int, dirs: int, every: float) -> dict:
@@ -85,7 +87,9 @@ def main() -> None:
             pstats.Stats(p).sort_stats(os.environ.get("SORT", "tottime")).print_stats(a.profile)
         else:
             out = run(img, a.files, a.dirs, a.every)
-        print({k: round(v, 1) if isinstance(v, float) else v for k, v in out.items()})
+        import fstool
+        print(os.path.dirname(os.path.dirname(fstool.__file__)),
+              {k: round(v, 1) if isinstance(v, float) else v for k, v in out.items()})
         r = subprocess.run(["xfs_repair", "-n", "-f", img], capture_output=True)
         print("xfs_repair -n:", "clean" if r.returncode == 0 else f"exit {r.returncode}")
     finally:
