@@ -284,21 +284,23 @@ def run_random(kind, tree, store, model, rng, ops, batch, target, nblocks0):
             assert tree.delete(k) == model.pop(k)
         else:
             k = _pick(model, rng)
-            old = model[k]
-            new = _norm(kind, kind.gen(rng))
-            # same key, new payload
-            if kind.name == "cntbt":
-                rec = old
-            elif kind.name == "bnobt":
-                rec = (old[0], new[1])
-            else:
-                rec = (old[0],) + new[1:]
+            rec = _same_key(kind, model[k], rng)
             tree.update(rec)
             model[k] = rec
         if n % batch == batch - 1:
             check(kind, tree, store, model, nblocks0)
             check_lookups(kind, tree, model, rng, 10)
     check(kind, tree, store, model, nblocks0)
+
+
+def _same_key(kind, old, rng):
+    """A record with ``old``'s key and a new payload."""
+    new = _norm(kind, kind.gen(rng))
+    if kind.name == "cntbt":
+        return old
+    if kind.name == "bnobt":
+        return (old[0], new[1])
+    return (old[0],) + new[1:]
 
 
 def _pick(model, rng):
@@ -1417,14 +1419,7 @@ def test_update_runs_in_remembered_leaf(kind_name):
         keys = sorted(model)
         at = rng.randrange(len(keys))
         for k in keys[max(0, at - 6):at + 6]:
-            old = model[k]
-            new = _norm(kind, kind.gen(rng))
-            if kind.name == "cntbt":
-                rec = old
-            elif kind.name == "bnobt":
-                rec = (old[0], new[1])
-            else:
-                rec = (old[0],) + new[1:]
+            rec = _same_key(kind, model[k], rng)
             tree.update(rec)
             model[k] = rec
             updates += 1
@@ -1435,9 +1430,7 @@ def test_update_runs_in_remembered_leaf(kind_name):
     assert len(descents) < updates * 0.5
 
     def bump(k):
-        old = model[k]
-        rec = old if kind.name == "cntbt" else (old[0], rng.randrange(1, 1000)) \
-            if kind.name == "bnobt" else (old[0],) + _norm(kind, kind.gen(rng))[1:]
+        rec = _same_key(kind, model[k], rng)
         tree.update(rec)
         model[k] = rec
     # the remembered leaf emptied by deletes around the key (joined into a

@@ -337,6 +337,13 @@ class _Engine:
             path[level] = (addr, buf, i)
             addr = unpack_ptr(buf, ptroff + pl * i)[0]
         buf = read(addr, 0)
+        path[0] = (addr, buf, self._leaf_index(buf, key))
+        return path
+
+    def _leaf_index(self, buf, key) -> int:
+        """The first record of a leaf whose key is >= ``key`` (numrecs when
+        none is)."""
+        h, rl, rec_key_at = self._hdr, self._rl, self.codec.rec_key_at
         lo, hi = 0, (buf[6] << 8) | buf[7]
         while lo < hi:
             mid = (lo + hi) >> 1
@@ -344,8 +351,7 @@ class _Engine:
                 lo = mid + 1
             else:
                 hi = mid
-        path[0] = (addr, buf, lo)
-        return path
+        return lo
 
     def _edge_path(self, right: bool) -> list:
         """Path to the first (or last) record of the tree."""
@@ -806,18 +812,11 @@ class ShortBtree(_Engine):
             if (lo is None or lo <= key) and (hi is None or not hi <= key):
                 addr = hint[5]
                 buf = self._read(addr, 0)
-                h, rl = self._hdr, self._rl
-                rec_key_at = codec.rec_key_at
-                a, b = 0, (buf[6] << 8) | buf[7]
-                while a < b:
-                    mid = (a + b) >> 1
-                    if rec_key_at(buf, h + mid * rl) < key:
-                        a = mid + 1
-                    else:
-                        b = mid
+                a = self._leaf_index(buf, key)
                 if a and self._is_key_at(buf, a, key):
                     self.gen += 1
-                    off = h + a * rl
+                    rl = self._rl
+                    off = self._hdr + a * rl
                     buf[off:off + rl] = codec.pack_rec(rec)
                     self._dirty(addr)
                     return
