@@ -214,6 +214,7 @@ class Writer:
             ag.remember()
         if changed:
             self._update_sb_counters(tx)
+        self.inodes.remember_nearest()
 
     def _update_sb_counters(self, tx) -> None:
         """Superblock counters as the sum over every AG, as the kernel does
