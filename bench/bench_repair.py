@@ -28,8 +28,9 @@ check must exit 0 and the kernel must mount it; the files the kernel shows
 result (a file xfs_repair moved to lost+found, named by its inode number,
 counts as kept when fstool kept that inode elsewhere: fixtures.repair_images.
 files_missing).  Prints cases, repaired clean, not repaired (exit 4, with the
-findings repair does not handle), made worse (an exit 1 whose result is not
-clean: must be 0) and files lost against xfs_repair (must be 0).  Owner,
+findings repair does not handle), missed by check (exit 0 on an image
+xfs_repair -n calls corrupt: left as it was), made worse (an exit 1 whose
+result is not clean: must be 0) and files lost against xfs_repair (must be 0).  Owner,
 group and mtime of the files both keep are compared too (cases where they
 differ are counted).  With ``--log`` every case's record (its result, the
 findings left, the files lost, timings) is one JSON line, and cases already
@@ -213,6 +214,19 @@ def bench_damaged(a):
         work.rmdir()
 
 
+_BASE_FILES: dict = {}
+
+
+def base_files(geometry: str) -> dict | None:
+    """kernel_files of the undamaged corpus base image of ``geometry``
+    (once per process): a file fstool keeps as it was there is not lost,
+    whatever xfs_repair's result holds."""
+    if geometry not in _BASE_FILES:
+        from fixtures import corpus_base
+        _BASE_FILES[geometry] = kernel_files(corpus_base.base_image(geometry))
+    return _BASE_FILES[geometry]
+
+
 def kernel_files(img):
     """{path: (mode, size, sha256, inode, uid, gid, mtime_ns)} as the kernel
     shows the image (fixtures.repair_images.tree_files), or None when it
@@ -244,7 +258,7 @@ def corpus_case(case, work, timeout):
     """One corpus case: make it, label it, repair copies with both tools and
     judge fstool's result.  Returns a record (JSON-able) with ``result`` one
     of "no damage", "clean" (xfs_repair -n finds nothing), "repaired clean",
-    "not repaired", "made worse", "crash", "hang"."""
+    "not repaired", "missed by check", "made worse", "crash", "hang"."""
     import json
     from fixtures import corpus
     from fixtures.repair_images import files_missing, metadata_differs
@@ -264,7 +278,10 @@ def corpus_case(case, work, timeout):
         cp(dmg, ours)
         cp(dmg, theirs)
         t0 = time.perf_counter()
-        rc, out, err = _run([sys.executable, "-m", "fstool", "repair", "--json", str(ours)],
+        # a truncated image is extended with zeros and repaired (the user's
+        # consent that option stands for is the corpus' premise)
+        rc, out, err = _run([sys.executable, "-m", "fstool", "repair", "--json",
+                             "--extend-truncated", str(ours)],
                             timeout, cwd=REPO)
         rec["fstool_seconds"] = round(time.perf_counter() - t0, 2)
         rec["exit"] = rc
@@ -286,6 +303,11 @@ def corpus_case(case, work, timeout):
             rec["result"] = "not repaired"
             rec["stderr"] = err.strip().replace(str(ours), "IMG")[-300:]
             return rec
+        if rc == 0:
+            # check found nothing xfs_repair -n calls corrupt: the image is
+            # left as it was (a check miss, not a repair that made it worse)
+            rec["result"] = "missed by check"
+            return rec
         xn, xo, _e = _run(["xfs_repair", "-n", "-f", str(ours)], timeout)
         fc, fo, _e = _run([sys.executable, "-m", "fstool", "check", str(ours)], timeout,
                           cwd=REPO)
@@ -302,7 +324,7 @@ def corpus_case(case, work, timeout):
         ref = kernel_files(theirs)
         rec["xfs_repair_mounts"] = ref is not None
         ref = ref or {}
-        lost = files_missing(mine, ref)
+        lost = files_missing(mine, ref, base_files(case["geometry"]))
         rec["files"] = len(mine)
         rec["files_lost"] = lost[:20]
         rec["n_files_lost"] = len(lost)
@@ -365,7 +387,8 @@ def bench_corpus(a):
 
 def summarize(records):
     stats = {"cases (damage made)": 0, "corrupt by xfs_repair -n": 0, "repaired clean": 0,
-             "not repaired": 0, "made worse": 0, "crashes": 0, "hangs": 0,
+             "not repaired": 0, "missed by check": 0, "made worse": 0, "crashes": 0,
+             "hangs": 0,
              "files lost": 0, "cases losing files": 0, "cases with metadata differing": 0,
              "files xfs_repair lost that fstool kept": 0}
     why = {}

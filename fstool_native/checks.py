@@ -31,6 +31,9 @@ ATTR_LOCAL, ATTR_INCOMPLETE = 1, 0x80
 # the 32-bit mask as a C value (checks.pxd), so masked arithmetic stays in C
 _M32 = 0xFFFFFFFF
 ATTR3_LEAF_HDR_SIZE = 80
+# larger block numbers and counts than any AG holds: the sweeps leave them
+# to the Python code (so that their sums stay inside 64 bits)
+_BIG = 1 << 48
 
 
 @cython.cfunc
@@ -351,4 +354,60 @@ def bestfree_region_bad(o0, l0, o1, l1, o2, l2, off, length):
             return True
         if not matched and sl < length:
             return True
+    return False
+
+
+@cython.locals(start=cython.longlong, n=cython.longlong, owner=cython.longlong,
+               last=cython.longlong, pos=cython.longlong, length=cython.longlong,
+               data=cython.longlong, reflink=cython.bint)
+def space_sweep_ok(claims, length, reflink, data):
+    """The space map sweep of one AG (fstool check's phase space_map):
+    ``claims`` (start, blocks, owner), sorted, must tile blocks 0 to
+    ``length`` exactly, each block claimed once, but that on a reflink
+    filesystem file data (owner >= 0, owner & 3 == ``data``) may overlap
+    file data.  True when they do; False when the sweep has something to
+    report or the claims are unusual (negative or huge numbers)."""
+    pos = 0
+    last = -1
+    try:
+        for claim in claims:
+            start = claim[0]
+            n = claim[1]
+            owner = claim[2]
+            if start < 0 or n < 0 or start > _BIG or n > _BIG:
+                return False
+            if start > pos:
+                return False              # blocks nothing claims
+            if start < pos and not (reflink and owner >= 0 and last >= 0 and
+                                    owner & 3 == data and last & 3 == data):
+                return False              # claimed twice
+            if start + n > pos:
+                pos = start + n
+                last = owner
+    except OverflowError:
+        return False
+    return pos == length
+
+
+@cython.locals(start=cython.longlong, n=cython.longlong, owner=cython.longlong,
+               end=cython.longlong, data=cython.longlong)
+def data_overlaps(claims, data):
+    """Whether two file data claims (owner >= 0, owner & 3 == ``data``) of
+    ``claims`` (start, blocks, owner), sorted, may overlap: a claim starts
+    before the previous one ends, or has no length.  None when a number
+    does not fit 64 bits (the caller looks for itself)."""
+    end = -1
+    try:
+        for claim in claims:
+            owner = claim[2]
+            if owner >= 0 and owner & 3 == data:
+                start = claim[0]
+                n = claim[1]
+                if n <= 0 or start < end:
+                    return True
+                if start > _BIG or n > _BIG:
+                    return None
+                end = start + n
+    except OverflowError:
+        return None
     return False

@@ -284,21 +284,23 @@ def run_random(kind, tree, store, model, rng, ops, batch, target, nblocks0):
             assert tree.delete(k) == model.pop(k)
         else:
             k = _pick(model, rng)
-            old = model[k]
-            new = _norm(kind, kind.gen(rng))
-            # same key, new payload
-            if kind.name == "cntbt":
-                rec = old
-            elif kind.name == "bnobt":
-                rec = (old[0], new[1])
-            else:
-                rec = (old[0],) + new[1:]
+            rec = _same_key(kind, model[k], rng)
             tree.update(rec)
             model[k] = rec
         if n % batch == batch - 1:
             check(kind, tree, store, model, nblocks0)
             check_lookups(kind, tree, model, rng, 10)
     check(kind, tree, store, model, nblocks0)
+
+
+def _same_key(kind, old, rng):
+    """A record with ``old``'s key and a new payload."""
+    new = _norm(kind, kind.gen(rng))
+    if kind.name == "cntbt":
+        return old
+    if kind.name == "bnobt":
+        return (old[0], new[1])
+    return (old[0],) + new[1:]
 
 
 def _pick(model, rng):
@@ -1376,3 +1378,72 @@ def test_image_bmbt_incremental_passes_xfs_repair(tmp_path):
         _assert_alive(mnt)
     r = _repair(img)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("kind_name", sorted(KINDS))
+def test_update_runs_in_remembered_leaf(kind_name):
+    """Runs of updates between inserts and deletes (as commits update the
+    inobt and finobt records of the chunks they used): an update whose key
+    belongs to the leaf the last update went to is made there without a
+    descent from the root; the tree stays exactly the model."""
+    kind = KINDS[kind_name]
+    rng = random.Random(zlib.crc32(f"runs{kind_name}".encode()))
+    store = MemStore(blocksize=1024, seed=rng.randrange(1 << 30))
+    tree = empty_tree(kind, store, (16, 4))
+    model: dict = {}
+    while len(model) < 800:
+        rec = _norm(kind, kind.gen(rng))
+        if kind.order(rec) not in model:
+            tree.insert(rec)
+            model[kind.order(rec)] = rec
+    assert tree.levels >= 4
+    descents = []
+    real = tree._descend
+
+    def counted(key):
+        descents.append(key)
+        return real(key)
+    tree._descend = counted
+    updates = 0
+    for _round in range(150):
+        # a change of shape now and then: what the remembered leaf depends on
+        if rng.random() < 0.3:
+            k = _pick(model, rng)
+            assert tree.delete(k) == model.pop(k)
+        if rng.random() < 0.3:
+            rec = _norm(kind, kind.gen(rng))
+            if kind.order(rec) not in model:
+                tree.insert(rec)
+                model[kind.order(rec)] = rec
+        # a run of updates near one key: the same leaf, its neighbours, its first
+        keys = sorted(model)
+        at = rng.randrange(len(keys))
+        for k in keys[max(0, at - 6):at + 6]:
+            rec = _same_key(kind, model[k], rng)
+            tree.update(rec)
+            model[k] = rec
+            updates += 1
+        check(kind, tree, store, model, 1)
+    tree._descend = real
+    check_lookups(kind, tree, model, rng, 200)
+    # most updates found their leaf without a descent
+    assert len(descents) < updates * 0.5
+
+    def bump(k):
+        rec = _same_key(kind, model[k], rng)
+        tree.update(rec)
+        model[k] = rec
+    # the remembered leaf emptied by deletes around the key (joined into a
+    # sibling and freed, or refilled): the next update must not go there
+    for _ in range(40):
+        keys = sorted(model)
+        k = keys[rng.randrange(1, len(keys))]
+        _addr, buf, i = tree._descend(k)[0]
+        if i == 0:
+            continue
+        bump(k)
+        for other in [kind.order(tree._rec_at(buf, j)) for j in range(tree._numrecs(buf))]:
+            if other != k:
+                assert tree.delete(other) == model.pop(other)
+        bump(k)
+        check(kind, tree, store, model, 1)

@@ -13,9 +13,11 @@ import pytest
 import fstool_native
 from fstool.ops.check import dirs as dirs_mod
 from fstool.ops.check import inodes as inodes_mod
+from fstool.ops.check import spacemap as spacemap_mod
 from fstool.ops.check import xattrs as xattrs_mod
 from fstool.ops.check.dirs import DirChecks
 from fstool.ops.check.inodes import InodePhase
+from fstool.ops.check.spacemap import SpaceMapPhase
 from fstool.ops.check.xattrs import XattrChecks
 
 PURE = fstool_native.load(pure=True, name="checks")
@@ -283,3 +285,82 @@ def test_bestfree_fast_path_keeps_the_findings(monkeypatch):
         for mod in BACKENDS:
             assert run_bestfree(monkeypatch, buf, frees, mod) == want
     assert outcomes == {True, False}
+
+
+class SpaceStub(SpaceMapPhase):
+    """Just enough of a Checker to run the space map sweep of one AG."""
+
+    def __init__(self, length):
+        self.fs = SimpleNamespace(ag_length=lambda agno: length)
+        self.found = []
+
+    def report(self, code, message, **where):
+        self.found.append((code, message, sorted(where.items())))
+
+
+def space_claims(rng):
+    """An AG of 200-300 blocks tiled by claims of file data (inode 5-9,
+    data or attr), metadata and free space, then now and then damaged: a
+    gap, an overlap, shared file data, a zero or negative length, a huge
+    number; sorted, as the phase sorts them."""
+    length = rng.randrange(200, 300)
+    claims = []
+    pos = 0
+    while pos < length:
+        n = min(length - pos, rng.randrange(1, 30))
+        owner = rng.choice((-3, -5, -7, -21, (rng.randrange(5, 10) << 2) | rng.randrange(4)))
+        claims.append((pos, n, owner))
+        pos += n
+    for _ in range(rng.choice((0, 0, 1, 2))):
+        i = rng.randrange(len(claims))
+        start, n, owner = claims[i]
+        r = rng.random()
+        if r < 0.2:
+            claims[i] = (start + 1, n, owner)                  # a gap, or an overlap
+        elif r < 0.45:                                         # data shared with data
+            claims.append((start, n, (rng.randrange(5, 10) << 2)))
+            claims[i] = (start, n, (rng.randrange(5, 10) << 2))
+        elif r < 0.6:
+            claims.append((start, n, rng.choice((-3, -21, (7 << 2) | 2))))
+        elif r < 0.7:
+            claims[i] = (start, rng.choice((0, -1)), owner)
+        elif r < 0.8:
+            claims[i] = (start, n, owner | (1 << rng.choice((40, 63, 70))))
+        elif r < 0.9:
+            claims[i] = (start, rng.choice((1 << 50, 1 << 64)), owner)
+        else:
+            claims.pop(i)                                      # a gap, or a short AG
+    claims.sort()
+    return length, claims
+
+
+def test_space_sweep_fast_path_keeps_the_findings(monkeypatch):
+    """The sweep's fast path accepts an AG exactly when the sweep's Python
+    loop finds nothing in it (reflink filesystems or not), and the shared
+    data test agrees with its Python loop, on each backend."""
+    rng = random.Random(5)
+    outcomes = set()
+    for _ in range(3000):
+        length, claims = space_claims(rng)
+        reflink = rng.random() < 0.5
+        monkeypatch.setattr(spacemap_mod, "checks",
+                            SimpleNamespace(space_sweep_ok=lambda *a: False))
+        s = SpaceStub(length)
+        s._sweep(0, claims, reflink)
+        want_overlaps = spacemap_mod._data_overlaps_py(claims)
+        outcomes.add((bool(s.found), want_overlaps))
+        for mod in BACKENDS:
+            ok = mod.space_sweep_ok(claims, length, reflink, spacemap_mod.DATA)
+            if all(0 <= start < 1 << 48 and 0 <= n < 1 << 48 and abs(owner) < 1 << 48
+                   for start, n, owner in claims):
+                assert ok == (not s.found), (claims, length, reflink, s.found)
+            else:           # unusual numbers may be left to the Python loop
+                assert not (ok and s.found)
+            got = mod.data_overlaps(claims, spacemap_mod.DATA)
+            assert got is None or got == want_overlaps
+            monkeypatch.setattr(spacemap_mod, "checks", mod)
+            assert spacemap_mod._data_overlaps(claims) == want_overlaps
+            fast = SpaceStub(length)
+            fast._sweep(0, claims, reflink)
+            assert fast.found == s.found
+    assert outcomes == {(False, False), (False, True), (True, False), (True, True)}

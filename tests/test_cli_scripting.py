@@ -243,3 +243,25 @@ def test_clamp_mtime_gives_identical_images(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "SOURCE_DATE_EPOCH"}
     r = run("populate", "--clamp-mtime", tmp_path / "two.img", src, env=env)
     assert r.returncode == X.EXIT_USAGE and "SOURCE_DATE_EPOCH" in r.stderr
+
+
+def test_check_output_survives_its_quick_exit(image, tmp_path):
+    """check ends with os._exit (cli.exits.finish): whatever it printed must
+    still reach a pipe when stdout is block-buffered (PYTHONUNBUFFERED
+    unset), with the exit status of its findings."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    r = run("check", image, env=env)
+    assert (r.returncode, r.stdout.strip()) == (0, "no problems found"), r
+    damaged = tmp_path / "damaged.img"
+    shutil.copy(image, damaged)
+    with open(damaged, "r+b") as f:                 # AGF 0's free block count
+        f.seek(SB.offset("sb_sectsize"))
+        (sectsize,) = struct.unpack(">H", f.read(2))
+        f.seek(sectsize + 52)
+        (n,) = struct.unpack(">I", f.read(4))
+        f.seek(sectsize + 52)
+        f.write(struct.pack(">I", n + 1))
+    r = run("check", "--json", damaged, env=env)
+    found = [json.loads(ln) for ln in r.stdout.splitlines()]
+    assert r.returncode == 1 and found, r
+    assert all("code" in f for f in found)

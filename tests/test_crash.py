@@ -25,9 +25,17 @@ needs_xfsprogs = pytest.mark.skipif(not images.xfsprogs_available(),
                                     reason="xfsprogs (xfs_repair) not installed")
 
 
-def _mkfs(img: Path, size="64m") -> None:
+def _mkfs(img: Path, size="64m", args=()) -> None:
     subprocess.run([sys.executable, "-m", "fstool", "mkfs", "-q", str(img), "--size", size,
-                    "--uuid", UUID, "--timestamp", "1700000000"], check=True)
+                    "--uuid", UUID, "--timestamp", "1700000000", *args], check=True)
+
+
+# the default geometry, and one where inodes are allocated a whole 64 KiB
+# block at a time in aligned chunks (sparse=0) and log records are padded
+# to a 64 KiB stripe unit with an extended header (4 KiB log sectors)
+GEOMETRIES = {"default": ("64m", ()),
+              "64k-sect4k-sparse0": ("256m", ("-b", "size=65536", "-s", "size=4096",
+                                              "-i", "sparse=0"))}
 
 
 def _run_work(img: Path, work: Path, env=None, states=None) -> subprocess.CompletedProcess:
@@ -44,9 +52,11 @@ def _repair(img: Path) -> subprocess.CompletedProcess:
 
 
 @needs_loop
-def test_kill_after_every_write(tmp_path):
+@pytest.mark.parametrize("geometry", GEOMETRIES)
+def test_kill_after_every_write(tmp_path, geometry):
     base = tmp_path / "base.img"
-    _mkfs(base)
+    size, args = GEOMETRIES[geometry]
+    _mkfs(base, size, args)
     ref = tmp_path / "ref.img"
     shutil.copy(base, ref)
     r = _run_work(ref, tmp_path, states=tmp_path / "states.json")

@@ -40,6 +40,8 @@ MATRIX = [
     ("1g", ["-d", "agcount=3", "-b", "size=2048", "-i", "size=1024"]),
     ("1g", ["-i", "nrext64=1"]),
     ("1g", ["-s", "size=4096"]),
+    ("1g", ["-s", "size=2048"]),
+    ("1g", ["-b", "size=65536", "-s", "size=4096"]),
     ("1g", ["-L", "mylabel"]),
     ("1t", []),
     ("4t", []),
@@ -99,6 +101,8 @@ def test_matches_mkfs_xfs(tmp_path, size, args):
     cmds += [f"inode {rootino + i}" for i in (0, 1, 2, 3)]
     for c in cmds:
         assert xfs_db_print(ours, c) == xfs_db_print(theirs, c), c
+    # the log's first record (its stripe unit, extended headers) byte for byte
+    assert _log_head(ours) == _log_head(theirs)
     # free space and inode btrees hold the same records
     for ag in ags:
         for hdr, root in (("agf", "bnoroot"), ("agf", "cntroot"), ("agi", "root")):
@@ -114,6 +118,15 @@ def test_matches_mkfs_xfs(tmp_path, size, args):
     info = fstool("info", ours).stdout.splitlines()
     assert info[0].split("isize=")[1] == want.splitlines()[0].split("isize=")[1]
     assert info[1:10] == want.splitlines()[1:10]
+
+
+def _log_head(img) -> bytes:
+    sb = {l.split(" = ")[0]: int(l.split(" = ")[1]) for l in xfs_db_print(img, "sb 0")
+          if l.split(" = ")[0] in ("logstart", "blocksize", "agblocks", "agblklog")}
+    agno, agbno = sb["logstart"] >> sb["agblklog"], sb["logstart"] & ((1 << sb["agblklog"]) - 1)
+    with open(img, "rb") as f:
+        return os.pread(f.fileno(), 2 * sb["blocksize"],
+                        (agno * sb["agblocks"] + agbno) * sb["blocksize"])
 
 
 SMALL = ["16m", "20m", "32m", "64m", "100m", "200m"]
@@ -136,7 +149,8 @@ KERNEL_CASES = [("16m", []), ("16m", ["-b", "size=1024"]),
                 ("256m", ["-b", "size=65536"]), ("512m", []), ("512m", ["-b", "size=1024"]),
                 ("512m", ["-b", "size=65536"]),
                 ("512m", ["-m", "finobt=0,reflink=0", "-i", "sparse=0"]),
-                ("512m", ["-s", "size=4096"])]
+                ("512m", ["-s", "size=4096"]),
+                ("512m", ["-b", "size=65536", "-s", "size=4096"])]
 
 
 @pytest.mark.parametrize("size,args", KERNEL_CASES,

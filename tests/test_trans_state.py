@@ -220,3 +220,50 @@ def test_directory_kept_across_transactions(tmp_path, count):
         listed = sorted(n for n, _i, _f, _c in ns.readdir(d) if n not in (b".", b".."))
         assert listed == sorted(names[1:])
     _repair_clean(img)
+
+
+def test_nearest_free_chunk_kept_across_transactions(w):
+    """The finobt record nearest a parent, noted by one transaction for the
+    next (no finobt search while the finobt is unchanged): before every
+    create, each note still in force names the record a fresh search
+    finds.  Frees in a chunk nearer the parent put that chunk back in the
+    finobt, which must end the note (the next create goes there)."""
+    from fstool.alloc.inodes import InodeAllocator
+    root = w.sb.rootino
+    d = _op(w, lambda ns: ns.mkdir(root, b"d", Meta(perm=0o755, ctime_ns=TS)))
+    searches = []
+    real = InodeAllocator._search_free_chunk
+
+    def counted(self, ag, pagino):
+        searches.append(pagino)
+        return real(self, ag, pagino)
+
+    def check_notes():
+        w.begin()
+        try:
+            for agno in range(w.sb.agcount):
+                ag = w.ag(agno)
+                for pagino, (gen, rec) in ag.fino_near.items():
+                    if gen == ag.fino.gen:
+                        assert real(w.inodes, ag, pagino).rec == rec
+        finally:
+            w.commit()
+
+    w.inodes._search_free_chunk = counted.__get__(w.inodes)
+    inos = {}
+    for k in range(150):
+        check_notes()
+        inos[k] = _op(w, lambda ns, k=k: ns.create_file(d, b"f%d" % k, Meta(ctime_ns=TS)))
+    # three chunks' worth: most creates found their chunk without a search
+    assert len(searches) < 20
+    first_chunk = min(inos.values()) >> 6
+    assert len({i >> 6 for i in inos.values()}) >= 3
+    # free one inode of the first (nearest) chunk: the next create takes it
+    victim = min(inos, key=inos.get)
+    _op(w, lambda ns: ns.unlink(d, b"f%d" % victim))
+    check_notes()
+    again = _op(w, lambda ns: ns.create_file(d, b"again", Meta(ctime_ns=TS)))
+    assert again == inos[victim] and again >> 6 == first_chunk
+    for k in range(150, 200):
+        check_notes()
+        _op(w, lambda ns, k=k: ns.create_file(d, b"f%d" % k, Meta(ctime_ns=TS)))

@@ -313,10 +313,42 @@ class InodeAllocator:
         hot = ag.hot.get(pagino)
         if hot is not None and hot.freecount:
             return hot
-        ch = self._search_free_chunk(ag, pagino)
+        fino = ag.fino
+        if fino is not None:
+            # the nearest chunk a past transaction found stays nearest while
+            # the finobt is unchanged since (its own update of that record
+            # included): no search
+            near = ag.fino_near.get(pagino)
+            if near is not None and near[0] == fino.gen:
+                ch = self._chunk(ag.agno, near[1], True)
+            else:
+                ch = self._search_free_chunk(ag, pagino)
+        else:
+            ch = self._search_free_chunk(ag, pagino)
         if ch is not None:
             ag.hot[pagino] = ch
+            if fino is not None:
+                ag.hot_keys[pagino] = fino.keys_gen
         return ch
+
+    def remember_nearest(self) -> None:
+        """At the end of commit: the chunks found nearest to a parent this
+        transaction that are still free and in the finobt, with the finobt
+        unchanged in its keys since they were found, are noted for the next
+        transactions (:meth:`_find_free_chunk`)."""
+        for ag in self.session.ags.values():
+            fino = ag.fino
+            if fino is None or not ag.hot:
+                continue
+            near = ag.fino_near
+            if len(near) > 4096:
+                near.clear()
+            keys = ag.hot_keys
+            for pagino, ch in ag.hot.items():
+                if ch.in_fino and ch.freecount and keys.get(pagino) == fino.keys_gen:
+                    near[pagino] = (fino.gen, ch.rec)
+                else:
+                    near.pop(pagino, None)
 
     def _search_free_chunk(self, ag, pagino: int):
         if ag.fino is not None:

@@ -135,6 +135,10 @@ class PerAG:
                                       agno=agno, uuid=uuid)
         self.longest_stale = False
         self.hot: dict = {}        # parent agino -> the free chunk nearest to it
+        self.hot_keys: dict = {}   # parent agino -> finobt keys_gen when it was found
+        # across transactions: parent agino -> (finobt gen, record) of the
+        # free chunk nearest to it, good while the finobt is unchanged since
+        self.fino_near: dict = {}
 
     # -- from one transaction to the next -------------------------------------
     def _read_headers(self, tx) -> tuple:
@@ -160,11 +164,18 @@ class PerAG:
         saved = self.saved
         if saved is None:
             return False
-        bufs = self._read_headers(tx)
-        for buf, mine, raw in zip(bufs, (self.agf_buf, self.agi_buf, self.agfl_buf), saved):
-            if buf is not mine or buf.data != raw:
+        # the cache still holds the very buffers, unchanged: joined as they
+        # are (what reading them through the transaction would give)
+        get = self.fs.cache.get
+        mine = (self.agf_buf, self.agi_buf, self.agfl_buf)
+        for buf, raw in zip(mine, saved):
+            if get(buf.key) is not buf or buf.stale or buf.data != raw:
                 self.saved = None
+                self._read_headers(tx)
                 return False
+        join = tx.join
+        for buf in mine:
+            join(buf)
         self.tx = tx
         for tree in (self.bno, self.cnt, self.ino, self.fino):
             if tree is not None:
@@ -172,6 +183,7 @@ class PerAG:
         self.agf_dirty = self.agi_dirty = self.agfl_dirty = False
         self.longest_stale = False
         self.hot = {}
+        self.hot_keys = {}
         return True
 
     # -- AGFL ring -----------------------------------------------------------

@@ -84,8 +84,10 @@ def cli():
 def main(argv=None):
     from ..errors import FsToolError, errno_of
     from .console import error_line
+    from . import exits
     from .exits import (EXIT_FAILURE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE,
                         exit_status)
+    exits.AS_PROGRAM = argv is None
     args = list(argv if argv is not None else sys.argv[1:])
     if not args:
         args = ["--help"]          # no command: show the help, not an error

@@ -18,11 +18,15 @@ EXIT_CANNOT = 4
 @click.option("--undo-file", type=click.Path(dir_okay=False),
               help="Save every block before it is overwritten; 'fstool undo IMAGE FILE' "
                    "puts them back.")
+@click.option("--extend-truncated", is_flag=True,
+              help="An image file shorter than the filesystem its superblock describes is "
+                   "first extended with zeros to that size (what was cut off is lost), then "
+                   "repaired; without this repair stops on such an image.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
               help="Check AGs in this many parallel processes.")
 @json_opt
 @image_arg
-def cmd(dry_run, rebuild, add_finobt, undo_file, jobs, as_json, image):
+def cmd(dry_run, rebuild, add_finobt, undo_file, extend_truncated, jobs, as_json, image):
     """Check IMAGE and repair what check finds, in xfs_repair's order: the
     primary superblock (from the secondaries), inodes (fields fixed, bad
     ones cleared or their attr forks dropped), directories, link counts and
@@ -45,7 +49,7 @@ def cmd(dry_run, rebuild, add_finobt, undo_file, jobs, as_json, image):
     trees = tuple(t.strip() for t in rebuild.split(",") if t.strip())
     try:
         result = repair(image, dry_run=dry_run, rebuild=trees, add_finobt=add_finobt,
-                        undo_file=undo_file, jobs=jobs)
+                        undo_file=undo_file, jobs=jobs, extend_truncated=extend_truncated)
     except FsToolError as e:
         e.exit_status = EXIT_CANNOT
         raise

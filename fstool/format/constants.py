@@ -16,6 +16,9 @@ XFS_FIBT_CRC_MAGIC = 0x46494233  # "FIB3" free inode btree
 XFS_BMAP_CRC_MAGIC = 0x424D4133  # "BMA3" block map btree
 XFS_REFC_CRC_MAGIC = 0x52334643  # "R3FC" refcount btree
 XFS_RMAP_CRC_MAGIC = 0x524D4233  # "RMB3" reverse map btree
+# rmapbt record offset: flags in the top bits, the file offset below
+XFS_RMAP_OFF_ATTR, XFS_RMAP_OFF_BMBT, XFS_RMAP_OFF_UNWRITTEN = 1 << 63, 1 << 62, 1 << 61
+XFS_RMAP_OFF_MASK = (1 << 54) - 1
 XFS_DIR3_BLOCK_MAGIC = 0x58444233  # "XDB3" single-block directory
 XFS_DIR3_DATA_MAGIC = 0x58444433   # "XDD3" directory data block
 XFS_DIR3_FREE_MAGIC = 0x58444633   # "XDF3" directory free index

@@ -55,6 +55,9 @@ class Codec:
     name: str
     rec_len: int
     key_len: int
+    # an overlapping tree (the rmapbt) keys each child by its lowest low key
+    # and its highest high key (:meth:`block_key`)
+    overlapping = False
 
     def __init__(self, name: str, rec_fmt: str, key_fmt: str):
         self.name = name
@@ -257,12 +260,24 @@ class _RmapCodec(Codec):
     def key(self, rec):
         return (rec[0], rec[2], rec[3])
 
+    overlapping = True
+    _HIGH = struct.Struct(">IQQ")
+
     def rec_key_bytes(self, buf, off):
         s, n, o, f = self._rec.unpack_from(buf, off)
-        # the high key: the last block; the last file offset for file data
-        # (not for attr-fork or bmbt-block mappings, nor non-inode owners)
-        last = f if o >> 63 or f >> 62 else f + n - 1
+        # the unwritten flag is an attribute of the record, not of its key
+        f &= ~C.XFS_RMAP_OFF_UNWRITTEN
+        # the high key: the last block; the last file offset for a fork
+        # mapping (not for bmbt blocks, nor non-inode owners)
+        last = f if o >> 63 or f >> 62 & 1 else f + n - 1
         return self._dkey.pack(s, o, f, s + n - 1, o, last)
+
+    def block_key(self, keys) -> bytes:
+        """The key of a block whose records or children have ``keys``: the
+        first low key and the greatest high key (startblock, owner, offset
+        compared unsigned, as xfs_btree_get_*_keys_overlapped do)."""
+        high = max(keys, key=lambda k: self._HIGH.unpack_from(k, 20))
+        return bytes(keys[0][:20]) + bytes(high[20:40])
 
 
 

@@ -167,6 +167,10 @@ class _Engine:
         self.store = store
         self.uuid = bytes(uuid)
         self.nblocks_delta = 0
+        # counts the changes made through this object (update, insert,
+        # delete): a caller's note of a record stays good while it is unchanged
+        self.gen = 0
+        self.keys_gen = 0         # the same for insert and delete only
         self._form = form
         self._owner = owner
         self._where = where
@@ -333,6 +337,13 @@ class _Engine:
             path[level] = (addr, buf, i)
             addr = unpack_ptr(buf, ptroff + pl * i)[0]
         buf = read(addr, 0)
+        path[0] = (addr, buf, self._leaf_index(buf, key))
+        return path
+
+    def _leaf_index(self, buf, key) -> int:
+        """The first record of a leaf whose key is >= ``key`` (numrecs when
+        none is)."""
+        h, rl, rec_key_at = self._hdr, self._rl, self.codec.rec_key_at
         lo, hi = 0, (buf[6] << 8) | buf[7]
         while lo < hi:
             mid = (lo + hi) >> 1
@@ -340,8 +351,7 @@ class _Engine:
                 lo = mid + 1
             else:
                 hi = mid
-        path[0] = (addr, buf, lo)
-        return path
+        return lo
 
     def _edge_path(self, right: bool) -> list:
         """Path to the first (or last) record of the tree."""
@@ -487,6 +497,7 @@ class _Engine:
     # -- update --------------------------------------------------------------
     def update(self, rec) -> None:
         """Replace the record that has ``rec``'s key."""
+        self.gen += 1
         codec = self.codec
         key = codec.key(rec)
         path = self._descend(key)
@@ -499,10 +510,19 @@ class _Engine:
         if i == 0:
             # bnobt keys carry the first record's length too
             self._update_keys(path, 0)
+            self._note_leaf(None)
+        else:
+            self._note_leaf(path)
+
+    def _note_leaf(self, path: list | None) -> None:
+        """After an update: ``path`` when it changed no key above the leaf
+        (subclasses may remember where the leaf is), else None."""
 
     # -- insert --------------------------------------------------------------
     def insert(self, rec) -> None:
         """Add a record; a record with the same key must not exist."""
+        self.gen += 1
+        self.keys_gen += 1
         codec = self.codec
         key = codec.key(rec)
         path = self._descend(key)
@@ -629,6 +649,8 @@ class _Engine:
     # -- delete --------------------------------------------------------------
     def delete(self, key):
         """Remove the record with exactly this key and return it."""
+        self.gen += 1
+        self.keys_gen += 1
         key = tuple(key)
         path = self._descend(key)
         _, buf, pos = path[0]
@@ -750,6 +772,55 @@ class ShortBtree(_Engine):
         self.root = root
         self.levels = levels
         self.agno = agno
+        # (keys_gen, root, levels, low, high, leaf) of the leaf the last
+        # update went to: keys from low (None: no bound) up to, not
+        # including, high are in that leaf while no insert or delete
+        # changed the tree (updates that change no key above a leaf do not)
+        self._leaf_hint = None
+
+    def _note_leaf(self, path: list | None) -> None:
+        if path is None:
+            self._leaf_hint = None
+            return
+        lo = hi = None
+        h, kl = self._hdr, self._kl
+        node_key_at = self.codec.node_key_at
+        for level in range(len(path) - 1, 0, -1):
+            _addr, buf, i = path[level]
+            # the child at i takes keys from its own key (none below it for
+            # the first) up to the next entry's key, within the parent's range
+            if i:
+                k = node_key_at(buf, h + i * kl)
+                if lo is None or lo <= k:
+                    lo = k
+            if i + 1 < ((buf[6] << 8) | buf[7]):
+                k = node_key_at(buf, h + (i + 1) * kl)
+                if hi is None or k <= hi:
+                    hi = k
+        self._leaf_hint = (self.keys_gen, self.root, self.levels, lo, hi, path[0][0])
+
+    def update(self, rec) -> None:
+        """Replace the record that has ``rec``'s key (in the leaf the last
+        update went to, without a descent from the root, when the key
+        belongs there and is not its first)."""
+        hint = self._leaf_hint
+        if hint is not None and hint[0] == self.keys_gen and hint[1] == self.root and \
+                hint[2] == self.levels:
+            codec = self.codec
+            key = codec.key(rec)
+            lo, hi = hint[3], hint[4]
+            if (lo is None or lo <= key) and (hi is None or not hi <= key):
+                addr = hint[5]
+                buf = self._read(addr, 0)
+                a = self._leaf_index(buf, key)
+                if a and self._is_key_at(buf, a, key):
+                    self.gen += 1
+                    rl = self._rl
+                    off = self._hdr + a * rl
+                    buf[off:off + rl] = codec.pack_rec(rec)
+                    self._dirty(addr)
+                    return
+        _Engine.update(self, rec)
 
     @classmethod
     def create(cls, bt: BtreeType, store: BlockStore, *, agno: int, uuid: bytes,
@@ -1034,12 +1105,19 @@ def _load_levels(form: BlockForm, shape: _Shape, magic: int, codec: Codec, store
                              store.daddr(addr), uuid, owner)
             if level == 0:
                 buf[hdr:hdr + count * rl] = packed[src * rl:(src + count) * rl]
-                nkeys.append(codec.rec_key_bytes(buf, hdr) if count else b"")
+                if not count:
+                    nkeys.append(b"")
+                elif codec.overlapping:
+                    nkeys.append(codec.block_key([codec.rec_key_bytes(buf, hdr + j * rl)
+                                                  for j in range(count)]))
+                else:
+                    nkeys.append(codec.rec_key_bytes(buf, hdr))
             else:
                 buf[hdr:hdr + count * kl] = b"".join(keys[src:src + count])
                 buf[ptroff:ptroff + count * form.ptr_len] = b"".join(
                     ptr_pack(p) for p in ptrs[src:src + count])
-                nkeys.append(keys[src])
+                nkeys.append(codec.block_key(keys[src:src + count]) if codec.overlapping
+                             else keys[src])
             src += count
             nptrs.append(addr)
             if prev_buf is not None:

@@ -84,9 +84,11 @@ class BufferCache:
 
     def _blocks(self, buf: Buf):
         bb = self.block_bb
-        for d, n in buf.extents():
-            first = d - d % bb
-            yield from range(first, d + (n >> C.BBSHIFT), bb)
+        if not buf.pieces:                  # most buffers: one contiguous piece
+            d = buf.daddr
+            return range(d - d % bb, d + (buf.length >> C.BBSHIFT), bb)
+        return [b for d, n in buf.pieces
+                for b in range(d - d % bb, d + (n >> C.BBSHIFT), bb)]
 
     def insert(self, buf: Buf) -> Buf:
         key = buf.key

@@ -162,14 +162,21 @@ def apply_undo(dev, path) -> int:
     Refuses (UndoError) when the image changed since the undo file was
     completed."""
     size, records, extra, digest = read_undo(path)
-    if dev.size != size:
+    # an image file the change extended (repair --extend-truncated) is cut
+    # back to its old size once its blocks are back
+    grown = dev.size > size and not dev.is_blockdev
+    if dev.size != size and not grown:
         raise UndoError(f"{dev.path}: the image is {dev.size} bytes, the undo file was made "
                         f"for one of {size} bytes")
     ranges = [(off, len(data)) for off, data in records]
     for off, n in ranges:
-        if off < 0 or off + n > size:
+        if off < 0 or off + n > dev.size:
             raise UndoError(f"{path}: a saved range lies outside the image")
-    if image_digest(dev.pread, size, ranges, extra) != digest:
+    if image_digest(dev.pread, dev.size, ranges, extra) != digest:
+        if grown:
+            raise UndoError(f"{dev.path}: the image is {dev.size} bytes, the undo file was "
+                            f"made for one of {size} bytes (or one it extended, unchanged "
+                            "since)")
         raise UndoError(f"{dev.path}: the image has changed since the undo file was written; "
                         "refusing to put the old blocks back")
     total = 0
@@ -177,4 +184,7 @@ def apply_undo(dev, path) -> int:
         dev.pwrite(off, data)
         total += len(data)
     dev.fsync()
+    if grown:
+        dev.resize(size)
+        dev.fsync()
     return total

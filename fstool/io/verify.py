@@ -145,30 +145,31 @@ def verify(buf, bt: BufType, *, uuid: bytes, daddr: int | None = None,
            owner: int | None = None, agno: int | None = None,
            block: int | None = None, ino: int | None = None) -> None:
     """Raise CorruptionError unless ``buf`` is a sound block of type ``bt``."""
-    where = {"agno": agno, "block": block, "ino": ino}
     (magic,) = struct.unpack_from(bt.magic_fmt, buf, bt.magic_off)
+    crc_off = bt.crc_off
+    uuid_off = bt.uuid_off
+    # the sound block, as most are, costs no more than these tests
+    fault = None
     if magic not in bt.magics:
         want = " or ".join(f"0x{m:x}" for m in bt.magics)
-        raise CorruptionError(bt.name, f"bad magic 0x{magic:x} (expected {want})",
-                              field="magic", **where)
-    stored = int.from_bytes(buf[bt.crc_off:bt.crc_off + 4], "little")
-    computed = parsers.xfs_cksum(buf, bt.crc_off)
-    if stored != computed:
-        raise CorruptionError(bt.name, f"CRC mismatch (stored 0x{stored:08x}, "
-                              f"computed 0x{computed:08x})", field="crc", **where)
-    if bt.uuid_off is not None and buf[bt.uuid_off:bt.uuid_off + 16] != uuid:
-        raise CorruptionError(bt.name, "uuid does not match the filesystem",
-                              field="uuid", **where)
-    if daddr is not None and bt.blkno_off is not None:
-        (blkno,) = struct.unpack_from(">Q", buf, bt.blkno_off)
-        if blkno != daddr:
-            raise CorruptionError(bt.name, f"records daddr {blkno}, read from {daddr}",
-                                  field="blkno", **where)
-    if owner is not None and bt.owner_off is not None:
+        fault = f"bad magic 0x{magic:x} (expected {want})", "magic"
+    elif not parsers.xfs_cksum_ok(buf, crc_off):
+        stored = int.from_bytes(buf[crc_off:crc_off + 4], "little")
+        computed = parsers.xfs_cksum(buf, crc_off)
+        fault = f"CRC mismatch (stored 0x{stored:08x}, computed 0x{computed:08x})", "crc"
+    elif uuid_off is not None and buf[uuid_off:uuid_off + 16] != uuid:
+        fault = "uuid does not match the filesystem", "uuid"
+    elif daddr is not None and bt.blkno_off is not None and \
+            _U64.unpack_from(buf, bt.blkno_off)[0] != daddr:
+        fault = f"records daddr {_U64.unpack_from(buf, bt.blkno_off)[0]}, read from {daddr}", \
+            "blkno"
+    elif owner is not None and bt.owner_off is not None:
         (got,) = struct.unpack_from(bt.owner_fmt, buf, bt.owner_off)
         if got != owner:
-            raise CorruptionError(bt.name, f"owner is {got}, expected {owner}",
-                                  field="owner", **where)
+            fault = f"owner is {got}, expected {owner}", "owner"
+    if fault is not None:
+        raise CorruptionError(bt.name, fault[0], field=fault[1], agno=agno, block=block,
+                              ino=ino)
 
 
 def _stamp_one(data, off: int, size: int, crc_off: int, lsn_off, lsn: int) -> None:

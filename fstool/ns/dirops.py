@@ -65,6 +65,26 @@ def _ents(buf, start: int, count: int) -> list:
     return list(zip(v[0::2], v[1::2]))
 
 
+class _BufEnts:
+    """The (hash, address) pairs of a leaf or node entry array read where
+    they lie, one at a time: for lookups, which touch a few of them (a
+    binary search and the run of equal hashes), not the whole array."""
+    __slots__ = ("buf", "start", "count")
+
+    def __init__(self, buf, start: int, count: int):
+        self.buf = buf
+        self.start = start
+        self.count = count
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, i: int) -> tuple:
+        if not 0 <= i < self.count:
+            raise IndexError(i)
+        return _II.unpack_from(self.buf, self.start + 8 * i)
+
+
 def _put_ents(buf, start: int, ents) -> None:
     if ents:
         struct.pack_into(f">{2 * len(ents)}I", buf, start, *[x for e in ents for x in e])
@@ -367,20 +387,20 @@ class Dir:
             buf = self.read(0, V.DIR3_DATA_ANY)
             count = _U32.unpack_from(buf, self.dbs - 8)[0]
             start = self.dbs - 8 - 8 * count
-            ents = _ents(buf, start, count)
+            ents = _BufEnts(buf, start, count)
             r = self._scan(ents, _lower_bound(ents, h), h, name, buf)
             return None if r is None else (r[0], r[1], ("block", r[2]))
         if form == "leaf":
             lbuf = self.read(self.leafblk)
             count = _U16.unpack_from(lbuf, 56)[0]
-            ents = _ents(lbuf, HDR, count)
+            ents = _BufEnts(lbuf, HDR, count)
             r = self._scan(ents, _lower_bound(ents, h), h, name, None)
             return None if r is None else (r[0], r[1], ("leaf", r[2]))
         path = self._node_path(h)
         while True:
             da, lbuf, idx = path[-1]
             count = _U16.unpack_from(lbuf, 56)[0]
-            ents = _ents(lbuf, HDR, count)
+            ents = _BufEnts(lbuf, HDR, count)
             r = self._scan(ents, idx, h, name, None)
             if r is not None:
                 path[-1] = (da, lbuf, r[2])
@@ -416,7 +436,7 @@ class Dir:
             buf = self.read(da)
             magic = _U16.unpack_from(buf, 8)[0]
             count = _U16.unpack_from(buf, 56)[0]
-            ents = _ents(buf, HDR, count)
+            ents = _BufEnts(buf, HDR, count)
             if magic == C.XFS_DA3_NODE_MAGIC:
                 if not count:
                     raise CorruptionError("directory node", "empty node", ino=self.ino,
@@ -610,6 +630,19 @@ class Dir:
         if dup is None:
             self._block_to_leaf(buf)
             return self._leaf_add(name, ino, ftype, h)
+        if not stale:
+            # the common case: no stale entry; the leaf array grows by one
+            # slot downwards, the entries below the new one move down in place
+            mid = _lower_bound(_BufEnts(buf, blp, count), h)
+            fl = D.free_len(buf, enddup)
+            scan = D.use_free(buf, enddup, enddup + fl - 8, 8, defer=True)
+            _II.pack_into(buf, dbs - 8, count + 1, 0)
+            if scan:
+                D.freescan(buf)
+            buf[blp - 8:blp - 8 + 8 * mid] = buf[blp:blp + 8 * mid]
+            _II.pack_into(buf, blp - 8 + 8 * mid, h, dup >> 3)
+            _put_at(buf, dup, length, ino, name, ftype)
+            return
         ents = _ents(buf, blp, count)
         if compact:
             # keep the highest-numbered stale entry, drop the others
@@ -696,7 +729,13 @@ class Dir:
 
     def _leaf_add(self, name, ino, ftype, h) -> None:
         dbs = self.dbs
-        lbuf, ents, stale, bests = self._leaf_read()
+        lbuf = self.read(self.leafblk)
+        count, stale = _HH.unpack_from(lbuf, 56)
+        # read where they lie: the whole array is decoded only for the
+        # rare changes that rearrange it (stale entries, conversion)
+        ents = _BufEnts(lbuf, HDR, count)
+        nb = _U32.unpack_from(lbuf, dbs - 4)[0]
+        bests = list(struct.unpack_from(f">{nb}H", lbuf, dbs - 4 - 2 * nb))
         length = D.entsize(len(name))
         index = _lower_bound(ents, h)
         use = -1
@@ -724,10 +763,11 @@ class Dir:
         if room < need and stale > 1:
             compact = True
         elif room < need:
-            self._leaf_to_node(lbuf, ents, stale, bests)
+            self._leaf_to_node(lbuf, _ents(lbuf, HDR, count), stale, bests)
             return self._node_add(name, ino, ftype, h)
         if compact:
-            ents, stale, index, lowstale, highstale = _compact_x1(ents, stale, index)
+            ents, stale, index, lowstale, highstale = _compact_x1(_ents(lbuf, HDR, count),
+                                                                  stale, index)
         if use == -1:
             da, dbuf = self.new_block(0, V.DIR3_DATA_ANY, C.XFS_DIR3_DATA_MAGIC, False)
             D.init_data(dbuf, C.XFS_DIR3_DATA_MAGIC)
@@ -740,8 +780,23 @@ class Dir:
         dup = D.get_bf(dbuf)[0][0]
         _put_at(dbuf, dup, length, ino, name, ftype)
         bests[use] = D.get_bf(dbuf)[0][1]
+        addr = (use * dbs + dup) >> 3
+        if not stale and not compact:
+            # the common case: no stale entry, the new one goes in at
+            # ``index``, the ones above it move up one slot in place
+            # (room for it was checked above)
+            at = HDR + 8 * index
+            end = HDR + 8 * count
+            lbuf[at + 8:end + 8] = lbuf[at:end]
+            _II.pack_into(lbuf, at, h, addr)
+            _HH.pack_into(lbuf, 56, count + 1, 0)
+            _U32.pack_into(lbuf, dbs - 4, len(bests))
+            struct.pack_into(f">{len(bests)}H", lbuf, dbs - 4 - 2 * len(bests), *bests)
+            return
+        if not compact:
+            ents = _ents(lbuf, HDR, count)
         ents, stale, slot = _find_entry(ents, stale, index, compact, lowstale, highstale)
-        ents[slot] = (h, (use * dbs + dup) >> 3)
+        ents[slot] = (h, addr)
         self._leaf_write(lbuf, ents, stale, bests)
 
     def _leaf_to_node(self, lbuf, ents, stale, bests) -> None:

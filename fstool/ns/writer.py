@@ -54,7 +54,7 @@ class Writer:
 
     def __init__(self, path, *, timestamp_ns: int | None = None, cache_bytes: int = 64 << 20,
                  logged: bool = True, checkpoint_bytes: int | None = None,
-                 recovering=None):
+                 recovering=None, rebuilds_rmapbt: bool = False):
         from ..alloc.inodes import InodeAllocator
         from ..alloc.space import SpaceAllocator
         from ..io.lock import ImageLock, refuse_if_mounted
@@ -66,7 +66,7 @@ class Writer:
         self.journal = None
         try:
             self._lock.__enter__()
-            self._check_writable(logged and recovering is None)
+            self._check_writable(logged and recovering is None, rebuilds_rmapbt)
             self.journal = Journal(fs, logged=logged, checkpoint_bytes=checkpoint_bytes,
                                    log_position=recovering)
         except BaseException:
@@ -92,13 +92,17 @@ class Writer:
         self.closed = False
 
     # -- lifetime ----------------------------------------------------------------
-    def _check_writable(self, logged: bool) -> None:
+    def _check_writable(self, logged: bool, rebuilds_rmapbt: bool = False) -> None:
+        """Refuse what this writer cannot keep consistent.  No write path
+        maintains the rmapbt record by record: only a caller that rebuilds
+        every AG's rmapbt it touches (repair) may open an rmapbt image
+        (``rebuilds_rmapbt``)."""
         from ..fs.logstate import log_is_clean
         sb = self.fs.sb
         if sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_NEEDSREPAIR):
             raise WriteRefused(f"{self.path}: the filesystem is marked as needing repair; "
                                "run xfs_repair first")
-        if sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_RMAPBT):
+        if sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_RMAPBT) and not rebuilds_rmapbt:
             raise UnsupportedError(f"{self.path}: writing to filesystems with the reverse "
                                    "mapping btree (rmapbt) is not supported yet")
         unknown = sb.incompat & ~WRITABLE_INCOMPAT
@@ -210,6 +214,7 @@ class Writer:
             ag.remember()
         if changed:
             self._update_sb_counters(tx)
+        self.inodes.remember_nearest()
 
     def _update_sb_counters(self, tx) -> None:
         """Superblock counters as the sum over every AG, as the kernel does

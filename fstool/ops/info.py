@@ -96,7 +96,7 @@ def geometry_of_plan(geo) -> dict:
         "imaxpct": geo.imaxpct, "sunit": 0, "swidth": 0, "naming_bsize": geo.dirblocksize,
         "ascii_ci": 0, "ftype": 1, "log_blocks": geo.logblocks,
         "log_sectsz": geo.sectsize,
-        "log_sunit": geo.sectsize // geo.blocksize if geo.sectsize != 512 else 0,
+        "log_sunit": geo.log_sunit // geo.blocksize,
         "lazy_count": 1,
         "rt_extsize": max(1, 4096 // geo.blocksize) * geo.blocksize,
     }

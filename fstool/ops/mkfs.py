@@ -123,6 +123,13 @@ class Geometry:
         return self.blocksize // self.inodesize
 
     @property
+    def log_sunit(self) -> int:
+        """The log stripe unit in bytes mkfs.xfs sets when none is asked
+        for: one filesystem block where the log's sectors are over 512
+        bytes, else none (0)."""
+        return self.blocksize if self.sectsize != 512 else 0
+
+    @property
     def inopblog(self) -> int:
         return self.inopblock.bit_length() - 1
 
@@ -447,11 +454,11 @@ class Formatter:
             "sb_icount": icount, "sb_ifree": ifree, "sb_fdblocks": fdblocks,
             "sb_inoalignmt": g.inoalignmt,
             "sb_dirblklog": _log2(g.dirblocksize) - g.blocklog,
-            # the log's sectors are the data's; a log sector over 512 bytes
-            # is also the log stripe unit records are padded to (mkfs.xfs)
+            # the log's sectors are the data's; with log sectors over 512
+            # bytes, records are padded to a log stripe unit of one block
             "sb_logsectsize": g.sectsize if g.sectsize != 512 else 0,
             "sb_logsectlog": _log2(g.sectsize) if g.sectsize != 512 else 0,
-            "sb_logsunit": g.sectsize if g.sectsize != 512 else 1,
+            "sb_logsunit": g.log_sunit or 1,
             "sb_features2": FEATURES2, "sb_bad_features2": FEATURES2,
             "sb_features_ro_compat": ro, "sb_features_incompat": inc,
             "sb_spino_align": g.spino_align,
@@ -550,29 +557,36 @@ class Formatter:
 
     def clear_log(self) -> None:
         """Empty the log and write one record holding an unmount record, as
-        mkfs.xfs does: cycle 1 in the first two sectors, nothing after (and,
+        mkfs.xfs does: cycle 1 in the record's sectors, nothing after (and,
         like mkfs.xfs, no record CRC)."""
         g = self.geo
         off = self.daddr(g.logagno, g.logstart_agbno) << C.BBSHIFT
         self.dev.zero_range(off, g.logblocks << g.blocklog)
-        # the record fills one log sector (the log stripe unit mkfs.xfs sets
-        # for sectors over 512 bytes): its data sectors after the first are
-        # zeros, stamped with the cycle like the first
-        dlen = max(C.BBSIZE, g.sectsize - C.BBSIZE)
-        hdr = bytearray(C.BBSIZE)
+        # the record spans the log stripe unit (one block where the log's
+        # sectors are over 512 bytes, two sectors otherwise); a record over
+        # 32 KiB has an extended header per further 32 KiB, holding only
+        # the cycle, since every data sector but the first is zeros
+        sunit = g.log_sunit
+        total = max(2 * C.BBSIZE, sunit)
+        hdrs = -(-sunit // L.XLOG_HEADER_CYCLE_SIZE) if sunit > L.XLOG_HEADER_CYCLE_SIZE else 1
+        dlen = total - hdrs * C.BBSIZE
+        hdr = bytearray(hdrs * C.BBSIZE)
         struct.pack_into(">IIIIQQIiI", hdr, 0, L.XLOG_HEADER_MAGIC_NUM, 1, L.XLOG_VERSION_2,
                          dlen, 1 << 32, 1 << 32, 0, -1, 1)
         # the first word of each data sector is replaced by the cycle number;
         # the word it held is kept in h_cycle_data
         struct.pack_into(">I", hdr, 44, MKFS_UNMOUNT_TID)
         struct.pack_into(">I16sI", hdr, 300, L.XLOG_FMT_LINUX_LE, self.uuid,
-                         L.XLOG_BIG_RECORD_BSIZE)
+                         max(sunit, L.XLOG_BIG_RECORD_BSIZE))
+        for ext in range(C.BBSIZE, len(hdr), C.BBSIZE):
+            struct.pack_into(">I", hdr, ext, 1)
         data = bytearray(dlen)
         struct.pack_into(">IIBBH", data, 0, 1, 8, L.XFS_LOG, L.XLOG_UNMOUNT_TRANS, 0)
         struct.pack_into("<H", data, 12, L.XLOG_UNMOUNT_TYPE)
         for sector in range(C.BBSIZE, dlen, C.BBSIZE):
             struct.pack_into(">I", data, sector, 1)
         self.dev.pwrite(off, bytes(hdr) + bytes(data))
+
 
 
 # -- the operation -------------------------------------------------------------

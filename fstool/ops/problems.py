@@ -19,6 +19,9 @@ PROBLEMS = {
     # superblocks
     "SB_PRIMARY": (ERROR, "sb", "the primary superblock fails verification (sizes, geometry, "
                    "log, alignment, unused bytes not zero, flags)"),
+    "IMAGE_TRUNCATED": (ERROR, "sb", "the image file is shorter than the filesystem the "
+                        "superblock describes (check stops there; repair extends it with "
+                        "zeros when asked to)"),
     "SB_FEATURES": (ERROR, "sb", "the superblock sets feature bits fstool does not know"),
     "SB_ROOTINO": (ERROR, "sb", "the root, realtime bitmap or summary inode number is not "
                    "where mkfs puts it"),
@@ -85,7 +88,8 @@ PROBLEMS = {
     "REFCOUNT_MISMATCH": (ERROR, "refcountbt", "blocks shared by files have no refcount "
                           "record of their count"),
     "RMAP_MISMATCH": (ERROR, "rmapbt", "an owner of blocks has no rmapbt record covering "
-                      "them"),
+                      "them, or an rmapbt record maps blocks to an owner that does not "
+                      "own them"),
     "SPACE_OVERLAP": (ERROR, "space", "a block is claimed twice (by metadata, a file or free "
                       "space)"),
     "SPACE_UNACCOUNTED": (WARNING, "space", "blocks are neither free nor used by anything "

@@ -369,6 +369,11 @@ class DirChecks:
         if lsum & 0xFFFFFFFFFFFFFFFF != dsum:
             self.report("DIR_LEAF", f"directory {ino}: its leaf blocks do not index exactly "
                         "its data entries", field="hashval", **where)
+        # each free block covers the bests of maxbests data blocks, by its
+        # place: the kernel's verifier checks firstdb against it, and
+        # xfs_repair reads the free block of every data block there is
+        maxbests = (sb.dirblksize - C.XFS_DIR3_FREE_HDR_SIZE) // 2
+        covered = set()
         for fsb in self._dir_blocks_between(node, free_fsb, None):
             try:
                 buf = self._dirblock(node, fsb, V.DIR3_FREE)
@@ -376,6 +381,14 @@ class DirChecks:
                 self.from_error("DIR_CORRUPT", e, offset=fsb, **where)
                 continue
             firstdb, nvalid, nused = struct.unpack_from(">III", buf, 48)
+            index = (fsb - free_fsb) // sb.dirblkfsbs
+            covered.add(index)
+            if firstdb != index * maxbests:
+                self.report("DIR_FREE", f"directory {ino}: free block at {fsb} says it "
+                            f"covers data blocks from {firstdb}, its place says "
+                            f"{index * maxbests}", offset=fsb, field="firstdb",
+                            expected=index * maxbests, found=firstdb, **where)
+                continue
             stored = list(struct.unpack_from(f">{nvalid}H", buf, 64)) \
                 if 64 + 2 * nvalid <= len(buf) else []
             if 64 + 2 * nvalid > len(buf):
@@ -388,6 +401,11 @@ class DirChecks:
                 self.report("DIR_FREE", f"directory {ino}: free block at {fsb} says "
                             f"{nused} used, holds {used}", offset=fsb, field="nused",
                             expected=used, found=nused, **where)
+        for index in sorted({db // maxbests for db in bests} - covered):
+            fsb = free_fsb + index * sb.dirblkfsbs
+            self.report("DIR_FREE", f"directory {ino}: no free block at {fsb} for data "
+                        f"blocks {index * maxbests} to {(index + 1) * maxbests - 1}",
+                        offset=fsb, field="firstdb", **where)
 
     def _compare_bests(self, ino, stored, bests, firstdb, fsb) -> None:
         for i, v in enumerate(stored):

@@ -82,8 +82,8 @@ class InodePhase:
 
     # -- the phase ---------------------------------------------------------------
     def phase_inodes(self) -> None:
-        """Every inode of every chunk, read a chunk at a time (not through the
-        inode cache: each is looked at once)."""
+        """Every inode of every chunk, read a run of chunks at a time (not
+        through the inode cache: each is looked at once)."""
         sb = self.sb
         fs = self.fs
         isize = sb.inodesize
@@ -96,19 +96,14 @@ class InodePhase:
             if tab is None:
                 continue
             agmin, agmax = self.agino_range(agno)
-            for k, (startino, holemask, _n, _nfree, free) in enumerate(self.chunks[agno]):
+            recs = self.chunks[agno]
+            for k, chunk, base in self._chunk_buffers(agno, recs):
+                startino, holemask, _n, _nfree, free = recs[k]
                 done += 1
                 self._tick(done, total)
-                first_blk = startino >> sb.inopblog
-                base = (startino & (sb.inopblock - 1)) * isize
-                # a misaligned record's chunk starts inside a block: read to its end
-                nblocks = max(1, -(-(base + 64 * isize) >> sb.blocklog))
-                try:
-                    chunk = fs.dev.pread(fs.agb_to_daddr(agno, first_blk) << C.BBSHIFT,
-                                         nblocks << sb.blocklog)
-                except FsToolError as e:
-                    self.from_error("INODE_CORRUPT", e, agno=agno, block=first_blk,
-                                    structure="inode")
+                if chunk is None:
+                    self.from_error("INODE_CORRUPT", base, agno=agno,
+                                    block=startino >> sb.inopblog, structure="inode")
                     continue
                 first = (agno << sb.agino_log) | startino
                 claims, others = parsers.scan_inode_chunk(
@@ -129,6 +124,58 @@ class InodePhase:
                     self.guarded(f"inode {ino}", self._check_inode, agno, ino,
                                  bool(free >> i & 1), raw, tab, 64 * k + i, agmin, agmax,
                                  ino=ino, structure="inode")
+
+    def _chunk_buffers(self, agno: int, recs: list):
+        """(k, buffer, offset of the chunk's first inode in it) for every
+        inode chunk record ``recs[k]`` of AG ``agno``, in order; (k, None,
+        the error) for a chunk that cannot be read.  Chunks that follow one
+        another on disk are read together, up to 2 MiB at a time (one read
+        per chunk cost more than the copying)."""
+        sb = self.sb
+        fs = self.fs
+        isize = sb.inodesize
+        blocklog = sb.blocklog
+        spans = []
+        for rec in recs:
+            startino = rec[0]
+            base = (startino & (sb.inopblock - 1)) * isize
+            # a misaligned record's chunk starts inside a block: read to its end
+            spans.append((startino >> sb.inopblog, base,
+                          max(1, -(-(base + 64 * isize) >> blocklog))))
+        limit = (2 << 20) >> blocklog
+        k = 0
+        while k < len(spans):
+            first_blk, base, nblocks = spans[k]
+            end = first_blk + nblocks
+            j = k + 1
+            if not base:
+                while j < len(spans) and not spans[j][1] and spans[j][0] == end and \
+                        end + spans[j][2] - first_blk <= limit:
+                    end += spans[j][2]
+                    j += 1
+            try:
+                buf = fs.dev.pread(fs.agb_to_daddr(agno, first_blk) << C.BBSHIFT,
+                                   (end - first_blk) << blocklog)
+            except FsToolError as e:
+                if j == k + 1:
+                    yield k, None, e
+                    k = j
+                    continue
+                # one of them cannot be read: each on its own, as it fails
+                for m in range(k, j):
+                    blk, b, n = spans[m]
+                    try:
+                        one = fs.dev.pread(fs.agb_to_daddr(agno, blk) << C.BBSHIFT,
+                                           n << blocklog)
+                    except FsToolError as e1:
+                        yield m, None, e1
+                    else:
+                        yield m, one, b
+                k = j
+                continue
+            for m in range(k, j):
+                yield m, buf, ((spans[m][0] - first_blk) << blocklog) + spans[m][1]
+            k = j
 
     # -- one inode -----------------------------------------------------------------
     def _check_inode(self, agno, ino, free, raw, tab, slot, agmin, agmax) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import bisect
 
+from ..._backend import checks
 from ...format import constants as C
 from .base import (DATA, OWN_AG, OWN_AGFL, OWN_FREE, OWN_COW, OWN_FS, OWN_INOBT, OWN_INODES,
                    OWN_LOG, OWN_REFC, owner_name)
@@ -38,6 +39,12 @@ def _lookup_le(tree: dict, target: int):
 def _data_overlaps(claims) -> bool:
     """Whether two file data claims of ``claims`` (sorted) may overlap: a
     claim starts before the previous one ends, or has no length."""
+    got = checks.data_overlaps(claims, DATA)
+    return _data_overlaps_py(claims) if got is None else got
+
+
+def _data_overlaps_py(claims) -> bool:
+    """_data_overlaps in Python, for numbers the native test leaves to it."""
     end = -1
     for start, n, owner in claims:
         if owner >= 0 and owner & 3 == DATA:
@@ -83,6 +90,45 @@ def shared_runs(claims) -> tuple[list, set]:
     return computed, sharing
 
 
+def rmap_records(claims, file_maps) -> list:
+    """The reverse mappings an AG must hold: one for every metadata owner's
+    blocks in ``claims`` (check's (start, length, owner)) and every file
+    mapping in ``file_maps`` ((start, length, inode, offset, flags)),
+    merged where xfs_repair's rmaps_are_mergeable merges them (one owner,
+    adjacent blocks; for a fork mapping the same flags and adjacent file
+    offsets too; never across owners, so blocks reflink shares keep a
+    record per owner).  (start, length, owner, offset, flags), sorted by
+    owner, flags and start."""
+    expect = [(start, n, _RMAP_OWNER[owner], 0, 0) for start, n, owner in claims
+              if owner in _RMAP_OWNER]
+    expect.extend(file_maps)
+    expect.sort(key=lambda r: (r[2], r[4], r[0], r[3]))
+    merged = []
+    for s, n, o, off, fl in expect:
+        if merged:
+            ps, pn, po, poff, pfl = merged[-1]
+            inode_data = o >= 0 and not fl & C.XFS_RMAP_OFF_BMBT
+            if po == o and pfl == fl and ps + pn == s and \
+                    (not inode_data or poff + pn == off):
+                merged[-1] = (ps, pn + n, po, poff, pfl)
+                continue
+        merged.append((s, n, o, off, fl))
+    return merged
+
+
+def rmap_disk_order(records) -> list:
+    """``records`` (from :func:`rmap_records`) as rmapbt records
+    (startblock, blockcount, owner, offset with its flags) in the tree's
+    key order: startblock, owner (unsigned), offset (the unwritten flag
+    aside)."""
+    out = [(s, n, o & _U64, off | fl) for s, n, o, off, fl in records]
+    out.sort(key=lambda r: (r[0], r[2], r[3] & ~C.XFS_RMAP_OFF_UNWRITTEN))
+    return out
+
+
+_U64 = (1 << 64) - 1
+
+
 class SpaceMapPhase:
     def phase_space_map(self) -> None:
         reflink = self.sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_REFLINK)
@@ -108,6 +154,8 @@ class SpaceMapPhase:
         """Overlaps (file data may overlap file data on a reflink
         filesystem) and blocks nothing claims."""
         length = self.fs.ag_length(agno)
+        if checks.space_sweep_ok(claims, length, reflink, DATA):
+            return              # nothing to report (the loop below words it)
         pos = 0
         last = None
         unaccounted = []
@@ -153,22 +201,7 @@ class SpaceMapPhase:
     def _check_rmaps(self, agno: int, claims: list) -> None:
         """Every owner check found must be covered by an rmapbt record of the
         same owner and flags (rmaps_verify_btree)."""
-        expect = []
-        for start, n, owner in claims:
-            if owner in _RMAP_OWNER:
-                expect.append((start, n, _RMAP_OWNER[owner], 0, 0))
-        expect.extend(self.rmap_expect.get(agno, ()))
-        expect.sort(key=lambda r: (r[2], r[4], r[0]))
-        merged = []
-        for s, n, o, off, fl in expect:
-            if merged:
-                ps, pn, po, poff, pfl = merged[-1]
-                inode_data = o >= 0 and not fl & (1 << 62)
-                if po == o and pfl == fl and ps + pn == s and \
-                        (not inode_data or poff + pn == off):
-                    merged[-1] = (ps, pn + n, po, poff, pfl)
-                    continue
-            merged.append((s, n, o, off, fl))
+        merged = rmap_records(claims, self.rmap_expect.get(agno, ()))
         by_owner = {}
         for s, n, o, off, fl in self.rmaps.get(agno, ()):
             by_owner.setdefault((o, fl), []).append((s, n, off))
@@ -192,3 +225,26 @@ class SpaceMapPhase:
                             f"{s}-{s + n - 1} of owner {o} (offset {off}, flags 0x{fl:x})",
                             agno=agno, block=s, structure="rmapbt",
                             expected=[s, n, o, off, fl])
+        # and the other way (scan_rmapbt's block states): every record maps
+        # blocks its owner was found to own, at the offsets it owns them
+        owned = {}
+        for s, n, o, off, fl in merged:
+            owned.setdefault((o, fl), []).append((s, n, off))
+        for lst in owned.values():
+            lst.sort()
+        for s, n, o, off, fl in self.rmaps.get(agno, ()):
+            lst = owned.get((o, fl), ())
+            i = bisect.bisect_right(lst, (s, float("inf"), float("inf"))) - 1
+            ok = False
+            while i >= 0 and not ok:
+                es, en, eoff = lst[i]
+                if es + en >= s + n:
+                    ok = o < 0 or fl & C.XFS_RMAP_OFF_BMBT or off - eoff == s - es
+                i -= 1
+                if i >= 0 and lst[i][0] + lst[i][1] < s:
+                    break
+            if not ok:
+                self.report("RMAP_MISMATCH", f"AG {agno}: the rmapbt maps blocks {s}-"
+                            f"{s + n - 1} to owner {o} (offset {off}, flags 0x{fl:x}), which "
+                            "does not own them", agno=agno, block=s, structure="rmapbt",
+                            found=[s, n, o, off, fl])

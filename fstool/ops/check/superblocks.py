@@ -126,6 +126,9 @@ def _ino_align_ok(f: dict) -> bool:
 
 
 class SuperblockPhase:
+    # LSNs below this one are behind the log's head (log_head_lsn sets it)
+    _lsn_behind = 0
+
     def phase_superblocks(self) -> None:
         sb = self.sb
         primary = sb.fields
@@ -225,7 +228,7 @@ class SuperblockPhase:
     def _check_lsn(self, lsn: int, structure: str, **where) -> None:
         """Metadata stamped with an LSN the log has not reached (xfs_repair
         tracks the largest and would reformat the log)."""
-        if lsn == 0xFFFFFFFFFFFFFFFF or lsn == 0:
+        if lsn == 0xFFFFFFFFFFFFFFFF or lsn == 0 or lsn < self._lsn_behind:
             return
         cur = self.log_head_lsn()
         if cur is None:
@@ -248,6 +251,11 @@ class SuperblockPhase:
                                   (_signed(st.curr_cycle or st.cycle), st.head))
             except Exception:       # noqa: BLE001 - a broken log is the log phase's finding
                 self._log_head = None
+            cur = self._log_head
+            if cur is not None and cur[0] > 0 and cur[1] >= 0:
+                # every LSN of a positive cycle below the log's, or of its
+                # cycle and a block before the head, is behind it
+                self._lsn_behind = (cur[0] << 32) | cur[1]
         return self._log_head
 
     def claim_ag_headers(self, agno: int) -> None:

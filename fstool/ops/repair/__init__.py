@@ -38,7 +38,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from ...errors import UnsupportedError, WriteRefused
+from ...errors import ImageTruncatedError, WriteRefused
 from ...format import constants as C
 from .actions import (AG, COUNTERS, INODE, LOG, NAMESPACE, REBUILT_TREES, SB_FIELD,
                       SECONDARY, action_of)
@@ -68,8 +68,8 @@ class RepairResult:
 
 
 def refuse_unusable(fs, path) -> None:
-    """Images repair does not write: a dirty log, an rmapbt, unknown or
-    unsupported features (the same rules as every writer)."""
+    """Images repair does not write: a dirty log, unknown or unsupported
+    features (the same rules as every writer)."""
     from ...fs.logstate import log_is_clean
     clean, why = log_is_clean(fs)
     if not clean:
@@ -138,6 +138,7 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
     ag_set.update(inodes.ags)
     if rebuild or add_finobt:
         ag_set.update(range(sb.agcount))
+    rmap = sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_RMAPBT)
     reflink = sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_REFLINK)
     if reflink and ("refcountbt" in rebuild or "all" in rebuild):
         refc_ags.update(range(sb.agcount))
@@ -168,6 +169,11 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
             unrepaired.append((f, f"reported, not repaired: inode {ino} is cleared but "
                                "directory entries still name it and the namespace phase "
                                "cannot run"))
+
+    if rmap and (ag_set or ns):
+        # an rmapbt image: whatever changes an AG's blocks rebuilds every
+        # AG's rmapbt from the owners found, as xfs_repair's phase 5 does
+        ag_set.update(range(sb.agcount))
 
     def ag_plans():
         # while anything stays unrepaired (an inode, a block map, a structure
@@ -257,6 +263,8 @@ def _plan_ags(checker, ag_set, actions, finobt, recheck, scan_ags, free_leaks, r
                 if f.agno == agno and action == AG:
                     unrepaired.append((f, f"reported, not repaired: {e}"))
             failed.add(agno)
+            if getattr(e, "lost", None):
+                checker.lost_chunks[agno] = e.lost
             continue
         if p.overlaps:
             for f, action, _t in actions:
@@ -300,8 +308,12 @@ def _check_and_plan(fs, progress, jobs, rebuild, add_finobt):
     c = cls(fs, progress)
     c.run(jobs)
     first = c.findings
+    c.lost_chunks = {}
     out = plan(c, rebuild=rebuild, add_finobt=add_finobt)
     extra = {agno: p.lost for agno, p in out[0].items() if p.lost}
+    # and those an AG's plan found before it ran out of free space (every
+    # block no one claimed is kept while anything is unrepaired)
+    extra.update(c.lost_chunks)
     if extra:
         c = cls(fs, progress)
         c.extra_chunks = extra
@@ -316,8 +328,11 @@ def _check_and_plan(fs, progress, jobs, rebuild, add_finobt):
 
 
 def repair(path, *, dry_run: bool = False, rebuild=(), add_finobt: bool = False,
-           undo_file=None, jobs: int = 1, progress=None) -> RepairResult:
-    """Check ``path`` and mend what can be mended; see the module docstring."""
+           undo_file=None, jobs: int = 1, progress=None,
+           extend_truncated: bool = False) -> RepairResult:
+    """Check ``path`` and mend what can be mended; see the module docstring.
+    ``extend_truncated``: an image file shorter than its superblock says is
+    first extended with zeros to its full size (else repair stops)."""
     from ...io.lock import refuse_if_mounted
     path = os.fspath(path)
     for t in rebuild:
@@ -332,9 +347,27 @@ def repair(path, *, dry_run: bool = False, rebuild=(), add_finobt: bool = False,
         return RepairResult([f], [(f, "primary", restored.change)],
                             [restored.change, "the rest is checked once the primary is "
                              "restored (run without -n)"], [], dry_run=True)
+    grown = None
+    if extend_truncated:
+        try:
+            grown, recorder = _extend_phase(path, dry_run, undo_file, recorder)
+        except BaseException:
+            if recorder is not None:
+                recorder.close()
+            raise
+    if grown is not None and dry_run:
+        f = grown
+        return RepairResult([f], [(f, "extend", f.message)],
+                            [_extended_text(f, True), "the rest is checked once the image "
+                             "is extended (run without -n)"], [], dry_run=True)
     try:
         result = _repair(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress,
                          recorder)
+    except ImageTruncatedError as e:
+        if extend_truncated or "superblock describes" not in str(e):
+            raise
+        raise ImageTruncatedError(f"{e}; --extend-truncated extends it with zeros to that "
+                                  "size and repairs the rest") from None
     finally:
         if recorder is not None and recorder.fd >= 0:
             # the primary was restored and nothing else written (or the rest
@@ -345,6 +378,11 @@ def repair(path, *, dry_run: bool = False, rebuild=(), add_finobt: bool = False,
                 recorder.finish(dev)
             finally:
                 dev.close()
+    if grown is not None:
+        result.findings.insert(0, grown)
+        result.actions.insert(0, (grown, "extend", grown.message))
+        result.changes.insert(0, _extended_text(grown, False))
+        result.written = True
     if restored is not None:
         f = _primary_finding(restored)
         result.findings.insert(0, f)
@@ -358,6 +396,55 @@ def _primary_finding(plan):
     from ..check.base import Finding
     return Finding("SB_PRIMARY", f"primary superblock: {plan.why}", structure="sb", agno=0,
                    block=0)
+
+
+def _extend_phase(path, dry_run, undo_file, recorder):
+    """(IMAGE_TRUNCATED finding, undo recorder) when ``path`` is an image
+    file shorter than the filesystem its primary superblock describes: the
+    file is extended with zeros to that size (unless ``dry_run``), the old
+    size kept in ``undo_file`` (``fstool undo`` cuts the file back);
+    (None, recorder) when it is not short."""
+    from ...format.structs import SB
+    from ...io.device import Device
+    from ...io.lock import ImageLock
+    from ..check.base import Finding
+    dev = Device(path, writable=not dry_run)
+    try:
+        with ImageLock(dev.fd, path):
+            head = dev.pread(0, min(dev.size, C.BBSIZE)) if dev.size >= C.BBSIZE else b""
+            if len(head) < SB.size or head[:4] != b"XFSB":
+                return None, recorder
+            f = SB.unpack(head)
+            need = f["sb_dblocks"] * f["sb_blocksize"]
+            if dev.is_blockdev or dev.size >= need or not 0 < need < 1 << 63:
+                return None, recorder
+            ag = f["sb_agblocks"] * f["sb_blocksize"]
+            first = dev.size // f["sb_blocksize"]
+            found = Finding("IMAGE_TRUNCATED",
+                            f"the image holds {dev.size} bytes, the superblock describes "
+                            f"{need}: blocks {first} to {f['sb_dblocks'] - 1} (from AG "
+                            f"{dev.size // ag if ag else 0}) are missing", structure="sb",
+                            agno=0, block=0, field="size", expected=need, found=dev.size)
+            if dry_run:
+                return found, recorder
+            if recorder is None and undo_file is not None:
+                from ...io.undo import UndoRecorder
+                extra = [(agno * ag, 4 * f["sb_sectsize"])
+                         for agno in range(f["sb_agcount"]) if agno * ag < dev.size]
+                recorder = UndoRecorder(dev, undo_file, extra)
+                os.fsync(recorder.fd)           # the old size is on disk first
+            dev.resize(need)
+            dev.fsync()
+            return found, recorder
+    finally:
+        dev.close()
+
+
+def _extended_text(f, dry_run: bool) -> str:
+    return (f"the image {'would be' if dry_run else 'was'} extended from {f.found} to "
+            f"{f.expected} bytes with zeros (the {f.expected - f.found} bytes cut off are "
+            "lost: metadata there is repaired like any damage, file data there reads as "
+            "zeros)")
 
 
 def _primary_phase(path, dry_run, undo_file):
@@ -400,9 +487,7 @@ def _primary_phase(path, dry_run, undo_file):
 def _repair(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, recorder):
     from ...fs.mount import Filesystem
     from ...io.lock import ImageLock
-    with Filesystem(path) as fs:
-        rmap = fs.sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_RMAPBT)
-    if dry_run or rmap:
+    if dry_run:
         fs = Filesystem(path)
         lock = ImageLock(fs.dev.fd, path)
         try:
@@ -416,23 +501,15 @@ def _repair(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, recor
                 _check_and_plan(fs, progress, jobs, rebuild, add_finobt)
             if add_finobt:
                 _check_finobt_room(fs, plans)
-            if rmap:
-                # fstool does not write filesystems with a reverse-mapping
-                # btree: what would be repaired is reported, not repaired
-                why = ("reported, not repaired: writing filesystems with a reverse-mapping "
-                       "btree (rmapbt) is not supported yet")
-                unrep = unrep + [(f, why) for f, a, _t in actions
-                                 if a != "none" and f.severity == "error"]
-                if (rebuild or add_finobt) and not unrep:
-                    raise UnsupportedError(f"{path}: {why[len('reported, not repaired: '):]}")
-                return RepairResult(first, actions, [], unrep, dry_run=dry_run)
             return RepairResult(first, actions, changes, unrep, dry_run=True,
                                 forced=bool(rebuild or add_finobt))
         finally:
             lock.__exit__(None, None, None)
             fs.close()
     from ...ns.writer import Writer
-    w = Writer(path)
+    # the AG rebuild writes every AG's rmapbt anew (plan()), so repair may
+    # open an rmapbt image for writing
+    w = Writer(path, rebuilds_rmapbt=True)
     try:
         fs = w.fs
         _refuse(fs, path, add_finobt)

@@ -4,7 +4,7 @@ code -> (action, text).  The action is what :mod:`fstool.ops.repair` plans:
 
 ``ag``         rebuild the AG's free space and inode btrees, the AGFL and
                the AGF/AGI counters from the space map of every owner (the
-               finding's AG)
+               finding's AG; on an rmapbt filesystem every AG, rmapbt included)
 ``counters``   recompute the superblock counters from the AGs
 ``secondary``  rewrite the secondary superblock from the primary
 ``namespace``  the namespace phase (:mod:`.namespace`): rebuild the
@@ -27,8 +27,11 @@ SB_FIELD = "sb_field"
 LOG = "log"
 
 _AG_TEXT = ("rebuilt: the AG's bnobt, cntbt, inobt, finobt and free list are bulk-loaded "
-            "from the space map of every owner and the inode chunks, the AGF/AGI counters "
-            "recomputed")
+            "from the space map of every owner and the inode chunks (on an rmapbt "
+            "filesystem every AG's rmapbt too), the AGF/AGI counters recomputed")
+_RMAP_TEXT = ("rebuilt: every AG's rmapbt is bulk-loaded from the owners found (AG headers, "
+              "log, btrees, free list, inode chunks, file and attr extents, bmbt blocks; "
+              "records merged as xfs_repair merges them), with the AG's other trees")
 _NOT_YET = "reported, not repaired: "
 _DIR_TEXT = ("repaired: the directory is rebuilt from the entries that can still be read "
              "and are valid (entries naming free, cleared or invalid inodes, illegal or "
@@ -45,6 +48,10 @@ _REFC_TEXT = ("rebuilt: the AG's refcount btree is bulk-loaded from the blocks f
               "(CoW staging extents left behind are freed), with the AG's other trees")
 
 REPAIRS = {
+    "IMAGE_TRUNCATED": ("extend", "repaired with --extend-truncated: the image file is "
+                        "extended with zeros to the size the superblock describes (what was "
+                        "cut off is lost), then checked and repaired like any other; "
+                        "without it repair stops"),
     "SB_PRIMARY": ("primary", "repaired: the primary superblock is restored from the "
                    "secondaries (the geometry most valid secondaries agree on, as xfs_repair's "
                    "phase 1 finds it), its counters summed again from the AGs"),
@@ -93,8 +100,7 @@ REPAIRS = {
     "AGF_FREEBLKS": (AG, _AG_TEXT),
     "AGF_LONGEST": (AG, _AG_TEXT),
     "AGF_BTREEBLKS": (AG, _AG_TEXT),
-    "AGF_RMAP_BLOCKS": (NONE, _NOT_YET + "writing filesystems with an rmapbt is not "
-                        "supported yet"),
+    "AGF_RMAP_BLOCKS": (AG, _RMAP_TEXT),
     "AGF_REFCOUNT_BLOCKS": (AG, _REFC_TEXT),
     "INOBT_RECORD": (AG, _AG_TEXT + "; a record's counts follow its free mask and holemask"),
     "INOBT_INODE": (AG, _AG_TEXT + "; the free mask follows the inodes on disk (an inode "
@@ -104,8 +110,7 @@ REPAIRS = {
     "AGI_BLOCKS": (AG, _AG_TEXT),
     "REFCOUNT_COW": (AG, _REFC_TEXT),
     "REFCOUNT_MISMATCH": (AG, _REFC_TEXT),
-    "RMAP_MISMATCH": (NONE, _NOT_YET + "writing filesystems with an rmapbt is not "
-                      "supported yet"),
+    "RMAP_MISMATCH": (AG, _RMAP_TEXT),
     "SPACE_OVERLAP": (AG, "repaired when one of the claimants is free space, the free "
                       "list or an AG btree (the AG is rebuilt); a file whose data fork or "
                       "block map claims a block metadata or another file claims is cleared, "
@@ -184,8 +189,8 @@ REPAIRS = {
 }
 
 # the AG btrees repair rebuilds (findings about the others are not repaired)
-REBUILT_TREES = ("bnobt", "cntbt", "inobt", "finobt", "refcountbt", "agfl", "agf", "agi",
-                 "space")
+REBUILT_TREES = ("bnobt", "cntbt", "inobt", "finobt", "refcountbt", "rmapbt", "agfl", "agf",
+                 "agi", "space")
 
 
 def action_of(finding) -> tuple[str, str]:
@@ -196,8 +201,6 @@ def action_of(finding) -> tuple[str, str]:
         if finding.agno is None:
             return NONE, _NOT_YET + "the finding names no AG"
         if finding.structure not in REBUILT_TREES and finding.code.startswith("BTREE_"):
-            if finding.structure == "rmapbt":
-                return NONE, _NOT_YET + "writing filesystems with an rmapbt is not supported yet"
             return NONE, _NOT_YET + f"the {finding.structure} is not rebuilt"
     if action == SECONDARY and not finding.agno:
         return NONE, _NOT_YET + "the finding names no secondary superblock"

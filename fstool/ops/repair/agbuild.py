@@ -36,8 +36,9 @@ from ...fs import btree as B
 from ...fs import btree_write as BW
 from ...io import verify as V
 from ...io.buf import Buf
-from ..check.base import OWN_AG, OWN_AGFL, OWN_COW, OWN_FREE, OWN_INOBT, OWN_REFC
-from ..check.spacemap import shared_runs
+from ..check.base import (ATTR, BMBT_ATTR, BMBT_DATA, DATA, OWN_AG, OWN_AGFL, OWN_COW,
+                          OWN_FREE, OWN_INODES, OWN_INOBT, OWN_REFC, file_owner)
+from ..check.spacemap import rmap_disk_order, rmap_records, shared_runs
 
 # owners whose blocks a rebuild replaces (with the refcount btree: its
 # blocks and the CoW staging extents left behind too)
@@ -187,6 +188,7 @@ class AGPlan:
         if inodes is not None and (inodes.cleared or inodes.attr_dropped):
             claims = [c for c in claims if not inodes.drops(c[2])]
         self.refcount = refcount
+        self.rmap = sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_RMAPBT)
         replaced = REPLACED_REFC if refcount else REPLACED
         self.replaced = replaced
         kept = [(s, n) for s, n, o in claims if o not in replaced]
@@ -248,20 +250,42 @@ class AGPlan:
                                   len(self.finorecs)) if finobt else 0
         self.n_refc = tree_blocks(B.REFCOUNTBT, bs, len(self.refcrecs)) if refcount else 0
         self.agfl_slots = (sb.sectsize - C.XFS_AGFL_HDR_SIZE) // 4
+        if self.rmap:
+            # the reverse mappings of everything kept (the new trees' own
+            # blocks are added once they are placed)
+            self._rmap_static = [(s, n, o) for s, n, o in claims if o not in replaced]
+            self._rmap_static.extend((s, n, OWN_INODES) for rec in self.lost
+                                     for s, n in self._chunk_blocks(rec))
+            self._rmap_files = self._file_maps(checker, ns, inodes)
+            n_rrecs = len(rmap_records(self._rmap_static, self._rmap_files)) + 3
+            n_rmap = tree_blocks(B.RMAPBT, bs, n_rrecs)
+        else:
+            n_rrecs = n_rmap = 0
         guess = len(final0) + 1
         for _ in range(16):
             n_free = tree_blocks(B.BNOBT, bs, guess)
-            n_fl = 2 * min(tree_levels(B.BNOBT, bs, guess) + 1, C.XFS_BTREE_MAXLEVELS)
-            need = self.n_ino + self.n_fino + self.n_refc + 2 * n_free + n_fl
+            n_fl = self._agfl_min(tree_levels(B.BNOBT, bs, guess),
+                                  tree_levels(B.RMAPBT, bs, n_rrecs))
+            need = self.n_ino + self.n_fino + self.n_refc + 2 * n_free + n_rmap + n_fl
             taken, pieces = self._take(free_now, need)
+            if len(taken) < need:
+                e = RepairError(f"AG {agno}: {need} free blocks are needed for the new "
+                                f"btrees and free list, only {len(taken)} are free")
+                # inode chunks found on disk so far: a check that knows them
+                # claims what their files own, which may free the rest
+                e.lost = self.lost
+                raise e
+            if self.rmap:
+                self.rmaprecs = self._rmap_final(taken, self.n_ino + self.n_fino, self.n_refc)
+                n_r = tree_blocks(B.RMAPBT, bs, len(self.rmaprecs))
+                if n_r > n_rmap or len(self.rmaprecs) > n_rrecs:
+                    n_rmap, n_rrecs = max(n_r, n_rmap), max(n_rrecs, len(self.rmaprecs))
+                    continue
             if len(final0) + pieces <= guess:
                 break
             guess = len(final0) + pieces
         else:
             raise RepairError(f"AG {agno}: could not size the free space btrees")
-        if len(taken) < need:
-            raise RepairError(f"AG {agno}: {need} free blocks are needed for the new btrees "
-                              f"and free list, only {len(taken)} are free")
         # 3. free space: what no kept owner and no new block uses
         taken_m = merge((b, 1) for b in taken)
         self.free_recs = [(s, e - s) for s, e in complement(merge(
@@ -279,6 +303,11 @@ class AGPlan:
         pos += n_bno
         self.cnt_blocks = taken[pos:pos + n_bno]
         pos += n_bno
+        # (an rmapbt smaller than reserved leaves the rest to the free list:
+        # OWN_AG blocks either way, so its records stay as computed)
+        self.n_rmap = tree_blocks(B.RMAPBT, bs, len(self.rmaprecs)) if self.rmap else 0
+        self.rmap_blocks = taken[pos:pos + self.n_rmap]
+        pos += self.n_rmap
         self.agfl = taken[pos:]
         if len(self.agfl) > self.agfl_slots:
             raise RepairError(f"AG {agno}: internal: {len(self.agfl)} blocks left for a "
@@ -288,6 +317,49 @@ class AGPlan:
         self.longest = max((n for _s, n in self.free_recs), default=0)
 
     # -- pieces --------------------------------------------------------------------
+    def _agfl_min(self, bno_levels: int, rmap_levels: int) -> int:
+        """Blocks the free list is filled with: the kernel's minimum
+        (xfs_alloc_min_freelist) for the bnobt and cntbt and, with an
+        rmapbt, for its levels too (the larger of the two rules kernels
+        have used: one block a level plus one, two a level)."""
+        n = 2 * min(bno_levels + 1, C.XFS_BTREE_MAXLEVELS)
+        if self.rmap:
+            top = B.rmap_maxlevels(self.sb.blocksize, self.sb.agblocks,
+                                   self.sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_REFLINK))
+            k = min(rmap_levels + 1, top)
+            n += max(k, 2 * k - 2)
+        return n
+
+    def _file_maps(self, checker, ns, inodes) -> list:
+        """The AG's fork mappings (check's, as the rmapbt must hold them)
+        after the inode and namespace phases: those of cleared inodes,
+        dropped attr forks and rewritten directories go, the blocks the
+        rewritten directories take come."""
+        out = []
+        for rec in checker.rmap_expect.get(self.agno, ()):
+            ino, fl = rec[2], rec[4]
+            kind = (BMBT_ATTR if fl & C.XFS_RMAP_OFF_BMBT else ATTR) \
+                if fl & C.XFS_RMAP_OFF_ATTR else \
+                (BMBT_DATA if fl & C.XFS_RMAP_OFF_BMBT else DATA)
+            if inodes is not None and inodes.drops(file_owner(ino, kind)):
+                continue
+            if ns is not None and ns.remaps(ino, fl):
+                continue
+            out.append(rec)
+        if ns is not None:
+            out.extend(ns.rmaps.get(self.agno, ()))
+        return out
+
+    def _rmap_final(self, taken: list, n_inobt: int, n_refc: int) -> list:
+        """The new rmapbt's records (disk order) when the new trees take
+        ``taken``: inobt and finobt first (OWN_INOBT), the refcountbt
+        (OWN_REFC), then the free space btrees, the rmapbt and the free list
+        (all OWN_AG)."""
+        new = [(b, 1, OWN_INOBT) for b in taken[:n_inobt]]
+        new += [(b, 1, OWN_REFC) for b in taken[n_inobt:n_inobt + n_refc]]
+        new += [(b, 1, OWN_AG) for b in taken[n_inobt + n_refc:]]
+        return rmap_disk_order(rmap_records(self._rmap_static + new, self._rmap_files))
+
     def _kept_overlaps(self, claims) -> list:
         """Blocks two kept owners claim: a rebuild cannot settle those."""
         out = []
@@ -401,6 +473,8 @@ class AGPlan:
                    if self.finobt else "")
                 + (f", refcountbt {len(self.refcrecs)} records in {self.n_refc} blocks"
                    if self.refcount else "")
+                + (f", rmapbt {len(self.rmaprecs)} records in {self.n_rmap} blocks"
+                   if self.rmap else "")
                 + f", bnobt/cntbt {len(self.free_recs)} free extents ({self.freeblks} blocks)"
                 f" in {self.n_bno}+{self.n_bno} blocks, free list {len(self.agfl)} blocks")
 
@@ -429,6 +503,8 @@ class AGPlan:
                                        self.finorecs, V.FINOBT)
         if self.refcount:
             refc_root, refc_lvl = load(B.REFCOUNTBT, self.refc_blocks, self.refcrecs, V.REFCBT)
+        if self.rmap:
+            rmap_root, rmap_lvl = load(B.RMAPBT, self.rmap_blocks, self.rmaprecs, V.RMAPBT)
         bno_root, bno_lvl = load(B.BNOBT, self.bno_blocks, self.free_recs, V.BNOBT)
         cnt_recs = sorted(self.free_recs, key=lambda r: (r[1], r[0]))
         cnt_root, cnt_lvl = load(B.CNTBT, self.cnt_blocks, cnt_recs, V.CNTBT)
@@ -443,9 +519,12 @@ class AGPlan:
                  agf_length=self.length, agf_uuid=uuid)
         roots, levels = list(f["agf_roots"]), list(f["agf_levels"])
         roots[0], roots[1], levels[0], levels[1] = bno_root, cnt_root, bno_lvl, cnt_lvl
+        if self.rmap:
+            roots[2], levels[2] = rmap_root, rmap_lvl
+            f.update(agf_rmap_blocks=self.n_rmap)
         nfl = len(self.agfl)
         f.update(agf_roots=roots, agf_levels=levels, agf_freeblks=self.freeblks,
-                 agf_longest=self.longest, agf_btreeblks=2 * (self.n_bno - 1),
+                 agf_longest=self.longest, agf_btreeblks=self.btreeblks,
                  agf_flfirst=0, agf_fllast=(nfl - 1) % self.agfl_slots, agf_flcount=nfl)
         if self.refcount:
             f.update(agf_refcount_root=refc_root, agf_refcount_level=refc_lvl,
@@ -479,4 +558,10 @@ class AGPlan:
         buf = raw_buf(tx, base + 2 * step, ss, V.AGI)
         packed = AGI.pack(i)
         buf.data[:len(packed)] = packed
-        return count, freecount, self.freeblks + nfl + 2 * (self.n_bno - 1)
+        return count, freecount, self.freeblks + nfl + self.btreeblks
+
+    @property
+    def btreeblks(self) -> int:
+        """agf_btreeblks: the free space btrees' blocks (and the rmapbt's)
+        besides their roots."""
+        return 2 * (self.n_bno - 1) + (self.n_rmap - 1 if self.rmap else 0)

@@ -9,7 +9,11 @@ import struct
 
 from ..._backend import parsers
 from ...format import constants as C
+from ...format.structs import DINODE
 from ..check import Checker
+
+_FLAGS2_OFF = DINODE.offset("di_flags2")
+_NEXTENTS_OFF = DINODE.offset("di_nextents")
 
 
 class RepairChecker(Checker):
@@ -47,7 +51,20 @@ class RepairChecker(Checker):
         # checking what the inode holds: so does the check repair runs, or
         # the faults a stale CRC hides (an attr fork, a symlink) would only
         # show once the CRC is rewritten
-        if not parsers.xfs_cksum_ok(raw, C.XFS_DINODE_CRC_OFF):
+        stale = not parsers.xfs_cksum_ok(raw, C.XFS_DINODE_CRC_OFF)
+        if d["flags2"] & C.XFS_DIFLAG2_NREXT64 and \
+                not self.sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_NREXT64):
+            # 64-bit extent counters on a filesystem without them: the flag
+            # is the fault (INODE_FLAGS, which the inode phase clears), the
+            # counts stand where the filesystem's layout keeps them, so the
+            # forks are read that way rather than condemned for counts read
+            # from the wrong fields
+            raw = bytearray(raw)
+            struct.pack_into(">Q", raw, _FLAGS2_OFF, d["flags2"] & ~C.XFS_DIFLAG2_NREXT64)
+            n, an = struct.unpack_from(">IH", raw, _NEXTENTS_OFF)
+            d = dict(d, flags2=d["flags2"] & ~C.XFS_DIFLAG2_NREXT64, nextents=n, anextents=an)
+            stale = True
+        if stale:
             raw = bytearray(raw)
             struct.pack_into("<I", raw, C.XFS_DINODE_CRC_OFF,
                              parsers.xfs_cksum(bytes(raw), C.XFS_DINODE_CRC_OFF))

@@ -310,6 +310,9 @@ class InodePlan:
                              parsers.xfs_cksum(bytes(buf.data), C.XFS_BTREE_LBLOCK_CRC_OFF))
         for daddr, length in sorted(self.symlink_crc.items()):
             buf = raw_buf(tx, daddr, length, V.SYMLINK)
+            struct.pack_into(">I", buf.data, 0, C.XFS_SYMLINK_MAGIC)
+            buf.data[16:32] = fs.sb.meta_uuid
+            struct.pack_into(">Q", buf.data, 40, daddr)      # sl_blkno
             struct.pack_into("<I", buf.data, SYMLINK_CRC_OFF,
                              parsers.xfs_cksum(bytes(buf.data), SYMLINK_CRC_OFF))
         for daddr, ino in sorted(self.attr_blocks.items()):
@@ -357,14 +360,11 @@ def edited(raw, ch: InodeChange, checker) -> bytearray:
             flags2 &= ~DIFLAG2_COWEXTSIZE
         old2 = get(b, "di_flags2")
         if (old2 ^ flags2) & DIFLAG2_NREXT64:
-            # the extent counts move to the fields the new flags name
-            n, an = (get(b, x) for x in count_fields(old2))
+            # large extent counters on a filesystem without them (the only
+            # way the flag is cleared): the counts were kept in the
+            # filesystem's own fields all along (the check repair runs reads
+            # them there), and the 64-bit count's place is padding again
             put(b, "di_big_nextents", 0)
-            put(b, "di_nextents", 0)
-            put(b, "di_anextents", 0)
-            dn, dan = count_fields(flags2)
-            put(b, dn, n)
-            put(b, dan, an)
         put(b, "di_flags", flags)
         put(b, "di_flags2", flags2)
         names = count_fields(flags2)
@@ -725,11 +725,16 @@ SYMLINK_CRC_OFF = 12         # sl_magic, sl_offset, sl_bytes, then sl_crc
 
 def _symlink_crc_only(checker, ino: int, findings) -> dict:
     """{daddr: length} of the remote symlink buffers of ``ino`` whose CRC
-    is wrong, when that is the symlink's only fault (every finding is a
-    CRC mismatch; each buffer's header names this inode, its own address,
-    the filesystem's uuid and its place in the target; the target has
-    di_size bytes, none of them NUL); else {}."""
-    if any(f.field != "crc" for f in findings):
+    is wrong, when xfs_repair keeps the link anyway (the findings are about
+    the buffers' headers and CRCs only; each buffer's header names this
+    inode and its place in the target; the target has di_size bytes, none
+    of them NUL); else {}.  The kernel's verifier reports a bad CRC before
+    anything else, and xfs_repair, told of a bad CRC, looks at the header's
+    owner, offset and length only: a buffer with a bad CRC may also have a
+    wrong magic, uuid or recorded address, which are rewritten with the
+    CRC.  A buffer whose CRC is right must be right throughout (xfs_repair
+    clears the link otherwise)."""
+    if any(f.field not in ("crc", "magic", "uuid", "blkno") for f in findings):
         return {}
     fs = checker.fs
     sb = fs.sb
@@ -754,14 +759,16 @@ def _symlink_crc_only(checker, ino: int, findings) -> dict:
             magic, offset, nbytes = struct.unpack_from(">III", buf, 0)
             owner, blkno = struct.unpack_from(">QQ", buf, 32)
             want = min(n * bs - hdr, length - got)
-            if magic != C.XFS_SYMLINK_MAGIC or offset != got or nbytes != want or \
-                    owner != ino or blkno != daddr or buf[16:32] != sb.meta_uuid or \
+            if offset != got or nbytes != want or owner != ino or \
                     0 in buf[hdr:hdr + nbytes]:
                 return {}
             stored = struct.unpack_from("<I", buf, SYMLINK_CRC_OFF)[0]
             from ..._backend import parsers
             if parsers.xfs_cksum(bytes(buf), SYMLINK_CRC_OFF) != stored:
                 bad[daddr] = n * bs
+            elif magic != C.XFS_SYMLINK_MAGIC or blkno != daddr or \
+                    buf[16:32] != sb.meta_uuid:
+                return {}
             got += nbytes
             blk += n
     except Exception:       # noqa: BLE001 - a symlink that cannot be read is cleared

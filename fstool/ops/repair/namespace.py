@@ -49,6 +49,8 @@ from ...format import constants as C
 from ...format.structs import DINODE
 from ...fs import dir as xdir
 from ..check.base import BMBT_DATA, DATA, file_owner
+
+RMAP_ATTR, RMAP_BMBT = C.XFS_RMAP_OFF_ATTR, C.XFS_RMAP_OFF_BMBT
 from .agbuild import RepairError, complement, merge, normal_record
 
 CODES = ("DIR_CORRUPT", "DIR_NAME", "DIR_BESTFREE", "DIR_LEAF", "DIR_NODE", "DIR_FREE",
@@ -121,9 +123,14 @@ def data_salvage(buf, block_form: bool, has_ftype: bool) -> list:
         ino = struct.unpack_from(">Q", buf, pos)[0]
         namelen = buf[pos + 8]
         esize = _entsize(namelen, ft)
-        if namelen == 0 or pos + esize > end or \
-                struct.unpack_from(">H", buf, pos + esize - 2)[0] != pos:
+        if pos + esize > end or struct.unpack_from(">H", buf, pos + esize - 2)[0] != pos:
             break
+        if namelen == 0:
+            # an entry with no name whose tag still fits: xfs_repair clears
+            # it and reads on, since the entries after it are where their
+            # own tags say
+            pos += esize
+            continue
         name = bytes(buf[pos + 9:pos + 9 + namelen])
         out.append((name, ino, buf[pos + 9 + namelen] if ft else 0))
         pos += esize
@@ -200,6 +207,11 @@ class NamespacePlan:
         self.reserved: dict = {}                 # agno -> [(agbno, n)]
         self.released: dict = {}                 # agno -> {claim owner: set(agbno)}
         self.used_inodes: dict = {}              # agno -> {agino}
+        self.new_chunks: dict = {}               # agno -> [startagino] of chunks made
+        # agno -> [(agbno, n, ino, offset, flags)]: the reverse mappings of
+        # the blocks rebuilt directories take (their old data fork mappings
+        # go: ``remaps``)
+        self.rmaps: dict = {}
         self.now = 0
 
     @property
@@ -238,13 +250,21 @@ class NamespacePlan:
 
     def records_for(self, agno: int, recs: dict, align: int) -> None:
         """Mark the inodes the phase takes (lost+found) in use in ``recs``
-        (startino -> inobt record; chunks start at multiples of ``align``)."""
+        (startino -> inobt record; chunks start at multiples of ``align``),
+        and the chunks the phase makes, free but for those."""
+        for start in self.new_chunks.get(agno, ()):
+            recs[start] = normal_record(start, 0, (1 << 64) - 1)
         for agino in self.used_inodes.get(agno, ()):
             start = chunk_start(recs.__contains__, agino, align)
             r = recs.get(start)
             if r is None:
                 raise NamespaceError(f"AG {agno}: internal: no inode record for agino {agino}")
             recs[start] = normal_record(start, r[1], r[4] & ~(1 << (agino - start)))
+
+    def remaps(self, ino: int, flags: int) -> bool:
+        """Whether a reverse mapping of ``ino`` with ``flags`` is replaced:
+        the data fork of a directory the phase rewrites."""
+        return ino in self.dirs and not flags & RMAP_ATTR
 
     # -- writing ---------------------------------------------------------------------------
     def write(self, w) -> None:
@@ -253,6 +273,12 @@ class NamespacePlan:
         from ...ns import files as F
         fs = w.fs
         sb = fs.sb
+        for agno, starts in sorted(self.new_chunks.items()):
+            # a new inode chunk: every inode written free first
+            for start in starts:
+                first = (agno << sb.agino_log) | start
+                for ino in range(first, first + 64):
+                    w.inodes.put_inode(ino, w.enc.free(ino))
         for ino in sorted(self.dirs):
             fix = self.dirs[ino]
             if fix.fork.local is not None:
@@ -450,7 +476,7 @@ def _intersect(a: list, b: list) -> list:
 
 def _runs(fork) -> list:
     """The planned blocks of ``fork`` grouped as place_plan groups them:
-    [(total blocks, unit)]."""
+    [(total blocks, unit, first logical block)]."""
     blocks = sorted(fork.blocks, key=lambda b: b.lblk)
     out = []
     i = 0
@@ -460,7 +486,7 @@ def _runs(fork) -> list:
         while j + 1 < len(blocks) and blocks[j + 1].lblk == blocks[j].lblk + \
                 blocks[j].nblocks and blocks[j + 1].nblocks == unit:
             j += 1
-        out.append((sum(b.nblocks for b in blocks[i:j + 1]), unit))
+        out.append((sum(b.nblocks for b in blocks[i:j + 1]), unit, blocks[i].lblk))
         i = j + 1
     return out
 
@@ -654,7 +680,10 @@ def plan(checker, cleared: set, mended: frozenset = frozenset()) -> NamespacePla
     if orphans and lpf is None:
         if taken is not None:
             raise NamespaceError(f"/lost+found (inode {taken}) is not a directory")
-        lpf = _free_inode(checker, cleared, root)
+        try:
+            lpf = _free_inode(checker, cleared, root)
+        except NamespaceError:
+            lpf = _new_chunk(checker, space, out, root)
         out.new_lpf = lpf
         kept[lpf] = []
         dirs.append(lpf)
@@ -750,6 +779,34 @@ def _looks_in_use(fs, ino: int) -> bool:
         struct.unpack_from(">Q", raw, 152)[0] == ino and bytes(raw[160:176]) == fs.uuid
 
 
+def _new_chunk(checker, space, out, root: int) -> int:
+    """The first inode of a new inode chunk for lost+found, when no chunk
+    has a free inode: 64 inodes in blocks free in the space map, aligned as
+    the superblock says chunks are, the root's AG first (the chunk is
+    written, all free but lost+found, with the rebuilt inode btrees)."""
+    from ..check.base import OWN_INODES
+    sb = checker.sb
+    if sb.inopblock > 64:
+        raise NamespaceError("no free inode in an existing chunk for lost+found (a new "
+                             "chunk in blocks shared by two chunks is not supported yet)")
+    nblocks = 64 // sb.inopblock
+    align = max(1, sb.fields["sb_inoalignmt"])
+    ragno = root >> sb.agino_log
+    for agno in [ragno] + [a for a in range(sb.agcount) if a != ragno]:
+        for s, e in space._free(agno):
+            a = -(-s // align) * align
+            if a + nblocks <= e and (a + nblocks) << sb.inopblog < 1 << sb.agino_log:
+                space._cut(agno, a, nblocks)
+                out.reserved.setdefault(agno, []).append((a, nblocks, OWN_INODES))
+                out.new_chunks.setdefault(agno, []).append(a << sb.inopblog)
+                out.changes.append(f"AG {agno}: inode chunk made at agino "
+                                   f"{a << sb.inopblog} (blocks {a}-{a + nblocks - 1}) for "
+                                   "lost+found")
+                return (agno << sb.agino_log) | (a << sb.inopblog)
+    raise NamespaceError("no free inode in an existing chunk for lost+found, and no free "
+                         "space for a new chunk")
+
+
 def _free_inode(checker, cleared, root: int) -> int:
     """A free inode of an existing chunk for lost+found, the root's AG first."""
     sb = checker.sb
@@ -796,7 +853,7 @@ def _build(out: NamespacePlan, checker, space: _Space, d: int, parent, entries, 
     if fix.fork.local is None:
         home = d >> sb.agino_log
         nexts = 0
-        for total, unit in _runs(fix.fork):
+        for total, unit, lblk in _runs(fix.fork):
             pieces = None
             for agno in [home] + [a for a in range(sb.agcount) if a != home]:
                 pieces = space.take(agno, total, unit)
@@ -807,6 +864,11 @@ def _build(out: NamespacePlan, checker, space: _Space, d: int, parent, entries, 
             fix.blocks.append([((agno << sb.agblklog) | a, n) for a, n in pieces])
             out.reserved.setdefault(agno, []).extend((a, n, file_owner(d, DATA))
                                                      for a, n in pieces)
+            # their reverse mappings: place_plan maps the run's pieces in order
+            rm = out.rmaps.setdefault(agno, [])
+            for a, n in pieces:
+                rm.append((a, n, d, lblk, 0))
+                lblk += n
             nexts += len(pieces)
         # extents beyond what the fork holds go into a block map btree,
         # its blocks reserved here too (one at a time, near the directory)
@@ -821,6 +883,7 @@ def _build(out: NamespacePlan, checker, space: _Space, d: int, parent, entries, 
             fix.bmbt.append((agno << sb.agblklog) | pieces[0][0])
             out.reserved.setdefault(agno, []).append((pieces[0][0], 1,
                                                       file_owner(d, BMBT_DATA)))
+            out.rmaps.setdefault(agno, []).append((pieces[0][0], 1, d, 0, RMAP_BMBT))
     for fsbno, n in fix.released:
         agno, agbno = checker.fsb_split(fsbno)
         rel = out.released.setdefault(agno, {})
