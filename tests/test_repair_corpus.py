@@ -408,3 +408,21 @@ def test_two_inode_chunks_in_one_block_found_on_disk(tmp_path):
     assert xfs_db(img, "agi 0", "addr root", "print recs") == recs
     with images.Mounted(img) as mnt:
         assert {"dirs", "files", "many"} <= {p.name for p in Path(mnt).iterdir()}
+
+
+@needs_loop
+def test_stray_large_extent_counter_flag_on_a_directory(tmp_path):
+    """The 64-bit extent counter flag set on an extents-format directory of
+    a filesystem without them (rmap geometry): read through the flag, the
+    data fork maps nothing and the attr fork holds garbage, and xfs_repair
+    clears the attr fork, resets the block count and rebuilds the directory
+    empty, its 292 children going to lost+found.  Repair reads the inode
+    where the filesystem keeps its counts, for the directory check as for
+    the forks, clears the flag and keeps every entry in place."""
+    img, inos = corpus_image("rmap", tmp_path)
+    d = inos["dir_sparse"]
+    before = len(xfs_db(img, f"inode {d}", "print core.nextents"))
+    xfs_db(img, f"inode {d}", "write -d v3.nrext64 1", expert=True)
+    assert before and xfs_repair_n(img) == 1
+    out = judge_inode_repair(img, tmp_path)
+    assert f"inode {d}: fixed: flags" in out and "lost+found" not in out, out

@@ -14,6 +14,7 @@ from ..check import Checker
 
 _FLAGS2_OFF = DINODE.offset("di_flags2")
 _NEXTENTS_OFF = DINODE.offset("di_nextents")
+_BIG_NEXTENTS_OFF = DINODE.offset("di_big_nextents")
 
 
 class RepairChecker(Checker):
@@ -42,8 +43,12 @@ class RepairChecker(Checker):
 
     def _check_in_use(self, d, raw, ino, where) -> bool:
         self._data_blocks = None
+        self._as_mended = None
         kept = super()._check_in_use(d, raw, ino, where)
         self.verdicts[ino] = (bool(kept), self._data_blocks)
+        if self._as_mended is not None and ino in self.dir_raw:
+            # the directory check reads the inode as the repair leaves it
+            self.dir_raw[ino] = self._as_mended
         return kept
 
     def _check_forks(self, d, raw, ino, where):
@@ -62,13 +67,19 @@ class RepairChecker(Checker):
             raw = bytearray(raw)
             struct.pack_into(">Q", raw, _FLAGS2_OFF, d["flags2"] & ~C.XFS_DIFLAG2_NREXT64)
             n, an = struct.unpack_from(">IH", raw, _NEXTENTS_OFF)
+            struct.pack_into(">Q", raw, _BIG_NEXTENTS_OFF, 0)
             d = dict(d, flags2=d["flags2"] & ~C.XFS_DIFLAG2_NREXT64, nextents=n, anextents=an)
             stale = True
+            mended = True
+        else:
+            mended = False
         if stale:
             raw = bytearray(raw)
             struct.pack_into("<I", raw, C.XFS_DINODE_CRC_OFF,
                              parsers.xfs_cksum(bytes(raw), C.XFS_DINODE_CRC_OFF))
             raw = bytes(raw)
+            if mended:
+                self._as_mended = raw
         return super()._check_forks(d, raw, ino, where)
 
     def _fork_extents(self, d, raw, ino, where, attr: bool):
