@@ -263,7 +263,7 @@ def _plan_ags(checker, ag_set, actions, finobt, recheck, scan_ags, free_leaks, r
                 if f.agno == agno and action == AG:
                     unrepaired.append((f, f"reported, not repaired: {e}"))
             failed.add(agno)
-            if getattr(e, "lost", None):
+            if getattr(e, "lost", None) and hasattr(checker, "lost_chunks"):
                 checker.lost_chunks[agno] = e.lost
             continue
         if p.overlaps:
@@ -308,7 +308,6 @@ def _check_and_plan(fs, progress, jobs, rebuild, add_finobt):
     c = cls(fs, progress)
     c.run(jobs)
     first = c.findings
-    c.lost_chunks = {}
     out = plan(c, rebuild=rebuild, add_finobt=add_finobt)
     extra = {agno: p.lost for agno, p in out[0].items() if p.lost}
     # and those an AG's plan found before it ran out of free space (every

@@ -25,6 +25,9 @@ class RepairChecker(Checker):
         super().__init__(fs, progress, ag_filter)
         # ino -> (kept, blocks of the data fork or None when not counted)
         self.verdicts: dict = {}
+        # agno -> inode chunks found on disk by an AG plan that then ran out
+        # of free space (the next check claims what their files own)
+        self.lost_chunks: dict = {}
 
     def _table_for(self, agno, recs):
         extra = self.extra_chunks.get(agno)
@@ -56,29 +59,25 @@ class RepairChecker(Checker):
         # checking what the inode holds: so does the check repair runs, or
         # the faults a stale CRC hides (an attr fork, a symlink) would only
         # show once the CRC is rewritten
-        stale = not parsers.xfs_cksum_ok(raw, C.XFS_DINODE_CRC_OFF)
-        if d["flags2"] & C.XFS_DIFLAG2_NREXT64 and \
-                not self.sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_NREXT64):
-            # 64-bit extent counters on a filesystem without them: the flag
-            # is the fault (INODE_FLAGS, which the inode phase clears), the
-            # counts stand where the filesystem's layout keeps them, so the
-            # forks are read that way rather than condemned for counts read
-            # from the wrong fields
+        stray = bool(d["flags2"] & C.XFS_DIFLAG2_NREXT64) and \
+            not self.sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_NREXT64)
+        if stray or not parsers.xfs_cksum_ok(raw, C.XFS_DINODE_CRC_OFF):
             raw = bytearray(raw)
-            struct.pack_into(">Q", raw, _FLAGS2_OFF, d["flags2"] & ~C.XFS_DIFLAG2_NREXT64)
-            n, an = struct.unpack_from(">IH", raw, _NEXTENTS_OFF)
-            struct.pack_into(">Q", raw, _BIG_NEXTENTS_OFF, 0)
-            d = dict(d, flags2=d["flags2"] & ~C.XFS_DIFLAG2_NREXT64, nextents=n, anextents=an)
-            stale = True
-            mended = True
-        else:
-            mended = False
-        if stale:
-            raw = bytearray(raw)
+            if stray:
+                # 64-bit extent counters on a filesystem without them: the
+                # flag is the fault (INODE_FLAGS, which the inode phase
+                # clears); the counts stand where the filesystem's layout
+                # keeps them, so the forks are read that way rather than
+                # condemned for counts read from the wrong fields
+                flags2 = d["flags2"] & ~C.XFS_DIFLAG2_NREXT64
+                struct.pack_into(">Q", raw, _FLAGS2_OFF, flags2)
+                struct.pack_into(">Q", raw, _BIG_NEXTENTS_OFF, 0)
+                n, an = struct.unpack_from(">IH", raw, _NEXTENTS_OFF)
+                d = dict(d, flags2=flags2, nextents=n, anextents=an)
             struct.pack_into("<I", raw, C.XFS_DINODE_CRC_OFF,
                              parsers.xfs_cksum(bytes(raw), C.XFS_DINODE_CRC_OFF))
             raw = bytes(raw)
-            if mended:
+            if stray:
                 self._as_mended = raw
         return super()._check_forks(d, raw, ino, where)
 

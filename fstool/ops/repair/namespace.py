@@ -447,6 +447,16 @@ class _Space:
             self._cut(agno, a, k)
         return pieces
 
+    def take_aligned(self, agno: int, n: int, align: int, limit: int):
+        """The first run of ``n`` blocks starting at a multiple of
+        ``align`` and ending at or below ``limit``, taken; or None."""
+        for s, e in self._free(agno):
+            a = -(-s // align) * align
+            if a + n <= min(e, limit):
+                self._cut(agno, a, n)
+                return a
+        return None
+
     def _cut(self, agno: int, start: int, n: int) -> None:
         out = []
         for s, e in self.free[agno]:
@@ -792,17 +802,16 @@ def _new_chunk(checker, space, out, root: int) -> int:
     nblocks = 64 // sb.inopblock
     align = max(1, sb.fields["sb_inoalignmt"])
     ragno = root >> sb.agino_log
+    # the chunk's last inode must have an AG inode number
+    limit = ((1 << sb.agino_log) - 1) >> sb.inopblog
     for agno in [ragno] + [a for a in range(sb.agcount) if a != ragno]:
-        for s, e in space._free(agno):
-            a = -(-s // align) * align
-            if a + nblocks <= e and (a + nblocks) << sb.inopblog < 1 << sb.agino_log:
-                space._cut(agno, a, nblocks)
-                out.reserved.setdefault(agno, []).append((a, nblocks, OWN_INODES))
-                out.new_chunks.setdefault(agno, []).append(a << sb.inopblog)
-                out.changes.append(f"AG {agno}: inode chunk made at agino "
-                                   f"{a << sb.inopblog} (blocks {a}-{a + nblocks - 1}) for "
-                                   "lost+found")
-                return (agno << sb.agino_log) | (a << sb.inopblog)
+        a = space.take_aligned(agno, nblocks, align, limit)
+        if a is not None:
+            out.reserved.setdefault(agno, []).append((a, nblocks, OWN_INODES))
+            out.new_chunks.setdefault(agno, []).append(a << sb.inopblog)
+            out.changes.append(f"AG {agno}: inode chunk made at agino {a << sb.inopblog} "
+                               f"(blocks {a}-{a + nblocks - 1}) for lost+found")
+            return (agno << sb.agino_log) | (a << sb.inopblog)
     raise NamespaceError("no free inode in an existing chunk for lost+found, and no free "
                          "space for a new chunk")
 
