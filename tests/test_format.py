@@ -1,5 +1,7 @@
 """Our header layouts against the offsets compiled from the xfsprogs headers
-(shared/reference/ondisk_offsets.txt and da_offsets.txt beside the checkout)."""
+(fixtures/reference/ondisk_offsets.txt and da_offsets.txt, copies of the
+shared reference kept beside the checkout, so the test runs wherever the
+repository is checked out)."""
 import pathlib
 import re
 
@@ -7,7 +9,10 @@ import pytest
 
 from fstool.format import structs as S
 
-REF = pathlib.Path(__file__).resolve().parents[2] / "shared" / "reference"
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+REF = ROOT / "fixtures" / "reference"
+SHARED = ROOT.parent / "shared" / "reference"
+NAMES = ("ondisk_offsets.txt", "da_offsets.txt")
 
 # our layout -> the reference struct it must match
 CASES = [
@@ -25,7 +30,7 @@ CASES = [
 
 def parse_reference():
     structs = {}
-    for name in ("ondisk_offsets.txt", "da_offsets.txt"):
+    for name in NAMES:
         cur = None
         for line in (REF / name).read_text().splitlines():
             m = re.match(r"== struct (\S+) size=(\d+)", line)
@@ -40,9 +45,13 @@ def parse_reference():
 
 @pytest.fixture(scope="module")
 def reference():
-    if not (REF / "ondisk_offsets.txt").exists():
-        pytest.skip(f"reference offsets not found at {REF}")
     return parse_reference()
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason=f"no shared reference at {SHARED} to compare the copy with")
+@pytest.mark.parametrize("name", NAMES)
+def test_reference_copy_is_current(name):
+    assert (REF / name).read_bytes() == (SHARED / name).read_bytes()
 
 
 @pytest.mark.parametrize("layout,refname", CASES, ids=[c[1] for c in CASES])
