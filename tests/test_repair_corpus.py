@@ -426,3 +426,34 @@ def test_stray_large_extent_counter_flag_on_a_directory(tmp_path):
     assert before and xfs_repair_n(img) == 1
     out = judge_inode_repair(img, tmp_path)
     assert f"inode {d}: fixed: flags" in out and "lost+found" not in out, out
+
+
+@needs_loop
+def test_extent_length_run_over_the_next_extent(tmp_path):
+    """An extent record whose length grew (xfs_db fuzz of its blockcount)
+    runs over the next extent's file offset, claiming free blocks: the last
+    record of a bmbt leaf (the next extent in the next leaf; xfs_repair
+    keeps the grown record, so the file reads other data), a record inside
+    a leaf and one of an extents-format fork (xfs_repair clears those
+    files).  Repair used to clear each file; it now trims the length to
+    what ends before the next extent and takes in no free block, which
+    gives each file back as it was before the damage."""
+    from fixtures import corpus_base
+    img, inos = corpus_image("rmap", tmp_path)
+    base = corpus_base.base_image("rmap")
+    f, e = inos["file_filler"], inos["file_extents"]
+    leaf = xfs_db(img, f"inode {f}", "addr u3.bmbt.ptrs[1]", "print numrecs")
+    last = int(leaf.split("=")[1]) - 1
+    xfs_db(img, f"inode {f}", "addr u3.bmbt.ptrs[1]", f"write -d recs[{last}].blockcount 1032",
+           expert=True)
+    xfs_db(img, f"inode {f}", "addr u3.bmbt.ptrs[2]", "write -d recs[3].blockcount 520",
+           expert=True)
+    xfs_db(img, f"inode {e}", "write -d u3.bmx[1].blockcount 3", expert=True)
+    assert xfs_repair_n(img) == 1
+    found = [x for x in findings(img) if x["code"] == "INODE_EXTENT"]
+    assert sorted((x["ino"], x["found"], x["expected"]) for x in found) == \
+        sorted([(f, 1032, 8), (f, 520, 8), (e, 3, 1)]), found
+    out = judge_inode_repair(img, tmp_path, base=base)
+    assert f"inode {f}: fixed: extent lengths trimmed" in out, out
+    assert f"inode {e}: fixed: extent lengths trimmed" in out, out
+    assert "cleared" not in out, out
