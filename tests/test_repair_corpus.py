@@ -457,3 +457,20 @@ def test_extent_length_run_over_the_next_extent(tmp_path):
     assert f"inode {f}: fixed: extent lengths trimmed" in out, out
     assert f"inode {e}: fixed: extent lengths trimmed" in out, out
     assert "cleared" not in out, out
+
+
+@needs_loop
+def test_node_key_out_of_order_is_corrected(tmp_path):
+    """A bmbt node key made huge (xfs_db fuzz, CRC recomputed): the node's
+    keys are out of order only through the key that differs from its
+    block's first key.  xfs_repair corrects the key and keeps the file;
+    repair used to clear it (the keys out of order had no fix), it now
+    writes the key its block gives."""
+    img, inos = corpus_image("rmap", tmp_path)
+    f = inos["file_bmbt2"]
+    xfs_db(img, f"inode {f}", "addr u3.bmbt.ptrs[1]", "write -d keys[9].startoff 1369577224742",
+           expert=True)
+    assert xfs_repair_n(img) == 1
+    assert codes(img) == {"BMBT_KEY"}
+    out = judge_inode_repair(img, tmp_path)
+    assert f"inode {f}: fixed: bmbt node keys" in out, out

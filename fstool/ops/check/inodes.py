@@ -754,6 +754,8 @@ class InodePhase:
         # where each block's key is held: (node address, or None for the
         # root in the inode, and the key's index)
         key_at = {p: (None, i) for i, p in enumerate(ptrs)}
+        key_fixed: dict = {}        # (holder, index) -> the key its block's first key gives
+        node_keys: list = []        # (node address, its keys, where) of every node
         for depth, row in enumerate(reader.walk(ptrs, level, problem,
                                                 root_keys=[struct.pack(">Q", k) for k in keys])):
             lvl = level - 1 - depth
@@ -811,6 +813,8 @@ class InodePhase:
                     bad("BMBT_KEY", f"{fork} fork bmbt key {struct.unpack('>Q', key)[0]} for "
                         f"block {blk.addr} differs from its first key {first}", "keys", kwhere,
                         index=kidx, expected=first, found=struct.unpack(">Q", key)[0])
+                    if kidx is not None:
+                        key_fixed[(holder, kidx)] = first
                 if leaf:
                     recs = trimmed.get(blk.addr, blk.recs)
                     got = self._extent_list(recs, ino, d, bwhere, attr, last_leaf_end,
@@ -824,11 +828,8 @@ class InodePhase:
                     total += got
                     nrecs += blk.numrecs
                 else:
-                    ks = [struct.unpack(">Q", k)[0] for k in blk.keys]
-                    if any(b <= a for a, b in zip(ks, ks[1:])):
-                        bad("BMBT_KEY", f"{fork} fork bmbt block {blk.addr}: keys out of "
-                            "order", "keys", bwhere)
-                        ok = False
+                    node_keys.append((blk.addr, [struct.unpack(">Q", k)[0] for k in blk.keys],
+                                      bwhere))
                     for i, p in enumerate(blk.ptrs):
                         key_at[p] = (blk.addr, i)
                         if not self.verify_fsbno(p):
@@ -850,9 +851,16 @@ class InodePhase:
                                 f"{prev.addr} is last in its level but has right sibling "
                                 f"{prev.rightsib}", field="bb_rightsib", found=prev.rightsib,
                                 **pwhere)
-        if any(b <= a for a, b in zip(keys, keys[1:])):
-            bad("BMBT_KEY", f"{fork} fork bmbt root keys out of order", "keys", where)
-            ok = False
+        # keys out of order, once each key that differs from its block's first
+        # key (reported with the key repair writes) reads as that key:
+        # xfs_repair corrects such a key and keeps the file
+        for addr, ks, kwhere in [(None, keys, where)] + node_keys:
+            ks = [key_fixed.get((addr, i), k) for i, k in enumerate(ks)]
+            if any(b <= a for a, b in zip(ks, ks[1:])):
+                bad("BMBT_KEY", f"{fork} fork bmbt " + ("root keys out of order" if addr is None
+                                                        else f"block {addr}: keys out of order"),
+                    "keys", kwhere)
+                ok = False
         # a block whose only fault is its CRC is salvaged (xfs_repair rewrites
         # the CRC and keeps the file): reported, the inode kept
         faults: dict = {}
