@@ -367,6 +367,7 @@ def repair(path, *, dry_run: bool = False, rebuild=(), add_finobt: bool = False,
             if recorder is not None:
                 recorder.close()
             raise
+    log_cut = grown is not None and not dry_run and _log_cut_off(path, grown, recorder)
     if grown is not None and dry_run:
         f = grown
         return RepairResult([f], [(f, "extend", f.message)],
@@ -393,6 +394,9 @@ def repair(path, *, dry_run: bool = False, rebuild=(), add_finobt: bool = False,
     if grown is not None:
         result.findings.insert(0, grown)
         result.actions.insert(0, (grown, "extend", grown.message))
+        if log_cut:
+            result.changes.insert(0, "the log, cut through, formatted anew (what it held "
+                                     "cannot be replayed)")
         result.changes.insert(0, _extended_text(grown, False))
         result.written = True
     if rolled_back is not None:
@@ -457,6 +461,31 @@ def _extend_phase(path, dry_run, undo_file, recorder):
             return found, recorder
     finally:
         dev.close()
+
+
+def _log_cut_off(path, grown, recorder) -> bool:
+    """An internal log the cut ran through (part of it now the zeros the
+    image was extended with) cannot be replayed: what it held past the cut
+    is lost.  When it reads as dirty it is formatted anew, as xfs_repair -L
+    does (its old sectors saved in the undo file when there is one); returns
+    whether it was."""
+    from ...fs.logstate import log_is_clean
+    from ...fs.mount import Filesystem
+    fs = Filesystem(path)
+    try:
+        sb = fs.sb
+        if not sb.logstart:
+            return False
+        agno, agbno = sb.logstart >> sb.agblklog, sb.logstart & ((1 << sb.agblklog) - 1)
+        start = agno * sb.agblocks * sb.blocksize + agbno * sb.blocksize
+        end = start + sb.logblocks * sb.blocksize
+        if not (grown.found < end) or log_is_clean(fs)[0]:
+            return False
+    finally:
+        fs.close()
+    from ..logops import zero
+    zero(path, undo=recorder)
+    return True
 
 
 def _extended_text(f, dry_run: bool) -> str:
