@@ -39,6 +39,16 @@ def codes(img: Path) -> set:
     return {f["code"] for f in findings(img)}
 
 
+def bmbt_write_judged(img: Path, tmp_path: Path, ino: int, write: str, want: set) -> str:
+    """One xfs_db ``write`` to the first block below inode ``ino``'s bmbt
+    root; xfs_repair -n calls it corrupt, check finds the codes ``want``, and
+    the repair is judged (judge_inode_repair); returns its output."""
+    xfs_db(img, f"inode {ino}", "addr u3.bmbt.ptrs[1]", write, expert=True)
+    assert xfs_repair_n(img) == 1
+    assert codes(img) == want
+    return judge_inode_repair(img, tmp_path)
+
+
 @needs_loop
 def test_small_block_classes(tmp_path):
     """Four classes of the corpus's small geometry (1 KiB blocks, 8 KiB
@@ -379,11 +389,8 @@ def test_node_directory_free_block_moved(tmp_path):
     recs = xfs_db(img, f"inode {d}", "addr u3.bmbt.ptrs[1]", "print recs")
     m = re.search(r"(\d+):\[16777216,", recs)
     assert m, recs
-    xfs_db(img, f"inode {d}", "addr u3.bmbt.ptrs[1]",
-           f"write -d recs[{m.group(1)}].startoff 16779233", expert=True)
-    assert xfs_repair_n(img) == 1
-    assert codes(img) == {"DIR_FREE"}
-    out = judge_inode_repair(img, tmp_path)
+    out = bmbt_write_judged(img, tmp_path, d, f"write -d recs[{m.group(1)}].startoff 16779233",
+                            {"DIR_FREE"})
     assert f"directory {d}: rebuilt" in out, out
 
 
@@ -468,11 +475,8 @@ def test_node_key_out_of_order_is_corrected(tmp_path):
     writes the key its block gives."""
     img, inos = corpus_image("rmap", tmp_path)
     f = inos["file_bmbt2"]
-    xfs_db(img, f"inode {f}", "addr u3.bmbt.ptrs[1]", "write -d keys[9].startoff 1369577224742",
-           expert=True)
-    assert xfs_repair_n(img) == 1
-    assert codes(img) == {"BMBT_KEY"}
-    out = judge_inode_repair(img, tmp_path)
+    out = bmbt_write_judged(img, tmp_path, f, "write -d keys[9].startoff 1369577224742",
+                            {"BMBT_KEY"})
     assert f"inode {f}: fixed: bmbt node keys" in out, out
 
 
