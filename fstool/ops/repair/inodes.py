@@ -589,6 +589,17 @@ def plan_inodes(checker) -> InodePlan:
         for f in fs_:
             fix = _attr_block_fix(checker, p, f) if f.code == "XATTR_VERIFY" else None
             fix = fix or _field_fix(f, verdict)
+            if fix is not None and f.code == "INODE_FLAGS" and \
+                    "lacks the reflink flag" in f.message and \
+                    _mode_on_disk(checker, ino) & C.S_IFMT != C.S_IFREG:
+                # only a regular file may share blocks (the kernel's verifier
+                # refuses the flag on anything else): another type's block
+                # map points at another file's blocks, which the flag would
+                # not mend but hide
+                p.unrepaired.append((f, "reported, not repaired: only regular files share "
+                                        "blocks; this inode's block map points at another "
+                                        "file's blocks"))
+                continue
             if fix is None:
                 p.unrepaired.append((f, _why_not(f)))
                 continue
