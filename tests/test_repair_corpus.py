@@ -12,7 +12,7 @@ import pytest
 
 from fixtures import images
 from fixtures.repair_images import copy_image
-from test_repair import (files_of, findings, fstool, judge_inode_repair, kernel_tree, xfs_db,
+from test_repair import (digest, files_of, findings, fstool, judge_inode_repair, kernel_tree, xfs_db,
                          xfs_repair_n)
 
 needs_loop = pytest.mark.skipif(not images.loop_available(),
@@ -504,3 +504,35 @@ def test_truncated_through_the_log(tmp_path):
     u = fstool("undo", img, undo)
     assert u.returncode == 0, u.stderr
     assert img.read_bytes() == before
+
+
+@needs_loop
+def test_directory_block_map_moved_under_a_stale_crc(tmp_path):
+    """A node directory's bmbt record moved onto a block another file owns,
+    the leaf's CRC left stale (corpus case std-2-181).  The directory then
+    "shares" that block: repair used to set the reflink flag on it (which
+    the kernel's verifier refuses: the directory was made worse) and stop.
+    The block map is now read as xfs_repair reads a suspect block, the
+    directory rebuilt from the blocks that read as directory blocks (the
+    moved one is junked; its entries go to lost+found, as with xfs_repair),
+    the other file keeps its block, nothing gets the flag wrongly, and the
+    blocks the directory gave up are free (they used to be leaked while
+    the flag stayed unrepaired)."""
+    from fixtures import corpus
+    img = tmp_path / "dmg.img"
+    case = [c for c in corpus.cases("std", 2, 182) if c["n"] == 181][0]
+    assert corpus.make_case(img, case)
+    d = 393374
+    damaged = digest(img)
+    undo = tmp_path / "d.undo"
+    r = fstool("repair", "--undo-file", undo, img)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert f"directory {d}: rebuilt" in r.stdout and f"inode {d}: fixed: CRC" in r.stdout
+    assert xfs_repair_n(img) == 0
+    assert findings(img) == []
+    with images.Mounted(img, readonly=True) as mnt:
+        assert len(list((Path(mnt) / "dirs" / "node").iterdir())) > 2000
+    repaired = digest(img)
+    again = fstool("repair", img)
+    assert again.returncode == 0 and digest(img) == repaired, again.stdout
+    assert fstool("undo", img, undo).returncode == 0 and digest(img) == damaged

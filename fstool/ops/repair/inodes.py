@@ -230,11 +230,12 @@ class InodePlan:
         out = set()
         for ino, ch in self.changes.items():
             if ch.clear or ch.reinit or ch.drop_attr or ch.counts or ch.root_keys or \
-                    ch.node_keys or ch.bmbt_crc or ch.attr_blocks or ch.symlink_crc or \
-                    ch.extent_lengths or ch.leaf_extents or ch.set_reflink or not set(ch.fields) <= safe:
+                    ch.node_keys or ch.attr_blocks or ch.symlink_crc or \
+                    ch.extent_lengths or ch.leaf_extents or ch.set_reflink or \
+                    not set(ch.fields) <= safe:
                 continue
             if all(id(f) in self.handled for f in self.findings_of.get(ino, ())
-                   if f.code.startswith(("INODE_", "BMBT_"))):
+                   if f.code.startswith(("INODE_", "BMBT_")) and not shares_blocks(f)):
                 out.add(ino)
         return frozenset(out)
 
@@ -499,6 +500,15 @@ def _inobt_allocated(checker, ino: int) -> bool:
     return False
 
 
+def shares_blocks(f) -> bool:
+    """A finding of an inode that shares blocks without the reflink flag:
+    for anything but a regular file, its block map points at another file's
+    blocks.  A directory's rebuild reads each block as a directory block
+    (what is not one is junked) and gives up only what no other owner
+    claims, so the finding does not keep the directory from being rebuilt."""
+    return f.code == "INODE_FLAGS" and "lacks the reflink flag" in f.message
+
+
 def _mode_on_disk(checker, ino: int) -> int:
     buf, off = checker.fs.inode_cluster(ino)
     return get(buf.data[off:off + checker.sb.inodesize], "di_mode")
@@ -589,13 +599,17 @@ def plan_inodes(checker) -> InodePlan:
         for f in fs_:
             fix = _attr_block_fix(checker, p, f) if f.code == "XATTR_VERIFY" else None
             fix = fix or _field_fix(f, verdict)
-            if fix is not None and f.code == "INODE_FLAGS" and \
-                    "lacks the reflink flag" in f.message and \
-                    _mode_on_disk(checker, ino) & C.S_IFMT != C.S_IFREG:
+            ifmt = _mode_on_disk(checker, ino) & C.S_IFMT if shares_blocks(f) else C.S_IFREG
+            if ifmt == C.S_IFDIR:
                 # only a regular file may share blocks (the kernel's verifier
-                # refuses the flag on anything else): another type's block
-                # map points at another file's blocks, which the flag would
-                # not mend but hide
+                # refuses the flag on anything else): a directory's block map
+                # points at another file's blocks.  The namespace phase
+                # rebuilds it from the blocks that read as directory blocks
+                # and gives up only its own claims (the finding stays, and
+                # is reported, when it does not)
+                p.handled.add(id(f))
+                continue
+            if ifmt != C.S_IFREG:
                 p.unrepaired.append((f, "reported, not repaired: only regular files share "
                                         "blocks; this inode's block map points at another "
                                         "file's blocks"))
