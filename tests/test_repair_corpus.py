@@ -481,6 +481,21 @@ def test_node_key_out_of_order_is_corrected(tmp_path):
 
 
 @needs_loop
+def test_node_first_key_wrong_is_the_one_corrected(tmp_path):
+    """A bmbt node's first key set to all ones (corpus case rmap-3-89): the
+    root's key for the node then differs from the node's first key too.
+    Check used to ask for both to change, the root key to the node's wrong
+    key (the repair left the two differing: made worse); keys are now
+    compared from the leaves up, so only the node's key is corrected, as
+    xfs_repair resets it."""
+    img, inos = corpus_image("rmap", tmp_path)
+    f = inos["file_bmbt2"]
+    out = bmbt_write_judged(img, tmp_path, f, "write -d keys[1].startoff 18446744073709551615",
+                            {"BMBT_KEY"})
+    assert f"inode {f}: fixed: bmbt node keys" in out and "root keys" not in out, out
+
+
+@needs_loop
 def test_truncated_through_the_log(tmp_path):
     """An image cut through its internal log (small geometry, cut at 82
     MiB): extended with zeros, the log reads as dirty (its head found at the

@@ -755,6 +755,7 @@ class InodePhase:
         # root in the inode, and the key's index)
         key_at = {p: (None, i) for i, p in enumerate(ptrs)}
         key_fixed: dict = {}        # (holder, index) -> the key its block's first key gives
+        key_checks: list = []       # (block, its key above, its first key, leaf) top down
         node_keys: list = []        # (node address, its keys, where) of every node
         for depth, row in enumerate(reader.walk(ptrs, level, problem,
                                                 root_keys=[struct.pack(">Q", k) for k in keys])):
@@ -802,19 +803,8 @@ class InodePhase:
                     ok = False
                 first = blk.recs[0][0] if leaf and blk.recs else \
                     (struct.unpack(">Q", blk.keys[0])[0] if blk.keys else None)
-                if key is not None and first is not None and \
-                        struct.unpack(">Q", key)[0] != first:
-                    holder, kidx = key_at.get(blk.addr, (None, None))
-                    if holder is None:
-                        kwhere = where
-                    else:
-                        hagno, hagbno = self.fsb_split(holder)
-                        kwhere = dict(where, block=hagbno, agno=hagno, structure="bmbt")
-                    bad("BMBT_KEY", f"{fork} fork bmbt key {struct.unpack('>Q', key)[0]} for "
-                        f"block {blk.addr} differs from its first key {first}", "keys", kwhere,
-                        index=kidx, expected=first, found=struct.unpack(">Q", key)[0])
-                    if kidx is not None:
-                        key_fixed[(holder, kidx)] = first
+                if key is not None and first is not None:
+                    key_checks.append((blk.addr, struct.unpack(">Q", key)[0], first, leaf))
                 if leaf:
                     recs = trimmed.get(blk.addr, blk.recs)
                     got = self._extent_list(recs, ino, d, bwhere, attr, last_leaf_end,
@@ -851,6 +841,23 @@ class InodePhase:
                                 f"{prev.addr} is last in its level but has right sibling "
                                 f"{prev.rightsib}", field="bb_rightsib", found=prev.rightsib,
                                 **pwhere)
+        # each key against its block's first key, from the leaves up: a node
+        # whose own first key is corrected (to its child's) is compared as
+        # corrected, so a key is set to what the block will hold
+        for addr, k, first, leaf in reversed(key_checks):
+            want = first if leaf else key_fixed.get((addr, 0), first)
+            if k == want:
+                continue
+            holder, kidx = key_at.get(addr, (None, None))
+            if holder is None:
+                kwhere = where
+            else:
+                hagno, hagbno = self.fsb_split(holder)
+                kwhere = dict(where, block=hagbno, agno=hagno, structure="bmbt")
+            bad("BMBT_KEY", f"{fork} fork bmbt key {k} for block {addr} differs from its "
+                f"first key {want}", "keys", kwhere, index=kidx, expected=want, found=k)
+            if kidx is not None:
+                key_fixed[(holder, kidx)] = want
         # keys out of order, once each key that differs from its block's first
         # key (reported with the key repair writes) reads as that key:
         # xfs_repair corrects such a key and keeps the file
