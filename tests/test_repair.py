@@ -629,13 +629,16 @@ def files_of(tree) -> dict:
             if p != "lost+found" and not p.startswith("lost+found/")}
 
 
-def judge_inode_repair(img: Path, tmp_path: Path, their_exit: int = 0) -> str:
+def judge_inode_repair(img: Path, tmp_path: Path, their_exit: int = 0,
+                       base: Path | None = None) -> str:
     """The issue's proof for one damaged image: -n changes no byte; the
     repair leaves xfs_repair -n and check clean, the kernel mounts it and
     every file xfs_repair's own repair keeps is there; a second run changes
     nothing; undo gives the damaged image back byte for byte.  Returns the
     repair's output.  ``their_exit``: xfs_repair's own exit status on the
-    image (1 where one of its writes fails its own verifier)."""
+    image (1 where one of its writes fails its own verifier).  With ``base``
+    (the image before the damage), a file kept as ``base`` holds it counts
+    as kept where xfs_repair's differs (xfs_repair kept damaged data)."""
     theirs = copy_image(img, tmp_path / "theirs.img")
     r = subprocess.run(["xfs_repair", "-f", str(theirs)], capture_output=True, text=True)
     assert r.returncode == their_exit, r.stdout[-2000:] + r.stderr[-2000:]
@@ -653,8 +656,10 @@ def judge_inode_repair(img: Path, tmp_path: Path, their_exit: int = 0) -> str:
     ref = files_of(kernel_tree(theirs))
     # a file the kernel cannot read in xfs_repair's result counts as kept
     # when fstool's has it with the same type and size
+    orig = files_of(kernel_tree(base)) if base is not None else {}
     lost = {p: v for p, v in ref.items() if ours.get(p) != v and
-            not (v[2] == "unreadable" and p in ours and ours[p][:2] == v[:2])}
+            not (v[2] == "unreadable" and p in ours and ours[p][:2] == v[:2]) and
+            not (p in orig and ours.get(p) == orig[p])}
     assert not lost, lost
     repaired = digest(img)
     again = fstool("repair", img)

@@ -12,7 +12,7 @@ import pytest
 
 from fixtures import images
 from fixtures.repair_images import copy_image
-from test_repair import (files_of, findings, fstool, judge_inode_repair, kernel_tree, xfs_db,
+from test_repair import (digest, files_of, findings, fstool, judge_inode_repair, kernel_tree, xfs_db,
                          xfs_repair_n)
 
 needs_loop = pytest.mark.skipif(not images.loop_available(),
@@ -37,6 +37,16 @@ def target(geometry: str, prefix: str) -> list:
 
 def codes(img: Path) -> set:
     return {f["code"] for f in findings(img)}
+
+
+def bmbt_write_judged(img: Path, tmp_path: Path, ino: int, write: str, want: set) -> str:
+    """One xfs_db ``write`` to the first block below inode ``ino``'s bmbt
+    root; xfs_repair -n calls it corrupt, check finds the codes ``want``, and
+    the repair is judged (judge_inode_repair); returns its output."""
+    xfs_db(img, f"inode {ino}", "addr u3.bmbt.ptrs[1]", write, expert=True)
+    assert xfs_repair_n(img) == 1
+    assert codes(img) == want
+    return judge_inode_repair(img, tmp_path)
 
 
 @needs_loop
@@ -379,11 +389,8 @@ def test_node_directory_free_block_moved(tmp_path):
     recs = xfs_db(img, f"inode {d}", "addr u3.bmbt.ptrs[1]", "print recs")
     m = re.search(r"(\d+):\[16777216,", recs)
     assert m, recs
-    xfs_db(img, f"inode {d}", "addr u3.bmbt.ptrs[1]",
-           f"write -d recs[{m.group(1)}].startoff 16779233", expert=True)
-    assert xfs_repair_n(img) == 1
-    assert codes(img) == {"DIR_FREE"}
-    out = judge_inode_repair(img, tmp_path)
+    out = bmbt_write_judged(img, tmp_path, d, f"write -d recs[{m.group(1)}].startoff 16779233",
+                            {"DIR_FREE"})
     assert f"directory {d}: rebuilt" in out, out
 
 
@@ -426,3 +433,121 @@ def test_stray_large_extent_counter_flag_on_a_directory(tmp_path):
     assert before and xfs_repair_n(img) == 1
     out = judge_inode_repair(img, tmp_path)
     assert f"inode {d}: fixed: flags" in out and "lost+found" not in out, out
+
+
+@needs_loop
+def test_extent_length_run_over_the_next_extent(tmp_path):
+    """An extent record whose length grew (xfs_db fuzz of its blockcount)
+    runs over the next extent's file offset, claiming free blocks: the last
+    record of a bmbt leaf (the next extent in the next leaf; xfs_repair
+    keeps the grown record, so the file reads other data), a record inside
+    a leaf and one of an extents-format fork (xfs_repair clears those
+    files).  Repair used to clear each file; it now trims the length to
+    what ends before the next extent and takes in no free block, which
+    gives each file back as it was before the damage."""
+    from fixtures import corpus_base
+    img, inos = corpus_image("rmap", tmp_path)
+    base = corpus_base.base_image("rmap")
+    f, e = inos["file_filler"], inos["file_extents"]
+    leaf = xfs_db(img, f"inode {f}", "addr u3.bmbt.ptrs[1]", "print numrecs")
+    last = int(leaf.split("=")[1]) - 1
+    xfs_db(img, f"inode {f}", "addr u3.bmbt.ptrs[1]", f"write -d recs[{last}].blockcount 1032",
+           expert=True)
+    xfs_db(img, f"inode {f}", "addr u3.bmbt.ptrs[2]", "write -d recs[3].blockcount 520",
+           expert=True)
+    xfs_db(img, f"inode {e}", "write -d u3.bmx[1].blockcount 3", expert=True)
+    assert xfs_repair_n(img) == 1
+    found = [x for x in findings(img) if x["code"] == "INODE_EXTENT"]
+    assert sorted((x["ino"], x["found"], x["expected"]) for x in found) == \
+        sorted([(f, 1032, 8), (f, 520, 8), (e, 3, 1)]), found
+    out = judge_inode_repair(img, tmp_path, base=base)
+    assert f"inode {f}: fixed: extent lengths trimmed" in out, out
+    assert f"inode {e}: fixed: extent lengths trimmed" in out, out
+    assert "cleared" not in out, out
+
+
+@needs_loop
+def test_node_key_out_of_order_is_corrected(tmp_path):
+    """A bmbt node key made huge (xfs_db fuzz, CRC recomputed): the node's
+    keys are out of order only through the key that differs from its
+    block's first key.  xfs_repair corrects the key and keeps the file;
+    repair used to clear it (the keys out of order had no fix), it now
+    writes the key its block gives."""
+    img, inos = corpus_image("rmap", tmp_path)
+    f = inos["file_bmbt2"]
+    out = bmbt_write_judged(img, tmp_path, f, "write -d keys[9].startoff 1369577224742",
+                            {"BMBT_KEY"})
+    assert f"inode {f}: fixed: bmbt node keys" in out, out
+
+
+@needs_loop
+def test_node_first_key_wrong_is_the_one_corrected(tmp_path):
+    """A bmbt node's first key set to all ones (corpus case rmap-3-89): the
+    root's key for the node then differs from the node's first key too.
+    Check used to ask for both to change, the root key to the node's wrong
+    key (the repair left the two differing: made worse); keys are now
+    compared from the leaves up, so only the node's key is corrected, as
+    xfs_repair resets it."""
+    img, inos = corpus_image("rmap", tmp_path)
+    f = inos["file_bmbt2"]
+    out = bmbt_write_judged(img, tmp_path, f, "write -d keys[1].startoff 18446744073709551615",
+                            {"BMBT_KEY"})
+    assert f"inode {f}: fixed: bmbt node keys" in out and "root keys" not in out, out
+
+
+@needs_loop
+def test_truncated_through_the_log(tmp_path):
+    """An image cut through its internal log (small geometry, cut at 82
+    MiB): extended with zeros, the log reads as dirty (its head found at the
+    cut) and cannot be replayed.  Repair used to stop there ("replay it
+    first"); the log, cut through, is now formatted anew and the rest
+    repaired, and undo gives the cut image back."""
+    from fixtures import corpus
+    img = tmp_path / "cut.img"
+    assert corpus.make_case(img, {"geometry": "small", "seed": 3, "n": 21, "kind": "truncate",
+                                  "size": 86147584})
+    before = img.read_bytes()
+    undo = tmp_path / "cut.undo"
+    r = fstool("repair", "--extend-truncated", "--undo-file", undo, img)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "the log, cut through, formatted anew" in r.stdout, r.stdout
+    assert xfs_repair_n(img) == 0 and findings(img) == []
+    with images.Mounted(img, readonly=True):
+        pass
+    again = fstool("repair", img)
+    assert again.returncode == 0, again.stdout + again.stderr
+    u = fstool("undo", img, undo)
+    assert u.returncode == 0, u.stderr
+    assert img.read_bytes() == before
+
+
+@needs_loop
+def test_directory_block_map_moved_under_a_stale_crc(tmp_path):
+    """A node directory's bmbt record moved onto a block another file owns,
+    the leaf's CRC left stale (corpus case std-2-181).  The directory then
+    "shares" that block: repair used to set the reflink flag on it (which
+    the kernel's verifier refuses: the directory was made worse) and stop.
+    The block map is now read as xfs_repair reads a suspect block, the
+    directory rebuilt from the blocks that read as directory blocks (the
+    moved one is junked; its entries go to lost+found, as with xfs_repair),
+    the other file keeps its block, nothing gets the flag wrongly, and the
+    blocks the directory gave up are free (they used to be leaked while
+    the flag stayed unrepaired)."""
+    from fixtures import corpus
+    img = tmp_path / "dmg.img"
+    case = [c for c in corpus.cases("std", 2, 182) if c["n"] == 181][0]
+    assert corpus.make_case(img, case)
+    d = 393374
+    damaged = digest(img)
+    undo = tmp_path / "d.undo"
+    r = fstool("repair", "--undo-file", undo, img)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert f"directory {d}: rebuilt" in r.stdout and f"inode {d}: fixed: CRC" in r.stdout
+    assert xfs_repair_n(img) == 0
+    assert findings(img) == []
+    with images.Mounted(img, readonly=True) as mnt:
+        assert len(list((Path(mnt) / "dirs" / "node").iterdir())) > 2000
+    repaired = digest(img)
+    again = fstool("repair", img)
+    assert again.returncode == 0 and digest(img) == repaired, again.stdout
+    assert fstool("undo", img, undo).returncode == 0 and digest(img) == damaged

@@ -124,9 +124,12 @@ def image_digest(pread, size: int, ranges, extra) -> bytes:
     return h.digest()
 
 
-def read_undo(path) -> tuple[int, list, list, bytes]:
+def read_undo(path, partial: bool = False) -> tuple[int, list, list, bytes]:
     """(image size, [(offset, original bytes)], extra ranges, digest) of an
-    undo file; UndoError when it is not one or is incomplete."""
+    undo file; UndoError when it is not one or is incomplete.  With
+    ``partial``, the records of an incomplete one (a change killed before it
+    finished: every range it overwrote was saved first, a record cut short
+    by the kill saved a range not written yet) and digest None."""
     path = os.fspath(path)
     try:
         with open(path, "rb") as f:
@@ -148,13 +151,35 @@ def read_undo(path) -> tuple[int, list, list, bytes]:
         _t, off, n = _REC.unpack_from(raw, pos)
         pos += _REC.size
         if pos + n > len(raw):
+            if partial:
+                break
             raise UndoError(f"{path}: the undo file is truncated")
         records.append((off, raw[pos:pos + n]))
         pos += n
     if raw[pos:pos + 1] != b"T" or raw[pos + 33:pos + 41] != DONE or pos + 41 != len(raw):
+        if partial:
+            return size, records, extra, None
         raise UndoError(f"{path}: the undo file is incomplete (the change that wrote it did "
                         "not finish); it cannot be applied")
     return size, records, extra, raw[pos + 1:pos + 33]
+
+
+def roll_back(dev, path) -> int:
+    """Put back what an incomplete undo file saved (the crash guard of a
+    change killed on the way: the image then holds what it held before the
+    change); returns the bytes restored."""
+    size, records, _extra, _digest = read_undo(path, partial=True)
+    if dev.size != size:
+        raise UndoError(f"{dev.path}: the image is {dev.size} bytes, the undo file was made "
+                        f"for one of {size} bytes")
+    total = 0
+    for off, data in records:
+        if off < 0 or off + len(data) > dev.size:
+            raise UndoError(f"{path}: a saved range lies outside the image")
+        dev.pwrite(off, data)
+        total += len(data)
+    dev.fsync()
+    return total
 
 
 def apply_undo(dev, path) -> int:

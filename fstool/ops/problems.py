@@ -110,7 +110,9 @@ PROBLEMS = {
     "INODE_SIZE": (ERROR, "inode", "di_size is not valid for the inode"),
     "INODE_FORKOFF": (ERROR, "inode", "the attr fork offset is invalid"),
     "INODE_EXTENT": (ERROR, "inode", "an extent record is out of order, empty, outside the "
-                     "filesystem or unwritten where it may not be"),
+                     "filesystem or unwritten where it may not be; or its length runs over "
+                     "the next record's file offset (field `br_blockcount`, `expected` the "
+                     "sound length)"),
     "INODE_NBLOCKS": (ERROR, "inode", "di_nblocks differs from the blocks the inode owns"),
     "INODE_VERIFY": (WARNING, "inode", "an inode in use fails the kernel's inode verifier "
                      "where xfs_repair -n does not look (extents past the data fork that "

@@ -15,7 +15,7 @@ from ...errors import FsToolError
 from ...format import constants as C
 from ...format.structs import DINODE
 from ...fs import btree
-from .base import ATTR, BMBT_ATTR, BMBT_DATA, DATA, file_owner
+from .base import ATTR, BMBT_ATTR, BMBT_DATA, DATA, OWN_FREE, file_owner
 
 S_IFMT = C.S_IFMT
 DIFLAG_REALTIME, DIFLAG_NEWRTBM = 0x1, 0x4
@@ -596,11 +596,60 @@ class InodePhase:
                                   f"({size} bytes by di_forkoff)", "di_forkoff", where,
                                   found=d["forkoff"])
             recs = parsers.decode_bmbt_recs(raw, off, n)
+            budget = None if attr or d["flags"] & DIFLAG_REALTIME else d["nblocks"]
+            recs = self._trim_long_extents([(None, recs)], where, budget).get(None, recs)
             got = self._extent_list(recs, ino, d, where, attr)
             if got is None:
                 return None
             return got, n
         return self._bmbt(d, raw, off, size, ino, where, attr)
+
+    def _trim_long_extents(self, leaves, where, budget=None) -> dict:
+        """Records whose length runs over the next record's file offset
+        while the offsets themselves are in order: the length is the fault
+        (a startoff or a startblock moved leaves the order or the block
+        claims wrong instead).  Each such record is reported (INODE_EXTENT,
+        field br_blockcount, ``expected`` the length repair writes) and read
+        as trimmed, to the shortest of what the evidence allows: ending
+        before the next record's offset; running over no block the free
+        space btrees call free or something else already claims (the blocks
+        a grown length took in); and, with ``budget`` (the blocks di_nblocks
+        leaves this fork) and one such record, no more than the fork's other
+        records leave of it.  ``leaves`` is [(key, records)] in file order
+        (the leaves of a bmbt, or one extent list); returns {key: records as
+        trimmed} for the lists that changed.  xfs_repair clears the inode
+        when the overlap lies inside one leaf and keeps the grown record,
+        claiming free blocks, when it spans two: both keep less of the file
+        than it held."""
+        flat = [(key, i, r) for key, recs in leaves for i, r in enumerate(recs)]
+        bad = [(x, y) for x, y in zip(flat, flat[1:]) if x[2][0] < y[2][0] < x[2][0] + x[2][2]]
+        out: dict = {}
+        if not bad:
+            return out
+        excess = sum(r[2] for _k, _i, r in flat) - budget if budget is not None else 0
+        for (key, i, a), (_k, _j, b) in bad:
+            n = min(a[2], b[0] - a[0])
+            if len(bad) == 1 and 0 < excess < a[2]:
+                n = min(n, a[2] - excess)
+            n = self._sound_length(a[1], n)
+            recs = out.setdefault(key, list(dict(leaves)[key]))
+            recs[i] = (a[0], a[1], n, a[3])
+            bwhere = dict(where) if key is None else where[key]
+            self.report_inode("INODE_EXTENT", f"{bwhere['fork']} fork extent {i} at offset "
+                              f"{a[0]} runs {a[2]} blocks, over the next extent at offset "
+                              f"{b[0]}: its length is {n}", "br_blockcount", bwhere, index=i,
+                              expected=n, found=a[2])
+        return out
+
+    def _sound_length(self, startblock: int, n: int) -> int:
+        """``n``, or less: the blocks from ``startblock`` up to the first that
+        the free space btrees of its AG call free or that something already
+        claims (one block at least)."""
+        agno, agbno = self.fsb_split(startblock)
+        for s, _n, _owner in self.claims.get(agno, ()):
+            if agbno < s < agbno + n:
+                n = s - agbno
+        return max(n, 1)
 
     def _extent_list(self, recs, ino, d, where, attr: bool, last_end=0, first=True):
         """process_bmbt_reclist: order, lengths, block numbers, no unwritten
@@ -705,10 +754,22 @@ class InodePhase:
         # where each block's key is held: (node address, or None for the
         # root in the inode, and the key's index)
         key_at = {p: (None, i) for i, p in enumerate(ptrs)}
+        key_fixed: dict = {}        # (holder, index) -> the key its block's first key gives
+        key_checks: list = []       # (block, its key above, its first key, leaf) top down
+        node_keys: list = []        # (node address, its keys, where) of every node
         for depth, row in enumerate(reader.walk(ptrs, level, problem,
                                                 root_keys=[struct.pack(">Q", k) for k in keys])):
             lvl = level - 1 - depth
             prev = None
+            trimmed = {}
+            if lvl == 0:
+                trimmed = self._trim_long_extents(
+                    [(blk.addr, blk.recs) for blk, _key in row],
+                    {blk.addr: dict(where, block=self.fsb_split(blk.addr)[1],
+                                    agno=self.fsb_split(blk.addr)[0], structure="bmbt")
+                     for blk, _key in row},
+                    None if attr or d["flags"] & DIFLAG_REALTIME else
+                    d["nblocks"] - total - len(row))
             for blk, key in row:
                 total += 1
                 agno, agbno = self.fsb_split(blk.addr)
@@ -742,34 +803,23 @@ class InodePhase:
                     ok = False
                 first = blk.recs[0][0] if leaf and blk.recs else \
                     (struct.unpack(">Q", blk.keys[0])[0] if blk.keys else None)
-                if key is not None and first is not None and \
-                        struct.unpack(">Q", key)[0] != first:
-                    holder, kidx = key_at.get(blk.addr, (None, None))
-                    if holder is None:
-                        kwhere = where
-                    else:
-                        hagno, hagbno = self.fsb_split(holder)
-                        kwhere = dict(where, block=hagbno, agno=hagno, structure="bmbt")
-                    bad("BMBT_KEY", f"{fork} fork bmbt key {struct.unpack('>Q', key)[0]} for "
-                        f"block {blk.addr} differs from its first key {first}", "keys", kwhere,
-                        index=kidx, expected=first, found=struct.unpack(">Q", key)[0])
+                if key is not None and first is not None:
+                    key_checks.append((blk.addr, struct.unpack(">Q", key)[0], first, leaf))
                 if leaf:
-                    got = self._extent_list(blk.recs, ino, d, bwhere, attr, last_leaf_end,
+                    recs = trimmed.get(blk.addr, blk.recs)
+                    got = self._extent_list(recs, ino, d, bwhere, attr, last_leaf_end,
                                             first_leaf)
                     if got is None:
                         ok = False
                         continue
                     first_leaf = False
-                    if blk.recs:
-                        last_leaf_end = blk.recs[-1][0] + blk.recs[-1][2]
+                    if recs:
+                        last_leaf_end = recs[-1][0] + recs[-1][2]
                     total += got
                     nrecs += blk.numrecs
                 else:
-                    ks = [struct.unpack(">Q", k)[0] for k in blk.keys]
-                    if any(b <= a for a, b in zip(ks, ks[1:])):
-                        bad("BMBT_KEY", f"{fork} fork bmbt block {blk.addr}: keys out of "
-                            "order", "keys", bwhere)
-                        ok = False
+                    node_keys.append((blk.addr, [struct.unpack(">Q", k)[0] for k in blk.keys],
+                                      bwhere))
                     for i, p in enumerate(blk.ptrs):
                         key_at[p] = (blk.addr, i)
                         if not self.verify_fsbno(p):
@@ -791,9 +841,33 @@ class InodePhase:
                                 f"{prev.addr} is last in its level but has right sibling "
                                 f"{prev.rightsib}", field="bb_rightsib", found=prev.rightsib,
                                 **pwhere)
-        if any(b <= a for a, b in zip(keys, keys[1:])):
-            bad("BMBT_KEY", f"{fork} fork bmbt root keys out of order", "keys", where)
-            ok = False
+        # each key against its block's first key, from the leaves up: a node
+        # whose own first key is corrected (to its child's) is compared as
+        # corrected, so a key is set to what the block will hold
+        for addr, k, first, leaf in reversed(key_checks):
+            want = first if leaf else key_fixed.get((addr, 0), first)
+            if k == want:
+                continue
+            holder, kidx = key_at.get(addr, (None, None))
+            if holder is None:
+                kwhere = where
+            else:
+                hagno, hagbno = self.fsb_split(holder)
+                kwhere = dict(where, block=hagbno, agno=hagno, structure="bmbt")
+            bad("BMBT_KEY", f"{fork} fork bmbt key {k} for block {addr} differs from its "
+                f"first key {want}", "keys", kwhere, index=kidx, expected=want, found=k)
+            if kidx is not None:
+                key_fixed[(holder, kidx)] = want
+        # keys out of order, once each key that differs from its block's first
+        # key (reported with the key repair writes) reads as that key:
+        # xfs_repair corrects such a key and keeps the file
+        for addr, ks, kwhere in [(None, keys, where)] + node_keys:
+            ks = [key_fixed.get((addr, i), k) for i, k in enumerate(ks)]
+            if any(b <= a for a, b in zip(ks, ks[1:])):
+                bad("BMBT_KEY", f"{fork} fork bmbt " + ("root keys out of order" if addr is None
+                                                        else f"block {addr}: keys out of order"),
+                    "keys", kwhere)
+                ok = False
         # a block whose only fault is its CRC is salvaged (xfs_repair rewrites
         # the CRC and keeps the file): reported, the inode kept
         faults: dict = {}

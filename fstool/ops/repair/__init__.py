@@ -32,6 +32,18 @@ the headers logged, one checkpoint commits it all.  A repair killed at
 any moment leaves, once the log is replayed, the image as it was or
 repaired.  ``undo_file`` saves every range before it is first overwritten
 (:mod:`fstool.io.undo`).
+
+A repair that rewrites more existing metadata than the log holds in one
+transaction (a small log, a deeply truncated image) is written in place
+instead, as xfs_repair writes, with an undo file as its crash guard (the
+user's ``undo_file``, else :func:`guard_path` beside the image, removed at
+the end): the primary superblock is first marked in progress
+(``sb_inprogress``: the kernel refuses to mount it), every range is saved
+in the guard before it is overwritten, and the mark is cleared last, once
+everything is durable.  A kill on the way leaves the image marked and the
+guard incomplete; the next ``fstool repair`` puts the saved ranges back
+first (:func:`recover_interrupted`: the image as it was before) and repairs
+it from there.
 """
 from __future__ import annotations
 
@@ -339,6 +351,7 @@ def repair(path, *, dry_run: bool = False, rebuild=(), add_finobt: bool = False,
             from ...errors import InvalidArgument
             raise InvalidArgument(f"--rebuild: unknown tree {t!r} (one of {', '.join(TREES)})")
     refuse_if_mounted(path)
+    rolled_back = None if dry_run else recover_interrupted(path, undo_file)
     restored, recorder = _primary_phase(path, dry_run, undo_file)
     if restored is not None and dry_run:
         # what follows depends on the primary, which -n does not write
@@ -354,6 +367,7 @@ def repair(path, *, dry_run: bool = False, rebuild=(), add_finobt: bool = False,
             if recorder is not None:
                 recorder.close()
             raise
+    log_cut = grown is not None and not dry_run and _log_cut_off(path, grown, recorder)
     if grown is not None and dry_run:
         f = grown
         return RepairResult([f], [(f, "extend", f.message)],
@@ -380,8 +394,14 @@ def repair(path, *, dry_run: bool = False, rebuild=(), add_finobt: bool = False,
     if grown is not None:
         result.findings.insert(0, grown)
         result.actions.insert(0, (grown, "extend", grown.message))
+        if log_cut:
+            result.changes.insert(0, "the log, cut through, formatted anew (what it held "
+                                     "cannot be replayed)")
         result.changes.insert(0, _extended_text(grown, False))
         result.written = True
+    if rolled_back is not None:
+        result.changes.insert(0, f"an interrupted repair rolled back ({rolled_back} bytes "
+                                 "put back from its undo file)")
     if restored is not None:
         f = _primary_finding(restored)
         result.findings.insert(0, f)
@@ -443,6 +463,31 @@ def _extend_phase(path, dry_run, undo_file, recorder):
         dev.close()
 
 
+def _log_cut_off(path, grown, recorder) -> bool:
+    """An internal log the cut ran through (part of it now the zeros the
+    image was extended with) cannot be replayed: what it held past the cut
+    is lost.  When it reads as dirty it is formatted anew, as xfs_repair -L
+    does (its old sectors saved in the undo file when there is one); returns
+    whether it was."""
+    from ...fs.logstate import log_is_clean
+    from ...fs.mount import Filesystem
+    fs = Filesystem(path)
+    try:
+        sb = fs.sb
+        if not sb.logstart:
+            return False
+        agno, agbno = sb.logstart >> sb.agblklog, sb.logstart & ((1 << sb.agblklog) - 1)
+        start = agno * sb.agblocks * sb.blocksize + agbno * sb.blocksize
+        end = start + sb.logblocks * sb.blocksize
+        if not (grown.found < end) or log_is_clean(fs)[0]:
+            return False
+    finally:
+        fs.close()
+    from ..logops import zero
+    zero(path, undo=recorder)
+    return True
+
+
 def _extended_text(f, dry_run: bool) -> str:
     return (f"the image {'would be' if dry_run else 'was'} extended from {f.found} to "
             f"{f.expected} bytes with zeros (the {f.expected - f.found} bytes cut off are "
@@ -487,7 +532,82 @@ def _primary_phase(path, dry_run, undo_file):
         dev.close()
 
 
+def guard_path(path) -> str:
+    """The crash guard of a repair written in place: an undo file beside
+    the image (the user's ``--undo-file`` serves when one is given)."""
+    return os.fspath(path) + ".fstool-repair-undo"
+
+
+def _sb_inprogress(dev) -> int:
+    from ...format.structs import SB
+    raw = dev.pread(0, 512)
+    return raw[SB.offset("sb_inprogress")] if raw[:4] == b"XFSB" else 0
+
+
+def _mark_in_progress(dev, value: int) -> None:
+    """The primary superblock's sb_inprogress set to ``value`` (its CRC
+    made again) and made durable: while set, the kernel refuses to mount the
+    image and the next repair rolls the interrupted one back."""
+    from ..._backend import parsers
+    from ...format.structs import SB
+    import struct
+    (sect,) = struct.unpack_from(">H", dev.pread(0, 512), SB.offset("sb_sectsize"))
+    buf = bytearray(dev.pread(0, max(512, sect)))
+    buf[SB.offset("sb_inprogress")] = value
+    parsers.stamp_cksum(buf, 0, len(buf), C.XFS_SB_CRC_OFF)
+    dev.pwrite(0, bytes(buf))
+    dev.fsync()
+
+
+def recover_interrupted(path, undo_file=None) -> int | None:
+    """A repair written in place and killed on the way left the image marked
+    in progress and its crash guard incomplete: put back what the guard
+    saved (the image is then as it was before that repair) and remove it.
+    Returns the bytes restored, or None when there was nothing to recover."""
+    from ...io.device import Device
+    from ...io.undo import read_undo, roll_back, UndoError
+    guards = [g for g in (undo_file, guard_path(path)) if g is not None and
+              os.path.exists(g)]
+    dev = Device(path, writable=True)
+    try:
+        if not _sb_inprogress(dev):
+            return None
+        for g in guards:
+            try:
+                if read_undo(g, partial=True)[3] is not None:
+                    continue            # complete: the repair that wrote it finished
+            except UndoError:
+                continue
+            n = roll_back(dev, g)
+            if g == guard_path(path):
+                os.unlink(g)
+            return n
+        return None
+    finally:
+        dev.close()
+
+
 def _repair(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, recorder):
+    from ...errors import NoSpaceError
+    if dry_run:
+        return _repair_once(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress,
+                            recorder)
+    try:
+        return _repair_once(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress,
+                            recorder)
+    except NoSpaceError as e:
+        if "more than the log" not in str(e):
+            raise
+    # more existing metadata to rewrite than the log holds in one
+    # transaction (nothing was written): written in place, as xfs_repair
+    # writes, with the undo file as the crash guard (see the module
+    # docstring)
+    return _repair_once(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress,
+                        recorder, in_place=True)
+
+
+def _repair_once(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, recorder,
+                 in_place: bool = False):
     from ...fs.mount import Filesystem
     from ...io.lock import ImageLock
     if dry_run:
@@ -512,7 +632,8 @@ def _repair(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, recor
     from ...ns.writer import Writer
     # the AG rebuild writes every AG's rmapbt anew (plan()), so repair may
     # open an rmapbt image for writing
-    w = Writer(path, rebuilds_rmapbt=True)
+    w = Writer(path, rebuilds_rmapbt=True, logged=not in_place)
+    guard = None
     try:
         fs = w.fs
         _refuse(fs, path, add_finobt)
@@ -524,17 +645,32 @@ def _repair(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, recor
                               forced=bool(rebuild or add_finobt))
         if not changes:
             return result
-        if recorder is None and undo_file is not None:
+        if in_place and recorder is None:
+            guard = undo_file if undo_file is not None else guard_path(path)
+        if recorder is None and (undo_file is not None or guard is not None):
             from ...io.undo import UndoRecorder
-            recorder = UndoRecorder(fs.dev, undo_file, _digest_sectors(fs))
+            recorder = UndoRecorder(fs.dev, guard or undo_file, _digest_sectors(fs))
         if recorder is not None:
             recorder.dev = fs.dev
             fs.dev.write_hook = recorder
-        _apply(w, c, plans, secs, counters, add_finobt, phases)
+        if in_place:
+            # the first write: the image is marked in progress (its old
+            # superblock saved in the guard first)
+            _mark_in_progress(fs.dev, 1)
+        _apply(w, c, plans, secs, counters, add_finobt, phases, in_place)
         w.close()
         if c.log_cycle:
             from ..logops import zero
             zero(path, min_cycle=c.log_cycle, undo=recorder)
+        if in_place:
+            # every block is written and durable: the mark goes, last
+            from ...io.device import Device
+            dev = Device(path, writable=True)
+            dev.write_hook = recorder
+            try:
+                _mark_in_progress(dev, 0)
+            finally:
+                dev.close()
         result.written = True
         if recorder is not None:
             from ...io.device import Device
@@ -545,6 +681,8 @@ def _repair(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, recor
             finally:
                 dev.close()
             recorder = None
+            if guard is not None and guard != undo_file:
+                os.unlink(guard)
         if result.unrepaired:
             result.unrepaired = _remaining(path, jobs, result.unrepaired)
         return result
@@ -605,7 +743,8 @@ def _digest_sectors(fs) -> list:
     return out
 
 
-def _apply(w, checker, plans, secondaries, counters, add_finobt, phases=(None, None)) -> None:
+def _apply(w, checker, plans, secondaries, counters, add_finobt, phases=(None, None),
+           in_place: bool = False) -> None:
     from ...format.structs import SB
     from ...io import verify as V
     from .agbuild import raw_buf
@@ -643,6 +782,9 @@ def _apply(w, checker, plans, secondaries, counters, add_finobt, phases=(None, N
         if add_finobt:
             f["sb_features_ro_compat"] |= C.XFS_SB_FEAT_RO_COMPAT_FINOBT
         f.update(getattr(checker, "sb_fixes", {}))
+        if in_place:
+            # written in place in any order: marked until the end
+            f["sb_inprogress"] = 1
         if inodes is not None:
             inodes.apply_sb(f)
         packed = SB.pack(f)

@@ -137,7 +137,10 @@ REPAIRS = {
     "INODE_TIMESTAMP": (INODE, "repaired: the timestamp's nanoseconds are reset to zero"),
     "INODE_SIZE": (INODE, _CLEAR + _FREED),
     "INODE_FORKOFF": (INODE, _CLEAR + _FREED),
-    "INODE_EXTENT": (INODE, _BMBT),
+    "INODE_EXTENT": (INODE, "repaired: a length run over the next record is trimmed in "
+                     "place (in the inode or its bmbt leaf) to what ends before the next "
+                     "record, takes in no block that is free or already claimed, and fits the "
+                     "block count, and the file is kept; otherwise " + _BMBT[len("repaired: "):]),
     "INODE_NBLOCKS": (INODE, "repaired: di_nblocks is set to the blocks the forks map; an "
                       "inode with fewer blocks than extents is cleared" + _FREED),
     "INODE_VERIFY": (NONE, "reported, not repaired (a warning): xfs_repair leaves it too"),

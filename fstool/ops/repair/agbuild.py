@@ -181,7 +181,7 @@ class AGPlan:
         claims = all_claims = checker.claims.get(agno, [])
         if ns is not None:
             # the namespace phase's directory blocks: given up and taken
-            claims = all_claims = ns.claims_for(agno, claims)
+            claims = ns.claims_for(agno, claims)
         # the inode phase (.inodes): cleared inodes and dropped attr forks
         # own nothing any more; their unlinked buckets are emptied
         self.empty_unlinked = inodes is not None and agno in inodes.unlinked_ags
@@ -215,8 +215,9 @@ class AGPlan:
                 if ino >> sb.agino_log == agno and start is not None:
                     r = recs[start]
                     recs[start] = normal_record(start, r[1], r[4] | 1 << (agino - start))
-        # (blocks given back by the inode phase were claimed: they are not
-        # among the unclaimed ones kept when leaks are not freed)
+        # (blocks given back by the inode and namespace phases were claimed:
+        # they are not among the unclaimed ones kept when leaks are not
+        # freed; the namespace phase takes its new blocks from free space)
         unclaimed = complement(merge([(s, n) for s, n, _o in all_claims]), self.length)
         self.lost = []
         if scan_lost:

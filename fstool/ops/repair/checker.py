@@ -104,3 +104,33 @@ class RepairChecker(Checker):
                 if k:
                     d = dict(d, **{field: k})
         return super()._fork_extents(d, raw, ino, where, attr)
+
+    def check_dir(self, node, tab, odd: list):
+        # a directory whose block map's only fault is a CRC (the inode phase
+        # rewrites it, as xfs_repair does): its blocks are read through the
+        # map as it stands, so the entries that can be read are kept
+        salvaged = salvaged_extents(self.fs, node)
+        if salvaged is not None:
+            node._extents = salvaged[0]
+        return super().check_dir(node, tab, odd)
+
+
+
+def salvaged_extents(fs, node):
+    """(extents, addresses of the bmbt blocks) of the data fork of a
+    btree-format inode whose block map fails its strict read only through
+    bmbt CRCs (read as xfs_repair reads a "suspect" block); None otherwise."""
+    from ...errors import FsToolError
+    if node.format != C.XFS_DINODE_FMT_BTREE:
+        return None
+    faults = []
+    try:
+        level, _keys, ptrs = node.bmbt_root(False)
+        rows = list(fs.bmbt_reader(node.ino).walk(
+            ptrs, level, lambda addr, lvl, field, detail: faults.append(field)))
+    except FsToolError:
+        return None
+    if not rows or not faults or any(f != "crc" for f in faults):
+        return None
+    return ([r for blk, _key in rows[-1] for r in blk.recs],
+            [blk.addr for row in rows for blk, _key in row])

@@ -102,6 +102,8 @@ class InodeChange:
     rewrite: bool = False          # only the CRC is wrong
     attr_blocks: set = dataclasses.field(default_factory=set)  # attr blocks restamped
     node_keys: int = 0             # keys fixed in bmbt nodes
+    extent_lengths: dict = dataclasses.field(default_factory=dict)  # (attr, index) -> blocks
+    leaf_extents: int = 0          # extent lengths trimmed in bmbt leaves
     bmbt_crc: int = 0              # bmbt blocks whose CRC is rewritten
     symlink_crc: int = 0           # remote symlink buffers whose CRC is rewritten
     why: list = dataclasses.field(default_factory=list)
@@ -131,6 +133,8 @@ class InodeChange:
                 parts.append("bmbt root keys")
             if self.node_keys:
                 parts.append("bmbt node keys")
+            if self.extent_lengths or self.leaf_extents:
+                parts.append("extent lengths trimmed")
             if self.bmbt_crc:
                 parts.append("CRC of bmbt blocks")
             if self.symlink_crc:
@@ -152,6 +156,8 @@ class InodePlan:
     reinit: set = dataclasses.field(default_factory=set)          # free inodes rewritten
     attr_dropped: set = dataclasses.field(default_factory=set)
     node_keys: list = dataclasses.field(default_factory=list)     # (agno, agbno, index, key)
+    # (agno, agbno, index, blocks): bmbt leaf records whose length is trimmed
+    leaf_extents: list = dataclasses.field(default_factory=list)
     bmbt_crc: set = dataclasses.field(default_factory=set)        # (agno, agbno) restamped
     attr_blocks: dict = dataclasses.field(default_factory=dict)   # daddr -> owner inode
     symlink_crc: dict = dataclasses.field(default_factory=dict)   # daddr -> buffer length
@@ -224,11 +230,12 @@ class InodePlan:
         out = set()
         for ino, ch in self.changes.items():
             if ch.clear or ch.reinit or ch.drop_attr or ch.counts or ch.root_keys or \
-                    ch.node_keys or ch.bmbt_crc or ch.attr_blocks or ch.symlink_crc or \
-                    ch.set_reflink or not set(ch.fields) <= safe:
+                    ch.node_keys or ch.attr_blocks or ch.symlink_crc or \
+                    ch.extent_lengths or ch.leaf_extents or ch.set_reflink or \
+                    not set(ch.fields) <= safe:
                 continue
             if all(id(f) in self.handled for f in self.findings_of.get(ino, ())
-                   if f.code.startswith(("INODE_", "BMBT_"))):
+                   if f.code.startswith(("INODE_", "BMBT_")) and not shares_blocks(f)):
                 out.add(ino)
         return frozenset(out)
 
@@ -303,6 +310,9 @@ class InodePlan:
         for agno, agbno, index, key in self.node_keys:
             buf = raw_buf(tx, fs.agb_to_daddr(agno, agbno), bs, V.BMBT)
             struct.pack_into(">Q", buf.data, C.XFS_BTREE_LBLOCK_CRC_LEN + 8 * index, key)
+        for agno, agbno, index, n in self.leaf_extents:
+            buf = raw_buf(tx, fs.agb_to_daddr(agno, agbno), bs, V.BMBT)
+            set_extent_length(buf.data, C.XFS_BTREE_LBLOCK_CRC_LEN + 16 * index, n)
         from ..._backend import parsers
         for agno, agbno in sorted(self.bmbt_crc):
             buf = raw_buf(tx, fs.agb_to_daddr(agno, agbno), bs, V.BMBT)
@@ -372,6 +382,9 @@ def edited(raw, ch: InodeChange, checker) -> bytearray:
             put(b, names[which == "attr"], n)
         for name in ch.nsec:
             put(b, name, get(b, name) & ~0xFFFFFFFF)
+        for (attr, index), n in ch.extent_lengths.items():
+            set_extent_length(b, C.XFS_DINODE_CORE_SIZE + (get(b, "di_forkoff") * 8 if attr
+                                                           else 0) + 16 * index, n)
         for (attr, index), key in ch.root_keys.items():
             off = C.XFS_DINODE_CORE_SIZE + (get(b, "di_forkoff") * 8 if attr else 0)
             struct.pack_into(">Q", b, off + 4 + 8 * index, key)
@@ -382,6 +395,13 @@ def edited(raw, ch: InodeChange, checker) -> bytearray:
     struct.pack_into("<I", b, C.XFS_DINODE_CRC_OFF,
                      parsers.xfs_cksum(bytes(b), C.XFS_DINODE_CRC_OFF))
     return b
+
+
+def set_extent_length(b: bytearray, off: int, n: int) -> None:
+    """The length (br_blockcount, the low 21 bits) of the packed extent
+    record at ``off`` set to ``n``."""
+    (lo,) = struct.unpack_from(">Q", b, off + 8)
+    struct.pack_into(">Q", b, off + 8, (lo & ~0x1FFFFF) | n)
 
 
 def cleared_inode(b: bytearray, ino: int, checker) -> None:
@@ -480,6 +500,15 @@ def _inobt_allocated(checker, ino: int) -> bool:
     return False
 
 
+def shares_blocks(f) -> bool:
+    """A finding of an inode that shares blocks without the reflink flag:
+    for anything but a regular file, its block map points at another file's
+    blocks.  A directory's rebuild reads each block as a directory block
+    (what is not one is junked) and gives up only what no other owner
+    claims, so the finding does not keep the directory from being rebuilt."""
+    return f.code == "INODE_FLAGS" and "lacks the reflink flag" in f.message
+
+
 def _mode_on_disk(checker, ino: int) -> int:
     buf, off = checker.fs.inode_cluster(ino)
     return get(buf.data[off:off + checker.sb.inodesize], "di_mode")
@@ -570,6 +599,21 @@ def plan_inodes(checker) -> InodePlan:
         for f in fs_:
             fix = _attr_block_fix(checker, p, f) if f.code == "XATTR_VERIFY" else None
             fix = fix or _field_fix(f, verdict)
+            ifmt = _mode_on_disk(checker, ino) & C.S_IFMT if shares_blocks(f) else C.S_IFREG
+            if ifmt == C.S_IFDIR:
+                # only a regular file may share blocks (the kernel's verifier
+                # refuses the flag on anything else): a directory's block map
+                # points at another file's blocks.  The namespace phase
+                # rebuilds it from the blocks that read as directory blocks
+                # and gives up only its own claims (the finding stays, and
+                # is reported, when it does not)
+                p.handled.add(id(f))
+                continue
+            if ifmt != C.S_IFREG:
+                p.unrepaired.append((f, "reported, not repaired: only regular files share "
+                                        "blocks; this inode's block map points at another "
+                                        "file's blocks"))
+                continue
             if fix is None:
                 p.unrepaired.append((f, _why_not(f)))
                 continue
@@ -843,6 +887,14 @@ def _field_fix(f, verdict):
         return lambda ch, p: ch.fields.__setitem__("di_next_unlinked", C.NULLAGINO)
     if code == "INODE_FORMAT" and field == "di_aformat" and "without an attr fork" in f.message:
         return lambda ch, p: ch.fields.__setitem__("di_aformat", C.XFS_DINODE_FMT_EXTENTS)
+    if code == "INODE_EXTENT" and field == "br_blockcount" and f.expected is not None:
+        # a length run over the next extent: trimmed (check read it so)
+        if f.structure == "bmbt" and f.agno is not None and f.block is not None:
+            def fix(ch, p):
+                p.leaf_extents.append((f.agno, f.block, f.index, f.expected))
+                ch.leaf_extents += 1
+            return fix
+        return lambda ch, p: ch.extent_lengths.__setitem__((attr, f.index), f.expected)
     if code == "BMBT_KEY" and f.index is not None and f.expected is not None:
         if f.structure == "inode":
             return lambda ch, p: ch.root_keys.__setitem__((attr, f.index), f.expected)

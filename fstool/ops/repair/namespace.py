@@ -52,6 +52,8 @@ from ..check.base import BMBT_DATA, DATA, file_owner
 
 RMAP_ATTR, RMAP_BMBT = C.XFS_RMAP_OFF_ATTR, C.XFS_RMAP_OFF_BMBT
 from .agbuild import RepairError, complement, merge, normal_record
+from .checker import salvaged_extents
+from .inodes import shares_blocks
 
 CODES = ("DIR_CORRUPT", "DIR_NAME", "DIR_BESTFREE", "DIR_LEAF", "DIR_NODE", "DIR_FREE",
          "DIR_ENTRY_TARGET", "DIR_FTYPE", "DIR_DOT", "DIR_DOTDOT", "DIR_MULTIPLE_PARENTS",
@@ -152,6 +154,9 @@ def read_dir(fs, node):
     if node.format not in (C.XFS_DINODE_FMT_EXTENTS, C.XFS_DINODE_FMT_BTREE):
         raise NamespaceError(f"directory {node.ino}: data fork format {node.format} cannot "
                              "be read")
+    salvaged = salvaged_extents(fs, node)
+    if salvaged is not None:
+        node._extents = salvaged[0]
     try:
         fsbs = list(xdir._data_block_fsbs(node))
         exts = node.extents()
@@ -534,7 +539,7 @@ def plan(checker, cleared: set, mended: frozenset = frozenset()) -> NamespacePla
     # a directory whose inode or block map is damaged is the inode phase's
     # to clear or mend first: until then its entries are not trusted
     doubtful = {f.ino for f in checker.findings if f.severity == "error" and
-                f.code.startswith(("INODE_", "BMBT_"))} - mended
+                f.code.startswith(("INODE_", "BMBT_")) and not shares_blocks(f)} - mended
     for d in dirs:
         if d in doubtful:
             raise NamespaceError(f"directory {d} has inode or block map damage that is not "
@@ -847,8 +852,10 @@ def _build(out: NamespacePlan, checker, space: _Space, d: int, parent, entries, 
         node = read[3]
         fix.space = node.forkoff * 8 if node.forkoff else lit
         if node.format in (C.XFS_DINODE_FMT_EXTENTS, C.XFS_DINODE_FMT_BTREE):
+            salvaged = salvaged_extents(fs, node)
             try:
-                fix.released = owned_blocks(node, attr=False)
+                fix.released = owned_blocks(node, attr=False) if salvaged is None else \
+                    [(b, n) for _o, b, n, _u in salvaged[0]] + [(a, 1) for a in salvaged[1]]
             except FsToolError as e:
                 raise NamespaceError(f"directory {d}: its blocks cannot be listed: {e}") \
                     from None

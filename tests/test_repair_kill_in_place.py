@@ -1,0 +1,82 @@
+"""A repair too large for the log is written in place with an undo file as
+its crash guard (fstool.ops.repair: guard_path, recover_interrupted): killed
+at any write, the image is repaired, or marked in progress (the kernel
+refuses it) with the guard beside it, and the next repair first puts back
+what the guard saved (byte for byte the image before that repair) and then
+repairs it like the run that was not killed."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fixtures import images
+from fixtures.repair_images import copy_image
+from test_repair import REPO, digest, files_of, findings, fstool, kernel_tree, xfs_repair_n
+
+# a corpus case (small geometry: 1 KiB blocks, a 3.4 MiB log): the image cut
+# to a third; its repair rewrites 1.5 MiB of existing metadata, more than
+# the log holds in one transaction
+CASE = {"geometry": "small", "seed": 1, "n": 114, "kind": "truncate", "size": 58285056}
+
+
+def _in_progress(img: Path) -> int:
+    from fstool.format.structs import SB
+    with open(img, "rb") as f:
+        return f.read(512)[SB.offset("sb_inprogress")]
+
+
+def _recover(img: Path) -> None:
+    r = subprocess.run([sys.executable, "-c", "import sys; from fstool.ops.repair import "
+                        "recover_interrupted as r; print(r(sys.argv[1]))", str(img)],
+                       capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 0 and r.stdout.strip() not in ("", "None"), r.stdout + r.stderr
+
+
+@pytest.mark.skipif(not images.loop_available(),
+                    reason="needs root, xfsprogs and a kernel loop mount of XFS")
+def test_in_place_repair_killed_anywhere(tmp_path):
+    from fixtures import corpus
+    from fixtures.repair_kill import count_writes, repair_killed_at
+    from fstool.ops.repair import guard_path
+    dmg = tmp_path / "dmg.img"
+    assert corpus.make_case(dmg, CASE)
+    size = 167772160                     # what the superblock describes
+    done = copy_image(dmg, tmp_path / "done.img")
+    count = count_writes(done, extend_truncated=True)
+    assert count["exit"] == 1, count
+    assert not Path(guard_path(done)).exists()
+    assert _in_progress(done) == 0 and xfs_repair_n(done) == 0 and findings(done) == []
+    want = files_of(kernel_tree(done))
+    untouched = digest(dmg)              # extended with zeros: the same blocks
+    total = count["writes"]
+    img = tmp_path / "k.img"
+    marked = 0
+    for n in sorted({1, 2, 3, total // 3, total // 2, total - 2, total - 1}):
+        copy_image(dmg, img)
+        r = repair_killed_at(img, n, "--extend-truncated")
+        assert r.returncode == -9, f"write {n}: {r.returncode} {r.stderr}"
+        assert img.stat().st_size == size
+        if _in_progress(img):
+            marked += 1
+            assert Path(guard_path(img)).exists(), f"killed after write {n}"
+            if marked == 1:
+                # the kernel refuses an image marked in progress
+                with pytest.raises(Exception):
+                    with images.Mounted(img, readonly=True, nouuid=True):
+                        pass
+            kept = copy_image(img, tmp_path / "kept.img")
+            Path(guard_path(kept)).write_bytes(Path(guard_path(img)).read_bytes())
+            _recover(kept)
+            assert digest(kept) == untouched, f"killed after write {n}: not rolled back"
+            assert not Path(guard_path(kept)).exists()
+        else:
+            assert digest(img) in (untouched, digest(done)), f"killed after write {n}"
+        r = fstool("repair", "--extend-truncated", img)
+        assert r.returncode in (0, 1), r.stdout + r.stderr
+        assert _in_progress(img) == 0 and not Path(guard_path(img)).exists()
+        assert xfs_repair_n(img) == 0 and findings(img) == [], f"killed after write {n}"
+        assert files_of(kernel_tree(img)) == want, f"killed after write {n}"
+    assert marked >= 3, f"{marked} kills found the image marked in progress"
