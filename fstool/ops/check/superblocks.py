@@ -36,7 +36,8 @@ def verify_sb(f: dict, raw: bytes, primary: bool) -> list:
     if f["sb_versionnum"] & C.XFS_SB_VERSION_NUMBITS != C.XFS_SB_VERSION_5:
         return [("sb_versionnum", f"version {f['sb_versionnum'] & 0xF}, expected 5")]
     if primary and f["sb_inprogress"]:
-        bad.append(("sb_inprogress", "mkfs did not finish (inprogress is set)"))
+        bad.append(("sb_inprogress", "inprogress is set: mkfs, or a repair written in "
+                     "place, did not finish (fstool repair rolls such a repair back first)"))
     ss = f["sb_sectsize"]
     if not 512 <= ss <= 32768 or ss & (ss - 1) or 1 << f["sb_sectlog"] != ss:
         return bad + [("sb_sectsize", f"sector size {ss} (log {f['sb_sectlog']}) is invalid")]
