@@ -263,8 +263,8 @@ def _plan_ags(checker, ag_set, actions, finobt, recheck, scan_ags, free_leaks, r
                 if f.agno == agno and action == AG:
                     unrepaired.append((f, f"reported, not repaired: {e}"))
             failed.add(agno)
-            if getattr(e, "lost", None) and hasattr(checker, "lost_chunks"):
-                checker.lost_chunks[agno] = e.lost
+            if getattr(e, "fixes", None) and hasattr(checker, "pending_fixes"):
+                checker.pending_fixes[agno] = e.fixes
             continue
         if p.overlaps:
             for f, action, _t in actions:
@@ -302,27 +302,29 @@ def finobt_reservation(fs, agno: int) -> int:
 
 def _check_and_plan(fs, progress, jobs, rebuild, add_finobt):
     """Check, plan; when the plan finds inode chunks no inobt record names,
-    check again with them (so the blocks their files own are claimed), and
-    plan from that."""
+    or derives inobt records check reported again from the inodes on disk,
+    check again with those records (so the inodes are looked at and the
+    blocks their files own are claimed), and plan from that."""
     from .checker import RepairChecker as cls
     c = cls(fs, progress)
     c.run(jobs)
     first = c.findings
     out = plan(c, rebuild=rebuild, add_finobt=add_finobt)
-    extra = {agno: p.lost for agno, p in out[0].items() if p.lost}
+    fixes = {agno: f for agno, p in out[0].items() if (f := p.chunk_fixes())}
     # and those an AG's plan found before it ran out of free space (every
     # block no one claimed is kept while anything is unrepaired)
-    extra.update(c.lost_chunks)
-    if extra:
+    fixes.update(c.pending_fixes)
+    if fixes:
+        old = {agno: {r[0]: r for r in c.chunks.get(agno, ())} for agno in fixes}
         c = cls(fs, progress)
-        c.extra_chunks = extra
+        c.chunk_fixes = fixes
         c.run(1)
         out = plan(c, rebuild=rebuild, add_finobt=add_finobt, scan=False)
-        for agno, recs in extra.items():
+        for agno, f in fixes.items():
             if agno in out[0]:
-                out[0][agno].notes[:0] = [f"AG {agno}: inode chunk at agino {r[0]} found on "
-                                          "disk with no inobt record" for r in recs]
-                out[3][:0] = out[0][agno].notes[:len(recs)]
+                notes = out[0][agno].fix_notes(f, old[agno])
+                out[0][agno].notes[:0] = notes
+                out[3][:0] = notes
     return c, first, out
 
 

@@ -26,6 +26,7 @@ logged.
 """
 from __future__ import annotations
 
+import bisect
 import struct
 
 from ...errors import FsToolError
@@ -206,7 +207,23 @@ class AGPlan:
         align = chunk_align(sb)
         fix = {chunk_start(recs.__contains__, ino & agmask, align)
                for ino in recheck_inos if ino >> sb.agino_log == agno}
-        for startino in sorted(fix & set(recs)):
+        # the records check reported (masks, counts or start wrong): derived
+        # again from the inodes on disk, as xfs_repair keeps the inodes it
+        # finds in a chunk whatever the inobt said of them
+        self.bpc = checker.blocks_per_cluster
+        self.rederived = {}
+        claimed = merge([(s, n) for s, n, _o in checker.claims.get(agno, ())])
+        for startino in getattr(checker, "suspect", {}).get(agno, ()):
+            if startino in recs:
+                rec = self._derive_record(recs[startino], claimed)
+                if rec != recs[startino]:
+                    self.rederived[startino] = rec
+                    if rec is None:
+                        del recs[startino]
+                    else:
+                        recs[startino] = rec
+                        kept.extend(self._chunk_blocks(rec))
+        for startino in sorted(fix & set(recs) - set(self.rederived)):
             recs[startino] = self._record_from_disk(startino, recs[startino][1])
         if inodes is not None:
             for ino in inodes.freed:
@@ -219,14 +236,19 @@ class AGPlan:
         # among the unclaimed ones kept when leaks are not freed)
         unclaimed = complement(merge([(s, n) for s, n, _o in all_claims]), self.length)
         self.lost = []
+        if any(r is None for r in self.rederived.values()):
+            # a record that names no chunk: its blocks are searched with the
+            # unclaimed ones for the chunk it should have named
+            others = [(s, n) for s, n, o in all_claims if o != OWN_INODES]
+            others += [c for r in recs.values() for c in self._chunk_blocks(r)]
+            unclaimed = complement(merge(others), self.length)
+            scan_lost = True
         if scan_lost:
             for rec in self._scan_lost(unclaimed, checker):
                 if rec[0] not in recs:
                     recs[rec[0]] = rec
                     kept.extend(self._chunk_blocks(rec))
                     self.lost.append(rec)
-                    self.notes.append(f"AG {agno}: inode chunk at agino {rec[0]} found on "
-                                      "disk with no inobt record")
         if ns is not None:
             ns.records_for(agno, recs, align)  # lost+found's inode, when made
         if not free_leaks:
@@ -273,7 +295,7 @@ class AGPlan:
                                 f"btrees and free list, only {len(taken)} are free")
                 # inode chunks found on disk so far: a check that knows them
                 # claims what their files own, which may free the rest
-                e.lost = self.lost
+                e.fixes = self.chunk_fixes()
                 raise e
             if self.rmap:
                 self.rmaprecs = self._rmap_final(taken, self.n_ino + self.n_fino, self.n_refc)
@@ -317,6 +339,32 @@ class AGPlan:
         self.longest = max((n for _s, n in self.free_recs), default=0)
 
     # -- pieces --------------------------------------------------------------------
+    def chunk_fixes(self) -> dict:
+        """The AG's inode chunk records this plan found on disk, for the
+        next check (RepairChecker.chunk_fixes): startino -> the record found
+        with no inobt record, the record derived again, or None for a
+        record that names no chunk."""
+        out = {r[0]: r for r in self.lost}
+        out.update(self.rederived)
+        return out
+
+    def fix_notes(self, fixes: dict, old: dict) -> list:
+        """What ``fixes`` change, one line each (``old``: check's records)."""
+        out = []
+        for start, rec in sorted(fixes.items()):
+            was = old.get(start)
+            if was is None:
+                out.append(f"AG {self.agno}: inode chunk at agino {start} found on disk with "
+                           "no inobt record")
+            elif rec is None:
+                out.append(f"AG {self.agno}: inobt record at agino {start} dropped: no inode "
+                           "of its chunk is on disk")
+            else:
+                out.append(f"AG {self.agno}: inobt record at agino {start} derived from the "
+                           f"inodes on disk (holemask 0x{was[1]:x} -> 0x{rec[1]:x}, count "
+                           f"{was[2]} -> {rec[2]}, free 0x{was[4]:x} -> 0x{rec[4]:x})")
+        return out
+
     def _agfl_min(self, bno_levels: int, rmap_levels: int) -> int:
         """Blocks the free list is filled with: the kernel's minimum
         (xfs_alloc_min_freelist) for the bnobt and cntbt and, with an
@@ -391,13 +439,19 @@ class AGPlan:
         return [(b, 1) for b in blocks]
 
     def _read_inodes(self, startino: int, n: int) -> bytes | None:
+        """The ``n`` inodes from ``startino`` as the disk holds them (a
+        chunk may start inside a block of more than 64 inodes); None past
+        the AG's end."""
         sb = self.sb
+        isz = sb.inodesize
         agbno = startino >> sb.inopblog
-        nblocks = max(1, n >> sb.inopblog)
+        off = (startino & (sb.inopblock - 1)) * isz
+        nblocks = max(1, -(-(off + n * isz) // sb.blocksize))
         if agbno + nblocks > self.length:
             return None
         daddr = self.fs.agb_to_daddr(self.agno, agbno)
-        return self.fs.dev.pread(daddr << C.BBSHIFT, nblocks * sb.blocksize)
+        raw = self.fs.dev.pread(daddr << C.BBSHIFT, nblocks * sb.blocksize)
+        return raw[off:off + n * isz] if off or len(raw) != n * isz else raw
 
     def _inode_ok(self, raw, k: int, agino: int) -> bool:
         isz = self.sb.inodesize
@@ -423,6 +477,47 @@ class AGPlan:
                 free |= 1 << i
         return normal_record(startino, holemask, free)
 
+    def _derive_record(self, rec, claimed: list) -> tuple | None:
+        """The record of the chunk at ``rec``'s start as its inodes on disk
+        show it: a cluster is there when one of its inodes is an inode
+        (magic, version, its own number, the uuid) and the record has it, or
+        it has none of it and no owner claims its blocks (``claimed``:
+        merged [start, end) runs); an inode is in use when it is an inode
+        with a mode.  None when no inode of the chunk is there (the record
+        names no chunk: its start is wrong)."""
+        sb = self.sb
+        startino = rec[0]
+        raw = self._read_inodes(startino, 64)
+        if raw is None:
+            return None
+        isz = sb.inodesize
+        ipc = min(64, max(4, self.bpc << sb.inopblog))
+        holes = holes_of(rec[1]) if self.sparse else 0
+        present = used = 0
+        for c in range(0, 64, ipc):
+            mask = ((1 << ipc) - 1) << c
+            ok = [i for i in range(c, c + ipc) if self._inode_ok(raw, i, startino + i)]
+            if not ok:
+                continue
+            if holes & mask == mask:
+                first = (startino + c) >> sb.inopblog
+                last = (startino + c + ipc - 1) >> sb.inopblog
+                k = bisect.bisect_right(claimed, [last, 1 << 62])
+                if k and claimed[k - 1][1] > first:
+                    continue            # someone else's blocks: a hole indeed
+            present |= mask
+            for i in ok:
+                if struct.unpack_from(">H", raw, i * isz + 2)[0]:
+                    used |= 1 << i
+        if not present:
+            return None
+        holemask = 0
+        if self.sparse:
+            for bit in range(16):
+                if not present >> (4 * bit) & 0xF:
+                    holemask |= 1 << bit
+        return normal_record(startino, holemask, ~used & _FULL)
+
     def _scan_lost(self, unclaimed: list, checker) -> list:
         """Inode clusters in blocks no one claims, found by their inodes
         (magic, version, inode number, uuid), grouped into chunk records."""
@@ -442,15 +537,21 @@ class AGPlan:
                         for i in range(ipc):
                             if self._inode_ok(raw, i, agino + i):
                                 mode = struct.unpack_from(">H", raw, i * sb.inodesize + 2)[0]
-                                start = (agino + i) & ~63
-                                found[start] = found.get(start, 0) | \
-                                    (1 if mode else 2) << (2 * (agino + i - start))
+                                found[agino + i] = 1 if mode else 2
                 b += bpc
+        # chunks start at multiples of the chunk alignment, the first where
+        # an inode is found not yet in a chunk
+        align = chunk_align(sb)
         out = []
-        for start, mask in sorted(found.items()):
+        end = -1
+        for agino in sorted(found):
+            if agino < end:
+                continue
+            start = agino - agino % align
+            end = start + 64
             present = free = 0
             for i in range(64):
-                st = mask >> (2 * i) & 3
+                st = found.get(start + i)
                 if st:
                     present |= 1 << i
                     if st == 2:
@@ -461,8 +562,6 @@ class AGPlan:
                     holemask |= 1 << bit
             if holemask and not self.sparse:
                 continue            # a partial chunk cannot be named without sparse inodes
-            if holemask == 0xFFFF:
-                continue
             out.append(normal_record(start, holemask, free | holes_of(holemask)))
         return out
 
