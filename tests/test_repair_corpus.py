@@ -426,3 +426,43 @@ def test_stray_large_extent_counter_flag_on_a_directory(tmp_path):
     assert before and xfs_repair_n(img) == 1
     out = judge_inode_repair(img, tmp_path)
     assert f"inode {d}: fixed: flags" in out and "lost+found" not in out, out
+
+
+@needs_loop
+def test_inobt_holemask_derived_from_the_chunks_on_disk(tmp_path):
+    """An inobt record whose holemask calls inodes in use holes (std
+    geometry, sparse inodes; the leaf's CRC left stale): check sees neither
+    those inodes nor the files' blocks, and directory entries name inodes
+    "not in use".  xfs_repair keeps the inodes it finds in a chunk; repair
+    derives the record again from the inodes on disk (it used to stop: the
+    namespace phase found entries naming inodes the inobt called free)."""
+    img, _inos = corpus_image("std", tmp_path)
+    last, first = target("std", "inobt level 0 last AG 2"), \
+        target("std", "inobt level 0 first AG 2")
+    xfs_db(img, *last, "fuzz -d recs[84].holemask firstbit", expert=True)
+    xfs_db(img, *first, "fuzz -d recs[63].holemask middlebit", expert=True)
+    assert xfs_repair_n(img) == 1
+    assert {"INOBT_RECORD", "DIR_ENTRY_TARGET"} <= codes(img)
+    out = judge_inode_repair(img, tmp_path)
+    assert re.search(r"AG 2: inobt record at agino \d+ derived from the inodes on disk "
+                     r"\(holemask 0x8000 -> 0x0", out), out
+    assert "holemask 0x80 -> 0x0" in out, out
+    assert "lost+found" not in out, out
+
+
+@needs_loop
+def test_inobt_record_start_outside_the_ag(tmp_path):
+    """The root's inobt record with a start past the AG (sect4k geometry:
+    2 KiB inodes, chunks aligned to 32 inodes, not 64): check drops the
+    record, so the root and its neighbours are "not in use".  The chunk is
+    found on disk by its inodes, at the chunk alignment (the search used to
+    group inodes by 64 and so split this chunk in two partial ones, neither
+    kept: repair stopped)."""
+    img, _inos = corpus_image("sect4k", tmp_path)
+    sel = target("sect4k", "inobt level 0 first AG 0")
+    assert re.search(r"^1:\[32,", xfs_db(img, *sel, "print recs[1]"), re.M)
+    xfs_db(img, *sel, "write -c recs[1].startino 4294965311", expert=True)
+    assert xfs_repair_n(img) == 1
+    assert {"INOBT_RECORD", "DIR_ROOT"} <= codes(img)
+    out = judge_inode_repair(img, tmp_path)
+    assert "AG 0: inode chunk at agino 32 found on disk with no inobt record" in out, out
