@@ -209,13 +209,29 @@ class AGPlan:
                for ino in recheck_inos if ino >> sb.agino_log == agno}
         # the records check reported (masks, counts or start wrong): derived
         # again from the inodes on disk, as xfs_repair keeps the inodes it
-        # finds in a chunk whatever the inobt said of them
+        # finds in a chunk whatever the inobt said of them; and a record
+        # holding inodes that are no inodes (bad magic, version, number):
+        # dropped when none of its chunk is an inode (its start is wrong:
+        # what is there is someone else's, never to be written as inodes)
         self.bpc = checker.blocks_per_cluster
         self.rederived = {}
+        suspect = set(getattr(checker, "suspect", {}).get(agno, ()))
+        corrupt = {chunk_start(recs.__contains__, f.ino & agmask, align)
+                   for f in checker.findings
+                   if f.code == "INODE_CORRUPT" and f.ino is not None and
+                   f.ino >> sb.agino_log == agno} - suspect - {None}
         claimed = merge([(s, n) for s, n, _o in checker.claims.get(agno, ())])
-        for startino in getattr(checker, "suspect", {}).get(agno, ()):
+        # a record another overlaps is dropped: the search for chunks no
+        # record names lays the chunks out again from the inodes there
+        for startino in getattr(checker, "overlapping", {}).get(agno, ()):
+            if startino in recs:
+                self.rederived[startino] = None
+                del recs[startino]
+        for startino in sorted(suspect | corrupt):
             if startino in recs:
                 rec = self._derive_record(recs[startino], claimed)
+                if startino in corrupt and rec is not None:
+                    continue
                 if rec != recs[startino]:
                     self.rederived[startino] = rec
                     if rec is None:
@@ -344,8 +360,8 @@ class AGPlan:
         next check (RepairChecker.chunk_fixes): startino -> the record found
         with no inobt record, the record derived again, or None for a
         record that names no chunk."""
-        out = {r[0]: r for r in self.lost}
-        out.update(self.rederived)
+        out = dict(self.rederived)
+        out.update((r[0], r) for r in self.lost)
         return out
 
     def fix_notes(self, fixes: dict, old: dict) -> list:
@@ -353,12 +369,15 @@ class AGPlan:
         out = []
         for start, rec in sorted(fixes.items()):
             was = old.get(start)
+            if was is not None and rec is not None and \
+                    normal_record(*was[:2], was[4]) == rec:
+                continue                # dropped and found again as it was
             if was is None:
                 out.append(f"AG {self.agno}: inode chunk at agino {start} found on disk with "
                            "no inobt record")
             elif rec is None:
-                out.append(f"AG {self.agno}: inobt record at agino {start} dropped: no inode "
-                           "of its chunk is on disk")
+                out.append(f"AG {self.agno}: inobt record at agino {start} dropped: its start "
+                           "does not name an inode chunk on disk")
             else:
                 out.append(f"AG {self.agno}: inobt record at agino {start} derived from the "
                            f"inodes on disk (holemask 0x{was[1]:x} -> 0x{rec[1]:x}, count "
@@ -484,10 +503,11 @@ class AGPlan:
         it has none of it and no owner claims its blocks (``claimed``:
         merged [start, end) runs); an inode is in use when it is an inode
         with a mode.  None when no inode of the chunk is there (the record
-        names no chunk: its start is wrong)."""
+        names no chunk, or its start is not one a chunk can have: the
+        search for chunks no record names then finds the chunk)."""
         sb = self.sb
         startino = rec[0]
-        raw = self._read_inodes(startino, 64)
+        raw = None if startino % chunk_align(sb) else self._read_inodes(startino, 64)
         if raw is None:
             return None
         isz = sb.inodesize

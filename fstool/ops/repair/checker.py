@@ -23,7 +23,7 @@ _BIG_NEXTENTS_OFF = DINODE.offset("di_big_nextents")
 class RepairChecker(Checker):
     # agno -> {startino: inobt record, or None to drop the inobt's record}
     chunk_fixes: dict = {}
-    MERGED_DICTS = Checker.MERGED_DICTS + ("verdicts", "suspect")
+    MERGED_DICTS = Checker.MERGED_DICTS + ("verdicts", "suspect", "overlapping")
 
     def __init__(self, fs, progress=None, ag_filter=None):
         super().__init__(fs, progress, ag_filter)
@@ -35,6 +35,8 @@ class RepairChecker(Checker):
         self.pending_fixes: dict = {}
         # agno -> startinos of the inobt records check reported and kept
         self.suspect: dict = {}
+        # agno -> startinos of kept inobt records another record overlaps
+        self.overlapping: dict = {}
 
     def _inobt_record(self, agno, name, block, i, rec) -> bool:
         n = len(self.findings)
@@ -48,6 +50,14 @@ class RepairChecker(Checker):
         if fixes:
             recs = [r for r in recs if r[0] not in fixes] + \
                 [r for r in fixes.values() if r is not None]
+        # records whose chunks overlap: one start at least is wrong, and the
+        # record kept may be it (chunks aligned to less than 64 inodes)
+        end, last = -1, None
+        for r in sorted(recs, key=lambda r: r[0]):
+            if r[0] < end:
+                self.overlapping.setdefault(agno, []).append(last)
+            else:
+                end, last = r[0] + 64, r[0]
         return super()._table_for(agno, recs)
 
     def metadata_inodes(self) -> set:
