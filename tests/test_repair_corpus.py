@@ -462,7 +462,77 @@ def test_inobt_record_start_outside_the_ag(tmp_path):
     sel = target("sect4k", "inobt level 0 first AG 0")
     assert re.search(r"^1:\[32,", xfs_db(img, *sel, "print recs[1]"), re.M)
     xfs_db(img, *sel, "write -c recs[1].startino 4294965311", expert=True)
+    # and the next record moved by half a chunk, aligned, onto the inodes of
+    # its chunk and the next one's: check keeps it and drops the next
+    # record, which it overlaps; both chunks are laid out again from the
+    # inodes on disk (the moved record used to stay, half its chunk lost)
+    assert re.search(r"^2:\[2080,", xfs_db(img, *sel, "print recs[2]"), re.M)
+    assert re.search(r"^3:\[2144,", xfs_db(img, *sel, "print recs[3]"), re.M)
+    xfs_db(img, *sel, "write -c recs[2].startino 2112", expert=True)
     assert xfs_repair_n(img) == 1
     assert {"INOBT_RECORD", "DIR_ROOT"} <= codes(img)
     out = judge_inode_repair(img, tmp_path)
-    assert "AG 0: inode chunk at agino 32 found on disk with no inobt record" in out, out
+    for start in (32, 2080, 2144):
+        assert f"AG 0: inode chunk at agino {start} found on disk with no inobt record" in out, \
+            out
+    assert "AG 0: inobt record at agino 2112 dropped" in out, out
+
+
+@needs_loop
+def test_inobt_record_start_that_names_no_chunk(tmp_path):
+    """Inobt records whose start is wrong but inside the AG (std geometry,
+    CRC recomputed): one moved onto a directory's data blocks, one moved by
+    a single inode.  Check reads what is there as inodes; xfs_repair keeps
+    the chunks it finds.  Repair drops each record (no inode of its chunk is
+    there; a start no chunk can have) and finds the chunks by their inodes
+    (it used to clear 64 "inodes" in the directory's blocks, clear the
+    directory and send 18,000 files to lost+found)."""
+    img, _inos = corpus_image("std", tmp_path)
+    sel = target("std", "inobt level 0 first AG 2")
+    assert re.search(r"^2:\[11136,", xfs_db(img, *sel, "print recs[2]"), re.M)
+    assert re.search(r"^5:\[11392,", xfs_db(img, *sel, "print recs[5]"), re.M)
+    assert re.search(r"^3:\[11264,", xfs_db(img, *sel, "print recs[3]"), re.M)
+    xfs_db(img, *sel, "write -c recs[2].startino 11200", "write -c recs[5].startino 11393",
+           expert=True)
+    assert xfs_repair_n(img) == 1
+    assert {"INOBT_RECORD", "INODE_CORRUPT"} <= codes(img)
+    out = judge_inode_repair(img, tmp_path)
+    for start in (11200, 11393):
+        assert f"AG 2: inobt record at agino {start} dropped" in out, out
+    for start in (11136, 11392):
+        assert f"AG 2: inode chunk at agino {start} found on disk" in out, out
+    assert "cleared" not in out and "lost+found" not in out, out
+
+
+@needs_loop
+def test_inobt_record_moved_into_a_block_of_two_chunks(tmp_path):
+    """64 KiB blocks (big geometry): a block holds two inode chunks.  An
+    inobt record moved onto the second half of the block before its chunk's
+    names no inode: it is dropped, and the chunk it named is found in the
+    block it shares with the next record's chunk (the search used to look
+    only at blocks no one claims, and missed it: repair stopped).  xfs_repair
+    -n crashes on this image, so the chunk's inodes are compared with the
+    undamaged image's."""
+    from fixtures import corpus_base
+    img, _inos = corpus_image("big", tmp_path)
+    recs = xfs_db(img, "agi 1", "addr root", "print recs[3-4]")
+    assert re.search(r"^3:\[1664,", recs, re.M) and re.search(r"^4:\[1728,", recs, re.M)
+    xfs_db(img, "agi 1", "addr root", "write -c recs[3].startino 1600", expert=True)
+    assert "INOBT_RECORD" in codes(img)
+    r = fstool("repair", img)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "AG 1: inobt record at agino 1600 dropped" in r.stdout, r.stdout
+    assert "AG 1: inode chunk at agino 1664 found on disk" in r.stdout, r.stdout
+    assert xfs_repair_n(img) == 0
+    assert findings(img) == []
+    # every inode of the chunk as the undamaged image has it, and mounted
+    # the kernel finds its files where they were
+    agino_log = sum(int(ln.split("=")[1]) for ln in
+                    xfs_db(img, "sb 0", "print agblklog inopblog").splitlines())
+    first = (1 << agino_log) | 1664
+    cmds = [c for i in range(64) for c in (f"inode {first + i}", "print core.mode core.nlinkv2")]
+    base = corpus_base.base_image("big")
+    assert xfs_db(img, *cmds) == xfs_db(base, *cmds)
+    assert xfs_db(base, *cmds).count("core.mode = 0100") > 16
+    with images.Mounted(img) as mnt:
+        assert {"dirs", "files", "many"} <= {p.name for p in Path(mnt).iterdir()}

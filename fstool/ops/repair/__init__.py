@@ -117,7 +117,9 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
             if f.code == "INOBT_INODE" and f.ino is not None:
                 recheck.add(f.ino)
             if f.code in ("SPACE_UNACCOUNTED", "AGI_HEADER") or (
-                    f.structure in ("inobt", "finobt", "agi") and f.code.startswith("BTREE_")):
+                    f.structure in ("inobt", "finobt", "agi") and f.code.startswith("BTREE_")) \
+                    or (f.code == "INOBT_RECORD" and f.index is None and f.block is not None):
+                # (the last: a block of several chunks with a part no record names)
                 scan_ags.add(f.agno)
         elif action == COUNTERS:
             counters = True

@@ -260,7 +260,13 @@ class AGPlan:
             unclaimed = complement(merge(others), self.length)
             scan_lost = True
         if scan_lost:
-            for rec in self._scan_lost(unclaimed, checker):
+            region = unclaimed
+            if sb.inopblock > 64:
+                # a block holds several chunks: the parts of the inode blocks
+                # no record names are searched too
+                region = merge([(s, e - s) for s, e in unclaimed] +
+                               [c for r in recs.values() for c in self._chunk_blocks(r)])
+            for rec in self._scan_lost(region, checker):
                 if rec[0] not in recs:
                     recs[rec[0]] = rec
                     kept.extend(self._chunk_blocks(rec))
