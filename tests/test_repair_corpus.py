@@ -536,3 +536,47 @@ def test_inobt_record_moved_into_a_block_of_two_chunks(tmp_path):
     assert xfs_db(base, *cmds).count("core.mode = 0100") > 16
     with images.Mounted(img) as mnt:
         assert {"dirs", "files", "many"} <= {p.name for p in Path(mnt).iterdir()}
+
+
+def test_derived_record_keeps_to_the_inodes_and_to_unclaimed_blocks():
+    """AGPlan._derive_record on a made-up sparse AG (4 KiB blocks, 512-byte
+    inodes, clusters of 32 inodes): a cluster the record calls a hole is
+    taken when its inodes are there and no owner claims its blocks, never
+    when another owner does; an inode with a mode is in use; a record with
+    no inode there, or a start no chunk can have, is dropped (None)."""
+    import struct
+    from types import SimpleNamespace
+    from fstool.ops.repair.agbuild import AGPlan, holemask_of, normal_record
+    uuid = bytes(range(16))
+    isz, inopblog, agno, agino_log = 512, 3, 1, 3 + 14
+    disk = bytearray(64 * 4096)          # blocks 0-63 of the AG
+    in_use = {3, 40, 41}
+    for agino in range(128, 256):        # chunks at 128 and 192: blocks 16-31
+        off = agino * isz
+        struct.pack_into(">2sHB", disk, off, b"IN", 0o100644 if agino - 128 in in_use else 0, 3)
+        struct.pack_into(">Q", disk, off + 152, (agno << agino_log) | agino)
+        disk[off + 160:off + 176] = uuid
+    sb = SimpleNamespace(inodesize=isz, inopblog=inopblog, inopblock=8, blocksize=4096,
+                         agino_log=agino_log,
+                         fields={"sb_spino_align": 4, "sb_inoalignmt": 8})
+    fs = SimpleNamespace(uuid=uuid, agb_to_daddr=lambda a, b: b * 8,
+                         dev=SimpleNamespace(pread=lambda off, n: bytes(disk[off:off + n])))
+    p = AGPlan.__new__(AGPlan)
+    p.fs, p.sb, p.agno, p.length, p.sparse, p.bpc = fs, sb, agno, 64, True, 4
+    full = (1 << 64) - 1
+    bits = sum(1 << i for i in in_use)
+    # the second cluster (inodes 32-63, blocks 20-23) called a hole
+    rec = normal_record(128, 0xFF00, ~bits & full)
+    assert p._derive_record(rec, []) == normal_record(128, 0, ~bits & full)
+    # ... and its blocks another owner's: it stays a hole
+    assert p._derive_record(rec, [[21, 22]]) == normal_record(128, 0xFF00, ~bits & full)
+    # a hole splitting the first cluster: the cluster is there
+    assert p._derive_record(normal_record(128, 0x0001, full), [[0, 64]]) == \
+        normal_record(128, 0, ~bits & full)
+    # a cluster whose inodes are not there becomes a hole
+    gone = normal_record(192, 0, full)
+    disk[(192 + 32) * isz:256 * isz] = bytes(32 * isz)
+    assert p._derive_record(gone, []) == normal_record(192, holemask_of((1 << 32) - 1), full)
+    # no inode there, a start no chunk can have: dropped
+    assert p._derive_record(normal_record(0, 0, full), []) is None
+    assert p._derive_record(normal_record(129, 0, full), []) is None

@@ -89,6 +89,12 @@ def holes_of(holemask: int) -> int:
     return holes
 
 
+def holemask_of(present: int) -> int:
+    """The holemask of a chunk whose inodes ``present`` (a 64-bit mask)
+    are there: a bit for each four inodes none of which is."""
+    return sum(1 << bit for bit in range(16) if not present >> (4 * bit) & 0xF)
+
+
 def normal_record(startino: int, holemask: int, free: int) -> tuple:
     """An inobt record whose count and freecount follow its masks (sparse
     inodes are free)."""
@@ -537,11 +543,7 @@ class AGPlan:
                     used |= 1 << i
         if not present:
             return None
-        holemask = 0
-        if self.sparse:
-            for bit in range(16):
-                if not present >> (4 * bit) & 0xF:
-                    holemask |= 1 << bit
+        holemask = holemask_of(present) if self.sparse else 0
         return normal_record(startino, holemask, ~used & _FULL)
 
     def _scan_lost(self, unclaimed: list, checker) -> list:
@@ -582,10 +584,7 @@ class AGPlan:
                     present |= 1 << i
                     if st == 2:
                         free |= 1 << i
-            holemask = 0
-            for bit in range(16):
-                if not present >> (4 * bit) & 0xF:
-                    holemask |= 1 << bit
+            holemask = holemask_of(present)
             if holemask and not self.sparse:
                 continue            # a partial chunk cannot be named without sparse inodes
             out.append(normal_record(start, holemask, free | holes_of(holemask)))
