@@ -288,8 +288,12 @@ def test_symlink_header_under_a_bad_crc(tmp_path):
     assert tree["links/remote"].startswith("/c0000/c0001/"), tree["links/remote"]
 
 
+LOG_CUT = 137692160      # inside the std base's internal log (blocks 32774-34141 of 4 KiB)
+LOG_END = 139845632
+
+
 @needs_loop
-@pytest.mark.parametrize("keep", [268396032, 24093184], ids=["tail", "deep"])
+@pytest.mark.parametrize("keep", [268396032, 24093184, LOG_CUT], ids=["tail", "deep", "log"])
 def test_truncated_image_extended_and_repaired(tmp_path, keep):
     """An image file cut short inside its last AG (a download or copy that
     stopped): xfs_repair cannot repair it ("data size check failed"), and
@@ -301,7 +305,9 @@ def test_truncated_image_extended_and_repaired(tmp_path, keep):
     finds nothing, and undo gives back the truncated file byte for byte.
     Cut deep (into AG 0, every other AG gone): the AGs are rebuilt from
     nothing, and with every inode chunk left full a new chunk is made for
-    lost+found."""
+    lost+found.  Cut inside the log (its head gone: it can be neither
+    replayed nor known clean, and repair used to stop, calling it dirty):
+    the log is formatted anew, as xfs_repair -L does."""
     import hashlib
     import os
 
@@ -329,7 +335,13 @@ def test_truncated_image_extended_and_repaired(tmp_path, keep):
     assert xfs_repair_n(img) == 0
     assert findings(img) == []
     after = files_of(kernel_tree(img))
-    if keep > size // 2:
+    assert ("log: its end was cut off with the image, so it was formatted anew"
+            in r.stdout) == (keep < LOG_END), r.stdout
+    if keep == LOG_CUT:
+        assert after and set(after) <= set(whole)
+        assert all(after[p] == v for p, v in whole.items() if p in after and
+                   not p.startswith("sparse"))
+    elif keep > size // 2:
         # the files whose inodes lay in the lost tail are gone; nothing else
         gone = set(whole) - set(after)
         assert gone and all(p.startswith("sparse/") for p in gone), sorted(gone)[:5]

@@ -361,8 +361,17 @@ def repair(path, *, dry_run: bool = False, rebuild=(), add_finobt: bool = False,
     if grown is not None and dry_run:
         f = grown
         return RepairResult([f], [(f, "extend", f.message)],
-                            [_extended_text(f, True), "the rest is checked once the image "
-                             "is extended (run without -n)"], [], dry_run=True)
+                            [_extended_text(f, True)] + _log_cut_text(f, True) +
+                            ["the rest is checked once the image is extended (run without "
+                             "-n)"], [], dry_run=True)
+    if grown is not None and getattr(grown, "log_cut", False):
+        from ..logops import zero
+        try:
+            zero(path, undo=recorder)
+        except BaseException:
+            if recorder is not None:
+                recorder.close()
+            raise
     try:
         result = _repair(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress,
                          recorder)
@@ -384,7 +393,7 @@ def repair(path, *, dry_run: bool = False, rebuild=(), add_finobt: bool = False,
     if grown is not None:
         result.findings.insert(0, grown)
         result.actions.insert(0, (grown, "extend", grown.message))
-        result.changes.insert(0, _extended_text(grown, False))
+        result.changes[:0] = [_extended_text(grown, False)] + _log_cut_text(grown, False)
         result.written = True
     if restored is not None:
         f = _primary_finding(restored)
@@ -432,6 +441,14 @@ def _extend_phase(path, dry_run, undo_file, recorder):
                             f"{need}: blocks {first} to {f['sb_dblocks'] - 1} (from AG "
                             f"{dev.size // ag if ag else 0}) are missing", structure="sb",
                             agno=0, block=0, field="size", expected=need, found=dev.size)
+            # an internal log whose end is cut off: its head is gone, so it
+            # cannot be replayed nor known clean; it is formatted anew
+            log = f["sb_logstart"]
+            if log:
+                bs = f["sb_blocksize"]
+                end = ((log >> f["sb_agblklog"]) * agblocks + (log & ((1 << f["sb_agblklog"]) - 1))
+                       + f["sb_logblocks"]) * bs
+                found.log_cut = end > dev.size
             if dry_run:
                 return found, recorder
             if recorder is None and undo_file is not None:
@@ -452,6 +469,14 @@ def _extended_text(f, dry_run: bool) -> str:
             f"{f.expected} bytes with zeros (the {f.expected - f.found} bytes cut off are "
             "lost: metadata there is repaired like any damage, file data there reads as "
             "zeros)")
+
+
+def _log_cut_text(f, dry_run: bool) -> list:
+    if not getattr(f, "log_cut", False):
+        return []
+    return [f"log: its end was cut off with the image, so it {'would be' if dry_run else 'was'}"
+            " formatted anew (what it held that was not on disk is lost, as with xfs_repair "
+            "-L)"]
 
 
 def _primary_phase(path, dry_run, undo_file):
