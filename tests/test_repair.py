@@ -563,8 +563,10 @@ def test_lost_and_found_is_reused(dirforms, tmp_path):
 @needs_loop
 def test_entries_to_inodes_the_inobt_hides_are_kept(dirforms, tmp_path):
     """An inobt record made all holes hides inodes in use: check calls the
-    entries naming them bad, but the inodes on disk are in use, so repair
-    drops none of those entries (it leaves the namespace, exit 4)."""
+    entries naming them bad, but the inodes on disk are in use.  Repair
+    derives the record again from the inodes on disk, so every entry stays
+    and the inodes are in use (it used to leave the namespace as it was and
+    stop, exit 4)."""
     img = copy_image(dirforms["img"], tmp_path / "h.img")
     blk = dirforms["inos"]["/blk"]
     sb = xfs_db(img, "sb 0", "print agblklog inopblog")
@@ -576,12 +578,12 @@ def test_entries_to_inodes_the_inobt_hides_are_kept(dirforms, tmp_path):
     xfs_db(img, f"agi {agno}", "addr root", f"write -d recs[{index}].holemask 0xffff",
            expert=True)
     before = xfs_db(img, f"inode {dirforms['inos']['/']}", "print u3.sfdir3.list")
-    r = fstool("repair", "--json", img)
-    assert r.returncode == 4, r.stdout + r.stderr
-    import json
-    left = json.loads(r.stdout)["not_repaired"]
-    assert any(f["code"] == "DIR_ENTRY_TARGET" and "in use on disk" in f["reason"]
-               for f in left)
+    r = fstool("repair", img)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert f"AG {agno}: inobt record at agino {agino} derived from the inodes on disk " \
+        "(holemask 0xffff -> 0x0" in r.stdout, r.stdout
+    assert xfs_repair_n(img) == 0
+    assert findings(img) == []
     assert xfs_db(img, f"inode {dirforms['inos']['/']}", "print u3.sfdir3.list") == before
     assert xfs_db(img, f"inode {blk}", "print core.nlinkv2").strip().endswith("= 2")
 

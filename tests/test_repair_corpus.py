@@ -298,8 +298,11 @@ def test_symlink_header_under_a_bad_crc(tmp_path):
     assert tree["links/remote"].startswith("/c0000/c0001/"), tree["links/remote"]
 
 
+LOG_CUT = 137692160      # inside the std base's internal log (blocks 32774-34141 of 4 KiB)
+
+
 @needs_loop
-@pytest.mark.parametrize("keep", [268396032, 24093184], ids=["tail", "deep"])
+@pytest.mark.parametrize("keep", [268396032, 24093184, LOG_CUT], ids=["tail", "deep", "log"])
 def test_truncated_image_extended_and_repaired(tmp_path, keep):
     """An image file cut short inside its last AG (a download or copy that
     stopped): xfs_repair cannot repair it ("data size check failed"), and
@@ -311,7 +314,9 @@ def test_truncated_image_extended_and_repaired(tmp_path, keep):
     finds nothing, and undo gives back the truncated file byte for byte.
     Cut deep (into AG 0, every other AG gone): the AGs are rebuilt from
     nothing, and with every inode chunk left full a new chunk is made for
-    lost+found."""
+    lost+found.  Cut inside the log (what it held past the cut gone: it
+    reads dirty and cannot be replayed, and repair used to stop): the log is
+    formatted anew, as xfs_repair -L does."""
     import hashlib
     import os
 
@@ -339,7 +344,15 @@ def test_truncated_image_extended_and_repaired(tmp_path, keep):
     assert xfs_repair_n(img) == 0
     assert findings(img) == []
     after = files_of(kernel_tree(img))
-    if keep > size // 2:
+    assert ("log: its end was cut off with the image and it read dirty, so it was "
+            "formatted anew" in r.stdout) == (keep == LOG_CUT), r.stdout
+    # (cut before the log, all of it is zeros once extended: a log the
+    # kernel takes as empty, left as it is)
+    if keep == LOG_CUT:
+        assert after and set(after) <= set(whole)
+        assert all(after[p] == v for p, v in whole.items() if p in after and
+                   not p.startswith("sparse"))
+    elif keep > size // 2:
         # the files whose inodes lay in the lost tail are gone; nothing else
         gone = set(whole) - set(after)
         assert gone and all(p.startswith("sparse/") for p in gone), sorted(gone)[:5]
@@ -510,7 +523,7 @@ def test_truncated_through_the_log(tmp_path):
     undo = tmp_path / "cut.undo"
     r = fstool("repair", "--extend-truncated", "--undo-file", undo, img)
     assert r.returncode == 1, r.stdout + r.stderr
-    assert "the log, cut through, formatted anew" in r.stdout, r.stdout
+    assert "it read dirty, so it was formatted anew" in r.stdout, r.stdout
     assert xfs_repair_n(img) == 0 and findings(img) == []
     with images.Mounted(img, readonly=True):
         pass
@@ -551,3 +564,157 @@ def test_directory_block_map_moved_under_a_stale_crc(tmp_path):
     again = fstool("repair", img)
     assert again.returncode == 0 and digest(img) == repaired, again.stdout
     assert fstool("undo", img, undo).returncode == 0 and digest(img) == damaged
+
+
+@needs_loop
+def test_inobt_holemask_derived_from_the_chunks_on_disk(tmp_path):
+    """An inobt record whose holemask calls inodes in use holes (std
+    geometry, sparse inodes; the leaf's CRC left stale): check sees neither
+    those inodes nor the files' blocks, and directory entries name inodes
+    "not in use".  xfs_repair keeps the inodes it finds in a chunk; repair
+    derives the record again from the inodes on disk (it used to stop: the
+    namespace phase found entries naming inodes the inobt called free)."""
+    img, _inos = corpus_image("std", tmp_path)
+    last, first = target("std", "inobt level 0 last AG 2"), \
+        target("std", "inobt level 0 first AG 2")
+    xfs_db(img, *last, "fuzz -d recs[84].holemask firstbit", expert=True)
+    xfs_db(img, *first, "fuzz -d recs[63].holemask middlebit", expert=True)
+    assert xfs_repair_n(img) == 1
+    assert {"INOBT_RECORD", "DIR_ENTRY_TARGET"} <= codes(img)
+    out = judge_inode_repair(img, tmp_path)
+    assert re.search(r"AG 2: inobt record at agino \d+ derived from the inodes on disk "
+                     r"\(holemask 0x8000 -> 0x0", out), out
+    assert "holemask 0x80 -> 0x0" in out, out
+    assert "lost+found" not in out, out
+
+
+@needs_loop
+def test_inobt_record_start_outside_the_ag(tmp_path):
+    """The root's inobt record with a start past the AG (sect4k geometry:
+    2 KiB inodes, chunks aligned to 32 inodes, not 64): check drops the
+    record, so the root and its neighbours are "not in use".  The chunk is
+    found on disk by its inodes, at the chunk alignment (the search used to
+    group inodes by 64 and so split this chunk in two partial ones, neither
+    kept: repair stopped)."""
+    img, _inos = corpus_image("sect4k", tmp_path)
+    sel = target("sect4k", "inobt level 0 first AG 0")
+    assert re.search(r"^1:\[32,", xfs_db(img, *sel, "print recs[1]"), re.M)
+    xfs_db(img, *sel, "write -c recs[1].startino 4294965311", expert=True)
+    # and the next record moved by half a chunk, aligned, onto the inodes of
+    # its chunk and the next one's: check keeps it and drops the next
+    # record, which it overlaps; both chunks are laid out again from the
+    # inodes on disk (the moved record used to stay, half its chunk lost)
+    assert re.search(r"^2:\[2080,", xfs_db(img, *sel, "print recs[2]"), re.M)
+    assert re.search(r"^3:\[2144,", xfs_db(img, *sel, "print recs[3]"), re.M)
+    xfs_db(img, *sel, "write -c recs[2].startino 2112", expert=True)
+    assert xfs_repair_n(img) == 1
+    assert {"INOBT_RECORD", "DIR_ROOT"} <= codes(img)
+    out = judge_inode_repair(img, tmp_path)
+    for start in (32, 2080, 2144):
+        assert f"AG 0: inode chunk at agino {start} found on disk with no inobt record" in out, \
+            out
+    assert "AG 0: inobt record at agino 2112 dropped" in out, out
+
+
+@needs_loop
+def test_inobt_record_start_that_names_no_chunk(tmp_path):
+    """Inobt records whose start is wrong but inside the AG (std geometry,
+    CRC recomputed): one moved onto a directory's data blocks, one moved by
+    a single inode.  Check reads what is there as inodes; xfs_repair keeps
+    the chunks it finds.  Repair drops each record (no inode of its chunk is
+    there; a start no chunk can have) and finds the chunks by their inodes
+    (it used to clear 64 "inodes" in the directory's blocks, clear the
+    directory and send 18,000 files to lost+found)."""
+    img, _inos = corpus_image("std", tmp_path)
+    sel = target("std", "inobt level 0 first AG 2")
+    assert re.search(r"^2:\[11136,", xfs_db(img, *sel, "print recs[2]"), re.M)
+    assert re.search(r"^5:\[11392,", xfs_db(img, *sel, "print recs[5]"), re.M)
+    assert re.search(r"^3:\[11264,", xfs_db(img, *sel, "print recs[3]"), re.M)
+    xfs_db(img, *sel, "write -c recs[2].startino 11200", "write -c recs[5].startino 11393",
+           expert=True)
+    assert xfs_repair_n(img) == 1
+    assert {"INOBT_RECORD", "INODE_CORRUPT"} <= codes(img)
+    out = judge_inode_repair(img, tmp_path)
+    for start in (11200, 11393):
+        assert f"AG 2: inobt record at agino {start} dropped" in out, out
+    for start in (11136, 11392):
+        assert f"AG 2: inode chunk at agino {start} found on disk" in out, out
+    assert "cleared" not in out and "lost+found" not in out, out
+
+
+@needs_loop
+def test_inobt_record_moved_into_a_block_of_two_chunks(tmp_path):
+    """64 KiB blocks (big geometry): a block holds two inode chunks.  An
+    inobt record moved onto the second half of the block before its chunk's
+    names no inode: it is dropped, and the chunk it named is found in the
+    block it shares with the next record's chunk (the search used to look
+    only at blocks no one claims, and missed it: repair stopped).  xfs_repair
+    -n crashes on this image, so the chunk's inodes are compared with the
+    undamaged image's."""
+    from fixtures import corpus_base
+    img, _inos = corpus_image("big", tmp_path)
+    recs = xfs_db(img, "agi 1", "addr root", "print recs[3-4]")
+    assert re.search(r"^3:\[1664,", recs, re.M) and re.search(r"^4:\[1728,", recs, re.M)
+    xfs_db(img, "agi 1", "addr root", "write -c recs[3].startino 1600", expert=True)
+    assert "INOBT_RECORD" in codes(img)
+    r = fstool("repair", img)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "AG 1: inobt record at agino 1600 dropped" in r.stdout, r.stdout
+    assert "AG 1: inode chunk at agino 1664 found on disk" in r.stdout, r.stdout
+    assert xfs_repair_n(img) == 0
+    assert findings(img) == []
+    # every inode of the chunk as the undamaged image has it, and mounted
+    # the kernel finds its files where they were
+    agino_log = sum(int(ln.split("=")[1]) for ln in
+                    xfs_db(img, "sb 0", "print agblklog inopblog").splitlines())
+    first = (1 << agino_log) | 1664
+    cmds = [c for i in range(64) for c in (f"inode {first + i}", "print core.mode core.nlinkv2")]
+    base = corpus_base.base_image("big")
+    assert xfs_db(img, *cmds) == xfs_db(base, *cmds)
+    assert xfs_db(base, *cmds).count("core.mode = 0100") > 16
+    with images.Mounted(img) as mnt:
+        assert {"dirs", "files", "many"} <= {p.name for p in Path(mnt).iterdir()}
+
+
+def test_derived_record_keeps_to_the_inodes_and_to_unclaimed_blocks():
+    """AGPlan._derive_record on a made-up sparse AG (4 KiB blocks, 512-byte
+    inodes, clusters of 32 inodes): a cluster the record calls a hole is
+    taken when its inodes are there and no owner claims its blocks, never
+    when another owner does; an inode with a mode is in use; a record with
+    no inode there, or a start no chunk can have, is dropped (None)."""
+    import struct
+    from types import SimpleNamespace
+    from fstool.ops.repair.agbuild import AGPlan, holemask_of, normal_record
+    uuid = bytes(range(16))
+    isz, inopblog, agno, agino_log = 512, 3, 1, 3 + 14
+    disk = bytearray(64 * 4096)          # blocks 0-63 of the AG
+    in_use = {3, 40, 41}
+    for agino in range(128, 256):        # chunks at 128 and 192: blocks 16-31
+        off = agino * isz
+        struct.pack_into(">2sHB", disk, off, b"IN", 0o100644 if agino - 128 in in_use else 0, 3)
+        struct.pack_into(">Q", disk, off + 152, (agno << agino_log) | agino)
+        disk[off + 160:off + 176] = uuid
+    sb = SimpleNamespace(inodesize=isz, inopblog=inopblog, inopblock=8, blocksize=4096,
+                         agino_log=agino_log,
+                         fields={"sb_spino_align": 4, "sb_inoalignmt": 8})
+    fs = SimpleNamespace(uuid=uuid, agb_to_daddr=lambda a, b: b * 8,
+                         dev=SimpleNamespace(pread=lambda off, n: bytes(disk[off:off + n])))
+    p = AGPlan.__new__(AGPlan)
+    p.fs, p.sb, p.agno, p.length, p.sparse, p.bpc = fs, sb, agno, 64, True, 4
+    full = (1 << 64) - 1
+    bits = sum(1 << i for i in in_use)
+    # the second cluster (inodes 32-63, blocks 20-23) called a hole
+    rec = normal_record(128, 0xFF00, ~bits & full)
+    assert p._derive_record(rec, []) == normal_record(128, 0, ~bits & full)
+    # ... and its blocks another owner's: it stays a hole
+    assert p._derive_record(rec, [[21, 22]]) == normal_record(128, 0xFF00, ~bits & full)
+    # a hole splitting the first cluster: the cluster is there
+    assert p._derive_record(normal_record(128, 0x0001, full), [[0, 64]]) == \
+        normal_record(128, 0, ~bits & full)
+    # a cluster whose inodes are not there becomes a hole
+    gone = normal_record(192, 0, full)
+    disk[(192 + 32) * isz:256 * isz] = bytes(32 * isz)
+    assert p._derive_record(gone, []) == normal_record(192, holemask_of((1 << 32) - 1), full)
+    # no inode there, a start no chunk can have: dropped
+    assert p._derive_record(normal_record(0, 0, full), []) is None
+    assert p._derive_record(normal_record(129, 0, full), []) is None

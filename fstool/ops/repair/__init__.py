@@ -129,7 +129,9 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
             if f.code == "INOBT_INODE" and f.ino is not None:
                 recheck.add(f.ino)
             if f.code in ("SPACE_UNACCOUNTED", "AGI_HEADER") or (
-                    f.structure in ("inobt", "finobt", "agi") and f.code.startswith("BTREE_")):
+                    f.structure in ("inobt", "finobt", "agi") and f.code.startswith("BTREE_")) \
+                    or (f.code == "INOBT_RECORD" and f.index is None and f.block is not None):
+                # (the last: a block of several chunks with a part no record names)
                 scan_ags.add(f.agno)
         elif action == COUNTERS:
             counters = True
@@ -275,8 +277,8 @@ def _plan_ags(checker, ag_set, actions, finobt, recheck, scan_ags, free_leaks, r
                 if f.agno == agno and action == AG:
                     unrepaired.append((f, f"reported, not repaired: {e}"))
             failed.add(agno)
-            if getattr(e, "lost", None) and hasattr(checker, "lost_chunks"):
-                checker.lost_chunks[agno] = e.lost
+            if getattr(e, "fixes", None) and hasattr(checker, "pending_fixes"):
+                checker.pending_fixes[agno] = e.fixes
             continue
         if p.overlaps:
             for f, action, _t in actions:
@@ -314,27 +316,29 @@ def finobt_reservation(fs, agno: int) -> int:
 
 def _check_and_plan(fs, progress, jobs, rebuild, add_finobt):
     """Check, plan; when the plan finds inode chunks no inobt record names,
-    check again with them (so the blocks their files own are claimed), and
-    plan from that."""
+    or derives inobt records check reported again from the inodes on disk,
+    check again with those records (so the inodes are looked at and the
+    blocks their files own are claimed), and plan from that."""
     from .checker import RepairChecker as cls
     c = cls(fs, progress)
     c.run(jobs)
     first = c.findings
     out = plan(c, rebuild=rebuild, add_finobt=add_finobt)
-    extra = {agno: p.lost for agno, p in out[0].items() if p.lost}
+    fixes = {agno: f for agno, p in out[0].items() if (f := p.chunk_fixes())}
     # and those an AG's plan found before it ran out of free space (every
     # block no one claimed is kept while anything is unrepaired)
-    extra.update(c.lost_chunks)
-    if extra:
+    fixes.update(c.pending_fixes)
+    if fixes:
+        old = {agno: {r[0]: r for r in c.chunks.get(agno, ())} for agno in fixes}
         c = cls(fs, progress)
-        c.extra_chunks = extra
+        c.chunk_fixes = fixes
         c.run(1)
         out = plan(c, rebuild=rebuild, add_finobt=add_finobt, scan=False)
-        for agno, recs in extra.items():
+        for agno, f in fixes.items():
             if agno in out[0]:
-                out[0][agno].notes[:0] = [f"AG {agno}: inode chunk at agino {r[0]} found on "
-                                          "disk with no inobt record" for r in recs]
-                out[3][:0] = out[0][agno].notes[:len(recs)]
+                notes = out[0][agno].fix_notes(f, old[agno])
+                out[0][agno].notes[:0] = notes
+                out[3][:0] = notes
     return c, first, out
 
 
@@ -371,8 +375,10 @@ def repair(path, *, dry_run: bool = False, rebuild=(), add_finobt: bool = False,
     if grown is not None and dry_run:
         f = grown
         return RepairResult([f], [(f, "extend", f.message)],
-                            [_extended_text(f, True), "the rest is checked once the image "
-                             "is extended (run without -n)"], [], dry_run=True)
+                            [_extended_text(f, True)] +
+                            _log_cut_text(getattr(f, "log_cut", False), True) +
+                            ["the rest is checked once the image is extended (run without "
+                             "-n)"], [], dry_run=True)
     try:
         result = _repair(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress,
                          recorder)
@@ -394,10 +400,7 @@ def repair(path, *, dry_run: bool = False, rebuild=(), add_finobt: bool = False,
     if grown is not None:
         result.findings.insert(0, grown)
         result.actions.insert(0, (grown, "extend", grown.message))
-        if log_cut:
-            result.changes.insert(0, "the log, cut through, formatted anew (what it held "
-                                     "cannot be replayed)")
-        result.changes.insert(0, _extended_text(grown, False))
+        result.changes[:0] = [_extended_text(grown, False)] + _log_cut_text(log_cut, False)
         result.written = True
     if rolled_back is not None:
         result.changes.insert(0, f"an interrupted repair rolled back ({rolled_back} bytes "
@@ -448,6 +451,14 @@ def _extend_phase(path, dry_run, undo_file, recorder):
                             f"{need}: blocks {first} to {f['sb_dblocks'] - 1} (from AG "
                             f"{dev.size // ag if ag else 0}) are missing", structure="sb",
                             agno=0, block=0, field="size", expected=need, found=dev.size)
+            # an internal log whose end is cut off: what it held past the cut
+            # is gone (formatted anew when it then reads dirty: _log_cut_off)
+            log = f["sb_logstart"]
+            if log:
+                bs = f["sb_blocksize"]
+                end = ((log >> f["sb_agblklog"]) * agblocks + (log & ((1 << f["sb_agblklog"]) - 1))
+                       + f["sb_logblocks"]) * bs
+                found.log_cut = end > dev.size
             if dry_run:
                 return found, recorder
             if recorder is None and undo_file is not None:
@@ -464,22 +475,19 @@ def _extend_phase(path, dry_run, undo_file, recorder):
 
 
 def _log_cut_off(path, grown, recorder) -> bool:
-    """An internal log the cut ran through (part of it now the zeros the
-    image was extended with) cannot be replayed: what it held past the cut
-    is lost.  When it reads as dirty it is formatted anew, as xfs_repair -L
-    does (its old sectors saved in the undo file when there is one); returns
-    whether it was."""
+    """An internal log the cut ran through (``grown.log_cut``: part of it
+    now the zeros the image was extended with) cannot be replayed: what it
+    held past the cut is lost.  When it reads as dirty it is formatted anew,
+    as xfs_repair -L does (its old sectors saved in the undo file when there
+    is one); a log that still reads clean holds nothing to replay and is left
+    as it is.  Returns whether it was formatted."""
+    if not getattr(grown, "log_cut", False):
+        return False
     from ...fs.logstate import log_is_clean
     from ...fs.mount import Filesystem
     fs = Filesystem(path)
     try:
-        sb = fs.sb
-        if not sb.logstart:
-            return False
-        agno, agbno = sb.logstart >> sb.agblklog, sb.logstart & ((1 << sb.agblklog) - 1)
-        start = agno * sb.agblocks * sb.blocksize + agbno * sb.blocksize
-        end = start + sb.logblocks * sb.blocksize
-        if not (grown.found < end) or log_is_clean(fs)[0]:
+        if log_is_clean(fs)[0]:
             return False
     finally:
         fs.close()
@@ -493,6 +501,17 @@ def _extended_text(f, dry_run: bool) -> str:
             f"{f.expected} bytes with zeros (the {f.expected - f.found} bytes cut off are "
             "lost: metadata there is repaired like any damage, file data there reads as "
             "zeros)")
+
+
+def _log_cut_text(cut: bool, dry_run: bool) -> list:
+    if not cut:
+        return []
+    if dry_run:
+        return ["log: its end was cut off with the image; if it reads dirty once the image is "
+                "extended it would be formatted anew (what it held that was not on disk is "
+                "lost, as with xfs_repair -L)"]
+    return ["log: its end was cut off with the image and it read dirty, so it was formatted "
+            "anew (what it held that was not on disk is lost, as with xfs_repair -L)"]
 
 
 def _primary_phase(path, dry_run, undo_file):

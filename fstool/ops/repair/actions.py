@@ -102,7 +102,12 @@ REPAIRS = {
     "AGF_BTREEBLKS": (AG, _AG_TEXT),
     "AGF_RMAP_BLOCKS": (AG, _RMAP_TEXT),
     "AGF_REFCOUNT_BLOCKS": (AG, _REFC_TEXT),
-    "INOBT_RECORD": (AG, _AG_TEXT + "; a record's counts follow its free mask and holemask"),
+    "INOBT_RECORD": (AG, _AG_TEXT + "; a reported record is derived again from the inodes "
+                     "on disk (holemask, count and free mask: a cluster it called a hole is "
+                     "kept when its inodes are there and no other owner claims its blocks); a "
+                     "record whose start names no chunk (no inode there, a start no chunk can "
+                     "have, a chunk overlapping another record's) is dropped and the chunks "
+                     "there found by their inodes"),
     "INOBT_INODE": (AG, _AG_TEXT + "; the free mask follows the inodes on disk (an inode "
                     "with a mode is in use)"),
     "FINOBT_MISMATCH": (AG, _AG_TEXT),

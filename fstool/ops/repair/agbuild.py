@@ -26,6 +26,7 @@ logged.
 """
 from __future__ import annotations
 
+import bisect
 import struct
 
 from ...errors import FsToolError
@@ -86,6 +87,12 @@ def holes_of(holemask: int) -> int:
         if holemask >> bit & 1:
             holes |= 0xF << (4 * bit)
     return holes
+
+
+def holemask_of(present: int) -> int:
+    """The holemask of a chunk whose inodes ``present`` (a 64-bit mask)
+    are there: a bit for each four inodes none of which is."""
+    return sum(1 << bit for bit in range(16) if not present >> (4 * bit) & 0xF)
 
 
 def normal_record(startino: int, holemask: int, free: int) -> tuple:
@@ -206,7 +213,39 @@ class AGPlan:
         align = chunk_align(sb)
         fix = {chunk_start(recs.__contains__, ino & agmask, align)
                for ino in recheck_inos if ino >> sb.agino_log == agno}
-        for startino in sorted(fix & set(recs)):
+        # the records check reported (masks, counts or start wrong): derived
+        # again from the inodes on disk, as xfs_repair keeps the inodes it
+        # finds in a chunk whatever the inobt said of them; and a record
+        # holding inodes that are no inodes (bad magic, version, number):
+        # dropped when none of its chunk is an inode (its start is wrong:
+        # what is there is someone else's, never to be written as inodes)
+        self.bpc = checker.blocks_per_cluster
+        self.rederived = {}
+        suspect = set(getattr(checker, "suspect", {}).get(agno, ()))
+        corrupt = {chunk_start(recs.__contains__, f.ino & agmask, align)
+                   for f in checker.findings
+                   if f.code == "INODE_CORRUPT" and f.ino is not None and
+                   f.ino >> sb.agino_log == agno} - suspect - {None}
+        claimed = merge([(s, n) for s, n, _o in checker.claims.get(agno, ())])
+        # a record another overlaps is dropped: the search for chunks no
+        # record names lays the chunks out again from the inodes there
+        for startino in getattr(checker, "overlapping", {}).get(agno, ()):
+            if startino in recs:
+                self.rederived[startino] = None
+                del recs[startino]
+        for startino in sorted(suspect | corrupt):
+            if startino in recs:
+                rec = self._derive_record(recs[startino], claimed)
+                if startino in corrupt and rec is not None:
+                    continue
+                if rec != recs[startino]:
+                    self.rederived[startino] = rec
+                    if rec is None:
+                        del recs[startino]
+                    else:
+                        recs[startino] = rec
+                        kept.extend(self._chunk_blocks(rec))
+        for startino in sorted(fix & set(recs) - set(self.rederived)):
             recs[startino] = self._record_from_disk(startino, recs[startino][1])
         if inodes is not None:
             for ino in inodes.freed:
@@ -220,14 +259,25 @@ class AGPlan:
         # freed; the namespace phase takes its new blocks from free space)
         unclaimed = complement(merge([(s, n) for s, n, _o in all_claims]), self.length)
         self.lost = []
+        if any(r is None for r in self.rederived.values()):
+            # a record that names no chunk: its blocks are searched with the
+            # unclaimed ones for the chunk it should have named
+            others = [(s, n) for s, n, o in all_claims if o != OWN_INODES]
+            others += [c for r in recs.values() for c in self._chunk_blocks(r)]
+            unclaimed = complement(merge(others), self.length)
+            scan_lost = True
         if scan_lost:
-            for rec in self._scan_lost(unclaimed, checker):
+            region = unclaimed
+            if sb.inopblock > 64:
+                # a block holds several chunks: the parts of the inode blocks
+                # no record names are searched too
+                region = merge([(s, e - s) for s, e in unclaimed] +
+                               [c for r in recs.values() for c in self._chunk_blocks(r)])
+            for rec in self._scan_lost(region, checker):
                 if rec[0] not in recs:
                     recs[rec[0]] = rec
                     kept.extend(self._chunk_blocks(rec))
                     self.lost.append(rec)
-                    self.notes.append(f"AG {agno}: inode chunk at agino {rec[0]} found on "
-                                      "disk with no inobt record")
         if ns is not None:
             ns.records_for(agno, recs, align)  # lost+found's inode, when made
         if not free_leaks:
@@ -274,7 +324,7 @@ class AGPlan:
                                 f"btrees and free list, only {len(taken)} are free")
                 # inode chunks found on disk so far: a check that knows them
                 # claims what their files own, which may free the rest
-                e.lost = self.lost
+                e.fixes = self.chunk_fixes()
                 raise e
             if self.rmap:
                 self.rmaprecs = self._rmap_final(taken, self.n_ino + self.n_fino, self.n_refc)
@@ -318,6 +368,35 @@ class AGPlan:
         self.longest = max((n for _s, n in self.free_recs), default=0)
 
     # -- pieces --------------------------------------------------------------------
+    def chunk_fixes(self) -> dict:
+        """The AG's inode chunk records this plan found on disk, for the
+        next check (RepairChecker.chunk_fixes): startino -> the record found
+        with no inobt record, the record derived again, or None for a
+        record that names no chunk."""
+        out = dict(self.rederived)
+        out.update((r[0], r) for r in self.lost)
+        return out
+
+    def fix_notes(self, fixes: dict, old: dict) -> list:
+        """What ``fixes`` change, one line each (``old``: check's records)."""
+        out = []
+        for start, rec in sorted(fixes.items()):
+            was = old.get(start)
+            if was is not None and rec is not None and \
+                    normal_record(*was[:2], was[4]) == rec:
+                continue                # dropped and found again as it was
+            if was is None:
+                out.append(f"AG {self.agno}: inode chunk at agino {start} found on disk with "
+                           "no inobt record")
+            elif rec is None:
+                out.append(f"AG {self.agno}: inobt record at agino {start} dropped: its start "
+                           "does not name an inode chunk on disk")
+            else:
+                out.append(f"AG {self.agno}: inobt record at agino {start} derived from the "
+                           f"inodes on disk (holemask 0x{was[1]:x} -> 0x{rec[1]:x}, count "
+                           f"{was[2]} -> {rec[2]}, free 0x{was[4]:x} -> 0x{rec[4]:x})")
+        return out
+
     def _agfl_min(self, bno_levels: int, rmap_levels: int) -> int:
         """Blocks the free list is filled with: the kernel's minimum
         (xfs_alloc_min_freelist) for the bnobt and cntbt and, with an
@@ -392,13 +471,19 @@ class AGPlan:
         return [(b, 1) for b in blocks]
 
     def _read_inodes(self, startino: int, n: int) -> bytes | None:
+        """The ``n`` inodes from ``startino`` as the disk holds them (a
+        chunk may start inside a block of more than 64 inodes); None past
+        the AG's end."""
         sb = self.sb
+        isz = sb.inodesize
         agbno = startino >> sb.inopblog
-        nblocks = max(1, n >> sb.inopblog)
+        off = (startino & (sb.inopblock - 1)) * isz
+        nblocks = max(1, -(-(off + n * isz) // sb.blocksize))
         if agbno + nblocks > self.length:
             return None
         daddr = self.fs.agb_to_daddr(self.agno, agbno)
-        return self.fs.dev.pread(daddr << C.BBSHIFT, nblocks * sb.blocksize)
+        raw = self.fs.dev.pread(daddr << C.BBSHIFT, nblocks * sb.blocksize)
+        return raw[off:off + n * isz] if off or len(raw) != n * isz else raw
 
     def _inode_ok(self, raw, k: int, agino: int) -> bool:
         isz = self.sb.inodesize
@@ -424,6 +509,44 @@ class AGPlan:
                 free |= 1 << i
         return normal_record(startino, holemask, free)
 
+    def _derive_record(self, rec, claimed: list) -> tuple | None:
+        """The record of the chunk at ``rec``'s start as its inodes on disk
+        show it: a cluster is there when one of its inodes is an inode
+        (magic, version, its own number, the uuid) and the record has it, or
+        it has none of it and no owner claims its blocks (``claimed``:
+        merged [start, end) runs); an inode is in use when it is an inode
+        with a mode.  None when no inode of the chunk is there (the record
+        names no chunk, or its start is not one a chunk can have: the
+        search for chunks no record names then finds the chunk)."""
+        sb = self.sb
+        startino = rec[0]
+        raw = None if startino % chunk_align(sb) else self._read_inodes(startino, 64)
+        if raw is None:
+            return None
+        isz = sb.inodesize
+        ipc = min(64, max(4, self.bpc << sb.inopblog))
+        holes = holes_of(rec[1]) if self.sparse else 0
+        present = used = 0
+        for c in range(0, 64, ipc):
+            mask = ((1 << ipc) - 1) << c
+            ok = [i for i in range(c, c + ipc) if self._inode_ok(raw, i, startino + i)]
+            if not ok:
+                continue
+            if holes & mask == mask:
+                first = (startino + c) >> sb.inopblog
+                last = (startino + c + ipc - 1) >> sb.inopblog
+                k = bisect.bisect_right(claimed, [last, 1 << 62])
+                if k and claimed[k - 1][1] > first:
+                    continue            # someone else's blocks: a hole indeed
+            present |= mask
+            for i in ok:
+                if struct.unpack_from(">H", raw, i * isz + 2)[0]:
+                    used |= 1 << i
+        if not present:
+            return None
+        holemask = holemask_of(present) if self.sparse else 0
+        return normal_record(startino, holemask, ~used & _FULL)
+
     def _scan_lost(self, unclaimed: list, checker) -> list:
         """Inode clusters in blocks no one claims, found by their inodes
         (magic, version, inode number, uuid), grouped into chunk records."""
@@ -443,27 +566,28 @@ class AGPlan:
                         for i in range(ipc):
                             if self._inode_ok(raw, i, agino + i):
                                 mode = struct.unpack_from(">H", raw, i * sb.inodesize + 2)[0]
-                                start = (agino + i) & ~63
-                                found[start] = found.get(start, 0) | \
-                                    (1 if mode else 2) << (2 * (agino + i - start))
+                                found[agino + i] = 1 if mode else 2
                 b += bpc
+        # chunks start at multiples of the chunk alignment, the first where
+        # an inode is found not yet in a chunk
+        align = chunk_align(sb)
         out = []
-        for start, mask in sorted(found.items()):
+        end = -1
+        for agino in sorted(found):
+            if agino < end:
+                continue
+            start = agino - agino % align
+            end = start + 64
             present = free = 0
             for i in range(64):
-                st = mask >> (2 * i) & 3
+                st = found.get(start + i)
                 if st:
                     present |= 1 << i
                     if st == 2:
                         free |= 1 << i
-            holemask = 0
-            for bit in range(16):
-                if not present >> (4 * bit) & 0xF:
-                    holemask |= 1 << bit
+            holemask = holemask_of(present)
             if holemask and not self.sparse:
                 continue            # a partial chunk cannot be named without sparse inodes
-            if holemask == 0xFFFF:
-                continue
             out.append(normal_record(start, holemask, free | holes_of(holemask)))
         return out
 

@@ -1,8 +1,11 @@
-"""The check repair runs: fstool check, with inode chunks found on disk (that
-no inobt record names) added to their AG's chunks, so that their inodes and
-the blocks those own are seen like any other; and, for the inode phase
-(:mod:`.inodes`), check's verdict on every inode in use it looked at: kept,
-or one xfs_repair clears; and the blocks its data fork maps."""
+"""The check repair runs: fstool check, with the inode chunk records an AG
+plan derived from the inodes on disk put in their AG's chunks (chunks no
+inobt record names added, records whose masks or start are wrong replaced
+or dropped), so that their inodes and the blocks those own are seen like
+any other; the inobt records check reported (``suspect``), for the AG plan
+to derive again; and, for the inode phase (:mod:`.inodes`), check's verdict
+on every inode in use it looked at: kept, or one xfs_repair clears; and the
+blocks its data fork maps."""
 from __future__ import annotations
 
 import struct
@@ -18,22 +21,43 @@ _BIG_NEXTENTS_OFF = DINODE.offset("di_big_nextents")
 
 
 class RepairChecker(Checker):
-    extra_chunks: dict = {}          # agno -> [inobt record]
-    MERGED_DICTS = Checker.MERGED_DICTS + ("verdicts",)
+    # agno -> {startino: inobt record, or None to drop the inobt's record}
+    chunk_fixes: dict = {}
+    MERGED_DICTS = Checker.MERGED_DICTS + ("verdicts", "suspect", "overlapping")
 
     def __init__(self, fs, progress=None, ag_filter=None):
         super().__init__(fs, progress, ag_filter)
         # ino -> (kept, blocks of the data fork or None when not counted)
         self.verdicts: dict = {}
-        # agno -> inode chunks found on disk by an AG plan that then ran out
-        # of free space (the next check claims what their files own)
-        self.lost_chunks: dict = {}
+        # agno -> chunk fixes (as chunk_fixes) found on disk by an AG plan
+        # that then ran out of free space (the next check claims what their
+        # files own)
+        self.pending_fixes: dict = {}
+        # agno -> startinos of the inobt records check reported and kept
+        self.suspect: dict = {}
+        # agno -> startinos of kept inobt records another record overlaps
+        self.overlapping: dict = {}
+
+    def _inobt_record(self, agno, name, block, i, rec) -> bool:
+        n = len(self.findings)
+        ok = super()._inobt_record(agno, name, block, i, rec)
+        if ok and name == "inobt" and len(self.findings) > n:
+            self.suspect.setdefault(agno, []).append(rec[0])
+        return ok
 
     def _table_for(self, agno, recs):
-        extra = self.extra_chunks.get(agno)
-        if extra:
-            known = {r[0] for r in recs}
-            recs = list(recs) + [r for r in extra if r[0] not in known]
+        fixes = self.chunk_fixes.get(agno)
+        if fixes:
+            recs = [r for r in recs if r[0] not in fixes] + \
+                [r for r in fixes.values() if r is not None]
+        # records whose chunks overlap: one start at least is wrong, and the
+        # record kept may be it (chunks aligned to less than 64 inodes)
+        end, last = -1, None
+        for r in sorted(recs, key=lambda r: r[0]):
+            if r[0] < end:
+                self.overlapping.setdefault(agno, []).append(last)
+            else:
+                end, last = r[0] + 64, r[0]
         return super()._table_for(agno, recs)
 
     def metadata_inodes(self) -> set:
