@@ -29,7 +29,10 @@ result (a file xfs_repair moved to lost+found, named by its inode number,
 counts as kept when fstool kept that inode elsewhere: fixtures.repair_images.
 files_missing).  Prints cases, repaired clean, not repaired (exit 4, with the
 findings repair does not handle), missed by check (exit 0 on an image
-xfs_repair -n calls corrupt: left as it was), made worse (an exit 1 whose
+xfs_repair -n calls corrupt), with those two the cases whose image was
+changed all the same (must be 0: an image fstool does not repair is left
+byte for byte as it was, bar the zeros --extend-truncated appends), made
+worse (an exit 1 whose
 result is not clean: must be 0) and files lost against xfs_repair (must be 0).  Owner,
 group and mtime of the files both keep are compared too (cases where they
 differ are counted).  With ``--log`` every case's record (its result, the
@@ -254,6 +257,22 @@ def _run(cmd, timeout, **kw):
         return "timeout", "", ""
 
 
+def _same_prefix(a, b) -> bool:
+    """``b`` holds ``a``'s bytes, followed by nothing but zeros."""
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        while True:
+            x = fa.read(1 << 22)
+            y = fb.read(len(x) if x else 1 << 22)
+            if not x:
+                while y:
+                    if y.count(0) != len(y):
+                        return False
+                    y = fb.read(1 << 22)
+                return True
+            if x != y:
+                return False
+
+
 def corpus_case(case, work, timeout):
     """One corpus case: make it, label it, repair copies with both tools and
     judge fstool's result.  Returns a record (JSON-able) with ``result`` one
@@ -299,13 +318,17 @@ def corpus_case(case, work, timeout):
                                           json.loads(out).get("not_repaired", [])})
         except (ValueError, AttributeError):
             rec["not_repaired"] = []
+        if rc in (0, 4):
+            # nothing repaired: the image must be left as it was (a truncated
+            # one may have been extended with zeros, which undo cuts back)
+            rec["changed"] = not _same_prefix(dmg, ours)
         if rc == 4:
             rec["result"] = "not repaired"
             rec["stderr"] = err.strip().replace(str(ours), "IMG")[-300:]
             return rec
         if rc == 0:
-            # check found nothing xfs_repair -n calls corrupt: the image is
-            # left as it was (a check miss, not a repair that made it worse)
+            # check found nothing xfs_repair -n calls corrupt (a check miss,
+            # not a repair that made it worse)
             rec["result"] = "missed by check"
             return rec
         xn, xo, _e = _run(["xfs_repair", "-n", "-f", str(ours)], timeout)
@@ -387,7 +410,9 @@ def bench_corpus(a):
 
 def summarize(records):
     stats = {"cases (damage made)": 0, "corrupt by xfs_repair -n": 0, "repaired clean": 0,
-             "not repaired": 0, "missed by check": 0, "made worse": 0, "crashes": 0,
+             "not repaired": 0, "missed by check": 0,
+             "not repaired or missed, image changed all the same": 0,
+             "made worse": 0, "crashes": 0,
              "hangs": 0,
              "files lost": 0, "cases losing files": 0, "cases with metadata differing": 0,
              "files xfs_repair lost that fstool kept": 0}
@@ -402,6 +427,7 @@ def summarize(records):
         stats["corrupt by xfs_repair -n"] += 1
         key = {"crash": "crashes", "hang": "hangs"}.get(res, res)
         stats[key] += 1
+        stats["not repaired or missed, image changed all the same"] += bool(r.get("changed"))
         if res == "not repaired":
             for c in r.get("not_repaired") or [r.get("stderr", "")[:60] or "(none)"]:
                 why[c] = why.get(c, 0) + 1
