@@ -9,13 +9,13 @@ finobt), whose blocks come and go through the transaction too.
 
 A PerAG outlives its transaction (the kernel keeps its xfs_perag for the
 mount's life): the session asks it to :meth:`PerAG.rebind` to the next
-transaction, which keeps the decoded
-headers and btree roots only if the header buffers are the very objects
-it packed last and still hold exactly the bytes it left there (a header
-is joined again only when the transaction changes it, at :meth:`PerAG.pack`; a
-checkpoint stamping an LSN, an abort putting old bytes back, the cache
-dropping a buffer, or anyone else changing a header all make it start
-afresh).  Blocks of the btrees are joined anew in every transaction.
+transaction, which keeps the decoded headers and btree roots only if the
+header buffers are the very objects it packed last and still hold
+exactly the bytes it left there (a checkpoint stamping an LSN, an abort
+putting old bytes back, the cache dropping a buffer, or anyone else
+changing a header all make it start afresh).  A kept PerAG joins a
+header to the transaction only when it writes it, at :meth:`PerAG.pack`.
+Blocks of the btrees are joined anew in every transaction.
 """
 from __future__ import annotations
 
