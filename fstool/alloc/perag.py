@@ -9,12 +9,13 @@ finobt), whose blocks come and go through the transaction too.
 
 A PerAG outlives its transaction (the kernel keeps its xfs_perag for the
 mount's life): the session asks it to :meth:`PerAG.rebind` to the next
-transaction, which joins the three headers again and keeps the decoded
-headers and btree roots only if the header buffers are the very objects
-it packed last and still hold exactly the bytes it left there (a
-checkpoint stamping an LSN, an abort putting old bytes back, the cache
-dropping a buffer, or anyone else changing a header all make it start
-afresh).  Blocks of the btrees are joined anew in every transaction.
+transaction, which keeps the decoded headers and btree roots only if the
+header buffers are the very objects it packed last and still hold
+exactly the bytes it left there (a checkpoint stamping an LSN, an abort
+putting old bytes back, the cache dropping a buffer, or anyone else
+changing a header all make it start afresh).  A kept PerAG joins a
+header to the transaction only when it writes it, at :meth:`PerAG.pack`.
+Blocks of the btrees are joined anew in every transaction.
 """
 from __future__ import annotations
 
@@ -173,9 +174,8 @@ class PerAG:
                 self.saved = None
                 self._read_headers(tx)
                 return False
-        join = tx.join
-        for buf in mine:
-            join(buf)
+        # not joined yet: :meth:`pack` joins a header when it writes it (most
+        # transactions change the AGI alone)
         self.tx = tx
         for tree in (self.bno, self.cnt, self.ino, self.fino):
             if tree is not None:
@@ -243,13 +243,15 @@ class PerAG:
 
     def pack(self) -> None:
         """Write the changed headers into their buffers (at commit)."""
+        join = self.tx.join
         if self.agf_dirty:
             raw = AGF.pack(self.agf)
-            self.agf_buf.data[:len(raw)] = raw
+            join(self.agf_buf).data[:len(raw)] = raw
         if self.agi_dirty:
             raw = AGI.pack(self.agi)
-            self.agi_buf.data[:len(raw)] = raw
+            join(self.agi_buf).data[:len(raw)] = raw
         if self.agfl_dirty:
+            join(self.agfl_buf)
             struct.pack_into(f">{len(self.agfl_slots)}I", self.agfl_buf.data,
                              C.XFS_AGFL_HDR_SIZE, *self.agfl_slots)
         self.agf_dirty = self.agi_dirty = self.agfl_dirty = False

@@ -19,7 +19,7 @@ _CODE = re.compile(r"^(\d*)([BbHhIiQqs])$")
 
 class Layout:
     __slots__ = ("name", "fields", "struct", "size", "_construct", "_arrays", "_offsets",
-                 "endian")
+                 "endian", "_pack_all")
 
     def __init__(self, name: str, fields: list[tuple[str, str]], endian: str = ">"):
         """``endian`` is ``">"`` (big-endian, every on-disk metadata
@@ -52,6 +52,19 @@ class Layout:
         self.size = self.struct.size
         assert self.size == offset, (name, self.size, offset)
         self._construct = None
+        self._pack_all = self._compile_pack_all()
+
+    def _compile_pack_all(self):
+        """``pack`` of a dict that holds every field (the common case: a
+        header decoded by ``unpack`` and changed): one generated call of
+        the precompiled struct, no per-field loop.  A missing field raises
+        KeyError or TypeError (``pack`` then fills it in with zero)."""
+        args = ", ".join(f"*v[{fname!r}]" if count else f"v[{fname!r}]"
+                         for fname, count in self._arrays)
+        ns: dict = {}
+        exec(f"def pack_all(v, _pack):\n    return _pack({args})\n", ns)
+        fn, spack = ns["pack_all"], self.struct.pack
+        return lambda values: fn(values, spack)
 
     @property
     def construct(self):
@@ -100,6 +113,10 @@ class Layout:
     def pack(self, values: dict) -> bytes:
         """Encode a dict of field -> value (arrays as lists); fields left out
         are zero."""
+        try:
+            return self._pack_all(values)
+        except (KeyError, TypeError, struct.error):
+            pass            # a field left out or None: the loop below says zero
         flat = []
         for fname, count in self._arrays:
             v = values.get(fname)
