@@ -31,6 +31,8 @@ it leaves for the log or the disk.
 """
 from __future__ import annotations
 
+import os
+
 from ..errors import FsToolError
 from ..format import constants as C
 from ..io import verify as V
@@ -38,6 +40,10 @@ from ..io.device import writes_so_far
 from .busy import BusyExtents
 from .logwriter import XFS_BLF_CHUNK, LogWriter, buf_item_regions, lsn as make_lsn
 from .trans import Transaction
+
+# for crash tests only: a cap on what one transaction may log, below the
+# log's own (a change then goes the way a change larger than the log goes)
+_TX_LIMIT_ENV = "FSTOOL_TEST_MAX_TX_BYTES"
 
 
 class Journal:
@@ -79,7 +85,12 @@ class Journal:
             # well under half of it
             self.checkpoint_bytes = checkpoint_bytes or min(cap // 4, 16 << 20)
             # what one transaction may log: two checkpoints share the log
+            # (crash tests may make it smaller, to reach what larger changes
+            # do on a small image: FSTOOL_TEST_MAX_TX_BYTES)
             self.max_tx_bytes = cap * 2 // 5
+            limit = os.environ.get(_TX_LIMIT_ENV)
+            if limit:
+                self.max_tx_bytes = min(self.max_tx_bytes, int(limit))
         else:
             self.checkpoint_bytes = checkpoint_bytes or (64 << 20)
             self.max_tx_bytes = None
