@@ -83,3 +83,42 @@ def test_in_place_repair_killed_anywhere(tmp_path, monkeypatch):
         assert xfs_repair_n(img) == 0 and findings(img) == [], f"killed after write {n}"
         assert files_of(kernel_tree(img)) == want, f"killed after write {n}"
     assert marked >= 3, f"{marked} kills found the image marked in progress"
+
+
+def test_no_roll_back_under_another_fstool(tmp_path):
+    """An image marked in progress with an incomplete guard beside it, while
+    another fstool holds the image (the repair writing it in place): a
+    second repair refuses, and puts nothing back under it."""
+    import fcntl
+    import os
+
+    from fstool.io.device import Device
+    from fstool.io.undo import UndoRecorder
+    from fstool.ops.repair import _mark_in_progress, guard_path
+    img = tmp_path / "a.img"
+    r = fstool("mkfs", img, "--size", "300m")
+    assert r.returncode == 0, r.stderr
+    dev = Device(img, writable=True)
+    try:
+        rec = UndoRecorder(dev, guard_path(img), [])
+        dev.write_hook = rec
+        _mark_in_progress(dev, 1)          # saved in the guard, then written
+        dev.pwrite(1 << 20, b"\xab" * 4096)
+        dev.fsync()
+        rec.close()                        # left incomplete, as a kill leaves it
+    finally:
+        dev.close()
+    before = digest(img)
+    fd = os.open(img, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        r = fstool("repair", img)
+        assert r.returncode == 4 and "another fstool" in r.stderr, r.stdout + r.stderr
+        assert digest(img) == before and Path(guard_path(img)).exists()
+    finally:
+        os.close(fd)
+    # once the other is gone, the next repair rolls the interrupted one back
+    r = fstool("repair", img)
+    assert r.returncode in (0, 1) and "rolled back" in r.stdout, r.stdout + r.stderr
+    assert not Path(guard_path(img)).exists()
+    assert fstool("check", img).returncode == 0

@@ -587,7 +587,16 @@ def recover_interrupted(path, undo_file=None) -> int | None:
     from ...io.undo import read_undo, roll_back, UndoError
     guards = [g for g in (undo_file, guard_path(path)) if g is not None and
               os.path.exists(g)]
+    from ...io.lock import ImageLock
     dev = Device(path, writable=True)
+    lock = ImageLock(dev.fd, path)
+    try:
+        # another fstool repairing in place holds the image: never roll
+        # back under it (ImageBusy)
+        lock.__enter__()
+    except BaseException:
+        dev.close()
+        raise
     try:
         if not _sb_inprogress(dev):
             return None
@@ -603,6 +612,7 @@ def recover_interrupted(path, undo_file=None) -> int | None:
             return n
         return None
     finally:
+        lock.__exit__(None, None, None)
         dev.close()
 
 
