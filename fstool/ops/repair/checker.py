@@ -139,7 +139,6 @@ class RepairChecker(Checker):
         return super().check_dir(node, tab, odd)
 
 
-
 def salvaged_extents(fs, node):
     """(extents, addresses of the bmbt blocks) of the data fork of a
     btree-format inode whose block map fails its strict read only through
