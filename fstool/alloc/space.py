@@ -199,12 +199,22 @@ class SpaceAllocator:
         ``target`` in this AG, taken out of the free space; None if it has
         none.  When only blocks freed by transactions whose checkpoint is
         still in memory would do, that checkpoint is written first (the
-        kernel's busy-extent flush) and the search repeated."""
+        kernel's busy-extent flush) and the search repeated; as in the
+        kernel, not for an exact request (it just fails) nor when the AG
+        has no free extent long enough, busy or not."""
         got = self._alloc_in_ag(ag, target, minlen, maxlen, align, exact)
-        if got is None and self.session.journal.busy.ranges(ag.agno):
+        if got is None and not exact and self.session.journal.busy.ranges(ag.agno) and \
+                self._has_room(ag, minlen):
             self.session.journal.push()
             got = self._alloc_in_ag(ag, target, minlen, maxlen, align, exact)
         return got
+
+    def _has_room(self, ag, minlen: int) -> bool:
+        """Whether the AG's free space (busy blocks counted) may hold an
+        extent of ``minlen`` blocks beside the free list it needs."""
+        if ag.agf["agf_freeblks"] + ag.flcount < minlen + self.min_freelist(ag):
+            return False
+        return ag.agf["agf_longest"] >= minlen or ag.longest_stale
 
     def _alloc_in_ag(self, ag, target: int, minlen: int, maxlen: int, align: int,
                      exact: bool):
