@@ -1,5 +1,5 @@
 """File data copied into an image by the kernel (Device.copy_from and
-ns.files._copy_blocks, what populate uses for host files): shared blocks
+ns.files.copy_blocks, what populate uses for host files): shared blocks
 where the image's filesystem allows, else copy_file_range, else read and
 write; the same bytes every way, zeros after the data in the last block and
 wherever the source has shrunk meanwhile."""
@@ -91,7 +91,7 @@ def test_copy_blocks_pads_with_zeros(tmp_path, size, length, actual):
     dev = _image(tmp_path / "img", size=4 << 20)
     fd = _source(tmp_path / "src", data)
     try:
-        F._copy_blocks(dev, fd, 0, BS, length, size, BS)
+        F.copy_blocks(dev, fd, 0, BS, length, size, BS)
     finally:
         os.close(fd)
         dev.close()
@@ -209,3 +209,33 @@ def test_writeback_is_started_as_data_piles_up(tmp_path, monkeypatch):
         assert real(fd)
     finally:
         os.close(fd)
+
+
+def test_a_write_error_met_writing_back_is_raised_by_the_next_fsync(tmp_path, monkeypatch):
+    """The writeback thread waits for what it starts (fdatasync); the host
+    reports a write error to one flush only, so one the thread met must be
+    raised by the next flush the device is asked for, once."""
+    import threading
+    import time
+    dev = _image(tmp_path / "img")
+    real = os.fdatasync
+
+    def flush(fd):
+        if threading.current_thread().name == "fstool-writeback":
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        return real(fd)
+    monkeypatch.setattr(os, "fdatasync", flush)
+    try:
+        dev.pwrite(0, b"x" * BS)
+        dev.kick_writeback()
+        if dev._starter is None:
+            pytest.skip("the host cannot start writeback (no sync_file_range)")
+        for _ in range(500):
+            if dev._starter.error is not None:
+                break
+            time.sleep(0.01)
+        with pytest.raises(ImageError, match="writing back failed"):
+            dev.fsync()
+        dev.fsync()
+    finally:
+        dev.close()

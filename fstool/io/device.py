@@ -120,6 +120,9 @@ class Device:
         self._clone_ok = None
         self._clone_unit = 0
         self._cfr_ok = hasattr(os, "copy_file_range")
+        # bytes written by pwrite, pwrite_data and copy_from (not those
+        # shared with a source file by copy_from)
+        self.written = 0
         # data gathered for one write (pwrite_data): its offset and bytes
         self._gather_off = 0
         self._gather = bytearray()
@@ -232,6 +235,7 @@ class Device:
             raise ImageError(f"{self.path}: write failed at offset {offset}: "
                              f"{e.strerror}") from None
         _writes.hit()
+        self.written += n
         if self._unstarted is not None:
             self._wrote(n)
 
@@ -261,6 +265,7 @@ class Device:
             raise ImageError(f"{self.path}: write failed at offset {offset + done}: "
                              f"{e.strerror}") from None
         _writes.hit()
+        self.written += n
 
     def start_writeback(self, offset: int, length: int) -> None:
         """Ask the host to start writing [offset, offset+length) to stable
@@ -326,8 +331,10 @@ class Device:
             raise ImageError(f"{self.path}: copy into the image failed at offset "
                              f"{offset + done}: {e.strerror}") from None
         _writes.hit()
-        if self._unstarted is not None and not shared:
-            self._wrote(done)
+        if not shared:
+            self.written += done
+            if self._unstarted is not None:
+                self._wrote(done)
         return done
 
     def _wrote(self, n: int) -> None:
@@ -336,13 +343,16 @@ class Device:
             self.kick_writeback()
 
     def kick_writeback(self) -> None:
-        """Start writing back the image's dirty pages without waiting for
-        them (sync_file_range(SYNC_FILE_RANGE_WRITE) over the whole file).
-        Nothing about durability changes: pages already written may reach
-        the disk at any moment anyway, and only :meth:`fsync` promises they
-        have; but the flush before a checkpoint then finds most of them
-        written, and the device writes while fstool goes on reading the
-        source.  Called every WRITEBACK_BYTES of data."""
+        """Have the image's dirty pages written back without waiting for
+        them: a thread of the device's own starts writeback over the whole
+        file (sync_file_range(SYNC_FILE_RANGE_WRITE)) and waits for it and
+        the host's records of the file (fdatasync).  Nothing about
+        durability changes: pages already written may reach the disk at any
+        moment anyway, and only :meth:`fsync` promises they have (a write
+        error the thread saw is raised by the next :meth:`fsync`); but the
+        flush before a checkpoint then finds little left to write, and the
+        device writes while fstool goes on reading the source.  Called
+        every WRITEBACK_BYTES of data."""
         if self._unstarted is None:
             return
         if self._gather:
@@ -391,6 +401,9 @@ class Device:
             os.fdatasync(self.fd)
         except OSError as e:
             raise ImageError(f"{self.path}: fsync failed: {e.strerror}") from None
+        if self._starter is not None and self._starter.error is not None:
+            e, self._starter.error = self._starter.error, None
+            raise ImageError(f"{self.path}: writing back failed: {e.strerror}")
 
     def zero_range(self, offset: int, length: int) -> None:
         """Make [offset, offset+length) read as zeros: a punched hole in a
@@ -470,14 +483,19 @@ def _sync_file_range_fn():
 
 
 class _WritebackStarter:
-    """A thread that starts writeback of one open file each time it is
-    asked (asks made while it is busy count once), so that the asker never
-    waits for the device's queue."""
+    """A thread that writes back one open file each time it is asked (asks
+    made while it is busy count once): it starts writeback of every dirty
+    page, then waits for them and for the host's records of the file to be
+    on stable storage (fdatasync), so that the asker never waits for the
+    device's queue and the flush before a checkpoint has little left to do.
+    Flushing early changes nothing about what is durable when: only the
+    checkpoint's own flush is relied on."""
 
     def __init__(self, fd: int):
         import threading
         self.fd = fd
         self.ok = True
+        self.error = None
         self._asked = self._stopping = False
         self._cond = threading.Condition()
         self._thread = threading.Thread(target=self._run, name="fstool-writeback",
@@ -512,6 +530,16 @@ class _WritebackStarter:
                 with self._cond:
                     self.ok = False
                 return
+            # and wait for it here, the host's own records of the file (its
+            # block map: shared blocks) with it, so that the flush before
+            # the next checkpoint finds little left to wait for
+            try:
+                os.fdatasync(self.fd)
+            except OSError as e:
+                # the host reports a write error to one flush only: kept for
+                # the next flush the device is asked for (Device.fsync)
+                with self._cond:
+                    self.error = self.error or e
 
 
 def _sync_file_range(fd: int) -> bool:

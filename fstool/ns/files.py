@@ -294,9 +294,7 @@ def write_data(w, near_fsb: int, stream, size: int, data_ranges=None, pool=None)
     fd = _host_fd(stream)
     daddr = w.fs.fsb_to_daddr
     for a, b in spans:
-        pieces = pool.take(target, b - a) if pool is not None else None
-        if pieces is None:
-            pieces = w.space.alloc_run(target, b - a)
+        pieces = place_blocks(w, target, b - a, pool)
         if fd is None and data_ranges is not None:
             stream.seek(a << blog)
         lblk = a
@@ -304,12 +302,22 @@ def write_data(w, near_fsb: int, stream, size: int, data_ranges=None, pool=None)
             extents.append((lblk, fsbno, n))
             off = daddr(fsbno) << C.BBSHIFT
             if fd is not None:
-                _copy_blocks(dev, fd, lblk << blog, off, n << blog, size, bs)
+                copy_blocks(dev, fd, lblk << blog, off, n << blog, size, bs)
             else:
                 _write_blocks(dev, stream, off, n << blog)
             lblk += n
             target = fsbno + n
     return extents
+
+
+def place_blocks(w, target: int, count: int, pool=None) -> list:
+    """[(fsbno, n)] for ``count`` new data blocks near ``target``: from
+    ``pool`` (a DataPool) when it takes files that small, else a run of
+    free space."""
+    pieces = pool.take(target, count) if pool is not None else None
+    if pieces is None:
+        pieces = w.space.alloc_run(target, count)
+    return pieces
 
 
 def _host_fd(stream):
@@ -325,7 +333,7 @@ def _host_fd(stream):
         return None
 
 
-def _copy_blocks(dev, fd: int, src: int, off: int, length: int, size: int, bs: int) -> None:
+def copy_blocks(dev, fd: int, src: int, off: int, length: int, size: int, bs: int) -> None:
     """Blocks [off, off+length) of the image from bytes [src, ...) of the
     host file: whole blocks by the kernel (a range of up to SMALL_COPY bytes
     is read and written in one go instead: cheaper than the kernel's copy
