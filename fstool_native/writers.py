@@ -37,14 +37,18 @@ def _put64(p, off, v):
                slot=cython.Py_ssize_t, crc=cython.uint, mode=cython.uint,
                at=cython.ulonglong, mt=cython.ulonglong, ct=cython.ulonglong)
 def fill_simple_inodes(buf, tpl, base_ino, inos, items, start, end, ifmt, ctime,
-                       epoch, crc_off, cksum) -> int:
+                       epoch, crc_off, cksum, forks=None, nrext64=False) -> int:
     """Write inodes ``inos[start:end]`` (all in the chunk whose first inode
     is ``base_ino``, held in ``buf``) from the template ``tpl``: mode
     ``ifmt | perm``, owners and times from ``items[k]`` = ``(name, perm,
-    uid, gid, atime_ns, mtime_ns)``, change and creation time ``ctime``.
-    Times are stored as bigtime values, ``ns + epoch``.  Returns the index of
-    the first inode whose times do not fit the format (the caller encodes it
-    the slow way and goes on after it), or ``end``."""
+    uid, gid, atime_ns, mtime_ns, ...)``, change and creation time ``ctime``.
+    Times are stored as bigtime values, ``ns + epoch``.  With ``forks``,
+    ``forks[k]`` = ``(size, nblocks, nextents, records)`` gives inode k an
+    extent-format data fork: its size, blocks, extent count (in
+    di_big_nextents when ``nrext64``) and the packed bmbt records, which
+    must fit the literal area.  Returns the index of the first inode whose
+    times do not fit the format (the caller encodes it the slow way and goes
+    on after it), or ``end``."""
     isize = len(tpl)
     ctime = ctime + epoch
     if not 0 <= ctime <= _U64:
@@ -54,9 +58,12 @@ def fill_simple_inodes(buf, tpl, base_ino, inos, items, start, end, ifmt, ctime,
     t = tpl
     for k in range(start, end):
         ino = inos[k]
-        _name, perm, uid, gid, atime, mtime = items[k]
-        atime = atime + epoch
-        mtime = mtime + epoch
+        it = items[k]
+        perm = it[1]
+        uid = it[2]
+        gid = it[3]
+        atime = it[4] + epoch
+        mtime = it[5] + epoch
         if not (0 <= atime <= _U64 and 0 <= mtime <= _U64):
             return k
         at = atime
@@ -80,6 +87,8 @@ def fill_simple_inodes(buf, tpl, base_ino, inos, items, start, end, ifmt, ctime,
         _put64(p, off + 48, ct)
         _put64(p, off + 144, ct)
         _put64(p, off + 152, ino)
+        if forks is not None:
+            _put_fork(p, off, isize, forks[k], nrext64)
         crc = cksum(p[off:off + isize], crc_off)
         p[off + crc_off] = crc & 0xFF
         p[off + crc_off + 1] = (crc >> 8) & 0xFF
@@ -88,10 +97,44 @@ def fill_simple_inodes(buf, tpl, base_ino, inos, items, start, end, ifmt, ctime,
     return end
 
 
-@cython.locals(p=cython.p_uchar, q=cython.p_uchar, k=cython.Py_ssize_t,
-               n=cython.Py_ssize_t, off=cython.Py_ssize_t, nl=cython.Py_ssize_t,
-               i=cython.Py_ssize_t, size=cython.Py_ssize_t, dbs=cython.Py_ssize_t,
-               tag=cython.uint, ino=cython.ulonglong, ft=cython.uint)
+@cython.cfunc
+@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, isize=cython.Py_ssize_t,
+               nl=cython.Py_ssize_t, size=cython.ulonglong, nblocks=cython.ulonglong,
+               nextents=cython.ulonglong, big=cython.bint)
+def _put_fork(p, off, isize, fork, big):
+    """An extent-format data fork into the inode at ``off``: di_size,
+    di_nblocks, the extent count and the records after the 176-byte core."""
+    size = fork[0]
+    nblocks = fork[1]
+    nextents = fork[2]
+    recs = fork[3]
+    nl = len(recs)
+    if 176 + nl > isize or nl != cython.cast(cython.Py_ssize_t, nextents) * 16:
+        raise ValueError("extent records do not fit the inode")
+    _put64(p, off + 56, size)
+    _put64(p, off + 64, nblocks)
+    if big:
+        _put64(p, off + 24, nextents)
+    else:
+        _put32(p, off + 76, nextents)
+    _copy_in(p, off + 176, recs, nl)
+
+
+@cython.cfunc
+@cython.locals(p=cython.p_uchar, q=cython.p_uchar, off=cython.Py_ssize_t,
+               n=cython.Py_ssize_t, i=cython.Py_ssize_t)
+def _copy_in(p, off, q, n):
+    """The first ``n`` bytes of ``q`` into ``p`` at ``off``."""
+    if cython.compiled:
+        for i in range(n):
+            p[off + i] = q[i]
+    else:
+        p[off:off + n] = q[:n]
+
+
+@cython.locals(p=cython.p_uchar, k=cython.Py_ssize_t, n=cython.Py_ssize_t,
+               off=cython.Py_ssize_t, nl=cython.Py_ssize_t, size=cython.Py_ssize_t,
+               dbs=cython.Py_ssize_t, tag=cython.uint, ino=cython.ulonglong, ft=cython.uint)
 def fill_dir_entries(space, entries, addrs, dirblksize, has_ftype) -> None:
     """Write directory data entries into ``space`` (the data blocks one after
     another, ``dirblksize`` bytes each): ``entries[k]`` = ``(name, ino,
@@ -113,12 +156,7 @@ def fill_dir_entries(space, entries, addrs, dirblksize, has_ftype) -> None:
         ino = ino_obj
         _put64(p, off, ino)
         p[off + 8] = nl
-        q = name
-        if cython.compiled:
-            for i in range(nl):
-                p[off + 9 + i] = q[i]
-        else:
-            p[off + 9:off + 9 + nl] = q
+        _copy_in(p, off + 9, name, nl)
         if has_ftype:
             ft = ft_obj
             p[off + 9 + nl] = ft & 0xFF
@@ -132,7 +170,7 @@ _S_IFMT = 0o170000
 _S_IFREG = 0o100000
 
 
-def _stat_plain_files_py(dirfd, dirpath, names):
+def _stat_plain_files_py(dirfd, dirpath, names, small):
     """The pure-Python twin of the compiled loop in stat_plain_files."""
     import os
     out = []
@@ -145,7 +183,9 @@ def _stat_plain_files_py(dirfd, dirpath, names):
         except OSError:
             out.append(None)
             continue
-        if st.st_mode & _S_IFMT != _S_IFREG or st.st_size or st.st_nlink != 1:
+        size = st.st_size
+        if st.st_mode & _S_IFMT != _S_IFREG or st.st_nlink != 1 or size > small or \
+                st.st_blocks * 512 < size:
             out.append(None)
             continue
         try:
@@ -154,20 +194,23 @@ def _stat_plain_files_py(dirfd, dirpath, names):
                 continue
         except OSError:
             pass        # as the general path: unreadable xattrs count as none
-        out.append((name, st.st_mode & 0o7777, st.st_uid, st.st_gid, st.st_atime_ns,
-                    st.st_mtime_ns))
+        item = (name, st.st_mode & 0o7777, st.st_uid, st.st_gid, st.st_atime_ns,
+                st.st_mtime_ns)
+        out.append(item + (size,) if small else item)
     return out
 
 
-def stat_plain_files(dirfd, dirpath, names):
+def stat_plain_files(dirfd, dirpath, names, small=0):
     """For each name of directory ``dirpath`` (open as ``dirfd``): a plain
     empty file (regular, size 0, one link, no xattrs) as ``(name, perm, uid,
-    gid, atime_ns, mtime_ns)`` from lstat; else None, also when lstat
-    fails (the caller looks at those again the general way).  Compiled, the
-    xattr question is put by listxattrat(2) relative to ``dirfd`` where the
-    kernel has it, which spares a walk of the whole path per file."""
+    gid, atime_ns, mtime_ns)`` from lstat; with ``small``, any plain file
+    of up to ``small`` bytes with no holes (as many bytes allocated as its
+    size), as the same with its size appended; else None, also when lstat
+    fails (the caller looks at those again the general way).  Compiled, the xattr
+    question is put by listxattrat(2) relative to ``dirfd`` where the kernel
+    has it, which spares a walk of the whole path per file."""
     if not cython.compiled:
-        return _stat_plain_files_py(dirfd, dirpath, names)
+        return _stat_plain_files_py(dirfd, dirpath, names, small)
     # st, fstatat, fstool_xattr_names_len and AT_SYMLINK_NOFOLLOW come from
     # writers.pxd
     out = []
@@ -188,7 +231,8 @@ def stat_plain_files(dirfd, dirpath, names):
         cname = name
         rc = fstatat(dirfd, cname, cython.address(st), AT_SYMLINK_NOFOLLOW)
         fmt = st.st_mode & _S_IFMT
-        if rc != 0 or fmt != _S_IFREG or st.st_size != 0 or st.st_nlink != 1:
+        if rc != 0 or fmt != _S_IFREG or st.st_size > small or st.st_nlink != 1 or \
+                st.st_blocks * 512 < st.st_size:
             out.append(None)
             continue
         # as the general path: unreadable xattrs count as none
@@ -201,10 +245,133 @@ def stat_plain_files(dirfd, dirpath, names):
         if not (-_NS_SAFE < asec < _NS_SAFE and -_NS_SAFE < msec < _NS_SAFE):
             out.append(None)
             continue
-        out.append((name, st.st_mode & 0o7777, st.st_uid, st.st_gid,
-                    asec * 1000000000 + st.st_atim.tv_nsec,
-                    msec * 1000000000 + st.st_mtim.tv_nsec))
+        if small:
+            out.append((name, st.st_mode & 0o7777, st.st_uid, st.st_gid,
+                        asec * 1000000000 + st.st_atim.tv_nsec,
+                        msec * 1000000000 + st.st_mtim.tv_nsec, st.st_size))
+        else:
+            out.append((name, st.st_mode & 0o7777, st.st_uid, st.st_gid,
+                        asec * 1000000000 + st.st_atim.tv_nsec,
+                        msec * 1000000000 + st.st_mtim.tv_nsec))
     return out
+
+
+_READ_WINDOW = 64          # files opened, and asked for, before they are read (as
+                           # FSTOOL_READ_WINDOW in read_files.h, the compiled loop)
+
+
+def _read_files_py(dirfd, names, sizes, buf, offsets):
+    """The pure-Python twin of the compiled loop in read_files."""
+    import os
+    import stat
+    bad = []
+    fds = [-1] * len(names)
+    n = len(names)
+    view = memoryview(buf)
+    flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+    for w0 in range(0, n, _READ_WINDOW):
+        w1 = min(n, w0 + _READ_WINDOW)
+        win = []
+        for k in range(w0, w1):
+            if not sizes[k]:
+                win.append(-1)
+                continue
+            try:
+                fd = os.open(names[k], flags, dir_fd=dirfd)
+            except OSError as e:
+                win.append(-1)
+                bad.append((k, e.errno))
+                continue
+            try:
+                os.posix_fadvise(fd, 0, sizes[k], os.POSIX_FADV_WILLNEED)
+            except OSError:
+                pass
+            win.append(fd)
+        for k in range(w0, w1):
+            fd = win[k - w0]
+            if fd < 0:
+                continue
+            if offsets[k] < 0:
+                try:
+                    if stat.S_ISREG(os.fstat(fd).st_mode):
+                        fds[k] = fd
+                        continue
+                    bad.append((k, 22))              # EINVAL: not a regular file
+                except OSError as e:
+                    bad.append((k, e.errno))
+                os.close(fd)
+                continue
+            try:
+                done, want, off = 0, sizes[k], offsets[k]
+                while done < want:
+                    got = os.preadv(fd, [view[off + done:off + want]], done)
+                    if got <= 0:
+                        break
+                    done += got
+            except OSError as e:
+                bad.append((k, e.errno))
+            finally:
+                os.close(fd)
+    bad.sort()
+    return bad, fds
+
+
+def read_files(dirfd, names, sizes, buf, offsets):
+    """Read, or open, files ``names`` of the directory open as ``dirfd`` (not
+    following symlinks).  Where ``offsets[k]`` >= 0, file k's first
+    ``sizes[k]`` bytes go to ``buf`` at that offset (a file now shorter
+    leaves zeros after its end; one now longer is read to ``sizes[k]``; one
+    of size 0 is not opened).  Where ``offsets[k]`` < 0, file k is opened and
+    left open for the caller, the kernel asked to read its first
+    ``sizes[k]`` bytes.  Files are opened a window at a time and the kernel
+    asked to read them all (posix_fadvise WILLNEED) before the first is
+    read, so a source not in the page cache is read many files at once.
+    Returns ``(bad, fds)``: ``[(k, errno)]`` for the files that could not be
+    opened or read (or are no longer regular files), in order, their bytes
+    in ``buf`` unspecified; and the descriptors left open, -1 for the
+    others (the caller closes them)."""
+    if len(sizes) != len(names) or len(offsets) != len(names):
+        raise ValueError("one size and one offset per name")
+    for k in range(len(names)):
+        if sizes[k] < 0 or offsets[k] >= 0 and offsets[k] + sizes[k] > len(buf) or \
+                b"\0" in names[k]:
+            raise ValueError("file outside the buffer, or a name with a NUL byte")
+    if not cython.compiled:
+        return _read_files_py(dirfd, names, sizes, buf, offsets)
+    # fstool_read_files (read_files.h), malloc and free come from writers.pxd;
+    # the whole run is read with the interpreter let go, once
+    n = len(names)
+    bad = []
+    fds = [-1] * n
+    if n == 0:
+        return bad, fds
+    cnames = cython.cast(cython.pp_char, malloc(n * cython.sizeof(cython.p_char)))
+    csizes = cython.cast(cython.p_longlong, malloc(n * cython.sizeof(cython.longlong)))
+    coffs = cython.cast(cython.p_longlong, malloc(n * cython.sizeof(cython.longlong)))
+    errs = cython.cast(cython.p_int, malloc(n * cython.sizeof(cython.int)))
+    cfds = cython.cast(cython.p_int, malloc(n * cython.sizeof(cython.int)))
+    try:
+        if not cnames or not csizes or not coffs or not errs or not cfds:
+            raise MemoryError()
+        for k in range(n):
+            cnames[k] = names[k]          # the list keeps the bytes alive
+            csizes[k] = sizes[k]
+            coffs[k] = offsets[k]
+        p = buf
+        with cython.nogil:
+            fstool_read_files(dirfd, cnames, csizes, coffs, p, n, errs, cfds)
+        for k in range(n):
+            if errs[k]:
+                bad.append((k, errs[k]))
+            fds[k] = cfds[k]
+    finally:
+        free(cnames)
+        free(csizes)
+        free(coffs)
+        free(errs)
+        free(cfds)
+    return bad, fds
+
 
 
 @cython.locals(n=cython.Py_ssize_t, i=cython.Py_ssize_t, j=cython.Py_ssize_t,

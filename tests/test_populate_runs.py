@@ -1,6 +1,7 @@
-"""populate's batch path for plain empty files (runs from DirSource, inodes
-encoded a chunk at a time) must leave exactly the image the entry-by-entry
-path leaves, on both backends."""
+"""populate's batch path for plain files (runs of empty and small files from
+DirSource, their data read a slice at a time, inodes encoded a chunk at a
+time; runs of empty files from a protofile) must leave exactly the image
+the entry-by-entry path leaves, on both backends."""
 from __future__ import annotations
 
 import os
@@ -59,6 +60,24 @@ def make_tree(root: Path) -> None:
                 os.link(p, sub / f"f{i:05d}.link")
             if i % 127 == 11:
                 os.setxattr(p, "user.k", b"v")
+            if i % 13 == 4:
+                # data around block boundaries and the small-file limit
+                # (65,536 bytes; larger files are copied the general way)
+                n = (1, 511, 4095, 4096, 4097, 8193, 65535, 65536, 65537, 200_000)[i // 13 % 10]
+                with open(p, "wb") as f:
+                    f.write(bytes((i * 7 + j) % 251 for j in range(min(n, 300))) * (n // 300) +
+                            b"z" * (n % 300))
+                os.utime(p, ns=(1_600_000_000_000_000_000 + i, 1_500_000_000_000_000_000 + i))
+            if i % 211 == 17:
+                # small but sparse: not a run, its hole kept
+                with open(p, "wb") as f:
+                    f.seek(40_000)
+                    f.write(b"end")
+    # files beside the destination's existing entries (its directory is
+    # changed in place, entry by entry)
+    (root / "top-small").write_bytes(b"s" * 5000)
+    (root / "top-large").write_bytes(bytes(range(256)) * 1000)
+    (root / "top-empty").touch()
     (root / "c" / "deeper").mkdir()
     (root / "c" / "deeper" / "e").touch()
 
@@ -73,13 +92,41 @@ def mkfs(img: Path, bigtime: bool) -> None:
                        check=True)
 
 
-@pytest.mark.parametrize("bigtime", [True, False])
-def test_runs_leave_the_same_image(tmp_path, bigtime):
+class FailingReads:
+    """writers with read_files reporting every ``every``-th file of a slice
+    as unreadable (after reading or opening it), as if it had gone or been
+    made unreadable between the walk's lstat and the read."""
+
+    def __init__(self, real, every: int):
+        self.real = real
+        self.every = every
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    def read_files(self, dirfd, names, sizes, buf, offsets):
+        bad, fds = self.real.read_files(dirfd, names, sizes, buf, offsets)
+        failed = set(range(1, len(names), self.every))
+        for k in failed:
+            if fds[k] >= 0:
+                os.close(fds[k])
+                fds[k] = -1
+        return sorted(set(bad) | {(k, 13) for k in failed}), fds
+
+
+@pytest.mark.parametrize("bigtime,failing", [(True, False), (False, False), (True, True)])
+def test_runs_leave_the_same_image(tmp_path, monkeypatch, bigtime, failing):
     src = tmp_path / "src"
     make_tree(src)
-    # runs come only for plain empty files, and all of them are there
-    runs = [e for e in DirSource(src).entries(runs=True) if type(e) is EmptyFiles]
+    # runs come for plain files of any size without holes, and all of them
+    # are there
+    runs = [e for e in DirSource(src).entries(runs=True) if isinstance(e, EmptyFiles)]
     assert runs and sum(len(r.items) for r in runs) > 700
+    sizes = {it[6] for r in runs for it in r.items}
+    assert {0, 1, 4096, 4097, 65536, 65537, 200_000} <= sizes and 40_003 not in sizes
+    if failing:
+        import fstool.ops.populate as P
+        monkeypatch.setattr(P, "writers", FailingReads(P.writers, 3))
     if not bigtime and subprocess.run(["which", "mkfs.xfs"], capture_output=True).returncode:
         pytest.skip("mkfs.xfs not installed")
     empty = tmp_path / "empty.img"
@@ -138,7 +185,7 @@ def test_protofile_runs_leave_the_same_image(tmp_path, comment):
     proto = write_protofile(tmp_path, comment)
     now = 1_700_000_000 * 10**9
     runs = [e for e in ProtoSource(proto, now_ns=now, ).entries(runs=True)
-            if type(e) is EmptyFiles]
+            if isinstance(e, EmptyFiles)]
     assert sum(len(r.items) for r in runs) > 250
     assert {r.path for r in runs} == {"a", "a/sub", ""}
     empty = tmp_path / "empty.img"
@@ -198,6 +245,96 @@ def test_fill_simple_inodes_equals_template_encoding(pure):
                                    _BIG_OFF, C.XFS_DINODE_CRC_OFF, parsers.xfs_cksum)
 
 
+@pytest.mark.parametrize("pure", [False, True])
+@pytest.mark.parametrize("nrext64", [False, True])
+def test_fill_simple_inodes_with_extents_equals_the_encoder(pure, nrext64):
+    """Inodes given an extent-format data fork are the general encoder's."""
+    from fstool.fs.icore import InodeSpec
+    from fstool.ns.files import pack_extents
+    writers = fstool_native.load(pure=pure, name="writers")
+    parsers = fstool_native.load(pure=pure)
+    enc = InodeEncoder(512, bytes(range(16)), bigtime=True, nrext64=nrext64)
+    tpl = enc.simple_template(C.S_IFREG)
+    base = 8192
+    inos = [base + 1, base + 2, base + 5]
+    items = [(b"a", 0o644, 1, 2, 10**18, 2 * 10**18, 5000),
+             (b"b", 0o600, 0, 0, 5, 6, 0),
+             (b"c", 0o755, 9, 9, 7, 8, 65536)]
+    forks = [(5000, 2, 1, pack_extents([(0, 123456, 2)])), (0, 0, 0, b""),
+             (65536, 16, 3, pack_extents([(0, 77, 5), (5, 99, 10), (15, 1 << 40, 1)]))]
+    ct = 1_700_000_000 * 10**9
+    buf = bytearray(64 * 512)
+    assert writers.fill_simple_inodes(buf, tpl, base, inos, items, 0, 3, C.S_IFREG, ct,
+                                      _BIG_OFF, C.XFS_DINODE_CRC_OFF, parsers.xfs_cksum, forks,
+                                      nrext64) == 3
+    for ino, it, (size, nblocks, nextents, recs) in zip(inos, items, forks):
+        off = (ino - base) * 512
+        assert bytes(buf[off:off + 512]) == enc.encode(ino, InodeSpec(
+            mode=C.S_IFREG | it[1], uid=it[2], gid=it[3], atime_ns=it[4], mtime_ns=it[5],
+            ctime_ns=ct, crtime_ns=ct, size=size, nblocks=nblocks, nextents=nextents,
+            data=recs))
+    with pytest.raises(ValueError):         # records that do not fill the count
+        writers.fill_simple_inodes(buf, tpl, base, inos, items, 0, 1, C.S_IFREG, ct, _BIG_OFF,
+                                   C.XFS_DINODE_CRC_OFF, parsers.xfs_cksum,
+                                   [(1, 1, 2, forks[0][3])], nrext64)
+    with pytest.raises(ValueError):         # more records than the inode holds
+        writers.fill_simple_inodes(buf, tpl, base, inos, items, 0, 1, C.S_IFREG, ct, _BIG_OFF,
+                                   C.XFS_DINODE_CRC_OFF, parsers.xfs_cksum,
+                                   [(1, 1, 40, bytes(640))], nrext64)
+
+
+def test_read_files_backends_agree(tmp_path):
+    d = tmp_path / "d"
+    d.mkdir()
+    files = {b"one": b"1", b"block": bytes(range(256)) * 16, b"odd": b"o" * 5000,
+             b"empty": b"", b"limit": b"L" * 65536, b"large": b"G" * 300_000}
+    for name, data in files.items():
+        (d / os.fsdecode(name)).write_bytes(data)
+    (d / "sub").mkdir()
+    os.symlink("one", d / "sym")
+    os.mkfifo(d / "fifo")
+    # names to read with the sizes lstat gave (one "grown", one "shrunk"
+    # since); offset -1: to be opened and left open
+    names = [b"one", b"block", b"missing", b"odd", b"sub", b"sym", b"empty", b"limit",
+             b"large", b"fifo", b"sub"] + [b"one"] * 70 + [b"odd"]
+    sizes = [1, 4096, 9, 3000, 10, 1, 0, 65536, 2 << 20, 5, 5] + [1] * 70 + [6000]
+    opened = {8, 9, 10}
+    offsets = []
+    at = 0
+    for k, n in enumerate(sizes):
+        if k in opened:
+            offsets.append(-1)
+            continue
+        offsets.append(at)
+        at += (n + 4095) & ~4095
+    fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        got = []
+        for pure in (False, True):
+            buf = bytearray(at)
+            bad, fds = fstool_native.load(pure=pure, name="writers").read_files(
+                fd, names, sizes, buf, offsets)
+            kept = [k for k, f in enumerate(fds) if f >= 0]
+            contents = [os.pread(fds[k], 10, 0) for k in kept]
+            for k in kept:
+                os.close(fds[k])
+            got.append((bad, kept, contents, bytes(buf)))
+        with pytest.raises(ValueError):
+            fstool_native.load(name="writers").read_files(fd, [b"one"], [1], bytearray(0), [0])
+    finally:
+        os.close(fd)
+    assert got[0] == got[1]
+    bad, kept, contents, buf = got[0]
+    # missing, a directory, a symlink; a FIFO and a directory are not kept open
+    assert [k for k, _e in bad] == [2, 4, 5, 9, 10]
+    assert kept == [8] and contents == [b"G" * 10]
+    for k, (name, n) in enumerate(zip(names, sizes)):
+        if k in (2, 4, 5) or k in opened:
+            continue
+        want = files[name][:n]
+        assert buf[offsets[k]:offsets[k] + n] == want + bytes(n - len(want))
+
+
 def test_stat_plain_files_backends_agree(tmp_path):
     d = tmp_path / "d"
     d.mkdir()
@@ -225,6 +362,25 @@ def test_stat_plain_files_backends_agree(tmp_path):
     st = os.lstat(d / "old")
     assert (b"old", st.st_mode & 0o7777, st.st_uid, st.st_gid, st.st_atime_ns,
             st.st_mtime_ns) in got[0]
+    # with a small-file limit: files up to it without holes, sizes appended
+    (d / "limit").write_bytes(b"y" * 100)
+    (d / "over").write_bytes(b"y" * 101)
+    with open(d / "holes", "wb") as f:
+        f.seek(50_000)
+        f.write(b"z")
+    names = sorted(os.listdir(os.fsencode(d))) + [b"missing", b"nul\0name"]
+    fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        got = [fstool_native.load(pure=pure, name="writers")
+               .stat_plain_files(fd, os.fsencode(d), names, limit)
+               for limit in (100, 60_000) for pure in (False, True)]
+    finally:
+        os.close(fd)
+    assert got[0] == got[1] and got[2] == got[3]
+    sized = {it[0]: it[6] for it in got[0] if it is not None}
+    assert sized == {b"empty": 0, b"old": 0, b"full": 1, b"limit": 100}
+    assert {it[0] for it in got[2] if it is not None} == {b"empty", b"old", b"full", b"limit",
+                                                         b"over"}
 
 
 @pytest.mark.parametrize("dbs", [4096, 8192, 65536])

@@ -19,7 +19,7 @@ from __future__ import annotations
 from .._backend import parsers, writers
 from ..errors import CorruptionError, NoSpaceError
 from ..format import constants as C
-from ..fs.icore import _BIG_OFF
+from ..fs.icore import _BIG_OFF, InodeSpec
 from ..io import verify as V
 
 XFS_INODES_PER_CHUNK = 64
@@ -204,16 +204,21 @@ class InodeAllocator:
 
     def alloc_inodes(self, parent: int, n: int) -> list:
         """``n`` inodes for files in directory ``parent``, the ones ``n``
-        calls of :meth:`alloc_inode` would give: once one comes from a chunk,
-        the next ones are that chunk's lowest free inodes until it is full."""
+        calls of :meth:`alloc_inode` would give."""
         out = []
         while len(out) < n:
-            ag, ch, ino = self._alloc(parent, is_dir=False)
-            out.append(ino)
-            k = min(ch.freecount, n - len(out))
-            if k:
-                out.extend(self._take_inodes(ag, ch, k))
+            out.extend(self.alloc_group(parent, n - len(out)))
         return out
+
+    def alloc_group(self, parent: int, n: int) -> list:
+        """Up to ``n`` inodes for files in directory ``parent``, all from one
+        chunk: the ones as many calls of :meth:`alloc_inode` would give
+        (once one comes from a chunk, the next ones are that chunk's lowest
+        free inodes until it is full), none of them allocating space after
+        the first."""
+        ag, ch, ino = self._alloc(parent, is_dir=False)
+        k = min(ch.freecount, n - 1)
+        return [ino] + self._take_inodes(ag, ch, k) if k else [ino]
 
     def _take_inodes(self, ag, ch: Chunk, k: int) -> list:
         """Take the chunk's ``k`` lowest free inodes (holes are marked free
@@ -245,15 +250,26 @@ class InodeAllocator:
         base = (ag.agno << self.sb.agino_log) | ch.startino
         return [base + i for i in idxs]
 
-    def put_simple_inodes(self, inos: list, items: list, ifmt: int, ctime_ns: int) -> None:
-        """Store new inodes with empty forks: ``items`` holds ``(name, perm,
-        uid, gid, atime_ns, mtime_ns)`` per inode, ``ifmt`` the file type."""
+    def put_simple_inodes(self, inos: list, items: list, ifmt: int, ctime_ns: int,
+                          forks: list | None = None) -> None:
+        """Store new inodes with an empty attr fork: ``items`` holds ``(name,
+        perm, uid, gid, atime_ns, mtime_ns, ...)`` per inode, ``ifmt`` the
+        file type; the data forks are empty, or with ``forks`` given in
+        extent format, ``forks[k]`` = ``(size, nblocks, nextents, packed
+        records)``."""
         enc = self.enc
         put = self.put_inode
 
         def encoded(k: int) -> bytes:          # one inode, by the general encoder
-            _n, perm, uid, gid, at, mt = items[k]
-            return enc.simple(inos[k], ifmt | perm, uid, gid, at, mt, ctime_ns, ctime_ns)
+            it = items[k]
+            if forks is not None:
+                size, nblocks, nextents, recs = forks[k]
+                return enc.encode(inos[k], InodeSpec(
+                    mode=ifmt | it[1], uid=it[2], gid=it[3], atime_ns=it[4], mtime_ns=it[5],
+                    ctime_ns=ctime_ns, crtime_ns=ctime_ns, size=size, nblocks=nblocks,
+                    nextents=nextents, data=recs))
+            return enc.simple(inos[k], ifmt | it[1], it[2], it[3], it[4], it[5], ctime_ns,
+                              ctime_ns)
         if not enc.bigtime:
             for k, ino in enumerate(inos):
                 put(ino, encoded(k))
@@ -288,7 +304,7 @@ class InodeAllocator:
             k = i
             while k < j:
                 k = fill(buf.data, tpl, cbase, inos, items, k, j, ifmt, ctime_ns, _BIG_OFF,
-                         C.XFS_DINODE_CRC_OFF, cksum)
+                         C.XFS_DINODE_CRC_OFF, cksum, forks, enc.nrext64)
                 if k < j:
                     # a time outside the format: the clamping encoder
                     off = (inos[k] - cbase) << sb.inodelog

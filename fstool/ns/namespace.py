@@ -63,6 +63,7 @@ from ..errors import (CorruptionError, ExistsError, FsToolError, InvalidArgument
                       TooBigError)
 from ..format import constants as C
 from ..format.structs import DINODE
+from ..fs.btree import pack_bmbt_rec
 from ..fs.icore import InodeSpec, encode_dev, encode_ts
 from . import files as F
 from .dirbuild import check_name, check_names
@@ -359,39 +360,135 @@ class Namespace:
         self.bytes += size
         return ino
 
-    def create_empty_files(self, parent: int, items: list, ctime_ns: int) -> None:
-        """Create empty regular files without xattrs in one directory:
-        ``items`` holds ``(name, perm, uid, gid, atime_ns, mtime_ns)``; change
-        and creation times are ``ctime_ns``.  Inodes are taken as
-        :meth:`create_file` would take them, one after another."""
+    def create_plain_files(self, parent: int, items: list, ctime_ns: int,
+                           data=None) -> None:
+        """Create regular files without xattrs in one directory: ``items``
+        holds ``(name, perm, uid, gid, atime_ns, mtime_ns)``, empty files,
+        or with ``data`` = ``(buf, offsets, fds)`` the same with the size
+        appended: file k's bytes in ``buf`` from ``offsets[k]`` padded with
+        zeros to whole blocks, or when ``fds[k]`` is not -1, copied from that
+        open host file as create_file copies one (shared blocks where it
+        can).  Change and creation times are ``ctime_ns``.  Inodes and
+        blocks are taken, data written and entries added as create_file
+        would take, write and add them one file after another."""
         names = [it[0] for it in items]
         check_names(names)
+        ft = C.XFS_DIR3_FT_REG_FILE
         if self._incremental(parent):
             if len(set(names)) != len(names):
                 raise ExistsError("a name is given twice")
             for name in names:
                 self._new_name(parent, name)
-            w = self.w
-            inos = w.inodes.alloc_inodes(parent, len(items))
-            w.inodes.put_simple_inodes(inos, items, C.S_IFREG, ctime_ns)
-            for name, ino in zip(names, inos):
-                self._add_entry(parent, name, ino, C.XFS_DIR3_FT_REG_FILE)
-            self.files += len(items)
-            return
-        pst = self.dir_state(parent)
-        entries = pst.entries
-        fresh = dict.fromkeys(names)
-        if len(fresh) != len(names) or not entries.keys().isdisjoint(fresh):
-            for name in names:
-                self._new_name(parent, name)
-            raise ExistsError("a name is given twice")
-        w = self.w
-        inos = w.inodes.alloc_inodes(parent, len(items))
-        ft = C.XFS_DIR3_FT_REG_FILE
-        entries.update(zip(names, [(ino, ft) for ino in inos]))
-        pst.changed = True
-        w.inodes.put_simple_inodes(inos, items, C.S_IFREG, ctime_ns)
+
+            def placed(k: int, ino: int) -> None:
+                self._add_entry(parent, names[k], ino, ft)
+        else:
+            pst = self.dir_state(parent)
+            entries = pst.entries
+            fresh = dict.fromkeys(names)
+            if len(fresh) != len(names) or not entries.keys().isdisjoint(fresh):
+                for name in names:
+                    self._new_name(parent, name)
+                raise ExistsError("a name is given twice")
+            placed = None
+        inos, forks = self._place_files(parent, items, ctime_ns, data, placed)
+        if forks is not None and None in forks:
+            # those with a block map are stored already
+            keep = [k for k, f in enumerate(forks) if f is not None]
+            batch = ([inos[k] for k in keep], [items[k] for k in keep],
+                     [forks[k] for k in keep])
+        else:
+            batch = (inos, items, forks)
+        self.w.inodes.put_simple_inodes(batch[0], batch[1], C.S_IFREG, ctime_ns, batch[2])
+        if placed is None:
+            entries.update(zip(names, [(ino, ft) for ino in inos]))
+            pst.changed = True
         self.files += len(items)
+        if forks is not None:
+            self.bytes += sum(it[6] for it in items)
+
+    def _place_files(self, parent: int, items: list, ctime_ns: int, data, placed) -> tuple:
+        """Inodes, and with ``data`` blocks, for the files of
+        create_plain_files, the data written: ``([ino], forks)``, forks None
+        without data, else ``(size, nblocks, nextents, records)`` per file
+        (None where the extents needed a block map: that inode is stored
+        already, by the general encoder).  ``placed(k, ino)``, when given,
+        is called as each file's inode and blocks are taken."""
+        w = self.w
+        n = len(items)
+        inos: list = []
+        if data is None or not any(it[6] for it in items):
+            if placed is None:
+                return w.inodes.alloc_inodes(parent, n), None
+            while len(inos) < n:
+                for ino in w.inodes.alloc_group(parent, n - len(inos)):
+                    placed(len(inos), ino)
+                    inos.append(ino)
+            return inos, None
+        buf, offsets, fds = data
+        blog = w.sb.blocklog
+        bs = w.sb.blocksize
+        lit = w.sb.inodesize - C.XFS_DINODE_CORE_SIZE
+        ino_fsb = w.inodes.ino_fsb
+        daddr = w.fs.fsb_to_daddr
+        dev = w.dev
+        pool = self.pool
+        view = memoryview(buf)
+        forks: list = []
+        k = 0
+        # the small files' data, as [image offset, start, end in buf]: pieces
+        # that follow one another in buf and on the device are one write,
+        # made once the slice's blocks are all taken (they are free space
+        # until the commit, so the order of these writes does not matter)
+        writes: list = []
+        while k < n:
+            for ino in w.inodes.alloc_group(parent, n - k):
+                size = items[k][6]
+                fd = fds[k]
+                exts = []
+                lblk = 0
+                src = offsets[k]
+                for fsbno, cnt in (F.place_blocks(w, ino_fsb(ino), (size + bs - 1) >> blog,
+                                                  pool) if size else ()):
+                    exts.append((lblk, fsbno, cnt))
+                    off = daddr(fsbno) << C.BBSHIFT
+                    if fd >= 0:
+                        F.copy_blocks(dev, fd, lblk << blog, off, cnt << blog, size, bs)
+                    else:
+                        end = src + (cnt << blog)
+                        last = writes[-1] if writes else None
+                        if last is not None and last[2] == src and \
+                                last[0] + (src - last[1]) == off:
+                            last[2] = end
+                        else:
+                            writes.append([off, src, end])
+                        src = end
+                    lblk += cnt
+                if len(exts) == 1:
+                    forks.append((size, lblk, 1, pack_bmbt_rec(0, exts[0][1], lblk)))
+                elif not exts:
+                    forks.append((0, 0, 0, b""))
+                else:
+                    fork = F.map_fork(w, ino, exts, lit)
+                    if fork.fmt == C.XFS_DINODE_FMT_EXTENTS:
+                        forks.append((size, fork.blocks, fork.nextents, fork.literal))
+                    else:
+                        # too many pieces for the inode: a block map, by the
+                        # general encoder
+                        it = items[k]
+                        w.inodes.put_inode(ino, w.enc.encode(ino, InodeSpec(
+                            mode=C.S_IFREG | it[1], uid=it[2], gid=it[3], atime_ns=it[4],
+                            mtime_ns=it[5], ctime_ns=ctime_ns, crtime_ns=ctime_ns, size=size,
+                            nblocks=fork.blocks, fmt=fork.fmt, nextents=fork.nextents,
+                            data=fork.literal)))
+                        forks.append(None)
+                if placed is not None:
+                    placed(k, ino)
+                inos.append(ino)
+                k += 1
+        for off, a, b in writes:
+            dev.pwrite_data(off, view[a:b])
+        return inos, forks
 
     @staticmethod
     def _attr_list(meta: Meta) -> list:

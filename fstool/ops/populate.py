@@ -12,12 +12,15 @@ the end of the batch, in its form at that point.
 """
 from __future__ import annotations
 
+import os
 import posixpath
 import stat as pystat
 from dataclasses import dataclass, field
 
+from .._backend import writers
 from ..errors import FsToolError, InvalidArgument, NotADirectoryImageError, NotFoundError
 from ..format import constants as C
+from ..ns.files import SMALL_COPY
 from ..ns.namespace import ExistsError, Meta, Namespace
 from ..errors import NoSpaceError as NoSpace
 from ..ns.writer import Writer
@@ -25,9 +28,10 @@ from ..ns.writer import Writer
 # entries per transaction (a batch may run on to the end of its directory,
 # up to four times this)
 BATCH_ENTRIES = 16384
-# a checkpoint after this many batches or bytes of file data at the most, so
-# that a crash loses little of a long run (counted, not timed: the same
-# input must give the same image, log included)
+# a checkpoint after this many batches or bytes written to the image at the
+# most, so that a crash loses little of a long run (counted, not timed: the
+# same input must give the same image, log included; data shared with the
+# source by reflink is not written, and a run redoes it at no cost)
 CHECKPOINT_BATCHES = 4
 CHECKPOINT_DATA = 256 << 20
 # files of a host source opened ahead of their turn, their first bytes read
@@ -36,6 +40,11 @@ CHECKPOINT_DATA = 256 << 20
 READAHEAD_FILES = 128
 READAHEAD_BYTES = 32 << 20
 READAHEAD_HEAD = 2 << 20
+READAHEAD_ENTRIES = 4096
+# a slice of a run: at most this much small files' data read ahead of their
+# inodes, and this many larger files open for copying (RunReader)
+RUN_DATA = 8 << 20
+RUN_OPEN = 64
 KIND_MODE = {"fifo": C.S_IFIFO, "chardev": C.S_IFCHR, "blockdev": C.S_IFBLK,
              "socket": C.S_IFSOCK}
 
@@ -100,6 +109,7 @@ def populate(image, source, dest: str = "/", *, owner_map=None, keep_going: bool
     committed = [0]          # entries in committed batches
     with Writer(image, timestamp_ns=timestamp_ns, logged=not fresh) as w, src:
         now = w.now_ns()
+        reader = RunReader(w.sb.blocksize)
         try:
             w.begin()
             ns = Namespace(w, now, bulk=True)
@@ -121,7 +131,7 @@ def populate(image, source, dest: str = "/", *, owner_map=None, keep_going: bool
                         raise _wrap(e.path, exc) from None
                     note(f"{e.path}: skipped: {_msg(exc)}")
 
-            since = {"batches": 0, "bytes": 0}
+            since = {"batches": 0, "bytes": w.dev.written}
 
             def commit_batch():
                 ns.finish()
@@ -130,24 +140,25 @@ def populate(image, source, dest: str = "/", *, owner_map=None, keep_going: bool
                 committed[0] = stats.entries
                 since["batches"] += 1
                 if since["batches"] >= CHECKPOINT_BATCHES or \
-                        stats.bytes - since["bytes"] >= CHECKPOINT_DATA:
+                        w.dev.written - since["bytes"] >= CHECKPOINT_DATA:
                     w.journal.push()
-                    since["batches"], since["bytes"] = 0, stats.bytes
+                    since["batches"], since["bytes"] = 0, w.dev.written
                 w.begin()
 
             last_dir = None
             walk = src.entries(runs=True) if hasattr(src, "entries") else src
             if getattr(src, "host_files", False):
-                walk = read_ahead(walk)
+                walk = read_ahead(walk, prefetch=reader.start)
             for e in walk:
-                here = e.path if type(e) is EmptyFiles else e.path.rpartition("/")[0]
+                run = isinstance(e, EmptyFiles)
+                here = e.path if run else e.path.rpartition("/")[0]
                 pending = stats.entries - committed[0]
                 if pending >= batch_entries and (here != last_dir or
                                                  pending >= 4 * batch_entries):
                     commit_batch()
                 last_dir = here
-                if type(e) is EmptyFiles:
-                    _add_empty_files(ns, e, inos, stats, now, timestamp_ns, one)
+                if run:
+                    _add_plain_files(ns, e, inos, stats, now, timestamp_ns, one, reader)
                 else:
                     one(e)
                 if progress:
@@ -170,11 +181,13 @@ def populate(image, source, dest: str = "/", *, owner_map=None, keep_going: bool
         except BaseException:
             w.abort()
             raise
+        finally:
+            reader.close()
     return stats
 
 
 def read_ahead(walk, files: int = READAHEAD_FILES, nbytes: int = READAHEAD_BYTES,
-               head: int = READAHEAD_HEAD):
+               head: int = READAHEAD_HEAD, prefetch=None, entries: int = READAHEAD_ENTRIES):
     """The entries of ``walk``, unchanged and in order, each file among the
     next ``files`` (and ``nbytes`` of data) opened ahead of its turn with the
     kernel asked to start reading its first ``head`` bytes (posix_fadvise
@@ -183,7 +196,11 @@ def read_ahead(walk, files: int = READAHEAD_FILES, nbytes: int = READAHEAD_BYTES
     ``open`` opens a host file (a directory, a protofile's files); a file
     that cannot be opened ahead is opened in its turn, which reports the
     error in order.  Files opened ahead and not used are closed once the
-    consumer has moved past them, or when the walk ends or is abandoned."""
+    consumer has moved past them, or when the walk ends or is abandoned.
+    ``prefetch``, when given, is called with every run of files as it is
+    queued and returns ``(bytes, files)`` it has started to read or open
+    for it, counted against ``nbytes`` and ``files`` until the run is
+    used.  At most ``entries`` entries and runs are queued at once."""
     from collections import deque
     from .sources import EmptyFiles
     queue: deque = deque()        # (entry, file opened ahead or None, bytes asked)
@@ -191,30 +208,33 @@ def read_ahead(walk, files: int = READAHEAD_FILES, nbytes: int = READAHEAD_BYTES
     try:
         for e in walk:
             f = None
-            want = 0
-            if type(e) is not EmptyFiles and e.kind == "file" and e.size and e.open:
+            want = nopen = 0
+            if isinstance(e, EmptyFiles):
+                if prefetch is not None:
+                    want, nopen = prefetch(e)
+            elif e.kind == "file" and e.size and e.open:
                 f, want = _open_ahead(e, head)
-            queue.append((e, f, want))
-            if f is not None:
-                opened += 1
-                asked += want
-            while queue and (opened > files or asked > nbytes):
-                e, f, want = queue[0]
+                nopen = 1 if f is not None else 0
+            queue.append((e, f, want, nopen))
+            opened += nopen
+            asked += want
+            while queue and (opened > files or asked > nbytes or len(queue) > entries):
+                e, f, want, nopen = queue[0]
                 yield e
                 queue.popleft()
+                asked -= want
+                opened -= nopen
                 if f is not None:
                     f.close()          # used and closed already, or left unused
-                    opened -= 1
-                    asked -= want
         while queue:
-            e, f, want = queue[0]
+            e, f, _want, _nopen = queue[0]
             yield e
             queue.popleft()
             if f is not None:
                 f.close()
     finally:
         # the one being used too: it stays queued until the consumer is done
-        for _e, f, _w in queue:
+        for _e, f, _w, _n in queue:
             if f is not None:
                 f.close()
 
@@ -236,37 +256,195 @@ def _open_ahead(e, head: int):
     return f, want
 
 
-def _add_empty_files(ns: Namespace, run, inos: dict, stats: PopulateStats, now: int,
-                     timestamp_ns, one) -> None:
-    """A run of plain empty files: names new to their directory are created
-    in one batch; a name already there takes the ordinary path (replace or
-    refuse), in source order."""
+def _add_plain_files(ns: Namespace, run, inos: dict, stats: PopulateStats, now: int,
+                     timestamp_ns, one, reader: "RunReader") -> None:
+    """A run of plain files: names new to their directory are created in
+    batches; a name already there, and a file that cannot be opened or
+    read, take the ordinary path (replace or refuse, read or report), in
+    source order.  A run of a host directory is taken a slice at a time
+    from ``reader``: the small files' data read and the larger files
+    opened before their inodes and blocks are taken."""
     parent = inos.get(run.path)
     items = run.items
     if parent is None:
+        reader.drop(run)
         for it in items:
             one(run.entry(it))
         return
     if timestamp_ns is not None:
-        items = [(n, p, u, g, timestamp_ns, m) for n, p, u, g, _a, m in items]
+        items = [it[:4] + (timestamp_ns,) + it[5:] for it in items]
     entries = ns.dir_state(parent).entries
-    # a name given twice in the run (a protofile may) takes the ordinary
-    # path the second time, like a name already in the directory
-    pending: set = set()
-    start = 0
-    for k, it in enumerate(items):
-        if it[0] in entries or it[0] in pending:
-            pending.clear()
-            if k > start:
-                ns.create_empty_files(parent, items[start:k], now)
-                stats.files += k - start
-            one(run.entry(it))
-            start = k + 1
+    for a, b, data, bad in reader.slices(run):
+        part = items[a:b]
+        try:
+            # a name given twice in the run (a protofile may) takes the
+            # ordinary path the second time, like a name already in the
+            # directory
+            pending: set = set()
+            start = 0
+            for k, it in enumerate(part + [None]):
+                if it is not None and it[0] not in entries and it[0] not in pending and \
+                        k not in bad:
+                    pending.add(it[0])
+                    continue
+                if k > start:
+                    ns.create_plain_files(parent, part[start:k], now,
+                                          (data[0], data[1][start:k], data[2][start:k])
+                                          if data is not None else None)
+                    stats.files += k - start
+                    if data is not None:
+                        stats.bytes += sum(x[6] for x in part[start:k])
+                if it is not None:
+                    pending.clear()
+                    one(run.entry(it))
+                start = k + 1
+        finally:
+            if data is not None:
+                _close_fds(data[2])
+
+
+class RunReader:
+    """Reads the runs of plain files of a host directory (:class:`PlainFiles`)
+    a slice at a time, at most RUN_DATA bytes of small files and RUN_OPEN
+    larger files: a file of up to SMALL_COPY bytes is read into the slice's
+    buffer at a block-aligned offset (zeros after its end), a larger one
+    opened (the kernel asked to read its start), all in one native call
+    with the interpreter let go (``writers.read_files``).  Slices are read
+    on a thread of the reader's own: the next slice of a run while the one
+    before it is written, and the first slice of a run as soon as
+    :meth:`start` sees the run queued (``read_ahead``), so that reading the
+    source overlaps the rest of populate's work.  What a slice holds, and so
+    the image, does not depend on when it was read."""
+
+    def __init__(self, blocksize: int):
+        self.mask = blocksize - 1
+        self.pool = None
+        self.ahead: dict = {}        # id(run) -> (dirfd, future of its first slice)
+
+    def start(self, run) -> tuple:
+        """Start reading the first slice of ``run`` when it is a run of a
+        host directory; ``(bytes, files opened)`` that slice will hold."""
+        from .sources import PlainFiles
+        if type(run) is not PlainFiles or id(run) in self.ahead or \
+                not any(it[6] for it in run.items):
+            return 0, 0
+        bounds = self._bounds(run.items, 0)
+        dirfd = _open_dir(run.dirpath)
+        self.ahead[id(run)] = (dirfd, self._submit(run.items, dirfd, bounds))
+        return bounds[2], bounds[5]
+
+    def drop(self, run) -> None:
+        """``run`` will not be taken after all."""
+        got = self.ahead.pop(id(run), None)
+        if got is not None:
+            self._discard(got[1])
+            _close_dir(got[0])
+
+    def slices(self, run):
+        """``(a, b, (buf, offsets, fds), bad)`` for each slice ``items[a:b]``
+        of a run of a host directory: file k's data in ``buf`` at
+        ``offsets[k]``, or open as ``fds[k]`` (-1 for the others; the caller
+        closes them), ``bad`` the indexes in the slice of the files that
+        could not be read or opened.  A run of empty files from another
+        source, or of empty files only, is one slice with neither."""
+        from .sources import PlainFiles
+        if type(run) is not PlainFiles or not any(it[6] for it in run.items):
+            yield 0, len(run.items), None, ()
+            return
+        items = run.items
+        got = self.ahead.pop(id(run), None)
+        if got is None:
+            dirfd = _open_dir(run.dirpath)
+            fut = self._submit(items, dirfd, self._bounds(items, 0))
         else:
-            pending.add(it[0])
-    if start < len(items):
-        ns.create_empty_files(parent, items[start:] if start else items, now)
-        stats.files += len(items) - start
+            dirfd, fut = got
+        try:
+            while fut is not None:
+                res = fut.result()
+                b = res[1]
+                fut = self._submit(items, dirfd, self._bounds(items, b)) \
+                    if b < len(items) else None
+                yield res
+        finally:
+            if fut is not None:
+                self._discard(fut)
+            _close_dir(dirfd)
+
+    def close(self) -> None:
+        """Stop the thread; whatever was read ahead and not taken is let go."""
+        for dirfd, fut in self.ahead.values():
+            self._discard(fut)
+            _close_dir(dirfd)
+        self.ahead.clear()
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
+            self.pool = None
+
+    def _submit(self, items: list, dirfd: int, bounds: tuple):
+        if self.pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+            self.pool = ThreadPoolExecutor(1, thread_name_prefix="fstool-read")
+        return self.pool.submit(self._read, items, dirfd, bounds)
+
+    @staticmethod
+    def _discard(fut) -> None:
+        """A slice read and not taken: its open files closed."""
+        if fut.cancel():
+            return
+        try:
+            res = fut.result()
+        except Exception:
+            return
+        if res[2] is not None:
+            _close_fds(res[2][2])
+
+    def _bounds(self, items: list, a: int) -> tuple:
+        """(a, b, bytes, offsets, sizes to read or ask for, files opened) of
+        the slice of ``items`` from ``a``: offset -1 for a file to open."""
+        mask = self.mask
+        offsets = []
+        want = []
+        o = nopen = 0
+        b = a
+        while b < len(items) and o < RUN_DATA and nopen < RUN_OPEN:
+            size = items[b][6]
+            if size > SMALL_COPY:
+                offsets.append(-1)
+                want.append(min(size, READAHEAD_HEAD))
+                nopen += 1
+            else:
+                offsets.append(o)
+                want.append(size)
+                o += (size + mask) & ~mask
+            b += 1
+        return a, b, o, offsets, want, nopen
+
+    @staticmethod
+    def _read(items: list, dirfd: int, bounds: tuple) -> tuple:
+        a, b, total, offsets, want, _nopen = bounds
+        if dirfd < 0:               # the directory cannot be opened: one by one
+            return a, b, None, set(range(b - a))
+        buf = bytearray(total)
+        bad, fds = writers.read_files(dirfd, [it[0] for it in items[a:b]], want, buf, offsets)
+        return a, b, (buf, offsets, fds), {k for k, _err in bad}
+
+
+def _open_dir(path: bytes) -> int:
+    try:
+        return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return -1
+
+
+def _close_dir(fd: int) -> None:
+    if fd >= 0:
+        os.close(fd)
+
+
+def _close_fds(fds: list) -> None:
+    for fd in fds:
+        if fd >= 0:
+            os.close(fd)
 
 
 def _kept(n: int) -> str:

@@ -26,6 +26,7 @@ from ..ns.dirbuild import NAME_MAX
 from ..io.sparse import data_ranges_of
 
 SYMLINK_MAX = 1024
+ANY_SIZE = 1 << 62          # stat_plain_files' size limit for runs: none
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
@@ -136,9 +137,9 @@ class Source:
     @staticmethod
     def _clamp(stream, t: int):
         for e in stream:
-            if type(e) is EmptyFiles:
+            if isinstance(e, EmptyFiles):
                 if any(it[5] > t for it in e.items):
-                    e.items = [it if it[5] <= t else it[:5] + (t,) for it in e.items]
+                    e.items = [it if it[5] <= t else it[:5] + (t,) + it[6:] for it in e.items]
             elif e.mtime_ns > t:
                 e.mtime_ns = t
             yield e
@@ -182,6 +183,31 @@ class EmptyFiles:
 
     def name_path(self, name: bytes) -> str:
         return _child_path(self.path, name)
+
+
+class PlainFiles(EmptyFiles):
+    """A run of plain files (regular, one link, no xattrs, no holes) in one
+    directory of a host source: ``items`` holds ``(name bytes, perm, uid,
+    gid, atime_ns, mtime_ns, size)`` in source order; ``dirpath`` is the
+    host directory (bytes) to read them from."""
+    __slots__ = ("dirpath",)
+
+    def __init__(self, path: str, items: list, dirpath: bytes):
+        super().__init__(path, items)
+        self.dirpath = dirpath
+
+    def entry(self, item) -> Entry:
+        name, perm, uid, gid, atime_ns, mtime_ns, size = item
+        e = Entry(_child_path(self.path, name), "file", perm, uid, gid, atime_ns, mtime_ns,
+                  0, size)
+        full = self.dirpath + b"/" + name
+        e.open = lambda: open(full, "rb", buffering=0)
+        return e
+
+
+def _run(rel: str, items: list, dirpath: bytes) -> EmptyFiles:
+    """The run of plain files ``items`` (as stat_plain_files gives them)."""
+    return PlainFiles(rel, items, dirpath)
 
 
 def _child_path(parent: str, name: bytes) -> str:
@@ -261,7 +287,8 @@ class DirSource(Source):
 
     def entries(self, runs: bool = False):
         """Every entry, parents first.  With ``runs``, consecutive plain
-        empty files of a directory come as one :class:`EmptyFiles`."""
+        files of a directory (regular, one link, no xattrs, no holes) come
+        as one :class:`PlainFiles`."""
         return self.clamped(self._walk(runs))
 
     def _walk(self, runs: bool):
@@ -289,13 +316,13 @@ class DirSource(Source):
             try:
                 # plain empty files in one call (native: no Python object
                 # per lstat); the rest, and any lstat failure, below
-                plain = stat_plain_files(fd, bfull, names) if runs else None
+                plain = stat_plain_files(fd, bfull, names, ANY_SIZE) if runs else None
                 for k, bname in enumerate(names):
                     if plain is not None and plain[k] is not None and len(bname) <= NAME_MAX:
                         it = plain[k]
                         if owner_map is not None:
                             uid, gid = owner_map(it[2], it[3])
-                            it = (bname, it[1], uid, gid, it[4], it[5])
+                            it = (bname, it[1], uid, gid) + it[4:]
                         run.append(it)
                         continue
                     cfull = bfull + b"/" + bname
@@ -312,7 +339,7 @@ class DirSource(Source):
                         self.bad(msg)
                         continue
                     if run:
-                        yield EmptyFiles(rel, run)
+                        yield _run(rel, run, bfull)
                         run = []
                     yield ent
                     if ent.kind == "dir":
@@ -320,7 +347,7 @@ class DirSource(Source):
             finally:
                 os.close(fd)
             if run:
-                yield EmptyFiles(rel, run)
+                yield _run(rel, run, bfull)
             stack.extend(reversed(subdirs))
 
 
