@@ -23,6 +23,9 @@ Py_ssize_t = _ctype("Py_ssize_t", int)
 p_uchar = bytes
 p_char = bytes
 p_void = object
+p_int = object
+p_longlong = object
+pp_char = object
 NULL = None
 
 
@@ -40,6 +43,10 @@ nogil = _NoGil()
 
 def address(x):
     return x
+
+
+def sizeof(_type):
+    return 8
 
 
 def cast(_type, x):
