@@ -373,7 +373,6 @@ def read_files(dirfd, names, sizes, buf, offsets):
     return bad, fds
 
 
-
 @cython.locals(n=cython.Py_ssize_t, i=cython.Py_ssize_t, j=cython.Py_ssize_t,
                dbs=cython.Py_ssize_t, hdr=cython.Py_ssize_t, sz=cython.Py_ssize_t,
                used0=cython.Py_ssize_t, count=cython.Py_ssize_t, blk=cython.Py_ssize_t,

@@ -147,6 +147,48 @@ def test_runs_leave_the_same_image(tmp_path, monkeypatch, bigtime, failing):
         assert r.returncode == 0, r.stdout[-2000:]
 
 
+def test_many_small_directories_stay_within_the_open_file_limit(tmp_path):
+    """Each run read ahead holds its directory open: those count against the
+    read-ahead's file bound, so a tree of many directories with a small file
+    each populates under a low limit on open files."""
+    src = tmp_path / "src"
+    for i in range(600):
+        (src / f"d{i:03d}").mkdir(parents=True)
+        (src / f"d{i:03d}" / "f").write_bytes(b"x" * (i % 50 + 1))
+    img = tmp_path / "a.img"
+    mkfs(img, True)
+    code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256)); "
+            "from fstool.ops.populate import populate; "
+            "st = populate(sys.argv[1], sys.argv[2]); print(st.files)")
+    r = subprocess.run([sys.executable, "-c", code, str(img), str(src)],
+                       capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    assert r.returncode == 0 and r.stdout.split() == ["600"], r.stderr[-2000:]
+
+
+def test_a_copy_failing_in_a_run_names_the_file_and_keeps_the_image(tmp_path, monkeypatch):
+    """A larger file of a run that cannot be copied (read error half way)
+    ends populate with the file named, and the image as it was."""
+    import errno
+
+    from fstool.errors import FsToolError
+    from fstool.ns import files as F
+    src = tmp_path / "src"
+    (src / "sub").mkdir(parents=True)
+    for i in range(5):
+        (src / "sub" / f"f{i}").write_bytes(os.urandom(300_000))
+    img = tmp_path / "a.img"
+    mkfs(img, True)
+    before = img.read_bytes()
+
+    def failing(*args):
+        raise OSError(errno.EIO, "Input/output error")
+    monkeypatch.setattr(F, "copy_blocks", failing)
+    with pytest.raises(FsToolError, match=r"^sub: f0: cannot copy: Input/output error"):
+        populate(img, DirSource(src))
+    assert img.read_bytes() == before
+
+
 def write_protofile(tmp: Path, comment: bool) -> Path:
     """A protofile whose empty files come in runs broken by everything that
     ends one: another kind of entry, a file with data, a subdirectory (the

@@ -53,6 +53,7 @@ name.
 """
 from __future__ import annotations
 
+import os
 import posixpath
 import stat as pystat
 import struct
@@ -453,7 +454,11 @@ class Namespace:
                     exts.append((lblk, fsbno, cnt))
                     off = daddr(fsbno) << C.BBSHIFT
                     if fd >= 0:
-                        F.copy_blocks(dev, fd, lblk << blog, off, cnt << blog, size, bs)
+                        try:
+                            F.copy_blocks(dev, fd, lblk << blog, off, cnt << blog, size, bs)
+                        except OSError as exc:
+                            raise FsToolError(f"{os.fsdecode(items[k][0])}: cannot copy: "
+                                              f"{exc.strerror or exc}") from None
                     else:
                         end = src + (cnt << blog)
                         last = writes[-1] if writes else None

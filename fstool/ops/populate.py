@@ -288,9 +288,14 @@ def _add_plain_files(ns: Namespace, run, inos: dict, stats: PopulateStats, now: 
                     pending.add(it[0])
                     continue
                 if k > start:
-                    ns.create_plain_files(parent, part[start:k], now,
-                                          (data[0], data[1][start:k], data[2][start:k])
-                                          if data is not None else None)
+                    try:
+                        ns.create_plain_files(parent, part[start:k], now,
+                                              (data[0], data[1][start:k], data[2][start:k])
+                                              if data is not None else None)
+                    except (OSError, FsToolError) as exc:
+                        if isinstance(exc, NoSpace):
+                            raise
+                        raise _wrap(run.path or "/", exc) from None
                     stats.files += k - start
                     if data is not None:
                         stats.bytes += sum(x[6] for x in part[start:k])
@@ -323,7 +328,8 @@ class RunReader:
 
     def start(self, run) -> tuple:
         """Start reading the first slice of ``run`` when it is a run of a
-        host directory; ``(bytes, files opened)`` that slice will hold."""
+        host directory; ``(bytes, files opened)`` that slice will hold,
+        its directory included."""
         from .sources import PlainFiles
         if type(run) is not PlainFiles or id(run) in self.ahead or \
                 not any(it[6] for it in run.items):
@@ -331,7 +337,8 @@ class RunReader:
         bounds = self._bounds(run.items, 0)
         dirfd = _open_dir(run.dirpath)
         self.ahead[id(run)] = (dirfd, self._submit(run.items, dirfd, bounds))
-        return bounds[2], bounds[5]
+        # the directory held open counts as a file too
+        return bounds[2], bounds[5] + 1
 
     def drop(self, run) -> None:
         """``run`` will not be taken after all."""

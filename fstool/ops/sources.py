@@ -205,11 +205,6 @@ class PlainFiles(EmptyFiles):
         return e
 
 
-def _run(rel: str, items: list, dirpath: bytes) -> EmptyFiles:
-    """The run of plain files ``items`` (as stat_plain_files gives them)."""
-    return PlainFiles(rel, items, dirpath)
-
-
 def _child_path(parent: str, name: bytes) -> str:
     n = name.decode("utf-8", "surrogateescape") if _UTF8 else os.fsdecode(name)
     return f"{parent}/{n}" if parent else n
@@ -339,7 +334,7 @@ class DirSource(Source):
                         self.bad(msg)
                         continue
                     if run:
-                        yield _run(rel, run, bfull)
+                        yield PlainFiles(rel, run, bfull)
                         run = []
                     yield ent
                     if ent.kind == "dir":
@@ -347,7 +342,7 @@ class DirSource(Source):
             finally:
                 os.close(fd)
             if run:
-                yield _run(rel, run, bfull)
+                yield PlainFiles(rel, run, bfull)
             stack.extend(reversed(subdirs))
 
 
