@@ -168,6 +168,7 @@ cdef extern from "fuseloop.h":
         void (*fsyncdir)(fuse_req_t req, fuse_ino_t ino, int datasync,
                          fuse_file_info *fi) noexcept
         void (*statfs)(fuse_req_t req, fuse_ino_t ino) noexcept
+        void (*access)(fuse_req_t req, fuse_ino_t ino, int mask) noexcept
         void (*setxattr)(fuse_req_t req, fuse_ino_t ino, const char *name,
                          const char *value, size_t size, int flags) noexcept
         void (*getxattr)(fuse_req_t req, fuse_ino_t ino, const char *name,
@@ -501,6 +502,11 @@ cdef void op_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi) noexcept:
     _call_and_ack(req, _h.flush, (fi.fh,))
 
 
+cdef void op_access(fuse_req_t req, fuse_ino_t ino, int mask) noexcept:
+    cdef const fuse_ctx *ctx = fuse_req_ctx(req)
+    _call_and_ack(req, _h.access, (ino, mask, ctx.uid, ctx.gid))
+
+
 cdef void op_release(fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi) noexcept:
     _call_and_ack(req, _h.release, (fi.fh,))
 
@@ -691,6 +697,7 @@ class Session:
         _ops.write = op_write
         _ops.flush = op_flush
         _ops.release = op_release
+        _ops.access = op_access
         _ops.fsync = op_fsync
         _ops.fallocate = op_fallocate
         _ops.lseek = op_lseek

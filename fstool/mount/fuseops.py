@@ -72,6 +72,11 @@ class FuseOps(pyfuse3.Operations):
         return self._entry(self.ops.getattr(inode))
 
     @_fuse_errors
+    def access(self, inode, mode, ctx):
+        self.ops.access(inode, mode, ctx.uid, ctx.gid)
+        return True
+
+    @_fuse_errors
     def setattr(self, inode, attr, fields, fh, ctx):
         # pyfuse3 has already turned UTIME_NOW into the request's time
         kw = {}

@@ -87,6 +87,10 @@ class MountOps:
         return self.vol.getattr(self.ino(node))
 
     @_errnos
+    def access(self, node: int, mask: int, uid: int, gid: int) -> None:
+        self.vol.access(self.ino(node), mask, uid, gid)
+
+    @_errnos
     def setattr(self, node: int, *, mode=None, uid=None, gid=None, size=None,
                 atime_ns=None, mtime_ns=None, atime_now=False, mtime_now=False):
         """``*_now``: the time of the request (utimensat's UTIME_NOW)."""

@@ -67,11 +67,20 @@ def fuse_available(loop: str | None = None) -> str | None:
 
 
 OWN_OPTIONS = ("rw", "writeback_cache")      # fstool's, not passed to libfuse
-DEFAULT_OPTIONS = ("default_permissions", "fsname=fstool", "subtype=xfs")
+DEFAULT_OPTIONS = ("fsname=fstool", "subtype=xfs")
 
 
-def fuse_options(readonly: bool, extra) -> list:
+def fuse_options(readonly: bool, extra, euid: int | None = None) -> list:
+    """The options given to libfuse.  The kernel checks permissions
+    (``default_permissions``) unless root mounts without ``allow_other``:
+    then FUSE lets in only processes whose user and group ids are all 0,
+    for which those checks pass (but execute, which the kernel checks in
+    any case, and access(2), which fstool answers: Volume.access), and
+    leaving them off spares the kernel's GETATTR of a directory after
+    every change in it.  ``-o default_permissions`` asks for them anyway."""
     opts = set(DEFAULT_OPTIONS)
+    if (os.geteuid() if euid is None else euid) != 0 or "allow_other" in extra:
+        opts.add("default_permissions")
     if readonly:
         opts.add("ro")
     opts.update(o for o in extra if o not in OWN_OPTIONS)

@@ -182,6 +182,32 @@ class Volume:
         self.icache.put(ino, a)
         return a
 
+    def access(self, ino: int, mask: int, uid: int, gid: int) -> None:
+        """access(2), faccessat(2) and chdir, which the kernel asks about
+        only when it does not check permissions itself (a root mount
+        without allow_other, where fstool leaves default_permissions off):
+        the kernel's rules from the mode and owner.  Root reads and writes
+        anything and searches any directory, and executes a file with an
+        execute bit; anyone else by the owner, group or other bits (the
+        caller's primary group; ``mask`` is R_OK|W_OK|X_OK, 0 for F_OK)."""
+        a = self.getattr(ino)
+        mask &= 7
+        if not mask:
+            return
+        mode = a.mode
+        if uid == 0:
+            if mask & 1 and not pystat.S_ISDIR(mode) and not mode & 0o111:
+                raise oserror(errno.EACCES)
+            return
+        if uid == a.uid:
+            bits = mode >> 6
+        elif gid == a.gid:
+            bits = mode >> 3
+        else:
+            bits = mode
+        if mask & ~bits & 7:
+            raise oserror(errno.EACCES)
+
     def _is_dir(self, ino: int) -> bool:
         return pystat.S_ISDIR(self.getattr(ino).mode)
 
