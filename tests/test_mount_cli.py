@@ -104,6 +104,49 @@ def test_volume_operations_and_errnos(tmp_path):
         assert r.returncode == 0, r.stdout
 
 
+def test_access_follows_the_kernels_rules(tmp_path):
+    """Volume.access, asked by the kernel when it does not check
+    permissions itself: root reads and writes anything, searches any
+    directory and executes what has an execute bit; others go by the
+    owner, group or other bits.  (The root cases are compared with the
+    kernel's XFS by the mount's POSIX scenario.)"""
+    from fstool.mount.volume import Volume
+    img = fstool_image(tmp_path, "64m")
+    v = Volume(img)
+    R, W, X = os.R_OK, os.W_OK, os.X_OK
+    try:
+        r = v.rootino
+        fh, f = v.create(r, b"f", 0o640, 0, 1000, 2000)
+        v.release(fh)
+        fh, e = v.create(r, b"e", 0o001, 0, 1000, 2000)
+        v.release(fh)
+        shut = v.mkdir(r, b"shut", 0o000, 1000, 2000)
+        for ino, uid, gid, mask, ok in [
+                (f.ino, 0, 0, R | W, True), (f.ino, 0, 0, X, False), (f.ino, 0, 0, 0, True),
+                (e.ino, 0, 0, X, True), (shut.ino, 0, 0, R | W | X, True),
+                (f.ino, 1000, 1, R | W, True), (f.ino, 1000, 1, X, False),
+                (f.ino, 5, 2000, R, True), (f.ino, 5, 2000, W, False),
+                (f.ino, 5, 6, R, False), (f.ino, 5, 6, 0, True),
+                (e.ino, 5, 6, X, True), (e.ino, 1000, 6, X, False),
+                (shut.ino, 1000, 2000, X, False)]:
+            if ok:
+                v.access(ino, mask, uid, gid)
+            else:
+                expect_errno(errno.EACCES, lambda: v.access(ino, mask, uid, gid))
+    finally:
+        v.close()
+
+
+def test_default_permissions_unless_only_root_can_enter():
+    """The kernel checks permissions except on a root mount without
+    allow_other (only processes all of whose ids are 0 get in)."""
+    from fstool.mount.run import fuse_options
+    assert "default_permissions" not in fuse_options(False, [], euid=0)
+    assert "default_permissions" in fuse_options(False, ["allow_other"], euid=0)
+    assert "default_permissions" in fuse_options(False, ["default_permissions"], euid=0)
+    assert "default_permissions" in fuse_options(True, [], euid=1000)
+
+
 def test_last_close_of_empty_files(tmp_path):
     """The last close of an empty file costs no transaction, unless the
     file lost its last name while open (then it is freed) or holds
