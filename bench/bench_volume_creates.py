@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""fstool's own work per create, without FUSE: what the mount's four
-requests for one ``open(O_CREAT|O_EXCL)`` + ``close`` ask of the Volume
-(negative lookup, create, release, getattr of the directory), CPU time per
-create, checkpoints included.
+"""fstool's own work per create, without FUSE: what the mount's requests
+for one ``open(O_CREAT|O_EXCL)`` + ``close`` ask of the Volume (negative
+lookup, create, release; with ``--getattr`` also the getattr of the
+directory that the kernel asks for when it checks permissions itself,
+``default_permissions``), CPU time per create, checkpoints included.
 
     python3 bench/bench_volume_creates.py [--files 20000] [--dirs 100]
-        [--every 5.0] [--profile N] [--size 2g]
+        [--every 5.0] [--profile N] [--size 2g] [--getattr]
 
 ``--every`` writes a checkpoint every that many seconds of the run, as the
 mount's timer does (0: only the last at close).  ``--profile N`` prints
@@ -27,7 +28,7 @@ if not os.environ.get("PYTHONPATH"):
     sys.path.insert(0, os.path.dirname(HERE))
 
 
-def run(img: str, files: int, dirs: int, every: float) -> dict:
+def run(img: str, files: int, dirs: int, every: float, getattr_dir: bool = False) -> dict:
     from fstool.mount.volume import Volume
     vol = Volume(img)
     root = vol.rootino
@@ -48,7 +49,8 @@ def run(img: str, files: int, dirs: int, every: float) -> dict:
             vol.find(dino, n)
             fh, _a = vol.create(dino, n, 0o100644, os.O_WRONLY)
             vol.release(fh)
-            vol.getattr(dino)
+            if getattr_dir:
+                vol.getattr(dino)
             if every:
                 now = time.perf_counter()
                 if now - last >= every:
@@ -70,6 +72,8 @@ def main() -> None:
     ap.add_argument("--every", type=float, default=5.0)
     ap.add_argument("--size", default="2g")
     ap.add_argument("--profile", type=int, default=0, metavar="N")
+    ap.add_argument("--getattr", action="store_true",
+                    help="also the directory's getattr after each create (default_permissions)")
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="bench-vol-", dir=os.environ.get("BENCH_DIR"))
     img = os.path.join(work, "v.img")
@@ -82,11 +86,11 @@ def main() -> None:
             import pstats
             p = cProfile.Profile()
             p.enable()
-            out = run(img, a.files, a.dirs, a.every)
+            out = run(img, a.files, a.dirs, a.every, a.getattr)
             p.disable()
             pstats.Stats(p).sort_stats(os.environ.get("SORT", "tottime")).print_stats(a.profile)
         else:
-            out = run(img, a.files, a.dirs, a.every)
+            out = run(img, a.files, a.dirs, a.every, a.getattr)
         import fstool
         print(os.path.dirname(os.path.dirname(fstool.__file__)),
               {k: round(v, 1) if isinstance(v, float) else v for k, v in out.items()})
