@@ -6,8 +6,9 @@ bytes or ints out; every error an ``OSError`` carrying the errno the kernel
 gets.  FUSE node ids are the image's inode numbers, except the root, which
 FUSE calls 1 (no XFS inode can be number 1).  A front end only translates:
 its request's arguments into a call here, the result into its reply.
-Operations never interleave (the loops are single-threaded and no method
-yields), so there is one transaction at a time.
+Operations never interleave (the native loop's workers answer one request
+at a time, under a lock; pyfuse3's loop is one task and no method yields),
+so there is one transaction at a time.
 """
 from __future__ import annotations
 

@@ -115,8 +115,8 @@ def _serving(ready) -> None:
 
 
 def _serve_native(ops, mountpoint: str, opts: list, ready, every: float) -> None:
-    """The C loop: one thread, requests answered in order, the checkpoint
-    timer and the signals handled between requests."""
+    """The C loop: two threads read requests and answer them one at a time;
+    this one keeps the checkpoint timer and the signals."""
     import signal
 
     from fstool_native.fuseloop import Session
