@@ -6,6 +6,7 @@ import errno
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -467,3 +468,96 @@ def test_bad_fuse_option_is_one_line(tmp_path):
         assert r.stderr.count("\n") == 1 and "no_such_option" in r.stderr, r.stderr
         assert "Traceback" not in r.stderr
         assert not is_mounted(mnt)
+
+
+_SERIAL_SERVER = r'''
+import json, os, sys, threading, time
+from fstool.mount.ops import MountOps
+from fstool.mount.run import fuse_options
+from fstool.mount.volume import Volume
+from fstool_native.fuseloop import Session
+
+img, mnt, mode = sys.argv[1:4]
+state = {"in": 0, "most": 0, "calls": 0, "threads": set()}
+
+
+class Ops(MountOps):
+    def listxattr(self, node):
+        state["in"] += 1
+        state["most"] = max(state["most"], state["in"])
+        state["calls"] += 1
+        state["threads"].add(threading.get_ident())
+        time.sleep(0.002)          # the interpreter let go: another thread could run
+        state["in"] -= 1
+        if mode == "fail" and state["calls"] == 5:
+            raise RuntimeError("a handler's own bug")
+        return super().listxattr(node)
+
+
+vol = Volume(img)
+s = Session(Ops(vol), fuse_options(False, []))
+s.mount(mnt)
+print("ready", flush=True)
+ticks = []
+try:
+    s.run(0.05, lambda: ticks.append(state["in"]))
+    outcome = "ended"
+except RuntimeError as e:
+    outcome = f"raised: {e}"
+finally:
+    s.close()
+    vol.close()
+print(json.dumps({"most": state["most"], "calls": state["calls"], "outcome": outcome,
+                  "threads": len(state["threads"]), "ticks": len(ticks),
+                  "tick_inside": max(ticks, default=0)}))
+'''
+
+
+@pytest.mark.parametrize("mode", ["serial", "fail"])
+def test_native_loop_answers_one_request_at_a_time(tmp_path, mode):
+    """The native loop's two workers read requests side by side but answer
+    them one at a time (a handler that lets the interpreter go is never
+    entered twice, nor is the timer's tick run inside one), with both
+    workers answering; a handler's unexpected exception ends the loop and
+    is raised from run(), the request getting EIO."""
+    need_loop("native")
+    import json
+    img = fstool_image(tmp_path, "64m")
+    (tmp_path / "f").touch()
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    proc = subprocess.Popen([sys.executable, "-c", _SERIAL_SERVER, str(img), str(mnt), mode],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env())
+    try:
+        assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
+        os.close(os.open(mnt / "f", os.O_CREAT | os.O_WRONLY, 0o644))
+        errors = []
+
+        def client():
+            for _ in range(40):
+                try:
+                    os.listxattr(mnt / "f")
+                except OSError as e:
+                    errors.append(e.errno)
+        clients = [threading.Thread(target=client) for _ in range(4)]
+        for c in clients:
+            c.start()
+        for c in clients:
+            c.join(60)
+        if mode == "serial":
+            subprocess.run(["fusermount3", "-u", str(mnt)], check=True)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if is_mounted(mnt):
+            subprocess.run(["fusermount3", "-u", "-z", str(mnt)])
+    got = json.loads(out.strip().splitlines()[-1])
+    assert got["most"] == 1 and got["tick_inside"] == 0, got
+    if mode == "serial":
+        assert errors == [] and got["calls"] == 160 and got["outcome"] == "ended", (got, err)
+        assert got["threads"] == 2 and got["ticks"] >= 1, got
+    else:
+        assert got["outcome"] == "raised: a handler's own bug", (got, err)
+        assert errno.EIO in errors, errors
