@@ -177,6 +177,29 @@ def test_last_close_of_empty_files(tmp_path):
         assert r.returncode == 0, r.stdout
 
 
+def test_a_directory_removed_while_open_is_freed_at_its_last_close(tmp_path):
+    """rmdir of a directory something holds open (opendir) keeps the inode
+    on the AGI unlinked list until the last close, which frees it, as for
+    files (it used to stay there: xfs_repair -n reported it)."""
+    from fstool.mount.volume import Volume
+    img = fstool_image(tmp_path, "64m")
+    v = Volume(img)
+    try:
+        r = v.rootino
+        d = v.mkdir(r, b"d", 0o755)
+        fh = v.opendir(d.ino)
+        v.rmdir(r, b"d")
+        assert v.getattr(d.ino).nlink == 0
+        v.release(fh)
+        expect_errno(errno.ENOENT, lambda: v.getattr(d.ino))
+    finally:
+        v.close()
+    if images.xfsprogs_available():
+        r = subprocess.run(["xfs_repair", "-n", "-f", str(img)], capture_output=True,
+                           text=True)
+        assert r.returncode == 0, r.stdout[-2000:]
+
+
 def test_create_after_a_negative_lookup(tmp_path):
     """A create skips its own lookup of a name the kernel has just found
     missing, but only while nothing changed since: a name made in between
@@ -561,3 +584,73 @@ def test_native_loop_answers_one_request_at_a_time(tmp_path, mode):
     else:
         assert got["outcome"] == "raised: a handler's own bug", (got, err)
         assert errno.EIO in errors, errors
+
+
+_ORDER_SERVER = r'''
+import json, sys
+from fstool.mount.ops import MountOps
+from fstool.mount.run import fuse_options
+from fstool.mount.volume import Volume
+from fstool_native.fuseloop import Session
+
+img, mnt = sys.argv[1:3]
+seen = {"rmdirs": 0, "still_open": 0}
+
+
+class Ops(MountOps):
+    def rmdir(self, node, name):
+        ent = self.vol.child(self.ino(node), name)
+        seen["rmdirs"] += 1
+        if ent is not None and self.vol.opens.get(ent[0]):
+            seen["still_open"] += 1
+        return super().rmdir(node, name)
+
+
+vol = Volume(img)
+s = Session(Ops(vol), fuse_options(False, []))
+s.mount(mnt)
+print("ready", flush=True)
+try:
+    s.run(0, None)
+finally:
+    s.close()
+    vol.close()
+print(json.dumps(seen))
+'''
+
+
+def test_requests_are_answered_in_the_order_they_came(tmp_path):
+    """A directory opened, closed and removed, many times over: closing
+    queues a RELEASEDIR in the background (not waited for) ahead of the
+    RMDIR, and the loop answers requests in the order the kernel queued
+    them, so no RMDIR finds its directory still open.  Answered out of
+    order (two workers racing for the lock), some did, and pjdfstest then
+    left such directories on the AGI unlinked lists."""
+    need_loop("native")
+    import json
+    img = fstool_image(tmp_path, "64m")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    proc = subprocess.Popen([sys.executable, "-c", _ORDER_SERVER, str(img), str(mnt)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env())
+    try:
+        assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
+        for i in range(500):
+            d = mnt / f"d{i}"
+            os.mkdir(d)
+            os.close(os.open(d, os.O_RDONLY | os.O_DIRECTORY))
+            os.rmdir(d)
+        subprocess.run(["fusermount3", "-u", str(mnt)], check=True)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if is_mounted(mnt):
+            subprocess.run(["fusermount3", "-u", "-z", str(mnt)])
+    got = json.loads(out.strip().splitlines()[-1])
+    assert got == {"rmdirs": 500, "still_open": 0}, (got, err)
+    if images.xfsprogs_available():
+        r = subprocess.run(["xfs_repair", "-n", "-f", str(img)], capture_output=True,
+                           text=True)
+        assert r.returncode == 0, r.stdout[-2000:]

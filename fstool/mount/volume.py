@@ -546,7 +546,8 @@ class Volume:
         with self._tx() as ns:
             if node.is_reg:
                 self.fileio.release(ino)
-            if node.nlink == 0 and not node.is_dir:
+            if node.nlink == 0:
+                # a file, or a directory removed while open
                 ns.inactivate(ino)
         self._touch(ino)
 
