@@ -682,51 +682,34 @@ def _no_op(_sig, _frame):
     pass
 
 
-def _serve(reading, serial, int wfd):
-    """A worker: read a request (the interpreter let go) holding
-    ``reading``, take ``serial`` before letting ``reading`` go, answer the
-    request and let ``serial`` go: so one worker reads the next request
-    while another answers, and requests are answered one at a time in the
-    order the kernel queued them (a RELEASE queued before the last request
-    of a session must not come after it).  Until the session ends, the
-    kernel ends the connection, reading fails or the loop is told to stop.
-    Every signal but WAKE_SIGNAL is left to the main thread."""
+def _serve(serial, int wfd):
+    """A worker: read a request (the interpreter let go), then answer it
+    holding ``serial``; until the session ends, the kernel ends the
+    connection, reading fails or the loop is told to stop.  Every signal
+    but WAKE_SIGNAL is left to the main thread."""
     global _gone
     import signal
     cdef fuse_buf buf
-    cdef int res = 0
-    cdef bint got
+    cdef int res
     signal.pthread_sigmask(signal.SIG_BLOCK, set(signal.valid_signals()) - {WAKE_SIGNAL})
     memset(&buf, 0, sizeof(fuse_buf))
     try:
         while not _stopping and not fuse_session_exited(_se):
-            got = False
-            reading.acquire()
-            try:
-                if _stopping or fuse_session_exited(_se):
-                    break
-                with nogil:
-                    res = fuse_session_receive_buf(_se, &buf)
-                if res > 0:
-                    serial.acquire()
-                    got = True
-            finally:
-                reading.release()
-            if not got:
-                if res == -EINTR or res == -EAGAIN:
-                    continue
-                if res < 0:
-                    _fail(OSError(-res, "reading /dev/fuse"))
-                    break
+            with nogil:
+                res = fuse_session_receive_buf(_se, &buf)
+            if res == -EINTR or res == -EAGAIN:
+                continue
+            if res < 0:
+                _fail(OSError(-res, "reading /dev/fuse"))
+                break
+            if res == 0:
                 # the session ended: the kernel ended the connection
                 # (unmounted), unless fstool ended it itself
                 if not _stopping and not _ended:
                     _gone = True
                 break
-            try:
+            with serial:
                 fuse_session_process_buf(_se, &buf)
-            finally:
-                serial.release()
     finally:
         free(buf.mem)
         try:
@@ -860,12 +843,11 @@ class Session:
         cdef int res, timeout_ms
         cdef double now, due
         serial = threading.Lock()
-        reading = threading.Lock()
         rfd, wfd = _os.pipe()
         # kept for good: a wake signal still on its way to a worker that is
         # ending must never meet the default action (the process killed)
         signal.signal(WAKE_SIGNAL, _no_op)
-        threads = [threading.Thread(target=_serve, args=(reading, serial, wfd),
+        threads = [threading.Thread(target=_serve, args=(serial, wfd),
                                     name=f"fstool-fuse-{k}", daemon=True)
                    for k in range(max(1, workers))]
         pfd.fd = rfd
