@@ -212,7 +212,6 @@ cdef extern from "fuseloop.h":
     void fuse_session_destroy(fuse_session *se)
     void fuse_session_exit(fuse_session *se)
     int fuse_session_exited(fuse_session *se)
-    int fuse_session_fd(fuse_session *se)
     int fuse_session_receive_buf(fuse_session *se, fuse_buf *buf) nogil
 
     char fstool_fuse_error[512]
@@ -268,12 +267,9 @@ cdef void _fill_entry(fuse_entry_param *e, object a) except *:
 cdef void _error(fuse_req_t req, object exc) noexcept:
     """Reply to ``req`` with the errno of the exception being handled; one
     that is not an OSError ends the loop."""
-    global _failure
     code = getattr(exc, "errno", None) if isinstance(exc, OSError) else None
     if not code:
-        if _failure is None:
-            _failure = exc
-        _end()
+        _fail(exc)
         code = EIO
     fuse_reply_err(req, code)
 
@@ -669,13 +665,8 @@ def _fuse_error(default):
 WORKERS = 2
 # the signal that breaks a worker out of its read of /dev/fuse at the end
 WAKE_SIGNAL = _signal.SIGRTMIN + 7
-cdef bint _stopping = False
+cdef bint _stopping = False        # the workers are told to stop
 cdef bint _ended = False            # fstool ended the session (exit(), a failure)
-
-
-cdef void _set_stopping(bint v) noexcept:
-    global _stopping
-    _stopping = v
 
 
 def _no_op(_sig, _frame):
@@ -688,10 +679,9 @@ def _serve(serial, int wfd):
     connection, reading fails or the loop is told to stop.  Every signal
     but WAKE_SIGNAL is left to the main thread."""
     global _gone
-    import signal
     cdef fuse_buf buf
     cdef int res
-    signal.pthread_sigmask(signal.SIG_BLOCK, set(signal.valid_signals()) - {WAKE_SIGNAL})
+    _signal.pthread_sigmask(_signal.SIG_BLOCK, set(_signal.valid_signals()) - {WAKE_SIGNAL})
     memset(&buf, 0, sizeof(fuse_buf))
     try:
         while not _stopping and not fuse_session_exited(_se):
@@ -703,13 +693,14 @@ def _serve(serial, int wfd):
                 _fail(OSError(-res, "reading /dev/fuse"))
                 break
             if res == 0:
-                # the session ended: the kernel ended the connection
-                # (unmounted), unless fstool ended it itself
-                if not _stopping and not _ended:
-                    _gone = True
+                # the session ended: libfuse ends it itself only when the
+                # kernel has ended the connection (unmounted)
+                _gone = not _ended
                 break
             with serial:
                 fuse_session_process_buf(_se, &buf)
+    except BaseException as exc:
+        _fail(exc)                  # raised by run()
     finally:
         free(buf.mem)
         try:
@@ -736,13 +727,13 @@ def _stop_workers(threads):
     """Have every worker stop after the request it is answering: each is
     sent WAKE_SIGNAL (its read returns EINTR) until it ends, again and
     again, as one may arrive just before the worker goes back to reading."""
-    import signal
-    _set_stopping(True)
+    global _stopping
+    _stopping = True
     for t in threads:
         while t.is_alive():
             if t.ident is not None:
                 try:
-                    signal.pthread_kill(t.ident, WAKE_SIGNAL)
+                    _signal.pthread_kill(t.ident, WAKE_SIGNAL)
                 except (ProcessLookupError, OSError):
                     pass
             t.join(0.05)
@@ -836,9 +827,8 @@ class Session:
         them one at a time (never two handlers at once: a lock, which the
         tick takes too); this thread keeps the timer and the signals.
         Returns once every worker has stopped."""
-        global _failure
+        global _failure, _stopping
         import threading
-        import signal
         cdef pollfd pfd
         cdef int res, timeout_ms
         cdef double now, due
@@ -846,7 +836,7 @@ class Session:
         rfd, wfd = _os.pipe()
         # kept for good: a wake signal still on its way to a worker that is
         # ending must never meet the default action (the process killed)
-        signal.signal(WAKE_SIGNAL, _no_op)
+        _signal.signal(WAKE_SIGNAL, _no_op)
         threads = [threading.Thread(target=_serve, args=(serial, wfd),
                                     name=f"fstool-fuse-{k}", daemon=True)
                    for k in range(max(1, workers))]
@@ -855,7 +845,7 @@ class Session:
         monotonic = _time.monotonic
         due = monotonic() + every if every > 0 else 0
         try:
-            _set_stopping(False)
+            _stopping = False
             for t in threads:
                 t.start()
             while not fuse_session_exited(_se):
