@@ -6,9 +6,10 @@ directory that the kernel asks for when it checks permissions itself,
 ``default_permissions``), CPU time per create, checkpoints included.
 
     python3 bench/bench_volume_creates.py [--files 20000] [--dirs 100]
-        [--every 5.0] [--profile N] [--size 2g] [--getattr]
+        [--every 5.0] [--profile N] [--size 2g] [--getattr] [--group N]
 
-``--every`` writes a checkpoint every that many seconds of the run, as the
+``--group N``: creates per transaction (the mount's group commit; 1: one
+transaction each; default: what the mount uses).  ``--every`` writes a checkpoint every that many seconds of the run, as the
 mount's timer does (0: only the last at close).  ``--profile N`` prints
 cProfile's top N functions by own time.  Run it with PYTHONPATH set to the
 tree to measure (else this script's own tree is measured).
@@ -28,9 +29,15 @@ if not os.environ.get("PYTHONPATH"):
     sys.path.insert(0, os.path.dirname(HERE))
 
 
-def run(img: str, files: int, dirs: int, every: float, getattr_dir: bool = False) -> dict:
+def run(img: str, files: int, dirs: int, every: float, getattr_dir: bool = False,
+        group: int | None = None) -> dict:
     from fstool.mount.volume import Volume
     vol = Volume(img)
+    try:
+        from fstool.mount.ops import GROUP_COMMIT
+    except ImportError:             # a tree from before group commit
+        GROUP_COMMIT = 1
+    vol.group = GROUP_COMMIT if group is None else group
     root = vol.rootino
     names = [f"d{d:03d}".encode() for d in range(dirs)]
     per = files // dirs
@@ -74,6 +81,8 @@ def main() -> None:
     ap.add_argument("--profile", type=int, default=0, metavar="N")
     ap.add_argument("--getattr", action="store_true",
                     help="also the directory's getattr after each create (default_permissions)")
+    ap.add_argument("--group", type=int, default=None,
+                    help="creates per transaction (default: the mount's)")
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="bench-vol-", dir=os.environ.get("BENCH_DIR"))
     img = os.path.join(work, "v.img")
@@ -86,11 +95,11 @@ def main() -> None:
             import pstats
             p = cProfile.Profile()
             p.enable()
-            out = run(img, a.files, a.dirs, a.every, a.getattr)
+            out = run(img, a.files, a.dirs, a.every, a.getattr, a.group)
             p.disable()
             pstats.Stats(p).sort_stats(os.environ.get("SORT", "tottime")).print_stats(a.profile)
         else:
-            out = run(img, a.files, a.dirs, a.every, a.getattr)
+            out = run(img, a.files, a.dirs, a.every, a.getattr, a.group)
         import fstool
         print(os.path.dirname(os.path.dirname(fstool.__file__)),
               {k: round(v, 1) if isinstance(v, float) else v for k, v in out.items()})

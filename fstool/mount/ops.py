@@ -28,6 +28,12 @@ ROOT_NODE = 1
 ENTRY_TIMEOUT = 3600.0
 ATTR_TIMEOUT = 3600.0
 
+# creates that share one transaction (Volume's group commit): the kernel
+# sends a lookup, a create and a release per new file, and the commit's
+# work (inode btree records, AG headers, superblock counters, directory
+# blocks encoded) is then done once for the group
+GROUP_COMMIT = 32
+
 XATTR_CREATE = 1
 XATTR_REPLACE = 2
 
@@ -60,6 +66,7 @@ class MountOps:
     def __init__(self, vol, writeback_cache: bool = False):
         self.vol = vol
         self.root = vol.rootino
+        vol.group = GROUP_COMMIT
         # The kernel's writeback cache gathers small writes into large ones,
         # but its errors (ENOSPC above all) then come at close or fsync
         # instead of at write(); it is on only when asked for

@@ -7,6 +7,19 @@ one).  ``sync`` (fsync, fdatasync, the checkpoint timer, unmount) writes
 the checkpoint.  Errors carry the errno the kernel's XFS returns; the FUSE
 adapter hands it back unchanged.
 
+Group commit (``group`` > 1, which the mount sets): consecutive creates of
+files, devices, fifos and sockets share one transaction, committed when
+``group`` of them are in it or anything else comes (every public method
+but the lookups, attribute reads, creates and closes ends the group
+first).  What a checkpoint holds, and so what a crash keeps, is what it
+would be without grouping; only the in-memory commit is shared.  When an
+operation of an open group fails, or the group's commit does, the group is
+taken back and its earlier operations done again, each in its own
+transaction, with their own times: the state is what it would have been
+without grouping.  Should one of them come out differently (another inode
+number than the one the kernel was given), the volume stops writing
+(EIO), as the kernel's XFS shuts down on a change it cannot finish.
+
 Inode numbers are the image's.  Attributes come back as :class:`Attr`.
 
 Names go through :class:`~fstool.ns.namespace.Namespace` (incremental
@@ -20,6 +33,7 @@ xfs_repair frees it after a crash) until its last close.
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import stat as pystat
 
@@ -32,6 +46,8 @@ RENAME_NOREPLACE = 1
 RENAME_EXCHANGE = 2
 XATTR_NAMESPACES = ("user.", "trusted.", "security.")
 XATTR_SIZE_MAX = 65536
+
+log = logging.getLogger("fstool.mount")
 
 
 def oserror(code: int, what: str = "") -> OSError:
@@ -119,8 +135,12 @@ class Volume:
         self.opens: dict[int, int] = {}
         self.closed = False
         self.dirty_since_sync = False
-        self.changes = 0                # transactions ended (committed or aborted)
+        self.changes = 0                # operations ended (committed or aborted)
         self._absent = None             # (parent, name, changes) of the last negative find
+        self.group = 1                  # operations per transaction at most (group commit)
+        self._grouped: list = []        # (make, now, parent, ino) of the open group's creates
+        self._in_op = False             # an operation's transaction is running
+        self.failed = None              # why the volume stopped writing
 
     # -- lifetime --------------------------------------------------------------------
     def close(self) -> None:
@@ -131,6 +151,7 @@ class Volume:
         self.closed = True
         try:
             if self.w is not None:
+                self.end_group()
                 # files still open (the kernel closes them all before it
                 # lets the mount go, unless the process is told to stop)
                 for ino in list(self.opens):
@@ -151,6 +172,7 @@ class Volume:
         fdatasync, the timer, unmount)."""
         if self.w is None:
             return
+        self.end_group()
         if self.dirty_since_sync:
             self.w.sync()
             self.dirty_since_sync = False
@@ -162,9 +184,68 @@ class Volume:
     def _writable(self) -> None:
         if self.w is None:
             raise oserror(errno.EROFS)
+        if self.failed is not None:
+            raise oserror(errno.EIO, self.failed)
 
-    def _tx(self):
-        return _Op(self)
+    def _tx(self, group: bool = False):
+        return _Op(self, group)
+
+    def end_group(self) -> None:
+        """Commit the open group of creates, if any."""
+        redo = self._grouped
+        if not redo:
+            return
+        self._grouped = []
+        try:
+            self._commit()
+        except Exception as e:          # noqa: BLE001 - every failure is answered the same
+            log.warning("a group of %d creates did not commit (%s: %s); each is done "
+                        "again on its own", len(redo), type(e).__name__, e)
+            self._redo(redo)
+
+    def _commit(self) -> None:
+        """Commit the open transaction (on an error: aborted, raised)."""
+        w = self.w
+        ns = self.ns
+        try:
+            changed = [ino for ino, st in ns.dirs.items() if st.changed]
+            ns.finish()
+            w.commit()
+        except BaseException:
+            self._abort()
+            raise
+        ns.committed()
+        ns.mtime_set.clear()
+        self.dirty_since_sync = True
+        for ino in changed:
+            self.icache.invalidate(ino)
+
+    def _abort(self) -> None:
+        """Undo the open transaction: the image, the caches and the
+        namespace state as they were before it."""
+        if self.w.tx is not None:
+            self.w.abort()
+        self.ns = self._Namespace(self.w)
+        self.ns.is_open = self._is_open
+        self.icache.clear_attrs()
+
+    def _redo(self, redo: list) -> None:
+        """The creates of a group taken back, done again one transaction
+        each, with their own times; any that fails or names another inode
+        than before stops the volume's writes."""
+        for make, now, parent, ino in redo:
+            try:
+                with _Op(self) as ns:
+                    ns.now = now
+                    again = make(ns)
+                    self._touch(parent)
+            except Exception as e:      # noqa: BLE001 - any failure here stops writes
+                again = f"{type(e).__name__}: {e}"
+            if again != ino:
+                self.failed = (f"a create of inode {ino} in directory {parent} could not be "
+                               f"done again ({again}); writes stopped")
+                log.error("%s", self.failed)
+                raise oserror(errno.EIO, self.failed)
 
     # -- attributes ------------------------------------------------------------------------
     def getattr(self, ino: int) -> Attr:
@@ -308,11 +389,15 @@ class Volume:
         now = self.ns.now
         return Meta(perm=perm, uid=uid, gid=gid, atime_ns=now, mtime_ns=now, ctime_ns=now)
 
-    def _new(self, parent: int, name: bytes, make) -> Attr:
+    def _new(self, parent: int, name: bytes, make, group: bool = False) -> Attr:
+        """``make(ns)`` -> the new inode, in a transaction of its own or,
+        with ``group``, in the open group of creates (``make`` must then
+        give the same inode when done again from the same state)."""
         self._writable()
         self._check_name(name)
         self._dir_node(parent)
-        with self._tx() as ns:
+        op = self._tx(group)
+        with op as ns:
             # the namespace refuses a name in use (EEXIST) before it
             # allocates anything; the kernel's lookup of the name just
             # before found it missing, unless something changed since
@@ -323,6 +408,7 @@ class Volume:
             finally:
                 ns.known_absent = None
             self._touch(parent)
+            op.redo = (make, ns.now, parent, ino)
         a = self.getattr(ino)
         self.icache.ref(ino)
         return a
@@ -335,7 +421,7 @@ class Volume:
                gid: int = 0):
         """A new empty regular file, opened: (handle, Attr)."""
         a = self._new(parent, name, lambda ns: ns.create_file(
-            parent, name, self._meta(parent, mode & 0o7777, uid, gid, False)))
+            parent, name, self._meta(parent, mode & 0o7777, uid, gid, False)), True)
         return self.open(a.ino, flags), a
 
     def mknod(self, parent: int, name: bytes, mode: int, rdev: int = 0, uid: int = 0,
@@ -343,12 +429,13 @@ class Volume:
         kind = mode & C.S_IFMT
         if kind == C.S_IFREG or kind == 0:
             return self._new(parent, name, lambda ns: ns.create_file(
-                parent, name, self._meta(parent, mode & 0o7777, uid, gid, False)))
+                parent, name, self._meta(parent, mode & 0o7777, uid, gid, False)), True)
         if kind not in (C.S_IFCHR, C.S_IFBLK, C.S_IFIFO, C.S_IFSOCK):
             raise oserror(errno.EINVAL)
         dev = (os.major(rdev), os.minor(rdev))
         return self._new(parent, name, lambda ns: ns.mknod(
-            parent, name, kind, self._meta(parent, mode & 0o7777, uid, gid, False), rdev=dev))
+            parent, name, kind, self._meta(parent, mode & 0o7777, uid, gid, False), rdev=dev),
+            True)
 
     def symlink(self, parent: int, name: bytes, target: bytes, uid: int = 0,
                 gid: int = 0) -> Attr:
@@ -625,19 +712,27 @@ class Volume:
 
 class _Op:
     """One operation, one transaction: commit on success; on an error the
-    image, the caches and the namespace state are as they were."""
+    image, the caches and the namespace state are as they were.  With
+    ``group`` (and the volume's ``group`` > 1) the transaction stays open
+    for the creates that follow (see the module docstring)."""
 
-    def __init__(self, vol: Volume):
+    def __init__(self, vol: Volume, group: bool = False):
         self.vol = vol
         self.nested = False
+        self.group = group and vol.group > 1
+        self.redo = None
 
     def __enter__(self):
         vol = self.vol
         w = vol.w
-        if w.tx is not None:
+        if vol._in_op:
             self.nested = True
             return vol.ns
-        w.begin()
+        if vol._grouped and not self.group:
+            vol.end_group()
+        if w.tx is None:
+            w.begin()
+        vol._in_op = True
         vol.ns.now = w.now_ns()
         return vol.ns
 
@@ -645,31 +740,42 @@ class _Op:
         if self.nested:
             return False
         vol = self.vol
+        vol._in_op = False
         vol.changes += 1
-        w = vol.w
-        ns = vol.ns
         if etype is None:
-            try:
-                changed = [ino for ino, st in ns.dirs.items() if st.changed]
-                ns.finish()
-                w.commit()
-            except BaseException:
-                if w.tx is not None:
-                    w.abort()
-                self._reset()
-                raise
-            ns.committed()
-            ns.mtime_set.clear()
-            vol.dirty_since_sync = True
-            for ino in changed:
-                vol.icache.invalidate(ino)
+            if self.group:
+                vol._grouped.append(self.redo)
+                if len(vol._grouped) >= vol.group:
+                    vol.end_group()
+            else:
+                vol._commit()
             return False
-        w.abort()
-        self._reset()
+        redo = vol._grouped
+        vol._grouped = []
+        vol._abort()
+        if redo:
+            vol._redo(redo)
         return False
 
-    def _reset(self) -> None:
-        vol = self.vol
-        vol.ns = vol._Namespace(vol.w)
-        vol.ns.is_open = vol._is_open
-        vol.icache.clear_attrs()
+
+def _ends_group(fn):
+    def op(self, *args, **kw):
+        if self._grouped and not self._in_op:
+            self.end_group()
+        return fn(self, *args, **kw)
+    op.__name__ = fn.__name__
+    op.__qualname__ = fn.__qualname__
+    op.__doc__ = fn.__doc__
+    op.__wrapped__ = fn
+    return op
+
+
+# what an open group of creates lets run in it: reads of names and
+# attributes, the creates themselves, opens and closes (a close that has
+# work to do starts a transaction of its own, which ends the group)
+_IN_GROUP = {"find", "child", "getattr", "access", "forget", "create", "mknod", "open",
+             "release", "handle", "end_group", "sync", "close"}
+for _name, _fn in list(vars(Volume).items()):
+    if callable(_fn) and not _name.startswith("_") and _name not in _IN_GROUP:
+        setattr(Volume, _name, _ends_group(_fn))
+del _name, _fn

@@ -1,0 +1,157 @@
+"""The mount's group commit (Volume.group): creates sharing one transaction
+leave the image exactly as one transaction each would, on success, when an
+operation of the group fails, and when the group's commit fails; a group
+that cannot be done again stops the volume's writes."""
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import stat
+
+import pytest
+
+from fixtures.fusemount import fstool_image, repair_clean
+from fstool.mount.volume import Volume
+
+T0 = 1_700_000_000_000_000_000
+
+
+def _pair(tmp_path):
+    base = fstool_image(tmp_path, "256m")
+    one = tmp_path / "one.img"
+    grouped = tmp_path / "grouped.img"
+    shutil.copyfile(base, one)
+    shutil.copyfile(base, grouped)
+    return one, grouped
+
+
+def _workload(v: Volume, fail_at=None) -> dict:
+    """Creates of every kind between the other operations, in several
+    directories (shortform, block and leaf forms along the way); with
+    ``fail_at`` = k, the k-th create repeats a name in use (EEXIST inside
+    the transaction).  Returns {path: inode} of what was made."""
+    root = v.rootino
+    made = {}
+    dirs = []
+    for d in range(3):
+        dirs.append(v.mkdir(root, b"d%d" % d, 0o755).ino)
+    k = 0
+    for i in range(260):
+        parent = dirs[i % 3]
+        name = b"f%04d-%s" % (i, b"x" * (i % 40))
+        kind = i % 7
+        if fail_at is not None and k == fail_at:
+            prev = next(n for (p, n) in made if p == parent)
+            with pytest.raises(OSError) as e:
+                v.create(parent, prev, 0o100644, os.O_WRONLY)
+            assert e.value.errno == errno.EEXIST
+        k += 1
+        if kind == 1:
+            a = v.mknod(parent, name, stat.S_IFIFO | 0o600)
+        elif kind == 2:
+            a = v.mknod(parent, name, stat.S_IFCHR | 0o600, os.makedev(1, 3))
+        else:
+            fh, a = v.create(parent, name, 0o100640, os.O_WRONLY)
+            v.release(fh)
+        made[(parent, name)] = a.ino
+        if i % 50 == 49:
+            # anything else ends the group
+            v.unlink(parent, name)
+            made.pop((parent, name))
+            v.setattr(dirs[0], mode=0o750)
+        if i % 90 == 89:
+            assert v.statfs()["ffree"] > 0
+    return made
+
+
+def _check(v: Volume, made: dict) -> None:
+    for (parent, name), ino in made.items():
+        assert v.find(parent, name).ino == ino
+
+
+@pytest.mark.parametrize("fail_at", [None, 3, 40, 200])
+def test_grouped_creates_leave_the_image_one_transaction_each_would(tmp_path, fail_at):
+    one, grouped = _pair(tmp_path)
+    results = []
+    for img, group in ((one, 1), (grouped, 32)):
+        v = Volume(img, timestamp_ns=T0)
+        v.group = group
+        made = _workload(v, fail_at)
+        assert not v._grouped or group > 1
+        _check(v, made)
+        v.close()
+        results.append(made)
+    assert results[0] == results[1]
+    assert one.read_bytes() == grouped.read_bytes()
+    repair_clean(grouped)
+
+
+def test_a_group_whose_commit_fails_is_done_again_one_by_one(tmp_path, monkeypatch):
+    one, grouped = _pair(tmp_path)
+    v1 = Volume(one, timestamp_ns=T0)
+    made1 = _workload(v1)
+    v1.close()
+    v = Volume(grouped, timestamp_ns=T0)
+    v.group = 32
+    journal = v.w.journal
+    real_reserve = journal._reserve
+    real_end = v.end_group
+    failed = []
+    ending = []
+
+    def reserve(tx):
+        # the log refuses the first group of creates that ends
+        if ending and not failed:
+            failed.append(len(ending[-1]))
+            raise OSError(errno.ENOSPC, "no room in the log")
+        return real_reserve(tx)
+
+    def end_group():
+        ending.append(list(v._grouped))
+        try:
+            real_end()
+        finally:
+            ending.pop()
+
+    journal._reserve = reserve
+    v.end_group = end_group
+    made = _workload(v)
+    assert failed and failed[0] > 6
+    _check(v, made)
+    v.close()
+    assert made == made1
+    assert one.read_bytes() == grouped.read_bytes()
+    repair_clean(grouped)
+
+
+def test_a_group_that_comes_out_differently_stops_writes(tmp_path):
+    img = fstool_image(tmp_path, "256m")
+    v = Volume(img, timestamp_ns=T0)
+    v.group = 32
+    root = v.rootino
+    d = v.mkdir(root, b"d", 0o755).ino
+    kept = {}
+    for i in range(5):
+        fh, a = v.create(d, b"f%d" % i, 0o100644, os.O_WRONLY)
+        v.release(fh)
+        kept[b"f%d" % i] = a.ino
+    assert len(v._grouped) == 5
+    # the third create's record: done again, it would make another inode
+    make, now, parent, ino = v._grouped[2]
+    v._grouped[2] = (lambda ns: make(ns) + 64, now, parent, ino)
+    with pytest.raises(OSError) as e:
+        v.create(d, b"f0", 0o100644, os.O_WRONLY)     # EEXIST inside the group
+    assert e.value.errno == errno.EIO
+    assert v.failed and "writes stopped" in v.failed
+    with pytest.raises(OSError) as e:
+        v.create(d, b"more", 0o100644, os.O_WRONLY)
+    assert e.value.errno == errno.EIO
+    with pytest.raises(OSError) as e:
+        v.mkdir(root, b"more", 0o755)
+    assert e.value.errno == errno.EIO
+    # what was done again before the difference is kept; reads go on
+    assert v.find(d, b"f0").ino == kept[b"f0"]
+    assert v.find(d, b"f1").ino == kept[b"f1"]
+    v.close()
+    repair_clean(img)
