@@ -13,6 +13,7 @@ import pytest
 
 from fixtures.fusemount import fstool_image, repair_clean
 from fstool.mount.volume import Volume
+from fstool.ns.dirops import Dir
 
 T0 = 1_700_000_000_000_000_000
 
@@ -28,17 +29,19 @@ def _pair(tmp_path):
 
 def _workload(v: Volume, fail_at=None) -> dict:
     """Creates of every kind between the other operations, in several
-    directories (shortform, block and leaf forms along the way); with
+    directories, one of them through every form (shortform, block, leaf,
+    node); with
     ``fail_at`` = k, the k-th create repeats a name in use (EEXIST inside
     the transaction).  Returns {path: inode} of what was made."""
     root = v.rootino
     made = {}
+    attrs = {}
     dirs = []
     for d in range(3):
         dirs.append(v.mkdir(root, b"d%d" % d, 0o755).ino)
     k = 0
-    for i in range(260):
-        parent = dirs[i % 3]
+    for i in range(1400):
+        parent = dirs[i % 3] if i < 240 else dirs[0]
         name = b"f%04d-%s" % (i, b"x" * (i % 40))
         kind = i % 7
         if fail_at is not None and k == fail_at:
@@ -55,19 +58,28 @@ def _workload(v: Volume, fail_at=None) -> dict:
             fh, a = v.create(parent, name, 0o100640, os.O_WRONLY)
             v.release(fh)
         made[(parent, name)] = a.ino
-        if i % 50 == 49:
+        if i in (5, 100, 1000):
+            # a directory's attributes in the middle of a group
+            pa = v.getattr(parent)
+            attrs[i] = (pa.size, pa.blocks, pa.nlink, pa.mtime_ns, pa.ctime_ns)
+        if i % 50 == 49 or i in (241, 242, 700):
             # anything else ends the group
             v.unlink(parent, name)
             made.pop((parent, name))
             v.setattr(dirs[0], mode=0o750)
         if i % 90 == 89:
             assert v.statfs()["ffree"] > 0
+    made["attrs"] = attrs
     return made
 
 
 def _check(v: Volume, made: dict) -> None:
-    for (parent, name), ino in made.items():
-        assert v.find(parent, name).ino == ino
+    for key, ino in made.items():
+        if key != "attrs":
+            assert v.find(*key).ino == ino
+    v.end_group()
+    big = min(k[0] for k in made if k != "attrs")
+    assert Dir(v.w, big, 0).form() == "node"
 
 
 @pytest.mark.parametrize("fail_at", [None, 3, 40, 200])

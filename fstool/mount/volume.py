@@ -252,6 +252,10 @@ class Volume:
         a = self.icache.get(ino)
         if a is not None:
             return a
+        ns = self.ns
+        if ns is not None and ino in ns.unsaved:
+            # a directory of the open group of creates: its inode written first
+            ns.save_dir(ino)
         try:
             node = self.fs.inode(ino)
         except FsToolError:
@@ -318,11 +322,12 @@ class Volume:
         if not name or b"/" in name or b"\0" in name:
             raise oserror(errno.EINVAL)
 
-    def _dir_node(self, ino: int):
-        a = self.getattr(ino)
-        if not pystat.S_ISDIR(a.mode):
+    def _dir_node(self, ino: int) -> None:
+        ns = self.ns
+        if ns is not None and ino in ns.unsaved:
+            return                      # a directory that is gaining names
+        if not pystat.S_ISDIR(self.getattr(ino).mode):
             raise oserror(errno.ENOTDIR)
-        return a
 
     def child(self, parent: int, name: bytes):
         """(ino, ftype) of ``name`` in directory ``parent``, or None."""
@@ -380,7 +385,10 @@ class Volume:
     # -- making names ------------------------------------------------------------------------
     def _meta(self, parent: int, perm: int, uid: int, gid: int, is_dir: bool):
         from ..ns.namespace import Meta
-        pa = self.getattr(parent)
+        ns = self.ns
+        # mode and group (a directory gaining names in the open group of
+        # creates keeps both; its inode is written at the group's end)
+        pa = ns.unsaved[parent][0].node if parent in ns.unsaved else self.getattr(parent)
         if pa.mode & pystat.S_ISGID:
             # BSD group semantics of a setgid directory, as the kernel applies them
             gid = pa.gid
@@ -733,8 +741,10 @@ class _Op:
         if w.tx is None:
             w.begin()
         vol._in_op = True
-        vol.ns.now = w.now_ns()
-        return vol.ns
+        ns = vol.ns
+        ns.now = w.now_ns()
+        ns.defer_saves = self.group
+        return ns
 
     def __exit__(self, etype, exc, tb):
         if self.nested:

@@ -165,6 +165,7 @@ class Dir:
         self.blocks_delta = 0
         self.dirty = False
         self.nlink_delta = 0
+        self.unsaved = 0                # entries added since the inode was last written
         self.max_leaf = (self.dbs - HDR) // 8
         self.max_node = (self.dbs - HDR) // 8
         self.max_bests = (self.dbs - HDR) // 2
@@ -297,7 +298,9 @@ class Dir:
 
     # -- the inode ----------------------------------------------------------------
     def save(self, mtime_ns=None) -> None:
-        """Write the directory inode: fork, size, blocks, times, link count."""
+        """Write the directory inode: fork, size, blocks, times, link count
+        (and one change more in the change count for each entry added
+        without a save of its own, ``unsaved``)."""
         w = self.w
         raw = bytearray(w.inodes.raw_inode(self.ino))
         flags2 = _Q.unpack_from(raw, _DI["di_flags2"])[0]
@@ -341,10 +344,12 @@ class Dir:
         _Q.pack_into(raw, _DI["di_mtime"],
                      encode_ts(self.now if mtime_ns is None else mtime_ns, bigtime))
         off = _DI["di_changecount"]
-        _Q.pack_into(raw, off, (_Q.unpack_from(raw, off)[0] + 1) & ((1 << 64) - 1))
+        _Q.pack_into(raw, off, (_Q.unpack_from(raw, off)[0] + 1 + self.unsaved)
+                     & ((1 << 64) - 1))
         w.inodes.put_inode(self.ino, w.enc.seal(raw))
         self.blocks_delta = 0
         self.nlink_delta = 0
+        self.unsaved = 0
         self.map_changed = False
         self.node = self.fs.inode(self.ino)
 

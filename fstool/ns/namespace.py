@@ -124,6 +124,11 @@ class Namespace:
         self.known_absent = None
         self.dirs: dict[int, DirState] = {}
         self._dcache: dict = {}             # ino -> dirops.Dir, for one transaction
+        # with defer_saves, a directory gaining names has its inode written
+        # once before the commit (or when its attributes are asked for),
+        # not at every name: ino -> (Dir, time of its last change)
+        self.defer_saves = False
+        self.unsaved: dict = {}
         self._dkeep: dict = {}              # ino -> dirops.Dir, while still current
         self._dtx = None
         # directories whose modification time is given (by their source, or
@@ -268,6 +273,11 @@ class Namespace:
             d = self._dir(parent)
             d.add(name, ino, ftype)
             d.nlink_delta += nlink_delta
+            if self.defer_saves and not nlink_delta:
+                if parent in self.unsaved:
+                    d.unsaved += 1
+                self.unsaved[parent] = (d, self.now)
+                return
             d.save()
             return
         st = self.dir_state(parent)
@@ -1046,10 +1056,18 @@ class Namespace:
         w.inodes.free_inode(ino)
 
     # -- finishing ---------------------------------------------------------------------
+    def save_dir(self, ino: int) -> None:
+        """Write the inode of a directory whose save was deferred."""
+        d, now = self.unsaved.pop(ino)
+        d.now = now
+        d.save()
+
     def finish(self) -> None:
         """Encode every changed directory (and give back the data blocks
         taken ahead and not used): the transaction can commit."""
         from . import dirbuild as DB
+        for ino in list(self.unsaved):
+            self.save_dir(ino)
         w = self.w
         self.pool.release()
         sb = w.sb
