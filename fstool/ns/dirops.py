@@ -91,6 +91,8 @@ def _put_ents(buf, start: int, ents) -> None:
 
 
 def _lower_bound(ents, h: int) -> int:
+    if type(ents) is _BufEnts:
+        return parsers.hash_lower_bound(ents.buf, ents.start, ents.count, h)
     return bisect.bisect_left(ents, (h, -1))
 
 
