@@ -11,7 +11,10 @@ from fstool): node ids in; attributes (objects with ``ino gen mode nlink
 uid gid rdev size blocks blksize atime_ns mtime_ns ctime_ns``), bytes or
 ints out; errors as ``OSError`` with an errno, which becomes the reply.
 Any other exception ends the loop and is raised from ``run`` (the request
-gets EIO).
+gets EIO).  A handler with a ``later`` list and ``run_later()`` may leave
+work for after an answer: the loop sets its ``answer_first``, and once a
+request is answered, while still holding the lock, calls ``run_later()``
+when the list is not empty (the kernel's caller goes on meanwhile).
 
 ``Session(handler, options)`` parses the options (``-o`` mount and libfuse
 options), ``mount(path)`` mounts, ``run(every, tick)`` serves until the
@@ -221,6 +224,7 @@ cdef extern from "fuseloop.h":
 
 # -- the one session of the process --------------------------------------------------------
 cdef object _h = None              # the handler
+cdef object _later = None          # its list of work left for after an answer
 cdef fuse_session *_se = NULL
 cdef fuse_lowlevel_ops _ops
 cdef double _entry_timeout = 1.0
@@ -699,6 +703,8 @@ def _serve(serial, int wfd):
                 break
             with serial:
                 fuse_session_process_buf(_se, &buf)
+                if _later:
+                    _h.run_later()
     except BaseException as exc:
         _fail(exc)                  # raised by run()
     finally:
@@ -744,11 +750,14 @@ class Session:
 
     def __init__(self, handler, options):
         global _h, _se, _entry_timeout, _attr_timeout, _writeback_cache, _failure
-        global _mounted, _gone, _ended
+        global _mounted, _gone, _ended, _later
         cdef fuse_args args
         if _se is not NULL:
             raise RuntimeError("a FUSE session is already open in this process")
         _h = handler
+        _later = getattr(handler, "later", None)
+        if _later is not None:
+            handler.answer_first = True
         _entry_timeout = handler.entry_timeout
         _attr_timeout = handler.attr_timeout
         _writeback_cache = bool(handler.writeback_cache)
@@ -802,7 +811,7 @@ class Session:
         fstool_fuse_log_capture(0)
         fuse_opt_free_args(&args)
         if _se is NULL:
-            _h = None
+            _h = _later = None
             raise RuntimeError(_fuse_error("fuse_session_new() failed"))
 
     def mount(self, mountpoint):
@@ -882,12 +891,12 @@ class Session:
 
     def close(self):
         """Unmount unless the kernel already has, and free the session."""
-        global _se, _h, _mounted
+        global _se, _h, _mounted, _later
         if _se is NULL:
             return
         if _mounted and not _gone:
             fuse_session_unmount(_se)
         fuse_session_destroy(_se)
         _se = NULL
-        _h = None
+        _h = _later = None
         _mounted = False

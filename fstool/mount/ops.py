@@ -67,6 +67,11 @@ class MountOps:
         self.vol = vol
         self.root = vol.rootino
         vol.group = GROUP_COMMIT
+        # work an operation leaves for after its answer (a create names its
+        # file then), run by a loop that sets answer_first, before it takes
+        # the next request; other loops get every answer after all the work
+        self.later: list = []
+        self.answer_first = False
         # The kernel's writeback cache gathers small writes into large ones,
         # but its errors (ENOSPC above all) then come at close or fsync
         # instead of at write(); it is on only when asked for
@@ -186,7 +191,19 @@ class MountOps:
     @_errnos
     def create(self, parent: int, name: bytes, mode: int, flags: int, uid: int, gid: int):
         """(handle, Attr) of a new file, opened."""
-        return self.vol.create(self.ino(parent), name, mode, flags, uid, gid)
+        return self.vol.create(self.ino(parent), name, mode, flags, uid, gid,
+                               self.later if self.answer_first else None)
+
+    def run_later(self) -> None:
+        """What the last operation left for after its answer (never raises:
+        a failure there has stopped the volume's writes, and is logged)."""
+        later = self.later
+        while later:
+            fn = later.pop(0)
+            try:
+                fn()
+            except Exception as e:      # noqa: BLE001 - the volume has stopped writing
+                log.error("after an answer: %s: %s", type(e).__name__, e)
 
     @_errnos
     def read(self, fh: int, off: int, size: int) -> bytes:

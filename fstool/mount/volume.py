@@ -49,6 +49,11 @@ XATTR_SIZE_MAX = 65536
 
 log = logging.getLogger("fstool.mount")
 
+# free blocks below which a group of creates does not answer before it
+# names the file (32 creates take far fewer: an inode chunk, a few
+# directory blocks and btree splits each)
+ROOM_BLOCKS = 1024
+
 
 def oserror(code: int, what: str = "") -> OSError:
     return OSError(code, os.strerror(code) + (f": {what}" if what else ""))
@@ -141,6 +146,7 @@ class Volume:
         self._grouped: list = []        # (make, now, parent, ino) of the open group's creates
         self._in_op = False             # an operation's transaction is running
         self.failed = None              # why the volume stopped writing
+        self._group_room = False        # free space sure to last the open group
 
     # -- lifetime --------------------------------------------------------------------
     def close(self) -> None:
@@ -242,10 +248,16 @@ class Volume:
             except Exception as e:      # noqa: BLE001 - any failure here stops writes
                 again = f"{type(e).__name__}: {e}"
             if again != ino:
-                self.failed = (f"a create of inode {ino} in directory {parent} could not be "
-                               f"done again ({again}); writes stopped")
-                log.error("%s", self.failed)
+                self._stop_writes(f"a create of inode {ino} in directory {parent} could not "
+                                  f"be done again ({again})")
                 raise oserror(errno.EIO, self.failed)
+
+    def _stop_writes(self, why: str) -> None:
+        """What the kernel was told no longer holds: no more writes (EIO),
+        as the kernel's XFS shuts down on a change it cannot finish."""
+        if self.failed is None:
+            self.failed = why + "; writes stopped"
+            log.error("%s", self.failed)
 
     # -- attributes ------------------------------------------------------------------------
     def getattr(self, ino: int) -> Attr:
@@ -397,39 +409,84 @@ class Volume:
         now = self.ns.now
         return Meta(perm=perm, uid=uid, gid=gid, atime_ns=now, mtime_ns=now, ctime_ns=now)
 
-    def _new(self, parent: int, name: bytes, make, group: bool = False) -> Attr:
+    def _new(self, parent: int, name: bytes, make, group: bool = False, halves=None,
+             later=None) -> Attr:
         """``make(ns)`` -> the new inode, in a transaction of its own or,
         with ``group``, in the open group of creates (``make`` must then
-        give the same inode when done again from the same state)."""
+        give the same inode when done again from the same state).
+
+        With ``halves`` = (first, second) and ``later``, a list: when the
+        group has room (:meth:`_room`), only ``first(ns)`` -> inode runs
+        now, and the rest of the operation, ``second(ns, inode)``, is
+        appended to ``later`` for the caller to run as soon as it has
+        answered, before anything else (the mount's native loop does: the
+        kernel's caller goes on meanwhile).  Should that part fail, the
+        answer given is wrong and the volume stops writing."""
         self._writable()
         self._check_name(name)
         self._dir_node(parent)
+        if later is not None and not (group and self.group > 1 and self._room()):
+            later = None
         op = self._tx(group)
-        with op as ns:
+        ns = op.__enter__()
+        try:
             # the namespace refuses a name in use (EEXIST) before it
             # allocates anything; the kernel's lookup of the name just
             # before found it missing, unless something changed since
             if self._absent == (parent, name, self.changes):
                 ns.known_absent = (parent, name)
             try:
-                ino = make(ns)
+                ino = make(ns) if later is None else halves[0](ns)
             finally:
                 ns.known_absent = None
-            self._touch(parent)
-            op.redo = (make, ns.now, parent, ino)
+            if later is None:
+                self._touch(parent)
+                op.redo = (make, ns.now, parent, ino)
+        except BaseException as e:
+            op.__exit__(type(e), e, e.__traceback__)
+            raise
+        if later is None:
+            op.__exit__(None, None, None)
+        else:
+            later.append(lambda: self._second_half(op, ns, make, halves[1], parent, ino))
         a = self.getattr(ino)
         self.icache.ref(ino)
         return a
+
+    def _second_half(self, op, ns, make, second, parent: int, ino: int) -> None:
+        try:
+            second(ns, ino)
+            self._touch(parent)
+            op.redo = (make, ns.now, parent, ino)
+        except BaseException as e:
+            op.__exit__(type(e), e, e.__traceback__)
+            self._stop_writes(f"inode {ino}, already created for the kernel, could not be "
+                              f"named in directory {parent} ({type(e).__name__}: {e})")
+            raise
+        op.__exit__(None, None, None)
+
+    def _room(self) -> bool:
+        """Whether free space leaves no doubt that the open group of creates
+        can finish (inode chunks, directory blocks, btree splits): judged
+        from the committed counters as a group starts."""
+        if not self._grouped:
+            self._group_room = self.free_blocks() >= ROOM_BLOCKS
+        return self._group_room
 
     def mkdir(self, parent: int, name: bytes, mode: int, uid: int = 0, gid: int = 0) -> Attr:
         return self._new(parent, name, lambda ns: ns.mkdir(
             parent, name, self._meta(parent, mode & 0o7777, uid, gid, True)))
 
     def create(self, parent: int, name: bytes, mode: int, flags: int = 0, uid: int = 0,
-               gid: int = 0):
-        """A new empty regular file, opened: (handle, Attr)."""
-        a = self._new(parent, name, lambda ns: ns.create_file(
-            parent, name, self._meta(parent, mode & 0o7777, uid, gid, False)), True)
+               gid: int = 0, later=None):
+        """A new empty regular file, opened: (handle, Attr).  ``later``: see
+        :meth:`_new` (the name is added after the answer)."""
+        def meta():
+            return self._meta(parent, mode & 0o7777, uid, gid, False)
+
+        a = self._new(parent, name, lambda ns: ns.create_file(parent, name, meta()), True,
+                      (lambda ns: ns.new_empty_file(parent, name, meta()),
+                       lambda ns, ino: ns.name_new_file(parent, name, ino)), later)
         return self.open(a.ino, flags), a
 
     def mknod(self, parent: int, name: bytes, mode: int, rdev: int = 0, uid: int = 0,

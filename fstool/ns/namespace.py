@@ -348,17 +348,14 @@ class Namespace:
 
     def create_file(self, parent: int, name: bytes, meta: Meta, stream=None, size: int = 0,
                     data_ranges=None) -> int:
+        if not size and not meta.xattrs:
+            # the common empty file: no data, no attr fork
+            ino = self.new_empty_file(parent, name, meta)
+            self.name_new_file(parent, name, ino)
+            return ino
         self._new_name(parent, name)
         w = self.w
         ino = w.inodes.alloc_inode(parent, is_dir=False)
-        if not size and not meta.xattrs:
-            # the common empty file: no data, no attr fork
-            self._add_entry(parent, name, ino, C.XFS_DIR3_FT_REG_FILE)
-            w.inodes.put_inode(ino, w.enc.simple(ino, C.S_IFREG | meta.perm, meta.uid,
-                                                 meta.gid, meta.atime_ns, meta.mtime_ns,
-                                                 meta.ctime_ns, meta.crtime_ns))
-            self.files += 1
-            return ino
         exts = F.write_data(w, w.inodes.ino_fsb(ino), stream, size, data_ranges,
                             self.pool) if size else []
         lit = w.sb.inodesize - C.XFS_DINODE_CORE_SIZE
@@ -370,6 +367,23 @@ class Namespace:
         self.files += 1
         self.bytes += size
         return ino
+
+    def new_empty_file(self, parent: int, name: bytes, meta: Meta) -> int:
+        """The first half of creating an empty file without xattrs: the name
+        checked, the inode taken and written (not yet named: the second
+        half, :meth:`name_new_file`, must follow in the same transaction)."""
+        self._new_name(parent, name)
+        w = self.w
+        ino = w.inodes.alloc_inode(parent, is_dir=False)
+        w.inodes.put_inode(ino, w.enc.simple(ino, C.S_IFREG | meta.perm, meta.uid, meta.gid,
+                                             meta.atime_ns, meta.mtime_ns, meta.ctime_ns,
+                                             meta.crtime_ns))
+        self.files += 1
+        return ino
+
+    def name_new_file(self, parent: int, name: bytes, ino: int) -> None:
+        """The second half: the new file's name added to ``parent``."""
+        self._add_entry(parent, name, ino, C.XFS_DIR3_FT_REG_FILE)
 
     def create_plain_files(self, parent: int, items: list, ctime_ns: int,
                            data=None) -> None:
