@@ -27,12 +27,14 @@ def _pair(tmp_path):
     return one, grouped
 
 
-def _workload(v: Volume, fail_at=None) -> dict:
+def _workload(v: Volume, fail_at=None, answer_first=False) -> dict:
     """Creates of every kind between the other operations, in several
     directories, one of them through every form (shortform, block, leaf,
     node); with
     ``fail_at`` = k, the k-th create repeats a name in use (EEXIST inside
-    the transaction).  Returns {path: inode} of what was made."""
+    the transaction).  With ``answer_first``, creates name their file
+    after the answer, as through the mount's native loop.  Returns
+    {path: inode} of what was made."""
     root = v.rootino
     made = {}
     attrs = {}
@@ -54,6 +56,14 @@ def _workload(v: Volume, fail_at=None) -> dict:
             a = v.mknod(parent, name, stat.S_IFIFO | 0o600)
         elif kind == 2:
             a = v.mknod(parent, name, stat.S_IFCHR | 0o600, os.makedev(1, 3))
+        elif answer_first:
+            later = []
+            fh, a = v.create(parent, name, 0o100640, os.O_WRONLY, later=later)
+            assert len(later) == 1
+            # answered: the inode is there, its name not yet
+            assert v.getattr(a.ino).mode == stat.S_IFREG | 0o640
+            later.pop()()
+            v.release(fh)
         else:
             fh, a = v.create(parent, name, 0o100640, os.O_WRONLY)
             v.release(fh)
@@ -82,14 +92,16 @@ def _check(v: Volume, made: dict) -> None:
     assert Dir(v.w, big, 0).form() == "node"
 
 
-@pytest.mark.parametrize("fail_at", [None, 3, 40, 200])
-def test_grouped_creates_leave_the_image_one_transaction_each_would(tmp_path, fail_at):
+@pytest.mark.parametrize("fail_at,answer_first", [(None, False), (3, False), (40, False),
+                                                  (200, False), (None, True), (40, True)])
+def test_grouped_creates_leave_the_image_one_transaction_each_would(tmp_path, fail_at,
+                                                                    answer_first):
     one, grouped = _pair(tmp_path)
     results = []
     for img, group in ((one, 1), (grouped, 32)):
         v = Volume(img, timestamp_ns=T0)
         v.group = group
-        made = _workload(v, fail_at)
+        made = _workload(v, fail_at, answer_first and group > 1)
         assert not v._grouped or group > 1
         _check(v, made)
         v.close()
@@ -165,5 +177,62 @@ def test_a_group_that_comes_out_differently_stops_writes(tmp_path):
     # what was done again before the difference is kept; reads go on
     assert v.find(d, b"f0").ino == kept[b"f0"]
     assert v.find(d, b"f1").ino == kept[b"f1"]
+    v.close()
+    repair_clean(img)
+
+
+def test_a_name_that_cannot_be_added_after_the_answer_stops_writes(tmp_path, monkeypatch):
+    img = fstool_image(tmp_path, "256m")
+    v = Volume(img, timestamp_ns=T0)
+    v.group = 32
+    d = v.mkdir(v.rootino, b"d", 0o755).ino
+    kept = {}
+    for i in range(4):
+        later = []
+        fh, a = v.create(d, b"f%d" % i, 0o100644, os.O_WRONLY, later=later)
+        later.pop()()
+        v.release(fh)
+        kept[b"f%d" % i] = a.ino
+    ns_type = type(v.ns)
+    real = ns_type.name_new_file
+
+    def broken(ns, parent, name, ino):
+        if name == b"bad":
+            raise OSError(errno.EIO, "a directory block read back damaged")
+        return real(ns, parent, name, ino)
+
+    monkeypatch.setattr(ns_type, "name_new_file", broken)
+    later = []
+    fh, a = v.create(d, b"bad", 0o100644, os.O_WRONLY, later=later)
+    with pytest.raises(OSError):
+        later.pop()()
+    assert v.failed and "could not be named" in v.failed
+    with pytest.raises(OSError) as e:
+        v.create(d, b"more", 0o100644, os.O_WRONLY)
+    assert e.value.errno == errno.EIO
+    # the group's earlier creates were done again and kept; the file
+    # answered but never named is not in the image
+    for name, ino in kept.items():
+        assert v.find(d, name).ino == ino
+    assert v.find(d, b"bad") is None
+    v.release(fh)
+    v.close()
+    repair_clean(img)
+
+
+def test_no_answer_before_the_name_when_space_is_short(tmp_path, monkeypatch):
+    import fstool.mount.volume as volume
+    img = fstool_image(tmp_path, "256m")
+    v = Volume(img, timestamp_ns=T0)
+    v.group = 32
+    d = v.mkdir(v.rootino, b"d", 0o755).ino
+    later = []
+    v.create(d, b"a", 0o100644, os.O_WRONLY, later=later)
+    assert len(later) == 1
+    later.pop()()
+    v.end_group()
+    monkeypatch.setattr(volume, "ROOM_BLOCKS", v.free_blocks() + 1)
+    v.create(d, b"b", 0o100644, os.O_WRONLY, later=later)
+    assert later == [] and v.find(d, b"b") is not None
     v.close()
     repair_clean(img)

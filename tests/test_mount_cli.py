@@ -501,10 +501,24 @@ from fstool.mount.volume import Volume
 from fstool_native.fuseloop import Session
 
 img, mnt, mode = sys.argv[1:4]
-state = {"in": 0, "most": 0, "calls": 0, "threads": set()}
+state = {"in": 0, "most": 0, "calls": 0, "threads": set(), "later": 0, "pending": 0}
 
 
 class Ops(MountOps):
+    # work a create leaves for after its answer is done before the next
+    # request is taken
+    def run_later(self):
+        state["later"] += len(self.later)
+        super().run_later()
+
+    def lookup(self, parent, name):
+        state["pending"] += bool(self.later)
+        return super().lookup(parent, name)
+
+    def create(self, *args):
+        state["pending"] += bool(self.later)
+        return super().create(*args)
+
     def listxattr(self, node):
         state["in"] += 1
         state["most"] = max(state["most"], state["in"])
@@ -531,6 +545,7 @@ finally:
     s.close()
     vol.close()
 print(json.dumps({"most": state["most"], "calls": state["calls"], "outcome": outcome,
+                  "later": state["later"], "pending": state["pending"],
                   "threads": len(state["threads"]), "ticks": len(ticks),
                   "tick_inside": max(ticks, default=0)}))
 '''
@@ -541,8 +556,9 @@ def test_native_loop_answers_one_request_at_a_time(tmp_path, mode):
     """The native loop's two workers read requests side by side but answer
     them one at a time (a handler that lets the interpreter go is never
     entered twice, nor is the timer's tick run inside one), with both
-    workers answering; a handler's unexpected exception ends the loop and
-    is raised from run(), the request getting EIO."""
+    workers answering; work a create leaves for after its answer is done
+    before the next request; a handler's unexpected exception ends the loop
+    and is raised from run(), the request getting EIO."""
     need_loop("native")
     import json
     img = fstool_image(tmp_path, "64m")
@@ -569,6 +585,9 @@ def test_native_loop_answers_one_request_at_a_time(tmp_path, mode):
         for c in clients:
             c.join(60)
         if mode == "serial":
+            for i in range(30):
+                os.close(os.open(mnt / f"c{i}", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+            assert sorted(os.listdir(mnt)) == sorted(["f"] + [f"c{i}" for i in range(30)])
             subprocess.run(["fusermount3", "-u", str(mnt)], check=True)
         out, err = proc.communicate(timeout=60)
     finally:
@@ -581,6 +600,9 @@ def test_native_loop_answers_one_request_at_a_time(tmp_path, mode):
     if mode == "serial":
         assert errors == [] and got["calls"] == 160 and got["outcome"] == "ended", (got, err)
         assert got["threads"] == 2 and got["ticks"] >= 1, got
+        # every create (the first made "f") named its file after the
+        # answer, and no request came in before that was done
+        assert got["later"] == 31 and got["pending"] == 0, got
     else:
         assert got["outcome"] == "raised: a handler's own bug", (got, err)
         assert errno.EIO in errors, errors
