@@ -236,3 +236,24 @@ def test_no_answer_before_the_name_when_space_is_short(tmp_path, monkeypatch):
     assert later == [] and v.find(d, b"b") is not None
     v.close()
     repair_clean(img)
+
+
+@pytest.mark.parametrize("group", [1, 32])
+def test_o_trunc_leaves_a_file_just_created_as_it_is(tmp_path, group):
+    """open(O_CREAT|O_TRUNC) of a new name: the kernel does not truncate a
+    file it has just created, so its times stay those of the create (and
+    a grouped create runs no transaction of the truncation's inside it)."""
+    img = fstool_image(tmp_path, "256m")
+    v = Volume(img)
+    v.group = group
+    d = v.mkdir(v.rootino, b"d", 0o755).ino
+    for i in range(3):
+        later = []
+        fh, a = v.create(d, b"t%d" % i, 0o100644, os.O_WRONLY | os.O_TRUNC, later=later)
+        for fn in later:
+            fn()
+        b = v.getattr(a.ino)
+        assert (b.mtime_ns, b.ctime_ns, b.size) == (a.mtime_ns, a.ctime_ns, 0)
+        v.release(fh)
+    v.close()
+    repair_clean(img)

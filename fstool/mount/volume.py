@@ -487,7 +487,9 @@ class Volume:
         a = self._new(parent, name, lambda ns: ns.create_file(parent, name, meta()), True,
                       (lambda ns: ns.new_empty_file(parent, name, meta()),
                        lambda ns, ino: ns.name_new_file(parent, name, ino)), later)
-        return self.open(a.ino, flags), a
+        # a file just made is not truncated by O_TRUNC (nor are its times
+        # changed), as the kernel's open leaves a file it has created
+        return self.open(a.ino, flags & ~os.O_TRUNC), a
 
     def mknod(self, parent: int, name: bytes, mode: int, rdev: int = 0, uid: int = 0,
               gid: int = 0) -> Attr:
