@@ -127,27 +127,6 @@ def _be64(p, off):
     return (hi << 32) | lo
 
 
-@cython.locals(p=cython.p_uchar, start=cython.Py_ssize_t, count=cython.Py_ssize_t,
-               lo=cython.Py_ssize_t, hi=cython.Py_ssize_t, mid=cython.Py_ssize_t,
-               h=cython.uint)
-def hash_lower_bound(buf, start, count, h):
-    """The first index of a directory leaf's or node's (hash, address)
-    array (``count`` pairs of big-endian 32-bit words from ``start``) whose
-    hash is not below ``h``; ``count`` when there is none."""
-    if start < 0 or count < 0 or start + 8 * count > len(buf):
-        raise ValueError("hash array past the end of its block")
-    p = buf
-    lo = 0
-    hi = count
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if _be32(p, start + 8 * mid) < h:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
 def _check_records(buf, off, n, size, what):
     if off < 0 or n < 0 or off + size * n > len(buf):
         raise ValueError(f"{what} run past the buffer")

@@ -1,6 +1,5 @@
 """The compiled and the pure-Python parsers (one source) agree, on known
 vectors and on random and corrupted buffers."""
-import bisect
 import random
 import shutil
 import struct
@@ -307,21 +306,3 @@ def test_dir_tally_flags_bad_names_and_self(mod):
     assert names[b"/" + n1[1:]] & 16
     assert flags[i2] & 32
     assert not any(f & 48 for n, c, _ft, f in odd if n != b"/" + n1[1:] and c != i2)
-
-
-@pytest.mark.parametrize("mod", BACKENDS, ids=lambda m: "native" if
-                         fstool_native.is_native(m) else "pure")
-def test_hash_lower_bound_is_bisect_over_the_hash_array(mod):
-    """A directory leaf's (hash, address) pairs searched where they lie:
-    the first pair whose hash is not below the one asked, as bisect finds
-    it over the hashes, with runs of equal hashes and both ends."""
-    rng = random.Random(5)
-    for _ in range(3000):
-        n = rng.randrange(0, 40)
-        hashes = sorted(rng.choice((0, 5, 0xFFFFFFFF, rng.randrange(1 << 32)))
-                        for _ in range(n))
-        buf = bytearray(b"h" * 16 + b"".join(struct.pack(">II", h, 9) for h in hashes) + b"t")
-        for h in [0, 5, 6, 0xFFFFFFFF, rng.randrange(1 << 32)] + hashes[:2]:
-            assert mod.hash_lower_bound(buf, 16, n, h) == bisect.bisect_left(hashes, h)
-    with pytest.raises(ValueError):
-        mod.hash_lower_bound(bytes(20), 16, 1, 0)
