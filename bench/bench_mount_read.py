@@ -22,29 +22,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import bench_mount as B  # noqa: E402
-
-
-def read_mounted_file(path: str) -> float:
-    """MB/s of reading ``path`` with 1 MiB reads, its own pages dropped first."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        t = time.perf_counter()
-        n = 0
-        while True:
-            b = os.read(fd, 1 << 20)
-            if not b:
-                break
-            n += len(b)
-    finally:
-        os.close(fd)
-    return n / (1 << 20) / (time.perf_counter() - t)
 
 
 def main() -> None:
@@ -71,7 +53,7 @@ def main() -> None:
                     B.stream_write(path, args.mib)
                     cold = B.stream_read(path)
                     subprocess.run(["cat", t.img], stdout=subprocess.DEVNULL, check=True)
-                    warm = read_mounted_file(path)
+                    warm = B.stream_read(path, cold=False)
                 finally:
                     t.umount()
                 shutil.rmtree(sub, ignore_errors=True)

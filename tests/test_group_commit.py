@@ -83,6 +83,23 @@ def _workload(v: Volume, fail_at=None, answer_first=False) -> dict:
     return made
 
 
+def _grouped(tmp_path, timestamp_ns=T0):
+    """(image, a Volume grouping 32 creates, a directory in it)."""
+    img = fstool_image(tmp_path, "256m")
+    v = Volume(img, timestamp_ns=timestamp_ns)
+    v.group = 32
+    return img, v, v.mkdir(v.rootino, b"d", 0o755).ino
+
+
+def _create_closed(v: Volume, d: int, name: bytes, answer_first: bool) -> int:
+    later = [] if answer_first else None
+    fh, a = v.create(d, name, 0o100644, os.O_WRONLY, later=later)
+    for fn in later or ():
+        fn()
+    v.release(fh)
+    return a.ino
+
+
 def _check(v: Volume, made: dict) -> None:
     for key, ino in made.items():
         if key != "attrs":
@@ -150,16 +167,9 @@ def test_a_group_whose_commit_fails_is_done_again_one_by_one(tmp_path, monkeypat
 
 
 def test_a_group_that_comes_out_differently_stops_writes(tmp_path):
-    img = fstool_image(tmp_path, "256m")
-    v = Volume(img, timestamp_ns=T0)
-    v.group = 32
+    img, v, d = _grouped(tmp_path)
     root = v.rootino
-    d = v.mkdir(root, b"d", 0o755).ino
-    kept = {}
-    for i in range(5):
-        fh, a = v.create(d, b"f%d" % i, 0o100644, os.O_WRONLY)
-        v.release(fh)
-        kept[b"f%d" % i] = a.ino
+    kept = {b"f%d" % i: _create_closed(v, d, b"f%d" % i, False) for i in range(5)}
     assert len(v._grouped) == 5
     # the third create's record: done again, it would make another inode
     make, now, parent, ino = v._grouped[2]
@@ -182,17 +192,8 @@ def test_a_group_that_comes_out_differently_stops_writes(tmp_path):
 
 
 def test_a_name_that_cannot_be_added_after_the_answer_stops_writes(tmp_path, monkeypatch):
-    img = fstool_image(tmp_path, "256m")
-    v = Volume(img, timestamp_ns=T0)
-    v.group = 32
-    d = v.mkdir(v.rootino, b"d", 0o755).ino
-    kept = {}
-    for i in range(4):
-        later = []
-        fh, a = v.create(d, b"f%d" % i, 0o100644, os.O_WRONLY, later=later)
-        later.pop()()
-        v.release(fh)
-        kept[b"f%d" % i] = a.ino
+    img, v, d = _grouped(tmp_path)
+    kept = {b"f%d" % i: _create_closed(v, d, b"f%d" % i, True) for i in range(4)}
     ns_type = type(v.ns)
     real = ns_type.name_new_file
 
@@ -222,10 +223,7 @@ def test_a_name_that_cannot_be_added_after_the_answer_stops_writes(tmp_path, mon
 
 def test_no_answer_before_the_name_when_space_is_short(tmp_path, monkeypatch):
     import fstool.mount.volume as volume
-    img = fstool_image(tmp_path, "256m")
-    v = Volume(img, timestamp_ns=T0)
-    v.group = 32
-    d = v.mkdir(v.rootino, b"d", 0o755).ino
+    img, v, d = _grouped(tmp_path)
     later = []
     v.create(d, b"a", 0o100644, os.O_WRONLY, later=later)
     assert len(later) == 1
@@ -243,10 +241,8 @@ def test_o_trunc_leaves_a_file_just_created_as_it_is(tmp_path, group):
     """open(O_CREAT|O_TRUNC) of a new name: the kernel does not truncate a
     file it has just created, so its times stay those of the create (and
     a grouped create runs no transaction of the truncation's inside it)."""
-    img = fstool_image(tmp_path, "256m")
-    v = Volume(img)
+    img, v, d = _grouped(tmp_path, None)
     v.group = group
-    d = v.mkdir(v.rootino, b"d", 0o755).ino
     for i in range(3):
         later = []
         fh, a = v.create(d, b"t%d" % i, 0o100644, os.O_WRONLY | os.O_TRUNC, later=later)
