@@ -8,10 +8,12 @@ import errno
 import os
 import shutil
 import stat
+import subprocess
+import sys
 
 import pytest
 
-from fixtures.fusemount import fstool_image, repair_clean
+from fixtures.fusemount import env, fstool_image, repair_clean
 from fstool.mount.volume import Volume
 from fstool.ns.dirops import Dir
 
@@ -251,5 +253,37 @@ def test_o_trunc_leaves_a_file_just_created_as_it_is(tmp_path, group):
         b = v.getattr(a.ino)
         assert (b.mtime_ns, b.ctime_ns, b.size) == (a.mtime_ns, a.ctime_ns, 0)
         v.release(fh)
+    v.close()
+    repair_clean(img)
+
+
+def test_no_answer_before_the_name_when_large_directory_blocks_find_no_room(
+        tmp_path, monkeypatch):
+    """Directory blocks of four filesystem blocks are taken whole: with free
+    space only in smaller pieces a directory could not grow, so creates are
+    not answered before their names are added (with room, they are)."""
+    img = tmp_path / "n16k.img"
+    subprocess.run([sys.executable, "-m", "fstool", "mkfs", "--size", "256m", "-n",
+                    "size=16384", str(img)], check=True, capture_output=True, env=env())
+    v = Volume(img, timestamp_ns=T0)
+    v.group = 32
+    assert v.sb.dirblkfsbs == 4
+    d = v.mkdir(v.rootino, b"d", 0o755).ino
+    later = []
+    v.create(d, b"a", 0o100644, os.O_WRONLY, later=later)
+    assert len(later) == 1
+    later.pop()()
+    v.end_group()
+    real = type(v.fs).agf
+
+    def fragmented(fs, agno):
+        agf = dict(real(fs, agno))
+        agf["agf_longest"] = 15
+        return agf
+
+    monkeypatch.setattr(type(v.fs), "agf", fragmented)
+    v.create(d, b"b", 0o100644, os.O_WRONLY, later=later)
+    assert later == [] and v.find(d, b"b") is not None
+    monkeypatch.setattr(type(v.fs), "agf", real)
     v.close()
     repair_clean(img)

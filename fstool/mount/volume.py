@@ -468,9 +468,17 @@ class Volume:
     def _room(self) -> bool:
         """Whether free space leaves no doubt that the open group of creates
         can finish (inode chunks, directory blocks, btree splits): judged
-        from the committed counters as a group starts."""
+        from the committed counters as a group starts.  Directory blocks
+        larger than a filesystem block are taken whole, so free space in
+        pieces smaller than a few of them is not enough."""
         if not self._grouped:
-            self._group_room = self.free_blocks() >= ROOM_BLOCKS
+            room = self.free_blocks() >= ROOM_BLOCKS
+            fsbs = self.sb.dirblkfsbs
+            if room and fsbs > 1:
+                fs = self.fs
+                room = max(fs.agf(agno)["agf_longest"]
+                           for agno in range(self.sb.agcount)) >= 4 * fsbs
+            self._group_room = room
         return self._group_room
 
     def mkdir(self, parent: int, name: bytes, mode: int, uid: int = 0, gid: int = 0) -> Attr:
