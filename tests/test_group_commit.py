@@ -223,7 +223,7 @@ def test_a_name_that_cannot_be_added_after_the_answer_stops_writes(tmp_path, mon
     repair_clean(img)
 
 
-def test_no_answer_before_the_name_when_space_is_short(tmp_path, monkeypatch):
+def test_no_group_and_no_early_answer_when_space_is_short(tmp_path, monkeypatch):
     import fstool.mount.volume as volume
     img, v, d = _grouped(tmp_path)
     later = []
@@ -233,7 +233,8 @@ def test_no_answer_before_the_name_when_space_is_short(tmp_path, monkeypatch):
     v.end_group()
     monkeypatch.setattr(volume, "ROOM_BLOCKS", v.free_blocks() + 1)
     v.create(d, b"b", 0o100644, os.O_WRONLY, later=later)
-    assert later == [] and v.find(d, b"b") is not None
+    # one transaction of its own, committed: no group left open
+    assert later == [] and v._grouped == [] and v.find(d, b"b") is not None
     v.close()
     repair_clean(img)
 
@@ -287,3 +288,32 @@ def test_no_answer_before_the_name_when_large_directory_blocks_find_no_room(
     monkeypatch.setattr(type(v.fs), "agf", real)
     v.close()
     repair_clean(img)
+
+
+def test_grouped_creates_up_to_enospc(tmp_path, monkeypatch):
+    """Creates grouped to the very end of the free space (the room rule
+    turned off): the create that finds no room fails with ENOSPC, the
+    group's earlier creates are done again one by one and all kept, writes
+    go on, and as many files fit as without grouping."""
+    import fstool.mount.volume as volume
+    counts = []
+    for group in (1, 32):
+        img = tmp_path / f"full{group}.img"
+        subprocess.run([sys.executable, "-m", "fstool", "mkfs", "--size", "48m", str(img)],
+                       check=True, capture_output=True, env=env())
+        monkeypatch.setattr(volume, "ROOM_BLOCKS", 0)
+        v = Volume(img, timestamp_ns=T0)
+        v.group = group
+        dirs = [v.mkdir(v.rootino, b"d%d" % k, 0o755).ino for k in range(4)]
+        made = {}
+        with pytest.raises(OSError) as e:
+            for i in range(1 << 20):
+                name = b"a-file-name-of-some-length-%08d" % i
+                made[(dirs[i % 4], name)] = _create_closed(v, dirs[i % 4], name, True)
+        assert e.value.errno == errno.ENOSPC and v.failed is None
+        assert all(v.find(*key).ino == ino for key, ino in made.items())
+        v.unlink(*next(iter(made)))                 # writes go on
+        v.close()
+        repair_clean(img)
+        counts.append(len(made))
+    assert counts[0] == counts[1] > 60000

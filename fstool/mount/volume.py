@@ -49,8 +49,8 @@ XATTR_SIZE_MAX = 65536
 
 log = logging.getLogger("fstool.mount")
 
-# free blocks below which a group of creates does not answer before it
-# names the file (32 creates take far fewer: an inode chunk, a few
+# free blocks below which creates are neither grouped nor answered before
+# their names are added (32 creates take far fewer: an inode chunk, a few
 # directory blocks and btree splits each)
 ROOM_BLOCKS = 1024
 
@@ -425,7 +425,10 @@ class Volume:
         self._writable()
         self._check_name(name)
         self._dir_node(parent)
-        if later is not None and not (group and self.group > 1 and self._room()):
+        # near a full filesystem, one transaction each: creates done again
+        # one by one must not find less room than they had in the group
+        group = group and self.group > 1 and self._room()
+        if not group:
             later = None
         op = self._tx(group)
         ns = op.__enter__()
@@ -467,8 +470,9 @@ class Volume:
 
     def _room(self) -> bool:
         """Whether free space leaves no doubt that the open group of creates
-        can finish (inode chunks, directory blocks, btree splits): judged
-        from the committed counters as a group starts.  Directory blocks
+        can finish, and each of them again on its own (inode chunks,
+        directory blocks, btree splits, free list refills): judged from the
+        committed counters as a group starts.  Directory blocks
         larger than a filesystem block are taken whole, so free space in
         pieces smaller than a few of them is not enough."""
         if not self._grouped:
