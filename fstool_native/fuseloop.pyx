@@ -24,9 +24,9 @@ Python's handlers run while the loop waits), calling ``tick()`` every
 and frees the session.  One session per process.
 """
 from cpython.bytes cimport PyBytes_FromStringAndSize
-from libc.errno cimport errno, EINTR, EAGAIN, EIO, ERANGE
+from libc.errno cimport errno, EINTR, EAGAIN, EIO, ENOMEM, ERANGE
 from libc.stdint cimport uint64_t, uint32_t
-from libc.stdlib cimport malloc, free
+from libc.stdlib cimport malloc, calloc, free
 from libc.string cimport memset
 
 import os as _os
@@ -123,13 +123,26 @@ cdef extern from "fuseloop.h":
 
     struct fuse_buf:
         size_t size
+        int flags
         void *mem
+        int fd
+        off_t pos
+
+    struct fuse_bufvec:
+        size_t count
+        size_t idx
+        size_t off
+        fuse_buf buf[1]
 
     enum:
         FUSE_CAP_READDIRPLUS
         FUSE_CAP_READDIRPLUS_AUTO
         FUSE_CAP_EXPORT_SUPPORT
         FUSE_CAP_WRITEBACK_CACHE
+        FUSE_CAP_SPLICE_WRITE
+        FUSE_BUF_IS_FD
+        FUSE_BUF_FD_SEEK
+        FUSE_BUF_FD_RETRY
         FUSE_SET_ATTR_MODE
         FUSE_SET_ATTR_UID
         FUSE_SET_ATTR_GID
@@ -201,6 +214,7 @@ cdef extern from "fuseloop.h":
     int fuse_reply_open(fuse_req_t req, const fuse_file_info *fi)
     int fuse_reply_write(fuse_req_t req, size_t count)
     int fuse_reply_buf(fuse_req_t req, const char *buf, size_t size)
+    int fuse_reply_data(fuse_req_t req, fuse_bufvec *bufv, int flags)
     int fuse_reply_statfs(fuse_req_t req, const statvfs *stbuf)
     int fuse_reply_xattr(fuse_req_t req, size_t count)
     int fuse_reply_lseek(fuse_req_t req, off_t off)
@@ -225,6 +239,10 @@ cdef extern from "fuseloop.h":
 # -- the one session of the process --------------------------------------------------------
 cdef object _h = None              # the handler
 cdef object _later = None          # its list of work left for after an answer
+cdef object _read_map = None       # its read_map(fh, off, size), where it has one
+cdef int _image_fd = -1            # the file read_map's offsets are in
+cdef char *_zeros = NULL           # ZEROS_MAX zero bytes, for holes
+DEF ZEROS_MAX = 1 << 20
 cdef fuse_session *_se = NULL
 cdef fuse_lowlevel_ops _ops
 cdef double _entry_timeout = 1.0
@@ -297,6 +315,10 @@ cdef void op_init(void *userdata, fuse_conn_info *conn) noexcept:
     # lookups of "." and ".." (NFS export)
     if conn.capable & FUSE_CAP_EXPORT_SUPPORT:
         conn.want |= FUSE_CAP_EXPORT_SUPPORT
+    # file data goes from the image to /dev/fuse by splice where it can
+    # (read_map): no copy through the server's memory
+    if conn.capable & FUSE_CAP_SPLICE_WRITE:
+        conn.want |= FUSE_CAP_SPLICE_WRITE
     if _writeback_cache and conn.capable & FUSE_CAP_WRITEBACK_CACHE:
         conn.want |= FUSE_CAP_WRITEBACK_CACHE
     else:
@@ -477,6 +499,15 @@ cdef void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t 
 cdef void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                   fuse_file_info *fi) noexcept:
     cdef const unsigned char[::1] data
+    if _read_map is not None:
+        try:
+            segments = _read_map(fi.fh, off, size)
+        except BaseException as exc:
+            _error(req, exc)
+            return
+        if segments is not None:
+            _reply_segments(req, segments)
+            return
     try:
         data = _h.read(fi.fh, off, size)
     except BaseException as exc:
@@ -486,6 +517,48 @@ cdef void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         fuse_reply_buf(req, NULL, 0)
     else:
         fuse_reply_buf(req, <const char *> &data[0], data.shape[0])
+
+
+cdef void _reply_segments(fuse_req_t req, list segments) noexcept:
+    """The reply to a READ from ``segments``, (image offset, length) each, -1
+    for zeros (at most ZEROS_MAX): libfuse splices the image's pages to the
+    device where it can, else reads them into its own buffer."""
+    cdef size_t n = len(segments)
+    cdef size_t i = 0
+    cdef fuse_bufvec *bv
+    cdef long long pos
+    cdef size_t length
+    if n == 0:
+        fuse_reply_buf(req, NULL, 0)
+        return
+    bv = <fuse_bufvec *> malloc(sizeof(fuse_bufvec) + (n - 1) * sizeof(fuse_buf))
+    if bv is NULL:
+        fuse_reply_err(req, ENOMEM)
+        return
+    memset(bv, 0, sizeof(fuse_bufvec) + (n - 1) * sizeof(fuse_buf))
+    bv.count = n
+    try:
+        for pos, length in segments:
+            bv.buf[i].size = length
+            if pos >= 0:
+                bv.buf[i].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK | FUSE_BUF_FD_RETRY
+                bv.buf[i].fd = _image_fd
+                bv.buf[i].pos = pos
+            else:
+                if length > ZEROS_MAX:
+                    raise ValueError("a run of zeros longer than ZEROS_MAX")
+                bv.buf[i].mem = _zeros
+            i += 1
+    except BaseException as exc:
+        free(bv)
+        _error(req, exc)
+        return
+    # libfuse answers an error of its own reads itself.  The pages are
+    # spliced, not moved: moving them into the kernel's cache of the mounted
+    # file (SPLICE_MOVE) measured 650 MB/s against 2,450 for a file whose
+    # data lies at 4 KiB, not larger, alignment in the image
+    fuse_reply_data(req, bv, 0)
+    free(bv)
 
 
 cdef void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
@@ -750,7 +823,7 @@ class Session:
 
     def __init__(self, handler, options):
         global _h, _se, _entry_timeout, _attr_timeout, _writeback_cache, _failure
-        global _mounted, _gone, _ended, _later
+        global _mounted, _gone, _ended, _later, _read_map, _image_fd, _zeros
         cdef fuse_args args
         if _se is not NULL:
             raise RuntimeError("a FUSE session is already open in this process")
@@ -758,6 +831,13 @@ class Session:
         _later = getattr(handler, "later", None)
         if _later is not None:
             handler.answer_first = True
+        _read_map = getattr(handler, "read_map", None)
+        if _read_map is not None:
+            _image_fd = handler.image_fd
+            if _zeros is NULL:
+                _zeros = <char *> calloc(ZEROS_MAX, 1)
+                if _zeros is NULL:
+                    raise MemoryError()
         _entry_timeout = handler.entry_timeout
         _attr_timeout = handler.attr_timeout
         _writeback_cache = bool(handler.writeback_cache)

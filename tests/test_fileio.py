@@ -319,3 +319,44 @@ def test_frag_json_counts(tmp_path):
                          capture_output=True, text=True, check=True)
     f = json.loads(out.stdout)
     assert f["actual"] == f["ideal"] == 20
+
+
+def test_read_map_gives_what_read_gives(tmp_path):
+    """read_map (where the mount's native loop splices a read from): the
+    image bytes at its offsets and zeros for its holes make exactly what
+    read returns, over data, holes, unwritten (preallocated) extents and
+    the end of the file, at random offsets and sizes."""
+    import random
+    img = tmp_path / "rm.img"
+    _mkfs(img, "64m")
+    bs = 4096
+    rng = random.Random(3)
+    with Writer(img, timestamp_ns=TS) as w:
+        (ino,) = _files(w, ["f"])
+        io = FileIO(w)
+        for k in range(60):
+            io.write(ino, rng.randrange(0, 3 << 20), fsx.payload(k, rng.randrange(1, 40000)))
+        for _ in range(10):
+            io.fallocate(ino, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                         rng.randrange(0, 3 << 20), rng.randrange(1, 200000))
+        io.fallocate(ino, FALLOC_FL_KEEP_SIZE, 4 << 20, 64 * bs)     # unwritten, past EOF
+        io.fallocate(ino, 0, (3 << 20) + 7, 5 * bs)                   # unwritten, inside
+        size = w.fs.inode(ino).size
+        # what lies under the unwritten extents must not show through
+        unwritten = [(b, n) for _o, b, n, u in io.extents(ino) if u]
+        assert unwritten
+        wfd = os.open(img, os.O_WRONLY)
+        for b, n in unwritten:
+            os.pwrite(wfd, b"\xee" * (n * bs), w.fs.fsb_to_daddr(b) * 512)
+        os.close(wfd)
+        fd = os.open(img, os.O_RDONLY)
+        try:
+            for _ in range(300):
+                off = rng.randrange(0, size + bs)
+                n = rng.choice([1, 4095, 4096, 131072, 1 << 20, rng.randrange(1, 300000)])
+                segs = io.read_map(ino, off, n, 65536)
+                got = b"".join(bytes(k) if at < 0 else os.pread(fd, k, at) for at, k in segs)
+                assert got == io.read(ino, off, n), (off, n)
+                assert all(k <= 65536 for at, k in segs if at < 0)
+        finally:
+            os.close(fd)

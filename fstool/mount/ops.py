@@ -34,6 +34,10 @@ ATTR_TIMEOUT = 3600.0
 # blocks encoded) is then done once for the group
 GROUP_COMMIT = 32
 
+# the longest run of zeros one piece of read_map's answer stands for (the
+# native loop keeps that many zero bytes to send)
+ZEROS_MAX = 1 << 20
+
 XATTR_CREATE = 1
 XATTR_REPLACE = 2
 
@@ -208,6 +212,18 @@ class MountOps:
     @_errnos
     def read(self, fh: int, off: int, size: int) -> bytes:
         return self.vol.read(fh, off, size)
+
+    @_errnos
+    def read_map(self, fh: int, off: int, size: int):
+        """Where a read's bytes lie in the image, for a loop that moves them
+        from the image to the kernel itself (the native loop splices them):
+        [(image byte offset, length)], -1 for at most ZEROS_MAX zeros; None:
+        use read()."""
+        return self.vol.read_map(fh, off, size, ZEROS_MAX)
+
+    @property
+    def image_fd(self) -> int:
+        return self.vol.image_fd
 
     @_errnos
     def write(self, fh: int, off: int, buf) -> int:

@@ -644,6 +644,20 @@ class Volume:
             raise oserror(errno.EISDIR)
         return node.read(off, size)
 
+    def read_map(self, fh: int, off: int, size: int, zeros_max: int):
+        """Where the bytes of :meth:`read` lie in the image: [(byte offset,
+        length)], -1 for zeros; None where only :meth:`read` can say (a
+        read-only mount)."""
+        h = self.handle(fh)
+        if self.w is None:
+            return None
+        return self.fileio.read_map(h.ino, off, size, zeros_max)
+
+    @property
+    def image_fd(self) -> int:
+        """The image's file descriptor, which read_map's offsets are in."""
+        return self.w.dev.fd if self.w is not None else -1
+
     def write(self, fh: int, off: int, data: bytes) -> int:
         self._writable()
         h = self.handle(fh)

@@ -83,8 +83,9 @@ from __future__ import annotations
 import stat as pystat
 
 from ..alloc.space import MAXEXTLEN
-from ..errors import (FileTooBigError, InvalidArgument, IsADirectoryImageError,
-                      NoSuchOffsetError, NoSpaceError, UnsupportedError)
+from ..errors import (FileTooBigError, ImageTruncatedError, InvalidArgument,
+                      IsADirectoryImageError, NoSuchOffsetError, NoSpaceError,
+                      UnsupportedError)
 from ..format import constants as C
 from ..format.structs import DINODE
 from ..fs.icore import encode_ts
@@ -178,6 +179,50 @@ class FileIO:
             if hi > lo:
                 self.dev.preadinto(view[lo - off:hi - off], self._byte(p) + lo - (o << blog))
         return bytes(out)
+
+    def read_map(self, ino: int, off: int, size: int, zeros_max: int) -> list:
+        """Where the bytes :meth:`read` would give lie: [(image byte offset,
+        length)] in file order, -1 for zeros (holes, unwritten extents; runs
+        of at most ``zeros_max``), for a caller that reads the image itself
+        (the mount's splice to /dev/fuse).  Writes still gathered are put
+        in the image first."""
+        if off < 0 or size < 0:
+            raise InvalidArgument(f"read of {size} bytes at offset {off}")
+        f = _File(self, ino, False)
+        end = min(f.size, off + size)
+        out: list = []
+        if off >= end:
+            return out
+        blog = self.blog
+        dev = self.dev
+        pos = off
+
+        def zeros(n: int) -> None:
+            while n > 0:
+                k = min(n, zeros_max)
+                out.append((-1, k))
+                n -= k
+
+        for o, p, n, u in f.map.range(off >> blog, (end + self.bs - 1) >> blog):
+            lo, hi = max(o << blog, off), min((o + n) << blog, end)
+            if hi <= lo:
+                continue
+            if lo > pos:
+                zeros(lo - pos)
+            if u:
+                zeros(hi - lo)
+            else:
+                at = self._byte(p) + lo - (o << blog)
+                if at + hi - lo > dev.size:
+                    raise ImageTruncatedError(
+                        f"{dev.path}: inode {ino} maps data past the end of the image")
+                out.append((at, hi - lo))
+            pos = hi
+        if pos < end:
+            zeros(end - pos)
+        if dev._gather:
+            dev.flush_gathered()
+        return out
 
     def extents(self, ino: int) -> list:
         """The data fork's records: (startoff, fsbno, blockcount, unwritten)."""
