@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+from fixtures import images
 from fixtures.fusemount import env, fstool_image, repair_clean
 from fstool.mount.volume import Volume
 from fstool.ns.dirops import Dir
@@ -139,6 +140,21 @@ def test_grouped_creates_leave_the_image_one_transaction_each_would(tmp_path, fa
     assert results[0] == results[1]
     assert one.read_bytes() == grouped.read_bytes()
     repair_clean(grouped)
+    if images.loop_available():
+        _kernel_sees(grouped, results[1])
+
+
+def _kernel_sees(img, made: dict) -> None:
+    """The kernel mounts the image and finds every name made, with its
+    inode number, and no other name in those directories."""
+    with images.Mounted(img) as mnt:
+        names = {}
+        for top in os.scandir(mnt):
+            if top.is_dir() and top.name.startswith("d"):
+                for e in os.scandir(top.path):
+                    names[(top.inode(), os.fsencode(e.name))] = e.inode()
+    assert names == {k: ino for k, ino in made.items() if k != "attrs"}
+
 
 
 def test_a_group_whose_commit_fails_is_done_again_one_by_one(tmp_path, monkeypatch):
