@@ -241,8 +241,8 @@ cdef object _h = None              # the handler
 cdef object _later = None          # its list of work left for after an answer
 cdef object _read_map = None       # its read_map(fh, off, size), where it has one
 cdef int _image_fd = -1            # the file read_map's offsets are in
-cdef char *_zeros = NULL           # ZEROS_MAX zero bytes, for holes
-DEF ZEROS_MAX = 1 << 20
+cdef char *_zeros = NULL           # _zeros_max zero bytes, for holes
+cdef size_t _zeros_max = 0         # the handler's zeros_max
 cdef fuse_session *_se = NULL
 cdef fuse_lowlevel_ops _ops
 cdef double _entry_timeout = 1.0
@@ -521,8 +521,9 @@ cdef void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 cdef void _reply_segments(fuse_req_t req, list segments) noexcept:
     """The reply to a READ from ``segments``, (image offset, length) each, -1
-    for zeros (at most ZEROS_MAX): libfuse splices the image's pages to the
-    device where it can, else reads them into its own buffer."""
+    for zeros (at most the handler's zeros_max): libfuse splices the
+    image's pages to the device where it can, else reads them into its own
+    buffer."""
     cdef size_t n = len(segments)
     cdef size_t i = 0
     cdef fuse_bufvec *bv
@@ -545,8 +546,8 @@ cdef void _reply_segments(fuse_req_t req, list segments) noexcept:
                 bv.buf[i].fd = _image_fd
                 bv.buf[i].pos = pos
             else:
-                if length > ZEROS_MAX:
-                    raise ValueError("a run of zeros longer than ZEROS_MAX")
+                if length > _zeros_max:
+                    raise ValueError("a run of zeros longer than zeros_max")
                 bv.buf[i].mem = _zeros
             i += 1
     except BaseException as exc:
@@ -823,7 +824,7 @@ class Session:
 
     def __init__(self, handler, options):
         global _h, _se, _entry_timeout, _attr_timeout, _writeback_cache, _failure
-        global _mounted, _gone, _ended, _later, _read_map, _image_fd, _zeros
+        global _mounted, _gone, _ended, _later, _read_map, _image_fd, _zeros, _zeros_max
         cdef fuse_args args
         if _se is not NULL:
             raise RuntimeError("a FUSE session is already open in this process")
@@ -834,8 +835,10 @@ class Session:
         _read_map = getattr(handler, "read_map", None)
         if _read_map is not None:
             _image_fd = handler.image_fd
-            if _zeros is NULL:
-                _zeros = <char *> calloc(ZEROS_MAX, 1)
+            if _zeros is NULL or _zeros_max != handler.zeros_max:
+                free(_zeros)
+                _zeros_max = handler.zeros_max
+                _zeros = <char *> calloc(_zeros_max, 1)
                 if _zeros is NULL:
                     raise MemoryError()
         _entry_timeout = handler.entry_timeout

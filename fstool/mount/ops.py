@@ -35,7 +35,7 @@ ATTR_TIMEOUT = 3600.0
 GROUP_COMMIT = 32
 
 # the longest run of zeros one piece of read_map's answer stands for (the
-# native loop keeps that many zero bytes to send)
+# native loop keeps zeros_max zero bytes to send)
 ZEROS_MAX = 1 << 20
 
 XATTR_CREATE = 1
@@ -66,6 +66,7 @@ class MountOps:
     """See the module docstring."""
     entry_timeout = ENTRY_TIMEOUT
     attr_timeout = ATTR_TIMEOUT
+    zeros_max = ZEROS_MAX
 
     def __init__(self, vol, writeback_cache: bool = False):
         self.vol = vol
@@ -217,9 +218,9 @@ class MountOps:
     def read_map(self, fh: int, off: int, size: int):
         """Where a read's bytes lie in the image, for a loop that moves them
         from the image to the kernel itself (the native loop splices them):
-        [(image byte offset, length)], -1 for at most ZEROS_MAX zeros; None:
+        [(image byte offset, length)], -1 for at most zeros_max zeros; None:
         use read()."""
-        return self.vol.read_map(fh, off, size, ZEROS_MAX)
+        return self.vol.read_map(fh, off, size, self.zeros_max)
 
     @property
     def image_fd(self) -> int:
