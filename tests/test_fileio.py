@@ -321,11 +321,13 @@ def test_frag_json_counts(tmp_path):
     assert f["actual"] == f["ideal"] == 20
 
 
-def test_read_map_gives_what_read_gives(tmp_path):
-    """read_map (where the mount's native loop splices a read from): the
-    image bytes at its offsets and zeros for its holes make exactly what
-    read returns, over data, holes, unwritten (preallocated) extents and
-    the end of the file, at random offsets and sizes."""
+def test_read_map_gives_what_the_reader_reads(tmp_path):
+    """read_map (where the mount's native loop splices a read from, and
+    read reads from): the image bytes at its offsets and zeros for its
+    holes make exactly what the read-only reader (fstool.open_image) reads,
+    over data, holes, unwritten (preallocated) extents laid over stale
+    bytes and the end of the file, at random offsets and sizes."""
+    import fstool
     import random
     img = tmp_path / "rm.img"
     _mkfs(img, "64m")
@@ -350,6 +352,7 @@ def test_read_map_gives_what_read_gives(tmp_path):
             os.pwrite(wfd, b"\xee" * (n * bs), w.fs.fsb_to_daddr(b) * 512)
         os.close(wfd)
         fd = os.open(img, os.O_RDONLY)
+        reads = []
         try:
             for _ in range(300):
                 off = rng.randrange(0, size + bs)
@@ -358,5 +361,10 @@ def test_read_map_gives_what_read_gives(tmp_path):
                 got = b"".join(bytes(k) if at < 0 else os.pread(fd, k, at) for at, k in segs)
                 assert got == io.read(ino, off, n), (off, n)
                 assert all(k <= 65536 for at, k in segs if at < 0)
+                reads.append((off, n, got))
         finally:
             os.close(fd)
+    with fstool.open_image(img) as fs:
+        node = fs.inode(ino)
+        for off, n, got in reads:
+            assert got == node.read(off, n), (off, n)

@@ -163,21 +163,14 @@ class FileIO:
     def read(self, ino: int, off: int, size: int) -> bytes:
         """Up to ``size`` bytes at ``off`` (short at the end of the file);
         holes and unwritten extents read as zeros."""
-        if off < 0 or size < 0:
-            raise InvalidArgument(f"read of {size} bytes at offset {off}")
-        f = _File(self, ino, False)
-        end = min(f.size, off + size)
-        if off >= end:
-            return b""
-        out = bytearray(end - off)
+        segments = self.read_map(ino, off, size, max(size, 1))
+        out = bytearray(sum(k for _at, k in segments))
         view = memoryview(out)
-        blog = self.blog
-        for o, p, n, u in f.map.range(off >> blog, (end + self.bs - 1) >> blog):
-            if u:
-                continue
-            lo, hi = max(o << blog, off), min((o + n) << blog, end)
-            if hi > lo:
-                self.dev.preadinto(view[lo - off:hi - off], self._byte(p) + lo - (o << blog))
+        pos = 0
+        for at, k in segments:
+            if at >= 0:
+                self.dev.preadinto(view[pos:pos + k], at)
+            pos += k
         return bytes(out)
 
     def read_map(self, ino: int, off: int, size: int, zeros_max: int) -> list:
