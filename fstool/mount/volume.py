@@ -33,6 +33,7 @@ xfs_repair frees it after a crash) until its last close.
 from __future__ import annotations
 
 import errno
+import functools
 import logging
 import os
 import stat as pystat
@@ -806,13 +807,14 @@ class Volume:
 class _Op:
     """One operation, one transaction: commit on success; on an error the
     image, the caches and the namespace state are as they were.  With
-    ``group`` (and the volume's ``group`` > 1) the transaction stays open
-    for the creates that follow (see the module docstring)."""
+    ``group`` (which :meth:`Volume._new` gives only where the volume groups
+    and has room) the transaction stays open for the creates that follow
+    (see the module docstring)."""
 
     def __init__(self, vol: Volume, group: bool = False):
         self.vol = vol
         self.nested = False
-        self.group = group and vol.group > 1
+        self.group = group              # the caller has judged the group possible
         self.redo = None
 
     def __enter__(self):
@@ -854,14 +856,11 @@ class _Op:
 
 
 def _ends_group(fn):
+    @functools.wraps(fn)
     def op(self, *args, **kw):
         if self._grouped and not self._in_op:
             self.end_group()
         return fn(self, *args, **kw)
-    op.__name__ = fn.__name__
-    op.__qualname__ = fn.__qualname__
-    op.__doc__ = fn.__doc__
-    op.__wrapped__ = fn
     return op
 
 
