@@ -83,8 +83,30 @@ def _alloc_rec(rng):
     return (rng.randrange(1, 1 << 20), rng.randrange(1, 1 << 12))
 
 
+def _rmap_rec(rng):
+    """A random rmapbt record: (start, count, owner, offset | flags)."""
+    if rng.random() < 0.3:
+        owner = (1 << 64) - rng.randrange(3, 10)           # a special owner
+        off = 0
+    else:
+        owner = rng.randrange(128, 1 << 40)
+        flags = rng.choice((0, 0, 0, C.XFS_RMAP_OFF_ATTR, C.XFS_RMAP_OFF_BMBT,
+                            C.XFS_RMAP_OFF_UNWRITTEN))
+        off = (0 if flags == C.XFS_RMAP_OFF_BMBT else rng.randrange(1 << 30)) | flags
+    return (rng.randrange(1, 1 << 20), rng.randrange(1, 1 << 12), owner, off)
+
+
+def _rmap_order(r):
+    return (r[0], r[2], r[3] & ~C.XFS_RMAP_OFF_UNWRITTEN)
+
+
+def _rmap_keybytes(r):
+    return R.RMAP_CODEC.rec_key_bytes(R.RMAP_CODEC.pack_rec(r), 0)
+
+
 _I = struct.Struct(">I")
 _II = struct.Struct(">II")
+_IQQ = struct.Struct(">IQQ")
 
 KINDS = {
     "inobt": Kind("inobt", C.XFS_IBT_CRC_MAGIC, R.INO_CODEC, R.INOBT_SPARSE,
@@ -99,6 +121,11 @@ KINDS = {
     "cntbt": Kind("cntbt", C.XFS_ABTC_CRC_MAGIC, R.CNT_CODEC, R.CNTBT,
                   lambda r: (r[1], r[0]), lambda r: _II.pack(*r),
                   lambda b: _II.unpack(b)[::-1], _alloc_rec),
+    # the overlapping tree: node keys are a low and a high key
+    "rmapbt": Kind("rmapbt", C.XFS_RMAP_CRC_MAGIC, R.RMAP_CODEC, R.RMAPBT, _rmap_order,
+                   _rmap_keybytes,
+                   lambda b: (lambda s, o, f: (s, o, f & ~C.XFS_RMAP_OFF_UNWRITTEN))(
+                       *_IQQ.unpack_from(b, 0)), _rmap_rec),
 }
 
 
@@ -206,6 +233,13 @@ def walk(kind: Kind, fs, root: int, levels: int, agno: int, maxrecs, addr_to_dad
             assert nk == sorted(set(nk)), "node keys not strictly increasing"
             for key, ptr in zip(keys, ordered):
                 child = child_row[ptr]
+                if kind.codec.overlapping:
+                    # the child's low key and the greatest high key below it
+                    below = child.keys if child.level else [kind.keybytes(r)
+                                                           for r in child.recs]
+                    assert key == kind.codec.block_key(below), \
+                        f"key of child {ptr} is not its low and high key"
+                    continue
                 low = child.keys[0] if child.level else kind.keybytes(child.recs[0])
                 assert key == low, f"key of child {ptr} is not its low key"
     recs = [r for blk in rows[-1] for r in blk.recs]
@@ -300,6 +334,11 @@ def _same_key(kind, old, rng):
         return old
     if kind.name == "bnobt":
         return (old[0], new[1])
+    if kind.name == "rmapbt":
+        # another length and written state: the high key moves
+        unw = old[3] & C.XFS_RMAP_OFF_UNWRITTEN if old[3] & C.XFS_RMAP_OFF_BMBT or \
+            old[2] >> 63 else rng.choice((0, C.XFS_RMAP_OFF_UNWRITTEN))
+        return (old[0], new[1], old[2], (old[3] & ~C.XFS_RMAP_OFF_UNWRITTEN) | unw)
     return (old[0],) + new[1:]
 
 
@@ -1380,7 +1419,9 @@ def test_image_bmbt_incremental_passes_xfs_repair(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-@pytest.mark.parametrize("kind_name", sorted(KINDS))
+# not the rmapbt: an update moves its high keys up the tree, so it always
+# descends
+@pytest.mark.parametrize("kind_name", sorted(k for k in KINDS if k != "rmapbt"))
 def test_update_runs_in_remembered_leaf(kind_name):
     """Runs of updates between inserts and deletes (as commits update the
     inobt and finobt records of the chunks they used): an update whose key
@@ -1447,3 +1488,49 @@ def test_update_runs_in_remembered_leaf(kind_name):
                 assert tree.delete(other) == model.pop(other)
         bump(k)
         check(kind, tree, store, model, 1)
+
+
+@pytest.mark.parametrize("kind_name", ["rmapbt", "bnobt"])
+@pytest.mark.parametrize("maxrecs", [(4, 4), None], ids=["cap4", "real"])
+def test_replace_moves_a_record_within_its_place(kind_name, maxrecs):
+    """replace() rewrites a record whose key changes but keeps its place in
+    the order (an rmap record whose start moves): the tree stays the model
+    (node low and high keys included); a key that would leave its place is
+    refused and changes nothing."""
+    kind = KINDS[kind_name]
+    rng = random.Random(zlib.crc32(f"replace{kind_name}{maxrecs}".encode()))
+    store = MemStore(blocksize=1024, seed=rng.randrange(1 << 30))
+    tree = empty_tree(kind, store, maxrecs)
+    model: dict = {}
+    while len(model) < 600:
+        rec = _norm(kind, kind.gen(rng))
+        if kind.order(rec) not in model:
+            tree.insert(rec)
+            model[kind.order(rec)] = rec
+    moved = refused = 0
+    for n in range(1500):
+        keys = sorted(model)
+        i = rng.randrange(len(keys))
+        old = model[keys[i]]
+        lo = keys[i - 1][0] if i else 0
+        hi = keys[i + 1][0] if i + 1 < len(keys) else 1 << 20
+        if rng.random() < 0.8:
+            start = rng.randrange(lo, hi + 1)
+        else:                               # beyond a neighbour
+            start = rng.choice((max(lo - rng.randrange(1, 50), 0), hi + rng.randrange(1, 50)))
+        new = (start,) + tuple(old[1:])
+        k = kind.order(new)
+        inside = (not i or keys[i - 1] < k) and (i + 1 == len(keys) or k < keys[i + 1])
+        if inside:
+            tree.replace(keys[i], new)
+            del model[keys[i]]
+            model[k] = new
+            moved += 1
+        else:
+            with pytest.raises(InvalidArgument):
+                tree.replace(keys[i], new)
+            refused += 1
+        if n % 100 == 99:
+            check(kind, tree, store, model, 1)
+    check(kind, tree, store, model, 1)
+    assert moved > 500 and refused > 10

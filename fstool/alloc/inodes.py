@@ -21,6 +21,7 @@ from ..errors import CorruptionError, NoSpaceError
 from ..format import constants as C
 from ..fs.icore import _BIG_OFF, InodeSpec
 from ..io import verify as V
+from . import rmap as R
 
 XFS_INODES_PER_CHUNK = 64
 XFS_INODES_PER_HOLEMASK_BIT = 4
@@ -406,9 +407,10 @@ class InodeAllocator:
         if newino != C.NULLAGINO:
             t = (newino >> self.sb.inopblog) + n
             if t % self.inoalign == 0 and t + n <= ag.length:
-                got = space.alloc_in_ag(ag, t, n, n, exact=True)
+                got = space.alloc_in_ag(ag, t, n, n, exact=True, owner=R.INODES)
         if got is None:
-            got = space.alloc_in_ag(ag, ag.agi["agi_root"], n, n, align=self.inoalign)
+            got = space.alloc_in_ag(ag, ag.agi["agi_root"], n, n, align=self.inoalign,
+                                   owner=R.INODES)
         if got is None:
             return self._new_sparse_chunk(ag) if self.sparse else None
         agbno = got[0]
@@ -445,14 +447,14 @@ class InodeAllocator:
         if not n or n >= self.ialloc_blks:
             return None
         space = ag.space
-        got = space.alloc_in_ag(ag, ag.agi["agi_root"], n, n, align=n)
+        got = space.alloc_in_ag(ag, ag.agi["agi_root"], n, n, align=n, owner=R.INODES)
         if got is None:
             return None
         agbno = got[0]
         cstart = agbno - agbno % self.inoalign
         if cstart == 0 or cstart + self.ialloc_blks > ag.length:
             # the whole chunk's inode numbers must be valid: give it back
-            space.free_ag_extent(ag.agno, agbno, n)
+            space.free_ag_extent(ag.agno, agbno, n, owner=R.INODES)
             return None
         space.allocated += n
         startino = cstart << sb.inopblog
@@ -545,7 +547,8 @@ class InodeAllocator:
                 ag.agi["agi_count"] -= ch.count
                 ag.agi["agi_freecount"] -= ch.count
                 ag.agi_dirty = True
-                s.space.free_ag_extent(agno, startino >> sb.inopblog, self.ialloc_blks)
+                s.space.free_ag_extent(agno, startino >> sb.inopblog, self.ialloc_blks,
+                                        owner=R.INODES)
                 continue
             ag.ino.update(ch.rec)
             if ag.fino is None:

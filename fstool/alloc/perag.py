@@ -25,6 +25,7 @@ from ..errors import CorruptionError, NoSpaceError
 from ..format import constants as C
 from ..format.structs import AGF, AGI
 from ..io import verify as V
+from . import rmap
 
 
 class TreeStore:
@@ -68,29 +69,50 @@ class TreeStore:
 
     def alloc(self, near: int) -> int:
         ag = self.ag
-        if self.kind in ("bno", "cnt"):
+        kind = self.kind
+        if kind in ("bno", "cnt", "rmap"):
+            # the free-space btrees and the rmapbt live off the free list
+            # (their blocks stay OWN_AG in the rmapbt)
             bno = ag.agfl_get()
             ag.agf["agf_btreeblks"] += 1
+            if kind == "rmap":
+                ag.agf["agf_rmap_blocks"] += 1
             ag.agf_dirty = True
             return bno
-        got = ag.space.alloc_in_ag(ag, near, 1, 1)
+        if kind == "refc":
+            got = ag.space.alloc_in_ag(ag, near, 1, 1, owner=rmap.REFC, resv="meta")
+            if got is None:
+                raise NoSpaceError(f"AG {ag.agno} has no free block for a refcount btree "
+                                   "block")
+            ag.agf["agf_refcount_blocks"] += 1
+            ag.agf_dirty = True
+            return got[0]
+        got = ag.space.alloc_in_ag(ag, near, 1, 1, owner=rmap.INOBT,
+                                   resv="meta" if kind == "fino" else "none")
         if got is None:
             raise NoSpaceError(f"AG {ag.agno} has no free block for an inode btree block")
-        ag.count_iblocks(self.kind, +1)
+        ag.count_iblocks(kind, +1)
         return got[0]
 
     def free(self, addr: int) -> None:
         ag = self.ag
+        kind = self.kind
         self._held.pop(addr, None)
         ag.tx.binval(self.daddr(addr), self.bb)
-        if self.kind in ("bno", "cnt"):
+        if kind in ("bno", "cnt", "rmap"):
             ag.agfl_put(addr)
             ag.tx.mark_busy(ag.agno, addr, 1)
             ag.agf["agf_btreeblks"] -= 1
+            if kind == "rmap":
+                ag.agf["agf_rmap_blocks"] -= 1
+            ag.agf_dirty = True
+        elif kind == "refc":
+            ag.space.free_ag_extent(ag.agno, addr, 1, owner=rmap.REFC)
+            ag.agf["agf_refcount_blocks"] -= 1
             ag.agf_dirty = True
         else:
-            ag.space.free_ag_extent(ag.agno, addr, 1)
-            ag.count_iblocks(self.kind, -1)
+            ag.space.free_ag_extent(ag.agno, addr, 1, owner=rmap.INOBT)
+            ag.count_iblocks(kind, -1)
 
 
 class PerAG:
@@ -134,6 +156,19 @@ class PerAG:
                                       TreeStore(self, "fino", V.FINOBT),
                                       root=i["agi_free_root"], levels=i["agi_free_level"],
                                       agno=agno, uuid=uuid)
+        # the reverse-mapping and refcount btrees (None without the feature,
+        # or while a repair rebuilds the rmapbt whole instead)
+        self.rmap = None
+        if session.rmap_on:
+            self.rmap = rmap.Rmap(BW.ShortBtree(B.RMAPBT, TreeStore(self, "rmap", V.RMAPBT),
+                                                root=f["agf_roots"][2],
+                                                levels=f["agf_levels"][2],
+                                                agno=agno, uuid=uuid), agno)
+        self.refc = None
+        if session.reflink:
+            self.refc = BW.ShortBtree(B.REFCOUNTBT, TreeStore(self, "refc", V.REFCBT),
+                                      root=f["agf_refcount_root"],
+                                      levels=f["agf_refcount_level"], agno=agno, uuid=uuid)
         self.longest_stale = False
         self.hot: dict = {}        # parent agino -> the free chunk nearest to it
         self.hot_keys: dict = {}   # parent agino -> finobt keys_gen when it was found
@@ -177,14 +212,24 @@ class PerAG:
         # not joined yet: :meth:`pack` joins a header when it writes it (most
         # transactions change the AGI alone)
         self.tx = tx
-        for tree in (self.bno, self.cnt, self.ino, self.fino):
-            if tree is not None:
-                tree.store._held.clear()
+        for tree in self.trees():
+            tree.store._held.clear()
         self.agf_dirty = self.agi_dirty = self.agfl_dirty = False
         self.longest_stale = False
         self.hot = {}
         self.hot_keys = {}
         return True
+
+    def trees(self) -> list:
+        """Every btree of the AG this state holds."""
+        out = [self.bno, self.cnt, self.ino]
+        if self.fino is not None:
+            out.append(self.fino)
+        if self.rmap is not None:
+            out.append(self.rmap.tree)
+        if self.refc is not None:
+            out.append(self.refc)
+        return out
 
     # -- AGFL ring -----------------------------------------------------------
     @property
@@ -228,10 +273,16 @@ class PerAG:
     def sync_roots(self) -> None:
         """Copy the btrees' current roots and heights into the AG headers."""
         f, i = self.agf, self.agi
-        roots = [self.bno.root, self.cnt.root, f["agf_roots"][2]]
-        levels = [self.bno.levels, self.cnt.levels, f["agf_levels"][2]]
+        rt = self.rmap.tree if self.rmap is not None else None
+        roots = [self.bno.root, self.cnt.root, rt.root if rt else f["agf_roots"][2]]
+        levels = [self.bno.levels, self.cnt.levels, rt.levels if rt else f["agf_levels"][2]]
         if roots != f["agf_roots"] or levels != f["agf_levels"]:
             f["agf_roots"], f["agf_levels"] = roots, levels
+            self.agf_dirty = True
+        rc = self.refc
+        if rc is not None and (rc.root, rc.levels) != (f["agf_refcount_root"],
+                                                       f["agf_refcount_level"]):
+            f["agf_refcount_root"], f["agf_refcount_level"] = rc.root, rc.levels
             self.agf_dirty = True
         if (self.ino.root, self.ino.levels) != (i["agi_root"], i["agi_level"]):
             i["agi_root"], i["agi_level"] = self.ino.root, self.ino.levels

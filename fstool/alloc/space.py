@@ -10,11 +10,25 @@ Extents freed by a transaction reach the free-space btrees when it commits
 (so it never reuses them itself) and stay *busy* until the checkpoint that
 frees them is on disk; allocation steps around busy blocks, and when only
 busy space is left it asks the journal for a checkpoint and tries again.
+
+Every allocation and every free names the blocks' owner
+(:class:`fstool.alloc.rmap.Owner`): on a filesystem with the reverse
+mapping btree, the blocks are mapped to it (or unmapped) in the same
+transaction, as the kernel's xfs_alloc_vextent / xfs_free_extent do for
+metadata.  ``owner=None`` leaves the rmapbt to the caller: the block map
+(:mod:`fstool.ns.bmap`) maps file data as it inserts and removes records,
+as the kernel's xfs_bmap does.
+
+Per-AG reservations (the kernel's xfs_ag_resv): blocks the refcount btree,
+the finobt and the rmapbt may still need to grow to their largest size are
+kept out of ordinary allocations, so that those trees can always grow,
+when a file is freed as when it is written.
 """
 from __future__ import annotations
 
 from ..errors import CorruptionError, NoSpaceError
 from ..trans.busy import coalesce, free_pieces
+from . import rmap as R
 
 MAXEXTLEN = (1 << 21) - 1            # blocks in one bmbt record
 NEAR_SCAN = 64                       # free extents looked at on each side of a target
@@ -38,6 +52,9 @@ class SpaceAllocator:
         # see fstool.ns.fileio): free on disk, but other allocations step
         # around them as around busy blocks; owner -> (agno, start, end)
         self.reserved: dict = {}
+        # per-AG reservations: agno -> (metadata ask, rmapbt ask) in blocks
+        self._resv_ask: dict = {}
+        self._fino_used: dict = {}
 
     def begin(self) -> None:
         self.pending = []
@@ -52,14 +69,40 @@ class SpaceAllocator:
 
     # -- the free list ---------------------------------------------------------------
     def min_freelist(self, ag) -> int:
+        rm = ag.rmap
         if self.kernel_freelist:
-            return (ag.bno.levels + 1) + (ag.cnt.levels + 1)
+            # xfs_alloc_min_freelist: each tree's split to a new level, then
+            # a second split under the old root while refilling
+            need = min(ag.bno.levels + 1, self._alloc_maxlevels()) * 2 - 2
+            need += min(ag.cnt.levels + 1, self._alloc_maxlevels()) * 2 - 2
+            if rm is not None:
+                need += min(rm.tree.levels + 1, self._rmap_maxlevels()) * 2 - 2
+            return need
         # room for a full split chain in each free-space btree, twice in the
-        # cntbt (one extent may become two), plus one
-        return 2 * (ag.cnt.levels + 1) + (ag.bno.levels + 1) + 1
+        # cntbt (one extent may become two), plus one; twice in the rmapbt
+        # (a record split in two while the free list itself is refilled)
+        need = 2 * (ag.cnt.levels + 1) + (ag.bno.levels + 1) + 1
+        if rm is not None:
+            need += 2 * (rm.tree.levels + 1)
+        return need
+
+    def _alloc_maxlevels(self) -> int:
+        from ..fs.btree import alloc_maxlevels
+        sb = self.sb
+        return alloc_maxlevels(sb.blocksize, sb.agblocks)
+
+    def _rmap_maxlevels(self) -> int:
+        from ..fs.btree import rmap_maxlevels
+        sb = self.sb
+        return rmap_maxlevels(sb.blocksize, sb.agblocks, self.session.reflink)
 
     def fix_freelist(self, ag) -> None:
+        """Refill the AG free list to what the free-space btrees and the
+        rmapbt may take from it before the next call, or give back what it
+        holds beyond that.  Blocks on the free list belong to the AG
+        (OWN_AG in the rmapbt), as do those of the trees that take them."""
         need = self.min_freelist(ag)
+        rm = ag.rmap
         for _ in range(64):
             if ag.flcount >= need:
                 break
@@ -72,11 +115,17 @@ class SpaceAllocator:
             self._carve(ag, rec, s, take)
             for b in range(s, s + take):
                 ag.agfl_put(b)
+            if rm is not None:
+                rm.map(s, take, R.AG)
+            need = self.min_freelist(ag)
         limit = need if self.kernel_freelist else need + 8
         for _ in range(256):
             if ag.flcount <= limit:
                 break
-            self._insert_free(ag, ag.agfl_get(), 1)
+            b = ag.agfl_get()
+            if rm is not None:
+                rm.unmap(b, 1, R.AG)
+            self._insert_free(ag, b, 1)
 
     def _largest(self, ag):
         for rec in ag.cnt.iter_from(None, reverse=True):
@@ -148,16 +197,116 @@ class SpaceAllocator:
         ag.longest_stale = True
 
     # -- freeing ------------------------------------------------------------------------
-    def free_extent(self, fsbno: int, length: int) -> None:
-        """Free blocks; they reach the free-space btrees when the transaction
-        commits, and whatever buffer was cached over them is gone."""
+    def free_extent(self, fsbno: int, length: int, *, owner: R.Owner | None,
+                    unwritten: bool = False) -> None:
+        """Free blocks of ``owner`` (unmapped from it in the rmapbt now;
+        None: the caller's block map did that); they reach the free-space
+        btrees when the transaction commits, and whatever buffer was cached
+        over them is gone."""
         agno, agbno = self.fsb_split(fsbno)
-        self.free_ag_extent(agno, agbno, length)
+        self.free_ag_extent(agno, agbno, length, owner=owner, unwritten=unwritten)
 
-    def free_ag_extent(self, agno: int, agbno: int, length: int) -> None:
+    def free_ag_extent(self, agno: int, agbno: int, length: int, *,
+                       owner: R.Owner | None, unwritten: bool = False) -> None:
         s = self.session
+        if owner is not None and s.rmap_on:
+            self.rmap_unmap(agno, agbno, length, owner, unwritten)
         s.tx.binval(s.fs.agb_to_daddr(agno, agbno), length << (self.sb.blocklog - 9))
         self.pending.append((agno, agbno, length))
+
+    # -- the rmapbt ------------------------------------------------------------------
+    def _rmap_ag(self, agno: int):
+        """The AG's rmap state with its free list refilled for one rmapbt
+        change, or None without an rmapbt."""
+        s = self.session
+        if not s.rmap_on:
+            return None
+        ag = s.ag(agno)
+        if ag.flcount < self.min_freelist(ag):
+            self.fix_freelist(ag)
+        return ag.rmap
+
+    def rmap_map(self, agno: int, agbno: int, length: int, owner: R.Owner,
+                 unwritten: bool = False) -> None:
+        rm = self._rmap_ag(agno)
+        if rm is not None:
+            rm.map(agbno, length, owner, unwritten)
+
+    def rmap_unmap(self, agno: int, agbno: int, length: int, owner: R.Owner,
+                   unwritten: bool = False) -> None:
+        rm = self._rmap_ag(agno)
+        if rm is not None:
+            rm.unmap(agbno, length, owner, unwritten)
+
+    def rmap_convert(self, agno: int, agbno: int, length: int, owner: R.Owner,
+                     unwritten: bool) -> None:
+        rm = self._rmap_ag(agno)
+        if rm is not None:
+            rm.convert(agbno, length, owner, unwritten)
+
+    def rmap_map_fsb(self, fsbno: int, length: int, owner: R.Owner,
+                     unwritten: bool = False) -> None:
+        if self.session.rmap_on:
+            agno, agbno = self.fsb_split(fsbno)
+            self.rmap_map(agno, agbno, length, owner, unwritten)
+
+    def rmap_unmap_fsb(self, fsbno: int, length: int, owner: R.Owner,
+                       unwritten: bool = False) -> None:
+        if self.session.rmap_on:
+            agno, agbno = self.fsb_split(fsbno)
+            self.rmap_unmap(agno, agbno, length, owner, unwritten)
+
+    # -- per-AG reservations -----------------------------------------------------------
+    def _asks(self, ag) -> tuple[int, int]:
+        """(metadata, rmapbt) blocks the kernel reserves in this AG for its
+        trees' largest size (xfs_ag_resv_init)."""
+        got = self._resv_ask.get(ag.agno)
+        if got is None:
+            from ..fs import btree as B
+            sb = self.sb
+            s = self.session
+            agblocks = ag.length
+            if sb.logstart and (sb.logstart >> sb.agblklog) == ag.agno:
+                agblocks -= sb.logblocks
+            bs = sb.blocksize
+            meta = 0
+            if s.reflink:
+                meta += _calc_size(B.REFCOUNTBT, bs, agblocks)
+            if s.finobt:
+                inobt = B.inobt_type(s.sparse)
+                meta += _calc_size(inobt, bs, agblocks * sb.inopblock // 64)
+            rmap = 0
+            if s.rmapbt:
+                rmap = max(agblocks // 100, _calc_size(B.RMAPBT, bs, agblocks))
+            got = self._resv_ask[ag.agno] = (meta, rmap)
+        return got
+
+    def resv_needed(self, ag, resv: str = "none") -> int:
+        """Blocks of the AG an allocation of kind ``resv`` must leave free:
+        "none" (file data, inode chunks, directory blocks...) leaves every
+        reservation, "meta" (finobt, refcount btree blocks) leaves the
+        rmapbt's, "agfl" (free list refills) none."""
+        if resv == "agfl":
+            return 0
+        meta_ask, rmap_ask = self._asks(ag)
+        need = 0
+        if resv != "meta" and meta_ask:
+            used = ag.agf["agf_refcount_blocks"]
+            if self.session.finobt:
+                used += self._finobt_used(ag)
+            need += max(0, meta_ask - used)
+        if rmap_ask:
+            need += max(0, rmap_ask - ag.agf["agf_rmap_blocks"])
+        return need
+
+    def _finobt_used(self, ag) -> int:
+        if self.session.inobtcount:
+            return ag.agi["agi_fblocks"]
+        # without the counters the kernel counts the tree's blocks at mount
+        got = self._fino_used.get(ag.agno)
+        if got is None:
+            got = self._fino_used[ag.agno] = _count_blocks(ag.fino)
+        return got
 
     def apply_frees(self) -> None:
         """At commit: every pending free into the free-space btrees (freeing
@@ -172,56 +321,77 @@ class SpaceAllocator:
                 s.tx.mark_busy(agno, start, length)
             frees, self.pending = self.pending, []
 
-    def unalloc(self, fsbno: int, length: int) -> None:
-        """Give back blocks the open transaction allocated and never used:
-        they were free in the image before it, so they go straight back to
-        the free-space btrees (not busy)."""
+    def unalloc(self, fsbno: int, length: int, *, owner: R.Owner | None) -> None:
+        """Give back blocks the open transaction allocated for ``owner`` and
+        never used: they were free in the image before it, so they go
+        straight back to the free-space btrees (not busy)."""
         agno, agbno = self.fsb_split(fsbno)
+        if owner is not None:
+            self.rmap_unmap(agno, agbno, length, owner)
         ag = self.session.ag(agno)
         self.fix_freelist(ag)
         self._insert_free(ag, agbno, length)
         self.allocated -= length
 
-    def alloc_exact(self, fsbno: int, length: int) -> int:
+    def alloc_exact(self, fsbno: int, length: int, *, owner: R.Owner | None) -> int:
         """Allocate up to ``length`` blocks starting exactly at ``fsbno``;
         returns how many (0 when that block is not free)."""
         agno, agbno = self.fsb_split(fsbno)
-        got = self._alloc_in_ag(self.session.ag(agno), agbno, 1, length, 1, True)
+        got = self._alloc_in_ag(self.session.ag(agno), agbno, 1, length, 1, True, "none")
         if got is None:
             return 0
+        if owner is not None:
+            self.rmap_map(agno, got[0], got[1], owner)
         self.allocated += got[1]
         return got[1]
 
     # -- allocating ---------------------------------------------------------------------
     def alloc_in_ag(self, ag, target: int, minlen: int, maxlen: int, align: int = 1,
-                    exact: bool = False):
+                    exact: bool = False, *, owner: R.Owner | None, resv: str = "none",
+                    unwritten: bool = False):
         """(agbno, length) of a free extent of minlen..maxlen blocks near
-        ``target`` in this AG, taken out of the free space; None if it has
+        ``target`` in this AG, taken out of the free space for ``owner``
+        (mapped to it in the rmapbt; None: by the caller); None if it has
         none.  When only blocks freed by transactions whose checkpoint is
         still in memory would do, that checkpoint is written first (the
         kernel's busy-extent flush) and the search repeated; as in the
         kernel, not for an exact request (it just fails) nor when the AG
-        has no free extent long enough, busy or not."""
-        got = self._alloc_in_ag(ag, target, minlen, maxlen, align, exact)
+        has no free extent long enough, busy or not.  ``resv`` says which
+        per-AG reservations the allocation may not touch
+        (:meth:`resv_needed`)."""
+        got = self._alloc_in_ag(ag, target, minlen, maxlen, align, exact, resv)
         if got is None and not exact and self.session.journal.busy.ranges(ag.agno) and \
-                self._has_room(ag, minlen):
+                self._has_room(ag, minlen, resv):
             self.session.journal.push()
-            got = self._alloc_in_ag(ag, target, minlen, maxlen, align, exact)
+            got = self._alloc_in_ag(ag, target, minlen, maxlen, align, exact, resv)
+        if got is not None and owner is not None:
+            self.rmap_map(ag.agno, got[0], got[1], owner, unwritten)
         return got
 
-    def _has_room(self, ag, minlen: int) -> bool:
+    def _available(self, ag, resv: str) -> int:
+        """Blocks an allocation may take from the AG: its free space and
+        free list, less the free list it must keep and the reservations
+        (xfs_alloc_space_available)."""
+        need = self.min_freelist(ag)
+        return (ag.agf["agf_freeblks"] + min(ag.flcount, need) - need
+                - self.resv_needed(ag, resv))
+
+    def _has_room(self, ag, minlen: int, resv: str = "none") -> bool:
         """Whether the AG's free space (busy blocks counted) may hold an
         extent of ``minlen`` blocks beside the free list it needs."""
-        if ag.agf["agf_freeblks"] + ag.flcount < minlen + self.min_freelist(ag):
+        if self._available(ag, resv) < minlen:
             return False
         return ag.agf["agf_longest"] >= minlen or ag.longest_stale
 
     def _alloc_in_ag(self, ag, target: int, minlen: int, maxlen: int, align: int,
-                     exact: bool):
+                     exact: bool, resv: str):
         # like the kernel's fix_freelist: an AG without room for the
-        # allocation and the free list it may need is skipped, not failed
-        if ag.agf["agf_freeblks"] + ag.flcount < minlen + self.min_freelist(ag):
+        # allocation, the free list it may need and the reservations is
+        # skipped, not failed; the request is cut to what is available
+        avail = self._available(ag, resv)
+        if avail < minlen:
             return None
+        maxlen = min(maxlen, avail)
         try:
             self.fix_freelist(ag)
         except NoSpaceError:
@@ -314,33 +484,74 @@ class SpaceAllocator:
             self.update_longest(ag)
         return None
 
-    def alloc_blocks(self, target_fsb: int, minlen: int, maxlen: int, align: int = 1):
-        """(fsbno, length): an extent near ``target_fsb``, trying its AG first
-        and then the others in order."""
+    def alloc_blocks(self, target_fsb: int, minlen: int, maxlen: int, align: int = 1, *,
+                     owner: R.Owner | None, unwritten: bool = False):
+        """(fsbno, length): an extent for ``owner`` near ``target_fsb``,
+        trying its AG first and then the others in order."""
         s = self.session
         agno0, agbno = self.fsb_split(target_fsb)
         agcount = self.sb.agcount
         for k in range(agcount):
             agno = (agno0 + k) % agcount
-            got = self.alloc_in_ag(s.ag(agno), agbno if k == 0 else 0, minlen, maxlen, align)
+            got = self.alloc_in_ag(s.ag(agno), agbno if k == 0 else 0, minlen, maxlen, align,
+                                   owner=owner, unwritten=unwritten)
             if got is not None:
                 self.allocated += got[1]
                 return self.fsb(agno, got[0]), got[1]
         raise NoSpaceError(f"no free extent of {minlen} block(s) left in any AG")
 
-    def alloc_run(self, target_fsb: int, count: int, unit: int = 1) -> list:
+    def alloc_run(self, target_fsb: int, count: int, unit: int = 1, *,
+                  owner: R.Owner | None) -> list:
         """``count`` blocks as few extents as possible, each a multiple of
         ``unit`` blocks (directory blocks must not straddle extents); a list
-        of (fsbno, length)."""
+        of (fsbno, length).  ``owner`` is the owner of the first block (a
+        fork mapping's offset moves on with each piece)."""
         out = []
         left = count
+        pos = 0
         while left:
             maxlen = min(left, MAXEXTLEN - MAXEXTLEN % unit)
-            fsbno, n = self.alloc_blocks(target_fsb, unit, maxlen)
+            who = owner.at(pos) if owner is not None else None
+            fsbno, n = self.alloc_blocks(target_fsb, unit, maxlen, owner=who)
             if n % unit:
-                self.free_extent(fsbno + n - n % unit, n % unit)
-                n -= n % unit
+                cut = n - n % unit
+                self.free_extent(fsbno + cut, n % unit, owner=who.at(cut) if who else None)
+                n = cut
             out.append((fsbno, n))
             left -= n
+            pos += n
             target_fsb = fsbno + n
         return out
+
+
+def _calc_size(bt, blocksize: int, records: int) -> int:
+    """Blocks a btree of ``records`` takes with every block half full
+    (xfs_btree_calc_size over the tree's minimum records per block)."""
+    leaf_min = bt.maxrecs(blocksize, True) // 2
+    node_min = bt.maxrecs(blocksize, False) // 2
+    level = -(-records // leaf_min)
+    total = level
+    while level > 1:
+        level = -(-level // node_min)
+        total += level
+    return total
+
+
+def _count_blocks(tree) -> int:
+    """Blocks of a ShortBtree (a walk of its levels)."""
+    if tree is None:
+        return 0
+    total = 0
+    addr = tree.root
+    for level in range(tree.levels - 1, -1, -1):
+        buf = tree._read(addr, level)
+        row = addr
+        while True:
+            total += 1
+            nxt = tree._sibs(tree._read(row, level))[1]
+            if nxt == tree._null:
+                break
+            row = nxt
+        if level:
+            addr = tree._ptr(buf, 0)
+    return total

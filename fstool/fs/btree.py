@@ -242,23 +242,31 @@ class _RefcountCodec(Codec):
 
 class _RmapCodec(Codec):
     """rmapbt: (startblock, blockcount, owner, offset) keyed by (startblock,
-    owner, offset).  The tree overlaps, so a node holds a low and a high key
-    per child (40 bytes, ``key_len``); ordering uses the low key.  fstool
-    only reads it: ``rec_key_bytes`` gives the low and high key of the one
-    record at ``off``."""
+    owner, offset), the offset with its attr-fork and bmbt-block bits but
+    not the unwritten one (a record's attribute, not part of its key), as
+    the kernel compares keys.  The tree overlaps, so
+    a node holds a low and a high key per child (40 bytes, ``key_len``);
+    ordering uses the low key; ``rec_key_bytes`` gives the low and high
+    key of the one record at ``off``."""
 
     def __init__(self):
         super().__init__("rmapbt", ">IIQQ", ">IQQIQQ")
         unpack = self._rec.unpack_from
+        mask = ~C.XFS_RMAP_OFF_UNWRITTEN
 
         def rec_key(buf, off):
             s, _n, o, f = unpack(buf, off)
-            return (s, o, f)
+            return (s, o, f & mask)
         self.rec_key_at = rec_key
-        self.node_key_at = struct.Struct(">IQQ").unpack_from
+        low = struct.Struct(">IQQ").unpack_from
+
+        def node_key(buf, off):
+            s, o, f = low(buf, off)
+            return (s, o, f & mask)
+        self.node_key_at = node_key
 
     def key(self, rec):
-        return (rec[0], rec[2], rec[3])
+        return (rec[0], rec[2], rec[3] & ~C.XFS_RMAP_OFF_UNWRITTEN)
 
     overlapping = True
     _HIGH = struct.Struct(">IQQ")
@@ -276,10 +284,14 @@ class _RmapCodec(Codec):
         """The key of a block whose records or children have ``keys``: the
         first low key and the greatest high key (startblock, owner, offset
         compared unsigned, as xfs_btree_get_*_keys_overlapped do)."""
-        high = max(keys, key=lambda k: self._HIGH.unpack_from(k, 20))
-        return bytes(keys[0][:20]) + bytes(high[20:40])
+        mask = ~C.XFS_RMAP_OFF_UNWRITTEN
+        unpack = self._HIGH.unpack_from
 
-
+        def high(k):
+            s, o, f = unpack(k, 20)
+            return (s, o, f & mask)
+        top = max(keys, key=high)
+        return bytes(keys[0][:20]) + bytes(top[20:40])
 
 
 # --------------------------------------------------------------------------

@@ -186,6 +186,13 @@ class _Engine:
         self._pl = form.ptr_len
         self._null = form.null
         self._right_off = form.right_off
+        # an overlapping tree (the rmapbt) keys each child by its low key and
+        # the greatest high key below it: the blocks an operation changed
+        # are remembered and their high keys set right when it ends
+        # (:meth:`_fix_high_keys`); low keys are kept as in any tree
+        self._overlap = codec.overlapping
+        self._touched: set = set()
+        self._freed: set = set()
 
     # -- block primitives ------------------------------------------------
     @staticmethod
@@ -210,6 +217,8 @@ class _Engine:
 
     def _dirty(self, addr: int) -> None:
         self.store.dirty(addr)
+        if self._overlap:
+            self._touched.add(addr)
 
     def _cap(self, level: int) -> int:
         return self._maxrecs[level > 0]
@@ -301,6 +310,81 @@ class _Engine:
     def _free_block(self, addr: int) -> None:
         self.store.free(addr)
         self.nblocks_delta -= 1
+        if self._overlap:
+            self._freed.add(addr)
+
+    # -- overlapping trees: high keys ------------------------------------------
+    def _block_key(self, buf, level: int) -> bytes:
+        """The whole key naming a block of an overlapping tree in its
+        parent: its first low key and the greatest high key of its entries."""
+        n = self._numrecs(buf)
+        h = self._hdr
+        codec = self.codec
+        if level == 0:
+            rl = self._rl
+            keys = [codec.rec_key_bytes(buf, h + i * rl) for i in range(n)]
+        else:
+            kl = self._kl
+            keys = [bytes(buf[h + i * kl:h + (i + 1) * kl]) for i in range(n)]
+        return codec.block_key(keys)
+
+    def _parent_entry(self, addr: int, level: int, key) -> tuple:
+        """(parent address, parent buffer, index) of the entry pointing at
+        block ``addr`` of ``level``, found by descending towards ``key``
+        (the block's low key, as a comparison tuple)."""
+        a = self.root
+        h, kl = self._hdr, self._kl
+        node_key_at = self.codec.node_key_at
+        for lv in range(self.levels - 1, level, -1):
+            buf = self._read(a, lv)
+            n = self._numrecs(buf)
+            lo, hi = 0, n
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if node_key_at(buf, h + mid * kl) <= key:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            i = lo - 1 if lo else 0
+            if lv == level + 1:
+                for j in (i, i - 1, i + 1):
+                    if 0 <= j < n and self._ptr(buf, j) == addr:
+                        return a, buf, j
+                for j in range(n):
+                    if self._ptr(buf, j) == addr:
+                        return a, buf, j
+                raise self._corrupt(a, f"no entry points at child block {addr}")
+            a = self._ptr(buf, i)
+        raise self._corrupt(addr, "block has no parent")
+
+    def _fix_high_keys(self) -> None:
+        """Set the key of every block the last operation changed in its
+        parent (low and high key), level by level upwards, following every
+        parent whose key changed in turn."""
+        touched, self._touched = self._touched, set()
+        freed, self._freed = self._freed, set()
+        top = self.levels - 1
+        pending: dict = {}
+        for addr in touched:
+            if addr in freed or addr == self.root:
+                continue
+            buf = self.store.read(addr)
+            pending.setdefault((buf[4] << 8) | buf[5], set()).add(addr)
+        kl, h = self._kl, self._hdr
+        low_key = self.codec.node_key_at
+        for level in range(top):
+            for addr in sorted(pending.get(level, ())):
+                buf = self._read(addr, level)
+                if not self._numrecs(buf):
+                    continue
+                key = self._block_key(buf, level)
+                paddr, pbuf, i = self._parent_entry(addr, level, low_key(key, 0))
+                off = h + i * kl
+                if pbuf[off:off + kl] != key:
+                    pbuf[off:off + kl] = key
+                    self.store.dirty(paddr)
+                    if level + 1 < top:
+                        pending.setdefault(level + 1, set()).add(paddr)
 
     @property
     def max_alloc_per_op(self) -> int:
@@ -513,6 +597,53 @@ class _Engine:
             self._note_leaf(None)
         else:
             self._note_leaf(path)
+        if self._overlap:
+            self._fix_high_keys()
+
+    def replace(self, key, rec) -> None:
+        """Overwrite the record whose key is ``key`` with ``rec``, whose key
+        may differ but must keep the record's place in the order (the
+        kernel's in-place record update: an rmap or refcount record whose
+        start moves)."""
+        self.gen += 1
+        self.keys_gen += 1
+        codec = self.codec
+        key = tuple(key)
+        path = self._descend(key)
+        addr, buf, i = path[0]
+        if not self._is_key_at(buf, i, key):
+            raise MissingKeyError(f"{codec.name}: no record with key {key}")
+        new = codec.key(rec)
+        n = self._numrecs(buf)
+        if new != key:
+            prev = self.lookup_lt(key)
+            nxt = self.lookup_gt(key)
+            if (prev is not None and not codec.key(prev) < new) or \
+                    (nxt is not None and not new < codec.key(nxt)):
+                raise InvalidArgument(f"{codec.name}: record {rec} would leave its place "
+                                      f"at key {key}")
+        off = self._hdr + i * self._rl
+        buf[off:off + self._rl] = codec.pack_rec(rec)
+        self._dirty(addr)
+        if i == 0 and n:
+            self._update_keys(path, 0)
+        self._note_leaf(None)
+        if self._overlap:
+            self._fix_high_keys()
+
+    def lookup_lt(self, key):
+        """The record with the largest key < ``key``, else None."""
+        for rec in self.iter_from(tuple(key), reverse=True):
+            if self.codec.key(rec) < tuple(key):
+                return rec
+        return None
+
+    def lookup_gt(self, key):
+        """The record with the smallest key > ``key``, else None."""
+        for rec in self.iter_from(tuple(key)):
+            if self.codec.key(rec) > tuple(key):
+                return rec
+        return None
 
     def _note_leaf(self, path: list | None) -> None:
         """After an update: ``path`` when it changed no key above the leaf
@@ -534,13 +665,15 @@ class _Engine:
         while True:
             up = self._insrec(path, level, pos, entry)
             if up is None:
-                return
+                break
             level += 1
             if level == self.levels:
                 self._new_root(path, up)
-                return
+                break
             entry = up
             pos = path[level][2] + 1
+        if self._overlap:
+            self._fix_high_keys()
 
     def _insrec(self, path: list, level: int, pos: int, entry) -> tuple | None:
         """Put one entry at ``pos`` of the block at ``level``.  Returns the
@@ -660,6 +793,8 @@ class _Engine:
         level = 0
         while self._delrec(path, level):
             level += 1
+        if self._overlap:
+            self._fix_high_keys()
         return rec
 
     def _delrec(self, path: list, level: int) -> bool:
@@ -805,7 +940,7 @@ class ShortBtree(_Engine):
         belongs there and is not its first)."""
         hint = self._leaf_hint
         if hint is not None and hint[0] == self.keys_gen and hint[1] == self.root and \
-                hint[2] == self.levels:
+                hint[2] == self.levels and not self._overlap:
             codec = self.codec
             key = codec.key(rec)
             lo, hi = hint[3], hint[4]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import struct
 
+from ..alloc import rmap as R
 from ..errors import UnsupportedError
 from ..format import constants as C
 from ..format import log as L
@@ -197,11 +198,12 @@ def finish_with_writer(path, efis: list, position: tuple) -> tuple[dict, dict]:
                 buf[hdr:hdr + 12 * n] = body + bytes(12 * n - len(body))
                 struct.pack_into(">H", buf, 6, len(keep))
                 for start, count in exts:
-                    w.space.free_extent((agno << sb.agblklog) | start, count)
+                    w.space.free_extent((agno << sb.agblklog) | start, count, owner=R.COW)
                     done["cow_extents"] += 1
             for d in efis:
                 for start, length in d["extents"]:
-                    w.space.free_extent(start, length)
+                    # an EFI names no owner: whatever rmap is left goes
+                    w.space.free_extent(start, length, owner=R.UNKNOWN)
                     done["efi_extents"] += 1
                 w.journal.add_item(efd_regions(d["id"], d["extents"]))
             ns = Namespace(w)

@@ -32,11 +32,22 @@ Blocks leave a fork through the session's space allocator
 the same transaction as the unmapping (so no EFI/EFD pair is needed, the
 two are one atomic change) and the blocks stay busy until that
 transaction's checkpoint is on disk, as every other free in fstool does.
+
+On a filesystem with the rmapbt, every record edit here changes the
+reverse mapping in the same transaction (the kernel's xfs_bmap defers an
+rmap map, unmap or convert intent for each): :meth:`ForkMap.add` maps the
+new blocks to the inode's data fork at their file offset,
+:meth:`ForkMap.remove` unmaps what it cuts out, and a change between
+written and unwritten is an unmap and a map of the blocks in their new
+state (the records that leaves are those of the kernel's convert); the
+bmbt's own blocks are mapped as bmbt blocks of the fork when allocated.
+Callers therefore allocate and free file data with ``owner=None``.
 """
 from __future__ import annotations
 
 import bisect
 
+from ..alloc import rmap as R
 from ..alloc.space import MAXEXTLEN
 from ..errors import CorruptionError, UnsupportedError
 from ..format import constants as C
@@ -99,7 +110,7 @@ class ForkMap:
             recs = BMBT.codec.unpack_recs(fork, 0, nextents) if nextents else []
             self.recs = [tuple(r) for r in recs]
         elif fmt == BTREE:
-            store = BmbtStore(w, near) if w is not None else ReadStore(fs)
+            store = BmbtStore(w, near, owner=R.bmbt(ino)) if w is not None else ReadStore(fs)
             self.tree = BW.BmbtTree(store, root=bytes(fork[:space]), root_space=space,
                                     ino=ino, uuid=fs.uuid)
         else:
@@ -220,6 +231,8 @@ class ForkMap:
         jr = right is not None and self._joinable(rec, right)
         if jl and jr and left[2] + rec[2] + right[2] > MAXEXTLEN:
             jr = False
+        if self.w is not None and self.w.rmap_on:
+            self.w.space.rmap_map_fsb(rec[1], rec[2], R.data(self.ino, rec[0]), rec[3])
         if jr:
             self._delete(right[0])
             rec = (rec[0], rec[1], rec[2] + right[2], rec[3])
@@ -250,6 +263,10 @@ class ForkMap:
             else:
                 self._delete(o)
                 out.append((o, p, n, u))
+        if out and self.w is not None and self.w.rmap_on:
+            space = self.w.space
+            for o, p, n, u in out:
+                space.rmap_unmap_fsb(p, n, R.data(self.ino, o), u)
         return out
 
     def set_state(self, a: int, b: int, unwritten: int) -> None:
@@ -266,7 +283,7 @@ class ForkMap:
         fork bytes of ``space``)."""
         w = self.w
         if self.recs is not None and len(self.recs) > self.maxext:
-            store = BmbtStore(w, self.near)
+            store = BmbtStore(w, self.near, owner=R.bmbt(self.ino))
             recs = self.recs
             leafmax = BMBT.maxrecs(store.blocksize, True)
             if len(recs) <= leafmax:

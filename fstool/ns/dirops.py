@@ -33,6 +33,7 @@ from ..errors import CorruptionError, FsToolError, NotADirectoryImageError, Unsu
 from ..format import constants as C
 from ..format.structs import DINODE
 from ..fs.icore import encode_ts
+from ..alloc import rmap as R
 from ..io import verify as V
 from . import dirdata as D
 from . import files as F
@@ -247,7 +248,7 @@ class Dir:
         da = self.first_unused(space_start)
         i = bisect.bisect_right(self.exts, (da, 1 << 64)) - 1
         near = self.exts[i][1] + self.exts[i][2] if i >= 0 else w.inodes.ino_fsb(self.ino)
-        fsb, _n = w.space.alloc_blocks(near, self.fsbs, self.fsbs)
+        fsb, _n = w.space.alloc_blocks(near, self.fsbs, self.fsbs, owner=R.data(self.ino, da))
         bisect.insort(self.exts, (da, fsb, self.fsbs))
         self.map_changed = True
         self.blocks_delta += self.fsbs
@@ -270,7 +271,7 @@ class Dir:
         if da + self.fsbs < o + n:
             pieces.append((da + self.fsbs, b + (da + self.fsbs - o), o + n - da - self.fsbs))
         self.exts[i:i + 1] = pieces
-        self.w.space.free_extent(b + (da - o), self.fsbs)
+        self.w.space.free_extent(b + (da - o), self.fsbs, owner=R.data(self.ino, da))
         self.map_changed = True
         self.blocks_delta -= self.fsbs
         if da < self.leafblk:
@@ -312,13 +313,13 @@ class Dir:
             fmt, nextents = C.XFS_DINODE_FMT_LOCAL, 0
             if self.node.format == C.XFS_DINODE_FMT_BTREE:
                 for fsbno in self._free_old_bmbt():
-                    w.space.free_extent(fsbno, 1)
+                    w.space.free_extent(fsbno, 1, owner=R.bmbt(self.ino))
         elif self.map_changed or self.node.format == C.XFS_DINODE_FMT_LOCAL:
             pool = self._free_old_bmbt() if self.node.format == C.XFS_DINODE_FMT_BTREE \
                 else []
             fork = F.map_fork(w, self.ino, list(self.exts), self.dsize, reuse=pool)
             for fsbno in pool:          # old bmbt blocks the new tree did not take
-                w.space.free_extent(fsbno, 1)
+                w.space.free_extent(fsbno, 1, owner=R.bmbt(self.ino))
             mapped = sum(n for _o, _b, n in self.exts)
             self.blocks_delta += fork.blocks - mapped
             lit, fmt, nextents = fork.literal, fork.fmt, fork.nextents
@@ -359,12 +360,11 @@ class Dir:
         """The old bmbt's blocks (no longer counted): a new tree takes them
         first, so a full filesystem can still change a large directory; the
         caller frees the rest."""
-        from .namespace import owned_blocks
+        from .namespace import owned_extents
         node = self.node
-        mapped = {(b, n) for _o, b, n, *_ in node.extents()}
         out = []
-        for fsbno, n in owned_blocks(node, attr=False):
-            if (fsbno, n) not in mapped:
+        for fsbno, n, who, _u in owned_extents(node, attr=False):
+            if who.flags & R.BMBT_BLOCK:
                 out.extend(range(fsbno, fsbno + n))
                 self.blocks_delta -= n
         self.node = None

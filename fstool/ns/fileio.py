@@ -414,7 +414,7 @@ class FileIO:
         space = self.w.space
         gone = f.map.remove(a, b, limit)
         for _o, p, n, _u in gone:
-            space.free_extent(p, n)
+            space.free_extent(p, n, owner=None)         # the map unmapped them
             f.nblocks -= n
         return limit is not None and len(gone) >= limit and f.map.next(a) is not None \
             and f.map.next(a)[0] < b
@@ -448,7 +448,7 @@ class FileIO:
                 self._unhold(ino)          # the file went elsewhere
             return None
         self.w.space.reserved.pop(ino, None)
-        got = self.w.space.alloc_exact(hf, min(want, hn))
+        got = self.w.space.alloc_exact(hf, min(want, hn), owner=None)
         if not got:
             self._unhold(ino)
             return None
@@ -547,9 +547,11 @@ class FileIO:
                 extra = 0
                 if grows and not out and pos + want >= self._blocks(f.size):
                     extra = self._prealloc_blocks(f, pos)
-                fsbno, n = space.alloc_blocks(target, 1, min(want + extra, MAXEXTLEN))
+                # mapped to the file by the block map as it takes them
+                fsbno, n = space.alloc_blocks(target, 1, min(want + extra, MAXEXTLEN),
+                                              owner=None)
                 if n > want:
-                    space.unalloc(fsbno + want, n - want)
+                    space.unalloc(fsbno + want, n - want, owner=None)
                     self._hold(f.ino, pos + want, fsbno + want, n - want)
                     n = want
             out.append((pos, fsbno, n))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import stat
 
+from ..alloc import rmap as R
 from ..alloc.space import MAXEXTLEN
 from ..format import constants as C
 from ..fs.btree import pack_bmbt_rec
@@ -71,7 +72,7 @@ def map_fork(w, ino: int, extents: list, space: int, *, attr: bool = False,
     if len(extents) * BMBT_REC <= space:
         return Fork(C.XFS_DINODE_FMT_EXTENTS, pack_extents(extents), len(extents), mapped)
     from ..fs import btree_write as BW
-    store = BmbtStore(w, extents[0][1], reuse)
+    store = BmbtStore(w, extents[0][1], reuse, owner=R.bmbt(ino, attr))
     root, _height, blocks = BW.bulk_load_bmbt([(o, b, n, 0) for o, b, n in extents],
                                               ino=ino, uuid=w.uuid,
                                               blocksize=w.sb.blocksize, root_space=space,
@@ -96,14 +97,15 @@ def put_data_fork(d: dict, buf: bytearray, fork: Fork, space: int, size: int) ->
 
 class BmbtStore:
     """Blocks of a file's bmbt, through the open transaction (new ones
-    allocated near the file)."""
+    allocated near the file, owned by ``owner``: the fork's bmbt)."""
 
-    def __init__(self, w, near: int, reuse: list | None = None):
+    def __init__(self, w, near: int, reuse: list | None = None, *, owner: R.Owner):
         self.w = w
         self.blocksize = w.sb.blocksize
         self.near = near
         self.reuse = reuse
         self.reused = set()
+        self.owner = owner
 
     def daddr(self, addr: int) -> int:
         return self.w.fs.fsb_to_daddr(addr)
@@ -113,7 +115,8 @@ class BmbtStore:
             addr = self.reuse.pop(0)
             self.reused.add(addr)
             return addr
-        fsbno, _n = self.w.space.alloc_blocks(self.near if near is None else near, 1, 1)
+        fsbno, _n = self.w.space.alloc_blocks(self.near if near is None else near, 1, 1,
+                                               owner=self.owner)
         self.near = fsbno + 1
         return fsbno
 
@@ -133,7 +136,7 @@ class BmbtStore:
         """Changes are found by comparing with the image's copy: nothing to do."""
 
     def free(self, addr: int) -> None:
-        self.w.space.free_extent(addr, 1)
+        self.w.space.free_extent(addr, 1, owner=self.owner)
 
 
 def _old_block(old_map: list, lblk: int, nblocks: int):
@@ -149,10 +152,12 @@ def _old_block(old_map: list, lblk: int, nblocks: int):
     return None
 
 
-def place_plan(w, plan: ForkPlan, near_fsb: int, reuse: list | None = None):
+def place_plan(w, plan: ForkPlan, near_fsb: int, reuse: list | None = None, *,
+               owner: R.Owner):
     """Allocate blocks for every planned block (runs of consecutive logical
     blocks together), put the finished buffers into the transaction, and
-    return the extents (startoff, fsbno, length).
+    return the extents (startoff, fsbno, length).  ``owner`` is the fork the
+    blocks belong to, at file offset 0 (``rmap.fork(ino, 0, attr)``).
 
     With ``reuse`` (the fork's old extent list), a planned block whose
     logical range the old fork mapped keeps that physical block: the
@@ -191,7 +196,8 @@ def place_plan(w, plan: ForkPlan, near_fsb: int, reuse: list | None = None):
         total = sum(b.nblocks for b in run)
         lblk = run[0].lblk
         pos = 0
-        pieces = w.space.alloc_run(target, total, unit)
+        pieces = w.space.alloc_run(target, total, unit,
+                                   owner=owner.at(lblk) if owner is not None else None)
         for fsbno, n in pieces:
             extents.append((lblk + pos, fsbno, n))
             pos += n
@@ -226,9 +232,10 @@ class DataPool:
         self.tx = None
         self.runs: dict = {}          # agno -> [next fsbno, blocks left]
 
-    def take(self, target: int, count: int):
-        """[(fsbno, count)] for ``count`` blocks near ``target``, or None
-        when the file is too large for the pool."""
+    def take(self, target: int, count: int, owner: R.Owner | None = None):
+        """[(fsbno, count)] for ``count`` blocks near ``target`` (mapped to
+        ``owner`` in the rmapbt), or None when the file is too large for the
+        pool."""
         if count > self.TAKE_MAX:
             return None
         w = self.w
@@ -241,15 +248,19 @@ class DataPool:
         runs = self.runs
         run = runs.get(target >> agblklog)
         if run is None or run[1] < count:
-            fsbno, n = w.space.alloc_blocks(target, count, max(count, self.POOL_BLOCKS))
+            # the run belongs to no one until files take it
+            fsbno, n = w.space.alloc_blocks(target, count, max(count, self.POOL_BLOCKS),
+                                            owner=None)
             # the run this one replaces (in the AG it came from) goes back
             old = runs.pop(fsbno >> agblklog, None)
             if old is not None and old[1]:
-                w.space.free_extent(old[0], old[1])
+                w.space.free_extent(old[0], old[1], owner=None)
             run = runs[fsbno >> agblklog] = [fsbno, n]
         fsbno = run[0]
         run[0] += count
         run[1] -= count
+        if owner is not None:
+            w.space.rmap_map_fsb(fsbno, count, owner)
         return [(fsbno, count)]
 
     def _release_at_commit(self, _tx) -> None:
@@ -261,13 +272,14 @@ class DataPool:
         if self.tx is w.tx:
             for fsbno, n in self.runs.values():
                 if n:
-                    w.space.free_extent(fsbno, n)
+                    w.space.free_extent(fsbno, n, owner=None)
         self.tx, self.runs = None, {}
 
 
-def write_data(w, near_fsb: int, stream, size: int, data_ranges=None, pool=None) -> list:
-    """Copy a file's content into newly allocated blocks and return its
-    extents.  Holes (``data_ranges`` lists where data is) get no blocks; a
+def write_data(w, ino: int, near_fsb: int, stream, size: int, data_ranges=None,
+               pool=None) -> list:
+    """Copy the content of file ``ino`` into newly allocated blocks and
+    return its extents.  Holes (``data_ranges`` lists where data is) get no blocks; a
     small file's blocks come from ``pool`` (a DataPool) when one is given.
     A stream over a host file is copied by the kernel (``Device.copy_from``:
     shared blocks, copy_file_range, or read and write); any other stream is
@@ -294,7 +306,7 @@ def write_data(w, near_fsb: int, stream, size: int, data_ranges=None, pool=None)
     fd = _host_fd(stream)
     daddr = w.fs.fsb_to_daddr
     for a, b in spans:
-        pieces = place_blocks(w, target, b - a, pool)
+        pieces = place_blocks(w, target, b - a, pool, owner=R.data(ino, a))
         if fd is None and data_ranges is not None:
             stream.seek(a << blog)
         lblk = a
@@ -310,13 +322,13 @@ def write_data(w, near_fsb: int, stream, size: int, data_ranges=None, pool=None)
     return extents
 
 
-def place_blocks(w, target: int, count: int, pool=None) -> list:
-    """[(fsbno, n)] for ``count`` new data blocks near ``target``: from
-    ``pool`` (a DataPool) when it takes files that small, else a run of
-    free space."""
-    pieces = pool.take(target, count) if pool is not None else None
+def place_blocks(w, target: int, count: int, pool=None, *, owner: R.Owner) -> list:
+    """[(fsbno, n)] for ``count`` new data blocks of ``owner`` (a data fork
+    at the first block's offset) near ``target``: from ``pool`` (a
+    DataPool) when it takes files that small, else a run of free space."""
+    pieces = pool.take(target, count, owner) if pool is not None else None
     if pieces is None:
-        pieces = w.space.alloc_run(target, count)
+        pieces = w.space.alloc_run(target, count, owner=owner)
     return pieces
 
 

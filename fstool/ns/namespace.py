@@ -66,6 +66,7 @@ from ..format import constants as C
 from ..format.structs import DINODE
 from ..fs.btree import pack_bmbt_rec
 from ..fs.icore import InodeSpec, encode_dev, encode_ts
+from ..alloc import rmap as R
 from . import files as F
 from .dirbuild import check_name, check_names
 from .writer import Writer
@@ -306,7 +307,7 @@ class Namespace:
                                 inline_space=space if shortform else 0)
         if plan.local is not None:
             return forkoff, C.XFS_DINODE_FMT_LOCAL, 0, plan.local, 0
-        exts = F.place_plan(w, plan, w.inodes.ino_fsb(ino))
+        exts = F.place_plan(w, plan, w.inodes.ino_fsb(ino), owner=R.fork(ino, 0, True))
         fork = F.map_fork(w, ino, exts, space, attr=True)
         return forkoff, fork.fmt, fork.nextents, fork.literal, fork.blocks
 
@@ -356,7 +357,7 @@ class Namespace:
         self._new_name(parent, name)
         w = self.w
         ino = w.inodes.alloc_inode(parent, is_dir=False)
-        exts = F.write_data(w, w.inodes.ino_fsb(ino), stream, size, data_ranges,
+        exts = F.write_data(w, ino, w.inodes.ino_fsb(ino), stream, size, data_ranges,
                             self.pool) if size else []
         lit = w.sb.inodesize - C.XFS_DINODE_CORE_SIZE
         forkoff = self._forkoff_for(meta, C.XFS_DINODE_FMT_EXTENTS,
@@ -474,7 +475,8 @@ class Namespace:
                 lblk = 0
                 src = offsets[k]
                 for fsbno, cnt in (F.place_blocks(w, ino_fsb(ino), (size + bs - 1) >> blog,
-                                                  pool) if size else ()):
+                                                  pool, owner=R.data(ino, 0))
+                                   if size else ()):
                     exts.append((lblk, fsbno, cnt))
                     off = daddr(fsbno) << C.BBSHIFT
                     if fd >= 0:
@@ -556,7 +558,7 @@ class Namespace:
             self._put_new(ino, C.S_IFLNK | meta.perm, meta, size=len(target),
                           fmt=C.XFS_DINODE_FMT_LOCAL, data=plan.local, forkoff=forkoff)
         else:
-            exts = F.place_plan(w, plan, w.inodes.ino_fsb(ino))
+            exts = F.place_plan(w, plan, w.inodes.ino_fsb(ino), owner=R.data(ino, 0))
             fork = F.map_fork(w, ino, exts, space)
             self._put_new(ino, C.S_IFLNK | meta.perm, meta, size=len(target), fork=fork,
                           forkoff=forkoff)
@@ -647,9 +649,7 @@ class Namespace:
         d = DINODE.unpack(raw)
         # release the old attr fork's blocks
         if node.forkoff and node.aformat != C.XFS_DINODE_FMT_LOCAL:
-            for fsbno, n in owned_blocks(node, attr=True):
-                w.space.free_extent(fsbno, n)
-            ablocks_old = sum(n for _b, n in owned_blocks(node, attr=True))
+            ablocks_old = free_fork(w, node, attr=True)
         else:
             ablocks_old = 0
         fmt = d["di_format"]
@@ -689,9 +689,7 @@ class Namespace:
             # fork: the target comes back inline.  (The kernel leaves it in
             # its block, a form xfs_repair before 6.10 takes for damage.)
             target = self.fs.readlink(ino)
-            for fsbno, n in owned_blocks(node, attr=False):
-                w.space.free_extent(fsbno, n)
-            d["di_nblocks"] -= sum(n for _b, n in owned_blocks(node, attr=False))
+            d["di_nblocks"] -= free_fork(w, node, attr=False)
             d["di_format"] = fmt = C.XFS_DINODE_FMT_LOCAL
             d["di_big_nextents" if d["di_flags2"] & C.XFS_DIFLAG2_NREXT64 else "di_nextents"] = 0
             raw = bytes(raw[:C.XFS_DINODE_CORE_SIZE]) + target + \
@@ -749,7 +747,7 @@ class Namespace:
             target = bytes(node.fork_bytes()[:node.size])
             plan = AB.encode_symlink(target, ino=ino, uuid=w.uuid, blocksize=w.sb.blocksize,
                                      inline_space=0)
-            exts = F.place_plan(w, plan, w.inodes.ino_fsb(ino))
+            exts = F.place_plan(w, plan, w.inodes.ino_fsb(ino), owner=R.data(ino, 0))
             fork = F.map_fork(w, ino, exts, space)
             F.put_data_fork(d, buf, fork, lit, node.size)
             d["di_nblocks"] += fork.blocks
@@ -1065,8 +1063,7 @@ class Namespace:
                     continue
                 fmt = node.aformat if attr else node.format
                 if fmt in (C.XFS_DINODE_FMT_EXTENTS, C.XFS_DINODE_FMT_BTREE):
-                    for fsbno, n in owned_blocks(node, attr=attr):
-                        w.space.free_extent(fsbno, n)
+                    free_fork(w, node, attr)
         w.inodes.free_inode(ino)
 
     # -- finishing ---------------------------------------------------------------------
@@ -1103,7 +1100,7 @@ class Namespace:
                     self._put_new(ino, mode, meta, nlink=st.nlink, size=plan.size,
                                   fmt=C.XFS_DINODE_FMT_LOCAL, data=plan.local, forkoff=forkoff)
                 else:
-                    exts = F.place_plan(w, plan, w.inodes.ino_fsb(ino))
+                    exts = F.place_plan(w, plan, w.inodes.ino_fsb(ino), owner=R.data(ino, 0))
                     fork = F.map_fork(w, ino, exts, space)
                     self._put_new(ino, mode, meta, nlink=st.nlink, size=plan.size, fork=fork,
                                   forkoff=forkoff)
@@ -1124,9 +1121,9 @@ class Namespace:
         old_owned = []
         old_map = []
         if node.format in (C.XFS_DINODE_FMT_EXTENTS, C.XFS_DINODE_FMT_BTREE):
-            old_owned = owned_blocks(node, attr=False)
+            old_owned = owned_extents(node, attr=False)
             old_map = node.extents()
-        old_blocks = sum(n for _b, n in old_owned)
+        old_blocks = sum(n for _b, n, _w, _u in old_owned)
         plan = DB.encode_dir(entries, ino=st.ino, parent=st.parent, uuid=w.uuid,
                              blocksize=sb.blocksize, dirblksize=sb.dirblksize,
                              has_ftype=sb.has_ftype, inline_space=space)
@@ -1136,12 +1133,13 @@ class Namespace:
         else:
             # blocks at the same logical offsets keep their place (a full
             # filesystem can still shrink a directory); the rest is new
-            exts, reused = F.place_plan(w, plan, w.inodes.ino_fsb(st.ino), reuse=old_map)
+            exts, reused = F.place_plan(w, plan, w.inodes.ino_fsb(st.ino), reuse=old_map,
+                                        owner=R.data(st.ino, 0))
             fork = F.map_fork(w, st.ino, exts, space)
-        for fsbno, n in old_owned:
+        for fsbno, n, who, _u in old_owned:
             for b in range(fsbno, fsbno + n):
                 if b not in reused:
-                    w.space.free_extent(b, 1)
+                    w.space.free_extent(b, 1, owner=who.at(b - fsbno))
         buf = bytearray(raw)
         F.put_data_fork(d, buf, fork, space, plan.size)
         d["di_nblocks"] += fork.blocks - old_blocks
@@ -1161,14 +1159,33 @@ _EMPTY_SF_ATTR = struct.pack(">HBB", 4, 0, 0)     # a shortform attr header, no 
 def owned_blocks(node, attr: bool) -> list:
     """(fsbno, length) of every block a fork owns: mapped extents and, for a
     btree-format fork, the bmbt blocks below its root."""
-    out = [(b, n) for _o, b, n, *_ in node.extents(attr=attr)]
+    return [(b, n) for b, n, _o, _u in owned_extents(node, attr)]
+
+
+def owned_extents(node, attr: bool) -> list:
+    """(fsbno, length, owner, unwritten) of every block a fork owns, owner
+    as the rmapbt names it: the fork's mapped extents at their file
+    offsets, then the bmbt blocks below a btree-format fork's root."""
+    ino = node.ino
+    out = [(b, n, R.fork(ino, o, attr), bool(u)) for o, b, n, u in node.extents(attr=attr)]
     fmt = node.aformat if attr else node.format
     if fmt == C.XFS_DINODE_FMT_BTREE:
         level, _keys, ptrs = node.bmbt_root(attr)
-        reader = node.fs.bmbt_reader(node.ino)
+        reader = node.fs.bmbt_reader(ino)
+        who = R.bmbt(ino, attr)
         for blk in reader.blocks(ptrs, level):
-            out.append((blk.addr, 1))
+            out.append((blk.addr, 1, who, False))
     return out
+
+
+def free_fork(w, node, attr: bool) -> int:
+    """Free every block a fork owns (each unmapped from its owner in the
+    rmapbt); returns how many."""
+    total = 0
+    for fsbno, n, who, unwritten in owned_extents(node, attr):
+        w.space.free_extent(fsbno, n, owner=who, unwritten=unwritten)
+        total += n
+    return total
 
 
 def split_path(path: str) -> tuple[str, bytes]:
@@ -1181,4 +1198,4 @@ def split_path(path: str) -> tuple[str, bytes]:
 
 
 __all__ = ["Namespace", "Meta", "ExistsError", "DirNotEmpty", "split_path", "owned_blocks",
-           "CorruptionError"]
+           "owned_extents", "free_fork", "CorruptionError"]

@@ -79,6 +79,11 @@ class Writer:
         self.inobtcount = sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_INOBTCNT)
         self.bigtime = sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_BIGTIME)
         self.nrext64 = sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_NREXT64)
+        self.reflink = sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_REFLINK)
+        self.rmapbt = sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_RMAPBT)
+        # every change of a block's owner updates the rmapbt in the same
+        # transaction, except while a repair rebuilds every rmapbt whole
+        self.rmap_on = self.rmapbt and not rebuilds_rmapbt
         self.enc = InodeEncoder(sb.inodesize, self.uuid, bigtime=self.bigtime,
                                 nrext64=self.nrext64)
         self.timestamp_ns = timestamp_ns
@@ -93,18 +98,12 @@ class Writer:
 
     # -- lifetime ----------------------------------------------------------------
     def _check_writable(self, logged: bool, rebuilds_rmapbt: bool = False) -> None:
-        """Refuse what this writer cannot keep consistent.  No write path
-        maintains the rmapbt record by record: only a caller that rebuilds
-        every AG's rmapbt it touches (repair) may open an rmapbt image
-        (``rebuilds_rmapbt``)."""
+        """Refuse what this writer cannot keep consistent."""
         from ..fs.logstate import log_is_clean
         sb = self.fs.sb
         if sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_NEEDSREPAIR):
             raise WriteRefused(f"{self.path}: the filesystem is marked as needing repair; "
                                "run xfs_repair first")
-        if sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_RMAPBT) and not rebuilds_rmapbt:
-            raise UnsupportedError(f"{self.path}: writing to filesystems with the reverse "
-                                   "mapping btree (rmapbt) is not supported yet")
         unknown = sb.incompat & ~WRITABLE_INCOMPAT
         if unknown:
             raise UnsupportedError(f"{self.path}: writing with incompat features 0x"

@@ -292,7 +292,7 @@ class NamespacePlan:
                 runs = list(fix.blocks)
                 shim = types.SimpleNamespace(tx=w.tx, fs=fs, sb=sb,
                                              space=_ReservedRuns(runs))
-                exts = F.place_plan(shim, fix.fork, 0)
+                exts = F.place_plan(shim, fix.fork, 0, owner=None)
                 fork = _bmbt_fork(w, ino, exts, fix) if fix.bmbt else \
                     F.map_fork(shim, ino, exts, fix.space)
             nlink = self.nlink.pop(ino)
@@ -396,7 +396,7 @@ class _ReservedRuns:
     def __init__(self, runs):
         self.runs = runs
 
-    def alloc_run(self, _target, total, _unit):
+    def alloc_run(self, _target, total, _unit, *, owner=None):
         if not self.runs:
             raise NamespaceError("internal: a directory's reserved blocks ran out")
         pieces = self.runs.pop(0)
