@@ -25,7 +25,7 @@ from ..errors import CorruptionError, NoSpaceError
 from ..format import constants as C
 from ..format.structs import AGF, AGI
 from ..io import verify as V
-from . import rmap
+from . import refcount, rmap
 
 
 class TreeStore:
@@ -166,9 +166,10 @@ class PerAG:
                                                 agno=agno, uuid=uuid), agno)
         self.refc = None
         if session.reflink:
-            self.refc = BW.ShortBtree(B.REFCOUNTBT, TreeStore(self, "refc", V.REFCBT),
-                                      root=f["agf_refcount_root"],
-                                      levels=f["agf_refcount_level"], agno=agno, uuid=uuid)
+            self.refc = refcount.Refcount(
+                BW.ShortBtree(B.REFCOUNTBT, TreeStore(self, "refc", V.REFCBT),
+                              root=f["agf_refcount_root"], levels=f["agf_refcount_level"],
+                              agno=agno, uuid=uuid), agno)
         self.longest_stale = False
         self.hot: dict = {}        # parent agino -> the free chunk nearest to it
         self.hot_keys: dict = {}   # parent agino -> finobt keys_gen when it was found
@@ -228,7 +229,7 @@ class PerAG:
         if self.rmap is not None:
             out.append(self.rmap.tree)
         if self.refc is not None:
-            out.append(self.refc)
+            out.append(self.refc.tree)
         return out
 
     # -- AGFL ring -----------------------------------------------------------
@@ -279,7 +280,7 @@ class PerAG:
         if roots != f["agf_roots"] or levels != f["agf_levels"]:
             f["agf_roots"], f["agf_levels"] = roots, levels
             self.agf_dirty = True
-        rc = self.refc
+        rc = self.refc.tree if self.refc is not None else None
         if rc is not None and (rc.root, rc.levels) != (f["agf_refcount_root"],
                                                        f["agf_refcount_level"]):
             f["agf_refcount_root"], f["agf_refcount_level"] = rc.root, rc.levels

@@ -22,11 +22,14 @@ every owner) would have:
 * :meth:`Rmap.convert` changes fork blocks between written and unwritten,
   splitting and merging as xfs_rmap_convert does.
 
-These are the non-shared variants, for blocks with one owner each (what
-every fstool writer makes; extents shared by reflinked files need the
-overlapping variants).  A record that breaks the rules (an owner that does
-not match, blocks not mapped, a new mapping over another) is corruption:
-:class:`~fstool.errors.CorruptionError` naming the rmapbt.
+Blocks with one owner use those; the data forks of reflinked files (the
+inode's reflink flag) use the shared variants :meth:`Rmap.map_shared`,
+:meth:`Rmap.unmap_shared` and :meth:`Rmap.convert_shared` (the kernel's
+xfs_rmap_*_shared), which find the owner's own neighbours among records of
+other owners over the same blocks (the tree's overlap query) and change
+keys by delete and insert.  A record that breaks the rules (an owner that
+does not match, blocks not mapped, a new mapping over another) is
+corruption: :class:`~fstool.errors.CorruptionError` naming the rmapbt.
 """
 from __future__ import annotations
 
@@ -347,3 +350,114 @@ class Rmap:
                                       owner, end_off, prev.flags).disk())
             t.insert(prev._replace(count=offset - prev.offset).disk())
             t.insert(Rec(bno, length, owner, offset, newext).disk())
+
+    # -- the shared variants (reflinked data forks) ----------------------------------
+    def _find_left(self, bno: int, owner: int, offset: int, flags: int) -> Rec | None:
+        """The owner's record ending just before ``bno`` (and, for a fork
+        mapping, just before ``offset`` in the file), among every record
+        over block bno-1 (xfs_rmap_find_left_neighbor)."""
+        if bno == 0:
+            return None
+        ignore = non_inode(owner) or bool(flags & BMBT_BLOCK)
+        if not ignore and offset == 0:
+            return None
+        for raw in self.tree.query_overlap(bno - 1, bno - 1):
+            r = _rec(raw)
+            if r.owner != owner:
+                continue
+            if not non_inode(r.owner) and not r.flags & BMBT_BLOCK and \
+                    r.offset + r.count - 1 != offset - 1:
+                continue
+            return r
+        return None
+
+    def _find_covering(self, bno: int, owner: int, offset: int, flags: int) -> Rec | None:
+        """The owner's record holding block ``bno`` at file ``offset``,
+        among every record over that block (xfs_rmap_lookup_le_range)."""
+        for raw in self.tree.query_overlap(bno, bno):
+            r = _rec(raw)
+            if r.owner != owner:
+                continue
+            if not non_inode(r.owner) and not r.flags & BMBT_BLOCK and \
+                    (r.offset > offset or r.offset + r.count <= offset):
+                continue
+            return r
+        return None
+
+    def _lookup_eq(self, bno: int, owner: int, offset: int, flags: int) -> Rec | None:
+        return _rec(self.tree.lookup_eq((bno, owner, (offset | flags) & ~UNWRITTEN)))
+
+    def map_shared(self, bno: int, length: int, oi: Owner, unwritten: bool = False) -> None:
+        """:meth:`map` where the blocks may also belong to other files
+        (xfs_rmap_map_shared)."""
+        if length <= 0:
+            return
+        owner, offset, flags = oi.owner, oi.offset, oi.flags
+        if unwritten:
+            flags |= UNWRITTEN
+        lt = self._find_left(bno, owner, offset, flags)
+        if lt is not None and not _mergeable(lt, owner, flags):
+            lt = None
+        gt = self._lookup_eq(bno + length, owner, offset + length, flags)
+        if gt is not None and not _mergeable(gt, owner, flags):
+            gt = None
+        t = self.tree
+        if lt is not None and lt.end == bno and lt.offset + lt.count == offset:
+            count = lt.count + length
+            if gt is not None and bno + length == gt.start and offset + length == gt.offset:
+                count += gt.count
+                t.delete(gt.key())
+            t.update(lt._replace(count=count).disk())
+        elif gt is not None and bno + length == gt.start and offset + length == gt.offset:
+            t.delete(gt.key())
+            t.insert(gt._replace(start=bno, offset=offset, count=gt.count + length).disk())
+        else:
+            t.insert(Rec(bno, length, owner, offset, flags).disk())
+
+    def unmap_shared(self, bno: int, length: int, oi: Owner, unwritten: bool = False) -> None:
+        """:meth:`unmap` where the blocks may also belong to other files
+        (xfs_rmap_unmap_shared)."""
+        if length <= 0:
+            return
+        owner, offset, flags = oi.owner, oi.offset, oi.flags
+        if unwritten:
+            flags |= UNWRITTEN
+        lt = self._find_covering(bno, owner, offset, flags)
+        bad = None
+        if lt is None:
+            bad = "no record of that owner holds them"
+        elif lt.start > bno or lt.end < bno + length:
+            bad = f"the record {lt.start}+{lt.count} does not hold them"
+        elif (flags & UNWRITTEN) != (lt.flags & UNWRITTEN):
+            bad = "its unwritten state differs"
+        elif lt.offset > offset or offset > lt.offset + lt.count:
+            bad = f"the record maps file offsets {lt.offset}+{lt.count}"
+        if bad:
+            raise self._corrupt(f"unmapping shared blocks {bno}+{length} of "
+                                f"{oi.describe()}: {bad}", bno)
+        t = self.tree
+        if lt.start == bno and lt.count == length:
+            t.delete(lt.key())
+        elif lt.start == bno:
+            t.delete(lt.key())
+            t.insert(lt._replace(start=bno + length, count=lt.count - length,
+                                 offset=lt.offset + length).disk())
+        elif lt.end == bno + length:
+            t.update(lt._replace(count=lt.count - length).disk())
+        else:
+            left = bno - lt.start
+            t.update(lt._replace(count=left).disk())
+            t.insert(Rec(bno + length, lt.count - length - left, owner, offset + length,
+                         lt.flags).disk())
+
+    def convert_shared(self, bno: int, length: int, oi: Owner, unwritten: bool) -> None:
+        """:meth:`convert` where the blocks may also belong to other files
+        (xfs_rmap_convert_shared): the same result, each change of a record
+        the owner's own."""
+        if length <= 0:
+            return
+        # an unmap of the old state and a map of the new leave the records
+        # the kernel's conversion leaves: the owner's runs merged where they
+        # meet in blocks, file offsets and state
+        self.unmap_shared(bno, length, oi, unwritten)
+        self.map_shared(bno, length, oi, not unwritten)

@@ -210,11 +210,58 @@ class SpaceAllocator:
                        owner: R.Owner | None, unwritten: bool = False) -> None:
         s = self.session
         if owner is not None and s.rmap_on:
-            self.rmap_unmap(agno, agbno, length, owner, unwritten)
+            self.rmap_op(agno, "unmap", agbno, length, owner, unwritten)
         s.tx.binval(s.fs.agb_to_daddr(agno, agbno), length << (self.sb.blocklog - 9))
         self.pending.append((agno, agbno, length))
 
+    def free_shared(self, fsbno: int, length: int, *, owner: R.Owner | None,
+                    unwritten: bool = False) -> None:
+        """Give up a reflinked file's data blocks (the inode's reflink
+        flag): unmapped from ``owner`` (None: the block map did that), one
+        reference taken from each in the refcount btree, and freed where
+        that was the last (the kernel's xfs_refcount_decrease_extent)."""
+        agno, agbno = self.fsb_split(fsbno)
+        s = self.session
+        if owner is not None and s.rmap_on:
+            self.rmap_op(agno, "unmap_shared", agbno, length, owner, unwritten)
+        if not s.reflink:
+            self.free_ag_extent(agno, agbno, length, owner=None)
+            return
+        for start, n in s.ag(agno).refc.adjust(agbno, length, -1):
+            self.free_ag_extent(agno, start, n, owner=None)
+
+    def share(self, fsbno: int, length: int) -> None:
+        """One more reference to every block of the range (a reflink)."""
+        agno, agbno = self.fsb_split(fsbno)
+        freed = self.session.ag(agno).refc.adjust(agbno, length, +1)
+        if freed:
+            raise CorruptionError("refcountbt", f"adding a reference freed blocks {freed}",
+                                  agno=agno)
+
+    def shared_blocks(self, fsbno: int, length: int) -> list:
+        """(fsbno, length, refcount) of the shared blocks in a range of one
+        AG's blocks."""
+        agno, agbno = self.fsb_split(fsbno)
+        if not self.session.reflink:
+            return []
+        return [(self.fsb(agno, a), n, c)
+                for a, n, c in self.session.ag(agno).refc.shared(agbno, length)]
+
     # -- the rmapbt ------------------------------------------------------------------
+    def rmap_op(self, agno: int, op: str, agbno: int, length: int, owner: R.Owner,
+                unwritten: bool = False) -> None:
+        """One rmapbt change by name (map, unmap, convert and their _shared
+        variants) in the AG, with the free list refilled for it first."""
+        rm = self._rmap_ag(agno)
+        if rm is not None:
+            getattr(rm, op)(agbno, length, owner, unwritten)
+
+    def rmap_fsb(self, op: str, fsbno: int, length: int, owner: R.Owner,
+                 unwritten: bool = False) -> None:
+        if self.session.rmap_on:
+            agno, agbno = self.fsb_split(fsbno)
+            self.rmap_op(agno, op, agbno, length, owner, unwritten)
+
     def _rmap_ag(self, agno: int):
         """The AG's rmap state with its free list refilled for one rmapbt
         change, or None without an rmapbt."""
@@ -226,35 +273,7 @@ class SpaceAllocator:
             self.fix_freelist(ag)
         return ag.rmap
 
-    def rmap_map(self, agno: int, agbno: int, length: int, owner: R.Owner,
-                 unwritten: bool = False) -> None:
-        rm = self._rmap_ag(agno)
-        if rm is not None:
-            rm.map(agbno, length, owner, unwritten)
 
-    def rmap_unmap(self, agno: int, agbno: int, length: int, owner: R.Owner,
-                   unwritten: bool = False) -> None:
-        rm = self._rmap_ag(agno)
-        if rm is not None:
-            rm.unmap(agbno, length, owner, unwritten)
-
-    def rmap_convert(self, agno: int, agbno: int, length: int, owner: R.Owner,
-                     unwritten: bool) -> None:
-        rm = self._rmap_ag(agno)
-        if rm is not None:
-            rm.convert(agbno, length, owner, unwritten)
-
-    def rmap_map_fsb(self, fsbno: int, length: int, owner: R.Owner,
-                     unwritten: bool = False) -> None:
-        if self.session.rmap_on:
-            agno, agbno = self.fsb_split(fsbno)
-            self.rmap_map(agno, agbno, length, owner, unwritten)
-
-    def rmap_unmap_fsb(self, fsbno: int, length: int, owner: R.Owner,
-                       unwritten: bool = False) -> None:
-        if self.session.rmap_on:
-            agno, agbno = self.fsb_split(fsbno)
-            self.rmap_unmap(agno, agbno, length, owner, unwritten)
 
     # -- per-AG reservations -----------------------------------------------------------
     def _asks(self, ag) -> tuple[int, int]:
@@ -327,7 +346,7 @@ class SpaceAllocator:
         straight back to the free-space btrees (not busy)."""
         agno, agbno = self.fsb_split(fsbno)
         if owner is not None:
-            self.rmap_unmap(agno, agbno, length, owner)
+            self.rmap_op(agno, "unmap", agbno, length, owner)
         ag = self.session.ag(agno)
         self.fix_freelist(ag)
         self._insert_free(ag, agbno, length)
@@ -341,7 +360,7 @@ class SpaceAllocator:
         if got is None:
             return 0
         if owner is not None:
-            self.rmap_map(agno, got[0], got[1], owner)
+            self.rmap_op(agno, "map", got[0], got[1], owner)
         self.allocated += got[1]
         return got[1]
 
@@ -365,7 +384,7 @@ class SpaceAllocator:
             self.session.journal.push()
             got = self._alloc_in_ag(ag, target, minlen, maxlen, align, exact, resv)
         if got is not None and owner is not None:
-            self.rmap_map(ag.agno, got[0], got[1], owner, unwritten)
+            self.rmap_op(ag.agno, "map", got[0], got[1], owner, unwritten)
         return got
 
     def _available(self, ag, resv: str) -> int:

@@ -566,6 +566,43 @@ class _Engine:
             addr, buf = nxt, self._read(nxt, 0)
             i = self._numrecs(buf) - 1 if reverse else 0
 
+    def query_overlap(self, lo: int, hi: int) -> Iterator:
+        """Records of an overlapping tree (the rmapbt) whose blocks meet
+        [lo, hi]: start <= hi and start + count - 1 >= lo, in key order.
+        Subtrees are skipped by their node keys (the low key's start and the
+        high key's start, the last block below them)."""
+        if not self._overlap:
+            raise InvalidArgument(f"{self.codec.name} is not an overlapping tree")
+        h, kl, rl = self._hdr, self._kl, self._rl
+        unpack_rec = self.codec.unpack_rec
+        start_at = _U32.unpack_from
+        out = []
+        stack = [(self.root, self.levels - 1)]
+        while stack:
+            addr, level = stack.pop()
+            buf = self._read(addr, level)
+            n = self._numrecs(buf)
+            if level == 0:
+                for i in range(n):
+                    rec = unpack_rec(buf, h + i * rl)
+                    if rec[0] > hi:
+                        break
+                    if rec[0] + rec[1] - 1 >= lo:
+                        out.append(rec)
+                continue
+            kids = []
+            for i in range(n):
+                off = h + i * kl
+                if start_at(buf, off)[0] > hi:
+                    break
+                if start_at(buf, off + kl // 2)[0] >= lo:
+                    kids.append((self._ptr(buf, i), level - 1))
+            stack.extend(reversed(kids))
+        if len(out) > 1:
+            key = self.codec.key
+            out.sort(key=key)
+        return iter(out)
+
     def count(self) -> int:
         """Number of records (walks the leaf level)."""
         addr, buf, _ = self._edge_path(False)[0]

@@ -90,10 +90,14 @@ class ForkMap:
     transaction, changes are allowed; without, only lookups."""
 
     def __init__(self, fs, ino: int, fmt: int, fork: bytes, space: int, nextents: int,
-                 w=None, near: int = 0):
+                 w=None, near: int = 0, shared: bool = False):
         self.fs = fs
         self.w = w
         self.ino = ino
+        # a reflinked file (the inode's reflink flag): its blocks may belong
+        # to other files too, and the rmapbt is changed with the shared
+        # variants
+        self.shared = shared
         self.fmt = fmt
         self.space = space
         self.maxext = space // BMBT_REC
@@ -232,7 +236,8 @@ class ForkMap:
         if jl and jr and left[2] + rec[2] + right[2] > MAXEXTLEN:
             jr = False
         if self.w is not None and self.w.rmap_on:
-            self.w.space.rmap_map_fsb(rec[1], rec[2], R.data(self.ino, rec[0]), rec[3])
+            self.w.space.rmap_fsb("map_shared" if self.shared else "map", rec[1], rec[2],
+                                  R.data(self.ino, rec[0]), rec[3])
         if jr:
             self._delete(right[0])
             rec = (rec[0], rec[1], rec[2] + right[2], rec[3])
@@ -265,8 +270,9 @@ class ForkMap:
                 out.append((o, p, n, u))
         if out and self.w is not None and self.w.rmap_on:
             space = self.w.space
+            op = "unmap_shared" if self.shared else "unmap"
             for o, p, n, u in out:
-                space.rmap_unmap_fsb(p, n, R.data(self.ino, o), u)
+                space.rmap_fsb(op, p, n, R.data(self.ino, o), u)
         return out
 
     def set_state(self, a: int, b: int, unwritten: int) -> None:

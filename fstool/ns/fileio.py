@@ -113,7 +113,7 @@ _CORE = C.XFS_DINODE_CORE_SIZE
 class _File:
     """One regular file for the length of one call."""
     __slots__ = ("ino", "raw", "d", "size", "nblocks", "map", "space", "nrext64",
-                 "touched")
+                 "touched", "reflink")
 
     def __init__(self, io: "FileIO", ino: int, write: bool):
         w = io.w
@@ -124,9 +124,8 @@ class _File:
             if pystat.S_ISDIR(mode):
                 raise IsADirectoryImageError(f"inode {ino}")
             raise InvalidArgument(f"inode {ino} is not a regular file")
-        if write and d["di_flags2"] & C.XFS_DIFLAG2_REFLINK:
-            raise UnsupportedError(f"inode {ino} may share extents (reflink); writing "
-                                   "such files is not supported")
+        # a reflinked file: its blocks may be shared with other files
+        self.reflink = bool(d["di_flags2"] & C.XFS_DIFLAG2_REFLINK)
         self.ino = ino
         self.raw = raw
         self.d = d
@@ -138,7 +137,7 @@ class _File:
         nextents = d["di_big_nextents"] if self.nrext64 else d["di_nextents"]
         self.map = ForkMap(io.fs, ino, d["di_format"], raw[_CORE:_CORE + self.space],
                            self.space, nextents, w=w if write else None,
-                           near=w.inodes.ino_fsb(ino))
+                           near=w.inodes.ino_fsb(ino), shared=self.reflink)
         self.touched = False
 
 
@@ -390,12 +389,47 @@ class FileIO:
     def _blocks(self, nbytes: int) -> int:
         return (nbytes + self.bs - 1) >> self.blog
 
+    def _unshare(self, f: _File, a: int, b: int) -> None:
+        """Copy on write: the blocks mapped in [a, b) that other files share
+        are replaced by private copies (new blocks holding the same data,
+        unwritten ones left unwritten), so that the file's data can then be
+        changed in place.  The old blocks lose one reference each.  The
+        copies are written before the transaction that maps them commits,
+        as all new data is: a crash leaves the file on its old blocks."""
+        if not f.reflink:
+            return
+        space = self.w.space
+        todo = []
+        for o, p, n, u in f.map.range(a, b):
+            lo, hi = max(o, a), min(o + n, b)
+            phys = p + (lo - o)
+            for sp, sn, _c in space.shared_blocks(phys, hi - lo):
+                todo.append((lo + (sp - phys), sp, sn, u))
+        if not todo:
+            return
+        blog = self.blog
+        dev = self.dev
+        for lblk, old, n, u in todo:
+            pieces = space.alloc_run(old, n, owner=None)
+            if not u:
+                pos = 0
+                for fsbno, k in pieces:
+                    dev.copy_from(dev.fd, self._byte(old + pos), self._byte(fsbno), k << blog)
+                    pos += k
+            f.map.remove(lblk, lblk + n)
+            space.free_shared(old, n, owner=None)
+            pos = 0
+            for fsbno, k in pieces:
+                f.map.add((lblk + pos, fsbno, k, u))
+                pos += k
+
     def _zero_written(self, f: _File, lo: int, hi: int) -> None:
         """Zero the bytes [lo, hi) that written extents hold (holes and
         unwritten extents read as zeros already)."""
         if hi <= lo:
             return
         blog = self.blog
+        self._unshare(f, lo >> blog, self._blocks(hi))
         for o, p, n, u in f.map.range(lo >> blog, self._blocks(hi)):
             if u:
                 continue
@@ -413,8 +447,10 @@ class FileIO:
         and free what they mapped; True when records remain."""
         space = self.w.space
         gone = f.map.remove(a, b, limit)
+        # (the map unmapped them from the rmapbt)
+        free = space.free_shared if f.reflink else space.free_extent
         for _o, p, n, _u in gone:
-            space.free_extent(p, n, owner=None)         # the map unmapped them
+            free(p, n, owner=None)
             f.nblocks -= n
         return limit is not None and len(gone) >= limit and f.map.next(a) is not None \
             and f.map.next(a)[0] < b
@@ -585,6 +621,8 @@ class FileIO:
         size0 = f.size
         b0, b1 = off >> blog, self._blocks(end)
         grows = end > size0
+        # 0. blocks other files share are copied first (copy on write)
+        self._unshare(f, b0, b1)
         # 1. decide where every block goes (allocations first: an ENOSPC
         #    leaves the file as it was)
         plan = []

@@ -1180,10 +1180,16 @@ def owned_extents(node, attr: bool) -> list:
 
 def free_fork(w, node, attr: bool) -> int:
     """Free every block a fork owns (each unmapped from its owner in the
-    rmapbt); returns how many."""
+    rmapbt; a reflinked file's data blocks lose one reference each and go
+    only when that was the last); returns how many the fork counted."""
     total = 0
+    shared = not attr and bool(node.flags2 & C.XFS_DIFLAG2_REFLINK)
+    space = w.space
     for fsbno, n, who, unwritten in owned_extents(node, attr):
-        w.space.free_extent(fsbno, n, owner=who, unwritten=unwritten)
+        if shared and not who.flags & R.BMBT_BLOCK:
+            space.free_shared(fsbno, n, owner=who, unwritten=unwritten)
+        else:
+            space.free_extent(fsbno, n, owner=who, unwritten=unwritten)
         total += n
     return total
 
