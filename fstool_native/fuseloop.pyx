@@ -201,6 +201,9 @@ cdef extern from "fuseloop.h":
                              fuse_forget_data *forgets) noexcept
         void (*fallocate)(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
                           off_t length, fuse_file_info *fi) noexcept
+        void (*copy_file_range)(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
+                                fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
+                                fuse_file_info *fi_out, size_t len, int flags) noexcept
         void (*lseek)(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
                       fuse_file_info *fi) noexcept
 
@@ -595,6 +598,17 @@ cdef void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, o
     _call_and_ack(req, _h.fallocate, (fi.fh, mode, offset, length))
 
 
+cdef void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
+                             fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
+                             fuse_file_info *fi_out, size_t length, int flags) noexcept:
+    try:
+        n = _h.copy_file_range(fi_in.fh, off_in, fi_out.fh, off_out, length, flags)
+    except BaseException as exc:
+        _error(req, exc)
+        return
+    fuse_reply_write(req, n)
+
+
 cdef void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
                    fuse_file_info *fi) noexcept:
     try:
@@ -869,6 +883,7 @@ class Session:
         _ops.access = op_access
         _ops.fsync = op_fsync
         _ops.fallocate = op_fallocate
+        _ops.copy_file_range = op_copy_file_range
         _ops.lseek = op_lseek
         _ops.opendir = op_opendir
         _ops.readdirplus = op_readdirplus

@@ -263,13 +263,17 @@ class SpaceAllocator:
             self.rmap_op(agno, op, agbno, length, owner, unwritten)
 
     def _rmap_ag(self, agno: int):
-        """The AG's rmap state with its free list refilled for one rmapbt
-        change, or None without an rmapbt."""
+        """The AG's rmap state with its free list made right for one rmapbt
+        change (refilled for the blocks a split may take, or emptied down
+        for those a join may give back), as the kernel's
+        xfs_rmap_finish_one fixes the free list before each; None without
+        an rmapbt."""
         s = self.session
         if not s.rmap_on:
             return None
         ag = s.ag(agno)
-        if ag.flcount < self.min_freelist(ag):
+        need = self.min_freelist(ag)
+        if ag.flcount < need or ag.flcount > (need if self.kernel_freelist else need + 8):
             self.fix_freelist(ag)
         return ag.rmap
 

@@ -74,6 +74,26 @@ def put_cmd(image, hostfile, path, mode, owner, force, as_json, no_check):
               as_json)
 
 
+@click.command("cp")
+@json_opt
+@image_arg
+@click.argument("src")
+@click.argument("dst")
+@click.option("--reflink", type=click.Choice(["auto", "always", "never"]), default="auto",
+              show_default=True,
+              help="Share the source's blocks (always: or fail; auto: where the filesystem "
+                   "has reflink) or copy them (never).")
+@click.option("--force", is_flag=True, help="Replace DST if it exists.")
+@no_check_option
+def cp_cmd(image, src, dst, reflink, force, as_json, no_check):
+    """Copy the regular file SRC to DST inside IMAGE, sharing its blocks
+    (reflink, as cp --reflink does on a mounted XFS) where the filesystem
+    allows it.  DST takes SRC's mode and owner and the time of the copy."""
+    from ..ops import edit
+    emit_json(edit.cp(image, src, dst, reflink=reflink, force=force, timestamp_ns=_ts(),
+                      check=not no_check), as_json)
+
+
 @click.command("rm")
 @json_opt
 @image_arg

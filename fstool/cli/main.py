@@ -32,6 +32,7 @@ COMMANDS = {
     "mkdir": ("edit", "mkdir_cmd", "Create a directory in an image."),
     "put": ("edit", "put_cmd", "Copy a host file into an image."),
     "rm": ("edit", "rm_cmd", "Remove files or trees from an image."),
+    "cp": ("edit", "cp_cmd", "Copy a file inside an image, sharing its blocks (reflink)."),
     "ln": ("edit", "ln_cmd", "Create a hard or symbolic link in an image."),
     "mv": ("edit", "mv_cmd", "Rename or move a file or directory in an image."),
     "setattr": ("edit", "setattr_cmd", "Change mode, owner, times or xattrs in an image."),

@@ -51,7 +51,7 @@ def clamp_time(clamp: bool, ts):
 
 
 def run_populate(image, source, dest, owner_map, keep_going, ts, quiet, clamp_ns=None,
-                 fresh=False, check=True):
+                 fresh=False, check=True, reflink=False):
     """Populate with a progress bar on a terminal; returns the stats.  With
     ``clamp_ns`` the source is opened here, its modification times clamped."""
     import sys
@@ -73,13 +73,14 @@ def run_populate(image, source, dest, owner_map, keep_going, ts, quiet, clamp_ns
         src = open_source(source, owner_map=owner_map, keep_going=keep_going,
                           report=source_report, clamp_ns=clamp_ns)
         st = run_populate(image, src, dest, None, keep_going, ts, quiet, fresh=fresh,
-                          check=check)
+                          check=check, reflink=reflink)
         st.skipped[:0] = source_skips
         return st
 
     if quiet or not sys.stderr.isatty():
         return populate(image, source, dest, owner_map=owner_map, keep_going=keep_going,
-                        timestamp_ns=ts, report=report, fresh=fresh, check=check)
+                        timestamp_ns=ts, report=report, fresh=fresh, check=check,
+                        reflink=reflink)
     from rich.console import Console
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
     console = Console(stderr=True)
@@ -99,19 +100,22 @@ def run_populate(image, source, dest, owner_map, keep_going, ts, quiet, clamp_ns
                                          f"{st.bytes / 1048576:,.1f} MiB, {rate:,.0f}/s")
         return populate(image, source, dest, owner_map=owner_map, keep_going=keep_going,
                         timestamp_ns=ts, report=report, progress=progress, fresh=fresh,
-                        check=check)
+                        check=check, reflink=reflink)
 
 
 def summary_record(st) -> dict:
     """The populate statistics as the --json object."""
     return {"files": st.files, "dirs": st.dirs, "symlinks": st.symlinks,
             "special": st.special, "hardlinks": st.hardlinks, "bytes": st.bytes,
-            "entries": st.entries, "skipped": list(st.skipped)}
+            "entries": st.entries, "shared_files": st.shared_files,
+            "shared_bytes": st.shared_bytes, "skipped": list(st.skipped)}
 
 
 def summary(st) -> str:
     s = (f"added {st.files} files ({st.bytes} bytes), {st.dirs} directories, "
          f"{st.symlinks} symlinks, {st.special} special files, {st.hardlinks} hard links")
+    if st.shared_files:
+        s += f"; {st.shared_files} files ({st.shared_bytes} bytes) share an earlier file's blocks"
     if st.skipped:
         s += f"; skipped {len(st.skipped)}"
     return s
@@ -133,13 +137,16 @@ def summary(st) -> str:
 @click.option("--clamp-mtime", "clamp", is_flag=True,
               help="Modification times later than the build time ($SOURCE_DATE_EPOCH or "
                    "--timestamp) become the build time, as tar --clamp-mtime does.")
+@click.option("--reflink", is_flag=True,
+              help="Files of equal content share their blocks (the filesystem needs the "
+                   "reflink feature), as cp --reflink copies would.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
 @click.option("--no-check", is_flag=True,
               help="Write even when fstool check finds problems in the image (by default "
                    "the image is checked first and refused then).")
 @json_opt
-def cmd(image, source, dest, owner_map, squash_owner, keep_going, timestamp, clamp, quiet,
-        as_json, no_check):
+def cmd(image, source, dest, owner_map, squash_owner, keep_going, timestamp, clamp, reflink,
+        quiet, as_json, no_check):
     """Add SOURCE to the XFS image IMAGE without mounting it or needing root.
 
     SOURCE is a host directory, a tar archive (plain, gzip, bzip2, xz or
@@ -155,7 +162,7 @@ def cmd(image, source, dest, owner_map, squash_owner, keep_going, timestamp, cla
     omap = make_owner_map(owner_map, squash_owner)
     ts = timestamp_ns(timestamp)
     st = run_populate(image, source, dest, omap, keep_going, ts, quiet or as_json,
-                      clamp_time(clamp, ts), check=not no_check)
+                      clamp_time(clamp, ts), check=not no_check, reflink=reflink)
     if as_json:
         emit_json(summary_record(st), True)
     elif not quiet:

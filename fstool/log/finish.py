@@ -1,11 +1,19 @@
 """What the kernel does after replaying the log, before the mount completes.
 
-* intents left without a done item are finished: an EFI's extents are
-  freed; the other kinds (RUI, CUI, BUI, ATTRI, XMI) need rmap, refcount,
-  bmap or xattr machinery fstool's writer does not have, and are refused
-  (before anything is written);
+* intents left without a done item are finished, in log order, as the
+  kernel's xlog_recover_process_intents does: an EFI's extents are freed
+  (whatever rmap records they still have removed, the EFI naming no
+  owner), an RUI's reverse mappings made (map, unmap, convert, their shared
+  variants, alloc, free), a CUI's reference counts moved (increase,
+  decrease — freeing what loses its last reference — and copy-on-write
+  staging extents recorded or dropped), a BUI's file mapping added to or
+  removed from an inode's data fork; each gets its done item.  The kinds
+  parent pointers and exchange-range bring (ATTRI, XMI), and BUIs of an
+  attr fork, are refused before anything is written;
 * the inodes on the AGI unlinked lists (open when the system stopped, but
   unlinked) are freed with their blocks, as inode inactivation does;
+* copy-on-write staging extents left in the refcount btrees are dropped and
+  their blocks freed (xfs_reflink_recover_cow);
 * the superblock's lazy counters are recomputed from the AG headers.
 
 The freeing is one transaction of the write session
@@ -28,7 +36,7 @@ from ..format import constants as C
 from ..format import log as L
 from ..format.structs import SB
 
-FINISHABLE = {L.XFS_LI_EFI}
+FINISHABLE = {L.XFS_LI_EFI, L.XFS_LI_RUI, L.XFS_LI_CUI, L.XFS_LI_BUI}
 
 
 class IntentRefused(UnsupportedError):
@@ -41,6 +49,13 @@ def check_intents(intents: dict) -> list:
     kind fstool cannot finish."""
     out = []
     for (code, iid), (lsn, d, blk) in sorted(intents.items(), key=lambda kv: kv[1][0]):
+        if code == L.XFS_LI_BUI and any(e["flags"] & (L.XFS_BMAP_EXTENT_ATTR_FORK |
+                                                      L.XFS_BMAP_EXTENT_REALTIME)
+                                        for e in d["extents"]):
+            raise IntentRefused(
+                f"record at log block {blk}: BUI intent 0x{iid:x} maps an attr fork or "
+                "realtime extent, which fstool cannot finish; nothing was written: mount "
+                "the image with the kernel to recover it")
         if code not in FINISHABLE:
             raise IntentRefused(
                 f"record at log block {blk}: {d['type']} intent 0x{iid:x} has no done item "
@@ -51,10 +66,7 @@ def check_intents(intents: dict) -> list:
 
 
 def _why(code: int) -> str:
-    return {L.XFS_LI_RUI: "it has no reverse-mapping btree writer",
-            L.XFS_LI_CUI: "it has no refcount btree writer",
-            L.XFS_LI_BUI: "it has no block-mapping update writer",
-            L.XFS_LI_ATTRI: "it has no logged-xattr writer",
+    return {L.XFS_LI_ATTRI: "it has no logged-xattr writer",
             L.XFS_LI_XMI: "it has no file-mapping exchange writer"}.get(
                 code, "unsupported intent type")
 
@@ -80,71 +92,45 @@ def unlinked_inodes(fs) -> list:
     return out
 
 
-XFS_REFC_COWFLAG = 1 << 31
-
-
 def cow_leftovers(fs) -> list:
     """(agno, startblock, blockcount) of the CoW staging extents left in the
     refcount btrees (the kernel frees them at every mount of a reflink
     filesystem: xfs_reflink_recover_cow)."""
+    from ..alloc.refcount import COW_FLAG
+    from ..fs import btree as B
     out = []
-    if not fs.sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_REFLINK):
+    sb = fs.sb
+    if not sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_REFLINK):
         return out
-    for agno in range(fs.sb.agcount):
+    for agno in range(sb.agcount):
         agf = fs.agf(agno)
         root, level = agf["agf_refcount_root"], agf["agf_refcount_level"]
         if not root or not level:
             continue
-        daddr = fs.agb_to_daddr(agno, root)
-        for rec in _refcount_recs(fs, agno, root, level):
-            if rec[0] & XFS_REFC_COWFLAG:
-                out.append((agno, rec[0] & ~XFS_REFC_COWFLAG, rec[1], daddr, level))
+        reader = B.BtreeReader(fs, B.REFCOUNTBT, agno=agno, owner=agno,
+                               addr_to_daddr=lambda a, agno=agno: fs.agb_to_daddr(agno, a))
+        for start, count, _refc in reader.ag_records(root, level):
+            if start & COW_FLAG:
+                out.append((agno, start & ~COW_FLAG, count))
     return out
 
 
-def _refcount_recs(fs, agno: int, root: int, level: int) -> list:
-    import struct as _s
-    from ..io import verify as V
-    recs = []
-    todo = [(root, level)]
-    seen = 0
-    while todo:
-        bno, lvl = todo.pop()
-        seen += 1
-        if seen > 1 << 16:
-            break
-        buf = fs.read_meta(fs.agb_to_daddr(agno, bno), fs.sb.blocksize, V.REFCBT,
-                           agno=agno, block=bno)
-        n = _s.unpack_from(">H", buf, 6)[0]
-        hdr = C.XFS_BTREE_SBLOCK_CRC_LEN
-        if _s.unpack_from(">H", buf, 4)[0] == 0:
-            recs += [_s.unpack_from(">III", buf, hdr + 12 * i) for i in range(n)]
-        else:
-            maxr = (fs.sb.blocksize - hdr) // 8
-            ptrs = [_s.unpack_from(">I", buf, hdr + 4 * maxr + 4 * i)[0] for i in range(n)]
-            todo += [(p, lvl - 1) for p in reversed(ptrs)]
-    return recs
-
-
-def needs_writer(fs, efis: list) -> bool:
-    return bool(efis) or bool(unlinked_inodes(fs)) or bool(cow_leftovers(fs))
+def needs_writer(fs, intents: list) -> bool:
+    return bool(intents) or bool(unlinked_inodes(fs)) or bool(cow_leftovers(fs))
 
 
 def writer_supported(fs) -> str | None:
-    """None when the writer can free blocks and inodes on this filesystem,
-    else why not."""
-    if fs.sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_RMAPBT):
-        return "freeing blocks on a filesystem with the reverse-mapping btree (rmapbt) " \
-               "needs rmap updates fstool cannot make yet"
+    """None when the writer can do the work after replay on this
+    filesystem, else why not (every supported filesystem can now)."""
     return None
 
 
-def refuse_unfinishable(view, efis: list, why: str) -> None:
+def refuse_unfinishable(view, intents: list, why: str) -> None:
     """``view`` is the image as replayed (in memory): refuse, before anything
     is written, when what follows replay cannot be done here."""
     work = []
-    if efis:
-        work.append(f"{len(efis)} unfinished extent-free intents")
+    if intents:
+        work.append(f"{len(intents)} unfinished intents")
     n = sum(len(c) for _a, _b, c in unlinked_inodes(view))
     if n:
         work.append(f"{n} inodes on the AGI unlinked lists (files deleted while open)")
@@ -157,55 +143,48 @@ def refuse_unfinishable(view, efis: list, why: str) -> None:
             "written: mount the image with the kernel to recover it")
 
 
-def finish_with_writer(path, efis: list, position: tuple) -> tuple[dict, dict]:
-    """Free the EFIs' extents, the unlinked inodes and the leftover CoW
-    extents in one journaled transaction of a write session that goes on
-    from ``position`` (head block, cycle, last record block, tail LSN); the
-    superblock counters come out recomputed from every AG and the
-    log-incompatible feature bits cleared, as an unmount leaves them.
+def finish_with_writer(path, intents: list, position: tuple) -> tuple[dict, dict]:
+    """Finish the unfinished intents, free the unlinked inodes and the
+    leftover CoW extents in one journaled transaction of a write session
+    that goes on from ``position`` (head block, cycle, last record block,
+    tail LSN); the superblock counters come out recomputed from every AG and
+    the log-incompatible feature bits cleared, as an unmount leaves them.
     Returns (what was done, with ``logged``: what its checkpoint put in the
     log; the counters before and after)."""
     from ..format.structs import SB as SBL
     from ..io import verify as V
     from ..ns.namespace import Namespace
     from ..ns.writer import Writer
-    from ..trans.logwriter import efd_regions
-    done = {"efi_extents": 0, "unlinked_inodes": 0, "cow_extents": 0}
+    from ..trans.logwriter import done_regions, efd_regions
+    done = {"efi_extents": 0, "rui_extents": 0, "cui_extents": 0, "bui_extents": 0,
+            "unlinked_inodes": 0, "cow_extents": 0}
     with Writer(path, recovering=position) as w:
         w.space.kernel_freelist = True
         sb = w.sb
         f0 = sb.fields
         before = {k: f0[k] for k in ("sb_icount", "sb_ifree", "sb_fdblocks")}
-        cow = cow_leftovers(w.fs)
-        for agno, _s, _n, _d, level in cow:
-            if level != 1:
-                raise IntentRefused(
-                    f"AG {agno}: CoW staging extents left in a refcount btree of {level} "
-                    "levels; fstool removes them only from one-level trees (nothing was "
-                    "written by this step: mount the image with the kernel instead)")
         with w.transaction():
             tx = w.tx
-            by_block: dict = {}
-            for agno, start, count, daddr, _lvl in cow:
-                by_block.setdefault((agno, daddr), []).append((start, count))
-            for (agno, daddr), exts in by_block.items():
-                buf = tx.read_buf(daddr, sb.blocksize, V.REFCBT, agno=agno).data
-                hdr = C.XFS_BTREE_SBLOCK_CRC_LEN
-                n = struct.unpack_from(">H", buf, 6)[0]
-                keep = [struct.unpack_from(">III", buf, hdr + 12 * i) for i in range(n)]
-                keep = [r for r in keep if not r[0] & XFS_REFC_COWFLAG]
-                body = b"".join(struct.pack(">III", *r) for r in keep)
-                buf[hdr:hdr + 12 * n] = body + bytes(12 * n - len(body))
-                struct.pack_into(">H", buf, 6, len(keep))
-                for start, count in exts:
-                    w.space.free_extent((agno << sb.agblklog) | start, count, owner=R.COW)
-                    done["cow_extents"] += 1
-            for d in efis:
-                for start, length in d["extents"]:
-                    # an EFI names no owner: whatever rmap is left goes
-                    w.space.free_extent(start, length, owner=R.UNKNOWN)
-                    done["efi_extents"] += 1
-                w.journal.add_item(efd_regions(d["id"], d["extents"]))
+            for d in intents:
+                code = d["type_code"]
+                if code == L.XFS_LI_EFI:
+                    for start, length in d["extents"]:
+                        # an EFI names no owner: whatever rmap is left goes
+                        w.space.free_extent(start, length, owner=R.UNKNOWN)
+                        done["efi_extents"] += 1
+                    w.journal.add_item(efd_regions(d["id"], d["extents"]))
+                    continue
+                for e in d["extents"]:
+                    if code == L.XFS_LI_RUI:
+                        _finish_rmap(w, e)
+                        done["rui_extents"] += 1
+                    elif code == L.XFS_LI_CUI:
+                        _finish_refcount(w, e)
+                        done["cui_extents"] += 1
+                    else:
+                        _finish_bmap(w, e)
+                        done["bui_extents"] += 1
+                w.journal.add_item(done_regions(L.INTENT_DONE[code], d["id"]))
             ns = Namespace(w)
             for agno, bucket, chain in unlinked_inodes(w.fs):
                 ag = w.ag(agno)
@@ -214,6 +193,10 @@ def finish_with_writer(path, efis: list, position: tuple) -> tuple[dict, dict]:
                     done["unlinked_inodes"] += 1
                 ag.agi["agi_unlinked"][bucket] = C.NULLAGINO
                 ag.agi_dirty = True
+            for agno, start, count in cow_leftovers(w.fs):
+                w.ag(agno).refc.cow_remove(start, count)
+                w.space.free_ag_extent(agno, start, count, owner=R.COW)
+                done["cow_extents"] += 1
             # every AG's counters summed into the superblock (the session
             # does that at commit for the AGs it changed; all of them here)
             for agno in range(sb.agcount):
@@ -227,6 +210,63 @@ def finish_with_writer(path, efis: list, position: tuple) -> tuple[dict, dict]:
         after = {k: after_sb[k] for k in ("sb_icount", "sb_ifree", "sb_fdblocks")}
     done["logged"] = logged
     return done, {"before": before, "after": after}
+
+
+_RMAP_OPS = {1: "map", 2: "map_shared", 3: "unmap", 4: "unmap_shared", 5: "convert",
+             6: "convert_shared", 7: "map", 8: "unmap"}
+
+
+def _finish_rmap(w, e: dict) -> None:
+    """One extent of an RUI (xfs_rmap_finish_one)."""
+    flags = e["flags"]
+    op = _RMAP_OPS.get(flags & L.XFS_RMAP_EXTENT_TYPE_MASK)
+    if op is None:
+        raise IntentRefused(f"RUI extent of unknown type {flags & 0xFF}")
+    owner = e["owner"]
+    fl = 0
+    if flags & L.XFS_RMAP_EXTENT_ATTR_FORK:
+        fl |= R.ATTR_FORK
+    if flags & L.XFS_RMAP_EXTENT_BMBT_BLOCK:
+        fl |= R.BMBT_BLOCK
+    offset = 0 if R.non_inode(owner) or fl & R.BMBT_BLOCK else e["startoff"]
+    unwritten = bool(flags & L.XFS_RMAP_EXTENT_UNWRITTEN)
+    agno, agbno = w.space.fsb_split(e["startblock"])
+    w.space.rmap_op(agno, op, agbno, e["len"], R.Owner(owner, offset, fl), unwritten)
+
+
+def _finish_refcount(w, e: dict) -> None:
+    """One extent of a CUI (xfs_refcount_finish_one): a reference more or
+    less (blocks losing their last freed), or a staging extent recorded or
+    dropped."""
+    op = e["flags"] & L.XFS_REFCOUNT_EXTENT_TYPE_MASK
+    agno, agbno = w.space.fsb_split(e["startblock"])
+    refc = w.ag(agno).refc
+    n = e["len"]
+    if op in (1, 2):
+        for start, k in refc.adjust(agbno, n, +1 if op == 1 else -1):
+            w.space.free_ag_extent(agno, start, k, owner=None)
+    elif op == 3:
+        refc.cow_add(agbno, n)
+    elif op == 4:
+        refc.cow_remove(agbno, n)
+    else:
+        raise IntentRefused(f"CUI extent of unknown type {op}")
+
+
+def _finish_bmap(w, e: dict) -> None:
+    """One extent of a BUI (xfs_bmap_finish_one): a file mapping added to or
+    removed from an inode's data fork (the blocks neither allocated nor
+    freed: the intents that go with it do that), its rmap changed with it."""
+    from ..ns.fileio import FileIO
+    op = e["flags"] & L.XFS_BMAP_EXTENT_TYPE_MASK
+    unwritten = 1 if e["flags"] & L.XFS_BMAP_EXTENT_UNWRITTEN else 0
+    io = FileIO(w)
+    if op == 1:
+        io.map_extent(e["owner"], e["startoff"], e["startblock"], e["len"], unwritten)
+    elif op == 2:
+        io.unmap_extent(e["owner"], e["startoff"], e["len"])
+    else:
+        raise IntentRefused(f"BUI extent of unknown type {op}")
 
 
 def recompute_counters(dev, fs) -> dict:

@@ -250,6 +250,15 @@ class MountOps:
         self.vol.fallocate(fh, mode, off, length)
 
     @_errnos
+    def copy_file_range(self, fh_in: int, off_in: int, fh_out: int, off_out: int,
+                        length: int, flags: int) -> int:
+        """copy_file_range(2): whole blocks shared on a reflink filesystem
+        (as the kernel's XFS does), the rest copied."""
+        if flags:
+            raise OSError(errno.EINVAL, "")
+        return self.vol.copy_file_range(fh_in, off_in, fh_out, off_out, length)
+
+    @_errnos
     def lseek(self, fh: int, off: int, whence: int) -> int:
         """SEEK_DATA and SEEK_HOLE (the kernel answers the others itself)."""
         return self.vol.lseek(fh, off, whence)

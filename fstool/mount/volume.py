@@ -675,6 +675,18 @@ class Volume:
             self.fileio.fallocate(h.ino, mode, off, length)
         self.icache.invalidate(h.ino)
 
+    def copy_file_range(self, fh_in: int, off_in: int, fh_out: int, off_out: int,
+                        length: int) -> int:
+        """copy_file_range(2) between two open files: whole blocks shared
+        where the filesystem has reflink, the rest copied; one transaction."""
+        self._writable()
+        src, dst = self.handle(fh_in), self.handle(fh_out)
+        with self._tx():
+            n = self.fileio.copy_range(src.ino, off_in, dst.ino, off_out, length)
+        self.icache.invalidate(src.ino)
+        self.icache.invalidate(dst.ino)
+        return n
+
     def lseek(self, fh: int, off: int, whence: int) -> int:
         """lseek(2) with SEEK_DATA (3) or SEEK_HOLE (4), from the block map
         (ENXIO at or past the end of the file)."""

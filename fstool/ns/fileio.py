@@ -41,9 +41,15 @@ What each call does, in the kernel's terms:
   ``ZERO_RANGE`` is a punch followed by an unwritten allocation of the
   block-rounded range, as xfs_file_fallocate does.  COLLAPSE_RANGE,
   INSERT_RANGE and NO_HIDE_STALE get EOPNOTSUPP (the kernel supports the
-  first two; fstool does not yet); UNSHARE_RANGE allocates like mode 0,
-  since fstool never shares extents.  Argument checks follow
-  vfs_fallocate's order.
+  first two; fstool does not yet); UNSHARE_RANGE gives the range private
+  copies of shared blocks, then allocates like mode 0.  Argument checks
+  follow vfs_fallocate's order.
+* ``remap`` (reflink, the kernel's xfs_reflink_remap_range): the
+  destination range is unmapped, then maps the source's blocks (written or
+  unwritten as they are; holes stay holes), each block gaining a
+  reference in the refcount btree; both files get the reflink flag.
+  ``copy_range`` is copy_file_range(2): the whole blocks shared that way,
+  the partial ones copied.
 * ``seek_data``/``seek_hole`` answer as the kernel does for a file with no
   cached pages: unwritten extents are holes, the end of the file is a hole,
   ENXIO at or past the end.
@@ -69,14 +75,22 @@ trims blocks past the end that the image already holds (written by a
 kernel, say) unless the file was preallocated or is append-only, as the
 kernel's xfs_free_eofblocks does.
 
+Shared blocks (reflink).  A file with the reflink flag may share blocks with
+others (the refcount btree counts the references).  Freeing its blocks takes
+a reference from each, and frees only those whose last reference went; any
+call that would change the data of a shared block (a write, the zeroing of
+a partial block by a truncate, punch or zero range) first gives the file
+private copies of the shared blocks it touches (copy on write: new blocks
+with the same data, mapped in the same transaction; the old ones lose a
+reference), then writes in place.
+
 Costs.  Every call reads the inode from its cluster buffer and edits the
 map record by record (see :mod:`fstool.ns.bmap`): its cost depends on the
 extents it touches and the height of the bmbt, never on the file's size.
 A truncate (or a release's trim) of a file with many extents runs in
 transactions of 1,024 records after the one that sets the size, as the
 kernel's does, when the call runs in transactions of its own.  Not done
-here: files that share extents (reflink copies) are refused with
-EOPNOTSUPP rather than copied on write.
+here: COLLAPSE_RANGE and INSERT_RANGE.
 """
 from __future__ import annotations
 
@@ -296,6 +310,133 @@ class FileIO:
                    FALLOC_FL_INSERT_RANGE):
             raise UnsupportedError(f"fallocate mode {mode:#x} is not supported")
         self._run(ino, self._fallocate, ino, mode, off, length)
+
+    def remap(self, src: int, soff: int, dst: int, doff: int, length: int) -> int:
+        """Share ``length`` bytes of file ``src`` at ``soff`` into file
+        ``dst`` at ``doff`` (FICLONERANGE): offsets block-aligned, the
+        length too unless the range ends at the source's end of file (then
+        the destination's size grows to hold it).  Returns the bytes
+        shared."""
+        bs = self.bs
+        if soff < 0 or doff < 0 or length < 0:
+            raise InvalidArgument(f"remap of {length} bytes from {soff} to {doff}")
+        if not self.w.reflink:
+            raise UnsupportedError("this filesystem has no reflink feature (refcount btree)")
+        if soff % bs or doff % bs:
+            raise InvalidArgument(f"remap offsets {soff} and {doff} are not block-aligned")
+        size = _File(self, src, False).size
+        length = min(length, max(size - soff, 0))
+        if length % bs and (soff + length != size or
+                            doff + length < _File(self, dst, False).size):
+            raise InvalidArgument(f"remap length {length} is not block-aligned and does not "
+                                  "end both files")
+        if not length:
+            return 0
+        if src == dst and soff < doff + length and doff < soff + length:
+            raise InvalidArgument("remap ranges of one file overlap")
+        blog = self.blog
+        a, n = soff >> blog, self._blocks(length)
+        done = 0
+        while done < n:
+            done += self._run(dst, self._remap, src, a + done, dst, (doff >> blog) + done,
+                              n - done, doff + length)
+        return length
+
+    def _remap(self, src_ino: int, a: int, dst_ino: int, d: int, n: int,
+               dst_end: int) -> int:
+        """One transaction of a remap: up to TRUNCATE_STEP source records
+        from block ``a`` into ``d``; returns the blocks it covered."""
+        self._unhold(src_ino)
+        self._unhold(dst_ino)
+        src = _File(self, src_ino, True)
+        dst = src if dst_ino == src_ino else _File(self, dst_ino, True)
+        recs = src.map.range(a, a + n, TRUNCATE_STEP)
+        covered = n
+        if len(recs) >= TRUNCATE_STEP:
+            # the rest in the next transaction: up to the end of the last record
+            last = recs[-1]
+            covered = min(n, last[0] + last[2] - a)
+        space = self.w.space
+        # the destination's old blocks go (a reference each, where shared)
+        self._unmap(dst, d, d + covered)
+        for f in (src, dst):
+            if not f.reflink:
+                f.reflink = f.map.shared = True
+                f.d["di_flags2"] |= C.XFS_DIFLAG2_REFLINK
+        for o, p, k, u in recs:
+            lo, hi = max(o, a), min(o + k, a + covered)
+            if hi <= lo:
+                continue
+            phys = p + (lo - o)
+            space.share(phys, hi - lo)
+            dst.map.add((d + (lo - a), phys, hi - lo, u))
+            dst.nblocks += hi - lo
+        if dst is not src:
+            self._store(src, times=False)
+        self._store(dst, size=max(dst.size, dst_end))
+        return covered
+
+    def map_extent(self, ino: int, lblk: int, fsbno: int, n: int, unwritten: int) -> None:
+        """Map blocks another step of the operation allocated (or shares)
+        into a hole of the data fork (a BUI's map, xfs_bmapi_remap):
+        di_nblocks grows, the size stays."""
+        def run():
+            f = _File(self, ino, True)
+            f.map.add((lblk, fsbno, n, unwritten))
+            f.nblocks += n
+            self._store(f, times=False)
+        self._run(ino, run)
+
+    def unmap_extent(self, ino: int, lblk: int, n: int) -> None:
+        """Unmap [lblk, lblk+n) of the data fork without freeing the blocks
+        (a BUI's unmap, xfs_bunmapi with XFS_BMAPI_REMAP)."""
+        def run():
+            f = _File(self, ino, True)
+            for _o, _p, k, _u in f.map.remove(lblk, lblk + n):
+                f.nblocks -= k
+            self._store(f, times=False)
+        self._run(ino, run)
+
+    def copy_range(self, src: int, soff: int, dst: int, doff: int, length: int) -> int:
+        """copy_file_range(2): up to ``length`` bytes (short at the source's
+        end of file); where source and destination offsets fall alike in
+        their blocks the whole blocks between are shared (as the kernel's
+        XFS does on a reflink filesystem), the rest copied."""
+        size = _File(self, src, False).size
+        length = min(length, max(size - soff, 0))
+        if length <= 0:
+            return 0
+        bs = self.bs
+        if src == dst and soff < doff + length and doff < soff + length:
+            raise InvalidArgument("copy ranges of one file overlap")
+        head = -soff % bs
+        if not self.w.reflink or head != -doff % bs or head >= length:
+            self.copy_bytes(src, soff, dst, doff, length)
+            return length
+        whole = (length - head) // bs * bs
+        if soff + head + whole < size and length - head - whole and                 soff + length == size:
+            pass
+        if head:
+            self.copy_bytes(src, soff, dst, doff, head)
+        if soff + length == size:
+            # the source's last partial block goes with the rest
+            whole = length - head
+        if whole:
+            self.remap(src, soff + head, dst, doff + head, whole)
+        tail = length - head - whole
+        if tail:
+            self.copy_bytes(src, soff + head + whole, dst, doff + head + whole, tail)
+        return length
+
+    def copy_bytes(self, src: int, soff: int, dst: int, doff: int, length: int) -> None:
+        """Copy data between files by reading and writing (holes are written
+        as zeros)."""
+        step = 1 << 20
+        pos = 0
+        while pos < length:
+            k = min(step, length - pos)
+            self.write(dst, doff + pos, self.read(src, soff + pos, k))
+            pos += k
 
     def release(self, ino: int) -> None:
         """The file's last close: blocks held past its end go back, and

@@ -78,6 +78,48 @@ def put(image, hostfile, path: str, *, perm: int | None = None, uid: int | None 
     return {"op": "put", "path": path, "ino": ino, "bytes": st.st_size}
 
 
+def cp(image, src: str, dst: str, *, reflink: str = "auto", force: bool = False,
+       timestamp_ns: int | None = None, check: bool = True) -> dict:
+    """Copy the regular file ``src`` to ``dst`` inside the image.  Its
+    blocks are shared (``reflink`` "always": or fail; "auto": where the
+    filesystem has reflink) or copied ("never"); the new file takes the
+    source's mode and owner, and the time of the copy."""
+    from ..errors import InvalidArgument, UnsupportedError
+    from ..ns.fileio import FileIO
+    if reflink not in ("auto", "always", "never"):
+        raise InvalidArgument(f"--reflink={reflink}: auto, always or never")
+
+    def run(ns):
+        w = ns.w
+        sino = ns.lookup(src)
+        node = w.fs.inode(sino)
+        if not node.is_reg:
+            raise InvalidArgument(f"{src}: not a regular file")
+        if reflink == "always" and not w.reflink:
+            raise UnsupportedError(f"{image}: the filesystem has no reflink feature: "
+                                   "blocks cannot be shared (--reflink=auto copies them)")
+        parent, name = split_path(dst)
+        pino = ns.lookup(parent)
+        if ns.child(pino, name) is not None:
+            if not force:
+                raise ExistsError(f"{dst}: already exists in the image (use --force to "
+                                  "replace it)")
+            ns.unlink(pino, name)
+        meta = Meta(perm=node.mode & 0o7777, uid=node.uid, gid=node.gid, atime_ns=ns.now,
+                    mtime_ns=ns.now, ctime_ns=ns.now)
+        dino = ns.create_file(pino, name, meta)
+        io = FileIO(w)
+        size = node.size
+        if reflink == "never" or not w.reflink:
+            io.copy_bytes(sino, 0, dino, 0, size)
+        else:
+            io.copy_range(sino, 0, dino, 0, size)
+        io.release(dino)
+        return dino, size
+    dino, size = _edit(image, timestamp_ns, run, check)
+    return {"op": "cp", "path": dst, "ino": dino, "bytes": size}
+
+
 RM_BATCH = 2048          # removals per transaction
 
 

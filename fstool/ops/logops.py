@@ -122,18 +122,18 @@ def replay(path, *, dry_run: bool = False) -> dict:
         r = Recovery(fs, ld, st, dry_run=dry_run, writer_dev=out)
         try:
             r.prepare()
-            efis = finish.check_intents(r.intents)
+            intents = finish.check_intents(r.intents)
             why = finish.writer_supported(fs)
             if why:
                 from ..log.memory import replay_in_memory
                 with Filesystem(path) as view:
                     replay_in_memory(view)
-                    finish.refuse_unfinishable(view, efis, why)
+                    finish.refuse_unfinishable(view, intents, why)
         except BaseException:
             if out is not None:
                 out.close()
             raise
-        report["unfinished_intents"] = [(d["type"], d["id"]) for d in efis]
+        report["unfinished_intents"] = [(d["type"], d["id"]) for d in intents]
         if dry_run:
             r.replay()
             r.flush()
@@ -149,7 +149,7 @@ def replay(path, *, dry_run: bool = False) -> dict:
             _stats(report, r.stats)
             fs.cache.clear()
             fs._inodes.clear()
-            if finish.needs_writer(fs, efis):
+            if finish.needs_writer(fs, intents):
                 # the work after replay: one journaled transaction of a
                 # write session going on from the recovered head, which
                 # marks the log clean when it closes
@@ -160,7 +160,7 @@ def replay(path, *, dry_run: bool = False) -> dict:
                 tail_cycle = st.cycle if st.tail <= st.head else st.cycle - 1
                 position = (st.head, st.curr_cycle, st.head_rec,
                             L.lsn(max(tail_cycle, 1), st.tail))
-                done, counters = finish.finish_with_writer(path, efis, position)
+                done, counters = finish.finish_with_writer(path, intents, position)
                 logged = done.pop("logged", None)
                 if logged:
                     report["logged_post_replay"] = {

@@ -12,13 +12,15 @@ the end of the batch, in its form at that point.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import posixpath
 import stat as pystat
 from dataclasses import dataclass, field
 
 from .._backend import writers
-from ..errors import FsToolError, InvalidArgument, NotADirectoryImageError, NotFoundError
+from ..errors import (FsToolError, InvalidArgument, NotADirectoryImageError, NotFoundError,
+                      UnsupportedError)
 from ..format import constants as C
 from ..ns.files import SMALL_COPY
 from ..ns.namespace import ExistsError, Meta, Namespace
@@ -58,6 +60,10 @@ class PopulateStats:
     hardlinks: int = 0
     bytes: int = 0
     skipped: list = field(default_factory=list)
+    # with reflink: files whose content an earlier file had, and their bytes
+    # (their blocks are that file's, shared)
+    shared_files: int = 0
+    shared_bytes: int = 0
 
     @property
     def entries(self) -> int:
@@ -79,10 +85,40 @@ def _mkdirs(ns: Namespace, path: str, meta: Meta) -> int:
     return ino
 
 
+class Dedupe:
+    """populate --reflink: regular files of equal content share blocks.
+    Each file's content is hashed (BLAKE2b) as it comes; a file whose size
+    and hash an earlier file of the run had is made empty and given that
+    file's blocks by a remap (one reference more each in the refcount
+    btree), as ``cp --reflink`` would share them."""
+
+    def __init__(self, w):
+        from ..ns.fileio import FileIO
+        self.io = FileIO(w)
+        self.first: dict = {}         # (size, digest) -> inode
+        self.key_of: dict = {}        # inode -> (size, digest)
+
+    @staticmethod
+    def digest(stream) -> bytes:
+        h = hashlib.blake2b(digest_size=32)
+        while True:
+            chunk = stream.read(1 << 20)
+            if not chunk:
+                break
+            h.update(chunk)
+        stream.seek(0)
+        return h.digest()
+
+    def forget(self, ino: int) -> None:
+        key = self.key_of.pop(ino, None)
+        if key is not None and self.first.get(key) == ino:
+            del self.first[key]
+
+
 def populate(image, source, dest: str = "/", *, owner_map=None, keep_going: bool = False,
              timestamp_ns: int | None = None, progress=None, overwrite: bool = True,
              report=None, fresh: bool = False, check: bool = True,
-             batch_entries: int = BATCH_ENTRIES) -> PopulateStats:
+             batch_entries: int = BATCH_ENTRIES, reflink: bool = False) -> PopulateStats:
     """Add everything ``source`` (a path, or an already opened Source)
     describes under ``dest`` in ``image``.
 
@@ -91,7 +127,9 @@ def populate(image, source, dest: str = "/", *, owner_map=None, keep_going: bool
     marked finished at the end; until then no kernel mounts it.  Unless
     ``check`` is false, an existing image is checked first and refused when
     fstool check finds errors in it.  ``batch_entries`` is how many entries
-    a transaction holds (up to four times as many to finish a directory)."""
+    a transaction holds (up to four times as many to finish a directory).
+    With ``reflink``, files of equal content share their blocks
+    (:class:`Dedupe`; the filesystem needs the reflink feature)."""
     from .sources import open_source
     stats = PopulateStats()
 
@@ -110,6 +148,12 @@ def populate(image, source, dest: str = "/", *, owner_map=None, keep_going: bool
     with Writer(image, timestamp_ns=timestamp_ns, logged=not fresh) as w, src:
         now = w.now_ns()
         reader = RunReader(w.sb.blocksize)
+        dedupe = None
+        if reflink:
+            if not w.reflink:
+                raise UnsupportedError(f"{image}: the filesystem has no reflink feature: "
+                                       "files cannot share blocks (--reflink)")
+            dedupe = Dedupe(w)
         try:
             w.begin()
             ns = Namespace(w, now, bulk=True)
@@ -123,7 +167,7 @@ def populate(image, source, dest: str = "/", *, owner_map=None, keep_going: bool
                         # reading the source moves access times: a fixed
                         # build time stands in for them
                         e.atime_ns = timestamp_ns
-                    _add(ns, e, inos, base, stats, now, overwrite)
+                    _add(ns, e, inos, base, stats, now, overwrite, dedupe)
                 except NoSpace:
                     raise
                 except (OSError, InvalidArgument, ExistsError) as exc:
@@ -146,7 +190,8 @@ def populate(image, source, dest: str = "/", *, owner_map=None, keep_going: bool
                 w.begin()
 
             last_dir = None
-            walk = src.entries(runs=True) if hasattr(src, "entries") else src
+            # (runs of plain files skip the per-file path that shares content)
+            walk = src.entries(runs=dedupe is None) if hasattr(src, "entries") else src
             if getattr(src, "host_files", False):
                 walk = read_ahead(walk, prefetch=reader.start)
             for e in walk:
@@ -474,7 +519,7 @@ def _wrap(path: str, exc: BaseException) -> FsToolError:
 
 
 def _add(ns: Namespace, e, inos: dict, base: int, stats: PopulateStats, now: int,
-         overwrite: bool) -> None:
+         overwrite: bool, dedupe: Dedupe | None = None) -> None:
     path = e.path
     # the entry itself carries the new inode's attributes; change and
     # creation times are the run's
@@ -506,6 +551,8 @@ def _add(ns: Namespace, e, inos: dict, base: int, stats: PopulateStats, now: int
         if not overwrite:
             raise ExistsError("already exists in the image")
         ns.unlink(parent, bname, rmdir=False)
+        if dedupe is not None:
+            dedupe.forget(old[0])
     kind = e.kind
     if kind == "dir":
         inos[path] = ns.mkdir(parent, bname, meta)
@@ -513,7 +560,20 @@ def _add(ns: Namespace, e, inos: dict, base: int, stats: PopulateStats, now: int
     elif kind == "file":
         stream = e.open() if e.size else None
         try:
-            ns.create_file(parent, bname, meta, stream, e.size, e.data_ranges)
+            if dedupe is not None and stream is not None:
+                key = (e.size, dedupe.digest(stream))
+                first = dedupe.first.get(key)
+                if first is not None:
+                    ino = ns.create_file(parent, bname, meta)
+                    dedupe.io.remap(first, 0, ino, 0, e.size)
+                    stats.shared_files += 1
+                    stats.shared_bytes += e.size
+                else:
+                    ino = ns.create_file(parent, bname, meta, stream, e.size, e.data_ranges)
+                    dedupe.first[key] = ino
+                    dedupe.key_of[ino] = key
+            else:
+                ns.create_file(parent, bname, meta, stream, e.size, e.data_ranges)
         finally:
             if stream is not None:
                 stream.close()

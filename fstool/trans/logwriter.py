@@ -257,6 +257,16 @@ def efd_regions(efi_id: int, extents) -> list:
                                    "efd_nextents": len(extents), "efd_efi_id": efi_id}) + ext]
 
 
+def done_regions(code: int, intent_id: int) -> list:
+    """The done item of an RUI, CUI or BUI (``code``: XFS_LI_RUD, XFS_LI_CUD
+    or XFS_LI_BUD): the intent's work is finished."""
+    lay, prefix, field = {L.XFS_LI_RUD: (L.RUD_LOG_FORMAT, "rud", "rud_rui_id"),
+                          L.XFS_LI_CUD: (L.CUD_LOG_FORMAT, "cud", "cud_cui_id"),
+                          L.XFS_LI_BUD: (L.BUD_LOG_FORMAT, "bud", "bud_bui_id")}[code]
+    return [lay.pack({f"{prefix}_type": code, f"{prefix}_size": 1, "__pad": 0,
+                      field: intent_id})]
+
+
 class LogWriter:
     """Appends records to the internal log of an open image, from a head
     (block, cycle, the block of the last record header) and a tail."""
