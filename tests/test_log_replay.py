@@ -462,32 +462,36 @@ def test_cancelled_buffers_are_not_replayed(unpacked):
 
 
 @needs_fixtures
-@pytest.mark.parametrize("kind", ["CUI", "BUI", "RUI"])
+@pytest.mark.parametrize("kind", ["ATTRI", "XMI"])
 def test_unfinishable_intent_refused(unpacked, tmp_path, kind):
-    """An intent fstool cannot finish, committed without its done item, is
-    refused with nothing written (a transaction holding it is appended at
-    the head with fstool's own log writer)."""
+    """An intent fstool cannot finish (the xattr and exchange-range intents
+    parent pointers bring), committed without its done item, is refused
+    with nothing written (a transaction holding it is appended at the head
+    with fstool's own log writer)."""
     from fstool.io.device import Device
     from fstool.trans.logwriter import LogWriter
     img = fresh(unpacked, "dirty-default", tmp_path)
     with fstool.open_image(img) as fs:
         ld, st = fs.log.device, fs.log.state
-        if kind == "CUI":
-            body = L.CUI_LOG_FORMAT.pack({"cui_type": L.XFS_LI_CUI, "cui_size": 1,
-                                          "cui_nextents": 1, "cui_id": 0xABC}) + \
-                L.PHYS_EXTENT.pack({"pe_startblock": 100, "pe_len": 1, "pe_flags": 1})
+        if kind == "ATTRI":
+            body = [L.ATTRI_LOG_FORMAT.pack({"alfi_type": L.XFS_LI_ATTRI, "alfi_size": 2,
+                                             "alfi_igen": 1, "alfi_id": 0xABC,
+                                             "alfi_ino": 128, "alfi_op_flags": 1,
+                                             "alfi_name_len": 4, "alfi_value_len": 0,
+                                             "alfi_attr_filter": 0}), b"name"]
         else:
-            lay = L.BUI_LOG_FORMAT if kind == "BUI" else L.RUI_LOG_FORMAT
-            p = kind.lower()
-            body = lay.pack({f"{p}_type": getattr(L, f"XFS_LI_{kind}"), f"{p}_size": 1,
-                             f"{p}_nextents": 1, f"{p}_id": 0xABC}) + \
-                L.MAP_EXTENT.pack({"me_owner": 128, "me_startblock": 100, "me_len": 1,
-                                   "me_flags": 1})
+            body = [L.XMI_LOG_FORMAT.pack({"xmi_type": L.XFS_LI_XMI, "xmi_size": 1,
+                                           "__pad": 0, "xmi_id": 0xABC, "xmi_inode1": 131,
+                                           "xmi_inode2": 132, "xmi_igen1": 1,
+                                           "xmi_igen2": 1, "xmi_startoff1": 0,
+                                           "xmi_startoff2": 0, "xmi_blockcount": 1,
+                                           "xmi_flags": 0, "xmi_isize1": 0,
+                                           "xmi_isize2": 0})]
     out = Device(img, writable=True)
     try:
         lw = LogWriter(out, ld, head_block=st.head, head_cycle=st.curr_cycle,
                        prev_block=st.head_rec, tail_lsn=st.tail_lsn)
-        lw.write_checkpoint(0x1234, [[body]], st.tail_lsn)
+        lw.write_checkpoint(0x1234, [body], st.tail_lsn)
     finally:
         out.close()
     r = run("log", "print", "-t", img)
