@@ -45,9 +45,10 @@ What each call does, in the kernel's terms:
   copies of shared blocks, then allocates like mode 0.  Argument checks
   follow vfs_fallocate's order.
 * ``remap`` (reflink, the kernel's xfs_reflink_remap_range): the
-  destination range is unmapped, then maps the source's blocks (written or
-  unwritten as they are; holes stay holes), each block gaining a
-  reference in the refcount btree; both files get the reflink flag.
+  destination range is unmapped, then maps the source's written blocks
+  (holes and unwritten extents, which read as zeros, stay holes), each
+  block gaining a reference in the refcount btree; both files get the
+  reflink flag.
   ``copy_range`` is copy_file_range(2): the whole blocks shared that way,
   the partial ones copied.
 * ``seek_data``/``seek_hole`` answer as the kernel does for a file with no
@@ -365,7 +366,10 @@ class FileIO:
                 f.d["di_flags2"] |= C.XFS_DIFLAG2_REFLINK
         for o, p, k, u in recs:
             lo, hi = max(o, a), min(o + k, a + covered)
-            if hi <= lo:
+            if hi <= lo or u:
+                # unwritten source blocks are not shared: they read as
+                # zeros, and the destination gets a hole there, as the
+                # kernel's xfs_reflink_remap_extent leaves it
                 continue
             phys = p + (lo - o)
             space.share(phys, hi - lo)
