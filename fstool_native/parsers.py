@@ -452,6 +452,51 @@ def alloc_recs(buf, offset, count) -> list:
     return out
 
 
+@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, n=cython.Py_ssize_t,
+               i=cython.Py_ssize_t, size=cython.Py_ssize_t, s=cython.ulonglong,
+               c=cython.ulonglong, o=cython.ulonglong, f=cython.ulonglong,
+               bs=cython.ulonglong, bo=cython.ulonglong, bf=cython.ulonglong,
+               unw=cython.ulonglong, have=cython.bint, leaf_=cython.bint)
+def rmap_high_key(buf, offset, count, leaf) -> tuple:
+    """The greatest high key (startblock, owner, offset with its fork and
+    bmbt bits, the unwritten bit cleared) among ``count`` rmapbt entries at
+    ``offset``: leaf records (24 bytes; a record's high key is its last
+    block, and for a fork mapping its last file offset) or node keys (40
+    bytes, the high key at +20).  Keys compare as unsigned (startblock,
+    owner, offset), as the kernel's overlapping btree does.  None for no
+    entries."""
+    p = buf
+    off = offset
+    n = count
+    leaf_ = leaf
+    size = 24 if leaf_ else 40
+    _check_records(buf, off, n, size, "rmapbt entries")
+    unw = cython.cast(cython.ulonglong, 1) << 61
+    bs = bo = bf = 0
+    have = False
+    for i in range(n):
+        if leaf_:
+            s = _be32(p, off)
+            c = _be32(p, off + 4)
+            o = _be64(p, off + 8)
+            f = _be64(p, off + 16) & ~unw
+            if c:
+                s = s + c - 1
+                if not (o >> 63) and not ((f >> 62) & 1):
+                    f = f + c - 1
+        else:
+            s = _be32(p, off + 20)
+            o = _be64(p, off + 24)
+            f = _be64(p, off + 32) & ~unw
+        if not have or s > bs or (s == bs and (o > bo or (o == bo and f > bf))):
+            bs, bo, bf = s, o, f
+            have = True
+        off += size
+    if not have:
+        return None
+    return (bs, bo, bf)
+
+
 @cython.cfunc
 @cython.locals(p=cython.p_uchar, u=cython.p_uchar, off=cython.Py_ssize_t,
                isize=cython.Py_ssize_t, ino=cython.ulonglong, i=cython.int,

@@ -66,7 +66,7 @@ def _write_commands(img, host):
         "populate": ["populate", img, host], "mkdir": ["mkdir", img, "/new"],
         "put": ["put", img, host / "f", "/put"], "ln": ["ln", "-s", img, "/f", "/lnk"],
         "setattr": ["setattr", "--mode", "600", img, "/f"], "rm": ["rm", img, "/f"],
-        "mv": ["mv", img, "/new", "/moved"],
+        "mv": ["mv", img, "/new", "/moved"], "cp": ["cp", img, "/put", "/put-copy"],
     }
 
 
@@ -92,7 +92,7 @@ def test_every_command_prints_json(image, tmp_path):
         assert lines or name == "check", name      # check: one line per finding
         parsed = [json.loads(line) for line in lines]
         if name in ("mkfs", "populate", "get", "mkdir", "put", "rm", "ln", "setattr",
-                    "repair", "undo"):
+                    "repair", "undo", "cp"):
             assert len(parsed) == 1 and isinstance(parsed[0], dict), name
     # what the summaries say
     r = run("mkfs", "--json", "--size", "64m", "-f", tmp_path / "m.img", "--populate", host)

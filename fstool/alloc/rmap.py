@@ -186,8 +186,13 @@ class Rmap:
             flags |= UNWRITTEN
         ignore_off = non_inode(owner) or bool(flags & BMBT_BLOCK)
         key = (bno, owner, (offset | flags) & ~UNWRITTEN)
-        lt = self.lookup_le(bno, owner, offset, flags)
-        gt = self._next(lt, key)
+        # one descent: the record at or after the key and the one before
+        cur = self.tree.cursor(key)
+        gt = _rec(cur.here())
+        if gt is not None and gt.key() == key:
+            lt, gt = gt, _rec(self.tree.lookup_gt(key))
+        else:
+            lt = _rec(cur.prev())
         have_lt = _mergeable(lt, owner, flags)
         # (the kernel looks for an overlap only with a record it could merge
         # with; any overlap is refused here: blocks have one owner)
@@ -207,14 +212,57 @@ class Rmap:
                     (ignore_off or offset + length == gt.offset) and \
                     count + length + gt.count <= LEN_MAX:
                 t.delete(gt.key())
-                count += gt.count
-            t.update(lt._replace(count=count).disk())
+                t.update(lt._replace(count=count + gt.count).disk())
+            else:
+                cur.update_prev(lt._replace(count=count).disk())
         elif have_gt and bno + length == gt.start and \
                 (ignore_off or offset + length == gt.offset):
-            t.replace(gt.key(), gt._replace(start=bno, count=gt.count + length,
-                                            offset=gt.offset if ignore_off else offset).disk())
+            cur.replace_here(gt.key(), gt._replace(
+                start=bno, count=gt.count + length,
+                offset=gt.offset if ignore_off else offset).disk())
         else:
-            t.insert(Rec(bno, length, owner, offset, flags).disk())
+            cur.insert(Rec(bno, length, owner, offset, flags).disk())
+
+    def map_run(self, recs) -> None:
+        """:meth:`map` for many extents at once, in block order, that lie in
+        blocks nothing maps (a run of free space handed out piece by
+        piece): adjacent ones of one owner merged first, the first and the
+        last mapped one by one (they may merge with the records around the
+        run), the rest inserted in one pass."""
+        run = []
+        for bno, length, oi, unwritten in recs:
+            flags = oi.flags | (UNWRITTEN if unwritten else 0)
+            r = Rec(bno, length, oi.owner, oi.offset, flags)
+            if run:
+                p = run[-1]
+                ignore = non_inode(p.owner) or bool(p.flags & BMBT_BLOCK)
+                if _mergeable(p, r.owner, r.flags) and p.end == r.start and \
+                        (ignore or p.offset + p.count == r.offset) and \
+                        p.count + r.count <= LEN_MAX:
+                    run[-1] = p._replace(count=p.count + r.count)
+                    continue
+                if r.start < p.end:
+                    raise self._corrupt(f"mapping blocks {r.start}+{r.count} over "
+                                        f"{p.start}+{p.count} in one run", r.start)
+            run.append(r)
+        if len(run) <= 2:
+            for r in run:
+                self.map(r.start, r.count, Owner(r.owner, r.offset, r.flags & ~UNWRITTEN),
+                         bool(r.flags & UNWRITTEN))
+            return
+        first, middle, last = run[0], run[1:-1], run[-1]
+        self.map(first.start, first.count, Owner(first.owner, first.offset,
+                                                 first.flags & ~UNWRITTEN),
+                 bool(first.flags & UNWRITTEN))
+        # nothing may lie between the first and the last
+        nxt = _rec(self.tree.lookup_gt(first.key()))
+        if nxt is not None and nxt.start < last.end:
+            raise self._corrupt(f"mapping blocks {middle[0].start}+ over the record "
+                                f"{nxt.start}+{nxt.count}", nxt.start)
+        self.tree.insert_sorted([r.disk() for r in middle])
+        self.map(last.start, last.count, Owner(last.owner, last.offset,
+                                               last.flags & ~UNWRITTEN),
+                 bool(last.flags & UNWRITTEN))
 
     # -- unmap ---------------------------------------------------------------------
     def unmap(self, bno: int, length: int, oi: Owner, unwritten: bool = False) -> None:
@@ -226,7 +274,11 @@ class Rmap:
         if unwritten:
             flags |= UNWRITTEN
         ignore_off = non_inode(owner) or bool(flags & BMBT_BLOCK)
-        lt = self.lookup_le(bno, owner, offset, flags)
+        key = (bno, owner, (offset | flags) & ~UNWRITTEN)
+        cur = self.tree.cursor(key)
+        here = _rec(cur.here())
+        at = here is not None and here.key() == key
+        lt = here if at else _rec(cur.prev())
         if lt is None:
             raise self._corrupt(f"unmapping blocks {bno}+{length} of {oi.describe()}: no "
                                 "record at or before them", bno)
@@ -235,7 +287,7 @@ class Rmap:
                 raise self._corrupt(f"new space {bno}+{length} is mapped", bno)
             return
         if owner == OWN_UNKNOWN and lt.end <= bno:
-            nxt = self._next(lt, None)
+            nxt = here if not at else self._next(lt, None)
             if nxt is None or nxt.start >= bno + length:
                 return
         if lt.start > bno or lt.end < bno + length:
@@ -246,16 +298,27 @@ class Rmap:
         if lt.start == bno and lt.count == length:
             t.delete(lt.key())
         elif lt.start == bno:
-            t.replace(lt.key(), lt._replace(
-                start=bno + length, count=lt.count - length,
-                offset=lt.offset if ignore_off else lt.offset + length).disk())
+            moved = lt._replace(start=bno + length, count=lt.count - length,
+                                offset=lt.offset if ignore_off else lt.offset + length)
+            if at:
+                cur.replace_here(lt.key(), moved.disk())
+            else:
+                t.replace(lt.key(), moved.disk())
         elif lt.end == bno + length:
-            t.update(lt._replace(count=lt.count - length).disk())
+            if at:
+                t.update(lt._replace(count=lt.count - length).disk())
+            else:
+                cur.update_prev(lt._replace(count=lt.count - length).disk())
         else:
             left = bno - lt.start
-            t.update(lt._replace(count=left).disk())
-            t.insert(Rec(bno + length, lt.count - length - left, lt.owner,
-                         0 if ignore_off else offset + length, flags).disk())
+            right = Rec(bno + length, lt.count - length - left, lt.owner,
+                        0 if ignore_off else offset + length, flags).disk()
+            if at:
+                t.update(lt._replace(count=left).disk())
+                t.insert(right)
+            else:
+                cur.update_prev(lt._replace(count=left).disk())
+                cur.insert(right)
 
     def _check_owner(self, r: Rec, bno, length, owner, offset, flags, oi) -> None:
         """xfs_rmap_free_check_owner."""

@@ -54,11 +54,16 @@ class SpaceAllocator:
         self.reserved: dict = {}
         # per-AG reservations: agno -> (metadata ask, rmapbt ask) in blocks
         self._resv_ask: dict = {}
+        # rmapbt maps put off (map_later): agno -> [(agbno, length, owner,
+        # unwritten)], applied in one pass before any other rmapbt change
+        # in the AG and before the transaction commits
+        self.later: dict = {}
         self._fino_used: dict = {}
 
     def begin(self) -> None:
         self.pending = []
         self.allocated = 0
+        self.later = {}
 
     # -- addresses ----------------------------------------------------------------
     def fsb_split(self, fsbno: int) -> tuple[int, int]:
@@ -252,9 +257,38 @@ class SpaceAllocator:
                 unwritten: bool = False) -> None:
         """One rmapbt change by name (map, unmap, convert and their _shared
         variants) in the AG, with the free list refilled for it first."""
+        if self.later:
+            self.flush_maps(agno)
         rm = self._rmap_ag(agno)
         if rm is not None:
             getattr(rm, op)(agbno, length, owner, unwritten)
+
+    def map_later(self, fsbno: int, length: int, owner: R.Owner) -> None:
+        """Map blocks of a run handed out piece by piece (the data pool's):
+        put off until another rmapbt change in the AG or the commit, then
+        made in one pass (``Rmap.map_run``), which costs far less than one
+        map each."""
+        if self.session.rmap_on:
+            agno, agbno = self.fsb_split(fsbno)
+            self.later.setdefault(agno, []).append((agbno, length, owner, False))
+
+    def flush_maps(self, agno: int | None = None) -> None:
+        """Make the maps put off (in one AG, or all)."""
+        for a in ([agno] if agno is not None else sorted(self.later)):
+            recs = self.later.pop(a, None)
+            if not recs:
+                continue
+            rm = self._rmap_ag(a)
+            recs.sort(key=lambda r: r[0])
+            # runs of pieces that follow one another (one pool run's): no
+            # other record can lie inside one
+            group = [recs[0]]
+            for r in recs[1:]:
+                if r[0] != group[-1][0] + group[-1][1]:
+                    rm.map_run(group)
+                    group = []
+                group.append(r)
+            rm.map_run(group)
 
     def rmap_fsb(self, op: str, fsbno: int, length: int, owner: R.Owner,
                  unwritten: bool = False) -> None:
@@ -332,8 +366,11 @@ class SpaceAllocator:
         return got
 
     def apply_frees(self) -> None:
-        """At commit: every pending free into the free-space btrees (freeing
-        may release inode btree blocks in turn)."""
+        """At commit: the maps put off, then every pending free into the
+        free-space btrees (freeing may release inode btree blocks in
+        turn)."""
+        if self.later:
+            self.flush_maps()
         s = self.session
         frees, self.pending = self.pending, []
         while frees:

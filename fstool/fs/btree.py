@@ -293,6 +293,12 @@ class _RmapCodec(Codec):
         top = max(keys, key=high)
         return bytes(keys[0][:20]) + bytes(top[20:40])
 
+    def entries_key(self, buf, off: int, n: int, leaf: bool) -> bytes:
+        """:meth:`block_key` of the ``n`` records (``leaf``) or node keys of a
+        block, read in place (the greatest high key found natively)."""
+        low = self.rec_key_bytes(buf, off)[:20] if leaf else bytes(buf[off:off + 20])
+        return low + self._HIGH.pack(*parsers.rmap_high_key(buf, off, n, leaf))
+
 
 # --------------------------------------------------------------------------
 # Block formats

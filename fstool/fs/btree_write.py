@@ -191,6 +191,7 @@ class _Engine:
         # are remembered and their high keys set right when it ends
         # (:meth:`_fix_high_keys`); low keys are kept as in any tree
         self._overlap = codec.overlapping
+        self._shift = True
         self._touched: set = set()
         self._freed: set = set()
 
@@ -317,16 +318,7 @@ class _Engine:
     def _block_key(self, buf, level: int) -> bytes:
         """The whole key naming a block of an overlapping tree in its
         parent: its first low key and the greatest high key of its entries."""
-        n = self._numrecs(buf)
-        h = self._hdr
-        codec = self.codec
-        if level == 0:
-            rl = self._rl
-            keys = [codec.rec_key_bytes(buf, h + i * rl) for i in range(n)]
-        else:
-            kl = self._kl
-            keys = [bytes(buf[h + i * kl:h + (i + 1) * kl]) for i in range(n)]
-        return codec.block_key(keys)
+        return self.codec.entries_key(buf, self._hdr, self._numrecs(buf), level == 0)
 
     def _parent_entry(self, addr: int, level: int, key) -> tuple:
         """(parent address, parent buffer, index) of the entry pointing at
@@ -357,12 +349,26 @@ class _Engine:
             a = self._ptr(buf, i)
         raise self._corrupt(addr, "block has no parent")
 
-    def _fix_high_keys(self) -> None:
+    def _fix_high_keys(self, path: list | None = None) -> None:
         """Set the key of every block the last operation changed in its
         parent (low and high key), level by level upwards, following every
-        parent whose key changed in turn."""
+        parent whose key changed in turn.  With ``path`` (the operation's
+        descent) and only its leaf changed, the parents are the path's."""
         touched, self._touched = self._touched, set()
         freed, self._freed = self._freed, set()
+        if path is not None and not freed and len(touched) <= 1 and \
+                touched <= {path[0][0]} and len(path) == self.levels:
+            kl, h = self._kl, self._hdr
+            for level in range(self.levels - 1):
+                _a, buf, _i = path[level]
+                paddr, pbuf, pi = path[level + 1]
+                key = self._block_key(buf, level)
+                off = h + pi * kl
+                if pbuf[off:off + kl] == key:
+                    return
+                pbuf[off:off + kl] = key
+                self.store.dirty(paddr)
+            return
         top = self.levels - 1
         pending: dict = {}
         for addr in touched:
@@ -668,6 +674,10 @@ class _Engine:
         if self._overlap:
             self._fix_high_keys()
 
+    def cursor(self, key) -> "Cursor":
+        """A position in the tree from one descent towards ``key``."""
+        return Cursor(self, tuple(key))
+
     def lookup_lt(self, key):
         """The record with the largest key < ``key``, else None."""
         for rec in self.iter_from(tuple(key), reverse=True):
@@ -687,8 +697,12 @@ class _Engine:
         (subclasses may remember where the leaf is), else None."""
 
     # -- insert --------------------------------------------------------------
-    def insert(self, rec) -> None:
-        """Add a record; a record with the same key must not exist."""
+    def insert(self, rec, shift: bool = True) -> None:
+        """Add a record; a record with the same key must not exist.  A full
+        block first passes an entry to a sibling with room (the kernel's
+        choice), unless ``shift`` is false: then it splits, leaving room
+        for more records after this one (insert_sorted)."""
+        self._shift = shift
         self.gen += 1
         self.keys_gen += 1
         codec = self.codec
@@ -712,6 +726,62 @@ class _Engine:
         if self._overlap:
             self._fix_high_keys()
 
+    def insert_sorted(self, recs) -> None:
+        """Add records in key order that all fall between the same two
+        neighbours already in the tree (nothing in the tree lies between
+        any two of them): as many as a leaf has room for go in with one
+        descent and one move; a full leaf takes one through :meth:`insert`
+        (which splits it) and the rest follow into the room that made.
+        The tree holds what one insert after another gives; its blocks may
+        be fuller."""
+        codec = self.codec
+        packed = [codec.pack_rec(r) for r in recs]
+        keys = [codec.key(r) for r in recs]
+        for a, b in zip(keys, keys[1:]):
+            if not a < b:
+                raise InvalidArgument(f"{codec.name}: records out of order at key {b}")
+        i = 0
+        total = len(recs)
+        while i < total:
+            path = self._descend(keys[i])
+            addr, buf, pos = path[0]
+            n = self._numrecs(buf)
+            room = self._cap(0) - n
+            if pos == 0 or room <= 0 or self._is_key_at(buf, pos, keys[i]):
+                # (a full leaf splits: the records after this one then fit)
+                self.insert(recs[i], shift=False)
+                i += 1
+                continue
+            # the leaf takes the records up to the first its parents route
+            # elsewhere (its next neighbour's key, if in this leaf)
+            hi = None
+            h, kl = self._hdr, self._kl
+            for level in range(1, self.levels):
+                _pa, pbuf, pi = path[level]
+                if pi + 1 < self._numrecs(pbuf):
+                    k = self.codec.node_key_at(pbuf, h + (pi + 1) * kl)
+                    if hi is None or k < hi:
+                        hi = k
+            if pos < n:
+                nxt = self.codec.rec_key_at(buf, h + pos * self._rl)
+                if hi is None or nxt < hi:
+                    hi = nxt
+            j = i
+            while j < total and j - i < room and (hi is None or keys[j] < hi):
+                j += 1
+            if j == i:
+                self.insert(recs[i])
+                i += 1
+                continue
+            self.gen += 1
+            self.keys_gen += 1
+            self._note_leaf(None)
+            self._put(buf, 0, pos, n, (b"".join(packed[i:j]), b""))
+            self._dirty(addr)
+            if self._overlap:
+                self._fix_high_keys(path)
+            i = j
+
     def _insrec(self, path: list, level: int, pos: int, entry) -> tuple | None:
         """Put one entry at ``pos`` of the block at ``level``.  Returns the
         (key, pointer) entry of a new right block when the block split."""
@@ -723,9 +793,11 @@ class _Engine:
             if is_root and self._in_inode:
                 self._new_iroot(path)
                 addr, buf, _ = path[level]
-            elif not is_root and pos < n - 1 and self._rshift_one(path, level):
+            elif not is_root and pos < n - 1 and self._shift and \
+                    self._rshift_one(path, level):
                 n -= 1
-            elif not is_root and pos > 0 and self._lshift_one(path, level):
+            elif not is_root and pos > 0 and self._shift and \
+                    self._lshift_one(path, level):
                 n -= 1
                 pos -= 1
             else:
@@ -923,6 +995,107 @@ class _Engine:
             self._dirty(rr)
         self._dirty(laddr)
         self._free_block(raddr)
+
+
+class Cursor:
+    """A position in a tree from one descent towards a key (the kernel's
+    btree cursor): the record there (the first whose key is >= the key, or
+    none), the one before it, and changes made at the position without
+    another descent while the tree has not changed since (else through the
+    tree's own insert, update, delete).  Records are the tuples the codec
+    decodes."""
+
+    __slots__ = ("t", "key", "path", "gen")
+
+    def __init__(self, tree: _Engine, key: tuple):
+        self.t = tree
+        self.key = key
+        self.path = tree._descend(key)
+        self.gen = tree.gen
+
+    def _fresh(self) -> bool:
+        return self.t.gen == self.gen
+
+    def here(self):
+        """The first record whose key is >= the cursor's key, else None."""
+        t = self.t
+        _a, buf, i = self.path[0]
+        if i < t._numrecs(buf):
+            return t._rec_at(buf, i)
+        right = t._sibs(buf)[1]
+        if right == t._null:
+            return None
+        rbuf = t._read(right, 0)
+        return t._rec_at(rbuf, 0) if t._numrecs(rbuf) else None
+
+    def prev(self):
+        """The last record whose key is < the cursor's key, else None."""
+        t = self.t
+        _a, buf, i = self.path[0]
+        if i > 0:
+            return t._rec_at(buf, i - 1)
+        left = t._sibs(buf)[0]
+        if left == t._null:
+            return None
+        lbuf = t._read(left, 0)
+        n = t._numrecs(lbuf)
+        return t._rec_at(lbuf, n - 1) if n else None
+
+    def _done(self) -> None:
+        t = self.t
+        self.gen = t.gen
+        if t._overlap:
+            t._fix_high_keys(self.path)
+
+    def insert(self, rec) -> None:
+        """Add ``rec``, whose key belongs at the cursor's position."""
+        t = self.t
+        addr, buf, i = self.path[0]
+        n = t._numrecs(buf)
+        if not self._fresh() or i == 0 or n >= t._cap(0) or \
+                (i < n and t._is_key_at(buf, i, t.codec.key(rec))):
+            t.insert(rec)
+            return
+        t.gen += 1
+        t.keys_gen += 1
+        t._note_leaf(None)
+        t._put(buf, 0, i, n, (t.codec.pack_rec(rec), b""))
+        t._dirty(addr)
+        self._done()
+
+    def _rewrite(self, i: int, rec, old_key) -> bool:
+        """Overwrite entry ``i`` of the cursor's leaf in place (its key
+        unchanged, or i > 0 so no parent key changes); False when that
+        cannot be done here."""
+        t = self.t
+        addr, buf, _i = self.path[0]
+        if not self._fresh() or not 0 <= i < t._numrecs(buf) or \
+                not t._is_key_at(buf, i, old_key) or \
+                (i == 0 and t.codec.key(rec) != old_key):
+            return False
+        t.gen += 1
+        if t.codec.key(rec) != old_key:
+            t.keys_gen += 1
+        t._note_leaf(None)
+        off = t._hdr + i * t._rl
+        buf[off:off + t._rl] = t.codec.pack_rec(rec)
+        t._dirty(addr)
+        if i == 0:
+            t._update_keys(self.path, 0)
+        self._done()
+        return True
+
+    def update_prev(self, rec) -> None:
+        """Replace the record before the position (same key)."""
+        key = self.t.codec.key(rec)
+        if not self._rewrite(self.path[0][2] - 1, rec, key):
+            self.t.update(rec)
+
+    def replace_here(self, old_key, rec) -> None:
+        """Replace the record at the position (key ``old_key``) with ``rec``,
+        whose key keeps its place."""
+        if not self._rewrite(self.path[0][2], rec, tuple(old_key)):
+            self.t.replace(old_key, rec)
 
 
 class ShortBtree(_Engine):

@@ -260,7 +260,7 @@ class DataPool:
         run[0] += count
         run[1] -= count
         if owner is not None:
-            w.space.rmap_fsb("map", fsbno, count, owner)
+            w.space.map_later(fsbno, count, owner)
         return [(fsbno, count)]
 
     def _release_at_commit(self, _tx) -> None:

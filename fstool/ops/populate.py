@@ -514,7 +514,12 @@ def _msg(exc: BaseException) -> str:
 
 def _wrap(path: str, exc: BaseException) -> FsToolError:
     if isinstance(exc, FsToolError):
-        return type(exc)(f"{path}: {exc}") if not str(exc).startswith(path) else exc
+        if str(exc).startswith(path):
+            return exc
+        try:
+            return type(exc)(f"{path}: {exc}")
+        except TypeError:       # an error made of parts (CorruptionError): as it is
+            return exc
     return FsToolError(f"{path}: {_msg(exc)}")
 
 
