@@ -21,7 +21,8 @@ import stat
 import sys
 from collections import OrderedDict
 
-from ..errors import ImageError, ImageNotFoundError, ImageTruncatedError, ReadOnlyError
+from ..errors import (ImageBusy, ImageError, ImageNotFoundError, ImageTruncatedError,
+                      ReadOnlyError)
 
 _FAULT_ENV = "FSTOOL_FAULT_AFTER_WRITES"
 
@@ -110,8 +111,8 @@ class Device:
             raise ImageError(f"{self.path}: is a directory, not an image") from None
         except OSError as e:
             if e.errno == errno.EBUSY:
-                raise ImageError(f"{self.path}: the device is in use (mounted or held "
-                                 "by another program)") from None
+                raise ImageBusy(f"{self.path}: the device is in use (mounted, or open "
+                                "for writing by another fstool or program)") from None
             raise ImageError(f"{self.path}: cannot open{' for writing' if writable else ''}: "
                              f"{e.strerror}") from None
         st = os.fstat(self.fd)

@@ -635,7 +635,7 @@ def mkfs(path: str, opts: Options, force: bool = False, dry_run: bool = False,
     try:
         from ..io.lock import ImageLock
         dev = Device(path, writable=True)
-        with ImageLock(dev.fd, path):
+        with ImageLock(dev, path):
             if exists:
                 what = _has_filesystem(dev.fd)
                 if what and not force:
