@@ -262,3 +262,32 @@ def test_images_that_are_not_files_or_block_devices(tmp_path):
     finally:
         sock.close()
 
+
+def test_names_are_shown_whole_as_check_shows_them(tmp_path):
+    """An entry named '../../../tmp/pwned' (crafted: the kernel never makes
+    one) is listed whole, and check names it with the same escape."""
+    img = tmp_path / "n.img"
+    crafted = "../../../tmp/pwned"
+    host = tmp_path / "h"
+    host.write_bytes(b"x")
+    assert fstool("mkfs", "-q", img, "--size", "32m").returncode == 0
+    for name in ("a" * len(crafted), "tab\there"):
+        assert fstool("put", img, host, "/" + name).returncode == 0
+    xfs_db(img, "inode 128", f'write -d u3.sfdir3.list[0].name "{crafted}"')
+    res = fstool("ls", img)
+    assert res.stdout.splitlines() == [crafted, "tab\\there"], res.stdout
+    assert fstool("ls", "-l", img).stdout.splitlines()[0].endswith(" " + crafted)
+    assert "/" + crafted in fstool("ls", "-R", img).stdout.splitlines()
+    res = fstool("check", "--json", img)
+    import json
+    found = [json.loads(line) for line in res.stdout.splitlines()]
+    assert any(f["code"] == "DIR_NAME" and f"entry '{crafted}' has an illegal name"
+               in f["message"] for f in found), found
+
+
+def test_one_escape_for_names():
+    from fstool.ops.names import quoted_name, shown_name
+    raw = "é\\\n\t\r\x01\x7f/'".encode() + b"\xff"
+    assert shown_name(raw) == "é\\\\\\n\\t\\r\\x01\\x7f/'\\xff"
+    assert shown_name(raw.decode("utf-8", "surrogateescape")) == shown_name(raw)
+    assert quoted_name(b"it's") == "'it\\'s'"
