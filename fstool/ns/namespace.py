@@ -539,9 +539,7 @@ class Namespace:
     def symlink(self, parent: int, name: bytes, target: bytes, meta: Meta) -> int:
         from . import attrbuild as AB
         self._new_name(parent, name)
-        if not target or len(target) >= C.XFS_SYMLINK_MAXLEN or b"\0" in target:
-            raise InvalidArgument(f"symlink target of {len(target)} bytes: XFS holds 1 to "
-                                  f"{C.XFS_SYMLINK_MAXLEN} bytes without NUL")
+        AB.check_symlink_target(target)
         w = self.w
         ino = w.inodes.alloc_inode(parent, is_dir=False)
         lit = w.sb.inodesize - C.XFS_DINODE_CORE_SIZE
