@@ -438,3 +438,25 @@ def test_name_and_symlink_limits_are_exact(tmp_path):
     assert fstool("ls", img, "/d").stdout.split() == ["x" * 255]
     repair_clean(img)
 
+
+@needs_xfsprogs
+def test_edit_paths_resolve_dotdot_in_the_image(tmp_path):
+    img = tmp_path / "p.img"
+    mkfs(img, "32m")
+    host = tmp_path / "h"
+    host.write_bytes(b"dotdot")
+    before = img.read_bytes()
+    r = fstool("put", img, host, "/a/../dotdot", check=False)
+    assert r.returncode == 1 and "no such file" in r.stderr, r.stderr
+    assert img.read_bytes() == before
+    fstool("mkdir", img, "/a/b", "-p")
+    fstool("put", img, host, "/a/b/../../dotdot")
+    fstool("put", img, host, "/a/./f")
+    assert fstool("cat", img, "/dotdot").stdout == "dotdot"
+    r = fstool("put", img, host, "/a/f/../g", check=False)
+    assert r.returncode == 1 and "not a directory" in r.stderr, r.stderr
+    for args in (("rm", "-r", img, "/a/b/.."), ("mkdir", img, "/a/."), ("mv", img, "/a/..", "/z")):
+        r = fstool(*args, check=False)
+        assert r.returncode == 1 and "names no entry" in r.stderr, (args, r.stderr)
+    assert fstool("ls", "-R", img).stdout.split() == ["/a", "/a/b", "/a/f", "/dotdot"]
+    repair_clean(img)
