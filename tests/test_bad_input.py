@@ -219,3 +219,75 @@ def test_get_refuses_hostile_names(base_image, tmp_path):
     # nothing was written outside dest
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dest", "hostile.img"]
     assert (dest / "f").exists()
+
+
+def test_images_that_are_not_files_or_block_devices(tmp_path):
+    """A FIFO, a socket or a character device as the image: one line, exit 3
+    (check, repair and undo: 4, their "could not run"), at once, for every command
+    that opens an image; nothing is read from it or written to it."""
+    import socket
+    from fixtures.fusemount import fuse_skip_reason
+    fifo = tmp_path / "ff"
+    os.mkfifo(fifo)
+    sock_path = tmp_path / "sock"
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(sock_path))
+    host = tmp_path / "h.txt"
+    host.write_bytes(b"x")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    try:
+        every = [("info",), ("ls",), ("check",), ("put", "{}", host, "/x"),
+                 ("mkdir", "{}", "/d"), ("populate", "{}", tmp_path / "src"),
+                 ("log", "info"), ("log", "replay"),
+                 ("log", "zero", "--force"), ("repair",), ("undo", "{}", host),
+                 ("mkfs", "-q", "-f")]
+        (tmp_path / "src").mkdir()
+        if fuse_skip_reason() is None:
+            every.append(("mount", "{}", mnt))
+        cases = [(fifo, "a FIFO (named pipe)", cmd) for cmd in every]
+        cases += [(sock_path, "a socket", ("info",)),
+                  (sock_path, "a socket", ("put", "{}", host, "/x")),
+                  ("/dev/null", "a character device", ("info",)),
+                  ("/dev/null", "a character device", ("mkfs", "-q", "-f"))]
+        for image, what, cmd in cases:
+            args = [image if a == "{}" else a for a in cmd]
+            if "{}" not in cmd:
+                args.append(image)
+            res = fstool(*args, timeout=30)
+            want = 4 if cmd[0] in ("check", "repair", "undo") else 3
+            assert res.returncode == want, (args, res.returncode, res.stderr)
+            assert_one_line_error(res, f"is {what}, not an image")
+        assert os.stat(fifo).st_size == 0 and not os.listdir(mnt)
+    finally:
+        sock.close()
+
+
+def test_names_are_shown_whole_as_check_shows_them(tmp_path):
+    """An entry named '../../../tmp/pwned' (crafted: the kernel never makes
+    one) is listed whole, and check names it with the same escape."""
+    img = tmp_path / "n.img"
+    crafted = "../../../tmp/pwned"
+    host = tmp_path / "h"
+    host.write_bytes(b"x")
+    assert fstool("mkfs", "-q", img, "--size", "32m").returncode == 0
+    for name in ("a" * len(crafted), "tab\there"):
+        assert fstool("put", img, host, "/" + name).returncode == 0
+    xfs_db(img, "inode 128", f'write -d u3.sfdir3.list[0].name "{crafted}"')
+    res = fstool("ls", img)
+    assert res.stdout.splitlines() == [crafted, "tab\\there"], res.stdout
+    assert fstool("ls", "-l", img).stdout.splitlines()[0].endswith(" " + crafted)
+    assert "/" + crafted in fstool("ls", "-R", img).stdout.splitlines()
+    res = fstool("check", "--json", img)
+    import json
+    found = [json.loads(line) for line in res.stdout.splitlines()]
+    assert any(f["code"] == "DIR_NAME" and f"entry '{crafted}' has an illegal name"
+               in f["message"] for f in found), found
+
+
+def test_one_escape_for_names():
+    from fstool.ops.names import quoted_name, shown_name
+    raw = "é\\\n\t\r\x01\x7f/'".encode() + b"\xff"
+    assert shown_name(raw) == "é\\\\\\n\\t\\r\\x01\\x7f/'\\xff"
+    assert shown_name(raw.decode("utf-8", "surrogateescape")) == shown_name(raw)
+    assert quoted_name(b"it's") == "'it\\'s'"

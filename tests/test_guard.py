@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import subprocess
 import sys
 
@@ -137,3 +138,69 @@ def test_rm_of_a_large_tree_commits_in_steps(tmp_path):
     with fstool.open_image(img) as fs:
         assert fs.listdir("/") == []
         assert fs.sb.fields["sb_icount"] - fs.sb.fields["sb_ifree"] == 3
+
+
+needs_losetup = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("losetup") is None,
+                                   reason="needs root and losetup")
+
+
+def _attach(img, *opts) -> str:
+    return subprocess.run(["losetup", "-f", "--show", *opts, str(img)], capture_output=True,
+                          text=True, check=True).stdout.strip()
+
+
+@needs_losetup
+def test_the_lock_is_one_through_a_loop_device_and_the_file(tmp_path):
+    """A writer holding the image through /dev/loopN shuts out one using the
+    file's path, and the other way round: both lock the backing file."""
+    from fstool.errors import ImageBusy
+    from fstool.io.device import Device
+    from fstool.io.lock import ImageLock, identify
+    img = tmp_path / "l.img"
+    img.write_bytes(bytes(1 << 20))
+    link = tmp_path / "hard.img"
+    os.link(img, link)
+    dev = _attach(img)
+    try:
+        assert identify(os.stat(dev)).key == identify(os.stat(link)).key == \
+            ("file", os.stat(img).st_dev, os.stat(img).st_ino)
+        for first, second in ((dev, img), (img, dev), (dev, link), (dev, dev)):
+            a, b = Device(first), Device(second)
+            try:
+                with ImageLock(a, str(first)):
+                    with pytest.raises(ImageBusy, match="another fstool"):
+                        ImageLock(b, str(second)).__enter__()
+                with ImageLock(b, str(second)):         # let go: free again
+                    pass
+            finally:
+                a.close()
+                b.close()
+    finally:
+        subprocess.run(["losetup", "-d", dev], check=True)
+
+
+@needs_losetup
+def test_loop_devices_over_parts_of_a_file(tmp_path):
+    """A loop device maps a range of its file: loop devices over ranges that
+    overlap stand for the same image, over ranges that do not, for two."""
+    from fstool.io.lock import identify, users_of
+    img = tmp_path / "p.img"
+    img.write_bytes(bytes(4 << 20))
+    mib = str(1 << 20)
+    first = _attach(img, "--sizelimit", mib)                       # [0, 1M)
+    apart = _attach(img, "-o", mib, "--sizelimit", mib)            # [1M, 2M)
+    across = _attach(img, "-o", str(1 << 19), "--sizelimit", mib)  # [512K, 1.5M)
+    try:
+        ident = identify(os.stat(first))
+        assert (ident.start, ident.length) == (0, 1 << 20)
+        assert identify(os.stat(across)).start == 1 << 19
+        names = lambda dev: {p.split("/dev/")[1] for p in users_of(os.stat(dev))}
+        short = lambda dev: os.path.basename(dev)
+        assert names(first) == {short(across)}
+        assert names(apart) == {short(across)}
+        assert names(across) == {short(first), short(apart)}
+        # the file itself is every range
+        assert names(img) == {short(first), short(apart), short(across)}
+    finally:
+        for d in (first, apart, across):
+            subprocess.run(["losetup", "-d", d], check=True)

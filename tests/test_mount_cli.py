@@ -363,6 +363,38 @@ def test_mount_refuses_a_kernel_mounted_image(tmp_path):
     assert r.returncode == 7 and "mounted" in r.stderr, r.stderr
 
 
+def test_names_are_resolved_as_the_caller_sees_them(tmp_path):
+    """What the mount process (in /, with a /proc/self of its own) is given:
+    the file the caller's name leads to."""
+    (tmp_path / "W.img").write_bytes(b"")
+    code = ("import sys\nfrom fstool.mount.run import resolved\n"
+            "print('\\n'.join(resolved(a) for a in sys.argv[1:]))")
+    fd = os.open(tmp_path / "W.img", os.O_RDONLY)
+    try:
+        r = subprocess.run([sys.executable, "-c", code, "/proc/self/cwd/W.img", "W.img",
+                            f"/proc/{os.getpid()}/fd/{fd}", "/proc/self/cwd/nothing"],
+                           cwd=tmp_path, capture_output=True, text=True, env=env(), check=True)
+    finally:
+        os.close(fd)
+    real = os.path.realpath(tmp_path)
+    assert r.stdout.split() == [f"{real}/W.img"] * 3 + ["/proc/self/cwd/nothing"]
+
+
+def test_mount_of_a_proc_self_name(tmp_path):
+    need_fuse()
+    img = fstool_image(tmp_path, "64m")
+    os.rename(img, tmp_path / "W.img")
+    (tmp_path / "m2").mkdir()
+    r = subprocess.run([sys.executable, "-m", "fstool", "mount", "/proc/self/cwd/W.img",
+                        "/proc/self/cwd/m2"], cwd=tmp_path, capture_output=True, text=True,
+                       env=env(), timeout=60)
+    try:
+        assert r.returncode == 0, r.stderr
+        assert is_mounted(tmp_path / "m2")
+    finally:
+        subprocess.run(["fusermount3", "-u", str(tmp_path / "m2")], capture_output=True)
+
+
 def test_mount_arguments(tmp_path):
     img = fstool_image(tmp_path, "64m")
     r = fstool("mount", img, tmp_path / "missing")

@@ -354,3 +354,109 @@ def test_populate_in_steps_with_removals(source_tree, tmp_path):
     assert fstool_check_clean(img)
     with images.Mounted(img, readonly=True) as mnt:
         assert_same_tree(source_tree, mnt)
+
+
+def _tar(path: Path, members) -> Path:
+    """A tar of ("dir", name), ("sym", name, target) and ("file", name)."""
+    with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as t:
+        for kind, name, *rest in members:
+            info = tarfile.TarInfo(name)
+            if kind == "dir":
+                info.type = tarfile.DIRTYPE
+                t.addfile(info)
+            elif kind == "sym":
+                info.type, info.linkname = tarfile.SYMTYPE, rest[0]
+                t.addfile(info)
+            else:
+                info.size = 5
+                t.addfile(info, io.BytesIO(b"hello"))
+    return path
+
+
+def _listing(img) -> list:
+    return fstool("ls", "-R", "-l", img).stdout.splitlines()
+
+
+@needs_xfsprogs
+def test_tar_members_never_pass_through_a_symlink(tmp_path):
+    import json
+    img = tmp_path / "t.img"
+    mkfs(img, "32m")
+    for target in ("d", "/outside", "nowhere"):
+        arc = _tar(tmp_path / "through.tar",
+                   [("dir", "d"), ("sym", "l", target), ("file", "l/f"), ("file", "l/g")])
+        before = img.read_bytes()
+        r = fstool("populate", img, arc, check=False)
+        assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert "l/f: its path passes through l, which is a symlink" in r.stderr
+        assert img.read_bytes() == before
+        # going on: each member below the symlink is skipped and reported,
+        # and the symlink stays what the archive says it is
+        r = fstool("populate", "--json", "--keep-going", img, arc, check=False)
+        rec = json.loads(r.stdout)
+        assert r.returncode == 0 and (rec["symlinks"], rec["files"]) == (1, 0), r.stdout
+        assert [s.split(":")[0] for s in rec["skipped"]] == ["l/f", "l/g"]
+        assert any(line.startswith("l") and line.endswith(f"/l -> {target}")
+                   for line in _listing(img)), _listing(img)
+        fstool("rm", "-r", img, "/d", "/l")
+    repair_clean(img)
+    # a symlink already in the image, under an implied directory
+    fstool("ln", "-s", img, "elsewhere", "/etc")
+    r = fstool("populate", img, _tar(tmp_path / "etc.tar", [("file", "etc/passwd")]),
+               check=False)
+    assert r.returncode == 1 and "etc/passwd: its path passes through etc" in r.stderr
+    # a directory member replaces the symlink, as GNU tar does, and says so
+    arc = _tar(tmp_path / "replace.tar", [("sym", "l", "d"), ("dir", "l"), ("file", "l/f")])
+    r = fstool("populate", img, arc)
+    assert "l: the symlink there was replaced by the directory" in r.stderr
+    assert any(line.startswith("d") and line.endswith(" /l") for line in _listing(img))
+    assert fstool("cat", img, "/l/f").stdout == "hello"
+    # an implied directory leaves the one there as it is
+    fstool("mkdir", "--mode", "700", img, "/keep")
+    fstool("populate", img, _tar(tmp_path / "keep.tar", [("file", "keep/x")]))
+    assert json.loads(fstool("stat", "--json", img, "/keep").stdout)["mode"] == 0o700
+    repair_clean(img)
+
+
+@needs_xfsprogs
+def test_name_and_symlink_limits_are_exact(tmp_path):
+    import errno
+    import json
+    img = tmp_path / "n.img"
+    mkfs(img, "32m")
+    fstool("ln", "-s", img, "y" * 1023, "/longest")
+    for args in (("ln", "-s", img, "y" * 1024, "/l"),
+                 ("populate", img, _tar(tmp_path / "s.tar", [("sym", "l", "y" * 1024)]))):
+        r = fstool(*args[:1], "--json", *args[1:], check=False)
+        err = json.loads(r.stderr)
+        assert r.returncode == 1 and err["errno"] == errno.ENAMETOOLONG, r.stderr
+        assert "symlink target of 1024 bytes: XFS holds 1 to 1023 bytes" in err["error"]
+    r = fstool("populate", "--json", img, _tar(tmp_path / "n.tar", [("file", "d/" + "x" * 256)]),
+               check=False)
+    assert r.returncode == 1 and json.loads(r.stderr)["errno"] == errno.ENAMETOOLONG
+    fstool("populate", img, _tar(tmp_path / "ok.tar", [("file", "d/" + "x" * 255)]))
+    assert fstool("ls", img, "/d").stdout.split() == ["x" * 255]
+    repair_clean(img)
+
+
+@needs_xfsprogs
+def test_edit_paths_resolve_dotdot_in_the_image(tmp_path):
+    img = tmp_path / "p.img"
+    mkfs(img, "32m")
+    host = tmp_path / "h"
+    host.write_bytes(b"dotdot")
+    before = img.read_bytes()
+    r = fstool("put", img, host, "/a/../dotdot", check=False)
+    assert r.returncode == 1 and "no such file" in r.stderr, r.stderr
+    assert img.read_bytes() == before
+    fstool("mkdir", img, "/a/b", "-p")
+    fstool("put", img, host, "/a/b/../../dotdot")
+    fstool("put", img, host, "/a/./f")
+    assert fstool("cat", img, "/dotdot").stdout == "dotdot"
+    r = fstool("put", img, host, "/a/f/../g", check=False)
+    assert r.returncode == 1 and "not a directory" in r.stderr, r.stderr
+    for args in (("rm", "-r", img, "/a/b/.."), ("mkdir", img, "/a/."), ("mv", img, "/a/..", "/z")):
+        r = fstool(*args, check=False)
+        assert r.returncode == 1 and "names no entry" in r.stderr, (args, r.stderr)
+    assert fstool("ls", "-R", img).stdout.split() == ["/a", "/a/b", "/a/f", "/dotdot"]
+    repair_clean(img)

@@ -52,20 +52,3 @@ def bar(fraction: float, width: int = 30) -> str:
     eighths = int(round(fraction * width * 8))
     full, part = divmod(eighths, 8)
     return "█" * full + ("▏▎▍▌▋▊▉"[part - 1] if part else "")
-
-
-def printable_name(name: str) -> str:
-    """A path for human eyes on one line: control characters and bytes that
-    are not UTF-8 (surrogate-escaped) shown as backslash escapes."""
-    out = []
-    for ch in name:
-        o = ord(ch)
-        if 0xDC80 <= o <= 0xDCFF:
-            out.append(f"\\x{o - 0xDC00:02x}")
-        elif ch == "\\":
-            out.append("\\\\")
-        elif o < 0x20 or o == 0x7F:
-            out.append({"\n": "\\n", "\t": "\\t", "\r": "\\r"}.get(ch, f"\\x{o:02x}"))
-        else:
-            out.append(ch)
-    return "".join(out)

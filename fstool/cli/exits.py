@@ -11,14 +11,16 @@
     5   the image uses a format or feature fstool does not support
     6   the image is corrupt (metadata failed verification, truncated)
     7   refused: the image is busy (mounted, attached to a loop device,
-        held by another fstool) or must not be written as it is (dirty
-        log, marked as needing repair)
+        held by another fstool, under any of its names: fstool/io/lock.py)
+        or must not be written as it is (dirty log, marked as needing
+        repair)
     70  internal error (a bug in fstool; FSTOOL_DEBUG=1 shows the traceback)
     130 interrupted
 
 ``fstool check`` keeps the statuses of ``xfs_repair -n`` instead: 0 clean,
 1 corruption found, 2 dirty log, 4 the check could not run; the ``log``
-commands exit 4 when the log cannot be read or replayed.
+commands exit 4 when the log cannot be read or replayed, ``repair`` and
+``undo`` when they cannot run (a busy image is 7 for them too).
 docs/commands/exit-status.md lists them for users.
 """
 from __future__ import annotations

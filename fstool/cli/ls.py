@@ -18,19 +18,18 @@ def cmd(long, recursive, as_json, image, path, replay_in_memory):
     or rdev (devices).  Names that are not UTF-8 are escaped as \\udcXX.
     """
     import json
-    import os
     import time
 
     from ..ops.listing import entry_record, iter_listing, mode_string
-    from .console import printable_name
+    from ..ops.names import shown_name
 
     with open_fs(image, replay_in_memory) as fs:
         out = click.get_text_stream("stdout")
-        for p, node in iter_listing(fs, path, recursive):
+        for p, name, node in iter_listing(fs, path, recursive):
             if as_json:
                 out.write(json.dumps(entry_record(fs, p, node)) + "\n")
                 continue
-            shown = printable_name(p if recursive else os.path.basename(p) or p)
+            shown = shown_name(p if recursive else name)
             if not long:
                 out.write(shown + "\n")
                 continue
@@ -46,6 +45,6 @@ def cmd(long, recursive, as_json, image, path, replay_in_memory):
             line = (f"{mode_string(node)} {node.nlink:>3} {node.uid:>5} {node.gid:>5} "
                     f"{size:>10} {when} {shown}")
             if node.is_symlink:
-                line += " -> " + printable_name(
+                line += " -> " + shown_name(
                     fs.readlink(node).decode("utf-8", "surrogateescape"))
             out.write(line + "\n")

@@ -58,10 +58,11 @@ def run_populate(image, source, dest, owner_map, keep_going, ts, quiet, clamp_ns
     import time
 
     from ..ops.populate import populate
-    from .console import printable_name, warn
+    from ..ops.names import shown_name
+    from .console import warn
 
     def report(msg):
-        warn(printable_name(msg))
+        warn(shown_name(msg))
 
     if clamp_ns is not None:
         from ..ops.sources import open_source

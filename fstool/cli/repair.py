@@ -37,13 +37,15 @@ def cmd(dry_run, rebuild, add_finobt, undo_file, extend_truncated, jobs, as_json
 
     Exit status: 0 the image was clean (and anything --rebuild or
     --add-finobt asked for is done), 1 problems were repaired (with -n:
-    would be), 4 repair could not run (mounted, locked, dirty log, damage
-    it cannot work around) or problems remain that it cannot repair.
+    would be), 4 repair could not run (dirty log, damage it cannot work
+    around) or problems remain that it cannot repair, 7 the image is busy
+    (mounted, attached to a loop device, held by another fstool, under any
+    of its names).
     """
     import json
     import sys
 
-    from ..errors import FsToolError
+    from ..errors import FsToolError, ImageBusy
     from ..ops.repair import repair
 
     trees = tuple(t.strip() for t in rebuild.split(",") if t.strip())
@@ -51,7 +53,8 @@ def cmd(dry_run, rebuild, add_finobt, undo_file, extend_truncated, jobs, as_json
         result = repair(image, dry_run=dry_run, rebuild=trees, add_finobt=add_finobt,
                         undo_file=undo_file, jobs=jobs, extend_truncated=extend_truncated)
     except FsToolError as e:
-        e.exit_status = EXIT_CANNOT
+        if not isinstance(e, ImageBusy):
+            e.exit_status = EXIT_CANNOT
         raise
     status = result.exit_code
     if as_json:

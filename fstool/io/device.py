@@ -15,13 +15,15 @@ makes every prefix recoverable.
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import signal
 import stat
 import sys
 from collections import OrderedDict
 
-from ..errors import ImageError, ImageNotFoundError, ImageTruncatedError, ReadOnlyError
+from ..errors import (ImageBusy, ImageError, ImageNotFoundError, ImageTruncatedError,
+                      ReadOnlyError)
 
 _FAULT_ENV = "FSTOOL_FAULT_AFTER_WRITES"
 
@@ -75,6 +77,20 @@ def _read_source(fd: int, n: int, off: int) -> bytes:
         raise SourceReadError(e.errno, e.strerror) from e
 
 
+_NOT_IMAGES = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+               (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"))
+
+
+def refuse_not_an_image(path: str, st: os.stat_result) -> None:
+    """Raise ImageError unless ``st`` describes a regular file or a block
+    device: the only things an image can be (a FIFO, a socket or a
+    character device would be read as a stream, or block)."""
+    if stat.S_ISREG(st.st_mode) or stat.S_ISBLK(st.st_mode):
+        return
+    what = next((name for test, name in _NOT_IMAGES if test(st.st_mode)), "not a regular file")
+    raise ImageError(f"{path}: is {what}, not an image (give an image file or a block device)")
+
+
 def writes_so_far() -> int:
     """Writes this process has made to images (what the fault hook counts)."""
     return _writes.count
@@ -88,15 +104,17 @@ class Device:
     def __init__(self, path, writable: bool = False):
         self.path = os.fspath(path)
         self.writable = writable
-        flags = (os.O_RDWR if writable else os.O_RDONLY) | getattr(os, "O_CLOEXEC", 0)
+        # O_NONBLOCK: should the path turn out to name a FIFO after all (it
+        # changed since the stat), the open does not wait for a writer
+        flags = (os.O_RDWR if writable else os.O_RDONLY) | os.O_CLOEXEC | os.O_NOCTTY | \
+            os.O_NONBLOCK
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
             raise ImageNotFoundError(f"{self.path}: no such file") from None
         except OSError as e:
             raise ImageError(f"{self.path}: cannot open: {e.strerror}") from None
-        if stat.S_ISDIR(st.st_mode):
-            raise ImageError(f"{self.path}: is a directory, not an image")
+        refuse_not_an_image(self.path, st)
         self.is_blockdev = stat.S_ISBLK(st.st_mode)
         # an undo recorder (io/undo.py): told of every write before it is made
         self.write_hook = None
@@ -110,11 +128,18 @@ class Device:
             raise ImageError(f"{self.path}: is a directory, not an image") from None
         except OSError as e:
             if e.errno == errno.EBUSY:
-                raise ImageError(f"{self.path}: the device is in use (mounted or held "
-                                 "by another program)") from None
+                raise ImageBusy(f"{self.path}: the device is in use (mounted, or open "
+                                "for writing by another fstool or program)") from None
             raise ImageError(f"{self.path}: cannot open{' for writing' if writable else ''}: "
                              f"{e.strerror}") from None
-        st = os.fstat(self.fd)
+        try:
+            st = os.fstat(self.fd)
+            refuse_not_an_image(self.path, st)
+            fcntl.fcntl(self.fd, fcntl.F_SETFL,
+                        fcntl.fcntl(self.fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        except BaseException:
+            os.close(self.fd)
+            raise
         self.st_dev, self.st_ino, self.st_rdev = st.st_dev, st.st_ino, st.st_rdev
         # how copy_from may copy: untried (None), refused (False)
         self._clone_ok = None

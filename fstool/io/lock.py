@@ -1,24 +1,144 @@
 """Refuse to write images the kernel has mounted or another fstool has open.
 
-The guard compares files, not paths: an image reached through a hard link,
-a bind mount or a renamed path is still the file a loop device holds.  A
-loop device's backing file is identified by the device and inode numbers
-the kernel reports for it (LOOP_GET_STATUS64), falling back to the backing
-file's path where the loop device cannot be opened; a block device by its
-device number in the mount table and in the holders of other devices.
+An image has one identity whatever name reaches it: the file that holds it,
+as its (st_dev, st_ino), and the range of that file it spans.  A path, a
+hard link, a symlink, a bind mount or a /proc link all stat to that file; a
+loop device stands for its backing file and the range it maps (the
+LOOP_GET_STATUS64 ioctl gives the backing file's device and inode numbers,
+the offset and the size limit; /sys/block/loopN/loop gives the same where
+the device cannot be opened).  A block device that is not a loop device is
+its own identity, its device number.
+
+Both guards key on it:
+
+- ``refuse_if_mounted`` (the kernel's holds): the device itself mounted or
+  held by a device stacked on it (device mapper, md), or any loop device
+  over an overlapping range of the same file mounted, held or attached;
+- ``ImageLock`` (a live fstool's hold): an exclusive flock on the file that
+  holds the image, so that the lock taken through /dev/loopN and the one
+  taken through the file's path, a hard link or a bind mount are one lock.
+  A loop device whose backing file cannot be opened here (deleted, or in
+  another mount namespace) is locked itself; a writable block device is
+  also opened exclusively (O_EXCL), which the kernel refuses while another
+  writer or a mount has it.
+
+Nothing here opens the image in a way that could block: the backing file
+is opened with O_NONBLOCK and checked with fstat before it is locked.
 """
 from __future__ import annotations
 
 import fcntl
 import os
+import stat as pystat
 import struct
+from typing import NamedTuple
 
 from ..errors import ImageBusy
 
-__all__ = ["ImageBusy", "ImageLock", "refuse_if_mounted", "users_of"]
+__all__ = ["ImageBusy", "ImageLock", "Identity", "identify", "refuse_if_mounted",
+           "users_of"]
 
 LOOP_GET_STATUS64 = 0x4C05
+# struct loop_info64: lo_device, lo_inode, lo_rdevice, lo_offset, lo_sizelimit
+# (u64 each), four u32, then the names and key: 232 bytes
+_LOOP_INFO64 = struct.Struct("=QQQQQ")
 _LOOP_INFO64_SIZE = 232
+_OPEN_QUIET = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+
+
+class Identity(NamedTuple):
+    """What an image is, whatever name reached it."""
+    key: tuple                   # ("file", st_dev, st_ino) or ("blockdev", st_rdev)
+    start: int = 0               # the byte range of that file the image spans
+    length: int = 0              # 0: to the end of the file
+    loop: str | None = None      # the loop device (name in /dev) it was reached through
+    backing: str | None = None   # that loop device's backing file, as the kernel names it
+
+    def overlaps(self, other: "Identity") -> bool:
+        if self.key != other.key:
+            return False
+        a_end = self.start + self.length if self.length else None
+        b_end = other.start + other.length if other.length else None
+        return (b_end is None or self.start < b_end) and (a_end is None or other.start < a_end)
+
+
+def _decode_dev(huge: int) -> int:
+    """The kernel's new_encode_dev form (loop_info64.lo_device) as st_dev."""
+    major = (huge & 0xFFF00) >> 8
+    minor = (huge & 0xFF) | ((huge >> 12) & 0xFFF00)
+    return os.makedev(major, minor)
+
+
+def _sysfs(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def _devno(text: str | None) -> int | None:
+    if not text:
+        return None
+    major, _, minor = text.partition(":")
+    try:
+        return os.makedev(int(major), int(minor))
+    except ValueError:
+        return None
+
+
+def _loop_identity(name: str) -> Identity | None:
+    """The backing file and range of loop device ``name`` ("loop3"), or None
+    when it is not attached."""
+    backing = _sysfs(f"/sys/block/{name}/loop/backing_file")
+    try:
+        fd = os.open(f"/dev/{name}", _OPEN_QUIET)
+    except OSError:
+        fd = -1
+    if fd >= 0:
+        try:
+            buf = bytearray(_LOOP_INFO64_SIZE)
+            fcntl.ioctl(fd, LOOP_GET_STATUS64, buf)
+            dev, ino, _rdev, offset, sizelimit = _LOOP_INFO64.unpack_from(buf, 0)
+            return Identity(("file", _decode_dev(dev), ino), offset, sizelimit, name, backing)
+        except OSError:
+            if backing is None:
+                return None          # ENXIO: nothing attached
+        finally:
+            os.close(fd)
+    if backing is None:
+        return None
+    try:
+        st = os.stat(backing)
+    except OSError:
+        return None
+    try:
+        offset = int(_sysfs(f"/sys/block/{name}/loop/offset") or 0)
+        sizelimit = int(_sysfs(f"/sys/block/{name}/loop/sizelimit") or 0)
+    except ValueError:
+        offset = sizelimit = 0
+    return Identity(("file", st.st_dev, st.st_ino), offset, sizelimit, name, backing)
+
+
+def _block_name(rdev: int) -> str | None:
+    """The kernel's name of block device ``rdev`` ("loop3", "sda1")."""
+    try:
+        return os.path.basename(os.readlink(f"/sys/dev/block/{os.major(rdev)}:"
+                                            f"{os.minor(rdev)}"))
+    except OSError:
+        return None
+
+
+def identify(st: os.stat_result) -> Identity:
+    """The identity of the image whose stat (or fstat) is ``st``."""
+    if pystat.S_ISBLK(st.st_mode):
+        name = _block_name(st.st_rdev)
+        if name and os.path.isdir(f"/sys/block/{name}/loop"):
+            ident = _loop_identity(name)
+            if ident is not None:
+                return ident
+        return Identity(("blockdev", st.st_rdev), loop=name)
+    return Identity(("file", st.st_dev, st.st_ino))
 
 
 def _mounted_devices() -> dict[int, str]:
@@ -30,88 +150,74 @@ def _mounted_devices() -> dict[int, str]:
                 parts = line.split()
                 if len(parts) < 5:
                     continue
-                major, _, minor = parts[2].partition(":")
-                try:
-                    out.setdefault(os.makedev(int(major), int(minor)),
-                                   parts[4].replace("\\040", " "))
-                except ValueError:
-                    continue
+                dev = _devno(parts[2])
+                if dev is not None:
+                    out.setdefault(dev, parts[4].replace("\\040", " "))
     except OSError:
         pass
     return out
 
 
-def _loop_backing(name: str):
-    """(st_dev, st_ino) of the file behind /dev/<name>, or None."""
-    try:
-        fd = os.open(f"/dev/{name}", os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        fd = -1
-    if fd >= 0:
-        try:
-            buf = bytearray(_LOOP_INFO64_SIZE)
-            fcntl.ioctl(fd, LOOP_GET_STATUS64, buf)
-            dev, ino = struct.unpack_from("=QQ", buf, 0)
-            return dev, ino
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
-    try:
-        with open(f"/sys/block/{name}/loop/backing_file") as f:
-            backing = f.read().strip()
-        st = os.stat(backing)
-        return st.st_dev, st.st_ino
-    except OSError:
-        return None
-
-
-def _loop_rdev(name: str):
-    try:
-        with open(f"/sys/block/{name}/dev") as f:
-            major, _, minor = f.read().strip().partition(":")
-        return os.makedev(int(major), int(minor))
-    except (OSError, ValueError):
-        return None
-
-
-def users_of(st: os.stat_result) -> list[str]:
-    """What holds the image described by ``st``: mount points and loop
-    devices, as readable phrases; empty when nothing does."""
-    import stat as pystat
-    mounts = _mounted_devices()
+def _block_users(rdev: int, mounts: dict) -> list[str]:
+    """What the kernel holds of block device ``rdev`` or its partitions:
+    mount points and the devices stacked on them, as phrases."""
     found = []
-    if pystat.S_ISBLK(st.st_mode):
-        mnt = mounts.get(st.st_rdev)
+    base = f"/sys/dev/block/{os.major(rdev)}:{os.minor(rdev)}"
+    devices = [(rdev, base)]
+    try:
+        for sub in sorted(os.listdir(base)):
+            part = _devno(_sysfs(f"{base}/{sub}/dev")) \
+                if os.path.exists(f"{base}/{sub}/partition") else None
+            if part is not None:
+                devices.append((part, f"{base}/{sub}"))
+    except OSError:
+        pass
+    for dev, where in devices:
+        through = "" if dev == rdev else f" (through its partition {os.path.basename(where)})"
+        mnt = mounts.get(dev)
         if mnt:
-            found.append(f"is mounted at {mnt}")
+            found.append(f"is mounted at {mnt}{through}")
         try:
-            holders = os.listdir(f"/sys/dev/block/{os.major(st.st_rdev)}:"
-                                 f"{os.minor(st.st_rdev)}/holders")
+            holders = sorted(os.listdir(f"{where}/holders"))
         except OSError:
             holders = []
         if holders:
-            found.append(f"is held by {', '.join(sorted(holders))}")
+            found.append(f"is held by {', '.join(holders)}{through}")
+    return found
+
+
+def users_of(st: os.stat_result) -> list[str]:
+    """What the kernel holds of the image described by ``st``: mounts,
+    devices stacked on it and loop devices over the same file (other than
+    the one it is reached through), as readable phrases; empty when
+    nothing does."""
+    mounts = _mounted_devices()
+    me = identify(st)
+    found = _block_users(st.st_rdev, mounts) if pystat.S_ISBLK(st.st_mode) else []
+    if me.key[0] != "file":
         return found
     try:
         names = sorted(n for n in os.listdir("/sys/block") if n.startswith("loop"))
     except OSError:
         names = []
     for name in names:
-        if _loop_backing(name) != (st.st_dev, st.st_ino):
+        if name == me.loop:
             continue
-        rdev = _loop_rdev(name)
-        mnt = mounts.get(rdev) if rdev is not None else None
-        if mnt:
-            found.append(f"is mounted at {mnt} (through /dev/{name})")
+        other = _loop_identity(name)
+        if other is None or not me.overlaps(other):
+            continue
+        rdev = _devno(_sysfs(f"/sys/block/{name}/dev"))
+        uses = _block_users(rdev, mounts) if rdev is not None else []
+        if uses:
+            found.extend(f"{u} (through /dev/{name})" for u in uses)
         else:
             found.append(f"is attached to /dev/{name}")
     return found
 
 
 def refuse_if_mounted(path) -> None:
-    """Raise ImageBusy when the file or device at ``path`` is mounted or
-    attached to a loop device."""
+    """Raise ImageBusy when the file or device at ``path`` is mounted, held
+    by another device or attached to a loop device, under any name."""
     try:
         st = os.stat(path)
     except OSError:
@@ -120,23 +226,65 @@ def refuse_if_mounted(path) -> None:
     if found:
         what = "; ".join(found)
         hint = "unmount it first" if "mounted" in what else \
-            "detach it (losetup -d) before writing"
+            "detach it (losetup -d) before writing" if "attached" in what else \
+            "release it first"
         raise ImageBusy(f"{os.fspath(path)}: {what}; {hint}")
 
 
-class ImageLock:
-    """An exclusive flock on the image for the duration of a write."""
+def _open_backing(ident: Identity) -> int | None:
+    """A descriptor of the loop device's backing file, opened without
+    blocking, when its name leads to the very file; else None."""
+    if ident.backing is None or ident.key[0] != "file":
+        return None
+    try:
+        fd = os.open(ident.backing, _OPEN_QUIET)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        st = None
+    if st is None or not pystat.S_ISREG(st.st_mode) or \
+            ("file", st.st_dev, st.st_ino) != ident.key:
+        os.close(fd)
+        return None
+    return fd
 
-    def __init__(self, fd: int, path: str):
-        self.fd = fd
+
+class ImageLock:
+    """An exclusive flock, for the duration of a write, on the file that
+    holds the image of ``dev`` (a Device): the image file itself, or the
+    backing file of a loop device."""
+
+    def __init__(self, dev, path: str):
+        self.dev = dev
         self.path = path
+        self._own = None           # a descriptor opened for the lock (backing file)
+        self._fd = None            # the descriptor locked
 
     def __enter__(self):
+        fd = self.dev.fd
+        own = None
+        if self.dev.is_blockdev:
+            own = _open_backing(identify(os.fstat(fd)))
+            if own is not None:
+                fd = own
         try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            if own is not None:
+                os.close(own)
             raise ImageBusy(f"{self.path}: another fstool is using this image") from None
+        self._own, self._fd = own, fd
         return self
 
     def __exit__(self, *exc):
-        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        fd, own = self._fd, self._own
+        self._fd = self._own = None
+        if fd is None or own is None and self.dev.fd != fd:
+            return               # closing the device let go of its lock
+        try:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            if own is not None:
+                os.close(own)

@@ -185,6 +185,23 @@ async def _main(ops, state, every: float) -> None:
         nursery.cancel_scope.cancel()
 
 
+def resolved(path) -> str:
+    """``path`` as another process can open it from another directory:
+    the daemon changes to / and /proc/self is the daemon there, so a
+    relative path, /proc/self/cwd/..., /proc/self/fd/N or /dev/fd/N is
+    resolved here, in the caller, to the file's own path (kept as given,
+    made absolute, when that path does not lead to the same file: a file
+    deleted since it was opened)."""
+    full = os.path.abspath(path)
+    real = os.path.realpath(full)
+    try:
+        if real != full and os.path.samefile(full, real):
+            return real
+    except OSError:
+        pass
+    return full
+
+
 def mount(image, mountpoint, *, readonly=False, foreground=False, options=(),
           status_of=lambda exc: 1, loop: str | None = None) -> None:
     """``fstool mount``: serve in the foreground, or start a daemon and
@@ -193,7 +210,7 @@ def mount(image, mountpoint, *, readonly=False, foreground=False, options=(),
     if foreground:
         serve(image, mountpoint, readonly=readonly, options=options, loop=loop)
         return
-    image, mountpoint = os.path.abspath(image), os.path.abspath(mountpoint)
+    image, mountpoint = resolved(image), resolved(mountpoint)
     r, w = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()

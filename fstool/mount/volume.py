@@ -113,7 +113,7 @@ class Volume:
             self.w = None
             self.fs = Filesystem(self.image, cache_bytes=cache_bytes)
             try:
-                self._lock = ImageLock(self.fs.dev.fd, self.image)
+                self._lock = ImageLock(self.fs.dev, self.image)
                 self._lock.__enter__()
                 from ..fs.logstate import log_is_clean
                 clean, why = log_is_clean(self.fs)

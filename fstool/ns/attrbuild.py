@@ -15,7 +15,7 @@ from __future__ import annotations
 import struct
 
 from .._backend import parsers
-from ..errors import InvalidArgument
+from ..errors import InvalidArgument, NameTooLongError
 from ..format import constants as C
 from .dablock import da_block, da_finisher, node_levels
 from ..io import verify as V
@@ -189,11 +189,26 @@ def _leaf_finisher(leaf, remote_at, blocksize, ino, uuid, forw, back):
     return da_finisher(buf, ino, uuid)
 
 
+# the longest symlink target XFS holds (the kernel's symlink(2) refuses
+# XFS_SYMLINK_MAXLEN bytes and more with ENAMETOOLONG)
+SYMLINK_MAX = C.XFS_SYMLINK_MAXLEN - 1
+
+
+def check_symlink_target(target: bytes, what: str = "") -> bytes:
+    """``target`` when XFS can hold it as a symlink's target: 1 to
+    SYMLINK_MAX bytes without NUL.  A longer one raises NameTooLongError
+    (ENAMETOOLONG, as symlink(2) does), an empty one or one with a NUL
+    InvalidArgument."""
+    if target and len(target) <= SYMLINK_MAX and b"\0" not in target:
+        return target
+    msg = (f"{what}: " if what else "") + (f"symlink target of {len(target)} bytes: XFS "
+                                           f"holds 1 to {SYMLINK_MAX} bytes without NUL")
+    raise (NameTooLongError if len(target) > SYMLINK_MAX else InvalidArgument)(msg)
+
+
 def encode_symlink(target: bytes, *, ino: int, uuid: bytes, blocksize: int,
                    inline_space: int) -> ForkPlan:
-    if not target or len(target) >= C.XFS_SYMLINK_MAXLEN or b"\0" in target:
-        raise InvalidArgument(f"symlink target of {len(target)} bytes (1 to "
-                              f"{C.XFS_SYMLINK_MAXLEN - 1} without NUL allowed)")
+    check_symlink_target(target)
     if len(target) <= inline_space:
         return ForkPlan(bytes(target), [], len(target))
     n = _remote_blocks(target, blocksize)

@@ -54,7 +54,6 @@ name.
 from __future__ import annotations
 
 import os
-import posixpath
 import stat as pystat
 import struct
 
@@ -244,12 +243,14 @@ class Namespace:
 
     def lookup(self, path: str) -> int:
         """Inode number of an absolute path inside the image (no symlinks
-        followed), seeing this transaction's changes."""
+        followed; '.' and '..' resolved against the image), seeing this
+        transaction's changes."""
         ino = self.w.sb.rootino
         for part in [p for p in path.encode("utf-8", "surrogateescape").split(b"/") if p]:
-            if part == b".":
-                continue
-            ent = self.lookup_child(ino, part)
+            try:
+                ent = self.lookup_child(ino, part)
+            except NotADirectoryImageError:
+                raise NotADirectoryImageError(path) from None
             if ent is None:
                 raise NotFoundError(path)
             ino = ent[0]
@@ -541,9 +542,7 @@ class Namespace:
     def symlink(self, parent: int, name: bytes, target: bytes, meta: Meta) -> int:
         from . import attrbuild as AB
         self._new_name(parent, name)
-        if not target or len(target) >= C.XFS_SYMLINK_MAXLEN or b"\0" in target:
-            raise InvalidArgument(f"symlink target of {len(target)} bytes: XFS holds 1 to "
-                                  f"{C.XFS_SYMLINK_MAXLEN} bytes without NUL")
+        AB.check_symlink_target(target)
         w = self.w
         ino = w.inodes.alloc_inode(parent, is_dir=False)
         lit = w.sb.inodesize - C.XFS_DINODE_CORE_SIZE
@@ -1195,12 +1194,17 @@ def free_fork(w, node, attr: bool) -> int:
 
 
 def split_path(path: str) -> tuple[str, bytes]:
-    """(parent directory, last name as bytes) of an absolute image path."""
-    p = posixpath.normpath("/" + path.lstrip("/"))
-    if p == "/":
+    """(parent directory, last name as bytes) of an absolute image path.
+    '.' and '..' stay in the parent for :meth:`Namespace.lookup` to resolve
+    against the image, as the kernel does (``/a/../x`` needs ``/a``); a
+    path whose last name is one of them names no entry to make or remove."""
+    parts = [p for p in path.split("/") if p]
+    if not parts:
         raise InvalidArgument("the root directory has no parent")
-    parent, name = posixpath.split(p)
-    return parent, name.encode("utf-8", "surrogateescape")
+    if parts[-1] in (".", ".."):
+        raise InvalidArgument(f"{path}: ends in '{parts[-1]}', which names no entry that can "
+                              "be made, moved or removed")
+    return "/" + "/".join(parts[:-1]), parts[-1].encode("utf-8", "surrogateescape")
 
 
 __all__ = ["Namespace", "Meta", "ExistsError", "DirNotEmpty", "split_path", "owned_blocks",

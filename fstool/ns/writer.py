@@ -62,7 +62,7 @@ class Writer:
         self.fs = fs = Filesystem(path, cache_bytes=cache_bytes, writable=True)
         self.dev = fs.dev
         self.path = fs.dev.path
-        self._lock = ImageLock(self.dev.fd, self.path)
+        self._lock = ImageLock(self.dev, self.path)
         self.journal = None
         try:
             self._lock.__enter__()

@@ -1,7 +1,6 @@
 """Records describing files in an image: the data behind ``ls`` and ``stat``."""
 from __future__ import annotations
 
-import posixpath
 from typing import Iterator
 
 from ..format import constants as C
@@ -30,24 +29,27 @@ def entry_record(fs, path: str, node, with_xattrs: bool = True) -> dict:
     return rec
 
 
-def iter_listing(fs, path: str, recursive: bool) -> Iterator[tuple[str, object]]:
-    """(path, inode) pairs as ``ls`` shows them: a directory's entries (all
-    descendants with ``recursive``), or the file itself."""
+def iter_listing(fs, path: str, recursive: bool) -> Iterator[tuple[str, str, object]]:
+    """(path, name, inode) triples as ``ls`` shows them: a directory's
+    entries (all descendants with ``recursive``), or the file itself.  The
+    name is the entry's whole name as the directory holds it (a damaged or
+    crafted one may hold a '/'); paths join names with '/' as they are."""
     top = fs.lookup(path)
     path = "/" + path.strip("/") if path.strip("/") else "/"
     if not top.is_dir:
-        yield path, top
+        yield path, path.rpartition("/")[2] or path, top
         return
+    prefix = path.rstrip("/") + "/"
     if recursive:
         walker = fs.walk(top)
         next(walker)             # the directory itself is not listed
         for p, node in walker:
-            yield posixpath.join(path, p.lstrip("/")) if p != "/" else path, node
+            yield prefix + p.lstrip("/"), p.rpartition("/")[2], node
         return
     entries = sorted(fs.listdir(top), key=lambda e: e.name)
     for ent in entries:
-        yield posixpath.join(path, ent.name.decode("utf-8", "surrogateescape")), \
-            fs.inode(ent.ino)
+        name = ent.name.decode("utf-8", "surrogateescape")
+        yield prefix + name, name, fs.inode(ent.ino)
 
 
 def mode_string(node) -> str:

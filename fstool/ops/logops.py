@@ -106,7 +106,7 @@ def replay(path, *, dry_run: bool = False) -> dict:
     refuse_if_mounted(path)
     writes0 = writes_so_far()
     fs = open_filesystem(path)
-    lock = ImageLock(fs.dev.fd, path)
+    lock = ImageLock(fs.dev, path)
     report = {"image": path, "dry_run": dry_run}
     try:
         lock.__enter__()
@@ -168,7 +168,7 @@ def replay(path, *, dry_run: bool = False) -> dict:
                         "efds": logged["other_items"],
                         "writes": logged["writes_so_far"] - writes0}
                 fs = Filesystem(path)
-                lock = ImageLock(fs.dev.fd, path)
+                lock = ImageLock(fs.dev, path)
                 lock.__enter__()
                 out = Device(path, writable=True)
                 report["finished"] = done
@@ -221,7 +221,7 @@ def zero(path, min_cycle: int = 0, undo=None) -> dict:
     refuse_if_mounted(path)
     fs = open_filesystem(path)
     try:
-        with ImageLock(fs.dev.fd, path):
+        with ImageLock(fs.dev, path):
             try:
                 _ld, st = find_state(fs)
                 cycle = st.curr_cycle + 1

@@ -21,7 +21,7 @@ from ..fs import btree_write as BW
 from ..fs.btree import alloc_maxlevels
 from ..fs.icore import InodeEncoder, InodeSpec
 from ..io import verify as V
-from ..io.device import Device
+from ..io.device import Device, refuse_not_an_image
 from ..format import log as L
 
 KiB, MiB, GiB, TiB = 1 << 10, 1 << 20, 1 << 30, 1 << 40
@@ -612,6 +612,7 @@ def mkfs(path: str, opts: Options, force: bool = False, dry_run: bool = False,
         if stat.S_ISDIR(st.st_mode):
             raise MkfsError(f"{path}: is a directory")
         from ..io.lock import refuse_if_mounted
+        refuse_not_an_image(path, st)
         refuse_if_mounted(path)
         if opts.size is None:
             with open(path, "rb") as f:
@@ -635,7 +636,7 @@ def mkfs(path: str, opts: Options, force: bool = False, dry_run: bool = False,
     try:
         from ..io.lock import ImageLock
         dev = Device(path, writable=True)
-        with ImageLock(dev.fd, path):
+        with ImageLock(dev, path):
             if exists:
                 what = _has_filesystem(dev.fd)
                 if what and not force:

@@ -159,7 +159,9 @@ def populate(image, source, dest: str = "/", *, owner_map=None, keep_going: bool
             ns = Namespace(w, now, bulk=True)
             root_meta = Meta(perm=0o755, atime_ns=now, mtime_ns=now, ctime_ns=now)
             base = _mkdirs(ns, dest, root_meta)
-            inos = {"": base}          # relative dir path -> inode
+            # relative dir path -> inode; or, for a path a member may not
+            # pass through, why (a str)
+            inos = {"": base}
 
             def one(e):
                 try:
@@ -167,7 +169,7 @@ def populate(image, source, dest: str = "/", *, owner_map=None, keep_going: bool
                         # reading the source moves access times: a fixed
                         # build time stands in for them
                         e.atime_ns = timestamp_ns
-                    _add(ns, e, inos, base, stats, now, overwrite, dedupe)
+                    _add(ns, e, inos, base, stats, now, overwrite, report, dedupe)
                 except NoSpace:
                     raise
                 except (OSError, InvalidArgument, ExistsError) as exc:
@@ -311,7 +313,7 @@ def _add_plain_files(ns: Namespace, run, inos: dict, stats: PopulateStats, now: 
     opened before their inodes and blocks are taken."""
     parent = inos.get(run.path)
     items = run.items
-    if parent is None:
+    if type(parent) is not int:
         reader.drop(run)
         for it in items:
             one(run.entry(it))
@@ -524,7 +526,7 @@ def _wrap(path: str, exc: BaseException) -> FsToolError:
 
 
 def _add(ns: Namespace, e, inos: dict, base: int, stats: PopulateStats, now: int,
-         overwrite: bool, dedupe: Dedupe | None = None) -> None:
+         overwrite: bool, report=None, dedupe: Dedupe | None = None) -> None:
     path = e.path
     # the entry itself carries the new inode's attributes; change and
     # creation times are the run's
@@ -539,13 +541,31 @@ def _add(ns: Namespace, e, inos: dict, base: int, stats: PopulateStats, now: int
         return
     parent_path, _sep, name = path.rpartition("/")
     parent = inos.get(parent_path)
-    if parent is None:
-        raise InvalidArgument(f"{path}: its parent directory {parent_path!r} was not given "
-                              "before it")
+    if type(parent) is not int:
+        if e.implied_by is not None and parent is not None:
+            inos[path] = parent            # below a path refused already
+            return
+        if parent is None:
+            raise InvalidArgument(f"{path}: its parent directory {parent_path!r} was not "
+                                  "given before it")
+        raise NotADirectoryImageError(path, parent)
     bname = name.encode("utf-8", "surrogateescape")
     old = ns.child(parent, bname)
     if old is not None:
-        if e.kind == "dir" and (old[1] == C.XFS_DIR3_FT_DIR or ns._is_dir(old[0])):
+        is_dir = e.kind == "dir" and (old[1] == C.XFS_DIR3_FT_DIR or ns._is_dir(old[0]))
+        if e.implied_by is not None:
+            # a parent only implied by a member's path: what is there stays
+            # as it is, and no member goes through a symlink (or a file):
+            # each member below it is refused with why
+            if is_dir:
+                inos[path] = old[0]
+            else:
+                kind = C.TYPE_NAMES.get(C.FTYPE_TO_IFMT.get(old[1]), "file")
+                inos[path] = (f"its path passes through {path}, which is a {kind}, not a "
+                              "directory; populate follows no symlinks (a member naming the "
+                              "directory itself replaces it)")
+            return
+        if e.kind == "dir" and is_dir:
             # merge into the existing directory, taking the source's attributes
             inos[path] = old[0]
             ns.setattr(old[0], mode=e.mode, uid=e.uid, gid=e.gid, atime_ns=e.atime_ns,
@@ -558,6 +578,9 @@ def _add(ns: Namespace, e, inos: dict, base: int, stats: PopulateStats, now: int
         ns.unlink(parent, bname, rmdir=False)
         if dedupe is not None:
             dedupe.forget(old[0])
+        if e.kind == "dir" and old[1] == C.XFS_DIR3_FT_SYMLINK and report is not None:
+            # as GNU tar does (without --keep-directory-symlink)
+            report(f"{path}: the symlink there was replaced by the directory")
     kind = e.kind
     if kind == "dir":
         inos[path] = ns.mkdir(parent, bname, meta)
@@ -594,7 +617,8 @@ def _add(ns: Namespace, e, inos: dict, base: int, stats: PopulateStats, now: int
             else e.target
         tparent, tname = posixpath.split(tpath.strip("/"))
         tdir = inos.get(tparent)
-        ent = ns.child(tdir, tname.encode("utf-8", "surrogateescape")) if tdir else None
+        ent = ns.child(tdir, tname.encode("utf-8", "surrogateescape")) \
+            if type(tdir) is int else None
         if ent is None:
             raise NotFoundError(f"hard link target {tpath!r} is not in the source before it")
         ns.link(parent, bname, ent[0])

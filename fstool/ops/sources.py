@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from typing import BinaryIO, Callable, Iterator
 
 from .._backend import writers
-from ..errors import FsToolError, InvalidArgument
-from ..ns.dirbuild import NAME_MAX
+from ..errors import FsToolError, InvalidArgument, NameTooLongError
+from ..ns.attrbuild import check_symlink_target
+from ..ns.dirbuild import NAME_MAX, check_name
 from ..io.sparse import data_ranges_of
 
-SYMLINK_MAX = 1024
 ANY_SIZE = 1 << 62          # stat_plain_files' size limit for runs: none
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
@@ -47,6 +47,9 @@ class Entry:
     open: Callable[[], BinaryIO] | None = None
     data_ranges: list | None = None
     crtime_ns: int = 0
+    # a directory the source did not list, made as the parent of this member
+    # (tar): it never replaces what is there, and changes no directory
+    implied_by: str | None = None
 
     # an Entry can stand in for the namespace layer's Meta
     @property
@@ -90,7 +93,8 @@ def parse_owner_map(text: str) -> Callable[[int, int], tuple[int, int]]:
 
 
 def check_path(path: str, what: str) -> str:
-    """A safe relative path, normalised; raises InvalidArgument."""
+    """A safe relative path, normalised; raises InvalidArgument (or
+    NameTooLongError for a name of more than NAME_MAX bytes)."""
     raw = path.encode("utf-8", "surrogateescape")
     if b"\0" in raw:
         raise InvalidArgument(f"{what}: path contains a NUL byte")
@@ -103,17 +107,12 @@ def check_path(path: str, what: str) -> str:
         if p == "..":
             raise InvalidArgument(f"{what}: path {path!r} has '..', which could escape the "
                                   "destination")
-        if len(p.encode("utf-8", "surrogateescape")) > NAME_MAX:
-            raise InvalidArgument(f"{what}: name {p[:40]!r}... is longer than {NAME_MAX} bytes")
+        try:
+            check_name(p.encode("utf-8", "surrogateescape"))
+        except NameTooLongError as e:
+            raise NameTooLongError(f"{what}: {e}") from None
         parts.append(p)
     return "/".join(parts)
-
-
-def _check_target(target: bytes, what: str) -> bytes:
-    if not target or len(target) > SYMLINK_MAX - 1 or b"\0" in target:
-        raise InvalidArgument(f"{what}: symlink target of {len(target)} bytes (1 to "
-                              f"{SYMLINK_MAX - 1} without NUL allowed)")
-    return target
 
 
 class Source:
@@ -252,7 +251,7 @@ class DirSource(Source):
             e.kind = "dir"
         elif fmt == pystat.S_IFLNK:
             e.kind = "symlink"
-            e.target = _check_target(os.readlink(os.fsencode(full)), rel)
+            e.target = check_symlink_target(os.readlink(os.fsencode(full)), rel)
         elif fmt == pystat.S_IFIFO:
             e.kind = "fifo"
         elif fmt == pystat.S_IFSOCK:
@@ -323,13 +322,14 @@ class DirSource(Source):
                     cfull = bfull + b"/" + bname
                     try:
                         if len(bname) > NAME_MAX:
-                            raise InvalidArgument(f"{_child_path(rel, bname)}: name longer "
-                                                  f"than {NAME_MAX} bytes")
+                            raise NameTooLongError(f"{_child_path(rel, bname)}: name of "
+                                                   f"{len(bname)} bytes; XFS allows at most "
+                                                   f"{NAME_MAX}")
                         cst = os.lstat(bname, dir_fd=fd)
                         ent = self._entry(_child_path(rel, bname), os.fsdecode(cfull), cst,
                                           links)
                     except (OSError, InvalidArgument) as exc:
-                        msg = exc if isinstance(exc, InvalidArgument) else \
+                        msg = exc if isinstance(exc, FsToolError) else \
                             FsToolError(f"{os.fsdecode(cfull)}: {exc.strerror}")
                         self.bad(msg)
                         continue
@@ -394,7 +394,7 @@ class TarSource(Source):
             for m in self.tar:
                 try:
                     rel = check_path(m.name, m.name)
-                except InvalidArgument as exc:
+                except (InvalidArgument, NameTooLongError) as exc:
                     self.bad(exc)
                     continue
                 # parents the archive did not list
@@ -405,10 +405,10 @@ class TarSource(Source):
                         seen_dirs.add(p)
                         ns = int(m.mtime * 10**9)
                         uid, gid = self.owners(0, 0)
-                        yield Entry(p, "dir", 0o755, uid, gid, ns, ns, ns)
+                        yield Entry(p, "dir", 0o755, uid, gid, ns, ns, ns, implied_by=rel)
                 try:
                     e = self._entry(m, rel)
-                except InvalidArgument as exc:
+                except (InvalidArgument, NameTooLongError) as exc:
                     self.bad(exc)
                     continue
                 if e is None:
@@ -434,7 +434,7 @@ class TarSource(Source):
             e.kind = "dir"
         elif m.issym():
             e.kind = "symlink"
-            e.target = _check_target(m.linkname.encode("utf-8", "surrogateescape"), rel)
+            e.target = check_symlink_target(m.linkname.encode("utf-8", "surrogateescape"), rel)
         elif m.islnk():
             e.kind = "hardlink"
             e.target = check_path(m.linkname, f"{rel}: hard link target")
@@ -664,7 +664,7 @@ class ProtoSource(Source):
             elif kind == "symlink":
                 if pos >= ntoks:
                     raise InvalidArgument(f"{self.path}: unexpected end (missing '$')")
-                e.target = _check_target(toks[pos].encode("utf-8", "surrogateescape"), rel)
+                e.target = check_symlink_target(toks[pos].encode("utf-8", "surrogateescape"), rel)
                 pos += 1
             if run:
                 yield EmptyFiles(parent, run)

@@ -14,6 +14,7 @@ from ...errors import CorruptionError, FsToolError
 from ...format import constants as C
 from ...fs import dir as xdir
 from ...io import verify as V
+from ..names import quoted_name
 
 # dir_data_tally / tally_entry flags
 T_FREE, T_FTYPE, T_DIR, T_DOT, T_BADNAME, T_SELF = 1, 2, 4, 8, 16, 32
@@ -141,11 +142,11 @@ class DirChecks:
             ftype = fork[pos + 3 + namelen] if ft else 0
             child = int.from_bytes(fork[pos + 3 + namelen + ft:pos + esize], "big")
             if not name_ok(name):
-                bad("DIR_NAME", ino, f"shortform entry {name!r} has an illegal name",
-                    "name", where, index=found)
+                bad("DIR_NAME", ino, f"shortform entry {quoted_name(name)} has an illegal "
+                    "name", "name", where, index=found)
             elif name in names:
-                bad("DIR_NAME", ino, f"shortform entry {name!r} is a duplicate name", "name",
-                    where, index=found)
+                bad("DIR_NAME", ino, f"shortform entry {quoted_name(name)} is a duplicate "
+                    "name", "name", where, index=found)
             names.setdefault(name, child)
             if eoff < offset:
                 bad_offset = True
@@ -185,7 +186,7 @@ class DirChecks:
         args = (tab.starts, tab.itype, tab.refs)
         for name, child, ftype, idx in entries:
             if child == ino or not self.verify_dir_ino(child):
-                bad("DIR_ENTRY_TARGET", ino, f"shortform entry {name!r} points to "
+                bad("DIR_ENTRY_TARGET", ino, f"shortform entry {quoted_name(name)} points to "
                     f"{'itself' if child == ino else f'invalid inode {child}'}", "inumber",
                     where, index=idx, found=child)
                 continue
@@ -315,7 +316,8 @@ class DirChecks:
                 continue
             if parsers.da_hashname(name) != h:
                 self.report("DIR_LEAF", f"directory {ino}: leaf hash 0x{h:08x} for "
-                            f"{name!r}, which hashes to 0x{parsers.da_hashname(name):08x}",
+                            f"{quoted_name(name)}, which hashes to "
+                            f"0x{parsers.da_hashname(name):08x}",
                             ino=ino, structure="dir", field="hashval", index=i)
 
     def _check_index(self, node, kind: str, dsum: int, bests: dict) -> None:

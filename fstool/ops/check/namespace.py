@@ -10,6 +10,7 @@ from ...errors import FsToolError
 from ...format import constants as C
 from ...fs import dir as xdir
 from ...fs.inode import Inode
+from ..names import quoted_name
 from .dirs import T_BADNAME, T_DIR, T_DOT, T_FREE, T_FTYPE, T_SELF
 from .table import InodeTable
 
@@ -70,21 +71,24 @@ class NamespacePhase:
                                         f"{child}", expected=ino, found=child, **where)
                     continue
                 if flags & T_BADNAME:
-                    self.report("DIR_NAME", f"directory {ino}: entry {name!r} has an illegal "
-                                "name", field="name", **where)
+                    self.report("DIR_NAME", f"directory {ino}: entry {quoted_name(name)} has "
+                                "an illegal name", field="name", **where)
                 if flags & T_SELF:
-                    self.report("DIR_ENTRY_TARGET", f"directory {ino}: entry {name!r} points "
-                                "to the directory itself", found=child, **where)
+                    self.report("DIR_ENTRY_TARGET", f"directory {ino}: entry "
+                                f"{quoted_name(name)} points to the directory itself",
+                                found=child, **where)
                     continue
                 if flags & T_FREE:
-                    self.report("DIR_ENTRY_TARGET", f"directory {ino}: entry {name!r} points "
-                                f"to inode {child}, which is not in use", found=child,
+                    self.report("DIR_ENTRY_TARGET", f"directory {ino}: entry "
+                                f"{quoted_name(name)} points to inode {child}, which is not "
+                                "in use", found=child,
                                 field="inumber", **where)
                     continue
                 if flags & T_FTYPE:
                     t = tab.itype[tab.slot(child)] << 12
-                    self.report("DIR_FTYPE", f"directory {ino}: entry {name!r} has file type "
-                                f"{ftype}, inode {child} is a {C.TYPE_NAMES.get(t, '?')}",
+                    self.report("DIR_FTYPE", f"directory {ino}: entry {quoted_name(name)} has "
+                                f"file type {ftype}, inode {child} is a "
+                                f"{C.TYPE_NAMES.get(t, '?')}",
                                 field="ftype", found=ftype, **where)
                 if flags & T_DIR:
                     subdirs[ino] += 1

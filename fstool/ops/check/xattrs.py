@@ -10,6 +10,7 @@ from ..._backend import checks, parsers
 from ...errors import CorruptionError, FsToolError
 from ...format import constants as C
 from ...io import verify as V
+from ..names import quoted_name
 
 
 def attr_name_ok(name: bytes) -> bool:
@@ -57,10 +58,10 @@ class XattrChecks:
                 break
             name = bytes(fork[pos + 3:pos + 3 + namelen])
             if not attr_name_ok(name):
-                self._xbad(node, f"shortform attribute {name!r} has an illegal name",
+                self._xbad(node, f"shortform attribute {quoted_name(name)} has an illegal name",
                            "name", index=i)
             if flags & C.XFS_ATTR_INCOMPLETE:
-                self._xbad(node, f"shortform attribute {name!r} is incomplete", "flags",
+                self._xbad(node, f"shortform attribute {quoted_name(name)} is incomplete", "flags",
                            index=i)
             size = 3 + namelen + valuelen
             remaining -= size
@@ -276,8 +277,9 @@ class XattrChecks:
                                "valueblk", index=i, **where)
                     return None
             if h != parsers.da_hashname(name) or h < last_hash:
-                self._xbad(node, f"attr leaf {ablk} entry {name!r} has hash 0x{h:08x}, its "
-                           f"name hashes to 0x{parsers.da_hashname(name):08x}", "hashval",
+                self._xbad(node, f"attr leaf {ablk} entry {quoted_name(name)} has hash "
+                           f"0x{h:08x}, its name hashes to "
+                           f"0x{parsers.da_hashname(name):08x}", "hashval",
                            index=i, **where)
                 return None
             if not flags & C.XFS_ATTR_LOCAL and not self._remote_value(node, valueblk,

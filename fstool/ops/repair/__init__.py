@@ -432,7 +432,7 @@ def _extend_phase(path, dry_run, undo_file, recorder):
     from ..check.base import Finding
     dev = Device(path, writable=not dry_run)
     try:
-        with ImageLock(dev.fd, path):
+        with ImageLock(dev, path):
             head = dev.pread(0, min(dev.size, C.BBSIZE)) if dev.size >= C.BBSIZE else b""
             if len(head) < SB.size or head[:4] != b"XFSB":
                 return None, recorder
@@ -525,7 +525,7 @@ def _primary_phase(path, dry_run, undo_file):
     dev = Device(path, writable=not dry_run)
     recorder = None
     try:
-        with ImageLock(dev.fd, path):
+        with ImageLock(dev, path):
             why = primary.trouble(dev)
             if why is None:
                 return None, None
@@ -589,7 +589,7 @@ def recover_interrupted(path, undo_file=None) -> int | None:
               os.path.exists(g)]
     from ...io.lock import ImageLock
     dev = Device(path, writable=True)
-    lock = ImageLock(dev.fd, path)
+    lock = ImageLock(dev, path)
     try:
         # another fstool repairing in place holds the image: never roll
         # back under it (ImageBusy)
@@ -641,7 +641,7 @@ def _repair_once(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, 
     from ...io.lock import ImageLock
     if dry_run:
         fs = Filesystem(path)
-        lock = ImageLock(fs.dev.fd, path)
+        lock = ImageLock(fs.dev, path)
         try:
             lock.__enter__()
         except BaseException:
@@ -834,7 +834,7 @@ def undo(path, undo_file) -> int:
     refuse_if_mounted(path)
     dev = Device(path, writable=True)
     try:
-        with ImageLock(dev.fd, path):
+        with ImageLock(dev, path):
             return apply_undo(dev, undo_file)
     finally:
         dev.close()

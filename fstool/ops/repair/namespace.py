@@ -49,6 +49,7 @@ from ...format import constants as C
 from ...format.structs import DINODE
 from ...fs import dir as xdir
 from ..check.base import BMBT_DATA, DATA, file_owner
+from ..names import quoted_name
 
 RMAP_ATTR, RMAP_BMBT = C.XFS_RMAP_OFF_ATTR, C.XFS_RMAP_OFF_BMBT
 from .agbuild import RepairError, complement, merge, normal_record
@@ -618,7 +619,7 @@ def plan(checker, cleared: set, mended: frozenset = frozenset()) -> NamespacePla
                         _looks_in_use(fs, child):
                     # the inode btrees call it free, the inode says otherwise:
                     # which is right is the inode and AG phases' to settle
-                    raise NamespaceError(f"directory {d}: entry {name!r} names inode "
+                    raise NamespaceError(f"directory {d}: entry {quoted_name(name)} names inode "
                                          f"{child}, which the inode btree calls free but "
                                          "is in use on disk")
                 changed.add(d)
