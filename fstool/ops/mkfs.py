@@ -64,6 +64,7 @@ RELEASES = {
                  bigtime=True),
 }
 DEFAULT_RELEASE = "6.1"
+_DEFAULTS = RELEASES[DEFAULT_RELEASE]
 AUTOFSCK = ("none", "check", "optimize", "repair")
 
 
@@ -82,12 +83,12 @@ class Options:
     agsize: int | None = None          # bytes
     logsize: int | None = None         # bytes
     dirblocksize: int | None = None
-    finobt: bool = True
-    sparse: bool = True
-    reflink: bool = True
-    rmapbt: bool = False
-    nrext64: bool = False
-    bigtime: bool = True
+    finobt: bool = _DEFAULTS["finobt"]
+    sparse: bool = _DEFAULTS["sparse"]
+    reflink: bool = _DEFAULTS["reflink"]
+    rmapbt: bool = _DEFAULTS["rmapbt"]
+    nrext64: bool = _DEFAULTS["nrext64"]
+    bigtime: bool = _DEFAULTS["bigtime"]
     inobtcount: bool | None = None     # None: with the finobt
     autofsck: str | None = None        # the root directory's autofsck property
     release: str = DEFAULT_RELEASE     # whose choices: a key of RELEASES
