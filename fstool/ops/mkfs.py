@@ -63,7 +63,7 @@ RELEASES = {
     "6.10": dict(finobt=True, sparse=True, reflink=True, rmapbt=True, nrext64=True,
                  bigtime=True),
 }
-DEFAULT_RELEASE = "6.1"
+DEFAULT_RELEASE = "6.10"
 _DEFAULTS = RELEASES[DEFAULT_RELEASE]
 AUTOFSCK = ("none", "check", "optimize", "repair")
 
