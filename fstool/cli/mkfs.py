@@ -26,6 +26,21 @@ def parse_size(text: str, what: str, blocksize: int = 4096, sectsize: int = 512)
     return value * mult
 
 
+# the suboptions fstool mkfs knows, by flag (the configuration file
+# sections are the same groups: see ops.mkfs_config.SECTIONS)
+ALLOWED = {
+    "-b": {"size"},
+    "-d": {"agcount", "agsize", "size", "file", "name"},
+    "-i": {"size", "sparse", "maxpct", "nrext64", "attr", "projid32bit", "exchange"},
+    "-l": {"size", "internal", "version", "lazy-count"},
+    "-m": {"crc", "finobt", "reflink", "uuid", "rmapbt", "bigtime", "inobtcount",
+           "autofsck"},
+    "-n": {"size", "version", "ftype", "parent"},
+    "-r": set(),
+    "-s": {"size"},
+}
+
+
 def _subopts(values, flag: str, allowed: set) -> dict:
     out = {}
     for value in values:
@@ -40,6 +55,39 @@ def _subopts(values, flag: str, allowed: set) -> dict:
                 raise click.BadParameter(f"suboption {key!r} needs a value", param_hint=flag)
             out[key] = val
     return out
+
+
+def _config_opts(cfg) -> dict:
+    """flag -> {key: value} of a configuration file, refusing what fstool
+    mkfs does not know with the file's name."""
+    from ..ops.mkfs_config import SECTIONS
+    out = {}
+    for section, items in cfg.sections.items():
+        flag = SECTIONS[section]
+        for key in items:
+            if flag == "-r":
+                raise click.UsageError(f"{cfg.where}: [realtime] {key}: realtime sections "
+                                       "are not supported")
+            if key not in ALLOWED[flag] or (flag == "-d" and key in ("file", "name")):
+                raise click.UsageError(f"{cfg.where}: [{section}] {key}: not an option fstool "
+                                       f"mkfs supports (known: "
+                                       f"{', '.join(sorted(ALLOWED[flag] - {'file', 'name'}))})")
+        out[flag] = dict(items)
+    return out
+
+
+def _autofsck(v: str, parent_given: bool) -> str:
+    """The autofsck property's word, as mkfs.xfs reads it: 0 or none, 1 or
+    repair, check, optimize.  Any but none would also turn on parent
+    pointers unless -n parent= says otherwise, which fstool cannot make."""
+    word = {"0": "none", "1": "repair"}.get(v, v)
+    if word not in ("none", "check", "optimize", "repair"):
+        raise click.BadParameter(f"autofsck={v}: use none, check, optimize, repair, 0 or 1",
+                                 param_hint="-m")
+    if word != "none" and not parent_given:
+        raise click.BadParameter(f"autofsck={v} turns on parent pointers, which are not "
+                                 "supported yet (add -n parent=0)", param_hint="-m")
+    return word
 
 
 def _bool(v: str, flag: str, key: str) -> bool:
@@ -57,9 +105,15 @@ def _bool(v: str, flag: str, key: str) -> bool:
 @click.option("-i", "i_opts", multiple=True, metavar="size=N,sparse=0|1,maxpct=N,nrext64=0|1",
               help="Inode size, sparse inode chunks, max inode space %, 64-bit extent counts.")
 @click.option("-l", "l_opts", multiple=True, metavar="size=N", help="Internal log size.")
-@click.option("-m", "m_opts", multiple=True, metavar="crc=1,finobt=0|1,reflink=0|1,uuid=U",
+@click.option("-m", "m_opts", multiple=True,
+              metavar="crc=1,finobt=0|1,rmapbt=0|1,reflink=0|1,bigtime=0|1,inobtcount=0|1,"
+                      "autofsck=none,uuid=U",
               help="Metadata features.")
 @click.option("-n", "n_opts", multiple=True, metavar="size=N", help="Directory block size.")
+@click.option("-c", "c_opts", multiple=True, metavar="options=FILE|PROFILE",
+              help="Read options from a mkfs.xfs configuration file, or a profile by name "
+                   "(lts_4.19, lts_5.4, lts_5.10, lts_5.15, lts_6.1, lts_6.6); "
+                   "command-line options override it.")
 @click.option("-s", "s_opts", multiple=True, metavar="size=N", help="Sector size.")
 @click.option("-L", "label", default="", help="Filesystem label (at most 12 bytes).")
 @click.option("--uuid", "uuid_opt", help="Filesystem uuid (same as -m uuid=).")
@@ -81,11 +135,11 @@ def _bool(v: str, flag: str, key: str) -> bool:
                    "($SOURCE_DATE_EPOCH or --timestamp) become the build time.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the geometry (and what --populate added) as one JSON object.")
-def cmd(image, size, b_opts, d_opts, i_opts, l_opts, m_opts, n_opts, s_opts, label,
+def cmd(image, size, b_opts, d_opts, i_opts, l_opts, m_opts, n_opts, c_opts, s_opts, label,
         uuid_opt, timestamp, dry_run, force, quiet, populate_src, squash_owner, owner_map,
         clamp, as_json):
     """Create an XFS v5 filesystem in IMAGE (a new sparse file, an existing
-    file, or a block device), with mkfs.xfs 6.1's defaults for its size.
+    file, or a block device), with mkfs.xfs's defaults for its size.
 
     Options use mkfs.xfs's spellings (-b size=4096 -d agcount=8 -m reflink=0
     ...).  Images down to 16 MiB are allowed (mkfs.xfs stops at 300 MiB); see
@@ -96,19 +150,21 @@ def cmd(image, size, b_opts, d_opts, i_opts, l_opts, m_opts, n_opts, s_opts, lab
 
     from ..ops import info, mkfs as M
 
-    b = _subopts(b_opts, "-b", {"size"})
-    d = _subopts(d_opts, "-d", {"agcount", "agsize", "size", "file", "name"})
-    i = _subopts(i_opts, "-i", {"size", "sparse", "maxpct", "nrext64", "attr",
-                               "projid32bit"})
-    lg = _subopts(l_opts, "-l", {"size", "internal", "version", "lazy-count"})
-    m = _subopts(m_opts, "-m", {"crc", "finobt", "reflink", "uuid", "rmapbt", "bigtime",
-                               "inobtcount"})
-    n = _subopts(n_opts, "-n", {"size", "version", "ftype"})
-    s = _subopts(s_opts, "-s", {"size"})
+    from ..ops.mkfs_config import load
+    c = _subopts(c_opts, "-c", {"options"})
+    cfg = load(c["options"]) if "options" in c else None
+    base = _config_opts(cfg) if cfg is not None else {}
+    given = {flag: _subopts(vals, flag, ALLOWED[flag]) for flag, vals in (
+        ("-b", b_opts), ("-d", d_opts), ("-i", i_opts), ("-l", l_opts), ("-m", m_opts),
+        ("-n", n_opts), ("-s", s_opts))}
+    # the command line overrides the file
+    b, d, i, lg, m, n, s = ({**base.get(flag, {}), **given[flag]} for flag in
+                            ("-b", "-d", "-i", "-l", "-m", "-n", "-s"))
 
     bs = parse_size(b["size"], "-b size") if "size" in b else 4096
     ss = parse_size(s["size"], "-s size") if "size" in s else 512
-    opts = M.Options(blocksize=bs, sectsize=ss, label=label)
+    release = cfg.release if cfg is not None and cfg.release else M.DEFAULT_RELEASE
+    opts = M.Options.of_release(release, blocksize=bs, sectsize=ss, label=label)
     sizes = [v for v in (size, d.get("size")) if v]
     if len(sizes) == 2 and parse_size(sizes[0], "--size", bs, ss) != \
             parse_size(sizes[1], "-d size", bs, ss):
@@ -127,6 +183,9 @@ def cmd(image, size, b_opts, d_opts, i_opts, l_opts, m_opts, n_opts, s_opts, lab
         opts.nrext64 = _bool(i["nrext64"], "-i", "nrext64")
     if "maxpct" in i:
         opts.imaxpct = parse_size(i["maxpct"], "-i maxpct")
+    if _bool(i.get("exchange", "0"), "-i", "exchange"):
+        raise click.BadParameter("exchange-range (exchange=1) is not supported yet",
+                                 param_hint="-i")
     if "size" in lg:
         opts.logsize = parse_size(lg["size"], "-l size", bs, ss)
     if lg.get("internal", "1") != "1":
@@ -136,19 +195,22 @@ def cmd(image, size, b_opts, d_opts, i_opts, l_opts, m_opts, n_opts, s_opts, lab
     if n.get("ftype", "1") != "1" or n.get("version", "2") != "2":
         raise click.BadParameter("v5 filesystems always use version 2 directories with "
                                  "ftype=1", param_hint="-n")
+    parent = _bool(n["parent"], "-n", "parent") if "parent" in n else None
+    if parent:
+        raise click.BadParameter("parent pointers (parent=1) are not supported yet",
+                                 param_hint="-n")
     if m.get("crc", "1") != "1":
         raise click.BadParameter("fstool makes v5 (crc=1) filesystems only; v4 is "
                                  "deprecated", param_hint="-m crc")
-    for feat in ("bigtime", "inobtcount"):
-        if m.get(feat, "1") != "1":
-            raise click.BadParameter(f"{feat}=0 is not supported (fstool always enables it)",
-                                     param_hint="-m")
-    if m.get("rmapbt", "0") != "0":
-        raise click.BadParameter("rmapbt=1 is not supported yet", param_hint="-m")
-    if "finobt" in m:
-        opts.finobt = _bool(m["finobt"], "-m", "finobt")
-    if "reflink" in m:
-        opts.reflink = _bool(m["reflink"], "-m", "reflink")
+    for feat in ("finobt", "reflink", "rmapbt", "bigtime", "inobtcount"):
+        if feat in m:
+            setattr(opts, feat, _bool(m[feat], "-m", feat))
+    if "inobtcount" not in given["-m"] and not opts.finobt:
+        opts.inobtcount = None        # a file's inobtcount=1 yields to finobt=0
+    if "autofsck" in m:
+        opts.autofsck = _autofsck(m["autofsck"], parent is not None)
+        if opts.autofsck != "none" and "rmapbt" not in m:
+            opts.rmapbt = True        # as mkfs.xfs: checking wants reverse mappings
     the_uuid = uuid_opt or m.get("uuid")
     if the_uuid:
         try:

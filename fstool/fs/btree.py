@@ -188,6 +188,22 @@ def rmap_maxlevels(blocksize: int, agblocks: int, reflink: bool) -> int:
     return worst_height(space // 24 // 2, space // 44 // 2, agblocks)
 
 
+def bmap_maxlevels(blocksize: int, nrext64: bool, data: bool) -> int:
+    """A fork's bmbt worst height (m_bm_maxlevels): as many extents as the
+    inode's extent counter holds, 16-byte records and half-full blocks under
+    a root in the inode (3 pointers in the data fork, 2 in the attr fork)."""
+    maxleaf = ((1 << 48) - 1 if nrext64 else (1 << 31) - 1) if data else \
+        ((1 << 32) - 1 if nrext64 else (1 << 15) - 1)
+    maxroot = 3 if data else 2
+    half = (blocksize - LBLOCK_HDR_LEN) // 16 // 2
+    blocks = -(-maxleaf // half)
+    level = 1
+    while blocks > 1:
+        blocks = 1 if blocks <= maxroot else -(-blocks // half)
+        level += 1
+    return level
+
+
 def pack_bmbt_rec(startoff: int, startblock: int, blockcount: int, unwritten: int = 0) -> bytes:
     """The 128-bit packed extent: bit 127 unwritten, 126..73 file offset,
     72..21 start block, 20..0 length."""

@@ -50,7 +50,10 @@ def geometry(fs) -> dict:
 
 def format_geometry(g: dict, name: str, counters: bool = True) -> str:
     """Text laid out exactly as mkfs.xfs prints it, then (optionally) the
-    identity and counters."""
+    identity and counters.  With ``g["release"]`` "6.10" the layout is
+    xfsprogs 6.10.1's, which adds the exchange-range and parent pointer
+    features."""
+    modern = g.get("release") == "6.10"
     lines = [
         f"meta-data={name:<22s} isize={g['isize']:<6d} agcount={g['agcount']}, "
         f"agsize={g['agsize']} blks",
@@ -60,11 +63,12 @@ def format_geometry(g: dict, name: str, counters: bool = True) -> str:
         f"rmapbt={g['rmapbt']}",
         f"         ={'':<22s} reflink={g['reflink']:<4d} bigtime={g['bigtime']} "
         f"inobtcount={g['inobtcount']} nrext64={g['nrext64']}",
+        *([f"         ={'':<22s} exchange={g.get('exchange', 0):<3d}"] if modern else []),
         f"data     ={'':<22s} bsize={g['bsize']:<6d} blocks={g['blocks']}, "
         f"imaxpct={g['imaxpct']}",
         f"         ={'':<22s} sunit={g['sunit']:<6d} swidth={g['swidth']} blks",
         f"naming   ={'version 2':<22s} bsize={g['naming_bsize']:<6d} ascii-ci={g['ascii_ci']}, "
-        f"ftype={g['ftype']}",
+        f"ftype={g['ftype']}" + (f", parent={g.get('parent', 0)}" if modern else ""),
         f"log      ={'internal log':<22s} bsize={g['bsize']:<6d} blocks={g['log_blocks']}, "
         "version=2",
         f"         ={'':<22s} sectsz={g['log_sectsz']:<5d} sunit={g['log_sunit']} blks, "
@@ -90,8 +94,9 @@ def geometry_of_plan(geo) -> dict:
     return {
         "isize": geo.inodesize, "agcount": geo.agcount, "agsize": geo.agblocks,
         "sectsz": geo.sectsize, "attr": 2, "projid32bit": 1, "crc": 1,
-        "finobt": int(geo.finobt), "sparse": int(geo.sparse), "rmapbt": 0,
-        "reflink": int(geo.reflink), "bigtime": 1, "inobtcount": int(geo.finobt),
+        "finobt": int(geo.finobt), "sparse": int(geo.sparse), "rmapbt": int(geo.rmapbt),
+        "reflink": int(geo.reflink), "bigtime": int(geo.bigtime),
+        "inobtcount": int(geo.inobtcount),
         "nrext64": int(geo.nrext64), "bsize": geo.blocksize, "blocks": geo.dblocks,
         "imaxpct": geo.imaxpct, "sunit": 0, "swidth": 0, "naming_bsize": geo.dirblocksize,
         "ascii_ci": 0, "ftype": 1, "log_blocks": geo.logblocks,
@@ -99,4 +104,5 @@ def geometry_of_plan(geo) -> dict:
         "log_sunit": geo.log_sunit // geo.blocksize,
         "lazy_count": 1,
         "rt_extsize": max(1, 4096 // geo.blocksize) * geo.blocksize,
+        "exchange": 0, "parent": 0, "release": geo.release,
     }

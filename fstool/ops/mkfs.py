@@ -1,5 +1,6 @@
-"""Create XFS v5 filesystems: geometry as mkfs.xfs 6.1 chooses it, and the
-initial metadata written block for block as mkfs.xfs writes it.
+"""Create XFS v5 filesystems: geometry as mkfs.xfs chooses it (the choices
+of release 6.1 or 6.10.1, see RELEASES), and the initial metadata written
+block for block as mkfs.xfs writes it.
 
 Only metadata is written.  A new image file is created sparse, and the log
 of an existing file is cleared by punching a hole, never by writing zeros.
@@ -18,8 +19,9 @@ from ..format import constants as C
 from ..format.structs import AGF, AGFL, AGI, SB
 from ..fs import btree as B
 from ..fs import btree_write as BW
-from ..fs.btree import alloc_maxlevels
+from ..fs.btree import alloc_maxlevels, rmap_maxlevels
 from ..fs.icore import InodeEncoder, InodeSpec
+from ..fs.logres import LogGeometry, min_log_blocks
 from ..io import verify as V
 from ..io.device import Device, refuse_not_an_image
 from ..format import log as L
@@ -28,11 +30,12 @@ KiB, MiB, GiB, TiB = 1 << 10, 1 << 20, 1 << 30, 1 << 40
 
 XFS_AG_MIN_BYTES = 16 * MiB
 XFS_AG_MAX_BYTES = 1 << 40
-XFS_MIN_LOG_BYTES = 10 * MiB          # the kernel refuses smaller logs...
-XFS_MAX_LOG_BYTES = 2 * GiB - XFS_MIN_LOG_BYTES  # ...and larger ones
+XFS_MIN_LOG_BYTES = 10 * MiB          # mkfs.xfs's floor from 1 GiB up
+XFS_MAX_LOG_BYTES = 2 * GiB - XFS_MIN_LOG_BYTES  # the kernel refuses larger logs
 XFS_MAX_LOG_BLOCKS = 1024 * 1024
+XFS_MIN_LOG_BLOCKS = 512
 XFS_MIN_REALISTIC_LOG_BYTES = 64 * MiB
-MKFS_MIN_SIZE = 300 * MiB             # below this mkfs.xfs 6.1 refuses; fstool goes on
+MKFS_MIN_SIZE = 300 * MiB             # below this mkfs.xfs refuses; fstool goes on
 MIN_SIZE = 16 * MiB
 XFS_INODE_BIG_CLUSTER_SIZE = 8192
 XFS_INODES_PER_CHUNK = 64
@@ -44,25 +47,25 @@ VERSIONNUM_V5 = 0xB4A5     # v5 | MOREBITS | DIRV2 | EXTFLG | LOGV2 | ALIGN | NL
 SECTORBIT = 0x0800         # sector sizes other than 512 bytes
 FEATURES2 = 0x18A           # LAZYSBCOUNT | ATTR2 | PROJID32 | CRC
 
-# Minimum log sizes (blocks) the kernel demands, as mkfs.xfs 6.1 reports them
-# for (block size, directory block size, reflink); only used for images below
-# 300 MiB, where mkfs.xfs's 64 MiB floor would not fit.
-_MIN_LOG = {
-    (1024, False, True): 4175, (1024, False, False): 2577,
-    (1024, True, True): 8910, (1024, True, False): 8910,
-    (2048, False, True): 2484, (2048, False, False): 2484,
-    (2048, True, True): 4173, (2048, True, False): 4173,
-    (4096, False, True): 1566, (4096, False, False): 868,
-    (4096, True, True): 2174, (4096, True, False): 2174,
-    (8192, False, True): 1128, (8192, False, False): 559,
-    (8192, True, True): 1168, (8192, True, False): 1168,
-    (16384, False, True): 1002, (16384, False, False): 512,
-    (16384, True, True): 1002, (16384, True, False): 715,
-    (32768, False, True): 939, (32768, False, False): 512,
-    (32768, True, True): 939, (32768, True, False): 512,
-    (65536, False, True): 519, (65536, False, False): 512,
-    (65536, True, True): 519, (65536, True, False): 512,
+ATTRBIT = 0x0010            # the superblock's "has extended attributes" bit
+ATTR_BTREE_ROOT_MIN = 4 + 2 * 16   # an attr fork bmbt root of two keys and pointers
+
+# rmapbt owners of the space mkfs hands out (XFS_RMAP_OWN_*)
+OWN_FS, OWN_LOG, OWN_AG, OWN_INOBT, OWN_INODES, OWN_REFC = (
+    (1 << 64) - n for n in (3, 4, 5, 6, 7, 8))
+
+# What mkfs.xfs turns on when not told, by release.  The release also
+# decides the few choices that are not features: how many blocks the AGFL
+# is filled with, and the -N text.
+RELEASES = {
+    "6.1": dict(finobt=True, sparse=True, reflink=True, rmapbt=False, nrext64=False,
+                bigtime=True),
+    "6.10": dict(finobt=True, sparse=True, reflink=True, rmapbt=True, nrext64=True,
+                 bigtime=True),
 }
+DEFAULT_RELEASE = "6.10"
+_DEFAULTS = RELEASES[DEFAULT_RELEASE]
+AUTOFSCK = ("none", "check", "optimize", "repair")
 
 
 class MkfsError(FsToolError):
@@ -80,14 +83,26 @@ class Options:
     agsize: int | None = None          # bytes
     logsize: int | None = None         # bytes
     dirblocksize: int | None = None
-    finobt: bool = True
-    sparse: bool = True
-    reflink: bool = True
-    nrext64: bool = False
+    finobt: bool = _DEFAULTS["finobt"]
+    sparse: bool = _DEFAULTS["sparse"]
+    reflink: bool = _DEFAULTS["reflink"]
+    rmapbt: bool = _DEFAULTS["rmapbt"]
+    nrext64: bool = _DEFAULTS["nrext64"]
+    bigtime: bool = _DEFAULTS["bigtime"]
+    inobtcount: bool | None = None     # None: with the finobt
+    autofsck: str | None = None        # the root directory's autofsck property
+    release: str = DEFAULT_RELEASE     # whose choices: a key of RELEASES
     imaxpct: int | None = None
     label: str = ""
     uuid: str | None = None
     timestamp_ns: int | None = None
+
+    @classmethod
+    def of_release(cls, release: str = DEFAULT_RELEASE, **kw) -> "Options":
+        """The options with ``release``'s defaults for what ``kw`` does not say."""
+        if release not in RELEASES:
+            raise MkfsError(f"unknown mkfs.xfs release {release!r}")
+        return cls(**{**RELEASES[release], "release": release, **kw})
 
 
 @dataclasses.dataclass
@@ -117,6 +132,11 @@ class Geometry:
     sparse: bool
     reflink: bool
     nrext64: bool
+    rmapbt: bool = False
+    bigtime: bool = True
+    inobtcount: bool = True
+    autofsck: str | None = None
+    release: str = DEFAULT_RELEASE
 
     @property
     def inopblock(self) -> int:
@@ -229,18 +249,34 @@ def compute_geometry(opts: Options) -> Geometry:
         raise MkfsError("the device is too small for one allocation group")
     agblklog = _log2(agblocks - 1) + 1
 
+    if opts.release not in RELEASES:
+        raise MkfsError(f"unknown mkfs.xfs release {opts.release!r}")
+    inobtcount = opts.finobt if opts.inobtcount is None else opts.inobtcount
+    if inobtcount and not opts.finobt:
+        raise MkfsError("inode btree counters (inobtcount=1) need the free inode btree "
+                        "(finobt=1)")
+    autofsck = opts.autofsck
+    if autofsck is not None and autofsck not in AUTOFSCK:
+        raise MkfsError(f"autofsck={autofsck} is not valid: use {', '.join(AUTOFSCK)}")
+    if opts.release == "6.1" and autofsck is not None:
+        # mkfs.xfs 6.1 knew no autofsck property: "none" is what its
+        # filesystems have without one; the others need today's choices
+        if autofsck != "none":
+            raise MkfsError(f"autofsck={autofsck} is not part of the mkfs.xfs 6.1 profiles")
+        autofsck = None
+
     # static blocks at the start of every AG: headers, then btree roots
     hdr_blocks = (4 * opts.sectsize + B - 1) // B
     roots = {}
     nxt = hdr_blocks
     for name, on in (("bnobt", True), ("cntbt", True), ("inobt", True),
-                     ("finobt", opts.finobt), ("refcountbt", opts.reflink)):
+                     ("finobt", opts.finobt), ("rmapbt", opts.rmapbt),
+                     ("refcountbt", opts.reflink)):
         if on:
             roots[name] = nxt
             nxt += 1
     prealloc = nxt
-    # blocks mkfs leaves on the AGFL: enough to split each free space btree
-    minfree = 2 * min(1 + 1, alloc_maxlevels(B, agblocks))
+    minfree = agfl_prefill(opts.release, B, agblocks, opts.rmapbt, opts.reflink)
 
     # inode allocation geometry
     isize = opts.inodesize
@@ -255,36 +291,47 @@ def compute_geometry(opts: Options) -> Geometry:
         spino_align = 0
         inoalignmt = inoalign
 
-    # the internal log, in the middle AG
-    reserved = hdr_blocks + 4 + 3 + int(opts.finobt) + int(opts.reflink)
-    ag_max_usable = agblocks - reserved
+    # the internal log, at the start of the middle AG
+    reserved = hdr_blocks + 4 + 3 + int(opts.finobt) + int(opts.rmapbt) + int(opts.reflink)
+    max_logblocks = agblocks - reserved - 1
+    need = max(XFS_MIN_LOG_BLOCKS, min_log_blocks(LogGeometry(
+        B, opts.sectsize, isize, dirbs, agblocks, agblklog,
+        B if opts.sectsize != 512 else 0, opts.finobt, opts.rmapbt, opts.reflink,
+        opts.nrext64)))
+    big = (dblocks << blocklog) >= MKFS_MIN_SIZE
+    logagno = agcount // 2
+    if logagno == 0:
+        # mkfs.xfs leaves room for the root inode chunk beside a log in AG 0
+        max_logblocks -= 4 * (XFS_INODES_PER_CHUNK * isize >> blocklog)
     if opts.logsize is not None:
         if opts.logsize % B:
             raise MkfsError(f"log size {opts.logsize} is not a multiple of the block size {B}")
         logblocks = opts.logsize >> blocklog
-        if opts.logsize < XFS_MIN_LOG_BYTES and (dblocks << blocklog) >= MKFS_MIN_SIZE:
+        if opts.logsize < XFS_MIN_LOG_BYTES and big:
             raise MkfsError(f"log size {opts.logsize} is too small: the minimum is "
                             f"{XFS_MIN_LOG_BYTES >> 20} MiB")
-        need = min_log_blocks(B, dirbs, opts.reflink, isize)
         if logblocks < need:
             raise MkfsError(f"log size {logblocks} blocks is too small: this geometry needs "
                             f"at least {need} blocks")
-        if logblocks > ag_max_usable - 1:
+        if logblocks > max_logblocks:
             raise MkfsError(f"log size {logblocks} blocks does not fit in an AG of {agblocks} "
-                            f"blocks (at most {ag_max_usable - 1})")
+                            f"blocks (at most {max_logblocks})")
     else:
-        need = min_log_blocks(B, dirbs, opts.reflink, isize)
-        logblocks = ((dblocks << blocklog) // 2048) >> blocklog
-        logblocks = max(logblocks, need)
-        logblocks = min(logblocks, ag_max_usable - 1)
-        if logblocks < need:
+        if (dblocks << blocklog) >= GiB:
+            need = max(need, XFS_MIN_LOG_BYTES >> blocklog)
+        if max_logblocks < need:
             raise MkfsError(f"{opts.size >> 20} MiB is too small for {B}-byte blocks: the "
                             f"kernel needs a log of {need} blocks inside one AG; use a larger "
                             "size or a smaller block size")
-        logblocks = min(logblocks, XFS_MAX_LOG_BLOCKS, XFS_MAX_LOG_BYTES >> blocklog)
-        if (dblocks << blocklog) >= MKFS_MIN_SIZE:
-            logblocks = max(logblocks, XFS_MIN_REALISTIC_LOG_BYTES >> blocklog)
-    logagno = agcount // 2
+        if big:
+            logblocks = max((dblocks << blocklog) // 2048 >> blocklog,
+                            XFS_MIN_REALISTIC_LOG_BYTES >> blocklog)
+        else:
+            # below 300 MiB (where mkfs.xfs stops unless --unsupported) the
+            # smallest log the kernel accepts
+            logblocks = need
+        logblocks = min(max(logblocks, need), max_logblocks, XFS_MAX_LOG_BLOCKS,
+                        XFS_MAX_LOG_BYTES >> blocklog)
     if prealloc + logblocks + minfree >= (dblocks - logagno * agblocks if logagno ==
                                           agcount - 1 else agblocks):
         raise MkfsError(f"the log ({logblocks} blocks) does not fit in AG {logagno}")
@@ -308,18 +355,31 @@ def compute_geometry(opts: Options) -> Geometry:
     return Geometry(B, blocklog, opts.sectsize, isize, dblocks, agcount, agblocks, agblklog,
                     dirbs, logblocks, logagno, prealloc, prealloc, roots, minfree,
                     inoalignmt, spino_align, ialloc_blks, ialloc_inos, first, imaxpct,
-                    opts.finobt, opts.sparse, opts.reflink, opts.nrext64)
+                    opts.finobt, opts.sparse, opts.reflink, opts.nrext64, opts.rmapbt,
+                    opts.bigtime, inobtcount, autofsck, opts.release)
 
 
-def min_log_blocks(blocksize: int, dirblocksize: int, reflink: bool, inodesize: int) -> int:
-    """The smallest log the kernel accepts for this geometry (from the
-    figures mkfs.xfs 6.1 reports), with a little headroom for inode size."""
-    base = _MIN_LOG[(blocksize, dirblocksize > max(blocksize, 4096), reflink)]
-    # the kernel also refuses any log under 10 MiB
-    return max(base + (inodesize // 512 - 1) * 8, XFS_MIN_LOG_BYTES // blocksize)
+def agfl_prefill(release: str, blocksize: int, agblocks: int, rmapbt: bool,
+                 reflink: bool) -> int:
+    """The blocks mkfs.xfs puts on a new AGFL (xfs_alloc_min_freelist for
+    one-level trees): enough for a split of the free-space btrees and the
+    rmapbt.  Since xfsprogs 6.5 a tree counts 2 * new height - 2 blocks, so
+    trees that can never grow past one level (64 KiB blocks in a small AG)
+    need none."""
+    levels = [alloc_maxlevels(blocksize, agblocks)] * 2
+    if rmapbt:
+        levels.append(rmap_maxlevels(blocksize, agblocks, reflink))
+    if release == "6.1":
+        return sum(min(2, top) for top in levels)
+    return sum(min(2, top) * 2 - 2 for top in levels)
 
 
 # -- writing -----------------------------------------------------------------
+
+def _flags(*pairs) -> int:
+    """The OR of the bits whose condition holds ((condition, bit) pairs)."""
+    return sum(bit for on, bit in pairs if on)
+
 
 def _free_extents(geo: Geometry, agno: int) -> tuple[list, list]:
     """(AGFL blocks, free extents) of a fresh AG."""
@@ -424,16 +484,14 @@ class Formatter:
     def superblock(self, icount: int, ifree: int, fdblocks: int, primary: bool,
                    rootino: bool = True) -> bytes:
         g = self.geo
-        ro = 0
-        if g.finobt:    # inode btree counters need the finobt
-            ro |= C.XFS_SB_FEAT_RO_COMPAT_FINOBT | C.XFS_SB_FEAT_RO_COMPAT_INOBTCNT
-        if g.reflink:
-            ro |= C.XFS_SB_FEAT_RO_COMPAT_REFLINK
-        inc = C.XFS_SB_FEAT_INCOMPAT_FTYPE | C.XFS_SB_FEAT_INCOMPAT_BIGTIME
-        if g.sparse:
-            inc |= C.XFS_SB_FEAT_INCOMPAT_SPINODES
-        if g.nrext64:
-            inc |= C.XFS_SB_FEAT_INCOMPAT_NREXT64
+        ro = _flags((g.finobt, C.XFS_SB_FEAT_RO_COMPAT_FINOBT),
+                    (g.inobtcount, C.XFS_SB_FEAT_RO_COMPAT_INOBTCNT),
+                    (g.rmapbt, C.XFS_SB_FEAT_RO_COMPAT_RMAPBT),
+                    (g.reflink, C.XFS_SB_FEAT_RO_COMPAT_REFLINK))
+        inc = _flags((True, C.XFS_SB_FEAT_INCOMPAT_FTYPE),
+                     (g.bigtime, C.XFS_SB_FEAT_INCOMPAT_BIGTIME),
+                     (g.sparse, C.XFS_SB_FEAT_INCOMPAT_SPINODES),
+                     (g.nrext64, C.XFS_SB_FEAT_INCOMPAT_NREXT64))
         f = {
             "sb_magicnum": C.XFS_SB_MAGIC, "sb_blocksize": g.blocksize,
             "sb_dblocks": g.dblocks, "sb_uuid": self.uuid,
@@ -443,7 +501,9 @@ class Formatter:
             "sb_rsumino": g.rootino + 2 if primary else NULLFSINO,
             "sb_rextsize": max(1, 4096 // g.blocksize), "sb_agblocks": g.agblocks,
             "sb_agcount": g.agcount, "sb_logblocks": g.logblocks,
-            "sb_versionnum": VERSIONNUM_V5 | (SECTORBIT if g.sectsize != 512 else 0),
+            "sb_versionnum": VERSIONNUM_V5 | (SECTORBIT if g.sectsize != 512 else 0)
+            # the root directory's autofsck property is an xattr
+            | (ATTRBIT if primary and g.autofsck else 0),
             "sb_sectsize": g.sectsize,
             "sb_inodesize": g.inodesize, "sb_inopblock": g.inopblock,
             "sb_fname": self.label, "sb_blocklog": g.blocklog,
@@ -482,6 +542,10 @@ class Formatter:
              "agf_levels": [1, 1, 0], "agf_flfirst": 1, "agf_fllast": len(agfl),
              "agf_flcount": len(agfl), "agf_freeblks": sum(n for _s, n in free),
              "agf_longest": max((n for _s, n in free), default=0), "agf_uuid": uuid}
+        if g.rmapbt:
+            f["agf_roots"][2] = g.roots["rmapbt"]
+            f["agf_levels"][2] = 1
+            f["agf_rmap_blocks"] = 1
         if g.reflink:
             f.update(agf_refcount_blocks=1, agf_refcount_root=g.roots["refcountbt"],
                      agf_refcount_level=1)
@@ -495,7 +559,8 @@ class Formatter:
              "agi_freecount": g.ialloc_inos - 3 if in_ag0 else 0,
              "agi_newino": agino if in_ag0 else C.NULLAGINO, "agi_dirino": C.NULLAGINO,
              "agi_unlinked": [C.NULLAGINO] * C.XFS_AGI_UNLINKED_BUCKETS, "agi_uuid": uuid,
-             "agi_iblocks": 1 if g.finobt else 0, "agi_fblocks": 1 if g.finobt else 0}
+             "agi_iblocks": 1 if g.inobtcount else 0,
+             "agi_fblocks": 1 if g.inobtcount and g.finobt else 0}
         if g.finobt:
             a.update(agi_free_root=g.roots["finobt"], agi_free_level=1)
         self._write(V.AGI, base + 2 * sect, self._sector(AGI.pack(a)))
@@ -515,6 +580,8 @@ class Formatter:
                  ("inobt", B.inobt_type(g.sparse), irecs)]
         if g.finobt:
             trees.append(("finobt", B.inobt_type(g.sparse, free=True), irecs))
+        if g.rmapbt:
+            trees.append(("rmapbt", B.RMAPBT, self._rmap_recs(agno, agfl)))
         if g.reflink:
             trees.append(("refcountbt", B.REFCOUNTBT, []))
         for name, bt, recs in trees:
@@ -527,6 +594,31 @@ class Formatter:
         buf[:len(body)] = body
         return buf
 
+    def _rmap_recs(self, agno: int, agfl: list) -> list:
+        """The owners of every used block of a fresh AG, as mkfs.xfs leaves
+        them: the headers, each btree root, the log, the AGFL and the root
+        inode chunk (records (start, length, owner, offset))."""
+        g = self.geo
+        r = g.roots
+        ext = [(0, r["bnobt"], OWN_FS), (r["bnobt"], 2, OWN_AG),
+               (r["inobt"], r["rmapbt"] - r["inobt"], OWN_INOBT), (r["rmapbt"], 1, OWN_AG)]
+        if g.reflink:
+            ext.append((r["refcountbt"], 1, OWN_REFC))
+        if agno == g.logagno:
+            ext.append((g.logstart_agbno, g.logblocks, OWN_LOG))
+        # the AGFL's blocks were allocated afterwards, and an allocation
+        # joins the record of the same owner it touches
+        if agfl:
+            start, n = agfl[0], len(agfl)
+            last = ext[-1]
+            if last[2] == OWN_AG and last[0] + last[1] == start:
+                ext[-1] = (last[0], last[1] + n, OWN_AG)
+            else:
+                ext.append((start, n, OWN_AG))
+        if agno == 0:
+            ext.append((g.root_agbno, g.ialloc_blks, OWN_INODES))
+        return [(start, n, owner, 0) for start, n, owner in sorted(ext)]
+
     def _inobt_recs(self) -> list:
         g = self.geo
         start = g.root_agbno << g.inopblog
@@ -538,16 +630,33 @@ class Formatter:
             recs.append((start + 64 * k, 0, 64, bin(free).count("1"), free))
         return recs
 
+    def _root_attrs(self) -> dict:
+        """The root directory's attr fork: the autofsck property, set as
+        mkfs.xfs 6.10.1 sets it (trusted.xfs:autofsck = the mode, shortform,
+        the fork as far out in the inode as a btree root allows)."""
+        g = self.geo
+        if not g.autofsck:
+            return {}
+        from ..ns.attrbuild import encode_xattrs
+        plan = encode_xattrs([(C.XFS_ATTR_ROOT, b"xfs:autofsck", g.autofsck.encode())],
+                             ino=g.rootino, uuid=self.uuid, blocksize=g.blocksize,
+                             inline_space=g.inodesize)
+        litino = g.inodesize - C.XFS_DINODE_CORE_SIZE
+        # (the fork's creation and the set each count a change)
+        return {"forkoff": (litino - ATTR_BTREE_ROOT_MIN) >> 3,
+                "aformat": C.XFS_DINODE_FMT_LOCAL, "attr": plan.local, "changecount": 4}
+
     def write_root_chunk(self) -> None:
         g = self.geo
         root = g.rootino
-        enc = InodeEncoder(g.inodesize, self.uuid, bigtime=True, nrext64=g.nrext64)
+        enc = InodeEncoder(g.inodesize, self.uuid, bigtime=g.bigtime, nrext64=g.nrext64)
         common = dict(changecount=2, atime_ns=0, mtime_ns=self.now, ctime_ns=self.now,
                       crtime_ns=self.now)
         # shortform root directory: no entries, parent is itself
         sf = struct.pack(">BBI", 0, 0, root)
+        rootdir = dict(common, **self._root_attrs())
         chunk = [enc.encode(root, InodeSpec(mode=C.S_IFDIR | 0o755, nlink=2, size=len(sf),
-                                            fmt=C.XFS_DINODE_FMT_LOCAL, data=sf, **common)),
+                                            fmt=C.XFS_DINODE_FMT_LOCAL, data=sf, **rootdir)),
                  enc.encode(root + 1, InodeSpec(mode=C.S_IFREG, nlink=1,
                                                 flags=C.XFS_DIFLAG_NEWRTBM, **common)),
                  enc.encode(root + 2, InodeSpec(mode=C.S_IFREG, nlink=1, **common))]

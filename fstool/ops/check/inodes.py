@@ -57,7 +57,9 @@ class InodePhase:
         self.max_file_offset = ((1 << 63) - 1) >> sb.blocklog
         leaf = (sb.blocksize - C.XFS_BTREE_LBLOCK_CRC_LEN) // 16
         self.bmbt_min = (leaf // 2, leaf // 2)
-        self.bm_maxlevels = (self._bm_maxlevels(True), self._bm_maxlevels(False))
+        large = sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_NREXT64)
+        self.bm_maxlevels = (btree.bmap_maxlevels(sb.blocksize, large, True),
+                             btree.bmap_maxlevels(sb.blocksize, large, False))
         self.max_symlink_blocks = -(-C.XFS_SYMLINK_MAXLEN //
                                    (sb.blocksize - C.XFS_SYMLINK_HDR_SIZE))
         f2 = DIFLAG2_DAX | DIFLAG2_COWEXTSIZE
@@ -66,19 +68,6 @@ class InodePhase:
         if sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_BIGTIME):
             f2 |= DIFLAG2_BIGTIME
         self.flags2_plain = f2 & ~(DIFLAG2_DAX | DIFLAG2_COWEXTSIZE)
-
-    def _bm_maxlevels(self, data: bool) -> int:
-        large = self.sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_NREXT64)
-        maxleaf = ((1 << 48) - 1 if large else (1 << 31) - 1) if data else \
-            ((1 << 32) - 1 if large else (1 << 15) - 1)
-        maxroot = 3 if data else 2
-        minleaf, minnode = self.bmbt_min
-        blocks = -(-maxleaf // minleaf)
-        level = 1
-        while blocks > 1:
-            blocks = 1 if blocks <= maxroot else -(-blocks // minnode)
-            level += 1
-        return level
 
     # -- the phase ---------------------------------------------------------------
     def phase_inodes(self) -> None:
