@@ -163,7 +163,8 @@ class PerAG:
             self.rmap = rmap.Rmap(BW.ShortBtree(B.RMAPBT, TreeStore(self, "rmap", V.RMAPBT),
                                                 root=f["agf_roots"][2],
                                                 levels=f["agf_levels"][2],
-                                                agno=agno, uuid=uuid), agno)
+                                                agno=agno, uuid=uuid), agno,
+                                  room=lambda: self.space.rmap_room(self))
         self.refc = None
         if session.reflink:
             self.refc = refcount.Refcount(

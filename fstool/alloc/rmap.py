@@ -150,9 +150,12 @@ class Rmap:
     """One AG's rmapbt (a :class:`~fstool.fs.btree_write.ShortBtree` over
     the overlapping rmapbt descriptor), changed record by record."""
 
-    def __init__(self, tree, agno: int):
+    def __init__(self, tree, agno: int, room=None):
         self.tree = tree
         self.agno = agno
+        # called before each change that may split blocks in a run of them
+        # (the free list refilled), when given
+        self.room = room
 
     def _corrupt(self, detail: str, block: int | None = None):
         return CorruptionError("rmapbt", detail, agno=self.agno, block=block)
@@ -259,7 +262,7 @@ class Rmap:
         if nxt is not None and nxt.start < last.end:
             raise self._corrupt(f"mapping blocks {middle[0].start}+ over the record "
                                 f"{nxt.start}+{nxt.count}", nxt.start)
-        self.tree.insert_sorted([r.disk() for r in middle])
+        self.tree.insert_sorted([r.disk() for r in middle], before_insert=self.room)
         self.map(last.start, last.count, Owner(last.owner, last.offset,
                                                last.flags & ~UNWRITTEN),
                  bool(last.flags & UNWRITTEN))

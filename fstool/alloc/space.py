@@ -117,6 +117,10 @@ class SpaceAllocator:
                 raise NoSpaceError(f"AG {ag.agno}: no space left for the free list")
             s, n = rec
             take = min(n, want)
+            if not self.kernel_freelist:
+                # from the end of the extent: the space files are being
+                # placed in from its start stays in one piece
+                s += n - take
             self._carve(ag, rec, s, take)
             for b in range(s, s + take):
                 ag.agfl_put(b)
@@ -306,10 +310,14 @@ class SpaceAllocator:
         if not s.rmap_on:
             return None
         ag = s.ag(agno)
+        self.rmap_room(ag)
+        return ag.rmap
+
+    def rmap_room(self, ag) -> None:
+        """Set the AG's free list right for one more rmapbt change."""
         need = self.min_freelist(ag)
         if ag.flcount < need or ag.flcount > (need if self.kernel_freelist else need + 8):
             self.fix_freelist(ag)
-        return ag.rmap
 
 
 

@@ -726,14 +726,15 @@ class _Engine:
         if self._overlap:
             self._fix_high_keys()
 
-    def insert_sorted(self, recs) -> None:
+    def insert_sorted(self, recs, before_insert=None) -> None:
         """Add records in key order that all fall between the same two
         neighbours already in the tree (nothing in the tree lies between
         any two of them): as many as a leaf has room for go in with one
         descent and one move; a full leaf takes one through :meth:`insert`
         (which splits it) and the rest follow into the room that made.
         The tree holds what one insert after another gives; its blocks may
-        be fuller."""
+        be fuller.  ``before_insert()``, when given, is called before each
+        change that may split blocks (the caller's free list refilled)."""
         codec = self.codec
         packed = [codec.pack_rec(r) for r in recs]
         keys = [codec.key(r) for r in recs]
@@ -749,6 +750,8 @@ class _Engine:
             room = self._cap(0) - n
             if pos == 0 or room <= 0 or self._is_key_at(buf, pos, keys[i]):
                 # (a full leaf splits: the records after this one then fit)
+                if before_insert is not None:
+                    before_insert()
                 self.insert(recs[i], shift=False)
                 i += 1
                 continue
@@ -770,6 +773,8 @@ class _Engine:
             while j < total and j - i < room and (hi is None or keys[j] < hi):
                 j += 1
             if j == i:
+                if before_insert is not None:
+                    before_insert()
                 self.insert(recs[i])
                 i += 1
                 continue
