@@ -5,7 +5,9 @@
         [--seeds 1,2,3,4] [--count 100] [--jobs 2] [--keep DIR] [--no-readers]
         [--json OUT] [--log LOG [--resume]] [--labels OLDLOG] [--report LOG]
 
-For every case: the damaged image is made, labelled by xfs_repair -n, and
+For every case: the damaged image is made, labelled by xfs_repair -n (the
+one of the xfsprogs that made the geometry: 6.10.1 for ``modern`` and
+``modern1k``, fixtures/corpus_base.py's ``xfsprogs``), and
 checked by ``fstool check --json``; then ``fstool ls -R -l``, ``fstool get /``
 and ``fstool btree dump`` (every AG btree of every AG, every btree fork)
 read it.  Prints the verdict agreement (clean or not), crashes (a traceback,
@@ -127,7 +129,7 @@ def run_case(job):
         if known is not None:       # xfs_repair -n's verdict from an earlier run
             label, repair_says = known
         else:
-            label, repair_says = corpus.label(img, messages=True)
+            label, repair_says = corpus.label(img, messages=True, geometry=case["geometry"])
         t1 = time.perf_counter()
         rc, out, err = fstool("check", "--json", str(img), timeout=CHECK_TIMEOUT)
         t2 = time.perf_counter()
@@ -182,6 +184,10 @@ def main():
         report(read_log(a.report), None, None, a.verbose)
         return
     geometries = a.geometries.split(",")
+    from fixtures import corpus_base
+    for g in geometries:
+        if corpus_base.unavailable(g):
+            sys.exit(f"geometry {g}: {corpus_base.unavailable(g)}")
     for g in geometries:           # build base images and catalogs up front
         corpus.catalog(g)
     labels = {ident(r["case"]): (r["label"], r["repair_says"])
