@@ -731,3 +731,25 @@ def test_derived_record_keeps_to_the_inodes_and_to_unclaimed_blocks():
     # no inode there, a start no chunk can have: dropped
     assert p._derive_record(normal_record(0, 0, full), []) is None
     assert p._derive_record(normal_record(129, 0, full), []) is None
+
+
+@needs_loop
+def test_inobt_record_moved_onto_the_next_chunk_keeps_the_rmapbt(tmp_path):
+    """An inobt record whose start moves, misaligned, into the next
+    record's chunk (rmap geometry; corpus case modern-7-0 did it with a
+    flipped byte): check drops the moved record, the next one, which it
+    overlaps, is laid out again from the inodes on disk, and the moved
+    record's own chunk is found on disk.  The rebuilt rmapbt used to map
+    the re-found chunk twice (once from check's claim of the record, once
+    as found on disk: two overlapping inode records xfs_repair -n calls
+    wrong); the inode chunks' reverse mappings and the blocks kept are now
+    those of the new inobt records."""
+    img, _inos = corpus_image("rmap", tmp_path)
+    sel = ["agi 1", "addr root"]
+    recs = xfs_db(img, *sel, "print recs[3-4]")
+    assert re.search(r"^3:\[12544,", recs, re.M) and re.search(r"^4:\[12608,", recs, re.M)
+    xfs_db(img, *sel, "write -c recs[3].startino 12636", expert=True)
+    assert xfs_repair_n(img) == 1
+    assert "INOBT_RECORD" in codes(img)
+    out = judge_inode_repair(img, tmp_path)
+    assert "AG 1: inode chunk at agino 12544 found on disk" in out, out
