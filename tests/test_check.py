@@ -387,6 +387,91 @@ def test_damage_classes(name, cmds, code, is_error, tmp_path):
     assert (repair_n(img) != 0) == is_error
 
 
+# (name, inode (by name), attr block or None for the shortform fork, entry,
+# flags written): attribute entry flags xfs_repair 6.10 refuses and 6.1 let
+# pass (the kernel's shortform verifier refuses the inode too)
+ATTR_FLAGS = [
+    ("leaf entry with an unknown flag", "xattr_leaf", 0, 0, 0x11),
+    ("leaf entry in two namespaces", "xattr_leaf", 0, 0, 0x07),
+    ("leaf entry that is a parent pointer", "xattr_leaf", 0, 0, 0x09),
+    ("remote entry that is a parent pointer", "xattr_remote", 0, 0, 0x08),
+    ("shortform entry with the local flag", "xattr_local", None, 0, 0x01),
+    ("shortform entry in two namespaces", "xattr_local", None, 1, 0x06),
+    ("shortform entry that is a parent pointer", "xattr_local", None, 0, 0x08),
+    # trusted made secure: one namespace, sound
+    ("shortform entry moved to another namespace", "xattr_local", None, 1, 0x04),
+]
+
+
+@pytest.mark.parametrize("name, inode, ablock, entry, flags", ATTR_FLAGS,
+                         ids=[c[0] for c in ATTR_FLAGS])
+def test_attr_entry_flags_as_xfs_repair_6_10_judges(name, inode, ablock, entry, flags,
+                                                   tmp_path):
+    """An attribute entry's flags (CRC recomputed) as xfs_repair 6.10.1
+    judges them: bits no entry has, two namespaces, a parent pointer on a
+    filesystem without them are XATTR errors (check used to look at the
+    incomplete flag only, as xfs_repair 6.1 did)."""
+    if not images.loop_available():
+        pytest.skip("the corpus base images need root and a kernel loop mount of XFS")
+    from fixtures import corpus_base, modern
+    if not modern.available():
+        pytest.skip(modern.WHY)
+    base = corpus_base.base_image("std")
+    ino = _corpus_inodes()[inode]
+    img = tmp_path / "a.img"
+    subprocess.run(["cp", "--sparse=always", str(base), str(img)], check=True)
+    sel = [f"inode {ino}"] + ([f"ablock {ablock}"] if ablock is not None else [])
+    where = int(modern.db(img, *sel, "stack").split("byte offset ")[1].split(",")[0])
+    if ablock is not None:      # the leaf's entry table follows its 80-byte header
+        where += 80 + 8 * entry + 6
+    else:                       # the shortform fork: a 4-byte header, then the entries
+        core = modern.db(img, *sel, "print core.forkoff a.sfattr")
+        where += 176 + 8 * int(core.split("core.forkoff = ")[1].split()[0]) + 4
+        for i in range(entry):
+            lens = [int(core.split(f"list[{i}].{f} = ")[1].split()[0])
+                    for f in ("namelen", "valuelen")]
+            where += 3 + sum(lens)
+        where += 2
+    with open(img, "r+b") as f:
+        f.seek(where)
+        f.write(bytes([flags]))
+    modern.db(img, *sel, "crc -r", write=True)
+    corrupt = modern.repair_n(img).returncode != 0
+    res, _ = check(img, "--json")
+    found = [json.loads(line) for line in res.stdout.splitlines()]
+    _assert_located(found)
+    assert corrupt == (name != "shortform entry moved to another namespace")
+    assert res.returncode == (1 if corrupt else 0), res.stdout[:2000]
+    assert ({f["code"] for f in found} == {"XATTR"}) == corrupt, res.stdout[:2000]
+
+
+def test_parent_pointers_check_clean(tmp_path):
+    """A filesystem with parent pointers (mkfs.xfs 6.10.1 -n parent=1) the
+    kernel wrote hard links into: its attribute entries with the parent
+    flag, shortform and in a leaf, hash with the parent's inode number
+    mixed in; check finds nothing, as xfs_repair 6.10.1 -n (it used to call
+    every such hash wrong)."""
+    if not images.loop_available():
+        pytest.skip("needs root and a kernel loop mount of XFS")
+    from fixtures import modern
+    if not modern.available():
+        pytest.skip(modern.WHY)
+    img = modern.mkfs(tmp_path / "p.img", "-n", "parent=1", "-m", f"uuid={images.UUID}")
+    try:
+        with images.Mounted(img, nouuid=True) as mnt:
+            (mnt / "d").mkdir()
+            (mnt / "one").write_bytes(b"x")
+            for i in range(40):
+                (mnt / "d" / f"link-{i:02d}").hardlink_to(mnt / "one")
+    except subprocess.CalledProcessError as e:
+        pytest.skip(f"the kernel does not mount parent pointers: {e}")
+    assert modern.repair_n(img).returncode == 0
+    aformat = modern.db(img, "path /one", "print core.aformat")
+    assert "= 2 (extents)" in aformat, "the hard links' parent pointers fill an attr leaf"
+    res, _ = check(img)
+    assert res.returncode == 0 and res.stdout.strip() == "no problems found", res.stdout
+
+
 def test_key_findings_name_the_block_holding_the_key(tmp_path):
     """A wrong node key is reported at the node holding it, with the key's
     index (0-based; xfs_db counts from 1), so a repair can rewrite it."""
