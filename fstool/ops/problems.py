@@ -161,9 +161,11 @@ PROBLEMS = {
     "XATTR": (ERROR, "attr", "an attribute fork's entries are broken (names, hashes, "
               "counts, sizes, used bytes, remote values)"),
     "XATTR_NODE": (ERROR, "attr", "an attribute fork's da-btree is broken"),
-    "XATTR_VERIFY": (WARNING, "attr", "an attribute block fails the kernel's verifier (CRC; "
-                     "owner, self-address or uuid past block 0) where xfs_repair -n does not "
-                     "look: the kernel refuses to read it"),
+    "XATTR_CRC": (ERROR, "attr", "an attribute leaf or node block's CRC is wrong: the "
+                  "kernel refuses to read it, xfs_repair (6.10) reports it (6.1 let it pass)"),
+    "XATTR_VERIFY": (WARNING, "attr", "an attribute block fails the kernel's verifier (owner, "
+                     "self-address or uuid past block 0, or its structure) where xfs_repair -n "
+                     "does not look: the kernel refuses to read it"),
     # the log, and the check itself
     "LOG_DIRTY": (ERROR, "log", "the log holds transactions that were not replayed"),
     "CHECK_ABORTED": (ERROR, None, "a structure could not be checked (damage fstool does "

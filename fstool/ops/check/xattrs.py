@@ -170,8 +170,10 @@ class XattrChecks:
         """An attr leaf or node block, verified the way xfs_repair reads it:
         a block that cannot be mapped or read, or has neither magic, raises;
         block 0 must carry the right owner, address and uuid; a bad CRC
-        anywhere, and a bad identity on other blocks, xfs_repair -n lets pass
-        (reported as XATTR_VERIFY warnings: the kernel refuses to read them)."""
+        anywhere is an error (XATTR_CRC: xfs_repair 6.10's "bad checksum for
+        block N in attribute fork"; 6.1 let it pass); a bad identity on
+        other blocks xfs_repair -n lets pass (reported as XATTR_VERIFY
+        warnings: the kernel refuses to read them)."""
         bs = self.sb.blocksize
         daddr, _pieces = node.read_fork_blocks(ablk, 1, attr=True)
         buf = self.fs.dev.pread(daddr << C.BBSHIFT, bs)
@@ -182,7 +184,7 @@ class XattrChecks:
         where = dict(ino=node.ino, fork="attr", structure="attr", offset=ablk)
         crc_ok = parsers.xfs_cksum_ok(buf, C.XFS_DA3_BLKINFO_CRC_OFF)
         if not crc_ok:
-            self.report("XATTR_VERIFY", f"inode {node.ino}: attr block {ablk} CRC mismatch",
+            self.report("XATTR_CRC", f"inode {node.ino}: attr block {ablk} CRC mismatch",
                         field="crc", **where)
         blkno, _lsn = struct.unpack_from(">QQ", buf, 16)
         owner = struct.unpack_from(">Q", buf, 48)[0]

@@ -190,7 +190,11 @@ REPAIRS = {
                 "buffer's CRC keeps its target, the CRC rewritten (as xfs_repair does)"),
     "XATTR": (INODE, _ATTR),
     "XATTR_NODE": (INODE, _ATTR),
-    "XATTR_VERIFY": (INODE, _ATTR + " (the kernel cannot read the block)"),
+    "XATTR_CRC": (INODE, "repaired: the block's CRC is rewritten when its structure is sound "
+                  "(as xfs_repair does), else " + _ATTR[len("repaired: "):]),
+    "XATTR_VERIFY": (INODE, "repaired: the block's address, uuid, owner and CRC are rewritten "
+                     "when its structure is sound, else " + _ATTR[len("repaired: "):]
+                     + " (the kernel cannot read the block)"),
     "LOG_DIRTY": (NONE, "refused: replay the log first (fstool log replay, or a kernel "
                   "mount)"),
     "CHECK_ABORTED": (NONE, _NOT_YET + "what the structure holds is not known"),
