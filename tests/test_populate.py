@@ -354,3 +354,57 @@ def test_populate_in_steps_with_removals(source_tree, tmp_path):
     assert fstool_check_clean(img)
     with images.Mounted(img, readonly=True) as mnt:
         assert_same_tree(source_tree, mnt)
+
+
+def _one_leafn_names() -> list[str]:
+    """The fewest names of one length that make a directory leave leaf form
+    (its leaf block with the bests table overflows) while one LEAFN block
+    still holds every hash."""
+    from fstool._backend import writers
+    from fstool.ns.dirbuild import DATA_FIRST, HDR
+    for n in range(400, 600):
+        names = [f"entry-{i:06d}" for i in range(n)]
+        form = writers.dir_place([(x.encode(), 1000, 1) for x in names], 4096, True, HDR,
+                                 DATA_FIRST)[0]
+        if form == "node":
+            assert (n + 2) * 8 <= 4096 - HDR
+            return names
+    raise AssertionError("no name count gives node form")
+
+
+@needs_xfsprogs
+@pytest.mark.parametrize("source", ["synthetic", "man2"])
+def test_one_leafn_directory_has_no_node_above_it(tmp_path, source):
+    """A directory just past leaf form whose hashes fit one LEAFN block:
+    that block is the da-btree's root at the leaf offset, as the kernel's
+    leaf-to-node conversion leaves it, with the free index beside it; a
+    node above one leaf is what xfs_repair 6.1 rejects ("bad hash path in
+    directory").  /usr/share/man/man2 (501 names on Debian 12) is such a
+    directory."""
+    from fixtures import livedirs, modern
+    from fstool.format import constants as C
+    if source == "man2":
+        src = Path("/usr/share/man/man2")
+        if not src.is_dir():
+            pytest.skip("no /usr/share/man/man2 on this machine")
+        target = "/"
+    else:
+        src = tmp_path / "src"
+        (src / "d").mkdir(parents=True)
+        for name in _one_leafn_names():
+            (src / "d" / name).touch()
+        target = "/d"
+    img = tmp_path / "p.img"
+    mkfs(img, "512m")
+    fstool("populate", img, src)
+    lay = livedirs.dir_layout(img, target)
+    if lay["form"] != "node":
+        pytest.skip(f"{src} does not make a node-form directory here ({lay['form']})")
+    leaf = C.XFS_DIR2_LEAF_OFFSET // 4096
+    free = C.XFS_DIR2_FREE_OFFSET // 4096
+    assert lay["blocks"][leaf]["kind"] == "leafn"
+    assert sorted(b for b in lay["blocks"] if b >= leaf) == [leaf, free]
+    repair_clean(img)
+    if modern.available():
+        assert modern.repair_n(img).returncode == 0
+    assert fstool_check_clean(img)
