@@ -9,13 +9,12 @@ import os
 import subprocess
 import sys
 import tarfile
-from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
 from fixtures import images
-from fixtures.tree import build_tree, tree_manifest, xattr_values
+from fixtures.tree import assert_same_tree, build_tree
 
 UUID = "0b5a3f1c-9d2e-4c7a-8e61-3f2a1b0c9d8e"
 needs_loop = pytest.mark.skipif(not images.loop_available(),
@@ -36,41 +35,6 @@ def fstool(*args, check=True, env=None):
 def repair_clean(img: Path) -> None:
     r = subprocess.run(["xfs_repair", "-n", "-f", str(img)], capture_output=True, text=True)
     assert r.returncode == 0, f"xfs_repair -n found problems:\n{r.stdout[-3000:]}{r.stderr[-2000:]}"
-
-
-def comparable(records: list[dict]) -> dict:
-    """Manifest records keyed by path, without inode numbers, plus the
-    hard-link groups expressed as sets of paths."""
-    out = {}
-    groups = defaultdict(list)
-    for r in records:
-        r = dict(r)
-        ino = r.pop("ino")
-        if r["type"] != "dir" and r["nlink"] > 1:
-            groups[ino].append(r["path"])
-        out[r["path"]] = r
-    return out, sorted(sorted(g) for g in groups.values())
-
-
-def assert_same_tree(src: Path, mnt: Path, prefix: str = "", skip_types=(),
-                     dir_sizes: bool = True) -> None:
-    want, want_links = comparable([r for r in tree_manifest(src)
-                                   if r["type"] not in skip_types])
-    got_all, got_links = comparable(tree_manifest(mnt / prefix.strip("/") if prefix else mnt))
-    if skip_types or not dir_sizes:     # another entry count or directory block size
-        for table in (want, got_all):
-            for r in table.values():
-                if r["type"] == "dir":
-                    r.pop("size")
-    missing = sorted(set(want) - set(got_all))
-    extra = sorted(set(got_all) - set(want))
-    assert not missing and not extra, f"missing {missing[:5]}, extra {extra[:5]}"
-    diffs = [(p, {k: (want[p][k], got_all[p].get(k)) for k in want[p]
-                  if want[p][k] != got_all[p].get(k)})
-             for p in want if want[p] != got_all[p]]
-    assert not diffs, f"{len(diffs)} entries differ, e.g. {diffs[:3]}"
-    assert want_links == got_links
-    assert xattr_values(src) == xattr_values(mnt / prefix.strip("/") if prefix else mnt)
 
 
 @pytest.fixture(scope="module")
