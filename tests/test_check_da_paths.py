@@ -8,10 +8,8 @@ below its last), check follows 6.10.1."""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -20,14 +18,7 @@ from fixtures import images, modern
 
 pytestmark = pytest.mark.skipif(not images.xfsprogs_available(),
                                 reason="needs xfsprogs (mkfs.xfs, xfs_db, xfs_repair)")
-T0 = 1_700_000_000_000_000_000
 LEAF = 8388608                  # XFS_DIR2_LEAF_OFFSET in 4 KiB blocks
-
-
-def _tests():
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import test_dir_collisions as T
-    return T
 
 
 def xfs_db():
@@ -64,13 +55,12 @@ def dir_image(tmp_path_factory):
     """4 KiB blocks: /leaves (a node over five leaves, colliding names on
     both sides of every leaf boundary but the last), /leafn (one LEAFN
     block)."""
-    T = _tests()
     tmp = tmp_path_factory.mktemp("dirs")
     src = CL.Names(seed=21)
     per_leaf = (4096 - 64) // 8
     dirs = {"/leaves": src.many(4 * per_leaf + 100, lengths=(16,)),
-            "/leafn": src.many(T.form_limits(4096)["leafn"], lengths=(16,))}
-    img, lays = CL.converge(dirs, src, T.bulk_writer(tmp, ()), kinds=("leaf",),
+            "/leafn": src.many(CL.form_limits(4096)["leafn"], lengths=(16,))}
+    img, lays = CL.converge(dirs, src, CL.bulk_writer(tmp, ()), kinds=("leaf",),
                             exempt=CL.last_leaf_gap)
     assert len(lays["/leaves"]["leaves"]) == 5 and len(lays["/leafn"]["leaves"]) == 1
     assert not lays["/leaves"]["nodes"][0]
@@ -80,11 +70,10 @@ def dir_image(tmp_path_factory):
 @pytest.fixture(scope="module")
 def attr_image(tmp_path_factory):
     """1 KiB blocks: /deep, an attr fork of two node levels."""
-    T = _tests()
     tmp = tmp_path_factory.mktemp("attrs")
     src = CL.Names(seed=22)
     files = {"/deep": src.many(1600, lengths=(20,))}
-    img, lays = CL.converge(files, src, T.xattr_writer(tmp, ("-b", "size=1024")),
+    img, lays = CL.converge(files, src, CL.xattr_writer(tmp, ("-b", "size=1024")),
                             kinds=("leaf", "node"), exempt=CL.last_leaf_gap,
                             read=CL.attr_layout)
     assert len(lays["/deep"]["nodes"]) == 2
@@ -214,8 +203,7 @@ def stale_image(tmp_path_factory):
     that leaf begins with a stale slot."""
     from fstool.ns.namespace import Meta, Namespace
     from fstool.ns.writer import Writer
-    T = _tests()
-    img = T.fresh(tmp_path_factory.mktemp("stale") / "stale.img", ())
+    img = CL.fresh(tmp_path_factory.mktemp("stale") / "stale.img", ())
     names = CL.Names(seed=23).many(1500, lengths=(16,))
     with Writer(img) as w:
         ns = Namespace(w)
@@ -255,13 +243,12 @@ def test_last_node_of_equal_hashes(tmp_path):
     all end in that hash.  xfs_repair 6.1 rejects it (its
     verify_final_da_path wants the first hash below the last), 6.10.1 and
     check accept it, and the kernel finds every name."""
-    T = _tests()
     src = CL.Names(seed=24)
     per_leaf = (4096 - 64) // 8
     first = src.fresh(16)
     dirs = {"/same": [first] + [src.colliding(CL.dahash(first), 16)
                                 for _ in range(per_leaf + 20)]}
-    img = T.bulk_writer(tmp_path, ())(dirs)
+    img = CL.bulk_writer(tmp_path, ())(dirs)
     lay = CL.layout(img, "/same")
     assert len(lay["leaves"]) == 2 and lay["leaves"][0][-1][0] == lay["leaves"][1][-1][0]
     v = verdicts(img)
@@ -280,15 +267,7 @@ def test_last_node_of_equal_hashes(tmp_path):
 def deep_dir_image(tmp_path_factory):
     """4 KiB blocks: /big, a directory of two node levels, colliding names
     on both sides of every leaf boundary but the last."""
-    T = _tests()
-    tmp = tmp_path_factory.mktemp("deep")
-    src = CL.Names(seed=25)
-    per_leaf = (4096 - 64) // 8
-    dirs = {"/big": src.many(per_leaf * (per_leaf + 6), lengths=(16,))}
-    img, lays = CL.converge(dirs, src, T.bulk_writer(tmp, (), size="2g"),
-                            kinds=("leaf", "node"), exempt=CL.last_leaf_gap)
-    assert len(lays["/big"]["nodes"]) == 2
-    return img
+    return CL.two_level_dir(tmp_path_factory.mktemp("deep"), 25)[0]
 
 
 def _dir_node(k):

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from fixtures import images
+from fixtures.oracles import fstool
 from fixtures.tree import assert_same_tree, build_tree
 
 UUID = "0b5a3f1c-9d2e-4c7a-8e61-3f2a1b0c9d8e"
@@ -21,15 +22,6 @@ needs_loop = pytest.mark.skipif(not images.loop_available(),
                                 reason="needs root, xfsprogs and a kernel loop mount of XFS")
 needs_xfsprogs = pytest.mark.skipif(not images.xfsprogs_available(),
                                     reason="xfsprogs (xfs_repair) not installed")
-
-
-def fstool(*args, check=True, env=None):
-    r = subprocess.run([sys.executable, "-m", "fstool", *map(str, args)], capture_output=True,
-                       text=True, env={**os.environ, **(env or {})})
-    if check and r.returncode:
-        raise AssertionError(f"fstool {' '.join(map(str, args))} failed ({r.returncode}): "
-                             f"{r.stderr.strip()}")
-    return r
 
 
 def repair_clean(img: Path) -> None:

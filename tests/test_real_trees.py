@@ -13,12 +13,12 @@ import glob
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from fixtures import images, modern
+from fixtures import images
+from fixtures.oracles import fstool, repair_clean
 from fixtures.tree import assert_same_tree, tree_manifest, xattr_values
 
 pytestmark = pytest.mark.skipif(not images.loop_available(),
@@ -50,15 +50,6 @@ TREES = {
 }
 
 
-def fstool(*args, check=True):
-    r = subprocess.run([sys.executable, "-m", "fstool", *map(str, args)], capture_output=True,
-                       text=True)
-    if check and r.returncode:
-        raise AssertionError(f"fstool {' '.join(map(str, args[:2]))} failed "
-                             f"({r.returncode}): {r.stdout[-2000:]} {r.stderr[-2000:]}")
-    return r
-
-
 def _size(src: Path) -> str:
     """An image size with room for the tree (and its inodes) three times over."""
     total = sum(e.stat(follow_symlinks=False).st_size
@@ -76,14 +67,6 @@ def _doc_part(tmp: Path) -> tuple[Path, list[str]]:
     subprocess.run(["tar", "--format=pax", "--xattrs", "--xattrs-include=*", "-cf", str(tar),
                     "-C", str(DOC), *part], check=True)
     return tar, part
-
-
-def repair_clean(img: Path) -> None:
-    r = subprocess.run(["xfs_repair", "-n", "-f", str(img)], capture_output=True, text=True)
-    assert r.returncode == 0, f"xfs_repair 6.1 -n:\n{r.stdout[-3000:]}{r.stderr[-2000:]}"
-    if modern.available():
-        r = modern.repair_n(img)
-        assert r.returncode == 0, f"xfs_repair 6.10.1 -n:\n{r.stdout[-3000:]}{r.stderr[-2000:]}"
 
 
 def kernel_copy_checked(src: Path, parts, tmp: Path, size: str) -> None:
