@@ -230,3 +230,20 @@ def test_xattr_collisions_at_every_boundary(tmp_path):
     lays = {p: CL.attr_layout(img, p) for p in files}
     assert check_last_leaf(lays) == 4
     verify(img, {}, CL.xattrs_of(files))
+
+
+@needs_loop
+def test_xattr_node_level_with_one_leaf_over(tmp_path):
+    """One leaf more than a node holds (1 KiB blocks: 120 children a node):
+    the last node of the level takes two children, not one.  xfs_repair
+    (6.1 and 6.10.1 alike) moves its cursor to a level's next node only when
+    a leaf after the last child of the one before needs it: a last node
+    whose one child is the last leaf is never reached, and the node before
+    it fails the right edge ("bad attribute forward block pointer")."""
+    geometry = GEOMETRIES["1k-blocks"]
+    per_node = (1024 - 64) // 8
+    files = {"/over": CL.Names(seed=17).many(7 * per_node + 1, lengths=(16,))}
+    img = CL.xattr_writer(tmp_path, geometry)(files)
+    lay = CL.attr_layout(img, "/over")
+    assert len(lay["leaves"]) == per_node + 1 and lay["nodes"][0] == [per_node - 1]
+    verify(img, {}, CL.xattrs_of(files))

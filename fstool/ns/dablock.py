@@ -47,12 +47,15 @@ def pack(keys, capacity: int, size=8, lead: int = 0) -> list:
 
     xfs_repair before 6.3 (verify_final_da_path, which compares with >=)
     rejects a da-btree whose rightmost node at any level has a first entry
-    hash not below its last: a node with one child, or two children both
+    hash not below its last: a root with one child, or two children both
     ending in the greatest hash because equal hashes straddle the last
-    leaf boundary.  Leaves are packed with ``lead`` 0 (the leaf before the
-    last ends below the greatest hash), nodes with ``lead`` 1 (the last node
-    holds a child ending below it); together they keep every rightmost node
-    acceptable unless one block cannot hold the run."""
+    leaf boundary; and every xfs_repair rejects a last node below the root
+    whose one child is the last leaf (its walk moves to a level's next node
+    only when a later leaf needs it, so it never reaches that node).
+    Leaves are packed with ``lead`` 0 (the leaf before the last ends below
+    the greatest hash), nodes with ``lead`` 1 (the last node holds a child
+    ending below it, so two children at least); together they keep every
+    rightmost node acceptable unless one block cannot hold the run."""
     n = len(keys)
     if isinstance(size, int):
         per = max(1, capacity // size)
