@@ -296,3 +296,33 @@ def test_deep_directory_damage_found_as_xfs_repair_finds_it(deep_dir_image, tmp_
     name, blk, writes, want = case
     img = _damage(deep_dir_image, tmp_path, "/big", "dblock", blk, writes)
     _agree(verdicts(img), want)
+
+
+@pytest.mark.skipif(not images.loop_available(),
+                    reason="needs root, xfsprogs and a kernel loop mount of XFS")
+@pytest.mark.parametrize("root_too", [False, True], ids=["node", "node-and-root"])
+def test_attr_node_hashes_corrected_in_place(attr_image, tmp_path, root_too):
+    """A level-1 node's last hash raised (and, with ``root_too``, the root's
+    entry for that node raised to match it): repair sets each to the
+    greatest hash below it, as xfs_repair corrects them, and keeps every
+    xattr."""
+    import os
+    from fixtures.oracles import fstool, repair_clean
+    img = _damage(attr_image, tmp_path, "/deep", "ablock", _attr_node(0),
+                  lambda g: [("btree[119].hashval", g("btree[119].hashval") + 1)])
+    if root_too:
+        wrong = db_get(img, "/deep", "ablock", _attr_node(0)(
+            lambda f: db_get(img, "/deep", "ablock", 0, f)), "btree[119].hashval")
+        db_set(img, "/deep", "ablock", 0, "btree[0].hashval", wrong)
+    v = verdicts(img)
+    _agree(v, 1)
+    assert "XATTR_NODE_HASH" in v["findings"] and "XATTR_NODE " not in v["findings"]
+    r = fstool("repair", img, check=False)
+    assert r.returncode == 1 and "hashes of attr node entries" in r.stdout, r.stdout[-2000:]
+    repair_clean(img)
+    assert fstool("check", img, check=False).returncode == 0
+    with images.Mounted(img, readonly=True, nouuid=True) as mnt:
+        names = os.listxattr(mnt / "deep")
+        assert len(names) == 1600
+        for n in names[::97]:
+            os.getxattr(mnt / "deep", n)

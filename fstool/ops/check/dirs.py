@@ -504,7 +504,8 @@ class DirChecks:
             v = struct.unpack_from(f">{2 * count}I", buf, C.XFS_DA3_NODE_HDR_SIZE)
             return [forw, back, count, level, list(zip(v[0::2], v[1::2]))]
 
-        # the left edge: one cursor entry per node level, [block, header, index, first hash]
+        # the left edge: one cursor entry per node level, [block, header, index,
+        # first hash, the greatest hash of the children verified so far]
         buf = fetch(root)
         if buf is None:
             return
@@ -529,7 +530,7 @@ class DirChecks:
                     found=hdr[3], expected=level - 1)
                 return
             level = hdr[3]
-            cursor[level] = [dablk, hdr, 0, hdr[4][0][0]]
+            cursor[level] = [dablk, hdr, 0, hdr[4][0][0], None]
             dablk = hdr[4][0][1]
             if level == 1:
                 break
@@ -544,7 +545,10 @@ class DirChecks:
 
         def verify_path(lvl, child, child_hash) -> bool:
             """verify_da_path: the entry at the cursor of level ``lvl`` names
-            ``child`` with its greatest hash; moves the cursor on."""
+            ``child`` with its greatest hash; moves the cursor on.  A node's
+            own greatest, for the level above, is its children's (what its
+            last entry holds once xfs_repair has corrected it), so that a
+            wrong hash is reported, and corrected by repair, where it is."""
             if lvl > top:
                 bad(child, "the chain below runs past the last entry of the tree's root",
                     "forw")
@@ -553,7 +557,7 @@ class DirChecks:
             hdr = cur[1]
             if cur[2] >= hdr[2]:
                 # this node is used up: its path is checked, its right sibling follows
-                if not verify_path(lvl + 1, cur[0], hdr[4][-1][0]):
+                if not verify_path(lvl + 1, cur[0], cur[4]):
                     return False
                 nxt = hdr[0]
                 if nxt == 0:
@@ -577,7 +581,7 @@ class DirChecks:
                     bad(nxt, detail, field, found=found, expected=expected)
                 if wrong:
                     return False
-                cursor[lvl] = cur = [nxt, nhdr, 0, nhdr[4][0][0]]
+                cursor[lvl] = cur = [nxt, nhdr, 0, nhdr[4][0][0], None]
                 hdr = nhdr
             h, before = hdr[4][cur[2]]
             if before != child:
@@ -589,12 +593,13 @@ class DirChecks:
                     f"block's greatest is 0x{child_hash:08x}", "hashval", hash_code,
                     index=cur[2], found=h, expected=child_hash)
             cur[2] += 1
+            cur[4] = child_hash
             return True
 
         def verify_final(lvl, child, child_hash) -> bool:
             """verify_final_da_path: the right edge from level ``lvl`` up."""
             cur = cursor[lvl]
-            blk, hdr, entry, first = cur
+            blk, hdr, entry, first, _greatest = cur
             count = hdr[2]
             broken = False
             if entry != count - 1:
@@ -620,7 +625,7 @@ class DirChecks:
                 bad(blk, f"entry {entry} for block {child} has hash 0x{h:08x}, the block's "
                     f"greatest is 0x{child_hash:08x}", "hashval", hash_code, index=entry,
                     found=h, expected=child_hash)
-            return lvl >= top or verify_final(lvl + 1, blk, h)
+            return lvl >= top or verify_final(lvl + 1, blk, child_hash)
 
         # the leaves, left to right by their forward pointers
         prev, greatest = 0, 0
