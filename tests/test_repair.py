@@ -803,7 +803,7 @@ def test_attr_forks_dropped_or_restamped(corpus_std, tmp_path):
 @needs_loop
 def test_free_inodes_unlinked_lists_quota_inodes_attr_nodes(corpus_std, tmp_path):
     img = copy_image(corpus_std, tmp_path / "u.img")
-    damage(img, [(145, ["ablock 0", "write -d btree[2].hashval 5"], "XATTR_NODE")])
+    damage(img, [(145, ["ablock 0", "write -d btree[2].hashval 5"], "XATTR_NODE_HASH")])
     xfs_db(img, "inode 273342", "write -d core.nblocks 5", expert=True)     # free inode
     xfs_db(img, "agi 2", "write -d unlinked[1] 11073", expert=True)        # a free inode
     xfs_db(img, "agi 0", "write -d unlinked[9] 137", expert=True)          # a linked one
@@ -815,7 +815,11 @@ def test_free_inodes_unlinked_lists_quota_inodes_attr_nodes(corpus_std, tmp_path
         assert want in codes, codes
     out = judge_inode_repair(img, tmp_path)
     assert "inode 273342: free inode re-initialised" in out
-    assert "inode 145: fixed: attr fork dropped" in out
+    # a node entry's hash corrected in place, as xfs_repair does: the
+    # attributes stay
+    assert "inode 145: fixed: hashes of attr node entries" in out
+    with images.Mounted(img, readonly=True, nouuid=True) as mnt:
+        assert len(os.listxattr(mnt / "xattrs" / "node")) > 10
     fstool("repair", img)
     assert xfs_db(img, "agi 0", "print unlinked").split("=")[1].strip() == ""
     assert xfs_db(img, "sb 0", "print uquotino").split("=")[1].strip() == "null"

@@ -142,8 +142,11 @@ PROBLEMS = {
                      "free regions"),
     "DIR_LEAF": (ERROR, "dir", "a directory leaf does not index exactly the data entries "
                  "(hash order, stale count, bests)"),
-    "DIR_NODE": (ERROR, "dir", "a directory's da-btree is broken (levels, counts, before "
-                 "pointers, hashes, siblings)"),
+    "DIR_NODE": (ERROR, "dir", "a directory's da-btree fails xfs_repair's walk of it (node "
+                 "magic, counts and levels; leaf back and forward pointers; node entries "
+                 "naming the leaves in chain order with their greatest hashes; node "
+                 "siblings; the right edge: last entries used, no right sibling, first "
+                 "hash not above the last)"),
     "DIR_FREE": (ERROR, "dir", "a directory free index block disagrees with the data blocks"),
     "DIR_ENTRY_TARGET": (ERROR, "dir", "a directory entry points to a free, invalid or "
                          "metadata inode, or to the directory itself"),
@@ -160,7 +163,11 @@ PROBLEMS = {
                 "holds a NUL, or its fork does not suit its size"),
     "XATTR": (ERROR, "attr", "an attribute fork's entries are broken (names, hashes, "
               "counts, sizes, used bytes, remote values)"),
-    "XATTR_NODE": (ERROR, "attr", "an attribute fork's da-btree is broken"),
+    "XATTR_NODE": (ERROR, "attr", "an attribute fork's da-btree fails xfs_repair's walk of "
+                   "it (as DIR_NODE; block 0 has no siblings)"),
+    "XATTR_NODE_HASH": (ERROR, "attr", "an attribute da-btree node entry's hash differs from "
+                        "the greatest hash of the block it names (xfs_repair corrects it in "
+                        "place)"),
     "XATTR_VERIFY": (WARNING, "attr", "an attribute block fails the kernel's verifier (CRC; "
                      "owner, self-address or uuid past block 0) where xfs_repair -n does not "
                      "look: the kernel refuses to read it"),

@@ -190,6 +190,9 @@ REPAIRS = {
                 "buffer's CRC keeps its target, the CRC rewritten (as xfs_repair does)"),
     "XATTR": (INODE, _ATTR),
     "XATTR_NODE": (INODE, _ATTR),
+    "XATTR_NODE_HASH": (INODE, "repaired: the entry's hash is set to the greatest hash of "
+                        "the block it names, in place (as xfs_repair corrects it); when the "
+                        "fork has other faults that drop it, with it"),
     "XATTR_VERIFY": (INODE, _ATTR + " (the kernel cannot read the block)"),
     "LOG_DIRTY": (NONE, "refused: replay the log first (fstool log replay, or a kernel "
                   "mount)"),
