@@ -67,6 +67,8 @@ class InodePhase:
             f2 |= DIFLAG2_REFLINK
         if sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_BIGTIME):
             f2 |= DIFLAG2_BIGTIME
+        if large:
+            f2 |= C.XFS_DIFLAG2_NREXT64
         self.flags2_plain = f2 & ~(DIFLAG2_DAX | DIFLAG2_COWEXTSIZE)
 
     # -- the phase ---------------------------------------------------------------
