@@ -262,7 +262,7 @@ def test_unlinked_inode_kept_then_inactivated(tmp_path):
     kernel frees such inodes only in log recovery, so the mount must
     inactivate them before it unmounts.)"""
     from fstool.fs.mount import Filesystem
-    from fstool.log.finish import unlinked_inodes
+    from fstool.recovery.finish import unlinked_inodes
     img = tmp_path / "u.img"
     L.make_image(img, blocksize=4096)
     w, ns, Meta = _session(img)

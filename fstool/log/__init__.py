@@ -64,7 +64,7 @@ class Log:
         """Committed transactions in commit order, each with decoded items:
         ``(Transaction, [item dict, ...])``."""
         from .items import decode
-        from .trans import Reassembler
+        from .reassemble import Reassembler
         re = Reassembler()
         for rec in self.records():
             for t in re.feed(rec):
