@@ -204,14 +204,18 @@ class DirChecks:
         agno = ino >> sb.agino_log
         if agno >= sb.agcount or not self.verify_agino(agno, ino & ((1 << sb.agino_log) - 1)):
             return False
-        f = sb.fields
-        return ino not in (f["sb_rbmino"], f["sb_rsumino"]) and \
-            ino not in self.quota_inodes()
+        return ino not in self.rt_inodes() and ino not in self.quota_inodes()
 
     def quota_inodes(self) -> set:
+        """The quota inodes the primary superblock names: 0 and null aside,
+        and the root and realtime inodes, which are no quota inodes (a field
+        naming one is an SB_QUOTINO finding)."""
         f = self.sb.fields
         return {v for v in (f["sb_uquotino"], f["sb_gquotino"], f["sb_pquotino"])
-                if v not in (0, 0xFFFFFFFFFFFFFFFF)}
+                if v not in (0, 0xFFFFFFFFFFFFFFFF)} - self.not_quota_inodes()
+
+    def not_quota_inodes(self) -> set:
+        return {self.sb.rootino, self.expected_rootino(), *self.rt_inodes()}
 
     # -- data blocks ------------------------------------------------------------------
     def _data_tally(self, node, buf, end: int, fsb: int, tab, odd: list):

@@ -124,8 +124,7 @@ class NamespacePhase:
         self._link_counts(tab, root, subdirs, children)
 
     def metadata_inodes(self) -> set:
-        f = self.sb.fields
-        return {f["sb_rbmino"], f["sb_rsumino"]} | self.quota_inodes()
+        return set(self.rt_inodes()) | self.quota_inodes()
 
     def _link_counts(self, tab: InodeTable, root: int, subdirs, children) -> None:
         """Every inode in use is reachable from the root and has as many links

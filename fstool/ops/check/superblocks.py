@@ -164,6 +164,16 @@ class SuperblockPhase:
                 self.report("SB_ROOTINO", f"{name} is {f[name]}, mkfs puts it at {want + i}",
                             agno=0, block=0, field=name, expected=want + i, found=f[name])
 
+    def rt_inodes(self) -> tuple:
+        """(bitmap, summary): the realtime inodes as xfs_repair goes on with
+        them, where mkfs puts them (a superblock field that says otherwise
+        is an SB_ROOTINO finding, and repair resets it)."""
+        got = getattr(self, "_rt_inodes", None)
+        if got is None:
+            want = self.expected_rootino()
+            got = self._rt_inodes = (want + 1, want + 2)
+        return got
+
     def expected_rootino(self) -> int:
         """The first inode mkfs allocates (the kernel's xfs_ialloc_calc_rootino)."""
         sb = self.sb

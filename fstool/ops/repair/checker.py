@@ -60,14 +60,6 @@ class RepairChecker(Checker):
                 end, last = r[0] + 64, r[0]
         return super()._table_for(agno, recs)
 
-    def metadata_inodes(self) -> set:
-        """Check's metadata inodes, and those the superblock fields repair
-        sets name (a primary restored from a secondary carries no realtime
-        inode numbers: those inodes are metadata, not files to relink)."""
-        fixes = getattr(self, "sb_fixes", {})
-        return super().metadata_inodes() | {v for k, v in fixes.items()
-                                            if k in ("sb_rbmino", "sb_rsumino")}
-
     def _check_in_use(self, d, raw, ino, where) -> bool:
         self._data_blocks = None
         self._as_mended = None
