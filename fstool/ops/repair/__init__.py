@@ -228,7 +228,11 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
     if counters:
         changes.append("superblock: sb_icount, sb_ifree and sb_fdblocks summed from the AGs")
     for field, value in sorted(sb_fixes.items()):
-        changes.append(f"superblock: {field} set to {value}")
+        if field == "sb_lsn":
+            changes.append("superblock: stamped with the repair's LSN (its sb_lsn was ahead of "
+                           "the log)")
+        else:
+            changes.append(f"superblock: {field} set to {value}")
     if checker.log_cycle:
         changes.append(f"log: formatted anew at cycle {checker.log_cycle} or later, past the "
                        "highest LSN the metadata carries")
@@ -355,6 +359,7 @@ def repair(path, *, dry_run: bool = False, rebuild=(), add_finobt: bool = False,
             from ...errors import InvalidArgument
             raise InvalidArgument(f"--rebuild: unknown tree {t!r} (one of {', '.join(TREES)})")
     refuse_if_mounted(path)
+    _refuse_unsupported(path)
     rolled_back = None if dry_run else recover_interrupted(path, undo_file)
     restored, recorder = _primary_phase(path, dry_run, undo_file)
     if restored is not None and dry_run:
@@ -412,6 +417,23 @@ def repair(path, *, dry_run: bool = False, rebuild=(), add_finobt: bool = False,
         result.changes.insert(0, restored.change)
         result.written = True
     return result
+
+
+def _refuse_unsupported(path) -> None:
+    """An image of a layout repair does not handle (primary.unsupported)
+    is refused before anything else looks at it: nothing is searched for or
+    written.  (Feature bits are judged on the superblock phase 1 keeps:
+    primary.settle.)"""
+    from ...errors import UnsupportedError
+    from ...io.device import Device
+    from . import primary
+    dev = Device(path)
+    try:
+        why = primary.unsupported(dev)
+    finally:
+        dev.close()
+    if why is not None:
+        raise UnsupportedError(f"{path}: not supported: {why}; nothing was written")
 
 
 def _primary_finding(plan):
@@ -516,9 +538,10 @@ def _log_cut_text(cut: bool, dry_run: bool) -> list:
 
 def _primary_phase(path, dry_run, undo_file):
     """(plan, undo recorder) when the primary superblock cannot be trusted
-    and a secondary can replace it (written now unless ``dry_run``, saved
-    first in ``undo_file``); (None, None) when the primary is good.  Raises
-    RepairError when it is bad and no valid secondary is found."""
+    or the secondaries outvote its geometry, and a secondary can replace it
+    (written now unless ``dry_run``, saved first in ``undo_file``); (None,
+    None) when the primary is good.  Raises what primary.settle raises
+    (nothing written)."""
     from ...io.device import Device
     from ...io.lock import ImageLock
     from . import primary
@@ -526,14 +549,9 @@ def _primary_phase(path, dry_run, undo_file):
     recorder = None
     try:
         with ImageLock(dev.fd, path):
-            why = primary.trouble(dev)
-            if why is None:
-                return None, None
-            plan = primary.find(dev, why)
+            plan = primary.settle(dev)
             if plan is None:
-                raise RepairError(f"{path}: the primary superblock cannot be trusted ({why}) "
-                                  "and no valid secondary superblock was found to restore it "
-                                  "from")
+                return None, None
             if dry_run:
                 return plan, None
             if undo_file is not None:
