@@ -114,6 +114,26 @@ def test_primary_alone_is_damaged(field, value, tmp_path):
 
 
 @needs_oracles
+@pytest.mark.parametrize("target", sbfuzz.TARGETS)
+@pytest.mark.parametrize("value", ["192", "131"])
+def test_root_field_elsewhere(value, target, tmp_path):
+    """sb_rootino naming a free inode or another directory, in the primary
+    or in it and a secondary (the field is no geometry: the primary's
+    stands): the root is where mkfs puts it, as xfs_repair goes on with it,
+    and the field is set back.  Repair used to make a new root directory
+    in the named inode, move the real one to lost+found, then set the field
+    back to the old root: xfs_repair 6.10.1 -n crashed on the result."""
+    case = {"field": "rootino", "target": target, "mode": "given", "seed": 0, "value": value}
+    img = copy_image(sbfuzz.base_image(), tmp_path / "r.img")
+    sbfuzz.damage(img, case)
+    r = sbfuzz.fstool("repair", img)
+    assert r.returncode == 1 and "sb_rootino set to" in r.stdout, r.stdout + r.stderr
+    assert "lost+found" not in r.stdout, r.stdout
+    assert sbfuzz.kernel_files(img) == sbfuzz.kernel_files(sbfuzz.base_image())
+    judged(case, tmp_path / "judged")
+
+
+@needs_oracles
 def test_two_ags_that_disagree_stop_repair(tmp_path):
     """Two AGs whose superblocks disagree on the log's place: neither can
     be trusted over the other (xfs_repair stops too, without -o

@@ -174,10 +174,10 @@ class DirChecks:
             bad("DIR_DOTDOT", ino, f"'..' is {parent}, not a valid inode", "parent", where,
                 found=parent)
             parent = None
-        elif ino == sb.rootino and parent != ino:
+        elif ino == self.root_ino() and parent != ino:
             bad("DIR_DOTDOT", ino, f"the root directory's '..' is {parent}", "parent", where,
                 expected=ino, found=parent)
-        elif parent == ino and ino != sb.rootino:
+        elif parent == ino and ino != self.root_ino():
             bad("DIR_DOTDOT", ino, "'..' points to the directory itself", "parent", where,
                 found=parent)
             parent = None
@@ -215,7 +215,7 @@ class DirChecks:
                 if v not in (0, 0xFFFFFFFFFFFFFFFF)} - self.not_quota_inodes()
 
     def not_quota_inodes(self) -> set:
-        return {self.sb.rootino, self.expected_rootino(), *self.rt_inodes()}
+        return {self.root_ino(), *self.rt_inodes()}
 
     # -- data blocks ------------------------------------------------------------------
     def _data_tally(self, node, buf, end: int, fsb: int, tab, odd: list):

@@ -433,7 +433,7 @@ class InodePhase:
             bad("INODE_FORMAT", f"file type 0o{ifmt:o} is not valid", "di_mode", where,
                 found=mode)
             return False
-        if ino == sb.rootino and ifmt != C.S_IFDIR:
+        if ino == self.root_ino() and ifmt != C.S_IFDIR:
             bad("INODE_FORMAT", "the root inode is not a directory", "di_mode", where,
                 found=mode)
         fault = self._extsize_fault(d)

@@ -22,7 +22,7 @@ class NamespacePhase:
         fs = self.fs
         tab = InodeTable.concat(self.tables[a] for a in sorted(self.tables))
         self.table = tab
-        root = self.sb.rootino
+        root = self.root_ino()
         rslot = tab.slot(root)
         if rslot < 0 or tab.itype[rslot] != 4:
             self.report("DIR_ROOT", f"the root directory (inode {root}) is not a directory in "

@@ -479,10 +479,15 @@ class SuperblockPhase:
                 self.report("SB_ROOTINO", f"{name} is {f[name]}, mkfs puts it at {want + i}",
                             agno=0, block=0, field=name, expected=want + i, found=f[name])
 
+    def root_ino(self) -> int:
+        """The root directory as xfs_repair goes on with it: where mkfs puts
+        it (a superblock field that says otherwise is an SB_ROOTINO finding,
+        and repair resets it)."""
+        return self.expected_rootino()
+
     def rt_inodes(self) -> tuple:
-        """(bitmap, summary): the realtime inodes as xfs_repair goes on with
-        them, where mkfs puts them (a superblock field that says otherwise
-        is an SB_ROOTINO finding, and repair resets it)."""
+        """(bitmap, summary): the realtime inodes, likewise where mkfs puts
+        them."""
         got = getattr(self, "_rt_inodes", None)
         if got is None:
             want = self.expected_rootino()

@@ -166,11 +166,11 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
     # -- phases, in xfs_repair's order: the inodes (planned above), the
     # namespace (treating what the inode phase clears as free), then the AGs
     # and counters
-    root_cleared = sb.rootino in inodes.cleared
+    root_cleared = checker.root_ino() in inodes.cleared
     ns = _plan_namespace(checker, inodes, ns_findings, unrepaired) \
         if (ns_findings or dangling or inodes.orphaned or root_cleared) else None
     if ns is None and root_cleared:
-        inodes.withdraw_root(sb.rootino, "the namespace phase cannot run")
+        inodes.withdraw_root(checker.root_ino(), "the namespace phase cannot run")
         unrepaired.extend(fu for fu in inodes.unrepaired if fu not in unrepaired)
     if ns is None and inodes.orphaned:
         # inodes in use with no links an unlinked list chains go to
