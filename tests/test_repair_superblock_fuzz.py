@@ -90,13 +90,15 @@ PRIMARY_ONLY = [
     ("rsumino", "131"),                          # a directory
     ("uquotino", "128"),                         # the root directory
     ("qflags", "48"),                            # v4 quota bits the kernel refuses
+    ("versionnum", str(0xB4F5)),                 # quotas on, no quota inode
     ("shared_vn", "7"),
     ("dirblklog", "1"),                          # 8 KiB directory blocks
 ]
 
 
 @needs_oracles
-@pytest.mark.parametrize("field,value", PRIMARY_ONLY, ids=[f for f, _v in PRIMARY_ONLY])
+@pytest.mark.parametrize("field,value", PRIMARY_ONLY,
+                         ids=[f"{f}={v}" for f, v in PRIMARY_ONLY])
 def test_primary_alone_is_damaged(field, value, tmp_path):
     """What only the primary says is its damage: repaired (exit 1), every
     file of the undamaged image kept (xfs_repair, which takes the primary's

@@ -34,9 +34,10 @@ PROBLEMS = {
     "SB_QUOTINO": (ERROR, "sb", "a quota inode number in the superblock is not an inode in "
                    "use, or is the root or a realtime inode (xfs_repair would clear the quota "
                    "information)"),
-    "SB_QFLAGS": (ERROR, "sb", "the superblock's quota flags hold the group/project bits of a "
-                  "v4 superblock, which the kernel refuses on v5 (xfs_repair -n says nothing; "
-                  "its repair clears stray bits)"),
+    "SB_QFLAGS": (ERROR, "sb", "the superblock's quota state: the quota feature on with no "
+                  "quota inode named (xfs_repair turns quotas off), or quota flags holding the "
+                  "group/project bits of a v4 superblock, which the kernel refuses on v5 "
+                  "(xfs_repair -n says nothing of those; its repair clears stray bits)"),
     "SB_LSN_AHEAD": (WARNING, "sb", "the primary superblock is stamped with an LSN ahead of "
                      "the log: the kernel refuses to mount it (xfs_repair -n does not count it; "
                      "its repair formats the log past it)"),

@@ -415,12 +415,7 @@ class SuperblockPhase:
             self.report("SB_PRIMARY", "primary superblock: features2 and bad_features2 "
                         "differ", agno=0, block=0, field="sb_bad_features2",
                         expected=primary["sb_features2"], found=primary["sb_bad_features2"])
-        q = primary["sb_qflags"]
-        if q & QFLAGS_V4_ONLY:
-            want = q & QFLAGS_ALL if primary["sb_versionnum"] & VERSION_QUOTABIT else 0
-            self.report("SB_QFLAGS", f"primary superblock: quota flags 0x{q:x} hold v4 bits "
-                        "the kernel refuses", agno=0, block=0, field="sb_qflags",
-                        expected=want, found=q)
+        self._check_quota_state()
         unknown = primary["sb_features_ro_compat"] & ~KNOWN_RO_COMPAT
         if unknown:
             self.report("SB_FEATURES", f"unknown read-only-compatible features 0x{unknown:x}",
@@ -431,6 +426,28 @@ class SuperblockPhase:
         self._check_sb_lsn()
         for agno in range(1, sb.agcount):
             self._check_secondary(agno)
+
+    def _check_quota_state(self) -> None:
+        """The quota feature bit and flags as xfs_repair leaves them: no
+        quota inode named, quotas are turned off (its -n says it would);
+        quota flags with the v4 group/project bits, which the kernel
+        refuses on v5 (xfs_repair -n says nothing: it clears them when it
+        writes)."""
+        f = self.sb.fields
+        v, q = f["sb_versionnum"], f["sb_qflags"]
+        named = any(f[n] not in (0, NULLFSINO) for n in ("sb_uquotino", "sb_gquotino",
+                                                          "sb_pquotino"))
+        turned_off = bool(v & VERSION_QUOTABIT) and not named
+        if turned_off:
+            self.report("SB_QFLAGS", "primary superblock: the quota feature is on and no "
+                        "quota inode is named", agno=0, block=0, field="sb_versionnum",
+                        expected=v & ~VERSION_QUOTABIT, found=v)
+        want = q & QFLAGS_ALL if v & VERSION_QUOTABIT and named else 0
+        if q != want and (turned_off or q & QFLAGS_V4_ONLY):
+            why = "hold v4 bits the kernel refuses" if q & QFLAGS_V4_ONLY else \
+                "are set with quotas turned off"
+            self.report("SB_QFLAGS", f"primary superblock: quota flags 0x{q:x} {why}", agno=0,
+                        block=0, field="sb_qflags", expected=want, found=q)
 
     def _vote_geometry(self) -> bool:
         """The primary's geometry against the secondaries' (xfs_repair's

@@ -63,9 +63,9 @@ REPAIRS = {
     "SB_QUOTINO": (INODE, "repaired: the superblock's quota inode number is cleared "
                    "(null) with the quota checked flags, as xfs_repair does; quotas are turned "
                    "off when no quota inode is left"),
-    "SB_QFLAGS": (SB_FIELD, "repaired: the quota flags are left as xfs_repair leaves them: the "
-                  "bits no quota state has cleared, all of them when the quota feature is "
-                  "off"),
+    "SB_QFLAGS": (SB_FIELD, "repaired: the quota feature bit and flags are left as xfs_repair "
+                  "leaves them: the feature off when no quota inode is named, the flag bits "
+                  "no quota state has cleared, all of them when quotas are off"),
     "SB_LSN_AHEAD": (SB_FIELD, "repaired: the superblock is stamped with the repair's own LSN, "
                      "as any block the repair writes"),
     "SB_SECONDARY": (SECONDARY, "repaired: the secondary superblock is rewritten from the "
