@@ -117,6 +117,24 @@ def test_primary_alone_is_damaged(field, value, tmp_path):
 
 @needs_oracles
 @pytest.mark.parametrize("target", sbfuzz.TARGETS)
+def test_needsrepair_is_cleared(target, tmp_path):
+    """An image marked as needing repair (an upgrade that did not finish):
+    xfs_repair -n finds it corrupt and its repair clears the mark; check
+    reports it and repair clears it (the writers refused to open such an
+    image, repair too)."""
+    incompat = good("features_incompat") | 0x10
+    case = {"field": "features_incompat", "target": target, "mode": "given", "seed": 0,
+            "value": str(incompat)}
+    img = copy_image(sbfuzz.base_image(), tmp_path / "n.img")
+    sbfuzz.damage(img, case)
+    assert sbfuzz.run("xfs_repair", "-n", "-f", img).returncode == 1
+    status, found = findings(img)
+    assert status == 1 and [f["code"] for f in found] == ["SB_NEEDSREPAIR"], found
+    judged(case, tmp_path / "judged")
+
+
+@needs_oracles
+@pytest.mark.parametrize("target", sbfuzz.TARGETS)
 @pytest.mark.parametrize("value", ["192", "131"])
 def test_root_field_elsewhere(value, target, tmp_path):
     """sb_rootino naming a free inode or another directory, in the primary

@@ -38,6 +38,8 @@ PROBLEMS = {
                   "quota inode named (xfs_repair turns quotas off), or quota flags holding the "
                   "group/project bits of a v4 superblock, which the kernel refuses on v5 "
                   "(xfs_repair -n says nothing of those; its repair clears stray bits)"),
+    "SB_NEEDSREPAIR": (ERROR, "sb", "the filesystem is marked as needing repair (an upgrade "
+                       "by xfs_repair or xfs_admin did not finish)"),
     "SB_LSN_AHEAD": (WARNING, "sb", "the primary superblock is stamped with an LSN ahead of "
                      "the log: the kernel refuses to mount it (xfs_repair -n does not count it; "
                      "its repair formats the log past it)"),

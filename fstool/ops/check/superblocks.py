@@ -416,6 +416,11 @@ class SuperblockPhase:
                         "differ", agno=0, block=0, field="sb_bad_features2",
                         expected=primary["sb_features2"], found=primary["sb_bad_features2"])
         self._check_quota_state()
+        incompat = primary["sb_features_incompat"]
+        if incompat & C.XFS_SB_FEAT_INCOMPAT_NEEDSREPAIR:
+            self.report("SB_NEEDSREPAIR", "primary superblock: the filesystem is marked as "
+                        "needing repair", agno=0, block=0, field="sb_features_incompat",
+                        expected=incompat & ~C.XFS_SB_FEAT_INCOMPAT_NEEDSREPAIR, found=incompat)
         unknown = primary["sb_features_ro_compat"] & ~KNOWN_RO_COMPAT
         if unknown:
             self.report("SB_FEATURES", f"unknown read-only-compatible features 0x{unknown:x}",

@@ -679,7 +679,7 @@ def _repair_once(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, 
     from ...ns.writer import Writer
     # the AG rebuild writes every AG's rmapbt anew (plan()), so repair may
     # open an rmapbt image for writing
-    w = Writer(path, rebuilds_rmapbt=True, logged=not in_place)
+    w = Writer(path, rebuilds_rmapbt=True, clears_needsrepair=True, logged=not in_place)
     guard = None
     try:
         fs = w.fs

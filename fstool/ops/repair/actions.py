@@ -66,6 +66,8 @@ REPAIRS = {
     "SB_QFLAGS": (SB_FIELD, "repaired: the quota feature bit and flags are left as xfs_repair "
                   "leaves them: the feature off when no quota inode is named, the flag bits "
                   "no quota state has cleared, all of them when quotas are off"),
+    "SB_NEEDSREPAIR": (SB_FIELD, "repaired: the mark is cleared once everything else check "
+                       "finds is repaired, as xfs_repair clears it"),
     "SB_LSN_AHEAD": (SB_FIELD, "repaired: the superblock is stamped with the repair's own LSN, "
                      "as any block the repair writes"),
     "SB_SECONDARY": (SECONDARY, "repaired: the secondary superblock is rewritten from the "
