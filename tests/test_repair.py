@@ -747,7 +747,7 @@ def test_inodes_cleared_and_their_blocks_freed(corpus_std, tmp_path):
     damage(img, [(ino, cmds, code) for _d, ino, cmds, code in INODE_CLEARS])
     free_before = int(xfs_db(img, "sb 0", "print fdblocks").split("=")[1])
     # the plan the namespace phase consumes names exactly these inodes
-    from fstool.fs.mount import Filesystem
+    from fstool.fs.filesystem import Filesystem
     from fstool.ops.repair.checker import RepairChecker
     from fstool.ops.repair.inodes import plan_inodes
     with Filesystem(img) as fs:

@@ -28,7 +28,7 @@ import os
 from ..errors import FsToolError, UnsupportedError, WriteRefused
 from ..format import constants as C
 from ..fs.icore import InodeEncoder
-from ..fs.mount import Filesystem
+from ..fs.filesystem import Filesystem
 from ..io import verify as V
 from ..trans.journal import Journal
 

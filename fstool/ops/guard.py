@@ -19,7 +19,7 @@ def require_sound(image) -> None:
     Images that cannot be opened, or whose log is dirty, are left to the
     writer itself to refuse with its own message."""
     from ..errors import FsToolError
-    from ..fs.mount import Filesystem
+    from ..fs.filesystem import Filesystem
     from .check import check
     try:
         fs = Filesystem(image)

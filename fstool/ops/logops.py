@@ -34,7 +34,7 @@ def open_filesystem(path):
     ``while_opening``: an image fstool cannot open at all keeps the common
     exit statuses, while a log that cannot be read or replayed is status 4."""
     from ..errors import FsToolError
-    from ..fs.mount import Filesystem
+    from ..fs.filesystem import Filesystem
     try:
         return Filesystem(path)
     except FsToolError as e:
@@ -92,7 +92,7 @@ def print_transactions(fs):
 
 def replay(path, *, dry_run: bool = False) -> dict:
     """Recover the log of the image at ``path``.  Returns a report dict."""
-    from ..fs.mount import Filesystem
+    from ..fs.filesystem import Filesystem
     from ..io.device import Device
     from ..io.lock import ImageLock, refuse_if_mounted
     from ..format import log as L

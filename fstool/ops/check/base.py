@@ -214,7 +214,7 @@ class CheckerBase:
 
 def _ag_worker(cls, path: str, agnos: list) -> dict:
     """Run the per-AG phases for some AGs in a child process."""
-    from ...fs.mount import Filesystem
+    from ...fs.filesystem import Filesystem
     with Filesystem(path) as fs:
         c = cls(fs, ag_filter=agnos)
         for name in c.FIRST_PHASES:

@@ -253,7 +253,7 @@ class GeometryVote:
 def primary_sector(dev) -> bytes:
     """The primary superblock's sector (at least 512 bytes; its sector
     size when that is readable), b"" when the image is shorter."""
-    from ...fs.mount import _sectsize_guess
+    from ...fs.filesystem import _sectsize_guess
     head = dev.pread(0, min(dev.size, 32768))
     if len(head) < C.BBSIZE:
         return b""

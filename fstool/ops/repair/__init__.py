@@ -506,7 +506,7 @@ def _log_cut_off(path, grown, recorder) -> bool:
     if not getattr(grown, "log_cut", False):
         return False
     from ...fs.logstate import log_is_clean
-    from ...fs.mount import Filesystem
+    from ...fs.filesystem import Filesystem
     fs = Filesystem(path)
     try:
         if log_is_clean(fs)[0]:
@@ -655,7 +655,7 @@ def _repair(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, recor
 
 def _repair_once(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, recorder,
                  in_place: bool = False):
-    from ...fs.mount import Filesystem
+    from ...fs.filesystem import Filesystem
     from ...io.lock import ImageLock
     if dry_run:
         fs = Filesystem(path)
@@ -744,7 +744,7 @@ def _remaining(path, jobs, before=()) -> list:
     """What check still finds after the repair (some findings were only
     consequences of what was rebuilt): (finding, reason) for each error,
     the reason given before the repair for its code when there was one."""
-    from ...fs.mount import Filesystem
+    from ...fs.filesystem import Filesystem
     from ..check import Checker
     with Filesystem(path) as fs:
         c = Checker(fs)
