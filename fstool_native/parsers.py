@@ -1235,7 +1235,8 @@ def scan_inode_chunk(chunk, base, inodesize, first_ino, uuid, free, holemask, fl
         ino = first_ino + i
         mode = _be16(p, off + 2)
         ok = (_be16(p, off) == 0x494E and p[off + 4] == 3 and _be64(p, off + 152) == ino and
-              _be32(p, off + 96) == 0xFFFFFFFF and _zero(p, off + 24, 8) and
+              _be32(p, off + 96) == 0xFFFFFFFF and
+              (_zero(p, off + 24, 8) or (_be64(p, off + 120) & 0x10)) and
               _be16(p, off + 6) == 0 and _be16(p, off + 90) == 0 and
               _be32(p, off + 72) == 0 and _be32(p, off + 128) == 0)
         if ok:
@@ -1268,6 +1269,14 @@ def scan_inode_chunk(chunk, base, inodesize, first_ino, uuid, free, holemask, fl
                 (not (flags2 & 0x8) and not _legacy_times_ok(p, off)):
             others.append(i)
             continue
+        if flags2 & 0x10:
+            # large extent counters: the data fork's count is the 64-bit
+            # di_big_nextents at 24, the attr fork's the 32-bit one at 76,
+            # then two bytes of padding
+            if _be64(p, off + 24) >> 32 or _be32(p, off + 76) or _be16(p, off + 80):
+                others.append(i)
+                continue
+            next = _be64(p, off + 24)
         ifmt = mode & 0o170000
         is_reg = ifmt == 0o100000
         if is_reg:

@@ -18,11 +18,11 @@ def require_sound(image) -> None:
     """Raise WriteRefused when fstool check finds errors in ``image``.
     Images that cannot be opened, or whose log is dirty, are left to the
     writer itself to refuse with its own message."""
-    import fstool
     from ..errors import FsToolError
+    from ..fs.filesystem import Filesystem
     from .check import check
     try:
-        fs = fstool.open_image(image)
+        fs = Filesystem(image)
     except FsToolError:
         return
     with fs:
