@@ -533,3 +533,46 @@ def test_unused_superblock_bytes(tmp_path):
     assert any(f["code"] == "SB_SECONDARY" and f["field"] == "unused" and f["agno"] == 1
                for f in found)
     assert repair_n(img) == 1
+
+
+# (name, xfs_db commands on the modern1k corpus base, AG 1): rmapbt keys
+# xfs_repair checks (scan_rmapbt), unlike other AG btrees' keys
+RMAP_KEYS = [
+    # the root's high key for its second child below that child's records
+    ("high key below the child's records", ["agf 1", "addr rmaproot",
+                                            "write -d keys[2].startblock_hi 0"]),
+    # the corpus's case modern1k-1-132: the owner of a high key zeroed
+    ("high key's owner zeroed", ["agf 1", "addr rmaproot", "write -d keys[18].owner_hi 0"]),
+    ("node low keys out of order", ["agf 1", "addr rmaproot",
+                                    "write -d keys[2].startblock 65000"]),
+]
+
+
+@pytest.mark.parametrize("name, cmds", RMAP_KEYS, ids=[c[0] for c in RMAP_KEYS])
+def test_rmapbt_keys_as_xfs_repair_checks_them(name, cmds, tmp_path):
+    """An rmapbt node's keys (CRC recomputed) on a three-level rmapbt: a
+    child whose records or keys lie past the high key its parent holds for
+    it, and low keys out of order, are BTREE_RMAP_KEY errors, as xfs_repair
+    6.10.1 -n reports them (check used to read no rmapbt key); repair
+    rebuilds the AG's rmapbt and both xfs_repair versions find the result
+    clean."""
+    if not images.loop_available():
+        pytest.skip("the corpus base images need root and a kernel loop mount of XFS")
+    from fixtures import corpus_base, modern, oracles
+    if not modern.available():
+        pytest.skip(modern.WHY)
+    img = tmp_path / "k.img"
+    subprocess.run(["cp", "--sparse=always", str(corpus_base.base_image("modern1k")),
+                    str(img)], check=True)
+    modern.db(img, *cmds, write=True)
+    assert modern.repair_n(img).returncode == 1
+    res, _ = check(img, "--json")
+    found = [json.loads(line) for line in res.stdout.splitlines()]
+    _assert_located(found)
+    assert res.returncode == 1, res.stdout[:2000]
+    assert any(f["code"] == "BTREE_RMAP_KEY" and f["agno"] == 1 for f in found), \
+        res.stdout[:2000]
+    r = oracles.fstool("repair", img, check=False)
+    assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]     # found and repaired
+    oracles.repair_clean(img)
+    assert check(img)[0].returncode == 0

@@ -74,6 +74,9 @@ PROBLEMS = {
     "BTREE_KEY": (WARNING, None, "an AG btree node's key differs from the lowest key of "
                   "the child it points to, or keys are out of order (xfs_repair does not "
                   "look; the kernel's lookups go wrong)"),
+    "BTREE_RMAP_KEY": (ERROR, "rmapbt", "an rmapbt node's key has invalid flags or is out "
+                       "of order, or a block's records or keys lie past the high key its "
+                       "parent holds for it (xfs_repair checks the rmapbt's keys)"),
     "BTREE_SIBLING": (WARNING, None, "AG btree sibling pointers do not chain a level in "
                       "order (xfs_repair does not follow them)"),
     # free space, inode allocation, sharing, reverse mappings
