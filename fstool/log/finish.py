@@ -274,15 +274,25 @@ def recompute_counters(dev, fs) -> dict:
     header; also clears the log-incompatible feature bits, as an unmount
     does.  Writes the primary superblock through ``dev``."""
     from ..io import verify as V
-    icount = ifree = fdblocks = 0
-    for agno in range(fs.sb.agcount):
-        agf = fs.agf(agno)
-        agi = fs.agi(agno)
-        icount += agi["agi_count"]
-        ifree += agi["agi_freecount"]
-        fdblocks += agf["agf_freeblks"] + agf["agf_flcount"] + agf["agf_btreeblks"]
     raw = bytearray(dev.pread(0, fs.sb.sectsize))
     f = SB.unpack(raw)
+    view = fs
+    if (f["sb_dblocks"], f["sb_agcount"]) != (fs.sb.dblocks, fs.sb.agcount):
+        # the log changed the geometry (a grow or a shrink, which the
+        # kernel's recovery takes up too): the AGs as replay left them
+        from ..fs.mount import Filesystem
+        view = Filesystem(dev.path)
+    icount = ifree = fdblocks = 0
+    try:
+        for agno in range(view.sb.agcount):
+            agf = view.agf(agno)
+            agi = view.agi(agno)
+            icount += agi["agi_count"]
+            ifree += agi["agi_freecount"]
+            fdblocks += agf["agf_freeblks"] + agf["agf_flcount"] + agf["agf_btreeblks"]
+    finally:
+        if view is not fs:
+            view.close()
     before = {k: f[k] for k in ("sb_icount", "sb_ifree", "sb_fdblocks")}
     f.update(sb_icount=icount, sb_ifree=ifree, sb_fdblocks=fdblocks,
              sb_features_log_incompat=0)
