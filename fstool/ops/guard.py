@@ -19,11 +19,11 @@ def require_sound(image, ignore=()) -> list:
     (besides findings whose code is in ``ignore``, which are returned).
     Images that cannot be opened, or whose log is dirty, are left to the
     writer itself to refuse with its own message."""
-    import fstool
     from ..errors import FsToolError
+    from ..fs.filesystem import Filesystem
     from .check import check
     try:
-        fs = fstool.open_image(image)
+        fs = Filesystem(image)
     except FsToolError:
         return []
     with fs:
