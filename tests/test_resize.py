@@ -188,11 +188,15 @@ def test_grow_undo_gives_the_image_back(tmp_path):
 def test_resize_bad_sizes_are_one_line_errors(tmp_path):
     img = tmp_path / "e.img"
     fstool("mkfs", "-q", img, "--size", "64m")
-    for args in (["--size", "lots"], ["--size", "-5m"], [], ["--size", "80m", "-M"]):
+    before = img.read_bytes()
+    for args, status in ((["--size", "lots"], 2), (["--size", "-5m"], 2), ([], 2),
+                         (["--size", "32m"], 1)):
         r = fstool("resize", img, *args, check=False)
-        assert r.returncode != 0
+        assert r.returncode == status, (args, r.returncode, r.stderr)
         assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, \
             r.stderr
+    assert "shrinking is not supported" in r.stderr
+    assert img.read_bytes() == before
 
 
 # -- crashes ------------------------------------------------------------------------------

@@ -1,18 +1,17 @@
-"""``fstool resize``: grow or shrink an image offline."""
+"""``fstool resize``: grow an image offline."""
+import json
+
 import click
 
+from ..errors import InvalidArgument
+from ..ops.resize import parse_size, resize
 from .options import image_arg, json_opt
 
 
 @click.command("resize")
-@click.option("--size", "size_text", metavar="SIZE",
+@click.option("--size", "size_text", metavar="SIZE", required=True,
               help="The new size (bytes, or k/m/g/t with powers of 1024, or b for "
                    "filesystem blocks).")
-@click.option("-M", "--minimum", is_flag=True,
-              help="Shrink to the smallest size that holds the image's content.")
-@click.option("--slack", type=click.FloatRange(min=0, max=1000), default=0.0,
-              show_default=True, metavar="PERCENT",
-              help="With -M: leave this much of the content's size free.")
 @click.option("-n", "--dry-run", is_flag=True, help="Write nothing; say what would change.")
 @click.option("--undo-file", type=click.Path(dir_okay=False),
               help="Save every block before it is overwritten; 'fstool undo IMAGE FILE' "
@@ -20,18 +19,20 @@ from .options import image_arg, json_opt
 @click.option("--no-check", is_flag=True, help="Do not check the image before writing.")
 @json_opt
 @image_arg
-def cmd(size_text, minimum, slack, dry_run, undo_file, no_check, as_json, image):
-    """Grow or shrink IMAGE offline: --size SIZE, or -M for the smallest
-    size that holds its content.  Growing extends the last AG and adds AGs
-    as xfs_growfs does; the image file is extended or cut to the new size.
+def cmd(size_text, dry_run, undo_file, no_check, as_json, image):
+    """Grow IMAGE offline to --size SIZE: the last AG is extended and AGs
+    are added as xfs_growfs does, the image file extended to the new size.
+    Journaled: a crash leaves the old or the new size, and running resize
+    again finishes an interrupted one.  Shrinking is not supported yet.
     """
-    import json
 
-    from ..ops.resize import parse_size, resize
     size = None
     if size_text is not None:
-        size = parse_size(size_text, _blocksize(image))
-    result = resize(image, size, minimum=minimum, slack=slack, undo_file=undo_file,
+        try:
+            size = parse_size(size_text, _blocksize(image))
+        except InvalidArgument as e:
+            raise click.BadParameter(str(e), param_hint="--size") from None
+    result = resize(image, size, undo_file=undo_file,
                     dry_run=dry_run, check=not no_check)
     if as_json:
         click.echo(json.dumps(result.as_dict()))

@@ -33,7 +33,17 @@ import os
 from ..errors import FsToolError, InvalidArgument
 from ..format import constants as C
 from ..format.structs import SB
+from ..fs.filesystem import Filesystem
+from ..fs.logstate import log_is_clean
 from ..io import verify as V
+from ..io.device import Device
+from ..io.lock import ImageLock, refuse_if_mounted
+from ..io.undo import UndoRecorder
+from ..ns.writer import Writer
+from . import mkfs as M
+from .guard import require_sound
+from .logops import replay
+from .mkfs import Formatter
 
 XFS_MIN_AG_BLOCKS = 64
 NULLFSINO = (1 << 64) - 1
@@ -90,7 +100,6 @@ def mkfs_geometry(sb, dblocks: int, agcount: int):
     """The superblock's geometry as mkfs's :class:`~fstool.ops.mkfs.Geometry`
     (with ``dblocks`` and ``agcount``), so that new AGs are written by the
     code that writes them at mkfs time."""
-    from . import mkfs as M
     f = sb.fields
     finobt = sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_FINOBT)
     rmapbt = sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_RMAPBT)
@@ -168,12 +177,34 @@ def write_secondaries(dev, sb, agcount: int, only_stale: bool = False) -> list:
     return done
 
 
+def _grown_primary(path) -> bool:
+    """True when every secondary superblock that disagrees with the primary
+    names a smaller geometry of the same AG size: what a grow stopped
+    between its commit and the secondaries' rewrite leaves (xfs_growfs
+    has the same window)."""
+    dev = Device(path)
+    try:
+        p = SB.unpack(dev.pread(0, SB.size))
+        older = 0
+        for agno in range(1, p["sb_agcount"]):
+            f = SB.unpack(dev.pread(agno * p["sb_agblocks"] * p["sb_blocksize"], SB.size))
+            if (f["sb_dblocks"], f["sb_agcount"]) == (p["sb_dblocks"], p["sb_agcount"]):
+                continue
+            if (f["sb_magicnum"] != C.XFS_SB_MAGIC or f["sb_agblocks"] != p["sb_agblocks"]
+                    or f["sb_dblocks"] >= p["sb_dblocks"]
+                    or f["sb_agcount"] > p["sb_agcount"]):
+                return False
+            older += 1
+        return older > 0
+    finally:
+        dev.close()
+
+
 # -- growing -------------------------------------------------------------------
 
 def _new_ag_headers(dev, sb, geo, agno: int, uuid: bytes) -> int:
     """Write AG ``agno``'s headers and btree roots as xfs_ag_init_headers
     does (through mkfs's AG writer); returns its free blocks."""
-    from .mkfs import Formatter
     length = geo.ag_length(agno)
     fmt = Formatter(dev, geo, uuid, "", 0)
     free = [(geo.prealloc, length - geo.prealloc)]
@@ -188,7 +219,6 @@ def grow(path, dblocks: int, agcount: int, *, undo=None, changes: list) -> None:
     """Grow the filesystem of ``path`` to ``dblocks`` blocks in ``agcount``
     AGs (see the module docstring).  ``undo``: a function given the open
     Device, returning an undo recorder to attach (or None)."""
-    from ..ns.writer import Writer
     w = Writer(path)
     try:
         if undo is not None:
@@ -261,7 +291,6 @@ class _Undo:
     def attach(self, dev) -> None:
         if self.path is None:
             return
-        from ..io.undo import UndoRecorder
         if self.rec is None:
             self.rec = UndoRecorder(dev, self.path, self.extra)
         else:
@@ -271,7 +300,6 @@ class _Undo:
     def finish(self, path) -> None:
         if self.rec is None or self.rec.fd < 0:
             return
-        from ..io.device import Device
         dev = Device(path)
         try:
             self.rec.finish(dev)
@@ -282,8 +310,6 @@ class _Undo:
 def _replay_dirty_log(path, changes: list, dry_run: bool) -> None:
     """A dirty log (a resize, or anything else, killed on the way) is
     replayed first, as a mount would."""
-    from ..fs.logstate import log_is_clean
-    from ..fs.mount import Filesystem
     with Filesystem(path) as fs:
         clean, why = log_is_clean(fs)
     if clean:
@@ -291,7 +317,6 @@ def _replay_dirty_log(path, changes: list, dry_run: bool) -> None:
     if dry_run:
         raise ResizeError(f"{path}: the log is dirty ({why}); replay it first (fstool log "
                           "replay, or a kernel mount), or run without -n")
-    from .logops import replay
     replay(path)
     changes.append("the dirty log was replayed first")
 
@@ -302,8 +327,6 @@ def resize(path, size: int | None = None, *, minimum: bool = False, slack: float
     ``minimum``, to the smallest size that holds what it holds, with
     ``slack`` percent of it left free).  Run again after an interrupted
     resize, it finishes what the image shows was left undone."""
-    from ..fs.mount import Filesystem
-    from ..io.lock import refuse_if_mounted
     path = os.fspath(path)
     if (size is None) == (not minimum):
         raise InvalidArgument("give --size or -M (--minimum), one of them")
@@ -324,7 +347,8 @@ def resize(path, size: int | None = None, *, minimum: bool = False, slack: float
     dblocks, agcount = target_blocks(sb, size)
     result.new_dblocks, result.new_agcount = dblocks, agcount
     if dblocks < old[0]:
-        raise ResizeError("shrinking is not supported yet")
+        raise ResizeError(f"{path}: shrinking is not supported yet (the filesystem is "
+                          f"{old[0] * bs} bytes; give a size at least that large)")
     if dry_run:
         if dblocks > old[0]:
             changes.append(f"would grow from {old[0]} to {dblocks} blocks ({old[1]} to "
@@ -332,15 +356,18 @@ def resize(path, size: int | None = None, *, minimum: bool = False, slack: float
         return result
     stale = []
     if check:
-        from .guard import require_sound
         # secondaries that disagree with the primary are what an
-        # interrupted resize leaves: rewritten below, as it would have
-        stale = require_sound(path, ignore=("SB_SECONDARY",))
+        # interrupted resize leaves: rewritten below, as it would have;
+        # when the primary is a grow of what they say, check's vote for
+        # them against it is that same interruption
+        ignore = ("SB_SECONDARY",) + (("SB_PRIMARY",) if _grown_primary(path) else ())
+        stale = require_sound(path, ignore=ignore)
     undo = _Undo(undo_file, [(agno * sb.agblocks * bs, 4 * sb.sectsize)
                              for agno in range(old[1])])
     try:
         if stale:
             _finish(path, result, undo)
+            require_sound(path)         # the whole image, its superblocks agreeing again
         if dblocks > old[0]:
             grow(path, dblocks, agcount, undo=undo.attach, changes=changes)
             result.written = True
@@ -354,8 +381,6 @@ def _finish(path, result: ResizeResult, undo: _Undo) -> None:
     """The end of every resize (and of one interrupted earlier): every
     secondary superblock as the primary, the image file the filesystem's
     size."""
-    from ..fs.mount import Filesystem
-    from ..io.lock import ImageLock
     fs = Filesystem(path, writable=True)
     try:
         with ImageLock(fs.dev, fs.dev.path):
