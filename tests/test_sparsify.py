@@ -140,3 +140,41 @@ def test_a_mounted_image_is_refused(tmp_path):
     with images.Mounted(img, nouuid=True):
         r = fstool("sparsify", img, check=False)
     assert r.returncode == 7 and ("mounted" in r.stderr or "busy" in r.stderr), r.stderr
+
+
+# -- writers punch what they free ---------------------------------------------------------
+
+def test_rm_punches_the_blocks_it_frees(tmp_path):
+    img, src = _populated(tmp_path)
+    before = _allocated(img)
+    fstool("rm", img, "/big1")
+    after_rm = _allocated(img)
+    # (less what the rm's log records newly take)
+    assert before - after_rm >= 40 * MiB - 256 * 1024
+    fstool("rm", "--no-punch", img, "/d/big2")
+    assert _allocated(img) >= after_rm - 64 * 1024          # kept, as asked
+    repair_clean(img)
+    out = tmp_path / "out"
+    fstool("get", img, "/", out)
+    assert (out / "d/mid").read_bytes() == (src / "d/mid").read_bytes()
+    assert not (out / "big1").exists() and not (out / "d/big2").exists()
+
+
+def test_the_mount_punches_on_free_with_discard(tmp_path):
+    from fixtures.fusemount import FuseMounted, fuse_skip_reason
+    why = fuse_skip_reason()
+    if why:
+        pytest.skip(f"needs FUSE: {why}")
+    img, src = _populated(tmp_path)
+    results = {}
+    for opts in ((), ("-o", "discard")):
+        work = tmp_path / f"m{len(opts)}.img"
+        subprocess.run(["cp", "--sparse=always", str(img), str(work)], check=True)
+        before = _allocated(work)
+        with FuseMounted(work, *opts) as mnt:
+            os.remove(mnt / "big1")
+            os.sync()
+        results[opts] = before - _allocated(work)
+        repair_clean(work)
+    assert results[()] < 1 * MiB                 # without -o discard the host keeps it
+    assert results[("-o", "discard")] >= 40 * MiB - 256 * 1024

@@ -66,7 +66,7 @@ def fuse_available(loop: str | None = None) -> str | None:
     return None
 
 
-OWN_OPTIONS = ("rw", "writeback_cache")      # fstool's, not passed to libfuse
+OWN_OPTIONS = ("rw", "writeback_cache", "discard")      # fstool's, not passed to libfuse
 DEFAULT_OPTIONS = ("fsname=fstool", "subtype=xfs")
 
 
@@ -95,7 +95,7 @@ def serve(image, mountpoint, *, readonly=False, options=(), ready=None,
     from .ops import MountOps
     from .volume import Volume
     loop = pick_loop(loop)
-    vol = Volume(image, readonly=readonly)
+    vol = Volume(image, readonly=readonly, discard="discard" in options)
     try:
         ops = MountOps(vol, writeback_cache="writeback_cache" in options)
         serve_with = _serve_native if loop == "native" else _serve_pyfuse3

@@ -100,7 +100,7 @@ class Volume:
     """An image mounted: see the module docstring."""
 
     def __init__(self, image, *, readonly: bool = False, timestamp_ns: int | None = None,
-                 cache_bytes: int = 128 << 20):
+                 cache_bytes: int = 128 << 20, discard: bool = False):
         from ..fs.filesystem import Filesystem
         from ..io.lock import ImageLock, refuse_if_mounted
         from ..ns.namespace import Namespace
@@ -126,7 +126,8 @@ class Volume:
             self.ns = None
         else:
             from ..ns.fileio import FileIO
-            self.w = Writer(self.image, timestamp_ns=timestamp_ns, cache_bytes=cache_bytes)
+            self.w = Writer(self.image, timestamp_ns=timestamp_ns, cache_bytes=cache_bytes,
+                            discard=discard)
             self.fs = self.w.fs
             self.ns = Namespace(self.w)
             self.ns.is_open = self._is_open

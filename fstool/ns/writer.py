@@ -55,7 +55,7 @@ class Writer:
     def __init__(self, path, *, timestamp_ns: int | None = None, cache_bytes: int = 64 << 20,
                  logged: bool = True, checkpoint_bytes: int | None = None,
                  recovering=None, rebuilds_rmapbt: bool = False,
-                 clears_needsrepair: bool = False):
+                 clears_needsrepair: bool = False, discard: bool = False):
         from ..alloc.inodes import InodeAllocator
         from ..alloc.space import SpaceAllocator
         from ..io.lock import ImageLock, refuse_if_mounted
@@ -71,6 +71,8 @@ class Writer:
                                  clears_needsrepair)
             self.journal = Journal(fs, logged=logged, checkpoint_bytes=checkpoint_bytes,
                                    log_position=recovering)
+            # blocks freed are punched out of the image file once freed on disk
+            self.journal.discard = discard
         except BaseException:
             fs.close()
             raise
