@@ -9,7 +9,9 @@ pointer to repair.  ``--no-check`` skips this for those who know.
 """
 from __future__ import annotations
 
-from ..errors import WriteRefused
+from ..errors import FsToolError, WriteRefused
+from ..fs.filesystem import Filesystem
+from .check import check
 
 SHOWN = 3         # findings named in the refusal
 
@@ -18,9 +20,6 @@ def require_sound(image) -> None:
     """Raise WriteRefused when fstool check finds errors in ``image``.
     Images that cannot be opened, or whose log is dirty, are left to the
     writer itself to refuse with its own message."""
-    from ..errors import FsToolError
-    from ..fs.filesystem import Filesystem
-    from .check import check
     try:
         fs = Filesystem(image)
     except FsToolError:

@@ -31,10 +31,18 @@ from __future__ import annotations
 import struct
 
 from ..alloc import rmap as R
+from ..alloc.refcount import COW_FLAG
 from ..errors import UnsupportedError
 from ..format import constants as C
 from ..format import log as L
 from ..format.structs import SB
+from ..format.structs import SB as SBL
+from ..fs import btree as B
+from ..io import verify as V
+from ..ns.fileio import FileIO
+from ..ns.namespace import Namespace
+from ..ns.writer import Writer
+from ..trans.logwriter import done_regions, efd_regions
 
 FINISHABLE = {L.XFS_LI_EFI, L.XFS_LI_RUI, L.XFS_LI_CUI, L.XFS_LI_BUI}
 
@@ -96,8 +104,6 @@ def cow_leftovers(fs) -> list:
     """(agno, startblock, blockcount) of the CoW staging extents left in the
     refcount btrees (the kernel frees them at every mount of a reflink
     filesystem: xfs_reflink_recover_cow)."""
-    from ..alloc.refcount import COW_FLAG
-    from ..fs import btree as B
     out = []
     sb = fs.sb
     if not sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_REFLINK):
@@ -151,11 +157,6 @@ def finish_with_writer(path, intents: list, position: tuple) -> tuple[dict, dict
     the log-incompatible feature bits cleared, as an unmount leaves them.
     Returns (what was done, with ``logged``: what its checkpoint put in the
     log; the counters before and after)."""
-    from ..format.structs import SB as SBL
-    from ..io import verify as V
-    from ..ns.namespace import Namespace
-    from ..ns.writer import Writer
-    from ..trans.logwriter import done_regions, efd_regions
     done = {"efi_extents": 0, "rui_extents": 0, "cui_extents": 0, "bui_extents": 0,
             "unlinked_inodes": 0, "cow_extents": 0}
     with Writer(path, recovering=position) as w:
@@ -257,7 +258,6 @@ def _finish_bmap(w, e: dict) -> None:
     """One extent of a BUI (xfs_bmap_finish_one): a file mapping added to or
     removed from an inode's data fork (the blocks neither allocated nor
     freed: the intents that go with it do that), its rmap changed with it."""
-    from ..ns.fileio import FileIO
     op = e["flags"] & L.XFS_BMAP_EXTENT_TYPE_MASK
     unwritten = 1 if e["flags"] & L.XFS_BMAP_EXTENT_UNWRITTEN else 0
     io = FileIO(w)
@@ -273,7 +273,6 @@ def recompute_counters(dev, fs) -> dict:
     """xfs_initialize_perag_data: icount, ifree and fdblocks from every AG
     header; also clears the log-incompatible feature bits, as an unmount
     does.  Writes the primary superblock through ``dev``."""
-    from ..io import verify as V
     icount = ifree = fdblocks = 0
     for agno in range(fs.sb.agcount):
         agf = fs.agf(agno)
