@@ -20,6 +20,7 @@ PATH`` to FILE before it is counted.
 from __future__ import annotations
 
 import ctypes
+import ctypes.util
 import errno
 import fcntl
 import os
