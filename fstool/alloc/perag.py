@@ -24,8 +24,7 @@ import struct
 from ..errors import CorruptionError, NoSpaceError
 from ..format import constants as C
 from ..format.structs import AGF, AGI
-from ..fs import btree as B
-from ..fs import btree_write as BW
+from ..fs import btree as B, btree_write as BW
 from ..io import verify as V
 from . import refcount, rmap
 

@@ -3,14 +3,14 @@ import json
 import sys
 
 import click
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress,
-                           SpinnerColumn, TextColumn, TimeElapsedColumn)
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
+                           TimeElapsedColumn)
 from rich.table import Table
 
 import fstool
 
-from ..errors import (CorruptionError, FsToolError, ImageTruncatedError,
-                      UnknownFeatureError, UnsupportedError, errno_of)
+from ..errors import (CorruptionError, FsToolError, ImageTruncatedError, UnknownFeatureError,
+                      UnsupportedError, errno_of)
 from ..io.device import Device
 from ..ops import check as C
 from ..ops.check.superblocks import contradicted_primary

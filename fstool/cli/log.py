@@ -7,8 +7,7 @@ import click
 from ..errors import CorruptionError, ImageTruncatedError, UnsupportedError
 from ..format.log import lsn_str
 from ..log.items import summary
-from ..ops.logops import (info, open_filesystem, print_records,
-                          print_transactions, replay, zero)
+from ..ops.logops import info, open_filesystem, print_records, print_transactions, replay, zero
 from .console import warn
 from .options import image_arg, json_opt
 

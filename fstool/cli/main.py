@@ -84,8 +84,8 @@ def cli():
 
 def main(argv=None):
     from ..errors import FsToolError, errno_of  # lazy: start-up, as below
-    from .console import error_line  # lazy: start-up (rich), as below
     from . import exits  # lazy: start-up, as below
+    from .console import error_line  # lazy: start-up (rich), as below
     from .exits import (EXIT_FAILURE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE,  # lazy: start-up
                         exit_status)
     exits.AS_PROGRAM = argv is None

@@ -3,12 +3,11 @@ import uuid as uuidlib
 
 import click
 
-from ..ops import info
-from ..ops import mkfs as M
+from ..ops import info, mkfs as M
 from ..ops.mkfs_config import SECTIONS, load
 from .options import emit_json
-from .populate import (clamp_time, make_owner_map, run_populate, summary,
-                       summary_record, timestamp_ns)
+from .populate import (clamp_time, make_owner_map, run_populate, summary, summary_record,
+                       timestamp_ns)
 
 _SUFFIX = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
 

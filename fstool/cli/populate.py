@@ -5,8 +5,7 @@ import time
 
 import click
 from rich.console import Console
-from rich.progress import (Progress, SpinnerColumn, TextColumn,
-                           TimeElapsedColumn)
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from ..ops import sources
 from ..ops.names import shown_name

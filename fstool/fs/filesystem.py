@@ -13,9 +13,8 @@ from collections import OrderedDict
 from typing import Iterator, NamedTuple
 
 from .._backend import parsers
-from ..errors import (CorruptionError, ImageTruncatedError, InvalidArgument,
-                      IsADirectoryImageError, NotADirectoryImageError,
-                      NotFoundError, NotXfsError, ReadOnlyError,
+from ..errors import (CorruptionError, ImageTruncatedError, InvalidArgument, IsADirectoryImageError,
+                      NotADirectoryImageError, NotFoundError, NotXfsError, ReadOnlyError,
                       SymlinkLoopError)
 from ..format import constants as C
 from ..format.structs import AGF, AGFL, AGI
@@ -23,9 +22,7 @@ from ..io import verify as V
 from ..io.buf import Buf, BufferCache
 from ..io.device import Device
 from ..log import Log
-from . import attr as xattr
-from . import btree
-from . import dir as xdir
+from . import attr as xattr, btree, dir as xdir
 from .inode import Inode
 from .osapi import FileReader, ImageDirEntry, ScandirIterator
 from .superblock import Superblock

@@ -4,8 +4,7 @@ from __future__ import annotations
 import uuid as uuidlib
 
 from .._backend import parsers
-from ..errors import (CorruptionError, NotXfsError, UnknownFeatureError,
-                      UnsupportedError)
+from ..errors import CorruptionError, NotXfsError, UnknownFeatureError, UnsupportedError
 from ..format import constants as C
 from ..format.structs import SB
 

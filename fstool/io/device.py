@@ -31,8 +31,7 @@ import sys
 import threading
 from collections import OrderedDict
 
-from ..errors import (ImageBusy, ImageError, ImageNotFoundError,
-                      ImageTruncatedError, ReadOnlyError)
+from ..errors import ImageBusy, ImageError, ImageNotFoundError, ImageTruncatedError, ReadOnlyError
 
 _FAULT_ENV = "FSTOOL_FAULT_AFTER_WRITES"
 _WRITE_LOG_ENV = "FSTOOL_WRITE_LOG"

@@ -58,17 +58,14 @@ import stat as pystat
 import struct
 
 from ..alloc import rmap as R
-from ..errors import (CorruptionError, ExistsError, FsToolError,
-                      InvalidArgument, IsADirectoryImageError, NoDataError,
-                      NotADirectoryImageError, NotEmptyError, NotFoundError,
-                      NotPermittedError, RangeError, TooBigError)
+from ..errors import (CorruptionError, ExistsError, FsToolError, InvalidArgument,
+                      IsADirectoryImageError, NoDataError, NotADirectoryImageError, NotEmptyError,
+                      NotFoundError, NotPermittedError, RangeError, TooBigError)
 from ..format import constants as C
 from ..format.structs import DINODE
 from ..fs.btree import pack_bmbt_rec
 from ..fs.icore import InodeSpec, encode_dev, encode_ts
-from . import attrbuild as AB
-from . import dirbuild as DB
-from . import files as F
+from . import attrbuild as AB, dirbuild as DB, files as F
 from .bmap import ForkMap, free_fork, owned_blocks, owned_extents
 from .dirbuild import check_name, check_names
 from .dirops import Dir, sf_encode

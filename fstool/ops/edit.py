@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import os
 
-from ..errors import (ExistsError, InvalidArgument, NotFoundError,
-                      UnsupportedError)
+from ..errors import ExistsError, InvalidArgument, NotFoundError, UnsupportedError
 from ..io.sparse import data_ranges_of
 from ..ns.fileio import FileIO
-from ..ns.namespace import (RENAME_EXCHANGE, RENAME_NOREPLACE, Meta, Namespace,
-                            split_path)
+from ..ns.namespace import RENAME_EXCHANGE, RENAME_NOREPLACE, Meta, Namespace, split_path
 from ..ns.writer import Writer
 from .guard import require_sound
 from .populate import _mkdirs

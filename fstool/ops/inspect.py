@@ -5,8 +5,7 @@ from __future__ import annotations
 import datetime
 import uuid as uuidlib
 
-from ..format import constants as C
-from ..format import structs as S
+from ..format import constants as C, structs as S
 from ..fs import dir as xdir
 
 # fields shown in hex, as xfs_db does

@@ -15,11 +15,9 @@ import time
 import uuid as uuidlib
 
 from ..errors import FsToolError
-from ..format import constants as C
-from ..format import log as L
+from ..format import constants as C, log as L
 from ..format.structs import AGF, AGFL, AGI, SB
-from ..fs import btree as B
-from ..fs import btree_write as BW
+from ..fs import btree as B, btree_write as BW
 from ..fs.btree import alloc_maxlevels, rmap_maxlevels
 from ..fs.icore import InodeEncoder, InodeSpec
 from ..fs.logres import LogGeometry, min_log_blocks

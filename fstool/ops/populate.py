@@ -21,9 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from .._backend import writers
-from ..errors import FsToolError, InvalidArgument
-from ..errors import NoSpaceError as NoSpace
-from ..errors import NotADirectoryImageError, NotFoundError, UnsupportedError
+from ..errors import (FsToolError, InvalidArgument, NoSpaceError as NoSpace,
+                      NotADirectoryImageError, NotFoundError, UnsupportedError)
 from ..format import constants as C
 from ..ns.fileio import FileIO
 from ..ns.files import SMALL_COPY

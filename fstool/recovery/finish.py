@@ -33,10 +33,8 @@ import struct
 from ..alloc import rmap as R
 from ..alloc.refcount import COW_FLAG
 from ..errors import UnsupportedError
-from ..format import constants as C
-from ..format import log as L
-from ..format.structs import SB
-from ..format.structs import SB as SBL
+from ..format import constants as C, log as L
+from ..format.structs import SB, SB as SBL
 from ..fs import btree as B
 from ..io import verify as V
 from ..ns.fileio import FileIO

@@ -38,9 +38,8 @@ from ..format import constants as C
 from ..io import verify as V
 from ..io.device import writes_so_far
 from .busy import BusyExtents
-from .logwriter import (XFS_BLF_CHUNK, LogGeometry, LogWriter,
-                        buf_item_regions, find_log_head)
-from .logwriter import lsn as make_lsn
+from .logwriter import (XFS_BLF_CHUNK, LogGeometry, LogWriter, buf_item_regions, find_log_head,
+                        lsn as make_lsn)
 from .trans import Transaction
 
 # for crash tests only: a cap on what one transaction may log, below the

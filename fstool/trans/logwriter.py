@@ -35,8 +35,7 @@ can never pass for new records.
 from __future__ import annotations
 
 from ..errors import CorruptionError, FsToolError, NoSpaceError
-from ..format import constants as C
-from ..format import log as L
+from ..format import constants as C, log as L
 from ..log.head import find_state
 
 BB = L.BBSIZE

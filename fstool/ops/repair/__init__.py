@@ -52,8 +52,8 @@ import os
 import struct
 
 from ..._backend import parsers
-from ...errors import (ImageTruncatedError, InvalidArgument, NoSpaceError,
-                       UnsupportedError, WriteRefused)
+from ...errors import (ImageTruncatedError, InvalidArgument, NoSpaceError, UnsupportedError,
+                       WriteRefused)
 from ...format import constants as C
 from ...format.structs import SB
 from ...fs import btree as B
@@ -62,20 +62,18 @@ from ...fs.logstate import log_is_clean
 from ...io import verify as V
 from ...io.device import Device
 from ...io.lock import ImageLock, refuse_if_mounted
-from ...io.undo import (UndoError, UndoRecorder, apply_undo, read_undo,
-                        roll_back)
+from ...io.undo import UndoError, UndoRecorder, apply_undo, read_undo, roll_back
 from ...ns.writer import Writer
 from ..check import Checker
 from ..check.base import Finding
 from ..logops import zero
 from . import primary
-from .actions import (AG, COUNTERS, INODE, LOG, NAMESPACE, REBUILT_TREES,
-                      SB_FIELD, SECONDARY, action_of)
+from .actions import (AG, COUNTERS, INODE, LOG, NAMESPACE, REBUILT_TREES, SB_FIELD, SECONDARY,
+                      action_of)
 from .agbuild import AGPlan, RepairError, raw_buf
 from .checker import RepairChecker
 from .inodes import plan_inodes
-from .namespace import NamespaceError
-from .namespace import plan as ns_plan
+from .namespace import NamespaceError, plan as ns_plan
 
 EXIT_CLEAN, EXIT_REPAIRED, EXIT_CANNOT = 0, 1, 4
 TREES = ("finobt", "inobt", "bnobt", "cntbt", "agfl", "refcountbt", "all")

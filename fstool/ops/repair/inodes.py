@@ -48,11 +48,9 @@ from ...format import constants as C
 from ...format.structs import DINODE
 from ...io import verify as V
 from ..check.base import ATTR, BMBT_ATTR, BMBT_DATA, DATA, Finding
-from ..check.inodes import (DIFLAG2_ANY, DIFLAG2_BIGTIME, DIFLAG2_COWEXTSIZE,
-                            DIFLAG2_DAX, DIFLAG2_NREXT64, DIFLAG_ANY,
-                            DIFLAG_EXTSIZE, DIFLAG_EXTSZINHERIT,
-                            DIFLAG_NEWRTBM, DIFLAG_REALTIME, DIFLAG_RTINHERIT,
-                            DIR_FLAGS, _fields)
+from ..check.inodes import (DIFLAG2_ANY, DIFLAG2_BIGTIME, DIFLAG2_COWEXTSIZE, DIFLAG2_DAX,
+                            DIFLAG2_NREXT64, DIFLAG_ANY, DIFLAG_EXTSIZE, DIFLAG_EXTSZINHERIT,
+                            DIFLAG_NEWRTBM, DIFLAG_REALTIME, DIFLAG_RTINHERIT, DIR_FLAGS, _fields)
 from .agbuild import REPLACED, raw_buf
 
 NULLFSINO = (1 << 64) - 1

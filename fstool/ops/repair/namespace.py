@@ -58,8 +58,7 @@ from ...fs import btree_write as BW
 from ...fs.btree import BMBT
 from ...fs.icore import InodeSpec, encode_ts
 from ...io import verify as V
-from ...ns import dirbuild as DB
-from ...ns import files as F
+from ...ns import dirbuild as DB, files as F
 from ...ns.namespace import owned_blocks
 from ..check.base import OWN_FREE, OWN_INODES
 from .agbuild import RepairError, complement, merge, normal_record

@@ -32,11 +32,9 @@ from ...format.structs import SB
 from ...fs.superblock import Superblock
 from ...io.sparse import data_ranges_of
 from ...ns.writer import WRITABLE_INCOMPAT
-from ..check.superblocks import (GEOMETRY_FIELDS, KNOWN_COMPAT,
-                                 KNOWN_RO_COMPAT, VERSION_ALIGNBIT,
-                                 VERSION_DALIGNBIT, layout_confirmed,
-                                 primary_sector, read_secondary, verify_sb,
-                                 vote_geometry)
+from ..check.superblocks import (GEOMETRY_FIELDS, KNOWN_COMPAT, KNOWN_RO_COMPAT, VERSION_ALIGNBIT,
+                                 VERSION_DALIGNBIT, layout_confirmed, primary_sector,
+                                 read_secondary, verify_sb, vote_geometry)
 from .agbuild import RepairError
 
 MAX_VOTES = 16                 # valid secondaries enough to settle the geometry
