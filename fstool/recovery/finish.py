@@ -36,6 +36,7 @@ from ..errors import UnsupportedError
 from ..format import constants as C, log as L
 from ..format.structs import SB, SB as SBL
 from ..fs import btree as B
+from ..fs.filesystem import Filesystem
 from ..io import verify as V
 from ..ns.fileio import FileIO
 from ..ns.namespace import Namespace
@@ -271,15 +272,24 @@ def recompute_counters(dev, fs) -> dict:
     """xfs_initialize_perag_data: icount, ifree and fdblocks from every AG
     header; also clears the log-incompatible feature bits, as an unmount
     does.  Writes the primary superblock through ``dev``."""
-    icount = ifree = fdblocks = 0
-    for agno in range(fs.sb.agcount):
-        agf = fs.agf(agno)
-        agi = fs.agi(agno)
-        icount += agi["agi_count"]
-        ifree += agi["agi_freecount"]
-        fdblocks += agf["agf_freeblks"] + agf["agf_flcount"] + agf["agf_btreeblks"]
     raw = bytearray(dev.pread(0, fs.sb.sectsize))
     f = SB.unpack(raw)
+    view = fs
+    if (f["sb_dblocks"], f["sb_agcount"]) != (fs.sb.dblocks, fs.sb.agcount):
+        # the log changed the geometry (a grow or a shrink, which the
+        # kernel's recovery takes up too): the AGs as replay left them
+        view = Filesystem(dev.path)
+    icount = ifree = fdblocks = 0
+    try:
+        for agno in range(view.sb.agcount):
+            agf = view.agf(agno)
+            agi = view.agi(agno)
+            icount += agi["agi_count"]
+            ifree += agi["agi_freecount"]
+            fdblocks += agf["agf_freeblks"] + agf["agf_flcount"] + agf["agf_btreeblks"]
+    finally:
+        if view is not fs:
+            view.close()
     before = {k: f[k] for k in ("sb_icount", "sb_ifree", "sb_fdblocks")}
     f.update(sb_icount=icount, sb_ifree=ifree, sb_fdblocks=fdblocks,
              sb_features_log_incompat=0)
