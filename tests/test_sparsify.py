@@ -15,8 +15,8 @@ import subprocess
 import sys
 
 import pytest
-
 from fixtures import images
+from fixtures.fusemount import FuseMounted, fuse_skip_reason
 from fixtures.oracles import fstool, repair_clean
 
 MiB = 1 << 20
@@ -161,7 +161,6 @@ def test_rm_punches_the_blocks_it_frees(tmp_path):
 
 
 def test_the_mount_punches_on_free_with_discard(tmp_path):
-    from fixtures.fusemount import FuseMounted, fuse_skip_reason
     why = fuse_skip_reason()
     if why:
         pytest.skip(f"needs FUSE: {why}")
