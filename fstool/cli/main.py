@@ -40,6 +40,7 @@ COMMANDS = {
     "mount": ("mount", "cmd", "Mount an image read-write through FUSE."),
     "repair": ("repair", "cmd", "Repair what check finds (exit 0 clean, 1 repaired, 4 not)."),
     "resize": ("resize", "cmd", "Grow or shrink an image offline (-M: to its smallest size)."),
+    "sparsify": ("sparsify", "cmd", "Punch the free space out of an image file."),
     "undo": ("undo", "cmd", "Put back the blocks an undo file saved (repair --undo-file)."),
 }
 

@@ -24,6 +24,7 @@ import sys
 from ..errors import FsToolError, errno_of
 from .ops import MountOps
 from .volume import Volume
+from .fuseops import FuseOps
 
 CHECKPOINT_SECONDS = 5.0
 
@@ -70,7 +71,7 @@ def fuse_available(loop: str | None = None) -> str | None:
     return None
 
 
-OWN_OPTIONS = ("rw", "writeback_cache")      # fstool's, not passed to libfuse
+OWN_OPTIONS = ("rw", "writeback_cache", "discard")      # fstool's, not passed to libfuse
 DEFAULT_OPTIONS = ("fsname=fstool", "subtype=xfs")
 
 
@@ -97,7 +98,7 @@ def serve(image, mountpoint, *, readonly=False, options=(), ready=None,
     ``ready()`` is called once the mount is live.  ``loop``: "native" (the
     C request loop, the default where it is built) or "pyfuse3"."""
     loop = pick_loop(loop)
-    vol = Volume(image, readonly=readonly)
+    vol = Volume(image, readonly=readonly, discard="discard" in options)
     try:
         ops = MountOps(vol, writeback_cache="writeback_cache" in options)
         serve_with = _serve_native if loop == "native" else _serve_pyfuse3
@@ -146,7 +147,6 @@ def _serve_pyfuse3(ops, mountpoint: str, opts: list, ready, every: float) -> Non
     import pyfuse3  # lazy: optional dependency
     import trio  # lazy: optional dependency
 
-    from .fuseops import FuseOps  # lazy: imports pyfuse3, an optional dependency
 
     try:
         pyfuse3.init(FuseOps(ops), mountpoint, set(opts))
