@@ -114,8 +114,11 @@ class FailingReads:
         return sorted(set(bad) | {(k, 13) for k in failed}), fds
 
 
-@pytest.mark.parametrize("bigtime,failing", [(True, False), (False, False), (True, True)])
-def test_runs_leave_the_same_image(tmp_path, monkeypatch, bigtime, failing):
+@pytest.mark.parametrize("bigtime,failing,inline", [
+    (True, False, None), (False, False, None), (True, True, None),
+    # every slice read on the reader's thread, or every one in its turn
+    (True, False, "never"), (True, True, "always")])
+def test_runs_leave_the_same_image(tmp_path, monkeypatch, bigtime, failing, inline):
     src = tmp_path / "src"
     make_tree(src)
     # runs come for plain files of any size without holes, and all of them
@@ -124,9 +127,12 @@ def test_runs_leave_the_same_image(tmp_path, monkeypatch, bigtime, failing):
     assert runs and sum(len(r.items) for r in runs) > 700
     sizes = {it[6] for r in runs for it in r.items}
     assert {0, 1, 4096, 4097, 65536, 65537, 200_000} <= sizes and 40_003 not in sizes
+    import fstool.ops.populate as P
     if failing:
-        import fstool.ops.populate as P
         monkeypatch.setattr(P, "writers", FailingReads(P.writers, 3))
+    if inline is not None:
+        monkeypatch.setattr(P, "RUN_INLINE", -1 if inline == "never" else 1 << 40)
+        monkeypatch.setattr(P, "RUN_INLINE_OPEN", -1 if inline == "never" else 1 << 20)
     if not bigtime and subprocess.run(["which", "mkfs.xfs"], capture_output=True).returncode:
         pytest.skip("mkfs.xfs not installed")
     empty = tmp_path / "empty.img"

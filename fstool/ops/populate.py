@@ -19,6 +19,7 @@ import stat as pystat
 from dataclasses import dataclass, field
 
 from .._backend import writers
+from . import gc_paused
 from ..errors import (FsToolError, InvalidArgument, NotADirectoryImageError, NotFoundError,
                       UnsupportedError)
 from ..format import constants as C
@@ -47,6 +48,12 @@ READAHEAD_ENTRIES = 4096
 # inodes, and this many larger files open for copying (RunReader)
 RUN_DATA = 8 << 20
 RUN_OPEN = 64
+# a slice of at most this much data and this many larger files is read
+# when its turn comes, by the thread that writes it: handing so little to
+# the reader's thread and back cost more than the read (a real tree's
+# directories mostly hold a few small files)
+RUN_INLINE = 256 << 10
+RUN_INLINE_OPEN = 4
 KIND_MODE = {"fifo": C.S_IFIFO, "chardev": C.S_IFCHR, "blockdev": C.S_IFBLK,
              "socket": C.S_IFSOCK}
 
@@ -145,7 +152,7 @@ def populate(image, source, dest: str = "/", *, owner_map=None, keep_going: bool
         from .guard import require_sound
         require_sound(image)
     committed = [0]          # entries in committed batches
-    with Writer(image, timestamp_ns=timestamp_ns, logged=not fresh) as w, src:
+    with gc_paused(), Writer(image, timestamp_ns=timestamp_ns, logged=not fresh) as w, src:
         now = w.now_ns()
         reader = RunReader(w.sb.blocksize)
         dedupe = None
@@ -365,8 +372,9 @@ class RunReader:
     on a thread of the reader's own: the next slice of a run while the one
     before it is written, and the first slice of a run as soon as
     :meth:`start` sees the run queued (``read_ahead``), so that reading the
-    source overlaps the rest of populate's work.  What a slice holds, and so
-    the image, does not depend on when it was read."""
+    source overlaps the rest of populate's work; a small slice (RUN_INLINE)
+    is read when its turn comes instead.  What a slice holds, and so the
+    image, does not depend on when or by which thread it was read."""
 
     def __init__(self, blocksize: int):
         self.mask = blocksize - 1
@@ -382,6 +390,8 @@ class RunReader:
                 not any(it[6] for it in run.items):
             return 0, 0
         bounds = self._bounds(run.items, 0)
+        if self._inline(bounds):
+            return 0, 0
         dirfd = _open_dir(run.dirpath)
         self.ahead[id(run)] = (dirfd, self._submit(run.items, dirfd, bounds))
         # the directory held open counts as a file too
@@ -414,7 +424,7 @@ class RunReader:
             dirfd, fut = got
         try:
             while fut is not None:
-                res = fut.result()
+                res = fut.result() if type(fut) is not tuple else fut
                 b = res[1]
                 fut = self._submit(items, dirfd, self._bounds(items, b)) \
                     if b < len(items) else None
@@ -434,7 +444,16 @@ class RunReader:
             self.pool.shutdown(wait=True)
             self.pool = None
 
+    @staticmethod
+    def _inline(bounds: tuple) -> bool:
+        """Whether the slice of ``bounds`` is read when its turn comes."""
+        return bounds[2] <= RUN_INLINE and bounds[5] <= RUN_INLINE_OPEN
+
     def _submit(self, items: list, dirfd: int, bounds: tuple):
+        """A future of the slice of ``bounds``, or the slice itself when it
+        is small enough to read now."""
+        if self._inline(bounds):
+            return self._read(items, dirfd, bounds)
         if self.pool is None:
             from concurrent.futures import ThreadPoolExecutor
             self.pool = ThreadPoolExecutor(1, thread_name_prefix="fstool-read")
@@ -443,12 +462,15 @@ class RunReader:
     @staticmethod
     def _discard(fut) -> None:
         """A slice read and not taken: its open files closed."""
-        if fut.cancel():
+        if type(fut) is tuple:
+            res = fut
+        elif fut.cancel():
             return
-        try:
-            res = fut.result()
-        except Exception:
-            return
+        else:
+            try:
+                res = fut.result()
+            except Exception:
+                return
         if res[2] is not None:
             _close_fds(res[2][2])
 
