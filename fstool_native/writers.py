@@ -443,6 +443,44 @@ def dir_place(entries, dirblksize, has_ftype, hdr, data_first) -> tuple:
     return ("node" if is_node else "leaf" if is_leaf else "block"), where, used
 
 
+@cython.locals(a=cython.Py_ssize_t, b=cython.Py_ssize_t, n=cython.Py_ssize_t,
+               size=cython.longlong, o=cython.longlong, m=cython.longlong,
+               nopen=cython.Py_ssize_t, small=cython.longlong, data=cython.longlong,
+               most_open=cython.Py_ssize_t, head=cython.longlong)
+def slice_bounds(items, start, mask, small_copy, run_data, run_open, read_head) -> tuple:
+    """The slice of a run of plain files (``items[k][6]`` their sizes) from
+    ``start``: files while the data read so far is under ``run_data`` bytes
+    and the files opened under ``run_open``; a file of up to ``small_copy``
+    bytes is read at the next offset aligned by ``mask`` (block size - 1), a
+    larger one opened with ``min(size, read_head)`` bytes asked for.
+    Returns ``(start, end, bytes, offsets, sizes to read or ask for, files
+    opened)``, offset -1 for a file to open."""
+    a = start
+    b = a
+    n = len(items)
+    m = mask
+    small = small_copy
+    data = run_data
+    most_open = run_open
+    head = read_head
+    offsets = []
+    want = []
+    o = 0
+    nopen = 0
+    while b < n and o < data and nopen < most_open:
+        size = items[b][6]
+        if size > small:
+            offsets.append(-1)
+            want.append(size if size < head else head)
+            nopen += 1
+        else:
+            offsets.append(o)
+            want.append(size)
+            o += (size + m) & ~m
+        b += 1
+    return a, b, o, offsets, want, nopen
+
+
 @cython.locals(k=cython.Py_ssize_t, stop=cython.Py_ssize_t, size=cython.longlong,
                nblk=cython.longlong, fsbno=cython.ulonglong, left=cython.longlong,
                most=cython.longlong, bmask=cython.longlong, blg=cython.int,

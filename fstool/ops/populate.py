@@ -476,24 +476,10 @@ class RunReader:
 
     def _bounds(self, items: list, a: int) -> tuple:
         """(a, b, bytes, offsets, sizes to read or ask for, files opened) of
-        the slice of ``items`` from ``a``: offset -1 for a file to open."""
-        mask = self.mask
-        offsets = []
-        want = []
-        o = nopen = 0
-        b = a
-        while b < len(items) and o < RUN_DATA and nopen < RUN_OPEN:
-            size = items[b][6]
-            if size > SMALL_COPY:
-                offsets.append(-1)
-                want.append(min(size, READAHEAD_HEAD))
-                nopen += 1
-            else:
-                offsets.append(o)
-                want.append(size)
-                o += (size + mask) & ~mask
-            b += 1
-        return a, b, o, offsets, want, nopen
+        the slice of ``items`` from ``a``: offset -1 for a file to open
+        (``writers.slice_bounds``)."""
+        return writers.slice_bounds(items, a, self.mask, SMALL_COPY, RUN_DATA, RUN_OPEN,
+                                    READAHEAD_HEAD)
 
     @staticmethod
     def _read(items: list, dirfd: int, bounds: tuple) -> tuple:
