@@ -29,8 +29,8 @@ round after round, medians of the rounds:
     of it, and counted.
 The first round checks every image fstool wrote with xfs_repair -n (the
 system's and 6.10.1) and compares the kernel's view of the populated image
-with the source (types, modes, owners, sizes, times, link counts, symlink
-targets, xattrs, content).  ``--baseline DIR`` also times ``fstool
+with the source (fixtures.tree.assert_same_tree: types, modes, owners,
+sizes, times, hard links, symlink targets, xattrs, contents by hash).  ``--baseline DIR`` also times ``fstool
 populate`` from another checkout (its PYTHONPATH), for a before/after
 figure in the same run.
 
@@ -202,45 +202,6 @@ def tree_protofile(root: str, path: str) -> tuple[int, int]:
     return written, left
 
 
-def compare_tree(src: str, mnt: str) -> list:
-    """Differences between the host tree ``src`` and the kernel's view of an
-    image mounted at ``mnt``: entries missing on either side, type, mode,
-    owners, size, modification time, link count, symlink target, xattrs,
-    content."""
-    import filecmp
-    import stat
-    bad = []
-    for dirpath, dirs, files in os.walk(src):
-        rel = os.path.relpath(dirpath, src)
-        other = os.path.normpath(os.path.join(mnt, rel))
-        want = sorted(dirs + files)
-        got = sorted(os.listdir(other))
-        if want != got:
-            bad.append(f"{rel}: names differ ({len(set(want) ^ set(got))} not on both sides)")
-        for name in files + dirs:
-            a, b = os.path.join(dirpath, name), os.path.join(other, name)
-            try:
-                sa, sb = os.lstat(a), os.lstat(b)
-            except FileNotFoundError:
-                continue
-            fields = ("st_mode", "st_uid", "st_gid", "st_nlink", "st_mtime_ns") + \
-                (("st_size",) if not stat.S_ISDIR(sa.st_mode) else ())
-            diff = [k for k in fields if getattr(sa, k) != getattr(sb, k)]
-            if stat.S_ISLNK(sa.st_mode):
-                if os.readlink(a) != os.readlink(b):
-                    diff.append("target")
-            elif stat.S_ISREG(sa.st_mode) and not diff and not filecmp.cmp(a, b, shallow=False):
-                diff.append("content")
-            xa = sorted(os.listxattr(a, follow_symlinks=False))
-            xb = sorted(os.listxattr(b, follow_symlinks=False))
-            if xa != xb or any(os.getxattr(a, x, follow_symlinks=False) !=
-                               os.getxattr(b, x, follow_symlinks=False) for x in xa):
-                diff.append("xattrs")
-            if diff:
-                bad.append(f"{os.path.join(rel, name)}: {', '.join(diff)} differ")
-    return bad
-
-
 def repair_problems(img: str) -> list:
     """Which xfs_repair -n (the system's, and 6.10.1 where built) find
     problems in ``img``."""
@@ -258,7 +219,9 @@ def tree_bench(tree: str, size: str | None, repeat: int, baseline: str | None) -
     import shutil
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from fixtures import modern
+    from pathlib import Path
     from fixtures.images import Mounted
+    from fixtures.tree import assert_same_tree
     byte_compile()
     tree = os.path.abspath(tree)
     du = int(subprocess.run(["du", "-sb", "--apparent-size", tree], capture_output=True,
@@ -310,10 +273,11 @@ def tree_bench(tree: str, size: str | None, repeat: int, baseline: str | None) -
                     problems += [f"{name}: not clean by {p}" for p in repair_problems(img)]
                     if name == POP:
                         with Mounted(img, readonly=True, nouuid=True) as view:
-                            diffs = compare_tree(tree, str(view))
-                        if diffs:
-                            problems.append(f"{name}: {len(diffs)} differences from the "
-                                            f"source, e.g. {diffs[0]}")
+                            try:
+                                assert_same_tree(Path(tree), view, dir_sizes=False)
+                            except AssertionError as exc:
+                                problems.append(f"{name}: the kernel's view differs from "
+                                                f"the source: {str(exc)[:300]}")
             loads.append(os.getloadavg()[0])
             print(f"round {rnd + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s"
                                                   for k, v in med.walls.items())
