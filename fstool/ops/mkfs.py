@@ -15,16 +15,16 @@ import time
 import uuid as uuidlib
 
 from ..errors import FsToolError
-from ..format import constants as C
+from ..format import constants as C, log as L
 from ..format.structs import AGF, AGFL, AGI, SB
-from ..fs import btree as B
-from ..fs import btree_write as BW
+from ..fs import btree as B, btree_write as BW
 from ..fs.btree import alloc_maxlevels, rmap_maxlevels
 from ..fs.icore import InodeEncoder, InodeSpec
 from ..fs.logres import LogGeometry, min_log_blocks
 from ..io import verify as V
 from ..io.device import Device, refuse_not_an_image
-from ..format import log as L
+from ..io.lock import ImageLock, refuse_if_mounted
+from ..ns.attrbuild import encode_xattrs
 
 KiB, MiB, GiB, TiB = 1 << 10, 1 << 20, 1 << 30, 1 << 40
 
@@ -265,17 +265,8 @@ def compute_geometry(opts: Options) -> Geometry:
             raise MkfsError(f"autofsck={autofsck} is not part of the mkfs.xfs 6.1 profiles")
         autofsck = None
 
-    # static blocks at the start of every AG: headers, then btree roots
     hdr_blocks = (4 * opts.sectsize + B - 1) // B
-    roots = {}
-    nxt = hdr_blocks
-    for name, on in (("bnobt", True), ("cntbt", True), ("inobt", True),
-                     ("finobt", opts.finobt), ("rmapbt", opts.rmapbt),
-                     ("refcountbt", opts.reflink)):
-        if on:
-            roots[name] = nxt
-            nxt += 1
-    prealloc = nxt
+    roots, prealloc = static_roots(B, opts.sectsize, opts.finobt, opts.rmapbt, opts.reflink)
     minfree = agfl_prefill(opts.release, B, agblocks, opts.rmapbt, opts.reflink)
 
     # inode allocation geometry
@@ -357,6 +348,22 @@ def compute_geometry(opts: Options) -> Geometry:
                     inoalignmt, spino_align, ialloc_blks, ialloc_inos, first, imaxpct,
                     opts.finobt, opts.sparse, opts.reflink, opts.nrext64, opts.rmapbt,
                     opts.bigtime, inobtcount, autofsck, opts.release)
+
+
+def static_roots(blocksize: int, sectsize: int, finobt: bool, rmapbt: bool,
+                 reflink: bool) -> tuple[dict, int]:
+    """The static blocks at the start of every AG: (tree name -> AG block
+    of its root, the first block after them).  The headers come first,
+    then one root block per tree (the kernel's XFS_BNO_BLOCK ...
+    xfs_refc_block, XFS_PREALLOC_BLOCKS)."""
+    roots = {}
+    nxt = (4 * sectsize + blocksize - 1) // blocksize
+    for name, on in (("bnobt", True), ("cntbt", True), ("inobt", True),
+                     ("finobt", finobt), ("rmapbt", rmapbt), ("refcountbt", reflink)):
+        if on:
+            roots[name] = nxt
+            nxt += 1
+    return roots, nxt
 
 
 def agfl_prefill(release: str, blocksize: int, agblocks: int, rmapbt: bool,
@@ -637,7 +644,6 @@ class Formatter:
         g = self.geo
         if not g.autofsck:
             return {}
-        from ..ns.attrbuild import encode_xattrs
         plan = encode_xattrs([(C.XFS_ATTR_ROOT, b"xfs:autofsck", g.autofsck.encode())],
                              ino=g.rootino, uuid=self.uuid, blocksize=g.blocksize,
                              inline_space=g.inodesize)
@@ -720,7 +726,6 @@ def mkfs(path: str, opts: Options, force: bool = False, dry_run: bool = False,
         st = os.stat(path)
         if stat.S_ISDIR(st.st_mode):
             raise MkfsError(f"{path}: is a directory")
-        from ..io.lock import refuse_if_mounted
         refuse_not_an_image(path, st)
         refuse_if_mounted(path)
         if opts.size is None:
@@ -743,7 +748,6 @@ def mkfs(path: str, opts: Options, force: bool = False, dry_run: bool = False,
         os.close(os.open(path, os.O_RDWR | os.O_CLOEXEC | os.O_CREAT | os.O_EXCL, 0o644))
     dev = None
     try:
-        from ..io.lock import ImageLock
         dev = Device(path, writable=True)
         with ImageLock(dev, path):
             if exists:
