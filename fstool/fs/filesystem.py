@@ -379,9 +379,17 @@ class Filesystem:
     def forget_inode(self, ino: int) -> None:
         """Drop the decoded copy of an inode a writer has just changed (and
         the names and paths resolved before, which it may invalidate)."""
+        self.forget_inodes((ino,))
+
+    def forget_inodes(self, inos) -> None:
+        """forget_inode of each of ``inos`` (new inodes, mostly: nothing
+        of theirs cached, and nothing to look up)."""
         cache = self._inodes
-        cache.dirs.pop(ino, None)
-        cache.recent.pop(ino, None)
+        dirs, recent = cache.dirs, cache.recent
+        if dirs or recent:
+            for ino in inos:
+                dirs.pop(ino, None)
+                recent.pop(ino, None)
         if cache.dentries:
             cache.dentries.clear()
         if cache.paths:
