@@ -64,7 +64,8 @@ def cmd(dry_run, rebuild, add_finobt, undo_file, extend_truncated, jobs, as_json
         click.echo(json.dumps({
             "status": status, "dry_run": dry_run, "written": result.written,
             "findings": [f.as_dict() for f in result.findings],
-            "actions": [{"code": f.code, "agno": f.agno, "action": a, "text": t}
+            # each action names its finding (one action per finding)
+            "actions": [{**_finding_where(f), "action": a, "text": t}
                         for f, a, t in result.actions],
             "changes": result.changes,
             "not_repaired": [dict(f.as_dict(), reason=r) for f, r in result.unrepaired],
@@ -86,3 +87,10 @@ def cmd(dry_run, rebuild, add_finobt, undo_file, extend_truncated, jobs, as_json
         where = f" (AG {f.agno})" if f.agno is not None else ""
         click.echo(f"not repaired: {f.code}{where}: {f.message}: {reason}")
     sys.exit(status)
+
+
+def _finding_where(f) -> dict:
+    """What names a finding in an action: its code, message and location."""
+    d = f.as_dict()
+    return {k: d[k] for k in ("code", "message", "structure", "agno", "block", "ino", "fork",
+                              "offset", "field", "index") if k in d}
