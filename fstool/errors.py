@@ -129,6 +129,12 @@ class InvalidArgument(FsToolError, ValueError):
     errno = _errno.EINVAL
 
 
+class BadValue(InvalidArgument):
+    """A value given to a command is not valid: an option outside what the
+    format allows, an AG or inode number the filesystem does not have (the
+    command line's fault, not the image's: exit status 2)."""
+
+
 # -- what writers raise: each with the errno the kernel returns ------------------
 
 class ExistsError(FsToolError, FileExistsError):

@@ -12,7 +12,7 @@ import struct
 from collections import OrderedDict
 from typing import Iterator, NamedTuple
 
-from ..errors import (CorruptionError, ImageTruncatedError, InvalidArgument,
+from ..errors import (BadValue, CorruptionError, ImageTruncatedError, InvalidArgument,
                       IsADirectoryImageError, NotADirectoryImageError, NotFoundError,
                       NotXfsError, SymlinkLoopError)
 from ..format import constants as C
@@ -206,8 +206,8 @@ class Filesystem:
 
     def _ag_sector(self, agno: int, sector: int, bt: V.BufType) -> bytes:
         if not 0 <= agno < self.sb.agcount:
-            raise InvalidArgument(f"AG {agno} does not exist (the filesystem has "
-                             f"{self.sb.agcount} AGs)")
+            raise BadValue(f"AG {agno} does not exist (the filesystem has "
+                           f"{self.sb.agcount} AGs)")
         ss = self.sb.sectsize
         daddr = self.agb_to_daddr(agno, 0) + sector * (ss >> C.BBSHIFT)
         return self.read_meta(daddr, ss, bt, agno=agno, block=0)

@@ -104,6 +104,30 @@ def describe_agfl(fs, agno: int) -> list[Field]:
     return out
 
 
+def inode_of(fs, spec: str) -> int:
+    """The inode a command line names: a number (decimal, or 0x hex), or a
+    path in the image.  A number the filesystem cannot have is the
+    argument's fault (BadValue, exit status 2), not the image's."""
+    from ..errors import BadValue, CorruptionError
+    text = spec.strip()
+    try:
+        ino = int(text, 16) if text.lower().startswith("0x") else int(text, 10)
+    except ValueError:
+        return fs.lookup(spec).ino
+    try:
+        if ino < 0 or ino >= 1 << 64:
+            raise CorruptionError("inode number", "out of range")
+        fs.ino_location(ino)
+    except CorruptionError:
+        sb = fs.sb
+        agno, agbno = ino >> sb.agino_log, (ino & ((1 << sb.agino_log) - 1)) >> sb.inopblog
+        where = f"AG {agno}, block {agbno}" if ino >= 0 else "a negative number"
+        raise BadValue(f"inode {ino} is not an inode number of this filesystem ({where}; it "
+                       f"has {sb.agcount} AG{'s' if sb.agcount != 1 else ''} of "
+                       f"{sb.agblocks} blocks)") from None
+    return ino
+
+
 def describe_inode(fs, ino: int) -> list[Field]:
     node = fs.inode(ino)
     d = S.DINODE.unpack(node.raw)

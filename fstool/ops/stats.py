@@ -10,7 +10,7 @@ from __future__ import annotations
 import heapq
 import struct
 
-from ..errors import InvalidArgument
+from ..errors import BadValue, InvalidArgument
 from ..format import constants as C
 from ..fs import btree
 
@@ -46,7 +46,7 @@ def ag_tree(fs, agno: int, name: str):
             bt, root, levels = fs.inobt_type(free=True), agi["agi_free_root"], \
                 agi["agi_free_level"]
     else:
-        raise InvalidArgument(f"unknown btree {name!r} (one of {', '.join(AG_TREES)})")
+        raise BadValue(f"unknown btree {name!r} (one of {', '.join(AG_TREES)})")
     return fs.ag_btree(agno, bt), root, levels
 
 
@@ -185,8 +185,8 @@ def freesp(fs, agnos=None) -> dict:
     wanted = range(fs.sb.agcount) if agnos is None else agnos
     for agno in wanted:
         if not 0 <= agno < fs.sb.agcount:
-            raise InvalidArgument(f"AG {agno} does not exist (the filesystem has "
-                                  f"{fs.sb.agcount} AGs)")
+            raise BadValue(f"AG {agno} does not exist (the filesystem has "
+                           f"{fs.sb.agcount} AGs)")
         agf = fs.agf(agno)
         lengths = [1] * len(_agfl_blocks(fs, agno, agf))
         reader, root, height = ag_tree(fs, agno, "bnobt")

@@ -356,8 +356,8 @@ def repair(path, *, dry_run: bool = False, rebuild=(), add_finobt: bool = False,
     path = os.fspath(path)
     for t in rebuild:
         if t not in TREES:
-            from ...errors import InvalidArgument
-            raise InvalidArgument(f"--rebuild: unknown tree {t!r} (one of {', '.join(TREES)})")
+            from ...errors import BadValue
+            raise BadValue(f"--rebuild: unknown tree {t!r} (one of {', '.join(TREES)})")
     refuse_if_mounted(path)
     _refuse_unsupported(path)
     rolled_back = None if dry_run else recover_interrupted(path, undo_file)
