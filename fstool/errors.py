@@ -210,6 +210,33 @@ class WriteRefused(FsToolError, OSError):
     errno = _errno.EUCLEAN
 
 
+# -- warnings: filterable with the warnings module -------------------------------
+
+class FsToolWarning(UserWarning):
+    """Base of the warnings fstool gives (``warnings.simplefilter("error",
+    fstool.FsToolWarning)`` makes them errors, "ignore" silences them)."""
+
+
+class DirtyLogWarning(FsToolWarning):
+    """The image's log holds work not yet written back: what is read is the
+    image before replay (``open_image(path, replay_in_memory=True)`` reads
+    it as it would be after)."""
+
+    def __init__(self, message: str, path: str = ""):
+        super().__init__(message)
+        self.path = path
+
+
+class LogUnreadableWarning(FsToolWarning):
+    """The image's log cannot be read: whether it is dirty is not known;
+    what is read is the image as it is on disk."""
+
+    def __init__(self, message: str, path: str = "", reason: str = ""):
+        super().__init__(message)
+        self.path = path
+        self.reason = reason
+
+
 def errno_of(exc: BaseException) -> int:
     """The errno to report for any exception (EIO for the unexpected)."""
     if isinstance(exc, FsToolError):

@@ -283,11 +283,7 @@ def _dirty_log_image(tmp_path):
         return None
     img = tmp_path / "dirty.img"
     assert run("mkfs", "-q", "--size", "512m", img).returncode == 0
-    with images.Mounted(img, nouuid=True) as mnt:
-        (mnt / "a").mkdir()
-        subprocess.run(["sync"], check=True)
-        (mnt / "a" / "late").write_text("x")
-        subprocess.run(["xfs_io", "-x", "-c", "shutdown -f", str(mnt)], check=True)
+    images.shut_down_dirty(img)
     return img
 
 

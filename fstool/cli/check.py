@@ -35,8 +35,12 @@ def cmd(jobs, as_json, image):
     from .console import err, error_line, is_tty
     from .exits import finish
 
+    import warnings
     try:
-        fs = fstool.open_image(image)
+        with warnings.catch_warnings():
+            # the check reports the log itself (LOG_DIRTY, its findings)
+            warnings.simplefilter("ignore", fstool.FsToolWarning)
+            fs = fstool.open_image(image)
     except CorruptionError as e:
         # the primary superblock cannot be trusted (xfs_repair -n looks for
         # a secondary and reports the primary as bad)

@@ -14,34 +14,26 @@ replay_opt = click.option(
 def open_fs(image, replay_in_memory: bool = False):
     """Open IMAGE for a reading command.  A dirty log is never silent: it
     is replayed in memory when asked, else a warning says that what follows
-    is the image before replay."""
+    is the image before replay (open_image's warnings, said the CLI's way)."""
+    import warnings
+
     import fstool
-    fs = fstool.open_image(image)
-    try:
-        _dirty_log_notice(fs, image, replay_in_memory)
-    except BaseException:
-        fs.close()
-        raise
-    return fs
-
-
-def _dirty_log_notice(fs, image, replay_in_memory: bool) -> None:
-    from ..errors import FsToolError
+    from ..errors import DirtyLogWarning, FsToolWarning, LogUnreadableWarning
     from .console import warn
-    try:
-        dirty = fs.log.dirty
-    except FsToolError as e:
-        warn(f"{image}: the log cannot be read ({e}); what follows is the image as it "
-             "is on disk")
-        return
-    if not dirty:
-        return
-    if replay_in_memory:
-        from ..recovery.memory import replay_in_memory as replay
-        replay(fs)
-        return
-    warn(f"{image}: the log is dirty; what follows is the image BEFORE replay (run "
-         f"'fstool log replay {image}', or add --replay-in-memory)")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", FsToolWarning)
+        fs = fstool.open_image(image, replay_in_memory=replay_in_memory)
+    for w in caught:
+        m = w.message
+        if isinstance(m, DirtyLogWarning):
+            warn(f"{image}: the log is dirty; what follows is the image BEFORE replay (run "
+                 f"'fstool log replay {image}', or add --replay-in-memory)")
+        elif isinstance(m, LogUnreadableWarning):
+            warn(f"{image}: the log cannot be read ({m.reason}); what follows is the image "
+                 "as it is on disk")
+        else:
+            warnings.warn_explicit(m, w.category, w.filename, w.lineno)
+    return fs
 
 
 def emit_json(obj, as_json: bool) -> None:
