@@ -1,5 +1,6 @@
 import click
 
+from .console import format_opt, output_style
 from .options import image_arg, json_opt
 
 
@@ -7,8 +8,9 @@ from .options import image_arg, json_opt
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
               help="Check AGs in this many parallel processes.")
 @json_opt
+@format_opt
 @image_arg
-def cmd(jobs, as_json, image):
+def cmd(jobs, as_json, fmt, image):
     """Check IMAGE like xfs_repair -n: every btree invariant, free space and
     inode accounting, every block owned exactly once, inodes, directories,
     link counts, reachability, superblock counters and a clean log.
@@ -26,6 +28,8 @@ def cmd(jobs, as_json, image):
     # after it, the first collection walked all of them, 10 ms on the
     # varied tree)
     gc.disable()
+    style = output_style(fmt, as_json)
+    as_json = style == "json"
 
     import fstool
 
@@ -45,12 +49,12 @@ def cmd(jobs, as_json, image):
         # the primary superblock cannot be trusted (xfs_repair -n looks for
         # a secondary and reports the primary as bad)
         _emit([C.Finding("SB_PRIMARY", str(e), structure="sb", agno=0, block=0,
-                         field=e.field)], as_json)
+                         field=e.field)], style)
         sys.exit(C.EXIT_CORRUPT)
     except UnknownFeatureError as e:
         # what xfs_repair -n does too: a superblock it cannot vouch for
         _emit([C.Finding("SB_FEATURES", str(e), structure="sb", agno=0, block=0,
-                         field="sb_features_incompat")], as_json)
+                         field="sb_features_incompat")], style)
         sys.exit(C.EXIT_CORRUPT)
     except UnsupportedError as e:
         # a layout fstool does not handle (v4, an external log, a realtime
@@ -59,7 +63,7 @@ def cmd(jobs, as_json, image):
         if not found:
             error_line(str(e), as_json, C.EXIT_OPERATIONAL, errno_of(e))
             sys.exit(C.EXIT_OPERATIONAL)
-        _emit(found, as_json)
+        _emit(found, style)
         sys.exit(C.EXIT_CORRUPT)
     except FsToolError as e:
         status = C.EXIT_CORRUPT if isinstance(e, ImageTruncatedError) else C.EXIT_OPERATIONAL
@@ -71,7 +75,7 @@ def cmd(jobs, as_json, image):
                 checker = C.check(fs, bars.update, jobs=jobs)
         else:
             checker = C.check(fs, jobs=jobs)
-    _emit(checker.findings, as_json)
+    _emit(checker.findings, style)
     if checker.log_dirty and not as_json:
         err(f"the log is dirty: replay it first with 'fstool log replay {image}'")
     finish(checker.exit_code)
@@ -117,8 +121,8 @@ class _PhaseBars:
         self.progress.stop()
 
 
-def _emit(findings, as_json):
-    if as_json:
+def _emit(findings, style):
+    if style == "json":
         import json
         for f in findings:
             click.echo(json.dumps(f.as_dict()))
@@ -126,12 +130,8 @@ def _emit(findings, as_json):
     if not findings:
         click.echo("no problems found")
         return
-    from rich.table import Table
-
-    from .console import console
-    t = Table(title=f"{len(findings)} problem{'s' if len(findings) != 1 else ''} found")
-    for col in ("code", "severity", "where", "problem"):
-        t.add_column(col)
+    from .console import print_table
+    rows = []
     for f in findings:
         where = ", ".join(x for x in (
             f.structure or "",
@@ -139,5 +139,6 @@ def _emit(findings, as_json):
             f"block {f.block}" if f.block is not None else "",
             f"inode {f.ino}" if f.ino is not None else "",
             f"{f.fork} fork block {f.offset}" if f.offset is not None else "") if x)
-        t.add_row(f.code, f.severity, where, f.message)
-    console().print(t)
+        rows.append((f.code, f.severity, where, f.message))
+    print_table(f"{len(findings)} problem{'s' if len(findings) != 1 else ''} found",
+                ("code", "severity", "where", "problem"), rows, style, left=(0, 1, 2, 3))

@@ -61,7 +61,7 @@ def _owner(text):
 @click.argument("path")
 @click.option("--mode", help="Permissions (octal; default: the host file's).")
 @click.option("--owner", metavar="UID:GID", help="Owner (default: the host file's).")
-@click.option("--force", is_flag=True, help="Replace PATH if it exists.")
+@click.option("-f", "--force", is_flag=True, help="Replace PATH if it exists.")
 @no_check_option
 def put_cmd(image, hostfile, path, mode, owner, force, as_json, no_check):
     """Copy HOSTFILE to PATH inside IMAGE (sparse regions stay holes)."""
@@ -83,7 +83,7 @@ def put_cmd(image, hostfile, path, mode, owner, force, as_json, no_check):
               show_default=True,
               help="Share the source's blocks (always: or fail; auto: where the filesystem "
                    "has reflink) or copy them (never).")
-@click.option("--force", is_flag=True, help="Replace DST if it exists.")
+@click.option("-f", "--force", is_flag=True, help="Replace DST if it exists.")
 @no_check_option
 def cp_cmd(image, src, dst, reflink, force, as_json, no_check):
     """Copy the regular file SRC to DST inside IMAGE, sharing its blocks

@@ -204,19 +204,25 @@ def replay_cmd(dry_run, as_json, image):
 
 @cmd.command("zero")
 @log_statuses
-@click.option("--force", is_flag=True, required=False,
+@click.option("-f", "--force", is_flag=True, required=False,
               help="Really throw the unreplayed changes away.")
+@json_opt
 @image_arg
-def zero_cmd(force, image):
+def zero_cmd(force, as_json, image):
     """Throw the log away and leave a clean, empty one (like xfs_repair -L).
 
     The changes in the unreplayed part of the log are LOST: use
-    'fstool log replay' unless the log cannot be replayed."""
+    'fstool log replay' unless the log cannot be replayed.  --json prints
+    {"image", "cycle", "lost_sectors"}."""
     from .console import warn
     if not force:
         raise click.UsageError("zeroing the log loses its unreplayed changes; add --force")
     from ..ops.logops import zero
     rep = zero(image)
+    if as_json:
+        import json
+        click.echo(json.dumps(rep, default=_jsonable))
+        return
     if rep["lost_sectors"]:
         warn(f"{image}: {rep['lost_sectors']} sectors of unreplayed log were thrown away; "
              "the changes they held are lost")

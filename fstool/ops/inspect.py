@@ -23,11 +23,24 @@ class Field:
         self.text = text if text is not None else _text(name, value)
 
 
+# inode and block pointers: all ones is NULL, which xfs_db prints as "null"
+_POINTERS = {"rootino", "rbmino", "rsumino", "uquotino", "gquotino", "pquotino", "newino",
+             "dirino", "next_unlinked", "unlinked", "leftsib", "rightsib", "bno"}
+_NULLS = (0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF)
+
+
+def pointer_text(value: int) -> str:
+    """A pointer as xfs_db prints it: ``null`` for NULL (all ones)."""
+    return "null" if value in _NULLS else str(value)
+
+
 def _text(name: str, value) -> str:
     if isinstance(value, list):
         return " ".join(_text(name, v) for v in value)
     if isinstance(value, int) and name in _HEX:
         return f"0x{value:x}"
+    if isinstance(value, int) and name in _POINTERS:
+        return pointer_text(value)
     return str(value)
 
 
