@@ -83,7 +83,8 @@ def test_every_command_prints_json(image, tmp_path):
     cmds["undo"] = ["undo", copy, undo]
     # cat writes the file's bytes and mount serves the image until unmounted:
     # the commands without --json (mount's statuses: tests/test_mount_cli.py)
-    assert set(cmds) | {"mount"} == set(COMMANDS)
+    # completion prints a shell script (tests/test_manpages.py)
+    assert set(cmds) | {"mount", "completion"} == set(COMMANDS)
     del cmds["cat"]
     for name, args in cmds.items():
         r = run(*with_json(args))
