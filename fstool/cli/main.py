@@ -40,6 +40,7 @@ COMMANDS = {
     "mount": ("mount", "cmd", "Mount an image read-write through FUSE."),
     "repair": ("repair", "cmd", "Repair what check finds (exit 0 clean, 1 repaired, 4 not)."),
     "undo": ("undo", "cmd", "Put back the blocks an undo file saved (repair --undo-file)."),
+    "sparsify": ("sparsify", "cmd", "Give an image's free space back to the host (punch holes)."),
     "completion": ("completion", "cmd", "Print the shell completion script (bash, zsh, fish)."),
 }
 
