@@ -40,6 +40,9 @@ def cmd(jobs, as_json, fmt, image):
     from .exits import finish
 
     import warnings
+
+    from .options import warn_live_mount
+    warn_live_mount(image)
     try:
         with warnings.catch_warnings():
             # the check reports the log itself (LOG_DIRTY, its findings)

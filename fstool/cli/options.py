@@ -20,6 +20,7 @@ def open_fs(image, replay_in_memory: bool = False):
     import fstool
     from ..errors import DirtyLogWarning, FsToolWarning, LogUnreadableWarning
     from .console import warn
+    warn_live_mount(image)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", FsToolWarning)
         fs = fstool.open_image(image, replay_in_memory=replay_in_memory)
@@ -34,6 +35,17 @@ def open_fs(image, replay_in_memory: bool = False):
         else:
             warnings.warn_explicit(m, w.category, w.filename, w.lineno)
     return fs
+
+
+def warn_live_mount(image) -> None:
+    """Warn when an fstool mount serves IMAGE read-write: what the file
+    holds lags what the mount shows until the mount's next checkpoint."""
+    from ..io.lock import fstool_mounts_of
+    from .console import warn
+    for mnt in fstool_mounts_of(image, writable_only=True):
+        warn(f"{image}: an fstool mount serves it read-write at {mnt}; what the image file "
+             "holds may lag behind what the mount shows (unmount it first: fstool umount "
+             f"{mnt})")
 
 
 def emit_json(obj, as_json: bool) -> None:
