@@ -82,6 +82,7 @@ def test_every_command_prints_json(image, tmp_path):
     assert run("repair", "--rebuild", "finobt", "--undo-file", undo, copy).returncode == 0
     cmds["undo"] = ["undo", copy, undo]
     cmds["sparsify"] = ["sparsify", copy]
+    cmds["resize"] = ["resize", "--size", "96m", copy]
     # cat writes the file's bytes and mount serves the image until unmounted:
     # the commands without --json (mount's statuses: tests/test_mount_cli.py)
     # completion prints a shell script (tests/test_manpages.py)
@@ -94,7 +95,7 @@ def test_every_command_prints_json(image, tmp_path):
         assert lines or name == "check", name      # check: one line per finding
         parsed = [json.loads(line) for line in lines]
         if name in ("mkfs", "populate", "get", "mkdir", "put", "rm", "ln", "setattr",
-                    "repair", "undo", "cp", "sparsify"):
+                    "repair", "undo", "cp", "sparsify", "resize"):
             assert len(parsed) == 1 and isinstance(parsed[0], dict), name
     # what the summaries say
     r = run("mkfs", "--json", "--size", "64m", "-f", tmp_path / "m.img", "--populate", host)

@@ -40,6 +40,7 @@ COMMANDS = {
     "mount": ("mount", "cmd", "Mount an image read-write through FUSE."),
     "umount": ("umount", "cmd", "Unmount an fstool mount and wait until the image is written."),
     "repair": ("repair", "cmd", "Repair what check finds (exit 0 clean, 1 repaired, 4 not)."),
+    "resize": ("resize", "cmd", "Grow or shrink an image offline (-M: to its smallest size)."),
     "undo": ("undo", "cmd", "Put back the blocks an undo file saved (repair --undo-file)."),
     "sparsify": ("sparsify", "cmd", "Give an image's free space back to the host (punch holes)."),
     "completion": ("completion", "cmd", "Print the shell completion script (bash, zsh, fish)."),
