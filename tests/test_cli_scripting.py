@@ -85,8 +85,9 @@ def test_every_command_prints_json(image, tmp_path):
     cmds["resize"] = ["resize", "--size", "96m", copy]
     # cat writes the file's bytes and mount serves the image until unmounted:
     # the commands without --json (mount's statuses: tests/test_mount_cli.py)
-    # completion prints a shell script (tests/test_manpages.py)
-    assert set(cmds) | {"mount", "completion"} == set(COMMANDS)
+    # completion prints a shell script (tests/test_manpages.py); umount prints
+    # nothing (tests/test_mount_names.py)
+    assert set(cmds) | {"mount", "completion", "umount"} == set(COMMANDS)
     del cmds["cat"]
     for name, args in cmds.items():
         r = run(*with_json(args))
