@@ -54,10 +54,14 @@ def test_source_is_the_image_and_type_fuse_fstool(tmp_path, mnt):
         assert entries(mnt) == [[str(img), "fuse.fstool", entries(mnt)[0][2]]]
         df = subprocess.run(["df", str(mnt)], capture_output=True, text=True).stdout
         assert str(img) in df
-        # a second mount onto it is refused, nothing stacked
-        again = fstool("mount", img, mnt)
-        assert again.returncode == 1 and "already mounted" in again.stderr
+        # a second mount onto it (of another image) is refused, nothing stacked
+        (tmp_path / "other").mkdir()
+        other = fstool_image(tmp_path / "other", "64m")
+        again = fstool("mount", other, mnt)
+        assert again.returncode == 1 and "already mounted" in again.stderr, again.stderr
         assert len(entries(mnt)) == 1
+        # the same image: held by the mount (status 7, as every writer says)
+        assert fstool("mount", img, mnt).returncode == 7
         # check and the readers say a live read-write mount serves the image
         c = fstool("check", img)
         assert "fstool mount serves it read-write" in c.stderr, c.stderr

@@ -110,6 +110,8 @@ def serve(image, mountpoint, *, readonly=False, options=(), ready=None,
     loop = pick_loop(loop)
     vol = Volume(image, readonly=readonly)
     try:
+        # the image first (its errors are the ones to report), then where
+        check_mountpoint(mountpoint, options)
         ops = MountOps(vol, writeback_cache="writeback_cache" in options)
         serve_with = _serve_native if loop == "native" else _serve_pyfuse3
         serve_with(ops, os.path.abspath(mountpoint),
@@ -242,7 +244,6 @@ def mount(image, mountpoint, *, readonly=False, foreground=False, options=(),
     the mount is live), or start a daemon and return once the mount is live
     (raising the daemon's error otherwise, with the exit status
     ``status_of`` gives it)."""
-    check_mountpoint(mountpoint, options)
     if foreground:
         serve(image, mountpoint, readonly=readonly, options=options, loop=loop,
               ready=announce)
