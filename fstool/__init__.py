@@ -11,6 +11,9 @@ reads like ``os`` (docs/api.md)::
         with fs.open("/etc/hostname") as f:
             data = f.read()
 """
+import os
+import warnings
+
 from ._version import __version__
 from .errors import (CorruptionError, DirtyLogWarning, FsToolError, FsToolWarning, ImageError,
                      LogUnreadableWarning, NotFoundError, NotXfsError, UnsupportedError)
@@ -25,10 +28,7 @@ def open_image(path, cache_bytes: int = 64 << 20, *, replay_in_memory: bool = Fa
     before replay.  A log that cannot be read gives a
     :class:`LogUnreadableWarning`.  Both are kinds of
     :class:`FsToolWarning`, filtered with the :mod:`warnings` module."""
-    import os
-    import warnings
-
-    from .fs.filesystem import Filesystem
+    from .fs.filesystem import Filesystem  # lazy: start-up (`fstool --help` reads no image)
     fs = Filesystem(path, cache_bytes=cache_bytes)
     name = os.fsdecode(path) if isinstance(path, (str, bytes, os.PathLike)) else str(path)
     try:
@@ -40,7 +40,7 @@ def open_image(path, cache_bytes: int = 64 << 20, *, replay_in_memory: bool = Fa
                 name, str(e)), stacklevel=2)
             return fs
         if dirty and replay_in_memory:
-            from .recovery.memory import replay_in_memory as replay
+            from .recovery.memory import replay_in_memory as replay  # lazy: start-up
             replay(fs)
         elif dirty:
             warnings.warn(DirtyLogWarning(
@@ -55,7 +55,7 @@ def open_image(path, cache_bytes: int = 64 << 20, *, replay_in_memory: bool = Fa
 
 def backend() -> str:
     """Name of the active parser backend: "native" or "pure-python"."""
-    from . import _backend
+    from . import _backend  # lazy: start-up (loads the native parsers)
     return _backend.NAME
 
 

@@ -2,6 +2,8 @@ import click
 
 from .console import blocks_text, bytes_opt, format_opt, output_style, print_table
 from .options import image_arg, json_opt, open_fs
+from ..ops import stats
+import json
 
 
 @click.command("agstats")
@@ -15,12 +17,10 @@ def cmd(as_json, fmt, raw, image):
     free, inode chunks (full, partial, empty, sparse), each btree's height
     and block count, AGFL fill; then totals.  Sizes in KiB/MiB/GiB (-b:
     blocks)."""
-    from ..ops import stats
     with open_fs(image) as fs:
         s = stats.agstats(fs)
     style = output_style(fmt, as_json)
     if style == "json":
-        import json
         click.echo(json.dumps(s))
         return
     rows, tot, bs = s["ags"], s["total"], s["blocksize"]

@@ -2,6 +2,10 @@ import click
 
 from .console import format_opt, output_style, print_table
 from .options import replay_opt, image_arg, json_opt, open_fs
+from ..ops import stats
+from ..ops.inspect import inode_of
+import json
+from ..ops.inspect import pointer_text
 
 TREES = ["bnobt", "cntbt", "inobt", "finobt", "refcountbt", "rmapbt"]
 
@@ -26,19 +30,16 @@ def dump_cmd(agno, tree, ino, attr, summary, as_json, fmt, image, replay_in_memo
     """Dump an AG btree (--ag N --tree NAME) or an inode's bmbt (--inode INO):
     every block, top level first, with level, record count, siblings, keys,
     pointers and records (as xfs_db btdump shows them)."""
-    from ..ops import stats
     if ino is None and (agno is None or tree is None):
         raise click.UsageError("give --ag and --tree, or --inode")
     if ino is not None and (agno is not None or tree is not None):
         raise click.UsageError("--inode cannot be combined with --ag/--tree")
-    from ..ops.inspect import inode_of
     with open_fs(image, replay_in_memory) as fs:
         dump = stats.dump_bmbt(fs, inode_of(fs, ino), attr) if ino is not None else \
             stats.dump_ag_btree(fs, agno, tree)
     result = stats.summarize_dump(dump) if summary else dump
     style = output_style(fmt, as_json)
     if style == "json":
-        import json
         click.echo(json.dumps(result))
         return
     if summary:
@@ -62,7 +63,6 @@ def _print_dump(dump):
             for i, e in enumerate(dump["extents"]):
                 out(f"{i + 1}:[{','.join(str(v) for v in e.values())}]")
             return
-    from ..ops.inspect import pointer_text
     name = dump["tree"]
     for row in dump["levels"]:
         for b in row:

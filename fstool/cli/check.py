@@ -2,6 +2,21 @@ import click
 
 from .console import format_opt, output_style
 from .options import image_arg, json_opt
+import gc
+import sys
+import fstool
+from ..errors import CorruptionError, FsToolError, ImageTruncatedError, UnknownFeatureError, UnsupportedError, errno_of
+from ..ops import check as C
+from .console import err, error_line, is_tty
+from .exits import finish
+import warnings
+from .options import warn_live_mount
+from ..io.device import Device
+from ..ops.check.superblocks import contradicted_primary
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from .console import console
+import json
+from .console import print_table
 
 
 @click.command("check")
@@ -19,8 +34,6 @@ def cmd(jobs, as_json, fmt, image):
     4 the check could not run.  Findings come from one problem table
     (docs/check-problems.md); --json prints one object per finding per line.
     """
-    import gc
-    import sys
 
     # the command ends when the findings are out (finish): the cyclic
     # collector would only walk, again and again, the objects the check
@@ -31,17 +44,9 @@ def cmd(jobs, as_json, fmt, image):
     style = output_style(fmt, as_json)
     as_json = style == "json"
 
-    import fstool
 
-    from ..errors import (CorruptionError, FsToolError, ImageTruncatedError,
-                          UnknownFeatureError, UnsupportedError, errno_of)
-    from ..ops import check as C
-    from .console import err, error_line, is_tty
-    from .exits import finish
 
-    import warnings
 
-    from .options import warn_live_mount
     warn_live_mount(image)
     try:
         with warnings.catch_warnings():
@@ -87,8 +92,6 @@ def cmd(jobs, as_json, fmt, image):
 def _contradicted(image) -> list:
     """Findings for a primary superblock whose unsupported layout the
     secondaries deny (ops.check.superblocks.contradicted_primary)."""
-    from ..io.device import Device
-    from ..ops.check.superblocks import contradicted_primary
     dev = Device(image)
     try:
         return contradicted_primary(dev)
@@ -100,10 +103,8 @@ class _PhaseBars:
     """A progress bar per phase, on a terminal (gone when the check ends)."""
 
     def __enter__(self):
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn,
-                                   TextColumn, TimeElapsedColumn)
+        pass
 
-        from .console import console
         self.progress = Progress(SpinnerColumn(), TextColumn("{task.description:<14}"),
                                  BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                                  console=console(), transient=True)
@@ -126,14 +127,12 @@ class _PhaseBars:
 
 def _emit(findings, style):
     if style == "json":
-        import json
         for f in findings:
             click.echo(json.dumps(f.as_dict()))
         return
     if not findings:
         click.echo("no problems found")
         return
-    from .console import print_table
     rows = []
     for f in findings:
         where = ", ".join(x for x in (

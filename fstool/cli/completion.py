@@ -1,6 +1,8 @@
 """``fstool completion SHELL``: the script that completes fstool's commands,
 options and arguments in bash, zsh or fish (click's shell completion)."""
 import click
+from click.shell_completion import get_completion_class
+from .main import cli
 
 SHELLS = ("bash", "zsh", "fish")
 
@@ -15,8 +17,6 @@ def cmd(shell):
     zsh:   eval "$(fstool completion zsh)"     (in ~/.zshrc)
     fish:  fstool completion fish > ~/.config/fish/completions/fstool.fish
     """
-    from click.shell_completion import get_completion_class
 
-    from .main import cli
     comp = get_completion_class(shell)(cli, {}, "fstool", "_FSTOOL_COMPLETE")
     click.echo(comp.source())

@@ -4,6 +4,10 @@ from __future__ import annotations
 import sys
 
 import click
+import json
+from rich.console import Console
+from rich import box
+from rich.table import Table
 
 
 def err(msg: str) -> None:
@@ -16,7 +20,6 @@ def error_line(msg: str, as_json: bool, status: int, errno: int | None = None) -
     if not as_json:
         err(msg)
         return
-    import json
     rec = {"error": msg, "exit_status": status}
     if errno is not None:
         rec["errno"] = errno
@@ -31,7 +34,6 @@ def console():
     """Rich's console: the terminal's width on a terminal; elsewhere (a
     table asked for with --format table into a pipe or file) as wide as
     the table needs, not 80 columns."""
-    from rich.console import Console
     return Console(highlight=False, soft_wrap=True, width=None if is_tty() else 1000)
 
 
@@ -42,7 +44,6 @@ def is_tty() -> bool:
 def print_fields(fields, as_json: bool) -> None:
     """Print Field objects as ``name = value`` lines (xfs_db style) or JSON."""
     if as_json:
-        import json
         click.echo(json.dumps({f.name: f.value for f in fields}, ensure_ascii=False))
         return
     for f in fields:
@@ -91,8 +92,6 @@ def print_table(title: str | None, headers, rows, style: str, *, left=(), total=
         if style == "table":
             left = (*left, len(headers) - 1)
     if style == "table":
-        from rich import box
-        from rich.table import Table
         t = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
         for i, h in enumerate(headers):
             # numbers, sizes and bars never wrap
@@ -145,3 +144,13 @@ def bar(fraction: float, width: int = 30) -> str:
     eighths = int(round(fraction * width * 8))
     full, part = divmod(eighths, 8)
     return "█" * full + ("▏▎▍▌▋▊▉"[part - 1] if part else "")
+
+
+def human_bytes(n: int) -> str:
+    """``n`` bytes as people read them: 512 B, 4.0 KiB, 1.5 GiB."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"

@@ -2,6 +2,8 @@ import click
 
 from .console import bytes_opt, format_opt, output_style, print_table, size_text
 from .options import image_arg, json_opt, open_fs
+from ..ops import stats
+import json
 
 
 @click.command("frag")
@@ -17,12 +19,10 @@ def cmd(top, as_json, fmt, raw, image):
     most fragmented forks: only those in more extents than ideal, by path
     (the first a directory walk from the root finds; inodes no directory
     names show none), most extents first."""
-    from ..ops import stats
     with open_fs(image) as fs:
         f = stats.frag(fs, top)
     style = output_style(fmt, as_json)
     if style == "json":
-        import json
         click.echo(json.dumps(f))
         return
     click.echo(stats.format_frag(f))

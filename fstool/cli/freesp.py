@@ -2,6 +2,8 @@ import click
 
 from .console import format_opt, output_style, print_table
 from .options import image_arg, json_opt, open_fs
+from ..ops import stats
+import json
 
 
 @click.command("freesp")
@@ -16,12 +18,10 @@ def cmd(agnos, as_json, fmt, image):
     terminal (or with --format table) each bin gets a bar of its share of
     the free blocks; piped (or --format plain), the text is exactly
     xfs_db's."""
-    from ..ops import stats
     with open_fs(image) as fs:
         h = stats.freesp(fs, list(agnos) or None)
     style = output_style(fmt, as_json)
     if style == "json":
-        import json
         click.echo(json.dumps(h))
         return
     if style == "plain":

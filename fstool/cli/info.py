@@ -2,6 +2,9 @@ import click
 
 from .console import bytes_opt, size_text
 from .options import image_arg, json_opt, open_fs
+from ..ops.info import geometry
+import json
+from ..ops.info import format_geometry
 
 
 @click.command("info")
@@ -12,12 +15,9 @@ def cmd(image, as_json, raw):
     """Show the geometry and features of IMAGE in the layout mkfs.xfs and
     xfs_info print, followed by the superblock counters (the size and free
     space in KiB/MiB/GiB and blocks; -b: blocks only)."""
-    from ..ops.info import geometry
     with open_fs(image) as fs:
         g = geometry(fs)
     if as_json:
-        import json
         click.echo(json.dumps(g))
         return
-    from ..ops.info import format_geometry
     click.echo(format_geometry(g, image, size_text=None if raw else size_text))

@@ -2,6 +2,10 @@ import click
 
 from .console import bytes_opt, size_text
 from .options import replay_opt, image_arg, json_opt, open_fs
+import json
+import time
+from ..ops.listing import entry_record, iter_listing, mode_string
+from ..ops.names import shown_name
 
 
 @click.command("ls")
@@ -20,11 +24,7 @@ def cmd(long, recursive, as_json, raw, image, path, replay_in_memory):
     mode, uid, gid, size, nlink, ino, mtime_ns, xattrs, and target (symlinks)
     or rdev (devices).  Names that are not UTF-8 are escaped as \\udcXX.
     """
-    import json
-    import time
 
-    from ..ops.listing import entry_record, iter_listing, mode_string
-    from ..ops.names import shown_name
 
     with open_fs(image, replay_in_memory) as fs:
         out = click.get_text_stream("stdout")

@@ -10,6 +10,9 @@ import sys
 from pathlib import Path
 
 import click
+import inspect
+from .main import cli
+from .main import COMMANDS, cli
 
 MAN_DIR = Path(__file__).resolve().parent.parent.parent / "man"
 SECTION = "1"
@@ -28,7 +31,6 @@ def _paragraphs(help_text: str) -> list[str]:
     """Click's help text as roff paragraphs: blank-line separated and
     rewrapped, except those click keeps as they are (a ``\\b`` line first),
     which stay lines (.nf)."""
-    import inspect
     out = []
     for para in inspect.cleandoc(help_text or "").split("\n\n"):
         lines = para.splitlines()
@@ -43,7 +45,6 @@ def _paragraphs(help_text: str) -> list[str]:
 
 def _context(cmd: click.Command, path: str) -> click.Context:
     """A context for ``cmd`` under fstool's (its -h/--help spelling)."""
-    from .main import cli
     top = click.Context(cli, info_name="fstool", **cli.context_settings)
     return top if cmd is cli else click.Context(cmd, info_name=path, parent=top)
 
@@ -96,7 +97,6 @@ _FOOTER = [".SH EXIT STATUS",
 
 def pages() -> dict[str, str]:
     """File name -> roff text of every page."""
-    from .main import COMMANDS, cli
     ctx = click.Context(cli, info_name="fstool")
     out = {}
     top = _header("fstool", "build, inspect, check and repair XFS v5 images offline")

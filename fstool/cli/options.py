@@ -1,5 +1,11 @@
 """Argument types shared by commands."""
 import click
+import warnings
+import fstool
+from ..errors import DirtyLogWarning, FsToolWarning, LogUnreadableWarning
+from .console import warn
+from ..io.lock import fstool_mounts_of
+import json
 
 image_arg = click.argument("image", type=click.Path())
 json_opt = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
@@ -15,11 +21,7 @@ def open_fs(image, replay_in_memory: bool = False):
     """Open IMAGE for a reading command.  A dirty log is never silent: it
     is replayed in memory when asked, else a warning says that what follows
     is the image before replay (open_image's warnings, said the CLI's way)."""
-    import warnings
 
-    import fstool
-    from ..errors import DirtyLogWarning, FsToolWarning, LogUnreadableWarning
-    from .console import warn
     warn_live_mount(image)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", FsToolWarning)
@@ -40,8 +42,6 @@ def open_fs(image, replay_in_memory: bool = False):
 def warn_live_mount(image) -> None:
     """Warn when an fstool mount serves IMAGE read-write: what the file
     holds lags what the mount shows until the mount's next checkpoint."""
-    from ..io.lock import fstool_mounts_of
-    from .console import warn
     for mnt in fstool_mounts_of(image, writable_only=True):
         warn(f"{image}: an fstool mount serves it read-write at {mnt}; what the image file "
              "holds may lag behind what the mount shows (unmount it first: fstool umount "
@@ -51,5 +51,4 @@ def warn_live_mount(image) -> None:
 def emit_json(obj, as_json: bool) -> None:
     """Print ``obj`` as one line of JSON when ``as_json`` (else nothing)."""
     if as_json:
-        import json
         click.echo(json.dumps(obj, ensure_ascii=False))

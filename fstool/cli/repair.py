@@ -2,6 +2,10 @@
 import click
 
 from .options import image_arg, json_opt
+import json
+import sys
+from ..errors import BadValue, FsToolError, ImageBusy, UnsupportedError
+from ..ops.repair import repair
 
 EXIT_CANNOT = 4
 
@@ -43,11 +47,7 @@ def cmd(dry_run, rebuild, add_finobt, undo_file, extend_truncated, jobs, as_json
     written), 7 the image is busy (mounted, attached to a loop device, held
     by another fstool, under any of its names).
     """
-    import json
-    import sys
 
-    from ..errors import BadValue, FsToolError, ImageBusy, UnsupportedError
-    from ..ops.repair import repair
 
     trees = tuple(t.strip() for t in rebuild.split(",") if t.strip())
     try:

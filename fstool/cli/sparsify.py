@@ -1,32 +1,39 @@
 """``fstool sparsify``: give an image's free space back to the host."""
+import json
+
 import click
 
-from .console import bytes_opt, size_text
-from .edit import no_check_option
-from .options import emit_json, image_arg, json_opt
+from ..ops.sparsify import sparsify
+from .console import human_bytes
+from .options import image_arg, json_opt
 
 
 @click.command("sparsify")
 @click.option("--zero", is_flag=True,
-              help="Write zeros over the free blocks instead of punching them out (for "
-                   "copies and formats that need zeros rather than holes).")
-@no_check_option
+              help="Write zeros over free space instead of punching holes (for image "
+                   "formats or hosts that need it).")
+@click.option("-n", "--dry-run", is_flag=True, help="Count the free space; write nothing.")
+@click.option("--no-check", is_flag=True,
+              help="Do not check the image first (the free-space btrees are then trusted "
+                   "as they are).")
 @json_opt
-@bytes_opt
 @image_arg
-def cmd(zero, no_check, as_json, raw, image):
-    """Punch every free extent out of IMAGE (fallocate PUNCH_HOLE): the image
-    file keeps its size and its contents, and the host gets back the space
-    its free blocks held.  Only free blocks are written; the image is checked
-    first (refused when check finds errors), and a dirty log, a mounted or
-    busy image are refused (exit status 7)."""
-    from ..ops.sparsify import sparsify
-    rep = sparsify(image, zero=zero, check=not no_check)
+def cmd(zero, dry_run, no_check, as_json, image):
+    """Punch every free extent out of IMAGE, so that the host stores only
+    the blocks the filesystem uses.  The image is checked first, its log
+    must be clean, and it must not be mounted.
+
+    Exit status: 0 done; 7 refused (busy, dirty log, or check found
+    problems); see fstool's exit-status page for the rest.
+    """
+    r = sparsify(image, zero=zero, dry_run=dry_run, check=not no_check)
     if as_json:
-        emit_json(rep, True)
+        click.echo(json.dumps(r.as_dict()))
         return
-    verb = "zeroed" if zero else "punched out"
-    click.echo(f"{image}: {verb} {size_text(rep['bytes'], raw)} of free space in "
-               f"{rep['free_extents']} free extents; the image file takes "
-               f"{size_text(rep['allocated_after'], raw)} on the host (it took "
-               f"{size_text(rep['allocated_before'], raw)})")
+    verb = "would " + ("zero" if zero else "punch") if dry_run else \
+        ("zeroed" if zero else "punched")
+    click.echo(f"{verb} {r.ranges} free extents, {human_bytes(r.bytes)}")
+    if r.host_before is not None and r.host_after is not None:
+        click.echo(f"image file on the host: {human_bytes(r.host_before)} allocated before, "
+                   f"{human_bytes(r.host_after)} after (the filesystem uses "
+                   f"{human_bytes(r.used_bytes)})")

@@ -2,6 +2,11 @@ import click
 
 from .console import bytes_opt, size_text
 from .options import replay_opt, image_arg, json_opt, open_fs
+from ..ops.listing import entry_record, mode_string
+from ..ops.inspect import _fmt_ns
+from ..format import constants as C
+from ..fs import dir as xdir
+import json
 
 
 @click.command("stat")
@@ -17,10 +22,6 @@ def cmd(as_json, raw, image, path, replay_in_memory):
     Size is in bytes and in KiB/MiB/GiB (-b: bytes only); Blocks counts
     512-byte units, as stat(1) and os.stat's st_blocks do; FS blocks counts
     the filesystem's blocks the file holds (di_nblocks)."""
-    from ..ops.listing import entry_record, mode_string
-    from ..ops.inspect import _fmt_ns
-    from ..format import constants as C
-    from ..fs import dir as xdir
 
     with open_fs(image, replay_in_memory) as fs:
         node = fs.lookup(path)
@@ -35,7 +36,6 @@ def cmd(as_json, raw, image, path, replay_in_memory):
         if node.is_dir:
             rec["dir_form"] = xdir.form(node)
         if as_json:
-            import json
             click.echo(json.dumps(rec))
             return
         click.echo(f"  File: {rec['path']}" + (f" -> {rec['target']}" if "target" in rec else ""))

@@ -1,6 +1,7 @@
 """``fstool umount``: unmount an fstool mount and wait until the image is
 written back."""
 import click
+from ..mount.run import unmount
 
 
 @click.command("umount")
@@ -13,5 +14,4 @@ def cmd(mountpoint, timeout):
     returns the image can be copied, checked or mounted again.
     (`fusermount3 -u` returns while the server still writes its last
     checkpoint.)"""
-    from ..mount.run import unmount
     unmount(mountpoint, timeout)

@@ -2,6 +2,8 @@
 import click
 
 from .options import image_arg, json_opt
+import json
+from ..ops.repair import undo
 
 
 @click.command("undo")
@@ -19,9 +21,7 @@ def cmd(as_json, image, undo_file):
     image changed since, the undo file is incomplete, or the image is busy
     (mounted, attached to a loop device, held by another fstool).
     """
-    import json
 
-    from ..ops.repair import undo
 
     n = undo(image, undo_file)
     if as_json:

@@ -27,6 +27,8 @@ from .._backend import parsers
 from .inode import Inode
 from .osapi import FileReader, ImageDirEntry, ScandirIterator
 from .superblock import Superblock
+from ..log import Log
+from ..errors import ReadOnlyError
 
 MAX_SYMLINK_HOPS = 40
 DIR_INODES_CACHED = 1024      # decoded directory inodes kept
@@ -120,7 +122,6 @@ class Filesystem:
     def log(self):
         """The internal log, read-only (:class:`fstool.log.Log`)."""
         if getattr(self, "_log", None) is None:
-            from ..log import Log
             self._log = Log(self)
         return self._log
 
@@ -594,7 +595,6 @@ class Filesystem:
             if node is not None and node.mode & 0o170000 == 0o100000:
                 return FileReader(node, where)
         if mode != "rb" and mode not in ("r", "rt", "br", "tr"):
-            from ..errors import ReadOnlyError
             if set(mode) - set("rbt"):
                 raise ReadOnlyError(f"{where}: the image is read-only (mode {mode!r})")
             raise InvalidArgument(f"invalid mode {mode!r}")

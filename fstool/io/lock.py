@@ -34,6 +34,7 @@ import struct
 from typing import NamedTuple
 
 from ..errors import ImageBusy
+import re
 
 __all__ = ["ImageBusy", "ImageLock", "Identity", "identify", "refuse_if_mounted",
            "users_of"]
@@ -143,7 +144,6 @@ def identify(st: os.stat_result) -> Identity:
 
 def _unescape(field: str) -> str:
     """A mountinfo field with its octal escapes (\\040 for a space...) undone."""
-    import re
     return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
 
 

@@ -2,11 +2,12 @@
 ``fstool sb|agf|agi|agfl|inode``), in the spirit of xfs_db's print."""
 from __future__ import annotations
 
+import datetime
 import uuid as uuidlib
 
-from ..format import constants as C
-from ..format import structs as S
+from ..format import constants as C, structs as S
 from ..fs import dir as xdir
+from ..errors import BadValue, CorruptionError
 
 # fields shown in hex, as xfs_db does
 _HEX = {"magicnum", "versionnum", "features2", "bad_features2", "features_compat",
@@ -121,7 +122,6 @@ def inode_of(fs, spec: str) -> int:
     """The inode a command line names: a number (decimal, or 0x hex), or a
     path in the image.  A number the filesystem cannot have is the
     argument's fault (BadValue, exit status 2), not the image's."""
-    from ..errors import BadValue, CorruptionError
     text = spec.strip()
     try:
         ino = int(text, 16) if text.lower().startswith("0x") else int(text, 10)
@@ -177,7 +177,6 @@ def describe_inode(fs, ino: int) -> list[Field]:
 
 
 def _fmt_ns(ns: int) -> str:
-    import datetime
     sec, frac = divmod(ns, C.NSEC_PER_SEC)
     try:
         when = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc) + \

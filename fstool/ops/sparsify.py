@@ -1,95 +1,110 @@
-"""Give an image's free space back to the host: ``fstool sparsify``.
+"""fstool sparsify: give an image's free space back to the host.
 
-Every free extent the bnobt records is punched out of the image file
-(fallocate PUNCH_HOLE, the file's size kept), or with ``zero`` overwritten
-with zeros where the file holds data there (for formats and copies that
-need zeros rather than holes; a block device always gets zeros).  Only the
-parts of the free extents where the file holds data are touched, so a run
-over an image that is already sparse costs a few seeks.
-
-Free space is trusted only on a sound image: the image is checked first
-(``check=False`` skips it), a dirty log is refused (replay could write
-into a block punched here before its buffer is whole again), and the image
-must not be busy.  Nothing but free blocks is written: the filesystem
-reads the same after as before.
+Every extent the free-space btree (bnobt) of each AG lists is punched out
+of the image file (``fallocate(PUNCH_HOLE | KEEP_SIZE)``), so the host
+stores only what the filesystem uses; with ``zero`` the extents are
+written with zeros instead (for image formats or hosts that need it, and
+on block devices, where a punch is a discard).  Nothing the filesystem
+uses is touched: the image is checked first (a bnobt that named a block in
+use would otherwise lose it), the log must be clean (free space in the
+AGFs is what the log leaves once replayed), and the image is locked and
+must not be mounted.  The AGFL's blocks and the log are left as they are.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 
+from ..errors import FsToolError, WriteRefused
+from ..fs.filesystem import Filesystem
+from ..fs.logstate import log_is_clean
+from ..io.device import punch_hole
+from ..io.lock import ImageLock, refuse_if_mounted
+from .guard import require_sound
+from .stats import ag_tree
 
-def free_extents(fs):
-    """(byte offset, byte length) of every free extent, AG by AG, in order."""
-    from .stats import ag_tree
-    blocklog = fs.sb.blocklog
-    for agno in range(fs.sb.agcount):
+
+@dataclasses.dataclass
+class SparsifyResult:
+    ranges: int = 0                 # free extents punched (or zeroed)
+    bytes: int = 0                  # their total size
+    host_before: int | None = None  # bytes the host had allocated for the image file
+    host_after: int | None = None
+    used_bytes: int = 0             # the filesystem's blocks not in the bnobt
+    written: bool = False
+    mode: str = "punch"
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def free_ranges(fs) -> list:
+    """(byte offset, byte length) of every free extent the AGs' bnobts
+    list, in disk order."""
+    sb = fs.sb
+    bs = sb.blocksize
+    out = []
+    for agno in range(sb.agcount):
+        base = agno * sb.agblocks
         reader, root, height = ag_tree(fs, agno, "bnobt")
         for start, length in reader.ag_records(root, height):
-            yield fs.agb_to_daddr(agno, start) << 9, length << blocklog
+            out.append(((base + start) * bs, length * bs))
+    return out
 
 
-def _data_parts(ranges, start: int, length: int):
-    """The parts of [start, start+length) that lie in ``ranges`` (sorted
-    (offset, length) data regions; None: the whole file is data)."""
-    if ranges is None:
-        yield start, length
-        return
-    import bisect
-    end = start + length
-    i = max(bisect.bisect_right(ranges, (start, 1 << 63)) - 1, 0)
-    while i < len(ranges) and ranges[i][0] < end:
-        lo, hi = max(ranges[i][0], start), min(ranges[i][0] + ranges[i][1], end)
-        if lo < hi:
-            yield lo, hi - lo
-        i += 1
+def _host_allocated(path) -> int | None:
+    st = os.stat(path)
+    return st.st_blocks * 512 if os.path.isfile(path) else None
 
 
-def allocated_bytes(path) -> int:
-    """What the host gives the file: st_blocks in 512-byte units."""
-    return os.stat(path).st_blocks * 512
-
-
-def sparsify(path, *, zero: bool = False, check: bool = True) -> dict:
-    """Punch (or with ``zero`` overwrite with zeros) every free extent of
-    the image at ``path``; what was done."""
-    from ..errors import WriteRefused
-    from ..fs.filesystem import Filesystem
-    from ..fs.logstate import log_is_clean
-    from ..io.device import Device
-    from ..io.lock import ImageLock, refuse_if_mounted
-    from ..io.sparse import data_ranges_of
-    from .guard import require_sound
+def sparsify(path, *, zero: bool = False, dry_run: bool = False,
+             check: bool = True) -> SparsifyResult:
+    """Punch (or, with ``zero``, zero) every free extent of the image at
+    ``path``; ``dry_run`` only counts them."""
     path = os.fspath(path)
     refuse_if_mounted(path)
     if check:
         require_sound(path)
-    fs = Filesystem(path)
+    result = SparsifyResult(mode="zero" if zero else "punch")
+    fs = Filesystem(path, writable=not dry_run)
     try:
-        with ImageLock(fs.dev, path):
+        with ImageLock(fs.dev, path) if not dry_run else _Nothing():
             clean, why = log_is_clean(fs)
             if not clean:
-                raise WriteRefused(f"{path}: the log is dirty ({why}); its free space is not "
-                                   f"known until it is replayed: run 'fstool log replay "
-                                   f"{path}' first")
-            before = allocated_bytes(path)
-            out = Device(path, writable=True)
-            try:
-                ranges = None if out.is_blockdev else data_ranges_of(out.fd)
-                extents = touched = 0
-                zeros = bytes(1 << 20)
-                for off, n in free_extents(fs):
-                    extents += 1
-                    for lo, m in _data_parts(ranges, off, n):
-                        touched += m
-                        if not zero:
-                            out.zero_range(lo, m)
-                            continue
-                        for pos in range(lo, lo + m, len(zeros)):
-                            out.pwrite(pos, zeros[:min(len(zeros), lo + m - pos)])
-                out.fsync()
-            finally:
-                out.close()
+                raise WriteRefused(f"{path}: the journal is dirty ({why}); replay it first "
+                                   "(fstool log replay, or a kernel mount): until then the "
+                                   "free-space btrees may not say what is free")
+            ranges = free_ranges(fs)
+            result.ranges = len(ranges)
+            result.bytes = sum(n for _o, n in ranges)
+            result.used_bytes = fs.sb.dblocks * fs.sb.blocksize - result.bytes
+            result.host_before = _host_allocated(path)
+            if dry_run or not ranges:
+                result.host_after = result.host_before
+                return result
+            dev = fs.dev
+            if not zero and not dev.is_blockdev:
+                # a host that cannot punch would have zeros written instead,
+                # which takes space rather than giving it back
+                off, length = ranges[0]
+                try:
+                    punch_hole(dev.fd, off, length)
+                except OSError as e:
+                    raise FsToolError(f"{path}: the host cannot punch holes in the image "
+                                      f"({e.strerror}); --zero writes zeros instead") from None
+            for off, length in ranges:
+                dev.zero_range(off, length, punch=not zero)
+            dev.fsync()
+            result.written = True
     finally:
         fs.close()
-    return {"image": path, "zero": zero, "free_extents": extents, "bytes": touched,
-            "allocated_before": before, "allocated_after": allocated_bytes(path)}
+    result.host_after = _host_allocated(path)
+    return result
+
+
+class _Nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False

@@ -13,6 +13,7 @@ import struct
 from ..errors import BadValue, FsToolError, InvalidArgument
 from ..format import constants as C
 from ..fs import btree
+from .names import shown_name
 
 AG_TREES = ("bnobt", "cntbt", "inobt", "finobt", "refcountbt", "rmapbt")
 
@@ -282,7 +283,6 @@ def paths_of(fs, inos) -> dict:
     """A path (text, names escaped for display) to each of ``inos`` that a
     directory reaches, walking directories from the root only until all
     are found; inodes no directory names are left out."""
-    from .names import shown_name
     want = set(inos)
     found: dict = {}
     if fs.sb.rootino in want:
