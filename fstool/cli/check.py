@@ -1,22 +1,22 @@
-import click
-
-from .console import format_opt, output_style
-from .options import image_arg, json_opt
 import gc
-import sys
-import fstool
-from ..errors import CorruptionError, FsToolError, ImageTruncatedError, UnknownFeatureError, UnsupportedError, errno_of
-from ..ops import check as C
-from .console import err, error_line, is_tty
-from .exits import finish
-import warnings
-from .options import warn_live_mount
-from ..io.device import Device
-from ..ops.check.superblocks import contradicted_primary
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-from .console import console
 import json
-from .console import print_table
+import sys
+import warnings
+
+import click
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
+                           TimeElapsedColumn)
+
+import fstool
+
+from ..errors import (CorruptionError, FsToolError, ImageTruncatedError, UnknownFeatureError,
+                      UnsupportedError, errno_of)
+from ..io.device import Device
+from ..ops import check as C
+from ..ops.check.superblocks import contradicted_primary
+from .console import console, err, error_line, format_opt, is_tty, output_style, print_table
+from .exits import finish
+from .options import image_arg, json_opt, warn_live_mount
 
 
 @click.command("check")

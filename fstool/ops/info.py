@@ -51,9 +51,9 @@ def geometry(fs) -> dict:
 def format_geometry(g: dict, name: str, counters: bool = True, size_text=None) -> str:
     """Text laid out exactly as mkfs.xfs prints it, then (optionally) the
     identity and counters; ``size_text(nbytes)`` shows the filesystem's
-    size and free space for people (else they are counted in blocks).  With ``g["release"]`` "6.10" the layout is
-    xfsprogs 6.10.1's, which adds the exchange-range and parent pointer
-    features."""
+    size and free space for people (else they are counted in blocks).
+    With ``g["release"]`` "6.10" the layout is xfsprogs 6.10.1's, which
+    adds the exchange-range and parent pointer features."""
     modern = g.get("release") == "6.10"
     lines = [
         f"meta-data={name:<22s} isize={g['isize']:<6d} agcount={g['agcount']}, "
