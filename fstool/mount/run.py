@@ -14,22 +14,20 @@ and SIGHUP unmount cleanly.
 """
 from __future__ import annotations
 
+import fcntl
+import gc
 import json
 import os
-import sys
-
-from ..errors import FsToolError
 import shutil
+import signal
+import subprocess
+import sys
+import time
+
+from ..errors import FsToolError, errno_of
+from ..io.lock import FSTOOL_FUSE_TYPE, mount_table
 from .ops import MountOps
 from .volume import Volume
-import gc
-import signal
-from .fuseops import FuseOps
-from ..errors import errno_of
-import fcntl
-import subprocess
-import time
-from ..io.lock import FSTOOL_FUSE_TYPE, mount_table
 
 CHECKPOINT_SECONDS = 5.0
 
@@ -169,6 +167,7 @@ def _serve_pyfuse3(ops, mountpoint: str, opts: list, ready, every: float) -> Non
     import trio  # lazy: optional dependency
 
     try:
+        from .fuseops import FuseOps  # lazy: it imports pyfuse3, an optional dependency
         pyfuse3.init(FuseOps(ops), mountpoint, set(opts))
     except RuntimeError as e:
         raise FsToolError(f"{mountpoint}: cannot mount: {e}") from None
