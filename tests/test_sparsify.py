@@ -16,7 +16,7 @@ import sys
 
 import pytest
 from fixtures import images
-from fixtures.fusemount import FuseMounted, fuse_skip_reason
+from fixtures.fusemount import FuseMounted, fuse_skip_reason, leave_log_dirty
 from fixtures.oracles import fstool, repair_clean
 
 MiB = 1 << 20
@@ -98,13 +98,7 @@ def test_dry_run_writes_nothing(tmp_path):
 def test_a_dirty_log_is_refused(tmp_path):
     img = tmp_path / "dirty.img"
     fstool("mkfs", "-q", img, "--size", "64m")
-    code = ("import os, sys\n"
-            "from fstool.mount.volume import Volume\n"
-            "v = Volume(sys.argv[1])\n"
-            "v.mkdir(v.rootino, b'd', 0o755)\n"
-            "v.sync()\n"
-            "os._exit(0)\n")
-    subprocess.run([sys.executable, "-c", code, str(img)], check=True)
+    leave_log_dirty(img)
     before = img.read_bytes()
     r = fstool("sparsify", img, check=False)
     assert r.returncode == 7 and "dirty" in r.stderr and len(r.stderr.splitlines()) == 1
