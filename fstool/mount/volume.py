@@ -148,6 +148,7 @@ class Volume:
         self._in_op = False             # an operation's transaction is running
         self.failed = None              # why the volume stopped writing
         self._group_room = False        # free space sure to last the open group
+        self._times: dict[int, int] = {}  # ino -> mtime/ctime of overwrites not yet logged
 
     # -- lifetime --------------------------------------------------------------------
     def close(self) -> None:
@@ -159,6 +160,7 @@ class Volume:
         try:
             if self.w is not None:
                 self.end_group()
+                self._log_times()
                 # files still open (the kernel closes them all before it
                 # lets the mount go, unless the process is told to stop)
                 for ino in list(self.opens):
@@ -180,6 +182,7 @@ class Volume:
         if self.w is None:
             return
         self.end_group()
+        self._log_times()
         if self.dirty_since_sync:
             self.w.sync()
             self.dirty_since_sync = False
@@ -236,6 +239,28 @@ class Volume:
         self.ns.is_open = self._is_open
         self.icache.clear_attrs()
 
+    def _log_times(self) -> None:
+        """The times of the overwrites done without a transaction
+        (:meth:`write`) set in one transaction: before the next checkpoint
+        and before any other change, as the kernel's XFS logs the inode of
+        a write in the next checkpoint with all else that changed."""
+        times = self._times
+        if not times:
+            return
+        w = self.w
+        w.begin()
+        try:
+            touch = self.fileio.touch
+            for ino, now in times.items():
+                touch(ino, now)
+            w.commit()
+        except BaseException:
+            w.abort()
+            self.icache.clear_attrs()
+            raise
+        times.clear()
+        self.dirty_since_sync = True
+
     def _redo(self, redo: list) -> None:
         """The creates of a group taken back, done again one transaction
         each, with their own times; any that fails or names another inode
@@ -277,6 +302,10 @@ class Volume:
                               and not self.opens.get(ino)):
             raise oserror(errno.ENOENT, f"inode {ino}")
         a = Attr(node.stat(), node.gen)
+        t = self._times.get(ino)
+        if t is not None:
+            # an overwrite's times, not yet logged
+            a.mtime_ns = a.ctime_ns = t
         self.icache.put(ino, a)
         return a
 
@@ -660,8 +689,23 @@ class Volume:
         return self.w.dev.fd if self.w is not None else -1
 
     def write(self, fh: int, off: int, data: bytes) -> int:
+        """Overwrites of written blocks inside the file's size go straight
+        to the image with no transaction (the kernel's XFS does not log data
+        either), their times logged with the next change or checkpoint
+        (:meth:`_log_times`); any other write is a transaction."""
         self._writable()
         h = self.handle(fh)
+        ino = h.ino
+        now = self.w.now_ns()
+        if self.fileio.overwrite(ino, off, data):
+            self._times[ino] = now
+            self.dirty_since_sync = True
+            a = self.icache.get(ino)
+            if a is not None:
+                a = a.copy()
+                a.mtime_ns = a.ctime_ns = now
+                self.icache.put(ino, a)
+            return len(data)
         with self._tx():
             n = self.fileio.write(h.ino, off, data)
         self.icache.invalidate(h.ino)
@@ -838,6 +882,7 @@ class _Op:
         if vol._grouped and not self.group:
             vol.end_group()
         if w.tx is None:
+            vol._log_times()
             w.begin()
         vol._in_op = True
         ns = vol.ns
