@@ -146,3 +146,49 @@ def test_writes_that_change_more_than_data_take_a_transaction(tmp_path, case):
     assert begun, f"a write into {case} took no transaction"
     v.close()
     repair_clean(img)
+
+
+def _advised(monkeypatch) -> list:
+    """The (offset, length) of every WILLNEED the volume gives the image."""
+    seen = []
+    real = os.posix_fadvise
+
+    def record(fd, off, n, advice):
+        if advice == os.POSIX_FADV_WILLNEED:
+            seen.append((off, n))
+        return real(fd, off, n, advice)
+
+    monkeypatch.setattr(os, "posix_fadvise", record)
+    return seen
+
+
+def test_a_sequential_reader_gets_the_image_read_ahead(tmp_path, monkeypatch):
+    from fstool.mount.volume import READAHEAD_FIRST, READAHEAD_MAX
+    img, v = _volume(tmp_path)
+    fh, ino, data = _file(v, b"f", 48 << 20)
+    seen = _advised(monkeypatch)
+    step = 128 << 10
+    for off in range(0, 40 << 20, step):
+        assert v.read_map(fh, off, step, step)
+    # the image bytes of the file's first 40 MiB + the window, in order
+    want = v.fileio.read_map(ino, 0, (40 << 20) + READAHEAD_MAX, 1 << 30)
+    covered = sum(n for _at, n in seen)
+    assert seen and covered >= (40 << 20)
+    assert seen[0][1] <= READAHEAD_FIRST + step
+    assert all(any(at <= o < at + n for at, n in want) for o, _n in seen)
+    v.release(fh)
+    v.close()
+
+
+def test_a_random_reader_gets_no_read_ahead(tmp_path, monkeypatch):
+    import random
+    img, v = _volume(tmp_path)
+    fh, ino, data = _file(v, b"f", 16 << 20)
+    seen = _advised(monkeypatch)
+    rng = random.Random(3)
+    for _ in range(500):
+        off = rng.randrange(1, (16 << 20) // 4096) * 4096
+        v.read(fh, off, 4096)
+    assert len(seen) <= 5
+    v.release(fh)
+    v.close()

@@ -50,6 +50,18 @@ XATTR_SIZE_MAX = 65536
 
 log = logging.getLogger("fstool.mount")
 
+# read-ahead of sequential readers: the image's pages of the next WINDOW
+# bytes of the file asked for (posix_fadvise WILLNEED) while the reader
+# is still on the current ones; the window doubles from the first to the
+# last figure as the reader keeps on, and starts again at any jump
+READAHEAD_FIRST = 1 << 20
+READAHEAD_MAX = 16 << 20
+# a reader is sequential from a read that starts where its last ended; once
+# it is, a read starting this close to there still is (the kernel's own
+# read-ahead sends several reads at once, the mount's threads may answer
+# them out of order)
+READAHEAD_SLACK = 1 << 20
+
 # free blocks below which creates are neither grouped nor answered before
 # their names are added (32 creates take far fewer: an inode chunk, a few
 # directory blocks and btree splits each)
@@ -88,12 +100,15 @@ class Attr:
 
 
 class Handle:
-    __slots__ = ("ino", "flags", "listing")
+    __slots__ = ("ino", "flags", "listing", "next", "ahead", "window")
 
     def __init__(self, ino: int, flags: int = 0):
         self.ino = ino
         self.flags = flags
         self.listing = None
+        self.next = 0                   # where the last read ended
+        self.ahead = 0                  # where the read-ahead asked for ends
+        self.window = 0                 # its size (0: the reader is not sequential)
 
 
 class Volume:
@@ -668,6 +683,7 @@ class Volume:
     def read(self, fh: int, off: int, size: int) -> bytes:
         h = self.handle(fh)
         if self.w is not None:
+            self._read_ahead(h, off, size)
             return self.fileio.read(h.ino, off, size)
         node = self.fs.inode(h.ino)
         if node.is_dir:
@@ -681,7 +697,37 @@ class Volume:
         h = self.handle(fh)
         if self.w is None:
             return None
+        self._read_ahead(h, off, size)
         return self.fileio.read_map(h.ino, off, size, zeros_max)
+
+    def _read_ahead(self, h: Handle, off: int, size: int) -> None:
+        """Read-ahead for a sequential reader of handle ``h`` (see
+        READAHEAD_FIRST): the host kernel reads the image's pages of what
+        comes next while this read is answered, so a cold sequential read
+        does not wait on the disk for every request."""
+        end = off + size
+        if off != h.next and not (h.window and abs(off - h.next) <= READAHEAD_SLACK):
+            # a jump: not (or no longer) sequential
+            h.window = h.ahead = 0
+            h.next = end
+            return
+        h.next = max(h.next, end)
+        if h.window and h.ahead - end >= h.window // 2:
+            return
+        h.window = min(max(2 * h.window, READAHEAD_FIRST), READAHEAD_MAX)
+        start = max(h.ahead, end)
+        stop = end + h.window
+        if stop <= start:
+            return
+        h.ahead = stop
+        fd = self.w.dev.fd
+        try:
+            for at, n in self.fileio.read_map(h.ino, start, stop - start, stop - start):
+                if at >= 0:
+                    os.posix_fadvise(fd, at, n, os.POSIX_FADV_WILLNEED)
+        except (OSError, FsToolError):
+            # only advice: the read itself says what is wrong
+            pass
 
     @property
     def image_fd(self) -> int:
