@@ -27,8 +27,9 @@ users have:
 Every figure is the median of ROUNDS rounds, each on a fresh image
 (``--quick``: one round, 5,000 files, 64 MiB, 5 s fio jobs, for
 iteration).  For the FUSE servers, the resident memory of the server
-process after the creates and its CPU time per create (user and system,
-from /proc).  Needs root (loop mount, drop_caches), fuse2fs (apt fuse2fs)
+process after the creates and its CPU time per create and per random
+I/O (user and system, from /proc: these move less with the machine's
+load than the rates do).  Needs root (loop mount, drop_caches), fuse2fs (apt fuse2fs)
 and FUSE; fio (apt fio) for the random I/O.
 
 ``--icache``: the mount's inode cache alone, lookups per second with 10^4 to
@@ -207,7 +208,7 @@ FIO_JOBS = (("randwrite", "randwrite", None), ("randread", "randread", None),
 
 
 def fio_iops(path: str, mib: int, rw: str, mix, seconds: int) -> float:
-    """IOPS of a 4 KiB random job on ``path`` (laid out MIB MiB first, not
+    """(IOPS, I/Os done) of a 4 KiB random job on ``path`` (laid out MIB MiB first, not
     timed), fio psync with one job; the caches are dropped first."""
     drop_caches()
     cmd = ["fio", "--name=bench", f"--filename={path}", f"--size={mib}M", "--bs=4k",
@@ -217,7 +218,8 @@ def fio_iops(path: str, mib: int, rw: str, mix, seconds: int) -> float:
         cmd.append(f"--rwmixread={mix}")
     r = subprocess.run(cmd, check=True, capture_output=True, text=True)
     job = json.loads(r.stdout[r.stdout.index("{"):])["jobs"][0]
-    return job["read"]["iops"] + job["write"]["iops"]
+    return (job["read"]["iops"] + job["write"]["iops"],
+            job["read"]["total_ios"] + job["write"]["total_ios"])
 
 
 def py_iops(path: str, mib: int, rw: str, mix, seconds: int) -> float:
@@ -248,7 +250,7 @@ def py_iops(path: str, mib: int, rw: str, mix, seconds: int) -> float:
                 break
     finally:
         os.close(fd)
-    return n / (time.perf_counter() - t)
+    return n / (time.perf_counter() - t), n
 
 
 def stream_write(path: str, mib: int) -> float:
@@ -321,7 +323,12 @@ def run_target(cls, work: str, args) -> dict:
         # the file laid out once, untimed, before the first job
         stream_write(rnd, args.mib)
         for label, rw, mix in FIO_JOBS:
-            out[f"{label} IOPS"] = iops(rnd, args.mib, rw, mix, args.fio_seconds)
+            cpu0 = cpu_seconds(t.pid) if t.pid else 0
+            out[f"{label} IOPS"], ios = iops(rnd, args.mib, rw, mix, args.fio_seconds)
+            if t.pid:
+                # as for creates: the server's CPU per I/O moves less with
+                # the machine's load than the rate does
+                out[f"{label} server CPU us/IO"] = (cpu_seconds(t.pid) - cpu0) / ios * 1e6
         out["walk entries/s"] = walk(t.mnt)
     finally:
         t.umount()
@@ -444,22 +451,23 @@ def main() -> None:
     results = {name: medians(rs) for name, rs in rounds.items()}
     keys = [f"creates/s {p}" for p in CREATE_PATTERNS] + \
         ["write MB/s", "read MB/s"] + [f"{label} IOPS" for label, _rw, _mix in FIO_JOBS] + \
-        ["walk entries/s", "server RSS MiB", "server CPU us/create", "repair -n"]
+        ["walk entries/s", "server RSS MiB", "server CPU us/create"] + \
+        [f"{label} server CPU us/IO" for label, _rw, _mix in FIO_JOBS] + ["repair -n"]
     names = list(results)
     print()
     print(f"medians of {args.rounds} round(s); {args.files} files per create pattern over "
           f"{args.dirs} directories, {args.mib} MiB files, random I/O "
           f"{'fio' if args.fio else 'Python loop (no fio)'} {args.fio_seconds} s per job")
     ratio = "fstool" in results and "fuse2fs" in results
-    print(f"{'':24}" + "".join(f"{n[:26]:>27}" for n in names) +
+    print(f"{'':34}" + "".join(f"{n[:26]:>27}" for n in names) +
           (f"{'fstool/fuse2fs':>16}" if ratio else ""))
     for k in keys:
-        row = f"{k:24}"
+        row = f"{k:34}"
         for n in names:
             v = results[n].get(k, "-")
             row += f"{v:>27,.1f}" if isinstance(v, float) else f"{str(v):>27}"
         if ratio and isinstance(results["fstool"].get(k), float) and \
-                isinstance(results["fuse2fs"].get(k), float) and k.split()[0] != "server":
+                isinstance(results["fuse2fs"].get(k), float) and "server" not in k:
             row += f"{results['fstool'][k] / results['fuse2fs'][k]:>15.2f}x"
         print(row)
 

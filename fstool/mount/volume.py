@@ -62,10 +62,10 @@ READAHEAD_MAX = 16 << 20
 # them out of order)
 READAHEAD_SLACK = 1 << 20
 
-# free blocks below which creates are neither grouped nor answered before
-# their names are added (32 creates take far fewer: an inode chunk, a few
-# directory blocks and btree splits each)
-ROOM_BLOCKS = 1024
+# free blocks per create of a group below which creates are neither grouped
+# nor answered before their names are added (a create takes far fewer: its
+# share of an inode chunk, a few directory blocks and btree splits)
+ROOM_BLOCKS = 32
 
 
 def oserror(code: int, what: str = "") -> OSError:
@@ -521,7 +521,7 @@ class Volume:
         larger than a filesystem block are taken whole, so free space in
         pieces smaller than a few of them is not enough."""
         if not self._grouped:
-            room = self.free_blocks() >= ROOM_BLOCKS
+            room = self.free_blocks() >= ROOM_BLOCKS * self.group
             fsbs = self.sb.dirblkfsbs
             if room and fsbs > 1:
                 fs = self.fs
