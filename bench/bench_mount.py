@@ -95,7 +95,7 @@ class Target:
         slug = "".join(c if c.isalnum() else "-" for c in self.name)
         self.img = os.path.join(work, f"{slug}.img")
         self.mnt = os.path.join(work, f"{slug}-mnt")
-        os.mkdir(self.mnt)
+        os.makedirs(self.mnt, exist_ok=True)
         subprocess.run(["truncate", "-s", size, self.img], check=True)
 
 
