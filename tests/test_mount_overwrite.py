@@ -192,3 +192,29 @@ def test_a_random_reader_gets_no_read_ahead(tmp_path, monkeypatch):
     assert len(seen) <= 5
     v.release(fh)
     v.close()
+
+
+def test_getxattr_of_an_inode_without_an_attr_fork(tmp_path, monkeypatch):
+    """ENODATA without decoding any xattr (the kernel asks for
+    security.capability before every write), and the value where there is
+    one."""
+    import errno
+    img, v = _volume(tmp_path)
+    fh, ino, data = _file(v, b"f", 4096)
+
+    def no_decoding(*a, **kw):
+        raise AssertionError("xattrs decoded for an inode without an attr fork")
+
+    with monkeypatch.context() as m:
+        m.setattr(v.ns, "get_xattr", no_decoding)
+        with pytest.raises(OSError) as e:
+            v.getxattr(ino, b"security.capability")
+        assert e.value.errno == errno.ENODATA
+    v.setxattr(ino, b"user.k", b"value")
+    assert v.getxattr(ino, b"user.k") == b"value"
+    with pytest.raises(OSError) as e:
+        v.getxattr(ino, b"security.capability")
+    assert e.value.errno == errno.ENODATA
+    v.release(fh)
+    v.close()
+    repair_clean(img)

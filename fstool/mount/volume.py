@@ -845,6 +845,12 @@ class Volume:
 
     def getxattr(self, ino: int, name: bytes) -> bytes:
         self.getattr(ino)
+        ns = self.ns
+        if ns is not None and len(name) <= NAME_MAX and ino not in ns.dirs and \
+                not self.fs.inode(ino).forkoff:
+            # no attr fork, so no xattr: the kernel asks for
+            # security.capability before every write to a file
+            raise oserror(errno.ENODATA)
         if self.ns is None:
             v = self.fs.xattrs(ino).get(name.decode("utf-8", "surrogateescape"))
             if v is None:
