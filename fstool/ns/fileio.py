@@ -95,6 +95,8 @@ here: COLLAPSE_RANGE and INSERT_RANGE.
 """
 from __future__ import annotations
 
+import bisect
+
 import stat as pystat
 
 from ..alloc.space import MAXEXTLEN
@@ -287,21 +289,27 @@ class FileIO:
         if n == 0 or off < 0:
             return False
         end = off + n
-        f = _File(self, ino, False)
-        if f.reflink or end > f.size:
+        # the read model's decoded inode and its extent list, both kept
+        # until the inode is next written: no decode per write
+        node = self.fs.inode(ino)
+        if not node.is_reg or node.flags2 & C.XFS_DIFLAG2_REFLINK or end > node.size:
             return False
         blog = self.blog
         b0, b1 = off >> blog, self._blocks(end)
+        exts = node.extents()
+        i = max(bisect.bisect_right(exts, (b0, 1 << 64)) - 1, 0)
         pieces = []
         pos = b0
-        for o, p, k, u in f.map.range(b0, b1):
-            lo, hi = max(o, b0), min(o + k, b1)
-            if lo != pos or u:
+        while pos < b1:
+            if i >= len(exts):
                 return False
-            pieces.append((lo, p + lo - o, hi - lo))
+            o, p, k, u = exts[i]
+            if u or o > pos or o + k <= pos:
+                return False
+            hi = min(o + k, b1)
+            pieces.append((pos, p + pos - o, hi - pos))
             pos = hi
-        if pos != b1:
-            return False
+            i += 1
         view = memoryview(data).cast("B")
         dev = self.dev
         for lblk, fsbno, k in pieces:
