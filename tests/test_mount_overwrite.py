@@ -16,8 +16,21 @@ from fstool.mount.volume import Volume
 FALLOC_FL_KEEP_SIZE = 1
 
 
-def _volume(tmp_path, *mkfs):
-    img = fstool_image(tmp_path, "256m")
+@pytest.fixture(params=["fstool", "modern"])
+def geometry(request):
+    """fstool mkfs's image, and mkfs.xfs 6.10's default (rmapbt, reflink,
+    nrext64, ...) where that xfsprogs is built."""
+    return request.param
+
+
+def _volume(tmp_path, geometry="fstool"):
+    if geometry == "modern":
+        from fixtures import modern
+        if not modern.available():
+            pytest.skip("xfsprogs 6.10 is not built (fixtures/modern.py)")
+        img = modern.mkfs(tmp_path / "modern.img", size="512m")
+    else:
+        img = fstool_image(tmp_path, "256m")
     return img, Volume(img)
 
 
@@ -52,8 +65,8 @@ def _on_disk(img, ino: int):
         fs.close()
 
 
-def test_overwrites_take_no_transaction_and_their_times_are_logged(tmp_path):
-    img, v = _volume(tmp_path)
+def test_overwrites_take_no_transaction_and_their_times_are_logged(tmp_path, geometry):
+    img, v = _volume(tmp_path, geometry)
     fh, ino, data = _file(v, b"f", 256 << 10)
     before = v.getattr(ino)
     begun = _counting(v)
@@ -76,10 +89,10 @@ def test_overwrites_take_no_transaction_and_their_times_are_logged(tmp_path):
     repair_clean(img)
 
 
-def test_the_times_are_logged_before_a_later_change(tmp_path):
+def test_the_times_are_logged_before_a_later_change(tmp_path, geometry):
     """utimes and truncate after an overwrite keep their own times: the
     overwrite's are logged first, not after them."""
-    img, v = _volume(tmp_path)
+    img, v = _volume(tmp_path, geometry)
     fh, ino, data = _file(v, b"f", 64 << 10)
     v.write(fh, 0, b"x" * 10)
     v.setattr(ino, atime_ns=1_000_000_000, mtime_ns=2_000_000_000)
@@ -122,8 +135,8 @@ def test_a_sync_logs_the_times_of_overwrites(tmp_path):
 
 
 @pytest.mark.parametrize("case", ["past the end", "hole", "unwritten", "reflinked"])
-def test_writes_that_change_more_than_data_take_a_transaction(tmp_path, case):
-    img, v = _volume(tmp_path)
+def test_writes_that_change_more_than_data_take_a_transaction(tmp_path, case, geometry):
+    img, v = _volume(tmp_path, geometry)
     fh, ino, data = _file(v, b"f", 64 << 10)
     if case == "hole":
         v.setattr(ino, size=1 << 20)
