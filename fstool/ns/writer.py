@@ -30,6 +30,7 @@ from ..format import constants as C
 from ..fs.icore import InodeEncoder
 from ..fs.filesystem import Filesystem
 from ..io import verify as V
+from ..io.signals import held
 from ..trans.journal import Journal
 
 def _sb_counters_layout():
@@ -128,17 +129,18 @@ class Writer:
         """Write the last checkpoint, mark the log clean and release the image."""
         if self.closed:
             return
-        self.closed = True
-        try:
-            if self.tx is not None:
-                self.abort()
-            if self.journal is not None:
-                self.journal.close()
-        finally:
+        with held():                    # a signal waits until the log is clean
+            self.closed = True
             try:
-                self._lock.__exit__(None, None, None)
+                if self.tx is not None:
+                    self.abort()
+                if self.journal is not None:
+                    self.journal.close()
             finally:
-                self.fs.close()
+                try:
+                    self._lock.__exit__(None, None, None)
+                finally:
+                    self.fs.close()
 
     def __enter__(self):
         return self

@@ -753,8 +753,10 @@ def mkfs(path: str, opts: Options, force: bool = False, dry_run: bool = False,
                                     "overwrite it")
             if not dev.is_blockdev and dev.size < opts.size:
                 dev.resize(opts.size)
-            Formatter(dev, geo, fs_uuid, opts.label, now, in_progress).run()
-            dev.fsync()
+            from ..io.signals import held
+            with held():
+                Formatter(dev, geo, fs_uuid, opts.label, now, in_progress).run()
+                dev.fsync()
     except BaseException:
         if dev is not None:
             dev.close()

@@ -692,47 +692,49 @@ def _repair_once(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, 
                               forced=bool(rebuild or add_finobt))
         if not changes:
             return result
-        if in_place and recorder is None:
-            guard = undo_file if undo_file is not None else guard_path(path)
-        if recorder is None and (undo_file is not None or guard is not None):
-            from ...io.undo import UndoRecorder
-            recorder = UndoRecorder(fs.dev, guard or undo_file, _digest_sectors(fs))
-        if recorder is not None:
-            recorder.dev = fs.dev
-            fs.dev.write_hook = recorder
-        if in_place:
-            # the first write: the image is marked in progress (its old
-            # superblock saved in the guard first)
-            _mark_in_progress(fs.dev, 1)
-        _apply(w, c, plans, secs, counters, add_finobt, phases, in_place)
-        w.close()
-        if c.log_cycle:
-            from ..logops import zero
-            zero(path, min_cycle=c.log_cycle, undo=recorder)
-        if in_place:
-            # every block is written and durable: the mark goes, last
-            from ...io.device import Device
-            dev = Device(path, writable=True)
-            dev.write_hook = recorder
-            try:
-                _mark_in_progress(dev, 0)
-            finally:
-                dev.close()
-        result.written = True
-        if recorder is not None:
-            from ...io.device import Device
-            fs.dev.write_hook = None
-            dev = Device(path)
-            try:
-                recorder.finish(dev)
-            finally:
-                dev.close()
-            recorder = None
-            if guard is not None and guard != undo_file:
-                os.unlink(guard)
-        if result.unrepaired:
-            result.unrepaired = _remaining(path, jobs, result.unrepaired)
-        return result
+        from ...io.signals import held
+        with held():      # a signal waits until the repair is written whole
+            if in_place and recorder is None:
+                guard = undo_file if undo_file is not None else guard_path(path)
+            if recorder is None and (undo_file is not None or guard is not None):
+                from ...io.undo import UndoRecorder
+                recorder = UndoRecorder(fs.dev, guard or undo_file, _digest_sectors(fs))
+            if recorder is not None:
+                recorder.dev = fs.dev
+                fs.dev.write_hook = recorder
+            if in_place:
+                # the first write: the image is marked in progress (its old
+                # superblock saved in the guard first)
+                _mark_in_progress(fs.dev, 1)
+            _apply(w, c, plans, secs, counters, add_finobt, phases, in_place)
+            w.close()
+            if c.log_cycle:
+                from ..logops import zero
+                zero(path, min_cycle=c.log_cycle, undo=recorder)
+            if in_place:
+                # every block is written and durable: the mark goes, last
+                from ...io.device import Device
+                dev = Device(path, writable=True)
+                dev.write_hook = recorder
+                try:
+                    _mark_in_progress(dev, 0)
+                finally:
+                    dev.close()
+            result.written = True
+            if recorder is not None:
+                from ...io.device import Device
+                fs.dev.write_hook = None
+                dev = Device(path)
+                try:
+                    recorder.finish(dev)
+                finally:
+                    dev.close()
+                recorder = None
+                if guard is not None and guard != undo_file:
+                    os.unlink(guard)
+            if result.unrepaired:
+                result.unrepaired = _remaining(path, jobs, result.unrepaired)
+            return result
     finally:
         if recorder is not None:
             recorder.close()
