@@ -93,7 +93,7 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
     """(AG plans, secondary superblocks, counters?, changes, actions,
     unrepaired, (inode plan, namespace plan or None)) for the findings of
     ``checker`` and the options."""
-    from .inodes import plan_inodes
+    from .inodes import paths_of, plan_inodes
     fs = checker.fs
     sb = fs.sb
     findings = checker.findings
@@ -216,7 +216,11 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
         ag_set.difference_update(failed)
         plans, ag_changes, failed, unrep_ags = ag_plans()
     unrepaired.extend(unrep_ags)
-    changes = [inodes.changes[i].describe() for i in sorted(inodes.changes)] + inodes.notes
+    # a clear or a dropped attr fork names the file it costs
+    lost = [i for i, ch in inodes.changes.items() if ch.clear or ch.drop_attr]
+    names = paths_of(fs, lost) if lost else {}
+    changes = [inodes.changes[i].describe(names.get(i)) for i in sorted(inodes.changes)] + \
+        inodes.notes
     if ns:
         changes.extend(ns.changes)
     changes.extend(ag_changes)
