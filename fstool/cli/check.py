@@ -116,8 +116,10 @@ class _PhaseBars:
 def _emit(findings, as_json):
     if as_json:
         import json
+
+        from ..ops.names import json_exact
         for f in findings:
-            click.echo(json.dumps(f.as_dict()))
+            click.echo(json.dumps(json_exact(f.as_dict())))
         return
     if not findings:
         click.echo("no problems found")

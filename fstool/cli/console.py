@@ -17,10 +17,12 @@ def error_line(msg: str, as_json: bool, status: int, errno: int | None = None) -
         err(msg)
         return
     import json
+
+    from ..ops.names import json_exact
     rec = {"error": msg, "exit_status": status}
     if errno is not None:
         rec["errno"] = errno
-    click.echo(json.dumps(rec, ensure_ascii=False), err=True)
+    click.echo(json.dumps(json_exact(rec), ensure_ascii=False), err=True)
 
 
 def warn(msg: str) -> None:

@@ -21,13 +21,13 @@ def cmd(long, recursive, as_json, image, path, replay_in_memory):
     import time
 
     from ..ops.listing import entry_record, iter_listing, mode_string
-    from ..ops.names import shown_name
+    from ..ops.names import json_exact, shown_name
 
     with open_fs(image, replay_in_memory) as fs:
         out = click.get_text_stream("stdout")
         for p, name, node in iter_listing(fs, path, recursive):
             if as_json:
-                out.write(json.dumps(entry_record(fs, p, node)) + "\n")
+                out.write(json.dumps(json_exact(entry_record(fs, p, node))) + "\n")
                 continue
             shown = shown_name(p if recursive else name)
             if not long:

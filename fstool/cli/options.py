@@ -48,4 +48,6 @@ def emit_json(obj, as_json: bool) -> None:
     """Print ``obj`` as one line of JSON when ``as_json`` (else nothing)."""
     if as_json:
         import json
-        click.echo(json.dumps(obj, ensure_ascii=False))
+
+        from ..ops.names import json_exact
+        click.echo(json.dumps(json_exact(obj), ensure_ascii=False))

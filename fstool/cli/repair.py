@@ -61,14 +61,16 @@ def cmd(dry_run, rebuild, add_finobt, undo_file, extend_truncated, jobs, as_json
         raise
     status = result.exit_code
     if as_json:
-        click.echo(json.dumps({
+        from ..ops.names import json_exact
+        click.echo(json.dumps(json_exact({
             "status": status, "dry_run": dry_run, "written": result.written,
             "findings": [f.as_dict() for f in result.findings],
             "actions": [{"code": f.code, "agno": f.agno, "action": a, "text": t}
                         for f, a, t in result.actions],
             "changes": result.changes,
             "not_repaired": [dict(f.as_dict(), reason=r) for f, r in result.unrepaired],
-        }))
+            **({} if result.zeroed is None else {"zeroed_files": result.zeroed}),
+        })))
         sys.exit(status)
     verb = "would change" if dry_run else "changed"
     if not result.findings:

@@ -29,7 +29,9 @@ def cmd(as_json, image, path, replay_in_memory):
             rec["dir_form"] = xdir.form(node)
         if as_json:
             import json
-            click.echo(json.dumps(rec))
+
+            from ..ops.names import json_exact
+            click.echo(json.dumps(json_exact(rec)))
             return
         click.echo(f"  File: {rec['path']}" + (f" -> {rec['target']}" if "target" in rec else ""))
         click.echo(f"  Type: {rec['type']}    Inode: {node.ino}    Links: {node.nlink}")

@@ -69,6 +69,9 @@ class RepairResult:
     written: bool = False
     dry_run: bool = False
     forced: bool = False
+    # --extend-truncated: the paths of files whose data lay past the cut
+    # (it reads as zeros now); None when the image was not extended
+    zeroed: list | None = None
 
     @property
     def exit_code(self) -> int:
@@ -409,7 +412,9 @@ def repair(path, *, dry_run: bool = False, rebuild=(), add_finobt: bool = False,
     if grown is not None:
         result.findings.insert(0, grown)
         result.actions.insert(0, (grown, "extend", grown.message))
-        result.changes[:0] = [_extended_text(grown, False)] + _log_cut_text(log_cut, False)
+        result.zeroed = _zeroed_paths(path, grown.found)
+        result.changes[:0] = [_extended_text(grown, False)] + _log_cut_text(log_cut, False) + \
+            [_zeroed_text(result.zeroed)]
         result.written = True
     if rolled_back is not None:
         result.changes.insert(0, f"an interrupted repair rolled back ({rolled_back} bytes "
@@ -527,6 +532,37 @@ def _extended_text(f, dry_run: bool) -> str:
             f"{f.expected} bytes with zeros (the {f.expected - f.found} bytes cut off are "
             "lost: metadata there is repaired like any damage, file data there reads as "
             "zeros)")
+
+
+def _zeroed_paths(path, size: int) -> list:
+    """The paths (text, surrogateescape) of the files whose data lay, in
+    whole or in part, past the first ``size`` bytes of the image: what
+    extending a cut image made zeros.  Read from the repaired image."""
+    from ...errors import FsToolError
+    from ...fs.filesystem import Filesystem
+    out = []
+    with Filesystem(path) as fs:
+        bs = fs.sb.blocksize
+        try:
+            for p, node in fs.walk("/"):
+                if not node.is_reg:
+                    continue
+                for _off, start, count, _unwritten in node.extents():
+                    if (fs.fsb_to_daddr(start) << C.BBSHIFT) + count * bs > size:
+                        out.append(p)
+                        break
+        except FsToolError as e:
+            out.append(f"(the walk stopped: {e})")
+    return out
+
+
+def _zeroed_text(paths: list) -> str:
+    from ..names import shown_name
+    if not paths:
+        return "no file had data in the part cut off"
+    shown = ", ".join(shown_name(p) for p in paths[:20])
+    more = f" and {len(paths) - 20} more (--json lists them all)" if len(paths) > 20 else ""
+    return f"data lost (it reads as zeros) in {len(paths)} file(s): {shown}{more}"
 
 
 def _log_cut_text(cut: bool, dry_run: bool) -> list:
