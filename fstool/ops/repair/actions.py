@@ -72,6 +72,8 @@ REPAIRS = {
                      "as any block the repair writes"),
     "SB_SECONDARY": (SECONDARY, "repaired: the secondary superblock is rewritten from the "
                      "primary"),
+    "SB_SECONDARY_LOG": (SECONDARY, "repaired: the secondary superblock is rewritten from "
+                         "the primary, as xfs_repair syncs the bits"),
     "SB_COUNTERS": (COUNTERS, "repaired: sb_icount, sb_ifree and sb_fdblocks are summed "
                     "from the AG headers"),
     "LSN_AHEAD": (LOG, "repaired: the log (clean by then) is formatted anew with a cycle "
