@@ -364,16 +364,19 @@ def resize(path, size: int | None = None, *, minimum: bool = False, slack: float
         stale = require_sound(path, ignore=ignore)
     undo = _Undo(undo_file, [(agno * sb.agblocks * bs, 4 * sb.sectsize)
                              for agno in range(old[1])])
-    try:
-        if stale:
+    from ..io.signals import held
+    # a signal (SIGINT, SIGTERM) waits until the resize is written whole
+    with held():
+        try:
+            if stale:
+                _finish(path, result, undo)
+                require_sound(path)     # the whole image, its superblocks agreeing again
+            if dblocks > old[0]:
+                grow(path, dblocks, agcount, undo=undo.attach, changes=changes)
+                result.written = True
             _finish(path, result, undo)
-            require_sound(path)         # the whole image, its superblocks agreeing again
-        if dblocks > old[0]:
-            grow(path, dblocks, agcount, undo=undo.attach, changes=changes)
-            result.written = True
-        _finish(path, result, undo)
-    finally:
-        undo.finish(path)
+        finally:
+            undo.finish(path)
     return result
 
 
