@@ -1,9 +1,11 @@
 """One facade for terminal output: rich on a terminal, plain when piped."""
 from __future__ import annotations
 
+import json
 import sys
 
 import click
+from rich.console import Console
 
 
 def err(msg: str) -> None:
@@ -16,8 +18,6 @@ def error_line(msg: str, as_json: bool, status: int, errno: int | None = None) -
     if not as_json:
         err(msg)
         return
-    import json
-
     from ..ops.names import json_exact
     rec = {"error": msg, "exit_status": status}
     if errno is not None:
@@ -30,7 +30,6 @@ def warn(msg: str) -> None:
 
 
 def console():
-    from rich.console import Console
     return Console(highlight=False, soft_wrap=True)
 
 
@@ -41,7 +40,6 @@ def is_tty() -> bool:
 def print_fields(fields, as_json: bool) -> None:
     """Print Field objects as ``name = value`` lines (xfs_db style) or JSON."""
     if as_json:
-        import json
         click.echo(json.dumps({f.name: f.value for f in fields}, ensure_ascii=False))
         return
     for f in fields:
@@ -54,3 +52,13 @@ def bar(fraction: float, width: int = 30) -> str:
     eighths = int(round(fraction * width * 8))
     full, part = divmod(eighths, 8)
     return "█" * full + ("▏▎▍▌▋▊▉"[part - 1] if part else "")
+
+
+def human_bytes(n: int) -> str:
+    """``n`` bytes as people read them: 512 B, 4.0 KiB, 1.5 GiB."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"

@@ -40,6 +40,7 @@ COMMANDS = {
     "mount": ("mount", "cmd", "Mount an image read-write through FUSE."),
     "repair": ("repair", "cmd", "Repair what check finds (exit 0 clean, 1 repaired, 4 not)."),
     "resize": ("resize", "cmd", "Grow or shrink an image offline (-M: to its smallest size)."),
+    "sparsify": ("sparsify", "cmd", "Punch the free space out of an image file."),
     "undo": ("undo", "cmd", "Put back the blocks an undo file saved (repair --undo-file)."),
 }
 
@@ -61,7 +62,7 @@ class LazyGroup(click.Group):
 
 
 def _version_text() -> str:
-    from .._backend import NAME
+    from .._backend import NAME  # lazy: start-up (loads the native parsers)
     return f"fstool {__version__} (fstool-xfs), parser backend: {NAME}"
 
 
@@ -96,10 +97,10 @@ def _unless_interrupted(status, as_json: bool):
 
 
 def main(argv=None):
-    from ..errors import FsToolError, errno_of
-    from .console import error_line
-    from . import exits
-    from .exits import (EXIT_FAILURE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE,
+    from ..errors import FsToolError, errno_of  # lazy: start-up, as below
+    from . import exits  # lazy: start-up, as below
+    from .console import error_line  # lazy: start-up (rich), as below
+    from .exits import (EXIT_FAILURE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE,  # lazy: start-up
                         exit_status)
     exits.AS_PROGRAM = argv is None
     if exits.AS_PROGRAM:
