@@ -17,6 +17,7 @@ from ..ops.check.superblocks import contradicted_primary
 from .console import console, err, error_line, is_tty
 from .exits import finish
 from .options import image_arg, json_opt
+from ..ops.names import json_exact
 
 
 @click.command("check")
@@ -118,7 +119,6 @@ class _PhaseBars:
 
 def _emit(findings, as_json):
     if as_json:
-        from ..ops.names import json_exact
         for f in findings:
             click.echo(json.dumps(json_exact(f.as_dict())))
         return

@@ -6,6 +6,7 @@ import sys
 
 import click
 from rich.console import Console
+from ..ops.names import json_exact
 
 
 def err(msg: str) -> None:
@@ -18,7 +19,6 @@ def error_line(msg: str, as_json: bool, status: int, errno: int | None = None) -
     if not as_json:
         err(msg)
         return
-    from ..ops.names import json_exact
     rec = {"error": msg, "exit_status": status}
     if errno is not None:
         rec["errno"] = errno

@@ -87,11 +87,11 @@ def cli():
 def _unless_interrupted(status, as_json: bool):
     """``status``, or 128 + the signal that came while a write was under
     way and was kept until it ended (the command then stopped on its own)."""
-    from ..io.signals import pending
+    from ..io.signals import pending  # lazy: start-up, as main's
     sig = pending()
     if sig is None:
         return status
-    from .console import error_line
+    from .console import error_line  # lazy: start-up, as main's
     error_line("interrupted", as_json, 128 + sig)
     return 128 + sig
 
@@ -106,7 +106,7 @@ def main(argv=None):
     if exits.AS_PROGRAM:
         # SIGINT and SIGTERM end the command with 130 and 143, once any
         # write under way is done (fstool/io/signals.py)
-        from ..io import signals
+        from ..io import signals  # lazy: start-up, as above
         signals.install()
     args = list(argv if argv is not None else sys.argv[1:])
     if not args:
@@ -119,7 +119,7 @@ def main(argv=None):
 
     try:
         cli.main(args=args, prog_name="fstool", standalone_mode=False)
-        from ..io.signals import raise_pending
+        from ..io.signals import raise_pending  # lazy: start-up, as above
         raise_pending()
     except click.exceptions.Abort as e:
         # click turns Ctrl-C (and our SIGTERM) into Abort: its cause says which

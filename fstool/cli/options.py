@@ -8,6 +8,7 @@ import fstool
 from ..errors import FsToolError
 from ..recovery.memory import replay_in_memory as replay
 from .console import warn
+from ..ops.names import json_exact
 
 image_arg = click.argument("image", type=click.Path())
 json_opt = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
@@ -51,5 +52,4 @@ def _dirty_log_notice(fs, image, replay_in_memory: bool) -> None:
 def emit_json(obj, as_json: bool) -> None:
     """Print ``obj`` as one line of JSON when ``as_json`` (else nothing)."""
     if as_json:
-        from ..ops.names import json_exact
         click.echo(json.dumps(json_exact(obj), ensure_ascii=False))

@@ -7,6 +7,7 @@ import click
 from ..errors import FsToolError, ImageBusy, UnsupportedError
 from ..ops.repair import repair
 from .options import image_arg, json_opt
+from ..ops.names import json_exact
 
 EXIT_CANNOT = 4
 
@@ -62,7 +63,6 @@ def cmd(dry_run, rebuild, add_finobt, undo_file, extend_truncated, jobs, as_json
         raise
     status = result.exit_code
     if as_json:
-        from ..ops.names import json_exact
         click.echo(json.dumps(json_exact({
             "status": status, "dry_run": dry_run, "written": result.written,
             "findings": [f.as_dict() for f in result.findings],

@@ -7,6 +7,7 @@ from ..fs import dir as xdir
 from ..ops.inspect import _fmt_ns
 from ..ops.listing import entry_record, mode_string
 from .options import image_arg, json_opt, open_fs, replay_opt
+from ..ops.names import json_exact
 
 
 @click.command("stat")
@@ -30,7 +31,6 @@ def cmd(as_json, image, path, replay_in_memory):
         if node.is_dir:
             rec["dir_form"] = xdir.form(node)
         if as_json:
-            from ..ops.names import json_exact
             click.echo(json.dumps(json_exact(rec)))
             return
         click.echo(f"  File: {rec['path']}" + (f" -> {rec['target']}" if "target" in rec else ""))

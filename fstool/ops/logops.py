@@ -38,6 +38,7 @@ from ..recovery import finish
 from ..recovery.memory import replay_in_memory
 from ..recovery.recover import Recovery
 from ..trans import logwriter as W
+from ..io.signals import held
 
 
 def open_filesystem(path):
@@ -136,7 +137,6 @@ def replay(path, *, dry_run: bool = False) -> dict:
             report["blocks_to_write"] = r.stats.blocks_written
             report["replayed"] = False
             return report
-        from ..io.signals import held
         with held():      # a signal waits for the log to be clean
             try:
                 r.write_behind = True
@@ -230,7 +230,6 @@ def zero(path, min_cycle: int = 0, undo=None) -> dict:
                 undo.dev = out
                 out.write_hook = undo
             try:
-                from ..io.signals import held
                 with held():
                     W.zero_log(ld, out, cycle)
             finally:

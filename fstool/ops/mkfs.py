@@ -25,6 +25,7 @@ from ..io import verify as V
 from ..io.device import Device, refuse_not_an_image
 from ..io.lock import ImageLock, refuse_if_mounted
 from ..ns.attrbuild import encode_xattrs
+from ..io.signals import held
 
 KiB, MiB, GiB, TiB = 1 << 10, 1 << 20, 1 << 30, 1 << 40
 
@@ -757,7 +758,6 @@ def mkfs(path: str, opts: Options, force: bool = False, dry_run: bool = False,
                                     "overwrite it")
             if not dev.is_blockdev and dev.size < opts.size:
                 dev.resize(opts.size)
-            from ..io.signals import held
             with held():
                 Formatter(dev, geo, fs_uuid, opts.label, now, in_progress).run()
                 dev.fsync()

@@ -14,6 +14,8 @@ and its bytes whole, base64, in a field beside it named with ``_b64``.
 """
 from __future__ import annotations
 
+import base64
+
 _NAMED = {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\\": "\\\\"}
 
 
@@ -46,7 +48,6 @@ def _is_raw(text: str) -> bool:
 
 
 def _b64(text: str) -> str:
-    import base64
     return base64.b64encode(text.encode("utf-8", "surrogateescape")).decode("ascii")
 
 

@@ -75,6 +75,7 @@ from .agbuild import AGPlan, RepairError, raw_buf
 from .checker import RepairChecker
 from .inodes import paths_of, plan_inodes
 from .namespace import NamespaceError, plan as ns_plan
+from ..names import shown_name
 
 EXIT_CLEAN, EXIT_REPAIRED, EXIT_CANNOT = 0, 1, 4
 TREES = ("finobt", "inobt", "bnobt", "cntbt", "agfl", "refcountbt", "all")
@@ -537,8 +538,6 @@ def _zeroed_paths(path, size: int) -> list:
     """The paths (text, surrogateescape) of the files whose data lay, in
     whole or in part, past the first ``size`` bytes of the image: what
     extending a cut image made zeros.  Read from the repaired image."""
-    from ...errors import FsToolError
-    from ...fs.filesystem import Filesystem
     out = []
     with Filesystem(path) as fs:
         bs = fs.sb.blocksize
@@ -556,7 +555,6 @@ def _zeroed_paths(path, size: int) -> list:
 
 
 def _zeroed_text(paths: list) -> str:
-    from ..names import shown_name
     if not paths:
         return "no file had data in the part cut off"
     shown = ", ".join(shown_name(p) for p in paths[:20])

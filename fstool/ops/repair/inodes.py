@@ -52,6 +52,9 @@ from ..check.inodes import (DIFLAG2_ANY, DIFLAG2_BIGTIME, DIFLAG2_COWEXTSIZE, DI
                             DIFLAG2_NREXT64, DIFLAG_ANY, DIFLAG_EXTSIZE, DIFLAG_EXTSZINHERIT,
                             DIFLAG_NEWRTBM, DIFLAG_REALTIME, DIFLAG_RTINHERIT, DIR_FLAGS, _fields)
 from .agbuild import REPLACED, raw_buf
+from ...errors import FsToolError
+from ...fs import dir as D
+from ..names import shown_name
 
 NULLFSINO = (1 << 64) - 1
 # sb_qflags: the "quota checked" bits xfs_repair clears (XFS_ALL_QUOTA_CHKD)
@@ -118,7 +121,6 @@ class InodeChange:
         :func:`paths_of`) name the file a clear or a dropped attr fork costs."""
         cost = ""
         if (self.clear or self.drop_attr) and paths is not None:
-            from ..names import shown_name
             what = "file" if self.clear else "file whose xattrs"
             if not paths:
                 cost = f"; the {what} it costs has no name reached from the root"
@@ -171,8 +173,6 @@ def paths_of(fs, inos, limit: int = 1 << 20) -> dict:
     directories are walked from the root (breadth first, each once, a
     directory that cannot be read skipped) until every one is named or
     ``limit`` directories are read."""
-    from ...fs import dir as D
-    from ...errors import FsToolError
     want = set(inos)
     out = {i: [] for i in want}
     if not want:
