@@ -785,9 +785,8 @@ def _conflicts(kept: dict, reflink: bool, mode_of) -> list:
     marked (AG headers, log, inode chunks, refcount btree, CoW extents):
     each block map btree block is marked used, and one found used already
     is marked multiply claimed (its inode is not failed for it); then each
-    extent of the fork: one over metadata, or over a block already used
-    (by an earlier inode, by the fork's own block map, by its own earlier
-    extents; on a reflink filesystem a regular file may share blocks) makes
+    extent of the fork: one over metadata, or over a block an earlier inode
+    uses (on a reflink filesystem a regular file may share blocks) makes
     the fork bad, and its extents are not marked (an inode cleared here
     claims nothing anyone else could lose a block to).  Phase 4 then fails
     every inode whose block map btree block is multiply claimed.  A bad
@@ -833,7 +832,7 @@ def _conflicts(kept: dict, reflink: bool, mode_of) -> list:
             for kind, agno, s, e in claims:
                 if kind not in fork:
                     continue
-                hits = over(agno, s, e)
+                hits = [h for h in over(agno, s, e) if h[2] < 0 or h[2] >> 2 != ino]
                 if kind in (BMBT_DATA, BMBT_ATTR):
                     if hits:
                         mult.setdefault(agno, []).append((s, e))
@@ -842,6 +841,11 @@ def _conflicts(kept: dict, reflink: bool, mode_of) -> list:
                 mine = [(ms, me, mo) for ma, ms, me, mo in marks if ma == agno]
                 for hs, he, owner in hits + mine:
                     if not (hs < e and s < he):
+                        continue
+                    if owner >= 0 and owner >> 2 == ino:
+                        # its own blocks: the block map phases judge that
+                        # (a directory is rebuilt from what reads as its
+                        # blocks), as before
                         continue
                     if owner < 0:
                         bad = (f"AG {agno}: its {_FORK[kind]} claims block {max(s, hs)}, "
