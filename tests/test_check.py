@@ -88,6 +88,7 @@ def test_corpus_sample_agrees_with_xfs_repair(geometry, n, tmp_path):
         assert res.returncode in (0, 1, 2), (corpus.describe(case), res.stderr)
         assert "CHECK_ABORTED" not in res.stdout, (corpus.describe(case), res.stdout)
         _assert_located([json.loads(line) for line in res.stdout.splitlines()])
+        _assert_distinct([json.loads(line) for line in res.stdout.splitlines()])
         label = corpus.label(img, geometry=geometry)
         if (label != 0) != (res.returncode != 0):
             # 6.10.1 is stricter than 6.1 in places (an attr block's CRC):
@@ -258,6 +259,12 @@ def test_inobt_record_outside_its_ag(kernel_img, tmp_path):
     assert repair_n(img) == 1
 
 
+def _assert_distinct(found):
+    """One finding per fact: no two findings of one run are equal."""
+    keys = [json.dumps(f, sort_keys=True) for f in found]
+    assert len(keys) == len(set(keys)), [k for k in keys if keys.count(k) > 1]
+
+
 def _assert_located(found):
     """Every finding names its structure from the one list, and the AG of
     an AG structure."""
@@ -386,6 +393,7 @@ def test_damage_classes(name, cmds, code, is_error, tmp_path):
     res, _ = check(img, "--json")
     found = [json.loads(line) for line in res.stdout.splitlines()]
     _assert_located(found)
+    _assert_distinct(found)
     if code is None:
         assert not found, res.stdout[:2000]
     else:
@@ -533,6 +541,42 @@ def test_unused_superblock_bytes(tmp_path):
     assert any(f["code"] == "SB_SECONDARY" and f["field"] == "unused" and f["agno"] == 1
                for f in found)
     assert repair_n(img) == 1
+
+
+def test_inobt_and_finobt_counts_are_two_findings(tmp_path):
+    """A wrong agi_freecount is two facts, as xfs_repair -n reports them:
+    the inobt's count and the finobt's.  Each is one finding, named by its
+    tree, in check's text and --json, repair's --json (one action each) and
+    a writer's refusal."""
+    img = tmp_path / "f.img"
+    subprocess.run([sys.executable, "-m", "fstool", "mkfs", "-q", str(img), "--size", "512m"],
+                   check=True)
+    subprocess.run(["xfs_db", "-x", "-f", "-c", "agi 0", "-c", "write -d freecount 1234",
+                    str(img)], check=True, capture_output=True)
+    theirs = subprocess.run(["xfs_repair", "-n", "-f", str(img)], capture_output=True,
+                            text=True).stderr
+    theirs = [ln for ln in theirs.splitlines() if ln.startswith("agi_freecount 1234")]
+    assert len(theirs) == 2 and theirs[1].endswith(" finobt"), theirs
+    res, _ = check(img, "--json")
+    found = [json.loads(line) for line in res.stdout.splitlines()]
+    _assert_distinct(found)
+    counts = [f for f in found if f["code"] == "AGI_COUNT"]
+    assert sorted(f["structure"] for f in counts) == ["finobt", "inobt"], found
+    assert all(f["found"] == 1234 and f["field"] == "agi_freecount" for f in counts)
+    text, _ = check(img)
+    lines = [ln for ln in text.stdout.splitlines() if "AGI_COUNT" in ln]
+    assert len(lines) == 2 and len(set(lines)) == 2, text.stdout
+    rep = subprocess.run([sys.executable, "-m", "fstool", "repair", "-n", "--json", str(img)],
+                         capture_output=True, text=True)
+    out = json.loads(rep.stdout)
+    _assert_distinct(out["findings"])
+    _assert_distinct(out["actions"])
+    assert len(out["actions"]) == len(out["findings"])
+    refused = subprocess.run([sys.executable, "-m", "fstool", "mkdir", str(img), "/x"],
+                             capture_output=True, text=True)
+    assert refused.returncode == 7
+    shown = [p.strip() for p in refused.stderr.split(";") if "AGI_COUNT" in p]
+    assert len(shown) == 2 and len(set(shown)) == 2, refused.stderr
 
 
 # (name, xfs_db commands on the modern1k corpus base, AG 1): rmapbt keys

@@ -247,7 +247,7 @@ def test_undo_gives_back_the_damaged_image(churn, tmp_path):
     assert digest(img) == damaged
     # applied once: the image is not what the undo file expects any more
     r = fstool("undo", img, undo)
-    assert r.returncode == 4 and "changed since" in r.stderr
+    assert r.returncode == 7 and "changed since" in r.stderr      # refused
     # an image changed after the repair is refused, and left alone
     img2 = copy_image(churn["img"], tmp_path / "u2.img")
     xfs_db(img2, "sb 0", "write -d ifree 7", expert=True)
@@ -256,7 +256,7 @@ def test_undo_gives_back_the_damaged_image(churn, tmp_path):
         (mnt / "after").write_bytes(b"y")
     changed = digest(img2)
     r = fstool("undo", img2, undo)
-    assert r.returncode == 4 and "changed since" in r.stderr
+    assert r.returncode == 7 and "changed since" in r.stderr
     assert digest(img2) == changed
 
 
@@ -385,7 +385,7 @@ def test_every_problem_has_a_repair_entry():
 
 def test_bad_arguments_and_missing_image(tmp_path):
     r = fstool("repair", "--rebuild", "nosuchtree", tmp_path / "none.img")
-    assert r.returncode == 4 and "Traceback" not in r.stderr
+    assert r.returncode == 2 and "Traceback" not in r.stderr       # a bad argument
     r = fstool("repair", tmp_path / "none.img")
     assert r.returncode == 4 and "no such file" in r.stderr
     junk = tmp_path / "junk.img"
@@ -393,7 +393,7 @@ def test_bad_arguments_and_missing_image(tmp_path):
     r = fstool("repair", junk)
     assert r.returncode == 4 and "Traceback" not in r.stderr and r.stderr.count("\n") == 1
     r = fstool("undo", junk, tmp_path / "none.undo")
-    assert r.returncode == 4 and "Traceback" not in r.stderr
+    assert r.returncode == 2 and "Traceback" not in r.stderr       # no undo file
 
 
 # -- the namespace phase: directories of every form, link counts, lost+found --------

@@ -68,7 +68,7 @@ def _owner(text):
 @click.argument("path")
 @click.option("--mode", help="Permissions (octal; default: the host file's).")
 @click.option("--owner", metavar="UID:GID", help="Owner (default: the host file's).")
-@click.option("--force", is_flag=True, help="Replace PATH if it exists.")
+@click.option("-f", "--force", is_flag=True, help="Replace PATH if it exists.")
 @no_punch_option
 @no_check_option
 def put_cmd(image, hostfile, path, mode, owner, force, as_json, no_check, no_punch):
@@ -91,7 +91,7 @@ def put_cmd(image, hostfile, path, mode, owner, force, as_json, no_check, no_pun
               show_default=True,
               help="Share the source's blocks (always: or fail; auto: where the filesystem "
                    "has reflink) or copy them (never).")
-@click.option("--force", is_flag=True, help="Replace DST if it exists.")
+@click.option("-f", "--force", is_flag=True, help="Replace DST if it exists.")
 @no_punch_option
 @no_check_option
 def cp_cmd(image, src, dst, reflink, force, as_json, no_check, no_punch):

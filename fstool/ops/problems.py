@@ -101,7 +101,9 @@ PROBLEMS = {
                     "inobt"),
     "FINOBT_MISMATCH": (ERROR, "finobt", "a finobt record differs from the inobt's or has no "
                         "free inodes"),
-    "AGI_COUNT": (ERROR, "agi", "agi_count or agi_freecount differs from the inode btrees"),
+    "AGI_COUNT": (ERROR, "inobt", "agi_count or agi_freecount differs from what the inobt "
+                  "counts, or agi_freecount from what the finobt counts (one finding per "
+                  "tree, named by it, as xfs_repair reports them)"),
     "AGI_BLOCKS": (ERROR, "agi", "agi_iblocks or agi_fblocks differs from the inode btrees"),
     "REFCOUNT_COW": (ERROR, "refcountbt", "a CoW staging extent was left behind"),
     "REFCOUNT_MISMATCH": (ERROR, "refcountbt", "blocks shared by files have no refcount "

@@ -210,11 +210,17 @@ class BtreePhases:
         self.ag_totals["fdblocks"] += total + btreeblks + getattr(
             self, "agfl_count", {}).get(agno, 0)
 
-    def _expect(self, agno, hdr, field, want, code, structure) -> None:
+    def _expect(self, agno, hdr, field, want, code, structure, block=0,
+                counted_in=None) -> None:
+        """A header field against what was counted.  ``counted_in`` names
+        the tree the count comes from where two trees count one field (the
+        inobt's and the finobt's free inodes: two findings, as xfs_repair
+        reports them); the finding is then that tree's, at its root."""
         if hdr[field] != want:
-            self.report(code, f"AG {agno}: {field} is {hdr[field]}, counted {want}",
-                        agno=agno, block=0, structure=structure, field=field, expected=want,
-                        found=hdr[field])
+            where = f" in the {counted_in}" if counted_in else ""
+            self.report(code, f"AG {agno}: {field} is {hdr[field]}, counted {want}{where}",
+                        agno=agno, block=block, structure=counted_in or structure,
+                        field=field, expected=want, found=hdr[field])
 
     # -- the rmapbt ------------------------------------------------------------
     def _rmap_tree(self, agno: int, agf: dict) -> int:
@@ -374,8 +380,10 @@ class BtreePhases:
         nblocks = self.walk_ag_tree(agno, "inobt", self.fs.inobt_type(), agi["agi_root"],
                                     agi["agi_level"], OWN_INOBT, on_leaf)
         good = self._table_for(agno, recs)
-        self._expect(agno, agi, "agi_count", counts["count"], "AGI_COUNT", "agi")
-        self._expect(agno, agi, "agi_freecount", counts["free"], "AGI_COUNT", "agi")
+        root = agi["agi_root"]
+        self._expect(agno, agi, "agi_count", counts["count"], "AGI_COUNT", "agi", root, "inobt")
+        self._expect(agno, agi, "agi_freecount", counts["free"], "AGI_COUNT", "agi", root,
+                     "inobt")
         self.ag_totals["icount"] += counts["count"]
         self.ag_totals["ifree"] += counts["free"]
         fblocks = 0
@@ -407,7 +415,8 @@ class BtreePhases:
             fblocks = self.walk_ag_tree(agno, "finobt", self.fs.inobt_type(free=True),
                                         agi["agi_free_root"], agi["agi_free_level"],
                                         OWN_INOBT, on_fleaf)
-            self._expect(agno, agi, "agi_freecount", counts["fibt_free"], "AGI_COUNT", "agi")
+            self._expect(agno, agi, "agi_freecount", counts["fibt_free"], "AGI_COUNT", "agi",
+                         agi["agi_free_root"], "finobt")
         if sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_INOBTCNT):
             self._expect(agno, agi, "agi_iblocks", nblocks, "AGI_BLOCKS", "agi")
             self._expect(agno, agi, "agi_fblocks", fblocks, "AGI_BLOCKS", "agi")
