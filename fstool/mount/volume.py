@@ -652,11 +652,13 @@ class Volume:
         h = self.handle(fh)
         if self.w is None:
             return None
-        return self.fileio.read_map(h.ino, off, size, zeros_max)
+        out = self.fileio.read_map(h.ino, off, size, zeros_max)
+        base = self.w.dev.start           # a partition of a disk image: where it starts
+        return [(a + base if a >= 0 else a, n) for a, n in out] if base else out
 
     @property
     def image_fd(self) -> int:
-        """The image's file descriptor, which read_map's offsets are in."""
+        """The image file's descriptor, which read_map's offsets are in."""
         return self.w.dev.fd if self.w is not None else -1
 
     def write(self, fh: int, off: int, data: bytes) -> int:
