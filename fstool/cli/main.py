@@ -14,6 +14,7 @@ from .. import __version__
 COMMANDS = {
     "mkfs": ("mkfs", "cmd", "Create an XFS v5 filesystem (mkfs.xfs defaults and options)."),
     "check": ("check", "cmd", "Check an image like xfs_repair -n (exit 0 clean, 1 corrupt)."),
+    "disk": ("disk", "cmd", "List the partition table of a whole-disk image (IMAGE@N)."),
     "info": ("info", "cmd", "Show geometry, features and counters (like mkfs.xfs / xfs_info)."),
     "ls": ("ls", "cmd", "List a directory in the image."),
     "stat": ("stat", "cmd", "Show everything about one file in the image."),

@@ -1,6 +1,8 @@
 """fstool mkfs: mkfs.xfs-compatible option spellings over ops.mkfs."""
 import click
 
+from .options import image_arg
+
 
 _SUFFIX = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
 
@@ -97,7 +99,7 @@ def _bool(v: str, flag: str, key: str) -> bool:
 
 
 @click.command("mkfs")
-@click.argument("image", type=click.Path())
+@image_arg
 @click.option("--size", help="Size of the filesystem (e.g. 512m, 16g, 1t).")
 @click.option("-b", "b_opts", multiple=True, metavar="size=N", help="Block size.")
 @click.option("-d", "d_opts", multiple=True, metavar="agcount=N,agsize=N,size=N",
