@@ -186,6 +186,35 @@ def test_mkfs_onto_a_partition(gpt, tmp_path):
     assert r.returncode != 0 and "larger than the partition" in r.stderr
 
 
+def test_resize_grows_up_to_the_partition_and_no_further(gpt, tmp_path):
+    """A filesystem made smaller than its partition grows to fill it (the
+    file is not extended: the partition is a device of fixed size); a size
+    beyond the partition is refused."""
+    disk = _copy(gpt, tmp_path)
+    before = disks.outside_digest(disk, 1)
+    size = disks.PART_MIB << 20
+    fstool("mkfs", "-f", "--size", f"{size // 2}", f"{disk.path}@1")
+    r = fstool("resize", "--size", size + (64 << 20), f"{disk.path}@1", check=False)
+    assert r.returncode != 0 and "cannot hold" in r.stderr, r.stderr
+    fstool("resize", "--size", size, f"{disk.path}@1")
+    assert disks.outside_digest(disk, 1) == before
+    assert os.path.getsize(disk.path) == os.path.getsize(gpt.path)
+    got = disks.extract(disk, 1, tmp_path / "p1.img")
+    from fixtures.oracles import repair_clean
+    repair_clean(got)
+    info = json.loads(fstool("info", "--json", got).stdout)
+    assert json.dumps(info).count(str(size // 4096)) >= 1
+    with disks.Attached(disk.path) as dev:
+        mnt = tmp_path / "m"
+        mnt.mkdir()
+        subprocess.run(["mount", "-o", "nouuid", f"{dev}p1", str(mnt)], check=True)
+        try:
+            st = os.statvfs(mnt)
+            assert st.f_blocks * st.f_frsize > size * 0.9
+        finally:
+            subprocess.run(["umount", str(mnt)], check=True)
+
+
 def test_one_xfs_partition_opens_with_a_note_several_are_listed(gpt, tmp_path):
     r = fstool("info", gpt.path, check=False)
     assert r.returncode != 0 and "several XFS partitions" in r.stderr

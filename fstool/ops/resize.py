@@ -343,7 +343,8 @@ def resize(path, size: int | None = None, *, minimum: bool = False, slack: float
     if minimum:
         raise ResizeError("shrinking is not supported yet")
     if fixed and size > devsize:
-        raise ResizeError(f"{path}: the device (or partition) holds {devsize} bytes; it cannot hold {size}")
+        raise ResizeError(f"{path}: the device (or partition) holds {devsize} bytes; it "
+                          f"cannot hold {size}")
     dblocks, agcount = target_blocks(sb, size)
     result.new_dblocks, result.new_agcount = dblocks, agcount
     if dblocks < old[0]:
