@@ -82,12 +82,18 @@ def test_readers_give_what_they_give_on_the_extracted_partition(request, tmp_pat
 
 def _tree(out, image) -> list:
     """The image's tree, extracted by fstool get: path, size and content."""
-    import hashlib
     fstool("get", image, "/", out)
-    return sorted((p.relative_to(out).as_posix(), p.lstat().st_size,
+    return _walk(out)
+
+
+def _walk(root) -> list:
+    """Path, size (a file's) and content of everything under ``root``."""
+    import hashlib
+    return sorted((p.relative_to(root).as_posix(),
+                   0 if p.is_dir() and not p.is_symlink() else p.lstat().st_size,
                    hashlib.sha1(p.read_bytes()).hexdigest() if p.is_file() and
                    not p.is_symlink() else os.readlink(p) if p.is_symlink() else "")
-                  for p in out.rglob("*"))
+                  for p in root.rglob("*"))
 
 
 def test_partition_names_option_and_offset(gpt):
@@ -165,7 +171,17 @@ def test_writers_change_no_byte_outside_the_partition(request, tmp_path, table):
     from fixtures.oracles import repair_clean
     repair_clean(got)
     # the same changes as on the partition written on its own
-    assert _tree(tmp_path / "a", got) == _tree(tmp_path / "b", part)
+    want = _tree(tmp_path / "b", part)
+    assert _tree(tmp_path / "a", got) == want
+    # and the kernel reads them so, through the disk's partition
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    with disks.Attached(disk.path) as dev:
+        subprocess.run(["mount", "-o", "nouuid,ro", f"{dev}p{n}", str(mnt)], check=True)
+        try:
+            assert _walk(mnt) == want
+        finally:
+            subprocess.run(["umount", str(mnt)], check=True)
 
 
 def test_mkfs_onto_a_partition(gpt, tmp_path):
