@@ -82,6 +82,7 @@ def test_every_command_prints_json(image, tmp_path):
     assert run("repair", "--rebuild", "finobt", "--undo-file", undo, copy).returncode == 0
     cmds["undo"] = ["undo", copy, undo]
     cmds["disk"] = ["disk", image]
+    cmds["admin"] = ["admin", "-l", image]
     # cat writes the file's bytes and mount serves the image until unmounted:
     # the commands without --json (mount's statuses: tests/test_mount_cli.py)
     assert set(cmds) | {"mount"} == set(COMMANDS)

@@ -209,10 +209,11 @@ def _stats(report: dict, s) -> None:
                                for lsn, n, b in s.checkpoints])
 
 
-def zero(path, min_cycle: int = 0, undo=None) -> dict:
+def zero(path, min_cycle: int = 0, undo=None, uuid: bytes | None = None) -> dict:
     """Throw the log away (like xfs_repair -L) and leave a clean one, its
     cycle at least ``min_cycle``; ``undo`` (an UndoRecorder) saves what
-    the new log overwrites."""
+    the new log overwrites; ``uuid``: the UUID its records carry (the
+    superblock's unless given: a UUID change, ops/admin.py)."""
     from ..io.device import Device
     from ..io.lock import ImageLock, refuse_if_mounted
     from ..trans import logwriter as W
@@ -229,6 +230,8 @@ def zero(path, min_cycle: int = 0, undo=None) -> dict:
             except FsToolError:
                 st, cycle, lost = None, None, None
             ld = LogDevice(fs)
+            if uuid is not None:
+                ld.uuid = uuid
             if cycle is None:
                 cycle = _max_cycle(ld) + 1
             cycle = max(cycle, min_cycle)
