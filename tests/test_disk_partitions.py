@@ -146,6 +146,7 @@ def _fill_script(name: str, host_dir) -> list:
         ["rm", "-r", name, "/short"],
         ["setattr", name, "--mode", "700", "/big"],
         ["cp", name, "/big", "/bigcopy"],
+        ["admin", "-L", "renamed", "-U", "5e8d0ac0-e10a-46be-b52e-c13a5390c1d4", name],
         ["repair", "--rebuild", "all", name],
     ]
 
