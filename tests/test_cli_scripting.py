@@ -83,6 +83,9 @@ def test_every_command_prints_json(image, tmp_path):
     cmds["undo"] = ["undo", copy, undo]
     cmds["disk"] = ["disk", image]
     cmds["admin"] = ["admin", "-l", image]
+    grown = tmp_path / "g.img"
+    shutil.copy(image, grown)
+    cmds["resize"] = ["resize", "--size", str(2 * os.path.getsize(grown)), grown]
     # cat writes the file's bytes and mount serves the image until unmounted:
     # the commands without --json (mount's statuses: tests/test_mount_cli.py)
     assert set(cmds) | {"mount"} == set(COMMANDS)
