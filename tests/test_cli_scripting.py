@@ -84,8 +84,8 @@ def test_every_command_prints_json(image, tmp_path):
     cmds["disk"] = ["disk", image]
     cmds["admin"] = ["admin", "-l", image]
     grown = tmp_path / "g.img"
-    shutil.copy(image, grown)
-    cmds["resize"] = ["resize", "--size", str(2 * os.path.getsize(grown)), grown]
+    assert run("mkfs", "--size", "64m", grown).returncode == 0
+    cmds["resize"] = ["resize", grown, "--size", "96m"]
     # cat writes the file's bytes and mount serves the image until unmounted:
     # the commands without --json (mount's statuses: tests/test_mount_cli.py)
     assert set(cmds) | {"mount"} == set(COMMANDS)
@@ -97,7 +97,7 @@ def test_every_command_prints_json(image, tmp_path):
         assert lines or name == "check", name      # check: one line per finding
         parsed = [json.loads(line) for line in lines]
         if name in ("mkfs", "populate", "get", "mkdir", "put", "rm", "ln", "setattr",
-                    "repair", "undo", "cp"):
+                    "repair", "undo", "cp", "resize"):
             assert len(parsed) == 1 and isinstance(parsed[0], dict), name
     # what the summaries say
     r = run("mkfs", "--json", "--size", "64m", "-f", tmp_path / "m.img", "--populate", host)

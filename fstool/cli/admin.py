@@ -3,6 +3,7 @@ import json
 
 import click
 
+from ..ops import admin as A
 from .options import image_arg, json_opt
 
 
@@ -26,7 +27,6 @@ def cmd(label, uuid, show_label, show_uuid, as_json, image):
     running it again finishes it.  Refused on a dirty log, a mounted image
     or one marked as needing repair.
     """
-    from ..ops import admin as A
     if label is None and uuid is None and not show_label and not show_uuid:
         show_label = show_uuid = True          # nothing asked: both shown
     changes = []

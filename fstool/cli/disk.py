@@ -1,6 +1,12 @@
 """``fstool disk``: the partition table of a whole-disk image."""
+import json
+
 import click
 
+from ..errors import NotXfsError
+from ..io.device import Device
+from ..io.partition import human_size, read_table
+from .console import warn
 from .options import json_opt
 
 
@@ -17,10 +23,6 @@ def cmd(image, as_json):
     Exit status: 0 listed (or IMAGE is a plain XFS image, said so), 4 no
     partition table and no XFS filesystem.
     """
-    from ..errors import NotXfsError
-    from ..io.device import Device
-    from ..io.partition import human_size, read_table
-    from .console import warn
     dev = Device(image, whole=True)          # refuses what is no image (a directory...)
     try:
         if dev.start or dev.partition is not None:
@@ -34,7 +36,6 @@ def cmd(image, as_json):
             raise NotXfsError("superblock", f"{image}: no partition table (GPT or MBR) and no "
                               "XFS filesystem", agno=0, block=0)
         if as_json:
-            import json
             click.echo(json.dumps({"image": image, "table": None, "xfs": True}))
         else:
             click.echo(f"{image}: no partition table: the whole file is an XFS filesystem")
@@ -43,7 +44,6 @@ def cmd(image, as_json):
         warn(f"{image}: {note}")
     sec = table.sector
     if as_json:
-        import json
         click.echo(json.dumps({
             "image": image, "table": table.kind, "sector_size": sec, "id": table.disk_id,
             "size": table.disk_size, "notes": table.notes,

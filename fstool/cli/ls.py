@@ -1,6 +1,11 @@
+import json
+import time
+
 import click
 
-from .options import replay_opt, image_arg, json_opt, open_fs
+from ..ops.listing import entry_record, iter_listing, mode_string
+from ..ops.names import shown_name
+from .options import image_arg, json_opt, open_fs, replay_opt
 
 
 @click.command("ls")
@@ -17,11 +22,7 @@ def cmd(long, recursive, as_json, image, path, replay_in_memory):
     mode, uid, gid, size, nlink, ino, mtime_ns, xattrs, and target (symlinks)
     or rdev (devices).  Names that are not UTF-8 are escaped as \\udcXX.
     """
-    import json
-    import time
 
-    from ..ops.listing import entry_record, iter_listing, mode_string
-    from ..ops.names import shown_name
 
     with open_fs(image, replay_in_memory) as fs:
         out = click.get_text_stream("stdout")

@@ -1,7 +1,15 @@
 """Argument types shared by commands."""
 import functools
+import json
 
 import click
+
+import fstool
+
+from ..errors import FsToolError, InvalidArgument
+from ..io.partition import join
+from ..recovery.memory import replay_in_memory as replay
+from .console import warn
 
 
 def image_arg(f):
@@ -12,8 +20,6 @@ def image_arg(f):
     @functools.wraps(f)
     def run(*args, partition=None, offset=None, **kw):
         if partition is not None or offset is not None:
-            from ..errors import InvalidArgument
-            from ..io.partition import join
             try:
                 kw["image"] = join(kw["image"], partition, offset)
             except InvalidArgument as e:
@@ -29,6 +35,7 @@ def image_arg(f):
                             "IMAGE@N ('fstool disk IMAGE' lists them).")(run)
     return click.argument("image", type=click.Path())(run)
 
+
 json_opt = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 
 
@@ -42,7 +49,6 @@ def open_fs(image, replay_in_memory: bool = False):
     """Open IMAGE for a reading command.  A dirty log is never silent: it
     is replayed in memory when asked, else a warning says that what follows
     is the image before replay."""
-    import fstool
     fs = fstool.open_image(image)
     try:
         _dirty_log_notice(fs, image, replay_in_memory)
@@ -53,8 +59,6 @@ def open_fs(image, replay_in_memory: bool = False):
 
 
 def _dirty_log_notice(fs, image, replay_in_memory: bool) -> None:
-    from ..errors import FsToolError
-    from .console import warn
     try:
         dirty = fs.log.dirty
     except FsToolError as e:
@@ -64,7 +68,6 @@ def _dirty_log_notice(fs, image, replay_in_memory: bool) -> None:
     if not dirty:
         return
     if replay_in_memory:
-        from ..recovery.memory import replay_in_memory as replay
         replay(fs)
         return
     warn(f"{image}: the log is dirty; what follows is the image BEFORE replay (run "
@@ -74,5 +77,4 @@ def _dirty_log_notice(fs, image, replay_in_memory: bool) -> None:
 def emit_json(obj, as_json: bool) -> None:
     """Print ``obj`` as one line of JSON when ``as_json`` (else nothing)."""
     if as_json:
-        import json
         click.echo(json.dumps(obj, ensure_ascii=False))

@@ -1,6 +1,12 @@
+import json
+
 import click
 
-from .options import replay_opt, image_arg, json_opt, open_fs
+from ..format import constants as C
+from ..fs import dir as xdir
+from ..ops.inspect import _fmt_ns
+from ..ops.listing import entry_record, mode_string
+from .options import image_arg, json_opt, open_fs, replay_opt
 
 
 @click.command("stat")
@@ -11,10 +17,6 @@ from .options import replay_opt, image_arg, json_opt, open_fs
 def cmd(as_json, image, path, replay_in_memory):
     """Show everything about PATH in IMAGE: type, mode, owner, size, links,
     timestamps to the nanosecond, data fork layout, device numbers and xattrs."""
-    from ..ops.listing import entry_record, mode_string
-    from ..ops.inspect import _fmt_ns
-    from ..format import constants as C
-    from ..fs import dir as xdir
 
     with open_fs(image, replay_in_memory) as fs:
         node = fs.lookup(path)
@@ -28,7 +30,6 @@ def cmd(as_json, image, path, replay_in_memory):
         if node.is_dir:
             rec["dir_form"] = xdir.form(node)
         if as_json:
-            import json
             click.echo(json.dumps(rec))
             return
         click.echo(f"  File: {rec['path']}" + (f" -> {rec['target']}" if "target" in rec else ""))

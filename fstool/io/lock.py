@@ -35,6 +35,7 @@ import struct
 from typing import NamedTuple
 
 from ..errors import ImageBusy
+from .partition import locate
 
 __all__ = ["ImageBusy", "ImageLock", "Identity", "identify", "refuse_if_mounted",
            "users_of"]
@@ -257,7 +258,6 @@ def refuse_if_mounted(path) -> None:
     by another device or attached to a loop device, under any name; for a
     partition of a disk image (``disk.img@2``: io/partition.py), when
     anything holds bytes of that partition."""
-    from .partition import locate
     where = locate(path)
     try:
         st = os.stat(where.file)

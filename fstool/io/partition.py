@@ -29,11 +29,12 @@ from __future__ import annotations
 
 import os
 import struct
+import sys
 import uuid as uuidlib
 import zlib
 from typing import NamedTuple
 
-from ..errors import ImageError, ImageNotFoundError, NotXfsError
+from ..errors import ImageError, ImageNotFoundError, InvalidArgument, NotXfsError
 
 SECTOR = 512
 GPT_SIGNATURE = b"EFI PART"
@@ -362,12 +363,10 @@ def split(spec: str) -> tuple[str, str | None]:
 def join(image: str, partition: str | None = None, offset: int | None = None) -> str:
     """The image name for ``--partition`` / ``--offset`` given with IMAGE."""
     if partition is not None and offset is not None:
-        from ..errors import InvalidArgument
         raise InvalidArgument("give --partition or --offset, not both")
     if partition is None and offset is None:
         return image
     if split(image)[1] is not None:
-        from ..errors import InvalidArgument
         raise InvalidArgument(f"{image}: names a partition already; --partition and "
                               "--offset are for a plain file name")
     return f"{image}@{partition}" if partition is not None else f"{image}@+{offset}"
@@ -476,7 +475,6 @@ def notify(note: str) -> None:
     if note in _noted:
         return
     _noted.add(note)
-    import sys
     try:
         sys.stderr.write(f"fstool: note: {note}\n")
         sys.stderr.flush()

@@ -22,8 +22,17 @@ import os
 import uuid as uuidlib
 
 from ..errors import InvalidArgument, WriteRefused
-from ..format import constants as C
+from ..format import constants as C, log as L
 from ..format.structs import SB
+from ..fs.filesystem import Filesystem
+from ..fs.logstate import log_is_clean
+from ..io import verify as V
+from ..io.device import Device
+from ..io.lock import ImageLock, refuse_if_mounted
+from ..log.head import find_state
+from ..ns.writer import Writer
+from .logops import zero
+from .resize import NULLFSINO
 
 LABEL_MAX = 12
 
@@ -41,7 +50,6 @@ def parse_label(text: str) -> bytes:
 
 
 def _read_primary(path) -> dict:
-    from ..io.device import Device
     dev = Device(path)
     try:
         return SB.unpack(dev.pread(0, SB.size))
@@ -51,7 +59,6 @@ def _read_primary(path) -> dict:
 
 def show(path) -> dict:
     """The label and UUIDs of the filesystem at ``path``."""
-    from ..fs.filesystem import Filesystem
     with Filesystem(path) as fs:
         f = SB.unpack(fs.dev.pread(0, SB.size))
     meta = bool(f["sb_features_incompat"] & C.XFS_SB_FEAT_INCOMPAT_META_UUID)
@@ -64,7 +71,6 @@ def _to_disk(f: dict) -> None:
     """What xfs_db's write of a superblock does besides the change: a quota
     inode of 0 is written as none (NULLFSINO), as the in-core superblock
     holds it."""
-    from .resize import NULLFSINO
     for q in ("sb_uquotino", "sb_gquotino", "sb_pquotino"):
         if f[q] == 0:
             f[q] = NULLFSINO
@@ -74,9 +80,6 @@ def _rewrite_sbs(path, edit, first_ag: int) -> int:
     """Every superblock from AG ``first_ag`` on changed by ``edit`` (given
     its fields) in place, as xfs_db writes each one, its CRC renewed; the
     number rewritten."""
-    from ..fs.filesystem import Filesystem
-    from ..io import verify as V
-    from ..io.lock import ImageLock
     fs = Filesystem(path, writable=True)
     n = 0
     try:
@@ -104,8 +107,6 @@ def _rewrite_sbs(path, edit, first_ag: int) -> int:
 
 def set_label(path, label: bytes) -> list:
     """Write ``label`` into every superblock; the changes made."""
-    from ..io import verify as V
-    from ..ns.writer import Writer
     path = os.fspath(path)
     changes = []
 
@@ -160,16 +161,12 @@ def new_uuid(f: dict, spec: str) -> bytes:
 def set_uuid(path, spec: str) -> list:
     """Give the filesystem the UUID ``spec`` names (see the module
     docstring); the changes made."""
-    from ..fs.logstate import log_is_clean
-    from ..io.lock import refuse_if_mounted
-    from .logops import zero
     path = os.fspath(path)
     refuse_if_mounted(path)
     f = _read_primary(path)
     if f["sb_features_incompat"] & C.XFS_SB_FEAT_INCOMPAT_NEEDSREPAIR:
         raise WriteRefused(f"{path}: the filesystem is marked as needing repair; run "
                            "fstool repair first")
-    from ..fs.filesystem import Filesystem
     with Filesystem(path) as fs:
         clean, why = log_is_clean(fs)
     if not clean:
@@ -213,12 +210,9 @@ def set_uuid(path, spec: str) -> list:
 def _log_uuid_nil(path) -> bool:
     """Whether the log's newest record carries a nil UUID (a UUID change
     stopped before its last step)."""
-    from ..fs.filesystem import Filesystem
-    from ..log.head import find_state
     with Filesystem(path) as fs:
         ld, st = find_state(fs)
         if st.never_written or st.head_rec < 0:
             return False
-        from ..format import log as L
         rec = L.REC_HEADER.unpack(ld.read(st.head_rec, 1))
         return rec["h_fs_uuid"] == bytes(16)

@@ -15,16 +15,17 @@ import time
 import uuid as uuidlib
 
 from ..errors import FsToolError
-from ..format import constants as C
+from ..format import constants as C, log as L
 from ..format.structs import AGF, AGFL, AGI, SB
-from ..fs import btree as B
-from ..fs import btree_write as BW
+from ..fs import btree as B, btree_write as BW
 from ..fs.btree import alloc_maxlevels, rmap_maxlevels
 from ..fs.icore import InodeEncoder, InodeSpec
 from ..fs.logres import LogGeometry, min_log_blocks
 from ..io import verify as V
 from ..io.device import Device, refuse_not_an_image
-from ..format import log as L
+from ..io.lock import ImageLock, refuse_if_mounted
+from ..io.partition import read_table, split
+from ..ns.attrbuild import encode_xattrs
 
 KiB, MiB, GiB, TiB = 1 << 10, 1 << 20, 1 << 30, 1 << 40
 
@@ -644,7 +645,6 @@ class Formatter:
         g = self.geo
         if not g.autofsck:
             return {}
-        from ..ns.attrbuild import encode_xattrs
         plan = encode_xattrs([(C.XFS_ATTR_ROOT, b"xfs:autofsck", g.autofsck.encode())],
                              ino=g.rootino, uuid=self.uuid, blocksize=g.blocksize,
                              inline_space=g.inodesize)
@@ -714,7 +714,6 @@ def _has_filesystem(dev) -> str | None:
     if len(head) >= 1082 and head[1080:1082] == b"\x53\xef":
         return "an ext2/3/4 filesystem"
     if not dev.start:
-        from ..io.partition import read_table
         table = read_table(dev.fd, dev.size, head)
         if table is not None:
             return (f"a partition table ({table.kind.upper()}; give IMAGE@N to make the "
@@ -728,14 +727,12 @@ def mkfs(path: str, opts: Options, force: bool = False, dry_run: bool = False,
     ``in_progress`` the superblock says the filesystem is still being made
     (the kernel will not mount it) until a populate that writes without the
     journal clears it."""
-    from ..io.partition import split
     file, sel = split(path)
     exists = os.path.exists(file)
     if exists:
         st = os.stat(file)
         if stat.S_ISDIR(st.st_mode):
             raise MkfsError(f"{path}: is a directory")
-        from ..io.lock import refuse_if_mounted
         refuse_not_an_image(path, st)
         refuse_if_mounted(path)
         if sel is not None:
@@ -767,7 +764,6 @@ def mkfs(path: str, opts: Options, force: bool = False, dry_run: bool = False,
         os.close(os.open(path, os.O_RDWR | os.O_CLOEXEC | os.O_CREAT | os.O_EXCL, 0o644))
     dev = None
     try:
-        from ..io.lock import ImageLock
         dev = Device(path, writable=True, whole=True)
         with ImageLock(dev, path):
             if exists:
