@@ -728,7 +728,7 @@ class Volume:
         try:
             for at, n in self.fileio.read_map(h.ino, start, stop - start, stop - start):
                 if at >= 0:
-                    os.posix_fadvise(fd, at, n, os.POSIX_FADV_WILLNEED)
+                    os.posix_fadvise(fd, at + self.w.dev.start, n, os.POSIX_FADV_WILLNEED)
         except (OSError, FsToolError):
             # only advice: the read itself says what is wrong
             pass
