@@ -81,6 +81,8 @@ def test_every_command_prints_json(image, tmp_path):
     shutil.copy(image, copy)
     assert run("repair", "--rebuild", "finobt", "--undo-file", undo, copy).returncode == 0
     cmds["undo"] = ["undo", copy, undo]
+    cmds["disk"] = ["disk", image]
+    cmds["admin"] = ["admin", "-l", image]
     grown = tmp_path / "g.img"
     assert run("mkfs", "--size", "64m", grown).returncode == 0
     cmds["resize"] = ["resize", grown, "--size", "96m"]
