@@ -64,7 +64,7 @@ class Stub(XattrChecks):
     """Just enough of a Checker to run the attr leaf entry check."""
 
     def __init__(self):
-        self.sb = SimpleNamespace(blocksize=BS)
+        self.sb = SimpleNamespace(blocksize=BS, has_incompat=lambda bit: False)
         self.found = []
         self.remote_calls = []
 
