@@ -126,7 +126,8 @@ class XattrChecks:
             return
 
         def read(ablk):
-            return self._attr_block(node, ablk)
+            # the root, already read and judged below, is not judged twice
+            return buf if ablk == 0 else self._attr_block(node, ablk)
         try:
             buf = self._attr_block(node, 0, root=True)
         except FsToolError as e:
