@@ -841,6 +841,17 @@ def _zero(p, off, n):
 
 
 @cython.cfunc
+@cython.locals(p=cython.p_uchar, a=cython.Py_ssize_t, b=cython.Py_ssize_t,
+               i=cython.Py_ssize_t)
+@cython.returns(cython.bint)
+def _no_nul(p, a, b):
+    for i in range(a, b):
+        if p[i] == 0:
+            return False
+    return True
+
+
+@cython.cfunc
 @cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t)
 @cython.returns(cython.bint)
 def _legacy_times_ok(p, off):
@@ -1188,35 +1199,43 @@ def inline_extents(raw, attr, agblklog, agblocks, agcount, last_ag_blocks) -> li
                agcount=cython.ulonglong, agblocks=cython.ulonglong,
                last_ag_blocks=cython.ulonglong, clen=cython.Py_ssize_t,
                agfl_block=cython.ulonglong, max_off=cython.ulonglong, litino=cython.int,
-               bigtime_fs=cython.bint, is_reg=cython.bint)
+               bigtime_fs=cython.bint, is_reg=cython.bint, rootino=cython.ulonglong,
+               is_dir=cython.bint)
 def scan_inode_chunk(chunk, base, inodesize, first_ino, uuid, free, holemask, flags2_ok,
                      bigtime_fs, agblklog, agcount, agblocks, last_ag_blocks, agfl_block,
-                     max_file_offset, itype, nlinks, slot):
+                     max_file_offset, itype, nlinks, slot, rootino):
     """Check the plain inodes of one 64-inode chunk in one call.
 
     Every inode must verify (magic, version 3, CRC, its own number, the
     filesystem uuid).  A free inode is plain when it is as the kernel leaves
     a freed one: no mode, no blocks or extents, no attr fork, no flags, hints
     or unlinked pointer.  An inode in use is plain when it is a regular file
-    with an extents-format data fork, or a device, fifo or socket, with
-    nothing unusual: no flags but those in ``flags2_ok`` (reflink only on a
-    file), no extent size hints, no unlinked pointer, zero padding and
-    di_onlink, legal timestamps (when not bigtime), an empty attr fork, size
-    zero for the special files, and extents sorted, non-empty, inside one AG
-    past its headers (block > ``agfl_block``), below ``max_file_offset``
-    and adding up to di_nblocks.  A plain inode's file type (mode >> 12) and
-    link count go to ``itype[slot + i]`` and ``nlinks[slot + i]`` (an inode
-    table, see nlink_scan).  Returns (claims, others): claims [(agno, agbno,
-    length, owner, offset)] for the plain inodes' extents, owner being ino
-    << 2 and offset the file offset with bit 61 set for unwritten extents;
-    others the indexes of every inode (allocated or free) that needs the
-    full check in Python."""
+    with an extents-format data fork, a directory with a local or extents
+    data fork, a symlink with its target in the inode, or a device, fifo or
+    socket, with nothing unusual: no flags but those in ``flags2_ok``
+    (reflink only on a file), no extent size hints, no unlinked pointer,
+    zero padding and di_onlink, legal timestamps (when not bigtime), an
+    empty attr fork, size zero for the special files, a directory's size
+    inside the fork when local and past it (up to the leaf space) when not,
+    a symlink's target of 1 to 1023 bytes inside the fork and without a
+    NUL, only a directory as the root inode ``rootino``, and extents
+    sorted, non-empty, inside one AG past its headers (block >
+    ``agfl_block``), not unwritten but in a file, below
+    ``max_file_offset`` and adding up to di_nblocks.  A plain inode's file
+    type (mode >> 12) and link count go to ``itype[slot + i]`` and
+    ``nlinks[slot + i]`` (an inode table, see nlink_scan).  Returns (claims,
+    others, dirs): claims [(agno, agbno, length, owner, offset)] for the
+    plain inodes' extents, owner being ino << 2 and offset the file offset
+    with bit 61 set for unwritten extents; others the indexes of every inode
+    (allocated or free) that needs the full check in Python; dirs the
+    indexes of the plain directories."""
     p = chunk
     u = uuid
     isize = inodesize
     litino = isize - 176
     claims = []
     others = []
+    dirs = []
     mask = 1
     mask = (mask << agblklog) - 1
     max_off = max_file_offset
@@ -1279,8 +1298,30 @@ def scan_inode_chunk(chunk, base, inodesize, first_ino, uuid, free, holemask, fl
             next = _be64(p, off + 24)
         ifmt = mode & 0o170000
         is_reg = ifmt == 0o100000
-        if is_reg:
-            if fmt != 2 or (forkoff and forkoff >= litino >> 3):
+        is_dir = ifmt == 0o040000
+        dsize = forkoff * 8 if forkoff else litino
+        if ino == rootino and not is_dir:
+            others.append(i)
+            continue
+        if is_reg or is_dir:
+            if forkoff and forkoff >= litino >> 3:
+                others.append(i)
+                continue
+            if is_reg:
+                if fmt != 2:
+                    others.append(i)
+                    continue
+            elif (flags2 & 0x2) or size > 0x800000000 or \
+                    (fmt == 1 and (next or nblocks)) or (fmt == 2 and size <= dsize) or \
+                    (fmt != 1 and fmt != 2):
+                others.append(i)
+                continue
+        elif ifmt == 0o120000:
+            # a symlink whose target is in the inode: nothing to map
+            if fmt != 1 or next or nblocks or (flags2 & 0x2) or size == 0 or \
+                    size >= 1024 or size > dsize or \
+                    (forkoff and forkoff >= litino >> 3) or \
+                    not _no_nul(p, off + 176, off + 176 + size):
                 others.append(i)
                 continue
         elif ifmt in (0o020000, 0o060000, 0o010000, 0o140000):
@@ -1291,7 +1332,6 @@ def scan_inode_chunk(chunk, base, inodesize, first_ino, uuid, free, holemask, fl
         else:
             others.append(i)
             continue
-        dsize = forkoff * 8 if forkoff else litino
         if next * 16 > dsize:
             others.append(i)
             continue
@@ -1308,7 +1348,7 @@ def scan_inode_chunk(chunk, base, inodesize, first_ino, uuid, free, holemask, fl
             limit = last_ag_blocks if agno == agcount - 1 else agblocks
             if count == 0 or (e and startoff < prev_end) or agno >= agcount or \
                     agbno <= agfl_block or agbno + count > limit or \
-                    startoff + count - 1 > max_off:
+                    startoff + count - 1 > max_off or (l0 >> 63 and not is_reg):
                 ok = False
                 break
             prev_end = startoff + count
@@ -1324,7 +1364,9 @@ def scan_inode_chunk(chunk, base, inodesize, first_ino, uuid, free, holemask, fl
                            ino << 2, _rec_startoff(l0) | ((l0 >> 63) << 61)))
         itype[slot + i] = ifmt >> 12
         nlinks[slot + i] = _be32(p, off + 16)
-    return claims, others
+        if is_dir:
+            dirs.append(i)
+    return claims, others, dirs
 
 
 # -- the inode table and the namespace tally --------------------------------------

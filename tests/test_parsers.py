@@ -198,14 +198,14 @@ def test_scan_inode_chunk_parity(kernel_img):
                 tables = []
                 for mod in (NATIVE, PURE):
                     itype, nlinks = bytearray(128), array("I", bytes(4 * 128))
-                    out = mod.scan_inode_chunk(*args, itype, nlinks, 64)
+                    out = mod.scan_inode_chunk(*args, itype, nlinks, 64, sb.rootino)
                     tables.append((out, itype, nlinks))
                 assert tables[0] == tables[1]
             itype, nlinks = bytearray(64), array("I", bytes(256))
             geo = (sb.agblklog, sb.agcount, sb.agblocks, fs.ag_length(3), 0, (1 << 51) - 1)
-            claims, others = NATIVE.scan_inode_chunk(
+            claims, others, _dirs = NATIVE.scan_inode_chunk(
                 chunk, 0, sb.inodesize, startino, sb.meta_uuid, free, holemask, 0xA, True,
-                *geo, itype, nlinks, 0)
+                *geo, itype, nlinks, 0, sb.rootino)
             plain = [i for i in range(64) if itype[i]]
             assert plain and not set(plain) & set(others)
             assert all(nlinks[i] >= 1 for i in plain)
@@ -215,7 +215,8 @@ def test_scan_inode_chunk_parity(kernel_img):
                        for _a, _b, _n, owner, _off in claims)
             with pytest.raises(ValueError):      # a slot past the table
                 NATIVE.scan_inode_chunk(chunk, 0, sb.inodesize, startino, sb.meta_uuid,
-                                        free, holemask, 0xA, True, *geo, itype, nlinks, 1)
+                                        free, holemask, 0xA, True, *geo, itype, nlinks, 1,
+                                        sb.rootino)
 
 
 def test_shim_covers_every_cython_name_the_source_uses():

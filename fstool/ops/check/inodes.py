@@ -3,9 +3,10 @@ process_dinode checks an inode in use, and the kernel's inode verifier a
 free one; forks mapped and their blocks claimed, block maps (bmbt) walked
 through the read engine, symlinks read, attribute forks checked.
 
-Inodes that are plainly fine (a regular file, device, fifo or socket with
-nothing unusual about it, or a clean free inode) are checked entirely in
-native code (``parsers.scan_inode_chunk``); everything else comes here."""
+Inodes that are plainly fine (a regular file, directory, inline symlink,
+device, fifo or socket with nothing unusual about it, or a clean free
+inode) are checked entirely in native code (``parsers.scan_inode_chunk``);
+everything else comes here."""
 from __future__ import annotations
 
 import struct
@@ -97,11 +98,11 @@ class InodePhase:
                                     block=startino >> sb.inopblog, structure="inode")
                     continue
                 first = (agno << sb.agino_log) | startino
-                claims, others = parsers.scan_inode_chunk(
+                claims, others, dirs = parsers.scan_inode_chunk(
                     chunk, base, isize, first, sb.meta_uuid, free, holemask,
                     self.flags2_plain, bigtime_fs, sb.agblklog, sb.agcount, sb.agblocks,
                     last_ag, self.agfl_block, self.max_file_offset, tab.itype, tab.nlinks,
-                    64 * k)
+                    64 * k, sb.rootino)
                 cl = self.claims
                 for a, b, n, owner, _off in claims:
                     cl[a].append((b, n, owner))
@@ -109,12 +110,20 @@ class InodePhase:
                     for a, b, n, owner, off in claims:
                         self.rmap_expect[a].append((b, n, owner >> 2, off & ~(1 << 61),
                                                     off & (1 << 61)))
+                ndirs = len(self.dirs)
+                for i in dirs:
+                    ino = first + i
+                    self.dirs.append(ino)
+                    self.dir_raw[ino] = chunk[base + i * isize:base + (i + 1) * isize]
                 for i in others:
                     ino = first + i
                     raw = chunk[base + i * isize:base + (i + 1) * isize]
                     self.guarded(f"inode {ino}", self._check_inode, agno, ino,
                                  bool(free >> i & 1), raw, tab, 64 * k + i, agmin, agmax,
                                  ino=ino, structure="inode")
+                if dirs and len(self.dirs) > ndirs + len(dirs):
+                    # the chunk's directories in inode order, wherever checked
+                    self.dirs[ndirs:] = sorted(self.dirs[ndirs:])
 
     def _chunk_buffers(self, agno: int, recs: list):
         """(k, buffer, offset of the chunk's first inode in it) for every
