@@ -1461,6 +1461,156 @@ def tally_entry(starts, itype, refs, child, ftype, has_ftype) -> int:
 
 
 @cython.cfunc
+@cython.locals(ino=cython.ulonglong, agino_log=cython.int, agcount=cython.ulonglong,
+               agino_lo=cython.ulonglong, agino_hi=cython.ulonglong[:],
+               not_dirents=cython.ulonglong[:], agno=cython.ulonglong,
+               agino=cython.ulonglong, i=cython.Py_ssize_t)
+@cython.returns(cython.bint)
+def _dir_ino_ok(ino, agino_log, agcount, agino_lo, agino_hi, not_dirents):
+    """libxfs_verify_dir_ino as check's verify_dir_ino takes it: an inode
+    number inside its AG's inode range (agino_lo to agino_hi[agno]) and not
+    one of ``not_dirents`` (the superblock's metadata inodes)."""
+    agno = ino >> agino_log
+    if agno >= agcount:
+        return False
+    agino = ino & ((cython.cast(cython.ulonglong, 1) << agino_log) - 1)
+    if agino < agino_lo or agino > agino_hi[agno]:
+        return False
+    for i in range(len(not_dirents)):
+        if not_dirents[i] == ino:
+            return False
+    return True
+
+
+@cython.cfunc
+@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, width=cython.Py_ssize_t)
+@cython.returns(cython.ulonglong)
+def _be_ino(p, off, width):
+    """A shortform directory's inode number: 4 or 8 bytes."""
+    return _be64(p, off) if width == 8 else _be32(p, off)
+
+
+@cython.locals(p=cython.p_uchar, u=cython.p_uchar, n=cython.Py_ssize_t, ino=cython.ulonglong,
+               has_ftype=cython.bint, ft=cython.Py_ssize_t, dirblksize=cython.Py_ssize_t,
+               data_first=cython.Py_ssize_t, rootino=cython.ulonglong, agino_log=cython.int,
+               agcount=cython.ulonglong, agino_lo=cython.ulonglong,
+               agino_hi=cython.ulonglong[:], not_dirents=cython.ulonglong[:],
+               starts=cython.ulonglong[:], itype=cython.uchar[:], refs=cython.uint[:],
+               forkoff=cython.Py_ssize_t, dsize=cython.Py_ssize_t, size=cython.ulonglong,
+               f=cython.Py_ssize_t, count=cython.Py_ssize_t, i8count=cython.Py_ssize_t,
+               width=cython.Py_ssize_t, parent=cython.ulonglong, nmax=cython.Py_ssize_t,
+               pos=cython.Py_ssize_t, offset=cython.Py_ssize_t, i8=cython.Py_ssize_t,
+               found=cython.Py_ssize_t, namelen=cython.Py_ssize_t, esize=cython.Py_ssize_t,
+               a=cython.Py_ssize_t, j=cython.Py_ssize_t, q=cython.Py_ssize_t,
+               c=cython.uchar, child=cython.ulonglong, flags=cython.int, k=cython.int,
+               ftype=cython.int)
+def sf_dir_tally(raw, ino, uuid, has_ftype, dirblksize, data_first, rootino, agino_log,
+                 agcount, agino_lo, agino_hi, not_dirents, starts, itype, refs):
+    """A shortform directory (the raw inode ``raw`` of directory ``ino``)
+    checked as fstool check's DirChecks._shortform checks it, its entries
+    counted into the inode table (see tally_entry) only when that check
+    would find nothing: the inode verifies (magic, version 3, CRC, its
+    number, ``uuid``) and its data fork is local; the size fits the fork;
+    the header, each entry and the count agree with the size; names are
+    legal and unique; entry offsets ascend from ``data_first`` and leave a
+    ``dirblksize`` block room for the leaf; the i8count is right; the parent
+    and every entry name a valid inode number (``_dir_ino_ok``), no entry the
+    directory itself, the parent the directory only for the root
+    ``rootino``, and the root's parent itself.
+
+    Returns (parent, odd) with odd [(name, child, ftype, flags)] for the
+    entries tally_entry flags, or None (nothing counted) when the Python
+    check must look."""
+    p = raw
+    u = uuid
+    n = len(raw)
+    if len(uuid) != 16 or len(itype) < 64 * len(starts) or len(refs) < len(itype):
+        raise ValueError("inode table arrays too short")
+    if n < 176 or _be16(p, 0) != 0x494E or p[4] != 3 or p[5] != 1 or \
+            _be64(p, 152) != ino:
+        return None
+    for k in range(16):
+        if p[160 + k] != u[k]:
+            return None
+    if not _cksum_region_ok(p, 0, n, 100):
+        return None
+    forkoff = p[82]
+    if forkoff and 176 + forkoff * 8 >= n:
+        return None
+    dsize = forkoff * 8 if forkoff else n - 176
+    size = _be64(p, 56)
+    if size > dsize or size < 6:
+        return None
+    f = 176
+    ft = 1 if has_ftype else 0
+    count = p[f]
+    i8count = p[f + 1]
+    width = 8 if i8count else 4
+    if 2 + width > size:
+        return None
+    parent = _be_ino(p, f + 2, width)
+    nmax = count
+    if count * (4 + ft + width) + 2 + width > dsize or count == 0:
+        nmax = 0xFF
+    pos = 2 + width
+    offset = data_first
+    i8 = 1 if parent > 0xFFFFFFFF else 0
+    found = 0
+    while found < nmax and size > pos:
+        if pos + 3 > dsize:
+            return None
+        namelen = p[f + pos]
+        esize = 3 + namelen + ft + width
+        if namelen == 0 or pos + esize > size:
+            return None
+        a = f + pos + 3
+        for j in range(namelen):
+            c = p[a + j]
+            if c == 0 or c == 0x2F:
+                return None
+        # a name seen before: the entries before this one, compared
+        q = 2 + width
+        while q < pos:
+            if p[f + q] == namelen:
+                j = 0
+                while j < namelen and p[f + q + 3 + j] == p[a + j]:
+                    j += 1
+                if j == namelen:
+                    return None
+            q += 3 + p[f + q] + ft + width
+        if _be16(p, f + pos + 1) < offset:
+            return None
+        offset = _be16(p, f + pos + 1) + ((8 + 1 + namelen + ft + 2 + 7) & ~7)
+        child = _be_ino(p, a + namelen + ft, width)
+        if child > 0xFFFFFFFF:
+            i8 += 1
+        if child == ino or not _dir_ino_ok(child, agino_log, agcount, agino_lo, agino_hi,
+                                           not_dirents):
+            return None
+        pos += esize
+        found += 1
+    if count != found or i8count != i8 or pos != size or \
+            offset + (count + 2) * 8 + 8 > dirblksize:
+        return None
+    if not _dir_ino_ok(parent, agino_log, agcount, agino_lo, agino_hi, not_dirents) or \
+            (ino == rootino and parent != ino) or (parent == ino and ino != rootino):
+        return None
+    # sound: every entry counted
+    odd = []
+    pos = 2 + width
+    while pos < size:
+        namelen = p[f + pos]
+        a = f + pos + 3
+        ftype = p[a + namelen] if ft else 0
+        child = _be_ino(p, a + namelen + ft, width)
+        flags = _tally_one(starts, itype, refs, child, ftype, ft)
+        if flags:
+            odd.append((_bytes_at(p, a, a + namelen), child, ftype, flags))
+        pos += 3 + namelen + ft + width
+    return parent, odd
+
+
+@cython.cfunc
 @cython.locals(h=cython.ulonglong, addr=cython.ulonglong, x=cython.ulonglong)
 @cython.returns(cython.ulonglong)
 def _leaf_mix(h, addr):
