@@ -2,3 +2,10 @@
 cdef unsigned long long _M32
 cdef long long _BIG
 from fstool_native.parsers cimport _be16, _be32
+from cpython.array cimport array
+from cpython cimport array as cpy_array
+
+# record sorting (records.h)
+cdef extern from "records.h":
+    int fstool_sort_records(unsigned long long *p, size_t n, size_t w, int is_signed) nogil
+cdef unsigned long long _FLAGS, _BMBT, _U64

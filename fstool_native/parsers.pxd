@@ -90,3 +90,7 @@ cdef class DirEntryCore:
 cdef class FileReaderCore:
     cdef public object node, pos, name
     cdef public bint _open
+
+# growable flat record arrays (check's claims and reverse mappings)
+from cpython.array cimport array
+from cpython cimport array as cpy_array

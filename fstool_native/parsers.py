@@ -17,6 +17,10 @@ except ImportError:          # plain Python without Cython installed
 import os as _os
 from struct import iter_unpack as _iter_words
 
+if not cython.compiled:
+    # compiled, parsers.pxd cimports the array type
+    from array import array
+
 # the 32-bit mask as a C value (parsers.pxd): a literal this large would be
 # a Python int to Cython, and every masked step a Python operation
 _M32 = 0xFFFFFFFF
@@ -1183,6 +1187,41 @@ def inline_extents(raw, attr, agblklog, agblocks, agcount, last_ag_blocks) -> li
     return exts
 
 
+@cython.cfunc
+@cython.locals(arr=array, a=cython.longlong, b=cython.longlong, c=cython.longlong,
+               n=cython.Py_ssize_t, q=cython.p_longlong)
+def _push3(arr, a, b, c):
+    """Append the record (a, b, c) to a flat array of signed 64-bit
+    numbers."""
+    if not cython.compiled:
+        arr.extend((a, b, c))
+        return
+    n = len(arr)
+    cpy_array.resize_smart(arr, n + 3)
+    q = cython.cast(cython.p_longlong, arr.data.as_voidptr)
+    q[n] = a
+    q[n + 1] = b
+    q[n + 2] = c
+
+
+@cython.cfunc
+@cython.locals(arr=array, a=cython.ulonglong, b=cython.ulonglong, c=cython.ulonglong,
+               d=cython.ulonglong, n=cython.Py_ssize_t, q=cython.p_ulonglong)
+def _push4(arr, a, b, c, d):
+    """Append the record (a, b, c, d) to a flat array of unsigned 64-bit
+    numbers."""
+    if not cython.compiled:
+        arr.extend((a, b, c, d))
+        return
+    n = len(arr)
+    cpy_array.resize_smart(arr, n + 4)
+    q = cython.cast(cython.p_ulonglong, arr.data.as_voidptr)
+    q[n] = a
+    q[n + 1] = b
+    q[n + 2] = c
+    q[n + 3] = d
+
+
 @cython.locals(p=cython.p_uchar, u=cython.p_uchar, i=cython.int, k=cython.int,
                off=cython.Py_ssize_t, isize=cython.Py_ssize_t, mode=cython.uint,
                fmt=cython.int, forkoff=cython.int, aformat=cython.int,
@@ -1200,10 +1239,10 @@ def inline_extents(raw, attr, agblklog, agblocks, agcount, last_ag_blocks) -> li
                last_ag_blocks=cython.ulonglong, clen=cython.Py_ssize_t,
                agfl_block=cython.ulonglong, max_off=cython.ulonglong, litino=cython.int,
                bigtime_fs=cython.bint, is_reg=cython.bint, rootino=cython.ulonglong,
-               is_dir=cython.bint)
+               is_dir=cython.bint, owner=cython.longlong)
 def scan_inode_chunk(chunk, base, inodesize, first_ino, uuid, free, holemask, flags2_ok,
                      bigtime_fs, agblklog, agcount, agblocks, last_ag_blocks, agfl_block,
-                     max_file_offset, itype, nlinks, slot, rootino):
+                     max_file_offset, itype, nlinks, slot, rootino, claims, expect):
     """Check the plain inodes of one 64-inode chunk in one call.
 
     Every inode must verify (magic, version 3, CRC, its own number, the
@@ -1223,17 +1262,18 @@ def scan_inode_chunk(chunk, base, inodesize, first_ino, uuid, free, holemask, fl
     ``agfl_block``), not unwritten but in a file, below
     ``max_file_offset`` and adding up to di_nblocks.  A plain inode's file
     type (mode >> 12) and link count go to ``itype[slot + i]`` and
-    ``nlinks[slot + i]`` (an inode table, see nlink_scan).  Returns (claims,
-    others, dirs): claims [(agno, agbno, length, owner, offset)] for the
-    plain inodes' extents, owner being ino << 2 and offset the file offset
-    with bit 61 set for unwritten extents; others the indexes of every inode
-    (allocated or free) that needs the full check in Python; dirs the
-    indexes of the plain directories."""
+    ``nlinks[slot + i]`` (an inode table, see nlink_scan), and their extents
+    to the flat record arrays of their AG (fstool/ops/check/records.py):
+    (agbno, length, ino << 2) to ``claims[agno]`` (signed 64-bit numbers)
+    and, unless ``expect`` is None, (agbno, length, ino, file offset with
+    bit 61 set for an unwritten extent) to ``expect[agno]`` (unsigned).
+    Returns (others, dirs): the indexes of every inode (allocated or free)
+    that needs the full check in Python, and those of the plain
+    directories."""
     p = chunk
     u = uuid
     isize = inodesize
     litino = isize - 176
-    claims = []
     others = []
     dirs = []
     mask = 1
@@ -1243,6 +1283,8 @@ def scan_inode_chunk(chunk, base, inodesize, first_ino, uuid, free, holemask, fl
         raise ValueError("inode table slot out of range")
     if len(uuid) != 16:
         raise ValueError("uuid must be 16 bytes")
+    if len(claims) < agcount or (expect is not None and len(expect) < agcount):
+        raise ValueError("a record array for every AG")
     clen = len(chunk)
     for i in range(64):
         if (holemask >> (i // 4)) & 1:
@@ -1283,7 +1325,7 @@ def scan_inode_chunk(chunk, base, inodesize, first_ino, uuid, free, holemask, fl
                     flags2 & ~(flags2_ok & 0x8):
                 others.append(i)
             continue
-        if mode == 0 or size >> 63 or anext or aformat != 2 or \
+        if mode == 0 or size >> 63 or anext or aformat != 2 or ino >> 61 or \
                 flags2 & ~flags2_ok or \
                 (not (flags2 & 0x8) and not _legacy_times_ok(p, off)):
             others.append(i)
@@ -1356,17 +1398,21 @@ def scan_inode_chunk(chunk, base, inodesize, first_ino, uuid, free, holemask, fl
         if not ok or owned != nblocks:
             others.append(i)
             continue
+        owner = ino << 2
         for e in range(next):
             l0 = _be64(p, off + 176 + 16 * e)
             l1 = _be64(p, off + 176 + 16 * e + 8)
             startblock = _rec_startblock(l0, l1)
-            claims.append((startblock >> agblklog, startblock & mask, _rec_blockcount(l1),
-                           ino << 2, _rec_startoff(l0) | ((l0 >> 63) << 61)))
+            agno = startblock >> agblklog
+            _push3(claims[agno], startblock & mask, _rec_blockcount(l1), owner)
+            if expect is not None:
+                _push4(expect[agno], startblock & mask, _rec_blockcount(l1), ino,
+                       _rec_startoff(l0) | ((l0 >> 63) << 61))
         itype[slot + i] = ifmt >> 12
         nlinks[slot + i] = _be32(p, off + 16)
         if is_dir:
             dirs.append(i)
-    return claims, others, dirs
+    return others, dirs
 
 
 # -- the inode table and the namespace tally --------------------------------------

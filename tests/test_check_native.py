@@ -18,6 +18,7 @@ from fstool.ops.check import spacemap as spacemap_mod
 from fstool.ops.check import xattrs as xattrs_mod
 from fstool.ops.check.dirs import DirChecks
 from fstool.ops.check.inodes import InodePhase
+from fstool.ops.check.records import Claims, Rmaps, flat_claims
 from fstool.ops.check.spacemap import SpaceMapPhase
 from fstool.ops.check.xattrs import XattrChecks
 
@@ -350,14 +351,17 @@ def test_space_sweep_fast_path_keeps_the_findings(monkeypatch):
         s._sweep(0, claims, reflink)
         want_overlaps = spacemap_mod._data_overlaps_py(claims)
         outcomes.add((bool(s.found), want_overlaps))
+        flat = flat_claims(claims)
         for mod in BACKENDS:
-            ok = mod.space_sweep_ok(claims, length, reflink, spacemap_mod.DATA)
+            if flat is None:            # a number past 64 bits: the Python loop's
+                continue
+            ok = mod.space_sweep_ok(flat, length, reflink, spacemap_mod.DATA)
             if all(0 <= start < 1 << 48 and 0 <= n < 1 << 48 and abs(owner) < 1 << 48
                    for start, n, owner in claims):
                 assert ok == (not s.found), (claims, length, reflink, s.found)
             else:           # unusual numbers may be left to the Python loop
                 assert not (ok and s.found)
-            got = mod.data_overlaps(claims, spacemap_mod.DATA)
+            got = mod.data_overlaps(flat, spacemap_mod.DATA)
             assert got is None or got == want_overlaps
             monkeypatch.setattr(spacemap_mod, "checks", mod)
             assert spacemap_mod._data_overlaps(claims) == want_overlaps
@@ -400,11 +404,11 @@ def test_large_extent_counters_take_the_fast_path(tmp_path):
             blk = startino >> sb.inopblog
             buf = fs.dev.pread(fs.agb_to_daddr(0, blk) << 9, 64 * sb.inodesize)
             itype, nlinks = array.array("B", bytes(64)), array.array("I", bytes(256))
-            claims, others, _dirs = parsers.scan_inode_chunk(
+            others, _dirs = parsers.scan_inode_chunk(
                 buf, 0, sb.inodesize, startino, sb.meta_uuid, free, holemask,
                 c.flags2_plain, True, sb.agblklog, sb.agcount, sb.agblocks,
                 fs.ag_length(sb.agcount - 1), c.agfl_block, c.max_file_offset, itype,
-                nlinks, 0, sb.rootino)
+                nlinks, 0, sb.rootino, [array.array("q") for _ in range(sb.agcount)], None)
             plain += sum(1 for t in itype if t == 8)
             others_total += sum(1 for i in others if not (free >> i) & 1)
         assert plain >= 140, (plain, others_total)
@@ -465,7 +469,7 @@ class _SlowScan:
 
     @staticmethod
     def scan_inode_chunk(chunk, base, isize, first, uuid, free, holemask, *rest):
-        return [], [i for i in range(64) if not holemask >> (i // 4) & 1], []
+        return [i for i in range(64) if not holemask >> (i // 4) & 1], []
 
 
 def _inode_phase(monkeypatch, fs, state, chunks, scanner):
@@ -556,11 +560,12 @@ def test_inode_scan_fast_path_keeps_the_findings(monkeypatch, kernel_img):
         for (agno, k), (buf, base) in clean.items():
             itype, nlinks = bytearray(64), array.array("I", bytes(256))
             rec = c.chunks[agno][k]
-            _claims, _others, dirs = parsers.scan_inode_chunk(
+            _others, dirs = parsers.scan_inode_chunk(
                 buf, base, isize, (agno << sb.agino_log) | rec[0], sb.meta_uuid, rec[4],
                 rec[1], c.flags2_plain, sb.has_incompat(8), sb.agblklog, sb.agcount,
                 sb.agblocks, fs.ag_length(sb.agcount - 1), c.agfl_block, c.max_file_offset,
-                itype, nlinks, 0, sb.rootino)
+                itype, nlinks, 0, sb.rootino, [array.array("q") for _ in range(sb.agcount)],
+                [array.array("Q") for _ in range(sb.agcount)])
             kinds.update(itype)
             assert dirs == [i for i in range(64) if itype[i] == 4]
         assert {4, 8, 10} <= kinds
@@ -693,3 +698,108 @@ def test_shortform_dir_fast_path_keeps_the_findings(monkeypatch, kernel_img):
         fast = probe._shortform_fast(tab)
         accepted = sum(fast(clean[ino], ino) is not None for ino in sf)
         assert accepted == len(sf)
+
+
+# -- flat record arrays ------------------------------------------------------------------
+def test_sort_records_sorts_as_tuples():
+    """Flat records sort as Python sorts the tuples: field by field, signed
+    for q arrays, unsigned for Q, with equal fields and one-field records."""
+    rng = random.Random(11)
+    for _ in range(400):
+        width = rng.randrange(1, 6)
+        signed = rng.random() < 0.5
+        lo, hi = (-(1 << 63), (1 << 63) - 1) if signed else (0, (1 << 64) - 1)
+        pool = [lo, hi, 0, 1] + [rng.randrange(lo, hi) for _ in range(3)]
+        recs = [tuple(rng.choice(pool) if rng.random() < 0.7 else rng.randrange(lo, hi)
+                      for _ in range(width)) for _ in range(rng.randrange(0, 40))]
+        for mod in BACKENDS:
+            arr = array.array("q" if signed else "Q", [v for r in recs for v in r])
+            mod.sort_records(arr, width)
+            assert list(zip(*[iter(arr)] * width)) == sorted(recs)
+    with pytest.raises(ValueError):
+        PURE.sort_records(array.array("q", [1, 2]), 3)
+
+
+def test_record_lists_read_as_lists_of_tuples():
+    """Claims and Rmaps take and give the tuples a list would, fall back to
+    a list where a number does not fit their arrays, and sort as the list
+    of tuples sorts (Rmaps in the rmapbt's unsigned order)."""
+    c = Claims()
+    for rec in [(5, 2, -3), (1, 4, 28), (1, 4, -7)]:
+        c.append(rec)
+    assert list(c) == [(5, 2, -3), (1, 4, 28), (1, 4, -7)] and len(c) == 3
+    c.sort()
+    assert list(c) == [(1, 4, -7), (1, 4, 28), (5, 2, -3)] and c.flat() is not None
+    c.append((1 << 70, 1, 4))                      # a damaged geometry's number
+    assert c.flat() is None and list(c)[-1] == (1 << 70, 1, 4) and len(c) == 4
+    r = Rmaps()
+    recs = [(9, 1, 77, 5, 0), (9, 1, -5, 0, 0), (3, 2, 77, 8, 1 << 61), (3, 2, 77, 1, 1 << 62)]
+    for rec in recs:
+        r.append(rec)
+    assert list(r) == recs and r.flat() is not None
+    r.sort()
+    assert list(r) == sorted(recs, key=lambda x: (x[0], x[1], x[2] & ((1 << 64) - 1),
+                                                  x[3] | x[4]))
+    r.append((1, 1, 2, 1 << 62, 0))                # an offset reaching the flags
+    assert r.flat() is None and list(r)[-1] == (1, 1, 2, 1 << 62, 0)
+
+
+def rmap_case(rng):
+    """An AG's claims (metadata and file data), the fork mappings check
+    expects and the rmapbt's records: the merged records, or those with one
+    changed, dropped, split or doubled."""
+    claims, maps, pos = [], [], 0
+    for _ in range(rng.randrange(1, 30)):
+        n = rng.randrange(1, 9)
+        owner = rng.choice((-3, -4, -5, -6, -7, -8, -21, 20, 24, 28))
+        claims.append((pos, n, owner))
+        if owner >= 0:
+            fl = rng.choice((0, 0, 0, 1 << 61, 1 << 62, 1 << 63))
+            off = 0 if fl & (1 << 62) else rng.choice((0, pos, pos + 1, 3))
+            maps.append((pos, n, owner >> 2, off, fl))
+            if rng.random() < 0.05:                # the same mapping twice
+                maps.append((pos, n, owner >> 2, off, fl))
+        pos += n + rng.choice((0, 0, 1))
+    merged = spacemap_mod.rmap_records(claims, maps)
+    disk = [list(r) for r in merged]
+    r = rng.random()
+    if disk and r < 0.4:
+        i = rng.randrange(len(disk))
+        k = rng.randrange(5)
+        if r < 0.1:
+            del disk[i]
+        elif r < 0.2:
+            disk.append(list(disk[i]))
+        elif r < 0.3 and disk[i][1] > 1:           # split in two
+            s, n, o, off, fl = disk[i]
+            disk[i] = [s, 1, o, off, fl]
+            disk.append([s + 1, n - 1, o, off + (0 if o < 0 or fl & (1 << 62) else 1), fl])
+        else:
+            disk[i][k] = [disk[i][k] + 1, disk[i][k] ^ (1 << 61)][k == 4]
+    return claims, maps, [tuple(d) for d in disk], merged
+
+
+def test_rmaps_match_is_the_python_comparison():
+    """The reverse-mapping comparison's fast path says the rmapbt holds
+    exactly the merged records only when the Python comparison says so, and
+    says so whenever it does but for mappings the merge could take in
+    either order (doubled ones)."""
+    rng = random.Random(12)
+    owners = spacemap_mod._RMAP_OWNER_PAIRS
+    outcomes = set()
+    for _ in range(2000):
+        claims, maps, disk, merged = rmap_case(rng)
+        have = Rmaps()
+        for rec in disk:
+            have.append(rec)
+        expect = Rmaps()
+        for rec in maps:
+            expect.append(rec)
+        want = sorted(have) == sorted(merged)
+        doubled = len(set(maps)) < len(maps)
+        outcomes.add(want)
+        for mod in BACKENDS:
+            got = mod.rmaps_match(flat_claims(claims), expect.flat(), have.flat(), owners)
+            assert got == want or (doubled and not got), (claims, maps, disk)
+    assert outcomes == {True, False}
+

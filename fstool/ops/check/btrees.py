@@ -213,7 +213,7 @@ class BtreePhases:
 
     # -- the rmapbt ------------------------------------------------------------
     def _rmap_tree(self, agno: int, agf: dict) -> int:
-        recs = self.rmaps.setdefault(agno, [])
+        recs = self.rmaps[agno]
         length = self.fs.ag_length(agno)
         sb = self.sb
         reflink = sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_REFLINK)
