@@ -38,6 +38,8 @@ _BIG = 1 << 48
 _FLAGS = 0xE000000000000000
 _BMBT = 0x4000000000000000
 _U64 = 0xFFFFFFFFFFFFFFFF
+_UNWRITTEN = 0x2000000000000000
+_RMAP_OFF_MASK = (1 << 54) - 1
 if not cython.compiled:
     from array import array
 
@@ -576,3 +578,76 @@ def rmaps_match(claims, expect, disk, owners):
             return False
     return True
 
+
+@cython.locals(i=cython.Py_ssize_t, nrec=cython.Py_ssize_t, s=cython.ulonglong,
+               n=cython.ulonglong, owner=cython.ulonglong, off=cython.ulonglong,
+               flags=cython.ulonglong, o=cython.longlong, length=cython.ulonglong,
+               agino_log=cython.int, inopblog=cython.int, agcount=cython.ulonglong,
+               agblocks=cython.ulonglong, reflink=cython.bint, has_last=cython.bint,
+               ls=cython.ulonglong, lo=cython.ulonglong, loff=cython.ulonglong,
+               later=cython.bint, ok=cython.bint, taken=cython.bint)
+def rmap_leaf_take(recs, i, out, length, agino_log, inopblog, agcount, agblocks, reflink,
+                   last):
+    """The rmapbt leaf check's common case (fstool/ops/check/btrees.py):
+    from record ``i`` of ``recs`` (startblock, blockcount, owner, offset,
+    as the leaf holds them) on, every record that passes every rule at once
+    (valid flags, a length inside the AG's ``length`` blocks, an inode
+    owner inside the geometry or a metadata owner without flags or offset,
+    after the record before it in key order: (startblock, owner, offset) on
+    a reflink filesystem, the startblock alone otherwise) goes to ``out``
+    (a flat unsigned array, four numbers a record, as records.Rmaps keeps
+    them).  ``last`` is the previous record's key or None.  Returns (the
+    index of the first record the test doubts, or len(recs); the key of the
+    last record taken, or ``last``)."""
+    nrec = len(recs)
+    has_last = last is not None
+    taken = False
+    ls = lo = loff = 0
+    if has_last:
+        ls = last[0]
+        if reflink:
+            lo = last[1]
+            loff = last[2]
+    while i < nrec:
+        rec = recs[i]
+        s = rec[0]
+        n = rec[1]
+        owner = rec[2]
+        off = rec[3]
+        flags = off & _FLAGS
+        if owner >> 63:         # a metadata owner, negative as a signed number
+            o = -cython.cast(cython.longlong, (~owner) & _U64) - 1
+        else:
+            o = cython.cast(cython.longlong, owner)
+        if off & ~(_RMAP_OFF_MASK | flags) or (flags & _BMBT and flags & _UNWRITTEN) or \
+                n == 0 or s >= length or n > length - s:
+            break
+        if o >= 0:
+            ok = (owner >> agino_log) < agcount and \
+                ((owner & ((cython.cast(cython.ulonglong, 1) << agino_log) - 1)) >>
+                 inopblog) < agblocks
+        else:
+            ok = -9 < o <= -3 and not off
+        if not ok:
+            break
+        if has_last:
+            if reflink:
+                later = s > ls or (s == ls and (owner > lo or (owner == lo and off > loff)))
+            else:
+                later = s > ls
+            if not later:
+                break
+        if cython.compiled:
+            _push4(out, s, n, owner, off)
+        else:
+            out.extend((s, n, owner, off))
+        has_last = taken = True
+        ls = s
+        lo = owner
+        loff = off
+        i += 1
+    if taken and reflink:
+        last = (ls, lo, loff)
+    elif taken:
+        last = (ls,)
+    return i, last

@@ -94,3 +94,6 @@ cdef class FileReaderCore:
 # growable flat record arrays (check's claims and reverse mappings)
 from cpython.array cimport array
 from cpython cimport array as cpy_array
+cdef object _push3(array arr, long long a, long long b, long long c)
+cdef object _push4(array arr, unsigned long long a, unsigned long long b,
+                   unsigned long long c, unsigned long long d)

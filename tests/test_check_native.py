@@ -12,13 +12,15 @@ from types import SimpleNamespace
 import pytest
 
 import fstool_native
+from fstool.ops.check import btrees as btrees_mod
 from fstool.ops.check import dirs as dirs_mod
 from fstool.ops.check import inodes as inodes_mod
 from fstool.ops.check import spacemap as spacemap_mod
 from fstool.ops.check import xattrs as xattrs_mod
+from fstool.ops.check.btrees import BtreePhases
 from fstool.ops.check.dirs import DirChecks
 from fstool.ops.check.inodes import InodePhase
-from fstool.ops.check.records import Claims, Rmaps, flat_claims
+from fstool.ops.check.records import Claims, RecordMap, Rmaps, flat_claims
 from fstool.ops.check.spacemap import SpaceMapPhase
 from fstool.ops.check.xattrs import XattrChecks
 
@@ -803,3 +805,84 @@ def test_rmaps_match_is_the_python_comparison():
             assert got == want or (doubled and not got), (claims, maps, disk)
     assert outcomes == {True, False}
 
+
+class RmapStub(BtreePhases):
+    """Just enough of a Checker to run the rmapbt leaf check over leaves
+    given as lists of records: an AG of 1,000 blocks, 16-bit AG inode
+    numbers, 4 AGs."""
+
+    def __init__(self, leaves, reflink):
+        self.sb = SimpleNamespace(agino_log=16, inopblog=4, agcount=4, agblocks=1000,
+                                  has_ro_compat=lambda f: reflink)
+        self.fs = SimpleNamespace(ag_length=lambda agno: 1000)
+        self.rmaps = RecordMap(Rmaps)
+        self.found = []
+        self.leaves = leaves
+
+    def walk_ag_tree(self, agno, name, kind, root, levels, owner, on_leaf):
+        for addr, recs in enumerate(self.leaves):
+            on_leaf(SimpleNamespace(addr=addr + 10, recs=recs), False)
+        return len(self.leaves)
+
+    def _expect(self, *args):
+        pass
+
+    def report(self, code, message, **where):
+        self.found.append((code, message, sorted(where.items())))
+
+
+def rmap_leaves(rng):
+    """rmapbt leaves of sound records in key order, now and then one
+    damaged: flags, lengths, owners, offsets, order."""
+    recs, s = [], 0
+    for _ in range(rng.randrange(0, 60)):
+        s += rng.randrange(0, 3)
+        n = rng.randrange(1, 20)
+        if rng.random() < 0.4:
+            owner, off = rng.choice((-3, -5, -6, -7, -8)) & ((1 << 64) - 1), 0
+        else:
+            owner = (rng.randrange(4) << 16) | rng.randrange(1 << 14)
+            off = rng.randrange(100) | rng.choice((0, 0, 1 << 61, 1 << 62, 1 << 63))
+        recs.append([s, n, owner, off])
+    for _ in range(rng.choice((0, 0, 1, 2, 3))):
+        if not recs:
+            break
+        r = rng.choice(recs)
+        k = rng.randrange(4)
+        r[k] = rng.choice((0, r[k] + 1, max(0, r[k] - 1), 999, 1000,
+                           r[k] ^ (1 << rng.randrange(64)), (1 << 64) - 9, (1 << 64) - 2,
+                           3 << 61, 1 << 55))
+    recs.sort(key=lambda r: (r[0], r[2], r[3]))
+    if recs and rng.random() < 0.2:                # out of order
+        i = rng.randrange(len(recs))
+        recs.insert(rng.randrange(len(recs)), recs.pop(i))
+    recs = [tuple(r) for r in recs]
+    leaves, i = [], 0
+    while i < len(recs):
+        k = rng.randrange(1, 20)
+        leaves.append(recs[i:i + k])
+        i += k
+    return leaves
+
+
+def test_rmap_leaf_fast_path_keeps_the_findings(monkeypatch):
+    """The rmapbt leaves' records: the same findings and records with the
+    native common-case test (each backend) as when every record goes to the
+    record-by-record checks."""
+    rng = random.Random(13)
+    outcomes = set()
+    for _ in range(1500):
+        leaves = rmap_leaves(rng)
+        reflink = rng.random() < 0.5
+        monkeypatch.setattr(btrees_mod, "checks", SimpleNamespace(
+            rmap_leaf_take=lambda leaf, i, out, *a: (i, a[-1])))
+        slow = RmapStub(leaves, reflink)
+        slow._rmap_tree(0, {"agf_roots": [0, 0, 1], "agf_levels": [0, 0, 1]})
+        outcomes.add(bool(slow.found))
+        for mod in BACKENDS:
+            monkeypatch.setattr(btrees_mod, "checks", mod)
+            fast = RmapStub(leaves, reflink)
+            fast._rmap_tree(0, {"agf_roots": [0, 0, 1], "agf_levels": [0, 0, 1]})
+            assert fast.found == slow.found, leaves
+            assert list(fast.rmaps[0]) == list(slow.rmaps[0])
+    assert outcomes == {True, False}
