@@ -4,7 +4,7 @@ from __future__ import annotations
 import struct
 
 from ..format import log as L
-from .trans import Item
+from .reassemble import Item
 
 _EXT64 = L.EXTENT_64.struct
 _EXT32 = L.EXTENT_32.struct

@@ -18,7 +18,9 @@ STRUCTURES = ("sb", "agf", "agi", "agfl", "bnobt", "cntbt", "inobt", "finobt", "
 PROBLEMS = {
     # superblocks
     "SB_PRIMARY": (ERROR, "sb", "the primary superblock fails verification (sizes, geometry, "
-                   "log, alignment, unused bytes not zero, flags)"),
+                   "log, alignment, unused bytes not zero, flags), or the secondaries outvote "
+                   "its geometry or feature words (check stops there, as xfs_repair -n does), "
+                   "or no secondary can verify its geometry"),
     "IMAGE_TRUNCATED": (ERROR, "sb", "the image file is shorter than the filesystem the "
                         "superblock describes (check stops there; repair extends it with "
                         "zeros when asked to)"),
@@ -30,7 +32,17 @@ PROBLEMS = {
     "SB_COUNTERS": (ERROR, "sb", "sb_icount, sb_ifree or sb_fdblocks differs from the AG "
                     "totals"),
     "SB_QUOTINO": (ERROR, "sb", "a quota inode number in the superblock is not an inode in "
-                   "use (xfs_repair would clear the quota information)"),
+                   "use, or is the root or a realtime inode (xfs_repair would clear the quota "
+                   "information)"),
+    "SB_QFLAGS": (ERROR, "sb", "the superblock's quota state: the quota feature on with no "
+                  "quota inode named (xfs_repair turns quotas off), or quota flags holding the "
+                  "group/project bits of a v4 superblock, which the kernel refuses on v5 "
+                  "(xfs_repair -n says nothing of those; its repair clears stray bits)"),
+    "SB_NEEDSREPAIR": (ERROR, "sb", "the filesystem is marked as needing repair (an upgrade "
+                       "by xfs_repair or xfs_admin did not finish)"),
+    "SB_LSN_AHEAD": (WARNING, "sb", "the primary superblock is stamped with an LSN ahead of "
+                     "the log: the kernel refuses to mount it (xfs_repair -n does not count it; "
+                     "its repair formats the log past it)"),
     "LSN_AHEAD": (ERROR, "log", "a metadata block is stamped with an LSN the log has not "
                   "reached"),
     # AG headers

@@ -175,10 +175,10 @@ class DirChecks:
             bad("DIR_DOTDOT", ino, f"'..' is {parent}, not a valid inode", "parent", where,
                 found=parent)
             parent = None
-        elif ino == sb.rootino and parent != ino:
+        elif ino == self.root_ino() and parent != ino:
             bad("DIR_DOTDOT", ino, f"the root directory's '..' is {parent}", "parent", where,
                 expected=ino, found=parent)
-        elif parent == ino and ino != sb.rootino:
+        elif parent == ino and ino != self.root_ino():
             bad("DIR_DOTDOT", ino, "'..' points to the directory itself", "parent", where,
                 found=parent)
             parent = None
@@ -205,14 +205,18 @@ class DirChecks:
         agno = ino >> sb.agino_log
         if agno >= sb.agcount or not self.verify_agino(agno, ino & ((1 << sb.agino_log) - 1)):
             return False
-        f = sb.fields
-        return ino not in (f["sb_rbmino"], f["sb_rsumino"]) and \
-            ino not in self.quota_inodes()
+        return ino not in self.rt_inodes() and ino not in self.quota_inodes()
 
     def quota_inodes(self) -> set:
+        """The quota inodes the primary superblock names: 0 and null aside,
+        and the root and realtime inodes, which are no quota inodes (a field
+        naming one is an SB_QUOTINO finding)."""
         f = self.sb.fields
         return {v for v in (f["sb_uquotino"], f["sb_gquotino"], f["sb_pquotino"])
-                if v not in (0, 0xFFFFFFFFFFFFFFFF)}
+                if v not in (0, 0xFFFFFFFFFFFFFFFF)} - self.not_quota_inodes()
+
+    def not_quota_inodes(self) -> set:
+        return {self.root_ino(), *self.rt_inodes()}
 
     # -- data blocks ------------------------------------------------------------------
     def _data_tally(self, node, buf, end: int, fsb: int, tab, odd: list):

@@ -30,7 +30,7 @@ free in the rebuilt inobt and finobt.  An AG whose unlinked lists are
 broken gets empty buckets, and every inode they chained a null
 di_next_unlinked (xfs_repair empties every bucket and lets phases 6 and 7
 deal with the inodes: that is the namespace phase's part).  A quota inode
-number in the superblock that names no inode in use is cleared, with the
+number in the superblock that names no quota inode is cleared, with the
 quota "checked" flags (quotas are turned off when no quota inode is left).
 
 :func:`plan_inodes` decides from check's findings and its verdict on each
@@ -477,7 +477,7 @@ def fixed_flags(checker, d: dict, ino: int) -> tuple[int, int]:
     ifmt = d["mode"] & C.S_IFMT
     flags = d["flags"] & DIFLAG_ANY
     flags &= ~DIFLAG_REALTIME
-    if ino != sb.fields["sb_rbmino"]:
+    if ino != checker.rt_inodes()[0]:
         flags &= ~DIFLAG_NEWRTBM
     if ifmt != C.S_IFDIR:
         flags &= ~DIR_FLAGS
@@ -540,7 +540,7 @@ def plan_inodes(checker) -> InodePlan:
         if f.code == "SB_QUOTINO":
             p.quota[f.field] = NULLFSINO
             p.handled.add(id(f))
-            p.notes.append(f"superblock: {f.field} ({f.found}) names no inode in use: "
+            p.notes.append(f"superblock: {f.field} ({f.found}) names no quota inode: "
                            "cleared, with the quota checked flags")
             continue
         if f.code == "AGI_UNLINKED":
