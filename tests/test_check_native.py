@@ -503,7 +503,7 @@ def test_inode_scan_fast_path_keeps_the_findings(monkeypatch, kernel_img):
     native scan (each backend) finds, claims and records exactly what it
     does when every inode goes to the Python check."""
     from fstool._backend import parsers
-    from fstool.fs.mount import Filesystem
+    from fstool.fs.filesystem import Filesystem
     from fstool.ops.check import Checker
     scanners = [PARSERS] + ([fstool_native.load()] if fstool_native.is_native(
         fstool_native.load()) else [])
@@ -654,7 +654,7 @@ def test_shortform_dir_fast_path_keeps_the_findings(monkeypatch, kernel_img):
     backend) finds and counts exactly what it does with the Python check
     alone."""
     from fstool._backend import parsers
-    from fstool.fs.mount import Filesystem
+    from fstool.fs.filesystem import Filesystem
     from fstool.ops.check import Checker
     from fstool.ops.check import namespace as ns_mod
     backends = [PARSERS] + ([fstool_native.load()] if fstool_native.is_native(
