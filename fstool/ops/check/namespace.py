@@ -41,7 +41,8 @@ class NamespacePhase:
             dd = node = None
             failed = False
             local = False
-            raw = self.dir_raw.get(ino)
+            # (dropped once read: nothing after this phase needs it)
+            raw = self.dir_raw.pop(ino, None)
             fast = shortform(raw, ino) if raw is not None and raw[5] == 1 else None
             if fast is not None:
                 # a sound shortform directory, its entries counted
