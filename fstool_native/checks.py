@@ -28,6 +28,7 @@ else:
     _be32 = _load(pure=True)._be32
 
 ATTR_LOCAL, ATTR_INCOMPLETE = 1, 0x80
+ATTR_ROOT, ATTR_SECURE = 2, 4
 # the 32-bit mask as a C value (checks.pxd), so masked arithmetic stays in C
 _M32 = 0xFFFFFFFF
 ATTR3_LEAF_HDR_SIZE = 80
@@ -64,7 +65,8 @@ def _has_nul(p, a, b):
                firstb=cython.Py_ssize_t, first_h=cython.uint, name_at=cython.Py_ssize_t)
 def attr_leaf_entries(buf, count, last_hash):
     """The entry table of an attr leaf block (xfs_repair's
-    process_leaf_attr_block): every entry complete, its name whole, legal
+    process_leaf_attr_block): every entry complete, of one namespace (user,
+    trusted or secure) and no other flag, its name whole, legal
     and hashing to its hash, hashes in order from ``last_hash``, remote
     entries with a value block, names and values inside the block and not
     overlapping each other or the entry table.  ``count`` must be at least
@@ -92,7 +94,10 @@ def attr_leaf_entries(buf, count, last_hash):
         nameidx = _be16(p, e + 4)
         flags = p[e + 6]
         valueblk = 0
-        if nameidx > bs or flags & ATTR_INCOMPLETE:
+        # an ordinary entry: local or not, user, trusted or secure (any
+        # other bit, both namespaces, a parent pointer: the Python code)
+        if nameidx > bs or flags & ~(ATTR_LOCAL | ATTR_ROOT | ATTR_SECURE) or \
+                (flags & ATTR_ROOT and flags & ATTR_SECURE):
             return None
         if flags & ATTR_LOCAL:
             if nameidx + 3 > bs:

@@ -4,7 +4,8 @@
     1   the command failed for a reason not listed below (a path missing in
         the image, a name already taken, no space left, a host file that
         cannot be read or written), or it finished but skipped entries
-    2   bad arguments (unknown option, invalid value, missing argument)
+    2   bad arguments (unknown option, invalid value: errors.BadValue,
+        missing argument)
     3   the image cannot be opened or read (missing, a directory,
         permission denied, I/O error)
     4   the image holds no XFS filesystem
@@ -17,13 +18,18 @@
     70  internal error (a bug in fstool; FSTOOL_DEBUG=1 shows the traceback)
     130 interrupted
 
-``fstool check`` keeps the statuses of ``xfs_repair -n`` instead: 0 clean,
+``fstool check`` keeps the statuses of ``xfs_repair`` instead: 0 clean,
 1 corruption found, 2 dirty log, 4 the check could not run; the ``log``
-commands exit 4 when the log cannot be read or replayed, ``repair`` and
-``undo`` when they cannot run (a busy image is 7 for them too).
+commands exit 4 when the log cannot be read or replayed, ``repair`` when
+it cannot run (a busy image is 7 for it too, bad arguments 2).
 docs/commands/exit-status.md lists them for users.
 """
 from __future__ import annotations
+
+import os
+import sys
+
+from .. import errors as E
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -46,9 +52,7 @@ def finish(status: int) -> None:
     output is flushed: the interpreter's teardown would free one by one
     every object the command built (tens of milliseconds after a large
     check) for nothing.  Called from Python, this is ``sys.exit``."""
-    import sys
     if AS_PROGRAM:
-        import os
         try:
             sys.stdout.flush()
             sys.stderr.flush()
@@ -60,11 +64,12 @@ def finish(status: int) -> None:
 
 def exit_status(exc: BaseException) -> int:
     """The exit status for an error that ends a command."""
-    from .. import errors as E
     own = getattr(exc, "exit_status", None)
     if own is not None:
         # commands with statuses of their own (fstool log, like check)
         return own
+    if isinstance(exc, E.BadValue):
+        return EXIT_USAGE
     if isinstance(exc, E.NotXfsError):
         return EXIT_NOT_XFS
     if isinstance(exc, (E.CorruptionError, E.ImageTruncatedError)):

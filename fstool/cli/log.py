@@ -2,6 +2,17 @@
 import click
 
 from .options import image_arg, json_opt
+import functools
+from ..errors import CorruptionError, ImageTruncatedError, UnsupportedError
+from ..ops.logops import open_filesystem
+from ..ops.logops import info
+import json
+from .console import warn
+from ..ops.logops import print_records, print_transactions
+from ..log.items import summary
+from ..ops.logops import replay
+from ..format.log import lsn_str
+from ..ops.logops import zero
 
 
 @click.group("log")
@@ -21,11 +32,9 @@ EXIT_LOG_CANNOT = 4
 def log_statuses(fn):
     """A damaged log, or one holding work fstool cannot finish, ends a log
     command with status 4 ("could not run", as check and repair say it)."""
-    import functools
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
-        from ..errors import CorruptionError, ImageTruncatedError, UnsupportedError
         try:
             return fn(*args, **kwargs)
         except (CorruptionError, ImageTruncatedError, UnsupportedError) as e:
@@ -39,7 +48,6 @@ def _open(image):
     """The image, opened as every command opens it: an image fstool cannot
     open at all keeps the common statuses (4 not XFS, 5 unsupported, 6
     corrupt superblock)."""
-    from ..ops.logops import open_filesystem
     return open_filesystem(image)
 
 
@@ -50,11 +58,9 @@ def _open(image):
 def info_cmd(as_json, image):
     """Log geometry, head and tail (block and cycle), state and the size of
     the part not yet replayed."""
-    from ..ops.logops import info
     with _open(image) as fs:
         d = info(fs)
     if as_json:
-        import json
         click.echo(json.dumps(d))
         return
     rows = [("log start (daddr)", d["start_daddr"]),
@@ -70,7 +76,6 @@ def info_cmd(as_json, image):
         rows.append(("torn write", f"at block {d['torn_write_at']} (head trimmed)"))
     for k, v in rows:
         click.echo(f"{k:<18} {v}")
-    from .console import warn
     for w in d["warnings"]:
         warn(w)
 
@@ -86,9 +91,7 @@ def print_cmd(transactions, as_json, image):
     """Every record from tail to head: LSN, length, number of ops, CRC, each
     op header and the log item it starts.  With --transactions, every
     committed checkpoint with its decoded items and a one-line summary."""
-    import json
 
-    from ..ops.logops import print_records, print_transactions
     out = click.get_text_stream("stdout")
     with _open(image) as fs:
         st = fs.log.info()
@@ -110,7 +113,6 @@ def print_cmd(transactions, as_json, image):
 
 def _transaction_text(t: dict) -> str:
     """A checkpoint's summary line, then one line per item."""
-    from ..log.items import summary
     kinds = {}
     for it in t["items"]:
         kinds[it["type"]] = kinds.get(it["type"], 0) + 1
@@ -123,7 +125,6 @@ def _transaction_text(t: dict) -> str:
 
 def _record_text(r: dict) -> str:
     """A record's line, then one line per op (with the item it starts)."""
-    from ..log.items import summary
     lines = [f"record at block {r['block']} lsn {r['lsn']} tail {r['tail_lsn']} "
              f"len {r['length']} ops {r['num_ops']} crc {'ok' if r['crc_ok'] else 'BAD'}"]
     for i, o in enumerate(r["ops"]):
@@ -159,13 +160,10 @@ def replay_cmd(dry_run, as_json, image):
     (rmap, refcount, bmap, xattr, exchange) are refused with nothing
     written.  An interrupted replay can simply be run again.
     """
-    from ..ops.logops import replay
     rep = replay(image, dry_run=dry_run)
     if as_json:
-        import json
         click.echo(json.dumps(rep, default=_jsonable))
         return
-    from .console import warn
     for w in rep.get("warnings", []):
         warn(w)
     if rep["state_before"] != "dirty":
@@ -188,7 +186,6 @@ def replay_cmd(dry_run, as_json, image):
     if dry_run:
         click.echo(f"  blocks that would be written: {rep['blocks_to_write']}")
         for c in rep["checkpoints"]:
-            from ..format.log import lsn_str
             click.echo(f"    lsn {lsn_str(c['lsn'])}: {c['items']} items")
         return
     click.echo(f"  {rep['blocks_written']} blocks written")
@@ -204,19 +201,22 @@ def replay_cmd(dry_run, as_json, image):
 
 @cmd.command("zero")
 @log_statuses
-@click.option("--force", is_flag=True, required=False,
+@click.option("-f", "--force", is_flag=True, required=False,
               help="Really throw the unreplayed changes away.")
+@json_opt
 @image_arg
-def zero_cmd(force, image):
+def zero_cmd(force, as_json, image):
     """Throw the log away and leave a clean, empty one (like xfs_repair -L).
 
     The changes in the unreplayed part of the log are LOST: use
-    'fstool log replay' unless the log cannot be replayed."""
-    from .console import warn
+    'fstool log replay' unless the log cannot be replayed.  --json prints
+    {"image", "cycle", "lost_sectors"}."""
     if not force:
         raise click.UsageError("zeroing the log loses its unreplayed changes; add --force")
-    from ..ops.logops import zero
     rep = zero(image)
+    if as_json:
+        click.echo(json.dumps(rep, default=_jsonable))
+        return
     if rep["lost_sectors"]:
         warn(f"{image}: {rep['lost_sectors']} sectors of unreplayed log were thrown away; "
              "the changes they held are lost")

@@ -1,6 +1,11 @@
 import click
 
+from .console import bytes_opt, size_text
 from .options import replay_opt, image_arg, json_opt, open_fs
+import json
+import time
+from ..ops.listing import entry_record, iter_listing, mode_string
+from ..ops.names import shown_name
 
 
 @click.command("ls")
@@ -8,20 +13,18 @@ from .options import replay_opt, image_arg, json_opt, open_fs
 @click.option("-R", "recursive", is_flag=True, help="List everything below PATH.")
 @replay_opt
 @json_opt
+@bytes_opt
 @image_arg
 @click.argument("path", default="/")
-def cmd(long, recursive, as_json, image, path, replay_in_memory):
-    """List PATH (default /) in IMAGE.
+def cmd(long, recursive, as_json, raw, image, path, replay_in_memory):
+    """List PATH (default /) in IMAGE.  -l shows sizes in B/KiB/MiB/GiB
+    (-b: in bytes).
 
     With --json, print one JSON object per line with the keys path, type,
     mode, uid, gid, size, nlink, ino, mtime_ns, xattrs, and target (symlinks)
     or rdev (devices).  Names that are not UTF-8 are escaped as \\udcXX.
     """
-    import json
-    import time
 
-    from ..ops.listing import entry_record, iter_listing, mode_string
-    from ..ops.names import shown_name
 
     with open_fs(image, replay_in_memory) as fs:
         out = click.get_text_stream("stdout")
@@ -36,7 +39,7 @@ def cmd(long, recursive, as_json, image, path, replay_in_memory):
             if node.rdev is not None:
                 size = f"{node.rdev[0]}, {node.rdev[1]}"
             else:
-                size = str(node.size)
+                size = size_text(node.size, raw)
             sec = node.mtime_ns // 1_000_000_000
             try:
                 when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(sec))

@@ -1,7 +1,19 @@
 """fstool populate: add a host directory, tar archive or protofile to an image."""
 import click
 
+from .console import bytes_opt
 from .options import emit_json, image_arg, json_opt
+from ..ops import sources
+import os
+import sys
+import time
+from ..ops.populate import populate
+from ..ops.names import shown_name
+from .console import warn
+from ..ops.sources import open_source
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from .console import size_text
 
 
 def owner_options(f):
@@ -14,7 +26,6 @@ def owner_options(f):
 
 
 def make_owner_map(owner_map, squash):
-    from ..ops import sources
     if squash and owner_map:
         raise click.UsageError("--squash-owner and --owner-map exclude each other")
     if squash:
@@ -28,7 +39,6 @@ def make_owner_map(owner_map, squash):
 
 
 def timestamp_ns(timestamp):
-    import os
     if timestamp is not None:
         return timestamp * 1_000_000_000
     sde = os.environ.get("SOURCE_DATE_EPOCH")
@@ -54,18 +64,12 @@ def run_populate(image, source, dest, owner_map, keep_going, ts, quiet, clamp_ns
                  fresh=False, check=True, reflink=False):
     """Populate with a progress bar on a terminal; returns the stats.  With
     ``clamp_ns`` the source is opened here, its modification times clamped."""
-    import sys
-    import time
 
-    from ..ops.populate import populate
-    from ..ops.names import shown_name
-    from .console import warn
 
     def report(msg):
         warn(shown_name(msg))
 
     if clamp_ns is not None:
-        from ..ops.sources import open_source
         source_skips: list = []
 
         def source_report(msg):
@@ -82,8 +86,6 @@ def run_populate(image, source, dest, owner_map, keep_going, ts, quiet, clamp_ns
         return populate(image, source, dest, owner_map=owner_map, keep_going=keep_going,
                         timestamp_ns=ts, report=report, fresh=fresh, check=check,
                         reflink=reflink)
-    from rich.console import Console
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
     console = Console(stderr=True)
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                   console=console, transient=True) as bar:
@@ -112,11 +114,16 @@ def summary_record(st) -> dict:
             "shared_bytes": st.shared_bytes, "skipped": list(st.skipped)}
 
 
-def summary(st) -> str:
-    s = (f"added {st.files} files ({st.bytes} bytes), {st.dirs} directories, "
+def summary(st, raw: bool = False) -> str:
+    """The summary line: sizes in KiB/MiB/GiB, or bytes with ``raw``."""
+
+    def size(n):
+        return f"{n} bytes" if raw else size_text(n)
+    s = (f"added {st.files} files ({size(st.bytes)}), {st.dirs} directories, "
          f"{st.symlinks} symlinks, {st.special} special files, {st.hardlinks} hard links")
     if st.shared_files:
-        s += f"; {st.shared_files} files ({st.shared_bytes} bytes) share an earlier file's blocks"
+        s += (f"; {st.shared_files} files ({size(st.shared_bytes)}) share an earlier file's "
+              "blocks")
     if st.skipped:
         s += f"; skipped {len(st.skipped)}"
     return s
@@ -146,8 +153,9 @@ def summary(st) -> str:
               help="Write even when fstool check finds problems in the image (by default "
                    "the image is checked first and refused then).")
 @json_opt
+@bytes_opt
 def cmd(image, source, dest, owner_map, squash_owner, keep_going, timestamp, clamp, reflink,
-        quiet, as_json, no_check):
+        quiet, as_json, no_check, raw):
     """Add SOURCE to the XFS image IMAGE without mounting it or needing root.
 
     SOURCE is a host directory, a tar archive (plain, gzip, bzip2, xz or
@@ -167,4 +175,4 @@ def cmd(image, source, dest, owner_map, squash_owner, keep_going, timestamp, cla
     if as_json:
         emit_json(summary_record(st), True)
     elif not quiet:
-        click.echo(summary(st))
+        click.echo(summary(st, raw))

@@ -12,7 +12,7 @@ import struct
 from collections import OrderedDict
 from typing import Iterator, NamedTuple
 
-from ..errors import (CorruptionError, ImageTruncatedError, InvalidArgument,
+from ..errors import (BadValue, CorruptionError, ImageTruncatedError, InvalidArgument,
                       IsADirectoryImageError, NotADirectoryImageError, NotFoundError,
                       NotXfsError, SymlinkLoopError)
 from ..format import constants as C
@@ -27,6 +27,8 @@ from .._backend import parsers
 from .inode import Inode
 from .osapi import FileReader, ImageDirEntry, ScandirIterator
 from .superblock import Superblock
+from ..log import Log
+from ..errors import ReadOnlyError
 
 MAX_SYMLINK_HOPS = 40
 DIR_INODES_CACHED = 1024      # decoded directory inodes kept
@@ -120,7 +122,6 @@ class Filesystem:
     def log(self):
         """The internal log, read-only (:class:`fstool.log.Log`)."""
         if getattr(self, "_log", None) is None:
-            from ..log import Log
             self._log = Log(self)
         return self._log
 
@@ -206,8 +207,8 @@ class Filesystem:
 
     def _ag_sector(self, agno: int, sector: int, bt: V.BufType) -> bytes:
         if not 0 <= agno < self.sb.agcount:
-            raise InvalidArgument(f"AG {agno} does not exist (the filesystem has "
-                             f"{self.sb.agcount} AGs)")
+            raise BadValue(f"AG {agno} does not exist (the filesystem has "
+                           f"{self.sb.agcount} AGs)")
         ss = self.sb.sectsize
         daddr = self.agb_to_daddr(agno, 0) + sector * (ss >> C.BBSHIFT)
         return self.read_meta(daddr, ss, bt, agno=agno, block=0)
@@ -381,9 +382,17 @@ class Filesystem:
     def forget_inode(self, ino: int) -> None:
         """Drop the decoded copy of an inode a writer has just changed (and
         the names and paths resolved before, which it may invalidate)."""
+        self.forget_inodes((ino,))
+
+    def forget_inodes(self, inos) -> None:
+        """forget_inode of each of ``inos`` (new inodes, mostly: nothing
+        of theirs cached, and nothing to look up)."""
         cache = self._inodes
-        cache.dirs.pop(ino, None)
-        cache.recent.pop(ino, None)
+        dirs, recent = cache.dirs, cache.recent
+        if dirs or recent:
+            for ino in inos:
+                dirs.pop(ino, None)
+                recent.pop(ino, None)
         if cache.dentries:
             cache.dentries.clear()
         if cache.paths:
@@ -594,7 +603,6 @@ class Filesystem:
             if node is not None and node.mode & 0o170000 == 0o100000:
                 return FileReader(node, where)
         if mode != "rb" and mode not in ("r", "rt", "br", "tr"):
-            from ..errors import ReadOnlyError
             if set(mode) - set("rbt"):
                 raise ReadOnlyError(f"{where}: the image is read-only (mode {mode!r})")
             raise InvalidArgument(f"invalid mode {mode!r}")

@@ -57,18 +57,19 @@ import os
 import stat as pystat
 import struct
 
+from .._backend import writers
+from ..alloc import rmap as R
 from ..errors import (CorruptionError, ExistsError, FsToolError, InvalidArgument,
-                      IsADirectoryImageError, NoDataError, NotADirectoryImageError,
-                      NotEmptyError, NotFoundError, NotPermittedError, RangeError,
-                      TooBigError)
+                      IsADirectoryImageError, NoDataError, NotADirectoryImageError, NotEmptyError,
+                      NotFoundError, NotPermittedError, RangeError, TooBigError)
 from ..format import constants as C
 from ..format.structs import DINODE
 from ..fs.btree import pack_bmbt_rec
 from ..fs.icore import InodeSpec, encode_dev, encode_ts
-from ..alloc import rmap as R
-from . import files as F
+from . import attrbuild as AB, dirbuild as DB, files as F
 from .bmap import ForkMap, free_fork, owned_blocks, owned_extents
 from .dirbuild import check_name, check_names
+from .dirops import Dir, sf_encode
 from .writer import Writer
 
 FTYPE = {C.S_IFREG: C.XFS_DIR3_FT_REG_FILE, C.S_IFDIR: C.XFS_DIR3_FT_DIR,
@@ -160,7 +161,6 @@ class Namespace:
         one it was made from (the read model's decoded inode is the same
         object until anything writes the inode, and an abort drops every
         decoded inode) with no change of its own left unsaved."""
-        from .dirops import Dir
         tx = self.w.tx
         if tx is not None:
             if self._dtx is not tx:
@@ -295,7 +295,6 @@ class Namespace:
         """(forkoff, aformat, anextents, attr literal, attr blocks) for meta.xattrs."""
         if not meta.xattrs:
             return 0, C.XFS_DINODE_FMT_EXTENTS, 0, b"", 0
-        from . import attrbuild as AB
         w = self.w
         attrs = self._attr_list(meta)
         fo, shortform = F.attr_forkoff(w.sb.inodesize, data_fmt, data_bytes, attrs)
@@ -338,7 +337,6 @@ class Namespace:
             self.mtime_set[ino] = meta.mtime_ns
         if self._incremental(parent):
             # an empty shortform directory, as xfs_dir2_sf_create leaves it
-            from .dirops import sf_encode
             sf = sf_encode(parent, [])
             forkoff = self._forkoff_for(meta, C.XFS_DINODE_FMT_LOCAL, len(sf))
             self._put_new(ino, C.S_IFDIR | meta.perm, meta, nlink=2, size=len(sf),
@@ -469,8 +467,38 @@ class Namespace:
         # made once the slice's blocks are all taken (they are free space
         # until the commit, so the order of these writes does not matter)
         writes: list = []
+        # while the pool's run in the files' AG holds them, files read into
+        # buf take their blocks natively (writers.place_pooled, as
+        # DataPool.take would); the others, and a file the run cannot hold,
+        # the general way (which refills the run)
+        fast = pool is not None and placed is None
+        place_pooled = writers.place_pooled
+        agblklog = w.sb.agblklog
+        agblocks = w.sb.agblocks
+        take_max = pool.TAKE_MAX if pool is not None else 0
+        places: list | None = [] if w.rmap_on else None
         while k < n:
-            for ino in w.inodes.alloc_group(parent, n - k):
+            group = w.inodes.alloc_group(parent, n - k)
+            g = 0
+            while g < len(group):
+                if fast and pool.tx is w.tx:
+                    run = pool.runs.get(ino_fsb(group[g]) >> agblklog)
+                    if run is not None:
+                        m = place_pooled(items, offsets, fds, k, k + len(group) - g, run,
+                                         take_max, blog, agblklog, agblocks, forks, writes,
+                                         places) - k
+                        if m:
+                            inos.extend(group[g:g + m])
+                            if places:
+                                for j, fsbno, cnt in places:
+                                    w.space.map_later(fsbno, cnt, R.data(inos[j], 0))
+                                places.clear()
+                            k += m
+                            g += m
+                            if g == len(group):
+                                break
+                ino = group[g]
+                g += 1
                 size = items[k][6]
                 fd = fds[k]
                 exts = []
@@ -525,7 +553,6 @@ class Namespace:
 
     @staticmethod
     def _attr_list(meta: Meta) -> list:
-        from . import attrbuild as AB
         out = []
         for name, value in meta.xattrs:
             flags, short = AB.split_name(name)
@@ -541,7 +568,6 @@ class Namespace:
                               self._attr_list(meta))[0]
 
     def symlink(self, parent: int, name: bytes, target: bytes, meta: Meta) -> int:
-        from . import attrbuild as AB
         self._new_name(parent, name)
         AB.check_symlink_target(target)
         w = self.w
@@ -731,7 +757,6 @@ class Namespace:
         symlink target moves to a block, an extent list moves into a
         one-leaf bmbt, and a bmbt root holding more pointers than the
         smaller fork can moves one level down."""
-        from . import attrbuild as AB
 
         w = self.w
         lit = w.sb.inodesize - C.XFS_DINODE_CORE_SIZE
@@ -1005,7 +1030,6 @@ class Namespace:
 
     @staticmethod
     def _xattr_name(name) -> str:
-        from . import attrbuild as AB
         s = name if isinstance(name, str) else name.decode("utf-8", "surrogateescape")
         if len(s.encode("utf-8", "surrogateescape")) > 255:
             raise RangeError(f"xattr name of {len(s)} bytes (at most 255)")
@@ -1026,7 +1050,6 @@ class Namespace:
     def set_xattr(self, ino: int, name, value: bytes, flags: int = 0) -> None:
         """Set one xattr; XATTR_CREATE (1) fails with EEXIST when it exists,
         XATTR_REPLACE (2) with ENODATA when it does not."""
-        from . import attrbuild as AB
         key = self._xattr_name(name)
         if len(value) > AB.MAX_VALUE:
             raise TooBigError(f"xattr value of {len(value)} bytes (at most {AB.MAX_VALUE})")
@@ -1076,7 +1099,6 @@ class Namespace:
     def finish(self) -> None:
         """Encode every changed directory (and give back the data blocks
         taken ahead and not used): the transaction can commit."""
-        from . import dirbuild as DB
         for ino in list(self.unsaved):
             self.save_dir(ino)
         w = self.w
@@ -1109,7 +1131,6 @@ class Namespace:
             st.changed = False
 
     def _rewrite_dir(self, st: DirState, entries: list) -> None:
-        from . import dirbuild as DB
         w = self.w
         sb = w.sb
         node = self.fs.inode(st.ino)

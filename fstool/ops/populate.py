@@ -16,16 +16,21 @@ import hashlib
 import os
 import posixpath
 import stat as pystat
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from .._backend import writers
-from ..errors import (FsToolError, InvalidArgument, NotADirectoryImageError, NotFoundError,
-                      UnsupportedError)
+from . import gc_paused
+from ..errors import (FsToolError, InvalidArgument, NoSpaceError as NoSpace,
+                      NotADirectoryImageError, NotFoundError, UnsupportedError)
 from ..format import constants as C
+from ..ns.fileio import FileIO
 from ..ns.files import SMALL_COPY
 from ..ns.namespace import ExistsError, Meta, Namespace
-from ..errors import NoSpaceError as NoSpace
 from ..ns.writer import Writer
+from .guard import require_sound
+from .sources import EmptyFiles, PlainFiles, open_source
 
 # entries per transaction (a batch may run on to the end of its directory,
 # up to four times this)
@@ -47,6 +52,12 @@ READAHEAD_ENTRIES = 4096
 # inodes, and this many larger files open for copying (RunReader)
 RUN_DATA = 8 << 20
 RUN_OPEN = 64
+# a slice of at most this much data and this many larger files is read
+# when its turn comes, by the thread that writes it: handing so little to
+# the reader's thread and back cost more than the read (a real tree's
+# directories mostly hold a few small files)
+RUN_INLINE = 256 << 10
+RUN_INLINE_OPEN = 4
 KIND_MODE = {"fifo": C.S_IFIFO, "chardev": C.S_IFCHR, "blockdev": C.S_IFBLK,
              "socket": C.S_IFSOCK}
 
@@ -93,7 +104,6 @@ class Dedupe:
     btree), as ``cp --reflink`` would share them."""
 
     def __init__(self, w):
-        from ..ns.fileio import FileIO
         self.io = FileIO(w)
         self.first: dict = {}         # (size, digest) -> inode
         self.key_of: dict = {}        # inode -> (size, digest)
@@ -130,7 +140,6 @@ def populate(image, source, dest: str = "/", *, owner_map=None, keep_going: bool
     a transaction holds (up to four times as many to finish a directory).
     With ``reflink``, files of equal content share their blocks
     (:class:`Dedupe`; the filesystem needs the reflink feature)."""
-    from .sources import open_source
     stats = PopulateStats()
 
     def note(msg: str) -> None:
@@ -140,12 +149,10 @@ def populate(image, source, dest: str = "/", *, owner_map=None, keep_going: bool
 
     src = open_source(source, owner_map=owner_map, keep_going=keep_going, report=note) \
         if isinstance(source, (str, bytes)) or hasattr(source, "__fspath__") else source
-    from .sources import EmptyFiles
     if check and not fresh:
-        from .guard import require_sound
         require_sound(image)
     committed = [0]          # entries in committed batches
-    with Writer(image, timestamp_ns=timestamp_ns, logged=not fresh) as w, src:
+    with gc_paused(), Writer(image, timestamp_ns=timestamp_ns, logged=not fresh) as w, src:
         now = w.now_ns()
         reader = RunReader(w.sb.blocksize)
         dedupe = None
@@ -248,8 +255,6 @@ def read_ahead(walk, files: int = READAHEAD_FILES, nbytes: int = READAHEAD_BYTES
     queued and returns ``(bytes, files)`` it has started to read or open
     for it, counted against ``nbytes`` and ``files`` until the run is
     used.  At most ``entries`` entries and runs are queued at once."""
-    from collections import deque
-    from .sources import EmptyFiles
     queue: deque = deque()        # (entry, file opened ahead or None, bytes asked)
     asked = opened = 0
     try:
@@ -289,7 +294,6 @@ def read_ahead(walk, files: int = READAHEAD_FILES, nbytes: int = READAHEAD_BYTES
 def _open_ahead(e, head: int):
     """Open entry ``e``'s file now and ask the kernel to read its start;
     ``e.open`` then hands over that file.  (None, 0) when it cannot."""
-    import os
     try:
         f = e.open()
     except OSError:
@@ -365,8 +369,9 @@ class RunReader:
     on a thread of the reader's own: the next slice of a run while the one
     before it is written, and the first slice of a run as soon as
     :meth:`start` sees the run queued (``read_ahead``), so that reading the
-    source overlaps the rest of populate's work.  What a slice holds, and so
-    the image, does not depend on when it was read."""
+    source overlaps the rest of populate's work; a small slice (RUN_INLINE)
+    is read when its turn comes instead.  What a slice holds, and so the
+    image, does not depend on when or by which thread it was read."""
 
     def __init__(self, blocksize: int):
         self.mask = blocksize - 1
@@ -377,11 +382,12 @@ class RunReader:
         """Start reading the first slice of ``run`` when it is a run of a
         host directory; ``(bytes, files opened)`` that slice will hold,
         its directory included."""
-        from .sources import PlainFiles
         if type(run) is not PlainFiles or id(run) in self.ahead or \
                 not any(it[6] for it in run.items):
             return 0, 0
         bounds = self._bounds(run.items, 0)
+        if self._inline(bounds):
+            return 0, 0
         dirfd = _open_dir(run.dirpath)
         self.ahead[id(run)] = (dirfd, self._submit(run.items, dirfd, bounds))
         # the directory held open counts as a file too
@@ -401,7 +407,6 @@ class RunReader:
         closes them), ``bad`` the indexes in the slice of the files that
         could not be read or opened.  A run of empty files from another
         source, or of empty files only, is one slice with neither."""
-        from .sources import PlainFiles
         if type(run) is not PlainFiles or not any(it[6] for it in run.items):
             yield 0, len(run.items), None, ()
             return
@@ -414,7 +419,7 @@ class RunReader:
             dirfd, fut = got
         try:
             while fut is not None:
-                res = fut.result()
+                res = fut.result() if type(fut) is not tuple else fut
                 b = res[1]
                 fut = self._submit(items, dirfd, self._bounds(items, b)) \
                     if b < len(items) else None
@@ -434,44 +439,41 @@ class RunReader:
             self.pool.shutdown(wait=True)
             self.pool = None
 
+    @staticmethod
+    def _inline(bounds: tuple) -> bool:
+        """Whether the slice of ``bounds`` is read when its turn comes."""
+        return bounds[2] <= RUN_INLINE and bounds[5] <= RUN_INLINE_OPEN
+
     def _submit(self, items: list, dirfd: int, bounds: tuple):
+        """A future of the slice of ``bounds``, or the slice itself when it
+        is small enough to read now."""
+        if self._inline(bounds):
+            return self._read(items, dirfd, bounds)
         if self.pool is None:
-            from concurrent.futures import ThreadPoolExecutor
             self.pool = ThreadPoolExecutor(1, thread_name_prefix="fstool-read")
         return self.pool.submit(self._read, items, dirfd, bounds)
 
     @staticmethod
     def _discard(fut) -> None:
         """A slice read and not taken: its open files closed."""
-        if fut.cancel():
+        if type(fut) is tuple:
+            res = fut
+        elif fut.cancel():
             return
-        try:
-            res = fut.result()
-        except Exception:
-            return
+        else:
+            try:
+                res = fut.result()
+            except Exception:
+                return
         if res[2] is not None:
             _close_fds(res[2][2])
 
     def _bounds(self, items: list, a: int) -> tuple:
         """(a, b, bytes, offsets, sizes to read or ask for, files opened) of
-        the slice of ``items`` from ``a``: offset -1 for a file to open."""
-        mask = self.mask
-        offsets = []
-        want = []
-        o = nopen = 0
-        b = a
-        while b < len(items) and o < RUN_DATA and nopen < RUN_OPEN:
-            size = items[b][6]
-            if size > SMALL_COPY:
-                offsets.append(-1)
-                want.append(min(size, READAHEAD_HEAD))
-                nopen += 1
-            else:
-                offsets.append(o)
-                want.append(size)
-                o += (size + mask) & ~mask
-            b += 1
-        return a, b, o, offsets, want, nopen
+        the slice of ``items`` from ``a``: offset -1 for a file to open
+        (``writers.slice_bounds``)."""
+        return writers.slice_bounds(items, a, self.mask, SMALL_COPY, RUN_DATA, RUN_OPEN,
+                                    READAHEAD_HEAD)
 
     @staticmethod
     def _read(items: list, dirfd: int, bounds: tuple) -> tuple:

@@ -33,12 +33,13 @@ from __future__ import annotations
 
 import os
 
-from ..errors import FsToolError
+from ..errors import FsToolError, NoSpaceError
 from ..format import constants as C
 from ..io import verify as V
-from ..io.device import writes_so_far
+from ..io.device import punch_hole, writes_so_far
 from .busy import BusyExtents
-from .logwriter import XFS_BLF_CHUNK, LogWriter, buf_item_regions, lsn as make_lsn
+from .logwriter import (XFS_BLF_CHUNK, LogGeometry, LogWriter, buf_item_regions, find_log_head,
+                        lsn as make_lsn)
 from .trans import Transaction
 
 # for crash tests only: a cap on what one transaction may log, below the
@@ -54,6 +55,8 @@ class Journal:
         self.cache = fs.cache
         self.sb = fs.sb
         self.busy = BusyExtents()
+        self.discard = False            # punch freed blocks once their checkpoint is on disk
+        self.discarded = 0              # bytes punched so far
         self.tx: Transaction | None = None
         self.dirty: dict = {}          # key -> Buf to log
         self.full: set = set()         # keys logged whole (over blocks freed here)
@@ -70,7 +73,6 @@ class Journal:
         self.log = None
         self.items: list = []          # other log items for the next checkpoint (EFDs)
         if logged:
-            from .logwriter import LogGeometry, find_log_head
             tail = None
             if log_position is not None:
                 # after log recovery: go on from the recovered head, with
@@ -119,7 +121,6 @@ class Journal:
             if buf.data != old:
                 size += buf.length
         if self.max_tx_bytes is not None and size > self.max_tx_bytes:
-            from ..errors import NoSpaceError
             raise NoSpaceError(f"the change rewrites {size >> 10} KiB of existing metadata, "
                                f"more than the log ({self.log.capacity() >> 10} KiB) can "
                                "hold in one transaction; make it in smaller steps")
@@ -324,11 +325,33 @@ class Journal:
         self.spilled.clear()
         self.cancels.clear()
         self.items = []
+        if self.discard and self.busy:
+            self._discard()
         self.busy.clear()
         self._pending_bytes = 0
         self.seq += 1
         self.checkpoints += 1
         self.cache._shrink(scan=len(self.cache))
+
+    def _discard(self) -> None:
+        """Punch the blocks this checkpoint freed out of the image file, now
+        that the checkpoint is on disk (the kernel's online discard).  Not
+        while an undo recorder watches the device (it could not put a
+        punched range back), nor on a host that cannot punch (then never
+        again this session)."""
+        dev = self.dev
+        if dev.is_blockdev or dev.write_hook is not None:
+            return
+        sb = self.sb
+        bs = sb.blocksize
+        for agno in self.busy.ags():
+            for start, end in self.busy.merged(agno):
+                try:
+                    punch_hole(dev.fd, (agno * sb.agblocks + start) * bs, (end - start) * bs)
+                except OSError:
+                    self.discard = False
+                    return
+                self.discarded += (end - start) * bs
 
     def _write_in_place(self, buf, data) -> None:
         pos = 0

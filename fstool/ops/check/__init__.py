@@ -22,8 +22,7 @@ xfs_repair -n: 0 clean, 1 corruption, 2 dirty log, 4 operational error.
 """
 from __future__ import annotations
 
-import gc
-
+from .. import gc_paused
 from .agheaders import AGGeometry, AGHeaderPhase
 from .base import (EXIT_CLEAN, EXIT_CORRUPT, EXIT_DIRTY_LOG, EXIT_OPERATIONAL, CheckerBase,
                    Finding)
@@ -66,11 +65,6 @@ def check(fs, progress=None, jobs: int = 1) -> Checker:
     phase as it starts (done 0, total None) and of the steps of the long ones
     (inode chunks, directories)."""
     c = Checker(fs, progress)
-    # the check makes a great many small objects and frees few, none in
-    # cycles: the cyclic collector, run every few hundred allocations, took
-    # a tenth of the check's time (varied tree) and found nothing to free
-    enabled = gc.isenabled()
-    gc.disable()
     # the check reads each metadata block once or nearly (a directory's
     # blocks while it is walked): a small buffer cache serves it as well as
     # the default 64 MiB and keeps its peak memory down (dirty and pinned
@@ -80,10 +74,9 @@ def check(fs, progress=None, jobs: int = 1) -> Checker:
     if bound is not None:
         cache.max_bytes = min(bound, CHECK_CACHE_BYTES)
     try:
-        c.run(jobs)
+        with gc_paused():
+            c.run(jobs)
     finally:
-        if enabled:
-            gc.enable()
         if bound is not None:
             cache.max_bytes = bound
     return c

@@ -6,6 +6,7 @@ import dataclasses
 from collections import defaultdict
 
 from ...errors import CorruptionError, FsToolError
+from ...fs.filesystem import Filesystem
 from ..problems import ERROR, PROBLEMS
 from .records import Claims, RecordMap, Rmaps
 
@@ -177,7 +178,7 @@ class CheckerBase:
         return None
 
     def _run_ag_phases_parallel(self, jobs: int) -> None:
-        import multiprocessing
+        import multiprocessing  # lazy: start-up, only --jobs needs it
         agnos = list(range(self.sb.agcount))
         groups = [agnos[i::jobs] for i in range(min(jobs, len(agnos)))]
         if self.progress:
@@ -215,7 +216,6 @@ class CheckerBase:
 
 def _ag_worker(cls, path: str, agnos: list) -> dict:
     """Run the per-AG phases for some AGs in a child process."""
-    from ...fs.filesystem import Filesystem
     with Filesystem(path) as fs:
         c = cls(fs, ag_filter=agnos)
         for name in c.FIRST_PHASES:

@@ -13,12 +13,47 @@ from ...io import verify as V
 from ..names import quoted_name
 
 
-def attr_name_ok(name: bytes) -> bool:
-    """xfs_attr_namecheck: shorter than MAXNAMELEN, no NUL."""
-    return len(name) < 256 and b"\0" not in name
+def attr_name_ok(name: bytes, flags: int = 0) -> bool:
+    """xfs_attr_namecheck: shorter than MAXNAMELEN, no NUL; a parent
+    pointer's name is a directory entry's (no '/' either)."""
+    return len(name) < 256 and b"\0" not in name and \
+        not (flags & C.XFS_ATTR_PARENT and b"/" in name)
+
+
+def attr_flags_problem(flags: int, shortform: bool, parent_fs: bool) -> str | None:
+    """What xfs_repair (6.10) finds wrong with an attribute entry's flags,
+    or None: bits no entry has (a shortform entry has namespace bits only:
+    the kernel's shortform verifier refuses the inode otherwise), more than
+    one namespace, a parent pointer on a filesystem without them.  (An
+    incomplete entry is reported on its own.)"""
+    nsp = C.XFS_ATTR_NSP_ONDISK_MASK
+    allowed = nsp | C.XFS_ATTR_INCOMPLETE
+    if not shortform:
+        allowed |= C.XFS_ATTR_LOCAL
+    if flags & ~allowed:
+        return f"has unknown flags 0x{flags:02x}"
+    if bin(flags & nsp).count("1") > 1:
+        return f"is in more than one namespace (flags 0x{flags:02x})"
+    if flags & C.XFS_ATTR_PARENT and not parent_fs:
+        return "is a parent pointer on a filesystem without them"
+    return None
+
+
+def parent_hash(name: bytes, value: bytes) -> int:
+    """xfs_parent_hashattr: a parent pointer's hash, the name's with the
+    parent's inode number (the first 8 bytes of its 12-byte value) mixed
+    in; 0 for a value of another length."""
+    if len(value) != 12:
+        return 0
+    p_ino = struct.unpack_from(">Q", value, 0)[0]
+    return parsers.da_hashname(name) ^ (p_ino >> 32) ^ (p_ino & 0xFFFFFFFF)
 
 
 class XattrChecks:
+    @property
+    def _parent_fs(self) -> bool:
+        return self.sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_PARENT)
+
     def check_xattrs(self, node) -> None:
         fmt = node.aformat
         if fmt == C.XFS_DINODE_FMT_LOCAL:
@@ -57,12 +92,16 @@ class XattrChecks:
                            "valuelen", index=i)
                 break
             name = bytes(fork[pos + 3:pos + 3 + namelen])
-            if not attr_name_ok(name):
+            if not attr_name_ok(name, flags):
                 self._xbad(node, f"shortform attribute {quoted_name(name)} has an illegal name",
                            "name", index=i)
+            why = attr_flags_problem(flags, True, self._parent_fs)
             if flags & C.XFS_ATTR_INCOMPLETE:
                 self._xbad(node, f"shortform attribute {quoted_name(name)} is incomplete", "flags",
                            index=i)
+            elif why:
+                self._xbad(node, f"shortform attribute {quoted_name(name)} {why}", "flags",
+                           index=i, found=flags)
             size = 3 + namelen + valuelen
             remaining -= size
             pos += size
@@ -127,8 +166,10 @@ class XattrChecks:
         """An attr leaf or node block, verified the way xfs_repair reads it:
         a block that cannot be mapped or read, or has neither magic, raises;
         block 0 must carry the right owner, address and uuid; a bad CRC
-        anywhere, and a bad identity on other blocks, xfs_repair -n lets pass
-        (reported as XATTR_VERIFY warnings: the kernel refuses to read them)."""
+        anywhere is an error (XATTR_CRC: xfs_repair 6.10's "bad checksum for
+        block N in attribute fork"; 6.1 let it pass); a bad identity on
+        other blocks xfs_repair -n lets pass (reported as XATTR_VERIFY
+        warnings: the kernel refuses to read them)."""
         bs = self.sb.blocksize
         daddr, _pieces = node.read_fork_blocks(ablk, 1, attr=True)
         buf = self.fs.dev.pread(daddr << C.BBSHIFT, bs)
@@ -139,7 +180,7 @@ class XattrChecks:
         where = dict(ino=node.ino, fork="attr", structure="attr", offset=ablk)
         crc_ok = parsers.xfs_cksum_ok(buf, C.XFS_DA3_BLKINFO_CRC_OFF)
         if not crc_ok:
-            self.report("XATTR_VERIFY", f"inode {node.ino}: attr block {ablk} CRC mismatch",
+            self.report("XATTR_CRC", f"inode {node.ino}: attr block {ablk} CRC mismatch",
                         field="crc", **where)
         blkno, _lsn = struct.unpack_from(">QQ", buf, 16)
         owner = struct.unpack_from(">Q", buf, 48)[0]
@@ -244,10 +285,19 @@ class XattrChecks:
                 self._xbad(node, f"attr leaf {ablk} entry {i} name index {nameidx} is beyond "
                            "the block", "nameidx", index=i, found=nameidx, **where)
                 return None
+            why = None if flags & C.XFS_ATTR_INCOMPLETE else \
+                attr_flags_problem(flags, False, self._parent_fs)
+            if why is None and flags & C.XFS_ATTR_PARENT and not flags & C.XFS_ATTR_LOCAL:
+                why = "is a parent pointer with a remote value"
+            if why:
+                self._xbad(node, f"attr leaf {ablk} entry {i} {why}", "flags", index=i,
+                           found=flags, **where)
+                return None
             if flags & C.XFS_ATTR_INCOMPLETE:
                 self._xbad(node, f"attr leaf {ablk} entry {i} is incomplete", "flags",
                            index=i, **where)
                 return None
+            want_hash = None
             if flags & C.XFS_ATTR_LOCAL:
                 if nameidx + 3 > bs:
                     self._xbad(node, f"attr leaf {ablk} entry {i} overruns the block",
@@ -256,10 +306,13 @@ class XattrChecks:
                 valuelen, namelen = struct.unpack_from(">HB", buf, nameidx)
                 name = bytes(buf[nameidx + 3:nameidx + 3 + namelen])
                 size = (3 + namelen + valuelen + 3) & ~3
-                if namelen == 0 or not attr_name_ok(name) or nameidx + 3 + namelen > bs:
+                if namelen == 0 or not attr_name_ok(name, flags) or nameidx + 3 + namelen > bs:
                     self._xbad(node, f"attr leaf {ablk} entry {i} has a bad name", "name",
                                index=i, **where)
                     return None
+                if flags & C.XFS_ATTR_PARENT:
+                    value_at = nameidx + 3 + namelen
+                    want_hash = parent_hash(name, bytes(buf[value_at:value_at + valuelen]))
             else:
                 if nameidx + 9 > bs:
                     self._xbad(node, f"attr leaf {ablk} entry {i} overruns the block",
@@ -272,10 +325,11 @@ class XattrChecks:
                     self._xbad(node, f"attr leaf {ablk} remote entry {i} is inconsistent",
                                "valueblk", index=i, **where)
                     return None
-            if h != parsers.da_hashname(name) or h < last_hash:
+            if want_hash is None:
+                want_hash = parsers.da_hashname(name)
+            if h != want_hash or h < last_hash:
                 self._xbad(node, f"attr leaf {ablk} entry {quoted_name(name)} has hash "
-                           f"0x{h:08x}, its name hashes to "
-                           f"0x{parsers.da_hashname(name):08x}", "hashval",
+                           f"0x{h:08x}, its name hashes to 0x{want_hash:08x}", "hashval",
                            index=i, **where)
                 return None
             if not flags & C.XFS_ATTR_LOCAL and not self._remote_value(node, valueblk,

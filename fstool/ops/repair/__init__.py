@@ -55,6 +55,33 @@ from ...format import constants as C
 from .actions import (AG, COUNTERS, INODE, LOG, NAMESPACE, REBUILT_TREES, SB_FIELD,
                       SECONDARY, action_of)
 from .agbuild import AGPlan, RepairError
+from ...fs.logstate import log_is_clean
+from .inodes import plan_inodes
+from .namespace import NamespaceError
+from .namespace import plan as ns_plan
+from ...fs import btree as B
+from .checker import RepairChecker as cls
+from ...io.lock import refuse_if_mounted
+from ...errors import BadValue
+from ...io.device import Device
+from ...errors import UnsupportedError
+from . import primary
+from ..check.base import Finding
+from ...format.structs import SB
+from ...io.lock import ImageLock
+from ...io.undo import UndoRecorder
+from ...fs.filesystem import Filesystem
+from ..logops import zero
+from ..._backend import parsers
+import struct
+from ...io.undo import read_undo, roll_back, UndoError
+from ...errors import NoSpaceError
+from ...ns.writer import Writer
+from ..check import Checker
+from ...io import verify as V
+from .agbuild import raw_buf
+from ...io.lock import ImageLock, refuse_if_mounted
+from ...io.undo import apply_undo
 
 EXIT_CLEAN, EXIT_REPAIRED, EXIT_CANNOT = 0, 1, 4
 TREES = ("finobt", "inobt", "bnobt", "cntbt", "agfl", "refcountbt", "all")
@@ -82,7 +109,6 @@ class RepairResult:
 def refuse_unusable(fs, path) -> None:
     """Images repair does not write: a dirty log, unknown or unsupported
     features (the same rules as every writer)."""
-    from ...fs.logstate import log_is_clean
     clean, why = log_is_clean(fs)
     if not clean:
         raise WriteRefused(f"{path}: the log is dirty ({why}); replay it first with "
@@ -93,7 +119,6 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
     """(AG plans, secondary superblocks, counters?, changes, actions,
     unrepaired, (inode plan, namespace plan or None)) for the findings of
     ``checker`` and the options."""
-    from .inodes import plan_inodes
     fs = checker.fs
     sb = fs.sb
     findings = checker.findings
@@ -245,8 +270,6 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
 
 def _plan_namespace(checker, inodes, ns_findings, unrepaired):
     """The namespace phase's plan, or None (its findings then unrepaired)."""
-    from .namespace import NamespaceError
-    from .namespace import plan as ns_plan
     try:
         return ns_plan(checker, inodes.cleared, inodes.mended())
     except NamespaceError as e:
@@ -300,7 +323,6 @@ def finobt_reservation(fs, agno: int) -> int:
     """Blocks the kernel reserves in an AG for its finobt when it mounts
     (xfs_finobt_calc_reserves: a finobt as big as the AG's inode capacity
     could make it, xfs_inobt_max_size)."""
-    from ...fs import btree as B
     sb = fs.sb
     agblocks = fs.ag_length(agno)
     if sb.logstart and (sb.logstart >> sb.agblklog) == agno:
@@ -323,7 +345,6 @@ def _check_and_plan(fs, progress, jobs, rebuild, add_finobt):
     or derives inobt records check reported again from the inodes on disk,
     check again with those records (so the inodes are looked at and the
     blocks their files own are claimed), and plan from that."""
-    from .checker import RepairChecker as cls
     c = cls(fs, progress)
     c.run(jobs)
     first = c.findings
@@ -352,12 +373,10 @@ def repair(path, *, dry_run: bool = False, rebuild=(), add_finobt: bool = False,
     """Check ``path`` and mend what can be mended; see the module docstring.
     ``extend_truncated``: an image file shorter than its superblock says is
     first extended with zeros to its full size (else repair stops)."""
-    from ...io.lock import refuse_if_mounted
     path = os.fspath(path)
     for t in rebuild:
         if t not in TREES:
-            from ...errors import InvalidArgument
-            raise InvalidArgument(f"--rebuild: unknown tree {t!r} (one of {', '.join(TREES)})")
+            raise BadValue(f"--rebuild: unknown tree {t!r} (one of {', '.join(TREES)})")
     refuse_if_mounted(path)
     _refuse_unsupported(path)
     rolled_back = None if dry_run else recover_interrupted(path, undo_file)
@@ -396,7 +415,6 @@ def repair(path, *, dry_run: bool = False, rebuild=(), add_finobt: bool = False,
         if recorder is not None and recorder.fd >= 0:
             # the primary was restored and nothing else written (or the rest
             # failed): the undo file still gives the old primary back
-            from ...io.device import Device
             dev = Device(path)
             try:
                 recorder.finish(dev)
@@ -424,9 +442,6 @@ def _refuse_unsupported(path) -> None:
     is refused before anything else looks at it: nothing is searched for or
     written.  (Feature bits are judged on the superblock phase 1 keeps:
     primary.settle.)"""
-    from ...errors import UnsupportedError
-    from ...io.device import Device
-    from . import primary
     dev = Device(path)
     try:
         why = primary.unsupported(dev)
@@ -437,7 +452,6 @@ def _refuse_unsupported(path) -> None:
 
 
 def _primary_finding(plan):
-    from ..check.base import Finding
     return Finding("SB_PRIMARY", f"primary superblock: {plan.why}", structure="sb", agno=0,
                    block=0)
 
@@ -448,10 +462,6 @@ def _extend_phase(path, dry_run, undo_file, recorder):
     file is extended with zeros to that size (unless ``dry_run``), the old
     size kept in ``undo_file`` (``fstool undo`` cuts the file back);
     (None, recorder) when it is not short."""
-    from ...format.structs import SB
-    from ...io.device import Device
-    from ...io.lock import ImageLock
-    from ..check.base import Finding
     dev = Device(path, writable=not dry_run)
     try:
         with ImageLock(dev, path):
@@ -484,7 +494,6 @@ def _extend_phase(path, dry_run, undo_file, recorder):
             if dry_run:
                 return found, recorder
             if recorder is None and undo_file is not None:
-                from ...io.undo import UndoRecorder
                 extra = [(agno * ag, 4 * f["sb_sectsize"])
                          for agno in range(f["sb_agcount"]) if agno * ag < dev.size]
                 recorder = UndoRecorder(dev, undo_file, extra)
@@ -505,15 +514,12 @@ def _log_cut_off(path, grown, recorder) -> bool:
     as it is.  Returns whether it was formatted."""
     if not getattr(grown, "log_cut", False):
         return False
-    from ...fs.logstate import log_is_clean
-    from ...fs.filesystem import Filesystem
     fs = Filesystem(path)
     try:
         if log_is_clean(fs)[0]:
             return False
     finally:
         fs.close()
-    from ..logops import zero
     zero(path, undo=recorder)
     return True
 
@@ -542,9 +548,6 @@ def _primary_phase(path, dry_run, undo_file):
     (written now unless ``dry_run``, saved first in ``undo_file``); (None,
     None) when the primary is good.  Raises what primary.settle raises
     (nothing written)."""
-    from ...io.device import Device
-    from ...io.lock import ImageLock
-    from . import primary
     dev = Device(path, writable=not dry_run)
     recorder = None
     try:
@@ -555,7 +558,6 @@ def _primary_phase(path, dry_run, undo_file):
             if dry_run:
                 return plan, None
             if undo_file is not None:
-                from ...io.undo import UndoRecorder
                 recorder = UndoRecorder(dev, undo_file, plan.header_sectors())
                 dev.write_hook = recorder
             primary.restore(dev, plan)
@@ -576,7 +578,6 @@ def guard_path(path) -> str:
 
 
 def _sb_inprogress(dev) -> int:
-    from ...format.structs import SB
     raw = dev.pread(0, 512)
     return raw[SB.offset("sb_inprogress")] if raw[:4] == b"XFSB" else 0
 
@@ -585,9 +586,6 @@ def _mark_in_progress(dev, value: int) -> None:
     """The primary superblock's sb_inprogress set to ``value`` (its CRC
     made again) and made durable: while set, the kernel refuses to mount the
     image and the next repair rolls the interrupted one back."""
-    from ..._backend import parsers
-    from ...format.structs import SB
-    import struct
     (sect,) = struct.unpack_from(">H", dev.pread(0, 512), SB.offset("sb_sectsize"))
     buf = bytearray(dev.pread(0, max(512, sect)))
     buf[SB.offset("sb_inprogress")] = value
@@ -601,11 +599,8 @@ def recover_interrupted(path, undo_file=None) -> int | None:
     in progress and its crash guard incomplete: put back what the guard
     saved (the image is then as it was before that repair) and remove it.
     Returns the bytes restored, or None when there was nothing to recover."""
-    from ...io.device import Device
-    from ...io.undo import read_undo, roll_back, UndoError
     guards = [g for g in (undo_file, guard_path(path)) if g is not None and
               os.path.exists(g)]
-    from ...io.lock import ImageLock
     dev = Device(path, writable=True)
     lock = ImageLock(dev, path)
     try:
@@ -635,7 +630,6 @@ def recover_interrupted(path, undo_file=None) -> int | None:
 
 
 def _repair(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, recorder):
-    from ...errors import NoSpaceError
     if dry_run:
         return _repair_once(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress,
                             recorder)
@@ -655,8 +649,6 @@ def _repair(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, recor
 
 def _repair_once(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, recorder,
                  in_place: bool = False):
-    from ...fs.filesystem import Filesystem
-    from ...io.lock import ImageLock
     if dry_run:
         fs = Filesystem(path)
         lock = ImageLock(fs.dev, path)
@@ -676,7 +668,6 @@ def _repair_once(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, 
         finally:
             lock.__exit__(None, None, None)
             fs.close()
-    from ...ns.writer import Writer
     # the AG rebuild writes every AG's rmapbt anew (plan()), so repair may
     # open an rmapbt image for writing
     w = Writer(path, rebuilds_rmapbt=True, clears_needsrepair=True, logged=not in_place)
@@ -695,7 +686,6 @@ def _repair_once(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, 
         if in_place and recorder is None:
             guard = undo_file if undo_file is not None else guard_path(path)
         if recorder is None and (undo_file is not None or guard is not None):
-            from ...io.undo import UndoRecorder
             recorder = UndoRecorder(fs.dev, guard or undo_file, _digest_sectors(fs))
         if recorder is not None:
             recorder.dev = fs.dev
@@ -707,11 +697,9 @@ def _repair_once(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, 
         _apply(w, c, plans, secs, counters, add_finobt, phases, in_place)
         w.close()
         if c.log_cycle:
-            from ..logops import zero
             zero(path, min_cycle=c.log_cycle, undo=recorder)
         if in_place:
             # every block is written and durable: the mark goes, last
-            from ...io.device import Device
             dev = Device(path, writable=True)
             dev.write_hook = recorder
             try:
@@ -720,7 +708,6 @@ def _repair_once(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, 
                 dev.close()
         result.written = True
         if recorder is not None:
-            from ...io.device import Device
             fs.dev.write_hook = None
             dev = Device(path)
             try:
@@ -744,8 +731,6 @@ def _remaining(path, jobs, before=()) -> list:
     """What check still finds after the repair (some findings were only
     consequences of what was rebuilt): (finding, reason) for each error,
     the reason given before the repair for its code when there was one."""
-    from ...fs.filesystem import Filesystem
-    from ..check import Checker
     with Filesystem(path) as fs:
         c = Checker(fs)
         c.run(jobs)
@@ -792,9 +777,6 @@ def _digest_sectors(fs) -> list:
 
 def _apply(w, checker, plans, secondaries, counters, add_finobt, phases=(None, None),
            in_place: bool = False) -> None:
-    from ...format.structs import SB
-    from ...io import verify as V
-    from .agbuild import raw_buf
     fs = w.fs
     sb = fs.sb
     with w.transaction():
@@ -845,9 +827,6 @@ def _apply(w, checker, plans, secondaries, counters, add_finobt, phases=(None, N
 def undo(path, undo_file) -> int:
     """Put back what ``undo_file`` saved (refusing a changed image, an
     incomplete undo file, a mounted or locked image); the bytes restored."""
-    from ...io.device import Device
-    from ...io.lock import ImageLock, refuse_if_mounted
-    from ...io.undo import apply_undo
     path = os.fspath(path)
     refuse_if_mounted(path)
     dev = Device(path, writable=True)

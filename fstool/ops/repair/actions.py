@@ -19,7 +19,7 @@ code -> (action, text).  The action is what :mod:`fstool.ops.repair` plans:
 ``none``       reported, not repaired: the text says why
 
 docs/check-problems.md shows the text in its repair column (generated with
-the problem table, ``python -m fstool.ops.problems``).
+the problem table, ``python -m fstool.ops.problemdoc``).
 """
 AG, COUNTERS, SECONDARY, NAMESPACE, INODE, NONE = ("ag", "counters", "secondary",
                                                   "namespace", "inode", "none")
@@ -102,6 +102,7 @@ REPAIRS = {
     "BTREE_ORDER": (AG, _AG_TEXT),
     "BTREE_CYCLE": (AG, _AG_TEXT),
     "BTREE_KEY": (AG, _AG_TEXT),
+    "BTREE_RMAP_KEY": (AG, _AG_TEXT),
     "BTREE_SIBLING": (AG, _AG_TEXT),
     "FREESP_MISMATCH": (AG, _AG_TEXT),
     "FREESP_ADJACENT": (AG, _AG_TEXT),
@@ -201,7 +202,11 @@ REPAIRS = {
     "XATTR_NODE_HASH": (INODE, "repaired: the entry's hash is set to the greatest hash of "
                         "the block it names, in place (as xfs_repair corrects it); when the "
                         "fork has other faults that drop it, with it"),
-    "XATTR_VERIFY": (INODE, _ATTR + " (the kernel cannot read the block)"),
+    "XATTR_CRC": (INODE, "repaired: the block's CRC is rewritten when its structure is sound "
+                  "(as xfs_repair does), else " + _ATTR[len("repaired: "):]),
+    "XATTR_VERIFY": (INODE, "repaired: the block's address, uuid, owner and CRC are rewritten "
+                     "when its structure is sound, else " + _ATTR[len("repaired: "):]
+                     + " (the kernel cannot read the block)"),
     "LOG_DIRTY": (NONE, "refused: replay the log first (fstool log replay, or a kernel "
                   "mount)"),
     "CHECK_ABORTED": (NONE, _NOT_YET + "what the structure holds is not known"),

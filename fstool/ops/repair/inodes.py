@@ -43,13 +43,15 @@ from __future__ import annotations
 import dataclasses
 import struct
 
+from ..._backend import parsers
 from ...format import constants as C
 from ...format.structs import DINODE
-from ..check.base import ATTR, BMBT_ATTR, BMBT_DATA, DATA
+from ...io import verify as V
+from ..check.base import ATTR, BMBT_ATTR, BMBT_DATA, DATA, Finding
 from ..check.inodes import (DIFLAG2_ANY, DIFLAG2_BIGTIME, DIFLAG2_COWEXTSIZE, DIFLAG2_DAX,
                             DIFLAG2_NREXT64, DIFLAG_ANY, DIFLAG_EXTSIZE, DIFLAG_EXTSZINHERIT,
-                            DIFLAG_NEWRTBM, DIFLAG_REALTIME, DIFLAG_RTINHERIT, DIR_FLAGS,
-                            _fields)
+                            DIFLAG_NEWRTBM, DIFLAG_REALTIME, DIFLAG_RTINHERIT, DIR_FLAGS, _fields)
+from .agbuild import REPLACED, raw_buf
 
 NULLFSINO = (1 << 64) - 1
 # sb_qflags: the "quota checked" bits xfs_repair clears (XFS_ALL_QUOTA_CHKD)
@@ -65,7 +67,8 @@ CODES = ("INODE_CORRUPT", "INODE_FREE", "INODE_FORMAT", "INODE_FLAGS", "INODE_EX
          "INODE_TIMESTAMP", "INODE_SIZE", "INODE_FORKOFF", "INODE_EXTENT", "INODE_NBLOCKS",
          "INODE_NEXTENTS", "BMBT_ROOT", "BMBT_BLOCK", "BMBT_LEVEL", "BMBT_NUMRECS",
          "BMBT_KEY", "BMBT_SIBLING", "BMBT_CYCLE", "SYMLINK", "XATTR", "XATTR_NODE",
-         "XATTR_NODE_HASH", "XATTR_VERIFY", "INODE_UNLINKED", "AGI_UNLINKED", "SB_QUOTINO")
+         "XATTR_NODE_HASH", "XATTR_CRC", "XATTR_VERIFY", "INODE_UNLINKED", "AGI_UNLINKED",
+         "SB_QUOTINO")
 
 
 def get(raw, name: str) -> int:
@@ -281,7 +284,6 @@ class InodePlan:
                 else:
                     # cleared for blocks it shares with another owner (no
                     # finding of its own): the entries naming it go all the same
-                    from ..check.base import Finding
                     why = "; ".join(self.changes[ino].why) or "cleared"
                     out.append((ino, Finding("SPACE_OVERLAP", f"inode {ino}: {why}",
                                              structure="inode", ino=ino,
@@ -300,8 +302,6 @@ class InodePlan:
     # -- writing ---------------------------------------------------------------------
     def apply(self, tx, checker) -> None:
         """Write every inode change, the bmbt node keys, in ``tx``."""
-        from ...io import verify as V
-        from .agbuild import raw_buf
         fs = tx.fs
         isz = fs.sb.inodesize
         for ino in sorted(self.changes):
@@ -318,7 +318,6 @@ class InodePlan:
         for agno, agbno, index, n in self.leaf_extents:
             buf = raw_buf(tx, fs.agb_to_daddr(agno, agbno), bs, V.BMBT)
             set_extent_length(buf.data, C.XFS_BTREE_LBLOCK_CRC_LEN + 16 * index, n)
-        from ..._backend import parsers
         for agno, agbno in sorted(self.bmbt_crc):
             buf = raw_buf(tx, fs.agb_to_daddr(agno, agbno), bs, V.BMBT)
             struct.pack_into("<I", buf.data, C.XFS_BTREE_LBLOCK_CRC_OFF,
@@ -361,7 +360,6 @@ class InodePlan:
 # -- the edits ---------------------------------------------------------------------------
 def edited(raw, ch: InodeChange, checker) -> bytearray:
     """The inode ``raw`` with ``ch`` made, its CRC current."""
-    from ..._backend import parsers
     b = bytearray(raw)
     if ch.clear or ch.reinit:
         cleared_inode(b, ch.ino, checker)
@@ -609,7 +607,8 @@ def plan_inodes(checker) -> InodePlan:
         # the inode is kept: fix fields, drop a bad attr fork
         ch = None
         for f in fs_:
-            fix = _attr_block_fix(checker, p, f) if f.code == "XATTR_VERIFY" else \
+            fix = _attr_block_fix(checker, p, f) \
+                if f.code in ("XATTR_VERIFY", "XATTR_CRC") else \
                 _attr_hash_fix(checker, f) if f.code == "XATTR_NODE_HASH" else None
             fix = fix or _field_fix(f, verdict)
             ifmt = _mode_on_disk(checker, ino) & C.S_IFMT if shares_blocks(f) else C.S_IFREG
@@ -674,7 +673,6 @@ def plan_inodes(checker) -> InodePlan:
     # claims clears the inode, an attr fork is dropped: every claimant, as
     # xfs_repair does with duplicate blocks (the AG btrees and free lists
     # being rebuilt claim nothing)
-    from .agbuild import REPLACED
     reflink = sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_REFLINK)
     for agno, claims in sorted(checker.claims.items()):
         kept = sorted(c for c in claims if c[2] not in REPLACED and not p.drops(c[2]))
@@ -820,7 +818,6 @@ def _symlink_crc_only(checker, ino: int, findings) -> dict:
                     0 in buf[hdr:hdr + nbytes]:
                 return {}
             stored = struct.unpack_from("<I", buf, SYMLINK_CRC_OFF)[0]
-            from ..._backend import parsers
             if parsers.xfs_cksum(bytes(buf), SYMLINK_CRC_OFF) != stored:
                 bad[daddr] = n * bs
             elif magic != C.XFS_SYMLINK_MAGIC or blkno != daddr or \
@@ -943,7 +940,7 @@ def _field_fix(f, verdict):
                 p.bmbt_crc.add((f.agno, f.block))
                 ch.bmbt_crc += 1
         return fix
-    if attr or code in ("XATTR", "XATTR_NODE", "XATTR_VERIFY", "INODE_FORMAT"):
+    if attr or code in ("XATTR", "XATTR_NODE", "XATTR_CRC", "XATTR_VERIFY", "INODE_FORMAT"):
         # process_inode_attr_fork: a bad attr fork is dropped
         if code == "INODE_FORMAT" and field != "di_aformat":
             return None
