@@ -819,7 +819,7 @@ class RmapStub(BtreePhases):
         self.found = []
         self.leaves = leaves
 
-    def walk_ag_tree(self, agno, name, kind, root, levels, owner, on_leaf):
+    def walk_ag_tree(self, agno, name, kind, root, levels, owner, on_leaf, *_keys):
         for addr, recs in enumerate(self.leaves):
             on_leaf(SimpleNamespace(addr=addr + 10, recs=recs), False)
         return len(self.leaves)
