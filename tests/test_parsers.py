@@ -198,14 +198,14 @@ def test_scan_inode_chunk_parity(kernel_img):
                 tables = []
                 for mod in (NATIVE, PURE):
                     itype, nlinks = bytearray(128), array("I", bytes(4 * 128))
-                    out = mod.scan_inode_chunk(*args, itype, nlinks, 64)
+                    out = mod.scan_inode_chunk(*args, itype, nlinks, 64, sb.rootino)
                     tables.append((out, itype, nlinks))
                 assert tables[0] == tables[1]
             itype, nlinks = bytearray(64), array("I", bytes(256))
             geo = (sb.agblklog, sb.agcount, sb.agblocks, fs.ag_length(3), 0, (1 << 51) - 1)
-            claims, others = NATIVE.scan_inode_chunk(
+            claims, others, _dirs = NATIVE.scan_inode_chunk(
                 chunk, 0, sb.inodesize, startino, sb.meta_uuid, free, holemask, 0xA, True,
-                *geo, itype, nlinks, 0)
+                *geo, itype, nlinks, 0, sb.rootino)
             plain = [i for i in range(64) if itype[i]]
             assert plain and not set(plain) & set(others)
             assert all(nlinks[i] >= 1 for i in plain)
@@ -215,7 +215,8 @@ def test_scan_inode_chunk_parity(kernel_img):
                        for _a, _b, _n, owner, _off in claims)
             with pytest.raises(ValueError):      # a slot past the table
                 NATIVE.scan_inode_chunk(chunk, 0, sb.inodesize, startino, sb.meta_uuid,
-                                        free, holemask, 0xA, True, *geo, itype, nlinks, 1)
+                                        free, holemask, 0xA, True, *geo, itype, nlinks, 1,
+                                        sb.rootino)
 
 
 def test_shim_covers_every_cython_name_the_source_uses():
@@ -336,3 +337,73 @@ def test_rmap_high_key_parity_and_meaning():
             if n:
                 assert outcome(NATIVE.rmap_high_key, short, 0, n, is_leaf) == \
                     outcome(PURE.rmap_high_key, short, 0, n, is_leaf) == ("ValueError", None)
+
+
+def _sf_dir_inode(rng, ino, uuid, children, isize=512):
+    """A v3 directory inode of ``isize`` bytes holding a shortform directory
+    of entries naming ``children`` (4-byte inode numbers, file types), its
+    CRC right."""
+    body = bytearray([len(children), 0]) + struct.pack(">I", ino - 5)
+    off = 0x60
+    for k, child in enumerate(children):
+        name = f"n{k}-{rng.randrange(1000)}".encode()
+        body += bytes([len(name)]) + struct.pack(">H", off) + name + bytes([1]) + \
+            struct.pack(">I", child)
+        off += (8 + 1 + len(name) + 1 + 2 + 7) & ~7
+    raw = bytearray(isize)
+    struct.pack_into(">HHBB", raw, 0, 0x494E, 0o40755, 3, 1)
+    struct.pack_into(">Q", raw, 56, len(body))
+    raw[83] = 2
+    struct.pack_into(">Q", raw, 152, ino)
+    raw[160:176] = uuid
+    raw[176:176 + len(body)] = body
+    raw[100:104] = struct.pack("<I", PURE.xfs_cksum(bytes(raw), 100))
+    return raw
+
+
+@needs_native
+def test_sf_dir_tally_parity():
+    """Shortform directory inodes, sound and with bytes changed (the CRC
+    made right again, mostly): both backends return the same and count the
+    same entries into the inode table; a directory they take is counted
+    whole, one they refuse not at all."""
+    rng = random.Random(31)
+    uuid = bytes(range(16))
+    inos = [1000 + i for i in range(0, 400, 3)]
+    starts, itype, _nlinks = _table(rng, inos)
+    geo = (True, 4096, 0x60, 128, 16, 4, 96, array("Q", [60000] * 4), array("Q", [130]))
+    took = refused = 0
+    for trial in range(3000):
+        ino = rng.choice(inos)
+        children = [rng.choice(inos + [5, 70000, 1 << 20]) for _ in range(rng.randrange(0, 12))]
+        raw = _sf_dir_inode(rng, ino, uuid, children)
+        for _ in range(rng.choice((0, 0, 1, 2))):
+            at = rng.choice((rng.randrange(176, 176 + 60), rng.randrange(0, 176), 56 + 7, 82,
+                             176, 177))
+            raw[at] = rng.choice((0, 1, 0x2F, rng.randrange(256), raw[at] ^ 1))
+            if rng.random() < 0.9:
+                raw[100:104] = struct.pack("<I", PURE.xfs_cksum(bytes(raw), 100))
+        outs = []
+        for mod in (NATIVE, PURE):
+            refs = array("I", bytes(4 * len(itype)))
+            outs.append((mod.sf_dir_tally(bytes(raw), ino, uuid, *geo, starts, itype, refs),
+                         list(refs)))
+        assert outs[0] == outs[1], trial
+        got, refs = outs[0]
+        if got is None:
+            refused += 1
+            assert not any(refs)
+        else:
+            took += 1
+            size = struct.unpack_from(">Q", raw, 56)[0]
+            parent, ents = PURE.dir2_sf_entries(bytes(raw), 176, size, True, True)
+            assert got[0] == parent
+            used = [c for _n, c, _f in ents if NATIVE.find_slot(starts, c) >= 0 and
+                    itype[NATIVE.find_slot(starts, c)]]
+            assert sum(refs) == len(used)
+            assert [(n, c) for n, c, _f, flags in got[1] if flags & 1] == \
+                [(n, c) for n, c, _f in ents if c not in used]
+    assert took > 300 and refused > 300
+    with pytest.raises(ValueError):             # a table shorter than its chunks
+        NATIVE.sf_dir_tally(bytes(raw), ino, uuid, *geo, starts, itype[:-64],
+                            array("I", bytes(4 * len(itype))))
