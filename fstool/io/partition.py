@@ -460,7 +460,8 @@ def locate(spec: str) -> Window:
         size = os.lseek(fd, 0, os.SEEK_END)
         head = _pread(fd, 8192, 0)
         return window_of(path, fd, size, sel, head)
-    except ImageError:
+    except (ImageError, OSError):
+        # (a FIFO, a socket: the open that follows refuses it in its words)
         return Window(path)
     finally:
         os.close(fd)
