@@ -407,10 +407,9 @@ class _Engine:
         levels = self.levels
         path = [None] * levels
         addr = self.root
-        h, kl, rl = self._hdr, self._kl, self._rl
+        h, kl = self._hdr, self._kl
         ptroff, pl, unpack_ptr = self._ptroff, self._pl, self._ps.unpack_from
         node_key_at = self.codec.node_key_at
-        rec_key_at = self.codec.rec_key_at
         read = self._read
         for level in range(levels - 1, 0, -1):
             buf = read(addr, level)

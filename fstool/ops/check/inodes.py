@@ -18,7 +18,7 @@ from ...format.structs import DINODE
 from ...fs import btree
 from ...fs.attr import read_symlink
 from ...fs.inode import Inode
-from .base import ATTR, BMBT_ATTR, BMBT_DATA, DATA, OWN_FREE, file_owner
+from .base import ATTR, BMBT_ATTR, BMBT_DATA, DATA, file_owner
 
 S_IFMT = C.S_IFMT
 DIFLAG_REALTIME, DIFLAG_NEWRTBM = 0x1, 0x4
@@ -729,7 +729,6 @@ class InodePhase:
     def _bmbt(self, d, raw, off, size, ino, where, attr: bool):
         """process_btinode / scan_bmapbt: the root in the inode, every block
         below it walked through the read engine."""
-        sb = self.sb
         bad = self.report_inode
         fork = where["fork"]
         level, numrecs = struct.unpack_from(">HH", raw, off)

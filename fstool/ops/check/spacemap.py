@@ -9,7 +9,7 @@ from array import array
 
 from ..._backend import checks
 from ...format import constants as C
-from .base import (DATA, OWN_AG, OWN_AGFL, OWN_FREE, OWN_COW, OWN_FS, OWN_INOBT, OWN_INODES,
+from .base import (DATA, OWN_AG, OWN_AGFL, OWN_COW, OWN_FS, OWN_INOBT, OWN_INODES,
                    OWN_LOG, OWN_REFC, owner_name)
 from .records import Rmaps, flat_claims
 
