@@ -7,6 +7,7 @@ from collections import defaultdict
 
 from ...errors import CorruptionError, FsToolError
 from ...fs.filesystem import Filesystem
+from ...io import signals
 from ..problems import ERROR, PROBLEMS
 from .records import Claims, RecordMap, Rmaps
 
@@ -184,7 +185,7 @@ class CheckerBase:
         if self.progress:
             self.progress(f"AGs in {len(groups)} processes", 0, None)
         ctx = multiprocessing.get_context("fork")
-        with ctx.Pool(len(groups)) as pool:
+        with ctx.Pool(len(groups), initializer=signals.as_worker) as pool:
             results = pool.starmap(_ag_worker, [(type(self), self.fs.dev.path, g)
                                                 for g in groups])
         for part in results:

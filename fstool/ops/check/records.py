@@ -42,7 +42,7 @@ class Claims:
         data.append(tuple(rec))
 
     def extend(self, recs) -> None:
-        if isinstance(recs, Claims) and type(recs.data) is array and type(self.data) is array:
+        if type(recs) is type(self) and type(recs.data) is array and type(self.data) is array:
             self.data.extend(recs.data)
             return
         for rec in recs:
@@ -52,7 +52,10 @@ class Claims:
         if type(self.data) is array:
             checks.sort_records(self.data, self.WIDTH)
         else:
-            self.data.sort()
+            self.data.sort(key=self._list_key)
+
+    # the order of a list of tuples that matches the flat array's
+    _list_key = None
 
     def flat(self):
         """The flat array, or None when the claims are a list of tuples."""
@@ -111,18 +114,9 @@ class Rmaps(Claims):
             self.data = data = list(self)
         data.append((s, n, o, off, fl))
 
-    def extend(self, recs) -> None:
-        if isinstance(recs, Rmaps) and type(recs.data) is array and type(self.data) is array:
-            self.data.extend(recs.data)
-            return
-        for rec in recs:
-            self.append(rec)
-
-    def sort(self) -> None:
-        if type(self.data) is array:
-            checks.sort_records(self.data, self.WIDTH)
-        else:
-            self.data.sort(key=lambda r: (r[0], r[1], r[2] & _U64, r[3] | r[4]))
+    @staticmethod
+    def _list_key(r):
+        return (r[0], r[1], r[2] & _U64, r[3] | r[4])
 
     def __iter__(self):
         data = self.data
