@@ -198,25 +198,31 @@ def test_scan_inode_chunk_parity(kernel_img):
                 tables = []
                 for mod in (NATIVE, PURE):
                     itype, nlinks = bytearray(128), array("I", bytes(4 * 128))
-                    out = mod.scan_inode_chunk(*args, itype, nlinks, 64, sb.rootino)
-                    tables.append((out, itype, nlinks))
+                    claims = [array("q") for _ in range(sb.agcount)]
+                    expect = [array("Q") for _ in range(sb.agcount)]
+                    out = mod.scan_inode_chunk(*args, itype, nlinks, 64, sb.rootino, claims,
+                                               expect)
+                    tables.append((out, itype, nlinks, claims, expect))
                 assert tables[0] == tables[1]
             itype, nlinks = bytearray(64), array("I", bytes(256))
             geo = (sb.agblklog, sb.agcount, sb.agblocks, fs.ag_length(3), 0, (1 << 51) - 1)
-            claims, others, _dirs = NATIVE.scan_inode_chunk(
+            claims = [array("q") for _ in range(sb.agcount)]
+            others, _dirs = NATIVE.scan_inode_chunk(
                 chunk, 0, sb.inodesize, startino, sb.meta_uuid, free, holemask, 0xA, True,
-                *geo, itype, nlinks, 0, sb.rootino)
+                *geo, itype, nlinks, 0, sb.rootino, claims, None)
             plain = [i for i in range(64) if itype[i]]
             assert plain and not set(plain) & set(others)
             assert all(nlinks[i] >= 1 for i in plain)
             # free inodes as the kernel leaves them need no second look
             assert not [i for i in others if free >> i & 1]
+            # the plain inodes' extents, claimed (agbno, length, ino << 2)
+            owners = [rec[2] for ag in claims for rec in zip(*[iter(ag)] * 3)]
             assert all(owner & 3 == 0 and (owner >> 2) - startino in plain
-                       for _a, _b, _n, owner, _off in claims)
+                       for owner in owners)
             with pytest.raises(ValueError):      # a slot past the table
                 NATIVE.scan_inode_chunk(chunk, 0, sb.inodesize, startino, sb.meta_uuid,
                                         free, holemask, 0xA, True, *geo, itype, nlinks, 1,
-                                        sb.rootino)
+                                        sb.rootino, claims, None)
 
 
 def test_shim_covers_every_cython_name_the_source_uses():
