@@ -12,7 +12,7 @@ if command -v apt-get >/dev/null; then
     # the second line: what xfsprogs 6.10.1 (scripts/xfsprogs) is built with
     for pkg in xfsprogs fuse3 libfuse3-dev pkg-config attr gcc python3-dev zstd \
                make autoconf automake libtool uuid-dev libblkid-dev libinih-dev liburcu-dev \
-               libedit-dev gettext; do
+               libedit-dev gettext fdisk gdisk; do
         dpkg -s "$pkg" >/dev/null 2>&1 || need="$need $pkg"
     done
     if [ -n "$need" ]; then
