@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from fixtures import images, modern
+from fixtures.oracles import xfs_db
 
 REPO = Path(__file__).resolve().parent.parent
 AGNO = 2
@@ -32,11 +33,7 @@ def fstool(*args) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, cwd=REPO, timeout=300)
 
 
-def db(img: Path, *cmds, write=False) -> str:
-    args = ["xfs_db", "-x" if write else "-r"]
-    for c in cmds:
-        args += ["-c", c]
-    return subprocess.run(args + [str(img)], capture_output=True, text=True).stdout
+db = xfs_db
 
 
 def repairs_n(img: Path) -> dict:
