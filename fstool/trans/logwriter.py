@@ -167,6 +167,30 @@ def clear_stale(g, out, head_cycle: int, head: int, tail_lsn: int) -> int:
     return n
 
 
+def front_is_stale(g, dev, head_cycle: int, head: int) -> bool:
+    """Whether a block the kernel's xlog_clear_stale_blocks would stamp in
+    front of a clean head (up to XLOG_TOTAL_REC_SHIFT_BB of them) carries a
+    cycle other than the one it would stamp: ``head_cycle - 1`` before the
+    end of the log, ``head_cycle`` past it.  Such blocks (the zeroed hole
+    xfsprogs' log clear leaves behind its cycle-2 unmount record at block 0,
+    for one) would make records written at the head unfindable, so the
+    writer clears them first as the kernel does at mount."""
+    n = min(L.XLOG_TOTAL_REC_SHIFT_BB, g.bbsize)
+    step = 2048
+    done = 0
+    while done < n:
+        cnt = min(step, n - done)
+        blk = (head + done) % g.bbsize
+        cnt = min(cnt, g.bbsize - blk)
+        want = head_cycle - 1 if head + done < g.bbsize else head_cycle
+        data = dev.pread((g.start_daddr + blk) * BB, cnt * BB)
+        for j in range(cnt):
+            if L.get_cycle(data[j * BB:j * BB + 8]) != want:
+                return True
+        done += cnt
+    return False
+
+
 def mark_clean(g, out, cycle: int, head: int, prev_block: int) -> int:
     """Write an unmount record at ``head`` (after clearing the stale blocks
     beyond it): the log reads as cleanly unmounted.  Returns the new head."""
@@ -273,6 +297,7 @@ class LogWriter:
 
     def __init__(self, dev, g, *, head_block: int, head_cycle: int, prev_block: int,
                  tail_lsn: int | None = None):
+        head_lsn_written = head_cycle != 0
         self.dev = dev
         self.g = g
         self.size = g.bbsize                 # in 512-byte blocks
@@ -295,7 +320,8 @@ class LogWriter:
         # and again in front of the unmount record (as recovery marks a log
         # clean)
         self.recovered = tail_lsn is not None
-        self.stale_pending = self.recovered
+        self.stale_pending = self.recovered or (
+            head_lsn_written and front_is_stale(g, dev, self.cycle, self.block))
         self.bytes_written = 0
         self.records_written = 0
 
