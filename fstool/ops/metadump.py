@@ -39,10 +39,11 @@ import random
 import struct
 
 from .._backend import parsers
-from ..errors import FsToolError, ImageTruncatedError, InvalidArgument, NotXfsError
+from ..errors import FsToolError, InvalidArgument
 from ..format import constants as C, metadump as M
 from ..format.structs import SB
 from ..fs.filesystem import Filesystem
+from ..io.dumpfile import DumpFile, fixed_primary
 from ..log.head import find_state
 from ..trans.logwriter import LogGeometry, xfsprogs_cleared_log
 
@@ -55,6 +56,7 @@ NULLFSINO = 0xFFFFFFFFFFFFFFFF
 MAX_EXTLEN = (1 << 21) - 1          # XFS_MAX_BMBT_EXTLEN: xfs_metadump's default -m
 ORPHANAGE = b"lost+found"
 _ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+_TO_ALPHABET = bytes(_ALPHABET[b & 63] for b in range(256))
 
 # btree geometry: (header size, record size, key size, pointer size)
 _SHORT, _LONG = C.XFS_BTREE_SBLOCK_CRC_LEN, C.XFS_BTREE_LBLOCK_CRC_LEN
@@ -81,11 +83,11 @@ def obfuscate_name(name: bytes, rng: random.Random) -> bytes:
     if n < 5:
         return name
     want = parsers.da_hashname(name)
-    out = bytearray(rng.choice(_ALPHABET) for _ in range(n - 5))
-    h = 0
-    for c in out:
-        h = c ^ _rol32(h, 7)
-    h = _rol32(h, 3) ^ want
+    # random characters first (the alphabet has 64: six random bits each);
+    # the directory hash takes a name a byte at a time (h = c ^ rol(h, 7)),
+    # so the prefix's own hash is where the last five bytes start from
+    out = bytearray(rng.randbytes(n - 5).translate(_TO_ALPHABET))
+    h = _rol32(parsers.da_hashname(bytes(out)) if out else 0, 3) ^ want
     first = len(out)
     high = 0
     for shift in (28, 21, 14, 7, 0):
@@ -971,184 +973,53 @@ def metadump(image, out_path, *, version: int = 1, obfuscate: bool = True,
             "warnings": warnings}
 
 
-# -- reading a dump ------------------------------------------------------------------
-class DumpReader:
-    """The extents of a dump file, v1 or v2: (daddr, bytes, log device)."""
-
-    def __init__(self, path):
-        self.path = os.fspath(path)
-        self.f = open(self.path, "rb")
-        head = self.f.read(4)
-        if len(head) < 4:
-            self.f.close()
-            raise NotXfsError("metadump", f"{self.path}: too short to be a metadump")
-        magic = _U32.unpack(head)[0]
-        if magic == M.XFS_MD_MAGIC_V1:
-            self.version = 1
-        elif magic == M.XFS_MD_MAGIC_V2:
-            self.version = 2
-            rest = self._need(M.V2_HDR.size - 4)
-            _m, ver, self.compat, incompat, reserved = M.V2_HDR.unpack(head + rest)
-            if incompat:
-                raise NotXfsError("metadump", f"{self.path}: unknown incompat flags "
-                                  f"0x{incompat:x} in the metadump header")
-            if reserved:
-                raise NotXfsError("metadump", f"{self.path}: the metadump header's "
-                                  "reserved field is not zero")
-        else:
-            self.f.close()
-            raise NotXfsError("metadump", f"{self.path}: not a metadata dump (magic "
-                              f"0x{magic:08x}, expected XFSM or XMD2)")
-        self.head = head
-
-    def _need(self, n: int) -> bytes:
-        data = self.f.read(n)
-        if len(data) != n:
-            raise ImageTruncatedError(f"{self.path}: the metadump ends early (at byte "
-                                      f"{self.f.tell()})")
-        return data
-
-    def close(self) -> None:
-        self.f.close()
-
-    def extents(self):
-        if self.version == 1:
-            yield from self._v1()
-        else:
-            yield from self._v2()
-
-    def _v1(self):
-        hdr = self.head + self._need(M.V1_HDR.size - 4)
-        first = True
-        while True:
-            magic, count, blocklog, _info = M.V1_HDR.unpack(hdr)
-            if magic != M.XFS_MD_MAGIC_V1:
-                raise NotXfsError("metadump", f"{self.path}: bad index magic 0x{magic:08x}")
-            if blocklog != M.V1_BLOCKLOG:
-                raise NotXfsError("metadump", f"{self.path}: unsupported block size "
-                                  f"2^{blocklog}")
-            if count > M.V1_INDICES or (first and count == 0):
-                raise NotXfsError("metadump", f"{self.path}: bad block count {count}")
-            idx = self._need(512 - M.V1_HDR.size)
-            if count == 0:
-                return
-            daddrs = struct.unpack_from(f">{count}Q", idx)
-            if first and daddrs[0] != 0:
-                raise NotXfsError("metadump", f"{self.path}: the first block is not the "
-                                  "primary superblock")
-            data = self._need(count * BB)
-            for i, d in enumerate(daddrs):
-                yield d, data[i * BB:(i + 1) * BB], False
-            first = False
-            if count < M.V1_INDICES:
-                return
-            hdr = self.f.read(M.V1_HDR.size)
-            if not hdr:
-                return
-            if len(hdr) != M.V1_HDR.size:
-                raise ImageTruncatedError(f"{self.path}: the metadump ends early")
-
-    def _v2(self):
-        first = True
-        while True:
-            raw = self.f.read(M.V2_EXTENT.size)
-            if not raw:
-                if first:
-                    raise ImageTruncatedError(f"{self.path}: the metadump holds no "
-                                              "superblock")
-                return
-            if len(raw) != M.V2_EXTENT.size:
-                raise ImageTruncatedError(f"{self.path}: the metadump ends early")
-            addr, nsect = M.V2_EXTENT.unpack(raw)
-            dev = addr & M.XME_ADDR_DEVICE_MASK
-            if first and (addr != 0 or nsect == 0):
-                raise NotXfsError("metadump", f"{self.path}: the first extent is not the "
-                                  "primary superblock")
-            if dev not in (M.XME_ADDR_DATA_DEVICE, M.XME_ADDR_LOG_DEVICE):
-                raise NotXfsError("metadump", f"{self.path}: invalid device in extent "
-                                  f"address 0x{addr:x}")
-            data = self._need(nsect * BB)
-            yield addr & M.XME_ADDR_DADDR_MASK, data, dev == M.XME_ADDR_LOG_DEVICE
-            first = False
-
-
-def _fixup_sb(raw: bytes, sectsize: int) -> bytes:
-    """The primary superblock as xfs_mdrestore writes it last: decoded and
-    encoded again (the sector past the structure zeroed, quota inodes of 0
-    read as NULLFSINO, sb_meta_uuid only with the META_UUID feature),
-    sb_inprogress cleared, a new CRC."""
-    f = SB.unpack(raw[:SB.size])
-    f["sb_inprogress"] = 0
-    for q in ("sb_uquotino", "sb_gquotino", "sb_pquotino"):
-        if f[q] == 0:
-            f[q] = NULLFSINO
-    if not f["sb_features_incompat"] & C.XFS_SB_FEAT_INCOMPAT_META_UUID:
-        f["sb_meta_uuid"] = bytes(16)
-    out = bytearray(sectsize)
-    out[:SB.size] = SB.pack(f)
-    _set_crc(out, C.XFS_SB_CRC_OFF)
-    return bytes(out)
-
-
+# -- restoring a dump ----------------------------------------------------------------
 def mdrestore(dump, image, *, log_image=None) -> dict:
     """Write the metadata of ``dump`` into the image file ``image`` (made
-    or truncated to the filesystem's size)."""
-    r = DumpReader(dump)
+    or truncated to the filesystem's size), then the primary superblock as
+    xfs_mdrestore leaves it; an external log a v2 dump holds goes to
+    ``log_image``."""
+    d = DumpFile(dump)
     try:
-        ext = r.extents()
-        try:
-            daddr, data, _log = next(ext)
-        except StopIteration:
-            raise ImageTruncatedError(f"{r.path}: the metadump holds no superblock") from None
-        if daddr != 0 or len(data) < BB:
-            raise NotXfsError("metadump", f"{r.path}: the first block is not the primary "
-                              "superblock")
-        f = SB.unpack(data[:SB.size])
-        if f["sb_magicnum"] != C.XFS_SB_MAGIC:
-            raise NotXfsError("metadump", f"{r.path}: bad magic number for the primary "
-                              "superblock")
-        sectsize, bsize = f["sb_sectsize"], f["sb_blocksize"]
-        if sectsize < 512 or sectsize > 32768 or sectsize & (sectsize - 1) or \
-                bsize < 512 or bsize & (bsize - 1):
-            raise NotXfsError("metadump", f"{r.path}: bad sector size {sectsize} in the "
-                              "metadump")
-        if r.version == 2 and r.compat & M.XFS_MD2_COMPAT_EXTERNALLOG and log_image is None:
-            raise InvalidArgument(f"{r.path}: the dump holds an external log: give "
+        _raw, f = d.primary()
+        if d.compat & M.XFS_MD2_COMPAT_EXTERNALLOG and log_image is None:
+            raise InvalidArgument(f"{d.path}: the dump holds an external log: give "
                                   "--log-image")
-        size = f["sb_dblocks"] * bsize
-        # v1 dumps carry the superblock in 512-byte pieces: gather a sector
-        primary = bytearray(sectsize)
-        have = 0
+        sectsize = f["sb_sectsize"]
+        size = f["sb_dblocks"] * f["sb_blocksize"]
         fd = os.open(os.fspath(image), os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         lfd = -1
-        if log_image is not None:
-            lfd = os.open(os.fspath(log_image), os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-            os.ftruncate(lfd, f["sb_logblocks"] * bsize)
         try:
+            if log_image is not None:
+                lfd = os.open(os.fspath(log_image), os.O_RDWR | os.O_CREAT | os.O_TRUNC,
+                              0o644)
+                os.ftruncate(lfd, f["sb_logblocks"] * f["sb_blocksize"])
             os.ftruncate(fd, size)
+            primary = bytearray(sectsize)
             sectors = 0
-            while True:
-                off = daddr * BB
-                if not _log and off < sectsize:
-                    n = min(len(data), sectsize - off)
-                    primary[off:off + n] = data[:n]
-                    have = max(have, off + n)
-                target = lfd if _log else fd
+            for daddr, nsect, off, log in d.index():
+                target = lfd if log else fd
                 if target < 0:
-                    raise InvalidArgument(f"{r.path}: the dump holds an external log: "
+                    raise InvalidArgument(f"{d.path}: the dump holds an external log: "
                                           "give --log-image")
-                os.pwrite(target, data, off)
-                sectors += len(data) // BB
-                try:
-                    daddr, data, _log = next(ext)
-                except StopIteration:
-                    break
-            os.pwrite(fd, _fixup_sb(bytes(primary), sectsize), 0)
+                pos = 0
+                total = nsect * BB
+                while pos < total:
+                    n = min(total - pos, 8 << 20)
+                    data = d._read(off + pos, n)
+                    at = daddr * BB + pos
+                    if not log and at < sectsize:
+                        k = min(n, sectsize - at)
+                        primary[at:at + k] = data[:k]
+                    os.pwrite(target, data, at)
+                    pos += n
+                sectors += nsect
+            os.pwrite(fd, fixed_primary(bytes(primary), sectsize), 0)
             os.fsync(fd)
         finally:
             os.close(fd)
             if lfd >= 0:
                 os.close(lfd)
     finally:
-        r.close()
-    return {"version": r.version, "sectors": sectors, "image_bytes": size}
+        d.close()
+    return {"version": d.version, "sectors": sectors, "image_bytes": size}
