@@ -254,3 +254,29 @@ def test_bad_dumps_get_one_line_and_their_exit_status(tmp_path, make, status):
     r = fstool("mdrestore", dump, tmp_path / "out.img", check=False)
     assert r.returncode == status, (r.returncode, r.stderr)
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+def test_check_of_a_dump_agrees_with_check_of_the_restored_image(tmp_path):
+    """Reader commands open a dump in place: fstool check of the dump
+    reports what it reports of the image mdrestore makes (and of the
+    damaged original), and a writer refuses the dump."""
+    if shutil.which("mkfs.xfs") is None or shutil.which("xfs_db") is None:
+        pytest.skip("needs mkfs.xfs and xfs_db (xfsprogs)")
+    img = tmp_path / "d.img"
+    with open(img, "wb") as f:
+        f.truncate(300 << 20)
+    subprocess.run(["mkfs.xfs", "-q", "-f", str(img)], check=True)
+    fstool("mkdir", img, "/a-directory")
+    fstool("mkdir", img, "/a-directory/below")
+    subprocess.run(["xfs_db", "-x", "-c", "inode 128", "-c", "write core.nlinkv2 9",
+                    str(img)], check=True, capture_output=True)
+    dump, restored = tmp_path / "d.md", tmp_path / "r.img"
+    fstool("metadump", "-v", "2", img, dump)
+    fstool("mdrestore", dump, restored)
+    runs = [fstool("check", "--json", p, check=False) for p in (img, dump, restored)]
+    assert [r.returncode for r in runs] == [1, 1, 1]
+    assert runs[1].stdout == runs[2].stdout == runs[0].stdout
+    assert '"NLINK"' in runs[1].stdout
+    assert fstool("ls", dump, "/").stdout.split() == fstool("ls", restored, "/").stdout.split()
+    r = fstool("mkdir", "--no-check", dump, "/x", check=False)
+    assert r.returncode != 0 and "metadump" in r.stderr
