@@ -974,6 +974,24 @@ def metadump(image, out_path, *, version: int = 1, obfuscate: bool = True,
 
 
 # -- restoring a dump ----------------------------------------------------------------
+def _copy(d: DumpFile, off: int, fd: int, at: int, n: int) -> None:
+    """``n`` bytes of the dump at ``off`` to ``fd`` at ``at``: in the kernel
+    (copy_file_range) where it can, else read and written."""
+    done = 0
+    while done < n:
+        try:
+            k = os.copy_file_range(d.fd, fd, n - done, off + done, at + done)
+        except OSError:
+            k = 0
+        if k <= 0:
+            break
+        done += k
+    while done < n:
+        k = min(n - done, 8 << 20)
+        os.pwrite(fd, d._read(off + done, k), at + done)
+        done += k
+
+
 def mdrestore(dump, image, *, log_image=None) -> dict:
     """Write the metadata of ``dump`` into the image file ``image`` (made
     or truncated to the filesystem's size), then the primary superblock as
@@ -1002,20 +1020,13 @@ def mdrestore(dump, image, *, log_image=None) -> dict:
                 if target < 0:
                     raise InvalidArgument(f"{d.path}: the dump holds an external log: "
                                           "give --log-image")
-                pos = 0
-                total = nsect * BB
-                while pos < total:
-                    n = min(total - pos, 8 << 20)
-                    data = d._read(off + pos, n)
-                    at = daddr * BB + pos
-                    if not log and at < sectsize:
-                        k = min(n, sectsize - at)
-                        primary[at:at + k] = data[:k]
-                    os.pwrite(target, data, at)
-                    pos += n
+                at, total = daddr * BB, nsect * BB
+                if not log and at < sectsize:
+                    k = min(total, sectsize - at)
+                    primary[at:at + k] = d._read(off, k)
+                _copy(d, off, target, at, total)
                 sectors += nsect
             os.pwrite(fd, fixed_primary(bytes(primary), sectsize), 0)
-            os.fsync(fd)
         finally:
             os.close(fd)
             if lfd >= 0:
