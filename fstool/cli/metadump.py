@@ -35,8 +35,10 @@ def metadump_cmd(keep_names, full_blocks, version, no_log, max_extent, as_json, 
     """
     r = metadump(image, out, version=int(version), obfuscate=not keep_names,
                  full_blocks=full_blocks, log=not no_log, max_extent=max_extent)
-    for w in r["warnings"]:
+    for w in r["warnings"][:10]:
         warn(w)
+    if len(r["warnings"]) > 10:
+        warn(f"... and {len(r['warnings']) - 10} more (--json lists them all)")
     if as_json:
         emit_json(r, True)
         return

@@ -183,12 +183,38 @@ class _V2Out:
         pass
 
 
+def _fill(buf: bytearray, start: int, end: int, byte: int = 0) -> None:
+    """Set ``buf[start:end]`` to ``byte``, clipped to the buffer (a damaged
+    block's counts may point past it: the buffer never grows)."""
+    start, end = max(0, start), min(end, len(buf))
+    if end > start:
+        buf[start:end] = bytes([byte]) * (end - start)
+
+
+def _put(buf: bytearray, start: int, data: bytes) -> None:
+    """Write ``data`` at ``start``, clipped to the buffer."""
+    n = min(len(data), len(buf) - start)
+    if start >= 0 and n > 0:
+        buf[start:start + n] = data[:n]
+
+
+def _core(dip) -> int:
+    """Where an inode's literal area starts: after the v3 core, or after
+    the v1/v2 core when the version byte says so (a damaged inode is read
+    as xfs_metadump reads it, by what it says of itself)."""
+    return C.XFS_DINODE_CORE_SIZE if dip[4] == 3 else 100
+
+
 def _crc_ok(buf, crc_off: int) -> bool:
     return parsers.xfs_cksum_ok(bytes(buf), crc_off)
 
 
 def _set_crc(buf: bytearray, crc_off: int) -> None:
     _CRC.pack_into(buf, crc_off, parsers.xfs_cksum(bytes(buf), crc_off))
+
+
+class _Unreadable(Exception):
+    """A block the walk cannot read (beyond the device, an I/O error)."""
 
 
 class Dumper:
@@ -229,10 +255,25 @@ class Dumper:
         self.orphanage = 0
         self.remote_vals: set = set()
         self.blocks = 0
+        self.warnings: list = []
 
     # -- reading and writing ---------------------------------------------------------
     def read(self, daddr: int, nbb: int) -> bytearray:
-        return bytearray(self.dev.pread(daddr * BB, nbb * BB))
+        try:
+            return bytearray(self.dev.pread(daddr * BB, nbb * BB))
+        except FsToolError as e:
+            raise _Unreadable(f"cannot read {nbb} sectors at daddr {daddr}: {e}") from None
+
+    def _guarded(self, what: str, fn, *args) -> None:
+        """Run one piece of the walk; what cannot be read, or makes no
+        sense even to a careful reader, is left out with a warning (as
+        xfs_metadump goes on past read errors), never the whole dump."""
+        try:
+            fn(*args)
+        except _Unreadable as e:
+            self.warnings.append(f"{what}: {e}")
+        except (IndexError, struct.error, ValueError, OverflowError) as e:
+            self.warnings.append(f"{what}: skipped ({type(e).__name__}: {e})")
 
     def emit(self, daddr: int, data) -> None:
         self.out.write(daddr, bytes(data))
@@ -325,6 +366,10 @@ class Dumper:
         self._btree_block(agno, root, levels, kind, None)
 
     def _btree_block(self, agno: int, agbno: int, level: int, kind: str, itype) -> None:
+        self._guarded(f"{kind} block {agno}/{agbno}", self._btree_block_walk, agno, agbno,
+                      level, kind, itype)
+
+    def _btree_block_walk(self, agno: int, agbno: int, level: int, kind: str, itype) -> None:
         daddr = self.agb_daddr(agno, agbno)
         buf = self.read(daddr, self.bbs)
         hdr, rsz, ksz, psz = _BT[kind]
@@ -337,12 +382,12 @@ class Dumper:
             if lvl > 0 and nrecs <= node_mxr:
                 kend = hdr + nrecs * ksz
                 pstart = hdr + node_mxr * ksz
-                buf[kend:pstart] = bytes(pstart - kend)
+                _fill(buf, kend, pstart)
                 pend = pstart + nrecs * psz
-                buf[pend:] = bytes(self.bs - pend)
+                _fill(buf, pend, len(buf))
             elif lvl == 0 and nrecs <= leaf_mxr:
                 end = hdr + nrecs * rsz
-                buf[end:] = bytes(self.bs - end)
+                _fill(buf, end, len(buf))
             if ok:
                 _set_crc(buf, crc_off)
         self.emit(daddr, buf)
@@ -373,6 +418,9 @@ class Dumper:
 
     # -- inodes ----------------------------------------------------------------------
     def inode_chunk(self, agno: int, rec) -> None:
+        self._guarded(f"inode chunk in AG {agno}", self.inode_chunk_walk, agno, rec)
+
+    def inode_chunk_walk(self, agno: int, rec) -> None:
         sb = self.sb
         agino = _U32.unpack_from(rec, 0)[0]
         holemask = _U16.unpack_from(rec, 4)[0] if self.sparse else 0
@@ -418,15 +466,27 @@ class Dumper:
         return _U64.unpack_from(dip, 24)[0] if nrext64 else _U32.unpack_from(dip, 76)[0]
 
     def inode(self, ino: int, dip: bytearray, free: bool) -> None:
+        """One inode of a cluster, changed in place; an inode whose forks
+        make no sense is copied as it is."""
+        original = bytes(dip)
+        try:
+            self.inode_walk(ino, dip, free)
+        except _Unreadable as e:
+            self.warnings.append(f"inode {ino}: {e}")
+        except (IndexError, struct.error, ValueError, OverflowError) as e:
+            dip[:] = original
+            self.warnings.append(f"inode {ino}: copied as it is ({type(e).__name__}: {e})")
+
+    def inode_walk(self, ino: int, dip: bytearray, free: bool) -> None:
         self.cur_ino = ino
         ok = False
         if self.obfuscate or self.zero:
             ok = _crc_ok(dip, C.XFS_DINODE_CRC_OFF)
         new_crc = self.zero
-        core = C.XFS_DINODE_CORE_SIZE
+        core = _core(dip)
         if free:
             if self.zero:
-                dip[core:] = bytes(self.lit)
+                _fill(dip, core, core + self.lit)
         else:
             mode = _U16.unpack_from(dip, 2)[0] & C.S_IFMT
             fmt = dip[5]
@@ -442,7 +502,7 @@ class Dumper:
                 go_on = self.fork_data(dip, "data")
             elif mode in (C.S_IFIFO, C.S_IFCHR, C.S_IFBLK, C.S_IFSOCK):
                 if self._nextents(dip, False) == 0 and dsize <= self.lit and self.zero:
-                    dip[core + 4:core + dsize] = bytes(dsize - 4)
+                    _fill(dip, core + 4, core + dsize)
                 new_crc = True
             self.names = set()
             if go_on and asize:
@@ -460,7 +520,7 @@ class Dumper:
 
     def fork_data(self, dip: bytearray, itype: str) -> bool:
         fmt = dip[5]
-        core = C.XFS_DINODE_CORE_SIZE
+        core = _core(dip)
         dsize, _a = self._forks(dip)
         if fmt == C.XFS_DINODE_FMT_LOCAL:
             if not (self.obfuscate or self.zero) or dsize > self.lit:
@@ -473,7 +533,7 @@ class Dumper:
                 if self.obfuscate:
                     self.path_components(area, size)
                 if self.zero:
-                    area[size:] = bytes(dsize - size)
+                    _fill(area, size, len(area))
                 dip[core:core + dsize] = area
             return True
         if fmt in (C.XFS_DINODE_FMT_EXTENTS, C.XFS_DINODE_FMT_BTREE):
@@ -481,7 +541,7 @@ class Dumper:
         return True
 
     def fork_blocks(self, dip: bytearray, attr: bool, itype: str) -> bool:
-        core = C.XFS_DINODE_CORE_SIZE
+        core = _core(dip)
         dsize, asize = self._forks(dip)
         start, size = (core + dsize, asize) if attr else (core, dsize)
         fmt = dip[83] if attr else dip[5]
@@ -491,7 +551,7 @@ class Dumper:
             if used > size:
                 return True
             if self.zero and used < size:
-                dip[start + used:start + size] = bytes(size - used)
+                _fill(dip, start + used, start + size)
             self.extents(dip, start, nex, itype)
             return True
         # a btree root in the inode
@@ -505,9 +565,9 @@ class Dumper:
         pstart = start + 4 + maxrecs * 8
         if self.zero:
             top = start + 4 + nrecs * 8
-            dip[top:pstart] = bytes(pstart - top)
+            _fill(dip, top, pstart)
             top = pstart + nrecs * 8
-            dip[top:start + size] = bytes(start + size - top)
+            _fill(dip, top, start + size)
         for i in range(nrecs):
             ag, bno = self.fsb_split(_U64.unpack_from(dip, pstart + 8 * i)[0])
             if bno == 0 or bno > self.sb.agblocks or ag > self.sb.agcount:
@@ -549,25 +609,41 @@ class Dumper:
 
     # -- directory, attribute and symlink blocks ---------------------------------------
     def single_block(self, itype: str, o: int, s: int, last: int) -> None:
+        self._guarded(f"{itype} block at fsb {s}", self.single_block_walk, itype, o, s, last)
+
+    def single_block_walk(self, itype: str, o: int, s: int, last: int) -> None:
         daddr = self._fsb_daddr(s)
         buf = self.read(daddr, self.bbs)
         if itype in ("dir", "attr") and (self.obfuscate or self.zero):
-            magic = _U16.unpack_from(buf, 8)[0]
-            crc_off = self._da_crc_off(buf, o, itype)
-            ok = crc_off is not None and _crc_ok(buf, crc_off)
-            if self.zero and magic == C.XFS_DA3_NODE_MAGIC:
-                used = C.XFS_DA3_NODE_HDR_SIZE + _U16.unpack_from(buf, 56)[0] * 8
-                if used < self.bs:
-                    buf[used:] = bytes(self.bs - used)
-            if itype == "dir":
-                self.dir_block(buf, o, last == self.dirfsbs)
-            else:
-                self.attr_block(buf, o)
-            if ok:
-                _set_crc(buf, crc_off)
+            original = bytes(buf)
+            try:
+                self._da_block(buf, itype, o, last)
+            except (IndexError, struct.error, ValueError, OverflowError) as e:
+                buf[:] = original
+                self.warnings.append(f"{itype} block at fsb {s}: copied as it is "
+                                     f"({type(e).__name__}: {e})")
         self.emit(daddr, buf)
 
+    def _da_block(self, buf: bytearray, itype: str, o: int, last: int) -> None:
+        """A directory or attribute block of one fsb, changed in place."""
+        magic = _U16.unpack_from(buf, 8)[0]
+        crc_off = self._da_crc_off(buf, o, itype)
+        ok = crc_off is not None and _crc_ok(buf, crc_off)
+        if self.zero and magic == C.XFS_DA3_NODE_MAGIC:
+            used = C.XFS_DA3_NODE_HDR_SIZE + _U16.unpack_from(buf, 56)[0] * 8
+            if used < self.bs:
+                _fill(buf, used, len(buf))
+        if itype == "dir":
+            self.dir_block(buf, o, last == self.dirfsbs)
+        else:
+            self.attr_block(buf, o)
+        if ok:
+            _set_crc(buf, crc_off)
+
     def multi_dir(self, o: int, s: int, c: int, last: int) -> None:
+        self._guarded(f"directory block at fsb {s}", self.multi_dir_walk, o, s, c, last)
+
+    def multi_dir_walk(self, o: int, s: int, c: int, last: int) -> None:
         """Directory blocks of several fsbs, each read as one buffer (its
         pieces may lie apart: each is written at its own address)."""
         pos = 0
@@ -610,7 +686,7 @@ class Dumper:
                 nvalid = _U32.unpack_from(buf, 52)[0]
                 high = C.XFS_DIR3_FREE_HDR_SIZE + 2 * nvalid
                 if high < self.dirbs:
-                    buf[high:self.dirbs] = bytes(self.dirbs - high)
+                    _fill(buf, high, self.dirbs)
         elif o >= self.leafblk:
             if not self.zero:
                 return
@@ -621,9 +697,9 @@ class Dumper:
                 bestcount = _U32.unpack_from(buf, self.dirbs - 4)[0]
                 lbp = self.dirbs - 4 - 2 * bestcount
                 if free < lbp:
-                    buf[free:lbp] = bytes(lbp - free)
+                    _fill(buf, free, lbp)
             elif magic == C.XFS_DIR3_LEAFN_MAGIC and free < self.dirbs:
-                buf[free:self.dirbs] = bytes(self.dirbs - free)
+                _fill(buf, free, self.dirbs)
         else:
             self.dir_data(buf, is_block)
 
@@ -647,7 +723,7 @@ class Dumper:
                 if _U16.unpack_from(buf, pos + length - 2)[0] != pos:
                     return
                 if self.zero and length > 6:
-                    buf[pos + 4:pos + length - 2] = bytes(length - 6)
+                    _fill(buf, pos + 4, pos + length - 2)
                 pos += length
                 if pos >= end:
                     return
@@ -660,12 +736,12 @@ class Dumper:
             if self.obfuscate:
                 ino = _U64.unpack_from(buf, pos)[0]
                 name = bytes(buf[pos + 9:pos + 9 + namelen])
-                buf[pos + 9:pos + 9 + namelen] = self.dirent_name(ino, name)
+                _put(buf, pos + 9, self.dirent_name(ino, name))
             if self.zero:
                 z0 = pos + 9 + namelen + 1
                 z1 = pos + length - 2
                 if z1 > z0:
-                    buf[z0:z1] = bytes(z1 - z0)
+                    _fill(buf, z0, z1)
             pos += length
 
     def sf_dir(self, dip: bytearray, start: int, dsize: int) -> None:
@@ -690,12 +766,12 @@ class Dumper:
                 raw = bytes(area[ino_at:ino_at + inosz]).ljust(inosz, b"\0")
                 ino = int.from_bytes(raw, "big")
                 name = bytes(area[pos + 3:pos + 3 + namelen])
-                area[pos + 3:pos + 3 + namelen] = self.dirent_name(ino, name)
+                _put(area, pos + 3, self.dirent_name(ino, name))
             pos += entsize
         if self.zero and size < dsize:
             # from the end of the entries read, as many bytes as the fork
             # has past the directory's size
-            area[pos:pos + dsize - size] = bytes(dsize - size)
+            _fill(area, pos, pos + dsize - size)
         dip[start:start + dsize] = area[:dsize]
 
     def dirent_name(self, ino: int, name: bytes) -> bytes:
@@ -746,14 +822,17 @@ class Dumper:
             if slash < 0:
                 n = stop - pos
                 if n:
-                    area[pos:pos + n] = obfuscate_name(bytes(area[pos:pos + n]), self.rng)
+                    _put(area, pos, obfuscate_name(bytes(area[pos:pos + n]), self.rng))
                 break
             n = slash - pos
             if n:
-                area[pos:pos + n] = obfuscate_name(bytes(area[pos:pos + n]), self.rng)
+                _put(area, pos, obfuscate_name(bytes(area[pos:pos + n]), self.rng))
             pos = slash + 1
 
     def symlink_block(self, s: int, c: int) -> None:
+        self._guarded(f"symlink block at fsb {s}", self.symlink_block_walk, s, c)
+
+    def symlink_block_walk(self, s: int, c: int) -> None:
         """A symlink extent: one buffer, one header, one CRC over it all."""
         daddr = self._fsb_daddr(s)
         buf = self.read(daddr, self.bbs * c)
@@ -768,7 +847,7 @@ class Dumper:
             linklen = n if n >= 0 else len(link)
             zlen = self.bs - linklen - hdr
             if 0 <= zlen < self.bs:
-                link[linklen:linklen + zlen] = bytes(zlen)
+                _fill(link, linklen, linklen + zlen)
         buf[hdr:] = link
         if ok:
             _set_crc(buf, 12)
@@ -784,6 +863,8 @@ class Dumper:
         for _ in range(count):
             if pos >= total:
                 break
+            if pos + 3 > total:
+                break
             namelen, valuelen, flags = area[pos], area[pos + 1], area[pos + 2]
             if namelen == 0 or pos + 3 + namelen + valuelen > total:
                 break
@@ -791,12 +872,12 @@ class Dumper:
             if flags & C.XFS_ATTR_PARENT:
                 self.pptr(area, n0, namelen, valuelen)
             elif self.obfuscate:
-                area[n0:n0 + namelen] = self._unique(
-                    obfuscate_name(bytes(area[n0:n0 + namelen]), self.rng))
-                area[n0 + namelen:n0 + namelen + valuelen] = b"v" * valuelen
+                _put(area, n0, self._unique(
+                    obfuscate_name(bytes(area[n0:n0 + namelen]), self.rng)))
+                _fill(area, n0 + namelen, n0 + namelen + valuelen, 0x76)
             pos += 3 + namelen + valuelen
         if self.zero and total < asize:
-            area[pos:pos + asize - total] = bytes(asize - total)
+            _fill(area, pos, pos + asize - total)
         dip[start:start + asize] = area[:asize]
 
     def pptr(self, area: bytearray, n0: int, namelen: int, valuelen: int) -> None:
@@ -814,7 +895,7 @@ class Dumper:
         key = (parent, name)
         if key not in self.remap:
             self.remap[key] = obfuscate_name(name, self.rng)
-        area[n0:n0 + namelen] = self.remap[key]
+        _put(area, n0, self.remap[key])
 
     def attr_block(self, buf: bytearray, o: int) -> None:
         bs = self.bs
@@ -822,7 +903,7 @@ class Dumper:
         rmt_space = bs - C.XFS_ATTR3_RMT_HDR_SIZE
         if magic != C.XFS_ATTR3_LEAF_MAGIC:
             if self.obfuscate and o in self.remote_vals:
-                buf[bs - rmt_space:bs] = b"v" * rmt_space
+                _fill(buf, bs - rmt_space, bs, 0x76)
             return
         hsz = C.XFS_ATTR3_LEAF_HDR_SIZE
         n = _U16.unpack_from(buf, 56)[0]
@@ -838,6 +919,8 @@ class Dumper:
             if nameidx > bs:
                 break
             if flags & C.XFS_ATTR_LOCAL:
+                if nameidx + 3 > bs:
+                    break
                 valuelen = _U16.unpack_from(buf, nameidx)[0]
                 namelen = buf[nameidx + 2]
                 if namelen == 0:
@@ -846,14 +929,16 @@ class Dumper:
                 if flags & C.XFS_ATTR_PARENT:
                     self.pptr(buf, n0, namelen, valuelen)
                 elif self.obfuscate:
-                    buf[n0:n0 + namelen] = self._unique(
-                        obfuscate_name(bytes(buf[n0:n0 + namelen]), self.rng))
-                    buf[n0 + namelen:n0 + namelen + valuelen] = b"v" * valuelen
+                    _put(buf, n0, self._unique(
+                        obfuscate_name(bytes(buf[n0:n0 + namelen]), self.rng)))
+                    _fill(buf, n0 + namelen, n0 + namelen + valuelen, 0x76)
                 if self.zero:
                     z0 = n0 + namelen + valuelen
                     z1 = nameidx + ((3 + namelen + valuelen + 3) & ~3)
-                    buf[z0:z1] = bytes(z1 - z0)
+                    _fill(buf, z0, z1)
             else:
+                if nameidx + 9 > bs:
+                    break
                 valueblk, valuelen = struct.unpack_from(">II", buf, nameidx)
                 namelen = buf[nameidx + 8]
                 if namelen == 0 or valueblk == 0:
@@ -861,8 +946,8 @@ class Dumper:
                 n0 = nameidx + 9
                 if flags & C.XFS_ATTR_PARENT or self.obfuscate:
                     if not flags & C.XFS_ATTR_PARENT:
-                        buf[n0:n0 + namelen] = self._unique(
-                            obfuscate_name(bytes(buf[n0:n0 + namelen]), self.rng))
+                        _put(buf, n0, self._unique(
+                            obfuscate_name(bytes(buf[n0:n0 + namelen]), self.rng)))
                     blk, left = valueblk, valuelen
                     while left > 0:
                         self.remote_vals.add(blk)
@@ -871,14 +956,17 @@ class Dumper:
                 if self.zero:
                     z0 = n0 + namelen
                     z1 = nameidx + ((11 + namelen + 3) & ~3)
-                    buf[z0:z1] = bytes(z1 - z0)
+                    _fill(buf, z0, z1)
         if self.zero and first is not None:
             e = hsz + 8 * n
             if first > e:
-                buf[e:first] = bytes(first - e)
+                _fill(buf, e, first)
 
     # -- superblock inodes and the log ------------------------------------------------
     def copy_sb_inode(self, ino: int) -> None:
+        self._guarded(f"inode {ino}", self.copy_sb_inode_walk, ino)
+
+    def copy_sb_inode_walk(self, ino: int) -> None:
         sb = self.sb
         if ino in (0, NULLFSINO):
             return
@@ -959,6 +1047,7 @@ def metadump(image, out_path, *, version: int = 1, obfuscate: bool = True,
             d = Dumper(fs, out, obfuscate=obfuscate, zero=not full_blocks, log=log,
                        max_extent=max_extent, seed=seed)
             d.run()
+        warnings += d.warnings
         os.replace(tmp, out_path)
     except BaseException:
         try:

@@ -267,8 +267,8 @@ def _xfsprogs_record(buf: bytearray, off: int, uuid: bytes, sunit: int, lsn_: in
         "h_len": max(2 * BB, sunit) - hdrs * BB, "h_lsn": lsn_, "h_tail_lsn": tail_lsn,
         "h_crc": bytes(4), "h_prev_block": 0xFFFFFFFF, "h_num_logops": 1,
         "h_cycle_data": [int.from_bytes(body[:4], "big")] + [0] * (L.XLOG_CYCLE_DATA_SIZE - 1),
-        "h_fmt": L.XLOG_FMT_LINUX_LE, "h_fs_uuid": uuid, "h_size": max(sunit, L.XLOG_BIG_RECORD_BSIZE),
-        "h_pad0": 0})
+        "h_fmt": L.XLOG_FMT_LINUX_LE, "h_fs_uuid": uuid,
+        "h_size": max(sunit, L.XLOG_BIG_RECORD_BSIZE), "h_pad0": 0})
     buf[off:off + nbb * BB] = bytes(nbb * BB)
     buf[off:off + len(hdr)] = hdr
     for i in range(1, nbb):
