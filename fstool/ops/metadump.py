@@ -39,7 +39,7 @@ import random
 import struct
 
 from .._backend import parsers
-from ..errors import FsToolError, InvalidArgument
+from ..errors import FsToolError, InvalidArgument, UnsupportedError
 from ..format import constants as C, metadump as M
 from ..format.structs import SB
 from ..fs.filesystem import Filesystem
@@ -53,6 +53,7 @@ _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
 _CRC = struct.Struct("<I")
 NULLFSINO = 0xFFFFFFFFFFFFFFFF
+XFS_SB_VERSION_BORGBIT = 0x4000     # ascii-ci: case-insensitive directory hashes
 MAX_EXTLEN = (1 << 21) - 1          # XFS_MAX_BMBT_EXTLEN: xfs_metadump's default -m
 ORPHANAGE = b"lost+found"
 _ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
@@ -1025,6 +1026,9 @@ def metadump(image, out_path, *, version: int = 1, obfuscate: bool = True,
     tmp = f"{out_path}.tmp{os.getpid()}"
     warnings = []
     try:
+        if obfuscate and fs.sb.fields["sb_versionnum"] & XFS_SB_VERSION_BORGBIT:
+            raise UnsupportedError(f"{image}: names are case-insensitive (ascii-ci): fstool "
+                                   "cannot obfuscate them keeping their hash; dump with -o")
         if not fs.sb.logstart:
             warnings.append("the log is external: it is not in the dump")
         dirty = log_is_dirty(fs)
