@@ -189,7 +189,7 @@ def _fill(buf: bytearray, start: int, end: int, byte: int = 0) -> None:
     block's counts may point past it: the buffer never grows)."""
     start, end = max(0, start), min(end, len(buf))
     if end > start:
-        buf[start:end] = bytes([byte]) * (end - start)
+        buf[start:end] = bytes(end - start) if not byte else bytes([byte]) * (end - start)
 
 
 def _put(buf: bytearray, start: int, data: bytes) -> None:
@@ -491,6 +491,16 @@ class Dumper:
         else:
             mode = _U16.unpack_from(dip, 2)[0] & C.S_IFMT
             fmt = dip[5]
+            if mode == C.S_IFREG and fmt == C.XFS_DINODE_FMT_EXTENTS and not dip[82]:
+                # the common case, a regular file's extent list and no
+                # attribute fork: only the fork past its extents to zero
+                if self.zero:
+                    used = self._nextents(dip, False) * 16
+                    if used < self.lit:
+                        _fill(dip, core + used, core + self.lit)
+                if ok and new_crc:
+                    _set_crc(dip, C.XFS_DINODE_CRC_OFF)
+                return
             dsize, asize = self._forks(dip)
             go_on = True
             if mode == C.S_IFDIR:
