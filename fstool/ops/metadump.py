@@ -36,14 +36,16 @@ from __future__ import annotations
 
 import os
 import random
+import stat
 import struct
 
 from .._backend import parsers
-from ..errors import FsToolError, InvalidArgument, UnsupportedError
+from ..errors import FsToolError, ImageError, InvalidArgument, UnsupportedError
 from ..format import constants as C, metadump as M
 from ..format.structs import SB
 from ..fs.filesystem import Filesystem
 from ..io.dumpfile import DumpFile, fixed_primary
+from ..io.lock import refuse_if_mounted
 from ..log.head import find_state
 from ..trans.logwriter import LogGeometry, xfsprogs_cleared_log
 
@@ -1032,6 +1034,7 @@ def metadump(image, out_path, *, version: int = 1, obfuscate: bool = True,
     if version not in (1, 2):
         raise InvalidArgument(f"metadump version {version}: only 1 and 2 exist")
     out_path = os.fspath(out_path)
+    _refuse_same(image, out_path, "the dump would replace the image")
     fs = Filesystem(os.fspath(image))
     tmp = f"{out_path}.tmp{os.getpid()}"
     warnings = []
@@ -1077,6 +1080,42 @@ def metadump(image, out_path, *, version: int = 1, obfuscate: bool = True,
 
 
 # -- restoring a dump ----------------------------------------------------------------
+def _refuse_same(src, dst, why: str) -> None:
+    """Refuse a target that is the source under another name."""
+    try:
+        same = os.path.samefile(os.fspath(src), os.fspath(dst))
+    except OSError:
+        return
+    if same:
+        raise InvalidArgument(f"{dst} is {src}: {why}")
+
+
+def _open_target(image, size: int) -> int:
+    """The image to restore into: a regular file created or truncated to
+    ``size`` bytes, or a block device (not mounted) of at least that size."""
+    path = os.fspath(image)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None and stat.S_ISBLK(st.st_mode):
+        refuse_if_mounted(path)
+        fd = os.open(path, os.O_RDWR | os.O_EXCL | os.O_CLOEXEC)
+        if os.lseek(fd, 0, os.SEEK_END) < size:
+            os.close(fd)
+            raise InvalidArgument(f"{path}: the device is smaller than the filesystem in "
+                                  f"the dump ({size} bytes)")
+        return fd
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise InvalidArgument(f"{path}: not a regular file or block device")
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        os.ftruncate(fd, size)
+    except OSError as e:
+        raise ImageError(f"{path}: cannot create the image: {e.strerror}") from None
+    return fd
+
+
 def _copy(d: DumpFile, off: int, fd: int, at: int, n: int) -> None:
     """``n`` bytes of the dump at ``off`` to ``fd`` at ``at``: in the kernel
     (copy_file_range) where it can, else read and written."""
@@ -1100,6 +1139,7 @@ def mdrestore(dump, image, *, log_image=None) -> dict:
     or truncated to the filesystem's size), then the primary superblock as
     xfs_mdrestore leaves it; an external log a v2 dump holds goes to
     ``log_image``."""
+    _refuse_same(dump, image, "restoring would truncate the dump it reads")
     d = DumpFile(dump)
     try:
         _raw, f = d.primary()
@@ -1108,14 +1148,13 @@ def mdrestore(dump, image, *, log_image=None) -> dict:
                                   "--log-image")
         sectsize = f["sb_sectsize"]
         size = f["sb_dblocks"] * f["sb_blocksize"]
-        fd = os.open(os.fspath(image), os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = _open_target(image, size)
         lfd = -1
         try:
             if log_image is not None:
                 lfd = os.open(os.fspath(log_image), os.O_RDWR | os.O_CREAT | os.O_TRUNC,
                               0o644)
                 os.ftruncate(lfd, f["sb_logblocks"] * f["sb_blocksize"])
-            os.ftruncate(fd, size)
             primary = bytearray(sectsize)
             sectors = 0
             for daddr, nsect, off, log in d.index():
