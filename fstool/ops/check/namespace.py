@@ -38,21 +38,26 @@ class NamespacePhase:
         dotdot = {}
         shortform = self._shortform_fast(tab)
         starts = tab.starts
+        ndirs = len(self.dirs)
+        tick = self._tick if self.progress else None
+        # (each raw inode dropped once read: nothing after this phase needs it)
+        take_raw = self.dir_raw.pop
+        links = checks.dir_links
         for done, ino in enumerate(self.dirs, 1):
-            self._tick(done, len(self.dirs))
-            # what was counted before a block failed to read still counts
-            odd = []
-            dd = node = None
+            if tick:
+                tick(done, ndirs)
             failed = False
-            local = False
-            # (dropped once read: nothing after this phase needs it)
-            raw = self.dir_raw.pop(ino, None)
+            raw = take_raw(ino, None)
             fast = shortform(raw, ino) if raw is not None and raw[5] == 1 else None
             if fast is not None:
                 # a sound shortform directory, its entries counted
                 dd, odd = fast
                 local = True
             else:
+                # what was counted before a block failed to read still counts
+                odd = []
+                dd = None
+                local = False
                 try:
                     node = Inode(fs, ino, raw) if raw is not None else fs.inode(ino)
                     local = node.format == C.XFS_DINODE_FMT_LOCAL
@@ -67,8 +72,7 @@ class NamespacePhase:
             dots = 0
             dotdots = 0
             # the plain subdirectory links are counted natively
-            for name, child, ftype, flags in checks.dir_links(odd, ino, starts, subdirs,
-                                                              parent, edges):
+            for name, child, ftype, flags in links(odd, ino, starts, subdirs, parent, edges):
                 where = dict(ino=ino, structure="dir")
                 if flags & T_DOT:
                     if name == b"..":
