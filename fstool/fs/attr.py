@@ -8,6 +8,7 @@ from typing import Iterator
 from ..errors import CorruptionError
 from ..format import constants as C
 from ..io import verify as V
+from . import dabtree
 
 _NAMESPACE = {0: "user.", C.XFS_ATTR_ROOT: "trusted.", C.XFS_ATTR_SECURE: "security."}
 
@@ -68,42 +69,16 @@ def _read_attr_block(node, ablk: int) -> bytes:
 
 
 def _leaves(node, values: bool):
-    """Walk from attr block 0 down the leftmost path to the first leaf, then
-    along the forw chain."""
-    ablk = 0
-    seen = {0}
-    buf = _read_attr_block(node, 0)
-    for _depth in range(C.XFS_DA_NODE_MAXDEPTH + 1):
-        magic = struct.unpack_from(">H", buf, 8)[0]
-        if magic == C.XFS_ATTR3_LEAF_MAGIC:
-            break
-        count = struct.unpack_from(">H", buf, 56)[0]
-        if count == 0 or C.XFS_DA3_NODE_HDR_SIZE + 8 * count > len(buf):
-            raise CorruptionError("xattr node block", f"count {count} is not valid",
-                                  ino=node.ino, block=ablk, field="count")
-        ablk = struct.unpack_from(">I", buf, C.XFS_DA3_NODE_HDR_SIZE + 4)[0]
-        if ablk in seen:
-            raise CorruptionError("xattr node block", "da-btree cycle", ino=node.ino,
-                                  block=ablk)
-        seen.add(ablk)
-        buf = _read_attr_block(node, ablk)
-    else:
-        raise CorruptionError("xattr node block", "da-btree too deep", ino=node.ino)
-    while True:
-        magic = struct.unpack_from(">H", buf, 8)[0]
+    """Every leaf of the attr fork, left to right (da-btree walk from attr
+    block 0)."""
+    def read(ablk):
+        return _read_attr_block(node, ablk)
+    for ablk, buf in dabtree.leaves(read, 0, what="xattr node block", ino=node.ino):
+        magic = dabtree.magic(buf)
         if magic != C.XFS_ATTR3_LEAF_MAGIC:
             raise CorruptionError("xattr leaf block", f"magic 0x{magic:x} in the leaf chain",
                                   ino=node.ino, block=ablk, field="magic")
         yield from _leaf_entries(node, buf, ablk, values)
-        forw = struct.unpack_from(">I", buf, 0)[0]
-        if forw == 0:
-            return
-        if forw in seen:
-            raise CorruptionError("xattr leaf block", "forward link cycle", ino=node.ino,
-                                  block=forw)
-        seen.add(forw)
-        ablk = forw
-        buf = _read_attr_block(node, ablk)
 
 
 def _leaf_entries(node, buf, ablk, values):

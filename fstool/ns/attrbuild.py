@@ -14,11 +14,14 @@ to hold the final run of equal hashes: dablock.pack).
 from __future__ import annotations
 
 import struct
+from typing import NamedTuple
 
 from .._backend import parsers
 from ..errors import InvalidArgument, NameTooLongError
 from ..format import constants as C
-from .dablock import da_block, da_finisher, node_levels, pack
+from ..format import structs as S
+from .dablock import da_block, da_finisher, pack
+from .dabtree import node_levels
 from ..io import verify as V
 from .forkplan import ForkPlan, PlannedBlock
 
@@ -58,11 +61,6 @@ def _check(attrs) -> None:
         if (flags, name) in seen:
             raise InvalidArgument(f"xattr {name[:40]!r} given twice")
         seen.add((flags, name))
-
-
-def _remote_blocks(data: bytes, blocksize: int) -> int:
-    per = blocksize - RMT_HDR
-    return max(1, -(-len(data) // per))
 
 
 def _headed_finisher(data: bytes, nblocks: int, blocksize: int, magic: int, ino: int,
@@ -109,10 +107,9 @@ def encode_xattrs(attrs, *, ino: int, uuid: bytes, blocksize: int,
         for flags, name, value in attrs:
             out += struct.pack(">BBB", len(name), len(value), flags) + name + value
         return ForkPlan(bytes(out), [], 0)
-    local_max = (blocksize >> 1) + (blocksize >> 2)
     items = []          # (hash, seq, flags, name, value, local)
     for seq, (flags, name, value) in enumerate(attrs):
-        local = _local_size(name, value) < local_max
+        local = is_local(name, value, blocksize)
         items.append((parsers.da_hashname(name), seq, flags, name, value, local))
     items.sort(key=lambda t: (t[0], -t[1]))
     # pack into leaves
@@ -127,7 +124,7 @@ def encode_xattrs(attrs, *, ino: int, uuid: bytes, blocksize: int,
     blocks = []
     for it in items:
         if not it[5]:
-            n = _remote_blocks(it[4], blocksize)
+            n = remote_blocks(len(it[4]), blocksize)
             remote_at[it[1]] = (next_blk, n)
             # one buffer per block, as readers (and the kernel) address them
             per = blocksize - RMT_HDR
@@ -159,30 +156,108 @@ def encode_xattrs(attrs, *, ino: int, uuid: bytes, blocksize: int,
 
 def _leaf_finisher(leaf, remote_at, blocksize, ino, uuid, forw, back):
     buf = da_block(blocksize, C.XFS_ATTR3_LEAF_MAGIC, forw=forw, back=back)
-    pos = blocksize
-    usedbytes = 0
-    for k, (h, seq, flags, name, value, local) in enumerate(leaf):
-        if local:
-            size = _local_size(name, value)
-            pos -= size
-            struct.pack_into(">HB", buf, pos, len(value), len(name))
-            buf[pos + 3:pos + 3 + len(name)] = name
-            buf[pos + 3 + len(name):pos + 3 + len(name) + len(value)] = value
-            eflags = flags | C.XFS_ATTR_LOCAL
-        else:
-            size = _remote_size(name)
-            pos -= size
-            blk, _n = remote_at[seq]
-            struct.pack_into(">IIB", buf, pos, blk, len(value), len(name))
-            buf[pos + 9:pos + 9 + len(name)] = name
-            eflags = flags
-        usedbytes += size
-        struct.pack_into(">IHBB", buf, LEAF_HDR + 8 * k, h, pos, eflags, 0)
-    base = LEAF_HDR + 8 * len(leaf)
-    # count, usedbytes, firstused, holes, pad, freemap[3]
-    struct.pack_into(">HHHBBHHHHHH", buf, 56, len(leaf), usedbytes, pos, 0, 0,
-                     base, pos - base, 0, 0, 0, 0)
+    write_leaf(buf, [LeafEnt(h, flags, name, value if local else None,
+                             0 if local else remote_at[seq][0], len(value))
+                     for h, seq, flags, name, value, local in leaf])
     return da_finisher(buf, ino, uuid)
+
+
+class LeafEnt(NamedTuple):
+    """One entry of an attr leaf block: ``value`` for a local one, None for a
+    remote one (its value at attr block ``valueblk``, ``valuelen`` bytes)."""
+    hash: int
+    flags: int              # namespace bits (XFS_ATTR_LOCAL is derived from value)
+    name: bytes
+    value: bytes | None
+    valueblk: int
+    valuelen: int
+
+    @property
+    def size(self) -> int:
+        """Bytes its name (and local value) take in the block."""
+        return _local_size(self.name, self.value) if self.value is not None else \
+            _remote_size(self.name)
+
+
+_ENT = S.ATTR_LEAF_ENTRY
+_LOCAL = S.ATTR_LEAF_NAME_LOCAL
+_REMOTE = S.ATTR_LEAF_NAME_REMOTE
+_LH = S.ATTR3_LEAF_HDR
+_LEAF_FIELDS = struct.Struct(">HHHBB6HI")       # count .. pad2 of xfs_attr3_leaf_hdr
+_LEAF_AT = _LH.offset("count")
+assert _LEAF_FIELDS.size + _LEAF_AT == LEAF_HDR
+
+
+def leaf_used(ents) -> int:
+    """Bytes a leaf block holding ``ents`` fills."""
+    return LEAF_HDR + sum(_ENT.size + e.size for e in ents)
+
+
+def write_leaf(buf, ents) -> None:
+    """Lay ``ents`` (in hash order) into attr leaf block ``buf``, compacted:
+    the entry array after the header, names (and local values) packed from
+    the end of the block down; the block's blkinfo stays as it is."""
+    size = len(buf)
+    buf[_LEAF_AT:] = bytes(size - _LEAF_AT)
+    pos = size
+    usedbytes = 0
+    for k, e in enumerate(ents):
+        n = e.size
+        pos -= n
+        if e.value is not None:
+            _LOCAL.struct.pack_into(buf, pos, len(e.value), len(e.name))
+            at = pos + _LOCAL.size
+            buf[at:at + len(e.name)] = e.name
+            buf[at + len(e.name):at + len(e.name) + len(e.value)] = e.value
+            eflags = e.flags | C.XFS_ATTR_LOCAL
+        else:
+            _REMOTE.struct.pack_into(buf, pos, e.valueblk, e.valuelen, len(e.name))
+            at = pos + _REMOTE.size
+            buf[at:at + len(e.name)] = e.name
+            eflags = e.flags
+        usedbytes += n
+        _ENT.struct.pack_into(buf, LEAF_HDR + _ENT.size * k, e.hash, pos, eflags, 0)
+    base = LEAF_HDR + _ENT.size * len(ents)
+    # count, usedbytes, firstused, holes, pad, freemap[3], pad2
+    _LEAF_FIELDS.pack_into(buf, _LEAF_AT, len(ents), usedbytes, pos, 0, 0,
+                           base, pos - base, 0, 0, 0, 0, 0)
+
+
+def read_leaf(buf) -> list:
+    """The entries of attr leaf block ``buf`` in their order, as
+    :class:`LeafEnt` (incomplete ones too: their flag kept in ``flags``)."""
+    count = struct.unpack_from(">H", buf, _LEAF_AT)[0]
+    out = []
+    for k in range(count):
+        h, idx, flags, _pad = _ENT.struct.unpack_from(buf, LEAF_HDR + _ENT.size * k)
+        if flags & C.XFS_ATTR_LOCAL:
+            vlen, nlen = _LOCAL.struct.unpack_from(buf, idx)
+            at = idx + _LOCAL.size
+            out.append(LeafEnt(h, flags & ~C.XFS_ATTR_LOCAL, bytes(buf[at:at + nlen]),
+                               bytes(buf[at + nlen:at + nlen + vlen]), 0, vlen))
+        else:
+            vblk, vlen, nlen = _REMOTE.struct.unpack_from(buf, idx)
+            at = idx + _REMOTE.size
+            out.append(LeafEnt(h, flags, bytes(buf[at:at + nlen]), None, vblk, vlen))
+    return out
+
+
+def is_local(name: bytes, value: bytes, blocksize: int) -> bool:
+    """Whether a value stays in its leaf entry (xfs_attr_leaf_newentsize):
+    an entry under 3/4 of a block does."""
+    return _local_size(name, value) < (blocksize >> 1) + (blocksize >> 2)
+
+
+def remote_blocks(valuelen: int, blocksize: int) -> int:
+    """Blocks a remote value of ``valuelen`` bytes takes (a header in each)."""
+    return max(1, -(-valuelen // (blocksize - RMT_HDR)))
+
+
+def remote_block(value: bytes, k: int, blocksize: int, ino: int, uuid: bytes, daddr: int) -> bytes:
+    """Block ``k`` of a remote value, at ``daddr``, with its XARM header."""
+    per = blocksize - RMT_HDR
+    return _headed_finisher(value[k * per:(k + 1) * per], 1, blocksize, C.XFS_ATTR3_RMT_MAGIC,
+                            ino, uuid, first=k * per)(daddr)
 
 
 # the longest symlink target XFS holds (the kernel's symlink(2) refuses
@@ -207,7 +282,7 @@ def encode_symlink(target: bytes, *, ino: int, uuid: bytes, blocksize: int,
     check_symlink_target(target)
     if len(target) <= inline_space:
         return ForkPlan(bytes(target), [], len(target))
-    n = _remote_blocks(target, blocksize)
+    n = remote_blocks(len(target), blocksize)
     return ForkPlan(None, [PlannedBlock(0, n, _headed_finisher(
         target, n, blocksize, C.XFS_SYMLINK_MAGIC, ino, uuid, span=n), V.SYMLINK)],
         len(target))
