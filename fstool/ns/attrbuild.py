@@ -198,48 +198,114 @@ def write_leaf(buf, ents) -> None:
     the entry array after the header, names (and local values) packed from
     the end of the block down; the block's blkinfo stays as it is."""
     size = len(buf)
-    buf[_LEAF_AT:] = bytes(size - _LEAF_AT)
     pos = size
-    usedbytes = 0
-    for k, e in enumerate(ents):
-        n = e.size
-        pos -= n
-        if e.value is not None:
-            _LOCAL.struct.pack_into(buf, pos, len(e.value), len(e.name))
-            at = pos + _LOCAL.size
-            buf[at:at + len(e.name)] = e.name
-            buf[at + len(e.name):at + len(e.name) + len(e.value)] = e.value
-            eflags = e.flags | C.XFS_ATTR_LOCAL
-        else:
-            _REMOTE.struct.pack_into(buf, pos, e.valueblk, e.valuelen, len(e.name))
-            at = pos + _REMOTE.size
-            buf[at:at + len(e.name)] = e.name
-            eflags = e.flags
-        usedbytes += n
-        _ENT.struct.pack_into(buf, LEAF_HDR + _ENT.size * k, e.hash, pos, eflags, 0)
+    parts = []
+    arr = []
+    for e in ents:
+        rec, eflags = _leaf_record(e)
+        pos -= len(rec)
+        parts.append(rec)
+        arr += (e.hash, pos, eflags, 0)
     base = LEAF_HDR + _ENT.size * len(ents)
     # count, usedbytes, firstused, holes, pad, freemap[3], pad2
-    _LEAF_FIELDS.pack_into(buf, _LEAF_AT, len(ents), usedbytes, pos, 0, 0,
-                           base, pos - base, 0, 0, 0, 0, 0)
+    _set_leaf_header(buf, len(ents), size - pos, pos)
+    if ents:
+        struct.pack_into(">" + "IHBB" * len(ents), buf, LEAF_HDR, *arr)
+    buf[base:pos] = bytes(pos - base)
+    parts.reverse()
+    buf[pos:] = b"".join(parts)
+
+
+def _leaf_record(e) -> tuple[bytes, int]:
+    """(name part of ``e`` padded to its size, entry flags)."""
+    if e.value is not None:
+        rec = _LOCAL.struct.pack(len(e.value), len(e.name)) + e.name + e.value
+        flags = e.flags | C.XFS_ATTR_LOCAL
+    else:
+        rec = _REMOTE.struct.pack(e.valueblk, e.valuelen, len(e.name)) + e.name
+        flags = e.flags
+    return rec + bytes(e.size - len(rec)), flags
+
+
+def leaf_fill(buf) -> int:
+    """Bytes attr leaf block ``buf`` fills: header, entries and names."""
+    count, used = struct.unpack_from(">HH", buf, _LEAF_AT)
+    return LEAF_HDR + _ENT.size * count + used
+
+
+def _compact(buf) -> tuple[int, int, int]:
+    """(count, usedbytes, firstused) of a leaf whose names fill the block's
+    end without holes, compacting it first when they do not."""
+    count, used, first, holes = struct.unpack_from(">HHHB", buf, _LEAF_AT)
+    if holes or used != len(buf) - first:
+        write_leaf(buf, read_leaf(buf))
+        count, used, first = struct.unpack_from(">HHH", buf, _LEAF_AT)
+    return count, used, first
+
+
+def _set_leaf_header(buf, count: int, used: int, first: int) -> None:
+    base = LEAF_HDR + _ENT.size * count
+    _LEAF_FIELDS.pack_into(buf, _LEAF_AT, count, used, first, 0, 0, base, first - base,
+                           0, 0, 0, 0, 0)
+
+
+def leaf_insert(buf, i: int, e) -> bool:
+    """Put entry ``e`` at index ``i`` of attr leaf block ``buf`` in place
+    (its name below the others, the entry array shifted); False, the block
+    unchanged but perhaps compacted, when it has no room."""
+    count, used, first = _compact(buf)
+    n = e.size
+    pos = first - n
+    if pos < LEAF_HDR + _ENT.size * (count + 1):
+        return False
+    rec, flags = _leaf_record(e)
+    buf[pos:first] = rec
+    a, end = LEAF_HDR + _ENT.size * i, LEAF_HDR + _ENT.size * count
+    buf[a + _ENT.size:end + _ENT.size] = buf[a:end]
+    _ENT.struct.pack_into(buf, a, e.hash, pos, flags, 0)
+    _set_leaf_header(buf, count + 1, used + n, pos)
+    return True
+
+
+def leaf_remove(buf, i: int) -> LeafEnt:
+    """Take entry ``i`` out of attr leaf block ``buf`` in place (the names
+    below it move up over its own); returns it."""
+    count, used, first = _compact(buf)
+    e = leaf_entry(buf, i)
+    idx = _ENT.struct.unpack_from(buf, LEAF_HDR + _ENT.size * i)[1]
+    n = e.size
+    buf[first + n:idx + n] = buf[first:idx]
+    buf[first:first + n] = bytes(n)
+    arr = list(struct.unpack_from(">" + "IHBB" * count, buf, LEAF_HDR))
+    del arr[4 * i:4 * i + 4]
+    for k in range(1, len(arr), 4):
+        if arr[k] < idx:
+            arr[k] += n
+    if arr:
+        struct.pack_into(">" + "IHBB" * (count - 1), buf, LEAF_HDR, *arr)
+    end = LEAF_HDR + _ENT.size * (count - 1)
+    buf[end:end + _ENT.size] = bytes(_ENT.size)
+    _set_leaf_header(buf, count - 1, used - n, first + n)
+    return e
+
+
+def leaf_entry(buf, i: int) -> LeafEnt:
+    """Entry ``i`` of attr leaf block ``buf``."""
+    h, idx, flags, _pad = _ENT.struct.unpack_from(buf, LEAF_HDR + _ENT.size * i)
+    if flags & C.XFS_ATTR_LOCAL:
+        vlen, nlen = _LOCAL.struct.unpack_from(buf, idx)
+        at = idx + _LOCAL.size
+        return LeafEnt(h, flags & ~C.XFS_ATTR_LOCAL, bytes(buf[at:at + nlen]),
+                       bytes(buf[at + nlen:at + nlen + vlen]), 0, vlen)
+    vblk, vlen, nlen = _REMOTE.struct.unpack_from(buf, idx)
+    at = idx + _REMOTE.size
+    return LeafEnt(h, flags, bytes(buf[at:at + nlen]), None, vblk, vlen)
 
 
 def read_leaf(buf) -> list:
     """The entries of attr leaf block ``buf`` in their order, as
     :class:`LeafEnt` (incomplete ones too: their flag kept in ``flags``)."""
-    count = struct.unpack_from(">H", buf, _LEAF_AT)[0]
-    out = []
-    for k in range(count):
-        h, idx, flags, _pad = _ENT.struct.unpack_from(buf, LEAF_HDR + _ENT.size * k)
-        if flags & C.XFS_ATTR_LOCAL:
-            vlen, nlen = _LOCAL.struct.unpack_from(buf, idx)
-            at = idx + _LOCAL.size
-            out.append(LeafEnt(h, flags & ~C.XFS_ATTR_LOCAL, bytes(buf[at:at + nlen]),
-                               bytes(buf[at + nlen:at + nlen + vlen]), 0, vlen))
-        else:
-            vblk, vlen, nlen = _REMOTE.struct.unpack_from(buf, idx)
-            at = idx + _REMOTE.size
-            out.append(LeafEnt(h, flags, bytes(buf[at:at + nlen]), None, vblk, vlen))
-    return out
+    return [leaf_entry(buf, k) for k in range(struct.unpack_from(">H", buf, _LEAF_AT)[0])]
 
 
 def is_local(name: bytes, value: bytes, blocksize: int) -> bool:

@@ -20,9 +20,16 @@ from __future__ import annotations
 from collections import Counter
 
 from ..format import constants as C
+from ..format.structs import DA3_BLKINFO
 from ..fs import dabtree as B
 from ..fs.dabtree import HDR, descend, lasthash, next_leaf
 from .dablock import da_block, pack
+
+
+def init_header(buf, magic: int, daddr: int, uuid: bytes, owner: int) -> None:
+    """The v5 blkinfo of a new block: no siblings, ``magic``, its own
+    address, the filesystem's uuid and the owning inode."""
+    DA3_BLKINFO.struct.pack_into(buf, 0, 0, 0, magic, 0, 0, daddr, 0, uuid, owner)
 
 
 def reinit(buf, magic: int) -> None:

@@ -37,8 +37,8 @@ from ..alloc import rmap as R
 from ..io import verify as V
 from . import dirdata as D
 from . import files as F
-from .bmap import owned_extents
-from .dabtree import DaTree
+from .bmap import first_unused, owned_extents
+from .dabtree import DaTree, init_header
 from ..fs import dabtree
 
 HDR = D.HDR
@@ -243,13 +243,8 @@ class Dir:
         return self._fsb(da) is not None
 
     def first_unused(self, start: int) -> int:
-        """xfs_bmap_first_unused: the first hole of a directory block at or after start."""
-        lowest = top = start
-        for o, _b, n in self.exts:
-            if o >= lowest + self.fsbs and o - top >= self.fsbs:
-                break
-            top = max(o + n, lowest)
-        return top
+        """The first hole of a directory block at or after start."""
+        return first_unused(self.exts, start, self.fsbs)
 
     def grow(self, space_start: int, bt) -> tuple:
         """Map a new directory block at the first hole of a space: (da, buffer)."""
@@ -297,8 +292,7 @@ class Dir:
     def init_blk(self, buf, magic: int, da_hdr: bool, daddr: int) -> None:
         """Identity of a new directory block: magic, own address, uuid, owner."""
         if da_hdr:
-            struct.pack_into(">IIHH", buf, 0, 0, 0, magic, 0)
-            struct.pack_into(">IQQ16sQ", buf, 12, 0, daddr, 0, self.w.uuid, self.ino)
+            init_header(buf, magic, daddr, self.w.uuid, self.ino)
         else:
             struct.pack_into(">IIQQ16sQ", buf, 0, magic, 0, daddr, 0, self.w.uuid, self.ino)
 
