@@ -64,7 +64,8 @@ class AttrFork:
         self.map_changed = False
         self.blocks_delta = 0
         self.da = DaTree(self.read, self._grow, self._shrink, root=0, blksize=self.bs,
-                         ino=ino, what="xattr node block", stats=ATTR_CONVERSIONS)
+                         ino=ino, what="xattr node block", stats=ATTR_CONVERSIONS,
+                         join_nodes=True)
 
     # -- the block map ------------------------------------------------------------------
     def _fsb(self, ablk: int):

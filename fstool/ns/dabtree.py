@@ -47,7 +47,7 @@ class DaTree:
     """The node levels of one da-btree, rooted at block ``root``."""
 
     def __init__(self, read, grow, shrink, *, root: int, blksize: int, ino: int,
-                 what: str, stats: Counter | None = None):
+                 what: str, stats: Counter | None = None, join_nodes: bool = False):
         self.read = read
         self.grow = grow
         self.shrink = shrink
@@ -57,6 +57,9 @@ class DaTree:
         self.what = what                    # "directory node block", "xattr node block"
         self.max_node = (blksize - HDR) // B.ENTRY
         self.stats = stats if stats is not None else Counter()
+        # nodes under half full merged into a sibling (xfs_da3_node_toosmall);
+        # without, a node is only dropped when emptied
+        self.join_nodes = join_nodes
 
     # -- walking -----------------------------------------------------------------------
     def path(self, h: int) -> list:
@@ -67,15 +70,15 @@ class DaTree:
     def next_leaf(self, path) -> bool:
         return next_leaf(self.read, path)
 
-    def path_to(self, blk: int):
-        """The path from the root to leaf ``blk`` (found by its last hash),
-        or None."""
+    def path_to(self, blk: int, depth: int = -1):
+        """A path from the root through block ``blk`` at ``depth`` (a leaf
+        by default), found by the block's last hash; or None."""
         buf = self.read(blk)
         if not B.count(buf):
             return None
         path = self.path(lasthash(buf))
         for _ in range(64):
-            if path[-1][0] == blk:
+            if len(path) > depth and path[depth][0] == blk:
                 return path
             if not self.next_leaf(path):
                 return None
@@ -190,11 +193,51 @@ class DaTree:
                 for k, e in enumerate(B.entries(gbuf)):
                     if e[1] == path[up][0] and e[0] != lasthash(buf):
                         B.set_hash(gbuf, k, lasthash(buf))
+            if self.join_nodes and lvl > 0:
+                self.node_join(path, lvl)
             return
         # an empty node: unlink it from its level and drop it from its parent
         self.unlink(pbuf)
         self.shrink(pblk)
         self.drop_child(path, lvl - 1, pblk, -1, 0)
+
+    def node_join(self, path, lvl: int) -> None:
+        """The node at path[lvl] (below the root) lost a child: when under
+        half full it merges into a sibling that leaves a quarter of a node
+        to spare, the lower-numbered block kept and the other dropped from
+        its parent (xfs_da3_node_toosmall, xfs_da3_node_unbalance)."""
+        blk, buf, _i = path[lvl]
+        n = B.count(buf)
+        if n > self.max_node // 2:
+            return
+        forw, back = B.siblings(buf)
+        other = None
+        for sib in sorted(b for b in (forw, back) if b):
+            if n + B.count(self.read(sib)) <= self.max_node - self.max_node // 4:
+                other = sib
+                break
+        if other is None:
+            return
+        opath = self.path_to(other, lvl)
+        if opath is None:
+            return
+        self.stats["node-join"] += 1
+        obuf = self.read(other)
+        ents, oents = B.entries(buf), B.entries(obuf)
+        merged = oents + ents if other == back else ents + oents
+        if other < blk:
+            save, save_path, drop, drop_path = other, opath, blk, path
+        else:
+            save, save_path, drop, drop_path = blk, path, other, opath
+        sbuf, dbuf = self.read(save), self.read(drop)
+        level = B.count_level(sbuf)[1]
+        sbuf[HDR:] = bytes(self.blksize - HDR)
+        B.set_count_level(sbuf, len(merged), level)
+        B.put_entries(sbuf, merged)
+        self.fix_up(save_path, lvl)
+        self.unlink(dbuf)
+        self.shrink(drop)
+        self.drop_child(drop_path, lvl - 1, drop, save, lasthash(sbuf))
 
     def root_join(self) -> None:
         """While the root is a node of one entry, its only child moves into
