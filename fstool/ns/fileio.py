@@ -123,6 +123,9 @@ MAX_BYTES = (1 << 63) - 1          # s_maxbytes of a 64-bit kernel
 PREALLOC_MIN_BYTES = 64 << 10      # the kernel's default allocsize
 _ZERO_CHUNK = 1 << 20
 _END = 1 << 54                     # past the last block a file may map
+# the records a full read of a btree extent map decodes in the time of one
+# range lookup in it (FileIO._looked_up)
+LOOKUP_RECORDS = 128
 TRUNCATE_STEP = 1024               # records unmapped per transaction of a truncate
 _CORE = C.XFS_DINODE_CORE_SIZE
 
@@ -174,6 +177,7 @@ class FileIO:
         # a growing file (the space allocator's ``reserved`` holds the same)
         self.held: dict = {}
         self._caller_tx = False
+        self._lookups = None            # [decoded inode, range lookups made in it]
 
     # -- public: reading -----------------------------------------------------------
     def read(self, ino: int, off: int, size: int) -> bytes:
@@ -296,8 +300,19 @@ class FileIO:
             return False
         blog = self.blog
         b0, b1 = off >> blog, self._blocks(end)
-        exts = node.extents()
-        i = max(bisect.bisect_right(exts, (b0, 1 << 64)) - 1, 0)
+        if node.format == C.XFS_DINODE_FMT_BTREE and not node.extents_loaded and \
+                self._looked_up(node):
+            # a btree map not read whole since the inode last changed (a
+            # write that allocates changes it): only the records of the
+            # range, looked up, so that writes alternating between holes
+            # and written blocks do not read the whole map each time
+            off_, space = node.fork_bounds(False)
+            exts = ForkMap(self.fs, ino, node.format, node.raw[off_:off_ + space], space,
+                           node.nextents).range(b0, b1)
+            i = 0
+        else:
+            exts = node.extents()
+            i = max(bisect.bisect_right(exts, (b0, 1 << 64)) - 1, 0)
         pieces = []
         pos = b0
         while pos < b1:
@@ -317,6 +332,19 @@ class FileIO:
             ds, de = max(bstart, off), min((lblk + k) << blog, end)
             dev.pwrite(self._byte(fsbno) + ds - bstart, view[ds - off:de - off])
         return True
+
+    def _looked_up(self, node) -> bool:
+        """Whether :meth:`overwrite` looks up only its range in ``node``'s
+        btree map (True) or reads the map whole (False, kept with the decoded
+        inode until it changes): the whole map once as many lookups were
+        made in this same decoded inode as make up the cost of reading
+        every record (each lookup costs about LOOKUP_RECORDS records)."""
+        seen = self._lookups
+        if seen is None or seen[0] is not node:
+            self._lookups = [node, 1]
+            return True
+        seen[1] += 1
+        return seen[1] * LOOKUP_RECORDS < node.nextents
 
     def touch(self, ino: int, now_ns: int) -> None:
         """mtime and ctime set to ``now_ns`` (and the change count moved
