@@ -268,3 +268,28 @@ def test_writes_into_a_btree_map_do_not_read_it_whole_each_time(tmp_path, monkey
     v.release(fh)
     v.close()
     repair_clean(img)
+
+
+def test_reads_use_the_decoded_inode(tmp_path, monkeypatch):
+    """A read finds its blocks in the read model's decoded inode (kept
+    until the inode is next written), not by decoding the inode again per
+    request; what it returns is the file's bytes, holes and unwritten
+    blocks as zeros."""
+    from fstool.ns import fileio as fileio_mod
+    img, v = _volume(tmp_path)
+    fh, ino, data = _file(v, b"f", 256 << 10)
+    v.fallocate(fh, FALLOC_FL_KEEP_SIZE, 512 << 10, 64 << 10)
+    v.setattr(ino, size=640 << 10)         # a hole, then unwritten blocks
+    data.extend(bytes(384 << 10))
+    decoded = []
+    real = fileio_mod._File
+    monkeypatch.setattr(fileio_mod, "_File",
+                        lambda *a, **kw: decoded.append(1) or real(*a, **kw))
+    for off, n in [(0, 4096), (4000, 9000), (250 << 10, 20 << 10), (300 << 10, 4096),
+                   (520 << 10, 8192), (630 << 10, 64 << 10)]:
+        assert v.read(fh, off, n) == bytes(data[off:off + n]), (off, n)
+    assert not decoded, f"{len(decoded)} reads decoded the inode again"
+    monkeypatch.undo()
+    v.release(fh)
+    v.close()
+    repair_clean(img)
