@@ -14,7 +14,8 @@ Growing:
   tree, writes into the new AGs and unmounts clean;
 * killed after every write, a grow leaves the old or the new geometry
   with the whole tree once the kernel has replayed the log, and resize run
-  again finishes it (xfs_repair -n clean);
+  again finishes it (xfs_repair -n clean) -- by default after a sample of
+  the writes (fixtures/killpoints.py), with FSTOOL_EVERY_WRITE=1 after each;
 * --undo-file gives the image back byte for byte.
 """
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures import corpus_base, images, modern
+from fixtures import corpus_base, images, killpoints, modern
 from fixtures.oracles import fstool, repair_clean
 from fixtures.tree import comparable, tree_manifest, xattr_values
 
@@ -223,13 +224,14 @@ def test_grow_killed_after_every_write(tmp_path):
     old = _sb(base, "dblocks", "agcount")
     img = tmp_path / "c.img"
     seen = set()
-    n = 1
-    while True:
+    subprocess.run(["cp", "--sparse=always", str(base), str(img)], check=True)
+    wlog = tmp_path / "writes.log"
+    fstool("resize", img, "--size", "128m", env={"FSTOOL_WRITE_LOG": str(wlog)})
+    total = len(wlog.read_text().splitlines())
+    for n in killpoints.points(total, seed="grow"):
         subprocess.run(["cp", "--sparse=always", str(base), str(img)], check=True)
         r = fstool("resize", img, "--size", "128m", check=False,
                    env={"FSTOOL_FAULT_AFTER_WRITES": str(n)})
-        if r.returncode == 0:
-            break
         assert r.returncode == -9, f"write {n}: {r.stderr}"
         with images.Mounted(img):          # the kernel replays the log
             pass
@@ -240,5 +242,4 @@ def test_grow_killed_after_every_write(tmp_path):
         fstool("resize", img, "--size", "128m")
         assert _sb(img, "dblocks", "agcount") == [32768, 8]
         repair_clean(img)
-        n += 1
-    assert n > 30 and len(seen) == 2
+    assert total > 30 and len(seen) == 2
