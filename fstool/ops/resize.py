@@ -28,6 +28,7 @@ XFS_MIN_AG_BLOCKS (64) blocks is not made.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 
 from ..errors import FsToolError, InvalidArgument
@@ -44,9 +45,10 @@ from . import mkfs as M
 from .guard import require_sound
 from .logops import replay
 from .mkfs import Formatter
+from . import resize_shrink as RS
+from .resize_shrink import XFS_MIN_AG_BLOCKS
 from ..io.signals import held
 
-XFS_MIN_AG_BLOCKS = 64
 NULLFSINO = (1 << 64) - 1
 
 
@@ -178,30 +180,48 @@ def write_secondaries(dev, sb, agcount: int, only_stale: bool = False) -> list:
     return done
 
 
-def _grown_primary(path) -> bool:
+def _resized_primary(path) -> bool:
     """True when every secondary superblock that disagrees with the primary
-    names a smaller geometry of the same AG size: what a grow stopped
-    between its commit and the secondaries' rewrite leaves (xfs_growfs
-    has the same window)."""
+    names one other geometry of the same AG size: what a resize stopped
+    before the secondaries' rewrite leaves (a grow between its commit and
+    that rewrite, as xfs_growfs has the same window; a shrink anywhere
+    after its first step)."""
     dev = Device(path)
     try:
         p = SB.unpack(dev.pread(0, SB.size))
-        older = 0
+        other = set()
         for agno in range(1, p["sb_agcount"]):
             f = SB.unpack(dev.pread(agno * p["sb_agblocks"] * p["sb_blocksize"], SB.size))
-            if (f["sb_dblocks"], f["sb_agcount"]) == (p["sb_dblocks"], p["sb_agcount"]):
+            geo = (f["sb_dblocks"], f["sb_agcount"])
+            if geo == (p["sb_dblocks"], p["sb_agcount"]):
                 continue
-            if (f["sb_magicnum"] != C.XFS_SB_MAGIC or f["sb_agblocks"] != p["sb_agblocks"]
-                    or f["sb_dblocks"] >= p["sb_dblocks"]
-                    or f["sb_agcount"] > p["sb_agcount"]):
+            if f["sb_magicnum"] != C.XFS_SB_MAGIC or f["sb_agblocks"] != p["sb_agblocks"]:
                 return False
-            older += 1
-        return older > 0
+            other.add(geo)
+        return len(other) == 1
     finally:
         dev.close()
 
 
 # -- growing -------------------------------------------------------------------
+
+def _log_geometry(tx, sb, dblocks: int, agcount: int, dfree: int) -> None:
+    """The primary superblock's size and AG count set in transaction
+    ``tx`` (its free block count moved by ``dfree`` past what the AGs'
+    counters give), as the kernel logs it."""
+    buf = tx.read_buf(0, sb.sectsize, V.SB, agno=0, block=0)
+    f = SB.unpack(buf.data)
+    f["sb_dblocks"] = dblocks
+    f["sb_agcount"] = agcount
+    f["sb_fdblocks"] += dfree
+    # the kernel logs its in-core superblock, where a quota inode of 0
+    # reads as none
+    for q in ("sb_uquotino", "sb_gquotino", "sb_pquotino"):
+        if f[q] == 0:
+            f[q] = NULLFSINO
+    raw = SB.pack(f)
+    buf.data[:len(raw)] = raw
+
 
 def _new_ag_headers(dev, sb, geo, agno: int, uuid: bytes) -> int:
     """Write AG ``agno``'s headers and btree roots as xfs_ag_init_headers
@@ -254,20 +274,7 @@ def grow(path, dblocks: int, agcount: int, *, undo=None, changes: list) -> None:
                 w.space.free_ag_extent(last, old_len, new_len - old_len, owner=None)
                 changes.append(f"AG {last} extended from {old_len} to {new_len} blocks")
 
-            def set_geometry(tx):
-                buf = tx.read_buf(0, sb.sectsize, V.SB, agno=0, block=0)
-                f = SB.unpack(buf.data)
-                f["sb_dblocks"] = dblocks
-                f["sb_agcount"] = agcount
-                f["sb_fdblocks"] += nfree
-                # the kernel logs its in-core superblock, where a quota
-                # inode of 0 reads as none
-                for q in ("sb_uquotino", "sb_gquotino", "sb_pquotino"):
-                    if f[q] == 0:
-                        f[q] = NULLFSINO
-                raw = SB.pack(f)
-                buf.data[:len(raw)] = raw
-            tx.precommit.append(set_geometry)
+            tx.precommit.append(lambda tx: _log_geometry(tx, sb, dblocks, agcount, nfree))
         w._sb_sum = None            # the session's counters are the old AGs' only
         w.journal.sync()
         changes.append(f"filesystem grown from {old_dblocks} to {dblocks} blocks")
@@ -275,6 +282,103 @@ def grow(path, dblocks: int, agcount: int, *, undo=None, changes: list) -> None:
         w.close()
         raise
     w.close()
+
+
+# -- shrinking -----------------------------------------------------------------
+
+def shrink(path, dblocks: int, agcount: int, *, undo=None, changes: list) -> None:
+    """Shrink the filesystem of ``path`` to ``dblocks`` blocks in
+    ``agcount`` AGs, everything past the new end being free (see
+    :mod:`fstool.ops.resize_shrink`)."""
+    with Filesystem(path) as fs:
+        sb = fs.sb
+        dropped, lost, why = RS.plan(fs, dblocks, agcount)
+    if why is not None:
+        raise ResizeError(f"{path}: cannot shrink to {dblocks * sb.blocksize} bytes: {why}")
+    if dropped:
+        # A. whole AGs dropped: one superblock sector, in place
+        fs = Filesystem(path, writable=True)
+        try:
+            with ImageLock(fs.dev, fs.dev.path):
+                if undo is not None:
+                    undo(fs.dev)
+                RS.drop_ags(fs.dev, fs.sb, agcount, lost)
+        finally:
+            fs.close()
+        changes.append(f"AG {dropped[0]} dropped" if len(dropped) == 1 else
+                       f"AGs {dropped[0]} to {dropped[-1]} dropped ({len(dropped)} AGs)")
+    if dblocks == agcount * sb.agblocks:
+        changes.append(f"filesystem shrunk from {sb.dblocks} to {dblocks} blocks")
+        return
+    # B. the last AG's free tail cut off, one logged transaction
+    w = Writer(path)
+    try:
+        if undo is not None:
+            undo(w.dev)
+        sb1 = w.sb
+        last = agcount - 1
+        old_len = sb1.dblocks - last * sb1.agblocks
+        new_len = dblocks - last * sb1.agblocks
+        w.space.kernel_freelist = True
+        with w.transaction():
+            ag = w.ag(last)
+            # the rmapbt does not map free space (XFS_RMAP_OINFO_SKIP_UPDATE);
+            # the AG's reservations are set aside for the allocation, as
+            # xfs_ag_shrink_space does, and made again for its new length
+            got = w.space.alloc_in_ag(ag, new_len, old_len - new_len, old_len - new_len, 1,
+                                      True, owner=None, resv="agfl")
+            w.space.forget_resv(last)
+            if got != (new_len, old_len - new_len):
+                raise ResizeError(f"{path}: cannot shrink to {dblocks * sb1.blocksize} bytes: "
+                                  f"blocks {new_len} to {old_len - 1} of AG {last} are not "
+                                  "all free")
+            ag.length = new_len
+            ag.agf["agf_length"] = ag.agi["agi_length"] = new_len
+            ag.agf_dirty = ag.agi_dirty = True
+            w.tx.precommit.append(lambda tx: _log_geometry(tx, sb1, dblocks, agcount, 0))
+        w._sb_sum = None
+        w.journal.sync()
+        changes.append(f"AG {last} cut from {old_len} to {new_len} blocks")
+        changes.append(f"filesystem shrunk from {sb.dblocks} to {dblocks} blocks")
+    except BaseException:
+        w.close()
+        raise
+    w.close()
+
+
+def minimum_size(fs) -> int:
+    """The smallest size in bytes ``fs`` can be shrunk to (what
+    ``fstool info`` reports)."""
+    return RS.minimum_blocks(fs) * fs.sb.blocksize
+
+
+def _minimum_target(fs, slack: float) -> int:
+    """The size (blocks) -M cuts to: the minimum, or larger so that
+    ``slack`` percent of it is free; never more than the size now."""
+    sb = fs.sb
+    want = RS.minimum_blocks(fs)
+    if slack:
+        used = sb.dblocks - sb.fields["sb_fdblocks"]
+        want = max(want, math.ceil(used / (1 - slack / 100)))
+        rest = want % sb.agblocks
+        if 0 < rest < XFS_MIN_AG_BLOCKS:
+            want += XFS_MIN_AG_BLOCKS - rest
+    return min(want, sb.dblocks)
+
+
+def _too_small(path, fs, dblocks: int, agcount: int, why: str) -> ResizeError:
+    """The error for a size below what can be cut, naming the minimum and
+    the inodes in the way."""
+    bs = fs.sb.blocksize
+    low = RS.minimum_blocks(fs)
+    msg = (f"{path}: cannot shrink to {dblocks * bs} bytes ({why}); the smallest size is "
+           f"{low * bs} bytes ({low} blocks)")
+    if dblocks < low and agcount >= RS.MIN_AGCOUNT:
+        inos = RS.blockers(fs, dblocks, agcount)
+        if inos:
+            msg += ("; moving blocks and inodes out of the part cut off is not supported, "
+                    "and these inodes lie there: " + ", ".join(map(str, inos)))
+    return ResizeError(msg)
 
 
 # -- the operation -----------------------------------------------------------------
@@ -342,19 +446,25 @@ def resize(path, size: int | None = None, *, minimum: bool = False, slack: float
     bs = sb.blocksize
     result = ResizeResult(old[0], old[0], old[1], old[1], bs, changes)
     if minimum:
-        raise ResizeError("shrinking is not supported yet")
+        if not 0 <= slack < 100:
+            raise InvalidArgument(f"--slack {slack}: give a percentage from 0 to below 100")
+        with Filesystem(path) as fs:
+            size = _minimum_target(fs, slack) * bs
     if fixed and size > devsize:
         raise ResizeError(f"{path}: the device (or partition) holds {devsize} bytes; it "
                           f"cannot hold {size}")
     dblocks, agcount = target_blocks(sb, size)
     result.new_dblocks, result.new_agcount = dblocks, agcount
     if dblocks < old[0]:
-        raise ResizeError(f"{path}: shrinking is not supported yet (the filesystem is "
-                          f"{old[0] * bs} bytes; give a size at least that large)")
+        with Filesystem(path) as fs:
+            result.minimum = RS.minimum_blocks(fs) * bs
+            why = RS.plan(fs, dblocks, agcount)[2]
+            if why is not None:
+                raise _too_small(path, fs, dblocks, agcount, why)
     if dry_run:
-        if dblocks > old[0]:
-            changes.append(f"would grow from {old[0]} to {dblocks} blocks ({old[1]} to "
-                           f"{agcount} AGs)")
+        if dblocks != old[0]:
+            changes.append(f"would {'grow' if dblocks > old[0] else 'shrink'} from {old[0]} "
+                           f"to {dblocks} blocks ({old[1]} to {agcount} AGs)")
         return result
     stale = []
     if check:
@@ -362,7 +472,7 @@ def resize(path, size: int | None = None, *, minimum: bool = False, slack: float
         # interrupted resize leaves: rewritten below, as it would have;
         # when the primary is a grow of what they say, check's vote for
         # them against it is that same interruption
-        ignore = ("SB_SECONDARY",) + (("SB_PRIMARY",) if _grown_primary(path) else ())
+        ignore = ("SB_SECONDARY",) + (("SB_PRIMARY",) if _resized_primary(path) else ())
         stale = require_sound(path, ignore=ignore)
     undo = _Undo(undo_file, [(agno * sb.agblocks * bs, 4 * sb.sectsize)
                              for agno in range(old[1])])
@@ -374,6 +484,9 @@ def resize(path, size: int | None = None, *, minimum: bool = False, slack: float
                 require_sound(path)     # the whole image, its superblocks agreeing again
             if dblocks > old[0]:
                 grow(path, dblocks, agcount, undo=undo.attach, changes=changes)
+                result.written = True
+            elif dblocks < old[0]:
+                shrink(path, dblocks, agcount, undo=undo.attach, changes=changes)
                 result.written = True
             _finish(path, result, undo)
         finally:
@@ -397,6 +510,8 @@ def _finish(path, result: ResizeResult, undo: _Undo) -> None:
                                       "rewritten from the primary")
             want = sb.dblocks * sb.blocksize
             if not fs.dev.fixed_size and fs.dev.size != want:
+                if want < fs.dev.size and undo.rec is not None and undo.rec.fd >= 0:
+                    undo.rec.before_truncate(want)
                 fs.dev.resize(want)
                 fs.dev.fsync()
                 result.written = True

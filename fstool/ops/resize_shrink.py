@@ -1,0 +1,225 @@
+"""Shrinking a filesystem offline: the smallest size it can be cut to, and
+the cut itself, where everything past the new end is free.
+
+What can be cut (nothing is moved yet):
+
+* whole AGs at the end that hold nothing but their own headers and empty
+  btrees (no inodes, no file or directory blocks, not the log): every one
+  of their used blocks is a header, a btree block of their own or a free
+  list block;
+* the free tail of the AG that becomes the last: the blocks past the new
+  end must lie in one free extent of its free-space btrees, and no inode
+  chunk (sparse ones too: their whole aligned range) may reach past it, as
+  the kernel's xfs_ag_shrink_space requires.
+
+At least two AGs are kept (mkfs.xfs refuses fewer, "at least 2
+superblocks for redundancy", and xfs_repair will not check a one-AG
+filesystem without -o force_geometry), and the last AG keeps at least
+XFS_MIN_AG_BLOCKS (64) blocks.
+
+The cut is made in at most two steps, each of which a crash leaves whole:
+
+A. AGs dropped: the primary superblock (one sector, written in place with
+   the log clean) gets the smaller AG count, a size of whole AGs and the
+   free block count less the dropped AGs' free space.  It is not logged:
+   the kernel's log recovery refuses a superblock whose AG count went
+   down ("Shrinking AG count in log recovery not supported"), while a
+   sector is written whole or not at all.
+B. the last AG shortened: one logged transaction takes its tail out of
+   the free-space btrees (the rmapbt does not map free space), sets its
+   AGF and AGI lengths and the superblock's size and free block count, as
+   the kernel's xfs_ag_shrink_space and xfs_growfs_data_private do; log
+   recovery (the kernel's or fstool's) replays it.
+
+Then, as for a grow, the secondary superblocks are rewritten from the
+primary and the file is truncated to the new size.  Killed between A and
+B, the image holds a filesystem of whole AGs in between the two sizes;
+resize run again goes on from there.
+
+Moving what lies in the part to be cut (file data, directory, xattr and
+btree blocks, inode chunks) is not done: a size below the minimum is
+refused with the minimum and the inodes whose blocks or chunks lie in the
+way.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..format import constants as C
+from ..alloc.space import kernel_min_freelist, resv_asks
+from ..format.structs import SB
+from ..fs.btree import alloc_maxlevels, rmap_maxlevels
+from ..io import verify as V
+from . import mkfs as M
+from .stats import ag_tree, iter_allocated_inodes
+
+XFS_MIN_AG_BLOCKS = 64
+MIN_AGCOUNT = 2
+
+
+@dataclasses.dataclass
+class AgUse:
+    """What one AG holds, as far as cutting it goes."""
+    agno: int
+    length: int
+    droppable: bool          # nothing but its own headers and empty btrees
+    floor: int               # the shortest it can be cut to (blocks)
+    lost_free: int           # free blocks (free space, free list, btree blocks) it counts
+
+
+def static_blocks(sb) -> int:
+    """The blocks an AG's headers and btree roots take, as mkfs lays them
+    out (the first block after them)."""
+    return M.static_roots(sb.blocksize, sb.sectsize,
+                          sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_FINOBT),
+                          sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_RMAPBT),
+                          sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_REFLINK))[1]
+
+
+def _tail_floor(sb, agno: int, agf: dict, agi: dict, start: int) -> int:
+    """The shortest AG ``agno`` whose free tail begins at ``start`` can be
+    cut to, as an exact allocation of the tail takes it: the AG keeps its
+    minimum free list (a refill may take the tail's first blocks) and the
+    per-AG reservations of its new length, as the kernel's
+    xfs_ag_shrink_space re-establishes them."""
+    ro = sb.has_ro_compat
+    rmapbt, reflink = ro(C.XFS_SB_FEAT_RO_COMPAT_RMAPBT), ro(C.XFS_SB_FEAT_RO_COMPAT_REFLINK)
+    finobt = ro(C.XFS_SB_FEAT_RO_COMPAT_FINOBT)
+    sparse = sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_SPINODES)
+    levels = agf["agf_levels"]
+    need = kernel_min_freelist(levels[0], levels[1], levels[2] if rmapbt else None,
+                               alloc_maxlevels(sb.blocksize, sb.agblocks),
+                               rmap_maxlevels(sb.blocksize, sb.agblocks, reflink))
+    flcount, length = agf["agf_flcount"], agf["agf_length"]
+    # finobt blocks in use: counted by the AGI, else at least its root
+    fino_used = agi.get("agi_fblocks", 0) or 1
+
+    def fits(newlen: int) -> bool:
+        meta, rmap = resv_asks(sb, agno, newlen, reflink, finobt, sparse, rmapbt)
+        resv = max(0, meta - agf["agf_refcount_blocks"] - (fino_used if finobt else 0))
+        resv += max(0, rmap - agf["agf_rmap_blocks"]) if rmapbt else 0
+        free = agf["agf_freeblks"] - (length - newlen)
+        return free + min(flcount, need) - need - resv >= 0
+
+    lo = start + max(0, need - flcount)
+    hi = length
+    if lo >= hi or not fits(hi):
+        return length
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def ag_use(fs, agno: int, prealloc: int) -> AgUse:
+    """How far AG ``agno`` can be cut without moving anything."""
+    sb = fs.sb
+    agf, agi = fs.agf(agno), fs.agi(agno)
+    length = agf["agf_length"]
+    used = length - agf["agf_freeblks"] - agf["agf_flcount"]
+    logagno = sb.logstart >> sb.agblklog if sb.logstart else -1
+    droppable = (agi["agi_count"] == 0 and agno != logagno
+                 and used == prealloc + agf["agf_btreeblks"])
+    # the free extent that ends the AG, if one does, less what the free
+    # list may take from it: the kernel cuts the tail as an exact
+    # allocation, which leaves the AG its minimum free list
+    floor = length
+    reader, root, height = ag_tree(fs, agno, "bnobt")
+    last = None
+    for rec in reader.ag_records(root, height):
+        last = rec
+    if last is not None and last[0] + last[1] == length:
+        floor = _tail_floor(sb, agno, agf, agi, last[0])
+    # no inode chunk may reach past the end, sparse or not
+    reader, root, height = ag_tree(fs, agno, "inobt")
+    chunk = max(1, M.XFS_INODES_PER_CHUNK >> sb.inopblog)
+    for rec in reader.ag_records(root, height):
+        floor = max(floor, (rec[0] >> sb.inopblog) + chunk)
+    floor = max(floor, XFS_MIN_AG_BLOCKS, prealloc)
+    return AgUse(agno, length, droppable, floor,
+                 agf["agf_freeblks"] + agf["agf_flcount"] + agf["agf_btreeblks"])
+
+
+def minimum_blocks(fs) -> int:
+    """The smallest size (in blocks) the filesystem can be cut to without
+    moving anything (see the module docstring)."""
+    sb = fs.sb
+    prealloc = static_blocks(sb)
+    k = sb.agcount - 1
+    while k >= MIN_AGCOUNT and ag_use(fs, k, prealloc).droppable:
+        k -= 1
+    return k * sb.agblocks + ag_use(fs, k, prealloc).floor
+
+
+def blockers(fs, dblocks: int, agcount: int, limit: int = 10) -> list:
+    """Up to ``limit`` inodes whose chunk or blocks lie past ``dblocks``
+    (in AG terms: AGs from ``agcount`` on, or past the new last AG's
+    length): what would have to move."""
+    sb = fs.sb
+    last = agcount - 1
+    newlen = dblocks - last * sb.agblocks
+    mask = (1 << sb.agblklog) - 1
+
+    def cut(agno: int, agbno: int) -> bool:
+        return agno > last or (agno == last and agbno >= newlen)
+
+    found: list = []
+    for ip in iter_allocated_inodes(fs):
+        agno = ip.ino >> sb.agino_log
+        agbno = (ip.ino & ((1 << sb.agino_log) - 1)) >> sb.inopblog
+        hit = cut(agno, agbno)
+        if not hit:
+            for attr in (False, True):
+                for _off, start, count, _unw in ip.extents(attr):
+                    a, b = start >> sb.agblklog, start & mask
+                    if cut(a, b + count - 1):
+                        hit = True
+                        break
+                if hit:
+                    break
+        if hit:
+            found.append(ip.ino)
+            if len(found) >= limit:
+                break
+    return found
+
+
+def plan(fs, dblocks: int, agcount: int) -> tuple[list, int, str | None]:
+    """(AGs dropped, free blocks they count, why the cut cannot be made or
+    None) for a cut to ``dblocks`` blocks in ``agcount`` AGs."""
+    sb = fs.sb
+    prealloc = static_blocks(sb)
+    if agcount < MIN_AGCOUNT:
+        return [], 0, f"a filesystem keeps at least {MIN_AGCOUNT} AGs"
+    dropped, lost = [], 0
+    for agno in range(agcount, sb.agcount):
+        u = ag_use(fs, agno, prealloc)
+        if not u.droppable:
+            return [], 0, f"AG {agno} is in use"
+        dropped.append(agno)
+        lost += u.lost_free
+    last = agcount - 1
+    newlen = dblocks - last * sb.agblocks
+    u = ag_use(fs, last, prealloc)
+    if newlen < u.floor:
+        return [], 0, f"AG {last} is in use up to block {u.floor}"
+    return dropped, lost, None
+
+
+def drop_ags(dev, sb, agcount: int, lost_free: int) -> None:
+    """Step A: the primary superblock names ``agcount`` whole AGs and
+    counts ``lost_free`` fewer free blocks; one sector, in place, flushed."""
+    ss = sb.sectsize
+    buf = bytearray(dev.pread(0, ss))
+    f = SB.unpack(buf)
+    f["sb_agcount"] = agcount
+    f["sb_dblocks"] = agcount * sb.agblocks
+    f["sb_fdblocks"] -= lost_free
+    raw = SB.pack(f)
+    buf[:len(raw)] = raw
+    V.stamp(V.SB, buf, f["sb_lsn"], blocksize=sb.blocksize)
+    dev.pwrite(0, bytes(buf))
+    dev.fsync()
