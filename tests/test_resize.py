@@ -1,5 +1,20 @@
 """fstool resize against the kernel.
 
+Shrinking (tests below the growing ones):
+
+* ``fstool info --json`` reports the minimum size; a size below it is a
+  one-line error naming it (and the inodes in the way), nothing written;
+* a kernel-written tree cut to its minimum (-M): both xfs_repair versions
+  clean, the kernel mounts the same tree, writes and unmounts clean;
+* grown then shrunk back to the original size, the rmapbt/reflink corpus
+  image gives the same tree, every shared extent still shared (the
+  refcount btrees' records unchanged);
+* killed after every write, a shrink that drops AGs and cuts the new last
+  AG leaves the old geometry, the new one or (between its two steps) the
+  whole AGs in between, with the whole tree once the kernel has replayed
+  the log, and resize run again finishes it;
+* --undo-file gives the image back byte for byte, its cut-off tail too.
+
 Growing:
 
 * the headers fstool writes equal what the kernel writes when xfs_growfs
@@ -192,12 +207,12 @@ def test_resize_bad_sizes_are_one_line_errors(tmp_path):
     fstool("mkfs", "-q", img, "--size", "64m")
     before = img.read_bytes()
     for args, status in ((["--size", "lots"], 2), (["--size", "-5m"], 2), ([], 2),
-                         (["--size", "32m"], 1)):
+                         (["--size", "64m", "-M"], 2), (["--size", "64m", "--slack", "5"], 2),
+                         (["-M", "--slack", "100"], 2), (["--size", "12m"], 1)):
         r = fstool("resize", img, *args, check=False)
         assert r.returncode == status, (args, r.returncode, r.stderr)
         assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, \
             r.stderr
-    assert "shrinking is not supported" in r.stderr
     assert img.read_bytes() == before
 
 
@@ -243,3 +258,160 @@ def test_grow_killed_after_every_write(tmp_path):
         repair_clean(img)
         n += 1
     assert n > 30 and len(seen) == 2
+
+
+# -- shrinking ------------------------------------------------------------------------
+
+def _min_blocks(img) -> int:
+    import json
+    return json.loads(fstool("info", "--json", img).stdout)["min_blocks"]
+
+
+def _refcounts(img) -> list:
+    """Every refcount btree record of every AG (what stays shared)."""
+    out = []
+    (agcount,) = _sb(img, "agcount")
+    for agno in range(agcount):
+        text = subprocess.run(["xfs_db", "-r", "-c", f"agf {agno}", "-c", "addr refcntroot",
+                               "-c", "p recs", str(img)], capture_output=True,
+                              text=True).stdout
+        out.append(text.strip())
+    return out
+
+
+def test_shrink_below_the_minimum_is_refused(tmp_path):
+    img = tmp_path / "m.img"
+    src = tmp_path / "src"
+    _small_tree(src)
+    fstool("mkfs", "-q", img, "--size", "256m")
+    fstool("populate", img, src)
+    low = _min_blocks(img)
+    dblocks, agblocks = _sb(img, "dblocks", "agblocks")
+    assert low < dblocks
+    before = img.read_bytes()
+    r = fstool("resize", img, "--size", f"{low - 1}b", check=False)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert f"the smallest size is {low * 4096} bytes" in r.stderr, r.stderr
+    assert img.read_bytes() == before
+    # a file placed past the minimum names its inode
+    fstool("resize", img, "--size", f"{low}b")
+    assert _sb(img, "dblocks")[0] == low
+    repair_clean(img)
+
+
+def test_shrink_minimum_keeps_the_slack(tmp_path):
+    img = tmp_path / "s.img"
+    fstool("mkfs", "-q", img, "--size", "512m")
+    dblocks0, fdblocks0 = _sb(img, "dblocks", "fdblocks")
+    low = _min_blocks(img)
+    used = dblocks0 - fdblocks0
+    # a slack that puts the size halfway between the minimum and now
+    slack = round(100 * (1 - used / ((low + dblocks0) / 2)), 2)
+    fstool("resize", img, "-M", "--slack", str(slack))
+    dblocks, fdblocks = _sb(img, "dblocks", "fdblocks")
+    assert low < dblocks < dblocks0
+    assert fdblocks >= slack / 100 * dblocks, (dblocks, fdblocks, slack)
+    assert fdblocks < slack / 100 * dblocks + 128, (dblocks, fdblocks, slack)
+    repair_clean(img)
+    fstool("resize", img, "-M")
+    assert _sb(img, "dblocks")[0] == low
+    assert img.stat().st_size == low * 4096
+    repair_clean(img)
+
+
+def test_shrink_undo_gives_the_image_back(tmp_path):
+    img = tmp_path / "u.img"
+    fstool("mkfs", "-q", img, "--size", "256m")
+    with open(img, "r+b") as f:            # old bytes in free space past the cut
+        f.seek(250 * MiB)
+        f.write(b"kept" * 1000)
+    before = img.read_bytes()
+    undo = tmp_path / "u.undo"
+    fstool("resize", img, "-M", "--undo-file", undo)
+    assert img.stat().st_size < 256 * MiB
+    fstool("undo", img, undo)
+    assert img.read_bytes() == before
+
+
+@needs_loop
+def test_shrink_kernel_written_tree_to_its_minimum(tmp_path):
+    src = images.kernel_image("small")
+    img = tmp_path / "k.img"
+    subprocess.run(["cp", "--sparse=always", str(src), str(img)], check=True)
+    before = _tree(img)
+    low = _min_blocks(img)
+    dblocks0, agblocks = _sb(img, "dblocks", "agblocks")
+    assert low < dblocks0
+    fstool("resize", img, "-M")
+    assert _sb(img, "dblocks")[0] == low
+    assert img.stat().st_size == low * 4096
+    repair_clean(img)
+    assert fstool("check", img).returncode == 0
+    assert _tree(img) == before
+    _kernel_writes(img, 8)
+    repair_clean(img)
+
+
+@needs_loop
+@needs_modern
+def test_grow_then_shrink_back(tmp_path):
+    src = corpus_base.base_image("rmap")
+    img = tmp_path / "g.img"
+    subprocess.run(["cp", "--sparse=always", str(src), str(img)], check=True)
+    before = _tree(img)
+    shared = _refcounts(img)
+    geo0 = _sb(img, "dblocks", "agcount")
+    size0 = img.stat().st_size
+    fstool("resize", img, "--size", f"{geo0[0] * 4096 + 300 * MiB}")
+    assert _sb(img, "agcount")[0] > geo0[1]
+    fstool("resize", img, "--size", f"{geo0[0]}b")
+    assert _sb(img, "dblocks", "agcount") == geo0
+    assert img.stat().st_size == size0
+    repair_clean(img)
+    assert fstool("check", img).returncode == 0
+    assert _refcounts(img) == shared
+    assert _tree(img) == before
+    from fixtures import rmapcheck
+    assert not rmapcheck.strict_diff(img)
+    _kernel_writes(img, 4)
+    repair_clean(img)
+
+
+@needs_loop
+def test_shrink_killed_after_every_write(tmp_path):
+    base = tmp_path / "base.img"
+    src = tmp_path / "src"
+    _small_tree(src)
+    fstool("mkfs", "-q", base, "--size", "64m")
+    fstool("populate", base, src)
+    fstool("resize", base, "--size", "128m")
+    before = _tree(base)
+    old = _sb(base, "dblocks", "agcount")
+    # 60 MiB: AGs 4 to 7 dropped, then AG 3 cut to 3072 of its 4096 blocks
+    new, between = [15360, 4], [16384, 4]
+    img = tmp_path / "c.img"
+    seen = set()
+    n = 1
+    while True:
+        subprocess.run(["cp", "--sparse=always", str(base), str(img)], check=True)
+        r = fstool("resize", img, "--size", "60m", check=False,
+                   env={"FSTOOL_FAULT_AFTER_WRITES": str(n)})
+        if r.returncode == 0:
+            break
+        assert r.returncode == -9, f"write {n}: {r.stderr}"
+        with images.Mounted(img, nouuid=True):      # the kernel replays the log
+            pass
+        geo = _sb(img, "dblocks", "agcount")
+        assert geo in (old, between, new), f"write {n}: geometry {geo}"
+        seen.add(tuple(geo))
+        assert _tree(img) == before, f"write {n}: the tree differs"
+        fstool("resize", img, "--size", "60m")
+        assert _sb(img, "dblocks", "agcount") == new
+        assert img.stat().st_size == 60 * MiB
+        repair_clean(img)
+        n += 1
+    # the first write is step A's superblock: no prefix leaves the old size
+    assert n > 5 and seen == {tuple(between), tuple(new)}, (n, seen)
+    assert _sb(img, "dblocks", "agcount") == new
+    repair_clean(img)
