@@ -379,39 +379,84 @@ def test_grow_then_shrink_back(tmp_path):
 
 
 @needs_loop
-def test_shrink_killed_after_every_write(tmp_path):
-    base = tmp_path / "base.img"
+@needs_modern
+def test_shrink_moves_data_of_an_rmapbt_reflink_image(tmp_path):
+    src = corpus_base.base_image("rmap")
+    img = tmp_path / "m.img"
+    subprocess.run(["cp", "--sparse=always", str(src), str(img)], check=True)
+    before = _tree(img)
+    shared = _refcounts(img)
+    dblocks0 = _sb(img, "dblocks")[0]
+    low = _min_blocks(img)
+    r = fstool("resize", img, "-M")
+    assert "data extent(s) moved" in r.stdout, r.stdout
+    (dblocks,) = _sb(img, "dblocks")
+    assert dblocks < dblocks0 and dblocks <= low + 64, (dblocks, low)
+    repair_clean(img)
+    assert fstool("check", img).returncode == 0
+    assert _refcounts(img) == shared
+    from fixtures import rmapcheck
+    assert not rmapcheck.strict_diff(img)
+    assert _tree(img) == before
+    _kernel_writes(img, 4)
+    repair_clean(img)
+
+
+def _spread_image(path: Path, tmp_path: Path) -> None:
+    """128 MiB, 4 AGs: a tree fstool populated, then files the kernel
+    wrote into directories it spread over AGs 1 and 2 (the log's); AG 3
+    empty."""
     src = tmp_path / "src"
     _small_tree(src)
-    fstool("mkfs", "-q", base, "--size", "64m")
-    fstool("populate", base, src)
-    fstool("resize", base, "--size", "128m")
+    fstool("mkfs", "-q", path, "--size", "128m")
+    fstool("populate", path, src)
+    with images.Mounted(path, nouuid=True) as mnt:
+        for d in ("d1", "d2", "d3"):
+            (mnt / d).mkdir()
+            for i in range(4):
+                (mnt / d / f"f{i}").write_bytes(os.urandom(200_000 + i * 4096))
+
+
+@needs_loop
+def test_shrink_killed_after_every_write(tmp_path):
+    """Killed after writes of a shrink that moves data extents, drops an
+    AG and cuts the new last one: each prefix, its log replayed by the
+    kernel, holds the old geometry, the new one or the whole AGs between
+    (step A done), and the whole tree; resize -M run again ends where an
+    uninterrupted one ends.  By default every fourth write and the last
+    twelve (where the geometry changes); FSTOOL_EVERY_WRITE=1 kills after
+    every one."""
+    base = tmp_path / "base.img"
+    _spread_image(base, tmp_path)
     before = _tree(base)
     old = _sb(base, "dblocks", "agcount")
-    # 60 MiB: AGs 4 to 7 dropped, then AG 3 cut to 3072 of its 4096 blocks
-    new, between = [15360, 4], [16384, 4]
+    ref = tmp_path / "ref.img"
+    subprocess.run(["cp", "--sparse=always", str(base), str(ref)], check=True)
+    wlog = tmp_path / "writes.log"
+    r = fstool("resize", ref, "-M", env={"FSTOOL_WRITE_LOG": str(wlog)})
+    assert "data extent(s) moved" in r.stdout and "dropped" in r.stdout, r.stdout
+    total = len(wlog.read_text().splitlines())
+    new = _sb(ref, "dblocks", "agcount")
+    between = [new[1] * _sb(ref, "agblocks")[0], new[1]]
+    assert new[0] < between[0] and new[1] < old[1]
+    points = range(1, total + 1)
+    if os.environ.get("FSTOOL_EVERY_WRITE") != "1":
+        points = sorted(set(range(1, total + 1, 4)) | set(range(max(1, total - 11), total + 1)))
     img = tmp_path / "c.img"
     seen = set()
-    n = 1
-    while True:
+    for n in points:
         subprocess.run(["cp", "--sparse=always", str(base), str(img)], check=True)
-        r = fstool("resize", img, "--size", "60m", check=False,
+        r = fstool("resize", img, "-M", check=False,
                    env={"FSTOOL_FAULT_AFTER_WRITES": str(n)})
-        if r.returncode == 0:
-            break
-        assert r.returncode == -9, f"write {n}: {r.stderr}"
+        assert r.returncode == -9, f"write {n}: {r.returncode} {r.stderr}"
         with images.Mounted(img, nouuid=True):      # the kernel replays the log
             pass
         geo = _sb(img, "dblocks", "agcount")
         assert geo in (old, between, new), f"write {n}: geometry {geo}"
         seen.add(tuple(geo))
         assert _tree(img) == before, f"write {n}: the tree differs"
-        fstool("resize", img, "--size", "60m")
-        assert _sb(img, "dblocks", "agcount") == new
-        assert img.stat().st_size == 60 * MiB
+        fstool("resize", img, "-M")
+        assert _sb(img, "dblocks", "agcount") == new, f"write {n}"
+        assert img.stat().st_size == new[0] * 4096
         repair_clean(img)
-        n += 1
-    # the first write is step A's superblock: no prefix leaves the old size
-    assert n > 5 and seen == {tuple(between), tuple(new)}, (n, seen)
-    assert _sb(img, "dblocks", "agcount") == new
-    repair_clean(img)
+    assert total > 10 and seen == {tuple(old), tuple(between), tuple(new)}, (total, seen)

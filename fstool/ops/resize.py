@@ -40,6 +40,7 @@ from ..io import verify as V
 from ..io.device import Device
 from ..io.lock import ImageLock, refuse_if_mounted
 from ..io.undo import UndoRecorder
+from ..ns.fileio import FileIO
 from ..ns.writer import Writer
 from . import mkfs as M
 from .guard import require_sound
@@ -346,17 +347,66 @@ def shrink(path, dblocks: int, agcount: int, *, undo=None, changes: list) -> Non
     w.close()
 
 
+def move_out(path, dblocks: int, agcount: int, extents: list, *, undo=None,
+             changes: list) -> None:
+    """Move the data ``extents`` (:func:`~fstool.ops.resize_shrink.past`)
+    into the part of the filesystem a shrink to ``dblocks`` blocks in
+    ``agcount`` AGs keeps: one transaction per extent, which maps its new
+    blocks (written and flushed first, where nothing lived) in place of
+    the old and frees those.  A kill leaves each extent where it was or
+    where it went, never both."""
+    w = Writer(path)
+    try:
+        if undo is not None:
+            undo(w.dev)
+        io = FileIO(w)
+        sb, space, fs = w.sb, w.space, w.fs
+        last = agcount - 1
+        # nothing may be allocated in the part to be cut
+        for agno in range(last, sb.agcount):
+            start = dblocks - last * sb.agblocks if agno == last else 0
+            space.reserved[("shrink", agno)] = (agno, start, fs.ag_length(agno))
+        w.space.kernel_freelist = True
+        bs = sb.blocksize
+        moved = 0
+        for agno, agbno, n, ino, off, unwritten in extents:
+            old = space.fsb(agno, agbno)
+            with w.transaction():
+                pieces, pos = [], 0
+                while pos < n:
+                    fsbno, got = space.alloc_blocks(space.fsb(0, 0), 1, n - pos, owner=None)
+                    if not unwritten:
+                        src = fs.fsb_to_daddr(old + pos) << 9
+                        w.dev.pwrite(fs.fsb_to_daddr(fsbno) << 9, w.dev.pread(src, got * bs))
+                    pieces.append((off + pos, fsbno, got))
+                    pos += got
+                w.dev.fsync()           # the copy is on disk before the new map
+                io.unmap_extent(ino, off, n)
+                space.free_extent(old, n, owner=None)
+                for o, fsbno, got in pieces:
+                    io.map_extent(ino, o, fsbno, got, unwritten)
+            moved += n
+        for agno in range(last, sb.agcount):
+            space.reserved.pop(("shrink", agno), None)
+        w.journal.sync()
+        changes.append(f"{len(extents)} data extent(s) moved ({moved} blocks)")
+    except BaseException:
+        w.close()
+        raise
+    w.close()
+
+
 def minimum_size(fs) -> int:
-    """The smallest size in bytes ``fs`` can be shrunk to (what
-    ``fstool info`` reports)."""
-    return RS.minimum_blocks(fs) * fs.sb.blocksize
+    """The smallest size in bytes ``fs`` can be shrunk to, file data moved
+    (what ``fstool info`` reports)."""
+    return RS.minimum_blocks(fs, RS.movable(fs)) * fs.sb.blocksize
 
 
-def _minimum_target(fs, slack: float) -> int:
+def _minimum_target(fs, slack: float, moves: dict | None) -> int:
     """The size (blocks) -M cuts to: the minimum, or larger so that
     ``slack`` percent of it is free; never more than the size now."""
     sb = fs.sb
-    want = RS.minimum_blocks(fs)
+    want = RS.minimum_blocks(fs, moves)
     if slack:
         used = sb.dblocks - sb.fields["sb_fdblocks"]
         want = max(want, math.ceil(used / (1 - slack / 100)))
@@ -370,14 +420,15 @@ def _too_small(path, fs, dblocks: int, agcount: int, why: str) -> ResizeError:
     """The error for a size below what can be cut, naming the minimum and
     the inodes in the way."""
     bs = fs.sb.blocksize
-    low = RS.minimum_blocks(fs)
+    low = RS.minimum_blocks(fs, RS.movable(fs))
     msg = (f"{path}: cannot shrink to {dblocks * bs} bytes ({why}); the smallest size is "
            f"{low * bs} bytes ({low} blocks)")
     if dblocks < low and agcount >= RS.MIN_AGCOUNT:
         inos = RS.blockers(fs, dblocks, agcount)
         if inos:
-            msg += ("; moving blocks and inodes out of the part cut off is not supported, "
-                    "and these inodes lie there: " + ", ".join(map(str, inos)))
+            msg += ("; moving inodes, directory, attribute, bmbt and shared blocks out of "
+                    "the part cut off is not supported, and these inodes have some there: "
+                    + ", ".join(map(str, inos)))
     return ResizeError(msg)
 
 
@@ -445,11 +496,12 @@ def resize(path, size: int | None = None, *, minimum: bool = False, slack: float
     old = (sb.dblocks, sb.agcount)
     bs = sb.blocksize
     result = ResizeResult(old[0], old[0], old[1], old[1], bs, changes)
+    moves: list = []
     if minimum:
         if not 0 <= slack < 100:
             raise InvalidArgument(f"--slack {slack}: give a percentage from 0 to below 100")
         with Filesystem(path) as fs:
-            size = _minimum_target(fs, slack) * bs
+            size = _minimum_target(fs, slack, RS.movable(fs)) * bs
     if fixed and size > devsize:
         raise ResizeError(f"{path}: the device (or partition) holds {devsize} bytes; it "
                           f"cannot hold {size}")
@@ -457,11 +509,17 @@ def resize(path, size: int | None = None, *, minimum: bool = False, slack: float
     result.new_dblocks, result.new_agcount = dblocks, agcount
     if dblocks < old[0]:
         with Filesystem(path) as fs:
-            result.minimum = RS.minimum_blocks(fs) * bs
-            why = RS.plan(fs, dblocks, agcount)[2]
-            if why is not None:
-                raise _too_small(path, fs, dblocks, agcount, why)
+            movable = RS.movable(fs)
+            result.minimum = RS.minimum_blocks(fs, movable) * bs
+            why = RS.plan(fs, dblocks, agcount, movable)[2]
+            if why is not None or dblocks < result.minimum // bs:
+                raise _too_small(path, fs, dblocks, agcount, why or "too little room for the "
+                                 "data to move")
+            moves = RS.past(sb, movable, dblocks, agcount)
     if dry_run:
+        if moves:
+            changes.append(f"would move {len(moves)} data extent(s) "
+                           f"({sum(m[2] for m in moves)} blocks)")
         if dblocks != old[0]:
             changes.append(f"would {'grow' if dblocks > old[0] else 'shrink'} from {old[0]} "
                            f"to {dblocks} blocks ({old[1]} to {agcount} AGs)")
@@ -486,6 +544,15 @@ def resize(path, size: int | None = None, *, minimum: bool = False, slack: float
                 grow(path, dblocks, agcount, undo=undo.attach, changes=changes)
                 result.written = True
             elif dblocks < old[0]:
+                if moves:
+                    move_out(path, dblocks, agcount, moves, undo=undo.attach, changes=changes)
+                    result.written = True
+                    if minimum:
+                        # what is left to cut, the data moved
+                        with Filesystem(path) as fs:
+                            dblocks, agcount = target_blocks(
+                                sb, max(_minimum_target(fs, slack, None), dblocks) * bs)
+                        result.new_dblocks, result.new_agcount = dblocks, agcount
                 shrink(path, dblocks, agcount, undo=undo.attach, changes=changes)
                 result.written = True
             _finish(path, result, undo)

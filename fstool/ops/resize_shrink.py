@@ -49,6 +49,7 @@ from ..format import constants as C
 from ..alloc.space import kernel_min_freelist, resv_asks
 from ..format.structs import SB
 from ..fs.btree import alloc_maxlevels, rmap_maxlevels
+from ..trans.busy import coalesce, free_pieces
 from ..io import verify as V
 from . import mkfs as M
 from .stats import ag_tree, iter_allocated_inodes
@@ -76,12 +77,10 @@ def static_blocks(sb) -> int:
                           sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_REFLINK))[1]
 
 
-def _tail_floor(sb, agno: int, agf: dict, agi: dict, start: int) -> int:
-    """The shortest AG ``agno`` whose free tail begins at ``start`` can be
-    cut to, as an exact allocation of the tail takes it: the AG keeps its
-    minimum free list (a refill may take the tail's first blocks) and the
-    per-AG reservations of its new length, as the kernel's
-    xfs_ag_shrink_space re-establishes them."""
+def _spare(sb, agno: int, agf: dict, agi: dict, newlen: int, free: int) -> int:
+    """Blocks an AG cut to ``newlen`` blocks, ``free`` of them free, has
+    beyond the free list it must keep and the per-AG reservations of that
+    length (negative: short by that many)."""
     ro = sb.has_ro_compat
     rmapbt, reflink = ro(C.XFS_SB_FEAT_RO_COMPAT_RMAPBT), ro(C.XFS_SB_FEAT_RO_COMPAT_REFLINK)
     finobt = ro(C.XFS_SB_FEAT_RO_COMPAT_FINOBT)
@@ -90,18 +89,35 @@ def _tail_floor(sb, agno: int, agf: dict, agi: dict, start: int) -> int:
     need = kernel_min_freelist(levels[0], levels[1], levels[2] if rmapbt else None,
                                alloc_maxlevels(sb.blocksize, sb.agblocks),
                                rmap_maxlevels(sb.blocksize, sb.agblocks, reflink))
-    flcount, length = agf["agf_flcount"], agf["agf_length"]
     # finobt blocks in use: counted by the AGI, else at least its root
     fino_used = agi.get("agi_fblocks", 0) or 1
+    meta, rmap = resv_asks(sb, agno, newlen, reflink, finobt, sparse, rmapbt)
+    resv = max(0, meta - agf["agf_refcount_blocks"] - (fino_used if finobt else 0))
+    resv += max(0, rmap - agf["agf_rmap_blocks"]) if rmapbt else 0
+    return free + min(agf["agf_flcount"], need) - need - resv
+
+
+def _tail_floor(sb, agno: int, agf: dict, agi: dict, start: int, moved: int = 0) -> int:
+    """The shortest AG ``agno`` whose free tail begins at ``start`` can be
+    cut to, as an exact allocation of the tail takes it: the AG keeps its
+    minimum free list (a refill may take the tail's first blocks) and the
+    per-AG reservations of its new length, as the kernel's
+    xfs_ag_shrink_space re-establishes them.  ``moved``: blocks past
+    ``start`` that are to move out first (they are not free yet)."""
+    length = agf["agf_length"]
+    levels = agf["agf_levels"]
+    rmapbt = sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_RMAPBT)
+    need = kernel_min_freelist(
+        levels[0], levels[1], levels[2] if rmapbt else None,
+        alloc_maxlevels(sb.blocksize, sb.agblocks),
+        rmap_maxlevels(sb.blocksize, sb.agblocks,
+                       sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_REFLINK)))
 
     def fits(newlen: int) -> bool:
-        meta, rmap = resv_asks(sb, agno, newlen, reflink, finobt, sparse, rmapbt)
-        resv = max(0, meta - agf["agf_refcount_blocks"] - (fino_used if finobt else 0))
-        resv += max(0, rmap - agf["agf_rmap_blocks"]) if rmapbt else 0
-        free = agf["agf_freeblks"] - (length - newlen)
-        return free + min(flcount, need) - need - resv >= 0
+        free = agf["agf_freeblks"] - (length - newlen - moved)
+        return _spare(sb, agno, agf, agi, newlen, free) >= 0
 
-    lo = start + max(0, need - flcount)
+    lo = start + max(0, need - agf["agf_flcount"])
     hi = length
     if lo >= hi or not fits(hi):
         return length
@@ -114,25 +130,61 @@ def _tail_floor(sb, agno: int, agf: dict, agi: dict, start: int) -> int:
     return lo
 
 
-def ag_use(fs, agno: int, prealloc: int) -> AgUse:
-    """How far AG ``agno`` can be cut without moving anything."""
+def movable(fs) -> dict:
+    """agno -> sorted [(agbno, length, ino, startoff, unwritten)]: the data
+    extents a shrink can move, those of regular files that are not
+    reflinked (a shared extent stays where every file sharing it finds
+    it).  Directory, attribute and bmbt blocks and inode chunks stay."""
+    sb = fs.sb
+    mask = (1 << sb.agblklog) - 1
+    out: dict = {}
+    for ip in iter_allocated_inodes(fs):
+        if not ip.is_reg or ip.flags2 & C.XFS_DIFLAG2_REFLINK:
+            continue
+        for off, start, count, unwritten in ip.extents(False):
+            out.setdefault(start >> sb.agblklog, []).append(
+                (start & mask, count, ip.ino, off, unwritten))
+    for recs in out.values():
+        recs.sort()
+    return out
+
+
+def _used(fs, agno: int, length: int) -> list:
+    """[(start, end)] of the AG's blocks not in its free-space btrees."""
+    reader, root, height = ag_tree(fs, agno, "bnobt")
+    out, pos = [], 0
+    for start, count in reader.ag_records(root, height):
+        if start > pos:
+            out.append((pos, start))
+        pos = start + count
+    if pos < length:
+        out.append((pos, length))
+    return out
+
+
+def ag_use(fs, agno: int, prealloc: int, moves: list | None = None) -> AgUse:
+    """How far AG ``agno`` can be cut, nothing moved, or (``moves``: the
+    AG's :func:`movable` extents) once those are moved out."""
     sb = fs.sb
     agf, agi = fs.agf(agno), fs.agi(agno)
     length = agf["agf_length"]
     used = length - agf["agf_freeblks"] - agf["agf_flcount"]
     logagno = sb.logstart >> sb.agblklog if sb.logstart else -1
+    moving = sum(m[1] for m in moves) if moves else 0
     droppable = (agi["agi_count"] == 0 and agno != logagno
-                 and used == prealloc + agf["agf_btreeblks"])
-    # the free extent that ends the AG, if one does, less what the free
-    # list may take from it: the kernel cuts the tail as an exact
-    # allocation, which leaves the AG its minimum free list
+                 and used == prealloc + agf["agf_btreeblks"] + moving)
+    # the end of what stays: the last used block that is not to move
+    stay = coalesce([(m[0], m[0] + m[1]) for m in moves]) if moves else []
+    end = 0
+    for a, b in reversed(_used(fs, agno, length)):
+        pieces = list(free_pieces(a, b - a, stay, reverse=True)) if stay else [(a, b - a)]
+        if pieces:
+            end = pieces[0][0] + pieces[0][1]
+            break
     floor = length
-    reader, root, height = ag_tree(fs, agno, "bnobt")
-    last = None
-    for rec in reader.ag_records(root, height):
-        last = rec
-    if last is not None and last[0] + last[1] == length:
-        floor = _tail_floor(sb, agno, agf, agi, last[0])
+    if end < length:
+        past = sum(min(m[1], m[0] + m[1] - end) for m in moves or () if m[0] + m[1] > end)
+        floor = _tail_floor(sb, agno, agf, agi, end, past)
     # no inode chunk may reach past the end, sparse or not
     reader, root, height = ag_tree(fs, agno, "inobt")
     chunk = max(1, M.XFS_INODES_PER_CHUNK >> sb.inopblog)
@@ -143,15 +195,31 @@ def ag_use(fs, agno: int, prealloc: int) -> AgUse:
                  agf["agf_freeblks"] + agf["agf_flcount"] + agf["agf_btreeblks"])
 
 
-def minimum_blocks(fs) -> int:
-    """The smallest size (in blocks) the filesystem can be cut to without
-    moving anything (see the module docstring)."""
+def minimum_blocks(fs, moves: dict | None = None) -> int:
+    """The smallest size (in blocks) the filesystem can be cut to, nothing
+    moved or (``moves``: :func:`movable`) once the data extents past it are
+    moved into the part kept, which must hold them beside its own free
+    list and reservations (see the module docstring)."""
     sb = fs.sb
     prealloc = static_blocks(sb)
+    mv = moves or {}
     k = sb.agcount - 1
-    while k >= MIN_AGCOUNT and ag_use(fs, k, prealloc).droppable:
+    while k >= MIN_AGCOUNT and ag_use(fs, k, prealloc, mv.get(k)).droppable:
         k -= 1
-    return k * sb.agblocks + ag_use(fs, k, prealloc).floor
+    floor = ag_use(fs, k, prealloc, mv.get(k)).floor
+    low = k * sb.agblocks + floor
+    if not mv:
+        return low
+    # the room the moved extents need in what is kept
+    moving = sum(m[1] for agno in range(k + 1, sb.agcount) for m in mv.get(agno, ()))
+    moving += sum(min(m[1], m[0] + m[1] - floor) for m in mv.get(k, ()) if m[0] + m[1] > floor)
+    room = 0
+    for agno in range(k):
+        agf, agi = fs.agf(agno), fs.agi(agno)
+        room += max(0, _spare(sb, agno, agf, agi, agf["agf_length"], agf["agf_freeblks"]))
+    if moving > room:
+        low += moving - room
+    return min(low, sb.dblocks)
 
 
 def blockers(fs, dblocks: int, agcount: int, limit: int = 10) -> list:
@@ -187,23 +255,39 @@ def blockers(fs, dblocks: int, agcount: int, limit: int = 10) -> list:
     return found
 
 
-def plan(fs, dblocks: int, agcount: int) -> tuple[list, int, str | None]:
+def past(sb, moves: dict, dblocks: int, agcount: int) -> list:
+    """The :func:`movable` extents that lie (in part) past ``dblocks``, as
+    (agno, agbno, length, ino, startoff, unwritten)."""
+    last = agcount - 1
+    newlen = dblocks - last * sb.agblocks
+    out = []
+    for agno, recs in sorted(moves.items()):
+        for agbno, n, ino, off, unwritten in recs:
+            if agno > last or (agno == last and agbno + n > newlen):
+                out.append((agno, agbno, n, ino, off, unwritten))
+    return out
+
+
+def plan(fs, dblocks: int, agcount: int, moves: dict | None = None) \
+        -> tuple[list, int, str | None]:
     """(AGs dropped, free blocks they count, why the cut cannot be made or
-    None) for a cut to ``dblocks`` blocks in ``agcount`` AGs."""
+    None) for a cut to ``dblocks`` blocks in ``agcount`` AGs, nothing
+    moved or (``moves``) once the movable extents past it are moved."""
     sb = fs.sb
     prealloc = static_blocks(sb)
+    mv = moves or {}
     if agcount < MIN_AGCOUNT:
         return [], 0, f"a filesystem keeps at least {MIN_AGCOUNT} AGs"
     dropped, lost = [], 0
     for agno in range(agcount, sb.agcount):
-        u = ag_use(fs, agno, prealloc)
+        u = ag_use(fs, agno, prealloc, mv.get(agno))
         if not u.droppable:
             return [], 0, f"AG {agno} is in use"
         dropped.append(agno)
         lost += u.lost_free
     last = agcount - 1
     newlen = dblocks - last * sb.agblocks
-    u = ag_use(fs, last, prealloc)
+    u = ag_use(fs, last, prealloc, mv.get(last))
     if newlen < u.floor:
         return [], 0, f"AG {last} is in use up to block {u.floor}"
     return dropped, lost, None
