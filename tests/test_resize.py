@@ -294,10 +294,24 @@ def test_shrink_below_the_minimum_is_refused(tmp_path):
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert f"the smallest size is {low * 4096} bytes" in r.stderr, r.stderr
     assert img.read_bytes() == before
-    # a file placed past the minimum names its inode
     fstool("resize", img, "--size", f"{low}b")
     assert _sb(img, "dblocks")[0] == low
     repair_clean(img)
+
+
+@needs_loop
+def test_shrink_names_the_inodes_in_the_way(tmp_path):
+    src = images.kernel_image("small")
+    img = tmp_path / "k.img"
+    subprocess.run(["cp", "--sparse=always", str(src), str(img)], check=True)
+    agcount, agblocks, agblklog, inopblog = _sb(img, "agcount", "agblocks", "agblklog",
+                                                "inopblog")
+    # the last AG dropped: the kernel placed inodes there
+    r = fstool("resize", img, "--size", f"{(agcount - 1) * agblocks}b", check=False)
+    assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert f"the smallest size is {_min_blocks(img) * 4096} bytes" in r.stderr
+    named = [int(x) for x in r.stderr.rsplit(":", 1)[1].split(",")]
+    assert named and all(ino >> (agblklog + inopblog) == agcount - 1 for ino in named)
 
 
 def test_shrink_minimum_keeps_the_slack(tmp_path):

@@ -1,16 +1,19 @@
 """Shrinking a filesystem offline: the smallest size it can be cut to, and
-the cut itself, where everything past the new end is free.
+the cut itself once everything past the new end is free.
 
-What can be cut (nothing is moved yet):
+The data extents of regular files that are not reflinked can move (see
+:func:`movable`; ``fstool.ops.resize.move_out`` moves them); nothing else
+does yet.  What can be cut:
 
 * whole AGs at the end that hold nothing but their own headers and empty
-  btrees (no inodes, no file or directory blocks, not the log): every one
-  of their used blocks is a header, a btree block of their own or a free
-  list block;
-* the free tail of the AG that becomes the last: the blocks past the new
-  end must lie in one free extent of its free-space btrees, and no inode
-  chunk (sparse ones too: their whole aligned range) may reach past it, as
-  the kernel's xfs_ag_shrink_space requires.
+  btrees and movable data (no inodes, no directory, attribute or bmbt
+  blocks, not the log): every used block is a header, a btree block of
+  their own, a free list block or movable data;
+* the tail of the AG that becomes the last, past the last block that
+  stays: once the data moves the blocks past the new end are one free
+  extent of its free-space btrees, and no inode chunk (sparse ones too:
+  their whole aligned range) may reach past it, as the kernel's
+  xfs_ag_shrink_space requires.
 
 At least two AGs are kept (mkfs.xfs refuses fewer, "at least 2
 superblocks for redundancy", and xfs_repair will not check a one-AG
@@ -36,19 +39,20 @@ primary and the file is truncated to the new size.  Killed between A and
 B, the image holds a filesystem of whole AGs in between the two sizes;
 resize run again goes on from there.
 
-Moving what lies in the part to be cut (file data, directory, xattr and
-btree blocks, inode chunks) is not done: a size below the minimum is
-refused with the minimum and the inodes whose blocks or chunks lie in the
-way.
+Moving the rest (inode chunks, directory, attribute and bmbt blocks,
+shared extents) is not done: a size below the minimum is refused with the
+minimum and the inodes whose chunks or blocks lie in the way.
 """
 from __future__ import annotations
 
 import dataclasses
 
 from ..format import constants as C
+from ..alloc import rmap as R
 from ..alloc.space import kernel_min_freelist, resv_asks
 from ..format.structs import SB
 from ..fs.btree import alloc_maxlevels, rmap_maxlevels
+from ..ns.bmap import owned_extents
 from ..trans.busy import coalesce, free_pieces
 from ..io import verify as V
 from . import mkfs as M
@@ -223,30 +227,32 @@ def minimum_blocks(fs, moves: dict | None = None) -> int:
 
 
 def blockers(fs, dblocks: int, agcount: int, limit: int = 10) -> list:
-    """Up to ``limit`` inodes whose chunk or blocks lie past ``dblocks``
-    (in AG terms: AGs from ``agcount`` on, or past the new last AG's
-    length): what would have to move."""
+    """Up to ``limit`` inodes that keep the filesystem from being cut to
+    ``dblocks`` blocks in ``agcount`` AGs: their chunk lies past it, or
+    blocks of theirs that do not move (directory, attribute and bmbt
+    blocks, a reflinked file's data)."""
     sb = fs.sb
     last = agcount - 1
     newlen = dblocks - last * sb.agblocks
     mask = (1 << sb.agblklog) - 1
 
-    def cut(agno: int, agbno: int) -> bool:
-        return agno > last or (agno == last and agbno >= newlen)
+    def cut(fsbno: int, count: int) -> bool:
+        agno, agbno = fsbno >> sb.agblklog, fsbno & mask
+        return agno > last or (agno == last and agbno + count > newlen)
 
     found: list = []
     for ip in iter_allocated_inodes(fs):
-        agno = ip.ino >> sb.agino_log
         agbno = (ip.ino & ((1 << sb.agino_log) - 1)) >> sb.inopblog
-        hit = cut(agno, agbno)
-        if not hit:
-            for attr in (False, True):
-                for _off, start, count, _unw in ip.extents(attr):
-                    a, b = start >> sb.agblklog, start & mask
-                    if cut(a, b + count - 1):
-                        hit = True
-                        break
-                if hit:
+        hit = cut((ip.ino >> sb.agino_log << sb.agblklog) | agbno, 1)
+        moves = ip.is_reg and not ip.flags2 & C.XFS_DIFLAG2_REFLINK
+        for attr in (False, True):
+            if hit:
+                break
+            for fsbno, count, who, _unwritten in owned_extents(ip, attr):
+                if moves and not attr and not who.flags & R.BMBT_BLOCK:
+                    continue
+                if cut(fsbno, count):
+                    hit = True
                     break
         if hit:
             found.append(ip.ino)
