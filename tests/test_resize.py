@@ -402,11 +402,16 @@ def test_shrink_moves_data_of_an_rmapbt_reflink_image(tmp_path):
     shared = _refcounts(img)
     dblocks0 = _sb(img, "dblocks")[0]
     low = _min_blocks(img)
-    r = fstool("resize", img, "-M")
+    undo = tmp_path / "m.undo"
+    r = fstool("resize", img, "-M", "--undo-file", undo)
     assert "data extent(s) moved" in r.stdout, r.stdout
     (dblocks,) = _sb(img, "dblocks")
     assert dblocks < dblocks0 and dblocks <= low + 64, (dblocks, low)
     repair_clean(img)
+    back = tmp_path / "back.img"
+    subprocess.run(["cp", "--sparse=always", str(img), str(back)], check=True)
+    fstool("undo", back, undo)
+    assert back.read_bytes() == src.read_bytes()
     assert fstool("check", img).returncode == 0
     assert _refcounts(img) == shared
     from fixtures import rmapcheck
