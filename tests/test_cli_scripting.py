@@ -301,7 +301,6 @@ def test_documented_statuses_per_command_family(image, tmp_path):
     check and repair with the statuses the page gives them), so the page and
     the code cannot drift apart.  130 (Ctrl-C) and 70 (a bug) are not
     provoked here."""
-    host = tmp_path / "src"
     sit = _situations(tmp_path, image)
     dirty = _dirty_log_image(tmp_path)
     copy, undo = tmp_path / "u.img", tmp_path / "u.undo"

@@ -59,12 +59,10 @@ from __future__ import annotations
 import struct
 from typing import Iterator, Protocol, Sequence
 
-from .._backend import parsers
 from ..errors import CorruptionError, FsToolError, InvalidArgument
 from ..format import constants as C
-
-from .btree import (BMBT, LBLOCK_HDR_LEN, LONG, NULLAGBLOCK, NULLFSBLOCK, SBLOCK_HDR_LEN,
-                    SHORT, BlockForm, BtreeType, Codec)
+from .btree import (BMBT, LBLOCK_HDR_LEN, LONG, NULLAGBLOCK, NULLFSBLOCK, SHORT, BlockForm,
+                    BtreeType, Codec)
 
 BMDR_HDR_LEN = 4                                  # xfs_bmdr_block: level, numrecs
 _U16 = struct.Struct(">H")
