@@ -288,6 +288,9 @@ def test_shrink_below_the_minimum_is_refused(tmp_path):
     dblocks, agblocks = _sb(img, "dblocks", "agblocks")
     assert low < dblocks
     before = img.read_bytes()
+    r = fstool("resize", "-n", img, "--size", f"{low}b")
+    assert f"would shrink from {dblocks} to {low} blocks" in r.stdout, r.stdout
+    assert img.read_bytes() == before
     r = fstool("resize", img, "--size", f"{low - 1}b", check=False)
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
