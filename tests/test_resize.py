@@ -152,12 +152,15 @@ def _kernel_writes(img: Path, count: int = 24) -> None:
             assert (mnt / f"new{i}" / "data").read_bytes() == bytes([i]) * (1 << 20)
 
 
-def _judge_grown(img: Path, before: tuple, dblocks: int, agcount: int) -> None:
+def _judge_grown(img: Path, before: tuple, dblocks: int, agcount: int,
+                 writes: int = 24) -> None:
+    """The geometry, both xfs_repair versions and fstool check clean, the
+    same tree, the kernel writes ``writes`` MiB and unmounts clean."""
     assert _sb(img, "dblocks", "agcount") == [dblocks, agcount]
     repair_clean(img)
     assert fstool("check", img).returncode == 0
     assert _tree(img) == before
-    _kernel_writes(img)
+    _kernel_writes(img, writes)
     repair_clean(img)
 
 
@@ -360,13 +363,8 @@ def test_shrink_kernel_written_tree_to_its_minimum(tmp_path):
     dblocks0, agblocks = _sb(img, "dblocks", "agblocks")
     assert low < dblocks0
     fstool("resize", img, "-M")
-    assert _sb(img, "dblocks")[0] == low
     assert img.stat().st_size == low * 4096
-    repair_clean(img)
-    assert fstool("check", img).returncode == 0
-    assert _tree(img) == before
-    _kernel_writes(img, 8)
-    repair_clean(img)
+    _judge_grown(img, before, low, _sb(img, "agcount")[0], 8)
 
 
 @needs_loop
@@ -438,31 +436,35 @@ def _spread_image(path: Path, tmp_path: Path) -> None:
                 (mnt / d / f"f{i}").write_bytes(os.urandom(200_000 + i * 4096))
 
 
-@needs_loop
-def test_shrink_killed_after_every_write(tmp_path):
-    """Killed after writes of a shrink that moves data extents, drops an
-    AG and cuts the new last one: each prefix, its log replayed by the
-    kernel, holds the old geometry, the new one or the whole AGs between
-    (step A done), and the whole tree; resize -M run again ends where an
-    uninterrupted one ends.  By default every fourth write and the last
-    twelve (where the geometry changes); FSTOOL_EVERY_WRITE=1 kills after
-    every one."""
-    base = tmp_path / "base.img"
-    _spread_image(base, tmp_path)
+def _root_files_image(path: Path) -> None:
+    """512 MiB made by mkfs.xfs (the log in AG 2 of 4), files the kernel
+    wrote in the root directory (inodes and data in AG 0)."""
+    path.write_bytes(b"")
+    os.truncate(path, 512 * MiB)
+    subprocess.run(["mkfs.xfs", "-q", "-f", str(path)], check=True, capture_output=True)
+    with images.Mounted(path, nouuid=True) as mnt:
+        _small_tree(mnt / "t")
+        (mnt / "big").write_bytes(os.urandom(3 * MiB))
+
+
+def _killed_runs(base: Path, tmp_path: Path, says: tuple) -> None:
+    """resize -M of ``base`` killed after writes (see the test below)."""
     before = _tree(base)
     old = _sb(base, "dblocks", "agcount")
     ref = tmp_path / "ref.img"
     subprocess.run(["cp", "--sparse=always", str(base), str(ref)], check=True)
     wlog = tmp_path / "writes.log"
     r = fstool("resize", ref, "-M", env={"FSTOOL_WRITE_LOG": str(wlog)})
-    assert "data extent(s) moved" in r.stdout and "dropped" in r.stdout, r.stdout
+    assert all(x in r.stdout for x in says), r.stdout
     total = len(wlog.read_text().splitlines())
     new = _sb(ref, "dblocks", "agcount")
     between = [new[1] * _sb(ref, "agblocks")[0], new[1]]
     assert new[0] < between[0] and new[1] < old[1]
     points = range(1, total + 1)
     if os.environ.get("FSTOOL_EVERY_WRITE") != "1":
-        points = sorted(set(range(1, total + 1, 4)) | set(range(max(1, total - 11), total + 1)))
+        step = max(4, total // 16)
+        points = sorted(set(range(1, total + 1, step)) |
+                        set(range(max(1, total - 11), total + 1)))
     img = tmp_path / "c.img"
     seen = set()
     for n in points:
@@ -481,3 +483,45 @@ def test_shrink_killed_after_every_write(tmp_path):
         assert img.stat().st_size == new[0] * 4096
         repair_clean(img)
     assert total > 10 and seen == {tuple(old), tuple(between), tuple(new)}, (total, seen)
+
+
+@needs_loop
+def test_shrink_killed_after_every_write(tmp_path):
+    """Killed after writes of a shrink that moves data extents, drops an
+    AG and cuts the new last one: each prefix, its log replayed by the
+    kernel, holds the old geometry, the new one or the whole AGs between
+    (step A done), and the whole tree; resize -M run again ends where an
+    uninterrupted one ends.  By default about sixteen writes spread over
+    the run (every fourth at least) and the last twelve (where the
+    geometry changes); FSTOOL_EVERY_WRITE=1 kills after every one."""
+    base = tmp_path / "base.img"
+    _spread_image(base, tmp_path)
+    _killed_runs(base, tmp_path, ("data extent(s) moved", "dropped"))
+
+
+@needs_loop
+def test_shrink_moves_the_log(tmp_path):
+    """mkfs.xfs puts the log in the middle AG: -M moves it into the part
+    kept (not AG 0, where it would move the root inode's expected place),
+    drops the AGs past it: both xfs_repair versions clean, the kernel
+    mounts the same tree, writes and unmounts clean."""
+    img = tmp_path / "l.img"
+    _root_files_image(img)
+    before = _tree(img)
+    logstart0, agblocks = _sb(img, "logstart", "agblocks")
+    assert logstart0 // agblocks == 2
+    r = fstool("resize", img, "-M")
+    assert "log moved" in r.stdout, r.stdout
+    dblocks, agcount, logstart = _sb(img, "dblocks", "agcount", "logstart")
+    assert agcount == 2 and logstart // agblocks == 1 and dblocks < 2 * agblocks
+    _judge_grown(img, before, dblocks, agcount, 4)
+
+
+@needs_loop
+def test_shrink_moving_the_log_killed_after_every_write(tmp_path):
+    """The kill harness over a shrink that moves the log (see
+    test_shrink_killed_after_every_write; FSTOOL_EVERY_WRITE=1 for every
+    write)."""
+    base = tmp_path / "base.img"
+    _root_files_image(base)
+    _killed_runs(base, tmp_path, ("log moved", "dropped"))

@@ -102,17 +102,14 @@ class UndoRecorder:
         self.dirty = True
 
     def before_truncate(self, new_size: int, chunk: int = 1 << 20) -> None:
-        """Save what a truncation to ``new_size`` cuts off (its runs of
-        zeros, holes included, are left out: undo extends the file with a
-        hole)."""
+        """Save what a truncation to ``new_size`` cuts off and was not
+        saved before (chunks of zeros, holes included, are left out: undo
+        extends the file with a hole)."""
         off = new_size
         while off < self.dev.size:
             n = min(chunk, self.dev.size - off)
-            data = self.dev.pread(off, n)
-            if data.count(0) != n:
-                self._write(_REC.pack(b"R", off, n) + data)
-                self.ranges.append((off, n))
-                self.dirty = True
+            if self.dev.pread(off, n).count(0) != n:
+                self.before_write(off, n)
             off += n
         self.before_fsync()
 

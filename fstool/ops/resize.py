@@ -40,7 +40,11 @@ from ..io import verify as V
 from ..io.device import Device
 from ..io.lock import ImageLock, refuse_if_mounted
 from ..io.undo import UndoRecorder
+from ..alloc import rmap as R
+from ..log.device import LogDevice
+from ..log.head import find_state
 from ..ns.fileio import FileIO
+from ..trans.logwriter import zero_log
 from ..ns.writer import Writer
 from . import mkfs as M
 from .guard import require_sound
@@ -183,18 +187,18 @@ def write_secondaries(dev, sb, agcount: int, only_stale: bool = False) -> list:
 
 def _resized_primary(path) -> bool:
     """True when every secondary superblock that disagrees with the primary
-    names one other geometry of the same AG size: what a resize stopped
-    before the secondaries' rewrite leaves (a grow between its commit and
-    that rewrite, as xfs_growfs has the same window; a shrink anywhere
-    after its first step)."""
+    names one other geometry (size, AG count, log start) of the same AG
+    size: what a resize stopped before the secondaries' rewrite leaves (a
+    grow between its commit and that rewrite, as xfs_growfs has the same
+    window; a shrink anywhere after it moved the log or cut AGs)."""
     dev = Device(path)
     try:
         p = SB.unpack(dev.pread(0, SB.size))
         other = set()
         for agno in range(1, p["sb_agcount"]):
             f = SB.unpack(dev.pread(agno * p["sb_agblocks"] * p["sb_blocksize"], SB.size))
-            geo = (f["sb_dblocks"], f["sb_agcount"])
-            if geo == (p["sb_dblocks"], p["sb_agcount"]):
+            geo = (f["sb_dblocks"], f["sb_agcount"], f["sb_logstart"])
+            if geo == (p["sb_dblocks"], p["sb_agcount"], p["sb_logstart"]):
                 continue
             if f["sb_magicnum"] != C.XFS_SB_MAGIC or f["sb_agblocks"] != p["sb_agblocks"]:
                 return False
@@ -210,16 +214,24 @@ def _log_geometry(tx, sb, dblocks: int, agcount: int, dfree: int) -> None:
     """The primary superblock's size and AG count set in transaction
     ``tx`` (its free block count moved by ``dfree`` past what the AGs'
     counters give), as the kernel logs it."""
+    def edit(f):
+        f["sb_dblocks"] = dblocks
+        f["sb_agcount"] = agcount
+        f["sb_fdblocks"] += dfree
+        # the kernel logs its in-core superblock, where a quota inode of 0
+        # reads as none
+        for q in ("sb_uquotino", "sb_gquotino", "sb_pquotino"):
+            if f[q] == 0:
+                f[q] = NULLFSINO
+    _log_sb(tx, sb, edit)
+
+
+def _log_sb(tx, sb, edit) -> None:
+    """The primary superblock changed by ``edit`` (given its fields) in
+    transaction ``tx``."""
     buf = tx.read_buf(0, sb.sectsize, V.SB, agno=0, block=0)
     f = SB.unpack(buf.data)
-    f["sb_dblocks"] = dblocks
-    f["sb_agcount"] = agcount
-    f["sb_fdblocks"] += dfree
-    # the kernel logs its in-core superblock, where a quota inode of 0
-    # reads as none
-    for q in ("sb_uquotino", "sb_gquotino", "sb_pquotino"):
-        if f[q] == 0:
-            f[q] = NULLFSINO
+    edit(f)
     raw = SB.pack(f)
     buf.data[:len(raw)] = raw
 
@@ -312,8 +324,7 @@ def shrink(path, dblocks: int, agcount: int, *, undo=None, changes: list) -> Non
         changes.append(f"filesystem shrunk from {sb.dblocks} to {dblocks} blocks")
         return
     # B. the last AG's free tail cut off, one logged transaction
-    w = Writer(path)
-    try:
+    with Writer(path) as w:
         if undo is not None:
             undo(w.dev)
         sb1 = w.sb
@@ -341,10 +352,6 @@ def shrink(path, dblocks: int, agcount: int, *, undo=None, changes: list) -> Non
         w.journal.sync()
         changes.append(f"AG {last} cut from {old_len} to {new_len} blocks")
         changes.append(f"filesystem shrunk from {sb.dblocks} to {dblocks} blocks")
-    except BaseException:
-        w.close()
-        raise
-    w.close()
 
 
 def move_out(path, dblocks: int, agcount: int, extents: list, *, undo=None,
@@ -355,8 +362,7 @@ def move_out(path, dblocks: int, agcount: int, extents: list, *, undo=None,
     blocks (written and flushed first, where nothing lived) in place of
     the old and frees those.  A kill leaves each extent where it was or
     where it went, never both."""
-    w = Writer(path)
-    try:
+    with Writer(path) as w:
         if undo is not None:
             undo(w.dev)
         io = FileIO(w)
@@ -390,10 +396,62 @@ def move_out(path, dblocks: int, agcount: int, extents: list, *, undo=None,
             space.reserved.pop(("shrink", agno), None)
         w.journal.sync()
         changes.append(f"{len(extents)} data extent(s) moved ({moved} blocks)")
-    except BaseException:
-        w.close()
-        raise
-    w.close()
+
+
+def move_log(path, dblocks: int, agcount: int, *, undo=None, changes: list) -> None:
+    """Move the (clean) internal log into the part a shrink to ``dblocks``
+    blocks in ``agcount`` AGs keeps:
+
+    1. a clean log is formatted in free space there, its cycle above the
+       old log's (so above every LSN the metadata carries);
+    2. one transaction, written into that new log, allocates its blocks
+       (to the log, in the rmapbt), frees the old log's and sets the
+       superblock's log start; the checkpoint writes the superblock back
+       first and flushes it.
+
+    Killed before the superblock is written back, the old log (clean)
+    stands and the new one is free space; after, the superblock names the
+    new log, whose transaction log recovery replays."""
+    with Filesystem(path) as fs:
+        sb = fs.sb
+        home = RS.log_home(fs, dblocks, agcount)
+        if home is None:
+            raise ResizeError(f"{path}: no free extent inside {dblocks * sb.blocksize} bytes "
+                              f"holds the log ({sb.logblocks} blocks)")
+        _ld, st = find_state(fs)
+        cycle = st.curr_cycle + 1
+        ld = LogDevice(fs)
+        ld.start_daddr = fs.fsb_to_daddr(home)
+        old = sb.logstart
+        out = Device(path, writable=True)
+        try:
+            with ImageLock(out, out.path):
+                if undo is not None:
+                    undo(out)
+                with held():
+                    zero_log(ld, out, cycle)
+        finally:
+            out.close()
+    with Writer(path, log_at=home) as w:
+        if undo is not None:
+            undo(w.dev)
+        w.journal.sb_barrier = True
+        w.space.kernel_freelist = True
+        space = w.space
+        n = sb.logblocks
+        with w.transaction():
+            agno, agbno = space.fsb_split(home)
+            got = space.alloc_in_ag(w.ag(agno), agbno, n, n, 1, True, owner=R.LOG,
+                                    resv="agfl")
+            if got != (agbno, n):
+                raise ResizeError(f"{path}: blocks {agbno} to {agbno + n - 1} of AG {agno} "
+                                  "are not free for the log")
+            space.free_extent(old, n, owner=R.LOG)
+
+            w.tx.precommit.append(
+                lambda tx: _log_sb(tx, sb, lambda f: f.__setitem__("sb_logstart", home)))
+        w.journal.sync()
+        changes.append(f"log moved from block {old} to block {home}")
 
 
 def minimum_size(fs) -> int:
@@ -517,6 +575,8 @@ def resize(path, size: int | None = None, *, minimum: bool = False, slack: float
                                  "data to move")
             moves = RS.past(sb, movable, dblocks, agcount)
     if dry_run:
+        if RS.log_outside(sb, dblocks, agcount):
+            changes.append("would move the log")
         if moves:
             changes.append(f"would move {len(moves)} data extent(s) "
                            f"({sum(m[2] for m in moves)} blocks)")
@@ -544,15 +604,20 @@ def resize(path, size: int | None = None, *, minimum: bool = False, slack: float
                 grow(path, dblocks, agcount, undo=undo.attach, changes=changes)
                 result.written = True
             elif dblocks < old[0]:
+                log_moves = RS.log_outside(sb, dblocks, agcount)
+                if log_moves:
+                    move_log(path, dblocks, agcount, undo=undo.attach, changes=changes)
+                    result.written = True
                 if moves:
                     move_out(path, dblocks, agcount, moves, undo=undo.attach, changes=changes)
                     result.written = True
-                    if minimum:
-                        # what is left to cut, the data moved
-                        with Filesystem(path) as fs:
-                            dblocks, agcount = target_blocks(
-                                sb, max(_minimum_target(fs, slack, None), dblocks) * bs)
-                        result.new_dblocks, result.new_agcount = dblocks, agcount
+                if minimum and (moves or log_moves):
+                    # what is left to cut, the data and the log moved: the
+                    # minimum as the image now stands
+                    with Filesystem(path) as fs:
+                        dblocks, agcount = target_blocks(
+                            fs.sb, _minimum_target(fs, slack, None) * bs)
+                    result.new_dblocks, result.new_agcount = dblocks, agcount
                 shrink(path, dblocks, agcount, undo=undo.attach, changes=changes)
                 result.written = True
             _finish(path, result, undo)

@@ -2,13 +2,14 @@
 the cut itself once everything past the new end is free.
 
 The data extents of regular files that are not reflinked can move (see
-:func:`movable`; ``fstool.ops.resize.move_out`` moves them); nothing else
+:func:`movable`; ``fstool.ops.resize.move_out`` moves them), and so can
+the log (:func:`log_home`, ``fstool.ops.resize.move_log``); nothing else
 does yet.  What can be cut:
 
 * whole AGs at the end that hold nothing but their own headers and empty
-  btrees and movable data (no inodes, no directory, attribute or bmbt
-  blocks, not the log): every used block is a header, a btree block of
-  their own, a free list block or movable data;
+  btrees, movable data and the log when it can move (no inodes, no
+  directory, attribute or bmbt blocks): every used block is a header, a
+  btree block of their own, a free list block, movable data or the log;
 * the tail of the AG that becomes the last, past the last block that
   stays: once the data moves the blocks past the new end are one free
   extent of its free-space btrees, and no inode chunk (sparse ones too:
@@ -45,6 +46,7 @@ minimum and the inodes whose chunks or blocks lie in the way.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 
 from ..format import constants as C
@@ -166,16 +168,28 @@ def _used(fs, agno: int, length: int) -> list:
     return out
 
 
-def ag_use(fs, agno: int, prealloc: int, moves: list | None = None) -> AgUse:
+def log_extent(sb) -> tuple[int, int, int]:
+    """(agno, agbno, blocks) of the internal log."""
+    return (sb.logstart >> sb.agblklog, sb.logstart & ((1 << sb.agblklog) - 1),
+            sb.logblocks)
+
+
+def ag_use(fs, agno: int, prealloc: int, moves: list | None = None,
+           log_moves: bool = False) -> AgUse:
     """How far AG ``agno`` can be cut, nothing moved, or (``moves``: the
-    AG's :func:`movable` extents) once those are moved out."""
+    AG's :func:`movable` extents; ``log_moves``: the log too) once those
+    are moved out."""
     sb = fs.sb
     agf, agi = fs.agf(agno), fs.agi(agno)
     length = agf["agf_length"]
     used = length - agf["agf_freeblks"] - agf["agf_flcount"]
-    logagno = sb.logstart >> sb.agblklog if sb.logstart else -1
-    moving = sum(m[1] for m in moves) if moves else 0
-    droppable = (agi["agi_count"] == 0 and agno != logagno
+    logagno, logagbno, logblocks = log_extent(sb)
+    moves = list(moves or ())
+    if log_moves and agno == logagno:
+        moves.append((logagbno, logblocks, 0, 0, 0))
+        moves.sort()
+    moving = sum(m[1] for m in moves)
+    droppable = (agi["agi_count"] == 0 and (agno != logagno or log_moves)
                  and used == prealloc + agf["agf_btreeblks"] + moving)
     # the end of what stays: the last used block that is not to move
     stay = coalesce([(m[0], m[0] + m[1]) for m in moves]) if moves else []
@@ -199,24 +213,106 @@ def ag_use(fs, agno: int, prealloc: int, moves: list | None = None) -> AgUse:
                  agf["agf_freeblks"] + agf["agf_flcount"] + agf["agf_btreeblks"])
 
 
+def log_home(fs, dblocks: int, agcount: int) -> int | None:
+    """Where the log can move to when a cut to ``dblocks`` blocks in
+    ``agcount`` AGs leaves it outside: the first block of the lowest free
+    extent, in an AG other than the log's and wholly inside, that holds it
+    with room to spare for the AG's free list; None when there is none.
+    Never AG 0: where mkfs puts the root inode depends on whether the log
+    is in AG 0 (xfs_repair's libxfs_ialloc_calc_rootino), so a log moved
+    into AG 0 would make a filesystem's root inode look misplaced."""
+    sb = fs.sb
+    logagno = log_extent(sb)[0]
+    last = agcount - 1
+    newlen = dblocks - last * sb.agblocks
+    for agno in range(1, agcount):
+        if agno == logagno:
+            continue
+        agbno = _log_spot(fs, agno, newlen if agno == last else fs.agf(agno)["agf_length"])
+        if agbno is not None:
+            return (agno << sb.agblklog) | agbno
+    return None
+
+
+def _log_spot(fs, agno: int, end: int) -> int | None:
+    """The first block of the lowest free extent of AG ``agno`` that holds
+    the log below block ``end`` (its start aligned to the log stripe unit,
+    a few blocks left before it for the free list to take), or None."""
+    sb = fs.sb
+    sunit = sb.fields["sb_logsunit"] // sb.blocksize if sb.fields["sb_logsunit"] > 1 else 1
+    reader, root, height = ag_tree(fs, agno, "bnobt")
+    for start, count in reader.ag_records(root, height):
+        a = -(-(start + 16) // sunit) * sunit
+        if a + sb.logblocks <= min(start + count, end):
+            return a
+    return None
+
+
+def log_outside(sb, dblocks: int, agcount: int) -> bool:
+    """Whether a cut to ``dblocks`` blocks in ``agcount`` AGs takes the log."""
+    agno, agbno, n = log_extent(sb)
+    last = agcount - 1
+    return agno > last or (agno == last and agbno + n > dblocks - last * sb.agblocks)
+
+
 def minimum_blocks(fs, moves: dict | None = None) -> int:
     """The smallest size (in blocks) the filesystem can be cut to, nothing
-    moved or (``moves``: :func:`movable`) once the data extents past it are
-    moved into the part kept, which must hold them beside its own free
-    list and reservations (see the module docstring)."""
+    moved or (``moves``: :func:`movable`) once the data extents and the log
+    past it are moved into the part kept, which must hold them beside its
+    own free lists and reservations (see the module docstring)."""
+    sb = fs.sb
+    if moves is None:
+        return _minimum(fs, {}, False)
+    low = _minimum(fs, moves, True)
+    agcount = -(-low // sb.agblocks)
+    if log_outside(sb, low, agcount) and log_home(fs, low, agcount) is None:
+        # the last AG kept made long enough to hold the log
+        room = _log_room(fs, low, agcount)
+        agcount = -(-room // sb.agblocks) if room is not None else agcount
+        if room is None or log_home(fs, room, agcount) is None or \
+                plan(fs, room, agcount, moves)[2] is not None:
+            room = _minimum(fs, moves, False)
+        low = room
+    return low
+
+
+def _log_room(fs, low: int, agcount: int) -> int | None:
+    """``low`` grown until the last AG holds a free extent that takes the
+    log (see :func:`log_home`), or None."""
+    sb = fs.sb
+    last = agcount - 1
+    logagno = log_extent(sb)[0]
+    if last == 0 or last == logagno:
+        return None
+    agf = fs.agf(last)
+    a = _log_spot(fs, last, agf["agf_length"])
+    if a is None:
+        return None
+    # the AG's tail past the log, as it is cut once the log is there (its
+    # reservations counted without the log's blocks, as the kernel counts
+    # them in the log's AG)
+    moved = copy.copy(sb)
+    moved.logstart = (last << sb.agblklog) | a
+    after = dict(agf, agf_freeblks=agf["agf_freeblks"] - sb.logblocks)
+    return max(low, last * sb.agblocks + _tail_floor(moved, last, after, fs.agi(last),
+                                                     a + sb.logblocks))
+
+
+def _minimum(fs, mv: dict, log_moves: bool) -> int:
     sb = fs.sb
     prealloc = static_blocks(sb)
-    mv = moves or {}
     k = sb.agcount - 1
-    while k >= MIN_AGCOUNT and ag_use(fs, k, prealloc, mv.get(k)).droppable:
+    while k >= MIN_AGCOUNT and ag_use(fs, k, prealloc, mv.get(k), log_moves).droppable:
         k -= 1
-    floor = ag_use(fs, k, prealloc, mv.get(k)).floor
+    floor = ag_use(fs, k, prealloc, mv.get(k), log_moves).floor
     low = k * sb.agblocks + floor
     if not mv:
         return low
     # the room the moved extents need in what is kept
     moving = sum(m[1] for agno in range(k + 1, sb.agcount) for m in mv.get(agno, ()))
     moving += sum(min(m[1], m[0] + m[1] - floor) for m in mv.get(k, ()) if m[0] + m[1] > floor)
+    if log_moves and log_outside(sb, low, k + 1):
+        moving += sb.logblocks
     room = 0
     for agno in range(k):
         agf, agi = fs.agf(agno), fs.agi(agno)
@@ -278,22 +374,28 @@ def plan(fs, dblocks: int, agcount: int, moves: dict | None = None) \
         -> tuple[list, int, str | None]:
     """(AGs dropped, free blocks they count, why the cut cannot be made or
     None) for a cut to ``dblocks`` blocks in ``agcount`` AGs, nothing
-    moved or (``moves``) once the movable extents past it are moved."""
+    moved or (``moves``) once the movable extents and the log past it are
+    moved."""
     sb = fs.sb
     prealloc = static_blocks(sb)
     mv = moves or {}
     if agcount < MIN_AGCOUNT:
         return [], 0, f"a filesystem keeps at least {MIN_AGCOUNT} AGs"
+    log_moves = False
+    if log_outside(sb, dblocks, agcount):
+        if moves is None or log_home(fs, dblocks, agcount) is None:
+            return [], 0, "the log lies there and no free extent inside can hold it"
+        log_moves = True
     dropped, lost = [], 0
     for agno in range(agcount, sb.agcount):
-        u = ag_use(fs, agno, prealloc, mv.get(agno))
+        u = ag_use(fs, agno, prealloc, mv.get(agno), log_moves)
         if not u.droppable:
             return [], 0, f"AG {agno} is in use"
         dropped.append(agno)
         lost += u.lost_free
     last = agcount - 1
     newlen = dblocks - last * sb.agblocks
-    u = ag_use(fs, last, prealloc, mv.get(last))
+    u = ag_use(fs, last, prealloc, mv.get(last), log_moves)
     if newlen < u.floor:
         return [], 0, f"AG {last} is in use up to block {u.floor}"
     return dropped, lost, None
