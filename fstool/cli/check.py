@@ -4,8 +4,6 @@ import sys
 import warnings
 
 import click
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
-                           TimeElapsedColumn)
 
 import fstool
 
@@ -104,8 +102,9 @@ class _PhaseBars:
     """A progress bar per phase, on a terminal (gone when the check ends)."""
 
     def __enter__(self):
-        pass
-
+        from rich.progress import (BarColumn,  # lazy: start-up (bars only on a terminal)
+                                   MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
+                                   TimeElapsedColumn)
         self.progress = Progress(SpinnerColumn(), TextColumn("{task.description:<14}"),
                                  BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                                  console=console(), transient=True)

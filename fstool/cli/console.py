@@ -3,11 +3,10 @@ from __future__ import annotations
 
 import sys
 
-import click
 import json
-from rich.console import Console
-from rich import box
-from rich.table import Table
+
+import click
+
 from ..ops.names import json_exact
 
 
@@ -35,6 +34,7 @@ def console():
     """Rich's console: the terminal's width on a terminal; elsewhere (a
     table asked for with --format table into a pipe or file) as wide as
     the table needs, not 80 columns."""
+    from rich.console import Console  # lazy: start-up (rich only for tables and bars)
     return Console(highlight=False, soft_wrap=True, width=None if is_tty() else 1000)
 
 
@@ -93,6 +93,8 @@ def print_table(title: str | None, headers, rows, style: str, *, left=(), total=
         if style == "table":
             left = (*left, len(headers) - 1)
     if style == "table":
+        from rich import box  # lazy: start-up (rich only for tables and bars)
+        from rich.table import Table  # lazy: start-up (rich only for tables and bars)
         t = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
         for i, h in enumerate(headers):
             # numbers, sizes and bars never wrap

@@ -11,8 +11,6 @@ from ..ops.populate import populate
 from ..ops.names import shown_name
 from .console import warn
 from ..ops.sources import open_source
-from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from .console import size_text
 
 
@@ -86,6 +84,9 @@ def run_populate(image, source, dest, owner_map, keep_going, ts, quiet, clamp_ns
         return populate(image, source, dest, owner_map=owner_map, keep_going=keep_going,
                         timestamp_ns=ts, report=report, fresh=fresh, check=check,
                         reflink=reflink)
+    from rich.console import Console  # lazy: start-up (the bar only on a terminal)
+    from rich.progress import (Progress,  # lazy: start-up (the bar only on a terminal)
+                               SpinnerColumn, TextColumn, TimeElapsedColumn)
     console = Console(stderr=True)
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                   console=console, transient=True) as bar:

@@ -188,6 +188,21 @@ def rmap_maxlevels(blocksize: int, agblocks: int, reflink: bool) -> int:
     return worst_height(space // 24 // 2, space // 44 // 2, agblocks)
 
 
+def agfl_prefill(release: str, blocksize: int, agblocks: int, rmapbt: bool,
+                 reflink: bool) -> int:
+    """The blocks mkfs.xfs puts on a new AGFL (xfs_alloc_min_freelist for
+    one-level trees): enough for a split of the free-space btrees and the
+    rmapbt.  Since xfsprogs 6.5 a tree counts 2 * new height - 2 blocks, so
+    trees that can never grow past one level (64 KiB blocks in a small AG)
+    need none."""
+    levels = [alloc_maxlevels(blocksize, agblocks)] * 2
+    if rmapbt:
+        levels.append(rmap_maxlevels(blocksize, agblocks, reflink))
+    if release == "6.1":
+        return sum(min(2, top) for top in levels)
+    return sum(min(2, top) * 2 - 2 for top in levels)
+
+
 def bmap_maxlevels(blocksize: int, nrext64: bool, data: bool) -> int:
     """A fork's bmbt worst height (m_bm_maxlevels): as many extents as the
     inode's extent counter holds, 16-byte records and half-full blocks under

@@ -19,7 +19,7 @@ from ..format import constants as C
 from ..format.structs import AGF, AGFL, AGI, SB
 from ..fs import btree as B
 from ..fs import btree_write as BW
-from ..fs.btree import alloc_maxlevels, rmap_maxlevels
+from ..fs.btree import agfl_prefill
 from ..fs.icore import InodeEncoder, InodeSpec
 from ..fs.logres import LogGeometry, min_log_blocks
 from ..io import verify as V
@@ -375,21 +375,6 @@ def static_roots(blocksize: int, sectsize: int, finobt: bool, rmapbt: bool,
             roots[name] = nxt
             nxt += 1
     return roots, nxt
-
-
-def agfl_prefill(release: str, blocksize: int, agblocks: int, rmapbt: bool,
-                 reflink: bool) -> int:
-    """The blocks mkfs.xfs puts on a new AGFL (xfs_alloc_min_freelist for
-    one-level trees): enough for a split of the free-space btrees and the
-    rmapbt.  Since xfsprogs 6.5 a tree counts 2 * new height - 2 blocks, so
-    trees that can never grow past one level (64 KiB blocks in a small AG)
-    need none."""
-    levels = [alloc_maxlevels(blocksize, agblocks)] * 2
-    if rmapbt:
-        levels.append(rmap_maxlevels(blocksize, agblocks, reflink))
-    if release == "6.1":
-        return sum(min(2, top) for top in levels)
-    return sum(min(2, top) * 2 - 2 for top in levels)
 
 
 # -- writing -----------------------------------------------------------------

@@ -11,9 +11,9 @@ from ..._backend import parsers
 from ...errors import FsToolError
 from ...format import constants as C
 from ...format.structs import SB
+from ...fs.btree import agfl_prefill
 from ...fs.filesystem import _sectsize_guess
 from ...log.head import find_state
-from ..mkfs import agfl_prefill
 from .base import OWN_FS, Finding
 
 VERSION_ALIGNBIT, VERSION_DALIGNBIT, VERSION_SECTORBIT = 0x80, 0x100, 0x800
