@@ -15,7 +15,6 @@ from ..format import constants as C, metadump as M
 from ..format.structs import SB
 
 BB = C.BBSIZE
-NULLFSINO = 0xFFFFFFFFFFFFFFFF
 MAGICS = (M.XFS_MD_MAGIC_V1.to_bytes(4, "big"), M.XFS_MD_MAGIC_V2.to_bytes(4, "big"))
 
 
@@ -154,7 +153,7 @@ def fixed_primary(sector: bytes, sectsize: int) -> bytes:
     f["sb_inprogress"] = 0
     for q in ("sb_uquotino", "sb_gquotino", "sb_pquotino"):
         if f[q] == 0:
-            f[q] = NULLFSINO
+            f[q] = C.NULLFSINO
     if not f["sb_features_incompat"] & C.XFS_SB_FEAT_INCOMPAT_META_UUID:
         f["sb_meta_uuid"] = bytes(16)
     out = bytearray(sectsize)

@@ -32,7 +32,6 @@ from ..io.lock import ImageLock, refuse_if_mounted
 from ..log.head import find_state
 from ..ns.writer import Writer
 from .logops import zero
-from .resize import NULLFSINO
 
 LABEL_MAX = 12
 
@@ -73,7 +72,7 @@ def _to_disk(f: dict) -> None:
     holds it."""
     for q in ("sb_uquotino", "sb_gquotino", "sb_pquotino"):
         if f[q] == 0:
-            f[q] = NULLFSINO
+            f[q] = C.NULLFSINO
 
 
 def _rewrite_sbs(path, edit, first_ag: int) -> int:

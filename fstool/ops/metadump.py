@@ -54,7 +54,6 @@ _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
 _CRC = struct.Struct("<I")
-NULLFSINO = 0xFFFFFFFFFFFFFFFF
 XFS_SB_VERSION_BORGBIT = 0x4000     # ascii-ci: case-insensitive directory hashes
 MAX_EXTLEN = (1 << 21) - 1          # XFS_MAX_BMBT_EXTLEN: xfs_metadump's default -m
 ORPHANAGE = b"lost+found"
@@ -982,7 +981,7 @@ class Dumper:
 
     def copy_sb_inode_walk(self, ino: int) -> None:
         sb = self.sb
-        if ino in (0, NULLFSINO):
+        if ino in (0, C.NULLFSINO):
             return
         agno = ino >> sb.agino_log
         agino = ino & ((1 << sb.agino_log) - 1)

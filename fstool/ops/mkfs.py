@@ -46,7 +46,6 @@ XFS_INODE_BIG_CLUSTER_SIZE = 8192
 XFS_INODES_PER_CHUNK = 64
 XFS_DFL_IMAXPCT = 25
 MKFS_UNMOUNT_TID = 0xB0C0D0D0
-NULLFSINO = (1 << 64) - 1
 
 VERSIONNUM_V5 = 0xB4A5     # v5 | MOREBITS | DIRV2 | EXTFLG | LOGV2 | ALIGN | NLINK
 SECTORBIT = 0x0800         # sector sizes other than 512 bytes
@@ -499,9 +498,9 @@ class Formatter:
             "sb_magicnum": C.XFS_SB_MAGIC, "sb_blocksize": g.blocksize,
             "sb_dblocks": g.dblocks, "sb_uuid": self.uuid,
             "sb_logstart": (g.logagno << g.agblklog) | g.logstart_agbno,
-            "sb_rootino": g.rootino if rootino else NULLFSINO,
-            "sb_rbmino": g.rootino + 1 if primary else NULLFSINO,
-            "sb_rsumino": g.rootino + 2 if primary else NULLFSINO,
+            "sb_rootino": g.rootino if rootino else C.NULLFSINO,
+            "sb_rbmino": g.rootino + 1 if primary else C.NULLFSINO,
+            "sb_rsumino": g.rootino + 2 if primary else C.NULLFSINO,
             "sb_rextsize": max(1, 4096 // g.blocksize), "sb_agblocks": g.agblocks,
             "sb_agcount": g.agcount, "sb_logblocks": g.logblocks,
             "sb_versionnum": VERSIONNUM_V5 | (SECTORBIT if g.sectsize != 512 else 0)

@@ -54,7 +54,6 @@ from . import resize_shrink as RS
 from .resize_shrink import XFS_MIN_AG_BLOCKS
 from ..io.signals import held
 
-NULLFSINO = (1 << 64) - 1
 
 
 class ResizeError(FsToolError):
@@ -222,7 +221,7 @@ def _log_geometry(tx, sb, dblocks: int, agcount: int, dfree: int) -> None:
         # reads as none
         for q in ("sb_uquotino", "sb_gquotino", "sb_pquotino"):
             if f[q] == 0:
-                f[q] = NULLFSINO
+                f[q] = C.NULLFSINO
     _log_sb(tx, sb, edit)
 
 

@@ -38,7 +38,6 @@ KNOWN_COMPAT = 0
 MAX_LOG_BLOCKS = 1024 * 1024
 MAX_LOG_BYTES = (2 << 30) - (10 << 20)
 MIN_AG_BLOCKS = 64
-NULLFSINO = 0xFFFFFFFFFFFFFFFF
 
 
 def _log2_roundup(n: int) -> int:
@@ -131,7 +130,7 @@ def verify_sb(f: dict, raw: bytes, primary: bool, whack: bool = True) -> list:
         bad.append(("sb_flags", f"flags 0x{f['sb_flags']:x} set"))
     if f["sb_inprogress"] == 1:
         for name in ("sb_uquotino", "sb_gquotino", "sb_pquotino"):
-            if f[name] not in (NULLFSINO, 0):
+            if f[name] not in (C.NULLFSINO, 0):
                 bad.append((name, "quota inode set in a superblock mkfs wrote"))
         if f["sb_qflags"]:
             bad.append(("sb_qflags", "quota flags set in a superblock mkfs wrote"))
@@ -440,7 +439,7 @@ class SuperblockPhase:
         writes)."""
         f = self.sb.fields
         v, q = f["sb_versionnum"], f["sb_qflags"]
-        named = any(f[n] not in (0, NULLFSINO) for n in ("sb_uquotino", "sb_gquotino",
+        named = any(f[n] not in (0, C.NULLFSINO) for n in ("sb_uquotino", "sb_gquotino",
                                                           "sb_pquotino"))
         turned_off = bool(v & VERSION_QUOTABIT) and not named
         if turned_off:

@@ -56,7 +56,6 @@ from ...errors import FsToolError
 from ...fs import dir as D
 from ..names import shown_name
 
-NULLFSINO = (1 << 64) - 1
 # sb_qflags: the "quota checked" bits xfs_repair clears (XFS_ALL_QUOTA_CHKD)
 QUOTA_CHKD = 0x0004 | 0x0020 | 0x0100 | 0x0400
 XFS_SB_VERSION_QUOTABIT = 0x0040
@@ -395,7 +394,7 @@ class InodePlan:
             return
         f.update(self.quota)
         f["sb_qflags"] &= ~QUOTA_CHKD
-        if all(f[n] in (0, NULLFSINO) for n in ("sb_uquotino", "sb_gquotino", "sb_pquotino")):
+        if all(f[n] in (0, C.NULLFSINO) for n in ("sb_uquotino", "sb_gquotino", "sb_pquotino")):
             f["sb_qflags"] = 0
             f["sb_versionnum"] &= ~XFS_SB_VERSION_QUOTABIT
 
@@ -579,7 +578,7 @@ def plan_inodes(checker) -> InodePlan:
         if f.code not in CODES:
             continue
         if f.code == "SB_QUOTINO":
-            p.quota[f.field] = NULLFSINO
+            p.quota[f.field] = C.NULLFSINO
             p.handled.add(id(f))
             p.notes.append(f"superblock: {f.field} ({f.found}) names no quota inode: "
                            "cleared, with the quota checked flags")
