@@ -1,0 +1,75 @@
+"""Start-up: the entry loads only what the command that runs needs.
+
+Each case runs ``python -v -m fstool ...`` (a real process, as a user runs
+it) and reads the modules it imported from the interpreter's verbose
+report (-X importtime misses what importlib.import_module loads, as the
+command group does): rich only where a table, console or bar is made, no other command's
+module, and check without mkfs and its writers.  Quick: one 64 MiB image.
+"""
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def imported(*args) -> set:
+    """The modules ``fstool ARGS`` imports (the interpreter's verbose
+    report: one ``import 'NAME' # LOADER`` line a module)."""
+    r = subprocess.run([sys.executable, "-v", "-m", "fstool", *map(str, args)],
+                       cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    mods = {line.split("'")[1] for line in r.stderr.splitlines()
+            if line.startswith("import '")}
+    assert "fstool.cli.main" in mods          # the report was read
+    return mods
+
+
+def _rich(mods) -> set:
+    return {m for m in mods if m == "rich" or m.startswith("rich.")}
+
+
+def _commands(mods) -> set:
+    return {m for m in mods if m.startswith("fstool.cli.")} - {
+        "fstool.cli", "fstool.cli.main", "fstool.cli.console", "fstool.cli.exits",
+        "fstool.cli.options"}
+
+
+@pytest.fixture(scope="module")
+def image(tmp_path_factory):
+    img = tmp_path_factory.mktemp("startup") / "s.img"
+    r = subprocess.run([sys.executable, "-m", "fstool", "mkfs", "-q", "--size", "64m", img],
+                       cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return img
+
+
+def test_help_loads_no_command_and_no_rich():
+    mods = imported("--help")
+    assert _commands(mods) == set()
+    assert _rich(mods) == set()
+
+
+def test_check_loads_only_check(image):
+    for args in (["check", image], ["check", "--json", image]):
+        mods = imported(*args)
+        assert _commands(mods) == {"fstool.cli.check"}
+        # output into a pipe is plain text or JSON: no rich
+        assert _rich(mods) == set()
+        # check reads; it needs none of mkfs's writers
+        assert not {"fstool.ops.mkfs", "fstool.fs.btree_write", "fstool.ns.attrbuild"} & mods
+
+
+@pytest.mark.parametrize("args", [["info", "--json"], ["ls"], ["ls", "--json"],
+                                  ["agstats", "--format", "plain"]])
+def test_plain_and_json_output_load_no_rich(image, args):
+    mods = imported(*args[:1], image, *args[1:])
+    assert _rich(mods) == set()
+
+
+def test_a_table_still_loads_rich(image):
+    """The other side: --format table draws with rich."""
+    mods = imported("agstats", "--format", "table", image)
+    assert "rich.table" in mods
