@@ -416,6 +416,16 @@ def da_hashname(name) -> int:
     return _hash_at(p, 0, len(name))
 
 
+@cython.locals(p=cython.p_uchar, ino=cython.ulonglong)
+def parent_hashname(name, parent_ino) -> int:
+    """The hash of a parent-pointer attribute (xfs_parent_hashval): the
+    directory name hash of ``name`` xor the high and low 32 bits of the
+    parent directory's inode number."""
+    p = name
+    ino = parent_ino
+    return _hash_at(p, 0, len(name)) ^ (ino >> 32) ^ (ino & _M32)
+
+
 @cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, n=cython.Py_ssize_t,
                i=cython.Py_ssize_t)
 def inobt_recs(buf, offset, count, sparse) -> list:

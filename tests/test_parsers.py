@@ -164,6 +164,32 @@ def test_da_hashname_matches_xfs_db(mod, tmp_path):
     assert [mod.da_hashname(n.encode()) for n in names] == theirs
 
 
+@needs_native
+def test_parent_hashname_parity():
+    rng = random.Random(29)
+    for _ in range(2000):
+        name = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 256)))
+        ino = rng.choice((0, 1, 128, 2 ** 32 - 1, 2 ** 32, 2 ** 64 - 1, rng.randrange(2 ** 64)))
+        assert NATIVE.parent_hashname(name, ino) == PURE.parent_hashname(name, ino)
+
+
+@pytest.mark.parametrize("mod", BACKENDS, ids=lambda m: "native" if
+                         fstool_native.is_native(m) else "pure")
+def test_parent_hashname_matches_xfs_db_6_10(mod, tmp_path):
+    from fixtures import modern
+    if not modern.available():
+        pytest.skip(modern.WHY)
+    img = modern.mkfs(tmp_path / "p.img", "-n", "parent=1", size="320M")
+    cases = [("a", 128), ("abcd", 131), ("lost+found", 2 ** 32 + 7), ("x" * 255, 2 ** 40 + 99),
+             ("entry-000123", 0xDEADBEEF12345678)]
+    theirs = [int(v, 16) for v in
+              modern.db(img, *(f"hash -p {ino} {n}" for n, ino in cases)).split()]
+    mine = [mod.parent_hashname(n.encode(), ino) for n, ino in cases]
+    assert mine == theirs
+    # the parent pointer hash is not the name hash
+    assert mine != [mod.da_hashname(n.encode()) for n, _ in cases]
+
+
 def test_backend_selection_env(monkeypatch):
     import subprocess
     import sys
