@@ -67,6 +67,8 @@ class Stub(XattrChecks):
         self.sb = SimpleNamespace(blocksize=BS)
         self.found = []
         self.remote_calls = []
+        self.has_pptr = False
+        self.pptrs_seen = []
 
     def report(self, code, message, **where):
         self.found.append((code, message, sorted(where.items())))
@@ -139,7 +141,8 @@ def test_attr_leaf_fast_path_figures():
     count, usedbytes, firstused = struct.unpack_from(">HHH", buf, 56)
     hashes = [struct.unpack_from(">I", buf, HDR + 8 * i)[0] for i in range(count)]
     for mod in BACKENDS:
-        lo, hi, firstb, used, remotes = mod.attr_leaf_entries(buf, count, 0)
+        lo, hi, firstb, used, remotes, pptrs = mod.attr_leaf_entries(buf, count, 0)
+        assert pptrs == []
         assert (lo, hi, firstb, used) == (hashes[0], hashes[-1], firstused, usedbytes)
         assert [r[0] for r in remotes] == [2, 5, 8]
         assert mod.attr_leaf_entries(buf, count, hashes[0] + 1) is None

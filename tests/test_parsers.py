@@ -362,3 +362,68 @@ def test_rmap_high_key_parity_and_meaning():
             if n:
                 assert outcome(NATIVE.rmap_high_key, short, 0, n, is_leaf) == \
                     outcome(PURE.rmap_high_key, short, 0, n, is_leaf) == ("ValueError", None)
+
+
+@needs_native
+def test_parent_pointer_scans_parity():
+    """Inode chunks of a parent-pointer image, intact and with bytes
+    flipped: chunk_parents, and scan_inode_chunk counting parent pointers,
+    agree between the backends; the intact chunks' shortform forks are
+    taken natively."""
+    from fixtures import pptr
+    if not pptr.available():
+        pytest.skip("needs root, a kernel loop mount of XFS and xfsprogs 6.10.1")
+    import fstool
+    from fstool.ops.stats import ag_tree
+    rng = random.Random(29)
+    plain_with_attrs = 0
+    with fstool.open_image(pptr.pptr_image()) as fs:
+        sb = fs.sb
+        for agno in range(sb.agcount):
+            reader, root, height = ag_tree(fs, agno, "inobt")
+            for startino, holemask, _n, _f, free in list(reader.ag_records(root, height))[:8]:
+                nblocks = max(1, (64 * sb.inodesize) >> sb.blocklog)
+                chunk = fs.dev.pread(fs.agb_to_daddr(agno, startino >> sb.inopblog) << 9,
+                                     nblocks << sb.blocklog)
+                first = (agno << sb.agino_log) | startino
+                for trial in range(4):
+                    buf = bytearray(chunk)
+                    for _ in range(trial * 6):
+                        buf[rng.randrange(len(buf))] ^= 1 << rng.randrange(8)
+                    b = bytes(buf)
+                    assert NATIVE.chunk_parents(b, 0, sb.inodesize, first, free, holemask) == \
+                        PURE.chunk_parents(b, 0, sb.inodesize, first, free, holemask)
+                    outs = []
+                    for mod in (NATIVE, PURE):
+                        itype, nlinks = bytearray(64), array("I", bytes(256))
+                        psums = array("Q", bytes(512))
+                        out = mod.scan_inode_chunk(
+                            b, 0, sb.inodesize, first, sb.meta_uuid, free, holemask, 0x1A,
+                            True, sb.agblklog, sb.agcount, sb.agblocks,
+                            fs.ag_length(sb.agcount - 1), 0, (1 << 51) - 1, itype, nlinks, 0,
+                            psums, True)
+                        outs.append((out, itype, nlinks, psums))
+                    assert outs[0] == outs[1]
+                    if trial == 0:
+                        plain_with_attrs += sum(1 for v in outs[0][3] if v)
+    assert plain_with_attrs > 50
+
+
+@pytest.mark.parametrize("mod", BACKENDS, ids=lambda m: "native" if
+                         fstool_native.is_native(m) else "pure")
+def test_parent_pointer_sums_cancel(mod):
+    """An entry counted by the tally and the same parent pointer cancel;
+    another name, directory or generation does not."""
+    starts, itype = array("Q", [64]), bytearray(64)
+    itype[5] = 8
+    refs, psums = array("I", bytes(256)), array("Q", bytes(512))
+    assert mod.tally_entry(starts, itype, refs, 69, 1, True, psums, 128, 7, b"name") == 0
+    assert psums[5] == mod.pptr_mix(b"name", 128, 7) != 0
+    assert mod.pptr_mismatches(itype, psums) == [5]
+    psums[5] = (psums[5] - mod.pptr_mix(b"name", 128, 7)) % (1 << 64)
+    assert mod.pptr_mismatches(itype, psums) == []
+    assert len({mod.pptr_mix(b"name", 128, 7), mod.pptr_mix(b"namf", 128, 7),
+                mod.pptr_mix(b"name", 129, 7), mod.pptr_mix(b"name", 128, 8)}) == 4
+    # an entry whose target is not in use counts nothing
+    assert mod.tally_entry(starts, itype, refs, 70, 1, True, psums, 128, 7, b"x") & 1
+    assert mod.pptr_mismatches(itype, psums) == []

@@ -10,8 +10,11 @@ from .options import replay_opt, image_arg, json_opt, open_fs
 @click.argument("path")
 def cmd(as_json, image, path, replay_in_memory):
     """Show everything about PATH in IMAGE: type, mode, owner, size, links,
-    timestamps to the nanosecond, data fork layout, device numbers and xattrs."""
-    from ..ops.listing import entry_record, mode_string
+    timestamps to the nanosecond, data fork layout, device numbers, xattrs
+    and, on a filesystem with parent pointers, the parents (each directory
+    naming the file: its inode, generation and the name)."""
+    from ..ops.listing import entry_record, mode_string, parent_records
+    from ..ops.names import shown_name
     from ..ops.inspect import _fmt_ns
     from ..format import constants as C
     from ..fs import dir as xdir
@@ -19,6 +22,8 @@ def cmd(as_json, image, path, replay_in_memory):
     with open_fs(image, replay_in_memory) as fs:
         node = fs.lookup(path)
         rec = entry_record(fs, "/" + path.strip("/"), node)
+        if fs.has_parent_pointers:
+            rec["parents"] = parent_records(fs, node)
         rec.update({
             "atime_ns": node.atime_ns, "ctime_ns": node.ctime_ns,
             "crtime_ns": node.crtime_ns, "nblocks": node.nblocks,
@@ -45,3 +50,5 @@ def cmd(as_json, image, path, replay_in_memory):
             click.echo(f"{label}: {_fmt_ns(ns)}")
         if rec["xattrs"]:
             click.echo("Xattrs: " + ", ".join(rec["xattrs"]))
+        for p in rec.get("parents", ()):
+            click.echo(f"Parent: {p['ino']} (generation {p['gen']}) {shown_name(p['name'])}")

@@ -1,44 +1,79 @@
-"""Extended attributes in every form (shortform, leaf, node, remote values)
-and symlink targets (inline and remote)."""
+"""Extended attributes in every form (shortform, leaf, node, remote values),
+parent pointers (the attributes of the parent namespace) and symlink
+targets (inline and remote)."""
 from __future__ import annotations
 
 import struct
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 from ..errors import CorruptionError
 from ..format import constants as C
+from ..format import parent as P
 from ..io import verify as V
 
 _NAMESPACE = {0: "user.", C.XFS_ATTR_ROOT: "trusted.", C.XFS_ATTR_SECURE: "security."}
 
 
-def _full_name(flags: int, name: bytes) -> str | None:
-    """"user.x" style name, or None for namespaces not shown to users
-    (parent pointers)."""
-    prefix = _NAMESPACE.get(flags & C.XFS_ATTR_NSP_ONDISK_MASK)
-    if prefix is None:
-        return None
-    return prefix + name.decode("utf-8", "surrogateescape")
+class Parent(NamedTuple):
+    """One parent pointer: the directory ``ino`` (of generation ``gen``)
+    names the file ``name``."""
+    ino: int
+    gen: int
+    name: bytes
+
+
+def _full_name(flags: int, name: bytes) -> str:
+    """"user.x" style name of an attribute of a user-visible namespace."""
+    return _NAMESPACE[flags & C.XFS_ATTR_NSP_ONDISK_MASK] + \
+        name.decode("utf-8", "surrogateescape")
+
+
+def _user_visible(flags: int) -> bool:
+    """The user, trusted and security namespaces (not parent pointers)."""
+    return flags & C.XFS_ATTR_NSP_ONDISK_MASK in _NAMESPACE
 
 
 def iter_xattrs(node, values: bool = True) -> Iterator[tuple[str, bytes | None]]:
-    """(full name, value) of every complete attribute; value is None when
-    ``values`` is false (remote values are then not read)."""
+    """(full name, value) of every complete attribute of the namespaces
+    users see (parent pointers are left out); value is None when ``values``
+    is false (remote values are then not read)."""
+    for flags, name, value in iter_attrs(node, values, _user_visible):
+        yield _full_name(flags, name), value
+
+
+def iter_parents(node) -> Iterator[Parent]:
+    """The parent pointers of ``node``, in the order the attr fork holds
+    them.  A parent pointer whose value is not a 12-byte record raises
+    CorruptionError."""
+    for _flags, name, value in iter_attrs(node, True, P.is_parent):
+        try:
+            p_ino, p_gen = P.unpack_rec(value)
+        except ValueError as e:
+            raise CorruptionError("parent pointer", f"{name!r}: {e}", ino=node.ino,
+                                  field="valuelen") from None
+        yield Parent(p_ino, p_gen, bytes(name))
+
+
+def iter_attrs(node, values: bool = True, keep=None) -> Iterator[tuple[int, bytes,
+                                                                         bytes | None]]:
+    """(on-disk flags, name, value) of every complete attribute of every
+    namespace, or of those whose flags ``keep(flags)`` accepts; value is
+    None when ``values`` is false (remote values are then not read)."""
     if not node.forkoff:
         return
     fmt = node.aformat
     if fmt == C.XFS_DINODE_FMT_LOCAL:
-        yield from _shortform(node, values)
+        yield from _shortform(node, values, keep)
     elif fmt in (C.XFS_DINODE_FMT_EXTENTS, C.XFS_DINODE_FMT_BTREE):
         if not node.extents(attr=True):
             return
-        yield from _leaves(node, values)
+        yield from _leaves(node, values, keep)
     else:
         raise CorruptionError("inode", f"attr fork format {fmt} is not valid", ino=node.ino,
                               field="di_aformat")
 
 
-def _shortform(node, values: bool):
+def _shortform(node, values: bool, keep):
     fork = node.fork_bytes(attr=True)
     if len(fork) < 4:
         raise CorruptionError("shortform xattrs", "attr fork too small", ino=node.ino)
@@ -54,9 +89,9 @@ def _shortform(node, values: bool):
         end = pos + 3 + namelen + valuelen
         if end > totsize:
             raise CorruptionError("shortform xattrs", "entry overruns totsize", ino=node.ino)
-        name = _full_name(flags, fork[pos + 3:pos + 3 + namelen])
-        if name is not None and not flags & C.XFS_ATTR_INCOMPLETE:
-            yield name, (fork[pos + 3 + namelen:end] if values else None)
+        if not flags & C.XFS_ATTR_INCOMPLETE and (keep is None or keep(flags)):
+            yield (flags, fork[pos + 3:pos + 3 + namelen],
+                   fork[pos + 3 + namelen:end] if values else None)
         pos = end
 
 
@@ -67,7 +102,7 @@ def _read_attr_block(node, ablk: int) -> bytes:
                              ino=node.ino, block=ablk, pieces=pieces)
 
 
-def _leaves(node, values: bool):
+def _leaves(node, values: bool, keep):
     """Walk from attr block 0 down the leftmost path to the first leaf, then
     along the forw chain."""
     ablk = 0
@@ -94,7 +129,7 @@ def _leaves(node, values: bool):
         if magic != C.XFS_ATTR3_LEAF_MAGIC:
             raise CorruptionError("xattr leaf block", f"magic 0x{magic:x} in the leaf chain",
                                   ino=node.ino, block=ablk, field="magic")
-        yield from _leaf_entries(node, buf, ablk, values)
+        yield from _leaf_entries(node, buf, ablk, values, keep)
         forw = struct.unpack_from(">I", buf, 0)[0]
         if forw == 0:
             return
@@ -106,7 +141,7 @@ def _leaves(node, values: bool):
         buf = _read_attr_block(node, ablk)
 
 
-def _leaf_entries(node, buf, ablk, values):
+def _leaf_entries(node, buf, ablk, values, keep):
     size = len(buf)
     count = struct.unpack_from(">H", buf, 56)[0]
     base = C.XFS_ATTR3_LEAF_HDR_SIZE
@@ -115,7 +150,7 @@ def _leaf_entries(node, buf, ablk, values):
                               ino=node.ino, block=ablk, field="count")
     for i in range(count):
         _hash, nameidx, flags = struct.unpack_from(">IHB", buf, base + 8 * i)
-        if flags & C.XFS_ATTR_INCOMPLETE:
+        if flags & C.XFS_ATTR_INCOMPLETE or (keep is not None and not keep(flags)):
             continue
         if nameidx < base + 8 * count or nameidx >= size:
             raise CorruptionError("xattr leaf block", f"entry {i} name index {nameidx} is "
@@ -130,10 +165,8 @@ def _leaf_entries(node, buf, ablk, values):
             if nstart + namelen + valuelen > size:
                 raise CorruptionError("xattr leaf block", "local entry overruns the block",
                                       ino=node.ino, block=ablk)
-            name = _full_name(flags, buf[nstart:nstart + namelen])
-            if name is not None:
-                yield name, (buf[nstart + namelen:nstart + namelen + valuelen]
-                             if values else None)
+            yield (flags, buf[nstart:nstart + namelen],
+                   buf[nstart + namelen:nstart + namelen + valuelen] if values else None)
         else:
             if nameidx + 9 > size:
                 raise CorruptionError("xattr leaf block", "remote entry overruns the block",
@@ -143,9 +176,8 @@ def _leaf_entries(node, buf, ablk, values):
             if nstart + namelen > size:
                 raise CorruptionError("xattr leaf block", "remote entry overruns the block",
                                       ino=node.ino, block=ablk)
-            name = _full_name(flags, buf[nstart:nstart + namelen])
-            if name is not None:
-                yield name, (_remote_value(node, valueblk, valuelen) if values else None)
+            yield (flags, buf[nstart:nstart + namelen],
+                   _remote_value(node, valueblk, valuelen) if values else None)
 
 
 def _remote_value(node, valueblk: int, valuelen: int) -> bytes:

@@ -705,6 +705,26 @@ class Filesystem:
         node = self._as_inode(where)
         return [name for name, _ in xattr.iter_xattrs(node, values=False)]
 
+    @property
+    def has_parent_pointers(self) -> bool:
+        return self.sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_PARENT)
+
+    def parents(self, where) -> list[xattr.Parent]:
+        """The parent pointers of ``where`` (itself: symlinks are not
+        followed), as ``Parent(ino, gen, name)``: each directory that names
+        it, that directory's generation and the name (bytes).  Empty on a
+        filesystem without parent pointers."""
+        return list(xattr.iter_parents(self._as_inode(where)))
+
+    def paths(self, where) -> list[str]:
+        """Every path of ``where`` (an inode number, an Inode or a path)
+        found by following parent pointers up to the root, as
+        ``xfs_io -c 'parent -p'`` lists them.  Parent pointers that lead
+        nowhere are left out (``fstool.fs.parent.paths`` says which)."""
+        from . import parent
+        found, _broken = parent.paths(self, self._as_inode(where).ino)
+        return [p.decode("utf-8", "surrogateescape") for p in found]
+
 
 class _InodeCache:
     """Directory inodes by number (at most ``max_dirs``, oldest half dropped

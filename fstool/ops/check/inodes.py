@@ -67,6 +67,8 @@ class InodePhase:
             f2 |= DIFLAG2_REFLINK
         if sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_BIGTIME):
             f2 |= DIFLAG2_BIGTIME
+        if large:
+            f2 |= DIFLAG2_NREXT64
         self.flags2_plain = f2 & ~(DIFLAG2_DAX | DIFLAG2_COWEXTSIZE)
 
     # -- the phase ---------------------------------------------------------------
@@ -99,7 +101,7 @@ class InodePhase:
                     chunk, base, isize, first, sb.meta_uuid, free, holemask,
                     self.flags2_plain, bigtime_fs, sb.agblklog, sb.agcount, sb.agblocks,
                     last_ag, self.agfl_block, self.max_file_offset, tab.itype, tab.nlinks,
-                    64 * k)
+                    64 * k, tab.psums, self.has_pptr)
                 cl = self.claims
                 for a, b, n, owner, _off in claims:
                     cl[a].append((b, n, owner))
@@ -211,9 +213,25 @@ class InodePhase:
         if free:
             self.report("INOBT_INODE", f"inode {ino} is free in the inobt but in use on disk",
                         field="di_mode", **where)
+        self.pptrs_seen = []
+        self.pptrs_whole = True
         if self._check_in_use(d, raw, ino, where):
             tab.itype[slot] = (mode & S_IFMT) >> 12 or 16
             tab.nlinks[slot] = d["nlink"]
+            if tab.psums is not None:
+                self._count_pptrs(tab, slot, ino)
+
+    def _count_pptrs(self, tab, slot, ino) -> None:
+        """Take the parent pointers check_xattrs met off the inode's slot
+        (the entries naming it add theirs in the namespace phase)."""
+        if not self.pptrs_whole:
+            self.pptr_unread.append(ino)
+            return
+        mix = parsers.pptr_mix
+        acc = 0
+        for p_ino, p_gen, name in self.pptrs_seen:
+            acc += mix(name, p_ino, p_gen)
+        tab.psums[slot] = (tab.psums[slot] - acc) & 0xFFFFFFFFFFFFFFFF
 
     def report_inode(self, code, detail, field, where, **more) -> None:
         self.report(code, f"inode {where['ino']}: {detail}", field=field, **where, **more)
@@ -559,6 +577,8 @@ class InodePhase:
             return None
         if attr_ok and node is not None and d["forkoff"]:
             self.guarded(f"inode {ino} xattrs", self.check_xattrs, node, **where)
+        elif d["forkoff"]:
+            self.pptrs_whole = False
         return node if node is not None else False
 
     def _fork_extents(self, d, raw, ino, where, attr: bool):

@@ -126,6 +126,7 @@ class NamespacePhase:
                 self.report("DIR_ENTRY_TARGET", f"a directory entry points to metadata inode "
                             f"{meta}", ino=meta, structure="dir")
         self._link_counts(tab, root, subdirs, children)
+        self.check_parent_pointers(tab)
 
     def metadata_inodes(self) -> set:
         f = self.sb.fields

@@ -1,7 +1,10 @@
 """Attribute forks, as xfs_repair's process_attributes looks at them:
-shortform entries, leaf blocks (entry table, names, hashes, the name area
-and the header's usedbytes and firstused), the node form's da-btree, and
-remote values."""
+shortform entries, leaf blocks (entry table, flags and namespaces, names,
+hashes, the name area and the header's usedbytes and firstused), the node
+form's da-btree, and remote values.  The parent pointers met on the way are
+kept for the namespace phase (``self.pptrs_seen``); an attribute of the
+parent namespace whose value is no parent record is reported
+(PARENT_GARBAGE), as xfs_repair's phase 6 reports it."""
 from __future__ import annotations
 
 import struct
@@ -9,23 +12,75 @@ import struct
 from ..._backend import checks, parsers
 from ...errors import CorruptionError, FsToolError
 from ...format import constants as C
+from ...format import parent as P
 from ...io import verify as V
 from ..names import quoted_name
 
+XFS_ATTR_ONDISK_MASK = C.XFS_ATTR_NSP_ONDISK_MASK | C.XFS_ATTR_LOCAL | C.XFS_ATTR_INCOMPLETE
 
-def attr_name_ok(name: bytes) -> bool:
-    """xfs_attr_namecheck: shorter than MAXNAMELEN, no NUL."""
-    return len(name) < 256 and b"\0" not in name
+
+def attr_name_ok(name: bytes, flags: int = 0) -> bool:
+    """xfs_attr_namecheck: shorter than MAXNAMELEN, no NUL; a parent
+    pointer's name is a directory entry's (no '/' either)."""
+    if len(name) >= 256 or b"\0" in name:
+        return False
+    return not (flags & C.XFS_ATTR_PARENT and b"/" in name)
+
+
+def flags_fault(flags: int, pptr_fs: bool):
+    """Why xfs_repair junks an attr entry for its flags (unknown bits, more
+    than one namespace, a parent pointer on a filesystem without them), or
+    None."""
+    if flags & ~XFS_ATTR_ONDISK_MASK:
+        return f"unknown flags 0x{flags & ~XFS_ATTR_ONDISK_MASK:x}"
+    ns = flags & C.XFS_ATTR_NSP_ONDISK_MASK
+    if ns & (ns - 1):
+        return "more than one namespace"
+    if ns == C.XFS_ATTR_PARENT and not pptr_fs:
+        return "a parent pointer on a filesystem without parent pointers"
+    return None
+
+
+def attr_hash(flags: int, name: bytes, value) -> int:
+    """xfs_attr_hashval: the name hash, or for a parent pointer
+    (xfs_parent_hashattr) the parent hash when the value is a 12-byte
+    record, else 0."""
+    if flags & C.XFS_ATTR_PARENT:
+        if value is None or len(value) != P.XFS_PARENT_REC_SIZE:
+            return 0
+        return parsers.parent_hashname(name, P.unpack_rec(value)[0])
+    return parsers.da_hashname(name)
 
 
 class XattrChecks:
     def check_xattrs(self, node) -> None:
+        """The attr fork of ``node``; its parent pointers go to
+        ``self.pptrs_seen`` ([(p_ino, p_gen, name)]), ``self.pptrs_whole``
+        saying whether every entry was read."""
+        self.pptrs_seen = []
+        self.pptrs_whole = False
+        before = len(self.findings)
         fmt = node.aformat
         if fmt == C.XFS_DINODE_FMT_LOCAL:
             self._sf_attrs(node)
         elif fmt in (C.XFS_DINODE_FMT_EXTENTS, C.XFS_DINODE_FMT_BTREE):
             if node.anextents:
                 self._longform_attrs(node)
+        self.pptrs_whole = not any(f.code in ("XATTR", "XATTR_NODE", "CHECK_ABORTED")
+                                   for f in self.findings[before:])
+
+    def _seen_pptr(self, node, flags, name, value, **where) -> None:
+        """Keep a parent pointer met in the attr fork; one whose value is no
+        parent record is garbage (xfs_parent_from_attr refuses it)."""
+        if value is None or len(value) != P.XFS_PARENT_REC_SIZE:
+            self.report("PARENT_GARBAGE", f"inode {node.ino}: parent pointer "
+                        f"{quoted_name(name)} has a value of "
+                        f"{'remote' if value is None else len(value)} bytes, not a parent "
+                        "record", ino=node.ino, fork="attr", structure="attr",
+                        field="valuelen", **where)
+            return
+        p_ino, p_gen = P.unpack_rec(value)
+        self.pptrs_seen.append((p_ino, p_gen, bytes(name)))
 
     def _xbad(self, node, detail, field=None, **more) -> None:
         self.report("XATTR", f"inode {node.ino}: {detail}", ino=node.ino, fork="attr",
@@ -57,12 +112,19 @@ class XattrChecks:
                            "valuelen", index=i)
                 break
             name = bytes(fork[pos + 3:pos + 3 + namelen])
-            if not attr_name_ok(name):
+            fault = flags_fault(flags, self.has_pptr)
+            if fault:
+                self._xbad(node, f"shortform attribute {quoted_name(name)}: {fault}", "flags",
+                           index=i, found=flags)
+            elif not attr_name_ok(name, flags):
                 self._xbad(node, f"shortform attribute {quoted_name(name)} has an illegal name",
                            "name", index=i)
-            if flags & C.XFS_ATTR_INCOMPLETE:
+            elif flags & C.XFS_ATTR_INCOMPLETE:
                 self._xbad(node, f"shortform attribute {quoted_name(name)} is incomplete", "flags",
                            index=i)
+            elif flags & C.XFS_ATTR_PARENT:
+                self._seen_pptr(node, flags, name,
+                                fork[pos + 3 + namelen:pos + 3 + namelen + valuelen], index=i)
             size = 3 + namelen + valuelen
             remaining -= size
             pos += size
@@ -227,11 +289,14 @@ class XattrChecks:
             self._xbad(node, f"attr leaf {ablk} has {count} entries", "count", found=count,
                        **where)
             return None
-        fast = checks.attr_leaf_entries(buf, count, last_hash)
+        fast = checks.attr_leaf_entries(buf, count, last_hash, self.has_pptr)
         if fast is not None:
             # every entry sound (the entry loop below would find nothing):
             # only the remote values and the header's totals are left
-            lo, hi, firstb, usedbs, remotes = fast
+            lo, hi, firstb, usedbs, remotes, pptrs = fast
+            self.pptrs_seen.extend((i, g, bytes(n)) for i, g, n in pptrs)
+            if self.has_pptr and len(pptrs) < self._parent_entries(buf, count):
+                self._leaf_garbage(node, buf, count, ablk)
             for i, valueblk, valuelen in remotes:
                 if not self._remote_value(node, valueblk, valuelen, i, ablk):
                     return None
@@ -248,10 +313,16 @@ class XattrChecks:
                 self._xbad(node, f"attr leaf {ablk} entry {i} name index {nameidx} is beyond "
                            "the block", "nameidx", index=i, found=nameidx, **where)
                 return None
+            fault = flags_fault(flags, self.has_pptr)
+            if fault:
+                self._xbad(node, f"attr leaf {ablk} entry {i}: {fault}", "flags", index=i,
+                           found=flags, **where)
+                return None
             if flags & C.XFS_ATTR_INCOMPLETE:
                 self._xbad(node, f"attr leaf {ablk} entry {i} is incomplete", "flags",
                            index=i, **where)
                 return None
+            value = None
             if flags & C.XFS_ATTR_LOCAL:
                 if nameidx + 3 > bs:
                     self._xbad(node, f"attr leaf {ablk} entry {i} overruns the block",
@@ -259,8 +330,10 @@ class XattrChecks:
                     return None
                 valuelen, namelen = struct.unpack_from(">HB", buf, nameidx)
                 name = bytes(buf[nameidx + 3:nameidx + 3 + namelen])
+                value = bytes(buf[nameidx + 3 + namelen:nameidx + 3 + namelen + valuelen])
                 size = (3 + namelen + valuelen + 3) & ~3
-                if namelen == 0 or not attr_name_ok(name) or nameidx + 3 + namelen > bs:
+                if namelen == 0 or not attr_name_ok(name, flags) or \
+                        nameidx + 3 + namelen > bs:
                     self._xbad(node, f"attr leaf {ablk} entry {i} has a bad name", "name",
                                index=i, **where)
                     return None
@@ -272,16 +345,23 @@ class XattrChecks:
                 valueblk, valuelen, namelen = struct.unpack_from(">IIB", buf, nameidx)
                 name = bytes(buf[nameidx + 9:nameidx + 9 + namelen])
                 size = (11 + namelen + 3) & ~3
-                if namelen == 0 or not attr_name_ok(name) or valueblk == 0:
-                    self._xbad(node, f"attr leaf {ablk} remote entry {i} is inconsistent",
+                if namelen == 0 or not attr_name_ok(name, flags) or valueblk == 0 or \
+                        flags & C.XFS_ATTR_PARENT:
+                    self._xbad(node, f"attr leaf {ablk} remote entry {i} is inconsistent"
+                               + (" (a parent pointer's value is never remote)"
+                                  if flags & C.XFS_ATTR_PARENT else ""),
                                "valueblk", index=i, **where)
                     return None
-            if h != parsers.da_hashname(name) or h < last_hash:
+            want = attr_hash(flags, name, value)
+            if h != want or h < last_hash:
+                what = "its parent pointer hashes" if flags & C.XFS_ATTR_PARENT else \
+                    "its name hashes"
                 self._xbad(node, f"attr leaf {ablk} entry {quoted_name(name)} has hash "
-                           f"0x{h:08x}, its name hashes to "
-                           f"0x{parsers.da_hashname(name):08x}", "hashval",
+                           f"0x{h:08x}, {what} to 0x{want:08x}", "hashval",
                            index=i, **where)
                 return None
+            if flags & C.XFS_ATTR_PARENT:
+                self._seen_pptr(node, flags, name, value, offset=ablk, index=i)
             if not flags & C.XFS_ATTR_LOCAL and not self._remote_value(node, valueblk,
                                                                        valuelen, i, ablk):
                 return None
@@ -297,6 +377,26 @@ class XattrChecks:
             firstb = min(firstb, nameidx)
         self._attr_leaf_totals(node, ablk, holes, firstb, firstused, usedbs, usedbytes)
         return [hashes[0], hashes[-1]] if hashes else []
+
+    @staticmethod
+    def _parent_entries(buf, count) -> int:
+        """How many entries of an attr leaf block are in the parent namespace."""
+        base = C.XFS_ATTR3_LEAF_HDR_SIZE
+        return sum(1 for i in range(count)
+                   if buf[base + 8 * i + 6] & C.XFS_ATTR_NSP_ONDISK_MASK == C.XFS_ATTR_PARENT)
+
+    def _leaf_garbage(self, node, buf, count, ablk) -> None:
+        """Report the parent-namespace entries of a sound leaf block whose
+        value is not a parent record."""
+        base = C.XFS_ATTR3_LEAF_HDR_SIZE
+        for i in range(count):
+            _h, nameidx, flags = struct.unpack_from(">IHB", buf, base + 8 * i)
+            if flags & C.XFS_ATTR_NSP_ONDISK_MASK != C.XFS_ATTR_PARENT:
+                continue
+            valuelen, namelen = struct.unpack_from(">HB", buf, nameidx)
+            if valuelen != P.XFS_PARENT_REC_SIZE:
+                name = bytes(buf[nameidx + 3:nameidx + 3 + namelen])
+                self._seen_pptr(node, flags, name, bytes(valuelen), offset=ablk, index=i)
 
     def _attr_leaf_totals(self, node, ablk, holes, firstb, firstused, usedbs, usedbytes):
         """The leaf header's firstused and usedbytes against the entries."""

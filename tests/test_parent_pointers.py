@@ -1,0 +1,260 @@
+"""Parent pointers read and checked, against the kernel that wrote them and
+xfs_repair 6.10.1 (fixtures/pptr.py)."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from fixtures import modern, pptr
+
+GEOMETRIES = [(), ("-m", "rmapbt=0")]
+
+
+def fstool(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "fstool", *map(str, args)],
+                          capture_output=True, text=True, env=env)
+
+
+@pytest.fixture(scope="module", params=GEOMETRIES, ids=lambda a: "".join(a) or "default")
+def pimg(request):
+    if not pptr.available():
+        pytest.skip("needs root, a kernel loop mount of XFS and xfsprogs 6.10.1")
+    return pptr.pptr_image(request.param)
+
+
+def copy(img, tmp_path):
+    out = tmp_path / "p.img"
+    shutil.copyfile(img, out)
+    return out
+
+
+def db(img, *cmds, write=False):
+    return modern.db(img, *cmds, write=write)
+
+
+# -- the image holds what the test is about ------------------------------------------------
+
+def test_parent_pointers_in_every_attr_fork_form(pimg):
+    """Parent pointers in shortform, leaf and node forks (beside remote
+    values); every directory form; names of 255 bytes."""
+    import fstool as fsmod
+    with fsmod.open_image(pimg) as fs:
+        ino = {p: fs.lstat(p).st_ino for p in ("/pptr/forms/sf", "/pptr/forms/leaf",
+                                               "/pptr/forms/node", "/pptr/forms/remote",
+                                               "/pptr/hub/origin")}
+        assert len(fs.parents("/pptr/hub/origin")) == 1 + 40 + 400
+        assert max(len(p.name) for p in fs.parents("/pptr/hub/origin")) == 255
+        forms = {d: fs.inode(fs.lstat(f"/dirs/{d}").st_ino) for d in ("d2", "d50", "d500")}
+        from fstool.fs import dir as xdir
+        assert [xdir.form(n) for n in forms.values()] == ["shortform", "block", "leaf"]
+    assert re.search(r"core\.aformat = 1", db(pimg, f"inode {ino['/pptr/forms/sf']}", "print"))
+    for name in ("/pptr/forms/leaf", "/pptr/forms/remote"):
+        out = db(pimg, f"inode {ino[name]}", "ablock 0", "print")
+        assert "hdr.info.hdr.magic = 0x3bee" in out, name
+    for name in ("/pptr/forms/node", "/pptr/hub/origin"):
+        out = db(pimg, f"inode {ino[name]}", "ablock 0", "print")
+        assert "hdr.info.hdr.magic = 0x3ebe" in out, name      # da-btree node
+
+
+# -- reading ---------------------------------------------------------------------------------
+
+def test_path_all_equals_find(pimg):
+    """fstool path --all gives every path of every inode, as find -inum on
+    the kernel's mount lists them."""
+    want = pptr.load_paths(pimg)
+    r = fstool("path", "--all", "--json", pimg)
+    assert r.returncode == 0, r.stderr
+    got = {}
+    for line in r.stdout.splitlines():
+        rec = json.loads(line)
+        assert rec["broken"] == []
+        got[rec["ino"]] = sorted(rec["paths"])
+    assert got == want
+    assert sum(len(v) for v in want.values()) > 11000
+
+
+def test_path_of_one_inode(pimg):
+    want = pptr.load_paths(pimg)
+    ino = max(want, key=lambda i: len(want[i]))          # the hub: 441 paths
+    r = fstool("path", pimg, ino)
+    assert r.returncode == 0, r.stderr
+    assert sorted(r.stdout.splitlines()) == want[ino]
+    root = next(i for i, v in want.items() if v == ["/"])
+    r = fstool("path", pimg, root, ino)
+    lines = r.stdout.splitlines()
+    assert lines[0] == f"{root} /" and len(lines) == 1 + len(want[ino])
+    assert all(line.startswith(f"{ino} /") for line in lines[1:])
+
+
+def test_api_parents_and_paths(pimg):
+    import fstool as fsmod
+    with fsmod.open_image(pimg) as fs:
+        links = fs.parents("/links/b/shared-too")
+        want = {(fs.lstat(d).st_ino, n) for d, n in (("/links/a", b"shared"),
+                                                     ("/links/b", b"shared-too"),
+                                                     ("/links/c", b"and-again"))}
+        assert {(p.ino, p.name) for p in links} == want
+        assert all(p.gen == fs.inode(p.ino).gen for p in links)
+        assert sorted(fs.paths("/links/a/shared")) == ["/links/a/shared", "/links/b/shared-too",
+                                                       "/links/c/and-again"]
+        # a symlink's own parent, not its target's
+        assert [p.name for p in fs.parents("/symlinks/short")] == [b"short"]
+        assert fs.parents("/") == []
+        # user xattr listings leave the parent namespace out
+        assert sorted(fs.xattr_names("/pptr/forms/leaf")) == [f"user.leaf-{i:04d}" for i in range(40)]
+        assert fs.xattrs("/pptr/hub/origin") == {}
+
+
+def test_stat_and_ls_show_parents(pimg):
+    r = fstool("stat", "--json", pimg, "/pptr/forms/sf")
+    rec = json.loads(r.stdout)
+    assert sorted(p["name"] for p in rec["parents"]) == ["sf", "sf-too"]
+    r = fstool("stat", pimg, "/pptr/forms/sf")
+    assert sum(1 for line in r.stdout.splitlines() if line.startswith("Parent: ")) == 2
+    r = fstool("ls", "--json", "--parents", pimg, "/pptr/other")
+    recs = [json.loads(line) for line in r.stdout.splitlines()]
+    assert all(len(rec["parents"]) >= 2 for rec in recs)
+    r = fstool("ls", "--json", pimg, "/pptr/other")
+    assert all("parents" not in json.loads(line) for line in r.stdout.splitlines())
+    r = fstool("ls", "--parents", pimg, "/")
+    assert r.returncode != 0 and "--json" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_path_refuses_filesystems_without_parent_pointers(kernel_img):
+    r = fstool("path", kernel_img, 128)
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert "no parent pointers" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    r = fstool("path", kernel_img)
+    assert r.returncode != 0 and "inode number" in r.stderr
+
+
+def test_path_reports_a_stale_generation(pimg, tmp_path):
+    """A parent pointer whose directory has another generation leads
+    nowhere: the path is left out, the pointer named, exit 1."""
+    img = copy(pimg, tmp_path)
+    import fstool as fsmod
+    with fsmod.open_image(img) as fs:
+        ino = fs.lstat("/pptr/forms/sf").st_ino
+        other = fs.lstat("/pptr/other").st_ino
+    out = db(img, f"inode {ino}", "print a", write=True)
+    k = next(int(m.group(1)) for m in re.finditer(
+        r"a\.sfattr\.list\[(\d+)\]\.parent_dir\.inumber = (\d+)", out)
+        if int(m.group(2)) == other)
+    db(img, f"inode {ino}", f"write a.sfattr.list[{k}].parent_dir.gen 12345", write=True)
+    r = fstool("path", img, ino)
+    assert r.returncode == 1
+    assert r.stdout.splitlines() == ["/pptr/forms/sf"]
+    assert "generation" in r.stderr and "Traceback" not in r.stderr
+
+
+# -- checking ----------------------------------------------------------------------------------
+
+def test_check_is_clean_as_xfs_repair_is(pimg):
+    assert modern.repair_n(pimg).returncode == 0
+    r = fstool("check", pimg)
+    assert r.returncode == 0, r.stdout[-3000:]
+
+
+def test_check_pure_backend_is_clean(pimg):
+    env = dict(os.environ, FSTOOL_PURE_PYTHON="1")
+    r = fstool("check", pimg, env=env)
+    assert r.returncode == 0, r.stdout[-3000:]
+
+
+def _codes(img):
+    r = fstool("check", "--json", img)
+    assert "Traceback" not in r.stderr
+    return r.returncode, {json.loads(line)["code"] for line in r.stdout.splitlines()}
+
+
+def _repair_says(img):
+    r = modern.repair_n(img)
+    return r.returncode, r.stdout + r.stderr
+
+
+def _sf_entry(img, ino, name):
+    out = db(img, f"inode {ino}", "print a")
+    return next(int(m.group(1)) for m in re.finditer(
+        r'a\.sfattr\.list\[(\d+)\]\.name = "([^"]*)"', out) if m.group(2) == name)
+
+
+@pytest.mark.parametrize("damage,codes,said", [
+    # the issue's case: a parent pointer renamed, so no entry matches it
+    ("name", {"PARENT_MISSING", "PARENT_BAD"}, ("would add missing", "would remove bad")),
+    ("gen", {"PARENT_BAD"}, ("would update ino",)),
+    ("ino", {"PARENT_BAD", "PARENT_MISSING"}, ("would add missing", "would remove bad")),
+    ("garbage-ino", {"PARENT_GARBAGE", "PARENT_MISSING"}, ("garbage", "would add missing")),
+    ("remove", {"PARENT_MISSING"}, ("would add missing",)),
+])
+def test_check_finds_what_xfs_repair_finds(pimg, tmp_path, damage, codes, said):
+    import fstool as fsmod
+    img = copy(pimg, tmp_path)
+    with fsmod.open_image(img) as fs:
+        ino = fs.lstat("/pptr/forms/sf").st_ino
+        other = fs.lstat("/pptr/other").st_ino
+    k = _sf_entry(img, ino, "sf")
+    sel = [f"inode {ino}"]
+    if damage == "name":
+        db(img, *sel, f'write a.sfattr.list[{k}].name "xf"', write=True)
+    elif damage == "gen":
+        db(img, *sel, f"write a.sfattr.list[{k}].parent_dir.gen 7", write=True)
+    elif damage == "ino":
+        db(img, *sel, f"write a.sfattr.list[{k}].parent_dir.inumber {other}", write=True)
+    elif damage == "garbage-ino":
+        db(img, *sel, f"write a.sfattr.list[{k}].parent_dir.inumber 3", write=True)
+    elif damage == "remove":
+        # the last entry is the pointer from /pptr/other: the fork ends sooner
+        out = db(img, *sel, "print a")
+        count = int(re.search(r"hdr\.count = (\d+)", out).group(1))
+        total = int(re.search(r"hdr\.totsize = (\d+)", out).group(1))
+        last = _sf_entry(img, ino, "sf-too")
+        assert last == count - 1
+        db(img, *sel, f"write a.sfattr.hdr.count {count - 1}",
+           f"write a.sfattr.hdr.totsize {total - 3 - len('sf-too') - 12}", write=True)
+    rc, text = _repair_says(img)
+    assert rc == 1 and all(s in text for s in said), text
+    rc, found = _codes(img)
+    assert rc == 1
+    assert codes <= found, found
+
+
+def test_check_leaf_parent_pointer_hash(pimg, tmp_path):
+    """A parent pointer in a leaf block hashes with its parent's inode
+    number: a clean image has no hash findings (it used to), and a wrong
+    hash is found as xfs_repair finds it."""
+    import fstool as fsmod
+    img = copy(pimg, tmp_path)
+    with fsmod.open_image(img) as fs:
+        ino = fs.lstat("/pptr/forms/leaf").st_ino
+    out = db(img, f"inode {ino}", "ablock 0", "print")
+    i = next(int(m.group(1)) for m in re.finditer(
+        r"^(\d+):\[0x[0-9a-f]+,\d+,0,0,0,1,1\]", out, re.M))       # a local parent pointer
+    db(img, f"inode {ino}", "ablock 0", f"write -d entries[{i}].hashval 1", write=True)
+    rc, text = _repair_says(img)
+    assert rc == 1 and "bad hashvalue" in text
+    rc, found = _codes(img)
+    assert rc == 1 and "XATTR" in found
+
+
+def test_check_parent_feature_bit(pimg, tmp_path):
+    """Without the parent feature, parent-namespace attributes are damage;
+    the exchange-range bit alone changes nothing."""
+    img = copy(pimg, tmp_path)
+    sb = db(img, "sb 0", "print features_incompat agcount")
+    feat = int(re.search(r"features_incompat = (0x[0-9a-f]+)", sb).group(1), 16)
+    agcount = int(re.search(r"agcount = (\d+)", sb).group(1))
+
+    def set_all(value):
+        db(img, *(c for a in range(agcount)
+                  for c in (f"sb {a}", f"write features_incompat {value}")), write=True)
+    set_all(feat & ~0x40)
+    assert _repair_says(img)[0] == _codes(img)[0] == 0
+    set_all(feat & ~0xC0)
+    rc, text = _repair_says(img)
+    assert rc == 1 and "parent pointer found" in text
+    rc, found = _codes(img)
+    assert rc == 1 and "XATTR" in found
