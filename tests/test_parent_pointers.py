@@ -182,20 +182,12 @@ def _sf_entry(img, ino, name):
         r'a\.sfattr\.list\[(\d+)\]\.name = "([^"]*)"', out) if m.group(2) == name)
 
 
-@pytest.mark.parametrize("damage,codes,said", [
-    # the issue's case: a parent pointer renamed, so no entry matches it
-    ("name", {"PARENT_MISSING", "PARENT_BAD"}, ("would add missing", "would remove bad")),
-    ("gen", {"PARENT_BAD"}, ("would update ino",)),
-    ("ino", {"PARENT_BAD", "PARENT_MISSING"}, ("would add missing", "would remove bad")),
-    ("garbage-ino", {"PARENT_GARBAGE", "PARENT_MISSING"}, ("garbage", "would add missing")),
-    ("remove", {"PARENT_MISSING"}, ("would add missing",)),
-])
-def test_check_finds_what_xfs_repair_finds(pimg, tmp_path, damage, codes, said):
+def _damage(img, damage):
     import fstool as fsmod
-    img = copy(pimg, tmp_path)
     with fsmod.open_image(img) as fs:
         ino = fs.lstat("/pptr/forms/sf").st_ino
         other = fs.lstat("/pptr/other").st_ino
+        leaf = fs.lstat("/pptr/forms/leaf").st_ino
     k = _sf_entry(img, ino, "sf")
     sel = [f"inode {ino}"]
     if damage == "name":
@@ -211,10 +203,47 @@ def test_check_finds_what_xfs_repair_finds(pimg, tmp_path, damage, codes, said):
         out = db(img, *sel, "print a")
         count = int(re.search(r"hdr\.count = (\d+)", out).group(1))
         total = int(re.search(r"hdr\.totsize = (\d+)", out).group(1))
-        last = _sf_entry(img, ino, "sf-too")
-        assert last == count - 1
+        assert _sf_entry(img, ino, "sf-too") == count - 1
         db(img, *sel, f"write a.sfattr.hdr.count {count - 1}",
            f"write a.sfattr.hdr.totsize {total - 3 - len('sf-too') - 12}", write=True)
+    elif damage == "slash":
+        # a parent pointer whose name holds '/': the entry is junked, the
+        # pointer its entry wants added again
+        db(img, *sel, f'write a.sfattr.list[{k}].name "s/"', write=True)
+    elif damage == "leaf-block":
+        # a user attribute's hash in the leaf block broken: the fork is
+        # dropped, its parent pointers made again in shortform
+        out = db(img, f"inode {leaf}", "ablock 0", "print")
+        i = next(int(m.group(1)) for m in re.finditer(
+            r"^(\d+):\[0x[0-9a-f]+,\d+,0,0,0,1,0\]", out, re.M))
+        db(img, f"inode {leaf}", "ablock 0", f"write -d entries[{i}].hashval 3", write=True)
+    elif damage == "dirgen":
+        # every pointer to /pptr/hub/dir-01 goes stale
+        with fsmod.open_image(img) as fs:
+            d = fs.lstat("/pptr/hub/dir-01").st_ino
+        db(img, f"inode {d}", "write core.gen 12345", write=True)
+    elif damage == "entry":
+        # a directory entry's inode number changed: the entry names another
+        # file, whose pointers and the first one's are set right (the first
+        # loses a link, the other gains one)
+        with fsmod.open_image(img) as fs:
+            target = fs.lstat("/pptr/renames/a/renamed-01").st_ino
+        out = db(img, f"inode {other}", "dblock 0", "print")
+        i = next(int(m.group(1)) for m in re.finditer(r"bu\[(\d+)\]\.name = \"sf-too\"", out))
+        db(img, f"inode {other}", "dblock 0", f"write -d bu[{i}].inumber {target}", write=True)
+
+
+@pytest.mark.parametrize("damage,codes,said", [
+    # the issue's case: a parent pointer renamed, so no entry matches it
+    ("name", {"PARENT_MISSING", "PARENT_BAD"}, ("would add missing", "would remove bad")),
+    ("gen", {"PARENT_BAD"}, ("would update ino",)),
+    ("ino", {"PARENT_BAD", "PARENT_MISSING"}, ("would add missing", "would remove bad")),
+    ("garbage-ino", {"PARENT_GARBAGE", "PARENT_MISSING"}, ("garbage", "would add missing")),
+    ("remove", {"PARENT_MISSING"}, ("would add missing",)),
+])
+def test_check_finds_what_xfs_repair_finds(pimg, tmp_path, damage, codes, said):
+    img = copy(pimg, tmp_path)
+    _damage(img, damage)
     rc, text = _repair_says(img)
     assert rc == 1 and all(s in text for s in said), text
     rc, found = _codes(img)
@@ -288,3 +317,41 @@ def test_log_print_counts_the_items_xfs_logprint_counts(tmp_path):
         sum(1 for t in theirs["pptrs"] if t[0] == "NAME")
     if theirs["counts"].get("XMI"):
         assert re.search(r"XMI  id 0x[0-9a-f]+ ino \d+ \(gen 0x[0-9a-f]+\) <-> \d+", text)
+
+
+# -- repairing -------------------------------------------------------------------------------
+
+def _kernel_paths(img):
+    """Every path the kernel shows in ``img`` (lost+found aside), with its
+    file type."""
+    from fixtures.images import Mounted
+    with Mounted(img, readonly=True, nouuid=True) as mnt:
+        out = set()
+        for dirpath, dirnames, filenames in os.walk(mnt):
+            for name in dirnames + filenames:
+                rel = os.path.relpath(os.path.join(dirpath, name), mnt)
+                if not rel.startswith("lost+found"):
+                    out.add(rel)
+        return out
+
+
+@pytest.mark.parametrize("damage", ["name", "gen", "ino", "garbage-ino", "remove", "slash",
+                                    "leaf-block", "dirgen", "entry"])
+def test_repair_is_clean_by_xfs_repair_and_keeps_what_it_keeps(pimg, tmp_path, damage):
+    """fstool repair leaves what xfs_repair 6.10.1 -n and check call clean,
+    and every path xfs_repair 6.10.1's own repair keeps."""
+    img = copy(pimg, tmp_path)
+    _damage(img, damage)
+    assert modern.repair_n(img).returncode == 1
+    theirs = tmp_path / "theirs.img"
+    shutil.copyfile(img, theirs)
+    subprocess.run([modern.tool("xfs_repair"), "-f", str(theirs)], capture_output=True)
+    r = fstool("repair", img)
+    assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-2000:]
+    assert "parent pointers rewritten" in r.stdout or \
+        "generation of 1 parent pointers set right" in r.stdout, r.stdout[-3000:]
+    assert modern.repair_n(img).returncode == 0, modern.repair_n(img).stderr[-3000:]
+    assert fstool("check", img).returncode == 0
+    lost = _kernel_paths(theirs) - _kernel_paths(img)
+    assert not lost, sorted(lost)[:10]
+    assert fstool("repair", img).returncode == 0          # nothing left to do

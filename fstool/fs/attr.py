@@ -103,8 +103,14 @@ def _read_attr_block(node, ablk: int) -> bytes:
 
 
 def _leaves(node, values: bool, keep):
-    """Walk from attr block 0 down the leftmost path to the first leaf, then
-    along the forw chain."""
+    for ablk, buf in leaf_blocks(node):
+        yield from _leaf_entries(node, buf, ablk, values, keep)
+
+
+def leaf_blocks(node):
+    """(attr block, its bytes) of every leaf of an attr fork in blocks:
+    from block 0 down the leftmost path to the first leaf, then along the
+    forw chain."""
     ablk = 0
     seen = {0}
     buf = _read_attr_block(node, 0)
@@ -129,7 +135,7 @@ def _leaves(node, values: bool, keep):
         if magic != C.XFS_ATTR3_LEAF_MAGIC:
             raise CorruptionError("xattr leaf block", f"magic 0x{magic:x} in the leaf chain",
                                   ino=node.ino, block=ablk, field="magic")
-        yield from _leaf_entries(node, buf, ablk, values, keep)
+        yield ablk, buf
         forw = struct.unpack_from(">I", buf, 0)[0]
         if forw == 0:
             return

@@ -168,6 +168,9 @@ PROBLEMS = {
     "XATTR": (ERROR, "attr", "an attribute fork's entries are broken (names, hashes, "
               "counts, sizes, used bytes, remote values)"),
     "XATTR_NODE": (ERROR, "attr", "an attribute fork's da-btree is broken"),
+    "XATTR_CRC": (ERROR, "attr", "an attribute leaf or node block's CRC is wrong, on a "
+                  "filesystem only xfsprogs 6.10 knows (parent pointers, exchange-range), "
+                  "whose xfs_repair -n reports it"),
     "XATTR_VERIFY": (WARNING, "attr", "an attribute block fails the kernel's verifier (CRC; "
                      "owner, self-address or uuid past block 0) where xfs_repair -n does not "
                      "look: the kernel refuses to read it"),

@@ -15,6 +15,9 @@ is reported as not repaired, with the reason.  The actions:
   to lost+found; its directory blocks are reserved from free space and the
   blocks it gives up freed by the AG rebuild, which runs after it;
 * the superblock counters are summed from the AGs;
+* parent pointers (:mod:`.parents`, the end of xfs_repair's phase 6):
+  every inode the other phases or check's findings touch gets the parent
+  pointers of the entries naming it;
 * secondary superblocks are rewritten from the primary;
 * inodes (the inode phase, :mod:`.inodes`, run first): fields fixed in
   place, inodes cleared or attr forks dropped as xfs_repair does, unlinked
@@ -52,7 +55,7 @@ import os
 
 from ...errors import ImageTruncatedError, WriteRefused
 from ...format import constants as C
-from .actions import (AG, COUNTERS, INODE, LOG, NAMESPACE, REBUILT_TREES, SB_FIELD,
+from .actions import (AG, COUNTERS, INODE, LOG, NAMESPACE, PARENT, REBUILT_TREES, SB_FIELD,
                       SECONDARY, action_of)
 from .agbuild import AGPlan, RepairError
 
@@ -91,8 +94,8 @@ def refuse_unusable(fs, path) -> None:
 
 def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
     """(AG plans, secondary superblocks, counters?, changes, actions,
-    unrepaired, (inode plan, namespace plan or None)) for the findings of
-    ``checker`` and the options."""
+    unrepaired, (inode plan, namespace plan or None, parent pointer plan or
+    None)) for the findings of ``checker`` and the options."""
     from .inodes import plan_inodes
     fs = checker.fs
     sb = fs.sb
@@ -106,6 +109,7 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
     sb_fixes = checker.sb_fixes = {}        # primary superblock field -> value
     checker.log_cycle = 0                   # format the log at this cycle at the end
     ns_findings = []
+    pptr_findings = []
     # the inode phase (xfs_repair's phases 3 and 4) is planned first: what
     # it clears is free to every later phase
     inodes = plan_inodes(checker)
@@ -147,6 +151,8 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
             checker.log_cycle = max(checker.log_cycle, (f.found >> 32) + 1)
         elif action == NAMESPACE:
             ns_findings.append(f)
+        elif action == PARENT:
+            pptr_findings.append(f)
         elif f.severity == "error":
             unrepaired.append((f, text))
     ag_set.update(inodes.ags)
@@ -216,9 +222,12 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
         ag_set.difference_update(failed)
         plans, ag_changes, failed, unrep_ags = ag_plans()
     unrepaired.extend(unrep_ags)
+    pp = _plan_parents(checker, inodes, ns, pptr_findings, unrepaired)
     changes = [inodes.changes[i].describe() for i in sorted(inodes.changes)] + inodes.notes
     if ns:
         changes.extend(ns.changes)
+    if pp:
+        changes.extend(pp.changes)
     changes.extend(ag_changes)
     if plans:
         counters = True
@@ -236,7 +245,24 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
         if agno:
             changes.append(f"AG {agno}: secondary superblock rewritten from the primary")
     return (plans, sorted(secondaries - {0}), counters, changes, actions, unrepaired,
-            (inodes, ns))
+            (inodes, ns, pp))
+
+
+def _plan_parents(checker, inodes, ns, findings, unrepaired):
+    """The parent pointer phase's plan (None on a filesystem without parent
+    pointers or when nothing touches them); its findings it cannot mend
+    go to ``unrepaired``."""
+    from .parents import plan as pptr_plan
+    touched = findings or ns or inodes.attr_dropped or \
+        any(ch.sf_junk for ch in inodes.changes.values())
+    if not checker.fs.has_parent_pointers or not touched:
+        return None
+    pp = pptr_plan(checker, inodes, ns, findings)
+    for f in findings:
+        why = pp.unrepaired.get(f.ino)
+        if why is not None:
+            unrepaired.append((f, why))
+    return pp
 
 
 def _plan_namespace(checker, inodes, ns_findings, unrepaired):
@@ -658,10 +684,9 @@ def _repair_once(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, 
         finally:
             lock.__exit__(None, None, None)
             fs.close()
-    from ...ns.writer import Writer
     # the AG rebuild writes every AG's rmapbt anew (plan()), so repair may
     # open an rmapbt image for writing
-    w = Writer(path, rebuilds_rmapbt=True, logged=not in_place)
+    w = _RepairWriter(path, rebuilds_rmapbt=True, logged=not in_place)
     guard = None
     try:
         fs = w.fs
@@ -722,6 +747,32 @@ def _repair_once(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, 
             w.close()
 
 
+def _repair_writer():
+    from ...ns.writer import Writer
+
+    class RepairWriter(Writer):
+        """The write session of repair, which also opens filesystems with
+        parent pointers and exchange-range: the parent pointer phase keeps
+        the pointers of everything the other phases change, and
+        exchange-range leaves nothing on disk to keep (the other writers
+        refuse both until they maintain parent pointers)."""
+
+        def _check_writable(self, logged: bool, rebuilds_rmapbt: bool = False) -> None:
+            from ...ns import writer as W
+            plain = W.WRITABLE_INCOMPAT
+            W.WRITABLE_INCOMPAT = plain | C.XFS_SB_FEAT_INCOMPAT_PARENT | \
+                C.XFS_SB_FEAT_INCOMPAT_EXCHRANGE
+            try:
+                super()._check_writable(logged, rebuilds_rmapbt)
+            finally:
+                W.WRITABLE_INCOMPAT = plain
+    return RepairWriter
+
+
+def _RepairWriter(*a, **kw):
+    return _repair_writer()(*a, **kw)
+
+
 def _remaining(path, jobs, before=()) -> list:
     """What check still finds after the repair (some findings were only
     consequences of what was rebuilt): (finding, reason) for each error,
@@ -772,7 +823,7 @@ def _digest_sectors(fs) -> list:
     return out
 
 
-def _apply(w, checker, plans, secondaries, counters, add_finobt, phases=(None, None),
+def _apply(w, checker, plans, secondaries, counters, add_finobt, phases=(None, None, None),
            in_place: bool = False) -> None:
     from ...format.structs import SB
     from ...io import verify as V
@@ -781,13 +832,16 @@ def _apply(w, checker, plans, secondaries, counters, add_finobt, phases=(None, N
     sb = fs.sb
     with w.transaction():
         tx = w.tx
-        inodes, ns = phases
-        # the inode phase first, then the namespace, then the AGs (which see
-        # what both give up and take through their plans) and counters
+        inodes, ns, pp = phases
+        # the inode phase first, then the namespace and the parent pointers
+        # of what it settled, then the AGs (which see what the first two
+        # give up and take through their plans) and counters
         if inodes is not None:
             inodes.apply(tx, checker)
         if ns:
             ns.write(w)
+        if pp:
+            pp.write(w)
         totals = {}
         for agno, p in plans.items():
             totals[agno] = p.write(tx, checker.agf.get(agno), checker.agi.get(agno))

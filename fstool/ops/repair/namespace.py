@@ -218,6 +218,9 @@ class NamespacePlan:
         # the blocks rebuilt directories take (their old data fork mappings
         # go: ``remaps``)
         self.rmaps: dict = {}
+        # directory rewritten -> [(name, inode)] of the entries it held
+        # (the parent pointer phase takes their pointers off)
+        self.old_entries: dict = {}
         self.now = 0
 
     @property
@@ -760,6 +763,8 @@ def plan(checker, cleared: set, mended: frozenset = frozenset()) -> NamespacePla
             out.nlink[new] = want[new]
     # 5. the directories rebuilt, their blocks reserved
     for d in sorted(changed):
+        if d in read:
+            out.old_entries[d] = [(name, ino) for name, ino, _ft in read[d][1]]
         _build(out, checker, space, d, parent[d], kept[d],
                read.get(d), d in (out.new_lpf, out.new_root))
         out.changes.append(f"directory {d}: rebuilt with {len(kept[d])} entries")

@@ -1,0 +1,316 @@
+"""The parent pointer phase of repair (xfs_repair 6.10.1's end of phase 6,
+repair/pptr.c): once the namespace is settled, every inode's parent
+pointers are made those of the entries that name it.
+
+Which inodes: those check found parent pointer damage on, those whose attr
+fork the inode phase drops (their pointers go with it), and every inode
+named by an entry of a directory the namespace phase rewrites, before or
+after (entries dropped, files moved to lost+found, lost+found itself).  For
+each, the pointers it wants are (directory, the directory's generation,
+name) of every entry naming it once the repair is done; garbage pointers
+and pointers no entry wants are removed, the wanted ones it lacks added
+(after its other attributes and the pointers it keeps, as xfs_repair adds
+them).  Directories are not rebuilt from their children's pointers:
+xfs_repair 6.10.1 does not either ("The current implementation does not
+try to rebuild directories from parent pointer information").
+
+The new attr fork is written when it is shortform: in place of the old
+shortform fork, or as a new one beside the data fork (an attr fork
+offset where the data fork still fits; a bmbt root's pointers move to
+where the smaller fork puts them).  An attr fork that stays in blocks is
+left as it is and its findings reported, not repaired.
+"""
+from __future__ import annotations
+
+import struct
+from collections import defaultdict
+
+from ...errors import FsToolError
+from ...format import constants as C
+from ...format import parent as P
+from ...format.structs import DINODE
+from ...fs import attr as xattr
+from ...ns import files as F
+from .inodes import count_fields, sf_attr_entries, sf_attr_fork
+
+CODES = ("PARENT_MISSING", "PARENT_BAD", "PARENT_GARBAGE")
+_BMDR_REC = 16              # a bmbt root's key and pointer
+
+
+class ParentFix:
+    """One inode's new attr fork: shortform ``fork`` at ``forkoff``; or,
+    for a fork in blocks whose pointers only need another generation,
+    ``gens``: [(daddr, byte offset, generation)] written in its leaves."""
+    __slots__ = ("ino", "forkoff", "fork", "added", "removed", "gens")
+
+    def __init__(self, ino, forkoff, fork, added, removed, gens=()):
+        self.ino, self.forkoff, self.fork = ino, forkoff, fork
+        self.added, self.removed = added, removed
+        self.gens = list(gens)
+
+
+class ParentPlan:
+    def __init__(self):
+        self.fixes: dict[int, ParentFix] = {}
+        self.changes: list = []
+        self.unrepaired: dict = {}          # inode -> why its pointers stay as they are
+
+    def __bool__(self) -> bool:
+        return bool(self.fixes)
+
+    def write(self, w) -> None:
+        """Every inode's new attr fork into the open transaction of ``w``
+        (after the inode and namespace phases wrote theirs)."""
+        lit = w.sb.inodesize - C.XFS_DINODE_CORE_SIZE
+        core = C.XFS_DINODE_CORE_SIZE
+        for ino in sorted(self.fixes):
+            fix = self.fixes[ino]
+            if fix.gens:
+                _write_gens(w, fix.gens)
+                continue
+            buf = bytearray(w.inodes.raw_inode(ino))
+            d = DINODE.unpack(buf)
+            old = d["di_forkoff"]
+            if d["di_format"] == C.XFS_DINODE_FMT_BTREE and old != fix.forkoff:
+                _move_bmbt_root(buf, old * 8 or lit, fix.forkoff * 8)
+            area = buf[core:core + lit]
+            area[fix.forkoff * 8:] = bytes(lit - fix.forkoff * 8)
+            area[fix.forkoff * 8:fix.forkoff * 8 + len(fix.fork)] = fix.fork
+            buf[core:core + lit] = area
+            d["di_forkoff"] = fix.forkoff
+            d["di_aformat"] = C.XFS_DINODE_FMT_LOCAL
+            d[count_fields(d["di_flags2"])[1]] = 0
+            packed = DINODE.pack(d)
+            buf[:len(packed)] = packed
+            w.inodes.put_inode(ino, w.enc.seal(buf))
+
+
+def _write_gens(w, gens) -> None:
+    """Parent pointer generations written in place in attr leaf blocks,
+    their CRCs made again."""
+    from ..._backend import parsers
+    from ...io import verify as V
+    from .agbuild import raw_buf
+    bs = w.sb.blocksize
+    for daddr in sorted({d for d, _o, _g in gens}):
+        buf = raw_buf(w.tx, daddr, bs, V.ATTR3_NODE_OR_LEAF)
+        for _d, off, gen in (g for g in gens if g[0] == daddr):
+            struct.pack_into(">I", buf.data, off, gen)
+        struct.pack_into("<I", buf.data, C.XFS_DA3_BLKINFO_CRC_OFF,
+                         parsers.xfs_cksum(bytes(buf.data), C.XFS_DA3_BLKINFO_CRC_OFF))
+
+
+def _move_bmbt_root(buf: bytearray, old: int, new: int) -> None:
+    """A bmbt root's pointers moved from where a fork of ``old`` bytes puts
+    them to where one of ``new`` bytes does (xfs_bmbt root layout: level,
+    numrecs, keys, then pointers after room for the fork's most keys)."""
+    core = C.XFS_DINODE_CORE_SIZE
+    _level, numrecs = struct.unpack_from(">HH", buf, core)
+    old_max, new_max = (old - 4) // _BMDR_REC, (new - 4) // _BMDR_REC
+    ptrs = bytes(buf[core + 4 + 8 * old_max:core + 4 + 8 * old_max + 8 * numrecs])
+    buf[core + 4 + 8 * numrecs:core + old] = bytes(old - 4 - 8 * numrecs)
+    buf[core + 4 + 8 * new_max:core + 4 + 8 * new_max + 8 * numrecs] = ptrs
+
+
+def plan(checker, inodes, ns, findings) -> ParentPlan:
+    """The parent pointer phase for the parent pointer ``findings`` of
+    ``checker``, after the inode phase ``inodes`` and the namespace phase
+    ``ns`` (None when it does not run)."""
+    out = ParentPlan()
+    fs = checker.fs
+    if not fs.has_parent_pointers:
+        return out
+    cleared = set(inodes.cleared) if inodes is not None else set()
+    dropped = set(inodes.attr_dropped) if inodes is not None else set()
+    junk = {i: ch.sf_junk for i, ch in inodes.changes.items() if ch.sf_junk} \
+        if inodes is not None else {}
+    rebuilt = dict(ns.dirs) if ns else {}
+    want = {f.ino for f in findings if f.ino is not None} | dropped | set(junk)
+    for d, fix in rebuilt.items():
+        want.update(c for _n, c, _ft in fix.entries)
+        old = ns.old_entries.get(d, ())
+        want.update(c for _n, c in old)
+        want.add(d)              # lost+found (new) wants its own pointer
+    want -= cleared
+    want -= checker.metadata_inodes()
+    want.discard(fs.sb.rootino)
+    want = {i for i in want if checker.table.in_use(i) or i in rebuilt}
+    if not want:
+        return out
+    # every entry naming them once the repair is done: the directories as
+    # they are, but those the namespace phase rewrites or the inode phase
+    # clears, whose entries are the namespace phase's
+    entries = defaultdict(list)
+    for child, lst in checker._entries_naming(want).items():
+        for d, name in lst:
+            if d not in rebuilt and d not in cleared:
+                entries[child].append((d, name))
+    for d, fix in rebuilt.items():
+        for name, child, _ft in fix.entries:
+            if child in want:
+                entries[child].append((d, name))
+    gens = {}
+    for ino in sorted(want):
+        expect = [(d, _gen(checker, d, ns, gens), name) for d, name in entries.get(ino, ())]
+        try:
+            fix = _plan_inode(checker, ino, expect, ino in dropped, rebuilt.get(ino),
+                              junk.get(ino, ()))
+        except FsToolError as e:
+            out.unrepaired[ino] = f"reported, not repaired: inode {ino}: {e}"
+            continue
+        if isinstance(fix, str):
+            out.unrepaired[ino] = fix
+        elif fix is not None:
+            out.fixes[ino] = fix
+            out.changes.append(
+                f"inode {ino}: parent pointers rewritten ({fix.added} added, "
+                f"{fix.removed} removed)" if not fix.gens else
+                f"inode {ino}: generation of {len(fix.gens)} parent pointers set right")
+    return out
+
+
+def _gen(checker, d: int, ns, gens: dict) -> int:
+    """A directory's generation once the repair is done (a directory the
+    namespace phase makes gets generation 0)."""
+    if ns and d in (ns.new_lpf, ns.new_root):
+        return 0
+    return checker._dir_gen(d, gens)
+
+
+def _inode(fs, ino: int):
+    """The inode, read as the inode phase leaves it when only its CRC is
+    wrong."""
+    try:
+        return fs.inode(ino)
+    except FsToolError as e:
+        if getattr(e, "field", None) != "di_crc":
+            raise
+        return fs.inode_crc_mended(ino)
+
+
+def _plan_inode(checker, ino: int, expect: list, dropped: bool, dirfix, junk=()):
+    """The new attr fork of ``ino`` (None: its pointers are right; a str:
+    why it cannot be written).  ``junk``: indexes of shortform entries the
+    inode phase removes."""
+    fs = checker.fs
+    sb = fs.sb
+    lit = sb.inodesize - C.XFS_DINODE_CORE_SIZE
+    new_lpf = dirfix is not None and dirfix.new
+    node = None if new_lpf else _inode(fs, ino)
+    if node is None or dropped or not node.forkoff:
+        attrs = []
+    elif node.aformat == C.XFS_DINODE_FMT_LOCAL:
+        attrs = [e for i, e in enumerate(sf_attr_entries(node.fork_bytes(attr=True)))
+                 if i not in junk and not e[0] & C.XFS_ATTR_INCOMPLETE]
+    else:
+        attrs = None                  # an attr fork in blocks
+    if attrs is None:
+        return _plan_blocks(node, expect)
+    others = []
+    have = []
+    for flags, name, value in attrs:
+        if P.is_parent(flags):
+            if value is not None and len(value) == P.XFS_PARENT_REC_SIZE and \
+                    xattr_ok(name):
+                have.append((name, value))
+        else:
+            others.append((flags, bytes(name), bytes(value)))
+    wanted = [(bytes(n), P.pack_rec(d, g & 0xFFFFFFFF)) for d, g, n in expect]
+    left = list(wanted)
+    kept = []
+    for name, value in have:
+        pair = (bytes(name), bytes(value))
+        if pair in left:
+            left.remove(pair)
+            kept.append(pair)
+    new = others + [(C.XFS_ATTR_PARENT, n, v) for n, v in kept + left]
+    removed = sum(1 for f, _n, _v in attrs if P.is_parent(f)) - len(kept)
+    if not left and not removed and not junk:
+        return None
+    if not new and (dropped or node is None or not node.forkoff):
+        return None
+    if len(new) > 255:
+        return (f"reported, not repaired: inode {ino}: {len(new)} attributes do not fit a "
+                "shortform attr fork")
+    # where the shortform fork goes
+    fork = sf_attr_fork(new)
+    data_fmt, data_bytes = _data_fork(node, dirfix, lit)
+    forkoff = 0 if dropped or node is None else node.forkoff
+    if dirfix is not None and not dirfix.new and node.forkoff:
+        forkoff = node.forkoff          # the rebuilt directory was laid out for it
+    if forkoff and len(fork) <= lit - forkoff * 8:
+        return ParentFix(ino, forkoff, fork, len(left), removed)
+    if forkoff and dirfix is not None:
+        return f"reported, not repaired: directory {ino}: its parent pointers do not fit its " \
+            "attr fork"
+    forkoff = F._bytesfit(lit, data_fmt, data_bytes, 0, len(fork))
+    if not forkoff or data_bytes > forkoff * 8 or len(fork) > lit - forkoff * 8:
+        return (f"reported, not repaired: inode {ino}: its parent pointers ({len(fork)} "
+                "bytes) do not fit a shortform attr fork beside its data fork")
+    return ParentFix(ino, forkoff, fork, len(left), removed)
+
+
+def _plan_blocks(node, expect: list):
+    """An attr fork in blocks: None when its parent pointers are those
+    wanted; a fix writing generations in place when only generations
+    differ (the hashes do not depend on them); else why it stays."""
+    ino = node.ino
+    have = []               # (p_ino, name) -> [(gen, ablk, offset of p_gen)]
+    for ablk, buf in xattr.leaf_blocks(node):
+        count = struct.unpack_from(">H", buf, 56)[0]
+        base = C.XFS_ATTR3_LEAF_HDR_SIZE
+        for i in range(count):
+            _h, nameidx, flags = struct.unpack_from(">IHB", buf, base + 8 * i)
+            if not P.is_parent(flags):
+                continue
+            if not flags & C.XFS_ATTR_LOCAL:
+                return _BLOCKS_WHY.format(ino=ino)
+            valuelen, namelen = struct.unpack_from(">HB", buf, nameidx)
+            v = nameidx + 3 + namelen
+            if valuelen != P.XFS_PARENT_REC_SIZE:
+                return _BLOCKS_WHY.format(ino=ino)
+            p_ino, p_gen = P.unpack_rec(bytes(buf[v:v + 12]))
+            have.append(((p_ino, bytes(buf[nameidx + 3:v])), p_gen, ablk, v + 8))
+    want = sorted(((d, bytes(n)), g & 0xFFFFFFFF) for d, g, n in expect)
+    if sorted(k for k, *_r in have) != [k for k, _g in want]:
+        return _BLOCKS_WHY.format(ino=ino)
+    gens = dict(want)
+    edits = []
+    for key, gen, ablk, off in have:
+        if gen != gens[key]:
+            daddr, _pieces = node.read_fork_blocks(ablk, 1, attr=True)
+            edits.append((daddr, off, gens[key]))
+    if not edits:
+        return None
+    return ParentFix(ino, node.forkoff, b"", 0, 0, edits)
+
+
+_BLOCKS_WHY = ("reported, not repaired: inode {ino}: its attr fork is in blocks; parent "
+               "pointers are added or removed in shortform forks only (in blocks only "
+               "their generation is set right)")
+
+
+def xattr_ok(name) -> bool:
+    """A parent pointer's name: a directory entry name (no '/' or NUL)."""
+    return 0 < len(name) < 256 and b"/" not in name and b"\0" not in name
+
+
+def _data_fork(node, dirfix, lit: int) -> tuple[int, int]:
+    """(format, bytes it needs in the inode) of the data fork once the
+    repair is done."""
+    if dirfix is not None:
+        if dirfix.fork.local is not None:
+            return C.XFS_DINODE_FMT_LOCAL, len(dirfix.fork.local)
+        if dirfix.bmbt:
+            return C.XFS_DINODE_FMT_BTREE, lit
+        n = sum(len(pieces) for pieces in dirfix.blocks)
+        return C.XFS_DINODE_FMT_EXTENTS, 16 * n
+    fmt = node.format
+    if fmt == C.XFS_DINODE_FMT_DEV:
+        return fmt, 0
+    if fmt == C.XFS_DINODE_FMT_LOCAL:
+        return fmt, node.size
+    if fmt == C.XFS_DINODE_FMT_EXTENTS:
+        return fmt, 16 * node.nextents
+    numrecs = struct.unpack_from(">H", node.fork_bytes(), 2)[0]
+    return fmt, F.bmdr_space(numrecs)
