@@ -220,13 +220,16 @@ def bench_damaged(a):
 _BASE_FILES: dict = {}
 
 
-def base_files(geometry: str) -> dict | None:
+def base_files(geometry: str, base_img=None) -> dict | None:
     """kernel_files of the undamaged corpus base image of ``geometry``
-    (once per process): a file fstool keeps as it was there is not lost,
-    whatever xfs_repair's result holds."""
+    (``base_img``: that image, when it is not fixtures.corpus_base's; once
+    per process): a file fstool keeps as it was there is not lost, whatever
+    xfs_repair's result holds."""
     if geometry not in _BASE_FILES:
-        from fixtures import corpus_base
-        _BASE_FILES[geometry] = kernel_files(corpus_base.base_image(geometry))
+        if base_img is None:
+            from fixtures import corpus_base
+            base_img = corpus_base.base_image(geometry)
+        _BASE_FILES[geometry] = kernel_files(base_img)
     return _BASE_FILES[geometry]
 
 
@@ -273,13 +276,17 @@ def _same_prefix(a, b) -> bool:
                 return False
 
 
-def corpus_case(case, work, timeout):
+def corpus_case(case, work, timeout, corpus=None, xfs_repair="xfs_repair", base_img=None):
     """One corpus case: make it, label it, repair copies with both tools and
     judge fstool's result.  Returns a record (JSON-able) with ``result`` one
     of "no damage", "clean" (xfs_repair -n finds nothing), "repaired clean",
-    "not repaired", "missed by check", "made worse", "crash", "hang"."""
+    "not repaired", "missed by check", "made worse", "crash", "hang".
+    ``corpus`` is the corpus module (make_case, label, describe; default
+    fixtures.corpus), ``xfs_repair`` the xfs_repair judging it and
+    ``base_img`` the undamaged image (default fixtures.corpus_base's)."""
     import json
-    from fixtures import corpus
+    if corpus is None:
+        from fixtures import corpus
     from fixtures.repair_images import files_missing, metadata_differs
     rec = {"case": case, "describe": corpus.describe(case)}
     start = time.perf_counter()
@@ -304,7 +311,7 @@ def corpus_case(case, work, timeout):
                             timeout, cwd=REPO)
         rec["fstool_seconds"] = round(time.perf_counter() - t0, 2)
         rec["exit"] = rc
-        xr, _o, _e = _run(["xfs_repair", "-f", str(theirs)], timeout)
+        xr, _o, _e = _run([xfs_repair, "-f", str(theirs)], timeout)
         rec["xfs_repair_exit"] = xr
         if rc == "timeout":
             rec["result"] = "hang"
@@ -331,7 +338,7 @@ def corpus_case(case, work, timeout):
             # not a repair that made it worse)
             rec["result"] = "missed by check"
             return rec
-        xn, xo, _e = _run(["xfs_repair", "-n", "-f", str(ours)], timeout)
+        xn, xo, _e = _run([xfs_repair, "-n", "-f", str(ours)], timeout)
         fc, fo, _e = _run([sys.executable, "-m", "fstool", "check", str(ours)], timeout,
                           cwd=REPO)
         rec["after"] = {"xfs_repair_n": xn, "fstool_check": fc}
@@ -347,7 +354,7 @@ def corpus_case(case, work, timeout):
         ref = kernel_files(theirs)
         rec["xfs_repair_mounts"] = ref is not None
         ref = ref or {}
-        lost = files_missing(mine, ref, base_files(case["geometry"]))
+        lost = files_missing(mine, ref, base_files(case["geometry"], base_img))
         rec["files"] = len(mine)
         rec["files_lost"] = lost[:20]
         rec["n_files_lost"] = len(lost)
