@@ -2,7 +2,7 @@
 kernel-written image, in one run: wall time and peak RSS, the tools taking turns.
 
     python3 bench/bench_check.py [--inodes 200000] [--tree empty|varied]
-                                 [--image IMG] [--repeat 3]
+                                 [--image IMG] [--repeat 3] [--modern [--parent]]
 
 Without --image, builds bench/results/check-<N>.img by letting the kernel
 create N empty files in N/1000 directories, or with ``--tree varied``
@@ -10,7 +10,10 @@ bench/results/check-varied-<N>.img holding copies of the fixture tree
 (fixtures/tree.py: directories of every form, xattrs in every form with
 remote values, sparse, fragmented and preallocated files, symlinks,
 devices) until it has N inodes (root and a loop mount needed).  The package
-is byte-compiled first, as scripts/install.sh leaves it.
+is byte-compiled first, as scripts/install.sh leaves it.  ``--modern``
+makes the image with mkfs.xfs 6.10.1 (its defaults) and compares with its
+xfs_repair -n; ``--parent`` adds parent pointers (-n parent=1), so that a
+parent-pointer image and a plain one of the same tree can be compared.
 """
 import argparse
 import os
@@ -21,13 +24,16 @@ import tempfile
 from common import bench_image
 
 
+MKFS = ["mkfs.xfs"]            # the mkfs.xfs command line (--modern, --parent add to it)
+
+
 def kernel_image(path: str, size_gib: int, fill) -> None:
     """mkfs.xfs an image of ``size_gib`` GiB at ``path`` and let the kernel
     write ``fill(mountpoint)`` into it."""
     tmp = path + ".tmp"
     subprocess.run(["truncate", "-s", "0", tmp], check=True)
     subprocess.run(["truncate", "-s", f"{size_gib}G", tmp], check=True)
-    subprocess.run(["mkfs.xfs", "-q", "-f", tmp], check=True)
+    subprocess.run([*MKFS, "-q", "-f", tmp], check=True)
     mnt = tempfile.mkdtemp()
     subprocess.run(["mount", "-o", "loop", tmp, mnt], check=True)
     try:
@@ -90,18 +96,30 @@ def main():
     ap.add_argument("--tree", choices=("empty", "varied"), default="empty")
     ap.add_argument("--image")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--modern", action="store_true",
+                    help="mkfs.xfs and xfs_repair 6.10.1 (fixtures/modern.py)")
+    ap.add_argument("--parent", action="store_true",
+                    help="with --modern: parent pointers (-n parent=1)")
     a = ap.parse_args()
+    repair = "xfs_repair"
+    tag = ""
+    if a.modern:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+        from fixtures import modern
+        MKFS[:] = [modern.tool("mkfs.xfs")] + (["-n", "parent=1"] if a.parent else [])
+        repair = modern.tool("xfs_repair")
+        tag = "-pptr" if a.parent else "-modern"
     repo = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     subprocess.run([sys.executable, "-m", "compileall", "-q", os.path.join(repo, "fstool"),
                     os.path.join(repo, "fstool_native")], check=True,
                    stdout=subprocess.DEVNULL)
     if a.tree == "varied":
-        img = bench_image(a.image, f"check-varied-{a.inodes}.img",
+        img = bench_image(a.image, f"check-varied{tag}-{a.inodes}.img",
                           lambda p: build_varied(p, a.inodes))
     else:
-        img = bench_image(a.image, f"check-{a.inodes}.img", lambda p: build(p, a.inodes))
+        img = bench_image(a.image, f"check{tag}-{a.inodes}.img", lambda p: build(p, a.inodes))
     subprocess.run(["cat", img], stdout=subprocess.DEVNULL)
-    tools = {"xfs_repair -n": ["xfs_repair", "-n", "-f", img],
+    tools = {"xfs_repair -n": [repair, "-n", "-f", img],
              "fstool check": [sys.executable, "-m", "fstool", "check", img],
              "fstool check -j2": [sys.executable, "-m", "fstool", "check", "-j", "2", img]}
     # the tools take turns, round after round, so a busy moment on a shared
