@@ -18,7 +18,7 @@ from .errors import (CorruptionError, FsToolError, ImageError, NotFoundError, No
 
 def open_image(path, cache_bytes: int = 64 << 20):
     """Open an XFS v5 image (file or block device) read-only."""
-    from .fs.mount import Filesystem
+    from .fs.filesystem import Filesystem
     return Filesystem(path, cache_bytes=cache_bytes)
 
 

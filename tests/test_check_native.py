@@ -367,3 +367,46 @@ def test_space_sweep_fast_path_keeps_the_findings(monkeypatch):
             fast._sweep(0, claims, reflink)
             assert fast.found == s.found
     assert outcomes == {(False, False), (False, True), (True, False), (True, True)}
+
+
+def test_large_extent_counters_take_the_fast_path(tmp_path):
+    """On a filesystem with large extent counters (mkfs.xfs's default since
+    6.5) every plain file carries the NREXT64 flag and its extent count in
+    di_big_nextents: the native inode scan takes them (it sent every inode
+    of such images to the Python check), with the same findings."""
+    import array
+
+    import fstool
+    from fstool._backend import parsers
+    from fstool.ops.check import check
+    from fixtures import images, modern
+    if not modern.available():
+        pytest.skip(modern.WHY)
+    if not images.loop_available():
+        pytest.skip("needs root and a kernel loop mount of XFS")
+    img = modern.mkfs(tmp_path / "n.img", size="512m")
+    with images.Mounted(img, nouuid=True) as mnt:
+        for i in range(150):
+            (mnt / f"f{i}").write_bytes(bytes([i]) * (i * 97))
+    with fstool.open_image(str(img)) as fs:
+        c = check(fs)
+        assert not [f for f in c.findings if f.severity == "error"]
+        agi = fs.agi(0)
+        from fstool.fs import btree as B
+        reader = B.BtreeReader(fs, B.inobt_type(True), agno=0, owner=0,
+                               addr_to_daddr=lambda a: fs.agb_to_daddr(0, a))
+        recs = list(reader.ag_records(agi["agi_root"], agi["agi_level"]))
+        sb = fs.sb
+        plain = others_total = 0
+        for startino, holemask, _n, _f, free in recs:
+            blk = startino >> sb.inopblog
+            buf = fs.dev.pread(fs.agb_to_daddr(0, blk) << 9, 64 * sb.inodesize)
+            itype, nlinks = array.array("B", bytes(64)), array.array("I", bytes(256))
+            claims, others = parsers.scan_inode_chunk(
+                buf, 0, sb.inodesize, startino, sb.meta_uuid, free, holemask,
+                c.flags2_plain, True, sb.agblklog, sb.agcount, sb.agblocks,
+                fs.ag_length(sb.agcount - 1), c.agfl_block, c.max_file_offset, itype,
+                nlinks, 0)
+            plain += sum(1 for t in itype if t == 8)
+            others_total += sum(1 for i in others if not (free >> i) & 1)
+        assert plain >= 140, (plain, others_total)

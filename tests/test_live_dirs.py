@@ -261,8 +261,8 @@ def test_unlinked_inode_kept_then_inactivated(tmp_path):
     unlinked list (as an open, deleted file); inactivate frees it.  (A
     kernel frees such inodes only in log recovery, so the mount must
     inactivate them before it unmounts.)"""
-    from fstool.fs.mount import Filesystem
-    from fstool.log.finish import unlinked_inodes
+    from fstool.fs.filesystem import Filesystem
+    from fstool.recovery.finish import unlinked_inodes
     img = tmp_path / "u.img"
     L.make_image(img, blocksize=4096)
     w, ns, Meta = _session(img)
@@ -523,7 +523,7 @@ def _fstool(*args, check=False):
 @needs_xfsprogs
 def test_mv_command(tmp_path):
     import json
-    from fstool.fs.mount import Filesystem
+    from fstool.fs.filesystem import Filesystem
     img = tmp_path / "mv.img"
     L.make_image(img, blocksize=4096)
     for args in (("mkdir", img, "/a"), ("mkdir", img, "/b"), ("mkdir", img, "/a/sub")):
@@ -562,7 +562,7 @@ def test_inode_taken_and_freed_in_one_transaction(tmp_path):
     """The last free inode of a chunk taken and given back in the same
     transaction (create then unlink, as a mount batching operations does):
     the finobt keeps the chunk's record."""
-    from fstool.fs.mount import Filesystem
+    from fstool.fs.filesystem import Filesystem
     img = tmp_path / "i.img"
     L.make_image(img, blocksize=4096)
     w, ns, Meta = _session(img)

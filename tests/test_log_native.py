@@ -15,8 +15,8 @@ import fstool_native
 from fixtures import log_fixtures as LF
 from fstool.format import constants as C
 from fstool.format import log as L
-from fstool.log import recover as R
-from fstool.log.trans import _CONSTS, Transaction
+from fstool.recovery import recover as R
+from fstool.log.reassemble import _CONSTS, Transaction
 
 PURE = fstool_native.load(pure=True)
 NATIVE = fstool_native.load()

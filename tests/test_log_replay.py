@@ -439,7 +439,7 @@ def test_newer_block_on_disk_is_not_overwritten(unpacked, tmp_path):
 def test_cancelled_buffers_are_not_replayed(unpacked):
     """Buffers whose last log item is a cancel (freed metadata) are never
     written by replay."""
-    from fstool.log.recover import Recovery
+    from fstool.recovery.recover import Recovery
     hits = 0
     for name in NAMES:
         with fstool.open_image(unpacked[name]) as fs:
@@ -572,7 +572,7 @@ def test_replay_two_fsyncs_order_blocks_before_the_unmount_record(unpacked, tmp_
     for k in orig:
         monkeypatch.setattr(Device, k, rec(k))
     # every group's end writes, as a large log's do (this one is small)
-    from fstool.log.recover import Recovery
+    from fstool.recovery.recover import Recovery
     monkeypatch.setattr(Recovery, "WRITE_BEHIND_BYTES", 0)
     rep = replay(cut)
     assert rep["replayed"] and "logged_post_replay" not in rep

@@ -36,7 +36,7 @@ def need_fuse():
 
 def log_clean(img) -> bool:
     from fstool.fs.logstate import log_is_clean
-    from fstool.fs.mount import Filesystem
+    from fstool.fs.filesystem import Filesystem
     fs = Filesystem(str(img))
     try:
         return log_is_clean(fs)[0]

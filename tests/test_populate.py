@@ -9,13 +9,13 @@ import os
 import subprocess
 import sys
 import tarfile
-from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
 from fixtures import images
-from fixtures.tree import build_tree, tree_manifest, xattr_values
+from fixtures.oracles import fstool, repair_clean
+from fixtures.tree import assert_same_tree, build_tree
 
 UUID = "0b5a3f1c-9d2e-4c7a-8e61-3f2a1b0c9d8e"
 needs_loop = pytest.mark.skipif(not images.loop_available(),
@@ -24,55 +24,6 @@ needs_xfsprogs = pytest.mark.skipif(not images.xfsprogs_available(),
                                     reason="xfsprogs (xfs_repair) not installed")
 
 
-def fstool(*args, check=True, env=None):
-    r = subprocess.run([sys.executable, "-m", "fstool", *map(str, args)], capture_output=True,
-                       text=True, env={**os.environ, **(env or {})})
-    if check and r.returncode:
-        raise AssertionError(f"fstool {' '.join(map(str, args))} failed ({r.returncode}): "
-                             f"{r.stderr.strip()}")
-    return r
-
-
-def repair_clean(img: Path) -> None:
-    """xfs_repair -n of 6.1 and of 6.10.1 (where built) clean."""
-    from fixtures import modern
-    problems = modern.repair_problems(img)
-    assert not problems, "\n".join(problems)
-
-
-def comparable(records: list[dict]) -> dict:
-    """Manifest records keyed by path, without inode numbers, plus the
-    hard-link groups expressed as sets of paths."""
-    out = {}
-    groups = defaultdict(list)
-    for r in records:
-        r = dict(r)
-        ino = r.pop("ino")
-        if r["type"] != "dir" and r["nlink"] > 1:
-            groups[ino].append(r["path"])
-        out[r["path"]] = r
-    return out, sorted(sorted(g) for g in groups.values())
-
-
-def assert_same_tree(src: Path, mnt: Path, prefix: str = "", skip_types=(),
-                     dir_sizes: bool = True) -> None:
-    want, want_links = comparable([r for r in tree_manifest(src)
-                                   if r["type"] not in skip_types])
-    got_all, got_links = comparable(tree_manifest(mnt / prefix.strip("/") if prefix else mnt))
-    if skip_types or not dir_sizes:     # another entry count or directory block size
-        for table in (want, got_all):
-            for r in table.values():
-                if r["type"] == "dir":
-                    r.pop("size")
-    missing = sorted(set(want) - set(got_all))
-    extra = sorted(set(got_all) - set(want))
-    assert not missing and not extra, f"missing {missing[:5]}, extra {extra[:5]}"
-    diffs = [(p, {k: (want[p][k], got_all[p].get(k)) for k in want[p]
-                  if want[p][k] != got_all[p].get(k)})
-             for p in want if want[p] != got_all[p]]
-    assert not diffs, f"{len(diffs)} entries differ, e.g. {diffs[:3]}"
-    assert want_links == got_links
-    assert xattr_values(src) == xattr_values(mnt / prefix.strip("/") if prefix else mnt)
 
 
 @pytest.fixture(scope="module")
@@ -462,3 +413,56 @@ def test_edit_paths_resolve_dotdot_in_the_image(tmp_path):
         assert r.returncode == 1 and "names no entry" in r.stderr, (args, r.stderr)
     assert fstool("ls", "-R", img).stdout.split() == ["/a", "/a/b", "/a/f", "/dotdot"]
     repair_clean(img)
+
+def _one_leafn_names() -> list[str]:
+    """The fewest names of one length that make a directory leave leaf form
+    (its leaf block with the bests table overflows) while one LEAFN block
+    still holds every hash."""
+    from fstool._backend import writers
+    from fstool.ns.dirbuild import DATA_FIRST, HDR
+    for n in range(400, 600):
+        names = [f"entry-{i:06d}" for i in range(n)]
+        form = writers.dir_place([(x.encode(), 1000, 1) for x in names], 4096, True, HDR,
+                                 DATA_FIRST)[0]
+        if form == "node":
+            assert (n + 2) * 8 <= 4096 - HDR
+            return names
+    raise AssertionError("no name count gives node form")
+
+
+@needs_xfsprogs
+@pytest.mark.parametrize("source", ["synthetic", "man2"])
+def test_one_leafn_directory_has_no_node_above_it(tmp_path, source):
+    """A directory just past leaf form whose hashes fit one LEAFN block:
+    that block is the da-btree's root at the leaf offset, as the kernel's
+    leaf-to-node conversion leaves it, with the free index beside it; a
+    node above one leaf is what xfs_repair 6.1 rejects ("bad hash path in
+    directory").  /usr/share/man/man2 (501 names on Debian 12) is such a
+    directory."""
+    from fixtures import livedirs, modern
+    from fstool.format import constants as C
+    if source == "man2":
+        src = Path("/usr/share/man/man2")
+        if not src.is_dir():
+            pytest.skip("no /usr/share/man/man2 on this machine")
+        target = "/"
+    else:
+        src = tmp_path / "src"
+        (src / "d").mkdir(parents=True)
+        for name in _one_leafn_names():
+            (src / "d" / name).touch()
+        target = "/d"
+    img = tmp_path / "p.img"
+    mkfs(img, "512m")
+    fstool("populate", img, src)
+    lay = livedirs.dir_layout(img, target)
+    if lay["form"] != "node":
+        pytest.skip(f"{src} does not make a node-form directory here ({lay['form']})")
+    leaf = C.XFS_DIR2_LEAF_OFFSET // 4096
+    free = C.XFS_DIR2_FREE_OFFSET // 4096
+    assert lay["blocks"][leaf]["kind"] == "leafn"
+    assert sorted(b for b in lay["blocks"] if b >= leaf) == [leaf, free]
+    repair_clean(img)
+    if modern.available():
+        assert modern.repair_n(img).returncode == 0
+    assert fstool_check_clean(img)

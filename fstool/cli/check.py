@@ -30,7 +30,7 @@ def cmd(jobs, as_json, image):
     import fstool
 
     from ..errors import (CorruptionError, FsToolError, ImageTruncatedError,
-                          UnknownFeatureError, errno_of)
+                          UnknownFeatureError, UnsupportedError, errno_of)
     from ..ops import check as C
     from .console import err, error_line, is_tty
     from .exits import finish
@@ -48,6 +48,15 @@ def cmd(jobs, as_json, image):
         _emit([C.Finding("SB_FEATURES", str(e), structure="sb", agno=0, block=0,
                          field="sb_features_incompat")], as_json)
         sys.exit(C.EXIT_CORRUPT)
+    except UnsupportedError as e:
+        # a layout fstool does not handle (v4, an external log, a realtime
+        # section) that only the primary says: damage, as xfs_repair -n says
+        found = _contradicted(image)
+        if not found:
+            error_line(str(e), as_json, C.EXIT_OPERATIONAL, errno_of(e))
+            sys.exit(C.EXIT_OPERATIONAL)
+        _emit(found, as_json)
+        sys.exit(C.EXIT_CORRUPT)
     except FsToolError as e:
         status = C.EXIT_CORRUPT if isinstance(e, ImageTruncatedError) else C.EXIT_OPERATIONAL
         error_line(str(e), as_json, status, errno_of(e))
@@ -62,6 +71,18 @@ def cmd(jobs, as_json, image):
     if checker.log_dirty and not as_json:
         err(f"the log is dirty: replay it first with 'fstool log replay {image}'")
     finish(checker.exit_code)
+
+
+def _contradicted(image) -> list:
+    """Findings for a primary superblock whose unsupported layout the
+    secondaries deny (ops.check.superblocks.contradicted_primary)."""
+    from ..io.device import Device
+    from ..ops.check.superblocks import contradicted_primary
+    dev = Device(image)
+    try:
+        return contradicted_primary(dev)
+    finally:
+        dev.close()
 
 
 class _PhaseBars:

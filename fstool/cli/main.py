@@ -40,6 +40,7 @@ COMMANDS = {
     "log": ("log", "cmd", "Print, replay or zero the log (journal) of an image."),
     "mount": ("mount", "cmd", "Mount an image read-write through FUSE."),
     "repair": ("repair", "cmd", "Repair what check finds (exit 0 clean, 1 repaired, 4 not)."),
+    "resize": ("resize", "cmd", "Grow or shrink an image offline (-M: to its smallest size)."),
     "undo": ("undo", "cmd", "Put back the blocks an undo file saved (repair --undo-file)."),
 }
 

@@ -37,7 +37,7 @@ def _dirty_log_notice(fs, image, replay_in_memory: bool) -> None:
     if not dirty:
         return
     if replay_in_memory:
-        from ..log.memory import replay_in_memory as replay
+        from ..recovery.memory import replay_in_memory as replay
         replay(fs)
         return
     warn(f"{image}: the log is dirty; what follows is the image BEFORE replay (run "

@@ -38,14 +38,15 @@ def cmd(dry_run, rebuild, add_finobt, undo_file, extend_truncated, jobs, as_json
     Exit status: 0 the image was clean (and anything --rebuild or
     --add-finobt asked for is done), 1 problems were repaired (with -n:
     would be), 4 repair could not run (dirty log, damage it cannot work
-    around) or problems remain that it cannot repair, 7 the image is busy
-    (mounted, attached to a loop device, held by another fstool, under any
-    of its names).
+    around) or problems remain that it cannot repair, 5 the image uses a
+    format or feature fstool does not support (nothing is written), 7 the
+    image is busy (mounted, attached to a loop device, held by another
+    fstool, under any of its names).
     """
     import json
     import sys
 
-    from ..errors import FsToolError, ImageBusy
+    from ..errors import FsToolError, ImageBusy, UnsupportedError
     from ..ops.repair import repair
 
     trees = tuple(t.strip() for t in rebuild.split(",") if t.strip())
@@ -53,7 +54,9 @@ def cmd(dry_run, rebuild, add_finobt, undo_file, extend_truncated, jobs, as_json
         result = repair(image, dry_run=dry_run, rebuild=trees, add_finobt=add_finobt,
                         undo_file=undo_file, jobs=jobs, extend_truncated=extend_truncated)
     except FsToolError as e:
-        if not isinstance(e, ImageBusy):
+        # a busy image, or one fstool does not handle: the status every
+        # command gives it
+        if not isinstance(e, (ImageBusy, UnsupportedError)):
             e.exit_status = EXIT_CANNOT
         raise
     status = result.exit_code

@@ -11,6 +11,11 @@ cleanup, no flush, no exit handlers), as a power cut or ``kill -9`` at that
 moment would.  Each ``pwrite`` call counts as one write; the writers issue
 one call per block or per contiguous run of new blocks, in the order that
 makes every prefix recoverable.
+
+The write log beside it, for tests that judge where a command writes: with
+``FSTOOL_WRITE_LOG=FILE`` every write that reaches an image (each one the
+fault hook counts, hole punches included) appends a line ``OFFSET LENGTH
+PATH`` to FILE before it is counted.
 """
 from __future__ import annotations
 
@@ -26,10 +31,12 @@ from ..errors import (ImageBusy, ImageError, ImageNotFoundError, ImageTruncatedE
                       ReadOnlyError)
 
 _FAULT_ENV = "FSTOOL_FAULT_AFTER_WRITES"
+_WRITE_LOG_ENV = "FSTOOL_WRITE_LOG"
 
 
 class _WriteCounter:
-    """Counts writes across every Device of the process for the fault hook."""
+    """Counts writes across every Device of the process for the fault hook
+    (and logs them where FSTOOL_WRITE_LOG asks)."""
 
     def __init__(self):
         self.count = 0
@@ -38,8 +45,15 @@ class _WriteCounter:
             self.limit = int(raw) if raw else 0
         except ValueError:
             self.limit = 0
+        self.log = os.environ.get(_WRITE_LOG_ENV) or None
 
-    def hit(self) -> None:
+    def hit(self, path: str, offset: int, length: int) -> None:
+        if self.log is not None:
+            fd = os.open(self.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, f"{offset} {length} {path}\n".encode())
+            finally:
+                os.close(fd)
         self.count += 1
         if self.limit and self.count >= self.limit:
             os.kill(os.getpid(), signal.SIGKILL)
@@ -259,7 +273,7 @@ class Device:
         except OSError as e:
             raise ImageError(f"{self.path}: write failed at offset {offset}: "
                              f"{e.strerror}") from None
-        _writes.hit()
+        _writes.hit(self.path, offset, n)
         self.written += n
         if self._unstarted is not None:
             self._wrote(n)
@@ -289,7 +303,7 @@ class Device:
         except OSError as e:
             raise ImageError(f"{self.path}: write failed at offset {offset + done}: "
                              f"{e.strerror}") from None
-        _writes.hit()
+        _writes.hit(self.path, offset, n)
         self.written += n
 
     def start_writeback(self, offset: int, length: int) -> None:
@@ -355,7 +369,7 @@ class Device:
                 raise e.__cause__ from None
             raise ImageError(f"{self.path}: copy into the image failed at offset "
                              f"{offset + done}: {e.strerror}") from None
-        _writes.hit()
+        _writes.hit(self.path, offset, done)
         if not shared:
             self.written += done
             if self._unstarted is not None:
@@ -444,7 +458,7 @@ class Device:
         if not self.is_blockdev:
             try:
                 punch_hole(self.fd, offset, length)
-                _writes.hit()
+                _writes.hit(self.path, offset, length)
                 return
             except OSError:
                 pass
@@ -459,7 +473,7 @@ class Device:
         except OSError as e:
             raise ImageError(f"{self.path}: write failed at offset {pos}: {e.strerror}") \
                 from None
-        _writes.hit()
+        _writes.hit(self.path, offset, length)
 
     def resize(self, size: int) -> None:
         """Grow (or shrink) an image file; the new part is a hole."""

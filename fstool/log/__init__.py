@@ -1,15 +1,13 @@
-"""The XFS log: reading, printing and recovering it (``fstool.open_image(p).log``).
+"""The XFS log read (``fstool.open_image(p).log``); recovery is :mod:`fstool.recovery`.
 
 Layout of this package (the on-disk definitions are in
 :mod:`fstool.format.log`):
 
-* :mod:`.head`     log geometry, sector reads, the kernel's head/tail search
-* :mod:`.records`  records from tail to head, CRC pass, ops
-* :mod:`.trans`    transactions reassembled from ops
-* :mod:`.items`    log items decoded into plain dicts
-* :mod:`.recover`  passes 1 and 2 of recovery into a write-back cache
-* :mod:`.finish`   what follows replay: intents, unlinked inodes, counters,
-                   through a write session positioned after the replayed log
+* :mod:`.device`     log geometry and sector reads
+* :mod:`.head`       the kernel's head/tail search
+* :mod:`.records`    records from tail to head, CRC pass, ops
+* :mod:`.reassemble` transactions reassembled from ops
+* :mod:`.items`      log items decoded into plain dicts
   (records are written by :mod:`fstool.trans.logwriter`)
 
 :class:`Log` is the read-only view the Python API hands out.
@@ -64,7 +62,7 @@ class Log:
         """Committed transactions in commit order, each with decoded items:
         ``(Transaction, [item dict, ...])``."""
         from .items import decode
-        from .trans import Reassembler
+        from .reassemble import Reassembler
         re = Reassembler()
         for rec in self.records():
             for t in re.feed(rec):

@@ -6,7 +6,7 @@ import struct
 from ..format import constants as C
 from ..format import log as L
 from ..format import parent as P
-from .trans import Item
+from .reassemble import Item
 
 _EXT64 = L.EXTENT_64.struct
 _EXT32 = L.EXTENT_32.struct

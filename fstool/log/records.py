@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from .._backend import parsers
 from ..format import log as L
-from .head import LogCorrupt, LogDevice
+from .device import LogCorrupt, LogDevice
 
 _MAGIC = b"\xfe\xed\xba\xbe"
 

@@ -101,7 +101,7 @@ class Volume:
 
     def __init__(self, image, *, readonly: bool = False, timestamp_ns: int | None = None,
                  cache_bytes: int = 128 << 20):
-        from ..fs.mount import Filesystem
+        from ..fs.filesystem import Filesystem
         from ..io.lock import ImageLock, refuse_if_mounted
         from ..ns.namespace import Namespace
         from ..ns.writer import Writer

@@ -8,7 +8,8 @@ a block or more is stored remotely in XARM blocks, each with its own
 header.  More entries than one leaf holds give a da-btree: the root node at
 attr block 0, leaves after it, remote values after the leaves.  Node-form
 leaves are filled in hash order rather than split as kernel insertions
-would leave them; the format allows both.
+would leave them; the format allows both (the last leaf starts early enough
+to hold the final run of equal hashes: dablock.pack).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import struct
 from .._backend import parsers
 from ..errors import InvalidArgument, NameTooLongError
 from ..format import constants as C
-from .dablock import da_block, da_finisher, node_levels
+from .dablock import da_block, da_finisher, node_levels, pack
 from ..io import verify as V
 from .forkplan import ForkPlan, PlannedBlock
 
@@ -115,15 +116,10 @@ def encode_xattrs(attrs, *, ino: int, uuid: bytes, blocksize: int,
         items.append((parsers.da_hashname(name), seq, flags, name, value, local))
     items.sort(key=lambda t: (t[0], -t[1]))
     # pack into leaves
-    leaves = [[]]
-    used = 0
-    for it in items:
-        need = 8 + (_local_size(it[3], it[4]) if it[5] else _remote_size(it[3]))
-        if leaves[-1] and LEAF_HDR + used + need > blocksize:
-            leaves.append([])
-            used = 0
-        leaves[-1].append(it)
-        used += need
+    sizes = [8 + (_local_size(it[3], it[4]) if it[5] else _remote_size(it[3]))
+             for it in items]
+    leaves = [items[a:b] for a, b in pack([it[0] for it in items], blocksize - LEAF_HDR,
+                                          sizes)]
     node = len(leaves) > 1
     first_leaf = 1 if node else 0
     next_blk = first_leaf + len(leaves)

@@ -320,3 +320,40 @@ class ForkMap:
             lit = self.tree.root_bytes()
         return self.fmt, lit + bytes(self.space - len(lit))
 
+
+def owned_blocks(node, attr: bool) -> list:
+    """(fsbno, length) of every block a fork owns: mapped extents and, for a
+    btree-format fork, the bmbt blocks below its root."""
+    return [(b, n) for b, n, _o, _u in owned_extents(node, attr)]
+
+
+def owned_extents(node, attr: bool) -> list:
+    """(fsbno, length, owner, unwritten) of every block a fork owns, owner
+    as the rmapbt names it: the fork's mapped extents at their file
+    offsets, then the bmbt blocks below a btree-format fork's root."""
+    ino = node.ino
+    out = [(b, n, R.fork(ino, o, attr), bool(u)) for o, b, n, u in node.extents(attr=attr)]
+    fmt = node.aformat if attr else node.format
+    if fmt == C.XFS_DINODE_FMT_BTREE:
+        level, _keys, ptrs = node.bmbt_root(attr)
+        reader = node.fs.bmbt_reader(ino)
+        who = R.bmbt(ino, attr)
+        for blk in reader.blocks(ptrs, level):
+            out.append((blk.addr, 1, who, False))
+    return out
+
+
+def free_fork(w, node, attr: bool) -> int:
+    """Free every block a fork owns (each unmapped from its owner in the
+    rmapbt; a reflinked file's data blocks lose one reference each and go
+    only when that was the last); returns how many the fork counted."""
+    total = 0
+    shared = not attr and bool(node.flags2 & C.XFS_DIFLAG2_REFLINK)
+    space = w.space
+    for fsbno, n, who, unwritten in owned_extents(node, attr):
+        if shared and not who.flags & R.BMBT_BLOCK:
+            space.free_shared(fsbno, n, owner=who, unwritten=unwritten)
+        else:
+            space.free_extent(fsbno, n, owner=who, unwritten=unwritten)
+        total += n
+    return total

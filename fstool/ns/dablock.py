@@ -38,17 +38,62 @@ def da_finisher(buf: bytearray, ino: int, uuid: bytes):
     return identity_finisher(buf, ino, uuid, 16, 32)
 
 
+def pack(keys, capacity: int, size=8, lead: int = 0) -> list:
+    """Blocks for ``keys`` (hashes in order), as (start, end) index pairs:
+    filled from the left, each item taking ``size`` bytes (one number for
+    all, or a list) of a block's ``capacity``; then the last block starts
+    early enough, when it can hold them, to take the whole final run of
+    keys equal to the greatest plus ``lead`` keys below it.
+
+    xfs_repair before 6.3 (verify_final_da_path, which compares with >=)
+    rejects a da-btree whose rightmost node at any level has a first entry
+    hash not below its last: a root with one child, or two children both
+    ending in the greatest hash because equal hashes straddle the last
+    leaf boundary; and every xfs_repair rejects a last node below the root
+    whose one child is the last leaf (its walk moves to a level's next node
+    only when a later leaf needs it, so it never reaches that node).
+    Leaves are packed with ``lead`` 0 (the leaf before the last ends below
+    the greatest hash), nodes with ``lead`` 1 (the last node holds a child
+    ending below it, so two children at least); together they keep every
+    rightmost node acceptable unless one block cannot hold the run."""
+    n = len(keys)
+    if isinstance(size, int):
+        per = max(1, capacity // size)
+        starts = list(range(0, n, per))
+
+        def fits(a: int) -> bool:
+            return (n - a) * size <= capacity
+    else:
+        starts, used = [], capacity
+        for i, s in enumerate(size):
+            if used + s > capacity:
+                starts.append(i)
+                used = 0
+            used += s
+
+        def fits(a: int) -> bool:
+            return sum(size[a:]) <= capacity
+    if len(starts) > 1:
+        run = n - 1
+        while run and keys[run - 1] == keys[-1]:
+            run -= 1
+        want = run - lead
+        if starts[-2] < want < starts[-1] and fits(want):
+            starts[-1] = want
+    return list(zip(starts, starts[1:] + [n]))
+
+
 def node_levels(children, *, root: int, take, size: int, magic: int, block) -> list:
     """The interior levels of a da-btree built bottom-up over ``children``
-    [(last hash, block)] in hash order: nodes filled from the left, level
-    after level, the root at block ``root`` and every other node at the
-    block ``take()`` hands out; ``block(lblk, buf)`` turns a node into
-    what the caller plans.  Returns those, root last."""
-    per_node = (size - DA3_HDR) // 8
+    [(last hash, block)] in hash order: nodes filled from the left (see
+    :func:`pack`), level after level, the root at block ``root`` and every
+    other node at the block ``take()`` hands out; ``block(lblk, buf)`` turns
+    a node into what the caller plans.  Returns those, root last."""
     out = []
     level = 1
     while True:
-        groups = [children[i:i + per_node] for i in range(0, len(children), per_node)]
+        groups = [children[a:b] for a, b in pack([c[0] for c in children],
+                                                 size - DA3_HDR, 8, lead=1)]
         top = len(groups) == 1
         lblks = [root] if top else [take() for _ in groups]
         above = []

@@ -5,7 +5,9 @@ The growth is simulated the kernel's way: shortform while it fits the inode,
 then one block (entries, hash-sorted leaf and tail in one directory block),
 then leaf form (data blocks plus one LEAF1 block with the bests array) and
 node form (data blocks, LEAFN blocks under a da-btree whose root is the
-first block of the leaf space, and free-index blocks).  New entries go into
+first block of the leaf space, and free-index blocks; while one LEAFN block
+holds every leaf entry it is that root itself, as the kernel's leaf-to-node
+conversion leaves it).  New entries go into
 the first data block with room (first fit, as xfs_dir2_leaf_addname and the
 node free-index search do); block 0 regains the space of its leaf and tail
 when the directory leaves block form.  Leaf entries are sorted by name hash,
@@ -13,6 +15,8 @@ equal hashes with the newest first, as the kernel's insertion leaves them.
 
 Node-form leaves are filled completely rather than split half-full as a
 sequence of kernel insertions would leave them: the format allows both.
+The last leaf and the last node of each level start early enough that
+every rightmost node has a first hash below its last (dablock.pack).
 """
 from __future__ import annotations
 
@@ -21,7 +25,7 @@ import struct
 from .._backend import parsers, writers
 from ..errors import InvalidArgument, NameTooLongError
 from ..format import constants as C
-from .dablock import da_block, da_finisher, identity_finisher, node_levels
+from .dablock import da_block, da_finisher, identity_finisher, node_levels, pack
 from ..io import verify as V
 from .forkplan import ForkPlan, PlannedBlock
 
@@ -188,8 +192,16 @@ class _Builder:
 
     def node_blocks(self, leaf) -> list:
         dbs, fsbs = self.dbs, self.fsbs
-        per_leaf = (dbs - HDR) // LEAF_ENT
-        chunks = [leaf[i:i + per_leaf] for i in range(0, len(leaf), per_leaf)]
+        bounds = pack([h for h, _a in leaf], dbs - HDR, LEAF_ENT)
+        if len(bounds) == 1:
+            # the kernel's leaf-to-node conversion leaves the one LEAFN block
+            # at the leaf offset as the da-btree's root; a node level appears
+            # only when that leaf splits (xfs_repair 6.1 rejects a node with
+            # a single child)
+            buf = da_block(dbs, C.XFS_DIR3_LEAFN_MAGIC, count=len(leaf), pairs=leaf)
+            return [PlannedBlock(self.leaf_lblk, fsbs, self.finisher(buf, True),
+                                 V.DA3_NODE_OR_LEAF)]
+        chunks = [leaf[a:b] for a, b in bounds]
         # root at the first leaf-space block, leaves after it, then any
         # intermediate node levels
         next_lblk = [self.leaf_lblk + fsbs]

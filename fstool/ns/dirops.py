@@ -37,6 +37,7 @@ from ..alloc import rmap as R
 from ..io import verify as V
 from . import dirdata as D
 from . import files as F
+from .bmap import owned_extents
 
 HDR = D.HDR
 NULLOFF = 0xFFFF
@@ -360,7 +361,6 @@ class Dir:
         """The old bmbt's blocks (no longer counted): a new tree takes them
         first, so a full filesystem can still change a large directory; the
         caller frees the rest."""
-        from .namespace import owned_extents
         node = self.node
         out = []
         for fsbno, n, who, _u in owned_extents(node, attr=False):

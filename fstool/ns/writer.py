@@ -28,7 +28,7 @@ import os
 from ..errors import FsToolError, UnsupportedError, WriteRefused
 from ..format import constants as C
 from ..fs.icore import InodeEncoder
-from ..fs.mount import Filesystem
+from ..fs.filesystem import Filesystem
 from ..io import verify as V
 from ..trans.journal import Journal
 
@@ -47,6 +47,9 @@ _SB_COUNTERS, _SB_COUNTERS_OFF = _sb_counters_layout()
 WRITABLE_INCOMPAT = (C.XFS_SB_FEAT_INCOMPAT_FTYPE | C.XFS_SB_FEAT_INCOMPAT_SPINODES
                      | C.XFS_SB_FEAT_INCOMPAT_META_UUID | C.XFS_SB_FEAT_INCOMPAT_BIGTIME
                      | C.XFS_SB_FEAT_INCOMPAT_NREXT64)
+# parent pointers (and exchange-range, which mkfs turns on with them): only
+# a writer that keeps every inode's parent pointers opens them (repair)
+PARENT_INCOMPAT = C.XFS_SB_FEAT_INCOMPAT_PARENT | C.XFS_SB_FEAT_INCOMPAT_EXCHRANGE
 
 
 class Writer:
@@ -54,7 +57,8 @@ class Writer:
 
     def __init__(self, path, *, timestamp_ns: int | None = None, cache_bytes: int = 64 << 20,
                  logged: bool = True, checkpoint_bytes: int | None = None,
-                 recovering=None, rebuilds_rmapbt: bool = False):
+                 recovering=None, rebuilds_rmapbt: bool = False,
+                 clears_needsrepair: bool = False, keeps_parents: bool = False):
         from ..alloc.inodes import InodeAllocator
         from ..alloc.space import SpaceAllocator
         from ..io.lock import ImageLock, refuse_if_mounted
@@ -66,7 +70,8 @@ class Writer:
         self.journal = None
         try:
             self._lock.__enter__()
-            self._check_writable(logged and recovering is None, rebuilds_rmapbt)
+            self._check_writable(logged and recovering is None, rebuilds_rmapbt,
+                                 clears_needsrepair, keeps_parents)
             self.journal = Journal(fs, logged=logged, checkpoint_bytes=checkpoint_bytes,
                                    log_position=recovering)
         except BaseException:
@@ -97,14 +102,25 @@ class Writer:
         self.closed = False
 
     # -- lifetime ----------------------------------------------------------------
-    def _check_writable(self, logged: bool, rebuilds_rmapbt: bool = False) -> None:
-        """Refuse what this writer cannot keep consistent."""
+    def _check_writable(self, logged: bool, rebuilds_rmapbt: bool = False,
+                        clears_needsrepair: bool = False, keeps_parents: bool = False) -> None:
+        """Refuse what this writer cannot keep consistent.  Only a caller
+        that checks the whole filesystem and clears the mark (repair) may
+        open one marked as needing repair (``clears_needsrepair``), and only
+        one that keeps every inode's parent pointers (``keeps_parents``) one
+        with parent pointers or exchange-range."""
         from ..fs.logstate import log_is_clean
         sb = self.fs.sb
-        if sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_NEEDSREPAIR):
+        if sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_NEEDSREPAIR) and not clears_needsrepair:
             raise WriteRefused(f"{self.path}: the filesystem is marked as needing repair; "
                                "run xfs_repair first")
-        unknown = sb.incompat & ~WRITABLE_INCOMPAT
+        if sb.incompat & PARENT_INCOMPAT and not keeps_parents:
+            raise UnsupportedError(f"{self.path}: the filesystem has parent pointers or "
+                                   "exchange-range (mkfs -n parent=1), which this command "
+                                   "does not keep yet; only fstool repair writes to it")
+        unknown = sb.incompat & ~(WRITABLE_INCOMPAT | PARENT_INCOMPAT)
+        if clears_needsrepair:
+            unknown &= ~C.XFS_SB_FEAT_INCOMPAT_NEEDSREPAIR
         if unknown:
             raise UnsupportedError(f"{self.path}: writing with incompat features 0x"
                                    f"{unknown:x} is not supported")

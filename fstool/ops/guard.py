@@ -14,24 +14,27 @@ from ..errors import WriteRefused
 SHOWN = 3         # findings named in the refusal
 
 
-def require_sound(image) -> None:
-    """Raise WriteRefused when fstool check finds errors in ``image``.
+def require_sound(image, ignore=()) -> list:
+    """Raise WriteRefused when fstool check finds errors in ``image``
+    (besides findings whose code is in ``ignore``, which are returned).
     Images that cannot be opened, or whose log is dirty, are left to the
     writer itself to refuse with its own message."""
-    import fstool
     from ..errors import FsToolError
+    from ..fs.filesystem import Filesystem
     from .check import check
     try:
-        fs = fstool.open_image(image)
+        fs = Filesystem(image)
     except FsToolError:
-        return
+        return []
     with fs:
         checker = check(fs)
     if checker.log_dirty:
-        return
+        return []
     errors = [f for f in checker.findings if f.severity == "error"]
+    ignored = [f for f in errors if f.code in ignore]
+    errors = [f for f in errors if f.code not in ignore]
     if not errors:
-        return
+        return ignored
     shown = "; ".join(f"{f.code}: {f.message}" for f in errors[:SHOWN])
     more = f" (and {len(errors) - SHOWN} more)" if len(errors) > SHOWN else ""
     raise WriteRefused(f"{image}: fstool check finds {len(errors)} problem(s), so it is not "

@@ -34,7 +34,7 @@ def open_filesystem(path):
     ``while_opening``: an image fstool cannot open at all keeps the common
     exit statuses, while a log that cannot be read or replayed is status 4."""
     from ..errors import FsToolError
-    from ..fs.mount import Filesystem
+    from ..fs.filesystem import Filesystem
     try:
         return Filesystem(path)
     except FsToolError as e:
@@ -51,7 +51,7 @@ def print_records(fs):
     per op start; continuations are shown as such)."""
     from ..format import log as L
     from ..log.items import ItemError, decode
-    from ..log.trans import Item
+    from ..log.reassemble import Item
     for rec in fs.log.records():
         h = rec.header
         ops = []
@@ -92,13 +92,13 @@ def print_transactions(fs):
 
 def replay(path, *, dry_run: bool = False) -> dict:
     """Recover the log of the image at ``path``.  Returns a report dict."""
-    from ..fs.mount import Filesystem
+    from ..fs.filesystem import Filesystem
     from ..io.device import Device
     from ..io.lock import ImageLock, refuse_if_mounted
     from ..format import log as L
-    from ..log import finish
+    from ..recovery import finish
     from ..log.head import find_state
-    from ..log.recover import Recovery
+    from ..recovery.recover import Recovery
     from ..trans import logwriter as W
 
     from ..io.device import writes_so_far
@@ -125,7 +125,7 @@ def replay(path, *, dry_run: bool = False) -> dict:
             intents = finish.check_intents(r.intents)
             why = finish.writer_supported(fs)
             if why:
-                from ..log.memory import replay_in_memory
+                from ..recovery.memory import replay_in_memory
                 with Filesystem(path) as view:
                     replay_in_memory(view)
                     finish.refuse_unfinishable(view, intents, why)

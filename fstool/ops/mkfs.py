@@ -274,17 +274,8 @@ def compute_geometry(opts: Options) -> Geometry:
         raise MkfsError("parent pointers and exchange-range are not part of the mkfs.xfs 6.1 "
                         "profiles")
 
-    # static blocks at the start of every AG: headers, then btree roots
     hdr_blocks = (4 * opts.sectsize + B - 1) // B
-    roots = {}
-    nxt = hdr_blocks
-    for name, on in (("bnobt", True), ("cntbt", True), ("inobt", True),
-                     ("finobt", opts.finobt), ("rmapbt", opts.rmapbt),
-                     ("refcountbt", opts.reflink)):
-        if on:
-            roots[name] = nxt
-            nxt += 1
-    prealloc = nxt
+    roots, prealloc = static_roots(B, opts.sectsize, opts.finobt, opts.rmapbt, opts.reflink)
     minfree = agfl_prefill(opts.release, B, agblocks, opts.rmapbt, opts.reflink)
 
     # inode allocation geometry
@@ -366,6 +357,22 @@ def compute_geometry(opts: Options) -> Geometry:
                     inoalignmt, spino_align, ialloc_blks, ialloc_inos, first, imaxpct,
                     opts.finobt, opts.sparse, opts.reflink, opts.nrext64, opts.rmapbt,
                     opts.bigtime, inobtcount, autofsck, opts.release, opts.parent, exchange)
+
+
+def static_roots(blocksize: int, sectsize: int, finobt: bool, rmapbt: bool,
+                 reflink: bool) -> tuple[dict, int]:
+    """The static blocks at the start of every AG: (tree name -> AG block
+    of its root, the first block after them).  The headers come first,
+    then one root block per tree (the kernel's XFS_BNO_BLOCK ...
+    xfs_refc_block, XFS_PREALLOC_BLOCKS)."""
+    roots = {}
+    nxt = (4 * sectsize + blocksize - 1) // blocksize
+    for name, on in (("bnobt", True), ("cntbt", True), ("inobt", True),
+                     ("finobt", finobt), ("rmapbt", rmapbt), ("refcountbt", reflink)):
+        if on:
+            roots[name] = nxt
+            nxt += 1
+    return roots, nxt
 
 
 def agfl_prefill(release: str, blocksize: int, agblocks: int, rmapbt: bool,

@@ -18,7 +18,9 @@ STRUCTURES = ("sb", "agf", "agi", "agfl", "bnobt", "cntbt", "inobt", "finobt", "
 PROBLEMS = {
     # superblocks
     "SB_PRIMARY": (ERROR, "sb", "the primary superblock fails verification (sizes, geometry, "
-                   "log, alignment, unused bytes not zero, flags)"),
+                   "log, alignment, unused bytes not zero, flags), or the secondaries outvote "
+                   "its geometry or feature words (check stops there, as xfs_repair -n does), "
+                   "or no secondary can verify its geometry"),
     "IMAGE_TRUNCATED": (ERROR, "sb", "the image file is shorter than the filesystem the "
                         "superblock describes (check stops there; repair extends it with "
                         "zeros when asked to)"),
@@ -30,7 +32,17 @@ PROBLEMS = {
     "SB_COUNTERS": (ERROR, "sb", "sb_icount, sb_ifree or sb_fdblocks differs from the AG "
                     "totals"),
     "SB_QUOTINO": (ERROR, "sb", "a quota inode number in the superblock is not an inode in "
-                   "use (xfs_repair would clear the quota information)"),
+                   "use, or is the root or a realtime inode (xfs_repair would clear the quota "
+                   "information)"),
+    "SB_QFLAGS": (ERROR, "sb", "the superblock's quota state: the quota feature on with no "
+                  "quota inode named (xfs_repair turns quotas off), or quota flags holding the "
+                  "group/project bits of a v4 superblock, which the kernel refuses on v5 "
+                  "(xfs_repair -n says nothing of those; its repair clears stray bits)"),
+    "SB_NEEDSREPAIR": (ERROR, "sb", "the filesystem is marked as needing repair (an upgrade "
+                       "by xfs_repair or xfs_admin did not finish)"),
+    "SB_LSN_AHEAD": (WARNING, "sb", "the primary superblock is stamped with an LSN ahead of "
+                     "the log: the kernel refuses to mount it (xfs_repair -n does not count it; "
+                     "its repair formats the log past it)"),
     "LSN_AHEAD": (ERROR, "log", "a metadata block is stamped with an LSN the log has not "
                   "reached"),
     # AG headers
@@ -142,8 +154,11 @@ PROBLEMS = {
                      "free regions"),
     "DIR_LEAF": (ERROR, "dir", "a directory leaf does not index exactly the data entries "
                  "(hash order, stale count, bests)"),
-    "DIR_NODE": (ERROR, "dir", "a directory's da-btree is broken (levels, counts, before "
-                 "pointers, hashes, siblings)"),
+    "DIR_NODE": (ERROR, "dir", "a directory's da-btree fails xfs_repair's walk of it (node "
+                 "magic, counts and levels; leaf back and forward pointers; node entries "
+                 "naming the leaves in chain order with their greatest hashes; node "
+                 "siblings; the right edge: last entries used, no right sibling, first "
+                 "hash not above the last)"),
     "DIR_FREE": (ERROR, "dir", "a directory free index block disagrees with the data blocks"),
     "DIR_ENTRY_TARGET": (ERROR, "dir", "a directory entry points to a free, invalid or "
                          "metadata inode, or to the directory itself"),
@@ -167,7 +182,11 @@ PROBLEMS = {
                 "holds a NUL, or its fork does not suit its size"),
     "XATTR": (ERROR, "attr", "an attribute fork's entries are broken (names, hashes, "
               "counts, sizes, used bytes, remote values)"),
-    "XATTR_NODE": (ERROR, "attr", "an attribute fork's da-btree is broken"),
+    "XATTR_NODE": (ERROR, "attr", "an attribute fork's da-btree fails xfs_repair's walk of "
+                   "it (as DIR_NODE; block 0 has no siblings)"),
+    "XATTR_NODE_HASH": (ERROR, "attr", "an attribute da-btree node entry's hash differs from "
+                        "the greatest hash of the block it names (xfs_repair corrects it in "
+                        "place)"),
     "XATTR_CRC": (ERROR, "attr", "an attribute leaf or node block's CRC is wrong, on a "
                   "filesystem only xfsprogs 6.10 knows (parent pointers, exchange-range), "
                   "whose xfs_repair -n reports it"),

@@ -108,6 +108,9 @@ class CheckerBase:
         self.next_unlinked: dict = {}
         self.ag_totals = {"icount": 0, "ifree": 0, "fdblocks": 0}
         self.log_dirty = False
+        # set by a first phase when nothing after it can be checked (the
+        # primary superblock's geometry is outvoted by the secondaries')
+        self.stop = False
         self.has_rmap = fs.sb.has_ro_compat(1 << 1)
         self.has_pptr = fs.sb.has_incompat(1 << 7)
         # features only xfsprogs 6.10 knows (parent pointers, exchange-range):
@@ -145,6 +148,8 @@ class CheckerBase:
     def run(self, jobs: int = 1) -> list:
         for name in self.FIRST_PHASES:
             self._run_phase(name)
+        if self.stop:
+            return self.findings
         if jobs > 1 and self.sb.agcount > 1:
             self._run_ag_phases_parallel(jobs)
         else:
@@ -217,7 +222,7 @@ class CheckerBase:
 
 def _ag_worker(cls, path: str, agnos: list) -> dict:
     """Run the per-AG phases for some AGs in a child process."""
-    from ...fs.mount import Filesystem
+    from ...fs.filesystem import Filesystem
     with Filesystem(path) as fs:
         c = cls(fs, ag_filter=agnos)
         for name in c.FIRST_PHASES:

@@ -218,50 +218,82 @@ class BtreePhases:
         sb = self.sb
         reflink = sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_REFLINK)
 
+        mask_bits = RMAP_OFF_ATTR | RMAP_OFF_BMBT | RMAP_OFF_UNWRITTEN
+        agino_mask = (1 << sb.agino_log) - 1
+        agino_log, inopblog, agcount, agblocks = (sb.agino_log, sb.inopblog, sb.agcount,
+                                                  sb.agblocks)
+        state = {"last": None}
+
         def on_leaf(blk, _is_root):
-            last = None
+            last = state["last"]
+            append = recs.append
             for i, (s, n, owner, off) in enumerate(blk.recs):
-                where = dict(agno=agno, block=blk.addr, structure="rmapbt", index=i)
-                o = _i64(owner)
-                flags = off & (RMAP_OFF_ATTR | RMAP_OFF_BMBT | RMAP_OFF_UNWRITTEN)
-                if off & ~(RMAP_OFF_MASK | flags) or \
-                        (flags & RMAP_OFF_BMBT and flags & RMAP_OFF_UNWRITTEN):
-                    self.report("BTREE_RECORD", f"rmapbt of AG {agno}: record {i} of block "
-                                f"{blk.addr} has invalid flags", field="offset", **where)
-                    continue
-                # (rmaps may start at block 0: the AG headers)
-                if s >= length:
-                    self.report("BTREE_RECORD", f"rmapbt of AG {agno}: record {i} of block "
-                                f"{blk.addr} starts at invalid block {s}",
-                                field="startblock", found=s, **where)
-                    continue
-                if n == 0 or s + n > length:
-                    self.report("BTREE_RECORD", f"rmapbt of AG {agno}: record {i} of block "
-                                f"{blk.addr} has invalid length {n}", field="blockcount",
-                                found=n, **where)
-                    continue
-                if not (RMAP_OWN_MIN < o <= -3 or
-                        (o >= 0 and o >> sb.agino_log < sb.agcount and
-                         (o & ((1 << sb.agino_log) - 1)) >> sb.inopblog < sb.agblocks)):
-                    self.report("BTREE_RECORD", f"rmapbt of AG {agno}: record {i} of block "
-                                f"{blk.addr} has invalid owner {o}", field="owner",
-                                found=owner, **where)
-                if o < 0 and (flags or off & RMAP_OFF_MASK):
-                    self.report("BTREE_RECORD", f"rmapbt of AG {agno}: record {i} of block "
-                                f"{blk.addr} has a metadata owner with flags or an offset",
-                                field="offset", **where)
+                flags = off & mask_bits
+                o = owner - (1 << 64) if owner >> 63 else owner
                 key = (s, owner, off) if reflink else (s,)
-                if last is not None and key <= last:
-                    self.report("BTREE_ORDER", f"rmapbt of AG {agno}: record {i} of block "
-                                f"{blk.addr} is out of order", **where)
-                else:
+                # the common case, every rule at once; any doubt goes to the
+                # record-by-record checks below, which word the findings
+                if not off & ~(RMAP_OFF_MASK | flags) and \
+                        not (flags & RMAP_OFF_BMBT and flags & RMAP_OFF_UNWRITTEN) and \
+                        0 < n and s + n <= length and \
+                        ((o >= 0 and o >> agino_log < agcount and
+                          (o & agino_mask) >> inopblog < agblocks) or
+                         (RMAP_OWN_MIN < o <= -3 and not flags and
+                          not off & RMAP_OFF_MASK)) and \
+                        (last is None or key > last):
                     last = key
-                recs.append((s, n, o, off & RMAP_OFF_MASK, flags))
+                    append((s, n, o, off & RMAP_OFF_MASK, flags))
+                    continue
+                last = self._rmap_record(agno, blk, i, s, n, owner, off, length, last,
+                                         reflink, recs)
+            state["last"] = last
 
         n = self.walk_ag_tree(agno, "rmapbt", btree.RMAPBT, agf["agf_roots"][2],
                               agf["agf_levels"][2], OWN_AG, on_leaf)
         self._expect(agno, agf, "agf_rmap_blocks", n, "AGF_RMAP_BLOCKS", "agf")
         return n
+
+    def _rmap_record(self, agno, blk, i, s, n, owner, off, length, last, reflink, recs):
+        """One rmapbt record the fast test doubted: every rule, each a
+        finding; returns the key the next record must follow."""
+        sb = self.sb
+        where = dict(agno=agno, block=blk.addr, structure="rmapbt", index=i)
+        o = _i64(owner)
+        flags = off & (RMAP_OFF_ATTR | RMAP_OFF_BMBT | RMAP_OFF_UNWRITTEN)
+        if off & ~(RMAP_OFF_MASK | flags) or \
+                (flags & RMAP_OFF_BMBT and flags & RMAP_OFF_UNWRITTEN):
+            self.report("BTREE_RECORD", f"rmapbt of AG {agno}: record {i} of block "
+                        f"{blk.addr} has invalid flags", field="offset", **where)
+            return last
+        # (rmaps may start at block 0: the AG headers)
+        if s >= length:
+            self.report("BTREE_RECORD", f"rmapbt of AG {agno}: record {i} of block "
+                        f"{blk.addr} starts at invalid block {s}",
+                        field="startblock", found=s, **where)
+            return last
+        if n == 0 or s + n > length:
+            self.report("BTREE_RECORD", f"rmapbt of AG {agno}: record {i} of block "
+                        f"{blk.addr} has invalid length {n}", field="blockcount",
+                        found=n, **where)
+            return last
+        if not (RMAP_OWN_MIN < o <= -3 or
+                (o >= 0 and o >> sb.agino_log < sb.agcount and
+                 (o & ((1 << sb.agino_log) - 1)) >> sb.inopblog < sb.agblocks)):
+            self.report("BTREE_RECORD", f"rmapbt of AG {agno}: record {i} of block "
+                        f"{blk.addr} has invalid owner {o}", field="owner",
+                        found=owner, **where)
+        if o < 0 and (flags or off & RMAP_OFF_MASK):
+            self.report("BTREE_RECORD", f"rmapbt of AG {agno}: record {i} of block "
+                        f"{blk.addr} has a metadata owner with flags or an offset",
+                        field="offset", **where)
+        key = (s, owner, off) if reflink else (s,)
+        if last is not None and key <= last:
+            self.report("BTREE_ORDER", f"rmapbt of AG {agno}: record {i} of block "
+                        f"{blk.addr} is out of order", **where)
+        else:
+            last = key
+        recs.append((s, n, o, off & RMAP_OFF_MASK, flags))
+        return last
 
     # -- phase: inode btrees ---------------------------------------------------
     def phase_inode_btrees(self) -> None:

@@ -175,10 +175,10 @@ class DirChecks:
             bad("DIR_DOTDOT", ino, f"'..' is {parent}, not a valid inode", "parent", where,
                 found=parent)
             parent = None
-        elif ino == sb.rootino and parent != ino:
+        elif ino == self.root_ino() and parent != ino:
             bad("DIR_DOTDOT", ino, f"the root directory's '..' is {parent}", "parent", where,
                 expected=ino, found=parent)
-        elif parent == ino and ino != sb.rootino:
+        elif parent == ino and ino != self.root_ino():
             bad("DIR_DOTDOT", ino, "'..' points to the directory itself", "parent", where,
                 found=parent)
             parent = None
@@ -205,14 +205,18 @@ class DirChecks:
         agno = ino >> sb.agino_log
         if agno >= sb.agcount or not self.verify_agino(agno, ino & ((1 << sb.agino_log) - 1)):
             return False
-        f = sb.fields
-        return ino not in (f["sb_rbmino"], f["sb_rsumino"]) and \
-            ino not in self.quota_inodes()
+        return ino not in self.rt_inodes() and ino not in self.quota_inodes()
 
     def quota_inodes(self) -> set:
+        """The quota inodes the primary superblock names: 0 and null aside,
+        and the root and realtime inodes, which are no quota inodes (a field
+        naming one is an SB_QUOTINO finding)."""
         f = self.sb.fields
         return {v for v in (f["sb_uquotino"], f["sb_gquotino"], f["sb_pquotino"])
-                if v not in (0, 0xFFFFFFFFFFFFFFFF)}
+                if v not in (0, 0xFFFFFFFFFFFFFFFF)} - self.not_quota_inodes()
+
+    def not_quota_inodes(self) -> set:
+        return {self.root_ino(), *self.rt_inodes()}
 
     # -- data blocks ------------------------------------------------------------------
     def _data_tally(self, node, buf, end: int, fsb: int, tab, odd: list):
@@ -354,7 +358,10 @@ class DirChecks:
         def read(dablk):
             return self._dirblock(node, dablk, V.DA3_NODE_OR_LEAF)
 
-        def leaf(dablk, buf):
+        def leaf(dablk, buf, greatest):
+            """process_leaf_block_dir2: order within the block (stale slots
+            too: the read verifier), each live hash at least the greatest
+            before it, the stale count; returns this block's greatest."""
             nonlocal lsum
             if struct.unpack_from(">H", buf, 8)[0] != C.XFS_DIR3_LEAFN_MAGIC:
                 self.report("DIR_CORRUPT", f"directory {ino}: block {dablk} in the leaf "
@@ -362,10 +369,22 @@ class DirChecks:
                             **where)
                 return None
             count, stale = struct.unpack_from(">HH", buf, 56)
-            lsum += self._leaf_block(node, dablk, buf, C.XFS_DIR3_LEAF_HDR_SIZE, count, stale)
-            hashes = [struct.unpack_from(">I", buf, C.XFS_DIR3_LEAF_HDR_SIZE + 8 * i)[0]
-                      for i in (0, count - 1)] if count else []
-            return hashes
+            before = len(self.findings)
+            try:
+                lsum += self._leaf_block(node, dablk, buf, C.XFS_DIR3_LEAF_HDR_SIZE, count,
+                                         stale)
+            except CorruptionError as e:
+                self.from_error("DIR_LEAF", e, offset=dablk, **where)
+                return None
+            if not count:
+                return greatest
+            ents = struct.unpack_from(f">{2 * count}I", buf, C.XFS_DIR3_LEAF_HDR_SIZE)
+            # (a stale slot is not compared, but the next one is compared with it)
+            if ents[1] and ents[0] < greatest:
+                self.report("DIR_LEAF", f"directory {ino}: leaf block {dablk} starts at "
+                            f"hash 0x{ents[0]:08x}, below the greatest before it "
+                            f"(0x{greatest:08x})", offset=dablk, field="hashval", **where)
+            return None if len(self.findings) > before else ents[-2]
         self.check_da_tree(node, leaf_fsb, read, leaf, "dir", self.da_node_ents,
                            dir_root_leafn=True)
         if lsum & 0xFFFFFFFFFFFFFFFF != dsum:
@@ -430,123 +449,217 @@ class DirChecks:
     # -- da-btrees (directory node form, attr node form) ----------------------------------
     def check_da_tree(self, node, root: int, read, leaf, what: str, node_ents: int,
                       dir_root_leafn: bool = False, strict=None) -> None:
-        """A da-btree from its root block: node blocks' levels, counts and
-        siblings, each entry's 'before' pointer leading to the next block of
-        the level below in order and its hash equal to that block's
-        greatest; the leaves' forw/back chain.  ``read(dablk)`` returns a
-        verified buffer; ``leaf(dablk, buf)`` checks one leaf block and
-        returns [lowest, greatest] hash (or [] when empty, None when bad);
-        ``strict(dablk, buf)``, if given, returns why a node block below the
-        root fails verification (xfs_repair is stricter with those)."""
+        """A da-btree walked as xfs_repair walks it (da_util.c and dir2.c /
+        attr_repair.c): down the left edge from the root (traverse_int_dablock:
+        node magic, entry counts, levels one apart), then along the leaves by
+        their forward pointers, each leaf's back pointer naming the one
+        before; at every leaf boundary the path above is verified
+        (verify_da_path): the next node entry points at the leaf just done and
+        carries its greatest hash, and a node whose entries are used up
+        hands over to its right sibling, whose magic, back pointer, count and
+        level must fit; after the last leaf, the right edge
+        (verify_final_da_path): each node's last entry used, its first hash
+        not above its last (xfs_repair 6.10.1; 6.1 wants it below), no right
+        sibling.  ``read(dablk)`` returns a verified buffer;
+        ``leaf(dablk, buf, greatest)`` checks one leaf block against the
+        greatest hash before it and returns its own greatest (the last
+        entry's; the one before for an empty leaf), or None when it is bad
+        (and reported); ``strict(dablk, buf)``, if given, says why a node
+        below the root fails where xfs_repair reads it stricter.  Like
+        xfs_repair, the walk stops at the first break (a hash that differs
+        from the child's greatest is reported and the walk goes on)."""
         ino = node.ino
         where = dict(ino=ino, fork="data" if what == "dir" else "attr",
                      structure="dir" if what == "dir" else "attr")
         code = "DIR_NODE" if what == "dir" else "XATTR_NODE"
+        # an entry whose hash is not its child's greatest: xfs_repair corrects
+        # it in place (a directory is rebuilt all the same)
+        hash_code = "DIR_NODE" if what == "dir" else "XATTR_NODE_HASH"
 
-        def bad(dablk, detail, field=None, **more):
-            self.report(code, f"{what} of inode {ino}: block {dablk}: {detail}",
+        def bad(dablk, detail, field=None, kind=code, **more):
+            self.report(kind, f"{what} of inode {ino}: block {dablk}: {detail}",
                         offset=dablk, field=field, **where, **more)
-        try:
-            buf = read(root)
-        except FsToolError as e:
-            self.from_error(code, e, offset=root, **where)
+
+        def fetch(dablk):
+            try:
+                return read(dablk)
+            except FsToolError as e:
+                self.from_error(code, e, offset=dablk, **where)
+                return None
+
+        def node_hdr(dablk, buf, below_root):
+            """(forw, back, count, level, [(hash, before)]) of a node, or None
+            (reported) when it is not one the walk can use."""
+            magic = struct.unpack_from(">H", buf, 8)[0]
+            if magic != C.XFS_DA3_NODE_MAGIC:
+                bad(dablk, f"magic 0x{magic:x} where a da-btree node is expected", "magic",
+                    found=magic)
+                return None
+            forw, back = struct.unpack_from(">II", buf, 0)
+            count, level = struct.unpack_from(">HH", buf, 56)
+            if count == 0 or count > node_ents:
+                bad(dablk, f"{count} entries (1 to {node_ents})", "count", found=count)
+                return None
+            if not 1 <= level < C.XFS_DA_NODE_MAXDEPTH:
+                bad(dablk, f"level {level} is not valid", "level", found=level)
+                return None
+            why = strict(dablk, buf) if below_root and strict is not None else None
+            if why:
+                bad(dablk, why)
+                return None
+            v = struct.unpack_from(f">{2 * count}I", buf, C.XFS_DA3_NODE_HDR_SIZE)
+            return [forw, back, count, level, list(zip(v[0::2], v[1::2]))]
+
+        # the left edge: one cursor entry per node level, [block, header, index,
+        # first hash, the greatest hash of the children verified so far]
+        buf = fetch(root)
+        if buf is None:
             return
         magic = struct.unpack_from(">H", buf, 8)[0]
-        if magic != C.XFS_DA3_NODE_MAGIC:
-            if dir_root_leafn:
-                leaf(root, buf)
-                return
-            bad(root, f"magic 0x{magic:x} where a da-btree node is expected", "magic")
+        if magic != C.XFS_DA3_NODE_MAGIC and dir_root_leafn:
+            leaf(root, buf, 0)              # a single LEAFN block is the whole tree
             return
-        forw, back = struct.unpack_from(">II", buf, 0)
-        if what == "attr" and (forw or back):
-            # (xfs_repair clears these in attr block 0; a directory's root
-            # node's siblings it ignores)
-            bad(root, f"the root has siblings ({forw}, {back})", "forw")
-        count, level = struct.unpack_from(">HH", buf, 56)
-        if not 1 <= level < C.XFS_DA_NODE_MAXDEPTH:
-            bad(root, f"root level {level} is not valid", "level", found=level)
-            return
-        row = [(root, buf)]
-        seen = {root}
+        cursor = {}
+        dablk, top = root, None
         while True:
-            # one level of nodes, left to right: their entries name the
-            # blocks of the level below, which must chain the same way
-            children = []
-            prev_hash = None
-            for i, (dablk, nbuf) in enumerate(row):
-                count, lvl = struct.unpack_from(">HH", nbuf, 56)
-                if lvl != level:
-                    bad(dablk, f"level {lvl}, expected {level}", "level", found=lvl)
-                    return
-                if count == 0 or count > node_ents:
-                    bad(dablk, f"{count} entries (at most {node_ents})", "count", found=count)
-                    return
-                ents = [struct.unpack_from(">II", nbuf, C.XFS_DA3_NODE_HDR_SIZE + 8 * j)
-                        for j in range(count)]
-                for h, before in ents:
-                    if prev_hash is not None and h < prev_hash:
-                        bad(dablk, "entry hashes out of order", "hashval")
-                    prev_hash = h
-                    children.append((before, h, dablk))
-                fw, bk = struct.unpack_from(">II", nbuf, 0)
-                want_back = row[i - 1][0] if i else 0
-                want_forw = row[i + 1][0] if i + 1 < len(row) else 0
-                if i and bk != want_back:
-                    bad(dablk, f"back pointer {bk}, the block before is {want_back}", "back")
-                if fw != want_forw:
-                    bad(dablk, f"forward pointer {fw}, the next block is {want_forw}", "forw")
-            nxt = []
-            for j, (before, h, parent) in enumerate(children):
-                if before in seen:
-                    bad(parent, f"points at block {before} twice (a cycle)", "before",
-                        found=before)
-                    return
-                seen.add(before)
-                try:
-                    cbuf = read(before)
-                except FsToolError as e:
-                    self.from_error(code, e, offset=before, **where)
-                    return
-                nxt.append((before, cbuf, h, parent))
-            level -= 1
-            if level == 0:
-                break
-            for before, cbuf, _h, parent in nxt:
-                if struct.unpack_from(">H", cbuf, 8)[0] != C.XFS_DA3_NODE_MAGIC:
-                    bad(before, "not a da-btree node where one is expected", "magic")
-                    return
-                why = strict(before, cbuf) if strict is not None else None
-                if why:
-                    bad(before, why)
-                    return
-            # each child's greatest hash must be its parent's entry hash
-            for before, cbuf, h, parent in nxt:
-                cnt = struct.unpack_from(">H", cbuf, 56)[0]
-                if cnt:
-                    last = struct.unpack_from(">I", cbuf, C.XFS_DA3_NODE_HDR_SIZE +
-                                              8 * (cnt - 1))[0]
-                    if last != h:
-                        bad(parent, f"entry for block {before} has hash 0x{h:08x}, the "
-                            f"block's greatest is 0x{last:08x}", "hashval")
-            row = [(b, c) for b, c, _h, _p in nxt]
-        # the leaves, in the order the nodes give; their chain must agree
-        prev_greatest = None
-        for i, (before, cbuf, h, parent) in enumerate(nxt):
-            hashes = leaf(before, cbuf)
-            if hashes is None:
+            hdr = node_hdr(dablk, buf, top is not None)
+            if hdr is None:
                 return
-            fw, bk = struct.unpack_from(">II", cbuf, 0)
-            want_back = nxt[i - 1][0] if i else 0
-            want_forw = nxt[i + 1][0] if i + 1 < len(nxt) else 0
-            if bk != want_back:
-                bad(before, f"back pointer {bk}, the leaf before is {want_back}", "back")
-            if fw != want_forw:
-                bad(before, f"forward pointer {fw}, the next leaf is {want_forw}", "forw")
-            if hashes:
-                if hashes[-1] != h:
-                    bad(parent, f"entry for leaf {before} has hash 0x{h:08x}, the leaf's "
-                        f"greatest is 0x{hashes[-1]:08x}", "hashval")
-                if prev_greatest is not None and hashes[0] < prev_greatest:
-                    bad(before, "its hashes start below the previous leaf's", "hashval")
-                prev_greatest = hashes[-1]
+            if top is None:
+                top = hdr[3]
+                if what == "attr" and (hdr[0] or hdr[1]):
+                    # (xfs_repair would clear them; a directory's root
+                    # node's left sibling it does not look at)
+                    bad(dablk, f"the root has siblings ({hdr[0]}, {hdr[1]})", "forw")
+            elif hdr[3] != level - 1:
+                bad(dablk, f"level {hdr[3]} under a node of level {level}", "level",
+                    found=hdr[3], expected=level - 1)
+                return
+            level = hdr[3]
+            cursor[level] = [dablk, hdr, 0, hdr[4][0][0], None]
+            dablk = hdr[4][0][1]
+            if level == 1:
+                break
+            buf = fetch(dablk)
+            if buf is None:
+                return
+            if what == "dir" and struct.unpack_from(">H", buf, 8)[0] == \
+                    C.XFS_DIR3_LEAFN_MAGIC:
+                bad(dablk, f"a leaf block where a node of level {level - 1} is expected",
+                    "magic")
+                return
+
+        def verify_path(lvl, child, child_hash) -> bool:
+            """verify_da_path: the entry at the cursor of level ``lvl`` names
+            ``child`` with its greatest hash; moves the cursor on.  A node's
+            own greatest, for the level above, is its children's (what its
+            last entry holds once xfs_repair has corrected it), so that a
+            wrong hash is reported, and corrected by repair, where it is."""
+            if lvl > top:
+                bad(child, "the chain below runs past the last entry of the tree's root",
+                    "forw")
+                return False
+            cur = cursor[lvl]
+            hdr = cur[1]
+            if cur[2] >= hdr[2]:
+                # this node is used up: its path is checked, its right sibling follows
+                if not verify_path(lvl + 1, cur[0], cur[4]):
+                    return False
+                nxt = hdr[0]
+                if nxt == 0:
+                    bad(cur[0], "its entries are used up but the chain below goes on and "
+                        "it has no right sibling", "forw")
+                    return False
+                nbuf = fetch(nxt)
+                if nbuf is None:
+                    return False
+                nhdr = node_hdr(nxt, nbuf, True)
+                if nhdr is None:
+                    return False
+                wrong = []
+                if nhdr[1] != cur[0]:
+                    wrong.append(("back", f"back pointer {nhdr[1]}, the node before is "
+                                  f"{cur[0]}", nhdr[1], cur[0]))
+                if nhdr[3] != lvl:
+                    wrong.append(("level", f"level {nhdr[3]} where level {lvl} is walked",
+                                  nhdr[3], lvl))
+                for field, detail, found, expected in wrong:
+                    bad(nxt, detail, field, found=found, expected=expected)
+                if wrong:
+                    return False
+                cursor[lvl] = cur = [nxt, nhdr, 0, nhdr[4][0][0], None]
+                hdr = nhdr
+            h, before = hdr[4][cur[2]]
+            if before != child:
+                bad(cur[0], f"entry {cur[2]} points at block {before}, the walk reached "
+                    f"{child}", "before", index=cur[2], found=before, expected=child)
+                return False
+            if h != child_hash:
+                bad(cur[0], f"entry {cur[2]} for block {child} has hash 0x{h:08x}, the "
+                    f"block's greatest is 0x{child_hash:08x}", "hashval", hash_code,
+                    index=cur[2], found=h, expected=child_hash)
+            cur[2] += 1
+            cur[4] = child_hash
+            return True
+
+        def verify_final(lvl, child, child_hash) -> bool:
+            """verify_final_da_path: the right edge from level ``lvl`` up."""
+            cur = cursor[lvl]
+            blk, hdr, entry, first, _greatest = cur
+            count = hdr[2]
+            broken = False
+            if entry != count - 1:
+                bad(blk, f"the walk ends at entry {entry} of its {count}", "count",
+                    found=count, expected=entry + 1)
+                broken = True
+            elif first > hdr[4][entry][0]:
+                bad(blk, f"its first hash 0x{first:08x} is above its last "
+                    f"0x{hdr[4][entry][0]:08x}", "hashval")
+                broken = True
+            if hdr[0]:
+                bad(blk, f"the last node of level {lvl} has a right sibling {hdr[0]}",
+                    "forw", found=hdr[0], expected=0)
+                broken = True
+            if broken:
+                return False
+            h, before = hdr[4][entry]
+            if before != child:
+                bad(blk, f"its last entry points at block {before}, the walk ended at "
+                    f"{child}", "before", index=entry, found=before, expected=child)
+                return False
+            if h != child_hash:
+                bad(blk, f"entry {entry} for block {child} has hash 0x{h:08x}, the block's "
+                    f"greatest is 0x{child_hash:08x}", "hashval", hash_code, index=entry,
+                    found=h, expected=child_hash)
+            return lvl >= top or verify_final(lvl + 1, blk, child_hash)
+
+        # the leaves, left to right by their forward pointers
+        prev, greatest = 0, 0
+        seen = set()
+        while True:
+            if dablk == 0 and what == "attr":
+                bad(0, "the leaf chain leads back to block 0 (a cycle)", "before")
+                return
+            if dablk in seen:
+                bad(dablk, "the leaf chain reaches it twice (a cycle)", "forw")
+                return
+            seen.add(dablk)
+            lbuf = fetch(dablk)
+            if lbuf is None:
+                return
+            got = leaf(dablk, lbuf, greatest)
+            if got is None:
+                return
+            greatest = got
+            forw, back = struct.unpack_from(">II", lbuf, 0)
+            if back != prev:
+                bad(dablk, f"back pointer {back}, the leaf before is {prev}", "back",
+                    found=back, expected=prev)
+                return
+            prev = dablk
+            if not forw:
+                break
+            if not verify_path(1, dablk, greatest):
+                return
+            dablk = forw
+        verify_final(1, dablk, greatest)

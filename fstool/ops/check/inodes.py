@@ -68,7 +68,7 @@ class InodePhase:
         if sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_BIGTIME):
             f2 |= DIFLAG2_BIGTIME
         if large:
-            f2 |= DIFLAG2_NREXT64
+            f2 |= C.XFS_DIFLAG2_NREXT64
         self.flags2_plain = f2 & ~(DIFLAG2_DAX | DIFLAG2_COWEXTSIZE)
 
     # -- the phase ---------------------------------------------------------------
@@ -390,7 +390,7 @@ class InodePhase:
                 problems.append(f"unknown flags 0x{flags & ~DIFLAG_ANY:x}")
             if flags & DIFLAG_REALTIME:
                 problems.append("the realtime flag without a realtime device")
-            if flags & DIFLAG_NEWRTBM and ino != sb.fields["sb_rbmino"]:
+            if flags & DIFLAG_NEWRTBM and ino != self.rt_inodes()[0]:
                 problems.append("the realtime bitmap flag on another inode")
             if flags & DIR_FLAGS and ifmt != C.S_IFDIR:
                 problems.append("directory flags on an inode that is not a directory")
@@ -440,7 +440,7 @@ class InodePhase:
             bad("INODE_FORMAT", f"file type 0o{ifmt:o} is not valid", "di_mode", where,
                 found=mode)
             return False
-        if ino == sb.rootino and ifmt != C.S_IFDIR:
+        if ino == self.root_ino() and ifmt != C.S_IFDIR:
             bad("INODE_FORMAT", "the root inode is not a directory", "di_mode", where,
                 found=mode)
         fault = self._extsize_fault(d)

@@ -23,7 +23,7 @@ class NamespacePhase:
         fs = self.fs
         tab = InodeTable.concat(self.tables[a] for a in sorted(self.tables))
         self.table = tab
-        root = self.sb.rootino
+        root = self.root_ino()
         rslot = tab.slot(root)
         if rslot < 0 or tab.itype[rslot] != 4:
             self.report("DIR_ROOT", f"the root directory (inode {root}) is not a directory in "
@@ -129,8 +129,7 @@ class NamespacePhase:
         self.check_parent_pointers(tab)
 
     def metadata_inodes(self) -> set:
-        f = self.sb.fields
-        return {f["sb_rbmino"], f["sb_rsumino"]} | self.quota_inodes()
+        return set(self.rt_inodes()) | self.quota_inodes()
 
     def _link_counts(self, tab: InodeTable, root: int, subdirs, children) -> None:
         """Every inode in use is reachable from the root and has as many links

@@ -22,9 +22,14 @@ class SummaryPhases:
         if tab is None:
             return          # the namespace phase did not get as far: nothing to compare
         sb = self.sb
+        taken = self.not_quota_inodes()
         for name in ("sb_uquotino", "sb_gquotino", "sb_pquotino"):
             ino = sb.fields[name]
             if ino in (0, 0xFFFFFFFFFFFFFFFF):
+                continue
+            if ino in taken:
+                self.report("SB_QUOTINO", f"{name} is {ino}, the root or a realtime inode",
+                            agno=0, block=0, field=name, found=ino)
                 continue
             agno = ino >> sb.agino_log
             ok = agno < sb.agcount and \

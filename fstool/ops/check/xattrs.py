@@ -165,21 +165,17 @@ class XattrChecks:
         if magic != C.XFS_DA3_NODE_MAGIC:
             self._xbad(node, f"attr block 0 has magic 0x{magic:x}", "magic", offset=0)
             return
-        state = {"last": 0}
 
-        def leaf(ablk, lbuf):
-            if lbuf is None:
-                return None
+        def leaf(ablk, lbuf, greatest):
             if struct.unpack_from(">H", lbuf, 8)[0] != C.XFS_ATTR3_LEAF_MAGIC:
                 self._xbad(node, f"attr block {ablk} in the leaf chain is not a leaf",
                            "magic", offset=ablk)
                 return None
-            hashes = self._attr_leaf(node, ablk, lbuf, state["last"])
+            hashes = self._attr_leaf(node, ablk, lbuf, greatest)
             if hashes is None:
                 return None
-            if hashes:
-                state["last"] = hashes[-1]
-            return hashes
+            return hashes[-1] if hashes else greatest
+
         def strict(ablk, nbuf):
             if not parsers.xfs_cksum_ok(nbuf, C.XFS_DA3_BLKINFO_CRC_OFF):
                 return "CRC mismatch"

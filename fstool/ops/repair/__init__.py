@@ -172,11 +172,11 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
     # -- phases, in xfs_repair's order: the inodes (planned above), the
     # namespace (treating what the inode phase clears as free), then the AGs
     # and counters
-    root_cleared = sb.rootino in inodes.cleared
+    root_cleared = checker.root_ino() in inodes.cleared
     ns = _plan_namespace(checker, inodes, ns_findings, unrepaired) \
         if (ns_findings or dangling or inodes.orphaned or root_cleared) else None
     if ns is None and root_cleared:
-        inodes.withdraw_root(sb.rootino, "the namespace phase cannot run")
+        inodes.withdraw_root(checker.root_ino(), "the namespace phase cannot run")
         unrepaired.extend(fu for fu in inodes.unrepaired if fu not in unrepaired)
     if ns is None and inodes.orphaned:
         # inodes in use with no links an unlinked list chains go to
@@ -237,7 +237,11 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
     if counters:
         changes.append("superblock: sb_icount, sb_ifree and sb_fdblocks summed from the AGs")
     for field, value in sorted(sb_fixes.items()):
-        changes.append(f"superblock: {field} set to {value}")
+        if field == "sb_lsn":
+            changes.append("superblock: stamped with the repair's LSN (its sb_lsn was ahead of "
+                           "the log)")
+        else:
+            changes.append(f"superblock: {field} set to {value}")
     if checker.log_cycle:
         changes.append(f"log: formatted anew at cycle {checker.log_cycle} or later, past the "
                        "highest LSN the metadata carries")
@@ -381,6 +385,7 @@ def repair(path, *, dry_run: bool = False, rebuild=(), add_finobt: bool = False,
             from ...errors import InvalidArgument
             raise InvalidArgument(f"--rebuild: unknown tree {t!r} (one of {', '.join(TREES)})")
     refuse_if_mounted(path)
+    _refuse_unsupported(path)
     rolled_back = None if dry_run else recover_interrupted(path, undo_file)
     restored, recorder = _primary_phase(path, dry_run, undo_file)
     if restored is not None and dry_run:
@@ -438,6 +443,23 @@ def repair(path, *, dry_run: bool = False, rebuild=(), add_finobt: bool = False,
         result.changes.insert(0, restored.change)
         result.written = True
     return result
+
+
+def _refuse_unsupported(path) -> None:
+    """An image of a layout repair does not handle (primary.unsupported)
+    is refused before anything else looks at it: nothing is searched for or
+    written.  (Feature bits are judged on the superblock phase 1 keeps:
+    primary.settle.)"""
+    from ...errors import UnsupportedError
+    from ...io.device import Device
+    from . import primary
+    dev = Device(path)
+    try:
+        why = primary.unsupported(dev)
+    finally:
+        dev.close()
+    if why is not None:
+        raise UnsupportedError(f"{path}: not supported: {why}; nothing was written")
 
 
 def _primary_finding(plan):
@@ -510,7 +532,7 @@ def _log_cut_off(path, grown, recorder) -> bool:
     if not getattr(grown, "log_cut", False):
         return False
     from ...fs.logstate import log_is_clean
-    from ...fs.mount import Filesystem
+    from ...fs.filesystem import Filesystem
     fs = Filesystem(path)
     try:
         if log_is_clean(fs)[0]:
@@ -542,9 +564,10 @@ def _log_cut_text(cut: bool, dry_run: bool) -> list:
 
 def _primary_phase(path, dry_run, undo_file):
     """(plan, undo recorder) when the primary superblock cannot be trusted
-    and a secondary can replace it (written now unless ``dry_run``, saved
-    first in ``undo_file``); (None, None) when the primary is good.  Raises
-    RepairError when it is bad and no valid secondary is found."""
+    or the secondaries outvote its geometry, and a secondary can replace it
+    (written now unless ``dry_run``, saved first in ``undo_file``); (None,
+    None) when the primary is good.  Raises what primary.settle raises
+    (nothing written)."""
     from ...io.device import Device
     from ...io.lock import ImageLock
     from . import primary
@@ -552,14 +575,9 @@ def _primary_phase(path, dry_run, undo_file):
     recorder = None
     try:
         with ImageLock(dev, path):
-            why = primary.trouble(dev)
-            if why is None:
-                return None, None
-            plan = primary.find(dev, why)
+            plan = primary.settle(dev)
             if plan is None:
-                raise RepairError(f"{path}: the primary superblock cannot be trusted ({why}) "
-                                  "and no valid secondary superblock was found to restore it "
-                                  "from")
+                return None, None
             if dry_run:
                 return plan, None
             if undo_file is not None:
@@ -663,7 +681,7 @@ def _repair(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, recor
 
 def _repair_once(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, recorder,
                  in_place: bool = False):
-    from ...fs.mount import Filesystem
+    from ...fs.filesystem import Filesystem
     from ...io.lock import ImageLock
     if dry_run:
         fs = Filesystem(path)
@@ -684,9 +702,13 @@ def _repair_once(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, 
         finally:
             lock.__exit__(None, None, None)
             fs.close()
+    from ...ns.writer import Writer
     # the AG rebuild writes every AG's rmapbt anew (plan()), so repair may
-    # open an rmapbt image for writing
-    w = _RepairWriter(path, rebuilds_rmapbt=True, logged=not in_place)
+    # open an rmapbt image for writing; the parent pointer phase keeps the
+    # pointers of everything the other phases change (exchange-range leaves
+    # nothing on disk to keep)
+    w = Writer(path, rebuilds_rmapbt=True, clears_needsrepair=True, keeps_parents=True,
+               logged=not in_place)
     guard = None
     try:
         fs = w.fs
@@ -747,37 +769,11 @@ def _repair_once(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, 
             w.close()
 
 
-def _repair_writer():
-    from ...ns.writer import Writer
-
-    class RepairWriter(Writer):
-        """The write session of repair, which also opens filesystems with
-        parent pointers and exchange-range: the parent pointer phase keeps
-        the pointers of everything the other phases change, and
-        exchange-range leaves nothing on disk to keep (the other writers
-        refuse both until they maintain parent pointers)."""
-
-        def _check_writable(self, logged: bool, rebuilds_rmapbt: bool = False) -> None:
-            from ...ns import writer as W
-            plain = W.WRITABLE_INCOMPAT
-            W.WRITABLE_INCOMPAT = plain | C.XFS_SB_FEAT_INCOMPAT_PARENT | \
-                C.XFS_SB_FEAT_INCOMPAT_EXCHRANGE
-            try:
-                super()._check_writable(logged, rebuilds_rmapbt)
-            finally:
-                W.WRITABLE_INCOMPAT = plain
-    return RepairWriter
-
-
-def _RepairWriter(*a, **kw):
-    return _repair_writer()(*a, **kw)
-
-
 def _remaining(path, jobs, before=()) -> list:
     """What check still finds after the repair (some findings were only
     consequences of what was rebuilt): (finding, reason) for each error,
     the reason given before the repair for its code when there was one."""
-    from ...fs.mount import Filesystem
+    from ...fs.filesystem import Filesystem
     from ..check import Checker
     with Filesystem(path) as fs:
         c = Checker(fs)

@@ -62,7 +62,8 @@ REPAIRS = {
                         "without it repair stops"),
     "SB_PRIMARY": ("primary", "repaired: the primary superblock is restored from the "
                    "secondaries (the geometry most valid secondaries agree on, as xfs_repair's "
-                   "phase 1 finds it), its counters summed again from the AGs"),
+                   "phase 1 finds it), its counters summed again from the AGs; a geometry "
+                   "no secondary can verify stops the repair before anything is written"),
     "SB_FEATURES": (NONE, _NOT_YET + "unknown features: repair cannot know what they "
                     "protect"),
     "SB_ROOTINO": (SB_FIELD, "repaired: the superblock field is set to the inode mkfs puts "
@@ -70,6 +71,13 @@ REPAIRS = {
     "SB_QUOTINO": (INODE, "repaired: the superblock's quota inode number is cleared "
                    "(null) with the quota checked flags, as xfs_repair does; quotas are turned "
                    "off when no quota inode is left"),
+    "SB_QFLAGS": (SB_FIELD, "repaired: the quota feature bit and flags are left as xfs_repair "
+                  "leaves them: the feature off when no quota inode is named, the flag bits "
+                  "no quota state has cleared, all of them when quotas are off"),
+    "SB_NEEDSREPAIR": (SB_FIELD, "repaired: the mark is cleared once everything else check "
+                       "finds is repaired, as xfs_repair clears it"),
+    "SB_LSN_AHEAD": (SB_FIELD, "repaired: the superblock is stamped with the repair's own LSN, "
+                     "as any block the repair writes"),
     "SB_SECONDARY": (SECONDARY, "repaired: the secondary superblock is rewritten from the "
                      "primary"),
     "SB_COUNTERS": (COUNTERS, "repaired: sb_icount, sb_ifree and sb_fdblocks are summed "
@@ -201,6 +209,9 @@ REPAIRS = {
     "PARENT_GARBAGE": (PARENT, _PARENT_TEXT),
     "XATTR": (INODE, _ATTR),
     "XATTR_NODE": (INODE, _ATTR),
+    "XATTR_NODE_HASH": (INODE, "repaired: the entry's hash is set to the greatest hash of "
+                        "the block it names, in place (as xfs_repair corrects it); when the "
+                        "fork has other faults that drop it, with it"),
     "XATTR_VERIFY": (INODE, _ATTR + " (the kernel cannot read the block)"),
     "XATTR_CRC": (INODE, "repaired: the block's identity and CRC are rewritten in place "
                   "when its entries are sound (as xfs_repair does), else " + _ATTR[10:]),
@@ -225,7 +236,18 @@ def action_of(finding) -> tuple[str, str]:
             return NONE, _NOT_YET + f"the {finding.structure} is not rebuilt"
     if action == SECONDARY and not finding.agno:
         return NONE, _NOT_YET + "the finding names no secondary superblock"
+    if action == "primary" and finding.field in IN_PLACE and finding.expected is not None:
+        return SB_FIELD, IN_PLACE[finding.field]
     return action, text
+
+
+# fields of a primary superblock that is otherwise good which xfs_repair's
+# phase 1 sets in place (no secondary is needed for them)
+IN_PLACE = {
+    "sb_shared_vn": "repaired: set to zero, as xfs_repair's phase 1 does",
+    "sb_bad_features2": "repaired: set to sb_features2 (which a v5 superblock must hold as it "
+                        "is: xfs_repair would merge the two, and then reject the result)",
+}
 
 
 def column(code: str) -> str:

@@ -38,6 +38,13 @@ class RepairChecker(Checker):
         # agno -> startinos of kept inobt records another record overlaps
         self.overlapping: dict = {}
 
+    def _vote_geometry(self) -> bool:
+        # repair's phase 1 (primary.settle) has settled the primary before
+        # this check: restored it, stopped the repair, or let it stand (the
+        # secondaries of a truncated image, past its end then, not counted:
+        # --extend-truncated has made them zeros since)
+        return True
+
     def _inobt_record(self, agno, name, block, i, rec) -> bool:
         n = len(self.findings)
         ok = super()._inobt_record(agno, name, block, i, rec)
@@ -59,14 +66,6 @@ class RepairChecker(Checker):
             else:
                 end, last = r[0] + 64, r[0]
         return super()._table_for(agno, recs)
-
-    def metadata_inodes(self) -> set:
-        """Check's metadata inodes, and those the superblock fields repair
-        sets name (a primary restored from a secondary carries no realtime
-        inode numbers: those inodes are metadata, not files to relink)."""
-        fixes = getattr(self, "sb_fixes", {})
-        return super().metadata_inodes() | {v for k, v in fixes.items()
-                                            if k in ("sb_rbmino", "sb_rsumino")}
 
     def _check_in_use(self, d, raw, ino, where) -> bool:
         self._data_blocks = None

@@ -30,7 +30,7 @@ free in the rebuilt inobt and finobt.  An AG whose unlinked lists are
 broken gets empty buckets, and every inode they chained a null
 di_next_unlinked (xfs_repair empties every bucket and lets phases 6 and 7
 deal with the inodes: that is the namespace phase's part).  A quota inode
-number in the superblock that names no inode in use is cleared, with the
+number in the superblock that names no quota inode is cleared, with the
 quota "checked" flags (quotas are turned off when no quota inode is left).
 
 :func:`plan_inodes` decides from check's findings and its verdict on each
@@ -65,7 +65,8 @@ CODES = ("INODE_CORRUPT", "INODE_FREE", "INODE_FORMAT", "INODE_FLAGS", "INODE_EX
          "INODE_TIMESTAMP", "INODE_SIZE", "INODE_FORKOFF", "INODE_EXTENT", "INODE_NBLOCKS",
          "INODE_NEXTENTS", "BMBT_ROOT", "BMBT_BLOCK", "BMBT_LEVEL", "BMBT_NUMRECS",
          "BMBT_KEY", "BMBT_SIBLING", "BMBT_CYCLE", "SYMLINK", "XATTR", "XATTR_NODE",
-         "XATTR_VERIFY", "XATTR_CRC", "INODE_UNLINKED", "AGI_UNLINKED", "SB_QUOTINO")
+         "XATTR_NODE_HASH", "XATTR_VERIFY", "XATTR_CRC", "INODE_UNLINKED", "AGI_UNLINKED",
+         "SB_QUOTINO")
 
 
 def get(raw, name: str) -> int:
@@ -101,6 +102,7 @@ class InodeChange:
     root_keys: dict = dataclasses.field(default_factory=dict)  # (attr, index) -> key
     rewrite: bool = False          # only the CRC is wrong
     attr_blocks: set = dataclasses.field(default_factory=set)  # attr blocks restamped
+    attr_hashes: int = 0           # attr node entries whose hash is corrected
     node_keys: int = 0             # keys fixed in bmbt nodes
     extent_lengths: dict = dataclasses.field(default_factory=dict)  # (attr, index) -> blocks
     leaf_extents: int = 0          # extent lengths trimmed in bmbt leaves
@@ -145,6 +147,8 @@ class InodeChange:
             if self.attr_blocks:
                 parts.append("identity and CRC of attr blocks "
                              + ", ".join(map(str, sorted(self.attr_blocks))))
+            if self.attr_hashes and not self.drop_attr:
+                parts.append("hashes of attr node entries")
             if self.rewrite and not parts:
                 parts.append("CRC")
             what = "fixed: " + ", ".join(parts)
@@ -163,6 +167,8 @@ class InodePlan:
     leaf_extents: list = dataclasses.field(default_factory=list)
     bmbt_crc: set = dataclasses.field(default_factory=set)        # (agno, agbno) restamped
     attr_blocks: dict = dataclasses.field(default_factory=dict)   # daddr -> owner inode
+    # (daddr, owner inode, entry, hash): attr node entries whose hash is corrected
+    attr_hashes: list = dataclasses.field(default_factory=list)
     symlink_crc: dict = dataclasses.field(default_factory=dict)   # daddr -> buffer length
     unlinked_ags: set = dataclasses.field(default_factory=set)    # buckets emptied
     # agno -> (inodes in use with no links its lists chain, its AGI_UNLINKED
@@ -233,7 +239,7 @@ class InodePlan:
         out = set()
         for ino, ch in self.changes.items():
             if ch.clear or ch.reinit or ch.drop_attr or ch.counts or ch.root_keys or \
-                    ch.node_keys or ch.attr_blocks or ch.symlink_crc or \
+                    ch.node_keys or ch.attr_blocks or ch.attr_hashes or ch.symlink_crc or \
                     ch.extent_lengths or ch.leaf_extents or ch.set_reflink or \
                     not set(ch.fields) <= safe:
                 continue
@@ -328,6 +334,13 @@ class InodePlan:
             struct.pack_into(">Q", buf.data, 40, daddr)      # sl_blkno
             struct.pack_into("<I", buf.data, SYMLINK_CRC_OFF,
                              parsers.xfs_cksum(bytes(buf.data), SYMLINK_CRC_OFF))
+        for daddr, ino, index, h in self.attr_hashes:
+            ch = self.changes.get(ino)
+            if ch is not None and (ch.drop_attr or ch.clear):
+                continue            # the fork goes: nothing of it to correct
+            buf = raw_buf(tx, daddr, bs, V.ATTR3_NODE_OR_LEAF)
+            struct.pack_into(">I", buf.data, C.XFS_DA3_NODE_HDR_SIZE + 8 * index, h)
+            self.attr_blocks.setdefault(daddr, ino)
         for daddr, ino in sorted(self.attr_blocks.items()):
             # an attr leaf or node block's identity and CRC (the kernel's
             # verifier refuses it otherwise)
@@ -500,7 +513,7 @@ def fixed_flags(checker, d: dict, ino: int) -> tuple[int, int]:
     ifmt = d["mode"] & C.S_IFMT
     flags = d["flags"] & DIFLAG_ANY
     flags &= ~DIFLAG_REALTIME
-    if ino != sb.fields["sb_rbmino"]:
+    if ino != checker.rt_inodes()[0]:
         flags &= ~DIFLAG_NEWRTBM
     if ifmt != C.S_IFDIR:
         flags &= ~DIR_FLAGS
@@ -563,7 +576,7 @@ def plan_inodes(checker) -> InodePlan:
         if f.code == "SB_QUOTINO":
             p.quota[f.field] = NULLFSINO
             p.handled.add(id(f))
-            p.notes.append(f"superblock: {f.field} ({f.found}) names no inode in use: "
+            p.notes.append(f"superblock: {f.field} ({f.found}) names no quota inode: "
                            "cleared, with the quota checked flags")
             continue
         if f.code == "AGI_UNLINKED":
@@ -633,7 +646,7 @@ def plan_inodes(checker) -> InodePlan:
         ch = None
         for f in fs_:
             fix = _attr_block_fix(checker, p, f) if f.code in ("XATTR_VERIFY", "XATTR_CRC") \
-                else None
+                else _attr_hash_fix(checker, f) if f.code == "XATTR_NODE_HASH" else None
             fix = fix or _field_fix(f, verdict)
             ifmt = _mode_on_disk(checker, ino) & C.S_IFMT if shares_blocks(f) else C.S_IFREG
             if ifmt == C.S_IFDIR:
@@ -876,6 +889,23 @@ def _attr_block_fix(checker, p, f):
     def fix(ch, p):
         p.attr_blocks[daddr] = f.ino
         ch.attr_blocks.add(f.offset)
+    return fix
+
+
+def _attr_hash_fix(checker, f):
+    """An attr node entry whose hash is not the greatest of the block it
+    names: set to it in place (xfs_repair's "correcting bad hashval"), the
+    block's CRC written again."""
+    if f.offset is None or f.index is None or f.expected is None:
+        return None
+    try:
+        daddr, _pieces = checker.fs.inode(f.ino).read_fork_blocks(f.offset, 1, attr=True)
+    except Exception:       # noqa: BLE001 - a block that cannot be found is not corrected
+        return None
+
+    def fix(ch, p):
+        p.attr_hashes.append((daddr, f.ino, f.index, f.expected))
+        ch.attr_hashes += 1
     return fix
 
 

@@ -522,7 +522,7 @@ def plan(checker, cleared: set, mended: frozenset = frozenset()) -> NamespacePla
     tab = getattr(checker, "table", None)
     if tab is None:
         raise NamespaceError("check did not reach the namespace phase")
-    root = sb.rootino
+    root = checker.root_ino()
     special = checker.metadata_inodes()
 
     def itype(ino):

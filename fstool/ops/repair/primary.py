@@ -1,22 +1,36 @@
-"""The primary superblock restored from the secondaries (xfs_repair's phase 1).
+"""The primary superblock verified against the secondaries, and restored
+from them (xfs_repair's phase 1).
 
-When the primary superblock cannot be trusted (it fails verification, or
-fstool cannot even open the image with it), every rebuild would start from
-a wrong geometry.  Like xfs_repair, repair then looks for the secondary
-superblocks mkfs wrote at the start of every other AG, keeps the geometry
-most of the valid ones agree on, and writes that copy over the primary
-(``sb_inprogress``, which mkfs leaves set in the secondaries, cleared; the
-counters it carries are summed again from the AGs by the repair that
-follows).  Secondaries are first looked for where the damaged primary's own
-block and AG sizes put them; failing that, the image's data is scanned for
-superblock magic at every sector boundary, as xfs_repair does.
+Every later phase reads and writes where the primary superblock's geometry
+says, so it is settled first.  A primary that is valid in itself is
+compared with the secondary superblocks mkfs wrote at the start of every
+other AG, where its own geometry puts them (:func:`..check.superblocks.
+vote_geometry`): the geometry most superblocks share wins.  Outvoted, the
+primary is rewritten from the first secondary of the winning geometry, its
+root, realtime and quota inode numbers and its version bits other than the
+alignment ones kept (xfs_repair's copy_sb).  A geometry nothing can vouch
+for (no valid secondary where the primary puts them, two AGs that
+disagree, no geometry shared by half of the superblocks) stops the repair
+before anything is written: any write would land where an unverified field
+says.
+
+A primary that cannot be trusted at all (it fails verification, or fstool
+cannot even open the image with it) is replaced: repair looks for the
+secondaries where the damaged primary's own block and AG sizes put them,
+failing that scans the image's data for superblock magic at every sector
+boundary, as xfs_repair does, keeps the geometry most of the valid ones
+agree on, and writes that copy over the primary (``sb_inprogress``, which
+mkfs leaves set in the secondaries, cleared; the counters it carries are
+summed again from the AGs by the repair that follows).
 """
 from __future__ import annotations
 
 from ...errors import FsToolError
 from ...format import constants as C
 from ...format.structs import SB
-from ..check.superblocks import GEOMETRY_FIELDS, verify_sb
+from ..check.superblocks import (GEOMETRY_FIELDS, KNOWN_COMPAT, KNOWN_RO_COMPAT,
+                                 VERSION_ALIGNBIT, VERSION_DALIGNBIT, layout_confirmed,
+                                 primary_sector, read_secondary, vote_geometry, verify_sb)
 
 MAX_VOTES = 16                 # valid secondaries enough to settle the geometry
 SCAN_CHUNK = 4 << 20
@@ -25,17 +39,23 @@ _KEY_FIELDS = GEOMETRY_FIELDS + ("sb_uuid", "sb_meta_uuid", "sb_features_compat"
                                  "sb_features_log_incompat")
 
 
+# what an outvoted primary keeps of its own (xfs_repair's copy_sb)
+_KEPT = ("sb_rootino", "sb_rbmino", "sb_rsumino", "sb_uquotino", "sb_gquotino",
+         "sb_pquotino")
+
+
 class PrimaryPlan:
     """The secondary chosen to replace the primary, and why."""
 
-    def __init__(self, agno: int, raw: bytes, why: str, votes: int, seen: int):
+    def __init__(self, agno: int, raw: bytes, why: str, votes: int, seen: int,
+                 counted: str = "valid secondaries"):
         self.agno, self.raw, self.why = agno, raw, why
-        self.votes, self.seen = votes, seen
+        self.votes, self.seen, self.counted = votes, seen, counted
 
     @property
     def change(self) -> str:
         return (f"primary superblock: rewritten from the secondary in AG {self.agno} "
-                f"({self.votes} of {self.seen} valid secondaries agree on its geometry)")
+                f"({self.votes} of {self.seen} {self.counted} agree on its geometry)")
 
     def header_sectors(self) -> list:
         """(offset, length) of every AG's header sectors under the restored
@@ -54,47 +74,136 @@ class PrimaryPlan:
         return bytes(buf)
 
 
+def _features(f: dict) -> str | None:
+    """Feature bits of a v5 superblock repair cannot write with: unknown
+    ones (xfs_repair refuses them too) and known ones no writer keeps."""
+    from ...ns.writer import PARENT_INCOMPAT, WRITABLE_INCOMPAT
+    if f["sb_versionnum"] & C.XFS_SB_VERSION_NUMBITS != C.XFS_SB_VERSION_5:
+        return None
+    out = []
+    incompat = f["sb_features_incompat"] & ~(WRITABLE_INCOMPAT | PARENT_INCOMPAT |
+                                             C.XFS_SB_FEAT_INCOMPAT_NEEDSREPAIR)
+    if incompat:
+        names = [C.INCOMPAT_NAMES.get(1 << b, f"0x{1 << b:x}")
+                 for b in range(32) if incompat >> b & 1]
+        out.append(f"incompatible features {', '.join(names)}")
+    ro = f["sb_features_ro_compat"] & ~KNOWN_RO_COMPAT
+    if ro:
+        out.append(f"unknown read-only-compatible features 0x{ro:x}")
+    compat = f["sb_features_compat"] & ~KNOWN_COMPAT
+    if compat:
+        out.append(f"unknown compatible features 0x{compat:x}")
+    return "a filesystem with " + " and ".join(out) if out else None
+
+
+def unsupported(dev) -> str | None:
+    """The layout fstool does not handle (v4, an external log, a realtime
+    section) the image has, or None: the primary says it and the
+    secondaries do not deny it (layout_confirmed).  Nothing is to be looked
+    for or written then; a primary the secondaries contradict is damaged,
+    and phase 1 restores it."""
+    raw = primary_sector(dev)
+    if not raw or raw[:4] != b"XFSB":
+        return None
+    return layout_confirmed(dev, SB.unpack(raw))
+
+
+def settle(dev) -> PrimaryPlan | None:
+    """Phase 1, nothing written: the secondary to rewrite the primary from
+    (:func:`outvoted`, else :func:`find` for a primary that cannot be
+    trusted), None when the primary stands.  The superblock phase 1 keeps
+    is then the filesystem's: feature bits repair cannot write with in it
+    raise UnsupportedError (xfs_repair too stops on unknown ones once its
+    phase 1 is done; a primary alone in holding them is outvoted before).
+    Raises RepairError when no secondary can stand in for a primary that
+    cannot be trusted, or no geometry can be verified."""
+    from .agbuild import RepairError
+    plan = outvoted(dev)
+    if plan is None:
+        raw = primary_sector(dev)
+        if raw and not verify_sb(SB.unpack(raw), raw, True, whack=False):
+            _refuse_features(dev, raw)          # it stands: its features are the image's
+        why = trouble(dev)
+        if why is None:
+            return None
+        plan = find(dev, why)
+        if plan is None:
+            raise RepairError(f"{dev.path}: the primary superblock cannot be trusted ({why}) "
+                              "and no valid secondary superblock was found to restore it from")
+    _refuse_features(dev, plan.sector())
+    return plan
+
+
+def _refuse_features(dev, raw: bytes) -> None:
+    from ...errors import UnsupportedError
+    why = _features(SB.unpack(raw))
+    if why is not None:
+        raise UnsupportedError(f"{dev.path}: not supported: {why}; nothing was written")
+
+
 def trouble(dev) -> str | None:
     """Why the primary superblock cannot be trusted, or None: it does not
     open (bad magic, sizes, CRC, geometry) or fails xfs_repair's checks."""
-    from ...fs.mount import _sectsize_guess
     from ...fs.superblock import Superblock
-    head = dev.pread(0, min(dev.size, 32768))
-    if len(head) < C.BBSIZE:
+    raw = primary_sector(dev)
+    if not raw:
         return "the image is shorter than a superblock"
-    raw = head[:max(C.BBSIZE, _sectsize_guess(head))]
     try:
         Superblock(raw)
     except FsToolError as e:
         return str(e)
     f = SB.unpack(raw)
     bad = verify_sb(f, raw, True)
-    # what check's superblock phase adds (SB_PRIMARY too)
-    if f["sb_shared_vn"]:
-        bad.append(("sb_shared_vn", "not zero"))
-    if f["sb_bad_features2"] and f["sb_bad_features2"] != f["sb_features2"]:
-        bad.append(("sb_bad_features2", "differs from sb_features2"))
+    # (sb_shared_vn and sb_bad_features2, which check reports too, are set
+    # in place with the rest of the repair: no secondary is needed for them)
     return "; ".join(f"{field}: {detail}" for field, detail in bad) or None
+
+
+def outvoted(dev) -> PrimaryPlan | None:
+    """The secondary to rewrite the primary from when the secondaries
+    outvote its geometry; None when it stands, or is not valid in itself
+    (xfs_repair's verify_sb: :func:`trouble` says why).  Raises RepairError
+    when no geometry can be verified."""
+    from .agbuild import RepairError
+    raw = primary_sector(dev)
+    if not raw:
+        return None
+    f = SB.unpack(raw)
+    if verify_sb(f, raw, True, whack=False):
+        return None
+    vote = vote_geometry(dev, f)
+    if vote.verdict == "unverified":
+        raise RepairError(f"{dev.path}: the primary superblock's geometry cannot be verified "
+                          f"({vote.reason}); nothing was written")
+    if vote.verdict != "outvoted":
+        return None
+    return PrimaryPlan(vote.agno, adopt(raw, vote.raw), vote.describe(f), vote.refs, vote.sbs,
+                       "superblocks")
+
+
+def adopt(primary: bytes, secondary: bytes) -> bytes:
+    """The secondary's sector with what the primary keeps of its own (its
+    inode numbers, its version bits but the alignment ones): xfs_repair's
+    copy_sb."""
+    p, s = SB.unpack(primary), SB.unpack(secondary)
+    for k in _KEPT:
+        s[k] = p[k]
+    geo = VERSION_ALIGNBIT | VERSION_DALIGNBIT
+    s["sb_versionnum"] = (p["sb_versionnum"] & ~geo) | (s["sb_versionnum"] & geo)
+    buf = bytearray(secondary)
+    packed = SB.pack(s)
+    buf[:len(packed)] = packed
+    return bytes(buf)
 
 
 def _candidate(dev, offset: int):
     """(AG number, sector bytes, fields) of a valid secondary superblock at
     ``offset``, or None."""
     from ...fs.superblock import Superblock
-    try:
-        raw = dev.pread(offset, 512)
-    except FsToolError:
+    got = read_secondary(dev, offset, whack=True)
+    if got is None:
         return None
-    if len(raw) < 512 or raw[:4] != b"XFSB":
-        return None
-    ss = int.from_bytes(raw[102:104], "big")
-    if ss != 512:
-        if not 512 < ss <= 32768 or ss & (ss - 1) or offset + ss > dev.size:
-            return None
-        raw = dev.pread(offset, ss)
-    f = SB.unpack(raw)
-    if verify_sb(f, raw, False):
-        return None
+    raw, f = got
     try:
         Superblock(raw)
     except FsToolError:

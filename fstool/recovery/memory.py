@@ -29,7 +29,7 @@ def replay_in_memory(fs) -> dict | None:
     from ..fs.superblock import Superblock
     from ..io.overlay import OverlayDevice
     from .finish import recompute_counters
-    from .head import find_state
+    from ..log.head import find_state
     from .recover import Recovery
     ld, st = find_state(fs)
     if not st.dirty:

@@ -35,6 +35,15 @@ from ..errors import UnsupportedError
 from ..format import constants as C
 from ..format import log as L
 from ..format.structs import SB
+from ..alloc.refcount import COW_FLAG
+from ..format.structs import SB as SBL
+from ..fs import btree as B
+from ..fs.filesystem import Filesystem
+from ..io import verify as V
+from ..ns.fileio import FileIO
+from ..ns.namespace import Namespace
+from ..ns.writer import Writer
+from ..trans.logwriter import done_regions, efd_regions
 
 FINISHABLE = {L.XFS_LI_EFI, L.XFS_LI_RUI, L.XFS_LI_CUI, L.XFS_LI_BUI}
 
@@ -96,8 +105,6 @@ def cow_leftovers(fs) -> list:
     """(agno, startblock, blockcount) of the CoW staging extents left in the
     refcount btrees (the kernel frees them at every mount of a reflink
     filesystem: xfs_reflink_recover_cow)."""
-    from ..alloc.refcount import COW_FLAG
-    from ..fs import btree as B
     out = []
     sb = fs.sb
     if not sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_REFLINK):
@@ -151,11 +158,6 @@ def finish_with_writer(path, intents: list, position: tuple) -> tuple[dict, dict
     the log-incompatible feature bits cleared, as an unmount leaves them.
     Returns (what was done, with ``logged``: what its checkpoint put in the
     log; the counters before and after)."""
-    from ..format.structs import SB as SBL
-    from ..io import verify as V
-    from ..ns.namespace import Namespace
-    from ..ns.writer import Writer
-    from ..trans.logwriter import done_regions, efd_regions
     done = {"efi_extents": 0, "rui_extents": 0, "cui_extents": 0, "bui_extents": 0,
             "unlinked_inodes": 0, "cow_extents": 0}
     with Writer(path, recovering=position) as w:
@@ -257,7 +259,6 @@ def _finish_bmap(w, e: dict) -> None:
     """One extent of a BUI (xfs_bmap_finish_one): a file mapping added to or
     removed from an inode's data fork (the blocks neither allocated nor
     freed: the intents that go with it do that), its rmap changed with it."""
-    from ..ns.fileio import FileIO
     op = e["flags"] & L.XFS_BMAP_EXTENT_TYPE_MASK
     unwritten = 1 if e["flags"] & L.XFS_BMAP_EXTENT_UNWRITTEN else 0
     io = FileIO(w)
@@ -273,16 +274,24 @@ def recompute_counters(dev, fs) -> dict:
     """xfs_initialize_perag_data: icount, ifree and fdblocks from every AG
     header; also clears the log-incompatible feature bits, as an unmount
     does.  Writes the primary superblock through ``dev``."""
-    from ..io import verify as V
-    icount = ifree = fdblocks = 0
-    for agno in range(fs.sb.agcount):
-        agf = fs.agf(agno)
-        agi = fs.agi(agno)
-        icount += agi["agi_count"]
-        ifree += agi["agi_freecount"]
-        fdblocks += agf["agf_freeblks"] + agf["agf_flcount"] + agf["agf_btreeblks"]
     raw = bytearray(dev.pread(0, fs.sb.sectsize))
     f = SB.unpack(raw)
+    view = fs
+    if (f["sb_dblocks"], f["sb_agcount"]) != (fs.sb.dblocks, fs.sb.agcount):
+        # the log changed the geometry (a grow or a shrink, which the
+        # kernel's recovery takes up too): the AGs as replay left them
+        view = Filesystem(dev.path)
+    icount = ifree = fdblocks = 0
+    try:
+        for agno in range(view.sb.agcount):
+            agf = view.agf(agno)
+            agi = view.agi(agno)
+            icount += agi["agi_count"]
+            ifree += agi["agi_freecount"]
+            fdblocks += agf["agf_freeblks"] + agf["agf_flcount"] + agf["agf_btreeblks"]
+    finally:
+        if view is not fs:
+            view.close()
     before = {k: f[k] for k in ("sb_icount", "sb_ifree", "sb_fdblocks")}
     f.update(sb_icount=icount, sb_ifree=ifree, sb_fdblocks=fdblocks,
              sb_features_log_incompat=0)

@@ -7,7 +7,7 @@ then cancels), with the v5 rule that a buffer is not replayed over a block
 whose LSN is at least the transaction's, nor an inode over one whose LSN is
 newer.  Replayed buffers of a known type get the transaction's LSN and a
 fresh CRC, as the kernel's write verifiers give them.  Intents without a
-done item are collected for :mod:`fstool.log.finish`.
+done item are collected for :mod:`fstool.recovery.finish`.
 
 Blocks are kept in a bounded write-back cache and written through the
 image's :class:`~fstool.io.device.Device`; nothing is written with
@@ -25,11 +25,11 @@ from .._backend import parsers
 from ..format import constants as C
 from ..format import log as L
 from ..format import structs as S
-from . import items as I
+from ..log import items as I
 from ..errors import UnsupportedError
-from .head import LogCorrupt
-from .records import RecordError, walk
-from .trans import Reassembler
+from ..log.device import LogCorrupt
+from ..log.records import RecordError, walk
+from ..log.reassemble import Reassembler
 
 _BE64 = struct.Struct(">Q")
 _BE32 = struct.Struct(">I")

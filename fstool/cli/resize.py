@@ -1,0 +1,58 @@
+"""``fstool resize``: grow an image offline."""
+import json
+
+import click
+
+from ..errors import InvalidArgument
+from ..ops.resize import parse_size, resize
+from .options import image_arg, json_opt
+
+
+@click.command("resize")
+@click.option("--size", "size_text", metavar="SIZE", required=True,
+              help="The new size (bytes, or k/m/g/t with powers of 1024, or b for "
+                   "filesystem blocks).")
+@click.option("-n", "--dry-run", is_flag=True, help="Write nothing; say what would change.")
+@click.option("--undo-file", type=click.Path(dir_okay=False),
+              help="Save every block before it is overwritten; 'fstool undo IMAGE FILE' "
+                   "puts them back.")
+@click.option("--no-check", is_flag=True, help="Do not check the image before writing.")
+@json_opt
+@image_arg
+def cmd(size_text, dry_run, undo_file, no_check, as_json, image):
+    """Grow IMAGE offline to --size SIZE: the last AG is extended and AGs
+    are added as xfs_growfs does, the image file extended to the new size.
+    Journaled: a crash leaves the old or the new size, and running resize
+    again finishes an interrupted one.  Shrinking is not supported yet.
+    """
+
+    size = None
+    if size_text is not None:
+        try:
+            size = parse_size(size_text, _blocksize(image))
+        except InvalidArgument as e:
+            raise click.BadParameter(str(e), param_hint="--size") from None
+    result = resize(image, size, undo_file=undo_file,
+                    dry_run=dry_run, check=not no_check)
+    if as_json:
+        click.echo(json.dumps(result.as_dict()))
+        return
+    for c in result.changes:
+        click.echo(c)
+    if result.new_dblocks == result.old_dblocks:
+        click.echo(f"size unchanged: {result.new_size} bytes ({result.new_dblocks} blocks)")
+    else:
+        click.echo(f"{'would resize' if dry_run else 'resized'} from {result.old_size} to "
+                   f"{result.new_size} bytes ({result.old_agcount} to {result.new_agcount} "
+                   "AGs)")
+
+
+def _blocksize(image) -> int:
+    """The image's block size (for sizes given in blocks); 4096 when it
+    cannot be read (opening it again then says why)."""
+    try:
+        import fstool
+        with fstool.open_image(image) as fs:
+            return fs.sb.blocksize
+    except Exception:
+        return 4096

@@ -1,0 +1,400 @@
+"""fstool resize: grow an image offline as xfs_growfs grows a mounted
+filesystem, and shrink it (see :mod:`fstool.ops.resize_shrink`).
+
+Growing follows the kernel's xfs_growfs_data_private step by step:
+
+1. the image file is extended to the new size (a hole);
+2. the headers of every new AG are written in place, where nothing of the
+   filesystem lies yet (the superblock copy, AGF, AGI, AGFL and the root
+   block of each AG btree, as xfs_ag_init_headers makes them: the new
+   AG's free space one extent after its static blocks, an empty free list,
+   the rmapbt naming the static blocks; the secondary superblock the old
+   geometry marked in progress), then flushed;
+3. one logged transaction extends the last AG to its full size (its AGF
+   and AGI lengths, the new blocks freed into its free-space btrees, as
+   xfs_ag_extend_space; the rmapbt does not map free space) and sets the
+   primary superblock's size, AG count and free block count;
+4. every secondary superblock is rewritten from the new primary (the
+   kernel's xfs_update_secondary_sbs).
+
+A kill before step 3's checkpoint leaves the old filesystem (in a larger
+file); after it, log recovery gives the new one.  Run again, resize
+finishes step 4 (secondaries that disagree with the primary are
+rewritten) and truncates or extends the file to the filesystem's size.
+
+The new size is cut as the kernel cuts it: a last AG of fewer than
+XFS_MIN_AG_BLOCKS (64) blocks is not made.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from ..errors import FsToolError, InvalidArgument
+from ..format import constants as C
+from ..format.structs import SB
+from ..fs.filesystem import Filesystem
+from ..fs.logstate import log_is_clean
+from ..io import verify as V
+from ..io.device import Device
+from ..io.lock import ImageLock, refuse_if_mounted
+from ..io.undo import UndoRecorder
+from ..ns.writer import Writer
+from . import mkfs as M
+from .guard import require_sound
+from .logops import replay
+from .mkfs import Formatter
+
+XFS_MIN_AG_BLOCKS = 64
+NULLFSINO = (1 << 64) - 1
+
+
+class ResizeError(FsToolError):
+    """A resize that cannot be made (the reason is the message)."""
+
+
+@dataclasses.dataclass
+class ResizeResult:
+    old_dblocks: int
+    new_dblocks: int
+    old_agcount: int
+    new_agcount: int
+    blocksize: int
+    changes: list
+    written: bool = False
+    minimum: int | None = None          # the smallest size (bytes), when computed
+
+    @property
+    def old_size(self) -> int:
+        return self.old_dblocks * self.blocksize
+
+    @property
+    def new_size(self) -> int:
+        return self.new_dblocks * self.blocksize
+
+    def as_dict(self) -> dict:
+        return {"old_size": self.old_size, "new_size": self.new_size,
+                "old_dblocks": self.old_dblocks, "new_dblocks": self.new_dblocks,
+                "old_agcount": self.old_agcount, "new_agcount": self.new_agcount,
+                "blocksize": self.blocksize, "written": self.written,
+                "minimum_size": self.minimum, "changes": self.changes}
+
+
+# -- geometry ------------------------------------------------------------------
+
+def target_blocks(sb, size: int) -> tuple[int, int]:
+    """(dblocks, agcount) of a filesystem of ``size`` bytes with ``sb``'s AG
+    size, as xfs_growfs_data_private computes them: a last AG shorter than
+    XFS_MIN_AG_BLOCKS is left out."""
+    nb = size // sb.blocksize
+    agcount, rest = divmod(nb, sb.agblocks)
+    if rest:
+        agcount += 1
+    if rest and rest < XFS_MIN_AG_BLOCKS:
+        agcount -= 1
+        nb = agcount * sb.agblocks
+    return nb, agcount
+
+
+def mkfs_geometry(sb, dblocks: int, agcount: int):
+    """The superblock's geometry as mkfs's :class:`~fstool.ops.mkfs.Geometry`
+    (with ``dblocks`` and ``agcount``), so that new AGs are written by the
+    code that writes them at mkfs time."""
+    f = sb.fields
+    finobt = sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_FINOBT)
+    rmapbt = sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_RMAPBT)
+    reflink = sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_REFLINK)
+    roots, prealloc = M.static_roots(sb.blocksize, sb.sectsize, finobt, rmapbt, reflink)
+    ialloc_inos = max(M.XFS_INODES_PER_CHUNK, sb.inopblock)
+    return M.Geometry(
+        blocksize=sb.blocksize, blocklog=sb.blocklog, sectsize=sb.sectsize,
+        inodesize=sb.inodesize, dblocks=dblocks, agcount=agcount, agblocks=sb.agblocks,
+        agblklog=sb.agblklog, dirblocksize=sb.dirblksize, logblocks=sb.logblocks,
+        logagno=sb.logstart >> sb.agblklog,
+        logstart_agbno=sb.logstart & ((1 << sb.agblklog) - 1), prealloc=prealloc,
+        roots=roots, minfree=0, inoalignmt=f["sb_inoalignmt"],
+        spino_align=f["sb_spino_align"], ialloc_blks=ialloc_inos * sb.inodesize // sb.blocksize,
+        ialloc_inos=ialloc_inos, root_agbno=(sb.rootino >> sb.inopblog) & ((1 << sb.agblklog) - 1),
+        imaxpct=f["sb_imax_pct"], finobt=finobt,
+        sparse=sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_SPINODES), reflink=reflink,
+        nrext64=sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_NREXT64), rmapbt=rmapbt,
+        bigtime=sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_BIGTIME),
+        inobtcount=sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_INOBTCNT))
+
+
+def parse_size(text: str, blocksize: int = 4096) -> int:
+    """A size in bytes: a number with an optional k/m/g/t/p suffix (powers
+    of 1024) or b (filesystem blocks)."""
+    t = text.strip().lower()
+    mult = 1
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50,
+             "b": blocksize}
+    if t.endswith("ib"):
+        t = t[:-2]
+    if t and t[-1] in units:
+        mult, t = units[t[-1]], t[:-1]
+    try:
+        value = int(t)
+    except ValueError:
+        raise InvalidArgument(f"{text!r} is not a size (bytes, or a number with k, m, g, t, "
+                              "p or b for filesystem blocks)") from None
+    if value <= 0:
+        raise InvalidArgument(f"{text!r}: the size must be positive")
+    return value * mult
+
+
+# -- the superblocks -----------------------------------------------------------
+
+def _sector(sb_raw: bytes, sectsize: int, **fields) -> bytearray:
+    """A superblock sector: ``sb_raw`` with ``fields`` changed."""
+    buf = bytearray(sb_raw[:sectsize].ljust(sectsize, b"\0"))
+    if fields:
+        f = SB.unpack(buf)
+        f.update(fields)
+        raw = SB.pack(f)
+        buf[:len(raw)] = raw
+    return buf
+
+
+def write_secondaries(dev, sb, agcount: int, only_stale: bool = False) -> list:
+    """Every secondary superblock rewritten from the primary as it is on
+    disk (xfs_update_secondary_sbs), in place, then flushed; with
+    ``only_stale`` only those that differ from it.  The AGs rewritten."""
+    ss = sb.sectsize
+    primary = dev.pread(0, ss)
+    want = _sector(primary, ss, sb_inprogress=0)
+    V.stamp(V.SB, want, SB.unpack(primary)["sb_lsn"], blocksize=sb.blocksize)
+    done = []
+    agbytes = sb.agblocks * sb.blocksize
+    for agno in range(1, agcount):
+        off = agno * agbytes
+        if only_stale and dev.pread(off, ss) == want:
+            continue
+        dev.pwrite(off, want)
+        done.append(agno)
+    if done:
+        dev.fsync()
+    return done
+
+
+def _grown_primary(path) -> bool:
+    """True when every secondary superblock that disagrees with the primary
+    names a smaller geometry of the same AG size: what a grow stopped
+    between its commit and the secondaries' rewrite leaves (xfs_growfs
+    has the same window)."""
+    dev = Device(path)
+    try:
+        p = SB.unpack(dev.pread(0, SB.size))
+        older = 0
+        for agno in range(1, p["sb_agcount"]):
+            f = SB.unpack(dev.pread(agno * p["sb_agblocks"] * p["sb_blocksize"], SB.size))
+            if (f["sb_dblocks"], f["sb_agcount"]) == (p["sb_dblocks"], p["sb_agcount"]):
+                continue
+            if (f["sb_magicnum"] != C.XFS_SB_MAGIC or f["sb_agblocks"] != p["sb_agblocks"]
+                    or f["sb_dblocks"] >= p["sb_dblocks"]
+                    or f["sb_agcount"] > p["sb_agcount"]):
+                return False
+            older += 1
+        return older > 0
+    finally:
+        dev.close()
+
+
+# -- growing -------------------------------------------------------------------
+
+def _new_ag_headers(dev, sb, geo, agno: int, uuid: bytes) -> int:
+    """Write AG ``agno``'s headers and btree roots as xfs_ag_init_headers
+    does (through mkfs's AG writer); returns its free blocks."""
+    length = geo.ag_length(agno)
+    fmt = Formatter(dev, geo, uuid, "", 0)
+    free = [(geo.prealloc, length - geo.prealloc)]
+    # the kernel's xfs_sbblock_init: the superblock as it stands before
+    # the grow, marked in progress until the secondaries are updated
+    old = _sector(dev.pread(0, sb.sectsize), sb.sectsize, sb_inprogress=1)
+    fmt.write_ag(agno, [], free, old)
+    return length - geo.prealloc
+
+
+def grow(path, dblocks: int, agcount: int, *, undo=None, changes: list) -> None:
+    """Grow the filesystem of ``path`` to ``dblocks`` blocks in ``agcount``
+    AGs (see the module docstring).  ``undo``: a function given the open
+    Device, returning an undo recorder to attach (or None)."""
+    w = Writer(path)
+    try:
+        if undo is not None:
+            undo(w.dev)
+        sb = w.sb
+        old_agcount, old_dblocks = sb.agcount, sb.dblocks
+        geo = mkfs_geometry(sb, dblocks, agcount)
+        dev = w.dev
+        if not dev.is_blockdev and dev.size < dblocks * sb.blocksize:
+            dev.resize(dblocks * sb.blocksize)
+        # 1. the new AGs' headers, where nothing of the filesystem lies yet
+        nfree = 0
+        for agno in range(agcount - 1, old_agcount - 1, -1):
+            nfree += _new_ag_headers(dev, sb, geo, agno, w.uuid)
+        if agcount > old_agcount:
+            dev.fsync()
+            changes.append(f"AGs {old_agcount} to {agcount - 1} made "
+                           f"({agcount - old_agcount} new AG{'s' if agcount - old_agcount > 1 else ''})")
+        # 2. the last AG extended, the superblock's geometry, one transaction
+        last = old_agcount - 1
+        old_len = sb.dblocks - last * sb.agblocks
+        new_len = geo.ag_length(last)
+        w.space.kernel_freelist = True
+        with w.transaction():
+            tx = w.tx
+            if new_len > old_len:
+                ag = w.ag(last)
+                ag.length = new_len
+                ag.agf["agf_length"] = ag.agi["agi_length"] = new_len
+                ag.agf_dirty = ag.agi_dirty = True
+                # the rmapbt does not map free space (XFS_RMAP_OINFO_SKIP_UPDATE)
+                w.space.free_ag_extent(last, old_len, new_len - old_len, owner=None)
+                changes.append(f"AG {last} extended from {old_len} to {new_len} blocks")
+
+            def set_geometry(tx):
+                buf = tx.read_buf(0, sb.sectsize, V.SB, agno=0, block=0)
+                f = SB.unpack(buf.data)
+                f["sb_dblocks"] = dblocks
+                f["sb_agcount"] = agcount
+                f["sb_fdblocks"] += nfree
+                # the kernel logs its in-core superblock, where a quota
+                # inode of 0 reads as none
+                for q in ("sb_uquotino", "sb_gquotino", "sb_pquotino"):
+                    if f[q] == 0:
+                        f[q] = NULLFSINO
+                raw = SB.pack(f)
+                buf.data[:len(raw)] = raw
+            tx.precommit.append(set_geometry)
+        w._sb_sum = None            # the session's counters are the old AGs' only
+        w.journal.sync()
+        changes.append(f"filesystem grown from {old_dblocks} to {dblocks} blocks")
+    except BaseException:
+        w.close()
+        raise
+    w.close()
+
+
+# -- the operation -----------------------------------------------------------------
+
+class _Undo:
+    """One undo file for every device a resize opens for writing
+    (:mod:`fstool.io.undo`): ranges are saved before their first
+    overwrite, whichever step writes them."""
+
+    def __init__(self, path, extra: list):
+        self.path = path
+        self.extra = extra
+        self.rec = None
+
+    def attach(self, dev) -> None:
+        if self.path is None:
+            return
+        if self.rec is None:
+            self.rec = UndoRecorder(dev, self.path, self.extra)
+        else:
+            self.rec.dev = dev
+        dev.write_hook = self.rec
+
+    def finish(self, path) -> None:
+        if self.rec is None or self.rec.fd < 0:
+            return
+        dev = Device(path)
+        try:
+            self.rec.finish(dev)
+        finally:
+            dev.close()
+
+
+def _replay_dirty_log(path, changes: list, dry_run: bool) -> None:
+    """A dirty log (a resize, or anything else, killed on the way) is
+    replayed first, as a mount would."""
+    with Filesystem(path) as fs:
+        clean, why = log_is_clean(fs)
+    if clean:
+        return
+    if dry_run:
+        raise ResizeError(f"{path}: the log is dirty ({why}); replay it first (fstool log "
+                          "replay, or a kernel mount), or run without -n")
+    replay(path)
+    changes.append("the dirty log was replayed first")
+
+
+def resize(path, size: int | None = None, *, minimum: bool = False, slack: float = 0.0,
+           undo_file=None, dry_run: bool = False, check: bool = True) -> ResizeResult:
+    """Grow or shrink the filesystem of ``path`` to ``size`` bytes (or, with
+    ``minimum``, to the smallest size that holds what it holds, with
+    ``slack`` percent of it left free).  Run again after an interrupted
+    resize, it finishes what the image shows was left undone."""
+    path = os.fspath(path)
+    if (size is None) == (not minimum):
+        raise InvalidArgument("give --size or -M (--minimum), one of them")
+    refuse_if_mounted(path)
+    changes: list = []
+    _replay_dirty_log(path, changes, dry_run)
+    with Filesystem(path) as fs:
+        sb = fs.sb
+        is_blockdev = fs.dev.is_blockdev
+        devsize = fs.dev.size
+    old = (sb.dblocks, sb.agcount)
+    bs = sb.blocksize
+    result = ResizeResult(old[0], old[0], old[1], old[1], bs, changes)
+    if minimum:
+        raise ResizeError("shrinking is not supported yet")
+    if is_blockdev and size > devsize:
+        raise ResizeError(f"{path}: the device holds {devsize} bytes; it cannot hold {size}")
+    dblocks, agcount = target_blocks(sb, size)
+    result.new_dblocks, result.new_agcount = dblocks, agcount
+    if dblocks < old[0]:
+        raise ResizeError(f"{path}: shrinking is not supported yet (the filesystem is "
+                          f"{old[0] * bs} bytes; give a size at least that large)")
+    if dry_run:
+        if dblocks > old[0]:
+            changes.append(f"would grow from {old[0]} to {dblocks} blocks ({old[1]} to "
+                           f"{agcount} AGs)")
+        return result
+    stale = []
+    if check:
+        # secondaries that disagree with the primary are what an
+        # interrupted resize leaves: rewritten below, as it would have;
+        # when the primary is a grow of what they say, check's vote for
+        # them against it is that same interruption
+        ignore = ("SB_SECONDARY",) + (("SB_PRIMARY",) if _grown_primary(path) else ())
+        stale = require_sound(path, ignore=ignore)
+    undo = _Undo(undo_file, [(agno * sb.agblocks * bs, 4 * sb.sectsize)
+                             for agno in range(old[1])])
+    try:
+        if stale:
+            _finish(path, result, undo)
+            require_sound(path)         # the whole image, its superblocks agreeing again
+        if dblocks > old[0]:
+            grow(path, dblocks, agcount, undo=undo.attach, changes=changes)
+            result.written = True
+        _finish(path, result, undo)
+    finally:
+        undo.finish(path)
+    return result
+
+
+def _finish(path, result: ResizeResult, undo: _Undo) -> None:
+    """The end of every resize (and of one interrupted earlier): every
+    secondary superblock as the primary, the image file the filesystem's
+    size."""
+    fs = Filesystem(path, writable=True)
+    try:
+        with ImageLock(fs.dev, fs.dev.path):
+            undo.attach(fs.dev)
+            sb = fs.sb
+            done = write_secondaries(fs.dev, sb, sb.agcount, only_stale=True)
+            if done:
+                result.written = True
+                result.changes.append(f"secondary superblocks of {len(done)} AG(s) "
+                                      "rewritten from the primary")
+            want = sb.dblocks * sb.blocksize
+            if not fs.dev.is_blockdev and fs.dev.size != want:
+                fs.dev.resize(want)
+                fs.dev.fsync()
+                result.written = True
+    finally:
+        fs.close()
