@@ -196,6 +196,10 @@ def _damage(img, damage):
         db(img, *sel, f"write a.sfattr.list[{k}].parent_dir.gen 7", write=True)
     elif damage == "ino":
         db(img, *sel, f"write a.sfattr.list[{k}].parent_dir.inumber {other}", write=True)
+    elif damage == "gen-crc":
+        # the inode's CRC left wrong: xfs_repair -n cannot load it to compare
+        # its pointers, repair mends the CRC and then finds the generation
+        db(img, *sel, f"write -c a.sfattr.list[{k}].parent_dir.gen 7", write=True)
     elif damage == "garbage-ino":
         db(img, *sel, f"write a.sfattr.list[{k}].parent_dir.inumber 3", write=True)
     elif damage == "remove":
@@ -383,8 +387,8 @@ def _kernel_paths(img):
         return out
 
 
-@pytest.mark.parametrize("damage", ["name", "gen", "ino", "garbage-ino", "remove", "slash",
-                                    "leaf-block", "dirgen", "entry"])
+@pytest.mark.parametrize("damage", ["name", "gen", "gen-crc", "ino", "garbage-ino", "remove",
+                                    "slash", "leaf-block", "dirgen", "entry"])
 def test_repair_is_clean_by_xfs_repair_and_keeps_what_it_keeps(pimg, tmp_path, damage):
     """fstool repair leaves what xfs_repair 6.10.1 -n and check call clean,
     and every path xfs_repair 6.10.1's own repair keeps."""

@@ -258,7 +258,7 @@ def _plan_parents(checker, inodes, ns, findings, unrepaired):
     go to ``unrepaired``."""
     from .parents import plan as pptr_plan
     touched = findings or ns or inodes.attr_dropped or \
-        any(ch.sf_junk for ch in inodes.changes.values())
+        any(not ch.clear for ch in inodes.changes.values())
     if not checker.fs.has_parent_pointers or not touched:
         return None
     pp = pptr_plan(checker, inodes, ns, findings)

@@ -2,8 +2,9 @@
 repair/pptr.c): once the namespace is settled, every inode's parent
 pointers are made those of the entries that name it.
 
-Which inodes: those check found parent pointer damage on, those whose attr
-fork the inode phase drops (their pointers go with it), and every inode
+Which inodes: those check found parent pointer damage on, those the inode
+phase mends or whose attr fork it drops (their pointers go with it, or
+check could not judge them), and every inode
 named by an entry of a directory the namespace phase rewrites, before or
 after (entries dropped, files moved to lost+found, lost+found itself).  For
 each, the pointers it wants are (directory, the directory's generation,
@@ -125,7 +126,11 @@ def plan(checker, inodes, ns, findings) -> ParentPlan:
     junk = {i: ch.sf_junk for i, ch in inodes.changes.items() if ch.sf_junk} \
         if inodes is not None else {}
     rebuilt = dict(ns.dirs) if ns else {}
-    want = {f.ino for f in findings if f.ino is not None} | dropped | set(junk)
+    # an inode the inode phase mends (a bad CRC, a field) may have had
+    # pointers check could not judge: they are looked at once it is mended
+    mended = {i for i, ch in inodes.changes.items() if not ch.clear and not ch.reinit} \
+        if inodes is not None else set()
+    want = {f.ino for f in findings if f.ino is not None} | dropped | set(junk) | mended
     for d, fix in rebuilt.items():
         want.update(c for _n, c, _ft in fix.entries)
         old = ns.old_entries.get(d, ())
