@@ -11,6 +11,7 @@ directories do not collide.
 """
 from __future__ import annotations
 
+from .._backend import parsers
 from .constants import XFS_ATTR_NSP_ONDISK_MASK, XFS_ATTR_PARENT
 from .structs import PARENT_REC
 
@@ -37,3 +38,14 @@ def unpack_rec(value: bytes) -> tuple[int, int]:
         raise ValueError(f"parent pointer value is {len(value)} bytes, not "
                          f"{XFS_PARENT_REC_SIZE}")
     return _REC.unpack(value)
+
+
+def attr_hash(flags: int, name: bytes, value) -> int:
+    """xfs_attr_hashval: the name hash, or for a parent pointer
+    (xfs_parent_hashattr) the parent hash when the value is a 12-byte
+    record, else 0."""
+    if flags & XFS_ATTR_PARENT:
+        if value is None or len(value) != XFS_PARENT_REC_SIZE:
+            return 0
+        return parsers.parent_hashname(name, unpack_rec(value)[0])
+    return parsers.da_hashname(name)

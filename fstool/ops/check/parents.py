@@ -58,9 +58,10 @@ class ParentPointerChecks:
         except FsToolError:
             return None
 
-    def _entries_naming(self, inos: set) -> dict:
+    def _entries_naming(self, inos: set, unread: set | None = None) -> dict:
         """child -> [(directory, name)] of every entry naming one of ``inos``
-        (but '.' and '..')."""
+        (but '.' and '..'); the directories that cannot be read are added to
+        ``unread``."""
         out = defaultdict(list)
         for d in self.dirs:
             try:
@@ -71,6 +72,8 @@ class ParentPointerChecks:
                         if child in inos and name not in (b".", b".."):
                             out[child].append((d, bytes(name)))
             except FsToolError:
+                if unread is not None:
+                    unread.add(d)
                 continue
         return out
 

@@ -41,17 +41,6 @@ def flags_fault(flags: int, pptr_fs: bool):
     return None
 
 
-def attr_hash(flags: int, name: bytes, value) -> int:
-    """xfs_attr_hashval: the name hash, or for a parent pointer
-    (xfs_parent_hashattr) the parent hash when the value is a 12-byte
-    record, else 0."""
-    if flags & C.XFS_ATTR_PARENT:
-        if value is None or len(value) != P.XFS_PARENT_REC_SIZE:
-            return 0
-        return parsers.parent_hashname(name, P.unpack_rec(value)[0])
-    return parsers.da_hashname(name)
-
-
 class XattrChecks:
     def check_xattrs(self, node) -> None:
         """The attr fork of ``node``; its parent pointers go to
@@ -351,7 +340,7 @@ class XattrChecks:
                                   if flags & C.XFS_ATTR_PARENT else ""),
                                "valueblk", index=i, **where)
                     return None
-            want = attr_hash(flags, name, value)
+            want = P.attr_hash(flags, name, value)
             if h != want or h < last_hash:
                 what = "its parent pointer hashes" if flags & C.XFS_ATTR_PARENT else \
                     "its name hashes"

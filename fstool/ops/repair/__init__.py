@@ -190,7 +190,13 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
                                "directory entries still name it and the namespace phase "
                                "cannot run"))
 
-    if rmap and (ag_set or ns):
+    # the parent pointers (the end of phase 6), before the AGs: an attr fork
+    # they make in blocks reserves them where the namespace phase reserves
+    # its own (``blocks``: that phase's plan, or one of their own)
+    pp = _plan_parents(checker, inodes, ns, pptr_findings, unrepaired)
+    blocks = pp.blocks if pp is not None and pp.reserves else ns
+
+    if rmap and (ag_set or ns or blocks):
         # an rmapbt image: whatever changes an AG's blocks rebuilds every
         # AG's rmapbt from the owners found, as xfs_repair's phase 5 does
         ag_set.update(range(sb.agcount))
@@ -199,12 +205,12 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
         # while anything stays unrepaired (an inode, a block map, a structure
         # check could not read), who owns the blocks no one claims is not
         # known: they are left as they are rather than freed
-        return _plan_ags(checker, ag_set | inodes.ags | (ns.ags if ns else set()), actions,
-                         finobt, recheck, scan and scan_ags, not unrepaired,
-                         reflink and refc_ags, ns, inodes)
+        return _plan_ags(checker, ag_set | inodes.ags | (blocks.ags if blocks else set()),
+                         actions, finobt, recheck, scan and scan_ags, not unrepaired,
+                         reflink and refc_ags, blocks, inodes)
 
     plans, ag_changes, failed, unrep_ags = ag_plans()
-    if failed & (inodes.ags | (ns.ags if ns else set())):
+    if failed & (inodes.ags | (blocks.ags if blocks else set())):
         # an AG a phase needs cannot be rebuilt: the inode phase is withdrawn
         # there, the namespace phase altogether (what it planned assumed the
         # inodes cleared), and the AGs planned again
@@ -219,10 +225,17 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
                                "directory entries still name it") for ino, f in dangling
                               if ino in inodes.cleared)
             ns = None
+        if pp is not None:
+            # the parent pointers were planned on what the phases before
+            # would do: they are not written
+            unrepaired.extend((f, "reported, not repaired: an AG the repair needs cannot be "
+                               "rebuilt") for f in pptr_findings
+                              if all(f is not u[0] for u in unrepaired))
+            pp = None
+        blocks = ns
         ag_set.difference_update(failed)
         plans, ag_changes, failed, unrep_ags = ag_plans()
     unrepaired.extend(unrep_ags)
-    pp = _plan_parents(checker, inodes, ns, pptr_findings, unrepaired)
     changes = [inodes.changes[i].describe() for i in sorted(inodes.changes)] + inodes.notes
     if ns:
         changes.extend(ns.changes)

@@ -30,9 +30,9 @@ LOG = "log"
 PARENT = "parent"
 _PARENT_TEXT = ("repaired: the inode's parent pointers are made those of the directory "
                 "entries naming it once the namespace is repaired (garbage and unwanted "
-                "pointers removed, missing ones added, as xfs_repair 6.10.1's phase 6 does) "
-                "where its attr fork is or becomes shortform; one in blocks is reported, "
-                "not repaired")
+                "pointers removed, missing ones added, as xfs_repair 6.10.1's phase 6 does), "
+                "in a shortform attr fork or, when they do not fit one, in an attr fork "
+                "made in new blocks")
 
 _AG_TEXT = ("rebuilt: the AG's bnobt, cntbt, inobt, finobt and free list are bulk-loaded "
             "from the space map of every owner and the inode chunks (on an rmapbt "

@@ -39,15 +39,20 @@ _BMDR_REC = 16              # a bmbt root's key and pointer
 
 
 class ParentFix:
-    """One inode's new attr fork: shortform ``fork`` at ``forkoff``; or,
-    for a fork in blocks whose pointers only need another generation,
-    ``gens``: [(daddr, byte offset, generation)] written in its leaves."""
-    __slots__ = ("ino", "forkoff", "fork", "added", "removed", "gens")
+    """One inode's new attr fork: shortform ``fork`` at ``forkoff``; or one
+    in blocks (``plan``, a ForkPlan, placed in the ``runs`` reserved for
+    it); or, for a fork in blocks whose pointers only need another
+    generation, ``gens``: [(daddr, byte offset, generation)] written in its
+    leaves."""
+    __slots__ = ("ino", "forkoff", "fork", "added", "removed", "gens", "plan", "runs",
+                 "ablocks_old")
 
-    def __init__(self, ino, forkoff, fork, added, removed, gens=()):
+    def __init__(self, ino, forkoff, fork, added, removed, gens=(), plan=None, runs=()):
         self.ino, self.forkoff, self.fork = ino, forkoff, fork
         self.added, self.removed = added, removed
         self.gens = list(gens)
+        self.plan, self.runs = plan, list(runs)
+        self.ablocks_old = 0            # blocks of the fork it replaces
 
 
 class ParentPlan:
@@ -55,6 +60,11 @@ class ParentPlan:
         self.fixes: dict[int, ParentFix] = {}
         self.changes: list = []
         self.unrepaired: dict = {}          # inode -> why its pointers stay as they are
+        # the namespace plan (or one of its own when that phase does not
+        # run) where the blocks of attr forks made in blocks are reserved,
+        # so that the AG rebuild sees them taken
+        self.blocks = None
+        self.reserves = False
 
     def __bool__(self) -> bool:
         return bool(self.fixes)
@@ -69,6 +79,9 @@ class ParentPlan:
             if fix.gens:
                 _write_gens(w, fix.gens)
                 continue
+            afmt, literal, anext, ablocks = C.XFS_DINODE_FMT_LOCAL, fix.fork, 0, 0
+            if fix.plan is not None:
+                afmt, literal, anext, ablocks = _place(w, ino, fix, lit - fix.forkoff * 8)
             buf = bytearray(w.inodes.raw_inode(ino))
             d = DINODE.unpack(buf)
             old = d["di_forkoff"]
@@ -76,14 +89,28 @@ class ParentPlan:
                 _move_bmbt_root(buf, old * 8 or lit, fix.forkoff * 8)
             area = buf[core:core + lit]
             area[fix.forkoff * 8:] = bytes(lit - fix.forkoff * 8)
-            area[fix.forkoff * 8:fix.forkoff * 8 + len(fix.fork)] = fix.fork
+            area[fix.forkoff * 8:fix.forkoff * 8 + len(literal)] = literal
             buf[core:core + lit] = area
             d["di_forkoff"] = fix.forkoff
-            d["di_aformat"] = C.XFS_DINODE_FMT_LOCAL
-            d[count_fields(d["di_flags2"])[1]] = 0
+            d["di_aformat"] = afmt
+            d[count_fields(d["di_flags2"])[1]] = anext
+            d["di_nblocks"] += ablocks - fix.ablocks_old
             packed = DINODE.pack(d)
             buf[:len(packed)] = packed
             w.inodes.put_inode(ino, w.enc.seal(buf))
+
+
+def _place(w, ino: int, fix: ParentFix, space: int):
+    """The blocks of ``fix``'s attr fork written into the runs reserved for
+    them: (format, literal, extent count, blocks) of the fork."""
+    import types
+
+    from ...ns import files as F
+    from .namespace import _ReservedRuns
+    shim = types.SimpleNamespace(tx=w.tx, fs=w.fs, sb=w.sb, space=_ReservedRuns(fix.runs))
+    exts = F.place_plan(shim, fix.plan, 0, owner=None)
+    fork = F.map_fork(shim, ino, exts, space, attr=True)
+    return fork.fmt, fork.literal, fork.nextents, fork.blocks
 
 
 def _write_gens(w, gens) -> None:
@@ -146,7 +173,11 @@ def plan(checker, inodes, ns, findings) -> ParentPlan:
     # they are, but those the namespace phase rewrites or the inode phase
     # clears, whose entries are the namespace phase's
     entries = defaultdict(list)
-    for child, lst in checker._entries_naming(want).items():
+    # a directory that cannot be read now (a damaged inode the inode phase
+    # mends, or one left as it is): its entries are not known, so the
+    # pointers naming it are left as they are
+    unread = set()
+    for child, lst in checker._entries_naming(want, unread).items():
         for d, name in lst:
             if d not in rebuilt and d not in cleared:
                 entries[child].append((d, name))
@@ -154,12 +185,17 @@ def plan(checker, inodes, ns, findings) -> ParentPlan:
         for name, child, _ft in fix.entries:
             if child in want:
                 entries[child].append((d, name))
+    unread -= cleared | set(rebuilt)
     gens = {}
+    from .namespace import NamespacePlan, _Space
+    out.blocks = ns if ns is not None else NamespacePlan()
+    if out.blocks.space is None:
+        out.blocks.space = _Space(checker)
     for ino in sorted(want):
         expect = [(d, _gen(checker, d, ns, gens), name) for d, name in entries.get(ino, ())]
         try:
             fix = _plan_inode(checker, ino, expect, ino in dropped, rebuilt.get(ino),
-                              junk.get(ino, ()))
+                              junk.get(ino, ()), out, unread)
         except FsToolError as e:
             out.unrepaired[ino] = f"reported, not repaired: inode {ino}: {e}"
             continue
@@ -193,10 +229,13 @@ def _inode(fs, ino: int):
         return fs.inode_crc_mended(ino)
 
 
-def _plan_inode(checker, ino: int, expect: list, dropped: bool, dirfix, junk=()):
+def _plan_inode(checker, ino: int, expect: list, dropped: bool, dirfix, junk=(), pp=None,
+                unread=frozenset()):
     """The new attr fork of ``ino`` (None: its pointers are right; a str:
     why it cannot be written).  ``junk``: indexes of shortform entries the
-    inode phase removes."""
+    inode phase removes; an attr fork that no longer fits in the inode is
+    made in blocks reserved through ``pp``; pointers to a directory of
+    ``unread`` are kept as they are."""
     fs = checker.fs
     sb = fs.sb
     lit = sb.inodesize - C.XFS_DINODE_CORE_SIZE
@@ -210,7 +249,19 @@ def _plan_inode(checker, ino: int, expect: list, dropped: bool, dirfix, junk=())
     else:
         attrs = None                  # an attr fork in blocks
     if attrs is None:
-        return _plan_blocks(node, expect)
+        fix = _plan_blocks(node, expect, unread)
+        if fix != _BLOCKS_WHY.format(ino=ino) or pp is None or dirfix is not None:
+            return fix
+        # pointers to add or remove in a fork in blocks: the fork is made
+        # again, in new blocks, with every other attribute it holds
+        try:
+            attrs = [(f, bytes(n), bytes(v)) for f, n, v in xattr.iter_attrs(node, True)]
+            old = _owned(node)
+        except FsToolError as e:
+            return f"reported, not repaired: inode {ino}: its attr fork cannot be read: {e}"
+        rebuilt_fork = True
+    else:
+        rebuilt_fork = False
     others = []
     have = []
     for flags, name, value in attrs:
@@ -219,13 +270,16 @@ def _plan_inode(checker, ino: int, expect: list, dropped: bool, dirfix, junk=())
                     xattr_ok(name):
                 have.append((name, value))
         else:
-            others.append((flags, bytes(name), bytes(value)))
+            # the namespace bits (a leaf entry's flags also say local)
+            others.append((flags & C.XFS_ATTR_NSP_ONDISK_MASK, bytes(name), bytes(value)))
     wanted = [(bytes(n), P.pack_rec(d, g & 0xFFFFFFFF)) for d, g, n in expect]
     left = list(wanted)
     kept = []
     for name, value in have:
         pair = (bytes(name), bytes(value))
-        if pair in left:
+        if P.unpack_rec(pair[1])[0] in unread:
+            kept.append(pair)
+        elif pair in left:
             left.remove(pair)
             kept.append(pair)
     new = others + [(C.XFS_ATTR_PARENT, n, v) for n, v in kept + left]
@@ -234,28 +288,101 @@ def _plan_inode(checker, ino: int, expect: list, dropped: bool, dirfix, junk=())
         return None
     if not new and (dropped or node is None or not node.forkoff):
         return None
-    if len(new) > 255:
-        return (f"reported, not repaired: inode {ino}: {len(new)} attributes do not fit a "
-                "shortform attr fork")
     # where the shortform fork goes
-    fork = sf_attr_fork(new)
+    fork = sf_attr_fork(new) if len(new) <= 255 and \
+        all(len(n) < 255 and len(v) < 255 for _f, n, v in new) else None
     data_fmt, data_bytes = _data_fork(node, dirfix, lit)
     forkoff = 0 if dropped or node is None else node.forkoff
     if dirfix is not None and not dirfix.new and node.forkoff:
         forkoff = node.forkoff          # the rebuilt directory was laid out for it
-    if forkoff and len(fork) <= lit - forkoff * 8:
+    if fork is not None and forkoff and len(fork) <= lit - forkoff * 8:
         return ParentFix(ino, forkoff, fork, len(left), removed)
     if forkoff and dirfix is not None:
         return f"reported, not repaired: directory {ino}: its parent pointers do not fit its " \
             "attr fork"
-    forkoff = F._bytesfit(lit, data_fmt, data_bytes, 0, len(fork))
-    if not forkoff or data_bytes > forkoff * 8 or len(fork) > lit - forkoff * 8:
-        return (f"reported, not repaired: inode {ino}: its parent pointers ({len(fork)} "
-                "bytes) do not fit a shortform attr fork beside its data fork")
-    return ParentFix(ino, forkoff, fork, len(left), removed)
+    if fork is not None:
+        fo = F._bytesfit(lit, data_fmt, data_bytes, 0, len(fork))
+        if fo and data_bytes <= fo * 8 and len(fork) <= lit - fo * 8:
+            return ParentFix(ino, fo, fork, len(left), removed)
+    if pp is None or dirfix is not None:
+        return (f"reported, not repaired: inode {ino}: its parent pointers do not fit a "
+                "shortform attr fork beside its data fork")
+    fix = _plan_in_blocks(checker, node, new, data_fmt, data_bytes, forkoff, len(left),
+                          removed, pp)
+    if rebuilt_fork and not isinstance(fix, str):
+        # the old fork's blocks are given up (the AG rebuild frees them)
+        _release(checker, pp.blocks, ino, old)
+        fix.ablocks_old = sum(n for _b, n in old)
+    return fix
 
 
-def _plan_blocks(node, expect: list):
+def _owned(node) -> list:
+    from ...ns.bmap import owned_blocks
+    return owned_blocks(node, attr=True)
+
+
+def _release(checker, res, ino: int, blocks) -> None:
+    """The blocks of the attr fork of ``ino`` that is made again given up
+    in the plan ``res`` carries to the AG rebuild."""
+    from ..check.base import ATTR, BMBT_ATTR, file_owner
+    for fsbno, n in blocks:
+        agno, agbno = checker.fsb_split(fsbno)
+        rel = res.released.setdefault(agno, {})
+        for owner in (file_owner(ino, ATTR), file_owner(ino, BMBT_ATTR)):
+            rel.setdefault(owner, set()).update(range(agbno, agbno + n))
+    res.attr_rebuilt.add(ino)
+
+
+def _plan_in_blocks(checker, node, attrs, data_fmt, data_bytes, forkoff, added, removed, pp):
+    """An attr fork in blocks for ``attrs`` (as xfs_repair's phase 6 adds
+    pointers the shortform fork cannot hold: the kernel's attr code turns it
+    into a leaf), its blocks reserved from free space near the inode; a str
+    when it cannot be made."""
+    from ...ns import attrbuild as AB
+    from ..check.base import ATTR, file_owner
+    from .namespace import RMAP_ATTR, _runs
+    fs = checker.fs
+    sb = fs.sb
+    ino = node.ino
+    lit = sb.inodesize - C.XFS_DINODE_CORE_SIZE
+    why = f"reported, not repaired: inode {ino}: "
+    try:
+        plan = AB.encode_xattrs(attrs, ino=ino, uuid=fs.uuid, blocksize=sb.blocksize,
+                                inline_space=0)
+    except FsToolError as e:
+        return why + f"its attributes cannot be encoded: {e}"
+    runs = _runs(plan)
+    space = pp.blocks.space
+    home = ino >> sb.agino_log
+    taken = []                      # (agno, pieces, first logical block)
+    for total, unit, lblk in runs:
+        for agno in [home] + [a for a in range(sb.agcount) if a != home]:
+            pieces = space.take(agno, total, unit)
+            if pieces is not None:
+                taken.append((agno, pieces, lblk))
+                break
+        else:
+            return why + "no free space for its attr fork"
+    need = 16 * sum(len(pieces) for _a, pieces, _l in taken)
+    if not (forkoff and need <= lit - forkoff * 8 and data_bytes <= forkoff * 8):
+        forkoff = F._bytesfit(lit, data_fmt, data_bytes, 0, need)
+    if not forkoff or data_bytes > forkoff * 8 or need > lit - forkoff * 8:
+        return why + "the extents of its attr fork do not fit beside its data fork"
+    res = pp.blocks
+    for agno, pieces, lblk in taken:
+        res.reserved.setdefault(agno, []).extend((a, n, file_owner(ino, ATTR))
+                                                 for a, n in pieces)
+        rm = res.rmaps.setdefault(agno, [])
+        for a, n in pieces:
+            rm.append((a, n, ino, lblk, RMAP_ATTR))
+            lblk += n
+    pp.reserves = True
+    return ParentFix(ino, forkoff, b"", added, removed, plan=plan,
+                     runs=[[((agno << sb.agblklog) | a, n) for a, n in pieces]
+                           for agno, pieces, _l in taken])
+
+
+def _plan_blocks(node, expect: list, unread=frozenset()):
     """An attr fork in blocks: None when its parent pointers are those
     wanted; a fix writing generations in place when only generations
     differ (the hashes do not depend on them); else why it stays."""
@@ -275,6 +402,8 @@ def _plan_blocks(node, expect: list):
             if valuelen != P.XFS_PARENT_REC_SIZE:
                 return _BLOCKS_WHY.format(ino=ino)
             p_ino, p_gen = P.unpack_rec(bytes(buf[v:v + 12]))
+            if p_ino in unread:
+                continue
             have.append(((p_ino, bytes(buf[nameidx + 3:v])), p_gen, ablk, v + 8))
     want = sorted(((d, bytes(n)), g & 0xFFFFFFFF) for d, g, n in expect)
     if sorted(k for k, *_r in have) != [k for k, _g in want]:
