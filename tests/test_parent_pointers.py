@@ -426,22 +426,25 @@ def test_repair_is_clean_by_xfs_repair_and_keeps_what_it_keeps(pimg, tmp_path, d
         "generation of 1 parent pointers set right" in out, out[-3000:]
 
 
-# cases of the parent-pointer corpus (fixtures/corpus_pptr.py, seed 1) that
-# repair once left worse or unrepaired: a directory whose entries could not
-# be read while its inode was damaged (its children's pointers were taken
-# off), pointers to remove from an attr fork in blocks, and an attr fork in
-# blocks dropped whose 441 pointers no shortform fork holds
-CORPUS_CASES = {35: "inode dir_node: byte", 96: "dir_leaf dblock @0: byte",
-                1: "hub ablock 0x3bee @6: fuzz -d nvlist[23].valuelen"}
+# cases of the parent-pointer corpus (fixtures/corpus_pptr.py, (seed, n))
+# that repair once left worse or unrepaired: a directory whose entries could
+# not be read while its inode was damaged (its children's pointers were
+# taken off), pointers to remove from an attr fork in blocks, an attr fork
+# in blocks dropped whose 441 pointers no shortform fork holds, and an attr
+# fork left mapping no block (its pointers go into a shortform one)
+CORPUS_CASES = {(1, 35): "inode dir_node: byte", (1, 96): "dir_leaf dblock @0: byte",
+                (1, 1): "hub ablock 0x3bee @6: fuzz -d nvlist[23].valuelen",
+                (2, 37): "inode remote_file: fuzz -d v3.nrext64 zeroes"}
 
 
-@pytest.mark.parametrize("n", sorted(CORPUS_CASES))
-def test_repair_corpus_cases(tmp_path, n):
+@pytest.mark.parametrize("seed,n", sorted(CORPUS_CASES))
+def test_repair_corpus_cases(tmp_path, seed, n):
     from fixtures import corpus_pptr
     if not corpus_pptr.available():
         pytest.skip("needs root, a kernel loop mount of XFS and xfsprogs 6.10.1")
-    case = corpus_pptr.cases(1, 100)[n]
-    assert corpus_pptr.describe(case).startswith(CORPUS_CASES[n]), corpus_pptr.describe(case)
+    case = corpus_pptr.cases(seed, 100)[n]
+    assert corpus_pptr.describe(case).startswith(CORPUS_CASES[seed, n]), \
+        corpus_pptr.describe(case)
     img = tmp_path / "c.img"
     assert corpus_pptr.make_case(img, case)
     _repaired_as_xfs_repair(img, tmp_path)

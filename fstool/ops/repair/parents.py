@@ -246,6 +246,8 @@ def _plan_inode(checker, ino: int, expect: list, dropped: bool, dirfix, junk=(),
     elif node.aformat == C.XFS_DINODE_FMT_LOCAL:
         attrs = [e for i, e in enumerate(sf_attr_entries(node.fork_bytes(attr=True)))
                  if i not in junk and not e[0] & C.XFS_ATTR_INCOMPLETE]
+    elif node.aformat == C.XFS_DINODE_FMT_EXTENTS and not _attr_extents(node):
+        attrs = []                    # an attr fork in blocks that maps none
     else:
         attrs = None                  # an attr fork in blocks
     if attrs is None:
@@ -314,6 +316,13 @@ def _plan_inode(checker, ino: int, expect: list, dropped: bool, dirfix, junk=(),
         _release(checker, pp.blocks, ino, old)
         fix.ablocks_old = sum(n for _b, n in old)
     return fix
+
+
+def _attr_extents(node) -> list:
+    try:
+        return node.extents(attr=True)
+    except FsToolError:
+        return [None]                 # not known: taken as mapping blocks
 
 
 def _owned(node) -> list:
