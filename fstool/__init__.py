@@ -18,13 +18,13 @@ from .errors import (CorruptionError, FsToolError, ImageError, NotFoundError, No
 
 def open_image(path, cache_bytes: int = 64 << 20):
     """Open an XFS v5 image (file or block device) read-only."""
-    from .fs.filesystem import Filesystem
+    from .fs.filesystem import Filesystem  # lazy: start-up (`fstool --help` reads no image)
     return Filesystem(path, cache_bytes=cache_bytes)
 
 
 def backend() -> str:
     """Name of the active parser backend: "native" or "pure-python"."""
-    from . import _backend
+    from . import _backend  # lazy: start-up (loads the native parsers)
     return _backend.NAME
 
 

@@ -133,7 +133,7 @@ def test_dirty_log_exit_2(tmp_path):
 def test_problem_table_doc_is_current():
     from pathlib import Path
 
-    from fstool.ops.problems import markdown
+    from fstool.ops.problemdoc import markdown
     doc = Path(__file__).resolve().parent.parent / "docs" / "check-problems.md"
     assert doc.read_text() == markdown()
 

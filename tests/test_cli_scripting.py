@@ -81,6 +81,9 @@ def test_every_command_prints_json(image, tmp_path):
     shutil.copy(image, copy)
     assert run("repair", "--rebuild", "finobt", "--undo-file", undo, copy).returncode == 0
     cmds["undo"] = ["undo", copy, undo]
+    grown = tmp_path / "g.img"
+    assert run("mkfs", "--size", "64m", grown).returncode == 0
+    cmds["resize"] = ["resize", grown, "--size", "96m"]
     # cat writes the file's bytes and mount serves the image until unmounted:
     # the commands without --json (mount's statuses: tests/test_mount_cli.py)
     assert set(cmds) | {"mount"} == set(COMMANDS)
@@ -92,7 +95,7 @@ def test_every_command_prints_json(image, tmp_path):
         assert lines or name == "check", name      # check: one line per finding
         parsed = [json.loads(line) for line in lines]
         if name in ("mkfs", "populate", "get", "mkdir", "put", "rm", "ln", "setattr",
-                    "repair", "undo", "cp"):
+                    "repair", "undo", "cp", "resize"):
             assert len(parsed) == 1 and isinstance(parsed[0], dict), name
     # what the summaries say
     r = run("mkfs", "--json", "--size", "64m", "-f", tmp_path / "m.img", "--populate", host)

@@ -72,10 +72,11 @@ def _resolve(name: str) -> str | None:
     return None
 
 
-def imports(mod: str) -> list:
-    """(imported module, line, lazy) for every fstool import in ``mod``."""
-    path = MODULES[mod]
-    tree = ast.parse(path.read_text(), str(path))
+def imports(mod: str, source: str | None = None) -> list:
+    """(imported module, line, lazy) for every fstool import in ``mod``
+    (read from its file, or from ``source``)."""
+    path = MODULES.get(mod, PKG / "_probe.py")
+    tree = ast.parse(path.read_text() if source is None else source, str(path))
     pkg = mod if path.name == "__init__.py" else mod.rsplit(".", 1)[0]
     out = []
 
@@ -180,13 +181,26 @@ def _cycles(graph) -> list:
     return found
 
 
+def _runtime_graph(graph) -> dict:
+    """The edges an import really follows: importing ``a.b.c`` runs the
+    package ``a.b``'s __init__.py first, unless the importer sits inside
+    that package (then it is already being imported).  A package importing
+    its own submodules is the package's face, not a cycle."""
+    out = {}
+    for m, ts in graph.items():
+        edges = []
+        for target, line, lazy in ts:
+            parts = target.split(".")
+            for i in range(2, len(parts) + 1):
+                t = ".".join(parts[:i])
+                if t in MODULES and not m.startswith(t + ".") and t != m:
+                    edges.append((t, line, lazy))
+        out[m] = edges
+    return out
+
+
 def test_no_import_cycles():
-    # a package importing its own submodules (fstool/x/__init__.py) is the
-    # package's face, not a cycle: only module-to-module edges count
-    graph = {m: [e for e in ts if MODULES[e[0]].name != "__init__.py" or
-                 not m.startswith(e[0] + ".")]
-             for m, ts in GRAPH.items()}
-    cycles = _cycles(graph)
+    cycles = _cycles(_runtime_graph(GRAPH))
     assert not cycles, "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
 
 
@@ -205,8 +219,50 @@ def test_the_contract_catches(case):
         assert _cycles(graph) == [["fstool.ns.a", "fstool.ns.b"]]
 
 
+def test_a_package_init_is_on_the_path():
+    """Importing a submodule runs its package's __init__.py: a module that
+    a package's __init__ reaches cannot import another submodule of it."""
+    graph = {"fstool.ops.problems": [("fstool.ops.repair.actions", 10, True)],
+             "fstool.ops.repair": [("fstool.ops.repair.actions", 3, False),
+                                   ("fstool.ops.check", 4, False)],
+             "fstool.ops.check": [("fstool.ops.problems", 5, False)],
+             "fstool.ops.repair.actions": []}
+    assert _cycles(_runtime_graph(graph)) == [
+        ["fstool.ops.check", "fstool.ops.problems", "fstool.ops.repair"]]
+
+
 def test_lazy_imports_are_seen():
-    """A function-level import is in the graph (this module's own parser on
-    a known lazy import)."""
-    lazy = [(t, lazy) for t, _l, lazy in GRAPH["fstool.cli.options"] if lazy]
-    assert lazy, "fstool.cli.options has function-level imports the parser did not see"
+    """A function-level import is in the graph, marked lazy."""
+    src = "from ..fs import btree\n\ndef f():\n    from ..log import head  # lazy: probe\n"
+    assert imports("fstool.ops.probe", src) == [
+        ("fstool.fs.btree", 1, False), ("fstool.log.head", 4, True)]
+
+
+def _function_imports(tree):
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for sub in ast.walk(node):
+                if isinstance(sub, (ast.Import, ast.ImportFrom)):
+                    yield sub
+
+
+def _unexplained(path, root=PKG.parent) -> list:
+    text = path.read_text()
+    lines = text.splitlines()
+    return [f"{path.relative_to(root)}:{n.lineno}: {lines[n.lineno - 1].strip()}"
+            for n in _function_imports(ast.parse(text))
+            if "# lazy: " not in lines[n.lineno - 1]]
+
+
+def test_function_level_imports_say_why():
+    """Imports sit at the top of their module; one inside a function is
+    there for a reason (an import cycle it breaks, start-up time, an
+    optional dependency), given on its line as ``# lazy: <reason>``."""
+    bad = [row for p in sorted(MODULES.values()) for row in _unexplained(p)]
+    assert not bad, "function-level imports without a reason:\n" + "\n".join(bad)
+
+
+def test_an_unexplained_lazy_import_is_caught(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text("def f():\n    import os\n\ndef g():\n    import io  # lazy: probe\n")
+    assert _unexplained(probe, tmp_path) == ["probe.py:2: import os"]

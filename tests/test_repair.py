@@ -374,7 +374,8 @@ def test_killed_repair_leaves_image_untouched_or_repaired(churn, tmp_path):
 
 
 def test_every_problem_has_a_repair_entry():
-    from fstool.ops.problems import PROBLEMS, markdown
+    from fstool.ops.problems import PROBLEMS
+    from fstool.ops.problemdoc import markdown
     from fstool.ops.repair.actions import REPAIRS
     assert set(REPAIRS) == set(PROBLEMS)
     doc = (REPO / "docs" / "check-problems.md").read_text()

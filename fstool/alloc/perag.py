@@ -24,6 +24,7 @@ import struct
 from ..errors import CorruptionError, NoSpaceError
 from ..format import constants as C
 from ..format.structs import AGF, AGI
+from ..fs import btree as B, btree_write as BW
 from ..io import verify as V
 from . import refcount, rmap
 
@@ -119,8 +120,6 @@ class PerAG:
     """One AG's headers and btrees for the open transaction."""
 
     def __init__(self, session, agno: int):
-        from ..fs import btree as B
-        from ..fs import btree_write as BW
         self.session = session
         self.fs = fs = session.fs
         self.sb = sb = fs.sb

@@ -27,6 +27,8 @@ when a file is freed as when it is written.
 from __future__ import annotations
 
 from ..errors import CorruptionError, NoSpaceError
+from ..fs import btree as B
+from ..fs.btree import alloc_maxlevels, rmap_maxlevels
 from ..trans.busy import coalesce, free_pieces
 from . import rmap as R
 
@@ -92,12 +94,10 @@ class SpaceAllocator:
         return need
 
     def _alloc_maxlevels(self) -> int:
-        from ..fs.btree import alloc_maxlevels
         sb = self.sb
         return alloc_maxlevels(sb.blocksize, sb.agblocks)
 
     def _rmap_maxlevels(self) -> int:
-        from ..fs.btree import rmap_maxlevels
         sb = self.sb
         return rmap_maxlevels(sb.blocksize, sb.agblocks, self.session.reflink)
 
@@ -327,7 +327,6 @@ class SpaceAllocator:
         trees' largest size (xfs_ag_resv_init)."""
         got = self._resv_ask.get(ag.agno)
         if got is None:
-            from ..fs import btree as B
             sb = self.sb
             s = self.session
             agblocks = ag.length

@@ -1,5 +1,10 @@
-import click
+import json
 
+import click
+from rich.table import Table
+
+from ..ops import stats
+from .console import console
 from .options import image_arg, json_opt, open_fs
 
 
@@ -10,16 +15,12 @@ def cmd(as_json, image):
     """Per-AG statistics: size, free blocks, longest free extent, free extent
     count, inodes allocated and free, inode chunks (full, partial, empty,
     sparse), each btree's height and block count, AGFL fill; then totals."""
-    from ..ops import stats
     with open_fs(image) as fs:
         s = stats.agstats(fs)
     if as_json:
-        import json
         click.echo(json.dumps(s))
         return
-    from rich.table import Table
 
-    from .console import console
     rows, tot = s["ags"], s["total"]
     trees = sorted({n for r in rows for n in r["btrees"]}, key=stats.AG_TREES.index)
 

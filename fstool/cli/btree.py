@@ -1,6 +1,11 @@
-import click
+import json
 
-from .options import replay_opt, image_arg, json_opt, open_fs
+import click
+from rich.table import Table
+
+from ..ops import stats
+from .console import console
+from .options import image_arg, json_opt, open_fs, replay_opt
 
 TREES = ["bnobt", "cntbt", "inobt", "finobt", "refcountbt", "rmapbt"]
 
@@ -24,7 +29,6 @@ def dump_cmd(agno, tree, ino, attr, summary, as_json, image, replay_in_memory):
     """Dump an AG btree (--ag N --tree NAME) or an inode's bmbt (--inode INO):
     every block, top level first, with level, record count, siblings, keys,
     pointers and records (as xfs_db btdump shows them)."""
-    from ..ops import stats
     if ino is None and (agno is None or tree is None):
         raise click.UsageError("give --ag and --tree, or --inode")
     if ino is not None and (agno is not None or tree is not None):
@@ -34,7 +38,6 @@ def dump_cmd(agno, tree, ino, attr, summary, as_json, image, replay_in_memory):
             stats.dump_ag_btree(fs, agno, tree)
     result = stats.summarize_dump(dump) if summary else dump
     if as_json:
-        import json
         click.echo(json.dumps(result))
         return
     if summary:
@@ -81,9 +84,7 @@ def _print_dump(dump):
 
 
 def _print_summary(s):
-    from rich.table import Table
 
-    from .console import console
     where = f"AG {s['agno']}" if "agno" in s else f"inode {s['ino']} {s['fork']} fork"
     t = Table(title=f"{s['tree']} of {where}: height {s['height']}, {s['blocks']} blocks")
     for col in ("level", "blocks", "records", "fill"):

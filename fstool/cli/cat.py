@@ -1,6 +1,9 @@
+import shutil
+import sys
+
 import click
 
-from .options import replay_opt, image_arg, open_fs
+from .options import image_arg, open_fs, replay_opt
 
 
 @click.command("cat")
@@ -9,8 +12,6 @@ from .options import replay_opt, image_arg, open_fs
 @click.argument("path")
 def cmd(image, path, replay_in_memory):
     """Write the contents of the file PATH in IMAGE to standard output."""
-    import shutil
-    import sys
 
     with open_fs(image, replay_in_memory) as fs:
         stream = fs.open(path)

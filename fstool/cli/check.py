@@ -1,5 +1,21 @@
-import click
+import gc
+import json
+import sys
 
+import click
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
+                           TimeElapsedColumn)
+from rich.table import Table
+
+import fstool
+
+from ..errors import (CorruptionError, FsToolError, ImageTruncatedError, UnknownFeatureError,
+                      UnsupportedError, errno_of)
+from ..io.device import Device
+from ..ops import check as C
+from ..ops.check.superblocks import contradicted_primary
+from .console import console, err, error_line, is_tty
+from .exits import finish
 from .options import image_arg, json_opt
 
 
@@ -17,8 +33,6 @@ def cmd(jobs, as_json, image):
     4 the check could not run.  Findings come from one problem table
     (docs/check-problems.md); --json prints one object per finding per line.
     """
-    import gc
-    import sys
 
     # the command ends when the findings are out (finish): the cyclic
     # collector would only walk, again and again, the objects the check
@@ -27,13 +41,7 @@ def cmd(jobs, as_json, image):
     # varied tree)
     gc.disable()
 
-    import fstool
 
-    from ..errors import (CorruptionError, FsToolError, ImageTruncatedError,
-                          UnknownFeatureError, UnsupportedError, errno_of)
-    from ..ops import check as C
-    from .console import err, error_line, is_tty
-    from .exits import finish
 
     try:
         fs = fstool.open_image(image)
@@ -76,8 +84,6 @@ def cmd(jobs, as_json, image):
 def _contradicted(image) -> list:
     """Findings for a primary superblock whose unsupported layout the
     secondaries deny (ops.check.superblocks.contradicted_primary)."""
-    from ..io.device import Device
-    from ..ops.check.superblocks import contradicted_primary
     dev = Device(image)
     try:
         return contradicted_primary(dev)
@@ -89,10 +95,7 @@ class _PhaseBars:
     """A progress bar per phase, on a terminal (gone when the check ends)."""
 
     def __enter__(self):
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn,
-                                   TextColumn, TimeElapsedColumn)
 
-        from .console import console
         self.progress = Progress(SpinnerColumn(), TextColumn("{task.description:<14}"),
                                  BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                                  console=console(), transient=True)
@@ -115,16 +118,13 @@ class _PhaseBars:
 
 def _emit(findings, as_json):
     if as_json:
-        import json
         for f in findings:
             click.echo(json.dumps(f.as_dict()))
         return
     if not findings:
         click.echo("no problems found")
         return
-    from rich.table import Table
 
-    from .console import console
     t = Table(title=f"{len(findings)} problem{'s' if len(findings) != 1 else ''} found")
     for col in ("code", "severity", "where", "problem"):
         t.add_column(col)

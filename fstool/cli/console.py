@@ -1,9 +1,11 @@
 """One facade for terminal output: rich on a terminal, plain when piped."""
 from __future__ import annotations
 
+import json
 import sys
 
 import click
+from rich.console import Console
 
 
 def err(msg: str) -> None:
@@ -16,7 +18,6 @@ def error_line(msg: str, as_json: bool, status: int, errno: int | None = None) -
     if not as_json:
         err(msg)
         return
-    import json
     rec = {"error": msg, "exit_status": status}
     if errno is not None:
         rec["errno"] = errno
@@ -28,7 +29,6 @@ def warn(msg: str) -> None:
 
 
 def console():
-    from rich.console import Console
     return Console(highlight=False, soft_wrap=True)
 
 
@@ -39,7 +39,6 @@ def is_tty() -> bool:
 def print_fields(fields, as_json: bool) -> None:
     """Print Field objects as ``name = value`` lines (xfs_db style) or JSON."""
     if as_json:
-        import json
         click.echo(json.dumps({f.name: f.value for f in fields}, ensure_ascii=False))
         return
     for f in fields:

@@ -4,7 +4,9 @@ Each command is one transaction: it either happens completely or the image
 is left as it was."""
 import click
 
+from ..ops import edit
 from .options import emit_json, image_arg, json_opt
+from .populate import timestamp_ns
 
 
 def no_check_option(f):
@@ -14,7 +16,6 @@ def no_check_option(f):
 
 
 def _ts():
-    from .populate import timestamp_ns
     return timestamp_ns(None)
 
 
@@ -39,7 +40,6 @@ def _mode(text):
 @no_check_option
 def mkdir_cmd(image, path, parents, mode, owner, as_json, no_check):
     """Create directory PATH inside IMAGE."""
-    from ..ops import edit
     uid, gid = _owner(owner)
     emit_json(edit.mkdir(image, path, parents=parents, perm=_mode(mode), uid=uid, gid=gid,
                          timestamp_ns=_ts(), check=not no_check), as_json)
@@ -65,7 +65,6 @@ def _owner(text):
 @no_check_option
 def put_cmd(image, hostfile, path, mode, owner, force, as_json, no_check):
     """Copy HOSTFILE to PATH inside IMAGE (sparse regions stay holes)."""
-    from ..ops import edit
     uid = gid = None
     if owner:
         uid, gid = _owner(owner)
@@ -89,7 +88,6 @@ def cp_cmd(image, src, dst, reflink, force, as_json, no_check):
     """Copy the regular file SRC to DST inside IMAGE, sharing its blocks
     (reflink, as cp --reflink does on a mounted XFS) where the filesystem
     allows it.  DST takes SRC's mode and owner and the time of the copy."""
-    from ..ops import edit
     emit_json(edit.cp(image, src, dst, reflink=reflink, force=force, timestamp_ns=_ts(),
                       check=not no_check), as_json)
 
@@ -103,7 +101,6 @@ def cp_cmd(image, src, dst, reflink, force, as_json, no_check):
 @no_check_option
 def rm_cmd(image, paths, recursive, force, as_json, no_check):
     """Remove files (or, with -r, whole trees) from IMAGE."""
-    from ..ops import edit
     emit_json(edit.rm(image, paths, recursive=recursive, force=force, timestamp_ns=_ts(),
                       check=not no_check),
               as_json)
@@ -120,7 +117,6 @@ def rm_cmd(image, paths, recursive, force, as_json, no_check):
 def ln_cmd(image, target, path, symbolic, owner, as_json, no_check):
     """Create PATH as a hard link to TARGET (a path in the image), or with -s
     a symlink whose content is TARGET."""
-    from ..ops import edit
     uid, gid = _owner(owner)
     emit_json(edit.ln(image, target, path, symbolic=symbolic, uid=uid, gid=gid,
                       timestamp_ns=_ts(), check=not no_check), as_json)
@@ -138,7 +134,6 @@ def ln_cmd(image, target, path, symbolic, owner, as_json, no_check):
 def mv_cmd(image, src, dst, no_replace, exchange, as_json, no_check):
     """Rename SRC to DST inside IMAGE (both paths in the image), replacing
     DST if it exists, as rename(2) does."""
-    from ..ops import edit
     emit_json(edit.mv(image, src, dst, no_replace=no_replace, exchange=exchange,
                       timestamp_ns=_ts(), check=not no_check), as_json)
 
@@ -172,7 +167,6 @@ def setattr_cmd(image, path, mode, owner, mtime, atime, set_x, rm_x, as_json, no
     def ns_time(t):
         return None if t is None else int(round(t * 1e9))
 
-    from ..ops import edit
     emit_json(edit.setattr(image, path, perm=perm, uid=uid, gid=gid, atime_ns=ns_time(atime),
                            mtime_ns=ns_time(mtime), set_xattrs=sets, remove_xattrs=rm_x,
                            timestamp_ns=_ts(), check=not no_check), as_json)

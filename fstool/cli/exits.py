@@ -25,6 +25,11 @@ docs/commands/exit-status.md lists them for users.
 """
 from __future__ import annotations
 
+import os
+import sys
+
+from .. import errors as E
+
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
@@ -46,9 +51,7 @@ def finish(status: int) -> None:
     output is flushed: the interpreter's teardown would free one by one
     every object the command built (tens of milliseconds after a large
     check) for nothing.  Called from Python, this is ``sys.exit``."""
-    import sys
     if AS_PROGRAM:
-        import os
         try:
             sys.stdout.flush()
             sys.stderr.flush()
@@ -60,7 +63,6 @@ def finish(status: int) -> None:
 
 def exit_status(exc: BaseException) -> int:
     """The exit status for an error that ends a command."""
-    from .. import errors as E
     own = getattr(exc, "exit_status", None)
     if own is not None:
         # commands with statuses of their own (fstool log, like check)

@@ -1,5 +1,10 @@
-import click
+import json
 
+import click
+from rich.table import Table
+
+from ..ops import stats
+from .console import bar, console
 from .options import image_arg, json_opt, open_fs
 
 
@@ -12,19 +17,15 @@ def cmd(top, as_json, image):
     """File fragmentation as xfs_db frag reports it (extents actually used
     against the ideal, one per run contiguous in file offset), then the most
     fragmented forks."""
-    from ..ops import stats
     with open_fs(image) as fs:
         f = stats.frag(fs, top)
     if as_json:
-        import json
         click.echo(json.dumps(f))
         return
     click.echo(stats.format_frag(f))
     if not f["worst"]:
         return
-    from rich.table import Table
 
-    from .console import bar, console
     t = Table(title="most fragmented")
     for c in ("inode", "fork", "type", "size", "extents", "ideal"):
         t.add_column(c, justify="right")

@@ -1,5 +1,10 @@
-import click
+import json
 
+import click
+from rich.table import Table
+
+from ..ops import stats
+from .console import bar, console, is_tty
 from .options import image_arg, json_opt, open_fs
 
 
@@ -12,20 +17,15 @@ def cmd(agnos, as_json, image):
     """Histogram of free extent sizes in power-of-two bins, as xfs_db freesp
     -s (AGFL blocks count as one-block extents).  On a terminal each bin gets
     a bar; piped, the text is exactly xfs_db's."""
-    from ..ops import stats
     with open_fs(image) as fs:
         h = stats.freesp(fs, list(agnos) or None)
     if as_json:
-        import json
         click.echo(json.dumps(h))
         return
-    from .console import is_tty
     if not is_tty():
         click.echo(stats.format_freesp(h))
         return
-    from rich.table import Table
 
-    from .console import bar, console
     t = Table(title="free space")
     for c in ("from", "to", "extents", "blocks", "pct"):
         t.add_column(c, justify="right")

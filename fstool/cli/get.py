@@ -1,5 +1,8 @@
 import click
 
+from ..ops.extract import Extractor
+from .console import err, warn
+from .exits import EXIT_FAILURE
 from .options import emit_json, image_arg, json_opt, open_fs, replay_opt
 
 
@@ -23,8 +26,6 @@ def cmd(force, no_xattrs, owners, as_json, image, path, dest, replay_in_memory):
     extracted are reported and make the exit status 1.  With --json, a
     summary object (files, dirs, bytes, warnings, errors) is printed.
     """
-    from ..ops.extract import Extractor
-    from .console import err, warn
 
     with open_fs(image, replay_in_memory) as fs:
         ex = Extractor(fs, owners=owners, xattrs=not no_xattrs)
@@ -39,5 +40,4 @@ def cmd(force, no_xattrs, owners, as_json, image, path, dest, replay_in_memory):
         for e in stats.errors:
             err(e)
     if stats.errors:
-        from .exits import EXIT_FAILURE
         raise SystemExit(EXIT_FAILURE)

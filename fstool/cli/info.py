@@ -1,5 +1,8 @@
+import json
+
 import click
 
+from ..ops.info import format_geometry, geometry
 from .options import image_arg, json_opt, open_fs
 
 
@@ -9,12 +12,9 @@ from .options import image_arg, json_opt, open_fs
 def cmd(image, as_json):
     """Show the geometry and features of IMAGE in the layout mkfs.xfs and
     xfs_info print, followed by the superblock counters."""
-    from ..ops.info import geometry
     with open_fs(image) as fs:
         g = geometry(fs)
     if as_json:
-        import json
         click.echo(json.dumps(g))
         return
-    from ..ops.info import format_geometry
     click.echo(format_geometry(g, image))

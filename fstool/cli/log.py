@@ -1,6 +1,14 @@
 """``fstool log``: print, replay and zero the XFS log."""
+import functools
+import json
+
 import click
 
+from ..errors import CorruptionError, ImageTruncatedError, UnsupportedError
+from ..format.log import lsn_str
+from ..log.items import summary
+from ..ops.logops import info, open_filesystem, print_records, print_transactions, replay, zero
+from .console import warn
 from .options import image_arg, json_opt
 
 
@@ -21,11 +29,9 @@ EXIT_LOG_CANNOT = 4
 def log_statuses(fn):
     """A damaged log, or one holding work fstool cannot finish, ends a log
     command with status 4 ("could not run", as check and repair say it)."""
-    import functools
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
-        from ..errors import CorruptionError, ImageTruncatedError, UnsupportedError
         try:
             return fn(*args, **kwargs)
         except (CorruptionError, ImageTruncatedError, UnsupportedError) as e:
@@ -39,7 +45,6 @@ def _open(image):
     """The image, opened as every command opens it: an image fstool cannot
     open at all keeps the common statuses (4 not XFS, 5 unsupported, 6
     corrupt superblock)."""
-    from ..ops.logops import open_filesystem
     return open_filesystem(image)
 
 
@@ -50,11 +55,9 @@ def _open(image):
 def info_cmd(as_json, image):
     """Log geometry, head and tail (block and cycle), state and the size of
     the part not yet replayed."""
-    from ..ops.logops import info
     with _open(image) as fs:
         d = info(fs)
     if as_json:
-        import json
         click.echo(json.dumps(d))
         return
     rows = [("log start (daddr)", d["start_daddr"]),
@@ -70,7 +73,6 @@ def info_cmd(as_json, image):
         rows.append(("torn write", f"at block {d['torn_write_at']} (head trimmed)"))
     for k, v in rows:
         click.echo(f"{k:<18} {v}")
-    from .console import warn
     for w in d["warnings"]:
         warn(w)
 
@@ -86,9 +88,7 @@ def print_cmd(transactions, as_json, image):
     """Every record from tail to head: LSN, length, number of ops, CRC, each
     op header and the log item it starts.  With --transactions, every
     committed checkpoint with its decoded items and a one-line summary."""
-    import json
 
-    from ..ops.logops import print_records, print_transactions
     out = click.get_text_stream("stdout")
     with _open(image) as fs:
         st = fs.log.info()
@@ -110,7 +110,6 @@ def print_cmd(transactions, as_json, image):
 
 def _transaction_text(t: dict) -> str:
     """A checkpoint's summary line, then one line per item."""
-    from ..log.items import summary
     kinds = {}
     for it in t["items"]:
         kinds[it["type"]] = kinds.get(it["type"], 0) + 1
@@ -123,7 +122,6 @@ def _transaction_text(t: dict) -> str:
 
 def _record_text(r: dict) -> str:
     """A record's line, then one line per op (with the item it starts)."""
-    from ..log.items import summary
     lines = [f"record at block {r['block']} lsn {r['lsn']} tail {r['tail_lsn']} "
              f"len {r['length']} ops {r['num_ops']} crc {'ok' if r['crc_ok'] else 'BAD'}"]
     for i, o in enumerate(r["ops"]):
@@ -159,13 +157,10 @@ def replay_cmd(dry_run, as_json, image):
     (rmap, refcount, bmap, xattr, exchange) are refused with nothing
     written.  An interrupted replay can simply be run again.
     """
-    from ..ops.logops import replay
     rep = replay(image, dry_run=dry_run)
     if as_json:
-        import json
         click.echo(json.dumps(rep, default=_jsonable))
         return
-    from .console import warn
     for w in rep.get("warnings", []):
         warn(w)
     if rep["state_before"] != "dirty":
@@ -188,7 +183,6 @@ def replay_cmd(dry_run, as_json, image):
     if dry_run:
         click.echo(f"  blocks that would be written: {rep['blocks_to_write']}")
         for c in rep["checkpoints"]:
-            from ..format.log import lsn_str
             click.echo(f"    lsn {lsn_str(c['lsn'])}: {c['items']} items")
         return
     click.echo(f"  {rep['blocks_written']} blocks written")
@@ -212,10 +206,8 @@ def zero_cmd(force, image):
 
     The changes in the unreplayed part of the log are LOST: use
     'fstool log replay' unless the log cannot be replayed."""
-    from .console import warn
     if not force:
         raise click.UsageError("zeroing the log loses its unreplayed changes; add --force")
-    from ..ops.logops import zero
     rep = zero(image)
     if rep["lost_sectors"]:
         warn(f"{image}: {rep['lost_sectors']} sectors of unreplayed log were thrown away; "

@@ -1,6 +1,11 @@
+import json
+import time
+
 import click
 
-from .options import replay_opt, image_arg, json_opt, open_fs
+from ..ops.listing import entry_record, iter_listing, mode_string
+from ..ops.names import shown_name
+from .options import image_arg, json_opt, open_fs, replay_opt
 
 
 @click.command("ls")
@@ -21,11 +26,7 @@ def cmd(long, recursive, with_parents, as_json, image, path, replay_in_memory):
     name} of each directory naming the file).  Names that are not UTF-8 are
     escaped as \\udcXX.
     """
-    import json
-    import time
 
-    from ..ops.listing import entry_record, iter_listing, mode_string
-    from ..ops.names import shown_name
 
     if with_parents and not as_json:
         raise click.UsageError("--parents goes with --json")

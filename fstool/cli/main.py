@@ -62,7 +62,7 @@ class LazyGroup(click.Group):
 
 
 def _version_text() -> str:
-    from .._backend import NAME
+    from .._backend import NAME  # lazy: start-up (loads the native parsers)
     return f"fstool {__version__} (fstool-xfs), parser backend: {NAME}"
 
 
@@ -85,10 +85,10 @@ def cli():
 
 
 def main(argv=None):
-    from ..errors import FsToolError, errno_of
-    from .console import error_line
-    from . import exits
-    from .exits import (EXIT_FAILURE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE,
+    from ..errors import FsToolError, errno_of  # lazy: start-up, as below
+    from . import exits  # lazy: start-up, as below
+    from .console import error_line  # lazy: start-up (rich), as below
+    from .exits import (EXIT_FAILURE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE,  # lazy: start-up
                         exit_status)
     exits.AS_PROGRAM = argv is None
     args = list(argv if argv is not None else sys.argv[1:])

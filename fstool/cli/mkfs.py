@@ -1,6 +1,13 @@
 """fstool mkfs: mkfs.xfs-compatible option spellings over ops.mkfs."""
+import uuid as uuidlib
+
 import click
 
+from ..ops import info, mkfs as M
+from ..ops.mkfs_config import SECTIONS, load
+from .options import emit_json
+from .populate import (clamp_time, make_owner_map, run_populate, summary, summary_record,
+                       timestamp_ns)
 
 _SUFFIX = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
 
@@ -60,7 +67,6 @@ def _subopts(values, flag: str, allowed: set) -> dict:
 def _config_opts(cfg) -> dict:
     """flag -> {key: value} of a configuration file, refusing what fstool
     mkfs does not know with the file's name."""
-    from ..ops.mkfs_config import SECTIONS
     out = {}
     for section, items in cfg.sections.items():
         flag = SECTIONS[section]
@@ -146,11 +152,8 @@ def cmd(image, size, b_opts, d_opts, i_opts, l_opts, m_opts, n_opts, c_opts, s_o
     docs/commands/mkfs.md for the choices made there.  With a fixed --uuid and
     SOURCE_DATE_EPOCH (or --timestamp) two runs give identical images.
     """
-    import uuid as uuidlib
 
-    from ..ops import info, mkfs as M
 
-    from ..ops.mkfs_config import load
     c = _subopts(c_opts, "-c", {"options"})
     cfg = load(c["options"]) if "options" in c else None
     base = _config_opts(cfg) if cfg is not None else {}
@@ -235,11 +238,9 @@ def cmd(image, size, b_opts, d_opts, i_opts, l_opts, m_opts, n_opts, c_opts, s_o
                                "yet (-n parent=1, -i exchange=1)")
     omap = None
     if populate_src is not None:
-        from .populate import make_owner_map
         omap = make_owner_map(owner_map, squash_owner)
     ts = None
     if populate_src is not None:
-        from .populate import clamp_time, timestamp_ns
         ts = opts.timestamp_ns if opts.timestamp_ns is not None else timestamp_ns(None)
         clamp_ns = clamp_time(clamp, ts)
     geo = M.mkfs(image, opts, force=force, dry_run=dry_run,
@@ -248,12 +249,10 @@ def cmd(image, size, b_opts, d_opts, i_opts, l_opts, m_opts, n_opts, c_opts, s_o
     if not quiet and not as_json:
         click.echo(info.format_geometry(record["geometry"], image, counters=False))
     if populate_src is not None and not dry_run:
-        from .populate import run_populate, summary, summary_record
         st = run_populate(image, populate_src, "/", omap, False, ts, quiet or as_json,
                           clamp_ns, fresh=True)
         record["populate"] = summary_record(st)
         if not quiet and not as_json:
             click.echo(summary(st))
     if as_json:
-        from .options import emit_json
         emit_json(record, True)

@@ -1,6 +1,10 @@
 """``fstool mount``: the image as a live read-write filesystem through FUSE."""
 import click
 
+from ..errors import UnsupportedError
+from ..mount.run import fuse_available, mount
+from ..ops.guard import require_sound
+from .exits import exit_status
 from .options import image_arg
 
 
@@ -30,17 +34,13 @@ def cmd(image, mountpoint, readonly, foreground, opts, no_check, loop):
     `fstool log replay` recovers the image.  Images that are mounted, in use
     by another fstool or carry a dirty log are refused (exit status 7).
     """
-    from ..mount.run import fuse_available, mount
-    from .exits import exit_status
     why = fuse_available(loop)
     if why:
-        from ..errors import UnsupportedError
         raise UnsupportedError(f"cannot mount: {why}")
     options = [o for group in opts for o in group.split(",") if o]
     if "ro" in options:
         readonly = True
     if not readonly and not no_check:
-        from ..ops.guard import require_sound
         require_sound(image)
     mount(image, mountpoint, readonly=readonly, foreground=foreground, options=options,
           status_of=exit_status, loop=loop)

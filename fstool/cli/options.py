@@ -1,5 +1,13 @@
 """Argument types shared by commands."""
+import json
+
 import click
+
+import fstool
+
+from ..errors import FsToolError
+from ..recovery.memory import replay_in_memory as replay
+from .console import warn
 
 image_arg = click.argument("image", type=click.Path())
 json_opt = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
@@ -15,7 +23,6 @@ def open_fs(image, replay_in_memory: bool = False):
     """Open IMAGE for a reading command.  A dirty log is never silent: it
     is replayed in memory when asked, else a warning says that what follows
     is the image before replay."""
-    import fstool
     fs = fstool.open_image(image)
     try:
         _dirty_log_notice(fs, image, replay_in_memory)
@@ -26,8 +33,6 @@ def open_fs(image, replay_in_memory: bool = False):
 
 
 def _dirty_log_notice(fs, image, replay_in_memory: bool) -> None:
-    from ..errors import FsToolError
-    from .console import warn
     try:
         dirty = fs.log.dirty
     except FsToolError as e:
@@ -37,7 +42,6 @@ def _dirty_log_notice(fs, image, replay_in_memory: bool) -> None:
     if not dirty:
         return
     if replay_in_memory:
-        from ..recovery.memory import replay_in_memory as replay
         replay(fs)
         return
     warn(f"{image}: the log is dirty; what follows is the image BEFORE replay (run "
@@ -47,5 +51,4 @@ def _dirty_log_notice(fs, image, replay_in_memory: bool) -> None:
 def emit_json(obj, as_json: bool) -> None:
     """Print ``obj`` as one line of JSON when ``as_json`` (else nothing)."""
     if as_json:
-        import json
         click.echo(json.dumps(obj, ensure_ascii=False))

@@ -1,6 +1,11 @@
 """fstool path: every path of an inode, from its parent pointers."""
+import json
+import sys
+
 import click
 
+from ..ops.names import shown_name
+from ..ops.parents import AllPaths, one_inode
 from .options import image_arg, json_opt, open_fs, replay_opt
 
 
@@ -21,12 +26,6 @@ def cmd(every, as_json, image, inos, replay_in_memory):
     parent pointers that lead nowhere (names that are not UTF-8 escaped as
     \\udcXX).  Exit status 1 when an inode cannot
     be read or a parent pointer leads nowhere."""
-    import json
-    import sys
-
-    from ..ops.names import shown_name
-    from ..ops.parents import AllPaths, one_inode
-
     if not inos and not every:
         raise click.UsageError("give an inode number, or --all")
     if inos and every:

@@ -1,6 +1,17 @@
 """fstool populate: add a host directory, tar archive or protofile to an image."""
-import click
+import os
+import sys
+import time
 
+import click
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from ..ops import sources
+from ..ops.names import shown_name
+from ..ops.populate import populate
+from ..ops.sources import open_source
+from .console import warn
 from .options import emit_json, image_arg, json_opt
 
 
@@ -14,7 +25,6 @@ def owner_options(f):
 
 
 def make_owner_map(owner_map, squash):
-    from ..ops import sources
     if squash and owner_map:
         raise click.UsageError("--squash-owner and --owner-map exclude each other")
     if squash:
@@ -28,7 +38,6 @@ def make_owner_map(owner_map, squash):
 
 
 def timestamp_ns(timestamp):
-    import os
     if timestamp is not None:
         return timestamp * 1_000_000_000
     sde = os.environ.get("SOURCE_DATE_EPOCH")
@@ -54,18 +63,12 @@ def run_populate(image, source, dest, owner_map, keep_going, ts, quiet, clamp_ns
                  fresh=False, check=True, reflink=False):
     """Populate with a progress bar on a terminal; returns the stats.  With
     ``clamp_ns`` the source is opened here, its modification times clamped."""
-    import sys
-    import time
 
-    from ..ops.populate import populate
-    from ..ops.names import shown_name
-    from .console import warn
 
     def report(msg):
         warn(shown_name(msg))
 
     if clamp_ns is not None:
-        from ..ops.sources import open_source
         source_skips: list = []
 
         def source_report(msg):
@@ -82,8 +85,6 @@ def run_populate(image, source, dest, owner_map, keep_going, ts, quiet, clamp_ns
         return populate(image, source, dest, owner_map=owner_map, keep_going=keep_going,
                         timestamp_ns=ts, report=report, fresh=fresh, check=check,
                         reflink=reflink)
-    from rich.console import Console
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
     console = Console(stderr=True)
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                   console=console, transient=True) as bar:

@@ -1,6 +1,11 @@
 """``fstool repair``: mend what check finds."""
+import json
+import sys
+
 import click
 
+from ..errors import FsToolError, ImageBusy, UnsupportedError
+from ..ops.repair import repair
 from .options import image_arg, json_opt
 
 EXIT_CANNOT = 4
@@ -43,11 +48,7 @@ def cmd(dry_run, rebuild, add_finobt, undo_file, extend_truncated, jobs, as_json
     image is busy (mounted, attached to a loop device, held by another
     fstool, under any of its names).
     """
-    import json
-    import sys
 
-    from ..errors import FsToolError, ImageBusy, UnsupportedError
-    from ..ops.repair import repair
 
     trees = tuple(t.strip() for t in rebuild.split(",") if t.strip())
     try:

@@ -3,6 +3,8 @@ import json
 
 import click
 
+import fstool
+
 from ..errors import InvalidArgument
 from ..ops.resize import parse_size, resize
 from .options import image_arg, json_opt
@@ -51,7 +53,6 @@ def _blocksize(image) -> int:
     """The image's block size (for sizes given in blocks); 4096 when it
     cannot be read (opening it again then says why)."""
     try:
-        import fstool
         with fstool.open_image(image) as fs:
             return fs.sb.blocksize
     except Exception:

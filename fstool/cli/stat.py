@@ -1,6 +1,13 @@
+import json
+
 import click
 
-from .options import replay_opt, image_arg, json_opt, open_fs
+from ..format import constants as C
+from ..fs import dir as xdir
+from ..ops.inspect import _fmt_ns
+from ..ops.names import shown_name
+from ..ops.listing import entry_record, mode_string, parent_records
+from .options import image_arg, json_opt, open_fs, replay_opt
 
 
 @click.command("stat")
@@ -13,12 +20,6 @@ def cmd(as_json, image, path, replay_in_memory):
     timestamps to the nanosecond, data fork layout, device numbers, xattrs
     and, on a filesystem with parent pointers, the parents (each directory
     naming the file: its inode, generation and the name)."""
-    from ..ops.listing import entry_record, mode_string, parent_records
-    from ..ops.names import shown_name
-    from ..ops.inspect import _fmt_ns
-    from ..format import constants as C
-    from ..fs import dir as xdir
-
     with open_fs(image, replay_in_memory) as fs:
         node = fs.lookup(path)
         rec = entry_record(fs, "/" + path.strip("/"), node)
@@ -33,7 +34,6 @@ def cmd(as_json, image, path, replay_in_memory):
         if node.is_dir:
             rec["dir_form"] = xdir.form(node)
         if as_json:
-            import json
             click.echo(json.dumps(rec))
             return
         click.echo(f"  File: {rec['path']}" + (f" -> {rec['target']}" if "target" in rec else ""))

@@ -1,6 +1,7 @@
 """Field-by-field prints of on-disk structures (like xfs_db's print)."""
 import click
 
+from ..ops import inspect
 from .console import print_fields
 from .options import image_arg, json_opt, open_fs
 
@@ -11,7 +12,6 @@ def _ag_command(name, describe_name, doc):
     @image_arg
     @click.argument("agno", type=click.IntRange(min=0), default=0)
     def command(as_json, image, agno):
-        from ..ops import inspect
         with open_fs(image) as fs:
             print_fields(getattr(inspect, describe_name)(fs, agno), as_json)
     return command
@@ -31,6 +31,5 @@ agfl_cmd = _ag_command("agfl", "describe_agfl",
 @click.argument("ino", type=click.IntRange(min=0))
 def inode_cmd(as_json, image, ino):
     """Print inode INO field by field, with its extent map."""
-    from ..ops import inspect
     with open_fs(image) as fs:
         print_fields(inspect.describe_inode(fs, ino), as_json)

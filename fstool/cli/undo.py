@@ -1,6 +1,10 @@
 """``fstool undo``: put back what a change saved in an undo file."""
+import json
+
 import click
 
+from ..errors import FsToolError, ImageBusy
+from ..ops.repair import undo
 from .options import image_arg, json_opt
 
 
@@ -17,10 +21,7 @@ def cmd(as_json, image, undo_file):
     Exit status: 0 done; 4 refused or could not run; 7 the image is busy
     (mounted, attached to a loop device, held by another fstool).
     """
-    import json
 
-    from ..errors import FsToolError, ImageBusy
-    from ..ops.repair import undo
 
     try:
         n = undo(image, undo_file)

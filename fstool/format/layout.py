@@ -71,7 +71,7 @@ class Layout:
         """The construct Struct for this layout (built on first use: importing
         construct costs ~30 ms, which commands that only read should not pay)."""
         if self._construct is None:
-            import construct as cs
+            import construct as cs  # lazy: start-up (~30 ms), only printing needs it
             if self.endian == ">":
                 scalar = {"B": cs.Int8ub, "b": cs.Int8sb, "H": cs.Int16ub, "h": cs.Int16sb,
                           "I": cs.Int32ub, "i": cs.Int32sb, "Q": cs.Int64ub, "q": cs.Int64sb}

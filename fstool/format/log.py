@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import struct
 
+from .._backend import parsers
 from .layout import Layout
 
 BBSHIFT = 9
@@ -498,7 +499,6 @@ def unstamp_cycles(hdr, body: bytearray, h_len: int | None = None) -> None:
     """Reader side (xlog_unpack_data): put back the first word of every body
     sector from the header's cycle data.  ``h_len`` bounds the sectors
     restored (the kernel restores BTOBB(h_len) sectors)."""
-    from .._backend import parsers
     nsect = record_blocks(len(body) if h_len is None else h_len)
     nsect = min(nsect, len(body) >> BBSHIFT)
     parsers.log_unstamp_cycles(hdr, body, nsect, H_CYCLE_DATA_OFF, XLOG_CYCLE_DATA_SIZE)
@@ -511,7 +511,6 @@ def rec_crc(hdr, body, h_len: int | None = None) -> int:
     then XLOG_REC_EXT_SIZE bytes of each extended header that covers the
     body (ceil(h_len / 32 KiB) - 1 of them), then the h_len body bytes as
     they are on disk (cycle-stamped)."""
-    from .._backend import parsers
     if h_len is None:
         h_len = REC_HEADER.struct.unpack_from(hdr, 0)[3]
     head = bytearray(hdr[:XLOG_REC_SIZE])

@@ -12,18 +12,17 @@ import struct
 from collections import OrderedDict
 from typing import Iterator, NamedTuple
 
-from ..errors import (CorruptionError, ImageTruncatedError, InvalidArgument,
-                      IsADirectoryImageError, NotADirectoryImageError, NotFoundError,
-                      NotXfsError, SymlinkLoopError)
+from .._backend import parsers
+from ..errors import (CorruptionError, ImageTruncatedError, InvalidArgument, IsADirectoryImageError,
+                      NotADirectoryImageError, NotFoundError, NotXfsError, ReadOnlyError,
+                      SymlinkLoopError)
 from ..format import constants as C
 from ..format.structs import AGF, AGFL, AGI
 from ..io import verify as V
 from ..io.buf import Buf, BufferCache
 from ..io.device import Device
-from . import attr as xattr
-from . import btree
-from . import dir as xdir
-from .._backend import parsers
+from ..log import Log
+from . import attr as xattr, btree, dir as xdir, parent as pptr
 from .inode import Inode
 from .osapi import FileReader, ImageDirEntry, ScandirIterator
 from .superblock import Superblock
@@ -120,7 +119,6 @@ class Filesystem:
     def log(self):
         """The internal log, read-only (:class:`fstool.log.Log`)."""
         if getattr(self, "_log", None) is None:
-            from ..log import Log
             self._log = Log(self)
         return self._log
 
@@ -594,7 +592,6 @@ class Filesystem:
             if node is not None and node.mode & 0o170000 == 0o100000:
                 return FileReader(node, where)
         if mode != "rb" and mode not in ("r", "rt", "br", "tr"):
-            from ..errors import ReadOnlyError
             if set(mode) - set("rbt"):
                 raise ReadOnlyError(f"{where}: the image is read-only (mode {mode!r})")
             raise InvalidArgument(f"invalid mode {mode!r}")
@@ -721,8 +718,7 @@ class Filesystem:
         found by following parent pointers up to the root, as
         ``xfs_io -c 'parent -p'`` lists them.  Parent pointers that lead
         nowhere are left out (``fstool.fs.parent.paths`` says which)."""
-        from . import parent
-        found, _broken = parent.paths(self, self._as_inode(where).ino)
+        found, _broken = pptr.paths(self, self._as_inode(where).ino)
         return [p.decode("utf-8", "surrogateescape") for p in found]
 
 

@@ -6,12 +6,13 @@ CRCs, wrapped logs, unmount record at the head).
 """
 from __future__ import annotations
 
+from ..errors import CorruptionError
+from ..log.head import find_state
+
 
 def log_is_clean(fs) -> tuple[bool, str]:
     """(clean, why): clean when the log was never written or its newest
     record is an unmount record at the head."""
-    from ..errors import CorruptionError
-    from ..log.head import find_state
     try:
         _ld, st = find_state(fs)
     except CorruptionError as e:

@@ -1,6 +1,8 @@
 """Superblock decoding, validation and derived geometry."""
 from __future__ import annotations
 
+import uuid as uuidlib
+
 from .._backend import parsers
 from ..errors import CorruptionError, NotXfsError, UnknownFeatureError, UnsupportedError
 from ..format import constants as C
@@ -117,7 +119,6 @@ class Superblock:
     def uuid(self):
         """The filesystem uuid as a ``uuid.UUID`` (the module imported on use:
         opening an image does not need it)."""
-        import uuid as uuidlib
         return uuidlib.UUID(bytes=self.uuid_bytes)
 
     @property

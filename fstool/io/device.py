@@ -19,16 +19,19 @@ PATH`` to FILE before it is counted.
 """
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import errno
 import fcntl
 import os
 import signal
 import stat
+import struct
 import sys
+import threading
 from collections import OrderedDict
 
-from ..errors import (ImageBusy, ImageError, ImageNotFoundError, ImageTruncatedError,
-                      ReadOnlyError)
+from ..errors import ImageBusy, ImageError, ImageNotFoundError, ImageTruncatedError, ReadOnlyError
 
 _FAULT_ENV = "FSTOOL_FAULT_AFTER_WRITES"
 _WRITE_LOG_ENV = "FSTOOL_WRITE_LOG"
@@ -405,8 +408,6 @@ class Device:
     def _clone(self, src_fd: int, src_off: int, offset: int, length: int) -> bool:
         """Share the source's blocks (FICLONERANGE) when it can; a refusal
         other than alignment turns the attempt off for this device."""
-        import fcntl
-        import struct
         if self._clone_ok is None:
             self._clone_ok = False
             if self.is_blockdev:
@@ -511,7 +512,6 @@ def _sync_file_range_fn():
         fn = None
         if sys.platform.startswith("linux"):
             try:
-                import ctypes
                 fn = ctypes.CDLL(None, use_errno=True).sync_file_range
                 fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
                 fn.restype = ctypes.c_int
@@ -531,7 +531,6 @@ class _WritebackStarter:
     checkpoint's own flush is relied on."""
 
     def __init__(self, fd: int):
-        import threading
         self.fd = fd
         self.ok = True
         self.error = None
@@ -589,7 +588,6 @@ def _sync_file_range(fd: int) -> bool:
     if fn is None:
         return False
     if fn(fd, 0, 0, 2):                 # SYNC_FILE_RANGE_WRITE
-        import ctypes
         return ctypes.get_errno() not in (errno.ENOSYS, errno.EINVAL, errno.ESPIPE,
                                           errno.EOPNOTSUPP)
     return True
@@ -597,8 +595,6 @@ def _sync_file_range(fd: int) -> bool:
 
 def punch_hole(fd: int, off: int, length: int) -> None:
     """fallocate(PUNCH_HOLE | KEEP_SIZE): raises OSError where unsupported."""
-    import ctypes
-    import ctypes.util
     libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
     FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE = 1, 2
     libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]

@@ -16,6 +16,11 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
+from .head import find_state
+from .items import decode
+from .reassemble import Reassembler
+from .records import walk
+
 
 class Log:
     """The log of an open image, read-only.
@@ -25,7 +30,6 @@ class Log:
     """
 
     def __init__(self, fs):
-        from .head import find_state
         self.fs = fs
         self.device, self.state = find_state(fs)
 
@@ -52,7 +56,6 @@ class Log:
     def records(self, *, check_crc: bool = False):
         """Records from the tail to the head (``Record`` objects with
         ``ops``); with ``check_crc`` a bad CRC raises."""
-        from .records import walk
         st = self.state
         if not st.dirty:
             return iter(())
@@ -61,8 +64,6 @@ class Log:
     def transactions(self):
         """Committed transactions in commit order, each with decoded items:
         ``(Transaction, [item dict, ...])``."""
-        from .items import decode
-        from .reassemble import Reassembler
         re = Reassembler()
         for rec in self.records():
             for t in re.feed(rec):

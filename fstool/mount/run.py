@@ -14,11 +14,16 @@ and SIGHUP unmount cleanly.
 """
 from __future__ import annotations
 
+import gc
 import json
 import os
+import shutil
+import signal
 import sys
 
-from ..errors import FsToolError
+from ..errors import FsToolError, errno_of
+from .ops import MountOps
+from .volume import Volume
 
 CHECKPOINT_SECONDS = 5.0
 
@@ -30,7 +35,7 @@ def native_loop():
     """The C request loop (fstool_native.fuseloop), or None where it was
     not built (no libfuse3 development files or no compiler)."""
     try:
-        from fstool_native import fuseloop
+        from fstool_native import fuseloop  # lazy: optional extension (libfuse3-dev)
     except ImportError:
         return None
     return fuseloop
@@ -54,13 +59,12 @@ def fuse_available(loop: str | None = None) -> str | None:
                     "were missing at build time); use --fuse-loop pyfuse3")
     else:
         try:
-            import pyfuse3  # noqa: F401
-            import trio  # noqa: F401
+            import pyfuse3  # noqa: F401  # lazy: optional dependency
+            import trio  # noqa: F401  # lazy: optional dependency
         except ImportError as e:
             return f"pyfuse3 is not installed ({e}); pip install pyfuse3"
     if not os.path.exists("/dev/fuse"):
         return "/dev/fuse is missing"
-    import shutil
     if os.geteuid() != 0 and not shutil.which("fusermount3"):
         return "fusermount3 is not installed (Debian package fuse3)"
     return None
@@ -92,8 +96,6 @@ def serve(image, mountpoint, *, readonly=False, options=(), ready=None,
     """Mount ``image`` at ``mountpoint`` and serve it until it is unmounted;
     ``ready()`` is called once the mount is live.  ``loop``: "native" (the
     C request loop, the default where it is built) or "pyfuse3"."""
-    from .ops import MountOps
-    from .volume import Volume
     loop = pick_loop(loop)
     vol = Volume(image, readonly=readonly)
     try:
@@ -106,7 +108,6 @@ def serve(image, mountpoint, *, readonly=False, options=(), ready=None,
 
 
 def _serving(ready) -> None:
-    import gc
     # the long-lived caches stay out of the cyclic collector's way
     gc.freeze()
     gc.set_threshold(50000, 20, 100)
@@ -117,9 +118,8 @@ def _serving(ready) -> None:
 def _serve_native(ops, mountpoint: str, opts: list, ready, every: float) -> None:
     """The C loop: two threads read requests and answer them one at a time;
     this one keeps the checkpoint timer and the signals."""
-    import signal
 
-    from fstool_native.fuseloop import Session
+    from fstool_native.fuseloop import Session  # lazy: optional extension
     try:
         session = Session(ops, opts)
     except RuntimeError as e:
@@ -143,10 +143,11 @@ def _serve_native(ops, mountpoint: str, opts: list, ready, every: float) -> None
 
 def _serve_pyfuse3(ops, mountpoint: str, opts: list, ready, every: float) -> None:
     """pyfuse3 under trio, one task: the fallback where the C loop is not built."""
-    import pyfuse3
-    import trio
+    import pyfuse3  # lazy: optional dependency
+    import trio  # lazy: optional dependency
 
-    from .fuseops import FuseOps
+    from .fuseops import FuseOps  # lazy: imports pyfuse3, an optional dependency
+
     try:
         pyfuse3.init(FuseOps(ops), mountpoint, set(opts))
     except RuntimeError as e:
@@ -160,10 +161,9 @@ def _serve_pyfuse3(ops, mountpoint: str, opts: list, ready, every: float) -> Non
 
 
 async def _main(ops, state, every: float) -> None:
-    import signal
 
-    import pyfuse3
-    import trio
+    import pyfuse3  # lazy: optional dependency
+    import trio  # lazy: optional dependency
 
     async def timer():
         while True:
@@ -252,7 +252,6 @@ def mount(image, mountpoint, *, readonly=False, foreground=False, options=(),
         serve(image, mountpoint, readonly=readonly,
               options=options, ready=ready, loop=loop)
     except BaseException as e:       # noqa: BLE001 - reported to the waiting parent
-        from ..errors import errno_of
         status = status_of(e) or 1
         try:
             os.write(w, json.dumps({"status": status, "message": str(e),

@@ -40,6 +40,14 @@ import stat as pystat
 
 from ..errors import FsToolError, WriteRefused
 from ..format import constants as C
+from ..format.structs import SB
+from ..fs.filesystem import Filesystem
+from ..fs.logstate import log_is_clean
+from ..io import verify as V
+from ..io.lock import ImageLock, refuse_if_mounted
+from ..ns.fileio import FileIO
+from ..ns.namespace import Meta, Namespace
+from ..ns.writer import Writer
 from .icache import InodeCache
 
 NAME_MAX = 255
@@ -101,10 +109,6 @@ class Volume:
 
     def __init__(self, image, *, readonly: bool = False, timestamp_ns: int | None = None,
                  cache_bytes: int = 128 << 20):
-        from ..fs.filesystem import Filesystem
-        from ..io.lock import ImageLock, refuse_if_mounted
-        from ..ns.namespace import Namespace
-        from ..ns.writer import Writer
         self.image = os.fspath(image)
         self.readonly = readonly
         self._lock = None
@@ -115,7 +119,6 @@ class Volume:
             try:
                 self._lock = ImageLock(self.fs.dev, self.image)
                 self._lock.__enter__()
-                from ..fs.logstate import log_is_clean
                 clean, why = log_is_clean(self.fs)
                 if not clean:
                     raise WriteRefused(f"{self.image}: the journal is dirty ({why}); replay "
@@ -125,7 +128,6 @@ class Volume:
                 raise
             self.ns = None
         else:
-            from ..ns.fileio import FileIO
             self.w = Writer(self.image, timestamp_ns=timestamp_ns, cache_bytes=cache_bytes)
             self.fs = self.w.fs
             self.ns = Namespace(self.w)
@@ -397,7 +399,6 @@ class Volume:
 
     # -- making names ------------------------------------------------------------------------
     def _meta(self, parent: int, perm: int, uid: int, gid: int, is_dir: bool):
-        from ..ns.namespace import Meta
         ns = self.ns
         # mode and group (a directory gaining names in the open group of
         # creates keeps both; its inode is written at the group's end)
@@ -786,8 +787,6 @@ class Volume:
 
     # -- the filesystem ----------------------------------------------------------------------------------
     def _counters(self) -> dict:
-        from ..format.structs import SB
-        from ..io import verify as V
         buf = self.fs.get_buf(0, self.sb.sectsize, V.SB, agno=0, block=0)
         return SB.unpack(bytes(buf.data))
 

@@ -9,12 +9,14 @@ transaction allocated, which the image only refers to once it commits.
 """
 from __future__ import annotations
 
+import bisect
 import os
 import stat
 
 from ..alloc import rmap as R
 from ..alloc.space import MAXEXTLEN
 from ..format import constants as C
+from ..fs import btree_write as BW
 from ..fs.btree import pack_bmbt_rec
 from ..io import verify as V
 from .forkplan import ForkPlan
@@ -71,7 +73,6 @@ def map_fork(w, ino: int, extents: list, space: int, *, attr: bool = False,
     mapped = sum(n for _o, _b, n in extents)
     if len(extents) * BMBT_REC <= space:
         return Fork(C.XFS_DINODE_FMT_EXTENTS, pack_extents(extents), len(extents), mapped)
-    from ..fs import btree_write as BW
     store = BmbtStore(w, extents[0][1], reuse, owner=R.bmbt(ino, attr))
     root, _height, blocks = BW.bulk_load_bmbt([(o, b, n, 0) for o, b, n in extents],
                                               ino=ino, uuid=w.uuid,
@@ -142,7 +143,6 @@ class BmbtStore:
 def _old_block(old_map: list, lblk: int, nblocks: int):
     """The physical block holding logical blocks [lblk, lblk+nblocks) in an
     old extent list, when one extent covers them all; else None."""
-    import bisect
     i = bisect.bisect_right(old_map, (lblk, 1 << 64)) - 1
     if i < 0:
         return None

@@ -57,18 +57,18 @@ import os
 import stat as pystat
 import struct
 
+from ..alloc import rmap as R
 from ..errors import (CorruptionError, ExistsError, FsToolError, InvalidArgument,
-                      IsADirectoryImageError, NoDataError, NotADirectoryImageError,
-                      NotEmptyError, NotFoundError, NotPermittedError, RangeError,
-                      TooBigError)
+                      IsADirectoryImageError, NoDataError, NotADirectoryImageError, NotEmptyError,
+                      NotFoundError, NotPermittedError, RangeError, TooBigError)
 from ..format import constants as C
 from ..format.structs import DINODE
 from ..fs.btree import pack_bmbt_rec
 from ..fs.icore import InodeSpec, encode_dev, encode_ts
-from ..alloc import rmap as R
-from . import files as F
+from . import attrbuild as AB, dirbuild as DB, files as F
 from .bmap import ForkMap, free_fork, owned_blocks, owned_extents
 from .dirbuild import check_name, check_names
+from .dirops import Dir, sf_encode
 from .writer import Writer
 
 FTYPE = {C.S_IFREG: C.XFS_DIR3_FT_REG_FILE, C.S_IFDIR: C.XFS_DIR3_FT_DIR,
@@ -160,7 +160,6 @@ class Namespace:
         one it was made from (the read model's decoded inode is the same
         object until anything writes the inode, and an abort drops every
         decoded inode) with no change of its own left unsaved."""
-        from .dirops import Dir
         tx = self.w.tx
         if tx is not None:
             if self._dtx is not tx:
@@ -295,7 +294,6 @@ class Namespace:
         """(forkoff, aformat, anextents, attr literal, attr blocks) for meta.xattrs."""
         if not meta.xattrs:
             return 0, C.XFS_DINODE_FMT_EXTENTS, 0, b"", 0
-        from . import attrbuild as AB
         w = self.w
         attrs = self._attr_list(meta)
         fo, shortform = F.attr_forkoff(w.sb.inodesize, data_fmt, data_bytes, attrs)
@@ -338,7 +336,6 @@ class Namespace:
             self.mtime_set[ino] = meta.mtime_ns
         if self._incremental(parent):
             # an empty shortform directory, as xfs_dir2_sf_create leaves it
-            from .dirops import sf_encode
             sf = sf_encode(parent, [])
             forkoff = self._forkoff_for(meta, C.XFS_DINODE_FMT_LOCAL, len(sf))
             self._put_new(ino, C.S_IFDIR | meta.perm, meta, nlink=2, size=len(sf),
@@ -525,7 +522,6 @@ class Namespace:
 
     @staticmethod
     def _attr_list(meta: Meta) -> list:
-        from . import attrbuild as AB
         out = []
         for name, value in meta.xattrs:
             flags, short = AB.split_name(name)
@@ -541,7 +537,6 @@ class Namespace:
                               self._attr_list(meta))[0]
 
     def symlink(self, parent: int, name: bytes, target: bytes, meta: Meta) -> int:
-        from . import attrbuild as AB
         self._new_name(parent, name)
         AB.check_symlink_target(target)
         w = self.w
@@ -731,7 +726,6 @@ class Namespace:
         symlink target moves to a block, an extent list moves into a
         one-leaf bmbt, and a bmbt root holding more pointers than the
         smaller fork can moves one level down."""
-        from . import attrbuild as AB
 
         w = self.w
         lit = w.sb.inodesize - C.XFS_DINODE_CORE_SIZE
@@ -1005,7 +999,6 @@ class Namespace:
 
     @staticmethod
     def _xattr_name(name) -> str:
-        from . import attrbuild as AB
         s = name if isinstance(name, str) else name.decode("utf-8", "surrogateescape")
         if len(s.encode("utf-8", "surrogateescape")) > 255:
             raise RangeError(f"xattr name of {len(s)} bytes (at most 255)")
@@ -1026,7 +1019,6 @@ class Namespace:
     def set_xattr(self, ino: int, name, value: bytes, flags: int = 0) -> None:
         """Set one xattr; XATTR_CREATE (1) fails with EEXIST when it exists,
         XATTR_REPLACE (2) with ENODATA when it does not."""
-        from . import attrbuild as AB
         key = self._xattr_name(name)
         if len(value) > AB.MAX_VALUE:
             raise TooBigError(f"xattr value of {len(value)} bytes (at most {AB.MAX_VALUE})")
@@ -1076,7 +1068,6 @@ class Namespace:
     def finish(self) -> None:
         """Encode every changed directory (and give back the data blocks
         taken ahead and not used): the transaction can commit."""
-        from . import dirbuild as DB
         for ino in list(self.unsaved):
             self.save_dir(ino)
         w = self.w
@@ -1109,7 +1100,6 @@ class Namespace:
             st.changed = False
 
     def _rewrite_dir(self, st: DirState, entries: list) -> None:
-        from . import dirbuild as DB
         w = self.w
         sb = w.sb
         node = self.fs.inode(st.ino)

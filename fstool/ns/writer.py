@@ -24,18 +24,25 @@ checkpoint; ``close()`` writes the last one and marks the log clean.
 from __future__ import annotations
 
 import os
+import struct
+import time
 
+from ..alloc.inodes import InodeAllocator
+from ..alloc.perag import PerAG
+from ..alloc.space import SpaceAllocator
 from ..errors import FsToolError, UnsupportedError, WriteRefused
 from ..format import constants as C
-from ..fs.icore import InodeEncoder
+from ..format.structs import SB
 from ..fs.filesystem import Filesystem
+from ..fs.icore import InodeEncoder
+from ..fs.logstate import log_is_clean
 from ..io import verify as V
+from ..io.lock import ImageLock, refuse_if_mounted
 from ..trans.journal import Journal
 
-def _sb_counters_layout():
-    import struct
 
-    from ..format.structs import SB
+def _sb_counters_layout():
+
     off = SB.offset("sb_icount")
     if (SB.offset("sb_ifree"), SB.offset("sb_fdblocks")) != (off + 8, off + 16):
         raise FsToolError("internal: superblock counters not adjacent")
@@ -59,9 +66,6 @@ class Writer:
                  logged: bool = True, checkpoint_bytes: int | None = None,
                  recovering=None, rebuilds_rmapbt: bool = False,
                  clears_needsrepair: bool = False, keeps_parents: bool = False):
-        from ..alloc.inodes import InodeAllocator
-        from ..alloc.space import SpaceAllocator
-        from ..io.lock import ImageLock, refuse_if_mounted
         refuse_if_mounted(os.fspath(path))
         self.fs = fs = Filesystem(path, cache_bytes=cache_bytes, writable=True)
         self.dev = fs.dev
@@ -109,7 +113,6 @@ class Writer:
         open one marked as needing repair (``clears_needsrepair``), and only
         one that keeps every inode's parent pointers (``keeps_parents``) one
         with parent pointers or exchange-range."""
-        from ..fs.logstate import log_is_clean
         sb = self.fs.sb
         if sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_NEEDSREPAIR) and not clears_needsrepair:
             raise WriteRefused(f"{self.path}: the filesystem is marked as needing repair; "
@@ -264,14 +267,12 @@ class Writer:
                 raise FsToolError("internal: AG state outside a transaction")
             st = self._perag.get(agno)
             if st is None or not st.rebind(tx):
-                from ..alloc.perag import PerAG
                 st = self._perag[agno] = PerAG(self, agno)
             self.ags[agno] = st
         return st
 
     def finish_mkfs(self) -> None:
         """Clear the superblock's in-progress mark (mkfs --populate's end)."""
-        from ..format.structs import SB
         with self.transaction() as w:
             buf = w.tx.read_buf(0, self.sb.sectsize, V.SB, agno=0, block=0)
             buf.data[SB.offset("sb_inprogress")] = 0
@@ -285,7 +286,6 @@ class Writer:
     def now_ns(self) -> int:
         if self.timestamp_ns is not None:
             return self.timestamp_ns
-        import time
         return time.time_ns()
 
 

@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import os
 
-from ..errors import ExistsError, NotFoundError
-from ..ns.namespace import Meta, Namespace, split_path
+from ..errors import ExistsError, InvalidArgument, NotFoundError, UnsupportedError
+from ..io.sparse import data_ranges_of
+from ..ns.fileio import FileIO
+from ..ns.namespace import RENAME_EXCHANGE, RENAME_NOREPLACE, Meta, Namespace, split_path
 from ..ns.writer import Writer
+from .guard import require_sound
+from .populate import _mkdirs
 
 
 def _edit(image, timestamp_ns, fn, check=True):
     if check:
-        from .guard import require_sound
         require_sound(image)
     with Writer(image, timestamp_ns=timestamp_ns) as w:
         with w.transaction():
@@ -40,7 +43,6 @@ def mkdir(image, path: str, *, parents: bool = False, perm: int = 0o755, uid: in
     def run(ns):
         meta = _now_meta(ns, perm, uid, gid)
         if parents:
-            from .populate import _mkdirs
             return _mkdirs(ns, path, meta)
         parent, name = split_path(path)
         return ns.mkdir(ns.lookup(parent), name, meta)
@@ -52,7 +54,6 @@ def put(image, hostfile, path: str, *, perm: int | None = None, uid: int | None 
         check: bool = True) -> dict:
     """Copy a host file to ``path`` (holes stay holes); ``force`` replaces
     an existing file."""
-    from ..io.sparse import data_ranges_of
     st = os.stat(hostfile)
     perm = st.st_mode & 0o7777 if perm is None else perm
     uid = st.st_uid if uid is None else uid
@@ -84,8 +85,6 @@ def cp(image, src: str, dst: str, *, reflink: str = "auto", force: bool = False,
     blocks are shared (``reflink`` "always": or fail; "auto": where the
     filesystem has reflink) or copied ("never"); the new file takes the
     source's mode and owner, and the time of the copy."""
-    from ..errors import InvalidArgument, UnsupportedError
-    from ..ns.fileio import FileIO
     if reflink not in ("auto", "always", "never"):
         raise InvalidArgument(f"--reflink={reflink}: auto, always or never")
 
@@ -130,7 +129,6 @@ def rm(image, paths, *, recursive: bool = False, force: bool = False,
     tree goes in several transactions (children before their directory),
     so a crash part way leaves part of it, never a broken one."""
     if check:
-        from .guard import require_sound
         require_sound(image)
     removed = [0]
     with Writer(image, timestamp_ns=timestamp_ns) as w:
@@ -222,8 +220,6 @@ def mv(image, src: str, dst: str, *, no_replace: bool = False, exchange: bool = 
     """Rename ``src`` to ``dst`` (paths in the image) as rename(2) does:
     an existing ``dst`` is replaced unless ``no_replace``; ``exchange`` swaps
     the two.  Directories move with their trees."""
-    from ..errors import InvalidArgument
-    from ..ns.namespace import RENAME_EXCHANGE, RENAME_NOREPLACE
     if no_replace and exchange:
         raise InvalidArgument("--no-replace and --exchange cannot be used together")
     flags = (RENAME_NOREPLACE if no_replace else 0) | (RENAME_EXCHANGE if exchange else 0)

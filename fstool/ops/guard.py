@@ -9,7 +9,9 @@ pointer to repair.  ``--no-check`` skips this for those who know.
 """
 from __future__ import annotations
 
-from ..errors import WriteRefused
+from ..errors import FsToolError, WriteRefused
+from ..fs.filesystem import Filesystem
+from .check import check
 
 SHOWN = 3         # findings named in the refusal
 
@@ -19,9 +21,6 @@ def require_sound(image, ignore=()) -> list:
     (besides findings whose code is in ``ignore``, which are returned).
     Images that cannot be opened, or whose log is dirty, are left to the
     writer itself to refuse with its own message."""
-    from ..errors import FsToolError
-    from ..fs.filesystem import Filesystem
-    from .check import check
     try:
         fs = Filesystem(image)
     except FsToolError:

@@ -2,10 +2,10 @@
 ``fstool sb|agf|agi|agfl|inode``), in the spirit of xfs_db's print."""
 from __future__ import annotations
 
+import datetime
 import uuid as uuidlib
 
-from ..format import constants as C
-from ..format import structs as S
+from ..format import constants as C, structs as S
 from ..fs import dir as xdir
 
 # fields shown in hex, as xfs_db does
@@ -140,7 +140,6 @@ def describe_inode(fs, ino: int) -> list[Field]:
 
 
 def _fmt_ns(ns: int) -> str:
-    import datetime
     sec, frac = divmod(ns, C.NSEC_PER_SEC)
     try:
         when = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc) + \

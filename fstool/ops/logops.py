@@ -27,14 +27,23 @@ from __future__ import annotations
 import os
 
 from ..errors import FsToolError
+from ..format import log as L
+from ..fs.filesystem import Filesystem
+from ..io.device import Device, writes_so_far
+from ..io.lock import ImageLock, refuse_if_mounted
+from ..log.head import LogDevice, find_state
+from ..log.items import ItemError, decode
+from ..log.reassemble import Item
+from ..recovery import finish
+from ..recovery.memory import replay_in_memory
+from ..recovery.recover import Recovery
+from ..trans import logwriter as W
 
 
 def open_filesystem(path):
     """The image opened as every command opens it.  An error here is marked
     ``while_opening``: an image fstool cannot open at all keeps the common
     exit statuses, while a log that cannot be read or replayed is status 4."""
-    from ..errors import FsToolError
-    from ..fs.filesystem import Filesystem
     try:
         return Filesystem(path)
     except FsToolError as e:
@@ -49,9 +58,6 @@ def info(fs) -> dict:
 def print_records(fs):
     """Yield each record as a dict with its ops and decoded items (one item
     per op start; continuations are shown as such)."""
-    from ..format import log as L
-    from ..log.items import ItemError, decode
-    from ..log.reassemble import Item
     for rec in fs.log.records():
         h = rec.header
         ops = []
@@ -82,7 +88,6 @@ def print_records(fs):
 
 def print_transactions(fs):
     """Yield committed transactions (checkpoints) with their items."""
-    from ..format import log as L
     for t, items in fs.log.transactions():
         th = t.theader or {}
         yield {"tid": t.tid, "lsn": L.lsn_str(t.lsn), "commit_lsn": L.lsn_str(t.commit_lsn),
@@ -92,16 +97,7 @@ def print_transactions(fs):
 
 def replay(path, *, dry_run: bool = False) -> dict:
     """Recover the log of the image at ``path``.  Returns a report dict."""
-    from ..fs.filesystem import Filesystem
-    from ..io.device import Device
-    from ..io.lock import ImageLock, refuse_if_mounted
-    from ..format import log as L
-    from ..recovery import finish
-    from ..log.head import find_state
-    from ..recovery.recover import Recovery
-    from ..trans import logwriter as W
 
-    from ..io.device import writes_so_far
     path = os.fspath(path)
     refuse_if_mounted(path)
     writes0 = writes_so_far()
@@ -125,7 +121,6 @@ def replay(path, *, dry_run: bool = False) -> dict:
             intents = finish.check_intents(r.intents)
             why = finish.writer_supported(fs)
             if why:
-                from ..recovery.memory import replay_in_memory
                 with Filesystem(path) as view:
                     replay_in_memory(view)
                     finish.refuse_unfinishable(view, intents, why)
@@ -213,10 +208,6 @@ def zero(path, min_cycle: int = 0, undo=None) -> dict:
     """Throw the log away (like xfs_repair -L) and leave a clean one, its
     cycle at least ``min_cycle``; ``undo`` (an UndoRecorder) saves what
     the new log overwrites."""
-    from ..io.device import Device
-    from ..io.lock import ImageLock, refuse_if_mounted
-    from ..trans import logwriter as W
-    from ..log.head import LogDevice, find_state
     path = os.fspath(path)
     refuse_if_mounted(path)
     fs = open_filesystem(path)
@@ -247,7 +238,6 @@ def zero(path, min_cycle: int = 0, undo=None) -> dict:
 
 def _max_cycle(ld) -> int:
     """The highest cycle number any log sector carries (for an unreadable log)."""
-    from ..format import log as L
     best = 0
     step = 2048
     for blk in range(0, ld.bbsize, step):

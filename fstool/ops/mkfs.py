@@ -15,16 +15,16 @@ import time
 import uuid as uuidlib
 
 from ..errors import FsToolError
-from ..format import constants as C
+from ..format import constants as C, log as L
 from ..format.structs import AGF, AGFL, AGI, SB
-from ..fs import btree as B
-from ..fs import btree_write as BW
+from ..fs import btree as B, btree_write as BW
 from ..fs.btree import alloc_maxlevels, rmap_maxlevels
 from ..fs.icore import InodeEncoder, InodeSpec
 from ..fs.logres import LogGeometry, min_log_blocks
 from ..io import verify as V
 from ..io.device import Device, refuse_not_an_image
-from ..format import log as L
+from ..io.lock import ImageLock, refuse_if_mounted
+from ..ns.attrbuild import encode_xattrs
 
 KiB, MiB, GiB, TiB = 1 << 10, 1 << 20, 1 << 30, 1 << 40
 
@@ -656,7 +656,6 @@ class Formatter:
         g = self.geo
         if not g.autofsck:
             return {}
-        from ..ns.attrbuild import encode_xattrs
         plan = encode_xattrs([(C.XFS_ATTR_ROOT, b"xfs:autofsck", g.autofsck.encode())],
                              ino=g.rootino, uuid=self.uuid, blocksize=g.blocksize,
                              inline_space=g.inodesize)
@@ -739,7 +738,6 @@ def mkfs(path: str, opts: Options, force: bool = False, dry_run: bool = False,
         st = os.stat(path)
         if stat.S_ISDIR(st.st_mode):
             raise MkfsError(f"{path}: is a directory")
-        from ..io.lock import refuse_if_mounted
         refuse_not_an_image(path, st)
         refuse_if_mounted(path)
         if opts.size is None:
@@ -762,7 +760,6 @@ def mkfs(path: str, opts: Options, force: bool = False, dry_run: bool = False,
         os.close(os.open(path, os.O_RDWR | os.O_CLOEXEC | os.O_CREAT | os.O_EXCL, 0o644))
     dev = None
     try:
-        from ..io.lock import ImageLock
         dev = Device(path, writable=True)
         with ImageLock(dev, path):
             if exists:

@@ -16,16 +16,20 @@ import hashlib
 import os
 import posixpath
 import stat as pystat
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from .._backend import writers
-from ..errors import (FsToolError, InvalidArgument, NotADirectoryImageError, NotFoundError,
-                      UnsupportedError)
+from ..errors import (FsToolError, InvalidArgument, NoSpaceError as NoSpace,
+                      NotADirectoryImageError, NotFoundError, UnsupportedError)
 from ..format import constants as C
+from ..ns.fileio import FileIO
 from ..ns.files import SMALL_COPY
 from ..ns.namespace import ExistsError, Meta, Namespace
-from ..errors import NoSpaceError as NoSpace
 from ..ns.writer import Writer
+from .guard import require_sound
+from .sources import EmptyFiles, PlainFiles, open_source
 
 # entries per transaction (a batch may run on to the end of its directory,
 # up to four times this)
@@ -93,7 +97,6 @@ class Dedupe:
     btree), as ``cp --reflink`` would share them."""
 
     def __init__(self, w):
-        from ..ns.fileio import FileIO
         self.io = FileIO(w)
         self.first: dict = {}         # (size, digest) -> inode
         self.key_of: dict = {}        # inode -> (size, digest)
@@ -130,7 +133,6 @@ def populate(image, source, dest: str = "/", *, owner_map=None, keep_going: bool
     a transaction holds (up to four times as many to finish a directory).
     With ``reflink``, files of equal content share their blocks
     (:class:`Dedupe`; the filesystem needs the reflink feature)."""
-    from .sources import open_source
     stats = PopulateStats()
 
     def note(msg: str) -> None:
@@ -140,9 +142,7 @@ def populate(image, source, dest: str = "/", *, owner_map=None, keep_going: bool
 
     src = open_source(source, owner_map=owner_map, keep_going=keep_going, report=note) \
         if isinstance(source, (str, bytes)) or hasattr(source, "__fspath__") else source
-    from .sources import EmptyFiles
     if check and not fresh:
-        from .guard import require_sound
         require_sound(image)
     committed = [0]          # entries in committed batches
     with Writer(image, timestamp_ns=timestamp_ns, logged=not fresh) as w, src:
@@ -248,8 +248,6 @@ def read_ahead(walk, files: int = READAHEAD_FILES, nbytes: int = READAHEAD_BYTES
     queued and returns ``(bytes, files)`` it has started to read or open
     for it, counted against ``nbytes`` and ``files`` until the run is
     used.  At most ``entries`` entries and runs are queued at once."""
-    from collections import deque
-    from .sources import EmptyFiles
     queue: deque = deque()        # (entry, file opened ahead or None, bytes asked)
     asked = opened = 0
     try:
@@ -289,7 +287,6 @@ def read_ahead(walk, files: int = READAHEAD_FILES, nbytes: int = READAHEAD_BYTES
 def _open_ahead(e, head: int):
     """Open entry ``e``'s file now and ask the kernel to read its start;
     ``e.open`` then hands over that file.  (None, 0) when it cannot."""
-    import os
     try:
         f = e.open()
     except OSError:
@@ -377,7 +374,6 @@ class RunReader:
         """Start reading the first slice of ``run`` when it is a run of a
         host directory; ``(bytes, files opened)`` that slice will hold,
         its directory included."""
-        from .sources import PlainFiles
         if type(run) is not PlainFiles or id(run) in self.ahead or \
                 not any(it[6] for it in run.items):
             return 0, 0
@@ -401,7 +397,6 @@ class RunReader:
         closes them), ``bad`` the indexes in the slice of the files that
         could not be read or opened.  A run of empty files from another
         source, or of empty files only, is one slice with neither."""
-        from .sources import PlainFiles
         if type(run) is not PlainFiles or not any(it[6] for it in run.items):
             yield 0, len(run.items), None, ()
             return
@@ -436,7 +431,6 @@ class RunReader:
 
     def _submit(self, items: list, dirfd: int, bounds: tuple):
         if self.pool is None:
-            from concurrent.futures import ThreadPoolExecutor
             self.pool = ThreadPoolExecutor(1, thread_name_prefix="fstool-read")
         return self.pool.submit(self._read, items, dirfd, bounds)
 

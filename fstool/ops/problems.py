@@ -5,7 +5,8 @@ code -> (severity, structure, what it means).  The structure is the default
 where they can).  Severity follows xfs_repair -n: an error is something it
 reports (exit 1), a warning something it silently rebuilds or does not
 look at.  docs/check-problems.md is generated from this table
-(``python -m fstool.ops.problems``) and tests check it is current.
+(``python -m fstool.ops.problemdoc``, which adds the repair column);
+tests check it is current.
 """
 ERROR, WARNING = "error", "warning"
 
@@ -198,25 +199,3 @@ PROBLEMS = {
     "CHECK_ABORTED": (ERROR, None, "a structure could not be checked (damage fstool does "
                       "not foresee); what it holds is not known"),
 }
-
-
-def markdown() -> str:
-    lines = ["# fstool check: the problem table", "",
-             "Every finding `fstool check` reports carries one of these codes "
-             "(generated from `fstool/ops/problems.py`).  `--json` prints one object per "
-             "finding with the code, severity, message and where it is: `structure`, "
-             "`agno`, `block` (AG block), `ino`, `fork`, `offset` (file block in the fork), "
-             "`field`, `index` (record or entry), and `expected`/`found` values.  The "
-             "repair column says what `fstool repair` does about it "
-             "(`fstool/ops/repair/actions.py`).", "",
-             "| code | severity | structure | meaning | repair |",
-             "| --- | --- | --- | --- | --- |"]
-    from .repair.actions import column
-    for code, (sev, structure, text) in PROBLEMS.items():
-        lines.append(f"| `{code}` | {sev} | {structure or 'the btree named'} | {text} | "
-                     f"{column(code)} |")
-    return "\n".join(lines) + "\n"
-
-
-if __name__ == "__main__":
-    print(markdown(), end="")

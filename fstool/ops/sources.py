@@ -12,19 +12,21 @@ from __future__ import annotations
 
 import io
 import os
-import sys
 import posixpath
 import re
 import stat as pystat
+import sys
 import tarfile
+import tempfile
+import time
 from dataclasses import dataclass, field
 from typing import BinaryIO, Callable, Iterator
 
 from .._backend import writers
 from ..errors import FsToolError, InvalidArgument, NameTooLongError
+from ..io.sparse import data_ranges_of
 from ..ns.attrbuild import check_symlink_target
 from ..ns.dirbuild import NAME_MAX, check_name
-from ..io.sparse import data_ranges_of
 
 ANY_SIZE = 1 << 62          # stat_plain_files' size limit for runs: none
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -372,7 +374,7 @@ class TarSource(Source):
         stream = self._raw
         if head == ZSTD_MAGIC:
             try:
-                import zstandard
+                import zstandard  # lazy: optional dependency (zstd archives only)
             except ImportError:
                 raise FsToolError(f"{self.path}: a zstd archive; install the 'zstandard' "
                                   "package to read it (pip install zstandard)") from None
@@ -458,7 +460,6 @@ class TarSource(Source):
 
 
 def _spooled(data, size):
-    import tempfile
     if size <= 8 << 20:
         buf = data.read()
         return lambda: io.BytesIO(buf)
@@ -517,7 +518,6 @@ class ProtoSource(Source):
                            if not line.lstrip().startswith("#")]
         else:
             self.tokens = text.split()
-        import time
         sde = os.environ.get("SOURCE_DATE_EPOCH")
         self.now = now_ns if now_ns is not None else \
             int(sde) * 10**9 if sde and sde.isdigit() else time.time_ns()

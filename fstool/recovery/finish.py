@@ -31,12 +31,10 @@ from __future__ import annotations
 import struct
 
 from ..alloc import rmap as R
-from ..errors import UnsupportedError
-from ..format import constants as C
-from ..format import log as L
-from ..format.structs import SB
 from ..alloc.refcount import COW_FLAG
-from ..format.structs import SB as SBL
+from ..errors import UnsupportedError
+from ..format import constants as C, log as L
+from ..format.structs import SB, SB as SBL
 from ..fs import btree as B
 from ..fs.filesystem import Filesystem
 from ..io import verify as V

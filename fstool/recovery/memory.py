@@ -8,6 +8,12 @@ a path shows.
 """
 from __future__ import annotations
 
+from ..fs.superblock import Superblock
+from ..io.overlay import OverlayDevice
+from ..log.head import find_state
+from .finish import recompute_counters
+from .recover import Recovery
+
 
 class _Sink:
     def __init__(self, ov):
@@ -26,11 +32,6 @@ class _Sink:
 def replay_in_memory(fs) -> dict | None:
     """Make ``fs`` read the replayed image.  Returns None when the log is
     clean, else a short summary."""
-    from ..fs.superblock import Superblock
-    from ..io.overlay import OverlayDevice
-    from .finish import recompute_counters
-    from ..log.head import find_state
-    from .recover import Recovery
     ld, st = find_state(fs)
     if not st.dirty:
         return None

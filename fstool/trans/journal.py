@@ -33,12 +33,13 @@ from __future__ import annotations
 
 import os
 
-from ..errors import FsToolError
+from ..errors import FsToolError, NoSpaceError
 from ..format import constants as C
 from ..io import verify as V
 from ..io.device import writes_so_far
 from .busy import BusyExtents
-from .logwriter import XFS_BLF_CHUNK, LogWriter, buf_item_regions, lsn as make_lsn
+from .logwriter import (XFS_BLF_CHUNK, LogGeometry, LogWriter, buf_item_regions, find_log_head,
+                        lsn as make_lsn)
 from .trans import Transaction
 
 # for crash tests only: a cap on what one transaction may log, below the
@@ -70,7 +71,6 @@ class Journal:
         self.log = None
         self.items: list = []          # other log items for the next checkpoint (EFDs)
         if logged:
-            from .logwriter import LogGeometry, find_log_head
             tail = None
             if log_position is not None:
                 # after log recovery: go on from the recovered head, with
@@ -119,7 +119,6 @@ class Journal:
             if buf.data != old:
                 size += buf.length
         if self.max_tx_bytes is not None and size > self.max_tx_bytes:
-            from ..errors import NoSpaceError
             raise NoSpaceError(f"the change rewrites {size >> 10} KiB of existing metadata, "
                                f"more than the log ({self.log.capacity() >> 10} KiB) can "
                                "hold in one transaction; make it in smaller steps")

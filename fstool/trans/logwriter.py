@@ -34,9 +34,9 @@ can never pass for new records.
 """
 from __future__ import annotations
 
-from ..errors import CorruptionError, FsToolError
-from ..format import constants as C
-from ..format import log as L
+from ..errors import CorruptionError, FsToolError, NoSpaceError
+from ..format import constants as C, log as L
+from ..log.head import find_state
 
 BB = L.BBSIZE
 XFS_BLF_CHUNK = L.XFS_BLF_CHUNK
@@ -359,7 +359,6 @@ class LogWriter:
         need = sum(hblks + (sum(len(h) + len(p) for h, p in r) + BB - 1) // BB
                    for r in records) + L.XLOG_TOTAL_REC_SHIFT_BB // 8 + 2
         if need >= self.free_blocks():
-            from ..errors import NoSpaceError
             raise NoSpaceError(f"the log has no room for a checkpoint of {need} sectors "
                                f"({self.free_blocks()} free)")
         start_lsn = self.head_lsn
@@ -437,7 +436,6 @@ def _signed32(v: int) -> int:
 def find_log_head(fs) -> tuple[int, int, int]:
     """(head block, cycle, block of the last record header) of a clean
     log, as the writer continues it."""
-    from ..log.head import find_state
     _ld, st = find_state(fs)
     if st.dirty:
         raise CorruptionError("log", "the log is dirty")

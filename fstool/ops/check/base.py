@@ -6,6 +6,7 @@ import dataclasses
 from collections import defaultdict
 
 from ...errors import CorruptionError, FsToolError
+from ...fs.filesystem import Filesystem
 from ..problems import ERROR, PROBLEMS
 
 EXIT_CLEAN, EXIT_CORRUPT, EXIT_DIRTY_LOG, EXIT_OPERATIONAL = 0, 1, 2, 4
@@ -184,7 +185,7 @@ class CheckerBase:
         return None
 
     def _run_ag_phases_parallel(self, jobs: int) -> None:
-        import multiprocessing
+        import multiprocessing  # lazy: start-up, only --jobs needs it
         agnos = list(range(self.sb.agcount))
         groups = [agnos[i::jobs] for i in range(min(jobs, len(agnos)))]
         if self.progress:
@@ -222,7 +223,6 @@ class CheckerBase:
 
 def _ag_worker(cls, path: str, agnos: list) -> dict:
     """Run the per-AG phases for some AGs in a child process."""
-    from ...fs.filesystem import Filesystem
     with Filesystem(path) as fs:
         c = cls(fs, ag_filter=agnos)
         for name in c.FIRST_PHASES:

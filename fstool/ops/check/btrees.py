@@ -8,7 +8,8 @@ import struct
 
 from ...format import constants as C
 from ...fs import btree
-from .base import OWN_AG, OWN_FREE, OWN_INOBT, OWN_INODES, OWN_REFC, OWN_COW
+from .base import OWN_AG, OWN_COW, OWN_FREE, OWN_INOBT, OWN_INODES, OWN_REFC
+from .table import InodeTable
 
 REFC_COW_START = 1 << 31
 MAXREFCOUNT = (1 << 32) - 1
@@ -419,7 +420,6 @@ class BtreePhases:
         """The AG's inode table: one slot per inode of every chunk, in inode
         order; a record that overlaps an earlier one gets none (it is
         reported) and its inodes are not looked at."""
-        from .table import InodeTable
         base = agno << self.sb.agino_log
         keep = []
         end = -1

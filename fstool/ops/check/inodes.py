@@ -15,6 +15,8 @@ from ...errors import FsToolError
 from ...format import constants as C
 from ...format.structs import DINODE
 from ...fs import btree
+from ...fs.attr import read_symlink
+from ...fs.inode import Inode
 from .base import ATTR, BMBT_ATTR, BMBT_DATA, DATA, OWN_FREE, file_owner
 
 S_IFMT = C.S_IFMT
@@ -525,7 +527,6 @@ class InodePhase:
         block and extent counts compared.  Returns the Inode object (for the
         symlink and xattr checks), or None when the data fork is bad (the
         inode would be cleared)."""
-        from ...fs.inode import Inode
         bad = self.report_inode
         try:
             node = Inode(self.fs, ino, raw)
@@ -903,7 +904,6 @@ class InodePhase:
 
     # -- symlinks ------------------------------------------------------------------
     def _check_symlink(self, node, d, where) -> None:
-        from ...fs.attr import read_symlink
         bad = self.report_inode
         size = d["size"]
         if size >= C.XFS_SYMLINK_MAXLEN:

@@ -2,6 +2,8 @@
 and a clean log."""
 from __future__ import annotations
 
+from ...fs.logstate import log_is_clean
+
 
 class SummaryPhases:
     def phase_counters(self) -> None:
@@ -39,7 +41,6 @@ class SummaryPhases:
                             agno=0, block=0, field=name, found=ino)
 
     def phase_log(self) -> None:
-        from ...fs.logstate import log_is_clean
         try:
             clean, why = log_is_clean(self.fs)
         except Exception as e:       # noqa: BLE001 - an unreadable log is not clean

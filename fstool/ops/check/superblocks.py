@@ -7,9 +7,14 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..._backend import parsers
+from ...errors import FsToolError
 from ...format import constants as C
 from ...format.structs import SB
-from .base import OWN_FS
+from ...fs.filesystem import _sectsize_guess
+from ...log.head import find_state
+from ..mkfs import agfl_prefill
+from .base import OWN_FS, Finding
 
 VERSION_ALIGNBIT, VERSION_DALIGNBIT, VERSION_SECTORBIT = 0x80, 0x100, 0x800
 VERSION_QUOTABIT = 0x40
@@ -44,7 +49,6 @@ def verify_sb(f: dict, raw: bytes, primary: bool, whack: bool = True) -> list:
     """What xfs_repair's verify_sb and (with ``whack``) secondary_sb_whack
     find wrong in one superblock: [(field, detail)] (the CRC included;
     geometry against the other superblocks is compared by the caller)."""
-    from ..._backend import parsers
     bad = []
     if f["sb_magicnum"] != C.XFS_SB_MAGIC:
         return [("sb_magicnum", f"bad magic 0x{f['sb_magicnum']:x}")]
@@ -189,7 +193,6 @@ def read_secondary(dev, offset: int, whack: bool = False):
     xfs_repair's verify_sb as a secondary (what phase 1 counts: with
     ``whack``, secondary_sb_whack's checks too), else None (beyond the
     image's end, unreadable, no superblock or an invalid one)."""
-    from ...errors import FsToolError
     if offset < 0 or offset + C.BBSIZE > dev.size:
         return None
     try:
@@ -253,7 +256,6 @@ class GeometryVote:
 def primary_sector(dev) -> bytes:
     """The primary superblock's sector (at least 512 bytes; its sector
     size when that is readable), b"" when the image is shorter."""
-    from ...fs.filesystem import _sectsize_guess
     head = dev.pread(0, min(dev.size, 32768))
     if len(head) < C.BBSIZE:
         return b""
@@ -265,7 +267,6 @@ def contradicted_primary(dev) -> list:
     one fstool does not handle (unsupported_layout) where the secondaries
     deny it: what verify_sb finds wrong with it, else where the secondaries
     outvote its geometry.  [] when the layout is the image's."""
-    from .base import Finding
     raw = primary_sector(dev)
     if not raw or raw[:4] != b"XFSB":
         return []
@@ -522,7 +523,6 @@ class SuperblockPhase:
         xfs_ialloc_calc_rootino): after the AGFL's first fill, which
         mkfs.xfs 6.10.1 makes smaller than 6.1 did where a btree cannot
         grow (64 KiB blocks); either place is right."""
-        from ..mkfs import agfl_prefill
         sb = self.sb
         reflink = sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_REFLINK)
         return [self._rootino_after(agfl_prefill(release, sb.blocksize, sb.agblocks,
@@ -604,7 +604,6 @@ class SuperblockPhase:
     def log_head_lsn(self):
         """(cycle, block) the log will write next, or None if unknown."""
         if not hasattr(self, "_log_head"):
-            from ...log.head import find_state
             try:
                 _ld, st = find_state(self.fs)
                 # a log of zeroes is at 0:0 (so xfs_repair -n says): every

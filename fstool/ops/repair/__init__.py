@@ -52,12 +52,32 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import struct
 
-from ...errors import ImageTruncatedError, WriteRefused
+from ..._backend import parsers
+from ...errors import (ImageTruncatedError, InvalidArgument, NoSpaceError, UnsupportedError,
+                       WriteRefused)
 from ...format import constants as C
+from ...format.structs import SB
+from ...fs import btree as B
+from ...fs.filesystem import Filesystem
+from ...fs.logstate import log_is_clean
+from ...io import verify as V
+from ...io.device import Device
+from ...io.lock import ImageLock, refuse_if_mounted
+from ...io.undo import UndoError, UndoRecorder, apply_undo, read_undo, roll_back
+from ...ns.writer import Writer
+from ..check import Checker
+from ..check.base import Finding
+from ..logops import zero
+from . import primary
 from .actions import (AG, COUNTERS, INODE, LOG, NAMESPACE, PARENT, REBUILT_TREES, SB_FIELD,
                       SECONDARY, action_of)
-from .agbuild import AGPlan, RepairError
+from .agbuild import AGPlan, RepairError, raw_buf
+from .checker import RepairChecker
+from .inodes import plan_inodes
+from .namespace import NamespaceError, plan as ns_plan
+from .parents import plan as pptr_plan
 
 EXIT_CLEAN, EXIT_REPAIRED, EXIT_CANNOT = 0, 1, 4
 TREES = ("finobt", "inobt", "bnobt", "cntbt", "agfl", "refcountbt", "all")
@@ -85,7 +105,6 @@ class RepairResult:
 def refuse_unusable(fs, path) -> None:
     """Images repair does not write: a dirty log, unknown or unsupported
     features (the same rules as every writer)."""
-    from ...fs.logstate import log_is_clean
     clean, why = log_is_clean(fs)
     if not clean:
         raise WriteRefused(f"{path}: the log is dirty ({why}); replay it first with "
@@ -96,7 +115,6 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
     """(AG plans, secondary superblocks, counters?, changes, actions,
     unrepaired, (inode plan, namespace plan or None, parent pointer plan or
     None)) for the findings of ``checker`` and the options."""
-    from .inodes import plan_inodes
     fs = checker.fs
     sb = fs.sb
     findings = checker.findings
@@ -269,7 +287,6 @@ def _plan_parents(checker, inodes, ns, findings, unrepaired):
     """The parent pointer phase's plan (None on a filesystem without parent
     pointers or when nothing touches them); its findings it cannot mend
     go to ``unrepaired``."""
-    from .parents import plan as pptr_plan
     touched = findings or ns or inodes.attr_dropped or \
         any(not ch.clear for ch in inodes.changes.values())
     if not checker.fs.has_parent_pointers or not touched:
@@ -284,8 +301,6 @@ def _plan_parents(checker, inodes, ns, findings, unrepaired):
 
 def _plan_namespace(checker, inodes, ns_findings, unrepaired):
     """The namespace phase's plan, or None (its findings then unrepaired)."""
-    from .namespace import NamespaceError
-    from .namespace import plan as ns_plan
     try:
         return ns_plan(checker, inodes.cleared, inodes.mended())
     except NamespaceError as e:
@@ -339,7 +354,6 @@ def finobt_reservation(fs, agno: int) -> int:
     """Blocks the kernel reserves in an AG for its finobt when it mounts
     (xfs_finobt_calc_reserves: a finobt as big as the AG's inode capacity
     could make it, xfs_inobt_max_size)."""
-    from ...fs import btree as B
     sb = fs.sb
     agblocks = fs.ag_length(agno)
     if sb.logstart and (sb.logstart >> sb.agblklog) == agno:
@@ -362,8 +376,7 @@ def _check_and_plan(fs, progress, jobs, rebuild, add_finobt):
     or derives inobt records check reported again from the inodes on disk,
     check again with those records (so the inodes are looked at and the
     blocks their files own are claimed), and plan from that."""
-    from .checker import RepairChecker as cls
-    c = cls(fs, progress)
+    c = RepairChecker(fs, progress)
     c.run(jobs)
     first = c.findings
     out = plan(c, rebuild=rebuild, add_finobt=add_finobt)
@@ -373,7 +386,7 @@ def _check_and_plan(fs, progress, jobs, rebuild, add_finobt):
     fixes.update(c.pending_fixes)
     if fixes:
         old = {agno: {r[0]: r for r in c.chunks.get(agno, ())} for agno in fixes}
-        c = cls(fs, progress)
+        c = RepairChecker(fs, progress)
         c.chunk_fixes = fixes
         c.run(1)
         out = plan(c, rebuild=rebuild, add_finobt=add_finobt, scan=False)
@@ -391,11 +404,9 @@ def repair(path, *, dry_run: bool = False, rebuild=(), add_finobt: bool = False,
     """Check ``path`` and mend what can be mended; see the module docstring.
     ``extend_truncated``: an image file shorter than its superblock says is
     first extended with zeros to its full size (else repair stops)."""
-    from ...io.lock import refuse_if_mounted
     path = os.fspath(path)
     for t in rebuild:
         if t not in TREES:
-            from ...errors import InvalidArgument
             raise InvalidArgument(f"--rebuild: unknown tree {t!r} (one of {', '.join(TREES)})")
     refuse_if_mounted(path)
     _refuse_unsupported(path)
@@ -435,7 +446,6 @@ def repair(path, *, dry_run: bool = False, rebuild=(), add_finobt: bool = False,
         if recorder is not None and recorder.fd >= 0:
             # the primary was restored and nothing else written (or the rest
             # failed): the undo file still gives the old primary back
-            from ...io.device import Device
             dev = Device(path)
             try:
                 recorder.finish(dev)
@@ -463,9 +473,6 @@ def _refuse_unsupported(path) -> None:
     is refused before anything else looks at it: nothing is searched for or
     written.  (Feature bits are judged on the superblock phase 1 keeps:
     primary.settle.)"""
-    from ...errors import UnsupportedError
-    from ...io.device import Device
-    from . import primary
     dev = Device(path)
     try:
         why = primary.unsupported(dev)
@@ -476,7 +483,6 @@ def _refuse_unsupported(path) -> None:
 
 
 def _primary_finding(plan):
-    from ..check.base import Finding
     return Finding("SB_PRIMARY", f"primary superblock: {plan.why}", structure="sb", agno=0,
                    block=0)
 
@@ -487,10 +493,6 @@ def _extend_phase(path, dry_run, undo_file, recorder):
     file is extended with zeros to that size (unless ``dry_run``), the old
     size kept in ``undo_file`` (``fstool undo`` cuts the file back);
     (None, recorder) when it is not short."""
-    from ...format.structs import SB
-    from ...io.device import Device
-    from ...io.lock import ImageLock
-    from ..check.base import Finding
     dev = Device(path, writable=not dry_run)
     try:
         with ImageLock(dev, path):
@@ -523,7 +525,6 @@ def _extend_phase(path, dry_run, undo_file, recorder):
             if dry_run:
                 return found, recorder
             if recorder is None and undo_file is not None:
-                from ...io.undo import UndoRecorder
                 extra = [(agno * ag, 4 * f["sb_sectsize"])
                          for agno in range(f["sb_agcount"]) if agno * ag < dev.size]
                 recorder = UndoRecorder(dev, undo_file, extra)
@@ -544,15 +545,12 @@ def _log_cut_off(path, grown, recorder) -> bool:
     as it is.  Returns whether it was formatted."""
     if not getattr(grown, "log_cut", False):
         return False
-    from ...fs.logstate import log_is_clean
-    from ...fs.filesystem import Filesystem
     fs = Filesystem(path)
     try:
         if log_is_clean(fs)[0]:
             return False
     finally:
         fs.close()
-    from ..logops import zero
     zero(path, undo=recorder)
     return True
 
@@ -581,9 +579,6 @@ def _primary_phase(path, dry_run, undo_file):
     (written now unless ``dry_run``, saved first in ``undo_file``); (None,
     None) when the primary is good.  Raises what primary.settle raises
     (nothing written)."""
-    from ...io.device import Device
-    from ...io.lock import ImageLock
-    from . import primary
     dev = Device(path, writable=not dry_run)
     recorder = None
     try:
@@ -594,7 +589,6 @@ def _primary_phase(path, dry_run, undo_file):
             if dry_run:
                 return plan, None
             if undo_file is not None:
-                from ...io.undo import UndoRecorder
                 recorder = UndoRecorder(dev, undo_file, plan.header_sectors())
                 dev.write_hook = recorder
             primary.restore(dev, plan)
@@ -615,7 +609,6 @@ def guard_path(path) -> str:
 
 
 def _sb_inprogress(dev) -> int:
-    from ...format.structs import SB
     raw = dev.pread(0, 512)
     return raw[SB.offset("sb_inprogress")] if raw[:4] == b"XFSB" else 0
 
@@ -624,9 +617,6 @@ def _mark_in_progress(dev, value: int) -> None:
     """The primary superblock's sb_inprogress set to ``value`` (its CRC
     made again) and made durable: while set, the kernel refuses to mount the
     image and the next repair rolls the interrupted one back."""
-    from ..._backend import parsers
-    from ...format.structs import SB
-    import struct
     (sect,) = struct.unpack_from(">H", dev.pread(0, 512), SB.offset("sb_sectsize"))
     buf = bytearray(dev.pread(0, max(512, sect)))
     buf[SB.offset("sb_inprogress")] = value
@@ -640,11 +630,8 @@ def recover_interrupted(path, undo_file=None) -> int | None:
     in progress and its crash guard incomplete: put back what the guard
     saved (the image is then as it was before that repair) and remove it.
     Returns the bytes restored, or None when there was nothing to recover."""
-    from ...io.device import Device
-    from ...io.undo import read_undo, roll_back, UndoError
     guards = [g for g in (undo_file, guard_path(path)) if g is not None and
               os.path.exists(g)]
-    from ...io.lock import ImageLock
     dev = Device(path, writable=True)
     lock = ImageLock(dev, path)
     try:
@@ -674,7 +661,6 @@ def recover_interrupted(path, undo_file=None) -> int | None:
 
 
 def _repair(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, recorder):
-    from ...errors import NoSpaceError
     if dry_run:
         return _repair_once(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress,
                             recorder)
@@ -694,8 +680,6 @@ def _repair(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, recor
 
 def _repair_once(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, recorder,
                  in_place: bool = False):
-    from ...fs.filesystem import Filesystem
-    from ...io.lock import ImageLock
     if dry_run:
         fs = Filesystem(path)
         lock = ImageLock(fs.dev, path)
@@ -715,7 +699,6 @@ def _repair_once(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, 
         finally:
             lock.__exit__(None, None, None)
             fs.close()
-    from ...ns.writer import Writer
     # the AG rebuild writes every AG's rmapbt anew (plan()), so repair may
     # open an rmapbt image for writing; the parent pointer phase keeps the
     # pointers of everything the other phases change (exchange-range leaves
@@ -737,7 +720,6 @@ def _repair_once(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, 
         if in_place and recorder is None:
             guard = undo_file if undo_file is not None else guard_path(path)
         if recorder is None and (undo_file is not None or guard is not None):
-            from ...io.undo import UndoRecorder
             recorder = UndoRecorder(fs.dev, guard or undo_file, _digest_sectors(fs))
         if recorder is not None:
             recorder.dev = fs.dev
@@ -749,11 +731,9 @@ def _repair_once(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, 
         _apply(w, c, plans, secs, counters, add_finobt, phases, in_place)
         w.close()
         if c.log_cycle:
-            from ..logops import zero
             zero(path, min_cycle=c.log_cycle, undo=recorder)
         if in_place:
             # every block is written and durable: the mark goes, last
-            from ...io.device import Device
             dev = Device(path, writable=True)
             dev.write_hook = recorder
             try:
@@ -762,7 +742,6 @@ def _repair_once(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, 
                 dev.close()
         result.written = True
         if recorder is not None:
-            from ...io.device import Device
             fs.dev.write_hook = None
             dev = Device(path)
             try:
@@ -786,8 +765,6 @@ def _remaining(path, jobs, before=()) -> list:
     """What check still finds after the repair (some findings were only
     consequences of what was rebuilt): (finding, reason) for each error,
     the reason given before the repair for its code when there was one."""
-    from ...fs.filesystem import Filesystem
-    from ..check import Checker
     with Filesystem(path) as fs:
         c = Checker(fs)
         c.run(jobs)
@@ -834,9 +811,6 @@ def _digest_sectors(fs) -> list:
 
 def _apply(w, checker, plans, secondaries, counters, add_finobt, phases=(None, None, None),
            in_place: bool = False) -> None:
-    from ...format.structs import SB
-    from ...io import verify as V
-    from .agbuild import raw_buf
     fs = w.fs
     sb = fs.sb
     with w.transaction():
@@ -890,9 +864,6 @@ def _apply(w, checker, plans, secondaries, counters, add_finobt, phases=(None, N
 def undo(path, undo_file) -> int:
     """Put back what ``undo_file`` saved (refusing a changed image, an
     incomplete undo file, a mounted or locked image); the bytes restored."""
-    from ...io.device import Device
-    from ...io.lock import ImageLock, refuse_if_mounted
-    from ...io.undo import apply_undo
     path = os.fspath(path)
     refuse_if_mounted(path)
     dev = Device(path, writable=True)

@@ -21,7 +21,7 @@ code -> (action, text).  The action is what :mod:`fstool.ops.repair` plans:
 ``none``       reported, not repaired: the text says why
 
 docs/check-problems.md shows the text in its repair column (generated with
-the problem table, ``python -m fstool.ops.problems``).
+the problem table, ``python -m fstool.ops.problemdoc``).
 """
 AG, COUNTERS, SECONDARY, NAMESPACE, INODE, NONE = ("ag", "counters", "secondary",
                                                   "namespace", "inode", "none")

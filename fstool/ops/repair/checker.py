@@ -11,6 +11,7 @@ from __future__ import annotations
 import struct
 
 from ..._backend import parsers
+from ...errors import FsToolError
 from ...format import constants as C
 from ...format.structs import DINODE
 from ..check import Checker
@@ -142,7 +143,6 @@ def salvaged_extents(fs, node):
     """(extents, addresses of the bmbt blocks) of the data fork of a
     btree-format inode whose block map fails its strict read only through
     bmbt CRCs (read as xfs_repair reads a "suspect" block); None otherwise."""
-    from ...errors import FsToolError
     if node.format != C.XFS_DINODE_FMT_BTREE:
         return None
     faults = []

@@ -43,13 +43,15 @@ from __future__ import annotations
 import dataclasses
 import struct
 
+from ..._backend import parsers
 from ...format import constants as C
 from ...format.structs import DINODE
-from ..check.base import ATTR, BMBT_ATTR, BMBT_DATA, DATA
+from ...io import verify as V
+from ..check.base import ATTR, BMBT_ATTR, BMBT_DATA, DATA, Finding
 from ..check.inodes import (DIFLAG2_ANY, DIFLAG2_BIGTIME, DIFLAG2_COWEXTSIZE, DIFLAG2_DAX,
                             DIFLAG2_NREXT64, DIFLAG_ANY, DIFLAG_EXTSIZE, DIFLAG_EXTSZINHERIT,
-                            DIFLAG_NEWRTBM, DIFLAG_REALTIME, DIFLAG_RTINHERIT, DIR_FLAGS,
-                            _fields)
+                            DIFLAG_NEWRTBM, DIFLAG_REALTIME, DIFLAG_RTINHERIT, DIR_FLAGS, _fields)
+from .agbuild import REPLACED, raw_buf
 
 NULLFSINO = (1 << 64) - 1
 # sb_qflags: the "quota checked" bits xfs_repair clears (XFS_ALL_QUOTA_CHKD)
@@ -285,7 +287,6 @@ class InodePlan:
                 else:
                     # cleared for blocks it shares with another owner (no
                     # finding of its own): the entries naming it go all the same
-                    from ..check.base import Finding
                     why = "; ".join(self.changes[ino].why) or "cleared"
                     out.append((ino, Finding("SPACE_OVERLAP", f"inode {ino}: {why}",
                                              structure="inode", ino=ino,
@@ -304,8 +305,6 @@ class InodePlan:
     # -- writing ---------------------------------------------------------------------
     def apply(self, tx, checker) -> None:
         """Write every inode change, the bmbt node keys, in ``tx``."""
-        from ...io import verify as V
-        from .agbuild import raw_buf
         fs = tx.fs
         isz = fs.sb.inodesize
         for ino in sorted(self.changes):
@@ -322,7 +321,6 @@ class InodePlan:
         for agno, agbno, index, n in self.leaf_extents:
             buf = raw_buf(tx, fs.agb_to_daddr(agno, agbno), bs, V.BMBT)
             set_extent_length(buf.data, C.XFS_BTREE_LBLOCK_CRC_LEN + 16 * index, n)
-        from ..._backend import parsers
         for agno, agbno in sorted(self.bmbt_crc):
             buf = raw_buf(tx, fs.agb_to_daddr(agno, agbno), bs, V.BMBT)
             struct.pack_into("<I", buf.data, C.XFS_BTREE_LBLOCK_CRC_OFF,
@@ -365,7 +363,6 @@ class InodePlan:
 # -- the edits ---------------------------------------------------------------------------
 def edited(raw, ch: InodeChange, checker) -> bytearray:
     """The inode ``raw`` with ``ch`` made, its CRC current."""
-    from ..._backend import parsers
     b = bytearray(raw)
     if ch.clear or ch.reinit:
         cleared_inode(b, ch.ino, checker)
@@ -710,7 +707,6 @@ def plan_inodes(checker) -> InodePlan:
     # claims clears the inode, an attr fork is dropped: every claimant, as
     # xfs_repair does with duplicate blocks (the AG btrees and free lists
     # being rebuilt claim nothing)
-    from .agbuild import REPLACED
     reflink = sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_REFLINK)
     for agno, claims in sorted(checker.claims.items()):
         kept = sorted(c for c in claims if c[2] not in REPLACED and not p.drops(c[2]))
@@ -856,7 +852,6 @@ def _symlink_crc_only(checker, ino: int, findings) -> dict:
                     0 in buf[hdr:hdr + nbytes]:
                 return {}
             stored = struct.unpack_from("<I", buf, SYMLINK_CRC_OFF)[0]
-            from ..._backend import parsers
             if parsers.xfs_cksum(bytes(buf), SYMLINK_CRC_OFF) != stored:
                 bad[daddr] = n * bs
             elif magic != C.XFS_SYMLINK_MAGIC or blkno != daddr or \

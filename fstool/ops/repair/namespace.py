@@ -42,8 +42,8 @@ import collections
 import struct
 import types
 
-from ...alloc.inodes import chunk_start
 from ..._backend import parsers
+from ...alloc.inodes import chunk_start
 from ...errors import FsToolError
 from ...format import constants as C
 from ...format.structs import DINODE
@@ -52,6 +52,15 @@ from ..check.base import BMBT_DATA, DATA, file_owner
 from ..names import quoted_name
 
 RMAP_ATTR, RMAP_BMBT = C.XFS_RMAP_OFF_ATTR, C.XFS_RMAP_OFF_BMBT
+import time
+
+from ...fs import btree_write as BW
+from ...fs.btree import BMBT
+from ...fs.icore import InodeSpec, encode_ts
+from ...io import verify as V
+from ...ns import dirbuild as DB, files as F
+from ...ns.namespace import owned_blocks
+from ..check.base import OWN_FREE, OWN_INODES
 from .agbuild import RepairError, complement, merge, normal_record
 from .checker import salvaged_extents
 from .inodes import shares_blocks
@@ -285,8 +294,6 @@ class NamespacePlan:
     # -- writing ---------------------------------------------------------------------------
     def write(self, w) -> None:
         """Everything into the open transaction of the write session ``w``."""
-        from ...fs.icore import InodeSpec, encode_ts
-        from ...ns import files as F
         fs = w.fs
         sb = fs.sb
         for agno, starts in sorted(self.new_chunks.items()):
@@ -340,8 +347,6 @@ def bmbt_blocks(sb, nexts: int, space: int) -> int:
     """Blocks of the block map btree that maps ``nexts`` extents from a
     fork of ``space`` bytes (0 when they fit the fork), as the bulk loader
     builds it."""
-    from ...fs import btree_write as BW
-    from ...fs.btree import BMBT
     if nexts * 16 <= space:
         return 0
     geo = BW.bulk_geometry(nexts, (BMBT.maxrecs(sb.blocksize, True),
@@ -369,11 +374,9 @@ class _ReservedBmbt:
         return self.blocks.pop(0)
 
     def new(self, addr: int) -> bytearray:
-        from ...io import verify as V
         return self.w.tx.get_buf(self.daddr(addr), self.blocksize, V.BMBT).data
 
     def read(self, addr: int) -> bytearray:
-        from ...io import verify as V
         return self.w.tx.read_buf(self.daddr(addr), self.blocksize, V.BMBT).data
 
     def dirty(self, addr: int) -> None:
@@ -386,8 +389,6 @@ class _ReservedBmbt:
 def _bmbt_fork(w, ino: int, exts: list, fix):
     """The data fork of a rebuilt directory whose extents need a block map
     btree: bulk-loaded into exactly the blocks reserved for it."""
-    from ...fs import btree_write as BW
-    from ...ns import files as F
     exts = F.merge_extents(exts)
     store = _ReservedBmbt(w, fix.bmbt)
     root, _h, used = BW.bulk_load_bmbt([(o, b, n, 0) for o, b, n in exts], ino=ino,
@@ -431,7 +432,6 @@ class _Space:
     def _free(self, agno: int) -> list:
         free = self.free.get(agno)
         if free is None:
-            from ..check.base import OWN_FREE
             claims = self.checker.claims.get(agno, [])
             owned = merge([(s, n) for s, n, o in claims if o != OWN_FREE])
             recorded = merge([(s, n) for s, n, o in claims if o == OWN_FREE])
@@ -521,7 +521,6 @@ def plan(checker, cleared: set, mended: frozenset = frozenset()) -> NamespacePla
     """The namespace phase's plan for what ``checker`` found, treating the
     inodes in ``cleared`` (which the inode phase frees) as free.  Raises
     :class:`NamespaceError` when the namespace cannot be repaired safely."""
-    import time
     fs = checker.fs
     sb = fs.sb
     if not sb.has_ftype:
@@ -813,7 +812,6 @@ def _new_chunk(checker, space, out, root: int) -> int:
     has a free inode: 64 inodes in blocks free in the space map, aligned as
     the superblock says chunks are, the root's AG first (the chunk is
     written, all free but lost+found, with the rebuilt inode btrees)."""
-    from ..check.base import OWN_INODES
     sb = checker.sb
     if sb.inopblock > 64:
         raise NamespaceError("no free inode in an existing chunk for lost+found (a new "
@@ -854,8 +852,6 @@ def _free_inode(checker, cleared, root: int) -> int:
 def _build(out: NamespacePlan, checker, space: _Space, d: int, parent, entries, read,
            new: bool) -> None:
     """Encode directory ``d`` and reserve its blocks."""
-    from ...ns import dirbuild as DB
-    from ...ns.namespace import owned_blocks
     fs = checker.fs
     sb = fs.sb
     fix = DirFix(d, parent, entries, new)

@@ -24,15 +24,23 @@ left as it is and its findings reported, not repaired.
 from __future__ import annotations
 
 import struct
+import types
 from collections import defaultdict
 
+from ..._backend import parsers
 from ...errors import FsToolError
 from ...format import constants as C
 from ...format import parent as P
 from ...format.structs import DINODE
 from ...fs import attr as xattr
+from ...io import verify as V
+from ...ns import attrbuild as AB
 from ...ns import files as F
+from ...ns.bmap import owned_blocks
+from ..check.base import ATTR, BMBT_ATTR, file_owner
+from .agbuild import raw_buf
 from .inodes import count_fields, sf_attr_entries, sf_attr_fork
+from .namespace import RMAP_ATTR, NamespacePlan, _ReservedRuns, _runs, _Space
 
 CODES = ("PARENT_MISSING", "PARENT_BAD", "PARENT_GARBAGE")
 _BMDR_REC = 16              # a bmbt root's key and pointer
@@ -103,10 +111,6 @@ class ParentPlan:
 def _place(w, ino: int, fix: ParentFix, space: int):
     """The blocks of ``fix``'s attr fork written into the runs reserved for
     them: (format, literal, extent count, blocks) of the fork."""
-    import types
-
-    from ...ns import files as F
-    from .namespace import _ReservedRuns
     shim = types.SimpleNamespace(tx=w.tx, fs=w.fs, sb=w.sb, space=_ReservedRuns(fix.runs))
     exts = F.place_plan(shim, fix.plan, 0, owner=None)
     fork = F.map_fork(shim, ino, exts, space, attr=True)
@@ -116,9 +120,6 @@ def _place(w, ino: int, fix: ParentFix, space: int):
 def _write_gens(w, gens) -> None:
     """Parent pointer generations written in place in attr leaf blocks,
     their CRCs made again."""
-    from ..._backend import parsers
-    from ...io import verify as V
-    from .agbuild import raw_buf
     bs = w.sb.blocksize
     for daddr in sorted({d for d, _o, _g in gens}):
         buf = raw_buf(w.tx, daddr, bs, V.ATTR3_NODE_OR_LEAF)
@@ -187,7 +188,6 @@ def plan(checker, inodes, ns, findings) -> ParentPlan:
                 entries[child].append((d, name))
     unread -= cleared | set(rebuilt)
     gens = {}
-    from .namespace import NamespacePlan, _Space
     out.blocks = ns if ns is not None else NamespacePlan()
     if out.blocks.space is None:
         out.blocks.space = _Space(checker)
@@ -326,14 +326,12 @@ def _attr_extents(node) -> list:
 
 
 def _owned(node) -> list:
-    from ...ns.bmap import owned_blocks
     return owned_blocks(node, attr=True)
 
 
 def _release(checker, res, ino: int, blocks) -> None:
     """The blocks of the attr fork of ``ino`` that is made again given up
     in the plan ``res`` carries to the AG rebuild."""
-    from ..check.base import ATTR, BMBT_ATTR, file_owner
     for fsbno, n in blocks:
         agno, agbno = checker.fsb_split(fsbno)
         rel = res.released.setdefault(agno, {})
@@ -347,9 +345,6 @@ def _plan_in_blocks(checker, node, attrs, data_fmt, data_bytes, forkoff, added, 
     pointers the shortform fork cannot hold: the kernel's attr code turns it
     into a leaf), its blocks reserved from free space near the inode; a str
     when it cannot be made."""
-    from ...ns import attrbuild as AB
-    from ..check.base import ATTR, file_owner
-    from .namespace import RMAP_ATTR, _runs
     fs = checker.fs
     sb = fs.sb
     ino = node.ino

@@ -25,12 +25,17 @@ summed again from the AGs by the repair that follows).
 """
 from __future__ import annotations
 
-from ...errors import FsToolError
+from ..._backend import parsers
+from ...errors import FsToolError, UnsupportedError
 from ...format import constants as C
 from ...format.structs import SB
-from ..check.superblocks import (GEOMETRY_FIELDS, KNOWN_COMPAT, KNOWN_RO_COMPAT,
-                                 VERSION_ALIGNBIT, VERSION_DALIGNBIT, layout_confirmed,
-                                 primary_sector, read_secondary, vote_geometry, verify_sb)
+from ...fs.superblock import Superblock
+from ...io.sparse import data_ranges_of
+from ...ns.writer import PARENT_INCOMPAT, WRITABLE_INCOMPAT
+from ..check.superblocks import (GEOMETRY_FIELDS, KNOWN_COMPAT, KNOWN_RO_COMPAT, VERSION_ALIGNBIT,
+                                 VERSION_DALIGNBIT, layout_confirmed, primary_sector,
+                                 read_secondary, verify_sb, vote_geometry)
+from .agbuild import RepairError
 
 MAX_VOTES = 16                 # valid secondaries enough to settle the geometry
 SCAN_CHUNK = 4 << 20
@@ -67,7 +72,6 @@ class PrimaryPlan:
     def sector(self) -> bytes:
         """The new primary sector: the secondary with sb_inprogress cleared
         and its CRC stamped again."""
-        from ..._backend import parsers
         buf = bytearray(self.raw)
         buf[SB.offset("sb_inprogress")] = 0
         parsers.stamp_cksum(buf, 0, len(buf), C.XFS_SB_CRC_OFF)
@@ -77,7 +81,6 @@ class PrimaryPlan:
 def _features(f: dict) -> str | None:
     """Feature bits of a v5 superblock repair cannot write with: unknown
     ones (xfs_repair refuses them too) and known ones no writer keeps."""
-    from ...ns.writer import PARENT_INCOMPAT, WRITABLE_INCOMPAT
     if f["sb_versionnum"] & C.XFS_SB_VERSION_NUMBITS != C.XFS_SB_VERSION_5:
         return None
     out = []
@@ -117,7 +120,6 @@ def settle(dev) -> PrimaryPlan | None:
     phase 1 is done; a primary alone in holding them is outvoted before).
     Raises RepairError when no secondary can stand in for a primary that
     cannot be trusted, or no geometry can be verified."""
-    from .agbuild import RepairError
     plan = outvoted(dev)
     if plan is None:
         raw = primary_sector(dev)
@@ -135,7 +137,6 @@ def settle(dev) -> PrimaryPlan | None:
 
 
 def _refuse_features(dev, raw: bytes) -> None:
-    from ...errors import UnsupportedError
     why = _features(SB.unpack(raw))
     if why is not None:
         raise UnsupportedError(f"{dev.path}: not supported: {why}; nothing was written")
@@ -144,7 +145,6 @@ def _refuse_features(dev, raw: bytes) -> None:
 def trouble(dev) -> str | None:
     """Why the primary superblock cannot be trusted, or None: it does not
     open (bad magic, sizes, CRC, geometry) or fails xfs_repair's checks."""
-    from ...fs.superblock import Superblock
     raw = primary_sector(dev)
     if not raw:
         return "the image is shorter than a superblock"
@@ -164,7 +164,6 @@ def outvoted(dev) -> PrimaryPlan | None:
     outvote its geometry; None when it stands, or is not valid in itself
     (xfs_repair's verify_sb: :func:`trouble` says why).  Raises RepairError
     when no geometry can be verified."""
-    from .agbuild import RepairError
     raw = primary_sector(dev)
     if not raw:
         return None
@@ -199,7 +198,6 @@ def adopt(primary: bytes, secondary: bytes) -> bytes:
 def _candidate(dev, offset: int):
     """(AG number, sector bytes, fields) of a valid secondary superblock at
     ``offset``, or None."""
-    from ...fs.superblock import Superblock
     got = read_secondary(dev, offset, whack=True)
     if got is None:
         return None
@@ -235,7 +233,6 @@ def _hinted_offsets(dev) -> list:
 def _scanned_offsets(dev):
     """Every sector boundary of the image's data holding the superblock
     magic (xfs_repair's find_secondary_sb), in order."""
-    from ...io.sparse import data_ranges_of
     ranges = data_ranges_of(dev.fd) if hasattr(dev, "fd") else None
     for start, length in ranges or [(0, dev.size)]:
         pos = max(start, 512)
