@@ -58,4 +58,13 @@ def native_extensions():
     )
 
 
-setup(ext_modules=native_extensions())
+def man_pages():
+    """The manual pages (man/, generated from the click definitions by
+    ``python -m fstool.cli.manpages``), installed into share/man/man1."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    pages = sorted(os.path.join("man", f) for f in os.listdir(os.path.join(here, "man"))
+                   if f.endswith(".1")) if os.path.isdir(os.path.join(here, "man")) else []
+    return [("share/man/man1", pages)] if pages else []
+
+
+setup(ext_modules=native_extensions(), data_files=man_pages())

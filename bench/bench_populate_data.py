@@ -29,7 +29,7 @@ import tempfile
 import time
 import uuid
 
-from common import Best, byte_compile, run_child
+from common import Best, byte_compile, kernel_copy, run_child
 
 UUID = str(uuid.uuid4())      # per run: the kernel mounts one filesystem per uuid
 FSTOOL = [sys.executable, "-m", "fstool"]
@@ -110,29 +110,6 @@ def mkfs_xfs(img: str, size: str) -> None:
         os.unlink(img)
     subprocess.run(["truncate", "-s", size, img], check=True)
     subprocess.run(["mkfs.xfs", "-q", "-f", "-m", f"uuid={UUID}", img], check=True)
-
-
-def kernel_copy(img: str, src: str, mnt: str) -> tuple[float, float]:
-    """Wall and CPU time (cp, sync, umount processes; not the kernel's
-    writeback threads) of copying ``src`` onto a loop mount of ``img``."""
-    import resource
-    subprocess.run(["mount", "-o", "loop", img, mnt], check=True)
-    try:
-        c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        r0 = resource.getrusage(resource.RUSAGE_SELF)
-        t0 = time.perf_counter()
-        subprocess.run(["cp", "-a", src + "/.", mnt], check=True)
-        os.sync()
-        subprocess.run(["umount", mnt], check=True)
-        wall = time.perf_counter() - t0
-    except BaseException:
-        subprocess.run(["umount", mnt])
-        raise
-    c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    r1 = resource.getrusage(resource.RUSAGE_SELF)
-    cpu = sum(getattr(b, f) - getattr(a, f) for a, b in ((c0, c1), (r0, r1))
-              for f in ("ru_utime", "ru_stime"))
-    return wall, cpu
 
 
 def compare(img: str, src: str) -> list:

@@ -26,8 +26,10 @@ CPU time and peak RSS, then xfs_repair -n on both results.
 
 ``corpus``: every case of the check corpus (fixtures/corpus.py) that
 xfs_repair -n calls corrupt is repaired twice, by ``fstool repair`` and by
-``xfs_repair``, on copies.  For fstool's result: xfs_repair -n and fstool
-check must exit 0 and the kernel must mount it; the files the kernel shows
+``xfs_repair``, on copies (xfs_repair, here and below, is the one of the
+xfsprogs that made the geometry: 6.10.1 for ``modern`` and ``modern1k``).
+For fstool's result: xfs_repair -n and fstool check must exit 0 and the
+kernel must mount it; the files the kernel shows
 (path, type, size, contents) are compared with those in xfs_repair's
 result (a file xfs_repair moved to lost+found, named by its inode number,
 counts as kept when fstool kept that inode elsewhere: fixtures.repair_images.
@@ -68,6 +70,7 @@ sys.path.insert(0, str(REPO))
 
 from bench_check import build  # noqa: E402
 from common import bench_image  # noqa: E402
+from fixtures.corpus_repair import corpus_case  # noqa: E402
 
 
 def measure(cmd):
@@ -228,157 +231,6 @@ def bench_damaged(a):
     finally:
         for p in work.iterdir():
             p.unlink()
-        work.rmdir()
-
-
-_BASE_FILES: dict = {}
-
-
-def base_files(geometry: str, base_img=None) -> dict | None:
-    """kernel_files of the undamaged corpus base image of ``geometry``
-    (``base_img``: that image, when it is not fixtures.corpus_base's; once
-    per process): a file fstool keeps as it was there is not lost, whatever
-    xfs_repair's result holds."""
-    if geometry not in _BASE_FILES:
-        if base_img is None:
-            from fixtures import corpus_base
-            base_img = corpus_base.base_image(geometry)
-        _BASE_FILES[geometry] = kernel_files(base_img)
-    return _BASE_FILES[geometry]
-
-
-def kernel_files(img):
-    """{path: (mode, size, sha256, inode, uid, gid, mtime_ns)} as the kernel
-    shows the image (fixtures.repair_images.tree_files), or None when it
-    does not mount."""
-    from fixtures.repair_images import tree_files
-    mnt = tempfile.mkdtemp(prefix="bench-repair-mnt-")
-    r = subprocess.run(["mount", "-o", "loop,ro,nouuid", str(img), mnt], capture_output=True)
-    if r.returncode:
-        os.rmdir(mnt)
-        return None
-    try:
-        return tree_files(mnt)
-    finally:
-        subprocess.run(["umount", mnt], capture_output=True)
-        os.rmdir(mnt)
-
-
-def _run(cmd, timeout, **kw):
-    """(exit status or "timeout", stdout, stderr) of ``cmd``."""
-    try:
-        r = subprocess.run(cmd, capture_output=True, text=True, errors="replace",
-                           timeout=timeout, **kw)
-        return r.returncode, r.stdout, r.stderr
-    except subprocess.TimeoutExpired:
-        return "timeout", "", ""
-
-
-def _same_prefix(a, b) -> bool:
-    """``b`` holds ``a``'s bytes, followed by nothing but zeros."""
-    with open(a, "rb") as fa, open(b, "rb") as fb:
-        while True:
-            x = fa.read(1 << 22)
-            y = fb.read(len(x) if x else 1 << 22)
-            if not x:
-                while y:
-                    if y.count(0) != len(y):
-                        return False
-                    y = fb.read(1 << 22)
-                return True
-            if x != y:
-                return False
-
-
-def corpus_case(case, work, timeout, corpus=None, xfs_repair="xfs_repair", base_img=None):
-    """One corpus case: make it, label it, repair copies with both tools and
-    judge fstool's result.  Returns a record (JSON-able) with ``result`` one
-    of "no damage", "clean" (xfs_repair -n finds nothing), "repaired clean",
-    "not repaired", "missed by check", "made worse", "crash", "hang".
-    ``corpus`` is the corpus module (make_case, label, describe; default
-    fixtures.corpus), ``xfs_repair`` the xfs_repair judging it and
-    ``base_img`` the undamaged image (default fixtures.corpus_base's)."""
-    import json
-    if corpus is None:
-        from fixtures import corpus
-    from fixtures.repair_images import files_missing, metadata_differs
-    rec = {"case": case, "describe": corpus.describe(case)}
-    start = time.perf_counter()
-    work.mkdir(parents=True, exist_ok=True)
-    dmg, ours, theirs = work / "dmg.img", work / "ours.img", work / "theirs.img"
-    try:
-        if not corpus.make_case(dmg, case):
-            rec["result"] = "no damage"
-            return rec
-        lab = corpus.label(dmg)
-        rec["label"] = lab
-        if lab != 1:
-            rec["result"] = "clean"
-            return rec
-        cp(dmg, ours)
-        cp(dmg, theirs)
-        t0 = time.perf_counter()
-        # a truncated image is extended with zeros and repaired (the user's
-        # consent that option stands for is the corpus' premise)
-        rc, out, err = _run([sys.executable, "-m", "fstool", "repair", "--json",
-                             "--extend-truncated", str(ours)],
-                            timeout, cwd=REPO)
-        rec["fstool_seconds"] = round(time.perf_counter() - t0, 2)
-        rec["exit"] = rc
-        xr, _o, _e = _run([xfs_repair, "-f", str(theirs)], timeout)
-        rec["xfs_repair_exit"] = xr
-        if rc == "timeout":
-            rec["result"] = "hang"
-            return rec
-        if rc not in (0, 1, 4) or "Traceback" in err:
-            rec["result"] = "crash"
-            rec["stderr"] = err[-600:]
-            return rec
-        try:
-            rec["not_repaired"] = sorted({f["code"] for f in
-                                          json.loads(out).get("not_repaired", [])})
-        except (ValueError, AttributeError):
-            rec["not_repaired"] = []
-        if rc in (0, 4):
-            # nothing repaired: the image must be left as it was (a truncated
-            # one may have been extended with zeros, which undo cuts back)
-            rec["changed"] = not _same_prefix(dmg, ours)
-        if rc == 4:
-            rec["result"] = "not repaired"
-            rec["stderr"] = err.strip().replace(str(ours), "IMG")[-300:]
-            return rec
-        if rc == 0:
-            # check found nothing xfs_repair -n calls corrupt (a check miss,
-            # not a repair that made it worse)
-            rec["result"] = "missed by check"
-            return rec
-        xn, xo, _e = _run([xfs_repair, "-n", "-f", str(ours)], timeout)
-        fc, fo, _e = _run([sys.executable, "-m", "fstool", "check", str(ours)], timeout,
-                          cwd=REPO)
-        rec["after"] = {"xfs_repair_n": xn, "fstool_check": fc}
-        mine = kernel_files(ours) if xn == 0 and fc == 0 else None
-        if mine is None:
-            rec["result"] = "made worse"
-            rec["after"]["mounts"] = False
-            rec["after"]["xfs_repair_n_said"] = corpus.label(ours, messages=True)[1][:12] \
-                if xn != 0 else []
-            rec["after"]["fstool_check_said"] = fo.strip().splitlines()[:12] if fc else []
-            return rec
-        rec["result"] = "repaired clean"
-        ref = kernel_files(theirs)
-        rec["xfs_repair_mounts"] = ref is not None
-        ref = ref or {}
-        lost = files_missing(mine, ref, base_files(case["geometry"], base_img))
-        rec["files"] = len(mine)
-        rec["files_lost"] = lost[:20]
-        rec["n_files_lost"] = len(lost)
-        rec["metadata_differs"] = metadata_differs(mine, ref)[:20]
-        rec["kept_more"] = len(set(mine) - set(ref))
-        return rec
-    finally:
-        rec["seconds"] = round(time.perf_counter() - start, 1)
-        for p in (dmg, ours, theirs):
-            p.unlink(missing_ok=True)
         work.rmdir()
 
 

@@ -57,3 +57,58 @@ class Best:
             self.cpu[name] = min(cpu, self.cpu.get(name, cpu))
         if rss is not None:
             self.rss[name] = max(rss, self.rss.get(name, rss))
+
+
+def kernel_copy(img: str, src: str, mnt: str) -> tuple[float, float]:
+    """Wall and CPU time (cp, sync, umount processes; not the kernel's
+    writeback threads) of copying ``src`` onto a loop mount of ``img``."""
+    import resource
+    import subprocess
+    import time
+    subprocess.run(["mount", "-o", "loop", img, mnt], check=True)
+    try:
+        c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        r0 = resource.getrusage(resource.RUSAGE_SELF)
+        t0 = time.perf_counter()
+        subprocess.run(["cp", "-a", src + "/.", mnt], check=True)
+        os.sync()
+        subprocess.run(["umount", mnt], check=True)
+        wall = time.perf_counter() - t0
+    except BaseException:
+        subprocess.run(["umount", mnt])
+        raise
+    c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = sum(getattr(b, f) - getattr(a, f) for a, b in ((c0, c1), (r0, r1))
+              for f in ("ru_utime", "ru_stime"))
+    return wall, cpu
+
+
+class Median:
+    """Every wall and CPU time of each named run over several rounds; the
+    median of each, and the largest peak RSS."""
+
+    def __init__(self):
+        self.walls: dict = {}
+        self.cpus: dict = {}
+        self.rss: dict = {}
+
+    def add(self, name, wall, cpu=None, rss=None):
+        self.walls.setdefault(name, []).append(wall)
+        if cpu is not None:
+            self.cpus.setdefault(name, []).append(cpu)
+        if rss is not None:
+            self.rss[name] = max(rss, self.rss.get(name, rss))
+
+    @staticmethod
+    def _median(values: list) -> float:
+        import statistics
+        return statistics.median(values)
+
+    @property
+    def wall(self) -> dict:
+        return {k: self._median(v) for k, v in self.walls.items()}
+
+    @property
+    def cpu(self) -> dict:
+        return {k: self._median(v) for k, v in self.cpus.items()}

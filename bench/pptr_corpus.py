@@ -26,9 +26,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-from bench_repair import corpus_case, summarize  # noqa: E402
+from bench_repair import summarize  # noqa: E402
 from corpus_agreement import CHECK_TIMEOUT, crashed, fstool  # noqa: E402
 from fixtures import corpus_pptr, modern  # noqa: E402
+from fixtures.corpus_repair import corpus_case  # noqa: E402
 
 
 def check_case(case, keep):

@@ -11,15 +11,46 @@ reads like ``os`` (docs/api.md)::
         with fs.open("/etc/hostname") as f:
             data = f.read()
 """
+import os
+import warnings
+
 from ._version import __version__
-from .errors import (CorruptionError, FsToolError, ImageError, NotFoundError, NotXfsError,
-                     UnsupportedError)
+from .errors import (CorruptionError, DirtyLogWarning, FsToolError, FsToolWarning, ImageError,
+                     LogUnreadableWarning, NotFoundError, NotXfsError, UnsupportedError)
 
 
-def open_image(path, cache_bytes: int = 64 << 20):
-    """Open an XFS v5 image (file or block device) read-only."""
+def open_image(path, cache_bytes: int = 64 << 20, *, replay_in_memory: bool = False):
+    """Open an XFS v5 image (file or block device) read-only.
+
+    A dirty log is never silent.  With ``replay_in_memory`` the image reads
+    as it would after replaying it (in memory: the file is not changed);
+    without, a :class:`DirtyLogWarning` says that what is read is the image
+    before replay.  A log that cannot be read gives a
+    :class:`LogUnreadableWarning`.  Both are kinds of
+    :class:`FsToolWarning`, filtered with the :mod:`warnings` module."""
     from .fs.filesystem import Filesystem  # lazy: start-up (`fstool --help` reads no image)
-    return Filesystem(path, cache_bytes=cache_bytes)
+    fs = Filesystem(path, cache_bytes=cache_bytes)
+    name = os.fsdecode(path) if isinstance(path, (str, bytes, os.PathLike)) else str(path)
+    try:
+        try:
+            dirty = fs.log.dirty
+        except FsToolError as e:
+            warnings.warn(LogUnreadableWarning(
+                f"{name}: the log cannot be read ({e}); the image is read as it is on disk",
+                name, str(e)), stacklevel=2)
+            return fs
+        if dirty and replay_in_memory:
+            from .recovery.memory import replay_in_memory as replay  # lazy: start-up
+            replay(fs)
+        elif dirty:
+            warnings.warn(DirtyLogWarning(
+                f"{name}: the log is dirty; what is read is the image BEFORE replay (replay "
+                "it with 'fstool log replay', or open it with replay_in_memory=True)", name),
+                stacklevel=2)
+    except BaseException:
+        fs.close()
+        raise
+    return fs
 
 
 def backend() -> str:
@@ -29,4 +60,5 @@ def backend() -> str:
 
 
 __all__ = ["open_image", "backend", "__version__", "FsToolError", "CorruptionError",
-           "ImageError", "NotFoundError", "NotXfsError", "UnsupportedError"]
+           "ImageError", "NotFoundError", "NotXfsError", "UnsupportedError", "FsToolWarning",
+           "DirtyLogWarning", "LogUnreadableWarning"]

@@ -129,6 +129,12 @@ class InvalidArgument(FsToolError, ValueError):
     errno = _errno.EINVAL
 
 
+class BadValue(InvalidArgument):
+    """A value given to a command is not valid: an option outside what the
+    format allows, an AG or inode number the filesystem does not have (the
+    command line's fault, not the image's: exit status 2)."""
+
+
 # -- what writers raise: each with the errno the kernel returns ------------------
 
 class ExistsError(FsToolError, FileExistsError):
@@ -202,6 +208,33 @@ class WriteRefused(FsToolError, OSError):
     """The image is in a state writers must not touch (dirty log, needs
     repair, corrupt); the message says what to run first."""
     errno = _errno.EUCLEAN
+
+
+# -- warnings: filterable with the warnings module -------------------------------
+
+class FsToolWarning(UserWarning):
+    """Base of the warnings fstool gives (``warnings.simplefilter("error",
+    fstool.FsToolWarning)`` makes them errors, "ignore" silences them)."""
+
+
+class DirtyLogWarning(FsToolWarning):
+    """The image's log holds work not yet written back: what is read is the
+    image before replay (``open_image(path, replay_in_memory=True)`` reads
+    it as it would be after)."""
+
+    def __init__(self, message: str, path: str = ""):
+        super().__init__(message)
+        self.path = path
+
+
+class LogUnreadableWarning(FsToolWarning):
+    """The image's log cannot be read: whether it is dirty is not known;
+    what is read is the image as it is on disk."""
+
+    def __init__(self, message: str, path: str = "", reason: str = ""):
+        super().__init__(message)
+        self.path = path
+        self.reason = reason
 
 
 def errno_of(exc: BaseException) -> int:

@@ -443,6 +443,111 @@ def dir_place(entries, dirblksize, has_ftype, hdr, data_first) -> tuple:
     return ("node" if is_node else "leaf" if is_leaf else "block"), where, used
 
 
+@cython.locals(a=cython.Py_ssize_t, b=cython.Py_ssize_t, n=cython.Py_ssize_t,
+               size=cython.longlong, o=cython.longlong, m=cython.longlong,
+               nopen=cython.Py_ssize_t, small=cython.longlong, data=cython.longlong,
+               most_open=cython.Py_ssize_t, head=cython.longlong)
+def slice_bounds(items, start, mask, small_copy, run_data, run_open, read_head) -> tuple:
+    """The slice of a run of plain files (``items[k][6]`` their sizes) from
+    ``start``: files while the data read so far is under ``run_data`` bytes
+    and the files opened under ``run_open``; a file of up to ``small_copy``
+    bytes is read at the next offset aligned by ``mask`` (block size - 1), a
+    larger one opened with ``min(size, read_head)`` bytes asked for.
+    Returns ``(start, end, bytes, offsets, sizes to read or ask for, files
+    opened)``, offset -1 for a file to open."""
+    a = start
+    b = a
+    n = len(items)
+    m = mask
+    small = small_copy
+    data = run_data
+    most_open = run_open
+    head = read_head
+    offsets = []
+    want = []
+    o = 0
+    nopen = 0
+    while b < n and o < data and nopen < most_open:
+        size = items[b][6]
+        if size > small:
+            offsets.append(-1)
+            want.append(size if size < head else head)
+            nopen += 1
+        else:
+            offsets.append(o)
+            want.append(size)
+            o += (size + m) & ~m
+        b += 1
+    return a, b, o, offsets, want, nopen
+
+
+@cython.locals(k=cython.Py_ssize_t, stop=cython.Py_ssize_t, size=cython.longlong,
+               nblk=cython.longlong, fsbno=cython.ulonglong, left=cython.longlong,
+               most=cython.longlong, bmask=cython.longlong, blg=cython.int,
+               aglog=cython.int, agmask=cython.ulonglong, agblks=cython.ulonglong,
+               off=cython.longlong, src=cython.longlong, end=cython.longlong,
+               p=cython.p_uchar)
+def place_pooled(items, offsets, fds, start, stop, run, take_max, blocklog, agblklog,
+                 agblocks, forks, writes, places) -> int:
+    """The data pool's run ``run`` = ``[next fsbno, blocks left]`` handing
+    blocks to files ``start`` to ``stop`` of a slice, as ``DataPool.take``
+    would one file after another while the run holds each: file k is
+    ``items[k]`` (its size at index 6), its data in the slice's buffer at
+    ``offsets[k]`` (``fds[k]`` -1) or, empty, no blocks at all.  Each file
+    placed appends its fork ``(size, blocks, extents, packed record)`` to
+    ``forks``, ``(k, fsbno, blocks)`` to ``places`` (unless None) and its
+    data's write ``[image byte offset, start, end in the buffer]`` to
+    ``writes``, merged with the last one where both follow on.  Stops at the
+    first file that is copied from an open file, needs more than
+    ``take_max`` or the blocks left, or would lie outside its AG; returns
+    its index (``stop`` when all were placed); ``run`` is updated."""
+    fsbno = run[0]
+    left = run[1]
+    most = take_max
+    blg = blocklog
+    bmask = (1 << blg) - 1
+    aglog = agblklog
+    agmask = (1 << aglog) - 1
+    agblks = agblocks
+    k = start
+    while k < stop:
+        if fds[k] != -1:
+            break
+        size = items[k][6]
+        nblk = (size + bmask) >> blg
+        if nblk == 0:
+            forks.append((0, 0, 0, b""))
+            k += 1
+            continue
+        if nblk > most or nblk > left or (fsbno & agmask) + nblk > agblks:
+            break
+        off = (((fsbno >> aglog) * agblks + (fsbno & agmask)) << blg)
+        src = offsets[k]
+        end = src + (nblk << blg)
+        if writes:
+            last = writes[len(writes) - 1]
+            if last[2] == src and last[0] + (src - last[1]) == off:
+                last[2] = end
+            else:
+                writes.append([off, src, end])
+        else:
+            writes.append([off, src, end])
+        rec = bytearray(16)
+        p = rec
+        # the packed bmbt record of one extent at file block 0, not unwritten
+        _put64(p, 0, fsbno >> 43)
+        _put64(p, 8, ((fsbno & 0x7FFFFFFFFFF) << 21) | nblk)
+        forks.append((size, nblk, 1, bytes(rec)))
+        if places is not None:
+            places.append((k, fsbno, nblk))
+        fsbno += nblk
+        left -= nblk
+        k += 1
+    run[0] = fsbno
+    run[1] = left
+    return k
+
+
 @cython.locals(p=cython.p_uchar, q=cython.p_uchar, isize=cython.Py_ssize_t,
                n=cython.Py_ssize_t, off=cython.Py_ssize_t, i=cython.Py_ssize_t,
                same=cython.bint, lsn_off=cython.Py_ssize_t, crc_off=cython.Py_ssize_t,

@@ -196,3 +196,40 @@ def test_api_on_a_protofile_image(proto_img):
             fs.stat("/definitely/missing")
         assert [e.name for e in fs.scandir("/dev")] == \
             [e.name.decode() for e in fs.listdir("/dev")]
+
+
+def test_open_image_warns_on_a_dirty_log_and_replays_in_memory(tmp_path):
+    """A dirty log is never silent in the API either: open_image warns with
+    a DirtyLogWarning (an FsToolWarning, filterable), and with
+    replay_in_memory=True reads the image as it is after replay, the file
+    unchanged."""
+    import subprocess
+    import sys
+    import warnings
+    if not images.loop_available():
+        pytest.skip("a dirty log needs a kernel loop mount of XFS")
+    img = tmp_path / "dirty.img"
+    subprocess.run([sys.executable, "-m", "fstool", "mkfs", "-q", str(img), "--size", "512m"],
+                   check=True)
+    images.shut_down_dirty(img, late="q")
+    before = img.read_bytes()
+    with pytest.warns(fstool.DirtyLogWarning, match="BEFORE replay") as caught:
+        with fstool.open_image(img) as fs:
+            assert not fs.exists("/a/q")
+    assert issubclass(caught[0].category, fstool.FsToolWarning)
+    assert caught[0].message.path == str(img)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", fstool.FsToolWarning)
+        with pytest.raises(fstool.DirtyLogWarning):
+            fstool.open_image(img)
+        # replayed in memory: no warning, the file as it is after replay
+        with fstool.open_image(img, replay_in_memory=True) as fs:
+            assert fs.exists("/a/q") and fs.isfile("/a/q")
+    assert img.read_bytes() == before
+    # a clean image: no warning at all
+    clean = tmp_path / "clean.img"
+    subprocess.run([sys.executable, "-m", "fstool", "mkfs", "-q", str(clean), "--size", "64m"],
+                   check=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fstool.open_image(clean).close()

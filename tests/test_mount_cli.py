@@ -12,7 +12,8 @@ import time
 import pytest
 
 from fixtures import images
-from fixtures.fusemount import FuseMounted, env, fstool_image, fuse_skip_reason, is_mounted
+from fixtures.fusemount import (FuseMounted, env, fstool_image, fuse_skip_reason, is_mounted,
+                                leave_log_dirty)
 
 
 def fstool(*args, **kw):
@@ -47,14 +48,7 @@ def log_clean(img) -> bool:
 def dirty_image(tmp_path):
     """An image whose log holds checkpoints and no unmount record: a
     mount session that synced and died."""
-    img = fstool_image(tmp_path, "64m")
-    code = ("import os, sys\n"
-            "from fstool.mount.volume import Volume\n"
-            "v = Volume(sys.argv[1])\n"
-            "v.mkdir(v.rootino, b'd', 0o755)\n"
-            "v.sync()\n"
-            "os._exit(0)\n")
-    subprocess.run([sys.executable, "-c", code, str(img)], check=True, env=env())
+    img = leave_log_dirty(fstool_image(tmp_path, "64m"))
     assert not log_clean(img)
     return img
 

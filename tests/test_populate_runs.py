@@ -114,8 +114,11 @@ class FailingReads:
         return sorted(set(bad) | {(k, 13) for k in failed}), fds
 
 
-@pytest.mark.parametrize("bigtime,failing", [(True, False), (False, False), (True, True)])
-def test_runs_leave_the_same_image(tmp_path, monkeypatch, bigtime, failing):
+@pytest.mark.parametrize("bigtime,failing,inline", [
+    (True, False, None), (False, False, None), (True, True, None),
+    # every slice read on the reader's thread, or every one in its turn
+    (True, False, "never"), (True, True, "always")])
+def test_runs_leave_the_same_image(tmp_path, monkeypatch, bigtime, failing, inline):
     src = tmp_path / "src"
     make_tree(src)
     # runs come for plain files of any size without holes, and all of them
@@ -124,9 +127,12 @@ def test_runs_leave_the_same_image(tmp_path, monkeypatch, bigtime, failing):
     assert runs and sum(len(r.items) for r in runs) > 700
     sizes = {it[6] for r in runs for it in r.items}
     assert {0, 1, 4096, 4097, 65536, 65537, 200_000} <= sizes and 40_003 not in sizes
+    import fstool.ops.populate as P
     if failing:
-        import fstool.ops.populate as P
         monkeypatch.setattr(P, "writers", FailingReads(P.writers, 3))
+    if inline is not None:
+        monkeypatch.setattr(P, "RUN_INLINE", -1 if inline == "never" else 1 << 40)
+        monkeypatch.setattr(P, "RUN_INLINE_OPEN", -1 if inline == "never" else 1 << 20)
     if not bigtime and subprocess.run(["which", "mkfs.xfs"], capture_output=True).returncode:
         pytest.skip("mkfs.xfs not installed")
     empty = tmp_path / "empty.img"
@@ -438,3 +444,47 @@ def test_dir_place_backends_agree(dbs):
         form, where, used = got
         assert len(where) == n and form in ("block", "leaf", "node")
         assert all(u <= dbs for u in used)
+
+
+def test_place_pooled_and_slice_bounds_backends_agree():
+    """The compiled and the pure writers hand out a pool run's blocks, pack
+    the forks and merge the writes alike, and cut slices alike; and the
+    forks are the records fs.btree packs."""
+    import random
+    from fstool.fs.btree import pack_bmbt_rec
+    r = random.Random(31)
+    w_native = fstool_native.load(name="writers")
+    w_pure = fstool_native.load(pure=True, name="writers")
+    if not fstool_native.is_native(w_native):
+        pytest.skip("the native build is absent")
+    for _trial in range(40):
+        n = r.randint(1, 300)
+        sizes = [r.choice((0, 1, 4095, 4096, 4097, 65536, 65537, 300_000, 1 << 20))
+                 for _ in range(n)]
+        items = [(b"f%d" % k, 0o644, 0, 0, 0, 0, s) for k, s in enumerate(sizes)]
+        args = (items, r.randint(0, n - 1), 4095, 65536, r.choice((1 << 16, 8 << 20)),
+                r.choice((1, 64)), 2 << 20)
+        bounds = w_native.slice_bounds(*args)
+        assert bounds == w_pure.slice_bounds(*args)
+        a, b, _o, offsets, _want, _nopen = bounds
+        fds = [-1 if off >= 0 else 7 for off in offsets]
+        # a run near the end of AG 3 of 2^20-block AGs (agblocks 1,000,000)
+        start = (3 << 20) + r.choice((10, 999_000, 999_990))
+        got = []
+        for w in (w_native, w_pure):
+            run = [start, 1500]
+            forks, writes, places = [], [[0, 0, 0]], []
+            stop = w.place_pooled(items[a:b], offsets, fds, 0, b - a, run, 64, 12, 20,
+                                  1_000_000, forks, writes, places)
+            got.append((stop, run, forks, writes, places))
+        assert got[0] == got[1]
+        stop, run, forks, writes, places = got[0]
+        for k, fsbno, nblk in places:
+            assert forks[k] == (items[a + k][6], nblk, 1, pack_bmbt_rec(0, fsbno, nblk))
+        assert run[0] == start + sum(p[2] for p in places)
+        assert (run[0] & ((1 << 20) - 1)) <= 1_000_000
+        if stop < b - a:
+            it = items[a + stop]
+            nblk = (it[6] + 4095) >> 12
+            assert fds[stop] != -1 or nblk > 64 or nblk > 1500 - sum(p[2] for p in places) \
+                or (start & ((1 << 20) - 1)) + sum(p[2] for p in places) + nblk > 1_000_000

@@ -319,8 +319,7 @@ class InodeAllocator:
                 for x in inos[i:j]:
                     ch.put |= 1 << (x - base)
             if fs._inodes:
-                for x in inos[i:j]:
-                    fs.forget_inode(x)
+                fs.forget_inodes(inos[i:j])
             i = j
 
     def _find_free_chunk(self, ag, pagino: int):

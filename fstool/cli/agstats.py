@@ -1,45 +1,49 @@
-import json
-
 import click
-from rich.table import Table
 
-from ..ops import stats
-from .console import console
+from .console import blocks_text, bytes_opt, format_opt, output_style, print_table
 from .options import image_arg, json_opt, open_fs
+from ..ops import stats
+import json
 
 
 @click.command("agstats")
 @json_opt
+@format_opt
+@bytes_opt
 @image_arg
-def cmd(as_json, image):
-    """Per-AG statistics: size, free blocks, longest free extent, free extent
-    count, inodes allocated and free, inode chunks (full, partial, empty,
-    sparse), each btree's height and block count, AGFL fill; then totals."""
+def cmd(as_json, fmt, raw, image):
+    """Per-AG statistics: size, used and free space (with a bar on a
+    terminal), longest free extent, free extent count, inodes allocated and
+    free, inode chunks (full, partial, empty, sparse), each btree's height
+    and block count, AGFL fill; then totals.  Sizes in KiB/MiB/GiB (-b:
+    blocks)."""
     with open_fs(image) as fs:
         s = stats.agstats(fs)
-    if as_json:
+    style = output_style(fmt, as_json)
+    if style == "json":
         click.echo(json.dumps(s))
         return
-
-    rows, tot = s["ags"], s["total"]
+    rows, tot, bs = s["ags"], s["total"], s["blocksize"]
     trees = sorted({n for r in rows for n in r["btrees"]}, key=stats.AG_TREES.index)
 
-    def table(title, cols, cells, total):
-        t = Table(title=title)
-        for c in ["AG"] + cols:
-            t.add_column(c, justify="right")
-        for r in rows:
-            t.add_row(str(r["agno"]), *[str(v) for v in cells(r)])
-        t.add_row("all", *[str(v) for v in total], style="bold")
-        console().print(t)
+    def table(title, cols, cells, total, bars=None):
+        print_table(title, ["AG"] + cols, [[r["agno"], *cells(r)] for r in rows], style,
+                    total=["all", *total], bars=bars)
 
-    table("space (blocks)", ["size", "free", "longest free", "free extents", "AGFL"],
-          lambda r: (r["size"], r["free_blocks"], r["longest_free"], r["free_extents"],
+    def size(n):
+        return blocks_text(n, bs, raw)
+
+    table("space (blocks; longest: the longest free extent, extents: free extents)" if raw
+          else "space (longest: the longest free extent, extents: free extents)",
+          ["size", "used", "free", "longest", "extents", "AGFL"],
+          lambda r: (size(r["size"]), size(r["used_blocks"]), size(r["free_blocks"]),
+                     size(r["longest_free"]), r["free_extents"],
                      f"{r['agfl_count']}/{r['agfl_size']}"),
-          (tot["size"], tot["free_blocks"], tot["longest_free"], tot["free_extents"],
-           tot["agfl_count"]))
+          (size(tot["size"]), size(tot["used_blocks"]), size(tot["free_blocks"]),
+           size(tot["longest_free"]), tot["free_extents"], tot["agfl_count"]),
+          bars=("used %", [r["used_pct"] / 100.0 for r in rows + [tot]]))
     ch = ("full", "partial", "empty", "sparse")
-    table("inodes", ["allocated", "free"] + [f"{c} chunks" for c in ch],
+    table("inodes (chunks: full, partial, empty, sparse)", ["allocated", "free", *ch],
           lambda r: (r["inodes"], r["free_inodes"], *[r["chunks"][c] for c in ch]),
           (tot["inodes"], tot["free_inodes"], *[tot["chunks"][c] for c in ch]))
     table("btrees (height/blocks)", trees,

@@ -1,11 +1,11 @@
-import json
-
 import click
-from rich.table import Table
 
+from .console import format_opt, output_style, print_table
+from .options import replay_opt, image_arg, json_opt, open_fs
 from ..ops import stats
-from .console import console
-from .options import image_arg, json_opt, open_fs, replay_opt
+from ..ops.inspect import inode_of
+import json
+from ..ops.inspect import pointer_text
 
 TREES = ["bnobt", "cntbt", "inobt", "finobt", "refcountbt", "rmapbt"]
 
@@ -18,14 +18,15 @@ def cmd():
 @cmd.command("dump")
 @click.option("--ag", "agno", type=click.IntRange(min=0), help="AG of the tree to dump.")
 @click.option("--tree", type=click.Choice(TREES), help="Which AG btree.")
-@click.option("--inode", "ino", type=click.IntRange(min=0),
-              help="Dump the block map (bmbt) of this inode instead.")
+@click.option("--inode", "ino", metavar="INODE",
+              help="Dump the block map (bmbt) of this inode (a number or a path) instead.")
 @click.option("--attr", is_flag=True, help="With --inode: the attr fork's block map.")
 @click.option("--summary", is_flag=True, help="Height, blocks per level and fill factor only.")
 @replay_opt
 @json_opt
+@format_opt
 @image_arg
-def dump_cmd(agno, tree, ino, attr, summary, as_json, image, replay_in_memory):
+def dump_cmd(agno, tree, ino, attr, summary, as_json, fmt, image, replay_in_memory):
     """Dump an AG btree (--ag N --tree NAME) or an inode's bmbt (--inode INO):
     every block, top level first, with level, record count, siblings, keys,
     pointers and records (as xfs_db btdump shows them)."""
@@ -34,20 +35,17 @@ def dump_cmd(agno, tree, ino, attr, summary, as_json, image, replay_in_memory):
     if ino is not None and (agno is not None or tree is not None):
         raise click.UsageError("--inode cannot be combined with --ag/--tree")
     with open_fs(image, replay_in_memory) as fs:
-        dump = stats.dump_bmbt(fs, ino, attr) if ino is not None else \
+        dump = stats.dump_bmbt(fs, inode_of(fs, ino), attr) if ino is not None else \
             stats.dump_ag_btree(fs, agno, tree)
     result = stats.summarize_dump(dump) if summary else dump
-    if as_json:
+    style = output_style(fmt, as_json)
+    if style == "json":
         click.echo(json.dumps(result))
         return
     if summary:
-        _print_summary(result)
+        _print_summary(result, style)
     else:
         _print_dump(dump)
-
-
-def _sib(v):
-    return "null" if v in (0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF) else str(v)
 
 
 def _print_dump(dump):
@@ -69,7 +67,8 @@ def _print_dump(dump):
     for row in dump["levels"]:
         for b in row:
             out(f"{name} level {b['level']} block {b['block']} daddr {b['daddr']} "
-                f"numrecs {b['numrecs']} left {_sib(b['leftsib'])} right {_sib(b['rightsib'])}")
+                f"numrecs {b['numrecs']} left {pointer_text(b['leftsib'])} "
+                f"right {pointer_text(b['rightsib'])}")
             if b["level"] == 0:
                 if b["recs"]:
                     fields = ",".join(b["recs"][0])
@@ -83,13 +82,9 @@ def _print_dump(dump):
                     out(f"{i + 1}:[{','.join(str(v) for v in k.values())}] -> {p}")
 
 
-def _print_summary(s):
-
+def _print_summary(s, style):
     where = f"AG {s['agno']}" if "agno" in s else f"inode {s['ino']} {s['fork']} fork"
-    t = Table(title=f"{s['tree']} of {where}: height {s['height']}, {s['blocks']} blocks")
-    for col in ("level", "blocks", "records", "fill"):
-        t.add_column(col, justify="right")
-    for lv in s["per_level"]:
-        t.add_row(str(lv["level"]), str(lv["blocks"]), str(lv["records"]),
-                  f"{lv['fill'] * 100:.1f}%")
-    console().print(t)
+    print_table(f"{s['tree']} of {where}: height {s['height']}, {s['blocks']} blocks",
+                ("level", "blocks", "records", "fill"),
+                [(lv["level"], lv["blocks"], lv["records"], f"{lv['fill'] * 100:.1f}%")
+                 for lv in s["per_level"]], style)

@@ -1,11 +1,11 @@
 import gc
 import json
 import sys
+import warnings
 
 import click
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
                            TimeElapsedColumn)
-from rich.table import Table
 
 import fstool
 
@@ -14,17 +14,18 @@ from ..errors import (CorruptionError, FsToolError, ImageTruncatedError, Unknown
 from ..io.device import Device
 from ..ops import check as C
 from ..ops.check.superblocks import contradicted_primary
-from .console import console, err, error_line, is_tty
+from .console import console, err, error_line, format_opt, is_tty, output_style, print_table
 from .exits import finish
-from .options import image_arg, json_opt
+from .options import image_arg, json_opt, warn_live_mount
 
 
 @click.command("check")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
               help="Check AGs in this many parallel processes.")
 @json_opt
+@format_opt
 @image_arg
-def cmd(jobs, as_json, image):
+def cmd(jobs, as_json, fmt, image):
     """Check IMAGE like xfs_repair -n: every btree invariant, free space and
     inode accounting, every block owned exactly once, inodes, directories,
     link counts, reachability, superblock counters and a clean log.
@@ -40,21 +41,28 @@ def cmd(jobs, as_json, image):
     # after it, the first collection walked all of them, 10 ms on the
     # varied tree)
     gc.disable()
+    style = output_style(fmt, as_json)
+    as_json = style == "json"
 
 
 
+
+    warn_live_mount(image)
     try:
-        fs = fstool.open_image(image)
+        with warnings.catch_warnings():
+            # the check reports the log itself (LOG_DIRTY, its findings)
+            warnings.simplefilter("ignore", fstool.FsToolWarning)
+            fs = fstool.open_image(image)
     except CorruptionError as e:
         # the primary superblock cannot be trusted (xfs_repair -n looks for
         # a secondary and reports the primary as bad)
         _emit([C.Finding("SB_PRIMARY", str(e), structure="sb", agno=0, block=0,
-                         field=e.field)], as_json)
+                         field=e.field)], style)
         sys.exit(C.EXIT_CORRUPT)
     except UnknownFeatureError as e:
         # what xfs_repair -n does too: a superblock it cannot vouch for
         _emit([C.Finding("SB_FEATURES", str(e), structure="sb", agno=0, block=0,
-                         field="sb_features_incompat")], as_json)
+                         field="sb_features_incompat")], style)
         sys.exit(C.EXIT_CORRUPT)
     except UnsupportedError as e:
         # a layout fstool does not handle (v4, an external log, a realtime
@@ -63,7 +71,7 @@ def cmd(jobs, as_json, image):
         if not found:
             error_line(str(e), as_json, C.EXIT_OPERATIONAL, errno_of(e))
             sys.exit(C.EXIT_OPERATIONAL)
-        _emit(found, as_json)
+        _emit(found, style)
         sys.exit(C.EXIT_CORRUPT)
     except FsToolError as e:
         status = C.EXIT_CORRUPT if isinstance(e, ImageTruncatedError) else C.EXIT_OPERATIONAL
@@ -75,7 +83,7 @@ def cmd(jobs, as_json, image):
                 checker = C.check(fs, bars.update, jobs=jobs)
         else:
             checker = C.check(fs, jobs=jobs)
-    _emit(checker.findings, as_json)
+    _emit(checker.findings, style)
     if checker.log_dirty and not as_json:
         err(f"the log is dirty: replay it first with 'fstool log replay {image}'")
     finish(checker.exit_code)
@@ -95,6 +103,7 @@ class _PhaseBars:
     """A progress bar per phase, on a terminal (gone when the check ends)."""
 
     def __enter__(self):
+        pass
 
         self.progress = Progress(SpinnerColumn(), TextColumn("{task.description:<14}"),
                                  BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -116,18 +125,15 @@ class _PhaseBars:
         self.progress.stop()
 
 
-def _emit(findings, as_json):
-    if as_json:
+def _emit(findings, style):
+    if style == "json":
         for f in findings:
             click.echo(json.dumps(f.as_dict()))
         return
     if not findings:
         click.echo("no problems found")
         return
-
-    t = Table(title=f"{len(findings)} problem{'s' if len(findings) != 1 else ''} found")
-    for col in ("code", "severity", "where", "problem"):
-        t.add_column(col)
+    rows = []
     for f in findings:
         where = ", ".join(x for x in (
             f.structure or "",
@@ -135,5 +141,6 @@ def _emit(findings, as_json):
             f"block {f.block}" if f.block is not None else "",
             f"inode {f.ino}" if f.ino is not None else "",
             f"{f.fork} fork block {f.offset}" if f.offset is not None else "") if x)
-        t.add_row(f.code, f.severity, where, f.message)
-    console().print(t)
+        rows.append((f.code, f.severity, where, f.message))
+    print_table(f"{len(findings)} problem{'s' if len(findings) != 1 else ''} found",
+                ("code", "severity", "where", "problem"), rows, style, left=(0, 1, 2, 3))

@@ -1,11 +1,13 @@
 """One facade for terminal output: rich on a terminal, plain when piped."""
 from __future__ import annotations
 
-import json
 import sys
 
 import click
+import json
 from rich.console import Console
+from rich import box
+from rich.table import Table
 
 
 def err(msg: str) -> None:
@@ -29,7 +31,10 @@ def warn(msg: str) -> None:
 
 
 def console():
-    return Console(highlight=False, soft_wrap=True)
+    """Rich's console: the terminal's width on a terminal; elsewhere (a
+    table asked for with --format table into a pipe or file) as wide as
+    the table needs, not 80 columns."""
+    return Console(highlight=False, soft_wrap=True, width=None if is_tty() else 1000)
 
 
 def is_tty() -> bool:
@@ -45,9 +50,107 @@ def print_fields(fields, as_json: bool) -> None:
         click.echo(f"{f.name} = {f.text}")
 
 
+# -- tables and sizes: boxes on a terminal, plain aligned columns elsewhere ------
+
+FORMATS = ("plain", "table", "json")
+BAR = 10            # a table's bars, in characters
+
+format_opt = click.option(
+    "--format", "fmt", type=click.Choice(FORMATS), default=None,
+    help="table: boxed, with bars (the default on a terminal); plain: aligned columns "
+         "without box characters (the default into a pipe or a file); json: as --json.")
+
+
+def output_style(fmt: str | None, as_json: bool = False) -> str:
+    """"json", "table" or "plain": --json or --format json, else --format,
+    else a table on a terminal and plain text anywhere else."""
+    if as_json or fmt == "json":
+        return "json"
+    if fmt:
+        return fmt
+    return "table" if is_tty() else "plain"
+
+
+def print_table(title: str | None, headers, rows, style: str, *, left=(), total=None,
+                bars=None) -> None:
+    """Rows of cells under ``headers``: a rich table with ``style`` "table",
+    plain aligned columns (two spaces apart, numbers to the right, no box
+    characters, never wrapped) otherwise.  Columns whose index is in
+    ``left`` are aligned left.  ``total`` is a last row (bold in a table).
+    ``bars`` is (label, one fraction per row and for the total): a last
+    column of that label holding the percentage, with a bar before it in a
+    table."""
+    rows = [[str(c) for c in r] for r in rows]
+    every = rows + ([[str(c) for c in total]] if total is not None else [])
+    headers = list(headers)
+    if bars is not None:
+        label, fracs = bars
+        headers.append(label)
+        for r, f in zip(every, fracs):
+            pct = f"{f * 100:.1f}%"
+            r.append(f"{bar(f, BAR):<{BAR}} {pct:>6}" if style == "table" else pct)
+        if style == "table":
+            left = (*left, len(headers) - 1)
+    if style == "table":
+        t = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+        for i, h in enumerate(headers):
+            # numbers, sizes and bars never wrap
+            t.add_column(h, justify="left" if i in left else "right",
+                         no_wrap=i not in left or (bars is not None and i == len(headers) - 1))
+        for k, r in enumerate(every):
+            t.add_row(*r, style="bold" if total is not None and k == len(rows) else None)
+        console().print(t)
+        return
+    table = [headers] + every
+    widths = [max(len(r[i]) for r in table) for i in range(len(headers))]
+    if title:
+        click.echo(title)
+    for r in table:
+        cells = [c.ljust(w) if i in left else c.rjust(w)
+                 for i, (c, w) in enumerate(zip(r, widths))]
+        click.echo("  ".join(cells).rstrip())
+
+
+bytes_opt = click.option(
+    "-b", "--bytes", "raw", is_flag=True,
+    help="Sizes as raw numbers (bytes, blocks) instead of KiB/MiB/GiB.")
+
+
+def size_text(nbytes: int, raw: bool = False) -> str:
+    """A size for people: ``512 B``, ``2.9 MiB``... (IEC units, one
+    decimal below 10 of a unit, as df -h rounds); the number of bytes
+    itself with ``raw``."""
+    if raw:
+        return str(nbytes)
+    n = float(nbytes)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n < 1024 or unit == "PiB":
+            break
+        n /= 1024
+    if unit == "B":
+        return f"{nbytes} B"
+    return f"{n:.1f} {unit}" if n < 10 else f"{n:.0f} {unit}"
+
+
+def blocks_text(blocks: int, blocksize: int, raw: bool = False) -> str:
+    """A count of filesystem blocks for people (their size), or the count
+    itself with ``raw``."""
+    return str(blocks) if raw else size_text(blocks * blocksize)
+
+
 def bar(fraction: float, width: int = 30) -> str:
     """A horizontal bar of ``fraction`` (0..1) in block characters."""
     fraction = max(0.0, min(1.0, fraction))
     eighths = int(round(fraction * width * 8))
     full, part = divmod(eighths, 8)
     return "█" * full + ("▏▎▍▌▋▊▉"[part - 1] if part else "")
+
+
+def human_bytes(n: int) -> str:
+    """``n`` bytes as people read them: 512 B, 4.0 KiB, 1.5 GiB."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"

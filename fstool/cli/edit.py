@@ -15,6 +15,13 @@ def no_check_option(f):
                              "(by default the image is checked first and refused then).")(f)
 
 
+def no_punch_option(f):
+    return click.option("--no-punch", is_flag=True,
+                        help="Keep the blocks this edit frees allocated in the image file "
+                             "(by default they are punched out, giving the space back to "
+                             "the host).")(f)
+
+
 def _ts():
     return timestamp_ns(None)
 
@@ -61,15 +68,17 @@ def _owner(text):
 @click.argument("path")
 @click.option("--mode", help="Permissions (octal; default: the host file's).")
 @click.option("--owner", metavar="UID:GID", help="Owner (default: the host file's).")
-@click.option("--force", is_flag=True, help="Replace PATH if it exists.")
+@click.option("-f", "--force", is_flag=True, help="Replace PATH if it exists.")
+@no_punch_option
 @no_check_option
-def put_cmd(image, hostfile, path, mode, owner, force, as_json, no_check):
+def put_cmd(image, hostfile, path, mode, owner, force, as_json, no_check, no_punch):
     """Copy HOSTFILE to PATH inside IMAGE (sparse regions stay holes)."""
     uid = gid = None
     if owner:
         uid, gid = _owner(owner)
     emit_json(edit.put(image, hostfile, path, perm=_mode(mode) if mode else None, uid=uid,
-                       gid=gid, force=force, timestamp_ns=_ts(), check=not no_check),
+                       gid=gid, force=force, timestamp_ns=_ts(), check=not no_check,
+                       punch=not no_punch),
               as_json)
 
 
@@ -82,14 +91,15 @@ def put_cmd(image, hostfile, path, mode, owner, force, as_json, no_check):
               show_default=True,
               help="Share the source's blocks (always: or fail; auto: where the filesystem "
                    "has reflink) or copy them (never).")
-@click.option("--force", is_flag=True, help="Replace DST if it exists.")
+@click.option("-f", "--force", is_flag=True, help="Replace DST if it exists.")
+@no_punch_option
 @no_check_option
-def cp_cmd(image, src, dst, reflink, force, as_json, no_check):
+def cp_cmd(image, src, dst, reflink, force, as_json, no_check, no_punch):
     """Copy the regular file SRC to DST inside IMAGE, sharing its blocks
     (reflink, as cp --reflink does on a mounted XFS) where the filesystem
     allows it.  DST takes SRC's mode and owner and the time of the copy."""
     emit_json(edit.cp(image, src, dst, reflink=reflink, force=force, timestamp_ns=_ts(),
-                      check=not no_check), as_json)
+                      check=not no_check, punch=not no_punch), as_json)
 
 
 @click.command("rm")
@@ -98,11 +108,12 @@ def cp_cmd(image, src, dst, reflink, force, as_json, no_check):
 @click.argument("paths", nargs=-1, required=True)
 @click.option("-r", "--recursive", is_flag=True, help="Remove directories and their contents.")
 @click.option("-f", "--force", is_flag=True, help="No error for missing paths.")
+@no_punch_option
 @no_check_option
-def rm_cmd(image, paths, recursive, force, as_json, no_check):
+def rm_cmd(image, paths, recursive, force, as_json, no_check, no_punch):
     """Remove files (or, with -r, whole trees) from IMAGE."""
     emit_json(edit.rm(image, paths, recursive=recursive, force=force, timestamp_ns=_ts(),
-                      check=not no_check),
+                      check=not no_check, punch=not no_punch),
               as_json)
 
 
@@ -130,12 +141,13 @@ def ln_cmd(image, target, path, symbolic, owner, as_json, no_check):
 @click.option("--no-replace", is_flag=True, help="Fail if DST exists (RENAME_NOREPLACE).")
 @click.option("--exchange", is_flag=True, help="Swap SRC and DST, which must both exist "
                                               "(RENAME_EXCHANGE).")
+@no_punch_option
 @no_check_option
-def mv_cmd(image, src, dst, no_replace, exchange, as_json, no_check):
+def mv_cmd(image, src, dst, no_replace, exchange, as_json, no_check, no_punch):
     """Rename SRC to DST inside IMAGE (both paths in the image), replacing
     DST if it exists, as rename(2) does."""
     emit_json(edit.mv(image, src, dst, no_replace=no_replace, exchange=exchange,
-                      timestamp_ns=_ts(), check=not no_check), as_json)
+                      timestamp_ns=_ts(), check=not no_check, punch=not no_punch), as_json)
 
 
 @click.command("setattr")
@@ -150,8 +162,10 @@ def mv_cmd(image, src, dst, no_replace, exchange, as_json, no_check):
               help="Set an xattr (user., trusted. or security. name); repeatable.")
 @click.option("--remove-xattr", "rm_x", multiple=True, metavar="NAME",
               help="Remove an xattr; repeatable.")
+@no_punch_option
 @no_check_option
-def setattr_cmd(image, path, mode, owner, mtime, atime, set_x, rm_x, as_json, no_check):
+def setattr_cmd(image, path, mode, owner, mtime, atime, set_x, rm_x, as_json, no_check,
+                no_punch):
     """Change permissions, owner, times or xattrs of PATH in IMAGE."""
     uid = gid = None
     if owner:
@@ -169,4 +183,4 @@ def setattr_cmd(image, path, mode, owner, mtime, atime, set_x, rm_x, as_json, no
 
     emit_json(edit.setattr(image, path, perm=perm, uid=uid, gid=gid, atime_ns=ns_time(atime),
                            mtime_ns=ns_time(mtime), set_xattrs=sets, remove_xattrs=rm_x,
-                           timestamp_ns=_ts(), check=not no_check), as_json)
+                           timestamp_ns=_ts(), check=not no_check, punch=not no_punch), as_json)

@@ -4,7 +4,8 @@
     1   the command failed for a reason not listed below (a path missing in
         the image, a name already taken, no space left, a host file that
         cannot be read or written), or it finished but skipped entries
-    2   bad arguments (unknown option, invalid value, missing argument)
+    2   bad arguments (unknown option, invalid value: errors.BadValue,
+        missing argument)
     3   the image cannot be opened or read (missing, a directory,
         permission denied, I/O error)
     4   the image holds no XFS filesystem
@@ -17,10 +18,10 @@
     70  internal error (a bug in fstool; FSTOOL_DEBUG=1 shows the traceback)
     130 interrupted
 
-``fstool check`` keeps the statuses of ``xfs_repair -n`` instead: 0 clean,
+``fstool check`` keeps the statuses of ``xfs_repair`` instead: 0 clean,
 1 corruption found, 2 dirty log, 4 the check could not run; the ``log``
-commands exit 4 when the log cannot be read or replayed, ``repair`` and
-``undo`` when they cannot run (a busy image is 7 for them too).
+commands exit 4 when the log cannot be read or replayed, ``repair`` when
+it cannot run (a busy image is 7 for it too, bad arguments 2).
 docs/commands/exit-status.md lists them for users.
 """
 from __future__ import annotations
@@ -67,6 +68,8 @@ def exit_status(exc: BaseException) -> int:
     if own is not None:
         # commands with statuses of their own (fstool log, like check)
         return own
+    if isinstance(exc, E.BadValue):
+        return EXIT_USAGE
     if isinstance(exc, E.NotXfsError):
         return EXIT_NOT_XFS
     if isinstance(exc, (E.CorruptionError, E.ImageTruncatedError)):

@@ -7,7 +7,7 @@ from .options import emit_json, image_arg, json_opt, open_fs, replay_opt
 
 
 @click.command("get")
-@click.option("--force", is_flag=True,
+@click.option("-f", "--force", is_flag=True,
               help="Extract into a non-empty directory / replace an existing file.")
 @click.option("--no-xattrs", is_flag=True, help="Do not copy extended attributes.")
 @click.option("--owners/--no-owners", default=None,

@@ -1,15 +1,18 @@
 """``fstool log``: print, replay and zero the XFS log."""
-import functools
-import json
-
 import click
 
-from ..errors import CorruptionError, ImageTruncatedError, UnsupportedError
-from ..format.log import lsn_str
-from ..log.items import summary
-from ..ops.logops import info, open_filesystem, print_records, print_transactions, replay, zero
-from .console import warn
 from .options import image_arg, json_opt
+import functools
+from ..errors import CorruptionError, ImageTruncatedError, UnsupportedError
+from ..ops.logops import open_filesystem
+from ..ops.logops import info
+import json
+from .console import warn
+from ..ops.logops import print_records, print_transactions
+from ..log.items import summary
+from ..ops.logops import replay
+from ..format.log import lsn_str
+from ..ops.logops import zero
 
 
 @click.group("log")
@@ -198,17 +201,22 @@ def replay_cmd(dry_run, as_json, image):
 
 @cmd.command("zero")
 @log_statuses
-@click.option("--force", is_flag=True, required=False,
+@click.option("-f", "--force", is_flag=True, required=False,
               help="Really throw the unreplayed changes away.")
+@json_opt
 @image_arg
-def zero_cmd(force, image):
+def zero_cmd(force, as_json, image):
     """Throw the log away and leave a clean, empty one (like xfs_repair -L).
 
     The changes in the unreplayed part of the log are LOST: use
-    'fstool log replay' unless the log cannot be replayed."""
+    'fstool log replay' unless the log cannot be replayed.  --json prints
+    {"image", "cycle", "lost_sectors"}."""
     if not force:
         raise click.UsageError("zeroing the log loses its unreplayed changes; add --force")
     rep = zero(image)
+    if as_json:
+        click.echo(json.dumps(rep, default=_jsonable))
+        return
     if rep["lost_sectors"]:
         warn(f"{image}: {rep['lost_sectors']} sectors of unreplayed log were thrown away; "
              "the changes they held are lost")

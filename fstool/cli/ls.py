@@ -1,11 +1,11 @@
-import json
-import time
-
 import click
 
+from .console import bytes_opt, size_text
+from .options import replay_opt, image_arg, json_opt, open_fs
+import json
+import time
 from ..ops.listing import entry_record, iter_listing, mode_string
 from ..ops.names import shown_name
-from .options import image_arg, json_opt, open_fs, replay_opt
 
 
 @click.command("ls")
@@ -15,10 +15,12 @@ from .options import image_arg, json_opt, open_fs, replay_opt
               help="With --json: add each file's parent pointers (key parents).")
 @replay_opt
 @json_opt
+@bytes_opt
 @image_arg
 @click.argument("path", default="/")
-def cmd(long, recursive, with_parents, as_json, image, path, replay_in_memory):
-    """List PATH (default /) in IMAGE.
+def cmd(long, recursive, with_parents, as_json, raw, image, path, replay_in_memory):
+    """List PATH (default /) in IMAGE.  -l shows sizes in B/KiB/MiB/GiB
+    (-b: in bytes).
 
     With --json, print one JSON object per line with the keys path, type,
     mode, uid, gid, size, nlink, ino, mtime_ns, xattrs, and target (symlinks)
@@ -44,7 +46,7 @@ def cmd(long, recursive, with_parents, as_json, image, path, replay_in_memory):
             if node.rdev is not None:
                 size = f"{node.rdev[0]}, {node.rdev[1]}"
             else:
-                size = str(node.size)
+                size = size_text(node.size, raw)
             sec = node.mtime_ns // 1_000_000_000
             try:
                 when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(sec))

@@ -39,9 +39,12 @@ COMMANDS = {
     "setattr": ("edit", "setattr_cmd", "Change mode, owner, times or xattrs in an image."),
     "log": ("log", "cmd", "Print, replay or zero the log (journal) of an image."),
     "mount": ("mount", "cmd", "Mount an image read-write through FUSE."),
+    "umount": ("umount", "cmd", "Unmount an fstool mount and wait until the image is written."),
     "repair": ("repair", "cmd", "Repair what check finds (exit 0 clean, 1 repaired, 4 not)."),
     "resize": ("resize", "cmd", "Grow or shrink an image offline (-M: to its smallest size)."),
+    "sparsify": ("sparsify", "cmd", "Punch the free space out of an image file."),
     "undo": ("undo", "cmd", "Put back the blocks an undo file saved (repair --undo-file)."),
+    "completion": ("completion", "cmd", "Print the shell completion script (bash, zsh, fish)."),
 }
 
 class LazyGroup(click.Group):
@@ -84,6 +87,15 @@ def cli():
     """
 
 
+def _remount_request(args) -> bool:
+    """Whether ``args`` are mount.fuse's call for a remount: SOURCE
+    MOUNTPOINT -o OPTIONS with ``remount`` among the options."""
+    if len(args) < 4 or args[0] in COMMANDS or args[0].startswith("-"):
+        return False
+    opts = [o for i, a in enumerate(args[:-1]) if a == "-o" for o in args[i + 1].split(",")]
+    return "remount" in opts
+
+
 def main(argv=None):
     from ..errors import FsToolError, errno_of  # lazy: start-up, as below
     from . import exits  # lazy: start-up, as below
@@ -100,6 +112,13 @@ def main(argv=None):
         error_line(msg, as_json, status, None if exc is None else errno_of(exc))
         sys.exit(status)
 
+    if _remount_request(args):
+        # mount(8) -o remount on a fuse.fstool mount runs mount.fuse, which
+        # runs "fstool SOURCE MOUNTPOINT -o remount,...": say plainly that
+        # an fstool mount is not remounted
+        fail(f"{args[1]}: an fstool mount cannot be remounted; unmount it (fstool umount "
+             f"{args[1]}) and mount it again (fstool mount [--ro] {args[0]} {args[1]})",
+             EXIT_FAILURE)
     try:
         cli.main(args=args, prog_name="fstool", standalone_mode=False)
     except click.exceptions.Abort:

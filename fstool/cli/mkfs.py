@@ -141,9 +141,12 @@ def _bool(v: str, flag: str, key: str) -> bool:
                    "($SOURCE_DATE_EPOCH or --timestamp) become the build time.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the geometry (and what --populate added) as one JSON object.")
+@click.option("--bytes", "raw", is_flag=True,
+              help="What --populate added in bytes instead of KiB/MiB/GiB (-b is the block "
+                   "size here, as in mkfs.xfs).")
 def cmd(image, size, b_opts, d_opts, i_opts, l_opts, m_opts, n_opts, c_opts, s_opts, label,
         uuid_opt, timestamp, dry_run, force, quiet, populate_src, squash_owner, owner_map,
-        clamp, as_json):
+        clamp, as_json, raw):
     """Create an XFS v5 filesystem in IMAGE (a new sparse file, an existing
     file, or a block device), with mkfs.xfs's defaults for its size.
 
@@ -253,6 +256,6 @@ def cmd(image, size, b_opts, d_opts, i_opts, l_opts, m_opts, n_opts, c_opts, s_o
                           clamp_ns, fresh=True)
         record["populate"] = summary_record(st)
         if not quiet and not as_json:
-            click.echo(summary(st))
+            click.echo(summary(st, raw))
     if as_json:
         emit_json(record, True)

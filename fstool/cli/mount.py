@@ -16,8 +16,10 @@ from .options import image_arg
               help="Stay in the foreground until unmounted (default: return once the "
                    "mount is live, serving it from a background process).")
 @click.option("-o", "opts", multiple=True, metavar="OPTS",
-              help="FUSE mount options, comma-separated (allow_other, ro, ...); "
-                   "default_permissions is always on.")
+              help="Mount options, comma-separated (allow_other, ro, default_permissions, "
+                   "nonempty, fsname=, subtype=, writeback_cache...): see "
+                   "docs/commands/mount.md.  default_permissions is on unless root mounts "
+                   "without allow_other.")
 @click.option("--no-check", is_flag=True,
               help="Mount even when fstool check finds problems in the image.")
 @click.option("--fuse-loop", "loop", type=click.Choice(["native", "pyfuse3"]),
@@ -27,8 +29,12 @@ from .options import image_arg
 def cmd(image, mountpoint, readonly, foreground, opts, no_check, loop):
     """Mount IMAGE at MOUNTPOINT through FUSE (libfuse3).
 
-    Unmount with `fusermount3 -u MOUNTPOINT` (or umount as root): everything
-    is written back, the log gets its unmount record and the process exits.
+    Unmount with `fstool umount MOUNTPOINT`, which waits until everything is
+    written back and the log has its unmount record (`fusermount3 -u` or
+    umount return before that).  mount(8) and df show the image's path as
+    the source and fuse.fstool as the type.  A mountpoint something is
+    mounted on, or a directory that is not empty (unless -o nonempty), is
+    refused.
     Every change is journaled: fsync and fdatasync write a checkpoint, and
     one is written every few seconds; after a crash the kernel's mount or
     `fstool log replay` recovers the image.  Images that are mounted, in use
@@ -42,5 +48,10 @@ def cmd(image, mountpoint, readonly, foreground, opts, no_check, loop):
         readonly = True
     if not readonly and not no_check:
         require_sound(image)
+    mode = "read-only" if readonly else "read-write"
+
+    def announce():
+        click.echo(f"fstool: serving {image} at {mountpoint} ({mode}); stop with "
+                   f"'fstool umount {mountpoint}' or Ctrl-C", err=True)
     mount(image, mountpoint, readonly=readonly, foreground=foreground, options=options,
-          status_of=exit_status, loop=loop)
+          status_of=exit_status, loop=loop, announce=announce)

@@ -1,13 +1,11 @@
 """Argument types shared by commands."""
-import json
-
 import click
-
+import warnings
 import fstool
-
-from ..errors import FsToolError
-from ..recovery.memory import replay_in_memory as replay
+from ..errors import DirtyLogWarning, FsToolWarning, LogUnreadableWarning
 from .console import warn
+from ..io.lock import fstool_mounts_of
+import json
 
 image_arg = click.argument("image", type=click.Path())
 json_opt = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
@@ -22,30 +20,32 @@ replay_opt = click.option(
 def open_fs(image, replay_in_memory: bool = False):
     """Open IMAGE for a reading command.  A dirty log is never silent: it
     is replayed in memory when asked, else a warning says that what follows
-    is the image before replay."""
-    fs = fstool.open_image(image)
-    try:
-        _dirty_log_notice(fs, image, replay_in_memory)
-    except BaseException:
-        fs.close()
-        raise
+    is the image before replay (open_image's warnings, said the CLI's way)."""
+
+    warn_live_mount(image)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", FsToolWarning)
+        fs = fstool.open_image(image, replay_in_memory=replay_in_memory)
+    for w in caught:
+        m = w.message
+        if isinstance(m, DirtyLogWarning):
+            warn(f"{image}: the log is dirty; what follows is the image BEFORE replay (run "
+                 f"'fstool log replay {image}', or add --replay-in-memory)")
+        elif isinstance(m, LogUnreadableWarning):
+            warn(f"{image}: the log cannot be read ({m.reason}); what follows is the image "
+                 "as it is on disk")
+        else:
+            warnings.warn_explicit(m, w.category, w.filename, w.lineno)
     return fs
 
 
-def _dirty_log_notice(fs, image, replay_in_memory: bool) -> None:
-    try:
-        dirty = fs.log.dirty
-    except FsToolError as e:
-        warn(f"{image}: the log cannot be read ({e}); what follows is the image as it "
-             "is on disk")
-        return
-    if not dirty:
-        return
-    if replay_in_memory:
-        replay(fs)
-        return
-    warn(f"{image}: the log is dirty; what follows is the image BEFORE replay (run "
-         f"'fstool log replay {image}', or add --replay-in-memory)")
+def warn_live_mount(image) -> None:
+    """Warn when an fstool mount serves IMAGE read-write: what the file
+    holds lags what the mount shows until the mount's next checkpoint."""
+    for mnt in fstool_mounts_of(image, writable_only=True):
+        warn(f"{image}: an fstool mount serves it read-write at {mnt}; what the image file "
+             "holds may lag behind what the mount shows (unmount it first: fstool umount "
+             f"{mnt})")
 
 
 def emit_json(obj, as_json: bool) -> None:

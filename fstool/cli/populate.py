@@ -1,18 +1,19 @@
 """fstool populate: add a host directory, tar archive or protofile to an image."""
+import click
+
+from .console import bytes_opt
+from .options import emit_json, image_arg, json_opt
+from ..ops import sources
 import os
 import sys
 import time
-
-import click
+from ..ops.populate import populate
+from ..ops.names import shown_name
+from .console import warn
+from ..ops.sources import open_source
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-from ..ops import sources
-from ..ops.names import shown_name
-from ..ops.populate import populate
-from ..ops.sources import open_source
-from .console import warn
-from .options import emit_json, image_arg, json_opt
+from .console import size_text
 
 
 def owner_options(f):
@@ -113,11 +114,16 @@ def summary_record(st) -> dict:
             "shared_bytes": st.shared_bytes, "skipped": list(st.skipped)}
 
 
-def summary(st) -> str:
-    s = (f"added {st.files} files ({st.bytes} bytes), {st.dirs} directories, "
+def summary(st, raw: bool = False) -> str:
+    """The summary line: sizes in KiB/MiB/GiB, or bytes with ``raw``."""
+
+    def size(n):
+        return f"{n} bytes" if raw else size_text(n)
+    s = (f"added {st.files} files ({size(st.bytes)}), {st.dirs} directories, "
          f"{st.symlinks} symlinks, {st.special} special files, {st.hardlinks} hard links")
     if st.shared_files:
-        s += f"; {st.shared_files} files ({st.shared_bytes} bytes) share an earlier file's blocks"
+        s += (f"; {st.shared_files} files ({size(st.shared_bytes)}) share an earlier file's "
+              "blocks")
     if st.skipped:
         s += f"; skipped {len(st.skipped)}"
     return s
@@ -147,8 +153,9 @@ def summary(st) -> str:
               help="Write even when fstool check finds problems in the image (by default "
                    "the image is checked first and refused then).")
 @json_opt
+@bytes_opt
 def cmd(image, source, dest, owner_map, squash_owner, keep_going, timestamp, clamp, reflink,
-        quiet, as_json, no_check):
+        quiet, as_json, no_check, raw):
     """Add SOURCE to the XFS image IMAGE without mounting it or needing root.
 
     SOURCE is a host directory, a tar archive (plain, gzip, bzip2, xz or
@@ -168,4 +175,4 @@ def cmd(image, source, dest, owner_map, squash_owner, keep_going, timestamp, cla
     if as_json:
         emit_json(summary_record(st), True)
     elif not quiet:
-        click.echo(summary(st))
+        click.echo(summary(st, raw))

@@ -1,12 +1,11 @@
 """``fstool repair``: mend what check finds."""
-import json
-import sys
-
 import click
 
-from ..errors import FsToolError, ImageBusy, UnsupportedError
-from ..ops.repair import repair
 from .options import image_arg, json_opt
+import json
+import sys
+from ..errors import BadValue, FsToolError, ImageBusy, UnsupportedError
+from ..ops.repair import repair
 
 EXIT_CANNOT = 4
 
@@ -42,11 +41,11 @@ def cmd(dry_run, rebuild, add_finobt, undo_file, extend_truncated, jobs, as_json
 
     Exit status: 0 the image was clean (and anything --rebuild or
     --add-finobt asked for is done), 1 problems were repaired (with -n:
-    would be), 4 repair could not run (dirty log, damage it cannot work
-    around) or problems remain that it cannot repair, 5 the image uses a
-    format or feature fstool does not support (nothing is written), 7 the
-    image is busy (mounted, attached to a loop device, held by another
-    fstool, under any of its names).
+    would be), 2 bad arguments, 4 repair could not run (dirty log, damage
+    it cannot work around) or problems remain that it cannot repair, 5 the
+    image uses a format or feature fstool does not support (nothing is
+    written), 7 the image is busy (mounted, attached to a loop device, held
+    by another fstool, under any of its names).
     """
 
 
@@ -57,7 +56,7 @@ def cmd(dry_run, rebuild, add_finobt, undo_file, extend_truncated, jobs, as_json
     except FsToolError as e:
         # a busy image, or one fstool does not handle: the status every
         # command gives it
-        if not isinstance(e, (ImageBusy, UnsupportedError)):
+        if not isinstance(e, (BadValue, ImageBusy, UnsupportedError)):
             e.exit_status = EXIT_CANNOT
         raise
     status = result.exit_code
@@ -65,7 +64,8 @@ def cmd(dry_run, rebuild, add_finobt, undo_file, extend_truncated, jobs, as_json
         click.echo(json.dumps({
             "status": status, "dry_run": dry_run, "written": result.written,
             "findings": [f.as_dict() for f in result.findings],
-            "actions": [{"code": f.code, "agno": f.agno, "action": a, "text": t}
+            # each action names its finding (one action per finding)
+            "actions": [{**_finding_where(f), "action": a, "text": t}
                         for f, a, t in result.actions],
             "changes": result.changes,
             "not_repaired": [dict(f.as_dict(), reason=r) for f, r in result.unrepaired],
@@ -87,3 +87,10 @@ def cmd(dry_run, rebuild, add_finobt, undo_file, extend_truncated, jobs, as_json
         where = f" (AG {f.agno})" if f.agno is not None else ""
         click.echo(f"not repaired: {f.code}{where}: {f.message}: {reason}")
     sys.exit(status)
+
+
+def _finding_where(f) -> dict:
+    """What names a finding in an action: its code, message and location."""
+    d = f.as_dict()
+    return {k: d[k] for k in ("code", "message", "structure", "agno", "block", "ino", "fork",
+                              "offset", "field", "index") if k in d}

@@ -1,25 +1,31 @@
-import json
-
 import click
 
+from .console import bytes_opt, size_text
+from .options import replay_opt, image_arg, json_opt, open_fs
+from ..ops.listing import entry_record, mode_string, parent_records
+from ..ops.names import shown_name
+from ..ops.inspect import _fmt_ns
 from ..format import constants as C
 from ..fs import dir as xdir
-from ..ops.inspect import _fmt_ns
-from ..ops.names import shown_name
-from ..ops.listing import entry_record, mode_string, parent_records
-from .options import image_arg, json_opt, open_fs, replay_opt
+import json
 
 
 @click.command("stat")
 @replay_opt
 @json_opt
+@bytes_opt
 @image_arg
 @click.argument("path")
-def cmd(as_json, image, path, replay_in_memory):
+def cmd(as_json, raw, image, path, replay_in_memory):
     """Show everything about PATH in IMAGE: type, mode, owner, size, links,
     timestamps to the nanosecond, data fork layout, device numbers, xattrs
     and, on a filesystem with parent pointers, the parents (each directory
-    naming the file: its inode, generation and the name)."""
+    naming the file: its inode, generation and the name).
+
+    Size is in bytes and in KiB/MiB/GiB (-b: bytes only); Blocks counts
+    512-byte units, as stat(1) and os.stat's st_blocks do; FS blocks counts
+    the filesystem's blocks the file holds (di_nblocks)."""
+
     with open_fs(image, replay_in_memory) as fs:
         node = fs.lookup(path)
         rec = entry_record(fs, "/" + path.strip("/"), node)
@@ -28,6 +34,7 @@ def cmd(as_json, image, path, replay_in_memory):
         rec.update({
             "atime_ns": node.atime_ns, "ctime_ns": node.ctime_ns,
             "crtime_ns": node.crtime_ns, "nblocks": node.nblocks,
+            "blocks": fs.stat(node).st_blocks, "blksize": fs.sb.blocksize,
             "format": C.DINODE_FORMAT_NAMES.get(node.format, str(node.format)),
             "nextents": node.nextents, "generation": node.gen,
         })
@@ -38,8 +45,11 @@ def cmd(as_json, image, path, replay_in_memory):
             return
         click.echo(f"  File: {rec['path']}" + (f" -> {rec['target']}" if "target" in rec else ""))
         click.echo(f"  Type: {rec['type']}    Inode: {node.ino}    Links: {node.nlink}")
-        click.echo(f"  Size: {node.size}    Blocks: {node.nblocks}    "
-                   f"Fork: {rec['format']} ({node.nextents} extents)"
+        size = str(node.size) if raw or node.size < 1024 else \
+            f"{node.size} ({size_text(node.size)})"
+        click.echo(f"  Size: {size}    Blocks: {rec['blocks']}    IO Block: {rec['blksize']}"
+                   f"    FS blocks: {node.nblocks}")
+        click.echo(f"  Fork: {rec['format']} ({node.nextents} extents)"
                    + (f"    Directory form: {rec['dir_form']}" if node.is_dir else ""))
         if "rdev" in rec:
             click.echo(f"Device: {rec['rdev'][0]},{rec['rdev'][1]}")

@@ -1,9 +1,9 @@
 """Field-by-field prints of on-disk structures (like xfs_db's print)."""
 import click
 
-from ..ops import inspect
 from .console import print_fields
 from .options import image_arg, json_opt, open_fs
+from ..ops import inspect
 
 
 def _ag_command(name, describe_name, doc):
@@ -28,8 +28,9 @@ agfl_cmd = _ag_command("agfl", "describe_agfl",
 @click.command("inode")
 @json_opt
 @image_arg
-@click.argument("ino", type=click.IntRange(min=0))
-def inode_cmd(as_json, image, ino):
-    """Print inode INO field by field, with its extent map."""
+@click.argument("inode")
+def inode_cmd(as_json, image, inode):
+    """Print an inode field by field, with its extent map.  INODE is an
+    inode number (decimal or 0x hex) or a path in the image."""
     with open_fs(image) as fs:
-        print_fields(inspect.describe_inode(fs, ino), as_json)
+        print_fields(inspect.describe_inode(fs, inspect.inode_of(fs, inode)), as_json)

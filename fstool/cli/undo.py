@@ -1,11 +1,9 @@
 """``fstool undo``: put back what a change saved in an undo file."""
-import json
-
 import click
 
-from ..errors import FsToolError, ImageBusy
-from ..ops.repair import undo
 from .options import image_arg, json_opt
+import json
+from ..ops.repair import undo
 
 
 @click.command("undo")
@@ -18,17 +16,14 @@ def cmd(as_json, image, undo_file):
     was written, when the undo file is incomplete, or when the image is in
     use.
 
-    Exit status: 0 done; 4 refused or could not run; 7 the image is busy
+    Exit status: 0 done; 2 UNDO_FILE is missing, unreadable or not an undo
+    file; 3 the image cannot be opened; 7 refused, nothing written: the
+    image changed since, the undo file is incomplete, or the image is busy
     (mounted, attached to a loop device, held by another fstool).
     """
 
 
-    try:
-        n = undo(image, undo_file)
-    except FsToolError as e:
-        if not isinstance(e, ImageBusy):
-            e.exit_status = 4
-        raise
+    n = undo(image, undo_file)
     if as_json:
         click.echo(json.dumps({"restored_bytes": n}))
     else:

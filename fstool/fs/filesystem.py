@@ -12,20 +12,24 @@ import struct
 from collections import OrderedDict
 from typing import Iterator, NamedTuple
 
-from .._backend import parsers
-from ..errors import (CorruptionError, ImageTruncatedError, InvalidArgument, IsADirectoryImageError,
-                      NotADirectoryImageError, NotFoundError, NotXfsError, ReadOnlyError,
-                      SymlinkLoopError)
+from ..errors import (BadValue, CorruptionError, ImageTruncatedError, InvalidArgument,
+                      IsADirectoryImageError, NotADirectoryImageError, NotFoundError,
+                      NotXfsError, SymlinkLoopError)
 from ..format import constants as C
 from ..format.structs import AGF, AGFL, AGI
 from ..io import verify as V
 from ..io.buf import Buf, BufferCache
 from ..io.device import Device
-from ..log import Log
-from . import attr as xattr, btree, dir as xdir, parent as pptr
+from . import attr as xattr
+from . import btree
+from . import dir as xdir
+from . import parent as pptr
+from .._backend import parsers
 from .inode import Inode
 from .osapi import FileReader, ImageDirEntry, ScandirIterator
 from .superblock import Superblock
+from ..log import Log
+from ..errors import ReadOnlyError
 
 MAX_SYMLINK_HOPS = 40
 DIR_INODES_CACHED = 1024      # decoded directory inodes kept
@@ -204,8 +208,8 @@ class Filesystem:
 
     def _ag_sector(self, agno: int, sector: int, bt: V.BufType) -> bytes:
         if not 0 <= agno < self.sb.agcount:
-            raise InvalidArgument(f"AG {agno} does not exist (the filesystem has "
-                             f"{self.sb.agcount} AGs)")
+            raise BadValue(f"AG {agno} does not exist (the filesystem has "
+                           f"{self.sb.agcount} AGs)")
         ss = self.sb.sectsize
         daddr = self.agb_to_daddr(agno, 0) + sector * (ss >> C.BBSHIFT)
         return self.read_meta(daddr, ss, bt, agno=agno, block=0)
@@ -379,9 +383,17 @@ class Filesystem:
     def forget_inode(self, ino: int) -> None:
         """Drop the decoded copy of an inode a writer has just changed (and
         the names and paths resolved before, which it may invalidate)."""
+        self.forget_inodes((ino,))
+
+    def forget_inodes(self, inos) -> None:
+        """forget_inode of each of ``inos`` (new inodes, mostly: nothing
+        of theirs cached, and nothing to look up)."""
         cache = self._inodes
-        cache.dirs.pop(ino, None)
-        cache.recent.pop(ino, None)
+        dirs, recent = cache.dirs, cache.recent
+        if dirs or recent:
+            for ino in inos:
+                dirs.pop(ino, None)
+                recent.pop(ino, None)
         if cache.dentries:
             cache.dentries.clear()
         if cache.paths:

@@ -20,7 +20,6 @@ PATH`` to FILE before it is counted.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import fcntl
 import os
@@ -445,10 +444,10 @@ class Device:
             e, self._starter.error = self._starter.error, None
             raise ImageError(f"{self.path}: writing back failed: {e.strerror}")
 
-    def zero_range(self, offset: int, length: int) -> None:
+    def zero_range(self, offset: int, length: int, punch: bool = True) -> None:
         """Make [offset, offset+length) read as zeros: a punched hole in a
-        regular file, written zeros on a block device.  One write for the
-        fault hook."""
+        regular file (unless ``punch`` is off), written zeros on a block
+        device.  One write for the fault hook."""
         if self._gather:
             self.flush_gathered()
         self._check_write(offset, length)
@@ -456,7 +455,7 @@ class Device:
             return
         if self.write_hook is not None:
             self.write_hook.before_write(offset, length)
-        if not self.is_blockdev:
+        if punch and not self.is_blockdev:
             try:
                 punch_hole(self.fd, offset, length)
                 _writes.hit(self.path, offset, length)
@@ -593,13 +592,25 @@ def _sync_file_range(fd: int) -> bool:
     return True
 
 
+_FALLOCATE: list = []
+FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE = 1, 2
+
+
+def _fallocate_fn():
+    """libc's fallocate(2) as a ctypes function (looked up once)."""
+    if not _FALLOCATE:
+        fn = ctypes.CDLL(None, use_errno=True).fallocate
+        fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+        fn.restype = ctypes.c_int
+        _FALLOCATE.append((fn, ctypes.get_errno))
+    return _FALLOCATE[0]
+
+
 def punch_hole(fd: int, off: int, length: int) -> None:
     """fallocate(PUNCH_HOLE | KEEP_SIZE): raises OSError where unsupported."""
-    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-    FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE = 1, 2
-    libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
-    if libc.fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, length):
-        err = ctypes.get_errno()
+    fn, get_errno = _fallocate_fn()
+    if fn(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, length):
+        err = get_errno()
         raise OSError(err, os.strerror(err))
 
 

@@ -34,6 +34,7 @@ import struct
 from typing import NamedTuple
 
 from ..errors import ImageBusy
+import re
 
 __all__ = ["ImageBusy", "ImageLock", "Identity", "identify", "refuse_if_mounted",
            "users_of"]
@@ -139,6 +140,46 @@ def identify(st: os.stat_result) -> Identity:
                 return ident
         return Identity(("blockdev", st.st_rdev), loop=name)
     return Identity(("file", st.st_dev, st.st_ino))
+
+
+def _unescape(field: str) -> str:
+    """A mountinfo field with its octal escapes (\\040 for a space...) undone."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def mount_table() -> list[tuple[str, str, str, str]]:
+    """(mount point, type, source, mount options) of every mount, from
+    /proc/self/mountinfo."""
+    out = []
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                head, sep, tail = line.partition(" - ")
+                parts, rest = head.split(), tail.split()
+                if sep and len(parts) >= 6 and len(rest) >= 2:
+                    out.append((_unescape(parts[4]), rest[0], _unescape(rest[1]), parts[5]))
+    except OSError:
+        pass
+    return out
+
+
+FSTOOL_FUSE_TYPE = "fuse.fstool"
+
+
+def fstool_mounts_of(path, writable_only: bool = False) -> list[str]:
+    """Mount points of the fstool mounts serving the image at ``path``
+    (their source is the image's path: fstool mount's fsname), read-write
+    ones only with ``writable_only``."""
+    found = []
+    for mnt, fstype, source, opts in mount_table():
+        if fstype != FSTOOL_FUSE_TYPE or (writable_only and "rw" not in opts.split(",")):
+            continue
+        try:
+            if os.path.samefile(source, path):
+                found.append(mnt)
+        except OSError:
+            continue
+    return found
 
 
 def _mounted_devices() -> dict[int, str]:

@@ -25,7 +25,7 @@ import hashlib
 import os
 import struct
 
-from ..errors import FsToolError, InvalidArgument
+from ..errors import BadValue, FsToolError, InvalidArgument, WriteRefused
 
 MAGIC = b"FSTUNDO1"
 DONE = b"FSTUNDOK"
@@ -36,6 +36,16 @@ _REC = struct.Struct(">cQI")
 
 class UndoError(FsToolError):
     """An undo file that cannot be applied."""
+
+
+class UndoFileError(UndoError, BadValue):
+    """The file given is no undo file: missing, unreadable, not one, or
+    damaged (the command line's fault: exit status 2)."""
+
+
+class UndoRefused(UndoError, WriteRefused):
+    """The undo file does not fit the image (changed since, another size)
+    or is incomplete: nothing is written (exit status 7)."""
 
 
 class UndoRecorder:
@@ -135,13 +145,13 @@ def read_undo(path, partial: bool = False) -> tuple[int, list, list, bytes]:
         with open(path, "rb") as f:
             raw = f.read()
     except OSError as e:
-        raise UndoError(f"{path}: cannot read the undo file: {e.strerror}") from None
+        raise UndoFileError(f"{path}: cannot read the undo file: {e.strerror}") from None
     if len(raw) < _HDR.size or raw[:8] != MAGIC:
-        raise UndoError(f"{path}: not an fstool undo file")
+        raise UndoFileError(f"{path}: not an fstool undo file")
     _m, size, sector, nextra = _HDR.unpack_from(raw, 0)
     pos = _HDR.size
     if sector != SECTOR or pos + 12 * nextra > len(raw):
-        raise UndoError(f"{path}: damaged undo file header")
+        raise UndoFileError(f"{path}: damaged undo file header")
     extra = [struct.unpack_from(">QI", raw, pos + 12 * i) for i in range(nextra)]
     pos += 12 * nextra
     records = []
@@ -153,14 +163,14 @@ def read_undo(path, partial: bool = False) -> tuple[int, list, list, bytes]:
         if pos + n > len(raw):
             if partial:
                 break
-            raise UndoError(f"{path}: the undo file is truncated")
+            raise UndoFileError(f"{path}: the undo file is truncated")
         records.append((off, raw[pos:pos + n]))
         pos += n
     if raw[pos:pos + 1] != b"T" or raw[pos + 33:pos + 41] != DONE or pos + 41 != len(raw):
         if partial:
             return size, records, extra, None
-        raise UndoError(f"{path}: the undo file is incomplete (the change that wrote it did "
-                        "not finish); it cannot be applied")
+        raise UndoRefused(f"{path}: the undo file is incomplete (the change that wrote it did "
+                          "not finish); it cannot be applied")
     return size, records, extra, raw[pos + 1:pos + 33]
 
 
@@ -170,12 +180,12 @@ def roll_back(dev, path) -> int:
     change); returns the bytes restored."""
     size, records, _extra, _digest = read_undo(path, partial=True)
     if dev.size != size:
-        raise UndoError(f"{dev.path}: the image is {dev.size} bytes, the undo file was made "
-                        f"for one of {size} bytes")
+        raise UndoRefused(f"{dev.path}: the image is {dev.size} bytes, the undo file was made "
+                          f"for one of {size} bytes")
     total = 0
     for off, data in records:
         if off < 0 or off + len(data) > dev.size:
-            raise UndoError(f"{path}: a saved range lies outside the image")
+            raise UndoRefused(f"{path}: a saved range lies outside the image")
         dev.pwrite(off, data)
         total += len(data)
     dev.fsync()
@@ -191,19 +201,19 @@ def apply_undo(dev, path) -> int:
     # back to its old size once its blocks are back
     grown = dev.size > size and not dev.is_blockdev
     if dev.size != size and not grown:
-        raise UndoError(f"{dev.path}: the image is {dev.size} bytes, the undo file was made "
-                        f"for one of {size} bytes")
+        raise UndoRefused(f"{dev.path}: the image is {dev.size} bytes, the undo file was made "
+                          f"for one of {size} bytes")
     ranges = [(off, len(data)) for off, data in records]
     for off, n in ranges:
         if off < 0 or off + n > dev.size:
-            raise UndoError(f"{path}: a saved range lies outside the image")
+            raise UndoRefused(f"{path}: a saved range lies outside the image")
     if image_digest(dev.pread, dev.size, ranges, extra) != digest:
         if grown:
-            raise UndoError(f"{dev.path}: the image is {dev.size} bytes, the undo file was "
-                            f"made for one of {size} bytes (or one it extended, unchanged "
-                            "since)")
-        raise UndoError(f"{dev.path}: the image has changed since the undo file was written; "
-                        "refusing to put the old blocks back")
+            raise UndoRefused(f"{dev.path}: the image is {dev.size} bytes, the undo file was "
+                              f"made for one of {size} bytes (or one it extended, unchanged "
+                              "since)")
+        raise UndoRefused(f"{dev.path}: the image has changed since the undo file was written; "
+                          "refusing to put the old blocks back")
     total = 0
     for off, data in records:
         dev.pwrite(off, data)

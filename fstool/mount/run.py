@@ -14,14 +14,18 @@ and SIGHUP unmount cleanly.
 """
 from __future__ import annotations
 
+import fcntl
 import gc
 import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
+import time
 
 from ..errors import FsToolError, errno_of
+from ..io.lock import FSTOOL_FUSE_TYPE, mount_table
 from .ops import MountOps
 from .volume import Volume
 
@@ -35,7 +39,7 @@ def native_loop():
     """The C request loop (fstool_native.fuseloop), or None where it was
     not built (no libfuse3 development files or no compiler)."""
     try:
-        from fstool_native import fuseloop  # lazy: optional extension (libfuse3-dev)
+        from fstool_native import fuseloop  # lazy: optional extension
     except ImportError:
         return None
     return fuseloop
@@ -70,19 +74,32 @@ def fuse_available(loop: str | None = None) -> str | None:
     return None
 
 
-OWN_OPTIONS = ("rw", "writeback_cache")      # fstool's, not passed to libfuse
-DEFAULT_OPTIONS = ("fsname=fstool", "subtype=xfs")
+OWN_OPTIONS = ("rw", "writeback_cache", "nonempty", "discard")   # fstool's, not passed to libfuse
+SUBTYPE = "fstool"              # mount(8) and df show the type as fuse.fstool
+UMOUNT_TIMEOUT = 60.0
 
 
-def fuse_options(readonly: bool, extra, euid: int | None = None) -> list:
+def _fsname(image) -> str:
+    """The image's path as the mount's source (what mount(8), df and
+    /proc/mounts show), commas and backslashes escaped for libfuse."""
+    return "fsname=" + os.fspath(image).replace("\\", "\\\\").replace(",", "\\,")
+
+
+def fuse_options(readonly: bool, extra, euid: int | None = None, image=None) -> list:
     """The options given to libfuse.  The kernel checks permissions
     (``default_permissions``) unless root mounts without ``allow_other``:
     then FUSE lets in only processes whose user and group ids are all 0,
     for which those checks pass (but execute, which the kernel checks in
     any case, and access(2), which fstool answers: Volume.access), and
     leaving them off spares the kernel's GETATTR of a directory after
-    every change in it.  ``-o default_permissions`` asks for them anyway."""
-    opts = set(DEFAULT_OPTIONS)
+    every change in it.  ``-o default_permissions`` asks for them anyway.
+    The source is the image's path (``fsname``), the type ``fuse.fstool``
+    (``subtype``), unless ``-o fsname=``/``-o subtype=`` say otherwise."""
+    opts = set()
+    if not any(o.startswith("fsname=") for o in extra):
+        opts.add(_fsname(image) if image is not None else "fsname=fstool")
+    if not any(o.startswith("subtype=") for o in extra):
+        opts.add(f"subtype={SUBTYPE}")
     if (os.geteuid() if euid is None else euid) != 0 or "allow_other" in extra:
         opts.add("default_permissions")
     if readonly:
@@ -97,11 +114,14 @@ def serve(image, mountpoint, *, readonly=False, options=(), ready=None,
     ``ready()`` is called once the mount is live.  ``loop``: "native" (the
     C request loop, the default where it is built) or "pyfuse3"."""
     loop = pick_loop(loop)
-    vol = Volume(image, readonly=readonly)
+    vol = Volume(image, readonly=readonly, discard="discard" in options)
     try:
+        # the image first (its errors are the ones to report), then where
+        check_mountpoint(mountpoint, options)
         ops = MountOps(vol, writeback_cache="writeback_cache" in options)
         serve_with = _serve_native if loop == "native" else _serve_pyfuse3
-        serve_with(ops, os.path.abspath(mountpoint), fuse_options(readonly, options),
+        serve_with(ops, os.path.abspath(mountpoint),
+                   fuse_options(readonly, options, image=resolved(image)),
                    ready, checkpoint_seconds if vol.w is not None else 0)
     finally:
         vol.close()
@@ -146,9 +166,8 @@ def _serve_pyfuse3(ops, mountpoint: str, opts: list, ready, every: float) -> Non
     import pyfuse3  # lazy: optional dependency
     import trio  # lazy: optional dependency
 
-    from .fuseops import FuseOps  # lazy: imports pyfuse3, an optional dependency
-
     try:
+        from .fuseops import FuseOps  # lazy: it imports pyfuse3, an optional dependency
         pyfuse3.init(FuseOps(ops), mountpoint, set(opts))
     except RuntimeError as e:
         raise FsToolError(f"{mountpoint}: cannot mount: {e}") from None
@@ -161,6 +180,7 @@ def _serve_pyfuse3(ops, mountpoint: str, opts: list, ready, every: float) -> Non
 
 
 async def _main(ops, state, every: float) -> None:
+    pass
 
     import pyfuse3  # lazy: optional dependency
     import trio  # lazy: optional dependency
@@ -202,13 +222,35 @@ def resolved(path) -> str:
     return full
 
 
+def check_mountpoint(mountpoint, options=()) -> None:
+    """Refuse a mountpoint something is mounted on (a second mount would
+    stack over it), or a directory that is not empty unless ``-o
+    nonempty`` (its files would be hidden while the image is served)."""
+    path = os.path.abspath(mountpoint)
+    if os.path.ismount(path):
+        raise FsToolError(f"{mountpoint}: something is already mounted there; unmount it "
+                          "first (fstool umount MOUNTPOINT)")
+    if "nonempty" not in options:
+        try:
+            entries = os.listdir(path)
+        except OSError as e:
+            raise FsToolError(f"{mountpoint}: cannot use it as a mountpoint: "
+                              f"{e.strerror}") from None
+        if entries:
+            raise FsToolError(f"{mountpoint}: the directory is not empty (its files would be "
+                              "hidden while the image is mounted); add -o nonempty to mount "
+                              "there anyway")
+
+
 def mount(image, mountpoint, *, readonly=False, foreground=False, options=(),
-          status_of=lambda exc: 1, loop: str | None = None) -> None:
-    """``fstool mount``: serve in the foreground, or start a daemon and
-    return once the mount is live (raising the daemon's error otherwise,
-    with the exit status ``status_of`` gives it)."""
+          status_of=lambda exc: 1, loop: str | None = None, announce=None) -> None:
+    """``fstool mount``: serve in the foreground (``announce()`` called once
+    the mount is live), or start a daemon and return once the mount is live
+    (raising the daemon's error otherwise, with the exit status
+    ``status_of`` gives it)."""
     if foreground:
-        serve(image, mountpoint, readonly=readonly, options=options, loop=loop)
+        serve(image, mountpoint, readonly=readonly, options=options, loop=loop,
+              ready=announce)
         return
     image, mountpoint = resolved(image), resolved(mountpoint)
     r, w = os.pipe()
@@ -259,6 +301,50 @@ def mount(image, mountpoint, *, readonly=False, foreground=False, options=(),
         except OSError:
             pass
     os._exit(status)
+
+
+def unmount(mountpoint, timeout: float = UMOUNT_TIMEOUT) -> str:
+    """``fstool umount``: unmount an fstool mount and wait until its server
+    has written the image back and let it go (the server holds the image's
+    lock until its last checkpoint and the log's unmount record are on
+    disk); the image's path.  ``fusermount3 -u`` alone returns before."""
+
+    mp = os.path.realpath(mountpoint)
+    found = [(t, src) for m, t, src, _o in mount_table() if m == mp]
+    if not found:
+        raise FsToolError(f"{mountpoint}: nothing is mounted there")
+    fstype, image = found[-1]
+    if fstype != FSTOOL_FUSE_TYPE:
+        raise FsToolError(f"{mountpoint}: not an fstool mount (type {fstype}); use umount")
+    try:
+        fd = os.open(image, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        fd = -1                 # -o fsname= named something else: nothing to wait on
+    try:
+        cmd = ["fusermount3", "-u", mp] if shutil.which("fusermount3") or os.geteuid() \
+            else ["umount", mp]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode:
+            why = (r.stderr.strip().splitlines() or [f"{cmd[0]} failed"])[-1]
+            raise FsToolError(f"{mountpoint}: cannot unmount: {why}")
+        if fd < 0:
+            return image
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                return image
+            except BlockingIOError:
+                pass
+            if time.monotonic() > deadline:
+                raise FsToolError(f"{mountpoint}: unmounted, but the server has not finished "
+                                  f"writing {image} after {timeout:g} s (it is still "
+                                  "running; wait for it before using the image)")
+            time.sleep(0.005)
+    finally:
+        if fd >= 0:
+            os.close(fd)
 
 
 class MountFailed(FsToolError):

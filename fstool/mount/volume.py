@@ -108,7 +108,7 @@ class Volume:
     """An image mounted: see the module docstring."""
 
     def __init__(self, image, *, readonly: bool = False, timestamp_ns: int | None = None,
-                 cache_bytes: int = 128 << 20):
+                 cache_bytes: int = 128 << 20, discard: bool = False):
         self.image = os.fspath(image)
         self.readonly = readonly
         self._lock = None
@@ -128,7 +128,8 @@ class Volume:
                 raise
             self.ns = None
         else:
-            self.w = Writer(self.image, timestamp_ns=timestamp_ns, cache_bytes=cache_bytes)
+            self.w = Writer(self.image, timestamp_ns=timestamp_ns, cache_bytes=cache_bytes,
+                            discard=discard)
             self.fs = self.w.fs
             self.ns = Namespace(self.w)
             self.ns.is_open = self._is_open

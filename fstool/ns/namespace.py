@@ -57,6 +57,7 @@ import os
 import stat as pystat
 import struct
 
+from .._backend import writers
 from ..alloc import rmap as R
 from ..errors import (CorruptionError, ExistsError, FsToolError, InvalidArgument,
                       IsADirectoryImageError, NoDataError, NotADirectoryImageError, NotEmptyError,
@@ -466,8 +467,38 @@ class Namespace:
         # made once the slice's blocks are all taken (they are free space
         # until the commit, so the order of these writes does not matter)
         writes: list = []
+        # while the pool's run in the files' AG holds them, files read into
+        # buf take their blocks natively (writers.place_pooled, as
+        # DataPool.take would); the others, and a file the run cannot hold,
+        # the general way (which refills the run)
+        fast = pool is not None and placed is None
+        place_pooled = writers.place_pooled
+        agblklog = w.sb.agblklog
+        agblocks = w.sb.agblocks
+        take_max = pool.TAKE_MAX if pool is not None else 0
+        places: list | None = [] if w.rmap_on else None
         while k < n:
-            for ino in w.inodes.alloc_group(parent, n - k):
+            group = w.inodes.alloc_group(parent, n - k)
+            g = 0
+            while g < len(group):
+                if fast and pool.tx is w.tx:
+                    run = pool.runs.get(ino_fsb(group[g]) >> agblklog)
+                    if run is not None:
+                        m = place_pooled(items, offsets, fds, k, k + len(group) - g, run,
+                                         take_max, blog, agblklog, agblocks, forks, writes,
+                                         places) - k
+                        if m:
+                            inos.extend(group[g:g + m])
+                            if places:
+                                for j, fsbno, cnt in places:
+                                    w.space.map_later(fsbno, cnt, R.data(inos[j], 0))
+                                places.clear()
+                            k += m
+                            g += m
+                            if g == len(group):
+                                break
+                ino = group[g]
+                g += 1
                 size = items[k][6]
                 fd = fds[k]
                 exts = []

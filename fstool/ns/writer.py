@@ -65,7 +65,8 @@ class Writer:
     def __init__(self, path, *, timestamp_ns: int | None = None, cache_bytes: int = 64 << 20,
                  logged: bool = True, checkpoint_bytes: int | None = None,
                  recovering=None, rebuilds_rmapbt: bool = False,
-                 clears_needsrepair: bool = False, keeps_parents: bool = False):
+                 clears_needsrepair: bool = False, keeps_parents: bool = False,
+                 discard: bool = False):
         refuse_if_mounted(os.fspath(path))
         self.fs = fs = Filesystem(path, cache_bytes=cache_bytes, writable=True)
         self.dev = fs.dev
@@ -78,6 +79,8 @@ class Writer:
                                  clears_needsrepair, keeps_parents)
             self.journal = Journal(fs, logged=logged, checkpoint_bytes=checkpoint_bytes,
                                    log_position=recovering)
+            # blocks freed are punched out of the image file once freed on disk
+            self.journal.discard = discard
         except BaseException:
             fs.close()
             raise

@@ -5,7 +5,9 @@ writing, makes its change in one transaction and returns a small summary
 dict; it either happens completely or the image is left as it was (``rm``
 of a large tree commits every few thousand removals, like ``rm -r`` on a
 mounted filesystem).  ``timestamp_ns`` fixes "now" (for reproducible
-builds); None means the clock.
+builds); None means the clock.  ``punch`` (the default) punches the blocks
+an edit frees out of the image file once they are free on disk, so the host
+gets the space back; ``punch=False`` keeps them allocated.
 """
 from __future__ import annotations
 
@@ -20,10 +22,10 @@ from .guard import require_sound
 from .populate import _mkdirs
 
 
-def _edit(image, timestamp_ns, fn, check=True):
+def _edit(image, timestamp_ns, fn, check=True, punch=True):
     if check:
         require_sound(image)
-    with Writer(image, timestamp_ns=timestamp_ns) as w:
+    with Writer(image, timestamp_ns=timestamp_ns, discard=punch) as w:
         with w.transaction():
             ns = Namespace(w)
             result = fn(ns)
@@ -51,7 +53,7 @@ def mkdir(image, path: str, *, parents: bool = False, perm: int = 0o755, uid: in
 
 def put(image, hostfile, path: str, *, perm: int | None = None, uid: int | None = None,
         gid: int | None = None, force: bool = False, timestamp_ns: int | None = None,
-        check: bool = True) -> dict:
+        check: bool = True, punch: bool = True) -> dict:
     """Copy a host file to ``path`` (holes stay holes); ``force`` replaces
     an existing file."""
     st = os.stat(hostfile)
@@ -75,12 +77,12 @@ def put(image, hostfile, path: str, *, perm: int | None = None, uid: int | None 
         with open(hostfile, "rb") as f:
             ranges = data_ranges_of(f.fileno(), st)
             return ns.create_file(pino, name, meta, f, st.st_size, ranges)
-    ino = _edit(image, timestamp_ns, run, check)
+    ino = _edit(image, timestamp_ns, run, check, punch)
     return {"op": "put", "path": path, "ino": ino, "bytes": st.st_size}
 
 
 def cp(image, src: str, dst: str, *, reflink: str = "auto", force: bool = False,
-       timestamp_ns: int | None = None, check: bool = True) -> dict:
+       timestamp_ns: int | None = None, check: bool = True, punch: bool = True) -> dict:
     """Copy the regular file ``src`` to ``dst`` inside the image.  Its
     blocks are shared (``reflink`` "always": or fail; "auto": where the
     filesystem has reflink) or copied ("never"); the new file takes the
@@ -115,7 +117,7 @@ def cp(image, src: str, dst: str, *, reflink: str = "auto", force: bool = False,
             io.copy_range(sino, 0, dino, 0, size)
         io.release(dino)
         return dino, size
-    dino, size = _edit(image, timestamp_ns, run, check)
+    dino, size = _edit(image, timestamp_ns, run, check, punch)
     return {"op": "cp", "path": dst, "ino": dino, "bytes": size}
 
 
@@ -123,7 +125,7 @@ RM_BATCH = 2048          # removals per transaction
 
 
 def rm(image, paths, *, recursive: bool = False, force: bool = False,
-       timestamp_ns: int | None = None, check: bool = True) -> dict:
+       timestamp_ns: int | None = None, check: bool = True, punch: bool = True) -> dict:
     """Remove ``paths``; directories (and all below them) only with
     ``recursive``; missing paths are an error unless ``force``.  A large
     tree goes in several transactions (children before their directory),
@@ -131,7 +133,7 @@ def rm(image, paths, *, recursive: bool = False, force: bool = False,
     if check:
         require_sound(image)
     removed = [0]
-    with Writer(image, timestamp_ns=timestamp_ns) as w:
+    with Writer(image, timestamp_ns=timestamp_ns, discard=punch) as w:
         w.begin()
         ns = Namespace(w)
         pending = [0]
@@ -194,7 +196,7 @@ def ln(image, target: str, path: str, *, symbolic: bool = False, uid: int = 0, g
 def setattr(image, path: str, *, perm: int | None = None, uid: int | None = None,
             gid: int | None = None, atime_ns: int | None = None, mtime_ns: int | None = None,
             set_xattrs: dict | None = None, remove_xattrs=(),
-            timestamp_ns: int | None = None, check: bool = True) -> dict:
+            timestamp_ns: int | None = None, check: bool = True, punch: bool = True) -> dict:
     """Change permissions, owner, times or xattrs of ``path``."""
     set_xattrs = set_xattrs or {}
 
@@ -211,12 +213,12 @@ def setattr(image, path: str, *, perm: int | None = None, uid: int | None = None
             cur.update(set_xattrs)
             ns.set_xattrs(ino, cur)
         return ino
-    ino = _edit(image, timestamp_ns, run, check)
+    ino = _edit(image, timestamp_ns, run, check, punch)
     return {"op": "setattr", "path": path, "ino": ino}
 
 
 def mv(image, src: str, dst: str, *, no_replace: bool = False, exchange: bool = False,
-       timestamp_ns: int | None = None, check: bool = True) -> dict:
+       timestamp_ns: int | None = None, check: bool = True, punch: bool = True) -> dict:
     """Rename ``src`` to ``dst`` (paths in the image) as rename(2) does:
     an existing ``dst`` is replaced unless ``no_replace``; ``exchange`` swaps
     the two.  Directories move with their trees."""
@@ -230,5 +232,5 @@ def mv(image, src: str, dst: str, *, no_replace: bool = False, exchange: bool = 
         ns.rename(ns.lookup(sparent), sname, ns.lookup(dparent), dname, flags)
         ent = ns.lookup_child(ns.lookup(dparent), dname)
         return ent[0]
-    ino = _edit(image, timestamp_ns, run, check)
+    ino = _edit(image, timestamp_ns, run, check, punch)
     return {"op": "mv", "src": src, "dst": dst, "exchange": exchange, "ino": ino}

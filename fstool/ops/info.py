@@ -53,11 +53,12 @@ def geometry(fs) -> dict:
     }
 
 
-def format_geometry(g: dict, name: str, counters: bool = True) -> str:
+def format_geometry(g: dict, name: str, counters: bool = True, size_text=None) -> str:
     """Text laid out exactly as mkfs.xfs prints it, then (optionally) the
-    identity and counters.  With ``g["release"]`` "6.10" the layout is
-    xfsprogs 6.10.1's, which adds the exchange-range and parent pointer
-    features."""
+    identity and counters; ``size_text(nbytes)`` shows the filesystem's
+    size and free space for people (else they are counted in blocks).
+    With ``g["release"]`` "6.10" the layout is xfsprogs 6.10.1's, which
+    adds the exchange-range and parent pointer features."""
     modern = g.get("release") == "6.10"
     lines = [
         f"meta-data={name:<22s} isize={g['isize']:<6d} agcount={g['agcount']}, "
@@ -89,8 +90,11 @@ def format_geometry(g: dict, name: str, counters: bool = True) -> str:
         f"uuid     = {g['uuid']}",
         f"label    = \"{g['label']}\"",
         f"inodes   = {g['icount']} allocated, {g['ifree']} free",
-        f"free     = {g['fdblocks']} blocks",
     ]
+    for label, blocks in (("size", g["blocks"]), ("free", g["fdblocks"])):
+        shown = f"{size_text(blocks * g['bsize'])} ({blocks} blocks)" if size_text else \
+            f"{blocks} blocks"
+        lines.append(f"{label:<8} = {shown}")
     return "\n".join(lines)
 
 

@@ -7,6 +7,7 @@ import uuid as uuidlib
 
 from ..format import constants as C, structs as S
 from ..fs import dir as xdir
+from ..errors import BadValue, CorruptionError
 
 # fields shown in hex, as xfs_db does
 _HEX = {"magicnum", "versionnum", "features2", "bad_features2", "features_compat",
@@ -23,11 +24,24 @@ class Field:
         self.text = text if text is not None else _text(name, value)
 
 
+# inode and block pointers: all ones is NULL, which xfs_db prints as "null"
+_POINTERS = {"rootino", "rbmino", "rsumino", "uquotino", "gquotino", "pquotino", "newino",
+             "dirino", "next_unlinked", "unlinked", "leftsib", "rightsib", "bno"}
+_NULLS = (0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF)
+
+
+def pointer_text(value: int) -> str:
+    """A pointer as xfs_db prints it: ``null`` for NULL (all ones)."""
+    return "null" if value in _NULLS else str(value)
+
+
 def _text(name: str, value) -> str:
     if isinstance(value, list):
         return " ".join(_text(name, v) for v in value)
     if isinstance(value, int) and name in _HEX:
         return f"0x{value:x}"
+    if isinstance(value, int) and name in _POINTERS:
+        return pointer_text(value)
     return str(value)
 
 
@@ -102,6 +116,29 @@ def describe_agfl(fs, agno: int) -> list[Field]:
     live = [slots[(first + i) % len(slots)] for i in range(min(count, len(slots)))]
     out.append(Field("bno", live, " ".join(map(str, live)) or "(empty)"))
     return out
+
+
+def inode_of(fs, spec: str) -> int:
+    """The inode a command line names: a number (decimal, or 0x hex), or a
+    path in the image.  A number the filesystem cannot have is the
+    argument's fault (BadValue, exit status 2), not the image's."""
+    text = spec.strip()
+    try:
+        ino = int(text, 16) if text.lower().startswith("0x") else int(text, 10)
+    except ValueError:
+        return fs.lookup(spec).ino
+    try:
+        if ino < 0 or ino >= 1 << 64:
+            raise CorruptionError("inode number", "out of range")
+        fs.ino_location(ino)
+    except CorruptionError:
+        sb = fs.sb
+        agno, agbno = ino >> sb.agino_log, (ino & ((1 << sb.agino_log) - 1)) >> sb.inopblog
+        where = f"AG {agno}, block {agbno}" if ino >= 0 else "a negative number"
+        raise BadValue(f"inode {ino} is not an inode number of this filesystem ({where}; it "
+                       f"has {sb.agcount} AG{'s' if sb.agcount != 1 else ''} of "
+                       f"{sb.agblocks} blocks)") from None
+    return ino
 
 
 def describe_inode(fs, ino: int) -> list[Field]:

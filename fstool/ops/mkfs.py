@@ -14,17 +14,20 @@ import struct
 import time
 import uuid as uuidlib
 
-from ..errors import FsToolError
-from ..format import constants as C, log as L
+from ..errors import BadValue, FsToolError
+from ..format import constants as C
 from ..format.structs import AGF, AGFL, AGI, SB
-from ..fs import btree as B, btree_write as BW
+from ..fs import btree as B
+from ..fs import btree_write as BW
 from ..fs.btree import alloc_maxlevels, rmap_maxlevels
 from ..fs.icore import InodeEncoder, InodeSpec
 from ..fs.logres import LogGeometry, min_log_blocks
 from ..io import verify as V
 from ..io.device import Device, refuse_not_an_image
-from ..io.lock import ImageLock, refuse_if_mounted
+from ..format import log as L
 from ..ns.attrbuild import encode_xattrs
+from ..io.lock import refuse_if_mounted
+from ..io.lock import ImageLock
 
 KiB, MiB, GiB, TiB = 1 << 10, 1 << 20, 1 << 30, 1 << 40
 
@@ -69,7 +72,12 @@ AUTOFSCK = ("none", "check", "optimize", "repair")
 
 
 class MkfsError(FsToolError):
-    pass
+    """mkfs refuses its target (exit status 1)."""
+
+
+class MkfsValueError(MkfsError, BadValue):
+    """An option's value (or the size given) makes no valid filesystem
+    (exit status 2, as for any invalid value)."""
 
 
 @dataclasses.dataclass
@@ -103,7 +111,7 @@ class Options:
     def of_release(cls, release: str = DEFAULT_RELEASE, **kw) -> "Options":
         """The options with ``release``'s defaults for what ``kw`` does not say."""
         if release not in RELEASES:
-            raise MkfsError(f"unknown mkfs.xfs release {release!r}")
+            raise MkfsValueError(f"unknown mkfs.xfs release {release!r}")
         return cls(**{**RELEASES[release], "release": release, **kw})
 
 
@@ -173,8 +181,8 @@ def _log2(n: int) -> int:
 
 def _pow2(name: str, v: int, lo: int, hi: int) -> None:
     if v < lo or v > hi or v & (v - 1):
-        raise MkfsError(f"{name} {v} is not valid: it must be a power of two from "
-                        f"{lo} to {hi}")
+        raise MkfsValueError(f"{name} {v} is not valid: it must be a power of two from "
+                             f"{lo} to {hi}")
 
 
 def _default_ag_geometry(dblocks: int, blocklog: int) -> tuple[int, int]:
@@ -202,71 +210,71 @@ def compute_geometry(opts: Options) -> Geometry:
     B = opts.blocksize
     _pow2("block size", B, 512, 65536)
     if B < 1024:
-        raise MkfsError("block size must be at least 1024 bytes for a v5 (CRC) filesystem")
+        raise MkfsValueError("block size must be at least 1024 bytes for a v5 (CRC) filesystem")
     _pow2("sector size", opts.sectsize, 512, 32768)
     if opts.sectsize > B:
-        raise MkfsError(f"sector size {opts.sectsize} cannot exceed the block size {B}")
+        raise MkfsValueError(f"sector size {opts.sectsize} cannot exceed the block size {B}")
     _pow2("inode size", opts.inodesize, 256, 2048)
     if opts.inodesize < 512:
-        raise MkfsError("minimum inode size for CRC-enabled (v5) filesystems is 512 bytes")
+        raise MkfsValueError("minimum inode size for CRC-enabled (v5) filesystems is 512 bytes")
     if opts.inodesize > B // 2:
-        raise MkfsError(f"inode size {opts.inodesize} is too large for {B}-byte blocks: at "
-                        f"most {B // 2} (two inodes per block)")
+        raise MkfsValueError(f"inode size {opts.inodesize} is too large for {B}-byte blocks: at "
+                             f"most {B // 2} (two inodes per block)")
     dirbs = opts.dirblocksize or max(B, 4096)
     _pow2("directory block size", dirbs, 4096, 65536)
     if dirbs < B:
-        raise MkfsError(f"directory block size {dirbs} is smaller than the block size {B}")
+        raise MkfsValueError(f"directory block size {dirbs} is smaller than the block size {B}")
     if opts.size is None:
         raise MkfsError("no size given and the target has none: use --size")
     blocklog = _log2(B)
     dblocks = opts.size >> blocklog
     if opts.size < MIN_SIZE:
-        raise MkfsError(f"{opts.size} bytes is too small: fstool formats images of "
-                        f"{MIN_SIZE >> 20} MiB and more")
+        raise MkfsValueError(f"{opts.size} bytes is too small: fstool formats images of "
+                             f"{MIN_SIZE >> 20} MiB and more")
 
     ag_min = XFS_AG_MIN_BYTES >> blocklog
     ag_max = (XFS_AG_MAX_BYTES - 1) >> blocklog
     if opts.agsize is not None and opts.agcount is not None:
-        raise MkfsError("give agcount or agsize, not both")
+        raise MkfsValueError("give agcount or agsize, not both")
     if opts.agsize is not None:
         if opts.agsize % B:
-            raise MkfsError(f"agsize {opts.agsize} is not a multiple of the block size {B}")
+            raise MkfsValueError(f"agsize {opts.agsize} is not a multiple of the block size {B}")
         agblocks = opts.agsize >> blocklog
         agcount = dblocks // agblocks + (dblocks % agblocks != 0)
     elif opts.agcount is not None:
         if opts.agcount < 1:
-            raise MkfsError("agcount must be at least 1")
+            raise MkfsValueError("agcount must be at least 1")
         agcount = opts.agcount
         agblocks = dblocks // agcount + (dblocks % agcount != 0)
     else:
         agcount, agblocks = _default_ag_geometry(dblocks, blocklog)
     if agblocks < ag_min:
-        raise MkfsError(f"AG size {agblocks} blocks is too small: the minimum is {ag_min} "
-                        f"blocks ({XFS_AG_MIN_BYTES >> 20} MiB)")
+        raise MkfsValueError(f"AG size {agblocks} blocks is too small: the minimum is {ag_min} "
+                             f"blocks ({XFS_AG_MIN_BYTES >> 20} MiB)")
     if agblocks > ag_max:
-        raise MkfsError(f"AG size {agblocks} blocks is too large: the maximum is {ag_max}")
+        raise MkfsValueError(f"AG size {agblocks} blocks is too large: the maximum is {ag_max}")
     # a last AG smaller than the minimum is dropped, as mkfs.xfs does
     if dblocks % agblocks and dblocks % agblocks < ag_min:
         dblocks = (agcount - 1) * agblocks
         agcount -= 1
     if agcount < 1:
-        raise MkfsError("the device is too small for one allocation group")
+        raise MkfsValueError("the device is too small for one allocation group")
     agblklog = _log2(agblocks - 1) + 1
 
     if opts.release not in RELEASES:
-        raise MkfsError(f"unknown mkfs.xfs release {opts.release!r}")
+        raise MkfsValueError(f"unknown mkfs.xfs release {opts.release!r}")
     inobtcount = opts.finobt if opts.inobtcount is None else opts.inobtcount
     if inobtcount and not opts.finobt:
-        raise MkfsError("inode btree counters (inobtcount=1) need the free inode btree "
-                        "(finobt=1)")
+        raise MkfsValueError("inode btree counters (inobtcount=1) need the free inode btree "
+                             "(finobt=1)")
     autofsck = opts.autofsck
     if autofsck is not None and autofsck not in AUTOFSCK:
-        raise MkfsError(f"autofsck={autofsck} is not valid: use {', '.join(AUTOFSCK)}")
+        raise MkfsValueError(f"autofsck={autofsck} is not valid: use {', '.join(AUTOFSCK)}")
     if opts.release == "6.1" and autofsck is not None:
         # mkfs.xfs 6.1 knew no autofsck property: "none" is what its
         # filesystems have without one; the others need today's choices
         if autofsck != "none":
-            raise MkfsError(f"autofsck={autofsck} is not part of the mkfs.xfs 6.1 profiles")
+            raise MkfsValueError(f"autofsck={autofsck} is not part of the mkfs.xfs 6.1 profiles")
         autofsck = None
     # parent pointers turn on exchange-range unless told otherwise
     exchange = opts.parent if opts.exchange is None else opts.exchange
@@ -305,24 +313,25 @@ def compute_geometry(opts: Options) -> Geometry:
         max_logblocks -= 4 * (XFS_INODES_PER_CHUNK * isize >> blocklog)
     if opts.logsize is not None:
         if opts.logsize % B:
-            raise MkfsError(f"log size {opts.logsize} is not a multiple of the block size {B}")
+            raise MkfsValueError(f"log size {opts.logsize} is not a multiple of the block "
+                                 f"size {B}")
         logblocks = opts.logsize >> blocklog
         if opts.logsize < XFS_MIN_LOG_BYTES and big:
-            raise MkfsError(f"log size {opts.logsize} is too small: the minimum is "
-                            f"{XFS_MIN_LOG_BYTES >> 20} MiB")
+            raise MkfsValueError(f"log size {opts.logsize} is too small: the minimum is "
+                                 f"{XFS_MIN_LOG_BYTES >> 20} MiB")
         if logblocks < need:
-            raise MkfsError(f"log size {logblocks} blocks is too small: this geometry needs "
-                            f"at least {need} blocks")
+            raise MkfsValueError(f"log size {logblocks} blocks is too small: this geometry needs "
+                                 f"at least {need} blocks")
         if logblocks > max_logblocks:
-            raise MkfsError(f"log size {logblocks} blocks does not fit in an AG of {agblocks} "
-                            f"blocks (at most {max_logblocks})")
+            raise MkfsValueError(f"log size {logblocks} blocks does not fit in an AG of "
+                                 f"{agblocks} blocks (at most {max_logblocks})")
     else:
         if (dblocks << blocklog) >= GiB:
             need = max(need, XFS_MIN_LOG_BYTES >> blocklog)
         if max_logblocks < need:
-            raise MkfsError(f"{opts.size >> 20} MiB is too small for {B}-byte blocks: the "
-                            f"kernel needs a log of {need} blocks inside one AG; use a larger "
-                            "size or a smaller block size")
+            raise MkfsValueError(f"{opts.size >> 20} MiB is too small for {B}-byte blocks: the "
+                                 f"kernel needs a log of {need} blocks inside one AG; use a larger "
+                                 "size or a smaller block size")
         if big:
             logblocks = max((dblocks << blocklog) // 2048 >> blocklog,
                             XFS_MIN_REALISTIC_LOG_BYTES >> blocklog)
@@ -334,17 +343,17 @@ def compute_geometry(opts: Options) -> Geometry:
                         XFS_MAX_LOG_BYTES >> blocklog)
     if prealloc + logblocks + minfree >= (dblocks - logagno * agblocks if logagno ==
                                           agcount - 1 else agblocks):
-        raise MkfsError(f"the log ({logblocks} blocks) does not fit in AG {logagno}")
+        raise MkfsValueError(f"the log ({logblocks} blocks) does not fit in AG {logagno}")
 
     first = prealloc + minfree + (logblocks if logagno == 0 else 0)
     if inoalignmt > 1:
         first = -(-first // inoalignmt) * inoalignmt
     if first + ialloc_blks > (dblocks if agcount == 1 else agblocks):
-        raise MkfsError("the device is too small to hold the root inode chunk")
+        raise MkfsValueError("the device is too small to hold the root inode chunk")
 
     if opts.imaxpct is not None:
         if not 0 <= opts.imaxpct <= 100:
-            raise MkfsError("imaxpct must be between 0 and 100")
+            raise MkfsValueError("imaxpct must be between 0 and 100")
         imaxpct = opts.imaxpct
     elif (dblocks << blocklog) < TiB:
         imaxpct = XFS_DFL_IMAXPCT

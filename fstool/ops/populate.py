@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from .._backend import writers
+from . import gc_paused
 from ..errors import (FsToolError, InvalidArgument, NoSpaceError as NoSpace,
                       NotADirectoryImageError, NotFoundError, UnsupportedError)
 from ..format import constants as C
@@ -51,6 +52,12 @@ READAHEAD_ENTRIES = 4096
 # inodes, and this many larger files open for copying (RunReader)
 RUN_DATA = 8 << 20
 RUN_OPEN = 64
+# a slice of at most this much data and this many larger files is read
+# when its turn comes, by the thread that writes it: handing so little to
+# the reader's thread and back cost more than the read (a real tree's
+# directories mostly hold a few small files)
+RUN_INLINE = 256 << 10
+RUN_INLINE_OPEN = 4
 KIND_MODE = {"fifo": C.S_IFIFO, "chardev": C.S_IFCHR, "blockdev": C.S_IFBLK,
              "socket": C.S_IFSOCK}
 
@@ -145,7 +152,7 @@ def populate(image, source, dest: str = "/", *, owner_map=None, keep_going: bool
     if check and not fresh:
         require_sound(image)
     committed = [0]          # entries in committed batches
-    with Writer(image, timestamp_ns=timestamp_ns, logged=not fresh) as w, src:
+    with gc_paused(), Writer(image, timestamp_ns=timestamp_ns, logged=not fresh) as w, src:
         now = w.now_ns()
         reader = RunReader(w.sb.blocksize)
         dedupe = None
@@ -362,8 +369,9 @@ class RunReader:
     on a thread of the reader's own: the next slice of a run while the one
     before it is written, and the first slice of a run as soon as
     :meth:`start` sees the run queued (``read_ahead``), so that reading the
-    source overlaps the rest of populate's work.  What a slice holds, and so
-    the image, does not depend on when it was read."""
+    source overlaps the rest of populate's work; a small slice (RUN_INLINE)
+    is read when its turn comes instead.  What a slice holds, and so the
+    image, does not depend on when or by which thread it was read."""
 
     def __init__(self, blocksize: int):
         self.mask = blocksize - 1
@@ -378,6 +386,8 @@ class RunReader:
                 not any(it[6] for it in run.items):
             return 0, 0
         bounds = self._bounds(run.items, 0)
+        if self._inline(bounds):
+            return 0, 0
         dirfd = _open_dir(run.dirpath)
         self.ahead[id(run)] = (dirfd, self._submit(run.items, dirfd, bounds))
         # the directory held open counts as a file too
@@ -409,7 +419,7 @@ class RunReader:
             dirfd, fut = got
         try:
             while fut is not None:
-                res = fut.result()
+                res = fut.result() if type(fut) is not tuple else fut
                 b = res[1]
                 fut = self._submit(items, dirfd, self._bounds(items, b)) \
                     if b < len(items) else None
@@ -429,7 +439,16 @@ class RunReader:
             self.pool.shutdown(wait=True)
             self.pool = None
 
+    @staticmethod
+    def _inline(bounds: tuple) -> bool:
+        """Whether the slice of ``bounds`` is read when its turn comes."""
+        return bounds[2] <= RUN_INLINE and bounds[5] <= RUN_INLINE_OPEN
+
     def _submit(self, items: list, dirfd: int, bounds: tuple):
+        """A future of the slice of ``bounds``, or the slice itself when it
+        is small enough to read now."""
+        if self._inline(bounds):
+            return self._read(items, dirfd, bounds)
         if self.pool is None:
             self.pool = ThreadPoolExecutor(1, thread_name_prefix="fstool-read")
         return self.pool.submit(self._read, items, dirfd, bounds)
@@ -437,35 +456,24 @@ class RunReader:
     @staticmethod
     def _discard(fut) -> None:
         """A slice read and not taken: its open files closed."""
-        if fut.cancel():
+        if type(fut) is tuple:
+            res = fut
+        elif fut.cancel():
             return
-        try:
-            res = fut.result()
-        except Exception:
-            return
+        else:
+            try:
+                res = fut.result()
+            except Exception:
+                return
         if res[2] is not None:
             _close_fds(res[2][2])
 
     def _bounds(self, items: list, a: int) -> tuple:
         """(a, b, bytes, offsets, sizes to read or ask for, files opened) of
-        the slice of ``items`` from ``a``: offset -1 for a file to open."""
-        mask = self.mask
-        offsets = []
-        want = []
-        o = nopen = 0
-        b = a
-        while b < len(items) and o < RUN_DATA and nopen < RUN_OPEN:
-            size = items[b][6]
-            if size > SMALL_COPY:
-                offsets.append(-1)
-                want.append(min(size, READAHEAD_HEAD))
-                nopen += 1
-            else:
-                offsets.append(o)
-                want.append(size)
-                o += (size + mask) & ~mask
-            b += 1
-        return a, b, o, offsets, want, nopen
+        the slice of ``items`` from ``a``: offset -1 for a file to open
+        (``writers.slice_bounds``)."""
+        return writers.slice_bounds(items, a, self.mask, SMALL_COPY, RUN_DATA, RUN_OPEN,
+                                    READAHEAD_HEAD)
 
     @staticmethod
     def _read(items: list, dirfd: int, bounds: tuple) -> tuple:

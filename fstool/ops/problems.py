@@ -75,6 +75,9 @@ PROBLEMS = {
     "BTREE_KEY": (WARNING, None, "an AG btree node's key differs from the lowest key of "
                   "the child it points to, or keys are out of order (xfs_repair does not "
                   "look; the kernel's lookups go wrong)"),
+    "BTREE_RMAP_KEY": (ERROR, "rmapbt", "an rmapbt node's key has invalid flags or is out "
+                       "of order, or a block's records or keys lie past the high key its "
+                       "parent holds for it (xfs_repair checks the rmapbt's keys)"),
     "BTREE_SIBLING": (WARNING, None, "AG btree sibling pointers do not chain a level in "
                       "order (xfs_repair does not follow them)"),
     # free space, inode allocation, sharing, reverse mappings
@@ -95,7 +98,9 @@ PROBLEMS = {
                     "inobt"),
     "FINOBT_MISMATCH": (ERROR, "finobt", "a finobt record differs from the inobt's or has no "
                         "free inodes"),
-    "AGI_COUNT": (ERROR, "agi", "agi_count or agi_freecount differs from the inode btrees"),
+    "AGI_COUNT": (ERROR, "inobt", "agi_count or agi_freecount differs from what the inobt "
+                  "counts, or agi_freecount from what the finobt counts (one finding per "
+                  "tree, named by it, as xfs_repair reports them)"),
     "AGI_BLOCKS": (ERROR, "agi", "agi_iblocks or agi_fblocks differs from the inode btrees"),
     "REFCOUNT_COW": (ERROR, "refcountbt", "a CoW staging extent was left behind"),
     "REFCOUNT_MISMATCH": (ERROR, "refcountbt", "blocks shared by files have no refcount "
@@ -188,12 +193,11 @@ PROBLEMS = {
     "XATTR_NODE_HASH": (ERROR, "attr", "an attribute da-btree node entry's hash differs from "
                         "the greatest hash of the block it names (xfs_repair corrects it in "
                         "place)"),
-    "XATTR_CRC": (ERROR, "attr", "an attribute leaf or node block's CRC is wrong, on a "
-                  "filesystem only xfsprogs 6.10 knows (parent pointers, exchange-range), "
-                  "whose xfs_repair -n reports it"),
-    "XATTR_VERIFY": (WARNING, "attr", "an attribute block fails the kernel's verifier (CRC; "
-                     "owner, self-address or uuid past block 0) where xfs_repair -n does not "
-                     "look: the kernel refuses to read it"),
+    "XATTR_CRC": (ERROR, "attr", "an attribute leaf or node block's CRC is wrong: the "
+                  "kernel refuses to read it, xfs_repair (6.10) reports it (6.1 let it pass)"),
+    "XATTR_VERIFY": (WARNING, "attr", "an attribute block fails the kernel's verifier (owner, "
+                     "self-address or uuid past block 0, or its structure) where xfs_repair -n "
+                     "does not look: the kernel refuses to read it"),
     # the log, and the check itself
     "LOG_DIRTY": (ERROR, "log", "the log holds transactions that were not replayed"),
     "CHECK_ABORTED": (ERROR, None, "a structure could not be checked (damage fstool does "

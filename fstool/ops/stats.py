@@ -10,9 +10,10 @@ from __future__ import annotations
 import heapq
 import struct
 
-from ..errors import InvalidArgument
+from ..errors import BadValue, FsToolError, InvalidArgument
 from ..format import constants as C
 from ..fs import btree
+from .names import shown_name
 
 AG_TREES = ("bnobt", "cntbt", "inobt", "finobt", "refcountbt", "rmapbt")
 
@@ -46,7 +47,7 @@ def ag_tree(fs, agno: int, name: str):
             bt, root, levels = fs.inobt_type(free=True), agi["agi_free_root"], \
                 agi["agi_free_level"]
     else:
-        raise InvalidArgument(f"unknown btree {name!r} (one of {', '.join(AG_TREES)})")
+        raise BadValue(f"unknown btree {name!r} (one of {', '.join(AG_TREES)})")
     return fs.ag_btree(agno, bt), root, levels
 
 
@@ -167,7 +168,11 @@ def agstats(fs) -> dict:
                        for k in ("full", "partial", "empty", "sparse")}
     total["btree_blocks"] = {n: sum(r["btrees"].get(n, {}).get("blocks", 0) for r in rows)
                              for n in AG_TREES if any(n in r["btrees"] for r in rows)}
-    return {"ags": rows, "total": total}
+    for r in rows + [total]:
+        # used: everything not free (headers, btrees, the log, inodes, data)
+        r["used_blocks"] = r["size"] - r["free_blocks"]
+        r["used_pct"] = round(r["used_blocks"] * 100.0 / r["size"], 2) if r["size"] else 0.0
+    return {"blocksize": fs.sb.blocksize, "ags": rows, "total": total}
 
 
 def freesp(fs, agnos=None) -> dict:
@@ -185,8 +190,8 @@ def freesp(fs, agnos=None) -> dict:
     wanted = range(fs.sb.agcount) if agnos is None else agnos
     for agno in wanted:
         if not 0 <= agno < fs.sb.agcount:
-            raise InvalidArgument(f"AG {agno} does not exist (the filesystem has "
-                                  f"{fs.sb.agcount} AGs)")
+            raise BadValue(f"AG {agno} does not exist (the filesystem has "
+                           f"{fs.sb.agcount} AGs)")
         agf = fs.agf(agno)
         lengths = [1] * len(_agfl_blocks(fs, agno, agf))
         reader, root, height = ag_tree(fs, agno, "bnobt")
@@ -258,17 +263,45 @@ def frag(fs, top: int = 10) -> dict:
             actual += a
             ideal += i
             item = (a, node.ino, fork, node.type_name, node.size, i)
-            if not top:
-                continue
+            if not top or a <= i:
+                continue                # listed: only forks in more extents than ideal
             if len(worst) < top:
                 heapq.heappush(worst, item)
             elif item > worst[0]:
                 heapq.heapreplace(worst, item)
     factor = (actual - ideal) * 100.0 / actual if actual else 0.0
+    worst.sort(reverse=True)
+    paths = paths_of(fs, {ino for _a, ino, *_r in worst})
     return {"actual": actual, "ideal": ideal, "factor": factor,
             "average": actual / ideal if ideal else None,
-            "worst": [{"ino": ino, "fork": fork, "type": t, "size": size, "extents": a,
-                       "ideal": i} for a, ino, fork, t, size, i in sorted(worst, reverse=True)]}
+            "worst": [{"ino": ino, "path": paths.get(ino), "fork": fork, "type": t,
+                       "size": size, "extents": a, "ideal": i}
+                      for a, ino, fork, t, size, i in worst]}
+
+
+def paths_of(fs, inos) -> dict:
+    """A path (text, names escaped for display) to each of ``inos`` that a
+    directory reaches, walking directories from the root only until all
+    are found; inodes no directory names are left out."""
+    want = set(inos)
+    found: dict = {}
+    if fs.sb.rootino in want:
+        found[fs.sb.rootino] = "/"
+    todo, seen = [(fs.sb.rootino, "")], {fs.sb.rootino}
+    while todo and len(found) < len(want):
+        dino, dpath = todo.pop()
+        try:
+            entries = fs.listdir(dino)
+        except FsToolError:
+            continue                    # a directory that cannot be read: skip it
+        for e in entries:
+            path = f"{dpath}/{shown_name(e.name)}"
+            if e.ino in want and e.ino not in found:
+                found[e.ino] = path
+            if e.ftype == C.XFS_DIR3_FT_DIR and e.ino not in seen:
+                seen.add(e.ino)
+                todo.append((e.ino, path))
+    return found
 
 
 def format_frag(f: dict) -> str:

@@ -32,6 +32,10 @@ class BusyExtents:
         i = bisect.bisect_left(lst, (end, end))
         return any(e > agbno for _s, e in lst[:i])
 
+    def ags(self) -> list:
+        """The AGs with busy extents."""
+        return sorted(self._ags)
+
     def ranges(self, agno: int) -> list:
         return list(self._ags.get(agno, ()))
 

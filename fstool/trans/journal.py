@@ -36,7 +36,7 @@ import os
 from ..errors import FsToolError, NoSpaceError
 from ..format import constants as C
 from ..io import verify as V
-from ..io.device import writes_so_far
+from ..io.device import punch_hole, writes_so_far
 from .busy import BusyExtents
 from .logwriter import (XFS_BLF_CHUNK, LogGeometry, LogWriter, buf_item_regions, find_log_head,
                         lsn as make_lsn)
@@ -55,6 +55,8 @@ class Journal:
         self.cache = fs.cache
         self.sb = fs.sb
         self.busy = BusyExtents()
+        self.discard = False            # punch freed blocks once their checkpoint is on disk
+        self.discarded = 0              # bytes punched so far
         self.tx: Transaction | None = None
         self.dirty: dict = {}          # key -> Buf to log
         self.full: set = set()         # keys logged whole (over blocks freed here)
@@ -323,11 +325,33 @@ class Journal:
         self.spilled.clear()
         self.cancels.clear()
         self.items = []
+        if self.discard and self.busy:
+            self._discard()
         self.busy.clear()
         self._pending_bytes = 0
         self.seq += 1
         self.checkpoints += 1
         self.cache._shrink(scan=len(self.cache))
+
+    def _discard(self) -> None:
+        """Punch the blocks this checkpoint freed out of the image file, now
+        that the checkpoint is on disk (the kernel's online discard).  Not
+        while an undo recorder watches the device (it could not put a
+        punched range back), nor on a host that cannot punch (then never
+        again this session)."""
+        dev = self.dev
+        if dev.is_blockdev or dev.write_hook is not None:
+            return
+        sb = self.sb
+        bs = sb.blocksize
+        for agno in self.busy.ags():
+            for start, end in self.busy.merged(agno):
+                try:
+                    punch_hole(dev.fd, (agno * sb.agblocks + start) * bs, (end - start) * bs)
+                except OSError:
+                    self.discard = False
+                    return
+                self.discarded += (end - start) * bs
 
     def _write_in_place(self, buf, data) -> None:
         pos = 0

@@ -24,8 +24,7 @@ xfs_repair -n: 0 clean, 1 corruption, 2 dirty log, 4 operational error.
 """
 from __future__ import annotations
 
-import gc
-
+from .. import gc_paused
 from .agheaders import AGGeometry, AGHeaderPhase
 from .base import (EXIT_CLEAN, EXIT_CORRUPT, EXIT_DIRTY_LOG, EXIT_OPERATIONAL, CheckerBase,
                    Finding)
@@ -65,14 +64,6 @@ def check(fs, progress=None, jobs: int = 1) -> Checker:
     phase as it starts (done 0, total None) and of the steps of the long ones
     (inode chunks, directories)."""
     c = Checker(fs, progress)
-    # the check makes a great many small objects and frees few, none in
-    # cycles: the cyclic collector, run every few hundred allocations, took
-    # a tenth of the check's time (varied tree) and found nothing to free
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         c.run(jobs)
-    finally:
-        if enabled:
-            gc.enable()
     return c

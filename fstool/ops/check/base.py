@@ -114,10 +114,6 @@ class CheckerBase:
         self.stop = False
         self.has_rmap = fs.sb.has_ro_compat(1 << 1)
         self.has_pptr = fs.sb.has_incompat(1 << 7)
-        # features only xfsprogs 6.10 knows (parent pointers, exchange-range):
-        # such a filesystem is judged as its xfs_repair judges it where it
-        # differs from 6.1's
-        self.judged_by_6_10 = fs.sb.has_incompat((1 << 7) | (1 << 6))
         # inodes whose attr fork could not be read whole: their parent
         # pointers are not known, and not compared with the entries
         self.pptr_unread: list[int] = []

@@ -25,11 +25,13 @@ def _i64(v: int) -> int:
 class BtreePhases:
     # -- one AG btree, block by block ------------------------------------------
     def walk_ag_tree(self, agno: int, name: str, bt, root: int, height: int,
-                     owner: int, on_leaf, on_node=None) -> int:
+                     owner: int, on_leaf, on_node=None, on_key=None) -> int:
         """Walk one AG btree from the root the AGF/AGI names, claiming its
         blocks for ``owner`` and reporting block problems; ``on_leaf(blk,
-        is_root)`` and ``on_node(blk, is_root)`` see every decoded block.
-        Returns the number of blocks read (the root included)."""
+        is_root)`` and ``on_node(blk, is_root)`` see every decoded block,
+        ``on_key(blk, key)`` every block below the root with the raw key its
+        parent holds for it.  Returns the number of blocks read (the root
+        included)."""
         structure = name
         where = dict(agno=agno, structure=structure)
         if not self.verify_agbno(agno, root):
@@ -72,6 +74,8 @@ class BtreePhases:
                     on_leaf(blk, is_root)
                 elif on_node is not None:
                     on_node(blk, is_root)
+                if on_key is not None and _key is not None:
+                    on_key(blk, _key)
             if prev is not None and prev.rightsib != C.NULLAGBLOCK:
                 self.report("BTREE_SIBLING", f"{name} block {prev.addr} in AG {agno} is last "
                             f"in its level but has right sibling {prev.rightsib}",
@@ -206,11 +210,17 @@ class BtreePhases:
         self.ag_totals["fdblocks"] += total + btreeblks + getattr(
             self, "agfl_count", {}).get(agno, 0)
 
-    def _expect(self, agno, hdr, field, want, code, structure) -> None:
+    def _expect(self, agno, hdr, field, want, code, structure, block=0,
+                counted_in=None) -> None:
+        """A header field against what was counted.  ``counted_in`` names
+        the tree the count comes from where two trees count one field (the
+        inobt's and the finobt's free inodes: two findings, as xfs_repair
+        reports them); the finding is then that tree's, at its root."""
         if hdr[field] != want:
-            self.report(code, f"AG {agno}: {field} is {hdr[field]}, counted {want}",
-                        agno=agno, block=0, structure=structure, field=field, expected=want,
-                        found=hdr[field])
+            where = f" in the {counted_in}" if counted_in else ""
+            self.report(code, f"AG {agno}: {field} is {hdr[field]}, counted {want}{where}",
+                        agno=agno, block=block, structure=counted_in or structure,
+                        field=field, expected=want, found=hdr[field])
 
     # -- the rmapbt ------------------------------------------------------------
     def _rmap_tree(self, agno: int, agf: dict) -> int:
@@ -249,10 +259,57 @@ class BtreePhases:
                                          reflink, recs)
             state["last"] = last
 
+        on_node, on_key = self._rmap_keys(agno)
         n = self.walk_ag_tree(agno, "rmapbt", btree.RMAPBT, agf["agf_roots"][2],
-                              agf["agf_levels"][2], OWN_AG, on_leaf)
+                              agf["agf_levels"][2], OWN_AG, on_leaf, on_node, on_key)
         self._expect(agno, agf, "agf_rmap_blocks", n, "AGF_RMAP_BLOCKS", "agf")
         return n
+
+    def _rmap_keys(self, agno: int):
+        """on_node / on_key pair checking the rmapbt's keys as scan_rmapbt
+        does (an error: unlike other AG btrees' keys, xfs_repair checks
+        these): a node's keys have valid flags and low keys in order, and
+        no record or key of a block lies past the high key its parent holds
+        for it.  Keys compare as (startblock, owner, offset with its fork
+        and bmbt bits), unsigned; a record's high key is its last block,
+        and for a fork mapping its last file offset."""
+        valid = RMAP_OFF_MASK | RMAP_OFF_ATTR | RMAP_OFF_BMBT | RMAP_OFF_UNWRITTEN
+        keep = ~RMAP_OFF_UNWRITTEN
+        unpack, high = struct.Struct(">IQQIQQ").unpack, struct.Struct(">IQQ").unpack_from
+
+        def bad(blk, detail, **kw):
+            self.report("BTREE_RMAP_KEY", f"rmapbt block {blk.addr} in AG {agno}: {detail}",
+                        agno=agno, block=blk.addr, structure="rmapbt", **kw)
+
+        def on_node(blk, _is_root):
+            last = None
+            for i, k in enumerate(blk.keys):
+                s, o, f, _hs, _ho, hf = unpack(k)
+                if f & ~valid or hf & ~valid:
+                    bad(blk, f"key {i} has invalid flags", field="keys", index=i)
+                    continue
+                low = (s, o, f & keep)
+                if last is not None and last > low:
+                    bad(blk, f"key {i} is out of order", field="keys", index=i)
+                last = low
+
+        def on_key(blk, key):
+            hs, ho, hf = high(key, 20)
+            if hf & ~valid:
+                return              # the parent's key: reported with the parent
+            bound = (hs, ho, hf & keep)
+            if blk.level:
+                tops = [(ks, ko, kf & keep) for *_low, ks, ko, kf in map(unpack, blk.keys)]
+            elif not blk.recs or max(s + n for s, n, _o, _f in blk.recs) - 1 < hs:
+                return              # the common case: every record ends before the bound
+            else:
+                tops = [(s + n - 1, o, (f & keep) if o >> 63 or f & RMAP_OFF_BMBT
+                         else (f & keep) + n - 1) for s, n, o, f in blk.recs]
+            top = max(tops, default=None)
+            if top is not None and top > bound:
+                bad(blk, f"its greatest key {top} lies past the high key {bound} its parent "
+                    "holds for it", expected=list(bound), found=list(top))
+        return on_node, on_key
 
     def _rmap_record(self, agno, blk, i, s, n, owner, off, length, last, reflink, recs):
         """One rmapbt record the fast test doubted: every rule, each a
@@ -323,8 +380,10 @@ class BtreePhases:
         nblocks = self.walk_ag_tree(agno, "inobt", self.fs.inobt_type(), agi["agi_root"],
                                     agi["agi_level"], OWN_INOBT, on_leaf)
         good = self._table_for(agno, recs)
-        self._expect(agno, agi, "agi_count", counts["count"], "AGI_COUNT", "agi")
-        self._expect(agno, agi, "agi_freecount", counts["free"], "AGI_COUNT", "agi")
+        root = agi["agi_root"]
+        self._expect(agno, agi, "agi_count", counts["count"], "AGI_COUNT", "agi", root, "inobt")
+        self._expect(agno, agi, "agi_freecount", counts["free"], "AGI_COUNT", "agi", root,
+                     "inobt")
         self.ag_totals["icount"] += counts["count"]
         self.ag_totals["ifree"] += counts["free"]
         fblocks = 0
@@ -356,7 +415,8 @@ class BtreePhases:
             fblocks = self.walk_ag_tree(agno, "finobt", self.fs.inobt_type(free=True),
                                         agi["agi_free_root"], agi["agi_free_level"],
                                         OWN_INOBT, on_fleaf)
-            self._expect(agno, agi, "agi_freecount", counts["fibt_free"], "AGI_COUNT", "agi")
+            self._expect(agno, agi, "agi_freecount", counts["fibt_free"], "AGI_COUNT", "agi",
+                         agi["agi_free_root"], "finobt")
         if sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_INOBTCNT):
             self._expect(agno, agi, "agi_iblocks", nblocks, "AGI_BLOCKS", "agi")
             self._expect(agno, agi, "agi_fblocks", fblocks, "AGI_BLOCKS", "agi")

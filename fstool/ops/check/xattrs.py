@@ -16,28 +16,30 @@ from ...format import parent as P
 from ...io import verify as V
 from ..names import quoted_name
 
-XFS_ATTR_ONDISK_MASK = C.XFS_ATTR_NSP_ONDISK_MASK | C.XFS_ATTR_LOCAL | C.XFS_ATTR_INCOMPLETE
-
 
 def attr_name_ok(name: bytes, flags: int = 0) -> bool:
     """xfs_attr_namecheck: shorter than MAXNAMELEN, no NUL; a parent
     pointer's name is a directory entry's (no '/' either)."""
-    if len(name) >= 256 or b"\0" in name:
-        return False
-    return not (flags & C.XFS_ATTR_PARENT and b"/" in name)
+    return len(name) < 256 and b"\0" not in name and \
+        not (flags & C.XFS_ATTR_PARENT and b"/" in name)
 
 
-def flags_fault(flags: int, pptr_fs: bool):
-    """Why xfs_repair junks an attr entry for its flags (unknown bits, more
-    than one namespace, a parent pointer on a filesystem without them), or
-    None."""
-    if flags & ~XFS_ATTR_ONDISK_MASK:
-        return f"unknown flags 0x{flags & ~XFS_ATTR_ONDISK_MASK:x}"
-    ns = flags & C.XFS_ATTR_NSP_ONDISK_MASK
-    if ns & (ns - 1):
-        return "more than one namespace"
-    if ns == C.XFS_ATTR_PARENT and not pptr_fs:
-        return "a parent pointer on a filesystem without parent pointers"
+def attr_flags_problem(flags: int, shortform: bool, parent_fs: bool) -> str | None:
+    """What xfs_repair (6.10) finds wrong with an attribute entry's flags,
+    or None: bits no entry has (a shortform entry has namespace bits only:
+    the kernel's shortform verifier refuses the inode otherwise), more than
+    one namespace, a parent pointer on a filesystem without them.  (An
+    incomplete entry is reported on its own.)"""
+    nsp = C.XFS_ATTR_NSP_ONDISK_MASK
+    allowed = nsp | C.XFS_ATTR_INCOMPLETE
+    if not shortform:
+        allowed |= C.XFS_ATTR_LOCAL
+    if flags & ~allowed:
+        return f"has unknown flags 0x{flags:02x}"
+    if bin(flags & nsp).count("1") > 1:
+        return f"is in more than one namespace (flags 0x{flags:02x})"
+    if flags & C.XFS_ATTR_PARENT and not parent_fs:
+        return "is a parent pointer on a filesystem without them"
     return None
 
 
@@ -101,17 +103,18 @@ class XattrChecks:
                            "valuelen", index=i)
                 break
             name = bytes(fork[pos + 3:pos + 3 + namelen])
-            fault = flags_fault(flags, self.has_pptr)
-            if fault:
-                self._xbad(node, f"shortform attribute {quoted_name(name)}: {fault}", "flags",
-                           index=i, found=flags)
-            elif not attr_name_ok(name, flags):
+            why = attr_flags_problem(flags, True, self.has_pptr)
+            name_ok = attr_name_ok(name, flags)
+            if not name_ok:
                 self._xbad(node, f"shortform attribute {quoted_name(name)} has an illegal name",
                            "name", index=i)
-            elif flags & C.XFS_ATTR_INCOMPLETE:
+            if flags & C.XFS_ATTR_INCOMPLETE:
                 self._xbad(node, f"shortform attribute {quoted_name(name)} is incomplete", "flags",
                            index=i)
-            elif flags & C.XFS_ATTR_PARENT:
+            elif why:
+                self._xbad(node, f"shortform attribute {quoted_name(name)} {why}", "flags",
+                           index=i, found=flags)
+            elif name_ok and flags & C.XFS_ATTR_PARENT:
                 self._seen_pptr(node, flags, name,
                                 fork[pos + 3 + namelen:pos + 3 + namelen + valuelen], index=i)
             size = 3 + namelen + valuelen
@@ -178,8 +181,10 @@ class XattrChecks:
         """An attr leaf or node block, verified the way xfs_repair reads it:
         a block that cannot be mapped or read, or has neither magic, raises;
         block 0 must carry the right owner, address and uuid; a bad CRC
-        anywhere, and a bad identity on other blocks, xfs_repair -n lets pass
-        (reported as XATTR_VERIFY warnings: the kernel refuses to read them)."""
+        anywhere is an error (XATTR_CRC: xfs_repair 6.10's "bad checksum for
+        block N in attribute fork"; 6.1 let it pass); a bad identity on
+        other blocks xfs_repair -n lets pass (reported as XATTR_VERIFY
+        warnings: the kernel refuses to read them)."""
         bs = self.sb.blocksize
         daddr, _pieces = node.read_fork_blocks(ablk, 1, attr=True)
         buf = self.fs.dev.pread(daddr << C.BBSHIFT, bs)
@@ -190,11 +195,8 @@ class XattrChecks:
         where = dict(ino=node.ino, fork="attr", structure="attr", offset=ablk)
         crc_ok = parsers.xfs_cksum_ok(buf, C.XFS_DA3_BLKINFO_CRC_OFF)
         if not crc_ok:
-            # xfs_repair 6.10.1, the only one that knows a filesystem with
-            # parent pointers or exchange-range, reports it
-            self.report("XATTR_CRC" if self.judged_by_6_10 else "XATTR_VERIFY",
-                        f"inode {node.ino}: attr block {ablk} CRC mismatch", field="crc",
-                        **where)
+            self.report("XATTR_CRC", f"inode {node.ino}: attr block {ablk} CRC mismatch",
+                        field="crc", **where)
         blkno, _lsn = struct.unpack_from(">QQ", buf, 16)
         owner = struct.unpack_from(">Q", buf, 48)[0]
         bad = [(f, f"has the wrong {f}")
@@ -301,9 +303,12 @@ class XattrChecks:
                 self._xbad(node, f"attr leaf {ablk} entry {i} name index {nameidx} is beyond "
                            "the block", "nameidx", index=i, found=nameidx, **where)
                 return None
-            fault = flags_fault(flags, self.has_pptr)
-            if fault:
-                self._xbad(node, f"attr leaf {ablk} entry {i}: {fault}", "flags", index=i,
+            why = None if flags & C.XFS_ATTR_INCOMPLETE else \
+                attr_flags_problem(flags, False, self.has_pptr)
+            if why is None and flags & C.XFS_ATTR_PARENT and not flags & C.XFS_ATTR_LOCAL:
+                why = "is a parent pointer with a remote value"
+            if why:
+                self._xbad(node, f"attr leaf {ablk} entry {i} {why}", "flags", index=i,
                            found=flags, **where)
                 return None
             if flags & C.XFS_ATTR_INCOMPLETE:
@@ -320,8 +325,7 @@ class XattrChecks:
                 name = bytes(buf[nameidx + 3:nameidx + 3 + namelen])
                 value = bytes(buf[nameidx + 3 + namelen:nameidx + 3 + namelen + valuelen])
                 size = (3 + namelen + valuelen + 3) & ~3
-                if namelen == 0 or not attr_name_ok(name, flags) or \
-                        nameidx + 3 + namelen > bs:
+                if namelen == 0 or not attr_name_ok(name, flags) or nameidx + 3 + namelen > bs:
                     self._xbad(node, f"attr leaf {ablk} entry {i} has a bad name", "name",
                                index=i, **where)
                     return None

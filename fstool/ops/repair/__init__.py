@@ -52,31 +52,39 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import struct
 
-from ..._backend import parsers
-from ...errors import (ImageTruncatedError, InvalidArgument, NoSpaceError, UnsupportedError,
-                       WriteRefused)
+from ...errors import ImageTruncatedError, WriteRefused
 from ...format import constants as C
-from ...format.structs import SB
-from ...fs import btree as B
-from ...fs.filesystem import Filesystem
-from ...fs.logstate import log_is_clean
-from ...io import verify as V
-from ...io.device import Device
-from ...io.lock import ImageLock, refuse_if_mounted
-from ...io.undo import UndoError, UndoRecorder, apply_undo, read_undo, roll_back
-from ...ns.writer import Writer
-from ..check import Checker
-from ..check.base import Finding
-from ..logops import zero
-from . import primary
 from .actions import (AG, COUNTERS, INODE, LOG, NAMESPACE, PARENT, REBUILT_TREES, SB_FIELD,
                       SECONDARY, action_of)
-from .agbuild import AGPlan, RepairError, raw_buf
-from .checker import RepairChecker
+from .agbuild import AGPlan, RepairError
+from ...fs.logstate import log_is_clean
 from .inodes import plan_inodes
-from .namespace import NamespaceError, plan as ns_plan
+from .namespace import NamespaceError
+from .namespace import plan as ns_plan
+from ...fs import btree as B
+from .checker import RepairChecker as cls
+from ...io.lock import refuse_if_mounted
+from ...errors import BadValue
+from ...io.device import Device
+from ...errors import UnsupportedError
+from . import primary
+from ..check.base import Finding
+from ...format.structs import SB
+from ...io.lock import ImageLock
+from ...io.undo import UndoRecorder
+from ...fs.filesystem import Filesystem
+from ..logops import zero
+from ..._backend import parsers
+import struct
+from ...io.undo import read_undo, roll_back, UndoError
+from ...errors import NoSpaceError
+from ...ns.writer import Writer
+from ..check import Checker
+from ...io import verify as V
+from .agbuild import raw_buf
+from ...io.lock import ImageLock, refuse_if_mounted
+from ...io.undo import apply_undo
 from .parents import plan as pptr_plan
 
 EXIT_CLEAN, EXIT_REPAIRED, EXIT_CANNOT = 0, 1, 4
@@ -376,7 +384,7 @@ def _check_and_plan(fs, progress, jobs, rebuild, add_finobt):
     or derives inobt records check reported again from the inodes on disk,
     check again with those records (so the inodes are looked at and the
     blocks their files own are claimed), and plan from that."""
-    c = RepairChecker(fs, progress)
+    c = cls(fs, progress)
     c.run(jobs)
     first = c.findings
     out = plan(c, rebuild=rebuild, add_finobt=add_finobt)
@@ -386,7 +394,7 @@ def _check_and_plan(fs, progress, jobs, rebuild, add_finobt):
     fixes.update(c.pending_fixes)
     if fixes:
         old = {agno: {r[0]: r for r in c.chunks.get(agno, ())} for agno in fixes}
-        c = RepairChecker(fs, progress)
+        c = cls(fs, progress)
         c.chunk_fixes = fixes
         c.run(1)
         out = plan(c, rebuild=rebuild, add_finobt=add_finobt, scan=False)
@@ -407,7 +415,7 @@ def repair(path, *, dry_run: bool = False, rebuild=(), add_finobt: bool = False,
     path = os.fspath(path)
     for t in rebuild:
         if t not in TREES:
-            raise InvalidArgument(f"--rebuild: unknown tree {t!r} (one of {', '.join(TREES)})")
+            raise BadValue(f"--rebuild: unknown tree {t!r} (one of {', '.join(TREES)})")
     refuse_if_mounted(path)
     _refuse_unsupported(path)
     rolled_back = None if dry_run else recover_interrupted(path, undo_file)

@@ -110,6 +110,7 @@ REPAIRS = {
     "BTREE_ORDER": (AG, _AG_TEXT),
     "BTREE_CYCLE": (AG, _AG_TEXT),
     "BTREE_KEY": (AG, _AG_TEXT),
+    "BTREE_RMAP_KEY": (AG, _AG_TEXT),
     "BTREE_SIBLING": (AG, _AG_TEXT),
     "FREESP_MISMATCH": (AG, _AG_TEXT),
     "FREESP_ADJACENT": (AG, _AG_TEXT),
@@ -212,9 +213,11 @@ REPAIRS = {
     "XATTR_NODE_HASH": (INODE, "repaired: the entry's hash is set to the greatest hash of "
                         "the block it names, in place (as xfs_repair corrects it); when the "
                         "fork has other faults that drop it, with it"),
-    "XATTR_VERIFY": (INODE, _ATTR + " (the kernel cannot read the block)"),
-    "XATTR_CRC": (INODE, "repaired: the block's identity and CRC are rewritten in place "
-                  "when its entries are sound (as xfs_repair does), else " + _ATTR[10:]),
+    "XATTR_CRC": (INODE, "repaired: the block's CRC is rewritten when its structure is sound "
+                  "(as xfs_repair does), else " + _ATTR[len("repaired: "):]),
+    "XATTR_VERIFY": (INODE, "repaired: the block's address, uuid, owner and CRC are rewritten "
+                     "when its structure is sound, else " + _ATTR[len("repaired: "):]
+                     + " (the kernel cannot read the block)"),
     "LOG_DIRTY": (NONE, "refused: replay the log first (fstool log replay, or a kernel "
                   "mount)"),
     "CHECK_ABORTED": (NONE, _NOT_YET + "what the structure holds is not known"),

@@ -200,7 +200,10 @@ class AGPlan:
         self.rmap = sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_RMAPBT)
         replaced = REPLACED_REFC if refcount else REPLACED
         self.replaced = replaced
-        kept = [(s, n) for s, n, o in claims if o not in replaced]
+        # (inode chunks are kept as the new inobt records name them, below:
+        # check claimed the chunks of the records it read, one of which may
+        # be dropped, moved or found again on disk)
+        kept = [(s, n) for s, n, o in claims if o not in replaced and o != OWN_INODES]
         old = [(s, n) for s, n, o in claims if o in replaced and o != OWN_FREE]
         self.overlaps = self._kept_overlaps(claims)
         self.refcrecs = []
@@ -246,7 +249,6 @@ class AGPlan:
                         del recs[startino]
                     else:
                         recs[startino] = rec
-                        kept.extend(self._chunk_blocks(rec))
         for startino in sorted(fix & set(recs) - set(self.rederived)):
             recs[startino] = self._record_from_disk(startino, recs[startino][1])
         if inodes is not None:
@@ -278,7 +280,6 @@ class AGPlan:
             for rec in self._scan_lost(region, checker):
                 if rec[0] not in recs:
                     recs[rec[0]] = rec
-                    kept.extend(self._chunk_blocks(rec))
                     self.lost.append(rec)
         if ns is not None:
             ns.records_for(agno, recs, align)  # lost+found's inode, when made
@@ -288,6 +289,11 @@ class AGPlan:
             kept.extend((s, e - s) for s, e in unclaimed)
         self.inorecs = [recs[k] for k in sorted(recs)]
         self.finorecs = [r for r in self.inorecs if r[3] > 0] if finobt else []
+        # the blocks of the inode chunks: once each (a block of more than 64
+        # inodes holds several chunks)
+        chunk_blocks = [(s, e - s) for s, e in
+                        merge(c for r in self.inorecs for c in self._chunk_blocks(r))]
+        kept.extend(chunk_blocks)
         # 2. reservations
         kept_m = merge(kept)
         # the new trees are written in place before the commit: never over
@@ -306,9 +312,9 @@ class AGPlan:
         if self.rmap:
             # the reverse mappings of everything kept (the new trees' own
             # blocks are added once they are placed)
-            self._rmap_static = [(s, n, o) for s, n, o in claims if o not in replaced]
-            self._rmap_static.extend((s, n, OWN_INODES) for rec in self.lost
-                                     for s, n in self._chunk_blocks(rec))
+            self._rmap_static = [(s, n, o) for s, n, o in claims
+                                 if o not in replaced and o != OWN_INODES]
+            self._rmap_static.extend((s, n, OWN_INODES) for s, n in chunk_blocks)
             self._rmap_files = self._file_maps(checker, ns, inodes)
             n_rrecs = len(rmap_records(self._rmap_static, self._rmap_files)) + 3
             n_rmap = tree_blocks(B.RMAPBT, bs, n_rrecs)

@@ -67,7 +67,7 @@ CODES = ("INODE_CORRUPT", "INODE_FREE", "INODE_FORMAT", "INODE_FLAGS", "INODE_EX
          "INODE_TIMESTAMP", "INODE_SIZE", "INODE_FORKOFF", "INODE_EXTENT", "INODE_NBLOCKS",
          "INODE_NEXTENTS", "BMBT_ROOT", "BMBT_BLOCK", "BMBT_LEVEL", "BMBT_NUMRECS",
          "BMBT_KEY", "BMBT_SIBLING", "BMBT_CYCLE", "SYMLINK", "XATTR", "XATTR_NODE",
-         "XATTR_NODE_HASH", "XATTR_VERIFY", "XATTR_CRC", "INODE_UNLINKED", "AGI_UNLINKED",
+         "XATTR_NODE_HASH", "XATTR_CRC", "XATTR_VERIFY", "INODE_UNLINKED", "AGI_UNLINKED",
          "SB_QUOTINO")
 
 
@@ -642,8 +642,9 @@ def plan_inodes(checker) -> InodePlan:
         # the inode is kept: fix fields, drop a bad attr fork
         ch = None
         for f in fs_:
-            fix = _attr_block_fix(checker, p, f) if f.code in ("XATTR_VERIFY", "XATTR_CRC") \
-                else _attr_hash_fix(checker, f) if f.code == "XATTR_NODE_HASH" else None
+            fix = _attr_block_fix(checker, p, f) \
+                if f.code in ("XATTR_VERIFY", "XATTR_CRC") else \
+                _attr_hash_fix(checker, f) if f.code == "XATTR_NODE_HASH" else None
             fix = fix or _field_fix(f, verdict)
             ifmt = _mode_on_disk(checker, ino) & C.S_IFMT if shares_blocks(f) else C.S_IFREG
             if ifmt == C.S_IFDIR:
@@ -979,7 +980,7 @@ def _field_fix(f, verdict):
         # process_shortform_attr junks the one entry (bad flags, namespaces
         # or name, incomplete) and keeps the others
         return lambda ch, p: ch.sf_junk.add(f.index)
-    if attr or code in ("XATTR", "XATTR_NODE", "XATTR_VERIFY", "XATTR_CRC", "INODE_FORMAT"):
+    if attr or code in ("XATTR", "XATTR_NODE", "XATTR_CRC", "XATTR_VERIFY", "INODE_FORMAT"):
         # process_inode_attr_fork: a bad attr fork is dropped
         if code == "INODE_FORMAT" and field != "di_aformat":
             return None
