@@ -2,19 +2,35 @@
 """fstool mount against fuse2fs and the kernel's XFS, in one run.
 
     python3 bench/bench_mount.py [--files 20000] [--dirs 100] [--mib 256] [--size 2g]
+                                 [--rounds 3] [--quick] [--fio-seconds 20]
                                  [--only fstool,fuse2fs,kernel] [--writeback] [--pyfuse3]
                                  [--baseline TREE] [--reads 3] [--icache]
 
 For each filesystem, on a fresh image of the same size (XFS from
 ``fstool mkfs`` for fstool, from ``mkfs.xfs`` for the kernel, ext4 from
-``mkfs.ext4`` for fuse2fs): creates per second (FILES empty files spread over
-DIRS directories, then sync), a streaming write of MIB MiB (1 MiB writes,
-then fsync), the streaming read of it after dropping the caches (the
-median of READS such reads), and a full
-tree walk (lstat of every entry, after dropping the caches).  For the FUSE
-servers, the resident memory of the server process after the creates and
-its CPU time per create (user and system, from /proc).
-Needs root (loop mount, drop_caches), fuse2fs (apt fuse2fs) and FUSE.
+``mkfs.ext4`` for fuse2fs, mounted ``-o fakeroot``), the access patterns
+users have:
+
+- creates per second (FILES empty files, open O_CREAT|O_EXCL and close,
+  then sync) in three patterns: ``seq``, FILES/DIRS files in one directory
+  before the next; ``rr``, round-robin over DIRS directories
+  (``d{i % DIRS}/f{i}``); ``4proc``, four processes at once, each
+  round-robin over the same DIRS directories;
+- a streaming write of MIB MiB (1 MiB writes, then fsync) and the
+  streaming read of it after dropping the caches (the median of READS);
+- 4 KiB random writes, random reads and a 70/30 read/write mix on a
+  MIB MiB file (fio, psync, one job, FIO_SECONDS each; where fio is not
+  installed, a Python pwrite/pread loop of the same shape, said so in the
+  output);
+- a full tree walk (lstat of every entry, after dropping the caches).
+
+Every figure is the median of ROUNDS rounds, each on a fresh image
+(``--quick``: one round, 5,000 files, 64 MiB, 5 s fio jobs, for
+iteration).  For the FUSE servers, the resident memory of the server
+process after the creates and its CPU time per create and per random
+I/O (user and system, from /proc: these move less with the machine's
+load than the rates do).  Needs root (loop mount, drop_caches), fuse2fs (apt fuse2fs)
+and FUSE; fio (apt fio) for the random I/O.
 
 ``--icache``: the mount's inode cache alone, lookups per second with 10^4 to
 10^7 inodes cached (the cost must stay flat).
@@ -22,6 +38,8 @@ Needs root (loop mount, drop_caches), fuse2fs (apt fuse2fs) and FUSE.
 from __future__ import annotations
 
 import argparse
+import json
+import multiprocessing
 import os
 import random
 import shutil
@@ -77,7 +95,7 @@ class Target:
         slug = "".join(c if c.isalnum() else "-" for c in self.name)
         self.img = os.path.join(work, f"{slug}.img")
         self.mnt = os.path.join(work, f"{slug}-mnt")
-        os.mkdir(self.mnt)
+        os.makedirs(self.mnt, exist_ok=True)
         subprocess.run(["truncate", "-s", size, self.img], check=True)
 
 
@@ -97,7 +115,8 @@ class Fuse2fs(Target):
 
     def mount(self):
         subprocess.run(["mkfs.ext4", "-q", "-F", self.img], check=True)
-        self.proc = subprocess.Popen(["fuse2fs", "-f", self.img, self.mnt, "-o", "rw"],
+        self.proc = subprocess.Popen(["fuse2fs", "-f", self.img, self.mnt,
+                                      "-o", "rw,fakeroot"],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.pid = self.proc.pid
         wait_mounted(self.mnt)
@@ -141,18 +160,97 @@ class FstoolPyfuse3(Fstool):
     options = ["--fuse-loop", "pyfuse3"]
 
 
-def creates(mnt: str, files: int, dirs: int) -> float:
+def _make(path: str) -> None:
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+
+
+def _make_rr(top: str, dirs: int, files: int, tag: str) -> None:
+    for i in range(files):
+        _make(os.path.join(top, f"d{i % dirs}", f"f{tag}{i}"))
+
+
+def creates(mnt: str, files: int, dirs: int, pattern: str) -> float:
+    """Creates per second in ``pattern`` (see the module docstring), in a
+    directory of its own under ``mnt``; the directories are made first,
+    untimed."""
+    top = os.path.join(mnt, pattern)
+    os.mkdir(top)
+    for d in range(dirs):
+        os.mkdir(os.path.join(top, f"d{d}"))
+    os.sync()
     t = time.perf_counter()
-    for d in range(dirs):
-        os.mkdir(os.path.join(mnt, f"d{d:03d}"))
-    per = files // dirs
-    for d in range(dirs):
-        base = os.path.join(mnt, f"d{d:03d}")
-        for i in range(per):
-            os.close(os.open(os.path.join(base, f"file-{i:06d}"),
-                             os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+    if pattern == "seq":
+        per = files // dirs
+        for d in range(dirs):
+            base = os.path.join(top, f"d{d}")
+            for i in range(per):
+                _make(os.path.join(base, f"file-{i:06d}"))
+        files = per * dirs
+    elif pattern == "rr":
+        _make_rr(top, dirs, files, "")
+    else:
+        procs = [multiprocessing.Process(target=_make_rr, args=(top, dirs, files // 4, f"{p}-"))
+                 for p in range(4)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join()
+            if p.exitcode:
+                raise RuntimeError(f"a create process exited {p.exitcode}")
+        files = files // 4 * 4
     os.sync()
     return files / (time.perf_counter() - t)
+
+
+CREATE_PATTERNS = ("seq", "rr", "4proc")
+FIO_JOBS = (("randwrite", "randwrite", None), ("randread", "randread", None),
+            ("randrw 70/30", "randrw", 70))
+
+
+def fio_iops(path: str, mib: int, rw: str, mix, seconds: int) -> float:
+    """(IOPS, I/Os done) of a 4 KiB random job on ``path`` (laid out MIB MiB first, not
+    timed), fio psync with one job; the caches are dropped first."""
+    drop_caches()
+    cmd = ["fio", "--name=bench", f"--filename={path}", f"--size={mib}M", "--bs=4k",
+           f"--rw={rw}", "--ioengine=psync", "--numjobs=1", "--time_based",
+           f"--runtime={seconds}", "--output-format=json", "--randrepeat=1"]
+    if mix is not None:
+        cmd.append(f"--rwmixread={mix}")
+    r = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    job = json.loads(r.stdout[r.stdout.index("{"):])["jobs"][0]
+    return (job["read"]["iops"] + job["write"]["iops"],
+            job["read"]["total_ios"] + job["write"]["total_ios"])
+
+
+def py_iops(path: str, mib: int, rw: str, mix, seconds: int) -> float:
+    """The fallback where fio is missing: the same job as a Python loop of
+    4 KiB pread/pwrite at random aligned offsets (no O_DIRECT)."""
+    size = mib << 20
+    if not os.path.exists(path) or os.path.getsize(path) < size:
+        stream_write(path, mib)
+    drop_caches()
+    rng = random.Random(1)
+    buf = rng.randbytes(4096)
+    blocks = size // 4096
+    reads = {"randread": 100, "randwrite": 0}.get(rw, mix)
+    fd = os.open(path, os.O_RDWR)
+    n = 0
+    t = time.perf_counter()
+    end = t + seconds
+    try:
+        while True:
+            for _ in range(64):
+                off = rng.randrange(blocks) * 4096
+                if rng.randrange(100) < reads:
+                    os.pread(fd, 4096, off)
+                else:
+                    os.pwrite(fd, buf, off)
+            n += 64
+            if time.perf_counter() >= end:
+                break
+    finally:
+        os.close(fd)
+    return n / (time.perf_counter() - t), n
 
 
 def stream_write(path: str, mib: int) -> float:
@@ -204,12 +302,15 @@ def run_target(cls, work: str, args) -> dict:
     t = cls(work, args.size)
     t.mount()
     try:
+        out = {}
         cpu0 = cpu_seconds(t.pid) if t.pid else 0
-        out = {"creates/s": creates(t.mnt, args.files, args.dirs)}
+        for pattern in CREATE_PATTERNS:
+            out[f"creates/s {pattern}"] = creates(t.mnt, args.files, args.dirs, pattern)
         if t.pid:
             # the server's own CPU time per create: what the machine's load
             # does not change much (the rates above move with it)
-            out["server CPU us/create"] = (cpu_seconds(t.pid) - cpu0) / args.files * 1e6
+            out["server CPU us/create"] = (cpu_seconds(t.pid) - cpu0) / \
+                (args.files * len(CREATE_PATTERNS)) * 1e6
             out["server RSS MiB"] = rss_kib(t.pid) / 1024
         big = os.path.join(t.mnt, "big")
         out["write MB/s"] = stream_write(big, args.mib) * 1.048576
@@ -217,6 +318,17 @@ def run_target(cls, work: str, args) -> dict:
         # median of READS (bench_mount_read.py alternates servers for more)
         out["read MB/s"] = statistics.median(stream_read(big) for _ in range(args.reads)) \
             * 1.048576
+        iops = fio_iops if args.fio else py_iops
+        rnd = os.path.join(t.mnt, "random")
+        # the file laid out once, untimed, before the first job
+        stream_write(rnd, args.mib)
+        for label, rw, mix in FIO_JOBS:
+            cpu0 = cpu_seconds(t.pid) if t.pid else 0
+            out[f"{label} IOPS"], ios = iops(rnd, args.mib, rw, mix, args.fio_seconds)
+            if t.pid:
+                # as for creates: the server's CPU per I/O moves less with
+                # the machine's load than the rate does
+                out[f"{label} server CPU us/IO"] = (cpu_seconds(t.pid) - cpu0) / ios * 1e6
         out["walk entries/s"] = walk(t.mnt)
     finally:
         t.umount()
@@ -224,6 +336,19 @@ def run_target(cls, work: str, args) -> dict:
         r = subprocess.run(["xfs_repair", "-n", "-f", t.img], capture_output=True)
         out["repair -n"] = "clean" if r.returncode == 0 else f"exit {r.returncode}"
     os.unlink(t.img)
+    return out
+
+
+def medians(rounds: list) -> dict:
+    """The median of each figure over the rounds (the worst repair verdict)."""
+    out = {}
+    for k in rounds[0]:
+        vals = [r[k] for r in rounds if k in r]
+        if isinstance(vals[0], str):
+            bad = [v for v in vals if v != "clean"]
+            out[k] = bad[0] if bad else "clean"
+        else:
+            out[k] = statistics.median(vals)
     return out
 
 
@@ -260,10 +385,18 @@ def icache_bench() -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--files", type=int, default=20000)
+    ap.add_argument("--files", type=int, default=None, help="files per create pattern "
+                    "(default 20000, 5000 with --quick)")
     ap.add_argument("--dirs", type=int, default=100)
-    ap.add_argument("--mib", type=int, default=256)
+    ap.add_argument("--mib", type=int, default=None,
+                    help="MiB of the streaming and random files (default 256, 64 with --quick)")
     ap.add_argument("--size", default="2g")
+    ap.add_argument("--rounds", type=int, default=None,
+                    help="rounds, each on fresh images; medians reported (default 3)")
+    ap.add_argument("--fio-seconds", type=int, default=None,
+                    help="seconds of each random I/O job (default 20, 5 with --quick)")
+    ap.add_argument("--quick", action="store_true",
+                    help="one round, 5000 files, 64 MiB, 5 s random jobs")
     ap.add_argument("--only", default="fstool,fuse2fs,kernel")
     ap.add_argument("--reads", type=int, default=3,
                     help="cold reads of the file, the median reported (default 3)")
@@ -278,8 +411,17 @@ def main() -> None:
     if args.icache:
         icache_bench()
         return
+    q = args.quick
+    for name, full, quick in (("files", 20000, 5000), ("mib", 256, 64), ("rounds", 3, 1),
+                              ("fio_seconds", 20, 5)):
+        if getattr(args, name) is None:
+            setattr(args, name, quick if q else full)
     if os.geteuid() != 0:
         sys.exit("needs root (loop mounts, drop_caches)")
+    args.fio = shutil.which("fio") is not None
+    if not args.fio:
+        print("fio is not installed (apt-get install fio): the random I/O figures come "
+              "from a Python pread/pwrite loop instead", flush=True)
     kinds = {"fstool": Fstool, "fuse2fs": Fuse2fs, "kernel": Kernel}
     chosen = [kinds[k] for k in args.only.split(",")]
     if args.writeback:
@@ -293,26 +435,41 @@ def main() -> None:
     if Fuse2fs in chosen and not shutil.which("fuse2fs"):
         sys.exit("fuse2fs is not installed (apt-get install fuse2fs)")
     work = tempfile.mkdtemp(prefix="bench-mount-", dir=os.environ.get("BENCH_DIR"))
-    results = {}
+    rounds: dict = {cls.name: [] for cls in chosen}
     try:
-        for cls in chosen:
-            results[cls.name] = run_target(cls, work, args)
-            print(cls.name, {k: (round(v, 1) if isinstance(v, float) else v)
-                             for k, v in results[cls.name].items()}, flush=True)
+        for n in range(args.rounds):
+            # the servers alternate within a round: a change in the
+            # machine's load falls on all of them
+            for cls in chosen:
+                r = run_target(cls, work, args)
+                rounds[cls.name].append(r)
+                print(f"round {n + 1}", cls.name,
+                      {k: (round(v, 1) if isinstance(v, float) else v) for k, v in r.items()},
+                      flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    keys = ["creates/s", "write MB/s", "read MB/s", "walk entries/s", "server RSS MiB",
-            "server CPU us/create", "repair -n"]
+    results = {name: medians(rs) for name, rs in rounds.items()}
+    keys = [f"creates/s {p}" for p in CREATE_PATTERNS] + \
+        ["write MB/s", "read MB/s"] + [f"{label} IOPS" for label, _rw, _mix in FIO_JOBS] + \
+        ["walk entries/s", "server RSS MiB", "server CPU us/create"] + \
+        [f"{label} server CPU us/IO" for label, _rw, _mix in FIO_JOBS] + ["repair -n"]
+    names = list(results)
     print()
-    print(f"{'':28}" + "".join(f"{k:>21}" for k in keys))
-    for name, r in results.items():
-        print(f"{name:28}" + "".join(
-            f"{r[k]:>21,.1f}" if isinstance(r.get(k), float) else f"{str(r.get(k, '-')):>21}"
-            for k in keys))
-    if "fstool" in results and "fuse2fs" in results:
-        f, e = results["fstool"], results["fuse2fs"]
-        print("fstool / fuse2fs: " + ", ".join(
-            f"{k} {f[k] / e[k]:.2f}x" for k in keys[:4]))
+    print(f"medians of {args.rounds} round(s); {args.files} files per create pattern over "
+          f"{args.dirs} directories, {args.mib} MiB files, random I/O "
+          f"{'fio' if args.fio else 'Python loop (no fio)'} {args.fio_seconds} s per job")
+    ratio = "fstool" in results and "fuse2fs" in results
+    print(f"{'':34}" + "".join(f"{n[:26]:>27}" for n in names) +
+          (f"{'fstool/fuse2fs':>16}" if ratio else ""))
+    for k in keys:
+        row = f"{k:34}"
+        for n in names:
+            v = results[n].get(k, "-")
+            row += f"{v:>27,.1f}" if isinstance(v, float) else f"{str(v):>27}"
+        if ratio and isinstance(results["fstool"].get(k), float) and \
+                isinstance(results["fuse2fs"].get(k), float) and "server" not in k:
+            row += f"{results['fstool'][k] / results['fuse2fs'][k]:>15.2f}x"
+        print(row)
 
 
 if __name__ == "__main__":

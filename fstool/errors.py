@@ -210,6 +210,20 @@ class WriteRefused(FsToolError, OSError):
     errno = _errno.EUCLEAN
 
 
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM ended the command (``signum``); raised where the
+    work under way can stop (fstool/io/signals.py).  A KeyboardInterrupt,
+    so that everything that cleans up after Ctrl-C cleans up after it."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+    @property
+    def exit_status(self) -> int:
+        return 128 + self.signum
+
+
 # -- warnings: filterable with the warnings module -------------------------------
 
 class FsToolWarning(UserWarning):

@@ -17,6 +17,7 @@ from ..ops.check.superblocks import contradicted_primary
 from .console import console, err, error_line, format_opt, is_tty, output_style, print_table
 from .exits import finish
 from .options import image_arg, json_opt, warn_live_mount
+from ..ops.names import json_exact
 
 
 @click.command("check")
@@ -128,7 +129,7 @@ class _PhaseBars:
 def _emit(findings, style):
     if style == "json":
         for f in findings:
-            click.echo(json.dumps(f.as_dict()))
+            click.echo(json.dumps(json_exact(f.as_dict())))
         return
     if not findings:
         click.echo("no problems found")

@@ -8,6 +8,7 @@ import json
 from rich.console import Console
 from rich import box
 from rich.table import Table
+from ..ops.names import json_exact
 
 
 def err(msg: str) -> None:
@@ -23,7 +24,7 @@ def error_line(msg: str, as_json: bool, status: int, errno: int | None = None) -
     rec = {"error": msg, "exit_status": status}
     if errno is not None:
         rec["errno"] = errno
-    click.echo(json.dumps(rec, ensure_ascii=False), err=True)
+    click.echo(json.dumps(json_exact(rec), ensure_ascii=False), err=True)
 
 
 def warn(msg: str) -> None:

@@ -16,7 +16,7 @@
         or must not be written as it is (dirty log, marked as needing
         repair)
     70  internal error (a bug in fstool; FSTOOL_DEBUG=1 shows the traceback)
-    130 interrupted
+    130 interrupted (SIGINT), 143 (SIGTERM): errors.Interrupted, io/signals.py
 
 ``fstool check`` keeps the statuses of ``xfs_repair`` instead: 0 clean,
 1 corruption found, 2 dirty log, 4 the check could not run; the ``log``

@@ -5,7 +5,7 @@ from .options import replay_opt, image_arg, json_opt, open_fs
 import json
 import time
 from ..ops.listing import entry_record, iter_listing, mode_string
-from ..ops.names import shown_name
+from ..ops.names import json_exact, shown_name
 
 
 @click.command("ls")
@@ -36,8 +36,9 @@ def cmd(long, recursive, with_parents, as_json, raw, image, path, replay_in_memo
         out = click.get_text_stream("stdout")
         for p, name, node in iter_listing(fs, path, recursive):
             if as_json:
-                out.write(json.dumps(entry_record(fs, p, node,
-                                                  with_parents=with_parents)) + "\n")
+                out.write(json.dumps(json_exact(entry_record(fs, p, node,
+                                                              with_parents=with_parents)))
+                          + "\n")
                 continue
             shown = shown_name(p if recursive else name)
             if not long:

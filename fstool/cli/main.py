@@ -87,6 +87,18 @@ def cli():
     """
 
 
+def _unless_interrupted(status, as_json: bool):
+    """``status``, or 128 + the signal that came while a write was under
+    way and was kept until it ended (the command then stopped on its own)."""
+    from ..io.signals import pending  # lazy: start-up, as main's
+    sig = pending()
+    if sig is None:
+        return status
+    from .console import error_line  # lazy: start-up, as main's
+    error_line("interrupted", as_json, 128 + sig)
+    return 128 + sig
+
+
 def _remount_request(args) -> bool:
     """Whether ``args`` are mount.fuse's call for a remount: SOURCE
     MOUNTPOINT -o OPTIONS with ``remount`` among the options."""
@@ -103,6 +115,11 @@ def main(argv=None):
     from .exits import (EXIT_FAILURE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE,  # lazy: start-up
                         exit_status)
     exits.AS_PROGRAM = argv is None
+    if exits.AS_PROGRAM:
+        # SIGINT and SIGTERM end the command with 130 and 143, once any
+        # write under way is done (fstool/io/signals.py)
+        from ..io import signals  # lazy: start-up, as above
+        signals.install()
     args = list(argv if argv is not None else sys.argv[1:])
     if not args:
         args = ["--help"]          # no command: show the help, not an error
@@ -121,10 +138,18 @@ def main(argv=None):
              EXIT_FAILURE)
     try:
         cli.main(args=args, prog_name="fstool", standalone_mode=False)
-    except click.exceptions.Abort:
+        from ..io.signals import raise_pending  # lazy: start-up, as above
+        raise_pending()
+    except click.exceptions.Abort as e:
+        # click turns Ctrl-C (and our SIGTERM) into Abort: its cause says which
+        cause = e.__cause__
+        if isinstance(cause, KeyboardInterrupt):
+            fail("interrupted", getattr(cause, "exit_status", EXIT_INTERRUPTED))
         fail("aborted", EXIT_FAILURE)
     except click.exceptions.Exit as e:
-        sys.exit(e.exit_code)
+        sys.exit(_unless_interrupted(e.exit_code, as_json))
+    except SystemExit as e:
+        sys.exit(_unless_interrupted(e.code, as_json))
     except click.UsageError as e:
         hint = f" (see '{e.ctx.command_path} --help')" if e.ctx is not None else ""
         fail(f"{e.format_message()}{hint}", EXIT_USAGE)
@@ -138,8 +163,8 @@ def main(argv=None):
             sys.stdout = None
         finally:
             os._exit(0)
-    except KeyboardInterrupt:
-        fail("interrupted", EXIT_INTERRUPTED)
+    except KeyboardInterrupt as e:
+        fail("interrupted", getattr(e, "exit_status", EXIT_INTERRUPTED))
     except OSError as e:
         fail(str(e), EXIT_FAILURE, e)
     except Exception as e:  # an fstool bug: one line, traceback on request

@@ -6,12 +6,12 @@ keeps man/ equal to what the definitions give, so the pages cannot drift
 from ``--help``."""
 from __future__ import annotations
 
+import inspect
 import sys
 from pathlib import Path
 
 import click
-import inspect
-from .main import cli
+
 from .main import COMMANDS, cli
 
 MAN_DIR = Path(__file__).resolve().parent.parent.parent / "man"

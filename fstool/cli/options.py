@@ -6,6 +6,7 @@ from ..errors import DirtyLogWarning, FsToolWarning, LogUnreadableWarning
 from .console import warn
 from ..io.lock import fstool_mounts_of
 import json
+from ..ops.names import json_exact
 
 image_arg = click.argument("image", type=click.Path())
 json_opt = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
@@ -51,4 +52,4 @@ def warn_live_mount(image) -> None:
 def emit_json(obj, as_json: bool) -> None:
     """Print ``obj`` as one line of JSON when ``as_json`` (else nothing)."""
     if as_json:
-        click.echo(json.dumps(obj, ensure_ascii=False))
+        click.echo(json.dumps(json_exact(obj), ensure_ascii=False))

@@ -6,6 +6,7 @@ import json
 import sys
 from ..errors import BadValue, FsToolError, ImageBusy, UnsupportedError
 from ..ops.repair import repair
+from ..ops.names import json_exact
 
 EXIT_CANNOT = 4
 
@@ -61,7 +62,7 @@ def cmd(dry_run, rebuild, add_finobt, undo_file, extend_truncated, jobs, as_json
         raise
     status = result.exit_code
     if as_json:
-        click.echo(json.dumps({
+        click.echo(json.dumps(json_exact({
             "status": status, "dry_run": dry_run, "written": result.written,
             "findings": [f.as_dict() for f in result.findings],
             # each action names its finding (one action per finding)
@@ -69,7 +70,8 @@ def cmd(dry_run, rebuild, add_finobt, undo_file, extend_truncated, jobs, as_json
                         for f, a, t in result.actions],
             "changes": result.changes,
             "not_repaired": [dict(f.as_dict(), reason=r) for f, r in result.unrepaired],
-        }))
+            **({} if result.zeroed is None else {"zeroed_files": result.zeroed}),
+        })))
         sys.exit(status)
     verb = "would change" if dry_run else "changed"
     if not result.findings:

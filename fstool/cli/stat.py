@@ -8,6 +8,7 @@ from ..ops.inspect import _fmt_ns
 from ..format import constants as C
 from ..fs import dir as xdir
 import json
+from ..ops.names import json_exact
 
 
 @click.command("stat")
@@ -41,7 +42,7 @@ def cmd(as_json, raw, image, path, replay_in_memory):
         if node.is_dir:
             rec["dir_form"] = xdir.form(node)
         if as_json:
-            click.echo(json.dumps(rec))
+            click.echo(json.dumps(json_exact(rec)))
             return
         click.echo(f"  File: {rec['path']}" + (f" -> {rec['target']}" if "target" in rec else ""))
         click.echo(f"  Type: {rec['type']}    Inode: {node.ino}    Links: {node.nlink}")

@@ -34,6 +34,8 @@ from ..errors import ImageBusy, ImageError, ImageNotFoundError, ImageTruncatedEr
 
 _FAULT_ENV = "FSTOOL_FAULT_AFTER_WRITES"
 _WRITE_LOG_ENV = "FSTOOL_WRITE_LOG"
+# the signal the fault hook sends (a name: TERM, INT...; KILL unless set)
+_FAULT_SIGNAL_ENV = "FSTOOL_FAULT_SIGNAL"
 
 
 class _WriteCounter:
@@ -48,6 +50,8 @@ class _WriteCounter:
         except ValueError:
             self.limit = 0
         self.log = os.environ.get(_WRITE_LOG_ENV) or None
+        name = os.environ.get(_FAULT_SIGNAL_ENV, "KILL").upper()
+        self.signal = getattr(signal, "SIG" + name.removeprefix("SIG"), signal.SIGKILL)
 
     def hit(self, path: str, offset: int, length: int) -> None:
         if self.log is not None:
@@ -58,7 +62,9 @@ class _WriteCounter:
                 os.close(fd)
         self.count += 1
         if self.limit and self.count >= self.limit:
-            os.kill(os.getpid(), signal.SIGKILL)
+            if self.signal != signal.SIGKILL:
+                self.limit = 0          # a signal the process survives: sent once
+            os.kill(os.getpid(), self.signal)
 
 
 _writes = _WriteCounter()

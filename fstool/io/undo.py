@@ -26,6 +26,7 @@ import os
 import struct
 
 from ..errors import BadValue, FsToolError, InvalidArgument, WriteRefused
+from .signals import held
 
 MAGIC = b"FSTUNDO1"
 DONE = b"FSTUNDOK"
@@ -174,6 +175,7 @@ def read_undo(path, partial: bool = False) -> tuple[int, list, list, bytes]:
     return size, records, extra, raw[pos + 1:pos + 33]
 
 
+@held()
 def roll_back(dev, path) -> int:
     """Put back what an incomplete undo file saved (the crash guard of a
     change killed on the way: the image then holds what it held before the
@@ -192,6 +194,7 @@ def roll_back(dev, path) -> int:
     return total
 
 
+@held()
 def apply_undo(dev, path) -> int:
     """Put back what an undo file saved; returns the bytes restored.
     Refuses (UndoError) when the image changed since the undo file was

@@ -58,10 +58,22 @@ XATTR_SIZE_MAX = 65536
 
 log = logging.getLogger("fstool.mount")
 
-# free blocks below which creates are neither grouped nor answered before
-# their names are added (32 creates take far fewer: an inode chunk, a few
-# directory blocks and btree splits each)
-ROOM_BLOCKS = 1024
+# read-ahead of sequential readers: the image's pages of the next WINDOW
+# bytes of the file asked for (posix_fadvise WILLNEED) while the reader
+# is still on the current ones; the window doubles from the first to the
+# last figure as the reader keeps on, and starts again at any jump
+READAHEAD_FIRST = 1 << 20
+READAHEAD_MAX = 16 << 20
+# a reader is sequential from a read that starts where its last ended; once
+# it is, a read starting this close to there still is (the kernel's own
+# read-ahead sends several reads at once, the mount's threads may answer
+# them out of order)
+READAHEAD_SLACK = 1 << 20
+
+# free blocks per create of a group below which creates are neither grouped
+# nor answered before their names are added (a create takes far fewer: its
+# share of an inode chunk, a few directory blocks and btree splits)
+ROOM_BLOCKS = 32
 
 
 def oserror(code: int, what: str = "") -> OSError:
@@ -96,12 +108,15 @@ class Attr:
 
 
 class Handle:
-    __slots__ = ("ino", "flags", "listing")
+    __slots__ = ("ino", "flags", "listing", "next", "ahead", "window")
 
     def __init__(self, ino: int, flags: int = 0):
         self.ino = ino
         self.flags = flags
         self.listing = None
+        self.next = 0                   # where the last read ended
+        self.ahead = 0                  # where the read-ahead asked for ends
+        self.window = 0                 # its size (0: the reader is not sequential)
 
 
 class Volume:
@@ -151,6 +166,7 @@ class Volume:
         self._in_op = False             # an operation's transaction is running
         self.failed = None              # why the volume stopped writing
         self._group_room = False        # free space sure to last the open group
+        self._times: dict[int, int] = {}  # ino -> mtime/ctime of overwrites not yet logged
 
     # -- lifetime --------------------------------------------------------------------
     def close(self) -> None:
@@ -162,6 +178,7 @@ class Volume:
         try:
             if self.w is not None:
                 self.end_group()
+                self._log_times()
                 # files still open (the kernel closes them all before it
                 # lets the mount go, unless the process is told to stop)
                 for ino in list(self.opens):
@@ -183,6 +200,7 @@ class Volume:
         if self.w is None:
             return
         self.end_group()
+        self._log_times()
         if self.dirty_since_sync:
             self.w.sync()
             self.dirty_since_sync = False
@@ -239,6 +257,28 @@ class Volume:
         self.ns.is_open = self._is_open
         self.icache.clear_attrs()
 
+    def _log_times(self) -> None:
+        """The times of the overwrites done without a transaction
+        (:meth:`write`) set in one transaction: before the next checkpoint
+        and before any other change, as the kernel's XFS logs the inode of
+        a write in the next checkpoint with all else that changed."""
+        times = self._times
+        if not times:
+            return
+        w = self.w
+        w.begin()
+        try:
+            touch = self.fileio.touch
+            for ino, now in times.items():
+                touch(ino, now)
+            w.commit()
+        except BaseException:
+            w.abort()
+            self.icache.clear_attrs()
+            raise
+        times.clear()
+        self.dirty_since_sync = True
+
     def _redo(self, redo: list) -> None:
         """The creates of a group taken back, done again one transaction
         each, with their own times; any that fails or names another inode
@@ -280,6 +320,10 @@ class Volume:
                               and not self.opens.get(ino)):
             raise oserror(errno.ENOENT, f"inode {ino}")
         a = Attr(node.stat(), node.gen)
+        t = self._times.get(ino)
+        if t is not None:
+            # an overwrite's times, not yet logged
+            a.mtime_ns = a.ctime_ns = t
         self.icache.put(ino, a)
         return a
 
@@ -479,7 +523,7 @@ class Volume:
         larger than a filesystem block are taken whole, so free space in
         pieces smaller than a few of them is not enough."""
         if not self._grouped:
-            room = self.free_blocks() >= ROOM_BLOCKS
+            room = self.free_blocks() >= ROOM_BLOCKS * self.group
             fsbs = self.sb.dirblkfsbs
             if room and fsbs > 1:
                 fs = self.fs
@@ -641,6 +685,7 @@ class Volume:
     def read(self, fh: int, off: int, size: int) -> bytes:
         h = self.handle(fh)
         if self.w is not None:
+            self._read_ahead(h, off, size)
             return self.fileio.read(h.ino, off, size)
         node = self.fs.inode(h.ino)
         if node.is_dir:
@@ -654,7 +699,37 @@ class Volume:
         h = self.handle(fh)
         if self.w is None:
             return None
+        self._read_ahead(h, off, size)
         return self.fileio.read_map(h.ino, off, size, zeros_max)
+
+    def _read_ahead(self, h: Handle, off: int, size: int) -> None:
+        """Read-ahead for a sequential reader of handle ``h`` (see
+        READAHEAD_FIRST): the host kernel reads the image's pages of what
+        comes next while this read is answered, so a cold sequential read
+        does not wait on the disk for every request."""
+        end = off + size
+        if off != h.next and not (h.window and abs(off - h.next) <= READAHEAD_SLACK):
+            # a jump: not (or no longer) sequential
+            h.window = h.ahead = 0
+            h.next = end
+            return
+        h.next = max(h.next, end)
+        if h.window and h.ahead - end >= h.window // 2:
+            return
+        h.window = min(max(2 * h.window, READAHEAD_FIRST), READAHEAD_MAX)
+        start = max(h.ahead, end)
+        stop = end + h.window
+        if stop <= start:
+            return
+        h.ahead = stop
+        fd = self.w.dev.fd
+        try:
+            for at, n in self.fileio.read_map(h.ino, start, stop - start, stop - start):
+                if at >= 0:
+                    os.posix_fadvise(fd, at, n, os.POSIX_FADV_WILLNEED)
+        except (OSError, FsToolError):
+            # only advice: the read itself says what is wrong
+            pass
 
     @property
     def image_fd(self) -> int:
@@ -662,8 +737,23 @@ class Volume:
         return self.w.dev.fd if self.w is not None else -1
 
     def write(self, fh: int, off: int, data: bytes) -> int:
+        """Overwrites of written blocks inside the file's size go straight
+        to the image with no transaction (the kernel's XFS does not log data
+        either), their times logged with the next change or checkpoint
+        (:meth:`_log_times`); any other write is a transaction."""
         self._writable()
         h = self.handle(fh)
+        ino = h.ino
+        now = self.w.now_ns()
+        if self.fileio.overwrite(ino, off, data):
+            self._times[ino] = now
+            self.dirty_since_sync = True
+            a = self.icache.get(ino)
+            if a is not None:
+                a = a.copy()
+                a.mtime_ns = a.ctime_ns = now
+                self.icache.put(ino, a)
+            return len(data)
         with self._tx():
             n = self.fileio.write(h.ino, off, data)
         self.icache.invalidate(h.ino)
@@ -757,6 +847,12 @@ class Volume:
 
     def getxattr(self, ino: int, name: bytes) -> bytes:
         self.getattr(ino)
+        ns = self.ns
+        if ns is not None and len(name) <= NAME_MAX and ino not in ns.dirs and \
+                not self.fs.inode(ino).forkoff:
+            # no attr fork, so no xattr: the kernel asks for
+            # security.capability before every write to a file
+            raise oserror(errno.ENODATA)
         if self.ns is None:
             v = self.fs.xattrs(ino).get(name.decode("utf-8", "surrogateescape"))
             if v is None:
@@ -838,6 +934,7 @@ class _Op:
         if vol._grouped and not self.group:
             vol.end_group()
         if w.tx is None:
+            vol._log_times()
             w.begin()
         vol._in_op = True
         ns = vol.ns

@@ -95,6 +95,8 @@ here: COLLAPSE_RANGE and INSERT_RANGE.
 """
 from __future__ import annotations
 
+import bisect
+
 import stat as pystat
 
 from ..alloc.space import MAXEXTLEN
@@ -275,6 +277,52 @@ class FileIO:
         if off + n > MAX_BYTES:
             data = data[:MAX_BYTES - off]
         return self._run(ino, self._write, ino, off, memoryview(data).cast("B"))
+
+    def overwrite(self, ino: int, off: int, data) -> bool:
+        """Write ``data`` at ``off`` straight to the image, with no
+        transaction, where nothing but the data changes: every block of
+        the range mapped, written (not unwritten, not a hole) and not
+        shared, and the range inside the file's size; False (nothing done)
+        otherwise.  The kernel's XFS does not log data either; the times
+        the write changes are the caller's to set (:meth:`touch`)."""
+        n = len(data)
+        if n == 0 or off < 0:
+            return False
+        end = off + n
+        # the read model's decoded inode and its extent list, both kept
+        # until the inode is next written: no decode per write
+        node = self.fs.inode(ino)
+        if not node.is_reg or node.flags2 & C.XFS_DIFLAG2_REFLINK or end > node.size:
+            return False
+        blog = self.blog
+        b0, b1 = off >> blog, self._blocks(end)
+        exts = node.extents()
+        i = max(bisect.bisect_right(exts, (b0, 1 << 64)) - 1, 0)
+        pieces = []
+        pos = b0
+        while pos < b1:
+            if i >= len(exts):
+                return False
+            o, p, k, u = exts[i]
+            if u or o > pos or o + k <= pos:
+                return False
+            hi = min(o + k, b1)
+            pieces.append((pos, p + pos - o, hi - pos))
+            pos = hi
+            i += 1
+        view = memoryview(data).cast("B")
+        dev = self.dev
+        for lblk, fsbno, k in pieces:
+            bstart = lblk << blog
+            ds, de = max(bstart, off), min((lblk + k) << blog, end)
+            dev.pwrite(self._byte(fsbno) + ds - bstart, view[ds - off:de - off])
+        return True
+
+    def touch(self, ino: int, now_ns: int) -> None:
+        """mtime and ctime set to ``now_ns`` (and the change count moved
+        on) in the open transaction: the inode update of writes done by
+        :meth:`overwrite`, as a write through the block map makes it."""
+        self._store(_File(self, ino, True), now_ns=now_ns)
 
     def truncate(self, ino: int, size: int, touch: bool | None = None) -> None:
         """Set the file's size.  mtime and ctime change when the size does
@@ -501,7 +549,7 @@ class FileIO:
                 raise
 
     def _store(self, f: _File, *, size: int | None = None, times: bool = True,
-               flags: int = 0) -> None:
+               flags: int = 0, now_ns: int | None = None) -> None:
         """Put the changed inode back: fork, size, block count, times."""
         w = self.w
         d = f.d
@@ -519,7 +567,8 @@ class FileIO:
             d["di_size"] = size
             f.size = size
         if times:
-            ts = encode_ts(w.now_ns(), bool(d["di_flags2"] & C.XFS_DIFLAG2_BIGTIME))
+            ts = encode_ts(w.now_ns() if now_ns is None else now_ns,
+                           bool(d["di_flags2"] & C.XFS_DIFLAG2_BIGTIME))
             d["di_mtime"] = d["di_ctime"] = ts
         d["di_flags"] |= flags
         d["di_changecount"] += 1

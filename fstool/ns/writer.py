@@ -37,6 +37,7 @@ from ..fs.filesystem import Filesystem
 from ..fs.icore import InodeEncoder
 from ..fs.logstate import log_is_clean
 from ..io import verify as V
+from ..io.signals import held
 from ..io.lock import ImageLock, refuse_if_mounted
 from ..trans.journal import Journal
 
@@ -143,17 +144,18 @@ class Writer:
         """Write the last checkpoint, mark the log clean and release the image."""
         if self.closed:
             return
-        self.closed = True
-        try:
-            if self.tx is not None:
-                self.abort()
-            if self.journal is not None:
-                self.journal.close()
-        finally:
+        with held():                    # a signal waits until the log is clean
+            self.closed = True
             try:
-                self._lock.__exit__(None, None, None)
+                if self.tx is not None:
+                    self.abort()
+                if self.journal is not None:
+                    self.journal.close()
             finally:
-                self.fs.close()
+                try:
+                    self._lock.__exit__(None, None, None)
+                finally:
+                    self.fs.close()
 
     def __enter__(self):
         return self

@@ -38,6 +38,7 @@ from ..recovery import finish
 from ..recovery.memory import replay_in_memory
 from ..recovery.recover import Recovery
 from ..trans import logwriter as W
+from ..io.signals import held
 
 
 def open_filesystem(path):
@@ -136,56 +137,57 @@ def replay(path, *, dry_run: bool = False) -> dict:
             report["blocks_to_write"] = r.stats.blocks_written
             report["replayed"] = False
             return report
-        try:
-            r.write_behind = True
-            r.replay()
-            r.flush()
-            report["blocks_written"] = r.stats.blocks_written
-            _stats(report, r.stats)
-            fs.cache.clear()
-            fs._inodes.clear()
-            if finish.needs_writer(fs, intents):
-                # the work after replay: one journaled transaction of a
-                # write session going on from the recovered head, which
-                # marks the log clean when it closes
-                out.fsync()
-                lock.__exit__(None, None, None)
-                fs.close()
+        with held():      # a signal waits for the log to be clean
+            try:
+                r.write_behind = True
+                r.replay()
+                r.flush()
+                report["blocks_written"] = r.stats.blocks_written
+                _stats(report, r.stats)
+                fs.cache.clear()
+                fs._inodes.clear()
+                if finish.needs_writer(fs, intents):
+                    # the work after replay: one journaled transaction of a
+                    # write session going on from the recovered head, which
+                    # marks the log clean when it closes
+                    out.fsync()
+                    lock.__exit__(None, None, None)
+                    fs.close()
+                    out.close()
+                    tail_cycle = st.cycle if st.tail <= st.head else st.cycle - 1
+                    position = (st.head, st.curr_cycle, st.head_rec,
+                                L.lsn(max(tail_cycle, 1), st.tail))
+                    done, counters = finish.finish_with_writer(path, intents, position)
+                    logged = done.pop("logged", None)
+                    if logged:
+                        report["logged_post_replay"] = {
+                            "records": logged["records"], "buffers": logged["buffers"],
+                            "efds": logged["other_items"],
+                            "writes": logged["writes_so_far"] - writes0}
+                    fs = Filesystem(path)
+                    lock = ImageLock(fs.dev, path)
+                    lock.__enter__()
+                    out = Device(path, writable=True)
+                    report["finished"] = done
+                    report["counters"] = counters
+                else:
+                    # Two fsyncs order it all.  The replayed blocks, the
+                    # superblock's counters and the stale log blocks past the
+                    # unmount record's place are written in any order and made
+                    # durable by one fsync: until the unmount record is on disk
+                    # the log stays dirty, and a replay cut short anywhere in
+                    # there is run again from the same head and tail (none of
+                    # these writes moves them: the cleared blocks lie where the
+                    # head search already finds no record of the current cycle,
+                    # and the kernel clears them at mount before it replays).
+                    # Then the unmount record, and a second fsync, after which
+                    # the log is clean on disk.
+                    report["counters"] = finish.recompute_counters(out, fs)
+                    W.clear_before_unmount(ld, out, st.curr_cycle, st.head, st.head_rec)
+                    out.fsync()
+                    W.write_unmount_record(ld, out, st.curr_cycle, st.head, st.head_rec)
+            finally:
                 out.close()
-                tail_cycle = st.cycle if st.tail <= st.head else st.cycle - 1
-                position = (st.head, st.curr_cycle, st.head_rec,
-                            L.lsn(max(tail_cycle, 1), st.tail))
-                done, counters = finish.finish_with_writer(path, intents, position)
-                logged = done.pop("logged", None)
-                if logged:
-                    report["logged_post_replay"] = {
-                        "records": logged["records"], "buffers": logged["buffers"],
-                        "efds": logged["other_items"],
-                        "writes": logged["writes_so_far"] - writes0}
-                fs = Filesystem(path)
-                lock = ImageLock(fs.dev, path)
-                lock.__enter__()
-                out = Device(path, writable=True)
-                report["finished"] = done
-                report["counters"] = counters
-            else:
-                # Two fsyncs order it all.  The replayed blocks, the
-                # superblock's counters and the stale log blocks past the
-                # unmount record's place are written in any order and made
-                # durable by one fsync: until the unmount record is on disk
-                # the log stays dirty, and a replay cut short anywhere in
-                # there is run again from the same head and tail (none of
-                # these writes moves them: the cleared blocks lie where the
-                # head search already finds no record of the current cycle,
-                # and the kernel clears them at mount before it replays).
-                # Then the unmount record, and a second fsync, after which
-                # the log is clean on disk.
-                report["counters"] = finish.recompute_counters(out, fs)
-                W.clear_before_unmount(ld, out, st.curr_cycle, st.head, st.head_rec)
-                out.fsync()
-                W.write_unmount_record(ld, out, st.curr_cycle, st.head, st.head_rec)
-        finally:
-            out.close()
         report["replayed"] = True
         return report
     finally:
@@ -228,7 +230,8 @@ def zero(path, min_cycle: int = 0, undo=None) -> dict:
                 undo.dev = out
                 out.write_hook = undo
             try:
-                W.zero_log(ld, out, cycle)
+                with held():
+                    W.zero_log(ld, out, cycle)
             finally:
                 out.close()
             return {"image": path, "cycle": cycle, "lost_sectors": lost}

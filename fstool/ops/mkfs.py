@@ -28,6 +28,7 @@ from ..format import log as L
 from ..ns.attrbuild import encode_xattrs
 from ..io.lock import refuse_if_mounted
 from ..io.lock import ImageLock
+from ..io.signals import held
 
 KiB, MiB, GiB, TiB = 1 << 10, 1 << 20, 1 << 30, 1 << 40
 
@@ -778,8 +779,9 @@ def mkfs(path: str, opts: Options, force: bool = False, dry_run: bool = False,
                                     "overwrite it")
             if not dev.is_blockdev and dev.size < opts.size:
                 dev.resize(opts.size)
-            Formatter(dev, geo, fs_uuid, opts.label, now, in_progress).run()
-            dev.fsync()
+            with held():
+                Formatter(dev, geo, fs_uuid, opts.label, now, in_progress).run()
+                dev.fsync()
     except BaseException:
         if dev is not None:
             dev.close()

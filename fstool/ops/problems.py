@@ -30,6 +30,9 @@ PROBLEMS = {
                    "where mkfs puts it"),
     "SB_SECONDARY": (ERROR, "sb", "a secondary superblock fails verification or disagrees "
                      "with the primary on geometry or features"),
+    "SB_SECONDARY_LOG": (WARNING, "sb", "a secondary superblock's log incompat feature bits "
+                         "differ from the primary's (xfs_repair -n does not count it as "
+                         "damage; its repair syncs them)"),
     "SB_COUNTERS": (ERROR, "sb", "sb_icount, sb_ifree or sb_fdblocks differs from the AG "
                     "totals"),
     "SB_QUOTINO": (ERROR, "sb", "a quota inode number in the superblock is not an inode in "

@@ -44,6 +44,7 @@ from . import mkfs as M
 from .guard import require_sound
 from .logops import replay
 from .mkfs import Formatter
+from ..io.signals import held
 
 XFS_MIN_AG_BLOCKS = 64
 NULLFSINO = (1 << 64) - 1
@@ -364,16 +365,18 @@ def resize(path, size: int | None = None, *, minimum: bool = False, slack: float
         stale = require_sound(path, ignore=ignore)
     undo = _Undo(undo_file, [(agno * sb.agblocks * bs, 4 * sb.sectsize)
                              for agno in range(old[1])])
-    try:
-        if stale:
+    # a signal (SIGINT, SIGTERM) waits until the resize is written whole
+    with held():
+        try:
+            if stale:
+                _finish(path, result, undo)
+                require_sound(path)     # the whole image, its superblocks agreeing again
+            if dblocks > old[0]:
+                grow(path, dblocks, agcount, undo=undo.attach, changes=changes)
+                result.written = True
             _finish(path, result, undo)
-            require_sound(path)         # the whole image, its superblocks agreeing again
-        if dblocks > old[0]:
-            grow(path, dblocks, agcount, undo=undo.attach, changes=changes)
-            result.written = True
-        _finish(path, result, undo)
-    finally:
-        undo.finish(path)
+        finally:
+            undo.finish(path)
     return result
 
 

@@ -37,6 +37,7 @@ from ..errors import FsToolError, NoSpaceError
 from ..format import constants as C
 from ..io import verify as V
 from ..io.device import punch_hole, writes_so_far
+from ..io.signals import held
 from .busy import BusyExtents
 from .logwriter import (XFS_BLF_CHUNK, LogGeometry, LogWriter, buf_item_regions, find_log_head,
                         lsn as make_lsn)
@@ -236,6 +237,10 @@ class Journal:
         open transaction)."""
         if not (self.dirty or self.new or self.cancels or self.spilled or self.items):
             return
+        with held():                # a signal waits for the checkpoint's end
+            self._push()
+
+    def _push(self) -> None:
         for fn in self.precheckpoint:
             fn(self)
         tx = self.tx
@@ -366,6 +371,10 @@ class Journal:
 
     def close(self) -> None:
         """Checkpoint what is left and mark the log clean."""
+        with held():
+            self._close()
+
+    def _close(self) -> None:
         if self.tx is not None:
             self.tx.abort()
         self.push()

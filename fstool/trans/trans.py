@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from ..errors import FsToolError
 from ..io.buf import Buf
+from ..io.signals import held
 
 
 class Transaction:
@@ -109,16 +110,21 @@ class Transaction:
     def commit(self) -> None:
         if self.done:
             raise FsToolError("internal: transaction committed twice")
-        for fn in self.precommit:
-            fn(self)
-        self.j._reserve(self)
-        self.done = True
-        self.j._commit(self)
+        with held():                    # a signal waits for the commit's end
+            for fn in self.precommit:
+                fn(self)
+            self.j._reserve(self)
+            self.done = True
+            self.j._commit(self)
 
     def abort(self) -> None:
         """Put every joined buffer back as it was; drop the new ones."""
         if self.done:
             return
+        with held():
+            self._abort()
+
+    def _abort(self) -> None:
         self.done = True
         for key, buf in self.joined.items():
             buf.pins -= 1

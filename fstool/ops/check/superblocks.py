@@ -583,6 +583,14 @@ class SuperblockPhase:
                 self.report("SB_SECONDARY", f"secondary superblock in AG {agno}: {f} "
                             f"0x{sec[f]:x} differs from the primary's 0x{primary[f]:x}",
                             field=f, expected=primary[f], found=sec[f], **where)
+        if sec["sb_features_log_incompat"] != primary["sb_features_log_incompat"]:
+            self.report("SB_SECONDARY_LOG", f"secondary superblock in AG {agno}: "
+                        f"sb_features_log_incompat 0x{sec['sb_features_log_incompat']:x} "
+                        f"differs from the primary's "
+                        f"0x{primary['sb_features_log_incompat']:x}",
+                        field="sb_features_log_incompat",
+                        expected=primary["sb_features_log_incompat"],
+                        found=sec["sb_features_log_incompat"], **where)
         # a secondary's sb_lsn is not looked at: xfs_repair does not count
         # it among the metadata LSNs the log must be past
 

@@ -52,39 +52,33 @@ from __future__ import annotations
 
 import dataclasses
 import os
-
-from ...errors import ImageTruncatedError, WriteRefused
-from ...format import constants as C
-from .actions import (AG, COUNTERS, INODE, LOG, NAMESPACE, PARENT, REBUILT_TREES, SB_FIELD,
-                      SECONDARY, action_of)
-from .agbuild import AGPlan, RepairError
-from ...fs.logstate import log_is_clean
-from .inodes import plan_inodes
-from .namespace import NamespaceError
-from .namespace import plan as ns_plan
-from ...fs import btree as B
-from .checker import RepairChecker as cls
-from ...io.lock import refuse_if_mounted
-from ...errors import BadValue
-from ...io.device import Device
-from ...errors import UnsupportedError
-from . import primary
-from ..check.base import Finding
-from ...format.structs import SB
-from ...io.lock import ImageLock
-from ...io.undo import UndoRecorder
-from ...fs.filesystem import Filesystem
-from ..logops import zero
-from ..._backend import parsers
 import struct
-from ...io.undo import read_undo, roll_back, UndoError
-from ...errors import NoSpaceError
+
+from ..._backend import parsers
+from ...errors import (BadValue, FsToolError, ImageTruncatedError, NoSpaceError, UnsupportedError,
+                       WriteRefused)
+from ...format import constants as C
+from ...format.structs import SB
+from ...fs import btree as B
+from ...fs.filesystem import Filesystem
+from ...fs.logstate import log_is_clean
+from ...io import verify as V
+from ...io.device import Device
+from ...io.lock import ImageLock, refuse_if_mounted
+from ...io.signals import held
+from ...io.undo import UndoError, UndoRecorder, apply_undo, read_undo, roll_back
 from ...ns.writer import Writer
 from ..check import Checker
-from ...io import verify as V
-from .agbuild import raw_buf
-from ...io.lock import ImageLock, refuse_if_mounted
-from ...io.undo import apply_undo
+from ..check.base import Finding
+from ..logops import zero
+from ..names import shown_name
+from . import primary
+from .actions import (AG, COUNTERS, INODE, LOG, NAMESPACE, PARENT, REBUILT_TREES, SB_FIELD,
+                      SECONDARY, action_of)
+from .agbuild import AGPlan, RepairError, raw_buf
+from .checker import RepairChecker
+from .inodes import paths_of, plan_inodes
+from .namespace import NamespaceError, plan as ns_plan
 from .parents import plan as pptr_plan
 
 EXIT_CLEAN, EXIT_REPAIRED, EXIT_CANNOT = 0, 1, 4
@@ -100,6 +94,9 @@ class RepairResult:
     written: bool = False
     dry_run: bool = False
     forced: bool = False
+    # --extend-truncated: the paths of files whose data lay past the cut
+    # (it reads as zeros now); None when the image was not extended
+    zeroed: list | None = None
 
     @property
     def exit_code(self) -> int:
@@ -262,7 +259,11 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
         ag_set.difference_update(failed)
         plans, ag_changes, failed, unrep_ags = ag_plans()
     unrepaired.extend(unrep_ags)
-    changes = [inodes.changes[i].describe() for i in sorted(inodes.changes)] + inodes.notes
+    # a clear or a dropped attr fork names the file it costs
+    lost = [i for i, ch in inodes.changes.items() if ch.clear or ch.drop_attr]
+    names = paths_of(fs, lost) if lost else {}
+    changes = [inodes.changes[i].describe(names.get(i)) for i in sorted(inodes.changes)] + \
+        inodes.notes
     if ns:
         changes.extend(ns.changes)
     if pp:
@@ -384,7 +385,7 @@ def _check_and_plan(fs, progress, jobs, rebuild, add_finobt):
     or derives inobt records check reported again from the inodes on disk,
     check again with those records (so the inodes are looked at and the
     blocks their files own are claimed), and plan from that."""
-    c = cls(fs, progress)
+    c = RepairChecker(fs, progress)
     c.run(jobs)
     first = c.findings
     out = plan(c, rebuild=rebuild, add_finobt=add_finobt)
@@ -394,7 +395,7 @@ def _check_and_plan(fs, progress, jobs, rebuild, add_finobt):
     fixes.update(c.pending_fixes)
     if fixes:
         old = {agno: {r[0]: r for r in c.chunks.get(agno, ())} for agno in fixes}
-        c = cls(fs, progress)
+        c = RepairChecker(fs, progress)
         c.chunk_fixes = fixes
         c.run(1)
         out = plan(c, rebuild=rebuild, add_finobt=add_finobt, scan=False)
@@ -462,7 +463,9 @@ def repair(path, *, dry_run: bool = False, rebuild=(), add_finobt: bool = False,
     if grown is not None:
         result.findings.insert(0, grown)
         result.actions.insert(0, (grown, "extend", grown.message))
-        result.changes[:0] = [_extended_text(grown, False)] + _log_cut_text(log_cut, False)
+        result.zeroed = _zeroed_paths(path, grown.found)
+        result.changes[:0] = [_extended_text(grown, False)] + _log_cut_text(log_cut, False) + \
+            [_zeroed_text(result.zeroed)]
         result.written = True
     if rolled_back is not None:
         result.changes.insert(0, f"an interrupted repair rolled back ({rolled_back} bytes "
@@ -568,6 +571,34 @@ def _extended_text(f, dry_run: bool) -> str:
             f"{f.expected} bytes with zeros (the {f.expected - f.found} bytes cut off are "
             "lost: metadata there is repaired like any damage, file data there reads as "
             "zeros)")
+
+
+def _zeroed_paths(path, size: int) -> list:
+    """The paths (text, surrogateescape) of the files whose data lay, in
+    whole or in part, past the first ``size`` bytes of the image: what
+    extending a cut image made zeros.  Read from the repaired image."""
+    out = []
+    with Filesystem(path) as fs:
+        bs = fs.sb.blocksize
+        try:
+            for p, node in fs.walk("/"):
+                if not node.is_reg:
+                    continue
+                for _off, start, count, _unwritten in node.extents():
+                    if (fs.fsb_to_daddr(start) << C.BBSHIFT) + count * bs > size:
+                        out.append(p)
+                        break
+        except FsToolError as e:
+            out.append(f"(the walk stopped: {e})")
+    return out
+
+
+def _zeroed_text(paths: list) -> str:
+    if not paths:
+        return "no file had data in the part cut off"
+    shown = ", ".join(shown_name(p) for p in paths[:20])
+    more = f" and {len(paths) - 20} more (--json lists them all)" if len(paths) > 20 else ""
+    return f"data lost (it reads as zeros) in {len(paths)} file(s): {shown}{more}"
 
 
 def _log_cut_text(cut: bool, dry_run: bool) -> list:
@@ -725,43 +756,44 @@ def _repair_once(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, 
                               forced=bool(rebuild or add_finobt))
         if not changes:
             return result
-        if in_place and recorder is None:
-            guard = undo_file if undo_file is not None else guard_path(path)
-        if recorder is None and (undo_file is not None or guard is not None):
-            recorder = UndoRecorder(fs.dev, guard or undo_file, _digest_sectors(fs))
-        if recorder is not None:
-            recorder.dev = fs.dev
-            fs.dev.write_hook = recorder
-        if in_place:
-            # the first write: the image is marked in progress (its old
-            # superblock saved in the guard first)
-            _mark_in_progress(fs.dev, 1)
-        _apply(w, c, plans, secs, counters, add_finobt, phases, in_place)
-        w.close()
-        if c.log_cycle:
-            zero(path, min_cycle=c.log_cycle, undo=recorder)
-        if in_place:
-            # every block is written and durable: the mark goes, last
-            dev = Device(path, writable=True)
-            dev.write_hook = recorder
-            try:
-                _mark_in_progress(dev, 0)
-            finally:
-                dev.close()
-        result.written = True
-        if recorder is not None:
-            fs.dev.write_hook = None
-            dev = Device(path)
-            try:
-                recorder.finish(dev)
-            finally:
-                dev.close()
-            recorder = None
-            if guard is not None and guard != undo_file:
-                os.unlink(guard)
-        if result.unrepaired:
-            result.unrepaired = _remaining(path, jobs, result.unrepaired)
-        return result
+        with held():      # a signal waits until the repair is written whole
+            if in_place and recorder is None:
+                guard = undo_file if undo_file is not None else guard_path(path)
+            if recorder is None and (undo_file is not None or guard is not None):
+                recorder = UndoRecorder(fs.dev, guard or undo_file, _digest_sectors(fs))
+            if recorder is not None:
+                recorder.dev = fs.dev
+                fs.dev.write_hook = recorder
+            if in_place:
+                # the first write: the image is marked in progress (its old
+                # superblock saved in the guard first)
+                _mark_in_progress(fs.dev, 1)
+            _apply(w, c, plans, secs, counters, add_finobt, phases, in_place)
+            w.close()
+            if c.log_cycle:
+                zero(path, min_cycle=c.log_cycle, undo=recorder)
+            if in_place:
+                # every block is written and durable: the mark goes, last
+                dev = Device(path, writable=True)
+                dev.write_hook = recorder
+                try:
+                    _mark_in_progress(dev, 0)
+                finally:
+                    dev.close()
+            result.written = True
+            if recorder is not None:
+                fs.dev.write_hook = None
+                dev = Device(path)
+                try:
+                    recorder.finish(dev)
+                finally:
+                    dev.close()
+                recorder = None
+                if guard is not None and guard != undo_file:
+                    os.unlink(guard)
+            if result.unrepaired:
+                result.unrepaired = _remaining(path, jobs, result.unrepaired)
+            return result
     finally:
         if recorder is not None:
             recorder.close()

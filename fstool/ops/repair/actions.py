@@ -80,6 +80,8 @@ REPAIRS = {
                      "as any block the repair writes"),
     "SB_SECONDARY": (SECONDARY, "repaired: the secondary superblock is rewritten from the "
                      "primary"),
+    "SB_SECONDARY_LOG": (SECONDARY, "repaired: the secondary superblock is rewritten from "
+                         "the primary, as xfs_repair syncs the bits"),
     "SB_COUNTERS": (COUNTERS, "repaired: sb_icount, sb_ifree and sb_fdblocks are summed "
                     "from the AG headers"),
     "LSN_AHEAD": (LOG, "repaired: the log (clean by then) is formatted anew with a cycle "
@@ -134,11 +136,12 @@ REPAIRS = {
     "REFCOUNT_MISMATCH": (AG, _REFC_TEXT),
     "RMAP_MISMATCH": (AG, _RMAP_TEXT),
     "SPACE_OVERLAP": (AG, "repaired when one of the claimants is free space, the free "
-                      "list or an AG btree (the AG is rebuilt); a file whose data fork or "
-                      "block map claims a block metadata or another file claims is cleared, "
-                      "an attr fork that does is dropped (xfs_repair's phase 4: every "
-                      "claimant of a duplicate block); reported, not repaired when two kinds "
-                      "of metadata claim a block"),
+                      "list or an AG btree (the AG is rebuilt); else the fork whose record is "
+                      "bad goes, decided as xfs_repair's phases 3 and 4 decide it (inode "
+                      "order: an extent over metadata, or over a block an earlier file "
+                      "uses, fails its fork; a multiply claimed bmbt block fails its file): "
+                      "the inode is cleared, an attr fork dropped; reported, not repaired "
+                      "when two kinds of metadata claim a block"),
     "SPACE_UNACCOUNTED": (AG, "repaired: leaked blocks return to free space when the AG is "
                           "rebuilt (inode chunks no inobt record names are found on disk "
                           "first, so no inode is freed)"),

@@ -47,11 +47,14 @@ from ..._backend import parsers
 from ...format import constants as C
 from ...format.structs import DINODE
 from ...io import verify as V
-from ..check.base import ATTR, BMBT_ATTR, BMBT_DATA, DATA, Finding
+from ..check.base import ATTR, BMBT_ATTR, BMBT_DATA, DATA, Finding, owner_name
 from ..check.inodes import (DIFLAG2_ANY, DIFLAG2_BIGTIME, DIFLAG2_COWEXTSIZE, DIFLAG2_DAX,
                             DIFLAG2_NREXT64, DIFLAG_ANY, DIFLAG_EXTSIZE, DIFLAG_EXTSZINHERIT,
                             DIFLAG_NEWRTBM, DIFLAG_REALTIME, DIFLAG_RTINHERIT, DIR_FLAGS, _fields)
 from .agbuild import REPLACED, raw_buf
+from ...errors import FsToolError
+from ...fs import dir as D
+from ..names import shown_name
 
 NULLFSINO = (1 << 64) - 1
 # sb_qflags: the "quota checked" bits xfs_repair clears (XFS_ALL_QUOTA_CHKD)
@@ -114,7 +117,18 @@ class InodeChange:
     why: list = dataclasses.field(default_factory=list)
     ags: set = dataclasses.field(default_factory=set)          # AGs its rebuild needs
 
-    def describe(self) -> str:
+    def describe(self, paths=None) -> str:
+        """What is done to the inode; ``paths`` (its names, from
+        :func:`paths_of`) name the file a clear or a dropped attr fork costs."""
+        cost = ""
+        if (self.clear or self.drop_attr) and paths is not None:
+            what = "file" if self.clear else "file whose xattrs"
+            if not paths:
+                cost = f"; the {what} it costs has no name reached from the root"
+            else:
+                more = f" and {len(paths) - 3} more names" if len(paths) > 3 else ""
+                cost = f"; the {what} it costs: " + \
+                    ", ".join(shown_name(n) for n in paths[:3]) + more
         if self.clear:
             what = "cleared (made free; its blocks return to free space)"
         elif self.reinit:
@@ -154,7 +168,36 @@ class InodeChange:
             if self.rewrite and not parts:
                 parts.append("CRC")
             what = "fixed: " + ", ".join(parts)
-        return f"inode {self.ino}: {what}"
+        return f"inode {self.ino}: {what}{cost}"
+
+
+def paths_of(fs, inos, limit: int = 1 << 20) -> dict:
+    """inode -> the paths (bytes) naming it, for the inodes ``inos``: the
+    directories are walked from the root (breadth first, each once, a
+    directory that cannot be read skipped) until every one is named or
+    ``limit`` directories are read."""
+    want = set(inos)
+    out = {i: [] for i in want}
+    if not want:
+        return out
+    root = fs.sb.rootino
+    queue = [(root, b"")]
+    seen = {root}
+    for d, path in queue:
+        if len(seen) > limit:
+            break
+        try:
+            ents = list(D.iter_entries(fs.inode(d)))
+        except (FsToolError, ValueError, IndexError, KeyError):
+            continue
+        for name, child, ftype in ents:
+            full = path + b"/" + bytes(name)
+            if child in want:
+                out[child].append(full)
+            if ftype == C.XFS_DIR3_FT_DIR and child not in seen:
+                seen.add(child)
+                queue.append((child, full))
+    return out
 
 
 @dataclasses.dataclass
@@ -703,30 +746,32 @@ def plan_inodes(checker) -> InodePlan:
         if orphans:
             p.orphaned[agno] = (orphans, fl, edits)
         p.notes.append(f"AG {agno}: the AGI unlinked buckets are emptied")
-    # phase 4: a block two owners claim.  A file's data fork or block map
-    # that claims a block metadata or another file (reflinked data aside)
-    # claims clears the inode, an attr fork is dropped: every claimant, as
-    # xfs_repair does with duplicate blocks (the AG btrees and free lists
-    # being rebuilt claim nothing)
+    # a block two owners claim: the claims that go, decided as xfs_repair's
+    # phases 3 and 4 decide them (_conflicts)
     reflink = sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_REFLINK)
-    for agno, claims in sorted(checker.claims.items()):
-        kept = sorted(c for c in claims if c[2] not in REPLACED and not p.drops(c[2]))
-        for owner, other in _overlaps(kept, reflink):
-            for o in _claimants(owner, other):
-                if o < 0 or p.drops(o):
-                    continue
-                ch = change(o >> 2)
-                ch.why.append(f"AG {agno}: claims blocks another owner claims")
-                if o & 3 in (ATTR, BMBT_ATTR) and not _data_fits_without_attr(checker,
-                                                                                  o >> 2, ch):
-                    ch.drop_attr = True
-                    p.attr_dropped.add(o >> 2)
-                    v = verdicts.get(o >> 2)
-                    ch.nblocks = v[1] if v is not None else None
-                    ch.counts.pop("attr", None)
-                else:
-                    ch.clear = True
-                    p.cleared.add(o >> 2)
+    kept = {agno: sorted(c for c in claims if c[2] not in REPLACED and not p.drops(c[2]))
+            for agno, claims in checker.claims.items()}
+    for o, why in _conflicts(kept, reflink, lambda ino: _mode_on_disk(checker, ino)):
+        if p.drops(o):
+            continue
+        ch = change(o >> 2)
+        ch.why.append(why)
+        if o & 3 in (ATTR, BMBT_ATTR) and not _data_fits_without_attr(checker, o >> 2, ch):
+            ch.drop_attr = True
+            p.attr_dropped.add(o >> 2)
+            v = verdicts.get(o >> 2)
+            ch.nblocks = v[1] if v is not None else None
+            ch.counts.pop("attr", None)
+        else:
+            ch.clear = True
+            p.cleared.add(o >> 2)
+    # a file given the reflink flag for blocks it shares only with forks
+    # that go keeps its flags as they are
+    for ino, ch in list(p.changes.items()):
+        if ch.set_reflink and not ch.clear and not _shares_with_kept(kept, ino, p):
+            ch.set_reflink = False
+            if ch == InodeChange(ino, why=ch.why, ags=ch.ags):
+                del p.changes[ino]
     # the root directory is never freed here: a new root is the namespace
     # phase's to make (until then its findings stay reported)
     # the root directory is cleared like any inode: the namespace phase
@@ -763,32 +808,124 @@ def _data_fits_without_attr(checker, ino: int, ch) -> bool:
     return n * 16 <= sb.inodesize - C.XFS_DINODE_CORE_SIZE
 
 
-def _claimants(owner: int, other: int) -> tuple:
-    """Which of two overlapping claims go.  xfs_repair scans inodes in
-    order: a block map btree block found already claimed by an inode
-    scanned before costs only its own inode (its phase 3 clears it and
-    does not count the block as a duplicate), so when the later inode's
-    claim is a bmbt block the earlier inode is kept.  Otherwise every
-    claimant goes (phase 4's duplicate extents)."""
-    if owner >= 0 and other >= 0 and owner >> 2 != other >> 2:
-        later = max(owner, other, key=lambda o: o >> 2)
-        if later & 3 in (BMBT_DATA, BMBT_ATTR):
-            return (later,)
-    return (owner, other)
+def _conflicts(kept: dict, reflink: bool, mode_of) -> list:
+    """(owner, why) for each fork that goes for blocks it shares with
+    another claim, decided as xfs_repair decides it: not "every claimant",
+    but the fork whose record is bad, so that a sound file whose blocks a
+    bad extent runs over is kept.
+
+    ``kept`` is agno -> sorted (start, length, owner) claims.  Only claims
+    that overlap another matter (the others conflict with nothing).
+    xfs_repair's phase 3 takes inodes in order with the metadata already
+    marked (AG headers, log, inode chunks, refcount btree, CoW extents):
+    each block map btree block is marked used, and one found used already
+    is marked multiply claimed (its inode is not failed for it); then each
+    extent of the fork: one over metadata, or over a block an earlier inode
+    uses (on a reflink filesystem a regular file may share blocks) makes
+    the fork bad, and its extents are not marked (an inode cleared here
+    claims nothing anyone else could lose a block to).  Phase 4 then fails
+    every inode whose block map btree block is multiply claimed.  A bad
+    data fork clears the inode, a bad attr fork is dropped."""
+    involved: dict = {}                       # ino -> [(fork kind, agno, start, end)]
+    meta: dict = {}                           # agno -> [(start, end, owner)]
+    for agno, claims in kept.items():
+        pos, last = 0, None
+        hit = set()
+        for i, (start, n, owner) in enumerate(claims):
+            if start < pos:
+                hit.add(i)
+                hit.add(last)
+            if start + n > pos:
+                pos, last = start + n, i
+        if not hit:
+            continue
+        # every claim that overlaps another (a long claim overlaps every
+        # later one that starts inside it: it is ``last`` for each of them)
+        for i in sorted(hit):
+            start, n, owner = claims[i]
+            if owner < 0:
+                meta.setdefault(agno, []).append((start, start + n, owner))
+            else:
+                involved.setdefault(owner >> 2, []).append(
+                    (owner & 3, agno, start, start + n))
+    if not involved:
+        return []
+    used: dict = {agno: list(m) for agno, m in meta.items()}   # agno -> [(s, e, owner)]
+    mult: dict = {}                                            # agno -> [(s, e)]
+    failed = {}                                                # owner -> why
+    order = {BMBT_DATA: 0, DATA: 1, BMBT_ATTR: 2, ATTR: 3}
+
+    def over(agno, s, e):
+        return [u for u in used.get(agno, ()) if u[0] < e and s < u[1]]
+
+    for ino in sorted(involved):
+        regular = mode_of(ino) & C.S_IFMT == C.S_IFREG
+        claims = sorted(involved[ino], key=lambda c: (order[c[0]], c[1], c[2]))
+        for fork in ((BMBT_DATA, DATA), (BMBT_ATTR, ATTR)):
+            bad = None
+            marks = []
+            for kind, agno, s, e in claims:
+                if kind not in fork:
+                    continue
+                hits = [h for h in over(agno, s, e) if h[2] < 0 or h[2] >> 2 != ino]
+                if kind in (BMBT_DATA, BMBT_ATTR):
+                    if hits:
+                        mult.setdefault(agno, []).append((s, e))
+                    used.setdefault(agno, []).append((s, e, (ino << 2) | kind))
+                    continue
+                mine = [(ms, me, mo) for ma, ms, me, mo in marks if ma == agno]
+                for hs, he, owner in hits + mine:
+                    if not (hs < e and s < he):
+                        continue
+                    if owner >= 0 and owner >> 2 == ino:
+                        # its own blocks: the block map phases judge that
+                        # (a directory is rebuilt from what reads as its
+                        # blocks), as before
+                        continue
+                    if owner < 0:
+                        bad = (f"AG {agno}: its {_FORK[kind]} claims block {max(s, hs)}, "
+                               f"which {owner_name(owner)} holds")
+                        break
+                    if reflink and regular:
+                        mult.setdefault(agno, []).append((max(s, hs), min(e, he)))
+                        continue
+                    bad = (f"AG {agno}: its {_FORK[kind]} claims block {max(s, hs)}, which "
+                           f"{'it' if owner >> 2 == ino else 'inode ' + str(owner >> 2)} "
+                           "already uses")
+                    break
+                if bad:
+                    break
+                marks.append((agno, s, e, (ino << 2) | kind))
+            if bad:
+                failed[(ino << 2) | fork[1]] = bad
+            else:
+                for agno, s, e, owner in marks:
+                    used.setdefault(agno, []).append((s, e, owner))
+    # phase 4: a block map btree block multiply claimed fails its inode
+    for ino in sorted(involved):
+        for kind, agno, s, e in involved[ino]:
+            if kind in (BMBT_DATA, BMBT_ATTR) and any(
+                    ms < e and s < me for ms, me in mult.get(agno, ())):
+                failed.setdefault((ino << 2) | (DATA if kind == BMBT_DATA else ATTR),
+                                  f"AG {agno}: its {_FORK[kind]} block {s} is claimed by "
+                                  "another owner as well")
+    return sorted(failed.items())
 
 
-def _overlaps(claims: list, reflink: bool) -> list:
-    """(owner, owner) pairs of sorted claims that overlap (file data may
-    overlap file data on a reflink filesystem)."""
-    out = []
-    pos, last = 0, None
-    for start, n, owner in claims:
-        if start < pos and not (reflink and owner >= 0 and last >= 0 and
-                                owner & 3 == DATA and last & 3 == DATA):
-            out.append((owner, last))
-        if start + n > pos:
-            pos, last = start + n, owner
-    return out
+def _shares_with_kept(kept: dict, ino: int, p) -> bool:
+    """Whether ``ino``'s data shares a block with another file's data that
+    the plan ``p`` keeps."""
+    for claims in kept.values():
+        mine = [(s, s + n) for s, n, o in claims if o >= 0 and o >> 2 == ino and o & 3 == DATA]
+        if any(o >= 0 and o >> 2 != ino and o & 3 == DATA and not p.drops(o) and
+               any(s < me and ms < s + n for ms, me in mine)
+               for s, n, o in claims if mine):
+            return True
+    return False
+
+
+_FORK = {DATA: "data fork", ATTR: "attr fork", BMBT_DATA: "data fork block map",
+         BMBT_ATTR: "attr fork block map"}
 
 
 def _chained(checker, agno: int) -> list:
