@@ -21,7 +21,11 @@ import subprocess
 import sys
 import tempfile
 
-from common import bench_image
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from common import bench_image  # noqa: E402
+from fixtures import modern  # noqa: E402
+from fixtures.tree import build_tree  # noqa: E402
 
 
 MKFS = ["mkfs.xfs"]            # the mkfs.xfs command line (--modern, --parent add to it)
@@ -59,9 +63,6 @@ def build(path: str, inodes: int) -> None:
 
 def build_varied(path: str, inodes: int) -> None:
     """Copies of the fixture tree until the filesystem holds N inodes."""
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-    from fixtures.tree import build_tree
-
     def fill(mnt):
         copy = 0
         while True:
@@ -104,8 +105,6 @@ def main():
     repair = "xfs_repair"
     tag = ""
     if a.modern:
-        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-        from fixtures import modern
         MKFS[:] = [modern.tool("mkfs.xfs")] + (["-n", "parent=1"] if a.parent else [])
         repair = modern.tool("xfs_repair")
         tag = "-pptr" if a.parent else "-modern"

@@ -28,10 +28,10 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
 
 from common import Best, bench_image, byte_compile, run_child  # noqa: E402
+from fixtures import modern  # noqa: E402
 
 
 def build(path: str, inodes: int) -> None:
-    from fixtures import modern
     tmp = path + ".tmp"
     subprocess.run(["truncate", "-s", "0", tmp], check=True)
     subprocess.run(["truncate", "-s", f"{max(4, inodes * 4096 // (1 << 30) + 4)}G", tmp],

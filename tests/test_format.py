@@ -7,6 +7,8 @@ import re
 
 import pytest
 
+from fstool.format import constants as C
+from fstool.format import parent as P
 from fstool.format import structs as S
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -86,8 +88,6 @@ def test_unpack_roundtrip():
 
 
 def test_parent_rec_codec():
-    from fstool.format import constants as C
-    from fstool.format import parent as P
     assert P.XFS_PARENT_REC_SIZE == 12
     raw = P.pack_rec(0x0123456789ABCDEF, 0xCAFEBABE)
     assert raw == bytes.fromhex("0123456789abcdef cafebabe")

@@ -1,5 +1,6 @@
 """Parent pointers read and checked, against the kernel that wrote them and
 xfs_repair 6.10.1 (fixtures/pptr.py)."""
+import hashlib
 import json
 import os
 import re
@@ -9,7 +10,12 @@ import sys
 
 import pytest
 
-from fixtures import modern, pptr
+import fstool as fsmod
+from fixtures import corpus_pptr, modern, pptr
+from fixtures.images import Mounted
+from fstool.errors import UnsupportedError
+from fstool.fs import dir as xdir
+from fstool.mount.volume import Volume
 
 GEOMETRIES = [(), ("-m", "rmapbt=0")]
 
@@ -41,7 +47,6 @@ def db(img, *cmds, write=False):
 def test_parent_pointers_in_every_attr_fork_form(pimg):
     """Parent pointers in shortform, leaf and node forks (beside remote
     values); every directory form; names of 255 bytes."""
-    import fstool as fsmod
     with fsmod.open_image(pimg) as fs:
         ino = {p: fs.lstat(p).st_ino for p in ("/pptr/forms/sf", "/pptr/forms/leaf",
                                                "/pptr/forms/node", "/pptr/forms/remote",
@@ -49,7 +54,6 @@ def test_parent_pointers_in_every_attr_fork_form(pimg):
         assert len(fs.parents("/pptr/hub/origin")) == 1 + 40 + 400
         assert max(len(p.name) for p in fs.parents("/pptr/hub/origin")) == 255
         forms = {d: fs.inode(fs.lstat(f"/dirs/{d}").st_ino) for d in ("d2", "d50", "d500")}
-        from fstool.fs import dir as xdir
         assert [xdir.form(n) for n in forms.values()] == ["shortform", "block", "leaf"]
     assert re.search(r"core\.aformat = 1", db(pimg, f"inode {ino['/pptr/forms/sf']}", "print"))
     for name in ("/pptr/forms/leaf", "/pptr/forms/remote"):
@@ -91,7 +95,6 @@ def test_path_of_one_inode(pimg):
 
 
 def test_api_parents_and_paths(pimg):
-    import fstool as fsmod
     with fsmod.open_image(pimg) as fs:
         links = fs.parents("/links/b/shared-too")
         want = {(fs.lstat(d).st_ino, n) for d, n in (("/links/a", b"shared"),
@@ -136,7 +139,6 @@ def test_path_reports_a_stale_generation(pimg, tmp_path):
     """A parent pointer whose directory has another generation leads
     nowhere: the path is left out, the pointer named, exit 1."""
     img = copy(pimg, tmp_path)
-    import fstool as fsmod
     with fsmod.open_image(img) as fs:
         ino = fs.lstat("/pptr/forms/sf").st_ino
         other = fs.lstat("/pptr/other").st_ino
@@ -182,8 +184,16 @@ def _sf_entry(img, ino, name):
         r'a\.sfattr\.list\[(\d+)\]\.name = "([^"]*)"', out) if m.group(2) == name)
 
 
+def _break_leaf_hash(img, ino, ablock, parent):
+    """The hash of the first local entry of attr leaf ``ablock`` of inode
+    ``ino`` that is (``parent``) or is not a parent pointer set to 3."""
+    out = db(img, f"inode {ino}", f"ablock {ablock}", "print")
+    i = next(int(m.group(1)) for m in re.finditer(
+        rf"^(\d+):\[0x[0-9a-f]+,\d+,0,0,0,1,{int(parent)}\]", out, re.M))
+    db(img, f"inode {ino}", f"ablock {ablock}", f"write -d entries[{i}].hashval 3", write=True)
+
+
 def _damage(img, damage):
-    import fstool as fsmod
     with fsmod.open_image(img) as fs:
         ino = fs.lstat("/pptr/forms/sf").st_ino
         other = fs.lstat("/pptr/other").st_ino
@@ -217,19 +227,13 @@ def _damage(img, damage):
     elif damage == "leaf-block":
         # a user attribute's hash in the leaf block broken: the fork is
         # dropped, its parent pointers made again in shortform
-        out = db(img, f"inode {leaf}", "ablock 0", "print")
-        i = next(int(m.group(1)) for m in re.finditer(
-            r"^(\d+):\[0x[0-9a-f]+,\d+,0,0,0,1,0\]", out, re.M))
-        db(img, f"inode {leaf}", "ablock 0", f"write -d entries[{i}].hashval 3", write=True)
+        _break_leaf_hash(img, leaf, 0, parent=False)
     elif damage == "hub-leaf":
         # a parent pointer's hash broken in a leaf of a file with 441 links:
         # the fork is dropped, its pointers made again in blocks
         with fsmod.open_image(img) as fs:
             hub = fs.lstat("/pptr/hub/origin").st_ino
-        out = db(img, f"inode {hub}", "ablock 1", "print")
-        i = next(int(m.group(1)) for m in re.finditer(
-            r"^(\d+):\[0x[0-9a-f]+,\d+,0,0,0,1,1\]", out, re.M))
-        db(img, f"inode {hub}", "ablock 1", f"write -d entries[{i}].hashval 3", write=True)
+        _break_leaf_hash(img, hub, 1, parent=True)
     elif damage == "dirgen":
         # every pointer to /pptr/hub/dir-01 goes stale
         with fsmod.open_image(img) as fs:
@@ -268,7 +272,6 @@ def test_check_leaf_parent_pointer_hash(pimg, tmp_path):
     """A parent pointer in a leaf block hashes with its parent's inode
     number: a clean image has no hash findings (it used to), and a wrong
     hash is found as xfs_repair finds it."""
-    import fstool as fsmod
     img = copy(pimg, tmp_path)
     with fsmod.open_image(img) as fs:
         ino = fs.lstat("/pptr/forms/leaf").st_ino
@@ -305,7 +308,6 @@ def test_check_parent_feature_bit(pimg, tmp_path):
 # -- writers that do not keep parent pointers refuse them --------------------------------
 
 def _digest(img):
-    import hashlib
     with open(img, "rb") as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
@@ -329,8 +331,6 @@ def test_writers_refuse_parent_pointer_images_in_one_line(pimg, tmp_path):
         lines = r.stderr.strip().splitlines()
         assert r.returncode != 0, (args, r.stdout, r.stderr)
         assert len(lines) == 1 and "parent pointers" in lines[0], (args, r.stderr)
-    from fstool.errors import UnsupportedError
-    from fstool.mount.volume import Volume
     with pytest.raises(UnsupportedError, match="parent pointers"):
         Volume(img)
     assert _digest(img) == before
@@ -385,7 +385,6 @@ def test_log_print_counts_the_items_xfs_logprint_counts(tmp_path):
 def _kernel_paths(img):
     """Every path the kernel shows in ``img`` (lost+found aside), with its
     file type."""
-    from fixtures.images import Mounted
     with Mounted(img, readonly=True, nouuid=True) as mnt:
         out = set()
         for dirpath, dirnames, filenames in os.walk(mnt):
@@ -439,7 +438,6 @@ CORPUS_CASES = {(1, 35): "inode dir_node: byte", (1, 96): "dir_leaf dblock @0: b
 
 @pytest.mark.parametrize("seed,n", sorted(CORPUS_CASES))
 def test_repair_corpus_cases(tmp_path, seed, n):
-    from fixtures import corpus_pptr
     if not corpus_pptr.available():
         pytest.skip("needs root, a kernel loop mount of XFS and xfsprogs 6.10.1")
     case = corpus_pptr.cases(seed, 100)[n]

@@ -8,8 +8,11 @@ from array import array
 
 import pytest
 
+import fstool
 import fstool_native
+from fixtures import modern, pptr
 from fixtures.dirdata import data_entry
+from fstool.ops.stats import ag_tree
 
 PURE = fstool_native.load(pure=True)
 NATIVE = fstool_native.load()
@@ -176,7 +179,6 @@ def test_parent_hashname_parity():
 @pytest.mark.parametrize("mod", BACKENDS, ids=lambda m: "native" if
                          fstool_native.is_native(m) else "pure")
 def test_parent_hashname_matches_xfs_db_6_10(mod, tmp_path):
-    from fixtures import modern
     if not modern.available():
         pytest.skip(modern.WHY)
     img = modern.mkfs(tmp_path / "p.img", "-n", "parent=1", size="320M")
@@ -203,8 +205,6 @@ def test_backend_selection_env(monkeypatch):
 def test_scan_inode_chunk_parity(kernel_img):
     """Real inode chunks, intact and with bytes flipped: the native and the
     pure scanner sort every inode the same way."""
-    import fstool
-    from fstool.ops.stats import ag_tree
     rng = random.Random(5)
     with fstool.open_image(kernel_img) as fs:
         sb = fs.sb
@@ -370,11 +370,8 @@ def test_parent_pointer_scans_parity():
     flipped: chunk_parents, and scan_inode_chunk counting parent pointers,
     agree between the backends; the intact chunks' shortform forks are
     taken natively."""
-    from fixtures import pptr
     if not pptr.available():
         pytest.skip("needs root, a kernel loop mount of XFS and xfsprogs 6.10.1")
-    import fstool
-    from fstool.ops.stats import ag_tree
     rng = random.Random(29)
     plain_with_attrs = 0
     with fstool.open_image(pptr.pptr_image()) as fs:
