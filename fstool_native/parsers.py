@@ -1622,8 +1622,8 @@ def pptr_mismatches(itype, psums) -> list:
 def _sf_attr_plain(p, start, size, pptr_fs, psums, slot):
     """Whether the shortform attr fork p[start:start+size] is one check's
     Python code would find nothing wrong with (totsize inside the fork; every
-    entry whole, with a legal name for its namespace, known flags, one
-    namespace, complete; parent pointers only where the filesystem has them,
+    entry whole, with a legal name for its namespace, namespace bits only
+    (one namespace); parent pointers only where the filesystem has them,
     each a 12-byte record under a directory-entry name; count and totsize
     matching the entries).  When it is, its parent pointers' mixes are
     subtracted from psums[slot]."""
@@ -1644,7 +1644,9 @@ def _sf_attr_plain(p, start, size, pptr_fs, psums, slot):
         flags = p[pos + 2]
         if namelen == 0 or pos + 3 + namelen + valuelen > end:
             return False
-        if flags & ~0x8F or flags & _ATTR_INCOMPLETE:
+        # namespace bits only (the kernel's shortform verifier: no local or
+        # incomplete bit in shortform)
+        if flags & ~_ATTR_NSP_MASK:
             return False
         ns = flags & _ATTR_NSP_MASK
         if ns & (ns - 1):

@@ -220,6 +220,19 @@ def _damage(img, damage):
         assert _sf_entry(img, ino, "sf-too") == count - 1
         db(img, *sel, f"write a.sfattr.hdr.count {count - 1}",
            f"write a.sfattr.hdr.totsize {total - 3 - len('sf-too') - 12}", write=True)
+    elif damage == "local-flag":
+        # the local flag on a shortform parent pointer: the kernel's
+        # shortform verifier refuses the fork (so does xfs_repair 6.10.1)
+        off = int(db(img, *sel, "stack").split("byte offset ")[1].split(",")[0])
+        forkoff = int(db(img, *sel, "print core.forkoff").split("= ")[1])
+        assert k == 0           # the fork's first entry: its flags follow the 4-byte
+        at = off + 176 + 8 * forkoff + 4 + 2    # header, its name and value lengths
+        with open(img, "r+b") as f:
+            f.seek(at)
+            flags = f.read(1)[0]
+            f.seek(at)
+            f.write(bytes([flags | 1]))
+        db(img, *sel, "crc -r", write=True)
     elif damage == "slash":
         # a parent pointer whose name holds '/': the entry is junked, the
         # pointer its entry wants added again
@@ -257,6 +270,7 @@ def _damage(img, damage):
     ("ino", {"PARENT_BAD", "PARENT_MISSING"}, ("would add missing", "would remove bad")),
     ("garbage-ino", {"PARENT_GARBAGE", "PARENT_MISSING"}, ("garbage", "would add missing")),
     ("remove", {"PARENT_MISSING"}, ("would add missing",)),
+    ("local-flag", {"XATTR"}, ("shortform attr verifier failure",)),
 ])
 def test_check_finds_what_xfs_repair_finds(pimg, tmp_path, damage, codes, said):
     img = copy(pimg, tmp_path)
@@ -414,7 +428,8 @@ def _repaired_as_xfs_repair(img, tmp_path):
 
 
 @pytest.mark.parametrize("damage", ["name", "gen", "gen-crc", "ino", "garbage-ino", "remove",
-                                    "slash", "leaf-block", "hub-leaf", "dirgen", "entry"])
+                                    "slash", "local-flag", "leaf-block", "hub-leaf", "dirgen",
+                                    "entry"])
 def test_repair_is_clean_by_xfs_repair_and_keeps_what_it_keeps(pimg, tmp_path, damage):
     """fstool repair leaves what xfs_repair 6.10.1 -n and check call clean,
     and every path xfs_repair 6.10.1's own repair keeps."""
