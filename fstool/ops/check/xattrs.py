@@ -141,7 +141,8 @@ class XattrChecks:
             return
 
         def read(ablk):
-            return self._attr_block(node, ablk)
+            # block 0, the root, is read (and its findings reported) once
+            return buf if ablk == 0 else self._attr_block(node, ablk)
         try:
             buf = self._attr_block(node, 0, root=True)
         except FsToolError as e:
