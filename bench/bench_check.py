@@ -2,7 +2,15 @@
 kernel-written image, in one run: wall time and peak RSS, the tools taking turns.
 
     python3 bench/bench_check.py [--inodes 200000] [--tree empty|varied]
-                                 [--image IMG] [--repeat 3] [--modern [--parent]]
+                                 [--image IMG] [--repeat 3] [--base DIR]
+                                 [--modern [--parent]]
+
+With --image, checks that image (read-only), e.g. the kernel-written Debian
+/usr image (issue 31: ``--image /work/bench-images/usr.img``).  With --base,
+a second fstool tree (its native modules built) is measured as
+"fstool check (base)" in the same rounds, for before/after figures.
+xfs_repair -n runs as the system's and, where fixtures/modern.py finds it,
+as xfsprogs 6.10.1's.  Figures are medians over the rounds (best too).
 
 Without --image, builds bench/results/check-<N>.img by letting the kernel
 create N empty files in N/1000 directories, or with ``--tree varied``
@@ -76,7 +84,7 @@ def build_varied(path: str, inodes: int) -> None:
     kernel_image(path, max(8, inodes * 4096 // (1 << 30) + 8), fill)
 
 
-def measure(cmd):
+def measure(cmd, root=None):
     """Wall seconds, peak RSS (MB), exit status and CPU seconds (user +
     system, every thread) of one child process."""
     wrapper = ("import resource,subprocess,sys,time;t=time.perf_counter();"
@@ -84,10 +92,11 @@ def measure(cmd):
                "stderr=subprocess.DEVNULL).returncode;"
                "u=resource.getrusage(resource.RUSAGE_CHILDREN);"
                "print(time.perf_counter()-t,u.ru_maxrss/1024,r,u.ru_utime+u.ru_stime)")
-    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                                  ".."))
+    root = root or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    env = dict(os.environ, PYTHONPATH=root)
+    # (python -m puts the working directory first on the path: the tree's own)
     out = subprocess.run([sys.executable, "-c", wrapper, *cmd], capture_output=True,
-                         text=True, check=True, env=env).stdout.split()
+                         text=True, check=True, env=env, cwd=root).stdout.split()
     return float(out[0]), float(out[1]), int(out[2]), float(out[3])
 
 
@@ -97,6 +106,7 @@ def main():
     ap.add_argument("--tree", choices=("empty", "varied"), default="empty")
     ap.add_argument("--image")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--base", help="another fstool tree, measured alongside")
     ap.add_argument("--modern", action="store_true",
                     help="mkfs.xfs and xfs_repair 6.10.1 (fixtures/modern.py)")
     ap.add_argument("--parent", action="store_true",
@@ -117,33 +127,46 @@ def main():
                           lambda p: build_varied(p, a.inodes))
     else:
         img = bench_image(a.image, f"check{tag}-{a.inodes}.img", lambda p: build(p, a.inodes))
+    img = os.path.abspath(img)
     subprocess.run(["cat", img], stdout=subprocess.DEVNULL)
-    tools = {"xfs_repair -n": [repair, "-n", "-f", img],
-             "fstool check": [sys.executable, "-m", "fstool", "check", img],
-             "fstool check -j2": [sys.executable, "-m", "fstool", "check", "-j", "2", img]}
+    # with --modern the image needs 6.10.1's xfs_repair (6.1 does not know
+    # its features): it is the one compared with
+    tools = {"xfs_repair -n": ([repair, "-n", "-f", img], None)}
+    if not a.modern and modern.available():
+        tools["xfs_repair -n 6.10"] = ([modern.tool("xfs_repair"), "-n", "-f", img], None)
+    tools["fstool check"] = ([sys.executable, "-m", "fstool", "check", img], None)
+    tools["fstool check -j2"] = ([sys.executable, "-m", "fstool", "check", "-j", "2", img], None)
+    if a.base:
+        tools["fstool check (base)"] = ([sys.executable, "-m", "fstool", "check", img], a.base)
     # the tools take turns, round after round, so a busy moment on a shared
     # machine weighs on all of them alike; the ratio is also taken per round
     runs = {name: [] for name in tools}
     ratios = []
     load_before = os.getloadavg()[0]
     for _ in range(a.repeat):
-        for name, cmd in tools.items():
-            runs[name].append(measure(cmd))
+        for name, (cmd, root) in tools.items():
+            runs[name].append(measure(cmd, root))
         ratios.append(runs["fstool check"][-1][0] / runs["xfs_repair -n"][-1][0])
-    for name, rs in runs.items():
-        best = min(rs)
-        cpu = min(q[3] for q in rs)
-        print(f"{name:16s} {best[0]:7.2f} s  {best[1]:7.0f} MB RSS  exit {best[2]}  "
-              f"CPU {cpu:.2f} s")
-    r = min(runs["fstool check"])
-    x = min(runs["xfs_repair -n"])
-    print(f"ratio: {r[0] / x[0]:.2f}x the time (best of each; per round: "
-          f"{', '.join(f'{q:.2f}' for q in ratios)}), {r[1] / x[1]:.2f}x the memory of "
-          "xfs_repair -n")
-    print(f"load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after")
-    cpu = [min(q[3] for q in runs[n]) for n in ("fstool check", "xfs_repair -n")]
-    print(f"CPU time (user + system, best of each): {cpu[0] / cpu[1]:.2f}x")
 
+    def median(vals):
+        vals = sorted(vals)
+        return vals[len(vals) // 2] if len(vals) % 2 else \
+            (vals[len(vals) // 2 - 1] + vals[len(vals) // 2]) / 2
+
+    med = {}
+    for name, rs in runs.items():
+        med[name] = tuple(median([q[k] for q in rs]) for k in range(4))
+        best = min(rs)
+        print(f"{name:20s} median {med[name][0]:6.2f} s {med[name][1]:6.0f} MB RSS  "
+              f"CPU {med[name][3]:.2f} s  (best {best[0]:.2f} s)  exit "
+              f"{sorted({q[2] for q in rs})}")
+    for ours in [n for n in tools if n.startswith("fstool")]:
+        for theirs in [n for n in tools if n.startswith("xfs_repair")]:
+            print(f"{ours} / {theirs}: {med[ours][0] / med[theirs][0]:.2f}x the wall time, "
+                  f"{med[ours][1] / med[theirs][1]:.2f}x the memory, "
+                  f"{med[ours][3] / med[theirs][3]:.2f}x the CPU (medians)")
+    print(f"per round, fstool check / xfs_repair -n: {', '.join(f'{q:.2f}' for q in ratios)}")
+    print(f"load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after")
 
 if __name__ == "__main__":
     main()

@@ -25,6 +25,7 @@ p_char = bytes
 p_void = object
 p_int = object
 p_longlong = object
+p_ulonglong = object
 pp_char = object
 NULL = None
 

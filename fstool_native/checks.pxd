@@ -1,4 +1,11 @@
 # C-level declarations for checks.py when Cython compiles it.
 cdef unsigned long long _M32
 cdef long long _BIG
-from fstool_native.parsers cimport _be16, _be32
+from fstool_native.parsers cimport _be16, _be32, _push4
+from cpython.array cimport array
+from cpython cimport array as cpy_array
+
+# record sorting (records.h)
+cdef extern from "records.h":
+    int fstool_sort_records(unsigned long long *p, size_t n, size_t w, int is_signed) nogil
+cdef unsigned long long _FLAGS, _BMBT, _U64, _UNWRITTEN, _RMAP_OFF_MASK

@@ -38,6 +38,14 @@ ATTR3_LEAF_HDR_SIZE = 80
 # larger block numbers and counts than any AG holds: the sweeps leave them
 # to the Python code (so that their sums stay inside 64 bits)
 _BIG = 1 << 48
+# the rmapbt offset field's flags: attr fork, bmbt block, unwritten
+_FLAGS = 0xE000000000000000
+_BMBT = 0x4000000000000000
+_U64 = 0xFFFFFFFFFFFFFFFF
+_UNWRITTEN = 0x2000000000000000
+_RMAP_OFF_MASK = (1 << 54) - 1
+if not cython.compiled:
+    from array import array
 
 
 @cython.cfunc
@@ -387,57 +395,289 @@ def bestfree_region_bad(o0, l0, o1, l1, o2, l2, off, length):
     return False
 
 
-@cython.locals(start=cython.longlong, n=cython.longlong, owner=cython.longlong,
+# -- flat record arrays (fstool/ops/check/records.py) ----------------------------
+@cython.locals(arr=array, width=cython.Py_ssize_t, n=cython.Py_ssize_t, signed=cython.int,
+               rc=cython.int)
+def sort_records(arr, width):
+    """Sort the records of ``width`` numbers held flat in the array ``arr``
+    (typecode q or Q) as Python sorts them as tuples: field by field,
+    signed for q, unsigned for Q."""
+    if width < 1 or len(arr) % width:
+        raise ValueError("the array does not hold whole records")
+    if arr.typecode not in ("q", "Q"):
+        raise ValueError("records are 64-bit numbers")
+    if not cython.compiled:
+        it = iter(arr)
+        recs = sorted(zip(*[it] * width))
+        arr[:] = type(arr)(arr.typecode, [v for r in recs for v in r])
+        return
+    n = len(arr) // width
+    signed = 1 if arr.typecode == "q" else 0
+    with cython.nogil:
+        rc = fstool_sort_records(cython.cast(cython.p_ulonglong, arr.data.as_voidptr), n,
+                                 width, signed)
+    if rc:
+        raise MemoryError()
+
+
+@cython.locals(claims=array, i=cython.Py_ssize_t, m=cython.Py_ssize_t,
+               start=cython.longlong, n=cython.longlong, owner=cython.longlong,
                last=cython.longlong, pos=cython.longlong, length=cython.longlong,
-               data=cython.longlong, reflink=cython.bint)
+               data=cython.longlong, reflink=cython.bint, p=cython.p_longlong)
 def space_sweep_ok(claims, length, reflink, data):
     """The space map sweep of one AG (fstool check's phase space_map):
-    ``claims`` (start, blocks, owner), sorted, must tile blocks 0 to
-    ``length`` exactly, each block claimed once, but that on a reflink
-    filesystem file data (owner >= 0, owner & 3 == ``data``) may overlap
-    file data.  True when they do; False when the sweep has something to
-    report or the claims are unusual (negative or huge numbers)."""
+    ``claims`` (start, blocks, owner), sorted and flat (an array of signed
+    64-bit numbers, three a claim), must tile blocks 0 to ``length``
+    exactly, each block claimed once, but that on a reflink filesystem file
+    data (owner >= 0, owner & 3 == ``data``) may overlap file data.  True
+    when they do; False when the sweep has something to report or the
+    claims are unusual (negative or huge numbers)."""
+    if claims.typecode != "q" or len(claims) % 3:
+        raise ValueError("claims are flat (start, length, owner) triples")
+    m = len(claims) // 3
     pos = 0
     last = -1
-    try:
-        for claim in claims:
-            start = claim[0]
-            n = claim[1]
-            owner = claim[2]
-            if start < 0 or n < 0 or start > _BIG or n > _BIG:
-                return False
-            if start > pos:
-                return False              # blocks nothing claims
-            if start < pos and not (reflink and owner >= 0 and last >= 0 and
-                                    owner & 3 == data and last & 3 == data):
-                return False              # claimed twice
-            if start + n > pos:
-                pos = start + n
-                last = owner
-    except OverflowError:
-        return False
+    if cython.compiled:
+        p = cython.cast(cython.p_longlong, claims.data.as_voidptr)
+    else:
+        p = claims
+    for i in range(m):
+        start = p[3 * i]
+        n = p[3 * i + 1]
+        owner = p[3 * i + 2]
+        if start < 0 or n < 0 or start > _BIG or n > _BIG:
+            return False
+        if start > pos:
+            return False              # blocks nothing claims
+        if start < pos and not (reflink and owner >= 0 and last >= 0 and
+                                owner & 3 == data and last & 3 == data):
+            return False              # claimed twice
+        if start + n > pos:
+            pos = start + n
+            last = owner
     return pos == length
 
 
-@cython.locals(start=cython.longlong, n=cython.longlong, owner=cython.longlong,
-               end=cython.longlong, data=cython.longlong)
+@cython.locals(claims=array, i=cython.Py_ssize_t, m=cython.Py_ssize_t,
+               start=cython.longlong, n=cython.longlong, owner=cython.longlong,
+               end=cython.longlong, data=cython.longlong, p=cython.p_longlong)
 def data_overlaps(claims, data):
     """Whether two file data claims (owner >= 0, owner & 3 == ``data``) of
-    ``claims`` (start, blocks, owner), sorted, may overlap: a claim starts
-    before the previous one ends, or has no length.  None when a number
-    does not fit 64 bits (the caller looks for itself)."""
+    ``claims`` (sorted and flat, as space_sweep_ok takes them) may overlap:
+    a claim starts before the previous one ends, or has no length.  None
+    when a number is too large for the test (the caller looks for
+    itself)."""
+    if claims.typecode != "q" or len(claims) % 3:
+        raise ValueError("claims are flat (start, length, owner) triples")
+    m = len(claims) // 3
     end = -1
-    try:
-        for claim in claims:
-            owner = claim[2]
-            if owner >= 0 and owner & 3 == data:
-                start = claim[0]
-                n = claim[1]
-                if n <= 0 or start < end:
-                    return True
-                if start > _BIG or n > _BIG:
-                    return None
-                end = start + n
-    except OverflowError:
-        return None
+    if cython.compiled:
+        p = cython.cast(cython.p_longlong, claims.data.as_voidptr)
+    else:
+        p = claims
+    for i in range(m):
+        owner = p[3 * i + 2]
+        if owner >= 0 and owner & 3 == data:
+            start = p[3 * i]
+            n = p[3 * i + 1]
+            if n <= 0 or start < end:
+                return True
+            if start > _BIG or n > _BIG:
+                return None
+            end = start + n
     return False
+
+
+@cython.locals(claims=array, expect=array, disk=array, owners=array, got=array,
+               i=cython.Py_ssize_t, j=cython.Py_ssize_t, m=cython.Py_ssize_t,
+               k=cython.Py_ssize_t, o=cython.longlong, pc=cython.p_longlong,
+               pg=cython.p_ulonglong, pd=cython.p_ulonglong, pe=cython.p_ulonglong,
+               po=cython.p_longlong, no=cython.Py_ssize_t, out=cython.Py_ssize_t,
+               s=cython.ulonglong, n=cython.ulonglong, ow=cython.ulonglong,
+               off=cython.ulonglong, fl=cython.ulonglong, rc=cython.int)
+def rmaps_match(claims, expect, disk, owners):
+    """Whether an AG's rmapbt records ``disk`` are exactly the reverse
+    mappings check expects of it (spacemap.rmap_records): the metadata
+    claims of ``claims`` (flat signed (start, length, owner) triples) whose
+    owner ``owners`` maps (flat signed (check's owner, the rmapbt's owner)
+    pairs) and the fork mappings ``expect``, merged where xfs_repair merges
+    them (one owner and flags, adjacent blocks, and for file data adjacent
+    file offsets).  ``expect`` and ``disk`` are flat unsigned (start,
+    length, owner, offset | flags) quadruples.  Comparing as multisets, as
+    sorted lists of the records.  False
+    too when two mappings of one owner and flags start at one block and
+    offset (merging them depends on their order: the caller looks)."""
+    if claims.typecode != "q" or len(claims) % 3 or owners.typecode != "q" or \
+            len(owners) % 2 or expect.typecode != "Q" or len(expect) % 4 or \
+            disk.typecode != "Q" or len(disk) % 4:
+        raise ValueError("flat record arrays expected")
+    # the metadata owners' claims as rmaps, then every fork mapping, keyed by
+    # (owner, flags, start, offset) for merging
+    got = array("Q")
+    m = len(claims) // 3
+    no = len(owners) // 2
+    if not cython.compiled:
+        table = dict(zip(owners[0::2], owners[1::2]))
+        recs = [(o2 & _U64, 0, s2, 0, n2) for s2, n2, o1 in zip(claims[0::3], claims[1::3],
+                                                                claims[2::3])
+                for o2 in (table.get(o1),) if o2 is not None]
+        recs += [(o1, f & _FLAGS, s2, f & ~_FLAGS, n2) for s2, n2, o1, f in
+                 zip(expect[0::4], expect[1::4], expect[2::4], expect[3::4])]
+        recs.sort()
+        if any(a[:4] == b[:4] for a, b in zip(recs, recs[1:])):
+            return False
+        merged = []
+        for o1, fl1, s2, off1, n2 in recs:
+            if merged:
+                ps, pn, po, poff = merged[-1]
+                inode_data = not o1 >> 63 and not fl1 & _BMBT
+                if po == o1 and poff & _FLAGS == fl1 and ps + pn == s2 and \
+                        (not inode_data or (poff & ~_FLAGS) + pn == off1):
+                    merged[-1] = (ps, pn + n2, po, poff)
+                    continue
+            merged.append((s2, n2, o1, off1 | fl1))
+        merged.sort()
+        it = iter(disk)
+        return merged == sorted(zip(it, it, it, it))
+    pc = cython.cast(cython.p_longlong, claims.data.as_voidptr)
+    po = cython.cast(cython.p_longlong, owners.data.as_voidptr)
+    cpy_array.resize(got, 5 * (m + len(expect) // 4))
+    pg = cython.cast(cython.p_ulonglong, got.data.as_voidptr)
+    k = 0
+    for i in range(m):
+        o = pc[3 * i + 2]
+        for j in range(no):
+            if po[2 * j] == o:
+                pg[5 * k] = cython.cast(cython.ulonglong, po[2 * j + 1])
+                pg[5 * k + 1] = 0
+                pg[5 * k + 2] = pc[3 * i]
+                pg[5 * k + 3] = 0
+                pg[5 * k + 4] = pc[3 * i + 1]
+                k += 1
+                break
+    pe = cython.cast(cython.p_ulonglong, expect.data.as_voidptr)
+    for i in range(len(expect) // 4):
+        pg[5 * k] = pe[4 * i + 2]
+        pg[5 * k + 1] = pe[4 * i + 3] & _FLAGS
+        pg[5 * k + 2] = pe[4 * i]
+        pg[5 * k + 3] = pe[4 * i + 3] & ~_FLAGS
+        pg[5 * k + 4] = pe[4 * i + 1]
+        k += 1
+    with cython.nogil:
+        rc = fstool_sort_records(pg, k, 5, 0)
+    if rc:
+        raise MemoryError()
+    # two mappings of one owner and flags at one block and offset: the merge
+    # would depend on their order (the Python comparison looks)
+    for i in range(1, k):
+        if pg[5 * i] == pg[5 * i - 5] and pg[5 * i + 1] == pg[5 * i - 4] and \
+                pg[5 * i + 2] == pg[5 * i - 3] and pg[5 * i + 3] == pg[5 * i - 2]:
+            return False
+    # merged in place, as (start, length, owner, offset | flags)
+    out = 0
+    for i in range(k):
+        ow = pg[5 * i]
+        fl = pg[5 * i + 1]
+        s = pg[5 * i + 2]
+        off = pg[5 * i + 3]
+        n = pg[5 * i + 4]
+        if out:
+            j = 4 * (out - 1)
+            if pg[j + 2] == ow and (pg[j + 3] & _FLAGS) == fl and pg[j] + pg[j + 1] == s and \
+                    (ow >> 63 or fl & _BMBT or (pg[j + 3] & ~_FLAGS) + pg[j + 1] == off):
+                pg[j + 1] += n
+                continue
+        j = 4 * out
+        pg[j] = s
+        pg[j + 1] = n
+        pg[j + 2] = ow
+        pg[j + 3] = off | fl
+        out += 1
+    if out * 4 != len(disk):
+        return False
+    disk = cpy_array.copy(disk)
+    pd = cython.cast(cython.p_ulonglong, disk.data.as_voidptr)
+    with cython.nogil:
+        rc = fstool_sort_records(pg, out, 4, 0)
+        if rc == 0:
+            rc = fstool_sort_records(pd, out, 4, 0)
+    if rc:
+        raise MemoryError()
+    for i in range(4 * out):
+        if pg[i] != pd[i]:
+            return False
+    return True
+
+
+@cython.locals(i=cython.Py_ssize_t, nrec=cython.Py_ssize_t, s=cython.ulonglong,
+               n=cython.ulonglong, owner=cython.ulonglong, off=cython.ulonglong,
+               flags=cython.ulonglong, o=cython.longlong, length=cython.ulonglong,
+               agino_log=cython.int, inopblog=cython.int, agcount=cython.ulonglong,
+               agblocks=cython.ulonglong, reflink=cython.bint, has_last=cython.bint,
+               ls=cython.ulonglong, lo=cython.ulonglong, loff=cython.ulonglong,
+               later=cython.bint, ok=cython.bint, taken=cython.bint)
+def rmap_leaf_take(recs, i, out, length, agino_log, inopblog, agcount, agblocks, reflink,
+                   last):
+    """The rmapbt leaf check's common case (fstool/ops/check/btrees.py):
+    from record ``i`` of ``recs`` (startblock, blockcount, owner, offset,
+    as the leaf holds them) on, every record that passes every rule at once
+    (valid flags, a length inside the AG's ``length`` blocks, an inode
+    owner inside the geometry or a metadata owner without flags or offset,
+    after the record before it in key order: (startblock, owner, offset) on
+    a reflink filesystem, the startblock alone otherwise) goes to ``out``
+    (a flat unsigned array, four numbers a record, as records.Rmaps keeps
+    them).  ``last`` is the previous record's key or None.  Returns (the
+    index of the first record the test doubts, or len(recs); the key of the
+    last record taken, or ``last``)."""
+    nrec = len(recs)
+    has_last = last is not None
+    taken = False
+    ls = lo = loff = 0
+    if has_last:
+        ls = last[0]
+        if reflink:
+            lo = last[1]
+            loff = last[2]
+    while i < nrec:
+        rec = recs[i]
+        s = rec[0]
+        n = rec[1]
+        owner = rec[2]
+        off = rec[3]
+        flags = off & _FLAGS
+        if owner >> 63:         # a metadata owner, negative as a signed number
+            o = -cython.cast(cython.longlong, (~owner) & _U64) - 1
+        else:
+            o = cython.cast(cython.longlong, owner)
+        if off & ~(_RMAP_OFF_MASK | flags) or (flags & _BMBT and flags & _UNWRITTEN) or \
+                n == 0 or s >= length or n > length - s:
+            break
+        if o >= 0:
+            ok = (owner >> agino_log) < agcount and \
+                ((owner & ((cython.cast(cython.ulonglong, 1) << agino_log) - 1)) >>
+                 inopblog) < agblocks
+        else:
+            ok = -9 < o <= -3 and not off
+        if not ok:
+            break
+        if has_last:
+            if reflink:
+                later = s > ls or (s == ls and (owner > lo or (owner == lo and off > loff)))
+            else:
+                later = s > ls
+            if not later:
+                break
+        if cython.compiled:
+            _push4(out, s, n, owner, off)
+        else:
+            out.extend((s, n, owner, off))
+        has_last = taken = True
+        ls = s
+        lo = owner
+        loff = off
+        i += 1
+    if taken and reflink:
+        last = (ls, lo, loff)
+    elif taken:
+        last = (ls,)
+    return i, last

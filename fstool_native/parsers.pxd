@@ -90,3 +90,10 @@ cdef class DirEntryCore:
 cdef class FileReaderCore:
     cdef public object node, pos, name
     cdef public bint _open
+
+# growable flat record arrays (check's claims and reverse mappings)
+from cpython.array cimport array
+from cpython cimport array as cpy_array
+cdef object _push3(array arr, long long a, long long b, long long c)
+cdef object _push4(array arr, unsigned long long a, unsigned long long b,
+                   unsigned long long c, unsigned long long d)

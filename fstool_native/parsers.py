@@ -15,8 +15,11 @@ except ImportError:          # plain Python without Cython installed
     from fstool_native import _cython_shim as cython
 
 import os as _os
-from array import array as _array
 from struct import iter_unpack as _iter_words
+
+if not cython.compiled:
+    # compiled, parsers.pxd cimports the array type
+    from array import array
 
 # the 32-bit mask as a C value (parsers.pxd): a literal this large would be
 # a Python int to Cython, and every masked step a Python operation
@@ -941,6 +944,17 @@ def _zero(p, off, n):
 
 
 @cython.cfunc
+@cython.locals(p=cython.p_uchar, a=cython.Py_ssize_t, b=cython.Py_ssize_t,
+               i=cython.Py_ssize_t)
+@cython.returns(cython.bint)
+def _no_nul(p, a, b):
+    for i in range(a, b):
+        if p[i] == 0:
+            return False
+    return True
+
+
+@cython.cfunc
 @cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t)
 @cython.returns(cython.bint)
 def _legacy_times_ok(p, off):
@@ -1272,6 +1286,41 @@ def inline_extents(raw, attr, agblklog, agblocks, agcount, last_ag_blocks) -> li
     return exts
 
 
+@cython.cfunc
+@cython.locals(arr=array, a=cython.longlong, b=cython.longlong, c=cython.longlong,
+               n=cython.Py_ssize_t, q=cython.p_longlong)
+def _push3(arr, a, b, c):
+    """Append the record (a, b, c) to a flat array of signed 64-bit
+    numbers."""
+    if not cython.compiled:
+        arr.extend((a, b, c))
+        return
+    n = len(arr)
+    cpy_array.resize_smart(arr, n + 3)
+    q = cython.cast(cython.p_longlong, arr.data.as_voidptr)
+    q[n] = a
+    q[n + 1] = b
+    q[n + 2] = c
+
+
+@cython.cfunc
+@cython.locals(arr=array, a=cython.ulonglong, b=cython.ulonglong, c=cython.ulonglong,
+               d=cython.ulonglong, n=cython.Py_ssize_t, q=cython.p_ulonglong)
+def _push4(arr, a, b, c, d):
+    """Append the record (a, b, c, d) to a flat array of unsigned 64-bit
+    numbers."""
+    if not cython.compiled:
+        arr.extend((a, b, c, d))
+        return
+    n = len(arr)
+    cpy_array.resize_smart(arr, n + 4)
+    q = cython.cast(cython.p_ulonglong, arr.data.as_voidptr)
+    q[n] = a
+    q[n + 1] = b
+    q[n + 2] = c
+    q[n + 3] = d
+
+
 @cython.locals(p=cython.p_uchar, u=cython.p_uchar, i=cython.int, k=cython.int,
                off=cython.Py_ssize_t, isize=cython.Py_ssize_t, mode=cython.uint,
                fmt=cython.int, forkoff=cython.int, aformat=cython.int,
@@ -1288,39 +1337,49 @@ def inline_extents(raw, attr, agblklog, agblocks, agcount, last_ag_blocks) -> li
                agcount=cython.ulonglong, agblocks=cython.ulonglong,
                last_ag_blocks=cython.ulonglong, clen=cython.Py_ssize_t,
                agfl_block=cython.ulonglong, max_off=cython.ulonglong, litino=cython.int,
-               bigtime_fs=cython.bint, is_reg=cython.bint, ps=cython.ulonglong[:],
+               bigtime_fs=cython.bint, is_reg=cython.bint, rootino=cython.ulonglong,
+               is_dir=cython.bint, owner=cython.longlong, ps=cython.ulonglong[:],
                pptr=cython.bint, big=cython.bint)
 def scan_inode_chunk(chunk, base, inodesize, first_ino, uuid, free, holemask, flags2_ok,
                      bigtime_fs, agblklog, agcount, agblocks, last_ag_blocks, agfl_block,
-                     max_file_offset, itype, nlinks, slot, psums=None, pptr_fs=False):
+                     max_file_offset, itype, nlinks, slot, rootino, claims, expect,
+                     psums=None, pptr_fs=False):
     """Check the plain inodes of one 64-inode chunk in one call.
 
     Every inode must verify (magic, version 3, CRC, its own number, the
     filesystem uuid).  A free inode is plain when it is as the kernel leaves
     a freed one: no mode, no blocks or extents, no attr fork, no flags, hints
     or unlinked pointer.  An inode in use is plain when it is a regular file
-    with an extents-format data fork, or a device, fifo or socket, with
-    nothing unusual: no flags but those in ``flags2_ok`` (reflink only on a
-    file), no extent size hints, no unlinked pointer, zero padding and
-    di_onlink, legal timestamps (when not bigtime), an empty attr fork or,
-    given ``psums`` (a slot per table slot, where the parent pointers of
-    the inodes found plain are counted, see _sf_attr_plain; ``pptr_fs``:
-    the filesystem has parent pointers), a sound shortform one, size
-    zero for the special files, and extents sorted, non-empty, inside one AG
-    past its headers (block > ``agfl_block``), below ``max_file_offset``
-    and adding up to di_nblocks.  A plain inode's file type (mode >> 12) and
-    link count go to ``itype[slot + i]`` and ``nlinks[slot + i]`` (an inode
-    table, see nlink_scan).  Returns (claims, others): claims [(agno, agbno,
-    length, owner, offset)] for the plain inodes' extents, owner being ino
-    << 2 and offset the file offset with bit 61 set for unwritten extents;
-    others the indexes of every inode (allocated or free) that needs the
-    full check in Python."""
+    with an extents-format data fork, a directory with a local or extents
+    data fork, a symlink with its target in the inode, or a device, fifo or
+    socket, with nothing unusual: no flags but those in ``flags2_ok``
+    (reflink only on a file), no extent size hints, no unlinked pointer,
+    zero padding and di_onlink, legal timestamps (when not bigtime), an
+    empty attr fork or, given ``psums`` (a slot per table slot, where the
+    parent pointers of the inodes found plain are counted, see
+    _sf_attr_plain; ``pptr_fs``: the filesystem has parent pointers), a
+    sound shortform one, size zero for the special files, a directory's
+    size inside the fork when local and past it (up to the leaf space) when
+    not, a symlink's target of 1 to 1023 bytes inside the fork and without
+    a NUL, only a directory as the root inode ``rootino``, and extents
+    sorted, non-empty, inside one AG past its headers (block >
+    ``agfl_block``), not unwritten but in a file, below
+    ``max_file_offset`` and adding up to di_nblocks.  A plain inode's file
+    type (mode >> 12) and link count go to ``itype[slot + i]`` and
+    ``nlinks[slot + i]`` (an inode table, see nlink_scan), and their extents
+    to the flat record arrays of their AG (fstool/ops/check/records.py):
+    (agbno, length, ino << 2) to ``claims[agno]`` (signed 64-bit numbers)
+    and, unless ``expect`` is None, (agbno, length, ino, file offset with
+    bit 61 set for an unwritten extent) to ``expect[agno]`` (unsigned).
+    Returns (others, dirs): the indexes of every inode (allocated or free)
+    that needs the full check in Python, and those of the plain
+    directories."""
     p = chunk
     u = uuid
     isize = inodesize
     litino = isize - 176
-    claims = []
     others = []
+    dirs = []
     mask = 1
     mask = (mask << agblklog) - 1
     max_off = max_file_offset
@@ -1328,6 +1387,8 @@ def scan_inode_chunk(chunk, base, inodesize, first_ino, uuid, free, holemask, fl
         raise ValueError("inode table slot out of range")
     if len(uuid) != 16:
         raise ValueError("uuid must be 16 bytes")
+    if len(claims) < agcount or (expect is not None and len(expect) < agcount):
+        raise ValueError("a record array for every AG")
     pptr = pptr_fs
     if psums is None:
         ps = _NO_SUMS
@@ -1383,7 +1444,7 @@ def scan_inode_chunk(chunk, base, inodesize, first_ino, uuid, free, holemask, fl
                     flags2 & ~(flags2_ok & 0x18):
                 others.append(i)
             continue
-        if mode == 0 or size >> 63 or anext or \
+        if mode == 0 or size >> 63 or anext or ino >> 61 or \
                 (aformat != 2 and not (aformat == 1 and forkoff and psums is not None)) or \
                 flags2 & ~flags2_ok or \
                 (not (flags2 & 0x8) and not _legacy_times_ok(p, off)):
@@ -1391,8 +1452,30 @@ def scan_inode_chunk(chunk, base, inodesize, first_ino, uuid, free, holemask, fl
             continue
         ifmt = mode & 0o170000
         is_reg = ifmt == 0o100000
-        if is_reg:
-            if fmt != 2 or (forkoff and forkoff >= litino >> 3):
+        is_dir = ifmt == 0o040000
+        dsize = forkoff * 8 if forkoff else litino
+        if ino == rootino and not is_dir:
+            others.append(i)
+            continue
+        if is_reg or is_dir:
+            if forkoff and forkoff >= litino >> 3:
+                others.append(i)
+                continue
+            if is_reg:
+                if fmt != 2:
+                    others.append(i)
+                    continue
+            elif (flags2 & 0x2) or size > 0x800000000 or \
+                    (fmt == 1 and (next or nblocks)) or (fmt == 2 and size <= dsize) or \
+                    (fmt != 1 and fmt != 2):
+                others.append(i)
+                continue
+        elif ifmt == 0o120000:
+            # a symlink whose target is in the inode: nothing to map
+            if fmt != 1 or next or nblocks or (flags2 & 0x2) or size == 0 or \
+                    size >= 1024 or size > dsize or \
+                    (forkoff and forkoff >= litino >> 3) or \
+                    not _no_nul(p, off + 176, off + 176 + size):
                 others.append(i)
                 continue
         elif ifmt in (0o020000, 0o060000, 0o010000, 0o140000):
@@ -1403,7 +1486,6 @@ def scan_inode_chunk(chunk, base, inodesize, first_ino, uuid, free, holemask, fl
         else:
             others.append(i)
             continue
-        dsize = forkoff * 8 if forkoff else litino
         if next > dsize // 16:
             others.append(i)
             continue
@@ -1420,7 +1502,7 @@ def scan_inode_chunk(chunk, base, inodesize, first_ino, uuid, free, holemask, fl
             limit = last_ag_blocks if agno == agcount - 1 else agblocks
             if count == 0 or (e and startoff < prev_end) or agno >= agcount or \
                     agbno <= agfl_block or agbno + count > limit or \
-                    startoff + count - 1 > max_off:
+                    startoff + count - 1 > max_off or (l0 >> 63 and not is_reg):
                 ok = False
                 break
             prev_end = startoff + count
@@ -1433,15 +1515,21 @@ def scan_inode_chunk(chunk, base, inodesize, first_ino, uuid, free, holemask, fl
                                                litino - forkoff * 8, pptr, ps, slot + i):
             others.append(i)
             continue
+        owner = ino << 2
         for e in range(next):
             l0 = _be64(p, off + 176 + 16 * e)
             l1 = _be64(p, off + 176 + 16 * e + 8)
             startblock = _rec_startblock(l0, l1)
-            claims.append((startblock >> agblklog, startblock & mask, _rec_blockcount(l1),
-                           ino << 2, _rec_startoff(l0) | ((l0 >> 63) << 61)))
+            agno = startblock >> agblklog
+            _push3(claims[agno], startblock & mask, _rec_blockcount(l1), owner)
+            if expect is not None:
+                _push4(expect[agno], startblock & mask, _rec_blockcount(l1), ino,
+                       _rec_startoff(l0) | ((l0 >> 63) << 61))
         itype[slot + i] = ifmt >> 12
         nlinks[slot + i] = _be32(p, off + 16)
-    return claims, others
+        if is_dir:
+            dirs.append(i)
+    return others, dirs
 
 
 # -- the inode table and the namespace tally --------------------------------------
@@ -1453,7 +1541,7 @@ def scan_inode_chunk(chunk, base, inodesize, first_ino, uuid, free, holemask, fl
 # entries counted so far.
 
 _MASK64 = 0xFFFFFFFFFFFFFFFF
-_NO_SUMS = _array("Q")
+_NO_SUMS = array("Q")
 _MIX1 = 0xBF58476D1CE4E5B9
 _MIX2 = 0x94D049BB133111EB
 
@@ -1550,6 +1638,171 @@ def tally_entry(starts, itype, refs, child, ftype, has_ftype, psums=None, dir_in
         slot = _find_slot(starts, child)
         ps[slot] = (ps[slot] + _pptr_mix(p, 0, len(name), d, g)) & _MASK64
     return flags
+
+
+@cython.cfunc
+@cython.locals(ino=cython.ulonglong, agino_log=cython.int, agcount=cython.ulonglong,
+               agino_lo=cython.ulonglong, agino_hi=cython.ulonglong[:],
+               not_dirents=cython.ulonglong[:], agno=cython.ulonglong,
+               agino=cython.ulonglong, i=cython.Py_ssize_t)
+@cython.returns(cython.bint)
+def _dir_ino_ok(ino, agino_log, agcount, agino_lo, agino_hi, not_dirents):
+    """libxfs_verify_dir_ino as check's verify_dir_ino takes it: an inode
+    number inside its AG's inode range (agino_lo to agino_hi[agno]) and not
+    one of ``not_dirents`` (the superblock's metadata inodes)."""
+    agno = ino >> agino_log
+    if agno >= agcount:
+        return False
+    agino = ino & ((cython.cast(cython.ulonglong, 1) << agino_log) - 1)
+    if agino < agino_lo or agino > agino_hi[agno]:
+        return False
+    for i in range(len(not_dirents)):
+        if not_dirents[i] == ino:
+            return False
+    return True
+
+
+@cython.cfunc
+@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, width=cython.Py_ssize_t)
+@cython.returns(cython.ulonglong)
+def _be_ino(p, off, width):
+    """A shortform directory's inode number: 4 or 8 bytes."""
+    return _be64(p, off) if width == 8 else _be32(p, off)
+
+
+@cython.locals(p=cython.p_uchar, u=cython.p_uchar, n=cython.Py_ssize_t, ino=cython.ulonglong,
+               has_ftype=cython.bint, ft=cython.Py_ssize_t, dirblksize=cython.Py_ssize_t,
+               data_first=cython.Py_ssize_t, rootino=cython.ulonglong, agino_log=cython.int,
+               agcount=cython.ulonglong, agino_lo=cython.ulonglong,
+               agino_hi=cython.ulonglong[:], not_dirents=cython.ulonglong[:],
+               starts=cython.ulonglong[:], itype=cython.uchar[:], refs=cython.uint[:],
+               forkoff=cython.Py_ssize_t, dsize=cython.Py_ssize_t, size=cython.ulonglong,
+               f=cython.Py_ssize_t, count=cython.Py_ssize_t, i8count=cython.Py_ssize_t,
+               width=cython.Py_ssize_t, parent=cython.ulonglong, nmax=cython.Py_ssize_t,
+               pos=cython.Py_ssize_t, offset=cython.Py_ssize_t, i8=cython.Py_ssize_t,
+               found=cython.Py_ssize_t, namelen=cython.Py_ssize_t, esize=cython.Py_ssize_t,
+               a=cython.Py_ssize_t, j=cython.Py_ssize_t, q=cython.Py_ssize_t,
+               c=cython.uchar, child=cython.ulonglong, flags=cython.int, k=cython.int,
+               ftype=cython.int, ps=cython.ulonglong[:], gen=cython.ulonglong,
+               slot=cython.Py_ssize_t)
+def sf_dir_tally(raw, ino, uuid, has_ftype, dirblksize, data_first, rootino, agino_log,
+                 agcount, agino_lo, agino_hi, not_dirents, starts, itype, refs, psums=None):
+    """A shortform directory (the raw inode ``raw`` of directory ``ino``)
+    checked as fstool check's DirChecks._shortform checks it, its entries
+    counted into the inode table (see tally_entry) only when that check
+    would find nothing: the inode verifies (magic, version 3, CRC, its
+    number, ``uuid``) and its data fork is local; the size fits the fork;
+    the header, each entry and the count agree with the size; names are
+    legal and unique; entry offsets ascend from ``data_first`` and leave a
+    ``dirblksize`` block room for the leaf; the i8count is right; the parent
+    and every entry name a valid inode number (``_dir_ino_ok``), no entry the
+    directory itself, the parent the directory only for the root
+    ``rootino``, and the root's parent itself.
+
+    Given ``psums`` (parent pointers, see _pptr_mix), each entry counted
+    adds the mix of (``ino``, the directory's generation, its name) to its
+    target's slot, as tally_entry does.
+
+    Returns (parent, odd) with odd [(name, child, ftype, flags)] for the
+    entries tally_entry flags, or None (nothing counted) when the Python
+    check must look."""
+    p = raw
+    u = uuid
+    n = len(raw)
+    if len(uuid) != 16 or len(itype) < 64 * len(starts) or len(refs) < len(itype):
+        raise ValueError("inode table arrays too short")
+    if psums is None:
+        ps = _NO_SUMS
+    else:
+        ps = psums
+        if len(psums) != len(refs):
+            raise ValueError("inode table arrays differ in length")
+    if n < 176 or _be16(p, 0) != 0x494E or p[4] != 3 or p[5] != 1 or \
+            _be64(p, 152) != ino:
+        return None
+    for k in range(16):
+        if p[160 + k] != u[k]:
+            return None
+    if not _cksum_region_ok(p, 0, n, 100):
+        return None
+    forkoff = p[82]
+    if forkoff and 176 + forkoff * 8 >= n:
+        return None
+    dsize = forkoff * 8 if forkoff else n - 176
+    size = _be64(p, 56)
+    if size > dsize or size < 6:
+        return None
+    f = 176
+    ft = 1 if has_ftype else 0
+    count = p[f]
+    i8count = p[f + 1]
+    width = 8 if i8count else 4
+    if 2 + width > size:
+        return None
+    parent = _be_ino(p, f + 2, width)
+    nmax = count
+    if count * (4 + ft + width) + 2 + width > dsize or count == 0:
+        nmax = 0xFF
+    pos = 2 + width
+    offset = data_first
+    i8 = 1 if parent > 0xFFFFFFFF else 0
+    found = 0
+    while found < nmax and size > pos:
+        if pos + 3 > dsize:
+            return None
+        namelen = p[f + pos]
+        esize = 3 + namelen + ft + width
+        if namelen == 0 or pos + esize > size:
+            return None
+        a = f + pos + 3
+        for j in range(namelen):
+            c = p[a + j]
+            if c == 0 or c == 0x2F:
+                return None
+        # a name seen before: the entries before this one, compared
+        q = 2 + width
+        while q < pos:
+            if p[f + q] == namelen:
+                j = 0
+                while j < namelen and p[f + q + 3 + j] == p[a + j]:
+                    j += 1
+                if j == namelen:
+                    return None
+            q += 3 + p[f + q] + ft + width
+        if _be16(p, f + pos + 1) < offset:
+            return None
+        offset = _be16(p, f + pos + 1) + ((8 + 1 + namelen + ft + 2 + 7) & ~7)
+        child = _be_ino(p, a + namelen + ft, width)
+        if child > 0xFFFFFFFF:
+            i8 += 1
+        if child == ino or not _dir_ino_ok(child, agino_log, agcount, agino_lo, agino_hi,
+                                           not_dirents):
+            return None
+        pos += esize
+        found += 1
+    if count != found or i8count != i8 or pos != size or \
+            offset + (count + 2) * 8 + 8 > dirblksize:
+        return None
+    if not _dir_ino_ok(parent, agino_log, agcount, agino_lo, agino_hi, not_dirents) or \
+            (ino == rootino and parent != ino) or (parent == ino and ino != rootino):
+        return None
+    # sound: every entry counted
+    odd = []
+    gen = _be32(p, 92)
+    pos = 2 + width
+    while pos < size:
+        namelen = p[f + pos]
+        a = f + pos + 3
+        ftype = p[a + namelen] if ft else 0
+        child = _be_ino(p, a + namelen + ft, width)
+        flags = _tally_one(starts, itype, refs, child, ftype, ft)
+        if psums is not None and not flags & 1:
+            slot = _find_slot(starts, child)
+            ps[slot] = (ps[slot] + _pptr_mix(p, a, namelen, ino, gen)) & _MASK64
+        if flags:
+            odd.append((_bytes_at(p, a, a + namelen), child, ftype, flags))
+        pos += 3 + namelen + ft + width
+    return parent, odd
 
 
 @cython.cfunc

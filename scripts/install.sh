@@ -9,10 +9,12 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 if command -v apt-get >/dev/null; then
     need=""
-    # the second line: what xfsprogs 6.10.1 (scripts/xfsprogs) is built with
+    # the second and third lines: what xfsprogs 6.10.1 (scripts/xfsprogs) is
+    # built with; the last two: sfdisk and sgdisk, for the partition tests
     for pkg in xfsprogs fuse3 libfuse3-dev pkg-config attr gcc python3-dev zstd \
                make autoconf automake libtool uuid-dev libblkid-dev libinih-dev liburcu-dev \
-               libedit-dev gettext; do
+               libedit-dev gettext \
+               fdisk gdisk; do
         dpkg -s "$pkg" >/dev/null 2>&1 || need="$need $pkg"
     done
     if [ -n "$need" ]; then

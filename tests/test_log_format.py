@@ -1,6 +1,5 @@
 """The log's on-disk definitions: sizes against the kernel headers (see
 /work/shared/reference/log_offsets.txt), cycle stamping and the record CRC."""
-import os
 import random
 
 import pytest

@@ -224,24 +224,31 @@ def test_scan_inode_chunk_parity(kernel_img):
                 tables = []
                 for mod in (NATIVE, PURE):
                     itype, nlinks = bytearray(128), array("I", bytes(4 * 128))
-                    out = mod.scan_inode_chunk(*args, itype, nlinks, 64)
-                    tables.append((out, itype, nlinks))
+                    claims = [array("q") for _ in range(sb.agcount)]
+                    expect = [array("Q") for _ in range(sb.agcount)]
+                    out = mod.scan_inode_chunk(*args, itype, nlinks, 64, sb.rootino, claims,
+                                               expect)
+                    tables.append((out, itype, nlinks, claims, expect))
                 assert tables[0] == tables[1]
             itype, nlinks = bytearray(64), array("I", bytes(256))
             geo = (sb.agblklog, sb.agcount, sb.agblocks, fs.ag_length(3), 0, (1 << 51) - 1)
-            claims, others = NATIVE.scan_inode_chunk(
+            claims = [array("q") for _ in range(sb.agcount)]
+            others, _dirs = NATIVE.scan_inode_chunk(
                 chunk, 0, sb.inodesize, startino, sb.meta_uuid, free, holemask, 0xA, True,
-                *geo, itype, nlinks, 0)
+                *geo, itype, nlinks, 0, sb.rootino, claims, None)
             plain = [i for i in range(64) if itype[i]]
             assert plain and not set(plain) & set(others)
             assert all(nlinks[i] >= 1 for i in plain)
             # free inodes as the kernel leaves them need no second look
             assert not [i for i in others if free >> i & 1]
+            # the plain inodes' extents, claimed (agbno, length, ino << 2)
+            owners = [rec[2] for ag in claims for rec in zip(*[iter(ag)] * 3)]
             assert all(owner & 3 == 0 and (owner >> 2) - startino in plain
-                       for _a, _b, _n, owner, _off in claims)
+                       for owner in owners)
             with pytest.raises(ValueError):      # a slot past the table
                 NATIVE.scan_inode_chunk(chunk, 0, sb.inodesize, startino, sb.meta_uuid,
-                                        free, holemask, 0xA, True, *geo, itype, nlinks, 1)
+                                        free, holemask, 0xA, True, *geo, itype, nlinks, 1,
+                                        sb.rootino, claims, None)
 
 
 def test_shim_covers_every_cython_name_the_source_uses():
@@ -319,7 +326,7 @@ def test_dir_tally_flags_bad_names_and_self(mod):
     rng = random.Random(9)
     block = bytearray(_dir_block(rng, 6))
     ents = PURE.dir2_data_entries(bytes(block), 64, len(block), True)
-    (o1, _i1, n1, _f1), (o2, i2, _n2, _f2) = ents[2], ents[3]
+    o1, n1, i2 = ents[2][0], ents[2][2], ents[3][1]
     block[o1 + 9] = ord("/")                   # first byte of the third name
     table = _table(rng, [ino for _o, ino, _n, _f in ents])
     starts, itype, _nl = table
@@ -373,7 +380,7 @@ def test_parent_pointer_scans_parity():
     if not pptr.available():
         pytest.skip("needs root, a kernel loop mount of XFS and xfsprogs 6.10.1")
     rng = random.Random(29)
-    plain_with_attrs = 0
+    plain_with_attrs = plain_dirs = 0
     with fstool.open_image(pptr.pptr_image()) as fs:
         sb = fs.sb
         for agno in range(sb.agcount):
@@ -394,16 +401,20 @@ def test_parent_pointer_scans_parity():
                     for mod in (NATIVE, PURE):
                         itype, nlinks = bytearray(64), array("I", bytes(256))
                         psums = array("Q", bytes(512))
+                        claims = [array("q") for _ in range(sb.agcount)]
+                        expect = [array("Q") for _ in range(sb.agcount)]
                         out = mod.scan_inode_chunk(
                             b, 0, sb.inodesize, first, sb.meta_uuid, free, holemask, 0x1A,
                             True, sb.agblklog, sb.agcount, sb.agblocks,
                             fs.ag_length(sb.agcount - 1), 0, (1 << 51) - 1, itype, nlinks, 0,
-                            psums, True)
-                        outs.append((out, itype, nlinks, psums))
+                            sb.rootino, claims, expect, psums, True)
+                        outs.append((out, itype, nlinks, psums, claims, expect))
                     assert outs[0] == outs[1]
                     if trial == 0:
                         plain_with_attrs += sum(1 for v in outs[0][3] if v)
-    assert plain_with_attrs > 50
+                        # directories with parent pointers are taken too
+                        plain_dirs += len(outs[0][0][1])
+    assert plain_with_attrs > 50 and plain_dirs > 5
 
 
 @pytest.mark.parametrize("mod", BACKENDS, ids=lambda m: "native" if
@@ -424,3 +435,87 @@ def test_parent_pointer_sums_cancel(mod):
     # an entry whose target is not in use counts nothing
     assert mod.tally_entry(starts, itype, refs, 70, 1, True, psums, 128, 7, b"x") & 1
     assert mod.pptr_mismatches(itype, psums) == []
+
+
+def _sf_dir_inode(rng, ino, uuid, children, isize=512):
+    """A v3 directory inode of ``isize`` bytes holding a shortform directory
+    of entries naming ``children`` (4-byte inode numbers, file types), its
+    CRC right."""
+    body = bytearray([len(children), 0]) + struct.pack(">I", ino - 5)
+    off = 0x60
+    for k, child in enumerate(children):
+        name = f"n{k}-{rng.randrange(1000)}".encode()
+        body += bytes([len(name)]) + struct.pack(">H", off) + name + bytes([1]) + \
+            struct.pack(">I", child)
+        off += (8 + 1 + len(name) + 1 + 2 + 7) & ~7
+    raw = bytearray(isize)
+    struct.pack_into(">HHBB", raw, 0, 0x494E, 0o40755, 3, 1)
+    struct.pack_into(">Q", raw, 56, len(body))
+    raw[83] = 2
+    struct.pack_into(">Q", raw, 152, ino)
+    raw[160:176] = uuid
+    raw[176:176 + len(body)] = body
+    raw[100:104] = struct.pack("<I", PURE.xfs_cksum(bytes(raw), 100))
+    return raw
+
+
+@needs_native
+def test_sf_dir_tally_parity():
+    """Shortform directory inodes, sound and with bytes changed (the CRC
+    made right again, mostly): both backends return the same and count the
+    same entries into the inode table; a directory they take is counted
+    whole, one they refuse not at all."""
+    rng = random.Random(31)
+    uuid = bytes(range(16))
+    inos = [1000 + i for i in range(0, 400, 3)]
+    starts, itype, _nlinks = _table(rng, inos)
+    geo = (True, 4096, 0x60, 128, 16, 4, 96, array("Q", [60000] * 4), array("Q", [130]))
+    took = refused = 0
+    for trial in range(3000):
+        ino = rng.choice(inos)
+        children = [rng.choice(inos + [5, 70000, 1 << 20]) for _ in range(rng.randrange(0, 12))]
+        raw = _sf_dir_inode(rng, ino, uuid, children)
+        for _ in range(rng.choice((0, 0, 1, 2))):
+            at = rng.choice((rng.randrange(176, 176 + 60), rng.randrange(0, 176), 56 + 7, 82,
+                             176, 177))
+            raw[at] = rng.choice((0, 1, 0x2F, rng.randrange(256), raw[at] ^ 1))
+            if rng.random() < 0.9:
+                raw[100:104] = struct.pack("<I", PURE.xfs_cksum(bytes(raw), 100))
+        struct.pack_into(">I", raw, 92, rng.randrange(1 << 32))      # di_gen
+        raw[100:104] = struct.pack("<I", PURE.xfs_cksum(bytes(raw), 100))
+        pptr = trial % 2 == 0
+        outs = []
+        for mod in (NATIVE, PURE):
+            refs = array("I", bytes(4 * len(itype)))
+            psums = array("Q", bytes(8 * len(itype))) if pptr else None
+            outs.append((mod.sf_dir_tally(bytes(raw), ino, uuid, *geo, starts, itype, refs,
+                                          psums), list(refs), psums))
+        assert outs[0] == outs[1], trial
+        got, refs, psums = outs[0]
+        if got is None:
+            refused += 1
+            assert not any(refs) and not (pptr and any(psums))
+        else:
+            took += 1
+            size = struct.unpack_from(">Q", raw, 56)[0]
+            parent, ents = PURE.dir2_sf_entries(bytes(raw), 176, size, True, True)
+            assert got[0] == parent
+            used = [c for _n, c, _f in ents if NATIVE.find_slot(starts, c) >= 0 and
+                    itype[NATIVE.find_slot(starts, c)]]
+            assert sum(refs) == len(used)
+            assert [(n, c) for n, c, _f, flags in got[1] if flags & 1] == \
+                [(n, c) for n, c, _f in ents if c not in used]
+            if pptr:
+                # each entry counted adds its parent pointer (this directory,
+                # its generation, the name) to the slot of the inode it names
+                gen = struct.unpack_from(">I", raw, 92)[0]
+                want = array("Q", bytes(8 * len(itype)))
+                for n, c, _f in ents:
+                    if c in used:
+                        s = NATIVE.find_slot(starts, c)
+                        want[s] = (want[s] + PURE.pptr_mix(n, ino, gen)) % (1 << 64)
+                assert psums == want
+    assert took > 300 and refused > 300
+    with pytest.raises(ValueError):             # a table shorter than its chunks
+        NATIVE.sf_dir_tally(bytes(raw), ino, uuid, *geo, starts, itype[:-64],
+                            array("I", bytes(4 * len(itype))))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from fixtures import images, modern
+from fixtures.oracles import xfs_db
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(not images.loop_available(),
@@ -40,12 +42,7 @@ def fstool(*args) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, cwd=REPO, timeout=600)
 
 
-def db(img: Path, *cmds, write=False) -> str:
-    args = ["xfs_db", "-x" if write else "-r"]
-    for c in cmds:
-        args += ["-c", c]
-    return subprocess.run(args + [str(img)], capture_output=True, text=True,
-                          check=True).stdout
+db = functools.partial(xfs_db, check=True)
 
 
 def root_entries(img: Path) -> dict:

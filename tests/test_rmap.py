@@ -20,7 +20,6 @@ import pytest
 
 from fstool.alloc import rmap as R
 from fstool.errors import CorruptionError
-from fstool.fs import btree_write as W
 from test_btree_write import KINDS, MemStore, check as check_tree, empty_tree
 
 NBLOCKS = 600

@@ -14,6 +14,7 @@ from .. import __version__
 COMMANDS = {
     "mkfs": ("mkfs", "cmd", "Create an XFS v5 filesystem (mkfs.xfs defaults and options)."),
     "check": ("check", "cmd", "Check an image like xfs_repair -n (exit 0 clean, 1 corrupt)."),
+    "disk": ("disk", "cmd", "List the partition table of a whole-disk image (IMAGE@N)."),
     "info": ("info", "cmd", "Show geometry, features and counters (like mkfs.xfs / xfs_info)."),
     "ls": ("ls", "cmd", "List a directory in the image."),
     "stat": ("stat", "cmd", "Show everything about one file in the image."),
@@ -41,6 +42,7 @@ COMMANDS = {
     "mount": ("mount", "cmd", "Mount an image read-write through FUSE."),
     "umount": ("umount", "cmd", "Unmount an fstool mount and wait until the image is written."),
     "repair": ("repair", "cmd", "Repair what check finds (exit 0 clean, 1 repaired, 4 not)."),
+    "admin": ("admin", "cmd", "Set or print the label and UUID (like xfs_admin -L/-U/-l/-u)."),
     "resize": ("resize", "cmd", "Grow or shrink an image offline (-M: to its smallest size)."),
     "sparsify": ("sparsify", "cmd", "Punch the free space out of an image file."),
     "undo": ("undo", "cmd", "Put back the blocks an undo file saved (repair --undo-file)."),

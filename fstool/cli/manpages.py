@@ -59,6 +59,10 @@ def _options(cmd: click.Command, path: str) -> list[str]:
     ctx = _context(cmd, path)
     lines = []
     for p in cmd.get_params(ctx):
+        # options only: the arguments are in the synopsis (click 8.5 and
+        # later give arguments a help record too, 8.4 and before none)
+        if not isinstance(p, click.Option):
+            continue
         rec = p.get_help_record(ctx)
         if rec is None:
             continue

@@ -1,14 +1,41 @@
 """Argument types shared by commands."""
+import functools
 import click
 import warnings
 import fstool
 from ..errors import DirtyLogWarning, FsToolWarning, LogUnreadableWarning
+from ..errors import InvalidArgument
+from ..io.partition import join
 from .console import warn
 from ..io.lock import fstool_mounts_of
 import json
 from ..ops.names import json_exact
 
-image_arg = click.argument("image", type=click.Path())
+
+def image_arg(f):
+    """The IMAGE argument of a command, with --partition and --offset for
+    a filesystem inside a whole-disk image (also written IMAGE@N,
+    IMAGE@NAME, IMAGE@PARTUUID: fstool/io/partition.py): they come to the
+    command as one image name."""
+    @functools.wraps(f)
+    def run(*args, partition=None, offset=None, **kw):
+        if partition is not None or offset is not None:
+            try:
+                kw["image"] = join(kw["image"], partition, offset)
+            except InvalidArgument as e:
+                raise click.UsageError(str(e)) from None
+        return f(*args, **kw)
+
+    run = click.option("--offset", type=click.IntRange(min=0), metavar="BYTES",
+                       help="The filesystem starts this many bytes into IMAGE (and runs to "
+                            "its end): for a partition table fstool does not read.")(run)
+    run = click.option("--partition", metavar="N|NAME|PARTUUID",
+                       help="The partition of a whole-disk IMAGE (GPT or MBR) to work on: "
+                            "its number, GPT name, PARTUUID or XFS label; also written "
+                            "IMAGE@N ('fstool disk IMAGE' lists them).")(run)
+    return click.argument("image", type=click.Path())(run)
+
+
 json_opt = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 
 

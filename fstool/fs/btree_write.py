@@ -59,12 +59,10 @@ from __future__ import annotations
 import struct
 from typing import Iterator, Protocol, Sequence
 
-from .._backend import parsers
 from ..errors import CorruptionError, FsToolError, InvalidArgument
 from ..format import constants as C
-
-from .btree import (BMBT, LBLOCK_HDR_LEN, LONG, NULLAGBLOCK, NULLFSBLOCK, SBLOCK_HDR_LEN,
-                    SHORT, BlockForm, BtreeType, Codec)
+from .btree import (BMBT, LBLOCK_HDR_LEN, LONG, NULLAGBLOCK, NULLFSBLOCK, SHORT, BlockForm,
+                    BtreeType, Codec)
 
 BMDR_HDR_LEN = 4                                  # xfs_bmdr_block: level, numrecs
 _U16 = struct.Struct(">H")
@@ -407,10 +405,9 @@ class _Engine:
         levels = self.levels
         path = [None] * levels
         addr = self.root
-        h, kl, rl = self._hdr, self._kl, self._rl
+        h, kl = self._hdr, self._kl
         ptroff, pl, unpack_ptr = self._ptroff, self._pl, self._ps.unpack_from
         node_key_at = self.codec.node_key_at
-        rec_key_at = self.codec.rec_key_at
         read = self._read
         for level in range(levels - 1, 0, -1):
             buf = read(addr, level)

@@ -111,10 +111,11 @@ class Filesystem:
         descriptor and size, and a read-ahead state for small files read one
         after the other (only while nothing writes: the window it keeps
         would go stale).  The descriptor is -1 (every read takes the
-        device's own pread) once closed or when the device is a look-alike,
-        whose bytes need not be the file's."""
+        device's own pread) once closed, when the device is a look-alike,
+        whose bytes need not be the file's, or a partition of a disk image
+        (its offsets are not the file's)."""
         dev = self._dev
-        fd = dev.fd if type(dev) is Device and dev.fd >= 0 else -1
+        fd = dev.fd if type(dev) is Device and dev.fd >= 0 and not dev.start else -1
         ra = parsers.read_ahead_state() if fd >= 0 and not dev.writable else None
         self._read_ctx = self._read_geometry + (fd, dev.size if fd >= 0 else 0, ra)
 

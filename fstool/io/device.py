@@ -31,6 +31,7 @@ import threading
 from collections import OrderedDict
 
 from ..errors import ImageBusy, ImageError, ImageNotFoundError, ImageTruncatedError, ReadOnlyError
+from .partition import notify, split, window_of
 
 _FAULT_ENV = "FSTOOL_FAULT_AFTER_WRITES"
 _WRITE_LOG_ENV = "FSTOOL_WRITE_LOG"
@@ -123,19 +124,32 @@ class Device:
     ``writable``, written with pwrite().  A writable block device is opened
     exclusively (O_EXCL), so the kernel refuses it while it is mounted."""
 
-    def __init__(self, path, writable: bool = False):
+    def __init__(self, path, writable: bool = False, whole: bool = False):
         self.path = os.fspath(path)
         self.writable = writable
+        # the byte window of the file the image is (io/partition.py): a
+        # partition of a disk image, or the whole file (start 0)
+        self.start = 0
+        self.partition = None
+        self.note = None
         # O_NONBLOCK: should the path turn out to name a FIFO after all (it
         # changed since the stat), the open does not wait for a writer
         flags = (os.O_RDWR if writable else os.O_RDONLY) | os.O_CLOEXEC | os.O_NOCTTY | \
             os.O_NONBLOCK
+        file, sel = self.path, None
         try:
-            st = os.stat(self.path)
+            try:
+                st = os.stat(file)
+            except FileNotFoundError:
+                file, sel = split(self.path)
+                if sel is None:
+                    raise
+                st = os.stat(file)
         except FileNotFoundError:
             raise ImageNotFoundError(f"{self.path}: no such file") from None
         except OSError as e:
             raise ImageError(f"{self.path}: cannot open: {e.strerror}") from None
+        self.file = file
         refuse_not_an_image(self.path, st)
         self.is_blockdev = stat.S_ISBLK(st.st_mode)
         # an undo recorder (io/undo.py): told of every write before it is made
@@ -143,7 +157,7 @@ class Device:
         if writable and self.is_blockdev:
             flags |= os.O_EXCL
         try:
-            self.fd = os.open(self.path, flags)
+            self.fd = os.open(file, flags)
         except FileNotFoundError:
             raise ImageNotFoundError(f"{self.path}: no such file") from None
         except IsADirectoryError:
@@ -180,6 +194,39 @@ class Device:
             self.size = os.lseek(self.fd, 0, os.SEEK_END)
         else:
             self.size = st.st_size
+        try:
+            self._open_window(sel, whole)
+        except BaseException:
+            self.close()
+            raise
+
+    def _open_window(self, sel, whole: bool) -> None:
+        """Narrow the device to the partition ``sel`` names, or to the one
+        XFS partition of a disk image named without one (unless
+        ``whole``); a metadump is refused for writing."""
+        try:
+            head = os.pread(self.fd, 8192, 0) if self.size >= 1024 else b""
+        except OSError:
+            head = b""              # left to the reads that follow to report
+        if head[:4] == b"XFSB" and sel is None:
+            return
+        if self.writable and head[:4] in (b"XFSM", b"XMD2") and sel is None:
+            raise ImageError(f"{self.path}: is a metadump, not an image: restore it first "
+                             "(fstool mdrestore DUMP IMAGE)")
+        if whole and sel is None:
+            return
+        w = window_of(self.path if sel is None else self.file, self.fd, self.size, sel, head)
+        if w.start or w.length:
+            self.start, self.size, self.partition, self.note = w.start, w.length, \
+                w.partition, w.note
+            if w.note:
+                notify(w.note)
+
+    @property
+    def fixed_size(self) -> bool:
+        """Whether the image's size is not the file's to change: a block
+        device, or a window of a file (a partition of a disk image)."""
+        return self.is_blockdev or bool(self.start) or self.partition is not None
 
     # -- reading ----------------------------------------------------------------
     def pread(self, offset: int, length: int) -> bytes:
@@ -190,7 +237,7 @@ class Device:
                 f"{self.path}: read of {length} bytes at offset {offset} lies beyond "
                 f"the end of the image ({self.size} bytes): the image is truncated")
         try:
-            data = os.pread(self.fd, length, offset)
+            data = os.pread(self.fd, length, offset + self.start)
         except OSError as e:
             raise ImageError(f"{self.path}: read error at offset {offset}: {e.strerror}") from None
         if len(data) != length:
@@ -210,7 +257,7 @@ class Device:
         done = 0
         try:
             while done < length:
-                n = os.preadv(self.fd, [view[done:]], offset + done)
+                n = os.preadv(self.fd, [view[done:]], offset + done + self.start)
                 if n <= 0:
                     raise ImageTruncatedError(f"{self.path}: short read at offset "
                                               f"{offset + done}: image truncated")
@@ -274,7 +321,7 @@ class Device:
         done = 0
         try:
             while done < n:
-                k = os.pwrite(self.fd, view[done:], offset + done)
+                k = os.pwrite(self.fd, view[done:], offset + done + self.start)
                 if k <= 0:
                     raise OSError(errno.EIO, "short write")
                 done += k
@@ -299,7 +346,7 @@ class Device:
         i = 0
         try:
             while i < len(views):
-                k = os.pwritev(self.fd, views[i:i + _IOV_MAX], offset + done)
+                k = os.pwritev(self.fd, views[i:i + _IOV_MAX], offset + done + self.start)
                 if k <= 0:
                     raise OSError(errno.EIO, "short write")
                 done += k
@@ -324,7 +371,7 @@ class Device:
             return
         fn = _sync_file_range_fn()
         if fn is not None:
-            fn(self.fd, offset, length, 2)      # SYNC_FILE_RANGE_WRITE; errors ignored
+            fn(self.fd, offset + self.start, length, 2)      # SYNC_FILE_RANGE_WRITE; errors ignored
 
     def copy_from(self, src_fd: int, src_off: int, offset: int, length: int) -> int:
         """Copy ``length`` bytes of the open file ``src_fd`` from ``src_off``
@@ -338,17 +385,19 @@ class Device:
         if self._gather:
             self.flush_gathered()
         self._check_write(offset, length)
+        if src_fd == self.fd:
+            src_off += self.start          # a copy inside the image's own window
         done = 0
         shared = False
         try:
             if length and self._clone_ok is not False and \
-                    self._clone(src_fd, src_off, offset, length):
+                    self._clone(src_fd, src_off, offset + self.start, length):
                 done = length
                 shared = True
             while done < length and self._cfr_ok:
                 try:
                     k = os.copy_file_range(src_fd, self.fd, length - done, src_off + done,
-                                           offset + done)
+                                           offset + done + self.start)
                 except OSError as e:
                     if e.errno not in _NO_COPY_RANGE:
                         raise
@@ -367,7 +416,7 @@ class Device:
                 view = memoryview(data)
                 pos = 0
                 while pos < len(view):
-                    k = os.pwrite(self.fd, view[pos:], offset + done + pos)
+                    k = os.pwrite(self.fd, view[pos:], offset + done + pos + self.start)
                     if k <= 0:
                         raise OSError(errno.EIO, "short write")
                     pos += k
@@ -463,7 +512,7 @@ class Device:
             self.write_hook.before_write(offset, length)
         if punch and not self.is_blockdev:
             try:
-                punch_hole(self.fd, offset, length)
+                punch_hole(self.fd, offset + self.start, length)
                 _writes.hit(self.path, offset, length)
                 return
             except OSError:
@@ -474,7 +523,7 @@ class Device:
         try:
             while pos < end:
                 n = min(len(chunk), end - pos)
-                os.pwrite(self.fd, chunk[:n], pos)
+                os.pwrite(self.fd, chunk[:n], pos + self.start)
                 pos += n
         except OSError as e:
             raise ImageError(f"{self.path}: write failed at offset {pos}: {e.strerror}") \
@@ -485,6 +534,8 @@ class Device:
         """Grow (or shrink) an image file; the new part is a hole."""
         if not self.writable or self.is_blockdev:
             raise ReadOnlyError(f"{self.path}: cannot resize")
+        if self.start or self.partition is not None:
+            raise ImageError(f"{self.path}: a partition of a disk image cannot be resized")
         if self._gather:
             self.flush_gathered()
         try:

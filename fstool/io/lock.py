@@ -27,6 +27,7 @@ is opened with O_NONBLOCK and checked with fstat before it is locked.
 """
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import stat as pystat
@@ -35,6 +36,8 @@ from typing import NamedTuple
 
 from ..errors import ImageBusy
 import re
+
+from .partition import locate
 
 __all__ = ["ImageBusy", "ImageLock", "Identity", "identify", "refuse_if_mounted",
            "users_of"]
@@ -199,9 +202,11 @@ def _mounted_devices() -> dict[int, str]:
     return out
 
 
-def _block_users(rdev: int, mounts: dict) -> list[str]:
+def _block_users(rdev: int, mounts: dict, window: tuple | None = None) -> list[str]:
     """What the kernel holds of block device ``rdev`` or its partitions:
-    mount points and the devices stacked on them, as phrases."""
+    mount points and the devices stacked on them, as phrases.  With
+    ``window`` (start, length: 0 to the end), in bytes of the device, only
+    the partitions that overlap it count (the device itself always does)."""
     found = []
     base = f"/sys/dev/block/{os.major(rdev)}:{os.minor(rdev)}"
     devices = [(rdev, base)]
@@ -209,7 +214,8 @@ def _block_users(rdev: int, mounts: dict) -> list[str]:
         for sub in sorted(os.listdir(base)):
             part = _devno(_sysfs(f"{base}/{sub}/dev")) \
                 if os.path.exists(f"{base}/{sub}/partition") else None
-            if part is not None:
+            if part is not None and (window is None or
+                                     _part_overlaps(f"{base}/{sub}", window)):
                 devices.append((part, f"{base}/{sub}"))
     except OSError:
         pass
@@ -227,14 +233,41 @@ def _block_users(rdev: int, mounts: dict) -> list[str]:
     return found
 
 
-def users_of(st: os.stat_result) -> list[str]:
+def _part_overlaps(sysdir: str, window: tuple) -> bool:
+    """Whether the kernel's partition at ``sysdir`` overlaps ``window``
+    (start, length; 0: to the end) in bytes of its disk."""
+    try:
+        p_start = int(_sysfs(f"{sysdir}/start") or "") * 512
+        p_len = int(_sysfs(f"{sysdir}/size") or "") * 512
+    except ValueError:
+        return True
+    start, length = window
+    return (not length or p_start < start + length) and start < p_start + p_len
+
+
+def _relative(me: Identity, other: Identity) -> tuple:
+    """``me``'s byte range as offsets into the device ``other`` maps."""
+    start = max(0, me.start - other.start)
+    if not me.length:
+        return start, 0
+    return start, me.start + me.length - other.start - start
+
+
+def users_of(st: os.stat_result, start: int = 0, length: int = 0) -> list[str]:
     """What the kernel holds of the image described by ``st``: mounts,
     devices stacked on it and loop devices over the same file (other than
     the one it is reached through), as readable phrases; empty when
-    nothing does."""
+    nothing does.  ``start`` and ``length`` (0: to the end) narrow the
+    image to a window of it (a partition of a disk image): then only what
+    holds bytes of that window counts."""
     mounts = _mounted_devices()
     me = identify(st)
-    found = _block_users(st.st_rdev, mounts) if pystat.S_ISBLK(st.st_mode) else []
+    window = None
+    if start or length:
+        window = (start, length)
+        me = me._replace(start=me.start + start, length=length or
+                         (max(me.length - start, 1) if me.length else 0))
+    found = _block_users(st.st_rdev, mounts, window) if pystat.S_ISBLK(st.st_mode) else []
     if me.key[0] != "file":
         return found
     try:
@@ -249,6 +282,12 @@ def users_of(st: os.stat_result) -> list[str]:
             continue
         rdev = _devno(_sysfs(f"/sys/block/{name}/dev"))
         uses = _block_users(rdev, mounts) if rdev is not None else []
+        if window is not None and uses:
+            # a disk attached for the partitions of it that are in use:
+            # only those over the window count
+            uses = _block_users(rdev, mounts, _relative(me, other))
+            if not uses:
+                continue
         if uses:
             found.extend(f"{u} (through /dev/{name})" for u in uses)
         else:
@@ -258,12 +297,15 @@ def users_of(st: os.stat_result) -> list[str]:
 
 def refuse_if_mounted(path) -> None:
     """Raise ImageBusy when the file or device at ``path`` is mounted, held
-    by another device or attached to a loop device, under any name."""
+    by another device or attached to a loop device, under any name; for a
+    partition of a disk image (``disk.img@2``: io/partition.py), when
+    anything holds bytes of that partition."""
+    where = locate(path)
     try:
-        st = os.stat(path)
+        st = os.stat(where.file)
     except OSError:
         return
-    found = users_of(st)
+    found = users_of(st, where.start, where.length)
     if found:
         what = "; ".join(found)
         hint = "unmount it first" if "mounted" in what else \
@@ -295,28 +337,53 @@ def _open_backing(ident: Identity) -> int | None:
 class ImageLock:
     """An exclusive flock, for the duration of a write, on the file that
     holds the image of ``dev`` (a Device): the image file itself, or the
-    backing file of a loop device."""
+    backing file of a loop device.  A partition of a disk image (a Device
+    opened on a window of the file) takes a shared flock instead, which
+    keeps out writers of the whole file, and an exclusive open file
+    description lock (F_OFD_SETLK) on its byte range, which keeps out
+    writers of the same partition and lets those of others be."""
 
     def __init__(self, dev, path: str):
         self.dev = dev
         self.path = path
         self._own = None           # a descriptor opened for the lock (backing file)
         self._fd = None            # the descriptor locked
+        self._range = None         # the byte range locked (a partition), or None
 
     def __enter__(self):
         fd = self.dev.fd
         own = None
+        base = 0
         if self.dev.is_blockdev:
-            own = _open_backing(identify(os.fstat(fd)))
+            ident = identify(os.fstat(fd))
+            own = _open_backing(ident)
             if own is not None:
                 fd = own
+                base = ident.start
+        start = getattr(self.dev, "start", 0)
+        window = bool(start or getattr(self.dev, "partition", None) is not None)
+        if window and fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY:
+            # a write lock needs a descriptor open for writing: the same
+            # file opened again (a reader that is about to write)
+            again = _reopen_writable(fd)
+            if again is not None:
+                if own is not None:
+                    os.close(own)
+                own = fd = again
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, (fcntl.LOCK_SH if window else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+            if window:
+                try:
+                    _range_lock(fd, fcntl.F_WRLCK, base + start, self.dev.size)
+                except BlockingIOError:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+                    raise
         except BlockingIOError:
             if own is not None:
                 os.close(own)
             raise ImageBusy(f"{self.path}: another fstool is using this image") from None
         self._own, self._fd = own, fd
+        self._range = (base + start, self.dev.size) if window else None
         return self
 
     def __exit__(self, *exc):
@@ -325,7 +392,37 @@ class ImageLock:
         if fd is None or own is None and self.dev.fd != fd:
             return               # closing the device let go of its lock
         try:
+            if self._range is not None:
+                _range_lock(fd, fcntl.F_UNLCK, *self._range)
             fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
             if own is not None:
                 os.close(own)
+
+
+def _reopen_writable(fd: int) -> int | None:
+    try:
+        return os.open(f"/proc/self/fd/{fd}", os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC |
+                       os.O_NOCTTY)
+    except OSError:
+        return None
+
+
+# struct flock: l_type, l_whence (short), l_start, l_len (off_t), l_pid (int)
+_FLOCK = struct.Struct("@hhqqi4x")
+_F_OFD_SETLK = getattr(fcntl, "F_OFD_SETLK", 37)
+
+
+def _range_lock(fd: int, kind: int, start: int, length: int) -> None:
+    """An open file description lock (held by the open file, not the
+    process, so that two opens in one process exclude each other as two
+    processes do) of ``kind`` on [start, start+length) of ``fd``; raises
+    BlockingIOError when another holds an overlapping one."""
+    try:
+        fcntl.fcntl(fd, _F_OFD_SETLK, _FLOCK.pack(kind, os.SEEK_SET, start, length, 0))
+    except OSError as e:
+        if e.errno in (errno.EAGAIN, errno.EACCES):
+            raise BlockingIOError(e.errno, e.strerror) from None
+        if kind != fcntl.F_UNLCK and e.errno not in (errno.EINVAL, errno.ENOLCK,
+                                                      errno.EBADF):
+            raise

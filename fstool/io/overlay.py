@@ -22,6 +22,8 @@ class _Wrapped:
         self.size = base.size
         self.is_blockdev = base.is_blockdev
         self.fd = base.fd
+        self.start = base.start
+        self.fixed_size = base.fixed_size
         self.st_dev, self.st_ino, self.st_rdev = base.st_dev, base.st_ino, base.st_rdev
 
     def fsync(self) -> None:

@@ -40,6 +40,14 @@ def install() -> None:
             signal.signal(sig, _handler)
 
 
+def as_worker() -> None:
+    """In a worker process (check --jobs): the signals back to their
+    defaults; the parent stops its workers (SIGTERM) and handles the
+    user's Ctrl-C itself."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def pending() -> int | None:
     """The signal kept while a write was under way and not raised since."""
     return _pending

@@ -202,7 +202,7 @@ def apply_undo(dev, path) -> int:
     size, records, extra, digest = read_undo(path)
     # an image file the change extended (repair --extend-truncated) is cut
     # back to its old size once its blocks are back
-    grown = dev.size > size and not dev.is_blockdev
+    grown = dev.size > size and not dev.fixed_size
     if dev.size != size and not grown:
         raise UndoRefused(f"{dev.path}: the image is {dev.size} bytes, the undo file was made "
                           f"for one of {size} bytes")

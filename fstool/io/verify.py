@@ -128,7 +128,9 @@ ATTR3_NODE_OR_LEAF = _da3("xattr leaf/node block", C.XFS_ATTR3_LEAF_MAGIC, C.XFS
 ATTR3_RMT = _remote("remote xattr value block", C.XFS_ATTR3_RMT_MAGIC)
 SYMLINK = _remote("symlink block", C.XFS_SYMLINK_MAGIC)
 
-SB = BufType("superblock", 0, ">I", (C.XFS_SB_MAGIC,), C.XFS_SB_CRC_OFF, None, 32, None,
+# no uuid test: sb_uuid is the user-visible UUID, which differs from the one
+# the metadata is stamped with once it was changed (incompat META_UUID)
+SB = BufType("superblock", 0, ">I", (C.XFS_SB_MAGIC,), C.XFS_SB_CRC_OFF, None, None, None,
              lsn_off=SB_LSN_OFF)
 AGF = BufType("agf", 0, ">I", (C.XFS_AGF_MAGIC,), C.XFS_AGF_CRC_OFF, None, 64, None,
               lsn_off=AGF_LSN_OFF)

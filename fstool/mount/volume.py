@@ -700,7 +700,9 @@ class Volume:
         if self.w is None:
             return None
         self._read_ahead(h, off, size)
-        return self.fileio.read_map(h.ino, off, size, zeros_max)
+        out = self.fileio.read_map(h.ino, off, size, zeros_max)
+        base = self.w.dev.start           # a partition of a disk image: where it starts
+        return [(a + base if a >= 0 else a, n) for a, n in out] if base else out
 
     def _read_ahead(self, h: Handle, off: int, size: int) -> None:
         """Read-ahead for a sequential reader of handle ``h`` (see
@@ -726,14 +728,14 @@ class Volume:
         try:
             for at, n in self.fileio.read_map(h.ino, start, stop - start, stop - start):
                 if at >= 0:
-                    os.posix_fadvise(fd, at, n, os.POSIX_FADV_WILLNEED)
+                    os.posix_fadvise(fd, at + self.w.dev.start, n, os.POSIX_FADV_WILLNEED)
         except (OSError, FsToolError):
             # only advice: the read itself says what is wrong
             pass
 
     @property
     def image_fd(self) -> int:
-        """The image's file descriptor, which read_map's offsets are in."""
+        """The image file's descriptor, which read_map's offsets are in."""
         return self.w.dev.fd if self.w is not None else -1
 
     def write(self, fh: int, off: int, data: bytes) -> int:

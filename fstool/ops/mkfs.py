@@ -25,6 +25,7 @@ from ..fs.logres import LogGeometry, min_log_blocks
 from ..io import verify as V
 from ..io.device import Device, refuse_not_an_image
 from ..format import log as L
+from ..io.partition import read_table, split
 from ..ns.attrbuild import encode_xattrs
 from ..io.lock import refuse_if_mounted
 from ..io.lock import ImageLock
@@ -728,12 +729,17 @@ class Formatter:
 
 # -- the operation -------------------------------------------------------------
 
-def _has_filesystem(fd: int) -> str | None:
-    head = os.pread(fd, 4096, 0)
+def _has_filesystem(dev) -> str | None:
+    head = dev.pread(0, min(dev.size, 8192))
     if head[:4] == b"XFSB":
         return "an XFS filesystem"
     if len(head) >= 1082 and head[1080:1082] == b"\x53\xef":
         return "an ext2/3/4 filesystem"
+    if not dev.start:
+        table = read_table(dev.fd, dev.size, head)
+        if table is not None:
+            return (f"a partition table ({table.kind.upper()}; give IMAGE@N to make the "
+                    "filesystem in one of its partitions)")
     return None
 
 
@@ -743,19 +749,29 @@ def mkfs(path: str, opts: Options, force: bool = False, dry_run: bool = False,
     ``in_progress`` the superblock says the filesystem is still being made
     (the kernel will not mount it) until a populate that writes without the
     journal clears it."""
-    exists = os.path.exists(path)
+    file, sel = split(path)
+    exists = os.path.exists(file)
     if exists:
-        st = os.stat(path)
+        st = os.stat(file)
         if stat.S_ISDIR(st.st_mode):
             raise MkfsError(f"{path}: is a directory")
         refuse_not_an_image(path, st)
         refuse_if_mounted(path)
+        if sel is not None:
+            # a partition of a disk image: its size, and never more
+            probe = Device(path, whole=True)
+            room = probe.size
+            probe.close()
+        else:
+            with open(file, "rb") as f:
+                room = f.seek(0, os.SEEK_END)
         if opts.size is None:
-            with open(path, "rb") as f:
-                size = f.seek(0, os.SEEK_END)
-            if size == 0:
+            if room == 0:
                 raise MkfsError(f"{path}: empty file and no --size given")
-            opts = dataclasses.replace(opts, size=size)
+            opts = dataclasses.replace(opts, size=room)
+        elif sel is not None and opts.size > room:
+            raise MkfsError(f"{path}: --size {opts.size} is larger than the partition "
+                            f"({room} bytes)")
     elif opts.size is None:
         raise MkfsError(f"{path}: does not exist; give --size to create it")
     geo = compute_geometry(opts)
@@ -770,14 +786,14 @@ def mkfs(path: str, opts: Options, force: bool = False, dry_run: bool = False,
         os.close(os.open(path, os.O_RDWR | os.O_CLOEXEC | os.O_CREAT | os.O_EXCL, 0o644))
     dev = None
     try:
-        dev = Device(path, writable=True)
+        dev = Device(path, writable=True, whole=True)
         with ImageLock(dev, path):
             if exists:
-                what = _has_filesystem(dev.fd)
+                what = _has_filesystem(dev)
                 if what and not force:
                     raise MkfsError(f"{path}: already contains {what}; use -f/--force to "
                                     "overwrite it")
-            if not dev.is_blockdev and dev.size < opts.size:
+            if not dev.fixed_size and dev.size < opts.size:
                 dev.resize(opts.size)
             with held():
                 Formatter(dev, geo, fs_uuid, opts.label, now, in_progress).run()

@@ -228,7 +228,7 @@ def grow(path, dblocks: int, agcount: int, *, undo=None, changes: list) -> None:
         old_agcount, old_dblocks = sb.agcount, sb.dblocks
         geo = mkfs_geometry(sb, dblocks, agcount)
         dev = w.dev
-        if not dev.is_blockdev and dev.size < dblocks * sb.blocksize:
+        if not dev.fixed_size and dev.size < dblocks * sb.blocksize:
             dev.resize(dblocks * sb.blocksize)
         # 1. the new AGs' headers, where nothing of the filesystem lies yet
         nfree = 0
@@ -336,15 +336,16 @@ def resize(path, size: int | None = None, *, minimum: bool = False, slack: float
     _replay_dirty_log(path, changes, dry_run)
     with Filesystem(path) as fs:
         sb = fs.sb
-        is_blockdev = fs.dev.is_blockdev
+        fixed = fs.dev.fixed_size
         devsize = fs.dev.size
     old = (sb.dblocks, sb.agcount)
     bs = sb.blocksize
     result = ResizeResult(old[0], old[0], old[1], old[1], bs, changes)
     if minimum:
         raise ResizeError("shrinking is not supported yet")
-    if is_blockdev and size > devsize:
-        raise ResizeError(f"{path}: the device holds {devsize} bytes; it cannot hold {size}")
+    if fixed and size > devsize:
+        raise ResizeError(f"{path}: the device (or partition) holds {devsize} bytes; it "
+                          f"cannot hold {size}")
     dblocks, agcount = target_blocks(sb, size)
     result.new_dblocks, result.new_agcount = dblocks, agcount
     if dblocks < old[0]:
@@ -395,7 +396,7 @@ def _finish(path, result: ResizeResult, undo: _Undo) -> None:
                 result.changes.append(f"secondary superblocks of {len(done)} AG(s) "
                                       "rewritten from the primary")
             want = sb.dblocks * sb.blocksize
-            if not fs.dev.is_blockdev and fs.dev.size != want:
+            if not fs.dev.fixed_size and fs.dev.size != want:
                 fs.dev.resize(want)
                 fs.dev.fsync()
                 result.written = True

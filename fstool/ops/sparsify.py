@@ -88,7 +88,7 @@ def sparsify(path, *, zero: bool = False, dry_run: bool = False,
                 # which takes space rather than giving it back
                 off, length = ranges[0]
                 try:
-                    punch_hole(dev.fd, off, length)
+                    punch_hole(dev.fd, dev.start + off, length)   # (a partition's start)
                 except OSError as e:
                     raise FsToolError(f"{path}: the host cannot punch holes in the image "
                                       f"({e.strerror}); --zero writes zeros instead") from None

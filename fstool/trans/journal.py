@@ -352,7 +352,9 @@ class Journal:
         for agno in self.busy.ags():
             for start, end in self.busy.merged(agno):
                 try:
-                    punch_hole(dev.fd, (agno * sb.agblocks + start) * bs, (end - start) * bs)
+                    # a partition of a disk image: its offsets are not the file's
+                    punch_hole(dev.fd, dev.start + (agno * sb.agblocks + start) * bs,
+                               (end - start) * bs)
                 except OSError:
                     self.discard = False
                     return

@@ -59,11 +59,27 @@ class Checker(SuperblockPhase, AGHeaderPhase, BtreePhases, InodePhase, XattrChec
         self.setup_dir_geometry()
 
 
+# the buffer cache's bound while a check runs
+CHECK_CACHE_BYTES = 4 << 20
+
+
 def check(fs, progress=None, jobs: int = 1) -> Checker:
     """Check ``fs``; ``progress(phase, done, total)``, if given, hears of each
     phase as it starts (done 0, total None) and of the steps of the long ones
     (inode chunks, directories)."""
     c = Checker(fs, progress)
-    with gc_paused():
-        c.run(jobs)
+    # the check reads each metadata block once or nearly (a directory's
+    # blocks while it is walked): a small buffer cache serves it as well as
+    # the default 64 MiB and keeps its peak memory down (dirty and pinned
+    # buffers of a write session are never evicted)
+    cache = getattr(fs, "cache", None)
+    bound = getattr(cache, "max_bytes", None)
+    if bound is not None:
+        cache.max_bytes = min(bound, CHECK_CACHE_BYTES)
+    try:
+        with gc_paused():
+            c.run(jobs)
+    finally:
+        if bound is not None:
+            cache.max_bytes = bound
     return c

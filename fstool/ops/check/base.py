@@ -7,7 +7,9 @@ from collections import defaultdict
 
 from ...errors import CorruptionError, FsToolError
 from ...fs.filesystem import Filesystem
+from ...io import signals
 from ..problems import ERROR, PROBLEMS
+from .records import Claims, RecordMap, Rmaps
 
 EXIT_CLEAN, EXIT_CORRUPT, EXIT_DIRTY_LOG, EXIT_OPERATIONAL = 0, 1, 2, 4
 
@@ -96,14 +98,14 @@ class CheckerBase:
         self.agf: dict = {}
         self.agi: dict = {}
         # per AG: [(start, length, owner)] for every claimed block range
-        self.claims: dict = defaultdict(list)
+        self.claims: dict = RecordMap(Claims)
         # per AG: the refcount btree's shared ranges [(start, length, refcount)]
         self.refcounts: dict = {}
         # per AG: the refcount btree's nodes and leaves, for lookups
         self.refcount_trees: dict = {}
         # per AG: the rmapbt's records, and the ones check expects
-        self.rmaps: dict = {}
-        self.rmap_expect: dict = defaultdict(list)
+        self.rmaps: dict = RecordMap(Rmaps)
+        self.rmap_expect: dict = RecordMap(Rmaps)
         # per AG: the unlinked buckets; per inode: its next_unlinked
         self.unlinked: dict = {}
         self.next_unlinked: dict = {}
@@ -187,7 +189,7 @@ class CheckerBase:
         if self.progress:
             self.progress(f"AGs in {len(groups)} processes", 0, None)
         ctx = multiprocessing.get_context("fork")
-        with ctx.Pool(len(groups)) as pool:
+        with ctx.Pool(len(groups), initializer=signals.as_worker) as pool:
             results = pool.starmap(_ag_worker, [(type(self), self.fs.dev.path, g)
                                                 for g in groups])
         for part in results:

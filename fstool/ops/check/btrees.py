@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import struct
 
+from ..._backend import checks
 from ...format import constants as C
 from ...fs import btree
 from .base import OWN_AG, OWN_COW, OWN_FREE, OWN_INOBT, OWN_INODES, OWN_REFC
@@ -224,39 +225,33 @@ class BtreePhases:
 
     # -- the rmapbt ------------------------------------------------------------
     def _rmap_tree(self, agno: int, agf: dict) -> int:
-        recs = self.rmaps.setdefault(agno, [])
+        recs = self.rmaps[agno]
         length = self.fs.ag_length(agno)
         sb = self.sb
         reflink = sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_REFLINK)
 
-        mask_bits = RMAP_OFF_ATTR | RMAP_OFF_BMBT | RMAP_OFF_UNWRITTEN
-        agino_mask = (1 << sb.agino_log) - 1
         agino_log, inopblog, agcount, agblocks = (sb.agino_log, sb.inopblog, sb.agcount,
                                                   sb.agblocks)
         state = {"last": None}
 
         def on_leaf(blk, _is_root):
             last = state["last"]
-            append = recs.append
-            for i, (s, n, owner, off) in enumerate(blk.recs):
-                flags = off & mask_bits
-                o = owner - (1 << 64) if owner >> 63 else owner
-                key = (s, owner, off) if reflink else (s,)
-                # the common case, every rule at once; any doubt goes to the
-                # record-by-record checks below, which word the findings
-                if not off & ~(RMAP_OFF_MASK | flags) and \
-                        not (flags & RMAP_OFF_BMBT and flags & RMAP_OFF_UNWRITTEN) and \
-                        0 < n and s + n <= length and \
-                        ((o >= 0 and o >> agino_log < agcount and
-                          (o & agino_mask) >> inopblog < agblocks) or
-                         (RMAP_OWN_MIN < o <= -3 and not flags and
-                          not off & RMAP_OFF_MASK)) and \
-                        (last is None or key > last):
-                    last = key
-                    append((s, n, o, off & RMAP_OFF_MASK, flags))
-                    continue
+            leaf = blk.recs
+            i, nrec = 0, len(leaf)
+            while i < nrec:
+                flat = recs.flat()
+                if flat is not None:
+                    # the common case, every rule at once, natively; any
+                    # doubt goes to the record-by-record checks, which word
+                    # the findings
+                    i, last = checks.rmap_leaf_take(leaf, i, flat, length, agino_log,
+                                                    inopblog, agcount, agblocks, reflink, last)
+                    if i >= nrec:
+                        break
+                s, n, owner, off = leaf[i]
                 last = self._rmap_record(agno, blk, i, s, n, owner, off, length, last,
                                          reflink, recs)
+                i += 1
             state["last"] = last
 
         on_node, on_key = self._rmap_keys(agno)

@@ -520,7 +520,7 @@ class DirChecks:
             leaf(root, buf, 0)              # a single LEAFN block is the whole tree
             return
         cursor = {}
-        dablk, top = root, None
+        dablk, top, level = root, None, None
         while True:
             hdr = node_hdr(dablk, buf, top is not None)
             if hdr is None:

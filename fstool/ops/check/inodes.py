@@ -3,9 +3,10 @@ process_dinode checks an inode in use, and the kernel's inode verifier a
 free one; forks mapped and their blocks claimed, block maps (bmbt) walked
 through the read engine, symlinks read, attribute forks checked.
 
-Inodes that are plainly fine (a regular file, device, fifo or socket with
-nothing unusual about it, or a clean free inode) are checked entirely in
-native code (``parsers.scan_inode_chunk``); everything else comes here."""
+Inodes that are plainly fine (a regular file, directory, inline symlink,
+device, fifo or socket with nothing unusual about it, or a clean free
+inode) are checked entirely in native code (``parsers.scan_inode_chunk``);
+everything else comes here."""
 from __future__ import annotations
 
 import struct
@@ -17,7 +18,7 @@ from ...format.structs import DINODE
 from ...fs import btree
 from ...fs.attr import read_symlink
 from ...fs.inode import Inode
-from .base import ATTR, BMBT_ATTR, BMBT_DATA, DATA, OWN_FREE, file_owner
+from .base import ATTR, BMBT_ATTR, BMBT_DATA, DATA, file_owner
 
 S_IFMT = C.S_IFMT
 DIFLAG_REALTIME, DIFLAG_NEWRTBM = 0x1, 0x4
@@ -84,6 +85,9 @@ class InodePhase:
         total = sum(len(self.chunks.get(a, ())) for a in self.ag_filter)
         done = 0
         bigtime_fs = sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_BIGTIME)
+        # the scan claims into every AG's flat arrays; should one be a list
+        # (a claim too large for them), every inode takes the Python check
+        arrays = self._scan_arrays()
         for agno in self.ag_filter:
             tab = self.tables.get(agno)
             if tab is None:
@@ -99,24 +103,39 @@ class InodePhase:
                                     block=startino >> sb.inopblog, structure="inode")
                     continue
                 first = (agno << sb.agino_log) | startino
-                claims, others = parsers.scan_inode_chunk(
+                others, dirs = parsers.scan_inode_chunk(
                     chunk, base, isize, first, sb.meta_uuid, free, holemask,
                     self.flags2_plain, bigtime_fs, sb.agblklog, sb.agcount, sb.agblocks,
                     last_ag, self.agfl_block, self.max_file_offset, tab.itype, tab.nlinks,
-                    64 * k, tab.psums, self.has_pptr)
-                cl = self.claims
-                for a, b, n, owner, _off in claims:
-                    cl[a].append((b, n, owner))
-                if self.has_rmap:
-                    for a, b, n, owner, off in claims:
-                        self.rmap_expect[a].append((b, n, owner >> 2, off & ~(1 << 61),
-                                                    off & (1 << 61)))
+                    64 * k, sb.rootino, *arrays, psums=tab.psums,
+                    pptr_fs=self.has_pptr) if arrays is not None else \
+                    ([i for i in range(64) if not holemask >> (i // 4) & 1], [])
+                ndirs = len(self.dirs)
+                for i in dirs:
+                    ino = first + i
+                    self.dirs.append(ino)
+                    self.dir_raw[ino] = chunk[base + i * isize:base + (i + 1) * isize]
                 for i in others:
                     ino = first + i
                     raw = chunk[base + i * isize:base + (i + 1) * isize]
                     self.guarded(f"inode {ino}", self._check_inode, agno, ino,
                                  bool(free >> i & 1), raw, tab, 64 * k + i, agmin, agmax,
                                  ino=ino, structure="inode")
+                if dirs and len(self.dirs) > ndirs + len(dirs):
+                    # the chunk's directories in inode order, wherever checked
+                    self.dirs[ndirs:] = sorted(self.dirs[ndirs:])
+                if others and arrays is not None:
+                    arrays = self._scan_arrays()
+
+    def _scan_arrays(self):
+        """(claims, expected rmaps or None) as scan_inode_chunk fills them:
+        every AG's flat arrays; None when one is not flat."""
+        agcount = self.sb.agcount
+        claims = self.claims.flat(agcount)
+        expect = self.rmap_expect.flat(agcount) if self.has_rmap else None
+        if claims is None or (self.has_rmap and expect is None):
+            return None
+        return claims, expect
 
     def _chunk_buffers(self, agno: int, recs: list):
         """(k, buffer, offset of the chunk's first inode in it) for every
@@ -729,7 +748,6 @@ class InodePhase:
     def _bmbt(self, d, raw, off, size, ino, where, attr: bool):
         """process_btinode / scan_bmapbt: the root in the inode, every block
         below it walked through the read engine."""
-        sb = self.sb
         bad = self.report_inode
         fork = where["fork"]
         level, numrecs = struct.unpack_from(">HH", raw, off)

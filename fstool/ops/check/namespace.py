@@ -3,6 +3,7 @@
 and 7)."""
 from __future__ import annotations
 
+from array import array
 from collections import defaultdict
 
 from ..._backend import parsers
@@ -32,23 +33,33 @@ class NamespacePhase:
         parents = {}
         dotdot = {}
         children = defaultdict(list)      # directory -> its subdirectories
+        shortform = self._shortform_fast(tab)
         for done, ino in enumerate(self.dirs, 1):
             self._tick(done, len(self.dirs))
             # what was counted before a block failed to read still counts
             odd = []
             dd = node = None
             failed = False
-            try:
-                node = Inode(fs, ino, self.dir_raw[ino]) if ino in self.dir_raw \
-                    else fs.inode(ino)
-                dd = self.check_dir(node, tab, odd)
-            except FsToolError as e:
-                self.from_error("DIR_CORRUPT", e, ino=ino, structure="dir")
-                failed = True
-            except Exception as e:          # noqa: BLE001 - never a traceback for damage
-                self.report("CHECK_ABORTED", f"directory {ino} could not be checked: "
-                            f"{type(e).__name__}: {e}", ino=ino, structure="dir")
-                failed = True
+            local = False
+            # (dropped once read: nothing after this phase needs it)
+            raw = self.dir_raw.pop(ino, None)
+            fast = shortform(raw, ino) if raw is not None and raw[5] == 1 else None
+            if fast is not None:
+                # a sound shortform directory, its entries counted
+                dd, odd = fast
+                local = True
+            else:
+                try:
+                    node = Inode(fs, ino, raw) if raw is not None else fs.inode(ino)
+                    local = node.format == C.XFS_DINODE_FMT_LOCAL
+                    dd = self.check_dir(node, tab, odd)
+                except FsToolError as e:
+                    self.from_error("DIR_CORRUPT", e, ino=ino, structure="dir")
+                    failed = True
+                except Exception as e:      # noqa: BLE001 - never a traceback for damage
+                    self.report("CHECK_ABORTED", f"directory {ino} could not be checked: "
+                                f"{type(e).__name__}: {e}", ino=ino, structure="dir")
+                    failed = True
             dots = 0
             dotdots = 0
             for name, child, ftype, flags in odd:
@@ -100,7 +111,7 @@ class NamespacePhase:
                     children[ino].append(child)
             if failed:
                 continue
-            if node.format != C.XFS_DINODE_FMT_LOCAL and not dots:
+            if not local and not dots:
                 self.report("DIR_DOT", f"directory {ino}: no '.' entry", ino=ino,
                             structure="dir")
             if dd is not None:
@@ -127,6 +138,23 @@ class NamespacePhase:
                             f"{meta}", ino=meta, structure="dir")
         self._link_counts(tab, root, subdirs, children)
         self.check_parent_pointers(tab)
+
+    def _shortform_fast(self, tab: InodeTable):
+        """``fast(raw, ino)``: a shortform directory checked and its entries
+        counted natively ('..' and the entries to look at, as check_dir
+        gives them; on a filesystem with parent pointers each entry's parent
+        pointer added to its target's ``psums`` slot, as check_dir adds it),
+        or None when the Python check must look (``parsers.sf_dir_tally``)."""
+        sb = self.sb
+        f = sb.fields
+        lo = self.agino_range(0)[0]
+        hi = array("Q", [self.agino_range(a)[1] for a in range(sb.agcount)])
+        meta = array("Q", [f["sb_rbmino"], f["sb_rsumino"], *sorted(self.quota_inodes())])
+        args = (sb.has_ftype, sb.dirblksize, self.dir_data_first, sb.rootino, sb.agino_log,
+                sb.agcount, lo, hi, meta, tab.starts, tab.itype, tab.refs, tab.psums)
+        uuid = self.fs.uuid
+        tally = parsers.sf_dir_tally
+        return lambda raw, ino: tally(raw, ino, uuid, *args)
 
     def metadata_inodes(self) -> set:
         return set(self.rt_inodes()) | self.quota_inodes()

@@ -5,15 +5,18 @@ sharing actually found, and the rmapbt against every owner found
 from __future__ import annotations
 
 import bisect
+from array import array
 
 from ..._backend import checks
 from ...format import constants as C
-from .base import (DATA, OWN_AG, OWN_AGFL, OWN_FREE, OWN_COW, OWN_FS, OWN_INOBT, OWN_INODES,
+from .base import (DATA, OWN_AG, OWN_AGFL, OWN_COW, OWN_FS, OWN_INOBT, OWN_INODES,
                    OWN_LOG, OWN_REFC, owner_name)
+from .records import Rmaps, flat_claims
 
 # check's owners as the rmapbt names them
 _RMAP_OWNER = {OWN_FS: -3, OWN_LOG: -4, OWN_AG: -5, OWN_AGFL: -5, OWN_INOBT: -6,
                OWN_INODES: -7, OWN_REFC: -8, OWN_COW: -9}
+_RMAP_OWNER_PAIRS = array("q", [v for pair in _RMAP_OWNER.items() for v in pair])
 
 
 def _lookup_le(tree: dict, target: int):
@@ -39,7 +42,8 @@ def _lookup_le(tree: dict, target: int):
 def _data_overlaps(claims) -> bool:
     """Whether two file data claims of ``claims`` (sorted) may overlap: a
     claim starts before the previous one ends, or has no length."""
-    got = checks.data_overlaps(claims, DATA)
+    flat = flat_claims(claims)
+    got = None if flat is None else checks.data_overlaps(flat, DATA)
     return _data_overlaps_py(claims) if got is None else got
 
 
@@ -154,7 +158,8 @@ class SpaceMapPhase:
         """Overlaps (file data may overlap file data on a reflink
         filesystem) and blocks nothing claims."""
         length = self.fs.ag_length(agno)
-        if checks.space_sweep_ok(claims, length, reflink, DATA):
+        flat = flat_claims(claims)
+        if flat is not None and checks.space_sweep_ok(flat, length, reflink, DATA):
             return              # nothing to report (the loop below words it)
         pos = 0
         last = None
@@ -201,11 +206,16 @@ class SpaceMapPhase:
     def _check_rmaps(self, agno: int, claims: list) -> None:
         """Every owner check found must be covered by an rmapbt record of the
         same owner and flags (rmaps_verify_btree)."""
-        merged = rmap_records(claims, self.rmap_expect.get(agno, ()))
-        have = self.rmaps.get(agno, ())
-        if len(have) == len(merged) and sorted(have) == sorted(merged):
+        expect = self.rmap_expect.get(agno) or Rmaps()
+        have = self.rmaps.get(agno) or Rmaps()
+        flat = flat_claims(claims)
+        if flat is not None and expect.flat() is not None and have.flat() is not None and \
+                checks.rmaps_match(flat, expect.flat(), have.flat(), _RMAP_OWNER_PAIRS):
             # exactly the merged records of every owner (what the kernel and
             # fstool leave): nothing to report, in either direction
+            return
+        merged = rmap_records(claims, expect)
+        if len(have) == len(merged) and sorted(have) == sorted(merged):
             return
         by_owner = {}
         for s, n, o, off, fl in self.rmaps.get(agno, ()):

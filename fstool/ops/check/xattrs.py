@@ -141,7 +141,7 @@ class XattrChecks:
             return
 
         def read(ablk):
-            # block 0, the root, is read (and its findings reported) once
+            # the root, already read and judged below, is not judged twice
             return buf if ablk == 0 else self._attr_block(node, ablk)
         try:
             buf = self._attr_block(node, 0, root=True)

@@ -515,7 +515,7 @@ def _extend_phase(path, dry_run, undo_file, recorder):
             agcount, agblocks = f["sb_agcount"], f["sb_agblocks"]
             # only a size the AG geometry agrees with (as the kernel checks
             # dblocks): a damaged dblocks never grows the file
-            if dev.is_blockdev or dev.size >= need or not 0 < need < 1 << 63 or \
+            if dev.fixed_size or dev.size >= need or not 0 < need < 1 << 63 or \
                     not (agcount - 1) * agblocks < f["sb_dblocks"] <= agcount * agblocks:
                 return None, recorder
             ag = f["sb_agblocks"] * f["sb_blocksize"]

@@ -233,7 +233,7 @@ def _hinted_offsets(dev) -> list:
 def _scanned_offsets(dev):
     """Every sector boundary of the image's data holding the superblock
     magic (xfs_repair's find_secondary_sb), in order."""
-    ranges = data_ranges_of(dev.fd) if hasattr(dev, "fd") else None
+    ranges = data_ranges_of(dev.fd) if hasattr(dev, "fd") and not dev.start else None
     for start, length in ranges or [(0, dev.size)]:
         pos = max(start, 512)
         end = start + length
