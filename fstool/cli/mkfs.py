@@ -234,11 +234,6 @@ def cmd(image, size, b_opts, d_opts, i_opts, l_opts, m_opts, n_opts, c_opts, s_o
         opts.timestamp_ns = timestamp * 1_000_000_000
     if populate_src is None and (squash_owner or owner_map or clamp):
         raise click.UsageError("--squash-owner, --owner-map and --clamp-mtime need --populate")
-    if populate_src is not None and (opts.parent or opts.exchange):
-        # populate does not keep parent pointers yet: refused before the
-        # image is made, so no half-made filesystem is left
-        raise click.UsageError("--populate does not keep parent pointers or exchange-range "
-                               "yet (-n parent=1, -i exchange=1)")
     omap = None
     if populate_src is not None:
         omap = make_owner_map(owner_map, squash_owner)

@@ -44,6 +44,15 @@ transaction unless said otherwise; names are bytes; errors are
     list_xattr(ino) -> [name, ...]
     inactivate(ino)
 
+On a filesystem with parent pointers (``mkfs -n parent=1``) every change
+of a name changes the parent pointers of the inode it names in the same
+transaction, as the kernel does: a new inode is written with the pointer of
+its first name in its attr fork, ``link`` adds one, ``unlink`` of a name
+whose inode lives on removes one, ``rename`` replaces one (both, for an
+exchange).  They go through the attr fork writer of the xattrs (the fork is
+encoded whole, in the form its size calls for); a parent pointer names the
+directory, the directory's generation and the entry's name.
+
 ``ns.now`` is the time stamped on changes; a long-lived caller sets it
 before each operation, and calls ``ns.committed()`` after each commit (the
 per-transaction directory state is dropped; an aborted transaction's is
@@ -63,7 +72,9 @@ from ..errors import (CorruptionError, ExistsError, FsToolError, InvalidArgument
                       IsADirectoryImageError, NoDataError, NotADirectoryImageError, NotEmptyError,
                       NotFoundError, NotPermittedError, RangeError, TooBigError)
 from ..format import constants as C
+from ..format import parent as P
 from ..format.structs import DINODE
+from ..fs import attr as xattr
 from ..fs.btree import pack_bmbt_rec
 from ..fs.icore import InodeSpec, encode_dev, encode_ts
 from . import attrbuild as AB, dirbuild as DB, files as F
@@ -88,15 +99,31 @@ XATTR_REPLACE = 2
 class Meta:
     """Ownership, permissions and times for a new inode."""
     __slots__ = ("perm", "uid", "gid", "atime_ns", "mtime_ns", "ctime_ns", "crtime_ns",
-                 "xattrs")
+                 "xattrs", "pptrs")
 
     def __init__(self, perm=0o644, uid=0, gid=0, atime_ns=0, mtime_ns=0, ctime_ns=0,
-                 crtime_ns=None, xattrs=()):
+                 crtime_ns=None, xattrs=(), pptrs=()):
         self.perm = perm & 0o7777
         self.uid, self.gid = uid, gid
         self.atime_ns, self.mtime_ns, self.ctime_ns = atime_ns, mtime_ns, ctime_ns
         self.crtime_ns = ctime_ns if crtime_ns is None else crtime_ns
         self.xattrs = list(xattrs)      # [("user.x", b"value"), ...]
+        # parent pointers, as attributes: [(XFS_ATTR_PARENT, name, record)]
+        self.pptrs = list(pptrs)
+
+
+def with_pptrs(meta, pptrs) -> Meta:
+    """A Meta as ``meta`` (a Meta, or what stands in for one: populate's
+    source entries) with the parent pointers ``pptrs``; the caller's may
+    serve several new inodes, so it is copied."""
+    return Meta(meta.perm, meta.uid, meta.gid, meta.atime_ns, meta.mtime_ns, meta.ctime_ns,
+                meta.crtime_ns, meta.xattrs, pptrs)
+
+
+def has_attrs(meta) -> bool:
+    """Whether a new inode of ``meta`` has an attr fork: xattrs or parent
+    pointers."""
+    return bool(meta.xattrs or getattr(meta, "pptrs", None))
 
 
 class DirState:
@@ -141,6 +168,7 @@ class Namespace:
         self.files = 0
         self.bytes = 0
         self.pool = F.DataPool(w)      # blocks for small files' data, ahead
+        self.pptr = w.sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_PARENT)
 
     def committed(self) -> None:
         """The transaction holding this namespace's changes committed: new
@@ -269,6 +297,46 @@ class Namespace:
             raise ExistsError(f"{name.decode('utf-8', 'surrogateescape')}: already exists")
         return parent
 
+    # -- parent pointers ---------------------------------------------------------------
+    def _dir_gen(self, ino: int) -> int:
+        """A directory's generation (di_gen); 0 for one made in bulk whose
+        inode is not written yet (fstool writes every new inode with 0)."""
+        st = self.dirs.get(ino)
+        if st is not None and st.new:
+            return 0
+        return struct.unpack_from(">I", self.raw_inode(ino), _DI_GEN)[0]
+
+    def _pptr(self, parent: int, name: bytes) -> tuple:
+        """The parent pointer of the entry ``name`` of directory ``parent``,
+        as an attribute (flags, name, value)."""
+        return C.XFS_ATTR_PARENT, bytes(name), P.pack_rec(parent, self._dir_gen(parent))
+
+    def _named(self, meta: Meta, parent: int, name: bytes) -> Meta:
+        """``meta`` for a new inode named ``name`` in ``parent``: with its
+        parent pointer where the filesystem keeps them."""
+        return with_pptrs(meta, [self._pptr(parent, name)]) if self.pptr else meta
+
+    def _pptrs_of(self, ino: int) -> list:
+        """The parent pointers of ``ino`` as attributes (flags, name, value)."""
+        st = self.dirs.get(ino)
+        if st is not None and st.new:
+            return list(st.meta.pptrs)
+        return [(C.XFS_ATTR_PARENT, bytes(n), bytes(v))
+                for _f, n, v in xattr.iter_attrs(self.fs.inode(ino), True, P.is_parent)]
+
+    def _change_pptrs(self, ino: int, add=(), remove=()) -> None:
+        """Add and remove parent pointers of ``ino`` (attributes as _pptr
+        makes them), its attr fork written again; nothing without the
+        feature.  A pointer to remove that is not there is left alone."""
+        if not self.pptr:
+            return
+        cur = self._pptrs_of(ino)
+        for t in remove:
+            if t in cur:
+                cur.remove(t)
+        cur.extend(add)
+        self.set_xattrs(ino, self._xattrs(ino), pptrs=cur)
+
     def _add_entry(self, parent: int, name: bytes, ino: int, ftype: int,
                    nlink_delta: int = 0) -> None:
         """Add a name that the caller has already validated."""
@@ -292,8 +360,9 @@ class Namespace:
 
     def _attr_fork(self, ino: int, meta: Meta, data_fmt: int, data_bytes: int,
                    forkoff: int | None = None):
-        """(forkoff, aformat, anextents, attr literal, attr blocks) for meta.xattrs."""
-        if not meta.xattrs:
+        """(forkoff, aformat, anextents, attr literal, attr blocks) for the
+        xattrs and parent pointers of ``meta``."""
+        if not has_attrs(meta):
             return 0, C.XFS_DINODE_FMT_EXTENTS, 0, b"", 0
         w = self.w
         attrs = self._attr_list(meta)
@@ -332,6 +401,7 @@ class Namespace:
 
     def mkdir(self, parent: int, name: bytes, meta: Meta) -> int:
         self._new_name(parent, name)
+        meta = self._named(meta, parent, name)
         ino = self.w.inodes.alloc_inode(parent, is_dir=True)
         if meta.mtime_ns != self.now:
             self.mtime_set[ino] = meta.mtime_ns
@@ -350,11 +420,13 @@ class Namespace:
     def create_file(self, parent: int, name: bytes, meta: Meta, stream=None, size: int = 0,
                     data_ranges=None) -> int:
         if not size and not meta.xattrs:
-            # the common empty file: no data, no attr fork
+            # the common empty file: no data, no attr fork (but its parent
+            # pointer)
             ino = self.new_empty_file(parent, name, meta)
             self.name_new_file(parent, name, ino)
             return ino
         self._new_name(parent, name)
+        meta = self._named(meta, parent, name)
         w = self.w
         ino = w.inodes.alloc_inode(parent, is_dir=False)
         exts = F.write_data(w, ino, w.inodes.ino_fsb(ino), stream, size, data_ranges,
@@ -376,9 +448,12 @@ class Namespace:
         self._new_name(parent, name)
         w = self.w
         ino = w.inodes.alloc_inode(parent, is_dir=False)
-        w.inodes.put_inode(ino, w.enc.simple(ino, C.S_IFREG | meta.perm, meta.uid, meta.gid,
-                                             meta.atime_ns, meta.mtime_ns, meta.ctime_ns,
-                                             meta.crtime_ns))
+        if self.pptr:
+            self._put_new(ino, C.S_IFREG | meta.perm, self._named(meta, parent, name))
+        else:
+            w.inodes.put_inode(ino, w.enc.simple(ino, C.S_IFREG | meta.perm, meta.uid,
+                                                 meta.gid, meta.atime_ns, meta.mtime_ns,
+                                                 meta.ctime_ns, meta.crtime_ns))
         self.files += 1
         return ino
 
@@ -426,6 +501,10 @@ class Namespace:
         else:
             batch = (inos, items, forks)
         self.w.inodes.put_simple_inodes(batch[0], batch[1], C.S_IFREG, ctime_ns, batch[2])
+        if self.pptr:
+            # each file's parent pointer, through the attr fork writer
+            for name, ino in zip(names, inos):
+                self._change_pptrs(ino, add=[self._pptr(parent, name)])
         if placed is None:
             entries.update(zip(names, [(ino, ft) for ino in inos]))
             pst.changed = True
@@ -557,12 +636,12 @@ class Namespace:
         for name, value in meta.xattrs:
             flags, short = AB.split_name(name)
             out.append((flags, short, bytes(value)))
-        return out
+        return out + list(getattr(meta, "pptrs", ()))
 
     def _forkoff_for(self, meta: Meta, data_fmt: int, data_bytes: int) -> int:
         """The attr fork offset the kernel would pick when the xattrs are set
         while the data fork holds ``data_bytes``; 0 without xattrs."""
-        if not meta.xattrs:
+        if not has_attrs(meta):
             return 0
         return F.attr_forkoff(self.w.sb.inodesize, data_fmt, data_bytes,
                               self._attr_list(meta))[0]
@@ -570,6 +649,7 @@ class Namespace:
     def symlink(self, parent: int, name: bytes, target: bytes, meta: Meta) -> int:
         self._new_name(parent, name)
         AB.check_symlink_target(target)
+        meta = self._named(meta, parent, name)
         w = self.w
         ino = w.inodes.alloc_inode(parent, is_dir=False)
         lit = w.sb.inodesize - C.XFS_DINODE_CORE_SIZE
@@ -592,6 +672,7 @@ class Namespace:
 
     def mknod(self, parent: int, name: bytes, kind: int, meta: Meta, rdev=(0, 0)) -> int:
         self._new_name(parent, name)
+        meta = self._named(meta, parent, name)
         ino = self.w.inodes.alloc_inode(parent, is_dir=False)
         self._add_entry(parent, name, ino, FTYPE[kind])
         # fifos and sockets carry a (zero) device number too, like the kernel's
@@ -610,6 +691,7 @@ class Namespace:
             # a file linked back from the unlinked list (O_TMPFILE style)
             self._unorphan(ino)
         self._add_entry(parent, name, ino, FTYPE.get(mode & C.S_IFMT, 0))
+        self._change_pptrs(ino, add=[self._pptr(parent, name)])
         self._patch(ino, nlink_delta=1, ctime_ns=self.now)
 
     # -- changing existing inodes ---------------------------------------------------
@@ -662,14 +744,19 @@ class Namespace:
             if mtime_ns is not None:
                 m.mtime_ns = mtime_ns
 
-    def set_xattrs(self, ino: int, xattrs: dict) -> None:
+    def set_xattrs(self, ino: int, xattrs: dict, pptrs=None) -> None:
         """Replace all of an inode's xattrs (``{"user.x": b"v"}``); the attr
-        fork is rebuilt."""
+        fork is rebuilt, its parent pointers kept (or, given ``pptrs``,
+        replaced by those)."""
         st = self.dirs.get(ino)
         if st is not None and st.new:
             st.meta.xattrs = sorted(xattrs.items())
+            if pptrs is not None:
+                st.meta.pptrs = list(pptrs)
             return
         w = self.w
+        if pptrs is None:
+            pptrs = self._pptrs_of(ino) if self.pptr else ()
         raw = self.raw_inode(ino)
         node = self.fs.inode(ino)
         d = DINODE.unpack(raw)
@@ -686,15 +773,15 @@ class Namespace:
             data_bytes = node.size
         elif fmt == C.XFS_DINODE_FMT_DEV:
             data_bytes = 8              # the device number, rounded up to 8 bytes
-        meta = Meta(xattrs=sorted(xattrs.items()))
+        meta = Meta(xattrs=sorted(xattrs.items()), pptrs=pptrs)
         forced = None
         btree = fmt == C.XFS_DINODE_FMT_BTREE
-        if btree and not node.forkoff and meta.xattrs:
+        if btree and not node.forkoff and has_attrs(meta):
             # what the root holds, not the whole fork (xfs_bmap_bmdr_space)
             data_bytes = F.bmdr_space(struct.unpack_from(">H", node.fork_bytes(), 2)[0])
         if btree and node.forkoff:
             forced = node.forkoff       # the kernel never moves it beside a bmbt root
-        elif meta.xattrs and not node.forkoff and fmt != C.XFS_DINODE_FMT_DEV:
+        elif has_attrs(meta) and not node.forkoff and fmt != C.XFS_DINODE_FMT_DEV:
             # a first xattr: the kernel settles the attr fork's offset with
             # the data fork as it is, then makes the data fork fit (a bmbt
             # root is laid out again for its smaller fork in any case)
@@ -709,7 +796,7 @@ class Namespace:
                 data_bytes = node.nextents * F.BMBT_REC if fmt == C.XFS_DINODE_FMT_EXTENTS \
                     else forced * 8
         lit = w.sb.inodesize - C.XFS_DINODE_CORE_SIZE
-        if not meta.xattrs and node.forkoff and node.is_symlink and \
+        if not has_attrs(meta) and node.forkoff and node.is_symlink and \
                 fmt == C.XFS_DINODE_FMT_EXTENTS and node.size <= lit:
             # the last xattr of a symlink whose target moved out for the attr
             # fork: the target comes back inline.  (The kernel leaves it in
@@ -722,7 +809,7 @@ class Namespace:
                 bytes(len(raw) - C.XFS_DINODE_CORE_SIZE - len(target))
             data_bytes = len(target)
         data = bytes(raw[C.XFS_DINODE_CORE_SIZE:C.XFS_DINODE_CORE_SIZE + data_bytes])
-        if btree and forced and not meta.xattrs:
+        if btree and forced and not has_attrs(meta):
             # beside a bmbt root the attr fork stays, empty (xfs_attr_sf_removename)
             forkoff, afmt, anext, alit, ablocks = forced, C.XFS_DINODE_FMT_LOCAL, 0, \
                 _EMPTY_SF_ATTR, 0
@@ -827,6 +914,7 @@ class Namespace:
         if nlink <= 1:
             self._destroy(ino)
         else:
+            self._change_pptrs(ino, remove=[self._pptr(parent, name)])
             self._patch(ino, nlink_delta=-1, ctime_ns=self.now)
         return ino
 
@@ -847,22 +935,27 @@ class Namespace:
             d.remove(name)
             d.nlink_delta -= 1
             d.save()
-            self._drop_links(ino, 2, keep)
+            self._drop_links(ino, 2, keep, (parent, name))
             return ino
         if rmdir:
             raise NotADirectoryImageError(shown)
         d.remove(name)
         d.save()
-        self._drop_links(ino, 1, keep)
+        self._drop_links(ino, 1, keep, (parent, name))
         return ino
 
-    def _drop_links(self, ino: int, n: int, keep: bool = False) -> None:
-        """``n`` links to ``ino`` are gone: free it at zero (or, when it is
-        still open, put it on the unlinked list)."""
+    def _drop_links(self, ino: int, n: int, keep: bool = False, entry=None) -> None:
+        """``n`` links to ``ino`` are gone, the last of them the entry
+        ``entry`` (directory, name): free it at zero (or, when it is still
+        open, put it on the unlinked list); an inode that stays loses the
+        entry's parent pointer."""
         nlink = struct.unpack_from(">I", self.raw_inode(ino), 16)[0]
+        stays = nlink > n or keep or (self.is_open is not None and self.is_open(ino))
+        if stays and entry is not None:
+            self._change_pptrs(ino, remove=[self._pptr(*entry)])
         if nlink > n:
             self._patch(ino, nlink_delta=-n, ctime_ns=self.now)
-        elif keep or (self.is_open is not None and self.is_open(ino)):
+        elif stays:
             self._orphan(ino)
         else:
             self._forget_dir(ino)
@@ -995,9 +1088,11 @@ class Namespace:
         dd.save()
         if new_parent:
             sd.save()
+        self._change_pptrs(sino, add=[self._pptr(dst_parent, dst_name)],
+                           remove=[self._pptr(src_parent, src_name)])
         self._patch(sino, ctime_ns=self.now)
         if dst is not None:
-            self._drop_links(dino, 2 if d_dir else 1)
+            self._drop_links(dino, 2 if d_dir else 1, entry=(dst_parent, dst_name))
 
     def _exchange(self, sd, sname, sino, sft, dd, dname, dino, dft) -> None:
         sd.replace(sname, dino, dft)
@@ -1018,6 +1113,9 @@ class Namespace:
                         now_in.nlink_delta += 1
             dd.save()
         sd.save()
+        s_ptr, d_ptr = self._pptr(sd.ino, sname), self._pptr(dd.ino, dname)
+        self._change_pptrs(sino, add=[d_ptr], remove=[s_ptr])
+        self._change_pptrs(dino, add=[s_ptr], remove=[d_ptr])
         for ino in (sino, dino):
             self._patch(ino, ctime_ns=self.now)
 
@@ -1175,6 +1273,7 @@ class Namespace:
 
 
 _EMPTY_SF_ATTR = struct.pack(">HBB", 4, 0, 0)     # a shortform attr header, no entries
+_DI_GEN = DINODE.offset("di_gen")
 
 
 def split_path(path: str) -> tuple[str, bytes]:

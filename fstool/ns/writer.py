@@ -56,7 +56,9 @@ WRITABLE_INCOMPAT = (C.XFS_SB_FEAT_INCOMPAT_FTYPE | C.XFS_SB_FEAT_INCOMPAT_SPINO
                      | C.XFS_SB_FEAT_INCOMPAT_META_UUID | C.XFS_SB_FEAT_INCOMPAT_BIGTIME
                      | C.XFS_SB_FEAT_INCOMPAT_NREXT64)
 # parent pointers (and exchange-range, which mkfs turns on with them): only
-# a writer that keeps every inode's parent pointers opens them (repair)
+# a writer that keeps every inode's parent pointers opens them (repair, and
+# the writers whose names go through fstool.ns.namespace: populate and the
+# edits; exchange-range needs nothing of a writer that exchanges no ranges)
 PARENT_INCOMPAT = C.XFS_SB_FEAT_INCOMPAT_PARENT | C.XFS_SB_FEAT_INCOMPAT_EXCHRANGE
 
 
@@ -124,7 +126,7 @@ class Writer:
         if sb.incompat & PARENT_INCOMPAT and not keeps_parents:
             raise UnsupportedError(f"{self.path}: the filesystem has parent pointers or "
                                    "exchange-range (mkfs -n parent=1), which this command "
-                                   "does not keep yet; only fstool repair writes to it")
+                                   "does not keep yet")
         unknown = sb.incompat & ~(WRITABLE_INCOMPAT | PARENT_INCOMPAT)
         if clears_needsrepair:
             unknown &= ~C.XFS_SB_FEAT_INCOMPAT_NEEDSREPAIR
