@@ -87,6 +87,11 @@ def test_every_command_prints_json(image, tmp_path):
     assert run("mkfs", "--size", "64m", grown).returncode == 0
     cmds["resize"] = ["resize", grown, "--size", "96m"]
     cmds["sparsify"] = ["sparsify", grown]
+    # path: of a parent-pointer image (populate keeps them)
+    pimg = tmp_path / "pp.img"
+    assert run("mkfs", "-n", "parent=1", "--size", "64m", "--populate", host,
+               pimg).returncode == 0
+    cmds["path"] = ["path", "--all", pimg]
     # cat writes the file's bytes and mount serves the image until unmounted:
     # the commands without --json (mount's statuses: tests/test_mount_cli.py)
     # completion prints a shell script (tests/test_manpages.py); umount prints
