@@ -23,7 +23,7 @@ from fixtures import corpus_pptr, dirty, modern, pptr
 from fixtures.images import Mounted
 from fstool.errors import UnsupportedError
 from fstool.fs import dir as xdir
-from fstool.mount.volume import Volume
+from fstool.ns.writer import Writer
 
 GEOMETRIES = [(), ("-m", "rmapbt=0")]
 FULL = os.environ.get("FSTOOL_PPTR_FULL", "") not in ("", "0")
@@ -369,10 +369,10 @@ def _digest(img):
 
 
 def test_writers_without_parent_pointers_refuse_in_one_line(pimg, tmp_path):
-    """The writers that do not keep parent pointers yet (resize, the
-    mount) refuse a parent-pointer image with one line naming the feature,
-    and leave it as it was (the edits and populate keep them:
-    tests/test_pptr_writers.py)."""
+    """The writers that do not keep parent pointers yet (resize, and a
+    Writer not opened to keep them) refuse a parent-pointer image with one
+    line naming the feature, and leave it as it was (populate, the edits
+    and the mount keep them: tests/test_pptr_writers.py)."""
     img = copy(pimg, tmp_path)
     before = _digest(img)
     r = fstool("resize", img, "--size", "2g")
@@ -380,7 +380,7 @@ def test_writers_without_parent_pointers_refuse_in_one_line(pimg, tmp_path):
     assert r.returncode != 0, (r.stdout, r.stderr)
     assert len(lines) == 1 and "parent pointers" in lines[0], r.stderr
     with pytest.raises(UnsupportedError, match="parent pointers"):
-        Volume(img)
+        Writer(img)
     assert _digest(img) == before
 
 

@@ -1,14 +1,15 @@
 """Writers keep parent pointers (issue 29, items 4 and 6): on an image made
 by ``fstool mkfs -n parent=1``, populate (a directory, a tar archive, a
-protofile; into a fresh image and an existing one) and the edits (mkdir,
-put, cp, ln, ln -s, mv with every flag, rm, setattr) leave every inode with
+protofile; into a fresh image and an existing one), the edits (mkdir,
+put, cp, ln, ln -s, mv with every flag, rm, setattr) and the mount (the
+POSIX scenario, against the kernel's results) leave every inode with
 the parent pointers of the entries naming it.  Each image is proved three
 ways: xfs_repair 6.10.1 -n finds nothing, fstool check finds nothing, and
 the kernel's parent pointers of every inode (xfs_io 6.10.1 ``parent`` on a
 read-only kernel mount, fixtures.pptr.kernel_parents) equal what fstool
 reads from the image.
 
-Small trees, a few seconds a case."""
+Small trees, a few seconds a case (the mount's, some ten)."""
 import os
 import subprocess
 import sys
@@ -18,9 +19,9 @@ import pytest
 
 import fstool as fsmod
 from fixtures import dirty, modern, pptr
-from fstool.errors import UnsupportedError
+from fixtures.fusemount import FuseMounted, fuse_skip_reason, run_ops
+from fixtures.images import Mounted
 from fstool.ops import edit as E
-from fstool.mount.volume import Volume
 
 
 def fstool(*args):
@@ -193,11 +194,23 @@ def test_edits_on_a_kernel_written_image(tmp_path):
         assert tuple(other) not in got[hub]
 
 
-def test_the_mount_still_refuses_parent_pointers(tmp_path):
-    """The FUSE mount does not keep parent pointers yet: it refuses such an
-    image with one line naming the feature, and leaves it as it was."""
-    img = mkfs(tmp_path / "p.img", "64m")
-    before = img.read_bytes()
-    with pytest.raises(UnsupportedError, match="parent pointers"):
-        Volume(img)
-    assert img.read_bytes() == before
+def test_mount_posix_scenario_keeps_parent_pointers(tmp_path):
+    """The POSIX scenario (fixtures/posix_ops.py: creates, links, unlinks of
+    open files, renames with every flag, rmdir, xattrs) through an fstool
+    mount of a parent-pointer image gives what it gives in a kernel mount of
+    one mkfs.xfs 6.10.1 made, and leaves the image proved."""
+    why = fuse_skip_reason()
+    if why:
+        pytest.skip(f"needs FUSE: {why}")
+    ref = tmp_path / "kernel.img"
+    modern.mkfs(ref, "-n", "parent=1", size="512m")
+    with Mounted(ref) as mnt:
+        theirs = run_ops(mnt, "main")
+    img = mkfs(tmp_path / "p.img", "512m")
+    m = FuseMounted(img)
+    with m as mnt:
+        ours = run_ops(mnt, "main")
+    assert m.returncode == 0, m.stderr
+    assert ours == theirs
+    got = proved(img)
+    assert sum(map(len, got.values())) > 100
