@@ -75,6 +75,8 @@ def host_tree(top):
     (top / "links").mkdir()
     for i in range(29):
         os.link(top / "a" / "f", top / "links" / f"link-with-a-longer-name-{i:02d}")
+    # a file of a run of plain files, linked from elsewhere
+    os.link(top / "big" / "entry-0005", top / "a" / "plain-link")
     (top / "a" / ("L" * 255)).write_bytes(b"long")
     os.symlink("b/c", top / "a" / "sym")
     os.mkfifo(top / "a" / "fifo")
@@ -90,6 +92,9 @@ def test_mkfs_populate_from_a_directory(tmp_path):
         f = fs.lstat("/a/f").st_ino
         big = fs.lstat("/big").st_ino
         assert len(got[f]) == 31 and (big, 0, b"also-f") in got[f]
+        a = fs.lstat("/a").st_ino
+        assert got[fs.lstat("/big/entry-0005").st_ino] == sorted(
+            [(a, 0, b"plain-link"), (big, 0, b"entry-0005")])
         assert dict(fs.xattrs("/a/f"))["user.color"] == b"blue"
         assert fs.paths(f) and "/a/f" in fs.paths(f)
 
