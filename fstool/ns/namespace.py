@@ -493,24 +493,41 @@ class Namespace:
                 raise ExistsError("a name is given twice")
             placed = None
         inos, forks = self._place_files(parent, items, ctime_ns, data, placed)
-        if forks is not None and None in forks:
+        if self.pptr:
+            self._put_plain_named(parent, names, inos, items, ctime_ns, forks)
+        elif forks is not None and None in forks:
             # those with a block map are stored already
             keep = [k for k, f in enumerate(forks) if f is not None]
             batch = ([inos[k] for k in keep], [items[k] for k in keep],
                      [forks[k] for k in keep])
+            self.w.inodes.put_simple_inodes(batch[0], batch[1], C.S_IFREG, ctime_ns, batch[2])
         else:
-            batch = (inos, items, forks)
-        self.w.inodes.put_simple_inodes(batch[0], batch[1], C.S_IFREG, ctime_ns, batch[2])
-        if self.pptr:
-            # each file's parent pointer, through the attr fork writer
-            for name, ino in zip(names, inos):
-                self._change_pptrs(ino, add=[self._pptr(parent, name)])
+            self.w.inodes.put_simple_inodes(inos, items, C.S_IFREG, ctime_ns, forks)
         if placed is None:
             entries.update(zip(names, [(ino, ft) for ino in inos]))
             pst.changed = True
         self.files += len(items)
         if forks is not None:
             self.bytes += sum(it[6] for it in items)
+
+    def _put_plain_named(self, parent: int, names: list, inos: list, items: list,
+                         ctime_ns: int, forks) -> None:
+        """The inodes of create_plain_files on a filesystem with parent
+        pointers: each written with its pointer in its attr fork (one whose
+        data needed a block map, stored already, gets it through the attr
+        fork writer)."""
+        rec = P.pack_rec(parent, self._dir_gen(parent))
+        for k, ino in enumerate(inos):
+            it = items[k]
+            ptr = (C.XFS_ATTR_PARENT, bytes(names[k]), rec)
+            fork = forks[k] if forks is not None else (0, 0, 0, b"")
+            if fork is None:
+                self._change_pptrs(ino, add=[ptr])
+                continue
+            size, nblocks, nextents, recs = fork
+            meta = Meta(it[1], it[2], it[3], it[4], it[5], ctime_ns, ctime_ns, (), [ptr])
+            self._put_new(ino, C.S_IFREG | it[1], meta, size=size, data=recs,
+                          nextents=nextents, nblocks=nblocks)
 
     def _place_files(self, parent: int, items: list, ctime_ns: int, data, placed) -> tuple:
         """Inodes, and with ``data`` blocks, for the files of
