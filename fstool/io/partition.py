@@ -143,6 +143,10 @@ def _guid(raw: bytes) -> str:
 
 
 def _pread(fd: int, n: int, off: int) -> bytes:
+    """``n`` bytes at ``off``; nothing when the range cannot be read (a
+    damaged table's LBA can be past any file offset)."""
+    if off < 0 or off + n > 1 << 63:
+        return b""
     try:
         return os.pread(fd, n, off)
     except OSError:
