@@ -2,7 +2,8 @@
 by ``fstool mkfs -n parent=1``, populate (a directory, a tar archive, a
 protofile; into a fresh image and an existing one), the edits (mkdir,
 put, cp, ln, ln -s, mv with every flag, rm, setattr) and the mount (the
-POSIX scenario, against the kernel's results) leave every inode with
+POSIX scenario, against the kernel's results; a session that dies,
+recovered by fstool log replay and by the kernel) leave every inode with
 the parent pointers of the entries naming it.  Each image is proved three
 ways: xfs_repair 6.10.1 -n finds nothing, fstool check finds nothing, and
 the kernel's parent pointers of every inode (xfs_io 6.10.1 ``parent`` on a
@@ -219,3 +220,35 @@ def test_mount_posix_scenario_keeps_parent_pointers(tmp_path):
     assert ours == theirs
     got = proved(img)
     assert sum(map(len, got.values())) > 100
+
+
+def test_a_mount_that_dies_recovers_as_the_kernel_recovers(tmp_path):
+    """A mount session on a parent-pointer image that made, linked, renamed
+    and unlinked an open file, synced and died: fstool log replay (which
+    frees the open unlinked file, a writer's work) and the kernel's
+    recovery at mount leave the same parent pointers, both proved."""
+    img = mkfs(tmp_path / "p.img")
+    code = ("import os, sys\n"
+            "from fstool.mount.volume import Volume\n"
+            "v = Volume(sys.argv[1])\n"
+            "d = v.mkdir(v.rootino, b'd', 0o755).ino\n"
+            "fh, a = v.create(d, b'f', 0o644)\n"
+            "v.link(a.ino, v.rootino, b'g')\n"
+            "v.create(d, b'open-unlinked', 0o644)\n"
+            "v.unlink(d, b'open-unlinked')\n"
+            "v.rename(d, b'f', v.rootino, b'moved')\n"
+            "v.sync()\n"
+            "os._exit(0)\n")
+    subprocess.run([sys.executable, "-c", code, str(img)], check=True)
+    kernel = dirty.copy(img, tmp_path / "k.img")
+    r = subprocess.run([sys.executable, "-m", "fstool", "log", "replay", str(img)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and "1 unlinked inodes" in r.stdout, r.stdout + r.stderr
+    with Mounted(kernel, nouuid=True):
+        pass
+    ours = proved(img)
+    assert ours == pptr.kernel_parents(kernel)
+    with fsmod.open_image(img) as fs:
+        f = fs.lstat("/moved").st_ino
+        assert ours[f] == [(fs.sb.rootino, 0, b"g"), (fs.sb.rootino, 0, b"moved")]
+
