@@ -115,7 +115,8 @@ class Filesystem:
         whose bytes need not be the file's, or a partition of a disk image
         (its offsets are not the file's)."""
         dev = self._dev
-        fd = dev.fd if type(dev) is Device and dev.fd >= 0 and not dev.start else -1
+        fd = dev.fd if type(dev) is Device and dev.fd >= 0 and not dev.start and \
+            dev.dump is None else -1
         ra = parsers.read_ahead_state() if fd >= 0 and not dev.writable else None
         self._read_ctx = self._read_geometry + (fd, dev.size if fd >= 0 else 0, ra)
 

@@ -31,6 +31,7 @@ import threading
 from collections import OrderedDict
 
 from ..errors import ImageBusy, ImageError, ImageNotFoundError, ImageTruncatedError, ReadOnlyError
+from .dumpfile import MAGICS, DumpFile, DumpImage
 from .partition import notify, split, window_of
 
 _FAULT_ENV = "FSTOOL_FAULT_AFTER_WRITES"
@@ -132,6 +133,8 @@ class Device:
         self.start = 0
         self.partition = None
         self.note = None
+        # a metadump read in place (io/dumpfile.py): reads come from it
+        self.dump = None
         # O_NONBLOCK: should the path turn out to name a FIFO after all (it
         # changed since the stat), the open does not wait for a writer
         flags = (os.O_RDWR if writable else os.O_RDONLY) | os.O_CLOEXEC | os.O_NOCTTY | \
@@ -210,9 +213,13 @@ class Device:
             head = b""              # left to the reads that follow to report
         if head[:4] == b"XFSB" and sel is None:
             return
-        if self.writable and head[:4] in (b"XFSM", b"XMD2") and sel is None:
-            raise ImageError(f"{self.path}: is a metadump, not an image: restore it first "
-                             "(fstool mdrestore DUMP IMAGE)")
+        if head[:4] in MAGICS and sel is None:
+            if self.writable:
+                raise ImageError(f"{self.path}: is a metadump, not an image: restore it "
+                                 "first (fstool mdrestore DUMP IMAGE)")
+            self.dump = DumpImage(DumpFile(self.path, fd=self.fd))
+            self.size = self.dump.size
+            return
         if whole and sel is None:
             return
         w = window_of(self.path if sel is None else self.file, self.fd, self.size, sel, head)
@@ -236,6 +243,8 @@ class Device:
             raise ImageTruncatedError(
                 f"{self.path}: read of {length} bytes at offset {offset} lies beyond "
                 f"the end of the image ({self.size} bytes): the image is truncated")
+        if self.dump is not None:
+            return self.dump.pread(offset, length)
         try:
             data = os.pread(self.fd, length, offset + self.start)
         except OSError as e:
@@ -254,6 +263,9 @@ class Device:
             raise ImageTruncatedError(
                 f"{self.path}: read of {length} bytes at offset {offset} lies beyond "
                 f"the end of the image ({self.size} bytes): the image is truncated")
+        if self.dump is not None:
+            view[:] = self.dump.pread(offset, length)
+            return
         done = 0
         try:
             while done < length:

@@ -167,6 +167,30 @@ def clear_stale(g, out, head_cycle: int, head: int, tail_lsn: int) -> int:
     return n
 
 
+def front_is_stale(g, dev, head_cycle: int, head: int) -> bool:
+    """Whether a block the kernel's xlog_clear_stale_blocks would stamp in
+    front of a clean head (up to XLOG_TOTAL_REC_SHIFT_BB of them) carries a
+    cycle other than the one it would stamp: ``head_cycle - 1`` before the
+    end of the log, ``head_cycle`` past it.  Such blocks (the zeroed hole
+    xfsprogs' log clear leaves behind its cycle-2 unmount record at block 0,
+    for one) would make records written at the head unfindable, so the
+    writer clears them first as the kernel does at mount."""
+    n = min(L.XLOG_TOTAL_REC_SHIFT_BB, g.bbsize)
+    step = 2048
+    done = 0
+    while done < n:
+        cnt = min(step, n - done)
+        blk = (head + done) % g.bbsize
+        cnt = min(cnt, g.bbsize - blk)
+        want = head_cycle - 1 if head + done < g.bbsize else head_cycle
+        data = dev.pread((g.start_daddr + blk) * BB, cnt * BB)
+        for j in range(cnt):
+            if L.get_cycle(data[j * BB:j * BB + 8]) != want:
+                return True
+        done += cnt
+    return False
+
+
 def mark_clean(g, out, cycle: int, head: int, prev_block: int) -> int:
     """Write an unmount record at ``head`` (after clearing the stale blocks
     beyond it): the log reads as cleanly unmounted.  Returns the new head."""
@@ -224,6 +248,59 @@ def zero_log(g, out, cycle: int) -> None:
     out.fsync()
 
 
+def _xfsprogs_record(buf: bytearray, off: int, uuid: bytes, sunit: int, lsn_: int,
+                     tail_lsn: int) -> int:
+    """libxfs_log_header: one record holding an unmount record, written at
+    byte ``off`` of ``buf`` (a record of ``sunit`` bytes when that is over
+    two sectors, its cycle data in extended headers past 32 KiB; the CRC
+    left zero, as xfsprogs leaves it).  Returns its length in bytes."""
+    cycle = L.cycle_lsn(lsn_)
+    hdrs = -(-sunit // L.XLOG_HEADER_CYCLE_SIZE) if sunit > L.XLOG_HEADER_CYCLE_SIZE else 1
+    nbb = max(-(-sunit // BB) if sunit else 1, hdrs + 1)
+    cyc = cycle.to_bytes(4, "big")
+    op = L.OP_HEADER.pack({"oh_tid": 0xB0C0D0D0, "oh_len": 8, "oh_clientid": L.XFS_LOG,
+                           "oh_flags": L.XLOG_UNMOUNT_TRANS, "oh_res2": 0})
+    # the unmount payload in host order, as xfsprogs copies it (x86-64, arm64: little)
+    body = op + L.XLOG_UNMOUNT_TYPE.to_bytes(2, "little") + bytes(6)
+    hdr = L.REC_HEADER.pack({
+        "h_magicno": L.XLOG_HEADER_MAGIC_NUM, "h_cycle": cycle, "h_version": L.XLOG_VERSION_2,
+        "h_len": max(2 * BB, sunit) - hdrs * BB, "h_lsn": lsn_, "h_tail_lsn": tail_lsn,
+        "h_crc": bytes(4), "h_prev_block": 0xFFFFFFFF, "h_num_logops": 1,
+        "h_cycle_data": [int.from_bytes(body[:4], "big")] + [0] * (L.XLOG_CYCLE_DATA_SIZE - 1),
+        "h_fmt": L.XLOG_FMT_LINUX_LE, "h_fs_uuid": uuid,
+        "h_size": max(sunit, L.XLOG_BIG_RECORD_BSIZE), "h_pad0": 0})
+    buf[off:off + nbb * BB] = bytes(nbb * BB)
+    buf[off:off + len(hdr)] = hdr
+    for i in range(1, nbb):
+        buf[off + i * BB:off + i * BB + 4] = cyc
+    unmount = off + hdrs * BB
+    buf[unmount + 4:unmount + len(body)] = body[4:]
+    return nbb * BB
+
+
+def xfsprogs_cleared_log(bbsize: int, uuid: bytes, logsunit: int, cycle: int) -> bytearray:
+    """The log as xfsprogs' libxfs_log_clear formats it in memory (what
+    xfs_metadump puts in a dump in place of a clean log): an unmount record
+    at block 0 with ``cycle``; past cycle 1, from block 512 on, 256 KiB
+    unmount records of the previous cycle (blocks 2 to 511 stay zero)."""
+    buf = bytearray(bbsize * BB)
+    sunit = logsunit if logsunit > 1 else 0
+    first = max(-(-sunit // BB) if sunit else 2, 2)
+    tail = L.lsn(cycle, 0) if cycle == 1 else L.lsn(cycle - 1, bbsize - first)
+    _xfsprogs_record(buf, 0, uuid, sunit, L.lsn(cycle, 0), tail)
+    if cycle == 1:
+        return buf
+    step = (256 * 1024) // BB
+    blk = step
+    n = min(bbsize - blk, step)
+    while blk < bbsize:
+        _xfsprogs_record(buf, blk * BB, uuid, n * BB, L.lsn(cycle - 1, blk),
+                         L.lsn(cycle - 1, blk - n))
+        blk += n
+        n = min(bbsize - blk, n)
+    return buf
+
+
 def buf_item_regions(daddr: int, nbytes: int, blft: int, chunks: list, data,
                      cancel: bool = False) -> list:
     """The regions of a buffer log item: the xfs_buf_log_format (with the
@@ -273,6 +350,7 @@ class LogWriter:
 
     def __init__(self, dev, g, *, head_block: int, head_cycle: int, prev_block: int,
                  tail_lsn: int | None = None):
+        head_lsn_written = head_cycle != 0
         self.dev = dev
         self.g = g
         self.size = g.bbsize                 # in 512-byte blocks
@@ -295,7 +373,8 @@ class LogWriter:
         # and again in front of the unmount record (as recovery marks a log
         # clean)
         self.recovered = tail_lsn is not None
-        self.stale_pending = self.recovered
+        self.stale_pending = self.recovered or (
+            head_lsn_written and front_is_stale(g, dev, self.cycle, self.block))
         self.bytes_written = 0
         self.records_written = 0
 

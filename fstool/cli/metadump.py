@@ -1,0 +1,72 @@
+"""``fstool metadump`` and ``fstool mdrestore``: an image's metadata alone,
+in xfs_metadump's file formats, and back to an image."""
+import click
+
+from ..ops.metadump import MAX_EXTLEN, mdrestore, metadump
+from .console import human_bytes, warn
+from .options import emit_json, image_arg, json_opt
+
+
+@click.command("metadump")
+@click.option("-o", "keep_names", is_flag=True,
+              help="Keep names, xattr names and values and the label as they are "
+                   "(by default they are obfuscated as xfs_metadump does).")
+@click.option("-a", "full_blocks", is_flag=True,
+              help="Copy metadata blocks whole (by default their unused parts are zeroed, "
+                   "as xfs_metadump does).")
+@click.option("-v", "--version", "version", type=click.Choice(["1", "2"]), default="1",
+              show_default=True, help="Dump format: 1 (XFSM) or 2 (XMD2, xfsprogs 6.10).")
+@click.option("--no-log", is_flag=True, help="Leave the log out of the dump.")
+@click.option("-m", "--max-extent", type=click.IntRange(min=1), default=MAX_EXTLEN,
+              metavar="BLOCKS", show_default=True,
+              help="Skip the rest of a metadata mapping at an extent longer than this.")
+@json_opt
+@image_arg
+@click.argument("out", type=click.Path(dir_okay=False))
+def metadump_cmd(keep_names, full_blocks, version, no_log, max_extent, as_json, image, out):
+    """Write the metadata of IMAGE to the file OUT in xfs_metadump's format:
+    superblocks and AG headers, every btree block, inode clusters,
+    directory, attribute and symlink blocks, quota and realtime metadata,
+    and the log (a clean log is replaced by an empty clean one unless -o
+    and -a are both given).  File data is never copied.  xfs_mdrestore or
+    'fstool mdrestore' make an image of it again.
+
+    Exit status: 0 done; see fstool's exit-status page for the rest.
+    """
+    r = metadump(image, out, version=int(version), obfuscate=not keep_names,
+                 full_blocks=full_blocks, log=not no_log, max_extent=max_extent)
+    for w in r["warnings"][:10]:
+        warn(w)
+    if len(r["warnings"]) > 10:
+        warn(f"... and {len(r['warnings']) - 10} more (--json lists them all)")
+    if as_json:
+        emit_json(r, True)
+        return
+    click.echo(f"{out}: metadump v{r['version']}, {r['buffers']} buffers, "
+               f"{human_bytes(r['bytes'])}"
+               + (", names obfuscated" if r["obfuscated"] else "")
+               + (", dirty log" if r["dirty_log"] else ""))
+
+
+@click.command("mdrestore")
+@click.option("-l", "--log-image", type=click.Path(dir_okay=False),
+              help="Where to write an external log a v2 dump holds.")
+@json_opt
+@click.argument("dump", type=click.Path(exists=True, dir_okay=False))
+@click.argument("image", type=click.Path(dir_okay=False))
+def mdrestore_cmd(log_image, as_json, dump, image):
+    """Make the image file IMAGE from the metadump DUMP (v1 or v2, as
+    xfs_metadump or 'fstool metadump' write them): IMAGE is created or
+    truncated to the filesystem's size, every block of the dump written
+    at its place, the rest left as holes.
+
+    Exit status: 0 done; 4 DUMP is not a metadump; 6 DUMP is truncated or
+    damaged; see fstool's exit-status page for the rest.
+    """
+    r = mdrestore(dump, image, log_image=log_image)
+    if as_json:
+        emit_json(r, True)
+        return
+    click.echo(f"{image}: restored from a v{r['version']} metadump, "
+               f"{human_bytes(r['sectors'] * 512)} of metadata in "
+               f"{human_bytes(r['image_bytes'])}")

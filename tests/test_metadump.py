@@ -1,0 +1,329 @@
+"""fstool metadump / mdrestore against xfs_metadump and xfs_mdrestore (6.1
+for v1 dumps, 6.10.1 for v2): with -o fstool's dump is byte for byte
+xfs_metadump's; fstool's obfuscated dump restored by xfs_mdrestore is
+judged by xfs_repair -n as the original is and is clean for fstool check;
+fstool mdrestore of xfs_metadump's dumps is xfs_mdrestore's image; no name
+of the source tree (five bytes or more: xfs_metadump leaves shorter ones)
+is left in an obfuscated dump, and every name keeps its length and hash;
+bad dumps get a one-line error and the exit status of fstool/errors.py.
+
+The source image is the kernel-written fixture (fixtures.images); each
+test runs a dump or two of it (a second or two each)."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from fixtures import images, modern
+from fixtures.oracles import fstool
+from fstool._backend import parsers
+from fstool.cli import exits
+from fstool.fs.filesystem import Filesystem
+
+needs_kernel_image = pytest.mark.skipif(
+    not images.loop_available() and not (images.cache_dir() / "kernel-v6-small-default.img")
+    .exists(), reason="the kernel-written fixture image needs root, xfsprogs and loop mounts")
+
+
+def _tools(version: int) -> tuple[str, str]:
+    """(xfs_metadump, xfs_mdrestore) writing/reading dump ``version``: 6.1
+    from PATH for v1, 6.10.1 for v2."""
+    if version == 1:
+        md, mr = shutil.which("xfs_metadump"), shutil.which("xfs_mdrestore")
+        if not md or not mr:
+            pytest.skip("needs xfs_metadump and xfs_mdrestore (xfsprogs 6.1)")
+        return md, mr
+    if not modern.available():
+        pytest.skip(modern.WHY)
+    return modern.tool("xfs_metadump"), modern.tool("xfs_mdrestore")
+
+
+def _xfs_metadump(version: int, image, out, *opts) -> None:
+    md, _ = _tools(version)
+    env = dict(os.environ)
+    # the xfs_metadump script runs the xfs_db found on PATH: its own
+    env["PATH"] = f"{os.path.dirname(md)}:{env['PATH']}"
+    args = [md, "-f", *opts] + (["-v", "2"] if version == 2 else [])
+    subprocess.run(args + [str(image), str(out)], check=True, capture_output=True, env=env)
+
+
+def _xfs_mdrestore(version: int, dump, image) -> None:
+    _, mr = _tools(version)
+    subprocess.run([mr, str(dump), str(image)], check=True, capture_output=True)
+
+
+def _data_ranges(fd, size: int) -> list:
+    """The (start, end) byte ranges of a sparse file that hold data."""
+    out, pos = [], 0
+    while pos < size:
+        try:
+            start = os.lseek(fd, pos, os.SEEK_DATA)
+        except OSError:
+            break
+        end = os.lseek(fd, start, os.SEEK_HOLE)
+        out.append((start, end))
+        pos = end
+    return out
+
+
+def _same_bytes(a, b) -> bool:
+    """Whether two (sparse) files read the same, every byte: the ranges
+    either holds data are compared, the holes of both read as zeros."""
+    if os.path.getsize(a) != os.path.getsize(b):
+        return False
+    size = os.path.getsize(a)
+    fa, fb = os.open(a, os.O_RDONLY), os.open(b, os.O_RDONLY)
+    try:
+        for start, end in _data_ranges(fa, size) + _data_ranges(fb, size):
+            pos = start
+            while pos < end:
+                n = min(end - pos, 1 << 22)
+                if os.pread(fa, n, pos) != os.pread(fb, n, pos):
+                    return False
+                pos += n
+        return True
+    finally:
+        os.close(fa)
+        os.close(fb)
+
+
+@pytest.fixture(scope="module")
+def source():
+    return images.kernel_image("small")
+
+
+@needs_kernel_image
+@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("opts", [("-o",), ("-o", "-a")])
+def test_unobfuscated_dump_is_xfs_metadumps(source, tmp_path, version, opts):
+    """Without obfuscation (which is random) the dump is xfs_metadump's byte
+    for byte: the same blocks in the same order, unused parts zeroed the same
+    way (or kept with -a), the clean log replaced by the same cleared log."""
+    ours, theirs = tmp_path / "ours.md", tmp_path / "theirs.md"
+    _xfs_metadump(version, source, theirs, *opts)
+    fstool("metadump", "-v", version, *opts, source, ours)
+    assert _same_bytes(ours, theirs)
+
+
+@needs_kernel_image
+@pytest.mark.parametrize("version", [1, 2])
+def test_mdrestore_equals_xfs_mdrestore(source, tmp_path, version):
+    """fstool mdrestore of xfs_metadump's dump makes xfs_mdrestore's image,
+    every byte (metadata where the dump has it, holes elsewhere; the
+    primary superblock rewritten as xfs_mdrestore rewrites it)."""
+    dump = tmp_path / "x.md"
+    _xfs_metadump(version, source, dump, "-o")
+    theirs, ours = tmp_path / "theirs.img", tmp_path / "ours.img"
+    _xfs_mdrestore(version, dump, theirs)
+    fstool("mdrestore", dump, ours)
+    assert _same_bytes(ours, theirs)
+
+
+def _repair_lines(img, version: int) -> tuple[int, list]:
+    tool = shutil.which("xfs_repair") if version == 1 else modern.tool("xfs_repair")
+    r = subprocess.run([tool, "-n", "-f", str(img)], capture_output=True, text=True)
+    lines = [ln for ln in (r.stdout + r.stderr).splitlines()
+             if ln and not ln.startswith(("Phase", "        - ", "Cannot get host",
+                                          "Repair may fail", "the image and the host"))]
+    return r.returncode, lines
+
+
+@needs_kernel_image
+@pytest.mark.parametrize("version", [1, 2])
+def test_obfuscated_dump_restores_to_an_image_judged_as_the_original(source, tmp_path,
+                                                                      version):
+    dump, img = tmp_path / "o.md", tmp_path / "o.img"
+    fstool("metadump", "-v", version, source, dump)
+    _xfs_mdrestore(version, dump, img)
+    assert _repair_lines(img, version) == _repair_lines(source, version)
+    r = fstool("check", img, check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def _xattr_names(fs, node) -> list:
+    return [n.encode("utf-8", "surrogateescape").split(b".", 1)[1]
+            for n in fs.xattr_names(node)]
+
+
+def _names(fs) -> tuple[dict, dict]:
+    """{(directory inode, child inode): name} of a whole tree and {inode:
+    [xattr names]}, found by inode numbers (so that an obfuscated tree lines
+    up with its original)."""
+    dirents, xattrs = {}, {}
+    todo = [fs.sb.rootino]
+    seen = set()
+    while todo:
+        d = todo.pop()
+        if d in seen:
+            continue
+        seen.add(d)
+        node = fs.inode(d)
+        xattrs[d] = _xattr_names(fs, node)
+        for e in fs.listdir(node):
+            if e.name in (b".", b".."):
+                continue
+            dirents[(d, e.ino)] = e.name
+            child = fs.inode(e.ino)
+            if child.is_dir:
+                todo.append(e.ino)
+            else:
+                xattrs[e.ino] = _xattr_names(fs, child)
+    return dirents, xattrs
+
+
+def _shape(names) -> list:
+    return sorted((len(n), parsers.da_hashname(n)) for n in names)
+
+
+@needs_kernel_image
+def test_obfuscated_names_keep_length_and_hash_and_none_is_left(source, tmp_path):
+    dump, img = tmp_path / "o.md", tmp_path / "o.img"
+    fstool("metadump", "-v", "2", source, dump)
+    fstool("mdrestore", dump, img)
+    with Filesystem(str(source)) as a, Filesystem(str(img)) as b:
+        (before, xbefore), (after, xafter) = _names(a), _names(b)
+    assert before and set(before) == set(after) and set(xbefore) == set(xafter)
+    changed = 0
+    for key, name in before.items():
+        new = after[key]
+        assert len(new) == len(name), (key, name, new)
+        assert parsers.da_hashname(new) == parsers.da_hashname(name), (key, name, new)
+        if len(name) >= 5 and name != b"lost+found":
+            assert new != name, (key, name)
+            changed += 1
+    assert changed > 100
+    # xattr names: the same lengths and hashes in each inode, none left
+    xattr_count = 0
+    for ino, names in xbefore.items():
+        assert _shape(xafter[ino]) == _shape(names), ino
+        assert not {n for n in names if len(n) >= 5} & set(xafter[ino]), ino
+        xattr_count += len(names)
+    assert xattr_count > 10
+    # no name (and no xattr name) of five bytes or more anywhere in the dump:
+    # grep -F (Aho-Corasick) for the names a line holds, find() for the rest
+    every = set(before.values()) | {n for ns in xbefore.values() for n in ns}
+    wanted = {n for n in every if len(n) >= 5 and n != b"lost+found"}
+    plain = sorted(n for n in wanted if b"\n" not in n)
+    pats = tmp_path / "names"
+    pats.write_bytes(b"\n".join(plain) + b"\n")
+    grep_env = dict(os.environ, LC_ALL="C")       # bytes, not UTF-8: much faster
+    r = subprocess.run(["grep", "-a", "-o", "-F", "-f", str(pats), str(dump)],
+                       capture_output=True, env=grep_env)
+    assert r.returncode in (0, 1), r.stderr
+    left = set(r.stdout.splitlines()) & wanted
+    blob = dump.read_bytes()
+    left |= {n for n in wanted if b"\n" in n and n in blob}
+    assert not left, sorted(left)[:20]
+    # and grep finds them in the source's own -o dump (the check can fail)
+    plain_dump = tmp_path / "plain.md"
+    fstool("metadump", "-v", "2", "-o", "--no-log", source, plain_dump)
+    r = subprocess.run(["grep", "-a", "-o", "-F", "-f", str(pats), str(plain_dump)],
+                       capture_output=True, env=grep_env)
+    assert len(set(r.stdout.splitlines()) & wanted) > 100
+    # xattr values are gone too (as xfs_metadump fills them with 'v'): the
+    # 50 longest
+    values = images.load_xattrs(source)
+    long_values = sorted({v for d in values.values() for v in d.values()
+                          if len(v) >= 8 and v.strip(b"v")}, key=len)[-50:]
+    assert long_values and not [v for v in long_values if v in blob]
+
+
+@needs_kernel_image
+def test_no_log_leaves_the_log_out(source, tmp_path):
+    with_log, without = tmp_path / "a.md", tmp_path / "b.md"
+    fstool("metadump", "-v", "2", "-o", source, with_log)
+    fstool("metadump", "-v", "2", "-o", "--no-log", source, without)
+    with Filesystem(str(source)) as fs:
+        log_bytes = fs.sb.logblocks * fs.sb.blocksize
+    assert with_log.stat().st_size - without.stat().st_size == log_bytes + 12
+
+
+@pytest.mark.parametrize("make, status", [
+    (lambda p: p.write_bytes(b"NOPE" + bytes(1020)), exits.EXIT_NOT_XFS),
+    (lambda p: p.write_bytes(b""), exits.EXIT_NOT_XFS),
+    (lambda p: p.write_bytes(b"XFSM\x00\x05\x09\x01" + bytes(504) + bytes(1000)),
+     exits.EXIT_CORRUPT),
+    (lambda p: p.write_bytes(b"XMD2" + bytes([0, 0, 0, 2]) + bytes(16) + bytes(8) +
+                             (8).to_bytes(4, "big") + bytes(100)), exits.EXIT_CORRUPT),
+], ids=["wrong-magic", "empty", "v1-truncated", "v2-truncated"])
+def test_bad_dumps_get_one_line_and_their_exit_status(tmp_path, make, status):
+    dump = tmp_path / "bad.md"
+    make(dump)
+    r = fstool("mdrestore", dump, tmp_path / "out.img", check=False)
+    assert r.returncode == status, (r.returncode, r.stderr)
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+def test_check_of_a_dump_agrees_with_check_of_the_restored_image(tmp_path):
+    """Reader commands open a dump in place: fstool check of the dump
+    reports what it reports of the image mdrestore makes (and of the
+    damaged original), and a writer refuses the dump."""
+    if shutil.which("mkfs.xfs") is None or shutil.which("xfs_db") is None:
+        pytest.skip("needs mkfs.xfs and xfs_db (xfsprogs)")
+    img = tmp_path / "d.img"
+    with open(img, "wb") as f:
+        f.truncate(300 << 20)
+    subprocess.run(["mkfs.xfs", "-q", "-f", str(img)], check=True)
+    fstool("mkdir", img, "/a-directory")
+    fstool("mkdir", img, "/a-directory/below")
+    subprocess.run(["xfs_db", "-x", "-c", "inode 128", "-c", "write core.nlinkv2 9",
+                    str(img)], check=True, capture_output=True)
+    dump, restored = tmp_path / "d.md", tmp_path / "r.img"
+    fstool("metadump", "-v", "2", img, dump)
+    fstool("mdrestore", dump, restored)
+    runs = [fstool("check", "--json", p, check=False) for p in (img, dump, restored)]
+    assert [r.returncode for r in runs] == [1, 1, 1]
+    assert runs[1].stdout == runs[2].stdout == runs[0].stdout
+    assert '"NLINK"' in runs[1].stdout
+    # xfs_metadump's dump (v1, 6.1) reads in place the same way
+    if shutil.which("xfs_metadump"):
+        xdump = tmp_path / "x.md"
+        _xfs_metadump(1, img, xdump)
+        r = fstool("check", "--json", xdump, check=False)
+        assert (r.returncode, r.stdout) == (1, runs[0].stdout)
+    assert fstool("ls", dump, "/").stdout.split() == fstool("ls", restored, "/").stdout.split()
+    r = fstool("mkdir", "--no-check", dump, "/x", check=False)
+    assert r.returncode != 0 and "metadump" in r.stderr
+
+
+@pytest.mark.parametrize("seed", [1, 14])
+def test_a_damaged_image_dumps_like_xfs_metadump(tmp_path, seed):
+    """Bits flipped in metadata (xfs_db blocktrash): the dump still comes
+    out (what makes no sense is skipped, never a traceback), holds the same
+    extents as xfs_metadump's, and the image restored from it is damaged in
+    xfs_repair's eyes as the one restored from xfs_metadump's is."""
+    if shutil.which("mkfs.xfs") is None or not modern.available():
+        pytest.skip("needs mkfs.xfs and " + modern.WHY)
+    src = tmp_path / "tree"
+    for d in range(3):
+        (src / f"dir-{d}").mkdir(parents=True)
+        for i in range(150):
+            (src / f"dir-{d}" / f"file-{i:04d}").write_bytes(b"x" * (i % 7))
+        (src / f"dir-{d}" / "a-symlink").symlink_to(f"../dir-{(d + 1) % 3}/file-0001")
+    img = tmp_path / "a.img"
+    with open(img, "wb") as f:
+        f.truncate(300 << 20)
+    subprocess.run(["mkfs.xfs", "-q", "-f", str(img)], check=True)
+    fstool("populate", img, src)
+    subprocess.run(["xfs_db", "-x", "-c", "blockget", "-c", f"blocktrash -s {seed} -n 40 -3",
+                    str(img)], check=True, capture_output=True)
+    ours, theirs = tmp_path / "ours.md", tmp_path / "theirs.md"
+    r = fstool("metadump", "-v", "2", "-o", img, ours, check=False)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    _xfs_metadump(2, img, theirs, "-o")
+    from fstool.io.dumpfile import DumpFile  # lazy: the test's own reading of both dumps
+    a, b = DumpFile(ours), DumpFile(theirs)
+    try:
+        assert [e[:2] for e in a.index()] == [e[:2] for e in b.index()]
+    finally:
+        a.close()
+        b.close()
+    judged = []
+    for dump in (ours, theirs):
+        out = dump.with_suffix(".img")
+        _xfs_mdrestore(2, dump, out)
+        judged.append(modern.repair_n(out).returncode)
+    assert judged[0] == judged[1] == modern.repair_n(img).returncode
