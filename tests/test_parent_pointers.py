@@ -369,13 +369,13 @@ def _digest(img):
 
 
 def test_writers_without_parent_pointers_refuse_in_one_line(pimg, tmp_path):
-    """The writers that do not keep parent pointers yet (resize, and a
+    """The writers that do not keep parent pointers yet (admin, and a
     Writer not opened to keep them) refuse a parent-pointer image with one
-    line naming the feature, and leave it as it was (populate, the edits
-    and the mount keep them: tests/test_pptr_writers.py)."""
+    line naming the feature, and leave it as it was (populate, the edits,
+    the mount, log replay and resize keep them: tests/test_pptr_writers.py)."""
     img = copy(pimg, tmp_path)
     before = _digest(img)
-    r = fstool("resize", img, "--size", "2g")
+    r = fstool("admin", "-L", "newlabel", img)
     lines = r.stderr.strip().splitlines()
     assert r.returncode != 0, (r.stdout, r.stderr)
     assert len(lines) == 1 and "parent pointers" in lines[0], r.stderr

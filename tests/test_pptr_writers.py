@@ -1,6 +1,6 @@
 """Writers keep parent pointers (issue 29, items 4 and 6): on an image made
 by ``fstool mkfs -n parent=1``, populate (a directory, a tar archive, a
-protofile; into a fresh image and an existing one), the edits (mkdir,
+protofile; into a fresh image and an existing one), resize, the edits (mkdir,
 put, cp, ln, ln -s, mv with every flag, rm, setattr) and the mount (the
 POSIX scenario, against the kernel's results; a session that dies,
 recovered by fstool log replay and by the kernel) leave every inode with
@@ -251,4 +251,19 @@ def test_a_mount_that_dies_recovers_as_the_kernel_recovers(tmp_path):
     with fsmod.open_image(img) as fs:
         f = fs.lstat("/moved").st_ino
         assert ours[f] == [(fs.sb.rootino, 0, b"g"), (fs.sb.rootino, 0, b"moved")]
+
+
+def test_resize_keeps_parent_pointers(tmp_path):
+    """Growing a parent-pointer filesystem changes none of its pointers."""
+    src = tmp_path / "src"
+    (src / "d").mkdir(parents=True)
+    (src / "d" / "f").write_bytes(b"f")
+    os.link(src / "d" / "f", src / "g")
+    img = tmp_path / "p.img"
+    fstool("mkfs", "-q", "-n", "parent=1", "--size", "256m", "--populate", src, img)
+    before = pptr.kernel_parents(img)
+    fstool("resize", img, "--size", "600m")
+    assert proved(img) == before
+    with fsmod.open_image(img) as fs:
+        assert fs.sb.agcount > 4
 

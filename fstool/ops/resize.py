@@ -220,7 +220,8 @@ def grow(path, dblocks: int, agcount: int, *, undo=None, changes: list) -> None:
     """Grow the filesystem of ``path`` to ``dblocks`` blocks in ``agcount``
     AGs (see the module docstring).  ``undo``: a function given the open
     Device, returning an undo recorder to attach (or None)."""
-    w = Writer(path)
+    # growing changes no names: parent pointers stay as they are
+    w = Writer(path, keeps_parents=True)
     try:
         if undo is not None:
             undo(w.dev)
