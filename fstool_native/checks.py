@@ -28,6 +28,7 @@ else:
     _parent_hash = _load(pure=True).parent_hashname
     _be16 = _load(pure=True)._be16
     _be32 = _load(pure=True)._be32
+    _find_slot = _load(pure=True)._find_slot
 
 ATTR_LOCAL, ATTR_INCOMPLETE = 1, 0x80
 # the namespace bits, the parent namespace, the flags an entry may carry
@@ -681,3 +682,215 @@ def rmap_leaf_take(recs, i, out, length, agino_log, inopblog, agcount, agblocks,
     elif taken:
         last = (ls,)
     return i, last
+
+
+
+@cython.locals(i=cython.Py_ssize_t, nrec=cython.Py_ssize_t, s=cython.ulonglong,
+               n=cython.ulonglong, o=cython.ulonglong, f=cython.ulonglong,
+               ts=cython.ulonglong, to=cython.ulonglong, tf=cython.ulonglong,
+               have=cython.bint)
+def rmap_leaf_top(recs):
+    """The greatest high key among the decoded rmapbt leaf records ``recs``
+    (startblock, blockcount, owner, offset), as the rmapbt key check
+    computes it (fstool/ops/check/btrees.py): (last block, owner, offset
+    with the unwritten bit cleared, for a fork mapping of a file its last
+    file offset), compared as unsigned tuples.  None for no records, or
+    when a record has no length or its last block or offset leaves 64 bits
+    (the Python code looks)."""
+    nrec = len(recs)
+    have = False
+    ts = to = tf = 0
+    for i in range(nrec):
+        rec = recs[i]
+        s = rec[0]
+        n = rec[1]
+        o = rec[2]
+        f = rec[3]
+        if n == 0 or s > _U64 - n:
+            return None
+        s = s + n - 1
+        f = f & ~_UNWRITTEN
+        if not (o >> 63) and not (f & _BMBT):
+            if f > _U64 - (n - 1):
+                return None
+            f = f + n - 1
+        if not have or s > ts or (s == ts and (o > to or (o == to and f > tf))):
+            ts = s
+            to = o
+            tf = f
+            have = True
+    if not have:
+        return None
+    return (ts, to, tf)
+
+
+# -- the namespace phase: directory links, reachability, link counts ---------------
+# (fstool/ops/check/namespace.py).  The inode table's arrays are indexed by
+# slot (fstool/ops/check/table.py): ``subdirs`` (unsigned 32-bit) counts a
+# directory's subdirectory entries, ``parent`` (unsigned 64-bit) holds the
+# directory that last linked a directory (0 for none yet), ``edges`` (signed
+# 64-bit) the (directory slot, subdirectory slot) pairs of those links.
+_T_DIR = 4      # dir_data_tally's flag: the entry names a directory
+
+
+@cython.cfunc
+@cython.locals(arr=array, a=cython.longlong, b=cython.longlong, n=cython.Py_ssize_t,
+               q=cython.p_longlong)
+def _push2(arr, a, b):
+    """Append the pair (a, b) to a flat array of signed 64-bit numbers."""
+    if not cython.compiled:
+        arr.extend((a, b))
+        return
+    n = len(arr)
+    cpy_array.resize_smart(arr, n + 2)
+    q = cython.cast(cython.p_longlong, arr.data.as_voidptr)
+    q[n] = a
+    q[n + 1] = b
+
+
+@cython.locals(out=list, i=cython.Py_ssize_t, n=cython.Py_ssize_t,
+               starts=cython.ulonglong[:], subdirs=cython.uint[:], parent=cython.ulonglong[:],
+               ps=cython.Py_ssize_t, cs=cython.Py_ssize_t, child=cython.ulonglong,
+               dino=cython.ulonglong)
+def dir_links(odd, ino, starts, subdirs, parent, edges):
+    """The common entries among a directory's ``odd`` ones (name, child,
+    ftype, flags as dir_data_tally gives them): those flagged as naming a
+    directory and nothing else, whose directory no entry has linked yet,
+    are counted (the directory ``ino`` gains a subdirectory, the child its
+    parent, ``edges`` the link) and dropped; the others come back, in
+    order, for the Python code to look at."""
+    n = len(odd)
+    if n == 0:
+        return odd
+    ps = _find_slot(starts, ino)
+    if ps < 0:
+        return odd
+    dino = ino
+    out = []
+    for i in range(n):
+        e = odd[i]
+        if e[3] == _T_DIR:
+            child = e[1]
+            cs = _find_slot(starts, child)
+            if cs >= 0 and parent[cs] == 0:
+                subdirs[ps] += 1
+                parent[cs] = dino
+                _push2(edges, ps, cs)
+                continue
+        out.append(e)
+    return out
+
+
+@cython.locals(edges=array, nslots=cython.Py_ssize_t, root=cython.Py_ssize_t,
+               m=cython.Py_ssize_t, i=cython.Py_ssize_t, a=cython.Py_ssize_t,
+               b=cython.Py_ssize_t, top=cython.Py_ssize_t, s=cython.Py_ssize_t,
+               k=cython.Py_ssize_t, pe=cython.p_longlong, first=cython.longlong[:],
+               to=cython.longlong[:], stack=cython.longlong[:], seen=cython.uchar[:])
+def reach_slots(edges, root, nslots):
+    """A bytearray of ``nslots``: 1 for the slots the directory in slot
+    ``root`` reaches through ``edges`` (flat (directory, subdirectory) slot
+    pairs), itself included; all 0 when ``root`` is not a slot."""
+    if edges.typecode != "q" or len(edges) % 2:
+        raise ValueError("edges are flat (directory, subdirectory) slot pairs")
+    out = bytearray(nslots)
+    if root < 0 or root >= nslots:
+        return out
+    m = len(edges) // 2
+    if cython.compiled:
+        pe = cython.cast(cython.p_longlong, edges.data.as_voidptr)
+    else:
+        pe = edges
+    for i in range(2 * m):
+        if pe[i] < 0 or pe[i] >= nslots:
+            raise ValueError("an edge names a slot outside the table")
+    # the edges grouped by directory (counting sort): first[a] .. first[a+1]
+    # index the subdirectories of slot a in ``to``
+    first = array("q", bytes(8 * (nslots + 1)))
+    to = array("q", bytes(8 * max(m, 1)))
+    for i in range(m):
+        first[pe[2 * i] + 1] += 1
+    for a in range(nslots):
+        first[a + 1] += first[a]
+    for i in range(m):
+        a = pe[2 * i]
+        to[first[a]] = pe[2 * i + 1]
+        first[a] += 1
+    for a in range(nslots, 0, -1):
+        first[a] = first[a - 1]
+    first[0] = 0
+    seen = out
+    stack = array("q", bytes(8 * (m + 1)))
+    seen[root] = 1
+    stack[0] = root
+    top = 1
+    while top:
+        top -= 1
+        s = stack[top]
+        for k in range(first[s], first[s + 1]):
+            b = to[k]
+            if not seen[b]:
+                seen[b] = 1
+                stack[top] = b
+                top += 1
+    return out
+
+
+@cython.locals(dirs=cython.ulonglong[:], starts=cython.ulonglong[:], reach=cython.uchar[:],
+               i=cython.Py_ssize_t, s=cython.Py_ssize_t, out=list)
+def unreached_dirs(dirs, starts, reach):
+    """The directories of ``dirs`` (an unsigned 64-bit array of inode
+    numbers) whose slot ``reach`` (as reach_slots gives it) does not mark,
+    in order."""
+    out = []
+    for i in range(len(dirs)):
+        s = _find_slot(starts, dirs[i])
+        if s < 0 or not reach[s]:
+            out.append(dirs[i])
+    return out
+
+
+@cython.locals(itype=cython.uchar[:], nlinks=cython.uint[:], refs=cython.uint[:],
+               subdirs=cython.uint[:], reach=cython.uchar[:], n=cython.Py_ssize_t,
+               i=cython.Py_ssize_t, root=cython.Py_ssize_t, t=cython.int,
+               want=cython.ulonglong, out=list)
+def link_doubts(itype, nlinks, refs, subdirs, reach, root):
+    """The slots the link count check must look at: the root's, every
+    directory not reached or whose link count is not 2 and its
+    subdirectories (0 when no entry names it), every other inode in use
+    whose link count differs from the entries naming it or that no entry
+    names.  (The inodes named only from directories the root does not reach
+    the caller adds.)"""
+    n = len(itype)
+    if len(nlinks) != n or len(refs) != n or len(subdirs) != n or len(reach) != n:
+        raise ValueError("inode table arrays differ in length")
+    out = []
+    for i in range(n):
+        t = itype[i]
+        if t == 0:
+            continue
+        if i == root:
+            out.append(i)
+        elif t == 4:
+            want = 2 + cython.cast(cython.ulonglong, subdirs[i]) if refs[i] else 0
+            if not reach[i] or nlinks[i] != want:
+                out.append(i)
+        elif refs[i] == 0 or nlinks[i] != refs[i]:
+            out.append(i)
+    return out
+
+
+@cython.locals(keys=cython.ulonglong[:], vals=cython.ulonglong[:],
+               starts=cython.ulonglong[:], parent=cython.ulonglong[:], i=cython.Py_ssize_t,
+               s=cython.Py_ssize_t, out=list)
+def dotdot_doubts(keys, vals, starts, parent):
+    """The indices i at which directory ``keys[i]``'s '..' (``vals[i]``)
+    is not the directory that links it (``parent`` at its slot, when one
+    does), in order."""
+    if len(keys) != len(vals):
+        raise ValueError("keys and values differ in length")
+    out = []
+    for i in range(len(keys)):
+        s = _find_slot(starts, keys[i])
+        if s >= 0 and parent[s] != 0 and parent[s] != vals[i]:
+            out.append(i)
+    return out

@@ -97,3 +97,5 @@ from cpython cimport array as cpy_array
 cdef object _push3(array arr, long long a, long long b, long long c)
 cdef object _push4(array arr, unsigned long long a, unsigned long long b,
                    unsigned long long c, unsigned long long d)
+# an inode table's slot of an inode (check's namespace kernels in checks.py)
+cdef Py_ssize_t _find_slot(unsigned long long[:] starts, unsigned long long ino)

@@ -165,6 +165,75 @@ def fill_dir_entries(space, entries, addrs, dirblksize, has_ftype) -> None:
         p[off + size - 1] = tag & 0xFF
 
 
+
+@cython.locals(p=cython.p_uchar, n=cython.Py_ssize_t, k=cython.Py_ssize_t,
+               i8=cython.Py_ssize_t, isz=cython.Py_ssize_t, ft=cython.Py_ssize_t,
+               nl=cython.Py_ssize_t, names=cython.Py_ssize_t, size=cython.Py_ssize_t,
+               pos=cython.Py_ssize_t, off=cython.Py_ssize_t, lim=cython.Py_ssize_t,
+               first=cython.Py_ssize_t, par=cython.ulonglong, ino=cython.ulonglong)
+def sf_dir_fork(entries, parent, has_ftype, limit, data_first):
+    """The shortform data fork of a directory holding ``entries`` [(name,
+    ino, ftype)] in that order, with '..' naming ``parent``, as
+    fstool.ns.dirbuild writes it: count, i8count (the inode numbers, the
+    parent's included, that need 8 bytes; when any does, every number takes
+    8 bytes), the parent, then per entry its name length, its offset in the
+    data block it would have (from ``data_first``, each entry taking its
+    data entry's size), the name, the file type (with ``has_ftype``) and
+    the inode number.  None when it takes more than ``limit`` bytes."""
+    n = len(entries)
+    lim = limit
+    if 9 * n > lim:             # an entry takes at least 9 bytes
+        return None
+    par = parent
+    i8 = 1 if par > 0xFFFFFFFF else 0
+    names = 0
+    for k in range(n):
+        e = entries[k]
+        ino = e[1]
+        if ino > 0xFFFFFFFF:
+            i8 += 1
+        names += len(e[0])
+    isz = 8 if i8 else 4
+    ft = 1 if has_ftype else 0
+    size = 2 + isz + n * (3 + ft + isz) + names
+    if size > lim:
+        return None
+    if n > 255 or i8 > 255:
+        raise ValueError("a shortform directory holds at most 255 entries")
+    out = bytearray(size)
+    p = out
+    p[0] = n
+    p[1] = i8
+    if isz == 8:
+        _put64(p, 2, par)
+    else:
+        _put32(p, 2, par)
+    pos = 2 + isz
+    off = data_first
+    for k in range(n):
+        e = entries[k]
+        name = e[0]
+        nl = len(name)
+        ino = e[1]
+        if off > 0xFFFF:
+            raise ValueError("shortform entry offset past 64 KiB")
+        p[pos] = nl
+        p[pos + 1] = (off >> 8) & 0xFF
+        p[pos + 2] = off & 0xFF
+        _copy_in(p, pos + 3, name, nl)
+        pos += 3 + nl
+        if ft:
+            p[pos] = e[2]
+            pos += 1
+        if isz == 8:
+            _put64(p, pos, ino)
+        else:
+            _put32(p, pos, ino)
+        pos += isz
+        off += (8 + 1 + nl + ft + 2 + 7) & ~7
+    return bytes(out)
+
+
 _NS_SAFE = 9_000_000_000             # seconds whose nanosecond count fits 63 bits
 _S_IFMT = 0o170000
 _S_IFREG = 0o100000

@@ -914,3 +914,151 @@ def test_rmap_leaf_fast_path_keeps_the_findings(monkeypatch):
             assert fast.found == slow.found, leaves
             assert list(fast.rmaps[0]) == list(slow.rmaps[0])
     assert outcomes == {True, False}
+
+
+def test_rmap_keys_fast_path_keeps_the_findings(monkeypatch):
+    """The rmapbt key check of a leaf against the high key its parent holds
+    for it: the same findings with the greatest key computed natively (each
+    backend) as by the Python code alone."""
+    rng = random.Random(17)
+    outcomes = set()
+    for _ in range(1500):
+        for recs in rmap_leaves(rng):
+            tops = [(s + n - 1, o, f & ~(1 << 61)) for s, n, o, f in recs]
+            base = max(tops, default=(0, 0, 0))
+            hs, ho, hf = (max(0, v + rng.choice((-1, 0, 0, 1))) for v in base)
+            key = struct.pack(">IQQIQQ", 0, 0, 0, hs & 0xFFFFFFFF, ho & ((1 << 64) - 1),
+                              hf & ((1 << 64) - 1))
+            blk = SimpleNamespace(addr=10, level=0, recs=recs, keys=[])
+            stub = RmapStub([recs], True)
+            monkeypatch.setattr(btrees_mod, "checks", SimpleNamespace(
+                rmap_leaf_top=lambda r: None))
+            stub._rmap_keys(0)[1](blk, key)
+            want = stub.found
+            outcomes.add(bool(want))
+            for mod in BACKENDS:
+                monkeypatch.setattr(btrees_mod, "checks", mod)
+                stub = RmapStub([recs], True)
+                stub._rmap_keys(0)[1](blk, key)
+                assert stub.found == want, (recs, key)
+    assert outcomes == {True, False}
+
+
+def _python_reach(edges, root):
+    children = defaultdict(list)
+    for a, b in zip(edges[::2], edges[1::2]):
+        children[a].append(b)
+    seen, stack = {root}, [root]
+    while stack:
+        for c in children[stack.pop()]:
+            if c not in seen:
+                seen.add(c)
+                stack.append(c)
+    return seen
+
+
+def test_namespace_kernels_agree():
+    """The namespace phase's kernels on random tables and directory graphs:
+    both backends give the same results and leave the same arrays;
+    reachability is the search over the links; the link count doubts are
+    every slot whose count or reach is wrong; the '..' doubts every
+    directory whose '..' is not its parent."""
+    rng = random.Random(19)
+    for _ in range(300):
+        nchunks = rng.randrange(1, 6)
+        starts = array.array("Q", sorted(rng.sample(range(0, 5000, 64), nchunks)))
+        n = 64 * nchunks
+        ino = [starts[s >> 6] + (s & 63) for s in range(n)]
+        itype = bytearray(rng.choice((0, 4, 4, 8, 8, 10)) for _ in range(n))
+        dirs = [s for s in range(n) if itype[s] == 4] or [0]
+        itype[dirs[0]] = 4
+        odds = []
+        for d in dirs:
+            odd = []
+            for _ in range(rng.randrange(0, 6)):
+                c = rng.choice(dirs) if rng.random() < 0.8 else rng.randrange(n)
+                flags = 4 if rng.random() < 0.7 else rng.choice((1, 2, 6, 8, 16, 20, 32))
+                odd.append((b"n%d" % c, ino[c] if rng.random() < 0.95 else 99999, 2, flags))
+            odds.append((ino[d], odd))
+        results = []
+        for mod in BACKENDS:
+            subdirs = array.array("I", bytes(4 * n))
+            parent = array.array("Q", bytes(8 * n))
+            edges = array.array("q")
+            rest = [mod.dir_links(odd, d, starts, subdirs, parent, edges) for d, odd in odds]
+            root = rng.choice(dirs) if not results else results[0][-1]
+            reach = mod.reach_slots(edges, root, n)
+            assert {s for s in range(n) if reach[s]} == _python_reach(list(edges), root)
+            nlinks = array.array("I", (rng.randrange(4) for _ in range(n)))
+            refs = array.array("I", (rng.randrange(3) for _ in range(n)))
+            if results:
+                nlinks, refs = results[0][-3], results[0][-2]
+            doubts = mod.link_doubts(itype, nlinks, refs, subdirs, reach, root)
+            for s in range(n):
+                if not itype[s]:
+                    wrong = False
+                elif itype[s] == 4:
+                    want = 2 + subdirs[s] if refs[s] else 0
+                    wrong = s == root or not reach[s] or nlinks[s] != want
+                else:
+                    wrong = refs[s] == 0 or nlinks[s] != refs[s]
+                assert (s in doubts) == wrong
+            keys = array.array("Q", (ino[d] for d in dirs))
+            vals = array.array("Q", (rng.choice(ino) for _ in dirs))
+            if results:
+                vals = results[0][-4]
+            dd = mod.dotdot_doubts(keys, vals, starts, parent)
+            assert dd == [i for i, d in enumerate(dirs)
+                          if parent[d] and parent[d] != vals[i]]
+            unreached = mod.unreached_dirs(array.array("Q", (ino[d] for d in dirs)), starts,
+                                           reach)
+            assert unreached == [ino[d] for d in dirs if not reach[d]]
+            results.append((rest, list(subdirs), list(parent), list(edges), bytes(reach),
+                            doubts, dd, unreached, vals, nlinks, refs, root))
+        assert all(r[:8] == results[0][:8] for r in results)
+        # what dir_links drops are the plain directory links whose target had no parent
+        for (d, odd), rest in zip(odds, results[0][0]):
+            assert all(e in odd for e in rest)
+            assert all(e[3] == 4 for e in odd if e not in rest)
+
+
+def test_namespace_link_fast_path_keeps_the_findings(monkeypatch, kernel_img):
+    """The fixture tree's shortform directories with entries pointed at
+    other directories, files and free inodes (directories linked twice,
+    cut off, wrong link counts): the namespace phase finds and counts
+    exactly the same with the plain directory links counted natively (each
+    backend) as with every link counted by the Python code."""
+    from fstool._backend import parsers
+    from fstool.fs.filesystem import Filesystem
+    from fstool.ops.check import Checker
+    from fstool.ops.check import namespace as ns_mod
+    rng = random.Random(23)
+    with Filesystem(kernel_img) as fs:
+        c = Checker(fs)
+        for name in c.FIRST_PHASES + c.AG_PHASES:
+            c._run_phase(name)
+        state = {k: v for k, v in c.__dict__.items() if k not in ("fs", "sb", "progress")}
+        clean = dict(c.dir_raw)
+        sf = sorted(ino for ino, raw in clean.items() if raw[5] == 1)
+        targets = sorted(clean) + \
+            [c.tables[0].ino(s) for s in range(64 * len(c.tables[0].starts))][:200:7]
+        meta = fs.sb.fields["sb_rbmino"]
+        codes = set()
+        for trial in range(25):
+            dir_raw = dict(clean)
+            for _ in range(0 if trial == 0 else rng.randrange(1, 8)):
+                ino = rng.choice(sf)
+                raw = bytearray(dir_raw[ino])
+                mutate_sf_dir(rng, raw, ino, targets, meta)
+                raw[100:104] = parsers.xfs_cksum(bytes(raw), 100).to_bytes(4, "little")
+                dir_raw[ino] = bytes(raw)
+            slow = SimpleNamespace(**{k: getattr(PURE, k) for k in dir(PURE)
+                                      if not k.startswith("__")})
+            slow.dir_links = lambda odd, *a: odd
+            monkeypatch.setattr(ns_mod, "checks", slow)
+            want = _namespace_phase(monkeypatch, fs, state, dir_raw, True)
+            codes.update(f["code"] for f in want[0])
+            for mod in BACKENDS:
+                monkeypatch.setattr(ns_mod, "checks", mod)
+                assert _namespace_phase(monkeypatch, fs, state, dir_raw, True) == want, trial
+        assert {"DIR_MULTIPLE_PARENTS", "NLINK"} <= codes, codes

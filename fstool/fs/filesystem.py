@@ -177,18 +177,21 @@ class Filesystem:
 
     # -- metadata reads -----------------------------------------------------
     def read_meta(self, daddr: int, length: int, bt: V.BufType, *, owner=None,
-                  agno=None, block=None, ino=None, pieces=None) -> bytearray:
+                  agno=None, block=None, ino=None, pieces=None, keep=True) -> bytearray:
         """Read and verify one metadata buffer (cached); its contents.
         ``pieces`` lists (daddr, nbytes) for buffers spread over
-        discontiguous extents."""
+        discontiguous extents.  ``keep=False``: a buffer not cached is read
+        and verified but not cached (a block read once, as check reads
+        directory blocks)."""
         return self.get_buf(daddr, length, bt, owner=owner, agno=agno, block=block, ino=ino,
-                            pieces=pieces).data
+                            pieces=pieces, keep=keep).data
 
     def get_buf(self, daddr: int, length: int, bt: V.BufType, *, owner=None, agno=None,
-                block=None, ino=None, pieces=None) -> Buf:
+                block=None, ino=None, pieces=None, keep=True) -> Buf:
         """The cached :class:`~fstool.io.buf.Buf` for a metadata block, read
         and verified as ``bt`` on first use.  Inside a write session this is
-        the buffer the open transaction changes."""
+        the buffer the open transaction changes.  With ``keep=False`` a
+        buffer read now is not added to the cache."""
         key = (daddr, length)
         buf = self.cache.get(key)
         if buf is not None:
@@ -206,7 +209,7 @@ class Filesystem:
                  block=block, ino=ino)
         buf = Buf(daddr, length, bytearray(raw), bt, pieces)
         buf.verified.add(bt.name)
-        return self.cache.insert(buf)
+        return self.cache.insert(buf) if keep else buf
 
     def _ag_sector(self, agno: int, sector: int, bt: V.BufType) -> bytes:
         if not 0 <= agno < self.sb.agcount:

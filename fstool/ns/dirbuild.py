@@ -68,30 +68,6 @@ def check_names(names: list) -> None:
             check_name(name)
 
 
-def _sf_encode(entries, parent: int, has_ftype: bool) -> bytes:
-    # i8count counts the inode numbers (the parent's included) that need 8
-    # bytes; when any does, every number is stored in 8 bytes
-    i8 = sum(1 for _n, ino, _f in entries if ino > 0xFFFFFFFF) + (parent > 0xFFFFFFFF)
-    big = i8 > 0
-    isz = 8 if big else 4
-    out = bytearray(struct.pack(">BB", len(entries), i8))
-    out += parent.to_bytes(isz, "big")
-    off = DATA_FIRST if has_ftype else HDR + 16 + 16
-    for name, ino, ft in entries:
-        out += struct.pack(">BH", len(name), off) + name
-        if has_ftype:
-            out.append(ft)
-        out += ino.to_bytes(isz, "big")
-        off += entsize(len(name), has_ftype)
-    return bytes(out)
-
-
-def _sf_size(entries, parent: int, has_ftype: bool) -> int:
-    big = any(ino > 0xFFFFFFFF for _n, ino, _f in entries) or parent > 0xFFFFFFFF
-    isz = 8 if big else 4
-    return 2 + isz + sum(3 + len(n) + (1 if has_ftype else 0) + isz for n, _i, _f in entries)
-
-
 class _Builder:
     def __init__(self, entries, ino, parent, uuid, blocksize, dirblksize, has_ftype):
         self.entries = entries
@@ -249,9 +225,8 @@ def encode_dir(entries, *, ino: int, parent: int, uuid: bytes, blocksize: int,
     check_names([e[0] for e in entries])
     if not has_ftype:
         raise InvalidArgument("directories without ftype are not supported for writing")
-    # a shortform entry takes at least 9 bytes: skip the sum when they cannot fit
-    if 9 * len(entries) <= inline_space and \
-            _sf_size(entries, parent, has_ftype) <= inline_space:
-        sf = _sf_encode(entries, parent, has_ftype)
+    # shortform while it fits the inode (encoded natively; None: it does not)
+    sf = writers.sf_dir_fork(entries, parent, has_ftype, inline_space, DATA_FIRST)
+    if sf is not None:
         return ForkPlan(sf, [], len(sf))
     return _Builder(entries, ino, parent, uuid, blocksize, dirblksize, has_ftype).build()

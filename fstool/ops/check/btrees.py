@@ -295,12 +295,15 @@ class BtreePhases:
             bound = (hs, ho, hf & keep)
             if blk.level:
                 tops = [(ks, ko, kf & keep) for *_low, ks, ko, kf in map(unpack, blk.keys)]
-            elif not blk.recs or max(s + n for s, n, _o, _f in blk.recs) - 1 < hs:
-                return              # the common case: every record ends before the bound
             else:
-                tops = [(s + n - 1, o, (f & keep) if o >> 63 or f & RMAP_OFF_BMBT
-                         else (f & keep) + n - 1) for s, n, o, f in blk.recs]
-            top = max(tops, default=None)
+                # natively where it can (None: a record it leaves to this code)
+                tops = None
+                top = checks.rmap_leaf_top(blk.recs)
+                if top is None:
+                    tops = [(s + n - 1, o, (f & keep) if o >> 63 or f & RMAP_OFF_BMBT
+                             else (f & keep) + n - 1) for s, n, o, f in blk.recs]
+            if tops is not None:
+                top = max(tops, default=None)
             if top is not None and top > bound:
                 bad(blk, f"its greatest key {top} lies past the high key {bound} its parent "
                     "holds for it", expected=list(bound), found=list(top))

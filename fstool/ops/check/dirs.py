@@ -83,7 +83,11 @@ class DirChecks:
             return None
 
     def _dirblock(self, node, fsb, bt):
-        buf = xdir._read_dirblock(node, fsb, bt)
+        # read once while checking: not kept in the buffer cache
+        sb = self.sb
+        daddr, pieces = node.read_fork_blocks(fsb, sb.dirblkfsbs)
+        buf = self.fs.read_meta(daddr, sb.dirblksize, bt, owner=node.ino, ino=node.ino,
+                                block=fsb, pieces=pieces, keep=False)
         self._check_lsn(self._dir_lsn(buf, bt), "dir", ino=node.ino, offset=fsb,
                         fork="data", field="lsn")
         return buf

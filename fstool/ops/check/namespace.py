@@ -6,7 +6,7 @@ from __future__ import annotations
 from array import array
 from collections import defaultdict
 
-from ..._backend import parsers
+from ..._backend import checks, parsers
 from ...errors import FsToolError
 from ...format import constants as C
 from ...fs import dir as xdir
@@ -29,26 +29,35 @@ class NamespacePhase:
         if rslot < 0 or tab.itype[rslot] != 4:
             self.report("DIR_ROOT", f"the root directory (inode {root}) is not a directory in "
                         "use", ino=root, structure="inode")
-        subdirs = defaultdict(int)
-        parents = {}
+        # per slot: subdirectory entries, the directory linking it (0: none
+        # yet); the (directory, subdirectory) slot pairs of the links
+        nslots = len(tab.itype)
+        subdirs = array("I", bytes(4 * nslots))
+        parent = array("Q", bytes(8 * nslots))
+        edges = array("q")
         dotdot = {}
-        children = defaultdict(list)      # directory -> its subdirectories
         shortform = self._shortform_fast(tab)
+        starts = tab.starts
+        ndirs = len(self.dirs)
+        tick = self._tick if self.progress else None
+        # (each raw inode dropped once read: nothing after this phase needs it)
+        take_raw = self.dir_raw.pop
+        links = checks.dir_links
         for done, ino in enumerate(self.dirs, 1):
-            self._tick(done, len(self.dirs))
-            # what was counted before a block failed to read still counts
-            odd = []
-            dd = node = None
+            if tick:
+                tick(done, ndirs)
             failed = False
-            local = False
-            # (dropped once read: nothing after this phase needs it)
-            raw = self.dir_raw.pop(ino, None)
+            raw = take_raw(ino, None)
             fast = shortform(raw, ino) if raw is not None and raw[5] == 1 else None
             if fast is not None:
                 # a sound shortform directory, its entries counted
                 dd, odd = fast
                 local = True
             else:
+                # what was counted before a block failed to read still counts
+                odd = []
+                dd = None
+                local = False
                 try:
                     node = Inode(fs, ino, raw) if raw is not None else fs.inode(ino)
                     local = node.format == C.XFS_DINODE_FMT_LOCAL
@@ -62,7 +71,8 @@ class NamespacePhase:
                     failed = True
             dots = 0
             dotdots = 0
-            for name, child, ftype, flags in odd:
+            # the plain subdirectory links are counted natively
+            for name, child, ftype, flags in links(odd, ino, starts, subdirs, parent, edges):
                 where = dict(ino=ino, structure="dir")
                 if flags & T_DOT:
                     if name == b"..":
@@ -102,13 +112,7 @@ class NamespacePhase:
                                 f"{C.TYPE_NAMES.get(t, '?')}",
                                 field="ftype", found=ftype, **where)
                 if flags & T_DIR:
-                    subdirs[ino] += 1
-                    if child in parents:
-                        self.report("DIR_MULTIPLE_PARENTS", f"directory {child} is linked "
-                                    f"from {parents[child]} and {ino}", ino=child,
-                                    structure="dir")
-                    parents[child] = ino
-                    children[ino].append(child)
+                    self._dir_link(tab, ino, child, subdirs, parent, edges)
             if failed:
                 continue
             if not local and not dots:
@@ -125,19 +129,37 @@ class NamespacePhase:
             else:
                 self.report("DIR_DOTDOT", f"directory {ino}: no '..' entry", ino=ino,
                             structure="dir")
-        parents.setdefault(root, root)
-        for d, got in dotdot.items():
-            want = parents.get(d)
-            if want is not None and got != want:
-                self.report("DIR_DOTDOT", f"directory {d}: '..' is {got}, its parent is "
-                            f"{want}", ino=d, structure="dir", expected=want, found=got)
+        if rslot >= 0 and not parent[rslot]:
+            parent[rslot] = root
+        keys = array("Q", dotdot)
+        vals = array("Q", dotdot.values())
+        for i in checks.dotdot_doubts(keys, vals, starts, parent):
+            d, got = keys[i], vals[i]
+            want = parent[tab.slot(d)]
+            self.report("DIR_DOTDOT", f"directory {d}: '..' is {got}, its parent is "
+                        f"{want}", ino=d, structure="dir", expected=want, found=got)
         for meta in self.metadata_inodes():
             s = tab.slot(meta)
             if s >= 0 and tab.refs[s]:
                 self.report("DIR_ENTRY_TARGET", f"a directory entry points to metadata inode "
                             f"{meta}", ino=meta, structure="dir")
-        self._link_counts(tab, root, subdirs, children)
+        self._link_counts(tab, root, subdirs, edges)
         self.check_parent_pointers(tab)
+
+    def _dir_link(self, tab: InodeTable, ino: int, child: int, subdirs, parent,
+                  edges) -> None:
+        """Directory ``ino``'s entry naming directory ``child`` (as
+        checks.dir_links counts the plain ones): a subdirectory of ``ino``,
+        ``child``'s parent, one link."""
+        ps, cs = tab.slot(ino), tab.slot(child)
+        if ps < 0 or cs < 0:
+            return
+        subdirs[ps] += 1
+        if parent[cs]:
+            self.report("DIR_MULTIPLE_PARENTS", f"directory {child} is linked "
+                        f"from {parent[cs]} and {ino}", ino=child, structure="dir")
+        parent[cs] = ino
+        edges.extend((ps, cs))
 
     def _shortform_fast(self, tab: InodeTable):
         """``fast(raw, ino)``: a shortform directory checked and its entries
@@ -159,35 +181,35 @@ class NamespacePhase:
     def metadata_inodes(self) -> set:
         return set(self.rt_inodes()) | self.quota_inodes()
 
-    def _link_counts(self, tab: InodeTable, root: int, subdirs, children) -> None:
+    def _link_counts(self, tab: InodeTable, root: int, subdirs, edges) -> None:
         """Every inode in use is reachable from the root and has as many links
         as entries name it (a directory: 2 plus its subdirectories)."""
         special = {root} | self.metadata_inodes()
-        reach = self._reachable(root, children)
+        rslot = tab.slot(root)
+        reach = checks.reach_slots(edges, rslot, len(tab.itype))
         # entries in directories the root does not reach make nothing reachable
         unreached = defaultdict(int)
-        for d in self.dirs:
-            if d not in reach:
-                try:
-                    for _name, child, _ft in xdir.iter_entries(self.fs.inode(d)):
-                        unreached[child] += 1
-                except FsToolError:
-                    pass
-        slots = set(parsers.nlink_scan(tab.itype, tab.nlinks, tab.refs))
+        for d in checks.unreached_dirs(array("Q", self.dirs), tab.starts, reach):
+            try:
+                for _name, child, _ft in xdir.iter_entries(self.fs.inode(d)):
+                    unreached[child] += 1
+            except FsToolError:
+                pass
+        slots = set(checks.link_doubts(tab.itype, tab.nlinks, tab.refs, subdirs, reach, rslot))
         slots.update(s for s in map(tab.slot, unreached) if s >= 0 and tab.itype[s])
         for slot in sorted(slots):
             ino = tab.ino(slot)
             nlink, refs = tab.nlinks[slot], tab.refs[slot]
             is_dir = tab.itype[slot] == 4
             if ino in special:
-                if ino == root and nlink != 2 + subdirs[root]:
+                if ino == root and nlink != 2 + subdirs[slot]:
                     self.report("NLINK", f"root directory: nlink {nlink}, expected "
-                                f"{2 + subdirs[root]}", ino=ino, structure="inode",
-                                field="di_nlink", expected=2 + subdirs[root], found=nlink)
+                                f"{2 + subdirs[slot]}", ino=ino, structure="inode",
+                                field="di_nlink", expected=2 + subdirs[slot], found=nlink)
                 continue
             if is_dir:
-                want = 2 + subdirs[ino] if refs else 0
-                reachable = ino in reach
+                want = 2 + subdirs[slot] if refs else 0
+                reachable = bool(reach[slot])
             else:
                 want = refs
                 reachable = refs > unreached.get(ino, 0)
@@ -197,15 +219,3 @@ class NamespacePhase:
             elif nlink != want:
                 self.report("NLINK", f"inode {ino}: nlink {nlink}, counted {want}", ino=ino,
                             structure="inode", field="di_nlink", expected=want, found=nlink)
-
-    @staticmethod
-    def _reachable(root: int, children) -> set:
-        """The directories reachable from the root."""
-        seen = {root}
-        stack = [root]
-        while stack:
-            for c in children.get(stack.pop(), ()):
-                if c not in seen:
-                    seen.add(c)
-                    stack.append(c)
-        return seen
