@@ -21,7 +21,8 @@ users have:
 - 4 KiB random writes, random reads and a 70/30 read/write mix on a
   MIB MiB file (fio, psync, one job, FIO_SECONDS each; where fio is not
   installed, a Python pwrite/pread loop of the same shape, said so in the
-  output);
+  output), then 4 KiB random writes into a new sparse MIB MiB file (every
+  first write to a block fills a hole);
 - a full tree walk (lstat of every entry, after dropping the caches).
 
 Every figure is the median of ROUNDS rounds, each on a fresh image
@@ -205,15 +206,21 @@ def creates(mnt: str, files: int, dirs: int, pattern: str) -> float:
 CREATE_PATTERNS = ("seq", "rr", "4proc")
 FIO_JOBS = (("randwrite", "randwrite", None), ("randread", "randread", None),
             ("randrw 70/30", "randrw", 70))
+# 4 KiB random writes into a new sparse file (fio creates it, sets its size,
+# allocates nothing): every first write to a block fills a hole
+FRESH_JOB = ("randwrite new file", "randwrite", None)
 
 
-def fio_iops(path: str, mib: int, rw: str, mix, seconds: int) -> float:
+def fio_iops(path: str, mib: int, rw: str, mix, seconds: int, fresh: bool = False) -> float:
     """(IOPS, I/Os done) of a 4 KiB random job on ``path`` (laid out MIB MiB first, not
-    timed), fio psync with one job; the caches are dropped first."""
+    timed; ``fresh``: a new sparse file), fio psync with one job; the caches are
+    dropped first."""
     drop_caches()
     cmd = ["fio", "--name=bench", f"--filename={path}", f"--size={mib}M", "--bs=4k",
            f"--rw={rw}", "--ioengine=psync", "--numjobs=1", "--time_based",
            f"--runtime={seconds}", "--output-format=json", "--randrepeat=1"]
+    if fresh:
+        cmd.append("--fallocate=none")
     if mix is not None:
         cmd.append(f"--rwmixread={mix}")
     r = subprocess.run(cmd, check=True, capture_output=True, text=True)
@@ -222,11 +229,15 @@ def fio_iops(path: str, mib: int, rw: str, mix, seconds: int) -> float:
             job["read"]["total_ios"] + job["write"]["total_ios"])
 
 
-def py_iops(path: str, mib: int, rw: str, mix, seconds: int) -> float:
+def py_iops(path: str, mib: int, rw: str, mix, seconds: int, fresh: bool = False) -> float:
     """The fallback where fio is missing: the same job as a Python loop of
     4 KiB pread/pwrite at random aligned offsets (no O_DIRECT)."""
     size = mib << 20
-    if not os.path.exists(path) or os.path.getsize(path) < size:
+    if fresh:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.ftruncate(fd, size)
+        os.close(fd)
+    elif not os.path.exists(path) or os.path.getsize(path) < size:
         stream_write(path, mib)
     drop_caches()
     rng = random.Random(1)
@@ -329,6 +340,12 @@ def run_target(cls, work: str, args) -> dict:
                 # as for creates: the server's CPU per I/O moves less with
                 # the machine's load than the rate does
                 out[f"{label} server CPU us/IO"] = (cpu_seconds(t.pid) - cpu0) / ios * 1e6
+        label, rw, mix = FRESH_JOB
+        cpu0 = cpu_seconds(t.pid) if t.pid else 0
+        out[f"{label} IOPS"], ios = iops(os.path.join(t.mnt, "random-new"), args.mib, rw,
+                                         mix, args.fio_seconds, fresh=True)
+        if t.pid:
+            out[f"{label} server CPU us/IO"] = (cpu_seconds(t.pid) - cpu0) / ios * 1e6
         out["walk entries/s"] = walk(t.mnt)
     finally:
         t.umount()
@@ -450,9 +467,11 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
     results = {name: medians(rs) for name, rs in rounds.items()}
     keys = [f"creates/s {p}" for p in CREATE_PATTERNS] + \
-        ["write MB/s", "read MB/s"] + [f"{label} IOPS" for label, _rw, _mix in FIO_JOBS] + \
+        ["write MB/s", "read MB/s"] + \
+        [f"{label} IOPS" for label, _rw, _mix in FIO_JOBS + (FRESH_JOB,)] + \
         ["walk entries/s", "server RSS MiB", "server CPU us/create"] + \
-        [f"{label} server CPU us/IO" for label, _rw, _mix in FIO_JOBS] + ["repair -n"]
+        [f"{label} server CPU us/IO" for label, _rw, _mix in FIO_JOBS + (FRESH_JOB,)] + \
+        ["repair -n"]
     names = list(results)
     print()
     print(f"medians of {args.rounds} round(s); {args.files} files per create pattern over "

@@ -87,6 +87,10 @@ def test_every_command_prints_json(image, tmp_path):
     assert run("mkfs", "--size", "64m", grown).returncode == 0
     cmds["resize"] = ["resize", grown, "--size", "96m"]
     cmds["sparsify"] = ["sparsify", grown]
+    dump = tmp_path / "a.md"
+    assert run("metadump", image, dump).returncode == 0
+    cmds["metadump"] = ["metadump", image, tmp_path / "b.md"]
+    cmds["mdrestore"] = ["mdrestore", dump, tmp_path / "r.img"]
     # path: of a parent-pointer image (populate keeps them)
     pimg = tmp_path / "pp.img"
     assert run("mkfs", "-n", "parent=1", "--size", "64m", "--populate", host,

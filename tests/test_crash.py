@@ -3,7 +3,12 @@ writes to the image, a sequence of edits leaves an image that log recovery
 brings to exactly the state before or after one of its steps, and that
 xfs_repair -n then finds clean.  Also: a transaction that aborts leaves the
 disk and every cache as they were, and the same input gives the same bytes
-(log included)."""
+(log included).
+
+The kill-after-every-write test kills after a sample of the writes by
+default (fixtures/killpoints.py: the first and last, each step's end and
+the write after it, every fourth of the rest); FSTOOL_EVERY_WRITE=1 kills
+after every one."""
 from __future__ import annotations
 
 import json
@@ -16,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import fstool
-from fixtures import crashwork, images, log_fixtures, modern
+from fixtures import crashwork, images, killpoints, log_fixtures, modern
 
 UUID = "2b1f0c5e-4a3d-4e8f-9b6a-7c5d4e3f2a1b"
 needs_loop = pytest.mark.skipif(not images.loop_available(),
@@ -38,10 +43,13 @@ GEOMETRIES = {"default": ("64m", ()),
                                               "-i", "sparse=0"))}
 
 
-def _run_work(img: Path, work: Path, env=None, states=None) -> subprocess.CompletedProcess:
+def _run_work(img: Path, work: Path, env=None, states=None,
+              marks=None) -> subprocess.CompletedProcess:
     args = [sys.executable, "-m", "fixtures.crashwork", str(img), str(work)]
     if states:
         args += ["--states", str(states)]
+    if marks:
+        args += ["--marks", str(marks)]
     return subprocess.run(args, capture_output=True, text=True,
                           env={**os.environ, **(env or {})},
                           cwd=Path(__file__).resolve().parent.parent)
@@ -59,14 +67,15 @@ def test_kill_after_every_write(tmp_path, geometry):
     _mkfs(base, size, args)
     ref = tmp_path / "ref.img"
     shutil.copy(base, ref)
-    r = _run_work(ref, tmp_path, states=tmp_path / "states.json")
+    r = _run_work(ref, tmp_path, states=tmp_path / "states.json", marks=tmp_path / "marks.json")
     assert r.returncode == 0, r.stderr
     total = int(r.stdout.split()[-1])
     states = json.loads((tmp_path / "states.json").read_text())
+    marks = json.loads((tmp_path / "marks.json").read_text())
     assert total > 50 and len(states) == len(crashwork.steps(tmp_path)) + 1
     seen = []
     img = tmp_path / "crash.img"
-    for n in range(1, total + 1):
+    for n in killpoints.points(total, marks, seed=geometry):
         subprocess.run(["cp", "--sparse=always", str(base), str(img)], check=True)
         r = _run_work(img, tmp_path, env={"FSTOOL_FAULT_AFTER_WRITES": str(n)})
         assert r.returncode == -9, f"write {n}: not killed ({r.returncode}): {r.stderr}"

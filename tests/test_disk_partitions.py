@@ -230,6 +230,13 @@ def test_resize_grows_up_to_the_partition_and_no_further(gpt, tmp_path):
             assert st.f_blocks * st.f_frsize > size * 0.9
         finally:
             subprocess.run(["umount", str(mnt)], check=True)
+    # shrunk back inside the partition: the disk file keeps its size
+    fstool("resize", "--size", f"{size // 2}", f"{disk.path}@1")
+    assert disks.outside_digest(disk, 1) == before
+    assert os.path.getsize(disk.path) == os.path.getsize(gpt.path)
+    got = disks.extract(disk, 1, tmp_path / "p1b.img")
+    repair_clean(got)
+    assert json.loads(fstool("info", "--json", got).stdout)["blocks"] == size // 2 // 4096
 
 
 def test_one_xfs_partition_opens_with_a_note_several_are_listed(gpt, tmp_path):

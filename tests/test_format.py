@@ -26,6 +26,9 @@ CASES = [
     (S.DIR3_BLK_HDR, "xfs_dir3_blk_hdr"),
     (S.DA3_BLKINFO, "xfs_da3_blkinfo"),
     (S.ATTR3_RMT_HDR, "xfs_attr3_rmt_hdr"),
+    (S.DA3_NODE_HDR, "xfs_da3_node_hdr"),
+    (S.DA_NODE_ENTRY, "xfs_da_node_entry"),
+    (S.ATTR_LEAF_ENTRY, "xfs_attr_leaf_entry"),
     (S.DSYMLINK_HDR, "xfs_dsymlink_hdr"),
 ]
 

@@ -595,7 +595,7 @@ def test_deeper_da_btree(tmp_path, monkeypatch):
 
     def small_nodes(self, *a, **k):
         init(self, *a, **k)
-        self.max_node = 4
+        self.da.max_node = 4
     monkeypatch.setattr(dirops.Dir, "__init__", small_nodes)
     img = tmp_path / "deep.img"
     L.make_image(img)

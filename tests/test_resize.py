@@ -1,5 +1,20 @@
 """fstool resize against the kernel.
 
+Shrinking (tests below the growing ones):
+
+* ``fstool info --json`` reports the minimum size; a size below it is a
+  one-line error naming it (and the inodes in the way), nothing written;
+* a kernel-written tree cut to its minimum (-M): both xfs_repair versions
+  clean, the kernel mounts the same tree, writes and unmounts clean;
+* grown then shrunk back to the original size, the rmapbt/reflink corpus
+  image gives the same tree, every shared extent still shared (the
+  refcount btrees' records unchanged);
+* killed after every write, a shrink that drops AGs and cuts the new last
+  AG leaves the old geometry, the new one or (between its two steps) the
+  whole AGs in between, with the whole tree once the kernel has replayed
+  the log, and resize run again finishes it;
+* --undo-file gives the image back byte for byte, its cut-off tail too.
+
 Growing:
 
 * the headers fstool writes equal what the kernel writes when xfs_growfs
@@ -14,7 +29,8 @@ Growing:
   tree, writes into the new AGs and unmounts clean;
 * killed after every write, a grow leaves the old or the new geometry
   with the whole tree once the kernel has replayed the log, and resize run
-  again finishes it (xfs_repair -n clean);
+  again finishes it (xfs_repair -n clean) -- by default after a sample of
+  the writes (fixtures/killpoints.py), with FSTOOL_EVERY_WRITE=1 after each;
 * --undo-file gives the image back byte for byte.
 """
 from __future__ import annotations
@@ -26,7 +42,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures import corpus_base, images, modern
+from fixtures import corpus_base, images, killpoints, modern
 from fixtures.oracles import fstool, repair_clean
 from fixtures.tree import comparable, tree_manifest, xattr_values
 
@@ -137,12 +153,15 @@ def _kernel_writes(img: Path, count: int = 24) -> None:
             assert (mnt / f"new{i}" / "data").read_bytes() == bytes([i]) * (1 << 20)
 
 
-def _judge_grown(img: Path, before: tuple, dblocks: int, agcount: int) -> None:
+def _judge_grown(img: Path, before: tuple, dblocks: int, agcount: int,
+                 writes: int = 24) -> None:
+    """The geometry, both xfs_repair versions and fstool check clean, the
+    same tree, the kernel writes ``writes`` MiB and unmounts clean."""
     assert _sb(img, "dblocks", "agcount") == [dblocks, agcount]
     repair_clean(img)
     assert fstool("check", img).returncode == 0
     assert _tree(img) == before
-    _kernel_writes(img)
+    _kernel_writes(img, writes)
     repair_clean(img)
 
 
@@ -191,12 +210,12 @@ def test_resize_bad_sizes_are_one_line_errors(tmp_path):
     fstool("mkfs", "-q", img, "--size", "64m")
     before = img.read_bytes()
     for args, status in ((["--size", "lots"], 2), (["--size", "-5m"], 2), ([], 2),
-                         (["--size", "32m"], 1)):
+                         (["--size", "64m", "-M"], 2), (["--size", "64m", "--slack", "5"], 2),
+                         (["-M", "--slack", "100"], 2), (["--size", "12m"], 1)):
         r = fstool("resize", img, *args, check=False)
         assert r.returncode == status, (args, r.returncode, r.stderr)
         assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, \
             r.stderr
-    assert "shrinking is not supported" in r.stderr
     assert img.read_bytes() == before
 
 
@@ -223,13 +242,14 @@ def test_grow_killed_after_every_write(tmp_path):
     old = _sb(base, "dblocks", "agcount")
     img = tmp_path / "c.img"
     seen = set()
-    n = 1
-    while True:
+    subprocess.run(["cp", "--sparse=always", str(base), str(img)], check=True)
+    wlog = tmp_path / "writes.log"
+    fstool("resize", img, "--size", "128m", env={"FSTOOL_WRITE_LOG": str(wlog)})
+    total = len(wlog.read_text().splitlines())
+    for n in killpoints.points(total, seed="grow"):
         subprocess.run(["cp", "--sparse=always", str(base), str(img)], check=True)
         r = fstool("resize", img, "--size", "128m", check=False,
                    env={"FSTOOL_FAULT_AFTER_WRITES": str(n)})
-        if r.returncode == 0:
-            break
         assert r.returncode == -9, f"write {n}: {r.stderr}"
         with images.Mounted(img):          # the kernel replays the log
             pass
@@ -240,5 +260,268 @@ def test_grow_killed_after_every_write(tmp_path):
         fstool("resize", img, "--size", "128m")
         assert _sb(img, "dblocks", "agcount") == [32768, 8]
         repair_clean(img)
-        n += 1
-    assert n > 30 and len(seen) == 2
+    assert total > 30 and len(seen) == 2
+
+
+# -- shrinking ------------------------------------------------------------------------
+
+def _min_blocks(img) -> int:
+    import json
+    return json.loads(fstool("info", "--json", img).stdout)["min_blocks"]
+
+
+def _refcounts(img) -> list:
+    """Every refcount btree record of every AG (what stays shared)."""
+    out = []
+    (agcount,) = _sb(img, "agcount")
+    for agno in range(agcount):
+        text = subprocess.run(["xfs_db", "-r", "-c", f"agf {agno}", "-c", "addr refcntroot",
+                               "-c", "p recs", str(img)], capture_output=True,
+                              text=True).stdout
+        out.append(text.strip())
+    return out
+
+
+def test_shrink_below_the_minimum_is_refused(tmp_path):
+    img = tmp_path / "m.img"
+    src = tmp_path / "src"
+    _small_tree(src)
+    fstool("mkfs", "-q", img, "--size", "256m")
+    fstool("populate", img, src)
+    low = _min_blocks(img)
+    dblocks, agblocks = _sb(img, "dblocks", "agblocks")
+    assert low < dblocks
+    before = img.read_bytes()
+    r = fstool("resize", "-n", img, "--size", f"{low}b")
+    assert f"would shrink from {dblocks} to {low} blocks" in r.stdout, r.stdout
+    assert img.read_bytes() == before
+    r = fstool("resize", img, "--size", f"{low - 1}b", check=False)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert f"the smallest size is {low * 4096} bytes" in r.stderr, r.stderr
+    assert img.read_bytes() == before
+    fstool("resize", img, "--size", f"{low}b")
+    assert _sb(img, "dblocks")[0] == low
+    repair_clean(img)
+
+
+@needs_loop
+def test_shrink_names_the_inodes_in_the_way(tmp_path):
+    src = images.kernel_image("small")
+    img = tmp_path / "k.img"
+    subprocess.run(["cp", "--sparse=always", str(src), str(img)], check=True)
+    agcount, agblocks, agblklog, inopblog = _sb(img, "agcount", "agblocks", "agblklog",
+                                                "inopblog")
+    # the last AG dropped: the kernel placed inodes there
+    r = fstool("resize", img, "--size", f"{(agcount - 1) * agblocks}b", check=False)
+    assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert f"the smallest size is {_min_blocks(img) * 4096} bytes" in r.stderr
+    named = [int(x) for x in r.stderr.rsplit(":", 1)[1].split(",")]
+    assert named and all(ino >> (agblklog + inopblog) == agcount - 1 for ino in named)
+
+
+def test_shrink_minimum_keeps_the_slack(tmp_path):
+    img = tmp_path / "s.img"
+    fstool("mkfs", "-q", img, "--size", "512m")
+    dblocks0, fdblocks0 = _sb(img, "dblocks", "fdblocks")
+    low = _min_blocks(img)
+    used = dblocks0 - fdblocks0
+    # a slack that puts the size halfway between the minimum and now
+    slack = round(100 * (1 - used / ((low + dblocks0) / 2)), 2)
+    fstool("resize", img, "-M", "--slack", str(slack))
+    dblocks, fdblocks = _sb(img, "dblocks", "fdblocks")
+    assert low < dblocks < dblocks0
+    assert fdblocks >= slack / 100 * dblocks, (dblocks, fdblocks, slack)
+    assert fdblocks < slack / 100 * dblocks + 128, (dblocks, fdblocks, slack)
+    repair_clean(img)
+    fstool("resize", img, "-M")
+    assert _sb(img, "dblocks")[0] == low
+    assert img.stat().st_size == low * 4096
+    repair_clean(img)
+
+
+def test_shrink_undo_gives_the_image_back(tmp_path):
+    img = tmp_path / "u.img"
+    fstool("mkfs", "-q", img, "--size", "256m")
+    with open(img, "r+b") as f:            # old bytes in free space past the cut
+        f.seek(250 * MiB)
+        f.write(b"kept" * 1000)
+    before = img.read_bytes()
+    undo = tmp_path / "u.undo"
+    fstool("resize", img, "-M", "--undo-file", undo)
+    assert img.stat().st_size < 256 * MiB
+    fstool("undo", img, undo)
+    assert img.read_bytes() == before
+
+
+@needs_loop
+def test_shrink_kernel_written_tree_to_its_minimum(tmp_path):
+    src = images.kernel_image("small")
+    img = tmp_path / "k.img"
+    subprocess.run(["cp", "--sparse=always", str(src), str(img)], check=True)
+    before = _tree(img)
+    low = _min_blocks(img)
+    dblocks0, agblocks = _sb(img, "dblocks", "agblocks")
+    assert low < dblocks0
+    fstool("resize", img, "-M")
+    assert img.stat().st_size == low * 4096
+    _judge_grown(img, before, low, _sb(img, "agcount")[0], 8)
+
+
+@needs_loop
+@needs_modern
+def test_grow_then_shrink_back(tmp_path):
+    src = corpus_base.base_image("rmap")
+    img = tmp_path / "g.img"
+    subprocess.run(["cp", "--sparse=always", str(src), str(img)], check=True)
+    before = _tree(img)
+    shared = _refcounts(img)
+    geo0 = _sb(img, "dblocks", "agcount")
+    size0 = img.stat().st_size
+    fstool("resize", img, "--size", f"{geo0[0] * 4096 + 300 * MiB}")
+    assert _sb(img, "agcount")[0] > geo0[1]
+    fstool("resize", img, "--size", f"{geo0[0]}b")
+    assert _sb(img, "dblocks", "agcount") == geo0
+    assert img.stat().st_size == size0
+    repair_clean(img)
+    assert fstool("check", img).returncode == 0
+    assert _refcounts(img) == shared
+    assert _tree(img) == before
+    from fixtures import rmapcheck
+    assert not rmapcheck.strict_diff(img)
+    _kernel_writes(img, 4)
+    repair_clean(img)
+
+
+@needs_loop
+@needs_modern
+def test_shrink_moves_data_of_an_rmapbt_reflink_image(tmp_path):
+    src = corpus_base.base_image("rmap")
+    img = tmp_path / "m.img"
+    subprocess.run(["cp", "--sparse=always", str(src), str(img)], check=True)
+    before = _tree(img)
+    shared = _refcounts(img)
+    dblocks0 = _sb(img, "dblocks")[0]
+    low = _min_blocks(img)
+    undo = tmp_path / "m.undo"
+    r = fstool("resize", img, "-M", "--undo-file", undo)
+    assert "data extent(s) moved" in r.stdout, r.stdout
+    (dblocks,) = _sb(img, "dblocks")
+    assert dblocks < dblocks0 and dblocks <= low + 64, (dblocks, low)
+    repair_clean(img)
+    back = tmp_path / "back.img"
+    subprocess.run(["cp", "--sparse=always", str(img), str(back)], check=True)
+    fstool("undo", back, undo)
+    assert back.read_bytes() == src.read_bytes()
+    assert fstool("check", img).returncode == 0
+    assert _refcounts(img) == shared
+    from fixtures import rmapcheck
+    assert not rmapcheck.strict_diff(img)
+    assert _tree(img) == before
+    _kernel_writes(img, 4)
+    repair_clean(img)
+
+
+def _spread_image(path: Path, tmp_path: Path) -> None:
+    """128 MiB, 4 AGs: a tree fstool populated, then files the kernel
+    wrote into directories it spread over AGs 1 and 2 (the log's); AG 3
+    empty."""
+    src = tmp_path / "src"
+    _small_tree(src)
+    fstool("mkfs", "-q", path, "--size", "128m")
+    fstool("populate", path, src)
+    with images.Mounted(path, nouuid=True) as mnt:
+        for d in ("d1", "d2", "d3"):
+            (mnt / d).mkdir()
+            for i in range(4):
+                (mnt / d / f"f{i}").write_bytes(os.urandom(200_000 + i * 4096))
+
+
+def _root_files_image(path: Path) -> None:
+    """512 MiB made by mkfs.xfs (the log in AG 2 of 4), files the kernel
+    wrote in the root directory (inodes and data in AG 0)."""
+    path.write_bytes(b"")
+    os.truncate(path, 512 * MiB)
+    subprocess.run(["mkfs.xfs", "-q", "-f", str(path)], check=True, capture_output=True)
+    with images.Mounted(path, nouuid=True) as mnt:
+        _small_tree(mnt / "t")
+        (mnt / "big").write_bytes(os.urandom(3 * MiB))
+
+
+def _killed_runs(base: Path, tmp_path: Path, says: tuple) -> None:
+    """resize -M of ``base`` killed after writes (see the test below)."""
+    before = _tree(base)
+    old = _sb(base, "dblocks", "agcount")
+    ref = tmp_path / "ref.img"
+    subprocess.run(["cp", "--sparse=always", str(base), str(ref)], check=True)
+    wlog = tmp_path / "writes.log"
+    r = fstool("resize", ref, "-M", env={"FSTOOL_WRITE_LOG": str(wlog)})
+    assert all(x in r.stdout for x in says), r.stdout
+    total = len(wlog.read_text().splitlines())
+    new = _sb(ref, "dblocks", "agcount")
+    between = [new[1] * _sb(ref, "agblocks")[0], new[1]]
+    assert new[0] < between[0] and new[1] < old[1]
+    # the last dozen writes (dropping AGs, cutting the last) each, the rest
+    # sampled (FSTOOL_EVERY_WRITE=1: every write)
+    points = killpoints.points(total, marks=range(max(1, total - 11), total),
+                               share=max(4, total // 16), seed="shrink")
+    img = tmp_path / "c.img"
+    seen = set()
+    for n in points:
+        subprocess.run(["cp", "--sparse=always", str(base), str(img)], check=True)
+        r = fstool("resize", img, "-M", check=False,
+                   env={"FSTOOL_FAULT_AFTER_WRITES": str(n)})
+        assert r.returncode == -9, f"write {n}: {r.returncode} {r.stderr}"
+        with images.Mounted(img, nouuid=True):      # the kernel replays the log
+            pass
+        geo = _sb(img, "dblocks", "agcount")
+        assert geo in (old, between, new), f"write {n}: geometry {geo}"
+        seen.add(tuple(geo))
+        assert _tree(img) == before, f"write {n}: the tree differs"
+        fstool("resize", img, "-M")
+        assert _sb(img, "dblocks", "agcount") == new, f"write {n}"
+        assert img.stat().st_size == new[0] * 4096
+        repair_clean(img)
+    assert total > 10 and seen == {tuple(old), tuple(between), tuple(new)}, (total, seen)
+
+
+@needs_loop
+def test_shrink_killed_after_every_write(tmp_path):
+    """Killed after writes of a shrink that moves data extents, drops an
+    AG and cuts the new last one: each prefix, its log replayed by the
+    kernel, holds the old geometry, the new one or the whole AGs between
+    (step A done), and the whole tree; resize -M run again ends where an
+    uninterrupted one ends.  By default about sixteen writes spread over
+    the run (every fourth at least) and the last twelve (where the
+    geometry changes); FSTOOL_EVERY_WRITE=1 kills after every one."""
+    base = tmp_path / "base.img"
+    _spread_image(base, tmp_path)
+    _killed_runs(base, tmp_path, ("data extent(s) moved", "dropped"))
+
+
+@needs_loop
+def test_shrink_moves_the_log(tmp_path):
+    """mkfs.xfs puts the log in the middle AG: -M moves it into the part
+    kept (not AG 0, where it would move the root inode's expected place),
+    drops the AGs past it: both xfs_repair versions clean, the kernel
+    mounts the same tree, writes and unmounts clean."""
+    img = tmp_path / "l.img"
+    _root_files_image(img)
+    before = _tree(img)
+    logstart0, agblocks = _sb(img, "logstart", "agblocks")
+    assert logstart0 // agblocks == 2
+    r = fstool("resize", img, "-M")
+    assert "log moved" in r.stdout, r.stdout
+    dblocks, agcount, logstart = _sb(img, "dblocks", "agcount", "logstart")
+    assert agcount == 2 and logstart // agblocks == 1 and dblocks < 2 * agblocks
+    _judge_grown(img, before, dblocks, agcount, 4)
+
+
+@needs_loop
+def test_shrink_moving_the_log_killed_after_every_write(tmp_path):
+    """The kill harness over a shrink that moves the log (see
+    test_shrink_killed_after_every_write; FSTOOL_EVERY_WRITE=1 for every
+    write)."""
+    base = tmp_path / "base.img"
+    _root_files_image(base)
+    _killed_runs(base, tmp_path, ("log moved", "dropped"))

@@ -78,13 +78,9 @@ class SpaceAllocator:
     def min_freelist(self, ag) -> int:
         rm = ag.rmap
         if self.kernel_freelist:
-            # xfs_alloc_min_freelist: each tree's split to a new level, then
-            # a second split under the old root while refilling
-            need = min(ag.bno.levels + 1, self._alloc_maxlevels()) * 2 - 2
-            need += min(ag.cnt.levels + 1, self._alloc_maxlevels()) * 2 - 2
-            if rm is not None:
-                need += min(rm.tree.levels + 1, self._rmap_maxlevels()) * 2 - 2
-            return need
+            return kernel_min_freelist(ag.bno.levels, ag.cnt.levels,
+                                       rm.tree.levels if rm is not None else None,
+                                       self._alloc_maxlevels(), self._rmap_maxlevels())
         # room for a full split chain in each free-space btree, twice in the
         # cntbt (one extent may become two), plus one; twice in the rmapbt
         # (a record split in two while the free list itself is refilled)
@@ -327,23 +323,14 @@ class SpaceAllocator:
         trees' largest size (xfs_ag_resv_init)."""
         got = self._resv_ask.get(ag.agno)
         if got is None:
-            sb = self.sb
             s = self.session
-            agblocks = ag.length
-            if sb.logstart and (sb.logstart >> sb.agblklog) == ag.agno:
-                agblocks -= sb.logblocks
-            bs = sb.blocksize
-            meta = 0
-            if s.reflink:
-                meta += _calc_size(B.REFCOUNTBT, bs, agblocks)
-            if s.finobt:
-                inobt = B.inobt_type(s.sparse)
-                meta += _calc_size(inobt, bs, agblocks * sb.inopblock // 64)
-            rmap = 0
-            if s.rmapbt:
-                rmap = max(agblocks // 100, _calc_size(B.RMAPBT, bs, agblocks))
-            got = self._resv_ask[ag.agno] = (meta, rmap)
+            got = self._resv_ask[ag.agno] = resv_asks(self.sb, ag.agno, ag.length, s.reflink,
+                                                      s.finobt, s.sparse, s.rmapbt)
         return got
+
+    def forget_resv(self, agno: int) -> None:
+        """The AG's length changed: its reservations are counted again."""
+        self._resv_ask.pop(agno, None)
 
     def resv_needed(self, ag, resv: str = "none") -> int:
         """Blocks of the AG an allocation of kind ``resv`` must leave free:
@@ -589,6 +576,37 @@ class SpaceAllocator:
             pos += n
             target_fsb = fsbno + n
         return out
+
+
+def resv_asks(sb, agno: int, length: int, reflink: bool, finobt: bool, sparse: bool,
+              rmapbt: bool) -> tuple[int, int]:
+    """(metadata, rmapbt) blocks the kernel reserves in an AG of ``length``
+    blocks for its trees' largest size (xfs_ag_resv_init)."""
+    agblocks = length
+    if sb.logstart and (sb.logstart >> sb.agblklog) == agno:
+        agblocks -= sb.logblocks
+    bs = sb.blocksize
+    meta = 0
+    if reflink:
+        meta += _calc_size(B.REFCOUNTBT, bs, agblocks)
+    if finobt:
+        meta += _calc_size(B.inobt_type(sparse), bs, agblocks * sb.inopblock // 64)
+    rmap = 0
+    if rmapbt:
+        rmap = max(agblocks // 100, _calc_size(B.RMAPBT, bs, agblocks))
+    return meta, rmap
+
+
+def kernel_min_freelist(bno_levels: int, cnt_levels: int, rmap_levels: int | None,
+                        alloc_max: int, rmap_max: int) -> int:
+    """The free list an AG must keep, as the kernel's xfs_alloc_min_freelist
+    counts it: each tree's split to a new level, then a second split under
+    the old root while refilling (``rmap_levels`` None: no rmapbt)."""
+    need = min(bno_levels + 1, alloc_max) * 2 - 2
+    need += min(cnt_levels + 1, alloc_max) * 2 - 2
+    if rmap_levels is not None:
+        need += min(rmap_levels + 1, rmap_max) * 2 - 2
+    return need
 
 
 def _calc_size(bt, blocksize: int, records: int) -> int:

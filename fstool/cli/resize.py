@@ -1,4 +1,4 @@
-"""``fstool resize``: grow an image offline."""
+"""``fstool resize``: grow or shrink an image offline."""
 import json
 
 import click
@@ -11,9 +11,13 @@ from .options import image_arg, json_opt
 
 
 @click.command("resize")
-@click.option("--size", "size_text", metavar="SIZE", required=True,
+@click.option("--size", "size_text", metavar="SIZE",
               help="The new size (bytes, or k/m/g/t with powers of 1024, or b for "
                    "filesystem blocks).")
+@click.option("-M", "--minimum", is_flag=True,
+              help="Shrink to the smallest size that holds what the filesystem holds.")
+@click.option("--slack", type=click.FloatRange(0, 100, max_open=True), default=0.0,
+              metavar="PERCENT", help="With -M: leave at least PERCENT of the new size free.")
 @click.option("-n", "--dry-run", is_flag=True, help="Write nothing; say what would change.")
 @click.option("--undo-file", type=click.Path(dir_okay=False),
               help="Save every block before it is overwritten; 'fstool undo IMAGE FILE' "
@@ -21,11 +25,15 @@ from .options import image_arg, json_opt
 @click.option("--no-check", is_flag=True, help="Do not check the image before writing.")
 @json_opt
 @image_arg
-def cmd(size_text, dry_run, undo_file, no_check, as_json, image):
-    """Grow IMAGE offline to --size SIZE: the last AG is extended and AGs
-    are added as xfs_growfs does, the image file extended to the new size.
-    Journaled: a crash leaves the old or the new size, and running resize
-    again finishes an interrupted one.  Shrinking is not supported yet.
+def cmd(size_text, minimum, slack, dry_run, undo_file, no_check, as_json, image):
+    """Grow or shrink IMAGE offline to --size SIZE (or, with -M, to the
+    smallest size that holds its content).  Growing extends the last AG
+    and adds AGs as xfs_growfs does; shrinking moves the log and regular
+    files' data out of the part cut off, drops the AGs at the end and cuts the tail of
+    the last one kept (inodes, directory, attribute and bmbt blocks and
+    reflinked data are not moved: a size below the minimum 'fstool info'
+    reports is refused).  The image file follows the new size.  A crash leaves a whole filesystem, and running
+    resize again finishes an interrupted one.
     """
 
     size = None
@@ -34,7 +42,11 @@ def cmd(size_text, dry_run, undo_file, no_check, as_json, image):
             size = parse_size(size_text, _blocksize(image))
         except InvalidArgument as e:
             raise click.BadParameter(str(e), param_hint="--size") from None
-    result = resize(image, size, undo_file=undo_file,
+    if (size is None) == (not minimum):
+        raise click.UsageError("give --size SIZE or -M, one of them")
+    if slack and not minimum:
+        raise click.UsageError("--slack goes with -M")
+    result = resize(image, size, minimum=minimum, slack=slack, undo_file=undo_file,
                     dry_run=dry_run, check=not no_check)
     if as_json:
         click.echo(json.dumps(result.as_dict()))

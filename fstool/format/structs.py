@@ -96,6 +96,16 @@ DA3_BLKINFO = Layout("xfs_da3_blkinfo", [
     ("crc", "I"), ("blkno", "Q"), ("lsn", "Q"), ("uuid", "16s"), ("owner", "Q"),
 ])
 
+# A v5 da-btree node block (directories and xattrs): the blkinfo, then
+# count and level; xfs_da_node_entry pairs follow it
+DA3_NODE_HDR = Layout("xfs_da3_node_hdr", [
+    ("forw", "I"), ("back", "I"), ("magic", "H"), ("pad", "H"),
+    ("crc", "I"), ("blkno", "Q"), ("lsn", "Q"), ("uuid", "16s"), ("owner", "Q"),
+    ("__count", "H"), ("__level", "H"), ("__pad32", "I"),
+])
+
+DA_NODE_ENTRY = Layout("xfs_da_node_entry", [("hashval", "I"), ("before", "I")])
+
 DIR3_FREE_HDR = Layout("xfs_dir3_free_hdr", [
     ("magic", "I"), ("crc", "I"), ("blkno", "Q"), ("lsn", "Q"),
     ("uuid", "16s"), ("owner", "Q"),
@@ -107,6 +117,18 @@ ATTR3_LEAF_HDR = Layout("xfs_attr3_leaf_hdr", [
     ("crc", "I"), ("blkno", "Q"), ("lsn", "Q"), ("uuid", "16s"), ("owner", "Q"),
     ("count", "H"), ("usedbytes", "H"), ("firstused", "H"), ("holes", "B"),
     ("pad1", "B"), ("freemap", "6H"), ("pad2", "I"),
+])
+
+ATTR_LEAF_ENTRY = Layout("xfs_attr_leaf_entry", [
+    ("hashval", "I"), ("nameidx", "H"), ("flags", "B"), ("pad2", "B"),
+])
+
+# the name part of an attr leaf entry: a local one holds the value after
+# the name, a remote one points at the value's first block (the trailing
+# one-byte arrays of the C structs are not part of these layouts)
+ATTR_LEAF_NAME_LOCAL = Layout("xfs_attr_leaf_name_local", [("valuelen", "H"), ("namelen", "B")])
+ATTR_LEAF_NAME_REMOTE = Layout("xfs_attr_leaf_name_remote", [
+    ("valueblk", "I"), ("valuelen", "I"), ("namelen", "B"),
 ])
 
 ATTR3_RMT_HDR = Layout("xfs_attr3_rmt_hdr", [

@@ -10,6 +10,7 @@ from ..errors import CorruptionError
 from ..format import constants as C
 from ..format import parent as P
 from ..io import verify as V
+from . import dabtree
 
 _NAMESPACE = {0: "user.", C.XFS_ATTR_ROOT: "trusted.", C.XFS_ATTR_SECURE: "security."}
 
@@ -22,10 +23,21 @@ class Parent(NamedTuple):
     name: bytes
 
 
-def _full_name(flags: int, name: bytes) -> str:
-    """"user.x" style name of an attribute of a user-visible namespace."""
-    return _NAMESPACE[flags & C.XFS_ATTR_NSP_ONDISK_MASK] + \
-        name.decode("utf-8", "surrogateescape")
+def get(node, full: str) -> bytes | None:
+    """The value of xattr ``full`` ("user.x"), or None (see :func:`lookup`)."""
+    for flags, prefix in _NAMESPACE.items():
+        if full.startswith(prefix):
+            return lookup(node, flags, full[len(prefix):].encode("utf-8", "surrogateescape"))
+    return None
+
+
+def full_name(flags: int, name: bytes) -> str | None:
+    """"user.x" style name, or None for namespaces not shown to users
+    (parent pointers)."""
+    prefix = _NAMESPACE.get(flags & C.XFS_ATTR_NSP_ONDISK_MASK)
+    if prefix is None:
+        return None
+    return prefix + name.decode("utf-8", "surrogateescape")
 
 
 def _user_visible(flags: int) -> bool:
@@ -38,7 +50,7 @@ def iter_xattrs(node, values: bool = True) -> Iterator[tuple[str, bytes | None]]
     users see (parent pointers are left out); value is None when ``values``
     is false (remote values are then not read)."""
     for flags, name, value in iter_attrs(node, values, _user_visible):
-        yield _full_name(flags, name), value
+        yield full_name(flags, name), value
 
 
 def iter_parents(node) -> Iterator[Parent]:
@@ -108,82 +120,123 @@ def _leaves(node, values: bool, keep):
 
 
 def leaf_blocks(node):
-    """(attr block, its bytes) of every leaf of an attr fork in blocks:
-    from block 0 down the leftmost path to the first leaf, then along the
-    forw chain."""
-    ablk = 0
-    seen = {0}
-    buf = _read_attr_block(node, 0)
-    for _depth in range(C.XFS_DA_NODE_MAXDEPTH + 1):
-        magic = struct.unpack_from(">H", buf, 8)[0]
-        if magic == C.XFS_ATTR3_LEAF_MAGIC:
-            break
-        count = struct.unpack_from(">H", buf, 56)[0]
-        if count == 0 or C.XFS_DA3_NODE_HDR_SIZE + 8 * count > len(buf):
-            raise CorruptionError("xattr node block", f"count {count} is not valid",
-                                  ino=node.ino, block=ablk, field="count")
-        ablk = struct.unpack_from(">I", buf, C.XFS_DA3_NODE_HDR_SIZE + 4)[0]
-        if ablk in seen:
-            raise CorruptionError("xattr node block", "da-btree cycle", ino=node.ino,
-                                  block=ablk)
-        seen.add(ablk)
-        buf = _read_attr_block(node, ablk)
-    else:
-        raise CorruptionError("xattr node block", "da-btree too deep", ino=node.ino)
-    while True:
-        magic = struct.unpack_from(">H", buf, 8)[0]
+    """(attr block, its bytes) of every leaf of an attr fork in blocks, left
+    to right (da-btree walk from attr block 0)."""
+    def read(ablk):
+        return _read_attr_block(node, ablk)
+    for ablk, buf in dabtree.leaves(read, 0, what="xattr node block", ino=node.ino):
+        magic = dabtree.magic(buf)
         if magic != C.XFS_ATTR3_LEAF_MAGIC:
             raise CorruptionError("xattr leaf block", f"magic 0x{magic:x} in the leaf chain",
                                   ino=node.ino, block=ablk, field="magic")
         yield ablk, buf
-        forw = struct.unpack_from(">I", buf, 0)[0]
-        if forw == 0:
-            return
-        if forw in seen:
-            raise CorruptionError("xattr leaf block", "forward link cycle", ino=node.ino,
-                                  block=forw)
-        seen.add(forw)
-        ablk = forw
-        buf = _read_attr_block(node, ablk)
 
 
 def _leaf_entries(node, buf, ablk, values, keep):
-    size = len(buf)
-    count = struct.unpack_from(">H", buf, 56)[0]
+    count = _leaf_count(node, buf, ablk)
     base = C.XFS_ATTR3_LEAF_HDR_SIZE
-    if base + 8 * count > size:
+    for i in range(count):
+        if keep is not None and not keep(buf[base + 8 * i + 6]):
+            continue
+        got = _leaf_entry(node, buf, ablk, count, i, values)
+        if got is not None:
+            yield got[1], got[2], got[3]
+
+
+def _leaf_count(node, buf, ablk) -> int:
+    count = dabtree.count(buf)
+    if C.XFS_ATTR3_LEAF_HDR_SIZE + 8 * count > len(buf):
         raise CorruptionError("xattr leaf block", f"count {count} overruns the block",
                               ino=node.ino, block=ablk, field="count")
-    for i in range(count):
-        _hash, nameidx, flags = struct.unpack_from(">IHB", buf, base + 8 * i)
-        if flags & C.XFS_ATTR_INCOMPLETE or (keep is not None and not keep(flags)):
-            continue
-        if nameidx < base + 8 * count or nameidx >= size:
-            raise CorruptionError("xattr leaf block", f"entry {i} name index {nameidx} is "
-                                  "outside the name area", ino=node.ino, block=ablk,
-                                  field="nameidx")
-        if flags & C.XFS_ATTR_LOCAL:
-            if nameidx + 3 > size:
-                raise CorruptionError("xattr leaf block", "local entry overruns the block",
-                                      ino=node.ino, block=ablk)
-            valuelen, namelen = struct.unpack_from(">HB", buf, nameidx)
-            nstart = nameidx + 3
-            if nstart + namelen + valuelen > size:
-                raise CorruptionError("xattr leaf block", "local entry overruns the block",
-                                      ino=node.ino, block=ablk)
-            yield (flags, buf[nstart:nstart + namelen],
-                   buf[nstart + namelen:nstart + namelen + valuelen] if values else None)
-        else:
-            if nameidx + 9 > size:
-                raise CorruptionError("xattr leaf block", "remote entry overruns the block",
-                                      ino=node.ino, block=ablk)
-            valueblk, valuelen, namelen = struct.unpack_from(">IIB", buf, nameidx)
-            nstart = nameidx + 9
-            if nstart + namelen > size:
-                raise CorruptionError("xattr leaf block", "remote entry overruns the block",
-                                      ino=node.ino, block=ablk)
-            yield (flags, buf[nstart:nstart + namelen],
-                   _remote_value(node, valueblk, valuelen) if values else None)
+    return count
+
+
+def _leaf_entry(node, buf, ablk, count, i, values):
+    """(hash, flags, name, value) of leaf entry ``i`` (value None unless
+    ``values``); None for an incomplete one."""
+    size = len(buf)
+    base = C.XFS_ATTR3_LEAF_HDR_SIZE
+    h, nameidx, flags = struct.unpack_from(">IHB", buf, base + 8 * i)
+    if flags & C.XFS_ATTR_INCOMPLETE:
+        return None
+    if nameidx < base + 8 * count or nameidx >= size:
+        raise CorruptionError("xattr leaf block", f"entry {i} name index {nameidx} is "
+                              "outside the name area", ino=node.ino, block=ablk,
+                              field="nameidx")
+    if flags & C.XFS_ATTR_LOCAL:
+        if nameidx + 3 > size:
+            raise CorruptionError("xattr leaf block", "local entry overruns the block",
+                                  ino=node.ino, block=ablk)
+        valuelen, namelen = struct.unpack_from(">HB", buf, nameidx)
+        nstart = nameidx + 3
+        if nstart + namelen + valuelen > size:
+            raise CorruptionError("xattr leaf block", "local entry overruns the block",
+                                  ino=node.ino, block=ablk)
+        return h, flags, bytes(buf[nstart:nstart + namelen]), \
+            (bytes(buf[nstart + namelen:nstart + namelen + valuelen]) if values else None)
+    if nameidx + 9 > size:
+        raise CorruptionError("xattr leaf block", "remote entry overruns the block",
+                              ino=node.ino, block=ablk)
+    valueblk, valuelen, namelen = struct.unpack_from(">IIB", buf, nameidx)
+    nstart = nameidx + 9
+    if nstart + namelen > size:
+        raise CorruptionError("xattr leaf block", "remote entry overruns the block",
+                              ino=node.ino, block=ablk)
+    return h, flags, bytes(buf[nstart:nstart + namelen]), \
+        (_remote_value(node, valueblk, valuelen) if values else None)
+
+
+def lookup(node, flags: int, name: bytes, value: bytes | None = None) -> bytes | None:
+    """The value of the xattr ``name`` in namespace ``flags`` (the on-disk
+    XFS_ATTR_ROOT/SECURE/PARENT bits), or None: the shortform fork scanned,
+    a leaf or da-btree walked by the attribute's hash (O(log n) blocks).  A
+    parent pointer is looked up by its name and ``value`` (its record: the
+    hash mixes in the parent's inode number, and one name may link the file
+    from two directories)."""
+    parent = P.is_parent(flags)
+    if not node.forkoff:
+        return None
+    fmt = node.aformat
+    if fmt == C.XFS_DINODE_FMT_LOCAL:
+        fork = node.fork_bytes(attr=True)
+        count = fork[2] if len(fork) >= 4 else 0
+        pos = 4
+        for _ in range(count):
+            namelen, valuelen, eflags = fork[pos], fork[pos + 1], fork[pos + 2]
+            end = pos + 3 + namelen + valuelen
+            if end > len(fork):
+                raise CorruptionError("shortform xattrs", "entry overruns totsize", ino=node.ino)
+            if (eflags & C.XFS_ATTR_NSP_ONDISK_MASK) == flags and \
+                    not eflags & C.XFS_ATTR_INCOMPLETE and \
+                    fork[pos + 3:pos + 3 + namelen] == name and \
+                    (not parent or fork[pos + 3 + namelen:end] == value):
+                return bytes(fork[pos + 3 + namelen:end])
+            pos = end
+        return None
+    if fmt not in (C.XFS_DINODE_FMT_EXTENTS, C.XFS_DINODE_FMT_BTREE) or \
+            not node.extents(attr=True):
+        return None
+    h = P.attr_hash(flags, name, value)
+
+    def read(ablk):
+        return _read_attr_block(node, ablk)
+    path = dabtree.descend(read, 0, h, what="xattr node block", ino=node.ino)
+    while True:
+        ablk, buf, i = path[-1]
+        magic = dabtree.magic(buf)
+        if magic != C.XFS_ATTR3_LEAF_MAGIC:
+            raise CorruptionError("xattr leaf block", f"magic 0x{magic:x} under a node",
+                                  ino=node.ino, block=ablk, field="magic")
+        count = _leaf_count(node, buf, ablk)
+        while i < count and dabtree.hash_at(buf, i, C.XFS_ATTR3_LEAF_HDR_SIZE) == h:
+            got = _leaf_entry(node, buf, ablk, count, i, parent)
+            if got is not None and got[2] == name and \
+                    (got[1] & C.XFS_ATTR_NSP_ONDISK_MASK) == flags and \
+                    (not parent or got[3] == value):
+                return got[3] if parent else _leaf_entry(node, buf, ablk, count, i, True)[3]
+            i += 1
+        if i < count or not dabtree.next_leaf(read, path):
+            return None
 
 
 def _remote_value(node, valueblk: int, valuelen: int) -> bytes:

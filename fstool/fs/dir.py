@@ -13,6 +13,7 @@ from .._backend import parsers
 from ..errors import CorruptionError
 from ..format import constants as C
 from ..io import verify as V
+from . import dabtree
 
 _DOT = (b".", b"..")
 _LEAF_ENT = struct.Struct(">II")
@@ -196,50 +197,21 @@ def lookup(node, name: bytes) -> int | None:
 
 
 def _node_lookup(node, root_fsb: int, hashval: int, name: bytes) -> int | None:
-    fsb = root_fsb
-    seen = set()
-    expect_level = None
-    for _depth in range(C.XFS_DA_NODE_MAXDEPTH + 1):
-        buf = _read_dirblock(node, fsb, V.DA3_NODE_OR_LEAF)
-        seen.add(fsb)
-        magic = struct.unpack_from(">H", buf, 8)[0]
-        count, level = struct.unpack_from(">HH", buf, 56)
-        if magic != C.XFS_DA3_NODE_MAGIC:
-            break
-        if expect_level is not None and level != expect_level:
-            raise CorruptionError("directory node block", f"level {level}, expected "
-                                  f"{expect_level}", ino=node.ino, block=fsb, field="level")
-        if count == 0 or C.XFS_DA3_NODE_HDR_SIZE + 8 * count > len(buf):
-            raise CorruptionError("directory node block", f"count {count} is not valid",
-                                  ino=node.ino, block=fsb, field="count")
-        i = min(_first_at_or_after(buf, C.XFS_DA3_NODE_HDR_SIZE, count, hashval), count - 1)
-        fsb = _LEAF_ENT.unpack_from(buf, C.XFS_DA3_NODE_HDR_SIZE + 8 * i)[1]
-        expect_level = level - 1
-        if fsb in seen:
-            raise CorruptionError("directory node block", "da-btree cycle", ino=node.ino,
-                                  block=fsb)
-    else:
-        raise CorruptionError("directory node block", "da-btree too deep", ino=node.ino)
-    # a chain of leaf blocks linked by forw; equal hashes may span several
+    def read(fsb):
+        return _read_dirblock(node, fsb, V.DA3_NODE_OR_LEAF)
+    path = dabtree.descend(read, root_fsb, hashval, what="directory node block", ino=node.ino)
+    # equal hashes may span several leaf blocks
     while True:
+        fsb, buf, _i = path[-1]
+        magic = dabtree.magic(buf)
         if magic != C.XFS_DIR3_LEAFN_MAGIC:
             raise CorruptionError("directory leaf block", f"magic 0x{magic:x} where a leafn "
                                   "block is expected", ino=node.ino, block=fsb, field="magic")
-        count = struct.unpack_from(">H", buf, 56)[0]
-        if C.XFS_DIR3_LEAF_HDR_SIZE + 8 * count > len(buf):
-            raise CorruptionError("directory leaf block", f"count {count} overruns the block",
-                                  ino=node.ino, block=fsb, field="count")
+        count = dabtree.count(buf)
         ino, more = _scan_leaf(node, buf, C.XFS_DIR3_LEAF_HDR_SIZE, count, hashval, name,
                                False)
-        if ino is not None or not more:
+        if ino is not None or not more or not dabtree.next_leaf(read, path):
             return ino
-        forw = struct.unpack_from(">I", buf, 0)[0]
-        if forw == 0 or forw in seen:
-            return None
-        seen.add(forw)
-        fsb = forw
-        buf = _read_dirblock(node, fsb, V.DA3_NODE_OR_LEAF)
-        magic = struct.unpack_from(">H", buf, 8)[0]
 
 
 def parent(node) -> int:

@@ -715,6 +715,11 @@ class Filesystem:
         node = self._as_inode(where)
         return {name: value for name, value in xattr.iter_xattrs(node)}
 
+    def xattr(self, where, name: str) -> bytes | None:
+        """The value of one extended attribute ("user.name"), or None: found
+        by its hash, without reading the others."""
+        return xattr.get(self._as_inode(where), name)
+
     def xattr_names(self, where) -> list[str]:
         node = self._as_inode(where)
         return [name for name, _ in xattr.iter_xattrs(node, values=False)]

@@ -233,6 +233,12 @@ class Inode(parsers.InodeCore):
             self._extents = self._load_map(False)
         return self._extents
 
+    @property
+    def extents_loaded(self) -> bool:
+        """Whether the data fork's extent list is decoded already (a btree
+        fork's is read whole by :meth:`extents`)."""
+        return self._extents is not None
+
     def map_block(self, fileblock: int, attr: bool = False):
         """The extent holding ``fileblock`` or None for a hole."""
         exts = self.extents(attr)

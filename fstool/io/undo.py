@@ -101,6 +101,18 @@ class UndoRecorder:
         self.ranges.append((off, n))
         self.dirty = True
 
+    def before_truncate(self, new_size: int, chunk: int = 1 << 20) -> None:
+        """Save what a truncation to ``new_size`` cuts off and was not
+        saved before (chunks of zeros, holes included, are left out: undo
+        extends the file with a hole)."""
+        off = new_size
+        while off < self.dev.size:
+            n = min(chunk, self.dev.size - off)
+            if self.dev.pread(off, n).count(0) != n:
+                self.before_write(off, n)
+            off += n
+        self.before_fsync()
+
     def before_fsync(self) -> None:
         if self.dirty:
             os.fsync(self.fd)
@@ -201,14 +213,16 @@ def apply_undo(dev, path) -> int:
     completed."""
     size, records, extra, digest = read_undo(path)
     # an image file the change extended (repair --extend-truncated) is cut
-    # back to its old size once its blocks are back
+    # back to its old size once its blocks are back; one it truncated
+    # (resize's shrink) is extended first
     grown = dev.size > size and not dev.fixed_size
-    if dev.size != size and not grown:
+    shrunk = dev.size < size and not dev.fixed_size
+    if dev.size != size and not (grown or shrunk):
         raise UndoRefused(f"{dev.path}: the image is {dev.size} bytes, the undo file was made "
                           f"for one of {size} bytes")
     ranges = [(off, len(data)) for off, data in records]
     for off, n in ranges:
-        if off < 0 or off + n > dev.size:
+        if off < 0 or off + n > max(dev.size, size):
             raise UndoRefused(f"{path}: a saved range lies outside the image")
     if image_digest(dev.pread, dev.size, ranges, extra) != digest:
         if grown:
@@ -218,6 +232,8 @@ def apply_undo(dev, path) -> int:
         raise UndoRefused(f"{dev.path}: the image has changed since the undo file was written; "
                           "refusing to put the old blocks back")
     total = 0
+    if shrunk:
+        dev.resize(size)
     for off, data in records:
         dev.pwrite(off, data)
         total += len(data)

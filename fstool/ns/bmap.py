@@ -321,6 +321,18 @@ class ForkMap:
         return self.fmt, lit + bytes(self.space - len(lit))
 
 
+def first_unused(exts, start: int, length: int) -> int:
+    """xfs_bmap_first_unused: the first fork block at or after ``start``
+    that begins a hole of ``length`` blocks, over ``exts`` [(offset, fsb,
+    count)] in offset order."""
+    lowest = top = start
+    for o, _b, n in exts:
+        if o >= lowest + length and o - top >= length:
+            break
+        top = max(o + n, lowest)
+    return top
+
+
 def owned_blocks(node, attr: bool) -> list:
     """(fsbno, length) of every block a fork owns: mapped extents and, for a
     btree-format fork, the bmbt blocks below its root."""

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import struct
 
-DA3_HDR = 64                                    # blkinfo (56) + count, level/stale, pad
-_INFO = struct.Struct(">IIHHIQQ16sQ")           # forw back magic pad crc blkno lsn uuid owner
+from ..format.structs import DA3_BLKINFO, DA3_NODE_HDR
+
+DA3_HDR = DA3_NODE_HDR.size                     # blkinfo (56) + count, level/stale, pad
+_INFO = DA3_BLKINFO.struct                      # forw back magic pad crc blkno lsn uuid owner
+_COUNT = DA3_NODE_HDR.offset("__count")
 
 
 def da_block(size: int, magic: int, *, forw: int = 0, back: int = 0, count: int = 0,
@@ -16,7 +19,7 @@ def da_block(size: int, magic: int, *, forw: int = 0, back: int = 0, count: int 
     stale count; ``pairs`` (hash, address/before) follow the header."""
     buf = bytearray(size)
     _INFO.pack_into(buf, 0, forw, back, magic, 0, 0, 0, 0, b"\0" * 16, 0)
-    struct.pack_into(">HH", buf, 56, count, second)
+    struct.pack_into(">HH", buf, _COUNT, count, second)
     if pairs:
         struct.pack_into(f">{2 * len(pairs)}I", buf, DA3_HDR, *[v for pair in pairs for v in pair])
     return buf
@@ -35,7 +38,8 @@ def identity_finisher(buf: bytearray, ino: int, uuid: bytes, blkno_off: int, uui
 
 def da_finisher(buf: bytearray, ino: int, uuid: bytes):
     """finish(daddr) for a da3 block: address, uuid, owner."""
-    return identity_finisher(buf, ino, uuid, 16, 32)
+    return identity_finisher(buf, ino, uuid, DA3_BLKINFO.offset("blkno"),
+                             DA3_BLKINFO.offset("uuid"))
 
 
 def pack(keys, capacity: int, size=8, lead: int = 0) -> list:
@@ -81,29 +85,3 @@ def pack(keys, capacity: int, size=8, lead: int = 0) -> list:
         if starts[-2] < want < starts[-1] and fits(want):
             starts[-1] = want
     return list(zip(starts, starts[1:] + [n]))
-
-
-def node_levels(children, *, root: int, take, size: int, magic: int, block) -> list:
-    """The interior levels of a da-btree built bottom-up over ``children``
-    [(last hash, block)] in hash order: nodes filled from the left (see
-    :func:`pack`), level after level, the root at block ``root`` and every
-    other node at the block ``take()`` hands out; ``block(lblk, buf)`` turns
-    a node into what the caller plans.  Returns those, root last."""
-    out = []
-    level = 1
-    while True:
-        groups = [children[a:b] for a, b in pack([c[0] for c in children],
-                                                 size - DA3_HDR, 8, lead=1)]
-        top = len(groups) == 1
-        lblks = [root] if top else [take() for _ in groups]
-        above = []
-        for k, (lblk, g) in enumerate(zip(lblks, groups)):
-            buf = da_block(size, magic, count=len(g), second=level,
-                           forw=lblks[k + 1] if k + 1 < len(groups) else 0,
-                           back=lblks[k - 1] if k else 0, pairs=g)
-            out.append(block(lblk, buf))
-            above.append((g[-1][0], lblk))
-        if top:
-            return out
-        children = above
-        level += 1

@@ -25,7 +25,8 @@ import struct
 from .._backend import parsers, writers
 from ..errors import InvalidArgument, NameTooLongError
 from ..format import constants as C
-from .dablock import da_block, da_finisher, identity_finisher, node_levels, pack
+from .dablock import da_block, da_finisher, identity_finisher, pack
+from .dabtree import node_levels
 from ..io import verify as V
 from .forkplan import ForkPlan, PlannedBlock
 

@@ -37,7 +37,9 @@ from ..alloc import rmap as R
 from ..io import verify as V
 from . import dirdata as D
 from . import files as F
-from .bmap import owned_extents
+from .bmap import first_unused, owned_extents
+from .dabtree import DaTree, init_header
+from ..fs import dabtree
 
 HDR = D.HDR
 NULLOFF = 0xFFFF
@@ -171,8 +173,14 @@ class Dir:
         self.nlink_delta = 0
         self.unsaved = 0                # entries added since the inode was last written
         self.max_leaf = (self.dbs - HDR) // 8
-        self.max_node = (self.dbs - HDR) // 8
         self.max_bests = (self.dbs - HDR) // 2
+        self.da = DaTree(self.read, self._grow_node, self.shrink, root=self.leafblk,
+                         blksize=self.dbs, ino=ino, what="directory node block",
+                         stats=CONVERSIONS)
+
+    def _grow_node(self, magic: int):
+        """A new block of the leaf/node space for the da-btree."""
+        return self.new_block(self.leafblk, V.DA3_NODE_OR_LEAF, magic, True)
 
     def _sf_ents(self):
         """(parent, [entries]) of the shortform fork: ``sf_parse`` once per
@@ -235,13 +243,8 @@ class Dir:
         return self._fsb(da) is not None
 
     def first_unused(self, start: int) -> int:
-        """xfs_bmap_first_unused: the first hole of a directory block at or after start."""
-        lowest = top = start
-        for o, _b, n in self.exts:
-            if o >= lowest + self.fsbs and o - top >= self.fsbs:
-                break
-            top = max(o + n, lowest)
-        return top
+        """The first hole of a directory block at or after start."""
+        return first_unused(self.exts, start, self.fsbs)
 
     def grow(self, space_start: int, bt) -> tuple:
         """Map a new directory block at the first hole of a space: (da, buffer)."""
@@ -289,8 +292,7 @@ class Dir:
     def init_blk(self, buf, magic: int, da_hdr: bool, daddr: int) -> None:
         """Identity of a new directory block: magic, own address, uuid, owner."""
         if da_hdr:
-            struct.pack_into(">IIHH", buf, 0, 0, 0, magic, 0)
-            struct.pack_into(">IQQ16sQ", buf, 12, 0, daddr, 0, self.w.uuid, self.ino)
+            init_header(buf, magic, daddr, self.w.uuid, self.ino)
         else:
             struct.pack_into(">IIQQ16sQ", buf, 0, magic, 0, daddr, 0, self.w.uuid, self.ino)
 
@@ -416,7 +418,7 @@ class Dir:
             i = idx
             while i < count and ents[i][0] == h:
                 i += 1
-            if i < count or not self._path_shift(path):
+            if i < count or not self.da.next_leaf(path):
                 return None
 
     def _scan(self, ents, i: int, h: int, name: bytes, blockbuf):
@@ -437,48 +439,14 @@ class Dir:
 
     def _node_path(self, h: int) -> list:
         """[(da, buffer, index)] from the root to the leaf where ``h`` belongs."""
-        path = []
-        da = self.leafblk
-        for _ in range(C.XFS_DA_NODE_MAXDEPTH + 1):
-            buf = self.read(da)
-            magic = _U16.unpack_from(buf, 8)[0]
-            count = _U16.unpack_from(buf, 56)[0]
-            ents = _BufEnts(buf, HDR, count)
-            if magic == C.XFS_DA3_NODE_MAGIC:
-                if not count:
-                    raise CorruptionError("directory node", "empty node", ino=self.ino,
-                                          block=da)
-                i = min(_lower_bound(ents, h), count - 1)
-                path.append((da, buf, i))
-                da = ents[i][1]
-                continue
-            if magic != C.XFS_DIR3_LEAFN_MAGIC:
-                raise CorruptionError("directory leaf", f"magic 0x{magic:x}", ino=self.ino,
-                                      block=da)
-            path.append((da, buf, _lower_bound(ents, h)))
-            return path
-        raise CorruptionError("directory node", "da-btree too deep", ino=self.ino)
+        path = self.da.path(h)
+        da, buf, _i = path[-1]
+        magic = dabtree.magic(buf)
+        if magic != C.XFS_DIR3_LEAFN_MAGIC:
+            raise CorruptionError("directory leaf", f"magic 0x{magic:x}", ino=self.ino,
+                                  block=da)
+        return path
 
-    def _path_shift(self, path) -> bool:
-        """Move the path to the next leaf (equal hashes spanning leaves)."""
-        for lvl in range(len(path) - 2, -1, -1):
-            da, buf, i = path[lvl]
-            count = _U16.unpack_from(buf, 56)[0]
-            if i + 1 < count:
-                path[lvl] = (da, buf, i + 1)
-                child = _ents(buf, HDR, count)[i + 1][1]
-                del path[lvl + 1:]
-                while True:
-                    cbuf = self.read(child)
-                    if _U16.unpack_from(cbuf, 8)[0] == C.XFS_DA3_NODE_MAGIC:
-                        path.append((child, cbuf, 0))
-                        child = _ents(cbuf, HDR, 1)[0][1]
-                        continue
-                    path.append((child, cbuf, 0))
-                    return True
-        return False
-
-    # -- listing ----------------------------------------------------------------------
     def entries_from(self, cookie: int):
         """(position, name, ino, ftype) from dir2 position ``cookie`` on, then
         (end position, None, 0, 0)."""
@@ -889,7 +857,7 @@ class Dir:
         if not self._leafn_add(lbuf, index, h, addr):
             self._split(path, h, addr)
         else:
-            self._fixhashpath(path)
+            self.da.fixhashpath(path)
 
     def _node_find_free(self, length: int):
         """A data block with room, from the free-index blocks scanned from the
@@ -921,20 +889,6 @@ class Dir:
         _HH.pack_into(lbuf, 56, len(ents), stale)
         _put_ents(lbuf, HDR, ents)
         return True
-
-    def _lasthash(self, buf) -> int:
-        count = _U16.unpack_from(buf, 56)[0]
-        return _U32.unpack_from(buf, HDR + 8 * (count - 1))[0] if count else 0
-
-    def _fixhashpath(self, path) -> None:
-        lasthash = self._lasthash(path[-1][1])
-        for lvl in range(len(path) - 2, -1, -1):
-            _da, buf, i = path[lvl]
-            off = HDR + 8 * i
-            if _U32.unpack_from(buf, off)[0] == lasthash:
-                break
-            _U32.pack_into(buf, off, lasthash)
-            lasthash = self._lasthash(buf)
 
     def _split(self, path, h: int, addr: int) -> None:
         """xfs_da3_split for a full leaf: a new leaf after it takes half the
@@ -969,84 +923,12 @@ class Dir:
             nindex = index - len(e1)
             if nindex < 0:
                 inleaf, nindex = True, index
-        # link the new leaf after the old one
-        forw = _U32.unpack_from(obuf, 0)[0]
-        struct.pack_into(">II", nbuf, 0, forw, oda)
-        if forw:
-            _U32.pack_into(self.read(forw), 4, nda)
-        _U32.pack_into(obuf, 0, nda)
+        self.da.link_after(oda, obuf, nda, nbuf)
         if inleaf:
             self._leafn_add(obuf, index, h, addr)
         else:
             self._leafn_add(nbuf, nindex, h, addr)
-        self._add_to_parent(path, len(path) - 2, oda, obuf, nda, nbuf)
-
-    def _add_to_parent(self, path, lvl: int, oda: int, obuf, nda: int, nbuf) -> None:
-        """Block ``oda`` (at depth lvl+1 of ``path``) was split and ``nda``
-        linked after it: the node above gains an entry right after the old
-        one's, splitting in turn when full (xfs_da3_node_split: half the
-        entries to a new node after it); a split root is copied to a new
-        block and the root becomes a node one level up (xfs_da3_root_split)."""
-        if lvl < 0:
-            CONVERSIONS["root-split"] += 1
-            cda, cbuf = self.new_block(self.leafblk, V.DA3_NODE_OR_LEAF,
-                                       C.XFS_DIR3_LEAFN_MAGIC, True)
-            own = bytes(cbuf[16:24])
-            cbuf[:] = obuf
-            cbuf[16:24] = own
-            _U32.pack_into(nbuf, 4, cda)
-            magic = _U16.unpack_from(obuf, 8)[0]
-            level = _U16.unpack_from(obuf, 58)[0] + 1 if magic == C.XFS_DA3_NODE_MAGIC else 1
-            obuf[:] = bytes(self.dbs)
-            self.init_blk(obuf, C.XFS_DA3_NODE_MAGIC, True, self._daddr(oda))
-            _HH.pack_into(obuf, 56, 2, level)
-            _put_ents(obuf, HDR, [(self._lasthash(cbuf), cda), (self._lasthash(nbuf), nda)])
-            return
-        pda, pbuf, pi = path[lvl]
-        count, level = _HH.unpack_from(pbuf, 56)
-        ents = _ents(pbuf, HDR, count)
-        ents[pi] = (self._lasthash(obuf), oda)
-        new = (self._lasthash(nbuf), nda)
-        if count + 1 <= self.max_node:
-            ents.insert(pi + 1, new)
-            _HH.pack_into(pbuf, 56, len(ents), level)
-            _put_ents(pbuf, HDR, ents)
-            self._fix_up(path, lvl)
-            return
-        CONVERSIONS["node-split"] += 1
-        sda, sbuf = self.new_block(self.leafblk, V.DA3_NODE_OR_LEAF, C.XFS_DA3_NODE_MAGIC,
-                                   True)
-        move = count // 2
-        e2 = ents[count - move:]
-        ents = ents[:count - move]
-        if pi < len(ents):
-            ents.insert(pi + 1, new)
-        else:
-            e2.insert(pi - len(ents) + 1, new)
-        pbuf[HDR:] = bytes(self.dbs - HDR)
-        _HH.pack_into(pbuf, 56, len(ents), level)
-        _put_ents(pbuf, HDR, ents)
-        _HH.pack_into(sbuf, 56, len(e2), level)
-        _put_ents(sbuf, HDR, e2)
-        forw = _U32.unpack_from(pbuf, 0)[0]
-        struct.pack_into(">II", sbuf, 0, forw, pda)
-        if forw:
-            _U32.pack_into(self.read(forw), 4, sda)
-        _U32.pack_into(pbuf, 0, sda)
-        self._add_to_parent(path, lvl - 1, pda, pbuf, sda, sbuf)
-
-    def _fix_up(self, path, lvl: int) -> None:
-        """The last hash of the node at path[lvl] may have changed: carry it
-        up while parents disagree."""
-        while lvl > 0:
-            _da, buf, _i = path[lvl]
-            h = self._lasthash(buf)
-            _pda, pbuf, pi = path[lvl - 1]
-            off = HDR + 8 * pi
-            if _U32.unpack_from(pbuf, off)[0] == h:
-                return
-            _U32.pack_into(pbuf, off, h)
-            lvl -= 1
+        self.da.add_to_parent(path, len(path) - 2, oda, obuf, nda, nbuf)
 
     # -- removing -----------------------------------------------------------------------
     def remove(self, name: bytes):
@@ -1201,7 +1083,7 @@ class Dir:
                 fb[fi] = longest
                 self._free_write(fbuf, nused, fb)
         toosmall = HDR + 8 * (count - stale) < dbs * 37 // 100
-        self._fixhashpath(path)
+        self.da.fixhashpath(path)
         if toosmall and len(path) > 1:
             self._join(path)
         self._node_to_leaf()
@@ -1240,7 +1122,7 @@ class Dir:
             save_da, drop_da = other, lda
         else:
             save_da, drop_da = lda, other
-        other_path = self._path_to(other)
+        other_path = self.da.path_to(other)
         if other_path is None:
             return
         save_path, drop_path = (other_path, path) if save_da == other else (path, other_path)
@@ -1254,76 +1136,13 @@ class Dir:
             merged = se + de
         _HH.pack_into(sbuf, 56, len(merged), 0)
         _put_ents(sbuf, HDR, merged)
-        self._fix_up(save_path, len(save_path) - 1)
-        # unlink the dropped leaf
-        dforw, dback = struct.unpack_from(">II", dbuf, 0)
-        if dback:
-            _U32.pack_into(self.read(dback), 0, dforw)
-        if dforw:
-            _U32.pack_into(self.read(dforw), 4, dback)
+        self.da.fix_up(save_path, len(save_path) - 1)
+        self.da.unlink(dbuf)
         self.shrink(drop_da)
         # the parent entries: the dropped leaf's goes, the kept one's hash follows
-        self._drop_child(drop_path, len(drop_path) - 2, drop_da, save_da,
-                         self._lasthash(sbuf))
-        root = self.read(self.leafblk)
-        while _U16.unpack_from(root, 8)[0] == C.XFS_DA3_NODE_MAGIC and \
-                _U16.unpack_from(root, 56)[0] == 1:
-            # root join: the only child moves into the root block (again
-            # while that child was a node of one entry)
-            CONVERSIONS["root-join"] += 1
-            child = _U32.unpack_from(root, HDR + 4)[0]
-            cbuf = self.read(child)
-            own = bytes(root[16:24])
-            root[:] = cbuf
-            root[16:24] = own
-            struct.pack_into(">II", root, 0, 0, 0)
-            self.shrink(child)
-
-    def _path_to(self, da: int):
-        """The path from the root to leaf ``da`` (found by its last hash), or None."""
-        buf = self.read(da)
-        if not _U16.unpack_from(buf, 56)[0]:
-            return None
-        path = self._node_path(self._lasthash(buf))
-        for _ in range(64):
-            if path[-1][0] == da:
-                return path
-            if not self._path_shift(path):
-                return None
-        return None
-
-    def _drop_child(self, path, lvl: int, drop_da: int, save_da: int, save_hash: int) -> None:
-        """Remove the entry for ``drop_da`` from the node at path[lvl] (and
-        set ``save_da``'s hash there); a node left empty goes too."""
-        pda, pbuf, _pi = path[lvl]
-        count, level = _HH.unpack_from(pbuf, 56)
-        ents = [e for e in _ents(pbuf, HDR, count) if e[1] != drop_da]
-        for k, e in enumerate(ents):
-            if e[1] == save_da:
-                ents[k] = (save_hash, save_da)
-        pbuf[HDR:HDR + 8 * count] = bytes(8 * count)
-        _HH.pack_into(pbuf, 56, len(ents), level)
-        _put_ents(pbuf, HDR, ents)
-        if ents or lvl == 0:
-            path[lvl] = (pda, pbuf, 0)
-            # hashes above: the node's entry in its parent
-            for up in range(lvl, 0, -1):
-                _da, buf, _i = path[up]
-                gda, gbuf, _gi = path[up - 1]
-                gc = _U16.unpack_from(gbuf, 56)[0]
-                gents = _ents(gbuf, HDR, gc)
-                for k, e in enumerate(gents):
-                    if e[1] == path[up][0] and e[0] != self._lasthash(buf):
-                        _U32.pack_into(gbuf, HDR + 8 * k, self._lasthash(buf))
-            return
-        # an empty node: unlink it from its level and drop it from its parent
-        f, b = struct.unpack_from(">II", pbuf, 0)
-        if b:
-            _U32.pack_into(self.read(b), 0, f)
-        if f:
-            _U32.pack_into(self.read(f), 4, b)
-        self.shrink(pda)
-        self._drop_child(path, lvl - 1, pda, -1, 0)
+        self.da.drop_child(drop_path, len(drop_path) - 2, drop_da, save_da,
+                         dabtree.lasthash(sbuf))
+        self.da.root_join()
 
     def _node_to_leaf(self) -> None:
         dbs = self.dbs

@@ -123,6 +123,10 @@ MAX_BYTES = (1 << 63) - 1          # s_maxbytes of a 64-bit kernel
 PREALLOC_MIN_BYTES = 64 << 10      # the kernel's default allocsize
 _ZERO_CHUNK = 1 << 20
 _END = 1 << 54                     # past the last block a file may map
+_INF = 1 << 64
+# the records a full read of a btree extent map decodes in the time of one
+# range lookup in it (FileIO._looked_up)
+LOOKUP_RECORDS = 128
 TRUNCATE_STEP = 1024               # records unmapped per transaction of a truncate
 _CORE = C.XFS_DINODE_CORE_SIZE
 
@@ -174,6 +178,7 @@ class FileIO:
         # a growing file (the space allocator's ``reserved`` holds the same)
         self.held: dict = {}
         self._caller_tx = False
+        self._lookups = None            # [decoded inode, range lookups made in it]
 
     # -- public: reading -----------------------------------------------------------
     def read(self, ino: int, off: int, size: int) -> bytes:
@@ -197,12 +202,22 @@ class FileIO:
         in the image first."""
         if off < 0 or size < 0:
             raise InvalidArgument(f"read of {size} bytes at offset {off}")
-        f = _File(self, ino, False)
-        end = min(f.size, off + size)
-        out: list = []
-        if off >= end:
-            return out
         blog = self.blog
+        # the read model's decoded inode (kept until the inode is next
+        # written): no decode of the inode per read
+        node = self.fs.inode(ino)
+        if node.is_reg:
+            end = min(node.size, off + size)
+            if off >= end:
+                return []
+            recs = self._mapped(node, off >> blog, (end + self.bs - 1) >> blog)
+        else:
+            f = _File(self, ino, False)         # refuses what is not a regular file
+            end = min(f.size, off + size)
+            if off >= end:
+                return []
+            recs = f.map.range(off >> blog, (end + self.bs - 1) >> blog)
+        out: list = []
         dev = self.dev
         pos = off
 
@@ -212,7 +227,7 @@ class FileIO:
                 out.append((-1, k))
                 n -= k
 
-        for o, p, n, u in f.map.range(off >> blog, (end + self.bs - 1) >> blog):
+        for o, p, n, u in recs:
             lo, hi = max(o << blog, off), min((o + n) << blog, end)
             if hi <= lo:
                 continue
@@ -296,8 +311,8 @@ class FileIO:
             return False
         blog = self.blog
         b0, b1 = off >> blog, self._blocks(end)
-        exts = node.extents()
-        i = max(bisect.bisect_right(exts, (b0, 1 << 64)) - 1, 0)
+        exts = self._mapped(node, b0, b1)
+        i = 0
         pieces = []
         pos = b0
         while pos < b1:
@@ -317,6 +332,43 @@ class FileIO:
             ds, de = max(bstart, off), min((lblk + k) << blog, end)
             dev.pwrite(self._byte(fsbno) + ds - bstart, view[ds - off:de - off])
         return True
+
+    def _mapped(self, node, b0: int, b1: int) -> list:
+        """The records of the read model's decoded regular file ``node``
+        overlapping its blocks [b0, b1), in order: from its extent list
+        (decoded once, kept until the inode is next written), or looked up
+        in a btree map not read whole since the inode changed (a write that
+        allocates changes it), so that writes alternating between holes
+        and written blocks do not read the whole map each time."""
+        if node.format == C.XFS_DINODE_FMT_BTREE and not node.extents_loaded and \
+                self._looked_up(node):
+            off, space = node.fork_bounds(False)
+            return ForkMap(self.fs, node.ino, node.format, node.raw[off:off + space], space,
+                           node.nextents).range(b0, b1)
+        exts = node.extents()
+        i = max(bisect.bisect_right(exts, (b0, _INF)) - 1, 0)
+        out = []
+        while i < len(exts):
+            r = exts[i]
+            if r[0] >= b1:
+                break
+            if r[0] + r[2] > b0:
+                out.append(r)
+            i += 1
+        return out
+
+    def _looked_up(self, node) -> bool:
+        """Whether :meth:`overwrite` looks up only its range in ``node``'s
+        btree map (True) or reads the map whole (False, kept with the decoded
+        inode until it changes): the whole map once as many lookups were
+        made in this same decoded inode as make up the cost of reading
+        every record (each lookup costs about LOOKUP_RECORDS records)."""
+        seen = self._lookups
+        if seen is None or seen[0] is not node:
+            self._lookups = [node, 1]
+            return True
+        seen[1] += 1
+        return seen[1] * LOOKUP_RECORDS < node.nextents
 
     def touch(self, ino: int, now_ns: int) -> None:
         """mtime and ctime set to ``now_ns`` (and the change count moved

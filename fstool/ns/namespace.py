@@ -74,10 +74,11 @@ from ..errors import (CorruptionError, ExistsError, FsToolError, InvalidArgument
 from ..format import constants as C
 from ..format import parent as P
 from ..format.structs import DINODE
-from ..fs import attr as xattr
+from ..fs import attr as FA
 from ..fs.btree import pack_bmbt_rec
 from ..fs.icore import InodeSpec, encode_dev, encode_ts
 from . import attrbuild as AB, dirbuild as DB, files as F
+from .attrops import AttrFork
 from .bmap import ForkMap, free_fork, owned_blocks, owned_extents
 from .dirbuild import check_name, check_names
 from .dirops import Dir, sf_encode
@@ -322,7 +323,7 @@ class Namespace:
         if st is not None and st.new:
             return list(st.meta.pptrs)
         return [(C.XFS_ATTR_PARENT, bytes(n), bytes(v))
-                for _f, n, v in xattr.iter_attrs(self.fs.inode(ino), True, P.is_parent)]
+                for _f, n, v in FA.iter_attrs(self.fs.inode(ino), True, P.is_parent)]
 
     def _change_pptrs(self, ino: int, add=(), remove=()) -> None:
         """Add and remove parent pointers of ``ino`` (attributes as _pptr
@@ -783,13 +784,7 @@ class Namespace:
         else:
             ablocks_old = 0
         fmt = d["di_format"]
-        data_bytes = node.forkoff * 8 if node.forkoff else len(node.fork_bytes())
-        if fmt == C.XFS_DINODE_FMT_EXTENTS:
-            data_bytes = node.nextents * F.BMBT_REC
-        elif fmt == C.XFS_DINODE_FMT_LOCAL:
-            data_bytes = node.size
-        elif fmt == C.XFS_DINODE_FMT_DEV:
-            data_bytes = 8              # the device number, rounded up to 8 bytes
+        data_bytes = self._data_bytes(node)
         meta = Meta(xattrs=sorted(xattrs.items()), pptrs=pptrs)
         forced = None
         btree = fmt == C.XFS_DINODE_FMT_BTREE
@@ -853,6 +848,18 @@ class Namespace:
         buf[:len(packed)] = packed
         w.inodes.put_inode(ino, w.enc.seal(buf))
         self._patch(ino, ctime_ns=self.now)
+
+    @staticmethod
+    def _data_bytes(node) -> int:
+        """The bytes the data fork of ``node`` takes in the inode."""
+        fmt = node.format
+        if fmt == C.XFS_DINODE_FMT_EXTENTS:
+            return node.nextents * F.BMBT_REC
+        if fmt == C.XFS_DINODE_FMT_LOCAL:
+            return node.size
+        if fmt == C.XFS_DINODE_FMT_DEV:
+            return 8                    # the device number, rounded up to 8 bytes
+        return node.forkoff * 8 if node.forkoff else len(node.fork_bytes())
 
     def _fit_data_fork(self, ino: int, node, space: int) -> None:
         """Make the data fork of ``ino`` fit in ``space`` bytes before an
@@ -1137,6 +1144,10 @@ class Namespace:
             self._patch(ino, ctime_ns=self.now)
 
     # -- xattrs, one at a time ----------------------------------------------------------
+    # A shortform attr fork (a few hundred bytes at most) is rewritten whole
+    # by set_xattrs, which also makes the conversions to and from leaf form
+    # and moves the fork offset; a leaf or node form is changed in place,
+    # one hash path of blocks per call (attrops.AttrFork).
     def _xattrs(self, ino: int) -> dict:
         st = self.dirs.get(ino)
         if st is not None and st.new:
@@ -1151,16 +1162,37 @@ class Namespace:
         AB.split_name(s)
         return s
 
+    def _attr_blocks(self, ino: int):
+        """The attr fork of ``ino`` to change in place (attrops.AttrFork), or
+        None when it is shortform, absent or the inode is new in this batch."""
+        st = self.dirs.get(ino)
+        if st is not None and st.new:
+            return None
+        node = self.fs.inode(ino)
+        if node.forkoff and node.aformat in (C.XFS_DINODE_FMT_EXTENTS,
+                                             C.XFS_DINODE_FMT_BTREE) and node.extents(attr=True):
+            return AttrFork(self.w, ino)
+        return None
+
+    def _get_xattr(self, ino: int, key: str):
+        st = self.dirs.get(ino)
+        if st is not None and st.new:
+            return dict(st.meta.xattrs).get(key)
+        return self.fs.xattr(ino, key)
+
     def get_xattr(self, ino: int, name) -> bytes:
         """The value of one xattr (ENODATA when it has none by that name)."""
         key = self._xattr_name(name)
-        cur = self._xattrs(ino)
-        if key not in cur:
+        v = self._get_xattr(ino, key)
+        if v is None:
             raise NoDataError(f"inode {ino}: no xattr {key!r}")
-        return bytes(cur[key])
+        return bytes(v)
 
     def list_xattr(self, ino: int) -> list:
-        return list(self._xattrs(ino))
+        st = self.dirs.get(ino)
+        if st is not None and st.new:
+            return [k for k, _v in st.meta.xattrs]
+        return self.fs.xattr_names(ino)
 
     def set_xattr(self, ino: int, name, value: bytes, flags: int = 0) -> None:
         """Set one xattr; XATTR_CREATE (1) fails with EEXIST when it exists,
@@ -1168,21 +1200,62 @@ class Namespace:
         key = self._xattr_name(name)
         if len(value) > AB.MAX_VALUE:
             raise TooBigError(f"xattr value of {len(value)} bytes (at most {AB.MAX_VALUE})")
+        if flags & (XATTR_CREATE | XATTR_REPLACE):
+            there = self._get_xattr(ino, key) is not None
+            if flags & XATTR_CREATE and there:
+                raise ExistsError(f"xattr {key!r} exists")
+            if flags & XATTR_REPLACE and not there:
+                raise NoDataError(f"inode {ino}: no xattr {key!r}")
+        fork = self._attr_blocks(ino)
+        if fork is not None:
+            fork.set(*AB.split_name(key), bytes(value))
+            fork.save()
+            self._patch(ino, ctime_ns=self.now)
+            return
         cur = self._xattrs(ino)
-        if flags & XATTR_CREATE and key in cur:
-            raise ExistsError(f"xattr {key!r} exists")
-        if flags & XATTR_REPLACE and key not in cur:
-            raise NoDataError(f"inode {ino}: no xattr {key!r}")
         cur[key] = bytes(value)
         self.set_xattrs(ino, cur)
 
     def remove_xattr(self, ino: int, name) -> None:
         key = self._xattr_name(name)
+        fork = self._attr_blocks(ino)
+        if fork is not None:
+            if not fork.remove(*AB.split_name(key)):
+                raise NoDataError(f"inode {ino}: no xattr {key!r}")
+            fork.save()
+            self._patch(ino, ctime_ns=self.now)
+            if fork.leaf_form():
+                self._leaf_to_shortform(ino, fork.leaf_entries())
+            return
         cur = self._xattrs(ino)
         if key not in cur:
             raise NoDataError(f"inode {ino}: no xattr {key!r}")
         del cur[key]
         self.set_xattrs(ino, cur)
+
+    def _leaf_to_shortform(self, ino: int, ents) -> None:
+        """A leaf-form fork whose entries now fit the inode goes back to
+        shortform (xfs_attr3_leaf_to_shortform after xfs_attr_shortform_allfit);
+        the last one gone takes the fork with it."""
+        names = {}
+        pptrs = []
+        for e in ents:
+            if e.value is None or e.flags & C.XFS_ATTR_INCOMPLETE:
+                return              # remote values stay in blocks
+            if P.is_parent(e.flags) and self.pptr:
+                pptrs.append((C.XFS_ATTR_PARENT, e.name, e.value))
+                continue
+            full = FA.full_name(e.flags, e.name)
+            if full is None:
+                return              # other namespaces stay in blocks
+            names[full] = e.value
+        node = self.fs.inode(ino)
+        meta = Meta(xattrs=sorted(names.items()), pptrs=pptrs)
+        if has_attrs(meta) and not F.attr_forkoff(self.w.sb.inodesize, node.format,
+                                                  self._data_bytes(node),
+                                                  self._attr_list(meta))[1]:
+            return
+        self.set_xattrs(ino, names, pptrs=pptrs if self.pptr else None)
 
     def _is_dir(self, ino: int) -> bool:
         if ino in self.dirs:

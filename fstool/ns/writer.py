@@ -69,7 +69,7 @@ class Writer:
                  logged: bool = True, checkpoint_bytes: int | None = None,
                  recovering=None, rebuilds_rmapbt: bool = False,
                  clears_needsrepair: bool = False, keeps_parents: bool = False,
-                 discard: bool = False):
+                 discard: bool = False, log_at: int | None = None):
         refuse_if_mounted(os.fspath(path))
         self.fs = fs = Filesystem(path, cache_bytes=cache_bytes, writable=True)
         self.dev = fs.dev
@@ -80,6 +80,11 @@ class Writer:
             self._lock.__enter__()
             self._check_writable(logged and recovering is None, rebuilds_rmapbt,
                                  clears_needsrepair, keeps_parents)
+            if log_at is not None:
+                # a log being moved (resize): the caller formatted a clean
+                # log at block ``log_at``; the journal writes there, and
+                # the superblock names it from the first checkpoint on
+                fs.sb.logstart = log_at
             self.journal = Journal(fs, logged=logged, checkpoint_bytes=checkpoint_bytes,
                                    log_position=recovering)
             # blocks freed are punched out of the image file once freed on disk

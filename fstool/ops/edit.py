@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 
-from ..errors import ExistsError, InvalidArgument, NotFoundError, UnsupportedError
+from ..errors import ExistsError, InvalidArgument, NoDataError, NotFoundError, UnsupportedError
 from ..io.sparse import data_ranges_of
 from ..ns.fileio import FileIO
 from ..ns.namespace import RENAME_EXCHANGE, RENAME_NOREPLACE, Meta, Namespace, split_path
@@ -203,15 +203,14 @@ def setattr(image, path: str, *, perm: int | None = None, uid: int | None = None
     def run(ns):
         ino = ns.lookup(path)
         ns.setattr(ino, mode=perm, uid=uid, gid=gid, atime_ns=atime_ns, mtime_ns=mtime_ns)
-        if set_xattrs or remove_xattrs:
-            st = ns.dirs.get(ino)
-            cur = dict(st.meta.xattrs) if st is not None and st.new else dict(ns.fs.xattrs(ino))
-            for k in remove_xattrs:
-                if k not in cur:
-                    raise NotFoundError(path, f"no xattr {k!r}")
-                del cur[k]
-            cur.update(set_xattrs)
-            ns.set_xattrs(ino, cur)
+        # one xattr at a time: a leaf or node attr fork changes in place
+        for k in remove_xattrs:
+            try:
+                ns.remove_xattr(ino, k)
+            except NoDataError:
+                raise NotFoundError(path, f"no xattr {k!r}") from None
+        for k, v in set_xattrs.items():
+            ns.set_xattr(ino, k, v)
         return ino
     ino = _edit(image, timestamp_ns, run, check, punch)
     return {"op": "setattr", "path": path, "ino": ino}

@@ -91,7 +91,10 @@ def format_geometry(g: dict, name: str, counters: bool = True, size_text=None) -
         f"label    = \"{g['label']}\"",
         f"inodes   = {g['icount']} allocated, {g['ifree']} free",
     ]
-    for label, blocks in (("size", g["blocks"]), ("free", g["fdblocks"])):
+    sizes = [("size", g["blocks"]), ("free", g["fdblocks"])]
+    if "min_blocks" in g:
+        sizes.append(("minimum", g["min_blocks"]))
+    for label, blocks in sizes:
         shown = f"{size_text(blocks * g['bsize'])} ({blocks} blocks)" if size_text else \
             f"{blocks} blocks"
         lines.append(f"{label:<8} = {shown}")

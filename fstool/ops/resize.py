@@ -28,6 +28,7 @@ XFS_MIN_AG_BLOCKS (64) blocks is not made.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 
 from ..errors import FsToolError, InvalidArgument
@@ -39,14 +40,20 @@ from ..io import verify as V
 from ..io.device import Device
 from ..io.lock import ImageLock, refuse_if_mounted
 from ..io.undo import UndoRecorder
+from ..alloc import rmap as R
+from ..log.device import LogDevice
+from ..log.head import find_state
+from ..ns.fileio import FileIO
+from ..trans.logwriter import zero_log
 from ..ns.writer import Writer
 from . import mkfs as M
 from .guard import require_sound
 from .logops import replay
 from .mkfs import Formatter
+from . import resize_shrink as RS
+from .resize_shrink import XFS_MIN_AG_BLOCKS
 from ..io.signals import held
 
-XFS_MIN_AG_BLOCKS = 64
 NULLFSINO = (1 << 64) - 1
 
 
@@ -178,30 +185,56 @@ def write_secondaries(dev, sb, agcount: int, only_stale: bool = False) -> list:
     return done
 
 
-def _grown_primary(path) -> bool:
+def _resized_primary(path) -> bool:
     """True when every secondary superblock that disagrees with the primary
-    names a smaller geometry of the same AG size: what a grow stopped
-    between its commit and the secondaries' rewrite leaves (xfs_growfs
-    has the same window)."""
+    names one other geometry (size, AG count, log start) of the same AG
+    size: what a resize stopped before the secondaries' rewrite leaves (a
+    grow between its commit and that rewrite, as xfs_growfs has the same
+    window; a shrink anywhere after it moved the log or cut AGs)."""
     dev = Device(path)
     try:
         p = SB.unpack(dev.pread(0, SB.size))
-        older = 0
+        other = set()
         for agno in range(1, p["sb_agcount"]):
             f = SB.unpack(dev.pread(agno * p["sb_agblocks"] * p["sb_blocksize"], SB.size))
-            if (f["sb_dblocks"], f["sb_agcount"]) == (p["sb_dblocks"], p["sb_agcount"]):
+            geo = (f["sb_dblocks"], f["sb_agcount"], f["sb_logstart"])
+            if geo == (p["sb_dblocks"], p["sb_agcount"], p["sb_logstart"]):
                 continue
-            if (f["sb_magicnum"] != C.XFS_SB_MAGIC or f["sb_agblocks"] != p["sb_agblocks"]
-                    or f["sb_dblocks"] >= p["sb_dblocks"]
-                    or f["sb_agcount"] > p["sb_agcount"]):
+            if f["sb_magicnum"] != C.XFS_SB_MAGIC or f["sb_agblocks"] != p["sb_agblocks"]:
                 return False
-            older += 1
-        return older > 0
+            other.add(geo)
+        return len(other) == 1
     finally:
         dev.close()
 
 
 # -- growing -------------------------------------------------------------------
+
+def _log_geometry(tx, sb, dblocks: int, agcount: int, dfree: int) -> None:
+    """The primary superblock's size and AG count set in transaction
+    ``tx`` (its free block count moved by ``dfree`` past what the AGs'
+    counters give), as the kernel logs it."""
+    def edit(f):
+        f["sb_dblocks"] = dblocks
+        f["sb_agcount"] = agcount
+        f["sb_fdblocks"] += dfree
+        # the kernel logs its in-core superblock, where a quota inode of 0
+        # reads as none
+        for q in ("sb_uquotino", "sb_gquotino", "sb_pquotino"):
+            if f[q] == 0:
+                f[q] = NULLFSINO
+    _log_sb(tx, sb, edit)
+
+
+def _log_sb(tx, sb, edit) -> None:
+    """The primary superblock changed by ``edit`` (given its fields) in
+    transaction ``tx``."""
+    buf = tx.read_buf(0, sb.sectsize, V.SB, agno=0, block=0)
+    f = SB.unpack(buf.data)
+    edit(f)
+    raw = SB.pack(f)
+    buf.data[:len(raw)] = raw
+
 
 def _new_ag_headers(dev, sb, geo, agno: int, uuid: bytes) -> int:
     """Write AG ``agno``'s headers and btree roots as xfs_ag_init_headers
@@ -255,20 +288,7 @@ def grow(path, dblocks: int, agcount: int, *, undo=None, changes: list) -> None:
                 w.space.free_ag_extent(last, old_len, new_len - old_len, owner=None)
                 changes.append(f"AG {last} extended from {old_len} to {new_len} blocks")
 
-            def set_geometry(tx):
-                buf = tx.read_buf(0, sb.sectsize, V.SB, agno=0, block=0)
-                f = SB.unpack(buf.data)
-                f["sb_dblocks"] = dblocks
-                f["sb_agcount"] = agcount
-                f["sb_fdblocks"] += nfree
-                # the kernel logs its in-core superblock, where a quota
-                # inode of 0 reads as none
-                for q in ("sb_uquotino", "sb_gquotino", "sb_pquotino"):
-                    if f[q] == 0:
-                        f[q] = NULLFSINO
-                raw = SB.pack(f)
-                buf.data[:len(raw)] = raw
-            tx.precommit.append(set_geometry)
+            tx.precommit.append(lambda tx: _log_geometry(tx, sb, dblocks, agcount, nfree))
         w._sb_sum = None            # the session's counters are the old AGs' only
         w.journal.sync()
         changes.append(f"filesystem grown from {old_dblocks} to {dblocks} blocks")
@@ -276,6 +296,199 @@ def grow(path, dblocks: int, agcount: int, *, undo=None, changes: list) -> None:
         w.close()
         raise
     w.close()
+
+
+# -- shrinking -----------------------------------------------------------------
+
+def shrink(path, dblocks: int, agcount: int, *, undo=None, changes: list) -> None:
+    """Shrink the filesystem of ``path`` to ``dblocks`` blocks in
+    ``agcount`` AGs, everything past the new end being free (see
+    :mod:`fstool.ops.resize_shrink`)."""
+    with Filesystem(path) as fs:
+        sb = fs.sb
+        dropped, lost, why = RS.plan(fs, dblocks, agcount)
+    if why is not None:
+        raise ResizeError(f"{path}: cannot shrink to {dblocks * sb.blocksize} bytes: {why}")
+    if dropped:
+        # A. whole AGs dropped: one superblock sector, in place
+        fs = Filesystem(path, writable=True)
+        try:
+            with ImageLock(fs.dev, fs.dev.path):
+                if undo is not None:
+                    undo(fs.dev)
+                RS.drop_ags(fs.dev, fs.sb, agcount, lost)
+        finally:
+            fs.close()
+        changes.append(f"AG {dropped[0]} dropped" if len(dropped) == 1 else
+                       f"AGs {dropped[0]} to {dropped[-1]} dropped ({len(dropped)} AGs)")
+    if dblocks == agcount * sb.agblocks:
+        changes.append(f"filesystem shrunk from {sb.dblocks} to {dblocks} blocks")
+        return
+    # B. the last AG's free tail cut off, one logged transaction
+    with Writer(path) as w:
+        if undo is not None:
+            undo(w.dev)
+        sb1 = w.sb
+        last = agcount - 1
+        old_len = sb1.dblocks - last * sb1.agblocks
+        new_len = dblocks - last * sb1.agblocks
+        w.space.kernel_freelist = True
+        with w.transaction():
+            ag = w.ag(last)
+            # the rmapbt does not map free space (XFS_RMAP_OINFO_SKIP_UPDATE);
+            # the AG's reservations are set aside for the allocation, as
+            # xfs_ag_shrink_space does, and made again for its new length
+            got = w.space.alloc_in_ag(ag, new_len, old_len - new_len, old_len - new_len, 1,
+                                      True, owner=None, resv="agfl")
+            w.space.forget_resv(last)
+            if got != (new_len, old_len - new_len):
+                raise ResizeError(f"{path}: cannot shrink to {dblocks * sb1.blocksize} bytes: "
+                                  f"blocks {new_len} to {old_len - 1} of AG {last} are not "
+                                  "all free")
+            ag.length = new_len
+            ag.agf["agf_length"] = ag.agi["agi_length"] = new_len
+            ag.agf_dirty = ag.agi_dirty = True
+            w.tx.precommit.append(lambda tx: _log_geometry(tx, sb1, dblocks, agcount, 0))
+        w._sb_sum = None
+        w.journal.sync()
+        changes.append(f"AG {last} cut from {old_len} to {new_len} blocks")
+        changes.append(f"filesystem shrunk from {sb.dblocks} to {dblocks} blocks")
+
+
+def move_out(path, dblocks: int, agcount: int, extents: list, *, undo=None,
+             changes: list) -> None:
+    """Move the data ``extents`` (:func:`~fstool.ops.resize_shrink.past`)
+    into the part of the filesystem a shrink to ``dblocks`` blocks in
+    ``agcount`` AGs keeps: one transaction per extent, which maps its new
+    blocks (written and flushed first, where nothing lived) in place of
+    the old and frees those.  A kill leaves each extent where it was or
+    where it went, never both."""
+    with Writer(path) as w:
+        if undo is not None:
+            undo(w.dev)
+        io = FileIO(w)
+        sb, space, fs = w.sb, w.space, w.fs
+        last = agcount - 1
+        # nothing may be allocated in the part to be cut
+        for agno in range(last, sb.agcount):
+            start = dblocks - last * sb.agblocks if agno == last else 0
+            space.reserved[("shrink", agno)] = (agno, start, fs.ag_length(agno))
+        w.space.kernel_freelist = True
+        bs = sb.blocksize
+        moved = 0
+        for agno, agbno, n, ino, off, unwritten in extents:
+            old = space.fsb(agno, agbno)
+            with w.transaction():
+                pieces, pos = [], 0
+                while pos < n:
+                    fsbno, got = space.alloc_blocks(space.fsb(0, 0), 1, n - pos, owner=None)
+                    if not unwritten:
+                        src = fs.fsb_to_daddr(old + pos) << 9
+                        w.dev.pwrite(fs.fsb_to_daddr(fsbno) << 9, w.dev.pread(src, got * bs))
+                    pieces.append((off + pos, fsbno, got))
+                    pos += got
+                w.dev.fsync()           # the copy is on disk before the new map
+                io.unmap_extent(ino, off, n)
+                space.free_extent(old, n, owner=None)
+                for o, fsbno, got in pieces:
+                    io.map_extent(ino, o, fsbno, got, unwritten)
+            moved += n
+        for agno in range(last, sb.agcount):
+            space.reserved.pop(("shrink", agno), None)
+        w.journal.sync()
+        changes.append(f"{len(extents)} data extent(s) moved ({moved} blocks)")
+
+
+def move_log(path, dblocks: int, agcount: int, *, undo=None, changes: list) -> None:
+    """Move the (clean) internal log into the part a shrink to ``dblocks``
+    blocks in ``agcount`` AGs keeps:
+
+    1. a clean log is formatted in free space there, its cycle above the
+       old log's (so above every LSN the metadata carries);
+    2. one transaction, written into that new log, allocates its blocks
+       (to the log, in the rmapbt), frees the old log's and sets the
+       superblock's log start; the checkpoint writes the superblock back
+       first and flushes it.
+
+    Killed before the superblock is written back, the old log (clean)
+    stands and the new one is free space; after, the superblock names the
+    new log, whose transaction log recovery replays."""
+    with Filesystem(path) as fs:
+        sb = fs.sb
+        home = RS.log_home(fs, dblocks, agcount)
+        if home is None:
+            raise ResizeError(f"{path}: no free extent inside {dblocks * sb.blocksize} bytes "
+                              f"holds the log ({sb.logblocks} blocks)")
+        _ld, st = find_state(fs)
+        cycle = st.curr_cycle + 1
+        ld = LogDevice(fs)
+        ld.start_daddr = fs.fsb_to_daddr(home)
+        old = sb.logstart
+        out = Device(path, writable=True)
+        try:
+            with ImageLock(out, out.path):
+                if undo is not None:
+                    undo(out)
+                with held():
+                    zero_log(ld, out, cycle)
+        finally:
+            out.close()
+    with Writer(path, log_at=home) as w:
+        if undo is not None:
+            undo(w.dev)
+        w.journal.sb_barrier = True
+        w.space.kernel_freelist = True
+        space = w.space
+        n = sb.logblocks
+        with w.transaction():
+            agno, agbno = space.fsb_split(home)
+            got = space.alloc_in_ag(w.ag(agno), agbno, n, n, 1, True, owner=R.LOG,
+                                    resv="agfl")
+            if got != (agbno, n):
+                raise ResizeError(f"{path}: blocks {agbno} to {agbno + n - 1} of AG {agno} "
+                                  "are not free for the log")
+            space.free_extent(old, n, owner=R.LOG)
+
+            w.tx.precommit.append(
+                lambda tx: _log_sb(tx, sb, lambda f: f.__setitem__("sb_logstart", home)))
+        w.journal.sync()
+        changes.append(f"log moved from block {old} to block {home}")
+
+
+def minimum_size(fs) -> int:
+    """The smallest size in bytes ``fs`` can be shrunk to, file data moved
+    (what ``fstool info`` reports)."""
+    return RS.minimum_blocks(fs, RS.movable(fs)) * fs.sb.blocksize
+
+
+def _minimum_target(fs, slack: float, moves: dict | None) -> int:
+    """The size (blocks) -M cuts to: the minimum, or larger so that
+    ``slack`` percent of it is free; never more than the size now."""
+    sb = fs.sb
+    want = RS.minimum_blocks(fs, moves)
+    if slack:
+        used = sb.dblocks - sb.fields["sb_fdblocks"]
+        want = max(want, math.ceil(used / (1 - slack / 100)))
+        rest = want % sb.agblocks
+        if 0 < rest < XFS_MIN_AG_BLOCKS:
+            want += XFS_MIN_AG_BLOCKS - rest
+    return min(want, sb.dblocks)
+
+
+def _too_small(path, fs, dblocks: int, agcount: int, why: str) -> ResizeError:
+    """The error for a size below what can be cut, naming the minimum and
+    the inodes in the way."""
+    bs = fs.sb.blocksize
+    low = RS.minimum_blocks(fs, RS.movable(fs))
+    msg = (f"{path}: cannot shrink to {dblocks * bs} bytes ({why}); the smallest size is "
+           f"{low * bs} bytes ({low} blocks)")
+    if dblocks < low and agcount >= RS.MIN_AGCOUNT:
+        inos = RS.blockers(fs, dblocks, agcount)
+        if inos:
+            msg += ("; moving inodes, directory, attribute, bmbt and shared blocks out of "
+                    "the part cut off is not supported, and these inodes have some there: "
+                    + ", ".join(map(str, inos)))
+    return ResizeError(msg)
 
 
 # -- the operation -----------------------------------------------------------------
@@ -342,20 +555,35 @@ def resize(path, size: int | None = None, *, minimum: bool = False, slack: float
     old = (sb.dblocks, sb.agcount)
     bs = sb.blocksize
     result = ResizeResult(old[0], old[0], old[1], old[1], bs, changes)
+    moves: list = []
     if minimum:
-        raise ResizeError("shrinking is not supported yet")
+        if not 0 <= slack < 100:
+            raise InvalidArgument(f"--slack {slack}: give a percentage from 0 to below 100")
+        with Filesystem(path) as fs:
+            size = _minimum_target(fs, slack, RS.movable(fs)) * bs
     if fixed and size > devsize:
         raise ResizeError(f"{path}: the device (or partition) holds {devsize} bytes; it "
                           f"cannot hold {size}")
     dblocks, agcount = target_blocks(sb, size)
     result.new_dblocks, result.new_agcount = dblocks, agcount
     if dblocks < old[0]:
-        raise ResizeError(f"{path}: shrinking is not supported yet (the filesystem is "
-                          f"{old[0] * bs} bytes; give a size at least that large)")
+        with Filesystem(path) as fs:
+            movable = RS.movable(fs)
+            result.minimum = RS.minimum_blocks(fs, movable) * bs
+            why = RS.plan(fs, dblocks, agcount, movable)[2]
+            if why is not None or dblocks < result.minimum // bs:
+                raise _too_small(path, fs, dblocks, agcount, why or "too little room for the "
+                                 "data to move")
+            moves = RS.past(sb, movable, dblocks, agcount)
     if dry_run:
-        if dblocks > old[0]:
-            changes.append(f"would grow from {old[0]} to {dblocks} blocks ({old[1]} to "
-                           f"{agcount} AGs)")
+        if RS.log_outside(sb, dblocks, agcount):
+            changes.append("would move the log")
+        if moves:
+            changes.append(f"would move {len(moves)} data extent(s) "
+                           f"({sum(m[2] for m in moves)} blocks)")
+        if dblocks != old[0]:
+            changes.append(f"would {'grow' if dblocks > old[0] else 'shrink'} from {old[0]} "
+                           f"to {dblocks} blocks ({old[1]} to {agcount} AGs)")
         return result
     stale = []
     if check:
@@ -363,7 +591,7 @@ def resize(path, size: int | None = None, *, minimum: bool = False, slack: float
         # interrupted resize leaves: rewritten below, as it would have;
         # when the primary is a grow of what they say, check's vote for
         # them against it is that same interruption
-        ignore = ("SB_SECONDARY",) + (("SB_PRIMARY",) if _grown_primary(path) else ())
+        ignore = ("SB_SECONDARY",) + (("SB_PRIMARY",) if _resized_primary(path) else ())
         stale = require_sound(path, ignore=ignore)
     undo = _Undo(undo_file, [(agno * sb.agblocks * bs, 4 * sb.sectsize)
                              for agno in range(old[1])])
@@ -375,6 +603,23 @@ def resize(path, size: int | None = None, *, minimum: bool = False, slack: float
                 require_sound(path)     # the whole image, its superblocks agreeing again
             if dblocks > old[0]:
                 grow(path, dblocks, agcount, undo=undo.attach, changes=changes)
+                result.written = True
+            elif dblocks < old[0]:
+                log_moves = RS.log_outside(sb, dblocks, agcount)
+                if log_moves:
+                    move_log(path, dblocks, agcount, undo=undo.attach, changes=changes)
+                    result.written = True
+                if moves:
+                    move_out(path, dblocks, agcount, moves, undo=undo.attach, changes=changes)
+                    result.written = True
+                if minimum and (moves or log_moves):
+                    # what is left to cut, the data and the log moved: the
+                    # minimum as the image now stands
+                    with Filesystem(path) as fs:
+                        dblocks, agcount = target_blocks(
+                            fs.sb, _minimum_target(fs, slack, None) * bs)
+                    result.new_dblocks, result.new_agcount = dblocks, agcount
+                shrink(path, dblocks, agcount, undo=undo.attach, changes=changes)
                 result.written = True
             _finish(path, result, undo)
         finally:
@@ -398,6 +643,8 @@ def _finish(path, result: ResizeResult, undo: _Undo) -> None:
                                       "rewritten from the primary")
             want = sb.dblocks * sb.blocksize
             if not fs.dev.fixed_size and fs.dev.size != want:
+                if want < fs.dev.size and undo.rec is not None and undo.rec.fd >= 0:
+                    undo.rec.before_truncate(want)
                 fs.dev.resize(want)
                 fs.dev.fsync()
                 result.written = True

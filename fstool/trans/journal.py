@@ -57,6 +57,9 @@ class Journal:
         self.sb = fs.sb
         self.busy = BusyExtents()
         self.discard = False            # punch freed blocks once their checkpoint is on disk
+        # flush the superblock written back before the rest of a checkpoint
+        # (a log being moved: the superblock names the log that holds it)
+        self.sb_barrier = False
         self.discarded = 0              # bytes punched so far
         self.tx: Transaction | None = None
         self.dirty: dict = {}          # key -> Buf to log
@@ -305,6 +308,10 @@ class Journal:
             self.dev.fsync()
         for key, buf, data in logged:
             self._write_in_place(buf, data)
+            if self.sb_barrier and buf.extents()[0][0] == 0:
+                # the superblock (the lowest address: written back first)
+                # durable before anything else of the checkpoint
+                self.dev.fsync()
         # 4. bookkeeping: the buffers are clean and stay cached
         for buf in self.window.values():
             buf.pins -= 1

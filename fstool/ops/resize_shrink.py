@@ -1,0 +1,417 @@
+"""Shrinking a filesystem offline: the smallest size it can be cut to, and
+the cut itself once everything past the new end is free.
+
+The data extents of regular files that are not reflinked can move (see
+:func:`movable`; ``fstool.ops.resize.move_out`` moves them), and so can
+the log (:func:`log_home`, ``fstool.ops.resize.move_log``); nothing else
+does yet.  What can be cut:
+
+* whole AGs at the end that hold nothing but their own headers and empty
+  btrees, movable data and the log when it can move (no inodes, no
+  directory, attribute or bmbt blocks): every used block is a header, a
+  btree block of their own, a free list block, movable data or the log;
+* the tail of the AG that becomes the last, past the last block that
+  stays: once the data moves the blocks past the new end are one free
+  extent of its free-space btrees, and no inode chunk (sparse ones too:
+  their whole aligned range) may reach past it, as the kernel's
+  xfs_ag_shrink_space requires.
+
+At least two AGs are kept (mkfs.xfs refuses fewer, "at least 2
+superblocks for redundancy", and xfs_repair will not check a one-AG
+filesystem without -o force_geometry), and the last AG keeps at least
+XFS_MIN_AG_BLOCKS (64) blocks.
+
+The cut is made in at most two steps, each of which a crash leaves whole:
+
+A. AGs dropped: the primary superblock (one sector, written in place with
+   the log clean) gets the smaller AG count, a size of whole AGs and the
+   free block count less the dropped AGs' free space.  It is not logged:
+   the kernel's log recovery refuses a superblock whose AG count went
+   down ("Shrinking AG count in log recovery not supported"), while a
+   sector is written whole or not at all.
+B. the last AG shortened: one logged transaction takes its tail out of
+   the free-space btrees (the rmapbt does not map free space), sets its
+   AGF and AGI lengths and the superblock's size and free block count, as
+   the kernel's xfs_ag_shrink_space and xfs_growfs_data_private do; log
+   recovery (the kernel's or fstool's) replays it.
+
+Then, as for a grow, the secondary superblocks are rewritten from the
+primary and the file is truncated to the new size.  Killed between A and
+B, the image holds a filesystem of whole AGs in between the two sizes;
+resize run again goes on from there.
+
+Moving the rest (inode chunks, directory, attribute and bmbt blocks,
+shared extents) is not done: a size below the minimum is refused with the
+minimum and the inodes whose chunks or blocks lie in the way.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+from ..format import constants as C
+from ..alloc import rmap as R
+from ..alloc.space import kernel_min_freelist, resv_asks
+from ..format.structs import SB
+from ..fs.btree import alloc_maxlevels, rmap_maxlevels
+from ..ns.bmap import owned_extents
+from ..trans.busy import coalesce, free_pieces
+from ..io import verify as V
+from . import mkfs as M
+from .stats import ag_tree, iter_allocated_inodes
+
+XFS_MIN_AG_BLOCKS = 64
+MIN_AGCOUNT = 2
+
+
+@dataclasses.dataclass
+class AgUse:
+    """What one AG holds, as far as cutting it goes."""
+    agno: int
+    length: int
+    droppable: bool          # nothing but its own headers and empty btrees
+    floor: int               # the shortest it can be cut to (blocks)
+    lost_free: int           # free blocks (free space, free list, btree blocks) it counts
+
+
+def static_blocks(sb) -> int:
+    """The blocks an AG's headers and btree roots take, as mkfs lays them
+    out (the first block after them)."""
+    return M.static_roots(sb.blocksize, sb.sectsize,
+                          sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_FINOBT),
+                          sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_RMAPBT),
+                          sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_REFLINK))[1]
+
+
+def _spare(sb, agno: int, agf: dict, agi: dict, newlen: int, free: int) -> int:
+    """Blocks an AG cut to ``newlen`` blocks, ``free`` of them free, has
+    beyond the free list it must keep and the per-AG reservations of that
+    length (negative: short by that many)."""
+    ro = sb.has_ro_compat
+    rmapbt, reflink = ro(C.XFS_SB_FEAT_RO_COMPAT_RMAPBT), ro(C.XFS_SB_FEAT_RO_COMPAT_REFLINK)
+    finobt = ro(C.XFS_SB_FEAT_RO_COMPAT_FINOBT)
+    sparse = sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_SPINODES)
+    levels = agf["agf_levels"]
+    need = kernel_min_freelist(levels[0], levels[1], levels[2] if rmapbt else None,
+                               alloc_maxlevels(sb.blocksize, sb.agblocks),
+                               rmap_maxlevels(sb.blocksize, sb.agblocks, reflink))
+    # finobt blocks in use: counted by the AGI, else at least its root
+    fino_used = agi.get("agi_fblocks", 0) or 1
+    meta, rmap = resv_asks(sb, agno, newlen, reflink, finobt, sparse, rmapbt)
+    resv = max(0, meta - agf["agf_refcount_blocks"] - (fino_used if finobt else 0))
+    resv += max(0, rmap - agf["agf_rmap_blocks"]) if rmapbt else 0
+    return free + min(agf["agf_flcount"], need) - need - resv
+
+
+def _tail_floor(sb, agno: int, agf: dict, agi: dict, start: int, moved: int = 0) -> int:
+    """The shortest AG ``agno`` whose free tail begins at ``start`` can be
+    cut to, as an exact allocation of the tail takes it: the AG keeps its
+    minimum free list (a refill may take the tail's first blocks) and the
+    per-AG reservations of its new length, as the kernel's
+    xfs_ag_shrink_space re-establishes them.  ``moved``: blocks past
+    ``start`` that are to move out first (they are not free yet)."""
+    length = agf["agf_length"]
+    levels = agf["agf_levels"]
+    rmapbt = sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_RMAPBT)
+    need = kernel_min_freelist(
+        levels[0], levels[1], levels[2] if rmapbt else None,
+        alloc_maxlevels(sb.blocksize, sb.agblocks),
+        rmap_maxlevels(sb.blocksize, sb.agblocks,
+                       sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_REFLINK)))
+
+    def fits(newlen: int) -> bool:
+        free = agf["agf_freeblks"] - (length - newlen - moved)
+        return _spare(sb, agno, agf, agi, newlen, free) >= 0
+
+    lo = start + max(0, need - agf["agf_flcount"])
+    hi = length
+    if lo >= hi or not fits(hi):
+        return length
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def movable(fs) -> dict:
+    """agno -> sorted [(agbno, length, ino, startoff, unwritten)]: the data
+    extents a shrink can move, those of regular files that are not
+    reflinked (a shared extent stays where every file sharing it finds
+    it).  Directory, attribute and bmbt blocks and inode chunks stay."""
+    sb = fs.sb
+    mask = (1 << sb.agblklog) - 1
+    out: dict = {}
+    for ip in iter_allocated_inodes(fs):
+        if not ip.is_reg or ip.flags2 & C.XFS_DIFLAG2_REFLINK:
+            continue
+        for off, start, count, unwritten in ip.extents(False):
+            out.setdefault(start >> sb.agblklog, []).append(
+                (start & mask, count, ip.ino, off, unwritten))
+    for recs in out.values():
+        recs.sort()
+    return out
+
+
+def _used(fs, agno: int, length: int) -> list:
+    """[(start, end)] of the AG's blocks not in its free-space btrees."""
+    reader, root, height = ag_tree(fs, agno, "bnobt")
+    out, pos = [], 0
+    for start, count in reader.ag_records(root, height):
+        if start > pos:
+            out.append((pos, start))
+        pos = start + count
+    if pos < length:
+        out.append((pos, length))
+    return out
+
+
+def log_extent(sb) -> tuple[int, int, int]:
+    """(agno, agbno, blocks) of the internal log."""
+    return (sb.logstart >> sb.agblklog, sb.logstart & ((1 << sb.agblklog) - 1),
+            sb.logblocks)
+
+
+def ag_use(fs, agno: int, prealloc: int, moves: list | None = None,
+           log_moves: bool = False) -> AgUse:
+    """How far AG ``agno`` can be cut, nothing moved, or (``moves``: the
+    AG's :func:`movable` extents; ``log_moves``: the log too) once those
+    are moved out."""
+    sb = fs.sb
+    agf, agi = fs.agf(agno), fs.agi(agno)
+    length = agf["agf_length"]
+    used = length - agf["agf_freeblks"] - agf["agf_flcount"]
+    logagno, logagbno, logblocks = log_extent(sb)
+    moves = list(moves or ())
+    if log_moves and agno == logagno:
+        moves.append((logagbno, logblocks, 0, 0, 0))
+        moves.sort()
+    moving = sum(m[1] for m in moves)
+    droppable = (agi["agi_count"] == 0 and (agno != logagno or log_moves)
+                 and used == prealloc + agf["agf_btreeblks"] + moving)
+    # the end of what stays: the last used block that is not to move
+    stay = coalesce([(m[0], m[0] + m[1]) for m in moves]) if moves else []
+    end = 0
+    for a, b in reversed(_used(fs, agno, length)):
+        pieces = list(free_pieces(a, b - a, stay, reverse=True)) if stay else [(a, b - a)]
+        if pieces:
+            end = pieces[0][0] + pieces[0][1]
+            break
+    floor = length
+    if end < length:
+        past = sum(min(m[1], m[0] + m[1] - end) for m in moves or () if m[0] + m[1] > end)
+        floor = _tail_floor(sb, agno, agf, agi, end, past)
+    # no inode chunk may reach past the end, sparse or not
+    reader, root, height = ag_tree(fs, agno, "inobt")
+    chunk = max(1, M.XFS_INODES_PER_CHUNK >> sb.inopblog)
+    for rec in reader.ag_records(root, height):
+        floor = max(floor, (rec[0] >> sb.inopblog) + chunk)
+    floor = max(floor, XFS_MIN_AG_BLOCKS, prealloc)
+    return AgUse(agno, length, droppable, floor,
+                 agf["agf_freeblks"] + agf["agf_flcount"] + agf["agf_btreeblks"])
+
+
+def log_home(fs, dblocks: int, agcount: int) -> int | None:
+    """Where the log can move to when a cut to ``dblocks`` blocks in
+    ``agcount`` AGs leaves it outside: the first block of the lowest free
+    extent, in an AG other than the log's and wholly inside, that holds it
+    with room to spare for the AG's free list; None when there is none.
+    Never AG 0: where mkfs puts the root inode depends on whether the log
+    is in AG 0 (xfs_repair's libxfs_ialloc_calc_rootino), so a log moved
+    into AG 0 would make a filesystem's root inode look misplaced."""
+    sb = fs.sb
+    logagno = log_extent(sb)[0]
+    last = agcount - 1
+    newlen = dblocks - last * sb.agblocks
+    for agno in range(1, agcount):
+        if agno == logagno:
+            continue
+        agbno = _log_spot(fs, agno, newlen if agno == last else fs.agf(agno)["agf_length"])
+        if agbno is not None:
+            return (agno << sb.agblklog) | agbno
+    return None
+
+
+def _log_spot(fs, agno: int, end: int) -> int | None:
+    """The first block of the lowest free extent of AG ``agno`` that holds
+    the log below block ``end`` (its start aligned to the log stripe unit,
+    a few blocks left before it for the free list to take), or None."""
+    sb = fs.sb
+    sunit = sb.fields["sb_logsunit"] // sb.blocksize if sb.fields["sb_logsunit"] > 1 else 1
+    reader, root, height = ag_tree(fs, agno, "bnobt")
+    for start, count in reader.ag_records(root, height):
+        a = -(-(start + 16) // sunit) * sunit
+        if a + sb.logblocks <= min(start + count, end):
+            return a
+    return None
+
+
+def log_outside(sb, dblocks: int, agcount: int) -> bool:
+    """Whether a cut to ``dblocks`` blocks in ``agcount`` AGs takes the log."""
+    agno, agbno, n = log_extent(sb)
+    last = agcount - 1
+    return agno > last or (agno == last and agbno + n > dblocks - last * sb.agblocks)
+
+
+def minimum_blocks(fs, moves: dict | None = None) -> int:
+    """The smallest size (in blocks) the filesystem can be cut to, nothing
+    moved or (``moves``: :func:`movable`) once the data extents and the log
+    past it are moved into the part kept, which must hold them beside its
+    own free lists and reservations (see the module docstring)."""
+    sb = fs.sb
+    if moves is None:
+        return _minimum(fs, {}, False)
+    low = _minimum(fs, moves, True)
+    agcount = -(-low // sb.agblocks)
+    if log_outside(sb, low, agcount) and log_home(fs, low, agcount) is None:
+        # the last AG kept made long enough to hold the log
+        room = _log_room(fs, low, agcount)
+        agcount = -(-room // sb.agblocks) if room is not None else agcount
+        if room is None or log_home(fs, room, agcount) is None or \
+                plan(fs, room, agcount, moves)[2] is not None:
+            room = _minimum(fs, moves, False)
+        low = room
+    return low
+
+
+def _log_room(fs, low: int, agcount: int) -> int | None:
+    """``low`` grown until the last AG holds a free extent that takes the
+    log (see :func:`log_home`), or None."""
+    sb = fs.sb
+    last = agcount - 1
+    logagno = log_extent(sb)[0]
+    if last == 0 or last == logagno:
+        return None
+    agf = fs.agf(last)
+    a = _log_spot(fs, last, agf["agf_length"])
+    if a is None:
+        return None
+    # the AG's tail past the log, as it is cut once the log is there (its
+    # reservations counted without the log's blocks, as the kernel counts
+    # them in the log's AG)
+    moved = copy.copy(sb)
+    moved.logstart = (last << sb.agblklog) | a
+    after = dict(agf, agf_freeblks=agf["agf_freeblks"] - sb.logblocks)
+    return max(low, last * sb.agblocks + _tail_floor(moved, last, after, fs.agi(last),
+                                                     a + sb.logblocks))
+
+
+def _minimum(fs, mv: dict, log_moves: bool) -> int:
+    sb = fs.sb
+    prealloc = static_blocks(sb)
+    k = sb.agcount - 1
+    while k >= MIN_AGCOUNT and ag_use(fs, k, prealloc, mv.get(k), log_moves).droppable:
+        k -= 1
+    floor = ag_use(fs, k, prealloc, mv.get(k), log_moves).floor
+    low = k * sb.agblocks + floor
+    if not mv:
+        return low
+    # the room the moved extents need in what is kept
+    moving = sum(m[1] for agno in range(k + 1, sb.agcount) for m in mv.get(agno, ()))
+    moving += sum(min(m[1], m[0] + m[1] - floor) for m in mv.get(k, ()) if m[0] + m[1] > floor)
+    if log_moves and log_outside(sb, low, k + 1):
+        moving += sb.logblocks
+    room = 0
+    for agno in range(k):
+        agf, agi = fs.agf(agno), fs.agi(agno)
+        room += max(0, _spare(sb, agno, agf, agi, agf["agf_length"], agf["agf_freeblks"]))
+    if moving > room:
+        low += moving - room
+    return min(low, sb.dblocks)
+
+
+def blockers(fs, dblocks: int, agcount: int, limit: int = 10) -> list:
+    """Up to ``limit`` inodes that keep the filesystem from being cut to
+    ``dblocks`` blocks in ``agcount`` AGs: their chunk lies past it, or
+    blocks of theirs that do not move (directory, attribute and bmbt
+    blocks, a reflinked file's data)."""
+    sb = fs.sb
+    last = agcount - 1
+    newlen = dblocks - last * sb.agblocks
+    mask = (1 << sb.agblklog) - 1
+
+    def cut(fsbno: int, count: int) -> bool:
+        agno, agbno = fsbno >> sb.agblklog, fsbno & mask
+        return agno > last or (agno == last and agbno + count > newlen)
+
+    found: list = []
+    for ip in iter_allocated_inodes(fs):
+        agbno = (ip.ino & ((1 << sb.agino_log) - 1)) >> sb.inopblog
+        hit = cut((ip.ino >> sb.agino_log << sb.agblklog) | agbno, 1)
+        moves = ip.is_reg and not ip.flags2 & C.XFS_DIFLAG2_REFLINK
+        for attr in (False, True):
+            if hit:
+                break
+            for fsbno, count, who, _unwritten in owned_extents(ip, attr):
+                if moves and not attr and not who.flags & R.BMBT_BLOCK:
+                    continue
+                if cut(fsbno, count):
+                    hit = True
+                    break
+        if hit:
+            found.append(ip.ino)
+            if len(found) >= limit:
+                break
+    return found
+
+
+def past(sb, moves: dict, dblocks: int, agcount: int) -> list:
+    """The :func:`movable` extents that lie (in part) past ``dblocks``, as
+    (agno, agbno, length, ino, startoff, unwritten)."""
+    last = agcount - 1
+    newlen = dblocks - last * sb.agblocks
+    out = []
+    for agno, recs in sorted(moves.items()):
+        for agbno, n, ino, off, unwritten in recs:
+            if agno > last or (agno == last and agbno + n > newlen):
+                out.append((agno, agbno, n, ino, off, unwritten))
+    return out
+
+
+def plan(fs, dblocks: int, agcount: int, moves: dict | None = None) \
+        -> tuple[list, int, str | None]:
+    """(AGs dropped, free blocks they count, why the cut cannot be made or
+    None) for a cut to ``dblocks`` blocks in ``agcount`` AGs, nothing
+    moved or (``moves``) once the movable extents and the log past it are
+    moved."""
+    sb = fs.sb
+    prealloc = static_blocks(sb)
+    mv = moves or {}
+    if agcount < MIN_AGCOUNT:
+        return [], 0, f"a filesystem keeps at least {MIN_AGCOUNT} AGs"
+    log_moves = False
+    if log_outside(sb, dblocks, agcount):
+        if moves is None or log_home(fs, dblocks, agcount) is None:
+            return [], 0, "the log lies there and no free extent inside can hold it"
+        log_moves = True
+    dropped, lost = [], 0
+    for agno in range(agcount, sb.agcount):
+        u = ag_use(fs, agno, prealloc, mv.get(agno), log_moves)
+        if not u.droppable:
+            return [], 0, f"AG {agno} is in use"
+        dropped.append(agno)
+        lost += u.lost_free
+    last = agcount - 1
+    newlen = dblocks - last * sb.agblocks
+    u = ag_use(fs, last, prealloc, mv.get(last), log_moves)
+    if newlen < u.floor:
+        return [], 0, f"AG {last} is in use up to block {u.floor}"
+    return dropped, lost, None
+
+
+def drop_ags(dev, sb, agcount: int, lost_free: int) -> None:
+    """Step A: the primary superblock names ``agcount`` whole AGs and
+    counts ``lost_free`` fewer free blocks; one sector, in place, flushed."""
+    ss = sb.sectsize
+    buf = bytearray(dev.pread(0, ss))
+    f = SB.unpack(buf)
+    f["sb_agcount"] = agcount
+    f["sb_dblocks"] = agcount * sb.agblocks
+    f["sb_fdblocks"] -= lost_free
+    raw = SB.pack(f)
+    buf[:len(raw)] = raw
+    V.stamp(V.SB, buf, f["sb_lsn"], blocksize=sb.blocksize)
+    dev.pwrite(0, bytes(buf))
+    dev.fsync()
