@@ -254,7 +254,8 @@ def test_a_mount_that_dies_recovers_as_the_kernel_recovers(tmp_path):
 
 
 def test_resize_keeps_parent_pointers(tmp_path):
-    """Growing a parent-pointer filesystem changes none of its pointers."""
+    """Growing a parent-pointer filesystem, and shrinking it to its minimum
+    (the log and file data moved first), change none of its pointers."""
     src = tmp_path / "src"
     (src / "d").mkdir(parents=True)
     (src / "d" / "f").write_bytes(b"f")
@@ -266,4 +267,15 @@ def test_resize_keeps_parent_pointers(tmp_path):
     assert proved(img) == before
     with fsmod.open_image(img) as fs:
         assert fs.sb.agcount > 4
+    # data past the minimum: written after a filler of two AGs, removed
+    (tmp_path / "filler").write_bytes(os.urandom(140 << 20))
+    E.put(img, tmp_path / "filler", "/filler", check=False)
+    (tmp_path / "data").write_bytes(os.urandom(1 << 20))
+    E.put(img, tmp_path / "data", "/d/data", check=False)
+    E.ln(img, "/d/data", "/data-link", check=False)
+    E.rm(img, ["/filler"], check=False)
+    before = pptr.kernel_parents(img)
+    out = fstool("resize", img, "-M").stdout
+    assert "log moved" in out and "data extent(s) moved" in out and "shrunk" in out, out
+    assert proved(img) == before
 
