@@ -22,6 +22,11 @@ import fstool as fsmod
 from fixtures import dirty, modern, pptr
 from fixtures.fusemount import FuseMounted, fuse_skip_reason, run_ops
 from fixtures.images import Mounted
+from fstool.format import constants as C
+from fstool.format import parent as P
+from fstool.fs import attr as FA
+from fstool.ns.attrops import AttrFork
+from fstool.ns.writer import Writer
 from fstool.ops import edit as E
 
 
@@ -279,3 +284,62 @@ def test_resize_keeps_parent_pointers(tmp_path):
     assert "log moved" in out and "data extent(s) moved" in out and "shrunk" in out, out
     assert proved(img) == before
 
+
+
+def test_pointers_of_one_name_in_an_attr_fork_in_blocks(tmp_path):
+    """A file named ``same`` in five directories (five parent pointers of one
+    name, told apart by their value) beside 150 user xattrs (a node-form
+    attr fork changed in place): xattrs set and removed one at a time keep
+    every pointer, links added and removed change only their own pointer
+    (each hashed with the parent hash, found by name and value), and the
+    xattrs removed again take the fork back to shortform with its
+    pointers."""
+    img = mkfs(tmp_path / "p.img")
+    dirs = [f"/d{k}" for k in range(6)]
+    for d in dirs:
+        E.mkdir(img, d, check=False)
+    (tmp_path / "f").write_bytes(b"f")
+    E.put(img, tmp_path / "f", "/d0/f", check=False)
+    many = {f"user.attribute-{i:03d}": b"v" * 40 for i in range(150)}
+    E.setattr(img, "/d0/f", set_xattrs=many, check=False)
+    for d in dirs[1:4]:
+        E.ln(img, "/d0/f", f"{d}/same", check=False)
+    with fsmod.open_image(img) as fs:
+        ino = fs.lstat("/d0/f").st_ino
+        node = fs.inode(ino)
+        assert node.aformat != 1, "the attr fork should be in blocks"
+        gen = {d: fs.inode(fs.lstat(d).st_ino).gen for d in dirs}
+        dino = {d: fs.lstat(d).st_ino for d in dirs}
+    # more links of the same name and xattr changes, all in place
+    E.ln(img, "/d0/f", "/d4/same", check=False)
+    E.setattr(img, "/d4/same", set_xattrs={"user.attribute-000": b"w" * 40,
+                                           "user.new": b"n"},
+              remove_xattrs=["user.attribute-001"], check=False)
+    E.rm(img, ["/d2/same"], check=False)
+    E.mv(img, "/d3/same", "/d5/same", check=False)
+    got = proved(img)
+    want = sorted([(dino["/d0"], gen["/d0"], b"f")] +
+                  [(dino[d], gen[d], b"same") for d in ("/d1", "/d4", "/d5")])
+    assert got[ino] == want
+    with fsmod.open_image(img) as fs:
+        x = fs.xattrs(ino)
+        assert x["user.attribute-000"] == b"w" * 40 and x["user.new"] == b"n"
+        assert "user.attribute-001" not in x and len(x) == 150
+        node = fs.inode(ino)
+        for p_ino, p_gen, name in want:
+            rec = P.pack_rec(p_ino, p_gen)
+            assert FA.lookup(node, C.XFS_ATTR_PARENT, name, rec) == rec
+        assert FA.lookup(node, C.XFS_ATTR_PARENT, b"same",
+                         P.pack_rec(dino["/d2"], gen["/d2"])) is None
+        # a pointer of another generation of /d1 (the same hash) is another one
+        stale = P.pack_rec(dino["/d1"], gen["/d1"] + 1)
+        assert FA.lookup(node, C.XFS_ATTR_PARENT, b"same", stale) is None
+    with Writer(img, keeps_parents=True) as w:
+        with w.transaction():
+            assert not AttrFork(w, ino).remove(C.XFS_ATTR_PARENT, b"same", value=stale)
+    assert proved(img)[ino] == want
+    # every xattr gone: the pointers go back to a shortform fork
+    E.setattr(img, "/d0/f", remove_xattrs=list(x), check=False)
+    assert proved(img)[ino] == want
+    with fsmod.open_image(img) as fs:
+        assert fs.inode(ino).aformat == 1 and fs.xattrs(ino) == {}

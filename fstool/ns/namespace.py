@@ -49,9 +49,12 @@ of a name changes the parent pointers of the inode it names in the same
 transaction, as the kernel does: a new inode is written with the pointer of
 its first name in its attr fork, ``link`` adds one, ``unlink`` of a name
 whose inode lives on removes one, ``rename`` replaces one (both, for an
-exchange).  They go through the attr fork writer of the xattrs (the fork is
-encoded whole, in the form its size calls for); a parent pointer names the
-directory, the directory's generation and the entry's name.
+exchange).  An attr fork in blocks is changed in place, one hash path per
+pointer (attrops.AttrFork, which hashes a pointer with the parent hash and
+finds it by name and value); a shortform one goes through the attr fork
+writer of the xattrs (the fork encoded whole, in the form its size calls
+for).  A parent pointer names the directory, the directory's generation
+and the entry's name.
 
 ``ns.now`` is the time stamped on changes; a long-lived caller sets it
 before each operation, and calls ``ns.committed()`` after each commit (the
@@ -327,9 +330,22 @@ class Namespace:
 
     def _change_pptrs(self, ino: int, add=(), remove=()) -> None:
         """Add and remove parent pointers of ``ino`` (attributes as _pptr
-        makes them), its attr fork written again; nothing without the
-        feature.  A pointer to remove that is not there is left alone."""
+        makes them); nothing without the feature.  A pointer to remove that
+        is not there is left alone.  An attr fork in blocks is changed in
+        place (attrops.AttrFork, one hash path per pointer); a shortform
+        one is written again whole."""
         if not self.pptr:
+            return
+        fork = self._attr_blocks(ino)
+        if fork is not None:
+            for flags, name, value in remove:
+                fork.remove(flags, name, value=value)
+            for flags, name, value in add:
+                fork.set(flags, name, value)
+            fork.save()
+            self._patch(ino, ctime_ns=self.now)
+            if remove and fork.leaf_form():
+                self._leaf_to_shortform(ino, fork.leaf_entries())
             return
         cur = self._pptrs_of(ino)
         for t in remove:
