@@ -882,16 +882,22 @@ class Dumper:
             if namelen == 0 or pos + 3 + namelen + valuelen > total:
                 break
             n0 = pos + 3
-            if flags & C.XFS_ATTR_PARENT:
-                self.pptr(area, n0, namelen, valuelen)
-            elif self.obfuscate:
-                _put(area, n0, self._unique(
-                    obfuscate_name(bytes(area[n0:n0 + namelen]), self.rng)))
-                _fill(area, n0 + namelen, n0 + namelen + valuelen, 0x76)
+            self._local_attr(area, n0, namelen, valuelen, flags)
             pos += 3 + namelen + valuelen
         if self.zero and total < asize:
             _fill(area, pos, pos + asize - total)
         dip[start:start + asize] = area[:asize]
+
+    def _local_attr(self, buf: bytearray, n0: int, namelen: int, valuelen: int,
+                    flags: int) -> None:
+        """A local attribute's name (at ``n0``) and value as the dump holds
+        them: a parent pointer follows its directory entry's name; any other
+        name is obfuscated and its value overwritten."""
+        if flags & C.XFS_ATTR_PARENT:
+            self.pptr(buf, n0, namelen, valuelen)
+        elif self.obfuscate:
+            _put(buf, n0, self._unique(obfuscate_name(bytes(buf[n0:n0 + namelen]), self.rng)))
+            _fill(buf, n0 + namelen, n0 + namelen + valuelen, 0x76)
 
     def pptr(self, area: bytearray, n0: int, namelen: int, valuelen: int) -> None:
         """A parent pointer gets the name its directory entry got."""
@@ -939,12 +945,7 @@ class Dumper:
                 if namelen == 0:
                     break
                 n0 = nameidx + 3
-                if flags & C.XFS_ATTR_PARENT:
-                    self.pptr(buf, n0, namelen, valuelen)
-                elif self.obfuscate:
-                    _put(buf, n0, self._unique(
-                        obfuscate_name(bytes(buf[n0:n0 + namelen]), self.rng)))
-                    _fill(buf, n0 + namelen, n0 + namelen + valuelen, 0x76)
+                self._local_attr(buf, n0, namelen, valuelen, flags)
                 if self.zero:
                     z0 = n0 + namelen + valuelen
                     z1 = nameidx + ((3 + namelen + valuelen + 3) & ~3)
