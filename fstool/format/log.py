@@ -382,12 +382,21 @@ XFS_BMAP_EXTENT_REALTIME = 1 << 29
 ATTRI_OP_NAMES = {1: "set", 2: "remove", 3: "replace", 4: "pptr_set", 5: "pptr_remove",
                   6: "pptr_replace"}
 XFS_ATTRI_OP_FLAGS_TYPE_MASK = 0xFF
+XFS_ATTRI_OP_FLAGS_PPTR_REPLACE = 6
+# alfi_attr_filter: the namespace of the attribute (xfs_da_format.h bits)
+ATTR_FILTER_NAMES = ((1 << 1, "root"), (1 << 2, "secure"), (1 << 3, "parent"),
+                     (1 << 7, "incomplete"))
 # exchange-mapping flags
 XFS_EXCHMAPS_ATTR_FORK = 1 << 0
 XFS_EXCHMAPS_SET_SIZES = 1 << 1
 XFS_EXCHMAPS_INO1_WRITTEN = 1 << 2
 XFS_EXCHMAPS_CLEAR_INO1_REFLINK = 1 << 3
 XFS_EXCHMAPS_CLEAR_INO2_REFLINK = 1 << 4
+EXCHMAPS_FLAG_NAMES = ((XFS_EXCHMAPS_ATTR_FORK, "ATTR_FORK"),
+                       (XFS_EXCHMAPS_SET_SIZES, "SET_SIZES"),
+                       (XFS_EXCHMAPS_INO1_WRITTEN, "INO1_WRITTEN"),
+                       (XFS_EXCHMAPS_CLEAR_INO1_REFLINK, "CLEAR_INO1_REFLINK"),
+                       (XFS_EXCHMAPS_CLEAR_INO2_REFLINK, "CLEAR_INO2_REFLINK"))
 
 # -- quota items ---------------------------------------------------------------------------
 DQ_LOGFORMAT = Layout("xfs_dq_logformat", [

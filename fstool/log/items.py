@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import struct
 
+from ..format import constants as C
 from ..format import log as L
+from ..format import parent as P
 from .reassemble import Item
 
 _EXT64 = L.EXTENT_64.struct
@@ -117,18 +119,15 @@ def decode(item: Item) -> dict:
             raise ItemError(f"{name} of {len(r[0])} bytes")
         out.update(intent_id=struct.unpack_from("<Q", r[0], 8)[0])
     elif code == L.XFS_LI_ATTRI:
-        f = _need(r[0], L.ATTRI_LOG_FORMAT, "ATTRI")
-        out.update(id=f["alfi_id"], ino=f["alfi_ino"],
-                   op=L.ATTRI_OP_NAMES.get(f["alfi_op_flags"] & 0xFF, "?"),
-                   name_len=f["alfi_name_len"], value_len=f["alfi_value_len"],
-                   filter=f["alfi_attr_filter"])
-        if len(r) > 1:
-            out["name"] = r[1][:f["alfi_name_len"] & 0xFFFF].decode("utf-8", "replace")
+        out.update(_attri(r))
     elif code == L.XFS_LI_XMI:
         f = _need(r[0], L.XMI_LOG_FORMAT, "XMI")
-        out.update(id=f["xmi_id"], inode1=f["xmi_inode1"], inode2=f["xmi_inode2"],
+        out.update(id=f["xmi_id"], inode1=f["xmi_inode1"], igen1=f["xmi_igen1"],
+                   inode2=f["xmi_inode2"], igen2=f["xmi_igen2"],
                    startoff1=f["xmi_startoff1"], startoff2=f["xmi_startoff2"],
-                   blockcount=f["xmi_blockcount"], flags=f["xmi_flags"])
+                   blockcount=f["xmi_blockcount"], flags=f["xmi_flags"],
+                   flag_names=L.flag_names(f["xmi_flags"], L.EXCHMAPS_FLAG_NAMES),
+                   isize1=f["xmi_isize1"], isize2=f["xmi_isize2"])
     elif code == L.XFS_LI_DQUOT:
         f = _need(r[0], L.DQ_LOGFORMAT, "dquot item")
         out.update(id=f["qlf_id"], blkno=f["qlf_blkno"], len=f["qlf_len"],
@@ -137,6 +136,75 @@ def decode(item: Item) -> dict:
         f = _need(r[0], L.QOFF_LOGFORMAT, "quotaoff item")
         out.update(flags=f["qf_flags"])
     return out
+
+
+def _attri(r: list) -> dict:
+    """An attribute intent: the operation, the inode (and generation, for
+    parent pointer operations), the namespace, and the name and value
+    regions that follow it (a parent pointer replace logs the old and the
+    new name; its old and new values have the one length), decoded as
+    parent pointers when the namespace is the parent one (as xfs_logprint
+    prints them)."""
+    f = _need(r[0], L.ATTRI_LOG_FORMAT, "ATTRI")
+    op_flags = f["alfi_op_flags"]
+    op = op_flags & L.XFS_ATTRI_OP_FLAGS_TYPE_MASK
+    lens = f["alfi_name_len"]
+    if op == L.XFS_ATTRI_OP_FLAGS_PPTR_REPLACE:
+        # two 16-bit lengths where the one name length is, in host order
+        name_len, new_name_len = lens & 0xFFFF, lens >> 16
+        value_len = new_value_len = f["alfi_value_len"]
+    else:
+        name_len, new_name_len = lens, 0
+        value_len, new_value_len = f["alfi_value_len"], 0
+    out = {"id": f["alfi_id"], "ino": f["alfi_ino"], "igen": f["alfi_igen"],
+           "op": L.ATTRI_OP_NAMES.get(op, "?"), "op_flags": op_flags,
+           "filter": f["alfi_attr_filter"],
+           "filter_names": L.flag_names(f["alfi_attr_filter"], L.ATTR_FILTER_NAMES),
+           "name_len": name_len, "new_name_len": new_name_len, "value_len": value_len,
+           "new_value_len": new_value_len}
+    regions = iter(r[1:])
+    for key, n in (("name", name_len), ("new_name", new_name_len), ("value", value_len),
+                   ("new_value", new_value_len)):
+        if n:
+            got = next(regions, None)
+            if got is None:
+                raise ItemError(f"ATTRI: its {key.replace('_', '')} region is missing")
+            out[key] = bytes(got[:n])
+    if f["alfi_attr_filter"] & C.XFS_ATTR_PARENT:
+        out["pptr"] = _pptr_update(out)
+    for key in ("name", "new_name"):
+        if key in out:
+            out[key] = _text(out[key])
+    return out
+
+
+def _text(name: bytes) -> str:
+    """A name as text (bytes that are not UTF-8 as surrogate escapes)."""
+    return name.decode("utf-8", "surrogateescape")
+
+
+def _pptr_update(d: dict) -> list:
+    """The parent pointers an attribute intent of the parent namespace
+    names: [{tag, p_ino, p_gen, name}] (tag NAME, or OLDNAME and NEWNAME for
+    a replace; a value too short for a parent record is CORRUPT)."""
+    pairs = [("name", "value"), ("new_name", "new_value")]
+    both = "name" in d and "new_name" in d
+    out = []
+    for (nk, vk), tag in zip(pairs, ("OLDNAME" if both else "NAME", "NEWNAME")):
+        if nk not in d:
+            continue
+        value = d.get(vk, b"")
+        if len(value) < P.XFS_PARENT_REC_SIZE:
+            out.append({"tag": tag, "corrupt": True})
+            continue
+        p_ino, p_gen = P.unpack_rec(value[:P.XFS_PARENT_REC_SIZE])
+        out.append({"tag": tag, "p_ino": p_ino, "p_gen": p_gen, "name": _text(d[nk])})
+    return out
+
+
+def _shown(name: str) -> str:
+    """A name quoted on one line (control and non-UTF-8 bytes escaped)."""
+    return repr(name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace"))
 
 
 def _short_blf(region: bytes) -> dict:
@@ -175,10 +243,21 @@ def summary(d: dict) -> str:
     if "intent_id" in d:
         return f"{t}  intent 0x{d['intent_id']:x}"
     if t == "ATTRI":
-        return f"ATTRI id 0x{d['id']:x} ino {d['ino']} {d['op']} {d.get('name', '')!r}"
+        line = (f"ATTRI id 0x{d['id']:x} ino {d['ino']} igen 0x{d['igen']:x} {d['op']} "
+                f"filter {d['filter_names']} name_len {d['name_len']} new_name_len "
+                f"{d['new_name_len']} value_len {d['value_len']} new_value_len "
+                f"{d['new_value_len']}")
+        for p in d.get("pptr", ()):
+            line += f"; PPTR {p['tag']} " + ("CORRUPT" if p.get("corrupt") else (
+                f"parent_ino {p['p_ino']} parent_gen {p['p_gen']} name "
+                f"{_shown(p['name'])}"))
+        if "pptr" not in d and "name" in d:
+            line += f" name {_shown(d['name'])}"
+        return line
     if t == "XMI":
-        return (f"XMI  id 0x{d['id']:x} ino {d['inode1']}<->{d['inode2']} "
-                f"{d['blockcount']} blocks")
+        return (f"XMI  id 0x{d['id']:x} ino {d['inode1']} (gen 0x{d['igen1']:x}) <-> "
+                f"{d['inode2']} (gen 0x{d['igen2']:x}) off {d['startoff1']} <-> "
+                f"{d['startoff2']} len {d['blockcount']} flags {d['flag_names']}")
     if t == "DQUOT":
         return f"DQUOT id {d['id']} daddr {d['blkno']} len {d['len']}"
     return f"{t} ({d['regions']} regions)"
