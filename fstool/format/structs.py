@@ -140,3 +140,7 @@ DSYMLINK_HDR = Layout("xfs_dsymlink_hdr", [
     ("sl_magic", "I"), ("sl_offset", "I"), ("sl_bytes", "I"), ("sl_crc", "I"),
     ("sl_uuid", "16s"), ("sl_owner", "Q"), ("sl_blkno", "Q"), ("sl_lsn", "Q"),
 ])
+
+# the value of a parent pointer xattr (XFS_ATTR_PARENT): the parent
+# directory's inode number and generation; the attr name is the dirent name
+PARENT_REC = Layout("xfs_parent_rec", [("p_ino", "Q"), ("p_gen", "I")])
