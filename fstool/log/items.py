@@ -4,6 +4,7 @@ from __future__ import annotations
 import struct
 
 from ..format import log as L
+from ..format.structs import PARENT_REC
 from .reassemble import Item
 
 _EXT64 = L.EXTENT_64.struct
@@ -115,20 +116,18 @@ def decode(item: Item) -> dict:
                   L.XFS_LI_RUD_RT, L.XFS_LI_CUD_RT):
         if len(r[0]) < 16:
             raise ItemError(f"{name} of {len(r[0])} bytes")
-        out.update(intent_id=struct.unpack_from("<Q", r[0], 8)[0])
+        out.update(intent_id=struct.unpack_from("<Q", r[0], 8)[0],
+                   size=struct.unpack_from("<H", r[0], 2)[0])
     elif code == L.XFS_LI_ATTRI:
-        f = _need(r[0], L.ATTRI_LOG_FORMAT, "ATTRI")
-        out.update(id=f["alfi_id"], ino=f["alfi_ino"],
-                   op=L.ATTRI_OP_NAMES.get(f["alfi_op_flags"] & 0xFF, "?"),
-                   name_len=f["alfi_name_len"], value_len=f["alfi_value_len"],
-                   filter=f["alfi_attr_filter"])
-        if len(r) > 1:
-            out["name"] = r[1][:f["alfi_name_len"] & 0xFFFF].decode("utf-8", "replace")
+        out.update(attri(r))
     elif code == L.XFS_LI_XMI:
         f = _need(r[0], L.XMI_LOG_FORMAT, "XMI")
-        out.update(id=f["xmi_id"], inode1=f["xmi_inode1"], inode2=f["xmi_inode2"],
+        out.update(id=f["xmi_id"], size=f["xmi_size"], inode1=f["xmi_inode1"],
+                   inode2=f["xmi_inode2"], igen1=f["xmi_igen1"], igen2=f["xmi_igen2"],
                    startoff1=f["xmi_startoff1"], startoff2=f["xmi_startoff2"],
-                   blockcount=f["xmi_blockcount"], flags=f["xmi_flags"])
+                   blockcount=f["xmi_blockcount"], flags=f["xmi_flags"],
+                   flag_names=L.flag_names(f["xmi_flags"], L.EXCHMAPS_FLAG_NAMES),
+                   isize1=f["xmi_isize1"], isize2=f["xmi_isize2"])
     elif code == L.XFS_LI_DQUOT:
         f = _need(r[0], L.DQ_LOGFORMAT, "dquot item")
         out.update(id=f["qlf_id"], blkno=f["qlf_blkno"], len=f["qlf_len"],
@@ -136,6 +135,51 @@ def decode(item: Item) -> dict:
     elif code == L.XFS_LI_QUOTAOFF:
         f = _need(r[0], L.QOFF_LOGFORMAT, "quotaoff item")
         out.update(flags=f["qf_flags"])
+    return out
+
+
+def attri(regions) -> dict:
+    """An ATTRI's fields and, from the regions after its format region,
+    its name(s) and value(s); a parent pointer intent (filter PARENT) also
+    gets ``pptr``: per name, the parent inode and generation its value
+    (xfs_parent_rec) holds.  Regions not logged (as in the per-record view,
+    which sees one op at a time) are left out."""
+    if len(regions[0]) != L.ATTRI_LOG_FORMAT.size:
+        raise ItemError(f"ATTRI format of {len(regions[0])} bytes, expected "
+                        f"{L.ATTRI_LOG_FORMAT.size}")
+    f = L.attri_format(regions[0])
+    op = f["alfi_op_flags"] & L.XFS_ATTRI_OP_FLAGS_TYPE_MASK
+    out = {"id": f["alfi_id"], "size": f["alfi_size"], "ino": f["alfi_ino"],
+           "igen": f["alfi_igen"], "op_flags": f["alfi_op_flags"],
+           "op": L.ATTRI_OP_NAMES.get(op, str(op)), "filter": f["alfi_attr_filter"],
+           "filter_names": L.flag_names(f["alfi_attr_filter"], L.ATTRI_FILTER_NAMES),
+           "name_len": f["name_len"], "new_name_len": f["new_name_len"],
+           "value_len": f["value_len"], "new_value_len": f["new_value_len"]}
+    got = {}
+    for role, reg in zip(L.attri_region_roles(f), regions[1:]):
+        got[role] = bytes(reg)
+    for role in ("name", "newname"):
+        if role in got:
+            n = out["name_len" if role == "name" else "new_name_len"]
+            out[role] = got[role][:n].decode("utf-8", "replace")
+    for role in ("value", "newvalue"):
+        if role in got:
+            n = out["value_len" if role == "value" else "new_value_len"]
+            out[role] = got[role][:n].hex()
+    if f["alfi_attr_filter"] & L.XFS_ATTRI_FILTER_PARENT:
+        pptr = []
+        for tag, nrole, vrole in (("name", "name", "value"), ("newname", "newname", "newvalue")):
+            if vrole not in got:
+                continue
+            val = got[vrole]
+            if len(val) < PARENT_REC.size:
+                pptr.append({"tag": tag, "corrupt": True})
+                continue
+            rec = PARENT_REC.unpack(val)
+            pptr.append({"tag": tag, "parent_ino": rec["p_ino"], "parent_gen": rec["p_gen"],
+                         "name": out.get(nrole, "")})
+        if pptr:
+            out["pptr"] = pptr
     return out
 
 
@@ -172,13 +216,38 @@ def summary(d: dict) -> str:
     if t in ("RUI", "BUI", "CUI", "RUI_RT", "CUI_RT"):
         ex = ", ".join(f"{e['op']} {e['startblock']}+{e['len']}" for e in d["extents"])
         return f"{t}  id 0x{d['id']:x} [{ex}]"
+    if t in ("ATTRD", "XMD"):
+        return f"{t}  #regs: {d['size']} id: 0x{d['intent_id']:x}"
     if "intent_id" in d:
         return f"{t}  intent 0x{d['intent_id']:x}"
     if t == "ATTRI":
-        return f"ATTRI id 0x{d['id']:x} ino {d['ino']} {d['op']} {d.get('name', '')!r}"
+        return _attri_summary(d)
     if t == "XMI":
-        return (f"XMI  id 0x{d['id']:x} ino {d['inode1']}<->{d['inode2']} "
-                f"{d['blockcount']} blocks")
+        return (f"XMI  #regs: {d['size']} num_extents: 1  id: 0x{d['id']:x} "
+                f"(ino1: 0x{d['inode1']:x}, igen1: 0x{d['igen1']:x}, ino2: "
+                f"0x{d['inode2']:x}, igen2: 0x{d['igen2']:x}, off1: {d['startoff1']}, "
+                f"off2: {d['startoff2']}, len: {d['blockcount']}, flags: 0x{d['flags']:x})")
     if t == "DQUOT":
         return f"DQUOT id {d['id']} daddr {d['blkno']} len {d['len']}"
     return f"{t} ({d['regions']} regions)"
+
+
+def _attri_summary(d: dict) -> str:
+    """xfs_logprint's ATTRI line, then the names and, for a parent pointer,
+    what each names (PPTR), all on one line."""
+    line = (f"ATTRI  #regs: {d['size']} f: 0x{d['op_flags']:x} ({d['op']}), ino: "
+            f"0x{d['ino']:x}, igen: 0x{d['igen']:x}, attr_filter: 0x{d['filter']:x}, "
+            f"name_len: {d['name_len']}, new_name_len: {d['new_name_len']}, value_len: "
+            f"{d['value_len']}, new_value_len: {d['new_value_len']}  id: 0x{d['id']:x}")
+    for p in d.get("pptr", ()):
+        tag = p["tag"].upper()
+        if p.get("corrupt"):
+            line += f"; PPTR: {tag} CORRUPT"
+        else:
+            line += (f"; PPTR: {tag} parent_ino {p['parent_ino']} parent_gen "
+                     f"{p['parent_gen']} name {p['name']!r}")
+    if "pptr" not in d:
+        names = [f"{r} {d[r]!r}" for r in ("name", "newname") if r in d]
+        if names:
+            line += "; " + ", ".join(names)
+    return line
