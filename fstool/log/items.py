@@ -251,3 +251,18 @@ def _attri_summary(d: dict) -> str:
         if names:
             line += "; " + ", ".join(names)
     return line
+
+
+def intent_what(d: dict) -> str:
+    """What a decoded ATTRI or XMI intent asks for, in a few words (for
+    messages naming the intent); empty for other items."""
+    if d["type"] == "ATTRI":
+        kind = "parent pointer" if d["filter"] & L.XFS_ATTRI_FILTER_PARENT else "xattr"
+        names = [repr(d[r]) for r in ("name", "newname") if r in d]
+        return " ".join([d["op"], "of", kind, " -> ".join(names), "on inode",
+                         str(d["ino"])] if names else [d["op"], "of", kind, "on inode",
+                                                       str(d["ino"])])
+    if d["type"] == "XMI":
+        return (f"exchange of {d['blockcount']} blocks at offsets {d['startoff1']}/"
+                f"{d['startoff2']} between inodes {d['inode1']} and {d['inode2']}")
+    return ""
