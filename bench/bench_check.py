@@ -3,6 +3,7 @@ kernel-written image, in one run: wall time and peak RSS, the tools taking turns
 
     python3 bench/bench_check.py [--inodes 200000] [--tree empty|varied]
                                  [--image IMG] [--repeat 3] [--base DIR]
+                                 [--modern [--parent]]
 
 With --image, checks that image (read-only), e.g. the kernel-written Debian
 /usr image (issue 31: ``--image /work/bench-images/usr.img``).  With --base,
@@ -17,7 +18,10 @@ bench/results/check-varied-<N>.img holding copies of the fixture tree
 (fixtures/tree.py: directories of every form, xattrs in every form with
 remote values, sparse, fragmented and preallocated files, symlinks,
 devices) until it has N inodes (root and a loop mount needed).  The package
-is byte-compiled first, as scripts/install.sh leaves it.
+is byte-compiled first, as scripts/install.sh leaves it.  ``--modern``
+makes the image with mkfs.xfs 6.10.1 (its defaults) and compares with its
+xfs_repair -n; ``--parent`` adds parent pointers (-n parent=1), so that a
+parent-pointer image and a plain one of the same tree can be compared.
 """
 import argparse
 import os
@@ -25,7 +29,14 @@ import subprocess
 import sys
 import tempfile
 
-from common import bench_image
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from common import bench_image  # noqa: E402
+from fixtures import modern  # noqa: E402
+from fixtures.tree import build_tree  # noqa: E402
+
+
+MKFS = ["mkfs.xfs"]            # the mkfs.xfs command line (--modern, --parent add to it)
 
 
 def kernel_image(path: str, size_gib: int, fill) -> None:
@@ -34,7 +45,7 @@ def kernel_image(path: str, size_gib: int, fill) -> None:
     tmp = path + ".tmp"
     subprocess.run(["truncate", "-s", "0", tmp], check=True)
     subprocess.run(["truncate", "-s", f"{size_gib}G", tmp], check=True)
-    subprocess.run(["mkfs.xfs", "-q", "-f", tmp], check=True)
+    subprocess.run([*MKFS, "-q", "-f", tmp], check=True)
     mnt = tempfile.mkdtemp()
     subprocess.run(["mount", "-o", "loop", tmp, mnt], check=True)
     try:
@@ -60,9 +71,6 @@ def build(path: str, inodes: int) -> None:
 
 def build_varied(path: str, inodes: int) -> None:
     """Copies of the fixture tree until the filesystem holds N inodes."""
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-    from fixtures.tree import build_tree
-
     def fill(mnt):
         copy = 0
         while True:
@@ -99,23 +107,33 @@ def main():
     ap.add_argument("--image")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--base", help="another fstool tree, measured alongside")
+    ap.add_argument("--modern", action="store_true",
+                    help="mkfs.xfs and xfs_repair 6.10.1 (fixtures/modern.py)")
+    ap.add_argument("--parent", action="store_true",
+                    help="with --modern: parent pointers (-n parent=1)")
     a = ap.parse_args()
+    repair = "xfs_repair"
+    tag = ""
+    if a.modern:
+        MKFS[:] = [modern.tool("mkfs.xfs")] + (["-n", "parent=1"] if a.parent else [])
+        repair = modern.tool("xfs_repair")
+        tag = "-pptr" if a.parent else "-modern"
     repo = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     subprocess.run([sys.executable, "-m", "compileall", "-q", os.path.join(repo, "fstool"),
                     os.path.join(repo, "fstool_native")], check=True,
                    stdout=subprocess.DEVNULL)
     if a.tree == "varied":
-        img = bench_image(a.image, f"check-varied-{a.inodes}.img",
+        img = bench_image(a.image, f"check-varied{tag}-{a.inodes}.img",
                           lambda p: build_varied(p, a.inodes))
     else:
-        img = bench_image(a.image, f"check-{a.inodes}.img", lambda p: build(p, a.inodes))
+        img = bench_image(a.image, f"check{tag}-{a.inodes}.img", lambda p: build(p, a.inodes))
     img = os.path.abspath(img)
     subprocess.run(["cat", img], stdout=subprocess.DEVNULL)
-    tools = {"xfs_repair -n": (["xfs_repair", "-n", "-f", img], None)}
-    modern = os.path.join(os.environ.get("FSTOOL_XFSPROGS_MODERN", os.path.expanduser(
-        "~/.cache/xfsprogs-6.10")), "sbin", "xfs_repair")
-    if os.access(modern, os.X_OK):
-        tools["xfs_repair -n 6.10"] = ([modern, "-n", "-f", img], None)
+    # with --modern the image needs 6.10.1's xfs_repair (6.1 does not know
+    # its features): it is the one compared with
+    tools = {"xfs_repair -n": ([repair, "-n", "-f", img], None)}
+    if not a.modern and modern.available():
+        tools["xfs_repair -n 6.10"] = ([modern.tool("xfs_repair"), "-n", "-f", img], None)
     tools["fstool check"] = ([sys.executable, "-m", "fstool", "check", img], None)
     tools["fstool check -j2"] = ([sys.executable, "-m", "fstool", "check", "-j", "2", img], None)
     if a.base:

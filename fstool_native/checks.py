@@ -21,15 +21,18 @@ except ImportError:          # plain Python without Cython installed
 # cimports the readers when compiled)
 if cython.compiled:
     from fstool_native.parsers import da_hashname as _hashname
+    from fstool_native.parsers import parent_hashname as _parent_hash
 else:
     from fstool_native import load as _load
     _hashname = _load(pure=True).da_hashname
+    _parent_hash = _load(pure=True).parent_hashname
     _be16 = _load(pure=True)._be16
     _be32 = _load(pure=True)._be32
     _find_slot = _load(pure=True)._find_slot
 
 ATTR_LOCAL, ATTR_INCOMPLETE = 1, 0x80
-ATTR_ROOT, ATTR_SECURE = 2, 4
+# the namespace bits, the parent namespace, the flags an entry may carry
+ATTR_NSP_MASK, ATTR_PARENT, ATTR_ONDISK_MASK = 0x0E, 0x08, 0x8F
 # the 32-bit mask as a C value (checks.pxd), so masked arithmetic stays in C
 _M32 = 0xFFFFFFFF
 ATTR3_LEAF_HDR_SIZE = 80
@@ -48,11 +51,12 @@ if not cython.compiled:
 
 @cython.cfunc
 @cython.locals(p=cython.p_uchar, a=cython.Py_ssize_t, b=cython.Py_ssize_t,
-               i=cython.Py_ssize_t)
+               i=cython.Py_ssize_t, c=cython.uchar)
 @cython.returns(cython.bint)
-def _has_nul(p, a, b):
+def _has_byte(p, a, b, c):
+    """Whether p[a:b] holds the byte ``c``."""
     for i in range(a, b):
-        if p[i] == 0:
+        if p[i] == c:
             return True
     return False
 
@@ -63,18 +67,23 @@ def _has_nul(p, a, b):
                valuelen=cython.ulonglong, valueblk=cython.uint, flags=cython.uint,
                h=cython.uint, last=cython.ulonglong, size=cython.Py_ssize_t,
                end=cython.Py_ssize_t, j=cython.Py_ssize_t, usedbs=cython.Py_ssize_t,
-               firstb=cython.Py_ssize_t, first_h=cython.uint, name_at=cython.Py_ssize_t)
-def attr_leaf_entries(buf, count, last_hash):
+               firstb=cython.Py_ssize_t, first_h=cython.uint, name_at=cython.Py_ssize_t,
+               ns=cython.uint, want=cython.uint, pptr_fs=cython.bint, v=cython.Py_ssize_t,
+               ino=cython.ulonglong)
+def attr_leaf_entries(buf, count, last_hash, pptr_fs=False):
     """The entry table of an attr leaf block (xfs_repair's
-    process_leaf_attr_block): every entry complete, of one namespace (user,
-    trusted or secure) and no other flag, its name whole, legal
-    and hashing to its hash, hashes in order from ``last_hash``, remote
-    entries with a value block, names and values inside the block and not
+    process_leaf_attr_block): every entry complete, with known flags and one
+    namespace, its name whole, legal for its namespace and hashing to its
+    hash (a parent pointer's hash mixes in its parent's inode number),
+    hashes in order from ``last_hash``, remote entries with a value block
+    (never a parent pointer), parent pointers only where the filesystem has
+    them (``pptr_fs``), names and values inside the block and not
     overlapping each other or the entry table.  ``count`` must be at least
     1 and the table must fit the block.
 
     Returns (lowest hash, greatest hash, lowest name offset, bytes used,
-    [(entry, valueblk, valuelen)] of the remote entries) when all of that
+    [(entry, valueblk, valuelen)] of the remote entries, [(p_ino, p_gen,
+    name)] of the parent pointers with a 12-byte value) when all of that
     holds, else None."""
     p = buf
     bs = len(buf)
@@ -89,16 +98,17 @@ def attr_leaf_entries(buf, count, last_hash):
     firstb = bs
     first_h = 0
     remotes = []
+    pptrs = []
     for i in range(count):
         e = ATTR3_LEAF_HDR_SIZE + 8 * i
         h = _be32(p, e)
         nameidx = _be16(p, e + 4)
         flags = p[e + 6]
         valueblk = 0
-        # an ordinary entry: local or not, user, trusted or secure (any
-        # other bit, both namespaces, a parent pointer: the Python code)
-        if nameidx > bs or flags & ~(ATTR_LOCAL | ATTR_ROOT | ATTR_SECURE) or \
-                (flags & ATTR_ROOT and flags & ATTR_SECURE):
+        if nameidx > bs or flags & ATTR_INCOMPLETE or flags & ~ATTR_ONDISK_MASK:
+            return None
+        ns = flags & ATTR_NSP_MASK
+        if ns & (ns - 1) or (ns == ATTR_PARENT and not pptr_fs):
             return None
         if flags & ATTR_LOCAL:
             if nameidx + 3 > bs:
@@ -115,11 +125,26 @@ def attr_leaf_entries(buf, count, last_hash):
             namelen = p[nameidx + 8]
             name_at = nameidx + 9
             size = (11 + namelen + 3) & ~3
-            if valueblk == 0:
+            if valueblk == 0 or ns == ATTR_PARENT:
                 return None
-        if namelen == 0 or name_at + namelen > bs or _has_nul(p, name_at, name_at + namelen):
+        if namelen == 0 or name_at + namelen > bs or _has_byte(p, name_at, name_at + namelen, 0):
             return None
-        if h < last or h != _hashname(buf[name_at:name_at + namelen]):
+        if ns == ATTR_PARENT:
+            if _has_byte(p, name_at, name_at + namelen, 0x2F):
+                return None
+            # xfs_parent_hashattr: 0 for a value that is not a parent record
+            want = 0
+            if valuelen == 12:
+                v = name_at + namelen
+                if v + 12 > bs:
+                    return None
+                ino = _be32(p, v)
+                ino = (ino << 32) | _be32(p, v + 4)
+                want = _parent_hash(buf[name_at:name_at + namelen], ino)
+                pptrs.append((ino, _be32(p, v + 8), buf[name_at:name_at + namelen]))
+        else:
+            want = _hashname(buf[name_at:name_at + namelen])
+        if h < last or h != want:
             return None
         if not flags & ATTR_LOCAL:
             remotes.append((i, valueblk, valuelen))
@@ -136,7 +161,7 @@ def attr_leaf_entries(buf, count, last_hash):
         usedbs += size
         if nameidx < firstb:
             firstb = nameidx
-    return first_h, last, firstb, usedbs, remotes
+    return first_h, last, firstb, usedbs, remotes, pptrs
 
 
 @cython.locals(p=cython.p_uchar, bs=cython.Py_ssize_t, count=cython.Py_ssize_t,

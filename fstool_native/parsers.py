@@ -420,6 +420,105 @@ def da_hashname(name) -> int:
     return _hash_at(p, 0, len(name))
 
 
+@cython.locals(p=cython.p_uchar, ino=cython.ulonglong)
+def parent_hashname(name, parent_ino) -> int:
+    """The hash of a parent-pointer attribute (xfs_parent_hashval): the
+    directory name hash of ``name`` xor the high and low 32 bits of the
+    parent directory's inode number."""
+    p = name
+    ino = parent_ino
+    return _hash_at(p, 0, len(name)) ^ (ino >> 32) ^ (ino & _M32)
+
+
+# attr entry flags: the namespace bits and the incomplete bit
+_ATTR_NSP_MASK = 0x0E
+_ATTR_PARENT = 0x08
+_ATTR_INCOMPLETE = 0x80
+
+
+@cython.locals(p=cython.p_uchar, start=cython.Py_ssize_t, size=cython.Py_ssize_t,
+               totsize=cython.Py_ssize_t, count=cython.Py_ssize_t, pos=cython.Py_ssize_t,
+               i=cython.Py_ssize_t, namelen=cython.Py_ssize_t, valuelen=cython.Py_ssize_t,
+               flags=cython.uint, v=cython.Py_ssize_t)
+def sf_parents(buf, start, size) -> list:
+    """The parent pointers of a shortform attr fork buf[start:start+size]:
+    [(p_ino, p_gen, name)] of its complete entries of the parent namespace
+    whose value is a 12-byte xfs_parent_rec.  ValueError when the fork's
+    header or an entry runs past its size."""
+    p = buf
+    if start < 0 or size < 4 or start + size > len(buf):
+        raise ValueError("shortform attr fork outside the buffer")
+    totsize = _be16(p, start)
+    count = p[start + 2]
+    if totsize < 4 or totsize > size:
+        raise ValueError(f"shortform attr totsize {totsize} does not fit the fork ({size})")
+    out = []
+    pos = start + 4
+    for i in range(count):
+        if pos + 3 > start + totsize:
+            raise ValueError("shortform attr entry overruns totsize")
+        namelen = p[pos]
+        valuelen = p[pos + 1]
+        flags = p[pos + 2]
+        if pos + 3 + namelen + valuelen > start + totsize:
+            raise ValueError("shortform attr entry overruns totsize")
+        if (flags & _ATTR_NSP_MASK) == _ATTR_PARENT and not flags & _ATTR_INCOMPLETE and \
+                valuelen == 12:
+            v = pos + 3 + namelen
+            out.append((_be64(p, v), _be32(p, v + 8), buf[pos + 3:pos + 3 + namelen]))
+        pos += 3 + namelen + valuelen
+    return out
+
+
+@cython.locals(p=cython.p_uchar, base=cython.Py_ssize_t, isize=cython.Py_ssize_t,
+               i=cython.Py_ssize_t, off=cython.Py_ssize_t, ino=cython.ulonglong,
+               mode=cython.uint, forkoff=cython.Py_ssize_t, aformat=cython.uint,
+               litino=cython.Py_ssize_t, clen=cython.Py_ssize_t)
+def chunk_parents(chunk, base, inodesize, first_ino, free, holemask) -> tuple:
+    """The parent pointers of the in-use inodes of one 64-inode chunk
+    (first inode at chunk[base:], inobt free mask and holemask): returns
+    (records, others).  records holds (ino, mode, generation, nlink,
+    [(p_ino, p_gen, name)]) for every inode that verifies (magic, version 3,
+    its own number, CRC), is in use and has no attr fork or a sound
+    shortform one; others the inode numbers the caller must read itself
+    (attr forks in blocks, or anything that does not verify)."""
+    p = chunk
+    isize = inodesize
+    litino = isize - 176
+    clen = len(chunk)
+    records = []
+    others = []
+    for i in range(64):
+        if (holemask >> (i // 4)) & 1 or (free >> i) & 1:
+            continue
+        off = base + i * isize
+        ino = first_ino + i
+        if off < 0 or off + isize > clen or isize < 176:
+            others.append(ino)
+            continue
+        if _be16(p, off) != 0x494E or p[off + 4] != 3 or _be64(p, off + 152) != ino or \
+                not _cksum_region_ok(p, off, off + isize, off + 100):
+            others.append(ino)
+            continue
+        mode = _be16(p, off + 2)
+        if mode == 0:
+            continue
+        forkoff = p[off + 82] * 8
+        aformat = p[off + 83]
+        if forkoff == 0:
+            records.append((ino, mode, _be32(p, off + 92), _be32(p, off + 16), []))
+        elif aformat == 1 and forkoff < litino:
+            try:
+                pp = sf_parents(chunk, off + 176 + forkoff, litino - forkoff)
+            except ValueError:
+                others.append(ino)
+                continue
+            records.append((ino, mode, _be32(p, off + 92), _be32(p, off + 16), pp))
+        else:
+            others.append(ino)
+    return records, others
+
+
 @cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, n=cython.Py_ssize_t,
                i=cython.Py_ssize_t)
 def inobt_recs(buf, offset, count, sparse) -> list:
@@ -1239,10 +1338,12 @@ def _push4(arr, a, b, c, d):
                last_ag_blocks=cython.ulonglong, clen=cython.Py_ssize_t,
                agfl_block=cython.ulonglong, max_off=cython.ulonglong, litino=cython.int,
                bigtime_fs=cython.bint, is_reg=cython.bint, rootino=cython.ulonglong,
-               is_dir=cython.bint, owner=cython.longlong)
+               is_dir=cython.bint, owner=cython.longlong, ps=cython.ulonglong[:],
+               pptr=cython.bint, big=cython.bint)
 def scan_inode_chunk(chunk, base, inodesize, first_ino, uuid, free, holemask, flags2_ok,
                      bigtime_fs, agblklog, agcount, agblocks, last_ag_blocks, agfl_block,
-                     max_file_offset, itype, nlinks, slot, rootino, claims, expect):
+                     max_file_offset, itype, nlinks, slot, rootino, claims, expect,
+                     psums=None, pptr_fs=False):
     """Check the plain inodes of one 64-inode chunk in one call.
 
     Every inode must verify (magic, version 3, CRC, its own number, the
@@ -1254,10 +1355,13 @@ def scan_inode_chunk(chunk, base, inodesize, first_ino, uuid, free, holemask, fl
     socket, with nothing unusual: no flags but those in ``flags2_ok``
     (reflink only on a file), no extent size hints, no unlinked pointer,
     zero padding and di_onlink, legal timestamps (when not bigtime), an
-    empty attr fork, size zero for the special files, a directory's size
-    inside the fork when local and past it (up to the leaf space) when not,
-    a symlink's target of 1 to 1023 bytes inside the fork and without a
-    NUL, only a directory as the root inode ``rootino``, and extents
+    empty attr fork or, given ``psums`` (a slot per table slot, where the
+    parent pointers of the inodes found plain are counted, see
+    _sf_attr_plain; ``pptr_fs``: the filesystem has parent pointers), a
+    sound shortform one, size zero for the special files, a directory's
+    size inside the fork when local and past it (up to the leaf space) when
+    not, a symlink's target of 1 to 1023 bytes inside the fork and without
+    a NUL, only a directory as the root inode ``rootino``, and extents
     sorted, non-empty, inside one AG past its headers (block >
     ``agfl_block``), not unwritten but in a file, below
     ``max_file_offset`` and adding up to di_nblocks.  A plain inode's file
@@ -1285,6 +1389,13 @@ def scan_inode_chunk(chunk, base, inodesize, first_ino, uuid, free, holemask, fl
         raise ValueError("uuid must be 16 bytes")
     if len(claims) < agcount or (expect is not None and len(expect) < agcount):
         raise ValueError("a record array for every AG")
+    pptr = pptr_fs
+    if psums is None:
+        ps = _NO_SUMS
+    else:
+        ps = psums
+        if slot + 64 > len(psums):
+            raise ValueError("inode table slot out of range")
     clen = len(chunk)
     for i in range(64):
         if (holemask >> (i // 4)) & 1:
@@ -1295,11 +1406,16 @@ def scan_inode_chunk(chunk, base, inodesize, first_ino, uuid, free, holemask, fl
             continue
         ino = first_ino + i
         mode = _be16(p, off + 2)
+        flags2 = _be64(p, off + 120)
+        # NREXT64 (di_flags2 bit 4) moves the extent counts: the data fork's
+        # to the 64 bits at 24 (else padding), the attr fork's to the 32 at
+        # 76, and leaves the 16 at 80 as padding
+        big = (flags2 & 0x10) != 0
         ok = (_be16(p, off) == 0x494E and p[off + 4] == 3 and _be64(p, off + 152) == ino and
-              _be32(p, off + 96) == 0xFFFFFFFF and
-              (_zero(p, off + 24, 8) or (_be64(p, off + 120) & 0x10)) and
+              _be32(p, off + 96) == 0xFFFFFFFF and (big or _zero(p, off + 24, 8)) and
               _be16(p, off + 6) == 0 and _be16(p, off + 90) == 0 and
-              _be32(p, off + 72) == 0 and _be32(p, off + 128) == 0)
+              _be32(p, off + 72) == 0 and _be32(p, off + 128) == 0 and
+              not (big and _be16(p, off + 80)))
         if ok:
             for k in range(16):
                 if p[off + 160 + k] != u[k]:
@@ -1310,11 +1426,14 @@ def scan_inode_chunk(chunk, base, inodesize, first_ino, uuid, free, holemask, fl
         if not ok:
             others.append(i)
             continue
-        flags2 = _be64(p, off + 120)
         size = _be64(p, off + 56)
         nblocks = _be64(p, off + 64)
-        next = _be32(p, off + 76)
-        anext = _be16(p, off + 80)
+        if big:
+            next = _be64(p, off + 24)
+            anext = _be32(p, off + 76)
+        else:
+            next = _be32(p, off + 76)
+            anext = _be16(p, off + 80)
         forkoff = p[off + 82]
         aformat = p[off + 83]
         fmt = p[off + 5]
@@ -1322,22 +1441,15 @@ def scan_inode_chunk(chunk, base, inodesize, first_ino, uuid, free, holemask, fl
             # free: plain when the kernel's verifier has nothing to say
             if mode != 0 or nblocks or next or anext or forkoff or size >> 63 or \
                     (aformat != 0 and aformat != 2) or \
-                    flags2 & ~(flags2_ok & 0x8):
+                    flags2 & ~(flags2_ok & 0x18):
                 others.append(i)
             continue
-        if mode == 0 or size >> 63 or anext or aformat != 2 or ino >> 61 or \
+        if mode == 0 or size >> 63 or anext or ino >> 61 or \
+                (aformat != 2 and not (aformat == 1 and forkoff and psums is not None)) or \
                 flags2 & ~flags2_ok or \
                 (not (flags2 & 0x8) and not _legacy_times_ok(p, off)):
             others.append(i)
             continue
-        if flags2 & 0x10:
-            # large extent counters: the data fork's count is the 64-bit
-            # di_big_nextents at 24, the attr fork's the 32-bit one at 76,
-            # then two bytes of padding
-            if _be64(p, off + 24) >> 32 or _be32(p, off + 76) or _be16(p, off + 80):
-                others.append(i)
-                continue
-            next = _be64(p, off + 24)
         ifmt = mode & 0o170000
         is_reg = ifmt == 0o100000
         is_dir = ifmt == 0o040000
@@ -1374,7 +1486,7 @@ def scan_inode_chunk(chunk, base, inodesize, first_ino, uuid, free, holemask, fl
         else:
             others.append(i)
             continue
-        if next * 16 > dsize:
+        if next > dsize // 16:
             others.append(i)
             continue
         owned = 0
@@ -1396,6 +1508,11 @@ def scan_inode_chunk(chunk, base, inodesize, first_ino, uuid, free, holemask, fl
             prev_end = startoff + count
             owned += count
         if not ok or owned != nblocks:
+            others.append(i)
+            continue
+        # last: a sound shortform attr fork counts its parent pointers
+        if aformat == 1 and not _sf_attr_plain(p, off + 176 + forkoff * 8,
+                                               litino - forkoff * 8, pptr, ps, slot + i):
             others.append(i)
             continue
         owner = ino << 2
@@ -1424,6 +1541,7 @@ def scan_inode_chunk(chunk, base, inodesize, first_ino, uuid, free, holemask, fl
 # entries counted so far.
 
 _MASK64 = 0xFFFFFFFFFFFFFFFF
+_NO_SUMS = array("Q")
 _MIX1 = 0xBF58476D1CE4E5B9
 _MIX2 = 0x94D049BB133111EB
 
@@ -1498,12 +1616,28 @@ def _tally_one(starts, itype, refs, child, ftype, ft):
 
 
 @cython.locals(starts=cython.ulonglong[:], itype=cython.uchar[:], refs=cython.uint[:],
-               child=cython.ulonglong, ftype=cython.int)
-def tally_entry(starts, itype, refs, child, ftype, has_ftype) -> int:
-    """_tally_one for an entry already decoded (a shortform directory's)."""
+               child=cython.ulonglong, ftype=cython.int, ps=cython.ulonglong[:],
+               flags=cython.int, p=cython.p_uchar, slot=cython.Py_ssize_t,
+               d=cython.ulonglong, g=cython.ulonglong)
+def tally_entry(starts, itype, refs, child, ftype, has_ftype, psums=None, dir_ino=0,
+                dir_gen=0, name=b"") -> int:
+    """_tally_one for an entry already decoded (a shortform directory's);
+    given ``psums``, an entry counted adds its parent pointer's mix
+    (directory ``dir_ino`` of generation ``dir_gen``, ``name``) to its
+    target's slot."""
     if len(itype) != len(refs):
         raise ValueError("inode table arrays differ in length")
-    return _tally_one(starts, itype, refs, child, ftype, 1 if has_ftype else 0)
+    flags = _tally_one(starts, itype, refs, child, ftype, 1 if has_ftype else 0)
+    if psums is not None and not flags & 1:
+        if len(psums) != len(refs):
+            raise ValueError("inode table arrays differ in length")
+        ps = psums
+        p = name
+        d = dir_ino
+        g = dir_gen
+        slot = _find_slot(starts, child)
+        ps[slot] = (ps[slot] + _pptr_mix(p, 0, len(name), d, g)) & _MASK64
+    return flags
 
 
 @cython.cfunc
@@ -1549,9 +1683,10 @@ def _be_ino(p, off, width):
                found=cython.Py_ssize_t, namelen=cython.Py_ssize_t, esize=cython.Py_ssize_t,
                a=cython.Py_ssize_t, j=cython.Py_ssize_t, q=cython.Py_ssize_t,
                c=cython.uchar, child=cython.ulonglong, flags=cython.int, k=cython.int,
-               ftype=cython.int)
+               ftype=cython.int, ps=cython.ulonglong[:], gen=cython.ulonglong,
+               slot=cython.Py_ssize_t)
 def sf_dir_tally(raw, ino, uuid, has_ftype, dirblksize, data_first, rootino, agino_log,
-                 agcount, agino_lo, agino_hi, not_dirents, starts, itype, refs):
+                 agcount, agino_lo, agino_hi, not_dirents, starts, itype, refs, psums=None):
     """A shortform directory (the raw inode ``raw`` of directory ``ino``)
     checked as fstool check's DirChecks._shortform checks it, its entries
     counted into the inode table (see tally_entry) only when that check
@@ -1564,6 +1699,10 @@ def sf_dir_tally(raw, ino, uuid, has_ftype, dirblksize, data_first, rootino, agi
     directory itself, the parent the directory only for the root
     ``rootino``, and the root's parent itself.
 
+    Given ``psums`` (parent pointers, see _pptr_mix), each entry counted
+    adds the mix of (``ino``, the directory's generation, its name) to its
+    target's slot, as tally_entry does.
+
     Returns (parent, odd) with odd [(name, child, ftype, flags)] for the
     entries tally_entry flags, or None (nothing counted) when the Python
     check must look."""
@@ -1572,6 +1711,12 @@ def sf_dir_tally(raw, ino, uuid, has_ftype, dirblksize, data_first, rootino, agi
     n = len(raw)
     if len(uuid) != 16 or len(itype) < 64 * len(starts) or len(refs) < len(itype):
         raise ValueError("inode table arrays too short")
+    if psums is None:
+        ps = _NO_SUMS
+    else:
+        ps = psums
+        if len(psums) != len(refs):
+            raise ValueError("inode table arrays differ in length")
     if n < 176 or _be16(p, 0) != 0x494E or p[4] != 3 or p[5] != 1 or \
             _be64(p, 152) != ino:
         return None
@@ -1643,6 +1788,7 @@ def sf_dir_tally(raw, ino, uuid, has_ftype, dirblksize, data_first, rootino, agi
         return None
     # sound: every entry counted
     odd = []
+    gen = _be32(p, 92)
     pos = 2 + width
     while pos < size:
         namelen = p[f + pos]
@@ -1650,6 +1796,9 @@ def sf_dir_tally(raw, ino, uuid, has_ftype, dirblksize, data_first, rootino, agi
         ftype = p[a + namelen] if ft else 0
         child = _be_ino(p, a + namelen + ft, width)
         flags = _tally_one(starts, itype, refs, child, ftype, ft)
+        if psums is not None and not flags & 1:
+            slot = _find_slot(starts, child)
+            ps[slot] = (ps[slot] + _pptr_mix(p, a, namelen, ino, gen)) & _MASK64
         if flags:
             odd.append((_bytes_at(p, a, a + namelen), child, ftype, flags))
         pos += 3 + namelen + ft + width
@@ -1669,14 +1818,120 @@ def _leaf_mix(h, addr):
     return x ^ (x >> 31)
 
 
+# -- parent pointers against directory entries -------------------------------------
+# Every directory entry check counts adds a mix of (directory, its
+# generation, name) to its target's slot of ``psums``; every parent pointer
+# of an inode subtracts the mix of (p_ino, p_gen, name) from the inode's
+# slot.  A slot left non-zero is an inode whose parent pointers differ from
+# the entries naming it; the Python code then finds which.
+
+@cython.cfunc
+@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, n=cython.Py_ssize_t,
+               ino=cython.ulonglong, gen=cython.ulonglong, x=cython.ulonglong,
+               a=cython.ulonglong, c=cython.ulonglong)
+@cython.returns(cython.ulonglong)
+def _pptr_mix(p, off, n, ino, gen):
+    """A 64-bit mix of (directory ``ino``, generation ``gen``, the name
+    p[off:off+n]): the name enters through its directory hash, its CRC-32C
+    and its length."""
+    c = _crc_update(p, off, off + n, _M32) ^ _M32
+    a = (c << 32) | _hash_at(p, off, n)
+    x = (a ^ ((ino * _MIX1) & _MASK64) ^ ((((gen << 8) | n) * _MIX2) & _MASK64)) & _MASK64
+    x = ((x ^ (x >> 30)) * _MIX1) & _MASK64
+    x = ((x ^ (x >> 27)) * _MIX2) & _MASK64
+    return x ^ (x >> 31)
+
+
+@cython.locals(p=cython.p_uchar, i=cython.ulonglong, g=cython.ulonglong)
+def pptr_mix(name, ino, gen) -> int:
+    """_pptr_mix of one (directory, generation, name)."""
+    p = name
+    i = ino
+    g = gen
+    return _pptr_mix(p, 0, len(name), i, g)
+
+
+@cython.locals(psums=cython.ulonglong[:], itype=cython.uchar[:], i=cython.Py_ssize_t)
+def pptr_mismatches(itype, psums) -> list:
+    """Slots of inodes in use whose parent pointers and the entries naming
+    them did not cancel out in ``psums``."""
+    if len(itype) != len(psums):
+        raise ValueError("inode table arrays differ in length")
+    out = []
+    for i in range(len(itype)):
+        if itype[i] and psums[i]:
+            out.append(i)
+    return out
+
+
+@cython.cfunc
+@cython.locals(p=cython.p_uchar, start=cython.Py_ssize_t, size=cython.Py_ssize_t,
+               pptr_fs=cython.bint, psums=cython.ulonglong[:], slot=cython.Py_ssize_t,
+               totsize=cython.Py_ssize_t, count=cython.Py_ssize_t, pos=cython.Py_ssize_t,
+               i=cython.Py_ssize_t, namelen=cython.Py_ssize_t, valuelen=cython.Py_ssize_t,
+               flags=cython.uint, ns=cython.uint, j=cython.Py_ssize_t, c=cython.uchar,
+               end=cython.Py_ssize_t, acc=cython.ulonglong, v=cython.Py_ssize_t)
+@cython.returns(cython.bint)
+def _sf_attr_plain(p, start, size, pptr_fs, psums, slot):
+    """Whether the shortform attr fork p[start:start+size] is one check's
+    Python code would find nothing wrong with (totsize inside the fork; every
+    entry whole, with a legal name for its namespace, namespace bits only
+    (one namespace); parent pointers only where the filesystem has them,
+    each a 12-byte record under a directory-entry name; count and totsize
+    matching the entries).  When it is, its parent pointers' mixes are
+    subtracted from psums[slot]."""
+    totsize = _be16(p, start)
+    count = p[start + 2]
+    if totsize > size or totsize < 4:
+        return False
+    if count == 0:
+        return totsize == 4
+    pos = start + 4
+    end = start + totsize
+    acc = 0
+    for i in range(count):
+        if pos + 3 > end:
+            return False
+        namelen = p[pos]
+        valuelen = p[pos + 1]
+        flags = p[pos + 2]
+        if namelen == 0 or pos + 3 + namelen + valuelen > end:
+            return False
+        # namespace bits only (the kernel's shortform verifier: no local or
+        # incomplete bit in shortform)
+        if flags & ~_ATTR_NSP_MASK:
+            return False
+        ns = flags & _ATTR_NSP_MASK
+        if ns & (ns - 1):
+            return False
+        for j in range(pos + 3, pos + 3 + namelen):
+            c = p[j]
+            if c == 0 or (c == 0x2F and ns == _ATTR_PARENT):
+                return False
+        if ns == _ATTR_PARENT:
+            if not pptr_fs or valuelen != 12:
+                return False
+            v = pos + 3 + namelen
+            acc = (acc + _pptr_mix(p, pos + 3, namelen, _be64(p, v), _be32(p, v + 8))) & \
+                _MASK64
+        pos += 3 + namelen + valuelen
+    if pos != end:
+        return False
+    if acc:
+        psums[slot] = (psums[slot] - acc) & _MASK64
+    return True
+
+
 @cython.locals(p=cython.p_uchar, pos=cython.Py_ssize_t, stop=cython.Py_ssize_t,
                ft=cython.int, namelen=cython.Py_ssize_t, size=cython.Py_ssize_t,
                ftype=cython.int, child=cython.ulonglong, flags=cython.int,
                leafsum=cython.ulonglong, addr_base=cython.ulonglong,
                starts=cython.ulonglong[:], itype=cython.uchar[:], refs=cython.uint[:],
-               dir_ino=cython.ulonglong, j=cython.Py_ssize_t, c=cython.uchar)
+               dir_ino=cython.ulonglong, j=cython.Py_ssize_t, c=cython.uchar,
+               ps=cython.ulonglong[:], pptr=cython.bint, gen=cython.ulonglong,
+               slot=cython.Py_ssize_t)
 def dir_data_tally(buf, start, end, has_ftype, addr_base, starts, itype, refs,
-                   dir_ino) -> tuple:
+                   dir_ino, psums=None, dir_gen=0) -> tuple:
     """Walk one directory data region buf[start:end] (laid out as in
     dir2_data_entries, whose checks it repeats) and count its entries into
     the inode table: ``refs[slot] += 1`` for the target of every entry but
@@ -1690,7 +1945,9 @@ def dir_data_tally(buf, start, end, has_ftype, addr_base, starts, itype, refs,
     use, 2 ftype disagrees with the target's type, 4 the target is a
     directory, 8 the entry is ``.`` or ``..`` (not counted).  error is None,
     or why the walk stopped at a malformed entry: what came before it is
-    counted and returned, so that it is not counted twice."""
+    counted and returned, so that it is not counted twice.  Given ``psums``
+    (parent pointers, see _pptr_mix), each entry counted adds the mix of
+    (``dir_ino``, ``dir_gen``, its name) to its target's slot."""
     p = buf
     pos = start
     stop = end
@@ -1699,6 +1956,14 @@ def dir_data_tally(buf, start, end, has_ftype, addr_base, starts, itype, refs,
         raise ValueError("directory data region outside the buffer")
     if len(itype) != len(refs):
         raise ValueError("inode table arrays differ in length")
+    pptr = psums is not None
+    if pptr:
+        if len(psums) != len(refs):
+            raise ValueError("inode table arrays differ in length")
+        ps = psums
+    else:
+        ps = _NO_SUMS
+    gen = dir_gen
     frees = []
     odd = []
     leafsum = 0
@@ -1721,6 +1986,9 @@ def dir_data_tally(buf, start, end, has_ftype, addr_base, starts, itype, refs,
             pos += size
             continue
         flags = _tally_one(starts, itype, refs, child, ftype, ft)
+        if pptr and not flags & 1:
+            slot = _find_slot(starts, child)
+            ps[slot] = (ps[slot] + _pptr_mix(p, pos + 9, namelen, dir_ino, gen)) & _MASK64
         for j in range(namelen):
             c = p[pos + 9 + j]
             if c == 0x2F or c == 0:

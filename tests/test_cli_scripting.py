@@ -91,6 +91,11 @@ def test_every_command_prints_json(image, tmp_path):
     assert run("metadump", image, dump).returncode == 0
     cmds["metadump"] = ["metadump", image, tmp_path / "b.md"]
     cmds["mdrestore"] = ["mdrestore", dump, tmp_path / "r.img"]
+    # path: of a parent-pointer image (populate keeps them)
+    pimg = tmp_path / "pp.img"
+    assert run("mkfs", "-n", "parent=1", "--size", "64m", "--populate", host,
+               pimg).returncode == 0
+    cmds["path"] = ["path", "--all", pimg]
     # cat writes the file's bytes and mount serves the image until unmounted:
     # the commands without --json (mount's statuses: tests/test_mount_cli.py)
     # completion prints a shell script (tests/test_manpages.py); umount prints

@@ -7,6 +7,8 @@ import re
 
 import pytest
 
+from fstool.format import constants as C
+from fstool.format import parent as P
 from fstool.format import structs as S
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -86,3 +88,16 @@ def test_unpack_roundtrip():
     c = S.AGI.parse_container(raw)
     for name, _ in S.AGI.fields:
         assert c[name] == d[name], name
+
+
+def test_parent_rec_codec():
+    assert P.XFS_PARENT_REC_SIZE == 12
+    raw = P.pack_rec(0x0123456789ABCDEF, 0xCAFEBABE)
+    assert raw == bytes.fromhex("0123456789abcdef cafebabe")
+    assert P.unpack_rec(raw) == (0x0123456789ABCDEF, 0xCAFEBABE)
+    for bad in (raw[:11], raw + b"\0", b""):
+        with pytest.raises(ValueError):
+            P.unpack_rec(bad)
+    assert P.is_parent(C.XFS_ATTR_PARENT | C.XFS_ATTR_LOCAL)
+    assert not P.is_parent(C.XFS_ATTR_LOCAL)
+    assert not P.is_parent(C.XFS_ATTR_ROOT | C.XFS_ATTR_LOCAL)

@@ -4,6 +4,7 @@ import random
 
 import pytest
 
+from fstool.format import constants as C
 from fstool.format import log as L
 from fstool.format.structs import PARENT_REC
 
@@ -48,7 +49,7 @@ def test_attri_and_xmi_offsets_match_kernel():
 
 def test_attri_region_lengths():
     base = {"alfi_type": L.XFS_LI_ATTRI, "alfi_size": 5, "alfi_igen": 7, "alfi_id": 1,
-            "alfi_ino": 131, "alfi_attr_filter": L.XFS_ATTRI_FILTER_PARENT}
+            "alfi_ino": 131, "alfi_attr_filter": C.XFS_ATTR_PARENT}
     raw = L.ATTRI_REPLACE_LOG_FORMAT.pack(dict(
         base, alfi_op_flags=L.XFS_ATTRI_OP_FLAGS_PPTR_REPLACE, alfi_old_name_len=3,
         alfi_new_name_len=9, alfi_value_len=12))

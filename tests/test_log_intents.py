@@ -14,6 +14,7 @@ import pytest
 
 from fixtures import log_fixtures as LF
 from fixtures import modern, pptr_log
+from fstool.format import constants as C
 from fstool.format import log as L
 from fstool.format.structs import PARENT_REC
 from fstool.log.items import decode, summary
@@ -57,7 +58,7 @@ def _pptr_replace_item() -> Item:
         "alfi_type": L.XFS_LI_ATTRI, "alfi_size": 5, "alfi_igen": 9, "alfi_id": 0x77,
         "alfi_ino": 0x84, "alfi_op_flags": L.XFS_ATTRI_OP_FLAGS_PPTR_REPLACE,
         "alfi_old_name_len": 3, "alfi_new_name_len": 6, "alfi_value_len": 12,
-        "alfi_attr_filter": L.XFS_ATTRI_FILTER_PARENT})
+        "alfi_attr_filter": C.XFS_ATTR_PARENT})
     old = PARENT_REC.pack({"p_ino": 131, "p_gen": 5})
     new = PARENT_REC.pack({"p_ino": 200, "p_gen": 6})
     # names are logged padded to 4 bytes, as the kernel's log vectors are
@@ -68,22 +69,22 @@ def test_pptr_replace_regions():
     """A PPTR_REPLACE intent reads its name-length union as old/new lengths
     and carries old name, new name, old value, new value, in that order."""
     d = decode(_pptr_replace_item())
-    assert (d["op"], d["name"], d["newname"]) == ("pptr_replace", "old", "newnam")
+    assert (d["op"], d["name"], d["new_name"]) == ("pptr_replace", "old", "newnam")
     assert (d["name_len"], d["new_name_len"], d["value_len"], d["new_value_len"]) == \
         (3, 6, 12, 12)
     assert d["pptr"] == [
-        {"tag": "name", "parent_ino": 131, "parent_gen": 5, "name": "old"},
-        {"tag": "newname", "parent_ino": 200, "parent_gen": 6, "name": "newnam"}]
+        {"tag": "OLDNAME", "p_ino": 131, "p_gen": 5, "name": "old"},
+        {"tag": "NEWNAME", "p_ino": 200, "p_gen": 6, "name": "newnam"}]
     line = summary(d)
-    assert "f: 0x6 (pptr_replace)" in line and "name_len: 3, new_name_len: 6" in line
-    assert "PPTR: NEWNAME parent_ino 200 parent_gen 6 name 'newnam'" in line
+    assert "pptr_replace" in line and "name_len 3 new_name_len 6" in line
+    assert "PPTR NEWNAME parent_ino 200 parent_gen 6 name 'newnam'" in line
 
 
 def test_short_parent_value_is_reported_corrupt():
     it = _pptr_replace_item()
     d = decode(Item(list(it.regions[:3]) + [b"\0" * 4, b"\0" * 12], 5))
-    assert d["pptr"][0] == {"tag": "name", "corrupt": True}
-    assert "PPTR: NAME CORRUPT" in summary(d)
+    assert d["pptr"][0] == {"tag": "OLDNAME", "corrupt": True}
+    assert "PPTR OLDNAME CORRUPT" in summary(d)
 
 
 @needs_fixture
@@ -127,7 +128,9 @@ def test_record_view_reads_attri_regions(image):
     assert items and all(it["pptr"][0]["name"] == it["name"] for it in items)
     assert all(it["name"].startswith("link_with_a_long_name_") for it in items)
     text = run("log", "print", "-t", image).stdout
-    assert "PPTR: NAME parent_ino" in text and "XMI  #regs: 1 num_extents: 1" in text
+    assert "PPTR NAME parent_ino" in text
+    rec = run("log", "print", image).stdout
+    assert "(ATTRI name)" in rec and "(ATTRI value)" in rec
 
 
 

@@ -215,6 +215,20 @@ MODERN = [
     ("200m", ["-b", "size=8192"]),
     ("1t", []),
     ("15t", []),
+    # parent pointers (and the exchange-range they bring): the kernel's
+    # corrected minimum log size
+    ("1g", ["-n", "parent=1"]),
+    ("16m", ["-n", "parent=1"]),
+    ("32m", ["-n", "parent=1", "-b", "size=1024"]),
+    ("16m", ["-n", "parent=1", "-m", "reflink=0"]),
+    ("16m", ["-n", "parent=1", "-m", "rmapbt=0"]),
+    ("100m", ["-n", "parent=1", "-i", "size=2048"]),
+    ("200m", ["-n", "parent=1", "-b", "size=8192"]),
+    ("300m", ["-n", "parent=1", "-b", "size=65536"]),
+    ("1g", ["-n", "parent=1", "-i", "exchange=0"]),
+    ("1g", ["-i", "exchange=1"]),
+    ("1g", ["-m", "autofsck=repair"]),
+    ("1g", ["-m", "autofsck=check", "-n", "parent=0"]),
 ]
 
 
@@ -270,7 +284,8 @@ def test_matches_mkfs_xfs_6_10(tmp_path, size, args):
 
 
 DEFAULTS = [("1g", []), ("512m", ["-m", "reflink=0"]), ("1g", ["-b", "size=65536"]),
-            ("16m", []), ("1t", [])]
+            ("16m", []), ("1t", []), ("1g", ["-n", "parent=1"]),
+            ("16m", ["-n", "parent=1", "-b", "size=1024"]), ("1g", ["-i", "exchange=1"])]
 
 
 @pytest.mark.skipif(not modern.available(), reason=modern.WHY)
@@ -328,7 +343,9 @@ KERNEL_CASES = [("16m", []), ("16m", ["-b", "size=1024"]),
                 ("512m", ["-c", "options=lts_6.6", "-m", "reflink=0"]),
                 ("16m", ["-c", "options=lts_6.6", "-b", "size=1024"]),
                 ("1g", ["-c", "options=lts_6.6", "-b", "size=65536"]),
-                ("512m", ["-c", "options=lts_4.19"])]
+                ("512m", ["-c", "options=lts_4.19"]),
+                ("16m", ["-n", "parent=1"]), ("512m", ["-n", "parent=1", "-b", "size=1024"]),
+                ("512m", ["-i", "exchange=1"])]
 
 
 @pytest.mark.parametrize("size,args", KERNEL_CASES,
@@ -393,9 +410,11 @@ def test_reproducible(tmp_path):
     (["--size", "1g", "-m", "bogus=1"], "unknown suboption"),
     (["--size", "1g", "-L", "a-label-too-long"], "12 bytes"),
     (["--size", "1g", "--uuid", "nope"], "not a uuid"),
-    (["--size", "1g", "-n", "parent=1"], "parent pointers (parent=1) are not supported yet"),
-    (["--size", "1g", "-i", "exchange=1"], "exchange-range (exchange=1) is not supported yet"),
-    (["--size", "1g", "-m", "autofsck=repair"], "parent pointers"),
+    (["--size", "1g", "-n", "parent=2"], "parent=2: use 0 or 1"),
+    (["--size", "1g", "-c", "options=lts_6.1", "-n", "parent=1"],
+     "not part of the mkfs.xfs 6.1 profiles"),
+    (["--size", "1g", "-c", "options=lts_6.1", "-i", "exchange=1"],
+     "not part of the mkfs.xfs 6.1 profiles"),
     (["--size", "1g", "-m", "finobt=0,inobtcount=1"], "need the free inode btree"),
     (["--size", "1g", "-c", "options=lts_9.9"], "no such configuration file"),
 ])
@@ -433,7 +452,7 @@ def test_config_file_and_command_line(tmp_path):
     ("[block]\nsize\n", "line 2: unrecognised input"),
     ("[block]\nsize=1024\nsize=2048\n", "size is given twice in [block]"),
     ("[metadata]\ncrc=0\n", "v5"),
-    ("[naming]\nparent=1\n", "parent pointers"),
+    ("[naming]\nparent=yes\n", "parent=yes: use 0 or 1"),
 ])
 def test_config_file_errors(tmp_path, text, needle):
     conf = tmp_path / "bad.conf"

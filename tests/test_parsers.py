@@ -8,8 +8,11 @@ from array import array
 
 import pytest
 
+import fstool
 import fstool_native
+from fixtures import modern, pptr
 from fixtures.dirdata import data_entry
+from fstool.ops.stats import ag_tree
 
 PURE = fstool_native.load(pure=True)
 NATIVE = fstool_native.load()
@@ -164,6 +167,31 @@ def test_da_hashname_matches_xfs_db(mod, tmp_path):
     assert [mod.da_hashname(n.encode()) for n in names] == theirs
 
 
+@needs_native
+def test_parent_hashname_parity():
+    rng = random.Random(29)
+    for _ in range(2000):
+        name = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 256)))
+        ino = rng.choice((0, 1, 128, 2 ** 32 - 1, 2 ** 32, 2 ** 64 - 1, rng.randrange(2 ** 64)))
+        assert NATIVE.parent_hashname(name, ino) == PURE.parent_hashname(name, ino)
+
+
+@pytest.mark.parametrize("mod", BACKENDS, ids=lambda m: "native" if
+                         fstool_native.is_native(m) else "pure")
+def test_parent_hashname_matches_xfs_db_6_10(mod, tmp_path):
+    if not modern.available():
+        pytest.skip(modern.WHY)
+    img = modern.mkfs(tmp_path / "p.img", "-n", "parent=1", size="320M")
+    cases = [("a", 128), ("abcd", 131), ("lost+found", 2 ** 32 + 7), ("x" * 255, 2 ** 40 + 99),
+             ("entry-000123", 0xDEADBEEF12345678)]
+    theirs = [int(v, 16) for v in
+              modern.db(img, *(f"hash -p {ino} {n}" for n, ino in cases)).split()]
+    mine = [mod.parent_hashname(n.encode(), ino) for n, ino in cases]
+    assert mine == theirs
+    # the parent pointer hash is not the name hash
+    assert mine != [mod.da_hashname(n.encode()) for n, _ in cases]
+
+
 def test_backend_selection_env(monkeypatch):
     import subprocess
     import sys
@@ -177,8 +205,6 @@ def test_backend_selection_env(monkeypatch):
 def test_scan_inode_chunk_parity(kernel_img):
     """Real inode chunks, intact and with bytes flipped: the native and the
     pure scanner sort every inode the same way."""
-    import fstool
-    from fstool.ops.stats import ag_tree
     rng = random.Random(5)
     with fstool.open_image(kernel_img) as fs:
         sb = fs.sb
@@ -345,6 +371,72 @@ def test_rmap_high_key_parity_and_meaning():
                     outcome(PURE.rmap_high_key, short, 0, n, is_leaf) == ("ValueError", None)
 
 
+@needs_native
+def test_parent_pointer_scans_parity():
+    """Inode chunks of a parent-pointer image, intact and with bytes
+    flipped: chunk_parents, and scan_inode_chunk counting parent pointers,
+    agree between the backends; the intact chunks' shortform forks are
+    taken natively."""
+    if not pptr.available():
+        pytest.skip("needs root, a kernel loop mount of XFS and xfsprogs 6.10.1")
+    rng = random.Random(29)
+    plain_with_attrs = plain_dirs = 0
+    with fstool.open_image(pptr.pptr_image()) as fs:
+        sb = fs.sb
+        for agno in range(sb.agcount):
+            reader, root, height = ag_tree(fs, agno, "inobt")
+            for startino, holemask, _n, _f, free in list(reader.ag_records(root, height))[:8]:
+                nblocks = max(1, (64 * sb.inodesize) >> sb.blocklog)
+                chunk = fs.dev.pread(fs.agb_to_daddr(agno, startino >> sb.inopblog) << 9,
+                                     nblocks << sb.blocklog)
+                first = (agno << sb.agino_log) | startino
+                for trial in range(4):
+                    buf = bytearray(chunk)
+                    for _ in range(trial * 6):
+                        buf[rng.randrange(len(buf))] ^= 1 << rng.randrange(8)
+                    b = bytes(buf)
+                    assert NATIVE.chunk_parents(b, 0, sb.inodesize, first, free, holemask) == \
+                        PURE.chunk_parents(b, 0, sb.inodesize, first, free, holemask)
+                    outs = []
+                    for mod in (NATIVE, PURE):
+                        itype, nlinks = bytearray(64), array("I", bytes(256))
+                        psums = array("Q", bytes(512))
+                        claims = [array("q") for _ in range(sb.agcount)]
+                        expect = [array("Q") for _ in range(sb.agcount)]
+                        out = mod.scan_inode_chunk(
+                            b, 0, sb.inodesize, first, sb.meta_uuid, free, holemask, 0x1A,
+                            True, sb.agblklog, sb.agcount, sb.agblocks,
+                            fs.ag_length(sb.agcount - 1), 0, (1 << 51) - 1, itype, nlinks, 0,
+                            sb.rootino, claims, expect, psums, True)
+                        outs.append((out, itype, nlinks, psums, claims, expect))
+                    assert outs[0] == outs[1]
+                    if trial == 0:
+                        plain_with_attrs += sum(1 for v in outs[0][3] if v)
+                        # directories with parent pointers are taken too
+                        plain_dirs += len(outs[0][0][1])
+    assert plain_with_attrs > 50 and plain_dirs > 5
+
+
+@pytest.mark.parametrize("mod", BACKENDS, ids=lambda m: "native" if
+                         fstool_native.is_native(m) else "pure")
+def test_parent_pointer_sums_cancel(mod):
+    """An entry counted by the tally and the same parent pointer cancel;
+    another name, directory or generation does not."""
+    starts, itype = array("Q", [64]), bytearray(64)
+    itype[5] = 8
+    refs, psums = array("I", bytes(256)), array("Q", bytes(512))
+    assert mod.tally_entry(starts, itype, refs, 69, 1, True, psums, 128, 7, b"name") == 0
+    assert psums[5] == mod.pptr_mix(b"name", 128, 7) != 0
+    assert mod.pptr_mismatches(itype, psums) == [5]
+    psums[5] = (psums[5] - mod.pptr_mix(b"name", 128, 7)) % (1 << 64)
+    assert mod.pptr_mismatches(itype, psums) == []
+    assert len({mod.pptr_mix(b"name", 128, 7), mod.pptr_mix(b"namf", 128, 7),
+                mod.pptr_mix(b"name", 129, 7), mod.pptr_mix(b"name", 128, 8)}) == 4
+    # an entry whose target is not in use counts nothing
+    assert mod.tally_entry(starts, itype, refs, 70, 1, True, psums, 128, 7, b"x") & 1
+    assert mod.pptr_mismatches(itype, psums) == []
+
+
 def _sf_dir_inode(rng, ino, uuid, children, isize=512):
     """A v3 directory inode of ``isize`` bytes holding a shortform directory
     of entries naming ``children`` (4-byte inode numbers, file types), its
@@ -389,16 +481,20 @@ def test_sf_dir_tally_parity():
             raw[at] = rng.choice((0, 1, 0x2F, rng.randrange(256), raw[at] ^ 1))
             if rng.random() < 0.9:
                 raw[100:104] = struct.pack("<I", PURE.xfs_cksum(bytes(raw), 100))
+        struct.pack_into(">I", raw, 92, rng.randrange(1 << 32))      # di_gen
+        raw[100:104] = struct.pack("<I", PURE.xfs_cksum(bytes(raw), 100))
+        pptr = trial % 2 == 0
         outs = []
         for mod in (NATIVE, PURE):
             refs = array("I", bytes(4 * len(itype)))
-            outs.append((mod.sf_dir_tally(bytes(raw), ino, uuid, *geo, starts, itype, refs),
-                         list(refs)))
+            psums = array("Q", bytes(8 * len(itype))) if pptr else None
+            outs.append((mod.sf_dir_tally(bytes(raw), ino, uuid, *geo, starts, itype, refs,
+                                          psums), list(refs), psums))
         assert outs[0] == outs[1], trial
-        got, refs = outs[0]
+        got, refs, psums = outs[0]
         if got is None:
             refused += 1
-            assert not any(refs)
+            assert not any(refs) and not (pptr and any(psums))
         else:
             took += 1
             size = struct.unpack_from(">Q", raw, 56)[0]
@@ -409,6 +505,16 @@ def test_sf_dir_tally_parity():
             assert sum(refs) == len(used)
             assert [(n, c) for n, c, _f, flags in got[1] if flags & 1] == \
                 [(n, c) for n, c, _f in ents if c not in used]
+            if pptr:
+                # each entry counted adds its parent pointer (this directory,
+                # its generation, the name) to the slot of the inode it names
+                gen = struct.unpack_from(">I", raw, 92)[0]
+                want = array("Q", bytes(8 * len(itype)))
+                for n, c, _f in ents:
+                    if c in used:
+                        s = NATIVE.find_slot(starts, c)
+                        want[s] = (want[s] + PURE.pptr_mix(n, ino, gen)) % (1 << 64)
+                assert psums == want
     assert took > 300 and refused > 300
     with pytest.raises(ValueError):             # a table shorter than its chunks
         NATIVE.sf_dir_tally(bytes(raw), ino, uuid, *geo, starts, itype[:-64],

@@ -11,26 +11,34 @@ from ..ops.names import json_exact, shown_name
 @click.command("ls")
 @click.option("-l", "long", is_flag=True, help="Long listing: mode, links, owner, size, time.")
 @click.option("-R", "recursive", is_flag=True, help="List everything below PATH.")
+@click.option("--parents", "with_parents", is_flag=True,
+              help="With --json: add each file's parent pointers (key parents).")
 @replay_opt
 @json_opt
 @bytes_opt
 @image_arg
 @click.argument("path", default="/")
-def cmd(long, recursive, as_json, raw, image, path, replay_in_memory):
+def cmd(long, recursive, with_parents, as_json, raw, image, path, replay_in_memory):
     """List PATH (default /) in IMAGE.  -l shows sizes in B/KiB/MiB/GiB
     (-b: in bytes).
 
     With --json, print one JSON object per line with the keys path, type,
     mode, uid, gid, size, nlink, ino, mtime_ns, xattrs, and target (symlinks)
-    or rdev (devices).  Names that are not UTF-8 are escaped as \\udcXX.
+    or rdev (devices), and with --parents the parent pointers ({ino, gen,
+    name} of each directory naming the file).  Names that are not UTF-8 are
+    escaped as \\udcXX.
     """
 
 
+    if with_parents and not as_json:
+        raise click.UsageError("--parents goes with --json")
     with open_fs(image, replay_in_memory) as fs:
         out = click.get_text_stream("stdout")
         for p, name, node in iter_listing(fs, path, recursive):
             if as_json:
-                out.write(json.dumps(json_exact(entry_record(fs, p, node))) + "\n")
+                out.write(json.dumps(json_exact(entry_record(fs, p, node,
+                                                              with_parents=with_parents)))
+                          + "\n")
                 continue
             shown = shown_name(p if recursive else name)
             if not long:

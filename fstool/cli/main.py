@@ -18,6 +18,7 @@ COMMANDS = {
     "info": ("info", "cmd", "Show geometry, features and counters (like mkfs.xfs / xfs_info)."),
     "ls": ("ls", "cmd", "List a directory in the image."),
     "stat": ("stat", "cmd", "Show everything about one file in the image."),
+    "path": ("path", "cmd", "Print every path of an inode, from its parent pointers."),
     "cat": ("cat", "cmd", "Write a file's contents to standard output."),
     "get": ("get", "cmd", "Extract a file or a tree from the image onto the host."),
     "sb": ("structs", "sb_cmd", "Print a superblock field by field."),

@@ -82,17 +82,13 @@ def _config_opts(cfg) -> dict:
     return out
 
 
-def _autofsck(v: str, parent_given: bool) -> str:
+def _autofsck(v: str) -> str:
     """The autofsck property's word, as mkfs.xfs reads it: 0 or none, 1 or
-    repair, check, optimize.  Any but none would also turn on parent
-    pointers unless -n parent= says otherwise, which fstool cannot make."""
+    repair, check, optimize."""
     word = {"0": "none", "1": "repair"}.get(v, v)
     if word not in ("none", "check", "optimize", "repair"):
         raise click.BadParameter(f"autofsck={v}: use none, check, optimize, repair, 0 or 1",
                                  param_hint="-m")
-    if word != "none" and not parent_given:
-        raise click.BadParameter(f"autofsck={v} turns on parent pointers, which are not "
-                                 "supported yet (add -n parent=0)", param_hint="-m")
     return word
 
 
@@ -108,14 +104,18 @@ def _bool(v: str, flag: str, key: str) -> bool:
 @click.option("-b", "b_opts", multiple=True, metavar="size=N", help="Block size.")
 @click.option("-d", "d_opts", multiple=True, metavar="agcount=N,agsize=N,size=N",
               help="Data section: AG count or size, filesystem size.")
-@click.option("-i", "i_opts", multiple=True, metavar="size=N,sparse=0|1,maxpct=N,nrext64=0|1",
-              help="Inode size, sparse inode chunks, max inode space %, 64-bit extent counts.")
+@click.option("-i", "i_opts", multiple=True,
+              metavar="size=N,sparse=0|1,maxpct=N,nrext64=0|1,exchange=0|1",
+              help="Inode size, sparse inode chunks, max inode space %, 64-bit extent counts, "
+                   "exchange-range.")
 @click.option("-l", "l_opts", multiple=True, metavar="size=N", help="Internal log size.")
 @click.option("-m", "m_opts", multiple=True,
               metavar="crc=1,finobt=0|1,rmapbt=0|1,reflink=0|1,bigtime=0|1,inobtcount=0|1,"
                       "autofsck=none,uuid=U",
               help="Metadata features.")
-@click.option("-n", "n_opts", multiple=True, metavar="size=N", help="Directory block size.")
+@click.option("-n", "n_opts", multiple=True, metavar="size=N,parent=0|1",
+              help="Directory block size, parent pointers (which turn on exchange-range "
+                   "unless -i exchange=0).")
 @click.option("-c", "c_opts", multiple=True, metavar="options=FILE|PROFILE",
               help="Read options from a mkfs.xfs configuration file, or a profile by name "
                    "(lts_4.19, lts_5.4, lts_5.10, lts_5.15, lts_6.1, lts_6.6); "
@@ -189,9 +189,8 @@ def cmd(image, size, b_opts, d_opts, i_opts, l_opts, m_opts, n_opts, c_opts, s_o
         opts.nrext64 = _bool(i["nrext64"], "-i", "nrext64")
     if "maxpct" in i:
         opts.imaxpct = parse_size(i["maxpct"], "-i maxpct")
-    if _bool(i.get("exchange", "0"), "-i", "exchange"):
-        raise click.BadParameter("exchange-range (exchange=1) is not supported yet",
-                                 param_hint="-i")
+    if "exchange" in i:
+        opts.exchange = _bool(i["exchange"], "-i", "exchange")
     if "size" in lg:
         opts.logsize = parse_size(lg["size"], "-l size", bs, ss)
     if lg.get("internal", "1") != "1":
@@ -202,9 +201,8 @@ def cmd(image, size, b_opts, d_opts, i_opts, l_opts, m_opts, n_opts, c_opts, s_o
         raise click.BadParameter("v5 filesystems always use version 2 directories with "
                                  "ftype=1", param_hint="-n")
     parent = _bool(n["parent"], "-n", "parent") if "parent" in n else None
-    if parent:
-        raise click.BadParameter("parent pointers (parent=1) are not supported yet",
-                                 param_hint="-n")
+    if parent is not None:
+        opts.parent = parent
     if m.get("crc", "1") != "1":
         raise click.BadParameter("fstool makes v5 (crc=1) filesystems only; v4 is "
                                  "deprecated", param_hint="-m crc")
@@ -214,9 +212,16 @@ def cmd(image, size, b_opts, d_opts, i_opts, l_opts, m_opts, n_opts, c_opts, s_o
     if "inobtcount" not in given["-m"] and not opts.finobt:
         opts.inobtcount = None        # a file's inobtcount=1 yields to finobt=0
     if "autofsck" in m:
-        opts.autofsck = _autofsck(m["autofsck"], parent is not None)
-        if opts.autofsck != "none" and "rmapbt" not in m:
-            opts.rmapbt = True        # as mkfs.xfs: checking wants reverse mappings
+        opts.autofsck = _autofsck(m["autofsck"])
+        # as mkfs.xfs: checking wants reverse mappings and parent pointers,
+        # and says so when told to go without
+        if opts.autofsck != "none":
+            for feat, what, given in (("rmapbt", "reverse mapping", "rmapbt" in m),
+                                      ("parent", "parent pointers", parent is not None)):
+                if not given:
+                    setattr(opts, feat, True)
+                elif not getattr(opts, feat) and not quiet:
+                    click.echo(f"-m autofsck={opts.autofsck} is less effective without {what}")
     the_uuid = uuid_opt or m.get("uuid")
     if the_uuid:
         try:

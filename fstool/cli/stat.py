@@ -2,7 +2,8 @@ import click
 
 from .console import bytes_opt, size_text
 from .options import replay_opt, image_arg, json_opt, open_fs
-from ..ops.listing import entry_record, mode_string
+from ..ops.listing import entry_record, mode_string, parent_records
+from ..ops.names import shown_name
 from ..ops.inspect import _fmt_ns
 from ..format import constants as C
 from ..fs import dir as xdir
@@ -18,7 +19,9 @@ from ..ops.names import json_exact
 @click.argument("path")
 def cmd(as_json, raw, image, path, replay_in_memory):
     """Show everything about PATH in IMAGE: type, mode, owner, size, links,
-    timestamps to the nanosecond, data fork layout, device numbers and xattrs.
+    timestamps to the nanosecond, data fork layout, device numbers, xattrs
+    and, on a filesystem with parent pointers, the parents (each directory
+    naming the file: its inode, generation and the name).
 
     Size is in bytes and in KiB/MiB/GiB (-b: bytes only); Blocks counts
     512-byte units, as stat(1) and os.stat's st_blocks do; FS blocks counts
@@ -27,6 +30,8 @@ def cmd(as_json, raw, image, path, replay_in_memory):
     with open_fs(image, replay_in_memory) as fs:
         node = fs.lookup(path)
         rec = entry_record(fs, "/" + path.strip("/"), node)
+        if fs.has_parent_pointers:
+            rec["parents"] = parent_records(fs, node)
         rec.update({
             "atime_ns": node.atime_ns, "ctime_ns": node.ctime_ns,
             "crtime_ns": node.crtime_ns, "nblocks": node.nblocks,
@@ -56,3 +61,5 @@ def cmd(as_json, raw, image, path, replay_in_memory):
             click.echo(f"{label}: {_fmt_ns(ns)}")
         if rec["xattrs"]:
             click.echo("Xattrs: " + ", ".join(rec["xattrs"]))
+        for p in rec.get("parents", ()):
+            click.echo(f"Parent: {p['ino']} (generation {p['gen']}) {shown_name(p['name'])}")

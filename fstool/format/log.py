@@ -398,30 +398,20 @@ ATTRI_OP_NAMES = {XFS_ATTRI_OP_FLAGS_SET: "set", XFS_ATTRI_OP_FLAGS_REMOVE: "rem
                   XFS_ATTRI_OP_FLAGS_PPTR_REMOVE: "pptr_remove",
                   XFS_ATTRI_OP_FLAGS_PPTR_REPLACE: "pptr_replace"}
 XFS_ATTRI_OP_FLAGS_TYPE_MASK = 0xFF
-# alfi_attr_filter: the attr namespace bits (xfs_da_format.h XFS_ATTR_*)
-XFS_ATTRI_FILTER_ROOT = 1 << 1
-XFS_ATTRI_FILTER_SECURE = 1 << 2
-XFS_ATTRI_FILTER_PARENT = 1 << 3
-XFS_ATTRI_FILTER_INCOMPLETE = 1 << 7
-XFS_ATTRI_FILTER_MASK = (XFS_ATTRI_FILTER_ROOT | XFS_ATTRI_FILTER_SECURE
-                         | XFS_ATTRI_FILTER_PARENT | XFS_ATTRI_FILTER_INCOMPLETE)
-ATTRI_FILTER_NAMES = [(XFS_ATTRI_FILTER_ROOT, "ROOT"), (XFS_ATTRI_FILTER_SECURE, "SECURE"),
-                      (XFS_ATTRI_FILTER_PARENT, "PARENT"),
-                      (XFS_ATTRI_FILTER_INCOMPLETE, "INCOMPLETE")]
+# alfi_attr_filter: the namespace of the attribute (xfs_da_format.h bits)
+ATTR_FILTER_NAMES = ((1 << 1, "root"), (1 << 2, "secure"), (1 << 3, "parent"),
+                     (1 << 7, "incomplete"))
 # exchange-mapping flags
 XFS_EXCHMAPS_ATTR_FORK = 1 << 0
 XFS_EXCHMAPS_SET_SIZES = 1 << 1
 XFS_EXCHMAPS_INO1_WRITTEN = 1 << 2
 XFS_EXCHMAPS_CLEAR_INO1_REFLINK = 1 << 3
 XFS_EXCHMAPS_CLEAR_INO2_REFLINK = 1 << 4
-XFS_EXCHMAPS_LOGGED_FLAGS = (XFS_EXCHMAPS_ATTR_FORK | XFS_EXCHMAPS_SET_SIZES
-                             | XFS_EXCHMAPS_INO1_WRITTEN | XFS_EXCHMAPS_CLEAR_INO1_REFLINK
-                             | XFS_EXCHMAPS_CLEAR_INO2_REFLINK)
-EXCHMAPS_FLAG_NAMES = [(XFS_EXCHMAPS_ATTR_FORK, "ATTR_FORK"),
+EXCHMAPS_FLAG_NAMES = ((XFS_EXCHMAPS_ATTR_FORK, "ATTR_FORK"),
                        (XFS_EXCHMAPS_SET_SIZES, "SET_SIZES"),
                        (XFS_EXCHMAPS_INO1_WRITTEN, "INO1_WRITTEN"),
                        (XFS_EXCHMAPS_CLEAR_INO1_REFLINK, "CLEAR_INO1_REFLINK"),
-                       (XFS_EXCHMAPS_CLEAR_INO2_REFLINK, "CLEAR_INO2_REFLINK")]
+                       (XFS_EXCHMAPS_CLEAR_INO2_REFLINK, "CLEAR_INO2_REFLINK"))
 
 
 def attri_format(region) -> dict:
@@ -449,6 +439,7 @@ def attri_region_roles(f: dict) -> list:
     return [role for role, n in (("name", f["name_len"]), ("newname", f["new_name_len"]),
                                  ("value", f["value_len"]), ("newvalue", f["new_value_len"]))
             if n]
+
 
 # -- quota items ---------------------------------------------------------------------------
 DQ_LOGFORMAT = Layout("xfs_dq_logformat", [

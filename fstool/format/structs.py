@@ -141,6 +141,5 @@ DSYMLINK_HDR = Layout("xfs_dsymlink_hdr", [
     ("sl_uuid", "16s"), ("sl_owner", "Q"), ("sl_blkno", "Q"), ("sl_lsn", "Q"),
 ])
 
-# the value of a parent pointer xattr (XFS_ATTR_PARENT): the parent
-# directory's inode number and generation; the attr name is the dirent name
+# the value of every parent-pointer attribute (fstool.format.parent)
 PARENT_REC = Layout("xfs_parent_rec", [("p_ino", "Q"), ("p_gen", "I")])

@@ -1,17 +1,26 @@
-"""Extended attributes in every form (shortform, leaf, node, remote values)
-and symlink targets (inline and remote)."""
+"""Extended attributes in every form (shortform, leaf, node, remote values),
+parent pointers (the attributes of the parent namespace) and symlink
+targets (inline and remote)."""
 from __future__ import annotations
 
 import struct
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
-from .._backend import parsers
 from ..errors import CorruptionError
 from ..format import constants as C
+from ..format import parent as P
 from ..io import verify as V
 from . import dabtree
 
 _NAMESPACE = {0: "user.", C.XFS_ATTR_ROOT: "trusted.", C.XFS_ATTR_SECURE: "security."}
+
+
+class Parent(NamedTuple):
+    """One parent pointer: the directory ``ino`` (of generation ``gen``)
+    names the file ``name``."""
+    ino: int
+    gen: int
+    name: bytes
 
 
 def get(node, full: str) -> bytes | None:
@@ -31,24 +40,52 @@ def full_name(flags: int, name: bytes) -> str | None:
     return prefix + name.decode("utf-8", "surrogateescape")
 
 
+def _user_visible(flags: int) -> bool:
+    """The user, trusted and security namespaces (not parent pointers)."""
+    return flags & C.XFS_ATTR_NSP_ONDISK_MASK in _NAMESPACE
+
+
 def iter_xattrs(node, values: bool = True) -> Iterator[tuple[str, bytes | None]]:
-    """(full name, value) of every complete attribute; value is None when
-    ``values`` is false (remote values are then not read)."""
+    """(full name, value) of every complete attribute of the namespaces
+    users see (parent pointers are left out); value is None when ``values``
+    is false (remote values are then not read)."""
+    for flags, name, value in iter_attrs(node, values, _user_visible):
+        yield full_name(flags, name), value
+
+
+def iter_parents(node) -> Iterator[Parent]:
+    """The parent pointers of ``node``, in the order the attr fork holds
+    them.  A parent pointer whose value is not a 12-byte record raises
+    CorruptionError."""
+    for _flags, name, value in iter_attrs(node, True, P.is_parent):
+        try:
+            p_ino, p_gen = P.unpack_rec(value)
+        except ValueError as e:
+            raise CorruptionError("parent pointer", f"{name!r}: {e}", ino=node.ino,
+                                  field="valuelen") from None
+        yield Parent(p_ino, p_gen, bytes(name))
+
+
+def iter_attrs(node, values: bool = True, keep=None) -> Iterator[tuple[int, bytes,
+                                                                         bytes | None]]:
+    """(on-disk flags, name, value) of every complete attribute of every
+    namespace, or of those whose flags ``keep(flags)`` accepts; value is
+    None when ``values`` is false (remote values are then not read)."""
     if not node.forkoff:
         return
     fmt = node.aformat
     if fmt == C.XFS_DINODE_FMT_LOCAL:
-        yield from _shortform(node, values)
+        yield from _shortform(node, values, keep)
     elif fmt in (C.XFS_DINODE_FMT_EXTENTS, C.XFS_DINODE_FMT_BTREE):
         if not node.extents(attr=True):
             return
-        yield from _leaves(node, values)
+        yield from _leaves(node, values, keep)
     else:
         raise CorruptionError("inode", f"attr fork format {fmt} is not valid", ino=node.ino,
                               field="di_aformat")
 
 
-def _shortform(node, values: bool):
+def _shortform(node, values: bool, keep):
     fork = node.fork_bytes(attr=True)
     if len(fork) < 4:
         raise CorruptionError("shortform xattrs", "attr fork too small", ino=node.ino)
@@ -64,9 +101,9 @@ def _shortform(node, values: bool):
         end = pos + 3 + namelen + valuelen
         if end > totsize:
             raise CorruptionError("shortform xattrs", "entry overruns totsize", ino=node.ino)
-        name = full_name(flags, fork[pos + 3:pos + 3 + namelen])
-        if name is not None and not flags & C.XFS_ATTR_INCOMPLETE:
-            yield name, (fork[pos + 3 + namelen:end] if values else None)
+        if not flags & C.XFS_ATTR_INCOMPLETE and (keep is None or keep(flags)):
+            yield (flags, fork[pos + 3:pos + 3 + namelen],
+                   fork[pos + 3 + namelen:end] if values else None)
         pos = end
 
 
@@ -77,9 +114,14 @@ def _read_attr_block(node, ablk: int) -> bytes:
                              ino=node.ino, block=ablk, pieces=pieces)
 
 
-def _leaves(node, values: bool):
-    """Every leaf of the attr fork, left to right (da-btree walk from attr
-    block 0)."""
+def _leaves(node, values: bool, keep):
+    for ablk, buf in leaf_blocks(node):
+        yield from _leaf_entries(node, buf, ablk, values, keep)
+
+
+def leaf_blocks(node):
+    """(attr block, its bytes) of every leaf of an attr fork in blocks, left
+    to right (da-btree walk from attr block 0)."""
     def read(ablk):
         return _read_attr_block(node, ablk)
     for ablk, buf in dabtree.leaves(read, 0, what="xattr node block", ino=node.ino):
@@ -87,17 +129,18 @@ def _leaves(node, values: bool):
         if magic != C.XFS_ATTR3_LEAF_MAGIC:
             raise CorruptionError("xattr leaf block", f"magic 0x{magic:x} in the leaf chain",
                                   ino=node.ino, block=ablk, field="magic")
-        yield from _leaf_entries(node, buf, ablk, values)
+        yield ablk, buf
 
 
-def _leaf_entries(node, buf, ablk, values):
+def _leaf_entries(node, buf, ablk, values, keep):
     count = _leaf_count(node, buf, ablk)
+    base = C.XFS_ATTR3_LEAF_HDR_SIZE
     for i in range(count):
+        if keep is not None and not keep(buf[base + 8 * i + 6]):
+            continue
         got = _leaf_entry(node, buf, ablk, count, i, values)
         if got is not None:
-            name = full_name(got[1], got[2])
-            if name is not None:
-                yield name, got[3]
+            yield got[1], got[2], got[3]
 
 
 def _leaf_count(node, buf, ablk) -> int:
@@ -143,10 +186,14 @@ def _leaf_entry(node, buf, ablk, count, i, values):
         (_remote_value(node, valueblk, valuelen) if values else None)
 
 
-def lookup(node, flags: int, name: bytes) -> bytes | None:
+def lookup(node, flags: int, name: bytes, value: bytes | None = None) -> bytes | None:
     """The value of the xattr ``name`` in namespace ``flags`` (the on-disk
-    XFS_ATTR_ROOT/SECURE bits), or None: the shortform fork scanned, a leaf
-    or da-btree walked by the name's hash (O(log n) blocks)."""
+    XFS_ATTR_ROOT/SECURE/PARENT bits), or None: the shortform fork scanned,
+    a leaf or da-btree walked by the attribute's hash (O(log n) blocks).  A
+    parent pointer is looked up by its name and ``value`` (its record: the
+    hash mixes in the parent's inode number, and one name may link the file
+    from two directories)."""
+    parent = P.is_parent(flags)
     if not node.forkoff:
         return None
     fmt = node.aformat
@@ -160,14 +207,16 @@ def lookup(node, flags: int, name: bytes) -> bytes | None:
             if end > len(fork):
                 raise CorruptionError("shortform xattrs", "entry overruns totsize", ino=node.ino)
             if (eflags & C.XFS_ATTR_NSP_ONDISK_MASK) == flags and \
-                    not eflags & C.XFS_ATTR_INCOMPLETE and fork[pos + 3:pos + 3 + namelen] == name:
+                    not eflags & C.XFS_ATTR_INCOMPLETE and \
+                    fork[pos + 3:pos + 3 + namelen] == name and \
+                    (not parent or fork[pos + 3 + namelen:end] == value):
                 return bytes(fork[pos + 3 + namelen:end])
             pos = end
         return None
     if fmt not in (C.XFS_DINODE_FMT_EXTENTS, C.XFS_DINODE_FMT_BTREE) or \
             not node.extents(attr=True):
         return None
-    h = parsers.da_hashname(name)
+    h = P.attr_hash(flags, name, value)
 
     def read(ablk):
         return _read_attr_block(node, ablk)
@@ -180,10 +229,11 @@ def lookup(node, flags: int, name: bytes) -> bytes | None:
                                   ino=node.ino, block=ablk, field="magic")
         count = _leaf_count(node, buf, ablk)
         while i < count and dabtree.hash_at(buf, i, C.XFS_ATTR3_LEAF_HDR_SIZE) == h:
-            got = _leaf_entry(node, buf, ablk, count, i, False)
+            got = _leaf_entry(node, buf, ablk, count, i, parent)
             if got is not None and got[2] == name and \
-                    (got[1] & C.XFS_ATTR_NSP_ONDISK_MASK) == flags:
-                return _leaf_entry(node, buf, ablk, count, i, True)[3]
+                    (got[1] & C.XFS_ATTR_NSP_ONDISK_MASK) == flags and \
+                    (not parent or got[3] == value):
+                return got[3] if parent else _leaf_entry(node, buf, ablk, count, i, True)[3]
             i += 1
         if i < count or not dabtree.next_leaf(read, path):
             return None

@@ -23,6 +23,7 @@ from ..io.device import Device
 from . import attr as xattr
 from . import btree
 from . import dir as xdir
+from . import parent as pptr
 from .._backend import parsers
 from .inode import Inode
 from .osapi import FileReader, ImageDirEntry, ScandirIterator
@@ -722,6 +723,25 @@ class Filesystem:
     def xattr_names(self, where) -> list[str]:
         node = self._as_inode(where)
         return [name for name, _ in xattr.iter_xattrs(node, values=False)]
+
+    @property
+    def has_parent_pointers(self) -> bool:
+        return self.sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_PARENT)
+
+    def parents(self, where) -> list[xattr.Parent]:
+        """The parent pointers of ``where`` (itself: symlinks are not
+        followed), as ``Parent(ino, gen, name)``: each directory that names
+        it, that directory's generation and the name (bytes).  Empty on a
+        filesystem without parent pointers."""
+        return list(xattr.iter_parents(self._as_inode(where)))
+
+    def paths(self, where) -> list[str]:
+        """Every path of ``where`` (an inode number, an Inode or a path)
+        found by following parent pointers up to the root, as
+        ``xfs_io -c 'parent -p'`` lists them.  Parent pointers that lead
+        nowhere are left out (``fstool.fs.parent.paths`` says which)."""
+        found, _broken = pptr.paths(self, self._as_inode(where).ino)
+        return [p.decode("utf-8", "surrogateescape") for p in found]
 
 
 class _InodeCache:

@@ -1,14 +1,17 @@
 """The smallest log the kernel accepts for a geometry: the largest
 transaction reservation, as a log of three such transactions
 (xfs_log_calc_minimum_size), computed the way mkfs.xfs 6.10.1 and the
-kernel compute it for filesystems without parent pointers.
+kernel compute it.
 
 Every figure below is a byte count of what one transaction may log: whole
 buffers (each with a 128-byte log item overhead), inodes, and the blocks a
 worst-case btree split touches.  The formulas are those of the kernel's
 transaction reservations (xfs_trans_resv.c) in their "minimum log size"
 form, which keeps the early reflink/rmap figures so that a new small
-filesystem still mounts on older kernels.
+filesystem still mounts on older kernels.  A filesystem with parent pointers
+(which no older kernel mounts) drops those figures: its minimum comes from
+the reservations the kernel really uses, the namespace ones grown by the
+attribute intents that carry the parent pointers (xfs_want_minlogsize_fixes).
 """
 from __future__ import annotations
 
@@ -17,6 +20,19 @@ import dataclasses
 from ..format import constants as C
 from .btree import SBLOCK_HDR_LEN, LBLOCK_HDR_LEN, alloc_maxlevels, bmap_maxlevels, \
     rmap_maxlevels, worst_height
+
+
+def space_to_height(node_min: int, leaf_blocks: int) -> int:
+    """xfs_btree_space_to_height: the height of a btree that fills
+    ``leaf_blocks`` blocks, nodes at ``node_min`` pointers under a root of 2."""
+    if leaf_blocks < 1:
+        return 0
+    node_blocks, left, height = 2, leaf_blocks - 1, 1
+    while node_blocks < left:
+        left -= node_blocks
+        node_blocks *= node_min
+        height += 1
+    return height
 
 BUF_LOG_OVERHEAD = 128          # log op header + buffer log format, rounded to 128
 OP_HEADER = 12                  # struct xlog_op_header
@@ -30,6 +46,20 @@ ICLOG_SIZE = 256 * 1024         # v2 logs: the largest log record
 ICLOG_HEADER = (ICLOG_SIZE // (32 * 1024)) * C.BBSIZE
 MIN_LOG_FACTOR = 3
 INODE_BIG_CLUSTER_SIZE = 8192
+ATTRI_LOG_FORMAT = 40           # struct xfs_attri_log_format
+PARENT_REC = 12                 # struct xfs_parent_rec
+
+
+def _iovec(n: int) -> int:
+    """xlog_calc_iovec_len: a log region rounded up to 4 bytes."""
+    return (n + 3) & ~3
+
+
+# what the attribute intents of one parent pointer change add to a
+# namespace transaction: the intent, the value and the name regions
+PPTR_LINK = ATTRI_LOG_FORMAT + _iovec(PARENT_REC) + _iovec(MAXNAMELEN - 1)
+PPTR_UNLINK = PPTR_LINK
+PPTR_REPLACE = ATTRI_LOG_FORMAT + 2 * (_iovec(PARENT_REC) + _iovec(MAXNAMELEN - 1))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,6 +76,7 @@ class LogGeometry:
     rmapbt: bool = False
     reflink: bool = True
     nrext64: bool = False
+    parent: bool = False        # parent pointers: the corrected minimum
 
 
 class _Resv:
@@ -54,11 +85,16 @@ class _Resv:
         bs = g.blocksize
         space = bs - SBLOCK_HDR_LEN
         self.alloc_maxlevels = alloc_maxlevels(bs, g.agblocks)
-        # the early rmap+reflink figure is kept for the minimum log size
+        # the early rmap+reflink figure is kept for the minimum log size,
+        # but for parent pointers
         self.rmap_maxlevels = 0
         if g.rmapbt:
-            self.rmap_maxlevels = (OLD_REFLINK_RMAP_MAXLEVELS if g.reflink
-                                   else rmap_maxlevels(bs, g.agblocks, False))
+            if not g.reflink:
+                self.rmap_maxlevels = rmap_maxlevels(bs, g.agblocks, False)
+            elif g.parent:
+                self.rmap_maxlevels = space_to_height(space // 44 // 2, g.agblocks)
+            else:
+                self.rmap_maxlevels = OLD_REFLINK_RMAP_MAXLEVELS
         self.refc_maxlevels = worst_height(space // 12 // 2, space // 8 // 2, g.agblocks)
         inopblog = (bs // g.inodesize).bit_length() - 1
         chunks = (1 << (g.agblklog + inopblog)) >> 6
@@ -136,10 +172,18 @@ class _Resv:
                 + self.finobt())
 
     # -- the reservations: (log bytes, log count) ------------------------------------
+    def refcountbt(self, ops: int) -> int:
+        """A refcount update in a transaction of its own (the runtime t4)."""
+        if not self.g.reflink:
+            return 0
+        return self.sect(ops) + self.bsz(self.refcount_blocks(ops))
+
     def write(self) -> int:
         t1 = (self.inode(1) + self.bsz(self.bm_data) + self.sect(3)
               + self.bsz(self.allocfree(2)))
         t3 = self.sect(5) + self.bsz(self.allocfree(2))
+        if self.g.parent:
+            return DQUOT_LOGRES + max(t1, t3, self.refcountbt(1))
         if self.g.reflink:
             adj = self.bsz(self.refcount_blocks(2))
             t1 += adj
@@ -149,9 +193,24 @@ class _Resv:
     def itruncate(self) -> int:
         t1 = self.inode(1) + self.bsz(self.bm_data + 1)
         t2 = self.sect(9) + self.bsz(self.allocfree(4))
+        if self.g.parent:
+            return DQUOT_LOGRES + max(t1, t2, self.refcountbt(2))
         if self.g.reflink:
             t2 += self.bsz(self.refcount_blocks(4))
         return DQUOT_LOGRES + max(t1, t2)
+
+    def attrrm(self) -> int:
+        g = self.g
+        return DQUOT_LOGRES + max(self.inode(1) + self.bsz(DA_NODE_MAXDEPTH)
+                                  + g.blocksize * self.bm_attr + self.buf(self.bm_data, 0),
+                                  self.sect(5) + self.bsz(self.allocfree(2)))
+
+    def write_count(self) -> int:
+        g = self.g
+        if not g.parent:
+            return 8 if g.reflink else 2
+        # the runtime count: one more for the BUIs, the CUIs, the RUIs
+        return 2 + int(g.reflink or g.rmapbt) + int(g.reflink) + int(g.rmapbt)
 
     def attrsetm(self) -> int:
         return DQUOT_LOGRES + self.inode(1) + self.sect(1) + self.bsz(DA_NODE_MAXDEPTH)
@@ -161,24 +220,33 @@ class _Resv:
 
     def all(self) -> dict:
         g = self.g
-        write_count = 8 if g.reflink else 2
-        icreate = DQUOT_LOGRES + max(self.icreate_alloc(), self.create_modify())
+        write_count = self.write_count()
+        # with parent pointers each namespace transaction may set or remove
+        # one (t3), logs its attribute intents and rolls as often as that
+        setm, rm = (self.attrsetm(), self.attrrm()) if g.parent else (0, 0)
+        roll = 3 if g.parent else 0            # XFS_ATTRSET/ATTRRM_LOG_COUNT
+        link_over, unlink_over = (PPTR_LINK, PPTR_UNLINK) if g.parent else (0, 0)
+        rename_over = max(PPTR_REPLACE + PPTR_UNLINK + PPTR_LINK, 2 * PPTR_REPLACE) \
+            if g.parent else 0
+        icreate = DQUOT_LOGRES + link_over + max(self.icreate_alloc(), self.create_modify(),
+                                                 setm)
         dirop = self.bsz(self.dirop_count())
         return {
             "write": (self.write(), write_count),
             "itruncate": (self.itruncate(), write_count),
             "qm_dqalloc": (self.write() + self.buf(1, g.blocksize - 1), write_count),
-            "rename": (DQUOT_LOGRES + max(self.inode(5) + self.bsz(2 * self.dirop_count()),
-                                          self.sect(7) + self.bsz(self.allocfree(3))), 2),
-            "link": (DQUOT_LOGRES + self.iunlink_remove()
-                     + max(self.inode(2) + dirop, self.sect(3) + self.bsz(self.allocfree(1))),
-                     2),
-            "remove": (DQUOT_LOGRES + self.iunlink_add()
-                       + max(self.inode(2) + dirop, self.sect(4) + self.bsz(self.allocfree(2))),
-                       2),
-            "create": (icreate, 2),
-            "mkdir": (icreate, 3),
-            "symlink": (icreate + self.buf(1, C.XFS_SYMLINK_MAXLEN), 3),
+            "rename": (DQUOT_LOGRES + rename_over
+                       + max(self.inode(5) + self.bsz(2 * self.dirop_count()),
+                             self.sect(7) + self.bsz(self.allocfree(3)), setm, rm), 2 + roll),
+            "link": (DQUOT_LOGRES + self.iunlink_remove() + link_over
+                     + max(self.inode(2) + dirop, self.sect(3) + self.bsz(self.allocfree(1)),
+                           setm), 2 + roll),
+            "remove": (DQUOT_LOGRES + self.iunlink_add() + unlink_over
+                       + max(self.inode(2) + dirop, self.sect(4) + self.bsz(self.allocfree(2)),
+                             rm), 2 + roll),
+            "create": (icreate, 2 + roll),
+            "mkdir": (icreate, 3 + roll),
+            "symlink": (icreate + self.buf(1, C.XFS_SYMLINK_MAXLEN), 3 + roll),
             "create_tmpfile": (DQUOT_LOGRES + self.icreate_alloc() + self.iunlink_add(), 2),
             "ifree": (DQUOT_LOGRES + self.inode(1) + self.sect(3) + self.iunlink_remove()
                       + self.inode_chunk(False) + self.inobt() + self.finobt(), 2),
@@ -189,10 +257,7 @@ class _Resv:
             "attrinval": (max(self.inode(1) + self.bsz(self.bm_attr),
                               self.sect(9) + self.bsz(self.allocfree(4))), 1),
             "attrsetm": (self.attrsetm(), 3),
-            "attrrm": (DQUOT_LOGRES + max(self.inode(1) + self.bsz(DA_NODE_MAXDEPTH)
-                                          + g.blocksize * self.bm_attr
-                                          + self.buf(self.bm_data, 0),
-                                          self.sect(5) + self.bsz(self.allocfree(2))), 3),
+            "attrrm": (self.attrrm(), 3),
             "growrtalloc": (self.sect(2) + self.bsz(self.bm_data) + self.inode(1)
                             + self.bsz(self.allocfree(1)), 2),
             "growdata": (self.sect(3) + self.bsz(self.allocfree(1)), 2),
@@ -206,8 +271,9 @@ class _Resv:
         size = (bs >> 1) + (bs >> 2) - MAXNAMELEN - 1
         blocks, bmaps = self.daenter(False)
         nblks = blocks + bmaps + -(-size // bs)
-        # (the byte count, not blocks: the kernel's figure for this feature set)
-        nblks += self.nextentadd(size, False)
+        # the kernel passes the byte count where blocks are meant, but for
+        # parent pointers (the corrected minimum)
+        nblks += self.nextentadd(-(-size // bs) if self.g.parent else size, False)
         return self.attrsetm() + self.attrsetrt() * nblks
 
     def max_reservation(self) -> tuple[int, int]:

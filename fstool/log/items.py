@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import struct
 
+from ..format import constants as C
 from ..format import log as L
-from ..format.structs import PARENT_REC
+from ..format import parent as P
 from .reassemble import Item
 
 _EXT64 = L.EXTENT_64.struct
@@ -116,14 +117,13 @@ def decode(item: Item) -> dict:
                   L.XFS_LI_RUD_RT, L.XFS_LI_CUD_RT):
         if len(r[0]) < 16:
             raise ItemError(f"{name} of {len(r[0])} bytes")
-        out.update(intent_id=struct.unpack_from("<Q", r[0], 8)[0],
-                   size=struct.unpack_from("<H", r[0], 2)[0])
+        out.update(intent_id=struct.unpack_from("<Q", r[0], 8)[0])
     elif code == L.XFS_LI_ATTRI:
-        out.update(attri(r))
+        out.update(_attri(r))
     elif code == L.XFS_LI_XMI:
         f = _need(r[0], L.XMI_LOG_FORMAT, "XMI")
-        out.update(id=f["xmi_id"], size=f["xmi_size"], inode1=f["xmi_inode1"],
-                   inode2=f["xmi_inode2"], igen1=f["xmi_igen1"], igen2=f["xmi_igen2"],
+        out.update(id=f["xmi_id"], inode1=f["xmi_inode1"], igen1=f["xmi_igen1"],
+                   inode2=f["xmi_inode2"], igen2=f["xmi_igen2"],
                    startoff1=f["xmi_startoff1"], startoff2=f["xmi_startoff2"],
                    blockcount=f["xmi_blockcount"], flags=f["xmi_flags"],
                    flag_names=L.flag_names(f["xmi_flags"], L.EXCHMAPS_FLAG_NAMES),
@@ -138,49 +138,71 @@ def decode(item: Item) -> dict:
     return out
 
 
-def attri(regions) -> dict:
-    """An ATTRI's fields and, from the regions after its format region,
-    its name(s) and value(s); a parent pointer intent (filter PARENT) also
-    gets ``pptr``: per name, the parent inode and generation its value
-    (xfs_parent_rec) holds.  Regions not logged (as in the per-record view,
-    which sees one op at a time) are left out."""
-    if len(regions[0]) != L.ATTRI_LOG_FORMAT.size:
-        raise ItemError(f"ATTRI format of {len(regions[0])} bytes, expected "
-                        f"{L.ATTRI_LOG_FORMAT.size}")
-    f = L.attri_format(regions[0])
-    op = f["alfi_op_flags"] & L.XFS_ATTRI_OP_FLAGS_TYPE_MASK
-    out = {"id": f["alfi_id"], "size": f["alfi_size"], "ino": f["alfi_ino"],
-           "igen": f["alfi_igen"], "op_flags": f["alfi_op_flags"],
-           "op": L.ATTRI_OP_NAMES.get(op, str(op)), "filter": f["alfi_attr_filter"],
-           "filter_names": L.flag_names(f["alfi_attr_filter"], L.ATTRI_FILTER_NAMES),
-           "name_len": f["name_len"], "new_name_len": f["new_name_len"],
-           "value_len": f["value_len"], "new_value_len": f["new_value_len"]}
-    got = {}
-    for role, reg in zip(L.attri_region_roles(f), regions[1:]):
-        got[role] = bytes(reg)
-    for role in ("name", "newname"):
-        if role in got:
-            n = out["name_len" if role == "name" else "new_name_len"]
-            out[role] = got[role][:n].decode("utf-8", "replace")
-    for role in ("value", "newvalue"):
-        if role in got:
-            n = out["value_len" if role == "value" else "new_value_len"]
-            out[role] = got[role][:n].hex()
-    if f["alfi_attr_filter"] & L.XFS_ATTRI_FILTER_PARENT:
-        pptr = []
-        for tag, nrole, vrole in (("name", "name", "value"), ("newname", "newname", "newvalue")):
-            if vrole not in got:
-                continue
-            val = got[vrole]
-            if len(val) < PARENT_REC.size:
-                pptr.append({"tag": tag, "corrupt": True})
-                continue
-            rec = PARENT_REC.unpack(val)
-            pptr.append({"tag": tag, "parent_ino": rec["p_ino"], "parent_gen": rec["p_gen"],
-                         "name": out.get(nrole, "")})
-        if pptr:
-            out["pptr"] = pptr
+def _attri(r: list) -> dict:
+    """An attribute intent: the operation, the inode (and generation, for
+    parent pointer operations), the namespace, and the name and value
+    regions that follow it (a parent pointer replace logs the old and the
+    new name; its old and new values have the one length), decoded as
+    parent pointers when the namespace is the parent one (as xfs_logprint
+    prints them)."""
+    _need(r[0], L.ATTRI_LOG_FORMAT, "ATTRI")
+    f = L.attri_format(r[0])
+    op_flags = f["alfi_op_flags"]
+    op = op_flags & L.XFS_ATTRI_OP_FLAGS_TYPE_MASK
+    name_len, new_name_len = f["name_len"], f["new_name_len"]
+    value_len, new_value_len = f["value_len"], f["new_value_len"]
+    out = {"id": f["alfi_id"], "ino": f["alfi_ino"], "igen": f["alfi_igen"],
+           "op": L.ATTRI_OP_NAMES.get(op, "?"), "op_flags": op_flags,
+           "filter": f["alfi_attr_filter"],
+           "filter_names": L.flag_names(f["alfi_attr_filter"], L.ATTR_FILTER_NAMES),
+           "name_len": name_len, "new_name_len": new_name_len, "value_len": value_len,
+           "new_value_len": new_value_len}
+    if len(r) == 1:
+        # the format region alone: the per-record view, one op at a time
+        return out
+    regions = iter(r[1:])
+    for key, n in (("name", name_len), ("new_name", new_name_len), ("value", value_len),
+                   ("new_value", new_value_len)):
+        if n:
+            got = next(regions, None)
+            if got is None:
+                raise ItemError(f"ATTRI: its {key.replace('_', '')} region is missing")
+            out[key] = bytes(got[:n])
+    if f["alfi_attr_filter"] & C.XFS_ATTR_PARENT:
+        out["pptr"] = _pptr_update(out)
+    for key in ("name", "new_name"):
+        if key in out:
+            out[key] = _text(out[key])
     return out
+
+
+def _text(name: bytes) -> str:
+    """A name as text (bytes that are not UTF-8 as surrogate escapes)."""
+    return name.decode("utf-8", "surrogateescape")
+
+
+def _pptr_update(d: dict) -> list:
+    """The parent pointers an attribute intent of the parent namespace
+    names: [{tag, p_ino, p_gen, name}] (tag NAME, or OLDNAME and NEWNAME for
+    a replace; a value too short for a parent record is CORRUPT)."""
+    pairs = [("name", "value"), ("new_name", "new_value")]
+    both = "name" in d and "new_name" in d
+    out = []
+    for (nk, vk), tag in zip(pairs, ("OLDNAME" if both else "NAME", "NEWNAME")):
+        if nk not in d:
+            continue
+        value = d.get(vk, b"")
+        if len(value) < P.XFS_PARENT_REC_SIZE:
+            out.append({"tag": tag, "corrupt": True})
+            continue
+        p_ino, p_gen = P.unpack_rec(value[:P.XFS_PARENT_REC_SIZE])
+        out.append({"tag": tag, "p_ino": p_ino, "p_gen": p_gen, "name": _text(d[nk])})
+    return out
+
+
+def _shown(name: str) -> str:
+    """A name quoted on one line (control and non-UTF-8 bytes escaped)."""
+    return repr(name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace"))
 
 
 def _short_blf(region: bytes) -> dict:
@@ -216,52 +238,37 @@ def summary(d: dict) -> str:
     if t in ("RUI", "BUI", "CUI", "RUI_RT", "CUI_RT"):
         ex = ", ".join(f"{e['op']} {e['startblock']}+{e['len']}" for e in d["extents"])
         return f"{t}  id 0x{d['id']:x} [{ex}]"
-    if t in ("ATTRD", "XMD"):
-        return f"{t}  #regs: {d['size']} id: 0x{d['intent_id']:x}"
     if "intent_id" in d:
         return f"{t}  intent 0x{d['intent_id']:x}"
     if t == "ATTRI":
-        return _attri_summary(d)
+        line = (f"ATTRI id 0x{d['id']:x} ino {d['ino']} igen 0x{d['igen']:x} {d['op']} "
+                f"filter {d['filter_names']} name_len {d['name_len']} new_name_len "
+                f"{d['new_name_len']} value_len {d['value_len']} new_value_len "
+                f"{d['new_value_len']}")
+        for p in d.get("pptr", ()):
+            line += f"; PPTR {p['tag']} " + ("CORRUPT" if p.get("corrupt") else (
+                f"parent_ino {p['p_ino']} parent_gen {p['p_gen']} name "
+                f"{_shown(p['name'])}"))
+        if "pptr" not in d and "name" in d:
+            line += f" name {_shown(d['name'])}"
+        return line
     if t == "XMI":
-        return (f"XMI  #regs: {d['size']} num_extents: 1  id: 0x{d['id']:x} "
-                f"(ino1: 0x{d['inode1']:x}, igen1: 0x{d['igen1']:x}, ino2: "
-                f"0x{d['inode2']:x}, igen2: 0x{d['igen2']:x}, off1: {d['startoff1']}, "
-                f"off2: {d['startoff2']}, len: {d['blockcount']}, flags: 0x{d['flags']:x})")
+        return (f"XMI  id 0x{d['id']:x} ino {d['inode1']} (gen 0x{d['igen1']:x}) <-> "
+                f"{d['inode2']} (gen 0x{d['igen2']:x}) off {d['startoff1']} <-> "
+                f"{d['startoff2']} len {d['blockcount']} flags {d['flag_names']}")
     if t == "DQUOT":
         return f"DQUOT id {d['id']} daddr {d['blkno']} len {d['len']}"
     return f"{t} ({d['regions']} regions)"
-
-
-def _attri_summary(d: dict) -> str:
-    """xfs_logprint's ATTRI line, then the names and, for a parent pointer,
-    what each names (PPTR), all on one line."""
-    line = (f"ATTRI  #regs: {d['size']} f: 0x{d['op_flags']:x} ({d['op']}), ino: "
-            f"0x{d['ino']:x}, igen: 0x{d['igen']:x}, attr_filter: 0x{d['filter']:x}, "
-            f"name_len: {d['name_len']}, new_name_len: {d['new_name_len']}, value_len: "
-            f"{d['value_len']}, new_value_len: {d['new_value_len']}  id: 0x{d['id']:x}")
-    for p in d.get("pptr", ()):
-        tag = p["tag"].upper()
-        if p.get("corrupt"):
-            line += f"; PPTR: {tag} CORRUPT"
-        else:
-            line += (f"; PPTR: {tag} parent_ino {p['parent_ino']} parent_gen "
-                     f"{p['parent_gen']} name {p['name']!r}")
-    if "pptr" not in d:
-        names = [f"{r} {d[r]!r}" for r in ("name", "newname") if r in d]
-        if names:
-            line += "; " + ", ".join(names)
-    return line
 
 
 def intent_what(d: dict) -> str:
     """What a decoded ATTRI or XMI intent asks for, in a few words (for
     messages naming the intent); empty for other items."""
     if d["type"] == "ATTRI":
-        kind = "parent pointer" if d["filter"] & L.XFS_ATTRI_FILTER_PARENT else "xattr"
-        names = [repr(d[r]) for r in ("name", "newname") if r in d]
-        return " ".join([d["op"], "of", kind, " -> ".join(names), "on inode",
-                         str(d["ino"])] if names else [d["op"], "of", kind, "on inode",
-                                                       str(d["ino"])])
+        kind = "parent pointer" if d["filter"] & C.XFS_ATTR_PARENT else "xattr"
+        names = [_shown(d[k]) for k in ("name", "new_name") if k in d]
+        return " ".join([d["op"], "of", kind] + ([" -> ".join(names)] if names else [])
+                        + ["on inode", str(d["ino"])])
     if d["type"] == "XMI":
         return (f"exchange of {d['blockcount']} blocks at offsets {d['startoff1']}/"
                 f"{d['startoff2']} between inodes {d['inode1']} and {d['inode2']}")

@@ -143,8 +143,10 @@ class Volume:
                 raise
             self.ns = None
         else:
+            # names go through the namespace layer, which keeps parent
+            # pointers with them
             self.w = Writer(self.image, timestamp_ns=timestamp_ns, cache_bytes=cache_bytes,
-                            discard=discard)
+                            discard=discard, keeps_parents=True)
             self.fs = self.w.fs
             self.ns = Namespace(self.w)
             self.ns.is_open = self._is_open

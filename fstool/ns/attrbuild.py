@@ -16,9 +16,9 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from .._backend import parsers
 from ..errors import InvalidArgument, NameTooLongError
 from ..format import constants as C
+from ..format import parent as P
 from ..format import structs as S
 from .dablock import da_block, da_finisher, pack
 from .dabtree import node_levels
@@ -58,9 +58,12 @@ def _check(attrs) -> None:
         if len(value) > MAX_VALUE:
             raise InvalidArgument(f"xattr {name[:40]!r}: value of {len(value)} bytes "
                                   f"(at most {MAX_VALUE})")
-        if (flags, name) in seen:
+        # parent pointers are told apart by name and value (one name from
+        # two directories)
+        key = (flags, name, value) if P.is_parent(flags) else (flags, name)
+        if key in seen:
             raise InvalidArgument(f"xattr {name[:40]!r} given twice")
-        seen.add((flags, name))
+        seen.add(key)
 
 
 def _headed_finisher(data: bytes, nblocks: int, blocksize: int, magic: int, ino: int,
@@ -110,7 +113,7 @@ def encode_xattrs(attrs, *, ino: int, uuid: bytes, blocksize: int,
     items = []          # (hash, seq, flags, name, value, local)
     for seq, (flags, name, value) in enumerate(attrs):
         local = is_local(name, value, blocksize)
-        items.append((parsers.da_hashname(name), seq, flags, name, value, local))
+        items.append((P.attr_hash(flags, name, value), seq, flags, name, value, local))
     items.sort(key=lambda t: (t[0], -t[1]))
     # pack into leaves
     sizes = [8 + (_local_size(it[3], it[4]) if it[5] else _remote_size(it[3]))

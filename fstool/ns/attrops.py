@@ -29,10 +29,10 @@ from __future__ import annotations
 import bisect
 from collections import Counter
 
-from .._backend import parsers
 from ..alloc import rmap as R
 from ..errors import CorruptionError
 from ..format import constants as C
+from ..format import parent as P
 from ..format.structs import DINODE
 from ..fs import dabtree as B
 from ..io import verify as V
@@ -150,11 +150,13 @@ class AttrFork:
             self._unmap(ent.valueblk, AB.remote_blocks(ent.valuelen, self.bs))
 
     # -- finding ------------------------------------------------------------------------------
-    def _find(self, h: int, flags: int, name: bytes):
+    def _find(self, h: int, flags: int, name: bytes, value=None):
         """(insert path, insert index, found): the path to the leaf where
         hash ``h`` goes and the index there; found is None or (path, index)
         of the entry named (in that leaf or, when equal hashes span leaves,
-        a later one)."""
+        a later one).  A parent pointer is found by its name and value
+        (``value``): one name may link the file from two directories."""
+        parent = P.is_parent(flags)
         path = self.da.path(h)
         ins = None
         while True:
@@ -168,7 +170,8 @@ class AttrFork:
             while i < n and B.hash_at(buf, i, AB.LEAF_HDR) == h:
                 e = AB.leaf_entry(buf, i)
                 if e.name == name and (e.flags & C.XFS_ATTR_NSP_ONDISK_MASK) == flags and \
-                        not e.flags & C.XFS_ATTR_INCOMPLETE:
+                        not e.flags & C.XFS_ATTR_INCOMPLETE and \
+                        (not parent or e.value == value):
                     return ins + ((path, i),)
                 i += 1
             if i < n or not self.da.next_leaf(path):
@@ -176,19 +179,21 @@ class AttrFork:
 
     # -- setting ------------------------------------------------------------------------------
     def set(self, flags: int, name: bytes, value: bytes) -> None:
-        """Add ``name`` with ``value``, replacing the value it has."""
-        h = parsers.da_hashname(name)
-        path, i, found = self._find(h, flags, name)
+        """Add ``name`` with ``value``, replacing the value it has (a parent
+        pointer, told apart by its value too, is added when not there)."""
+        value = bytes(value)
+        h = P.attr_hash(flags, name, value)
+        path, i, found = self._find(h, flags, name, value)
         if found is not None and found[0][-1][0] != path[-1][0]:
             # the old entry sits in a later leaf (equal hashes): out first
-            self.remove(flags, name, join=False)
-            path, i, found = self._find(h, flags, name)
+            self.remove(flags, name, join=False, value=value)
+            path, i, found = self._find(h, flags, name, value)
         blk, buf, _i = path[-1]
         if found is not None:
             i = found[1]
             self._drop_value(AB.leaf_remove(buf, i))
         if AB.is_local(name, value, self.bs):
-            ent = AB.LeafEnt(h, flags, name, bytes(value), 0, len(value))
+            ent = AB.LeafEnt(h, flags, name, value, 0, len(value))
         else:
             ent = AB.LeafEnt(h, flags, name, None, self._put_remote(value), len(value))
         if AB.leaf_insert(buf, i, ent):
@@ -263,10 +268,13 @@ class AttrFork:
             oblk, obuf = nblk, nbuf
 
     # -- removing ----------------------------------------------------------------------------
-    def remove(self, flags: int, name: bytes, join: bool = True) -> bool:
+    def remove(self, flags: int, name: bytes, join: bool = True, value=None) -> bool:
         """Remove ``name``; False when there is none.  ``join`` false leaves
-        the tree's shape as it is (a replace adds the name back at once)."""
-        found = self._find(parsers.da_hashname(name), flags, name)[2]
+        the tree's shape as it is (a replace adds the name back at once).
+        A parent pointer needs its ``value`` (its hash and identity)."""
+        if value is not None:
+            value = bytes(value)
+        found = self._find(P.attr_hash(flags, name, value), flags, name, value)[2]
         if found is None:
             return False
         path, i = found

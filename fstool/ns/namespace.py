@@ -44,6 +44,18 @@ transaction unless said otherwise; names are bytes; errors are
     list_xattr(ino) -> [name, ...]
     inactivate(ino)
 
+On a filesystem with parent pointers (``mkfs -n parent=1``) every change
+of a name changes the parent pointers of the inode it names in the same
+transaction, as the kernel does: a new inode is written with the pointer of
+its first name in its attr fork, ``link`` adds one, ``unlink`` of a name
+whose inode lives on removes one, ``rename`` replaces one (both, for an
+exchange).  An attr fork in blocks is changed in place, one hash path per
+pointer (attrops.AttrFork, which hashes a pointer with the parent hash and
+finds it by name and value); a shortform one goes through the attr fork
+writer of the xattrs (the fork encoded whole, in the form its size calls
+for).  A parent pointer names the directory, the directory's generation
+and the entry's name.
+
 ``ns.now`` is the time stamped on changes; a long-lived caller sets it
 before each operation, and calls ``ns.committed()`` after each commit (the
 per-transaction directory state is dropped; an aborted transaction's is
@@ -63,6 +75,7 @@ from ..errors import (CorruptionError, ExistsError, FsToolError, InvalidArgument
                       IsADirectoryImageError, NoDataError, NotADirectoryImageError, NotEmptyError,
                       NotFoundError, NotPermittedError, RangeError, TooBigError)
 from ..format import constants as C
+from ..format import parent as P
 from ..format.structs import DINODE
 from ..fs import attr as FA
 from ..fs.btree import pack_bmbt_rec
@@ -90,15 +103,31 @@ XATTR_REPLACE = 2
 class Meta:
     """Ownership, permissions and times for a new inode."""
     __slots__ = ("perm", "uid", "gid", "atime_ns", "mtime_ns", "ctime_ns", "crtime_ns",
-                 "xattrs")
+                 "xattrs", "pptrs")
 
     def __init__(self, perm=0o644, uid=0, gid=0, atime_ns=0, mtime_ns=0, ctime_ns=0,
-                 crtime_ns=None, xattrs=()):
+                 crtime_ns=None, xattrs=(), pptrs=()):
         self.perm = perm & 0o7777
         self.uid, self.gid = uid, gid
         self.atime_ns, self.mtime_ns, self.ctime_ns = atime_ns, mtime_ns, ctime_ns
         self.crtime_ns = ctime_ns if crtime_ns is None else crtime_ns
         self.xattrs = list(xattrs)      # [("user.x", b"value"), ...]
+        # parent pointers, as attributes: [(XFS_ATTR_PARENT, name, record)]
+        self.pptrs = list(pptrs)
+
+
+def with_pptrs(meta, pptrs) -> Meta:
+    """A Meta as ``meta`` (a Meta, or what stands in for one: populate's
+    source entries) with the parent pointers ``pptrs``; the caller's may
+    serve several new inodes, so it is copied."""
+    return Meta(meta.perm, meta.uid, meta.gid, meta.atime_ns, meta.mtime_ns, meta.ctime_ns,
+                meta.crtime_ns, meta.xattrs, pptrs)
+
+
+def has_attrs(meta) -> bool:
+    """Whether a new inode of ``meta`` has an attr fork: xattrs or parent
+    pointers."""
+    return bool(meta.xattrs or getattr(meta, "pptrs", None))
 
 
 class DirState:
@@ -143,6 +172,7 @@ class Namespace:
         self.files = 0
         self.bytes = 0
         self.pool = F.DataPool(w)      # blocks for small files' data, ahead
+        self.pptr = w.sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_PARENT)
 
     def committed(self) -> None:
         """The transaction holding this namespace's changes committed: new
@@ -271,6 +301,59 @@ class Namespace:
             raise ExistsError(f"{name.decode('utf-8', 'surrogateescape')}: already exists")
         return parent
 
+    # -- parent pointers ---------------------------------------------------------------
+    def _dir_gen(self, ino: int) -> int:
+        """A directory's generation (di_gen); 0 for one made in bulk whose
+        inode is not written yet (fstool writes every new inode with 0)."""
+        st = self.dirs.get(ino)
+        if st is not None and st.new:
+            return 0
+        return struct.unpack_from(">I", self.raw_inode(ino), _DI_GEN)[0]
+
+    def _pptr(self, parent: int, name: bytes) -> tuple:
+        """The parent pointer of the entry ``name`` of directory ``parent``,
+        as an attribute (flags, name, value)."""
+        return C.XFS_ATTR_PARENT, bytes(name), P.pack_rec(parent, self._dir_gen(parent))
+
+    def _named(self, meta: Meta, parent: int, name: bytes) -> Meta:
+        """``meta`` for a new inode named ``name`` in ``parent``: with its
+        parent pointer where the filesystem keeps them."""
+        return with_pptrs(meta, [self._pptr(parent, name)]) if self.pptr else meta
+
+    def _pptrs_of(self, ino: int) -> list:
+        """The parent pointers of ``ino`` as attributes (flags, name, value)."""
+        st = self.dirs.get(ino)
+        if st is not None and st.new:
+            return list(st.meta.pptrs)
+        return [(C.XFS_ATTR_PARENT, bytes(n), bytes(v))
+                for _f, n, v in FA.iter_attrs(self.fs.inode(ino), True, P.is_parent)]
+
+    def _change_pptrs(self, ino: int, add=(), remove=()) -> None:
+        """Add and remove parent pointers of ``ino`` (attributes as _pptr
+        makes them); nothing without the feature.  A pointer to remove that
+        is not there is left alone.  An attr fork in blocks is changed in
+        place (attrops.AttrFork, one hash path per pointer); a shortform
+        one is written again whole."""
+        if not self.pptr:
+            return
+        fork = self._attr_blocks(ino)
+        if fork is not None:
+            for flags, name, value in remove:
+                fork.remove(flags, name, value=value)
+            for flags, name, value in add:
+                fork.set(flags, name, value)
+            fork.save()
+            self._patch(ino, ctime_ns=self.now)
+            if remove and fork.leaf_form():
+                self._leaf_to_shortform(ino, fork.leaf_entries())
+            return
+        cur = self._pptrs_of(ino)
+        for t in remove:
+            if t in cur:
+                cur.remove(t)
+        cur.extend(add)
+        self.set_xattrs(ino, self._xattrs(ino), pptrs=cur)
+
     def _add_entry(self, parent: int, name: bytes, ino: int, ftype: int,
                    nlink_delta: int = 0) -> None:
         """Add a name that the caller has already validated."""
@@ -294,8 +377,9 @@ class Namespace:
 
     def _attr_fork(self, ino: int, meta: Meta, data_fmt: int, data_bytes: int,
                    forkoff: int | None = None):
-        """(forkoff, aformat, anextents, attr literal, attr blocks) for meta.xattrs."""
-        if not meta.xattrs:
+        """(forkoff, aformat, anextents, attr literal, attr blocks) for the
+        xattrs and parent pointers of ``meta``."""
+        if not has_attrs(meta):
             return 0, C.XFS_DINODE_FMT_EXTENTS, 0, b"", 0
         w = self.w
         attrs = self._attr_list(meta)
@@ -334,6 +418,7 @@ class Namespace:
 
     def mkdir(self, parent: int, name: bytes, meta: Meta) -> int:
         self._new_name(parent, name)
+        meta = self._named(meta, parent, name)
         ino = self.w.inodes.alloc_inode(parent, is_dir=True)
         if meta.mtime_ns != self.now:
             self.mtime_set[ino] = meta.mtime_ns
@@ -352,11 +437,13 @@ class Namespace:
     def create_file(self, parent: int, name: bytes, meta: Meta, stream=None, size: int = 0,
                     data_ranges=None) -> int:
         if not size and not meta.xattrs:
-            # the common empty file: no data, no attr fork
+            # the common empty file: no data, no attr fork (but its parent
+            # pointer)
             ino = self.new_empty_file(parent, name, meta)
             self.name_new_file(parent, name, ino)
             return ino
         self._new_name(parent, name)
+        meta = self._named(meta, parent, name)
         w = self.w
         ino = w.inodes.alloc_inode(parent, is_dir=False)
         exts = F.write_data(w, ino, w.inodes.ino_fsb(ino), stream, size, data_ranges,
@@ -378,9 +465,12 @@ class Namespace:
         self._new_name(parent, name)
         w = self.w
         ino = w.inodes.alloc_inode(parent, is_dir=False)
-        w.inodes.put_inode(ino, w.enc.simple(ino, C.S_IFREG | meta.perm, meta.uid, meta.gid,
-                                             meta.atime_ns, meta.mtime_ns, meta.ctime_ns,
-                                             meta.crtime_ns))
+        if self.pptr:
+            self._put_new(ino, C.S_IFREG | meta.perm, self._named(meta, parent, name))
+        else:
+            w.inodes.put_inode(ino, w.enc.simple(ino, C.S_IFREG | meta.perm, meta.uid,
+                                                 meta.gid, meta.atime_ns, meta.mtime_ns,
+                                                 meta.ctime_ns, meta.crtime_ns))
         self.files += 1
         return ino
 
@@ -420,20 +510,41 @@ class Namespace:
                 raise ExistsError("a name is given twice")
             placed = None
         inos, forks = self._place_files(parent, items, ctime_ns, data, placed)
-        if forks is not None and None in forks:
+        if self.pptr:
+            self._put_plain_named(parent, names, inos, items, ctime_ns, forks)
+        elif forks is not None and None in forks:
             # those with a block map are stored already
             keep = [k for k, f in enumerate(forks) if f is not None]
             batch = ([inos[k] for k in keep], [items[k] for k in keep],
                      [forks[k] for k in keep])
+            self.w.inodes.put_simple_inodes(batch[0], batch[1], C.S_IFREG, ctime_ns, batch[2])
         else:
-            batch = (inos, items, forks)
-        self.w.inodes.put_simple_inodes(batch[0], batch[1], C.S_IFREG, ctime_ns, batch[2])
+            self.w.inodes.put_simple_inodes(inos, items, C.S_IFREG, ctime_ns, forks)
         if placed is None:
             entries.update(zip(names, [(ino, ft) for ino in inos]))
             pst.changed = True
         self.files += len(items)
         if forks is not None:
             self.bytes += sum(it[6] for it in items)
+
+    def _put_plain_named(self, parent: int, names: list, inos: list, items: list,
+                         ctime_ns: int, forks) -> None:
+        """The inodes of create_plain_files on a filesystem with parent
+        pointers: each written with its pointer in its attr fork (one whose
+        data needed a block map, stored already, gets it through the attr
+        fork writer)."""
+        rec = P.pack_rec(parent, self._dir_gen(parent))
+        for k, ino in enumerate(inos):
+            it = items[k]
+            ptr = (C.XFS_ATTR_PARENT, bytes(names[k]), rec)
+            fork = forks[k] if forks is not None else (0, 0, 0, b"")
+            if fork is None:
+                self._change_pptrs(ino, add=[ptr])
+                continue
+            size, nblocks, nextents, recs = fork
+            meta = Meta(it[1], it[2], it[3], it[4], it[5], ctime_ns, ctime_ns, (), [ptr])
+            self._put_new(ino, C.S_IFREG | it[1], meta, size=size, data=recs,
+                          nextents=nextents, nblocks=nblocks)
 
     def _place_files(self, parent: int, items: list, ctime_ns: int, data, placed) -> tuple:
         """Inodes, and with ``data`` blocks, for the files of
@@ -559,12 +670,12 @@ class Namespace:
         for name, value in meta.xattrs:
             flags, short = AB.split_name(name)
             out.append((flags, short, bytes(value)))
-        return out
+        return out + list(getattr(meta, "pptrs", ()))
 
     def _forkoff_for(self, meta: Meta, data_fmt: int, data_bytes: int) -> int:
         """The attr fork offset the kernel would pick when the xattrs are set
         while the data fork holds ``data_bytes``; 0 without xattrs."""
-        if not meta.xattrs:
+        if not has_attrs(meta):
             return 0
         return F.attr_forkoff(self.w.sb.inodesize, data_fmt, data_bytes,
                               self._attr_list(meta))[0]
@@ -572,6 +683,7 @@ class Namespace:
     def symlink(self, parent: int, name: bytes, target: bytes, meta: Meta) -> int:
         self._new_name(parent, name)
         AB.check_symlink_target(target)
+        meta = self._named(meta, parent, name)
         w = self.w
         ino = w.inodes.alloc_inode(parent, is_dir=False)
         lit = w.sb.inodesize - C.XFS_DINODE_CORE_SIZE
@@ -594,6 +706,7 @@ class Namespace:
 
     def mknod(self, parent: int, name: bytes, kind: int, meta: Meta, rdev=(0, 0)) -> int:
         self._new_name(parent, name)
+        meta = self._named(meta, parent, name)
         ino = self.w.inodes.alloc_inode(parent, is_dir=False)
         self._add_entry(parent, name, ino, FTYPE[kind])
         # fifos and sockets carry a (zero) device number too, like the kernel's
@@ -612,6 +725,7 @@ class Namespace:
             # a file linked back from the unlinked list (O_TMPFILE style)
             self._unorphan(ino)
         self._add_entry(parent, name, ino, FTYPE.get(mode & C.S_IFMT, 0))
+        self._change_pptrs(ino, add=[self._pptr(parent, name)])
         self._patch(ino, nlink_delta=1, ctime_ns=self.now)
 
     # -- changing existing inodes ---------------------------------------------------
@@ -664,14 +778,19 @@ class Namespace:
             if mtime_ns is not None:
                 m.mtime_ns = mtime_ns
 
-    def set_xattrs(self, ino: int, xattrs: dict) -> None:
+    def set_xattrs(self, ino: int, xattrs: dict, pptrs=None) -> None:
         """Replace all of an inode's xattrs (``{"user.x": b"v"}``); the attr
-        fork is rebuilt."""
+        fork is rebuilt, its parent pointers kept (or, given ``pptrs``,
+        replaced by those)."""
         st = self.dirs.get(ino)
         if st is not None and st.new:
             st.meta.xattrs = sorted(xattrs.items())
+            if pptrs is not None:
+                st.meta.pptrs = list(pptrs)
             return
         w = self.w
+        if pptrs is None:
+            pptrs = self._pptrs_of(ino) if self.pptr else ()
         raw = self.raw_inode(ino)
         node = self.fs.inode(ino)
         d = DINODE.unpack(raw)
@@ -682,15 +801,15 @@ class Namespace:
             ablocks_old = 0
         fmt = d["di_format"]
         data_bytes = self._data_bytes(node)
-        meta = Meta(xattrs=sorted(xattrs.items()))
+        meta = Meta(xattrs=sorted(xattrs.items()), pptrs=pptrs)
         forced = None
         btree = fmt == C.XFS_DINODE_FMT_BTREE
-        if btree and not node.forkoff and meta.xattrs:
+        if btree and not node.forkoff and has_attrs(meta):
             # what the root holds, not the whole fork (xfs_bmap_bmdr_space)
             data_bytes = F.bmdr_space(struct.unpack_from(">H", node.fork_bytes(), 2)[0])
         if btree and node.forkoff:
             forced = node.forkoff       # the kernel never moves it beside a bmbt root
-        elif meta.xattrs and not node.forkoff and fmt != C.XFS_DINODE_FMT_DEV:
+        elif has_attrs(meta) and not node.forkoff and fmt != C.XFS_DINODE_FMT_DEV:
             # a first xattr: the kernel settles the attr fork's offset with
             # the data fork as it is, then makes the data fork fit (a bmbt
             # root is laid out again for its smaller fork in any case)
@@ -705,7 +824,7 @@ class Namespace:
                 data_bytes = node.nextents * F.BMBT_REC if fmt == C.XFS_DINODE_FMT_EXTENTS \
                     else forced * 8
         lit = w.sb.inodesize - C.XFS_DINODE_CORE_SIZE
-        if not meta.xattrs and node.forkoff and node.is_symlink and \
+        if not has_attrs(meta) and node.forkoff and node.is_symlink and \
                 fmt == C.XFS_DINODE_FMT_EXTENTS and node.size <= lit:
             # the last xattr of a symlink whose target moved out for the attr
             # fork: the target comes back inline.  (The kernel leaves it in
@@ -718,7 +837,7 @@ class Namespace:
                 bytes(len(raw) - C.XFS_DINODE_CORE_SIZE - len(target))
             data_bytes = len(target)
         data = bytes(raw[C.XFS_DINODE_CORE_SIZE:C.XFS_DINODE_CORE_SIZE + data_bytes])
-        if btree and forced and not meta.xattrs:
+        if btree and forced and not has_attrs(meta):
             # beside a bmbt root the attr fork stays, empty (xfs_attr_sf_removename)
             forkoff, afmt, anext, alit, ablocks = forced, C.XFS_DINODE_FMT_LOCAL, 0, \
                 _EMPTY_SF_ATTR, 0
@@ -835,6 +954,7 @@ class Namespace:
         if nlink <= 1:
             self._destroy(ino)
         else:
+            self._change_pptrs(ino, remove=[self._pptr(parent, name)])
             self._patch(ino, nlink_delta=-1, ctime_ns=self.now)
         return ino
 
@@ -855,22 +975,27 @@ class Namespace:
             d.remove(name)
             d.nlink_delta -= 1
             d.save()
-            self._drop_links(ino, 2, keep)
+            self._drop_links(ino, 2, keep, (parent, name))
             return ino
         if rmdir:
             raise NotADirectoryImageError(shown)
         d.remove(name)
         d.save()
-        self._drop_links(ino, 1, keep)
+        self._drop_links(ino, 1, keep, (parent, name))
         return ino
 
-    def _drop_links(self, ino: int, n: int, keep: bool = False) -> None:
-        """``n`` links to ``ino`` are gone: free it at zero (or, when it is
-        still open, put it on the unlinked list)."""
+    def _drop_links(self, ino: int, n: int, keep: bool = False, entry=None) -> None:
+        """``n`` links to ``ino`` are gone, the last of them the entry
+        ``entry`` (directory, name): free it at zero (or, when it is still
+        open, put it on the unlinked list); an inode that stays loses the
+        entry's parent pointer."""
         nlink = struct.unpack_from(">I", self.raw_inode(ino), 16)[0]
+        stays = nlink > n or keep or (self.is_open is not None and self.is_open(ino))
+        if stays and entry is not None:
+            self._change_pptrs(ino, remove=[self._pptr(*entry)])
         if nlink > n:
             self._patch(ino, nlink_delta=-n, ctime_ns=self.now)
-        elif keep or (self.is_open is not None and self.is_open(ino)):
+        elif stays:
             self._orphan(ino)
         else:
             self._forget_dir(ino)
@@ -1003,9 +1128,11 @@ class Namespace:
         dd.save()
         if new_parent:
             sd.save()
+        self._change_pptrs(sino, add=[self._pptr(dst_parent, dst_name)],
+                           remove=[self._pptr(src_parent, src_name)])
         self._patch(sino, ctime_ns=self.now)
         if dst is not None:
-            self._drop_links(dino, 2 if d_dir else 1)
+            self._drop_links(dino, 2 if d_dir else 1, entry=(dst_parent, dst_name))
 
     def _exchange(self, sd, sname, sino, sft, dd, dname, dino, dft) -> None:
         sd.replace(sname, dino, dft)
@@ -1026,6 +1153,9 @@ class Namespace:
                         now_in.nlink_delta += 1
             dd.save()
         sd.save()
+        s_ptr, d_ptr = self._pptr(sd.ino, sname), self._pptr(dd.ino, dname)
+        self._change_pptrs(sino, add=[d_ptr], remove=[s_ptr])
+        self._change_pptrs(dino, add=[s_ptr], remove=[d_ptr])
         for ino in (sino, dino):
             self._patch(ino, ctime_ns=self.now)
 
@@ -1124,16 +1254,24 @@ class Namespace:
         shortform (xfs_attr3_leaf_to_shortform after xfs_attr_shortform_allfit);
         the last one gone takes the fork with it."""
         names = {}
+        pptrs = []
         for e in ents:
+            if e.value is None or e.flags & C.XFS_ATTR_INCOMPLETE:
+                return              # remote values stay in blocks
+            if P.is_parent(e.flags) and self.pptr:
+                pptrs.append((C.XFS_ATTR_PARENT, e.name, e.value))
+                continue
             full = FA.full_name(e.flags, e.name)
-            if full is None or e.value is None or e.flags & C.XFS_ATTR_INCOMPLETE:
-                return              # other namespaces and remote values stay in blocks
+            if full is None:
+                return              # other namespaces stay in blocks
             names[full] = e.value
         node = self.fs.inode(ino)
-        if names and not F.attr_forkoff(self.w.sb.inodesize, node.format, self._data_bytes(node),
-                                        self._attr_list(Meta(xattrs=sorted(names.items()))))[1]:
+        meta = Meta(xattrs=sorted(names.items()), pptrs=pptrs)
+        if has_attrs(meta) and not F.attr_forkoff(self.w.sb.inodesize, node.format,
+                                                  self._data_bytes(node),
+                                                  self._attr_list(meta))[1]:
             return
-        self.set_xattrs(ino, names)
+        self.set_xattrs(ino, names, pptrs=pptrs if self.pptr else None)
 
     def _is_dir(self, ino: int) -> bool:
         if ino in self.dirs:
@@ -1241,6 +1379,7 @@ class Namespace:
 
 
 _EMPTY_SF_ATTR = struct.pack(">HBB", 4, 0, 0)     # a shortform attr header, no entries
+_DI_GEN = DINODE.offset("di_gen")
 
 
 def split_path(path: str) -> tuple[str, bytes]:

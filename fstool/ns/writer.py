@@ -55,6 +55,11 @@ _SB_COUNTERS, _SB_COUNTERS_OFF = _sb_counters_layout()
 WRITABLE_INCOMPAT = (C.XFS_SB_FEAT_INCOMPAT_FTYPE | C.XFS_SB_FEAT_INCOMPAT_SPINODES
                      | C.XFS_SB_FEAT_INCOMPAT_META_UUID | C.XFS_SB_FEAT_INCOMPAT_BIGTIME
                      | C.XFS_SB_FEAT_INCOMPAT_NREXT64)
+# parent pointers (and exchange-range, which mkfs turns on with them): only
+# a writer that keeps every inode's parent pointers opens them (repair, and
+# the writers whose names go through fstool.ns.namespace: populate and the
+# edits; exchange-range needs nothing of a writer that exchanges no ranges)
+PARENT_INCOMPAT = C.XFS_SB_FEAT_INCOMPAT_PARENT | C.XFS_SB_FEAT_INCOMPAT_EXCHRANGE
 
 
 class Writer:
@@ -63,8 +68,8 @@ class Writer:
     def __init__(self, path, *, timestamp_ns: int | None = None, cache_bytes: int = 64 << 20,
                  logged: bool = True, checkpoint_bytes: int | None = None,
                  recovering=None, rebuilds_rmapbt: bool = False,
-                 clears_needsrepair: bool = False, discard: bool = False,
-                 log_at: int | None = None):
+                 clears_needsrepair: bool = False, keeps_parents: bool = False,
+                 discard: bool = False, log_at: int | None = None):
         refuse_if_mounted(os.fspath(path))
         self.fs = fs = Filesystem(path, cache_bytes=cache_bytes, writable=True)
         self.dev = fs.dev
@@ -74,7 +79,7 @@ class Writer:
         try:
             self._lock.__enter__()
             self._check_writable(logged and recovering is None, rebuilds_rmapbt,
-                                 clears_needsrepair)
+                                 clears_needsrepair, keeps_parents)
             if log_at is not None:
                 # a log being moved (resize): the caller formatted a clean
                 # log at block ``log_at``; the journal writes there, and
@@ -113,15 +118,21 @@ class Writer:
 
     # -- lifetime ----------------------------------------------------------------
     def _check_writable(self, logged: bool, rebuilds_rmapbt: bool = False,
-                        clears_needsrepair: bool = False) -> None:
+                        clears_needsrepair: bool = False, keeps_parents: bool = False) -> None:
         """Refuse what this writer cannot keep consistent.  Only a caller
         that checks the whole filesystem and clears the mark (repair) may
-        open one marked as needing repair (``clears_needsrepair``)."""
+        open one marked as needing repair (``clears_needsrepair``), and only
+        one that keeps every inode's parent pointers (``keeps_parents``) one
+        with parent pointers or exchange-range."""
         sb = self.fs.sb
         if sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_NEEDSREPAIR) and not clears_needsrepair:
             raise WriteRefused(f"{self.path}: the filesystem is marked as needing repair; "
                                "run xfs_repair first")
-        unknown = sb.incompat & ~WRITABLE_INCOMPAT
+        if sb.incompat & PARENT_INCOMPAT and not keeps_parents:
+            raise UnsupportedError(f"{self.path}: the filesystem has parent pointers or "
+                                   "exchange-range (mkfs -n parent=1), which this command "
+                                   "does not keep yet")
+        unknown = sb.incompat & ~(WRITABLE_INCOMPAT | PARENT_INCOMPAT)
         if clears_needsrepair:
             unknown &= ~C.XFS_SB_FEAT_INCOMPAT_NEEDSREPAIR
         if unknown:

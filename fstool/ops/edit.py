@@ -25,7 +25,7 @@ from .populate import _mkdirs
 def _edit(image, timestamp_ns, fn, check=True, punch=True):
     if check:
         require_sound(image)
-    with Writer(image, timestamp_ns=timestamp_ns, discard=punch) as w:
+    with Writer(image, timestamp_ns=timestamp_ns, discard=punch, keeps_parents=True) as w:
         with w.transaction():
             ns = Namespace(w)
             result = fn(ns)
@@ -133,7 +133,7 @@ def rm(image, paths, *, recursive: bool = False, force: bool = False,
     if check:
         require_sound(image)
     removed = [0]
-    with Writer(image, timestamp_ns=timestamp_ns, discard=punch) as w:
+    with Writer(image, timestamp_ns=timestamp_ns, discard=punch, keeps_parents=True) as w:
         w.begin()
         ns = Namespace(w)
         pending = [0]

@@ -24,6 +24,8 @@ def geometry(fs) -> dict:
         "bigtime": int(inc(C.XFS_SB_FEAT_INCOMPAT_BIGTIME)),
         "inobtcount": int(ro(C.XFS_SB_FEAT_RO_COMPAT_INOBTCNT)),
         "nrext64": int(inc(C.XFS_SB_FEAT_INCOMPAT_NREXT64)),
+        "exchange": int(inc(C.XFS_SB_FEAT_INCOMPAT_EXCHRANGE)),
+        "parent": int(inc(C.XFS_SB_FEAT_INCOMPAT_PARENT)),
         "bsize": sb.blocksize,
         "blocks": sb.dblocks,
         "imaxpct": f["sb_imax_pct"],
@@ -45,6 +47,9 @@ def geometry(fs) -> dict:
         "rootino": sb.rootino,
         "rt_extsize": f["sb_rextsize"] * sb.blocksize,
         "features": sb.feature_names(),
+        # xfsprogs 6.10's layout shows the features it added
+        **({"release": "6.10"} if inc(C.XFS_SB_FEAT_INCOMPAT_EXCHRANGE |
+                                      C.XFS_SB_FEAT_INCOMPAT_PARENT) else {}),
     }
 
 
@@ -111,5 +116,5 @@ def geometry_of_plan(geo) -> dict:
         "log_sunit": geo.log_sunit // geo.blocksize,
         "lazy_count": 1,
         "rt_extsize": max(1, 4096 // geo.blocksize) * geo.blocksize,
-        "exchange": 0, "parent": 0, "release": geo.release,
+        "exchange": int(geo.exchange), "parent": int(geo.parent), "release": geo.release,
     }

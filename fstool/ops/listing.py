@@ -6,7 +6,15 @@ from typing import Iterator
 from ..format import constants as C
 
 
-def entry_record(fs, path: str, node, with_xattrs: bool = True) -> dict:
+def parent_records(fs, node) -> list[dict]:
+    """A file's parent pointers as JSON: the directory inode, its
+    generation and the name (surrogateescape for bytes that are not UTF-8)."""
+    return [{"ino": p.ino, "gen": p.gen, "name": p.name.decode("utf-8", "surrogateescape")}
+            for p in fs.parents(node)]
+
+
+def entry_record(fs, path: str, node, with_xattrs: bool = True,
+                 with_parents: bool = False) -> dict:
     """The JSON record ``fstool ls --json`` prints for one file."""
     rec = {
         "path": path,
@@ -26,6 +34,8 @@ def entry_record(fs, path: str, node, with_xattrs: bool = True) -> dict:
         rec["rdev"] = list(rdev)
     if with_xattrs:
         rec["xattrs"] = sorted(fs.xattr_names(node))
+    if with_parents:
+        rec["parents"] = parent_records(fs, node)
     return rec
 
 

@@ -101,6 +101,8 @@ class Options:
     bigtime: bool = _DEFAULTS["bigtime"]
     inobtcount: bool | None = None     # None: with the finobt
     autofsck: str | None = None        # the root directory's autofsck property
+    parent: bool = False               # parent pointers (-n parent=1)
+    exchange: bool | None = None       # exchange-range; None: with parent pointers
     release: str = DEFAULT_RELEASE     # whose choices: a key of RELEASES
     imaxpct: int | None = None
     label: str = ""
@@ -147,6 +149,8 @@ class Geometry:
     inobtcount: bool = True
     autofsck: str | None = None
     release: str = DEFAULT_RELEASE
+    parent: bool = False
+    exchange: bool = False
 
     @property
     def inopblock(self) -> int:
@@ -274,6 +278,11 @@ def compute_geometry(opts: Options) -> Geometry:
         if autofsck != "none":
             raise MkfsValueError(f"autofsck={autofsck} is not part of the mkfs.xfs 6.1 profiles")
         autofsck = None
+    # parent pointers turn on exchange-range unless told otherwise
+    exchange = opts.parent if opts.exchange is None else opts.exchange
+    if opts.release == "6.1" and (opts.parent or exchange):
+        raise MkfsError("parent pointers and exchange-range are not part of the mkfs.xfs 6.1 "
+                        "profiles")
 
     hdr_blocks = (4 * opts.sectsize + B - 1) // B
     roots, prealloc = static_roots(B, opts.sectsize, opts.finobt, opts.rmapbt, opts.reflink)
@@ -298,7 +307,7 @@ def compute_geometry(opts: Options) -> Geometry:
     need = max(XFS_MIN_LOG_BLOCKS, min_log_blocks(LogGeometry(
         B, opts.sectsize, isize, dirbs, agblocks, agblklog,
         B if opts.sectsize != 512 else 0, opts.finobt, opts.rmapbt, opts.reflink,
-        opts.nrext64)))
+        opts.nrext64, opts.parent)))
     big = (dblocks << blocklog) >= MKFS_MIN_SIZE
     logagno = agcount // 2
     if logagno == 0:
@@ -358,7 +367,7 @@ def compute_geometry(opts: Options) -> Geometry:
                     dirbs, logblocks, logagno, prealloc, prealloc, roots, minfree,
                     inoalignmt, spino_align, ialloc_blks, ialloc_inos, first, imaxpct,
                     opts.finobt, opts.sparse, opts.reflink, opts.nrext64, opts.rmapbt,
-                    opts.bigtime, inobtcount, autofsck, opts.release)
+                    opts.bigtime, inobtcount, autofsck, opts.release, opts.parent, exchange)
 
 
 def static_roots(blocksize: int, sectsize: int, finobt: bool, rmapbt: bool,
@@ -509,7 +518,9 @@ class Formatter:
         inc = _flags((True, C.XFS_SB_FEAT_INCOMPAT_FTYPE),
                      (g.bigtime, C.XFS_SB_FEAT_INCOMPAT_BIGTIME),
                      (g.sparse, C.XFS_SB_FEAT_INCOMPAT_SPINODES),
-                     (g.nrext64, C.XFS_SB_FEAT_INCOMPAT_NREXT64))
+                     (g.nrext64, C.XFS_SB_FEAT_INCOMPAT_NREXT64),
+                     (g.exchange, C.XFS_SB_FEAT_INCOMPAT_EXCHRANGE),
+                     (g.parent, C.XFS_SB_FEAT_INCOMPAT_PARENT))
         f = {
             "sb_magicnum": C.XFS_SB_MAGIC, "sb_blocksize": g.blocksize,
             "sb_dblocks": g.dblocks, "sb_uuid": self.uuid,
@@ -520,8 +531,9 @@ class Formatter:
             "sb_rextsize": max(1, 4096 // g.blocksize), "sb_agblocks": g.agblocks,
             "sb_agcount": g.agcount, "sb_logblocks": g.logblocks,
             "sb_versionnum": VERSIONNUM_V5 | (SECTORBIT if g.sectsize != 512 else 0)
-            # the root directory's autofsck property is an xattr
-            | (ATTRBIT if primary and g.autofsck else 0),
+            # the root directory's autofsck property is an xattr; with
+            # parent pointers every superblock says attributes are in use
+            | (ATTRBIT if (primary and g.autofsck) or g.parent else 0),
             "sb_sectsize": g.sectsize,
             "sb_inodesize": g.inodesize, "sb_inopblock": g.inopblock,
             "sb_fname": self.label, "sb_blocklog": g.blocklog,

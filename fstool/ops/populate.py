@@ -152,7 +152,8 @@ def populate(image, source, dest: str = "/", *, owner_map=None, keep_going: bool
     if check and not fresh:
         require_sound(image)
     committed = [0]          # entries in committed batches
-    with gc_paused(), Writer(image, timestamp_ns=timestamp_ns, logged=not fresh) as w, src:
+    with gc_paused(), Writer(image, timestamp_ns=timestamp_ns, logged=not fresh,
+                             keeps_parents=True) as w, src:
         now = w.now_ns()
         reader = RunReader(w.sb.blocksize)
         dedupe = None

@@ -179,6 +179,13 @@ PROBLEMS = {
     "DIR_MULTIPLE_PARENTS": (ERROR, "dir", "a directory is linked from more than one place"),
     "NLINK": (ERROR, "inode", "an inode's link count differs from the entries naming it"),
     "DISCONNECTED": (ERROR, "inode", "an allocated inode is not reachable from the root"),
+    "PARENT_MISSING": (ERROR, "attr", "a directory entry has no parent pointer on the inode "
+                       "it names (parent pointer filesystems)"),
+    "PARENT_BAD": (ERROR, "attr", "a parent pointer names no directory entry, or its "
+                   "directory's generation differs"),
+    "PARENT_GARBAGE": (ERROR, "attr", "an attribute of the parent namespace is not a parent "
+                       "pointer: its value is not a 12-byte record or its parent cannot be a "
+                       "directory"),
     # symlinks and xattrs
     "SYMLINK": (ERROR, "symlink", "a symlink's target cannot be read, has the wrong length, "
                 "holds a NUL, or its fork does not suit its size"),

@@ -253,7 +253,8 @@ def grow(path, dblocks: int, agcount: int, *, undo=None, changes: list) -> None:
     """Grow the filesystem of ``path`` to ``dblocks`` blocks in ``agcount``
     AGs (see the module docstring).  ``undo``: a function given the open
     Device, returning an undo recorder to attach (or None)."""
-    w = Writer(path)
+    # growing changes no names: parent pointers stay as they are
+    w = Writer(path, keeps_parents=True)
     try:
         if undo is not None:
             undo(w.dev)
@@ -324,7 +325,7 @@ def shrink(path, dblocks: int, agcount: int, *, undo=None, changes: list) -> Non
         changes.append(f"filesystem shrunk from {sb.dblocks} to {dblocks} blocks")
         return
     # B. the last AG's free tail cut off, one logged transaction
-    with Writer(path) as w:
+    with Writer(path, keeps_parents=True) as w:
         if undo is not None:
             undo(w.dev)
         sb1 = w.sb
@@ -362,7 +363,7 @@ def move_out(path, dblocks: int, agcount: int, extents: list, *, undo=None,
     blocks (written and flushed first, where nothing lived) in place of
     the old and frees those.  A kill leaves each extent where it was or
     where it went, never both."""
-    with Writer(path) as w:
+    with Writer(path, keeps_parents=True) as w:
         if undo is not None:
             undo(w.dev)
         io = FileIO(w)
@@ -432,7 +433,7 @@ def move_log(path, dblocks: int, agcount: int, *, undo=None, changes: list) -> N
                     zero_log(ld, out, cycle)
         finally:
             out.close()
-    with Writer(path, log_at=home) as w:
+    with Writer(path, log_at=home, keeps_parents=True) as w:
         if undo is not None:
             undo(w.dev)
         w.journal.sb_barrier = True

@@ -161,7 +161,9 @@ def finish_with_writer(path, intents: list, position: tuple) -> tuple[dict, dict
     log; the counters before and after)."""
     done = {"efi_extents": 0, "rui_extents": 0, "cui_extents": 0, "bui_extents": 0,
             "unlinked_inodes": 0, "cow_extents": 0}
-    with Writer(path, recovering=position) as w:
+    # names are not changed here (intents that would, ATTRI and XMI, are
+    # refused before): parent pointers stay as the replayed log left them
+    with Writer(path, recovering=position, keeps_parents=True) as w:
         w.space.kernel_freelist = True
         sb = w.sb
         f0 = sb.fields

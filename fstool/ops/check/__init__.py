@@ -14,7 +14,9 @@ xfs_repair -n: 0 clean, 1 corruption, 2 dirty log, 4 operational error.
     refcounts     refcount btree                         (btrees.py)
     inodes        every inode, its forks and block maps  (inodes.py, xattrs.py)
     unlinked      the AGI unlinked lists                 (agheaders.py)
-    namespace     directories, '..', reachability, links (namespace.py, dirs.py)
+    namespace     directories, '..', reachability, links,
+                  parent pointers against the entries  (namespace.py, dirs.py,
+                                                         parents.py)
     space_map     every block owned once; refcounts and
                   rmaps against the owners found         (spacemap.py)
     counters      superblock counters                    (summary.py)
@@ -30,6 +32,7 @@ from .btrees import BtreePhases
 from .dirs import DirChecks
 from .inodes import InodePhase
 from .namespace import NamespacePhase
+from .parents import ParentPointerChecks
 from .spacemap import SpaceMapPhase
 from .summary import SummaryPhases
 from .superblocks import SuperblockPhase
@@ -41,8 +44,8 @@ __all__ = ["Checker", "Finding", "InodeTable", "check", "EXIT_CLEAN", "EXIT_CORR
 
 
 class Checker(SuperblockPhase, AGHeaderPhase, BtreePhases, InodePhase, XattrChecks,
-              DirChecks, NamespacePhase, SpaceMapPhase, SummaryPhases, AGGeometry,
-              CheckerBase):
+              DirChecks, NamespacePhase, ParentPointerChecks, SpaceMapPhase, SummaryPhases,
+              AGGeometry, CheckerBase):
     FIRST_PHASES = ("superblocks",)
     AG_PHASES = ("ag_headers", "free_space", "inode_btrees", "refcounts", "inodes",
                  "unlinked")

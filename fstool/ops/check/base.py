@@ -78,7 +78,7 @@ class CheckerBase:
     GLOBAL_PHASES: tuple = ()
     FIRST_PHASES: tuple = ()
     # what an AG worker hands back to be merged
-    MERGED_LISTS = ("findings", "dirs")
+    MERGED_LISTS = ("findings", "dirs", "pptr_unread")
     MERGED_DICTS = ("tables", "chunks", "unlinked", "next_unlinked", "refcounts", "rmaps",
                     "agf", "agi", "refcount_trees", "dir_raw")
     MERGED_AG_LISTS = ("claims", "rmap_expect")
@@ -115,6 +115,10 @@ class CheckerBase:
         # primary superblock's geometry is outvoted by the secondaries')
         self.stop = False
         self.has_rmap = fs.sb.has_ro_compat(1 << 1)
+        self.has_pptr = fs.sb.has_incompat(1 << 7)
+        # inodes whose attr fork could not be read whole: their parent
+        # pointers are not known, and not compared with the entries
+        self.pptr_unread: list[int] = []
 
     # -- reporting -----------------------------------------------------------
     def report(self, code: str, message: str, **where) -> None:

@@ -490,7 +490,7 @@ class BtreePhases:
                             "overlaps another record's chunk", agno=agno, structure="inobt",
                             field="ir_startino", found=rec[0])
         self.chunks[agno] = keep
-        self.tables[agno] = InodeTable(base | r[0] for r in keep)
+        self.tables[agno] = InodeTable((base | r[0] for r in keep), pptr=self.has_pptr)
         return keep
 
     def _claim_chunks(self, agno: int, recs: list) -> None:

@@ -194,7 +194,7 @@ class DirChecks:
                     f"{'itself' if child == ino else f'invalid inode {child}'}", "inumber",
                     where, index=idx, found=child)
                 continue
-            flags = tally(*args, child, ftype, sb.has_ftype)
+            flags = tally(*args, child, ftype, sb.has_ftype, tab.psums, ino, node.gen, name)
             if flags:
                 odd.append((name, child, ftype, flags))
         return parent
@@ -231,7 +231,7 @@ class DirChecks:
         try:
             frees, lsum, more, why = parsers.dir_data_tally(
                 buf, C.XFS_DIR3_DATA_HDR_SIZE, end, self.sb.has_ftype, addr_base,
-                tab.starts, tab.itype, tab.refs, node.ino)
+                tab.starts, tab.itype, tab.refs, node.ino, tab.psums, node.gen)
         except ValueError as e:
             frees, lsum, more, why = [], 0, [], str(e)
         odd += more

@@ -107,7 +107,8 @@ class InodePhase:
                     chunk, base, isize, first, sb.meta_uuid, free, holemask,
                     self.flags2_plain, bigtime_fs, sb.agblklog, sb.agcount, sb.agblocks,
                     last_ag, self.agfl_block, self.max_file_offset, tab.itype, tab.nlinks,
-                    64 * k, sb.rootino, *arrays) if arrays is not None else \
+                    64 * k, sb.rootino, *arrays, psums=tab.psums,
+                    pptr_fs=self.has_pptr) if arrays is not None else \
                     ([i for i in range(64) if not holemask >> (i // 4) & 1], [])
                 ndirs = len(self.dirs)
                 for i in dirs:
@@ -233,9 +234,25 @@ class InodePhase:
         if free:
             self.report("INOBT_INODE", f"inode {ino} is free in the inobt but in use on disk",
                         field="di_mode", **where)
+        self.pptrs_seen = []
+        self.pptrs_whole = True
         if self._check_in_use(d, raw, ino, where):
             tab.itype[slot] = (mode & S_IFMT) >> 12 or 16
             tab.nlinks[slot] = d["nlink"]
+            if tab.psums is not None:
+                self._count_pptrs(tab, slot, ino)
+
+    def _count_pptrs(self, tab, slot, ino) -> None:
+        """Take the parent pointers check_xattrs met off the inode's slot
+        (the entries naming it add theirs in the namespace phase)."""
+        if not self.pptrs_whole:
+            self.pptr_unread.append(ino)
+            return
+        mix = parsers.pptr_mix
+        acc = 0
+        for p_ino, p_gen, name in self.pptrs_seen:
+            acc += mix(name, p_ino, p_gen)
+        tab.psums[slot] = (tab.psums[slot] - acc) & 0xFFFFFFFFFFFFFFFF
 
     def report_inode(self, code, detail, field, where, **more) -> None:
         self.report(code, f"inode {where['ino']}: {detail}", field=field, **where, **more)
@@ -580,6 +597,8 @@ class InodePhase:
             return None
         if attr_ok and node is not None and d["forkoff"]:
             self.guarded(f"inode {ino} xattrs", self.check_xattrs, node, **where)
+        elif d["forkoff"]:
+            self.pptrs_whole = False
         return node if node is not None else False
 
     def _fork_extents(self, d, raw, ino, where, attr: bool):

@@ -144,6 +144,7 @@ class NamespacePhase:
                 self.report("DIR_ENTRY_TARGET", f"a directory entry points to metadata inode "
                             f"{meta}", ino=meta, structure="dir")
         self._link_counts(tab, root, subdirs, edges)
+        self.check_parent_pointers(tab)
 
     def _dir_link(self, tab: InodeTable, ino: int, child: int, subdirs, parent,
                   edges) -> None:
@@ -163,15 +164,16 @@ class NamespacePhase:
     def _shortform_fast(self, tab: InodeTable):
         """``fast(raw, ino)``: a shortform directory checked and its entries
         counted natively ('..' and the entries to look at, as check_dir
-        gives them), or None when the Python check must look
-        (``parsers.sf_dir_tally``)."""
+        gives them; on a filesystem with parent pointers each entry's parent
+        pointer added to its target's ``psums`` slot, as check_dir adds it),
+        or None when the Python check must look (``parsers.sf_dir_tally``)."""
         sb = self.sb
         f = sb.fields
         lo = self.agino_range(0)[0]
         hi = array("Q", [self.agino_range(a)[1] for a in range(sb.agcount)])
         meta = array("Q", [f["sb_rbmino"], f["sb_rsumino"], *sorted(self.quota_inodes())])
         args = (sb.has_ftype, sb.dirblksize, self.dir_data_first, sb.rootino, sb.agino_log,
-                sb.agcount, lo, hi, meta, tab.starts, tab.itype, tab.refs)
+                sb.agcount, lo, hi, meta, tab.starts, tab.itype, tab.refs, tab.psums)
         uuid = self.fs.uuid
         tally = parsers.sf_dir_tally
         return lambda raw, ino: tally(raw, ino, uuid, *args)

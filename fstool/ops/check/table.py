@@ -12,24 +12,32 @@ class InodeTable:
     ...; the inode at index i of chunk k has slot 64 * k + i.  ``itype``
     holds the file type (mode >> 12; 0 for an inode not in use, 16 for one
     in use with no valid type), ``nlinks`` the link count, ``refs`` the
-    directory entries that name it: about 9 bytes per inode."""
+    directory entries that name it: about 9 bytes per inode.  On a
+    filesystem with parent pointers ``psums`` holds, per inode, the sum of
+    the mixes of the entries naming it less those of its parent pointers
+    (``parsers.pptr_mix``): 0 when they are the same (8 bytes more)."""
 
-    def __init__(self, starts):
+    def __init__(self, starts, pptr: bool = False):
         self.starts = array("Q", starts)
         n = 64 * len(self.starts)
         self.itype = bytearray(n)
         self.nlinks = array("I", bytes(4 * n))
         self.refs = array("I", bytes(4 * n))
+        self.psums = array("Q", bytes(8 * n)) if pptr else None
 
     @classmethod
     def concat(cls, parts) -> "InodeTable":
         """One table of several with ascending, disjoint inode ranges."""
-        t = cls(())
+        parts = list(parts)
+        t = cls((), pptr=any(p.psums is not None for p in parts))
         for part in parts:
             t.starts.extend(part.starts)
             t.itype.extend(part.itype)
             t.nlinks.extend(part.nlinks)
             t.refs.extend(part.refs)
+            if t.psums is not None:
+                t.psums.extend(part.psums if part.psums is not None
+                               else array("Q", bytes(8 * len(part.itype))))
         return t
 
     def slot(self, ino: int) -> int:

@@ -1,7 +1,10 @@
 """Attribute forks, as xfs_repair's process_attributes looks at them:
-shortform entries, leaf blocks (entry table, names, hashes, the name area
-and the header's usedbytes and firstused), the node form's da-btree, and
-remote values."""
+shortform entries, leaf blocks (entry table, flags and namespaces, names,
+hashes, the name area and the header's usedbytes and firstused), the node
+form's da-btree, and remote values.  The parent pointers met on the way are
+kept for the namespace phase (``self.pptrs_seen``); an attribute of the
+parent namespace whose value is no parent record is reported
+(PARENT_GARBAGE), as xfs_repair's phase 6 reports it."""
 from __future__ import annotations
 
 import struct
@@ -9,6 +12,7 @@ import struct
 from ..._backend import checks, parsers
 from ...errors import CorruptionError, FsToolError
 from ...format import constants as C
+from ...format import parent as P
 from ...io import verify as V
 from ..names import quoted_name
 
@@ -39,28 +43,35 @@ def attr_flags_problem(flags: int, shortform: bool, parent_fs: bool) -> str | No
     return None
 
 
-def parent_hash(name: bytes, value: bytes) -> int:
-    """xfs_parent_hashattr: a parent pointer's hash, the name's with the
-    parent's inode number (the first 8 bytes of its 12-byte value) mixed
-    in; 0 for a value of another length."""
-    if len(value) != 12:
-        return 0
-    p_ino = struct.unpack_from(">Q", value, 0)[0]
-    return parsers.da_hashname(name) ^ (p_ino >> 32) ^ (p_ino & 0xFFFFFFFF)
-
-
 class XattrChecks:
-    @property
-    def _parent_fs(self) -> bool:
-        return self.sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_PARENT)
-
     def check_xattrs(self, node) -> None:
+        """The attr fork of ``node``; its parent pointers go to
+        ``self.pptrs_seen`` ([(p_ino, p_gen, name)]), ``self.pptrs_whole``
+        saying whether every entry was read."""
+        self.pptrs_seen = []
+        self.pptrs_whole = False
+        before = len(self.findings)
         fmt = node.aformat
         if fmt == C.XFS_DINODE_FMT_LOCAL:
             self._sf_attrs(node)
         elif fmt in (C.XFS_DINODE_FMT_EXTENTS, C.XFS_DINODE_FMT_BTREE):
             if node.anextents:
                 self._longform_attrs(node)
+        self.pptrs_whole = not any(f.code in ("XATTR", "XATTR_NODE", "CHECK_ABORTED")
+                                   for f in self.findings[before:])
+
+    def _seen_pptr(self, node, flags, name, value, **where) -> None:
+        """Keep a parent pointer met in the attr fork; one whose value is no
+        parent record is garbage (xfs_parent_from_attr refuses it)."""
+        if value is None or len(value) != P.XFS_PARENT_REC_SIZE:
+            self.report("PARENT_GARBAGE", f"inode {node.ino}: parent pointer "
+                        f"{quoted_name(name)} has a value of "
+                        f"{'remote' if value is None else len(value)} bytes, not a parent "
+                        "record", ino=node.ino, fork="attr", structure="attr",
+                        field="valuelen", **where)
+            return
+        p_ino, p_gen = P.unpack_rec(value)
+        self.pptrs_seen.append((p_ino, p_gen, bytes(name)))
 
     def _xbad(self, node, detail, field=None, **more) -> None:
         self.report("XATTR", f"inode {node.ino}: {detail}", ino=node.ino, fork="attr",
@@ -92,16 +103,20 @@ class XattrChecks:
                            "valuelen", index=i)
                 break
             name = bytes(fork[pos + 3:pos + 3 + namelen])
-            if not attr_name_ok(name, flags):
+            why = attr_flags_problem(flags, True, self.has_pptr)
+            name_ok = attr_name_ok(name, flags)
+            if not name_ok:
                 self._xbad(node, f"shortform attribute {quoted_name(name)} has an illegal name",
                            "name", index=i)
-            why = attr_flags_problem(flags, True, self._parent_fs)
             if flags & C.XFS_ATTR_INCOMPLETE:
                 self._xbad(node, f"shortform attribute {quoted_name(name)} is incomplete", "flags",
                            index=i)
             elif why:
                 self._xbad(node, f"shortform attribute {quoted_name(name)} {why}", "flags",
                            index=i, found=flags)
+            elif name_ok and flags & C.XFS_ATTR_PARENT:
+                self._seen_pptr(node, flags, name,
+                                fork[pos + 3 + namelen:pos + 3 + namelen + valuelen], index=i)
             size = 3 + namelen + valuelen
             remaining -= size
             pos += size
@@ -265,11 +280,14 @@ class XattrChecks:
             self._xbad(node, f"attr leaf {ablk} has {count} entries", "count", found=count,
                        **where)
             return None
-        fast = checks.attr_leaf_entries(buf, count, last_hash)
+        fast = checks.attr_leaf_entries(buf, count, last_hash, self.has_pptr)
         if fast is not None:
             # every entry sound (the entry loop below would find nothing):
             # only the remote values and the header's totals are left
-            lo, hi, firstb, usedbs, remotes = fast
+            lo, hi, firstb, usedbs, remotes, pptrs = fast
+            self.pptrs_seen.extend((i, g, bytes(n)) for i, g, n in pptrs)
+            if self.has_pptr and len(pptrs) < self._parent_entries(buf, count):
+                self._leaf_garbage(node, buf, count, ablk)
             for i, valueblk, valuelen in remotes:
                 if not self._remote_value(node, valueblk, valuelen, i, ablk):
                     return None
@@ -287,7 +305,7 @@ class XattrChecks:
                            "the block", "nameidx", index=i, found=nameidx, **where)
                 return None
             why = None if flags & C.XFS_ATTR_INCOMPLETE else \
-                attr_flags_problem(flags, False, self._parent_fs)
+                attr_flags_problem(flags, False, self.has_pptr)
             if why is None and flags & C.XFS_ATTR_PARENT and not flags & C.XFS_ATTR_LOCAL:
                 why = "is a parent pointer with a remote value"
             if why:
@@ -298,7 +316,7 @@ class XattrChecks:
                 self._xbad(node, f"attr leaf {ablk} entry {i} is incomplete", "flags",
                            index=i, **where)
                 return None
-            want_hash = None
+            value = None
             if flags & C.XFS_ATTR_LOCAL:
                 if nameidx + 3 > bs:
                     self._xbad(node, f"attr leaf {ablk} entry {i} overruns the block",
@@ -306,14 +324,12 @@ class XattrChecks:
                     return None
                 valuelen, namelen = struct.unpack_from(">HB", buf, nameidx)
                 name = bytes(buf[nameidx + 3:nameidx + 3 + namelen])
+                value = bytes(buf[nameidx + 3 + namelen:nameidx + 3 + namelen + valuelen])
                 size = (3 + namelen + valuelen + 3) & ~3
                 if namelen == 0 or not attr_name_ok(name, flags) or nameidx + 3 + namelen > bs:
                     self._xbad(node, f"attr leaf {ablk} entry {i} has a bad name", "name",
                                index=i, **where)
                     return None
-                if flags & C.XFS_ATTR_PARENT:
-                    value_at = nameidx + 3 + namelen
-                    want_hash = parent_hash(name, bytes(buf[value_at:value_at + valuelen]))
             else:
                 if nameidx + 9 > bs:
                     self._xbad(node, f"attr leaf {ablk} entry {i} overruns the block",
@@ -322,17 +338,23 @@ class XattrChecks:
                 valueblk, valuelen, namelen = struct.unpack_from(">IIB", buf, nameidx)
                 name = bytes(buf[nameidx + 9:nameidx + 9 + namelen])
                 size = (11 + namelen + 3) & ~3
-                if namelen == 0 or not attr_name_ok(name) or valueblk == 0:
-                    self._xbad(node, f"attr leaf {ablk} remote entry {i} is inconsistent",
+                if namelen == 0 or not attr_name_ok(name, flags) or valueblk == 0 or \
+                        flags & C.XFS_ATTR_PARENT:
+                    self._xbad(node, f"attr leaf {ablk} remote entry {i} is inconsistent"
+                               + (" (a parent pointer's value is never remote)"
+                                  if flags & C.XFS_ATTR_PARENT else ""),
                                "valueblk", index=i, **where)
                     return None
-            if want_hash is None:
-                want_hash = parsers.da_hashname(name)
-            if h != want_hash or h < last_hash:
+            want = P.attr_hash(flags, name, value)
+            if h != want or h < last_hash:
+                what = "its parent pointer hashes" if flags & C.XFS_ATTR_PARENT else \
+                    "its name hashes"
                 self._xbad(node, f"attr leaf {ablk} entry {quoted_name(name)} has hash "
-                           f"0x{h:08x}, its name hashes to 0x{want_hash:08x}", "hashval",
+                           f"0x{h:08x}, {what} to 0x{want:08x}", "hashval",
                            index=i, **where)
                 return None
+            if flags & C.XFS_ATTR_PARENT:
+                self._seen_pptr(node, flags, name, value, offset=ablk, index=i)
             if not flags & C.XFS_ATTR_LOCAL and not self._remote_value(node, valueblk,
                                                                        valuelen, i, ablk):
                 return None
@@ -348,6 +370,26 @@ class XattrChecks:
             firstb = min(firstb, nameidx)
         self._attr_leaf_totals(node, ablk, holes, firstb, firstused, usedbs, usedbytes)
         return [hashes[0], hashes[-1]] if hashes else []
+
+    @staticmethod
+    def _parent_entries(buf, count) -> int:
+        """How many entries of an attr leaf block are in the parent namespace."""
+        base = C.XFS_ATTR3_LEAF_HDR_SIZE
+        return sum(1 for i in range(count)
+                   if buf[base + 8 * i + 6] & C.XFS_ATTR_NSP_ONDISK_MASK == C.XFS_ATTR_PARENT)
+
+    def _leaf_garbage(self, node, buf, count, ablk) -> None:
+        """Report the parent-namespace entries of a sound leaf block whose
+        value is not a parent record."""
+        base = C.XFS_ATTR3_LEAF_HDR_SIZE
+        for i in range(count):
+            _h, nameidx, flags = struct.unpack_from(">IHB", buf, base + 8 * i)
+            if flags & C.XFS_ATTR_NSP_ONDISK_MASK != C.XFS_ATTR_PARENT:
+                continue
+            valuelen, namelen = struct.unpack_from(">HB", buf, nameidx)
+            if valuelen != P.XFS_PARENT_REC_SIZE:
+                name = bytes(buf[nameidx + 3:nameidx + 3 + namelen])
+                self._seen_pptr(node, flags, name, bytes(valuelen), offset=ablk, index=i)
 
     def _attr_leaf_totals(self, node, ablk, holes, firstb, firstused, usedbs, usedbytes):
         """The leaf header's firstused and usedbytes against the entries."""

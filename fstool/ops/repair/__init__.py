@@ -15,6 +15,9 @@ is reported as not repaired, with the reason.  The actions:
   to lost+found; its directory blocks are reserved from free space and the
   blocks it gives up freed by the AG rebuild, which runs after it;
 * the superblock counters are summed from the AGs;
+* parent pointers (:mod:`.parents`, the end of xfs_repair's phase 6):
+  every inode the other phases or check's findings touch gets the parent
+  pointers of the entries naming it;
 * secondary superblocks are rewritten from the primary;
 * inodes (the inode phase, :mod:`.inodes`, run first): fields fixed in
   place, inodes cleared or attr forks dropped as xfs_repair does, unlinked
@@ -70,12 +73,13 @@ from ..check.base import Finding
 from ..logops import zero
 from ..names import shown_name
 from . import primary
-from .actions import (AG, COUNTERS, INODE, LOG, NAMESPACE, REBUILT_TREES, SB_FIELD, SECONDARY,
-                      action_of)
+from .actions import (AG, COUNTERS, INODE, LOG, NAMESPACE, PARENT, REBUILT_TREES, SB_FIELD,
+                      SECONDARY, action_of)
 from .agbuild import AGPlan, RepairError, raw_buf
 from .checker import RepairChecker
 from .inodes import paths_of, plan_inodes
 from .namespace import NamespaceError, plan as ns_plan
+from .parents import plan as pptr_plan
 
 EXIT_CLEAN, EXIT_REPAIRED, EXIT_CANNOT = 0, 1, 4
 TREES = ("finobt", "inobt", "bnobt", "cntbt", "agfl", "refcountbt", "all")
@@ -114,8 +118,8 @@ def refuse_unusable(fs, path) -> None:
 
 def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
     """(AG plans, secondary superblocks, counters?, changes, actions,
-    unrepaired, (inode plan, namespace plan or None)) for the findings of
-    ``checker`` and the options."""
+    unrepaired, (inode plan, namespace plan or None, parent pointer plan or
+    None)) for the findings of ``checker`` and the options."""
     fs = checker.fs
     sb = fs.sb
     findings = checker.findings
@@ -128,6 +132,7 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
     sb_fixes = checker.sb_fixes = {}        # primary superblock field -> value
     checker.log_cycle = 0                   # format the log at this cycle at the end
     ns_findings = []
+    pptr_findings = []
     # the inode phase (xfs_repair's phases 3 and 4) is planned first: what
     # it clears is free to every later phase
     inodes = plan_inodes(checker)
@@ -169,6 +174,8 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
             checker.log_cycle = max(checker.log_cycle, (f.found >> 32) + 1)
         elif action == NAMESPACE:
             ns_findings.append(f)
+        elif action == PARENT:
+            pptr_findings.append(f)
         elif f.severity == "error":
             unrepaired.append((f, text))
     ag_set.update(inodes.ags)
@@ -206,7 +213,13 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
                                "directory entries still name it and the namespace phase "
                                "cannot run"))
 
-    if rmap and (ag_set or ns):
+    # the parent pointers (the end of phase 6), before the AGs: an attr fork
+    # they make in blocks reserves them where the namespace phase reserves
+    # its own (``blocks``: that phase's plan, or one of their own)
+    pp = _plan_parents(checker, inodes, ns, pptr_findings, unrepaired)
+    blocks = pp.blocks if pp is not None and pp.reserves else ns
+
+    if rmap and (ag_set or ns or blocks):
         # an rmapbt image: whatever changes an AG's blocks rebuilds every
         # AG's rmapbt from the owners found, as xfs_repair's phase 5 does
         ag_set.update(range(sb.agcount))
@@ -215,12 +228,12 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
         # while anything stays unrepaired (an inode, a block map, a structure
         # check could not read), who owns the blocks no one claims is not
         # known: they are left as they are rather than freed
-        return _plan_ags(checker, ag_set | inodes.ags | (ns.ags if ns else set()), actions,
-                         finobt, recheck, scan and scan_ags, not unrepaired,
-                         reflink and refc_ags, ns, inodes)
+        return _plan_ags(checker, ag_set | inodes.ags | (blocks.ags if blocks else set()),
+                         actions, finobt, recheck, scan and scan_ags, not unrepaired,
+                         reflink and refc_ags, blocks, inodes)
 
     plans, ag_changes, failed, unrep_ags = ag_plans()
-    if failed & (inodes.ags | (ns.ags if ns else set())):
+    if failed & (inodes.ags | (blocks.ags if blocks else set())):
         # an AG a phase needs cannot be rebuilt: the inode phase is withdrawn
         # there, the namespace phase altogether (what it planned assumed the
         # inodes cleared), and the AGs planned again
@@ -235,6 +248,14 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
                                "directory entries still name it") for ino, f in dangling
                               if ino in inodes.cleared)
             ns = None
+        if pp is not None:
+            # the parent pointers were planned on what the phases before
+            # would do: they are not written
+            unrepaired.extend((f, "reported, not repaired: an AG the repair needs cannot be "
+                               "rebuilt") for f in pptr_findings
+                              if all(f is not u[0] for u in unrepaired))
+            pp = None
+        blocks = ns
         ag_set.difference_update(failed)
         plans, ag_changes, failed, unrep_ags = ag_plans()
     unrepaired.extend(unrep_ags)
@@ -245,6 +266,8 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
         inodes.notes
     if ns:
         changes.extend(ns.changes)
+    if pp:
+        changes.extend(pp.changes)
     changes.extend(ag_changes)
     if plans:
         counters = True
@@ -266,7 +289,23 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
         if agno:
             changes.append(f"AG {agno}: secondary superblock rewritten from the primary")
     return (plans, sorted(secondaries - {0}), counters, changes, actions, unrepaired,
-            (inodes, ns))
+            (inodes, ns, pp))
+
+
+def _plan_parents(checker, inodes, ns, findings, unrepaired):
+    """The parent pointer phase's plan (None on a filesystem without parent
+    pointers or when nothing touches them); its findings it cannot mend
+    go to ``unrepaired``."""
+    touched = findings or ns or inodes.attr_dropped or \
+        any(not ch.clear for ch in inodes.changes.values())
+    if not checker.fs.has_parent_pointers or not touched:
+        return None
+    pp = pptr_plan(checker, inodes, ns, findings)
+    for f in findings:
+        why = pp.unrepaired.get(f.ino)
+        if why is not None:
+            unrepaired.append((f, why))
+    return pp
 
 
 def _plan_namespace(checker, inodes, ns_findings, unrepaired):
@@ -700,8 +739,11 @@ def _repair_once(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, 
             lock.__exit__(None, None, None)
             fs.close()
     # the AG rebuild writes every AG's rmapbt anew (plan()), so repair may
-    # open an rmapbt image for writing
-    w = Writer(path, rebuilds_rmapbt=True, clears_needsrepair=True, logged=not in_place)
+    # open an rmapbt image for writing; the parent pointer phase keeps the
+    # pointers of everything the other phases change (exchange-range leaves
+    # nothing on disk to keep)
+    w = Writer(path, rebuilds_rmapbt=True, clears_needsrepair=True, keeps_parents=True,
+               logged=not in_place)
     guard = None
     try:
         fs = w.fs
@@ -807,19 +849,22 @@ def _digest_sectors(fs) -> list:
     return out
 
 
-def _apply(w, checker, plans, secondaries, counters, add_finobt, phases=(None, None),
+def _apply(w, checker, plans, secondaries, counters, add_finobt, phases=(None, None, None),
            in_place: bool = False) -> None:
     fs = w.fs
     sb = fs.sb
     with w.transaction():
         tx = w.tx
-        inodes, ns = phases
-        # the inode phase first, then the namespace, then the AGs (which see
-        # what both give up and take through their plans) and counters
+        inodes, ns, pp = phases
+        # the inode phase first, then the namespace and the parent pointers
+        # of what it settled, then the AGs (which see what the first two
+        # give up and take through their plans) and counters
         if inodes is not None:
             inodes.apply(tx, checker)
         if ns:
             ns.write(w)
+        if pp:
+            pp.write(w)
         totals = {}
         for agno, p in plans.items():
             totals[agno] = p.write(tx, checker.agf.get(agno), checker.agi.get(agno))

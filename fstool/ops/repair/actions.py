@@ -16,6 +16,8 @@ code -> (action, text).  The action is what :mod:`fstool.ops.repair` plans:
                inode in place, clear it or drop its attr fork, as
                xfs_repair does; empty unlinked buckets; clear quota inode
                numbers
+``parent``     the parent pointer phase (:mod:`.parents`): an inode's parent
+               pointers made those of the entries naming it
 ``none``       reported, not repaired: the text says why
 
 docs/check-problems.md shows the text in its repair column (generated with
@@ -25,6 +27,12 @@ AG, COUNTERS, SECONDARY, NAMESPACE, INODE, NONE = ("ag", "counters", "secondary"
                                                   "namespace", "inode", "none")
 SB_FIELD = "sb_field"
 LOG = "log"
+PARENT = "parent"
+_PARENT_TEXT = ("repaired: the inode's parent pointers are made those of the directory "
+                "entries naming it once the namespace is repaired (garbage and unwanted "
+                "pointers removed, missing ones added, as xfs_repair 6.10.1's phase 6 does), "
+                "in a shortform attr fork or, when they do not fit one, in an attr fork "
+                "made in new blocks")
 
 _AG_TEXT = ("rebuilt: the AG's bnobt, cntbt, inobt, finobt and free list are bulk-loaded "
             "from the space map of every owner and the inode chunks (on an rmapbt "
@@ -200,6 +208,9 @@ REPAIRS = {
                      "pointing there"),
     "SYMLINK": (INODE, _CLEAR + _FREED + "; a remote symlink whose only fault is its "
                 "buffer's CRC keeps its target, the CRC rewritten (as xfs_repair does)"),
+    "PARENT_MISSING": (PARENT, _PARENT_TEXT),
+    "PARENT_BAD": (PARENT, _PARENT_TEXT),
+    "PARENT_GARBAGE": (PARENT, _PARENT_TEXT),
     "XATTR": (INODE, _ATTR),
     "XATTR_NODE": (INODE, _ATTR),
     "XATTR_NODE_HASH": (INODE, "repaired: the entry's hash is set to the greatest hash of "

@@ -186,14 +186,16 @@ class AGPlan:
         self.inobtcount = sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_INOBTCNT)
         self.notes: list = []
         claims = all_claims = checker.claims.get(agno, [])
-        if ns is not None:
-            # the namespace phase's directory blocks: given up and taken
-            claims = ns.claims_for(agno, claims)
         # the inode phase (.inodes): cleared inodes and dropped attr forks
         # own nothing any more; their unlinked buckets are emptied
         self.empty_unlinked = inodes is not None and agno in inodes.unlinked_ags
         if inodes is not None and (inodes.cleared or inodes.attr_dropped):
             claims = [c for c in claims if not inodes.drops(c[2])]
+        if ns is not None:
+            # the namespace phase's directory blocks, given up and taken, and
+            # the blocks of attr forks the parent pointer phase makes (after
+            # the inode phase's drops: a dropped fork's new blocks stay)
+            claims = ns.claims_for(agno, claims)
         self.refcount = refcount
         self.rmap = sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_RMAPBT)
         replaced = REPLACED_REFC if refcount else REPLACED

@@ -113,6 +113,7 @@ class InodeChange:
     leaf_extents: int = 0          # extent lengths trimmed in bmbt leaves
     bmbt_crc: int = 0              # bmbt blocks whose CRC is rewritten
     symlink_crc: int = 0           # remote symlink buffers whose CRC is rewritten
+    sf_junk: set = dataclasses.field(default_factory=set)    # shortform attr entries removed
     why: list = dataclasses.field(default_factory=list)
     ags: set = dataclasses.field(default_factory=set)          # AGs its rebuild needs
 
@@ -136,6 +137,8 @@ class InodeChange:
             parts = []
             if self.drop_attr:
                 parts.append("attr fork dropped")
+            elif self.sf_junk:
+                parts.append(f"{len(self.sf_junk)} shortform attribute entries removed")
             parts += sorted(self.fields)
             parts += [f"{w} fork extent count" for w in sorted(self.counts)]
             if self.fix_flags:
@@ -445,9 +448,41 @@ def edited(raw, ch: InodeChange, checker) -> bytearray:
             drop_attr_fork(b, checker)
             if ch.nblocks is not None:
                 put(b, "di_nblocks", ch.nblocks)
+        elif ch.sf_junk and get(b, "di_forkoff"):
+            off = C.XFS_DINODE_CORE_SIZE + get(b, "di_forkoff") * 8
+            keep = [e for i, e in enumerate(sf_attr_entries(b[off:])) if i not in ch.sf_junk]
+            fork = sf_attr_fork(keep)
+            b[off:] = fork + bytes(len(b) - off - len(fork))
     struct.pack_into("<I", b, C.XFS_DINODE_CRC_OFF,
                      parsers.xfs_cksum(bytes(b), C.XFS_DINODE_CRC_OFF))
     return b
+
+
+def sf_attr_entries(fork) -> list:
+    """[(flags, name, value)] of a shortform attr fork's entries, as far as
+    they lie inside its totsize (incomplete ones included)."""
+    totsize, count = struct.unpack_from(">HB", fork, 0)
+    end = min(totsize, len(fork))
+    out, pos = [], 4
+    for _ in range(count):
+        if pos + 3 > end:
+            break
+        namelen, valuelen, flags = fork[pos], fork[pos + 1], fork[pos + 2]
+        if pos + 3 + namelen + valuelen > end:
+            break
+        out.append((flags, bytes(fork[pos + 3:pos + 3 + namelen]),
+                    bytes(fork[pos + 3 + namelen:pos + 3 + namelen + valuelen])))
+        pos += 3 + namelen + valuelen
+    return out
+
+
+def sf_attr_fork(attrs) -> bytes:
+    """A shortform attr fork of ``attrs`` [(flags, name, value)], in order."""
+    out = bytearray(struct.pack(">HBB", 4 + sum(3 + len(n) + len(v) for _f, n, v in attrs),
+                                len(attrs), 0))
+    for flags, name, value in attrs:
+        out += struct.pack(">BBB", len(name), len(value), flags) + name + value
+    return bytes(out)
 
 
 def set_extent_length(b: bytearray, off: int, n: int) -> None:
@@ -1077,6 +1112,11 @@ def _field_fix(f, verdict):
                 p.bmbt_crc.add((f.agno, f.block))
                 ch.bmbt_crc += 1
         return fix
+    if code == "XATTR" and field in ("flags", "name") and f.index is not None and \
+            f.offset is None and "shortform attribute" in f.message:
+        # process_shortform_attr junks the one entry (bad flags, namespaces
+        # or name, incomplete) and keeps the others
+        return lambda ch, p: ch.sf_junk.add(f.index)
     if attr or code in ("XATTR", "XATTR_NODE", "XATTR_CRC", "XATTR_VERIFY", "INODE_FORMAT"):
         # process_inode_attr_fork: a bad attr fork is dropped
         if code == "INODE_FORMAT" and field != "di_aformat":

@@ -227,7 +227,14 @@ class NamespacePlan:
         # the blocks rebuilt directories take (their old data fork mappings
         # go: ``remaps``)
         self.rmaps: dict = {}
+        # directory rewritten -> [(name, inode)] of the entries it held
+        # (the parent pointer phase takes their pointers off)
+        self.old_entries: dict = {}
         self.now = 0
+        self.space = None                        # the _Space blocks are reserved from
+        # inodes whose attr fork the parent pointer phase makes again in new
+        # blocks (their old attr fork mappings go: ``remaps``)
+        self.attr_rebuilt: set = set()
 
     @property
     def ags(self) -> set:
@@ -278,8 +285,11 @@ class NamespacePlan:
 
     def remaps(self, ino: int, flags: int) -> bool:
         """Whether a reverse mapping of ``ino`` with ``flags`` is replaced:
-        the data fork of a directory the phase rewrites."""
-        return ino in self.dirs and not flags & RMAP_ATTR
+        the data fork of a directory the phase rewrites, the attr fork the
+        parent pointer phase makes again."""
+        if flags & RMAP_ATTR:
+            return ino in self.attr_rebuilt
+        return ino in self.dirs
 
     # -- writing ---------------------------------------------------------------------------
     def write(self, w) -> None:
@@ -666,7 +676,8 @@ def plan(checker, cleared: set, mended: frozenset = frozenset()) -> NamespacePla
         out.new_root = root
         changed.add(root)
         out.changes.append(f"root directory (inode {root}) made anew")
-    space = _Space(checker)
+    space = out.space = _Space(checker)
+
     def subdirs(d):
         return [] if d in no_subdirs else [c for _n, c, ft in kept[d] if ft == DIR]
 
@@ -759,6 +770,8 @@ def plan(checker, cleared: set, mended: frozenset = frozenset()) -> NamespacePla
             out.nlink[new] = want[new]
     # 5. the directories rebuilt, their blocks reserved
     for d in sorted(changed):
+        if d in read:
+            out.old_entries[d] = [(name, ino) for name, ino, _ft in read[d][1]]
         _build(out, checker, space, d, parent[d], kept[d],
                read.get(d), d in (out.new_lpf, out.new_root))
         out.changes.append(f"directory {d}: rebuilt with {len(kept[d])} entries")

@@ -31,7 +31,7 @@ from ...format import constants as C
 from ...format.structs import SB
 from ...fs.superblock import Superblock
 from ...io.sparse import data_ranges_of
-from ...ns.writer import WRITABLE_INCOMPAT
+from ...ns.writer import PARENT_INCOMPAT, WRITABLE_INCOMPAT
 from ..check.superblocks import (GEOMETRY_FIELDS, KNOWN_COMPAT, KNOWN_RO_COMPAT, VERSION_ALIGNBIT,
                                  VERSION_DALIGNBIT, layout_confirmed, primary_sector,
                                  read_secondary, verify_sb, vote_geometry)
@@ -84,7 +84,7 @@ def _features(f: dict) -> str | None:
     if f["sb_versionnum"] & C.XFS_SB_VERSION_NUMBITS != C.XFS_SB_VERSION_5:
         return None
     out = []
-    incompat = f["sb_features_incompat"] & ~(WRITABLE_INCOMPAT |
+    incompat = f["sb_features_incompat"] & ~(WRITABLE_INCOMPAT | PARENT_INCOMPAT |
                                              C.XFS_SB_FEAT_INCOMPAT_NEEDSREPAIR)
     if incompat:
         names = [C.INCOMPAT_NAMES.get(1 << b, f"0x{1 << b:x}")

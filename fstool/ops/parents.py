@@ -1,0 +1,140 @@
+"""``fstool path``: the paths of inodes from their parent pointers.
+
+One inode is walked through the filesystem object (``fs.parent``).  Many,
+or every inode (``--all``), are read a whole inode chunk at a time: the
+inode btrees give the chunks, ``parsers.chunk_parents`` decodes the parent
+pointers of every inode whose attr fork is in the inode, and only inodes
+with attr blocks (or that do not verify) are read one by one.  Each
+directory's paths are then worked out once.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+from .._backend import parsers
+from ..errors import CorruptionError, FsToolError, UnsupportedError
+from ..format import constants as C
+from ..fs import attr as xattr
+from ..fs.parent import PathWalker
+
+# inode chunks read per pread (contiguous ones), as check reads them
+_READ_LIMIT = 2 << 20
+
+
+def require_parent_pointers(fs) -> None:
+    if not fs.has_parent_pointers:
+        raise UnsupportedError("this filesystem has no parent pointers (mkfs -n parent=1): "
+                               "paths cannot be found from an inode")
+
+
+def _chunks(fs, agno: int) -> Iterator[tuple[int, int, int]]:
+    """(first inode, free mask, holemask) of every inode chunk of an AG."""
+    sb = fs.sb
+    agi = fs.agi(agno)
+    reader = fs.ag_btree(agno, fs.inobt_type())
+    for rec in reader.ag_records(agi["agi_root"], agi["agi_level"]):
+        startino, holemask, _count, _free, free = rec
+        yield (agno << sb.agino_log) | startino, free, holemask
+
+
+def scan_parents(fs) -> tuple[dict, dict, list]:
+    """(parents, dirs, unread): every in-use inode's parent pointers
+    ({ino: [Parent]}), the in-use directories' generations ({ino: gen}),
+    and the inodes that could not be read ([(ino, why)])."""
+    sb = fs.sb
+    isize = sb.inodesize
+    per_block = sb.inopblock
+    blocklog = sb.blocklog
+    parents: dict = {}
+    dirs: dict = {}
+    unread: list = []
+    others: list = []
+    make = xattr.Parent._make
+    for agno in range(sb.agcount):
+        try:
+            chunks = list(_chunks(fs, agno))
+        except FsToolError as e:
+            unread.append((None, f"AG {agno}: {e}"))
+            continue
+        k = 0
+        while k < len(chunks):
+            # a run of chunks that follow one another on disk, read at once
+            first = chunks[k][0]
+            blk0 = (first & ((1 << sb.agino_log) - 1)) >> sb.inopblog
+            nblk = max(1, (64 * isize) >> blocklog)
+            base0 = (first % per_block) * isize
+            j = k + 1
+            while not base0 and j < len(chunks) and (j - k + 1) * nblk << blocklog <= _READ_LIMIT and \
+                    ((chunks[j][0] & ((1 << sb.agino_log) - 1)) >> sb.inopblog) == \
+                    blk0 + (j - k) * nblk and not chunks[j][0] % per_block:
+                j += 1
+            try:
+                buf = fs.dev.pread(fs.agb_to_daddr(agno, blk0) << C.BBSHIFT,
+                                   (j - k) * nblk << blocklog)
+            except FsToolError:
+                for first_ino, _free, _hole in chunks[k:j]:
+                    others.extend(first_ino + i for i in range(64))
+                k = j
+                continue
+            for m in range(k, j):
+                first_ino, free, hole = chunks[m]
+                base = base0 + ((m - k) * nblk << blocklog)
+                records, odd = parsers.chunk_parents(buf, base, isize, first_ino, free, hole)
+                others.extend(odd)
+                for ino, mode, gen, _nlink, pp in records:
+                    parents[ino] = [make(t) for t in pp]
+                    if mode & C.S_IFMT == C.S_IFDIR:
+                        dirs[ino] = gen
+            k = j
+    for ino in others:
+        try:
+            node = fs.inode(ino)
+            if not node.mode:
+                continue
+            parents[ino] = list(xattr.iter_parents(node))
+        except FsToolError as e:
+            unread.append((ino, str(e)))
+            continue
+        if node.is_dir:
+            dirs[ino] = node.gen
+    return parents, dirs, unread
+
+
+class AllPaths:
+    """The paths of every in-use inode, read in one scan."""
+
+    def __init__(self, fs):
+        require_parent_pointers(fs)
+        self.fs = fs
+        self.parents, self.dirs, self.unread = scan_parents(fs)
+        self.walker = PathWalker(fs, parents_of=self._parents_of, gen_of=self.dirs.get)
+
+    def _parents_of(self, ino: int) -> list:
+        got = self.parents.get(ino)
+        if got is None:
+            raise CorruptionError("inode", "not an inode in use", ino=ino)
+        return got
+
+    def __iter__(self) -> Iterator[tuple[int, list[bytes]]]:
+        """(inode, its paths) of every inode in use but the superblock's
+        metadata inodes (realtime bitmap and summary, quotas)."""
+        walker = self.walker
+        f = self.fs.sb.fields
+        meta = {f[k] for k in ("sb_rbmino", "sb_rsumino", "sb_uquotino", "sb_gquotino",
+                               "sb_pquotino")}
+        for ino in sorted(self.parents):
+            if ino not in meta:
+                yield ino, walker.paths(ino)
+
+    def paths(self, ino: int) -> list[bytes]:
+        return self.walker.paths(ino)
+
+    @property
+    def broken(self):
+        return self.walker.broken
+
+
+def one_inode(fs, ino: int) -> PathWalker:
+    """A walker for a few inodes, reading through ``fs``."""
+    require_parent_pointers(fs)
+    return PathWalker(fs)
