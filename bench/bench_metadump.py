@@ -56,7 +56,7 @@ def main(argv=None) -> int:
                 best.add(name, wall, cpu, rss)
         same = filecmp.cmp(out["xo.md"], out["fo.md"], shallow=False)
         size = os.path.getsize(out["f.md"])
-    print(f"| | best wall | best CPU | peak RSS |\n| --- | ---: | ---: | ---: |")
+    print("| | best wall | best CPU | peak RSS |\n| --- | ---: | ---: | ---: |")
     for name, _cmd in runs:
         print(f"| `{name}` | {best.wall[name]:.2f} s | {best.cpu[name]:.2f} s | "
               f"{best.rss[name]:.0f} MiB |")

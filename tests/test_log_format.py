@@ -4,7 +4,9 @@ import random
 
 import pytest
 
+from fstool.format import constants as C
 from fstool.format import log as L
+from fstool.format.structs import PARENT_REC
 
 SIZES = {
     L.REC_HEADER: 328, L.REC_EXT_HEADER: 260, L.OP_HEADER: 12, L.TRANS_HEADER: 16,
@@ -15,6 +17,7 @@ SIZES = {
     L.CUD_LOG_FORMAT: 16, L.PHYS_EXTENT: 16, L.BUI_LOG_FORMAT: 16, L.BUD_LOG_FORMAT: 16,
     L.XMI_LOG_FORMAT: 88, L.XMD_LOG_FORMAT: 16, L.ATTRI_LOG_FORMAT: 40,
     L.ATTRD_LOG_FORMAT: 16, L.DQ_LOGFORMAT: 24, L.QOFF_LOGFORMAT: 20,
+    L.ATTRI_REPLACE_LOG_FORMAT: 40,
 }
 
 
@@ -31,6 +34,35 @@ def test_offsets_match_kernel():
     assert L.INODE_LOG_FORMAT.offset("ilf_blkno") == 40
     assert L.LOG_DINODE.offset("di_next_unlinked") == 96
     assert L.LOG_DINODE.offset("di_crtime") == 144
+
+
+def test_attri_and_xmi_offsets_match_kernel():
+    """xfs_attri_log_format / xfs_xmi_log_format field offsets, and the
+    union that a PPTR_REPLACE intent reads as two 16-bit name lengths."""
+    assert L.ATTRI_LOG_FORMAT.offset("alfi_op_flags") == 24
+    assert L.ATTRI_LOG_FORMAT.offset("alfi_attr_filter") == 36
+    assert L.ATTRI_REPLACE_LOG_FORMAT.offset("alfi_new_name_len") == 30
+    assert L.XMI_LOG_FORMAT.offset("xmi_igen1") == 32
+    assert L.XMI_LOG_FORMAT.offset("xmi_isize2") == 80
+    assert PARENT_REC.size == 12
+
+
+def test_attri_region_lengths():
+    base = {"alfi_type": L.XFS_LI_ATTRI, "alfi_size": 5, "alfi_igen": 7, "alfi_id": 1,
+            "alfi_ino": 131, "alfi_attr_filter": C.XFS_ATTR_PARENT}
+    raw = L.ATTRI_REPLACE_LOG_FORMAT.pack(dict(
+        base, alfi_op_flags=L.XFS_ATTRI_OP_FLAGS_PPTR_REPLACE, alfi_old_name_len=3,
+        alfi_new_name_len=9, alfi_value_len=12))
+    f = L.attri_format(raw)
+    assert (f["name_len"], f["new_name_len"], f["value_len"], f["new_value_len"]) == \
+        (3, 9, 12, 12)
+    assert L.attri_region_roles(f) == ["name", "newname", "value", "newvalue"]
+    raw = L.ATTRI_LOG_FORMAT.pack(dict(
+        base, alfi_size=2, alfi_op_flags=L.XFS_ATTRI_OP_FLAGS_REMOVE,
+        alfi_name_len=(9 << 16) | 3, alfi_value_len=0))
+    f = L.attri_format(raw)
+    assert (f["name_len"], f["new_name_len"], f["value_len"]) == ((9 << 16) | 3, 0, 0)
+    assert L.attri_region_roles(f) == ["name"]
 
 
 def test_pack_unpack_round_trip_both_endians():

@@ -500,6 +500,8 @@ def test_unfinishable_intent_refused(unpacked, tmp_path, kind):
     r = run("log", "replay", img)
     assert r.returncode == 4, r.stderr
     assert f"{kind} intent 0xabc" in r.stderr and "nothing was written" in r.stderr
+    assert ("(set of xattr 'name' on inode 128)" if kind == "ATTRI" else
+            "(exchange of 1 blocks at offsets 0/0 between inodes 131 and 132)") in r.stderr
     assert digest(img) == before
 
 

@@ -133,6 +133,8 @@ def _record_text(r: dict) -> str:
             it = o["item"]
             line += "  " + (f"TRANS {it['num_items']} items" if it["type"] == "TRANS"
                             else it.get("error") or summary(it))
+        elif "region_of" in o:
+            line += f"  ({o['region_of']['type']} {o['region_of']['region']})"
         lines.append(line)
     return "\n".join(lines) + "\n"
 

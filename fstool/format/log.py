@@ -351,7 +351,7 @@ XMI_LOG_FORMAT = Layout("xfs_xmi_log_format", [
     ("xmi_type", "H"), ("xmi_size", "H"), ("__pad", "I"), ("xmi_id", "Q"),
     ("xmi_inode1", "Q"), ("xmi_inode2", "Q"), ("xmi_igen1", "I"), ("xmi_igen2", "I"),
     ("xmi_startoff1", "Q"), ("xmi_startoff2", "Q"), ("xmi_blockcount", "Q"),
-    ("xmi_flags", "Q"), ("xmi_isize1", "Q"), ("xmi_isize2", "Q"),
+    ("xmi_flags", "Q"), ("xmi_isize1", "q"), ("xmi_isize2", "q"),
 ], endian="<")
 XMD_LOG_FORMAT = _intent_head("xmd", "xfs_xmd_log_format", None, "xmd_xmi_id")
 
@@ -359,6 +359,13 @@ ATTRI_LOG_FORMAT = Layout("xfs_attri_log_format", [
     ("alfi_type", "H"), ("alfi_size", "H"), ("alfi_igen", "I"), ("alfi_id", "Q"),
     ("alfi_ino", "Q"), ("alfi_op_flags", "I"), ("alfi_name_len", "I"),
     ("alfi_value_len", "I"), ("alfi_attr_filter", "I"),
+], endian="<")
+# the same 40 bytes as a PPTR_REPLACE intent reads them: alfi_name_len is a
+# union whose two 16-bit halves are the old and the new name lengths
+ATTRI_REPLACE_LOG_FORMAT = Layout("xfs_attri_log_format_pptr_replace", [
+    ("alfi_type", "H"), ("alfi_size", "H"), ("alfi_igen", "I"), ("alfi_id", "Q"),
+    ("alfi_ino", "Q"), ("alfi_op_flags", "I"), ("alfi_old_name_len", "H"),
+    ("alfi_new_name_len", "H"), ("alfi_value_len", "I"), ("alfi_attr_filter", "I"),
 ], endian="<")
 ATTRD_LOG_FORMAT = _intent_head("alfd", "xfs_attrd_log_format", None, "alfd_alf_id")
 
@@ -379,10 +386,18 @@ XFS_BMAP_EXTENT_ATTR_FORK = 1 << 31
 XFS_BMAP_EXTENT_UNWRITTEN = 1 << 30
 XFS_BMAP_EXTENT_REALTIME = 1 << 29
 # xattr intent operations (alfi_op_flags low byte)
-ATTRI_OP_NAMES = {1: "set", 2: "remove", 3: "replace", 4: "pptr_set", 5: "pptr_remove",
-                  6: "pptr_replace"}
-XFS_ATTRI_OP_FLAGS_TYPE_MASK = 0xFF
+XFS_ATTRI_OP_FLAGS_SET = 1
+XFS_ATTRI_OP_FLAGS_REMOVE = 2
+XFS_ATTRI_OP_FLAGS_REPLACE = 3
+XFS_ATTRI_OP_FLAGS_PPTR_SET = 4
+XFS_ATTRI_OP_FLAGS_PPTR_REMOVE = 5
 XFS_ATTRI_OP_FLAGS_PPTR_REPLACE = 6
+ATTRI_OP_NAMES = {XFS_ATTRI_OP_FLAGS_SET: "set", XFS_ATTRI_OP_FLAGS_REMOVE: "remove",
+                  XFS_ATTRI_OP_FLAGS_REPLACE: "replace",
+                  XFS_ATTRI_OP_FLAGS_PPTR_SET: "pptr_set",
+                  XFS_ATTRI_OP_FLAGS_PPTR_REMOVE: "pptr_remove",
+                  XFS_ATTRI_OP_FLAGS_PPTR_REPLACE: "pptr_replace"}
+XFS_ATTRI_OP_FLAGS_TYPE_MASK = 0xFF
 # alfi_attr_filter: the namespace of the attribute (xfs_da_format.h bits)
 ATTR_FILTER_NAMES = ((1 << 1, "root"), (1 << 2, "secure"), (1 << 3, "parent"),
                      (1 << 7, "incomplete"))
@@ -397,6 +412,34 @@ EXCHMAPS_FLAG_NAMES = ((XFS_EXCHMAPS_ATTR_FORK, "ATTR_FORK"),
                        (XFS_EXCHMAPS_INO1_WRITTEN, "INO1_WRITTEN"),
                        (XFS_EXCHMAPS_CLEAR_INO1_REFLINK, "CLEAR_INO1_REFLINK"),
                        (XFS_EXCHMAPS_CLEAR_INO2_REFLINK, "CLEAR_INO2_REFLINK"))
+
+
+def attri_format(region) -> dict:
+    """An ATTRI's format region with the lengths of the regions after it:
+    ``name_len``, ``new_name_len``, ``value_len``, ``new_value_len``.  A
+    PPTR_REPLACE intent reads alfi_name_len as two 16-bit lengths (old and
+    new name) and logs the value twice (old and new, same length)."""
+    f = ATTRI_LOG_FORMAT.unpack(region)
+    if f["alfi_op_flags"] & XFS_ATTRI_OP_FLAGS_TYPE_MASK == XFS_ATTRI_OP_FLAGS_PPTR_REPLACE:
+        r = ATTRI_REPLACE_LOG_FORMAT.unpack(region)
+        f.update(alfi_old_name_len=r["alfi_old_name_len"],
+                 alfi_new_name_len=r["alfi_new_name_len"],
+                 name_len=r["alfi_old_name_len"], new_name_len=r["alfi_new_name_len"],
+                 value_len=f["alfi_value_len"], new_value_len=f["alfi_value_len"])
+    else:
+        f.update(name_len=f["alfi_name_len"], new_name_len=0,
+                 value_len=f["alfi_value_len"], new_value_len=0)
+    return f
+
+
+def attri_region_roles(f: dict) -> list:
+    """The roles of an ATTRI's regions after the format region, in log
+    order: ``name``, ``newname``, ``value``, ``newvalue`` (each present when
+    its length is not zero)."""
+    return [role for role, n in (("name", f["name_len"]), ("newname", f["new_name_len"]),
+                                 ("value", f["value_len"]), ("newvalue", f["new_value_len"]))
+            if n]
+
 
 # -- quota items ---------------------------------------------------------------------------
 DQ_LOGFORMAT = Layout("xfs_dq_logformat", [

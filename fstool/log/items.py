@@ -145,23 +145,21 @@ def _attri(r: list) -> dict:
     new name; its old and new values have the one length), decoded as
     parent pointers when the namespace is the parent one (as xfs_logprint
     prints them)."""
-    f = _need(r[0], L.ATTRI_LOG_FORMAT, "ATTRI")
+    _need(r[0], L.ATTRI_LOG_FORMAT, "ATTRI")
+    f = L.attri_format(r[0])
     op_flags = f["alfi_op_flags"]
     op = op_flags & L.XFS_ATTRI_OP_FLAGS_TYPE_MASK
-    lens = f["alfi_name_len"]
-    if op == L.XFS_ATTRI_OP_FLAGS_PPTR_REPLACE:
-        # two 16-bit lengths where the one name length is, in host order
-        name_len, new_name_len = lens & 0xFFFF, lens >> 16
-        value_len = new_value_len = f["alfi_value_len"]
-    else:
-        name_len, new_name_len = lens, 0
-        value_len, new_value_len = f["alfi_value_len"], 0
+    name_len, new_name_len = f["name_len"], f["new_name_len"]
+    value_len, new_value_len = f["value_len"], f["new_value_len"]
     out = {"id": f["alfi_id"], "ino": f["alfi_ino"], "igen": f["alfi_igen"],
            "op": L.ATTRI_OP_NAMES.get(op, "?"), "op_flags": op_flags,
            "filter": f["alfi_attr_filter"],
            "filter_names": L.flag_names(f["alfi_attr_filter"], L.ATTR_FILTER_NAMES),
            "name_len": name_len, "new_name_len": new_name_len, "value_len": value_len,
            "new_value_len": new_value_len}
+    if len(r) == 1:
+        # the format region alone: the per-record view, one op at a time
+        return out
     regions = iter(r[1:])
     for key, n in (("name", name_len), ("new_name", new_name_len), ("value", value_len),
                    ("new_value", new_value_len)):
@@ -261,3 +259,17 @@ def summary(d: dict) -> str:
     if t == "DQUOT":
         return f"DQUOT id {d['id']} daddr {d['blkno']} len {d['len']}"
     return f"{t} ({d['regions']} regions)"
+
+
+def intent_what(d: dict) -> str:
+    """What a decoded ATTRI or XMI intent asks for, in a few words (for
+    messages naming the intent); empty for other items."""
+    if d["type"] == "ATTRI":
+        kind = "parent pointer" if d["filter"] & C.XFS_ATTR_PARENT else "xattr"
+        names = [_shown(d[k]) for k in ("name", "new_name") if k in d]
+        return " ".join([d["op"], "of", kind] + ([" -> ".join(names)] if names else [])
+                        + ["on inode", str(d["ino"])])
+    if d["type"] == "XMI":
+        return (f"exchange of {d['blockcount']} blocks at offsets {d['startoff1']}/"
+                f"{d['startoff2']} between inodes {d['inode1']} and {d['inode2']}")
+    return ""

@@ -57,8 +57,13 @@ def info(fs) -> dict:
 
 
 def print_records(fs):
-    """Yield each record as a dict with its ops and decoded items (one item
-    per op start; continuations are shown as such)."""
+    """Yield each record as a dict with its ops and decoded items.  An op
+    that starts an item gets ``item``; the ops after it that carry the same
+    item's further regions (as many as its format region announces) get
+    ``region_of`` instead, naming the item and, for an ATTRI, what the
+    region holds (name, newname, value, newvalue), as xfs_logprint reads
+    them.  Continuations (WAS_CONT) are shown as such."""
+    pending: dict = {}      # tid -> [item type, roles of the regions still to come]
     for rec in fs.log.records():
         h = rec.header
         ops = []
@@ -66,25 +71,44 @@ def print_records(fs):
             o = {"tid": op.tid, "len": len(op.data),
                  "client": L.CLIENT_NAMES.get(op.clientid, hex(op.clientid)),
                  "flags": L.flag_names(op.flags, L.OP_FLAG_NAMES)}
+            if op.flags & L.XLOG_START_TRANS:
+                pending.pop(op.tid, None)
             data = bytes(op.data)
-            if len(data) >= 4 and not op.flags & (L.XLOG_WAS_CONT_TRANS | L.XLOG_START_TRANS
-                                                  | L.XLOG_COMMIT_TRANS):
-                code = int.from_bytes(data[:2], "little")
-                if int.from_bytes(data[:4], "little") == L.XFS_TRANS_HEADER_MAGIC:
-                    th = L.TRANS_HEADER.unpack(data + bytes(max(0, 16 - len(data))))
-                    o["item"] = {"type": "TRANS", "num_items": th["th_num_items"],
-                                 "th_type": th["th_type"]}
-                elif code in L.ITEM_NAMES:
-                    it = Item([data], 0)
-                    try:
-                        o["item"] = decode(it)
-                    except (ItemError, IndexError, ValueError) as e:
-                        o["item"] = {"type": L.ITEM_NAMES[code], "error": str(e)}
+            if op.flags & (L.XLOG_WAS_CONT_TRANS | L.XLOG_START_TRANS | L.XLOG_COMMIT_TRANS):
+                pass
+            elif pending.get(op.tid, (None, []))[1]:
+                kind, roles = pending[op.tid]
+                role = roles.pop(0)
+                o["region_of"] = {"type": kind, "region": role}
+            elif len(data) >= 4:
+                _op_item(o, data, op.tid, pending)
             ops.append(o)
         yield {"block": rec.blk, "lsn": L.lsn_str(h["h_lsn"]), "cycle": h["h_cycle"],
                "tail_lsn": L.lsn_str(h["h_tail_lsn"]), "length": h["h_len"],
                "num_ops": h["h_num_logops"], "crc_ok": rec.crc_ok,
                "header_sectors": rec.hblks, "ops": ops}
+
+
+def _op_item(o: dict, data: bytes, tid: int, pending: dict) -> None:
+    """Decode the item an op starts into ``o`` and note in ``pending`` the
+    regions of it the next ops of ``tid`` carry."""
+    code = int.from_bytes(data[:2], "little")
+    if int.from_bytes(data[:4], "little") == L.XFS_TRANS_HEADER_MAGIC:
+        th = L.TRANS_HEADER.unpack(data + bytes(max(0, 16 - len(data))))
+        o["item"] = {"type": "TRANS", "num_items": th["th_num_items"],
+                     "th_type": th["th_type"]}
+        return
+    if code not in L.ITEM_NAMES:
+        return
+    nregs = int.from_bytes(data[2:4], "little")
+    roles = [f"region {i}" for i in range(1, nregs)]
+    try:
+        o["item"] = decode(Item([data], 0))
+        if code == L.XFS_LI_ATTRI:
+            roles = L.attri_region_roles(L.attri_format(data))
+    except (ItemError, IndexError, ValueError) as e:
+        o["item"] = {"type": L.ITEM_NAMES[code], "error": str(e)}
+    pending[tid] = [L.ITEM_NAMES[code], roles]
 
 
 def print_transactions(fs):

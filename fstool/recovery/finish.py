@@ -38,6 +38,7 @@ from ..format.structs import SB, SB as SBL
 from ..fs import btree as B
 from ..fs.filesystem import Filesystem
 from ..io import verify as V
+from ..log.items import intent_what
 from ..ns.fileio import FileIO
 from ..ns.namespace import Namespace
 from ..ns.writer import Writer
@@ -64,8 +65,10 @@ def check_intents(intents: dict) -> list:
                 "realtime extent, which fstool cannot finish; nothing was written: mount "
                 "the image with the kernel to recover it")
         if code not in FINISHABLE:
+            what = intent_what(d)
             raise IntentRefused(
-                f"record at log block {blk}: {d['type']} intent 0x{iid:x} has no done item "
+                f"record at log block {blk}: {d['type']} intent 0x{iid:x}"
+                f"{f' ({what})' if what else ''} has no done item "
                 f"and fstool cannot finish {d['type']} intents ({_why(code)}); nothing was "
                 "written: mount the image with the kernel to recover it")
         out.append(d)
