@@ -55,20 +55,6 @@ def _xfs_mdrestore(version: int, dump, image) -> None:
     subprocess.run([mr, str(dump), str(image)], check=True, capture_output=True)
 
 
-def _data_ranges(fd, size: int) -> list:
-    """The (start, end) byte ranges of a sparse file that hold data."""
-    out, pos = [], 0
-    while pos < size:
-        try:
-            start = os.lseek(fd, pos, os.SEEK_DATA)
-        except OSError:
-            break
-        end = os.lseek(fd, start, os.SEEK_HOLE)
-        out.append((start, end))
-        pos = end
-    return out
-
-
 def _same_bytes(a, b) -> bool:
     """Whether two (sparse) files read the same, every byte: the ranges
     either holds data are compared, the holes of both read as zeros."""
@@ -77,7 +63,7 @@ def _same_bytes(a, b) -> bool:
     size = os.path.getsize(a)
     fa, fb = os.open(a, os.O_RDONLY), os.open(b, os.O_RDONLY)
     try:
-        for start, end in _data_ranges(fa, size) + _data_ranges(fb, size):
+        for start, end in images.data_ranges(fa, size) + images.data_ranges(fb, size):
             pos = start
             while pos < end:
                 n = min(end - pos, 1 << 22)

@@ -20,7 +20,7 @@ import pytest
 
 import fstool as fsmod
 from fixtures import corpus_pptr, dirty, modern, pptr
-from fixtures.images import Mounted
+from fixtures.images import Mounted, data_ranges
 from fstool.errors import UnsupportedError
 from fstool.fs import dir as xdir
 from fstool.ns.writer import Writer
@@ -355,15 +355,8 @@ def _digest(img):
     with open(img, "rb") as f:
         fd = f.fileno()
         end = os.fstat(fd).st_size
-        pos = 0
-        while pos < end:
-            try:
-                pos = os.lseek(fd, pos, os.SEEK_DATA)
-            except OSError:
-                break
-            stop = os.lseek(fd, pos, os.SEEK_HOLE)
+        for pos, stop in data_ranges(fd, end):
             h.update(pos.to_bytes(8, "big") + os.pread(fd, stop - pos, pos))
-            pos = stop
         h.update(end.to_bytes(8, "big"))
     return h.hexdigest()
 
