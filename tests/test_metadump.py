@@ -22,6 +22,7 @@ from fixtures.oracles import fstool
 from fstool._backend import parsers
 from fstool.cli import exits
 from fstool.fs.filesystem import Filesystem
+from fstool.io.dumpfile import DumpFile
 
 needs_kernel_image = pytest.mark.skipif(
     not images.loop_available() and not (images.cache_dir() / "kernel-v6-small-default.img")
@@ -275,41 +276,98 @@ def test_check_of_a_dump_agrees_with_check_of_the_restored_image(tmp_path):
     assert r.returncode != 0 and "metadump" in r.stderr
 
 
-@pytest.mark.parametrize("seed", [1, 14])
-def test_a_damaged_image_dumps_like_xfs_metadump(tmp_path, seed):
-    """Bits flipped in metadata (xfs_db blocktrash): the dump still comes
-    out (what makes no sense is skipped, never a traceback), holds the same
-    extents as xfs_metadump's, and the image restored from it is damaged in
-    xfs_repair's eyes as the one restored from xfs_metadump's is."""
+def _extents(path) -> list:
+    """(daddr, sectors, log device, bytes) of every extent of a dump."""
+    d = DumpFile(path)
+    try:
+        return [(daddr, n, log, d._read(off, n * 512)) for daddr, n, off, log in d.index()]
+    finally:
+        d.close()
+
+
+def _small_tree(root, dirs: int = 3, files: int = 150):
+    for d in range(dirs):
+        (root / f"dir-{d}").mkdir(parents=True)
+        for i in range(files):
+            (root / f"dir-{d}" / f"file-{i:04d}").write_bytes(b"x" * (i % 7))
+        (root / f"dir-{d}" / "a-symlink").symlink_to(f"../dir-{(d + 1) % dirs}/file-0001")
+    return root
+
+
+def _populated(tmp_path):
     if shutil.which("mkfs.xfs") is None or not modern.available():
         pytest.skip("needs mkfs.xfs and " + modern.WHY)
-    src = tmp_path / "tree"
-    for d in range(3):
-        (src / f"dir-{d}").mkdir(parents=True)
-        for i in range(150):
-            (src / f"dir-{d}" / f"file-{i:04d}").write_bytes(b"x" * (i % 7))
-        (src / f"dir-{d}" / "a-symlink").symlink_to(f"../dir-{(d + 1) % 3}/file-0001")
+    src = _small_tree(tmp_path / "tree")
     img = tmp_path / "a.img"
     with open(img, "wb") as f:
         f.truncate(300 << 20)
     subprocess.run(["mkfs.xfs", "-q", "-f", str(img)], check=True)
     fstool("populate", img, src)
+    return img
+
+
+@pytest.mark.parametrize("seed", [1, 12, 14])
+def test_a_damaged_image_dumps_like_xfs_metadump(tmp_path, seed):
+    """Bits flipped in metadata (xfs_db blocktrash; seeds 1 and 12 give an
+    inode whose fork offset makes its data fork longer than the literal
+    area): the dump still comes out (what makes no sense is skipped, never
+    a traceback), is xfs_metadump's byte for byte with -o, and the image
+    restored from it is damaged in xfs_repair's eyes as the one restored
+    from xfs_metadump's is."""
+    img = _populated(tmp_path)
     subprocess.run(["xfs_db", "-x", "-c", "blockget", "-c", f"blocktrash -s {seed} -n 40 -3",
                     str(img)], check=True, capture_output=True)
     ours, theirs = tmp_path / "ours.md", tmp_path / "theirs.md"
     r = fstool("metadump", "-v", "2", "-o", img, ours, check=False)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     _xfs_metadump(2, img, theirs, "-o")
-    from fstool.io.dumpfile import DumpFile  # lazy: the test's own reading of both dumps
-    a, b = DumpFile(ours), DumpFile(theirs)
-    try:
-        assert [e[:2] for e in a.index()] == [e[:2] for e in b.index()]
-    finally:
-        a.close()
-        b.close()
+    a, b = _extents(ours), _extents(theirs)
+    assert [e[:3] for e in a] == [e[:3] for e in b]
+    assert [e[0] for e in a if e[3] not in {x[3] for x in b}] == []
     judged = []
     for dump in (ours, theirs):
         out = dump.with_suffix(".img")
         _xfs_mdrestore(2, dump, out)
         judged.append(modern.repair_n(out).returncode)
     assert judged[0] == judged[1] == modern.repair_n(img).returncode
+
+
+def test_a_data_fork_past_the_literal_area_is_zeroed_over_the_next_inode(tmp_path):
+    """An inode whose fork offset (60: 480 bytes) makes its data fork longer
+    than the literal area (336 bytes in a 512-byte inode): xfs_metadump
+    zeroes the fork past its extents for that length, over the start of the
+    next inode of the cluster, and so does fstool's dump; the next inode's
+    other bytes are kept (and with -a nothing is zeroed)."""
+    img = _populated(tmp_path)
+    with Filesystem(str(img)) as fs:
+        inos = sorted(e.ino for e in fs.listdir(fs.lookup("/dir-0"))
+                      if e.name.startswith(b"file-"))
+        isize = fs.sb.inodesize
+        # two inodes in a row in one cluster, the first a one-extent file
+        ino = next(i for i in inos if i + 1 in inos and (i + 1) % 32)
+    modern.db(img, f"inode {ino}", "write core.forkoff 60", write=True)
+    ours, theirs = tmp_path / "ours.md", tmp_path / "theirs.md"
+    fstool("metadump", "-v", "2", "-o", img, ours)
+    _xfs_metadump(2, img, theirs, "-o")
+    assert _extents(ours) == _extents(theirs)
+    restored = tmp_path / "r.img"
+    fstool("mdrestore", ours, restored)
+    with Filesystem(str(img)) as fs:
+        daddr, off = _inode_place(fs, ino + 1)
+    with open(img, "rb") as f:
+        f.seek(daddr * 512 + off)
+        before = f.read(isize)
+    with open(restored, "rb") as f:
+        f.seek(daddr * 512 + off)
+        after = f.read(isize)
+    reach = 176 + 480 - isize        # the fork's bytes past its own inode
+    assert before[:2] == b"IN" and after[:reach] == bytes(reach)
+    assert after[reach:] == before[reach:]
+
+
+def _inode_place(fs, ino: int) -> tuple[int, int]:
+    """(daddr of the inode's block, byte offset in it)."""
+    sb = fs.sb
+    agno, agino = ino >> sb.agino_log, ino & ((1 << sb.agino_log) - 1)
+    agbno, slot = agino >> sb.inopblog, agino & ((1 << sb.inopblog) - 1)
+    return (agno * sb.agblocks + agbno) * (sb.blocksize // 512), slot * sb.inodesize

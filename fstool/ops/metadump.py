@@ -56,6 +56,8 @@ _U64 = struct.Struct(">Q")
 _CRC = struct.Struct("<I")
 XFS_SB_VERSION_BORGBIT = 0x4000     # ascii-ci: case-insensitive directory hashes
 MAX_EXTLEN = (1 << 21) - 1          # XFS_MAX_BMBT_EXTLEN: xfs_metadump's default -m
+# the most extents a fork can count: (data, attr) with small and large counts
+_MAX_NEXTENTS = {False: ((1 << 31) - 1, (1 << 15) - 1), True: ((1 << 48) - 1, (1 << 32) - 1)}
 ORPHANAGE = b"lost+found"
 _ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 _TO_ALPHABET = bytes(_ALPHABET[b & 63] for b in range(256))
@@ -215,6 +217,24 @@ def _set_crc(buf: bytearray, crc_off: int) -> None:
     _CRC.pack_into(buf, crc_off, parsers.xfs_cksum(bytes(buf), crc_off))
 
 
+def _bm_maxlevels(blocksize: int, large_counts: bool) -> tuple[int, int]:
+    """The most levels a block-map btree can have, (data fork, attr fork):
+    as many as it takes the fullest fork, at half-full blocks, to come down
+    to a root in the inode of the least size a fork can have (3 pointers
+    for the data fork, 2 for the attr fork)."""
+    leaf = (blocksize - _LONG) // 16 // 2
+    node = (blocksize - _LONG) // 16 // 2
+    out = []
+    for whichfork, root_ptrs in ((0, 3), (1, 2)):
+        blocks = -(-_MAX_NEXTENTS[large_counts][whichfork] // leaf)
+        level = 1
+        while blocks > 1:
+            blocks = 1 if blocks <= root_ptrs else -(-blocks // node)
+            level += 1
+        out.append(level)
+    return out[0], out[1]
+
+
 class _Unreadable(Exception):
     """A block the walk cannot read (beyond the device, an I/O error)."""
 
@@ -251,6 +271,8 @@ class Dumper:
         self.blocks_per_cluster = max(1, cluster // self.bs)
         self.ialloc_blks = max(1, 64 // sb.inopblock)
         self.last_ag_len = sb.dblocks - (sb.agcount - 1) * sb.agblocks
+        self.bm_maxlevels = _bm_maxlevels(self.bs, bool(sb.incompat &
+                                                        C.XFS_SB_FEAT_INCOMPAT_NREXT64))
         self.cur_ino = 0
         self.names: set = set()
         self.remap: dict = {}           # (parent ino, old name) -> new name
@@ -448,10 +470,15 @@ class Dumper:
                 buf = self.read(daddr, bpb * self.bbs)
                 for i in range(ipb):
                     o = (off + i) * self.isize
-                    view = buf[o:o + self.isize]
+                    # a data fork its fork offset makes longer than the
+                    # literal area reaches on into the inodes after it:
+                    # xfs_metadump zeroes it over them (up to the end of the
+                    # cluster here, where xfs_metadump's buffer ends)
+                    stop = len(buf) if buf[o + 82] * 8 > self.lit else o + self.isize
+                    view = buf[o:stop]
                     ino = (agno << sb.agino_log) | (agino + ioff + i)
                     self.inode(ino, view, bool(free >> (ioff + i) & 1))
-                    buf[o:o + self.isize] = view
+                    buf[o:stop] = view
                 self.emit(daddr, buf)
             agbno += bpb
             ioff += ipb
@@ -461,11 +488,38 @@ class Dumper:
         dsize = forkoff if forkoff else self.lit
         return dsize, (self.lit - forkoff if forkoff else 0)
 
+    @staticmethod
+    def _large_counts(dip) -> bool:
+        return dip[4] >= 3 and bool(_U64.unpack_from(dip, 120)[0] & C.XFS_DIFLAG2_NREXT64)
+
     def _nextents(self, dip, attr: bool) -> int:
-        nrext64 = _U64.unpack_from(dip, 120)[0] & C.XFS_DIFLAG2_NREXT64
+        nrext64 = self._large_counts(dip)
         if attr:
             return _U32.unpack_from(dip, 76)[0] if nrext64 else _U16.unpack_from(dip, 80)[0]
         return _U64.unpack_from(dip, 24)[0] if nrext64 else _U32.unpack_from(dip, 76)[0]
+
+    def _extents_used(self, dip, attr: bool):
+        """(extent count, bytes they fill) of an extent-list fork, as
+        xfs_metadump takes them: None past the most the fork can count;
+        the byte count as a 32-bit int (a count of 2**28 extents or more
+        wraps it), None where that is negative."""
+        nex = self._nextents(dip, attr)
+        if nex > _MAX_NEXTENTS[self._large_counts(dip)][attr]:
+            return None
+        used = (nex * 16) & 0xFFFFFFFF
+        return None if used >= 1 << 31 else (nex, used)
+
+    def _crc_ok_inode(self, dip) -> bool:
+        return _crc_ok(dip if len(dip) == self.isize else dip[:self.isize],
+                       C.XFS_DINODE_CRC_OFF)
+
+    def _set_crc_inode(self, dip: bytearray) -> None:
+        if len(dip) == self.isize:
+            _set_crc(dip, C.XFS_DINODE_CRC_OFF)
+        else:
+            head = dip[:self.isize]
+            _set_crc(head, C.XFS_DINODE_CRC_OFF)
+            dip[:self.isize] = head
 
     def inode(self, ino: int, dip: bytearray, free: bool) -> None:
         """One inode of a cluster, changed in place; an inode whose forks
@@ -483,7 +537,7 @@ class Dumper:
         self.cur_ino = ino
         ok = False
         if self.obfuscate or self.zero:
-            ok = _crc_ok(dip, C.XFS_DINODE_CRC_OFF)
+            ok = self._crc_ok_inode(dip)
         new_crc = self.zero
         core = _core(dip)
         if free:
@@ -496,11 +550,11 @@ class Dumper:
                 # the common case, a regular file's extent list and no
                 # attribute fork: only the fork past its extents to zero
                 if self.zero:
-                    used = self._nextents(dip, False) * 16
-                    if used < self.lit:
-                        _fill(dip, core + used, core + self.lit)
+                    nu = self._extents_used(dip, False)
+                    if nu is not None and nu[1] < self.lit:
+                        _fill(dip, core + nu[1], core + self.lit)
                 if ok and new_crc:
-                    _set_crc(dip, C.XFS_DINODE_CRC_OFF)
+                    self._set_crc_inode(dip)
                 return
             dsize, asize = self._forks(dip)
             go_on = True
@@ -517,7 +571,7 @@ class Dumper:
                     _fill(dip, core + 4, core + dsize)
                 new_crc = True
             self.names = set()
-            if go_on and asize:
+            if go_on and asize > 0:
                 self.remote_vals = set()
                 afmt = dip[83]
                 if afmt == C.XFS_DINODE_FMT_LOCAL:
@@ -528,7 +582,7 @@ class Dumper:
                     self.fork_blocks(dip, True, "attr")
                 self.names = set()
         if ok and new_crc:
-            _set_crc(dip, C.XFS_DINODE_CRC_OFF)
+            self._set_crc_inode(dip)
 
     def fork_data(self, dip: bytearray, itype: str) -> bool:
         fmt = dip[5]
@@ -558,21 +612,23 @@ class Dumper:
         start, size = (core + dsize, asize) if attr else (core, dsize)
         fmt = dip[83] if attr else dip[5]
         if fmt == C.XFS_DINODE_FMT_EXTENTS:
-            nex = self._nextents(dip, attr)
-            used = nex * 16
-            if used > size:
+            nu = self._extents_used(dip, attr)
+            if nu is None or nu[1] > size:
                 return True
+            nex, used = nu
             if self.zero and used < size:
                 _fill(dip, start + used, start + size)
             self.extents(dip, start, nex, itype)
             return True
         # a btree root in the inode
         level, nrecs = _U16.unpack_from(dip, start)[0], _U16.unpack_from(dip, start + 2)[0]
+        if level > self.bm_maxlevels[attr]:
+            return True
         if level == 0:
             self.extents(dip, start + 4, nrecs, itype)
             return True
         maxrecs = (size - 4) // 16
-        if nrecs > maxrecs or level > C.XFS_BTREE_MAXLEVELS:
+        if nrecs > maxrecs:
             return True
         pstart = start + 4 + maxrecs * 8
         if self.zero:
