@@ -40,7 +40,7 @@ import stat
 import struct
 
 from .._backend import parsers
-from ..errors import FsToolError, ImageError, InvalidArgument, UnsupportedError
+from ..errors import FsToolError, ImageError, InvalidArgument
 from ..format import constants as C, metadump as M
 from ..format.structs import SB
 from ..fs.filesystem import Filesystem
@@ -71,40 +71,30 @@ _BT_CRC = {"bmbt": C.XFS_BTREE_LBLOCK_CRC_OFF}
 
 
 # -- names ---------------------------------------------------------------------------
-def _rol32(x: int, n: int) -> int:
-    return ((x << n) | (x >> (32 - n))) & 0xFFFFFFFF
-
-
 def _invalid(c: int) -> bool:
     return c == 0 or c == 0x2F
 
 
-def obfuscate_name(name: bytes, rng: random.Random) -> bytes:
+def obfuscate_name(name: bytes, rng: random.Random, ci: bool = False) -> bytes:
     """A name of the same length and directory hash as ``name`` (names
     shorter than five bytes are kept: the last five bytes are what is
-    solved for the hash)."""
+    solved for the hash): random characters (the alphabet has 64: six
+    random bits each), then the five bytes that reach the hash.  With
+    ``ci`` (a directory entry of an ascii-ci filesystem) the hash folds
+    capitals, so no solved byte may be one: another prefix is drawn, up to
+    a thousand times, then the name is kept (as xfs_metadump does)."""
     n = len(name)
     if n < 5:
         return name
-    want = parsers.da_hashname(name)
-    # random characters first (the alphabet has 64: six random bits each);
-    # the directory hash takes a name a byte at a time (h = c ^ rol(h, 7)),
-    # so the prefix's own hash is where the last five bytes start from
-    out = bytearray(rng.randbytes(n - 5).translate(_TO_ALPHABET))
-    h = _rol32(parsers.da_hashname(bytes(out)) if out else 0, 3) ^ want
-    first = len(out)
-    high = 0
-    for shift in (28, 21, 14, 7, 0):
-        c = ((h >> shift) & 0x7F) ^ high
-        if _invalid(c):
-            c ^= 1
-            high = 0x80
-        else:
-            high = 0
-        out.append(c)
-    if high:
-        out[first] ^= 0x10
-    return bytes(out)
+    if not ci:
+        return parsers.metadump_name(rng.randbytes(n - 5).translate(_TO_ALPHABET),
+                                     parsers.da_hashname(name), False)
+    want = parsers.da_hashname_ci(name)
+    for _ in range(1001):
+        new = parsers.metadump_name(rng.randbytes(n - 5).translate(_TO_ALPHABET), want, True)
+        if new is not None:
+            return new
+    return name
 
 
 # pairs of (byte, bit) whose flips change the hash the same way
@@ -260,6 +250,9 @@ class Dumper:
         self.ftype = sb.has_ftype
         self.sparse = bool(sb.incompat & C.XFS_SB_FEAT_INCOMPAT_SPINODES)
         self.parent = bool(sb.incompat & C.XFS_SB_FEAT_INCOMPAT_PARENT)
+        # ascii-ci: directory entries (and parent pointers) hash with
+        # capitals folded; attribute names and symlink targets do not
+        self.ci = bool(sb.fields["sb_versionnum"] & XFS_SB_VERSION_BORGBIT)
         self.dirbs = sb.dirblksize
         self.dirfsbs = sb.dirblkfsbs
         # directory address spaces in directory-block units of fsbs
@@ -468,7 +461,15 @@ class Dumper:
             if not holemask >> (ioff // 4) & 1:
                 daddr = self.agb_daddr(agno, agbno)
                 buf = self.read(daddr, bpb * self.bbs)
-                for i in range(ipb):
+                i = 0
+                while i < ipb:
+                    # the inodes that are only zeroed go native, in order;
+                    # the walk takes the first that needs more, then on
+                    i = parsers.metadump_plain_inodes(
+                        buf, off + i, ipb - i, self.isize, self.zero,
+                        self.obfuscate or self.zero, free >> (ioff + i)) - off
+                    if i >= ipb:
+                        break
                     o = (off + i) * self.isize
                     # a data fork its fork offset makes longer than the
                     # literal area reaches on into the inodes after it:
@@ -479,6 +480,7 @@ class Dumper:
                     ino = (agno << sb.agino_log) | (agino + ioff + i)
                     self.inode(ino, view, bool(free >> (ioff + i) & 1))
                     buf[o:stop] = view
+                    i += 1
                 self.emit(daddr, buf)
             agbno += bpb
             ioff += ipb
@@ -546,16 +548,6 @@ class Dumper:
         else:
             mode = _U16.unpack_from(dip, 2)[0] & C.S_IFMT
             fmt = dip[5]
-            if mode == C.S_IFREG and fmt == C.XFS_DINODE_FMT_EXTENTS and not dip[82]:
-                # the common case, a regular file's extent list and no
-                # attribute fork: only the fork past its extents to zero
-                if self.zero:
-                    nu = self._extents_used(dip, False)
-                    if nu is not None and nu[1] < self.lit:
-                        _fill(dip, core + nu[1], core + self.lit)
-                if ok and new_crc:
-                    self._set_crc_inode(dip)
-                return
             dsize, asize = self._forks(dip)
             go_on = True
             if mode == C.S_IFDIR:
@@ -772,45 +764,11 @@ class Dumper:
             self.dir_data(buf, is_block)
 
     def dir_data(self, buf: bytearray, is_block: bool) -> None:
-        bs = self.dirbs
-        if is_block:
-            want = C.XFS_DIR3_BLOCK_MAGIC
-            end = bs - 8 - 8 * _U32.unpack_from(buf, bs - 8)[0]
-        else:
-            want = C.XFS_DIR3_DATA_MAGIC
-            end = bs
-        if _U32.unpack_from(buf, 0)[0] != want:
-            return
-        pos = C.XFS_DIR3_DATA_HDR_SIZE
-        ft = 1 if self.ftype else 0
-        while pos < end:
-            if _U16.unpack_from(buf, pos)[0] == 0xFFFF:
-                length = _U16.unpack_from(buf, pos + 2)[0]
-                if pos + length > end or not length or length & 7:
-                    return
-                if _U16.unpack_from(buf, pos + length - 2)[0] != pos:
-                    return
-                if self.zero and length > 6:
-                    _fill(buf, pos + 4, pos + length - 2)
-                pos += length
-                if pos >= end:
-                    return
-            namelen = buf[pos + 8]
-            length = (8 + 1 + namelen + ft + 2 + 7) & ~7
-            if pos + length > end:
-                return
-            if _U16.unpack_from(buf, pos + length - 2)[0] != pos:
-                return
-            if self.obfuscate:
-                ino = _U64.unpack_from(buf, pos)[0]
-                name = bytes(buf[pos + 9:pos + 9 + namelen])
-                _put(buf, pos + 9, self.dirent_name(ino, name))
-            if self.zero:
-                z0 = pos + 9 + namelen + 1
-                z1 = pos + length - 2
-                if z1 > z0:
-                    _fill(buf, z0, z1)
-            pos += length
+        entries = parsers.metadump_dir_data(buf, is_block, self.dirbs, self.ftype, self.zero,
+                                            self.obfuscate)
+        for pos, ino, namelen in entries:
+            name = bytes(buf[pos + 9:pos + 9 + namelen])
+            _put(buf, pos + 9, self.dirent_name(ino, name))
 
     def sf_dir(self, dip: bytearray, start: int, dsize: int) -> None:
         size = min(_U64.unpack_from(dip, 56)[0], dsize)
@@ -851,20 +809,25 @@ class Dumper:
             key = (self.cur_ino, name)
             if key in self.remap:
                 return self.remap[key]
-        new = self._unique(obfuscate_name(name, self.rng))
+        new = self._unique(obfuscate_name(name, self.rng, self.ci), self.ci)
         if self.parent:
             self.remap[(self.cur_ino, name)] = new
         return new
 
-    def _unique(self, name: bytes) -> bytes:
+    def _unique(self, name: bytes, ci: bool = False) -> bytes:
+        """``name``, or when the inode has it already, the first alternate
+        with its hash it does not have (with ``ci``, the folded hash: an
+        alternate whose flipped bits make a capital is passed over)."""
         if len(name) >= 5 and name in self.names:
             seq = 1
+            want = parsers.da_hashname_ci(name) if ci else 0
             while True:
                 alt = alternate(name, seq)
                 seq += 1
                 if alt == -1:
                     break
-                if alt is not None and alt not in self.names:
+                if alt is not None and alt not in self.names and \
+                        (not ci or parsers.da_hashname_ci(alt) == want):
                     name = alt
                     break
         self.names.add(name)
@@ -968,7 +931,7 @@ class Dumper:
             return
         key = (parent, name)
         if key not in self.remap:
-            self.remap[key] = obfuscate_name(name, self.rng)
+            self.remap[key] = obfuscate_name(name, self.rng, self.ci)
         _put(area, n0, self.remap[key])
 
     def attr_block(self, buf: bytearray, o: int) -> None:
@@ -1095,9 +1058,6 @@ def metadump(image, out_path, *, version: int = 1, obfuscate: bool = True,
     tmp = f"{out_path}.tmp{os.getpid()}"
     warnings = []
     try:
-        if obfuscate and fs.sb.fields["sb_versionnum"] & XFS_SB_VERSION_BORGBIT:
-            raise UnsupportedError(f"{image}: names are case-insensitive (ascii-ci): fstool "
-                                   "cannot obfuscate them keeping their hash; dump with -o")
         if not fs.sb.logstart:
             warnings.append("the log is external: it is not in the dump")
         dirty = log_is_dirty(fs)
