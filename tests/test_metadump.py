@@ -427,3 +427,46 @@ def test_solved_names_keep_the_hash_and_avoid_bad_bytes(mod):
     assert 0 < nones < 3000
     assert mod.da_hashname_ci(b"ReadMe.TXT") == mod.da_hashname(b"readme.txt")
     assert mod.da_hashname_ci(b"\xc0\xde") == mod.da_hashname(b"\xe0\xfe")
+
+
+def _ci_image(tmp_path):
+    """An ascii-ci image (mkfs.xfs 6.10.1 -n version=ci) filled from a
+    protofile: mixed-case names, in shortform, block and leaf directories."""
+    if not modern.available():
+        pytest.skip(modern.WHY)
+    lines = ["/dev/null", "0 0", "d--755 0 0"]
+    for d, count in (("Small-Dir", 4), ("Block-Directory", 40), ("Leaf-Directory-Here", 300)):
+        lines.append(f"{d} d--755 0 0")
+        for i in range(count):
+            lines.append(f"{'File' if i % 2 else 'NAME'}-{i:04d}-MixedCase.Txt ---644 0 0 /dev/null")
+        lines.append("$")
+    lines.append("$")
+    proto = tmp_path / "proto"
+    proto.write_text("\n".join(lines) + "\n")
+    return modern.mkfs(tmp_path / "ci.img", "-n", "version=ci", "-p", str(proto),
+                       size="300m")
+
+
+def test_ascii_ci_names_are_obfuscated_keeping_the_folded_hash(tmp_path):
+    """On an ascii-ci filesystem directory names hash with capitals folded:
+    the obfuscated names keep that hash (and their length), so the image
+    restored by xfs_mdrestore is clean for xfs_repair -n as the original
+    is, and no original name is left."""
+    img = _ci_image(tmp_path)
+    assert modern.repair_n(img).returncode == 0
+    dump, restored = tmp_path / "ci.md", tmp_path / "r.img"
+    fstool("metadump", "-v", "2", img, dump)
+    _xfs_mdrestore(2, dump, restored)
+    r = modern.repair_n(restored)
+    assert r.returncode == 0, r.stdout + r.stderr
+    with Filesystem(str(img)) as a, Filesystem(str(restored)) as b:
+        (before, _x), (after, _y) = _names(a), _names(b)
+    assert set(before) == set(after) and len(before) > 300
+    for key, name in before.items():
+        new = after[key]
+        assert len(new) == len(name)
+        assert parsers.da_hashname_ci(new) == parsers.da_hashname_ci(name), (name, new)
+        if len(name) >= 5:
+            assert new.lower() != name.lower(), name
+    blob = dump.read_bytes()
+    assert not [n for n in before.values() if len(n) >= 5 and n in blob]
