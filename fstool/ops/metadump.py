@@ -149,9 +149,14 @@ class _V1Out:
         self.data: list = []
 
     def write(self, daddr: int, data, log: bool = False) -> None:
-        for i in range(len(data) // BB):
-            self.daddrs.append(daddr + i)
-            self.data.append(bytes(data[i * BB:(i + 1) * BB]))
+        n = len(data) // BB
+        i = 0
+        while i < n:
+            # as many sectors as the current index has room for, at once
+            k = min(n - i, M.V1_INDICES - len(self.daddrs))
+            self.daddrs.extend(range(daddr + i, daddr + i + k))
+            self.data.append(bytes(data[i * BB:(i + k) * BB]))
+            i += k
             if len(self.daddrs) == M.V1_INDICES:
                 self._flush()
 
@@ -293,7 +298,7 @@ class Dumper:
             self.warnings.append(f"{what}: skipped ({type(e).__name__}: {e})")
 
     def emit(self, daddr: int, data) -> None:
-        self.out.write(daddr, bytes(data))
+        self.out.write(daddr, data)
         self.blocks += 1
 
     def agb_daddr(self, agno: int, agbno: int) -> int:
