@@ -28,26 +28,22 @@ By default, as xfs_metadump does:
 a block modified so gets a new CRC when its old one was right (a block
 with a bad CRC keeps a bad CRC, so the dump shows the damage as it is).
 
-``mdrestore`` writes the sectors of a dump (v1 or v2, as xfs_metadump 6.1
-and 6.10.1 write them) into a sparse image file of the filesystem's size
-and rewrites the primary superblock as xfs_mdrestore does.
+``mdrestore`` (:mod:`fstool.ops.mdrestore`) makes an image of a dump again.
 """
 from __future__ import annotations
 
 import os
 import random
-import stat
 import struct
 
 from .._backend import parsers
-from ..errors import FsToolError, ImageError, InvalidArgument
+from ..errors import FsToolError, InvalidArgument
 from ..format import constants as C, metadump as M
 from ..format.structs import SB
 from ..fs.filesystem import Filesystem
-from ..io.dumpfile import DumpFile, fixed_primary
-from ..io.lock import refuse_if_mounted
 from ..log.head import find_state
 from ..trans.logwriter import LogGeometry, xfsprogs_cleared_log
+from .mdrestore import refuse_same
 
 BB = C.BBSIZE
 _U16 = struct.Struct(">H")
@@ -1058,7 +1054,7 @@ def metadump(image, out_path, *, version: int = 1, obfuscate: bool = True,
     if version not in (1, 2):
         raise InvalidArgument(f"metadump version {version}: only 1 and 2 exist")
     out_path = os.fspath(out_path)
-    _refuse_same(image, out_path, "the dump would replace the image")
+    refuse_same(image, out_path, "the dump would replace the image")
     fs = Filesystem(os.fspath(image))
     tmp = f"{out_path}.tmp{os.getpid()}"
     warnings = []
@@ -1098,102 +1094,3 @@ def metadump(image, out_path, *, version: int = 1, obfuscate: bool = True,
     return {"version": version, "obfuscated": obfuscate, "full_blocks": full_blocks,
             "dirty_log": dirty, "buffers": d.blocks, "bytes": os.path.getsize(out_path),
             "warnings": warnings}
-
-
-# -- restoring a dump ----------------------------------------------------------------
-def _refuse_same(src, dst, why: str) -> None:
-    """Refuse a target that is the source under another name."""
-    try:
-        same = os.path.samefile(os.fspath(src), os.fspath(dst))
-    except OSError:
-        return
-    if same:
-        raise InvalidArgument(f"{dst} is {src}: {why}")
-
-
-def _open_target(image, size: int) -> int:
-    """The image to restore into: a regular file created or truncated to
-    ``size`` bytes, or a block device (not mounted) of at least that size."""
-    path = os.fspath(image)
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        st = None
-    if st is not None and stat.S_ISBLK(st.st_mode):
-        refuse_if_mounted(path)
-        fd = os.open(path, os.O_RDWR | os.O_EXCL | os.O_CLOEXEC)
-        if os.lseek(fd, 0, os.SEEK_END) < size:
-            os.close(fd)
-            raise InvalidArgument(f"{path}: the device is smaller than the filesystem in "
-                                  f"the dump ({size} bytes)")
-        return fd
-    if st is not None and not stat.S_ISREG(st.st_mode):
-        raise InvalidArgument(f"{path}: not a regular file or block device")
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-        os.ftruncate(fd, size)
-    except OSError as e:
-        raise ImageError(f"{path}: cannot create the image: {e.strerror}") from None
-    return fd
-
-
-def _copy(d: DumpFile, off: int, fd: int, at: int, n: int) -> None:
-    """``n`` bytes of the dump at ``off`` to ``fd`` at ``at``: in the kernel
-    (copy_file_range) where it can, else read and written."""
-    done = 0
-    while done < n:
-        try:
-            k = os.copy_file_range(d.fd, fd, n - done, off + done, at + done)
-        except OSError:
-            k = 0
-        if k <= 0:
-            break
-        done += k
-    while done < n:
-        k = min(n - done, 8 << 20)
-        os.pwrite(fd, d._read(off + done, k), at + done)
-        done += k
-
-
-def mdrestore(dump, image, *, log_image=None) -> dict:
-    """Write the metadata of ``dump`` into the image file ``image`` (made
-    or truncated to the filesystem's size), then the primary superblock as
-    xfs_mdrestore leaves it; an external log a v2 dump holds goes to
-    ``log_image``."""
-    _refuse_same(dump, image, "restoring would truncate the dump it reads")
-    d = DumpFile(dump)
-    try:
-        _raw, f = d.primary()
-        if d.compat & M.XFS_MD2_COMPAT_EXTERNALLOG and log_image is None:
-            raise InvalidArgument(f"{d.path}: the dump holds an external log: give "
-                                  "--log-image")
-        sectsize = f["sb_sectsize"]
-        size = f["sb_dblocks"] * f["sb_blocksize"]
-        fd = _open_target(image, size)
-        lfd = -1
-        try:
-            if log_image is not None:
-                lfd = os.open(os.fspath(log_image), os.O_RDWR | os.O_CREAT | os.O_TRUNC,
-                              0o644)
-                os.ftruncate(lfd, f["sb_logblocks"] * f["sb_blocksize"])
-            primary = bytearray(sectsize)
-            sectors = 0
-            for daddr, nsect, off, log in d.index():
-                target = lfd if log else fd
-                if target < 0:
-                    raise InvalidArgument(f"{d.path}: the dump holds an external log: "
-                                          "give --log-image")
-                at, total = daddr * BB, nsect * BB
-                if not log and at < sectsize:
-                    k = min(total, sectsize - at)
-                    primary[at:at + k] = d._read(off, k)
-                _copy(d, off, target, at, total)
-                sectors += nsect
-            os.pwrite(fd, fixed_primary(bytes(primary), sectsize), 0)
-        finally:
-            os.close(fd)
-            if lfd >= 0:
-                os.close(lfd)
-    finally:
-        d.close()
-    return {"version": d.version, "sectors": sectors, "image_bytes": size}
