@@ -83,8 +83,10 @@ def obfuscate_name(name: bytes, rng: random.Random, ci: bool = False) -> bytes:
     if n < 5:
         return name
     if not ci:
-        return parsers.metadump_name(rng.randbytes(n - 5).translate(_TO_ALPHABET),
-                                     parsers.da_hashname(name), False)
+        # rng.randbytes(k), one call less
+        return parsers.metadump_name(
+            rng.getrandbits((n - 5) * 8).to_bytes(n - 5, "little").translate(_TO_ALPHABET),
+            parsers.da_hashname(name), False)
     want = parsers.da_hashname_ci(name)
     for _ in range(1001):
         new = parsers.metadump_name(rng.randbytes(n - 5).translate(_TO_ALPHABET), want, True)
@@ -768,8 +770,10 @@ class Dumper:
         entries = parsers.metadump_dir_data(buf, is_block, self.dirbs, self.ftype, self.zero,
                                             self.obfuscate)
         for pos, ino, namelen in entries:
-            name = bytes(buf[pos + 9:pos + 9 + namelen])
-            _put(buf, pos + 9, self.dirent_name(ino, name))
+            # the walk checked each entry lies inside the block; the new
+            # name has the old one's length
+            buf[pos + 9:pos + 9 + namelen] = self.dirent_name(
+                ino, bytes(buf[pos + 9:pos + 9 + namelen]))
 
     def sf_dir(self, dip: bytearray, start: int, dsize: int) -> None:
         size = min(_U64.unpack_from(dip, 56)[0], dsize)
@@ -804,7 +808,9 @@ class Dumper:
     def dirent_name(self, ino: int, name: bytes) -> bytes:
         """The obfuscated name of a directory entry (kept: lost+found and
         the orphans in it named by their inode number)."""
-        if ino and self._in_lost_found(ino, name):
+        orphanage = self.orphanage
+        if ino and (not orphanage or ino == orphanage or self.cur_ino == orphanage) and \
+                self._in_lost_found(ino, name):
             return name
         if self.parent:
             key = (self.cur_ino, name)
