@@ -534,6 +534,9 @@ class Namespace:
         data needed a block map, stored already, gets it through the attr
         fork writer)."""
         rec = P.pack_rec(parent, self._dir_gen(parent))
+        w = self.w
+        isize = w.sb.inodesize
+        fast_inos, fast_items, fast_forks, fast_attrs = [], [], [], []
         for k, ino in enumerate(inos):
             it = items[k]
             ptr = (C.XFS_ATTR_PARENT, bytes(names[k]), rec)
@@ -542,9 +545,27 @@ class Namespace:
                 self._change_pptrs(ino, add=[ptr])
                 continue
             size, nblocks, nextents, recs = fork
+            forkoff, shortform = F.attr_forkoff(isize, C.XFS_DINODE_FMT_EXTENTS, len(recs),
+                                                [ptr])
+            if shortform and forkoff and len(recs) <= forkoff * 8:
+                # the common case: the pointer alone, in shortform beside
+                # the extents, written with the plain inodes in one pass
+                plan = AB.encode_xattrs([ptr], ino=ino, uuid=w.uuid,
+                                        blocksize=w.sb.blocksize,
+                                        inline_space=isize - C.XFS_DINODE_CORE_SIZE -
+                                        forkoff * 8)
+                if plan.local is not None:
+                    fast_inos.append(ino)
+                    fast_items.append(it)
+                    fast_forks.append(fork)
+                    fast_attrs.append((forkoff, plan.local))
+                    continue
             meta = Meta(it[1], it[2], it[3], it[4], it[5], ctime_ns, ctime_ns, (), [ptr])
             self._put_new(ino, C.S_IFREG | it[1], meta, size=size, data=recs,
                           nextents=nextents, nblocks=nblocks)
+        if fast_inos:
+            w.inodes.put_simple_inodes(fast_inos, fast_items, C.S_IFREG, ctime_ns,
+                                       fast_forks if forks is not None else None, fast_attrs)
 
     def _place_files(self, parent: int, items: list, ctime_ns: int, data, placed) -> tuple:
         """Inodes, and with ``data`` blocks, for the files of
