@@ -143,7 +143,7 @@ def replay(path, *, dry_run: bool = False) -> dict:
         r = Recovery(fs, ld, st, dry_run=dry_run, writer_dev=out)
         try:
             r.prepare()
-            intents = finish.check_intents(r.intents)
+            intents = finish.check_intents(r.intents, fs.sb)
             why = finish.writer_supported(fs)
             if why:
                 with Filesystem(path) as view:
