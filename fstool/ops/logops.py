@@ -10,8 +10,9 @@ clean one:
    writing, then replayed writing as it goes);
 3. refuse, still having written nothing, intents fstool cannot finish;
 4. write the replayed blocks, fsync;
-5. free the extents of unfinished EFIs and the inodes on the AGI unlinked
-   lists, recompute the superblock counters: one transaction of a write
+5. finish the unfinished intents (EFI, RUI, CUI, BUI, ATTRI, XMI), free
+   the inodes on the AGI unlinked lists, recompute the superblock
+   counters: one transaction of a write
    session that goes on writing the log from the recovered head (its
    checkpoint is logged before anything is written in place);
 6. clear the stale sectors in front of the head and write an unmount

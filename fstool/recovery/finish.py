@@ -7,9 +7,14 @@
   variants, alloc, free), a CUI's reference counts moved (increase,
   decrease — freeing what loses its last reference — and copy-on-write
   staging extents recorded or dropped), a BUI's file mapping added to or
-  removed from an inode's data fork; each gets its done item.  The kinds
-  parent pointers and exchange-range bring (ATTRI, XMI), and BUIs of an
-  attr fork, are refused before anything is written;
+  removed from an inode's data fork, an ATTRI redone whole from the name
+  and value it logged (xfs_attri_recover_work), an XMI's mapping exchange
+  resumed from the state it logged (xfs_exchmaps_recover_work); each gets
+  its done item.  What cannot be finished exactly (BUIs of an attr fork,
+  unknown ATTRI or XMI flags, attr fork exchanges) is refused before
+  anything is written;
+* the regular files those intents read in lose their blocks past the size
+  they had then, as the kernel's inactivation of them at unmount does;
 * the inodes on the AGI unlinked lists (open when the system stopped, but
   unlinked) are freed with their blocks, as inode inactivation does;
 * copy-on-write staging extents left in the refcount btrees are dropped and
@@ -370,7 +375,7 @@ def _finish_attr(ns, d: dict) -> None:
     ino = d["ino"]
     op = d["op_flags"]
     pptr = op in _PPTR_OPS
-    node = _intent_inode(ns.w, ino, d["igen"] if pptr else None, f"ATTRI 0x{d['id']:x}")
+    _intent_inode(ns.w, ino, d["igen"] if pptr else None, f"ATTRI 0x{d['id']:x}")
     name = d["name"].encode("utf-8", "surrogateescape")
     ctime = DINODE.unpack(ns.raw_inode(ino))["di_ctime"]
     if pptr:
@@ -392,7 +397,6 @@ def _finish_attr(ns, d: dict) -> None:
                 pass            # nothing to remove is no error in recovery
         else:
             ns.set_xattr(ino, key, bytes(d.get("value", b"")))
-    del node
     ns._patch(ino, ctime=ctime)
 
 
