@@ -180,3 +180,40 @@ def test_replay_cut_short_then_run_again_gives_the_same_image(unpacked, name, tm
         assert r.returncode == 0, r.stderr
         assert digest(img) == want, f"cut after {n} of {total} writes"
         img.unlink()
+
+
+def test_xattr_intent_without_the_logged_xattrs_feature_is_refused_as_the_kernel_does(
+        unpacked, tmp_path):
+    """An ATTRI setting a user xattr, appended to a parent-pointer log whose
+    superblock lacks the logged-xattrs log feature: the kernel's mount
+    fails on it (xfs_attri_validate), and fstool refuses it in one line
+    with nothing written."""
+    import fstool
+    from fstool.io.device import Device
+    from fstool.trans.logwriter import LogWriter
+    from test_log_replay import digest
+    img = _copy(unpacked("pptr-attri-set"), tmp_path / "u.img")
+    with fstool.open_image(img, replay_in_memory=True) as fs:
+        ld, st = fs.log.device, fs.log.state
+    fmt = L.ATTRI_LOG_FORMAT.pack({"alfi_type": L.XFS_LI_ATTRI, "alfi_size": 3,
+                                   "alfi_igen": 0, "alfi_id": 0xABC, "alfi_ino": 132,
+                                   "alfi_op_flags": L.XFS_ATTRI_OP_FLAGS_SET,
+                                   "alfi_name_len": 1, "alfi_value_len": 8,
+                                   "alfi_attr_filter": 0})
+    out = Device(img, writable=True)
+    try:
+        LogWriter(out, ld, head_block=st.head, head_cycle=st.curr_cycle,
+                  prev_block=st.head_rec, tail_lsn=st.tail_lsn).write_checkpoint(
+            0x1234, [[fmt, b"k\0\0\0", b"v" * 8]], st.tail_lsn)
+    finally:
+        out.close()
+    before = digest(img)
+    r = run("log", "replay", img)
+    assert r.returncode == 4, r.stdout + r.stderr
+    assert "ATTRI intent 0xabc (set of xattr 'k' on inode 132)" in r.stderr
+    assert "without the logged xattrs log feature" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "nothing was written" in r.stderr
+    assert digest(img) == before
+    if loop_available():
+        with pytest.raises(subprocess.CalledProcessError):
+            dirty.kernel_replay(img)

@@ -54,6 +54,8 @@ FINISHABLE = {L.XFS_LI_EFI, L.XFS_LI_RUI, L.XFS_LI_CUI, L.XFS_LI_BUI, L.XFS_LI_A
               L.XFS_LI_XMI}
 _PPTR_OPS = {L.XFS_ATTRI_OP_FLAGS_PPTR_SET, L.XFS_ATTRI_OP_FLAGS_PPTR_REMOVE,
              L.XFS_ATTRI_OP_FLAGS_PPTR_REPLACE}
+_XATTR_OPS = {L.XFS_ATTRI_OP_FLAGS_SET, L.XFS_ATTRI_OP_FLAGS_REMOVE,
+              L.XFS_ATTRI_OP_FLAGS_REPLACE}
 _ATTR_FILTERS = C.XFS_ATTR_ROOT | C.XFS_ATTR_SECURE | C.XFS_ATTR_PARENT
 _DIFLAG_REALTIME = 1                 # XFS_DIFLAG_REALTIME
 
@@ -97,6 +99,13 @@ def _unfinishable(d: dict, sb=None) -> str | None:
         if sb is not None and d["op_flags"] in _PPTR_OPS and \
                 not sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_PARENT):
             return "a parent pointer change on a filesystem without parent pointers"
+        if sb is not None and d["op_flags"] in _XATTR_OPS and \
+                not sb.log_incompat & C.XFS_SB_FEAT_LOG_INCOMPAT_XATTRS:
+            # xfs_attri_validate: the kernel's mount refuses it too
+            return ("an xattr change logged on a filesystem without the logged xattrs "
+                    "log feature")
+        if d["op_flags"] == L.XFS_ATTRI_OP_FLAGS_REMOVE and d["value_len"]:
+            return "an xattr remove with a value"
         op = d["op_flags"]
         if op & ~L.XFS_ATTRI_OP_FLAGS_TYPE_MASK or op not in L.ATTRI_OP_NAMES:
             return f"unknown attr operation flags 0x{op:x}"
