@@ -182,36 +182,56 @@ def test_replay_cut_short_then_run_again_gives_the_same_image(unpacked, name, tm
         img.unlink()
 
 
-def test_xattr_intent_without_the_logged_xattrs_feature_is_refused_as_the_kernel_does(
-        unpacked, tmp_path):
-    """An ATTRI setting a user xattr, appended to a parent-pointer log whose
-    superblock lacks the logged-xattrs log feature: the kernel's mount
-    fails on it (xfs_attri_validate), and fstool refuses it in one line
-    with nothing written."""
+
+def _append_intent(img: Path, regions: list) -> None:
+    """A checkpoint holding one intent item, appended at the log's head
+    (fstool's own log writer)."""
     import fstool
     from fstool.io.device import Device
     from fstool.trans.logwriter import LogWriter
-    from test_log_replay import digest
-    img = _copy(unpacked("pptr-attri-set"), tmp_path / "u.img")
     with fstool.open_image(img, replay_in_memory=True) as fs:
         ld, st = fs.log.device, fs.log.state
-    fmt = L.ATTRI_LOG_FORMAT.pack({"alfi_type": L.XFS_LI_ATTRI, "alfi_size": 3,
-                                   "alfi_igen": 0, "alfi_id": 0xABC, "alfi_ino": 132,
-                                   "alfi_op_flags": L.XFS_ATTRI_OP_FLAGS_SET,
-                                   "alfi_name_len": 1, "alfi_value_len": 8,
-                                   "alfi_attr_filter": 0})
     out = Device(img, writable=True)
     try:
         LogWriter(out, ld, head_block=st.head, head_cycle=st.curr_cycle,
                   prev_block=st.head_rec, tail_lsn=st.tail_lsn).write_checkpoint(
-            0x1234, [[fmt, b"k\0\0\0", b"v" * 8]], st.tail_lsn)
+            0x1234, [regions], st.tail_lsn)
     finally:
         out.close()
+
+
+_USER_XATTR_SET = [L.ATTRI_LOG_FORMAT.pack({
+    "alfi_type": L.XFS_LI_ATTRI, "alfi_size": 3, "alfi_igen": 0, "alfi_id": 0xABC,
+    "alfi_ino": 132, "alfi_op_flags": L.XFS_ATTRI_OP_FLAGS_SET, "alfi_name_len": 1,
+    "alfi_value_len": 8, "alfi_attr_filter": 0}), b"k\0\0\0", b"v" * 8]
+_XMI_OTHER_GEN = [L.XMI_LOG_FORMAT.pack({
+    "xmi_type": L.XFS_LI_XMI, "xmi_size": 1, "__pad": 0, "xmi_id": 0xABC,
+    "xmi_inode1": 131, "xmi_inode2": 132, "xmi_igen1": 7, "xmi_igen2": 7,
+    "xmi_startoff1": 0, "xmi_startoff2": 0, "xmi_blockcount": 1, "xmi_flags": 0,
+    "xmi_isize1": 0, "xmi_isize2": 0})]
+
+
+@pytest.mark.parametrize("regions, said", [
+    (_USER_XATTR_SET, "ATTRI intent 0xabc (set of xattr 'k' on inode 132) has no done item "
+                      "and fstool cannot finish it (an xattr change logged on a filesystem "
+                      "without the logged xattrs log feature)"),
+    (_XMI_OTHER_GEN, "(it names inode 131 generation 0x7, which is generation"),
+], ids=["user-xattr-attri", "xmi-other-generation"])
+def test_intents_the_kernel_refuses_are_refused_with_nothing_written(
+        unpacked, tmp_path, regions, said):
+    """An ATTRI setting a user xattr where the superblock lacks the
+    logged-xattrs log feature (xfs_attri_validate), an XMI naming files of
+    another generation (xlog_recover_iget_handle), appended to a
+    kernel-written parent-pointer log: the kernel's mount fails on them, and
+    fstool refuses them in one line, having written nothing (the generation
+    is checked on the image as replayed in memory)."""
+    from test_log_replay import digest
+    img = _copy(unpacked("pptr-attri-set"), tmp_path / "u.img")
+    _append_intent(img, regions)
     before = digest(img)
     r = run("log", "replay", img)
     assert r.returncode == 4, r.stdout + r.stderr
-    assert "ATTRI intent 0xabc (set of xattr 'k' on inode 132)" in r.stderr
-    assert "without the logged xattrs log feature" in r.stderr
+    assert said in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "nothing was written" in r.stderr
     assert digest(img) == before
     if loop_available():

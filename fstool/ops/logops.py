@@ -146,10 +146,14 @@ def replay(path, *, dry_run: bool = False) -> dict:
             r.prepare()
             intents = finish.check_intents(r.intents, fs.sb)
             why = finish.writer_supported(fs)
-            if why:
+            if why or any(d["type_code"] in (L.XFS_LI_ATTRI, L.XFS_LI_XMI, L.XFS_LI_BUI)
+                          for d in intents):
+                # what needs the image as replayed is checked on it in memory
                 with Filesystem(path) as view:
                     replay_in_memory(view)
-                    finish.refuse_unfinishable(view, intents, why)
+                    finish.check_intent_inodes(view, intents)
+                    if why:
+                        finish.refuse_unfinishable(view, intents, why)
         except BaseException:
             if out is not None:
                 out.close()

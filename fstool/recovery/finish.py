@@ -37,7 +37,7 @@ import struct
 
 from ..alloc import rmap as R
 from ..alloc.refcount import COW_FLAG
-from ..errors import NoDataError, UnsupportedError
+from ..errors import FsToolError, NoDataError, UnsupportedError
 from ..format import constants as C, log as L, parent as P
 from ..format.structs import DINODE, SB, SB as SBL
 from ..fs import btree as B
@@ -58,6 +58,7 @@ _XATTR_OPS = {L.XFS_ATTRI_OP_FLAGS_SET, L.XFS_ATTRI_OP_FLAGS_REMOVE,
               L.XFS_ATTRI_OP_FLAGS_REPLACE}
 _ATTR_FILTERS = C.XFS_ATTR_ROOT | C.XFS_ATTR_SECURE | C.XFS_ATTR_PARENT
 _DIFLAG_REALTIME = 1                 # XFS_DIFLAG_REALTIME
+_MAX_FILEOFF = (1 << 54) - 1         # XFS_MAX_FILEOFF (xfs_verify_fileext)
 
 
 class IntentRefused(UnsupportedError):
@@ -79,16 +80,28 @@ def check_intents(intents: dict, sb=None) -> list:
                 "realtime extent, which fstool cannot finish; nothing was written: mount "
                 "the image with the kernel to recover it")
         why = "unsupported intent type" if code not in FINISHABLE else \
-            _unfinishable(d, sb) if code in (L.XFS_LI_ATTRI, L.XFS_LI_XMI) else None
+            _unfinishable(d, sb) if code in (L.XFS_LI_ATTRI, L.XFS_LI_XMI) else \
+            _bad_bmap(d, sb) if code == L.XFS_LI_BUI and sb is not None else None
         if why:
-            what = intent_what(d)
-            raise IntentRefused(
-                f"record at log block {blk}: {d['type']} intent 0x{iid:x}"
-                f"{f' ({what})' if what else ''} has no done item "
-                f"and fstool cannot finish it ({why}); nothing was "
-                "written: mount the image with the kernel to recover it")
+            raise IntentRefused(f"record at log block {blk}: {_refused(d, why)}")
         out.append(d)
     return out
+
+
+def _bad_bmap(d: dict, sb) -> str | None:
+    """What xfs_bui_validate rejects in a BUI's mapping: blocks outside
+    an AG's space past its headers, a file range past the largest offset,
+    no blocks."""
+    for e in d["extents"]:
+        fsb, n = e["startblock"], e["len"]
+        agno, agbno = fsb >> sb.agblklog, fsb & ((1 << sb.agblklog) - 1)
+        ag_len = min(sb.agblocks, sb.dblocks - agno * sb.agblocks)
+        first = 3 * sb.sectsize // sb.blocksize + 1      # past XFS_AGFL_BLOCK
+        if not n or agno >= sb.agcount or agbno < first or agbno + n > ag_len:
+            return f"a mapping of blocks {fsb}+{n} outside the filesystem's data space"
+        if e["startoff"] + n > _MAX_FILEOFF:
+            return "a mapping past the largest file offset"
+    return None
 
 
 def _unfinishable(d: dict, sb=None) -> str | None:
@@ -136,6 +149,8 @@ def _unfinishable(d: dict, sb=None) -> str | None:
         return "an attr fork exchange, which fstool has no writer for"
     if d["inode1"] == d["inode2"]:
         return "both sides are one inode"
+    if any(d[k] + d["blockcount"] > _MAX_FILEOFF for k in ("startoff1", "startoff2")):
+        return "a range past the largest file offset"
     return None
 
 
@@ -361,15 +376,57 @@ def _recovered_inodes(w, intents: list) -> dict:
     return out
 
 
-def _intent_inode(w, ino: int, gen: int | None, what: str):
+def check_intent_inodes(fs, intents: list) -> None:
+    """``fs``: the image as replayed (in memory).  Refuse, before anything
+    is written, an ATTRI or XMI whose inodes the kernel's recovery would
+    not get (free, another generation, unreadable) or an XMI of files that
+    are not regular files on the data device; and an intent whose inode's
+    fork it works on cannot be read (a damaged block the kernel's recovery
+    would stop at too)."""
+    for d in intents:
+        code = d["type_code"]
+        if code == L.XFS_LI_ATTRI:
+            node = _intent_inode(fs, d, d["ino"],
+                                 d["igen"] if d["op_flags"] in _PPTR_OPS else None)
+            _readable(d, node, lambda n: list(FA.iter_attrs(n)))
+        elif code == L.XFS_LI_XMI:
+            for k in ("1", "2"):
+                node = _intent_inode(fs, d, d["inode" + k], d["igen" + k])
+                if not node.is_reg or node.flags & _DIFLAG_REALTIME:
+                    raise _refused(d, f"inode {node.ino} is not a regular file on the "
+                                      "data device, which fstool cannot exchange")
+                _readable(d, node, lambda n: n.extents())
+        elif code == L.XFS_LI_BUI:
+            for e in d["extents"]:
+                _readable(d, _intent_inode(fs, d, e["owner"], None), lambda n: n.extents())
+
+
+def _readable(d: dict, node, read) -> None:
+    try:
+        read(node)
+    except (FsToolError, ValueError) as e:
+        raise _refused(d, f"inode {node.ino}: {e}") from None
+
+
+def _refused(d: dict, why: str) -> IntentRefused:
+    what = intent_what(d)
+    return IntentRefused(f"{d['type']} intent 0x{d['id']:x}{f' ({what})' if what else ''} "
+                         f"has no done item and fstool cannot finish it ({why}); nothing "
+                         "was written: mount the image with the kernel to recover it")
+
+
+def _intent_inode(fs, d: dict, ino: int, gen: int | None):
     """The inode an ATTRI or XMI names, as the kernel's recovery gets it
     (xlog_recover_iget, and with the generation for a file handle:
     xlog_recover_iget_handle); refused when it is free or another file."""
-    node = w.fs.inode(ino)
+    try:
+        node = fs.inode(ino)
+    except (FsToolError, ValueError) as e:
+        raise _refused(d, f"inode {ino} cannot be read: {e}") from None
     if not node.mode or (gen is not None and node.gen != gen):
-        raise IntentRefused(f"{what} names inode {ino}"
-                            f"{'' if gen is None else f' generation 0x{gen:x}'}, which is "
-                            f"{'free' if not node.mode else f'generation 0x{node.gen:x}'}")
+        raise _refused(d, f"it names inode {ino}"
+                          f"{'' if gen is None else f' generation 0x{gen:x}'}, which is "
+                          f"{'free' if not node.mode else f'generation 0x{node.gen:x}'}")
     return node
 
 
@@ -384,7 +441,7 @@ def _finish_attr(ns, d: dict) -> None:
     ino = d["ino"]
     op = d["op_flags"]
     pptr = op in _PPTR_OPS
-    _intent_inode(ns.w, ino, d["igen"] if pptr else None, f"ATTRI 0x{d['id']:x}")
+    _intent_inode(ns.fs, d, ino, d["igen"] if pptr else None)
     name = d["name"].encode("utf-8", "surrogateescape")
     ctime = DINODE.unpack(ns.raw_inode(ino))["di_ctime"]
     if pptr:
@@ -415,13 +472,8 @@ def _finish_exchange(w, d: dict) -> None:
     asks for that (to each file's size as replay left the other's, as the
     kernel's recovery takes them), and the reflink marks exchanged when the
     whole files were."""
-    what = f"XMI 0x{d['id']:x}"
-    n1 = _intent_inode(w, d["inode1"], d["igen1"], what)
-    n2 = _intent_inode(w, d["inode2"], d["igen2"], what)
-    for node in (n1, n2):
-        if not node.is_reg or node.flags & _DIFLAG_REALTIME:
-            raise IntentRefused(f"{what}: inode {node.ino} is not a regular file on the "
-                                "data device, which fstool cannot exchange")
+    check_intent_inodes(w.fs, [d])
+    n1, n2 = w.fs.inode(d["inode1"]), w.fs.inode(d["inode2"])
     flags = d["flags"]
     set_sizes = bool(flags & L.XFS_EXCHMAPS_SET_SIZES)
     isize1, isize2 = (n2.size, n1.size) if set_sizes else (-1, -1)
