@@ -17,8 +17,39 @@ import struct
 
 from ..format import constants as C
 from ..format.structs import (DIR2_BLOCK_TAIL, DIR2_DATA_ENTRY, DIR2_DATA_FREE,
-                              DIR2_DATA_UNUSED, DIR2_LEAF_ENTRY, DIR2_LEAF_TAIL, DIR3_DATA_HDR,
-                              DIR3_FREE_HDR, DIR3_LEAF_HDR)
+                              DIR2_DATA_UNUSED, DIR2_LEAF_ENTRY, DIR2_LEAF_TAIL, DIR2_SF_ENTRY,
+                              DIR2_SF_HDR, DIR3_DATA_HDR, DIR3_FREE_HDR, DIR3_LEAF_HDR)
+
+# -- shortform (the inode's data fork) ---------------------------------------------------
+SF_HDR = DIR2_SF_HDR.size                         # 2: count, i8count; the parent follows
+SF_ENTRY = DIR2_SF_ENTRY.size                     # 3: namelen, offset; the name follows
+SF_MIN = SF_HDR + 4                               # the smallest fork: a 4-byte parent
+
+
+def sf_header(fork) -> tuple[int, int, int]:
+    """(count, i8count, width of its inode numbers) of a shortform directory."""
+    count, i8count = DIR2_SF_HDR.struct.unpack_from(fork, 0)
+    return count, i8count, 8 if i8count else 4
+
+
+def sf_parent(fork, width: int) -> int:
+    return int.from_bytes(fork[SF_HDR:SF_HDR + width], "big")
+
+
+def sf_entsize(namelen: int, ft: int, width: int) -> int:
+    """Bytes of a shortform entry: the fixed part, the name, the file type
+    (``ft`` 1 on ftype filesystems), the inode number."""
+    return SF_ENTRY + namelen + ft + width
+
+
+def sf_entry(fork, pos: int, ft: int, width: int):
+    """(offset, name, ftype, ino, size) of the shortform entry at ``pos``
+    (whose name length, ``fork[pos]``, the caller has judged)."""
+    namelen, offset = DIR2_SF_ENTRY.struct.unpack_from(fork, pos)
+    name = pos + SF_ENTRY
+    size = sf_entsize(namelen, ft, width)
+    return (offset, bytes(fork[name:name + namelen]), fork[name + namelen] if ft else 0,
+            int.from_bytes(fork[name + namelen + ft:pos + size], "big"), size)
 
 # -- data blocks (XDD3, and XDB3 up to its leaf entries) ---------------------------------
 HDR = DIR3_DATA_HDR.size                          # 64: entries start here
@@ -122,6 +153,7 @@ def data_end(buf) -> int:
 # -- the tail of a single-block directory ----------------------------------------------
 _TAIL = DIR2_BLOCK_TAIL.struct
 LEAF_ENT = DIR2_LEAF_ENTRY.size                   # 8: (hashval, address)
+BLOCK_TAIL = DIR2_BLOCK_TAIL.size                 # 8: count, stale
 
 
 def block_tail(buf) -> tuple[int, int]:

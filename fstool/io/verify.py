@@ -82,6 +82,10 @@ class BufType(NamedTuple):
     def magic_of(self, data) -> int:
         return struct.unpack_from(self.magic_fmt, data, self.magic_off)[0]
 
+    def lsn_of(self, data) -> int:
+        """The LSN the block records (0 for a type without one)."""
+        return 0 if self.lsn_off is None else _U64.unpack_from(data, self.lsn_off)[0]
+
     def blft(self, data) -> int:
         """The XFS_BLFT_* type the log records for a buffer of this type."""
         if self.inodes:
