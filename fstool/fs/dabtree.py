@@ -35,10 +35,37 @@ _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 _HH = struct.Struct(">HH")
 _II = struct.Struct(">II")
+_U64 = struct.Struct(">Q")
 
 
 def magic(buf) -> int:
     return _U16.unpack_from(buf, MAGIC)[0]
+
+
+def blkno(buf) -> int:
+    """The disk address the block records for itself."""
+    return _U64.unpack_from(buf, BLKNO)[0]
+
+
+def uuid(buf) -> bytes:
+    return bytes(buf[UUID:UUID + 16])
+
+
+def owner(buf) -> int:
+    return _U64.unpack_from(buf, OWNER)[0]
+
+
+def node_faults(buf, max_count: int) -> list:
+    """The kernel's xfs_da3_node_verify past the block header: [(field,
+    why)] of a node block holding at most ``max_count`` entries, empty when
+    it is sound (the read path takes the first)."""
+    n, level = count_level(buf)
+    out = []
+    if not 1 <= level <= MAXDEPTH:
+        out.append(("level", f"node level {level} is invalid"))
+    if n == 0 or n > max_count:
+        out.append(("count", f"node holds {n} entries"))
+    return out
 
 
 def count(buf) -> int:

@@ -53,7 +53,7 @@ from ..check.inodes import (DIFLAG2_ANY, DIFLAG2_BIGTIME, DIFLAG2_COWEXTSIZE, DI
                             DIFLAG_NEWRTBM, DIFLAG_REALTIME, DIFLAG_RTINHERIT, DIR_FLAGS, _fields)
 from .agbuild import REPLACED, raw_buf
 from ...errors import FsToolError
-from ...fs import dir as D
+from ...fs import attrleaf as L, dabtree as DA, dir as D
 from ..names import shown_name
 
 # sb_qflags: the "quota checked" bits xfs_repair clears (XFS_ALL_QUOTA_CHKD)
@@ -1013,10 +1013,14 @@ def _attr_block_fix(checker, p, f):
         buf = checker.fs.dev.pread(daddr << C.BBSHIFT, checker.sb.blocksize)
     except Exception:       # noqa: BLE001 - a block that cannot be found is not restamped
         return None
-    magic = struct.unpack_from(">H", buf, 8)[0]
-    verify = checker._attr_leaf_verify if magic == C.XFS_ATTR3_LEAF_MAGIC else \
-        checker._da_node_verify if magic == C.XFS_DA3_NODE_MAGIC else None
-    if verify is None or verify(buf):
+    magic = DA.magic(buf)
+    if magic == C.XFS_ATTR3_LEAF_MAGIC:
+        faults = L.leaf_faults(buf, checker.sb.blocksize)
+    elif magic == C.XFS_DA3_NODE_MAGIC:
+        faults = DA.node_faults(buf, max(checker.da_node_ents, checker.attr_node_ents))
+    else:
+        return None
+    if faults:
         return None
     def fix(ch, p):
         p.attr_blocks[daddr] = f.ino
