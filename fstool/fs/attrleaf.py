@@ -36,6 +36,19 @@ def sf_entry(fork, pos: int) -> tuple[int, int, int]:
     return ATTR_SF_ENTRY.struct.unpack_from(fork, pos)
 
 
+def sf_size(attrs) -> int:
+    """Bytes of a shortform attr fork holding ``attrs`` [(flags, name, value)]."""
+    return SF_HDR + sum(SF_ENTRY + len(n) + len(v) for _f, n, v in attrs)
+
+
+def sf_encode(attrs) -> bytes:
+    """The shortform attr fork of ``attrs`` [(flags, name, value)], in order."""
+    out = bytearray(ATTR_SF_HDR.struct.pack(sf_size(attrs), len(attrs), 0))
+    for flags, name, value in attrs:
+        out += ATTR_SF_ENTRY.struct.pack(len(name), len(value), flags) + name + value
+    return bytes(out)
+
+
 # -- leaf blocks ----------------------------------------------------------------------------
 HDR = ATTR3_LEAF_HDR.size                         # 80: the entry table starts here
 ENTRY = ATTR_LEAF_ENTRY.size                      # 8: hashval, nameidx, flags, pad

@@ -55,6 +55,13 @@ def owner(buf) -> int:
     return _U64.unpack_from(buf, OWNER)[0]
 
 
+def set_identity(buf, blkno_: int, uuid_: bytes, owner_: int) -> None:
+    """The block's own address, the filesystem's uuid and the owning inode."""
+    _U64.pack_into(buf, BLKNO, blkno_)
+    buf[UUID:UUID + 16] = uuid_
+    _U64.pack_into(buf, OWNER, owner_)
+
+
 def node_faults(buf, max_count: int) -> list:
     """The kernel's xfs_da3_node_verify past the block header: [(field,
     why)] of a node block holding at most ``max_count`` entries, empty when
