@@ -142,12 +142,13 @@ def hash_at(buf, i: int, base: int = HDR) -> int:
     return _U32.unpack_from(buf, base + ENTRY * i)[0]
 
 
-def lower_bound(buf, n: int, h: int, base: int = HDR) -> int:
-    """The first of ``n`` entries at ``base`` whose hash is >= ``h``."""
+def lower_bound(buf, n: int, h: int, base: int = HDR, what: str = "da-btree block") -> int:
+    """The first of ``n`` (hash, x) entries at ``base`` whose hash is >=
+    ``h`` (``what`` names the block in an error)."""
     try:
         return parsers.hash_lower_bound(buf, base, n, h)
     except ValueError as e:
-        raise CorruptionError("da-btree block", str(e), field="count") from None
+        raise CorruptionError(what, str(e), field="count") from None
 
 
 def leaf_base(buf) -> int:

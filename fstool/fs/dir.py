@@ -116,14 +116,6 @@ def iter_entries(node) -> Iterator[tuple[bytes, int, int]]:
         yield from ents
 
 
-def _first_at_or_after(buf, start: int, count: int, hashval: int) -> int:
-    """Binary search a (hashval, address) array for the first hash >= hashval."""
-    try:
-        return parsers.hash_lower_bound(buf, start, count, hashval)
-    except ValueError as e:
-        raise CorruptionError("directory leaf", str(e), field="count") from None
-
-
 def _entry_at(node, addr: int, block_form: bool, blockbuf=None):
     """(ino, name) of the data entry at a leaf address (8-byte units)."""
     sb = node.fs.sb
@@ -150,7 +142,7 @@ def _scan_leaf(node, buf, start, count, hashval, name, block_form, blockbuf=None
     """Look for ``name`` among entries with ``hashval``; returns (ino or None,
     ran_off_end) where ran_off_end means equal hashes may continue in the
     next leaf block."""
-    i = _first_at_or_after(buf, start, count, hashval)
+    i = dabtree.lower_bound(buf, count, hashval, start, what="directory leaf")
     while i < count:
         h, addr = B.leaf_entry(buf, start, i)
         if h != hashval:

@@ -16,9 +16,11 @@ from __future__ import annotations
 import struct
 
 from ..format import constants as C
-from ..format.structs import (DIR2_BLOCK_TAIL, DIR2_DATA_ENTRY, DIR2_DATA_FREE,
-                              DIR2_DATA_UNUSED, DIR2_LEAF_ENTRY, DIR2_LEAF_TAIL, DIR2_SF_ENTRY,
-                              DIR2_SF_HDR, DIR3_DATA_HDR, DIR3_FREE_HDR, DIR3_LEAF_HDR)
+from ..format.structs import (DA3_NODE_HDR, DIR2_BLOCK_TAIL, DIR2_DATA_ENTRY,
+                              DIR2_DATA_FREE, DIR2_DATA_UNUSED, DIR2_LEAF_ENTRY, DIR2_LEAF_TAIL,
+                              DIR2_SF_ENTRY, DIR2_SF_HDR, DIR3_DATA_HDR, DIR3_FREE_HDR,
+                              DIR3_LEAF_HDR)
+from . import dabtree
 
 # -- shortform (the inode's data fork) ---------------------------------------------------
 SF_HDR = DIR2_SF_HDR.size                         # 2: count, i8count; the parent follows
@@ -172,22 +174,15 @@ def block_leaf_start(buf, count: int) -> int:
 
 # -- leaf blocks (leaf1, leafn) --------------------------------------------------------
 LEAF_HDR = DIR3_LEAF_HDR.size                     # 64: leaf entries start here
-_LCOUNT = DIR3_LEAF_HDR.offset("count")
-_HH = struct.Struct(">HH")
 _BESTCOUNT = DIR2_LEAF_TAIL.struct
 _LEAF_ENT = DIR2_LEAF_ENTRY.struct
-
-
-def leaf_count(buf) -> int:
-    return _U16.unpack_from(buf, _LCOUNT)[0]
-
-
-def leaf_count_stale(buf) -> tuple[int, int]:
-    return _HH.unpack_from(buf, _LCOUNT)
-
-
-def put_leaf_count_stale(buf, count: int, stale: int) -> None:
-    _HH.pack_into(buf, _LCOUNT, count, stale)
+# a leaf's count and stale sit where a da node keeps its count and level:
+# the same accessors serve both
+assert (DIR3_LEAF_HDR.offset("count"), DIR3_LEAF_HDR.offset("stale")) == \
+    (DA3_NODE_HDR.offset("__count"), DA3_NODE_HDR.offset("__level"))
+leaf_count = dabtree.count
+leaf_count_stale = dabtree.count_level                  # (count, stale)
+put_leaf_count_stale = dabtree.set_count_level
 
 
 def leaf_entry(buf, start: int, i: int) -> tuple[int, int]:

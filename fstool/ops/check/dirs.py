@@ -438,25 +438,10 @@ class DirChecks:
     # -- da-btrees (directory node form, attr node form) ----------------------------------
     def check_da_tree(self, node, root: int, read, leaf, what: str, node_ents: int,
                       dir_root_leafn: bool = False, strict=None) -> None:
-        """A da-btree walked as xfs_repair walks it (da_util.c and dir2.c /
-        attr_repair.c): down the left edge from the root (traverse_int_dablock:
-        node magic, entry counts, levels one apart), then along the leaves by
-        their forward pointers, each leaf's back pointer naming the one
-        before; at every leaf boundary the path above is verified
-        (verify_da_path): the next node entry points at the leaf just done and
-        carries its greatest hash, and a node whose entries are used up
-        hands over to its right sibling, whose magic, back pointer, count and
-        level must fit; after the last leaf, the right edge
-        (verify_final_da_path): each node's last entry used, its first hash
-        not above its last (xfs_repair 6.10.1; 6.1 wants it below), no right
-        sibling.  ``read(dablk)`` returns a verified buffer;
-        ``leaf(dablk, buf, greatest)`` checks one leaf block against the
-        greatest hash before it and returns its own greatest (the last
-        entry's; the one before for an empty leaf), or None when it is bad
-        (and reported); ``strict(dablk, buf)``, if given, says why a node
-        below the root fails where xfs_repair reads it stricter.  Like
-        xfs_repair, the walk stops at the first break (a hash that differs
-        from the child's greatest is reported and the walk goes on)."""
+        """A directory's (``what`` "dir") or attr fork's ("attr") da-btree
+        walked as xfs_repair walks it (fstool.fs.dabtree.audit), each fault
+        reported as a finding: ``read(dablk)`` returns a verified buffer or
+        raises; ``leaf``, ``strict`` and ``dir_root_leafn`` are audit's."""
         ino = node.ino
         where = dict(ino=ino, fork="data" if what == "dir" else "attr",
                      structure="dir" if what == "dir" else "attr")
