@@ -80,6 +80,10 @@ def node_faults(buf, max_count: int) -> list:
     return out
 
 
+def set_magic(buf, m: int) -> None:
+    _U16.pack_into(buf, MAGIC, m)
+
+
 def count(buf) -> int:
     return _U16.unpack_from(buf, COUNT)[0]
 

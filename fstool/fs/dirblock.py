@@ -16,7 +16,7 @@ from __future__ import annotations
 import struct
 
 from ..format import constants as C
-from ..format.structs import (DA3_NODE_HDR, DIR2_BLOCK_TAIL, DIR2_DATA_ENTRY,
+from ..format.structs import (DA3_NODE_HDR, DIR3_BLK_HDR, DIR2_BLOCK_TAIL, DIR2_DATA_ENTRY,
                               DIR2_DATA_FREE, DIR2_DATA_UNUSED, DIR2_LEAF_ENTRY, DIR2_LEAF_TAIL,
                               DIR2_SF_ENTRY, DIR2_SF_HDR, DIR3_DATA_HDR, DIR3_FREE_HDR,
                               DIR3_LEAF_HDR)
@@ -53,6 +53,40 @@ def sf_entry(fork, pos: int, ft: int, width: int):
     return (offset, bytes(fork[name:name + namelen]), fork[name + namelen] if ft else 0,
             int.from_bytes(fork[name + namelen + ft:pos + size], "big"), size)
 
+def sf_size(parent: int, ents) -> int:
+    """Bytes of a shortform directory (ftype) of ``parent`` and ``ents``
+    [(offset, name, ftype, ino)]."""
+    big = parent > 0xFFFFFFFF or any(e[3] > 0xFFFFFFFF for e in ents)
+    width = 8 if big else 4
+    return SF_HDR + width + sum(sf_entsize(len(e[1]), 1, width) for e in ents)
+
+
+def sf_encode(parent: int, ents) -> bytes:
+    """A shortform directory (ftype) of ``parent`` and ``ents`` [(offset,
+    name, ftype, ino)], in order."""
+    i8 = sum(1 for e in ents if e[3] > 0xFFFFFFFF) + (parent > 0xFFFFFFFF)
+    width = 8 if i8 else 4
+    out = bytearray(DIR2_SF_HDR.struct.pack(len(ents), i8))
+    out += parent.to_bytes(width, "big")
+    for off, name, ft, ino in ents:
+        out += DIR2_SF_ENTRY.struct.pack(len(name), off) + name + bytes((ft,)) + \
+            ino.to_bytes(width, "big")
+    return bytes(out)
+
+
+def sf_parse(fork):
+    """(parent, [(offset, name, ftype, ino)]) of a shortform directory
+    (ftype) whose entries the caller trusts."""
+    count, _i8count, width = sf_header(fork)
+    pos = SF_HDR + width
+    out = []
+    for _ in range(count):
+        off, name, ft, ino, size = sf_entry(fork, pos, 1, width)
+        out.append((off, name, ft, ino))
+        pos += size
+    return sf_parent(fork, width), out
+
+
 # -- data blocks (XDD3, and XDB3 up to its leaf entries) ---------------------------------
 HDR = DIR3_DATA_HDR.size                          # 64: entries start here
 BF = DIR3_DATA_HDR.offset("best_free")            # 48: bestfree[3]
@@ -67,6 +101,8 @@ _BF = struct.Struct(f">{3 * DIR2_DATA_FREE.struct.format[1:]}")
 _UNUSED = DIR2_DATA_UNUSED.struct
 _ULEN = DIR2_DATA_UNUSED.offset("length")
 _ENT = DIR2_DATA_ENTRY.struct
+_INUMBER = struct.Struct(">Q")
+assert DIR2_DATA_ENTRY.offset("inumber") == 0
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 _DMAGIC = DIR3_DATA_HDR.offset("magic")
@@ -116,6 +152,17 @@ def entry_name(buf, off: int, namelen: int) -> bytes:
 
 def entry_ftype(buf, off: int, namelen: int) -> int:
     return buf[off + ENTRY + namelen]
+
+
+def init_header(buf, magic: int, daddr: int, uuid: bytes, owner: int) -> None:
+    """The v5 header of a new data, block or free block: ``magic``, its own
+    address, the filesystem's uuid, the owning inode (CRC and LSN zero)."""
+    DIR3_BLK_HDR.struct.pack_into(buf, 0, magic, 0, daddr, 0, uuid, owner)
+
+
+def set_entry_ino(buf, off: int, ino: int) -> None:
+    """The inode number of the data entry at ``off``."""
+    _INUMBER.pack_into(buf, off, ino)
 
 
 def put_entry(buf, off: int, ino: int, name: bytes, ftype: int) -> int:
@@ -175,6 +222,7 @@ def block_leaf_start(buf, count: int) -> int:
 # -- leaf blocks (leaf1, leafn) --------------------------------------------------------
 LEAF_HDR = DIR3_LEAF_HDR.size                     # 64: leaf entries start here
 _BESTCOUNT = DIR2_LEAF_TAIL.struct
+LEAF_TAIL = DIR2_LEAF_TAIL.size                   # 4: bestcount
 _LEAF_ENT = DIR2_LEAF_ENTRY.struct
 # a leaf's count and stale sit where a da node keeps its count and level:
 # the same accessors serve both
