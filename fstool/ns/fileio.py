@@ -28,6 +28,10 @@ What each call does, in the kernel's terms:
   transaction that maps it commits (the journal flushes the device before a
   checkpoint's commit record, so a mapping never reaches the log before its
   data).  Partial blocks of new or unwritten blocks are filled with zeros.
+  With ``fill_blocks`` set (the mount sets 64 KiB), a write into a hole
+  inside the file's size maps and writes the whole aligned run of that
+  many blocks around it that is a hole, zeros around its data (see
+  ``_widen``).
   A write that starts past the end of the file first zeroes whatever
   written blocks lie between the old end and the write (the kernel's EOF
   zeroing).  Size, mtime, ctime and di_nblocks follow.
