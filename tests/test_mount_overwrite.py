@@ -345,6 +345,30 @@ def test_a_write_into_a_hole_fills_its_aligned_run(tmp_path, geometry):
     repair_clean(img)
 
 
+def test_a_write_over_a_hole_keeps_the_bytes_of_mapped_blocks_it_ends_in(tmp_path):
+    """A write starting and ending inside written blocks, over a punched
+    hole between them: the bytes of those blocks around the write stay
+    (the fill grows a write only over holes)."""
+    img, v = _volume(tmp_path)
+    bs = v.sb.blocksize
+    fh, ino, data = _file(v, b"f", 256 << 10)
+    v.fallocate(fh, 0x02 | FALLOC_FL_KEEP_SIZE, 5 * bs, 4 * bs)      # blocks 5-8
+    data[5 * bs:9 * bs] = bytes(4 * bs)
+    for off, end in ((4 * bs + 100, 9 * bs + 100), (20 * bs + 7, 24 * bs - 9)):
+        if off > 9 * bs:
+            v.fallocate(fh, 0x02 | FALLOC_FL_KEEP_SIZE, 21 * bs, 2 * bs)
+            data[21 * bs:23 * bs] = bytes(2 * bs)
+        chunk = os.urandom(end - off)
+        assert v.write(fh, off, chunk) == len(chunk)
+        data[off:end] = chunk
+        assert v.read(fh, 0, len(data)) == bytes(data)
+    v.release(fh)
+    v.close()
+    st, got = _on_disk(img, ino)
+    assert got == bytes(data)
+    repair_clean(img)
+
+
 def test_writes_past_the_end_are_not_widened(tmp_path):
     """Only writes inside the file's size into a hole fill a run: an append
     maps what it writes (and the speculative preallocation holds the rest,

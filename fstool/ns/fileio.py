@@ -894,8 +894,10 @@ class FileIO:
         if fmap.lookup(b1 - 1) is None:
             r = fmap._ge(b1)
             hi = min(b1 + (-b1) % k, self._blocks(f.size), r[0] if r is not None else _END)
-        start = min(off, lo << blog)
-        stop = max(end, min(hi << blog, f.size))
+        # a side grows only over holes: the partial blocks at the ends of
+        # the write that are mapped keep their bytes around it
+        start = lo << blog if lo < b0 else off
+        stop = min(hi << blog, f.size) if hi > b1 else end
         if start == off and stop == end:
             return off, data
         if self._free_blocks() < FILL_ROOM * k:
