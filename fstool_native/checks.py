@@ -781,6 +781,39 @@ def dir_links(odd, ino, starts, subdirs, parent, edges):
     return out
 
 
+@cython.locals(k=cython.Py_ssize_t, n=cython.Py_ssize_t, rest=list)
+def sf_dir_run(dirs, k, dir_raw, tally, tally_args, root, starts, subdirs, parent, edges,
+               dotdot):
+    """The namespace phase's loop over ``dirs`` from index ``k`` for as long
+    as each is a sound shortform directory with nothing to report: its raw
+    inode taken out of ``dir_raw``, its entries counted by ``tally(raw,
+    ino, *tally_args)`` (parsers.sf_dir_tally), its plain subdirectory
+    links by dir_links, its '..' noted in ``dotdot``.  Stops at the first
+    directory that needs the Python code and returns ``(index, pending)``:
+    ``pending`` is None when that directory is untouched (not shortform,
+    or refused by ``tally``), else ``(parent, rest)``: it was counted, and
+    ``rest`` (dir_links' remainder, or its '..' being wrong) is left to look
+    at (dir_links gives ``rest`` back unchanged when called on it again).
+    ``index`` is len(dirs) when every directory was done here."""
+    n = len(dirs)
+    while k < n:
+        ino = dirs[k]
+        raw = dir_raw.get(ino)
+        if raw is None or len(raw) < 6 or raw[5] != 1:
+            return k, None
+        fast = tally(raw, ino, *tally_args)
+        if fast is None:
+            return k, None
+        del dir_raw[ino]
+        dd = fast[0]
+        rest = dir_links(fast[1], ino, starts, subdirs, parent, edges)
+        if rest or dd is None or (dd == ino and ino != root) or (ino == root and dd != root):
+            return k, (dd, rest)
+        dotdot[ino] = dd
+        k += 1
+    return k, None
+
+
 @cython.locals(edges=array, nslots=cython.Py_ssize_t, root=cython.Py_ssize_t,
                m=cython.Py_ssize_t, i=cython.Py_ssize_t, a=cython.Py_ssize_t,
                b=cython.Py_ssize_t, top=cython.Py_ssize_t, s=cython.Py_ssize_t,

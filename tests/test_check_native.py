@@ -713,9 +713,13 @@ def test_shortform_dir_fast_path_keeps_the_findings(monkeypatch, kernel_img):
                 dir_raw[ino] = bytes(raw)
             want = _namespace_phase(monkeypatch, fs, state, dir_raw, False)
             for mod in backends:
+                # the directory loop (checks.sf_dir_run) of the same backend
                 monkeypatch.setattr(ns_mod, "parsers", mod)
+                monkeypatch.setattr(ns_mod, "checks", PURE if mod is PARSERS else
+                                    fstool_native.load(name="checks"))
                 assert _namespace_phase(monkeypatch, fs, state, dir_raw, True) == want, trial
             monkeypatch.setattr(ns_mod, "parsers", parsers)
+            monkeypatch.setattr(ns_mod, "checks", fstool_native.load(name="checks"))
             found += len(want[0]) > len(state["findings"])
             if trial == 0:
                 assert want[0] == [f.as_dict() for f in state["findings"]]

@@ -43,12 +43,22 @@ class NamespacePhase:
         # (each raw inode dropped once read: nothing after this phase needs it)
         take_raw = self.dir_raw.pop
         links = checks.dir_links
-        for done, ino in enumerate(self.dirs, 1):
+        sf_run = checks.sf_dir_run
+        dirs = self.dirs
+        k = 0
+        while k < ndirs:
+            # the sound shortform directories with nothing to report, in
+            # one native loop; the next other one below
+            k, fast = sf_run(dirs, k, self.dir_raw, shortform, (), root, starts, subdirs,
+                             parent, edges, dotdot)
             if tick:
-                tick(done, ndirs)
+                tick(min(k + 1, ndirs), ndirs)
+            if k >= ndirs:
+                break
+            ino = dirs[k]
+            k += 1
             failed = False
             raw = take_raw(ino, None)
-            fast = shortform(raw, ino) if raw is not None and raw[5] == 1 else None
             if fast is not None:
                 # a sound shortform directory, its entries counted
                 dd, odd = fast
