@@ -253,6 +253,19 @@ class Device:
                                       "image truncated")
         return data
 
+    def will_need(self, offset: int, length: int) -> None:
+        """Ask the kernel to start reading ``length`` bytes at ``offset``
+        into its page cache (posix_fadvise WILLNEED) without waiting, so
+        that the reads of them that follow find them there or wait less; a
+        hint only: nothing where it cannot be given (a metadump, a range
+        outside the image, a host without the call)."""
+        if self.dump is not None or offset < 0 or length <= 0 or offset + length > self.size:
+            return
+        try:
+            os.posix_fadvise(self.fd, offset + self.start, length, os.POSIX_FADV_WILLNEED)
+        except (OSError, AttributeError):
+            pass
+
     def preadinto(self, view, offset: int) -> None:
         """Fill the writable buffer ``view`` from ``offset``, exactly."""
         if self._gather:
