@@ -163,38 +163,17 @@ class NamespacePhase:
 
     def _dir_blocks_ahead(self) -> None:
         """Ask the kernel to start reading the blocks of every directory in
-        extents form, nearby ones as one range, before the directories are
-        walked one by one (a hint: with the image out of the page cache the
-        walk otherwise waits for each block in turn, as xfs_repair's
-        prefetch avoids).  A map that does not decode is left to the walk."""
-        fs = self.fs
+        extents form, nearby ones as one range (checks.dir_block_runs),
+        before the directories are walked one by one (a hint: with the image
+        out of the page cache the walk would wait for each block in turn,
+        which xfs_repair's prefetch avoids)."""
         sb = self.sb
-        bounds = fs._extent_bounds
-        inline = parsers.inline_extents
-        agmask = (1 << sb.agblklog) - 1
-        blocks = []
-        for raw in self.dir_raw.values():
-            if raw[5] != C.XFS_DINODE_FMT_EXTENTS:
-                continue
-            try:
-                exts = inline(raw, False, *bounds)
-            except ValueError:
-                continue
-            for _off, fsb, count, _unw in exts:
-                blocks.append(((fsb >> sb.agblklog) * sb.agblocks + (fsb & agmask), count))
-        if not blocks:
-            return
-        blocks.sort()
-        dev = fs.dev
-        gap = DIR_READAHEAD_GAP >> sb.blocklog
-        start, end = blocks[0][0], blocks[0][0] + blocks[0][1]
-        for b, n in blocks[1:]:
-            if b > end + gap:
-                dev.will_need(start << sb.blocklog, (end - start) << sb.blocklog)
-                start, end = b, b + n
-            else:
-                end = max(end, b + n)
-        dev.will_need(start << sb.blocklog, (end - start) << sb.blocklog)
+        dev = self.fs.dev
+        log = sb.blocklog
+        for first, end in checks.dir_block_runs(self.dir_raw.values(), sb.agblklog,
+                                                sb.agblocks, sb.agcount,
+                                                DIR_READAHEAD_GAP >> log):
+            dev.will_need(first << log, (end - first) << log)
 
     def _dir_link(self, tab: InodeTable, ino: int, child: int, subdirs, parent,
                   edges) -> None:
