@@ -33,6 +33,8 @@ MAX_BMBT_EXTLEN = (1 << 21) - 1
 NSEC_PER_SEC = 1_000_000_000
 # how far ahead of the inode chunk being scanned the kernel is asked to read
 CHUNK_READAHEAD = 16 << 20
+# inode chunks this close together are asked for as one range
+CHUNK_READAHEAD_GAP = 64 << 10
 _O = {name: DINODE.offset(name) for name, _ in DINODE.fields}
 
 
@@ -171,15 +173,20 @@ class InodePhase:
             runs.append((k, j, first_blk, end))
             k = j
         # the kernel reads the runs ahead of their turn (up to CHUNK_READAHEAD
-        # bytes), many at once, while the ones before are scanned
+        # bytes), many at once, while the ones before are scanned; runs close
+        # together are asked for as one range
         dev = fs.dev
+        gap = CHUNK_READAHEAD_GAP >> blocklog
         asked = ahead = 0
         for r, (k, j, first_blk, end) in enumerate(runs):
             while ahead < len(runs) and (ahead <= r or asked < CHUNK_READAHEAD):
-                _k, _j, b0, b1 = runs[ahead]
+                b0, b1 = runs[ahead][2], runs[ahead][3]
+                ahead += 1
+                while ahead < len(runs) and b1 <= runs[ahead][2] < b1 + gap:
+                    b1 = runs[ahead][3]
+                    ahead += 1
                 dev.will_need(fs.agb_to_daddr(agno, b0) << C.BBSHIFT, (b1 - b0) << blocklog)
                 asked += (b1 - b0) << blocklog
-                ahead += 1
             asked -= (end - first_blk) << blocklog
             try:
                 buf = fs.dev.pread(fs.agb_to_daddr(agno, first_blk) << C.BBSHIFT,
