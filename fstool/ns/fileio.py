@@ -28,6 +28,10 @@ What each call does, in the kernel's terms:
   transaction that maps it commits (the journal flushes the device before a
   checkpoint's commit record, so a mapping never reaches the log before its
   data).  Partial blocks of new or unwritten blocks are filled with zeros.
+  With ``fill_blocks`` set (the mount sets 64 KiB), a write into a hole
+  inside the file's size maps and writes the whole aligned run of that
+  many blocks around it that is a hole, zeros around its data (see
+  ``_widen``).
   A write that starts past the end of the file first zeroes whatever
   written blocks lie between the old end and the write (the kernel's EOF
   zeroing).  Size, mtime, ctime and di_nblocks follow.
@@ -122,6 +126,9 @@ _VFS_MODES = (FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_NO_HIDE_STA
 MAX_BYTES = (1 << 63) - 1          # s_maxbytes of a 64-bit kernel
 PREALLOC_MIN_BYTES = 64 << 10      # the kernel's default allocsize
 _ZERO_CHUNK = 1 << 20
+# free blocks per block of FileIO.fill_blocks below which a write into a
+# hole is not widened
+FILL_ROOM = 64
 _END = 1 << 54                     # past the last block a file may map
 _INF = 1 << 64
 # the records a full read of a btree extent map decodes in the time of one
@@ -179,6 +186,10 @@ class FileIO:
         self.held: dict = {}
         self._caller_tx = False
         self._lookups = None            # [decoded inode, range lookups made in it]
+        # blocks of the aligned run a write into a hole inside the file
+        # fills whole (zeros around the data); 0: only the write's blocks
+        # (see :meth:`_widen`)
+        self.fill_blocks = 0
 
     # -- public: reading -----------------------------------------------------------
     def read(self, ino: int, off: int, size: int) -> bytes:
@@ -967,8 +978,46 @@ class FileIO:
                 f.nblocks += n
 
     # -- the operations ------------------------------------------------------------------------
+    def _widen(self, f: _File, off: int, data):
+        """(offset, data) of a write into a hole inside the file's size
+        widened to the hole's part of the aligned run of ``fill_blocks``
+        blocks around it (never past the end of the file), zeros on either
+        side: the blocks are allocated and written once, so that the writes
+        that follow into the same run overwrite them in place (with no
+        transaction, see :meth:`overwrite`) instead of each filling a hole of
+        its own.  ext4 writes zeros the same way rather than leave small
+        unwritten pieces (its extent_max_zeroout_kb).  What reads back is
+        unchanged (a hole reads as zeros); the run counts as data for
+        SEEK_DATA and in st_blocks.  Unchanged when free space is short."""
+        k = self.fill_blocks
+        blog = self.blog
+        end = off + len(data)
+        b0, b1 = off >> blog, self._blocks(end)
+        fmap = f.map
+        lo, hi = b0, b1
+        if fmap.lookup(b0) is None:
+            r = fmap.prev(b0)
+            lo = max(b0 - b0 % k, r[0] + r[2] if r is not None else 0)
+        if fmap.lookup(b1 - 1) is None:
+            r = fmap._ge(b1)
+            hi = min(b1 + (-b1) % k, self._blocks(f.size), r[0] if r is not None else _END)
+        # a side grows only over holes: the partial blocks at the ends of
+        # the write that are mapped keep their bytes around it
+        start = lo << blog if lo < b0 else off
+        stop = min(hi << blog, f.size) if hi > b1 else end
+        if start == off and stop == end:
+            return off, data
+        if self._free_blocks() < FILL_ROOM * k:
+            return off, data
+        buf = bytearray(stop - start)
+        buf[off - start:end - start] = data
+        return start, memoryview(buf)
+
     def _write(self, ino: int, off: int, data) -> int:
         f = _File(self, ino, True)
+        asked = len(data)
+        if self.fill_blocks > 1 and off + asked <= f.size and not f.reflink:
+            off, data = self._widen(f, off, data)
         blog = self.blog
         end = off + len(data)
         size0 = f.size
@@ -1011,7 +1060,7 @@ class FileIO:
                 f.map.add((lblk, fsbno, n, 0))
                 f.nblocks += n
         self._store(f, size=max(size0, end))
-        return len(data)
+        return asked
 
     def _truncate(self, ino: int, size: int, touch) -> None:
         self._unhold(ino)
