@@ -1,15 +1,17 @@
 """Shrinking a filesystem offline: the smallest size it can be cut to, and
 the cut itself once everything past the new end is free.
 
-The data extents of regular files that are not reflinked can move (see
-:func:`movable`; ``fstool.ops.resize.move_out`` moves them), and so can
-the log (:func:`log_home`, ``fstool.ops.resize.move_log``); nothing else
-does yet.  What can be cut:
+The blocks of files can move (see :func:`movable`;
+:mod:`fstool.ops.resize_move` moves them): regular files' data extents,
+directory, symlink and xattr blocks and bmbt blocks, but not the data of
+reflinked files; and so can the log (:func:`log_home`,
+``fstool.ops.resize.move_log``).  Inode chunks do not move yet.  What can
+be cut:
 
 * whole AGs at the end that hold nothing but their own headers and empty
-  btrees, movable data and the log when it can move (no inodes, no
-  directory, attribute or bmbt blocks): every used block is a header, a
-  btree block of their own, a free list block, movable data or the log;
+  btrees, blocks that move and the log when it can move (no inodes, no
+  reflinked file's data): every used block is a header, a btree block of
+  their own, a free list block, a block that moves or the log;
 * the tail of the AG that becomes the last, past the last block that
   stays: once the data moves the blocks past the new end are one free
   extent of its free-space btrees, and no inode chunk (sparse ones too:
@@ -40,9 +42,9 @@ primary and the file is truncated to the new size.  Killed between A and
 B, the image holds a filesystem of whole AGs in between the two sizes;
 resize run again goes on from there.
 
-Moving the rest (inode chunks, directory, attribute and bmbt blocks,
-shared extents) is not done: a size below the minimum is refused with the
-minimum and the inodes whose chunks or blocks lie in the way.
+Moving the rest (inode chunks, reflinked files' data) is not done: a size
+below the minimum is refused with the minimum and the inodes whose chunks
+or blocks lie in the way.
 """
 from __future__ import annotations
 
@@ -136,20 +138,38 @@ def _tail_floor(sb, agno: int, agf: dict, agi: dict, start: int, moved: int = 0)
     return lo
 
 
+#: what a moved block is (the last field of a :func:`movable` record)
+DATA = 0        # a regular file's data: copied in place, then remapped
+FORK = 1        # a directory's or symlink's data fork block: logged at its new place
+ATTR = 2        # an attr fork block (leaf, node or remote value): the same
+BMBT = 3        # a data fork's bmbt block: its parent's and siblings' pointers follow
+ABMBT = 4       # an attr fork's bmbt block
+
+
 def movable(fs) -> dict:
-    """agno -> sorted [(agbno, length, ino, startoff, unwritten)]: the data
-    extents a shrink can move, those of regular files that are not
-    reflinked (a shared extent stays where every file sharing it finds
-    it).  Directory, attribute and bmbt blocks and inode chunks stay."""
+    """agno -> sorted [(agbno, length, ino, startoff, unwritten, kind)]:
+    the blocks of inodes a shrink can move (``kind``: :data:`DATA`,
+    :data:`FORK`, :data:`ATTR`, :data:`BMBT`, :data:`ABMBT`).  The data
+    extents of reflinked files stay (a shared extent stays where every file
+    sharing it finds it), and so do inode chunks."""
     sb = fs.sb
     mask = (1 << sb.agblklog) - 1
     out: dict = {}
     for ip in iter_allocated_inodes(fs):
-        if not ip.is_reg or ip.flags2 & C.XFS_DIFLAG2_REFLINK:
-            continue
-        for off, start, count, unwritten in ip.extents(False):
-            out.setdefault(start >> sb.agblklog, []).append(
-                (start & mask, count, ip.ino, off, unwritten))
+        for attr in (False, True):
+            for fsbno, count, who, unwritten in owned_extents(ip, attr):
+                if who.flags & R.BMBT_BLOCK:
+                    kind = ABMBT if attr else BMBT
+                elif attr:
+                    kind = ATTR
+                elif not ip.is_reg:
+                    kind = FORK
+                elif ip.flags2 & C.XFS_DIFLAG2_REFLINK:
+                    continue
+                else:
+                    kind = DATA
+                out.setdefault(fsbno >> sb.agblklog, []).append(
+                    (fsbno & mask, count, ip.ino, who.offset, unwritten, kind))
     for recs in out.values():
         recs.sort()
     return out
@@ -186,7 +206,7 @@ def ag_use(fs, agno: int, prealloc: int, moves: list | None = None,
     logagno, logagbno, logblocks = log_extent(sb)
     moves = list(moves or ())
     if log_moves and agno == logagno:
-        moves.append((logagbno, logblocks, 0, 0, 0))
+        moves.append((logagbno, logblocks, 0, 0, 0, DATA))
         moves.sort()
     moving = sum(m[1] for m in moves)
     droppable = (agi["agi_count"] == 0 and (agno != logagno or log_moves)
@@ -322,34 +342,32 @@ def _minimum(fs, mv: dict, log_moves: bool) -> int:
     return min(low, sb.dblocks)
 
 
+class Cut:
+    """Which blocks a cut to ``dblocks`` blocks in ``agcount`` AGs takes."""
+
+    def __init__(self, sb, dblocks: int, agcount: int):
+        self.agblklog = sb.agblklog
+        self.last = agcount - 1
+        self.newlen = dblocks - self.last * sb.agblocks
+
+    def __call__(self, fsbno: int, count: int = 1) -> bool:
+        agno, agbno = fsbno >> self.agblklog, fsbno & ((1 << self.agblklog) - 1)
+        return agno > self.last or (agno == self.last and agbno + count > self.newlen)
+
+
 def blockers(fs, dblocks: int, agcount: int, limit: int = 10) -> list:
     """Up to ``limit`` inodes that keep the filesystem from being cut to
     ``dblocks`` blocks in ``agcount`` AGs: their chunk lies past it, or
-    blocks of theirs that do not move (directory, attribute and bmbt
-    blocks, a reflinked file's data)."""
+    blocks of theirs that do not move (a reflinked file's data)."""
     sb = fs.sb
-    last = agcount - 1
-    newlen = dblocks - last * sb.agblocks
-    mask = (1 << sb.agblklog) - 1
-
-    def cut(fsbno: int, count: int) -> bool:
-        agno, agbno = fsbno >> sb.agblklog, fsbno & mask
-        return agno > last or (agno == last and agbno + count > newlen)
-
+    cut = Cut(sb, dblocks, agcount)
     found: list = []
     for ip in iter_allocated_inodes(fs):
         agbno = (ip.ino & ((1 << sb.agino_log) - 1)) >> sb.inopblog
-        hit = cut((ip.ino >> sb.agino_log << sb.agblklog) | agbno, 1)
-        moves = ip.is_reg and not ip.flags2 & C.XFS_DIFLAG2_REFLINK
-        for attr in (False, True):
-            if hit:
-                break
-            for fsbno, count, who, _unwritten in owned_extents(ip, attr):
-                if moves and not attr and not who.flags & R.BMBT_BLOCK:
-                    continue
-                if cut(fsbno, count):
-                    hit = True
-                    break
+        hit = cut((ip.ino >> sb.agino_log << sb.agblklog) | agbno)
+        if not hit and ip.is_reg and ip.flags2 & C.XFS_DIFLAG2_REFLINK:
+            hit = any(cut(fsbno, count) for fsbno, count, who, _u in owned_extents(ip, False)
+                      if not who.flags & R.BMBT_BLOCK)
         if hit:
             found.append(ip.ino)
             if len(found) >= limit:
@@ -359,14 +377,14 @@ def blockers(fs, dblocks: int, agcount: int, limit: int = 10) -> list:
 
 def past(sb, moves: dict, dblocks: int, agcount: int) -> list:
     """The :func:`movable` extents that lie (in part) past ``dblocks``, as
-    (agno, agbno, length, ino, startoff, unwritten)."""
+    (agno, agbno, length, ino, startoff, unwritten, kind)."""
     last = agcount - 1
     newlen = dblocks - last * sb.agblocks
     out = []
     for agno, recs in sorted(moves.items()):
-        for agbno, n, ino, off, unwritten in recs:
+        for agbno, n, ino, off, unwritten, kind in recs:
             if agno > last or (agno == last and agbno + n > newlen):
-                out.append((agno, agbno, n, ino, off, unwritten))
+                out.append((agno, agbno, n, ino, off, unwritten, kind))
     return out
 
 

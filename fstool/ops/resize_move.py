@@ -1,0 +1,288 @@
+"""Moving blocks out of the part of a filesystem a shrink cuts off (see
+:mod:`fstool.ops.resize_shrink` for what can move and
+:mod:`fstool.ops.resize` for the order of a shrink).
+
+Every move is one transaction of the session's journal, and allocates
+only in the part kept (the part cut off is fenced off from the allocator
+for the whole session):
+
+* a regular file's data extent (:func:`move_out`): the new blocks are
+  written first, where nothing lived (the checkpoint flushes the device
+  before its commit record), then one transaction
+  maps them in place of the old ones in the file's block map (and the
+  rmapbt) and frees the old;
+* a directory's, symlink's or attr fork's blocks (:func:`move_metadata`,
+  at most :data:`CHUNK` blocks a transaction): each block is copied into a
+  new buffer of the transaction at its new address, the address it
+  records of itself rewritten (the directory and da-btree headers, the
+  remote value and symlink headers), the fork's extent record changed
+  from the old blocks to the new (an unmap and a map, as the kernel's
+  bmap remap does; its rmapbt records follow), the old blocks freed.  The
+  da-btrees need nothing else: they address their blocks by offset in
+  the fork, which does not change;
+* a bmbt block, once the fork's extents are moved: copied into a new
+  block with its own address rewritten, the pointer in its parent (the
+  inode's root or a node block) and those of its left and right siblings
+  changed, the old block freed (the rmapbt follows: the new block is the
+  fork's bmbt block).
+
+New buffers are written in place before the transaction's checkpoint
+commits (the journal's ordered buffers); a kill before that commit leaves
+the old blocks mapped and the new ones free, after it the new ones mapped
+and the old ones free.
+"""
+from __future__ import annotations
+
+import struct
+
+from ..errors import FsToolError
+from ..format import constants as C
+from ..format.structs import DINODE
+from ..io import verify as V
+from ..ns.bmap import ForkMap
+from ..ns.fileio import FileIO
+from ..ns.writer import Writer
+from . import resize_shrink as RS
+
+#: blocks moved in one transaction at most (fork blocks, bmbt blocks)
+CHUNK = 64
+_CORE = C.XFS_DINODE_CORE_SIZE
+
+
+class MoveError(FsToolError):
+    """A block that cannot be moved (the reason is the message)."""
+
+
+def fence(w, dblocks: int, agcount: int) -> None:
+    """Nothing of the session ``w`` is allocated in the part a cut to
+    ``dblocks`` blocks in ``agcount`` AGs takes."""
+    sb, space = w.sb, w.space
+    last = agcount - 1
+    for agno in range(last, sb.agcount):
+        start = dblocks - last * sb.agblocks if agno == last else 0
+        space.reserved[("shrink", agno)] = (agno, start, w.fs.ag_length(agno))
+
+
+def unfence(w) -> None:
+    for key in [k for k in w.space.reserved if k[0] == "shrink"]:
+        del w.space.reserved[key]
+
+
+def move_out(path, dblocks: int, agcount: int, extents: list, *, undo=None,
+             changes: list) -> None:
+    """Move the data ``extents`` (:func:`~fstool.ops.resize_shrink.past`
+    records of kind DATA) into the part of the filesystem a shrink to
+    ``dblocks`` blocks in ``agcount`` AGs keeps: one transaction per
+    extent, which maps its new blocks (written first, where nothing lived,
+    and flushed by the checkpoint before its commit record) in place of
+    the old and frees those.  A kill leaves
+    each extent where it was or where it went, never both."""
+    with Writer(path, keeps_parents=True) as w:
+        if undo is not None:
+            undo(w.dev)
+        io = FileIO(w)
+        sb, space, fs = w.sb, w.space, w.fs
+        fence(w, dblocks, agcount)
+        w.space.kernel_freelist = True
+        bs = sb.blocksize
+        moved = 0
+        for agno, agbno, n, ino, off, unwritten, _kind in extents:
+            old = space.fsb(agno, agbno)
+            with w.transaction():
+                pieces, pos = [], 0
+                while pos < n:
+                    fsbno, got = space.alloc_blocks(space.fsb(0, 0), 1, n - pos, owner=None)
+                    if not unwritten:
+                        src = fs.fsb_to_daddr(old + pos) << 9
+                        w.dev.pwrite(fs.fsb_to_daddr(fsbno) << 9, w.dev.pread(src, got * bs))
+                    pieces.append((off + pos, fsbno, got))
+                    pos += got
+                # the copy is durable before the new map: the checkpoint
+                # that commits it flushes the device before its commit record
+                io.unmap_extent(ino, off, n)
+                space.free_extent(old, n, owner=None)
+                for o, fsbno, got in pieces:
+                    io.map_extent(ino, o, fsbno, got, unwritten)
+            moved += n
+        unfence(w)
+        w.journal.sync()
+        changes.append(f"{len(extents)} data extent(s) moved ({moved} blocks)")
+
+
+# -- directory, symlink and attr fork blocks, bmbt blocks ------------------------------
+
+def _fork(w, ino: int, attr: bool):
+    """(raw inode, its unpacked core, the fork's offset in the literal
+    area, a :class:`ForkMap` of the fork changed by the open transaction)."""
+    raw = w.inodes.raw_inode(ino)
+    d = DINODE.unpack(raw)
+    lit = w.sb.inodesize - _CORE
+    forkoff = d["di_forkoff"] * 8
+    big = bool(d["di_flags2"] & C.XFS_DIFLAG2_NREXT64)
+    if attr:
+        start, space, fmt = forkoff, lit - forkoff, d["di_aformat"]
+        nextents = d["di_nextents"] if big else d["di_anextents"]
+    else:
+        start, space, fmt = 0, forkoff or lit, d["di_format"]
+        nextents = d["di_big_nextents"] if big else d["di_nextents"]
+    shared = not attr and bool(d["di_flags2"] & C.XFS_DIFLAG2_REFLINK)
+    fm = ForkMap(w.fs, ino, fmt, raw[_CORE + start:_CORE + start + space], space, nextents,
+                 w=w, near=w.space.fsb(0, 0), shared=shared, attr=attr)
+    return bytearray(raw), d, start, fm
+
+
+def _put_fork(w, ino: int, attr: bool, raw: bytearray, d: dict, start: int, fm: ForkMap,
+              nblocks: int = 0) -> None:
+    """The changed fork back into the inode (format, extent count, block
+    count moved by ``nblocks`` and the bmbt blocks the map added)."""
+    fmt, lit = fm.finish()
+    raw[_CORE + start:_CORE + start + fm.space] = lit
+    big = bool(d["di_flags2"] & C.XFS_DIFLAG2_NREXT64)
+    if attr:
+        d["di_aformat"] = fmt
+        d["di_nextents" if big else "di_anextents"] = fm.nextents
+    else:
+        d["di_format"] = fmt
+        d["di_big_nextents" if big else "di_nextents"] = fm.nextents
+    d["di_nblocks"] += nblocks + fm.bmbt_delta
+    fm.bmbt_delta = 0
+    packed = DINODE.pack(d)
+    raw[:len(packed)] = packed
+    w.inodes.put_inode(ino, w.enc.seal(bytes(raw)))
+
+
+_DIR_TYPES = (V.DIR3_DATA_ANY, V.DIR3_FREE, V.DA3_NODE_OR_LEAF)
+_ATTR_TYPES = (V.ATTR3_NODE_OR_LEAF, V.ATTR3_RMT)
+
+
+def _buf_type(head: bytes, kind: int, ino: int, fsbno: int) -> V.BufType:
+    """The buffer type of a fork block from its first bytes."""
+    types = _ATTR_TYPES if kind == RS.ATTR else _DIR_TYPES + (V.SYMLINK,)
+    for bt in types:
+        if bt.magic_of(head) in bt.magics:
+            return bt
+    raise MoveError(f"inode {ino}: block {fsbno} of its {'attr' if kind == RS.ATTR else 'data'}"
+                    " fork is no directory, xattr or symlink block; it cannot be moved")
+
+
+def _readdress(bt: V.BufType, data: bytearray, daddr: int, blocksize: int) -> None:
+    """Rewrite the address a block records of itself (every header of a
+    remote value or symlink buffer) for its new place at ``daddr``."""
+    if not bt.per_block:
+        struct.pack_into(">Q", data, bt.blkno_off, daddr)
+        return
+    (magic,) = bt.magics
+    off = 0
+    while off < len(data):
+        span = blocksize
+        if struct.unpack_from(">I", data, off)[0] == magic:
+            struct.pack_into(">Q", data, off + bt.blkno_off, daddr + (off >> C.BBSHIFT))
+            nbytes = struct.unpack_from(">I", data, off + 8)[0]
+            span = max(blocksize, -(-(56 + nbytes) // blocksize) * blocksize)
+        off += span
+
+
+def _fork_ranges(w, ino: int, attr: bool, cut) -> list:
+    """[(startoff, length)] of the fork's records lying (in part) in the cut."""
+    fs = w.fs
+    node = fs.inode(ino)
+    return [(o, n) for o, b, n, *_u in node.extents(attr=attr) if cut(b, n)]
+
+
+def _move_chunk(w, ino: int, kind: int, off: int, n: int) -> int:
+    """One transaction's worth: fork blocks [off, off + n) of inode ``ino``
+    (all in one record) copied to new blocks, remapped, the old freed."""
+    fs, space, tx = w.fs, w.space, w.tx
+    attr = kind == RS.ATTR
+    raw, d, start, fm = _fork(w, ino, attr)
+    rec = fm.lookup(off)
+    if rec is None or rec[0] + rec[2] < off + n:
+        raise MoveError(f"inode {ino}: fork blocks {off} to {off + n - 1} are not one extent")
+    old = rec[1] + (off - rec[0])
+    bs = w.sb.blocksize
+    symlink = not attr and (d["di_mode"] & 0o170000) == C.S_IFLNK
+    # a directory block spans dirblkfsbs blocks; a symlink's one header
+    # covers its whole extent
+    unit = n if symlink else (1 if attr else w.sb.dirblkfsbs)
+    pieces = space.alloc_run(space.fsb(0, 0), n, unit, owner=None)
+    src = old
+    pos = 0
+    for fsbno, got in pieces:
+        for k in range(0, got, unit):
+            daddr = fs.fsb_to_daddr(src)
+            head = w.dev.pread(daddr << C.BBSHIFT, 16)
+            bt = _buf_type(head, kind, ino, src)
+            ob = tx.read_buf(daddr, unit * bs, bt, ino=ino)
+            nd = fs.fsb_to_daddr(fsbno + k)
+            nb = tx.get_buf(nd, unit * bs, bt)
+            nb.data[:] = ob.data
+            _readdress(bt, nb.data, nd, bs)
+            src += unit
+        pos += got
+    fm.remove(off, off + n)
+    space.free_extent(old, n, owner=None)
+    at = off
+    for fsbno, got in pieces:
+        fm.add((at, fsbno, got, rec[3]))
+        at += got
+    _put_fork(w, ino, attr, raw, d, start, fm)
+    return n
+
+
+def _move_bmbt(w, ino: int, attr: bool, cut) -> int:
+    """Up to :data:`CHUNK` bmbt blocks of a fork that lie in the cut moved
+    (one transaction); how many."""
+    raw, d, start, fm = _fork(w, ino, attr)
+    if fm.tree is None:
+        return 0
+    left = [CHUNK]
+
+    def moves(addr: int) -> bool:
+        if left[0] and cut(addr):
+            left[0] -= 1
+            return True
+        return False
+
+    n = fm.tree.move_blocks(moves, w.space.fsb(0, 0))
+    if n:
+        _put_fork(w, ino, attr, raw, d, start, fm)
+    return n
+
+
+def move_metadata(path, dblocks: int, agcount: int, blocks: list, *, undo=None,
+                  changes: list) -> None:
+    """Move the directory, symlink, attr fork and bmbt blocks among
+    ``blocks`` (:func:`~fstool.ops.resize_shrink.past` records) into the
+    part a shrink to ``dblocks`` blocks in ``agcount`` AGs keeps (see the
+    module docstring)."""
+    with Writer(path, keeps_parents=True) as w:
+        if undo is not None:
+            undo(w.dev)
+        cut = RS.Cut(w.sb, dblocks, agcount)
+        fence(w, dblocks, agcount)
+        w.space.kernel_freelist = True
+        forks = sorted({(m[3], m[6]) for m in blocks if m[6] in (RS.FORK, RS.ATTR)})
+        trees = sorted({(m[3], m[6] == RS.ABMBT) for m in blocks
+                        if m[6] in (RS.BMBT, RS.ABMBT)})
+        nfork = nbmbt = 0
+        for ino, kind in forks:
+            for off, n in _fork_ranges(w, ino, kind == RS.ATTR, cut):
+                unit = w.sb.dirblkfsbs if kind == RS.FORK else 1
+                step = max(unit, CHUNK - CHUNK % unit)
+                for a in range(off, off + n, step):
+                    with w.transaction():
+                        nfork += _move_chunk(w, ino, kind, a, min(step, off + n - a))
+                # a symlink's extent moves whole (its header covers it)
+        for ino, attr in trees:
+            while True:
+                with w.transaction():
+                    got = _move_bmbt(w, ino, attr, cut)
+                if not got:
+                    break
+                nbmbt += got
+        unfence(w)
+        w.journal.sync()
+        if nfork:
+            changes.append(f"{nfork} directory, symlink and xattr block(s) moved")
+        if nbmbt:
+            changes.append(f"{nbmbt} bmbt block(s) moved")

@@ -1,0 +1,206 @@
+"""fstool resize shrinking past directory, symlink, xattr and bmbt blocks.
+
+The image (built by the kernel, see :func:`_metadata_image`) has every
+inode in AG 0 and its directory blocks (block, leaf and node forms, a
+node directory in btree format), xattr blocks (leaf, node and remote
+values, an attr fork in btree format), a remote symlink and bmbt blocks
+in the last AGs, behind the space a filler file held while they were
+written.  Cut to its minimum (-M):
+
+* the blocks of each kind lay past the new size before, and the minimum
+  counting only file data as movable is larger than that size: the move
+  was needed;
+* both xfs_repair versions and fstool check are clean, the rmapbt is
+  what the files map (fixtures.rmapcheck), the kernel mounts the same
+  tree (content, modes, owners, times, xattrs, hard links, symlinks),
+  writes and unmounts clean;
+* killed after writes (three by default, FSTOOL_EVERY_WRITE=1 for every write),
+  the kernel replays the log to the old or the new geometry with the
+  whole tree, and resize -M run again ends where an uninterrupted one
+  ends, repair-clean.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fixtures import images, killpoints, rmapcheck
+from fixtures.oracles import fstool, repair_clean
+from fixtures.tree import comparable, tree_manifest, xattr_values
+from fstool.fs.filesystem import Filesystem
+from fstool.ops import resize_shrink as RS
+
+MiB = 1 << 20
+needs_loop = pytest.mark.skipif(not images.loop_available(),
+                                reason="needs root, xfsprogs and a kernel loop mount of XFS")
+
+
+def _metadata_image(img: Path) -> None:
+    """128 MiB in 4 AGs (fstool mkfs: rmapbt and reflink on); every inode
+    in AG 0, the blocks of directories, xattrs, a symlink and two bmbts
+    written by the kernel in the free space a filler file left at the end,
+    then the filler removed."""
+    fstool("mkfs", "-q", img, "--size", "128m")
+    with images.Mounted(img, nouuid=True) as m:
+        # the kernel's rotor puts each new directory in the next AG: the
+        # three kept land in AG 0 (the others go, their chunks freed)
+        for d in ("small", "big", "node"):
+            (m / d).mkdir()
+            for k in range(3):
+                (m / f"x{d}{k}").mkdir()
+        for d in ("small", "big", "node"):
+            for k in range(3):
+                (m / f"x{d}{k}").rmdir()
+        for i in range(9):
+            (m / f"f{i}").write_bytes(b"")
+        # free inodes in the root's chunk for the symlink made later
+        for i in range(40):
+            (m / f"spare{i}").write_bytes(b"")
+        st = os.statvfs(m)
+        fd = os.open(m / "filler", os.O_CREAT | os.O_WRONLY)
+        os.posix_fallocate(fd, 0, st.f_bavail * st.f_bsize - 12 * MiB)
+        os.close(fd)
+        for i in range(40):
+            os.unlink(m / f"spare{i}")
+        subprocess.run(["sync"], check=True)
+        # entries are hard links: no new inodes
+        for i in range(30):
+            os.link(m / "f0", m / "small" / f"entry-{i:04d}")
+        for i in range(200):
+            os.link(m / "f2", m / "big" / f"e{i}")
+        # a node-form directory and a sparse file written in turns: both
+        # fragmented, the directory's fork a btree
+        fd = os.open(m / "f6", os.O_WRONLY)
+        for i in range(3000):
+            os.link(m / "f1", m / "node" / f"a-long-directory-entry-name-{i:06d}")
+            if i % 40 == 0:
+                os.pwrite(fd, os.urandom(4096), i // 40 * 8192)
+                os.fsync(fd)
+        os.close(fd)
+        os.setxattr(m / "f3", "user.small", b"v" * 40)
+        for i in range(60):
+            os.setxattr(m / "f4", f"user.many{i:03d}", b"w" * 50)
+        # remote values of two files in turns: their attr forks btrees
+        for i in range(40):
+            for f in ("f5", "f3"):
+                os.setxattr(m / f, f"user.remote{i:02d}", os.urandom(5000))
+        fd = os.open(m / "f7", os.O_WRONLY)
+        os.posix_fallocate(fd, 0, MiB)                  # unwritten
+        os.pwrite(fd, os.urandom(300000), 300000)
+        os.close(fd)
+        os.symlink("t" * 900, m / "longlink")
+        fd = os.open(m / "f8", os.O_WRONLY)            # 300 extents: a two-level bmbt
+        for i in range(300):
+            os.pwrite(fd, os.urandom(4096), i * 8192)
+        os.close(fd)
+        subprocess.run(["sync"], check=True)
+        os.unlink(m / "filler")
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory) -> Path:
+    if not images.loop_available():
+        pytest.skip("needs root, xfsprogs and a kernel loop mount of XFS")
+    img = tmp_path_factory.mktemp("move") / "base.img"
+    _metadata_image(img)
+    return img
+
+
+def _copy(src: Path, dst: Path) -> Path:
+    subprocess.run(["cp", "--sparse=always", str(src), str(dst)], check=True)
+    return dst
+
+
+def _tree(img: Path) -> tuple:
+    with images.Mounted(img, readonly=True, nouuid=True) as mnt:
+        return comparable(tree_manifest(mnt)), xattr_values(mnt)
+
+
+def _geometry(img: Path) -> tuple:
+    with Filesystem(img) as fs:
+        return fs.sb.dblocks, fs.sb.agcount
+
+
+def _kinds_past(img: Path, dblocks: int, agcount: int) -> set:
+    """The kinds of blocks (resize_shrink.FORK ...) lying past ``dblocks``."""
+    with Filesystem(img) as fs:
+        return {m[6] for m in RS.past(fs.sb, RS.movable(fs), dblocks, agcount)}
+
+
+def _data_only_minimum(img: Path) -> int:
+    """The minimum when only regular files' data can move (as before
+    directory, xattr and bmbt blocks could)."""
+    with Filesystem(img) as fs:
+        mv = {agno: [m for m in recs if m[5] == RS.DATA]
+              for agno, recs in RS.movable(fs).items()}
+        return RS.minimum_blocks(fs, mv)
+
+
+@needs_loop
+def test_shrink_moves_directory_xattr_symlink_and_bmbt_blocks(base, tmp_path):
+    img = _copy(base, tmp_path / "m.img")
+    before = _tree(img)
+    old = _data_only_minimum(img)
+    r = fstool("resize", img, "-M")
+    assert "directory, symlink and xattr block(s) moved" in r.stdout, r.stdout
+    assert "bmbt block(s) moved" in r.stdout, r.stdout
+    dblocks, agcount = _geometry(img)
+    assert dblocks < old, (dblocks, old)
+    assert {RS.FORK, RS.ATTR, RS.BMBT, RS.ABMBT} <= _kinds_past(base, dblocks, agcount)
+    assert img.stat().st_size == dblocks * 4096
+    repair_clean(img)
+    assert fstool("check", img).returncode == 0
+    assert not rmapcheck.strict_diff(img)
+    assert _tree(img) == before
+    with images.Mounted(img, nouuid=True) as mnt:
+        for i in range(200):
+            os.link(mnt / "f0", mnt / "node" / f"added-{i}")
+        os.setxattr(mnt / "f5", "user.added", os.urandom(6000))
+        (mnt / "new").write_bytes(os.urandom(2 * MiB))
+    repair_clean(img)
+
+
+@needs_loop
+def test_shrink_moving_metadata_killed_after_writes(base, tmp_path):
+    """Killed after three writes of a shrink that moves directory, xattr,
+    symlink and bmbt blocks (FSTOOL_EVERY_WRITE=1: after every one): the kernel's log replay gives the old or the new
+    geometry and the whole tree; resize -M run again finishes, repair
+    clean."""
+    before = _tree(base)
+    old = _geometry(base)
+    ref = _copy(base, tmp_path / "ref.img")
+    wlog = tmp_path / "writes.log"
+    fstool("resize", ref, "-M", env={"FSTOOL_WRITE_LOG": str(wlog)})
+    total = len(wlog.read_text().splitlines())
+    new = _geometry(ref)
+    with Filesystem(ref) as fs:
+        between = (new[1] * fs.sb.agblocks, new[1])     # AGs dropped, the last not cut yet
+    img = tmp_path / "c.img"
+    seen = set()
+    # by default three writes: a third of the way (moving file data), two
+    # thirds (directory, xattr and bmbt blocks), and one among the last
+    # checkpoints before the cut; FSTOOL_EVERY_WRITE=1: every write
+    points = killpoints.points(total) if killpoints.EVERY else \
+        [total // 3, 2 * total // 3, total - 12]
+    for n in points:
+        _copy(base, img)
+        r = fstool("resize", img, "-M", check=False, env={"FSTOOL_FAULT_AFTER_WRITES": str(n)})
+        assert r.returncode == -9, f"write {n}: {r.returncode} {r.stderr}"
+        with images.Mounted(img, nouuid=True):      # the kernel replays the log
+            pass
+        geo = _geometry(img)
+        assert geo in (old, between, new), f"write {n}: geometry {geo}"
+        seen.add(geo)
+        assert _tree(img) == before, f"write {n}: the tree differs"
+        fstool("resize", img, "-M")
+        assert _geometry(img) == new, f"write {n}"
+        repair_clean(img)
+    assert total > 20 and old in seen, (total, seen)
+
+
+if __name__ == "__main__":          # build the image alone: python tests/test_resize_move.py IMG
+    _metadata_image(Path(sys.argv[1]))
