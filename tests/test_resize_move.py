@@ -1,11 +1,12 @@
-"""fstool resize shrinking past directory, symlink, xattr and bmbt blocks.
+"""fstool resize shrinking past directory, symlink, xattr, bmbt and
+reflinked files' blocks.
 
 The image (built by the kernel, see :func:`_metadata_image`) has every
 inode in AG 0 and its directory blocks (block, leaf and node forms, a
 node directory in btree format), xattr blocks (leaf, node and remote
-values, an attr fork in btree format), a remote symlink and bmbt blocks
-in the last AGs, behind the space a filler file held while they were
-written.  Cut to its minimum (-M):
+values, an attr fork in btree format), a remote symlink, bmbt blocks and
+blocks shared by reflinked files in the last AGs, behind the space a
+filler file held while they were written.  Cut to its minimum (-M):
 
 * the blocks of each kind lay past the new size before, and the minimum
   counting only file data as movable is larger than that size: the move
@@ -14,6 +15,9 @@ written.  Cut to its minimum (-M):
   what the files map (fixtures.rmapcheck), the kernel mounts the same
   tree (content, modes, owners, times, xattrs, hard links, symlinks),
   writes and unmounts clean;
+* shared blocks move once: the files sharing them still share them (the
+  same blocks, as many extra references in the refcount btrees) and the
+  kernel copies on write over them;
 * killed after writes (three by default, FSTOOL_EVERY_WRITE=1 for every write),
   the kernel replays the log to the old or the new geometry with the
   whole tree, and resize -M run again ends where an uninterrupted one
@@ -21,7 +25,9 @@ written.  Cut to its minimum (-M):
 """
 from __future__ import annotations
 
+import fcntl
 import os
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -33,17 +39,42 @@ from fixtures.oracles import fstool, repair_clean
 from fixtures.tree import comparable, tree_manifest, xattr_values
 from fstool.fs.filesystem import Filesystem
 from fstool.ops import resize_shrink as RS
+from fstool.ops.stats import ag_tree
 
 MiB = 1 << 20
 needs_loop = pytest.mark.skipif(not images.loop_available(),
                                 reason="needs root, xfsprogs and a kernel loop mount of XFS")
 
 
+FICLONE = 0x40049409
+FICLONERANGE = 0x4020940D
+
+
+def _clone(src: Path, dst: Path, ranges=None) -> None:
+    """FICLONE ``src`` into ``dst``, or FICLONERANGE its (src offset,
+    length, dst offset) ``ranges``."""
+    with open(src, "rb") as s, open(dst, "r+b") as d:
+        if ranges is None:
+            fcntl.ioctl(d.fileno(), FICLONE, s.fileno())
+        for soff, length, doff in ranges or ():
+            fcntl.ioctl(d.fileno(), FICLONERANGE,
+                        struct.pack("=qQQQ", s.fileno(), soff, length, doff))
+
+
+def _fill(mnt: Path) -> None:
+    """/filler takes all but 12 MiB of the free space (the kernel fills
+    the AGs in order: what is left lies at the end)."""
+    st = os.statvfs(mnt)
+    fd = os.open(mnt / "filler", os.O_CREAT | os.O_WRONLY)
+    os.posix_fallocate(fd, 0, st.f_bavail * st.f_bsize - 12 * MiB)
+    os.close(fd)
+
+
 def _metadata_image(img: Path) -> None:
     """128 MiB in 4 AGs (fstool mkfs: rmapbt and reflink on); every inode
-    in AG 0, the blocks of directories, xattrs, a symlink and two bmbts
-    written by the kernel in the free space a filler file left at the end,
-    then the filler removed."""
+    in AG 0, the blocks of directories, xattrs, a symlink, two bmbts and
+    reflinked files (:func:`_reflinked`) written by the kernel in the free
+    space a filler file left at the end, then the filler removed."""
     fstool("mkfs", "-q", img, "--size", "128m")
     with images.Mounted(img, nouuid=True) as m:
         # the kernel's rotor puts each new directory in the next AG: the
@@ -55,15 +86,12 @@ def _metadata_image(img: Path) -> None:
         for d in ("small", "big", "node"):
             for k in range(3):
                 (m / f"x{d}{k}").rmdir()
-        for i in range(9):
-            (m / f"f{i}").write_bytes(b"")
+        for name in [f"f{i}" for i in range(9)] + [f"r{i}" for i in range(5)]:
+            (m / name).write_bytes(b"")
         # free inodes in the root's chunk for the symlink made later
         for i in range(40):
             (m / f"spare{i}").write_bytes(b"")
-        st = os.statvfs(m)
-        fd = os.open(m / "filler", os.O_CREAT | os.O_WRONLY)
-        os.posix_fallocate(fd, 0, st.f_bavail * st.f_bsize - 12 * MiB)
-        os.close(fd)
+        _fill(m)
         for i in range(40):
             os.unlink(m / f"spare{i}")
         subprocess.run(["sync"], check=True)
@@ -97,6 +125,7 @@ def _metadata_image(img: Path) -> None:
         for i in range(300):
             os.pwrite(fd, os.urandom(4096), i * 8192)
         os.close(fd)
+        _reflinked(m)
         subprocess.run(["sync"], check=True)
         os.unlink(m / "filler")
 
@@ -150,7 +179,8 @@ def test_shrink_moves_directory_xattr_symlink_and_bmbt_blocks(base, tmp_path):
     assert "bmbt block(s) moved" in r.stdout, r.stdout
     dblocks, agcount = _geometry(img)
     assert dblocks < old, (dblocks, old)
-    assert {RS.FORK, RS.ATTR, RS.BMBT, RS.ABMBT} <= _kinds_past(base, dblocks, agcount)
+    assert {RS.FORK, RS.ATTR, RS.BMBT, RS.ABMBT, RS.SHARED} <= \
+        _kinds_past(base, dblocks, agcount)
     assert img.stat().st_size == dblocks * 4096
     repair_clean(img)
     assert fstool("check", img).returncode == 0
@@ -200,6 +230,70 @@ def test_shrink_moving_metadata_killed_after_writes(base, tmp_path):
         assert _geometry(img) == new, f"write {n}"
         repair_clean(img)
     assert total > 20 and old in seen, (total, seen)
+
+
+def _reflinked(m: Path) -> None:
+    """Reflinked files written by the kernel under ``m`` (r0 ... r4 made
+    already): r0 cloned whole into r1 and r2, two ranges of it into r3 at
+    other offsets (blocks shared three and four times), r1 partly
+    overwritten (its own copy-on-write blocks), r4 with unwritten blocks of
+    its own and a range of r0."""
+    (m / "r0").write_bytes(os.urandom(3 * MiB))
+    _clone(m / "r0", m / "r1")
+    _clone(m / "r0", m / "r2")
+    _clone(m / "r0", m / "r3", [(MiB, MiB, 0), (512 << 10, MiB, 4 * MiB)])
+    with open(m / "r1", "r+b") as f:
+        f.seek(100 * 4096)
+        f.write(os.urandom(20 * 4096))
+        os.fsync(f.fileno())
+    with open(m / "r4", "r+b") as f:
+        os.posix_fallocate(f.fileno(), 0, MiB)
+    _clone(m / "r0", m / "r4", [(0, 64 << 10, 2 * MiB)])
+
+
+def _sharing(img: Path) -> tuple:
+    """(blocks shared beyond their first reference, summed from every
+    refcount btree record; each file's physical block list by name)."""
+    with Filesystem(img) as fs:
+        extra = 0
+        for agno in range(fs.sb.agcount):
+            reader, root, height = ag_tree(fs, agno, "refcountbt")
+            extra += sum(n * (c - 1) for _s, n, c in reader.ag_records(root, height))
+        maps = {}
+        for i in range(5):
+            ip = fs.lookup(f"/r{i}")
+            maps[f"r{i}"] = [b + k for _o, b, n, _u in ip.extents() for k in range(n)]
+        return extra, maps
+
+
+@needs_loop
+def test_shrink_moves_shared_extents_once(base, tmp_path):
+    """Blocks of reflinked files past the cut move once: every file
+    mapping them is remapped to the same new blocks and their reference
+    counts move with them (the refcount btrees count as many extra
+    references, r0 and its whole clone r2 map the same blocks); repair,
+    check, rmapcheck and the kernel's tree as for the other moves."""
+    img = _copy(base, tmp_path / "r.img")
+    before = _tree(img)
+    extra0, maps0 = _sharing(img)
+    assert extra0 > 256
+    r = fstool("resize", img, "-M")
+    assert "block(s) of reflinked files moved" in r.stdout, r.stdout
+    dblocks, agcount = _geometry(img)
+    assert dblocks < agcount * 8192 and agcount == 2
+    extra, maps = _sharing(img)
+    assert extra == extra0
+    assert maps["r0"] == maps["r2"] != maps0["r2"]
+    assert all(b < dblocks for m in maps.values() for b in m)
+    repair_clean(img)
+    assert fstool("check", img).returncode == 0
+    assert not rmapcheck.strict_diff(img)
+    assert _tree(img) == before
+    with images.Mounted(img, nouuid=True) as mnt:     # copy-on-write over moved blocks
+        with open(mnt / "r2", "r+b") as f:
+            f.write(b"changed")
+        assert (mnt / "r0").read_bytes() != (mnt / "r2").read_bytes()
+    repair_clean(img)
 
 
 if __name__ == "__main__":          # build the image alone: python tests/test_resize_move.py IMG

@@ -440,8 +440,8 @@ def _too_small(path, fs, dblocks: int, agcount: int, why: str) -> ResizeError:
     if dblocks < low and agcount >= RS.MIN_AGCOUNT:
         inos = RS.blockers(fs, dblocks, agcount)
         if inos:
-            msg += ("; moving inodes and reflinked files' data out of the part cut off is "
-                    "not supported, and these inodes have some there: "
+            msg += ("; moving inodes out of the part cut off is not supported, and these "
+                    "inodes lie there: "
                     + ", ".join(map(str, inos)))
     return ResizeError(msg)
 
@@ -537,9 +537,16 @@ def resize(path, size: int | None = None, *, minimum: bool = False, slack: float
         if data:
             changes.append(f"would move {len(data)} data extent(s) "
                            f"({sum(m[2] for m in data)} blocks)")
-        if len(data) < len(moves):
-            changes.append(f"would move {sum(m[2] for m in moves if m[6] != RS.DATA)} "
-                           "directory, symlink, xattr and bmbt block(s)")
+        shared = [m for m in moves if m[6] == RS.SHARED]
+        if shared:
+            blocks = sum(RS.span([m[1:] for m in shared if m[0] == agno])
+                         for agno in {m[0] for m in shared})
+            changes.append(f"would move {blocks} block(s) of "
+                           f"reflinked files ({len({m[3] for m in shared})} file(s) remapped)")
+        if len(data) + len(shared) < len(moves):
+            changes.append("would move " + str(sum(m[2] for m in moves
+                                                   if m[6] not in (RS.DATA, RS.SHARED)))
+                           + " directory, symlink, xattr and bmbt block(s)")
         if dblocks != old[0]:
             changes.append(f"would {'grow' if dblocks > old[0] else 'shrink'} from {old[0]} "
                            f"to {dblocks} blocks ({old[1]} to {agcount} AGs)")
@@ -573,7 +580,12 @@ def resize(path, size: int | None = None, *, minimum: bool = False, slack: float
                     RM.move_out(path, dblocks, agcount, data, undo=undo.attach,
                                 changes=changes)
                     result.written = True
-                if len(data) < len(moves):
+                shared = [m for m in moves if m[6] == RS.SHARED]
+                if shared:
+                    RM.move_shared(path, dblocks, agcount, shared, undo=undo.attach,
+                                   changes=changes)
+                    result.written = True
+                if len(data) + len(shared) < len(moves):
                     RM.move_metadata(path, dblocks, agcount, moves, undo=undo.attach,
                                      changes=changes)
                     result.written = True

@@ -11,6 +11,12 @@ for the whole session):
   before its commit record), then one transaction
   maps them in place of the old ones in the file's block map (and the
   rmapbt) and frees the old;
+* a run of reflinked files' blocks (:func:`move_shared`, at most
+  :data:`SHARED_CHUNK` blocks a transaction): copied as file data is,
+  then one transaction remaps every file mapping them (each file's map
+  and rmapbt records), takes the old blocks' references out of the
+  refcount btree and gives the new blocks as many, and frees the old
+  blocks: each block moves once and stays shared;
 * a directory's, symlink's or attr fork's blocks (:func:`move_metadata`,
   at most :data:`CHUNK` blocks a transaction): each block is copied into a
   new buffer of the transaction at its new address, the address it
@@ -42,10 +48,13 @@ from ..io import verify as V
 from ..ns.bmap import ForkMap
 from ..ns.fileio import FileIO
 from ..ns.writer import Writer
+from ..trans.busy import coalesce
 from . import resize_shrink as RS
 
 #: blocks moved in one transaction at most (fork blocks, bmbt blocks)
 CHUNK = 64
+#: blocks of reflinked files moved in one transaction at most
+SHARED_CHUNK = 256
 _CORE = C.XFS_DINODE_CORE_SIZE
 
 
@@ -107,6 +116,97 @@ def move_out(path, dblocks: int, agcount: int, extents: list, *, undo=None,
         unfence(w)
         w.journal.sync()
         changes.append(f"{len(extents)} data extent(s) moved ({moved} blocks)")
+
+
+# -- reflinked files' data -----------------------------------------------------------
+
+def _shared_runs(sb, cut: RS.Cut, owners: list) -> list:
+    """(agno, start, end) runs of AG blocks in the cut that ``owners``
+    (past() records) map, at most :data:`SHARED_CHUNK` blocks each."""
+    per_ag: dict = {}
+    for agno, agbno, n, *_rest in owners:
+        lo = agbno if agno > cut.last else max(agbno, cut.newlen)
+        if agbno + n > lo:
+            per_ag.setdefault(agno, []).append((lo, agbno + n))
+    out = []
+    for agno, ranges in sorted(per_ag.items()):
+        for a, b in coalesce(ranges):
+            for x in range(a, b, SHARED_CHUNK):
+                out.append((agno, x, min(b, x + SHARED_CHUNK)))
+    return out
+
+
+def _move_shared_run(w, io: FileIO, agno: int, a: int, b: int, owners: list) -> None:
+    """One transaction: AG blocks [a, b) of reflinked files copied to new
+    blocks in the part kept, every file mapping them (``owners``: past()
+    records) remapped there, their reference counts moved with them, the
+    old blocks freed."""
+    space, fs = w.space, w.fs
+    bs = w.sb.blocksize
+    old = space.fsb(agno, a)
+    pieces = space.alloc_run(space.fsb(0, 0), b - a, 1, owner=None)
+    # new place of old block x: (fsbno, blocks from there in the same piece)
+    starts, pos = [], a
+    for fsbno, got in pieces:
+        starts.append((pos, fsbno, got))
+        w.dev.pwrite(fs.fsb_to_daddr(fsbno) << C.BBSHIFT,
+                     w.dev.pread(fs.fsb_to_daddr(space.fsb(agno, pos)) << C.BBSHIFT, got * bs))
+        pos += got
+
+    def new_pieces(lo: int, hi: int):
+        for s0, fsbno, got in starts:
+            x, y = max(lo, s0), min(hi, s0 + got)
+            if x < y:
+                yield x, fsbno + (x - s0), y - x
+
+    for oagno, agbno, n, ino, off, unwritten, _kind in owners:
+        if oagno != agno:
+            continue
+        lo, hi = max(agbno, a), min(agbno + n, b)
+        if lo >= hi:
+            continue
+        io.unmap_extent(ino, off + (lo - agbno), hi - lo)
+        for x, fsbno, k in new_pieces(lo, hi):
+            io.map_extent(ino, off + (x - agbno), fsbno, k, unwritten)
+    # each shared block's references go with it
+    if w.reflink:
+        refc = w.ag(agno).refc
+        for s0, ln, count in refc.shared(a, b - a):
+            for _ in range(count - 1):
+                if refc.adjust(s0, ln, -1):
+                    raise MoveError(f"AG {agno} blocks {s0} to {s0 + ln - 1}: the refcount "
+                                    "btree lost their last reference on the way")
+            for _x, fsbno, k in new_pieces(s0, s0 + ln):
+                for _ in range(count - 1):
+                    space.share(fsbno, k)
+    space.free_extent(old, b - a, owner=None)
+
+
+def move_shared(path, dblocks: int, agcount: int, owners: list, *, undo=None,
+                changes: list) -> None:
+    """Move the reflinked files' data among ``owners`` (past() records of
+    kind SHARED: one for each file mapping an extent) that lies in the
+    part a shrink to ``dblocks`` blocks in ``agcount`` AGs cuts off: each
+    block once, at most :data:`SHARED_CHUNK` a transaction, every file
+    mapping it remapped to its new place and its reference count moved
+    (the refcount btree records of the old blocks go, those of the new
+    come; the rmapbt follows each file's map)."""
+    with Writer(path, keeps_parents=True) as w:
+        if undo is not None:
+            undo(w.dev)
+        io = FileIO(w)
+        cut = RS.Cut(w.sb, dblocks, agcount)
+        fence(w, dblocks, agcount)
+        w.space.kernel_freelist = True
+        moved = 0
+        for agno, a, b in _shared_runs(w.sb, cut, owners):
+            with w.transaction():
+                _move_shared_run(w, io, agno, a, b, owners)
+            moved += b - a
+        unfence(w)
+        w.journal.sync()
+        changes.append(f"{moved} block(s) of reflinked files moved "
+                       f"({len({m[3] for m in owners})} file(s) remapped)")
 
 
 # -- directory, symlink and attr fork blocks, bmbt blocks ------------------------------

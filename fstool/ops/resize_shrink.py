@@ -2,16 +2,16 @@
 the cut itself once everything past the new end is free.
 
 The blocks of files can move (see :func:`movable`;
-:mod:`fstool.ops.resize_move` moves them): regular files' data extents,
-directory, symlink and xattr blocks and bmbt blocks, but not the data of
-reflinked files; and so can the log (:func:`log_home`,
-``fstool.ops.resize.move_log``).  Inode chunks do not move yet.  What can
-be cut:
+:mod:`fstool.ops.resize_move` moves them): regular files' data extents
+(reflinked ones too: a shared block moves once), directory, symlink and
+xattr blocks and bmbt blocks; and so can the log (:func:`log_home`,
+``fstool.ops.resize.move_log``).  Inode chunks do not move yet, nor
+copy-on-write staging extents.  What can be cut:
 
 * whole AGs at the end that hold nothing but their own headers and empty
-  btrees, blocks that move and the log when it can move (no inodes, no
-  reflinked file's data): every used block is a header, a btree block of
-  their own, a free list block, a block that moves or the log;
+  btrees, blocks that move and the log when it can move (no inodes):
+  every used block is a header, a btree block of their own, a free list
+  block, a block that moves or the log;
 * the tail of the AG that becomes the last, past the last block that
   stays: once the data moves the blocks past the new end are one free
   extent of its free-space btrees, and no inode chunk (sparse ones too:
@@ -42,9 +42,8 @@ primary and the file is truncated to the new size.  Killed between A and
 B, the image holds a filesystem of whole AGs in between the two sizes;
 resize run again goes on from there.
 
-Moving the rest (inode chunks, reflinked files' data) is not done: a size
-below the minimum is refused with the minimum and the inodes whose chunks
-or blocks lie in the way.
+Moving inode chunks is not done: a size below the minimum is refused
+with the minimum and the inodes whose chunks lie in the way.
 """
 from __future__ import annotations
 
@@ -144,14 +143,22 @@ FORK = 1        # a directory's or symlink's data fork block: logged at its new 
 ATTR = 2        # an attr fork block (leaf, node or remote value): the same
 BMBT = 3        # a data fork's bmbt block: its parent's and siblings' pointers follow
 ABMBT = 4       # an attr fork's bmbt block
+SHARED = 5      # a reflinked file's data: moved once for every file mapping it
+
+
+def span(moves, start: int = 0) -> int:
+    """How many blocks at or past AG block ``start`` the :func:`movable`
+    records of one AG cover (blocks several files share counted once)."""
+    runs = coalesce([(max(m[0], start), m[0] + m[1]) for m in moves if m[0] + m[1] > start])
+    return sum(b - a for a, b in runs)
 
 
 def movable(fs) -> dict:
     """agno -> sorted [(agbno, length, ino, startoff, unwritten, kind)]:
     the blocks of inodes a shrink can move (``kind``: :data:`DATA`,
-    :data:`FORK`, :data:`ATTR`, :data:`BMBT`, :data:`ABMBT`).  The data
-    extents of reflinked files stay (a shared extent stays where every file
-    sharing it finds it), and so do inode chunks."""
+    :data:`FORK`, :data:`ATTR`, :data:`BMBT`, :data:`ABMBT`,
+    :data:`SHARED`: a block several files share is listed once for each).
+    Inode chunks stay."""
     sb = fs.sb
     mask = (1 << sb.agblklog) - 1
     out: dict = {}
@@ -165,7 +172,7 @@ def movable(fs) -> dict:
                 elif not ip.is_reg:
                     kind = FORK
                 elif ip.flags2 & C.XFS_DIFLAG2_REFLINK:
-                    continue
+                    kind = SHARED
                 else:
                     kind = DATA
                 out.setdefault(fsbno >> sb.agblklog, []).append(
@@ -208,7 +215,7 @@ def ag_use(fs, agno: int, prealloc: int, moves: list | None = None,
     if log_moves and agno == logagno:
         moves.append((logagbno, logblocks, 0, 0, 0, DATA))
         moves.sort()
-    moving = sum(m[1] for m in moves)
+    moving = span(moves)
     droppable = (agi["agi_count"] == 0 and (agno != logagno or log_moves)
                  and used == prealloc + agf["agf_btreeblks"] + moving)
     # the end of what stays: the last used block that is not to move
@@ -221,7 +228,7 @@ def ag_use(fs, agno: int, prealloc: int, moves: list | None = None,
             break
     floor = length
     if end < length:
-        past = sum(min(m[1], m[0] + m[1] - end) for m in moves or () if m[0] + m[1] > end)
+        past = span(moves, end)
         floor = _tail_floor(sb, agno, agf, agi, end, past)
     # no inode chunk may reach past the end, sparse or not
     reader, root, height = ag_tree(fs, agno, "inobt")
@@ -329,8 +336,8 @@ def _minimum(fs, mv: dict, log_moves: bool) -> int:
     if not mv:
         return low
     # the room the moved extents need in what is kept
-    moving = sum(m[1] for agno in range(k + 1, sb.agcount) for m in mv.get(agno, ()))
-    moving += sum(min(m[1], m[0] + m[1] - floor) for m in mv.get(k, ()) if m[0] + m[1] > floor)
+    moving = sum(span(mv.get(agno, ())) for agno in range(k + 1, sb.agcount))
+    moving += span(mv.get(k, ()), floor)
     if log_moves and log_outside(sb, low, k + 1):
         moving += sb.logblocks
     room = 0
@@ -357,18 +364,13 @@ class Cut:
 
 def blockers(fs, dblocks: int, agcount: int, limit: int = 10) -> list:
     """Up to ``limit`` inodes that keep the filesystem from being cut to
-    ``dblocks`` blocks in ``agcount`` AGs: their chunk lies past it, or
-    blocks of theirs that do not move (a reflinked file's data)."""
+    ``dblocks`` blocks in ``agcount`` AGs: their chunk lies past it."""
     sb = fs.sb
     cut = Cut(sb, dblocks, agcount)
     found: list = []
     for ip in iter_allocated_inodes(fs):
         agbno = (ip.ino & ((1 << sb.agino_log) - 1)) >> sb.inopblog
-        hit = cut((ip.ino >> sb.agino_log << sb.agblklog) | agbno)
-        if not hit and ip.is_reg and ip.flags2 & C.XFS_DIFLAG2_REFLINK:
-            hit = any(cut(fsbno, count) for fsbno, count, who, _u in owned_extents(ip, False)
-                      if not who.flags & R.BMBT_BLOCK)
-        if hit:
+        if cut((ip.ino >> sb.agino_log << sb.agblklog) | agbno):
             found.append(ip.ino)
             if len(found) >= limit:
                 break
