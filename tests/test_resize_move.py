@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures import images, killpoints, rmapcheck
+from fixtures import images, killpoints, modern, rmapcheck
 from fixtures.oracles import fstool, repair_clean
 from fixtures.tree import comparable, tree_manifest, xattr_values
 from fstool.fs.filesystem import Filesystem
@@ -44,6 +44,21 @@ from fstool.ops.stats import ag_tree
 MiB = 1 << 20
 needs_loop = pytest.mark.skipif(not images.loop_available(),
                                 reason="needs root, xfsprogs and a kernel loop mount of XFS")
+
+
+def _judge(img: Path, before: tuple, parent: bool = False) -> None:
+    """Both xfs_repair versions (6.10.1 alone for parent pointers, which
+    6.1 does not know), fstool check and rmapcheck clean, the kernel shows
+    ``before``."""
+    if parent:
+        r = subprocess.run([modern.tool("xfs_repair"), "-n", "-f", str(img)],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-1000:]
+    else:
+        repair_clean(img)
+    assert fstool("check", img).returncode == 0
+    assert not rmapcheck.strict_diff(img)
+    assert _tree(img) == before
 
 
 FICLONE = 0x40049409
@@ -70,12 +85,12 @@ def _fill(mnt: Path) -> None:
     os.close(fd)
 
 
-def _metadata_image(img: Path) -> None:
+def _metadata_image(img: Path, *mkfs_args: str) -> None:
     """128 MiB in 4 AGs (fstool mkfs: rmapbt and reflink on); every inode
     in AG 0, the blocks of directories, xattrs, a symlink, two bmbts and
     reflinked files (:func:`_reflinked`) written by the kernel in the free
     space a filler file left at the end, then the filler removed."""
-    fstool("mkfs", "-q", img, "--size", "128m")
+    fstool("mkfs", "-q", img, "--size", "128m", *mkfs_args)
     with images.Mounted(img, nouuid=True) as m:
         # the kernel's rotor puts each new directory in the next AG: the
         # three kept land in AG 0 (the others go, their chunks freed)
@@ -182,10 +197,7 @@ def test_shrink_moves_directory_xattr_symlink_and_bmbt_blocks(base, tmp_path):
     assert {RS.FORK, RS.ATTR, RS.BMBT, RS.ABMBT, RS.SHARED} <= \
         _kinds_past(base, dblocks, agcount)
     assert img.stat().st_size == dblocks * 4096
-    repair_clean(img)
-    assert fstool("check", img).returncode == 0
-    assert not rmapcheck.strict_diff(img)
-    assert _tree(img) == before
+    _judge(img, before)
     with images.Mounted(img, nouuid=True) as mnt:
         for i in range(200):
             os.link(mnt / "f0", mnt / "node" / f"added-{i}")
@@ -285,10 +297,7 @@ def test_shrink_moves_shared_extents_once(base, tmp_path):
     assert extra == extra0
     assert maps["r0"] == maps["r2"] != maps0["r2"]
     assert all(b < dblocks for m in maps.values() for b in m)
-    repair_clean(img)
-    assert fstool("check", img).returncode == 0
-    assert not rmapcheck.strict_diff(img)
-    assert _tree(img) == before
+    _judge(img, before)
     with images.Mounted(img, nouuid=True) as mnt:     # copy-on-write over moved blocks
         with open(mnt / "r2", "r+b") as f:
             f.write(b"changed")
@@ -296,5 +305,25 @@ def test_shrink_moves_shared_extents_once(base, tmp_path):
     repair_clean(img)
 
 
+@needs_loop
+@pytest.mark.parametrize("mkfs_args", [("-b", "size=1024", "-n", "size=8192"),
+                                       ("-n", "parent=1")], ids=["1k-dir8k", "parent"])
+def test_shrink_moves_metadata_other_geometries(tmp_path, mkfs_args):
+    """The same image with 1 KiB blocks and 8 KiB directory blocks (a
+    directory block spans eight: moved whole), and with parent pointers
+    (every file's attr fork holds them: moved as xattrs are)."""
+    parent = "parent=1" in mkfs_args
+    if parent and not modern.available():
+        pytest.skip(modern.WHY)
+    img = tmp_path / "g.img"
+    _metadata_image(img, *mkfs_args)
+    before = _tree(img)
+    old = _data_only_minimum(img)
+    r = fstool("resize", img, "-M")
+    assert "directory, symlink and xattr block(s) moved" in r.stdout, r.stdout
+    assert _geometry(img)[0] < old
+    _judge(img, before, parent)
+
+
 if __name__ == "__main__":          # build the image alone: python tests/test_resize_move.py IMG
-    _metadata_image(Path(sys.argv[1]))
+    _metadata_image(Path(sys.argv[1]), *sys.argv[2:])
