@@ -1,20 +1,23 @@
 """fstool resize shrinking past directory, symlink, xattr, bmbt and
-reflinked files' blocks.
+reflinked files' blocks and inode chunks.
 
 The image (built by the kernel, see :func:`_metadata_image`) has every
-inode in AG 0 and its directory blocks (block, leaf and node forms, a
-node directory in btree format), xattr blocks (leaf, node and remote
-values, an attr fork in btree format), a remote symlink, bmbt blocks and
-blocks shared by reflinked files in the last AGs, behind the space a
-filler file held while they were written.  Cut to its minimum (-M):
+directory in AG 0, files of every kind (hard links, symlinks, xattrs, a
+bmbt, a fifo) whose inodes are in the last AG, and directory blocks
+(block, leaf and node forms, a node directory in btree format), xattr
+blocks (leaf, node and remote values, an attr fork in btree format), a
+remote symlink, bmbt blocks and blocks shared by reflinked files in the
+last AGs, behind the space a filler file held while they were written.
+Cut to its minimum (-M):
 
 * the blocks of each kind lay past the new size before, and the minimum
   counting only file data as movable is larger than that size: the move
   was needed;
 * both xfs_repair versions and fstool check are clean, the rmapbt is
   what the files map (fixtures.rmapcheck), the kernel mounts the same
-  tree (content, modes, owners, times, xattrs, hard links, symlinks),
-  writes and unmounts clean;
+  tree (content, modes, owners, times, xattrs, hard links, symlinks;
+  inode numbers aside: the far files have new ones), writes and unmounts
+  clean;
 * shared blocks move once: the files sharing them still share them (the
   same blocks, as many extra references in the refcount btrees) and the
   kernel copies on write over them;
@@ -85,22 +88,48 @@ def _fill(mnt: Path) -> None:
     os.close(fd)
 
 
+def _far_inodes(x: Path, m: Path) -> None:
+    """Files of every kind made in directory ``x`` (its inodes in its AG),
+    then renamed into ``m`` and its directory small: a file with data,
+    one with three names, symlinks (remote and inline), xattrs (leaf and
+    remote), a sparse file (a bmbt), a fifo, an empty file."""
+    (x / "plain").write_bytes(os.urandom(200000))
+    (x / "linked").write_bytes(b"three names")
+    os.symlink("s" * 700, x / "longlink")
+    os.symlink("short", x / "shortlink")
+    (x / "attrs").write_bytes(b"x")
+    for i in range(30):
+        os.setxattr(x / "attrs", f"user.a{i}", os.urandom(300))
+    os.setxattr(x / "attrs", "user.big", os.urandom(9000))
+    fd = os.open(x / "sparse", os.O_CREAT | os.O_WRONLY)
+    for i in range(100):
+        os.pwrite(fd, os.urandom(4096), i * 8192)
+    os.close(fd)
+    os.mkfifo(x / "fifo")
+    (x / "empty").write_bytes(b"")
+    for name in os.listdir(x):
+        os.rename(x / name, m / f"far-{name}")
+    os.link(m / "far-linked", m / "small" / "far-linked-2")
+    os.link(m / "far-linked", m / "far-linked-3")
+
+
 def _metadata_image(img: Path, *mkfs_args: str) -> None:
-    """128 MiB in 4 AGs (fstool mkfs: rmapbt and reflink on); every inode
-    in AG 0, the blocks of directories, xattrs, a symlink, two bmbts and
-    reflinked files (:func:`_reflinked`) written by the kernel in the free
-    space a filler file left at the end, then the filler removed."""
+    """128 MiB in 4 AGs (fstool mkfs: rmapbt and reflink on); every
+    directory in AG 0, files made in the last AG and named in AG 0's
+    directories (:func:`_far_inodes`), the blocks of directories, xattrs,
+    a symlink, two bmbts and reflinked files (:func:`_reflinked`) written
+    by the kernel in the free space a filler file left at the end, then the
+    filler removed."""
     fstool("mkfs", "-q", img, "--size", "128m", *mkfs_args)
+    with Filesystem(img) as fs:
+        agino_log = fs.sb.agino_log
     with images.Mounted(img, nouuid=True) as m:
         # the kernel's rotor puts each new directory in the next AG: the
-        # three kept land in AG 0 (the others go, their chunks freed)
+        # three kept land in AG 0 (the others go later)
         for d in ("small", "big", "node"):
             (m / d).mkdir()
             for k in range(3):
                 (m / f"x{d}{k}").mkdir()
-        for d in ("small", "big", "node"):
-            for k in range(3):
-                (m / f"x{d}{k}").rmdir()
         for name in [f"f{i}" for i in range(9)] + [f"r{i}" for i in range(5)]:
             (m / name).write_bytes(b"")
         # free inodes in the root's chunk for the symlink made later
@@ -110,6 +139,11 @@ def _metadata_image(img: Path, *mkfs_args: str) -> None:
         for i in range(40):
             os.unlink(m / f"spare{i}")
         subprocess.run(["sync"], check=True)
+        # inodes in the last AG whose names are in AG 0's directories
+        dummies = [m / f"x{d}{k}" for d in ("small", "big", "node") for k in range(3)]
+        _far_inodes(max(dummies, key=lambda p: os.stat(p).st_ino >> agino_log), m)
+        for d in dummies:
+            d.rmdir()
         # entries are hard links: no new inodes
         for i in range(30):
             os.link(m / "f0", m / "small" / f"entry-{i:04d}")
@@ -192,9 +226,10 @@ def test_shrink_moves_directory_xattr_symlink_and_bmbt_blocks(base, tmp_path):
     r = fstool("resize", img, "-M")
     assert "directory, symlink and xattr block(s) moved" in r.stdout, r.stdout
     assert "bmbt block(s) moved" in r.stdout, r.stdout
+    assert "inode(s) moved to new numbers" in r.stdout, r.stdout
     dblocks, agcount = _geometry(img)
     assert dblocks < old, (dblocks, old)
-    assert {RS.FORK, RS.ATTR, RS.BMBT, RS.ABMBT, RS.SHARED} <= \
+    assert {RS.FORK, RS.ATTR, RS.BMBT, RS.ABMBT, RS.SHARED, RS.INODES} <= \
         _kinds_past(base, dblocks, agcount)
     assert img.stat().st_size == dblocks * 4096
     _judge(img, before)

@@ -94,6 +94,9 @@ class InodeAllocator:
         self.ialloc_blks = max(1, (XFS_INODES_PER_CHUNK * sb.inodesize) >> sb.blocklog)
         self.cluster_blocks = self.fs._cluster_blocks
         self.agirotor = 0
+        # new inodes only in AGs below this one (None: any); a shrink moving
+        # inodes out of the AGs it cuts sets it
+        self.ag_limit = None
         self.chunks: dict = {}
 
     def begin(self) -> None:
@@ -172,7 +175,8 @@ class InodeAllocator:
     def _alloc(self, parent: int | None, is_dir: bool) -> tuple:
         """(AG, chunk, inode number) of a new inode, as alloc_inode says."""
         s = self.session
-        if not is_dir and parent is not None:
+        limit = self.ag_limit if self.ag_limit is not None else self.sb.agcount
+        if not is_dir and parent is not None and parent >> self.sb.agino_log < limit:
             # fast path: the parent's AG still has the chunk nearest the parent
             aglog = self.sb.agino_log
             ag = s.ags.get(parent >> aglog)
@@ -188,6 +192,8 @@ class InodeAllocator:
             start = self.ino_split(parent)[0]
         for k in range(agcount):
             agno = (start + k) % agcount
+            if agno >= limit:
+                continue
             ag = s.ag(agno)
             if not self._ag_has_room(ag):
                 continue

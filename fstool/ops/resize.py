@@ -543,10 +543,14 @@ def resize(path, size: int | None = None, *, minimum: bool = False, slack: float
                          for agno in {m[0] for m in shared})
             changes.append(f"would move {blocks} block(s) of "
                            f"reflinked files ({len({m[3] for m in shared})} file(s) remapped)")
-        if len(data) + len(shared) < len(moves):
-            changes.append("would move " + str(sum(m[2] for m in moves
-                                                   if m[6] not in (RS.DATA, RS.SHARED)))
-                           + " directory, symlink, xattr and bmbt block(s)")
+        meta = [m for m in moves if m[6] not in (RS.DATA, RS.SHARED, RS.INODES)]
+        if meta:
+            changes.append(f"would move {sum(m[2] for m in meta)} directory, symlink, "
+                           "xattr and bmbt block(s)")
+        chunks = {(m[0], m[3]) for m in moves if m[6] == RS.INODES}
+        if chunks:
+            changes.append(f"would move the inodes of {len(chunks)} inode chunk(s) to new "
+                           "numbers")
         if dblocks != old[0]:
             changes.append(f"would {'grow' if dblocks > old[0] else 'shrink'} from {old[0]} "
                            f"to {dblocks} blocks ({old[1]} to {agcount} AGs)")
@@ -585,9 +589,15 @@ def resize(path, size: int | None = None, *, minimum: bool = False, slack: float
                     RM.move_shared(path, dblocks, agcount, shared, undo=undo.attach,
                                    changes=changes)
                     result.written = True
-                if len(data) + len(shared) < len(moves):
+                chunks = [m for m in moves if m[6] == RS.INODES]
+                if len(data) + len(shared) + len(chunks) < len(moves):
                     RM.move_metadata(path, dblocks, agcount, moves, undo=undo.attach,
                                      changes=changes)
+                    result.written = True
+                if chunks:
+                    # last: the moves above name inodes by their old numbers
+                    RM.move_inodes(path, dblocks, agcount, chunks, undo=undo.attach,
+                                   changes=changes)
                     result.written = True
                 if minimum and (moves or log_moves):
                     # what is left to cut, the data and the log moved: the

@@ -32,6 +32,13 @@ for the whole session):
   changed, the old block freed (the rmapbt follows: the new block is the
   fork's bmbt block).
 
+* an inode whose chunk lies in the cut (:func:`move_inodes`, last, since
+  the moves above name inodes by number; one transaction each): a new
+  inode in the part kept gets its core and forks, the owner its blocks
+  record and the rmapbt's owners follow, every directory entry naming it
+  is pointed at it, the old inode is freed and its chunk with its last
+  inode.
+
 New buffers are written in place before the transaction's checkpoint
 commits (the journal's ordered buffers); a kill before that commit leaves
 the old blocks mapped and the new ones free, after it the new ones mapped
@@ -45,11 +52,15 @@ from ..errors import FsToolError
 from ..format import constants as C
 from ..format.structs import DINODE
 from ..io import verify as V
-from ..ns.bmap import ForkMap
+from ..alloc import rmap as R
+from ..alloc.inodes import present_mask
+from ..ns.bmap import ForkMap, owned_extents
+from ..ns.dirops import Dir
 from ..ns.fileio import FileIO
 from ..ns.writer import Writer
 from ..trans.busy import coalesce
 from . import resize_shrink as RS
+from .stats import ag_tree, iter_allocated_inodes
 
 #: blocks moved in one transaction at most (fork blocks, bmbt blocks)
 CHUNK = 64
@@ -265,21 +276,28 @@ def _buf_type(head: bytes, kind: int, ino: int, fsbno: int) -> V.BufType:
                     " fork is no directory, xattr or symlink block; it cannot be moved")
 
 
-def _readdress(bt: V.BufType, data: bytearray, daddr: int, blocksize: int) -> None:
-    """Rewrite the address a block records of itself (every header of a
-    remote value or symlink buffer) for its new place at ``daddr``."""
+def _headers(bt: V.BufType, data, blocksize: int):
+    """The offsets of a buffer's headers: one, or every header of a remote
+    value or symlink buffer."""
     if not bt.per_block:
-        struct.pack_into(">Q", data, bt.blkno_off, daddr)
+        yield 0
         return
     (magic,) = bt.magics
     off = 0
     while off < len(data):
         span = blocksize
         if struct.unpack_from(">I", data, off)[0] == magic:
-            struct.pack_into(">Q", data, off + bt.blkno_off, daddr + (off >> C.BBSHIFT))
+            yield off
             nbytes = struct.unpack_from(">I", data, off + 8)[0]
             span = max(blocksize, -(-(56 + nbytes) // blocksize) * blocksize)
         off += span
+
+
+def _readdress(bt: V.BufType, data: bytearray, daddr: int, blocksize: int) -> None:
+    """Rewrite the address a block records of itself (every header of a
+    remote value or symlink buffer) for its new place at ``daddr``."""
+    for off in _headers(bt, data, blocksize):
+        struct.pack_into(">Q", data, off + bt.blkno_off, daddr + (off >> C.BBSHIFT))
 
 
 def _fork_ranges(w, ino: int, attr: bool, cut) -> list:
@@ -386,3 +404,108 @@ def move_metadata(path, dblocks: int, agcount: int, blocks: list, *, undo=None,
             changes.append(f"{nfork} directory, symlink and xattr block(s) moved")
         if nbmbt:
             changes.append(f"{nbmbt} bmbt block(s) moved")
+
+
+# -- inodes ------------------------------------------------------------------------------
+
+_DI_INO = DINODE.offset("di_ino")
+
+
+def _entries(fs, inos: set) -> dict:
+    """ino -> [(directory, name, ftype)]: every entry naming one of ``inos``."""
+    out: dict = {}
+    for ip in iter_allocated_inodes(fs):
+        if ip.is_dir:
+            for e in fs.listdir(ip):
+                if e.ino in inos:
+                    out.setdefault(e.ino, []).append((ip.ino, e.name, e.ftype))
+    return out
+
+
+def _owned_buffers(w, node, attr: bool):
+    """(daddr, length, buffer type) of the fork's blocks that record their
+    owner: bmbt blocks, attr fork blocks, a symlink's blocks."""
+    fs, bs = w.fs, w.sb.blocksize
+    kind = RS.ATTR if attr else RS.FORK
+    for fsbno, n, who, _u in owned_extents(node, attr):
+        if who.flags & R.BMBT_BLOCK:
+            yield fs.fsb_to_daddr(fsbno), bs, V.BMBT
+        elif attr:
+            for k in range(n):
+                daddr = fs.fsb_to_daddr(fsbno + k)
+                head = w.dev.pread(daddr << C.BBSHIFT, 16)
+                yield daddr, bs, _buf_type(head, kind, node.ino, fsbno + k)
+        elif node.is_symlink:
+            daddr = fs.fsb_to_daddr(fsbno)
+            yield daddr, n * bs, _buf_type(w.dev.pread(daddr << C.BBSHIFT, 16), kind,
+                                           node.ino, fsbno)
+
+
+def _move_inode(w, old: int, entries: list) -> int:
+    """One transaction: inode ``old`` copied to a new inode in the part
+    kept (its core and forks; the owner its blocks record and the rmapbt
+    follow), every entry naming it pointed at the new one (the
+    directories' times as they were), the old inode freed (its chunk with
+    it once the chunk has no inode left).  Returns the new number."""
+    fs, space = w.fs, w.space
+    node = fs.inode(old)
+    parent = entries[0][0] if entries else w.sb.rootino
+    new = w.inodes.alloc_inode(parent, False)
+    raw = bytearray(w.inodes.raw_inode(old))
+    struct.pack_into(">Q", raw, _DI_INO, new)
+    w.inodes.put_inode(new, w.enc.seal(bytes(raw)))
+    reflink = bool(node.flags2 & C.XFS_DIFLAG2_REFLINK)
+    for attr in (False, True):
+        for daddr, length, bt in _owned_buffers(w, node, attr):
+            data = w.tx.read_buf(daddr, length, bt).data
+            for off in _headers(bt, data, w.sb.blocksize):
+                struct.pack_into(bt.owner_fmt, data, off + bt.owner_off, new)
+        if w.rmap_on:
+            for fsbno, n, who, unwritten in owned_extents(node, attr):
+                shared = "_shared" if reflink and not attr and \
+                    not who.flags & R.BMBT_BLOCK else ""
+                space.rmap_fsb("unmap" + shared, fsbno, n, who, unwritten)
+                space.rmap_fsb("map" + shared, fsbno, n,
+                               R.Owner(new, who.offset, who.flags), unwritten)
+    for d, name, ftype in entries:
+        st = fs.inode(d).stat()
+        dd = Dir(w, d, st.st_ctime_ns)
+        dd.replace(name, new, ftype)
+        dd.save(mtime_ns=st.st_mtime_ns)
+    w.inodes.free_inode(old)
+    return new
+
+
+def move_inodes(path, dblocks: int, agcount: int, chunks: list, *, undo=None,
+                changes: list) -> None:
+    """Move every inode of the ``chunks`` (past() records of kind INODES)
+    to a new number in the part a shrink to ``dblocks`` blocks in
+    ``agcount`` AGs keeps, one transaction each (:func:`_move_inode`)."""
+    with Writer(path, keeps_parents=True) as w:
+        if undo is not None:
+            undo(w.dev)
+        sb = w.sb
+        fence(w, dblocks, agcount)
+        w.space.kernel_freelist = True
+        last = agcount - 1
+        # new inodes never in the AG being cut short when chunks leave it
+        w.inodes.ag_limit = last if any(m[0] == last for m in chunks) else agcount
+        starts = {(m[0], m[3]) for m in chunks}
+        inos = set()
+        for agno in {m[0] for m in chunks}:
+            reader, root, height = ag_tree(w.fs, agno, "inobt")
+            for startino, holemask, _c, _f, free in reader.ag_records(root, height):
+                if (agno, startino) in starts:
+                    used = present_mask(holemask) & ~free
+                    inos.update((agno << sb.agino_log) | (startino + i)
+                                for i in range(64) if used >> i & 1)
+        where = _entries(w.fs, inos)
+        for ino in sorted(inos):
+            with w.transaction():
+                _move_inode(w, ino, where.get(ino, []))
+        w.inodes.ag_limit = None
+        unfence(w)
+        w.journal.sync()
+        changes.append(f"{len(inos)} inode(s) moved to new numbers "
+                       f"({len(starts)} chunk(s) freed)")
+

@@ -5,13 +5,15 @@ The blocks of files can move (see :func:`movable`;
 :mod:`fstool.ops.resize_move` moves them): regular files' data extents
 (reflinked ones too: a shared block moves once), directory, symlink and
 xattr blocks and bmbt blocks; and so can the log (:func:`log_home`,
-``fstool.ops.resize.move_log``).  Inode chunks do not move yet, nor
-copy-on-write staging extents.  What can be cut:
+``fstool.ops.resize.move_log``); and so can the inodes of a chunk whose
+every inode is no directory (:func:`inode_moves`: they get new numbers).
+Directories' inodes (and their chunks) do not move yet, nor copy-on-write
+staging extents.  What can be cut:
 
 * whole AGs at the end that hold nothing but their own headers and empty
-  btrees, blocks that move and the log when it can move (no inodes):
-  every used block is a header, a btree block of their own, a free list
-  block, a block that moves or the log;
+  btrees, blocks that move, inode chunks whose inodes move and the log
+  when it can move: every used block is a header, a btree block of their
+  own, a free list block, a block that moves or the log;
 * the tail of the AG that becomes the last, past the last block that
   stays: once the data moves the blocks past the new end are one free
   extent of its free-space btrees, and no inode chunk (sparse ones too:
@@ -42,8 +44,8 @@ primary and the file is truncated to the new size.  Killed between A and
 B, the image holds a filesystem of whole AGs in between the two sizes;
 resize run again goes on from there.
 
-Moving inode chunks is not done: a size below the minimum is refused
-with the minimum and the inodes whose chunks lie in the way.
+Moving directories' inodes is not done: a size below the minimum is
+refused with the minimum and the inodes whose chunks lie in the way.
 """
 from __future__ import annotations
 
@@ -52,6 +54,7 @@ import dataclasses
 
 from ..format import constants as C
 from ..alloc import rmap as R
+from ..alloc.inodes import present_mask
 from ..alloc.space import kernel_min_freelist, resv_asks
 from ..format.structs import SB
 from ..fs.btree import alloc_maxlevels, rmap_maxlevels
@@ -144,6 +147,7 @@ ATTR = 2        # an attr fork block (leaf, node or remote value): the same
 BMBT = 3        # a data fork's bmbt block: its parent's and siblings' pointers follow
 ABMBT = 4       # an attr fork's bmbt block
 SHARED = 5      # a reflinked file's data: moved once for every file mapping it
+INODES = 6      # (a run of) an inode chunk whose inodes all move to new numbers
 
 
 def span(moves, start: int = 0) -> int:
@@ -177,8 +181,48 @@ def movable(fs) -> dict:
                     kind = DATA
                 out.setdefault(fsbno >> sb.agblklog, []).append(
                     (fsbno & mask, count, ip.ino, who.offset, unwritten, kind))
+    for agno, recs in _chunk_moves(fs).items():
+        out.setdefault(agno, []).extend(recs)
     for recs in out.values():
         recs.sort()
+    return out
+
+
+def inode_moves(ip, special: set) -> bool:
+    """Whether inode ``ip`` can move to a new number: not a directory
+    (entries naming it are all there is to follow), linked, not one the
+    superblock names."""
+    return not ip.is_dir and ip.nlink > 0 and ip.ino not in special
+
+
+def special_inodes(sb) -> set:
+    """The inodes the superblock names (root, quota, realtime)."""
+    f = sb.fields
+    return {sb.rootino} | {f[k] for k in ("sb_uquotino", "sb_gquotino", "sb_pquotino",
+                                          "sb_rbmino", "sb_rsumino") if k in f}
+
+
+def _chunk_moves(fs) -> dict:
+    """agno -> [(agbno, length, startino, 0, False, INODES)]: the blocks of
+    the inode chunks whose every inode can move (:func:`inode_moves`), in
+    AGs with no unlinked inodes; ``startino`` names the chunk's record."""
+    sb = fs.sb
+    special = special_inodes(sb)
+    out: dict = {}
+    for agno in range(sb.agcount):
+        if any(b != C.NULLAGINO for b in fs.agi(agno)["agi_unlinked"]):
+            continue
+        reader, root, height = ag_tree(fs, agno, "inobt")
+        for startino, holemask, _count, _freecount, free in reader.ag_records(root, height):
+            present = present_mask(holemask)
+            inos = [(agno << sb.agino_log) | (startino + i) for i in range(64)
+                    if present >> i & 1 and not free >> i & 1]
+            if not all(inode_moves(fs.inode(ino), special) for ino in inos):
+                continue
+            blocks = coalesce([((startino + i) >> sb.inopblog, ((startino + i) >> sb.inopblog) + 1)
+                               for i in range(64) if present >> i & 1])
+            out.setdefault(agno, []).extend((a, b - a, startino, 0, False, INODES)
+                                            for a, b in blocks)
     return out
 
 
@@ -216,7 +260,10 @@ def ag_use(fs, agno: int, prealloc: int, moves: list | None = None,
         moves.append((logagbno, logblocks, 0, 0, 0, DATA))
         moves.sort()
     moving = span(moves)
-    droppable = (agi["agi_count"] == 0 and (agno != logagno or log_moves)
+    chunks = {m[2] for m in moves if m[5] == INODES}
+    reader, root, height = ag_tree(fs, agno, "inobt")
+    inobt = list(reader.ag_records(root, height))
+    droppable = (all(rec[0] in chunks for rec in inobt) and (agno != logagno or log_moves)
                  and used == prealloc + agf["agf_btreeblks"] + moving)
     # the end of what stays: the last used block that is not to move
     stay = coalesce([(m[0], m[0] + m[1]) for m in moves]) if moves else []
@@ -230,11 +277,11 @@ def ag_use(fs, agno: int, prealloc: int, moves: list | None = None,
     if end < length:
         past = span(moves, end)
         floor = _tail_floor(sb, agno, agf, agi, end, past)
-    # no inode chunk may reach past the end, sparse or not
-    reader, root, height = ag_tree(fs, agno, "inobt")
+    # no inode chunk that stays may reach past the end, sparse or not
     chunk = max(1, M.XFS_INODES_PER_CHUNK >> sb.inopblog)
-    for rec in reader.ag_records(root, height):
-        floor = max(floor, (rec[0] >> sb.inopblog) + chunk)
+    for rec in inobt:
+        if rec[0] not in chunks:
+            floor = max(floor, (rec[0] >> sb.inopblog) + chunk)
     floor = max(floor, XFS_MIN_AG_BLOCKS, prealloc)
     return AgUse(agno, length, droppable, floor,
                  agf["agf_freeblks"] + agf["agf_flcount"] + agf["agf_btreeblks"])
@@ -364,16 +411,23 @@ class Cut:
 
 def blockers(fs, dblocks: int, agcount: int, limit: int = 10) -> list:
     """Up to ``limit`` inodes that keep the filesystem from being cut to
-    ``dblocks`` blocks in ``agcount`` AGs: their chunk lies past it."""
+    ``dblocks`` blocks in ``agcount`` AGs: their chunk lies past it and
+    cannot move (a directory in it, an inode the superblock names, an
+    unlinked inode in its AG)."""
     sb = fs.sb
     cut = Cut(sb, dblocks, agcount)
+    moving = {(agno, m[2]) for agno, recs in _chunk_moves(fs).items() for m in recs}
     found: list = []
+    chunk_mask = (1 << sb.agino_log) - 1
     for ip in iter_allocated_inodes(fs):
-        agbno = (ip.ino & ((1 << sb.agino_log) - 1)) >> sb.inopblog
-        if cut((ip.ino >> sb.agino_log << sb.agblklog) | agbno):
-            found.append(ip.ino)
-            if len(found) >= limit:
-                break
+        agno, agino = ip.ino >> sb.agino_log, ip.ino & chunk_mask
+        if not cut((agno << sb.agblklog) | (agino >> sb.inopblog)):
+            continue
+        if (agno, agino & ~63) in moving:
+            continue
+        found.append(ip.ino)
+        if len(found) >= limit:
+            break
     return found
 
 
