@@ -21,7 +21,7 @@ Cut to its minimum (-M):
 * shared blocks move once: the files sharing them still share them (the
   same blocks, as many extra references in the refcount btrees) and the
   kernel copies on write over them;
-* killed after writes (three by default, FSTOOL_EVERY_WRITE=1 for every write),
+* killed after writes (four by default, FSTOOL_EVERY_WRITE=1 for every write),
   the kernel replays the log to the old or the new geometry with the
   whole tree, and resize -M run again ends where an uninterrupted one
   ends, repair-clean.
@@ -88,11 +88,13 @@ def _fill(mnt: Path) -> None:
     os.close(fd)
 
 
-def _far_inodes(x: Path, m: Path) -> None:
+def _far_inodes(x: Path, m: Path, move_dir: bool = True) -> None:
     """Files of every kind made in directory ``x`` (its inodes in its AG),
     then renamed into ``m`` and its directory small: a file with data,
     one with three names, symlinks (remote and inline), xattrs (leaf and
-    remote), a sparse file (a bmbt), a fifo, an empty file."""
+    remote), a sparse file (a bmbt), a fifo, an empty file; then (with
+    ``move_dir``) ``x`` itself, holding 150 names, a subdirectory and a
+    file, renamed to small/far-dir, else removed."""
     (x / "plain").write_bytes(os.urandom(200000))
     (x / "linked").write_bytes(b"three names")
     os.symlink("s" * 700, x / "longlink")
@@ -111,6 +113,17 @@ def _far_inodes(x: Path, m: Path) -> None:
         os.rename(x / name, m / f"far-{name}")
     os.link(m / "far-linked", m / "small" / "far-linked-2")
     os.link(m / "far-linked", m / "far-linked-3")
+    if not move_dir:
+        x.rmdir()
+        return
+    # the directory itself moves, in leaf form with a subdirectory and a
+    # file of its own
+    for i in range(150):
+        os.link(m / "far-plain", x / f"plain-link-{i:03d}")
+    (x / "sub").mkdir()
+    (x / "sub" / "inside").write_bytes(b"in a subdirectory")
+    (x / "own").write_bytes(b"mine")
+    os.rename(x, m / "small" / "far-dir")
 
 
 def _metadata_image(img: Path, *mkfs_args: str) -> None:
@@ -141,9 +154,13 @@ def _metadata_image(img: Path, *mkfs_args: str) -> None:
         subprocess.run(["sync"], check=True)
         # inodes in the last AG whose names are in AG 0's directories
         dummies = [m / f"x{d}{k}" for d in ("small", "big", "node") for k in range(3)]
-        _far_inodes(max(dummies, key=lambda p: os.stat(p).st_ino >> agino_log), m)
+        far = max(dummies, key=lambda p: os.stat(p).st_ino >> agino_log)
+        # a directory's inode does not move on a filesystem with parent
+        # pointers (its children's pointers name it)
+        _far_inodes(far, m, move_dir=not any("parent=1" in a for a in mkfs_args))
         for d in dummies:
-            d.rmdir()
+            if d != far:
+                d.rmdir()
         # entries are hard links: no new inodes
         for i in range(30):
             os.link(m / "f0", m / "small" / f"entry-{i:04d}")
@@ -243,8 +260,9 @@ def test_shrink_moves_directory_xattr_symlink_and_bmbt_blocks(base, tmp_path):
 
 @needs_loop
 def test_shrink_moving_metadata_killed_after_writes(base, tmp_path):
-    """Killed after three writes of a shrink that moves directory, xattr,
-    symlink and bmbt blocks (FSTOOL_EVERY_WRITE=1: after every one): the kernel's log replay gives the old or the new
+    """Killed after four writes of a shrink that moves directory, xattr,
+    symlink, bmbt and reflinked blocks and inodes (FSTOOL_EVERY_WRITE=1:
+    after every one): the kernel's log replay gives the old or the new
     geometry and the whole tree; resize -M run again finishes, repair
     clean."""
     before = _tree(base)
@@ -258,11 +276,12 @@ def test_shrink_moving_metadata_killed_after_writes(base, tmp_path):
         between = (new[1] * fs.sb.agblocks, new[1])     # AGs dropped, the last not cut yet
     img = tmp_path / "c.img"
     seen = set()
-    # by default three writes: a third of the way (moving file data), two
-    # thirds (directory, xattr and bmbt blocks), and one among the last
-    # checkpoints before the cut; FSTOOL_EVERY_WRITE=1: every write
+    # by default four writes: a third of the way (moving file data), two
+    # thirds (directory, xattr and bmbt blocks), and two among the last
+    # checkpoints before the cut (moving inodes); FSTOOL_EVERY_WRITE=1:
+    # every write
     points = killpoints.points(total) if killpoints.EVERY else \
-        [total // 3, 2 * total // 3, total - 12]
+        [total // 3, 2 * total // 3, total - 24, total - 12]
     for n in points:
         _copy(base, img)
         r = fstool("resize", img, "-M", check=False, env={"FSTOOL_FAULT_AFTER_WRITES": str(n)})

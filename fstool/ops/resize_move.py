@@ -36,8 +36,8 @@ for the whole session):
   the moves above name inodes by number; one transaction each): a new
   inode in the part kept gets its core and forks, the owner its blocks
   record and the rmapbt's owners follow, every directory entry naming it
-  is pointed at it, the old inode is freed and its chunk with its last
-  inode.
+  is pointed at it (a directory's own '.' and its subdirectories' '..'
+  too), the old inode is freed and its chunk with its last inode.
 
 New buffers are written in place before the transaction's checkpoint
 commits (the journal's ordered buffers); a kill before that commit leaves
@@ -424,7 +424,8 @@ def _entries(fs, inos: set) -> dict:
 
 def _owned_buffers(w, node, attr: bool):
     """(daddr, length, buffer type) of the fork's blocks that record their
-    owner: bmbt blocks, attr fork blocks, a symlink's blocks."""
+    owner: bmbt blocks, attr fork blocks, a symlink's or a directory's
+    blocks."""
     fs, bs = w.fs, w.sb.blocksize
     kind = RS.ATTR if attr else RS.FORK
     for fsbno, n, who, _u in owned_extents(node, attr):
@@ -439,14 +440,21 @@ def _owned_buffers(w, node, attr: bool):
             daddr = fs.fsb_to_daddr(fsbno)
             yield daddr, n * bs, _buf_type(w.dev.pread(daddr << C.BBSHIFT, 16), kind,
                                            node.ino, fsbno)
+        elif node.is_dir:
+            unit = w.sb.dirblkfsbs
+            for k in range(0, n, unit):
+                daddr = fs.fsb_to_daddr(fsbno + k)
+                yield daddr, unit * bs, _buf_type(w.dev.pread(daddr << C.BBSHIFT, 16), kind,
+                                                  node.ino, fsbno + k)
 
 
 def _move_inode(w, old: int, entries: list) -> int:
     """One transaction: inode ``old`` copied to a new inode in the part
     kept (its core and forks; the owner its blocks record and the rmapbt
     follow), every entry naming it pointed at the new one (the
-    directories' times as they were), the old inode freed (its chunk with
-    it once the chunk has no inode left).  Returns the new number."""
+    directories' times as they were; a directory's '.' and its
+    subdirectories' '..' too), the old inode freed (its chunk with it once
+    the chunk has no inode left).  Returns the new number."""
     fs, space = w.fs, w.space
     node = fs.inode(old)
     parent = entries[0][0] if entries else w.sb.rootino
@@ -468,12 +476,25 @@ def _move_inode(w, old: int, entries: list) -> int:
                 space.rmap_fsb("map" + shared, fsbno, n,
                                R.Owner(new, who.offset, who.flags), unwritten)
     for d, name, ftype in entries:
-        st = fs.inode(d).stat()
-        dd = Dir(w, d, st.st_ctime_ns)
-        dd.replace(name, new, ftype)
-        dd.save(mtime_ns=st.st_mtime_ns)
+        _repoint(w, d, name, new, ftype)
+    if node.is_dir:
+        # its own '.' (block forms keep one), its subdirectories' '..'
+        if node.format != C.XFS_DINODE_FMT_LOCAL:
+            _repoint(w, new, b".", new, C.XFS_DIR3_FT_DIR)
+        for e in fs.listdir(new):
+            if e.ftype == C.XFS_DIR3_FT_DIR:
+                _repoint(w, e.ino, b"..", new, C.XFS_DIR3_FT_DIR)
     w.inodes.free_inode(old)
     return new
+
+
+def _repoint(w, d: int, name: bytes, ino: int, ftype: int) -> None:
+    """Entry ``name`` of directory ``d`` names inode ``ino``; the
+    directory's times stay as they were."""
+    st = w.fs.inode(d).stat()
+    dd = Dir(w, d, st.st_ctime_ns)
+    dd.replace(name, ino, ftype)
+    dd.save(mtime_ns=st.st_mtime_ns)
 
 
 def move_inodes(path, dblocks: int, agcount: int, chunks: list, *, undo=None,
@@ -500,9 +521,12 @@ def move_inodes(path, dblocks: int, agcount: int, chunks: list, *, undo=None,
                     inos.update((agno << sb.agino_log) | (startino + i)
                                 for i in range(64) if used >> i & 1)
         where = _entries(w.fs, inos)
+        renamed: dict = {}
         for ino in sorted(inos):
+            # entries in directories moved already are under their new numbers
+            names = [(renamed.get(d, d), name, ft) for d, name, ft in where.get(ino, [])]
             with w.transaction():
-                _move_inode(w, ino, where.get(ino, []))
+                renamed[ino] = _move_inode(w, ino, names)
         w.inodes.ag_limit = None
         unfence(w)
         w.journal.sync()

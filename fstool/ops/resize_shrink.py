@@ -6,9 +6,9 @@ The blocks of files can move (see :func:`movable`;
 (reflinked ones too: a shared block moves once), directory, symlink and
 xattr blocks and bmbt blocks; and so can the log (:func:`log_home`,
 ``fstool.ops.resize.move_log``); and so can the inodes of a chunk whose
-every inode is no directory (:func:`inode_moves`: they get new numbers).
-Directories' inodes (and their chunks) do not move yet, nor copy-on-write
-staging extents.  What can be cut:
+every inode can move (:func:`inode_moves`: they get new numbers).
+Directories' inodes on parent-pointer filesystems (and their chunks) do
+not move yet, nor copy-on-write staging extents.  What can be cut:
 
 * whole AGs at the end that hold nothing but their own headers and empty
   btrees, blocks that move, inode chunks whose inodes move and the log
@@ -44,7 +44,7 @@ primary and the file is truncated to the new size.  Killed between A and
 B, the image holds a filesystem of whole AGs in between the two sizes;
 resize run again goes on from there.
 
-Moving directories' inodes is not done: a size below the minimum is
+What cannot move (see above) bounds the cut: a size below the minimum is
 refused with the minimum and the inodes whose chunks lie in the way.
 """
 from __future__ import annotations
@@ -188,11 +188,11 @@ def movable(fs) -> dict:
     return out
 
 
-def inode_moves(ip, special: set) -> bool:
-    """Whether inode ``ip`` can move to a new number: not a directory
-    (entries naming it are all there is to follow), linked, not one the
-    superblock names."""
-    return not ip.is_dir and ip.nlink > 0 and ip.ino not in special
+def inode_moves(ip, special: set, parents: bool = False) -> bool:
+    """Whether inode ``ip`` can move to a new number: linked, not one the
+    superblock names, and no directory on a filesystem with parent
+    pointers (``parents``: its children's pointers name it)."""
+    return ip.nlink > 0 and ip.ino not in special and not (parents and ip.is_dir)
 
 
 def special_inodes(sb) -> set:
@@ -208,6 +208,7 @@ def _chunk_moves(fs) -> dict:
     AGs with no unlinked inodes; ``startino`` names the chunk's record."""
     sb = fs.sb
     special = special_inodes(sb)
+    parents = sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_PARENT)
     out: dict = {}
     for agno in range(sb.agcount):
         if any(b != C.NULLAGINO for b in fs.agi(agno)["agi_unlinked"]):
@@ -217,7 +218,7 @@ def _chunk_moves(fs) -> dict:
             present = present_mask(holemask)
             inos = [(agno << sb.agino_log) | (startino + i) for i in range(64)
                     if present >> i & 1 and not free >> i & 1]
-            if not all(inode_moves(fs.inode(ino), special) for ino in inos):
+            if not all(inode_moves(fs.inode(ino), special, parents) for ino in inos):
                 continue
             blocks = coalesce([((startino + i) >> sb.inopblog, ((startino + i) >> sb.inopblog) + 1)
                                for i in range(64) if present >> i & 1])
