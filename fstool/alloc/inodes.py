@@ -21,6 +21,7 @@ from ..errors import CorruptionError, NoSpaceError
 from ..format import constants as C
 from ..fs.icore import _BIG_OFF, InodeSpec
 from ..io import verify as V
+from ..trans.busy import coalesce
 from . import rmap as R
 
 XFS_INODES_PER_CHUNK = 64
@@ -542,18 +543,26 @@ class InodeAllocator:
                 # transaction leaves the record as it was while the finobt
                 # lost it when the chunk was (briefly) full
                 continue
-            if ch.freecount == ch.count and not ch.new and ch.count == XFS_INODES_PER_CHUNK \
-                    and not ch.holemask and sb.inopblock <= XFS_INODES_PER_CHUNK:
+            if ch.freecount == ch.count and not ch.new and ch.count and \
+                    sb.inopblock <= XFS_INODES_PER_CHUNK:
                 # every inode free again: give the chunk back (not a chunk
-                # sharing its block with another: the kernel keeps those)
+                # sharing its block with another: the kernel keeps those),
+                # a sparse one's allocated parts each (xfs_difree_inode_chunk)
                 ag.ino.delete((startino,))
                 if ch.in_fino:
                     ag.fino.delete((startino,))
                 ag.agi["agi_count"] -= ch.count
                 ag.agi["agi_freecount"] -= ch.count
                 ag.agi_dirty = True
-                s.space.free_ag_extent(agno, startino >> sb.inopblog, self.ialloc_blks,
-                                        owner=R.INODES)
+                if not ch.holemask:
+                    s.space.free_ag_extent(agno, startino >> sb.inopblog, self.ialloc_blks,
+                                            owner=R.INODES)
+                    continue
+                for a, b in coalesce([((startino + i) >> sb.inopblog,
+                                       ((startino + i) >> sb.inopblog) + 1)
+                                      for i in range(XFS_INODES_PER_CHUNK)
+                                      if ch.present >> i & 1]):
+                    s.space.free_ag_extent(agno, a, b - a, owner=R.INODES)
                 continue
             ag.ino.update(ch.rec)
             if ag.fino is None:
