@@ -2,7 +2,8 @@
 """Do two fstool trees write the same bytes?  sha256 of the images each one
 makes from the same inputs, side by side.
 
-    python3 bench/same_images.py BASE_TREE [--only populate,workload,workload-noxattr]
+    python3 bench/same_images.py BASE_TREE [--only populate,workload,workload-noxattr,
+                                                   mount,mount-noholes,mount-pure]
 
 BASE_TREE is another checkout of fstool with its native modules built
 (``git archive main | tar -x -C /tmp/base && cd /tmp/base && python3 setup.py
@@ -17,7 +18,19 @@ subprocess run from its root (so ``fstool`` is that tree's), makes:
   (fixtures.livedirs.workload(6), its creates, removes, renames and
   xattrs) through fstool.ns.namespace on an ``fstool mkfs`` image, with a
   fixed clock;
-- ``workload-noxattr``: the same without its xattr operations.
+- ``workload-noxattr``: the same without its xattr operations;
+- ``mount``: a seeded workload through the mount's operations
+  (``fstool.mount.ops.MountOps`` over a ``Volume``, as the native request
+  loop drives them: group commit, creates answered before their names are
+  added), with a fixed clock: creates round-robin over directories,
+  mkdir, appends, overwrites, 4 KiB writes into a sparse file, truncates,
+  renames, hard links, symlinks, unlinks, xattrs, checkpoints;
+- ``mount-noholes``: the same without writes into holes (no sparse file,
+  writes to the other files only at their end), whose allocation the
+  mount's hole fill decides;
+- ``mount-pure``: ``mount`` on the pure-Python backend (FSTOOL_PURE_PYTHON=1)
+  in both trees; compared with ``mount`` it holds the two backends of one
+  tree to the same bytes.
 
 Exit status 0 when every image is byte-identical, 1 otherwise (each line
 says which).  Refactors that must not change a byte are held to this; a
@@ -49,6 +62,87 @@ if not xattrs:
     ops = [op for op in ops if op[0] not in ("setxattr", "rmxattr")]
 Writer.now_ns = lambda self: 1700000000 * 10**9       # one clock for both trees
 L.run_fstool(image, ops)
+"""
+
+_MOUNT = r"""
+import os, random, sys
+from fstool.ns.writer import Writer
+Writer.now_ns = lambda self: 1700000000 * 10**9       # one clock for both trees
+from fstool.mount.ops import MountOps
+from fstool.mount.volume import Volume
+image, holes = sys.argv[1], sys.argv[2] == "1"
+rng = random.Random(30)
+vol = Volume(image)
+ops = MountOps(vol)
+ops.answer_first = True
+dirs = []
+for d in range(24):
+    ops.lookup(1, b"d%d" % d)
+    dirs.append(ops.mkdir(1, b"d%d" % d, 0o755, 0, 0).ino)
+files = []                      # (parent, name, ino)
+sparse = []                     # open handles of sparse files
+for i in range(4000):
+    op = rng.random()
+    parent = dirs[i % len(dirs)]
+    if op < 0.55 or not files:
+        name = b"f%d" % i
+        ops.lookup(parent, name)
+        fh, a = ops.create(parent, name, 0o100644, os.O_WRONLY, 0, 0)
+        ops.run_later()
+        if rng.random() < 0.3:
+            ops.write(fh, 0, rng.randbytes(rng.choice([1, 700, 4096, 9000, 70000])))
+        ops.release(fh)
+        files.append((parent, name, a.ino))
+    elif op < 0.60:
+        name = b"sub%d" % i
+        ops.lookup(parent, name)
+        dirs.append(ops.mkdir(parent, name, 0o750, 0, 0).ino)
+    elif op < 0.68:
+        p, n, ino = rng.choice(files)
+        fh = ops.open(ino, os.O_WRONLY)
+        size = ops.getattr(ino).size
+        # without holes: appends only (a write inside the size may fill one)
+        off = rng.randrange(size + 1) if holes else size
+        ops.write(fh, off, rng.randbytes(rng.randrange(1, 20000)))
+        ops.release(fh)
+    elif op < 0.71:
+        p, n, ino = rng.choice(files)
+        ops.setattr(ino, size=rng.randrange(30000))
+    elif op < 0.78:
+        k = rng.randrange(len(files))
+        p, n, ino = files[k]
+        q = rng.choice(dirs)
+        m = b"r%d" % i
+        ops.rename(p, n, q, m, 0)
+        files[k] = (q, m, ino)
+    elif op < 0.81:
+        p, n, ino = rng.choice(files)
+        m = b"l%d" % i
+        ops.link(ino, parent, m)
+    elif op < 0.84:
+        ops.symlink(parent, b"s%d" % i, b"target-%d" % i * rng.randrange(1, 30), 0, 0)
+    elif op < 0.90:
+        p, n, ino = files.pop(rng.randrange(len(files)))
+        ops.unlink(p, n)
+    elif op < 0.95:
+        p, n, ino = rng.choice(files)
+        ops.setxattr(ino, b"user.k%d" % rng.randrange(8), rng.randbytes(rng.randrange(1, 300)))
+    elif holes:
+        if not sparse or rng.random() < 0.05:
+            name = b"sparse%d" % i
+            ops.lookup(parent, name)
+            fh, a = ops.create(parent, name, 0o100644, os.O_RDWR, 0, 0)
+            ops.run_later()
+            ops.setattr(a.ino, size=8 << 20)
+            sparse.append(fh)
+        fh = rng.choice(sparse)
+        for _ in range(20):
+            ops.write(fh, rng.randrange(2048) * 4096, rng.randbytes(4096))
+    if i % 700 == 699:
+        ops.checkpoint()
+for fh in sparse:
+    ops.release(fh)
+vol.close()
 """
 
 
@@ -97,6 +191,11 @@ def build(tree: Path, kind: str, out: Path, src: Path) -> str:
     if kind == "populate":
         fstool(tree, "populate", str(img), str(src),
                env={**os.environ, "SOURCE_DATE_EPOCH": str(EPOCH)})
+    elif kind.startswith("mount"):
+        env = {**os.environ, "FSTOOL_PURE_PYTHON": "1" if kind == "mount-pure" else "0"}
+        subprocess.run([sys.executable, "-c", _MOUNT, str(img),
+                        "0" if kind == "mount-noholes" else "1"], cwd=tree, check=True,
+                       capture_output=True, env=env)
     else:
         subprocess.run([sys.executable, "-c", _WORKLOAD, str(img),
                         "1" if kind == "workload" else "0"], cwd=tree, check=True,

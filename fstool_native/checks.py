@@ -781,6 +781,115 @@ def dir_links(odd, ino, starts, subdirs, parent, edges):
     return out
 
 
+@cython.locals(p=cython.p_uchar, n=cython.Py_ssize_t, hi=cython.ulonglong,
+               lo=cython.ulonglong, flags2=cython.ulonglong, size=cython.Py_ssize_t,
+               nrecs=cython.ulonglong, i=cython.Py_ssize_t, o=cython.Py_ssize_t,
+               l0=cython.ulonglong, l1=cython.ulonglong, fsb=cython.ulonglong,
+               cnt=cython.ulonglong, agno=cython.ulonglong, agbno=cython.ulonglong,
+               mask=cython.ulonglong, alog=cython.int, ablocks=cython.ulonglong,
+               acount=cython.ulonglong, g=cython.longlong, blocks=array, m=cython.Py_ssize_t,
+               start=cython.longlong, end=cython.longlong, b=cython.longlong,
+               c=cython.longlong)
+def dir_block_runs(raws, agblklog, agblocks, agcount, gap):
+    """The blocks of the directories among the raw inodes ``raws`` whose
+    data fork is in extents form, as ascending ``(first, end)`` runs of
+    linear block numbers (AG number times ``agblocks`` plus the AG block),
+    blocks less than ``gap`` blocks apart joined: what fstool check asks the
+    kernel to read ahead.  An inode whose extent count does not fit its
+    fork adds nothing, nor does an extent outside the filesystem."""
+    blocks = array("q")
+    alog = agblklog
+    ablocks = agblocks
+    acount = agcount
+    g = gap
+    mask = (1 << alog) - 1
+    for raw in raws:
+        n = len(raw)
+        if n < 176:
+            continue
+        p = raw
+        if p[5] != 2:
+            continue
+        hi = _be32(p, 120)
+        lo = _be32(p, 124)
+        flags2 = (hi << 32) | lo
+        if flags2 & 0x10:           # NREXT64: di_big_nextents
+            hi = _be32(p, 24)
+            lo = _be32(p, 28)
+            nrecs = (hi << 32) | lo
+        else:
+            nrecs = _be32(p, 76)
+        size = p[82] * 8 if p[82] else n - 176
+        if size <= 0 or nrecs > size // 16:
+            continue
+        for i in range(nrecs):
+            o = 176 + 16 * i
+            hi = _be32(p, o)
+            lo = _be32(p, o + 4)
+            l0 = (hi << 32) | lo
+            hi = _be32(p, o + 8)
+            lo = _be32(p, o + 12)
+            l1 = (hi << 32) | lo
+            fsb = ((l0 & 0x1FF) << 43) | (l1 >> 21)
+            cnt = l1 & 0x1FFFFF
+            agno = fsb >> alog
+            agbno = fsb & mask
+            if agno >= acount or agbno >= ablocks or cnt == 0:
+                continue
+            _push2(blocks, agno * ablocks + agbno, cnt)
+    runs = []
+    m = len(blocks) // 2
+    if m == 0:
+        return runs
+    sort_records(blocks, 2)
+    start = blocks[0]
+    end = start + blocks[1]
+    for i in range(1, m):
+        b = blocks[2 * i]
+        c = blocks[2 * i + 1]
+        if b >= end + g:
+            runs.append((start, end))
+            start = b
+            end = b + c
+        elif b + c > end:
+            end = b + c
+    runs.append((start, end))
+    return runs
+
+
+@cython.locals(k=cython.Py_ssize_t, n=cython.Py_ssize_t, rest=list)
+def sf_dir_run(dirs, k, dir_raw, tally, tally_args, root, starts, subdirs, parent, edges,
+               dotdot):
+    """The namespace phase's loop over ``dirs`` from index ``k`` for as long
+    as each is a sound shortform directory with nothing to report: its raw
+    inode taken out of ``dir_raw``, its entries counted by ``tally(raw,
+    ino, *tally_args)`` (parsers.sf_dir_tally), its plain subdirectory
+    links by dir_links, its '..' noted in ``dotdot``.  Stops at the first
+    directory that needs the Python code and returns ``(index, pending)``:
+    ``pending`` is None when that directory is untouched (not shortform,
+    or refused by ``tally``), else ``(parent, rest)``: it was counted, and
+    ``rest`` (dir_links' remainder, or its '..' being wrong) is left to look
+    at (dir_links gives ``rest`` back unchanged when called on it again).
+    ``index`` is len(dirs) when every directory was done here."""
+    n = len(dirs)
+    while k < n:
+        ino = dirs[k]
+        raw = dir_raw.get(ino)
+        if raw is None or len(raw) < 6 or raw[5] != 1:
+            return k, None
+        fast = tally(raw, ino, *tally_args)
+        if fast is None:
+            return k, None
+        del dir_raw[ino]
+        dd = fast[0]
+        rest = dir_links(fast[1], ino, starts, subdirs, parent, edges)
+        if rest or dd is None or (dd == ino and ino != root) or (ino == root and dd != root):
+            return k, (dd, rest)
+        dotdot[ino] = dd
+        k += 1
+    return k, None
+
+
 @cython.locals(edges=array, nslots=cython.Py_ssize_t, root=cython.Py_ssize_t,
                m=cython.Py_ssize_t, i=cython.Py_ssize_t, a=cython.Py_ssize_t,
                b=cython.Py_ssize_t, top=cython.Py_ssize_t, s=cython.Py_ssize_t,

@@ -2805,3 +2805,203 @@ class ItemReplayer:
             for k in range(16):
                 p[o + 160 + k] = u[k]
             _put_le32(p, o + self.o_crc, _cksum_region(p, o, o + isz, o + self.o_crc))
+
+
+# -- metadump: the inodes of a cluster that need no walk ---------------------------------
+
+@cython.cfunc
+@cython.locals(p=cython.p_uchar, a=cython.Py_ssize_t, b=cython.Py_ssize_t,
+               k=cython.Py_ssize_t)
+def _clear(buf, p, a, b):
+    """Zero buf[a:b] (p is buf's bytes)."""
+    if b <= a:
+        return
+    if cython.compiled:
+        for k in range(a, b):
+            p[k] = 0
+    else:
+        buf[a:b] = bytes(b - a)
+
+
+@cython.locals(p=cython.p_uchar, first=cython.Py_ssize_t, count=cython.Py_ssize_t,
+               isize=cython.Py_ssize_t, lit=cython.Py_ssize_t, i=cython.Py_ssize_t,
+               o=cython.Py_ssize_t, core=cython.Py_ssize_t, dsize=cython.Py_ssize_t,
+               asize=cython.Py_ssize_t, forkoff=cython.Py_ssize_t, used=cython.ulonglong,
+               nex=cython.ulonglong, anex=cython.ulonglong, big=cython.bint,
+               ok=cython.bint, ok_n=cython.bint, free=cython.ulonglong, mode=cython.uint,
+               zero=cython.bint, check=cython.bint)
+def metadump_plain_inodes(buf, first, count, isize, zero, check, free) -> int:
+    """The inodes of an inode cluster (a bytearray) that xfs_metadump only
+    zeroes, done in place, in order, from slot ``first`` for at most
+    ``count`` slots: a free inode (bit i of ``free``: its literal area
+    zeroed) and a regular file whose data fork is an extent list, with no
+    attr fork or an empty extent-list one (each fork zeroed past its
+    extents).  With ``zero`` the unused bytes are zeroed and a CRC that was
+    right is made right again; ``check`` says whether to look at the CRC
+    at all (obfuscating or zeroing).  Returns the slot of the first inode
+    that needs the whole walk (``first + count`` when there is none)."""
+    p = buf
+    lit = isize - 176
+    if first < 0 or count < 0 or (first + count) * isize > len(buf):
+        raise ValueError("inode slots outside the buffer")
+    for i in range(first, first + count):
+        o = i * isize
+        core = 176 if p[o + 4] == 3 else 100
+        forkoff = p[o + 82] * 8
+        if not (free >> (i - first)) & 1:
+            mode = _be16(p, o + 2) & 0xF000
+            if mode != 0x8000 or p[o + 5] != 2 or forkoff >= lit:
+                return i
+            big = p[o + 4] >= 3 and (p[o + 127] & 0x10) != 0
+            if forkoff:
+                if p[o + 83] != 2:
+                    return i
+                anex = _be32(p, o + 76) if big else _be16(p, o + 80)
+                if anex:
+                    return i
+            ok = check and _cksum_region_ok(p, o, o + isize, o + 100)
+            if zero:
+                dsize = forkoff if forkoff else lit
+                asize = lit - forkoff if forkoff else 0
+                if big:
+                    nex = _be64(p, o + 24)
+                    ok_n = (nex >> 48) == 0
+                else:
+                    nex = _be32(p, o + 76)
+                    ok_n = (nex >> 31) == 0
+                used = (nex * 16) & _M32
+                if ok_n and (used >> 31) == 0 and used <= dsize:
+                    _clear(buf, p, o + core + used, o + core + dsize)
+                if asize > 0:
+                    _clear(buf, p, o + core + dsize, o + core + dsize + asize)
+                if ok:
+                    _put_le32(p, o + 100, _cksum_region(p, o, o + isize, o + 100))
+            continue
+        ok = check and _cksum_region_ok(p, o, o + isize, o + 100)
+        if zero:
+            _clear(buf, p, o + core, o + core + lit)
+            if ok:
+                _put_le32(p, o + 100, _cksum_region(p, o, o + isize, o + 100))
+    return first + count
+
+
+@cython.locals(p=cython.p_uchar, dirbs=cython.Py_ssize_t, end=cython.Py_ssize_t,
+               pos=cython.Py_ssize_t, length=cython.Py_ssize_t, namelen=cython.Py_ssize_t,
+               ft=cython.Py_ssize_t, z0=cython.Py_ssize_t, z1=cython.Py_ssize_t,
+               want=cython.uint, zero=cython.bint, names=cython.bint)
+def metadump_dir_data(buf, is_block, dirbs, ftype, zero, names) -> list:
+    """A directory data (or single-block) block of ``dirbs`` bytes (a
+    bytearray) as xfs_metadump walks it: entry by entry while each one's
+    length and tag hold, zeroing (with ``zero``) the inside of free regions
+    and each entry's bytes past its name and file type.  Returns (offset,
+    inode number, name length) of the entries walked when ``names``, for
+    their names to be obfuscated."""
+    p = buf
+    out = []
+    if dirbs > len(buf) or dirbs < 64:
+        raise ValueError("directory block larger than its buffer")
+    if is_block:
+        want = 0x58444233                # XDB3
+        end = dirbs - 8 - 8 * _be32(p, dirbs - 8)
+    else:
+        want = 0x58444433                # XDD3
+        end = dirbs
+    if _be32(p, 0) != want:
+        return out
+    pos = 64
+    ft = 1 if ftype else 0
+    while pos < end:
+        if _be16(p, pos) == 0xFFFF:
+            length = _be16(p, pos + 2)
+            if pos + length > end or length == 0 or length & 7:
+                return out
+            if _be16(p, pos + length - 2) != pos:
+                return out
+            if zero and length > 6:
+                _clear(buf, p, pos + 4, pos + length - 2)
+            pos += length
+            if pos >= end:
+                return out
+        namelen = p[pos + 8]
+        length = (8 + 1 + namelen + ft + 2 + 7) & ~7
+        if pos + length > end:
+            return out
+        if _be16(p, pos + length - 2) != pos:
+            return out
+        if names:
+            out.append((pos, _be64(p, pos), namelen))
+        if zero:
+            z0 = pos + 9 + namelen + 1
+            z1 = pos + length - 2
+            _clear(buf, p, z0, z1)
+        pos += length
+    return out
+
+
+@cython.cfunc
+@cython.locals(c=cython.uint)
+@cython.returns(cython.bint)
+def _ci_upper(c):
+    """Whether the ascii-ci hash folds byte ``c`` (A-Z and the Latin-1
+    capitals, as xfs_ascii_ci_need_xfrm)."""
+    return (0x41 <= c <= 0x5A) or (0xC0 <= c <= 0xD6) or (0xD8 <= c <= 0xDE)
+
+
+@cython.locals(p=cython.p_uchar, n=cython.Py_ssize_t, i=cython.Py_ssize_t,
+               h=cython.uint, c=cython.uint)
+def da_hashname_ci(name) -> int:
+    """The directory name hash of an ascii-ci filesystem: the name hash of
+    ``name`` with its capitals folded to lower case (byte by byte)."""
+    p = name
+    n = len(name)
+    h = 0
+    for i in range(n):
+        c = p[i]
+        if _ci_upper(c):
+            c += 0x20
+        h = (c ^ _rol32(h, 7)) & _M32
+    return h
+
+
+@cython.locals(p=cython.p_uchar, q=cython.p_uchar, n=cython.Py_ssize_t,
+               i=cython.Py_ssize_t, h=cython.uint, c=cython.uint, high=cython.uint,
+               shift=cython.int, want=cython.uint, ci=cython.bint)
+def metadump_name(prefix, want, ci) -> object:
+    """``prefix`` followed by the five bytes that give the whole the name
+    hash ``want`` (folding capitals with ``ci``), as xfs_metadump solves
+    them: each a 7-bit piece of the hash left to reach, a NUL or a '/'
+    turned into a valid byte by flipping its low bit and the high bit of
+    the byte after (of the first of the five for the last).  None with
+    ``ci`` when a solved byte is a capital (folding would change the hash:
+    the caller takes another prefix)."""
+    p = prefix
+    n = len(prefix)
+    h = 0
+    for i in range(n):
+        c = p[i]
+        if ci and _ci_upper(c):
+            c += 0x20
+        h = (c ^ _rol32(h, 7)) & _M32
+    h = _rol32(h, 3) ^ want
+    out = bytearray(n + 5)
+    q = out
+    for i in range(n):
+        q[i] = p[i]
+    high = 0
+    i = n
+    for shift in range(28, -1, -7):
+        c = ((h >> shift) & 0x7F) ^ high
+        if c == 0 or c == 0x2F:
+            c ^= 1
+            high = 0x80
+        else:
+            high = 0
+        if ci and _ci_upper(c):
+            return None
+        q[i] = c
+        i += 1
+    if high:
+        q[n] ^= 0x10
+        if ci and _ci_upper(q[n]):
+            return None
+    return bytes(out)

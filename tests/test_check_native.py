@@ -13,6 +13,7 @@ import pytest
 
 import fstool_native
 from fixtures import pptr
+from fstool.fs import attrleaf
 from fstool.ops.check import btrees as btrees_mod
 from fstool.ops.check import dirs as dirs_mod
 from fstool.ops.check import inodes as inodes_mod
@@ -155,12 +156,12 @@ def test_attr_leaf_fast_path_figures():
 
 
 def test_attr_leaf_verify_matches_the_python_verifier():
-    """attr_leaf_verify_ok is true exactly when _attr_leaf_verify finds no
-    fault, on sound and damaged blocks, in both backends."""
-    stub = Stub()
+    """attr_leaf_verify_ok is true exactly when fstool.fs.attrleaf's
+    leaf_faults finds no fault, on sound and damaged blocks, in both
+    backends."""
     seen = set()
     for buf, _last in mutations(2, 600):
-        want = stub._attr_leaf_verify(bytes(buf)) is None
+        want = not attrleaf.leaf_faults(bytes(buf), BS)
         seen.add(want)
         for mod in BACKENDS:
             assert mod.attr_leaf_verify_ok(bytes(buf)) == want
@@ -713,9 +714,13 @@ def test_shortform_dir_fast_path_keeps_the_findings(monkeypatch, kernel_img):
                 dir_raw[ino] = bytes(raw)
             want = _namespace_phase(monkeypatch, fs, state, dir_raw, False)
             for mod in backends:
+                # the directory loop (checks.sf_dir_run) of the same backend
                 monkeypatch.setattr(ns_mod, "parsers", mod)
+                monkeypatch.setattr(ns_mod, "checks", PURE if mod is PARSERS else
+                                    fstool_native.load(name="checks"))
                 assert _namespace_phase(monkeypatch, fs, state, dir_raw, True) == want, trial
             monkeypatch.setattr(ns_mod, "parsers", parsers)
+            monkeypatch.setattr(ns_mod, "checks", fstool_native.load(name="checks"))
             found += len(want[0]) > len(state["findings"])
             if trial == 0:
                 assert want[0] == [f.as_dict() for f in state["findings"]]
@@ -1062,3 +1067,38 @@ def test_namespace_link_fast_path_keeps_the_findings(monkeypatch, kernel_img):
                 monkeypatch.setattr(ns_mod, "checks", mod)
                 assert _namespace_phase(monkeypatch, fs, state, dir_raw, True) == want, trial
         assert {"DIR_MULTIPLE_PARENTS", "NLINK"} <= codes, codes
+
+
+def test_dir_block_runs_cover_every_directory_block(kernel_img):
+    """checks.dir_block_runs (what check asks the kernel to read ahead):
+    each backend gives the same ascending, disjoint runs, and they hold
+    every block of every directory whose data fork is in extents form (the
+    map as the read model decodes it), and nothing from the other
+    inodes."""
+    from fstool.fs.filesystem import Filesystem
+    from fstool.ops.check import Checker
+    native = fstool_native.load(name="checks")
+    with Filesystem(kernel_img) as fs:
+        c = Checker(fs)
+        for name in c.FIRST_PHASES + c.AG_PHASES:
+            c._run_phase(name)
+        sb = fs.sb
+        raws = list(c.dir_raw.values())
+        args = (sb.agblklog, sb.agblocks, sb.agcount, 4)
+        runs = PURE.dir_block_runs(raws, *args)
+        assert native.dir_block_runs(raws, *args) == runs
+        assert all(a < b for a, b in runs)
+        assert all(runs[i][1] + 4 <= runs[i + 1][0] for i in range(len(runs) - 1))
+        want = 0
+        for ino, raw in c.dir_raw.items():
+            if raw[5] != 2:
+                continue
+            for _off, fsb, n, _unw in fs.inode(ino).extents():
+                lin = (fsb >> sb.agblklog) * sb.agblocks + (fsb & ((1 << sb.agblklog) - 1))
+                assert any(a <= lin and lin + n <= b for a, b in runs), (ino, fsb)
+                want += 1
+        assert want > 3
+        # the same inodes with their format byte changed: no directory in
+        # extents form, nothing to read
+        others = [raw[:5] + b"\x01" + raw[6:] for raw in raws]
+        assert PURE.dir_block_runs(others, *args) == [] == native.dir_block_runs(others, *args)

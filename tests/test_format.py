@@ -30,6 +30,26 @@ CASES = [
     (S.DA_NODE_ENTRY, "xfs_da_node_entry"),
     (S.ATTR_LEAF_ENTRY, "xfs_attr_leaf_entry"),
     (S.DSYMLINK_HDR, "xfs_dsymlink_hdr"),
+    (S.DIR3_DATA_HDR, "xfs_dir3_data_hdr"),
+    (S.DIR2_DATA_FREE, "xfs_dir2_data_free"),
+    (S.DIR2_BLOCK_TAIL, "xfs_dir2_block_tail"),
+    (S.DIR2_LEAF_ENTRY, "xfs_dir2_leaf_entry"),
+    (S.DIR2_LEAF_TAIL, "xfs_dir2_leaf_tail"),
+    (S.DIR3_LEAF_HDR, "xfs_dir3_leaf_hdr"),
+    (S.DIR3_FREE_HDR, "xfs_dir3_free_hdr"),
+    (S.DIR2_SF_ENTRY, "xfs_dir2_sf_entry"),
+    (S.ATTR3_LEAF_HDR, "xfs_attr3_leaf_hdr"),
+    (S.ATTR_LEAF_MAP, "xfs_attr_leaf_map"),
+]
+
+# the fixed part of a structure whose C form ends in a name (and is padded
+# past it): each field at the offset the kernel's struct gives it
+PREFIXES = [
+    (S.DIR2_DATA_ENTRY, "xfs_dir2_data_entry"),
+    (S.DIR2_DATA_UNUSED, "xfs_dir2_data_unused"),
+    (S.DIR2_SF_HDR, "xfs_dir2_sf_hdr"),
+    (S.ATTR_LEAF_NAME_LOCAL, "xfs_attr_leaf_name_local"),
+    (S.ATTR_LEAF_NAME_REMOTE, "xfs_attr_leaf_name_remote"),
 ]
 
 
@@ -69,6 +89,14 @@ def test_layout_matches_kernel_offsets(reference, layout, refname):
             assert layout.offset(fname) == ref["fields"][fname], fname
             checked += 1
     assert checked >= len(ref["fields"]) // 2, "too few fields matched by name"
+
+
+@pytest.mark.parametrize("layout,refname", PREFIXES, ids=[c[1] for c in PREFIXES])
+def test_prefix_layout_matches_kernel_offsets(reference, layout, refname):
+    ref = reference[refname]["fields"]
+    for fname, _code in layout.fields:
+        assert layout.offset(fname) == ref[fname], fname
+    assert layout.size <= reference[refname]["size"]
 
 
 def test_btree_block_header_offsets(reference):

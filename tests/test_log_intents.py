@@ -1,6 +1,7 @@
 """The log items parent pointers and exchange-range bring (ATTRI/ATTRD,
 XMI/XMD): decoded and printed as xfs_logprint 6.10.1 does, on a log the
-kernel wrote (fixtures/pptr_log.py: fixtures/logs/pptr-intents.*)."""
+kernel wrote (fixtures/pptr_log.py: fixtures/logs/pptr-intents.*).  Their
+replay: tests/test_log_recover_intents.py."""
 from __future__ import annotations
 
 import collections
@@ -131,27 +132,3 @@ def test_record_view_reads_attri_regions(image):
     assert "PPTR NAME parent_ino" in text
     rec = run("log", "print", image).stdout
     assert "(ATTRI name)" in rec and "(ATTRI value)" in rec
-
-
-
-@needs_fixture
-def test_replay_refuses_the_unfinished_xmi_naming_it(image, tmp_path):
-    """The kernel left an XMI without its XMD: replay refuses it before
-    writing anything, naming the intent and the exchange it asks for."""
-    img = tmp_path / "x.img"
-    subprocess.run(["cp", "--sparse=always", str(image), str(img)], check=True)
-    r = run("log", "print", "-t", "--json", img)
-    xmi = [it for ln in r.stdout.splitlines() for it in json.loads(ln)["items"]
-           if it["type"] == "XMI"]
-    done = {it["intent_id"] for ln in r.stdout.splitlines()
-            for it in json.loads(ln)["items"] if it["type"] == "XMD"}
-    left = [it for it in xmi if it["id"] not in done]
-    assert left, "the fixture's XMIs all have their XMD"
-    r = run("log", "replay", img)
-    assert r.returncode == 4, r.stderr
-    it = left[0]
-    assert (f"XMI intent 0x{it['id']:x} (exchange of {it['blockcount']} blocks at offsets "
-            f"{it['startoff1']}/{it['startoff2']} between inodes {it['inode1']} and "
-            f"{it['inode2']}) has no done item") in r.stderr
-    assert "nothing was written" in r.stderr and "Traceback" not in r.stderr
-    assert subprocess.run(["cmp", "-s", str(image), str(img)]).returncode == 0

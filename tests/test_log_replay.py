@@ -464,10 +464,11 @@ def test_cancelled_buffers_are_not_replayed(unpacked):
 @needs_fixtures
 @pytest.mark.parametrize("kind", ["ATTRI", "XMI"])
 def test_unfinishable_intent_refused(unpacked, tmp_path, kind):
-    """An intent fstool cannot finish (the xattr and exchange-range intents
-    parent pointers bring), committed without its done item, is refused
-    with nothing written (a transaction holding it is appended at the head
-    with fstool's own log writer)."""
+    """An intent fstool cannot finish exactly as the kernel would (an ATTRI
+    with an operation flag it does not know, an XMI on a filesystem without
+    the exchange-range feature), committed without its done item, is
+    refused with one line and nothing written (a transaction holding it is
+    appended at the head with fstool's own log writer)."""
     from fstool.io.device import Device
     from fstool.trans.logwriter import LogWriter
     img = fresh(unpacked, "dirty-default", tmp_path)
@@ -476,7 +477,7 @@ def test_unfinishable_intent_refused(unpacked, tmp_path, kind):
         if kind == "ATTRI":
             body = [L.ATTRI_LOG_FORMAT.pack({"alfi_type": L.XFS_LI_ATTRI, "alfi_size": 2,
                                              "alfi_igen": 1, "alfi_id": 0xABC,
-                                             "alfi_ino": 128, "alfi_op_flags": 1,
+                                             "alfi_ino": 128, "alfi_op_flags": 0x101,
                                              "alfi_name_len": 4, "alfi_value_len": 0,
                                              "alfi_attr_filter": 0}), b"name"]
         else:
@@ -502,6 +503,9 @@ def test_unfinishable_intent_refused(unpacked, tmp_path, kind):
     assert f"{kind} intent 0xabc" in r.stderr and "nothing was written" in r.stderr
     assert ("(set of xattr 'name' on inode 128)" if kind == "ATTRI" else
             "(exchange of 1 blocks at offsets 0/0 between inodes 131 and 132)") in r.stderr
+    assert ("unknown attr operation flags 0x101" if kind == "ATTRI" else
+            "without the exchange-range feature") in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
     assert digest(img) == before
 
 

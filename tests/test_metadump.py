@@ -17,11 +17,14 @@ import subprocess
 
 import pytest
 
+import fstool_native
 from fixtures import images, modern
 from fixtures.oracles import fstool
 from fstool._backend import parsers
 from fstool.cli import exits
 from fstool.fs.filesystem import Filesystem
+from fstool.io.dumpfile import DumpFile
+from fstool.ops import metadump as metadump_ops
 
 needs_kernel_image = pytest.mark.skipif(
     not images.loop_available() and not (images.cache_dir() / "kernel-v6-small-default.img")
@@ -275,41 +278,195 @@ def test_check_of_a_dump_agrees_with_check_of_the_restored_image(tmp_path):
     assert r.returncode != 0 and "metadump" in r.stderr
 
 
-@pytest.mark.parametrize("seed", [1, 14])
-def test_a_damaged_image_dumps_like_xfs_metadump(tmp_path, seed):
-    """Bits flipped in metadata (xfs_db blocktrash): the dump still comes
-    out (what makes no sense is skipped, never a traceback), holds the same
-    extents as xfs_metadump's, and the image restored from it is damaged in
-    xfs_repair's eyes as the one restored from xfs_metadump's is."""
+def _extents(path) -> list:
+    """(daddr, sectors, log device, bytes) of every extent of a dump."""
+    d = DumpFile(path)
+    try:
+        return [(daddr, n, log, d._read(off, n * 512)) for daddr, n, off, log in d.index()]
+    finally:
+        d.close()
+
+
+def _small_tree(root, dirs: int = 3, files: int = 150):
+    for d in range(dirs):
+        (root / f"dir-{d}").mkdir(parents=True)
+        for i in range(files):
+            (root / f"dir-{d}" / f"file-{i:04d}").write_bytes(b"x" * (i % 7))
+        (root / f"dir-{d}" / "a-symlink").symlink_to(f"../dir-{(d + 1) % dirs}/file-0001")
+    return root
+
+
+def _populated(tmp_path):
     if shutil.which("mkfs.xfs") is None or not modern.available():
         pytest.skip("needs mkfs.xfs and " + modern.WHY)
-    src = tmp_path / "tree"
-    for d in range(3):
-        (src / f"dir-{d}").mkdir(parents=True)
-        for i in range(150):
-            (src / f"dir-{d}" / f"file-{i:04d}").write_bytes(b"x" * (i % 7))
-        (src / f"dir-{d}" / "a-symlink").symlink_to(f"../dir-{(d + 1) % 3}/file-0001")
+    src = _small_tree(tmp_path / "tree")
     img = tmp_path / "a.img"
     with open(img, "wb") as f:
         f.truncate(300 << 20)
     subprocess.run(["mkfs.xfs", "-q", "-f", str(img)], check=True)
     fstool("populate", img, src)
+    return img
+
+
+@pytest.mark.parametrize("seed", [1, 12])
+def test_a_damaged_image_dumps_like_xfs_metadump(tmp_path, seed):
+    """Bits flipped in metadata (xfs_db blocktrash; seeds 1 and 12 give an
+    inode whose fork offset makes its data fork longer than the literal
+    area): the dump still comes out (what makes no sense is skipped, never
+    a traceback), is xfs_metadump's byte for byte with -o, and the image
+    restored from it is damaged in xfs_repair's eyes as the one restored
+    from xfs_metadump's is."""
+    img = _populated(tmp_path)
     subprocess.run(["xfs_db", "-x", "-c", "blockget", "-c", f"blocktrash -s {seed} -n 40 -3",
                     str(img)], check=True, capture_output=True)
     ours, theirs = tmp_path / "ours.md", tmp_path / "theirs.md"
     r = fstool("metadump", "-v", "2", "-o", img, ours, check=False)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     _xfs_metadump(2, img, theirs, "-o")
-    from fstool.io.dumpfile import DumpFile  # lazy: the test's own reading of both dumps
-    a, b = DumpFile(ours), DumpFile(theirs)
-    try:
-        assert [e[:2] for e in a.index()] == [e[:2] for e in b.index()]
-    finally:
-        a.close()
-        b.close()
+    a, b = _extents(ours), _extents(theirs)
+    assert [e[:3] for e in a] == [e[:3] for e in b]
+    assert [e[0] for e in a if e[3] not in {x[3] for x in b}] == []
     judged = []
     for dump in (ours, theirs):
         out = dump.with_suffix(".img")
         _xfs_mdrestore(2, dump, out)
         judged.append(modern.repair_n(out).returncode)
     assert judged[0] == judged[1] == modern.repair_n(img).returncode
+
+
+def test_a_data_fork_past_the_literal_area_is_zeroed_over_the_next_inode(tmp_path):
+    """An inode whose fork offset (60: 480 bytes) makes its data fork longer
+    than the literal area (336 bytes in a 512-byte inode): xfs_metadump
+    zeroes the fork past its extents for that length, over the start of the
+    next inode of the cluster, and so does fstool's dump; the next inode's
+    other bytes are kept (and with -a nothing is zeroed)."""
+    img = _populated(tmp_path)
+    with Filesystem(str(img)) as fs:
+        inos = sorted(e.ino for e in fs.listdir(fs.lookup("/dir-0"))
+                      if e.name.startswith(b"file-"))
+        isize = fs.sb.inodesize
+        # two inodes in a row in one cluster, the first a one-extent file
+        ino = next(i for i in inos if i + 1 in inos and (i + 1) % 32)
+    modern.db(img, f"inode {ino}", "write core.forkoff 60", write=True)
+    ours, theirs = tmp_path / "ours.md", tmp_path / "theirs.md"
+    fstool("metadump", "-v", "2", "-o", img, ours)
+    _xfs_metadump(2, img, theirs, "-o")
+    assert _extents(ours) == _extents(theirs)
+    restored = tmp_path / "r.img"
+    fstool("mdrestore", ours, restored)
+    with Filesystem(str(img)) as fs:
+        daddr, off = _inode_place(fs, ino + 1)
+    with open(img, "rb") as f:
+        f.seek(daddr * 512 + off)
+        before = f.read(isize)
+    with open(restored, "rb") as f:
+        f.seek(daddr * 512 + off)
+        after = f.read(isize)
+    reach = 176 + 480 - isize        # the fork's bytes past its own inode
+    assert before[:2] == b"IN" and after[:reach] == bytes(reach)
+    assert after[reach:] == before[reach:]
+
+
+def _inode_place(fs, ino: int) -> tuple[int, int]:
+    """(daddr of the inode's block, byte offset in it)."""
+    sb = fs.sb
+    agno, agino = ino >> sb.agino_log, ino & ((1 << sb.agino_log) - 1)
+    agbno, slot = agino >> sb.inopblog, agino & ((1 << sb.inopblog) - 1)
+    return (agno * sb.agblocks + agbno) * (sb.blocksize // 512), slot * sb.inodesize
+
+
+# -- the native inode, directory and name work and its pure-Python twin ---------------
+PURE = fstool_native.load(pure=True)
+NATIVE = fstool_native.load()
+
+
+@pytest.mark.parametrize("obfuscate", [False, True])
+def test_native_and_pure_python_dumps_are_the_same_bytes(tmp_path, monkeypatch, obfuscate):
+    """The inode clusters, directory blocks and names done by the compiled
+    module and by its pure-Python source give the same dump (with the same
+    random seed when names are obfuscated); the pure one is also
+    xfs_metadump's with -o."""
+    if not fstool_native.is_native(NATIVE):
+        pytest.skip("the native module is not built")
+    img = _populated(tmp_path)
+    dumps = []
+    for name, mod in (("native", NATIVE), ("pure", PURE)):
+        monkeypatch.setattr(metadump_ops, "parsers", mod)
+        out = tmp_path / f"{name}.md"
+        metadump_ops.metadump(img, out, version=2, obfuscate=obfuscate, seed=7)
+        dumps.append(out.read_bytes())
+    assert dumps[0] == dumps[1]
+    if not obfuscate:
+        theirs = tmp_path / "theirs.md"
+        _xfs_metadump(2, img, theirs, "-o")
+        assert dumps[1] == theirs.read_bytes()
+
+
+@pytest.mark.parametrize("mod", [NATIVE, PURE], ids=["native", "pure"])
+def test_solved_names_keep_the_hash_and_avoid_bad_bytes(mod):
+    """metadump_name: the prefix kept, five bytes solved for the hash, never
+    a NUL or a '/'; with ascii-ci folding never a capital among the solved
+    bytes (None, for another prefix, where one would be needed)."""
+    import random  # lazy: only this test draws names
+    rng = random.Random(3)
+    nones = 0
+    for i in range(3000):
+        n = 5 + i % 20
+        orig = bytes(rng.randrange(1, 256) for _ in range(n)).replace(b"/", b"x")
+        prefix = rng.randbytes(n - 5).translate(metadump_ops._TO_ALPHABET)
+        new = mod.metadump_name(prefix, mod.da_hashname(orig), False)
+        assert new[:n - 5] == prefix and len(new) == n
+        assert mod.da_hashname(new) == mod.da_hashname(orig)
+        assert b"\0" not in new and b"/" not in new
+        ci = mod.metadump_name(prefix, mod.da_hashname_ci(orig), True)
+        if ci is None:
+            nones += 1
+            continue
+        assert mod.da_hashname_ci(ci) == mod.da_hashname_ci(orig)
+        assert not any(0x41 <= c <= 0x5A for c in ci[n - 5:])
+    assert 0 < nones < 3000
+    assert mod.da_hashname_ci(b"ReadMe.TXT") == mod.da_hashname(b"readme.txt")
+    assert mod.da_hashname_ci(b"\xc0\xde") == mod.da_hashname(b"\xe0\xfe")
+
+
+def _ci_image(tmp_path):
+    """An ascii-ci image (mkfs.xfs 6.10.1 -n version=ci) filled from a
+    protofile: mixed-case names, in shortform, block and leaf directories."""
+    if not modern.available():
+        pytest.skip(modern.WHY)
+    lines = ["/dev/null", "0 0", "d--755 0 0"]
+    for d, count in (("Small-Dir", 4), ("Block-Directory", 40), ("Leaf-Directory-Here", 150)):
+        lines.append(f"{d} d--755 0 0")
+        for i in range(count):
+            lines.append(f"{'File' if i % 2 else 'NAME'}-{i:04d}-MixedCase.Txt ---644 0 0 /dev/null")
+        lines.append("$")
+    lines.append("$")
+    proto = tmp_path / "proto"
+    proto.write_text("\n".join(lines) + "\n")
+    return modern.mkfs(tmp_path / "ci.img", "-n", "version=ci", "-p", str(proto),
+                       size="300m")
+
+
+def test_ascii_ci_names_are_obfuscated_keeping_the_folded_hash(tmp_path):
+    """On an ascii-ci filesystem directory names hash with capitals folded:
+    the obfuscated names keep that hash (and their length), so the image
+    restored by xfs_mdrestore is clean for xfs_repair -n as the original
+    is, and no original name is left."""
+    img = _ci_image(tmp_path)
+    assert modern.repair_n(img).returncode == 0
+    dump, restored = tmp_path / "ci.md", tmp_path / "r.img"
+    fstool("metadump", "-v", "2", img, dump)
+    _xfs_mdrestore(2, dump, restored)
+    r = modern.repair_n(restored)
+    assert r.returncode == 0, r.stdout + r.stderr
+    with Filesystem(str(img)) as a, Filesystem(str(restored)) as b:
+        (before, _x), (after, _y) = _names(a), _names(b)
+    assert set(before) == set(after) and len(before) > 190
+    for key, name in before.items():
+        new = after[key]
+        assert len(new) == len(name)
+        assert parsers.da_hashname_ci(new) == parsers.da_hashname_ci(name), (name, new)
+        if len(name) >= 5:
+            assert new.lower() != name.lower(), name
+    blob = dump.read_bytes()
+    assert not [n for n in before.values() if len(n) >= 5 and n in blob]

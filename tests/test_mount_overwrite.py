@@ -293,3 +293,121 @@ def test_reads_use_the_decoded_inode(tmp_path, monkeypatch):
     v.release(fh)
     v.close()
     repair_clean(img)
+
+
+def test_a_write_into_a_hole_fills_its_aligned_run(tmp_path, geometry):
+    """Random writes into a new sparse file: the first write into a 64 KiB
+    run that is a hole allocates and writes the whole run (zeros around the
+    data, never past the end of the file nor over a neighbouring extent),
+    so the other writes into the run are overwrites with no transaction;
+    what reads back is the file's bytes either way."""
+    from fstool.mount.volume import HOLE_FILL_BYTES
+    img, v = _volume(tmp_path, geometry)
+    bs = v.sb.blocksize
+    run = HOLE_FILL_BYTES // bs
+    fh, a = v.create(v.rootino, b"sparse", 0o100644, os.O_RDWR)
+    ino = a.ino
+    size = (1 << 20) + 1000                 # the last run is cut by the end
+    v.setattr(ino, size=size)
+    shadow = bytearray(size)
+
+    def write(off, data):
+        assert v.write(fh, off, data) == len(data)
+        shadow[off:off + len(data)] = data
+
+    write(5 * bs + 100, b"a" * 200)         # inside the run [0, 16)
+    ext = v.fileio.extents(ino)
+    assert [(o, n) for o, _p, n, u in ext] == [(0, run)] and not ext[0][3]
+    begun = _counting(v)
+    for k in (0, 3, run - 1):
+        write(k * bs, os.urandom(bs))
+    assert not begun, "a write into a run already filled began a transaction"
+    # the last run, cut by the end of the file (its last block partial)
+    write(size - 10, b"z" * 10)
+    last = (size + bs - 1) // bs
+    assert (last - last % run if last % run else last - run, last - (last - last % run
+            if last % run else last - run)) in [(o, n) for o, _p, n, _u in
+                                                v.fileio.extents(ino)]
+    # a hole between two runs already mapped: filled only up to them
+    write(40 * bs, b"m" * bs)               # run [32, 48)
+    v.fallocate(fh, 0x02 | FALLOC_FL_KEEP_SIZE, 36 * bs, 4 * bs)   # punch [36, 40)
+    shadow[36 * bs:40 * bs] = bytes(4 * bs)
+    write(37 * bs, b"p" * 10)
+    maps = {o: n for o, _p, n, _u in v.fileio.extents(ino)}
+    covered = sorted(b for o, n in maps.items() for b in range(o, o + n))
+    assert [b for b in range(32, 48) if b in covered] == list(range(32, 48))
+    assert v.getattr(ino).size == size
+    assert v.read(fh, 0, size) == bytes(shadow)
+    v.release(fh)
+    v.close()
+    st, got = _on_disk(img, ino)
+    assert got == bytes(shadow) and st.st_size == size
+    repair_clean(img)
+
+
+def test_a_write_over_a_hole_keeps_the_bytes_of_mapped_blocks_it_ends_in(tmp_path):
+    """A write starting and ending inside written blocks, over a punched
+    hole between them: the bytes of those blocks around the write stay
+    (the fill grows a write only over holes)."""
+    img, v = _volume(tmp_path)
+    bs = v.sb.blocksize
+    fh, ino, data = _file(v, b"f", 256 << 10)
+    v.fallocate(fh, 0x02 | FALLOC_FL_KEEP_SIZE, 5 * bs, 4 * bs)      # blocks 5-8
+    data[5 * bs:9 * bs] = bytes(4 * bs)
+    for off, end in ((4 * bs + 100, 9 * bs + 100), (20 * bs + 7, 24 * bs - 9)):
+        if off > 9 * bs:
+            v.fallocate(fh, 0x02 | FALLOC_FL_KEEP_SIZE, 21 * bs, 2 * bs)
+            data[21 * bs:23 * bs] = bytes(2 * bs)
+        chunk = os.urandom(end - off)
+        assert v.write(fh, off, chunk) == len(chunk)
+        data[off:end] = chunk
+        assert v.read(fh, 0, len(data)) == bytes(data)
+    v.release(fh)
+    v.close()
+    st, got = _on_disk(img, ino)
+    assert got == bytes(data)
+    repair_clean(img)
+
+
+def test_writes_past_the_end_are_not_widened(tmp_path):
+    """Only writes inside the file's size into a hole fill a run: an append
+    maps what it writes (and the speculative preallocation holds the rest,
+    given back at the last close)."""
+    img, v = _volume(tmp_path)
+    bs = v.sb.blocksize
+    fh, a = v.create(v.rootino, b"f", 0o100644, os.O_RDWR)
+    v.write(fh, 0, b"x" * 100)
+    v.write(fh, 3 * bs, b"y" * bs)          # past the end: the gap stays a hole
+    assert [(o, n) for o, _p, n, _u in v.fileio.extents(a.ino)] == [(0, 1), (3, 1)]
+    v.release(fh)
+    v.close()
+    repair_clean(img)
+
+
+def test_a_create_answers_without_decoding_the_new_inode(tmp_path, monkeypatch):
+    """The Attr a create answers with is the one the inode decoded from the
+    image gives (every field), and comes from the inode as written."""
+    img, v = _volume(tmp_path)
+    decoded = []
+    real = Filesystem.inode
+
+    def inode(fs, ino, *a, **kw):
+        decoded.append(ino)
+        return real(fs, ino, *a, **kw)
+
+    monkeypatch.setattr(Filesystem, "inode", inode)
+    made = []
+    for i in range(40):
+        fh, a = v.create(v.rootino, b"f%d" % i, 0o100640, os.O_WRONLY, uid=1000 + i, gid=7)
+        v.release(fh)
+        made.append(a)
+    made.append(v.mknod(v.rootino, b"fifo", 0o10644, 0, 5, 6))
+    assert not {a.ino for a in made} & set(decoded)
+    v.sync()
+    monkeypatch.setattr(Filesystem, "inode", real)
+    v.icache.clear_attrs()
+    for a in made:
+        b = v.getattr(a.ino)
+        assert [getattr(a, k) for k in a.__slots__] == [getattr(b, k) for k in b.__slots__]
+    v.close()
+    repair_clean(img)

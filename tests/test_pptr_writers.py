@@ -1,6 +1,6 @@
 """Writers keep parent pointers (issue 29, items 4 and 6): on an image made
 by ``fstool mkfs -n parent=1``, populate (a directory, a tar archive, a
-protofile; into a fresh image and an existing one), resize, the edits (mkdir,
+protofile; into a fresh image and an existing one), resize, admin (label, UUID), the edits (mkdir,
 put, cp, ln, ln -s, mv with every flag, rm, setattr) and the mount (the
 POSIX scenario, against the kernel's results; a session that dies,
 recovered by fstool log replay and by the kernel) leave every inode with
@@ -285,8 +285,25 @@ def test_resize_keeps_parent_pointers(tmp_path):
     assert proved(img) == before
 
 
+def test_admin_label_and_uuid_on_a_parent_pointer_image(tmp_path):
+    """A new label and UUID (and the UUID restored) leave every pointer as
+    it was: the label and UUID name no inode, and a pointer's value holds
+    no UUID."""
+    src = tmp_path / "src"
+    (src / "d").mkdir(parents=True)
+    (src / "d" / "f").write_bytes(b"f")
+    os.link(src / "d" / "f", src / "g")
+    img = tmp_path / "a.img"
+    fstool("mkfs", "-q", "-n", "parent=1", "--size", "256m", "--populate", src, img)
+    before = pptr.kernel_parents(img)
+    fstool("admin", "-L", "pp", "-U", "generate", img)
+    assert proved(img) == before
+    out = fstool("admin", "-l", img).stdout
+    assert out.strip() == 'label = "pp"'
+    fstool("admin", "-U", "restore", img)
+    assert proved(img) == before
 
-def test_pointers_of_one_name_in_an_attr_fork_in_blocks(tmp_path):
+
     """A file named ``same`` in five directories (five parent pointers of one
     name, told apart by their value) beside 150 user xattrs (a node-form
     attr fork changed in place): xattrs set and removed one at a time keep

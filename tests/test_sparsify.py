@@ -4,7 +4,10 @@ After a populate and an rm --no-punch, the host still stores the deleted data; a
 sparsify it stores what the filesystem uses (within 1%), the image passes
 xfs_repair -n, and the files kept read back unchanged.  --zero leaves every
 free extent reading as zeros.  Busy images, dirty logs and damaged
-free-space btrees are refused with nothing written.
+free-space btrees are refused with nothing written.  A sparsify killed
+after any of its writes (fixtures/killpoints.py's sample; every write with
+FSTOOL_EVERY_WRITE=1) leaves an image xfs_repair -n finds clean with every
+file as it was, and a second run finishes the job.
 """
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ import subprocess
 import sys
 
 import pytest
-from fixtures import images
+from fixtures import images, killpoints
 from fixtures.fusemount import FuseMounted, fuse_skip_reason, leave_log_dirty
 from fixtures.oracles import fstool, repair_clean
 
@@ -143,6 +146,45 @@ def test_a_mounted_image_is_refused(tmp_path):
     with images.Mounted(img, nouuid=True):
         r = fstool("sparsify", img, check=False)
     assert r.returncode == 7 and ("mounted" in r.stderr or "busy" in r.stderr), r.stderr
+
+
+@pytest.mark.parametrize("mode", ["punch", "zero"])
+def test_sparsify_killed_after_any_write(tmp_path, mode):
+    """Free space in many pieces (every other small file deleted without a
+    punch), sparsify killed with SIGKILL after its Nth write: the image is
+    as sound as before and holds the same files, and a rerun completes."""
+    src = tmp_path / "src"
+    src.mkdir()
+    rnd = random.Random(9)
+    for i in range(24):
+        (src / f"f{i:02}").write_bytes(rnd.randbytes(20_000 + 4096 * i))
+    img = tmp_path / "k.img"
+    fstool("mkfs", "-q", img, "--size", "64m")
+    fstool("populate", img, src)
+    fstool("rm", "--no-punch", img, *[f"/f{i:02}" for i in range(0, 24, 2)])
+    args = ["sparsify", "--zero", img] if mode == "zero" else ["sparsify", img]
+    counted = tmp_path / "writes.log"
+    probe = tmp_path / "probe.img"
+    subprocess.run(["cp", "--sparse=always", str(img), str(probe)], check=True)
+    fstool(*args[:-1], probe, env={"FSTOOL_WRITE_LOG": str(counted)})
+    total = len(counted.read_text().splitlines())
+    assert total >= 12          # one write per free extent at least
+    pts = killpoints.points(total, seed=f"sparsify-{mode}")
+    if mode == "zero" and not killpoints.EVERY:
+        pts = sorted({pts[0], pts[len(pts) // 2], pts[-1]})    # the punch run covers the rest
+    for n in pts:
+        work = tmp_path / "w.img"
+        subprocess.run(["cp", "--sparse=always", str(img), str(work)], check=True)
+        r = fstool(*args[:-1], work, check=False, env={"FSTOOL_FAULT_AFTER_WRITES": str(n)})
+        assert r.returncode == -9, (n, r.returncode, r.stderr)
+        repair_clean(work)
+        out = tmp_path / f"out{n}"
+        fstool("get", work, "/", out)
+        for i in range(1, 24, 2):
+            assert (out / f"f{i:02}").read_bytes() == (src / f"f{i:02}").read_bytes(), (n, i)
+        assert not (out / "f00").exists()
+        fstool(*args[:-1], work)             # the lock went with the process
+    repair_clean(work)
 
 
 # -- writers punch what they free ---------------------------------------------------------

@@ -4,7 +4,7 @@ Each case runs ``python -v -m fstool ...`` (a real process, as a user runs
 it) and reads the modules it imported from the interpreter's verbose
 report (-X importtime misses what importlib.import_module loads, as the
 command group does): rich only where a table, console or bar is made, no other command's
-module, and check without mkfs and its writers.  Quick: one 64 MiB image.
+module, and check without mkfs, its writers and ctypes.  Quick: one 64 MiB image.
 """
 import os
 import subprocess
@@ -60,6 +60,8 @@ def test_check_loads_only_check(image):
         assert _rich(mods) == set()
         # check reads; it needs none of mkfs's writers
         assert not {"fstool.ops.mkfs", "fstool.fs.btree_write", "fstool.ns.attrbuild"} & mods
+        # nor ctypes, which only writes use (sync_file_range, fallocate)
+        assert "ctypes" not in mods
 
 
 @pytest.mark.parametrize("args", [["info", "--json"], ["ls"], ["ls", "--json"],

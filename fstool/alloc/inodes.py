@@ -95,9 +95,11 @@ class InodeAllocator:
         self.cluster_blocks = self.fs._cluster_blocks
         self.agirotor = 0
         self.chunks: dict = {}
+        self.written: dict = {}         # ino -> the raw inode put_inode last stored in this transaction
 
     def begin(self) -> None:
         self.chunks = {}
+        self.written = {}
 
     def _chunk_of(self, agno: int, agino: int):
         """The chunk of this transaction holding the inode, or None."""
@@ -130,6 +132,7 @@ class InodeAllocator:
         buf, off = self.fs.inode_cluster(ino)
         s.tx.join(buf)
         buf.data[off:off + len(raw)] = raw
+        self.written[ino] = raw
         self.fs.forget_inode(ino)
         agno, agino = self.ino_split(ino)
         ch = self._chunk_of(agno, agino)

@@ -156,11 +156,14 @@ def replay_cmd(dry_run, as_json, image):
 
     Committed transactions are replayed (passes 1 and 2, with the v5 rule
     that a block newer than a transaction is not overwritten by it);
-    extent-free intents left unfinished are finished; inodes left on the
-    unlinked lists are freed; the superblock counters are recomputed; an
-    unmount record marks the log clean.  Intents fstool cannot finish
-    (rmap, refcount, bmap, xattr, exchange) are refused with nothing
-    written.  An interrupted replay can simply be run again.
+    intents left unfinished are finished as the kernel finishes them
+    (extent-free, rmap, refcount and bmap intents; xattr and parent pointer
+    intents redone from the names and values they logged; mapping exchanges
+    resumed where they stopped); inodes left on the unlinked lists are
+    freed; the superblock counters are recomputed; an unmount record marks
+    the log clean.  An intent fstool cannot finish exactly (an unknown
+    flag, an attr fork exchange, ...) is refused with nothing written.  An
+    interrupted replay can simply be run again.
     """
     rep = replay(image, dry_run=dry_run)
     if as_json:
@@ -193,6 +196,9 @@ def replay_cmd(dry_run, as_json, image):
     click.echo(f"  {rep['blocks_written']} blocks written")
     fin = rep.get("finished")
     if fin:
+        if fin["attr_intents"] or fin["exchange_intents"]:
+            click.echo(f"  redid {fin['attr_intents']} unfinished xattr intents, resumed "
+                       f"{fin['exchange_intents']} unfinished mapping exchanges")
         click.echo(f"  freed {fin['efi_extents']} extents of unfinished EFIs, "
                    f"{fin['unlinked_inodes']} unlinked inodes and {fin['cow_extents']} "
                    "leftover CoW staging extents")

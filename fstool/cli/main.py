@@ -47,7 +47,7 @@ COMMANDS = {
     "sparsify": ("sparsify", "cmd", "Punch the free space out of an image file."),
     "metadump": ("metadump", "metadump_cmd",
                  "Copy an image's metadata to a file in xfs_metadump's format."),
-    "mdrestore": ("metadump", "mdrestore_cmd",
+    "mdrestore": ("mdrestore", "mdrestore_cmd",
                   "Make an image from a metadump (xfs_metadump's or fstool's)."),
     "undo": ("undo", "cmd", "Put back the blocks an undo file saved (repair --undo-file)."),
     "completion": ("completion", "cmd", "Print the shell completion script (bash, zsh, fish)."),

@@ -90,6 +90,48 @@ DIR3_BLK_HDR = Layout("xfs_dir3_blk_hdr", [
     ("uuid", "16s"), ("owner", "Q"),
 ])
 
+# A v5 directory data block (XDD3) or single-block directory (XDB3): the
+# block header, then the bestfree table, three (offset, length) pairs
+# longest first (xfs_dir2_data_free)
+DIR3_DATA_HDR = Layout("xfs_dir3_data_hdr", [
+    ("magic", "I"), ("crc", "I"), ("blkno", "Q"), ("lsn", "Q"),
+    ("uuid", "16s"), ("owner", "Q"), ("best_free", "6H"), ("pad", "I"),
+])
+
+DIR2_DATA_FREE = Layout("xfs_dir2_data_free", [("offset", "H"), ("length", "H")])
+
+# the fixed part of a data entry: the name, the file type (ftype
+# filesystems) and the 2-byte tag (the entry's own offset) follow, the
+# whole rounded up to 8 bytes
+DIR2_DATA_ENTRY = Layout("xfs_dir2_data_entry", [("inumber", "Q"), ("namelen", "B")])
+
+# an unused region of a data block: FREETAG, its length; its last 2 bytes
+# are the tag (its offset)
+DIR2_DATA_UNUSED = Layout("xfs_dir2_data_unused", [("freetag", "H"), ("length", "H")])
+
+# the last 8 bytes of a single-block directory; its leaf entries come
+# right before them
+DIR2_BLOCK_TAIL = Layout("xfs_dir2_block_tail", [("count", "I"), ("stale", "I")])
+
+# a leaf entry (block tail, leaf1 and leafn blocks): the name's hash and
+# its data entry's address in 8-byte units
+DIR2_LEAF_ENTRY = Layout("xfs_dir2_leaf_entry", [("hashval", "I"), ("address", "I")])
+
+# the last 4 bytes of a leaf1 block; bestcount 2-byte bests come right
+# before them
+DIR2_LEAF_TAIL = Layout("xfs_dir2_leaf_tail", [("bestcount", "I")])
+
+# the shortform directory header: parent follows, 4 bytes (8 when
+# i8count), then the entries: this, the name, the file type, the inumber
+DIR2_SF_HDR = Layout("xfs_dir2_sf_hdr", [("count", "B"), ("i8count", "B")])
+DIR2_SF_ENTRY = Layout("xfs_dir2_sf_entry", [("namelen", "B"), ("offset", "H")])
+
+# the shortform attr fork: this header, then entries of this fixed part,
+# the name and the value
+ATTR_SF_HDR = Layout("xfs_attr_sf_hdr", [("totsize", "H"), ("count", "B"), ("padding", "B")])
+ATTR_SF_ENTRY = Layout("xfs_attr_sf_entry", [("namelen", "B"), ("valuelen", "B"),
+                                             ("flags", "B")])
+
 # Shared v5 header of dir leaf, da node and attr leaf blocks
 DA3_BLKINFO = Layout("xfs_da3_blkinfo", [
     ("forw", "I"), ("back", "I"), ("magic", "H"), ("pad", "H"),
@@ -106,6 +148,14 @@ DA3_NODE_HDR = Layout("xfs_da3_node_hdr", [
 
 DA_NODE_ENTRY = Layout("xfs_da_node_entry", [("hashval", "I"), ("before", "I")])
 
+# A v5 directory leaf block (leaf1 or leafn): the blkinfo, then count and
+# stale; the leaf entries follow it
+DIR3_LEAF_HDR = Layout("xfs_dir3_leaf_hdr", [
+    ("forw", "I"), ("back", "I"), ("magic", "H"), ("info_pad", "H"),
+    ("crc", "I"), ("blkno", "Q"), ("lsn", "Q"), ("uuid", "16s"), ("owner", "Q"),
+    ("count", "H"), ("stale", "H"), ("pad", "I"),
+])
+
 DIR3_FREE_HDR = Layout("xfs_dir3_free_hdr", [
     ("magic", "I"), ("crc", "I"), ("blkno", "Q"), ("lsn", "Q"),
     ("uuid", "16s"), ("owner", "Q"),
@@ -118,6 +168,8 @@ ATTR3_LEAF_HDR = Layout("xfs_attr3_leaf_hdr", [
     ("count", "H"), ("usedbytes", "H"), ("firstused", "H"), ("holes", "B"),
     ("pad1", "B"), ("freemap", "6H"), ("pad2", "I"),
 ])
+
+ATTR_LEAF_MAP = Layout("xfs_attr_leaf_map", [("base", "H"), ("size", "H")])
 
 ATTR_LEAF_ENTRY = Layout("xfs_attr_leaf_entry", [
     ("hashval", "I"), ("nameidx", "H"), ("flags", "B"), ("pad2", "B"),

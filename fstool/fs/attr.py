@@ -3,14 +3,13 @@ parent pointers (the attributes of the parent namespace) and symlink
 targets (inline and remote)."""
 from __future__ import annotations
 
-import struct
 from typing import Iterator, NamedTuple
 
 from ..errors import CorruptionError
 from ..format import constants as C
 from ..format import parent as P
 from ..io import verify as V
-from . import dabtree
+from . import attrleaf as L, dabtree
 
 _NAMESPACE = {0: "user.", C.XFS_ATTR_ROOT: "trusted.", C.XFS_ATTR_SECURE: "security."}
 
@@ -87,23 +86,24 @@ def iter_attrs(node, values: bool = True, keep=None) -> Iterator[tuple[int, byte
 
 def _shortform(node, values: bool, keep):
     fork = node.fork_bytes(attr=True)
-    if len(fork) < 4:
+    if len(fork) < L.SF_HDR:
         raise CorruptionError("shortform xattrs", "attr fork too small", ino=node.ino)
-    totsize, count = struct.unpack_from(">HB", fork, 0)
-    if totsize > len(fork) or totsize < 4:
+    totsize, count = L.sf_header(fork)
+    if totsize > len(fork) or totsize < L.SF_HDR:
         raise CorruptionError("shortform xattrs", f"totsize {totsize} does not fit the fork "
                               f"({len(fork)} bytes)", ino=node.ino, field="totsize")
-    pos = 4
+    pos = L.SF_HDR
     for _ in range(count):
-        if pos + 3 > totsize:
+        if pos + L.SF_ENTRY > totsize:
             raise CorruptionError("shortform xattrs", "entry overruns totsize", ino=node.ino)
-        namelen, valuelen, flags = fork[pos], fork[pos + 1], fork[pos + 2]
-        end = pos + 3 + namelen + valuelen
+        namelen, valuelen, flags = L.sf_entry(fork, pos)
+        name = pos + L.SF_ENTRY
+        end = name + namelen + valuelen
         if end > totsize:
             raise CorruptionError("shortform xattrs", "entry overruns totsize", ino=node.ino)
         if not flags & C.XFS_ATTR_INCOMPLETE and (keep is None or keep(flags)):
-            yield (flags, fork[pos + 3:pos + 3 + namelen],
-                   fork[pos + 3 + namelen:end] if values else None)
+            yield (flags, fork[name:name + namelen],
+                   fork[name + namelen:end] if values else None)
         pos = end
 
 
@@ -134,9 +134,8 @@ def leaf_blocks(node):
 
 def _leaf_entries(node, buf, ablk, values, keep):
     count = _leaf_count(node, buf, ablk)
-    base = C.XFS_ATTR3_LEAF_HDR_SIZE
     for i in range(count):
-        if keep is not None and not keep(buf[base + 8 * i + 6]):
+        if keep is not None and not keep(L.entry_flags(buf, i)):
             continue
         got = _leaf_entry(node, buf, ablk, count, i, values)
         if got is not None:
@@ -145,7 +144,7 @@ def _leaf_entries(node, buf, ablk, values, keep):
 
 def _leaf_count(node, buf, ablk) -> int:
     count = dabtree.count(buf)
-    if C.XFS_ATTR3_LEAF_HDR_SIZE + 8 * count > len(buf):
+    if L.HDR + L.ENTRY * count > len(buf):
         raise CorruptionError("xattr leaf block", f"count {count} overruns the block",
                               ino=node.ino, block=ablk, field="count")
     return count
@@ -155,30 +154,29 @@ def _leaf_entry(node, buf, ablk, count, i, values):
     """(hash, flags, name, value) of leaf entry ``i`` (value None unless
     ``values``); None for an incomplete one."""
     size = len(buf)
-    base = C.XFS_ATTR3_LEAF_HDR_SIZE
-    h, nameidx, flags = struct.unpack_from(">IHB", buf, base + 8 * i)
+    h, nameidx, flags = L.entry(buf, i)
     if flags & C.XFS_ATTR_INCOMPLETE:
         return None
-    if nameidx < base + 8 * count or nameidx >= size:
+    if nameidx < L.HDR + L.ENTRY * count or nameidx >= size:
         raise CorruptionError("xattr leaf block", f"entry {i} name index {nameidx} is "
                               "outside the name area", ino=node.ino, block=ablk,
                               field="nameidx")
     if flags & C.XFS_ATTR_LOCAL:
-        if nameidx + 3 > size:
+        if nameidx + L.LOCAL > size:
             raise CorruptionError("xattr leaf block", "local entry overruns the block",
                                   ino=node.ino, block=ablk)
-        valuelen, namelen = struct.unpack_from(">HB", buf, nameidx)
-        nstart = nameidx + 3
+        valuelen, namelen = L.local_name(buf, nameidx)
+        nstart = nameidx + L.LOCAL
         if nstart + namelen + valuelen > size:
             raise CorruptionError("xattr leaf block", "local entry overruns the block",
                                   ino=node.ino, block=ablk)
         return h, flags, bytes(buf[nstart:nstart + namelen]), \
             (bytes(buf[nstart + namelen:nstart + namelen + valuelen]) if values else None)
-    if nameidx + 9 > size:
+    if nameidx + L.REMOTE > size:
         raise CorruptionError("xattr leaf block", "remote entry overruns the block",
                               ino=node.ino, block=ablk)
-    valueblk, valuelen, namelen = struct.unpack_from(">IIB", buf, nameidx)
-    nstart = nameidx + 9
+    valueblk, valuelen, namelen = L.remote_name(buf, nameidx)
+    nstart = nameidx + L.REMOTE
     if nstart + namelen > size:
         raise CorruptionError("xattr leaf block", "remote entry overruns the block",
                               ino=node.ino, block=ablk)
@@ -199,18 +197,19 @@ def lookup(node, flags: int, name: bytes, value: bytes | None = None) -> bytes |
     fmt = node.aformat
     if fmt == C.XFS_DINODE_FMT_LOCAL:
         fork = node.fork_bytes(attr=True)
-        count = fork[2] if len(fork) >= 4 else 0
-        pos = 4
+        count = L.sf_count(fork) if len(fork) >= L.SF_HDR else 0
+        pos = L.SF_HDR
         for _ in range(count):
-            namelen, valuelen, eflags = fork[pos], fork[pos + 1], fork[pos + 2]
-            end = pos + 3 + namelen + valuelen
+            namelen, valuelen, eflags = L.sf_entry(fork, pos)
+            nstart = pos + L.SF_ENTRY
+            end = nstart + namelen + valuelen
             if end > len(fork):
                 raise CorruptionError("shortform xattrs", "entry overruns totsize", ino=node.ino)
             if (eflags & C.XFS_ATTR_NSP_ONDISK_MASK) == flags and \
                     not eflags & C.XFS_ATTR_INCOMPLETE and \
-                    fork[pos + 3:pos + 3 + namelen] == name and \
-                    (not parent or fork[pos + 3 + namelen:end] == value):
-                return bytes(fork[pos + 3 + namelen:end])
+                    fork[nstart:nstart + namelen] == name and \
+                    (not parent or fork[nstart + namelen:end] == value):
+                return bytes(fork[nstart + namelen:end])
             pos = end
         return None
     if fmt not in (C.XFS_DINODE_FMT_EXTENTS, C.XFS_DINODE_FMT_BTREE) or \
@@ -228,7 +227,7 @@ def lookup(node, flags: int, name: bytes, value: bytes | None = None) -> bytes |
             raise CorruptionError("xattr leaf block", f"magic 0x{magic:x} under a node",
                                   ino=node.ino, block=ablk, field="magic")
         count = _leaf_count(node, buf, ablk)
-        while i < count and dabtree.hash_at(buf, i, C.XFS_ATTR3_LEAF_HDR_SIZE) == h:
+        while i < count and dabtree.hash_at(buf, i, L.HDR) == h:
             got = _leaf_entry(node, buf, ablk, count, i, parent)
             if got is not None and got[2] == name and \
                     (got[1] & C.XFS_ATTR_NSP_ONDISK_MASK) == flags and \
@@ -252,20 +251,20 @@ def _read_headed_blocks(node, fileblock: int, length: int, bt, attr: bool) -> by
     """Data spread over fork blocks that each start with a v5 remote header
     (remote xattr values)."""
     fs = node.fs
-    per_block = fs.sb.blocksize - C.XFS_ATTR3_RMT_HDR_SIZE
+    per_block = fs.sb.blocksize - L.RMT_HDR
     out = bytearray()
     blk = fileblock
     while len(out) < length:
         daddr, pieces = node.read_fork_blocks(blk, 1, attr=attr)
         buf = fs.read_meta(daddr, fs.sb.blocksize, bt, owner=node.ino, ino=node.ino,
                            block=blk, pieces=pieces)
-        offset, nbytes = struct.unpack_from(">II", buf, 4)
+        offset, nbytes = L.rmt_part(buf)
         want = min(per_block, length - len(out))
         if offset != len(out) or nbytes != want:
             raise CorruptionError(bt.name, f"header says offset {offset}, {nbytes} bytes; "
                                   f"expected offset {len(out)}, {want} bytes",
                                   ino=node.ino, block=blk, field="offset")
-        out += buf[C.XFS_ATTR3_RMT_HDR_SIZE:C.XFS_ATTR3_RMT_HDR_SIZE + nbytes]
+        out += buf[L.RMT_HDR:L.RMT_HDR + nbytes]
         blk += 1
     return bytes(out)
 
@@ -309,7 +308,7 @@ def _read_remote_symlink(node) -> bytes:
         n = min(ext[0] + ext[2], need) - blk
         daddr = fs.fsb_to_daddr(ext[1] + blk - ext[0])
         buf = fs.read_meta(daddr, n * bs, V.SYMLINK, owner=node.ino, ino=node.ino, block=blk)
-        offset, nbytes = struct.unpack_from(">II", buf, 4)
+        offset, nbytes = L.rmt_part(buf)
         want = min(n * bs - C.XFS_SYMLINK_HDR_SIZE, length - len(out))
         if offset != len(out) or nbytes != want:
             raise CorruptionError("symlink block", f"header says offset {offset}, {nbytes} "

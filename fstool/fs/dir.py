@@ -6,17 +6,15 @@ to the leaf holding it, and only the data entries with that hash are read.
 """
 from __future__ import annotations
 
-import struct
 from typing import Iterator
 
 from .._backend import parsers
 from ..errors import CorruptionError
 from ..format import constants as C
 from ..io import verify as V
-from . import dabtree
+from . import dabtree, dirblock as B
 
 _DOT = (b".", b"..")
-_LEAF_ENT = struct.Struct(">II")
 
 
 def _form(node) -> str:
@@ -48,7 +46,7 @@ def form(node) -> str:
 
 def _shortform(node, listing: bool = False):
     fork = node.fork_bytes()
-    if node.size > len(fork) or node.size < 6:
+    if node.size > len(fork) or node.size < B.SF_MIN:
         raise CorruptionError("shortform directory", f"size {node.size} does not fit the "
                               f"inode fork ({len(fork)} bytes)", ino=node.ino, field="di_size")
     try:
@@ -66,10 +64,9 @@ def _read_dirblock(node, fsb: int, bt) -> bytes:
 
 def _block_tail(node, buf) -> tuple[int, int]:
     """(start of the leaf array, entry count) of a single-block directory."""
-    size = len(buf)
-    count, _stale = struct.unpack_from(">II", buf, size - 8)
-    start = size - 8 - count * 8
-    if start < C.XFS_DIR3_DATA_HDR_SIZE:
+    count = B.block_tail(buf)[0]
+    start = B.block_leaf_start(buf, count)
+    if start < B.HDR:
         raise CorruptionError("directory block", f"tail count {count} overruns the block",
                               ino=node.ino, field="count")
     return start, count
@@ -77,7 +74,7 @@ def _block_tail(node, buf) -> tuple[int, int]:
 
 def _data_entries(node, buf, end: int, listing: bool = False):
     try:
-        return parsers.dir2_data_entries(buf, C.XFS_DIR3_DATA_HDR_SIZE, end,
+        return parsers.dir2_data_entries(buf, B.HDR, end,
                                          node.fs.sb.has_ftype, listing)
     except ValueError as e:
         raise CorruptionError("directory data block", str(e), ino=node.ino) from None
@@ -119,14 +116,6 @@ def iter_entries(node) -> Iterator[tuple[bytes, int, int]]:
         yield from ents
 
 
-def _first_at_or_after(buf, start: int, count: int, hashval: int) -> int:
-    """Binary search a (hashval, address) array for the first hash >= hashval."""
-    try:
-        return parsers.hash_lower_bound(buf, start, count, hashval)
-    except ValueError as e:
-        raise CorruptionError("directory leaf", str(e), field="count") from None
-
-
 def _entry_at(node, addr: int, block_form: bool, blockbuf=None):
     """(ino, name) of the data entry at a leaf address (8-byte units)."""
     sb = node.fs.sb
@@ -139,23 +128,23 @@ def _entry_at(node, addr: int, block_form: bool, blockbuf=None):
         buf = blockbuf
     else:
         buf = _read_dirblock(node, db * sb.dirblkfsbs, V.DIR3_DATA)
-    if off < C.XFS_DIR3_DATA_HDR_SIZE or off + 11 > len(buf):
+    if off < B.HDR or off + B.ENTRY + B.TAG > len(buf):
         raise CorruptionError("directory leaf", f"address {addr} points outside a data block",
                               ino=node.ino, field="address")
-    ino, namelen = struct.unpack_from(">QB", buf, off)
-    if off + 9 + namelen > len(buf):
+    ino, namelen = B.entry_head(buf, off)
+    if off + B.ENTRY + namelen > len(buf):
         raise CorruptionError("directory data block", f"entry at {off} overruns the block",
                               ino=node.ino, field="namelen")
-    return ino, bytes(buf[off + 9:off + 9 + namelen])
+    return ino, B.entry_name(buf, off, namelen)
 
 
 def _scan_leaf(node, buf, start, count, hashval, name, block_form, blockbuf=None):
     """Look for ``name`` among entries with ``hashval``; returns (ino or None,
     ran_off_end) where ran_off_end means equal hashes may continue in the
     next leaf block."""
-    i = _first_at_or_after(buf, start, count, hashval)
+    i = dabtree.lower_bound(buf, count, hashval, start, what="directory leaf")
     while i < count:
-        h, addr = _LEAF_ENT.unpack_from(buf, start + 8 * i)
+        h, addr = B.leaf_entry(buf, start, i)
         if h != hashval:
             return None, False
         if addr != C.XFS_DIR2_NULL_DATAPTR:
@@ -188,11 +177,11 @@ def lookup(node, name: bytes) -> int | None:
     leaf_fsb = C.XFS_DIR2_LEAF_OFFSET >> sb.blocklog
     if kind == "leaf":
         buf = _read_dirblock(node, leaf_fsb, V.DIR3_LEAF)
-        count = struct.unpack_from(">H", buf, 56)[0]
-        if C.XFS_DIR3_LEAF_HDR_SIZE + 8 * count > len(buf):
+        count = B.leaf_count(buf)
+        if B.LEAF_HDR + B.LEAF_ENT * count > len(buf):
             raise CorruptionError("directory leaf block", f"count {count} overruns the block",
                                   ino=node.ino, field="count")
-        return _scan_leaf(node, buf, C.XFS_DIR3_LEAF_HDR_SIZE, count, hashval, name, False)[0]
+        return _scan_leaf(node, buf, B.LEAF_HDR, count, hashval, name, False)[0]
     return _node_lookup(node, leaf_fsb, hashval, name)
 
 
@@ -208,8 +197,7 @@ def _node_lookup(node, root_fsb: int, hashval: int, name: bytes) -> int | None:
             raise CorruptionError("directory leaf block", f"magic 0x{magic:x} where a leafn "
                                   "block is expected", ino=node.ino, block=fsb, field="magic")
         count = dabtree.count(buf)
-        ino, more = _scan_leaf(node, buf, C.XFS_DIR3_LEAF_HDR_SIZE, count, hashval, name,
-                               False)
+        ino, more = _scan_leaf(node, buf, B.LEAF_HDR, count, hashval, name, False)
         if ino is not None or not more or not dabtree.next_leaf(read, path):
             return ino
 

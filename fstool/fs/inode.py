@@ -32,10 +32,19 @@ _NEXT64_OFF = DINODE.offset("di_big_nextents")
 _NEXT32_OFF = DINODE.offset("di_nextents")
 _ANEXT16_OFF = DINODE.offset("di_anextents")
 _NBLOCKS_OFF = DINODE.offset("di_nblocks")
+_GEN_OFF = DINODE.offset("di_gen")
 
 
 _inode_stat = parsers.inode_stat
 _single_extent_read = parsers.single_extent_read
+
+
+def raw_stat(fs, ino: int, raw) -> tuple:
+    """(os.stat_result, generation) of encoded inode ``raw`` of filesystem
+    ``fs``, what ``fs.inode(ino)``'s ``stat()`` and ``gen`` give once it is
+    written, without decoding it (not for devices, whose ``st_rdev`` this
+    leaves 0)."""
+    return _inode_stat(raw, ino, fs._stat_ctx), _BE32.unpack_from(raw, _GEN_OFF)[0]
 
 
 def decode_timestamp(raw: int, bigtime: bool) -> int:

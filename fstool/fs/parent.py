@@ -37,6 +37,7 @@ class PathWalker:
         self._parents_of = parents_of or self._read_parents
         self._gen_of = gen_of or self._read_gen
         self._dirs: dict = {self.root: [b"/"]}     # directory -> its paths
+        self._prefixes: dict = {}                  # directory -> its paths ending in '/'
         self.broken: list[Broken] = []
 
     def _read_parents(self, ino: int) -> list:
@@ -53,10 +54,31 @@ class PathWalker:
 
     def paths(self, ino: int) -> list[bytes]:
         """Every path of ``ino`` (bytes, from '/'), in parent pointer order;
-        the root's is '/'.  Pointers that lead nowhere go to ``broken``."""
+        the root's is '/'.  Pointers that lead nowhere go to ``broken``.
+        A pointer is a :class:`Parent` or a plain (ino, gen, name) tuple."""
         if ino == self.root:
             return [b"/"]
-        return self._paths(ino, self._parents_of(ino), ())[0]
+        parents = self._parents_of(ino)
+        # the common case, at once: every pointer names a directory whose
+        # paths are known, of the generation it records
+        dirs, gen_of, prefixes = self._dirs, self._gen_of, self._prefixes
+        out = []
+        for d, gen, name in parents:
+            pre = prefixes.get(d)
+            if pre is None:
+                known = dirs.get(d)
+                if known is None:
+                    break
+                pre = prefixes[d] = [b if b == b"/" else b + b"/" for b in known]
+            if d == ino or gen_of(d) != gen:
+                break
+            if len(pre) == 1:
+                out.append(pre[0] + name)
+            else:
+                out.extend([b + name for b in pre])
+        else:
+            return out
+        return self._paths(ino, parents, ())[0]
 
     def _paths(self, ino: int, parents, chain) -> tuple[list[bytes], bool]:
         """(paths, whether a cycle cut some of them short)."""
@@ -66,11 +88,13 @@ class PathWalker:
         for p in parents:
             base, c = self._dir_paths(ino, p, chain)
             cut |= c
+            name = p[2]
             for b in base:
-                out.append((b if b != b"/" else b"") + b"/" + p.name)
+                out.append((b if b != b"/" else b"") + b"/" + name)
         return out, cut
 
     def _dir_paths(self, child: int, p, chain) -> tuple[list[bytes], bool]:
+        p = xattr.Parent._make(p)
         d = p.ino
         if d in chain:
             return [], True                 # a cycle: given up

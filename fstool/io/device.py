@@ -19,7 +19,6 @@ PATH`` to FILE before it is counted.
 """
 from __future__ import annotations
 
-import ctypes
 import errno
 import fcntl
 import os
@@ -253,6 +252,19 @@ class Device:
             raise ImageTruncatedError(f"{self.path}: short read at offset {offset}: "
                                       "image truncated")
         return data
+
+    def will_need(self, offset: int, length: int) -> None:
+        """Ask the kernel to start reading ``length`` bytes at ``offset``
+        into its page cache (posix_fadvise WILLNEED) without waiting, so
+        that the reads of them that follow find them there or wait less; a
+        hint only: nothing where it cannot be given (a metadump, a range
+        outside the image, a host without the call)."""
+        if self.dump is not None or offset < 0 or length <= 0 or offset + length > self.size:
+            return
+        try:
+            os.posix_fadvise(self.fd, offset + self.start, length, os.POSIX_FADV_WILLNEED)
+        except (OSError, AttributeError):
+            pass
 
     def preadinto(self, view, offset: int) -> None:
         """Fill the writable buffer ``view`` from ``offset``, exactly."""
@@ -577,6 +589,7 @@ _SFR: list = []
 def _sync_file_range_fn():
     """libc's sync_file_range as a ctypes function, or None off Linux."""
     if not _SFR:
+        import ctypes  # lazy: start-up; only writers flush, read-only commands never
         fn = None
         if sys.platform.startswith("linux"):
             try:
@@ -656,6 +669,7 @@ def _sync_file_range(fd: int) -> bool:
     if fn is None:
         return False
     if fn(fd, 0, 0, 2):                 # SYNC_FILE_RANGE_WRITE
+        import ctypes  # lazy: loaded already by _sync_file_range_fn
         return ctypes.get_errno() not in (errno.ENOSYS, errno.EINVAL, errno.ESPIPE,
                                           errno.EOPNOTSUPP)
     return True
@@ -668,6 +682,7 @@ FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE = 1, 2
 def _fallocate_fn():
     """libc's fallocate(2) as a ctypes function (looked up once)."""
     if not _FALLOCATE:
+        import ctypes  # lazy: start-up; only hole punching and preallocation use it
         fn = ctypes.CDLL(None, use_errno=True).fallocate
         fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
         fn.restype = ctypes.c_int

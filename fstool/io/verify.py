@@ -21,6 +21,8 @@ from ..errors import CorruptionError
 from ..format import constants as C
 from ..format.structs import AGF as _AGF, AGFL as _AGFL, AGI as _AGI, DINODE as _DINODE
 from ..format.structs import SB as _SB
+from ..format.structs import (ATTR3_RMT_HDR as _ATTR3_RMT_HDR, DA3_BLKINFO as _DA3_BLKINFO,
+                              DIR3_BLK_HDR as _DIR3_BLK_HDR, DSYMLINK_HDR as _DSYMLINK_HDR)
 
 SB_LSN_OFF = _SB.offset("sb_lsn")
 AGF_LSN_OFF = _AGF.offset("agf_lsn")
@@ -82,6 +84,10 @@ class BufType(NamedTuple):
     def magic_of(self, data) -> int:
         return struct.unpack_from(self.magic_fmt, data, self.magic_off)[0]
 
+    def lsn_of(self, data) -> int:
+        """The LSN the block records (0 for a type without one)."""
+        return 0 if self.lsn_off is None else _U64.unpack_from(data, self.lsn_off)[0]
+
     def blft(self, data) -> int:
         """The XFS_BLFT_* type the log records for a buffer of this type."""
         if self.inodes:
@@ -93,19 +99,30 @@ def _bt_short(name, magic):
     return BufType(name, 0, ">I", (magic,), 52, 16, 32, 48, ">I", lsn_off=24)
 
 
+def _hdr(layout, name, magics, magic="magic", crc="crc", blkno="blkno", uuid="uuid",
+         owner="owner", lsn="lsn", **more):
+    """A block type whose header is ``layout`` (its fields by name)."""
+    o = layout.offset
+    code = dict(layout.fields)[magic]
+    return BufType(name, o(magic), ">" + code, magics, o(crc), o(blkno), o(uuid), o(owner),
+                   lsn_off=o(lsn), **more)
+
+
 def _dir3(name, *magics):
-    return BufType(name, 0, ">I", magics, 4, 8, 24, 40, lsn_off=16)
+    return _hdr(_DIR3_BLK_HDR, name, magics)
 
 
 def _da3(name, *magics):
-    return BufType(name, 8, ">H", magics, 12, 16, 32, 48, lsn_off=24)
+    return _hdr(_DA3_BLKINFO, name, magics)
 
 
 _REMOTE_HDR = 56       # xfs_attr3_rmt_hdr and xfs_dsymlink_hdr: magic, offset, bytes, crc, ...
 
 
-def _remote(name, magic):
-    return BufType(name, 0, ">I", (magic,), 12, 40, 16, 32, lsn_off=48, per_block=True)
+def _remote(name, magic, layout, p):
+    """Remote value or symlink blocks: a header (fields named ``p``...) in each."""
+    return _hdr(layout, name, (magic,), p + "magic", p + "crc", p + "blkno", p + "uuid",
+                p + "owner", p + "lsn", per_block=True)
 
 
 BNOBT = _bt_short("bnobt block", C.XFS_ABTB_CRC_MAGIC)
@@ -125,8 +142,8 @@ DIR3_LEAF = _da3("directory leaf block", C.XFS_DIR3_LEAF1_MAGIC, C.XFS_DIR3_LEAF
 DA3_NODE_OR_LEAF = _da3("directory node/leaf block", C.XFS_DA3_NODE_MAGIC,
                         C.XFS_DIR3_LEAFN_MAGIC, C.XFS_DIR3_LEAF1_MAGIC)
 ATTR3_NODE_OR_LEAF = _da3("xattr leaf/node block", C.XFS_ATTR3_LEAF_MAGIC, C.XFS_DA3_NODE_MAGIC)
-ATTR3_RMT = _remote("remote xattr value block", C.XFS_ATTR3_RMT_MAGIC)
-SYMLINK = _remote("symlink block", C.XFS_SYMLINK_MAGIC)
+ATTR3_RMT = _remote("remote xattr value block", C.XFS_ATTR3_RMT_MAGIC, _ATTR3_RMT_HDR, "rm_")
+SYMLINK = _remote("symlink block", C.XFS_SYMLINK_MAGIC, _DSYMLINK_HDR, "sl_")
 
 # no uuid test: sb_uuid is the user-visible UUID, which differs from the one
 # the metadata is stamped with once it was changed (incompat META_UUID)

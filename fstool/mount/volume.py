@@ -42,6 +42,7 @@ from ..errors import FsToolError, WriteRefused
 from ..format import constants as C
 from ..format.structs import SB
 from ..fs.filesystem import Filesystem
+from ..fs.inode import raw_stat
 from ..fs.logstate import log_is_clean
 from ..io import verify as V
 from ..io.lock import ImageLock, refuse_if_mounted
@@ -69,6 +70,13 @@ READAHEAD_MAX = 16 << 20
 # read-ahead sends several reads at once, the mount's threads may answer
 # them out of order)
 READAHEAD_SLACK = 1 << 20
+
+# a write into a hole inside a file fills the whole aligned run of this
+# many bytes around it that is a hole (zeros around the data): random
+# writes into a new sparse file then take one transaction per run instead
+# of one per block, the writes after the first into a run being overwrites
+# in place (FileIO.fill_blocks; docs/performance.md)
+HOLE_FILL_BYTES = 64 << 10
 
 # free blocks per create of a group below which creates are neither grouped
 # nor answered before their names are added (a create takes far fewer: its
@@ -151,6 +159,7 @@ class Volume:
             self.ns = Namespace(self.w)
             self.ns.is_open = self._is_open
             self.fileio = FileIO(self.w)
+            self.fileio.fill_blocks = max(1, HOLE_FILL_BYTES >> self.w.sb.blocklog)
         self._Namespace = Namespace
         sb = self.fs.sb
         self.sb = sb
@@ -476,6 +485,7 @@ class Volume:
         self._dir_node(parent)
         # near a full filesystem, one transaction each: creates done again
         # one by one must not find less room than they had in the group
+        fresh = group                   # a file, fifo or socket: see _fresh_attr
         group = group and self.group > 1 and self._room()
         if not group:
             later = None
@@ -501,8 +511,24 @@ class Volume:
             op.__exit__(None, None, None)
         else:
             later.append(lambda: self._second_half(op, ns, make, halves[1], parent, ino))
-        a = self.getattr(ino)
+        a = self._fresh_attr(ino) if fresh else None
+        if a is None:
+            a = self.getattr(ino)
         self.icache.ref(ino)
+        return a
+
+    def _fresh_attr(self, ino: int):
+        """The Attr of a file, fifo or socket just made, from the inode as
+        this operation wrote it (put_inode; nothing changes a new inode but
+        through it), without decoding it from its cluster; else None."""
+        raw = self.w.inodes.written.get(ino)
+        if raw is None:
+            return None
+        mode = (raw[2] << 8) | raw[3]
+        if pystat.S_ISCHR(mode) or pystat.S_ISBLK(mode) or pystat.S_ISDIR(mode):
+            return None
+        a = Attr(*raw_stat(self.fs, ino, raw))
+        self.icache.put(ino, a)
         return a
 
     def _second_half(self, op, ns, make, second, parent: int, ino: int) -> None:

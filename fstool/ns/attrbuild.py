@@ -20,6 +20,7 @@ from ..errors import InvalidArgument, NameTooLongError
 from ..format import constants as C
 from ..format import parent as P
 from ..format import structs as S
+from ..fs import attrleaf as L
 from .dablock import da_block, da_finisher, pack
 from .dabtree import node_levels
 from ..io import verify as V
@@ -46,8 +47,7 @@ def split_name(full) -> tuple[int, bytes]:
                           "security.")
 
 
-def xattr_sf_size(attrs) -> int:
-    return 4 + sum(3 + len(n) + len(v) for _f, n, v in attrs)
+xattr_sf_size = L.sf_size
 
 
 def _check(attrs) -> None:
@@ -90,12 +90,11 @@ def _headed_finisher(data: bytes, nblocks: int, blocksize: int, magic: int, ino:
 
 
 def _local_size(name: bytes, value: bytes) -> int:
-    return (2 + 1 + len(name) + len(value) + 3) & ~3
+    return L.local_size(len(name), len(value))
 
 
 def _remote_size(name: bytes) -> int:
-    # the kernel sizes it from the padded 12-byte struct, minus its name[1]
-    return (11 + len(name) + 3) & ~3
+    return L.remote_size(len(name))
 
 
 def encode_xattrs(attrs, *, ino: int, uuid: bytes, blocksize: int,
@@ -106,10 +105,7 @@ def encode_xattrs(attrs, *, ino: int, uuid: bytes, blocksize: int,
         return ForkPlan(b"", [], 0)
     sf = xattr_sf_size(attrs)
     if sf <= inline_space and all(len(n) < 255 and len(v) < 255 for _f, n, v in attrs):
-        out = bytearray(struct.pack(">HBB", sf, len(attrs), 0))
-        for flags, name, value in attrs:
-            out += struct.pack(">BBB", len(name), len(value), flags) + name + value
-        return ForkPlan(bytes(out), [], 0)
+        return ForkPlan(L.sf_encode(attrs), [], 0)
     items = []          # (hash, seq, flags, name, value, local)
     for seq, (flags, name, value) in enumerate(attrs):
         local = is_local(name, value, blocksize)

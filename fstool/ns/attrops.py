@@ -51,8 +51,11 @@ class AttrFork:
     """The leaf- or node-form attr fork of one inode, changed by the open
     transaction of session ``w``."""
 
-    def __init__(self, w, ino: int):
+    def __init__(self, w, ino: int, match_incomplete: bool = False):
         self.w = w
+        # log recovery finds entries left incomplete too, to replace or
+        # remove them (xfs_attr_match_mask with XFS_DA_OP_RECOVERY)
+        self.match_incomplete = match_incomplete
         self.fs = fs = w.fs
         self.ino = ino
         self.node = node = fs.inode(ino)
@@ -170,7 +173,7 @@ class AttrFork:
             while i < n and B.hash_at(buf, i, AB.LEAF_HDR) == h:
                 e = AB.leaf_entry(buf, i)
                 if e.name == name and (e.flags & C.XFS_ATTR_NSP_ONDISK_MASK) == flags and \
-                        not e.flags & C.XFS_ATTR_INCOMPLETE and \
+                        (self.match_incomplete or not e.flags & C.XFS_ATTR_INCOMPLETE) and \
                         (not parent or e.value == value):
                     return ins + ((path, i),)
                 i += 1

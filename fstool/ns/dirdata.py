@@ -1,5 +1,8 @@
 """One directory data block changed in place, the kernel's way.
 
+The block's pieces (header, entries, unused regions) are read and written
+through fstool.fs.dirblock; this module keeps the kernel's allocation.
+
 A v5 data block (XDD3, or XDB3 for a single-block directory) holds a
 64-byte header whose bestfree table lists the three longest unused
 regions, then entries and unused regions back to back up to the data end
@@ -15,69 +18,12 @@ as the kernel's after the same operations.
 """
 from __future__ import annotations
 
-import struct
+from ..fs.dirblock import (FREETAG, HDR, data_end, entry_at, entry_head, entsize, free_len,
+                           get_bf, put_bf, put_entry, put_unused, set_data_magic, tag_at)
 
-from ..format import constants as C
-
-HDR = 64                    # data entries start here (v5)
-BF = 48                     # bestfree[3]: (offset, length) pairs
-FREETAG = 0xFFFF
-_BF = struct.Struct(">HHHHHH")
-_U16 = struct.Struct(">H")
-_U32 = struct.Struct(">I")
-_ENT = struct.Struct(">QB")
-
-
-def entsize(namelen: int) -> int:
-    """Bytes of a data entry with ftype: inumber, namelen, name, ftype, tag."""
-    return (8 + 1 + namelen + 1 + 2 + 7) & ~7
-
-
-def data_end(buf) -> int:
-    """Where entries end: the leaf array of a block-form block, else the block end."""
-    if _U32.unpack_from(buf, 0)[0] == C.XFS_DIR3_BLOCK_MAGIC:
-        count = _U32.unpack_from(buf, len(buf) - 8)[0]
-        return len(buf) - 8 - 8 * count
-    return len(buf)
-
-
-def get_bf(buf) -> list:
-    v = _BF.unpack_from(buf, BF)
-    return [[v[0], v[1]], [v[2], v[3]], [v[4], v[5]]]
-
-
-def put_bf(buf, bf) -> None:
-    _BF.pack_into(buf, BF, bf[0][0], bf[0][1], bf[1][0], bf[1][1], bf[2][0], bf[2][1])
-
-
-def free_len(buf, off: int):
-    """Length of the unused region at ``off``, or None when an entry is there."""
-    if _U16.unpack_from(buf, off)[0] == FREETAG:
-        return _U16.unpack_from(buf, off + 2)[0]
-    return None
-
-
-def put_unused(buf, off: int, length: int) -> None:
-    struct.pack_into(">HH", buf, off, FREETAG, length)
-    _U16.pack_into(buf, off + length - 2, off)
-
-
-def put_entry(buf, off: int, ino: int, name: bytes, ftype: int) -> int:
-    size = entsize(len(name))
-    _ENT.pack_into(buf, off, ino, len(name))
-    end = off + 9 + len(name)
-    buf[off + 9:end] = name
-    buf[end] = ftype
-    buf[end + 1:off + size - 2] = bytes(off + size - 2 - end - 1)
-    _U16.pack_into(buf, off + size - 2, off)
-    return size
-
-
-def entry_at(buf, off: int):
-    """(ino, name, ftype, size) of the data entry at ``off``."""
-    ino, n = _ENT.unpack_from(buf, off)
-    name = bytes(buf[off + 9:off + 9 + n])
-    return ino, name, buf[off + 9 + n], entsize(n)
+__all__ = ["FREETAG", "HDR", "data_end", "entry_at", "entsize", "free_len", "get_bf", "put_bf",
+           "put_entry", "put_unused", "regions", "freefind", "freeinsert", "freeremove",
+           "freescan", "init_data", "use_free", "make_free"]
 
 
 def regions(buf, start: int = HDR, end: int | None = None):
@@ -92,7 +38,7 @@ def regions(buf, start: int = HDR, end: int | None = None):
                 raise ValueError(f"unused region at {off} of length {n}")
             yield off, n, True
         else:
-            n = entsize(buf[off + 8])
+            n = entsize(entry_head(buf, off)[1])
             if off + n > end:
                 raise ValueError(f"entry at {off} overruns the data end {end}")
             yield off, n, False
@@ -145,7 +91,7 @@ def freescan(buf) -> None:
 
 def init_data(buf, magic: int) -> None:
     """A fresh data block: the header and one unused region after it."""
-    _U32.pack_into(buf, 0, magic)
+    set_data_magic(buf, magic)
     put_unused(buf, HDR, len(buf) - HDR)
     put_bf(buf, [[HDR, len(buf) - HDR], [0, 0], [0, 0]])
 
@@ -205,7 +151,7 @@ def make_free(buf, off: int, length: int, end: int | None = None,
     bf = get_bf(buf)
     prev = None
     if off > HDR:
-        poff = _U16.unpack_from(buf, off - 2)[0]
+        poff = tag_at(buf, off)
         if free_len(buf, poff) is not None:
             prev = poff
     post = None

@@ -39,14 +39,13 @@ from . import dirdata as D
 from . import files as F
 from .bmap import first_unused, owned_extents
 from .dabtree import DaTree, init_header
-from ..fs import dabtree
+from ..fs import dabtree, dirblock as B
 
 HDR = D.HDR
+_DOTDOT = HDR + D.entsize(len(b"."))        # where '..' and the first entry start
+_FIRST = _DOTDOT + D.entsize(len(b".."))
 NULLOFF = 0xFFFF
-_U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
-_HH = struct.Struct(">HH")
-_II = struct.Struct(">II")
 _Q = struct.Struct(">Q")
 _DI = {f: DINODE.offset(f) for f in ("di_format", "di_nlink", "di_big_nextents", "di_mtime",
                                      "di_ctime", "di_size", "di_nblocks", "di_nextents",
@@ -63,10 +62,7 @@ def _hash(name: bytes) -> int:
 
 def _ents(buf, start: int, count: int) -> list:
     """(hash, address) pairs of a leaf or node entry array."""
-    if not count:
-        return []
-    v = struct.unpack_from(f">{2 * count}I", buf, start)
-    return list(zip(v[0::2], v[1::2]))
+    return dabtree.entries(buf, count, start)
 
 
 class _BufEnts:
@@ -86,12 +82,11 @@ class _BufEnts:
     def __getitem__(self, i: int) -> tuple:
         if not 0 <= i < self.count:
             raise IndexError(i)
-        return _II.unpack_from(self.buf, self.start + 8 * i)
+        return B.leaf_entry(self.buf, self.start, i)
 
 
 def _put_ents(buf, start: int, ents) -> None:
-    if ents:
-        struct.pack_into(f">{2 * len(ents)}I", buf, start, *[x for e in ents for x in e])
+    dabtree.put_entries(buf, ents, start)
 
 
 def _lower_bound(ents, h: int) -> int:
@@ -100,39 +95,9 @@ def _lower_bound(ents, h: int) -> int:
     return bisect.bisect_left(ents, (h, -1))
 
 
-def sf_parse(lit: bytes):
-    """(parent, [(offset, name, ftype, ino)]) of a shortform directory (ftype)."""
-    count, i8 = lit[0], lit[1]
-    isz = 8 if i8 else 4
-    parent = int.from_bytes(lit[2:2 + isz], "big")
-    pos = 2 + isz
-    out = []
-    for _ in range(count):
-        n = lit[pos]
-        off = _U16.unpack_from(lit, pos + 1)[0]
-        name = bytes(lit[pos + 3:pos + 3 + n])
-        ft = lit[pos + 3 + n]
-        ino = int.from_bytes(lit[pos + 4 + n:pos + 4 + n + isz], "big")
-        out.append((off, name, ft, ino))
-        pos += 4 + n + isz
-    return parent, out
-
-
-def sf_encode(parent: int, ents) -> bytes:
-    i8 = sum(1 for e in ents if e[3] > 0xFFFFFFFF) + (parent > 0xFFFFFFFF)
-    isz = 8 if i8 else 4
-    out = bytearray((len(ents), i8))
-    out += parent.to_bytes(isz, "big")
-    for off, name, ft, ino in ents:
-        out.append(len(name))
-        out += _U16.pack(off) + name + bytes((ft,)) + ino.to_bytes(isz, "big")
-    return bytes(out)
-
-
-def sf_size(parent: int, ents) -> int:
-    big = parent > 0xFFFFFFFF or any(e[3] > 0xFFFFFFFF for e in ents)
-    isz = 8 if big else 4
-    return 2 + isz + sum(4 + len(e[1]) + isz for e in ents)
+sf_parse = B.sf_parse
+sf_encode = B.sf_encode
+sf_size = B.sf_size
 
 
 class Dir:
@@ -172,8 +137,8 @@ class Dir:
         self.dirty = False
         self.nlink_delta = 0
         self.unsaved = 0                # entries added since the inode was last written
-        self.max_leaf = (self.dbs - HDR) // 8
-        self.max_bests = (self.dbs - HDR) // 2
+        self.max_leaf = (self.dbs - B.LEAF_HDR) // B.LEAF_ENT
+        self.max_bests = (self.dbs - B.FREE_HDR) // 2
         self.da = DaTree(self.read, self._grow_node, self.shrink, root=self.leafblk,
                          blksize=self.dbs, ino=ino, what="directory node block",
                          stats=CONVERSIONS)
@@ -294,7 +259,7 @@ class Dir:
         if da_hdr:
             init_header(buf, magic, daddr, self.w.uuid, self.ino)
         else:
-            struct.pack_into(">IIQQ16sQ", buf, 0, magic, 0, daddr, 0, self.w.uuid, self.ino)
+            B.init_header(buf, magic, daddr, self.w.uuid, self.ino)
 
     def new_block(self, space_start: int, bt, magic: int, da_hdr: bool):
         """A new block at the first hole of a space, with its header: (da, buffer)."""
@@ -394,22 +359,22 @@ class Dir:
         h = _hash(name)
         if form == "block":
             buf = self.read(0, V.DIR3_DATA_ANY)
-            count = _U32.unpack_from(buf, self.dbs - 8)[0]
-            start = self.dbs - 8 - 8 * count
+            count = B.block_tail(buf)[0]
+            start = B.block_leaf_start(buf, count)
             ents = _BufEnts(buf, start, count)
             r = self._scan(ents, _lower_bound(ents, h), h, name, buf)
             return None if r is None else (r[0], r[1], ("block", r[2]))
         if form == "leaf":
             lbuf = self.read(self.leafblk)
-            count = _U16.unpack_from(lbuf, 56)[0]
-            ents = _BufEnts(lbuf, HDR, count)
+            count = B.leaf_count(lbuf)
+            ents = _BufEnts(lbuf, B.LEAF_HDR, count)
             r = self._scan(ents, _lower_bound(ents, h), h, name, None)
             return None if r is None else (r[0], r[1], ("leaf", r[2]))
         path = self._node_path(h)
         while True:
             da, lbuf, idx = path[-1]
-            count = _U16.unpack_from(lbuf, 56)[0]
-            ents = _BufEnts(lbuf, HDR, count)
+            count = B.leaf_count(lbuf)
+            ents = _BufEnts(lbuf, B.LEAF_HDR, count)
             r = self._scan(ents, idx, h, name, None)
             if r is not None:
                 path[-1] = (da, lbuf, r[2])
@@ -455,7 +420,7 @@ class Dir:
         if form == "sf":
             parent, ents = self._sf_ents()
             items = [(HDR >> 3, b".", self.ino, C.XFS_DIR3_FT_DIR),
-                     ((HDR + 16) >> 3, b"..", parent, C.XFS_DIR3_FT_DIR)]
+                     (_DOTDOT >> 3, b"..", parent, C.XFS_DIR3_FT_DIR)]
             items += [(off >> 3, name, ino, ft) for off, name, ft, ino in ents]
             for it in items:
                 if it[0] >= cookie:
@@ -512,13 +477,13 @@ class Dir:
             self._sf_to_block()
             return self._block_add(name, ino, ftype, h)
         size = D.entsize(len(name))
-        off = D.HDR + 32
+        off = _FIRST
         holefit = False
         for e in ents:
             if not holefit:
                 holefit = off + size <= e[0]
             off = e[0] + D.entsize(len(e[1]))
-        used = off + (len(ents) + 3) * 8 + 8
+        used = off + (len(ents) + 3) * B.LEAF_ENT + B.BLOCK_TAIL
         if used + (0 if holefit else size) > self.dbs:
             self._sf_to_block()
             return self._block_add(name, ino, ftype, h)
@@ -526,7 +491,7 @@ class Dir:
             and parent <= 0xFFFFFFFF
         if objchange or used + size > self.dbs:
             # the hard way: the first hole that fits, in offset order
-            off = D.HDR + 32
+            off = _FIRST
             pos = len(ents)
             for k, e in enumerate(ents):
                 if off + size <= e[0]:
@@ -548,14 +513,13 @@ class Dir:
         dbs = self.dbs
         _da, buf = self.new_block(0, V.DIR3_DATA_ANY, C.XFS_DIR3_BLOCK_MAGIC, False)
         count = len(ents) + 2
-        tail = 8 + 8 * count
-        endoff = dbs - tail
-        _II.pack_into(buf, dbs - 8, count, 0)
+        endoff = B.block_leaf_start(buf, count)
+        B.put_block_tail(buf, count, 0)
         bf = [[0, 0], [0, 0], [0, 0]]
         D.put_entry(buf, HDR, self.ino, b".", C.XFS_DIR3_FT_DIR)
-        D.put_entry(buf, HDR + 16, parent, b"..", C.XFS_DIR3_FT_DIR)
-        leaf = [(_hash(b"."), HDR >> 3), (_hash(b".."), (HDR + 16) >> 3)]
-        off = HDR + 32
+        D.put_entry(buf, _DOTDOT, parent, b"..", C.XFS_DIR3_FT_DIR)
+        leaf = [(_hash(b"."), HDR >> 3), (_hash(b".."), _DOTDOT >> 3)]
+        off = _FIRST
         for eoff, name, ft, ino in ents + [(endoff, None, 0, 0)]:
             if off < eoff:
                 D.put_unused(buf, off, eoff - off)
@@ -570,11 +534,10 @@ class Dir:
         self.size = dbs
 
     def _block_add(self, name, ino, ftype, h) -> None:
-        dbs = self.dbs
         buf = self.read(0, V.DIR3_DATA_ANY)
         length = D.entsize(len(name))
-        count, stale = _II.unpack_from(buf, dbs - 8)
-        blp = dbs - 8 - 8 * count
+        count, stale = B.block_tail(buf)
+        blp = B.block_leaf_start(buf, count)
         bf = D.get_bf(buf)
         compact = False
         enddup = dup = None
@@ -583,16 +546,16 @@ class Dir:
                 dup = bf[0][0]
             else:
                 compact = True
-                d = _U16.unpack_from(buf, blp - 2)[0]
+                d = B.tag_at(buf, blp)
                 fl = D.free_len(buf, d)
                 if fl is not None:
-                    dup = d if fl + (stale - 1) * 8 >= length else None
-                elif (stale - 1) * 8 < length:
+                    dup = d if fl + (stale - 1) * B.LEAF_ENT >= length else None
+                elif (stale - 1) * B.LEAF_ENT < length:
                     dup = None
                 else:
                     dup = blp
         else:
-            d = _U16.unpack_from(buf, blp - 2)[0]
+            d = B.tag_at(buf, blp)
             fl = D.free_len(buf, d)
             if fl is not None:
                 enddup = d
@@ -611,11 +574,12 @@ class Dir:
             mid = _lower_bound(_BufEnts(buf, blp, count), h)
             fl = D.free_len(buf, enddup)
             scan = D.use_free(buf, enddup, enddup + fl - 8, 8, defer=True)
-            _II.pack_into(buf, dbs - 8, count + 1, 0)
+            B.put_block_tail(buf, count + 1, 0)
             if scan:
                 D.freescan(buf)
-            buf[blp - 8:blp - 8 + 8 * mid] = buf[blp:blp + 8 * mid]
-            _II.pack_into(buf, blp - 8 + 8 * mid, h, dup >> 3)
+            E = B.LEAF_ENT
+            buf[blp - E:blp - E + E * mid] = buf[blp:blp + E * mid]
+            B.put_leaf_entry(buf, blp - E, mid, h, dup >> 3)
             _put_at(buf, dup, length, ino, name, ftype)
             return
         ents = _ents(buf, blp, count)
@@ -630,10 +594,10 @@ class Dir:
                     seen_stale = True
                 kept.append(e)
             ents = kept[::-1]
-            freed = (stale - 1) * 8
+            freed = (stale - 1) * B.LEAF_ENT
             count -= stale - 1
             stale = 1
-            _II.pack_into(buf, dbs - 8, count, stale)
+            B.put_block_tail(buf, count, stale)
             D.make_free(buf, blp, freed)
             blp += freed
         mid = _lower_bound(ents, h) - 1
@@ -641,7 +605,7 @@ class Dir:
             fl = D.free_len(buf, enddup)
             scan = D.use_free(buf, enddup, enddup + fl - 8, 8, defer=True)
             count += 1
-            _II.pack_into(buf, dbs - 8, count, stale)
+            B.put_block_tail(buf, count, stale)
             blp -= 8
             if scan:
                 D.freescan(buf)
@@ -663,7 +627,7 @@ class Dir:
                 del ents[highstale]
                 ents.insert(mid, (h, 0))
             stale -= 1
-            _II.pack_into(buf, dbs - 8, count, stale)
+            B.put_block_tail(buf, count, stale)
         ents[mid] = (h, dup >> 3)
         _put_ents(buf, blp, ents)
         _put_at(buf, dup, length, ino, name, ftype)
@@ -671,46 +635,40 @@ class Dir:
     def _block_to_leaf(self, buf) -> None:
         CONVERSIONS["block->leaf"] += 1
         dbs = self.dbs
-        count, stale = _II.unpack_from(buf, dbs - 8)
-        blp = dbs - 8 - 8 * count
+        count, stale = B.block_tail(buf)
+        blp = B.block_leaf_start(buf, count)
         ents = _ents(buf, blp, count)
         _lda, lbuf = self.new_block(self.leafblk, V.DA3_NODE_OR_LEAF, C.XFS_DIR3_LEAF1_MAGIC,
                                     True)
-        _HH.pack_into(lbuf, 56, count, stale)
-        _put_ents(lbuf, HDR, ents)
+        B.put_leaf_count_stale(lbuf, count, stale)
+        _put_ents(lbuf, B.LEAF_HDR, ents)
         scan = D.make_free(buf, blp, dbs - blp, defer=True)
-        _U32.pack_into(buf, 0, C.XFS_DIR3_DATA_MAGIC)
+        B.set_data_magic(buf, C.XFS_DIR3_DATA_MAGIC)
         if scan:
             D.freescan(buf)
-        _U32.pack_into(lbuf, dbs - 4, 1)
-        _U16.pack_into(lbuf, dbs - 6, D.get_bf(buf)[0][1])
+        B.put_leaf_bests(lbuf, [D.get_bf(buf)[0][1]])
 
     # leaf form
     def _leaf_read(self):
         lbuf = self.read(self.leafblk)
-        count, stale = _HH.unpack_from(lbuf, 56)
-        ents = _ents(lbuf, HDR, count)
-        nb = _U32.unpack_from(lbuf, self.dbs - 4)[0]
-        bests = list(struct.unpack_from(f">{nb}H", lbuf, self.dbs - 4 - 2 * nb))
+        count, stale = B.leaf_count_stale(lbuf)
+        ents = _ents(lbuf, B.LEAF_HDR, count)
+        bests = B.leaf_bests(lbuf)
         return lbuf, ents, stale, bests
 
     def _leaf_write(self, lbuf, ents, stale, bests) -> None:
-        dbs = self.dbs
-        _HH.pack_into(lbuf, 56, len(ents), stale)
-        _put_ents(lbuf, HDR, ents)
-        _U32.pack_into(lbuf, dbs - 4, len(bests))
-        if bests:
-            struct.pack_into(f">{len(bests)}H", lbuf, dbs - 4 - 2 * len(bests), *bests)
+        B.put_leaf_count_stale(lbuf, len(ents), stale)
+        _put_ents(lbuf, B.LEAF_HDR, ents)
+        B.put_leaf_bests(lbuf, bests)
 
     def _leaf_add(self, name, ino, ftype, h) -> None:
         dbs = self.dbs
         lbuf = self.read(self.leafblk)
-        count, stale = _HH.unpack_from(lbuf, 56)
+        count, stale = B.leaf_count_stale(lbuf)
         # read where they lie: the whole array is decoded only for the
         # rare changes that rearrange it (stale entries, conversion)
-        ents = _BufEnts(lbuf, HDR, count)
-        nb = _U32.unpack_from(lbuf, dbs - 4)[0]
-        bests = list(struct.unpack_from(f">{nb}H", lbuf, dbs - 4 - 2 * nb))
+        ents = _BufEnts(lbuf, B.LEAF_HDR, count)
+        bests = B.leaf_bests(lbuf)
         length = D.entsize(len(name))
         index = _lower_bound(ents, h)
         use = -1
@@ -732,17 +690,17 @@ class Dir:
         need = (0 if stale else 8) + (2 if use == -1 else 0)
         if use != -1 and bests[use] == NULLOFF:
             use = -1
-        room = (dbs - 4 - 2 * len(bests)) - (HDR + 8 * len(ents))
+        room = B.leaf_bests_start(lbuf, len(bests)) - (B.LEAF_HDR + B.LEAF_ENT * len(ents))
         compact = False
         lowstale = highstale = None
         if room < need and stale > 1:
             compact = True
         elif room < need:
-            self._leaf_to_node(lbuf, _ents(lbuf, HDR, count), stale, bests)
+            self._leaf_to_node(lbuf, _ents(lbuf, B.LEAF_HDR, count), stale, bests)
             return self._node_add(name, ino, ftype, h)
         if compact:
-            ents, stale, index, lowstale, highstale = _compact_x1(_ents(lbuf, HDR, count),
-                                                                  stale, index)
+            ents, stale, index, lowstale, highstale = _compact_x1(
+                _ents(lbuf, B.LEAF_HDR, count), stale, index)
         if use == -1:
             da, dbuf = self.new_block(0, V.DIR3_DATA_ANY, C.XFS_DIR3_DATA_MAGIC, False)
             D.init_data(dbuf, C.XFS_DIR3_DATA_MAGIC)
@@ -760,16 +718,16 @@ class Dir:
             # the common case: no stale entry, the new one goes in at
             # ``index``, the ones above it move up one slot in place
             # (room for it was checked above)
-            at = HDR + 8 * index
-            end = HDR + 8 * count
-            lbuf[at + 8:end + 8] = lbuf[at:end]
-            _II.pack_into(lbuf, at, h, addr)
-            _HH.pack_into(lbuf, 56, count + 1, 0)
-            _U32.pack_into(lbuf, dbs - 4, len(bests))
-            struct.pack_into(f">{len(bests)}H", lbuf, dbs - 4 - 2 * len(bests), *bests)
+            E = B.LEAF_ENT
+            at = B.LEAF_HDR + E * index
+            end = B.LEAF_HDR + E * count
+            lbuf[at + E:end + E] = lbuf[at:end]
+            B.put_leaf_entry(lbuf, B.LEAF_HDR, index, h, addr)
+            B.put_leaf_count_stale(lbuf, count + 1, 0)
+            B.put_leaf_bests(lbuf, bests)
             return
         if not compact:
-            ents = _ents(lbuf, HDR, count)
+            ents = _ents(lbuf, B.LEAF_HDR, count)
         ents, stale, slot = _find_entry(ents, stale, index, compact, lowstale, highstale)
         ents[slot] = (h, addr)
         self._leaf_write(lbuf, ents, stale, bests)
@@ -778,12 +736,11 @@ class Dir:
         CONVERSIONS["leaf->node"] += 1
         _fda, fbuf = self.new_block(self.freeblk, V.DIR3_FREE, C.XFS_DIR3_FREE_MAGIC, False)
         nused = sum(1 for b in bests if b != NULLOFF)
-        struct.pack_into(">IIII", fbuf, 48, 0, len(bests), nused, 0)
-        if bests:
-            struct.pack_into(f">{len(bests)}H", fbuf, HDR, *bests)
-        _HH.pack_into(lbuf, 56, len(ents), stale)
-        _put_ents(lbuf, HDR, ents)
-        _U16.pack_into(lbuf, 8, C.XFS_DIR3_LEAFN_MAGIC)
+        B.put_free_hdr(fbuf, 0, len(bests), nused)
+        B.put_free_bests(fbuf, bests)
+        B.put_leaf_count_stale(lbuf, len(ents), stale)
+        _put_ents(lbuf, B.LEAF_HDR, ents)
+        dabtree.set_magic(lbuf, C.XFS_DIR3_LEAFN_MAGIC)
 
     # node form
     def _free_loc(self, db: int):
@@ -792,23 +749,22 @@ class Dir:
 
     def _free_read(self, fda: int):
         fbuf = self.read(fda, V.DIR3_FREE)
-        firstdb, nvalid, nused = struct.unpack_from(">III", fbuf, 48)
-        bests = list(struct.unpack_from(f">{nvalid}H", fbuf, HDR)) if nvalid else []
+        firstdb, nvalid, nused = B.free_hdr(fbuf)
+        bests = B.free_bests(fbuf, nvalid)
         return fbuf, firstdb, nused, bests
 
     @staticmethod
     def _free_write(fbuf, nused, bests) -> None:
-        struct.pack_into(">II", fbuf, 52, len(bests), nused)
-        if bests:
-            struct.pack_into(f">{len(bests)}H", fbuf, HDR, *bests)
+        B.put_free_counts(fbuf, len(bests), nused)
+        B.put_free_bests(fbuf, bests)
 
     def _node_add(self, name, ino, ftype, h) -> None:
         dbs = self.dbs
         length = D.entsize(len(name))
         path = self._node_path(h)
         lda, lbuf, index = path[-1]
-        count = _U16.unpack_from(lbuf, 56)[0]
-        ents = _ents(lbuf, HDR, count)
+        count = B.leaf_count(lbuf)
+        ents = _ents(lbuf, B.LEAF_HDR, count)
         # a data block holding an entry of the same hash, with room
         use = None
         while index < count and ents[index][0] == h:
@@ -837,8 +793,7 @@ class Dir:
                 if got != fda:
                     raise CorruptionError("directory", f"free block {fda} needed, {got} "
                                           "was the first hole", ino=self.ino)
-                struct.pack_into(">IIII", fbuf, 48,
-                                 (fda - self.freeblk) // self.fsbs * self.max_bests, 0, 0, 0)
+                B.put_free_hdr(fbuf, (fda - self.freeblk) // self.fsbs * self.max_bests, 0, 0)
                 nused, fb = 0, []
             while len(fb) <= fi:
                 fb.append(NULLOFF)
@@ -874,8 +829,8 @@ class Dir:
         return None
 
     def _leafn_add(self, lbuf, index: int, h: int, addr: int) -> bool:
-        count, stale = _HH.unpack_from(lbuf, 56)
-        ents = _ents(lbuf, HDR, count)
+        count, stale = B.leaf_count_stale(lbuf)
+        ents = _ents(lbuf, B.LEAF_HDR, count)
         compact = False
         lowstale = highstale = None
         if count == self.max_leaf:
@@ -886,8 +841,8 @@ class Dir:
             ents, stale, index, lowstale, highstale = _compact_x1(ents, stale, index)
         ents, stale, slot = _find_entry(ents, stale, index, compact, lowstale, highstale)
         ents[slot] = (h, addr)
-        _HH.pack_into(lbuf, 56, len(ents), stale)
-        _put_ents(lbuf, HDR, ents)
+        B.put_leaf_count_stale(lbuf, len(ents), stale)
+        _put_ents(lbuf, B.LEAF_HDR, ents)
         return True
 
     def _split(self, path, h: int, addr: int) -> None:
@@ -899,8 +854,8 @@ class Dir:
         CONVERSIONS["split"] += 1
         nda, nbuf = self.new_block(self.leafblk, V.DA3_NODE_OR_LEAF, C.XFS_DIR3_LEAFN_MAGIC,
                                    True)
-        c1, s1 = _HH.unpack_from(obuf, 56)
-        e1 = _ents(obuf, HDR, c1)
+        c1, s1 = B.leaf_count_stale(obuf)
+        e1 = _ents(obuf, B.LEAF_HDR, c1)
         mid = c1 >> 1
         isleft = h <= e1[mid][0] if c1 & 1 else True
         move = c1 - mid + (0 if isleft else 1)
@@ -908,10 +863,10 @@ class Dir:
         e1 = e1[:c1 - move]
         s2 = sum(1 for e in e2 if e[1] == 0)
         s1 -= s2
-        _HH.pack_into(obuf, 56, len(e1), s1)
-        _put_ents(obuf, HDR, e1)
-        _HH.pack_into(nbuf, 56, len(e2), s2)
-        _put_ents(nbuf, HDR, e2)
+        B.put_leaf_count_stale(obuf, len(e1), s1)
+        _put_ents(obuf, B.LEAF_HDR, e1)
+        B.put_leaf_count_stale(nbuf, len(e2), s2)
+        _put_ents(nbuf, B.LEAF_HDR, e2)
         if len(e1) < len(e2):
             inleaf = False
         elif len(e1) > len(e2):
@@ -956,16 +911,15 @@ class Dir:
         self.size = len(self.sf)
 
     def _block_remove(self, i: int) -> None:
-        dbs = self.dbs
         buf = self.read(0, V.DIR3_DATA_ANY)
-        count, stale = _II.unpack_from(buf, dbs - 8)
-        blp = dbs - 8 - 8 * count
-        h, addr = struct.unpack_from(">II", buf, blp + 8 * i)
+        count, stale = B.block_tail(buf)
+        blp = B.block_leaf_start(buf, count)
+        h, addr = B.leaf_entry(buf, blp, i)
         off = addr << 3
-        size = D.entsize(buf[off + 8])
+        size = D.entsize(B.entry_head(buf, off)[1])
         D.make_free(buf, off, size)
-        _II.pack_into(buf, dbs - 8, count, stale + 1)
-        struct.pack_into(">II", buf, blp + 8 * i, h, 0)
+        B.put_block_tail(buf, count, stale + 1)
+        B.put_leaf_entry(buf, blp, i, h, 0)
         self._maybe_block_to_sf(buf)
 
     def _block_sf(self, buf):
@@ -985,7 +939,7 @@ class Dir:
         return parent, ents
 
     def _maybe_block_to_sf(self, buf) -> None:
-        count, stale = _II.unpack_from(buf, self.dbs - 8)
+        count, stale = B.block_tail(buf)
         live = count - stale
         # quick bound: every entry takes at least 9 bytes in shortform
         if 6 + (live - 2) * 9 > self.dsize:
@@ -1034,15 +988,15 @@ class Dir:
                 return
         dbuf = self.read(0, V.DIR3_DATA_ANY)
         live = [e for e in ents if e[1]]
-        need = 8 + 8 * len(live)
-        dup = _U16.unpack_from(dbuf, dbs - 2)[0]
+        need = B.BLOCK_TAIL + B.LEAF_ENT * len(live)
+        dup = B.tag_at(dbuf, dbs)
         fl = D.free_len(dbuf, dup)
         if fl is None or fl < need:
             return
         CONVERSIONS["leaf->block"] += 1
-        struct.pack_into(">I", dbuf, 0, C.XFS_DIR3_BLOCK_MAGIC)
+        B.set_data_magic(dbuf, C.XFS_DIR3_BLOCK_MAGIC)
         scan = D.use_free(dbuf, dup, dbs - need, need, defer=True)
-        _II.pack_into(dbuf, dbs - 8, len(live), 0)
+        B.put_block_tail(dbuf, len(live), 0)
         _put_ents(dbuf, dbs - need, live)
         if scan:
             D.freescan(dbuf)
@@ -1052,11 +1006,11 @@ class Dir:
     def _node_remove(self, path) -> None:
         dbs = self.dbs
         lda, lbuf, i = path[-1]
-        count, stale = _HH.unpack_from(lbuf, 56)
-        h, addr = struct.unpack_from(">II", lbuf, HDR + 8 * i)
-        struct.pack_into(">II", lbuf, HDR + 8 * i, h, 0)
+        count, stale = B.leaf_count_stale(lbuf)
+        h, addr = B.leaf_entry(lbuf, B.LEAF_HDR, i)
+        B.put_leaf_entry(lbuf, B.LEAF_HDR, i, h, 0)
         stale += 1
-        _HH.pack_into(lbuf, 56, count, stale)
+        B.put_leaf_count_stale(lbuf, count, stale)
         db, off = divmod(addr << 3, dbs)
         dbuf = self.read(db * self.fsbs, V.DIR3_DATA_ANY)
         before = D.get_bf(dbuf)[0][1]
@@ -1082,7 +1036,7 @@ class Dir:
             else:
                 fb[fi] = longest
                 self._free_write(fbuf, nused, fb)
-        toosmall = HDR + 8 * (count - stale) < dbs * 37 // 100
+        toosmall = B.LEAF_HDR + B.LEAF_ENT * (count - stale) < dbs * 37 // 100
         self.da.fixhashpath(path)
         if toosmall and len(path) > 1:
             self._join(path)
@@ -1094,11 +1048,11 @@ class Dir:
         and a root node left with one child replaced by that child."""
         dbs = self.dbs
         lda, lbuf, _i = path[-1]
-        count, stale = _HH.unpack_from(lbuf, 56)
+        count, stale = B.leaf_count_stale(lbuf)
         live = count - stale
-        if HDR + 8 * live > dbs >> 1:
+        if B.LEAF_HDR + B.LEAF_ENT * live > dbs >> 1:
             return
-        forw, back = struct.unpack_from(">II", lbuf, 0)
+        forw, back = dabtree.siblings(lbuf)
         other = None
         if live == 0:
             other = forw or back
@@ -1112,8 +1066,8 @@ class Dir:
                 if not blk:
                     continue
                 sbuf = self.read(blk)
-                sc, ss = _HH.unpack_from(sbuf, 56)
-                if dbs - (dbs >> 2) - 8 * (live + sc - ss) >= 0:
+                sc, ss = B.leaf_count_stale(sbuf)
+                if dbs - (dbs >> 2) - B.LEAF_ENT * (live + sc - ss) >= 0:
                     other = blk
                     break
             if other is None:
@@ -1128,14 +1082,14 @@ class Dir:
         save_path, drop_path = (other_path, path) if save_da == other else (path, other_path)
         CONVERSIONS["join"] += 1
         sbuf, dbuf = self.read(save_da), self.read(drop_da)
-        se = [e for e in _ents(sbuf, HDR, _U16.unpack_from(sbuf, 56)[0]) if e[1]]
-        de = [e for e in _ents(dbuf, HDR, _U16.unpack_from(dbuf, 56)[0]) if e[1]]
+        se = [e for e in _ents(sbuf, B.LEAF_HDR, B.leaf_count(sbuf)) if e[1]]
+        de = [e for e in _ents(dbuf, B.LEAF_HDR, B.leaf_count(dbuf)) if e[1]]
         if se and de and (de[0][0] < se[0][0] or de[-1][0] < se[-1][0]):
             merged = de + se
         else:
             merged = se + de
-        _HH.pack_into(sbuf, 56, len(merged), 0)
-        _put_ents(sbuf, HDR, merged)
+        B.put_leaf_count_stale(sbuf, len(merged), 0)
+        _put_ents(sbuf, B.LEAF_HDR, merged)
         self.da.fix_up(save_path, len(save_path) - 1)
         self.da.unlink(dbuf)
         self.shrink(drop_da)
@@ -1147,7 +1101,7 @@ class Dir:
     def _node_to_leaf(self) -> None:
         dbs = self.dbs
         root = self.read(self.leafblk)
-        if _U16.unpack_from(root, 8)[0] != C.XFS_DIR3_LEAFN_MAGIC:
+        if dabtree.magic(root) != C.XFS_DIR3_LEAFN_MAGIC:
             return
         last = self.exts[-1][0] + self.exts[-1][2] - self.fsbs
         if last != self.freeblk:
@@ -1157,12 +1111,12 @@ class Dir:
         if before > self.leafblk + self.fsbs:
             return
         fbuf, _first, _nused, fb = self._free_read(self.freeblk)
-        count, stale = _HH.unpack_from(root, 56)
-        if HDR + 8 * (count - stale) + 2 * len(fb) + 4 > dbs:
+        count, stale = B.leaf_count_stale(root)
+        if B.LEAF_HDR + B.LEAF_ENT * (count - stale) + 2 * len(fb) + B.LEAF_TAIL > dbs:
             return
         CONVERSIONS["node->leaf"] += 1
-        ents = [e for e in _ents(root, HDR, count) if e[1]]
-        _U16.pack_into(root, 8, C.XFS_DIR3_LEAF1_MAGIC)
+        ents = [e for e in _ents(root, B.LEAF_HDR, count) if e[1]]
+        dabtree.set_magic(root, C.XFS_DIR3_LEAF1_MAGIC)
         self._leaf_write(root, ents, 0, fb)
         self.shrink(self.freeblk)
 
@@ -1189,18 +1143,18 @@ class Dir:
         else:
             if where[0] == "block":
                 buf = self.read(0, V.DIR3_DATA_ANY)
-                count = _U32.unpack_from(buf, self.dbs - 8)[0]
-                addr = _U32.unpack_from(buf, self.dbs - 8 - 8 * count + 8 * where[1] + 4)[0]
+                addr = B.leaf_entry(buf, B.block_leaf_start(buf, B.block_tail(buf)[0]),
+                                    where[1])[1]
             elif where[0] == "leaf":
                 lbuf = self.read(self.leafblk)
-                addr = _U32.unpack_from(lbuf, HDR + 8 * where[1] + 4)[0]
+                addr = B.leaf_entry(lbuf, B.LEAF_HDR, where[1])[1]
             else:
                 _da, lbuf, i = where[1][-1]
-                addr = _U32.unpack_from(lbuf, HDR + 8 * i + 4)[0]
+                addr = B.leaf_entry(lbuf, B.LEAF_HDR, i)[1]
             db, off = divmod(addr << 3, self.dbs)
             dbuf = self.read(db * self.fsbs, V.DIR3_DATA_ANY)
-            struct.pack_into(">Q", dbuf, off, ino)
-            dbuf[off + 9 + dbuf[off + 8]] = ftype
+            B.set_entry_ino(dbuf, off, ino)
+            dbuf[off + B.ENTRY + B.entry_head(dbuf, off)[1]] = ftype
         self.dirty = True
         return old_ino, old_ft
 

@@ -28,6 +28,10 @@ What each call does, in the kernel's terms:
   transaction that maps it commits (the journal flushes the device before a
   checkpoint's commit record, so a mapping never reaches the log before its
   data).  Partial blocks of new or unwritten blocks are filled with zeros.
+  With ``fill_blocks`` set (the mount sets 64 KiB), a write into a hole
+  inside the file's size maps and writes the whole aligned run of that
+  many blocks around it that is a hole, zeros around its data (see
+  ``_widen``).
   A write that starts past the end of the file first zeroes whatever
   written blocks lie between the old end and the write (the kernel's EOF
   zeroing).  Size, mtime, ctime and di_nblocks follow.
@@ -100,7 +104,7 @@ import bisect
 import stat as pystat
 
 from ..alloc.space import MAXEXTLEN
-from ..errors import (FileTooBigError, ImageTruncatedError, InvalidArgument,
+from ..errors import (CorruptionError, FileTooBigError, ImageTruncatedError, InvalidArgument,
                       IsADirectoryImageError, NoSuchOffsetError, NoSpaceError,
                       UnsupportedError)
 from ..format import constants as C
@@ -122,6 +126,9 @@ _VFS_MODES = (FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_NO_HIDE_STA
 MAX_BYTES = (1 << 63) - 1          # s_maxbytes of a 64-bit kernel
 PREALLOC_MIN_BYTES = 64 << 10      # the kernel's default allocsize
 _ZERO_CHUNK = 1 << 20
+# free blocks per block of FileIO.fill_blocks below which a write into a
+# hole is not widened
+FILL_ROOM = 64
 _END = 1 << 54                     # past the last block a file may map
 _INF = 1 << 64
 # the records a full read of a btree extent map decodes in the time of one
@@ -179,6 +186,10 @@ class FileIO:
         self.held: dict = {}
         self._caller_tx = False
         self._lookups = None            # [decoded inode, range lookups made in it]
+        # blocks of the aligned run a write into a hole inside the file
+        # fills whole (zeros around the data); 0: only the write's blocks
+        # (see :meth:`_widen`)
+        self.fill_blocks = 0
 
     # -- public: reading -----------------------------------------------------------
     def read(self, ino: int, off: int, size: int) -> bytes:
@@ -501,6 +512,94 @@ class FileIO:
             self._store(f, times=False)
         self._run(ino, run)
 
+    def exchange_mappings(self, ino1: int, off1: int, ino2: int, off2: int, count: int, *,
+                          isize1: int = -1, isize2: int = -1, set_sizes: bool = False,
+                          ino1_written: bool = False, clear_reflink=(False, False)) -> int:
+        """Exchange the data fork mappings of blocks [off1, off1+count) of
+        file ``ino1`` with those of [off2, off2+count) of ``ino2``, as the
+        kernel's xfs_exchmaps_finish_one steps do, in the open transaction:
+        each step takes the next mapping of file 1 (a hole or an extent),
+        trimmed to the mapping of file 2 at the same place, and where the
+        two name different blocks the files trade them (the blocks are
+        neither freed nor allocated).  With ``ino1_written`` the holes and
+        unwritten extents of file 1 are skipped.  A file gaining a mapping
+        past its size grows to cover it, up to ``isize1``/``isize2`` (its
+        intended size; negative: none); with ``set_sizes`` the files end
+        with those sizes.  If one file has shared blocks, both are marked so
+        before; ``clear_reflink`` clears the mark after.  Returns the steps
+        made."""
+        if self.w.tx is None:
+            raise RuntimeError("exchange_mappings runs in the caller's transaction")
+        f1 = _File(self, ino1, True)
+        f2 = _File(self, ino2, True)
+        if f1.reflink != f2.reflink:
+            for f in (f1, f2):
+                f.reflink = f.map.shared = True
+                f.d["di_flags2"] |= C.XFS_DIFLAG2_REFLINK
+        if self.w.sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_NREXT64):
+            # the wide extent counters, where the filesystem has them
+            # (xfs_exchmaps_upgrade_extent_counts)
+            for f in (f1, f2):
+                if not f.nrext64:
+                    d = f.d
+                    d["di_flags2"] |= C.XFS_DIFLAG2_NREXT64
+                    d["di_nextents"], d["di_anextents"] = d["di_anextents"], 0
+                    f.nrext64 = True
+        bs = self.bs
+        steps = 0
+        while count > 0:
+            m1 = self._mapping(f1, off1, count)
+            if ino1_written and (m1[1] is None or m1[3]):
+                off1, off2, count = off1 + m1[2], off2 + m1[2], count - m1[2]
+                continue
+            m2 = self._mapping(f2, off2, m1[2])
+            n = min(m1[2], m2[2])
+            if m1[1] == m2[1]:
+                if m1[1] is not None and m1[3] != m2[3]:
+                    raise CorruptionError("bmap", f"inodes {ino1} and {ino2} map block "
+                                          f"{m1[1]} written and unwritten", ino=ino1)
+                off1, off2, count = off1 + n, off2 + n, count - n
+                continue
+            f1.map.remove(off1, off1 + n)
+            f2.map.remove(off2, off2 + n)
+            if m2[1] is not None:
+                f1.map.add((off1, m2[1], n, m2[3]))
+                f1.nblocks += n
+                f2.nblocks -= n
+            if m1[1] is not None:
+                f2.map.add((off2, m1[1], n, m1[3]))
+                f2.nblocks += n
+                f1.nblocks -= n
+            for f, off, isize in ((f1, off1, isize1), (f2, off2, isize2)):
+                if isize >= 0:
+                    grown = min((off + n) * bs, isize)
+                    if grown > f.size:
+                        f.size = grown
+            off1, off2, count = off1 + n, off2 + n, count - n
+            steps += 1
+        if set_sizes:
+            f1.size, f2.size = isize1, isize2
+        for f, clear in zip((f1, f2), clear_reflink):
+            if clear:
+                f.reflink = f.map.shared = False
+                f.d["di_flags2"] &= ~C.XFS_DIFLAG2_REFLINK
+        self._store(f1, size=f1.size, times=False)
+        self._store(f2, size=f2.size, times=False)
+        return steps
+
+    @staticmethod
+    def _mapping(f: _File, lblk: int, count: int) -> tuple:
+        """(lblk, fsbno or None for a hole, blocks, unwritten) of what maps
+        ``lblk`` of ``f``, at most ``count`` blocks (xfs_bmapi_read of one
+        mapping)."""
+        r = f.map.next(lblk)
+        if r is None or r[0] >= lblk + count:
+            return (lblk, None, count, 0)
+        o, p, n, u = r
+        if o > lblk:
+            return (lblk, None, o - lblk, 0)
+        return (lblk, p + lblk - o, min(o + n - lblk, count), u)
+
     def copy_range(self, src: int, soff: int, dst: int, doff: int, length: int) -> int:
         """copy_file_range(2): up to ``length`` bytes (short at the source's
         end of file); where source and destination offsets fall alike in
@@ -560,6 +659,25 @@ class FileIO:
             return
         while self._run(ino, self._trim_eof, ino):
             pass
+
+    def evict_trim(self, ino: int, size: int) -> bool:
+        """What the kernel's inactivation of an evicted inode does to a
+        regular file (xfs_can_free_eofblocks, xfs_free_eofblocks), in the
+        open transaction: the data blocks mapped past ``size`` (the size its
+        in-memory inode has, which may be older than the one on disk) are
+        freed, unless the file is preallocated or append-only or ``size`` is
+        0.  The size on disk stays.  True when blocks were freed."""
+        d = DINODE.unpack(self.w.inodes.raw_inode(ino))
+        if not pystat.S_ISREG(d["di_mode"]) or not size or \
+                d["di_flags"] & (C.XFS_DIFLAG_PREALLOC | C.XFS_DIFLAG_APPEND):
+            return False
+        f = _File(self, ino, True)
+        last = f.map.last()
+        if last is None or last[0] + last[2] <= self._blocks(size):
+            return False
+        self._unmap(f, self._blocks(size), _END)
+        self._store(f, times=False)
+        return True
 
     def drop_preallocation(self) -> None:
         """Give back the blocks held past the end of every growing file (a
@@ -860,8 +978,46 @@ class FileIO:
                 f.nblocks += n
 
     # -- the operations ------------------------------------------------------------------------
+    def _widen(self, f: _File, off: int, data):
+        """(offset, data) of a write into a hole inside the file's size
+        widened to the hole's part of the aligned run of ``fill_blocks``
+        blocks around it (never past the end of the file), zeros on either
+        side: the blocks are allocated and written once, so that the writes
+        that follow into the same run overwrite them in place (with no
+        transaction, see :meth:`overwrite`) instead of each filling a hole of
+        its own.  ext4 writes zeros the same way rather than leave small
+        unwritten pieces (its extent_max_zeroout_kb).  What reads back is
+        unchanged (a hole reads as zeros); the run counts as data for
+        SEEK_DATA and in st_blocks.  Unchanged when free space is short."""
+        k = self.fill_blocks
+        blog = self.blog
+        end = off + len(data)
+        b0, b1 = off >> blog, self._blocks(end)
+        fmap = f.map
+        lo, hi = b0, b1
+        if fmap.lookup(b0) is None:
+            r = fmap.prev(b0)
+            lo = max(b0 - b0 % k, r[0] + r[2] if r is not None else 0)
+        if fmap.lookup(b1 - 1) is None:
+            r = fmap._ge(b1)
+            hi = min(b1 + (-b1) % k, self._blocks(f.size), r[0] if r is not None else _END)
+        # a side grows only over holes: the partial blocks at the ends of
+        # the write that are mapped keep their bytes around it
+        start = lo << blog if lo < b0 else off
+        stop = min(hi << blog, f.size) if hi > b1 else end
+        if start == off and stop == end:
+            return off, data
+        if self._free_blocks() < FILL_ROOM * k:
+            return off, data
+        buf = bytearray(stop - start)
+        buf[off - start:end - start] = data
+        return start, memoryview(buf)
+
     def _write(self, ino: int, off: int, data) -> int:
         f = _File(self, ino, True)
+        asked = len(data)
+        if self.fill_blocks > 1 and off + asked <= f.size and not f.reflink:
+            off, data = self._widen(f, off, data)
         blog = self.blog
         end = off + len(data)
         size0 = f.size
@@ -904,7 +1060,7 @@ class FileIO:
                 f.map.add((lblk, fsbno, n, 0))
                 f.nblocks += n
         self._store(f, size=max(size0, end))
-        return len(data)
+        return asked
 
     def _truncate(self, ino: int, size: int, touch) -> None:
         self._unhold(ino)

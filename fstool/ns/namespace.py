@@ -173,6 +173,8 @@ class Namespace:
         self.bytes = 0
         self.pool = F.DataPool(w)      # blocks for small files' data, ahead
         self.pptr = w.sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_PARENT)
+        # attribute changes also find entries left incomplete (log recovery)
+        self.match_incomplete = False
 
     def committed(self) -> None:
         """The transaction holding this namespace's changes committed: new
@@ -1187,7 +1189,7 @@ class Namespace:
         node = self.fs.inode(ino)
         if node.forkoff and node.aformat in (C.XFS_DINODE_FMT_EXTENTS,
                                              C.XFS_DINODE_FMT_BTREE) and node.extents(attr=True):
-            return AttrFork(self.w, ino)
+            return AttrFork(self.w, ino, self.match_incomplete)
         return None
 
     def _get_xattr(self, ino: int, key: str):

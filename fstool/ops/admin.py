@@ -111,7 +111,7 @@ def set_label(path, label: bytes) -> list:
 
     def edit(f):
         f["sb_fname"] = label.ljust(LABEL_MAX, b"\0")
-    w = Writer(path)
+    w = Writer(path, keeps_parents=True)     # a label names no inode
     try:
         old = SB.unpack(w.dev.pread(0, SB.size))["sb_fname"].split(b"\0", 1)[0]
         if old != label:

@@ -10,8 +10,9 @@ clean one:
    writing, then replayed writing as it goes);
 3. refuse, still having written nothing, intents fstool cannot finish;
 4. write the replayed blocks, fsync;
-5. free the extents of unfinished EFIs and the inodes on the AGI unlinked
-   lists, recompute the superblock counters: one transaction of a write
+5. finish the unfinished intents (EFI, RUI, CUI, BUI, ATTRI, XMI), free
+   the inodes on the AGI unlinked lists, recompute the superblock
+   counters: one transaction of a write
    session that goes on writing the log from the recovered head (its
    checkpoint is logged before anything is written in place);
 6. clear the stale sectors in front of the head and write an unmount
@@ -143,12 +144,16 @@ def replay(path, *, dry_run: bool = False) -> dict:
         r = Recovery(fs, ld, st, dry_run=dry_run, writer_dev=out)
         try:
             r.prepare()
-            intents = finish.check_intents(r.intents)
+            intents = finish.check_intents(r.intents, fs.sb)
             why = finish.writer_supported(fs)
-            if why:
+            if why or any(d["type_code"] in (L.XFS_LI_ATTRI, L.XFS_LI_XMI, L.XFS_LI_BUI)
+                          for d in intents):
+                # what needs the image as replayed is checked on it in memory
                 with Filesystem(path) as view:
                     replay_in_memory(view)
-                    finish.refuse_unfinishable(view, intents, why)
+                    finish.check_intent_inodes(view, intents)
+                    if why:
+                        finish.refuse_unfinishable(view, intents, why)
         except BaseException:
             if out is not None:
                 out.close()

@@ -28,26 +28,22 @@ By default, as xfs_metadump does:
 a block modified so gets a new CRC when its old one was right (a block
 with a bad CRC keeps a bad CRC, so the dump shows the damage as it is).
 
-``mdrestore`` writes the sectors of a dump (v1 or v2, as xfs_metadump 6.1
-and 6.10.1 write them) into a sparse image file of the filesystem's size
-and rewrites the primary superblock as xfs_mdrestore does.
+``mdrestore`` (:mod:`fstool.ops.mdrestore`) makes an image of a dump again.
 """
 from __future__ import annotations
 
 import os
 import random
-import stat
 import struct
 
 from .._backend import parsers
-from ..errors import FsToolError, ImageError, InvalidArgument, UnsupportedError
+from ..errors import FsToolError, InvalidArgument
 from ..format import constants as C, metadump as M
 from ..format.structs import SB
 from ..fs.filesystem import Filesystem
-from ..io.dumpfile import DumpFile, fixed_primary
-from ..io.lock import refuse_if_mounted
 from ..log.head import find_state
 from ..trans.logwriter import LogGeometry, xfsprogs_cleared_log
+from .mdrestore import refuse_same
 
 BB = C.BBSIZE
 _U16 = struct.Struct(">H")
@@ -56,6 +52,8 @@ _U64 = struct.Struct(">Q")
 _CRC = struct.Struct("<I")
 XFS_SB_VERSION_BORGBIT = 0x4000     # ascii-ci: case-insensitive directory hashes
 MAX_EXTLEN = (1 << 21) - 1          # XFS_MAX_BMBT_EXTLEN: xfs_metadump's default -m
+# the most extents a fork can count: (data, attr) with small and large counts
+_MAX_NEXTENTS = {False: ((1 << 31) - 1, (1 << 15) - 1), True: ((1 << 48) - 1, (1 << 32) - 1)}
 ORPHANAGE = b"lost+found"
 _ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 _TO_ALPHABET = bytes(_ALPHABET[b & 63] for b in range(256))
@@ -69,40 +67,32 @@ _BT_CRC = {"bmbt": C.XFS_BTREE_LBLOCK_CRC_OFF}
 
 
 # -- names ---------------------------------------------------------------------------
-def _rol32(x: int, n: int) -> int:
-    return ((x << n) | (x >> (32 - n))) & 0xFFFFFFFF
-
-
 def _invalid(c: int) -> bool:
     return c == 0 or c == 0x2F
 
 
-def obfuscate_name(name: bytes, rng: random.Random) -> bytes:
+def obfuscate_name(name: bytes, rng: random.Random, ci: bool = False) -> bytes:
     """A name of the same length and directory hash as ``name`` (names
     shorter than five bytes are kept: the last five bytes are what is
-    solved for the hash)."""
+    solved for the hash): random characters (the alphabet has 64: six
+    random bits each), then the five bytes that reach the hash.  With
+    ``ci`` (a directory entry of an ascii-ci filesystem) the hash folds
+    capitals, so no solved byte may be one: another prefix is drawn, up to
+    a thousand times, then the name is kept (as xfs_metadump does)."""
     n = len(name)
     if n < 5:
         return name
-    want = parsers.da_hashname(name)
-    # random characters first (the alphabet has 64: six random bits each);
-    # the directory hash takes a name a byte at a time (h = c ^ rol(h, 7)),
-    # so the prefix's own hash is where the last five bytes start from
-    out = bytearray(rng.randbytes(n - 5).translate(_TO_ALPHABET))
-    h = _rol32(parsers.da_hashname(bytes(out)) if out else 0, 3) ^ want
-    first = len(out)
-    high = 0
-    for shift in (28, 21, 14, 7, 0):
-        c = ((h >> shift) & 0x7F) ^ high
-        if _invalid(c):
-            c ^= 1
-            high = 0x80
-        else:
-            high = 0
-        out.append(c)
-    if high:
-        out[first] ^= 0x10
-    return bytes(out)
+    if not ci:
+        # rng.randbytes(k), one call less
+        return parsers.metadump_name(
+            rng.getrandbits((n - 5) * 8).to_bytes(n - 5, "little").translate(_TO_ALPHABET),
+            parsers.da_hashname(name), False)
+    want = parsers.da_hashname_ci(name)
+    for _ in range(1001):
+        new = parsers.metadump_name(rng.randbytes(n - 5).translate(_TO_ALPHABET), want, True)
+        if new is not None:
+            return new
+    return name
 
 
 # pairs of (byte, bit) whose flips change the hash the same way
@@ -157,9 +147,14 @@ class _V1Out:
         self.data: list = []
 
     def write(self, daddr: int, data, log: bool = False) -> None:
-        for i in range(len(data) // BB):
-            self.daddrs.append(daddr + i)
-            self.data.append(bytes(data[i * BB:(i + 1) * BB]))
+        n = len(data) // BB
+        i = 0
+        while i < n:
+            # as many sectors as the current index has room for, at once
+            k = min(n - i, M.V1_INDICES - len(self.daddrs))
+            self.daddrs.extend(range(daddr + i, daddr + i + k))
+            self.data.append(bytes(data[i * BB:(i + k) * BB]))
+            i += k
             if len(self.daddrs) == M.V1_INDICES:
                 self._flush()
 
@@ -215,6 +210,24 @@ def _set_crc(buf: bytearray, crc_off: int) -> None:
     _CRC.pack_into(buf, crc_off, parsers.xfs_cksum(bytes(buf), crc_off))
 
 
+def _bm_maxlevels(blocksize: int, large_counts: bool) -> tuple[int, int]:
+    """The most levels a block-map btree can have, (data fork, attr fork):
+    as many as it takes the fullest fork, at half-full blocks, to come down
+    to a root in the inode of the least size a fork can have (3 pointers
+    for the data fork, 2 for the attr fork)."""
+    leaf = (blocksize - _LONG) // 16 // 2
+    node = (blocksize - _LONG) // 16 // 2
+    out = []
+    for whichfork, root_ptrs in ((0, 3), (1, 2)):
+        blocks = -(-_MAX_NEXTENTS[large_counts][whichfork] // leaf)
+        level = 1
+        while blocks > 1:
+            blocks = 1 if blocks <= root_ptrs else -(-blocks // node)
+            level += 1
+        out.append(level)
+    return out[0], out[1]
+
+
 class _Unreadable(Exception):
     """A block the walk cannot read (beyond the device, an I/O error)."""
 
@@ -240,6 +253,9 @@ class Dumper:
         self.ftype = sb.has_ftype
         self.sparse = bool(sb.incompat & C.XFS_SB_FEAT_INCOMPAT_SPINODES)
         self.parent = bool(sb.incompat & C.XFS_SB_FEAT_INCOMPAT_PARENT)
+        # ascii-ci: directory entries (and parent pointers) hash with
+        # capitals folded; attribute names and symlink targets do not
+        self.ci = bool(sb.fields["sb_versionnum"] & XFS_SB_VERSION_BORGBIT)
         self.dirbs = sb.dirblksize
         self.dirfsbs = sb.dirblkfsbs
         # directory address spaces in directory-block units of fsbs
@@ -251,6 +267,8 @@ class Dumper:
         self.blocks_per_cluster = max(1, cluster // self.bs)
         self.ialloc_blks = max(1, 64 // sb.inopblock)
         self.last_ag_len = sb.dblocks - (sb.agcount - 1) * sb.agblocks
+        self.bm_maxlevels = _bm_maxlevels(self.bs, bool(sb.incompat &
+                                                        C.XFS_SB_FEAT_INCOMPAT_NREXT64))
         self.cur_ino = 0
         self.names: set = set()
         self.remap: dict = {}           # (parent ino, old name) -> new name
@@ -278,7 +296,7 @@ class Dumper:
             self.warnings.append(f"{what}: skipped ({type(e).__name__}: {e})")
 
     def emit(self, daddr: int, data) -> None:
-        self.out.write(daddr, bytes(data))
+        self.out.write(daddr, data)
         self.blocks += 1
 
     def agb_daddr(self, agno: int, agbno: int) -> int:
@@ -446,12 +464,26 @@ class Dumper:
             if not holemask >> (ioff // 4) & 1:
                 daddr = self.agb_daddr(agno, agbno)
                 buf = self.read(daddr, bpb * self.bbs)
-                for i in range(ipb):
+                i = 0
+                while i < ipb:
+                    # the inodes that are only zeroed go native, in order;
+                    # the walk takes the first that needs more, then on
+                    i = parsers.metadump_plain_inodes(
+                        buf, off + i, ipb - i, self.isize, self.zero,
+                        self.obfuscate or self.zero, free >> (ioff + i)) - off
+                    if i >= ipb:
+                        break
                     o = (off + i) * self.isize
-                    view = buf[o:o + self.isize]
+                    # a data fork its fork offset makes longer than the
+                    # literal area reaches on into the inodes after it:
+                    # xfs_metadump zeroes it over them (up to the end of the
+                    # cluster here, where xfs_metadump's buffer ends)
+                    stop = len(buf) if buf[o + 82] * 8 > self.lit else o + self.isize
+                    view = buf[o:stop]
                     ino = (agno << sb.agino_log) | (agino + ioff + i)
                     self.inode(ino, view, bool(free >> (ioff + i) & 1))
-                    buf[o:o + self.isize] = view
+                    buf[o:stop] = view
+                    i += 1
                 self.emit(daddr, buf)
             agbno += bpb
             ioff += ipb
@@ -461,11 +493,38 @@ class Dumper:
         dsize = forkoff if forkoff else self.lit
         return dsize, (self.lit - forkoff if forkoff else 0)
 
+    @staticmethod
+    def _large_counts(dip) -> bool:
+        return dip[4] >= 3 and bool(_U64.unpack_from(dip, 120)[0] & C.XFS_DIFLAG2_NREXT64)
+
     def _nextents(self, dip, attr: bool) -> int:
-        nrext64 = _U64.unpack_from(dip, 120)[0] & C.XFS_DIFLAG2_NREXT64
+        nrext64 = self._large_counts(dip)
         if attr:
             return _U32.unpack_from(dip, 76)[0] if nrext64 else _U16.unpack_from(dip, 80)[0]
         return _U64.unpack_from(dip, 24)[0] if nrext64 else _U32.unpack_from(dip, 76)[0]
+
+    def _extents_used(self, dip, attr: bool):
+        """(extent count, bytes they fill) of an extent-list fork, as
+        xfs_metadump takes them: None past the most the fork can count;
+        the byte count as a 32-bit int (a count of 2**28 extents or more
+        wraps it), None where that is negative."""
+        nex = self._nextents(dip, attr)
+        if nex > _MAX_NEXTENTS[self._large_counts(dip)][attr]:
+            return None
+        used = (nex * 16) & 0xFFFFFFFF
+        return None if used >= 1 << 31 else (nex, used)
+
+    def _crc_ok_inode(self, dip) -> bool:
+        return _crc_ok(dip if len(dip) == self.isize else dip[:self.isize],
+                       C.XFS_DINODE_CRC_OFF)
+
+    def _set_crc_inode(self, dip: bytearray) -> None:
+        if len(dip) == self.isize:
+            _set_crc(dip, C.XFS_DINODE_CRC_OFF)
+        else:
+            head = dip[:self.isize]
+            _set_crc(head, C.XFS_DINODE_CRC_OFF)
+            dip[:self.isize] = head
 
     def inode(self, ino: int, dip: bytearray, free: bool) -> None:
         """One inode of a cluster, changed in place; an inode whose forks
@@ -483,7 +542,7 @@ class Dumper:
         self.cur_ino = ino
         ok = False
         if self.obfuscate or self.zero:
-            ok = _crc_ok(dip, C.XFS_DINODE_CRC_OFF)
+            ok = self._crc_ok_inode(dip)
         new_crc = self.zero
         core = _core(dip)
         if free:
@@ -492,16 +551,6 @@ class Dumper:
         else:
             mode = _U16.unpack_from(dip, 2)[0] & C.S_IFMT
             fmt = dip[5]
-            if mode == C.S_IFREG and fmt == C.XFS_DINODE_FMT_EXTENTS and not dip[82]:
-                # the common case, a regular file's extent list and no
-                # attribute fork: only the fork past its extents to zero
-                if self.zero:
-                    used = self._nextents(dip, False) * 16
-                    if used < self.lit:
-                        _fill(dip, core + used, core + self.lit)
-                if ok and new_crc:
-                    _set_crc(dip, C.XFS_DINODE_CRC_OFF)
-                return
             dsize, asize = self._forks(dip)
             go_on = True
             if mode == C.S_IFDIR:
@@ -517,7 +566,7 @@ class Dumper:
                     _fill(dip, core + 4, core + dsize)
                 new_crc = True
             self.names = set()
-            if go_on and asize:
+            if go_on and asize > 0:
                 self.remote_vals = set()
                 afmt = dip[83]
                 if afmt == C.XFS_DINODE_FMT_LOCAL:
@@ -528,7 +577,7 @@ class Dumper:
                     self.fork_blocks(dip, True, "attr")
                 self.names = set()
         if ok and new_crc:
-            _set_crc(dip, C.XFS_DINODE_CRC_OFF)
+            self._set_crc_inode(dip)
 
     def fork_data(self, dip: bytearray, itype: str) -> bool:
         fmt = dip[5]
@@ -558,21 +607,23 @@ class Dumper:
         start, size = (core + dsize, asize) if attr else (core, dsize)
         fmt = dip[83] if attr else dip[5]
         if fmt == C.XFS_DINODE_FMT_EXTENTS:
-            nex = self._nextents(dip, attr)
-            used = nex * 16
-            if used > size:
+            nu = self._extents_used(dip, attr)
+            if nu is None or nu[1] > size:
                 return True
+            nex, used = nu
             if self.zero and used < size:
                 _fill(dip, start + used, start + size)
             self.extents(dip, start, nex, itype)
             return True
         # a btree root in the inode
         level, nrecs = _U16.unpack_from(dip, start)[0], _U16.unpack_from(dip, start + 2)[0]
+        if level > self.bm_maxlevels[attr]:
+            return True
         if level == 0:
             self.extents(dip, start + 4, nrecs, itype)
             return True
         maxrecs = (size - 4) // 16
-        if nrecs > maxrecs or level > C.XFS_BTREE_MAXLEVELS:
+        if nrecs > maxrecs:
             return True
         pstart = start + 4 + maxrecs * 8
         if self.zero:
@@ -716,45 +767,13 @@ class Dumper:
             self.dir_data(buf, is_block)
 
     def dir_data(self, buf: bytearray, is_block: bool) -> None:
-        bs = self.dirbs
-        if is_block:
-            want = C.XFS_DIR3_BLOCK_MAGIC
-            end = bs - 8 - 8 * _U32.unpack_from(buf, bs - 8)[0]
-        else:
-            want = C.XFS_DIR3_DATA_MAGIC
-            end = bs
-        if _U32.unpack_from(buf, 0)[0] != want:
-            return
-        pos = C.XFS_DIR3_DATA_HDR_SIZE
-        ft = 1 if self.ftype else 0
-        while pos < end:
-            if _U16.unpack_from(buf, pos)[0] == 0xFFFF:
-                length = _U16.unpack_from(buf, pos + 2)[0]
-                if pos + length > end or not length or length & 7:
-                    return
-                if _U16.unpack_from(buf, pos + length - 2)[0] != pos:
-                    return
-                if self.zero and length > 6:
-                    _fill(buf, pos + 4, pos + length - 2)
-                pos += length
-                if pos >= end:
-                    return
-            namelen = buf[pos + 8]
-            length = (8 + 1 + namelen + ft + 2 + 7) & ~7
-            if pos + length > end:
-                return
-            if _U16.unpack_from(buf, pos + length - 2)[0] != pos:
-                return
-            if self.obfuscate:
-                ino = _U64.unpack_from(buf, pos)[0]
-                name = bytes(buf[pos + 9:pos + 9 + namelen])
-                _put(buf, pos + 9, self.dirent_name(ino, name))
-            if self.zero:
-                z0 = pos + 9 + namelen + 1
-                z1 = pos + length - 2
-                if z1 > z0:
-                    _fill(buf, z0, z1)
-            pos += length
+        entries = parsers.metadump_dir_data(buf, is_block, self.dirbs, self.ftype, self.zero,
+                                            self.obfuscate)
+        for pos, ino, namelen in entries:
+            # the walk checked each entry lies inside the block; the new
+            # name has the old one's length
+            buf[pos + 9:pos + 9 + namelen] = self.dirent_name(
+                ino, bytes(buf[pos + 9:pos + 9 + namelen]))
 
     def sf_dir(self, dip: bytearray, start: int, dsize: int) -> None:
         size = min(_U64.unpack_from(dip, 56)[0], dsize)
@@ -789,26 +808,33 @@ class Dumper:
     def dirent_name(self, ino: int, name: bytes) -> bytes:
         """The obfuscated name of a directory entry (kept: lost+found and
         the orphans in it named by their inode number)."""
-        if ino and self._in_lost_found(ino, name):
+        orphanage = self.orphanage
+        if ino and (not orphanage or ino == orphanage or self.cur_ino == orphanage) and \
+                self._in_lost_found(ino, name):
             return name
         if self.parent:
             key = (self.cur_ino, name)
             if key in self.remap:
                 return self.remap[key]
-        new = self._unique(obfuscate_name(name, self.rng))
+        new = self._unique(obfuscate_name(name, self.rng, self.ci), self.ci)
         if self.parent:
             self.remap[(self.cur_ino, name)] = new
         return new
 
-    def _unique(self, name: bytes) -> bytes:
+    def _unique(self, name: bytes, ci: bool = False) -> bytes:
+        """``name``, or when the inode has it already, the first alternate
+        with its hash it does not have (with ``ci``, the folded hash: an
+        alternate whose flipped bits make a capital is passed over)."""
         if len(name) >= 5 and name in self.names:
             seq = 1
+            want = parsers.da_hashname_ci(name) if ci else 0
             while True:
                 alt = alternate(name, seq)
                 seq += 1
                 if alt == -1:
                     break
-                if alt is not None and alt not in self.names:
+                if alt is not None and alt not in self.names and \
+                        (not ci or parsers.da_hashname_ci(alt) == want):
                     name = alt
                     break
         self.names.add(name)
@@ -912,7 +938,7 @@ class Dumper:
             return
         key = (parent, name)
         if key not in self.remap:
-            self.remap[key] = obfuscate_name(name, self.rng)
+            self.remap[key] = obfuscate_name(name, self.rng, self.ci)
         _put(area, n0, self.remap[key])
 
     def attr_block(self, buf: bytearray, o: int) -> None:
@@ -1034,14 +1060,11 @@ def metadump(image, out_path, *, version: int = 1, obfuscate: bool = True,
     if version not in (1, 2):
         raise InvalidArgument(f"metadump version {version}: only 1 and 2 exist")
     out_path = os.fspath(out_path)
-    _refuse_same(image, out_path, "the dump would replace the image")
+    refuse_same(image, out_path, "the dump would replace the image")
     fs = Filesystem(os.fspath(image))
     tmp = f"{out_path}.tmp{os.getpid()}"
     warnings = []
     try:
-        if obfuscate and fs.sb.fields["sb_versionnum"] & XFS_SB_VERSION_BORGBIT:
-            raise UnsupportedError(f"{image}: names are case-insensitive (ascii-ci): fstool "
-                                   "cannot obfuscate them keeping their hash; dump with -o")
         if not fs.sb.logstart:
             warnings.append("the log is external: it is not in the dump")
         dirty = log_is_dirty(fs)
@@ -1077,102 +1100,3 @@ def metadump(image, out_path, *, version: int = 1, obfuscate: bool = True,
     return {"version": version, "obfuscated": obfuscate, "full_blocks": full_blocks,
             "dirty_log": dirty, "buffers": d.blocks, "bytes": os.path.getsize(out_path),
             "warnings": warnings}
-
-
-# -- restoring a dump ----------------------------------------------------------------
-def _refuse_same(src, dst, why: str) -> None:
-    """Refuse a target that is the source under another name."""
-    try:
-        same = os.path.samefile(os.fspath(src), os.fspath(dst))
-    except OSError:
-        return
-    if same:
-        raise InvalidArgument(f"{dst} is {src}: {why}")
-
-
-def _open_target(image, size: int) -> int:
-    """The image to restore into: a regular file created or truncated to
-    ``size`` bytes, or a block device (not mounted) of at least that size."""
-    path = os.fspath(image)
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        st = None
-    if st is not None and stat.S_ISBLK(st.st_mode):
-        refuse_if_mounted(path)
-        fd = os.open(path, os.O_RDWR | os.O_EXCL | os.O_CLOEXEC)
-        if os.lseek(fd, 0, os.SEEK_END) < size:
-            os.close(fd)
-            raise InvalidArgument(f"{path}: the device is smaller than the filesystem in "
-                                  f"the dump ({size} bytes)")
-        return fd
-    if st is not None and not stat.S_ISREG(st.st_mode):
-        raise InvalidArgument(f"{path}: not a regular file or block device")
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-        os.ftruncate(fd, size)
-    except OSError as e:
-        raise ImageError(f"{path}: cannot create the image: {e.strerror}") from None
-    return fd
-
-
-def _copy(d: DumpFile, off: int, fd: int, at: int, n: int) -> None:
-    """``n`` bytes of the dump at ``off`` to ``fd`` at ``at``: in the kernel
-    (copy_file_range) where it can, else read and written."""
-    done = 0
-    while done < n:
-        try:
-            k = os.copy_file_range(d.fd, fd, n - done, off + done, at + done)
-        except OSError:
-            k = 0
-        if k <= 0:
-            break
-        done += k
-    while done < n:
-        k = min(n - done, 8 << 20)
-        os.pwrite(fd, d._read(off + done, k), at + done)
-        done += k
-
-
-def mdrestore(dump, image, *, log_image=None) -> dict:
-    """Write the metadata of ``dump`` into the image file ``image`` (made
-    or truncated to the filesystem's size), then the primary superblock as
-    xfs_mdrestore leaves it; an external log a v2 dump holds goes to
-    ``log_image``."""
-    _refuse_same(dump, image, "restoring would truncate the dump it reads")
-    d = DumpFile(dump)
-    try:
-        _raw, f = d.primary()
-        if d.compat & M.XFS_MD2_COMPAT_EXTERNALLOG and log_image is None:
-            raise InvalidArgument(f"{d.path}: the dump holds an external log: give "
-                                  "--log-image")
-        sectsize = f["sb_sectsize"]
-        size = f["sb_dblocks"] * f["sb_blocksize"]
-        fd = _open_target(image, size)
-        lfd = -1
-        try:
-            if log_image is not None:
-                lfd = os.open(os.fspath(log_image), os.O_RDWR | os.O_CREAT | os.O_TRUNC,
-                              0o644)
-                os.ftruncate(lfd, f["sb_logblocks"] * f["sb_blocksize"])
-            primary = bytearray(sectsize)
-            sectors = 0
-            for daddr, nsect, off, log in d.index():
-                target = lfd if log else fd
-                if target < 0:
-                    raise InvalidArgument(f"{d.path}: the dump holds an external log: "
-                                          "give --log-image")
-                at, total = daddr * BB, nsect * BB
-                if not log and at < sectsize:
-                    k = min(total, sectsize - at)
-                    primary[at:at + k] = d._read(off, k)
-                _copy(d, off, target, at, total)
-                sectors += nsect
-            os.pwrite(fd, fixed_primary(bytes(primary), sectsize), 0)
-        finally:
-            os.close(fd)
-            if lfd >= 0:
-                os.close(lfd)
-    finally:
-        d.close()
-    return {"version": d.version, "sectors": sectors, "image_bytes": size}

@@ -15,14 +15,20 @@ and its bytes whole, base64, in a field beside it named with ``_b64``.
 from __future__ import annotations
 
 import base64
+import re
 
 _NAMED = {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\\": "\\\\"}
+# a character shown otherwise than as itself: a control character, a
+# backslash, a byte that is not UTF-8 (surrogateescape)
+_ESCAPED = re.compile("[\x00-\x1f\x7f\\\\\udc80-\udcff]")
 
 
 def shown_name(name) -> str:
     """``name`` (bytes, or text decoded with surrogateescape) on one line."""
     if isinstance(name, (bytes, bytearray, memoryview)):
         name = bytes(name).decode("utf-8", "surrogateescape")
+    if _ESCAPED.search(name) is None:
+        return name             # the common case: shown as it is
     out = []
     for ch in name:
         o = ord(ch)

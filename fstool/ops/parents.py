@@ -49,7 +49,6 @@ def scan_parents(fs) -> tuple[dict, dict, list]:
     dirs: dict = {}
     unread: list = []
     others: list = []
-    make = xattr.Parent._make
     for agno in range(sb.agcount):
         try:
             chunks = list(_chunks(fs, agno))
@@ -82,7 +81,7 @@ def scan_parents(fs) -> tuple[dict, dict, list]:
                 records, odd = parsers.chunk_parents(buf, base, isize, first_ino, free, hole)
                 others.extend(odd)
                 for ino, mode, gen, _nlink, pp in records:
-                    parents[ino] = [make(t) for t in pp]
+                    parents[ino] = pp       # (ino, gen, name) tuples: PathWalker takes them
                     if mode & C.S_IFMT == C.S_IFDIR:
                         dirs[ino] = gen
             k = j

@@ -271,8 +271,10 @@ def _xfsprogs_record(buf: bytearray, off: int, uuid: bytes, sunit: int, lsn_: in
         "h_size": max(sunit, L.XLOG_BIG_RECORD_BSIZE), "h_pad0": 0})
     buf[off:off + nbb * BB] = bytes(nbb * BB)
     buf[off:off + len(hdr)] = hdr
-    for i in range(1, nbb):
-        buf[off + i * BB:off + i * BB + 4] = cyc
+    # the cycle at the start of every sector after the header's: each of
+    # its four bytes in one strided assignment
+    for k in range(4):
+        buf[off + BB + k:off + nbb * BB:BB] = cyc[k:k + 1] * (nbb - 1)
     unmount = off + hdrs * BB
     buf[unmount + 4:unmount + len(body)] = body[4:]
     return nbb * BB
@@ -335,11 +337,14 @@ def efd_regions(efi_id: int, extents) -> list:
 
 
 def done_regions(code: int, intent_id: int) -> list:
-    """The done item of an RUI, CUI or BUI (``code``: XFS_LI_RUD, XFS_LI_CUD
-    or XFS_LI_BUD): the intent's work is finished."""
+    """The done item of an RUI, CUI, BUI, ATTRI or XMI (``code``: XFS_LI_RUD,
+    XFS_LI_CUD, XFS_LI_BUD, XFS_LI_ATTRD or XFS_LI_XMD): the intent's work
+    is finished."""
     lay, prefix, field = {L.XFS_LI_RUD: (L.RUD_LOG_FORMAT, "rud", "rud_rui_id"),
                           L.XFS_LI_CUD: (L.CUD_LOG_FORMAT, "cud", "cud_cui_id"),
-                          L.XFS_LI_BUD: (L.BUD_LOG_FORMAT, "bud", "bud_bui_id")}[code]
+                          L.XFS_LI_BUD: (L.BUD_LOG_FORMAT, "bud", "bud_bui_id"),
+                          L.XFS_LI_ATTRD: (L.ATTRD_LOG_FORMAT, "alfd", "alfd_alf_id"),
+                          L.XFS_LI_XMD: (L.XMD_LOG_FORMAT, "xmd", "xmd_xmi_id")}[code]
     return [lay.pack({f"{prefix}_type": code, f"{prefix}_size": 1, "__pad": 0,
                       field: intent_id})]
 

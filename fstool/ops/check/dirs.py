@@ -7,12 +7,10 @@ table natively (``parsers.dir_data_tally``); only odd entries come back to
 Python."""
 from __future__ import annotations
 
-import struct
-
 from ..._backend import checks, parsers
 from ...errors import CorruptionError, FsToolError
 from ...format import constants as C
-from ...fs import dir as xdir
+from ...fs import dabtree as DA, dir as xdir, dirblock as B
 from ...io import verify as V
 from ..names import quoted_name
 
@@ -29,13 +27,12 @@ def name_ok(name: bytes) -> bool:
 class DirChecks:
     def setup_dir_geometry(self) -> None:
         sb = self.sb
-        self.dir_data_first = C.XFS_DIR3_DATA_HDR_SIZE + 2 * ((8 + 1 + 1 + 1 + 2 + 7) & ~7)
-        self.da_node_ents = (sb.dirblksize - C.XFS_DA3_NODE_HDR_SIZE) // 8
-        self.attr_node_ents = (sb.blocksize - C.XFS_DA3_NODE_HDR_SIZE) // 8
+        self.dir_data_first = B.HDR + 2 * B.MIN_ENTSIZE
+        self.da_node_ents = (sb.dirblksize - DA.HDR) // DA.ENTRY
+        self.attr_node_ents = (sb.blocksize - DA.HDR) // DA.ENTRY
 
     def _data_entsize(self, namelen: int) -> int:
-        ft = 1 if self.sb.has_ftype else 0
-        return (8 + 1 + namelen + ft + 2 + 7) & ~7
+        return B.entsize(namelen, 1 if self.sb.has_ftype else 0)
 
     # -- one directory ------------------------------------------------------------
     def check_dir(self, node, tab, odd: list):
@@ -50,9 +47,9 @@ class DirChecks:
             return self._shortform(node, tab, odd)
         if kind == "block":
             buf = self._dirblock(node, 0, V.DIR3_BLOCK)
-            count, stale = struct.unpack_from(">II", buf, len(buf) - 8)
-            start = len(buf) - 8 - 8 * count
-            if start < C.XFS_DIR3_DATA_HDR_SIZE:
+            count, stale = B.block_tail(buf)
+            start = B.block_leaf_start(buf, count)
+            if start < B.HDR:
                 raise CorruptionError("directory block", f"tail count {count} overruns the "
                                       "block", ino=node.ino, block=0, field="count")
             frees, dsum = self._data_tally(node, buf, start, 0, tab, odd)
@@ -88,14 +85,9 @@ class DirChecks:
         daddr, pieces = node.read_fork_blocks(fsb, sb.dirblkfsbs)
         buf = self.fs.read_meta(daddr, sb.dirblksize, bt, owner=node.ino, ino=node.ino,
                                 block=fsb, pieces=pieces, keep=False)
-        self._check_lsn(self._dir_lsn(buf, bt), "dir", ino=node.ino, offset=fsb,
-                        fork="data", field="lsn")
+        self._check_lsn(bt.lsn_of(buf), "dir", ino=node.ino, offset=fsb, fork="data",
+                        field="lsn")
         return buf
-
-    @staticmethod
-    def _dir_lsn(buf, bt) -> int:
-        off = 16 if bt.magic_off == 0 else 24
-        return struct.unpack_from(">Q", buf, off)[0]
 
     # -- shortform ------------------------------------------------------------------
     def _shortform(self, node, tab, odd):
@@ -106,22 +98,21 @@ class DirChecks:
         size = node.size
         where = dict(ino=ino, structure="dir", fork="data")
         bad = self._dir_bad
-        if size > len(fork) or size < 6:
+        if size > len(fork) or size < B.SF_MIN:
             bad("DIR_CORRUPT", ino, f"shortform size {size} does not fit the fork "
                 f"({len(fork)} bytes)", "di_size", where)
             return None
-        count, i8count = fork[0], fork[1]
-        width = 8 if i8count else 4
-        if 2 + width > size:
+        count, i8count, width = B.sf_header(fork)
+        if B.SF_HDR + width > size:
             bad("DIR_CORRUPT", ino, "shortform header runs past its size", "di_size", where)
             return None
-        parent = int.from_bytes(fork[2:2 + width], "big")
+        parent = B.sf_parent(fork, width)
         ft = 1 if sb.has_ftype else 0
-        entsize_min = 3 + 1 + ft + width
+        entsize_min = B.sf_entsize(1, ft, width)
         n = count
-        if count * entsize_min + 2 + width > len(fork) or count == 0:
+        if count * entsize_min + B.SF_HDR + width > len(fork) or count == 0:
             n = 0xFF
-        pos = 2 + width
+        pos = B.SF_HDR + width
         offset = self.dir_data_first
         bad_offset = False
         names = {}
@@ -129,10 +120,10 @@ class DirChecks:
         found = 0
         entries = []
         while found < n and size > pos:
-            if pos + 3 > len(fork):
+            if pos + B.SF_ENTRY > len(fork):
                 break
             namelen = fork[pos]
-            esize = 3 + namelen + ft + width
+            esize = B.sf_entsize(namelen, ft, width)
             if namelen == 0:
                 bad("DIR_CORRUPT", ino, f"shortform entry {found} has a zero-length name",
                     "namelen", where, index=found)
@@ -141,10 +132,7 @@ class DirChecks:
                 bad("DIR_CORRUPT", ino, f"shortform entry {found} runs past the directory "
                     "size", "namelen", where, index=found)
                 break
-            eoff = int.from_bytes(fork[pos + 1:pos + 3], "big")
-            name = bytes(fork[pos + 3:pos + 3 + namelen])
-            ftype = fork[pos + 3 + namelen] if ft else 0
-            child = int.from_bytes(fork[pos + 3 + namelen + ft:pos + esize], "big")
+            eoff, name, ftype, child, _size = B.sf_entry(fork, pos, ft, width)
             if not name_ok(name):
                 bad("DIR_NAME", ino, f"shortform entry {quoted_name(name)} has an illegal "
                     "name", "name", where, index=found)
@@ -169,7 +157,7 @@ class DirChecks:
         if pos != size:
             bad("DIR_CORRUPT", ino, f"shortform size {size}, its entries end at {pos}",
                 "di_size", where, expected=pos, found=size)
-        if offset + (count + 2) * 8 + 8 > sb.dirblksize:
+        if offset + (count + 2) * B.LEAF_ENT + B.BLOCK_TAIL > sb.dirblksize:
             bad_offset = True
         if bad_offset:
             bad("DIR_CORRUPT", ino, "shortform entry offsets are out of order or too high",
@@ -230,7 +218,7 @@ class DirChecks:
         addr_base = (fsb // self.sb.dirblkfsbs) * self.sb.dirblksize
         try:
             frees, lsum, more, why = parsers.dir_data_tally(
-                buf, C.XFS_DIR3_DATA_HDR_SIZE, end, self.sb.has_ftype, addr_base,
+                buf, B.HDR, end, self.sb.has_ftype, addr_base,
                 tab.starts, tab.itype, tab.refs, node.ino, tab.psums, node.gen)
         except ValueError as e:
             frees, lsum, more, why = [], 0, [], str(e)
@@ -248,8 +236,7 @@ class DirChecks:
         longest = checks.bestfree_ok(buf, frees)
         if longest >= 0:
             return longest          # the table is right
-        bf = struct.unpack_from(">6H", buf, 48)
-        slots = [(bf[i], bf[i + 1]) for i in (0, 2, 4)]     # (offset, length)
+        slots = [tuple(s) for s in B.get_bf(buf)]         # (offset, length)
         bad = False
         seen = 0
         for i, (off, ln) in enumerate(slots):
@@ -314,7 +301,7 @@ class DirChecks:
         """Each leaf entry's hash against the name it points to."""
         ino = node.ino
         for i in range(count):
-            h, addr = struct.unpack_from(">II", buf, start + 8 * i)
+            h, addr = B.leaf_entry(buf, start, i)
             if addr == C.XFS_DIR2_NULL_DATAPTR:
                 continue
             try:
@@ -341,18 +328,17 @@ class DirChecks:
             except FsToolError as e:
                 self.from_error("DIR_CORRUPT", e, offset=leaf_fsb, **where)
                 return
-            count, stale = struct.unpack_from(">HH", buf, 56)
-            self._check_leaf(node, buf, C.XFS_DIR3_LEAF_HDR_SIZE, count, stale, dsum, False)
-            nbests = struct.unpack_from(">I", buf, len(buf) - 4)[0]
+            count, stale = B.leaf_count_stale(buf)
+            self._check_leaf(node, buf, B.LEAF_HDR, count, stale, dsum, False)
+            nbests = B.bestcount(buf)
             want = max(bests, default=-1) + 1
             if nbests != want:
                 self.report("DIR_LEAF", f"directory {ino}: the leaf tail holds {nbests} "
                             f"best-free entries, the directory has {want} data blocks",
                             offset=leaf_fsb, field="bestcount", expected=want, found=nbests,
                             **where)
-            off = len(buf) - 4 - 2 * nbests
-            stored = list(struct.unpack_from(f">{nbests}H", buf, off)) \
-                if C.XFS_DIR3_LEAF_HDR_SIZE + 8 * count <= off else []
+            stored = B.leaf_bests(buf, nbests) \
+                if B.LEAF_HDR + B.LEAF_ENT * count <= B.leaf_bests_start(buf, nbests) else []
             self._compare_bests(ino, stored, bests, 0, leaf_fsb)
             return
         # node form: the da-btree over the leafn blocks, then the free index
@@ -367,22 +353,21 @@ class DirChecks:
             too: the read verifier), each live hash at least the greatest
             before it, the stale count; returns this block's greatest."""
             nonlocal lsum
-            if struct.unpack_from(">H", buf, 8)[0] != C.XFS_DIR3_LEAFN_MAGIC:
+            if DA.magic(buf) != C.XFS_DIR3_LEAFN_MAGIC:
                 self.report("DIR_CORRUPT", f"directory {ino}: block {dablk} in the leaf "
                             "chain is not a leafn block", offset=dablk, field="magic",
                             **where)
                 return None
-            count, stale = struct.unpack_from(">HH", buf, 56)
+            count, stale = B.leaf_count_stale(buf)
             before = len(self.findings)
             try:
-                lsum += self._leaf_block(node, dablk, buf, C.XFS_DIR3_LEAF_HDR_SIZE, count,
-                                         stale)
+                lsum += self._leaf_block(node, dablk, buf, B.LEAF_HDR, count, stale)
             except CorruptionError as e:
                 self.from_error("DIR_LEAF", e, offset=dablk, **where)
                 return None
             if not count:
                 return greatest
-            ents = struct.unpack_from(f">{2 * count}I", buf, C.XFS_DIR3_LEAF_HDR_SIZE)
+            ents = B.leaf_words(buf, B.LEAF_HDR, count)
             # (a stale slot is not compared, but the next one is compared with it)
             if ents[1] and ents[0] < greatest:
                 self.report("DIR_LEAF", f"directory {ino}: leaf block {dablk} starts at "
@@ -397,7 +382,7 @@ class DirChecks:
         # each free block covers the bests of maxbests data blocks, by its
         # place: the kernel's verifier checks firstdb against it, and
         # xfs_repair reads the free block of every data block there is
-        maxbests = (sb.dirblksize - C.XFS_DIR3_FREE_HDR_SIZE) // 2
+        maxbests = (sb.dirblksize - B.FREE_HDR) // 2
         covered = set()
         for fsb in self._dir_blocks_between(node, free_fsb, None):
             try:
@@ -405,7 +390,7 @@ class DirChecks:
             except FsToolError as e:
                 self.from_error("DIR_CORRUPT", e, offset=fsb, **where)
                 continue
-            firstdb, nvalid, nused = struct.unpack_from(">III", buf, 48)
+            firstdb, nvalid, nused = B.free_hdr(buf)
             index = (fsb - free_fsb) // sb.dirblkfsbs
             covered.add(index)
             if firstdb != index * maxbests:
@@ -414,9 +399,9 @@ class DirChecks:
                             f"{index * maxbests}", offset=fsb, field="firstdb",
                             expected=index * maxbests, found=firstdb, **where)
                 continue
-            stored = list(struct.unpack_from(f">{nvalid}H", buf, 64)) \
-                if 64 + 2 * nvalid <= len(buf) else []
-            if 64 + 2 * nvalid > len(buf):
+            fits = B.FREE_HDR + 2 * nvalid <= len(buf)
+            stored = B.free_bests(buf, nvalid) if fits else []
+            if not fits:
                 self.report("DIR_FREE", f"directory {ino}: free block at {fsb} says "
                             f"{nvalid} entries", offset=fsb, field="nvalid", found=nvalid,
                             **where)
@@ -453,25 +438,10 @@ class DirChecks:
     # -- da-btrees (directory node form, attr node form) ----------------------------------
     def check_da_tree(self, node, root: int, read, leaf, what: str, node_ents: int,
                       dir_root_leafn: bool = False, strict=None) -> None:
-        """A da-btree walked as xfs_repair walks it (da_util.c and dir2.c /
-        attr_repair.c): down the left edge from the root (traverse_int_dablock:
-        node magic, entry counts, levels one apart), then along the leaves by
-        their forward pointers, each leaf's back pointer naming the one
-        before; at every leaf boundary the path above is verified
-        (verify_da_path): the next node entry points at the leaf just done and
-        carries its greatest hash, and a node whose entries are used up
-        hands over to its right sibling, whose magic, back pointer, count and
-        level must fit; after the last leaf, the right edge
-        (verify_final_da_path): each node's last entry used, its first hash
-        not above its last (xfs_repair 6.10.1; 6.1 wants it below), no right
-        sibling.  ``read(dablk)`` returns a verified buffer;
-        ``leaf(dablk, buf, greatest)`` checks one leaf block against the
-        greatest hash before it and returns its own greatest (the last
-        entry's; the one before for an empty leaf), or None when it is bad
-        (and reported); ``strict(dablk, buf)``, if given, says why a node
-        below the root fails where xfs_repair reads it stricter.  Like
-        xfs_repair, the walk stops at the first break (a hash that differs
-        from the child's greatest is reported and the walk goes on)."""
+        """A directory's (``what`` "dir") or attr fork's ("attr") da-btree
+        walked as xfs_repair walks it (fstool.fs.dabtree.audit), each fault
+        reported as a finding: ``read(dablk)`` returns a verified buffer or
+        raises; ``leaf``, ``strict`` and ``dir_root_leafn`` are audit's."""
         ino = node.ino
         where = dict(ino=ino, fork="data" if what == "dir" else "attr",
                      structure="dir" if what == "dir" else "attr")
@@ -480,9 +450,9 @@ class DirChecks:
         # it in place (a directory is rebuilt all the same)
         hash_code = "DIR_NODE" if what == "dir" else "XATTR_NODE_HASH"
 
-        def bad(dablk, detail, field=None, kind=code, **more):
-            self.report(kind, f"{what} of inode {ino}: block {dablk}: {detail}",
-                        offset=dablk, field=field, **where, **more)
+        def bad(dablk, detail, field=None, hash_fault=False, **more):
+            self.report(hash_code if hash_fault else code, f"{what} of inode {ino}: block "
+                        f"{dablk}: {detail}", offset=dablk, field=field, **where, **more)
 
         def fetch(dablk):
             try:
@@ -490,180 +460,5 @@ class DirChecks:
             except FsToolError as e:
                 self.from_error(code, e, offset=dablk, **where)
                 return None
-
-        def node_hdr(dablk, buf, below_root):
-            """(forw, back, count, level, [(hash, before)]) of a node, or None
-            (reported) when it is not one the walk can use."""
-            magic = struct.unpack_from(">H", buf, 8)[0]
-            if magic != C.XFS_DA3_NODE_MAGIC:
-                bad(dablk, f"magic 0x{magic:x} where a da-btree node is expected", "magic",
-                    found=magic)
-                return None
-            forw, back = struct.unpack_from(">II", buf, 0)
-            count, level = struct.unpack_from(">HH", buf, 56)
-            if count == 0 or count > node_ents:
-                bad(dablk, f"{count} entries (1 to {node_ents})", "count", found=count)
-                return None
-            if not 1 <= level < C.XFS_DA_NODE_MAXDEPTH:
-                bad(dablk, f"level {level} is not valid", "level", found=level)
-                return None
-            why = strict(dablk, buf) if below_root and strict is not None else None
-            if why:
-                bad(dablk, why)
-                return None
-            v = struct.unpack_from(f">{2 * count}I", buf, C.XFS_DA3_NODE_HDR_SIZE)
-            return [forw, back, count, level, list(zip(v[0::2], v[1::2]))]
-
-        # the left edge: one cursor entry per node level, [block, header, index,
-        # first hash, the greatest hash of the children verified so far]
-        buf = fetch(root)
-        if buf is None:
-            return
-        magic = struct.unpack_from(">H", buf, 8)[0]
-        if magic != C.XFS_DA3_NODE_MAGIC and dir_root_leafn:
-            leaf(root, buf, 0)              # a single LEAFN block is the whole tree
-            return
-        cursor = {}
-        dablk, top, level = root, None, None
-        while True:
-            hdr = node_hdr(dablk, buf, top is not None)
-            if hdr is None:
-                return
-            if top is None:
-                top = hdr[3]
-                if what == "attr" and (hdr[0] or hdr[1]):
-                    # (xfs_repair would clear them; a directory's root
-                    # node's left sibling it does not look at)
-                    bad(dablk, f"the root has siblings ({hdr[0]}, {hdr[1]})", "forw")
-            elif hdr[3] != level - 1:
-                bad(dablk, f"level {hdr[3]} under a node of level {level}", "level",
-                    found=hdr[3], expected=level - 1)
-                return
-            level = hdr[3]
-            cursor[level] = [dablk, hdr, 0, hdr[4][0][0], None]
-            dablk = hdr[4][0][1]
-            if level == 1:
-                break
-            buf = fetch(dablk)
-            if buf is None:
-                return
-            if what == "dir" and struct.unpack_from(">H", buf, 8)[0] == \
-                    C.XFS_DIR3_LEAFN_MAGIC:
-                bad(dablk, f"a leaf block where a node of level {level - 1} is expected",
-                    "magic")
-                return
-
-        def verify_path(lvl, child, child_hash) -> bool:
-            """verify_da_path: the entry at the cursor of level ``lvl`` names
-            ``child`` with its greatest hash; moves the cursor on.  A node's
-            own greatest, for the level above, is its children's (what its
-            last entry holds once xfs_repair has corrected it), so that a
-            wrong hash is reported, and corrected by repair, where it is."""
-            if lvl > top:
-                bad(child, "the chain below runs past the last entry of the tree's root",
-                    "forw")
-                return False
-            cur = cursor[lvl]
-            hdr = cur[1]
-            if cur[2] >= hdr[2]:
-                # this node is used up: its path is checked, its right sibling follows
-                if not verify_path(lvl + 1, cur[0], cur[4]):
-                    return False
-                nxt = hdr[0]
-                if nxt == 0:
-                    bad(cur[0], "its entries are used up but the chain below goes on and "
-                        "it has no right sibling", "forw")
-                    return False
-                nbuf = fetch(nxt)
-                if nbuf is None:
-                    return False
-                nhdr = node_hdr(nxt, nbuf, True)
-                if nhdr is None:
-                    return False
-                wrong = []
-                if nhdr[1] != cur[0]:
-                    wrong.append(("back", f"back pointer {nhdr[1]}, the node before is "
-                                  f"{cur[0]}", nhdr[1], cur[0]))
-                if nhdr[3] != lvl:
-                    wrong.append(("level", f"level {nhdr[3]} where level {lvl} is walked",
-                                  nhdr[3], lvl))
-                for field, detail, found, expected in wrong:
-                    bad(nxt, detail, field, found=found, expected=expected)
-                if wrong:
-                    return False
-                cursor[lvl] = cur = [nxt, nhdr, 0, nhdr[4][0][0], None]
-                hdr = nhdr
-            h, before = hdr[4][cur[2]]
-            if before != child:
-                bad(cur[0], f"entry {cur[2]} points at block {before}, the walk reached "
-                    f"{child}", "before", index=cur[2], found=before, expected=child)
-                return False
-            if h != child_hash:
-                bad(cur[0], f"entry {cur[2]} for block {child} has hash 0x{h:08x}, the "
-                    f"block's greatest is 0x{child_hash:08x}", "hashval", hash_code,
-                    index=cur[2], found=h, expected=child_hash)
-            cur[2] += 1
-            cur[4] = child_hash
-            return True
-
-        def verify_final(lvl, child, child_hash) -> bool:
-            """verify_final_da_path: the right edge from level ``lvl`` up."""
-            cur = cursor[lvl]
-            blk, hdr, entry, first, _greatest = cur
-            count = hdr[2]
-            broken = False
-            if entry != count - 1:
-                bad(blk, f"the walk ends at entry {entry} of its {count}", "count",
-                    found=count, expected=entry + 1)
-                broken = True
-            elif first > hdr[4][entry][0]:
-                bad(blk, f"its first hash 0x{first:08x} is above its last "
-                    f"0x{hdr[4][entry][0]:08x}", "hashval")
-                broken = True
-            if hdr[0]:
-                bad(blk, f"the last node of level {lvl} has a right sibling {hdr[0]}",
-                    "forw", found=hdr[0], expected=0)
-                broken = True
-            if broken:
-                return False
-            h, before = hdr[4][entry]
-            if before != child:
-                bad(blk, f"its last entry points at block {before}, the walk ended at "
-                    f"{child}", "before", index=entry, found=before, expected=child)
-                return False
-            if h != child_hash:
-                bad(blk, f"entry {entry} for block {child} has hash 0x{h:08x}, the block's "
-                    f"greatest is 0x{child_hash:08x}", "hashval", hash_code, index=entry,
-                    found=h, expected=child_hash)
-            return lvl >= top or verify_final(lvl + 1, blk, child_hash)
-
-        # the leaves, left to right by their forward pointers
-        prev, greatest = 0, 0
-        seen = set()
-        while True:
-            if dablk == 0 and what == "attr":
-                bad(0, "the leaf chain leads back to block 0 (a cycle)", "before")
-                return
-            if dablk in seen:
-                bad(dablk, "the leaf chain reaches it twice (a cycle)", "forw")
-                return
-            seen.add(dablk)
-            lbuf = fetch(dablk)
-            if lbuf is None:
-                return
-            got = leaf(dablk, lbuf, greatest)
-            if got is None:
-                return
-            greatest = got
-            forw, back = struct.unpack_from(">II", lbuf, 0)
-            if back != prev:
-                bad(dablk, f"back pointer {back}, the leaf before is {prev}", "back",
-                    found=back, expected=prev)
-                return
-            prev = dablk
-            if not forw:
-                break
-            if not verify_path(1, dablk, greatest):
-                return
-            dablk = forw
-        verify_final(1, dablk, greatest)
+        DA.audit(fetch, root, leaf, bad, max_count=node_ents, attr=what == "attr",
+                 dir_root_leafn=dir_root_leafn, strict=strict)

@@ -31,6 +31,10 @@ DIFLAG2_BIGTIME, DIFLAG2_NREXT64 = 8, 16
 DIFLAG2_ANY = 0x1F
 MAX_BMBT_EXTLEN = (1 << 21) - 1
 NSEC_PER_SEC = 1_000_000_000
+# how far ahead of the inode chunk being scanned the kernel is asked to read
+CHUNK_READAHEAD = 16 << 20
+# inode chunks this close together are asked for as one range
+CHUNK_READAHEAD_GAP = 64 << 10
 _O = {name: DINODE.offset(name) for name, _ in DINODE.fields}
 
 
@@ -155,6 +159,7 @@ class InodePhase:
             spans.append((startino >> sb.inopblog, base,
                           max(1, -(-(base + 64 * isize) >> blocklog))))
         limit = (2 << 20) >> blocklog
+        runs = []               # (k, j, first block, end): spans[k:j] read at once
         k = 0
         while k < len(spans):
             first_blk, base, nblocks = spans[k]
@@ -165,13 +170,30 @@ class InodePhase:
                         end + spans[j][2] - first_blk <= limit:
                     end += spans[j][2]
                     j += 1
+            runs.append((k, j, first_blk, end))
+            k = j
+        # the kernel reads the runs ahead of their turn (up to CHUNK_READAHEAD
+        # bytes), many at once, while the ones before are scanned; runs close
+        # together are asked for as one range
+        dev = fs.dev
+        gap = CHUNK_READAHEAD_GAP >> blocklog
+        asked = ahead = 0
+        for r, (k, j, first_blk, end) in enumerate(runs):
+            while ahead < len(runs) and (ahead <= r or asked < CHUNK_READAHEAD):
+                b0, b1 = runs[ahead][2], runs[ahead][3]
+                ahead += 1
+                while ahead < len(runs) and b1 <= runs[ahead][2] < b1 + gap:
+                    b1 = runs[ahead][3]
+                    ahead += 1
+                dev.will_need(fs.agb_to_daddr(agno, b0) << C.BBSHIFT, (b1 - b0) << blocklog)
+                asked += (b1 - b0) << blocklog
+            asked -= (end - first_blk) << blocklog
             try:
                 buf = fs.dev.pread(fs.agb_to_daddr(agno, first_blk) << C.BBSHIFT,
                                    (end - first_blk) << blocklog)
             except FsToolError as e:
                 if j == k + 1:
                     yield k, None, e
-                    k = j
                     continue
                 # one of them cannot be read: each on its own, as it fails
                 for m in range(k, j):
@@ -183,11 +205,9 @@ class InodePhase:
                         yield m, None, e1
                     else:
                         yield m, one, b
-                k = j
                 continue
             for m in range(k, j):
                 yield m, buf, ((spans[m][0] - first_blk) << blocklog) + spans[m][1]
-            k = j
 
     # -- one inode -----------------------------------------------------------------
     def _check_inode(self, agno, ino, free, raw, tab, slot, agmin, agmax) -> None:

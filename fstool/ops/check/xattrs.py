@@ -7,12 +7,11 @@ parent namespace whose value is no parent record is reported
 (PARENT_GARBAGE), as xfs_repair's phase 6 reports it."""
 from __future__ import annotations
 
-import struct
-
 from ..._backend import checks, parsers
 from ...errors import CorruptionError, FsToolError
 from ...format import constants as C
 from ...format import parent as P
+from ...fs import attrleaf as L, dabtree as DA
 from ...io import verify as V
 from ..names import quoted_name
 
@@ -81,19 +80,19 @@ class XattrChecks:
     def _sf_attrs(self, node) -> None:
         """process_shortform_attr."""
         fork = node.fork_bytes(attr=True)
-        totsize, count = struct.unpack_from(">HB", fork, 0)
+        totsize, count = L.sf_header(fork)
         if count == 0:
-            if totsize != 4:
+            if totsize != L.SF_HDR:
                 self._xbad(node, f"no attributes but totsize {totsize}", "totsize",
                            found=totsize)
             return
-        pos = 4
-        remaining = totsize - 4
+        pos = L.SF_HDR
+        remaining = totsize - L.SF_HDR
         i = 0
         while i < count:
-            if pos + 3 > totsize:
+            if pos + L.SF_ENTRY > totsize:
                 break
-            namelen, valuelen, flags = fork[pos], fork[pos + 1], fork[pos + 2]
+            namelen, valuelen, flags = L.sf_entry(fork, pos)
             if namelen == 0:
                 self._xbad(node, f"shortform attribute {i} has a zero-length name",
                            "namelen", index=i)
@@ -102,7 +101,7 @@ class XattrChecks:
                 self._xbad(node, f"shortform attribute {i}: name or value too long",
                            "valuelen", index=i)
                 break
-            name = bytes(fork[pos + 3:pos + 3 + namelen])
+            name = bytes(fork[pos + L.SF_ENTRY:pos + L.SF_ENTRY + namelen])
             why = attr_flags_problem(flags, True, self.has_pptr)
             name_ok = attr_name_ok(name, flags)
             if not name_ok:
@@ -115,9 +114,9 @@ class XattrChecks:
                 self._xbad(node, f"shortform attribute {quoted_name(name)} {why}", "flags",
                            index=i, found=flags)
             elif name_ok and flags & C.XFS_ATTR_PARENT:
-                self._seen_pptr(node, flags, name,
-                                fork[pos + 3 + namelen:pos + 3 + namelen + valuelen], index=i)
-            size = 3 + namelen + valuelen
+                value = pos + L.SF_ENTRY + namelen
+                self._seen_pptr(node, flags, name, fork[value:value + valuelen], index=i)
+            size = L.SF_ENTRY + namelen + valuelen
             remaining -= size
             pos += size
             i += 1
@@ -148,9 +147,9 @@ class XattrChecks:
         except FsToolError as e:
             self.from_error("XATTR", e, ino=node.ino, fork="attr", structure="attr", offset=0)
             return
-        magic = struct.unpack_from(">H", buf, 8)[0]
+        magic = DA.magic(buf)
         if magic == C.XFS_ATTR3_LEAF_MAGIC:
-            forw, back = struct.unpack_from(">II", buf, 0)
+            forw, back = DA.siblings(buf)
             if forw or back:
                 self._xbad(node, "attr leaf block 0 has siblings", "forw", offset=0)
             self._attr_leaf(node, 0, buf, 0)
@@ -160,7 +159,7 @@ class XattrChecks:
             return
 
         def leaf(ablk, lbuf, greatest):
-            if struct.unpack_from(">H", lbuf, 8)[0] != C.XFS_ATTR3_LEAF_MAGIC:
+            if DA.magic(lbuf) != C.XFS_ATTR3_LEAF_MAGIC:
                 self._xbad(node, f"attr block {ablk} in the leaf chain is not a leaf",
                            "magic", offset=ablk)
                 return None
@@ -170,10 +169,9 @@ class XattrChecks:
             return hashes[-1] if hashes else greatest
 
         def strict(ablk, nbuf):
-            if not parsers.xfs_cksum_ok(nbuf, C.XFS_DA3_BLKINFO_CRC_OFF):
+            if not parsers.xfs_cksum_ok(nbuf, V.ATTR3_NODE_OR_LEAF.crc_off):
                 return "CRC mismatch"
-            if nbuf[32:48] != self.fs.uuid or \
-                    struct.unpack_from(">Q", nbuf, 48)[0] != node.ino:
+            if DA.uuid(nbuf) != self.fs.uuid or DA.owner(nbuf) != node.ino:
                 return "wrong uuid or owner"
             return None
         self.check_da_tree(node, 0, read, leaf, "attr", self.attr_node_ents, strict=strict)
@@ -189,94 +187,45 @@ class XattrChecks:
         bs = self.sb.blocksize
         daddr, _pieces = node.read_fork_blocks(ablk, 1, attr=True)
         buf = self.fs.dev.pread(daddr << C.BBSHIFT, bs)
-        magic = struct.unpack_from(">H", buf, 8)[0]
+        magic = DA.magic(buf)
         if magic not in (C.XFS_ATTR3_LEAF_MAGIC, C.XFS_DA3_NODE_MAGIC):
             raise CorruptionError("xattr block", f"bad magic 0x{magic:x}", ino=node.ino,
                                   block=ablk, field="magic")
         where = dict(ino=node.ino, fork="attr", structure="attr", offset=ablk)
-        crc_ok = parsers.xfs_cksum_ok(buf, C.XFS_DA3_BLKINFO_CRC_OFF)
+        crc_ok = parsers.xfs_cksum_ok(buf, V.ATTR3_NODE_OR_LEAF.crc_off)
         if not crc_ok:
             self.report("XATTR_CRC", f"inode {node.ino}: attr block {ablk} CRC mismatch",
                         field="crc", **where)
-        blkno, _lsn = struct.unpack_from(">QQ", buf, 16)
-        owner = struct.unpack_from(">Q", buf, 48)[0]
         bad = [(f, f"has the wrong {f}")
-               for f, ok in (("blkno", blkno == daddr), ("uuid", buf[32:48] == self.fs.uuid),
-                             ("owner", owner == node.ino)) if not ok]
+               for f, ok in (("blkno", DA.blkno(buf) == daddr),
+                             ("uuid", DA.uuid(buf) == self.fs.uuid),
+                             ("owner", DA.owner(buf) == node.ino)) if not ok]
         # the read verifier stops at a bad CRC: its structure checks are
         # only made on a block whose CRC is good (xfs_repair's own checks
         # of the entries follow either way)
-        why = None if not crc_ok else \
-            (None if checks.attr_leaf_verify_ok(buf) else self._attr_leaf_verify(buf)) \
-            if magic == C.XFS_ATTR3_LEAF_MAGIC else self._da_node_verify(buf)
-        if why:
-            bad.append(why)
+        if crc_ok:
+            faults = ([] if checks.attr_leaf_verify_ok(buf) else L.leaf_faults(buf, bs)) \
+                if magic == C.XFS_ATTR3_LEAF_MAGIC else \
+                DA.node_faults(buf, max(self.da_node_ents, self.attr_node_ents))
+            # the read fails at the first: what xfs_repair reports
+            bad += faults[:1]
         for f, detail in bad:
             self.report("XATTR" if root else "XATTR_VERIFY", f"inode {node.ino}: attr block "
                         f"{ablk} {detail}", field=f, **where)
-        self._check_lsn(_lsn, "attr", ino=node.ino, offset=ablk, fork="attr", field="lsn")
+        self._check_lsn(V.ATTR3_NODE_OR_LEAF.lsn_of(buf), "attr", ino=node.ino, offset=ablk,
+                        fork="attr", field="lsn")
         return buf
-
-    def _attr_leaf_verify(self, buf):
-        """The kernel's xfs_attr3_leaf_verify past the block header:
-        (field, why) or None."""
-        bs = self.sb.blocksize
-        count, _used, firstused = struct.unpack_from(">HHH", buf, 56)
-        hdr = C.XFS_ATTR3_LEAF_HDR_SIZE
-        firstused = firstused or bs
-        if firstused > bs or firstused < hdr:
-            return "firstused", f"first name at {firstused} is outside the name area"
-        if hdr + 8 * count > firstused:
-            return "count", f"{count} entries run into the names at {firstused}"
-        last = 0
-        for i in range(count):
-            h, nameidx, flags = struct.unpack_from(">IHB", buf, hdr + 8 * i)
-            if h < last:
-                return "hashval", f"entry {i} is out of hash order"
-            last = h
-            if nameidx < firstused or nameidx >= bs:
-                return "nameidx", f"entry {i} name index {nameidx} is outside the names"
-            if flags & C.XFS_ATTR_LOCAL:
-                if nameidx + 3 > bs:
-                    return "nameidx", f"entry {i} overruns the block"
-                valuelen, namelen = struct.unpack_from(">HB", buf, nameidx)
-                size = (3 + namelen + valuelen + 3) & ~3
-            else:
-                if nameidx + 9 > bs:
-                    return "nameidx", f"entry {i} overruns the block"
-                valueblk, _vl, namelen = struct.unpack_from(">IIB", buf, nameidx)
-                size = (11 + namelen + 3) & ~3
-                if not flags & C.XFS_ATTR_INCOMPLETE and valueblk == 0:
-                    return "valueblk", f"remote entry {i} has no value block"
-            if namelen == 0:
-                return "namelen", f"entry {i} has a zero-length name"
-            if nameidx + size > bs:
-                return "nameidx", f"entry {i} overruns the block"
-        for i in range(3):
-            base, size = struct.unpack_from(">HH", buf, 64 + 4 * i)
-            if base > bs or base & 3 or size > bs or size & 3 or base + size > bs:
-                return "freemap", f"free map {i} ({base}, {size}) is invalid"
-        return None
-
-    def _da_node_verify(self, buf):
-        """The kernel's xfs_da3_node_verify past the block header."""
-        count, level = struct.unpack_from(">HH", buf, 56)
-        if not 1 <= level <= C.XFS_DA_NODE_MAXDEPTH:
-            return "level", f"node level {level} is invalid"
-        if count == 0 or (count > self.da_node_ents and count > self.attr_node_ents):
-            return "count", f"node holds {count} entries"
-        return None
 
     def _attr_leaf(self, node, ablk, buf, last_hash):
         """process_leaf_attr_block: [lowest, greatest] hash of the entries,
         [] for an empty block, None when the block is bad."""
         bs = self.sb.blocksize
-        count, usedbytes, firstused, holes = struct.unpack_from(">HHHB", buf, 56)
-        hdr = C.XFS_ATTR3_LEAF_HDR_SIZE
+        count, usedbytes, firstused, holes = L.totals(buf)
+        hdr = L.HDR
         where = dict(offset=ablk)
         if count == 0 and ablk == 0:
             return []          # repair leaves an empty block 0 alone in -n mode
-        if count == 0 or hdr + 8 * count > bs:
+        if count == 0 or hdr + L.ENTRY * count > bs:
             self._xbad(node, f"attr leaf {ablk} has {count} entries", "count", found=count,
                        **where)
             return None
@@ -294,12 +243,12 @@ class XattrChecks:
             self._attr_leaf_totals(node, ablk, holes, firstb, firstused, usedbs, usedbytes)
             return [lo, hi]
         used = bytearray(bs)
-        used[:hdr + 8 * count] = b"\1" * (hdr + 8 * count)
+        used[:hdr + L.ENTRY * count] = b"\1" * (hdr + L.ENTRY * count)
         usedbs = 0
         firstb = bs
         hashes = []
         for i in range(count):
-            h, nameidx, flags = struct.unpack_from(">IHB", buf, hdr + 8 * i)
+            h, nameidx, flags = L.entry(buf, i)
             if nameidx > bs:
                 self._xbad(node, f"attr leaf {ablk} entry {i} name index {nameidx} is beyond "
                            "the block", "nameidx", index=i, found=nameidx, **where)
@@ -318,26 +267,27 @@ class XattrChecks:
                 return None
             value = None
             if flags & C.XFS_ATTR_LOCAL:
-                if nameidx + 3 > bs:
+                if nameidx + L.LOCAL > bs:
                     self._xbad(node, f"attr leaf {ablk} entry {i} overruns the block",
                                "nameidx", index=i, **where)
                     return None
-                valuelen, namelen = struct.unpack_from(">HB", buf, nameidx)
-                name = bytes(buf[nameidx + 3:nameidx + 3 + namelen])
-                value = bytes(buf[nameidx + 3 + namelen:nameidx + 3 + namelen + valuelen])
-                size = (3 + namelen + valuelen + 3) & ~3
-                if namelen == 0 or not attr_name_ok(name, flags) or nameidx + 3 + namelen > bs:
+                valuelen, namelen = L.local_name(buf, nameidx)
+                nstart = nameidx + L.LOCAL
+                name = bytes(buf[nstart:nstart + namelen])
+                value = bytes(buf[nstart + namelen:nstart + namelen + valuelen])
+                size = L.local_size(namelen, valuelen)
+                if namelen == 0 or not attr_name_ok(name, flags) or nstart + namelen > bs:
                     self._xbad(node, f"attr leaf {ablk} entry {i} has a bad name", "name",
                                index=i, **where)
                     return None
             else:
-                if nameidx + 9 > bs:
+                if nameidx + L.REMOTE > bs:
                     self._xbad(node, f"attr leaf {ablk} entry {i} overruns the block",
                                "nameidx", index=i, **where)
                     return None
-                valueblk, valuelen, namelen = struct.unpack_from(">IIB", buf, nameidx)
-                name = bytes(buf[nameidx + 9:nameidx + 9 + namelen])
-                size = (11 + namelen + 3) & ~3
+                valueblk, valuelen, namelen = L.remote_name(buf, nameidx)
+                name = bytes(buf[nameidx + L.REMOTE:nameidx + L.REMOTE + namelen])
+                size = L.remote_size(namelen)
                 if namelen == 0 or not attr_name_ok(name, flags) or valueblk == 0 or \
                         flags & C.XFS_ATTR_PARENT:
                     self._xbad(node, f"attr leaf {ablk} remote entry {i} is inconsistent"
@@ -374,21 +324,19 @@ class XattrChecks:
     @staticmethod
     def _parent_entries(buf, count) -> int:
         """How many entries of an attr leaf block are in the parent namespace."""
-        base = C.XFS_ATTR3_LEAF_HDR_SIZE
         return sum(1 for i in range(count)
-                   if buf[base + 8 * i + 6] & C.XFS_ATTR_NSP_ONDISK_MASK == C.XFS_ATTR_PARENT)
+                   if L.entry_flags(buf, i) & C.XFS_ATTR_NSP_ONDISK_MASK == C.XFS_ATTR_PARENT)
 
     def _leaf_garbage(self, node, buf, count, ablk) -> None:
         """Report the parent-namespace entries of a sound leaf block whose
         value is not a parent record."""
-        base = C.XFS_ATTR3_LEAF_HDR_SIZE
         for i in range(count):
-            _h, nameidx, flags = struct.unpack_from(">IHB", buf, base + 8 * i)
+            _h, nameidx, flags = L.entry(buf, i)
             if flags & C.XFS_ATTR_NSP_ONDISK_MASK != C.XFS_ATTR_PARENT:
                 continue
-            valuelen, namelen = struct.unpack_from(">HB", buf, nameidx)
+            valuelen, namelen = L.local_name(buf, nameidx)
             if valuelen != P.XFS_PARENT_REC_SIZE:
-                name = bytes(buf[nameidx + 3:nameidx + 3 + namelen])
+                name = bytes(buf[nameidx + L.LOCAL:nameidx + L.LOCAL + namelen])
                 self._seen_pptr(node, flags, name, bytes(valuelen), offset=ablk, index=i)
 
     def _attr_leaf_totals(self, node, ablk, holes, firstb, firstused, usedbs, usedbytes):
@@ -406,7 +354,7 @@ class XattrChecks:
     def _remote_value(self, node, valueblk, valuelen, i, ablk) -> bool:
         """rmtval_get: every block of a remote value mapped and sound."""
         bs = self.sb.blocksize
-        per = bs - C.XFS_ATTR3_RMT_HDR_SIZE
+        per = bs - L.RMT_HDR
         if valuelen >= 1 << 31:
             # xfs_repair reads the length as a signed int: a negative length
             # reads nothing (the kernel would fail to read the value)
@@ -426,18 +374,18 @@ class XattrChecks:
             else:
                 # the read verifier xfs_repair uses (the owner is not
                 # compared with the inode: the kernel's getxattr would)
-                magic, off, nbytes = struct.unpack_from(">III", buf, 0)
+                magic, off, nbytes = L.rmt_head(buf)
                 if magic != C.XFS_ATTR3_RMT_MAGIC:
                     why = f"bad magic 0x{magic:x}"
                 elif not parsers.xfs_cksum_ok(buf, V.ATTR3_RMT.crc_off):
                     why = "CRC mismatch"
-                elif buf[16:32] != self.fs.uuid:
+                elif L.rmt_uuid(buf) != self.fs.uuid:
                     why = "uuid does not match the filesystem"
-                elif struct.unpack_from(">Q", buf, 40)[0] != daddr:
+                elif L.rmt_blkno(buf) != daddr:
                     why = "records the wrong block number"
                 # the verifier adds offset and length in 32 bits
                 elif nbytes > per or (off + nbytes) & 0xFFFFFFFF > 65536 or \
-                        struct.unpack_from(">Q", buf, 32)[0] == 0:
+                        L.rmt_owner(buf) == 0:
                     why = "bad header"
             if why:
                 self._xbad(node, f"remote value block {b} of attr leaf {ablk} entry {i}: "

@@ -53,7 +53,7 @@ from ..check.inodes import (DIFLAG2_ANY, DIFLAG2_BIGTIME, DIFLAG2_COWEXTSIZE, DI
                             DIFLAG_NEWRTBM, DIFLAG_REALTIME, DIFLAG_RTINHERIT, DIR_FLAGS, _fields)
 from .agbuild import REPLACED, raw_buf
 from ...errors import FsToolError
-from ...fs import dir as D
+from ...fs import attrleaf as L, dabtree as DA, dir as D
 from ..names import shown_name
 
 # sb_qflags: the "quota checked" bits xfs_repair clears (XFS_ALL_QUOTA_CHKD)
@@ -379,15 +379,13 @@ class InodePlan:
             if ch is not None and (ch.drop_attr or ch.clear):
                 continue            # the fork goes: nothing of it to correct
             buf = raw_buf(tx, daddr, bs, V.ATTR3_NODE_OR_LEAF)
-            struct.pack_into(">I", buf.data, C.XFS_DA3_NODE_HDR_SIZE + 8 * index, h)
+            DA.set_hash(buf.data, index, h)
             self.attr_blocks.setdefault(daddr, ino)
         for daddr, ino in sorted(self.attr_blocks.items()):
             # an attr leaf or node block's identity and CRC (the kernel's
             # verifier refuses it otherwise)
             buf = raw_buf(tx, daddr, bs, V.ATTR3_NODE_OR_LEAF)
-            struct.pack_into(">Q", buf.data, 16, daddr)
-            buf.data[32:48] = fs.sb.meta_uuid
-            struct.pack_into(">Q", buf.data, 48, ino)
+            DA.set_identity(buf.data, daddr, fs.sb.meta_uuid, ino)
             struct.pack_into("<I", buf.data, C.XFS_DA3_BLKINFO_CRC_OFF,
                              parsers.xfs_cksum(bytes(buf.data), C.XFS_DA3_BLKINFO_CRC_OFF))
 
@@ -460,28 +458,24 @@ def edited(raw, ch: InodeChange, checker) -> bytearray:
 def sf_attr_entries(fork) -> list:
     """[(flags, name, value)] of a shortform attr fork's entries, as far as
     they lie inside its totsize (incomplete ones included)."""
-    totsize, count = struct.unpack_from(">HB", fork, 0)
+    totsize, count = L.sf_header(fork)
     end = min(totsize, len(fork))
-    out, pos = [], 4
+    out, pos = [], L.SF_HDR
     for _ in range(count):
-        if pos + 3 > end:
+        if pos + L.SF_ENTRY > end:
             break
-        namelen, valuelen, flags = fork[pos], fork[pos + 1], fork[pos + 2]
-        if pos + 3 + namelen + valuelen > end:
+        namelen, valuelen, flags = L.sf_entry(fork, pos)
+        name = pos + L.SF_ENTRY
+        if name + namelen + valuelen > end:
             break
-        out.append((flags, bytes(fork[pos + 3:pos + 3 + namelen]),
-                    bytes(fork[pos + 3 + namelen:pos + 3 + namelen + valuelen])))
-        pos += 3 + namelen + valuelen
+        out.append((flags, bytes(fork[name:name + namelen]),
+                    bytes(fork[name + namelen:name + namelen + valuelen])))
+        pos = name + namelen + valuelen
     return out
 
 
-def sf_attr_fork(attrs) -> bytes:
-    """A shortform attr fork of ``attrs`` [(flags, name, value)], in order."""
-    out = bytearray(struct.pack(">HBB", 4 + sum(3 + len(n) + len(v) for _f, n, v in attrs),
-                                len(attrs), 0))
-    for flags, name, value in attrs:
-        out += struct.pack(">BBB", len(name), len(value), flags) + name + value
-    return bytes(out)
+# a shortform attr fork of [(flags, name, value)], in order
+sf_attr_fork = L.sf_encode
 
 
 def set_extent_length(b: bytearray, off: int, n: int) -> None:
@@ -1013,10 +1007,14 @@ def _attr_block_fix(checker, p, f):
         buf = checker.fs.dev.pread(daddr << C.BBSHIFT, checker.sb.blocksize)
     except Exception:       # noqa: BLE001 - a block that cannot be found is not restamped
         return None
-    magic = struct.unpack_from(">H", buf, 8)[0]
-    verify = checker._attr_leaf_verify if magic == C.XFS_ATTR3_LEAF_MAGIC else \
-        checker._da_node_verify if magic == C.XFS_DA3_NODE_MAGIC else None
-    if verify is None or verify(buf):
+    magic = DA.magic(buf)
+    if magic == C.XFS_ATTR3_LEAF_MAGIC:
+        faults = L.leaf_faults(buf, checker.sb.blocksize)
+    elif magic == C.XFS_DA3_NODE_MAGIC:
+        faults = DA.node_faults(buf, max(checker.da_node_ents, checker.attr_node_ents))
+    else:
+        return None
+    if faults:
         return None
     def fix(ch, p):
         p.attr_blocks[daddr] = f.ino

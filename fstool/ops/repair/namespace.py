@@ -39,7 +39,6 @@ write` puts it all into the repair's one transaction.
 from __future__ import annotations
 
 import collections
-import struct
 import types
 
 from ..._backend import parsers
@@ -47,7 +46,7 @@ from ...alloc.inodes import chunk_start
 from ...errors import FsToolError
 from ...format import constants as C
 from ...format.structs import DINODE
-from ...fs import dir as xdir
+from ...fs import dir as xdir, dirblock as B
 from ..check.base import BMBT_DATA, DATA, file_owner
 from ..names import quoted_name
 
@@ -74,7 +73,6 @@ FTYPE_OF = {C.S_IFREG >> 12: C.XFS_DIR3_FT_REG_FILE, C.S_IFDIR >> 12: C.XFS_DIR3
             C.S_IFCHR >> 12: C.XFS_DIR3_FT_CHRDEV, C.S_IFBLK >> 12: C.XFS_DIR3_FT_BLKDEV,
             C.S_IFIFO >> 12: C.XFS_DIR3_FT_FIFO, C.S_IFSOCK >> 12: C.XFS_DIR3_FT_SOCK,
             C.S_IFLNK >> 12: C.XFS_DIR3_FT_SYMLINK}
-_FREE_TAG = 0xFFFF
 
 
 class NamespaceError(RepairError):
@@ -82,29 +80,23 @@ class NamespaceError(RepairError):
 
 
 # -- reading directories leniently -----------------------------------------------------
-def _entsize(namelen: int, ft: int) -> int:
-    return (8 + 1 + namelen + ft + 2 + 7) & ~7
-
-
 def sf_salvage(fork: bytes, size: int, has_ftype: bool):
     """('..', [(name, ino, ftype)]) of a shortform fork, as far as its
     entries parse."""
     ft = 1 if has_ftype else 0
-    if size < 6 or size > len(fork):
+    if size < B.SF_MIN or size > len(fork):
         size = len(fork)
-    width = 8 if fork[1] else 4
-    parent = int.from_bytes(fork[2:2 + width], "big")
-    pos = 2 + width
+    _count, _i8count, width = B.sf_header(fork)
+    parent = B.sf_parent(fork, width)
+    pos = B.SF_HDR + width
     out = []
-    while pos + 3 <= size:
+    while pos + B.SF_ENTRY <= size:
         namelen = fork[pos]
-        esize = 3 + namelen + ft + width
+        esize = B.sf_entsize(namelen, ft, width)
         if namelen == 0 or pos + esize > size:
             break
-        name = bytes(fork[pos + 3:pos + 3 + namelen])
-        ftype = fork[pos + 3 + namelen] if ft else 0
-        out.append((name, int.from_bytes(fork[pos + 3 + namelen + ft:pos + esize], "big"),
-                    ftype))
+        _offset, name, ftype, ino, _size = B.sf_entry(fork, pos, ft, width)
+        out.append((name, ino, ftype))
         pos += esize
     return parent, out
 
@@ -114,28 +106,26 @@ def data_salvage(buf, block_form: bool, has_ftype: bool) -> list:
     '..'), as far as its entries and unused regions parse.  A wrong magic is
     no reason to give the block up: xfs_repair sets the magic right and
     keeps the entries (each is judged on its own afterwards)."""
-    if len(buf) < C.XFS_DIR3_DATA_HDR_SIZE:
+    if len(buf) < B.HDR:
         return []
     ft = 1 if has_ftype else 0
     end = len(buf)
     if block_form:
-        count = struct.unpack_from(">I", buf, len(buf) - 8)[0]
-        end = len(buf) - 8 - 8 * count
-        if end < C.XFS_DIR3_DATA_HDR_SIZE:
-            end = len(buf) - 8
-    pos = C.XFS_DIR3_DATA_HDR_SIZE
+        end = B.block_leaf_start(buf, B.block_tail(buf)[0])
+        if end < B.HDR:
+            end = B.block_leaf_start(buf, 0)
+    pos = B.HDR
     out = []
     while pos + 8 <= end:
-        if struct.unpack_from(">H", buf, pos)[0] == _FREE_TAG:
-            length = struct.unpack_from(">H", buf, pos + 2)[0]
+        length = B.free_len(buf, pos)
+        if length is not None:
             if length == 0 or length & 7 or pos + length > end:
                 break
             pos += length
             continue
-        ino = struct.unpack_from(">Q", buf, pos)[0]
-        namelen = buf[pos + 8]
-        esize = _entsize(namelen, ft)
-        if pos + esize > end or struct.unpack_from(">H", buf, pos + esize - 2)[0] != pos:
+        ino, namelen = B.entry_head(buf, pos)
+        esize = B.entsize(namelen, ft)
+        if pos + esize > end or B.tag_at(buf, pos + esize) != pos:
             break
         if namelen == 0:
             # an entry with no name whose tag still fits: xfs_repair clears
@@ -143,8 +133,8 @@ def data_salvage(buf, block_form: bool, has_ftype: bool) -> list:
             # own tags say
             pos += esize
             continue
-        name = bytes(buf[pos + 9:pos + 9 + namelen])
-        out.append((name, ino, buf[pos + 9 + namelen] if ft else 0))
+        out.append((B.entry_name(buf, pos, namelen), ino,
+                    B.entry_ftype(buf, pos, namelen) if ft else 0))
         pos += esize
     return out
 
@@ -802,9 +792,11 @@ def _looks_in_use(fs, ino: int) -> bool:
         return False
     raw = fs.dev.pread((fs.agb_to_daddr(agno, agbno) << C.BBSHIFT) + index * sb.inodesize,
                        sb.inodesize)
-    return len(raw) == sb.inodesize and raw[:2] == b"IN" and raw[4] == 3 and \
-        struct.unpack_from(">H", raw, 2)[0] != 0 and \
-        struct.unpack_from(">Q", raw, 152)[0] == ino and bytes(raw[160:176]) == fs.uuid
+    if len(raw) != sb.inodesize:
+        return False
+    d = DINODE.unpack(raw)
+    return d["di_magic"] == C.XFS_DINODE_MAGIC and d["di_version"] == 3 and \
+        d["di_mode"] != 0 and d["di_ino"] == ino and d["di_uuid"] == fs.uuid
 
 
 def _new_chunk(checker, space, out, root: int) -> int:

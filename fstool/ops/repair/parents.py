@@ -31,8 +31,8 @@ from ..._backend import parsers
 from ...errors import FsToolError
 from ...format import constants as C
 from ...format import parent as P
-from ...format.structs import DINODE
-from ...fs import attr as xattr
+from ...format.structs import DINODE, PARENT_REC
+from ...fs import attr as xattr, attrleaf as L
 from ...io import verify as V
 from ...ns import attrbuild as AB
 from ...ns import files as F
@@ -393,22 +393,21 @@ def _plan_blocks(node, expect: list, unread=frozenset()):
     ino = node.ino
     have = []               # (p_ino, name) -> [(gen, ablk, offset of p_gen)]
     for ablk, buf in xattr.leaf_blocks(node):
-        count = struct.unpack_from(">H", buf, 56)[0]
-        base = C.XFS_ATTR3_LEAF_HDR_SIZE
-        for i in range(count):
-            _h, nameidx, flags = struct.unpack_from(">IHB", buf, base + 8 * i)
+        for i in range(L.totals(buf)[0]):
+            _h, nameidx, flags = L.entry(buf, i)
             if not P.is_parent(flags):
                 continue
             if not flags & C.XFS_ATTR_LOCAL:
                 return _BLOCKS_WHY.format(ino=ino)
-            valuelen, namelen = struct.unpack_from(">HB", buf, nameidx)
-            v = nameidx + 3 + namelen
+            valuelen, namelen = L.local_name(buf, nameidx)
+            v = nameidx + L.LOCAL + namelen
             if valuelen != P.XFS_PARENT_REC_SIZE:
                 return _BLOCKS_WHY.format(ino=ino)
-            p_ino, p_gen = P.unpack_rec(bytes(buf[v:v + 12]))
+            p_ino, p_gen = P.unpack_rec(bytes(buf[v:v + P.XFS_PARENT_REC_SIZE]))
             if p_ino in unread:
                 continue
-            have.append(((p_ino, bytes(buf[nameidx + 3:v])), p_gen, ablk, v + 8))
+            have.append(((p_ino, bytes(buf[nameidx + L.LOCAL:v])), p_gen, ablk,
+                         v + PARENT_REC.offset("p_gen")))
     want = sorted(((d, bytes(n)), g & 0xFFFFFFFF) for d, g, n in expect)
     if sorted(k for k, *_r in have) != [k for k, _g in want]:
         return _BLOCKS_WHY.format(ino=ino)

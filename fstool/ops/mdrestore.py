@@ -1,0 +1,116 @@
+"""fstool mdrestore: an image made again from a metadump (v1 or v2, as
+xfs_metadump 6.1 and 6.10.1 or ``fstool metadump`` write them): every
+extent of the dump written at its place in a sparse image file of the
+filesystem's size (or onto a block device), then the primary superblock
+as xfs_mdrestore leaves it.  Apart from :mod:`fstool.ops.metadump` so that
+restoring loads no more than it uses.
+"""
+from __future__ import annotations
+
+import os
+import stat
+
+from ..errors import ImageError, InvalidArgument
+from ..format import constants as C, metadump as M
+from ..io.dumpfile import DumpFile, fixed_primary
+from ..io.lock import refuse_if_mounted
+
+BB = C.BBSIZE
+
+
+def refuse_same(src, dst, why: str) -> None:
+    """Refuse a target that is the source under another name."""
+    try:
+        same = os.path.samefile(os.fspath(src), os.fspath(dst))
+    except OSError:
+        return
+    if same:
+        raise InvalidArgument(f"{dst} is {src}: {why}")
+
+
+def _open_target(image, size: int) -> int:
+    """The image to restore into: a regular file created or truncated to
+    ``size`` bytes, or a block device (not mounted) of at least that size."""
+    path = os.fspath(image)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None and stat.S_ISBLK(st.st_mode):
+        refuse_if_mounted(path)
+        fd = os.open(path, os.O_RDWR | os.O_EXCL | os.O_CLOEXEC)
+        if os.lseek(fd, 0, os.SEEK_END) < size:
+            os.close(fd)
+            raise InvalidArgument(f"{path}: the device is smaller than the filesystem in "
+                                  f"the dump ({size} bytes)")
+        return fd
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise InvalidArgument(f"{path}: not a regular file or block device")
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        os.ftruncate(fd, size)
+    except OSError as e:
+        raise ImageError(f"{path}: cannot create the image: {e.strerror}") from None
+    return fd
+
+
+def _copy(d: DumpFile, off: int, fd: int, at: int, n: int) -> None:
+    """``n`` bytes of the dump at ``off`` to ``fd`` at ``at``: in the kernel
+    (copy_file_range) where it can, else read and written."""
+    done = 0
+    while done < n:
+        try:
+            k = os.copy_file_range(d.fd, fd, n - done, off + done, at + done)
+        except OSError:
+            k = 0
+        if k <= 0:
+            break
+        done += k
+    while done < n:
+        k = min(n - done, 8 << 20)
+        os.pwrite(fd, d._read(off + done, k), at + done)
+        done += k
+
+
+def mdrestore(dump, image, *, log_image=None) -> dict:
+    """Write the metadata of ``dump`` into the image file ``image`` (made
+    or truncated to the filesystem's size), then the primary superblock as
+    xfs_mdrestore leaves it; an external log a v2 dump holds goes to
+    ``log_image``."""
+    refuse_same(dump, image, "restoring would truncate the dump it reads")
+    d = DumpFile(dump)
+    try:
+        _raw, f = d.primary()
+        if d.compat & M.XFS_MD2_COMPAT_EXTERNALLOG and log_image is None:
+            raise InvalidArgument(f"{d.path}: the dump holds an external log: give "
+                                  "--log-image")
+        sectsize = f["sb_sectsize"]
+        size = f["sb_dblocks"] * f["sb_blocksize"]
+        fd = _open_target(image, size)
+        lfd = -1
+        try:
+            if log_image is not None:
+                lfd = os.open(os.fspath(log_image), os.O_RDWR | os.O_CREAT | os.O_TRUNC,
+                              0o644)
+                os.ftruncate(lfd, f["sb_logblocks"] * f["sb_blocksize"])
+            primary = bytearray(sectsize)
+            sectors = 0
+            for daddr, nsect, off, log in d.index():
+                target = lfd if log else fd
+                if target < 0:
+                    raise InvalidArgument(f"{d.path}: the dump holds an external log: "
+                                          "give --log-image")
+                at, total = daddr * BB, nsect * BB
+                if not log and at < sectsize:
+                    k = min(total, sectsize - at)
+                    primary[at:at + k] = d._read(off, k)
+                _copy(d, off, target, at, total)
+                sectors += nsect
+            os.pwrite(fd, fixed_primary(bytes(primary), sectsize), 0)
+        finally:
+            os.close(fd)
+            if lfd >= 0:
+                os.close(lfd)
+    finally:
+        d.close()
+    return {"version": d.version, "sectors": sectors, "image_bytes": size}
