@@ -21,6 +21,7 @@ from ..errors import CorruptionError, NoSpaceError
 from ..format import constants as C
 from ..fs.icore import _BIG_OFF, InodeSpec
 from ..io import verify as V
+from ..trans.busy import coalesce
 from . import rmap as R
 
 XFS_INODES_PER_CHUNK = 64
@@ -94,6 +95,9 @@ class InodeAllocator:
         self.ialloc_blks = max(1, (XFS_INODES_PER_CHUNK * sb.inodesize) >> sb.blocklog)
         self.cluster_blocks = self.fs._cluster_blocks
         self.agirotor = 0
+        # new inodes only in AGs below this one (None: any); a shrink moving
+        # inodes out of the AGs it cuts sets it
+        self.ag_limit = None
         self.chunks: dict = {}
         self.written: dict = {}         # ino -> the raw inode put_inode last stored in this transaction
 
@@ -175,7 +179,8 @@ class InodeAllocator:
     def _alloc(self, parent: int | None, is_dir: bool) -> tuple:
         """(AG, chunk, inode number) of a new inode, as alloc_inode says."""
         s = self.session
-        if not is_dir and parent is not None:
+        limit = self.ag_limit if self.ag_limit is not None else self.sb.agcount
+        if not is_dir and parent is not None and parent >> self.sb.agino_log < limit:
             # fast path: the parent's AG still has the chunk nearest the parent
             aglog = self.sb.agino_log
             ag = s.ags.get(parent >> aglog)
@@ -191,6 +196,8 @@ class InodeAllocator:
             start = self.ino_split(parent)[0]
         for k in range(agcount):
             agno = (start + k) % agcount
+            if agno >= limit:
+                continue
             ag = s.ag(agno)
             if not self._ag_has_room(ag):
                 continue
@@ -544,18 +551,26 @@ class InodeAllocator:
                 # transaction leaves the record as it was while the finobt
                 # lost it when the chunk was (briefly) full
                 continue
-            if ch.freecount == ch.count and not ch.new and ch.count == XFS_INODES_PER_CHUNK \
-                    and not ch.holemask and sb.inopblock <= XFS_INODES_PER_CHUNK:
+            if ch.freecount == ch.count and not ch.new and ch.count and \
+                    sb.inopblock <= XFS_INODES_PER_CHUNK:
                 # every inode free again: give the chunk back (not a chunk
-                # sharing its block with another: the kernel keeps those)
+                # sharing its block with another: the kernel keeps those),
+                # a sparse one's allocated parts each (xfs_difree_inode_chunk)
                 ag.ino.delete((startino,))
                 if ch.in_fino:
                     ag.fino.delete((startino,))
                 ag.agi["agi_count"] -= ch.count
                 ag.agi["agi_freecount"] -= ch.count
                 ag.agi_dirty = True
-                s.space.free_ag_extent(agno, startino >> sb.inopblog, self.ialloc_blks,
-                                        owner=R.INODES)
+                if not ch.holemask:
+                    s.space.free_ag_extent(agno, startino >> sb.inopblog, self.ialloc_blks,
+                                            owner=R.INODES)
+                    continue
+                for a, b in coalesce([((startino + i) >> sb.inopblog,
+                                       ((startino + i) >> sb.inopblog) + 1)
+                                      for i in range(XFS_INODES_PER_CHUNK)
+                                      if ch.present >> i & 1]):
+                    s.space.free_ag_extent(agno, a, b - a, owner=R.INODES)
                 continue
             ag.ino.update(ch.rec)
             if ag.fino is None:

@@ -57,7 +57,7 @@ operation costs a handful of microseconds per level.
 from __future__ import annotations
 
 import struct
-from typing import Iterator, Protocol, Sequence
+from typing import Callable, Iterator, Protocol, Sequence
 
 from ..errors import CorruptionError, FsToolError, InvalidArgument
 from ..format import constants as C
@@ -496,6 +496,48 @@ class _Engine:
             self._dirty(paddr)
             if pi:
                 return
+
+    # -- moving blocks -------------------------------------------------------
+    def move_blocks(self, moves: Callable[[int], bool], near: int) -> int:
+        """Move every block below the root for which ``moves(addr)`` holds
+        to a block the store allocates (near ``near``): its contents copied
+        with its own address rewritten, the pointer to it in its parent and
+        those of its siblings changed, the old block given back to the
+        store.  Keys and records stay as they are; returns how many
+        blocks moved."""
+        blkno = self.bt.buftype.blkno_off
+        moved = 0
+        level = self.levels - 1
+        parents = [self.root]
+        while level > 0:
+            children = []
+            for paddr in parents:
+                pbuf = self._read(paddr, level)
+                for i in range(self._numrecs(pbuf)):
+                    child = self._ptr(pbuf, i)
+                    if moves(child):
+                        old = self._read(child, level - 1)
+                        new = self.store.alloc(near)
+                        buf = self.store.new(new)
+                        buf[:] = old
+                        _U64.pack_into(buf, blkno, self.store.daddr(new))
+                        self._dirty(new)
+                        left, right = self._sibs(old)
+                        if left != self._null:
+                            self._set_right(self._read(left, level - 1), new)
+                            self._dirty(left)
+                        if right != self._null:
+                            self._set_left(self._read(right, level - 1), new)
+                            self._dirty(right)
+                        self._ps.pack_into(pbuf, self._ptroff + self._pl * i, new)
+                        self._dirty(paddr)
+                        self.store.free(child)
+                        child = new
+                        moved += 1
+                    children.append(child)
+            parents = children
+            level -= 1
+        return moved
 
     # -- lookups -----------------------------------------------------------
     def _rec_at(self, buf, i: int):

@@ -31,6 +31,7 @@ AGFL_LSN_OFF = _AGFL.offset("agfl_lsn")
 DINODE_LSN_OFF = _DINODE.offset("di_lsn")
 _U64 = struct.Struct(">Q")
 _CRC = struct.Struct("<I")
+_NULLCOMMITLSN = (1 << 64) - 1
 
 
 # log buffer types (enum xfs_blft in xfs_log_format.h): what recovery
@@ -80,6 +81,10 @@ class BufType(NamedTuple):
     lsn_off: int | None = None
     per_block: bool = False   # a header (and CRC) in every fs block: remote values
     inodes: bool = False      # an inode cluster: every inode has its own CRC and LSN
+    # the LSN field holds NULLCOMMITLSN, never an LSN: remote xattr value
+    # blocks, which the kernel writes unlogged (xfs_attr3_rmt_hdr_set) and
+    # whose write verifier refuses any other value, log recovery included
+    null_lsn: bool = False
 
     def magic_of(self, data) -> int:
         return struct.unpack_from(self.magic_fmt, data, self.magic_off)[0]
@@ -119,10 +124,10 @@ def _da3(name, *magics):
 _REMOTE_HDR = 56       # xfs_attr3_rmt_hdr and xfs_dsymlink_hdr: magic, offset, bytes, crc, ...
 
 
-def _remote(name, magic, layout, p):
+def _remote(name, magic, layout, p, null_lsn=False):
     """Remote value or symlink blocks: a header (fields named ``p``...) in each."""
     return _hdr(layout, name, (magic,), p + "magic", p + "crc", p + "blkno", p + "uuid",
-                p + "owner", p + "lsn", per_block=True)
+                p + "owner", p + "lsn", per_block=True, null_lsn=null_lsn)
 
 
 BNOBT = _bt_short("bnobt block", C.XFS_ABTB_CRC_MAGIC)
@@ -142,7 +147,8 @@ DIR3_LEAF = _da3("directory leaf block", C.XFS_DIR3_LEAF1_MAGIC, C.XFS_DIR3_LEAF
 DA3_NODE_OR_LEAF = _da3("directory node/leaf block", C.XFS_DA3_NODE_MAGIC,
                         C.XFS_DIR3_LEAFN_MAGIC, C.XFS_DIR3_LEAF1_MAGIC)
 ATTR3_NODE_OR_LEAF = _da3("xattr leaf/node block", C.XFS_ATTR3_LEAF_MAGIC, C.XFS_DA3_NODE_MAGIC)
-ATTR3_RMT = _remote("remote xattr value block", C.XFS_ATTR3_RMT_MAGIC, _ATTR3_RMT_HDR, "rm_")
+ATTR3_RMT = _remote("remote xattr value block", C.XFS_ATTR3_RMT_MAGIC, _ATTR3_RMT_HDR, "rm_",
+                    null_lsn=True)
 SYMLINK = _remote("symlink block", C.XFS_SYMLINK_MAGIC, _DSYMLINK_HDR, "sl_")
 
 # no uuid test: sb_uuid is the user-visible UUID, which differs from the one
@@ -221,7 +227,8 @@ def stamp(bt: BufType, data: bytearray, lsn: int, *, blocksize: int, inodesize: 
                 nbytes = struct.unpack_from(">I", data, off + 8)[0]
                 span = min(len(data) - off, max(blocksize, -(-(_REMOTE_HDR + nbytes)
                                                             // blocksize) * blocksize))
-                _stamp_one(data, off, span, bt.crc_off, bt.lsn_off, lsn)
+                _stamp_one(data, off, span, bt.crc_off, bt.lsn_off,
+                           _NULLCOMMITLSN if bt.null_lsn else lsn)
             off += span
         return
     _stamp_one(data, 0, len(data), bt.crc_off, bt.lsn_off, lsn)

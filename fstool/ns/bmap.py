@@ -83,17 +83,20 @@ class ReadStore:
 
 
 class ForkMap:
-    """The data fork of one inode: lookups and record edits.
+    """The data fork (or, ``attr``, the attr fork) of one inode: lookups
+    and record edits.
 
     ``fork`` is the fork's bytes (``space`` of them), ``fmt`` its format and
     ``nextents`` its record count.  With a session ``w`` inside a
     transaction, changes are allowed; without, only lookups."""
 
     def __init__(self, fs, ino: int, fmt: int, fork: bytes, space: int, nextents: int,
-                 w=None, near: int = 0, shared: bool = False):
+                 w=None, near: int = 0, shared: bool = False, attr: bool = False):
         self.fs = fs
         self.w = w
         self.ino = ino
+        # the attr fork's map (its blocks and bmbt owned by the attr fork)
+        self.attr = attr
         # a reflinked file (the inode's reflink flag): its blocks may belong
         # to other files too, and the rmapbt is changed with the shared
         # variants
@@ -114,7 +117,8 @@ class ForkMap:
             recs = BMBT.codec.unpack_recs(fork, 0, nextents) if nextents else []
             self.recs = [tuple(r) for r in recs]
         elif fmt == BTREE:
-            store = BmbtStore(w, near, owner=R.bmbt(ino)) if w is not None else ReadStore(fs)
+            store = BmbtStore(w, near, owner=R.bmbt(ino, attr)) if w is not None \
+                else ReadStore(fs)
             self.tree = BW.BmbtTree(store, root=bytes(fork[:space]), root_space=space,
                                     ino=ino, uuid=fs.uuid)
         else:
@@ -237,7 +241,7 @@ class ForkMap:
             jr = False
         if self.w is not None and self.w.rmap_on:
             self.w.space.rmap_fsb("map_shared" if self.shared else "map", rec[1], rec[2],
-                                  R.data(self.ino, rec[0]), rec[3])
+                                  R.fork(self.ino, rec[0], self.attr), rec[3])
         if jr:
             self._delete(right[0])
             rec = (rec[0], rec[1], rec[2] + right[2], rec[3])
@@ -272,7 +276,7 @@ class ForkMap:
             space = self.w.space
             op = "unmap_shared" if self.shared else "unmap"
             for o, p, n, u in out:
-                space.rmap_fsb(op, p, n, R.data(self.ino, o), u)
+                space.rmap_fsb(op, p, n, R.fork(self.ino, o, self.attr), u)
         return out
 
     def set_state(self, a: int, b: int, unwritten: int) -> None:
@@ -289,7 +293,7 @@ class ForkMap:
         fork bytes of ``space``)."""
         w = self.w
         if self.recs is not None and len(self.recs) > self.maxext:
-            store = BmbtStore(w, self.near, owner=R.bmbt(self.ino))
+            store = BmbtStore(w, self.near, owner=R.bmbt(self.ino, self.attr))
             recs = self.recs
             leafmax = BMBT.maxrecs(store.blocksize, True)
             if len(recs) <= leafmax:

@@ -43,13 +43,13 @@ from ..io.undo import UndoRecorder
 from ..alloc import rmap as R
 from ..log.device import LogDevice
 from ..log.head import find_state
-from ..ns.fileio import FileIO
 from ..trans.logwriter import zero_log
 from ..ns.writer import Writer
 from . import mkfs as M
 from .guard import require_sound
 from .logops import replay
 from .mkfs import Formatter
+from . import resize_move as RM
 from . import resize_shrink as RS
 from .resize_shrink import XFS_MIN_AG_BLOCKS
 from ..io.signals import held
@@ -354,50 +354,6 @@ def shrink(path, dblocks: int, agcount: int, *, undo=None, changes: list) -> Non
         changes.append(f"filesystem shrunk from {sb.dblocks} to {dblocks} blocks")
 
 
-def move_out(path, dblocks: int, agcount: int, extents: list, *, undo=None,
-             changes: list) -> None:
-    """Move the data ``extents`` (:func:`~fstool.ops.resize_shrink.past`)
-    into the part of the filesystem a shrink to ``dblocks`` blocks in
-    ``agcount`` AGs keeps: one transaction per extent, which maps its new
-    blocks (written and flushed first, where nothing lived) in place of
-    the old and frees those.  A kill leaves each extent where it was or
-    where it went, never both."""
-    with Writer(path, keeps_parents=True) as w:
-        if undo is not None:
-            undo(w.dev)
-        io = FileIO(w)
-        sb, space, fs = w.sb, w.space, w.fs
-        last = agcount - 1
-        # nothing may be allocated in the part to be cut
-        for agno in range(last, sb.agcount):
-            start = dblocks - last * sb.agblocks if agno == last else 0
-            space.reserved[("shrink", agno)] = (agno, start, fs.ag_length(agno))
-        w.space.kernel_freelist = True
-        bs = sb.blocksize
-        moved = 0
-        for agno, agbno, n, ino, off, unwritten in extents:
-            old = space.fsb(agno, agbno)
-            with w.transaction():
-                pieces, pos = [], 0
-                while pos < n:
-                    fsbno, got = space.alloc_blocks(space.fsb(0, 0), 1, n - pos, owner=None)
-                    if not unwritten:
-                        src = fs.fsb_to_daddr(old + pos) << 9
-                        w.dev.pwrite(fs.fsb_to_daddr(fsbno) << 9, w.dev.pread(src, got * bs))
-                    pieces.append((off + pos, fsbno, got))
-                    pos += got
-                w.dev.fsync()           # the copy is on disk before the new map
-                io.unmap_extent(ino, off, n)
-                space.free_extent(old, n, owner=None)
-                for o, fsbno, got in pieces:
-                    io.map_extent(ino, o, fsbno, got, unwritten)
-            moved += n
-        for agno in range(last, sb.agcount):
-            space.reserved.pop(("shrink", agno), None)
-        w.journal.sync()
-        changes.append(f"{len(extents)} data extent(s) moved ({moved} blocks)")
-
-
 def move_log(path, dblocks: int, agcount: int, *, undo=None, changes: list) -> None:
     """Move the (clean) internal log into the part a shrink to ``dblocks``
     blocks in ``agcount`` AGs keeps:
@@ -484,8 +440,8 @@ def _too_small(path, fs, dblocks: int, agcount: int, why: str) -> ResizeError:
     if dblocks < low and agcount >= RS.MIN_AGCOUNT:
         inos = RS.blockers(fs, dblocks, agcount)
         if inos:
-            msg += ("; moving inodes, directory, attribute, bmbt and shared blocks out of "
-                    "the part cut off is not supported, and these inodes have some there: "
+            msg += ("; moving inodes out of the part cut off is not supported, and these "
+                    "inodes lie there: "
                     + ", ".join(map(str, inos)))
     return ResizeError(msg)
 
@@ -577,9 +533,24 @@ def resize(path, size: int | None = None, *, minimum: bool = False, slack: float
     if dry_run:
         if RS.log_outside(sb, dblocks, agcount):
             changes.append("would move the log")
-        if moves:
-            changes.append(f"would move {len(moves)} data extent(s) "
-                           f"({sum(m[2] for m in moves)} blocks)")
+        data = [m for m in moves if m[6] == RS.DATA]
+        if data:
+            changes.append(f"would move {len(data)} data extent(s) "
+                           f"({sum(m[2] for m in data)} blocks)")
+        shared = [m for m in moves if m[6] == RS.SHARED]
+        if shared:
+            blocks = sum(RS.span([m[1:] for m in shared if m[0] == agno])
+                         for agno in {m[0] for m in shared})
+            changes.append(f"would move {blocks} block(s) of "
+                           f"reflinked files ({len({m[3] for m in shared})} file(s) remapped)")
+        meta = [m for m in moves if m[6] not in (RS.DATA, RS.SHARED, RS.INODES)]
+        if meta:
+            changes.append(f"would move {sum(m[2] for m in meta)} directory, symlink, "
+                           "xattr and bmbt block(s)")
+        chunks = {(m[0], m[3]) for m in moves if m[6] == RS.INODES}
+        if chunks:
+            changes.append(f"would move the inodes of {len(chunks)} inode chunk(s) to new "
+                           "numbers")
         if dblocks != old[0]:
             changes.append(f"would {'grow' if dblocks > old[0] else 'shrink'} from {old[0]} "
                            f"to {dblocks} blocks ({old[1]} to {agcount} AGs)")
@@ -608,8 +579,25 @@ def resize(path, size: int | None = None, *, minimum: bool = False, slack: float
                 if log_moves:
                     move_log(path, dblocks, agcount, undo=undo.attach, changes=changes)
                     result.written = True
-                if moves:
-                    move_out(path, dblocks, agcount, moves, undo=undo.attach, changes=changes)
+                data = [m for m in moves if m[6] == RS.DATA]
+                if data:
+                    RM.move_out(path, dblocks, agcount, data, undo=undo.attach,
+                                changes=changes)
+                    result.written = True
+                shared = [m for m in moves if m[6] == RS.SHARED]
+                if shared:
+                    RM.move_shared(path, dblocks, agcount, shared, undo=undo.attach,
+                                   changes=changes)
+                    result.written = True
+                chunks = [m for m in moves if m[6] == RS.INODES]
+                if len(data) + len(shared) + len(chunks) < len(moves):
+                    RM.move_metadata(path, dblocks, agcount, moves, undo=undo.attach,
+                                     changes=changes)
+                    result.written = True
+                if chunks:
+                    # last: the moves above name inodes by their old numbers
+                    RM.move_inodes(path, dblocks, agcount, chunks, undo=undo.attach,
+                                   changes=changes)
                     result.written = True
                 if minimum and (moves or log_moves):
                     # what is left to cut, the data and the log moved: the

@@ -1,15 +1,19 @@
 """Shrinking a filesystem offline: the smallest size it can be cut to, and
 the cut itself once everything past the new end is free.
 
-The data extents of regular files that are not reflinked can move (see
-:func:`movable`; ``fstool.ops.resize.move_out`` moves them), and so can
-the log (:func:`log_home`, ``fstool.ops.resize.move_log``); nothing else
-does yet.  What can be cut:
+The blocks of files can move (see :func:`movable`;
+:mod:`fstool.ops.resize_move` moves them): regular files' data extents
+(reflinked ones too: a shared block moves once), directory, symlink and
+xattr blocks and bmbt blocks; and so can the log (:func:`log_home`,
+``fstool.ops.resize.move_log``); and so can the inodes of a chunk whose
+every inode can move (:func:`inode_moves`: they get new numbers).
+Directories' inodes on parent-pointer filesystems (and their chunks) do
+not move yet, nor copy-on-write staging extents.  What can be cut:
 
 * whole AGs at the end that hold nothing but their own headers and empty
-  btrees, movable data and the log when it can move (no inodes, no
-  directory, attribute or bmbt blocks): every used block is a header, a
-  btree block of their own, a free list block, movable data or the log;
+  btrees, blocks that move, inode chunks whose inodes move and the log
+  when it can move: every used block is a header, a btree block of their
+  own, a free list block, a block that moves or the log;
 * the tail of the AG that becomes the last, past the last block that
   stays: once the data moves the blocks past the new end are one free
   extent of its free-space btrees, and no inode chunk (sparse ones too:
@@ -40,9 +44,8 @@ primary and the file is truncated to the new size.  Killed between A and
 B, the image holds a filesystem of whole AGs in between the two sizes;
 resize run again goes on from there.
 
-Moving the rest (inode chunks, directory, attribute and bmbt blocks,
-shared extents) is not done: a size below the minimum is refused with the
-minimum and the inodes whose chunks or blocks lie in the way.
+What cannot move (see above) bounds the cut: a size below the minimum is
+refused with the minimum and the inodes whose chunks lie in the way.
 """
 from __future__ import annotations
 
@@ -51,6 +54,7 @@ import dataclasses
 
 from ..format import constants as C
 from ..alloc import rmap as R
+from ..alloc.inodes import present_mask
 from ..alloc.space import kernel_min_freelist, resv_asks
 from ..format.structs import SB
 from ..fs.btree import alloc_maxlevels, rmap_maxlevels
@@ -136,22 +140,90 @@ def _tail_floor(sb, agno: int, agf: dict, agi: dict, start: int, moved: int = 0)
     return lo
 
 
+#: what a moved block is (the last field of a :func:`movable` record)
+DATA = 0        # a regular file's data: copied in place, then remapped
+FORK = 1        # a directory's or symlink's data fork block: logged at its new place
+ATTR = 2        # an attr fork block (leaf, node or remote value): the same
+BMBT = 3        # a data fork's bmbt block: its parent's and siblings' pointers follow
+ABMBT = 4       # an attr fork's bmbt block
+SHARED = 5      # a reflinked file's data: moved once for every file mapping it
+INODES = 6      # (a run of) an inode chunk whose inodes all move to new numbers
+
+
+def span(moves, start: int = 0) -> int:
+    """How many blocks at or past AG block ``start`` the :func:`movable`
+    records of one AG cover (blocks several files share counted once)."""
+    runs = coalesce([(max(m[0], start), m[0] + m[1]) for m in moves if m[0] + m[1] > start])
+    return sum(b - a for a, b in runs)
+
+
 def movable(fs) -> dict:
-    """agno -> sorted [(agbno, length, ino, startoff, unwritten)]: the data
-    extents a shrink can move, those of regular files that are not
-    reflinked (a shared extent stays where every file sharing it finds
-    it).  Directory, attribute and bmbt blocks and inode chunks stay."""
+    """agno -> sorted [(agbno, length, ino, startoff, unwritten, kind)]:
+    the blocks of inodes a shrink can move (``kind``: :data:`DATA`,
+    :data:`FORK`, :data:`ATTR`, :data:`BMBT`, :data:`ABMBT`,
+    :data:`SHARED`: a block several files share is listed once for each).
+    Inode chunks stay."""
     sb = fs.sb
     mask = (1 << sb.agblklog) - 1
     out: dict = {}
     for ip in iter_allocated_inodes(fs):
-        if not ip.is_reg or ip.flags2 & C.XFS_DIFLAG2_REFLINK:
-            continue
-        for off, start, count, unwritten in ip.extents(False):
-            out.setdefault(start >> sb.agblklog, []).append(
-                (start & mask, count, ip.ino, off, unwritten))
+        for attr in (False, True):
+            for fsbno, count, who, unwritten in owned_extents(ip, attr):
+                if who.flags & R.BMBT_BLOCK:
+                    kind = ABMBT if attr else BMBT
+                elif attr:
+                    kind = ATTR
+                elif not ip.is_reg:
+                    kind = FORK
+                elif ip.flags2 & C.XFS_DIFLAG2_REFLINK:
+                    kind = SHARED
+                else:
+                    kind = DATA
+                out.setdefault(fsbno >> sb.agblklog, []).append(
+                    (fsbno & mask, count, ip.ino, who.offset, unwritten, kind))
+    for agno, recs in _chunk_moves(fs).items():
+        out.setdefault(agno, []).extend(recs)
     for recs in out.values():
         recs.sort()
+    return out
+
+
+def inode_moves(ip, special: set, parents: bool = False) -> bool:
+    """Whether inode ``ip`` can move to a new number: linked, not one the
+    superblock names, and no directory on a filesystem with parent
+    pointers (``parents``: its children's pointers name it)."""
+    return ip.nlink > 0 and ip.ino not in special and not (parents and ip.is_dir)
+
+
+def special_inodes(sb) -> set:
+    """The inodes the superblock names (root, quota, realtime)."""
+    f = sb.fields
+    return {sb.rootino} | {f[k] for k in ("sb_uquotino", "sb_gquotino", "sb_pquotino",
+                                          "sb_rbmino", "sb_rsumino") if k in f}
+
+
+def _chunk_moves(fs) -> dict:
+    """agno -> [(agbno, length, startino, 0, False, INODES)]: the blocks of
+    the inode chunks whose every inode can move (:func:`inode_moves`), in
+    AGs with no unlinked inodes; ``startino`` names the chunk's record."""
+    sb = fs.sb
+    special = special_inodes(sb)
+    parents = sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_PARENT)
+    out: dict = {}
+    for agno in range(sb.agcount):
+        if any(b != C.NULLAGINO for b in fs.agi(agno)["agi_unlinked"]):
+            continue
+        reader, root, height = ag_tree(fs, agno, "inobt")
+        for startino, holemask, _count, _freecount, free in reader.ag_records(root, height):
+            present = present_mask(holemask)
+            inos = [(agno << sb.agino_log) | (startino + i) for i in range(64)
+                    if present >> i & 1 and not free >> i & 1]
+            if not all(inode_moves(fs.inode(ino), special, parents) for ino in inos):
+                continue
+            blocks = coalesce([((startino + i) >> sb.inopblog, ((startino + i) >> sb.inopblog) + 1)
+                               for i in range(64) if present >> i & 1])
+            out.setdefault(agno, []).extend((a, b - a, startino, 0, False, INODES)
+                                            for a, b in blocks)
     return out
 
 
@@ -186,10 +258,13 @@ def ag_use(fs, agno: int, prealloc: int, moves: list | None = None,
     logagno, logagbno, logblocks = log_extent(sb)
     moves = list(moves or ())
     if log_moves and agno == logagno:
-        moves.append((logagbno, logblocks, 0, 0, 0))
+        moves.append((logagbno, logblocks, 0, 0, 0, DATA))
         moves.sort()
-    moving = sum(m[1] for m in moves)
-    droppable = (agi["agi_count"] == 0 and (agno != logagno or log_moves)
+    moving = span(moves)
+    chunks = {m[2] for m in moves if m[5] == INODES}
+    reader, root, height = ag_tree(fs, agno, "inobt")
+    inobt = list(reader.ag_records(root, height))
+    droppable = (all(rec[0] in chunks for rec in inobt) and (agno != logagno or log_moves)
                  and used == prealloc + agf["agf_btreeblks"] + moving)
     # the end of what stays: the last used block that is not to move
     stay = coalesce([(m[0], m[0] + m[1]) for m in moves]) if moves else []
@@ -201,13 +276,13 @@ def ag_use(fs, agno: int, prealloc: int, moves: list | None = None,
             break
     floor = length
     if end < length:
-        past = sum(min(m[1], m[0] + m[1] - end) for m in moves or () if m[0] + m[1] > end)
+        past = span(moves, end)
         floor = _tail_floor(sb, agno, agf, agi, end, past)
-    # no inode chunk may reach past the end, sparse or not
-    reader, root, height = ag_tree(fs, agno, "inobt")
+    # no inode chunk that stays may reach past the end, sparse or not
     chunk = max(1, M.XFS_INODES_PER_CHUNK >> sb.inopblog)
-    for rec in reader.ag_records(root, height):
-        floor = max(floor, (rec[0] >> sb.inopblog) + chunk)
+    for rec in inobt:
+        if rec[0] not in chunks:
+            floor = max(floor, (rec[0] >> sb.inopblog) + chunk)
     floor = max(floor, XFS_MIN_AG_BLOCKS, prealloc)
     return AgUse(agno, length, droppable, floor,
                  agf["agf_freeblks"] + agf["agf_flcount"] + agf["agf_btreeblks"])
@@ -309,8 +384,8 @@ def _minimum(fs, mv: dict, log_moves: bool) -> int:
     if not mv:
         return low
     # the room the moved extents need in what is kept
-    moving = sum(m[1] for agno in range(k + 1, sb.agcount) for m in mv.get(agno, ()))
-    moving += sum(min(m[1], m[0] + m[1] - floor) for m in mv.get(k, ()) if m[0] + m[1] > floor)
+    moving = sum(span(mv.get(agno, ())) for agno in range(k + 1, sb.agcount))
+    moving += span(mv.get(k, ()), floor)
     if log_moves and log_outside(sb, low, k + 1):
         moving += sb.logblocks
     room = 0
@@ -322,51 +397,51 @@ def _minimum(fs, mv: dict, log_moves: bool) -> int:
     return min(low, sb.dblocks)
 
 
+class Cut:
+    """Which blocks a cut to ``dblocks`` blocks in ``agcount`` AGs takes."""
+
+    def __init__(self, sb, dblocks: int, agcount: int):
+        self.agblklog = sb.agblklog
+        self.last = agcount - 1
+        self.newlen = dblocks - self.last * sb.agblocks
+
+    def __call__(self, fsbno: int, count: int = 1) -> bool:
+        agno, agbno = fsbno >> self.agblklog, fsbno & ((1 << self.agblklog) - 1)
+        return agno > self.last or (agno == self.last and agbno + count > self.newlen)
+
+
 def blockers(fs, dblocks: int, agcount: int, limit: int = 10) -> list:
     """Up to ``limit`` inodes that keep the filesystem from being cut to
-    ``dblocks`` blocks in ``agcount`` AGs: their chunk lies past it, or
-    blocks of theirs that do not move (directory, attribute and bmbt
-    blocks, a reflinked file's data)."""
+    ``dblocks`` blocks in ``agcount`` AGs: their chunk lies past it and
+    cannot move (a directory in it, an inode the superblock names, an
+    unlinked inode in its AG)."""
     sb = fs.sb
-    last = agcount - 1
-    newlen = dblocks - last * sb.agblocks
-    mask = (1 << sb.agblklog) - 1
-
-    def cut(fsbno: int, count: int) -> bool:
-        agno, agbno = fsbno >> sb.agblklog, fsbno & mask
-        return agno > last or (agno == last and agbno + count > newlen)
-
+    cut = Cut(sb, dblocks, agcount)
+    moving = {(agno, m[2]) for agno, recs in _chunk_moves(fs).items() for m in recs}
     found: list = []
+    chunk_mask = (1 << sb.agino_log) - 1
     for ip in iter_allocated_inodes(fs):
-        agbno = (ip.ino & ((1 << sb.agino_log) - 1)) >> sb.inopblog
-        hit = cut((ip.ino >> sb.agino_log << sb.agblklog) | agbno, 1)
-        moves = ip.is_reg and not ip.flags2 & C.XFS_DIFLAG2_REFLINK
-        for attr in (False, True):
-            if hit:
-                break
-            for fsbno, count, who, _unwritten in owned_extents(ip, attr):
-                if moves and not attr and not who.flags & R.BMBT_BLOCK:
-                    continue
-                if cut(fsbno, count):
-                    hit = True
-                    break
-        if hit:
-            found.append(ip.ino)
-            if len(found) >= limit:
-                break
+        agno, agino = ip.ino >> sb.agino_log, ip.ino & chunk_mask
+        if not cut((agno << sb.agblklog) | (agino >> sb.inopblog)):
+            continue
+        if (agno, agino & ~63) in moving:
+            continue
+        found.append(ip.ino)
+        if len(found) >= limit:
+            break
     return found
 
 
 def past(sb, moves: dict, dblocks: int, agcount: int) -> list:
     """The :func:`movable` extents that lie (in part) past ``dblocks``, as
-    (agno, agbno, length, ino, startoff, unwritten)."""
+    (agno, agbno, length, ino, startoff, unwritten, kind)."""
     last = agcount - 1
     newlen = dblocks - last * sb.agblocks
     out = []
     for agno, recs in sorted(moves.items()):
-        for agbno, n, ino, off, unwritten in recs:
+        for agbno, n, ino, off, unwritten, kind in recs:
             if agno > last or (agno == last and agbno + n > newlen):
-                out.append((agno, agbno, n, ino, off, unwritten))
+                out.append((agno, agbno, n, ino, off, unwritten, kind))
     return out
 
 

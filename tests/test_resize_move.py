@@ -1,0 +1,383 @@
+"""fstool resize shrinking past directory, symlink, xattr, bmbt and
+reflinked files' blocks and inode chunks.
+
+The image (built by the kernel, see :func:`_metadata_image`) has every
+directory in AG 0, files of every kind (hard links, symlinks, xattrs, a
+bmbt, a fifo) whose inodes are in the last AG, and directory blocks
+(block, leaf and node forms, a node directory in btree format), xattr
+blocks (leaf, node and remote values, an attr fork in btree format), a
+remote symlink, bmbt blocks and blocks shared by reflinked files in the
+last AGs, behind the space a filler file held while they were written.
+Cut to its minimum (-M):
+
+* the blocks of each kind lay past the new size before, and the minimum
+  counting only file data as movable is larger than that size: the move
+  was needed;
+* both xfs_repair versions and fstool check are clean, the rmapbt is
+  what the files map (fixtures.rmapcheck), the kernel mounts the same
+  tree (content, modes, owners, times, xattrs, hard links, symlinks;
+  inode numbers aside: the far files have new ones), writes and unmounts
+  clean;
+* shared blocks move once: the files sharing them still share them (the
+  same blocks, as many extra references in the refcount btrees) and the
+  kernel copies on write over them;
+* killed after writes (four by default, FSTOOL_EVERY_WRITE=1 for every write),
+  the kernel replays the log to the old or the new geometry with the
+  whole tree, and resize -M run again ends where an uninterrupted one
+  ends, repair-clean.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fixtures import images, killpoints, modern, rmapcheck
+from fixtures.oracles import fstool, repair_clean
+from fixtures.tree import comparable, tree_manifest, xattr_values
+from fstool.fs.filesystem import Filesystem
+from fstool.ops import resize_shrink as RS
+from fstool.ops.stats import ag_tree
+
+MiB = 1 << 20
+needs_loop = pytest.mark.skipif(not images.loop_available(),
+                                reason="needs root, xfsprogs and a kernel loop mount of XFS")
+
+
+def _judge(img: Path, before: tuple, parent: bool = False) -> None:
+    """Both xfs_repair versions (6.10.1 alone for parent pointers, which
+    6.1 does not know), fstool check and rmapcheck clean, the kernel shows
+    ``before``."""
+    if parent:
+        r = subprocess.run([modern.tool("xfs_repair"), "-n", "-f", str(img)],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-1000:]
+    else:
+        repair_clean(img)
+    assert fstool("check", img).returncode == 0
+    assert not rmapcheck.strict_diff(img)
+    assert _tree(img) == before
+
+
+FICLONE = 0x40049409
+FICLONERANGE = 0x4020940D
+
+
+def _clone(src: Path, dst: Path, ranges=None) -> None:
+    """FICLONE ``src`` into ``dst``, or FICLONERANGE its (src offset,
+    length, dst offset) ``ranges``."""
+    with open(src, "rb") as s, open(dst, "r+b") as d:
+        if ranges is None:
+            fcntl.ioctl(d.fileno(), FICLONE, s.fileno())
+        for soff, length, doff in ranges or ():
+            fcntl.ioctl(d.fileno(), FICLONERANGE,
+                        struct.pack("=qQQQ", s.fileno(), soff, length, doff))
+
+
+def _fill(mnt: Path) -> None:
+    """/filler takes all but 12 MiB of the free space (the kernel fills
+    the AGs in order: what is left lies at the end)."""
+    st = os.statvfs(mnt)
+    fd = os.open(mnt / "filler", os.O_CREAT | os.O_WRONLY)
+    os.posix_fallocate(fd, 0, st.f_bavail * st.f_bsize - 12 * MiB)
+    os.close(fd)
+
+
+def _far_inodes(x: Path, m: Path, move_dir: bool = True) -> None:
+    """Files of every kind made in directory ``x`` (its inodes in its AG),
+    then renamed into ``m`` and its directory small: a file with data,
+    one with three names, symlinks (remote and inline), xattrs (leaf and
+    remote), a sparse file (a bmbt), a fifo, an empty file; then (with
+    ``move_dir``) ``x`` itself, holding 150 names, a subdirectory and a
+    file, renamed to small/far-dir, else removed."""
+    (x / "plain").write_bytes(os.urandom(200000))
+    (x / "linked").write_bytes(b"three names")
+    os.symlink("s" * 700, x / "longlink")
+    os.symlink("short", x / "shortlink")
+    (x / "attrs").write_bytes(b"x")
+    for i in range(30):
+        os.setxattr(x / "attrs", f"user.a{i}", os.urandom(300))
+    os.setxattr(x / "attrs", "user.big", os.urandom(9000))
+    fd = os.open(x / "sparse", os.O_CREAT | os.O_WRONLY)
+    for i in range(100):
+        os.pwrite(fd, os.urandom(4096), i * 8192)
+    os.close(fd)
+    os.mkfifo(x / "fifo")
+    (x / "empty").write_bytes(b"")
+    for name in os.listdir(x):
+        os.rename(x / name, m / f"far-{name}")
+    os.link(m / "far-linked", m / "small" / "far-linked-2")
+    os.link(m / "far-linked", m / "far-linked-3")
+    if not move_dir:
+        x.rmdir()
+        return
+    # the directory itself moves, in leaf form with a subdirectory and a
+    # file of its own
+    for i in range(150):
+        os.link(m / "far-plain", x / f"plain-link-{i:03d}")
+    (x / "sub").mkdir()
+    (x / "sub" / "inside").write_bytes(b"in a subdirectory")
+    (x / "own").write_bytes(b"mine")
+    os.rename(x, m / "small" / "far-dir")
+
+
+def _metadata_image(img: Path, *mkfs_args: str) -> None:
+    """128 MiB in 4 AGs (fstool mkfs: rmapbt and reflink on); every
+    directory in AG 0, files made in the last AG and named in AG 0's
+    directories (:func:`_far_inodes`), the blocks of directories, xattrs,
+    a symlink, two bmbts and reflinked files (:func:`_reflinked`) written
+    by the kernel in the free space a filler file left at the end, then the
+    filler removed."""
+    fstool("mkfs", "-q", img, "--size", "128m", *mkfs_args)
+    with Filesystem(img) as fs:
+        agino_log = fs.sb.agino_log
+    with images.Mounted(img, nouuid=True) as m:
+        # the kernel's rotor puts each new directory in the next AG: the
+        # three kept land in AG 0 (the others go later)
+        for d in ("small", "big", "node"):
+            (m / d).mkdir()
+            for k in range(3):
+                (m / f"x{d}{k}").mkdir()
+        for name in [f"f{i}" for i in range(9)] + [f"r{i}" for i in range(5)]:
+            (m / name).write_bytes(b"")
+        # free inodes in the root's chunk for the symlink made later
+        for i in range(40):
+            (m / f"spare{i}").write_bytes(b"")
+        _fill(m)
+        for i in range(40):
+            os.unlink(m / f"spare{i}")
+        subprocess.run(["sync"], check=True)
+        # inodes in the last AG whose names are in AG 0's directories
+        dummies = [m / f"x{d}{k}" for d in ("small", "big", "node") for k in range(3)]
+        far = max(dummies, key=lambda p: os.stat(p).st_ino >> agino_log)
+        # a directory's inode does not move on a filesystem with parent
+        # pointers (its children's pointers name it)
+        _far_inodes(far, m, move_dir=not any("parent=1" in a for a in mkfs_args))
+        for d in dummies:
+            if d != far:
+                d.rmdir()
+        # entries are hard links: no new inodes
+        for i in range(30):
+            os.link(m / "f0", m / "small" / f"entry-{i:04d}")
+        for i in range(200):
+            os.link(m / "f2", m / "big" / f"e{i}")
+        # a node-form directory and a sparse file written in turns: both
+        # fragmented, the directory's fork a btree
+        fd = os.open(m / "f6", os.O_WRONLY)
+        for i in range(3000):
+            os.link(m / "f1", m / "node" / f"a-long-directory-entry-name-{i:06d}")
+            if i % 40 == 0:
+                os.pwrite(fd, os.urandom(4096), i // 40 * 8192)
+                os.fsync(fd)
+        os.close(fd)
+        os.setxattr(m / "f3", "user.small", b"v" * 40)
+        for i in range(60):
+            os.setxattr(m / "f4", f"user.many{i:03d}", b"w" * 50)
+        # remote values of two files in turns: their attr forks btrees
+        for i in range(40):
+            for f in ("f5", "f3"):
+                os.setxattr(m / f, f"user.remote{i:02d}", os.urandom(5000))
+        fd = os.open(m / "f7", os.O_WRONLY)
+        os.posix_fallocate(fd, 0, MiB)                  # unwritten
+        os.pwrite(fd, os.urandom(300000), 300000)
+        os.close(fd)
+        os.symlink("t" * 900, m / "longlink")
+        fd = os.open(m / "f8", os.O_WRONLY)            # 300 extents: a two-level bmbt
+        for i in range(300):
+            os.pwrite(fd, os.urandom(4096), i * 8192)
+        os.close(fd)
+        _reflinked(m)
+        subprocess.run(["sync"], check=True)
+        os.unlink(m / "filler")
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory) -> Path:
+    if not images.loop_available():
+        pytest.skip("needs root, xfsprogs and a kernel loop mount of XFS")
+    img = tmp_path_factory.mktemp("move") / "base.img"
+    _metadata_image(img)
+    return img
+
+
+def _copy(src: Path, dst: Path) -> Path:
+    subprocess.run(["cp", "--sparse=always", str(src), str(dst)], check=True)
+    return dst
+
+
+def _tree(img: Path) -> tuple:
+    with images.Mounted(img, readonly=True, nouuid=True) as mnt:
+        return comparable(tree_manifest(mnt)), xattr_values(mnt)
+
+
+def _geometry(img: Path) -> tuple:
+    with Filesystem(img) as fs:
+        return fs.sb.dblocks, fs.sb.agcount
+
+
+def _kinds_past(img: Path, dblocks: int, agcount: int) -> set:
+    """The kinds of blocks (resize_shrink.FORK ...) lying past ``dblocks``."""
+    with Filesystem(img) as fs:
+        return {m[6] for m in RS.past(fs.sb, RS.movable(fs), dblocks, agcount)}
+
+
+def _data_only_minimum(img: Path) -> int:
+    """The minimum when only regular files' data can move (as before
+    directory, xattr and bmbt blocks could)."""
+    with Filesystem(img) as fs:
+        mv = {agno: [m for m in recs if m[5] == RS.DATA]
+              for agno, recs in RS.movable(fs).items()}
+        return RS.minimum_blocks(fs, mv)
+
+
+@needs_loop
+def test_shrink_moves_directory_xattr_symlink_and_bmbt_blocks(base, tmp_path):
+    img = _copy(base, tmp_path / "m.img")
+    before = _tree(img)
+    old = _data_only_minimum(img)
+    r = fstool("resize", img, "-M")
+    assert "directory, symlink and xattr block(s) moved" in r.stdout, r.stdout
+    assert "bmbt block(s) moved" in r.stdout, r.stdout
+    assert "inode(s) moved to new numbers" in r.stdout, r.stdout
+    dblocks, agcount = _geometry(img)
+    assert dblocks < old, (dblocks, old)
+    assert {RS.FORK, RS.ATTR, RS.BMBT, RS.ABMBT, RS.SHARED, RS.INODES} <= \
+        _kinds_past(base, dblocks, agcount)
+    assert img.stat().st_size == dblocks * 4096
+    _judge(img, before)
+    with images.Mounted(img, nouuid=True) as mnt:
+        for i in range(200):
+            os.link(mnt / "f0", mnt / "node" / f"added-{i}")
+        os.setxattr(mnt / "f5", "user.added", os.urandom(6000))
+        (mnt / "new").write_bytes(os.urandom(2 * MiB))
+    repair_clean(img)
+
+
+@needs_loop
+def test_shrink_moving_metadata_killed_after_writes(base, tmp_path):
+    """Killed after four writes of a shrink that moves directory, xattr,
+    symlink, bmbt and reflinked blocks and inodes (FSTOOL_EVERY_WRITE=1:
+    after every one): the kernel's log replay gives the old or the new
+    geometry and the whole tree; resize -M run again finishes, repair
+    clean."""
+    before = _tree(base)
+    old = _geometry(base)
+    ref = _copy(base, tmp_path / "ref.img")
+    wlog = tmp_path / "writes.log"
+    fstool("resize", ref, "-M", env={"FSTOOL_WRITE_LOG": str(wlog)})
+    total = len(wlog.read_text().splitlines())
+    new = _geometry(ref)
+    with Filesystem(ref) as fs:
+        between = (new[1] * fs.sb.agblocks, new[1])     # AGs dropped, the last not cut yet
+    img = tmp_path / "c.img"
+    seen = set()
+    # by default four writes: a third of the way (moving file data), two
+    # thirds (directory, xattr and bmbt blocks), and two among the last
+    # checkpoints before the cut (moving inodes); FSTOOL_EVERY_WRITE=1:
+    # every write
+    points = killpoints.points(total) if killpoints.EVERY else \
+        [total // 3, 2 * total // 3, total - 24, total - 12]
+    for n in points:
+        _copy(base, img)
+        r = fstool("resize", img, "-M", check=False, env={"FSTOOL_FAULT_AFTER_WRITES": str(n)})
+        assert r.returncode == -9, f"write {n}: {r.returncode} {r.stderr}"
+        with images.Mounted(img, nouuid=True):      # the kernel replays the log
+            pass
+        geo = _geometry(img)
+        assert geo in (old, between, new), f"write {n}: geometry {geo}"
+        seen.add(geo)
+        assert _tree(img) == before, f"write {n}: the tree differs"
+        fstool("resize", img, "-M")
+        assert _geometry(img) == new, f"write {n}"
+        repair_clean(img)
+    assert total > 20 and old in seen, (total, seen)
+
+
+def _reflinked(m: Path) -> None:
+    """Reflinked files written by the kernel under ``m`` (r0 ... r4 made
+    already): r0 cloned whole into r1 and r2, two ranges of it into r3 at
+    other offsets (blocks shared three and four times), r1 partly
+    overwritten (its own copy-on-write blocks), r4 with unwritten blocks of
+    its own and a range of r0."""
+    (m / "r0").write_bytes(os.urandom(3 * MiB))
+    _clone(m / "r0", m / "r1")
+    _clone(m / "r0", m / "r2")
+    _clone(m / "r0", m / "r3", [(MiB, MiB, 0), (512 << 10, MiB, 4 * MiB)])
+    with open(m / "r1", "r+b") as f:
+        f.seek(100 * 4096)
+        f.write(os.urandom(20 * 4096))
+        os.fsync(f.fileno())
+    with open(m / "r4", "r+b") as f:
+        os.posix_fallocate(f.fileno(), 0, MiB)
+    _clone(m / "r0", m / "r4", [(0, 64 << 10, 2 * MiB)])
+
+
+def _sharing(img: Path) -> tuple:
+    """(blocks shared beyond their first reference, summed from every
+    refcount btree record; each file's physical block list by name)."""
+    with Filesystem(img) as fs:
+        extra = 0
+        for agno in range(fs.sb.agcount):
+            reader, root, height = ag_tree(fs, agno, "refcountbt")
+            extra += sum(n * (c - 1) for _s, n, c in reader.ag_records(root, height))
+        maps = {}
+        for i in range(5):
+            ip = fs.lookup(f"/r{i}")
+            maps[f"r{i}"] = [b + k for _o, b, n, _u in ip.extents() for k in range(n)]
+        return extra, maps
+
+
+@needs_loop
+def test_shrink_moves_shared_extents_once(base, tmp_path):
+    """Blocks of reflinked files past the cut move once: every file
+    mapping them is remapped to the same new blocks and their reference
+    counts move with them (the refcount btrees count as many extra
+    references, r0 and its whole clone r2 map the same blocks); repair,
+    check, rmapcheck and the kernel's tree as for the other moves."""
+    img = _copy(base, tmp_path / "r.img")
+    before = _tree(img)
+    extra0, maps0 = _sharing(img)
+    assert extra0 > 256
+    r = fstool("resize", img, "-M")
+    assert "block(s) of reflinked files moved" in r.stdout, r.stdout
+    dblocks, agcount = _geometry(img)
+    assert dblocks < agcount * 8192 and agcount == 2
+    extra, maps = _sharing(img)
+    assert extra == extra0
+    assert maps["r0"] == maps["r2"] != maps0["r2"]
+    assert all(b < dblocks for m in maps.values() for b in m)
+    _judge(img, before)
+    with images.Mounted(img, nouuid=True) as mnt:     # copy-on-write over moved blocks
+        with open(mnt / "r2", "r+b") as f:
+            f.write(b"changed")
+        assert (mnt / "r0").read_bytes() != (mnt / "r2").read_bytes()
+    repair_clean(img)
+
+
+@needs_loop
+@pytest.mark.parametrize("mkfs_args", [("-b", "size=1024", "-n", "size=8192"),
+                                       ("-n", "parent=1")], ids=["1k-dir8k", "parent"])
+def test_shrink_moves_metadata_other_geometries(tmp_path, mkfs_args):
+    """The same image with 1 KiB blocks and 8 KiB directory blocks (a
+    directory block spans eight: moved whole), and with parent pointers
+    (every file's attr fork holds them: moved as xattrs are)."""
+    parent = "parent=1" in mkfs_args
+    if parent and not modern.available():
+        pytest.skip(modern.WHY)
+    img = tmp_path / "g.img"
+    _metadata_image(img, *mkfs_args)
+    before = _tree(img)
+    old = _data_only_minimum(img)
+    r = fstool("resize", img, "-M")
+    assert "directory, symlink and xattr block(s) moved" in r.stdout, r.stdout
+    assert _geometry(img)[0] < old
+    _judge(img, before, parent)
+
+
+if __name__ == "__main__":          # build the image alone: python tests/test_resize_move.py IMG
+    _metadata_image(Path(sys.argv[1]), *sys.argv[2:])
