@@ -4,6 +4,7 @@ makes from the same inputs, side by side.
 
     python3 bench/same_images.py BASE_TREE [--only populate,workload,workload-noxattr,
                                                    mount,mount-noholes,mount-pure]
+                                           [--mkfs "-n parent=1"]
 
 BASE_TREE is another checkout of fstool with its native modules built
 (``git archive main | tar -x -C /tmp/base && cd /tmp/base && python3 setup.py
@@ -31,6 +32,9 @@ subprocess run from its root (so ``fstool`` is that tree's), makes:
 - ``mount-pure``: ``mount`` on the pure-Python backend (FSTOOL_PURE_PYTHON=1)
   in both trees; compared with ``mount`` it holds the two backends of one
   tree to the same bytes.
+
+``--mkfs`` adds options to every ``fstool mkfs`` (``-n parent=1``: the same
+images with parent pointers).
 
 Exit status 0 when every image is byte-identical, 1 otherwise (each line
 says which).  Refactors that must not change a byte are held to this; a
@@ -179,15 +183,15 @@ def fstool(tree: Path, *args, env=None) -> None:
                    capture_output=True, env=env)
 
 
-def mkfs(tree: Path, img: Path) -> None:
+def mkfs(tree: Path, img: Path, extra=()) -> None:
     fstool(tree, "mkfs", "--uuid", UUID, "--timestamp", str(EPOCH), "--size", "512m",
-           "-b", "size=1024", str(img))
+           "-b", "size=1024", *extra, str(img))
 
 
-def build(tree: Path, kind: str, out: Path, src: Path) -> str:
+def build(tree: Path, kind: str, out: Path, src: Path, extra=()) -> str:
     img = out / f"{tree.name}-{kind}.img"
     img.unlink(missing_ok=True)
-    mkfs(tree, img)
+    mkfs(tree, img, extra)
     if kind == "populate":
         fstool(tree, "populate", str(img), str(src),
                env={**os.environ, "SOURCE_DATE_EPOCH": str(EPOCH)})
@@ -212,6 +216,7 @@ def main() -> int:
     ap.add_argument("base", type=Path)
     ap.add_argument("--only", default="populate,workload,workload-noxattr")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--mkfs", default="", help="more fstool mkfs options, one string")
     a = ap.parse_args()
     if not (a.base / "fstool").is_dir():
         print(f"same_images: {a.base} holds no fstool tree", file=sys.stderr)
@@ -222,8 +227,8 @@ def main() -> int:
         make_source(src)
         same = True
         for kind in a.only.split(","):
-            base = build(a.base.resolve(), kind, out, src)
-            mine = build(HERE, kind, out, src)
+            base = build(a.base.resolve(), kind, out, src, a.mkfs.split())
+            mine = build(HERE, kind, out, src, a.mkfs.split())
             ok = base == mine
             same &= ok
             print(f"{kind:18s} {'same' if ok else 'DIFFERENT'}  base {base[:16]}  "

@@ -37,7 +37,7 @@ def _put64(p, off, v):
                slot=cython.Py_ssize_t, crc=cython.uint, mode=cython.uint,
                at=cython.ulonglong, mt=cython.ulonglong, ct=cython.ulonglong)
 def fill_simple_inodes(buf, tpl, base_ino, inos, items, start, end, ifmt, ctime,
-                       epoch, crc_off, cksum, forks=None, nrext64=False) -> int:
+                       epoch, crc_off, cksum, forks=None, nrext64=False, attrs=None) -> int:
     """Write inodes ``inos[start:end]`` (all in the chunk whose first inode
     is ``base_ino``, held in ``buf``) from the template ``tpl``: mode
     ``ifmt | perm``, owners and times from ``items[k]`` = ``(name, perm,
@@ -46,7 +46,9 @@ def fill_simple_inodes(buf, tpl, base_ino, inos, items, start, end, ifmt, ctime,
     ``forks[k]`` = ``(size, nblocks, nextents, records)`` gives inode k an
     extent-format data fork: its size, blocks, extent count (in
     di_big_nextents when ``nrext64``) and the packed bmbt records, which
-    must fit the literal area.  Returns the index of the first inode whose
+    must fit the literal area.  With ``attrs``, ``attrs[k]`` = ``(forkoff,
+    literal)`` gives inode k a shortform attr fork at ``forkoff`` (8-byte
+    units) holding ``literal``.  Returns the index of the first inode whose
     times do not fit the format (the caller encodes it the slow way and goes
     on after it), or ``end``."""
     isize = len(tpl)
@@ -89,6 +91,8 @@ def fill_simple_inodes(buf, tpl, base_ino, inos, items, start, end, ifmt, ctime,
         _put64(p, off + 152, ino)
         if forks is not None:
             _put_fork(p, off, isize, forks[k], nrext64)
+        if attrs is not None:
+            _put_sf_attr(p, off, isize, attrs[k])
         crc = cksum(p[off:off + isize], crc_off)
         p[off + crc_off] = crc & 0xFF
         p[off + crc_off + 1] = (crc >> 8) & 0xFF
@@ -118,6 +122,23 @@ def _put_fork(p, off, isize, fork, big):
     else:
         _put32(p, off + 76, nextents)
     _copy_in(p, off + 176, recs, nl)
+
+
+@cython.cfunc
+@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, isize=cython.Py_ssize_t,
+               forkoff=cython.Py_ssize_t, nl=cython.Py_ssize_t)
+def _put_sf_attr(p, off, isize, attr):
+    """A shortform attr fork into the inode at ``off``: ``attr`` =
+    ``(forkoff, literal)``; di_forkoff, di_aformat (local) and the literal
+    at the fork offset."""
+    forkoff = attr[0]
+    lit = attr[1]
+    nl = len(lit)
+    if forkoff <= 0 or forkoff > 255 or 176 + forkoff * 8 + nl > isize:
+        raise ValueError("the attr fork does not fit the inode")
+    p[off + 82] = forkoff
+    p[off + 83] = 1
+    _copy_in(p, off + 176 + forkoff * 8, lit, nl)
 
 
 @cython.cfunc

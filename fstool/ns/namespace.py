@@ -77,7 +77,7 @@ from ..errors import (CorruptionError, ExistsError, FsToolError, InvalidArgument
 from ..format import constants as C
 from ..format import parent as P
 from ..format.structs import DINODE
-from ..fs import attr as FA
+from ..fs import attr as FA, attrleaf as ALEAF
 from ..fs.btree import pack_bmbt_rec
 from ..fs.icore import InodeSpec, encode_dev, encode_ts
 from . import attrbuild as AB, dirbuild as DB, files as F
@@ -173,6 +173,7 @@ class Namespace:
         self.bytes = 0
         self.pool = F.DataPool(w)      # blocks for small files' data, ahead
         self.pptr = w.sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_PARENT)
+        self._sf_fit: dict = {}         # _sf_pointer's cache
         # attribute changes also find entries left incomplete (log recovery)
         self.match_incomplete = False
 
@@ -467,7 +468,14 @@ class Namespace:
         self._new_name(parent, name)
         w = self.w
         ino = w.inodes.alloc_inode(parent, is_dir=False)
-        if self.pptr:
+        sf = None
+        if self.pptr and meta.ctime_ns == meta.crtime_ns:
+            sf = self._sf_pointer(self._pptr(parent, name), 0, self._sf_fit)
+        if sf is not None:
+            w.inodes.put_simple_inodes([ino], [(name, meta.perm, meta.uid, meta.gid,
+                                                meta.atime_ns, meta.mtime_ns)],
+                                       C.S_IFREG, meta.ctime_ns, None, [sf])
+        elif self.pptr:
             self._put_new(ino, C.S_IFREG | meta.perm, self._named(meta, parent, name))
         else:
             w.inodes.put_inode(ino, w.enc.simple(ino, C.S_IFREG | meta.perm, meta.uid,
@@ -536,6 +544,9 @@ class Namespace:
         data needed a block map, stored already, gets it through the attr
         fork writer)."""
         rec = P.pack_rec(parent, self._dir_gen(parent))
+        w = self.w
+        fast_inos, fast_items, fast_forks, fast_attrs = [], [], [], []
+        fit = self._sf_fit
         for k, ino in enumerate(inos):
             it = items[k]
             ptr = (C.XFS_ATTR_PARENT, bytes(names[k]), rec)
@@ -544,9 +555,40 @@ class Namespace:
                 self._change_pptrs(ino, add=[ptr])
                 continue
             size, nblocks, nextents, recs = fork
+            sf = self._sf_pointer(ptr, len(recs), fit)
+            if sf is not None:
+                # the common case: written with the plain inodes in one pass
+                fast_inos.append(ino)
+                fast_items.append(it)
+                fast_forks.append(fork)
+                fast_attrs.append(sf)
+                continue
             meta = Meta(it[1], it[2], it[3], it[4], it[5], ctime_ns, ctime_ns, (), [ptr])
             self._put_new(ino, C.S_IFREG | it[1], meta, size=size, data=recs,
                           nextents=nextents, nblocks=nblocks)
+        if fast_inos:
+            w.inodes.put_simple_inodes(fast_inos, fast_items, C.S_IFREG, ctime_ns,
+                                       fast_forks if forks is not None else None, fast_attrs)
+
+    def _sf_pointer(self, ptr: tuple, data_bytes: int, fit: dict) -> tuple | None:
+        """(forkoff, literal) of a new regular file's attr fork holding its
+        parent pointer ``ptr`` alone, in shortform beside ``data_bytes`` of
+        extent records, as _attr_fork would make it; None where it would not
+        be that.  ``fit`` caches the fork offset, which hangs on the sizes
+        alone: (name length, data bytes) -> (forkoff, shortform)."""
+        isize = self.w.sb.inodesize
+        key = (len(ptr[1]), data_bytes)
+        got = fit.get(key)
+        if got is None:
+            got = fit[key] = F.attr_forkoff(isize, C.XFS_DINODE_FMT_EXTENTS, data_bytes,
+                                            [ptr])
+        forkoff, shortform = got
+        if not (shortform and forkoff and data_bytes <= forkoff * 8):
+            return None
+        lit = ALEAF.sf_encode([ptr])
+        if len(lit) > isize - C.XFS_DINODE_CORE_SIZE - forkoff * 8:
+            return None
+        return forkoff, lit
 
     def _place_files(self, parent: int, items: list, ctime_ns: int, data, placed) -> tuple:
         """Inodes, and with ``data`` blocks, for the files of
