@@ -48,6 +48,17 @@ def mkfs(img, size="256m"):
     return img
 
 
+def small_image(tmp_path, name: str):
+    """A 256 MiB parent-pointer image holding d/f, hard-linked as g."""
+    src = tmp_path / "src"
+    (src / "d").mkdir(parents=True)
+    (src / "d" / "f").write_bytes(b"f")
+    os.link(src / "d" / "f", src / "g")
+    img = tmp_path / name
+    fstool("mkfs", "-q", "-n", "parent=1", "--size", "256m", "--populate", src, img)
+    return img
+
+
 def proved(img) -> dict:
     """The three proofs of the module docstring; returns the parent
     pointers {ino: [(p_ino, p_gen, name)]}."""
@@ -261,12 +272,7 @@ def test_a_mount_that_dies_recovers_as_the_kernel_recovers(tmp_path):
 def test_resize_keeps_parent_pointers(tmp_path):
     """Growing a parent-pointer filesystem, and shrinking it to its minimum
     (the log and file data moved first), change none of its pointers."""
-    src = tmp_path / "src"
-    (src / "d").mkdir(parents=True)
-    (src / "d" / "f").write_bytes(b"f")
-    os.link(src / "d" / "f", src / "g")
-    img = tmp_path / "p.img"
-    fstool("mkfs", "-q", "-n", "parent=1", "--size", "256m", "--populate", src, img)
+    img = small_image(tmp_path, "p.img")
     before = pptr.kernel_parents(img)
     fstool("resize", img, "--size", "600m")
     assert proved(img) == before
@@ -289,12 +295,7 @@ def test_admin_label_and_uuid_on_a_parent_pointer_image(tmp_path):
     """A new label and UUID (and the UUID restored) leave every pointer as
     it was: the label and UUID name no inode, and a pointer's value holds
     no UUID."""
-    src = tmp_path / "src"
-    (src / "d").mkdir(parents=True)
-    (src / "d" / "f").write_bytes(b"f")
-    os.link(src / "d" / "f", src / "g")
-    img = tmp_path / "a.img"
-    fstool("mkfs", "-q", "-n", "parent=1", "--size", "256m", "--populate", src, img)
+    img = small_image(tmp_path, "a.img")
     before = pptr.kernel_parents(img)
     fstool("admin", "-L", "pp", "-U", "generate", img)
     assert proved(img) == before
