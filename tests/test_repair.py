@@ -14,6 +14,7 @@ import pytest
 
 from fixtures import images
 from fixtures.repair_images import copy_image, kernel_churn_image
+from fstool.format import constants as C
 
 REPO = Path(__file__).resolve().parent.parent
 needs_loop = pytest.mark.skipif(not images.loop_available(),
@@ -188,6 +189,30 @@ def refcount_records(img: Path) -> list:
     dump = xfs_db(img, "agf 1", "addr refcntroot", "btdump")
     return [ln.split(":", 1)[1].strip() for ln in dump.splitlines()
             if ln[:1].isdigit() and ln.count(",") == 3]
+
+
+@needs_loop
+def test_reflink_flag_cleared_with_a_bad_crc(reflinked, tmp_path):
+    """A file that shares blocks loses its reflink flag and its inode's CRC
+    goes bad with it (xfs_db write -c): check reports the flag as well as
+    the CRC (the inode judged as its CRC's rewrite leaves it, as xfs_repair
+    judges it), and repair sets the flag rather than only rewriting the
+    CRC, which left an image check and xfs_repair call damaged."""
+    import fstool as fsmod
+    img = copy_image(reflinked["img"], tmp_path / "f.img")
+    with fsmod.open_image(img) as fs:
+        node = fs.lookup("/files/refdst")      # corpus_base: clones of refsrc's blocks
+        ino = node.ino
+        assert node.flags2 & C.XFS_DIFLAG2_REFLINK
+    xfs_db(img, f"inode {ino}", "write -c v3.reflink 0", expert=True)
+    assert xfs_repair_n(img) == 1
+    found = fstool("check", img).stdout
+    assert "CRC mismatch" in found and "lacks the reflink flag" in found, found
+    r = fstool("repair", img)
+    assert r.returncode == 1 and "reflink flag set" in r.stdout, r.stdout + r.stderr
+    assert xfs_repair_n(img) == 0
+    assert fstool("check", img).returncode == 0
+    assert kernel_tree(img) == reflinked["tree"]
 
 
 @needs_loop
