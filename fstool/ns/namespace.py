@@ -470,7 +470,7 @@ class Namespace:
         ino = w.inodes.alloc_inode(parent, is_dir=False)
         sf = None
         if self.pptr and meta.ctime_ns == meta.crtime_ns:
-            sf = self._sf_pointer(self._pptr(parent, name), 0, self._sf_fit)
+            sf = self._sf_pointer(self._pptr(parent, name), 0)
         if sf is not None:
             w.inodes.put_simple_inodes([ino], [(name, meta.perm, meta.uid, meta.gid,
                                                 meta.atime_ns, meta.mtime_ns)],
@@ -546,7 +546,6 @@ class Namespace:
         rec = P.pack_rec(parent, self._dir_gen(parent))
         w = self.w
         fast_inos, fast_items, fast_forks, fast_attrs = [], [], [], []
-        fit = self._sf_fit
         for k, ino in enumerate(inos):
             it = items[k]
             ptr = (C.XFS_ATTR_PARENT, bytes(names[k]), rec)
@@ -555,7 +554,7 @@ class Namespace:
                 self._change_pptrs(ino, add=[ptr])
                 continue
             size, nblocks, nextents, recs = fork
-            sf = self._sf_pointer(ptr, len(recs), fit)
+            sf = self._sf_pointer(ptr, len(recs))
             if sf is not None:
                 # the common case: written with the plain inodes in one pass
                 fast_inos.append(ino)
@@ -570,18 +569,18 @@ class Namespace:
             w.inodes.put_simple_inodes(fast_inos, fast_items, C.S_IFREG, ctime_ns,
                                        fast_forks if forks is not None else None, fast_attrs)
 
-    def _sf_pointer(self, ptr: tuple, data_bytes: int, fit: dict) -> tuple | None:
+    def _sf_pointer(self, ptr: tuple, data_bytes: int) -> tuple | None:
         """(forkoff, literal) of a new regular file's attr fork holding its
         parent pointer ``ptr`` alone, in shortform beside ``data_bytes`` of
         extent records, as _attr_fork would make it; None where it would not
-        be that.  ``fit`` caches the fork offset, which hangs on the sizes
-        alone: (name length, data bytes) -> (forkoff, shortform)."""
+        be that.  The fork offset hangs on the sizes alone: cached by
+        (name length, data bytes) in ``_sf_fit``."""
         isize = self.w.sb.inodesize
         key = (len(ptr[1]), data_bytes)
-        got = fit.get(key)
+        got = self._sf_fit.get(key)
         if got is None:
-            got = fit[key] = F.attr_forkoff(isize, C.XFS_DINODE_FMT_EXTENTS, data_bytes,
-                                            [ptr])
+            got = self._sf_fit[key] = F.attr_forkoff(isize, C.XFS_DINODE_FMT_EXTENTS,
+                                                     data_bytes, [ptr])
         forkoff, shortform = got
         if not (shortform and forkoff and data_bytes <= forkoff * 8):
             return None

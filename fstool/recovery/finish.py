@@ -249,15 +249,6 @@ def finish_with_writer(path, intents: list, position: tuple) -> tuple[dict, dict
             evicted = _recovered_inodes(w, intents)
             for d in intents:
                 code = d["type_code"]
-                if code in (L.XFS_LI_ATTRI, L.XFS_LI_XMI):
-                    if code == L.XFS_LI_ATTRI:
-                        _finish_attr(ns, d)
-                        done["attr_intents"] += 1
-                    else:
-                        _finish_exchange(w, d)
-                        done["exchange_intents"] += 1
-                    w.journal.add_item(done_regions(L.INTENT_DONE[code], d["id"]))
-                    continue
                 if code == L.XFS_LI_EFI:
                     for start, length in d["extents"]:
                         # an EFI names no owner: whatever rmap is left goes
@@ -265,16 +256,17 @@ def finish_with_writer(path, intents: list, position: tuple) -> tuple[dict, dict
                         done["efi_extents"] += 1
                     w.journal.add_item(efd_regions(d["id"], d["extents"]))
                     continue
-                for e in d["extents"]:
-                    if code == L.XFS_LI_RUI:
-                        _finish_rmap(w, e)
-                        done["rui_extents"] += 1
-                    elif code == L.XFS_LI_CUI:
-                        _finish_refcount(w, e)
-                        done["cui_extents"] += 1
-                    else:
-                        _finish_bmap(w, e)
-                        done["bui_extents"] += 1
+                if code == L.XFS_LI_ATTRI:
+                    _finish_attr(ns, d)
+                    done["attr_intents"] += 1
+                elif code == L.XFS_LI_XMI:
+                    _finish_exchange(w, d)
+                    done["exchange_intents"] += 1
+                else:
+                    finish, key = _PER_EXTENT.get(code, (_finish_bmap, "bui_extents"))
+                    for e in d["extents"]:
+                        finish(w, e)
+                        done[key] += 1
                 w.journal.add_item(done_regions(L.INTENT_DONE[code], d["id"]))
             io = FileIO(w)
             for ino, size in evicted.items():
@@ -502,6 +494,12 @@ def _finish_bmap(w, e: dict) -> None:
         io.unmap_extent(e["owner"], e["startoff"], e["len"])
     else:
         raise IntentRefused(f"BUI extent of unknown type {op}")
+
+
+# the intents finished one extent at a time: (finisher, count kept in the
+# result); a BUI is the rest
+_PER_EXTENT = {L.XFS_LI_RUI: (_finish_rmap, "rui_extents"),
+               L.XFS_LI_CUI: (_finish_refcount, "cui_extents")}
 
 
 def recompute_counters(dev, fs) -> dict:
