@@ -1,6 +1,5 @@
 """fstool path: every path of an inode, from its parent pointers."""
 import json
-import re
 import sys
 
 import click
@@ -8,11 +7,6 @@ import click
 from ..ops.names import shown_name
 from ..ops.parents import AllPaths, one_inode
 from .options import image_arg, json_opt, open_fs, replay_opt
-
-
-# a path shown as it is (shown_name would change nothing): printable ASCII
-# but the backslash
-_PLAIN = re.compile(rb"[\x20-\x5b\x5d-\x7e]*")
 
 
 @click.command("path")
@@ -62,8 +56,7 @@ def cmd(every, as_json, image, inos, replay_in_memory):
                                 "why": b.why} for b in broken]}))
             else:
                 head = f"{ino} " if prefix else ""
-                lines.extend(head + (p.decode() if _PLAIN.fullmatch(p) else shown_name(p))
-                             for p in found)
+                lines.extend(head + shown_name(p) for p in found)
                 for b in broken:
                     click.echo(f"fstool: inode {ino}: parent pointer {b.parent.ino}/"
                                f"{shown_name(b.parent.name)}: {b.why}", err=True)
