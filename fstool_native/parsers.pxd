@@ -4,10 +4,11 @@ cdef unsigned int _T[2048]
 # them stays in C (a Python-level global would make every step a Python op)
 cdef unsigned long long _MASK64, _MIX1, _MIX2
 cdef unsigned int _M32
+cdef unsigned long long _DIR_SIZE_MAX
 
 # big-endian readers, shared with checks.py
-cdef unsigned int _be16(unsigned char *p, Py_ssize_t off)
-cdef unsigned int _be32(unsigned char *p, Py_ssize_t off)
+cdef unsigned int _be16(unsigned char *p, Py_ssize_t off) noexcept
+cdef unsigned int _be32(unsigned char *p, Py_ssize_t off) noexcept
 # the bigtime epoch's offset in nanoseconds (parsers._timestamp_ns)
 cdef long long _BIGTIME_OFF
 
@@ -98,4 +99,13 @@ cdef object _push3(array arr, long long a, long long b, long long c)
 cdef object _push4(array arr, unsigned long long a, unsigned long long b,
                    unsigned long long c, unsigned long long d)
 # an inode table's slot of an inode (check's namespace kernels in checks.py)
-cdef Py_ssize_t _find_slot(unsigned long long[:] starts, unsigned long long ino)
+cdef Py_ssize_t _find_slot(unsigned long long[:] starts, unsigned long long ino) noexcept
+# a shortform directory's tally (sf_dir_tally), its arguments checked and
+# typed by the caller (checks.ShortformRun)
+cdef object _sf_tally(object raw, unsigned long long ino, object uuid, bint has_ftype,
+                      Py_ssize_t dirblksize, Py_ssize_t data_first,
+                      unsigned long long rootino, int agino_log, unsigned long long agcount,
+                      unsigned long long agino_lo, unsigned long long[:] agino_hi,
+                      unsigned long long[:] not_dirents, unsigned long long[:] starts,
+                      unsigned char[:] itype, unsigned int[:] refs,
+                      unsigned long long[:] ps, bint has_ps)

@@ -24,6 +24,8 @@ if not cython.compiled:
 # the 32-bit mask as a C value (parsers.pxd): a literal this large would be
 # a Python int to Cython, and every masked step a Python operation
 _M32 = 0xFFFFFFFF
+# the largest directory size (XFS_DIR2_SPACE_SIZE, 32 GiB), as a C value
+_DIR_SIZE_MAX = 0x800000000
 
 # CRC-32C (Castagnoli), reflected polynomial 0x82F63B78, as eight 256-entry
 # tables for slicing-by-8.  parsers.pxd declares _T as a C array when compiled.
@@ -84,6 +86,7 @@ def _crc_update_words(data, start, end, c):
 
 
 @cython.cfunc
+@cython.exceptval(check=False)
 @cython.locals(p=cython.p_uchar, start=cython.Py_ssize_t, end=cython.Py_ssize_t,
                c=cython.uint, i=cython.Py_ssize_t)
 @cython.returns(cython.uint)
@@ -108,6 +111,7 @@ def _crc_update(p, start, end, c):
 
 
 @cython.cfunc
+@cython.exceptval(check=False)
 @cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t)
 @cython.returns(cython.uint)
 def _be16(p, off):
@@ -115,6 +119,7 @@ def _be16(p, off):
 
 
 @cython.cfunc
+@cython.exceptval(check=False)
 @cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t)
 @cython.returns(cython.uint)
 def _be32(p, off):
@@ -122,6 +127,8 @@ def _be32(p, off):
 
 
 @cython.cfunc
+@cython.exceptval(check=False)
+@cython.inline
 @cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, hi=cython.ulonglong,
                lo=cython.ulonglong)
 @cython.returns(cython.ulonglong)
@@ -140,6 +147,8 @@ def _check_records(buf, off, n, size, what):
 # l0 bits 62..9 the file offset, l0 bits 8..0 with l1 bits 63..21 the start
 # block, l1 bits 20..0 the length.
 @cython.cfunc
+@cython.exceptval(check=False)
+@cython.inline
 @cython.locals(l0=cython.ulonglong)
 @cython.returns(cython.ulonglong)
 def _rec_startoff(l0):
@@ -147,6 +156,8 @@ def _rec_startoff(l0):
 
 
 @cython.cfunc
+@cython.exceptval(check=False)
+@cython.inline
 @cython.locals(l0=cython.ulonglong, l1=cython.ulonglong)
 @cython.returns(cython.ulonglong)
 def _rec_startblock(l0, l1):
@@ -154,6 +165,8 @@ def _rec_startblock(l0, l1):
 
 
 @cython.cfunc
+@cython.exceptval(check=False)
+@cython.inline
 @cython.locals(l1=cython.ulonglong)
 @cython.returns(cython.ulonglong)
 def _rec_blockcount(l1):
@@ -169,6 +182,7 @@ def crc32c(data, crc: cython.uint = 0) -> int:
 
 
 @cython.cfunc
+@cython.exceptval(check=False)
 @cython.locals(p=cython.p_uchar, start=cython.Py_ssize_t, end=cython.Py_ssize_t,
                off=cython.Py_ssize_t, c=cython.uint)
 @cython.returns(cython.uint)
@@ -186,6 +200,7 @@ def _cksum_region(p, start, end, off):
 
 
 @cython.cfunc
+@cython.exceptval(check=False)
 @cython.locals(p=cython.p_uchar, start=cython.Py_ssize_t, end=cython.Py_ssize_t,
                off=cython.Py_ssize_t, stored=cython.uint)
 @cython.returns(cython.bint)
@@ -382,6 +397,7 @@ def hash_lower_bound(buf, start, count, hashval) -> int:
 
 
 @cython.cfunc
+@cython.exceptval(check=False)
 @cython.locals(x=cython.uint, n=cython.int)
 @cython.returns(cython.uint)
 def _rol32(x, n):
@@ -389,6 +405,7 @@ def _rol32(x, n):
 
 
 @cython.cfunc
+@cython.exceptval(check=False)
 @cython.locals(p=cython.p_uchar, start=cython.Py_ssize_t, n=cython.Py_ssize_t,
                i=cython.Py_ssize_t, h=cython.uint)
 @cython.returns(cython.uint)
@@ -933,6 +950,7 @@ _BIGTIME_OFF = 2147483648000000000
 
 
 @cython.cfunc
+@cython.exceptval(check=False)
 @cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, n=cython.Py_ssize_t,
                i=cython.Py_ssize_t)
 @cython.returns(cython.bint)
@@ -944,6 +962,7 @@ def _zero(p, off, n):
 
 
 @cython.cfunc
+@cython.exceptval(check=False)
 @cython.locals(p=cython.p_uchar, a=cython.Py_ssize_t, b=cython.Py_ssize_t,
                i=cython.Py_ssize_t)
 @cython.returns(cython.bint)
@@ -955,6 +974,7 @@ def _no_nul(p, a, b):
 
 
 @cython.cfunc
+@cython.exceptval(check=False)
 @cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t)
 @cython.returns(cython.bint)
 def _legacy_times_ok(p, off):
@@ -1412,7 +1432,7 @@ def scan_inode_chunk(chunk, base, inodesize, first_ino, uuid, free, holemask, fl
         # 76, and leaves the 16 at 80 as padding
         big = (flags2 & 0x10) != 0
         ok = (_be16(p, off) == 0x494E and p[off + 4] == 3 and _be64(p, off + 152) == ino and
-              _be32(p, off + 96) == 0xFFFFFFFF and (big or _zero(p, off + 24, 8)) and
+              _be32(p, off + 96) == _M32 and (big or _zero(p, off + 24, 8)) and
               _be16(p, off + 6) == 0 and _be16(p, off + 90) == 0 and
               _be32(p, off + 72) == 0 and _be32(p, off + 128) == 0 and
               not (big and _be16(p, off + 80)))
@@ -1465,7 +1485,7 @@ def scan_inode_chunk(chunk, base, inodesize, first_ino, uuid, free, holemask, fl
                 if fmt != 2:
                     others.append(i)
                     continue
-            elif (flags2 & 0x2) or size > 0x800000000 or \
+            elif (flags2 & 0x2) or size > _DIR_SIZE_MAX or \
                     (fmt == 1 and (next or nblocks)) or (fmt == 2 and size <= dsize) or \
                     (fmt != 1 and fmt != 2):
                 others.append(i)
@@ -1547,6 +1567,7 @@ _MIX2 = 0x94D049BB133111EB
 
 
 @cython.cfunc
+@cython.exceptval(check=False)
 @cython.locals(ftype=cython.int)
 @cython.returns(cython.int)
 def _ftype_ifmt(ftype):
@@ -1569,6 +1590,7 @@ def _ftype_ifmt(ftype):
 
 
 @cython.cfunc
+@cython.exceptval(check=False)
 @cython.locals(starts=cython.ulonglong[:], ino=cython.ulonglong, lo=cython.Py_ssize_t,
                hi=cython.Py_ssize_t, mid=cython.Py_ssize_t)
 @cython.returns(cython.Py_ssize_t)
@@ -1593,6 +1615,7 @@ def find_slot(starts, ino) -> int:
 
 
 @cython.cfunc
+@cython.exceptval(check=False)
 @cython.locals(starts=cython.ulonglong[:], itype=cython.uchar[:], refs=cython.uint[:],
                child=cython.ulonglong, ftype=cython.int, ft=cython.int,
                slot=cython.Py_ssize_t, t=cython.int, flags=cython.int)
@@ -1641,6 +1664,7 @@ def tally_entry(starts, itype, refs, child, ftype, has_ftype, psums=None, dir_in
 
 
 @cython.cfunc
+@cython.exceptval(check=False)
 @cython.locals(ino=cython.ulonglong, agino_log=cython.int, agcount=cython.ulonglong,
                agino_lo=cython.ulonglong, agino_hi=cython.ulonglong[:],
                not_dirents=cython.ulonglong[:], agno=cython.ulonglong,
@@ -1663,6 +1687,7 @@ def _dir_ino_ok(ino, agino_log, agcount, agino_lo, agino_hi, not_dirents):
 
 
 @cython.cfunc
+@cython.exceptval(check=False)
 @cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, width=cython.Py_ssize_t)
 @cython.returns(cython.ulonglong)
 def _be_ino(p, off, width):
@@ -1670,6 +1695,7 @@ def _be_ino(p, off, width):
     return _be64(p, off) if width == 8 else _be32(p, off)
 
 
+@cython.cfunc
 @cython.locals(p=cython.p_uchar, u=cython.p_uchar, n=cython.Py_ssize_t, ino=cython.ulonglong,
                has_ftype=cython.bint, ft=cython.Py_ssize_t, dirblksize=cython.Py_ssize_t,
                data_first=cython.Py_ssize_t, rootino=cython.ulonglong, agino_log=cython.int,
@@ -1684,39 +1710,15 @@ def _be_ino(p, off, width):
                a=cython.Py_ssize_t, j=cython.Py_ssize_t, q=cython.Py_ssize_t,
                c=cython.uchar, child=cython.ulonglong, flags=cython.int, k=cython.int,
                ftype=cython.int, ps=cython.ulonglong[:], gen=cython.ulonglong,
-               slot=cython.Py_ssize_t)
-def sf_dir_tally(raw, ino, uuid, has_ftype, dirblksize, data_first, rootino, agino_log,
-                 agcount, agino_lo, agino_hi, not_dirents, starts, itype, refs, psums=None):
-    """A shortform directory (the raw inode ``raw`` of directory ``ino``)
-    checked as fstool check's DirChecks._shortform checks it, its entries
-    counted into the inode table (see tally_entry) only when that check
-    would find nothing: the inode verifies (magic, version 3, CRC, its
-    number, ``uuid``) and its data fork is local; the size fits the fork;
-    the header, each entry and the count agree with the size; names are
-    legal and unique; entry offsets ascend from ``data_first`` and leave a
-    ``dirblksize`` block room for the leaf; the i8count is right; the parent
-    and every entry name a valid inode number (``_dir_ino_ok``), no entry the
-    directory itself, the parent the directory only for the root
-    ``rootino``, and the root's parent itself.
-
-    Given ``psums`` (parent pointers, see _pptr_mix), each entry counted
-    adds the mix of (``ino``, the directory's generation, its name) to its
-    target's slot, as tally_entry does.
-
-    Returns (parent, odd) with odd [(name, child, ftype, flags)] for the
-    entries tally_entry flags, or None (nothing counted) when the Python
-    check must look."""
+               slot=cython.Py_ssize_t, has_ps=cython.bint)
+def _sf_tally(raw, ino, uuid, has_ftype, dirblksize, data_first, rootino, agino_log,
+              agcount, agino_lo, agino_hi, not_dirents, starts, itype, refs, ps, has_ps):
+    """sf_dir_tally once its arguments are checked (the table arrays long
+    enough, ``ps`` the parent pointer sums when ``has_ps``), for callers
+    holding them typed already (checks.ShortformRun)."""
     p = raw
     u = uuid
     n = len(raw)
-    if len(uuid) != 16 or len(itype) < 64 * len(starts) or len(refs) < len(itype):
-        raise ValueError("inode table arrays too short")
-    if psums is None:
-        ps = _NO_SUMS
-    else:
-        ps = psums
-        if len(psums) != len(refs):
-            raise ValueError("inode table arrays differ in length")
     if n < 176 or _be16(p, 0) != 0x494E or p[4] != 3 or p[5] != 1 or \
             _be64(p, 152) != ino:
         return None
@@ -1796,7 +1798,7 @@ def sf_dir_tally(raw, ino, uuid, has_ftype, dirblksize, data_first, rootino, agi
         ftype = p[a + namelen] if ft else 0
         child = _be_ino(p, a + namelen + ft, width)
         flags = _tally_one(starts, itype, refs, child, ftype, ft)
-        if psums is not None and not flags & 1:
+        if has_ps and not flags & 1:
             slot = _find_slot(starts, child)
             ps[slot] = (ps[slot] + _pptr_mix(p, a, namelen, ino, gen)) & _MASK64
         if flags:
@@ -1805,7 +1807,38 @@ def sf_dir_tally(raw, ino, uuid, has_ftype, dirblksize, data_first, rootino, agi
     return parent, odd
 
 
+def sf_dir_tally(raw, ino, uuid, has_ftype, dirblksize, data_first, rootino, agino_log,
+                 agcount, agino_lo, agino_hi, not_dirents, starts, itype, refs, psums=None):
+    """A shortform directory (the raw inode ``raw`` of directory ``ino``)
+    checked as fstool check's DirChecks._shortform checks it, its entries
+    counted into the inode table (see tally_entry) only when that check
+    would find nothing: the inode verifies (magic, version 3, CRC, its
+    number, ``uuid``) and its data fork is local; the size fits the fork;
+    the header, each entry and the count agree with the size; names are
+    legal and unique; entry offsets ascend from ``data_first`` and leave a
+    ``dirblksize`` block room for the leaf; the i8count is right; the parent
+    and every entry name a valid inode number (``_dir_ino_ok``), no entry the
+    directory itself, the parent the directory only for the root
+    ``rootino``, and the root's parent itself.
+
+    Given ``psums`` (parent pointers, see _pptr_mix), each entry counted
+    adds the mix of (``ino``, the directory's generation, its name) to its
+    target's slot, as tally_entry does.
+
+    Returns (parent, odd) with odd [(name, child, ftype, flags)] for the
+    entries tally_entry flags, or None (nothing counted) when the Python
+    check must look."""
+    if len(uuid) != 16 or len(itype) < 64 * len(starts) or len(refs) < len(itype):
+        raise ValueError("inode table arrays too short")
+    if psums is not None and len(psums) != len(refs):
+        raise ValueError("inode table arrays differ in length")
+    return _sf_tally(raw, ino, uuid, has_ftype, dirblksize, data_first, rootino, agino_log,
+                     agcount, agino_lo, agino_hi, not_dirents, starts, itype, refs,
+                     _NO_SUMS if psums is None else psums, psums is not None)
+
+
 @cython.cfunc
+@cython.exceptval(check=False)
 @cython.locals(h=cython.ulonglong, addr=cython.ulonglong, x=cython.ulonglong)
 @cython.returns(cython.ulonglong)
 def _leaf_mix(h, addr):
@@ -1826,6 +1859,7 @@ def _leaf_mix(h, addr):
 # the entries naming it; the Python code then finds which.
 
 @cython.cfunc
+@cython.exceptval(check=False)
 @cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, n=cython.Py_ssize_t,
                ino=cython.ulonglong, gen=cython.ulonglong, x=cython.ulonglong,
                a=cython.ulonglong, c=cython.ulonglong)
@@ -1865,6 +1899,7 @@ def pptr_mismatches(itype, psums) -> list:
 
 
 @cython.cfunc
+@cython.exceptval(check=False)
 @cython.locals(p=cython.p_uchar, start=cython.Py_ssize_t, size=cython.Py_ssize_t,
                pptr_fs=cython.bint, psums=cython.ulonglong[:], slot=cython.Py_ssize_t,
                totsize=cython.Py_ssize_t, count=cython.Py_ssize_t, pos=cython.Py_ssize_t,

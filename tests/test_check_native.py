@@ -671,8 +671,19 @@ def _namespace_phase(monkeypatch, fs, state, dir_raw, fast: bool):
     c.__dict__.update(copy.deepcopy(state))
     c.dir_raw = dict(dir_raw)
     if not fast:
-        monkeypatch.setattr(c, "_shortform_fast", lambda tab: lambda raw, ino: None)
-    c._run_phase("namespace")
+        # every shortform directory refused by the native loop: the Python
+        # check looks at each
+        from types import SimpleNamespace
+
+        from fstool.ops.check import namespace as ns_mod
+        cur = ns_mod.checks
+        slow = SimpleNamespace(**{k: getattr(cur, k) for k in dir(cur) if not k.startswith("__")})
+        slow.ShortformRun = lambda *a: SimpleNamespace(run=lambda dirs, k, *b: (k, None))
+        monkeypatch.setattr(ns_mod, "checks", slow)
+        c._run_phase("namespace")
+        monkeypatch.setattr(ns_mod, "checks", cur)
+    else:
+        c._run_phase("namespace")
     return ([f.as_dict() for f in c.findings], bytes(c.table.itype), list(c.table.refs))
 
 
@@ -714,12 +725,10 @@ def test_shortform_dir_fast_path_keeps_the_findings(monkeypatch, kernel_img):
                 dir_raw[ino] = bytes(raw)
             want = _namespace_phase(monkeypatch, fs, state, dir_raw, False)
             for mod in backends:
-                # the directory loop (checks.sf_dir_run) of the same backend
-                monkeypatch.setattr(ns_mod, "parsers", mod)
+                # the directory loop (checks.ShortformRun) of the backend
                 monkeypatch.setattr(ns_mod, "checks", PURE if mod is PARSERS else
                                     fstool_native.load(name="checks"))
                 assert _namespace_phase(monkeypatch, fs, state, dir_raw, True) == want, trial
-            monkeypatch.setattr(ns_mod, "parsers", parsers)
             monkeypatch.setattr(ns_mod, "checks", fstool_native.load(name="checks"))
             found += len(want[0]) > len(state["findings"])
             if trial == 0:
@@ -730,8 +739,8 @@ def test_shortform_dir_fast_path_keeps_the_findings(monkeypatch, kernel_img):
         probe.__dict__.update(state)
         from fstool.ops.check.table import InodeTable
         tab = InodeTable.concat(state["tables"][a] for a in sorted(state["tables"]))
-        fast = probe._shortform_fast(tab)
-        accepted = sum(fast(clean[ino], ino) is not None for ino in sf)
+        args = probe._shortform_args(tab)
+        accepted = sum(parsers.sf_dir_tally(clean[ino], ino, *args) is not None for ino in sf)
         assert accepted == len(sf)
 
 
