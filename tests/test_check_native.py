@@ -764,6 +764,28 @@ def test_sort_records_sorts_as_tuples():
         PURE.sort_records(array.array("q", [1, 2]), 3)
 
 
+def test_sort_records_takes_the_runs_there_are():
+    """Records already in order, or in long ascending runs with a few out
+    of place (as the rmapbt's records and the mappings gathered inode by
+    inode come), sort as the tuples sort: the natural merge sort's runs,
+    an odd number of them, equal records across a run's boundary."""
+    rng = random.Random(12)
+    for _ in range(60):
+        width = rng.randrange(1, 5)
+        n = rng.randrange(2, 3000)
+        recs = sorted(tuple(rng.randrange(0, 50) for _ in range(width)) for _ in range(n))
+        for _ in range(rng.choice((0, 1, 2, 7, 40))):
+            i, j = rng.randrange(n), rng.randrange(n)
+            recs[i], recs[j] = recs[j], recs[i]
+        if rng.random() < 0.3:
+            cut = rng.randrange(n)
+            recs = recs[cut:] + recs[:cut]
+        for mod in BACKENDS:
+            arr = array.array("Q", [v for r in recs for v in r])
+            mod.sort_records(arr, width)
+            assert list(zip(*[iter(arr)] * width)) == sorted(recs)
+
+
 def test_record_lists_read_as_lists_of_tuples():
     """Claims and Rmaps take and give the tuples a list would, fall back to
     a list where a number does not fit their arrays, and sort as the list
