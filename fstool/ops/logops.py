@@ -277,9 +277,7 @@ def _max_cycle(ld) -> int:
     step = 2048
     for blk in range(0, ld.bbsize, step):
         n = min(step, ld.bbsize - blk)
-        data = ld.read(blk, n)
-        for j in range(n):
-            c = L.get_cycle(data[j * 512:j * 512 + 8])
+        for c in L.sector_cycles(ld.read(blk, n), n):
             if c != L.XLOG_HEADER_MAGIC_NUM and c > best:
                 best = c
     return best
