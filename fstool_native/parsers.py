@@ -573,6 +573,22 @@ def alloc_recs(buf, offset, count) -> list:
 
 
 @cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, n=cython.Py_ssize_t,
+               i=cython.Py_ssize_t)
+def rmap_recs(buf, offset, count) -> list:
+    """``count`` reverse-mapping records (startblock, blockcount, owner,
+    offset with its fork, bmbt and unwritten bits)."""
+    p = buf
+    off = offset
+    n = count
+    _check_records(buf, off, n, 24, "reverse mapping records")
+    out = []
+    for i in range(n):
+        out.append((_be32(p, off), _be32(p, off + 4), _be64(p, off + 8), _be64(p, off + 16)))
+        off += 24
+    return out
+
+
+@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, n=cython.Py_ssize_t,
                i=cython.Py_ssize_t, size=cython.Py_ssize_t, s=cython.ulonglong,
                c=cython.ulonglong, o=cython.ulonglong, f=cython.ulonglong,
                bs=cython.ulonglong, bo=cython.ulonglong, bf=cython.ulonglong,

@@ -126,7 +126,7 @@ def test_parser_parity_on_corrupted_buffers():
             outcome(PURE.dir2_sf_entries, b, 0, size, ftype)
         n = rng.randrange(0, 10)
         off = rng.randrange(0, 64)
-        for fn in ("decode_bmbt_recs", "alloc_recs"):
+        for fn in ("decode_bmbt_recs", "alloc_recs", "rmap_recs"):
             assert outcome(getattr(NATIVE, fn), b, off, n) == \
                 outcome(getattr(PURE, fn), b, off, n)
         for sparse in (True, False):
@@ -136,6 +136,25 @@ def test_parser_parity_on_corrupted_buffers():
         assert NATIVE.da_hashname(name) == PURE.da_hashname(name)
         assert outcome(NATIVE.dinode_core, b[:176] if len(b) >= 176 else b, 0, bytes(16)) == \
             outcome(PURE.dinode_core, b[:176] if len(b) >= 176 else b, 0, bytes(16))
+
+
+@pytest.mark.parametrize("mod", BACKENDS, ids=lambda m: "native" if
+                         fstool_native.is_native(m) else "pure")
+def test_rmap_recs_as_struct_reads_them(mod):
+    """rmap_recs gives the reverse-mapping records as big-endian
+    (startblock, blockcount, owner, offset) tuples, as struct reads them,
+    and refuses a count that runs past the buffer."""
+    rng = random.Random(17)
+    for _ in range(200):
+        buf = rng.randbytes(rng.randrange(0, 600))
+        off = rng.randrange(0, 64)
+        n = rng.randrange(0, 20)
+        if off + 24 * n > len(buf):
+            with pytest.raises(ValueError):
+                mod.rmap_recs(buf, off, n)
+            continue
+        assert mod.rmap_recs(buf, off, n) == \
+            list(struct.iter_unpack(">IIQQ", buf[off:off + 24 * n]))
 
 
 @pytest.mark.parametrize("mod", BACKENDS, ids=lambda m: "native" if
