@@ -315,6 +315,12 @@ cdef uint64_t _epoch = 1
 cdef int _pending = 0              # slots with pending_ns
 cdef long long _unreported = 0     # bytes written here, not yet handed over
 cdef object _write_hit = None      # the handler's write_hit(offset, length), where it counts writes
+cdef unsigned _blocklog = 0        # the handler's fast_geometry
+cdef unsigned _agblklog = 0
+cdef unsigned long long _agblocks = 0
+cdef unsigned long long _agcount = 0
+cdef long long _image_start = 0
+cdef long long _image_bytes = 0
 cdef long long _ra_first = 0       # the handler's read-ahead figures (0: none)
 cdef long long _ra_max = 0
 cdef long long _ra_slack = 0
@@ -370,8 +376,9 @@ cdef _Fast *_fast_get(fuse_ino_t node) noexcept:
     """The kept map of ``node``, taken from the handler when stale or
     missing; NULL where the handler has none (the request goes to it)."""
     cdef _Fast *f
-    cdef const long long[::1] recs
     cdef size_t i, n
+    cdef unsigned long long o, p, c, agno, agbno
+    cdef long long at
     if not _fast_on:
         return NULL
     f = &_fast[(node * 0x9E3779B97F4A7C15ULL) >> 58]
@@ -388,16 +395,28 @@ cdef _Fast *_fast_get(fuse_ino_t node) noexcept:
     if m is None:
         return NULL
     try:
-        size, may_write, fixed_ns, no_xattrs, blob = m
-        recs = memoryview(blob).cast("B").cast("q")
-        n = recs.shape[0] // 3
+        size, may_write, fixed_ns, no_xattrs, recs = m
+        n = len(recs)
         f.ext = <_Ext *> malloc(n * sizeof(_Ext) if n else 1)
         if f.ext is NULL:
             return NULL
         for i in range(n):
-            f.ext[i].start = recs[3 * i]
-            f.ext[i].length = recs[3 * i + 1]
-            f.ext[i].at = recs[3 * i + 2]
+            o, p, c, u = recs[i]
+            f.ext[i].start = o << _blocklog
+            f.ext[i].length = c << _blocklog
+            if u:
+                f.ext[i].at = -1
+                continue
+            # Filesystem.fsb_to_daddr; a record outside the filesystem or
+            # the image is left to the handler's read to report
+            agno = (p >> _agblklog) & 0xFFFFFFFF
+            agbno = p & ((1ULL << _agblklog) - 1)
+            if agno >= _agcount or agbno >= _agblocks:
+                raise ValueError("a record outside the filesystem")
+            at = <long long> ((agno * _agblocks + agbno) << _blocklog)
+            if at + f.ext[i].length > _image_bytes:
+                raise ValueError("a record past the end of the image")
+            f.ext[i].at = at + _image_start
         f.n = n
         f.size = size
         f.may_write = may_write
@@ -1206,6 +1225,7 @@ class Session:
         global _handler, _se, _entry_timeout, _attr_timeout, _writeback_cache, _failure
         global _mounted, _gone, _ended, _later, _read_map, _image_fd, _zeros, _zeros_max
         global _fast_on, _write_hit, _ra_first, _ra_max, _ra_slack
+        global _blocklog, _agblklog, _agblocks, _agcount, _image_start, _image_bytes
         cdef fuse_args args
         if _se is not NULL:
             raise RuntimeError("a FUSE session is already open in this process")
@@ -1221,6 +1241,8 @@ class Session:
         _ra_first, _ra_max, _ra_slack = getattr(handler, "read_ahead", (0, 0, 0))
         if _fast_on:
             handler.drop_maps = _drop_maps
+            _blocklog, _agblklog, _agblocks, _agcount, _image_start, _image_bytes = \
+                handler.fast_geometry
         if _read_map:
             _image_fd = handler.image_fd
             if _zeros is NULL or _zeros_max != handler.zeros_max:

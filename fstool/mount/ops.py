@@ -251,6 +251,10 @@ class MountOps:
         if self.drop_maps is not None:
             self.drop_maps()
 
+    @property
+    def fast_geometry(self) -> tuple:
+        return self.vol.fast_geometry
+
     @_errnos
     def overwritten(self, times: list, nbytes: int) -> None:
         """The overwrites the loop made itself since it last said: [(node,

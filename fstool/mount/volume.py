@@ -37,7 +37,6 @@ import functools
 import logging
 import os
 import stat as pystat
-from array import array
 
 from ..errors import FsToolError, WriteRefused
 from ..format import constants as C
@@ -810,11 +809,12 @@ class Volume:
         may change anything): (size, may_write, the time of changes or -1
         for the clock's, whether the file has no xattrs (getxattr answers
         ENODATA, as :meth:`getxattr` does without reading anything), the
-        data fork's records as int64 triples (byte
-        offset in the file, length, byte offset in the image or -1 for an
-        unwritten record)); None where only :meth:`read` and :meth:`write`
-        can say (not a regular file, a read-only mount, a map too large to
-        copy or one reaching past the end of the image).  ``may_write``: an
+        data fork's records (startoff, fsbno, blockcount, unwritten) as the
+        read model keeps them, in file order: the caller turns them into
+        image offsets with :attr:`fast_geometry`, leaving to :meth:`read`
+        any record outside the filesystem or the image); None where only
+        :meth:`read` and :meth:`write` can say (not a regular file, a
+        read-only mount, a map too large to copy).  ``may_write``: an
         overwrite of written blocks inside the size may go straight to the
         image, as :meth:`write` makes it (a writable volume, a file whose
         blocks are not shared); the loop then reports each with
@@ -830,20 +830,22 @@ class Volume:
                 (node.nlink == 0 and not self.opens.get(ino)):
             return None
         dev = w.dev
-        blog = self.sb.blocklog
-        byte = self.fileio._byte
-        out = array("q")
-        for o, p, n, u in node.extents():
-            at = -1 if u else byte(p)
-            if at + (n << blog) > dev.size:
-                return None
-            out.extend((o << blog, n << blog, at + dev.start if at >= 0 else -1))
+        recs = node.extents()
         if dev._gather:
             dev.flush_gathered()
         may_write = self.failed is None and dev.write_hook is None and \
             not node.flags2 & C.XFS_DIFLAG2_REFLINK
         fixed = w.timestamp_ns
-        return node.size, may_write, -1 if fixed is None else fixed, not node.forkoff, out
+        return node.size, may_write, -1 if fixed is None else fixed, not node.forkoff, recs
+
+    @property
+    def fast_geometry(self) -> tuple:
+        """What turns :meth:`fast_map`'s records into image byte offsets:
+        (blocklog, agblklog, agblocks, agcount, where the filesystem starts
+        in the image file, its size in bytes)."""
+        sb = self.sb
+        dev = self.fs.dev
+        return sb.blocklog, sb.agblklog, sb.agblocks, sb.agcount, dev.start, dev.size
 
     def fallocate(self, fh: int, mode: int, off: int, length: int) -> None:
         """fallocate(2): allocate, keep size, punch hole, zero range."""
