@@ -536,15 +536,15 @@ cdef void _read_ahead(_Fast *f, long long off, long long end) noexcept nogil:
 cdef void _fast_read(fuse_req_t req, _Fast *f, size_t size, off_t off) noexcept:
     """A READ answered from the kept map: the image's pages spliced, zeros
     for holes and unwritten records (as _reply_segments)."""
-    cdef long long end = off + <long long> size
+    cdef long long end
     cdef size_t n
     cdef fuse_bufvec *bv
-    _read_ahead(f, off, end)
-    if end > f.size:
-        end = f.size
-    if off >= end:
+    if off < 0 or off >= f.size:
         fuse_reply_buf(req, NULL, 0)
         return
+    # (no sum past the largest offset)
+    end = off + <long long> size if <long long> size < f.size - off else f.size
+    _read_ahead(f, off, end)
     n = _segments(f, off, end, NULL)
     bv = <fuse_bufvec *> malloc(sizeof(fuse_bufvec) + n * sizeof(fuse_buf))
     if bv is NULL:
@@ -562,14 +562,15 @@ cdef bint _fast_write(fuse_req_t req, _Fast *f, const char *buf, size_t size,
     """An overwrite of written blocks inside the file's size, made and
     answered here: True; anything else (nothing done): False."""
     global _pending, _unreported
-    cdef long long end = off + <long long> size
+    cdef long long end
     cdef long long pos, hi, at
     cdef size_t i, j
     cdef ssize_t k
     cdef timespec ts
     cdef long long now
-    if not f.may_write or size == 0 or off < 0 or end > f.size:
+    if not f.may_write or size == 0 or off < 0 or <long long> size > f.size - off:
         return False
+    end = off + <long long> size
     # every byte of the range in written records that follow one another
     i = _first_ext(f, off)
     pos = off
