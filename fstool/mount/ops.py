@@ -357,4 +357,3 @@ class MountOps:
     def checkpoint(self) -> None:
         """The timer's: a checkpoint of what changed since the last."""
         self.vol.sync()
-
