@@ -37,7 +37,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures import images, killpoints, modern, rmapcheck
+from fixtures import images, killpoints, modern, pptr, rmapcheck
 from fixtures.oracles import fstool, repair_clean
 from fixtures.tree import comparable, tree_manifest, xattr_values
 from fstool.fs.filesystem import Filesystem
@@ -88,13 +88,13 @@ def _fill(mnt: Path) -> None:
     os.close(fd)
 
 
-def _far_inodes(x: Path, m: Path, move_dir: bool = True) -> None:
+def _far_inodes(x: Path, m: Path) -> None:
     """Files of every kind made in directory ``x`` (its inodes in its AG),
     then renamed into ``m`` and its directory small: a file with data,
     one with three names, symlinks (remote and inline), xattrs (leaf and
-    remote), a sparse file (a bmbt), a fifo, an empty file; then (with
-    ``move_dir``) ``x`` itself, holding 150 names, a subdirectory and a
-    file, renamed to small/far-dir, else removed."""
+    remote), a sparse file (a bmbt), a fifo, an empty file; then ``x``
+    itself, holding 150 names, a subdirectory and a file, renamed to
+    small/far-dir."""
     (x / "plain").write_bytes(os.urandom(200000))
     (x / "linked").write_bytes(b"three names")
     os.symlink("s" * 700, x / "longlink")
@@ -113,9 +113,6 @@ def _far_inodes(x: Path, m: Path, move_dir: bool = True) -> None:
         os.rename(x / name, m / f"far-{name}")
     os.link(m / "far-linked", m / "small" / "far-linked-2")
     os.link(m / "far-linked", m / "far-linked-3")
-    if not move_dir:
-        x.rmdir()
-        return
     # the directory itself moves, in leaf form with a subdirectory and a
     # file of its own
     for i in range(150):
@@ -155,9 +152,7 @@ def _metadata_image(img: Path, *mkfs_args: str) -> None:
         # inodes in the last AG whose names are in AG 0's directories
         dummies = [m / f"x{d}{k}" for d in ("small", "big", "node") for k in range(3)]
         far = max(dummies, key=lambda p: os.stat(p).st_ino >> agino_log)
-        # a directory's inode does not move on a filesystem with parent
-        # pointers (its children's pointers name it)
-        _far_inodes(far, m, move_dir=not any("parent=1" in a for a in mkfs_args))
+        _far_inodes(far, m)
         for d in dummies:
             if d != far:
                 d.rmdir()
@@ -365,18 +360,49 @@ def test_shrink_moves_shared_extents_once(base, tmp_path):
 def test_shrink_moves_metadata_other_geometries(tmp_path, mkfs_args):
     """The same image with 1 KiB blocks and 8 KiB directory blocks (a
     directory block spans eight: moved whole), and with parent pointers
-    (every file's attr fork holds them: moved as xattrs are)."""
+    (every file's attr fork holds them: moved as xattrs are).  On both,
+    the directory small/far-dir lay in the part cut off and got a new
+    inode number; with parent pointers, the kernel's pointers (xfs_io
+    6.10.1 ``parent`` through each inode's handle) name every file's
+    directories as before, by their new numbers: far-dir's children
+    (150 names of one file, a subdirectory, a file) point at its new
+    number."""
     parent = "parent=1" in mkfs_args
     if parent and not modern.available():
         pytest.skip(modern.WHY)
     img = tmp_path / "g.img"
     _metadata_image(img, *mkfs_args)
     before = _tree(img)
+    if parent:
+        pointers = _named_parents(img)
+    with Filesystem(img) as fs:
+        far_dir = fs.lookup("/small/far-dir").ino
+        inopblog, agino_log, agblklog = fs.sb.inopblog, fs.sb.agino_log, fs.sb.agblklog
     old = _data_only_minimum(img)
     r = fstool("resize", img, "-M")
     assert "directory, symlink and xattr block(s) moved" in r.stdout, r.stdout
-    assert _geometry(img)[0] < old
+    dblocks, agcount = _geometry(img)
+    assert dblocks < old
+    # the directory's inode lay in the part cut off: it moved
+    block = ((far_dir >> agino_log) << agblklog) | ((far_dir & ((1 << agino_log) - 1))
+                                                   >> inopblog)
+    with Filesystem(img) as fs:
+        assert RS.Cut(fs.sb, dblocks, agcount)(block)
+        assert fs.lookup("/small/far-dir").ino != far_dir
     _judge(img, before, parent)
+    if parent:
+        assert _named_parents(img) == pointers
+
+
+def _named_parents(img: Path) -> dict:
+    """{path: sorted [(the directory's path, its generation, name)]}: the
+    parent pointers of every inode as the kernel reads them
+    (fixtures.pptr.kernel_parents), inodes named by their first path."""
+    theirs = pptr.kernel_parents(img)
+    with images.Mounted(img, readonly=True, nouuid=True) as mnt:
+        path = {int(k): v[0] for k, v in pptr.paths_by_inode(mnt).items()}
+    return {path[ino]: sorted((path[p], g, n) for p, g, n in recs)
+            for ino, recs in theirs.items()}
 
 
 if __name__ == "__main__":          # build the image alone: python tests/test_resize_move.py IMG

@@ -37,7 +37,9 @@ for the whole session):
   inode in the part kept gets its core and forks, the owner its blocks
   record and the rmapbt's owners follow, every directory entry naming it
   is pointed at it (a directory's own '.' and its subdirectories' '..'
-  too), the old inode is freed and its chunk with its last inode.
+  too; on a parent-pointer filesystem, a directory's children's pointers
+  to it, whose hash covers its number: each taken out and put back), the
+  old inode is freed and its chunk with its last inode.
 
 New buffers are written in place before the transaction's checkpoint
 commits (the journal's ordered buffers); a kill before that commit leaves
@@ -57,6 +59,7 @@ from ..alloc.inodes import present_mask
 from ..ns.bmap import ForkMap, owned_extents
 from ..ns.dirops import Dir
 from ..ns.fileio import FileIO
+from ..ns.namespace import Namespace
 from ..ns.writer import Writer
 from ..trans.busy import coalesce
 from . import resize_shrink as RS
@@ -266,6 +269,23 @@ _DIR_TYPES = (V.DIR3_DATA_ANY, V.DIR3_FREE, V.DA3_NODE_OR_LEAF)
 _ATTR_TYPES = (V.ATTR3_NODE_OR_LEAF, V.ATTR3_RMT)
 
 
+def _head(w, daddr: int) -> bytes:
+    """The first bytes of the block at ``daddr`` as the session sees it:
+    from a cached buffer holding it (changed by an earlier transaction and
+    not written back yet, such as an attr block a moved directory's
+    children's parent pointers changed), else from the device."""
+    for buf in w.fs.cache.overlapping(daddr, 1):
+        if buf.stale:
+            continue
+        pos = 0
+        for d, n in buf.extents():
+            if d <= daddr < d + (n >> C.BBSHIFT):
+                off = pos + ((daddr - d) << C.BBSHIFT)
+                return bytes(buf.data[off:off + 16])
+            pos += n
+    return w.dev.pread(daddr << C.BBSHIFT, 16)
+
+
 def _buf_type(head: bytes, kind: int, ino: int, fsbno: int) -> V.BufType:
     """The buffer type of a fork block from its first bytes."""
     types = _ATTR_TYPES if kind == RS.ATTR else _DIR_TYPES + (V.SYMLINK,)
@@ -328,7 +348,7 @@ def _move_chunk(w, ino: int, kind: int, off: int, n: int) -> int:
     for fsbno, got in pieces:
         for k in range(0, got, unit):
             daddr = fs.fsb_to_daddr(src)
-            head = w.dev.pread(daddr << C.BBSHIFT, 16)
+            head = _head(w, daddr)
             bt = _buf_type(head, kind, ino, src)
             ob = tx.read_buf(daddr, unit * bs, bt, ino=ino)
             nd = fs.fsb_to_daddr(fsbno + k)
@@ -434,17 +454,17 @@ def _owned_buffers(w, node, attr: bool):
         elif attr:
             for k in range(n):
                 daddr = fs.fsb_to_daddr(fsbno + k)
-                head = w.dev.pread(daddr << C.BBSHIFT, 16)
+                head = _head(w, daddr)
                 yield daddr, bs, _buf_type(head, kind, node.ino, fsbno + k)
         elif node.is_symlink:
             daddr = fs.fsb_to_daddr(fsbno)
-            yield daddr, n * bs, _buf_type(w.dev.pread(daddr << C.BBSHIFT, 16), kind,
+            yield daddr, n * bs, _buf_type(_head(w, daddr), kind,
                                            node.ino, fsbno)
         elif node.is_dir:
             unit = w.sb.dirblkfsbs
             for k in range(0, n, unit):
                 daddr = fs.fsb_to_daddr(fsbno + k)
-                yield daddr, unit * bs, _buf_type(w.dev.pread(daddr << C.BBSHIFT, 16), kind,
+                yield daddr, unit * bs, _buf_type(_head(w, daddr), kind,
                                                   node.ino, fsbno + k)
 
 
@@ -453,8 +473,9 @@ def _move_inode(w, old: int, entries: list) -> int:
     kept (its core and forks; the owner its blocks record and the rmapbt
     follow), every entry naming it pointed at the new one (the
     directories' times as they were; a directory's '.' and its
-    subdirectories' '..' too), the old inode freed (its chunk with it once
-    the chunk has no inode left).  Returns the new number."""
+    subdirectories' '..' too, and on a parent-pointer filesystem its
+    children's pointers), the old inode freed (its chunk with it once the
+    chunk has no inode left).  Returns the new number."""
     fs, space = w.fs, w.space
     node = fs.inode(old)
     parent = entries[0][0] if entries else w.sb.rootino
@@ -481,9 +502,17 @@ def _move_inode(w, old: int, entries: list) -> int:
         # its own '.' (block forms keep one), its subdirectories' '..'
         if node.format != C.XFS_DINODE_FMT_LOCAL:
             _repoint(w, new, b".", new, C.XFS_DIR3_FT_DIR)
+        children: dict = {}
         for e in fs.listdir(new):
+            children.setdefault(e.ino, []).append(e.name)
             if e.ftype == C.XFS_DIR3_FT_DIR:
                 _repoint(w, e.ino, b"..", new, C.XFS_DIR3_FT_DIR)
+        if w.sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_PARENT):
+            # every child's pointer of each of its names here names the
+            # directory by number (and its generation, which stays)
+            ns = Namespace(w)
+            for child, names in children.items():
+                ns.renumber_parent(child, names, old, new, node.gen)
     w.inodes.free_inode(old)
     return new
 

@@ -6,9 +6,9 @@ The blocks of files can move (see :func:`movable`;
 (reflinked ones too: a shared block moves once), directory, symlink and
 xattr blocks and bmbt blocks; and so can the log (:func:`log_home`,
 ``fstool.ops.resize.move_log``); and so can the inodes of a chunk whose
-every inode can move (:func:`inode_moves`: they get new numbers).
-Directories' inodes on parent-pointer filesystems (and their chunks) do
-not move yet, nor copy-on-write staging extents.  What can be cut:
+every inode can move (:func:`inode_moves`: they get new numbers;
+directories too, on parent-pointer filesystems their children's pointers
+renamed).  Copy-on-write staging extents do not move.  What can be cut:
 
 * whole AGs at the end that hold nothing but their own headers and empty
   btrees, blocks that move, inode chunks whose inodes move and the log
@@ -188,11 +188,10 @@ def movable(fs) -> dict:
     return out
 
 
-def inode_moves(ip, special: set, parents: bool = False) -> bool:
-    """Whether inode ``ip`` can move to a new number: linked, not one the
-    superblock names, and no directory on a filesystem with parent
-    pointers (``parents``: its children's pointers name it)."""
-    return ip.nlink > 0 and ip.ino not in special and not (parents and ip.is_dir)
+def inode_moves(ip, special: set) -> bool:
+    """Whether inode ``ip`` can move to a new number: linked, and not one
+    the superblock names."""
+    return ip.nlink > 0 and ip.ino not in special
 
 
 def special_inodes(sb) -> set:
@@ -208,7 +207,6 @@ def _chunk_moves(fs) -> dict:
     AGs with no unlinked inodes; ``startino`` names the chunk's record."""
     sb = fs.sb
     special = special_inodes(sb)
-    parents = sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_PARENT)
     out: dict = {}
     for agno in range(sb.agcount):
         if any(b != C.NULLAGINO for b in fs.agi(agno)["agi_unlinked"]):
@@ -218,7 +216,7 @@ def _chunk_moves(fs) -> dict:
             present = present_mask(holemask)
             inos = [(agno << sb.agino_log) | (startino + i) for i in range(64)
                     if present >> i & 1 and not free >> i & 1]
-            if not all(inode_moves(fs.inode(ino), special, parents) for ino in inos):
+            if not all(inode_moves(fs.inode(ino), special) for ino in inos):
                 continue
             blocks = coalesce([((startino + i) >> sb.inopblog, ((startino + i) >> sb.inopblog) + 1)
                                for i in range(64) if present >> i & 1])
