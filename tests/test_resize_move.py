@@ -40,6 +40,7 @@ import pytest
 from fixtures import images, killpoints, modern, pptr, rmapcheck
 from fixtures.oracles import fstool, repair_clean
 from fixtures.tree import comparable, tree_manifest, xattr_values
+from fstool._backend import parsers
 from fstool.fs.filesystem import Filesystem
 from fstool.ops import resize_shrink as RS
 from fstool.ops.stats import ag_tree
@@ -403,6 +404,116 @@ def _named_parents(img: Path) -> dict:
         path = {int(k): v[0] for k, v in pptr.paths_by_inode(mnt).items()}
     return {path[ino]: sorted((path[p], g, n) for p, g, n in recs)
             for ino, recs in theirs.items()}
+
+
+# -- quota inodes ------------------------------------------------------------------------
+
+_DQ_TYPES = {"sb_uquotino": 1, "sb_gquotino": 4, "sb_pquotino": 2}   # XFS_DQTYPE_*
+_DQBLK = 136                            # struct xfs_dqblk; its CRC at 108, uuid at 120
+
+
+def _dquot_blocks(uuid: bytes, dqtype: int, blocks: int, blocksize: int = 4096) -> bytes:
+    """``blocks`` blocks of a quota file as the kernel formats them
+    (xfs_qm_init_dquot_blk): one xfs_dqblk per id from 0, each with the
+    dquot magic, version 1, its type and id, the filesystem's UUID and its
+    CRC; some usage and limits set."""
+    per = blocksize // _DQBLK
+    out = bytearray(blocks * blocksize)
+    for b in range(blocks):
+        for i in range(per):
+            off, dqid = b * blocksize + i * _DQBLK, b * per + i
+            struct.pack_into(">HBBIQQQQQQ", out, off, 0x4451, 1, dqtype, dqid,
+                             1000 * dqid, 500 * dqid, 0, 0, 3 * dqid, dqid)
+            out[off + 120:off + 136] = uuid
+            parsers.stamp_cksum(out, off, off + _DQBLK, off + 108)
+    return bytes(out)
+
+
+def _quota_image(img: Path) -> dict:
+    """128 MiB in 4 AGs (fstool mkfs) whose superblock names a user, a
+    group and a project quota inode in the last AGs: three regular files
+    written by the kernel there (after a filler took the space before),
+    holding dquot blocks (:func:`_dquot_blocks`), then made quota inodes
+    as the kernel keeps them (one link, no directory entry, a size of 0:
+    xfs_db 6.10.1 raises the link count, sets the size and removes the
+    name; every superblock names them).  The kernel here has no quota support, so it could not make
+    them itself.  Returns {superblock field: (inode, content)}."""
+    fstool("mkfs", "-q", img, "--size", "128m")
+    with Filesystem(img) as fs:
+        agino_log, uuid = fs.sb.agino_log, fs.sb.fields["sb_uuid"]
+    out = {}
+    with images.Mounted(img, nouuid=True) as m:
+        dirs = [m / f"d{k}" for k in range(4)]      # the rotor: one in each AG
+        for d in dirs:
+            d.mkdir()
+        (m / "kept").write_bytes(os.urandom(100000))
+        _fill(m)
+        far = max(dirs, key=lambda p: os.stat(p).st_ino >> agino_log)
+        for n, (field, dqtype) in enumerate(_DQ_TYPES.items()):
+            data = _dquot_blocks(uuid, dqtype, n + 1)
+            (far / field).write_bytes(data)
+            out[field] = (os.stat(far / field).st_ino, data)
+        subprocess.run(["sync"], check=True)
+        os.unlink(m / "filler")
+    with Filesystem(img) as fs:
+        dir_ino = fs.lookup("/" + far.name).ino
+    # one xfs_db each: raw inode writes and an unlink's inode cache must
+    # not see each other's stale copies of an inode cluster
+    for field, (ino, _d) in out.items():
+        modern.db(img, f"inode {ino}", "write core.nlinkv2 2", "write core.size 0",
+                  write=True)
+        modern.db(img, f"inode {dir_ino}", f"unlink {field}", write=True)
+    # the primary (mkfs's secondaries name no quota inode)
+    modern.db(img, "sb 0", *[f"write {f[3:]} {ino}" for f, (ino, _d) in out.items()],
+              write=True)
+    return out
+
+
+@needs_loop
+def test_shrink_moves_quota_inodes(tmp_path):
+    """The quota inodes lie in the AGs a shrink to the minimum drops: they
+    move to new numbers and the superblock names those (its secondaries
+    too), their dquot blocks as they were; both xfs_repair versions (which
+    read every dquot of a quota inode: CRC, UUID, id), fstool check and
+    rmapcheck clean, the kernel mounts the same tree."""
+    if not modern.available():
+        pytest.skip(modern.WHY)
+    img = tmp_path / "q.img"
+    quota = _quota_image(img)
+    repair_clean(img)
+    assert fstool("check", img).returncode == 0
+    before = _tree(img)
+    fstool("resize", img, "-M")
+    dblocks, agcount = _geometry(img)
+    _judge(img, before)
+    with Filesystem(img) as fs:
+        cut = RS.Cut(fs.sb, dblocks, agcount)
+        sb = fs.sb
+        for field, (old, data) in quota.items():
+            new = sb.fields[field]
+            # the old inode lay in the part cut off; the new one is inside
+            assert cut((old >> sb.agino_log) << sb.agblklog), (field, old)
+            assert new != old and not cut((new >> sb.agino_log) << sb.agblklog | (
+                (new & ((1 << sb.agino_log) - 1)) >> sb.inopblog)), (field, new)
+            assert _mapped(fs, new) == data
+            node = fs.inode(new)
+            assert node.is_reg and node.nlink == 1
+        for agno in range(1, agcount):
+            assert _xfs_db_field(img, agno, quota) == {f: sb.fields[f] for f in quota}
+
+
+def _mapped(fs, ino: int) -> bytes:
+    """The blocks the data fork of ``ino`` maps, in file order."""
+    bs = fs.sb.blocksize
+    return b"".join(fs.dev.pread(fs.fsb_to_daddr(b) << 9, n * bs)
+                    for _o, b, n, _u in sorted(fs.inode(ino).extents()))
+
+
+def _xfs_db_field(img: Path, agno: int, fields) -> dict:
+    """The quota inode fields of AG ``agno``'s superblock, as xfs_db reads them."""
+    out = modern.db(img, f"sb {agno}", *[f"print {f[3:]}" for f in fields])
+    got = dict(line.split(" = ") for line in out.strip().splitlines())
+    return {f: int(got[f[3:]]) for f in fields}
 
 
 if __name__ == "__main__":          # build the image alone: python tests/test_resize_move.py IMG

@@ -217,22 +217,8 @@ def _log_geometry(tx, sb, dblocks: int, agcount: int, dfree: int) -> None:
         f["sb_dblocks"] = dblocks
         f["sb_agcount"] = agcount
         f["sb_fdblocks"] += dfree
-        # the kernel logs its in-core superblock, where a quota inode of 0
-        # reads as none
-        for q in ("sb_uquotino", "sb_gquotino", "sb_pquotino"):
-            if f[q] == 0:
-                f[q] = C.NULLFSINO
-    _log_sb(tx, sb, edit)
-
-
-def _log_sb(tx, sb, edit) -> None:
-    """The primary superblock changed by ``edit`` (given its fields) in
-    transaction ``tx``."""
-    buf = tx.read_buf(0, sb.sectsize, V.SB, agno=0, block=0)
-    f = SB.unpack(buf.data)
-    edit(f)
-    raw = SB.pack(f)
-    buf.data[:len(raw)] = raw
+        RS.incore_quota(f)
+    RS.log_sb(tx, sb, edit)
 
 
 def _new_ag_headers(dev, sb, geo, agno: int, uuid: bytes) -> int:
@@ -405,7 +391,7 @@ def move_log(path, dblocks: int, agcount: int, *, undo=None, changes: list) -> N
             space.free_extent(old, n, owner=R.LOG)
 
             w.tx.precommit.append(
-                lambda tx: _log_sb(tx, sb, lambda f: f.__setitem__("sb_logstart", home)))
+                lambda tx: RS.log_sb(tx, sb, lambda f: f.__setitem__("sb_logstart", home)))
         w.journal.sync()
         changes.append(f"log moved from block {old} to block {home}")
 
@@ -440,9 +426,8 @@ def _too_small(path, fs, dblocks: int, agcount: int, why: str) -> ResizeError:
     if dblocks < low and agcount >= RS.MIN_AGCOUNT:
         inos = RS.blockers(fs, dblocks, agcount)
         if inos:
-            msg += ("; moving inodes out of the part cut off is not supported, and these "
-                    "inodes lie there: "
-                    + ", ".join(map(str, inos)))
+            msg += ("; these inodes lie there and cannot move: "
+                    + ", ".join(f"{ino} ({why})" for ino, why in inos))
     return ResizeError(msg)
 
 

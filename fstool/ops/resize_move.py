@@ -530,7 +530,8 @@ def move_inodes(path, dblocks: int, agcount: int, chunks: list, *, undo=None,
                 changes: list) -> None:
     """Move every inode of the ``chunks`` (past() records of kind INODES)
     to a new number in the part a shrink to ``dblocks`` blocks in
-    ``agcount`` AGs keeps, one transaction each (:func:`_move_inode`)."""
+    ``agcount`` AGs keeps, one transaction each (:func:`_move_inode`; a
+    quota inode's with the superblock field naming it)."""
     with Writer(path, keeps_parents=True) as w:
         if undo is not None:
             undo(w.dev)
@@ -550,12 +551,18 @@ def move_inodes(path, dblocks: int, agcount: int, chunks: list, *, undo=None,
                     inos.update((agno << sb.agino_log) | (startino + i)
                                 for i in range(64) if used >> i & 1)
         where = _entries(w.fs, inos)
+        quota = RS.quota_fields(sb)
         renamed: dict = {}
         for ino in sorted(inos):
             # entries in directories moved already are under their new numbers
             names = [(renamed.get(d, d), name, ft) for d, name, ft in where.get(ino, [])]
             with w.transaction():
-                renamed[ino] = _move_inode(w, ino, names)
+                renamed[ino] = new = _move_inode(w, ino, names)
+                if ino in quota:
+                    # a quota inode: the superblock names the new one
+                    w.tx.precommit.append(
+                        lambda tx, f=quota[ino], new=new: RS.log_sb(tx, sb, lambda fs: (
+                            fs.__setitem__(f, new), RS.incore_quota(fs))))
         w.inodes.ag_limit = None
         unfence(w)
         w.journal.sync()

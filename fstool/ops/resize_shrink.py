@@ -188,17 +188,53 @@ def movable(fs) -> dict:
     return out
 
 
-def inode_moves(ip, special: set) -> bool:
+def inode_moves(ip, fixed: dict) -> bool:
     """Whether inode ``ip`` can move to a new number: linked, and not one
-    the superblock names."""
-    return ip.nlink > 0 and ip.ino not in special
+    of the ``fixed`` (:func:`fixed_inodes`).  The quota inodes move (the
+    superblock's fields naming them follow)."""
+    return ip.nlink > 0 and ip.ino not in fixed
 
 
-def special_inodes(sb) -> set:
-    """The inodes the superblock names (root, quota, realtime)."""
+#: the superblock's fields naming the quota inodes, which follow them
+QUOTA_FIELDS = ("sb_uquotino", "sb_gquotino", "sb_pquotino")
+
+
+def quota_fields(sb) -> dict:
+    """inode -> the superblock field naming it, for the quota inodes."""
     f = sb.fields
-    return {sb.rootino} | {f[k] for k in ("sb_uquotino", "sb_gquotino", "sb_pquotino",
-                                          "sb_rbmino", "sb_rsumino") if k in f}
+    return {f[k]: k for k in QUOTA_FIELDS if f.get(k) not in (None, 0, C.NULLFSINO)}
+
+
+def incore_quota(f: dict) -> None:
+    """Superblock fields ``f`` as the kernel logs its in-core superblock,
+    where a quota inode of 0 reads as none."""
+    for q in QUOTA_FIELDS:
+        if f[q] == 0:
+            f[q] = C.NULLFSINO
+
+
+def log_sb(tx, sb, edit) -> None:
+    """The primary superblock changed by ``edit`` (given its fields) in
+    transaction ``tx``."""
+    buf = tx.read_buf(0, sb.sectsize, V.SB, agno=0, block=0)
+    f = SB.unpack(buf.data)
+    edit(f)
+    raw = SB.pack(f)
+    buf.data[:len(raw)] = raw
+
+
+def fixed_inodes(sb) -> dict:
+    """inode -> why it cannot move: the root directory and the realtime
+    bitmap and summary inodes, which xfs_repair expects to be the first
+    three inodes, where mkfs puts them (its calc_mkfs).  They lie in the
+    root's chunk at the start of AG 0, which no shrink cuts."""
+    why = "xfs_repair expects it among the first three inodes, where mkfs puts it"
+    f = sb.fields
+    out = {f[k]: f"the {what} ({why})" for k, what in (("sb_rsumino", "realtime summary"),
+                                                        ("sb_rbmino", "realtime bitmap"))
+           if f.get(k) not in (None, 0, C.NULLFSINO)}
+    out[sb.rootino] = f"the root directory ({why})"
+    return out
 
 
 def _chunk_moves(fs) -> dict:
@@ -206,7 +242,7 @@ def _chunk_moves(fs) -> dict:
     the inode chunks whose every inode can move (:func:`inode_moves`), in
     AGs with no unlinked inodes; ``startino`` names the chunk's record."""
     sb = fs.sb
-    special = special_inodes(sb)
+    fixed = fixed_inodes(sb)
     out: dict = {}
     for agno in range(sb.agcount):
         if any(b != C.NULLAGINO for b in fs.agi(agno)["agi_unlinked"]):
@@ -216,7 +252,7 @@ def _chunk_moves(fs) -> dict:
             present = present_mask(holemask)
             inos = [(agno << sb.agino_log) | (startino + i) for i in range(64)
                     if present >> i & 1 and not free >> i & 1]
-            if not all(inode_moves(fs.inode(ino), special) for ino in inos):
+            if not all(inode_moves(fs.inode(ino), fixed) for ino in inos):
                 continue
             blocks = coalesce([((startino + i) >> sb.inopblog, ((startino + i) >> sb.inopblog) + 1)
                                for i in range(64) if present >> i & 1])
@@ -409,13 +445,14 @@ class Cut:
 
 
 def blockers(fs, dblocks: int, agcount: int, limit: int = 10) -> list:
-    """Up to ``limit`` inodes that keep the filesystem from being cut to
-    ``dblocks`` blocks in ``agcount`` AGs: their chunk lies past it and
-    cannot move (a directory in it, an inode the superblock names, an
-    unlinked inode in its AG)."""
+    """Up to ``limit`` (inode, why) that keep the filesystem from being
+    cut to ``dblocks`` blocks in ``agcount`` AGs: their chunk lies past it
+    and cannot move (an inode of :func:`fixed_inodes` in it, an unlinked
+    inode in its AG)."""
     sb = fs.sb
     cut = Cut(sb, dblocks, agcount)
     moving = {(agno, m[2]) for agno, recs in _chunk_moves(fs).items() for m in recs}
+    fixed = fixed_inodes(sb)
     found: list = []
     chunk_mask = (1 << sb.agino_log) - 1
     for ip in iter_allocated_inodes(fs):
@@ -424,7 +461,10 @@ def blockers(fs, dblocks: int, agcount: int, limit: int = 10) -> list:
             continue
         if (agno, agino & ~63) in moving:
             continue
-        found.append(ip.ino)
+        found.append((ip.ino, fixed.get(ip.ino) or
+                      ("an unlinked inode in its AG" if any(
+                          b != C.NULLAGINO for b in fs.agi(agno)["agi_unlinked"])
+                       else "beside an inode that cannot move")))
         if len(found) >= limit:
             break
     return found
