@@ -43,6 +43,7 @@ from fixtures.tree import comparable, tree_manifest, xattr_values
 from fstool._backend import parsers
 from fstool.fs.filesystem import Filesystem
 from fstool.ops import resize_shrink as RS
+from fstool.recovery import finish
 from fstool.ops.stats import ag_tree
 
 MiB = 1 << 20
@@ -375,7 +376,7 @@ def test_shrink_moves_metadata_other_geometries(tmp_path, mkfs_args):
     _metadata_image(img, *mkfs_args)
     before = _tree(img)
     if parent:
-        pointers = _named_parents(img)
+        pointers = pptr.named_parents(img)
     with Filesystem(img) as fs:
         far_dir = fs.lookup("/small/far-dir").ino
         inopblog, agino_log, agblklog = fs.sb.inopblog, fs.sb.agino_log, fs.sb.agblklog
@@ -392,18 +393,89 @@ def test_shrink_moves_metadata_other_geometries(tmp_path, mkfs_args):
         assert fs.lookup("/small/far-dir").ino != far_dir
     _judge(img, before, parent)
     if parent:
-        assert _named_parents(img) == pointers
+        assert pptr.named_parents(img) == pointers
 
 
-def _named_parents(img: Path) -> dict:
-    """{path: sorted [(the directory's path, its generation, name)]}: the
-    parent pointers of every inode as the kernel reads them
-    (fixtures.pptr.kernel_parents), inodes named by their first path."""
-    theirs = pptr.kernel_parents(img)
-    with images.Mounted(img, readonly=True, nouuid=True) as mnt:
-        path = {int(k): v[0] for k, v in pptr.paths_by_inode(mnt).items()}
-    return {path[ino]: sorted((path[p], g, n) for p, g, n in recs)
-            for ino, recs in theirs.items()}
+# -- what a mount frees ----------------------------------------------------------------
+
+def _leftovers_image(img: Path, tmp: Path) -> None:
+    """128 MiB in 4 AGs (fstool mkfs) holding, in its last AGs, what a
+    crash leaves for the mount to free, under a clean log: the kernel
+    writes a reflinked file with a 1 MiB CoW extent size hint and
+    overwrites one block of it (the rest of the staging extent stays in
+    the refcount btree's CoW domain), and a file deleted while still open
+    (on its AG's unlinked list); the filesystem is frozen and the image
+    copied then (a snapshot), and the copy's log, whose covering record
+    would be replayed, is thrown away (fstool log zero, as xfs_repair -L
+    would): everything was written in place by the freeze."""
+    base = tmp / "live.img"
+    fstool("mkfs", "-q", base, "--size", "128m")
+    with Filesystem(base) as fs:
+        agino_log = fs.sb.agino_log
+    with images.Mounted(base, nouuid=True) as m:
+        dirs = [m / f"d{k}" for k in range(4)]      # the rotor: one in each AG
+        for d in dirs:
+            d.mkdir()
+        (m / "kept").write_bytes(os.urandom(100000))
+        _fill(m)
+        far = max(dirs, key=lambda p: os.stat(p).st_ino >> agino_log)
+        (far / "a").write_bytes(os.urandom(2 * MiB))
+        (far / "b").write_bytes(b"")
+        subprocess.run(["xfs_io", "-c", "cowextsize 1m", str(far / "b")], check=True)
+        _clone(far / "a", far / "b")
+        subprocess.run(["sync"], check=True)
+        fd = os.open(far / "b", os.O_WRONLY)
+        gone = os.open(far / "gone", os.O_CREAT | os.O_RDWR)
+        try:
+            os.pwrite(fd, b"x" * 4096, 10 * 4096)
+            os.fsync(fd)
+            os.write(gone, os.urandom(300000))
+            os.fsync(gone)
+            os.unlink(far / "gone")
+            os.unlink(m / "filler")
+            subprocess.run(["fsfreeze", "-f", str(m)], check=True)
+            try:
+                _copy(base, img)
+            finally:
+                subprocess.run(["fsfreeze", "-u", str(m)], check=True)
+        finally:
+            os.close(fd)
+            os.close(gone)
+    base.unlink()
+    fstool("log", "zero", "-f", img)
+
+
+@needs_loop
+def test_shrink_frees_what_a_mount_frees(tmp_path):
+    """An inode on an AGI unlinked list and CoW staging extents under a
+    clean log (:func:`_leftovers_image`), in the AGs a shrink to the
+    minimum drops: fstool check reports them (as xfs_repair -n does); -n
+    refuses in one line; resize frees them first, as the kernel's mount
+    and log recovery free them (the inode with its blocks, the staging
+    extents from the refcount btree and the rmapbt), then cuts the AGs
+    they were in: repair-clean (both versions), check and rmapcheck
+    clean, the kernel shows the same tree."""
+    img = tmp_path / "l.img"
+    _leftovers_image(img, tmp_path)
+    found = fstool("check", img, check=False).stdout
+    assert "REFCOUNT_COW" in found and "AGI_UNLINKED" in found, found
+    with Filesystem(img) as fs:
+        cow = finish.cow_leftovers(fs)
+        unlinked = finish.unlinked_inodes(fs)
+        agcount0 = fs.sb.agcount
+    assert cow and unlinked
+    before = _tree(img)
+    r = fstool("resize", "-n", img, "-M", check=False)
+    assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "run without -n" in r.stderr, r.stderr
+    out = fstool("resize", img, "-M").stdout
+    assert "1 inode(s) on the AGI unlinked lists" in out, out
+    assert f"{len(cow)} CoW staging extent(s) freed first" in out, out
+    dblocks, agcount = _geometry(img)
+    # they lay in the AGs dropped
+    assert agcount < agcount0
+    assert all(agno >= agcount for agno, *_r in cow + unlinked), (cow, unlinked, agcount)
+    _judge(img, before)
 
 
 # -- quota inodes ------------------------------------------------------------------------

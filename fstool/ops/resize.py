@@ -47,6 +47,7 @@ from ..trans.logwriter import zero_log
 from ..ns.writer import Writer
 from . import mkfs as M
 from .guard import require_sound
+from ..recovery import finish
 from .logops import replay
 from .mkfs import Formatter
 from . import resize_move as RM
@@ -476,6 +477,42 @@ def _replay_dirty_log(path, changes: list, dry_run: bool) -> None:
     changes.append("the dirty log was replayed first")
 
 
+def _free_leftovers(path, changes: list, dry_run: bool, undo) -> bool:
+    """What a crash leaves for the kernel's mount to free, found under a
+    clean log (a snapshot whose log was thrown away, a tool that zeroed
+    it): the inodes on the AGI unlinked lists (files deleted while open)
+    are freed with their blocks, as log recovery frees them, and the
+    copy-on-write staging extents are dropped, as every mount drops them
+    (xfs_reflink_recover_cow): one journaled transaction, first.  Both are
+    garbage once nothing has the filesystem mounted; fstool check and
+    xfs_repair -n report them (REFCOUNT_COW, AGI_UNLINKED).  A damaged
+    unlinked list is refused (fstool repair mends it)."""
+    with Filesystem(path) as fs:
+        chains = finish.unlinked_inodes(fs)
+        cow = finish.cow_leftovers(fs)
+        faults = finish.unlinked_faults(fs, chains)
+    if not chains and not cow:
+        return False
+    what = ", ".join(filter(None, (
+        f"{sum(len(c) for _a, _b, c in chains)} inode(s) on the AGI unlinked lists"
+        if chains else "", f"{len(cow)} CoW staging extent(s)" if cow else "")))
+    if faults:
+        raise ResizeError(f"{path}: {faults[0]}: a damaged unlinked list, which resize does "
+                          "not free; fstool repair mends it")
+    if dry_run:
+        raise ResizeError(f"{path}: the image holds {what}, which resize frees first as a "
+                          "mount does; run without -n, or mount the image (or fstool repair "
+                          "it) first")
+    with Writer(path, keeps_parents=True) as w:
+        undo(w.dev)
+        w.space.kernel_freelist = True
+        with w.transaction():
+            finish.free_leftovers(w)
+        w.journal.sync()
+    changes.append(f"{what} freed first, as a mount frees them")
+    return True
+
+
 def resize(path, size: int | None = None, *, minimum: bool = False, slack: float = 0.0,
            undo_file=None, dry_run: bool = False, check: bool = True) -> ResizeResult:
     """Grow or shrink the filesystem of ``path`` to ``size`` bytes (or, with
@@ -488,6 +525,24 @@ def resize(path, size: int | None = None, *, minimum: bool = False, slack: float
     refuse_if_mounted(path)
     changes: list = []
     _replay_dirty_log(path, changes, dry_run)
+    with Filesystem(path) as fs:
+        sb = fs.sb
+    undo = _Undo(undo_file, [(agno * sb.agblocks * sb.blocksize, 4 * sb.sectsize)
+                             for agno in range(sb.agcount)])
+    try:
+        with held():
+            freed = _free_leftovers(path, changes, dry_run, undo.attach)
+        result = _resize(path, size, minimum, slack, dry_run, check, changes, undo)
+        result.written |= freed
+        return result
+    finally:
+        undo.finish(path)
+
+
+def _resize(path, size: int | None, minimum: bool, slack: float, dry_run: bool, check: bool,
+            changes: list, undo: _Undo) -> ResizeResult:
+    """:func:`resize` once a dirty log is replayed and what a mount frees
+    is freed."""
     with Filesystem(path) as fs:
         sb = fs.sb
         fixed = fs.dev.fixed_size
@@ -548,8 +603,6 @@ def resize(path, size: int | None = None, *, minimum: bool = False, slack: float
         # them against it is that same interruption
         ignore = ("SB_SECONDARY",) + (("SB_PRIMARY",) if _resized_primary(path) else ())
         stale = require_sound(path, ignore=ignore)
-    undo = _Undo(undo_file, [(agno * sb.agblocks * bs, 4 * sb.sectsize)
-                             for agno in range(old[1])])
     # a signal (SIGINT, SIGTERM) waits until the resize is written whole
     with held():
         try:

@@ -8,7 +8,9 @@ xattr blocks and bmbt blocks; and so can the log (:func:`log_home`,
 ``fstool.ops.resize.move_log``); and so can the inodes of a chunk whose
 every inode can move (:func:`inode_moves`: they get new numbers;
 directories too, on parent-pointer filesystems their children's pointers
-renamed).  Copy-on-write staging extents do not move.  What can be cut:
+renamed).  What a crash leaves for a mount to free (unlinked inodes,
+copy-on-write staging extents) is freed before (``fstool.ops.resize``).
+What can be cut:
 
 * whole AGs at the end that hold nothing but their own headers and empty
   btrees, blocks that move, inode chunks whose inodes move and the log
@@ -462,8 +464,9 @@ def blockers(fs, dblocks: int, agcount: int, limit: int = 10) -> list:
         if (agno, agino & ~63) in moving:
             continue
         found.append((ip.ino, fixed.get(ip.ino) or
-                      ("an unlinked inode in its AG" if any(
-                          b != C.NULLAGINO for b in fs.agi(agno)["agi_unlinked"])
+                      ("it has no links" if not ip.nlink else
+                       "an unlinked inode in its AG" if any(
+                           b != C.NULLAGINO for b in fs.agi(agno)["agi_unlinked"])
                        else "beside an inode that cannot move")))
         if len(found) >= limit:
             break
