@@ -338,6 +338,25 @@ def test_shrink_drops_an_ag_holding_parent_pointer_directories(tmp_path):
     assert pptr.named_parents(img) == before
 
 
+def test_damaged_unlinked_list_is_refused(tmp_path):
+    """An AGI unlinked bucket naming a free inode (xfs_db writes it) is no
+    list resize frees as a mount would: refused in one line naming fstool
+    repair, for -n too, nothing written."""
+    img = tmp_path / "u.img"
+    fstool("mkfs", "-q", img, "--size", "64m")
+    agino = 190                             # in the root's chunk, free
+    subprocess.run(["xfs_db", "-x", "-c", "agi 0", "-c",
+                    f"write unlinked[{agino % 64}] {agino}", str(img)],
+                   check=True, capture_output=True)
+    before = img.read_bytes()
+    for args in (("-n",), ()):
+        r = fstool("resize", *args, img, "--size", "48m", check=False)
+        assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert f"chains inode {agino}, which is free" in r.stderr, r.stderr
+        assert "fstool repair" in r.stderr and "Traceback" not in r.stderr
+        assert img.read_bytes() == before
+
+
 def test_shrink_minimum_keeps_the_slack(tmp_path):
     img = tmp_path / "s.img"
     fstool("mkfs", "-q", img, "--size", "512m")
