@@ -321,6 +321,9 @@ def shrink(path, dblocks: int, agcount: int, *, undo=None, changes: list) -> Non
         w.space.kernel_freelist = True
         with w.transaction():
             ag = w.ag(last)
+            # free-list blocks in the tail (a refill may have taken them
+            # there) go back to the free space, the list refilled before it
+            w.space.release_freelist(ag, new_len)
             # the rmapbt does not map free space (XFS_RMAP_OINFO_SKIP_UPDATE);
             # the AG's reservations are set aside for the allocation, as
             # xfs_ag_shrink_space does, and made again for its new length

@@ -276,6 +276,13 @@ def _used(fs, agno: int, length: int) -> list:
     return out
 
 
+def freelist_blocks(fs, agno: int) -> list:
+    """The AG blocks on AG ``agno``'s free list."""
+    agf = fs.agf(agno)
+    slots = fs.agfl(agno)["agfl_bno"]
+    return [slots[(agf["agf_flfirst"] + i) % len(slots)] for i in range(agf["agf_flcount"])]
+
+
 def log_extent(sb) -> tuple[int, int, int]:
     """(agno, agbno, blocks) of the internal log."""
     return (sb.logstart >> sb.agblklog, sb.logstart & ((1 << sb.agblklog) - 1),
@@ -302,11 +309,14 @@ def ag_use(fs, agno: int, prealloc: int, moves: list | None = None,
     inobt = list(reader.ag_records(root, height))
     droppable = (all(rec[0] in chunks for rec in inobt) and (agno != logagno or log_moves)
                  and used == prealloc + agf["agf_btreeblks"] + moving)
-    # the end of what stays: the last used block that is not to move
-    stay = coalesce([(m[0], m[0] + m[1]) for m in moves]) if moves else []
+    # the end of what stays: the last used block that is not to move nor
+    # on the free list (the cut gives the list's blocks past it back to the
+    # free space and refills the list below: see the shrink's step B)
+    stay = coalesce([(m[0], m[0] + m[1]) for m in moves] +
+                    [(b, b + 1) for b in freelist_blocks(fs, agno)])
     end = 0
     for a, b in reversed(_used(fs, agno, length)):
-        pieces = list(free_pieces(a, b - a, stay, reverse=True)) if stay else [(a, b - a)]
+        pieces = list(free_pieces(a, b - a, stay, reverse=True))
         if pieces:
             end = pieces[0][0] + pieces[0][1]
             break
@@ -430,6 +440,10 @@ def _minimum(fs, mv: dict, log_moves: bool) -> int:
         room += max(0, _spare(sb, agno, agf, agi, agf["agf_length"], agf["agf_freeblks"]))
     if moving > room:
         low += moving - room
+        # the room spills into the next AG, cut no shorter than it can be
+        j = (low - 1) // sb.agblocks
+        if k < j < sb.agcount:
+            low = max(low, j * sb.agblocks + ag_use(fs, j, prealloc, mv.get(j), log_moves).floor)
     return min(low, sb.dblocks)
 
 
