@@ -255,14 +255,33 @@ def test_shrink_moves_directory_xattr_symlink_and_bmbt_blocks(base, tmp_path):
     repair_clean(img)
 
 
+@pytest.fixture(scope="module")
+def pbase(tmp_path_factory) -> Path:
+    """The image of :func:`base` with parent pointers."""
+    if not images.loop_available():
+        pytest.skip("needs root, xfsprogs and a kernel loop mount of XFS")
+    if not modern.available():
+        pytest.skip(modern.WHY)
+    img = tmp_path_factory.mktemp("pmove") / "pbase.img"
+    _metadata_image(img, "-n", "parent=1")
+    return img
+
+
 @needs_loop
-def test_shrink_moving_metadata_killed_after_writes(base, tmp_path):
+@pytest.mark.parametrize("which", ["base", "pbase"], ids=["plain", "parent"])
+def test_shrink_moving_metadata_killed_after_writes(request, tmp_path, which):
     """Killed after four writes of a shrink that moves directory, xattr,
     symlink, bmbt and reflinked blocks and inodes (FSTOOL_EVERY_WRITE=1:
     after every one): the kernel's log replay gives the old or the new
     geometry and the whole tree; resize -M run again finishes, repair
-    clean."""
+    clean.  With parent pointers, two writes among the inodes' moves (the
+    last phase, a directory's with its children's pointers in it), and
+    the kernel's pointers after its replay are the tree's."""
+    base = request.getfixturevalue(which)
+    parent = which == "pbase"
     before = _tree(base)
+    if parent:
+        pointers = pptr.named_parents(base)
     old = _geometry(base)
     ref = _copy(base, tmp_path / "ref.img")
     wlog = tmp_path / "writes.log"
@@ -278,6 +297,7 @@ def test_shrink_moving_metadata_killed_after_writes(base, tmp_path):
     # checkpoints before the cut (moving inodes); FSTOOL_EVERY_WRITE=1:
     # every write
     points = killpoints.points(total) if killpoints.EVERY else \
+        [total - 30, total - 12] if parent else \
         [total // 3, 2 * total // 3, total - 24, total - 12]
     for n in points:
         _copy(base, img)
@@ -289,10 +309,12 @@ def test_shrink_moving_metadata_killed_after_writes(base, tmp_path):
         assert geo in (old, between, new), f"write {n}: geometry {geo}"
         seen.add(geo)
         assert _tree(img) == before, f"write {n}: the tree differs"
+        if parent:
+            assert pptr.named_parents(img) == pointers, f"write {n}: the pointers differ"
         fstool("resize", img, "-M")
         assert _geometry(img) == new, f"write {n}"
         repair_clean(img)
-    assert total > 20 and old in seen, (total, seen)
+    assert total > 20 and (parent or old in seen), (total, seen)
 
 
 def _reflinked(m: Path) -> None:
@@ -359,7 +381,7 @@ def test_shrink_moves_shared_extents_once(base, tmp_path):
 @needs_loop
 @pytest.mark.parametrize("mkfs_args", [("-b", "size=1024", "-n", "size=8192"),
                                        ("-n", "parent=1")], ids=["1k-dir8k", "parent"])
-def test_shrink_moves_metadata_other_geometries(tmp_path, mkfs_args):
+def test_shrink_moves_metadata_other_geometries(request, tmp_path, mkfs_args):
     """The same image with 1 KiB blocks and 8 KiB directory blocks (a
     directory block spans eight: moved whole), and with parent pointers
     (every file's attr fork holds them: moved as xattrs are).  On both,
@@ -373,7 +395,10 @@ def test_shrink_moves_metadata_other_geometries(tmp_path, mkfs_args):
     if parent and not modern.available():
         pytest.skip(modern.WHY)
     img = tmp_path / "g.img"
-    _metadata_image(img, *mkfs_args)
+    if parent:
+        _copy(request.getfixturevalue("pbase"), img)
+    else:
+        _metadata_image(img, *mkfs_args)
     before = _tree(img)
     if parent:
         pointers = pptr.named_parents(img)
