@@ -2,14 +2,14 @@
 :mod:`fstool.ops.resize_shrink` for what can move and
 :mod:`fstool.ops.resize` for the order of a shrink).
 
-Every move is one transaction of the session's journal, and allocates
-only in the part kept (the part cut off is fenced off from the allocator
+Every move is part of one transaction of the session's journal (a few
+dozen moves each), and allocates only in the part kept (the part cut off is fenced off from the allocator
 for the whole session):
 
-* a regular file's data extent (:func:`move_out`): the new blocks are
-  written first, where nothing lived (the checkpoint flushes the device
-  before its commit record), then one transaction
-  maps them in place of the old ones in the file's block map (and the
+* a regular file's data extent (:func:`move_out`, at most :data:`CHUNK`
+  extents a transaction): the new blocks are written first, where
+  nothing lived (the checkpoint flushes the device before its commit
+  record), then the transaction maps them in place of the old ones in the file's block map (and the
   rmapbt) and frees the old;
 * a run of reflinked files' blocks (:func:`move_shared`, at most
   :data:`SHARED_CHUNK` blocks a transaction): copied as file data is,
@@ -33,7 +33,8 @@ for the whole session):
   fork's bmbt block).
 
 * an inode whose chunk lies in the cut (:func:`move_inodes`, last, since
-  the moves above name inodes by number; one transaction each): a new
+  the moves above name inodes by number; at most :data:`INODE_CHUNK` a
+  transaction): a new
   inode in the part kept gets its core and forks, the owner its blocks
   record and the rmapbt's owners follow, every directory entry naming it
   is pointed at it (a directory's own '.' and its subdirectories' '..'
@@ -65,10 +66,13 @@ from ..trans.busy import coalesce
 from . import resize_shrink as RS
 from .stats import ag_tree, iter_allocated_inodes
 
-#: blocks moved in one transaction at most (fork blocks, bmbt blocks)
+#: blocks moved in one transaction at most (fork blocks, bmbt blocks),
+#: and data extents
 CHUNK = 64
 #: blocks of reflinked files moved in one transaction at most
 SHARED_CHUNK = 256
+#: inodes moved in one transaction at most
+INODE_CHUNK = 64
 _CORE = C.XFS_DINODE_CORE_SIZE
 
 
@@ -95,8 +99,8 @@ def move_out(path, dblocks: int, agcount: int, extents: list, *, undo=None,
              changes: list) -> None:
     """Move the data ``extents`` (:func:`~fstool.ops.resize_shrink.past`
     records of kind DATA) into the part of the filesystem a shrink to
-    ``dblocks`` blocks in ``agcount`` AGs keeps: one transaction per
-    extent, which maps its new blocks (written first, where nothing lived,
+    ``dblocks`` blocks in ``agcount`` AGs keeps, at most :data:`CHUNK`
+    extents a transaction, which maps each one's new blocks (written first, where nothing lived,
     and flushed by the checkpoint before its commit record) in place of
     the old and frees those.  A kill leaves
     each extent where it was or where it went, never both."""
@@ -109,24 +113,28 @@ def move_out(path, dblocks: int, agcount: int, extents: list, *, undo=None,
         w.space.kernel_freelist = True
         bs = sb.blocksize
         moved = 0
-        for agno, agbno, n, ino, off, unwritten, _kind in extents:
-            old = space.fsb(agno, agbno)
+        for k in range(0, len(extents), CHUNK):
             with w.transaction():
-                pieces, pos = [], 0
-                while pos < n:
-                    fsbno, got = space.alloc_blocks(space.fsb(0, 0), 1, n - pos, owner=None)
-                    if not unwritten:
-                        src = fs.fsb_to_daddr(old + pos) << 9
-                        w.dev.pwrite(fs.fsb_to_daddr(fsbno) << 9, w.dev.pread(src, got * bs))
-                    pieces.append((off + pos, fsbno, got))
-                    pos += got
-                # the copy is durable before the new map: the checkpoint
-                # that commits it flushes the device before its commit record
-                io.unmap_extent(ino, off, n)
-                space.free_extent(old, n, owner=None)
-                for o, fsbno, got in pieces:
-                    io.map_extent(ino, o, fsbno, got, unwritten)
-            moved += n
+                for agno, agbno, n, ino, off, unwritten, _kind in extents[k:k + CHUNK]:
+                    old = space.fsb(agno, agbno)
+                    pieces, pos = [], 0
+                    while pos < n:
+                        fsbno, got = space.alloc_blocks(space.fsb(0, 0), 1, n - pos,
+                                                        owner=None)
+                        if not unwritten:
+                            src = fs.fsb_to_daddr(old + pos) << 9
+                            w.dev.pwrite(fs.fsb_to_daddr(fsbno) << 9,
+                                         w.dev.pread(src, got * bs))
+                        pieces.append((off + pos, fsbno, got))
+                        pos += got
+                    # the copy is durable before the new map: the checkpoint
+                    # that commits it flushes the device before its commit
+                    # record; the old blocks stay busy until then
+                    io.unmap_extent(ino, off, n)
+                    space.free_extent(old, n, owner=None)
+                    for o, fsbno, got in pieces:
+                        io.map_extent(ino, o, fsbno, got, unwritten)
+                    moved += n
         unfence(w)
         w.journal.sync()
         changes.append(f"{len(extents)} data extent(s) moved ({moved} blocks)")
@@ -530,7 +538,8 @@ def move_inodes(path, dblocks: int, agcount: int, chunks: list, *, undo=None,
                 changes: list) -> None:
     """Move every inode of the ``chunks`` (past() records of kind INODES)
     to a new number in the part a shrink to ``dblocks`` blocks in
-    ``agcount`` AGs keeps, one transaction each (:func:`_move_inode`; a
+    ``agcount`` AGs keeps, at most :data:`INODE_CHUNK` a transaction
+    (:func:`_move_inode`; a
     quota inode's with the superblock field naming it)."""
     with Writer(path, keeps_parents=True) as w:
         if undo is not None:
@@ -553,16 +562,19 @@ def move_inodes(path, dblocks: int, agcount: int, chunks: list, *, undo=None,
         where = _entries(w.fs, inos)
         quota = RS.quota_fields(sb)
         renamed: dict = {}
-        for ino in sorted(inos):
-            # entries in directories moved already are under their new numbers
-            names = [(renamed.get(d, d), name, ft) for d, name, ft in where.get(ino, [])]
+        order = sorted(inos)
+        for k in range(0, len(order), INODE_CHUNK):
             with w.transaction():
-                renamed[ino] = new = _move_inode(w, ino, names)
-                if ino in quota:
-                    # a quota inode: the superblock names the new one
-                    w.tx.precommit.append(
-                        lambda tx, f=quota[ino], new=new: RS.log_sb(tx, sb, lambda fs: (
-                            fs.__setitem__(f, new), RS.incore_quota(fs))))
+                for ino in order[k:k + INODE_CHUNK]:
+                    # entries in directories moved already are under their
+                    # new numbers
+                    names = [(renamed.get(d, d), name, ft) for d, name, ft in where.get(ino, [])]
+                    renamed[ino] = new = _move_inode(w, ino, names)
+                    if ino in quota:
+                        # a quota inode: the superblock names the new one
+                        w.tx.precommit.append(
+                            lambda tx, f=quota[ino], new=new: RS.log_sb(tx, sb, lambda fs: (
+                                fs.__setitem__(f, new), RS.incore_quota(fs))))
         w.inodes.ag_limit = None
         unfence(w)
         w.journal.sync()
