@@ -3,14 +3,14 @@
 :mod:`fstool.ops.resize` for the order of a shrink).
 
 Every move is part of one transaction of the session's journal (a few
-dozen moves each), and allocates only in the part kept (the part cut off is fenced off from the allocator
-for the whole session):
+dozen moves each), and allocates only in the part kept (the part cut
+off is fenced off from the allocator for the whole session):
 
 * a regular file's data extent (:func:`move_out`, at most :data:`CHUNK`
   extents a transaction): the new blocks are written first, where
   nothing lived (the checkpoint flushes the device before its commit
-  record), then the transaction maps them in place of the old ones in the file's block map (and the
-  rmapbt) and frees the old;
+  record), then the transaction maps them in place of the old ones in
+  the file's block map (and the rmapbt) and frees the old;
 * a run of reflinked files' blocks (:func:`move_shared`, at most
   :data:`SHARED_CHUNK` blocks a transaction): copied as file data is,
   then one transaction remaps every file mapping them (each file's map
@@ -100,9 +100,9 @@ def move_out(path, dblocks: int, agcount: int, extents: list, *, undo=None,
     """Move the data ``extents`` (:func:`~fstool.ops.resize_shrink.past`
     records of kind DATA) into the part of the filesystem a shrink to
     ``dblocks`` blocks in ``agcount`` AGs keeps, at most :data:`CHUNK`
-    extents a transaction, which maps each one's new blocks (written first, where nothing lived,
-    and flushed by the checkpoint before its commit record) in place of
-    the old and frees those.  A kill leaves
+    extents a transaction, which maps each one's new blocks (written
+    first, where nothing lived, and flushed by the checkpoint before its
+    commit record) in place of the old and frees those.  A kill leaves
     each extent where it was or where it went, never both."""
     with Writer(path, keeps_parents=True) as w:
         if undo is not None:
@@ -568,7 +568,8 @@ def move_inodes(path, dblocks: int, agcount: int, chunks: list, *, undo=None,
                 for ino in order[k:k + INODE_CHUNK]:
                     # entries in directories moved already are under their
                     # new numbers
-                    names = [(renamed.get(d, d), name, ft) for d, name, ft in where.get(ino, [])]
+                    names = [(renamed.get(d, d), name, ft)
+                             for d, name, ft in where.get(ino, [])]
                     renamed[ino] = new = _move_inode(w, ino, names)
                     if ino in quota:
                         # a quota inode: the superblock names the new one
