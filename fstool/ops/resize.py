@@ -554,11 +554,13 @@ def _resize(path, size: int | None, minimum: bool, slack: float, dry_run: bool, 
     bs = sb.blocksize
     result = ResizeResult(old[0], old[0], old[1], old[1], bs, changes)
     moves: list = []
+    movable = None          # what can move, reckoned once
     if minimum:
         if not 0 <= slack < 100:
             raise InvalidArgument(f"--slack {slack}: give a percentage from 0 to below 100")
         with Filesystem(path) as fs:
-            size = _minimum_target(fs, slack, RS.movable(fs)) * bs
+            movable = RS.movable(fs)
+            size = _minimum_target(fs, slack, movable) * bs
     if fixed and size > devsize:
         raise ResizeError(f"{path}: the device (or partition) holds {devsize} bytes; it "
                           f"cannot hold {size}")
@@ -566,7 +568,8 @@ def _resize(path, size: int | None, minimum: bool, slack: float, dry_run: bool, 
     result.new_dblocks, result.new_agcount = dblocks, agcount
     if dblocks < old[0]:
         with Filesystem(path) as fs:
-            movable = RS.movable(fs)
+            if movable is None:
+                movable = RS.movable(fs)
             result.minimum = RS.minimum_blocks(fs, movable) * bs
             why = RS.plan(fs, dblocks, agcount, movable)[2]
             if why is not None or dblocks < result.minimum // bs:
