@@ -4,6 +4,8 @@ cdef unsigned int _T[2048]
 # them stays in C (a Python-level global would make every step a Python op)
 cdef unsigned long long _MASK64, _MIX1, _MIX2
 cdef unsigned int _M32
+# attr entry flags (the namespace bits, the parent namespace, incomplete)
+cdef int _ATTR_NSP_MASK, _ATTR_PARENT, _ATTR_INCOMPLETE
 
 # big-endian readers, shared with checks.py
 cdef unsigned int _be16(unsigned char *p, Py_ssize_t off)
@@ -99,3 +101,23 @@ cdef object _push4(array arr, unsigned long long a, unsigned long long b,
                    unsigned long long c, unsigned long long d)
 # an inode table's slot of an inode (check's namespace kernels in checks.py)
 cdef Py_ssize_t _find_slot(unsigned long long[:] starts, unsigned long long ino)
+
+# the parent pointers and paths of many inodes (fstool path)
+cdef class PathTable:
+    cdef public unsigned long long root
+    cdef public object gen_of, parents_of, errors, index
+    cdef public list broken
+    cdef public dict dirs, memo, prefixes
+    cdef public array recs, pps
+    cdef public bytearray names, out
+    cdef public Py_ssize_t nused, count, pos
+    cdef Py_ssize_t _put_name(self, unsigned char *p, Py_ssize_t start, Py_ssize_t n) except -1
+    cdef object _add_record(self, unsigned long long ino, unsigned long long gen, bint isdir,
+                            Py_ssize_t first, Py_ssize_t n)
+    cdef Py_ssize_t _add_sf(self, unsigned char *p, Py_ssize_t start) except -1
+    cdef object _gen(self, unsigned long long d)
+    cdef int _reserve(self, Py_ssize_t n) except -1
+    cdef int _put(self, unsigned char *p, Py_ssize_t a, Py_ssize_t n) except -1
+    cdef int _put_byte(self, unsigned char c) except -1
+    cdef int _put_uint(self, unsigned long long v) except -1
+    cdef int _put_esc(self, unsigned char *p, Py_ssize_t a, Py_ssize_t n) except -1
