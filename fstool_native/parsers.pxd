@@ -5,6 +5,8 @@ cdef unsigned int _T[2048]
 cdef unsigned long long _MASK64, _MIX1, _MIX2
 cdef unsigned int _M32
 cdef unsigned long long _DIR_SIZE_MAX
+# attr entry flags (the namespace bits, the parent namespace, incomplete)
+cdef int _ATTR_NSP_MASK, _ATTR_PARENT, _ATTR_INCOMPLETE
 
 # big-endian readers, shared with checks.py
 cdef unsigned int _be16(unsigned char *p, Py_ssize_t off) noexcept
@@ -109,3 +111,23 @@ cdef object _sf_tally(object raw, unsigned long long ino, object uuid, bint has_
                       unsigned long long[:] not_dirents, unsigned long long[:] starts,
                       unsigned char[:] itype, unsigned int[:] refs,
                       unsigned long long[:] ps, bint has_ps)
+
+# the parent pointers and paths of many inodes (fstool path)
+cdef class PathTable:
+    cdef public unsigned long long root
+    cdef public object gen_of, parents_of, errors, index
+    cdef public list broken
+    cdef public dict dirs, memo, prefixes
+    cdef public array recs, pps
+    cdef public bytearray names, out
+    cdef public Py_ssize_t nused, count, pos
+    cdef Py_ssize_t _put_name(self, unsigned char *p, Py_ssize_t start, Py_ssize_t n) except -1
+    cdef object _add_record(self, unsigned long long ino, unsigned long long gen, bint isdir,
+                            Py_ssize_t first, Py_ssize_t n)
+    cdef Py_ssize_t _add_sf(self, unsigned char *p, Py_ssize_t start) except -1
+    cdef object _gen(self, unsigned long long d)
+    cdef int _reserve(self, Py_ssize_t n) except -1
+    cdef int _put(self, unsigned char *p, Py_ssize_t a, Py_ssize_t n) except -1
+    cdef int _put_byte(self, unsigned char c) except -1
+    cdef int _put_uint(self, unsigned long long v) except -1
+    cdef int _put_esc(self, unsigned char *p, Py_ssize_t a, Py_ssize_t n) except -1

@@ -453,87 +453,528 @@ _ATTR_PARENT = 0x08
 _ATTR_INCOMPLETE = 0x80
 
 
+# -- paths of inodes from their parent pointers (fstool path) ---------------------------------
+#
+# PathTable holds the parent pointers of many inodes in flat arrays (read a
+# whole inode chunk at a time by add_chunk, or given one inode at a time by
+# add) and works out paths from them: each directory's paths once, kept by
+# directory.  render() writes "INO PATH" lines of every inode it holds, the
+# paths' names escaped as fstool shows names (ops/names.py's shown_name),
+# into one buffer.  With gen_of and parents_of it reads through them
+# instead (a few inodes, read from the filesystem one by one).
+
+# the names of the control characters shown by name
+_NAMED_ESC = {0x0A: 0x6E, 0x09: 0x74, 0x0D: 0x72, 0x5C: 0x5C}
+
+
+@cython.cfunc
+@cython.locals(p=cython.p_uchar, i=cython.Py_ssize_t, end=cython.Py_ssize_t, c=cython.uint,
+               c1=cython.uint, n=cython.Py_ssize_t, lo=cython.uint, hi=cython.uint,
+               k=cython.Py_ssize_t)
+@cython.returns(cython.Py_ssize_t)
+def _utf8_len(p, i, end):
+    """The length of the well-formed UTF-8 sequence at p[i] (lead byte
+    0x80 or above) ending at or before ``end``, or 0 when there is none (as
+    Python's strict UTF-8 decoder decides: no overlong forms, no surrogates,
+    nothing above U+10FFFF)."""
+    c = p[i]
+    if 0xC2 <= c <= 0xDF:
+        n = 2
+    elif 0xE0 <= c <= 0xEF:
+        n = 3
+    elif 0xF0 <= c <= 0xF4:
+        n = 4
+    else:
+        return 0
+    if i + n > end:
+        return 0
+    c1 = p[i + 1]
+    lo = 0x80
+    hi = 0xBF
+    if c == 0xE0:
+        lo = 0xA0
+    elif c == 0xED:
+        hi = 0x9F
+    elif c == 0xF0:
+        lo = 0x90
+    elif c == 0xF4:
+        hi = 0x8F
+    if c1 < lo or c1 > hi:
+        return 0
+    for k in range(i + 2, i + n):
+        if p[k] < 0x80 or p[k] > 0xBF:
+            return 0
+    return n
+
+
+@cython.cfunc
+@cython.locals(q=cython.p_uchar, at=cython.Py_ssize_t, p=cython.p_uchar,
+               start=cython.Py_ssize_t, n=cython.Py_ssize_t, i=cython.Py_ssize_t)
+def _copy_into(q, at, p, start, n):
+    """q[at:at+n] = p[start:start+n] (q a bytearray that has the room)."""
+    if cython.compiled:
+        for i in range(n):
+            q[at + i] = p[start + i]
+    else:
+        q[at:at + n] = p[start:start + n]
+
+
+@cython.cfunc
 @cython.locals(p=cython.p_uchar, start=cython.Py_ssize_t, size=cython.Py_ssize_t,
                totsize=cython.Py_ssize_t, count=cython.Py_ssize_t, pos=cython.Py_ssize_t,
-               i=cython.Py_ssize_t, namelen=cython.Py_ssize_t, valuelen=cython.Py_ssize_t,
-               flags=cython.uint, v=cython.Py_ssize_t)
-def sf_parents(buf, start, size) -> list:
-    """The parent pointers of a shortform attr fork buf[start:start+size]:
-    [(p_ino, p_gen, name)] of its complete entries of the parent namespace
-    whose value is a 12-byte xfs_parent_rec.  ValueError when the fork's
-    header or an entry runs past its size."""
-    p = buf
-    if start < 0 or size < 4 or start + size > len(buf):
-        raise ValueError("shortform attr fork outside the buffer")
+               i=cython.Py_ssize_t)
+@cython.returns(cython.bint)
+def _sf_sound(p, start, size):
+    """Whether the shortform attr fork at p[start:start+size] has a header
+    and entries that fit its size (its totsize)."""
+    if size < 4:
+        return False
     totsize = _be16(p, start)
     count = p[start + 2]
     if totsize < 4 or totsize > size:
-        raise ValueError(f"shortform attr totsize {totsize} does not fit the fork ({size})")
-    out = []
+        return False
     pos = start + 4
     for i in range(count):
-        if pos + 3 > start + totsize:
-            raise ValueError("shortform attr entry overruns totsize")
-        namelen = p[pos]
-        valuelen = p[pos + 1]
-        flags = p[pos + 2]
-        if pos + 3 + namelen + valuelen > start + totsize:
-            raise ValueError("shortform attr entry overruns totsize")
-        if (flags & _ATTR_NSP_MASK) == _ATTR_PARENT and not flags & _ATTR_INCOMPLETE and \
-                valuelen == 12:
-            v = pos + 3 + namelen
-            out.append((_be64(p, v), _be32(p, v + 8), buf[pos + 3:pos + 3 + namelen]))
-        pos += 3 + namelen + valuelen
-    return out
+        if pos + 3 > start + totsize or pos + 3 + p[pos] + p[pos + 1] > start + totsize:
+            return False
+        pos += 3 + p[pos] + p[pos + 1]
+    return True
 
 
-@cython.locals(p=cython.p_uchar, base=cython.Py_ssize_t, isize=cython.Py_ssize_t,
-               i=cython.Py_ssize_t, off=cython.Py_ssize_t, ino=cython.ulonglong,
-               mode=cython.uint, forkoff=cython.Py_ssize_t, aformat=cython.uint,
-               litino=cython.Py_ssize_t, clen=cython.Py_ssize_t)
-def chunk_parents(chunk, base, inodesize, first_ino, free, holemask) -> tuple:
-    """The parent pointers of the in-use inodes of one 64-inode chunk
-    (first inode at chunk[base:], inobt free mask and holemask): returns
-    (records, others).  records holds (ino, mode, generation, nlink,
-    [(p_ino, p_gen, name)]) for every inode that verifies (magic, version 3,
-    its own number, CRC), is in use and has no attr fork or a sound
-    shortform one; others the inode numbers the caller must read itself
-    (attr forks in blocks, or anything that does not verify)."""
-    p = chunk
-    isize = inodesize
-    litino = isize - 176
-    clen = len(chunk)
-    records = []
-    others = []
-    for i in range(64):
-        if (holemask >> (i // 4)) & 1 or (free >> i) & 1:
-            continue
-        off = base + i * isize
-        ino = first_ino + i
-        if off < 0 or off + isize > clen or isize < 176:
-            others.append(ino)
-            continue
-        if _be16(p, off) != 0x494E or p[off + 4] != 3 or _be64(p, off + 152) != ino or \
-                not _cksum_region_ok(p, off, off + isize, off + 100):
-            others.append(ino)
-            continue
-        mode = _be16(p, off + 2)
-        if mode == 0:
-            continue
-        forkoff = p[off + 82] * 8
-        aformat = p[off + 83]
-        if forkoff == 0:
-            records.append((ino, mode, _be32(p, off + 92), _be32(p, off + 16), []))
-        elif aformat == 1 and forkoff < litino:
-            try:
-                pp = sf_parents(chunk, off + 176 + forkoff, litino - forkoff)
-            except ValueError:
+class PathTable:
+    """The parent pointers of many inodes, and their paths.
+
+    ``add_chunk`` and ``add`` fill the table; ``paths_at(k)`` (the k-th
+    inode added), ``paths(ino)`` and ``render`` give paths.  A parent
+    pointer is followed when it names an in-use directory of the generation
+    it records; one that does not is put in ``broken`` as (inode, (p_ino,
+    p_gen, name), why) and leads nowhere; a chain that comes back to an
+    inode on it is given up.  ``gen_of(ino)`` (a directory's generation, or
+    None) and ``parents_of(ino)`` ([(p_ino, p_gen, name)], raising
+    ``errors`` when the inode cannot be read) answer for inodes the table
+    does not hold."""
+
+    def __init__(self, root, gen_of=None, parents_of=None, errors=Exception):
+        self.root = root
+        self.gen_of = gen_of
+        self.parents_of = parents_of
+        self.errors = errors
+        self.broken = []
+        self.dirs = {}                  # directory -> its record
+        self.index = None               # inode -> its record, when asked for
+        self.memo = {root: [b"/"]}      # directory -> its paths
+        self.prefixes = {}              # directory -> (its paths escaped, its generation)
+        self.recs = array("Q")          # per inode: ino, gen | dir << 32, first pointer, count
+        self.pps = array("Q")           # per pointer: p_ino, p_gen, name offset, name length
+        self.names = bytearray()
+        self.nused = 0
+        self.count = 0
+        self.out = bytearray()
+        self.pos = 0
+
+    # -- filling -----------------------------------------------------------------------------
+
+    @cython.locals(at=cython.Py_ssize_t)
+    def _put_name(self, p, start, n):
+        """Keep p[start:start+n] in ``names``; its offset there."""
+        at = self.nused
+        if at + n > len(self.names):
+            self.names.extend(bytes(max(n, len(self.names), 4096)))
+        _copy_into(self.names, at, p, start, n)
+        self.nused = at + n
+        return at
+
+    def _add_record(self, ino, gen, isdir, first, n):
+        self.index = None
+        if isdir:
+            self.dirs[ino] = self.count
+        _push4(self.recs, ino, gen | (cython.cast(cython.ulonglong, isdir) << 32), first, n)
+        self.count += 1
+        return 0
+
+    def add(self, ino, mode, gen, parents):
+        """Add inode ``ino`` (mode, generation) and its parent pointers
+        [(p_ino, p_gen, name)]."""
+        first = len(self.pps) // 4
+        for d, g, name in parents:
+            _push4(self.pps, d, g, self._put_name(name, 0, len(name)), len(name))
+        self._add_record(ino, gen, (mode & 0xF000) == 0x4000, first, len(parents))
+
+    @cython.locals(p=cython.p_uchar, base=cython.Py_ssize_t, isize=cython.Py_ssize_t,
+                   i=cython.Py_ssize_t, off=cython.Py_ssize_t, ino=cython.ulonglong,
+                   mode=cython.uint, forkoff=cython.Py_ssize_t, aformat=cython.uint,
+                   litino=cython.Py_ssize_t, clen=cython.Py_ssize_t, fork=cython.Py_ssize_t,
+                   first=cython.Py_ssize_t, n=cython.Py_ssize_t, first_ino=cython.ulonglong,
+                   free=cython.ulonglong, holemask=cython.ulonglong)
+    def add_chunk(self, chunk, base, inodesize, first_ino, free, holemask) -> list:
+        """Add the in-use inodes of one 64-inode chunk (first inode at
+        chunk[base:], inobt free mask and holemask) that verify (magic,
+        version 3, their own number, CRC) and have no attr fork or a sound
+        shortform one; returns the numbers of the other in-use ones (attr
+        forks in blocks, anything that does not verify), for the caller to
+        read and ``add``."""
+        p = chunk
+        base = base
+        isize = inodesize
+        litino = isize - 176
+        clen = len(chunk)
+        others = []
+        for i in range(64):
+            if (holemask >> (i // 4)) & 1 or (free >> i) & 1:
+                continue
+            off = base + i * isize
+            ino = first_ino + i
+            if off < 0 or off + isize > clen or isize < 176:
                 others.append(ino)
                 continue
-            records.append((ino, mode, _be32(p, off + 92), _be32(p, off + 16), pp))
+            if _be16(p, off) != 0x494E or p[off + 4] != 3 or _be64(p, off + 152) != ino or \
+                    not _cksum_region_ok(p, off, off + isize, off + 100):
+                others.append(ino)
+                continue
+            mode = _be16(p, off + 2)
+            if mode == 0:
+                continue
+            forkoff = p[off + 82] * 8
+            aformat = p[off + 83]
+            first = len(self.pps) // 4
+            n = 0
+            if forkoff:
+                fork = off + 176 + forkoff
+                if aformat != 1 or forkoff >= litino or \
+                        not _sf_sound(p, fork, litino - forkoff):
+                    others.append(ino)
+                    continue
+                n = self._add_sf(p, fork)
+            self._add_record(ino, _be32(p, off + 92), (mode & 0xF000) == 0x4000, first, n)
+        return others
+
+    @cython.locals(pos=cython.Py_ssize_t, count=cython.Py_ssize_t, i=cython.Py_ssize_t,
+                   namelen=cython.Py_ssize_t, valuelen=cython.Py_ssize_t, flags=cython.uint,
+                   v=cython.Py_ssize_t, n=cython.Py_ssize_t)
+    def _add_sf(self, p, start):
+        """Add the parent pointers of the shortform attr fork at p[start:]
+        (checked by _sf_sound): its complete entries of the parent namespace
+        whose value is a 12-byte xfs_parent_rec.  Their number."""
+        count = p[start + 2]
+        pos = start + 4
+        n = 0
+        for i in range(count):
+            namelen = p[pos]
+            valuelen = p[pos + 1]
+            flags = p[pos + 2]
+            if (flags & _ATTR_NSP_MASK) == _ATTR_PARENT and not flags & _ATTR_INCOMPLETE and \
+                    valuelen == 12:
+                v = pos + 3 + namelen
+                _push4(self.pps, _be64(p, v), _be32(p, v + 8),
+                       self._put_name(p, pos + 3, namelen), namelen)
+                n += 1
+            pos += 3 + namelen + valuelen
+        return n
+
+    # -- walking -----------------------------------------------------------------------------
+
+    def _plist(self, k):
+        """The parent pointers of record ``k``: [(p_ino, p_gen, name)]."""
+        r = self.recs
+        pps = self.pps
+        out = []
+        for j in range(r[4 * k + 2], r[4 * k + 2] + r[4 * k + 3]):
+            off = pps[4 * j + 2]
+            out.append((pps[4 * j], pps[4 * j + 1], bytes(self.names[off:off + pps[4 * j + 3]])))
+        return out
+
+    @cython.locals(R=cython.p_ulonglong, k=cython.Py_ssize_t)
+    def _gen(self, d):
+        """The generation of directory ``d``, or None when it is not one in use."""
+        got = self.dirs.get(d)
+        if got is not None:
+            k = got
+            if cython.compiled:
+                R = cython.cast(cython.p_ulonglong, self.recs.data.as_voidptr)
+            else:
+                R = self.recs
+            return R[4 * k + 1] & 0xFFFFFFFF
+        if self.gen_of is not None:
+            return self.gen_of(d)
+        return None
+
+    def _parents(self, ino):
+        k = self.dirs.get(ino)
+        if k is not None:
+            return self._plist(k)
+        if self.parents_of is not None:
+            return self.parents_of(ino)
+        if self.index is None:          # every inode held, by number (built when first asked)
+            self.index = {self.recs[4 * i]: i for i in range(self.count)}
+        k = self.index.get(ino)
+        if k is None:
+            raise self.errors(f"inode {ino} is not an inode in use")
+        return self._plist(k)
+
+    def paths(self, ino) -> list:
+        """Every path of ``ino`` (bytes, from '/'), in parent pointer order;
+        the root's is '/'."""
+        if ino == self.root:
+            return [b"/"]
+        return self._paths(ino, self._parents(ino), ())[0]
+
+    def paths_at(self, k) -> list:
+        """Every path of the k-th inode added."""
+        ino = self.recs[4 * k]
+        if ino == self.root:
+            return [b"/"]
+        return self._paths(ino, self._plist(k), ())[0]
+
+    def _paths(self, ino, parents, chain):
+        """(paths, whether a cycle cut some of them short)."""
+        out = []
+        cut = False
+        chain = chain + (ino,)
+        for p in parents:
+            base, c = self._dir_paths(ino, p, chain)
+            cut |= c
+            name = p[2]
+            for b in base:
+                out.append((b if b != b"/" else b"") + b"/" + name)
+        return out, cut
+
+    def _dir_paths(self, child, p, chain):
+        d = p[0]
+        if d in chain:
+            return [], True                 # a cycle: given up
+        gen = self._gen(d)
+        if gen is None:
+            self.broken.append((child, p, f"inode {d} is not a directory in use"))
+            return [], False
+        if gen != p[1]:
+            self.broken.append((child, p, f"directory {d} has generation {gen}, not {p[1]}"))
+            return [], False
+        known = self.memo.get(d)
+        if known is not None:
+            return known, False
+        try:
+            parents = self._parents(d)
+        except self.errors as e:
+            self.broken.append((child, p, f"directory {d}: {e}"))
+            return [], False
+        got, cut = self._paths(d, parents, chain)
+        if not cut:                         # what a cycle cut short depends on the chain
+            self.memo[d] = got
+        return got, cut
+
+    # -- output ------------------------------------------------------------------------------
+
+    def _reserve(self, n):
+        if self.pos + n > len(self.out):
+            self.out.extend(bytes(max(n, len(self.out), 1 << 16)))
+        return 0
+
+    @cython.locals(pos=cython.Py_ssize_t)
+    def _put(self, p, a, n):
+        """Append p[a:a+n] as it is (room reserved)."""
+        pos = self.pos
+        _copy_into(self.out, pos, p, a, n)
+        self.pos = pos + n
+        return 0
+
+    def _put_byte(self, c):
+        """Append the byte ``c`` (room reserved)."""
+        self.out[self.pos] = c
+        self.pos += 1
+        return 0
+
+    @cython.locals(q=cython.p_uchar, n=cython.Py_ssize_t,
+                   i=cython.Py_ssize_t, pos=cython.Py_ssize_t, t=cython.ulonglong)
+    def _put_uint(self, v):
+        """Append ``v`` in decimal (room for 20 digits reserved)."""
+        n = 1
+        t = v
+        while t >= 10:
+            t //= 10
+            n += 1
+        pos = self.pos
+        q = self.out
+        for i in range(pos + n - 1, pos - 1, -1):
+            q[i] = 0x30 + v % 10
+            v //= 10
+        self.pos = pos + n
+        return 0
+
+    @cython.locals(q=cython.p_uchar, i=cython.Py_ssize_t,
+                   end=cython.Py_ssize_t, pos=cython.Py_ssize_t, c=cython.uint,
+                   k=cython.Py_ssize_t, h=cython.p_uchar)
+    def _put_esc(self, p, a, n):
+        """Append p[a:a+n] as shown_name shows it: UTF-8 text as it is; a
+        backslash, newline, tab and carriage return as \\\\, \\n, \\t, \\r;
+        other control characters and bytes that are not UTF-8 as \\xNN
+        (room for 4 * n bytes reserved)."""
+        q = self.out
+        h = b"0123456789abcdef"
+        pos = self.pos
+        i = a
+        end = a + n
+        while i < end:
+            c = p[i]
+            if 0x20 <= c < 0x7F and c != 0x5C:
+                q[pos] = c
+                pos += 1
+                i += 1
+                continue
+            if c >= 0x80:
+                k = _utf8_len(p, i, end)
+                if k:
+                    while k:
+                        q[pos] = p[i]
+                        pos += 1
+                        i += 1
+                        k -= 1
+                    continue
+            q[pos] = 0x5C
+            if c == 0x0A or c == 0x09 or c == 0x0D or c == 0x5C:
+                q[pos + 1] = _NAMED_ESC[c]
+                pos += 2
+            else:
+                q[pos + 1] = 0x78
+                q[pos + 2] = h[c >> 4]
+                q[pos + 3] = h[c & 15]
+                pos += 4
+            i += 1
+        self.pos = pos
+        return 0
+
+    def escaped(self, name) -> bytes:
+        """``name`` (bytes) as render shows it."""
+        at = self.pos
+        self._reserve(4 * len(name))
+        self._put_esc(name, 0, len(name))
+        got = bytes(self.out[at:self.pos])
+        self.pos = at
+        return got
+
+    def _dir_info(self, d):
+        """(its paths escaped, each ending in '/'; its generation) of
+        directory ``d`` once its paths are known and it is one in use; else
+        None."""
+        known = self.memo.get(d)
+        if known is None:
+            return None
+        gen = self._gen(d)
+        if gen is None:
+            return None
+        info = ([b"/" if b == b"/" else self.escaped(b) + b"/" for b in known], gen)
+        self.prefixes[d] = info
+        return info
+
+    @cython.locals(k=cython.Py_ssize_t, n=cython.Py_ssize_t, R=cython.p_ulonglong)
+    def order(self):
+        """The records in inode order: None when they were added in that
+        order (one inode chunk after another), else their indices sorted."""
+        n = self.count
+        if cython.compiled:
+            R = cython.cast(cython.p_ulonglong, self.recs.data.as_voidptr)
         else:
-            others.append(ino)
-    return records, others
+            R = self.recs
+        for k in range(1, n):
+            if R[4 * k] <= R[4 * (k - 1)]:
+                return sorted(range(n), key=lambda x: self.recs[4 * x])
+        return None
+
+    @cython.locals(k=cython.Py_ssize_t, t=cython.Py_ssize_t, j=cython.Py_ssize_t,
+                   first=cython.Py_ssize_t, end=cython.Py_ssize_t, ino=cython.ulonglong,
+                   d=cython.ulonglong, last=cython.ulonglong,
+                   lastgen=cython.ulonglong, root=cython.ulonglong, s=cython.Py_ssize_t,
+                   R=cython.p_ulonglong, P=cython.p_ulonglong, S=cython.p_ulonglong,
+                   skips=array, fast=cython.bint,
+                   nskip=cython.Py_ssize_t, skipped=cython.bint, nb=cython.Py_ssize_t,
+                   N=cython.p_uchar, have=cython.bint)
+    def render(self, skip=()) -> tuple:
+        """(text, broken): "INO PATH" lines (UTF-8) of every inode held
+        but those in ``skip``, in inode order, and the pointers that lead
+        nowhere as (the inode whose paths were being found, inode, (p_ino,
+        p_gen, name), why)."""
+        n = self.count
+        if cython.compiled:
+            R = cython.cast(cython.p_ulonglong, self.recs.data.as_voidptr)
+        else:
+            R = self.recs
+        order = self.order()
+        skips = array("Q", skip)
+        nskip = len(skips)
+        if cython.compiled:
+            S = cython.cast(cython.p_ulonglong, skips.data.as_voidptr)
+        else:
+            S = skips
+        tagged = []
+        root = self.root
+        N = self.names
+        last = 0
+        have = False
+        lastpre = None
+        lastgen = 0
+        self.pos = 0
+        for t in range(n):
+            k = t if order is None else order[t]
+            ino = R[4 * k]
+            skipped = False
+            for s in range(nskip):
+                if S[s] == ino:
+                    skipped = True
+            if skipped:
+                continue
+            if ino == root:
+                self._reserve(24)
+                self._put_uint(ino)
+                self._put_byte(0x20)
+                self._put_byte(0x2F)
+                self._put_byte(0x0A)
+                continue
+            first = R[4 * k + 2]
+            end = first + R[4 * k + 3]
+            if cython.compiled:
+                P = cython.cast(cython.p_ulonglong, self.pps.data.as_voidptr)
+            else:
+                P = self.pps
+            # the common case at once: every pointer names a directory of
+            # the generation it records whose paths are known
+            fast = True
+            for j in range(first, end):
+                d = P[4 * j]
+                if not have or d != last:
+                    info = self.prefixes.get(d)
+                    if info is None:
+                        info = self._dir_info(d)
+                        if info is None:
+                            fast = False
+                            break
+                    last = d
+                    have = True
+                    lastpre = info[0]
+                    lastgen = info[1]
+                if d == ino or lastgen != P[4 * j + 1]:
+                    fast = False
+                    break
+            if fast:
+                for j in range(first, end):
+                    pre = self.prefixes[P[4 * j]][0] if P[4 * j] != last else lastpre
+                    for b in pre:
+                        self._reserve(22 + len(b) + 4 * P[4 * j + 3])
+                        self._put_uint(ino)
+                        self._put_byte(0x20)
+                        self._put(b, 0, len(b))
+                        self._put_esc(N, P[4 * j + 2], P[4 * j + 3])
+                        self._put_byte(0x0A)
+                continue
+            nb = len(self.broken)
+            for path in self._paths(ino, self._plist(k), ())[0]:
+                self._reserve(22 + 4 * len(path))
+                self._put_uint(ino)
+                self._put_byte(0x20)
+                self._put_esc(path, 0, len(path))
+                self._put_byte(0x0A)
+            for b in self.broken[nb:]:
+                tagged.append((ino,) + b)
+        return bytes(self.out[:self.pos]), tagged
+
 
 
 @cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, n=cython.Py_ssize_t,
