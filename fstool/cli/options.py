@@ -5,6 +5,7 @@ import warnings
 import fstool
 from ..errors import DirtyLogWarning, FsToolWarning, LogUnreadableWarning
 from ..errors import InvalidArgument
+from ..io.logdev import pair
 from ..io.partition import join
 from .console import warn
 from ..io.lock import fstool_mounts_of
@@ -12,20 +13,29 @@ import json
 from ..ops.names import json_exact
 
 
-def image_arg(f):
+def _image_arg(f, logdev: bool):
     """The IMAGE argument of a command, with --partition and --offset for
     a filesystem inside a whole-disk image (also written IMAGE@N,
     IMAGE@NAME, IMAGE@PARTUUID: fstool/io/partition.py): they come to the
-    command as one image name."""
+    command as one image name; with ``logdev``, --logdev FILE names the
+    external log of that image (fstool/io/logdev.py pairs it with the name,
+    so that every filesystem opened on it finds its log)."""
     @functools.wraps(f)
-    def run(*args, partition=None, offset=None, **kw):
+    def run(*args, partition=None, offset=None, logdev=None, **kw):
         if partition is not None or offset is not None:
             try:
                 kw["image"] = join(kw["image"], partition, offset)
             except InvalidArgument as e:
                 raise click.UsageError(str(e)) from None
+        if logdev is not None:
+            pair(kw["image"], logdev)
         return f(*args, **kw)
 
+    if logdev:
+        run = click.option("--logdev", "logdev", metavar="FILE",
+                           help="The external log of IMAGE (the file or device given to "
+                                "mkfs.xfs -l logdev=; FILE@N for a partition): needed by "
+                                "what reads or writes the log.")(run)
     run = click.option("--offset", type=click.IntRange(min=0), metavar="BYTES",
                        help="The filesystem starts this many bytes into IMAGE (and runs to "
                             "its end): for a partition table fstool does not read.")(run)
@@ -34,6 +44,17 @@ def image_arg(f):
                             "its number, GPT name, PARTUUID or XFS label; also written "
                             "IMAGE@N ('fstool disk IMAGE' lists them).")(run)
     return click.argument("image", type=click.Path())(run)
+
+
+def image_arg(f):
+    """IMAGE, --partition, --offset and --logdev (:func:`_image_arg`)."""
+    return _image_arg(f, True)
+
+
+def image_arg_no_log(f):
+    """IMAGE, --partition and --offset, for a command that never reads a
+    log (mkfs, undo)."""
+    return _image_arg(f, False)
 
 
 json_opt = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")

@@ -311,16 +311,14 @@ def secondary_offsets(f: dict, size: int) -> list:
 
 def unsupported_layout(f: dict) -> str | None:
     """What of the filesystem's layout a superblock says fstool does not
-    handle: a v4 (or older) filesystem, an external log, a realtime
-    section; None for a v5 superblock of an internal log and no realtime
-    section, or a version no filesystem has (damage)."""
+    handle: a v4 (or older) filesystem, a realtime section; None for a v5
+    superblock with no realtime section, or a version no filesystem has
+    (damage)."""
     version = f["sb_versionnum"] & C.XFS_SB_VERSION_NUMBITS
     if 1 <= version <= 4:
         return f"an XFS v{version} filesystem (no metadata CRCs; fstool handles v5 only)"
     if version != C.XFS_SB_VERSION_5:
         return None
-    if f["sb_logstart"] == 0:
-        return "a filesystem with an external log"
     if f["sb_rblocks"] or f["sb_rextents"]:
         return "a filesystem with a realtime section"
     return None
