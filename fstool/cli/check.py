@@ -10,6 +10,7 @@ import fstool
 from ..errors import (CorruptionError, FsToolError, ImageTruncatedError, LogDeviceNeeded,
                       UnknownFeatureError, UnsupportedError, errno_of)
 from ..io.device import Device
+from ..io.logdev import replay_command
 from ..ops import check as C
 from ..ops.check.superblocks import contradicted_primary
 from .console import console, err, error_line, format_opt, is_tty, output_style, print_table
@@ -88,7 +89,7 @@ def cmd(jobs, as_json, fmt, image):
             checker = C.check(fs, jobs=jobs)
     _emit(checker.findings, style)
     if checker.log_dirty and not as_json:
-        err(f"the log is dirty: replay it first with 'fstool log replay {image}'")
+        err(f"the log is dirty: replay it first with '{replay_command(image)}'")
     finish(checker.exit_code)
 
 

@@ -5,7 +5,7 @@ import warnings
 import fstool
 from ..errors import DirtyLogWarning, FsToolWarning, LogUnreadableWarning
 from ..errors import InvalidArgument
-from ..io.logdev import pair
+from ..io.logdev import pair, replay_command
 from ..io.partition import join
 from .console import warn
 from ..io.lock import fstool_mounts_of
@@ -79,7 +79,7 @@ def open_fs(image, replay_in_memory: bool = False):
         m = w.message
         if isinstance(m, DirtyLogWarning):
             warn(f"{image}: the log is dirty; what follows is the image BEFORE replay (run "
-                 f"'fstool log replay {image}', or add --replay-in-memory)")
+                 f"'{replay_command(image)}', or add --replay-in-memory)")
         elif isinstance(m, LogUnreadableWarning):
             warn(f"{image}: the log cannot be read ({m.reason}); what follows is the image "
                  "as it is on disk")

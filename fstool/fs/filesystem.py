@@ -19,7 +19,9 @@ from ..format import constants as C
 from ..format.structs import AGF, AGFL, AGI
 from ..io import verify as V
 from ..io.buf import Buf, BufferCache
+from ..format import metadump as M
 from ..io.device import Device
+from ..io.dumpfile import DumpImage
 from ..io.logdev import paired
 from . import attr as xattr
 from . import btree
@@ -68,6 +70,10 @@ class Filesystem:
         except BaseException:
             self.dev.close()
             raise
+        if self.logdev_path is None and self.external_log and self.dev.dump is not None and \
+                self.dev.dump.dump.compat & M.XFS_MD2_COMPAT_EXTERNALLOG:
+            # a v2 metadump read in place that holds the external log
+            self._log_dev = DumpImage(self.dev.dump.dump, log=True)
         self.cache = BufferCache(cache_bytes, block_bb=1 << (sb.blocklog - C.BBSHIFT))
         # decoded directory inodes (lookups go through them again and again)
         # and the last inode clusters read: small on purpose, so that walking
@@ -135,7 +141,8 @@ class Filesystem:
     def logdev_given(self) -> bool:
         """Whether the log can be reached: an internal log, or an external
         one whose device was given."""
-        return not self.external_log or self.logdev_path is not None
+        return not self.external_log or self.logdev_path is not None or \
+            self._log_dev is not None
 
     def require_log(self) -> None:
         """Raise :class:`LogDeviceNeeded` when the log is external and its

@@ -166,14 +166,19 @@ def fixed_primary(sector: bytes, sectsize: int) -> bytes:
 class DumpImage:
     """The image a dump makes, read in place: ``size`` (the filesystem's)
     and :meth:`pread`; what the dump does not hold reads as zeros, the
-    primary superblock as xfs_mdrestore leaves it."""
+    primary superblock as xfs_mdrestore leaves it.  With ``log``, the
+    external log a v2 dump holds instead (what xfs_mdrestore -l writes)."""
 
-    def __init__(self, dump: DumpFile):
+    writable = False
+
+    def __init__(self, dump: DumpFile, log: bool = False):
         self.dump = dump
+        self.log = log
         _raw, f = dump.primary()
         self.sectsize = f["sb_sectsize"]
-        self.size = f["sb_dblocks"] * f["sb_blocksize"]
-        runs = [(d * BB, (d + n) * BB, off) for d, n, off, log in dump.index() if not log]
+        self.size = f["sb_logblocks" if log else "sb_dblocks"] * f["sb_blocksize"]
+        runs = [(d * BB, (d + n) * BB, off) for d, n, off, on_log in dump.index()
+                if on_log == log]
         ordered = sorted(runs, key=lambda r: r[0])
         if any(a[1] > b[0] for a, b in zip(ordered, ordered[1:])):
             ordered = _flatten(runs)
@@ -199,10 +204,14 @@ class DumpImage:
     def pread(self, offset: int, length: int) -> bytes:
         out = bytearray(length)
         self._fill(out, offset)
-        if offset < self.sectsize:
+        if offset < self.sectsize and not self.log:
             n = min(self.sectsize, offset + length) - offset
             out[:n] = self.primary[offset:offset + n]
         return bytes(out)
+
+
+    def close(self) -> None:
+        """Nothing to close: the dump file is its device's."""
 
 
 def _flatten(runs: list) -> list:

@@ -30,3 +30,9 @@ def paired(image) -> str | None:
         return _PAIRED.get(os.fspath(image))
     except TypeError:
         return None
+
+
+def replay_command(image) -> str:
+    """The command that replays the log of ``image`` (with its --logdev)."""
+    log = paired(image)
+    return f"fstool log replay {image}" + (f" --logdev {log}" if log else "")
