@@ -80,8 +80,13 @@ def cmd(jobs, as_json, fmt, image):
         try:
             fs.require_log()      # the log phase's clean/dirty judgement reads it
         except LogDeviceNeeded as e:
-            error_line(str(e), as_json, C.EXIT_OPERATIONAL, errno_of(e))
-            sys.exit(C.EXIT_OPERATIONAL)
+            # unless only a damaged primary says the log is external
+            found = _contradicted(image)
+            if not found:
+                error_line(str(e), as_json, C.EXIT_OPERATIONAL, errno_of(e))
+                sys.exit(C.EXIT_OPERATIONAL)
+            _emit(found, style)
+            sys.exit(C.EXIT_CORRUPT)
         if is_tty() and not as_json:
             with _PhaseBars() as bars:
                 checker = C.check(fs, bars.update, jobs=jobs)
