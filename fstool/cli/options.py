@@ -7,10 +7,8 @@ from ..errors import DirtyLogWarning, FsToolWarning, LogUnreadableWarning
 from ..errors import InvalidArgument
 from ..io.logdev import pair, replay_command
 from ..io.partition import join
-from .console import warn
+from .console import emit_json, json_opt, warn  # noqa: F401 - the commands take them from here
 from ..io.lock import fstool_mounts_of
-import json
-from ..ops.names import json_exact
 
 
 def _image_arg(f, logdev: bool):
@@ -57,7 +55,6 @@ def image_arg_no_log(f):
     return _image_arg(f, False)
 
 
-json_opt = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 
 
 replay_opt = click.option(
@@ -96,8 +93,3 @@ def warn_live_mount(image) -> None:
              "holds may lag behind what the mount shows (unmount it first: fstool umount "
              f"{mnt})")
 
-
-def emit_json(obj, as_json: bool) -> None:
-    """Print ``obj`` as one line of JSON when ``as_json`` (else nothing)."""
-    if as_json:
-        click.echo(json.dumps(json_exact(obj), ensure_ascii=False))
