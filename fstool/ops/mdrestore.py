@@ -15,7 +15,7 @@ from ..format import constants as C, metadump as M
 from ..io.dumpfile import DumpFile, fixed_primary
 
 BB = C.BBSIZE
-WINDOW = 4 << 20        # the dump read this much at a time; larger extents copied in the kernel
+WINDOW = 1 << 20        # the dump read this much at a time; larger extents copied in the kernel
 IOV_MAX = 1024
 
 
