@@ -16,11 +16,18 @@ import warnings
 
 from ._version import __version__
 from .errors import (CorruptionError, DirtyLogWarning, FsToolError, FsToolWarning, ImageError,
-                     LogUnreadableWarning, NotFoundError, NotXfsError, UnsupportedError)
+                     LogDeviceNeeded, LogUnreadableWarning, NotFoundError, NotXfsError,
+                     UnsupportedError)
 
 
-def open_image(path, cache_bytes: int = 64 << 20, *, replay_in_memory: bool = False):
+def open_image(path, cache_bytes: int = 64 << 20, *, replay_in_memory: bool = False,
+               logdev=None):
     """Open an XFS v5 image (file or block device) read-only.
+
+    ``logdev``: the file or device holding the filesystem's external log
+    (mkfs.xfs -l logdev=).  Without it, such an image is read as it is on
+    disk, its log unread; what needs the log (``fs.log``,
+    ``replay_in_memory``) raises :class:`LogDeviceNeeded`.
 
     A dirty log is never silent.  With ``replay_in_memory`` the image reads
     as it would after replaying it (in memory: the file is not changed);
@@ -29,9 +36,15 @@ def open_image(path, cache_bytes: int = 64 << 20, *, replay_in_memory: bool = Fa
     :class:`LogUnreadableWarning`.  Both are kinds of
     :class:`FsToolWarning`, filtered with the :mod:`warnings` module."""
     from .fs.filesystem import Filesystem  # lazy: start-up (`fstool --help` reads no image)
-    fs = Filesystem(path, cache_bytes=cache_bytes)
+    fs = Filesystem(path, cache_bytes=cache_bytes, logdev=logdev)
     name = os.fsdecode(path) if isinstance(path, (str, bytes, os.PathLike)) else str(path)
     try:
+        if not fs.logdev_given:
+            # an external log not given: the image is read as it is on
+            # disk; only what needs the log refuses (LogDeviceNeeded)
+            if replay_in_memory:
+                fs.require_log()
+            return fs
         try:
             dirty = fs.log.dirty
         except FsToolError as e:
@@ -61,4 +74,4 @@ def backend() -> str:
 
 __all__ = ["open_image", "backend", "__version__", "FsToolError", "CorruptionError",
            "ImageError", "NotFoundError", "NotXfsError", "UnsupportedError", "FsToolWarning",
-           "DirtyLogWarning", "LogUnreadableWarning"]
+           "DirtyLogWarning", "LogUnreadableWarning", "LogDeviceNeeded"]

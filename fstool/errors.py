@@ -135,6 +135,12 @@ class BadValue(InvalidArgument):
     command line's fault, not the image's: exit status 2)."""
 
 
+class LogDeviceNeeded(BadValue):
+    """The filesystem's log is on an external device and none was given
+    (``--logdev FILE``): what needs the log cannot go on (a missing
+    argument: exit status 2)."""
+
+
 # -- what writers raise: each with the errno the kernel returns ------------------
 
 class ExistsError(FsToolError, FileExistsError):

@@ -7,9 +7,10 @@ import click
 
 import fstool
 
-from ..errors import (CorruptionError, FsToolError, ImageTruncatedError, UnknownFeatureError,
-                      UnsupportedError, errno_of)
+from ..errors import (CorruptionError, FsToolError, ImageTruncatedError, LogDeviceNeeded,
+                      UnknownFeatureError, UnsupportedError, errno_of)
 from ..io.device import Device
+from ..io.logdev import replay_command
 from ..ops import check as C
 from ..ops.check.superblocks import contradicted_primary
 from .console import console, err, error_line, format_opt, is_tty, output_style, print_table
@@ -64,8 +65,7 @@ def cmd(jobs, as_json, fmt, image):
                          field="sb_features_incompat")], style)
         sys.exit(C.EXIT_CORRUPT)
     except UnsupportedError as e:
-        # a layout fstool does not handle (v4, an external log, a realtime
-        # section) that only the primary says: damage, as xfs_repair -n says
+        # a layout fstool does not handle (v4, a realtime section) that only the primary says: damage, as xfs_repair -n says
         found = _contradicted(image)
         if not found:
             error_line(str(e), as_json, C.EXIT_OPERATIONAL, errno_of(e))
@@ -77,6 +77,16 @@ def cmd(jobs, as_json, fmt, image):
         error_line(str(e), as_json, status, errno_of(e))
         sys.exit(status)
     with fs:
+        try:
+            fs.require_log()      # the log phase's clean/dirty judgement reads it
+        except LogDeviceNeeded as e:
+            # unless only a damaged primary says the log is external
+            found = _contradicted(image)
+            if not found:
+                error_line(str(e), as_json, C.EXIT_OPERATIONAL, errno_of(e))
+                sys.exit(C.EXIT_OPERATIONAL)
+            _emit(found, style)
+            sys.exit(C.EXIT_CORRUPT)
         if is_tty() and not as_json:
             with _PhaseBars() as bars:
                 checker = C.check(fs, bars.update, jobs=jobs)
@@ -84,7 +94,7 @@ def cmd(jobs, as_json, fmt, image):
             checker = C.check(fs, jobs=jobs)
     _emit(checker.findings, style)
     if checker.log_dirty and not as_json:
-        err(f"the log is dirty: replay it first with 'fstool log replay {image}'")
+        err(f"the log is dirty: replay it first with '{replay_command(image)}'")
     finish(checker.exit_code)
 
 

@@ -26,6 +26,15 @@ def error_line(msg: str, as_json: bool, status: int, errno: int | None = None) -
     click.echo(json.dumps(json_exact(rec), ensure_ascii=False), err=True)
 
 
+json_opt = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+
+
+def emit_json(obj, as_json: bool) -> None:
+    """Print ``obj`` as one line of JSON when ``as_json`` (else nothing)."""
+    if as_json:
+        click.echo(json.dumps(json_exact(obj), ensure_ascii=False))
+
+
 def warn(msg: str) -> None:
     click.echo(f"fstool: warning: {msg}", err=True)
 

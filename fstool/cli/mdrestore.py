@@ -2,8 +2,7 @@
 import click
 
 from ..ops.mdrestore import mdrestore
-from .console import human_bytes
-from .options import emit_json, json_opt
+from .console import emit_json, human_bytes, json_opt
 
 
 @click.command("mdrestore")

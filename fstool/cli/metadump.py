@@ -14,8 +14,9 @@ from .options import emit_json, image_arg, json_opt
 @click.option("-a", "full_blocks", is_flag=True,
               help="Copy metadata blocks whole (by default their unused parts are zeroed, "
                    "as xfs_metadump does).")
-@click.option("-v", "--version", "version", type=click.Choice(["1", "2"]), default="1",
-              show_default=True, help="Dump format: 1 (XFSM) or 2 (XMD2, xfsprogs 6.10).")
+@click.option("-v", "--version", "version", type=click.Choice(["1", "2"]),
+              help="Dump format: 1 (XFSM) or 2 (XMD2, xfsprogs 6.10).  Default 1, or 2 "
+                   "when --logdev gives an external log (only v2 holds it).")
 @click.option("--no-log", is_flag=True, help="Leave the log out of the dump.")
 @click.option("-m", "--max-extent", type=click.IntRange(min=1), default=MAX_EXTLEN,
               metavar="BLOCKS", show_default=True,
@@ -33,7 +34,8 @@ def metadump_cmd(keep_names, full_blocks, version, no_log, max_extent, as_json, 
 
     Exit status: 0 done; see fstool's exit-status page for the rest.
     """
-    r = metadump(image, out, version=int(version), obfuscate=not keep_names,
+    r = metadump(image, out, version=int(version) if version else None,
+                 obfuscate=not keep_names,
                  full_blocks=full_blocks, log=not no_log, max_extent=max_extent)
     for w in r["warnings"][:10]:
         warn(w)

@@ -5,7 +5,7 @@ import click
 
 from ..ops import info, mkfs as M
 from ..ops.mkfs_config import SECTIONS, load
-from .options import emit_json, image_arg
+from .options import emit_json, image_arg_no_log
 from .populate import (clamp_time, make_owner_map, run_populate, summary, summary_record,
                        timestamp_ns)
 
@@ -99,7 +99,7 @@ def _bool(v: str, flag: str, key: str) -> bool:
 
 
 @click.command("mkfs")
-@image_arg
+@image_arg_no_log
 @click.option("--size", help="Size of the filesystem (e.g. 512m, 16g, 1t).")
 @click.option("-b", "b_opts", multiple=True, metavar="size=N", help="Block size.")
 @click.option("-d", "d_opts", multiple=True, metavar="agcount=N,agsize=N,size=N",

@@ -5,27 +5,35 @@ import warnings
 import fstool
 from ..errors import DirtyLogWarning, FsToolWarning, LogUnreadableWarning
 from ..errors import InvalidArgument
+from ..io.logdev import pair, replay_command
 from ..io.partition import join
-from .console import warn
+from .console import emit_json, json_opt, warn  # noqa: F401 - the commands take them from here
 from ..io.lock import fstool_mounts_of
-import json
-from ..ops.names import json_exact
 
 
-def image_arg(f):
+def _image_arg(f, logdev: bool):
     """The IMAGE argument of a command, with --partition and --offset for
     a filesystem inside a whole-disk image (also written IMAGE@N,
     IMAGE@NAME, IMAGE@PARTUUID: fstool/io/partition.py): they come to the
-    command as one image name."""
+    command as one image name; with ``logdev``, --logdev FILE names the
+    external log of that image (fstool/io/logdev.py pairs it with the name,
+    so that every filesystem opened on it finds its log)."""
     @functools.wraps(f)
-    def run(*args, partition=None, offset=None, **kw):
+    def run(*args, partition=None, offset=None, logdev=None, **kw):
         if partition is not None or offset is not None:
             try:
                 kw["image"] = join(kw["image"], partition, offset)
             except InvalidArgument as e:
                 raise click.UsageError(str(e)) from None
+        if logdev is not None:
+            pair(kw["image"], logdev)
         return f(*args, **kw)
 
+    if logdev:
+        run = click.option("--logdev", "logdev", metavar="FILE",
+                           help="The external log of IMAGE (the file or device given to "
+                                "mkfs.xfs -l logdev=; FILE@N for a partition): needed by "
+                                "what reads or writes the log.")(run)
     run = click.option("--offset", type=click.IntRange(min=0), metavar="BYTES",
                        help="The filesystem starts this many bytes into IMAGE (and runs to "
                             "its end): for a partition table fstool does not read.")(run)
@@ -36,7 +44,17 @@ def image_arg(f):
     return click.argument("image", type=click.Path())(run)
 
 
-json_opt = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+def image_arg(f):
+    """IMAGE, --partition, --offset and --logdev (:func:`_image_arg`)."""
+    return _image_arg(f, True)
+
+
+def image_arg_no_log(f):
+    """IMAGE, --partition and --offset, for a command that never reads a
+    log (mkfs, undo)."""
+    return _image_arg(f, False)
+
+
 
 
 replay_opt = click.option(
@@ -58,7 +76,7 @@ def open_fs(image, replay_in_memory: bool = False):
         m = w.message
         if isinstance(m, DirtyLogWarning):
             warn(f"{image}: the log is dirty; what follows is the image BEFORE replay (run "
-                 f"'fstool log replay {image}', or add --replay-in-memory)")
+                 f"'{replay_command(image)}', or add --replay-in-memory)")
         elif isinstance(m, LogUnreadableWarning):
             warn(f"{image}: the log cannot be read ({m.reason}); what follows is the image "
                  "as it is on disk")
@@ -75,8 +93,3 @@ def warn_live_mount(image) -> None:
              "holds may lag behind what the mount shows (unmount it first: fstool umount "
              f"{mnt})")
 
-
-def emit_json(obj, as_json: bool) -> None:
-    """Print ``obj`` as one line of JSON when ``as_json`` (else nothing)."""
-    if as_json:
-        click.echo(json.dumps(json_exact(obj), ensure_ascii=False))

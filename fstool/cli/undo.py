@@ -1,14 +1,14 @@
 """``fstool undo``: put back what a change saved in an undo file."""
 import click
 
-from .options import image_arg, json_opt
+from .options import image_arg_no_log, json_opt
 import json
 from ..ops.repair import undo
 
 
 @click.command("undo")
 @json_opt
-@image_arg
+@image_arg_no_log
 @click.argument("undo_file", type=click.Path(dir_okay=False))
 def cmd(as_json, image, undo_file):
     """Put back into IMAGE every block UNDO_FILE saved (fstool repair

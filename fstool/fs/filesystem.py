@@ -19,7 +19,10 @@ from ..format import constants as C
 from ..format.structs import AGF, AGFL, AGI
 from ..io import verify as V
 from ..io.buf import Buf, BufferCache
+from ..format import metadump as M
 from ..io.device import Device
+from ..io.dumpfile import DumpImage
+from ..io.logdev import paired
 from . import attr as xattr
 from . import btree
 from . import dir as xdir
@@ -29,7 +32,7 @@ from .inode import Inode
 from .osapi import FileReader, ImageDirEntry, ScandirIterator
 from .superblock import Superblock
 from ..log import Log
-from ..errors import ReadOnlyError
+from ..errors import LogDeviceNeeded, ReadOnlyError
 
 MAX_SYMLINK_HOPS = 40
 DIR_INODES_CACHED = 1024      # decoded directory inodes kept
@@ -47,8 +50,12 @@ class DirEntry(NamedTuple):
 
 
 class Filesystem:
-    def __init__(self, path, cache_bytes: int = 64 << 20, writable: bool = False):
+    def __init__(self, path, cache_bytes: int = 64 << 20, writable: bool = False, *,
+                 logdev=None):
         self.dev = Device(path, writable=writable)
+        # an external log: the file given for it (``--logdev``), opened on use
+        self.logdev_path = logdev if logdev is not None else paired(path)
+        self._log_dev = None
         try:
             if self.dev.size < C.BBSIZE:
                 raise NotXfsError("superblock", f"{self.dev.path}: {self.dev.size} bytes is "
@@ -63,6 +70,10 @@ class Filesystem:
         except BaseException:
             self.dev.close()
             raise
+        if self.logdev_path is None and self.external_log and self.dev.dump is not None and \
+                self.dev.dump.dump.compat & M.XFS_MD2_COMPAT_EXTERNALLOG:
+            # a v2 metadump read in place that holds the external log
+            self._log_dev = DumpImage(self.dev.dump.dump, log=True)
         self.cache = BufferCache(cache_bytes, block_bb=1 << (sb.blocklog - C.BBSHIFT))
         # decoded directory inodes (lookups go through them again and again)
         # and the last inode clusters read: small on purpose, so that walking
@@ -122,6 +133,63 @@ class Filesystem:
 
     # -- the log ------------------------------------------------------------
     @property
+    def external_log(self) -> bool:
+        """Whether the log is on a device of its own (mkfs.xfs -l logdev=)."""
+        return self.sb.logstart == 0
+
+    @property
+    def logdev_given(self) -> bool:
+        """Whether the log can be reached: an internal log, or an external
+        one whose device was given."""
+        return not self.external_log or self.logdev_path is not None or \
+            self._log_dev is not None
+
+    def require_log(self) -> None:
+        """Raise :class:`LogDeviceNeeded` when the log is external and its
+        device was not given."""
+        if not self.logdev_given:
+            raise LogDeviceNeeded(
+                f"{self._dev.path}: the log is on an external device: pass --logdev FILE "
+                "(the file or device given to mkfs.xfs -l logdev=)")
+
+    @property
+    def log_dev(self):
+        """The device the log is on: the image itself, or the external log
+        device (opened on first use, writable when the image is); without
+        one given, :class:`LogDeviceNeeded`."""
+        if not self.external_log:
+            return self._dev
+        if self._log_dev is None:
+            self.require_log()
+            # a partition of a disk is named as images are (FILE@N); a log
+            # file has no partition table to look for
+            self._log_dev = Device(self.logdev_path, writable=self._dev.writable, whole=True)
+        return self._log_dev
+
+    def open_log_writable(self, image_out):
+        """The log's device opened for writing, for a writer that opened
+        ``image_out`` (the image, writable) itself: that one for an
+        internal log, else the external log device opened anew (the
+        caller closes it when it is not ``image_out``)."""
+        if not self.external_log:
+            return image_out
+        self.require_log()
+        return Device(self.logdev_path, writable=True, whole=True)
+
+    @property
+    def log_start_daddr(self) -> int:
+        """The log's first sector on :attr:`log_dev`."""
+        return 0 if self.external_log else self.fsb_to_daddr(self.sb.logstart)
+
+    def log_sync(self) -> None:
+        """Flush the log device, and the image with it when the log is its
+        own: a log record may say (in its tail) that in-place writes are
+        done, which must then be on disk too."""
+        if self._log_dev is not None:
+            self._dev.fsync()
+        self.log_dev.fsync()
+
+    @property
     def log(self):
         """The internal log, read-only (:class:`fstool.log.Log`)."""
         if getattr(self, "_log", None) is None:
@@ -132,6 +200,8 @@ class Filesystem:
     def close(self) -> None:
         self._read_ctx = self._read_geometry + (-1, 0, None)
         self._dev.close()
+        if self._log_dev is not None:
+            self._log_dev.close()
 
     def __enter__(self):
         return self

@@ -99,8 +99,6 @@ class Superblock:
         f = self.fields
         if f["sb_rblocks"] or f["sb_rextents"]:
             raise UnsupportedError("filesystems with a realtime device are not supported")
-        if self.logstart == 0:
-            raise UnsupportedError("filesystems with an external log are not supported")
         unknown = self.incompat & ~C.READ_INCOMPAT_OK
         if unknown:
             names = [C.INCOMPAT_NAMES.get(1 << b, f"0x{1 << b:x}")

@@ -6,6 +6,7 @@ an image whose blocks outside the dump read as zeros.
 from __future__ import annotations
 
 import bisect
+import mmap
 import os
 import struct
 
@@ -65,26 +66,29 @@ class DumpFile:
                                       f"{off + len(data)})")
         return data
 
-    def index(self):
+    def index(self, window: int = 0):
         """(daddr, sectors, file offset, log device) of every extent, in
-        file order; the first is the primary superblock."""
-        it = self._v1() if self.version == 1 else self._v2()
-        first = True
-        for ext in it:
-            if first and (ext[0] != 0 or ext[1] == 0 or ext[3]):
-                raise NotXfsError("metadump", f"{self.path}: the first block is not the "
-                                  "primary superblock")
-            first = False
-            yield ext
-        if first:
+        file order; the first is the primary superblock.  With ``window``
+        (bytes), each comes with its bytes too, a fifth item: the dump is
+        read that much at a time, sequentially, and an extent larger than
+        ``window`` comes with None (to be copied from its offset)."""
+        rd = _Reader(self, window)
+        it = self._v1(rd) if self.version == 1 else self._v2(rd)
+        ext = next(it, None)
+        if ext is None:
             raise ImageTruncatedError(f"{self.path}: the metadump holds no superblock")
+        if ext[0] != 0 or ext[1] == 0 or ext[3]:
+            raise NotXfsError("metadump", f"{self.path}: the first block is not the "
+                              "primary superblock")
+        yield ext
+        yield from it
 
-    def _v1(self):
+    def _v1(self, rd):
         off = 0
         while True:
             if off == self.size and off:
                 return
-            raw = self._read(off, BB)
+            raw = rd.get(off, BB)
             magic, count, blocklog, _info = M.V1_HDR.unpack_from(raw)
             if magic != M.XFS_MD_MAGIC_V1:
                 raise NotXfsError("metadump", f"{self.path}: bad index magic 0x{magic:08x} "
@@ -107,26 +111,30 @@ class DumpFile:
                 j = i + 1
                 while j < count and daddrs[j] == daddrs[j - 1] + 1:
                     j += 1
-                yield daddrs[i], j - i, data + i * BB, False
+                yield rd.extent(daddrs[i], j - i, data + i * BB, False)
                 i = j
             off = data + count * BB
             if count < M.V1_INDICES:
                 return
 
-    def _v2(self):
+    def _v2(self, rd):
         off = M.V2_HDR.size
+        unpack, hsz = M.V2_EXTENT.unpack, M.V2_EXTENT.size
+        get, window = rd.get, rd.window
         while off < self.size:
-            addr, nsect = M.V2_EXTENT.unpack(self._read(off, M.V2_EXTENT.size))
+            addr, nsect = unpack(get(off, hsz))
             dev = addr & M.XME_ADDR_DEVICE_MASK
             if dev not in (M.XME_ADDR_DATA_DEVICE, M.XME_ADDR_LOG_DEVICE):
                 raise NotXfsError("metadump", f"{self.path}: invalid device in extent "
                                   f"address 0x{addr:x}")
-            data = off + M.V2_EXTENT.size
-            if data + nsect * BB > self.size:
+            data = off + hsz
+            n = nsect * BB
+            if data + n > self.size:
                 raise ImageTruncatedError(f"{self.path}: the metadump ends early (at byte "
                                           f"{self.size})")
-            yield addr & M.XME_ADDR_DADDR_MASK, nsect, data, dev == M.XME_ADDR_LOG_DEVICE
-            off = data + nsect * BB
+            ext = (addr & M.XME_ADDR_DADDR_MASK, nsect, data, dev == M.XME_ADDR_LOG_DEVICE)
+            yield ext + (get(data, n),) if window else ext
+            off = data + n
 
     def primary(self) -> tuple[bytes, dict]:
         """The primary superblock sector as the dump holds it, and its fields."""
@@ -163,17 +171,59 @@ def fixed_primary(sector: bytes, sectsize: int) -> bytes:
     return bytes(out)
 
 
+class _Reader:
+    """Reads of a dump file made in order: with a ``window``, from a
+    read-only mapping of that many bytes of the file at a time (extents
+    then carry their bytes, views of the mapping: written from there
+    without a copy in between), else one pread per read."""
+
+    def __init__(self, dump: DumpFile, window: int):
+        self.dump = dump
+        self.window = window
+        self.buf = memoryview(b"")
+        self.start = 0
+
+    def get(self, off: int, n: int):
+        """``n`` bytes at ``off``; None for more than the window."""
+        if not self.window:
+            return self.dump._read(off, n)
+        pos = off - self.start
+        if pos < 0 or pos + n > len(self.buf):
+            if n > self.window:
+                return None
+            if off + n > self.dump.size:
+                raise ImageTruncatedError(f"{self.dump.path}: the metadump ends early (at "
+                                          f"byte {self.dump.size})")
+            start = off - off % mmap.ALLOCATIONGRANULARITY
+            length = min(self.window + (off - start), self.dump.size - start)
+            # the views of the last mapping unmap it when the caller drops them
+            self.buf = memoryview(mmap.mmap(self.dump.fd, length, mmap.MAP_SHARED,
+                                            mmap.PROT_READ, offset=start))
+            self.start, pos = start, off - start
+        return self.buf[pos:pos + n]
+
+    def extent(self, daddr: int, nsect: int, off: int, log: bool) -> tuple:
+        if not self.window:
+            return daddr, nsect, off, log
+        return daddr, nsect, off, log, self.get(off, nsect * BB)
+
+
 class DumpImage:
     """The image a dump makes, read in place: ``size`` (the filesystem's)
     and :meth:`pread`; what the dump does not hold reads as zeros, the
-    primary superblock as xfs_mdrestore leaves it."""
+    primary superblock as xfs_mdrestore leaves it.  With ``log``, the
+    external log a v2 dump holds instead (what xfs_mdrestore -l writes)."""
 
-    def __init__(self, dump: DumpFile):
+    writable = False
+
+    def __init__(self, dump: DumpFile, log: bool = False):
         self.dump = dump
+        self.log = log
         _raw, f = dump.primary()
         self.sectsize = f["sb_sectsize"]
-        self.size = f["sb_dblocks"] * f["sb_blocksize"]
-        runs = [(d * BB, (d + n) * BB, off) for d, n, off, log in dump.index() if not log]
+        self.size = f["sb_logblocks" if log else "sb_dblocks"] * f["sb_blocksize"]
+        runs = [(d * BB, (d + n) * BB, off) for d, n, off, on_log in dump.index()
+                if on_log == log]
         ordered = sorted(runs, key=lambda r: r[0])
         if any(a[1] > b[0] for a, b in zip(ordered, ordered[1:])):
             ordered = _flatten(runs)
@@ -199,10 +249,14 @@ class DumpImage:
     def pread(self, offset: int, length: int) -> bytes:
         out = bytearray(length)
         self._fill(out, offset)
-        if offset < self.sectsize:
+        if offset < self.sectsize and not self.log:
             n = min(self.sectsize, offset + length) - offset
             out[:n] = self.primary[offset:offset + n]
         return bytes(out)
+
+
+    def close(self) -> None:
+        """Nothing to close: the dump file is its device's."""
 
 
 def _flatten(runs: list) -> list:

@@ -1,5 +1,7 @@
-"""The internal log as a device of 512-byte sectors: its geometry and
-bounded, wrapping reads (everything that reads the log goes through it).
+"""The log as a device of 512-byte sectors: its geometry and bounded,
+wrapping reads (everything that reads the log goes through it).  The log is
+a range of the image, or the whole of an external log device
+(``Filesystem.log_dev``: mkfs.xfs -l logdev=).
 """
 from __future__ import annotations
 
@@ -18,13 +20,13 @@ class LogCorrupt(CorruptionError):
 
 
 class LogDevice:
-    """The internal log of an image: geometry and sector reads."""
+    """The log of an image: geometry and sector reads."""
 
     def __init__(self, fs):
         sb = fs.sb
         self.fs = fs
-        self.dev = fs.dev
-        self.start_daddr = fs.fsb_to_daddr(sb.logstart)
+        self.dev = fs.log_dev
+        self.start_daddr = fs.log_start_daddr
         self.bbsize = sb.logblocks << (sb.blocklog - L.BBSHIFT)     # l_logBBsize
         f = sb.fields
         self.sectsize = f["sb_logsectsize"] or BB

@@ -26,6 +26,7 @@ def require_sound(image, ignore=()) -> list:
     except FsToolError:
         return []
     with fs:
+        fs.require_log()    # an external log not given: as the writer would refuse
         checker = check(fs)
     if checker.log_dirty:
         return []

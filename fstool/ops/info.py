@@ -75,7 +75,7 @@ def format_geometry(g: dict, name: str, counters: bool = True, size_text=None) -
         f"         ={'':<22s} sunit={g['sunit']:<6d} swidth={g['swidth']} blks",
         f"naming   ={'version 2':<22s} bsize={g['naming_bsize']:<6d} ascii-ci={g['ascii_ci']}, "
         f"ftype={g['ftype']}" + (f", parent={g.get('parent', 0)}" if modern else ""),
-        f"log      ={'internal log':<22s} bsize={g['bsize']:<6d} blocks={g['log_blocks']}, "
+        f"log      ={'internal log' if g.get('logstart', 1) else 'external':<22s} bsize={g['bsize']:<6d} blocks={g['log_blocks']}, "
         "version=2",
         f"         ={'':<22s} sectsz={g['log_sectsz']:<5d} sunit={g['log_sunit']} blks, "
         f"lazy-count={g['lazy_count']}",

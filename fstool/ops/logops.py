@@ -233,9 +233,18 @@ def replay(path, *, dry_run: bool = False) -> dict:
                     # Then the unmount record, and a second fsync, after which
                     # the log is clean on disk.
                     report["counters"] = finish.recompute_counters(out, fs)
-                    W.clear_before_unmount(ld, out, st.curr_cycle, st.head, st.head_rec)
-                    out.fsync()
-                    W.write_unmount_record(ld, out, st.curr_cycle, st.head, st.head_rec)
+                    logout = fs.open_log_writable(out)
+                    try:
+                        W.clear_before_unmount(ld, logout, st.curr_cycle, st.head,
+                                               st.head_rec)
+                        out.fsync()
+                        if logout is not out:
+                            logout.fsync()
+                        W.write_unmount_record(ld, logout, st.curr_cycle, st.head,
+                                               st.head_rec)
+                    finally:
+                        if logout is not out:
+                            logout.close()
             finally:
                 out.close()
         report["replayed"] = True
@@ -278,7 +287,12 @@ def zero(path, min_cycle: int = 0, undo=None, uuid: bytes | None = None) -> dict
             if cycle is None:
                 cycle = _max_cycle(ld) + 1
             cycle = max(cycle, min_cycle)
-            out = Device(path, writable=True)
+            if fs.external_log:
+                # the undo file holds the image's blocks: an external log's
+                # are not among them
+                out, undo = fs.open_log_writable(None), None
+            else:
+                out = Device(path, writable=True)
             if undo is not None:
                 undo.dev = out
                 out.write_hook = undo

@@ -13,9 +13,10 @@ import stat
 from ..errors import ImageError, InvalidArgument
 from ..format import constants as C, metadump as M
 from ..io.dumpfile import DumpFile, fixed_primary
-from ..io.lock import refuse_if_mounted
 
 BB = C.BBSIZE
+WINDOW = 1 << 20        # the dump read this much at a time; larger extents copied in the kernel
+IOV_MAX = 1024
 
 
 def refuse_same(src, dst, why: str) -> None:
@@ -37,6 +38,7 @@ def _open_target(image, size: int) -> int:
     except FileNotFoundError:
         st = None
     if st is not None and stat.S_ISBLK(st.st_mode):
+        from ..io.lock import refuse_if_mounted  # lazy: start-up (for a device target only)
         refuse_if_mounted(path)
         fd = os.open(path, os.O_RDWR | os.O_EXCL | os.O_CLOEXEC)
         if os.lseek(fd, 0, os.SEEK_END) < size:
@@ -72,6 +74,16 @@ def _copy(d: DumpFile, off: int, fd: int, at: int, n: int) -> None:
         done += k
 
 
+def _pwritev(fd: int, iov: list, at: int, n: int) -> None:
+    """``iov`` (``n`` bytes in all) written at ``at`` in one call where it
+    can (a short write: the rest one piece at a time)."""
+    done = os.pwritev(fd, iov, at)
+    if done < n:
+        rest = memoryview(b"".join(iov))[done:]
+        while rest:
+            rest = rest[os.pwrite(fd, rest, at + n - len(rest)):]
+
+
 def mdrestore(dump, image, *, log_image=None) -> dict:
     """Write the metadata of ``dump`` into the image file ``image`` (made
     or truncated to the filesystem's size), then the primary superblock as
@@ -95,17 +107,34 @@ def mdrestore(dump, image, *, log_image=None) -> dict:
                 os.ftruncate(lfd, f["sb_logblocks"] * f["sb_blocksize"])
             primary = bytearray(sectsize)
             sectors = 0
-            for daddr, nsect, off, log in d.index():
+            # extents that follow one another on their target (a dump lists
+            # adjacent metadata blocks one by one) go out in one pwritev
+            iov, run_fd, run_at, run_end = [], -1, 0, 0
+            for daddr, nsect, off, log, data in d.index(WINDOW):
                 target = lfd if log else fd
                 if target < 0:
                     raise InvalidArgument(f"{d.path}: the dump holds an external log: "
                                           "give --log-image")
                 at, total = daddr * BB, nsect * BB
+                sectors += nsect
                 if not log and at < sectsize:
                     k = min(total, sectsize - at)
                     primary[at:at + k] = d._read(off, k)
-                _copy(d, off, target, at, total)
-                sectors += nsect
+                if data is not None and at == run_end and target == run_fd and \
+                        len(iov) < IOV_MAX:
+                    iov.append(data)
+                    run_end += total
+                    continue
+                if iov:
+                    _pwritev(run_fd, iov, run_at, run_end - run_at)
+                    iov = []
+                if data is None:
+                    _copy(d, off, target, at, total)
+                    run_fd = -1
+                else:
+                    iov, run_fd, run_at, run_end = [data], target, at, at + total
+            if iov:
+                _pwritev(run_fd, iov, run_at, run_end - run_at)
             os.pwrite(fd, fixed_primary(bytes(primary), sectsize), 0)
         finally:
             os.close(fd)

@@ -173,7 +173,7 @@ class _V2Out:
         f.write(M.v2_header(compat))
 
     def write(self, daddr: int, data, log: bool = False) -> None:
-        self.f.write(M.v2_extent(daddr, len(data) // BB))
+        self.f.write(M.v2_extent(daddr, len(data) // BB, log))
         self.f.write(data)
 
     def finish(self) -> None:
@@ -295,8 +295,8 @@ class Dumper:
         except (IndexError, struct.error, ValueError, OverflowError) as e:
             self.warnings.append(f"{what}: skipped ({type(e).__name__}: {e})")
 
-    def emit(self, daddr: int, data) -> None:
-        self.out.write(daddr, data)
+    def emit(self, daddr: int, data, log: bool = False) -> None:
+        self.out.write(daddr, data, log)
         self.blocks += 1
 
     def agb_daddr(self, agno: int, agbno: int) -> int:
@@ -321,7 +321,7 @@ class Dumper:
         for ino in (f["sb_rbmino"], f["sb_rsumino"], f["sb_uquotino"], f["sb_gquotino"],
                     f["sb_pquotino"]):
             self.copy_sb_inode(ino)
-        if self.copy_log and self.sb.logstart:
+        if self.copy_log:
             self.dump_log()
         self.out.finish()
 
@@ -1037,12 +1037,13 @@ class Dumper:
                 data = xfsprogs_cleared_log(g.bbsize, g.uuid, self.sb.fields["sb_logsunit"],
                                             cycle)
         if data is None:
-            data = self.dev.pread(start * BB, g.bbsize * BB)
-        self.emit(start, data)
+            data = fs.log_dev.pread(start * BB, g.bbsize * BB)
+        # an external log's extent says so (v2: the dump's log device)
+        self.emit(start, data, fs.external_log)
 
 
 def log_is_dirty(fs) -> bool:
-    if not fs.sb.logstart:
+    if not fs.logdev_given:
         return False
     try:
         _ld, st = find_state(fs)
@@ -1051,23 +1052,33 @@ def log_is_dirty(fs) -> bool:
     return st.dirty
 
 
-def metadump(image, out_path, *, version: int = 1, obfuscate: bool = True,
+def metadump(image, out_path, *, version: int | None = None, obfuscate: bool = True,
              full_blocks: bool = False, log: bool = True, max_extent: int = MAX_EXTLEN,
-             seed=None) -> dict:
+             seed=None, logdev=None) -> dict:
     """Write the metadata of ``image`` to ``out_path`` in xfs_metadump's
-    format ``version`` (1 or 2).  The dump is written beside ``out_path``
-    and renamed onto it once complete."""
-    if version not in (1, 2):
+    format ``version`` (1 or 2; by default 1, or 2 for a filesystem whose
+    external log was given: only v2 holds one, as xfs_metadump -l picks).
+    The dump is written beside ``out_path`` and renamed onto it once
+    complete."""
+    if version not in (None, 1, 2):
         raise InvalidArgument(f"metadump version {version}: only 1 and 2 exist")
     out_path = os.fspath(out_path)
     refuse_same(image, out_path, "the dump would replace the image")
-    fs = Filesystem(os.fspath(image))
+    fs = Filesystem(os.fspath(image), logdev=logdev)
     tmp = f"{out_path}.tmp{os.getpid()}"
     warnings = []
     try:
-        if not fs.sb.logstart:
-            warnings.append("the log is external: it is not in the dump")
-        dirty = log_is_dirty(fs)
+        if version is None:
+            version = 2 if fs.external_log and fs.logdev_given else 1
+        if fs.external_log and log:
+            if version == 1:
+                # v1 has no place for a second device (xfs_metadump skips it too)
+                warnings.append("the log is external: a v1 dump cannot hold it (use -v 2)")
+                log = False
+            else:
+                fs.require_log()
+        # an external log left out is not looked at (xfs_metadump's v1 too)
+        dirty = False if fs.external_log and not log else log_is_dirty(fs)
         if dirty and obfuscate and log:
             warnings.append("the log is dirty and is copied as it is: log recovery of "
                             "the dump can bring back names it does not obfuscate (mount "
@@ -1083,6 +1094,7 @@ def metadump(image, out_path, *, version: int = 1, obfuscate: bool = True,
                 compat = M.XFS_MD2_COMPAT_OBFUSCATED if obfuscate else 0
                 compat |= M.XFS_MD2_COMPAT_FULLBLOCKS if full_blocks else 0
                 compat |= M.XFS_MD2_COMPAT_DIRTYLOG if dirty else 0
+                compat |= M.XFS_MD2_COMPAT_EXTERNALLOG if fs.external_log and log else 0
                 out = _V2Out(f, compat)
             d = Dumper(fs, out, obfuscate=obfuscate, zero=not full_blocks, log=log,
                        max_extent=max_extent, seed=seed)

@@ -84,8 +84,9 @@ class Journal:
                 head, cycle, prev, tail = log_position
             else:
                 head, cycle, prev = find_log_head(fs)
-            self.log = LogWriter(self.dev, LogGeometry(fs), head_block=head,
-                                 head_cycle=cycle, prev_block=prev, tail_lsn=tail)
+            self.log = LogWriter(fs.log_dev, LogGeometry(fs), head_block=head,
+                                 head_cycle=cycle, prev_block=prev, tail_lsn=tail,
+                                 sync=fs.log_sync)
             cap = self.log.capacity()
             # two checkpoints may be in the active log at once: keep each
             # well under half of it

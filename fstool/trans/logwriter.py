@@ -47,14 +47,13 @@ def lsn(cycle: int, block: int) -> int:
 
 
 class LogGeometry:
-    """Where the internal log lies and how records are sized (what a writer
-    needs; the log reader's LogDevice carries the same attributes)."""
+    """Where the log lies on its device (the image, or an external log
+    device) and how records are sized (what a writer needs; the log
+    reader's LogDevice carries the same attributes)."""
 
     def __init__(self, fs):
         sb = fs.sb
-        if sb.fields["sb_logstart"] == 0:
-            raise FsToolError("external logs are not supported for writing")
-        self.start_daddr = fs.fsb_to_daddr(sb.logstart)
+        self.start_daddr = fs.log_start_daddr
         self.bbsize = sb.logblocks << (sb.blocklog - C.BBSHIFT)
         sunit = sb.fields["sb_logsunit"]
         self.sunit = sunit if sunit > 1 else 0
@@ -353,9 +352,12 @@ class LogWriter:
     (block, cycle, the block of the last record header) and a tail."""
 
     def __init__(self, dev, g, *, head_block: int, head_cycle: int, prev_block: int,
-                 tail_lsn: int | None = None):
+                 tail_lsn: int | None = None, sync=None):
         head_lsn_written = head_cycle != 0
         self.dev = dev
+        # what makes the log and what it vouches for durable: the device's
+        # fsync, or (an external log) that of the image and then the log's
+        self.sync = sync or dev.fsync
         self.g = g
         self.size = g.bbsize                 # in 512-byte blocks
         unit = g.sunit or BB
@@ -447,10 +449,10 @@ class LogWriter:
         start_lsn = self.head_lsn
         for k, rec_ops in enumerate(records):
             if k == len(records) - 1:
-                self.dev.fsync()
+                self.sync()
                 self.tail_lsn = new_tail_lsn
             self._put(self._record(rec_ops, self.tail_lsn))
-        self.dev.fsync()
+        self.sync()
         return start_lsn
 
     def write_unmount(self) -> int:
@@ -471,7 +473,7 @@ class LogWriter:
         else:
             self.tail_lsn = self.head_lsn
             self._put(unmount_record(self.g, self.cycle, self.block, self.prev_block))
-            self.dev.fsync()
+            self.sync()
         self.tail_lsn = self.head_lsn
         return rec_lsn
 

@@ -70,7 +70,7 @@ class AGHeaderPhase:
             self._check_agf(agno)
             self._check_agi(agno)
         log_agno = sb.logstart >> sb.agblklog
-        if log_agno in self.ag_filter and log_agno < sb.agcount:
+        if sb.logstart and log_agno in self.ag_filter and log_agno < sb.agcount:
             self.claim(log_agno, sb.logstart & ((1 << sb.agblklog) - 1), sb.logblocks,
                        OWN_LOG)
 

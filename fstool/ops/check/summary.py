@@ -2,6 +2,7 @@
 and a clean log."""
 from __future__ import annotations
 
+from ...errors import LogDeviceNeeded
 from ...fs.logstate import log_is_clean
 
 
@@ -43,6 +44,8 @@ class SummaryPhases:
     def phase_log(self) -> None:
         try:
             clean, why = log_is_clean(self.fs)
+        except LogDeviceNeeded:
+            raise               # not a finding: what the caller must give
         except Exception as e:       # noqa: BLE001 - an unreadable log is not clean
             clean, why = False, f"it cannot be read ({e})"
         if not clean:

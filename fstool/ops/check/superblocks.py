@@ -271,7 +271,12 @@ def contradicted_primary(dev) -> list:
         return []
     f = SB.unpack(raw)
     why = unsupported_layout(f)
-    if why is None or layout_confirmed(dev, f) is not None:
+    if why is not None:
+        if layout_confirmed(dev, f) is not None:
+            return []
+    elif f["sb_logstart"] == 0 and not external_log_confirmed(dev, f):
+        why = "an external log"
+    else:
         return []
     where = dict(structure="sb", agno=0, block=0)
     out = [Finding("SB_PRIMARY", f"primary superblock: {detail}", field=field, **where)
@@ -311,16 +316,14 @@ def secondary_offsets(f: dict, size: int) -> list:
 
 def unsupported_layout(f: dict) -> str | None:
     """What of the filesystem's layout a superblock says fstool does not
-    handle: a v4 (or older) filesystem, an external log, a realtime
-    section; None for a v5 superblock of an internal log and no realtime
-    section, or a version no filesystem has (damage)."""
+    handle: a v4 (or older) filesystem, a realtime section; None for a v5
+    superblock with no realtime section, or a version no filesystem has
+    (damage)."""
     version = f["sb_versionnum"] & C.XFS_SB_VERSION_NUMBITS
     if 1 <= version <= 4:
         return f"an XFS v{version} filesystem (no metadata CRCs; fstool handles v5 only)"
     if version != C.XFS_SB_VERSION_5:
         return None
-    if f["sb_logstart"] == 0:
-        return "a filesystem with an external log"
     if f["sb_rblocks"] or f["sb_rextents"]:
         return "a filesystem with a realtime section"
     return None
@@ -334,15 +337,31 @@ def layout_confirmed(dev, f: dict) -> str | None:
     why = unsupported_layout(f)
     if why is None:
         return None
+    return why if _secondaries_agree(dev, f, unsupported_layout) else None
+
+
+def external_log_confirmed(dev, f: dict) -> bool:
+    """Whether the primary superblock's (``f``) external log (sb_logstart
+    0) is the image's: the secondaries do not outvote it (as
+    :func:`layout_confirmed` counts them)."""
+    return f["sb_logstart"] == 0 and \
+        _secondaries_agree(dev, f, lambda g: g["sb_logstart"] == 0)
+
+
+def _secondaries_agree(dev, f: dict, judge) -> bool:
+    """Whether as many superblocks (magic right) where the primary (``f``)
+    puts the secondaries give ``judge`` the primary's answer as not (true
+    when none can be read)."""
+    mine = judge(f)
     said = denied = 0
     for off in secondary_offsets(f, dev.size)[:64]:
         sec = dev.pread(off, C.BBSIZE)
         if sec[:4] == b"XFSB":
-            if unsupported_layout(SB.unpack(sec)) == why:
+            if judge(SB.unpack(sec)) == mine:
                 said += 1
             else:
                 denied += 1
-    return why if said >= denied else None
+    return said >= denied
 
 
 def vote_geometry(dev, f: dict) -> GeometryVote:

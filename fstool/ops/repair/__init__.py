@@ -64,6 +64,7 @@ from ...fs.filesystem import Filesystem
 from ...fs.logstate import log_is_clean
 from ...io import verify as V
 from ...io.device import Device
+from ...io.logdev import replay_command
 from ...io.lock import ImageLock, refuse_if_mounted
 from ...io.signals import held
 from ...io.undo import UndoError, UndoRecorder, apply_undo, read_undo, roll_back
@@ -113,7 +114,7 @@ def refuse_unusable(fs, path) -> None:
     clean, why = log_is_clean(fs)
     if not clean:
         raise WriteRefused(f"{path}: the log is dirty ({why}); replay it first with "
-                           f"'fstool log replay {path}' (or mount and unmount it)")
+                           f"'{replay_command(path)}' (or mount and unmount it)")
 
 
 def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):

@@ -100,8 +100,7 @@ def _features(f: dict) -> str | None:
 
 
 def unsupported(dev) -> str | None:
-    """The layout fstool does not handle (v4, an external log, a realtime
-    section) the image has, or None: the primary says it and the
+    """The layout fstool does not handle (v4, a realtime section) the image has, or None: the primary says it and the
     secondaries do not deny it (layout_confirmed).  Nothing is to be looked
     for or written then; a primary the secondaries contradict is damaged,
     and phase 1 restores it."""

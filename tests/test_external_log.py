@@ -1,0 +1,215 @@
+"""Filesystems with an external log (mkfs.xfs -l logdev=LOG): --logdev.
+
+Without --logdev, readers read the data device (no log needed) while
+check, the log commands, writers and a v2 metadump say in one line to pass
+it.  With it: check agrees with ``xfs_repair -n -l LOG`` (6.1 and 6.10.1);
+a kernel-dirty log replayed by ``fstool log replay --logdev`` gives the
+image the kernel's recovery gives; writes through fstool journal into the
+log file and leave both files clean for xfs_repair -n -l and mountable by
+the kernel; ``metadump --logdev`` writes a v2 dump with the log that
+xfs_mdrestore 6.10.1 -l restores (byte for byte xfs_metadump 6.10.1's
+with -o -a).
+
+The images are mkfs.xfs'd (320 MB of data, a 64 MiB log, both sparse); the
+kernel-written ones need root and loop devices (skipped otherwise)."""
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import subprocess
+
+import pytest
+
+from fixtures import extlog, modern
+from fixtures.images import data_ranges, loop_available
+from fixtures.oracles import fstool
+from fstool.format import constants as C
+from fstool.format.structs import SB
+
+needs_kernel = pytest.mark.skipif(not loop_available(),
+                                  reason="needs root, xfsprogs and loop mounts")
+needs_mkfs = pytest.mark.skipif(shutil.which("mkfs.xfs") is None, reason="needs mkfs.xfs")
+
+
+def repair_n(img, log, tool="xfs_repair") -> subprocess.CompletedProcess:
+    return subprocess.run([tool, "-n", "-f", "-l", str(log), str(img)], capture_output=True,
+                          text=True)
+
+
+def assert_repair_clean(img, log) -> None:
+    tools = ["xfs_repair"] + ([modern.tool("xfs_repair")] if modern.available() else [])
+    for tool in tools:
+        r = repair_n(img, log, tool)
+        assert r.returncode == 0, (tool, r.stdout[-1500:], r.stderr[-1500:])
+
+
+def one_line_error(r, code: int) -> None:
+    assert r.returncode == code, (r.returncode, r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--logdev" in lines[0] and "Traceback" not in r.stderr, \
+        r.stderr
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    """A fresh mkfs.xfs (6.1) filesystem with its log in a file."""
+    if shutil.which("mkfs.xfs") is None:
+        pytest.skip("needs mkfs.xfs")
+    d = tmp_path_factory.mktemp("extlog-made")
+    return extlog.make(d / "fresh.img", d / "fresh.log")
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory):
+    """The kernel's tree in an external-log filesystem (clean unmount)."""
+    if not loop_available():
+        pytest.skip("needs root, xfsprogs and loop mounts")
+    d = tmp_path_factory.mktemp("extlog-kernel")
+    return extlog.kernel_made(d / "k.img", d / "k.log")
+
+
+# -- without --logdev --------------------------------------------------------------
+@needs_mkfs
+def test_without_logdev_readers_read_and_the_rest_ask_for_it(made, tmp_path):
+    img, log = extlog.copy(*made, tmp_path, "a")
+    stamps = [os.stat(p).st_mtime_ns for p in (img, log)]
+    r = fstool("ls", img, "/")
+    assert r.stderr == ""                     # the log does not matter to ls
+    r = fstool("info", img)
+    assert "log      =external" in r.stdout
+    one_line_error(fstool("check", img, check=False), 4)
+    one_line_error(fstool("log", "info", img, check=False), 2)
+    one_line_error(fstool("mkdir", img, "/d", check=False), 2)
+    one_line_error(fstool("ls", "--replay-in-memory", img, "/", check=False), 2)
+    one_line_error(fstool("metadump", "-v", "2", img, tmp_path / "d.md", check=False), 2)
+    assert [os.stat(p).st_mtime_ns for p in (img, log)] == stamps    # nothing written
+
+
+# -- check ------------------------------------------------------------------------------
+@needs_mkfs
+@pytest.mark.parametrize("release", ["6.1", "6.10.1"])
+def test_check_of_fresh_image_agrees_with_xfs_repair(release, tmp_path):
+    mkfs = "mkfs.xfs"
+    if release == "6.10.1":
+        if not modern.available():
+            pytest.skip(modern.WHY)
+        mkfs = modern.tool("mkfs.xfs")
+    img, log = extlog.make(tmp_path / "f.img", tmp_path / "f.log", mkfs)
+    assert fstool("check", "--logdev", log, img).returncode == 0
+    assert_repair_clean(img, log)
+    r = fstool("log", "info", "--json", "--logdev", log, img)
+    assert '"start_daddr": 0' in r.stdout and '"sectors": 131072' in r.stdout
+
+
+@needs_kernel
+def test_check_of_kernel_tree(kernel):
+    img, log = kernel
+    assert fstool("check", "--logdev", log, img).returncode == 0
+    assert_repair_clean(img, log)
+    assert fstool("cat", img, "/etc/sub/hard").stdout == "x" * 97
+
+
+# -- log replay against the kernel's recovery ---------------------------------------------
+def _sb_without_lsn(raw: bytes) -> bytes:
+    """The primary superblock sector but its LSN and CRC (the kernel's
+    unmount logs the superblock once more; fstool's replay does not)."""
+    out = bytearray(raw)
+    off = SB.offset("sb_lsn")
+    out[off:off + 8] = bytes(8)
+    out[C.XFS_SB_CRC_OFF:C.XFS_SB_CRC_OFF + 4] = bytes(4)
+    return bytes(out)
+
+
+def differing_blocks(a, b) -> list:
+    """Byte offsets of the 4 KiB blocks where two sparse images differ
+    (the data ranges of either read; the primary superblock compared but
+    its LSN and CRC)."""
+    size = os.path.getsize(a)
+    assert os.path.getsize(b) == size
+    fa, fb = os.open(a, os.O_RDONLY), os.open(b, os.O_RDONLY)
+    try:
+        ss = struct.unpack(">H", os.pread(fa, 2, SB.offset("sb_sectsize")))[0]
+        out = [] if _sb_without_lsn(os.pread(fa, ss, 0)) == \
+            _sb_without_lsn(os.pread(fb, ss, 0)) else [0]
+        for start, end in sorted(set(data_ranges(fa, size) + data_ranges(fb, size))):
+            for o in range(start & ~4095, end, 4096):
+                lo = ss if o == 0 else o            # the superblock sector: above
+                if os.pread(fa, o + 4096 - lo, lo) != os.pread(fb, o + 4096 - lo, lo) \
+                        and o not in out:
+                    out.append(o)
+        return out
+    finally:
+        os.close(fa)
+        os.close(fb)
+
+
+@needs_kernel
+def test_replay_equals_kernel_recovery(kernel, tmp_path):
+    img, log = extlog.copy(*kernel, tmp_path, "dirty")
+    extlog.shut_down_dirty(img, log)
+    r = fstool("check", "--logdev", log, img, check=False)
+    assert r.returncode == 2 and "LOG_DIRTY" in r.stdout, r.stdout
+    a = extlog.copy(img, log, tmp_path, "kernel")
+    b = extlog.copy(img, log, tmp_path, "fstool")
+    with extlog.Mounted(*a):
+        pass                                  # the kernel replays at mount
+    r = fstool("log", "replay", "--logdev", b[1], b[0])
+    assert "replayed" in r.stdout
+    assert fstool("check", "--logdev", b[1], b[0]).returncode == 0
+    assert_repair_clean(*b)
+    assert differing_blocks(a[0], b[0]) == []
+    with extlog.Mounted(*b, readonly=True) as mnt:
+        assert sorted(os.listdir(mnt / "late")) == sorted([f"g{i}" for i in range(30)]
+                                                          + ["moved"])
+
+
+# -- writing --------------------------------------------------------------------------------
+@needs_kernel
+def test_writes_journal_into_the_log_file(kernel, tmp_path):
+    img, log = extlog.copy(*kernel, tmp_path, "w")
+    before = open(log, "rb").read()
+    src = tmp_path / "src"
+    (src / "d").mkdir(parents=True)
+    (src / "d" / "f").write_bytes(b"populated")
+    fstool("populate", "--logdev", log, img, src)
+    fstool("mkdir", "--logdev", log, img, "/made")
+    fstool("admin", "--logdev", log, img, "-L", "extlabel")
+    assert open(log, "rb").read() != before           # the journal went to the log file
+    assert fstool("check", "--logdev", log, img).returncode == 0
+    assert '"state": "clean"' in fstool("log", "info", "--json", "--logdev", log, img).stdout
+    assert_repair_clean(img, log)
+    with extlog.Mounted(img, log) as mnt:
+        assert (mnt / "d" / "f").read_bytes() == b"populated"
+        assert (mnt / "made").is_dir()
+        (mnt / "made" / "by-kernel").write_bytes(b"k")
+    assert fstool("cat", img, "/made/by-kernel").stdout == "k"
+    assert_repair_clean(img, log)
+
+
+# -- metadump -------------------------------------------------------------------------------
+@needs_kernel
+def test_metadump_v2_carries_the_log(kernel, tmp_path):
+    if not modern.available():
+        pytest.skip(modern.WHY)
+    img, log = kernel
+    ours = tmp_path / "ours.md"
+    r = fstool("metadump", "--json", "--logdev", log, img, ours)
+    assert '"version": 2' in r.stdout
+    rest, rlog = tmp_path / "r.img", tmp_path / "r.log"
+    subprocess.run([modern.tool("xfs_mdrestore"), "-l", str(rlog), str(ours), str(rest)],
+                   check=True, capture_output=True)
+    assert os.path.getsize(rlog) == os.path.getsize(log)
+    assert_repair_clean(rest, rlog)
+    assert fstool("check", ours).returncode == 0        # the dump read in place, its log too
+    # names kept, blocks whole: xfs_metadump's own bytes
+    theirs, ours_oa = tmp_path / "theirs.md", tmp_path / "ours-oa.md"
+    env = dict(os.environ, PATH=f"{os.path.dirname(modern.tool('xfs_db'))}:"
+                                f"{os.environ['PATH']}")
+    subprocess.run([modern.tool("xfs_metadump"), "-f", "-o", "-a", "-v", "2", "-l", str(log),
+                    str(img), str(theirs)], check=True, capture_output=True, env=env)
+    fstool("metadump", "-o", "-a", "--logdev", log, img, ours_oa)
+    assert open(theirs, "rb").read() == open(ours_oa, "rb").read()
+    # a v1 dump cannot hold it: left out with a warning
+    r = fstool("metadump", "-v", "1", "--logdev", log, img, tmp_path / "v1.md")
+    assert "v1 dump cannot hold it" in r.stderr
