@@ -132,6 +132,11 @@ class Dir:
         else:
             raise CorruptionError("directory", f"data fork format {self.format}", ino=ino)
         self._sf_memo = (None, 0, ())
+        # da -> the buffer read last: while the open transaction has it
+        # joined (and has not freed it), the next read of the block is that
+        # buffer, without mapping and looking it up again (a create reads
+        # its directory's blocks for the lookup and again for the insert)
+        self._bufs: dict = {}
         self.map_changed = False
         self.blocks_delta = 0
         self.dirty = False
@@ -201,8 +206,13 @@ class Dir:
         if tx is None:
             return self.fs.get_buf(self._daddr(da), self.dbs, bt, owner=self.ino,
                                    ino=self.ino, block=da).data
-        return tx.read_buf(self._daddr(da), self.dbs, bt, owner=self.ino, ino=self.ino,
-                           block=da).data
+        buf = self._bufs.get(da)
+        if buf is not None and not buf.stale and tx.joined.get(buf.key) is buf:
+            return buf.data
+        buf = tx.read_buf(self._daddr(da), self.dbs, bt, owner=self.ino, ino=self.ino,
+                          block=da)
+        self._bufs[da] = buf
+        return buf.data
 
     def exists(self, da: int) -> bool:
         return self._fsb(da) is not None
@@ -219,6 +229,7 @@ class Dir:
         near = self.exts[i][1] + self.exts[i][2] if i >= 0 else w.inodes.ino_fsb(self.ino)
         fsb, _n = w.space.alloc_blocks(near, self.fsbs, self.fsbs, owner=R.data(self.ino, da))
         bisect.insort(self.exts, (da, fsb, self.fsbs))
+        self._bufs.clear()
         self.map_changed = True
         self.blocks_delta += self.fsbs
         buf = w.tx.get_buf(self.fs.fsb_to_daddr(fsb), self.dbs, bt).data
@@ -240,6 +251,7 @@ class Dir:
         if da + self.fsbs < o + n:
             pieces.append((da + self.fsbs, b + (da + self.fsbs - o), o + n - da - self.fsbs))
         self.exts[i:i + 1] = pieces
+        self._bufs.clear()
         self.w.space.free_extent(b + (da - o), self.fsbs, owner=R.data(self.ino, da))
         self.map_changed = True
         self.blocks_delta -= self.fsbs
