@@ -139,3 +139,43 @@ def test_a_directory_block_is_read_once_per_transaction(tmp_path, monkeypatch):
     assert len(names) == 402
     v.close()
     repair_clean(img)
+
+
+def test_shortform_appends_write_what_the_general_insert_writes(tmp_path, monkeypatch):
+    """Names added to shortform directories (with holes left by removals,
+    up to and past the conversion to a block) leave the image the general
+    re-encoding insert leaves."""
+    import shutil
+
+    from fstool.ns.dirops import Dir
+    base = fstool_image(tmp_path, "256m")
+    images = {}
+    appended = []
+    real = Dir._sf_append
+
+    def counted(self, name, ino, ftype):
+        done = real(self, name, ino, ftype)
+        appended.append(done)
+        return done
+    for way in ("append", "general"):
+        img = tmp_path / f"{way}.img"
+        shutil.copyfile(base, img)
+        if way == "append":
+            monkeypatch.setattr(Dir, "_sf_append", counted)
+        else:
+            monkeypatch.setattr(Dir, "_sf_append", lambda self, name, ino, ftype: False)
+        v = Volume(img, timestamp_ns=1_700_000_000_000_000_000)
+        v.group = 32
+        dirs = [v.mkdir(v.rootino, b"d%d" % k, 0o755).ino for k in range(3)]
+        for i in range(60):
+            d = dirs[i % 3]
+            name = b"n%d-" % i + b"z" * (i % 23)
+            assert v.find(d, name) is None
+            _create(v, d, name)
+            if i % 7 == 3:
+                v.unlink(d, name)
+        v.close()
+        images[way] = img.read_bytes()
+        repair_clean(img)
+    assert appended.count(True) > 20 and False in appended
+    assert images["append"] == images["general"]
