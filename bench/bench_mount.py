@@ -4,7 +4,7 @@
     python3 bench/bench_mount.py [--files 20000] [--dirs 100] [--mib 256] [--size 2g]
                                  [--rounds 3] [--quick] [--fio-seconds 20]
                                  [--only fstool,fuse2fs,kernel] [--writeback] [--pyfuse3]
-                                 [--baseline TREE] [--reads 3] [--icache]
+                                 [--baseline TREE] [--reads 3] [--icache] [--creates-only]
 
 For each filesystem, on a fresh image of the same size (XFS from
 ``fstool mkfs`` for fstool, from ``mkfs.xfs`` for the kernel, ext4 from
@@ -32,6 +32,9 @@ process after the creates and its CPU time per create and per random
 I/O (user and system, from /proc: these move less with the machine's
 load than the rates do).  Needs root (loop mount, drop_caches), fuse2fs (apt fuse2fs)
 and FUSE; fio (apt fio) for the random I/O.
+
+``--creates-only``: the three create patterns alone, each with the
+server's CPU per create.
 
 ``--icache``: the mount's inode cache alone, lookups per second with 10^4 to
 10^7 inodes cached (the cost must stay flat).
@@ -309,6 +312,34 @@ def walk(mnt: str) -> float:
     return n / (time.perf_counter() - t)
 
 
+def data_patterns(t, args, out: dict) -> None:
+    """The streaming, random I/O and walk figures of one mounted target, into ``out``."""
+    big = os.path.join(t.mnt, "big")
+    out["write MB/s"] = stream_write(big, args.mib) * 1.048576
+    # one cold read spreads 3x between runs on a virtual disk: the
+    # median of READS (bench_mount_read.py alternates servers for more)
+    out["read MB/s"] = statistics.median(stream_read(big) for _ in range(args.reads)) \
+        * 1.048576
+    iops = fio_iops if args.fio else py_iops
+    rnd = os.path.join(t.mnt, "random")
+    # the file laid out once, untimed, before the first job
+    stream_write(rnd, args.mib)
+    for label, rw, mix in FIO_JOBS:
+        cpu0 = cpu_seconds(t.pid) if t.pid else 0
+        out[f"{label} IOPS"], ios = iops(rnd, args.mib, rw, mix, args.fio_seconds)
+        if t.pid:
+            # as for creates: the server's CPU per I/O moves less with
+            # the machine's load than the rate does
+            out[f"{label} server CPU us/IO"] = (cpu_seconds(t.pid) - cpu0) / ios * 1e6
+    label, rw, mix = FRESH_JOB
+    cpu0 = cpu_seconds(t.pid) if t.pid else 0
+    out[f"{label} IOPS"], ios = iops(os.path.join(t.mnt, "random-new"), args.mib, rw,
+                                     mix, args.fio_seconds, fresh=True)
+    if t.pid:
+        out[f"{label} server CPU us/IO"] = (cpu_seconds(t.pid) - cpu0) / ios * 1e6
+    out["walk entries/s"] = walk(t.mnt)
+
+
 def run_target(cls, work: str, args) -> dict:
     t = cls(work, args.size)
     t.mount()
@@ -316,37 +347,19 @@ def run_target(cls, work: str, args) -> dict:
         out = {}
         cpu0 = cpu_seconds(t.pid) if t.pid else 0
         for pattern in CREATE_PATTERNS:
+            c0 = cpu_seconds(t.pid) if t.pid else 0
             out[f"creates/s {pattern}"] = creates(t.mnt, args.files, args.dirs, pattern)
+            if t.pid:
+                out[f"server CPU us/create {pattern}"] = (cpu_seconds(t.pid) - c0) / \
+                    args.files * 1e6
         if t.pid:
             # the server's own CPU time per create: what the machine's load
             # does not change much (the rates above move with it)
             out["server CPU us/create"] = (cpu_seconds(t.pid) - cpu0) / \
                 (args.files * len(CREATE_PATTERNS)) * 1e6
             out["server RSS MiB"] = rss_kib(t.pid) / 1024
-        big = os.path.join(t.mnt, "big")
-        out["write MB/s"] = stream_write(big, args.mib) * 1.048576
-        # one cold read spreads 3x between runs on a virtual disk: the
-        # median of READS (bench_mount_read.py alternates servers for more)
-        out["read MB/s"] = statistics.median(stream_read(big) for _ in range(args.reads)) \
-            * 1.048576
-        iops = fio_iops if args.fio else py_iops
-        rnd = os.path.join(t.mnt, "random")
-        # the file laid out once, untimed, before the first job
-        stream_write(rnd, args.mib)
-        for label, rw, mix in FIO_JOBS:
-            cpu0 = cpu_seconds(t.pid) if t.pid else 0
-            out[f"{label} IOPS"], ios = iops(rnd, args.mib, rw, mix, args.fio_seconds)
-            if t.pid:
-                # as for creates: the server's CPU per I/O moves less with
-                # the machine's load than the rate does
-                out[f"{label} server CPU us/IO"] = (cpu_seconds(t.pid) - cpu0) / ios * 1e6
-        label, rw, mix = FRESH_JOB
-        cpu0 = cpu_seconds(t.pid) if t.pid else 0
-        out[f"{label} IOPS"], ios = iops(os.path.join(t.mnt, "random-new"), args.mib, rw,
-                                         mix, args.fio_seconds, fresh=True)
-        if t.pid:
-            out[f"{label} server CPU us/IO"] = (cpu_seconds(t.pid) - cpu0) / ios * 1e6
-        out["walk entries/s"] = walk(t.mnt)
+        if not args.creates_only:
+            data_patterns(t, args, out)
     finally:
         t.umount()
     if isinstance(t, Fstool) or isinstance(t, Kernel):
@@ -424,6 +437,8 @@ def main() -> None:
     ap.add_argument("--baseline", metavar="TREE",
                     help="also fstool from another checkout (built), e.g. the main branch")
     ap.add_argument("--icache", action="store_true", help="only the inode cache lookups")
+    ap.add_argument("--creates-only", action="store_true",
+                    help="only the create patterns (each with its server CPU per create)")
     args = ap.parse_args()
     if args.icache:
         icache_bench()
@@ -470,8 +485,10 @@ def main() -> None:
         ["write MB/s", "read MB/s"] + \
         [f"{label} IOPS" for label, _rw, _mix in FIO_JOBS + (FRESH_JOB,)] + \
         ["walk entries/s", "server RSS MiB", "server CPU us/create"] + \
+        [f"server CPU us/create {p}" for p in CREATE_PATTERNS] + \
         [f"{label} server CPU us/IO" for label, _rw, _mix in FIO_JOBS + (FRESH_JOB,)] + \
         ["repair -n"]
+    keys = [k for k in keys if any(k in r for r in results.values())]
     names = list(results)
     print()
     print(f"medians of {args.rounds} round(s); {args.files} files per create pattern over "

@@ -101,6 +101,40 @@ def fill_simple_inodes(buf, tpl, base_ino, inos, items, start, end, ifmt, ctime,
     return end
 
 
+
+@cython.locals(p=cython.p_uchar, t=cython.p_uchar, isize=cython.Py_ssize_t,
+               off=cython.Py_ssize_t, i=cython.Py_ssize_t, slot=cython.Py_ssize_t,
+               crc_off=cython.Py_ssize_t, n=cython.Py_ssize_t, crc=cython.uint)
+def fill_free_inodes(buf, tpl, base_ino, mask, crc_off, cksum) -> int:
+    """Write a free inode at each slot ``i`` of ``buf`` whose bit is set in
+    ``mask`` (an int): the template ``tpl`` (a free inode as a new chunk
+    holds it) with its number ``base_ino + i`` and a fresh CRC (``cksum``
+    is ``parsers.xfs_cksum`` of the same backend).  Returns how many."""
+    isize = len(tpl)
+    p = buf
+    t = tpl
+    n = 0
+    while mask:
+        low = mask & -mask
+        mask ^= low
+        slot = low.bit_length() - 1
+        if (slot + 1) * isize > len(buf):
+            raise ValueError("inode outside its cluster buffer")
+        off = slot * isize
+        if cython.compiled:
+            for i in range(isize):
+                p[off + i] = t[i]
+        else:
+            p[off:off + isize] = t
+        _put64(p, off + 152, base_ino + slot)
+        crc = cksum(p[off:off + isize], crc_off)
+        p[off + crc_off] = crc & 0xFF
+        p[off + crc_off + 1] = (crc >> 8) & 0xFF
+        p[off + crc_off + 2] = (crc >> 16) & 0xFF
+        p[off + crc_off + 3] = (crc >> 24) & 0xFF
+        n += 1
+    return n
+
 @cython.cfunc
 @cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, isize=cython.Py_ssize_t,
                nl=cython.Py_ssize_t, size=cython.ulonglong, nblocks=cython.ulonglong,

@@ -528,6 +528,38 @@ class InodeAllocator:
         ag.agi_dirty = True
         self.put_inode(ino, self.enc.free(ino))
 
+    def _put_free_inodes(self, ch: Chunk, missing: int) -> None:
+        """The inodes of new chunk ``ch`` in ``missing`` (bits from its
+        first inode) written free, as :meth:`put_inode` of ``enc.free`` would
+        write each: a cluster buffer at a time, natively."""
+        sb = self.sb
+        per_cluster = (self.cluster_blocks << sb.blocklog) >> sb.inodelog
+        tpl = self.enc.free(0)
+        first = (ch.agno << sb.agino_log) | ch.startino
+        fs = self.fs
+        join = self.session.tx.join
+        fill = writers.fill_free_inodes
+        cksum = parsers.xfs_cksum
+        ch.put |= missing
+        inos = []
+        while missing:
+            i = (missing & -missing).bit_length() - 1
+            # the cluster of that inode, and the inodes of missing in it
+            shift = i - (ch.startino + i) % per_cluster
+            span = (1 << (per_cluster + min(shift, 0))) - 1 << max(shift, 0)
+            mine = missing & span
+            missing &= ~span
+            buf, _off = fs.inode_cluster(first + shift)
+            join(buf)
+            fill(buf.data, tpl, first + shift,
+                 mine >> shift if shift >= 0 else mine << -shift,
+                 C.XFS_DINODE_CRC_OFF, cksum)
+            while mine:
+                low = mine & -mine
+                mine ^= low
+                inos.append(first + low.bit_length() - 1)
+        fs.forget_inodes(inos)
+
     # -- commit ---------------------------------------------------------------------------
     def finish(self) -> None:
         """At commit: initialise the free inodes of new chunks, write the
@@ -537,12 +569,9 @@ class InodeAllocator:
         sb = self.sb
         for (agno, startino), ch in sorted(self.chunks.items()):
             if ch.new:
-                first = (agno << sb.agino_log) | startino
                 missing = ch.present & ~ch.put & ch.free
-                while missing:
-                    i = (missing & -missing).bit_length() - 1
-                    missing &= missing - 1
-                    self.put_inode(first + i, self.enc.free(first + i))
+                if missing:
+                    self._put_free_inodes(ch, missing)
         for (agno, startino), ch in sorted(self.chunks.items()):
             ag = s.ag(agno)
             if not ch.new and ch.rec == ch.loaded and \

@@ -86,6 +86,9 @@ FAST_MAP_RECORDS = 1 << 16
 # share of an inode chunk, a few directory blocks and btree splits)
 ROOM_BLOCKS = 32
 
+# names remembered missing at most (Volume.find)
+ABSENT_MAX = 64
+
 
 def oserror(code: int, what: str = "") -> OSError:
     return OSError(code, os.strerror(code) + (f": {what}" if what else ""))
@@ -174,7 +177,12 @@ class Volume:
         self.closed = False
         self.dirty_since_sync = False
         self.changes = 0                # operations ended (committed or aborted)
-        self._absent = None             # (parent, name, changes) of the last negative find
+        # (parent, name) of the negative finds since the count of operations
+        # was _absent_at: still missing, as only creates of other names have
+        # ended since (the kernel's lookups and creates of several processes
+        # interleave: the create of a name need not follow its lookup)
+        self._absent: set = set()
+        self._absent_at = 0
         self.group = 1                  # operations per transaction at most (group commit)
         self._grouped: list = []        # (make, now, parent, ino) of the open group's creates
         self._in_op = False             # an operation's transaction is running
@@ -439,7 +447,11 @@ class Volume:
                 raise oserror(errno.ENAMETOOLONG)
             ent = self.child(parent, name)
             if ent is None:
-                self._absent = (parent, name, self.changes)
+                absent = self._absent
+                if self._absent_at != self.changes or len(absent) >= ABSENT_MAX:
+                    absent.clear()
+                    self._absent_at = self.changes
+                absent.add((parent, name))
                 return None
             ino = ent[0]
         a = self.getattr(ino)
@@ -495,13 +507,14 @@ class Volume:
         group = group and self.group > 1 and self._room()
         if not group:
             later = None
+        before = self.changes
         op = self._tx(group)
         ns = op.__enter__()
         try:
             # the namespace refuses a name in use (EEXIST) before it
             # allocates anything; the kernel's lookup of the name just
             # before found it missing, unless something changed since
-            if self._absent == (parent, name, self.changes):
+            if self._absent_at == self.changes and (parent, name) in self._absent:
                 ns.known_absent = (parent, name)
             try:
                 ino = make(ns) if later is None else halves[0](ns)
@@ -515,8 +528,10 @@ class Volume:
             raise
         if later is None:
             op.__exit__(None, None, None)
+            self._made(parent, name, before)
         else:
-            later.append(lambda: self._second_half(op, ns, make, halves[1], parent, ino))
+            later.append(lambda: self._second_half(op, ns, make, halves[1], parent, name, ino,
+                                                   before))
         a = self._fresh_attr(ino) if fresh else None
         if a is None:
             a = self.getattr(ino)
@@ -537,7 +552,15 @@ class Volume:
         self.icache.put(ino, a)
         return a
 
-    def _second_half(self, op, ns, make, second, parent: int, ino: int) -> None:
+    def _made(self, parent: int, name: bytes, before: int) -> None:
+        """``name`` made in ``parent`` by the one operation that ended since
+        the count was ``before``: the other names found missing still are."""
+        if self._absent_at == before and self.changes == before + 1:
+            self._absent.discard((parent, name))
+            self._absent_at = self.changes
+
+    def _second_half(self, op, ns, make, second, parent: int, name: bytes, ino: int,
+                     before: int) -> None:
         try:
             second(ns, ino)
             self._touch(parent)
@@ -548,6 +571,7 @@ class Volume:
                               f"named in directory {parent} ({type(e).__name__}: {e})")
             raise
         op.__exit__(None, None, None)
+        self._made(parent, name, before)
 
     def _room(self) -> bool:
         """Whether free space leaves no doubt that the open group of creates

@@ -31,7 +31,7 @@ from collections import Counter
 from .._backend import parsers
 from ..errors import CorruptionError, FsToolError, NotADirectoryImageError, UnsupportedError
 from ..format import constants as C
-from ..format.structs import DINODE
+from ..format.structs import DINODE, DIR2_SF_ENTRY
 from ..fs.icore import encode_ts
 from ..alloc import rmap as R
 from ..io import verify as V
@@ -132,6 +132,12 @@ class Dir:
         else:
             raise CorruptionError("directory", f"data fork format {self.format}", ino=ino)
         self._sf_memo = (None, 0, ())
+        self._sf_end = (None, None)     # (fork, _sf_tail() of it)
+        # da -> the buffer read last: while the open transaction has it
+        # joined (and has not freed it), the next read of the block is that
+        # buffer, without mapping and looking it up again (a create reads
+        # its directory's blocks for the lookup and again for the insert)
+        self._bufs: dict = {}
         self.map_changed = False
         self.blocks_delta = 0
         self.dirty = False
@@ -201,8 +207,13 @@ class Dir:
         if tx is None:
             return self.fs.get_buf(self._daddr(da), self.dbs, bt, owner=self.ino,
                                    ino=self.ino, block=da).data
-        return tx.read_buf(self._daddr(da), self.dbs, bt, owner=self.ino, ino=self.ino,
-                           block=da).data
+        buf = self._bufs.get(da)
+        if buf is not None and not buf.stale and tx.joined.get(buf.key) is buf:
+            return buf.data
+        buf = tx.read_buf(self._daddr(da), self.dbs, bt, owner=self.ino, ino=self.ino,
+                          block=da)
+        self._bufs[da] = buf
+        return buf.data
 
     def exists(self, da: int) -> bool:
         return self._fsb(da) is not None
@@ -219,6 +230,7 @@ class Dir:
         near = self.exts[i][1] + self.exts[i][2] if i >= 0 else w.inodes.ino_fsb(self.ino)
         fsb, _n = w.space.alloc_blocks(near, self.fsbs, self.fsbs, owner=R.data(self.ino, da))
         bisect.insort(self.exts, (da, fsb, self.fsbs))
+        self._bufs.clear()
         self.map_changed = True
         self.blocks_delta += self.fsbs
         buf = w.tx.get_buf(self.fs.fsb_to_daddr(fsb), self.dbs, bt).data
@@ -240,6 +252,7 @@ class Dir:
         if da + self.fsbs < o + n:
             pieces.append((da + self.fsbs, b + (da + self.fsbs - o), o + n - da - self.fsbs))
         self.exts[i:i + 1] = pieces
+        self._bufs.clear()
         self.w.space.free_extent(b + (da - o), self.fsbs, owner=R.data(self.ino, da))
         self.map_changed = True
         self.blocks_delta -= self.fsbs
@@ -470,7 +483,52 @@ class Dir:
             self._node_add(name, ino, ftype, h)
         self.dirty = True
 
+    def _sf_tail(self):
+        """(end of the last entry's space in the block form, entries) of the
+        shortform fork, or None when its length is not what its entries
+        take (an append then goes the general way)."""
+        sf = self.sf
+        tail = self._sf_end
+        if tail[0] is sf:
+            return tail[1]
+        parent, ents = self._sf_ents()
+        got = None
+        if len(sf) == sf_size(parent, ents):
+            e = ents[-1] if ents else None
+            got = (_FIRST if e is None else e[0] + D.entsize(len(e[1])), len(ents))
+        self._sf_end = (sf, got)
+        return got
+
+    def _sf_append(self, name, ino, ftype) -> bool:
+        """The common shortform insert, as :meth:`_sf_add` makes it without
+        re-encoding the fork: a name whose inode number fits 32 bits,
+        appended after the last entry where the fork and the block form
+        both have room for it.  False (nothing done) otherwise."""
+        if ino > 0xFFFFFFFF:
+            return False
+        tail = self._sf_tail()
+        if tail is None:
+            return False
+        end, count = tail
+        sf = self.sf
+        width = 8 if sf[1] else 4
+        size = D.entsize(len(name))
+        if count >= 254 or len(sf) + B.sf_entsize(len(name), 1, width) > self.dsize or \
+                end + (count + 3) * B.LEAF_ENT + B.BLOCK_TAIL + size > self.dbs:
+            return False
+        new = bytes((count + 1,)) + sf[1:] + DIR2_SF_ENTRY.struct.pack(len(name), end) + name + \
+            bytes((ftype,)) + ino.to_bytes(width, "big")
+        _sf, parent, ents = self._sf_memo
+        if _sf is sf:
+            self._sf_memo = (new, parent, ents + ((end, name, ftype, ino),))
+        self._sf_end = (new, (end + size, count + 1))
+        self.sf = new
+        self.size = len(new)
+        return True
+
     def _sf_add(self, name, ino, ftype, h) -> None:
+        if self._sf_append(name, ino, ftype):
+            return
         parent, ents = self._sf_ents()
         new = ents + [(0, name, ftype, ino)]
         if sf_size(parent, new) > self.dsize:

@@ -184,6 +184,8 @@ class Namespace:
             st.new = False
             st.meta = None
             st.changed = False
+        for d in self._dcache.values():
+            d._bufs.clear()
         self._dcache = {}
         self._dtx = None
         if not self.bulk:
