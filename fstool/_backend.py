@@ -9,6 +9,13 @@ import fstool_native
 
 FORCE_PURE = os.environ.get("FSTOOL_PURE_PYTHON", "") not in ("", "0")
 parsers = fstool_native.load(pure=FORCE_PURE)
-writers = fstool_native.load(pure=FORCE_PURE, name="writers")
-checks = fstool_native.load(pure=FORCE_PURE, name="checks")
 NAME = "native" if fstool_native.is_native(parsers) else "pure-python"
+
+
+def __getattr__(name: str):
+    """``writers`` and ``checks``, loaded on first use: a command that only
+    reads needs neither, and loading them is part of its start-up."""
+    if name in ("writers", "checks"):
+        mod = globals()[name] = fstool_native.load(pure=FORCE_PURE, name=name)
+        return mod
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

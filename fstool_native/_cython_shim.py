@@ -68,3 +68,11 @@ def locals(**_types):
 
 def returns(_type):
     return lambda f: f
+
+
+def exceptval(*_a, **_k):
+    return lambda f: f
+
+
+def inline(f):
+    return f

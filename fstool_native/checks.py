@@ -29,6 +29,7 @@ else:
     _be16 = _load(pure=True)._be16
     _be32 = _load(pure=True)._be32
     _find_slot = _load(pure=True)._find_slot
+    _sf_tally = _load(pure=True)._sf_tally
 
 ATTR_LOCAL, ATTR_INCOMPLETE = 1, 0x80
 # the namespace bits, the parent namespace, the flags an entry may carry
@@ -731,6 +732,7 @@ def rmap_leaf_top(recs):
 # directory that last linked a directory (0 for none yet), ``edges`` (signed
 # 64-bit) the (directory slot, subdirectory slot) pairs of those links.
 _T_DIR = 4      # dir_data_tally's flag: the entry names a directory
+_NO_SUMS = array("Q")       # no parent pointer sums (ShortformRun)
 
 
 @cython.cfunc
@@ -748,24 +750,19 @@ def _push2(arr, a, b):
     q[n + 1] = b
 
 
-@cython.locals(out=list, i=cython.Py_ssize_t, n=cython.Py_ssize_t,
+@cython.cfunc
+@cython.locals(out=list, i=cython.Py_ssize_t, n=cython.Py_ssize_t, ino=cython.ulonglong,
                starts=cython.ulonglong[:], subdirs=cython.uint[:], parent=cython.ulonglong[:],
-               ps=cython.Py_ssize_t, cs=cython.Py_ssize_t, child=cython.ulonglong,
-               dino=cython.ulonglong)
-def dir_links(odd, ino, starts, subdirs, parent, edges):
-    """The common entries among a directory's ``odd`` ones (name, child,
-    ftype, flags as dir_data_tally gives them): those flagged as naming a
-    directory and nothing else, whose directory no entry has linked yet,
-    are counted (the directory ``ino`` gains a subdirectory, the child its
-    parent, ``edges`` the link) and dropped; the others come back, in
-    order, for the Python code to look at."""
+               edges=array, ps=cython.Py_ssize_t, cs=cython.Py_ssize_t,
+               child=cython.ulonglong)
+def _dir_links(odd, ino, starts, subdirs, parent, edges):
+    """dir_links with its arrays typed (ShortformRun calls it so)."""
     n = len(odd)
     if n == 0:
         return odd
     ps = _find_slot(starts, ino)
     if ps < 0:
         return odd
-    dino = ino
     out = []
     for i in range(n):
         e = odd[i]
@@ -774,11 +771,23 @@ def dir_links(odd, ino, starts, subdirs, parent, edges):
             cs = _find_slot(starts, child)
             if cs >= 0 and parent[cs] == 0:
                 subdirs[ps] += 1
-                parent[cs] = dino
+                parent[cs] = ino
                 _push2(edges, ps, cs)
                 continue
         out.append(e)
     return out
+
+
+def dir_links(odd, ino, starts, subdirs, parent, edges):
+    """The common entries among a directory's ``odd`` ones (name, child,
+    ftype, flags as dir_data_tally gives them): those flagged as naming a
+    directory and nothing else, whose directory no entry has linked yet,
+    are counted (the directory ``ino`` gains a subdirectory, the child its
+    parent, ``edges`` the link) and dropped; the others come back, in
+    order, for the Python code to look at."""
+    if not odd:
+        return odd
+    return _dir_links(odd, ino, starts, subdirs, parent, edges)
 
 
 @cython.locals(p=cython.p_uchar, n=cython.Py_ssize_t, hi=cython.ulonglong,
@@ -857,37 +866,84 @@ def dir_block_runs(raws, agblklog, agblocks, agcount, gap):
     return runs
 
 
-@cython.locals(k=cython.Py_ssize_t, n=cython.Py_ssize_t, rest=list)
-def sf_dir_run(dirs, k, dir_raw, tally, tally_args, root, starts, subdirs, parent, edges,
-               dotdot):
-    """The namespace phase's loop over ``dirs`` from index ``k`` for as long
-    as each is a sound shortform directory with nothing to report: its raw
-    inode taken out of ``dir_raw``, its entries counted by ``tally(raw,
-    ino, *tally_args)`` (parsers.sf_dir_tally), its plain subdirectory
-    links by dir_links, its '..' noted in ``dotdot``.  Stops at the first
-    directory that needs the Python code and returns ``(index, pending)``:
-    ``pending`` is None when that directory is untouched (not shortform,
-    or refused by ``tally``), else ``(parent, rest)``: it was counted, and
-    ``rest`` (dir_links' remainder, or its '..' being wrong) is left to look
-    at (dir_links gives ``rest`` back unchanged when called on it again).
-    ``index`` is len(dirs) when every directory was done here."""
-    n = len(dirs)
-    while k < n:
-        ino = dirs[k]
-        raw = dir_raw.get(ino)
-        if raw is None or len(raw) < 6 or raw[5] != 1:
-            return k, None
-        fast = tally(raw, ino, *tally_args)
-        if fast is None:
-            return k, None
-        del dir_raw[ino]
-        dd = fast[0]
-        rest = dir_links(fast[1], ino, starts, subdirs, parent, edges)
-        if rest or dd is None or (dd == ino and ino != root) or (ino == root and dd != root):
-            return k, (dd, rest)
-        dotdot[ino] = dd
-        k += 1
-    return k, None
+class ShortformRun:
+    """The namespace phase's loop over the sound shortform directories:
+    ``ShortformRun(tally_args, root, subdirs, parent, edges)`` takes what
+    ``parsers.sf_dir_tally(raw, ino, *tally_args)`` takes after the raw
+    inode and its number, the root directory's number and the namespace
+    arrays; compiled, the arrays are typed once here, not once a call."""
+    __slots__ = ("uuid", "has_ftype", "dirblksize", "data_first", "rootino", "agino_log",
+                 "agcount", "agino_lo", "agino_hi", "not_dirents", "starts", "itype", "refs",
+                 "ps", "has_ps", "root", "subdirs", "parent", "edges")
+
+    def __init__(self, tally_args, root, subdirs, parent, edges):
+        (uuid, has_ftype, dirblksize, data_first, rootino, agino_log, agcount, agino_lo,
+         agino_hi, not_dirents, starts, itype, refs, psums) = tally_args
+        if len(uuid) != 16 or len(itype) < 64 * len(starts) or len(refs) < len(itype):
+            raise ValueError("inode table arrays too short")
+        if psums is not None and len(psums) != len(refs):
+            raise ValueError("inode table arrays differ in length")
+        if edges.typecode != "q":
+            raise ValueError("edges are signed 64-bit numbers")
+        self.uuid = uuid
+        self.has_ftype = has_ftype
+        self.dirblksize = dirblksize
+        self.data_first = data_first
+        self.rootino = rootino
+        self.agino_log = agino_log
+        self.agcount = agcount
+        self.agino_lo = agino_lo
+        self.agino_hi = agino_hi
+        self.not_dirents = not_dirents
+        self.starts = starts
+        self.itype = itype
+        self.refs = refs
+        self.has_ps = psums is not None
+        self.ps = psums if psums is not None else _NO_SUMS
+        self.root = root
+        self.subdirs = subdirs
+        self.parent = parent
+        self.edges = edges
+
+    @cython.locals(n=cython.Py_ssize_t, k=cython.Py_ssize_t, ino=cython.ulonglong,
+                   root=cython.ulonglong, dir_raw=dict)
+    def run(self, dirs, k, dir_raw, dotdot):
+        """The loop over ``dirs`` from index ``k`` for as long as each is a
+        sound shortform directory with nothing to report: its raw inode
+        taken out of ``dir_raw``, its entries counted as sf_dir_tally counts
+        them, its plain subdirectory links as dir_links counts them, its
+        '..' noted in ``dotdot``.  Stops at the first directory that needs
+        the Python code and returns ``(index, pending)``: ``pending`` is
+        None when that directory is untouched (not shortform, or refused by
+        the tally), else ``(parent, rest)``: it was counted, and ``rest``
+        (dir_links' remainder, or its '..' being wrong) is left to look at
+        (dir_links gives ``rest`` back unchanged when called on it again).
+        ``index`` is len(dirs) when every directory was done here."""
+        root = self.root
+        n = len(dirs)
+        while k < n:
+            ino = dirs[k]
+            raw = dir_raw.get(ino)
+            if raw is None or len(raw) < 6 or raw[5] != 1:
+                return k, None
+            fast = _sf_tally(raw, ino, self.uuid, self.has_ftype, self.dirblksize,
+                             self.data_first, self.rootino, self.agino_log, self.agcount,
+                             self.agino_lo, self.agino_hi, self.not_dirents, self.starts,
+                             self.itype, self.refs, self.ps, self.has_ps)
+            if fast is None:
+                return k, None
+            del dir_raw[ino]
+            dd = fast[0]
+            rest = fast[1]
+            if rest:
+                rest = _dir_links(rest, ino, self.starts, self.subdirs, self.parent,
+                                  self.edges)
+            if rest or dd is None or (dd == ino and ino != root) or \
+                    (ino == root and dd != root):
+                return k, (dd, rest)
+            dotdot[ino] = dd
+            k += 1
+        return k, None
 
 
 @cython.locals(edges=array, nslots=cython.Py_ssize_t, root=cython.Py_ssize_t,

@@ -16,6 +16,19 @@ work for after an answer: the loop sets its ``answer_first``, and once a
 request is answered, while still holding the lock, calls ``run_later()``
 when the list is not empty (the kernel's caller goes on meanwhile).
 
+Reads and overwrites of regular files are answered here, without a call
+into the handler, where the handler has ``fast_map(node)`` (see
+``fstool.mount.volume.Volume.fast_map``): the file's map is kept (a few
+dozen files) until the next call into the handler that may change
+anything, reads are spliced from the image by it (zeros for holes and
+unwritten records, read-ahead for sequential readers as the handler does
+it), an overwrite of written, unshared blocks inside the size is a
+pwrite to the image, and getxattr of a file without xattrs is ENODATA.
+The handler's ``overwritten([(node, time)], bytes)`` gets those writes'
+times before any other call into it (the inode update the handler logs
+as for its own overwrites), and ``write_hit(offset, length)``, where it
+has one, each write (the crash tests' counter).
+
 ``Session(handler, options)`` parses the options (``-o`` mount and libfuse
 options), ``mount(path)`` mounts, ``run(every, tick)`` serves until the
 filesystem is unmounted or ``exit()`` is called (from a signal handler:
@@ -24,10 +37,10 @@ Python's handlers run while the loop waits), calling ``tick()`` every
 and frees the session.  One session per process.
 """
 from cpython.bytes cimport PyBytes_FromStringAndSize
-from libc.errno cimport errno, EINTR, EAGAIN, EIO, ENOMEM, ERANGE
+from libc.errno cimport errno, EINTR, EAGAIN, EIO, ENODATA, ENOMEM, ERANGE
 from libc.stdint cimport uint64_t, uint32_t
 from libc.stdlib cimport malloc, calloc, free
-from libc.string cimport memset
+from libc.string cimport memset, strlen
 
 import os as _os
 import signal as _signal
@@ -81,6 +94,13 @@ cdef extern from "fuseloop.h":
         short revents
     int poll(pollfd *fds, unsigned long nfds, int timeout) nogil
     enum: POLLIN
+
+    ctypedef long ssize_t
+    ssize_t pwrite(int fd, const void *buf, size_t count, off_t offset) nogil
+    int posix_fadvise(int fd, off_t offset, off_t length, int advice) nogil
+    enum: POSIX_FADV_WILLNEED
+    int clock_gettime(int clk, timespec *ts) nogil
+    enum: CLOCK_REALTIME
 
     ctypedef struct fuse_req:
         pass
@@ -240,9 +260,9 @@ cdef extern from "fuseloop.h":
 
 
 # -- the one session of the process --------------------------------------------------------
-cdef object _h = None              # the handler
+cdef object _handler = None              # the handler
 cdef object _later = None          # its list of work left for after an answer
-cdef object _read_map = None       # its read_map(fh, off, size), where it has one
+cdef bint _read_map = False        # it has read_map(fh, off, size)
 cdef int _image_fd = -1            # the file read_map's offsets are in
 cdef char *_zeros = NULL           # _zeros_max zero bytes, for holes
 cdef size_t _zeros_max = 0         # the handler's zeros_max
@@ -256,9 +276,347 @@ cdef bint _gone = False            # the kernel ended the connection (unmounted)
 cdef object _failure = None        # the exception that ended the loop
 
 
+# -- the fast path: reads and overwrites of regular files answered here --------------------
+# A file's map, as the handler's fast_map(node) gives it, is kept in a
+# small table until the next call into Python that may change anything:
+# every call into the handler goes through _py(changes), and one with
+# ``changes`` moves _epoch on, which makes every kept map stale at once (the
+# next READ or WRITE of the file asks for it again).  No change of a file's
+# size, map or sharing can reach the image but through such a call (the
+# handler's methods, the checkpoint timer, the work left for after an
+# answer), so there is no invalidation to forget.  The times of the
+# overwrites made here are handed to the handler (its overwritten()) before
+# any call into it, so that what it logs and shows never lags.
+DEF FAST_SLOTS = 64                # files whose maps are kept (direct-mapped by node)
+
+cdef struct _Ext:
+    long long start                # the file's byte offset
+    long long length               # bytes
+    long long at                   # the image's byte offset; -1: unwritten (zeros)
+
+cdef struct _Fast:
+    uint64_t node                  # 0: an empty slot
+    uint64_t epoch                 # the _epoch the map was taken at
+    bint ok                        # a map (False: the handler had none)
+    bint may_write                 # overwrites may be made here
+    bint no_xattrs                 # the file has none (getxattr: ENODATA)
+    long long size                 # the file's size
+    long long fixed_ns             # the time of every change (-1: the clock's)
+    _Ext *ext                      # the records, in file order
+    size_t n
+    long long pending_ns           # the time of the last overwrite made here, not handed over
+    long long ra_next              # read-ahead of a sequential reader (Volume._read_ahead)
+    long long ra_ahead
+    long long ra_window
+
+cdef _Fast _fast[FAST_SLOTS]
+cdef bint _fast_on = False         # the handler has fast_map
+cdef uint64_t _epoch = 1
+cdef int _pending = 0              # slots with pending_ns
+cdef long long _unreported = 0     # bytes written here, not yet handed over
+cdef object _write_hit = None      # the handler's write_hit(offset, length), where it counts writes
+cdef unsigned _blocklog = 0        # the handler's fast_geometry
+cdef unsigned _agblklog = 0
+cdef unsigned long long _agblocks = 0
+cdef unsigned long long _agcount = 0
+cdef long long _image_start = 0
+cdef long long _image_bytes = 0
+cdef long long _ra_first = 0       # the handler's read-ahead figures (0: none)
+cdef long long _ra_max = 0
+cdef long long _ra_slack = 0
+
+
+cdef int _handover() except -1:
+    """The times and byte counts of the overwrites made here, to the
+    handler's overwritten([(node, time)], bytes)."""
+    global _pending, _unreported
+    cdef int i
+    times = []
+    for i in range(FAST_SLOTS):
+        if _fast[i].pending_ns:
+            times.append((_fast[i].node, _fast[i].pending_ns))
+            _fast[i].pending_ns = 0
+    n = _unreported
+    _pending = 0
+    _unreported = 0
+    _handler.overwritten(times, n)
+    return 0
+
+
+cdef object _py(bint changes):
+    """The handler, for a call into it: the fast path's writes handed over
+    first; ``changes``: the call may change a file (every kept map goes
+    stale).  Every call into the handler goes through here."""
+    global _epoch
+    if _pending or _unreported:
+        _handover()
+    if changes:
+        _epoch += 1
+    return _handler
+
+
+def _drop_maps():
+    """Every kept map stale (the handler's, for a change the loop cannot
+    see coming: its writes stopped)."""
+    global _epoch
+    _epoch += 1
+
+
+cdef void _fast_clear() noexcept:
+    global _pending, _unreported
+    cdef int i
+    for i in range(FAST_SLOTS):
+        free(_fast[i].ext)
+    memset(_fast, 0, sizeof(_fast))
+    _pending = 0
+    _unreported = 0
+
+
+cdef _Fast *_fast_get(fuse_ino_t node) noexcept:
+    """The kept map of ``node``, taken from the handler when stale or
+    missing; NULL where the handler has none (the request goes to it)."""
+    cdef _Fast *f
+    cdef size_t i, n
+    cdef unsigned long long o, p, c, agno, agbno
+    cdef long long at
+    if not _fast_on:
+        return NULL
+    f = &_fast[(node * 0x9E3779B97F4A7C15ULL) >> 58]
+    if f.node == node and f.epoch == _epoch:
+        return f if f.ok else NULL
+    try:
+        m = _py(False).fast_map(node)
+    except BaseException:
+        return NULL                     # the handler's own path says what is wrong
+    free(f.ext)                         # (its pending time was handed over by _py)
+    memset(f, 0, sizeof(_Fast))
+    f.node = node
+    f.epoch = _epoch
+    if m is None:
+        return NULL
+    try:
+        size, may_write, fixed_ns, no_xattrs, recs = m
+        n = len(recs)
+        f.ext = <_Ext *> malloc(n * sizeof(_Ext) if n else 1)
+        if f.ext is NULL:
+            return NULL
+        for i in range(n):
+            o, p, c, u = recs[i]
+            f.ext[i].start = o << _blocklog
+            f.ext[i].length = c << _blocklog
+            if u:
+                f.ext[i].at = -1
+                continue
+            # Filesystem.fsb_to_daddr; a record outside the filesystem or
+            # the image is left to the handler's read to report
+            agno = (p >> _agblklog) & 0xFFFFFFFF
+            agbno = p & ((1ULL << _agblklog) - 1)
+            if agno >= _agcount or agbno >= _agblocks:
+                raise ValueError("a record outside the filesystem")
+            at = <long long> ((agno * _agblocks + agbno) << _blocklog)
+            if at + f.ext[i].length > _image_bytes:
+                raise ValueError("a record past the end of the image")
+            f.ext[i].at = at + _image_start
+        f.n = n
+        f.size = size
+        f.may_write = may_write
+        f.no_xattrs = no_xattrs
+        f.fixed_ns = fixed_ns
+    except BaseException:
+        free(f.ext)
+        f.ext = NULL
+        f.n = 0
+        return NULL
+    f.ok = True
+    return f
+
+
+cdef size_t _first_ext(_Fast *f, long long off) noexcept nogil:
+    """The index of the first record ending past ``off``."""
+    cdef size_t lo = 0, hi = f.n, mid
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if f.ext[mid].start + f.ext[mid].length <= off:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+cdef inline size_t _zeros_into(fuse_buf *out, size_t k, long long n) noexcept nogil:
+    """Runs of at most _zeros_max zeros for ``n`` bytes from out[k] (counted
+    only where ``out`` is NULL); returns the next k."""
+    cdef long long z
+    while n > 0:
+        z = n if n < <long long> _zeros_max else <long long> _zeros_max
+        if out is not NULL:
+            memset(&out[k], 0, sizeof(fuse_buf))
+            out[k].size = z
+            out[k].mem = _zeros
+        k += 1
+        n -= z
+    return k
+
+
+cdef size_t _segments(_Fast *f, long long off, long long end, fuse_buf *out) noexcept nogil:
+    """The pieces of the file's bytes [off, end): image ranges and runs of
+    zeros (holes, unwritten records); filled into ``out`` unless NULL;
+    returns how many."""
+    cdef size_t k = 0, i = _first_ext(f, off)
+    cdef long long pos = off, lo, hi
+    cdef _Ext *e
+    while i < f.n and f.ext[i].start < end:
+        e = &f.ext[i]
+        i += 1
+        lo = e.start if e.start > pos else pos
+        hi = e.start + e.length
+        if hi > end:
+            hi = end
+        if lo > pos:                    # a hole before the record
+            k = _zeros_into(out, k, lo - pos)
+        if e.at >= 0:
+            if out is not NULL:
+                memset(&out[k], 0, sizeof(fuse_buf))
+                out[k].size = hi - lo
+                out[k].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK | FUSE_BUF_FD_RETRY
+                out[k].fd = _image_fd
+                out[k].pos = e.at + lo - e.start
+            k += 1
+        else:
+            k = _zeros_into(out, k, hi - lo)
+        pos = hi
+    if pos < end:                       # a hole up to the end
+        k = _zeros_into(out, k, end - pos)
+    return k
+
+
+cdef void _read_ahead(_Fast *f, long long off, long long end) noexcept nogil:
+    """Volume._read_ahead's rule for the reads answered here (one reader
+    per file rather than per open handle): the image's pages of the next
+    window of a sequential reader asked for (posix_fadvise WILLNEED)."""
+    cdef long long d, start, stop, lo, hi
+    cdef size_t i
+    cdef _Ext *e
+    if not _ra_first:
+        return
+    d = off - f.ra_next
+    if d != 0 and not (f.ra_window and -_ra_slack <= d <= _ra_slack):
+        f.ra_window = 0                 # a jump: not (or no longer) sequential
+        f.ra_ahead = 0
+        f.ra_next = end
+        return
+    if end > f.ra_next:
+        f.ra_next = end
+    if f.ra_window and f.ra_ahead - end >= f.ra_window // 2:
+        return
+    f.ra_window = 2 * f.ra_window if 2 * f.ra_window > _ra_first else _ra_first
+    if f.ra_window > _ra_max:
+        f.ra_window = _ra_max
+    start = f.ra_ahead if f.ra_ahead > end else end
+    stop = end + f.ra_window
+    if stop <= start:
+        return
+    f.ra_ahead = stop
+    if stop > f.size:
+        stop = f.size
+    i = _first_ext(f, start)
+    while i < f.n and f.ext[i].start < stop:
+        e = &f.ext[i]
+        i += 1
+        if e.at < 0:
+            continue
+        lo = e.start if e.start > start else start
+        hi = e.start + e.length
+        if hi > stop:
+            hi = stop
+        if hi > lo:
+            posix_fadvise(_image_fd, e.at + lo - e.start, hi - lo, POSIX_FADV_WILLNEED)
+
+
+cdef void _fast_read(fuse_req_t req, _Fast *f, size_t size, off_t off) noexcept:
+    """A READ answered from the kept map: the image's pages spliced, zeros
+    for holes and unwritten records (as _reply_segments)."""
+    cdef long long end
+    cdef size_t n
+    cdef fuse_bufvec *bv
+    if off < 0 or off >= f.size:
+        fuse_reply_buf(req, NULL, 0)
+        return
+    # (no sum past the largest offset)
+    end = off + <long long> size if <long long> size < f.size - off else f.size
+    _read_ahead(f, off, end)
+    n = _segments(f, off, end, NULL)
+    bv = <fuse_bufvec *> malloc(sizeof(fuse_bufvec) + n * sizeof(fuse_buf))
+    if bv is NULL:
+        fuse_reply_err(req, ENOMEM)
+        return
+    memset(bv, 0, sizeof(fuse_bufvec))
+    bv.count = n
+    _segments(f, off, end, bv.buf)
+    fuse_reply_data(req, bv, 0)
+    free(bv)
+
+
+cdef bint _fast_write(fuse_req_t req, _Fast *f, const char *buf, size_t size,
+                      off_t off) noexcept:
+    """An overwrite of written blocks inside the file's size, made and
+    answered here: True; anything else (nothing done): False."""
+    global _pending, _unreported
+    cdef long long end
+    cdef long long pos, hi, at
+    cdef size_t i, j
+    cdef ssize_t k
+    cdef timespec ts
+    cdef long long now
+    if not f.may_write or size == 0 or off < 0 or <long long> size > f.size - off:
+        return False
+    end = off + <long long> size
+    # every byte of the range in written records that follow one another
+    i = _first_ext(f, off)
+    pos = off
+    j = i
+    while pos < end:
+        if j >= f.n or f.ext[j].start > pos or f.ext[j].at < 0:
+            return False
+        pos = f.ext[j].start + f.ext[j].length
+        j += 1
+    pos = off
+    while pos < end:
+        hi = f.ext[i].start + f.ext[i].length
+        if hi > end:
+            hi = end
+        at = f.ext[i].at + pos - f.ext[i].start
+        while pos < hi:
+            k = pwrite(_image_fd, buf + (pos - off), hi - pos, at)
+            if k <= 0:
+                fuse_reply_err(req, errno if k < 0 and errno else EIO)
+                return True
+            if _write_hit is not None:
+                # the crash tests' write counter (FSTOOL_FAULT_AFTER_WRITES)
+                try:
+                    _write_hit(at, k)
+                except BaseException as exc:
+                    _error(req, exc)
+                    return True
+            pos += k
+            at += k
+        i += 1
+    if f.fixed_ns >= 0:
+        now = f.fixed_ns
+    else:
+        clock_gettime(CLOCK_REALTIME, &ts)
+        now = ts.tv_sec * 1000000000LL + ts.tv_nsec
+    if not f.pending_ns:
+        _pending += 1
+    f.pending_ns = now
+    _unreported += <long long> size
+    fuse_reply_write(req, size)
+    return True
+
+
 cdef void _fill_stat(stat *st, object a) except *:
     memset(st, 0, sizeof(stat))
-    st.st_ino = _h.node(a.ino)
+    st.st_ino = _handler.node(a.ino)
     st.st_mode = a.mode
     st.st_nlink = a.nlink
     st.st_uid = a.uid
@@ -299,10 +657,11 @@ cdef void _error(fuse_req_t req, object exc) noexcept:
     fuse_reply_err(req, code)
 
 
-cdef void _call_and_ack(fuse_req_t req, object fn, tuple args) noexcept:
-    """``fn(*args)``, then an empty reply (error 0), or the error's."""
+cdef void _call_and_ack(fuse_req_t req, str name, bint changes, tuple args) noexcept:
+    """The handler's method ``name`` called with ``args`` (see ``_py`` for
+    ``changes``), then an empty reply (error 0), or the error's."""
     try:
-        fn(*args)
+        getattr(_py(changes), name)(*args)
     except BaseException as exc:
         _error(req, exc)
         return
@@ -331,7 +690,7 @@ cdef void op_init(void *userdata, fuse_conn_info *conn) noexcept:
 cdef void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) noexcept:
     cdef fuse_entry_param e
     try:
-        _fill_entry(&e, _h.lookup(parent, name))
+        _fill_entry(&e, _py(False).lookup(parent, name))
     except BaseException as exc:
         _error(req, exc)
         return
@@ -354,7 +713,7 @@ cdef void op_forget_multi(fuse_req_t req, size_t count, fuse_forget_data *f) noe
     cdef size_t i
     try:
         for i in range(count):
-            _h.forget(f[i].ino, f[i].nlookup)
+            _py(False).forget(f[i].ino, f[i].nlookup)
     except BaseException as exc:
         _forget_failed(exc)
     fuse_reply_none(req)
@@ -363,7 +722,7 @@ cdef void op_forget_multi(fuse_req_t req, size_t count, fuse_forget_data *f) noe
 cdef void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi) noexcept:
     cdef stat st
     try:
-        _fill_stat(&st, _h.getattr(ino))
+        _fill_stat(&st, _py(False).getattr(ino))
     except BaseException as exc:
         _error(req, exc)
         return
@@ -391,7 +750,7 @@ cdef void op_setattr(fuse_req_t req, fuse_ino_t ino, stat *attr, int to_set,
             kw["mtime_ns"] = attr.st_mtim.tv_sec * 1000000000 + attr.st_mtim.tv_nsec
         elif to_set & FUSE_SET_ATTR_MTIME_NOW:
             kw["mtime_now"] = True
-        _fill_stat(&st, _h.setattr(ino, **kw))
+        _fill_stat(&st, _py(True).setattr(ino, **kw))
     except BaseException as exc:
         _error(req, exc)
         return
@@ -400,7 +759,7 @@ cdef void op_setattr(fuse_req_t req, fuse_ino_t ino, stat *attr, int to_set,
 
 cdef void op_readlink(fuse_req_t req, fuse_ino_t ino) noexcept:
     try:
-        target = bytes(_h.readlink(ino))
+        target = bytes(_py(False).readlink(ino))
     except BaseException as exc:
         _error(req, exc)
         return
@@ -421,7 +780,7 @@ cdef void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t m
                    dev_t rdev) noexcept:
     cdef const fuse_ctx *ctx = fuse_req_ctx(req)
     try:
-        a = _h.mknod(parent, name, mode, rdev, ctx.uid, ctx.gid)
+        a = _py(True).mknod(parent, name, mode, rdev, ctx.uid, ctx.gid)
     except BaseException as exc:
         _error(req, exc)
         return
@@ -432,7 +791,7 @@ cdef void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
                    mode_t mode) noexcept:
     cdef const fuse_ctx *ctx = fuse_req_ctx(req)
     try:
-        a = _h.mkdir(parent, name, mode, ctx.uid, ctx.gid)
+        a = _py(True).mkdir(parent, name, mode, ctx.uid, ctx.gid)
     except BaseException as exc:
         _error(req, exc)
         return
@@ -443,7 +802,7 @@ cdef void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
                      const char *name) noexcept:
     cdef const fuse_ctx *ctx = fuse_req_ctx(req)
     try:
-        a = _h.symlink(parent, name, link, ctx.uid, ctx.gid)
+        a = _py(True).symlink(parent, name, link, ctx.uid, ctx.gid)
     except BaseException as exc:
         _error(req, exc)
         return
@@ -453,7 +812,7 @@ cdef void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 cdef void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
                   const char *newname) noexcept:
     try:
-        a = _h.link(ino, newparent, newname)
+        a = _py(True).link(ino, newparent, newname)
     except BaseException as exc:
         _error(req, exc)
         return
@@ -461,21 +820,21 @@ cdef void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 
 
 cdef void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name) noexcept:
-    _call_and_ack(req, _h.unlink, (parent, name))
+    _call_and_ack(req, "unlink", True, (parent, name))
 
 
 cdef void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name) noexcept:
-    _call_and_ack(req, _h.rmdir, (parent, name))
+    _call_and_ack(req, "rmdir", True, (parent, name))
 
 
 cdef void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
                     fuse_ino_t newparent, const char *newname, unsigned int flags) noexcept:
-    _call_and_ack(req, _h.rename, (parent, name, newparent, newname, flags))
+    _call_and_ack(req, "rename", True, (parent, name, newparent, newname, flags))
 
 
 cdef void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi) noexcept:
     try:
-        fi.fh = _h.open(ino, fi.flags)
+        fi.fh = _py(True).open(ino, fi.flags)
     except BaseException as exc:
         _error(req, exc)
         return
@@ -489,7 +848,7 @@ cdef void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t 
     cdef fuse_entry_param e
     cdef const fuse_ctx *ctx = fuse_req_ctx(req)
     try:
-        fh, a = _h.create(parent, name, mode, fi.flags, ctx.uid, ctx.gid)
+        fh, a = _py(True).create(parent, name, mode, fi.flags, ctx.uid, ctx.gid)
         _fill_entry(&e, a)
         fi.fh = fh
     except BaseException as exc:
@@ -502,9 +861,13 @@ cdef void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t 
 cdef void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                   fuse_file_info *fi) noexcept:
     cdef const unsigned char[::1] data
-    if _read_map is not None:
+    cdef _Fast *f = _fast_get(ino)
+    if f is not NULL:
+        _fast_read(req, f, size, off)
+        return
+    if _read_map:
         try:
-            segments = _read_map(fi.fh, off, size)
+            segments = _py(False).read_map(fi.fh, off, size)
         except BaseException as exc:
             _error(req, exc)
             return
@@ -512,7 +875,7 @@ cdef void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
             _reply_segments(req, segments)
             return
     try:
-        data = _h.read(fi.fh, off, size)
+        data = _py(False).read(fi.fh, off, size)
     except BaseException as exc:
         _error(req, exc)
         return
@@ -567,8 +930,11 @@ cdef void _reply_segments(fuse_req_t req, list segments) noexcept:
 
 cdef void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
                    off_t off, fuse_file_info *fi) noexcept:
+    cdef _Fast *f = _fast_get(ino)
+    if f is not NULL and _fast_write(req, f, buf, size, off):
+        return
     try:
-        n = _h.write(fi.fh, off, PyBytes_FromStringAndSize(buf, size))
+        n = _py(True).write(fi.fh, off, PyBytes_FromStringAndSize(buf, size))
     except BaseException as exc:
         _error(req, exc)
         return
@@ -576,33 +942,33 @@ cdef void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
 
 
 cdef void op_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi) noexcept:
-    _call_and_ack(req, _h.flush, (fi.fh,))
+    _call_and_ack(req, "flush", False, (fi.fh,))
 
 
 cdef void op_access(fuse_req_t req, fuse_ino_t ino, int mask) noexcept:
     cdef const fuse_ctx *ctx = fuse_req_ctx(req)
-    _call_and_ack(req, _h.access, (ino, mask, ctx.uid, ctx.gid))
+    _call_and_ack(req, "access", False, (ino, mask, ctx.uid, ctx.gid))
 
 
 cdef void op_release(fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi) noexcept:
-    _call_and_ack(req, _h.release, (fi.fh,))
+    _call_and_ack(req, "release", True, (fi.fh,))
 
 
 cdef void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
                    fuse_file_info *fi) noexcept:
-    _call_and_ack(req, _h.fsync, (fi.fh, bool(datasync)))
+    _call_and_ack(req, "fsync", True, (fi.fh, bool(datasync)))
 
 
 cdef void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
                        fuse_file_info *fi) noexcept:
-    _call_and_ack(req, _h.fallocate, (fi.fh, mode, offset, length))
+    _call_and_ack(req, "fallocate", True, (fi.fh, mode, offset, length))
 
 
 cdef void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
                              fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
                              fuse_file_info *fi_out, size_t length, int flags) noexcept:
     try:
-        n = _h.copy_file_range(fi_in.fh, off_in, fi_out.fh, off_out, length, flags)
+        n = _py(True).copy_file_range(fi_in.fh, off_in, fi_out.fh, off_out, length, flags)
     except BaseException as exc:
         _error(req, exc)
         return
@@ -612,7 +978,7 @@ cdef void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 cdef void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
                    fuse_file_info *fi) noexcept:
     try:
-        pos = _h.lseek(fi.fh, off, whence)
+        pos = _py(False).lseek(fi.fh, off, whence)
     except BaseException as exc:
         _error(req, exc)
         return
@@ -621,7 +987,7 @@ cdef void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 
 cdef void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi) noexcept:
     try:
-        fi.fh = _h.opendir(ino)
+        fi.fh = _py(False).opendir(ino)
     except BaseException as exc:
         _error(req, exc)
         return
@@ -660,7 +1026,7 @@ cdef void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         if r.buf is NULL:
             raise MemoryError()
         try:
-            _h.readdir(fi.fh, off, r.add)
+            _py(False).readdir(fi.fh, off, r.add)
         except BaseException:
             free(r.buf)
             raise
@@ -672,19 +1038,19 @@ cdef void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 
 cdef void op_releasedir(fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi) noexcept:
-    _call_and_ack(req, _h.releasedir, (fi.fh,))
+    _call_and_ack(req, "releasedir", True, (fi.fh,))
 
 
 cdef void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
                       fuse_file_info *fi) noexcept:
-    _call_and_ack(req, _h.fsyncdir, (fi.fh, bool(datasync)))
+    _call_and_ack(req, "fsyncdir", True, (fi.fh, bool(datasync)))
 
 
 cdef void op_statfs(fuse_req_t req, fuse_ino_t ino) noexcept:
     cdef statvfs st
     memset(&st, 0, sizeof(statvfs))
     try:
-        s = _h.statfs()
+        s = _py(False).statfs()
         st.f_bsize = s["f_bsize"]
         st.f_frsize = s["f_frsize"]
         st.f_blocks = s["f_blocks"]
@@ -702,7 +1068,7 @@ cdef void op_statfs(fuse_req_t req, fuse_ino_t ino) noexcept:
 
 cdef void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
                       size_t size, int flags) noexcept:
-    _call_and_ack(req, _h.setxattr,
+    _call_and_ack(req, "setxattr", True,
                   (ino, name, PyBytes_FromStringAndSize(value, size), flags))
 
 
@@ -720,8 +1086,15 @@ cdef void _reply_sized(fuse_req_t req, bytes value, size_t size) noexcept:
 
 cdef void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
                       size_t size) noexcept:
+    cdef _Fast *f
+    if strlen(name) <= 255:
+        # the kernel asks for security.capability before every write
+        f = _fast_get(ino)
+        if f is not NULL and f.no_xattrs:
+            fuse_reply_err(req, ENODATA)
+            return
     try:
-        value = bytes(_h.getxattr(ino, name))
+        value = bytes(_py(False).getxattr(ino, name))
     except BaseException as exc:
         _error(req, exc)
         return
@@ -730,7 +1103,7 @@ cdef void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 
 cdef void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) noexcept:
     try:
-        names = bytes(_h.listxattr(ino))
+        names = bytes(_py(False).listxattr(ino))
     except BaseException as exc:
         _error(req, exc)
         return
@@ -738,7 +1111,7 @@ cdef void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) noexcept:
 
 
 cdef void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name) noexcept:
-    _call_and_ack(req, _h.removexattr, (ino, name))
+    _call_and_ack(req, "removexattr", True, (ino, name))
 
 
 def _fuse_error(default):
@@ -792,7 +1165,7 @@ def _serve(serial, int wfd):
             with serial:
                 fuse_session_process_buf(_se, &buf)
                 if _later:
-                    _h.run_later()
+                    _py(True).run_later()
     except BaseException as exc:
         _fail(exc)                  # raised by run()
     finally:
@@ -817,6 +1190,19 @@ cdef void _end() noexcept:
         fuse_session_exit(_se)
 
 
+cdef void _end_fast() noexcept:
+    """The fast path's last writes handed over, its maps dropped (the loop
+    has stopped; the handler then writes its last checkpoint)."""
+    global _fast_on
+    if _handler is not None and (_pending or _unreported):
+        try:
+            _handover()
+        except BaseException as exc:
+            _fail(exc)
+    _fast_clear()
+    _fast_on = False
+
+
 def _stop_workers(threads):
     """Have every worker stop after the request it is answering: each is
     sent WAKE_SIGNAL (its read returns EINTR) until it ends, again and
@@ -837,17 +1223,28 @@ class Session:
     """See the module docstring."""
 
     def __init__(self, handler, options):
-        global _h, _se, _entry_timeout, _attr_timeout, _writeback_cache, _failure
+        global _handler, _se, _entry_timeout, _attr_timeout, _writeback_cache, _failure
         global _mounted, _gone, _ended, _later, _read_map, _image_fd, _zeros, _zeros_max
+        global _fast_on, _write_hit, _ra_first, _ra_max, _ra_slack
+        global _blocklog, _agblklog, _agblocks, _agcount, _image_start, _image_bytes
         cdef fuse_args args
         if _se is not NULL:
             raise RuntimeError("a FUSE session is already open in this process")
-        _h = handler
+        _handler = handler
         _later = getattr(handler, "later", None)
         if _later is not None:
             handler.answer_first = True
-        _read_map = getattr(handler, "read_map", None)
-        if _read_map is not None:
+        _fast_clear()
+        _read_map = hasattr(handler, "read_map")
+        # reads and overwrites of regular files answered here (see _fast_get)
+        _fast_on = _read_map and hasattr(handler, "fast_map")
+        _write_hit = getattr(handler, "write_hit", None) if _fast_on else None
+        _ra_first, _ra_max, _ra_slack = getattr(handler, "read_ahead", (0, 0, 0))
+        if _fast_on:
+            handler.drop_maps = _drop_maps
+            _blocklog, _agblklog, _agblocks, _agcount, _image_start, _image_bytes = \
+                handler.fast_geometry
+        if _read_map:
             _image_fd = handler.image_fd
             if _zeros is NULL or _zeros_max != handler.zeros_max:
                 free(_zeros)
@@ -909,7 +1306,7 @@ class Session:
         fstool_fuse_log_capture(0)
         fuse_opt_free_args(&args)
         if _se is NULL:
-            _h = _later = None
+            _handler = _later = None
             raise RuntimeError(_fuse_error("fuse_session_new() failed"))
 
     def mount(self, mountpoint):
@@ -963,6 +1360,7 @@ class Session:
                     now = monotonic()
                     if now >= due:
                         with serial:
+                            _py(True)
                             tick()
                         due = monotonic() + every
                         continue
@@ -983,18 +1381,20 @@ class Session:
             _stop_workers(threads)
             _os.close(rfd)
             _os.close(wfd)
+            _end_fast()
         if _failure is not None:
             exc, _failure = _failure, None
             raise exc
 
     def close(self):
         """Unmount unless the kernel already has, and free the session."""
-        global _se, _h, _mounted, _later
+        global _se, _handler, _mounted, _later
         if _se is NULL:
             return
         if _mounted and not _gone:
             fuse_session_unmount(_se)
         fuse_session_destroy(_se)
         _se = NULL
-        _h = _later = None
+        _end_fast()
+        _handler = _later = None
         _mounted = False

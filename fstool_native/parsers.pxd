@@ -4,10 +4,13 @@ cdef unsigned int _T[2048]
 # them stays in C (a Python-level global would make every step a Python op)
 cdef unsigned long long _MASK64, _MIX1, _MIX2
 cdef unsigned int _M32
+cdef unsigned long long _DIR_SIZE_MAX
+# attr entry flags (the namespace bits, the parent namespace, incomplete)
+cdef int _ATTR_NSP_MASK, _ATTR_PARENT, _ATTR_INCOMPLETE
 
 # big-endian readers, shared with checks.py
-cdef unsigned int _be16(unsigned char *p, Py_ssize_t off)
-cdef unsigned int _be32(unsigned char *p, Py_ssize_t off)
+cdef unsigned int _be16(unsigned char *p, Py_ssize_t off) noexcept
+cdef unsigned int _be32(unsigned char *p, Py_ssize_t off) noexcept
 # the bigtime epoch's offset in nanoseconds (parsers._timestamp_ns)
 cdef long long _BIGTIME_OFF
 
@@ -98,4 +101,33 @@ cdef object _push3(array arr, long long a, long long b, long long c)
 cdef object _push4(array arr, unsigned long long a, unsigned long long b,
                    unsigned long long c, unsigned long long d)
 # an inode table's slot of an inode (check's namespace kernels in checks.py)
-cdef Py_ssize_t _find_slot(unsigned long long[:] starts, unsigned long long ino)
+cdef Py_ssize_t _find_slot(unsigned long long[:] starts, unsigned long long ino) noexcept
+# a shortform directory's tally (sf_dir_tally), its arguments checked and
+# typed by the caller (checks.ShortformRun)
+cdef object _sf_tally(object raw, unsigned long long ino, object uuid, bint has_ftype,
+                      Py_ssize_t dirblksize, Py_ssize_t data_first,
+                      unsigned long long rootino, int agino_log, unsigned long long agcount,
+                      unsigned long long agino_lo, unsigned long long[:] agino_hi,
+                      unsigned long long[:] not_dirents, unsigned long long[:] starts,
+                      unsigned char[:] itype, unsigned int[:] refs,
+                      unsigned long long[:] ps, bint has_ps)
+
+# the parent pointers and paths of many inodes (fstool path)
+cdef class PathTable:
+    cdef public unsigned long long root
+    cdef public object gen_of, parents_of, errors, index
+    cdef public list broken
+    cdef public dict dirs, memo, prefixes
+    cdef public array recs, pps
+    cdef public bytearray names, out
+    cdef public Py_ssize_t nused, count, pos
+    cdef Py_ssize_t _put_name(self, unsigned char *p, Py_ssize_t start, Py_ssize_t n) except -1
+    cdef object _add_record(self, unsigned long long ino, unsigned long long gen, bint isdir,
+                            Py_ssize_t first, Py_ssize_t n)
+    cdef Py_ssize_t _add_sf(self, unsigned char *p, Py_ssize_t start) except -1
+    cdef object _gen(self, unsigned long long d)
+    cdef int _reserve(self, Py_ssize_t n) except -1
+    cdef int _put(self, unsigned char *p, Py_ssize_t a, Py_ssize_t n) except -1
+    cdef int _put_byte(self, unsigned char c) except -1
+    cdef int _put_uint(self, unsigned long long v) except -1
+    cdef int _put_esc(self, unsigned char *p, Py_ssize_t a, Py_ssize_t n) except -1

@@ -24,6 +24,8 @@ if not cython.compiled:
 # the 32-bit mask as a C value (parsers.pxd): a literal this large would be
 # a Python int to Cython, and every masked step a Python operation
 _M32 = 0xFFFFFFFF
+# the largest directory size (XFS_DIR2_SPACE_SIZE, 32 GiB), as a C value
+_DIR_SIZE_MAX = 0x800000000
 
 # CRC-32C (Castagnoli), reflected polynomial 0x82F63B78, as eight 256-entry
 # tables for slicing-by-8.  parsers.pxd declares _T as a C array when compiled.
@@ -84,6 +86,7 @@ def _crc_update_words(data, start, end, c):
 
 
 @cython.cfunc
+@cython.exceptval(check=False)
 @cython.locals(p=cython.p_uchar, start=cython.Py_ssize_t, end=cython.Py_ssize_t,
                c=cython.uint, i=cython.Py_ssize_t)
 @cython.returns(cython.uint)
@@ -108,6 +111,7 @@ def _crc_update(p, start, end, c):
 
 
 @cython.cfunc
+@cython.exceptval(check=False)
 @cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t)
 @cython.returns(cython.uint)
 def _be16(p, off):
@@ -115,6 +119,7 @@ def _be16(p, off):
 
 
 @cython.cfunc
+@cython.exceptval(check=False)
 @cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t)
 @cython.returns(cython.uint)
 def _be32(p, off):
@@ -122,6 +127,8 @@ def _be32(p, off):
 
 
 @cython.cfunc
+@cython.exceptval(check=False)
+@cython.inline
 @cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, hi=cython.ulonglong,
                lo=cython.ulonglong)
 @cython.returns(cython.ulonglong)
@@ -140,6 +147,8 @@ def _check_records(buf, off, n, size, what):
 # l0 bits 62..9 the file offset, l0 bits 8..0 with l1 bits 63..21 the start
 # block, l1 bits 20..0 the length.
 @cython.cfunc
+@cython.exceptval(check=False)
+@cython.inline
 @cython.locals(l0=cython.ulonglong)
 @cython.returns(cython.ulonglong)
 def _rec_startoff(l0):
@@ -147,6 +156,8 @@ def _rec_startoff(l0):
 
 
 @cython.cfunc
+@cython.exceptval(check=False)
+@cython.inline
 @cython.locals(l0=cython.ulonglong, l1=cython.ulonglong)
 @cython.returns(cython.ulonglong)
 def _rec_startblock(l0, l1):
@@ -154,6 +165,8 @@ def _rec_startblock(l0, l1):
 
 
 @cython.cfunc
+@cython.exceptval(check=False)
+@cython.inline
 @cython.locals(l1=cython.ulonglong)
 @cython.returns(cython.ulonglong)
 def _rec_blockcount(l1):
@@ -169,6 +182,7 @@ def crc32c(data, crc: cython.uint = 0) -> int:
 
 
 @cython.cfunc
+@cython.exceptval(check=False)
 @cython.locals(p=cython.p_uchar, start=cython.Py_ssize_t, end=cython.Py_ssize_t,
                off=cython.Py_ssize_t, c=cython.uint)
 @cython.returns(cython.uint)
@@ -186,6 +200,7 @@ def _cksum_region(p, start, end, off):
 
 
 @cython.cfunc
+@cython.exceptval(check=False)
 @cython.locals(p=cython.p_uchar, start=cython.Py_ssize_t, end=cython.Py_ssize_t,
                off=cython.Py_ssize_t, stored=cython.uint)
 @cython.returns(cython.bint)
@@ -382,6 +397,7 @@ def hash_lower_bound(buf, start, count, hashval) -> int:
 
 
 @cython.cfunc
+@cython.exceptval(check=False)
 @cython.locals(x=cython.uint, n=cython.int)
 @cython.returns(cython.uint)
 def _rol32(x, n):
@@ -389,6 +405,7 @@ def _rol32(x, n):
 
 
 @cython.cfunc
+@cython.exceptval(check=False)
 @cython.locals(p=cython.p_uchar, start=cython.Py_ssize_t, n=cython.Py_ssize_t,
                i=cython.Py_ssize_t, h=cython.uint)
 @cython.returns(cython.uint)
@@ -436,87 +453,528 @@ _ATTR_PARENT = 0x08
 _ATTR_INCOMPLETE = 0x80
 
 
+# -- paths of inodes from their parent pointers (fstool path) ---------------------------------
+#
+# PathTable holds the parent pointers of many inodes in flat arrays (read a
+# whole inode chunk at a time by add_chunk, or given one inode at a time by
+# add) and works out paths from them: each directory's paths once, kept by
+# directory.  render() writes "INO PATH" lines of every inode it holds, the
+# paths' names escaped as fstool shows names (ops/names.py's shown_name),
+# into one buffer.  With gen_of and parents_of it reads through them
+# instead (a few inodes, read from the filesystem one by one).
+
+# the names of the control characters shown by name
+_NAMED_ESC = {0x0A: 0x6E, 0x09: 0x74, 0x0D: 0x72, 0x5C: 0x5C}
+
+
+@cython.cfunc
+@cython.locals(p=cython.p_uchar, i=cython.Py_ssize_t, end=cython.Py_ssize_t, c=cython.uint,
+               c1=cython.uint, n=cython.Py_ssize_t, lo=cython.uint, hi=cython.uint,
+               k=cython.Py_ssize_t)
+@cython.returns(cython.Py_ssize_t)
+def _utf8_len(p, i, end):
+    """The length of the well-formed UTF-8 sequence at p[i] (lead byte
+    0x80 or above) ending at or before ``end``, or 0 when there is none (as
+    Python's strict UTF-8 decoder decides: no overlong forms, no surrogates,
+    nothing above U+10FFFF)."""
+    c = p[i]
+    if 0xC2 <= c <= 0xDF:
+        n = 2
+    elif 0xE0 <= c <= 0xEF:
+        n = 3
+    elif 0xF0 <= c <= 0xF4:
+        n = 4
+    else:
+        return 0
+    if i + n > end:
+        return 0
+    c1 = p[i + 1]
+    lo = 0x80
+    hi = 0xBF
+    if c == 0xE0:
+        lo = 0xA0
+    elif c == 0xED:
+        hi = 0x9F
+    elif c == 0xF0:
+        lo = 0x90
+    elif c == 0xF4:
+        hi = 0x8F
+    if c1 < lo or c1 > hi:
+        return 0
+    for k in range(i + 2, i + n):
+        if p[k] < 0x80 or p[k] > 0xBF:
+            return 0
+    return n
+
+
+@cython.cfunc
+@cython.locals(q=cython.p_uchar, at=cython.Py_ssize_t, p=cython.p_uchar,
+               start=cython.Py_ssize_t, n=cython.Py_ssize_t, i=cython.Py_ssize_t)
+def _copy_into(q, at, p, start, n):
+    """q[at:at+n] = p[start:start+n] (q a bytearray that has the room)."""
+    if cython.compiled:
+        for i in range(n):
+            q[at + i] = p[start + i]
+    else:
+        q[at:at + n] = p[start:start + n]
+
+
+@cython.cfunc
 @cython.locals(p=cython.p_uchar, start=cython.Py_ssize_t, size=cython.Py_ssize_t,
                totsize=cython.Py_ssize_t, count=cython.Py_ssize_t, pos=cython.Py_ssize_t,
-               i=cython.Py_ssize_t, namelen=cython.Py_ssize_t, valuelen=cython.Py_ssize_t,
-               flags=cython.uint, v=cython.Py_ssize_t)
-def sf_parents(buf, start, size) -> list:
-    """The parent pointers of a shortform attr fork buf[start:start+size]:
-    [(p_ino, p_gen, name)] of its complete entries of the parent namespace
-    whose value is a 12-byte xfs_parent_rec.  ValueError when the fork's
-    header or an entry runs past its size."""
-    p = buf
-    if start < 0 or size < 4 or start + size > len(buf):
-        raise ValueError("shortform attr fork outside the buffer")
+               i=cython.Py_ssize_t)
+@cython.returns(cython.bint)
+def _sf_sound(p, start, size):
+    """Whether the shortform attr fork at p[start:start+size] has a header
+    and entries that fit its size (its totsize)."""
+    if size < 4:
+        return False
     totsize = _be16(p, start)
     count = p[start + 2]
     if totsize < 4 or totsize > size:
-        raise ValueError(f"shortform attr totsize {totsize} does not fit the fork ({size})")
-    out = []
+        return False
     pos = start + 4
     for i in range(count):
-        if pos + 3 > start + totsize:
-            raise ValueError("shortform attr entry overruns totsize")
-        namelen = p[pos]
-        valuelen = p[pos + 1]
-        flags = p[pos + 2]
-        if pos + 3 + namelen + valuelen > start + totsize:
-            raise ValueError("shortform attr entry overruns totsize")
-        if (flags & _ATTR_NSP_MASK) == _ATTR_PARENT and not flags & _ATTR_INCOMPLETE and \
-                valuelen == 12:
-            v = pos + 3 + namelen
-            out.append((_be64(p, v), _be32(p, v + 8), buf[pos + 3:pos + 3 + namelen]))
-        pos += 3 + namelen + valuelen
-    return out
+        if pos + 3 > start + totsize or pos + 3 + p[pos] + p[pos + 1] > start + totsize:
+            return False
+        pos += 3 + p[pos] + p[pos + 1]
+    return True
 
 
-@cython.locals(p=cython.p_uchar, base=cython.Py_ssize_t, isize=cython.Py_ssize_t,
-               i=cython.Py_ssize_t, off=cython.Py_ssize_t, ino=cython.ulonglong,
-               mode=cython.uint, forkoff=cython.Py_ssize_t, aformat=cython.uint,
-               litino=cython.Py_ssize_t, clen=cython.Py_ssize_t)
-def chunk_parents(chunk, base, inodesize, first_ino, free, holemask) -> tuple:
-    """The parent pointers of the in-use inodes of one 64-inode chunk
-    (first inode at chunk[base:], inobt free mask and holemask): returns
-    (records, others).  records holds (ino, mode, generation, nlink,
-    [(p_ino, p_gen, name)]) for every inode that verifies (magic, version 3,
-    its own number, CRC), is in use and has no attr fork or a sound
-    shortform one; others the inode numbers the caller must read itself
-    (attr forks in blocks, or anything that does not verify)."""
-    p = chunk
-    isize = inodesize
-    litino = isize - 176
-    clen = len(chunk)
-    records = []
-    others = []
-    for i in range(64):
-        if (holemask >> (i // 4)) & 1 or (free >> i) & 1:
-            continue
-        off = base + i * isize
-        ino = first_ino + i
-        if off < 0 or off + isize > clen or isize < 176:
-            others.append(ino)
-            continue
-        if _be16(p, off) != 0x494E or p[off + 4] != 3 or _be64(p, off + 152) != ino or \
-                not _cksum_region_ok(p, off, off + isize, off + 100):
-            others.append(ino)
-            continue
-        mode = _be16(p, off + 2)
-        if mode == 0:
-            continue
-        forkoff = p[off + 82] * 8
-        aformat = p[off + 83]
-        if forkoff == 0:
-            records.append((ino, mode, _be32(p, off + 92), _be32(p, off + 16), []))
-        elif aformat == 1 and forkoff < litino:
-            try:
-                pp = sf_parents(chunk, off + 176 + forkoff, litino - forkoff)
-            except ValueError:
+class PathTable:
+    """The parent pointers of many inodes, and their paths.
+
+    ``add_chunk`` and ``add`` fill the table; ``paths_at(k)`` (the k-th
+    inode added), ``paths(ino)`` and ``render`` give paths.  A parent
+    pointer is followed when it names an in-use directory of the generation
+    it records; one that does not is put in ``broken`` as (inode, (p_ino,
+    p_gen, name), why) and leads nowhere; a chain that comes back to an
+    inode on it is given up.  ``gen_of(ino)`` (a directory's generation, or
+    None) and ``parents_of(ino)`` ([(p_ino, p_gen, name)], raising
+    ``errors`` when the inode cannot be read) answer for inodes the table
+    does not hold."""
+
+    def __init__(self, root, gen_of=None, parents_of=None, errors=Exception):
+        self.root = root
+        self.gen_of = gen_of
+        self.parents_of = parents_of
+        self.errors = errors
+        self.broken = []
+        self.dirs = {}                  # directory -> its record
+        self.index = None               # inode -> its record, when asked for
+        self.memo = {root: [b"/"]}      # directory -> its paths
+        self.prefixes = {}              # directory -> (its paths escaped, its generation)
+        self.recs = array("Q")          # per inode: ino, gen | dir << 32, first pointer, count
+        self.pps = array("Q")           # per pointer: p_ino, p_gen, name offset, name length
+        self.names = bytearray()
+        self.nused = 0
+        self.count = 0
+        self.out = bytearray()
+        self.pos = 0
+
+    # -- filling -----------------------------------------------------------------------------
+
+    @cython.locals(at=cython.Py_ssize_t)
+    def _put_name(self, p, start, n):
+        """Keep p[start:start+n] in ``names``; its offset there."""
+        at = self.nused
+        if at + n > len(self.names):
+            self.names.extend(bytes(max(n, len(self.names), 4096)))
+        _copy_into(self.names, at, p, start, n)
+        self.nused = at + n
+        return at
+
+    def _add_record(self, ino, gen, isdir, first, n):
+        self.index = None
+        if isdir:
+            self.dirs[ino] = self.count
+        _push4(self.recs, ino, gen | (cython.cast(cython.ulonglong, isdir) << 32), first, n)
+        self.count += 1
+        return 0
+
+    def add(self, ino, mode, gen, parents):
+        """Add inode ``ino`` (mode, generation) and its parent pointers
+        [(p_ino, p_gen, name)]."""
+        first = len(self.pps) // 4
+        for d, g, name in parents:
+            _push4(self.pps, d, g, self._put_name(name, 0, len(name)), len(name))
+        self._add_record(ino, gen, (mode & 0xF000) == 0x4000, first, len(parents))
+
+    @cython.locals(p=cython.p_uchar, base=cython.Py_ssize_t, isize=cython.Py_ssize_t,
+                   i=cython.Py_ssize_t, off=cython.Py_ssize_t, ino=cython.ulonglong,
+                   mode=cython.uint, forkoff=cython.Py_ssize_t, aformat=cython.uint,
+                   litino=cython.Py_ssize_t, clen=cython.Py_ssize_t, fork=cython.Py_ssize_t,
+                   first=cython.Py_ssize_t, n=cython.Py_ssize_t, first_ino=cython.ulonglong,
+                   free=cython.ulonglong, holemask=cython.ulonglong)
+    def add_chunk(self, chunk, base, inodesize, first_ino, free, holemask) -> list:
+        """Add the in-use inodes of one 64-inode chunk (first inode at
+        chunk[base:], inobt free mask and holemask) that verify (magic,
+        version 3, their own number, CRC) and have no attr fork or a sound
+        shortform one; returns the numbers of the other in-use ones (attr
+        forks in blocks, anything that does not verify), for the caller to
+        read and ``add``."""
+        p = chunk
+        base = base
+        isize = inodesize
+        litino = isize - 176
+        clen = len(chunk)
+        others = []
+        for i in range(64):
+            if (holemask >> (i // 4)) & 1 or (free >> i) & 1:
+                continue
+            off = base + i * isize
+            ino = first_ino + i
+            if off < 0 or off + isize > clen or isize < 176:
                 others.append(ino)
                 continue
-            records.append((ino, mode, _be32(p, off + 92), _be32(p, off + 16), pp))
+            if _be16(p, off) != 0x494E or p[off + 4] != 3 or _be64(p, off + 152) != ino or \
+                    not _cksum_region_ok(p, off, off + isize, off + 100):
+                others.append(ino)
+                continue
+            mode = _be16(p, off + 2)
+            if mode == 0:
+                continue
+            forkoff = p[off + 82] * 8
+            aformat = p[off + 83]
+            first = len(self.pps) // 4
+            n = 0
+            if forkoff:
+                fork = off + 176 + forkoff
+                if aformat != 1 or forkoff >= litino or \
+                        not _sf_sound(p, fork, litino - forkoff):
+                    others.append(ino)
+                    continue
+                n = self._add_sf(p, fork)
+            self._add_record(ino, _be32(p, off + 92), (mode & 0xF000) == 0x4000, first, n)
+        return others
+
+    @cython.locals(pos=cython.Py_ssize_t, count=cython.Py_ssize_t, i=cython.Py_ssize_t,
+                   namelen=cython.Py_ssize_t, valuelen=cython.Py_ssize_t, flags=cython.uint,
+                   v=cython.Py_ssize_t, n=cython.Py_ssize_t)
+    def _add_sf(self, p, start):
+        """Add the parent pointers of the shortform attr fork at p[start:]
+        (checked by _sf_sound): its complete entries of the parent namespace
+        whose value is a 12-byte xfs_parent_rec.  Their number."""
+        count = p[start + 2]
+        pos = start + 4
+        n = 0
+        for i in range(count):
+            namelen = p[pos]
+            valuelen = p[pos + 1]
+            flags = p[pos + 2]
+            if (flags & _ATTR_NSP_MASK) == _ATTR_PARENT and not flags & _ATTR_INCOMPLETE and \
+                    valuelen == 12:
+                v = pos + 3 + namelen
+                _push4(self.pps, _be64(p, v), _be32(p, v + 8),
+                       self._put_name(p, pos + 3, namelen), namelen)
+                n += 1
+            pos += 3 + namelen + valuelen
+        return n
+
+    # -- walking -----------------------------------------------------------------------------
+
+    def _plist(self, k):
+        """The parent pointers of record ``k``: [(p_ino, p_gen, name)]."""
+        r = self.recs
+        pps = self.pps
+        out = []
+        for j in range(r[4 * k + 2], r[4 * k + 2] + r[4 * k + 3]):
+            off = pps[4 * j + 2]
+            out.append((pps[4 * j], pps[4 * j + 1], bytes(self.names[off:off + pps[4 * j + 3]])))
+        return out
+
+    @cython.locals(R=cython.p_ulonglong, k=cython.Py_ssize_t)
+    def _gen(self, d):
+        """The generation of directory ``d``, or None when it is not one in use."""
+        got = self.dirs.get(d)
+        if got is not None:
+            k = got
+            if cython.compiled:
+                R = cython.cast(cython.p_ulonglong, self.recs.data.as_voidptr)
+            else:
+                R = self.recs
+            return R[4 * k + 1] & 0xFFFFFFFF
+        if self.gen_of is not None:
+            return self.gen_of(d)
+        return None
+
+    def _parents(self, ino):
+        k = self.dirs.get(ino)
+        if k is not None:
+            return self._plist(k)
+        if self.parents_of is not None:
+            return self.parents_of(ino)
+        if self.index is None:          # every inode held, by number (built when first asked)
+            self.index = {self.recs[4 * i]: i for i in range(self.count)}
+        k = self.index.get(ino)
+        if k is None:
+            raise self.errors(f"inode {ino} is not an inode in use")
+        return self._plist(k)
+
+    def paths(self, ino) -> list:
+        """Every path of ``ino`` (bytes, from '/'), in parent pointer order;
+        the root's is '/'."""
+        if ino == self.root:
+            return [b"/"]
+        return self._paths(ino, self._parents(ino), ())[0]
+
+    def paths_at(self, k) -> list:
+        """Every path of the k-th inode added."""
+        ino = self.recs[4 * k]
+        if ino == self.root:
+            return [b"/"]
+        return self._paths(ino, self._plist(k), ())[0]
+
+    def _paths(self, ino, parents, chain):
+        """(paths, whether a cycle cut some of them short)."""
+        out = []
+        cut = False
+        chain = chain + (ino,)
+        for p in parents:
+            base, c = self._dir_paths(ino, p, chain)
+            cut |= c
+            name = p[2]
+            for b in base:
+                out.append((b if b != b"/" else b"") + b"/" + name)
+        return out, cut
+
+    def _dir_paths(self, child, p, chain):
+        d = p[0]
+        if d in chain:
+            return [], True                 # a cycle: given up
+        gen = self._gen(d)
+        if gen is None:
+            self.broken.append((child, p, f"inode {d} is not a directory in use"))
+            return [], False
+        if gen != p[1]:
+            self.broken.append((child, p, f"directory {d} has generation {gen}, not {p[1]}"))
+            return [], False
+        known = self.memo.get(d)
+        if known is not None:
+            return known, False
+        try:
+            parents = self._parents(d)
+        except self.errors as e:
+            self.broken.append((child, p, f"directory {d}: {e}"))
+            return [], False
+        got, cut = self._paths(d, parents, chain)
+        if not cut:                         # what a cycle cut short depends on the chain
+            self.memo[d] = got
+        return got, cut
+
+    # -- output ------------------------------------------------------------------------------
+
+    def _reserve(self, n):
+        if self.pos + n > len(self.out):
+            self.out.extend(bytes(max(n, len(self.out), 1 << 16)))
+        return 0
+
+    @cython.locals(pos=cython.Py_ssize_t)
+    def _put(self, p, a, n):
+        """Append p[a:a+n] as it is (room reserved)."""
+        pos = self.pos
+        _copy_into(self.out, pos, p, a, n)
+        self.pos = pos + n
+        return 0
+
+    def _put_byte(self, c):
+        """Append the byte ``c`` (room reserved)."""
+        self.out[self.pos] = c
+        self.pos += 1
+        return 0
+
+    @cython.locals(q=cython.p_uchar, n=cython.Py_ssize_t,
+                   i=cython.Py_ssize_t, pos=cython.Py_ssize_t, t=cython.ulonglong)
+    def _put_uint(self, v):
+        """Append ``v`` in decimal (room for 20 digits reserved)."""
+        n = 1
+        t = v
+        while t >= 10:
+            t //= 10
+            n += 1
+        pos = self.pos
+        q = self.out
+        for i in range(pos + n - 1, pos - 1, -1):
+            q[i] = 0x30 + v % 10
+            v //= 10
+        self.pos = pos + n
+        return 0
+
+    @cython.locals(q=cython.p_uchar, i=cython.Py_ssize_t,
+                   end=cython.Py_ssize_t, pos=cython.Py_ssize_t, c=cython.uint,
+                   k=cython.Py_ssize_t, h=cython.p_uchar)
+    def _put_esc(self, p, a, n):
+        """Append p[a:a+n] as shown_name shows it: UTF-8 text as it is; a
+        backslash, newline, tab and carriage return as \\\\, \\n, \\t, \\r;
+        other control characters and bytes that are not UTF-8 as \\xNN
+        (room for 4 * n bytes reserved)."""
+        q = self.out
+        h = b"0123456789abcdef"
+        pos = self.pos
+        i = a
+        end = a + n
+        while i < end:
+            c = p[i]
+            if 0x20 <= c < 0x7F and c != 0x5C:
+                q[pos] = c
+                pos += 1
+                i += 1
+                continue
+            if c >= 0x80:
+                k = _utf8_len(p, i, end)
+                if k:
+                    while k:
+                        q[pos] = p[i]
+                        pos += 1
+                        i += 1
+                        k -= 1
+                    continue
+            q[pos] = 0x5C
+            if c == 0x0A or c == 0x09 or c == 0x0D or c == 0x5C:
+                q[pos + 1] = _NAMED_ESC[c]
+                pos += 2
+            else:
+                q[pos + 1] = 0x78
+                q[pos + 2] = h[c >> 4]
+                q[pos + 3] = h[c & 15]
+                pos += 4
+            i += 1
+        self.pos = pos
+        return 0
+
+    def escaped(self, name) -> bytes:
+        """``name`` (bytes) as render shows it."""
+        at = self.pos
+        self._reserve(4 * len(name))
+        self._put_esc(name, 0, len(name))
+        got = bytes(self.out[at:self.pos])
+        self.pos = at
+        return got
+
+    def _dir_info(self, d):
+        """(its paths escaped, each ending in '/'; its generation) of
+        directory ``d`` once its paths are known and it is one in use; else
+        None."""
+        known = self.memo.get(d)
+        if known is None:
+            return None
+        gen = self._gen(d)
+        if gen is None:
+            return None
+        info = ([b"/" if b == b"/" else self.escaped(b) + b"/" for b in known], gen)
+        self.prefixes[d] = info
+        return info
+
+    @cython.locals(k=cython.Py_ssize_t, n=cython.Py_ssize_t, R=cython.p_ulonglong)
+    def order(self):
+        """The records in inode order: None when they were added in that
+        order (one inode chunk after another), else their indices sorted."""
+        n = self.count
+        if cython.compiled:
+            R = cython.cast(cython.p_ulonglong, self.recs.data.as_voidptr)
         else:
-            others.append(ino)
-    return records, others
+            R = self.recs
+        for k in range(1, n):
+            if R[4 * k] <= R[4 * (k - 1)]:
+                return sorted(range(n), key=lambda x: self.recs[4 * x])
+        return None
+
+    @cython.locals(k=cython.Py_ssize_t, t=cython.Py_ssize_t, j=cython.Py_ssize_t,
+                   first=cython.Py_ssize_t, end=cython.Py_ssize_t, ino=cython.ulonglong,
+                   d=cython.ulonglong, last=cython.ulonglong,
+                   lastgen=cython.ulonglong, root=cython.ulonglong, s=cython.Py_ssize_t,
+                   R=cython.p_ulonglong, P=cython.p_ulonglong, S=cython.p_ulonglong,
+                   skips=array, fast=cython.bint,
+                   nskip=cython.Py_ssize_t, skipped=cython.bint, nb=cython.Py_ssize_t,
+                   N=cython.p_uchar, have=cython.bint)
+    def render(self, skip=()) -> tuple:
+        """(text, broken): "INO PATH" lines (UTF-8) of every inode held
+        but those in ``skip``, in inode order, and the pointers that lead
+        nowhere as (the inode whose paths were being found, inode, (p_ino,
+        p_gen, name), why)."""
+        n = self.count
+        if cython.compiled:
+            R = cython.cast(cython.p_ulonglong, self.recs.data.as_voidptr)
+        else:
+            R = self.recs
+        order = self.order()
+        skips = array("Q", skip)
+        nskip = len(skips)
+        if cython.compiled:
+            S = cython.cast(cython.p_ulonglong, skips.data.as_voidptr)
+        else:
+            S = skips
+        tagged = []
+        root = self.root
+        N = self.names
+        last = 0
+        have = False
+        lastpre = None
+        lastgen = 0
+        self.pos = 0
+        for t in range(n):
+            k = t if order is None else order[t]
+            ino = R[4 * k]
+            skipped = False
+            for s in range(nskip):
+                if S[s] == ino:
+                    skipped = True
+            if skipped:
+                continue
+            if ino == root:
+                self._reserve(24)
+                self._put_uint(ino)
+                self._put_byte(0x20)
+                self._put_byte(0x2F)
+                self._put_byte(0x0A)
+                continue
+            first = R[4 * k + 2]
+            end = first + R[4 * k + 3]
+            if cython.compiled:
+                P = cython.cast(cython.p_ulonglong, self.pps.data.as_voidptr)
+            else:
+                P = self.pps
+            # the common case at once: every pointer names a directory of
+            # the generation it records whose paths are known
+            fast = True
+            for j in range(first, end):
+                d = P[4 * j]
+                if not have or d != last:
+                    info = self.prefixes.get(d)
+                    if info is None:
+                        info = self._dir_info(d)
+                        if info is None:
+                            fast = False
+                            break
+                    last = d
+                    have = True
+                    lastpre = info[0]
+                    lastgen = info[1]
+                if d == ino or lastgen != P[4 * j + 1]:
+                    fast = False
+                    break
+            if fast:
+                for j in range(first, end):
+                    pre = self.prefixes[P[4 * j]][0] if P[4 * j] != last else lastpre
+                    for b in pre:
+                        self._reserve(22 + len(b) + 4 * P[4 * j + 3])
+                        self._put_uint(ino)
+                        self._put_byte(0x20)
+                        self._put(b, 0, len(b))
+                        self._put_esc(N, P[4 * j + 2], P[4 * j + 3])
+                        self._put_byte(0x0A)
+                continue
+            nb = len(self.broken)
+            for path in self._paths(ino, self._plist(k), ())[0]:
+                self._reserve(22 + 4 * len(path))
+                self._put_uint(ino)
+                self._put_byte(0x20)
+                self._put_esc(path, 0, len(path))
+                self._put_byte(0x0A)
+            for b in self.broken[nb:]:
+                tagged.append((ino,) + b)
+        return bytes(self.out[:self.pos]), tagged
+
 
 
 @cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, n=cython.Py_ssize_t,
@@ -552,6 +1010,22 @@ def alloc_recs(buf, offset, count) -> list:
     for i in range(n):
         out.append((_be32(p, off), _be32(p, off + 4)))
         off += 8
+    return out
+
+
+@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, n=cython.Py_ssize_t,
+               i=cython.Py_ssize_t)
+def rmap_recs(buf, offset, count) -> list:
+    """``count`` reverse-mapping records (startblock, blockcount, owner,
+    offset with its fork, bmbt and unwritten bits)."""
+    p = buf
+    off = offset
+    n = count
+    _check_records(buf, off, n, 24, "reverse mapping records")
+    out = []
+    for i in range(n):
+        out.append((_be32(p, off), _be32(p, off + 4), _be64(p, off + 8), _be64(p, off + 16)))
+        off += 24
     return out
 
 
@@ -933,6 +1407,7 @@ _BIGTIME_OFF = 2147483648000000000
 
 
 @cython.cfunc
+@cython.exceptval(check=False)
 @cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, n=cython.Py_ssize_t,
                i=cython.Py_ssize_t)
 @cython.returns(cython.bint)
@@ -944,6 +1419,7 @@ def _zero(p, off, n):
 
 
 @cython.cfunc
+@cython.exceptval(check=False)
 @cython.locals(p=cython.p_uchar, a=cython.Py_ssize_t, b=cython.Py_ssize_t,
                i=cython.Py_ssize_t)
 @cython.returns(cython.bint)
@@ -955,6 +1431,7 @@ def _no_nul(p, a, b):
 
 
 @cython.cfunc
+@cython.exceptval(check=False)
 @cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t)
 @cython.returns(cython.bint)
 def _legacy_times_ok(p, off):
@@ -1412,7 +1889,7 @@ def scan_inode_chunk(chunk, base, inodesize, first_ino, uuid, free, holemask, fl
         # 76, and leaves the 16 at 80 as padding
         big = (flags2 & 0x10) != 0
         ok = (_be16(p, off) == 0x494E and p[off + 4] == 3 and _be64(p, off + 152) == ino and
-              _be32(p, off + 96) == 0xFFFFFFFF and (big or _zero(p, off + 24, 8)) and
+              _be32(p, off + 96) == _M32 and (big or _zero(p, off + 24, 8)) and
               _be16(p, off + 6) == 0 and _be16(p, off + 90) == 0 and
               _be32(p, off + 72) == 0 and _be32(p, off + 128) == 0 and
               not (big and _be16(p, off + 80)))
@@ -1465,7 +1942,7 @@ def scan_inode_chunk(chunk, base, inodesize, first_ino, uuid, free, holemask, fl
                 if fmt != 2:
                     others.append(i)
                     continue
-            elif (flags2 & 0x2) or size > 0x800000000 or \
+            elif (flags2 & 0x2) or size > _DIR_SIZE_MAX or \
                     (fmt == 1 and (next or nblocks)) or (fmt == 2 and size <= dsize) or \
                     (fmt != 1 and fmt != 2):
                 others.append(i)
@@ -1547,6 +2024,7 @@ _MIX2 = 0x94D049BB133111EB
 
 
 @cython.cfunc
+@cython.exceptval(check=False)
 @cython.locals(ftype=cython.int)
 @cython.returns(cython.int)
 def _ftype_ifmt(ftype):
@@ -1569,6 +2047,7 @@ def _ftype_ifmt(ftype):
 
 
 @cython.cfunc
+@cython.exceptval(check=False)
 @cython.locals(starts=cython.ulonglong[:], ino=cython.ulonglong, lo=cython.Py_ssize_t,
                hi=cython.Py_ssize_t, mid=cython.Py_ssize_t)
 @cython.returns(cython.Py_ssize_t)
@@ -1593,6 +2072,7 @@ def find_slot(starts, ino) -> int:
 
 
 @cython.cfunc
+@cython.exceptval(check=False)
 @cython.locals(starts=cython.ulonglong[:], itype=cython.uchar[:], refs=cython.uint[:],
                child=cython.ulonglong, ftype=cython.int, ft=cython.int,
                slot=cython.Py_ssize_t, t=cython.int, flags=cython.int)
@@ -1641,6 +2121,7 @@ def tally_entry(starts, itype, refs, child, ftype, has_ftype, psums=None, dir_in
 
 
 @cython.cfunc
+@cython.exceptval(check=False)
 @cython.locals(ino=cython.ulonglong, agino_log=cython.int, agcount=cython.ulonglong,
                agino_lo=cython.ulonglong, agino_hi=cython.ulonglong[:],
                not_dirents=cython.ulonglong[:], agno=cython.ulonglong,
@@ -1663,6 +2144,7 @@ def _dir_ino_ok(ino, agino_log, agcount, agino_lo, agino_hi, not_dirents):
 
 
 @cython.cfunc
+@cython.exceptval(check=False)
 @cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, width=cython.Py_ssize_t)
 @cython.returns(cython.ulonglong)
 def _be_ino(p, off, width):
@@ -1670,6 +2152,7 @@ def _be_ino(p, off, width):
     return _be64(p, off) if width == 8 else _be32(p, off)
 
 
+@cython.cfunc
 @cython.locals(p=cython.p_uchar, u=cython.p_uchar, n=cython.Py_ssize_t, ino=cython.ulonglong,
                has_ftype=cython.bint, ft=cython.Py_ssize_t, dirblksize=cython.Py_ssize_t,
                data_first=cython.Py_ssize_t, rootino=cython.ulonglong, agino_log=cython.int,
@@ -1684,39 +2167,15 @@ def _be_ino(p, off, width):
                a=cython.Py_ssize_t, j=cython.Py_ssize_t, q=cython.Py_ssize_t,
                c=cython.uchar, child=cython.ulonglong, flags=cython.int, k=cython.int,
                ftype=cython.int, ps=cython.ulonglong[:], gen=cython.ulonglong,
-               slot=cython.Py_ssize_t)
-def sf_dir_tally(raw, ino, uuid, has_ftype, dirblksize, data_first, rootino, agino_log,
-                 agcount, agino_lo, agino_hi, not_dirents, starts, itype, refs, psums=None):
-    """A shortform directory (the raw inode ``raw`` of directory ``ino``)
-    checked as fstool check's DirChecks._shortform checks it, its entries
-    counted into the inode table (see tally_entry) only when that check
-    would find nothing: the inode verifies (magic, version 3, CRC, its
-    number, ``uuid``) and its data fork is local; the size fits the fork;
-    the header, each entry and the count agree with the size; names are
-    legal and unique; entry offsets ascend from ``data_first`` and leave a
-    ``dirblksize`` block room for the leaf; the i8count is right; the parent
-    and every entry name a valid inode number (``_dir_ino_ok``), no entry the
-    directory itself, the parent the directory only for the root
-    ``rootino``, and the root's parent itself.
-
-    Given ``psums`` (parent pointers, see _pptr_mix), each entry counted
-    adds the mix of (``ino``, the directory's generation, its name) to its
-    target's slot, as tally_entry does.
-
-    Returns (parent, odd) with odd [(name, child, ftype, flags)] for the
-    entries tally_entry flags, or None (nothing counted) when the Python
-    check must look."""
+               slot=cython.Py_ssize_t, has_ps=cython.bint)
+def _sf_tally(raw, ino, uuid, has_ftype, dirblksize, data_first, rootino, agino_log,
+              agcount, agino_lo, agino_hi, not_dirents, starts, itype, refs, ps, has_ps):
+    """sf_dir_tally once its arguments are checked (the table arrays long
+    enough, ``ps`` the parent pointer sums when ``has_ps``), for callers
+    holding them typed already (checks.ShortformRun)."""
     p = raw
     u = uuid
     n = len(raw)
-    if len(uuid) != 16 or len(itype) < 64 * len(starts) or len(refs) < len(itype):
-        raise ValueError("inode table arrays too short")
-    if psums is None:
-        ps = _NO_SUMS
-    else:
-        ps = psums
-        if len(psums) != len(refs):
-            raise ValueError("inode table arrays differ in length")
     if n < 176 or _be16(p, 0) != 0x494E or p[4] != 3 or p[5] != 1 or \
             _be64(p, 152) != ino:
         return None
@@ -1796,7 +2255,7 @@ def sf_dir_tally(raw, ino, uuid, has_ftype, dirblksize, data_first, rootino, agi
         ftype = p[a + namelen] if ft else 0
         child = _be_ino(p, a + namelen + ft, width)
         flags = _tally_one(starts, itype, refs, child, ftype, ft)
-        if psums is not None and not flags & 1:
+        if has_ps and not flags & 1:
             slot = _find_slot(starts, child)
             ps[slot] = (ps[slot] + _pptr_mix(p, a, namelen, ino, gen)) & _MASK64
         if flags:
@@ -1805,7 +2264,38 @@ def sf_dir_tally(raw, ino, uuid, has_ftype, dirblksize, data_first, rootino, agi
     return parent, odd
 
 
+def sf_dir_tally(raw, ino, uuid, has_ftype, dirblksize, data_first, rootino, agino_log,
+                 agcount, agino_lo, agino_hi, not_dirents, starts, itype, refs, psums=None):
+    """A shortform directory (the raw inode ``raw`` of directory ``ino``)
+    checked as fstool check's DirChecks._shortform checks it, its entries
+    counted into the inode table (see tally_entry) only when that check
+    would find nothing: the inode verifies (magic, version 3, CRC, its
+    number, ``uuid``) and its data fork is local; the size fits the fork;
+    the header, each entry and the count agree with the size; names are
+    legal and unique; entry offsets ascend from ``data_first`` and leave a
+    ``dirblksize`` block room for the leaf; the i8count is right; the parent
+    and every entry name a valid inode number (``_dir_ino_ok``), no entry the
+    directory itself, the parent the directory only for the root
+    ``rootino``, and the root's parent itself.
+
+    Given ``psums`` (parent pointers, see _pptr_mix), each entry counted
+    adds the mix of (``ino``, the directory's generation, its name) to its
+    target's slot, as tally_entry does.
+
+    Returns (parent, odd) with odd [(name, child, ftype, flags)] for the
+    entries tally_entry flags, or None (nothing counted) when the Python
+    check must look."""
+    if len(uuid) != 16 or len(itype) < 64 * len(starts) or len(refs) < len(itype):
+        raise ValueError("inode table arrays too short")
+    if psums is not None and len(psums) != len(refs):
+        raise ValueError("inode table arrays differ in length")
+    return _sf_tally(raw, ino, uuid, has_ftype, dirblksize, data_first, rootino, agino_log,
+                     agcount, agino_lo, agino_hi, not_dirents, starts, itype, refs,
+                     _NO_SUMS if psums is None else psums, psums is not None)
+
+
 @cython.cfunc
+@cython.exceptval(check=False)
 @cython.locals(h=cython.ulonglong, addr=cython.ulonglong, x=cython.ulonglong)
 @cython.returns(cython.ulonglong)
 def _leaf_mix(h, addr):
@@ -1826,6 +2316,7 @@ def _leaf_mix(h, addr):
 # the entries naming it; the Python code then finds which.
 
 @cython.cfunc
+@cython.exceptval(check=False)
 @cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, n=cython.Py_ssize_t,
                ino=cython.ulonglong, gen=cython.ulonglong, x=cython.ulonglong,
                a=cython.ulonglong, c=cython.ulonglong)
@@ -1865,6 +2356,7 @@ def pptr_mismatches(itype, psums) -> list:
 
 
 @cython.cfunc
+@cython.exceptval(check=False)
 @cython.locals(p=cython.p_uchar, start=cython.Py_ssize_t, size=cython.Py_ssize_t,
                pptr_fs=cython.bint, psums=cython.ulonglong[:], slot=cython.Py_ssize_t,
                totsize=cython.Py_ssize_t, count=cython.Py_ssize_t, pos=cython.Py_ssize_t,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -76,16 +77,23 @@ def test_pptr_replace_regions():
     assert d["pptr"] == [
         {"tag": "OLDNAME", "p_ino": 131, "p_gen": 5, "name": "old"},
         {"tag": "NEWNAME", "p_ino": 200, "p_gen": 6, "name": "newnam"}]
-    line = summary(d)
-    assert "pptr_replace" in line and "name_len 3 new_name_len 6" in line
-    assert "PPTR NEWNAME parent_ino 200 parent_gen 6 name 'newnam'" in line
+    assert summary(d).split("\n") == [
+        "ATTRI:  #regs: 5\tf: 0x6, ino: 0x84, igen: 0x9, attr_filter: 0x8, name_len: 3, "
+        "new_name_len: 6, value_len: 12, new_value_len: 12  id: 0x77",
+        "ATTRI:  name len:3", "old", "ATTRI:  newname len:6", "newnam",
+        "ATTRI:  value len:12", "00000000 0000 0000 0000 0083 0000 0005 ",
+        "ATTRI:  newvalue len:12", "00000000 0000 0000 0000 00c8 0000 0006 ",
+        "PPTR: OLDNAME attr_namelen 3 attr_valuelen 12",
+        "PPTR: OLDNAME parent_ino 131 parent_gen 5 name 'old'",
+        "PPTR: NEWNAME attr_namelen 6 attr_valuelen 12",
+        "PPTR: NEWNAME parent_ino 200 parent_gen 6 name 'newnam'"]
 
 
 def test_short_parent_value_is_reported_corrupt():
     it = _pptr_replace_item()
     d = decode(Item(list(it.regions[:3]) + [b"\0" * 4, b"\0" * 12], 5))
     assert d["pptr"][0] == {"tag": "OLDNAME", "corrupt": True}
-    assert "PPTR OLDNAME CORRUPT" in summary(d)
+    assert "PPTR: OLDNAME CORRUPT" in summary(d).split("\n")
 
 
 @needs_fixture
@@ -129,6 +137,77 @@ def test_record_view_reads_attri_regions(image):
     assert items and all(it["pptr"][0]["name"] == it["name"] for it in items)
     assert all(it["name"].startswith("link_with_a_long_name_") for it in items)
     text = run("log", "print", "-t", image).stdout
-    assert "PPTR NAME parent_ino" in text
+    assert "    PPTR: NAME parent_ino " in text
     rec = run("log", "print", image).stdout
-    assert "(ATTRI name)" in rec and "(ATTRI value)" in rec
+    assert "  ATTRI:  name len:" in rec and "  ATTRI:  value len:12\n" in rec
+
+
+# -- the items' text against xfs_logprint 6.10.1's -----------------------------------------
+
+_START = re.compile(r"(ATTRI|ATTRD|XMI|XMD):  #regs:")
+_OP = re.compile(r"op \d+: tid 0x[0-9a-f]+ len \d+ \S+ .*?  (.*)$")
+
+
+def _blocks(lines) -> dict:
+    """{type: sorted [item text]}: each ATTRI, ATTRD, XMI and XMD item's
+    lines (leading blanks dropped, blank lines left out): its #regs line,
+    an ATTRI's regions (their "len:" lines and contents) and parent
+    pointers, an XMI's extent line."""
+    out: dict = {}
+    cur = None
+    content = False
+    for ln in (ln.lstrip() for ln in lines):
+        if not ln:
+            continue
+        m = _START.match(ln)
+        if m:
+            cur = [ln]
+            out.setdefault(m.group(1), []).append(cur)
+            content = False
+        elif cur is None:
+            continue
+        elif content or re.match(r"ATTRI:  (name|newname|value|newvalue) len:\d+$", ln) or \
+                re.match(r"[0-9a-f]{8} ", ln) or ln.startswith(("PPTR: ", "(ino1: ")):
+            content = ln.startswith("ATTRI:  ") and " len:" in ln
+            cur.append(ln)
+        else:
+            cur = None
+    return {k: sorted("\n".join(b) for b in v) for k, v in out.items()}
+
+
+def _logprint(img, *args) -> list:
+    r = subprocess.run([modern.tool("xfs_logprint"), *args, str(img)], capture_output=True,
+                       text=True, errors="surrogateescape")
+    assert r.returncode == 0, r.stderr
+    # the record dump's op headers sit between an ATTRI's regions
+    return [ln for ln in r.stdout.splitlines() if not ln.startswith("Oper (")]
+
+
+def _fstool_text(img, *args) -> list:
+    r = run("log", "print", *args, img)
+    assert r.returncode == 0, r.stderr
+    lines = []
+    for ln in r.stdout.splitlines():
+        m = _OP.match(ln.strip())
+        lines.append(m.group(1) if m else ln)
+    return lines
+
+
+@pytest.mark.skipif(not modern.available(), reason="xfsprogs 6.10.1 not built")
+@pytest.mark.parametrize("name", [pptr_log.NAME, "pptr-attri-set", "pptr-attri-remove",
+                                  "pptr-attri-replace", "pptr-xmi"])
+def test_intent_items_print_as_xfs_logprint(name, tmp_path):
+    """On each kernel-dirty parent-pointer log, every ATTRI, ATTRD, XMI and
+    XMD item, in the per-record view and in the transaction view (-t), is
+    printed as xfs_logprint 6.10.1 prints it, line for line (the ATTRI's
+    format fields, its name and value regions, text or hex dump, its
+    parent pointers; the XMI's extent) and there are as many of each."""
+    if not (LF.HERE / f"{name}.img.zst").exists():
+        pytest.skip(f"fixtures/logs/{name} not built")
+    img = LF.unpack(name, tmp_path / "log.img")
+    for args in ((), ("-t",)):
+        want = _blocks(_logprint(img, *args))
+        got = _blocks(_fstool_text(img, *args))
+        assert want.get("ATTRI") or want.get("XMI"), (name, args)
+        assert {k: len(v) for k, v in got.items()} == {k: len(v) for k, v in want.items()}
+        assert got == want, (name, args)

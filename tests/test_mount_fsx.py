@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from fixtures import images
-from fixtures.fusemount import FuseMounted, env, fstool_image, fuse_skip_reason, repair_clean
+from fixtures.fusemount import FuseMounted, env, fstool_image, fuse_skip_reason, kernel_reads
 
 
 @pytest.mark.parametrize("seed", [1])
@@ -28,9 +28,6 @@ def test_fsx_against_a_shadow_copy(tmp_path, seed):
         assert r.returncode == 0, r.stdout + r.stderr
         digest = hashlib.sha1((mnt / "f").read_bytes()).hexdigest()
     assert m.returncode == 0, m.stderr
-    if not images.xfsprogs_available():
-        return
-    repair_clean(img)
-    if images.loop_available():
-        with images.Mounted(img, readonly=True) as k:
-            assert hashlib.sha1((k / "f").read_bytes()).hexdigest() == digest
+    seen = kernel_reads(img, ["f"])
+    if seen is not None:
+        assert hashlib.sha1(seen["f"]).hexdigest() == digest

@@ -24,6 +24,7 @@ from fixtures.images import Mounted, data_ranges
 from fstool.errors import UnsupportedError
 from fstool.fs import dir as xdir
 from fstool.ns.writer import Writer
+from fstool.ops.names import shown_name
 
 GEOMETRIES = [(), ("-m", "rmapbt=0")]
 FULL = os.environ.get("FSTOOL_PPTR_FULL", "") not in ("", "0")
@@ -106,6 +107,35 @@ def test_path_all_equals_find(pimg):
     assert sum(len(v) for v in want.values()) > 11000
 
 
+def _lines(text: str) -> dict:
+    """{inode: sorted paths} of "INO PATH" lines, which must come in inode order."""
+    got: dict = {}
+    inos = []
+    for line in text.splitlines():
+        ino, path = line.split(" ", 1)
+        inos.append(int(ino))
+        got.setdefault(int(ino), []).append(path)
+    assert inos == sorted(inos)
+    return {k: sorted(v) for k, v in got.items()}
+
+
+def _shown(paths: dict) -> dict:
+    """find's paths as fstool shows names (control characters, backslashes
+    and bytes that are not UTF-8 escaped)."""
+    return {k: sorted(shown_name(p) for p in v) for k, v in paths.items()}
+
+
+def test_path_all_text_equals_find(pimg):
+    """fstool path --all's text (written natively, in one buffer): every
+    path of every inode, as find -inum lists them; the pure-Python
+    backend writes the same bytes."""
+    r = fstool("path", "--all", pimg)
+    assert r.returncode == 0, r.stderr
+    assert _lines(r.stdout) == _shown(pptr.load_paths(pimg))
+    pure = fstool("path", "--all", pimg, env=dict(os.environ, FSTOOL_PURE_PYTHON="1"))
+    assert pure.returncode == 0 and pure.stdout == r.stdout
+
+
 def test_path_of_one_inode(pimg):
     want = pptr.load_paths(pimg)
     ino = max(want, key=lambda i: len(want[i]))          # the hub: 441 paths
@@ -160,9 +190,9 @@ def test_path_refuses_filesystems_without_parent_pointers(kernel_img):
     assert r.returncode != 0 and "inode number" in r.stderr
 
 
-def test_path_reports_a_stale_generation(pimg, tmp_path):
-    """A parent pointer whose directory has another generation leads
-    nowhere: the path is left out, the pointer named, exit 1."""
+def _stale_generation(pimg, tmp_path):
+    """A copy of ``pimg`` where /pptr/forms/sf's pointer from /pptr/other
+    records generation 12345: (image, the file's inode, the directory's)."""
     img = copy(pimg, tmp_path)
     with fsmod.open_image(img) as fs:
         ino = fs.lstat("/pptr/forms/sf").st_ino
@@ -172,10 +202,39 @@ def test_path_reports_a_stale_generation(pimg, tmp_path):
         r"a\.sfattr\.list\[(\d+)\]\.parent_dir\.inumber = (\d+)", out)
         if int(m.group(2)) == other)
     db(img, f"inode {ino}", f"write a.sfattr.list[{k}].parent_dir.gen 12345", write=True)
+    return img, ino, other
+
+
+def test_path_reports_a_stale_generation(pimg, tmp_path):
+    """A parent pointer whose directory has another generation leads
+    nowhere: the path is left out, the pointer named, exit 1."""
+    img, ino, _other = _stale_generation(pimg, tmp_path)
     r = fstool("path", img, ino)
     assert r.returncode == 1
     assert r.stdout.splitlines() == ["/pptr/forms/sf"]
     assert "generation" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_path_all_reports_a_stale_generation(pimg, tmp_path):
+    """--all leaves the stale pointer's path out of the text and --json
+    alike, names the pointer once (on stderr, or in "broken") and exits 1;
+    every other path is as find lists it."""
+    img, ino, other = _stale_generation(pimg, tmp_path)
+    want = pptr.load_paths(pimg)
+    want[ino] = ["/pptr/forms/sf"]
+    r = fstool("path", "--all", img)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert _lines(r.stdout) == _shown(want)
+    with fsmod.open_image(img) as fs:
+        gen = fs.inode(other).gen
+    assert r.stderr.splitlines() == [f"fstool: inode {ino}: parent pointer {other}/sf-too: "
+                                     f"directory {other} has generation {gen}, not 12345"]
+    j = fstool("path", "--all", "--json", img)
+    assert j.returncode == 1
+    broken = [rec for rec in map(json.loads, j.stdout.splitlines()) if rec["broken"]]
+    assert broken == [{"ino": ino, "paths": ["/pptr/forms/sf"], "broken": [
+        {"parent": other, "gen": 12345, "name": "sf-too",
+         "why": f"directory {other} has generation {gen}, not 12345"}]}]
 
 
 # -- checking ----------------------------------------------------------------------------------

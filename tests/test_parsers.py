@@ -126,7 +126,7 @@ def test_parser_parity_on_corrupted_buffers():
             outcome(PURE.dir2_sf_entries, b, 0, size, ftype)
         n = rng.randrange(0, 10)
         off = rng.randrange(0, 64)
-        for fn in ("decode_bmbt_recs", "alloc_recs"):
+        for fn in ("decode_bmbt_recs", "alloc_recs", "rmap_recs"):
             assert outcome(getattr(NATIVE, fn), b, off, n) == \
                 outcome(getattr(PURE, fn), b, off, n)
         for sparse in (True, False):
@@ -136,6 +136,25 @@ def test_parser_parity_on_corrupted_buffers():
         assert NATIVE.da_hashname(name) == PURE.da_hashname(name)
         assert outcome(NATIVE.dinode_core, b[:176] if len(b) >= 176 else b, 0, bytes(16)) == \
             outcome(PURE.dinode_core, b[:176] if len(b) >= 176 else b, 0, bytes(16))
+
+
+@pytest.mark.parametrize("mod", BACKENDS, ids=lambda m: "native" if
+                         fstool_native.is_native(m) else "pure")
+def test_rmap_recs_as_struct_reads_them(mod):
+    """rmap_recs gives the reverse-mapping records as big-endian
+    (startblock, blockcount, owner, offset) tuples, as struct reads them,
+    and refuses a count that runs past the buffer."""
+    rng = random.Random(17)
+    for _ in range(200):
+        buf = rng.randbytes(rng.randrange(0, 600))
+        off = rng.randrange(0, 64)
+        n = rng.randrange(0, 20)
+        if off + 24 * n > len(buf):
+            with pytest.raises(ValueError):
+                mod.rmap_recs(buf, off, n)
+            continue
+        assert mod.rmap_recs(buf, off, n) == \
+            list(struct.iter_unpack(">IIQQ", buf[off:off + 24 * n]))
 
 
 @pytest.mark.parametrize("mod", BACKENDS, ids=lambda m: "native" if
@@ -374,8 +393,9 @@ def test_rmap_high_key_parity_and_meaning():
 @needs_native
 def test_parent_pointer_scans_parity():
     """Inode chunks of a parent-pointer image, intact and with bytes
-    flipped: chunk_parents, and scan_inode_chunk counting parent pointers,
-    agree between the backends; the intact chunks' shortform forks are
+    flipped: PathTable.add_chunk (what it keeps, what it leaves to the
+    caller, the paths it renders), and scan_inode_chunk counting parent
+    pointers, agree between the backends; the intact chunks' shortform forks are
     taken natively."""
     if not pptr.available():
         pytest.skip("needs root, a kernel loop mount of XFS and xfsprogs 6.10.1")
@@ -395,8 +415,14 @@ def test_parent_pointer_scans_parity():
                     for _ in range(trial * 6):
                         buf[rng.randrange(len(buf))] ^= 1 << rng.randrange(8)
                     b = bytes(buf)
-                    assert NATIVE.chunk_parents(b, 0, sb.inodesize, first, free, holemask) == \
-                        PURE.chunk_parents(b, 0, sb.inodesize, first, free, holemask)
+                    tables = []
+                    for mod in (NATIVE, PURE):
+                        t = mod.PathTable(sb.rootino)
+                        others = t.add_chunk(b, 0, sb.inodesize, first, free, holemask)
+                        text, broken = t.render()
+                        tables.append((others, list(t.recs), list(t.pps),
+                                       bytes(t.names[:t.nused]), text, broken))
+                    assert tables[0] == tables[1]
                     outs = []
                     for mod in (NATIVE, PURE):
                         itype, nlinks = bytearray(64), array("I", bytes(256))
@@ -519,3 +545,67 @@ def test_sf_dir_tally_parity():
     with pytest.raises(ValueError):             # a table shorter than its chunks
         NATIVE.sf_dir_tally(bytes(raw), ino, uuid, *geo, starts, itype[:-64],
                             array("I", bytes(4 * len(itype))))
+
+
+def _escape_cases():
+    """Names with every kind of byte shown_name treats apart: plain text,
+    UTF-8 of 2 to 4 bytes, the forms a strict decoder refuses (overlong,
+    surrogates, above U+10FFFF, cut short, stray continuation bytes),
+    control characters, backslashes; then random bytes."""
+    fixed = [b"plain", "café-é€😀".encode(), b"\xc0\x80", b"\xc1\xbf", b"\xe0\x80\x80",
+             b"\xe0\xa0\x80", b"\xed\x9f\xbf", b"\xed\xa0\x80", b"\xee\x80\x80",
+             b"\xf0\x8f\xbf\xbf", b"\xf0\x90\x80\x80", b"\xf4\x8f\xbf\xbf", b"\xf4\x90\x80\x80",
+             b"\xf5\x80\x80\x80", b"\xe2\x82", b"a\xe2\x82/b", b"\x80\xbf", b"\xff\xfe",
+             b"\n\t\r\\\x00\x1f\x7f\x20~", "\u0085\u2028".encode(), b"x\xf0\x9f\x98"]
+    rng = random.Random(2929)
+    alphabet = b"ab/\\\n\t\x01\x7f\x80\xbf\xc2\xc3\xe0\xe2\xed\xf0\xf4\xf5\xff\xa0\x9f\x90"
+    rand = [bytes(rng.choice(alphabet) for _ in range(rng.randrange(1, 12)))
+            for _ in range(3000)]
+    return fixed + rand
+
+
+@pytest.mark.parametrize("mod", BACKENDS, ids=lambda m: "native" if
+                         fstool_native.is_native(m) else "pure")
+def test_path_table_escapes_names_as_shown_name(mod):
+    """fstool path --all's buffer shows a name as ops/names.py's
+    shown_name does (its UTF-8 encoding), byte for byte."""
+    from fstool.ops.names import shown_name
+    t = mod.PathTable(128)
+    for name in _escape_cases():
+        assert t.escaped(name) == shown_name(name).encode("utf-8"), name
+
+
+def _walk_table(mod):
+    """A made-up table (added out of inode order): hard links, a directory
+    naming itself, a stale generation, a pointer to a file, a cycle."""
+    t = mod.PathTable(128)
+    d, f = 0o40755, 0o100644
+    t.add(131, f, 7, [(129, 1, b"f"), (130, 1, b"g")])
+    t.add(128, d, 1, [])
+    t.add(129, d, 1, [(128, 1, b"a")])
+    t.add(130, d, 1, [(129, 1, b"b"), (130, 1, b"self")])
+    t.add(132, f, 1, [(129, 99, b"s"), (128, 1, b"t\n")])
+    t.add(133, f, 1, [(131, 7, b"x")])
+    t.add(134, d, 1, [(135, 1, b"c")])
+    t.add(135, d, 1, [(134, 1, b"d")])
+    t.add(136, f, 1, [(134, 1, b"in-cycle"), (129, 1, b"\xff")])
+    t.add(137, f, 1, [(129, 1, b"skipped")])
+    return t
+
+
+@pytest.mark.parametrize("mod", BACKENDS, ids=lambda m: "native" if
+                         fstool_native.is_native(m) else "pure")
+def test_path_table_walk(mod):
+    """Paths and broken pointers of the made-up table, as the kernel's
+    getparents walk gives them: a cycle gives nothing and is no error."""
+    t = _walk_table(mod)
+    text, broken = t.render((137,))
+    assert text.decode().splitlines() == [
+        "128 /", "129 /a", "130 /a/b", "131 /a/f", "131 /a/b/g", "132 /t\\n", "136 /a/\\xff"]
+    assert broken == [(132, 132, (129, 99, b"s"), "directory 129 has generation 1, not 99"),
+                      (133, 133, (131, 7, b"x"), "inode 131 is not a directory in use")]
+    assert t.order() is not None
+    fresh = _walk_table(mod)
+    assert [fresh.paths(i) for i in (128, 130, 131, 134)] == [
+        [b"/"], [b"/a/b"], [b"/a/f", b"/a/b/g"], []]
+    assert [fresh.paths_at(k) for k in range(3)] == [[b"/a/f", b"/a/b/g"], [b"/"], [b"/a"]]

@@ -37,11 +37,13 @@ from pathlib import Path
 
 import pytest
 
-from fixtures import images, killpoints, modern, rmapcheck
+from fixtures import images, killpoints, modern, pptr, rmapcheck
 from fixtures.oracles import fstool, repair_clean
 from fixtures.tree import comparable, tree_manifest, xattr_values
+from fstool._backend import parsers
 from fstool.fs.filesystem import Filesystem
 from fstool.ops import resize_shrink as RS
+from fstool.recovery import finish
 from fstool.ops.stats import ag_tree
 
 MiB = 1 << 20
@@ -88,13 +90,13 @@ def _fill(mnt: Path) -> None:
     os.close(fd)
 
 
-def _far_inodes(x: Path, m: Path, move_dir: bool = True) -> None:
+def _far_inodes(x: Path, m: Path) -> None:
     """Files of every kind made in directory ``x`` (its inodes in its AG),
     then renamed into ``m`` and its directory small: a file with data,
     one with three names, symlinks (remote and inline), xattrs (leaf and
-    remote), a sparse file (a bmbt), a fifo, an empty file; then (with
-    ``move_dir``) ``x`` itself, holding 150 names, a subdirectory and a
-    file, renamed to small/far-dir, else removed."""
+    remote), a sparse file (a bmbt), a fifo, an empty file; then ``x``
+    itself, holding 150 names, a subdirectory and a file, renamed to
+    small/far-dir."""
     (x / "plain").write_bytes(os.urandom(200000))
     (x / "linked").write_bytes(b"three names")
     os.symlink("s" * 700, x / "longlink")
@@ -113,9 +115,6 @@ def _far_inodes(x: Path, m: Path, move_dir: bool = True) -> None:
         os.rename(x / name, m / f"far-{name}")
     os.link(m / "far-linked", m / "small" / "far-linked-2")
     os.link(m / "far-linked", m / "far-linked-3")
-    if not move_dir:
-        x.rmdir()
-        return
     # the directory itself moves, in leaf form with a subdirectory and a
     # file of its own
     for i in range(150):
@@ -155,9 +154,7 @@ def _metadata_image(img: Path, *mkfs_args: str) -> None:
         # inodes in the last AG whose names are in AG 0's directories
         dummies = [m / f"x{d}{k}" for d in ("small", "big", "node") for k in range(3)]
         far = max(dummies, key=lambda p: os.stat(p).st_ino >> agino_log)
-        # a directory's inode does not move on a filesystem with parent
-        # pointers (its children's pointers name it)
-        _far_inodes(far, m, move_dir=not any("parent=1" in a for a in mkfs_args))
+        _far_inodes(far, m)
         for d in dummies:
             if d != far:
                 d.rmdir()
@@ -258,14 +255,33 @@ def test_shrink_moves_directory_xattr_symlink_and_bmbt_blocks(base, tmp_path):
     repair_clean(img)
 
 
+@pytest.fixture(scope="module")
+def pbase(tmp_path_factory) -> Path:
+    """The image of :func:`base` with parent pointers."""
+    if not images.loop_available():
+        pytest.skip("needs root, xfsprogs and a kernel loop mount of XFS")
+    if not modern.available():
+        pytest.skip(modern.WHY)
+    img = tmp_path_factory.mktemp("pmove") / "pbase.img"
+    _metadata_image(img, "-n", "parent=1")
+    return img
+
+
 @needs_loop
-def test_shrink_moving_metadata_killed_after_writes(base, tmp_path):
+@pytest.mark.parametrize("which", ["base", "pbase"], ids=["plain", "parent"])
+def test_shrink_moving_metadata_killed_after_writes(request, tmp_path, which):
     """Killed after four writes of a shrink that moves directory, xattr,
     symlink, bmbt and reflinked blocks and inodes (FSTOOL_EVERY_WRITE=1:
     after every one): the kernel's log replay gives the old or the new
     geometry and the whole tree; resize -M run again finishes, repair
-    clean."""
+    clean.  With parent pointers, two writes among the inodes' moves (the
+    last phase, a directory's with its children's pointers in it), and
+    the kernel's pointers after its replay are the tree's."""
+    base = request.getfixturevalue(which)
+    parent = which == "pbase"
     before = _tree(base)
+    if parent:
+        pointers = pptr.named_parents(base)
     old = _geometry(base)
     ref = _copy(base, tmp_path / "ref.img")
     wlog = tmp_path / "writes.log"
@@ -281,6 +297,7 @@ def test_shrink_moving_metadata_killed_after_writes(base, tmp_path):
     # checkpoints before the cut (moving inodes); FSTOOL_EVERY_WRITE=1:
     # every write
     points = killpoints.points(total) if killpoints.EVERY else \
+        [total - 30, total - 12] if parent else \
         [total // 3, 2 * total // 3, total - 24, total - 12]
     for n in points:
         _copy(base, img)
@@ -292,10 +309,12 @@ def test_shrink_moving_metadata_killed_after_writes(base, tmp_path):
         assert geo in (old, between, new), f"write {n}: geometry {geo}"
         seen.add(geo)
         assert _tree(img) == before, f"write {n}: the tree differs"
+        if parent:
+            assert pptr.named_parents(img) == pointers, f"write {n}: the pointers differ"
         fstool("resize", img, "-M")
         assert _geometry(img) == new, f"write {n}"
         repair_clean(img)
-    assert total > 20 and old in seen, (total, seen)
+    assert total > 20 and (parent or old in seen), (total, seen)
 
 
 def _reflinked(m: Path) -> None:
@@ -362,21 +381,236 @@ def test_shrink_moves_shared_extents_once(base, tmp_path):
 @needs_loop
 @pytest.mark.parametrize("mkfs_args", [("-b", "size=1024", "-n", "size=8192"),
                                        ("-n", "parent=1")], ids=["1k-dir8k", "parent"])
-def test_shrink_moves_metadata_other_geometries(tmp_path, mkfs_args):
+def test_shrink_moves_metadata_other_geometries(request, tmp_path, mkfs_args):
     """The same image with 1 KiB blocks and 8 KiB directory blocks (a
     directory block spans eight: moved whole), and with parent pointers
-    (every file's attr fork holds them: moved as xattrs are)."""
+    (every file's attr fork holds them: moved as xattrs are).  On both,
+    the directory small/far-dir lay in the part cut off and got a new
+    inode number; with parent pointers, the kernel's pointers (xfs_io
+    6.10.1 ``parent`` through each inode's handle) name every file's
+    directories as before, by their new numbers: far-dir's children
+    (150 names of one file, a subdirectory, a file) point at its new
+    number."""
     parent = "parent=1" in mkfs_args
     if parent and not modern.available():
         pytest.skip(modern.WHY)
     img = tmp_path / "g.img"
-    _metadata_image(img, *mkfs_args)
+    if parent:
+        _copy(request.getfixturevalue("pbase"), img)
+    else:
+        _metadata_image(img, *mkfs_args)
     before = _tree(img)
+    if parent:
+        pointers = pptr.named_parents(img)
+    with Filesystem(img) as fs:
+        far_dir = fs.lookup("/small/far-dir").ino
+        inopblog, agino_log, agblklog = fs.sb.inopblog, fs.sb.agino_log, fs.sb.agblklog
     old = _data_only_minimum(img)
     r = fstool("resize", img, "-M")
     assert "directory, symlink and xattr block(s) moved" in r.stdout, r.stdout
-    assert _geometry(img)[0] < old
+    dblocks, agcount = _geometry(img)
+    assert dblocks < old
+    # the directory's inode lay in the part cut off: it moved
+    block = ((far_dir >> agino_log) << agblklog) | ((far_dir & ((1 << agino_log) - 1))
+                                                   >> inopblog)
+    with Filesystem(img) as fs:
+        assert RS.Cut(fs.sb, dblocks, agcount)(block)
+        assert fs.lookup("/small/far-dir").ino != far_dir
     _judge(img, before, parent)
+    if parent:
+        assert pptr.named_parents(img) == pointers
+
+
+# -- what a mount frees ----------------------------------------------------------------
+
+def _leftovers_image(img: Path, tmp: Path) -> None:
+    """128 MiB in 4 AGs (fstool mkfs) holding, in its last AGs, what a
+    crash leaves for the mount to free, under a clean log: the kernel
+    writes a reflinked file with a 1 MiB CoW extent size hint and
+    overwrites one block of it (the rest of the staging extent stays in
+    the refcount btree's CoW domain), and a file deleted while still open
+    (on its AG's unlinked list); the filesystem is frozen and the image
+    copied then (a snapshot), and the copy's log, whose covering record
+    would be replayed, is thrown away (fstool log zero, as xfs_repair -L
+    would): everything was written in place by the freeze."""
+    base = tmp / "live.img"
+    fstool("mkfs", "-q", base, "--size", "128m")
+    with Filesystem(base) as fs:
+        agino_log = fs.sb.agino_log
+    with images.Mounted(base, nouuid=True) as m:
+        dirs = [m / f"d{k}" for k in range(4)]      # the rotor: one in each AG
+        for d in dirs:
+            d.mkdir()
+        (m / "kept").write_bytes(os.urandom(100000))
+        _fill(m)
+        far = max(dirs, key=lambda p: os.stat(p).st_ino >> agino_log)
+        (far / "a").write_bytes(os.urandom(2 * MiB))
+        (far / "b").write_bytes(b"")
+        subprocess.run(["xfs_io", "-c", "cowextsize 1m", str(far / "b")], check=True)
+        _clone(far / "a", far / "b")
+        subprocess.run(["sync"], check=True)
+        fd = os.open(far / "b", os.O_WRONLY)
+        gone = os.open(far / "gone", os.O_CREAT | os.O_RDWR)
+        try:
+            os.pwrite(fd, b"x" * 4096, 10 * 4096)
+            os.fsync(fd)
+            os.write(gone, os.urandom(300000))
+            os.fsync(gone)
+            os.unlink(far / "gone")
+            os.unlink(m / "filler")
+            subprocess.run(["fsfreeze", "-f", str(m)], check=True)
+            try:
+                _copy(base, img)
+            finally:
+                subprocess.run(["fsfreeze", "-u", str(m)], check=True)
+        finally:
+            os.close(fd)
+            os.close(gone)
+    base.unlink()
+    fstool("log", "zero", "-f", img)
+
+
+@needs_loop
+def test_shrink_frees_what_a_mount_frees(tmp_path):
+    """An inode on an AGI unlinked list and CoW staging extents under a
+    clean log (:func:`_leftovers_image`), in the AGs a shrink to the
+    minimum drops: fstool check reports them (as xfs_repair -n does); -n
+    refuses in one line; resize frees them first, as the kernel's mount
+    and log recovery free them (the inode with its blocks, the staging
+    extents from the refcount btree and the rmapbt), then cuts the AGs
+    they were in: repair-clean (both versions), check and rmapcheck
+    clean, the kernel shows the same tree."""
+    img = tmp_path / "l.img"
+    _leftovers_image(img, tmp_path)
+    found = fstool("check", img, check=False).stdout
+    assert "REFCOUNT_COW" in found and "AGI_UNLINKED" in found, found
+    with Filesystem(img) as fs:
+        cow = finish.cow_leftovers(fs)
+        unlinked = finish.unlinked_inodes(fs)
+        agcount0 = fs.sb.agcount
+    assert cow and unlinked
+    before = _tree(img)
+    r = fstool("resize", "-n", img, "-M", check=False)
+    assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "run without -n" in r.stderr, r.stderr
+    out = fstool("resize", img, "-M").stdout
+    assert "1 inode(s) on the AGI unlinked lists" in out, out
+    assert f"{len(cow)} CoW staging extent(s) freed first" in out, out
+    dblocks, agcount = _geometry(img)
+    # they lay in the AGs dropped
+    assert agcount < agcount0
+    assert all(agno >= agcount for agno, *_r in cow + unlinked), (cow, unlinked, agcount)
+    _judge(img, before)
+
+
+# -- quota inodes ------------------------------------------------------------------------
+
+_DQ_TYPES = {"sb_uquotino": 1, "sb_gquotino": 4, "sb_pquotino": 2}   # XFS_DQTYPE_*
+_DQBLK = 136                            # struct xfs_dqblk; its CRC at 108, uuid at 120
+
+
+def _dquot_blocks(uuid: bytes, dqtype: int, blocks: int, blocksize: int = 4096) -> bytes:
+    """``blocks`` blocks of a quota file as the kernel formats them
+    (xfs_qm_init_dquot_blk): one xfs_dqblk per id from 0, each with the
+    dquot magic, version 1, its type and id, the filesystem's UUID and its
+    CRC; some usage and limits set."""
+    per = blocksize // _DQBLK
+    out = bytearray(blocks * blocksize)
+    for b in range(blocks):
+        for i in range(per):
+            off, dqid = b * blocksize + i * _DQBLK, b * per + i
+            struct.pack_into(">HBBIQQQQQQ", out, off, 0x4451, 1, dqtype, dqid,
+                             1000 * dqid, 500 * dqid, 0, 0, 3 * dqid, dqid)
+            out[off + 120:off + 136] = uuid
+            parsers.stamp_cksum(out, off, off + _DQBLK, off + 108)
+    return bytes(out)
+
+
+def _quota_image(img: Path) -> dict:
+    """128 MiB in 4 AGs (fstool mkfs) whose superblock names a user, a
+    group and a project quota inode in the last AGs: three regular files
+    written by the kernel there (after a filler took the space before),
+    holding dquot blocks (:func:`_dquot_blocks`), then made quota inodes
+    as the kernel keeps them (one link, no directory entry, a size of 0:
+    xfs_db 6.10.1 raises the link count, sets the size and removes the
+    name; every superblock names them).  The kernel here has no quota support, so it could not make
+    them itself.  Returns {superblock field: (inode, content)}."""
+    fstool("mkfs", "-q", img, "--size", "128m")
+    with Filesystem(img) as fs:
+        agino_log, uuid = fs.sb.agino_log, fs.sb.fields["sb_uuid"]
+    out = {}
+    with images.Mounted(img, nouuid=True) as m:
+        dirs = [m / f"d{k}" for k in range(4)]      # the rotor: one in each AG
+        for d in dirs:
+            d.mkdir()
+        (m / "kept").write_bytes(os.urandom(100000))
+        _fill(m)
+        far = max(dirs, key=lambda p: os.stat(p).st_ino >> agino_log)
+        for n, (field, dqtype) in enumerate(_DQ_TYPES.items()):
+            data = _dquot_blocks(uuid, dqtype, n + 1)
+            (far / field).write_bytes(data)
+            out[field] = (os.stat(far / field).st_ino, data)
+        subprocess.run(["sync"], check=True)
+        os.unlink(m / "filler")
+    with Filesystem(img) as fs:
+        dir_ino = fs.lookup("/" + far.name).ino
+    # one xfs_db each: raw inode writes and an unlink's inode cache must
+    # not see each other's stale copies of an inode cluster
+    for field, (ino, _d) in out.items():
+        modern.db(img, f"inode {ino}", "write core.nlinkv2 2", "write core.size 0",
+                  write=True)
+        modern.db(img, f"inode {dir_ino}", f"unlink {field}", write=True)
+    # the primary (mkfs's secondaries name no quota inode)
+    modern.db(img, "sb 0", *[f"write {f[3:]} {ino}" for f, (ino, _d) in out.items()],
+              write=True)
+    return out
+
+
+@needs_loop
+def test_shrink_moves_quota_inodes(tmp_path):
+    """The quota inodes lie in the AGs a shrink to the minimum drops: they
+    move to new numbers and the superblock names those (its secondaries
+    too), their dquot blocks as they were; both xfs_repair versions (which
+    read every dquot of a quota inode: CRC, UUID, id), fstool check and
+    rmapcheck clean, the kernel mounts the same tree."""
+    if not modern.available():
+        pytest.skip(modern.WHY)
+    img = tmp_path / "q.img"
+    quota = _quota_image(img)
+    repair_clean(img)
+    assert fstool("check", img).returncode == 0
+    before = _tree(img)
+    fstool("resize", img, "-M")
+    dblocks, agcount = _geometry(img)
+    _judge(img, before)
+    with Filesystem(img) as fs:
+        cut = RS.Cut(fs.sb, dblocks, agcount)
+        sb = fs.sb
+        for field, (old, data) in quota.items():
+            new = sb.fields[field]
+            # the old inode lay in the part cut off; the new one is inside
+            assert cut((old >> sb.agino_log) << sb.agblklog), (field, old)
+            assert new != old and not cut((new >> sb.agino_log) << sb.agblklog | (
+                (new & ((1 << sb.agino_log) - 1)) >> sb.inopblog)), (field, new)
+            assert _mapped(fs, new) == data
+            node = fs.inode(new)
+            assert node.is_reg and node.nlink == 1
+        for agno in range(1, agcount):
+            assert _xfs_db_field(img, agno, quota) == {f: sb.fields[f] for f in quota}
+
+
+def _mapped(fs, ino: int) -> bytes:
+    """The blocks the data fork of ``ino`` maps, in file order."""
+    bs = fs.sb.blocksize
+    return b"".join(fs.dev.pread(fs.fsb_to_daddr(b) << 9, n * bs)
+                    for _o, b, n, _u in sorted(fs.inode(ino).extents()))
+
+
+def _xfs_db_field(img: Path, agno: int, fields) -> dict:
+    """The quota inode fields of AG ``agno``'s superblock, as xfs_db reads them."""
+    out = modern.db(img, f"sb {agno}", *[f"print {f[3:]}" for f in fields])
+    got = dict(line.split(" = ") for line in out.strip().splitlines())
+    return {f: int(got[f[3:]]) for f in fields}
 
 
 if __name__ == "__main__":          # build the image alone: python tests/test_resize_move.py IMG

@@ -97,23 +97,30 @@ class SpaceAllocator:
         sb = self.sb
         return rmap_maxlevels(sb.blocksize, sb.agblocks, self.session.reflink)
 
-    def fix_freelist(self, ag) -> None:
+    def fix_freelist(self, ag, below: int | None = None) -> None:
         """Refill the AG free list to what the free-space btrees and the
         rmapbt may take from it before the next call, or give back what it
         holds beyond that.  Blocks on the free list belong to the AG
-        (OWN_AG in the rmapbt), as do those of the trees that take them."""
+        (OWN_AG in the rmapbt), as do those of the trees that take them.
+        ``below``: refill only from free blocks before that AG block."""
         need = self.min_freelist(ag)
         rm = ag.rmap
         for _ in range(64):
             if ag.flcount >= need:
                 break
             want = need - ag.flcount
-            rec = ag.cnt.lookup_ge((want, 0)) or self._largest(ag)
+            if below is None:
+                rec = ag.cnt.lookup_ge((want, 0)) or self._largest(ag)
+            else:
+                # the first free extent before ``below``, from its start
+                rec = next(iter(ag.bno.iter_from(None)), None)
+                if rec is not None and rec[0] >= below:
+                    rec = None
             if rec is None:
                 raise NoSpaceError(f"AG {ag.agno}: no space left for the free list")
             s, n = rec
-            take = min(n, want)
-            if not self.kernel_freelist:
+            take = min(n, want) if below is None else min(n, want, below - s)
+            if not self.kernel_freelist and below is None:
                 # from the end of the extent: the space files are being
                 # placed in from its start stays in one piece
                 s += n - take
@@ -131,6 +138,28 @@ class SpaceAllocator:
             if rm is not None:
                 rm.unmap(b, 1, R.AG)
             self._insert_free(ag, b, 1)
+
+    def release_freelist(self, ag, start: int) -> int:
+        """The free list's blocks at or past AG block ``start`` given back to
+        the free space (their rmapbt records with them), the list refilled
+        from the free blocks before ``start``: an AG about to be cut there.
+        How many blocks went back."""
+        rm = ag.rmap
+        keep, back = [], 0
+        for _ in range(ag.flcount):
+            b = ag.agfl_get()
+            if b < start:
+                keep.append(b)
+                continue
+            if rm is not None:
+                rm.unmap(b, 1, R.AG)
+            self._insert_free(ag, b, 1)
+            back += 1
+        for b in keep:
+            ag.agfl_put(b)
+        if back:
+            self.fix_freelist(ag, below=start)
+        return back
 
     def _largest(self, ag):
         for rec in ag.cnt.iter_from(None, reverse=True):

@@ -119,7 +119,8 @@ def _transaction_text(t: dict) -> str:
     what = ", ".join(f"{v} {k}" for k, v in sorted(kinds.items()))
     lines = [f"checkpoint tid 0x{t['tid']:08x} lsn {t['lsn']} commit {t['commit_lsn']}: "
              f"{t['num_items']} items ({what})"]
-    lines += [f"    {summary(it)}" for it in t["items"]]
+    for it in t["items"]:
+        lines += [f"    {line}" for line in summary(it).split("\n")]
     return "\n".join(lines) + "\n"
 
 
@@ -129,13 +130,19 @@ def _record_text(r: dict) -> str:
              f"len {r['length']} ops {r['num_ops']} crc {'ok' if r['crc_ok'] else 'BAD'}"]
     for i, o in enumerate(r["ops"]):
         line = f"    op {i}: tid 0x{o['tid']:08x} len {o['len']} {o['client']} {o['flags']}"
+        more = []
         if "item" in o:
             it = o["item"]
-            line += "  " + (f"TRANS {it['num_items']} items" if it["type"] == "TRANS"
-                            else it.get("error") or summary(it))
+            first, *more = (f"TRANS {it['num_items']} items" if it["type"] == "TRANS"
+                            else it.get("error") or summary(it)).split("\n")
+            line += "  " + first
+        elif "logprint" in o:           # an ATTRI's region, as xfs_logprint shows it
+            first, *more = o["logprint"]
+            line += "  " + first
         elif "region_of" in o:
             line += f"  ({o['region_of']['type']} {o['region_of']['region']})"
         lines.append(line)
+        lines += [f"        {m}" for m in more]
     return "\n".join(lines) + "\n"
 
 

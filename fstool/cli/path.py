@@ -33,6 +33,18 @@ def cmd(every, as_json, image, inos, replay_in_memory):
     status = 0
     out = sys.stdout
     with open_fs(image, replay_in_memory) as fs:
+        if every and not as_json:
+            walker = AllPaths(fs)
+            text, broken = walker.render()
+            _write_utf8(out, text)
+            for ino, b in broken:
+                status = 1
+                click.echo(f"fstool: inode {ino}: parent pointer {b.parent.ino}/"
+                           f"{shown_name(b.parent.name)}: {b.why}", err=True)
+            status |= _report_unread(walker)
+            if status:
+                sys.exit(status)
+            return
         if every:
             walker = AllPaths(fs)
             todo = iter(walker)
@@ -65,9 +77,28 @@ def cmd(every, as_json, image, inos, replay_in_memory):
                 lines.clear()
         if lines:
             out.write("\n".join(lines) + "\n")
-        for ino, why in getattr(walker, "unread", ()):
-            status = 1
-            click.echo(f"fstool: inode {ino}: {why}" if ino is not None else f"fstool: {why}",
-                       err=True)
+        status |= _report_unread(walker)
     if status:
         sys.exit(status)
+
+
+def _report_unread(walker) -> int:
+    """Say which inodes could not be read; 1 when some could not."""
+    unread = getattr(walker, "unread", ())
+    for ino, why in unread:
+        click.echo(f"fstool: inode {ino}: {why}" if ino is not None else f"fstool: {why}",
+                   err=True)
+    return 1 if unread else 0
+
+
+def _write_utf8(out, text: bytes) -> None:
+    """Write UTF-8 ``text`` to the text stream ``out``: its bytes as they
+    are when it writes UTF-8, else decoded and written as text."""
+    raw = getattr(out, "buffer", None)
+    if raw is not None and (getattr(out, "encoding", "") or "").lower().replace("-", "") \
+            in ("utf8", "utf_8"):
+        out.flush()
+        raw.write(text)
+        raw.flush()
+    else:
+        out.write(text.decode("utf-8"))

@@ -28,12 +28,15 @@ from .options import image_arg, json_opt
 def cmd(size_text, minimum, slack, dry_run, undo_file, no_check, as_json, image):
     """Grow or shrink IMAGE offline to --size SIZE (or, with -M, to the
     smallest size that holds its content).  Growing extends the last AG
-    and adds AGs as xfs_growfs does; shrinking moves the log and regular
-    files' data out of the part cut off, drops the AGs at the end and cuts the tail of
-    the last one kept (inodes, directory, attribute and bmbt blocks and
-    reflinked data are not moved: a size below the minimum 'fstool info'
-    reports is refused).  The image file follows the new size.  A crash leaves a whole filesystem, and running
-    resize again finishes an interrupted one.
+    and adds AGs as xfs_growfs does; shrinking moves the log, the blocks
+    of files (data, reflinked data once, directory, xattr, symlink and
+    bmbt blocks) and inodes (to new numbers: directory entries, parent
+    pointers and the superblock's quota inodes follow) out of the part cut
+    off, drops the AGs at the end and cuts the tail of the last one kept
+    (a size below the minimum is refused).  A dirty log is replayed first,
+    and unlinked inodes and CoW staging extents are freed as a mount frees
+    them.  The image file follows the new size.  A crash leaves a whole
+    filesystem, and running resize again finishes an interrupted one.
     """
 
     size = None

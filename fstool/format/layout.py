@@ -52,7 +52,7 @@ class Layout:
         self.size = self.struct.size
         assert self.size == offset, (name, self.size, offset)
         self._construct = None
-        self._pack_all = self._compile_pack_all()
+        self._pack_all = None       # compiled on the first pack: readers never pack
 
     def _compile_pack_all(self):
         """``pack`` of a dict that holds every field (the common case: a
@@ -113,6 +113,8 @@ class Layout:
     def pack(self, values: dict) -> bytes:
         """Encode a dict of field -> value (arrays as lists); fields left out
         are zero."""
+        if self._pack_all is None:
+            self._pack_all = self._compile_pack_all()
         try:
             return self._pack_all(values)
         except (KeyError, TypeError, struct.error):

@@ -417,7 +417,7 @@ def _decode_refcount(buf, off, n):
 
 
 def _decode_rmap(buf, off, n):
-    return list(struct.iter_unpack(">IIQQ", bytes(buf[off:off + 24 * n])))
+    return parsers.rmap_recs(buf, off, n)
 
 
 BNO_CODEC = _BnoCodec()

@@ -177,12 +177,15 @@ class Filesystem:
 
     # -- metadata reads -----------------------------------------------------
     def read_meta(self, daddr: int, length: int, bt: V.BufType, *, owner=None,
-                  agno=None, block=None, ino=None, pieces=None, keep=True) -> bytearray:
+                  agno=None, block=None, ino=None, pieces=None, keep=True):
         """Read and verify one metadata buffer (cached); its contents.
         ``pieces`` lists (daddr, nbytes) for buffers spread over
         discontiguous extents.  ``keep=False``: a buffer not cached is read
-        and verified but not cached (a block read once, as check reads
+        and verified but not cached, and its bytes are returned as read, to
+        be looked at, not changed (a block read once, as check reads
         directory blocks)."""
+        if not keep and self.cache.get((daddr, length)) is None:
+            return self._read_verified(daddr, length, bt, pieces, owner, agno, block, ino)[0]
         return self.get_buf(daddr, length, bt, owner=owner, agno=agno, block=block, ino=ino,
                             pieces=pieces, keep=keep).data
 
@@ -200,6 +203,14 @@ class Filesystem:
                          block=block, ino=ino)
                 buf.verified.add(bt.name)
             return buf
+        raw, pieces = self._read_verified(daddr, length, bt, pieces, owner, agno, block, ino)
+        buf = Buf(daddr, length, bytearray(raw), bt, pieces)
+        buf.verified.add(bt.name)
+        return self.cache.insert(buf) if keep else buf
+
+    def _read_verified(self, daddr, length, bt, pieces, owner, agno, block, ino):
+        """(the bytes of a metadata buffer read from the image and verified
+        as ``bt``, its pieces or None for one contiguous read)."""
         if pieces and len(pieces) > 1:
             raw = b"".join(self.dev.pread(d << C.BBSHIFT, n) for d, n in pieces)
         else:
@@ -207,9 +218,7 @@ class Filesystem:
             raw = self.dev.pread(daddr << C.BBSHIFT, length)
         V.verify(raw, bt, uuid=self.uuid, daddr=daddr, owner=owner, agno=agno,
                  block=block, ino=ino)
-        buf = Buf(daddr, length, bytearray(raw), bt, pieces)
-        buf.verified.add(bt.name)
-        return self.cache.insert(buf) if keep else buf
+        return raw, pieces
 
     def _ag_sector(self, agno: int, sector: int, bt: V.BufType) -> bytes:
         if not 0 <= agno < self.sb.agcount:

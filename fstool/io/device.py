@@ -457,6 +457,23 @@ class Device:
                 self._wrote(done)
         return done
 
+    def wrote_elsewhere(self, n: int) -> None:
+        """``n`` bytes written to the image's descriptor by another writer
+        of this process (the mount's native request loop), counted as
+        :meth:`pwrite` counts its own (writeback started as it starts it)."""
+        self.written += n
+        if self._unstarted is not None:
+            self._wrote(n)
+
+    @property
+    def write_counter(self):
+        """For such a writer: a function(offset in the file, length) to call
+        after each write it makes, which the fault hook and the write log
+        count as a :meth:`pwrite`; None when neither is on."""
+        if not (_writes.limit or _writes.log):
+            return None
+        return lambda offset, n: _writes.hit(self.path, offset - self.start, n)
+
     def _wrote(self, n: int) -> None:
         self._unstarted += n
         if self._unstarted >= WRITEBACK_BYTES:

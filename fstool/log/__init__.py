@@ -17,8 +17,6 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from .head import find_state
-from .items import decode
-from .reassemble import Reassembler
 from .records import walk
 
 
@@ -64,6 +62,8 @@ class Log:
     def transactions(self):
         """Committed transactions in commit order, each with decoded items:
         ``(Transaction, [item dict, ...])``."""
+        from .items import decode  # lazy: start-up of commands that never decode items
+        from .reassemble import Reassembler  # lazy: likewise
         re = Reassembler()
         for rec in self.records():
             for t in re.feed(rec):

@@ -72,10 +72,9 @@ class HeadFinder:
         end = start + nbblks
         while i < end:
             cnt = min(step, end - i)
-            data = self.ld.read(i, cnt)
-            for j in range(cnt):
-                if L.get_cycle(data[j * BB:j * BB + 8]) == stop_cycle:
-                    return i + j
+            cycles = L.sector_cycles(self.ld.read(i, cnt), cnt)
+            if stop_cycle in cycles:
+                return i + cycles.index(stop_cycle)
             i += cnt
         return -1
 

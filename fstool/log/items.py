@@ -117,12 +117,14 @@ def decode(item: Item) -> dict:
                   L.XFS_LI_RUD_RT, L.XFS_LI_CUD_RT):
         if len(r[0]) < 16:
             raise ItemError(f"{name} of {len(r[0])} bytes")
-        out.update(intent_id=struct.unpack_from("<Q", r[0], 8)[0])
+        out.update(size=struct.unpack_from("<H", r[0], 2)[0],
+                   intent_id=struct.unpack_from("<Q", r[0], 8)[0])
     elif code == L.XFS_LI_ATTRI:
         out.update(_attri(r))
     elif code == L.XFS_LI_XMI:
         f = _need(r[0], L.XMI_LOG_FORMAT, "XMI")
-        out.update(id=f["xmi_id"], inode1=f["xmi_inode1"], igen1=f["xmi_igen1"],
+        out.update(size=f["xmi_size"], id=f["xmi_id"], inode1=f["xmi_inode1"],
+                   igen1=f["xmi_igen1"],
                    inode2=f["xmi_inode2"], igen2=f["xmi_igen2"],
                    startoff1=f["xmi_startoff1"], startoff2=f["xmi_startoff2"],
                    blockcount=f["xmi_blockcount"], flags=f["xmi_flags"],
@@ -151,7 +153,8 @@ def _attri(r: list) -> dict:
     op = op_flags & L.XFS_ATTRI_OP_FLAGS_TYPE_MASK
     name_len, new_name_len = f["name_len"], f["new_name_len"]
     value_len, new_value_len = f["value_len"], f["new_value_len"]
-    out = {"id": f["alfi_id"], "ino": f["alfi_ino"], "igen": f["alfi_igen"],
+    out = {"size": f["alfi_size"], "id": f["alfi_id"], "ino": f["alfi_ino"],
+           "igen": f["alfi_igen"],
            "op": L.ATTRI_OP_NAMES.get(op, "?"), "op_flags": op_flags,
            "filter": f["alfi_attr_filter"],
            "filter_names": L.flag_names(f["alfi_attr_filter"], L.ATTR_FILTER_NAMES),
@@ -238,27 +241,112 @@ def summary(d: dict) -> str:
     if t in ("RUI", "BUI", "CUI", "RUI_RT", "CUI_RT"):
         ex = ", ".join(f"{e['op']} {e['startblock']}+{e['len']}" for e in d["extents"])
         return f"{t}  id 0x{d['id']:x} [{ex}]"
+    if t in ("ATTRI", "ATTRD", "XMI", "XMD"):
+        return "\n".join(logprint_lines(d))
     if "intent_id" in d:
         return f"{t}  intent 0x{d['intent_id']:x}"
-    if t == "ATTRI":
-        line = (f"ATTRI id 0x{d['id']:x} ino {d['ino']} igen 0x{d['igen']:x} {d['op']} "
-                f"filter {d['filter_names']} name_len {d['name_len']} new_name_len "
-                f"{d['new_name_len']} value_len {d['value_len']} new_value_len "
-                f"{d['new_value_len']}")
-        for p in d.get("pptr", ()):
-            line += f"; PPTR {p['tag']} " + ("CORRUPT" if p.get("corrupt") else (
-                f"parent_ino {p['p_ino']} parent_gen {p['p_gen']} name "
-                f"{_shown(p['name'])}"))
-        if "pptr" not in d and "name" in d:
-            line += f" name {_shown(d['name'])}"
-        return line
-    if t == "XMI":
-        return (f"XMI  id 0x{d['id']:x} ino {d['inode1']} (gen 0x{d['igen1']:x}) <-> "
-                f"{d['inode2']} (gen 0x{d['igen2']:x}) off {d['startoff1']} <-> "
-                f"{d['startoff2']} len {d['blockcount']} flags {d['flag_names']}")
     if t == "DQUOT":
         return f"DQUOT id {d['id']} daddr {d['blkno']} len {d['len']}"
     return f"{t} ({d['regions']} regions)"
+
+
+# -- attribute and mapping-exchange items as xfs_logprint 6.10.1 prints them --------------
+
+#: the most of a value xfs_logprint shows of a whole ATTRI (-t)
+_VALUE_SHOWN = 128
+
+
+def print_or_dump(data: bytes) -> list[str]:
+    """A region as xfs_logprint shows it: its bytes as text when every one
+    is printable ASCII, else a hex dump (the offset, then the bytes in
+    groups of two, sixteen bytes a line; a last line, empty when the dump
+    ends a line, closes it)."""
+    if all(0x20 <= c < 0x7F for c in data):
+        return [data.decode("ascii")]
+    lines, cur = [], ""
+    for i, c in enumerate(data):
+        if i % 16 == 0:
+            cur += f"{i:08x} "
+        cur += f"{c:02x}"
+        if (i + 1) % 16 == 0:
+            lines.append(cur)
+            cur = ""
+        elif (i + 1) % 2 == 0:
+            cur += " "
+    lines.append(cur)
+    return lines
+
+
+def attri_header(d: dict) -> str:
+    """An ATTRI's format region, as xfs_logprint's ``ATTRI:  #regs:`` line."""
+    return (f"ATTRI:  #regs: {d['size']}\tf: 0x{d['op_flags']:x}, ino: 0x{d['ino']:x}, "
+            f"igen: 0x{d['igen']:x}, attr_filter: 0x{d['filter']:x}, name_len: "
+            f"{d['name_len']}, new_name_len: {d['new_name_len']}, value_len: "
+            f"{d['value_len']}, new_value_len: {d['new_value_len']}  id: 0x{d['id']:x}")
+
+
+def attri_region_lines(d: dict, role: str, data: bytes) -> list[str]:
+    """One region of an ATTRI (``d`` its format, decoded) as xfs_logprint's
+    record dump shows the op carrying it: a name by the op's length, a
+    value by the format's."""
+    if role in ("name", "newname"):
+        return [f"ATTRI:  {role} len:{len(data)}"] + print_or_dump(data)
+    n = d["value_len"] if role == "value" else d["new_value_len"]
+    return [f"ATTRI:  {role} len:{n}"] + print_or_dump(data[:n])
+
+
+def _raw(name) -> bytes:
+    return name.encode("utf-8", "surrogateescape") if isinstance(name, str) else bytes(name)
+
+
+def pptr_lines(d: dict) -> list[str]:
+    """The ``PPTR:`` lines xfs_logprint ends a parent-namespace ATTRI with
+    (``d`` holding its name and value regions): per parent pointer, the
+    lengths, then the parent's inode and generation and the name (bytes
+    that are not UTF-8 as \\xNN)."""
+    lens = {"NAME": ("name_len", "value_len"), "OLDNAME": ("name_len", "value_len"),
+            "NEWNAME": ("new_name_len", "new_value_len")}
+    out = []
+    for p in _pptr_update({k: _raw(v) for k, v in d.items()
+                           if k in ("name", "new_name", "value", "new_value")}):
+        tag = p["tag"]
+        if p.get("corrupt"):
+            out.append(f"PPTR: {tag} CORRUPT")
+            continue
+        nl, vl = (d[k] for k in lens[tag])
+        name = _raw(p["name"]).decode("utf-8", "backslashreplace")
+        out += [f"PPTR: {tag} attr_namelen {nl} attr_valuelen {vl}",
+                f"PPTR: {tag} parent_ino {p['p_ino']} parent_gen {p['p_gen']} name '{name}'"]
+    return out
+
+
+def logprint_lines(d: dict) -> list[str]:
+    """An ATTRI, ATTRD, XMI or XMD item as xfs_logprint 6.10.1 prints it
+    (an ATTRI whole, as -t shows it: its name and value regions, the value
+    cut at 128 bytes, and its parent pointers; from its format region
+    alone, the first line)."""
+    t = d["type"]
+    if t == "ATTRD":
+        return [f"ATTRD:  #regs: {d['size']}\tid: 0x{d['intent_id']:x}"]
+    if t == "XMD":
+        return [f"XMD:  #regs: {d['size']}\t                 id: 0x{d['intent_id']:x}"]
+    if t == "XMI":
+        return [f"XMI:  #regs: {d['size']}\tnum_extents: 1  id: 0x{d['id']:x}",
+                f"(ino1: 0x{d['inode1']:x}, igen1: 0x{d['igen1']:x}, ino2: 0x{d['inode2']:x}, "
+                f"igen2: 0x{d['igen2']:x}, off1: {d['startoff1']}, off2: {d['startoff2']}, "
+                f"len: {d['blockcount']}, flags: 0x{d['flags']:x})"]
+    lines = [attri_header(d)]
+    for key, role, n in (("name", "name", d["name_len"]),
+                         ("new_name", "newname", d["new_name_len"])):
+        if key in d:
+            lines += [f"ATTRI:  {role} len:{n}"] + print_or_dump(_raw(d[key])[:n])
+    for key, role, n in (("value", "value", d["value_len"]),
+                         ("new_value", "newvalue", d["new_value_len"])):
+        if key in d:
+            lines += [f"ATTRI:  {role} len:{n}"] + print_or_dump(d[key][:min(n, _VALUE_SHOWN)])
+    if d["filter"] & C.XFS_ATTR_PARENT and any(k in d for k in ("name", "new_name")):
+        lines += pptr_lines(d)
+    return lines
 
 
 def intent_what(d: dict) -> str:

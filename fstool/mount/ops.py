@@ -18,6 +18,7 @@ import logging
 import time
 
 from ..errors import errno_of
+from .volume import READAHEAD_FIRST, READAHEAD_MAX, READAHEAD_SLACK
 
 log = logging.getLogger("fstool.mount")
 
@@ -85,6 +86,12 @@ class MountOps:
         # but its errors (ENOSPC above all) then come at close or fsync
         # instead of at write(); it is on only when asked for
         self.writeback_cache = writeback_cache
+        # the native loop's fast path: ``drop_maps`` is set by the loop
+        # (every file map it keeps goes stale); writes stopping, which
+        # a call the loop deems harmless may bring (the end of a group of
+        # creates), drops them
+        self.drop_maps = None
+        vol.on_stop = self._writes_stopped
 
     # -- numbering --------------------------------------------------------------------
     def ino(self, node: int) -> int:
@@ -229,6 +236,45 @@ class MountOps:
     @property
     def image_fd(self) -> int:
         return self.vol.image_fd
+
+    # -- the native loop's fast path -------------------------------------------------------
+    def fast_map(self, node: int):
+        """A regular file's map for a loop that answers its reads and
+        overwrites itself (Volume.fast_map), or None; never raises (the
+        request then goes to read or write, which say what is wrong)."""
+        try:
+            return self.vol.fast_map(self.ino(node))
+        except Exception:               # noqa: BLE001 - the ordinary path reports it
+            return None
+
+    def _writes_stopped(self) -> None:
+        if self.drop_maps is not None:
+            self.drop_maps()
+
+    @property
+    def fast_geometry(self) -> tuple:
+        return self.vol.fast_geometry
+
+    @_errnos
+    def overwritten(self, times: list, nbytes: int) -> None:
+        """The overwrites the loop made itself since it last said: [(node,
+        time in ns)] (the last of each file), ``nbytes`` written in all."""
+        vol = self.vol
+        for node, now in times:
+            vol.overwrote(self.ino(node), now)
+        if nbytes and vol.w is not None:
+            vol.w.dev.wrote_elsewhere(nbytes)
+
+    @property
+    def write_hit(self):
+        """What the loop calls after each write of its own to the image
+        (offset in the image file, length), where the crash tests' fault
+        hook or write log counts writes; else None."""
+        return self.vol.w.dev.write_counter if self.vol.w is not None else None
+
+    # the read-ahead of a sequential reader (first window, largest, slack:
+    # Volume._read_ahead), for the reads the loop answers itself
+    read_ahead = (READAHEAD_FIRST, READAHEAD_MAX, READAHEAD_SLACK)
 
     @_errnos
     def write(self, fh: int, off: int, buf) -> int:

@@ -78,6 +78,9 @@ READAHEAD_SLACK = 1 << 20
 # in place (FileIO.fill_blocks; docs/performance.md)
 HOLE_FILL_BYTES = 64 << 10
 
+# the most data fork records a request loop is given a copy of (fast_map)
+FAST_MAP_RECORDS = 1 << 16
+
 # free blocks per create of a group below which creates are neither grouped
 # nor answered before their names are added (a create takes far fewer: its
 # share of an inode chunk, a few directory blocks and btree splits)
@@ -176,6 +179,7 @@ class Volume:
         self._grouped: list = []        # (make, now, parent, ino) of the open group's creates
         self._in_op = False             # an operation's transaction is running
         self.failed = None              # why the volume stopped writing
+        self.on_stop = None             # called once writes stop (a loop's fast path ends)
         self._group_room = False        # free space sure to last the open group
         self._times: dict[int, int] = {}  # ino -> mtime/ctime of overwrites not yet logged
 
@@ -313,6 +317,8 @@ class Volume:
         if self.failed is None:
             self.failed = why + "; writes stopped"
             log.error("%s", self.failed)
+            if self.on_stop is not None:
+                self.on_stop()
 
     # -- attributes ------------------------------------------------------------------------
     def getattr(self, ino: int) -> Attr:
@@ -776,18 +782,70 @@ class Volume:
         ino = h.ino
         now = self.w.now_ns()
         if self.fileio.overwrite(ino, off, data):
-            self._times[ino] = now
-            self.dirty_since_sync = True
-            a = self.icache.get(ino)
-            if a is not None:
-                a = a.copy()
-                a.mtime_ns = a.ctime_ns = now
-                self.icache.put(ino, a)
+            self.overwrote(ino, now)
             return len(data)
         with self._tx():
             n = self.fileio.write(h.ino, off, data)
         self.icache.invalidate(h.ino)
         return n
+
+    def overwrote(self, ino: int, now: int) -> None:
+        """An overwrite of ``ino`` made at ``now`` (ns) without a transaction
+        (:meth:`write`, or a request loop's own, see :meth:`fast_map`): its
+        mtime and ctime, logged with the next change or checkpoint
+        (:meth:`_log_times`), and shown from now on."""
+        self._times[ino] = now
+        self.dirty_since_sync = True
+        a = self.icache.get(ino)
+        if a is not None:
+            a = a.copy()
+            a.mtime_ns = a.ctime_ns = now
+            self.icache.put(ino, a)
+
+    def fast_map(self, ino: int):
+        """What a request loop needs to answer reads and overwrites of the
+        regular file ``ino`` itself, valid until anything but such reads and
+        overwrites happens (the native loop drops it at its next call that
+        may change anything): (size, may_write, the time of changes or -1
+        for the clock's, whether the file has no xattrs (getxattr answers
+        ENODATA, as :meth:`getxattr` does without reading anything), the
+        data fork's records (startoff, fsbno, blockcount, unwritten) as the
+        read model keeps them, in file order: the caller turns them into
+        image offsets with :attr:`fast_geometry`, leaving to :meth:`read`
+        any record outside the filesystem or the image); None where only
+        :meth:`read` and :meth:`write` can say (not a regular file, a
+        read-only mount, a map too large to copy).  ``may_write``: an
+        overwrite of written blocks inside the size may go straight to the
+        image, as :meth:`write` makes it (a writable volume, a file whose
+        blocks are not shared); the loop then reports each with
+        :meth:`overwrote` and the bytes with Device.wrote_elsewhere."""
+        w = self.w
+        if w is None or self.closed:
+            return None
+        try:
+            node = self.fs.inode(ino)
+        except FsToolError:
+            return None
+        if not node.is_reg or node.nextents > FAST_MAP_RECORDS or \
+                (node.nlink == 0 and not self.opens.get(ino)):
+            return None
+        dev = w.dev
+        recs = node.extents()
+        if dev._gather:
+            dev.flush_gathered()
+        may_write = self.failed is None and dev.write_hook is None and \
+            not node.flags2 & C.XFS_DIFLAG2_REFLINK
+        fixed = w.timestamp_ns
+        return node.size, may_write, -1 if fixed is None else fixed, not node.forkoff, recs
+
+    @property
+    def fast_geometry(self) -> tuple:
+        """What turns :meth:`fast_map`'s records into image byte offsets:
+        (blocklog, agblklog, agblocks, agcount, where the filesystem starts
+        in the image file, its size in bytes)."""
+        sb = self.sb
+        dev = self.fs.dev
+        return sb.blocklog, sb.agblklog, sb.agblocks, sb.agcount, dev.start, dev.size
 
     def fallocate(self, fh: int, mode: int, off: int, length: int) -> None:
         """fallocate(2): allocate, keep size, punch hole, zero range."""

@@ -617,12 +617,12 @@ class FileIO:
             self.copy_bytes(src, soff, dst, doff, length)
             return length
         whole = (length - head) // bs * bs
-        if soff + head + whole < size and length - head - whole and                 soff + length == size:
-            pass
         if head:
             self.copy_bytes(src, soff, dst, doff, head)
-        if soff + length == size:
-            # the source's last partial block goes with the rest
+        if soff + length == size and doff + length >= _File(self, dst, False).size:
+            # the source's last partial block goes with the rest where it
+            # ends the destination too (else it is copied, as the kernel's
+            # remap shortened to whole blocks leaves it)
             whole = length - head
         if whole:
             self.remap(src, soff + head, dst, doff + head, whole)

@@ -357,6 +357,19 @@ class Namespace:
         cur.extend(add)
         self.set_xattrs(ino, self._xattrs(ino), pptrs=cur)
 
+    def renumber_parent(self, ino: int, names, old: int, new: int, gen: int) -> None:
+        """The parent pointers of ``ino`` for its entries ``names`` in
+        directory ``old`` name ``new`` instead: the directory got a new
+        inode number (a shrink moved it), its generation ``gen`` kept.  A
+        pointer's hash covers the parent's number, so each is taken out and
+        put back (as the kernel's parent pointer replace does).  ``ino``'s
+        ctime stays: nothing of the file changed."""
+        ctime = DINODE.unpack(self.raw_inode(ino))["di_ctime"]
+        self._change_pptrs(
+            ino, add=[(C.XFS_ATTR_PARENT, bytes(n), P.pack_rec(new, gen)) for n in names],
+            remove=[(C.XFS_ATTR_PARENT, bytes(n), P.pack_rec(old, gen)) for n in names])
+        self._patch(ino, ctime=ctime)
+
     def _add_entry(self, parent: int, name: bytes, ino: int, ftype: int,
                    nlink_delta: int = 0) -> None:
         """Add a name that the caller has already validated."""

@@ -28,12 +28,13 @@ from __future__ import annotations
 import os
 
 from ..errors import FsToolError
+from ..format import constants as C
 from ..format import log as L
 from ..fs.filesystem import Filesystem
 from ..io.device import Device, writes_so_far
 from ..io.lock import ImageLock, refuse_if_mounted
 from ..log.head import LogDevice, find_state
-from ..log.items import ItemError, decode
+from ..log.items import ItemError, attri_region_lines, decode, pptr_lines
 from ..log.reassemble import Item
 from ..recovery import finish
 from ..recovery.memory import replay_in_memory
@@ -78,9 +79,12 @@ def print_records(fs):
             if op.flags & (L.XLOG_WAS_CONT_TRANS | L.XLOG_START_TRANS | L.XLOG_COMMIT_TRANS):
                 pass
             elif pending.get(op.tid, (None, []))[1]:
-                kind, roles = pending[op.tid]
+                kind, roles = pending[op.tid][:2]
                 role = roles.pop(0)
                 o["region_of"] = {"type": kind, "region": role}
+                attri = pending[op.tid][2]
+                if attri is not None:
+                    _attri_region(o, attri, role, data, last=not roles)
             elif len(data) >= 4:
                 _op_item(o, data, op.tid, pending)
             ops.append(o)
@@ -103,13 +107,30 @@ def _op_item(o: dict, data: bytes, tid: int, pending: dict) -> None:
         return
     nregs = int.from_bytes(data[2:4], "little")
     roles = [f"region {i}" for i in range(1, nregs)]
+    attri = None
     try:
         o["item"] = decode(Item([data], 0))
         if code == L.XFS_LI_ATTRI:
             roles = L.attri_region_roles(L.attri_format(data))
+            attri = dict(o["item"])
     except (ItemError, IndexError, ValueError) as e:
         o["item"] = {"type": L.ITEM_NAMES[code], "error": str(e)}
-    pending[tid] = [L.ITEM_NAMES[code], roles]
+    pending[tid] = [L.ITEM_NAMES[code], roles, attri]
+
+
+_REGION_KEYS = {"name": "name", "newname": "new_name", "value": "value",
+                "newvalue": "new_value"}
+
+
+def _attri_region(o: dict, attri: dict, role: str, data: bytes, last: bool) -> None:
+    """An op carrying a region of the ATTRI ``attri`` (its format decoded):
+    its text as xfs_logprint's record dump shows it, in ``o["logprint"]``,
+    and after the last region the parent pointers the regions hold."""
+    o["logprint"] = attri_region_lines(attri, role, data)
+    key = _REGION_KEYS[role]
+    attri[key] = data[:attri[f"{key}_len"]]
+    if last and attri["filter"] & C.XFS_ATTR_PARENT:
+        o["logprint"] += pptr_lines(attri)
 
 
 def print_transactions(fs):
@@ -277,9 +298,7 @@ def _max_cycle(ld) -> int:
     step = 2048
     for blk in range(0, ld.bbsize, step):
         n = min(step, ld.bbsize - blk)
-        data = ld.read(blk, n)
-        for j in range(n):
-            c = L.get_cycle(data[j * 512:j * 512 + 8])
+        for c in L.sector_cycles(ld.read(blk, n), n):
             if c != L.XLOG_HEADER_MAGIC_NUM and c > best:
                 best = c
     return best

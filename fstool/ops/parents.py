@@ -2,20 +2,21 @@
 
 One inode is walked through the filesystem object (``fs.parent``).  Many,
 or every inode (``--all``), are read a whole inode chunk at a time: the
-inode btrees give the chunks, ``parsers.chunk_parents`` decodes the parent
-pointers of every inode whose attr fork is in the inode, and only inodes
-with attr blocks (or that do not verify) are read one by one.  Each
-directory's paths are then worked out once.
+inode btrees give the chunks, ``parsers.PathTable.add_chunk`` keeps the
+parent pointers of every inode whose attr fork is in the inode, and only
+inodes with attr blocks (or that do not verify) are read one by one.  Each
+directory's paths are then worked out once, and ``--all``'s text is written
+by the table into one buffer.
 """
 from __future__ import annotations
 
 from typing import Iterator
 
 from .._backend import parsers
-from ..errors import CorruptionError, FsToolError, UnsupportedError
+from ..errors import FsToolError, UnsupportedError
 from ..format import constants as C
 from ..fs import attr as xattr
-from ..fs.parent import PathWalker
+from ..fs.parent import Broken, PathWalker
 
 # inode chunks read per pread (contiguous ones), as check reads them
 _READ_LIMIT = 2 << 20
@@ -37,16 +38,15 @@ def _chunks(fs, agno: int) -> Iterator[tuple[int, int, int]]:
         yield (agno << sb.agino_log) | startino, free, holemask
 
 
-def scan_parents(fs) -> tuple[dict, dict, list]:
-    """(parents, dirs, unread): every in-use inode's parent pointers
-    ({ino: [Parent]}), the in-use directories' generations ({ino: gen}),
-    and the inodes that could not be read ([(ino, why)])."""
+def scan_parents(fs) -> tuple:
+    """(table, unread): a ``parsers.PathTable`` holding every in-use
+    inode's parent pointers, and the inodes that could not be read
+    ([(ino, why)])."""
     sb = fs.sb
     isize = sb.inodesize
     per_block = sb.inopblock
     blocklog = sb.blocklog
-    parents: dict = {}
-    dirs: dict = {}
+    table = parsers.PathTable(sb.rootino, errors=FsToolError)
     unread: list = []
     others: list = []
     for agno in range(sb.agcount):
@@ -77,60 +77,58 @@ def scan_parents(fs) -> tuple[dict, dict, list]:
                 continue
             for m in range(k, j):
                 first_ino, free, hole = chunks[m]
-                base = base0 + ((m - k) * nblk << blocklog)
-                records, odd = parsers.chunk_parents(buf, base, isize, first_ino, free, hole)
-                others.extend(odd)
-                for ino, mode, gen, _nlink, pp in records:
-                    parents[ino] = pp       # (ino, gen, name) tuples: PathWalker takes them
-                    if mode & C.S_IFMT == C.S_IFDIR:
-                        dirs[ino] = gen
+                others.extend(table.add_chunk(buf, base0 + ((m - k) * nblk << blocklog), isize,
+                                              first_ino, free, hole))
             k = j
     for ino in others:
         try:
             node = fs.inode(ino)
             if not node.mode:
                 continue
-            parents[ino] = list(xattr.iter_parents(node))
+            parents = list(xattr.iter_parents(node))
         except FsToolError as e:
             unread.append((ino, str(e)))
             continue
-        if node.is_dir:
-            dirs[ino] = node.gen
-    return parents, dirs, unread
+        table.add(ino, node.mode, node.gen, parents)
+    return table, unread
 
 
-class AllPaths:
+def _metadata_inodes(fs) -> tuple:
+    """The superblock's metadata inodes (realtime bitmap and summary,
+    quotas): no paths are given for them."""
+    f = fs.sb.fields
+    return tuple({f[k] for k in ("sb_rbmino", "sb_rsumino", "sb_uquotino", "sb_gquotino",
+                                 "sb_pquotino")})
+
+
+class AllPaths(PathWalker):
     """The paths of every in-use inode, read in one scan."""
 
     def __init__(self, fs):
         require_parent_pointers(fs)
-        self.fs = fs
-        self.parents, self.dirs, self.unread = scan_parents(fs)
-        self.walker = PathWalker(fs, parents_of=self._parents_of, gen_of=self.dirs.get)
-
-    def _parents_of(self, ino: int) -> list:
-        got = self.parents.get(ino)
-        if got is None:
-            raise CorruptionError("inode", "not an inode in use", ino=ino)
-        return got
+        table, self.unread = scan_parents(fs)
+        super().__init__(fs, table)
+        self.skip = _metadata_inodes(fs)
 
     def __iter__(self) -> Iterator[tuple[int, list[bytes]]]:
         """(inode, its paths) of every inode in use but the superblock's
-        metadata inodes (realtime bitmap and summary, quotas)."""
-        walker = self.walker
-        f = self.fs.sb.fields
-        meta = {f[k] for k in ("sb_rbmino", "sb_rsumino", "sb_uquotino", "sb_gquotino",
-                               "sb_pquotino")}
-        for ino in sorted(self.parents):
-            if ino not in meta:
-                yield ino, walker.paths(ino)
+        metadata inodes, in inode order."""
+        table = self.table
+        order = table.order()
+        recs = table.recs
+        for k in range(table.count) if order is None else order:
+            ino = recs[4 * k]
+            if ino not in self.skip:
+                yield ino, table.paths_at(k)
 
-    def paths(self, ino: int) -> list[bytes]:
-        return self.walker.paths(ino)
-
-    @property
-    def broken(self):
-        return self.walker.broken
+    def render(self) -> tuple[bytes, list]:
+        """(text, broken): every "INO PATH" line, in inode order, names
+        escaped as :func:`fstool.ops.names.shown_name` shows them (UTF-8),
+        and the pointers that lead nowhere as (the inode being walked,
+        :class:`Broken`)."""
+        text, tagged = self.table.render(self.skip)
+        return text, [(top, Broken(child, xattr.Parent._make(p), why))
+                      for top, child, p, why in tagged]
 
 
 def one_inode(fs, ino: int) -> PathWalker:

@@ -47,6 +47,7 @@ from ..trans.logwriter import zero_log
 from ..ns.writer import Writer
 from . import mkfs as M
 from .guard import require_sound
+from ..recovery import finish
 from .logops import replay
 from .mkfs import Formatter
 from . import resize_move as RM
@@ -217,22 +218,8 @@ def _log_geometry(tx, sb, dblocks: int, agcount: int, dfree: int) -> None:
         f["sb_dblocks"] = dblocks
         f["sb_agcount"] = agcount
         f["sb_fdblocks"] += dfree
-        # the kernel logs its in-core superblock, where a quota inode of 0
-        # reads as none
-        for q in ("sb_uquotino", "sb_gquotino", "sb_pquotino"):
-            if f[q] == 0:
-                f[q] = C.NULLFSINO
-    _log_sb(tx, sb, edit)
-
-
-def _log_sb(tx, sb, edit) -> None:
-    """The primary superblock changed by ``edit`` (given its fields) in
-    transaction ``tx``."""
-    buf = tx.read_buf(0, sb.sectsize, V.SB, agno=0, block=0)
-    f = SB.unpack(buf.data)
-    edit(f)
-    raw = SB.pack(f)
-    buf.data[:len(raw)] = raw
+        RS.incore_quota(f)
+    RS.log_sb(tx, sb, edit)
 
 
 def _new_ag_headers(dev, sb, geo, agno: int, uuid: bytes) -> int:
@@ -334,6 +321,9 @@ def shrink(path, dblocks: int, agcount: int, *, undo=None, changes: list) -> Non
         w.space.kernel_freelist = True
         with w.transaction():
             ag = w.ag(last)
+            # free-list blocks in the tail (a refill may have taken them
+            # there) go back to the free space, the list refilled before it
+            w.space.release_freelist(ag, new_len)
             # the rmapbt does not map free space (XFS_RMAP_OINFO_SKIP_UPDATE);
             # the AG's reservations are set aside for the allocation, as
             # xfs_ag_shrink_space does, and made again for its new length
@@ -405,7 +395,7 @@ def move_log(path, dblocks: int, agcount: int, *, undo=None, changes: list) -> N
             space.free_extent(old, n, owner=R.LOG)
 
             w.tx.precommit.append(
-                lambda tx: _log_sb(tx, sb, lambda f: f.__setitem__("sb_logstart", home)))
+                lambda tx: RS.log_sb(tx, sb, lambda f: f.__setitem__("sb_logstart", home)))
         w.journal.sync()
         changes.append(f"log moved from block {old} to block {home}")
 
@@ -440,9 +430,8 @@ def _too_small(path, fs, dblocks: int, agcount: int, why: str) -> ResizeError:
     if dblocks < low and agcount >= RS.MIN_AGCOUNT:
         inos = RS.blockers(fs, dblocks, agcount)
         if inos:
-            msg += ("; moving inodes out of the part cut off is not supported, and these "
-                    "inodes lie there: "
-                    + ", ".join(map(str, inos)))
+            msg += ("; these inodes lie there and cannot move: "
+                    + ", ".join(f"{ino} ({why})" for ino, why in inos))
     return ResizeError(msg)
 
 
@@ -491,6 +480,42 @@ def _replay_dirty_log(path, changes: list, dry_run: bool) -> None:
     changes.append("the dirty log was replayed first")
 
 
+def _free_leftovers(path, changes: list, dry_run: bool, undo) -> bool:
+    """What a crash leaves for the kernel's mount to free, found under a
+    clean log (a snapshot whose log was thrown away, a tool that zeroed
+    it): the inodes on the AGI unlinked lists (files deleted while open)
+    are freed with their blocks, as log recovery frees them, and the
+    copy-on-write staging extents are dropped, as every mount drops them
+    (xfs_reflink_recover_cow): one journaled transaction, first.  Both are
+    garbage once nothing has the filesystem mounted; fstool check and
+    xfs_repair -n report them (REFCOUNT_COW, AGI_UNLINKED).  A damaged
+    unlinked list is refused (fstool repair mends it)."""
+    with Filesystem(path) as fs:
+        chains = finish.unlinked_inodes(fs)
+        cow = finish.cow_leftovers(fs)
+        faults = finish.unlinked_faults(fs, chains)
+    if not chains and not cow:
+        return False
+    what = ", ".join(filter(None, (
+        f"{sum(len(c) for _a, _b, c in chains)} inode(s) on the AGI unlinked lists"
+        if chains else "", f"{len(cow)} CoW staging extent(s)" if cow else "")))
+    if faults:
+        raise ResizeError(f"{path}: {faults[0]}: a damaged unlinked list, which resize does "
+                          "not free; fstool repair mends it")
+    if dry_run:
+        raise ResizeError(f"{path}: the image holds {what}, which resize frees first as a "
+                          "mount does; run without -n, or mount the image (or fstool repair "
+                          "it) first")
+    with Writer(path, keeps_parents=True) as w:
+        undo(w.dev)
+        w.space.kernel_freelist = True
+        with w.transaction():
+            finish.free_leftovers(w)
+        w.journal.sync()
+    changes.append(f"{what} freed first, as a mount frees them")
+    return True
+
+
 def resize(path, size: int | None = None, *, minimum: bool = False, slack: float = 0.0,
            undo_file=None, dry_run: bool = False, check: bool = True) -> ResizeResult:
     """Grow or shrink the filesystem of ``path`` to ``size`` bytes (or, with
@@ -505,17 +530,37 @@ def resize(path, size: int | None = None, *, minimum: bool = False, slack: float
     _replay_dirty_log(path, changes, dry_run)
     with Filesystem(path) as fs:
         sb = fs.sb
+    undo = _Undo(undo_file, [(agno * sb.agblocks * sb.blocksize, 4 * sb.sectsize)
+                             for agno in range(sb.agcount)])
+    try:
+        with held():
+            freed = _free_leftovers(path, changes, dry_run, undo.attach)
+        result = _resize(path, size, minimum, slack, dry_run, check, changes, undo)
+        result.written |= freed
+        return result
+    finally:
+        undo.finish(path)
+
+
+def _resize(path, size: int | None, minimum: bool, slack: float, dry_run: bool, check: bool,
+            changes: list, undo: _Undo) -> ResizeResult:
+    """:func:`resize` once a dirty log is replayed and what a mount frees
+    is freed."""
+    with Filesystem(path) as fs:
+        sb = fs.sb
         fixed = fs.dev.fixed_size
         devsize = fs.dev.size
     old = (sb.dblocks, sb.agcount)
     bs = sb.blocksize
     result = ResizeResult(old[0], old[0], old[1], old[1], bs, changes)
     moves: list = []
+    movable = None          # what can move, reckoned once
     if minimum:
         if not 0 <= slack < 100:
             raise InvalidArgument(f"--slack {slack}: give a percentage from 0 to below 100")
         with Filesystem(path) as fs:
-            size = _minimum_target(fs, slack, RS.movable(fs)) * bs
+            movable = RS.movable(fs)
+            size = _minimum_target(fs, slack, movable) * bs
     if fixed and size > devsize:
         raise ResizeError(f"{path}: the device (or partition) holds {devsize} bytes; it "
                           f"cannot hold {size}")
@@ -523,7 +568,8 @@ def resize(path, size: int | None = None, *, minimum: bool = False, slack: float
     result.new_dblocks, result.new_agcount = dblocks, agcount
     if dblocks < old[0]:
         with Filesystem(path) as fs:
-            movable = RS.movable(fs)
+            if movable is None:
+                movable = RS.movable(fs)
             result.minimum = RS.minimum_blocks(fs, movable) * bs
             why = RS.plan(fs, dblocks, agcount, movable)[2]
             if why is not None or dblocks < result.minimum // bs:
@@ -563,8 +609,6 @@ def resize(path, size: int | None = None, *, minimum: bool = False, slack: float
         # them against it is that same interruption
         ignore = ("SB_SECONDARY",) + (("SB_PRIMARY",) if _resized_primary(path) else ())
         stale = require_sound(path, ignore=ignore)
-    undo = _Undo(undo_file, [(agno * sb.agblocks * bs, 4 * sb.sectsize)
-                             for agno in range(old[1])])
     # a signal (SIGINT, SIGTERM) waits until the resize is written whole
     with held():
         try:

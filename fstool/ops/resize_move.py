@@ -2,15 +2,15 @@
 :mod:`fstool.ops.resize_shrink` for what can move and
 :mod:`fstool.ops.resize` for the order of a shrink).
 
-Every move is one transaction of the session's journal, and allocates
-only in the part kept (the part cut off is fenced off from the allocator
-for the whole session):
+Every move is part of one transaction of the session's journal (a few
+dozen moves each), and allocates only in the part kept (the part cut
+off is fenced off from the allocator for the whole session):
 
-* a regular file's data extent (:func:`move_out`): the new blocks are
-  written first, where nothing lived (the checkpoint flushes the device
-  before its commit record), then one transaction
-  maps them in place of the old ones in the file's block map (and the
-  rmapbt) and frees the old;
+* a regular file's data extent (:func:`move_out`, at most :data:`CHUNK`
+  extents a transaction): the new blocks are written first, where
+  nothing lived (the checkpoint flushes the device before its commit
+  record), then the transaction maps them in place of the old ones in
+  the file's block map (and the rmapbt) and frees the old;
 * a run of reflinked files' blocks (:func:`move_shared`, at most
   :data:`SHARED_CHUNK` blocks a transaction): copied as file data is,
   then one transaction remaps every file mapping them (each file's map
@@ -33,11 +33,14 @@ for the whole session):
   fork's bmbt block).
 
 * an inode whose chunk lies in the cut (:func:`move_inodes`, last, since
-  the moves above name inodes by number; one transaction each): a new
+  the moves above name inodes by number; at most :data:`INODE_CHUNK` a
+  transaction): a new
   inode in the part kept gets its core and forks, the owner its blocks
   record and the rmapbt's owners follow, every directory entry naming it
   is pointed at it (a directory's own '.' and its subdirectories' '..'
-  too), the old inode is freed and its chunk with its last inode.
+  too; on a parent-pointer filesystem, a directory's children's pointers
+  to it, whose hash covers its number: each taken out and put back), the
+  old inode is freed and its chunk with its last inode.
 
 New buffers are written in place before the transaction's checkpoint
 commits (the journal's ordered buffers); a kill before that commit leaves
@@ -57,15 +60,19 @@ from ..alloc.inodes import present_mask
 from ..ns.bmap import ForkMap, owned_extents
 from ..ns.dirops import Dir
 from ..ns.fileio import FileIO
+from ..ns.namespace import Namespace
 from ..ns.writer import Writer
 from ..trans.busy import coalesce
 from . import resize_shrink as RS
 from .stats import ag_tree, iter_allocated_inodes
 
-#: blocks moved in one transaction at most (fork blocks, bmbt blocks)
+#: blocks moved in one transaction at most (fork blocks, bmbt blocks),
+#: and data extents
 CHUNK = 64
 #: blocks of reflinked files moved in one transaction at most
 SHARED_CHUNK = 256
+#: inodes moved in one transaction at most
+INODE_CHUNK = 64
 _CORE = C.XFS_DINODE_CORE_SIZE
 
 
@@ -92,10 +99,10 @@ def move_out(path, dblocks: int, agcount: int, extents: list, *, undo=None,
              changes: list) -> None:
     """Move the data ``extents`` (:func:`~fstool.ops.resize_shrink.past`
     records of kind DATA) into the part of the filesystem a shrink to
-    ``dblocks`` blocks in ``agcount`` AGs keeps: one transaction per
-    extent, which maps its new blocks (written first, where nothing lived,
-    and flushed by the checkpoint before its commit record) in place of
-    the old and frees those.  A kill leaves
+    ``dblocks`` blocks in ``agcount`` AGs keeps, at most :data:`CHUNK`
+    extents a transaction, which maps each one's new blocks (written
+    first, where nothing lived, and flushed by the checkpoint before its
+    commit record) in place of the old and frees those.  A kill leaves
     each extent where it was or where it went, never both."""
     with Writer(path, keeps_parents=True) as w:
         if undo is not None:
@@ -106,24 +113,28 @@ def move_out(path, dblocks: int, agcount: int, extents: list, *, undo=None,
         w.space.kernel_freelist = True
         bs = sb.blocksize
         moved = 0
-        for agno, agbno, n, ino, off, unwritten, _kind in extents:
-            old = space.fsb(agno, agbno)
+        for k in range(0, len(extents), CHUNK):
             with w.transaction():
-                pieces, pos = [], 0
-                while pos < n:
-                    fsbno, got = space.alloc_blocks(space.fsb(0, 0), 1, n - pos, owner=None)
-                    if not unwritten:
-                        src = fs.fsb_to_daddr(old + pos) << 9
-                        w.dev.pwrite(fs.fsb_to_daddr(fsbno) << 9, w.dev.pread(src, got * bs))
-                    pieces.append((off + pos, fsbno, got))
-                    pos += got
-                # the copy is durable before the new map: the checkpoint
-                # that commits it flushes the device before its commit record
-                io.unmap_extent(ino, off, n)
-                space.free_extent(old, n, owner=None)
-                for o, fsbno, got in pieces:
-                    io.map_extent(ino, o, fsbno, got, unwritten)
-            moved += n
+                for agno, agbno, n, ino, off, unwritten, _kind in extents[k:k + CHUNK]:
+                    old = space.fsb(agno, agbno)
+                    pieces, pos = [], 0
+                    while pos < n:
+                        fsbno, got = space.alloc_blocks(space.fsb(0, 0), 1, n - pos,
+                                                        owner=None)
+                        if not unwritten:
+                            src = fs.fsb_to_daddr(old + pos) << 9
+                            w.dev.pwrite(fs.fsb_to_daddr(fsbno) << 9,
+                                         w.dev.pread(src, got * bs))
+                        pieces.append((off + pos, fsbno, got))
+                        pos += got
+                    # the copy is durable before the new map: the checkpoint
+                    # that commits it flushes the device before its commit
+                    # record; the old blocks stay busy until then
+                    io.unmap_extent(ino, off, n)
+                    space.free_extent(old, n, owner=None)
+                    for o, fsbno, got in pieces:
+                        io.map_extent(ino, o, fsbno, got, unwritten)
+                    moved += n
         unfence(w)
         w.journal.sync()
         changes.append(f"{len(extents)} data extent(s) moved ({moved} blocks)")
@@ -266,6 +277,23 @@ _DIR_TYPES = (V.DIR3_DATA_ANY, V.DIR3_FREE, V.DA3_NODE_OR_LEAF)
 _ATTR_TYPES = (V.ATTR3_NODE_OR_LEAF, V.ATTR3_RMT)
 
 
+def _head(w, daddr: int) -> bytes:
+    """The first bytes of the block at ``daddr`` as the session sees it:
+    from a cached buffer holding it (changed by an earlier transaction and
+    not written back yet, such as an attr block a moved directory's
+    children's parent pointers changed), else from the device."""
+    for buf in w.fs.cache.overlapping(daddr, 1):
+        if buf.stale:
+            continue
+        pos = 0
+        for d, n in buf.extents():
+            if d <= daddr < d + (n >> C.BBSHIFT):
+                off = pos + ((daddr - d) << C.BBSHIFT)
+                return bytes(buf.data[off:off + 16])
+            pos += n
+    return w.dev.pread(daddr << C.BBSHIFT, 16)
+
+
 def _buf_type(head: bytes, kind: int, ino: int, fsbno: int) -> V.BufType:
     """The buffer type of a fork block from its first bytes."""
     types = _ATTR_TYPES if kind == RS.ATTR else _DIR_TYPES + (V.SYMLINK,)
@@ -328,7 +356,7 @@ def _move_chunk(w, ino: int, kind: int, off: int, n: int) -> int:
     for fsbno, got in pieces:
         for k in range(0, got, unit):
             daddr = fs.fsb_to_daddr(src)
-            head = w.dev.pread(daddr << C.BBSHIFT, 16)
+            head = _head(w, daddr)
             bt = _buf_type(head, kind, ino, src)
             ob = tx.read_buf(daddr, unit * bs, bt, ino=ino)
             nd = fs.fsb_to_daddr(fsbno + k)
@@ -434,17 +462,17 @@ def _owned_buffers(w, node, attr: bool):
         elif attr:
             for k in range(n):
                 daddr = fs.fsb_to_daddr(fsbno + k)
-                head = w.dev.pread(daddr << C.BBSHIFT, 16)
+                head = _head(w, daddr)
                 yield daddr, bs, _buf_type(head, kind, node.ino, fsbno + k)
         elif node.is_symlink:
             daddr = fs.fsb_to_daddr(fsbno)
-            yield daddr, n * bs, _buf_type(w.dev.pread(daddr << C.BBSHIFT, 16), kind,
+            yield daddr, n * bs, _buf_type(_head(w, daddr), kind,
                                            node.ino, fsbno)
         elif node.is_dir:
             unit = w.sb.dirblkfsbs
             for k in range(0, n, unit):
                 daddr = fs.fsb_to_daddr(fsbno + k)
-                yield daddr, unit * bs, _buf_type(w.dev.pread(daddr << C.BBSHIFT, 16), kind,
+                yield daddr, unit * bs, _buf_type(_head(w, daddr), kind,
                                                   node.ino, fsbno + k)
 
 
@@ -453,8 +481,9 @@ def _move_inode(w, old: int, entries: list) -> int:
     kept (its core and forks; the owner its blocks record and the rmapbt
     follow), every entry naming it pointed at the new one (the
     directories' times as they were; a directory's '.' and its
-    subdirectories' '..' too), the old inode freed (its chunk with it once
-    the chunk has no inode left).  Returns the new number."""
+    subdirectories' '..' too, and on a parent-pointer filesystem its
+    children's pointers), the old inode freed (its chunk with it once the
+    chunk has no inode left).  Returns the new number."""
     fs, space = w.fs, w.space
     node = fs.inode(old)
     parent = entries[0][0] if entries else w.sb.rootino
@@ -481,9 +510,17 @@ def _move_inode(w, old: int, entries: list) -> int:
         # its own '.' (block forms keep one), its subdirectories' '..'
         if node.format != C.XFS_DINODE_FMT_LOCAL:
             _repoint(w, new, b".", new, C.XFS_DIR3_FT_DIR)
+        children: dict = {}
         for e in fs.listdir(new):
+            children.setdefault(e.ino, []).append(e.name)
             if e.ftype == C.XFS_DIR3_FT_DIR:
                 _repoint(w, e.ino, b"..", new, C.XFS_DIR3_FT_DIR)
+        if w.sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_PARENT):
+            # every child's pointer of each of its names here names the
+            # directory by number (and its generation, which stays)
+            ns = Namespace(w)
+            for child, names in children.items():
+                ns.renumber_parent(child, names, old, new, node.gen)
     w.inodes.free_inode(old)
     return new
 
@@ -501,7 +538,9 @@ def move_inodes(path, dblocks: int, agcount: int, chunks: list, *, undo=None,
                 changes: list) -> None:
     """Move every inode of the ``chunks`` (past() records of kind INODES)
     to a new number in the part a shrink to ``dblocks`` blocks in
-    ``agcount`` AGs keeps, one transaction each (:func:`_move_inode`)."""
+    ``agcount`` AGs keeps, at most :data:`INODE_CHUNK` a transaction
+    (:func:`_move_inode`; a
+    quota inode's with the superblock field naming it)."""
     with Writer(path, keeps_parents=True) as w:
         if undo is not None:
             undo(w.dev)
@@ -521,12 +560,22 @@ def move_inodes(path, dblocks: int, agcount: int, chunks: list, *, undo=None,
                     inos.update((agno << sb.agino_log) | (startino + i)
                                 for i in range(64) if used >> i & 1)
         where = _entries(w.fs, inos)
+        quota = RS.quota_fields(sb)
         renamed: dict = {}
-        for ino in sorted(inos):
-            # entries in directories moved already are under their new numbers
-            names = [(renamed.get(d, d), name, ft) for d, name, ft in where.get(ino, [])]
+        order = sorted(inos)
+        for k in range(0, len(order), INODE_CHUNK):
             with w.transaction():
-                renamed[ino] = _move_inode(w, ino, names)
+                for ino in order[k:k + INODE_CHUNK]:
+                    # entries in directories moved already are under their
+                    # new numbers
+                    names = [(renamed.get(d, d), name, ft)
+                             for d, name, ft in where.get(ino, [])]
+                    renamed[ino] = new = _move_inode(w, ino, names)
+                    if ino in quota:
+                        # a quota inode: the superblock names the new one
+                        w.tx.precommit.append(
+                            lambda tx, f=quota[ino], new=new: RS.log_sb(tx, sb, lambda fs: (
+                                fs.__setitem__(f, new), RS.incore_quota(fs))))
         w.inodes.ag_limit = None
         unfence(w)
         w.journal.sync()

@@ -6,9 +6,11 @@ The blocks of files can move (see :func:`movable`;
 (reflinked ones too: a shared block moves once), directory, symlink and
 xattr blocks and bmbt blocks; and so can the log (:func:`log_home`,
 ``fstool.ops.resize.move_log``); and so can the inodes of a chunk whose
-every inode can move (:func:`inode_moves`: they get new numbers).
-Directories' inodes on parent-pointer filesystems (and their chunks) do
-not move yet, nor copy-on-write staging extents.  What can be cut:
+every inode can move (:func:`inode_moves`: they get new numbers;
+directories too, on parent-pointer filesystems their children's pointers
+renamed).  What a crash leaves for a mount to free (unlinked inodes,
+copy-on-write staging extents) is freed before (``fstool.ops.resize``).
+What can be cut:
 
 * whole AGs at the end that hold nothing but their own headers and empty
   btrees, blocks that move, inode chunks whose inodes move and the log
@@ -188,18 +190,53 @@ def movable(fs) -> dict:
     return out
 
 
-def inode_moves(ip, special: set, parents: bool = False) -> bool:
-    """Whether inode ``ip`` can move to a new number: linked, not one the
-    superblock names, and no directory on a filesystem with parent
-    pointers (``parents``: its children's pointers name it)."""
-    return ip.nlink > 0 and ip.ino not in special and not (parents and ip.is_dir)
+def inode_moves(ip, fixed: dict) -> bool:
+    """Whether inode ``ip`` can move to a new number: linked, and not one
+    of the ``fixed`` (:func:`fixed_inodes`).  The quota inodes move (the
+    superblock's fields naming them follow)."""
+    return ip.nlink > 0 and ip.ino not in fixed
 
 
-def special_inodes(sb) -> set:
-    """The inodes the superblock names (root, quota, realtime)."""
+#: the superblock's fields naming the quota inodes, which follow them
+QUOTA_FIELDS = ("sb_uquotino", "sb_gquotino", "sb_pquotino")
+
+
+def quota_fields(sb) -> dict:
+    """inode -> the superblock field naming it, for the quota inodes."""
     f = sb.fields
-    return {sb.rootino} | {f[k] for k in ("sb_uquotino", "sb_gquotino", "sb_pquotino",
-                                          "sb_rbmino", "sb_rsumino") if k in f}
+    return {f[k]: k for k in QUOTA_FIELDS if f.get(k) not in (None, 0, C.NULLFSINO)}
+
+
+def incore_quota(f: dict) -> None:
+    """Superblock fields ``f`` as the kernel logs its in-core superblock,
+    where a quota inode of 0 reads as none."""
+    for q in QUOTA_FIELDS:
+        if f[q] == 0:
+            f[q] = C.NULLFSINO
+
+
+def log_sb(tx, sb, edit) -> None:
+    """The primary superblock changed by ``edit`` (given its fields) in
+    transaction ``tx``."""
+    buf = tx.read_buf(0, sb.sectsize, V.SB, agno=0, block=0)
+    f = SB.unpack(buf.data)
+    edit(f)
+    raw = SB.pack(f)
+    buf.data[:len(raw)] = raw
+
+
+def fixed_inodes(sb) -> dict:
+    """inode -> why it cannot move: the root directory and the realtime
+    bitmap and summary inodes, which xfs_repair expects to be the first
+    three inodes, where mkfs puts them (its calc_mkfs).  They lie in the
+    root's chunk at the start of AG 0, which no shrink cuts."""
+    why = "xfs_repair expects it among the first three inodes, where mkfs puts it"
+    f = sb.fields
+    out = {f[k]: f"the {what} ({why})" for k, what in (("sb_rsumino", "realtime summary"),
+                                                        ("sb_rbmino", "realtime bitmap"))
+           if f.get(k) not in (None, 0, C.NULLFSINO)}
+    out[sb.rootino] = f"the root directory ({why})"
+    return out
 
 
 def _chunk_moves(fs) -> dict:
@@ -207,8 +244,7 @@ def _chunk_moves(fs) -> dict:
     the inode chunks whose every inode can move (:func:`inode_moves`), in
     AGs with no unlinked inodes; ``startino`` names the chunk's record."""
     sb = fs.sb
-    special = special_inodes(sb)
-    parents = sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_PARENT)
+    fixed = fixed_inodes(sb)
     out: dict = {}
     for agno in range(sb.agcount):
         if any(b != C.NULLAGINO for b in fs.agi(agno)["agi_unlinked"]):
@@ -218,7 +254,7 @@ def _chunk_moves(fs) -> dict:
             present = present_mask(holemask)
             inos = [(agno << sb.agino_log) | (startino + i) for i in range(64)
                     if present >> i & 1 and not free >> i & 1]
-            if not all(inode_moves(fs.inode(ino), special, parents) for ino in inos):
+            if not all(inode_moves(fs.inode(ino), fixed) for ino in inos):
                 continue
             blocks = coalesce([((startino + i) >> sb.inopblog, ((startino + i) >> sb.inopblog) + 1)
                                for i in range(64) if present >> i & 1])
@@ -238,6 +274,13 @@ def _used(fs, agno: int, length: int) -> list:
     if pos < length:
         out.append((pos, length))
     return out
+
+
+def freelist_blocks(fs, agno: int) -> list:
+    """The AG blocks on AG ``agno``'s free list."""
+    agf = fs.agf(agno)
+    slots = fs.agfl(agno)["agfl_bno"]
+    return [slots[(agf["agf_flfirst"] + i) % len(slots)] for i in range(agf["agf_flcount"])]
 
 
 def log_extent(sb) -> tuple[int, int, int]:
@@ -266,11 +309,14 @@ def ag_use(fs, agno: int, prealloc: int, moves: list | None = None,
     inobt = list(reader.ag_records(root, height))
     droppable = (all(rec[0] in chunks for rec in inobt) and (agno != logagno or log_moves)
                  and used == prealloc + agf["agf_btreeblks"] + moving)
-    # the end of what stays: the last used block that is not to move
-    stay = coalesce([(m[0], m[0] + m[1]) for m in moves]) if moves else []
+    # the end of what stays: the last used block that is not to move nor
+    # on the free list (the cut gives the list's blocks past it back to the
+    # free space and refills the list below: see the shrink's step B)
+    stay = coalesce([(m[0], m[0] + m[1]) for m in moves] +
+                    [(b, b + 1) for b in freelist_blocks(fs, agno)])
     end = 0
     for a, b in reversed(_used(fs, agno, length)):
-        pieces = list(free_pieces(a, b - a, stay, reverse=True)) if stay else [(a, b - a)]
+        pieces = list(free_pieces(a, b - a, stay, reverse=True))
         if pieces:
             end = pieces[0][0] + pieces[0][1]
             break
@@ -394,6 +440,10 @@ def _minimum(fs, mv: dict, log_moves: bool) -> int:
         room += max(0, _spare(sb, agno, agf, agi, agf["agf_length"], agf["agf_freeblks"]))
     if moving > room:
         low += moving - room
+        # the room spills into the next AG, cut no shorter than it can be
+        j = (low - 1) // sb.agblocks
+        if k < j < sb.agcount:
+            low = max(low, j * sb.agblocks + ag_use(fs, j, prealloc, mv.get(j), log_moves).floor)
     return min(low, sb.dblocks)
 
 
@@ -411,13 +461,14 @@ class Cut:
 
 
 def blockers(fs, dblocks: int, agcount: int, limit: int = 10) -> list:
-    """Up to ``limit`` inodes that keep the filesystem from being cut to
-    ``dblocks`` blocks in ``agcount`` AGs: their chunk lies past it and
-    cannot move (a directory in it, an inode the superblock names, an
-    unlinked inode in its AG)."""
+    """Up to ``limit`` (inode, why) that keep the filesystem from being
+    cut to ``dblocks`` blocks in ``agcount`` AGs: their chunk lies past it
+    and cannot move (an inode of :func:`fixed_inodes` in it, an unlinked
+    inode in its AG)."""
     sb = fs.sb
     cut = Cut(sb, dblocks, agcount)
     moving = {(agno, m[2]) for agno, recs in _chunk_moves(fs).items() for m in recs}
+    fixed = fixed_inodes(sb)
     found: list = []
     chunk_mask = (1 << sb.agino_log) - 1
     for ip in iter_allocated_inodes(fs):
@@ -426,7 +477,11 @@ def blockers(fs, dblocks: int, agcount: int, limit: int = 10) -> list:
             continue
         if (agno, agino & ~63) in moving:
             continue
-        found.append(ip.ino)
+        found.append((ip.ino, fixed.get(ip.ino) or
+                      ("it has no links" if not ip.nlink else
+                       "an unlinked inode in its AG" if any(
+                           b != C.NULLAGINO for b in fs.agi(agno)["agi_unlinked"])
+                       else "beside an inode that cannot move")))
         if len(found) >= limit:
             break
     return found

@@ -196,6 +196,52 @@ def cow_leftovers(fs) -> list:
     return out
 
 
+def free_leftovers(w, ns=None) -> tuple[int, int]:
+    """In the open transaction of session ``w``: the inodes on the AGI
+    unlinked lists freed with their blocks (as inode inactivation does),
+    the lists emptied, and the CoW staging extents left in the refcount
+    btrees dropped, their blocks freed (xfs_reflink_recover_cow).
+    Returns (inodes freed, staging extents dropped)."""
+    ns = ns or Namespace(w)
+    inodes = extents = 0
+    for agno, bucket, chain in unlinked_inodes(w.fs):
+        ag = w.ag(agno)
+        for ino in chain:
+            ns._destroy(ino)          # its blocks, then the inode
+            inodes += 1
+        ag.agi["agi_unlinked"][bucket] = C.NULLAGINO
+        ag.agi_dirty = True
+    for agno, start, count in cow_leftovers(w.fs):
+        w.ag(agno).refc.cow_remove(start, count)
+        w.space.free_ag_extent(agno, start, count, owner=R.COW)
+        extents += 1
+    return inodes, extents
+
+
+def unlinked_faults(fs, chains: list) -> list:
+    """What keeps the :func:`unlinked_inodes` ``chains`` from being freed
+    as recovery frees them: an inode that is free, has links or hashes to
+    another bucket, a chain that loops.  Messages, empty when none."""
+    out = []
+    sb = fs.sb
+    for agno, bucket, chain in chains:
+        for ino in chain:
+            node = fs.inode(ino)
+            agino = ino & ((1 << sb.agino_log) - 1)
+            why = "is free" if not node.mode else \
+                f"has {node.nlink} links" if node.nlink else \
+                f"hashes to bucket {agino % C.XFS_AGI_UNLINKED_BUCKETS}" \
+                if agino % C.XFS_AGI_UNLINKED_BUCKETS != bucket else None
+            if why:
+                out.append(f"AG {agno}: unlinked bucket {bucket} chains inode {ino}, which "
+                           f"{why}")
+        last = fs.inode(chain[-1]).next_unlinked
+        if last != C.NULLAGINO:
+            out.append(f"AG {agno}: unlinked bucket {bucket} loops back to inode "
+                       f"{(agno << sb.agino_log) | last}")
+    return out
+
+
 def needs_writer(fs, intents: list) -> bool:
     return bool(intents) or bool(unlinked_inodes(fs)) or bool(cow_leftovers(fs))
 
@@ -272,17 +318,7 @@ def finish_with_writer(path, intents: list, position: tuple) -> tuple[dict, dict
             for ino, size in evicted.items():
                 if io.evict_trim(ino, size):
                     done["eof_trimmed"] += 1
-            for agno, bucket, chain in unlinked_inodes(w.fs):
-                ag = w.ag(agno)
-                for ino in chain:
-                    ns._destroy(ino)          # its blocks, then the inode
-                    done["unlinked_inodes"] += 1
-                ag.agi["agi_unlinked"][bucket] = C.NULLAGINO
-                ag.agi_dirty = True
-            for agno, start, count in cow_leftovers(w.fs):
-                w.ag(agno).refc.cow_remove(start, count)
-                w.space.free_ag_extent(agno, start, count, owner=R.COW)
-                done["cow_extents"] += 1
+            done["unlinked_inodes"], done["cow_extents"] = free_leftovers(w, ns)
             # every AG's counters summed into the superblock (the session
             # does that at commit for the AGs it changed; all of them here)
             for agno in range(sb.agcount):

@@ -184,9 +184,8 @@ def front_is_stale(g, dev, head_cycle: int, head: int) -> bool:
         cnt = min(cnt, g.bbsize - blk)
         want = head_cycle - 1 if head + done < g.bbsize else head_cycle
         data = dev.pread((g.start_daddr + blk) * BB, cnt * BB)
-        for j in range(cnt):
-            if L.get_cycle(data[j * BB:j * BB + 8]) != want:
-                return True
+        if L.sector_cycles(data, cnt).count(want) != cnt:
+            return True
         done += cnt
     return False
 

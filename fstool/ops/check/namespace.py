@@ -6,7 +6,7 @@ from __future__ import annotations
 from array import array
 from collections import defaultdict
 
-from ..._backend import checks, parsers
+from ..._backend import checks
 from ...errors import FsToolError
 from ...format import constants as C
 from ...fs import dir as xdir
@@ -40,7 +40,6 @@ class NamespacePhase:
         parent = array("Q", bytes(8 * nslots))
         edges = array("q")
         dotdot = {}
-        shortform = self._shortform_fast(tab)
         self._dir_blocks_ahead()
         starts = tab.starts
         ndirs = len(self.dirs)
@@ -48,14 +47,14 @@ class NamespacePhase:
         # (each raw inode dropped once read: nothing after this phase needs it)
         take_raw = self.dir_raw.pop
         links = checks.dir_links
-        sf_run = checks.sf_dir_run
+        sf_run = checks.ShortformRun(self._shortform_args(tab), root, subdirs, parent,
+                                     edges).run
         dirs = self.dirs
         k = 0
         while k < ndirs:
             # the sound shortform directories with nothing to report, in
             # one native loop; the next other one below
-            k, fast = sf_run(dirs, k, self.dir_raw, shortform, (), root, starts, subdirs,
-                             parent, edges, dotdot)
+            k, fast = sf_run(dirs, k, self.dir_raw, dotdot)
             if tick:
                 tick(min(k + 1, ndirs), ndirs)
             if k >= ndirs:
@@ -190,22 +189,22 @@ class NamespacePhase:
         parent[cs] = ino
         edges.extend((ps, cs))
 
-    def _shortform_fast(self, tab: InodeTable):
-        """``fast(raw, ino)``: a shortform directory checked and its entries
-        counted natively ('..' and the entries to look at, as check_dir
+    def _shortform_args(self, tab: InodeTable) -> tuple:
+        """What ``parsers.sf_dir_tally(raw, ino, *args)`` takes after the
+        raw inode and its number to check a shortform directory and count
+        its entries natively ('..' and the entries to look at, as check_dir
         gives them; on a filesystem with parent pointers each entry's parent
-        pointer added to its target's ``psums`` slot, as check_dir adds it),
-        or None when the Python check must look (``parsers.sf_dir_tally``)."""
+        pointer added to its target's ``psums`` slot, as check_dir adds it;
+        None when the Python check must look): checks.ShortformRun's
+        ``tally_args``."""
         sb = self.sb
         f = sb.fields
         lo = self.agino_range(0)[0]
         hi = array("Q", [self.agino_range(a)[1] for a in range(sb.agcount)])
         meta = array("Q", [f["sb_rbmino"], f["sb_rsumino"], *sorted(self.quota_inodes())])
-        args = (sb.has_ftype, sb.dirblksize, self.dir_data_first, sb.rootino, sb.agino_log,
-                sb.agcount, lo, hi, meta, tab.starts, tab.itype, tab.refs, tab.psums)
-        uuid = self.fs.uuid
-        tally = parsers.sf_dir_tally
-        return lambda raw, ino: tally(raw, ino, uuid, *args)
+        return (self.fs.uuid, sb.has_ftype, sb.dirblksize, self.dir_data_first, sb.rootino,
+                sb.agino_log, sb.agcount, lo, hi, meta, tab.starts, tab.itype, tab.refs,
+                tab.psums)
 
     def metadata_inodes(self) -> set:
         return set(self.rt_inodes()) | self.quota_inodes()
