@@ -37,7 +37,8 @@ def _put64(p, off, v):
                slot=cython.Py_ssize_t, crc=cython.uint, mode=cython.uint,
                at=cython.ulonglong, mt=cython.ulonglong, ct=cython.ulonglong)
 def fill_simple_inodes(buf, tpl, base_ino, inos, items, start, end, ifmt, ctime,
-                       epoch, crc_off, cksum, forks=None, nrext64=False, attrs=None) -> int:
+                       epoch, crc_off, cksum, forks=None, nrext64=False, attrs=None,
+                       lits=None) -> int:
     """Write inodes ``inos[start:end]`` (all in the chunk whose first inode
     is ``base_ino``, held in ``buf``) from the template ``tpl``: mode
     ``ifmt | perm``, owners and times from ``items[k]`` = ``(name, perm,
@@ -48,7 +49,9 @@ def fill_simple_inodes(buf, tpl, base_ino, inos, items, start, end, ifmt, ctime,
     di_big_nextents when ``nrext64``) and the packed bmbt records, which
     must fit the literal area.  With ``attrs``, ``attrs[k]`` = ``(forkoff,
     literal)`` gives inode k a shortform attr fork at ``forkoff`` (8-byte
-    units) holding ``literal``.  Returns the index of the first inode whose
+    units) holding ``literal``.  With ``lits``, ``lits[k]`` (bytes) gives
+    inode k a local-format data fork holding it (a symlink's target), its
+    length as di_size.  Returns the index of the first inode whose
     times do not fit the format (the caller encodes it the slow way and goes
     on after it), or ``end``."""
     isize = len(tpl)
@@ -91,6 +94,8 @@ def fill_simple_inodes(buf, tpl, base_ino, inos, items, start, end, ifmt, ctime,
         _put64(p, off + 152, ino)
         if forks is not None:
             _put_fork(p, off, isize, forks[k], nrext64)
+        if lits is not None:
+            _put_local(p, off, isize, lits[k])
         if attrs is not None:
             _put_sf_attr(p, off, isize, attrs[k])
         crc = cksum(p[off:off + isize], crc_off)
@@ -156,6 +161,20 @@ def _put_fork(p, off, isize, fork, big):
     else:
         _put32(p, off + 76, nextents)
     _copy_in(p, off + 176, recs, nl)
+
+
+@cython.cfunc
+@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, isize=cython.Py_ssize_t,
+               nl=cython.Py_ssize_t)
+def _put_local(p, off, isize, lit):
+    """A local-format data fork into the inode at ``off``: di_format,
+    di_size (the literal's length) and the literal after the core."""
+    nl = len(lit)
+    if 176 + nl > isize:
+        raise ValueError("the local data fork does not fit the inode")
+    p[off + 5] = 1
+    _put64(p, off + 56, nl)
+    _copy_in(p, off + 176, lit, nl)
 
 
 @cython.cfunc

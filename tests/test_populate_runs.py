@@ -617,3 +617,86 @@ def test_populate_image_is_the_same_on_both_backends(tmp_path):
         r = subprocess.run(["xfs_repair", "-n", "-f", str(tmp_path / "0.img")],
                            capture_output=True, text=True)
         assert r.returncode == 0, r.stdout[-2000:]
+
+
+@pytest.mark.parametrize("pure", [False, True])
+def test_fill_simple_inodes_with_local_data_equals_the_encoder(pure):
+    """Symlinks given a local data fork are the general encoder's, for
+    targets of every length up to the inode's literal area; one byte more
+    is refused."""
+    from fstool.fs.icore import InodeSpec
+    writers = fstool_native.load(pure=pure, name="writers")
+    parsers = fstool_native.load(pure=pure)
+    isize = 512
+    lit = isize - C.XFS_DINODE_CORE_SIZE
+    enc = InodeEncoder(isize, bytes(range(16)), bigtime=True, nrext64=False)
+    tpl = enc.simple_template(C.S_IFLNK)
+    base = 8192
+    ct = 1_700_000_000 * 10**9
+    for length in range(1, lit + 1):
+        target = bytes((length + i) % 255 + 1 for i in range(length))
+        inos = [base + length % 64]
+        items = [(b"l", 0o777, length, 7, 10**18 + length, 2 * 10**18)]
+        buf = bytearray(64 * isize)
+        assert writers.fill_simple_inodes(buf, tpl, base, inos, items, 0, 1, C.S_IFLNK, ct,
+                                          _BIG_OFF, C.XFS_DINODE_CRC_OFF, parsers.xfs_cksum,
+                                          lits=[target]) == 1
+        off = (inos[0] - base) * isize
+        assert bytes(buf[off:off + isize]) == enc.encode(inos[0], InodeSpec(
+            mode=C.S_IFLNK | 0o777, uid=length, gid=7, atime_ns=items[0][4],
+            mtime_ns=items[0][5], ctime_ns=ct, crtime_ns=ct, size=length,
+            fmt=C.XFS_DINODE_FMT_LOCAL, data=target)), length
+    with pytest.raises(ValueError):
+        writers.fill_simple_inodes(bytearray(64 * isize), tpl, base, [base], items, 0, 1,
+                                   C.S_IFLNK, ct, _BIG_OFF, C.XFS_DINODE_CRC_OFF,
+                                   parsers.xfs_cksum, lits=[b"x" * (lit + 1)])
+
+
+@pytest.mark.parametrize("bigtime", [True, False])
+def test_symlink_runs_leave_the_same_image(tmp_path, monkeypatch, bigtime):
+    """Runs of symlinks whose targets the inode holds are made in one batch
+    (Namespace.create_symlinks) and leave the image symlink after symlink
+    leaves: targets of every length up to the literal area and past it,
+    between files and directories, and again over names already there."""
+    if not bigtime and subprocess.run(["which", "mkfs.xfs"], capture_output=True).returncode:
+        pytest.skip("mkfs.xfs not installed")
+    src = tmp_path / "src"
+    (src / "a" / "sub").mkdir(parents=True)
+    (src / "b").mkdir()
+    lit = 512 - C.XFS_DINODE_CORE_SIZE
+    for n in range(1, lit + 3):
+        (src / "a" / f"l{n:03d}").symlink_to("t" * n)
+        if n % 50 == 0:
+            (src / "a" / f"l{n:03d}f").write_bytes(b"x" * n)
+    for n in range(40):
+        (src / "b" / f"z{n:02d}").symlink_to(f"../a/l{n + 1:03d}")
+    import fstool.ns.namespace as NS
+    import fstool.ops.populate as P
+    batched = []
+    real = NS.Namespace.create_symlinks
+
+    def spy(self, parent, items, targets, ctime_ns):
+        batched.extend(targets)
+        return real(self, parent, items, targets, ctime_ns)
+    monkeypatch.setattr(NS.Namespace, "create_symlinks", spy)
+    empty = tmp_path / "empty.img"
+    mkfs(empty, bigtime)
+    imgs = []
+    for k in range(2):
+        if k == 1:
+            monkeypatch.setattr(P.SymlinkRun, "take", lambda self, e, here: False)
+        img = tmp_path / f"{k}.img"
+        img.write_bytes(empty.read_bytes())
+        for dest in ("/", "/again", "/again"):
+            populate(img, src, dest, timestamp_ns=1_700_000_000 * 10**9)
+        imgs.append(img.read_bytes())
+        if k == 0:
+            # every inline target of the first two passes, none longer
+            assert sorted(map(len, batched)) == sorted([n for n in range(1, lit + 1)] * 2 +
+                                                       [len(f"../a/l{n + 1:03d}")
+                                                        for n in range(40)] * 2)
+    assert imgs[0] == imgs[1]
+    if subprocess.run(["which", "xfs_repair"], capture_output=True).returncode == 0:
+        r = subprocess.run(["xfs_repair", "-n", "-f", str(tmp_path / "0.img")],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout[-2000:]

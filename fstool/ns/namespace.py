@@ -515,25 +515,8 @@ class Namespace:
         blocks are taken, data written and entries added as create_file
         would take, write and add them one file after another."""
         names = [it[0] for it in items]
-        check_names(names)
         ft = C.XFS_DIR3_FT_REG_FILE
-        if self._incremental(parent):
-            if len(set(names)) != len(names):
-                raise ExistsError("a name is given twice")
-            for name in names:
-                self._new_name(parent, name)
-
-            def placed(k: int, ino: int) -> None:
-                self._add_entry(parent, names[k], ino, ft)
-        else:
-            pst = self.dir_state(parent)
-            entries = pst.entries
-            fresh = dict.fromkeys(names)
-            if len(fresh) != len(names) or not entries.keys().isdisjoint(fresh):
-                for name in names:
-                    self._new_name(parent, name)
-                raise ExistsError("a name is given twice")
-            placed = None
+        placed, pst = self._claim_names(parent, names, ft)
         inos, forks = self._place_files(parent, items, ctime_ns, data, placed)
         if self.pptr:
             self._put_plain_named(parent, names, inos, items, ctime_ns, forks)
@@ -545,12 +528,63 @@ class Namespace:
             self.w.inodes.put_simple_inodes(batch[0], batch[1], C.S_IFREG, ctime_ns, batch[2])
         else:
             self.w.inodes.put_simple_inodes(inos, items, C.S_IFREG, ctime_ns, forks)
-        if placed is None:
-            entries.update(zip(names, [(ino, ft) for ino in inos]))
+        if pst is not None:
+            pst.entries.update(zip(names, [(ino, ft) for ino in inos]))
             pst.changed = True
         self.files += len(items)
         if forks is not None:
             self.bytes += sum(it[6] for it in items)
+
+    def _claim_names(self, parent: int, names: list, ft: int) -> tuple:
+        """The new names of a batch checked (all new to ``parent`` and
+        distinct): ``(placed, None)`` for a directory changed in place,
+        ``placed(k, ino)`` adding name k as its inode is taken, or ``(None,
+        state)`` for one built in bulk, whose entries the caller adds."""
+        check_names(names)
+        if self._incremental(parent):
+            if len(set(names)) != len(names):
+                raise ExistsError("a name is given twice")
+            for name in names:
+                self._new_name(parent, name)
+
+            def placed(k: int, ino: int) -> None:
+                self._add_entry(parent, names[k], ino, ft)
+            return placed, None
+        pst = self.dir_state(parent)
+        fresh = dict.fromkeys(names)
+        if len(fresh) != len(names) or not pst.entries.keys().isdisjoint(fresh):
+            for name in names:
+                self._new_name(parent, name)
+            raise ExistsError("a name is given twice")
+        return None, pst
+
+    def inline_symlinks(self) -> int:
+        """The longest target :meth:`create_symlinks` takes (the inode's
+        literal area); 0 where it takes none (parent pointers: each symlink
+        goes the general way)."""
+        return 0 if self.pptr else self.w.sb.inodesize - C.XFS_DINODE_CORE_SIZE
+
+    def create_symlinks(self, parent: int, items: list, targets: list, ctime_ns: int) -> None:
+        """Create symlinks without xattrs in one directory, as many calls
+        of :meth:`symlink` would: ``items`` holds ``(name, perm, uid, gid,
+        atime_ns, mtime_ns)``, ``targets`` their targets, each held in the
+        inode (at most :meth:`inline_symlinks` bytes).  Change and creation
+        times are ``ctime_ns``.  The inodes are written in one pass
+        (``put_simple_inodes`` with local data forks)."""
+        limit = self.inline_symlinks()
+        for target in targets:
+            AB.check_symlink_target(target)
+            if len(target) > limit:
+                raise InvalidArgument(f"symlink target of {len(target)} bytes: not held in "
+                                      f"the inode (at most {limit} bytes here)")
+        names = [it[0] for it in items]
+        ft = C.XFS_DIR3_FT_SYMLINK
+        placed, pst = self._claim_names(parent, names, ft)
+        inos, _ = self._place_files(parent, items, ctime_ns, None, placed)
+        self.w.inodes.put_simple_inodes(inos, items, C.S_IFLNK, ctime_ns, lits=targets)
+        if pst is not None:
+            pst.entries.update(zip(names, [(ino, ft) for ino in inos]))
+            pst.changed = True
 
     def _put_plain_named(self, parent: int, names: list, inos: list, items: list,
                          ctime_ns: int, forks) -> None:

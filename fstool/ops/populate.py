@@ -25,6 +25,7 @@ from . import gc_paused
 from ..errors import (FsToolError, InvalidArgument, NoSpaceError as NoSpace,
                       NotADirectoryImageError, NotFoundError, UnsupportedError)
 from ..format import constants as C
+from ..ns.dirbuild import check_name
 from ..ns.fileio import FileIO
 from ..ns.files import SMALL_COPY
 from ..ns.namespace import ExistsError, Meta, Namespace
@@ -207,20 +208,26 @@ def populate(image, source, dest: str = "/", *, owner_map=None, keep_going: bool
                 if hasattr(src, "entries") else src
             if getattr(src, "host_files", False):
                 walk = read_ahead(walk, prefetch=reader.start)
+            # consecutive new symlinks of a directory, made in one batch
+            links = SymlinkRun(ns, inos, stats, now, timestamp_ns)
             for e in walk:
                 run = isinstance(e, EmptyFiles)
                 here = e.path if run else e.path.rpartition("/")[0]
-                pending = stats.entries - committed[0]
+                pending = stats.entries + len(links.items) - committed[0]
                 if pending >= batch_entries and (here != last_dir or
                                                  pending >= 4 * batch_entries):
+                    links.flush()
                     commit_batch()
                 last_dir = here
                 if run:
+                    links.flush()
                     _add_plain_files(ns, e, inos, stats, now, timestamp_ns, one, reader)
-                else:
+                elif not links.take(e, here):
+                    links.flush()
                     one(e)
                 if progress:
                     progress(stats)
+            links.flush()
             ns.finish()
             w.commit()
             committed[0] = stats.entries
@@ -361,6 +368,67 @@ def _add_plain_files(ns: Namespace, run, inos: dict, stats: PopulateStats, now: 
         finally:
             if data is not None:
                 _close_fds(data[2])
+
+
+class SymlinkRun:
+    """Consecutive symlinks of one directory that populate can make in one
+    batch (``Namespace.create_symlinks``): new names, no xattrs, targets
+    held in the inode.  Taken as the walk gives them and made when
+    :meth:`flush` is called, before anything else happens to the image, so
+    that inodes and entries are the ones one symlink after another would
+    give."""
+
+    def __init__(self, ns: Namespace, inos: dict, stats: PopulateStats, now: int,
+                 timestamp_ns):
+        self.ns, self.inos, self.stats, self.now = ns, inos, stats, now
+        self.timestamp_ns = timestamp_ns
+        self.limit = ns.inline_symlinks()
+        self.path = None          # the directory of the run
+        self.parent = 0
+        self.items: list = []
+        self.targets: list = []
+        self.names: set = set()
+
+    def take(self, e, here: str) -> bool:
+        """Add entry ``e`` (in directory ``here``) to the run when it can
+        be made in the batch; False (nothing taken) when not."""
+        target = e.target
+        if e.kind != "symlink" or e.xattrs or e.implied_by is not None or \
+                type(target) is not bytes or not 0 < len(target) <= self.limit or \
+                b"\0" in target or not e.path:
+            return False
+        if here != self.path:
+            self.flush()
+            parent = self.inos.get(here)
+            if type(parent) is not int:
+                return False
+            self.path, self.parent = here, parent
+        bname = e.path.rpartition("/")[2].encode("utf-8", "surrogateescape")
+        if bname in self.names or self.ns.child(self.parent, bname) is not None:
+            return False
+        try:
+            check_name(bname)
+        except FsToolError:
+            return False
+        atime = self.timestamp_ns if self.timestamp_ns is not None else e.atime_ns
+        self.items.append((bname, e.mode, e.uid, e.gid, atime, e.mtime_ns))
+        self.targets.append(target)
+        self.names.add(bname)
+        return True
+
+    def flush(self) -> None:
+        """Make the symlinks taken."""
+        if not self.items:
+            return
+        items, targets = self.items, self.targets
+        self.items, self.targets, self.names = [], [], set()
+        try:
+            self.ns.create_symlinks(self.parent, items, targets, self.now)
+        except (OSError, FsToolError) as exc:
+            if isinstance(exc, NoSpace):
+                raise
+            raise _wrap(self.path or "/", exc) from None
+        self.stats.symlinks += len(items)
 
 
 class RunReader:
