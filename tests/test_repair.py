@@ -398,16 +398,6 @@ def test_killed_repair_leaves_image_untouched_or_repaired(churn, tmp_path):
     assert kernel_tree(tmp_path / "done.img") == churn["tree"]
 
 
-def test_every_problem_has_a_repair_entry():
-    from fstool.ops.problems import PROBLEMS
-    from fstool.ops.problemdoc import markdown
-    from fstool.ops.repair.actions import REPAIRS
-    assert set(REPAIRS) == set(PROBLEMS)
-    doc = (REPO / "docs" / "check-problems.md").read_text()
-    assert doc == markdown()
-    assert "| repair |" in doc
-
-
 def test_bad_arguments_and_missing_image(tmp_path):
     r = fstool("repair", "--rebuild", "nosuchtree", tmp_path / "none.img")
     assert r.returncode == 2 and "Traceback" not in r.stderr       # a bad argument
