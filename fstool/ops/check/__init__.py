@@ -33,9 +33,8 @@ from .btrees import BtreePhases
 from .dirs import DirChecks
 from .inodes import InodePhase
 from .namespace import NamespacePhase
-from .parents import ParentPointerChecks
 from .spacemap import SpaceMapPhase
-from .summary import SummaryPhases
+from . import summary
 from .superblocks import SuperblockPhase
 from .table import InodeTable
 from .xattrs import XattrChecks
@@ -55,14 +54,13 @@ PHASES = (
     Phase("unlinked", PER_AG, AGHeaderPhase.phase_unlinked),
     Phase("namespace", GLOBAL, NamespacePhase.phase_namespace),
     Phase("space_map", GLOBAL, SpaceMapPhase.phase_space_map),
-    Phase("counters", GLOBAL, SummaryPhases.phase_counters),
-    Phase("log", GLOBAL, SummaryPhases.phase_log),
+    Phase("counters", GLOBAL, summary.phase_counters),
+    Phase("log", GLOBAL, summary.phase_log),
 )
 
 
 class Checker(SuperblockPhase, AGHeaderPhase, BtreePhases, InodePhase, XattrChecks,
-              DirChecks, NamespacePhase, ParentPointerChecks, SpaceMapPhase, SummaryPhases,
-              AGGeometry, CheckerBase):
+              DirChecks, NamespacePhase, SpaceMapPhase, AGGeometry, CheckerBase):
     PHASES = PHASES
 
     def __init__(self, fs, progress=None, ag_filter=None, hooks: CheckHooks | None = None):
