@@ -1,7 +1,5 @@
 # C-level declarations for writers.py when Cython compiles it.
 cimport cython
-from posix.stat cimport struct_stat, fstatat
-from posix.fcntl cimport AT_SYMLINK_NOFOLLOW
 from libc.stdlib cimport malloc, free
 
 cdef extern from "read_files.h":
@@ -9,17 +7,27 @@ cdef extern from "read_files.h":
                            const long long *offs, unsigned char *buf, size_t n,
                            int *errs, int *fds) nogil
 
-# has a directory entry xattrs: listxattrat(2) where the kernel has it, else
-# llistxattr(2) on the full path built in buf
-cdef extern from "xattr_at.h":
-    ssize_t fstool_xattr_names_len(int dirfd, const char *name, const char *dirpath,
-                                   size_t dirlen, char *buf)
+# lstat, readlink and the xattr question of scan_names for a whole directory
+# (listxattrat(2) where the kernel has it, else llistxattr(2) on the full
+# path built in pathbuf), with the interpreter let go
+cdef extern from "stat_plain.h":
+    struct fstool_plain:
+        int plain, redo, err, terr
+        unsigned int mode, uid, gid
+        unsigned long long nlink, dev, ino, rdev
+        long long atime_ns, mtime_ns, ctime_ns, size, blocks, xlen
+        char *target
+        long long tlen
+    void fstool_stat_plain(int dirfd, char **names, size_t n, const char *dirpath,
+                           size_t dirlen, char *pathbuf, long long small, int general,
+                           fstool_plain *out) nogil
+ctypedef fstool_plain *plain_p
 
 
-@cython.locals(st=struct_stat, k=cython.Py_ssize_t, n=cython.Py_ssize_t, rc=cython.int,
-               xl=cython.Py_ssize_t, cname=cython.p_char, cdir=cython.p_char,
-               cbuf=cython.p_char, dirlen=cython.size_t, longest=cython.Py_ssize_t,
-               fmt=cython.uint, asec=cython.longlong, msec=cython.longlong)
+@cython.locals(k=cython.Py_ssize_t, n=cython.Py_ssize_t, cnames=cython.pp_char,
+               cdir=cython.p_char, cbuf=cython.p_char, dirlen=cython.size_t,
+               longest=cython.Py_ssize_t, res=plain_p, o=fstool_plain, g=cython.int)
+cpdef tuple scan_names(int dirfd, bytes dirpath, list names, long long small, bint general)
 cpdef list stat_plain_files(int dirfd, bytes dirpath, list names, long long small=*)
 
 

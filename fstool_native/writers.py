@@ -255,39 +255,64 @@ def sf_dir_fork(entries, parent, has_ftype, limit, data_first):
     return bytes(out)
 
 
-_NS_SAFE = 9_000_000_000             # seconds whose nanosecond count fits 63 bits
 _S_IFMT = 0o170000
 _S_IFREG = 0o100000
+_S_IFLNK = 0o120000
 
 
-def _stat_plain_files_py(dirfd, dirpath, names, small):
-    """The pure-Python twin of the compiled loop in stat_plain_files."""
+def _scan_names_py(dirfd, dirpath, names, small, general):
+    """The pure-Python twin of the compiled loop in scan_names."""
     import os
-    out = []
+    plain = []
+    other = []
     for name in names:
         if b"\0" in name:              # no file name: left to the caller
-            out.append(None)
+            plain.append(None)
+            other.append(None)
             continue
         try:
             st = os.lstat(name, dir_fd=dirfd)
-        except OSError:
-            out.append(None)
+        except OSError as e:
+            plain.append(None)
+            other.append(e.errno if general else None)
             continue
         size = st.st_size
-        if st.st_mode & _S_IFMT != _S_IFREG or st.st_nlink != 1 or size > small or \
-                st.st_blocks * 512 < size:
-            out.append(None)
-            continue
-        try:
-            if os.listxattr(dirpath + b"/" + name, follow_symlinks=False):
-                out.append(None)
+        xlen = None
+        if st.st_mode & _S_IFMT == _S_IFREG and st.st_nlink == 1 and size <= small and \
+                st.st_blocks * 512 >= size:
+            xlen = _xattr_names_len(dirpath + b"/" + name)
+            if xlen <= 0:
+                item = (name, st.st_mode & 0o7777, st.st_uid, st.st_gid, st.st_atime_ns,
+                        st.st_mtime_ns)
+                plain.append(item + (size,) if small else item)
+                other.append(None)
                 continue
-        except OSError:
-            pass        # as the general path: unreadable xattrs count as none
-        item = (name, st.st_mode & 0o7777, st.st_uid, st.st_gid, st.st_atime_ns,
-                st.st_mtime_ns)
-        out.append(item + (size,) if small else item)
-    return out
+        plain.append(None)
+        if not general:
+            other.append(None)
+            continue
+        target, terr = None, 0
+        if st.st_mode & _S_IFMT == _S_IFLNK:
+            try:
+                target = os.readlink(name, dir_fd=dirfd)
+            except OSError as e:
+                terr = e.errno
+        if xlen is None:
+            xlen = _xattr_names_len(dirpath + b"/" + name)
+        other.append((st.st_mode, st.st_nlink, st.st_uid, st.st_gid, size, st.st_blocks,
+                      st.st_atime_ns, st.st_mtime_ns, st.st_ctime_ns, st.st_dev, st.st_ino,
+                      st.st_rdev, xlen, target, terr))
+    return plain, other
+
+
+def _xattr_names_len(path):
+    """Bytes of the xattr names of ``path`` (not following a symlink), as
+    listxattr(2) counts them; -1 when they cannot be listed."""
+    import os
+    try:
+        return sum(len(os.fsencode(n)) + 1 for n in os.listxattr(path, follow_symlinks=False))
+    except OSError:
+        return -1
 
 
 def stat_plain_files(dirfd, dirpath, names, small=0):
@@ -299,12 +324,30 @@ def stat_plain_files(dirfd, dirpath, names, small=0):
     fails (the caller looks at those again the general way).  Compiled, the xattr
     question is put by listxattrat(2) relative to ``dirfd`` where the kernel
     has it, which spares a walk of the whole path per file."""
+    return scan_names(dirfd, dirpath, names, small, False)[0]
+
+
+def scan_names(dirfd, dirpath, names, small, general):
+    """``(plain, other)``: ``plain`` as :func:`stat_plain_files` gives it;
+    with ``general``, ``other[k]`` describes each name that is not a plain
+    file: the errno of an lstat that failed, or ``(mode, nlink, uid, gid,
+    size, blocks, atime_ns, mtime_ns, ctime_ns, dev, ino, rdev, xlen,
+    target, terr)`` from lstat, ``xlen`` the bytes of its xattr names (0:
+    none; -1: they cannot be listed), for a symlink ``target`` its target
+    (bytes) or ``terr`` the errno of the readlink that failed; None where
+    the caller must look again itself (a name with a NUL byte, a time the
+    compiled loop cannot hold, a target that changed as it was read), and
+    for every name without ``general``.  Compiled, every system call is
+    made with the interpreter let go, once for the whole list."""
     if not cython.compiled:
-        return _stat_plain_files_py(dirfd, dirpath, names, small)
-    # st, fstatat, fstool_xattr_names_len and AT_SYMLINK_NOFOLLOW come from
+        return _scan_names_py(dirfd, dirpath, names, small, general)
+    # fstool_stat_plain (stat_plain.h), malloc and free come from
     # writers.pxd
-    out = []
     n = len(names)
+    plain = [None] * n
+    other = [None] * n
+    if n == 0:
+        return plain, other
     longest = 0
     for k in range(n):
         if len(names[k]) > longest:
@@ -313,37 +356,46 @@ def stat_plain_files(dirfd, dirpath, names, small=0):
     cdir = dirpath
     pathbuf = bytearray(dirlen + longest + 2)      # for llistxattr's full path
     cbuf = pathbuf
-    for k in range(n):
-        name = names[k]
-        if b"\0" in name:              # no file name: left to the caller
-            out.append(None)
-            continue
-        cname = name
-        rc = fstatat(dirfd, cname, cython.address(st), AT_SYMLINK_NOFOLLOW)
-        fmt = st.st_mode & _S_IFMT
-        if rc != 0 or fmt != _S_IFREG or st.st_size > small or st.st_nlink != 1 or \
-                st.st_blocks * 512 < st.st_size:
-            out.append(None)
-            continue
-        # as the general path: unreadable xattrs count as none
-        xl = fstool_xattr_names_len(dirfd, cname, cdir, dirlen, cbuf)
-        if xl > 0:
-            out.append(None)
-            continue
-        asec = st.st_atim.tv_sec
-        msec = st.st_mtim.tv_sec
-        if not (-_NS_SAFE < asec < _NS_SAFE and -_NS_SAFE < msec < _NS_SAFE):
-            out.append(None)
-            continue
-        if small:
-            out.append((name, st.st_mode & 0o7777, st.st_uid, st.st_gid,
-                        asec * 1000000000 + st.st_atim.tv_nsec,
-                        msec * 1000000000 + st.st_mtim.tv_nsec, st.st_size))
-        else:
-            out.append((name, st.st_mode & 0o7777, st.st_uid, st.st_gid,
-                        asec * 1000000000 + st.st_atim.tv_nsec,
-                        msec * 1000000000 + st.st_mtim.tv_nsec))
-    return out
+    cnames = cython.cast(cython.pp_char, malloc(n * cython.sizeof(cython.p_char)))
+    res = cython.cast(plain_p, malloc(n * cython.sizeof(fstool_plain)))
+    if res:
+        for k in range(n):
+            res[k].target = cython.NULL
+    try:
+        if not cnames or not res:
+            raise MemoryError()
+        for k in range(n):
+            if b"\0" in names[k]:
+                cnames[k] = cython.NULL
+            else:
+                cnames[k] = names[k]          # the list keeps the bytes alive
+        g = 1 if general else 0
+        with cython.nogil:
+            fstool_stat_plain(dirfd, cnames, n, cdir, dirlen, cbuf, small, g, res)
+        for k in range(n):
+            o = res[k]
+            if o.plain:
+                if small:
+                    plain[k] = (names[k], o.mode & 0o7777, o.uid, o.gid, o.atime_ns,
+                                o.mtime_ns, o.size)
+                else:
+                    plain[k] = (names[k], o.mode & 0o7777, o.uid, o.gid, o.atime_ns,
+                                o.mtime_ns)
+            elif not general or o.redo:
+                continue
+            elif o.err:
+                other[k] = o.err
+            else:
+                other[k] = (o.mode, o.nlink, o.uid, o.gid, o.size, o.blocks, o.atime_ns,
+                            o.mtime_ns, o.ctime_ns, o.dev, o.ino, o.rdev, o.xlen,
+                            o.target[:o.tlen] if o.target and not o.terr else None, o.terr)
+    finally:
+        if res:
+            for k in range(n):
+                free(res[k].target)
+        free(cnames)
+        free(res)
+    return plain, other
 
 
 _READ_WINDOW = 64          # files opened, and asked for, before they are read (as

@@ -383,11 +383,12 @@ def test_read_files_backends_agree(tmp_path):
         assert buf[offsets[k]:offsets[k] + n] == want + bytes(n - len(want))
 
 
-def test_stat_plain_files_backends_agree(tmp_path):
+def _mixed_dir(tmp_path, full: bytes):
+    """A directory of one entry of each kind the scans tell apart."""
     d = tmp_path / "d"
     d.mkdir()
     (d / "empty").touch()
-    (d / "full").write_bytes(b"x")
+    (d / "full").write_bytes(full)
     (d / "linked").touch()
     os.link(d / "linked", d / "linked2")
     (d / "xattr").touch()
@@ -395,6 +396,11 @@ def test_stat_plain_files_backends_agree(tmp_path):
     (d / "sub").mkdir()
     os.symlink("empty", d / "sym")
     os.mkfifo(d / "fifo")
+    return d
+
+
+def test_stat_plain_files_backends_agree(tmp_path):
+    d = _mixed_dir(tmp_path, b"x")
     (d / "old").touch()
     os.utime(d / "old", ns=(-(2**31) * 10**9 + 5, 1))
     names = sorted(os.listdir(os.fsencode(d))) + [b"missing", b"nul\0name"]
@@ -429,6 +435,53 @@ def test_stat_plain_files_backends_agree(tmp_path):
     assert sized == {b"empty": 0, b"old": 0, b"full": 1, b"limit": 100}
     assert {it[0] for it in got[2] if it is not None} == {b"empty", b"old", b"full", b"limit",
                                                          b"over"}
+
+
+def test_scan_names_backends_agree(tmp_path):
+    """scan_names, compiled (one call with the interpreter let go) and pure,
+    describe every entry of a directory alike: plain files apart, the rest
+    with their lstat fields, symlink targets and whether they have xattrs;
+    an lstat that fails as its errno, a name with a NUL byte left to the
+    caller."""
+    import errno
+    d = _mixed_dir(tmp_path, b"x" * 10)
+    os.symlink("t" * 3000, d / "longsym")
+    names = sorted(os.listdir(os.fsencode(d))) + [b"missing", b"nul\0name"]
+    # the symlinks' access times are set apart from their change times, so
+    # that reading them does not move them (relatime)
+    for s in ("sym", "longsym"):
+        os.utime(d / s, ns=(T_LATER, T_LATER - 10**9), follow_symlinks=False)
+    fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        got = {(small, general, pure): fstool_native.load(pure=pure, name="writers")
+               .scan_names(fd, os.fsencode(d), names, small, general)
+               for small in (-1, 0, 100) for general in (False, True)
+               for pure in (False, True)}
+    finally:
+        os.close(fd)
+    for small in (-1, 0, 100):
+        for general in (False, True):
+            assert got[small, general, False] == got[small, general, True]
+    plain, other = got[100, True, False]
+    by = dict(zip(names, zip(plain, other)))
+    assert {n for n, (p, _o) in by.items() if p is not None} == {b"empty", b"full"}
+    assert by[b"full"][0][6] == 10
+    assert all(p is None for p in got[-1, True, False][0])
+    assert got[100, False, False][1] == [None] * len(names)
+    assert by[b"missing"] == (None, errno.ENOENT)
+    assert by[b"nul\0name"] == (None, None)
+    for name in (b"sym", b"longsym", b"fifo", b"sub", b"linked", b"xattr"):
+        st = os.lstat(d / os.fsdecode(name))
+        o = by[name][1]
+        assert o[:12] == (st.st_mode, st.st_nlink, st.st_uid, st.st_gid, st.st_size,
+                          st.st_blocks, st.st_atime_ns, st.st_mtime_ns, st.st_ctime_ns,
+                          st.st_dev, st.st_ino, st.st_rdev)
+        assert o[12] == (len(b"user.k") + 1 if name == b"xattr" else 0)
+        assert o[13:] == ((os.readlink(d / os.fsdecode(name)).encode(), 0)
+                          if name.endswith(b"sym") else (None, 0))
+
+
+T_LATER = 1_900_000_000 * 10**9
 
 
 @pytest.mark.parametrize("dbs", [4096, 8192, 65536])

@@ -136,3 +136,105 @@ def test_not_a_source(tmp_path):
     from fstool.errors import FsToolError
     with pytest.raises(FsToolError, match="neither"):
         open_source(p)
+
+
+def _walk_events(items, keep_going, fail_at=None):
+    """A fake walk of ``items`` that meets a bad entry before ``fail_at``:
+    its events as walk_ahead reproduces them (items, reports, the error)."""
+    from fstool.errors import FsToolError
+    state = {"produced": 0, "closed": False}
+
+    def walk_of(bad):
+        try:
+            for k in items:
+                if k == fail_at:
+                    bad(FsToolError(f"bad {k}"))
+                    continue
+                state["produced"] += 1
+                yield k
+        finally:
+            state["closed"] = True
+    return walk_of, state
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 64])
+def test_walk_ahead_keeps_order_reports_and_errors(chunk):
+    """The walking thread hands over every item in order; a bad entry is
+    reported (keep_going) or raised exactly where the walk met it."""
+    from fstool.errors import FsToolError
+    from fstool.ops.sources import walk_ahead
+    items = list(range(500))
+    events = []
+    walk_of, state = _walk_events(items, True, fail_at=250)
+    for k in walk_ahead(walk_of, True, lambda m: events.append(m), limit=8,
+                        chunk_items=chunk):
+        events.append(k)
+    assert events == items[:250] + ["bad 250"] + items[251:]
+    assert state["closed"]
+
+    got = []
+    walk_of, state = _walk_events(items, False, fail_at=100)
+    with pytest.raises(FsToolError, match="bad 100"):
+        for k in walk_ahead(walk_of, False, lambda m: got.append(m), limit=8,
+                            chunk_items=chunk):
+            got.append(k)
+    assert got == items[:100]
+
+
+def test_walk_ahead_bounded_and_stops_with_consumer():
+    """At most ``limit`` items (and a few chunks on their way) wait for
+    the consumer; a consumer that stops early stops and closes the walk."""
+    import threading
+    from fstool.ops.sources import walk_ahead
+    walk_of, state = _walk_events(range(100_000), True)
+    taken = 0
+    most = 0
+    gen = walk_ahead(walk_of, True, print, limit=16, chunk_items=4)
+    for _k in gen:
+        taken += 1
+        most = max(most, state["produced"] - taken)
+        if taken == 2000:
+            break
+    gen.close()
+    # queued: under the limit when a chunk was added, that chunk; one chunk
+    # in the consumer's hands, one being filled by the walk
+    assert most <= 16 + 3 * 4
+    assert state["closed"] and state["produced"] < 100_000
+    assert not any(t.name == "fstool-walk" for t in threading.enumerate())
+
+
+def test_dir_walk_ahead_same_entries(tmp_path):
+    """A host directory walked on its own thread gives the same entries,
+    runs and reports (a symlink target XFS cannot hold, with keep_going), in
+    the same order, as walked in the consumer's."""
+    from fstool.ops.sources import EmptyFiles
+    src = tmp_path / "src"
+    src.mkdir()
+    for d in ("a", "b", "a/c"):
+        (src / d).mkdir()
+        for i in range(5):
+            (src / d / f"f{i}").write_bytes(b"x" * i)
+        os.symlink(f"target-{d}", src / d / "sym")
+        os.mkfifo(src / d / "fifo")
+    os.link(src / "a" / "f1", src / "b" / "hard")
+    os.symlink("t" * 2000, src / "a" / "too-long")
+
+    def walk(ahead):
+        out = []
+        with open_source(str(src), keep_going=True,
+                         report=lambda m: out.append(("report", m))) as s:
+            for e in s.entries(runs=True, ahead=ahead):
+                if isinstance(e, EmptyFiles):
+                    out.append(("run", e.path, tuple(e.items)))
+                else:
+                    out.append((e.path, e.kind, e.mode, e.size, e.target, e.xattrs,
+                                e.mtime_ns))
+        return out
+    plain, ahead = walk(False), walk(True)
+    assert plain == ahead
+    kinds = {x[1] for x in plain if x[0] not in ("run", "report")}
+    assert {"dir", "symlink", "fifo", "hardlink"} <= kinds
+    assert any(x[0] == "run" for x in plain)
+    assert [x[1] for x in plain if x[0] == "report"] == \
+        [x[1] for x in ahead if x[0] == "report"] and \
+        any("too-long" in x[1] for x in plain if x[0] == "report")

@@ -201,7 +201,10 @@ def populate(image, source, dest: str = "/", *, owner_map=None, keep_going: bool
 
             last_dir = None
             # (runs of plain files skip the per-file path that shares content)
-            walk = src.entries(runs=dedupe is None) if hasattr(src, "entries") else src
+            # (a host directory is walked on a thread of its own)
+            walk = src.entries(runs=dedupe is None, **({"ahead": True} if src.kind == "dir"
+                                                        else {})) \
+                if hasattr(src, "entries") else src
             if getattr(src, "host_files", False):
                 walk = read_ahead(walk, prefetch=reader.start)
             for e in walk:

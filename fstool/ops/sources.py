@@ -18,7 +18,9 @@ import stat as pystat
 import sys
 import tarfile
 import tempfile
+import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import BinaryIO, Callable, Iterator
 
@@ -29,6 +31,11 @@ from ..ns.attrbuild import check_symlink_target
 from ..ns.dirbuild import NAME_MAX, check_name
 
 ANY_SIZE = 1 << 62          # stat_plain_files' size limit for runs: none
+# a host directory walked on a thread of its own (DirSource.entries with
+# ahead): at most this many entries (a run's files each counted) waiting
+# for the consumer, handed over in chunks of up to WALK_CHUNK items
+WALK_AHEAD = 8192
+WALK_CHUNK = 64
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
@@ -228,7 +235,10 @@ class DirSource(Source):
         super().__init__(**kw)
         self.root = os.fspath(root)
 
-    def _entry(self, rel: str, full, st, links: dict) -> Entry:
+    def _entry(self, rel: str, full, st, links: dict, pre: tuple | None = None) -> Entry:
+        """The entry of host path ``full`` from its lstat ``st``; ``pre``,
+        when given, is ``st`` as ``writers.scan_names`` described it, with
+        its xattr names' length and symlink target, read already."""
         uid, gid = self.owners(st.st_uid, st.st_gid)
         e = Entry(rel, "file", st.st_mode & 0o7777, uid, gid, st.st_atime_ns,
                   st.st_mtime_ns, st.st_ctime_ns)
@@ -253,7 +263,13 @@ class DirSource(Source):
             e.kind = "dir"
         elif fmt == pystat.S_IFLNK:
             e.kind = "symlink"
-            e.target = check_symlink_target(os.readlink(os.fsencode(full)), rel)
+            if pre is None:
+                target = os.readlink(os.fsencode(full))
+            elif pre[14]:
+                raise OSError(pre[14], os.strerror(pre[14]))
+            else:
+                target = pre[13]
+            e.target = check_symlink_target(target, rel)
         elif fmt == pystat.S_IFIFO:
             e.kind = "fifo"
         elif fmt == pystat.S_IFSOCK:
@@ -261,7 +277,8 @@ class DirSource(Source):
         elif fmt in (pystat.S_IFCHR, pystat.S_IFBLK):
             e.kind = "chardev" if fmt == pystat.S_IFCHR else "blockdev"
             e.rdev = (os.major(st.st_rdev), os.minor(st.st_rdev))
-        e.xattrs = self._xattrs(full)
+        # (names that cannot be listed count as none)
+        e.xattrs = self._xattrs(full) if pre is None or pre[12] > 0 else []
         return e
 
     @staticmethod
@@ -281,19 +298,28 @@ class DirSource(Source):
     def __iter__(self) -> Iterator[Entry]:
         return self.entries()
 
-    def entries(self, runs: bool = False):
+    def entries(self, runs: bool = False, ahead: bool = False):
         """Every entry, parents first.  With ``runs``, consecutive plain
         files of a directory (regular, one link, no xattrs, no holes) come
-        as one :class:`PlainFiles`."""
+        as one :class:`PlainFiles`.  With ``ahead``, the directory is walked
+        on a thread of its own (:func:`walk_ahead`), its system calls
+        overlapping the consumer's work; the entries, and the errors and
+        reports, come in the same order either way."""
+        if ahead:
+            return self.clamped(walk_ahead(lambda bad: self._walk(runs, bad),
+                                           self.keep_going, self.report))
         return self.clamped(self._walk(runs))
 
-    def _walk(self, runs: bool):
+    def _walk(self, runs: bool, bad=None):
+        """The walk; ``bad`` (Source.bad by default) is told of each entry
+        that cannot be read."""
+        bad = bad or self.bad
         links: dict = {}
         st = os.lstat(self.root)
         yield self._entry("", self.root, st, links)
         stack = [("", self.root)]
         owner_map = self.owner_map
-        stat_plain_files = writers.stat_plain_files
+        scan_names = writers.scan_names
         while stack:
             rel, full = stack.pop()
             bfull = os.fsencode(full)
@@ -305,16 +331,17 @@ class DirSource(Source):
                     os.close(fd)
                     raise
             except OSError as e:
-                self.bad(FsToolError(f"{full}: cannot list: {e.strerror}"))
+                bad(FsToolError(f"{full}: cannot list: {e.strerror}"))
                 continue
             subdirs = []
             run: list = []
             try:
-                # plain empty files in one call (native: no Python object
-                # per lstat); the rest, and any lstat failure, below
-                plain = stat_plain_files(fd, bfull, names, ANY_SIZE) if runs else None
+                # every name's lstat (and readlink, and whether it has
+                # xattrs) in one call, with the interpreter let go once
+                # (native); plain files, with runs, apart
+                plain, other = scan_names(fd, bfull, names, ANY_SIZE if runs else -1, True)
                 for k, bname in enumerate(names):
-                    if plain is not None and plain[k] is not None and len(bname) <= NAME_MAX:
+                    if plain[k] is not None and len(bname) <= NAME_MAX:
                         it = plain[k]
                         if owner_map is not None:
                             uid, gid = owner_map(it[2], it[3])
@@ -327,13 +354,20 @@ class DirSource(Source):
                             raise NameTooLongError(f"{_child_path(rel, bname)}: name of "
                                                    f"{len(bname)} bytes; XFS allows at most "
                                                    f"{NAME_MAX}")
-                        cst = os.lstat(bname, dir_fd=fd)
-                        ent = self._entry(_child_path(rel, bname), os.fsdecode(cfull), cst,
-                                          links)
+                        pre = other[k]
+                        if type(pre) is tuple:
+                            ent = self._entry(_child_path(rel, bname), os.fsdecode(cfull),
+                                              _Stat(*pre[:12]), links, pre)
+                        elif pre is not None:
+                            raise OSError(pre, os.strerror(pre))
+                        else:       # looked at again, the general way
+                            cst = os.lstat(bname, dir_fd=fd)
+                            ent = self._entry(_child_path(rel, bname), os.fsdecode(cfull),
+                                              cst, links)
                     except (OSError, InvalidArgument) as exc:
                         msg = exc if isinstance(exc, FsToolError) else \
                             FsToolError(f"{os.fsdecode(cfull)}: {exc.strerror}")
-                        self.bad(msg)
+                        bad(msg)
                         continue
                     if run:
                         yield PlainFiles(rel, run, bfull)
@@ -346,6 +380,112 @@ class DirSource(Source):
             if run:
                 yield PlainFiles(rel, run, bfull)
             stack.extend(reversed(subdirs))
+
+
+class _Stat:
+    """The fields of an lstat that DirSource._entry reads, from
+    ``writers.scan_names``."""
+    __slots__ = ("st_mode", "st_nlink", "st_uid", "st_gid", "st_size", "st_blocks",
+                 "st_atime_ns", "st_mtime_ns", "st_ctime_ns", "st_dev", "st_ino", "st_rdev")
+
+    def __init__(self, mode, nlink, uid, gid, size, blocks, atime_ns, mtime_ns, ctime_ns,
+                 dev, ino, rdev):
+        self.st_mode, self.st_nlink, self.st_uid, self.st_gid = mode, nlink, uid, gid
+        self.st_size, self.st_blocks, self.st_dev, self.st_ino = size, blocks, dev, ino
+        self.st_atime_ns, self.st_mtime_ns, self.st_ctime_ns = atime_ns, mtime_ns, ctime_ns
+        self.st_rdev = rdev
+
+
+class _Raised:
+    """An exception of the walking thread, raised in the consumer's turn."""
+    __slots__ = ("exc",)
+
+    def __init__(self, exc: BaseException):
+        self.exc = exc
+
+
+class _Report(str):
+    """A message of the walking thread, reported in the consumer's turn."""
+
+
+def walk_ahead(walk_of, keep_going: bool, report, limit: int = WALK_AHEAD,
+               chunk_items: int = WALK_CHUNK):
+    """The items of ``walk_of(bad)``, unchanged and in order, taken on a
+    thread of their own while the consumer works on those before them (the
+    walk's system calls let go of the interpreter).  ``bad(exc)`` raises
+    ``exc`` or, with ``keep_going``, has ``report`` given its message when
+    the consumer reaches that point of the walk, so that errors and
+    reports come where the walk met them.  At most ``limit`` entries (a
+    run of files counting its files) wait for the consumer; the walk stops
+    when the consumer does (it is closed, its directories with it)."""
+    cond = threading.Condition()
+    queue: deque = deque()              # (chunk, weight)
+    st = {"weight": 0, "done": False, "stop": False, "hungry": False}
+
+    def walker():
+        chunk: list = []
+        weight = 0
+
+        def bad(exc):
+            if not keep_going:
+                raise exc
+            chunk.append(_Report(str(exc)))
+
+        def flush(last: bool = False) -> bool:
+            nonlocal chunk, weight
+            with cond:
+                while st["weight"] >= limit and not st["stop"] and not last:
+                    cond.wait()
+                if st["stop"]:
+                    return False
+                if chunk:
+                    queue.append((chunk, weight))
+                    st["weight"] += weight
+                st["hungry"] = False
+                if last:
+                    st["done"] = True
+                cond.notify_all()
+            chunk, weight = [], 0
+            return True
+
+        walk = walk_of(bad)
+        try:
+            for item in walk:
+                chunk.append(item)
+                weight += len(item.items) if isinstance(item, EmptyFiles) else 1
+                if (len(chunk) >= chunk_items or st["hungry"]) and not flush():
+                    break
+        except BaseException as exc:        # handed to the consumer
+            chunk.append(_Raised(exc))
+        finally:
+            walk.close()
+            flush(last=True)
+
+    thread = threading.Thread(target=walker, name="fstool-walk", daemon=True)
+    thread.start()
+    try:
+        while True:
+            with cond:
+                while not queue and not st["done"]:
+                    st["hungry"] = True
+                    cond.wait()
+                if not queue:
+                    break
+                chunk, weight = queue.popleft()
+                st["weight"] -= weight
+                cond.notify_all()
+            for item in chunk:
+                if type(item) is _Report:
+                    report(str(item))
+                elif type(item) is _Raised:
+                    raise item.exc
+                else:
+                    yield item
+    finally:
+        with cond:
+            st["stop"] = True
+            cond.notify_all()
+        thread.join()
 
 
 def _pax_ns(member: tarfile.TarInfo, key: str, fallback: float) -> int:
