@@ -501,7 +501,7 @@ def _inode_phase(monkeypatch, fs, state, chunks, scanner):
     c.__dict__.update(copy.deepcopy(state))
     c._chunk_buffers = lambda agno, recs: ((k, *chunks[agno, k]) for k in range(len(recs))
                                            if (agno, k) in chunks)
-    c._run_phase("inodes")
+    c.run_phase(c.phase("inodes"))
     tab = {a: (bytes(t.itype), list(t.nlinks), t.psums and list(t.psums))
            for a, t in c.tables.items()}
     return ([f.as_dict() for f in c.findings], {a: sorted(v) for a, v in c.claims.items()},
@@ -541,7 +541,7 @@ def test_inode_scan_fast_path_keeps_the_findings(monkeypatch, scan_img):
         sb = fs.sb
         c = Checker(fs)
         for name in ("superblocks", "ag_headers", "free_space", "inode_btrees", "refcounts"):
-            c._run_phase(name)
+            c.run_phase(c.phase(name))
         state = {k: v for k, v in c.__dict__.items() if k not in ("fs", "sb", "progress")}
         clean = {(agno, k): (bytes(buf), base) for agno in c.tables
                  for k, buf, base in c._chunk_buffers(agno, c.chunks[agno])}
@@ -680,10 +680,10 @@ def _namespace_phase(monkeypatch, fs, state, dir_raw, fast: bool):
         slow = SimpleNamespace(**{k: getattr(cur, k) for k in dir(cur) if not k.startswith("__")})
         slow.ShortformRun = lambda *a: SimpleNamespace(run=lambda dirs, k, *b: (k, None))
         monkeypatch.setattr(ns_mod, "checks", slow)
-        c._run_phase("namespace")
+        c.run_phase(c.phase("namespace"))
         monkeypatch.setattr(ns_mod, "checks", cur)
     else:
-        c._run_phase("namespace")
+        c.run_phase(c.phase("namespace"))
     return ([f.as_dict() for f in c.findings], bytes(c.table.itype), list(c.table.refs))
 
 
@@ -695,15 +695,15 @@ def test_shortform_dir_fast_path_keeps_the_findings(monkeypatch, kernel_img):
     alone."""
     from fstool._backend import parsers
     from fstool.fs.filesystem import Filesystem
-    from fstool.ops.check import Checker
+    from fstool.ops.check import FIRST, PER_AG, Checker
     from fstool.ops.check import namespace as ns_mod
     backends = [PARSERS] + ([fstool_native.load()] if fstool_native.is_native(
         fstool_native.load()) else [])
     rng = random.Random(8)
     with Filesystem(kernel_img) as fs:
         c = Checker(fs)
-        for name in c.FIRST_PHASES + c.AG_PHASES:
-            c._run_phase(name)
+        for phase in c.phases(FIRST, PER_AG):
+            c.run_phase(phase)
         state = {k: v for k, v in c.__dict__.items() if k not in ("fs", "sb", "progress")}
         clean = dict(c.dir_raw)
         sf = sorted(ino for ino, raw in clean.items() if raw[5] == 1)
@@ -1066,13 +1066,13 @@ def test_namespace_link_fast_path_keeps_the_findings(monkeypatch, kernel_img):
     backend) as with every link counted by the Python code."""
     from fstool._backend import parsers
     from fstool.fs.filesystem import Filesystem
-    from fstool.ops.check import Checker
+    from fstool.ops.check import FIRST, PER_AG, Checker
     from fstool.ops.check import namespace as ns_mod
     rng = random.Random(23)
     with Filesystem(kernel_img) as fs:
         c = Checker(fs)
-        for name in c.FIRST_PHASES + c.AG_PHASES:
-            c._run_phase(name)
+        for phase in c.phases(FIRST, PER_AG):
+            c.run_phase(phase)
         state = {k: v for k, v in c.__dict__.items() if k not in ("fs", "sb", "progress")}
         clean = dict(c.dir_raw)
         sf = sorted(ino for ino, raw in clean.items() if raw[5] == 1)
@@ -1107,12 +1107,12 @@ def test_dir_block_runs_cover_every_directory_block(kernel_img):
     map as the read model decodes it), and nothing from the other
     inodes."""
     from fstool.fs.filesystem import Filesystem
-    from fstool.ops.check import Checker
+    from fstool.ops.check import FIRST, PER_AG, Checker
     native = fstool_native.load(name="checks")
     with Filesystem(kernel_img) as fs:
         c = Checker(fs)
-        for name in c.FIRST_PHASES + c.AG_PHASES:
-            c._run_phase(name)
+        for phase in c.phases(FIRST, PER_AG):
+            c.run_phase(phase)
         sb = fs.sb
         raws = list(c.dir_raw.values())
         args = (sb.agblklog, sb.agblocks, sb.agcount, 4)

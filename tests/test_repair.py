@@ -398,16 +398,6 @@ def test_killed_repair_leaves_image_untouched_or_repaired(churn, tmp_path):
     assert kernel_tree(tmp_path / "done.img") == churn["tree"]
 
 
-def test_every_problem_has_a_repair_entry():
-    from fstool.ops.problems import PROBLEMS
-    from fstool.ops.problemdoc import markdown
-    from fstool.ops.repair.actions import REPAIRS
-    assert set(REPAIRS) == set(PROBLEMS)
-    doc = (REPO / "docs" / "check-problems.md").read_text()
-    assert doc == markdown()
-    assert "| repair |" in doc
-
-
 def test_bad_arguments_and_missing_image(tmp_path):
     r = fstool("repair", "--rebuild", "nosuchtree", tmp_path / "none.img")
     assert r.returncode == 2 and "Traceback" not in r.stderr       # a bad argument
@@ -774,10 +764,10 @@ def test_inodes_cleared_and_their_blocks_freed(corpus_std, tmp_path):
     free_before = int(xfs_db(img, "sb 0", "print fdblocks").split("=")[1])
     # the plan the namespace phase consumes names exactly these inodes
     from fstool.fs.filesystem import Filesystem
-    from fstool.ops.repair.checker import RepairChecker
+    from fstool.ops.repair.checker import repair_checker
     from fstool.ops.repair.inodes import plan_inodes
     with Filesystem(img) as fs:
-        c = RepairChecker(fs)
+        c = repair_checker(fs)
         c.run()
         assert plan_inodes(c).cleared == {ino for _d, ino, _c, _k in INODE_CLEARS}
     out = judge_inode_repair(img, tmp_path)
@@ -793,6 +783,28 @@ def test_inodes_cleared_and_their_blocks_freed(corpus_std, tmp_path):
     assert free_after > free_before
     assert free_after == int(xfs_db(tmp_path / "theirs.img", "sb 0",
                                     "print fdblocks").split("=")[1])
+
+
+def test_repair_hooks_hand_back_their_state_across_jobs(kernel_img, tmp_path):
+    """The check repair runs keeps, through the hooks registered on its
+    context, the inobt records it reported and its verdict on the inodes it
+    looked at; run per AG in worker processes (--jobs), each worker's are
+    merged back as the check's own tables are."""
+    from fstool.fs.filesystem import Filesystem
+    from fstool.ops.repair.checker import repair_checker
+    img = copy_image(kernel_img, tmp_path / "j.img")
+    start = int(xfs_db(img, "agi 2", "addr root", "print recs[1].startino").split("=")[1])
+    xfs_db(img, "agi 2", "addr root", "write -d recs[1].freecount 5", expert=True)
+    got = []
+    with Filesystem(img) as fs:
+        for jobs in (1, 3):
+            c = repair_checker(fs)
+            c.run(jobs)
+            got.append((sorted(f.code for f in c.findings), c.hooks.suspect, c.hooks.verdicts))
+    assert got[0] == got[1]
+    assert "INOBT_RECORD" in got[0][0] and got[0][1] == {2: [start]}
+    # verdicts from inodes of more than one AG (so from more than one worker)
+    assert len({ino >> fs.sb.agino_log for ino in got[0][2]}) > 1
 
 
 # attr forks xfs_repair drops (or, for a block only the kernel refuses, restamps)

@@ -1,23 +1,23 @@
-"""docs/check-problems.md: the problem table with its repair column
-(``python -m fstool.ops.problemdoc > docs/check-problems.md``)."""
-from .problems import PROBLEMS
-from .repair.actions import column
+"""docs/check-problems.md: the problem registry, one row per code with its
+repair column (``python -m fstool.ops.problemdoc > docs/check-problems.md``)."""
+from .problems import ROWS
 
 
 def markdown() -> str:
     lines = ["# fstool check: the problem table", "",
              "Every finding `fstool check` reports carries one of these codes "
-             "(generated from `fstool/ops/problems.py`).  `--json` prints one object per "
-             "finding with the code, severity, message and where it is: `structure`, "
-             "`agno`, `block` (AG block), `ino`, `fork`, `offset` (file block in the fork), "
-             "`field`, `index` (record or entry), and `expected`/`found` values.  The "
-             "repair column says what `fstool repair` does about it "
-             "(`fstool/ops/repair/actions.py`).", "",
+             "(generated from the problem registry, `fstool/ops/problems.py`).  `--json` "
+             "prints one object per finding with the code, severity, message and where it "
+             "is: `structure`, `agno`, `block` (AG block), `ino`, `fork`, `offset` (file "
+             "block in the fork), `field`, `index` (record or entry), and "
+             "`expected`/`found` values.  The repair column says what `fstool repair` does "
+             "about it (the same row's repair action; `fstool/ops/repair/actions.py` "
+             "refines it by the structure a finding names).", "",
              "| code | severity | structure | meaning | repair |",
              "| --- | --- | --- | --- | --- |"]
-    for code, (sev, structure, text) in PROBLEMS.items():
-        lines.append(f"| `{code}` | {sev} | {structure or 'the btree named'} | {text} | "
-                     f"{column(code)} |")
+    for p in ROWS:
+        lines.append(f"| `{p.code}` | {p.severity} | {p.structure or 'the btree named'} | "
+                     f"{p.check} | {p.repair} |")
     return "\n".join(lines) + "\n"
 
 

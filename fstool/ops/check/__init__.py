@@ -2,8 +2,9 @@
 kernel's verifiers where they are stricter), as findings from one problem
 table (ops/problems.py).
 
-The check is a list of phases, one module each; each records findings and
-never stops the run: a structure that cannot be read becomes a finding, and
+The check is a registry of phases (``PHASES``: name, scope, function), one
+module each, run over one check context; each records findings and never
+stops the run: a structure that cannot be read becomes a finding, and
 the phases that depend on it work with what was read.  Exit status follows
 xfs_repair -n: 0 clean, 1 corruption, 2 dirty log, 4 operational error.
 
@@ -26,34 +27,44 @@ from __future__ import annotations
 
 from .. import gc_paused
 from .agheaders import AGGeometry, AGHeaderPhase
-from .base import (EXIT_CLEAN, EXIT_CORRUPT, EXIT_DIRTY_LOG, EXIT_OPERATIONAL, CheckerBase,
-                   Finding)
+from .base import (EXIT_CLEAN, EXIT_CORRUPT, EXIT_DIRTY_LOG, EXIT_OPERATIONAL, FIRST, GLOBAL,
+                   PER_AG, CheckerBase, CheckHooks, Finding, Phase)
 from .btrees import BtreePhases
 from .dirs import DirChecks
 from .inodes import InodePhase
 from .namespace import NamespacePhase
-from .parents import ParentPointerChecks
 from .spacemap import SpaceMapPhase
-from .summary import SummaryPhases
+from . import summary
 from .superblocks import SuperblockPhase
 from .table import InodeTable
 from .xattrs import XattrChecks
 
-__all__ = ["Checker", "Finding", "InodeTable", "check", "EXIT_CLEAN", "EXIT_CORRUPT",
-           "EXIT_DIRTY_LOG", "EXIT_OPERATIONAL"]
+__all__ = ["Checker", "CheckHooks", "Finding", "InodeTable", "Phase", "PHASES", "check",
+           "FIRST", "PER_AG", "GLOBAL", "EXIT_CLEAN", "EXIT_CORRUPT", "EXIT_DIRTY_LOG",
+           "EXIT_OPERATIONAL"]
+
+# the phase registry, in the order the phases run
+PHASES = (
+    Phase("superblocks", FIRST, SuperblockPhase.phase_superblocks),
+    Phase("ag_headers", PER_AG, AGHeaderPhase.phase_ag_headers),
+    Phase("free_space", PER_AG, BtreePhases.phase_free_space),
+    Phase("inode_btrees", PER_AG, BtreePhases.phase_inode_btrees),
+    Phase("refcounts", PER_AG, BtreePhases.phase_refcounts),
+    Phase("inodes", PER_AG, InodePhase.phase_inodes),
+    Phase("unlinked", PER_AG, AGHeaderPhase.phase_unlinked),
+    Phase("namespace", GLOBAL, NamespacePhase.phase_namespace),
+    Phase("space_map", GLOBAL, SpaceMapPhase.phase_space_map),
+    Phase("counters", GLOBAL, summary.phase_counters),
+    Phase("log", GLOBAL, summary.phase_log),
+)
 
 
 class Checker(SuperblockPhase, AGHeaderPhase, BtreePhases, InodePhase, XattrChecks,
-              DirChecks, NamespacePhase, ParentPointerChecks, SpaceMapPhase, SummaryPhases,
-              AGGeometry, CheckerBase):
-    FIRST_PHASES = ("superblocks",)
-    AG_PHASES = ("ag_headers", "free_space", "inode_btrees", "refcounts", "inodes",
-                 "unlinked")
-    GLOBAL_PHASES = ("namespace", "space_map", "counters", "log")
-    PHASES = FIRST_PHASES + AG_PHASES + GLOBAL_PHASES
+              DirChecks, NamespacePhase, SpaceMapPhase, AGGeometry, CheckerBase):
+    PHASES = PHASES
 
-    def __init__(self, fs, progress=None, ag_filter=None):
-        super().__init__(fs, progress, ag_filter)
+    def __init__(self, fs, progress=None, ag_filter=None, hooks: CheckHooks | None = None):
+        super().__init__(fs, progress, ag_filter, hooks)
         self.setup_geometry()
         self.setup_inode_geometry()
         self.setup_dir_geometry()

@@ -1,9 +1,12 @@
 """What every check phase shares: findings, block ownership claims, the
-phase driver (one process or one per group of AGs) and the exit status."""
+phase driver (one process or one per group of AGs) and the exit status;
+the phase registry's row and the hooks a caller of the check (repair)
+takes part through."""
 from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
+from typing import Callable, NamedTuple
 
 from ...errors import CorruptionError, FsToolError
 from ...fs.filesystem import Filesystem
@@ -69,14 +72,68 @@ class Finding:
         return d
 
 
-class CheckerBase:
-    """The state the phases share and the driver that runs them."""
+# a phase's scope: run first, once (and the run stops there when it says
+# so); per AG (each phase over the AGs of ``ag_filter``; with jobs > 1 the
+# per-AG phases run in worker processes, each over a group of AGs); or
+# global, once the per-AG phases are done, over the whole filesystem
+FIRST, PER_AG, GLOBAL = "first", "per-AG", "global"
 
-    # phases that look at one AG at a time (run in parallel with jobs > 1),
-    # then the phases that need the whole filesystem
-    AG_PHASES: tuple = ()
-    GLOBAL_PHASES: tuple = ()
-    FIRST_PHASES: tuple = ()
+
+class Phase(NamedTuple):
+    """One row of the phase registry (``Checker.PHASES``): its name (what
+    progress shows), its scope, and the function that runs it on the check
+    context (``run(ctx)``)."""
+    name: str
+    scope: str
+    run: Callable
+
+
+class CheckHooks:
+    """Where a caller takes part in the check, registered on the context
+    (``hooks=``): the check calls each at its point and does without when
+    no hooks are given.  Repair's (:class:`fstool.ops.repair.checker.
+    RepairHooks`) makes the check it runs see the filesystem as its plan
+    will leave it and keeps check's verdicts for the plan.  This class
+    does nothing; its methods are the points there are."""
+
+    # names of the hooks' own dicts an AG worker hands back to be merged
+    MERGED_DICTS: tuple = ()
+
+    # the primary superblock's geometry is settled before the check (no
+    # vote against the secondaries)
+    geometry_settled = False
+
+    def inobt_record_reported(self, ctx, agno: int, rec) -> None:
+        """An inobt record kept for the inode table was reported."""
+
+    def chunk_records(self, ctx, agno: int, recs: list) -> list:
+        """The inobt records the AG's inode table is made from."""
+        return recs
+
+    def fork_input(self, ctx, d: dict, raw: bytes) -> tuple:
+        """(fields, raw inode) the forks of an inode in use are checked from."""
+        return d, raw
+
+    def extent_count(self, ctx, d: dict, raw: bytes, off: int, size: int, attr: bool) -> dict:
+        """The fields an extents-format fork's records are read by (``off``
+        and ``size``: the fork's place in the inode)."""
+        return d
+
+    def inode_checked(self, ctx, ino: int, kept, data_blocks) -> None:
+        """Check's verdict on an inode in use: kept (or one xfs_repair
+        clears), and the blocks its data fork maps (None when not counted)."""
+
+    def dir_node(self, ctx, node) -> None:
+        """A directory's inode, before its blocks are read."""
+
+
+class CheckerBase:
+    """The check context: the state the phases share (the filesystem and
+    its geometry, the findings, the tables the phases fill and merge), the
+    hooks registered on it, and the driver that runs the phase registry
+    (``PHASES``) over it."""
+
+    PHASES: tuple = ()
     # what an AG worker hands back to be merged
     MERGED_LISTS = ("findings", "dirs", "pptr_unread")
     MERGED_DICTS = ("tables", "chunks", "unlinked", "next_unlinked", "refcounts", "rmaps",
@@ -84,8 +141,9 @@ class CheckerBase:
     MERGED_AG_LISTS = ("claims", "rmap_expect")
     MERGED_COUNTS = ("ag_totals",)
 
-    def __init__(self, fs, progress=None, ag_filter=None):
+    def __init__(self, fs, progress=None, ag_filter=None, hooks: CheckHooks | None = None):
         self.fs = fs
+        self.hooks = hooks
         self.sb = fs.sb
         self.ag_filter = list(ag_filter) if ag_filter is not None else range(fs.sb.agcount)
         self.progress = progress
@@ -144,26 +202,35 @@ class CheckerBase:
         self.claims[agno].append((agbno, length, owner))
 
     # -- driver --------------------------------------------------------------
+    def phases(self, *scopes: str) -> list:
+        """The registry's phases of these scopes, in order."""
+        return [p for p in self.PHASES if p.scope in scopes]
+
+    def phase(self, name: str) -> Phase:
+        """The registry's phase of this name."""
+        return next(p for p in self.PHASES if p.name == name)
+
     def run(self, jobs: int = 1) -> list:
-        for name in self.FIRST_PHASES:
-            self._run_phase(name)
+        for phase in self.phases(FIRST):
+            self.run_phase(phase)
         if self.stop:
             return self.findings
         if jobs > 1 and self.sb.agcount > 1:
             self._run_ag_phases_parallel(jobs)
         else:
-            for name in self.AG_PHASES:
-                self._run_phase(name)
-        for name in self.GLOBAL_PHASES:
-            self._run_phase(name)
+            for phase in self.phases(PER_AG):
+                self.run_phase(phase)
+        for phase in self.phases(GLOBAL):
+            self.run_phase(phase)
         return self.findings
 
-    def _run_phase(self, name: str) -> None:
+    def run_phase(self, phase: Phase) -> None:
+        name = phase.name
         self._phase = name
         if self.progress:
             self.progress(name, 0, None)
         try:
-            getattr(self, "phase_" + name)()
+            phase.run(self)
         except FsToolError as e:      # a phase stops; the others go on
             self.from_error("CHECK_ABORTED", e)
         except Exception as e:        # noqa: BLE001 - never a traceback for damage
@@ -190,7 +257,7 @@ class CheckerBase:
             self.progress(f"AGs in {len(groups)} processes", 0, None)
         ctx = multiprocessing.get_context("fork")
         with ctx.Pool(len(groups), initializer=signals.as_worker) as pool:
-            results = pool.starmap(_ag_worker, [(type(self), self.fs.dev.path, g)
+            results = pool.starmap(_ag_worker, [(type(self), self.fs.dev.path, g, self.hooks)
                                                 for g in groups])
         for part in results:
             for k in self.MERGED_LISTS:
@@ -202,6 +269,8 @@ class CheckerBase:
                     getattr(self, k)[agno].extend(lst)
             for k, v in part["ag_totals"].items():
                 self.ag_totals[k] += v
+            for k, v in part["hooks"].items():
+                getattr(self.hooks, k).update(v)
         # findings in AG order, whatever the grouping
         self.findings.sort(key=lambda f: -1 if f.agno is None else f.agno)
 
@@ -219,17 +288,16 @@ class CheckerBase:
         return EXIT_CLEAN
 
 
-def _ag_worker(cls, path: str, agnos: list) -> dict:
-    """Run the per-AG phases for some AGs in a child process."""
+def _ag_worker(cls, path: str, agnos: list, hooks: CheckHooks | None) -> dict:
+    """Run the per-AG phases for some AGs in a child process (the first
+    phases ran in the parent)."""
     with Filesystem(path) as fs:
-        c = cls(fs, ag_filter=agnos)
-        for name in c.FIRST_PHASES:
-            if name != "superblocks":
-                c._run_phase(name)
-        for name in c.AG_PHASES:
-            c._run_phase(name)
+        c = cls(fs, ag_filter=agnos, hooks=hooks)
+        for phase in c.phases(PER_AG):
+            c.run_phase(phase)
         out = {}
         for k in c.MERGED_LISTS + c.MERGED_DICTS + c.MERGED_AG_LISTS + c.MERGED_COUNTS:
             v = getattr(c, k)
             out[k] = dict(v) if isinstance(v, defaultdict) else v
+        out["hooks"] = {k: getattr(hooks, k) for k in (hooks.MERGED_DICTS if hooks else ())}
         return out

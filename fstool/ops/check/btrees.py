@@ -368,12 +368,17 @@ class BtreePhases:
         recs = []
         counts = {"count": 0, "free": 0, "fibt_free": 0}
 
+        hooks = self.hooks
+
         def on_leaf(blk, _is_root):
             for i, rec in enumerate(blk.recs):
                 counts["count"] += rec[2]
                 counts["free"] += rec[3]
+                n = len(self.findings)
                 if self._inobt_record(agno, "inobt", blk.addr, i, rec):
                     recs.append(rec)
+                    if hooks is not None and len(self.findings) > n:
+                        hooks.inobt_record_reported(self, agno, rec)
 
         nblocks = self.walk_ag_tree(agno, "inobt", self.fs.inobt_type(), agi["agi_root"],
                                     agi["agi_level"], OWN_INOBT, on_leaf)
@@ -478,6 +483,8 @@ class BtreePhases:
         """The AG's inode table: one slot per inode of every chunk, in inode
         order; a record that overlaps an earlier one gets none (it is
         reported) and its inodes are not looked at."""
+        if self.hooks is not None:
+            recs = self.hooks.chunk_records(self, agno, recs)
         base = agno << self.sb.agino_log
         keep = []
         end = -1

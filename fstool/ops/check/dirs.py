@@ -40,6 +40,8 @@ class DirChecks:
         ``odd`` the entries dir_data_tally singles out, and check its blocks
         per form.  Returns '..' of a shortform directory (the others have it
         among ``odd``)."""
+        if self.hooks is not None:
+            self.hooks.dir_node(self, node)
         kind = self._dir_form(node)
         if kind is None:
             return None

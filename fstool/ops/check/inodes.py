@@ -256,7 +256,11 @@ class InodePhase:
                         field="di_mode", **where)
         self.pptrs_seen = []
         self.pptrs_whole = True
-        if self._check_in_use(d, raw, ino, where):
+        self._data_blocks = None
+        kept = self._check_in_use(d, raw, ino, where)
+        if self.hooks is not None:
+            self.hooks.inode_checked(self, ino, kept, self._data_blocks)
+        if kept:
             tab.itype[slot] = (mode & S_IFMT) >> 12 or 16
             tab.nlinks[slot] = d["nlink"]
             if tab.psums is not None:
@@ -567,6 +571,8 @@ class InodePhase:
         symlink and xattr checks), or None when the data fork is bad (the
         inode would be cleared)."""
         bad = self.report_inode
+        if self.hooks is not None:
+            d, raw = self.hooks.fork_input(self, d, raw)
         try:
             node = Inode(self.fs, ino, raw)
         except FsToolError:
@@ -629,6 +635,8 @@ class InodePhase:
             return 0, 0
         off = C.XFS_DINODE_CORE_SIZE + (d["forkoff"] * 8 if attr else 0)
         size = self._fork_size(d, attr)
+        if self.hooks is not None:
+            d = self.hooks.extent_count(self, d, raw, off, size, attr)
         fork = "attr" if attr else "data"
         where = dict(where, fork=fork)
         if fmt == C.XFS_DINODE_FMT_EXTENTS:

@@ -13,6 +13,7 @@ from ...fs import dir as xdir
 from ...fs.inode import Inode
 from ..names import quoted_name
 from .dirs import T_BADNAME, T_DIR, T_DOT, T_FREE, T_FTYPE, T_SELF
+from .parents import check_parent_pointers
 from .table import InodeTable
 
 
@@ -158,7 +159,7 @@ class NamespacePhase:
                 self.report("DIR_ENTRY_TARGET", f"a directory entry points to metadata inode "
                             f"{meta}", ino=meta, structure="dir")
         self._link_counts(tab, root, subdirs, edges)
-        self.check_parent_pointers(tab)
+        check_parent_pointers(self, tab)
 
     def _dir_blocks_ahead(self) -> None:
         """Ask the kernel to start reading the blocks of every directory in

@@ -10,7 +10,8 @@ with every slot zero at no cost beyond the tally.  Only the inodes whose
 slot is not zero are looked at here: their parent pointers read again, the
 entries that name them found by listing the directories, and each
 difference reported as xfs_repair words it (a missing pointer, a bad one,
-one whose generation or name differs, garbage)."""
+one whose generation or name differs, garbage).  Functions of the check
+context; repair's parent pointer phase lists entries with them too."""
 from __future__ import annotations
 
 import struct
@@ -29,102 +30,105 @@ from ..names import quoted_name
 _DI_GEN = DINODE.offset("di_gen")
 
 
-class ParentPointerChecks:
-    def check_parent_pointers(self, tab) -> None:
-        if tab.psums is None:
-            return
-        unread = set(self.pptr_unread)
-        want = {tab.ino(s) for s in parsers.pptr_mismatches(tab.itype, tab.psums)} - unread
-        if not want:
-            return
-        ondisk = {ino: self._pptrs_of(ino) for ino in sorted(want)}
-        entries = self._entries_naming(set(ondisk))
-        gens: dict = {}
-        for ino, got in ondisk.items():
-            if got is None:
-                continue
-            expect = Counter()
-            for d, name in entries.get(ino, ()):
-                expect[(d, self._dir_gen(d, gens), name)] += 1
-            self._compare(ino, expect, Counter(got))
+def check_parent_pointers(ctx, tab) -> None:
+    if tab.psums is None:
+        return
+    unread = set(ctx.pptr_unread)
+    want = {tab.ino(s) for s in parsers.pptr_mismatches(tab.itype, tab.psums)} - unread
+    if not want:
+        return
+    ondisk = {ino: _pptrs_of(ctx, ino) for ino in sorted(want)}
+    entries = entries_naming(ctx, set(ondisk))
+    gens: dict = {}
+    for ino, got in ondisk.items():
+        if got is None:
+            continue
+        expect = Counter()
+        for d, name in entries.get(ino, ()):
+            expect[(d, dir_gen(ctx, d, gens), name)] += 1
+        _compare(ctx, ino, expect, Counter(got))
 
-    def _pptrs_of(self, ino: int):
-        """The parent pointers with a 12-byte value of ``ino`` as
-        [(p_ino, p_gen, name)], or None when they cannot be read."""
+
+def _pptrs_of(ctx, ino: int):
+    """The parent pointers with a 12-byte value of ``ino`` as
+    [(p_ino, p_gen, name)], or None when they cannot be read."""
+    try:
+        node = ctx.fs.inode(ino)
+        return [(p.ino, p.gen, p.name) for p in
+                _records(xattr.iter_attrs(node, True, P.is_parent))]
+    except FsToolError:
+        return None
+
+
+def entries_naming(ctx, inos: set, unread: set | None = None) -> dict:
+    """child -> [(directory, name)] of every entry naming one of ``inos``
+    (but '.' and '..'); the directories that cannot be read are added to
+    ``unread``."""
+    out = defaultdict(list)
+    for d in ctx.dirs:
         try:
-            node = self.fs.inode(ino)
-            return [(p.ino, p.gen, p.name) for p in
-                    _records(xattr.iter_attrs(node, True, P.is_parent))]
+            node = Inode(ctx.fs, d, ctx.dir_raw[d]) if d in ctx.dir_raw \
+                else ctx.fs.inode(d)
+            for ents in xdir.entry_lists(node):
+                for name, child, _ftype in ents:
+                    if child in inos and name not in (b".", b".."):
+                        out[child].append((d, bytes(name)))
         except FsToolError:
-            return None
+            if unread is not None:
+                unread.add(d)
+            continue
+    return out
 
-    def _entries_naming(self, inos: set, unread: set | None = None) -> dict:
-        """child -> [(directory, name)] of every entry naming one of ``inos``
-        (but '.' and '..'); the directories that cannot be read are added to
-        ``unread``."""
-        out = defaultdict(list)
-        for d in self.dirs:
+
+def dir_gen(ctx, d: int, gens: dict) -> int:
+    """A directory's generation, from the inode as check read it (its
+    CRC or other fields may be wrong: the generation is what counts)."""
+    g = gens.get(d)
+    if g is None:
+        raw = ctx.dir_raw.get(d)
+        if raw is None:
             try:
-                node = Inode(self.fs, d, self.dir_raw[d]) if d in self.dir_raw \
-                    else self.fs.inode(d)
-                for ents in xdir.entry_lists(node):
-                    for name, child, _ftype in ents:
-                        if child in inos and name not in (b".", b".."):
-                            out[child].append((d, bytes(name)))
+                agno, agbno, index = ctx.fs.ino_location(d)
+                isz = ctx.sb.inodesize
+                raw = ctx.fs.dev.pread((ctx.fs.agb_to_daddr(agno, agbno) << C.BBSHIFT)
+                                       + index * isz, isz)
             except FsToolError:
-                if unread is not None:
-                    unread.add(d)
-                continue
-        return out
+                raw = b""
+        g = gens[d] = struct.unpack_from(">I", raw, _DI_GEN)[0] if len(raw) >= 96 else -1
+    return g
 
-    def _dir_gen(self, d: int, gens: dict) -> int:
-        """A directory's generation, from the inode as check read it (its
-        CRC or other fields may be wrong: the generation is what counts)."""
-        g = gens.get(d)
-        if g is None:
-            raw = self.dir_raw.get(d)
-            if raw is None:
-                try:
-                    agno, agbno, index = self.fs.ino_location(d)
-                    isz = self.sb.inodesize
-                    raw = self.fs.dev.pread((self.fs.agb_to_daddr(agno, agbno) << C.BBSHIFT)
-                                            + index * isz, isz)
-                except FsToolError:
-                    raw = b""
-            g = gens[d] = struct.unpack_from(">I", raw, _DI_GEN)[0] if len(raw) >= 96 else -1
-        return g
 
-    def _compare(self, ino: int, expect: Counter, got: Counter) -> None:
-        """Report how the parent pointers ``got`` of ``ino`` differ from
-        those its entries ``expect``, matched on (directory, name) as
-        xfs_repair matches them."""
-        by_key = defaultdict(list)
-        for (d, g, name), n in got.items():
-            by_key[(d, name)].extend([g] * n)
-        where = dict(ino=ino, structure="attr", fork="attr")
-        for (d, g, name), n in sorted(expect.items()):
-            have = by_key.get((d, name), [])
-            for _ in range(n):
-                if g in have:
-                    have.remove(g)
-                elif have:
-                    old = have.pop(0)
-                    self.report("PARENT_BAD", f"inode {ino}: parent pointer {quoted_name(name)} "
-                                f"in directory {d} has generation {old}, the directory's is "
-                                f"{g}", field="p_gen", expected=g, found=old, **where)
-                else:
-                    self.report("PARENT_MISSING", f"inode {ino}: entry {quoted_name(name)} of "
-                                f"directory {d} has no parent pointer", found=d, **where)
-        for (d, name), left in sorted(by_key.items()):
-            for g in left:
-                if not self.verify_dir_ino(d):
-                    self.report("PARENT_GARBAGE", f"inode {ino}: parent pointer "
-                                f"{quoted_name(name)} names inode {d}, which cannot be a "
-                                "directory", field="p_ino", found=d, **where)
-                else:
-                    self.report("PARENT_BAD", f"inode {ino}: parent pointer "
-                                f"{quoted_name(name)} (directory {d}, generation {g}) names "
-                                "no directory entry", found=d, **where)
+def _compare(ctx, ino: int, expect: Counter, got: Counter) -> None:
+    """Report how the parent pointers ``got`` of ``ino`` differ from
+    those its entries ``expect``, matched on (directory, name) as
+    xfs_repair matches them."""
+    by_key = defaultdict(list)
+    for (d, g, name), n in got.items():
+        by_key[(d, name)].extend([g] * n)
+    where = dict(ino=ino, structure="attr", fork="attr")
+    for (d, g, name), n in sorted(expect.items()):
+        have = by_key.get((d, name), [])
+        for _ in range(n):
+            if g in have:
+                have.remove(g)
+            elif have:
+                old = have.pop(0)
+                ctx.report("PARENT_BAD", f"inode {ino}: parent pointer {quoted_name(name)} "
+                           f"in directory {d} has generation {old}, the directory's is "
+                           f"{g}", field="p_gen", expected=g, found=old, **where)
+            else:
+                ctx.report("PARENT_MISSING", f"inode {ino}: entry {quoted_name(name)} of "
+                           f"directory {d} has no parent pointer", found=d, **where)
+    for (d, name), left in sorted(by_key.items()):
+        for g in left:
+            if not ctx.verify_dir_ino(d):
+                ctx.report("PARENT_GARBAGE", f"inode {ino}: parent pointer "
+                           f"{quoted_name(name)} names inode {d}, which cannot be a "
+                           "directory", field="p_ino", found=d, **where)
+            else:
+                ctx.report("PARENT_BAD", f"inode {ino}: parent pointer "
+                           f"{quoted_name(name)} (directory {d}, generation {g}) names "
+                           "no directory entry", found=d, **where)
 
 
 def _records(attrs):

@@ -443,7 +443,8 @@ class SuperblockPhase:
         if unknown:
             self.report("SB_FEATURES", f"unknown read-only-compatible features 0x{unknown:x}",
                         agno=0, block=0, field="sb_features_ro_compat", found=unknown)
-        if not self._vote_geometry():
+        hooks = self.hooks
+        if not (hooks is not None and hooks.geometry_settled) and not self._vote_geometry():
             return
         self._check_sb_inodes()
         self._check_sb_lsn()

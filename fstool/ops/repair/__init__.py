@@ -77,7 +77,7 @@ from . import primary
 from .actions import (AG, COUNTERS, INODE, LOG, NAMESPACE, PARENT, REBUILT_TREES, SB_FIELD,
                       SECONDARY, action_of)
 from .agbuild import AGPlan, RepairError, raw_buf
-from .checker import RepairChecker
+from .checker import repair_checker
 from .inodes import paths_of, plan_inodes
 from .namespace import NamespaceError, plan as ns_plan
 from .parents import plan as pptr_plan
@@ -345,8 +345,8 @@ def _plan_ags(checker, ag_set, actions, finobt, recheck, scan_ags, free_leaks, r
                 if f.agno == agno and action == AG:
                     unrepaired.append((f, f"reported, not repaired: {e}"))
             failed.add(agno)
-            if getattr(e, "fixes", None) and hasattr(checker, "pending_fixes"):
-                checker.pending_fixes[agno] = e.fixes
+            if getattr(e, "fixes", None) and hasattr(checker.hooks, "pending_fixes"):
+                checker.hooks.pending_fixes[agno] = e.fixes
             continue
         if p.overlaps:
             for f, action, _t in actions:
@@ -386,18 +386,17 @@ def _check_and_plan(fs, progress, jobs, rebuild, add_finobt):
     or derives inobt records check reported again from the inodes on disk,
     check again with those records (so the inodes are looked at and the
     blocks their files own are claimed), and plan from that."""
-    c = RepairChecker(fs, progress)
+    c = repair_checker(fs, progress)
     c.run(jobs)
     first = c.findings
     out = plan(c, rebuild=rebuild, add_finobt=add_finobt)
     fixes = {agno: f for agno, p in out[0].items() if (f := p.chunk_fixes())}
     # and those an AG's plan found before it ran out of free space (every
     # block no one claimed is kept while anything is unrepaired)
-    fixes.update(c.pending_fixes)
+    fixes.update(c.hooks.pending_fixes)
     if fixes:
         old = {agno: {r[0]: r for r in c.chunks.get(agno, ())} for agno in fixes}
-        c = RepairChecker(fs, progress)
-        c.chunk_fixes = fixes
+        c = repair_checker(fs, progress, chunk_fixes=fixes)
         c.run(1)
         out = plan(c, rebuild=rebuild, add_finobt=add_finobt, scan=False)
         for agno, f in fixes.items():

@@ -226,7 +226,7 @@ class AGPlan:
         # what is there is someone else's, never to be written as inodes)
         self.bpc = checker.blocks_per_cluster
         self.rederived = {}
-        suspect = set(getattr(checker, "suspect", {}).get(agno, ()))
+        suspect = set(getattr(checker.hooks, "suspect", {}).get(agno, ()))
         corrupt = {chunk_start(recs.__contains__, f.ino & agmask, align)
                    for f in checker.findings
                    if f.code == "INODE_CORRUPT" and f.ino is not None and
@@ -234,7 +234,7 @@ class AGPlan:
         claimed = merge([(s, n) for s, n, _o in checker.claims.get(agno, ())])
         # a record another overlaps is dropped: the search for chunks no
         # record names lays the chunks out again from the inodes there
-        for startino in getattr(checker, "overlapping", {}).get(agno, ()):
+        for startino in getattr(checker.hooks, "overlapping", {}).get(agno, ()):
             if startino in recs:
                 self.rederived[startino] = None
                 del recs[startino]
@@ -378,7 +378,7 @@ class AGPlan:
     # -- pieces --------------------------------------------------------------------
     def chunk_fixes(self) -> dict:
         """The AG's inode chunk records this plan found on disk, for the
-        next check (RepairChecker.chunk_fixes): startino -> the record found
+        next check (RepairHooks.chunk_fixes): startino -> the record found
         with no inobt record, the record derived again, or None for a
         record that names no chunk."""
         out = dict(self.rederived)

@@ -1,11 +1,12 @@
-"""The check repair runs: fstool check, with the inode chunk records an AG
-plan derived from the inodes on disk put in their AG's chunks (chunks no
-inobt record names added, records whose masks or start are wrong replaced
-or dropped), so that their inodes and the blocks those own are seen like
-any other; the inobt records check reported (``suspect``), for the AG plan
-to derive again; and, for the inode phase (:mod:`.inodes`), check's verdict
-on every inode in use it looked at: kept, or one xfs_repair clears; and the
-blocks its data fork maps."""
+"""The check repair runs: fstool check with repair's hooks registered on
+its context (:class:`RepairHooks`).  They put the inode chunk records an AG
+plan derived from the inodes on disk in their AG's chunks (chunks no inobt
+record names added, records whose masks or start are wrong replaced or
+dropped), so that their inodes and the blocks those own are seen like any
+other; keep the inobt records check reported (``suspect``), for the AG plan
+to derive again; and keep, for the inode phase (:mod:`.inodes`), check's
+verdict on every inode in use it looked at: kept, or one xfs_repair clears;
+and the blocks its data fork maps."""
 from __future__ import annotations
 
 import struct
@@ -14,20 +15,29 @@ from ..._backend import parsers
 from ...errors import FsToolError
 from ...format import constants as C
 from ...format.structs import DINODE
-from ..check import Checker
+from ..check import Checker, CheckHooks
 
 _FLAGS2_OFF = DINODE.offset("di_flags2")
 _NEXTENTS_OFF = DINODE.offset("di_nextents")
 _BIG_NEXTENTS_OFF = DINODE.offset("di_big_nextents")
 
 
-class RepairChecker(Checker):
-    # agno -> {startino: inobt record, or None to drop the inobt's record}
-    chunk_fixes: dict = {}
-    MERGED_DICTS = Checker.MERGED_DICTS + ("verdicts", "suspect", "overlapping")
+def repair_checker(fs, progress=None, chunk_fixes: dict | None = None) -> Checker:
+    """A check context with repair's hooks registered (not yet run)."""
+    return Checker(fs, progress, hooks=RepairHooks(chunk_fixes))
 
-    def __init__(self, fs, progress=None, ag_filter=None):
-        super().__init__(fs, progress, ag_filter)
+
+class RepairHooks(CheckHooks):
+    MERGED_DICTS = ("verdicts", "suspect", "overlapping")
+    # repair's phase 1 (primary.settle) has settled the primary before this
+    # check: restored it, stopped the repair, or let it stand (the
+    # secondaries of a truncated image, past its end then, not counted:
+    # --extend-truncated has made them zeros since)
+    geometry_settled = True
+
+    def __init__(self, chunk_fixes: dict | None = None):
+        # agno -> {startino: inobt record, or None to drop the inobt's record}
+        self.chunk_fixes = chunk_fixes or {}
         # ino -> (kept, blocks of the data fork or None when not counted)
         self.verdicts: dict = {}
         # agno -> chunk fixes (as chunk_fixes) found on disk by an AG plan
@@ -38,22 +48,14 @@ class RepairChecker(Checker):
         self.suspect: dict = {}
         # agno -> startinos of kept inobt records another record overlaps
         self.overlapping: dict = {}
+        # the inode whose forks are being checked, as the repair leaves it
+        # when that differs from the disk (read by inode_checked)
+        self._as_mended = None
 
-    def _vote_geometry(self) -> bool:
-        # repair's phase 1 (primary.settle) has settled the primary before
-        # this check: restored it, stopped the repair, or let it stand (the
-        # secondaries of a truncated image, past its end then, not counted:
-        # --extend-truncated has made them zeros since)
-        return True
+    def inobt_record_reported(self, ctx, agno, rec) -> None:
+        self.suspect.setdefault(agno, []).append(rec[0])
 
-    def _inobt_record(self, agno, name, block, i, rec) -> bool:
-        n = len(self.findings)
-        ok = super()._inobt_record(agno, name, block, i, rec)
-        if ok and name == "inobt" and len(self.findings) > n:
-            self.suspect.setdefault(agno, []).append(rec[0])
-        return ok
-
-    def _table_for(self, agno, recs):
+    def chunk_records(self, ctx, agno, recs):
         fixes = self.chunk_fixes.get(agno)
         if fixes:
             recs = [r for r in recs if r[0] not in fixes] + \
@@ -66,25 +68,23 @@ class RepairChecker(Checker):
                 self.overlapping.setdefault(agno, []).append(last)
             else:
                 end, last = r[0] + 64, r[0]
-        return super()._table_for(agno, recs)
+        return recs
 
-    def _check_in_use(self, d, raw, ino, where) -> bool:
-        self._data_blocks = None
-        self._as_mended = None
-        kept = super()._check_in_use(d, raw, ino, where)
-        self.verdicts[ino] = (bool(kept), self._data_blocks)
-        if self._as_mended is not None and ino in self.dir_raw:
+    def inode_checked(self, ctx, ino, kept, data_blocks) -> None:
+        self.verdicts[ino] = (bool(kept), data_blocks)
+        if self._as_mended is not None and ino in ctx.dir_raw:
             # the directory check reads the inode as the repair leaves it
-            self.dir_raw[ino] = self._as_mended
-        return kept
+            ctx.dir_raw[ino] = self._as_mended
+        self._as_mended = None
 
-    def _check_forks(self, d, raw, ino, where):
+    def fork_input(self, ctx, d, raw):
         # xfs_repair notes a bad inode CRC (to rewrite it) and goes on
         # checking what the inode holds: so does the check repair runs, or
         # the faults a stale CRC hides (an attr fork, a symlink) would only
         # show once the CRC is rewritten
+        self._as_mended = None
         stray = bool(d["flags2"] & C.XFS_DIFLAG2_NREXT64) and \
-            not self.sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_NREXT64)
+            not ctx.sb.has_incompat(C.XFS_SB_FEAT_INCOMPAT_NREXT64)
         if stray or not parsers.xfs_cksum_ok(raw, C.XFS_DINODE_CRC_OFF):
             raw = bytearray(raw)
             if stray:
@@ -103,9 +103,9 @@ class RepairChecker(Checker):
             raw = bytes(raw)
             if stray:
                 self._as_mended = raw
-        return super()._check_forks(d, raw, ino, where)
+        return d, raw
 
-    def _fork_extents(self, d, raw, ino, where, attr: bool):
+    def extent_count(self, ctx, d, raw, off, size, attr):
         # an extent count larger than the fork holds: xfs_repair (when it
         # may write) reads the records up to the first that is empty or out
         # of order, corrects the count to those and keeps the inode (its -n
@@ -114,10 +114,8 @@ class RepairChecker(Checker):
         fmt = d["aformat"] if attr else d["format"]
         field = "anextents" if attr else "nextents"
         if fmt == C.XFS_DINODE_FMT_EXTENTS:
-            size = self._fork_size(d, attr)
             n = d[field]
             if n * 16 > size:
-                off = C.XFS_DINODE_CORE_SIZE + (d["forkoff"] * 8 if attr else 0)
                 k, prev_end = 0, 0
                 for startoff, _start, count, _unw in parsers.decode_bmbt_recs(raw, off,
                                                                               size // 16):
@@ -127,16 +125,15 @@ class RepairChecker(Checker):
                     prev_end = startoff + count
                 if k:
                     d = dict(d, **{field: k})
-        return super()._fork_extents(d, raw, ino, where, attr)
+        return d
 
-    def check_dir(self, node, tab, odd: list):
+    def dir_node(self, ctx, node) -> None:
         # a directory whose block map's only fault is a CRC (the inode phase
         # rewrites it, as xfs_repair does): its blocks are read through the
         # map as it stands, so the entries that can be read are kept
-        salvaged = salvaged_extents(self.fs, node)
+        salvaged = salvaged_extents(ctx.fs, node)
         if salvaged is not None:
             node._extents = salvaged[0]
-        return super().check_dir(node, tab, odd)
 
 
 def salvaged_extents(fs, node):

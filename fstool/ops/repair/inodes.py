@@ -34,7 +34,7 @@ number in the superblock that names no quota inode is cleared, with the
 quota "checked" flags (quotas are turned off when no quota inode is left).
 
 :func:`plan_inodes` decides from check's findings and its verdict on each
-inode (:class:`.checker.RepairChecker`); :meth:`InodePlan.apply` writes the
+inode (:class:`.checker.RepairHooks`); :meth:`InodePlan.apply` writes the
 inodes in the repair's one transaction.  ``cleared`` is what the namespace
 phase needs: directory entries naming those inodes go.
 """
@@ -597,10 +597,10 @@ def _mode_on_disk(checker, ino: int) -> int:
 
 def plan_inodes(checker) -> InodePlan:
     """The inode phase's plan for the findings of ``checker`` (a
-    :class:`.checker.RepairChecker`)."""
+    check context with :class:`.checker.RepairHooks`)."""
     sb = checker.sb
     p = InodePlan()
-    verdicts = getattr(checker, "verdicts", {})
+    verdicts = getattr(checker.hooks, "verdicts", {})
     by_ino: dict = {}
     unlinked: dict = {}           # agno -> its AGI_UNLINKED findings
     for f in checker.findings:

@@ -38,6 +38,7 @@ from ...ns import attrbuild as AB
 from ...ns import files as F
 from ...ns.bmap import owned_blocks
 from ..check.base import ATTR, BMBT_ATTR, file_owner
+from ..check.parents import dir_gen, entries_naming
 from .agbuild import raw_buf
 from .inodes import count_fields, sf_attr_entries, sf_attr_fork
 from .namespace import RMAP_ATTR, NamespacePlan, _ReservedRuns, _runs, _Space
@@ -178,7 +179,7 @@ def plan(checker, inodes, ns, findings) -> ParentPlan:
     # mends, or one left as it is): its entries are not known, so the
     # pointers naming it are left as they are
     unread = set()
-    for child, lst in checker._entries_naming(want, unread).items():
+    for child, lst in entries_naming(checker, want, unread).items():
         for d, name in lst:
             if d not in rebuilt and d not in cleared:
                 entries[child].append((d, name))
@@ -215,7 +216,7 @@ def _gen(checker, d: int, ns, gens: dict) -> int:
     namespace phase makes gets generation 0)."""
     if ns and d in (ns.new_lpf, ns.new_root):
         return 0
-    return checker._dir_gen(d, gens)
+    return dir_gen(checker, d, gens)
 
 
 def _inode(fs, ino: int):
