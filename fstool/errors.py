@@ -141,6 +141,12 @@ class LogDeviceNeeded(BadValue):
     argument: exit status 2)."""
 
 
+class LogDeviceTooSmall(LogDeviceNeeded):
+    """The external log device given is shorter than the log the
+    superblock describes (sb_logblocks): the wrong file, or one cut short
+    (the command line's fault: exit status 2; check: it cannot check)."""
+
+
 # -- what writers raise: each with the errno the kernel returns ------------------
 
 class ExistsError(FsToolError, FileExistsError):

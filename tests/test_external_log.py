@@ -213,3 +213,20 @@ def test_metadump_v2_carries_the_log(kernel, tmp_path):
     # a v1 dump cannot hold it: left out with a warning
     r = fstool("metadump", "-v", "1", "--logdev", log, img, tmp_path / "v1.md")
     assert "v1 dump cannot hold it" in r.stderr
+
+
+# -- a log device shorter than the log ----------------------------------------------------
+@needs_mkfs
+def test_log_device_shorter_than_the_log_is_said_in_one_line(made, tmp_path):
+    img, log = extlog.copy(*made, tmp_path, "short")
+    need = os.path.getsize(log)
+    os.truncate(log, need // 2)
+    stamps = [os.stat(p).st_mtime_ns for p in (img, log)]
+    for args, code in ((("check",), 4), (("log", "zero", "-f"), 2), (("log", "replay"), 2),
+                       (("log", "info"), 2), (("mkdir",), 2), (("repair",), 2)):
+        extra = ["/d"] if args == ("mkdir",) else []
+        r = fstool(*args, "--logdev", log, img, *extra, check=False)
+        one_line_error(r, code)
+        assert f"holds {need // 2} bytes" in r.stderr and f"needs {need}" in r.stderr, r.stderr
+        assert "dirty" not in r.stderr and "replay" not in r.stderr, r.stderr
+    assert [os.stat(p).st_mtime_ns for p in (img, log)] == stamps    # nothing written

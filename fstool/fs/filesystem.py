@@ -32,7 +32,7 @@ from .inode import Inode
 from .osapi import FileReader, ImageDirEntry, ScandirIterator
 from .superblock import Superblock
 from ..log import Log
-from ..errors import LogDeviceNeeded, ReadOnlyError
+from ..errors import LogDeviceNeeded, LogDeviceTooSmall, ReadOnlyError
 
 MAX_SYMLINK_HOPS = 40
 DIR_INODES_CACHED = 1024      # decoded directory inodes kept
@@ -146,11 +146,27 @@ class Filesystem:
 
     def require_log(self) -> None:
         """Raise :class:`LogDeviceNeeded` when the log is external and its
-        device was not given."""
+        device was not given (:class:`LogDeviceTooSmall` when the device
+        given is shorter than the log)."""
+        self._require_given()
+        if self.external_log:
+            self.log_dev                # opened now: one too small is said here
+
+    def _require_given(self) -> None:
         if not self.logdev_given:
             raise LogDeviceNeeded(
                 f"{self._dev.path}: the log is on an external device: pass --logdev FILE "
                 "(the file or device given to mkfs.xfs -l logdev=)")
+
+    def _log_size_fits(self, dev) -> None:
+        """Raise :class:`LogDeviceTooSmall` when the external log device
+        ``dev`` is shorter than the log the superblock describes."""
+        need = self.sb.logblocks * self.sb.blocksize
+        if dev.size < need:
+            raise LogDeviceTooSmall(
+                f"{dev.path}: the log device holds {dev.size} bytes, the superblock's log "
+                f"needs {need} ({self.sb.logblocks} blocks of {self.sb.blocksize}): the wrong "
+                "--logdev, or one cut short")
 
     @property
     def log_dev(self):
@@ -160,10 +176,16 @@ class Filesystem:
         if not self.external_log:
             return self._dev
         if self._log_dev is None:
-            self.require_log()
+            self._require_given()
             # a partition of a disk is named as images are (FILE@N); a log
             # file has no partition table to look for
-            self._log_dev = Device(self.logdev_path, writable=self._dev.writable, whole=True)
+            dev = Device(self.logdev_path, writable=self._dev.writable, whole=True)
+            try:
+                self._log_size_fits(dev)
+            except BaseException:
+                dev.close()
+                raise
+            self._log_dev = dev
         return self._log_dev
 
     def open_log_writable(self, image_out):
@@ -174,7 +196,13 @@ class Filesystem:
         if not self.external_log:
             return image_out
         self.require_log()
-        return Device(self.logdev_path, writable=True, whole=True)
+        dev = Device(self.logdev_path, writable=True, whole=True)
+        try:
+            self._log_size_fits(dev)
+        except BaseException:
+            dev.close()
+            raise
+        return dev
 
     @property
     def log_start_daddr(self) -> int:
