@@ -230,3 +230,22 @@ def test_log_device_shorter_than_the_log_is_said_in_one_line(made, tmp_path):
         assert f"holds {need // 2} bytes" in r.stderr and f"needs {need}" in r.stderr, r.stderr
         assert "dirty" not in r.stderr and "replay" not in r.stderr, r.stderr
     assert [os.stat(p).st_mtime_ns for p in (img, log)] == stamps    # nothing written
+
+
+# -- undo files ---------------------------------------------------------------------------
+@needs_mkfs
+def test_undo_file_is_refused_when_the_log_is_external(made, tmp_path):
+    """An undo file holds the image's blocks only: what repair and resize
+    write into the external log could not be put back, so --undo-file is
+    refused up front (nothing written, no undo file made)."""
+    img, log = extlog.copy(*made, tmp_path, "undo")
+    stamps = [os.stat(p).st_mtime_ns for p in (img, log)]
+    undo = tmp_path / "u.undo"
+    for args in (("repair",), ("resize", "--size", "400m")):
+        r = fstool(*args, "--undo-file", undo, "--logdev", log, img, check=False)
+        one_line_error(r, 2)
+        assert "--undo-file" in r.stderr and "external log" in r.stderr, r.stderr
+        assert not undo.exists()
+    assert [os.stat(p).st_mtime_ns for p in (img, log)] == stamps    # nothing written
+    # -n writes nothing: the undo file is not needed, and not refused
+    assert fstool("repair", "-n", "--undo-file", undo, "--logdev", log, img).returncode == 0

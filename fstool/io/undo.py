@@ -26,6 +26,9 @@ import os
 import struct
 
 from ..errors import BadValue, FsToolError, InvalidArgument, WriteRefused
+from ..format.structs import SB
+from .device import Device
+from .logdev import paired
 from .signals import held
 
 MAGIC = b"FSTUNDO1"
@@ -47,6 +50,34 @@ class UndoFileError(UndoError, BadValue):
 class UndoRefused(UndoError, WriteRefused):
     """The undo file does not fit the image (changed since, another size)
     or is incomplete: nothing is written (exit status 7)."""
+
+
+class UndoLogExternal(BadValue):
+    """--undo-file on a filesystem whose log is on a device of its own,
+    for a command that may write the log: the undo file holds the image's
+    blocks only (exit status 2, nothing written)."""
+
+
+def refuse_external_log(path, command: str) -> None:
+    """Raise :class:`UndoLogExternal` when the primary superblock of
+    ``path`` puts the log on an external device (``sb_logstart`` 0): what
+    ``command`` writes into that log could not be put back by ``fstool
+    undo``, which would restore the image and leave the log as the command
+    left it."""
+    dev = Device(path)
+    try:
+        raw = dev.pread(0, SECTOR) if dev.size >= SECTOR else b""
+    finally:
+        dev.close()
+    if raw[:4] != b"XFSB" or \
+            struct.unpack_from(">Q", raw, SB.offset("sb_logstart"))[0] != 0:
+        return
+    log = paired(path)
+    raise UndoLogExternal(
+        f"{path}: --undo-file cannot save what {command} writes into the external log "
+        f"({f'--logdev {log}' if log else 'the --logdev device'}): an undo file holds the "
+        "image's blocks only; copy the image and the log device instead, and run without "
+        "--undo-file")
 
 
 class UndoRecorder:

@@ -41,6 +41,7 @@ from ..recovery.memory import replay_in_memory
 from ..recovery.recover import Recovery
 from ..trans import logwriter as W
 from ..io.signals import held
+from ..io.undo import UndoLogExternal
 
 
 def open_filesystem(path):
@@ -288,9 +289,13 @@ def zero(path, min_cycle: int = 0, undo=None, uuid: bytes | None = None) -> dict
                 cycle = _max_cycle(ld) + 1
             cycle = max(cycle, min_cycle)
             if fs.external_log:
-                # the undo file holds the image's blocks: an external log's
-                # are not among them
-                out, undo = fs.open_log_writable(None), None
+                if undo is not None:
+                    # the undo file holds the image's blocks: an external
+                    # log's are not among them (the commands refuse
+                    # --undo-file up front: io.undo.refuse_external_log)
+                    raise UndoLogExternal(f"{path}: an undo file cannot save the external "
+                                          "log zeroing it writes")
+                out = fs.open_log_writable(None)
             else:
                 out = Device(path, writable=True)
             if undo is not None:

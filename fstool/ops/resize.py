@@ -39,7 +39,7 @@ from ..fs.logstate import log_is_clean
 from ..io import verify as V
 from ..io.device import Device
 from ..io.lock import ImageLock, refuse_if_mounted
-from ..io.undo import UndoRecorder
+from ..io.undo import UndoRecorder, refuse_external_log
 from ..alloc import rmap as R
 from ..log.device import LogDevice
 from ..log.head import find_state
@@ -526,6 +526,8 @@ def resize(path, size: int | None = None, *, minimum: bool = False, slack: float
     if (size is None) == (not minimum):
         raise InvalidArgument("give --size or -M (--minimum), one of them")
     refuse_if_mounted(path)
+    if undo_file is not None and not dry_run:
+        refuse_external_log(path, "resize")
     changes: list = []
     _replay_dirty_log(path, changes, dry_run)
     with Filesystem(path) as fs:

@@ -67,7 +67,8 @@ from ...io.device import Device
 from ...io.logdev import replay_command
 from ...io.lock import ImageLock, refuse_if_mounted
 from ...io.signals import held
-from ...io.undo import UndoError, UndoRecorder, apply_undo, read_undo, roll_back
+from ...io.undo import (UndoError, UndoRecorder, apply_undo, read_undo, refuse_external_log,
+                       roll_back)
 from ...ns.writer import Writer
 from ..check import Checker
 from ..check.base import Finding
@@ -419,6 +420,8 @@ def repair(path, *, dry_run: bool = False, rebuild=(), add_finobt: bool = False,
             raise BadValue(f"--rebuild: unknown tree {t!r} (one of {', '.join(TREES)})")
     refuse_if_mounted(path)
     _refuse_unsupported(path)
+    if undo_file is not None and not dry_run:
+        refuse_external_log(path, "repair")
     rolled_back = None if dry_run else recover_interrupted(path, undo_file)
     restored, recorder = _primary_phase(path, dry_run, undo_file)
     if restored is not None and dry_run:
