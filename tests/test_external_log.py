@@ -26,6 +26,9 @@ from fixtures.images import data_ranges, loop_available
 from fixtures.oracles import fstool
 from fstool.format import constants as C
 from fstool.format.structs import SB
+from fstool.fs.filesystem import Filesystem
+from fstool.ops import resize_shrink as RS
+from fstool.ops.resize import mkfs_geometry
 
 needs_kernel = pytest.mark.skipif(not loop_available(),
                                   reason="needs root, xfsprogs and loop mounts")
@@ -249,3 +252,26 @@ def test_undo_file_is_refused_when_the_log_is_external(made, tmp_path):
     assert [os.stat(p).st_mtime_ns for p in (img, log)] == stamps    # nothing written
     # -n writes nothing: the undo file is not needed, and not refused
     assert fstool("repair", "-n", "--undo-file", undo, "--logdev", log, img).returncode == 0
+
+
+# -- resize -------------------------------------------------------------------------------
+@needs_mkfs
+def test_resize_never_takes_an_external_log_for_blocks_of_ag0(made, tmp_path):
+    """sb_logstart 0 is an external log, not one at AG 0 block 0: the
+    shrink's log placement and the grow's geometry say no AG holds it, and
+    a grow then a shrink to the minimum leave both files clean for
+    xfs_repair -n -l."""
+    img, log = extlog.copy(*made, tmp_path, "rs")
+    with Filesystem(str(img), logdev=str(log)) as fs:
+        sb = fs.sb
+        assert RS.log_extent(sb)[0] == RS.NO_LOG_AG
+        # one AG cut below the log's length: an internal log at AG 0 block 0
+        # would lie outside it
+        assert not RS.log_outside(sb, sb.logblocks // 2, 1)
+        geo = mkfs_geometry(sb, sb.dblocks, sb.agcount)
+        assert not 0 <= geo.logagno < sb.agcount
+    fstool("resize", "--logdev", log, img, "--size", "600m")
+    assert_repair_clean(img, log)
+    fstool("resize", "--logdev", log, img, "-M")
+    assert_repair_clean(img, log)
+    assert fstool("check", "--logdev", log, img).returncode == 0

@@ -128,7 +128,7 @@ class Geometry:
     agblklog: int
     dirblocksize: int
     logblocks: int
-    logagno: int
+    logagno: int                  # -1: an external log, in no AG (resize.mkfs_geometry)
     logstart_agbno: int
     prealloc: int                 # first block after the static btree roots
     roots: dict                   # tree name -> AG block of its root

@@ -114,12 +114,13 @@ def mkfs_geometry(sb, dblocks: int, agcount: int):
     reflink = sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_REFLINK)
     roots, prealloc = M.static_roots(sb.blocksize, sb.sectsize, finobt, rmapbt, reflink)
     ialloc_inos = max(M.XFS_INODES_PER_CHUNK, sb.inopblock)
+    # an external log (sb_logstart 0) is in no AG: never laid out in AG 0
+    logagno, logagbno, _n = RS.log_extent(sb)
     return M.Geometry(
         blocksize=sb.blocksize, blocklog=sb.blocklog, sectsize=sb.sectsize,
         inodesize=sb.inodesize, dblocks=dblocks, agcount=agcount, agblocks=sb.agblocks,
         agblklog=sb.agblklog, dirblocksize=sb.dirblksize, logblocks=sb.logblocks,
-        logagno=sb.logstart >> sb.agblklog,
-        logstart_agbno=sb.logstart & ((1 << sb.agblklog) - 1), prealloc=prealloc,
+        logagno=logagno, logstart_agbno=logagbno, prealloc=prealloc,
         roots=roots, minfree=0, inoalignmt=f["sb_inoalignmt"],
         spino_align=f["sb_spino_align"], ialloc_blks=ialloc_inos * sb.inodesize // sb.blocksize,
         ialloc_inos=ialloc_inos, root_agbno=(sb.rootino >> sb.inopblog) & ((1 << sb.agblklog) - 1),

@@ -283,8 +283,15 @@ def freelist_blocks(fs, agno: int) -> list:
     return [slots[(agf["agf_flfirst"] + i) % len(slots)] for i in range(agf["agf_flcount"])]
 
 
+NO_LOG_AG = -1     # log_extent's AG of an external log: no AG holds it
+
+
 def log_extent(sb) -> tuple[int, int, int]:
-    """(agno, agbno, blocks) of the internal log."""
+    """(agno, agbno, blocks) of the internal log; (NO_LOG_AG, 0, 0) for an
+    external one (``sb_logstart`` 0, mkfs.xfs -l logdev=), which occupies
+    no block of the data device (AG 0 block 0 is the superblock's)."""
+    if sb.logstart == 0:
+        return NO_LOG_AG, 0, 0
     return (sb.logstart >> sb.agblklog, sb.logstart & ((1 << sb.agblklog) - 1),
             sb.logblocks)
 
@@ -370,8 +377,11 @@ def _log_spot(fs, agno: int, end: int) -> int | None:
 
 
 def log_outside(sb, dblocks: int, agcount: int) -> bool:
-    """Whether a cut to ``dblocks`` blocks in ``agcount`` AGs takes the log."""
+    """Whether a cut to ``dblocks`` blocks in ``agcount`` AGs takes the log
+    (never an external log: no cut reaches it)."""
     agno, agbno, n = log_extent(sb)
+    if agno == NO_LOG_AG:
+        return False
     last = agcount - 1
     return agno > last or (agno == last and agbno + n > dblocks - last * sb.agblocks)
 
