@@ -31,6 +31,31 @@ def _put64(p, off, v):
     _put32(p, off + 4, v & 0xFFFFFFFF)
 
 
+@cython.cfunc
+@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, t=cython.p_uchar,
+               isize=cython.Py_ssize_t, i=cython.Py_ssize_t)
+def _copy_template(p, off, t, isize):
+    """The inode template ``t`` copied to slot offset ``off`` of ``p``."""
+    if cython.compiled:
+        for i in range(isize):
+            p[off + i] = t[i]
+    else:
+        p[off:off + isize] = t
+
+
+@cython.cfunc
+@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, isize=cython.Py_ssize_t,
+               crc_off=cython.Py_ssize_t, crc=cython.uint)
+def _stamp_crc(p, off, isize, crc_off, cksum):
+    """The inode at ``off`` of ``p`` sealed: its CRC (``cksum``, the
+    backend's xfs_cksum) stored little-endian at ``crc_off``."""
+    crc = cksum(p[off:off + isize], crc_off)
+    p[off + crc_off] = crc & 0xFF
+    p[off + crc_off + 1] = (crc >> 8) & 0xFF
+    p[off + crc_off + 2] = (crc >> 16) & 0xFF
+    p[off + crc_off + 3] = (crc >> 24) & 0xFF
+
+
 @cython.locals(p=cython.p_uchar, t=cython.p_uchar, isize=cython.Py_ssize_t,
                start=cython.Py_ssize_t, end=cython.Py_ssize_t, k=cython.Py_ssize_t,
                off=cython.Py_ssize_t, i=cython.Py_ssize_t, crc_off=cython.Py_ssize_t,
@@ -77,11 +102,7 @@ def fill_simple_inodes(buf, tpl, base_ino, inos, items, start, end, ifmt, ctime,
         if slot < 0 or (slot + 1) * isize > len(buf):
             raise ValueError("inode outside its chunk buffer")
         off = slot * isize
-        if cython.compiled:
-            for i in range(isize):
-                p[off + i] = t[i]
-        else:
-            p[off:off + isize] = t
+        _copy_template(p, off, t, isize)
         mode = ifmt | perm
         p[off + 2] = (mode >> 8) & 0xFF
         p[off + 3] = mode & 0xFF
@@ -98,11 +119,7 @@ def fill_simple_inodes(buf, tpl, base_ino, inos, items, start, end, ifmt, ctime,
             _put_local(p, off, isize, lits[k])
         if attrs is not None:
             _put_sf_attr(p, off, isize, attrs[k])
-        crc = cksum(p[off:off + isize], crc_off)
-        p[off + crc_off] = crc & 0xFF
-        p[off + crc_off + 1] = (crc >> 8) & 0xFF
-        p[off + crc_off + 2] = (crc >> 16) & 0xFF
-        p[off + crc_off + 3] = (crc >> 24) & 0xFF
+        _stamp_crc(p, off, isize, crc_off, cksum)
     return end
 
 
@@ -126,17 +143,9 @@ def fill_free_inodes(buf, tpl, base_ino, mask, crc_off, cksum) -> int:
         if (slot + 1) * isize > len(buf):
             raise ValueError("inode outside its cluster buffer")
         off = slot * isize
-        if cython.compiled:
-            for i in range(isize):
-                p[off + i] = t[i]
-        else:
-            p[off:off + isize] = t
+        _copy_template(p, off, t, isize)
         _put64(p, off + 152, base_ino + slot)
-        crc = cksum(p[off:off + isize], crc_off)
-        p[off + crc_off] = crc & 0xFF
-        p[off + crc_off + 1] = (crc >> 8) & 0xFF
-        p[off + crc_off + 2] = (crc >> 16) & 0xFF
-        p[off + crc_off + 3] = (crc >> 24) & 0xFF
+        _stamp_crc(p, off, isize, crc_off, cksum)
         n += 1
     return n
 

@@ -66,12 +66,7 @@ def cmd(jobs, as_json, fmt, image):
         sys.exit(C.EXIT_CORRUPT)
     except UnsupportedError as e:
         # a layout fstool does not handle (v4, a realtime section) that only the primary says: damage, as xfs_repair -n says
-        found = _contradicted(image)
-        if not found:
-            error_line(str(e), as_json, C.EXIT_OPERATIONAL, errno_of(e))
-            sys.exit(C.EXIT_OPERATIONAL)
-        _emit(found, style)
-        sys.exit(C.EXIT_CORRUPT)
+        _cannot_check(image, e, style, as_json)
     except FsToolError as e:
         status = C.EXIT_CORRUPT if isinstance(e, ImageTruncatedError) else C.EXIT_OPERATIONAL
         error_line(str(e), as_json, status, errno_of(e))
@@ -81,12 +76,7 @@ def cmd(jobs, as_json, fmt, image):
             fs.require_log()      # the log phase's clean/dirty judgement reads it
         except LogDeviceNeeded as e:
             # unless only a damaged primary says the log is external
-            found = _contradicted(image)
-            if not found:
-                error_line(str(e), as_json, C.EXIT_OPERATIONAL, errno_of(e))
-                sys.exit(C.EXIT_OPERATIONAL)
-            _emit(found, style)
-            sys.exit(C.EXIT_CORRUPT)
+            _cannot_check(image, e, style, as_json)
         if is_tty() and not as_json:
             with _PhaseBars() as bars:
                 checker = C.check(fs, bars.update, jobs=jobs)
@@ -96,6 +86,18 @@ def cmd(jobs, as_json, fmt, image):
     if checker.log_dirty and not as_json:
         err(f"the log is dirty: replay it first with '{replay_command(image)}'")
     finish(checker.exit_code)
+
+
+def _cannot_check(image, e, style, as_json) -> None:
+    """Exit on a layout check cannot take (``e``): as damage when the
+    secondary superblocks contradict what the primary alone says (as
+    xfs_repair -n judges it), else as the one-line operational error."""
+    found = _contradicted(image)
+    if not found:
+        error_line(str(e), as_json, C.EXIT_OPERATIONAL, errno_of(e))
+        sys.exit(C.EXIT_OPERATIONAL)
+    _emit(found, style)
+    sys.exit(C.EXIT_CORRUPT)
 
 
 def _contradicted(image) -> list:
