@@ -458,10 +458,11 @@ def test_log_print_counts_the_items_xfs_logprint_counts(tmp_path):
     assert set(counts) <= set(theirs["counts"]) | {"TRANS"}
     assert pptrs == theirs["pptrs"]
     text = fstool("log", "print", "--transactions", img).stdout
-    assert sum(1 for line in text.splitlines() if "PPTR NAME parent_ino" in line) == \
+    assert sum(1 for line in text.splitlines() if "PPTR: NAME parent_ino" in line) == \
         sum(1 for t in theirs["pptrs"] if t[0] == "NAME")
     if theirs["counts"].get("XMI"):
-        assert re.search(r"XMI  id 0x[0-9a-f]+ ino \d+ \(gen 0x[0-9a-f]+\) <-> \d+", text)
+        assert re.search(r"XMI:  #regs: \d+\tnum_extents: 1  id: 0x[0-9a-f]+", text)
+        assert re.search(r"\(ino1: 0x[0-9a-f]+, igen1: 0x[0-9a-f]+, ino2: 0x[0-9a-f]+", text)
 
 
 # -- repairing -------------------------------------------------------------------------------

@@ -218,7 +218,7 @@ def _unsupported(kind: str, tmp: Path) -> Path:
     return _every_sb(img, "features_incompat", int(f["features_incompat"], 0) | 1 << 6)
 
 
-UNSUPPORTED = ["v4", "external-log", "realtime", "unknown-incompat", "unknown-ro-compat",
+UNSUPPORTED = ["v4", "realtime", "unknown-incompat", "unknown-ro-compat",
                "unknown-compat"]
 
 
@@ -256,6 +256,27 @@ def test_unsupported_image_is_refused(kind, tmp_path):
     assert sbfuzz.digest(img) == before
     # check does not call it damaged either
     assert not any(f["code"] == "SB_PRIMARY" for f in findings(img)[1])
+
+
+@pytest.mark.skipif(not images.xfsprogs_available(), reason="needs xfsprogs (mkfs.xfs, xfs_db)")
+def test_external_log_without_logdev_is_no_damage(tmp_path):
+    """A filesystem whose log is external, repaired without --logdev: one
+    line saying to pass it, status 2, no secondary looked for and nothing
+    written; with --logdev, repair -n finds it clean."""
+    img = _unsupported("external-log", tmp_path)
+    before = sbfuzz.digest(img)
+    log = tmp_path / "writes.log"
+    for args in (("-n",), ()):
+        r = sbfuzz.fstool("repair", *args, img, env={"FSTOOL_WRITE_LOG": str(log)})
+        assert r.returncode == 2, r.stdout + r.stderr
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and "--logdev" in lines[0] and "Traceback" not in r.stderr, \
+            r.stderr
+        assert "secondary" not in r.stderr
+    assert not log.exists()
+    assert sbfuzz.digest(img) == before
+    r = sbfuzz.fstool("repair", "-n", "--logdev", tmp_path / "log.dev", img)
+    assert r.returncode == 0, r.stdout + r.stderr
 
 
 def test_write_log_records_every_write(tmp_path):

@@ -203,9 +203,10 @@ def populate(image, source, dest: str = "/", *, owner_map=None, keep_going: bool
             last_dir = None
             # (runs of plain files skip the per-file path that shares content)
             # (a host directory is walked on a thread of its own)
-            walk = src.entries(runs=dedupe is None, **({"ahead": True} if src.kind == "dir"
-                                                        else {})) \
-                if hasattr(src, "entries") else src
+            # (any object with entries() is a source; only a host directory
+            # walks ahead)
+            ahead = {"ahead": True} if getattr(src, "kind", None) == "dir" else {}
+            walk = src.entries(runs=dedupe is None, **ahead) if hasattr(src, "entries") else src
             if getattr(src, "host_files", False):
                 walk = read_ahead(walk, prefetch=reader.start)
             # consecutive new symlinks of a directory, made in one batch
