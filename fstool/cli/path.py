@@ -35,8 +35,8 @@ def cmd(every, as_json, image, inos, replay_in_memory):
     with open_fs(image, replay_in_memory) as fs:
         if every and not as_json:
             walker = AllPaths(fs)
-            text, broken = walker.render()
-            _write_utf8(out, text)
+            _text, broken = walker.render(_utf8_writer(out))
+            out.flush()
             for ino, b in broken:
                 status = 1
                 click.echo(f"fstool: inode {ino}: parent pointer {b.parent.ino}/"
@@ -91,14 +91,13 @@ def _report_unread(walker) -> int:
     return 1 if unread else 0
 
 
-def _write_utf8(out, text: bytes) -> None:
-    """Write UTF-8 ``text`` to the text stream ``out``: its bytes as they
-    are when it writes UTF-8, else decoded and written as text."""
+def _utf8_writer(out):
+    """A function that writes UTF-8 text (bytes of whole lines) to the text
+    stream ``out``: its binary buffer when it writes UTF-8, else the text
+    decoded."""
     raw = getattr(out, "buffer", None)
     if raw is not None and (getattr(out, "encoding", "") or "").lower().replace("-", "") \
             in ("utf8", "utf_8"):
         out.flush()
-        raw.write(text)
-        raw.flush()
-    else:
-        out.write(text.decode("utf-8"))
+        return raw.write
+    return lambda text: out.write(str(text, "utf-8"))
