@@ -566,7 +566,9 @@ def _copy_into(q, at, p, start, n):
 @cython.returns(cython.bint)
 def _sf_sound(p, start, size):
     """Whether the shortform attr fork at p[start:start+size] has a header
-    and entries that fit its size (its totsize)."""
+    and entries that fit its size (its totsize), and every complete entry
+    of the parent namespace a 12-byte value: what fs.attr reads without
+    an error."""
     if size < 4:
         return False
     totsize = _be16(p, start)
@@ -576,6 +578,9 @@ def _sf_sound(p, start, size):
     pos = start + 4
     for i in range(count):
         if pos + 3 > start + totsize or pos + 3 + p[pos] + p[pos + 1] > start + totsize:
+            return False
+        if (p[pos + 2] & _ATTR_NSP_MASK) == _ATTR_PARENT and \
+                not p[pos + 2] & _ATTR_INCOMPLETE and p[pos + 1] != 12:
             return False
         pos += 3 + p[pos] + p[pos + 1]
     return True

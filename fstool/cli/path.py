@@ -4,6 +4,7 @@ import sys
 
 import click
 
+from ..errors import FsToolError
 from ..ops.names import shown_name
 from ..ops.parents import AllPaths, one_inode
 from .options import image_arg, json_opt, open_fs, replay_opt
@@ -50,7 +51,7 @@ def cmd(every, as_json, image, inos, replay_in_memory):
             todo = iter(walker)
         else:
             walker = one_inode(fs, inos[0])
-            todo = ((ino, walker.paths(ino)) for ino in inos)
+            todo = _each_readable(walker, inos)
         prefix = every or len(inos) > 1
         seen_broken = 0
         lines = []
@@ -80,6 +81,20 @@ def cmd(every, as_json, image, inos, replay_in_memory):
         status |= _report_unread(walker)
     if status:
         sys.exit(status)
+
+
+def _each_readable(walker, inos):
+    """(ino, its paths) of each of ``inos`` in turn; one that cannot be
+    read is put in the walker's ``unread`` (reported at the end, as
+    --all reports them) and left out."""
+    walker.unread = []
+    for ino in inos:
+        try:
+            found = walker.paths(ino)
+        except FsToolError as e:
+            walker.unread.append((ino, str(e)))
+            continue
+        yield ino, found
 
 
 def _report_unread(walker) -> int:
