@@ -7,6 +7,7 @@ import click
 from ..errors import FsToolError
 from ..ops.names import shown_name
 from ..ops.parents import AllPaths, one_inode
+from .exits import finish
 from .options import image_arg, json_opt, open_fs, replay_opt
 
 
@@ -36,8 +37,11 @@ def cmd(every, as_json, image, inos, replay_in_memory):
     with open_fs(image, replay_in_memory) as fs:
         if every and not as_json:
             walker = AllPaths(fs)
-            _text, broken = walker.render(_utf8_writer(out))
-            out.flush()
+            try:
+                _text, broken = walker.render(_utf8_writer(out))
+                out.flush()
+            except BrokenPipeError:
+                finish(0)               # the reader went away (path --all | head)
             for ino, b in broken:
                 status = 1
                 click.echo(f"fstool: inode {ino}: parent pointer {b.parent.ino}/"
