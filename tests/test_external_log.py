@@ -275,3 +275,98 @@ def test_resize_never_takes_an_external_log_for_blocks_of_ag0(made, tmp_path):
     fstool("resize", "--logdev", log, img, "-M")
     assert_repair_clean(img, log)
     assert fstool("check", "--logdev", log, img).returncode == 0
+
+
+# -- the guards cover the log too -----------------------------------------------------------
+def busy_line(r) -> str:
+    """The one line a refused writer prints (status 7, nothing else)."""
+    assert r.returncode == 7, (r.returncode, r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    return lines[0]
+
+
+WRITERS = [("mkdir", "{img}", "/d"), ("admin", "{img}", "-L", "busy"),
+           ("log", "zero", "-f", "{img}"), ("log", "replay", "{img}"), ("repair", "{img}"),
+           ("resize", "{img}", "--size", "400m"), ("sparsify", "{img}")]
+
+
+def _run_writers(img, log) -> list:
+    out = []
+    for args in WRITERS:
+        args = [a.format(img=img) for a in args]
+        cut = 2 if args[0] == "log" else 1
+        out.append(fstool(*args[:cut], "--logdev", log, *args[cut:], check=False))
+    return out
+
+
+@needs_mkfs
+def test_writers_refuse_a_log_another_fstool_holds(made, tmp_path):
+    """Another fstool holding the external log (its writer's lock) keeps
+    every writer out, though the image itself is free: status 7, one line
+    naming the log, nothing written; let go, they write again."""
+    from fstool.io.device import Device
+    from fstool.io.lock import ImageLock
+    img, log = extlog.copy(*made, tmp_path, "held")
+    stamps = [os.stat(p).st_mtime_ns for p in (img, log)]
+    dev = Device(str(log), whole=True)
+    try:
+        with ImageLock(dev, str(log), None):
+            for r in _run_writers(img, log):
+                line = busy_line(r)
+                assert f"{log}: another fstool is using this external log" in line, line
+        assert [os.stat(p).st_mtime_ns for p in (img, log)] == stamps
+    finally:
+        dev.close()
+    assert fstool("mkdir", "--logdev", log, img, "/free").returncode == 0
+    assert_repair_clean(img, log)
+
+
+@needs_mkfs
+def test_a_writer_holds_the_log_while_it_writes(made, tmp_path):
+    """The lock a writer takes covers its external log: the API's writer
+    on the image keeps a second image that names the same log out."""
+    from fstool.errors import ImageBusy
+    from fstool.io.logdev import pair
+    from fstool.ns.writer import Writer
+    img, log = extlog.copy(*made, tmp_path, "w1")
+    other = tmp_path / "other.img"
+    shutil.copy(img, other)
+    pair(img, log)
+    pair(other, log)
+    try:
+        with Writer(str(img)):
+            with pytest.raises(ImageBusy, match="another fstool is using this external log"):
+                Writer(str(other))
+        with Writer(str(other)):               # let go with the first
+            pass
+    finally:
+        pair(img, None)
+        pair(other, None)
+
+
+@needs_kernel
+def test_writers_refuse_a_log_the_kernel_uses(made, tmp_path):
+    """The log file attached to a loop device, and that device the log of
+    a kernel mount (here of a copy of the image: the image itself is
+    free), keeps every writer out: status 7, one line saying what holds
+    the log; nothing written."""
+    img, log = extlog.copy(*made, tmp_path, "k")
+    twin, _ = extlog.copy(*made, tmp_path, "twin")
+    stamps = [os.stat(p).st_mtime_ns for p in (img, log)]
+    loop = subprocess.run(["losetup", "-f", "--show", str(log)], check=True,
+                          capture_output=True, text=True).stdout.strip()
+    try:
+        line = busy_line(fstool("mkdir", "--logdev", log, img, "/d", check=False))
+        assert f"{log} (the external log of {img}): is attached to {loop}" in line, line
+    finally:
+        subprocess.run(["losetup", "-d", loop], check=True)
+    assert [os.stat(p).st_mtime_ns for p in (img, log)] == stamps
+    with extlog.Mounted(twin, log) as mnt:
+        stamps = [os.stat(p).st_mtime_ns for p in (img, log)]
+        for r in _run_writers(img, log):
+            line = busy_line(r)
+            assert "is the log device of the filesystem mounted at " \
+                   f"{mnt}" in line and "unmount it first" in line, line
+        assert [os.stat(p).st_mtime_ns for p in (img, log)] == stamps
+
