@@ -191,6 +191,27 @@ def test_writes_journal_into_the_log_file(kernel, tmp_path):
     assert_repair_clean(img, log)
 
 
+@needs_kernel
+def test_admin_uuid_change_marks_the_log_file_clean_with_it(kernel, tmp_path):
+    """A new UUID and the old one restored: the unmount records carrying
+    the nil UUID and then the new one go to the log file, which reads as
+    clean, xfs_repair -n finds nothing and the kernel (which refuses a log
+    whose newest record carries another UUID) mounts it."""
+    img, log = extlog.copy(*kernel, tmp_path, "u")
+    for spec in ("generate", "restore"):
+        before = open(log, "rb").read()
+        r = fstool("admin", "--logdev", log, img, "-U", spec)
+        assert "log marked clean with the new UUID" in r.stdout, r.stdout
+        assert open(log, "rb").read() != before
+        assert '"state": "clean"' in fstool("log", "info", "--json", "--logdev", log,
+                                            img).stdout
+        assert fstool("check", "--logdev", log, img).returncode == 0
+        assert_repair_clean(img, log)
+        with extlog.Mounted(img, log) as mnt:
+            assert (mnt / "etc" / "file001").read_bytes() == b"x" * 97
+        assert_repair_clean(img, log)
+
+
 # -- metadump -------------------------------------------------------------------------------
 @needs_kernel
 def test_metadump_v2_carries_the_log(kernel, tmp_path):

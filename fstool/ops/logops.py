@@ -319,6 +319,40 @@ def zero(path, min_cycle: int = 0, undo=None, uuid: bytes | None = None) -> dict
         fs.close()
 
 
+def stamp(path, uuid: bytes | None = None) -> dict:
+    """One unmount record at the head of a clean log, carrying ``uuid``
+    (the superblock's unless given: a UUID change, ops/admin.py), as an
+    unmount writes one: the stale blocks past its place cleared and made
+    durable first, then the record.  The log reads as it did until the
+    record is whole on disk (the head search finds no record of the current
+    cycle past the head, and a torn record fails its CRC, so the previous
+    one stays the head), and as clean at the new head after."""
+    path = os.fspath(path)
+    refuse_if_mounted(path)
+    fs = open_filesystem(path)
+    try:
+        with ImageLock(fs.dev, path):
+            ld, st = find_state(fs)
+            if st.dirty:
+                raise FsToolError(f"{path}: the log is dirty; replay it first")
+            if uuid is not None:
+                ld.uuid = uuid
+            head, cycle, prev = ((0, 1, 0) if st.never_written or st.curr_cycle == 0
+                                 else (st.head, st.curr_cycle, st.head_rec))
+            out = Device(path, writable=True)
+            logout = fs.open_log_writable(out)
+            try:
+                with held():
+                    after = W.mark_clean(ld, logout, cycle, head, prev)
+            finally:
+                if logout is not out:
+                    logout.close()
+                out.close()
+            return {"image": path, "block": head, "cycle": cycle, "head": after}
+    finally:
+        fs.close()
+
+
 def _max_cycle(ld) -> int:
     """The highest cycle number any log sector carries (for an unreadable log)."""
     best = 0
