@@ -178,13 +178,19 @@ def geometry_of(f: dict) -> tuple:
     stops it, one with another directory block size has every directory
     cleared and its files moved to lost+found.  mkfs sets them once and
     for all, so fstool counts them as geometry: what only the primary holds
-    is the primary's damage."""
+    is the primary's damage.  But for META_UUID: a UUID change (xfs_admin
+    -U, fstool admin) sets or clears it on a finished filesystem, the
+    primary first and then each secondary, so a change stopped part way
+    leaves the primary alone ahead of the others; xfs_repair (which votes
+    on geometry alone) keeps that primary and names the secondaries, and
+    so does fstool."""
     v = f["sb_versionnum"]
     return tuple(f[k] for k in GEOMETRY_FIELDS) + (
         bool(v & VERSION_ALIGNBIT), bool(v & VERSION_DALIGNBIT), f["sb_dirblklog"],
         f["sb_features_compat"],
         f["sb_features_ro_compat"],
-        f["sb_features_incompat"] & ~C.XFS_SB_FEAT_INCOMPAT_NEEDSREPAIR)
+        f["sb_features_incompat"] & ~(C.XFS_SB_FEAT_INCOMPAT_NEEDSREPAIR |
+                                      C.XFS_SB_FEAT_INCOMPAT_META_UUID))
 
 
 def read_secondary(dev, offset: int, whack: bool = False):
