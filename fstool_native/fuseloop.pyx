@@ -21,8 +21,7 @@ into the handler, where the handler has ``fast_map(node)`` (see
 ``fstool.mount.volume.Volume.fast_map``): the file's map is kept (a few
 dozen files) until the next call into the handler that may change
 anything, reads are spliced from the image by it (zeros for holes and
-unwritten records, read-ahead for sequential readers as the handler does
-it), an overwrite of written, unshared blocks inside the size is a
+unwritten records), an overwrite of written, unshared blocks inside the size is a
 pwrite to the image, and getxattr of a file without xattrs is ENODATA.
 The handler's ``overwritten([(node, time)], bytes)`` gets those writes'
 times before any other call into it (the inode update the handler logs
@@ -97,8 +96,6 @@ cdef extern from "fuseloop.h":
 
     ctypedef long ssize_t
     ssize_t pwrite(int fd, const void *buf, size_t count, off_t offset) nogil
-    int posix_fadvise(int fd, off_t offset, off_t length, int advice) nogil
-    enum: POSIX_FADV_WILLNEED
     int clock_gettime(int clk, timespec *ts) nogil
     enum: CLOCK_REALTIME
 
@@ -274,6 +271,8 @@ cdef bint _writeback_cache = False
 cdef bint _mounted = False
 cdef bint _gone = False            # the kernel ended the connection (unmounted)
 cdef object _failure = None        # the exception that ended the loop
+cdef bint _init_seen = False       # INIT answered, on_init not yet called
+cdef object _on_init = None        # run()'s on_init
 
 
 # -- the fast path: reads and overwrites of regular files answered here --------------------
@@ -305,9 +304,6 @@ cdef struct _Fast:
     _Ext *ext                      # the records, in file order
     size_t n
     long long pending_ns           # the time of the last overwrite made here, not handed over
-    long long ra_next              # read-ahead of a sequential reader (Volume._read_ahead)
-    long long ra_ahead
-    long long ra_window
 
 cdef _Fast _fast[FAST_SLOTS]
 cdef bint _fast_on = False         # the handler has fast_map
@@ -321,9 +317,6 @@ cdef unsigned long long _agblocks = 0
 cdef unsigned long long _agcount = 0
 cdef long long _image_start = 0
 cdef long long _image_bytes = 0
-cdef long long _ra_first = 0       # the handler's read-ahead figures (0: none)
-cdef long long _ra_max = 0
-cdef long long _ra_slack = 0
 
 
 cdef int _handover() except -1:
@@ -490,52 +483,13 @@ cdef size_t _segments(_Fast *f, long long off, long long end, fuse_buf *out) noe
     return k
 
 
-cdef void _read_ahead(_Fast *f, long long off, long long end) noexcept nogil:
-    """Volume._read_ahead's rule for the reads answered here (one reader
-    per file rather than per open handle): the image's pages of the next
-    window of a sequential reader asked for (posix_fadvise WILLNEED)."""
-    cdef long long d, start, stop, lo, hi
-    cdef size_t i
-    cdef _Ext *e
-    if not _ra_first:
-        return
-    d = off - f.ra_next
-    if d != 0 and not (f.ra_window and -_ra_slack <= d <= _ra_slack):
-        f.ra_window = 0                 # a jump: not (or no longer) sequential
-        f.ra_ahead = 0
-        f.ra_next = end
-        return
-    if end > f.ra_next:
-        f.ra_next = end
-    if f.ra_window and f.ra_ahead - end >= f.ra_window // 2:
-        return
-    f.ra_window = 2 * f.ra_window if 2 * f.ra_window > _ra_first else _ra_first
-    if f.ra_window > _ra_max:
-        f.ra_window = _ra_max
-    start = f.ra_ahead if f.ra_ahead > end else end
-    stop = end + f.ra_window
-    if stop <= start:
-        return
-    f.ra_ahead = stop
-    if stop > f.size:
-        stop = f.size
-    i = _first_ext(f, start)
-    while i < f.n and f.ext[i].start < stop:
-        e = &f.ext[i]
-        i += 1
-        if e.at < 0:
-            continue
-        lo = e.start if e.start > start else start
-        hi = e.start + e.length
-        if hi > stop:
-            hi = stop
-        if hi > lo:
-            posix_fadvise(_image_fd, e.at + lo - e.start, hi - lo, POSIX_FADV_WILLNEED)
-
-
 cdef void _fast_read(fuse_req_t req, _Fast *f, size_t size, off_t off) noexcept:
     """A READ answered from the kept map: the image's pages spliced, zeros
-    for holes and unwritten records (as _reply_segments)."""
+    for holes and unwritten records (as _reply_segments).  No read-ahead
+    of the image is asked for here: splicing from the image file in order
+    already has the host kernel read ahead of it, and asking again
+    (posix_fadvise WILLNEED, done under the loop's lock) doubled the
+    server's CPU per MB of a cold read (docs/performance.md)."""
     cdef long long end
     cdef size_t n
     cdef fuse_bufvec *bv
@@ -544,7 +498,6 @@ cdef void _fast_read(fuse_req_t req, _Fast *f, size_t size, off_t off) noexcept:
         return
     # (no sum past the largest offset)
     end = off + <long long> size if <long long> size < f.size - off else f.size
-    _read_ahead(f, off, end)
     n = _segments(f, off, end, NULL)
     bv = <fuse_bufvec *> malloc(sizeof(fuse_bufvec) + n * sizeof(fuse_buf))
     if bv is NULL:
@@ -670,6 +623,8 @@ cdef void _call_and_ack(fuse_req_t req, str name, bint changes, tuple args) noex
 
 # -- the callbacks (called by fuse_session_process_buf with the GIL held) --------------------
 cdef void op_init(void *userdata, fuse_conn_info *conn) noexcept:
+    global _init_seen
+    _init_seen = True               # on_init once the kernel has the answer
     # readdirplus always (the walk takes names and attributes in one request)
     conn.want &= ~(<unsigned> FUSE_CAP_READDIRPLUS_AUTO)
     if conn.capable & FUSE_CAP_READDIRPLUS:
@@ -1164,6 +1119,8 @@ def _serve(serial, int wfd):
                 break
             with serial:
                 fuse_session_process_buf(_se, &buf)
+                if _init_seen:
+                    _after_init()
                 if _later:
                     _py(True).run_later()
     except BaseException as exc:
@@ -1174,6 +1131,17 @@ def _serve(serial, int wfd):
             _os.write(wfd, b"x")
         except OSError:
             pass
+
+
+cdef int _after_init() except -1:
+    """run()'s on_init, once INIT is answered: the kernel has set up the
+    connection from the answer (what the server may change of it after,
+    such as the mount's read-ahead, it would not undo)."""
+    global _init_seen
+    _init_seen = False
+    if _on_init is not None:
+        _on_init()
+    return 0
 
 
 cdef void _fail(object exc) noexcept:
@@ -1225,7 +1193,7 @@ class Session:
     def __init__(self, handler, options):
         global _handler, _se, _entry_timeout, _attr_timeout, _writeback_cache, _failure
         global _mounted, _gone, _ended, _later, _read_map, _image_fd, _zeros, _zeros_max
-        global _fast_on, _write_hit, _ra_first, _ra_max, _ra_slack
+        global _fast_on, _write_hit
         global _blocklog, _agblklog, _agblocks, _agcount, _image_start, _image_bytes
         cdef fuse_args args
         if _se is not NULL:
@@ -1239,7 +1207,6 @@ class Session:
         # reads and overwrites of regular files answered here (see _fast_get)
         _fast_on = _read_map and hasattr(handler, "fast_map")
         _write_hit = getattr(handler, "write_hit", None) if _fast_on else None
-        _ra_first, _ra_max, _ra_slack = getattr(handler, "read_ahead", (0, 0, 0))
         if _fast_on:
             handler.drop_maps = _drop_maps
             _blocklog, _agblklog, _agblocks, _agcount, _image_start, _image_bytes = \
@@ -1325,13 +1292,14 @@ class Session:
         """End the loop after the request at hand (signal handlers call it)."""
         _end()
 
-    def run(self, double every=0, tick=None, int workers=WORKERS):
+    def run(self, double every=0, tick=None, int workers=WORKERS, on_init=None):
         """Serve until unmounted or ``exit()``; ``tick()`` every ``every``
-        seconds (0: never).  ``workers`` threads read requests and answer
+        seconds (0: never); ``on_init()`` once the kernel's INIT is
+        answered (holding the lock; an exception ends the loop).  ``workers`` threads read requests and answer
         them one at a time (never two handlers at once: a lock, which the
         tick takes too); this thread keeps the timer and the signals.
         Returns once every worker has stopped."""
-        global _failure, _stopping
+        global _failure, _stopping, _on_init, _init_seen
         import threading
         cdef pollfd pfd
         cdef int res, timeout_ms
@@ -1348,6 +1316,8 @@ class Session:
         pfd.events = POLLIN
         monotonic = _time.monotonic
         due = monotonic() + every if every > 0 else 0
+        _on_init = on_init
+        _init_seen = False
         try:
             _stopping = False
             for t in threads:
@@ -1379,6 +1349,7 @@ class Session:
                 break                             # a worker has stopped
         finally:
             _stop_workers(threads)
+            _on_init = None
             _os.close(rfd)
             _os.close(wfd)
             _end_fast()

@@ -150,9 +150,9 @@ def _unescape(field: str) -> str:
     return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
 
 
-def mount_table() -> list[tuple[str, str, str, str]]:
-    """(mount point, type, source, mount options) of every mount, from
-    /proc/self/mountinfo."""
+def _mountinfo() -> list[tuple[list, list]]:
+    """The fields of each line of /proc/self/mountinfo: those before the
+    " - " and those after."""
     out = []
     try:
         with open("/proc/self/mountinfo") as f:
@@ -160,10 +160,28 @@ def mount_table() -> list[tuple[str, str, str, str]]:
                 head, sep, tail = line.partition(" - ")
                 parts, rest = head.split(), tail.split()
                 if sep and len(parts) >= 6 and len(rest) >= 2:
-                    out.append((_unescape(parts[4]), rest[0], _unescape(rest[1]), parts[5]))
+                    out.append((parts, rest))
     except OSError:
         pass
     return out
+
+
+def mount_table() -> list[tuple[str, str, str, str]]:
+    """(mount point, type, source, mount options) of every mount, from
+    /proc/self/mountinfo."""
+    return [(_unescape(parts[4]), rest[0], _unescape(rest[1]), parts[5])
+            for parts, rest in _mountinfo()]
+
+
+def mount_device(mountpoint: str) -> str | None:
+    """The device number ("major:minor") of the last mount at
+    ``mountpoint`` (an absolute path), from /proc/self/mountinfo (no call
+    into the mounted filesystem); None when nothing is mounted there."""
+    found = None
+    for parts, _rest in _mountinfo():
+        if _unescape(parts[4]) == mountpoint:
+            found = parts[2]
+    return found
 
 
 FSTOOL_FUSE_TYPE = "fuse.fstool"

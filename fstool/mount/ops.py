@@ -18,7 +18,6 @@ import logging
 import time
 
 from ..errors import errno_of
-from .volume import READAHEAD_FIRST, READAHEAD_MAX, READAHEAD_SLACK
 
 log = logging.getLogger("fstool.mount")
 
@@ -271,10 +270,6 @@ class MountOps:
         (offset in the image file, length), where the crash tests' fault
         hook or write log counts writes; else None."""
         return self.vol.w.dev.write_counter if self.vol.w is not None else None
-
-    # the read-ahead of a sequential reader (first window, largest, slack:
-    # Volume._read_ahead), for the reads the loop answers itself
-    read_ahead = (READAHEAD_FIRST, READAHEAD_MAX, READAHEAD_SLACK)
 
     @_errnos
     def write(self, fh: int, off: int, buf) -> int:
