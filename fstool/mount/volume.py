@@ -793,8 +793,9 @@ class Volume:
 
     @property
     def image_fd(self) -> int:
-        """The image file's descriptor, which read_map's offsets are in."""
-        return self.w.dev.fd if self.w is not None else -1
+        """The image file's descriptor, which the offsets of read_map and
+        fast_map (with fast_geometry) are in."""
+        return self.fs.dev.fd
 
     def write(self, fh: int, off: int, data: bytes) -> int:
         """Overwrites of written blocks inside the file's size go straight
@@ -837,14 +838,15 @@ class Volume:
         read model keeps them, in file order: the caller turns them into
         image offsets with :attr:`fast_geometry`, leaving to :meth:`read`
         any record outside the filesystem or the image); None where only
-        :meth:`read` and :meth:`write` can say (not a regular file, a
-        read-only mount, a map too large to copy).  ``may_write``: an
-        overwrite of written blocks inside the size may go straight to the
-        image, as :meth:`write` makes it (a writable volume, a file whose
-        blocks are not shared); the loop then reports each with
-        :meth:`overwrote` and the bytes with Device.wrote_elsewhere."""
+        :meth:`read` and :meth:`write` can say (not a regular file, a map
+        too large to copy).  ``may_write``: an overwrite of written blocks
+        inside the size may go straight to the image, as :meth:`write`
+        makes it (a writable volume, a file whose blocks are not shared);
+        the loop then reports each with :meth:`overwrote` and the bytes
+        with Device.wrote_elsewhere.  A read-only mount's maps never go
+        stale (nothing changes) and never allow writes."""
         w = self.w
-        if w is None or self.closed:
+        if self.closed:
             return None
         try:
             node = self.fs.inode(ino)
@@ -853,8 +855,10 @@ class Volume:
         if not node.is_reg or node.nextents > FAST_MAP_RECORDS or \
                 (node.nlink == 0 and not self.opens.get(ino)):
             return None
-        dev = w.dev
         recs = node.extents()
+        if w is None:
+            return node.size, False, -1, not node.forkoff, recs
+        dev = w.dev
         if dev._gather:
             dev.flush_gathered()
         may_write = self.failed is None and dev.write_hook is None and \
