@@ -510,17 +510,36 @@ cdef void _fast_read(fuse_req_t req, _Fast *f, size_t size, off_t off) noexcept:
     free(bv)
 
 
+cdef void _overwrote(_Fast *f, long long nbytes) noexcept:
+    """``nbytes`` of ``f`` overwritten here: its time (mtime and ctime) to
+    hand over, the bytes to report."""
+    global _pending, _unreported
+    cdef timespec ts
+    cdef long long now
+    if f.fixed_ns >= 0:
+        now = f.fixed_ns
+    else:
+        clock_gettime(CLOCK_REALTIME, &ts)
+        now = ts.tv_sec * 1000000000LL + ts.tv_nsec
+    if not f.pending_ns:
+        _pending += 1
+    f.pending_ns = now
+    _unreported += nbytes
+
+
 cdef bint _fast_write(fuse_req_t req, _Fast *f, const char *buf, size_t size,
                       off_t off) noexcept:
     """An overwrite of written blocks inside the file's size, made and
-    answered here: True; anything else (nothing done): False."""
-    global _pending, _unreported
+    answered here: True; anything else (nothing done): False.  A write
+    that fails part way (the image's pwrite, or the crash tests' fault
+    hook) still changes the file's times when any of its bytes reached the
+    image, as the kernel's write, which updates them first, does."""
     cdef long long end
     cdef long long pos, hi, at
     cdef size_t i, j
     cdef ssize_t k
-    cdef timespec ts
-    cdef long long now
+    cdef int err = 0
+    failure = None
     if not f.may_write or size == 0 or off < 0 or <long long> size > f.size - off:
         return False
     end = off + <long long> size
@@ -534,7 +553,7 @@ cdef bint _fast_write(fuse_req_t req, _Fast *f, const char *buf, size_t size,
         pos = f.ext[j].start + f.ext[j].length
         j += 1
     pos = off
-    while pos < end:
+    while pos < end and not err and failure is None:
         hi = f.ext[i].start + f.ext[i].length
         if hi > end:
             hi = end
@@ -542,28 +561,26 @@ cdef bint _fast_write(fuse_req_t req, _Fast *f, const char *buf, size_t size,
         while pos < hi:
             k = pwrite(_image_fd, buf + (pos - off), hi - pos, at)
             if k <= 0:
-                fuse_reply_err(req, errno if k < 0 and errno else EIO)
-                return True
+                err = errno if k < 0 and errno else EIO
+                break
+            pos += k
             if _write_hit is not None:
                 # the crash tests' write counter (FSTOOL_FAULT_AFTER_WRITES)
                 try:
                     _write_hit(at, k)
                 except BaseException as exc:
-                    _error(req, exc)
-                    return True
-            pos += k
+                    failure = exc
+                    break
             at += k
         i += 1
-    if f.fixed_ns >= 0:
-        now = f.fixed_ns
+    if pos > off:
+        _overwrote(f, pos - off)
+    if err:
+        fuse_reply_err(req, err)
+    elif failure is not None:
+        _error(req, failure)
     else:
-        clock_gettime(CLOCK_REALTIME, &ts)
-        now = ts.tv_sec * 1000000000LL + ts.tv_nsec
-    if not f.pending_ns:
-        _pending += 1
-    f.pending_ns = now
-    _unreported += <long long> size
-    fuse_reply_write(req, size)
+        fuse_reply_write(req, size)
     return True
 
 
