@@ -241,6 +241,8 @@ cdef extern from "fuseloop.h":
     size_t fuse_add_direntry_plus(fuse_req_t req, char *buf, size_t bufsize,
                                   const char *name, const fuse_entry_param *e, off_t off)
     const fuse_ctx *fuse_req_ctx(fuse_req_t req)
+    int fuse_lowlevel_notify_inval_inode(fuse_session *se, fuse_ino_t ino, off_t off,
+                                         off_t len)
 
     fuse_session *fuse_session_new(fuse_args *args, const fuse_lowlevel_ops *op,
                                    size_t op_size, void *userdata)
@@ -253,6 +255,11 @@ cdef extern from "fuseloop.h":
 
     char fstool_fuse_error[512]
     void fstool_fuse_log_capture(int on)
+    int fstool_v2_want
+    int fstool_v2_on
+    int fstool_kill_suidgid
+    void fstool_peek(const char *mem, size_t size) nogil
+    int fstool_use_own_io(fuse_session *se)
     void fuse_session_process_buf(fuse_session *se, const fuse_buf *buf)
 
 
@@ -722,6 +729,8 @@ cdef void op_setattr(fuse_req_t req, fuse_ino_t ino, stat *attr, int to_set,
             kw["mtime_ns"] = attr.st_mtim.tv_sec * 1000000000 + attr.st_mtim.tv_nsec
         elif to_set & FUSE_SET_ATTR_MTIME_NOW:
             kw["mtime_now"] = True
+        if fstool_kill_suidgid:
+            kw["kill_gid"] = fuse_req_ctx(req).gid
         _fill_stat(&st, _py(True).setattr(ino, **kw))
     except BaseException as exc:
         _error(req, exc)
@@ -806,7 +815,11 @@ cdef void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 
 cdef void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi) noexcept:
     try:
-        fi.fh = _py(True).open(ino, fi.flags)
+        if fstool_kill_suidgid:
+            fi.fh = _py(True).open(ino, fi.flags, fuse_req_ctx(req).gid)
+            _mode_news(ino)
+        else:
+            fi.fh = _py(True).open(ino, fi.flags)
     except BaseException as exc:
         _error(req, exc)
         return
@@ -902,15 +915,30 @@ cdef void _reply_segments(fuse_req_t req, list segments) noexcept:
 
 cdef void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
                    off_t off, fuse_file_info *fi) noexcept:
+    # (the fast path's files have nothing a write takes away: see fast_map)
+    cdef bint kill = fstool_kill_suidgid
     cdef _Fast *f = _fast_get(ino)
     if f is not NULL and _fast_write(req, f, buf, size, off):
         return
     try:
-        n = _py(True).write(fi.fh, off, PyBytes_FromStringAndSize(buf, size))
+        data = PyBytes_FromStringAndSize(buf, size)
+        n = _py(True).write(fi.fh, off, data, fuse_req_ctx(req).gid) if kill else \
+            _py(True).write(fi.fh, off, data)
+        if kill:
+            _mode_news(ino)
     except BaseException as exc:
         _error(req, exc)
         return
     fuse_reply_write(req, n)
+
+
+cdef int _mode_news(fuse_ino_t ino) except -1:
+    """After a write or an open that may have taken set-user-ID or
+    set-group-ID away (FUSE_HANDLE_KILLPRIV_V2): where it did, the kernel's
+    copy of the file's attributes is dropped (its answer carries none)."""
+    if _handler.privileges_dropped():
+        fuse_lowlevel_notify_inval_inode(_se, ino, -1, 0)
+    return 0
 
 
 cdef void op_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi) noexcept:
@@ -1135,6 +1163,8 @@ def _serve(serial, int wfd):
                 _gone = not _ended
                 break
             with serial:
+                if not buf.flags & FUSE_BUF_IS_FD:
+                    fstool_peek(<const char *> buf.mem, <size_t> res)
                 fuse_session_process_buf(_se, &buf)
                 if _init_seen:
                     _after_init()
@@ -1294,7 +1324,7 @@ class Session:
             raise RuntimeError(_fuse_error("fuse_session_new() failed"))
 
     def mount(self, mountpoint):
-        global _mounted
+        global _mounted, fstool_v2_want
         cdef int res
         if isinstance(mountpoint, str):
             mountpoint = mountpoint.encode()
@@ -1304,6 +1334,16 @@ class Session:
         if res != 0:
             raise RuntimeError(_fuse_error("fuse_session_mount() failed"))
         _mounted = True
+        # FUSE_HANDLE_KILLPRIV_V2 where the handler keeps its promise
+        # (kill_privileges) and the kernel offers it (see fuseloop.h)
+        fstool_v2_want = bool(getattr(_handler, "kill_privileges", False))
+        if fstool_v2_want:
+            fstool_use_own_io(_se)
+
+    @property
+    def killpriv_v2(self):
+        """FUSE_HANDLE_KILLPRIV_V2 was negotiated (known once INIT is answered)."""
+        return bool(fstool_v2_on)
 
     def exit(self):
         """End the loop after the request at hand (signal handlers call it)."""
