@@ -21,8 +21,7 @@ into the handler, where the handler has ``fast_map(node)`` (see
 ``fstool.mount.volume.Volume.fast_map``): the file's map is kept (a few
 dozen files) until the next call into the handler that may change
 anything, reads are spliced from the image by it (zeros for holes and
-unwritten records, read-ahead for sequential readers as the handler does
-it), an overwrite of written, unshared blocks inside the size is a
+unwritten records), an overwrite of written, unshared blocks inside the size is a
 pwrite to the image, and getxattr of a file without xattrs is ENODATA.
 The handler's ``overwritten([(node, time)], bytes)`` gets those writes'
 times before any other call into it (the inode update the handler logs
@@ -97,8 +96,6 @@ cdef extern from "fuseloop.h":
 
     ctypedef long ssize_t
     ssize_t pwrite(int fd, const void *buf, size_t count, off_t offset) nogil
-    int posix_fadvise(int fd, off_t offset, off_t length, int advice) nogil
-    enum: POSIX_FADV_WILLNEED
     int clock_gettime(int clk, timespec *ts) nogil
     enum: CLOCK_REALTIME
 
@@ -244,6 +241,8 @@ cdef extern from "fuseloop.h":
     size_t fuse_add_direntry_plus(fuse_req_t req, char *buf, size_t bufsize,
                                   const char *name, const fuse_entry_param *e, off_t off)
     const fuse_ctx *fuse_req_ctx(fuse_req_t req)
+    int fuse_lowlevel_notify_inval_inode(fuse_session *se, fuse_ino_t ino, off_t off,
+                                         off_t len)
 
     fuse_session *fuse_session_new(fuse_args *args, const fuse_lowlevel_ops *op,
                                    size_t op_size, void *userdata)
@@ -256,6 +255,11 @@ cdef extern from "fuseloop.h":
 
     char fstool_fuse_error[512]
     void fstool_fuse_log_capture(int on)
+    int fstool_v2_want
+    int fstool_v2_on
+    int fstool_kill_suidgid
+    void fstool_peek(const char *mem, size_t size) nogil
+    int fstool_use_own_io(fuse_session *se)
     void fuse_session_process_buf(fuse_session *se, const fuse_buf *buf)
 
 
@@ -274,6 +278,8 @@ cdef bint _writeback_cache = False
 cdef bint _mounted = False
 cdef bint _gone = False            # the kernel ended the connection (unmounted)
 cdef object _failure = None        # the exception that ended the loop
+cdef bint _init_seen = False       # INIT answered, on_init not yet called
+cdef object _on_init = None        # run()'s on_init
 
 
 # -- the fast path: reads and overwrites of regular files answered here --------------------
@@ -305,9 +311,6 @@ cdef struct _Fast:
     _Ext *ext                      # the records, in file order
     size_t n
     long long pending_ns           # the time of the last overwrite made here, not handed over
-    long long ra_next              # read-ahead of a sequential reader (Volume._read_ahead)
-    long long ra_ahead
-    long long ra_window
 
 cdef _Fast _fast[FAST_SLOTS]
 cdef bint _fast_on = False         # the handler has fast_map
@@ -321,9 +324,6 @@ cdef unsigned long long _agblocks = 0
 cdef unsigned long long _agcount = 0
 cdef long long _image_start = 0
 cdef long long _image_bytes = 0
-cdef long long _ra_first = 0       # the handler's read-ahead figures (0: none)
-cdef long long _ra_max = 0
-cdef long long _ra_slack = 0
 
 
 cdef int _handover() except -1:
@@ -490,52 +490,13 @@ cdef size_t _segments(_Fast *f, long long off, long long end, fuse_buf *out) noe
     return k
 
 
-cdef void _read_ahead(_Fast *f, long long off, long long end) noexcept nogil:
-    """Volume._read_ahead's rule for the reads answered here (one reader
-    per file rather than per open handle): the image's pages of the next
-    window of a sequential reader asked for (posix_fadvise WILLNEED)."""
-    cdef long long d, start, stop, lo, hi
-    cdef size_t i
-    cdef _Ext *e
-    if not _ra_first:
-        return
-    d = off - f.ra_next
-    if d != 0 and not (f.ra_window and -_ra_slack <= d <= _ra_slack):
-        f.ra_window = 0                 # a jump: not (or no longer) sequential
-        f.ra_ahead = 0
-        f.ra_next = end
-        return
-    if end > f.ra_next:
-        f.ra_next = end
-    if f.ra_window and f.ra_ahead - end >= f.ra_window // 2:
-        return
-    f.ra_window = 2 * f.ra_window if 2 * f.ra_window > _ra_first else _ra_first
-    if f.ra_window > _ra_max:
-        f.ra_window = _ra_max
-    start = f.ra_ahead if f.ra_ahead > end else end
-    stop = end + f.ra_window
-    if stop <= start:
-        return
-    f.ra_ahead = stop
-    if stop > f.size:
-        stop = f.size
-    i = _first_ext(f, start)
-    while i < f.n and f.ext[i].start < stop:
-        e = &f.ext[i]
-        i += 1
-        if e.at < 0:
-            continue
-        lo = e.start if e.start > start else start
-        hi = e.start + e.length
-        if hi > stop:
-            hi = stop
-        if hi > lo:
-            posix_fadvise(_image_fd, e.at + lo - e.start, hi - lo, POSIX_FADV_WILLNEED)
-
-
 cdef void _fast_read(fuse_req_t req, _Fast *f, size_t size, off_t off) noexcept:
     """A READ answered from the kept map: the image's pages spliced, zeros
-    for holes and unwritten records (as _reply_segments)."""
+    for holes and unwritten records (as _reply_segments).  No read-ahead
+    of the image is asked for here: splicing from the image file in order
+    already has the host kernel read ahead of it, and asking again
+    (posix_fadvise WILLNEED, done under the loop's lock) doubled the
+    server's CPU per MB of a cold read (docs/performance.md)."""
     cdef long long end
     cdef size_t n
     cdef fuse_bufvec *bv
@@ -544,7 +505,6 @@ cdef void _fast_read(fuse_req_t req, _Fast *f, size_t size, off_t off) noexcept:
         return
     # (no sum past the largest offset)
     end = off + <long long> size if <long long> size < f.size - off else f.size
-    _read_ahead(f, off, end)
     n = _segments(f, off, end, NULL)
     bv = <fuse_bufvec *> malloc(sizeof(fuse_bufvec) + n * sizeof(fuse_buf))
     if bv is NULL:
@@ -557,17 +517,36 @@ cdef void _fast_read(fuse_req_t req, _Fast *f, size_t size, off_t off) noexcept:
     free(bv)
 
 
+cdef void _overwrote(_Fast *f, long long nbytes) noexcept:
+    """``nbytes`` of ``f`` overwritten here: its time (mtime and ctime) to
+    hand over, the bytes to report."""
+    global _pending, _unreported
+    cdef timespec ts
+    cdef long long now
+    if f.fixed_ns >= 0:
+        now = f.fixed_ns
+    else:
+        clock_gettime(CLOCK_REALTIME, &ts)
+        now = ts.tv_sec * 1000000000LL + ts.tv_nsec
+    if not f.pending_ns:
+        _pending += 1
+    f.pending_ns = now
+    _unreported += nbytes
+
+
 cdef bint _fast_write(fuse_req_t req, _Fast *f, const char *buf, size_t size,
                       off_t off) noexcept:
     """An overwrite of written blocks inside the file's size, made and
-    answered here: True; anything else (nothing done): False."""
-    global _pending, _unreported
+    answered here: True; anything else (nothing done): False.  A write
+    that fails part way (the image's pwrite, or the crash tests' fault
+    hook) still changes the file's times when any of its bytes reached the
+    image, as the kernel's write, which updates them first, does."""
     cdef long long end
     cdef long long pos, hi, at
     cdef size_t i, j
     cdef ssize_t k
-    cdef timespec ts
-    cdef long long now
+    cdef int err = 0
+    failure = None
     if not f.may_write or size == 0 or off < 0 or <long long> size > f.size - off:
         return False
     end = off + <long long> size
@@ -581,7 +560,7 @@ cdef bint _fast_write(fuse_req_t req, _Fast *f, const char *buf, size_t size,
         pos = f.ext[j].start + f.ext[j].length
         j += 1
     pos = off
-    while pos < end:
+    while pos < end and not err and failure is None:
         hi = f.ext[i].start + f.ext[i].length
         if hi > end:
             hi = end
@@ -589,28 +568,26 @@ cdef bint _fast_write(fuse_req_t req, _Fast *f, const char *buf, size_t size,
         while pos < hi:
             k = pwrite(_image_fd, buf + (pos - off), hi - pos, at)
             if k <= 0:
-                fuse_reply_err(req, errno if k < 0 and errno else EIO)
-                return True
+                err = errno if k < 0 and errno else EIO
+                break
+            pos += k
             if _write_hit is not None:
                 # the crash tests' write counter (FSTOOL_FAULT_AFTER_WRITES)
                 try:
                     _write_hit(at, k)
                 except BaseException as exc:
-                    _error(req, exc)
-                    return True
-            pos += k
+                    failure = exc
+                    break
             at += k
         i += 1
-    if f.fixed_ns >= 0:
-        now = f.fixed_ns
+    if pos > off:
+        _overwrote(f, pos - off)
+    if err:
+        fuse_reply_err(req, err)
+    elif failure is not None:
+        _error(req, failure)
     else:
-        clock_gettime(CLOCK_REALTIME, &ts)
-        now = ts.tv_sec * 1000000000LL + ts.tv_nsec
-    if not f.pending_ns:
-        _pending += 1
-    f.pending_ns = now
-    _unreported += <long long> size
-    fuse_reply_write(req, size)
+        fuse_reply_write(req, size)
     return True
 
 
@@ -670,6 +647,8 @@ cdef void _call_and_ack(fuse_req_t req, str name, bint changes, tuple args) noex
 
 # -- the callbacks (called by fuse_session_process_buf with the GIL held) --------------------
 cdef void op_init(void *userdata, fuse_conn_info *conn) noexcept:
+    global _init_seen
+    _init_seen = True               # on_init once the kernel has the answer
     # readdirplus always (the walk takes names and attributes in one request)
     conn.want &= ~(<unsigned> FUSE_CAP_READDIRPLUS_AUTO)
     if conn.capable & FUSE_CAP_READDIRPLUS:
@@ -750,6 +729,8 @@ cdef void op_setattr(fuse_req_t req, fuse_ino_t ino, stat *attr, int to_set,
             kw["mtime_ns"] = attr.st_mtim.tv_sec * 1000000000 + attr.st_mtim.tv_nsec
         elif to_set & FUSE_SET_ATTR_MTIME_NOW:
             kw["mtime_now"] = True
+        if fstool_kill_suidgid:
+            kw["kill_gid"] = fuse_req_ctx(req).gid
         _fill_stat(&st, _py(True).setattr(ino, **kw))
     except BaseException as exc:
         _error(req, exc)
@@ -834,7 +815,11 @@ cdef void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 
 cdef void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi) noexcept:
     try:
-        fi.fh = _py(True).open(ino, fi.flags)
+        if fstool_kill_suidgid:
+            fi.fh = _py(True).open(ino, fi.flags, fuse_req_ctx(req).gid)
+            _mode_news(ino)
+        else:
+            fi.fh = _py(True).open(ino, fi.flags)
     except BaseException as exc:
         _error(req, exc)
         return
@@ -930,15 +915,30 @@ cdef void _reply_segments(fuse_req_t req, list segments) noexcept:
 
 cdef void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
                    off_t off, fuse_file_info *fi) noexcept:
+    # (the fast path's files have nothing a write takes away: see fast_map)
+    cdef bint kill = fstool_kill_suidgid
     cdef _Fast *f = _fast_get(ino)
     if f is not NULL and _fast_write(req, f, buf, size, off):
         return
     try:
-        n = _py(True).write(fi.fh, off, PyBytes_FromStringAndSize(buf, size))
+        data = PyBytes_FromStringAndSize(buf, size)
+        n = _py(True).write(fi.fh, off, data, fuse_req_ctx(req).gid) if kill else \
+            _py(True).write(fi.fh, off, data)
+        if kill:
+            _mode_news(ino)
     except BaseException as exc:
         _error(req, exc)
         return
     fuse_reply_write(req, n)
+
+
+cdef int _mode_news(fuse_ino_t ino) except -1:
+    """After a write or an open that may have taken set-user-ID or
+    set-group-ID away (FUSE_HANDLE_KILLPRIV_V2): where it did, the kernel's
+    copy of the file's attributes is dropped (its answer carries none)."""
+    if _handler.privileges_dropped():
+        fuse_lowlevel_notify_inval_inode(_se, ino, -1, 0)
+    return 0
 
 
 cdef void op_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi) noexcept:
@@ -1163,7 +1163,11 @@ def _serve(serial, int wfd):
                 _gone = not _ended
                 break
             with serial:
+                if not buf.flags & FUSE_BUF_IS_FD:
+                    fstool_peek(<const char *> buf.mem, <size_t> res)
                 fuse_session_process_buf(_se, &buf)
+                if _init_seen:
+                    _after_init()
                 if _later:
                     _py(True).run_later()
     except BaseException as exc:
@@ -1174,6 +1178,17 @@ def _serve(serial, int wfd):
             _os.write(wfd, b"x")
         except OSError:
             pass
+
+
+cdef int _after_init() except -1:
+    """run()'s on_init, once INIT is answered: the kernel has set up the
+    connection from the answer (what the server may change of it after,
+    such as the mount's read-ahead, it would not undo)."""
+    global _init_seen
+    _init_seen = False
+    if _on_init is not None:
+        _on_init()
+    return 0
 
 
 cdef void _fail(object exc) noexcept:
@@ -1225,7 +1240,7 @@ class Session:
     def __init__(self, handler, options):
         global _handler, _se, _entry_timeout, _attr_timeout, _writeback_cache, _failure
         global _mounted, _gone, _ended, _later, _read_map, _image_fd, _zeros, _zeros_max
-        global _fast_on, _write_hit, _ra_first, _ra_max, _ra_slack
+        global _fast_on, _write_hit
         global _blocklog, _agblklog, _agblocks, _agcount, _image_start, _image_bytes
         cdef fuse_args args
         if _se is not NULL:
@@ -1239,7 +1254,6 @@ class Session:
         # reads and overwrites of regular files answered here (see _fast_get)
         _fast_on = _read_map and hasattr(handler, "fast_map")
         _write_hit = getattr(handler, "write_hit", None) if _fast_on else None
-        _ra_first, _ra_max, _ra_slack = getattr(handler, "read_ahead", (0, 0, 0))
         if _fast_on:
             handler.drop_maps = _drop_maps
             _blocklog, _agblklog, _agblocks, _agcount, _image_start, _image_bytes = \
@@ -1310,7 +1324,7 @@ class Session:
             raise RuntimeError(_fuse_error("fuse_session_new() failed"))
 
     def mount(self, mountpoint):
-        global _mounted
+        global _mounted, fstool_v2_want
         cdef int res
         if isinstance(mountpoint, str):
             mountpoint = mountpoint.encode()
@@ -1320,18 +1334,29 @@ class Session:
         if res != 0:
             raise RuntimeError(_fuse_error("fuse_session_mount() failed"))
         _mounted = True
+        # FUSE_HANDLE_KILLPRIV_V2 where the handler keeps its promise
+        # (kill_privileges) and the kernel offers it (see fuseloop.h)
+        fstool_v2_want = bool(getattr(_handler, "kill_privileges", False))
+        if fstool_v2_want:
+            fstool_use_own_io(_se)
+
+    @property
+    def killpriv_v2(self):
+        """FUSE_HANDLE_KILLPRIV_V2 was negotiated (known once INIT is answered)."""
+        return bool(fstool_v2_on)
 
     def exit(self):
         """End the loop after the request at hand (signal handlers call it)."""
         _end()
 
-    def run(self, double every=0, tick=None, int workers=WORKERS):
+    def run(self, double every=0, tick=None, int workers=WORKERS, on_init=None):
         """Serve until unmounted or ``exit()``; ``tick()`` every ``every``
-        seconds (0: never).  ``workers`` threads read requests and answer
+        seconds (0: never); ``on_init()`` once the kernel's INIT is
+        answered (holding the lock; an exception ends the loop).  ``workers`` threads read requests and answer
         them one at a time (never two handlers at once: a lock, which the
         tick takes too); this thread keeps the timer and the signals.
         Returns once every worker has stopped."""
-        global _failure, _stopping
+        global _failure, _stopping, _on_init, _init_seen
         import threading
         cdef pollfd pfd
         cdef int res, timeout_ms
@@ -1348,6 +1373,8 @@ class Session:
         pfd.events = POLLIN
         monotonic = _time.monotonic
         due = monotonic() + every if every > 0 else 0
+        _on_init = on_init
+        _init_seen = False
         try:
             _stopping = False
             for t in threads:
@@ -1379,6 +1406,7 @@ class Session:
                 break                             # a worker has stopped
         finally:
             _stop_workers(threads)
+            _on_init = None
             _os.close(rfd)
             _os.close(wfd)
             _end_fast()

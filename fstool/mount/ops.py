@@ -18,7 +18,6 @@ import logging
 import time
 
 from ..errors import errno_of
-from .volume import READAHEAD_FIRST, READAHEAD_MAX, READAHEAD_SLACK
 
 log = logging.getLogger("fstool.mount")
 
@@ -72,6 +71,11 @@ class MountOps:
     entry_timeout = ENTRY_TIMEOUT
     attr_timeout = ATTR_TIMEOUT
     zeros_max = ZEROS_MAX
+    # writes, truncates and chowns take away set-user-ID, set-group-ID and
+    # capabilities here (Volume._privileges_lost), as the kernel's XFS
+    # does: the native loop negotiates FUSE_HANDLE_KILLPRIV_V2, and the
+    # kernel stops asking for security.capability before every write
+    kill_privileges = True
 
     def __init__(self, vol, writeback_cache: bool = False):
         self.vol = vol
@@ -121,8 +125,10 @@ class MountOps:
 
     @_errnos
     def setattr(self, node: int, *, mode=None, uid=None, gid=None, size=None,
-                atime_ns=None, mtime_ns=None, atime_now=False, mtime_now=False):
-        """``*_now``: the time of the request (utimensat's UTIME_NOW)."""
+                atime_ns=None, mtime_ns=None, atime_now=False, mtime_now=False,
+                kill_gid=None):
+        """``*_now``: the time of the request (utimensat's UTIME_NOW);
+        ``kill_gid``: see Volume.setattr."""
         if atime_now or mtime_now:
             now = time.time_ns()
             if atime_now:
@@ -132,7 +138,8 @@ class MountOps:
         if mode is not None:
             mode &= 0o7777
         return self.vol.setattr(self.ino(node), mode=mode, uid=uid, gid=gid, size=size,
-                                atime_ns=atime_ns, mtime_ns=mtime_ns)
+                                atime_ns=atime_ns, mtime_ns=mtime_ns,
+                                kill_gid=kill_gid)
 
     @_errnos
     def readlink(self, node: int) -> bytes:
@@ -201,8 +208,8 @@ class MountOps:
 
     # -- files --------------------------------------------------------------------------
     @_errnos
-    def open(self, node: int, flags: int) -> int:
-        return self.vol.open(self.ino(node), flags)
+    def open(self, node: int, flags: int, kill_gid: int | None = None) -> int:
+        return self.vol.open(self.ino(node), flags, kill_gid)
 
     @_errnos
     def create(self, parent: int, name: bytes, mode: int, flags: int, uid: int, gid: int):
@@ -272,13 +279,16 @@ class MountOps:
         hook or write log counts writes; else None."""
         return self.vol.w.dev.write_counter if self.vol.w is not None else None
 
-    # the read-ahead of a sequential reader (first window, largest, slack:
-    # Volume._read_ahead), for the reads the loop answers itself
-    read_ahead = (READAHEAD_FIRST, READAHEAD_MAX, READAHEAD_SLACK)
-
     @_errnos
-    def write(self, fh: int, off: int, buf) -> int:
-        return self.vol.write(fh, off, buf)
+    def write(self, fh: int, off: int, buf, kill_gid: int | None = None) -> int:
+        return self.vol.write(fh, off, buf, kill_gid)
+
+    def privileges_dropped(self) -> bool:
+        """A write or open since the last call took set-user-ID or
+        set-group-ID away (Volume.privileges_dropped)."""
+        vol = self.vol
+        dropped, vol.privileges_dropped = vol.privileges_dropped, False
+        return dropped
 
     def flush(self, fh: int) -> None:
         # close(2) has nothing to do here (the data is in the image already,
