@@ -668,6 +668,200 @@ cdef void _call_and_ack(fuse_req_t req, str name, bint changes, tuple args) noex
     fuse_reply_err(req, 0)
 
 
+# -- names known: LOOKUPs of missing names answered here -----------------------------------
+# Before every create the kernel looks the new name up (a miss).  The names
+# of a directory are kept here, as 64-bit hashes, once a lookup in it has
+# missed (the handler's names(node) lists them); a later lookup of a name
+# whose hash is not among them is answered "no such name" without a call
+# into the handler, and the create that follows tells the handler the name
+# is known missing (no second search of the directory).
+#
+# What is kept is always a superset of the directory's names, never less:
+# every request that can add a name (CREATE, MKNOD, MKDIR, SYMLINK, LINK,
+# RENAME's new name) adds it here once the handler has made it, and nothing
+# else adds names (the handler's work left for after an answer only
+# finishes a create already added; the timer's checkpoint adds none).
+# Removals (UNLINK, RMDIR, RENAME's old name) leave the hash in: a stale or
+# colliding hash only sends the lookup to the handler, as without this
+# table.  RMDIR drops every table all the same (the directory's node number
+# may come back as another file's).  Only "." and "..", and names the
+# handler would refuse (empty, longer than 255 bytes), always go to it.
+DEF NAME_DIRS = 4096               # directories whose names are kept at most (a power of two)
+DEF NAME_DIRS_MAX = 3072           # full: every table dropped, kept again as lookups miss
+DEF NAMES_KEPT_MAX = 1 << 20       # names kept in all at most (8 bytes and a slot each)
+
+cdef struct _Names:
+    uint64_t node                  # 0: an empty slot
+    uint64_t *h                    # the names' hashes, open addressing (0: an empty slot)
+    size_t cap                     # slots of h, a power of two (0: the names are not kept)
+    size_t n
+
+cdef _Names _names[NAME_DIRS]
+cdef size_t _names_dirs = 0        # slots in use
+cdef size_t _names_total = 0       # hashes kept in all
+cdef bint _names_on = False        # the handler has names(node)
+
+
+cdef inline uint64_t _name_hash(const char *name, size_t n) noexcept nogil:
+    """FNV-1a, never 0 (an empty slot)."""
+    cdef uint64_t h = 0xcbf29ce484222325ULL
+    cdef size_t i
+    for i in range(n):
+        h ^= <unsigned char> name[i]
+        h *= 0x100000001b3ULL
+    return h if h else 1
+
+
+cdef void _names_drop() noexcept:
+    """Every directory's names forgotten."""
+    global _names_dirs, _names_total
+    cdef size_t i
+    if not _names_dirs:
+        return
+    for i in range(NAME_DIRS):
+        free(_names[i].h)
+    memset(_names, 0, sizeof(_names))
+    _names_dirs = 0
+    _names_total = 0
+
+
+cdef _Names *_names_of(uint64_t node, bint make) noexcept:
+    """The slot of directory ``node``; NULL when it has none (with ``make``,
+    an empty one is taken for it)."""
+    global _names_dirs
+    cdef size_t i, k
+    cdef _Names *d
+    if make and _names_dirs >= NAME_DIRS_MAX:
+        _names_drop()
+    i = <size_t> ((node * 0x9E3779B97F4A7C15ULL) >> 52)
+    for k in range(NAME_DIRS):
+        d = &_names[(i + k) & (NAME_DIRS - 1)]
+        if d.node == node:
+            return d
+        if d.node == 0:
+            if not make:
+                return NULL
+            d.node = node
+            _names_dirs += 1
+            return d
+    return NULL
+
+
+cdef bint _names_has(_Names *d, uint64_t h) noexcept nogil:
+    cdef size_t m = d.cap - 1
+    cdef size_t i = <size_t> (h * 0x9E3779B97F4A7C15ULL) & m
+    while d.h[i]:
+        if d.h[i] == h:
+            return True
+        i = (i + 1) & m
+    return False
+
+
+cdef bint _names_put(_Names *d, uint64_t h) noexcept:
+    """Add a hash (at most half the slots in use); False: no memory, or
+    too many names kept in all (the caller drops every table)."""
+    global _names_total
+    cdef size_t i, k, m, cap
+    cdef uint64_t *old
+    cdef uint64_t *new
+    if _names_has(d, h):
+        return True
+    if (d.n + 1) * 2 > d.cap:
+        cap = d.cap * 2
+        new = <uint64_t *> calloc(cap, sizeof(uint64_t))
+        if new is NULL:
+            return False
+        old = d.h
+        m = cap - 1
+        for k in range(d.cap):
+            if old[k]:
+                i = <size_t> (old[k] * 0x9E3779B97F4A7C15ULL) & m
+                while new[i]:
+                    i = (i + 1) & m
+                new[i] = old[k]
+        free(old)
+        d.h = new
+        d.cap = cap
+    m = d.cap - 1
+    i = <size_t> (h * 0x9E3779B97F4A7C15ULL) & m
+    while d.h[i]:
+        i = (i + 1) & m
+    d.h[i] = h
+    d.n += 1
+    _names_total += 1
+    return _names_total <= NAMES_KEPT_MAX
+
+
+cdef bint _names_plain(const char *name, size_t *n) noexcept nogil:
+    """A name the kept table can answer for: not "." or "..", 1-255 bytes."""
+    n[0] = strlen(name)
+    if n[0] == 0 or n[0] > 255:
+        return False
+    return not (name[0] == b'.' and (n[0] == 1 or (n[0] == 2 and name[1] == b'.')))
+
+
+cdef bint _known_missing(fuse_ino_t parent, const char *name) noexcept:
+    """``name`` is surely not in directory ``parent``."""
+    cdef _Names *d
+    cdef size_t n
+    if not _names_on:
+        return False
+    d = _names_of(parent, False)
+    if d is NULL or d.cap == 0 or not _names_plain(name, &n):
+        return False
+    return not _names_has(d, _name_hash(name, n))
+
+
+cdef void _names_learn(fuse_ino_t parent) noexcept:
+    """After a lookup in ``parent`` missed: its names, from the handler,
+    kept (or that the handler keeps them from us, noted: it is not asked
+    again until every table is dropped)."""
+    global _names_total
+    cdef _Names *d
+    cdef size_t cap = 16
+    cdef Py_ssize_t count
+    cdef bint ok = True
+    if not _names_on or _names_of(parent, False) is not NULL:
+        return
+    try:
+        names = _py(False).names(parent)
+    except BaseException as exc:
+        _fail(exc)                  # names() never raises: a bug
+        return
+    d = _names_of(parent, True)
+    if d is NULL or names is None:
+        return
+    count = len(names)
+    if _names_total + count > NAMES_KEPT_MAX:
+        return
+    while cap < 2 * (<size_t> count + 1):
+        cap *= 2
+    d.h = <uint64_t *> calloc(cap, sizeof(uint64_t))
+    if d.h is NULL:
+        return
+    d.cap = cap
+    for name in names:
+        if not _names_put(d, _name_hash(<bytes> name, len(<bytes> name))):
+            ok = False
+            break
+    if not ok:
+        _names_drop()
+
+
+cdef void _names_add(fuse_ino_t parent, const char *name) noexcept:
+    """``name`` made in ``parent`` (a request's handler has just made it)."""
+    cdef _Names *d
+    cdef size_t n
+    if not _names_on:
+        return
+    d = _names_of(parent, False)
+    if d is NULL or d.cap == 0:
+        return
+    n = strlen(name)
+    if not _names_put(d, _name_hash(name, n)):
+        _names_drop()
+
+
 # -- the callbacks (called by fuse_session_process_buf with the GIL held) --------------------
 cdef void op_init(void *userdata, fuse_conn_info *conn) noexcept:
     # readdirplus always (the walk takes names and attributes in one request)
@@ -689,12 +883,21 @@ cdef void op_init(void *userdata, fuse_conn_info *conn) noexcept:
 
 cdef void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) noexcept:
     cdef fuse_entry_param e
+    if _known_missing(parent, name):
+        # a negative entry, as _fill_entry makes it for the handler's None
+        memset(&e, 0, sizeof(fuse_entry_param))
+        e.entry_timeout = _entry_timeout
+        fuse_reply_entry(req, &e)
+        return
     try:
-        _fill_entry(&e, _py(False).lookup(parent, name))
+        a = _py(False).lookup(parent, name)
+        _fill_entry(&e, a)
     except BaseException as exc:
         _error(req, exc)
         return
     fuse_reply_entry(req, &e)
+    if a is None:
+        _names_learn(parent)
 
 
 cdef void _forget_failed(object exc) noexcept:
@@ -784,6 +987,7 @@ cdef void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t m
     except BaseException as exc:
         _error(req, exc)
         return
+    _names_add(parent, name)
     _reply_new(req, a)
 
 
@@ -795,6 +999,7 @@ cdef void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
     except BaseException as exc:
         _error(req, exc)
         return
+    _names_add(parent, name)
     _reply_new(req, a)
 
 
@@ -806,6 +1011,7 @@ cdef void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
     except BaseException as exc:
         _error(req, exc)
         return
+    _names_add(parent, name)
     _reply_new(req, a)
 
 
@@ -816,6 +1022,7 @@ cdef void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
     except BaseException as exc:
         _error(req, exc)
         return
+    _names_add(newparent, newname)
     _reply_new(req, a)
 
 
@@ -824,12 +1031,19 @@ cdef void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name) noexcep
 
 
 cdef void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name) noexcept:
+    _names_drop()                   # the node number may come back as a file's
     _call_and_ack(req, "rmdir", True, (parent, name))
 
 
 cdef void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
                     fuse_ino_t newparent, const char *newname, unsigned int flags) noexcept:
-    _call_and_ack(req, "rename", True, (parent, name, newparent, newname, flags))
+    try:
+        _py(True).rename(parent, name, newparent, newname, flags)
+    except BaseException as exc:
+        _error(req, exc)
+        return
+    _names_add(newparent, newname)
+    fuse_reply_err(req, 0)
 
 
 cdef void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi) noexcept:
@@ -847,8 +1061,11 @@ cdef void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t 
                     fuse_file_info *fi) noexcept:
     cdef fuse_entry_param e
     cdef const fuse_ctx *ctx = fuse_req_ctx(req)
+    # known missing (see _known_missing): the handler need not look again
+    cdef bint absent = _known_missing(parent, name)
     try:
-        fh, a = _py(True).create(parent, name, mode, fi.flags, ctx.uid, ctx.gid)
+        fh, a = _py(True).create(parent, name, mode, fi.flags, ctx.uid, ctx.gid, absent)
+        _names_add(parent, name)
         _fill_entry(&e, a)
         fi.fh = fh
     except BaseException as exc:
@@ -1225,7 +1442,7 @@ class Session:
     def __init__(self, handler, options):
         global _handler, _se, _entry_timeout, _attr_timeout, _writeback_cache, _failure
         global _mounted, _gone, _ended, _later, _read_map, _image_fd, _zeros, _zeros_max
-        global _fast_on, _write_hit, _ra_first, _ra_max, _ra_slack
+        global _fast_on, _write_hit, _ra_first, _ra_max, _ra_slack, _names_on
         global _blocklog, _agblklog, _agblocks, _agcount, _image_start, _image_bytes
         cdef fuse_args args
         if _se is not NULL:
@@ -1235,6 +1452,9 @@ class Session:
         if _later is not None:
             handler.answer_first = True
         _fast_clear()
+        _names_drop()
+        # lookups of missing names answered here (see _known_missing)
+        _names_on = hasattr(handler, "names")
         _read_map = hasattr(handler, "read_map")
         # reads and overwrites of regular files answered here (see _fast_get)
         _fast_on = _read_map and hasattr(handler, "fast_map")
@@ -1396,5 +1616,6 @@ class Session:
         fuse_session_destroy(_se)
         _se = NULL
         _end_fast()
+        _names_drop()
         _handler = _later = None
         _mounted = False
