@@ -159,3 +159,12 @@ def test_volume_names_none_for_a_large_directory(tmp_path, monkeypatch):
         assert v.names(d) is None
     finally:
         v.close()
+    # a read-only mount's volume lists the same
+    v = Volume(img, readonly=True)
+    try:
+        d = v.find(v.rootino, b"d").ino
+        assert v.names(d) is None
+        monkeypatch.setattr(VOL, "NAMES_DIR_BYTES", 4 << 20)
+        assert sorted(v.names(d)) == [b"file-%04d" % i for i in range(200)]
+    finally:
+        v.close()

@@ -470,10 +470,13 @@ class Volume:
         requests that add them."""
         self._dir_node(ino)
         ns = self.ns
+        # (a directory gaining names in the open group of creates is not
+        # asked for its size: that would write its inode early)
+        if (ns is None or ino not in ns.unsaved) and \
+                self.getattr(ino).size > NAMES_DIR_BYTES:
+            return None
         if ns is None:
             return [n for n, _i in self.entries(ino)[2:]]
-        if ino not in ns.unsaved and self.getattr(ino).size > NAMES_DIR_BYTES:
-            return None
         return ns.list_names(ino)
 
     def forget(self, ino: int, n: int) -> None:
