@@ -229,7 +229,7 @@ cdef extern from "fuseloop.h":
 
     int fuse_reply_err(fuse_req_t req, int err)
     void fuse_reply_none(fuse_req_t req)
-    int fuse_reply_entry(fuse_req_t req, const fuse_entry_param *e)
+    int fuse_reply_entry(fuse_req_t req, const fuse_entry_param *e) nogil
     int fuse_reply_create(fuse_req_t req, const fuse_entry_param *e,
                           const fuse_file_info *fi)
     int fuse_reply_attr(fuse_req_t req, const stat *attr, double attr_timeout)
@@ -251,12 +251,12 @@ cdef extern from "fuseloop.h":
     void fuse_session_unmount(fuse_session *se)
     void fuse_session_destroy(fuse_session *se)
     void fuse_session_exit(fuse_session *se)
-    int fuse_session_exited(fuse_session *se)
+    int fuse_session_exited(fuse_session *se) nogil
     int fuse_session_receive_buf(fuse_session *se, fuse_buf *buf) nogil
 
     char fstool_fuse_error[512]
     void fstool_fuse_log_capture(int on)
-    void fuse_session_process_buf(fuse_session *se, const fuse_buf *buf)
+    void fuse_session_process_buf(fuse_session *se, const fuse_buf *buf) nogil
 
 
 # -- the one session of the process --------------------------------------------------------
@@ -696,7 +696,20 @@ cdef struct _Names:
     size_t cap                     # slots of h, a power of two (0: the names are not kept)
     size_t n
 
-cdef _Names _names[NAME_DIRS]
+cdef extern from *:
+    """
+    #include <pthread.h>
+    static pthread_mutex_t fstool_names_mx = PTHREAD_MUTEX_INITIALIZER;
+    static __thread int fstool_serial_held;
+    """
+    ctypedef struct pthread_mutex_t:
+        pass
+    pthread_mutex_t fstool_names_mx
+    int pthread_mutex_lock(pthread_mutex_t *m) nogil
+    int pthread_mutex_unlock(pthread_mutex_t *m) nogil
+    int fstool_serial_held        # this thread holds the request lock (_serial)
+
+cdef _Names _names[NAME_DIRS]      # fstool_names_mx held for any use
 cdef size_t _names_dirs = 0        # slots in use
 cdef size_t _names_total = 0       # hashes kept in all
 cdef bint _names_on = False        # the handler has names(node)
@@ -712,8 +725,14 @@ cdef inline uint64_t _name_hash(const char *name, size_t n) noexcept nogil:
     return h if h else 1
 
 
-cdef void _names_drop() noexcept:
+cdef void _names_drop() noexcept nogil:
     """Every directory's names forgotten."""
+    pthread_mutex_lock(&fstool_names_mx)
+    _names_drop_locked()
+    pthread_mutex_unlock(&fstool_names_mx)
+
+
+cdef void _names_drop_locked() noexcept nogil:
     global _names_dirs, _names_total
     cdef size_t i
     if not _names_dirs:
@@ -725,14 +744,14 @@ cdef void _names_drop() noexcept:
     _names_total = 0
 
 
-cdef _Names *_names_of(uint64_t node, bint make) noexcept:
+cdef _Names *_names_of(uint64_t node, bint make) noexcept nogil:
     """The slot of directory ``node``; NULL when it has none (with ``make``,
     an empty one is taken for it)."""
     global _names_dirs
     cdef size_t i, k
     cdef _Names *d
     if make and _names_dirs >= NAME_DIRS_MAX:
-        _names_drop()
+        _names_drop_locked()
     i = <size_t> ((node * 0x9E3779B97F4A7C15ULL) >> 52)
     for k in range(NAME_DIRS):
         d = &_names[(i + k) & (NAME_DIRS - 1)]
@@ -757,7 +776,7 @@ cdef bint _names_has(_Names *d, uint64_t h) noexcept nogil:
     return False
 
 
-cdef bint _names_put(_Names *d, uint64_t h) noexcept:
+cdef bint _names_put(_Names *d, uint64_t h) noexcept nogil:
     """Add a hash (at most half the slots in use); False: no memory, or
     too many names kept in all (the caller drops every table)."""
     global _names_total
@@ -800,66 +819,76 @@ cdef bint _names_plain(const char *name, size_t *n) noexcept nogil:
     return not (name[0] == b'.' and (n[0] == 1 or (n[0] == 2 and name[1] == b'.')))
 
 
-cdef bint _known_missing(fuse_ino_t parent, const char *name) noexcept:
-    """``name`` is surely not in directory ``parent``."""
+cdef bint _known_missing(fuse_ino_t parent, const char *name) noexcept nogil:
+    """``name`` is surely not in directory ``parent`` (any thread, with or
+    without the interpreter or the request lock)."""
     cdef _Names *d
     cdef size_t n
-    if not _names_on:
+    cdef uint64_t h
+    cdef bint missing = False
+    if not _names_on or not _names_plain(name, &n):
         return False
+    h = _name_hash(name, n)
+    pthread_mutex_lock(&fstool_names_mx)
     d = _names_of(parent, False)
-    if d is NULL or d.cap == 0 or not _names_plain(name, &n):
-        return False
-    return not _names_has(d, _name_hash(name, n))
+    if d is not NULL and d.cap != 0:
+        missing = not _names_has(d, h)
+    pthread_mutex_unlock(&fstool_names_mx)
+    return missing
 
 
 cdef void _names_learn(fuse_ino_t parent) noexcept:
     """After a lookup in ``parent`` missed: its names, from the handler,
     kept (or that the handler keeps them from us, noted: it is not asked
     again until every table is dropped)."""
-    global _names_total
     cdef _Names *d
     cdef size_t cap = 16
     cdef Py_ssize_t count
-    cdef bint ok = True
-    if not _names_on or _names_of(parent, False) is not NULL:
+    cdef bint kept
+    if not _names_on:
+        return
+    pthread_mutex_lock(&fstool_names_mx)
+    kept = _names_of(parent, False) is not NULL
+    pthread_mutex_unlock(&fstool_names_mx)
+    if kept:
         return
     try:
         names = _py(False).names(parent)
+        hashes = [_name_hash(<bytes> n, len(<bytes> n)) for n in names] \
+            if names is not None else None
     except BaseException as exc:
         _fail(exc)                  # names() never raises: a bug
         return
+    # (only this thread changes the tables: it holds the request lock)
+    pthread_mutex_lock(&fstool_names_mx)
     d = _names_of(parent, True)
-    if d is NULL or names is None:
-        return
-    count = len(names)
-    if _names_total + count > NAMES_KEPT_MAX:
-        return
-    while cap < 2 * (<size_t> count + 1):
-        cap *= 2
-    d.h = <uint64_t *> calloc(cap, sizeof(uint64_t))
-    if d.h is NULL:
-        return
-    d.cap = cap
-    for name in names:
-        if not _names_put(d, _name_hash(<bytes> name, len(<bytes> name))):
-            ok = False
-            break
-    if not ok:
-        _names_drop()
+    if d is not NULL and hashes is not None:
+        count = len(hashes)
+        if _names_total + count <= NAMES_KEPT_MAX:
+            while cap < 2 * (<size_t> count + 1):
+                cap *= 2
+            d.h = <uint64_t *> calloc(cap, sizeof(uint64_t))
+            if d.h is not NULL:
+                d.cap = cap
+                for h in hashes:
+                    if not _names_put(d, h):
+                        _names_drop_locked()
+                        break
+    pthread_mutex_unlock(&fstool_names_mx)
 
 
 cdef void _names_add(fuse_ino_t parent, const char *name) noexcept:
     """``name`` made in ``parent`` (a request's handler has just made it)."""
     cdef _Names *d
-    cdef size_t n
+    cdef uint64_t h
     if not _names_on:
         return
+    h = _name_hash(name, strlen(name))
+    pthread_mutex_lock(&fstool_names_mx)
     d = _names_of(parent, False)
-    if d is NULL or d.cap == 0:
-        return
-    n = strlen(name)
-    if not _names_put(d, _name_hash(name, n)):
-        _names_drop()
+    if d is not NULL and d.cap != 0 and not _names_put(d, h):
+        _names_drop_locked()
+    pthread_mutex_unlock(&fstool_names_mx)
 
 
 # -- the callbacks (called by fuse_session_process_buf with the GIL held) --------------------
@@ -881,7 +910,8 @@ cdef void op_init(void *userdata, fuse_conn_info *conn) noexcept:
         conn.want &= ~(<unsigned> FUSE_CAP_WRITEBACK_CACHE)
 
 
-cdef void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) noexcept:
+cdef void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) noexcept nogil:
+    # called without the interpreter and without the request lock (_serve)
     cdef fuse_entry_param e
     if _known_missing(parent, name):
         # a negative entry, as _fill_entry makes it for the handler's None
@@ -889,6 +919,29 @@ cdef void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) noexcep
         e.entry_timeout = _entry_timeout
         fuse_reply_entry(req, &e)
         return
+    _lookup_py(req, parent, name)
+
+
+cdef void _lookup_py(fuse_req_t req, fuse_ino_t parent, const char *name) noexcept with gil:
+    """A LOOKUP the handler answers: holding the request lock, as every call
+    into it."""
+    global fstool_serial_held
+    if fstool_serial_held:
+        _lookup_locked(req, parent, name)
+        return
+    try:
+        with _serial:
+            fstool_serial_held = 1
+            try:
+                _lookup_locked(req, parent, name)
+            finally:
+                fstool_serial_held = 0
+    except BaseException as exc:
+        _fail(exc)
+
+
+cdef void _lookup_locked(fuse_req_t req, fuse_ino_t parent, const char *name) noexcept:
+    cdef fuse_entry_param e
     try:
         a = _py(False).lookup(parent, name)
         _fill_entry(&e, a)
@@ -1348,6 +1401,16 @@ WORKERS = 2
 # the signal that breaks a worker out of its read of /dev/fuse at the end
 WAKE_SIGNAL = _signal.SIGRTMIN + 7
 cdef bint _stopping = False        # the workers are told to stop
+cdef object _serial = None         # the request lock (run's)
+DEF FUSE_LOOKUP = 1                # fuse_in_header's opcode of a LOOKUP
+DEF IN_HEADER = 40                 # sizeof(struct fuse_in_header)
+
+
+cdef inline bint _unlocked(fuse_buf *buf) noexcept nogil:
+    """A request answered without the interpreter or the request lock
+    first: a LOOKUP (op_lookup takes both only when it needs the handler)."""
+    return not (buf.flags & FUSE_BUF_IS_FD) and buf.size >= IN_HEADER and \
+        (<uint32_t *> buf.mem)[1] == FUSE_LOOKUP
 cdef bint _ended = False            # fstool ended the session (exit(), a failure)
 
 
@@ -1360,7 +1423,7 @@ def _serve(serial, int wfd):
     holding ``serial``; until the session ends, the kernel ends the
     connection, reading fails or the loop is told to stop.  Every signal
     but WAKE_SIGNAL is left to the main thread."""
-    global _gone
+    global _gone, fstool_serial_held
     cdef fuse_buf buf
     cdef int res
     _signal.pthread_sigmask(_signal.SIG_BLOCK, set(_signal.valid_signals()) - {WAKE_SIGNAL})
@@ -1369,6 +1432,14 @@ def _serve(serial, int wfd):
         while not _stopping and not fuse_session_exited(_se):
             with nogil:
                 res = fuse_session_receive_buf(_se, &buf)
+                # lookups answered meanwhile while the other worker holds
+                # the lock (its create, say), the interpreter not taken
+                while res > 0 and _unlocked(&buf):
+                    fuse_session_process_buf(_se, &buf)
+                    if _stopping or fuse_session_exited(_se):
+                        res = -EINTR
+                        break
+                    res = fuse_session_receive_buf(_se, &buf)
             if res == -EINTR or res == -EAGAIN:
                 continue
             if res < 0:
@@ -1380,9 +1451,13 @@ def _serve(serial, int wfd):
                 _gone = not _ended
                 break
             with serial:
-                fuse_session_process_buf(_se, &buf)
-                if _later:
-                    _py(True).run_later()
+                fstool_serial_held = 1
+                try:
+                    fuse_session_process_buf(_se, &buf)
+                    if _later:
+                        _py(True).run_later()
+                finally:
+                    fstool_serial_held = 0
     except BaseException as exc:
         _fail(exc)                  # raised by run()
     finally:
@@ -1551,12 +1626,12 @@ class Session:
         them one at a time (never two handlers at once: a lock, which the
         tick takes too); this thread keeps the timer and the signals.
         Returns once every worker has stopped."""
-        global _failure, _stopping
+        global _failure, _stopping, _serial
         import threading
         cdef pollfd pfd
         cdef int res, timeout_ms
         cdef double now, due
-        serial = threading.Lock()
+        serial = _serial = threading.Lock()
         rfd, wfd = _os.pipe()
         # kept for good: a wake signal still on its way to a worker that is
         # ending must never meet the default action (the process killed)

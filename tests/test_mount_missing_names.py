@@ -9,6 +9,8 @@ keeps must never lack a name the directory has:
   entries (drop_caches), in a directory whose names the loop keeps;
 - names the directory had before the mount, and names that came back
   after an unlink or rmdir, are found;
+- a lookup of a name known missing is answered while another request
+  holds the request lock;
 - Volume.names lists what the directory holds, the open group of creates
   included, and nothing for a directory too large to be worth it.
 
@@ -18,6 +20,8 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
+import time
 
 import pytest
 
@@ -116,6 +120,61 @@ def test_many_creates_in_many_directories_stay_found(tmp_path):
             assert os.path.lexists(dirs[i % len(dirs)] / f"f{i}"), i
         with pytest.raises(FileExistsError):
             os.open(dirs[3] / "f3", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    repair_clean(img)
+
+
+def test_missing_names_are_answered_while_the_lock_is_held(tmp_path):
+    """A lookup of a name known missing is answered while another request
+    holds the request lock (a copy_file_range of 96 MiB, one request,
+    copied in Python): the loop answers it without the lock or the
+    interpreter.  Without that, a lookup sent during the copy waits for
+    most of it."""
+    _need_mount()
+    # no reflink: the copy is done in Python, not shared at once
+    img = fstool_image(tmp_path, "512m", "-m", "reflink=0")
+    with FuseMounted(img) as mnt:
+        d = mnt / "d"
+        d.mkdir()
+        assert not os.path.lexists(d / "first")        # the loop keeps d's names
+        src = mnt / "src"
+        block = os.urandom(1 << 20)
+        with open(src, "wb") as f:
+            for _ in range(96):
+                f.write(block)
+        done = threading.Event()
+        took = []
+
+        def copy():
+            fi = os.open(src, os.O_RDONLY)
+            fo = os.open(mnt / "dst", os.O_WRONLY | os.O_CREAT, 0o644)
+            try:
+                t = time.perf_counter()
+                left = 96 << 20
+                while left:
+                    n = os.copy_file_range(fi, fo, left)
+                    if n <= 0:
+                        break
+                    left -= n
+                took.append(time.perf_counter() - t)
+            finally:
+                done.set()
+                os.close(fi)
+                os.close(fo)
+
+        t = threading.Thread(target=copy)
+        t.start()
+        waits = []
+        i = 0
+        while not done.is_set():
+            s = time.perf_counter()
+            assert not os.path.lexists(d / f"missing-{i}")
+            waits.append(time.perf_counter() - s)
+            i += 1
+        t.join()
+        assert (mnt / "dst").stat().st_size == 96 << 20
+    # the longest wait of a lookup against the copy's time: a small part
+    # where the loop answers them, most of it where each waits for the lock
+    assert took and max(waits) < took[0] / 2, (max(waits), took)
     repair_clean(img)
 
 
