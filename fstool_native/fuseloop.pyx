@@ -16,6 +16,11 @@ work for after an answer: the loop sets its ``answer_first``, and once a
 request is answered, while still holding the lock, calls ``run_later()``
 when the list is not empty (the kernel's caller goes on meanwhile).
 
+Lookups of names known missing are answered here, with neither the lock
+nor the interpreter taken, where the handler has ``names(node)`` (see
+"names known" below); every other request, and a lookup that needs the
+handler, takes both.
+
 Reads and overwrites of regular files are answered here, without a call
 into the handler, where the handler has ``fast_map(node)`` (see
 ``fstool.mount.volume.Volume.fast_map``): the file's map is kept (a few
