@@ -112,6 +112,15 @@ class MountOps:
         kernel, which drops it then)."""
         return self.vol.find(self.ino(parent), name)
 
+    def names(self, node: int):
+        """Every name of directory ``node`` but "." and ".." (the native loop
+        keeps them to answer lookups of missing names itself), or None where
+        it should not (too many, not a directory); never raises."""
+        try:
+            return self.vol.names(self.ino(node))
+        except Exception:               # noqa: BLE001 - lookups then all come here
+            return None
+
     def forget(self, node: int, n: int) -> None:
         self.vol.forget(self.ino(node), n)
 
@@ -212,10 +221,12 @@ class MountOps:
         return self.vol.open(self.ino(node), flags, kill_gid)
 
     @_errnos
-    def create(self, parent: int, name: bytes, mode: int, flags: int, uid: int, gid: int):
-        """(handle, Attr) of a new file, opened."""
+    def create(self, parent: int, name: bytes, mode: int, flags: int, uid: int, gid: int,
+               absent: bool = False):
+        """(handle, Attr) of a new file, opened.  ``absent``: the loop knows
+        ``name`` is not in ``parent`` (its kept names, see names())."""
         return self.vol.create(self.ino(parent), name, mode, flags, uid, gid,
-                               self.later if self.answer_first else None)
+                               self.later if self.answer_first else None, absent)
 
     def run_later(self) -> None:
         """What the last operation left for after its answer (never raises:

@@ -92,6 +92,10 @@ ABSENT_MAX = 64
 # the xattr a write, truncate or chown takes away (file capabilities)
 SECURITY_CAPABILITY = b"security.capability"
 
+# the largest directory (bytes) whose names a request loop is given to keep
+# (Volume.names): about 100,000 names
+NAMES_DIR_BYTES = 4 << 20
+
 
 def oserror(code: int, what: str = "") -> OSError:
     return OSError(code, os.strerror(code) + (f": {what}" if what else ""))
@@ -506,6 +510,23 @@ class Volume:
         self.icache.ref(ino)
         return a
 
+    def names(self, ino: int):
+        """Every name of directory ``ino`` but "." and "..", for a request
+        loop that keeps them to answer lookups of missing names itself; None
+        for a directory larger than NAMES_DIR_BYTES (listing it is not worth
+        it).  Names this volume adds later reach such a loop through the
+        requests that add them."""
+        self._dir_node(ino)
+        ns = self.ns
+        # (a directory gaining names in the open group of creates is not
+        # asked for its size: that would write its inode early)
+        if (ns is None or ino not in ns.unsaved) and \
+                self.getattr(ino).size > NAMES_DIR_BYTES:
+            return None
+        if ns is None:
+            return [n for n, _i in self.entries(ino)[2:]]
+        return ns.list_names(ino)
+
     def forget(self, ino: int, n: int) -> None:
         self.icache.forget(ino, n)
 
@@ -534,7 +555,7 @@ class Volume:
         return Meta(perm=perm, uid=uid, gid=gid, atime_ns=now, mtime_ns=now, ctime_ns=now)
 
     def _new(self, parent: int, name: bytes, make, group: bool = False, halves=None,
-             later=None) -> Attr:
+             later=None, absent: bool = False) -> Attr:
         """``make(ns)`` -> the new inode, in a transaction of its own or,
         with ``group``, in the open group of creates (``make`` must then
         give the same inode when done again from the same state).
@@ -545,7 +566,10 @@ class Volume:
         appended to ``later`` for the caller to run as soon as it has
         answered, before anything else (the mount's native loop does: the
         kernel's caller goes on meanwhile).  Should that part fail, the
-        answer given is wrong and the volume stops writing."""
+        answer given is wrong and the volume stops writing.
+
+        ``absent``: the caller knows ``name`` is not in ``parent`` (the
+        native loop's kept names): the namespace does not look again."""
         self._writable()
         self._check_name(name)
         self._dir_node(parent)
@@ -562,7 +586,8 @@ class Volume:
             # the namespace refuses a name in use (EEXIST) before it
             # allocates anything; the kernel's lookup of the name just
             # before found it missing, unless something changed since
-            if self._absent_at == self.changes and (parent, name) in self._absent:
+            if absent or (self._absent_at == self.changes and
+                          (parent, name) in self._absent):
                 ns.known_absent = (parent, name)
             try:
                 ino = make(ns) if later is None else halves[0](ns)
@@ -643,15 +668,15 @@ class Volume:
             parent, name, self._meta(parent, mode & 0o7777, uid, gid, True)))
 
     def create(self, parent: int, name: bytes, mode: int, flags: int = 0, uid: int = 0,
-               gid: int = 0, later=None):
-        """A new empty regular file, opened: (handle, Attr).  ``later``: see
-        :meth:`_new` (the name is added after the answer)."""
+               gid: int = 0, later=None, absent: bool = False):
+        """A new empty regular file, opened: (handle, Attr).  ``later`` and
+        ``absent``: see :meth:`_new` (the name is added after the answer)."""
         def meta():
             return self._meta(parent, mode & 0o7777, uid, gid, False)
 
         a = self._new(parent, name, lambda ns: ns.create_file(parent, name, meta()), True,
                       (lambda ns: ns.new_empty_file(parent, name, meta()),
-                       lambda ns, ino: ns.name_new_file(parent, name, ino)), later)
+                       lambda ns, ino: ns.name_new_file(parent, name, ino)), later, absent)
         # a file just made is not truncated by O_TRUNC (nor are its times
         # changed), as the kernel's open leaves a file it has created
         return self.open(a.ino, flags & ~os.O_TRUNC), a
@@ -1159,8 +1184,8 @@ def _ends_group(fn):
 # what an open group of creates lets run in it: reads of names and
 # attributes, the creates themselves, opens and closes (a close that has
 # work to do starts a transaction of its own, which ends the group)
-_IN_GROUP = {"find", "child", "getattr", "access", "forget", "create", "mknod", "open",
-             "release", "handle", "end_group", "sync", "close"}
+_IN_GROUP = {"find", "child", "names", "getattr", "access", "forget", "create", "mknod",
+             "open", "release", "handle", "end_group", "sync", "close"}
 for _name, _fn in list(vars(Volume).items()):
     if callable(_fn) and not _name.startswith("_") and _name not in _IN_GROUP:
         setattr(Volume, _name, _ends_group(_fn))
