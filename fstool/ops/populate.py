@@ -374,7 +374,8 @@ def _add_plain_files(ns: Namespace, run, inos: dict, stats: PopulateStats, now: 
 class SymlinkRun:
     """Consecutive symlinks of one directory that populate can make in one
     batch (``Namespace.create_symlinks``): new names, no xattrs, targets
-    held in the inode.  Taken as the walk gives them and made when
+    held in the inode (beside their parent pointers, where the filesystem
+    keeps them).  Taken as the walk gives them and made when
     :meth:`flush` is called, before anything else happens to the image, so
     that inodes and entries are the ones one symlink after another would
     give."""
@@ -405,7 +406,8 @@ class SymlinkRun:
                 return False
             self.path, self.parent = here, parent
         bname = e.path.rpartition("/")[2].encode("utf-8", "surrogateescape")
-        if bname in self.names or self.ns.child(self.parent, bname) is not None:
+        if bname in self.names or self.ns.child(self.parent, bname) is not None or \
+                not self.ns.symlink_in_batch(bname, target):
             return False
         try:
             check_name(bname)
