@@ -163,6 +163,17 @@ def mount_table() -> list[tuple[str, str, str, str]]:
     return [line[:4] for line in _mount_lines()]
 
 
+def mount_device(mountpoint: str) -> str | None:
+    """The device number ("major:minor") of the last mount at
+    ``mountpoint`` (an absolute path), from /proc/self/mountinfo (no call
+    into the mounted filesystem); None when nothing is mounted there."""
+    found = None
+    for line in _mount_lines():
+        if line[0] == mountpoint and line[4] is not None:
+            found = f"{os.major(line[4])}:{os.minor(line[4])}"
+    return found
+
+
 FSTOOL_FUSE_TYPE = "fuse.fstool"
 
 
