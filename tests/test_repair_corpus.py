@@ -820,3 +820,23 @@ def test_chunk_found_on_disk_with_part_of_a_cluster_zeroed(tmp_path):
     assert f"AG 2: inode chunk at agino {start} found on disk" in out, out
     ino = (2 << (agblklog + inopblog)) + start + 60
     assert f"inode {ino}: free inode re-initialised" in out, out
+
+
+@needs_loop
+def test_directory_whose_extent_count_is_zeroed(tmp_path):
+    """A leaf directory's di_nextents zeroed (corpus case big-36-36, xfs_db
+    fuzz -d core.nextents zeroes): its map holds no extent, so it has no
+    block and no '.' or '..'; di_nblocks is wrong.  xfs_repair corrects the
+    block count and clears the directory, its entries' inodes going to
+    lost+found.  Repair used to correct the block count and then refuse the
+    directory ("inode or block map damage that is not repaired", exit 4)
+    with the block count and the AGs written all the same; a block count
+    set to what the map holds leaves the entries as trustworthy as they
+    were: the directory is rebuilt empty, its files moved to lost+found."""
+    img, inos = corpus_image("std", tmp_path)
+    d = inos["dir_leaf"]
+    xfs_db(img, f"inode {d}", "write -d core.nextents 0", expert=True)
+    assert xfs_repair_n(img) == 1
+    assert {"DIR_CORRUPT", "INODE_NBLOCKS"} <= codes(img)
+    out = judge_inode_repair(img, tmp_path)
+    assert f"directory {d}: rebuilt with 0 entries" in out, out

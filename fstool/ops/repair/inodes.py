@@ -278,9 +278,12 @@ class InodePlan:
     def mended(self) -> frozenset:
         """Inodes this phase keeps whose every finding it fixes in place
         without touching what their forks hold (a CRC, flags, timestamps,
-        hints, magic, version, next_unlinked): their directory entries can be
-        trusted once it has."""
-        safe = {"di_next_unlinked", "di_onlink", "di_magic", "di_version", "di_big_nextents"}
+        hints, magic, version, next_unlinked, the block count of what the
+        fork maps): their directory entries can be trusted once it has (a
+        directory whose map lost its extents then reads as empty, its
+        entries' inodes go to lost+found, as xfs_repair does)."""
+        safe = {"di_next_unlinked", "di_nblocks", "di_onlink", "di_magic", "di_version",
+                "di_big_nextents"}
         out = set()
         for ino, ch in self.changes.items():
             if ch.clear or ch.reinit or ch.drop_attr or ch.counts or ch.root_keys or \
