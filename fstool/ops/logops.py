@@ -143,8 +143,11 @@ def print_transactions(fs):
                "type": th.get("th_type"), "num_items": len(items), "items": items}
 
 
-def replay(path, *, dry_run: bool = False) -> dict:
-    """Recover the log of the image at ``path``.  Returns a report dict."""
+def replay(path, *, dry_run: bool = False, undo=None) -> dict:
+    """Recover the log of the image at ``path``.  Returns a report dict.
+    ``undo`` (a callable given each device opened for writing the image,
+    before anything is written through it: resize's undo file) sees every
+    write of the replay and of the work after it."""
 
     path = os.fspath(path)
     refuse_if_mounted(path)
@@ -163,6 +166,8 @@ def replay(path, *, dry_run: bool = False) -> dict:
             report["replayed"] = False
             return report
         out = None if dry_run else Device(path, writable=True)
+        if out is not None and undo is not None:
+            undo(out)
         r = Recovery(fs, ld, st, dry_run=dry_run, writer_dev=out)
         try:
             r.prepare()
@@ -208,7 +213,8 @@ def replay(path, *, dry_run: bool = False) -> dict:
                     tail_cycle = st.cycle if st.tail <= st.head else st.cycle - 1
                     position = (st.head, st.curr_cycle, st.head_rec,
                                 L.lsn(max(tail_cycle, 1), st.tail))
-                    done, counters = finish.finish_with_writer(path, intents, position)
+                    done, counters = finish.finish_with_writer(path, intents, position,
+                                                               undo=undo)
                     logged = done.pop("logged", None)
                     if logged:
                         report["logged_post_replay"] = {
@@ -219,6 +225,8 @@ def replay(path, *, dry_run: bool = False) -> dict:
                     lock = ImageLock(fs.dev, path)
                     lock.__enter__()
                     out = Device(path, writable=True)
+                    if undo is not None:
+                        undo(out)
                     report["finished"] = done
                     report["counters"] = counters
                 else:
