@@ -316,6 +316,9 @@ cdef struct _Fast:
     _Ext *ext                      # the records, in file order
     size_t n
     long long pending_ns           # the time of the last overwrite made here, not handed over
+    uint64_t grown_epoch           # nonzero: at this _epoch, the map is stale only by
+                                   # the handler's own writes since it was taken (see
+                                   # _wrote): ``size`` and ``no_xattrs`` still hold
 
 cdef _Fast _fast[FAST_SLOTS]
 cdef bint _fast_on = False         # the handler has fast_map
@@ -1188,22 +1191,55 @@ cdef void _reply_segments(fuse_req_t req, list segments) noexcept:
     free(bv)
 
 
+cdef _Fast *_grown(fuse_ino_t node) noexcept:
+    """The slot of ``node`` where its size and no_xattrs still hold after
+    the handler's own writes of it (nothing else changed since), else NULL."""
+    cdef _Fast *f = &_fast[(node * 0x9E3779B97F4A7C15ULL) >> 58]
+    if _fast_on and f.node == node and f.grown_epoch == _epoch:
+        return f
+    return NULL
+
+
+cdef void _wrote(fuse_ino_t node, uint64_t before, long long end) noexcept:
+    """After the handler's write of ``node`` up to ``end``, which found the
+    epoch at ``before`` with the slot's size and no_xattrs holding: where
+    that write was the only change since (the epoch moved on by one), they
+    still hold (a write only grows the size, to at least ``end``, and adds
+    no xattr), so the next write past the end of the file goes straight to
+    the handler and the kernel's security.capability question before it is
+    answered here, without asking the handler for the map again."""
+    cdef _Fast *f = &_fast[(node * 0x9E3779B97F4A7C15ULL) >> 58]
+    if f.node != node or _epoch != before + 1 or \
+            not (f.epoch == before and f.ok or f.grown_epoch == before):
+        return
+    if end > f.size:
+        f.size = end
+    f.grown_epoch = _epoch
+
+
 cdef void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
                    off_t off, fuse_file_info *fi) noexcept:
     # (the fast path's files have nothing a write takes away: see fast_map)
     cdef bint kill = fstool_kill_suidgid
-    cdef _Fast *f = _fast_get(ino)
-    if f is not NULL and _fast_write(req, f, buf, size, off):
-        return
+    cdef _Fast *f = _grown(ino)
+    cdef uint64_t before
+    if f is NULL or off < f.size:
+        # (a write from the end of the file on cannot be made here)
+        f = _fast_get(ino)
+        if f is not NULL and _fast_write(req, f, buf, size, off):
+            return
     try:
         data = PyBytes_FromStringAndSize(buf, size)
-        n = _py(True).write(fi.fh, off, data, fuse_req_ctx(req).gid) if kill else \
-            _py(True).write(fi.fh, off, data)
+        before = _epoch
+        h = _py(True)
+        n = h.write(fi.fh, off, data, fuse_req_ctx(req).gid) if kill else \
+            h.write(fi.fh, off, data)
         if kill:
             _mode_news(ino)
     except BaseException as exc:
         _error(req, exc)
         return
+    _wrote(ino, before, off + <long long> n)
     fuse_reply_write(req, n)
 
 
@@ -1364,7 +1400,9 @@ cdef void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
     cdef _Fast *f
     if strlen(name) <= 255:
         # the kernel asks for security.capability before every write
-        f = _fast_get(ino)
+        f = _grown(ino)
+        if f is NULL:
+            f = _fast_get(ino)
         if f is not NULL and f.no_xattrs:
             fuse_reply_err(req, ENODATA)
             return

@@ -429,3 +429,66 @@ def test_a_crash_at_each_write_of_the_loops_overwrites(tmp_path, monkeypatch):
                     f"write {n}: block {b}"
         repair_clean(img)
         img.unlink()
+
+
+def test_appends_then_changes_between_them(tmp_path):
+    """A file grown by appending writes (each goes to the handler; the loop
+    keeps the file's size and "no xattrs" across them without asking for
+    its map again, and answers the kernel's security.capability question
+    before each write itself), with a change of another kind between the
+    appends each time: an xattr set (then seen, not ENODATA), a truncate,
+    an overwrite inside the file, a second file's appends between; every
+    byte read back as the model says, through the mount and from the
+    image after unmount; xfs_repair -n clean."""
+    why = fuse_skip_reason()
+    if why:
+        pytest.skip(f"needs FUSE: {why}")
+    img = fstool_image(tmp_path, "64m")
+    rng = random.Random(36)
+    model = {"a": bytearray(), "b": bytearray()}
+
+    def append(fd, name, n):
+        data = rng.randbytes(n)
+        off = len(model[name])
+        assert os.pwrite(fd, data, off) == n
+        model[name][off:off + n] = data
+
+    with FuseMounted(img) as mnt:
+        fa = os.open(mnt / "a", os.O_RDWR | os.O_CREAT, 0o644)
+        fb = os.open(mnt / "b", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            for n in (1000, 9240, 4096, 10240):
+                append(fa, "a", n)
+            with pytest.raises(OSError) as e:
+                os.getxattr(mnt / "a", "security.capability")
+            assert e.value.errno == errno.ENODATA
+            os.setxattr(mnt / "a", "user.k", b"v")
+            append(fa, "a", 3000)
+            assert os.getxattr(mnt / "a", "user.k") == b"v"
+            assert os.listxattr(mnt / "a") == ["user.k"]
+            os.removexattr(mnt / "a", "user.k")
+            append(fa, "a", 5000)
+            os.ftruncate(fa, 6000)
+            del model["a"][6000:]
+            append(fa, "a", 7000)
+            patch = rng.randbytes(2000)
+            os.pwrite(fa, patch, 100)          # inside the file: the loop's overwrite
+            model["a"][100:2100] = patch
+            for i in range(6):                 # two files' appends in turn
+                append(fa if i % 2 else fb, "a" if i % 2 else "b", 1500 + i * 700)
+            assert os.fstat(fa).st_size == len(model["a"])
+            assert os.fstat(fb).st_size == len(model["b"])
+        finally:
+            os.close(fa)
+            os.close(fb)
+        for name, want in model.items():
+            assert (mnt / name).read_bytes() == bytes(want)
+    fs = Filesystem(str(img))
+    try:
+        for name, want in model.items():
+            f = fs.lookup(f"/{name}")
+            assert bytes(f.read(0, f.size)) == bytes(want)
+    finally:
+        fs.close()
+    if images.xfsprogs_available():
+        repair_clean(img)
