@@ -23,7 +23,6 @@ from fstool.ops.check.btrees import BtreePhases
 from fstool.ops.check.dirs import DirChecks
 from fstool.ops.check.inodes import InodePhase
 from fstool.ops.check.records import Claims, RecordMap, Rmaps, flat_claims
-from fstool.ops.check.spacemap import SpaceMapPhase
 from fstool.ops.check.xattrs import XattrChecks
 
 PURE = fstool_native.load(pure=True, name="checks")
@@ -296,8 +295,8 @@ def test_bestfree_fast_path_keeps_the_findings(monkeypatch):
     assert outcomes == {True, False}
 
 
-class SpaceStub(SpaceMapPhase):
-    """Just enough of a Checker to run the space map sweep of one AG."""
+class SpaceStub:
+    """Just enough of a check context to run the space map sweep of one AG."""
 
     def __init__(self, length):
         self.fs = SimpleNamespace(ag_length=lambda agno: length)
@@ -355,7 +354,7 @@ def test_space_sweep_fast_path_keeps_the_findings(monkeypatch):
         monkeypatch.setattr(spacemap_mod, "checks",
                             SimpleNamespace(space_sweep_ok=lambda *a: False))
         s = SpaceStub(length)
-        s._sweep(0, claims, reflink)
+        spacemap_mod._sweep(s, 0, claims, reflink)
         want_overlaps = spacemap_mod._data_overlaps_py(claims)
         outcomes.add((bool(s.found), want_overlaps))
         flat = flat_claims(claims)
@@ -373,7 +372,7 @@ def test_space_sweep_fast_path_keeps_the_findings(monkeypatch):
             monkeypatch.setattr(spacemap_mod, "checks", mod)
             assert spacemap_mod._data_overlaps(claims) == want_overlaps
             fast = SpaceStub(length)
-            fast._sweep(0, claims, reflink)
+            spacemap_mod._sweep(fast, 0, claims, reflink)
             assert fast.found == s.found
     assert outcomes == {(False, False), (False, True), (True, False), (True, True)}
 

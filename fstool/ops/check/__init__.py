@@ -33,8 +33,7 @@ from .btrees import BtreePhases
 from .dirs import DirChecks
 from .inodes import InodePhase
 from .namespace import NamespacePhase
-from .spacemap import SpaceMapPhase
-from . import summary
+from . import spacemap, summary
 from .superblocks import SuperblockPhase
 from .table import InodeTable
 from .xattrs import XattrChecks
@@ -53,14 +52,14 @@ PHASES = (
     Phase("inodes", PER_AG, InodePhase.phase_inodes),
     Phase("unlinked", PER_AG, AGHeaderPhase.phase_unlinked),
     Phase("namespace", GLOBAL, NamespacePhase.phase_namespace),
-    Phase("space_map", GLOBAL, SpaceMapPhase.phase_space_map),
+    Phase("space_map", GLOBAL, spacemap.phase_space_map),
     Phase("counters", GLOBAL, summary.phase_counters),
     Phase("log", GLOBAL, summary.phase_log),
 )
 
 
 class Checker(SuperblockPhase, AGHeaderPhase, BtreePhases, InodePhase, XattrChecks,
-              DirChecks, NamespacePhase, SpaceMapPhase, AGGeometry, CheckerBase):
+              DirChecks, NamespacePhase, AGGeometry, CheckerBase):
     PHASES = PHASES
 
     def __init__(self, fs, progress=None, ag_filter=None, hooks: CheckHooks | None = None):
