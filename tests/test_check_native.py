@@ -17,6 +17,7 @@ from fstool.fs import attrleaf
 from fstool.ops.check import btrees as btrees_mod
 from fstool.ops.check import dirs as dirs_mod
 from fstool.ops.check import inodes as inodes_mod
+from fstool.ops.check import namespace as ns_mod
 from fstool.ops.check import spacemap as spacemap_mod
 from fstool.ops.check import xattrs as xattrs_mod
 from fstool.ops.check.btrees import BtreePhases
@@ -674,7 +675,6 @@ def _namespace_phase(monkeypatch, fs, state, dir_raw, fast: bool):
         # check looks at each
         from types import SimpleNamespace
 
-        from fstool.ops.check import namespace as ns_mod
         cur = ns_mod.checks
         slow = SimpleNamespace(**{k: getattr(cur, k) for k in dir(cur) if not k.startswith("__")})
         slow.ShortformRun = lambda *a: SimpleNamespace(run=lambda dirs, k, *b: (k, None))
@@ -738,7 +738,7 @@ def test_shortform_dir_fast_path_keeps_the_findings(monkeypatch, kernel_img):
         probe.__dict__.update(state)
         from fstool.ops.check.table import InodeTable
         tab = InodeTable.concat(state["tables"][a] for a in sorted(state["tables"]))
-        args = probe._shortform_args(tab)
+        args = ns_mod._shortform_args(probe, tab)
         accepted = sum(parsers.sf_dir_tally(clean[ino], ino, *args) is not None for ino in sf)
         assert accepted == len(sf)
 

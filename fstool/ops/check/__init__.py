@@ -32,8 +32,7 @@ from .base import (EXIT_CLEAN, EXIT_CORRUPT, EXIT_DIRTY_LOG, EXIT_OPERATIONAL, F
 from .btrees import BtreePhases
 from .dirs import DirChecks
 from .inodes import InodePhase
-from .namespace import NamespacePhase
-from . import spacemap, summary
+from . import namespace, spacemap, summary
 from .superblocks import SuperblockPhase
 from .table import InodeTable
 from .xattrs import XattrChecks
@@ -51,7 +50,7 @@ PHASES = (
     Phase("refcounts", PER_AG, BtreePhases.phase_refcounts),
     Phase("inodes", PER_AG, InodePhase.phase_inodes),
     Phase("unlinked", PER_AG, AGHeaderPhase.phase_unlinked),
-    Phase("namespace", GLOBAL, NamespacePhase.phase_namespace),
+    Phase("namespace", GLOBAL, namespace.phase_namespace),
     Phase("space_map", GLOBAL, spacemap.phase_space_map),
     Phase("counters", GLOBAL, summary.phase_counters),
     Phase("log", GLOBAL, summary.phase_log),
@@ -59,7 +58,7 @@ PHASES = (
 
 
 class Checker(SuperblockPhase, AGHeaderPhase, BtreePhases, InodePhase, XattrChecks,
-              DirChecks, NamespacePhase, AGGeometry, CheckerBase):
+              DirChecks, AGGeometry, CheckerBase):
     PHASES = PHASES
 
     def __init__(self, fs, progress=None, ag_filter=None, hooks: CheckHooks | None = None):

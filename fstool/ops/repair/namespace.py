@@ -48,6 +48,7 @@ from ...format import constants as C
 from ...format.structs import DINODE
 from ...fs import dir as xdir, dirblock as B
 from ..check.base import BMBT_DATA, DATA, file_owner
+from ..check.namespace import metadata_inodes
 from ..names import quoted_name
 
 RMAP_ATTR, RMAP_BMBT = C.XFS_RMAP_OFF_ATTR, C.XFS_RMAP_OFF_BMBT
@@ -519,7 +520,7 @@ def plan(checker, cleared: set, mended: frozenset = frozenset()) -> NamespacePla
     if tab is None:
         raise NamespaceError("check did not reach the namespace phase")
     root = checker.root_ino()
-    special = checker.metadata_inodes()
+    special = metadata_inodes(checker)
 
     def itype(ino):
         if ino in cleared:
