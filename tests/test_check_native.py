@@ -21,7 +21,6 @@ from fstool.ops.check import namespace as ns_mod
 from fstool.ops.check import spacemap as spacemap_mod
 from fstool.ops.check import xattrs as xattrs_mod
 from fstool.ops.check.btrees import BtreePhases
-from fstool.ops.check.dirs import DirChecks
 from fstool.ops.check.inodes import InodePhase
 from fstool.ops.check.records import Claims, RecordMap, Rmaps, flat_claims
 from fstool.ops.check.xattrs import XattrChecks
@@ -239,7 +238,7 @@ def test_extent_list_fast_path_keeps_the_findings(monkeypatch):
     assert outcomes == {True, False}
 
 
-class DirStub(DirChecks):
+class DirStub:
     def __init__(self):
         self.found = []
 
@@ -280,7 +279,7 @@ def run_bestfree(monkeypatch, buf, frees, backend):
     monkeypatch.setattr(dirs_mod, "checks", backend or SimpleNamespace(
         bestfree_ok=lambda *a: -1, bestfree_region_bad=PURE.bestfree_region_bad))
     s = DirStub()
-    got = s._check_bestfree(SimpleNamespace(ino=5), 8, buf, frees)
+    got = dirs_mod._check_bestfree(s, SimpleNamespace(ino=5), 8, buf, frees)
     return got, s.found
 
 

@@ -26,13 +26,12 @@ xfs_repair -n: 0 clean, 1 corruption, 2 dirty log, 4 operational error.
 from __future__ import annotations
 
 from .. import gc_paused
+from . import dirs, namespace, spacemap, summary
 from .agheaders import AGGeometry, AGHeaderPhase
 from .base import (EXIT_CLEAN, EXIT_CORRUPT, EXIT_DIRTY_LOG, EXIT_OPERATIONAL, FIRST, GLOBAL,
                    PER_AG, CheckerBase, CheckHooks, Finding, Phase)
 from .btrees import BtreePhases
-from .dirs import DirChecks
 from .inodes import InodePhase
-from . import namespace, spacemap, summary
 from .superblocks import SuperblockPhase
 from .table import InodeTable
 from .xattrs import XattrChecks
@@ -58,14 +57,14 @@ PHASES = (
 
 
 class Checker(SuperblockPhase, AGHeaderPhase, BtreePhases, InodePhase, XattrChecks,
-              DirChecks, AGGeometry, CheckerBase):
+              AGGeometry, CheckerBase):
     PHASES = PHASES
 
     def __init__(self, fs, progress=None, ag_filter=None, hooks: CheckHooks | None = None):
         super().__init__(fs, progress, ag_filter, hooks)
         self.setup_geometry()
         self.setup_inode_geometry()
-        self.setup_dir_geometry()
+        dirs.setup_dir_geometry(self)
 
 
 # the buffer cache's bound while a check runs

@@ -12,7 +12,7 @@ from ...format import constants as C
 from ...fs import dir as xdir
 from ...fs.inode import Inode
 from ..names import quoted_name
-from .dirs import T_BADNAME, T_DIR, T_DOT, T_FREE, T_FTYPE, T_SELF
+from .dirs import T_BADNAME, T_DIR, T_DOT, T_FREE, T_FTYPE, T_SELF, check_dir, quota_inodes
 from .parents import check_parent_pointers
 from .table import InodeTable
 
@@ -75,7 +75,7 @@ def phase_namespace(ctx) -> None:
             try:
                 node = Inode(fs, ino, raw) if raw is not None else fs.inode(ino)
                 local = node.format == C.XFS_DINODE_FMT_LOCAL
-                dd = ctx.check_dir(node, tab, odd)
+                dd = check_dir(ctx, node, tab, odd)
             except FsToolError as e:
                 ctx.from_error("DIR_CORRUPT", e, ino=ino, structure="dir")
                 failed = True
@@ -204,14 +204,14 @@ def _shortform_args(ctx, tab: InodeTable) -> tuple:
     f = sb.fields
     lo = ctx.agino_range(0)[0]
     hi = array("Q", [ctx.agino_range(a)[1] for a in range(sb.agcount)])
-    meta = array("Q", [f["sb_rbmino"], f["sb_rsumino"], *sorted(ctx.quota_inodes())])
+    meta = array("Q", [f["sb_rbmino"], f["sb_rsumino"], *sorted(quota_inodes(ctx))])
     return (ctx.fs.uuid, sb.has_ftype, sb.dirblksize, ctx.dir_data_first, sb.rootino,
             sb.agino_log, sb.agcount, lo, hi, meta, tab.starts, tab.itype, tab.refs,
             tab.psums)
 
 
 def metadata_inodes(ctx) -> set:
-    return set(ctx.rt_inodes()) | ctx.quota_inodes()
+    return set(ctx.rt_inodes()) | quota_inodes(ctx)
 
 
 def _link_counts(ctx, tab: InodeTable, root: int, subdirs, edges) -> None:

@@ -14,6 +14,7 @@ from ...format import parent as P
 from ...fs import attrleaf as L, dabtree as DA
 from ...io import verify as V
 from ..names import quoted_name
+from .dirs import check_da_tree
 
 
 def attr_name_ok(name: bytes, flags: int = 0) -> bool:
@@ -174,7 +175,7 @@ class XattrChecks:
             if DA.uuid(nbuf) != self.fs.uuid or DA.owner(nbuf) != node.ino:
                 return "wrong uuid or owner"
             return None
-        self.check_da_tree(node, 0, read, leaf, "attr", self.attr_node_ents, strict=strict)
+        check_da_tree(self, node, 0, read, leaf, "attr", self.attr_node_ents, strict=strict)
 
     def _attr_block(self, node, ablk: int, root: bool = False):
         """An attr leaf or node block, verified the way xfs_repair reads it:
