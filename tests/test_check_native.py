@@ -23,7 +23,6 @@ from fstool.ops.check import xattrs as xattrs_mod
 from fstool.ops.check.btrees import BtreePhases
 from fstool.ops.check.inodes import InodePhase
 from fstool.ops.check.records import Claims, RecordMap, Rmaps, flat_claims
-from fstool.ops.check.xattrs import XattrChecks
 
 PURE = fstool_native.load(pure=True, name="checks")
 NATIVE = fstool_native.load(name="checks")
@@ -65,8 +64,10 @@ def attr_leaf(rng, n, remote_every=4):
     return bytearray(buf)
 
 
-class Stub(XattrChecks):
-    """Just enough of a Checker to run the attr leaf entry check."""
+class Stub:
+    """Just enough of a check context to run the attr leaf entry check
+    (its remote values read by ``remote_value``, put in place of the
+    module's)."""
 
     def __init__(self):
         self.sb = SimpleNamespace(blocksize=BS, has_incompat=lambda bit: False)
@@ -78,7 +79,7 @@ class Stub(XattrChecks):
     def report(self, code, message, **where):
         self.found.append((code, message, sorted(where.items())))
 
-    def _remote_value(self, node, valueblk, valuelen, i, ablk):
+    def remote_value(self, node, valueblk, valuelen, i, ablk):
         self.remote_calls.append((valueblk, valuelen, i))
         return valueblk % 7 != 3         # some remote values fail
 
@@ -92,8 +93,9 @@ def run_leaf(monkeypatch, buf, last_hash, backend):
         fake = backend
     monkeypatch.setattr(xattrs_mod, "checks", fake)
     s = Stub()
+    monkeypatch.setattr(xattrs_mod, "_remote_value", Stub.remote_value)
     count = struct.unpack_from(">H", buf, 56)[0]
-    got = s._attr_leaf(SimpleNamespace(ino=99), 1, bytes(buf), last_hash)
+    got = xattrs_mod._attr_leaf(s, SimpleNamespace(ino=99), 1, bytes(buf), last_hash)
     assert count == 0 or got is None or len(got) == 2
     return got, s.found, s.remote_calls
 

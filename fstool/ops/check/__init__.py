@@ -34,7 +34,6 @@ from .btrees import BtreePhases
 from .inodes import InodePhase
 from .superblocks import SuperblockPhase
 from .table import InodeTable
-from .xattrs import XattrChecks
 
 __all__ = ["Checker", "CheckHooks", "Finding", "InodeTable", "Phase", "PHASES", "check",
            "FIRST", "PER_AG", "GLOBAL", "EXIT_CLEAN", "EXIT_CORRUPT", "EXIT_DIRTY_LOG",
@@ -56,7 +55,7 @@ PHASES = (
 )
 
 
-class Checker(SuperblockPhase, AGHeaderPhase, BtreePhases, InodePhase, XattrChecks,
+class Checker(SuperblockPhase, AGHeaderPhase, BtreePhases, InodePhase,
               AGGeometry, CheckerBase):
     PHASES = PHASES
 

@@ -19,6 +19,7 @@ from ...fs import btree
 from ...fs.attr import read_symlink
 from ...fs.inode import Inode
 from .base import ATTR, BMBT_ATTR, BMBT_DATA, DATA, file_owner
+from .xattrs import check_xattrs
 
 S_IFMT = C.S_IFMT
 DIFLAG_REALTIME, DIFLAG_NEWRTBM = 0x1, 0x4
@@ -622,7 +623,7 @@ class InodePhase:
             bad("INODE_NBLOCKS", "fewer blocks than extents", "di_nblocks", where)
             return None
         if attr_ok and node is not None and d["forkoff"]:
-            self.guarded(f"inode {ino} xattrs", self.check_xattrs, node, **where)
+            self.guarded(f"inode {ino} xattrs", check_xattrs, self, node, **where)
         elif d["forkoff"]:
             self.pptrs_whole = False
         return node if node is not None else False
