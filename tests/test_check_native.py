@@ -21,7 +21,6 @@ from fstool.ops.check import namespace as ns_mod
 from fstool.ops.check import spacemap as spacemap_mod
 from fstool.ops.check import xattrs as xattrs_mod
 from fstool.ops.check.btrees import BtreePhases
-from fstool.ops.check.inodes import InodePhase
 from fstool.ops.check.records import Claims, RecordMap, Rmaps, flat_claims
 
 PURE = fstool_native.load(pure=True, name="checks")
@@ -174,8 +173,8 @@ def test_native_backend_is_compiled():
     assert fstool_native.is_native(NATIVE)
 
 
-class InodeStub(InodePhase):
-    """Just enough of a Checker to run the extent list check: 4 AGs of
+class InodeStub:
+    """Just enough of a check context to run the extent list check: 4 AGs of
     1,000 blocks (the last 600), AG block numbers 2^10."""
 
     def __init__(self):
@@ -217,7 +216,7 @@ def run_extents(monkeypatch, recs, attr, mode, last_end, first, backend):
                         SimpleNamespace(extent_list=lambda *a: None))
     s = InodeStub()
     where = dict(ino=77, agno=0, block=1, structure="inode", fork="attr" if attr else "data")
-    got = s._extent_list(recs, 77, {"mode": mode}, where, attr, last_end, first)
+    got = inodes_mod._extent_list(s, recs, 77, {"mode": mode}, where, attr, last_end, first)
     return got, s.found, dict(s.claims), dict(s.rmap_expect)
 
 
@@ -500,8 +499,9 @@ def _inode_phase(monkeypatch, fs, state, chunks, scanner):
     monkeypatch.setattr(inodes_mod, "parsers", scanner)
     c = Checker(fs)
     c.__dict__.update(copy.deepcopy(state))
-    c._chunk_buffers = lambda agno, recs: ((k, *chunks[agno, k]) for k in range(len(recs))
-                                           if (agno, k) in chunks)
+    monkeypatch.setattr(inodes_mod, "_chunk_buffers",
+                        lambda ctx, agno, recs: ((k, *chunks[agno, k]) for k in range(len(recs))
+                                                 if (agno, k) in chunks))
     c.run_phase(c.phase("inodes"))
     tab = {a: (bytes(t.itype), list(t.nlinks), t.psums and list(t.psums))
            for a, t in c.tables.items()}
@@ -545,7 +545,7 @@ def test_inode_scan_fast_path_keeps_the_findings(monkeypatch, scan_img):
             c.run_phase(c.phase(name))
         state = {k: v for k, v in c.__dict__.items() if k not in ("fs", "sb", "progress")}
         clean = {(agno, k): (bytes(buf), base) for agno in c.tables
-                 for k, buf, base in c._chunk_buffers(agno, c.chunks[agno])}
+                 for k, buf, base in inodes_mod._chunk_buffers(c, agno, c.chunks[agno])}
         isize = sb.inodesize
         # (file type, fork format) -> [(chunk, offset of an inode in use)]
         by_type = {}

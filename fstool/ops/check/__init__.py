@@ -26,12 +26,11 @@ xfs_repair -n: 0 clean, 1 corruption, 2 dirty log, 4 operational error.
 from __future__ import annotations
 
 from .. import gc_paused
-from . import dirs, namespace, spacemap, summary
+from . import dirs, inodes, namespace, spacemap, summary
 from .agheaders import AGGeometry, AGHeaderPhase
 from .base import (EXIT_CLEAN, EXIT_CORRUPT, EXIT_DIRTY_LOG, EXIT_OPERATIONAL, FIRST, GLOBAL,
                    PER_AG, CheckerBase, CheckHooks, Finding, Phase)
 from .btrees import BtreePhases
-from .inodes import InodePhase
 from .superblocks import SuperblockPhase
 from .table import InodeTable
 
@@ -46,7 +45,7 @@ PHASES = (
     Phase("free_space", PER_AG, BtreePhases.phase_free_space),
     Phase("inode_btrees", PER_AG, BtreePhases.phase_inode_btrees),
     Phase("refcounts", PER_AG, BtreePhases.phase_refcounts),
-    Phase("inodes", PER_AG, InodePhase.phase_inodes),
+    Phase("inodes", PER_AG, inodes.phase_inodes),
     Phase("unlinked", PER_AG, AGHeaderPhase.phase_unlinked),
     Phase("namespace", GLOBAL, namespace.phase_namespace),
     Phase("space_map", GLOBAL, spacemap.phase_space_map),
@@ -55,14 +54,14 @@ PHASES = (
 )
 
 
-class Checker(SuperblockPhase, AGHeaderPhase, BtreePhases, InodePhase,
+class Checker(SuperblockPhase, AGHeaderPhase, BtreePhases,
               AGGeometry, CheckerBase):
     PHASES = PHASES
 
     def __init__(self, fs, progress=None, ag_filter=None, hooks: CheckHooks | None = None):
         super().__init__(fs, progress, ag_filter, hooks)
         self.setup_geometry()
-        self.setup_inode_geometry()
+        inodes.setup_inode_geometry(self)
         dirs.setup_dir_geometry(self)
 
 
