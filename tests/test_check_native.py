@@ -20,7 +20,6 @@ from fstool.ops.check import inodes as inodes_mod
 from fstool.ops.check import namespace as ns_mod
 from fstool.ops.check import spacemap as spacemap_mod
 from fstool.ops.check import xattrs as xattrs_mod
-from fstool.ops.check.btrees import BtreePhases
 from fstool.ops.check.records import Claims, RecordMap, Rmaps, flat_claims
 
 PURE = fstool_native.load(pure=True, name="checks")
@@ -870,10 +869,11 @@ def test_rmaps_match_is_the_python_comparison():
     assert outcomes == {True, False}
 
 
-class RmapStub(BtreePhases):
-    """Just enough of a Checker to run the rmapbt leaf check over leaves
-    given as lists of records: an AG of 1,000 blocks, 16-bit AG inode
-    numbers, 4 AGs."""
+class RmapStub:
+    """Just enough of a check context to run the rmapbt leaf check over
+    leaves given as lists of records: an AG of 1,000 blocks, 16-bit AG
+    inode numbers, 4 AGs (its tree walk and header count check put in
+    place of the module's by ``stub_rmap``)."""
 
     def __init__(self, leaves, reflink):
         self.sb = SimpleNamespace(agino_log=16, inopblog=4, agcount=4, agblocks=1000,
@@ -888,11 +888,16 @@ class RmapStub(BtreePhases):
             on_leaf(SimpleNamespace(addr=addr + 10, recs=recs), False)
         return len(self.leaves)
 
-    def _expect(self, *args):
+    def expect(self, *args):
         pass
 
     def report(self, code, message, **where):
         self.found.append((code, message, sorted(where.items())))
+
+
+def stub_rmap(monkeypatch):
+    monkeypatch.setattr(btrees_mod, "walk_ag_tree", RmapStub.walk_ag_tree)
+    monkeypatch.setattr(btrees_mod, "_expect", RmapStub.expect)
 
 
 def rmap_leaves(rng):
@@ -934,6 +939,7 @@ def test_rmap_leaf_fast_path_keeps_the_findings(monkeypatch):
     native common-case test (each backend) as when every record goes to the
     record-by-record checks."""
     rng = random.Random(13)
+    stub_rmap(monkeypatch)
     outcomes = set()
     for _ in range(1500):
         leaves = rmap_leaves(rng)
@@ -941,12 +947,12 @@ def test_rmap_leaf_fast_path_keeps_the_findings(monkeypatch):
         monkeypatch.setattr(btrees_mod, "checks", SimpleNamespace(
             rmap_leaf_take=lambda leaf, i, out, *a: (i, a[-1])))
         slow = RmapStub(leaves, reflink)
-        slow._rmap_tree(0, {"agf_roots": [0, 0, 1], "agf_levels": [0, 0, 1]})
+        btrees_mod._rmap_tree(slow, 0, {"agf_roots": [0, 0, 1], "agf_levels": [0, 0, 1]})
         outcomes.add(bool(slow.found))
         for mod in BACKENDS:
             monkeypatch.setattr(btrees_mod, "checks", mod)
             fast = RmapStub(leaves, reflink)
-            fast._rmap_tree(0, {"agf_roots": [0, 0, 1], "agf_levels": [0, 0, 1]})
+            btrees_mod._rmap_tree(fast, 0, {"agf_roots": [0, 0, 1], "agf_levels": [0, 0, 1]})
             assert fast.found == slow.found, leaves
             assert list(fast.rmaps[0]) == list(slow.rmaps[0])
     assert outcomes == {True, False}
@@ -957,6 +963,7 @@ def test_rmap_keys_fast_path_keeps_the_findings(monkeypatch):
     for it: the same findings with the greatest key computed natively (each
     backend) as by the Python code alone."""
     rng = random.Random(17)
+    stub_rmap(monkeypatch)
     outcomes = set()
     for _ in range(1500):
         for recs in rmap_leaves(rng):
@@ -969,13 +976,13 @@ def test_rmap_keys_fast_path_keeps_the_findings(monkeypatch):
             stub = RmapStub([recs], True)
             monkeypatch.setattr(btrees_mod, "checks", SimpleNamespace(
                 rmap_leaf_top=lambda r: None))
-            stub._rmap_keys(0)[1](blk, key)
+            btrees_mod._rmap_keys(stub, 0)[1](blk, key)
             want = stub.found
             outcomes.add(bool(want))
             for mod in BACKENDS:
                 monkeypatch.setattr(btrees_mod, "checks", mod)
                 stub = RmapStub([recs], True)
-                stub._rmap_keys(0)[1](blk, key)
+                btrees_mod._rmap_keys(stub, 0)[1](blk, key)
                 assert stub.found == want, (recs, key)
     assert outcomes == {True, False}
 

@@ -26,11 +26,10 @@ xfs_repair -n: 0 clean, 1 corruption, 2 dirty log, 4 operational error.
 from __future__ import annotations
 
 from .. import gc_paused
-from . import dirs, inodes, namespace, spacemap, summary
+from . import btrees, dirs, inodes, namespace, spacemap, summary
 from .agheaders import AGGeometry, AGHeaderPhase
 from .base import (EXIT_CLEAN, EXIT_CORRUPT, EXIT_DIRTY_LOG, EXIT_OPERATIONAL, FIRST, GLOBAL,
                    PER_AG, CheckerBase, CheckHooks, Finding, Phase)
-from .btrees import BtreePhases
 from .superblocks import SuperblockPhase
 from .table import InodeTable
 
@@ -42,9 +41,9 @@ __all__ = ["Checker", "CheckHooks", "Finding", "InodeTable", "Phase", "PHASES", 
 PHASES = (
     Phase("superblocks", FIRST, SuperblockPhase.phase_superblocks),
     Phase("ag_headers", PER_AG, AGHeaderPhase.phase_ag_headers),
-    Phase("free_space", PER_AG, BtreePhases.phase_free_space),
-    Phase("inode_btrees", PER_AG, BtreePhases.phase_inode_btrees),
-    Phase("refcounts", PER_AG, BtreePhases.phase_refcounts),
+    Phase("free_space", PER_AG, btrees.phase_free_space),
+    Phase("inode_btrees", PER_AG, btrees.phase_inode_btrees),
+    Phase("refcounts", PER_AG, btrees.phase_refcounts),
     Phase("inodes", PER_AG, inodes.phase_inodes),
     Phase("unlinked", PER_AG, AGHeaderPhase.phase_unlinked),
     Phase("namespace", GLOBAL, namespace.phase_namespace),
@@ -54,7 +53,7 @@ PHASES = (
 )
 
 
-class Checker(SuperblockPhase, AGHeaderPhase, BtreePhases,
+class Checker(SuperblockPhase, AGHeaderPhase,
               AGGeometry, CheckerBase):
     PHASES = PHASES
 
