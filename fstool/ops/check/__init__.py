@@ -26,8 +26,7 @@ xfs_repair -n: 0 clean, 1 corruption, 2 dirty log, 4 operational error.
 from __future__ import annotations
 
 from .. import gc_paused
-from . import btrees, dirs, inodes, namespace, spacemap, summary
-from .agheaders import AGGeometry, AGHeaderPhase
+from . import agheaders, btrees, dirs, inodes, namespace, spacemap, summary
 from .base import (EXIT_CLEAN, EXIT_CORRUPT, EXIT_DIRTY_LOG, EXIT_OPERATIONAL, FIRST, GLOBAL,
                    PER_AG, CheckerBase, CheckHooks, Finding, Phase)
 from .superblocks import SuperblockPhase
@@ -40,12 +39,12 @@ __all__ = ["Checker", "CheckHooks", "Finding", "InodeTable", "Phase", "PHASES", 
 # the phase registry, in the order the phases run
 PHASES = (
     Phase("superblocks", FIRST, SuperblockPhase.phase_superblocks),
-    Phase("ag_headers", PER_AG, AGHeaderPhase.phase_ag_headers),
+    Phase("ag_headers", PER_AG, agheaders.phase_ag_headers),
     Phase("free_space", PER_AG, btrees.phase_free_space),
     Phase("inode_btrees", PER_AG, btrees.phase_inode_btrees),
     Phase("refcounts", PER_AG, btrees.phase_refcounts),
     Phase("inodes", PER_AG, inodes.phase_inodes),
-    Phase("unlinked", PER_AG, AGHeaderPhase.phase_unlinked),
+    Phase("unlinked", PER_AG, agheaders.phase_unlinked),
     Phase("namespace", GLOBAL, namespace.phase_namespace),
     Phase("space_map", GLOBAL, spacemap.phase_space_map),
     Phase("counters", GLOBAL, summary.phase_counters),
@@ -53,13 +52,11 @@ PHASES = (
 )
 
 
-class Checker(SuperblockPhase, AGHeaderPhase,
-              AGGeometry, CheckerBase):
+class Checker(SuperblockPhase, CheckerBase):
     PHASES = PHASES
 
     def __init__(self, fs, progress=None, ag_filter=None, hooks: CheckHooks | None = None):
         super().__init__(fs, progress, ag_filter, hooks)
-        self.setup_geometry()
         inodes.setup_inode_geometry(self)
         dirs.setup_dir_geometry(self)
 
