@@ -26,10 +26,9 @@ xfs_repair -n: 0 clean, 1 corruption, 2 dirty log, 4 operational error.
 from __future__ import annotations
 
 from .. import gc_paused
-from . import agheaders, btrees, dirs, inodes, namespace, spacemap, summary
+from . import agheaders, btrees, dirs, inodes, namespace, spacemap, summary, superblocks
 from .base import (EXIT_CLEAN, EXIT_CORRUPT, EXIT_DIRTY_LOG, EXIT_OPERATIONAL, FIRST, GLOBAL,
                    PER_AG, CheckerBase, CheckHooks, Finding, Phase)
-from .superblocks import SuperblockPhase
 from .table import InodeTable
 
 __all__ = ["Checker", "CheckHooks", "Finding", "InodeTable", "Phase", "PHASES", "check",
@@ -38,7 +37,7 @@ __all__ = ["Checker", "CheckHooks", "Finding", "InodeTable", "Phase", "PHASES", 
 
 # the phase registry, in the order the phases run
 PHASES = (
-    Phase("superblocks", FIRST, SuperblockPhase.phase_superblocks),
+    Phase("superblocks", FIRST, superblocks.phase_superblocks),
     Phase("ag_headers", PER_AG, agheaders.phase_ag_headers),
     Phase("free_space", PER_AG, btrees.phase_free_space),
     Phase("inode_btrees", PER_AG, btrees.phase_inode_btrees),
@@ -52,7 +51,7 @@ PHASES = (
 )
 
 
-class Checker(SuperblockPhase, CheckerBase):
+class Checker(CheckerBase):
     PHASES = PHASES
 
     def __init__(self, fs, progress=None, ag_filter=None, hooks: CheckHooks | None = None):

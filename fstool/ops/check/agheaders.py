@@ -10,12 +10,13 @@ from ...errors import FsToolError
 from ...format import constants as C
 from ...format.structs import AGF, AGFL, AGI
 from .base import OWN_AGFL, OWN_LOG
+from .superblocks import check_lsn, claim_ag_headers
 
 
 def phase_ag_headers(ctx) -> None:
     sb = ctx.sb
     for agno in ctx.ag_filter:
-        ctx.claim_ag_headers(agno)
+        claim_ag_headers(ctx, agno)
         _check_agf(ctx, agno)
         _check_agi(ctx, agno)
     log_agno = sb.logstart >> sb.agblklog
@@ -61,7 +62,7 @@ def _header_common(ctx, agno, raw, d, name, magic, crc_off, prefix, uuid_field):
         ctx.report(code, f"AG {agno}: {name} uuid does not match the filesystem",
                    field=uuid_field, **where)
         usable = False
-    ctx._check_lsn(d[prefix + "lsn"], name, agno=agno, block=0, field=prefix + "lsn")
+    check_lsn(ctx, d[prefix + "lsn"], name, agno=agno, block=0, field=prefix + "lsn")
     return usable
 
 
@@ -147,7 +148,7 @@ def _check_agfl(ctx, agno: int, agf: dict) -> None:
             ctx.report("AGFL_HEADER", f"AG {agno}: free list header {field} is wrong "
                        "(xfs_repair rebuilds the list without reporting it)",
                        field=field, **where)
-    ctx._check_lsn(hdr["agfl_lsn"], "agfl", field="agfl_lsn", **where)
+    check_lsn(ctx, hdr["agfl_lsn"], "agfl", field="agfl_lsn", **where)
     if first >= ctx.agfl_size or last >= ctx.agfl_size:
         return
     slots = struct.unpack_from(f">{ctx.agfl_size}I", raw, C.XFS_AGFL_HDR_SIZE)

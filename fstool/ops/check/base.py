@@ -179,6 +179,14 @@ class CheckerBase:
         # inodes whose attr fork could not be read whole: their parent
         # pointers are not known, and not compared with the entries
         self.pptr_unread: list[int] = []
+        # what the superblocks module finds the first time it is asked
+        # (superblocks.root_ino, log_head_lsn): the root inode as check
+        # goes on with it, the log's head (None when unknown) and the LSNs
+        # behind it, which are not compared with the head
+        self.root_inode = None
+        self.log_head = None
+        self.log_head_read = False
+        self.lsn_behind = 0
         self._setup_geometry()
 
     # -- geometry ------------------------------------------------------------

@@ -10,6 +10,7 @@ from ..._backend import checks
 from ...format import constants as C
 from ...fs import btree
 from .base import OWN_AG, OWN_COW, OWN_FREE, OWN_INOBT, OWN_INODES, OWN_REFC
+from .superblocks import check_lsn
 from .table import InodeTable
 
 REFC_COW_START = 1 << 31
@@ -61,7 +62,7 @@ def walk_ag_tree(ctx, agno: int, name: str, bt, root: int, height: int,
             nblocks += 1
             ctx.claim(agno, blk.addr, 1, owner)
             is_root = depth == 0
-            ctx._check_lsn(blk.lsn, name, agno=agno, block=blk.addr, field="bb_lsn")
+            check_lsn(ctx, blk.lsn, name, agno=agno, block=blk.addr, field="bb_lsn")
             minr = leaf_min if level == 0 else node_min
             if not is_root and blk.numrecs < minr:
                 ctx.report("BTREE_NUMRECS", f"{name} block {blk.addr} in AG {agno}: "

@@ -15,6 +15,7 @@ from ...format import constants as C
 from ...fs import dabtree as DA, dir as xdir, dirblock as B
 from ...io import verify as V
 from ..names import quoted_name
+from .superblocks import check_lsn, root_ino, rt_inodes
 
 # dir_data_tally / tally_entry flags
 T_FREE, T_FTYPE, T_DIR, T_DOT, T_BADNAME, T_SELF = 1, 2, 4, 8, 16, 32
@@ -92,7 +93,7 @@ def _dirblock(ctx, node, fsb, bt):
     daddr, pieces = node.read_fork_blocks(fsb, sb.dirblkfsbs)
     buf = ctx.fs.read_meta(daddr, sb.dirblksize, bt, owner=node.ino, ino=node.ino,
                            block=fsb, pieces=pieces, keep=False)
-    ctx._check_lsn(bt.lsn_of(buf), "dir", ino=node.ino, offset=fsb, fork="data",
+    check_lsn(ctx, bt.lsn_of(buf), "dir", ino=node.ino, offset=fsb, fork="data",
                    field="lsn")
     return buf
 
@@ -175,10 +176,10 @@ def _shortform(ctx, node, tab, odd):
         bad("DIR_DOTDOT", ino, f"'..' is {parent}, not a valid inode", "parent", where,
             found=parent)
         parent = None
-    elif ino == ctx.root_ino() and parent != ino:
+    elif ino == root_ino(ctx) and parent != ino:
         bad("DIR_DOTDOT", ino, f"the root directory's '..' is {parent}", "parent", where,
             expected=ino, found=parent)
-    elif parent == ino and ino != ctx.root_ino():
+    elif parent == ino and ino != root_ino(ctx):
         bad("DIR_DOTDOT", ino, "'..' points to the directory itself", "parent", where,
             found=parent)
         parent = None
@@ -207,7 +208,7 @@ def verify_dir_ino(ctx, ino: int) -> bool:
     agno = ino >> sb.agino_log
     if agno >= sb.agcount or not ctx.verify_agino(agno, ino & ((1 << sb.agino_log) - 1)):
         return False
-    return ino not in ctx.rt_inodes() and ino not in quota_inodes(ctx)
+    return ino not in rt_inodes(ctx) and ino not in quota_inodes(ctx)
 
 
 def quota_inodes(ctx) -> set:
@@ -220,7 +221,7 @@ def quota_inodes(ctx) -> set:
 
 
 def not_quota_inodes(ctx) -> set:
-    return {ctx.root_ino(), *ctx.rt_inodes()}
+    return {root_ino(ctx), *rt_inodes(ctx)}
 
 
 # -- data blocks ------------------------------------------------------------------

@@ -20,6 +20,7 @@ from ...fs import btree
 from ...fs.attr import read_symlink
 from ...fs.inode import Inode
 from .base import ATTR, BMBT_ATTR, BMBT_DATA, DATA, file_owner
+from .superblocks import check_lsn, root_ino, rt_inodes
 from .xattrs import check_xattrs
 
 S_IFMT = C.S_IFMT
@@ -449,7 +450,7 @@ def _check_in_use(ctx, d: dict, raw: bytes, ino: int, where: dict) -> bool:
             problems.append(f"unknown flags 0x{flags & ~DIFLAG_ANY:x}")
         if flags & DIFLAG_REALTIME:
             problems.append("the realtime flag without a realtime device")
-        if flags & DIFLAG_NEWRTBM and ino != ctx.rt_inodes()[0]:
+        if flags & DIFLAG_NEWRTBM and ino != rt_inodes(ctx)[0]:
             problems.append("the realtime bitmap flag on another inode")
         if flags & DIR_FLAGS and ifmt != C.S_IFDIR:
             problems.append("directory flags on an inode that is not a directory")
@@ -499,7 +500,7 @@ def _check_in_use(ctx, d: dict, raw: bytes, ino: int, where: dict) -> bool:
         bad("INODE_FORMAT", f"file type 0o{ifmt:o} is not valid", "di_mode", where,
             found=mode)
         return False
-    if ino == ctx.root_ino() and ifmt != C.S_IFDIR:
+    if ino == root_ino(ctx) and ifmt != C.S_IFDIR:
         bad("INODE_FORMAT", "the root inode is not a directory", "di_mode", where,
             found=mode)
     fault = _extsize_fault(ctx, d)
@@ -856,7 +857,7 @@ def _bmbt(ctx, d, raw, off, size, ino, where, attr: bool):
                 ctx.rmap_expect[agno].append(
                     (agbno, 1, ino, 0, (1 << 62) | (1 << 63 if attr else 0)))
             bwhere = dict(where, block=agbno, agno=agno, structure="bmbt")
-            ctx._check_lsn(blk.lsn, "bmbt", **{k: v for k, v in
+            check_lsn(ctx, blk.lsn, "bmbt", **{k: v for k, v in
                                                bwhere.items()
                                                if k != "structure"},
                            field="bb_lsn")

@@ -14,6 +14,7 @@ from ...fs.inode import Inode
 from ..names import quoted_name
 from .dirs import T_BADNAME, T_DIR, T_DOT, T_FREE, T_FTYPE, T_SELF, check_dir, quota_inodes
 from .parents import check_parent_pointers
+from .superblocks import root_ino, rt_inodes
 from .table import InodeTable
 
 
@@ -28,7 +29,7 @@ def phase_namespace(ctx) -> None:
     fs = ctx.fs
     tab = InodeTable.concat(ctx.tables[a] for a in sorted(ctx.tables))
     ctx.table = tab
-    root = ctx.root_ino()
+    root = root_ino(ctx)
     rslot = tab.slot(root)
     if rslot < 0 or tab.itype[rslot] != 4:
         ctx.report("DIR_ROOT", f"the root directory (inode {root}) is not a directory in "
@@ -211,7 +212,7 @@ def _shortform_args(ctx, tab: InodeTable) -> tuple:
 
 
 def metadata_inodes(ctx) -> set:
-    return set(ctx.rt_inodes()) | quota_inodes(ctx)
+    return set(rt_inodes(ctx)) | quota_inodes(ctx)
 
 
 def _link_counts(ctx, tab: InodeTable, root: int, subdirs, edges) -> None:

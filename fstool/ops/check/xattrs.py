@@ -15,6 +15,7 @@ from ...fs import attrleaf as L, dabtree as DA
 from ...io import verify as V
 from ..names import quoted_name
 from .dirs import check_da_tree
+from .superblocks import check_lsn
 
 
 def attr_name_ok(name: bytes, flags: int = 0) -> bool:
@@ -217,7 +218,7 @@ def _attr_block(ctx, node, ablk: int, root: bool = False):
     for f, detail in bad:
         ctx.report("XATTR" if root else "XATTR_VERIFY", f"inode {node.ino}: attr block "
                    f"{ablk} {detail}", field=f, **where)
-    ctx._check_lsn(V.ATTR3_NODE_OR_LEAF.lsn_of(buf), "attr", ino=node.ino, offset=ablk,
+    check_lsn(ctx, V.ATTR3_NODE_OR_LEAF.lsn_of(buf), "attr", ino=node.ino, offset=ablk,
                    fork="attr", field="lsn")
     return buf
 

@@ -52,6 +52,7 @@ from ..check.inodes import (DIFLAG2_ANY, DIFLAG2_BIGTIME, DIFLAG2_COWEXTSIZE, DI
                             DIFLAG2_NREXT64, DIFLAG_ANY, DIFLAG_EXTSIZE, DIFLAG_EXTSZINHERIT,
                             DIFLAG_NEWRTBM, DIFLAG_REALTIME, DIFLAG_RTINHERIT, DIR_FLAGS,
                             core_fields, verify_free)
+from ..check.superblocks import rt_inodes
 from .agbuild import REPLACED, raw_buf
 from ...errors import FsToolError
 from ...fs import attrleaf as L, dabtree as DA, dir as D
@@ -547,7 +548,7 @@ def fixed_flags(checker, d: dict, ino: int) -> tuple[int, int]:
     ifmt = d["mode"] & C.S_IFMT
     flags = d["flags"] & DIFLAG_ANY
     flags &= ~DIFLAG_REALTIME
-    if ino != checker.rt_inodes()[0]:
+    if ino != rt_inodes(checker)[0]:
         flags &= ~DIFLAG_NEWRTBM
     if ifmt != C.S_IFDIR:
         flags &= ~DIR_FLAGS

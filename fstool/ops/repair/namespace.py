@@ -50,6 +50,7 @@ from ...fs import dir as xdir, dirblock as B
 from ..check.base import BMBT_DATA, DATA, file_owner
 from ..check.dirs import verify_dir_ino
 from ..check.namespace import metadata_inodes
+from ..check.superblocks import root_ino
 from ..names import quoted_name
 
 RMAP_ATTR, RMAP_BMBT = C.XFS_RMAP_OFF_ATTR, C.XFS_RMAP_OFF_BMBT
@@ -520,7 +521,7 @@ def plan(checker, cleared: set, mended: frozenset = frozenset()) -> NamespacePla
     tab = getattr(checker, "table", None)
     if tab is None:
         raise NamespaceError("check did not reach the namespace phase")
-    root = checker.root_ino()
+    root = root_ino(checker)
     special = metadata_inodes(checker)
 
     def itype(ino):
