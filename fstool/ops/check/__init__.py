@@ -28,7 +28,7 @@ from __future__ import annotations
 from .. import gc_paused
 from . import agheaders, btrees, dirs, inodes, namespace, spacemap, summary, superblocks
 from .base import (EXIT_CLEAN, EXIT_CORRUPT, EXIT_DIRTY_LOG, EXIT_OPERATIONAL, FIRST, GLOBAL,
-                   PER_AG, CheckerBase, CheckHooks, Finding, Phase)
+                   PER_AG, CheckContext, CheckHooks, Finding, Phase)
 from .table import InodeTable
 
 __all__ = ["Checker", "CheckHooks", "Finding", "InodeTable", "Phase", "PHASES", "check",
@@ -51,7 +51,11 @@ PHASES = (
 )
 
 
-class Checker(CheckerBase):
+class Checker(CheckContext):
+    """The check context with fstool check's phase registry, and the
+    geometry its inode and directory modules read by.  The phases are
+    functions of it (``PHASES``); what repair and the tests call is
+    public in the phase modules."""
     PHASES = PHASES
 
     def __init__(self, fs, progress=None, ag_filter=None, hooks: CheckHooks | None = None):

@@ -129,7 +129,7 @@ class CheckHooks:
         """A directory's inode, before its blocks are read."""
 
 
-class CheckerBase:
+class CheckContext:
     """The check context: the state the phases share (the filesystem and
     its geometry, the findings, the tables the phases fill and merge), the
     hooks registered on it, and the driver that runs the phase registry
