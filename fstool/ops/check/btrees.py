@@ -24,6 +24,7 @@ def _i64(v: int) -> int:
     return v - (1 << 64) if v >> 63 else v
 
 
+# -- one AG btree, block by block ------------------------------------------
 def walk_ag_tree(ctx, agno: int, name: str, bt, root: int, height: int,
                  owner: int, on_leaf, on_node=None, on_key=None) -> int:
     """Walk one AG btree from the root the AGF/AGI names, claiming its
