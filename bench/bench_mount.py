@@ -23,7 +23,11 @@ users have:
   installed, a Python pwrite/pread loop of the same shape, said so in the
   output), then 4 KiB random writes into a new sparse MIB MiB file (every
   first write to a block fills a hole);
-- a full tree walk (lstat of every entry, after dropping the caches).
+- a full tree walk (lstat of every entry, after dropping the caches);
+- ``tar x`` of a real tree: TAR_SOURCE (/usr/share/doc; with ``--quick``
+  its first 100 entries) tarred once into the work directory, extracted
+  into the mount and the mount synced (syncfs), entries per second and
+  the server's CPU per entry.
 
 Every figure is the median of ROUNDS rounds, each on a fresh image
 (``--quick``: one round, 5,000 files, 64 MiB, 5 s fio jobs, for
@@ -301,6 +305,37 @@ def stream_read(path: str, cold: bool = True) -> float:
     return n / (1 << 20) / (time.perf_counter() - t)
 
 
+# the real tree extracted by the tar x pattern (tarred once per run)
+TAR_SOURCE = "/usr/share/doc"
+
+
+def make_tarball(work: str, quick: bool) -> tuple:
+    """TAR_SOURCE (with ``quick``, its first 100 entries) tarred into
+    ``work``: (the tarball's path, its entries); (None, 0) where there is
+    no TAR_SOURCE."""
+    if not os.path.isdir(TAR_SOURCE):
+        return None, 0
+    parent, base = os.path.split(TAR_SOURCE)
+    names = sorted(os.listdir(TAR_SOURCE))[:100] if quick else None
+    members = [os.path.join(base, n) for n in names] if names is not None else [base]
+    tar = os.path.join(work, "tree.tar")
+    subprocess.run(["tar", "-cf", tar, "-C", parent, *members], check=True,
+                   stderr=subprocess.DEVNULL)
+    r = subprocess.run(["tar", "-tf", tar], check=True, capture_output=True, text=True)
+    return tar, len(r.stdout.splitlines())
+
+
+def tar_x(mnt: str, tar: str, entries: int) -> float:
+    """Entries per second of ``tar x`` of ``tar`` into ``mnt`` (a new
+    directory there), the mount synced (syncfs) before the clock stops."""
+    dest = os.path.join(mnt, "tarx")
+    os.mkdir(dest)
+    t = time.perf_counter()
+    subprocess.run(["tar", "-xf", tar, "-C", dest], check=True)
+    subprocess.run(["sync", "-f", dest], check=True)
+    return entries / (time.perf_counter() - t)
+
+
 def walk(mnt: str) -> float:
     drop_caches()
     t = time.perf_counter()
@@ -338,6 +373,12 @@ def data_patterns(t, args, out: dict) -> None:
     if t.pid:
         out[f"{label} server CPU us/IO"] = (cpu_seconds(t.pid) - cpu0) / ios * 1e6
     out["walk entries/s"] = walk(t.mnt)
+    if args.tarball:
+        cpu0 = cpu_seconds(t.pid) if t.pid else 0
+        out["tar x entries/s"] = tar_x(t.mnt, args.tarball, args.tar_entries)
+        if t.pid:
+            out["tar x server CPU us/entry"] = (cpu_seconds(t.pid) - cpu0) / \
+                args.tar_entries * 1e6
 
 
 def run_target(cls, work: str, args) -> dict:
@@ -469,6 +510,8 @@ def main() -> None:
     work = tempfile.mkdtemp(prefix="bench-mount-", dir=os.environ.get("BENCH_DIR"))
     rounds: dict = {cls.name: [] for cls in chosen}
     try:
+        args.tarball, args.tar_entries = make_tarball(work, q) if not args.creates_only \
+            else (None, 0)
         for n in range(args.rounds):
             # the servers alternate within a round: a change in the
             # machine's load falls on all of them
@@ -484,10 +527,10 @@ def main() -> None:
     keys = [f"creates/s {p}" for p in CREATE_PATTERNS] + \
         ["write MB/s", "read MB/s"] + \
         [f"{label} IOPS" for label, _rw, _mix in FIO_JOBS + (FRESH_JOB,)] + \
-        ["walk entries/s", "server RSS MiB", "server CPU us/create"] + \
+        ["walk entries/s", "tar x entries/s", "server RSS MiB", "server CPU us/create"] + \
         [f"server CPU us/create {p}" for p in CREATE_PATTERNS] + \
         [f"{label} server CPU us/IO" for label, _rw, _mix in FIO_JOBS + (FRESH_JOB,)] + \
-        ["repair -n"]
+        ["tar x server CPU us/entry", "repair -n"]
     keys = [k for k in keys if any(k in r for r in results.values())]
     names = list(results)
     print()

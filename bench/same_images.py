@@ -23,7 +23,8 @@ subprocess run from its root (so ``fstool`` is that tree's), makes:
 - ``mount``: a seeded workload through the mount's operations
   (``fstool.mount.ops.MountOps`` over a ``Volume``, as the native request
   loop drives them: group commit, creates answered before their names are
-  added), with a fixed clock: creates round-robin over directories,
+  added, told their names are known missing where the tree takes that),
+  with a fixed clock: creates round-robin over directories,
   mkdir, appends, overwrites, 4 KiB writes into a sparse file, truncates,
   renames, hard links, symlinks, unlinks, xattrs, checkpoints;
 - ``mount-noholes``: the same without writes into holes (no sparse file,
@@ -69,7 +70,7 @@ L.run_fstool(image, ops)
 """
 
 _MOUNT = r"""
-import os, random, sys
+import inspect, os, random, sys
 from fstool.ns.writer import Writer
 Writer.now_ns = lambda self: 1700000000 * 10**9       # one clock for both trees
 from fstool.mount.ops import MountOps
@@ -79,6 +80,9 @@ rng = random.Random(30)
 vol = Volume(image)
 ops = MountOps(vol)
 ops.answer_first = True
+# the native loop tells a create its name is known missing (its kept names),
+# where the tree's create takes that
+KNOWN = {"absent": True} if "absent" in inspect.signature(ops.create).parameters else {}
 dirs = []
 for d in range(24):
     ops.lookup(1, b"d%d" % d)
@@ -91,7 +95,7 @@ for i in range(4000):
     if op < 0.55 or not files:
         name = b"f%d" % i
         ops.lookup(parent, name)
-        fh, a = ops.create(parent, name, 0o100644, os.O_WRONLY, 0, 0)
+        fh, a = ops.create(parent, name, 0o100644, os.O_WRONLY, 0, 0, **KNOWN)
         ops.run_later()
         if rng.random() < 0.3:
             ops.write(fh, 0, rng.randbytes(rng.choice([1, 700, 4096, 9000, 70000])))
@@ -135,7 +139,7 @@ for i in range(4000):
         if not sparse or rng.random() < 0.05:
             name = b"sparse%d" % i
             ops.lookup(parent, name)
-            fh, a = ops.create(parent, name, 0o100644, os.O_RDWR, 0, 0)
+            fh, a = ops.create(parent, name, 0o100644, os.O_RDWR, 0, 0, **KNOWN)
             ops.run_later()
             ops.setattr(a.ino, size=8 << 20)
             sparse.append(fh)

@@ -16,13 +16,17 @@ work for after an answer: the loop sets its ``answer_first``, and once a
 request is answered, while still holding the lock, calls ``run_later()``
 when the list is not empty (the kernel's caller goes on meanwhile).
 
+Lookups of names known missing are answered here, with neither the lock
+nor the interpreter taken, where the handler has ``names(node)`` (see
+"names known" below); every other request, and a lookup that needs the
+handler, takes both.
+
 Reads and overwrites of regular files are answered here, without a call
 into the handler, where the handler has ``fast_map(node)`` (see
 ``fstool.mount.volume.Volume.fast_map``): the file's map is kept (a few
 dozen files) until the next call into the handler that may change
 anything, reads are spliced from the image by it (zeros for holes and
-unwritten records, read-ahead for sequential readers as the handler does
-it), an overwrite of written, unshared blocks inside the size is a
+unwritten records), an overwrite of written, unshared blocks inside the size is a
 pwrite to the image, and getxattr of a file without xattrs is ENODATA.
 The handler's ``overwritten([(node, time)], bytes)`` gets those writes'
 times before any other call into it (the inode update the handler logs
@@ -97,8 +101,6 @@ cdef extern from "fuseloop.h":
 
     ctypedef long ssize_t
     ssize_t pwrite(int fd, const void *buf, size_t count, off_t offset) nogil
-    int posix_fadvise(int fd, off_t offset, off_t length, int advice) nogil
-    enum: POSIX_FADV_WILLNEED
     int clock_gettime(int clk, timespec *ts) nogil
     enum: CLOCK_REALTIME
 
@@ -229,7 +231,7 @@ cdef extern from "fuseloop.h":
 
     int fuse_reply_err(fuse_req_t req, int err)
     void fuse_reply_none(fuse_req_t req)
-    int fuse_reply_entry(fuse_req_t req, const fuse_entry_param *e)
+    int fuse_reply_entry(fuse_req_t req, const fuse_entry_param *e) nogil
     int fuse_reply_create(fuse_req_t req, const fuse_entry_param *e,
                           const fuse_file_info *fi)
     int fuse_reply_attr(fuse_req_t req, const stat *attr, double attr_timeout)
@@ -244,6 +246,8 @@ cdef extern from "fuseloop.h":
     size_t fuse_add_direntry_plus(fuse_req_t req, char *buf, size_t bufsize,
                                   const char *name, const fuse_entry_param *e, off_t off)
     const fuse_ctx *fuse_req_ctx(fuse_req_t req)
+    int fuse_lowlevel_notify_inval_inode(fuse_session *se, fuse_ino_t ino, off_t off,
+                                         off_t len)
 
     fuse_session *fuse_session_new(fuse_args *args, const fuse_lowlevel_ops *op,
                                    size_t op_size, void *userdata)
@@ -251,12 +255,17 @@ cdef extern from "fuseloop.h":
     void fuse_session_unmount(fuse_session *se)
     void fuse_session_destroy(fuse_session *se)
     void fuse_session_exit(fuse_session *se)
-    int fuse_session_exited(fuse_session *se)
+    int fuse_session_exited(fuse_session *se) nogil
     int fuse_session_receive_buf(fuse_session *se, fuse_buf *buf) nogil
 
     char fstool_fuse_error[512]
     void fstool_fuse_log_capture(int on)
-    void fuse_session_process_buf(fuse_session *se, const fuse_buf *buf)
+    int fstool_v2_want
+    int fstool_v2_on
+    int fstool_kill_suidgid
+    void fstool_peek(const char *mem, size_t size) nogil
+    int fstool_use_own_io(fuse_session *se)
+    void fuse_session_process_buf(fuse_session *se, const fuse_buf *buf) nogil
 
 
 # -- the one session of the process --------------------------------------------------------
@@ -274,6 +283,8 @@ cdef bint _writeback_cache = False
 cdef bint _mounted = False
 cdef bint _gone = False            # the kernel ended the connection (unmounted)
 cdef object _failure = None        # the exception that ended the loop
+cdef bint _init_seen = False       # INIT answered, on_init not yet called
+cdef object _on_init = None        # run()'s on_init
 
 
 # -- the fast path: reads and overwrites of regular files answered here --------------------
@@ -305,9 +316,6 @@ cdef struct _Fast:
     _Ext *ext                      # the records, in file order
     size_t n
     long long pending_ns           # the time of the last overwrite made here, not handed over
-    long long ra_next              # read-ahead of a sequential reader (Volume._read_ahead)
-    long long ra_ahead
-    long long ra_window
 
 cdef _Fast _fast[FAST_SLOTS]
 cdef bint _fast_on = False         # the handler has fast_map
@@ -321,9 +329,6 @@ cdef unsigned long long _agblocks = 0
 cdef unsigned long long _agcount = 0
 cdef long long _image_start = 0
 cdef long long _image_bytes = 0
-cdef long long _ra_first = 0       # the handler's read-ahead figures (0: none)
-cdef long long _ra_max = 0
-cdef long long _ra_slack = 0
 
 
 cdef int _handover() except -1:
@@ -490,52 +495,13 @@ cdef size_t _segments(_Fast *f, long long off, long long end, fuse_buf *out) noe
     return k
 
 
-cdef void _read_ahead(_Fast *f, long long off, long long end) noexcept nogil:
-    """Volume._read_ahead's rule for the reads answered here (one reader
-    per file rather than per open handle): the image's pages of the next
-    window of a sequential reader asked for (posix_fadvise WILLNEED)."""
-    cdef long long d, start, stop, lo, hi
-    cdef size_t i
-    cdef _Ext *e
-    if not _ra_first:
-        return
-    d = off - f.ra_next
-    if d != 0 and not (f.ra_window and -_ra_slack <= d <= _ra_slack):
-        f.ra_window = 0                 # a jump: not (or no longer) sequential
-        f.ra_ahead = 0
-        f.ra_next = end
-        return
-    if end > f.ra_next:
-        f.ra_next = end
-    if f.ra_window and f.ra_ahead - end >= f.ra_window // 2:
-        return
-    f.ra_window = 2 * f.ra_window if 2 * f.ra_window > _ra_first else _ra_first
-    if f.ra_window > _ra_max:
-        f.ra_window = _ra_max
-    start = f.ra_ahead if f.ra_ahead > end else end
-    stop = end + f.ra_window
-    if stop <= start:
-        return
-    f.ra_ahead = stop
-    if stop > f.size:
-        stop = f.size
-    i = _first_ext(f, start)
-    while i < f.n and f.ext[i].start < stop:
-        e = &f.ext[i]
-        i += 1
-        if e.at < 0:
-            continue
-        lo = e.start if e.start > start else start
-        hi = e.start + e.length
-        if hi > stop:
-            hi = stop
-        if hi > lo:
-            posix_fadvise(_image_fd, e.at + lo - e.start, hi - lo, POSIX_FADV_WILLNEED)
-
-
 cdef void _fast_read(fuse_req_t req, _Fast *f, size_t size, off_t off) noexcept:
     """A READ answered from the kept map: the image's pages spliced, zeros
-    for holes and unwritten records (as _reply_segments)."""
+    for holes and unwritten records (as _reply_segments).  No read-ahead
+    of the image is asked for here: splicing from the image file in order
+    already has the host kernel read ahead of it, and asking again
+    (posix_fadvise WILLNEED, done under the loop's lock) doubled the
+    server's CPU per MB of a cold read (docs/performance.md)."""
     cdef long long end
     cdef size_t n
     cdef fuse_bufvec *bv
@@ -544,7 +510,6 @@ cdef void _fast_read(fuse_req_t req, _Fast *f, size_t size, off_t off) noexcept:
         return
     # (no sum past the largest offset)
     end = off + <long long> size if <long long> size < f.size - off else f.size
-    _read_ahead(f, off, end)
     n = _segments(f, off, end, NULL)
     bv = <fuse_bufvec *> malloc(sizeof(fuse_bufvec) + n * sizeof(fuse_buf))
     if bv is NULL:
@@ -557,17 +522,36 @@ cdef void _fast_read(fuse_req_t req, _Fast *f, size_t size, off_t off) noexcept:
     free(bv)
 
 
+cdef void _overwrote(_Fast *f, long long nbytes) noexcept:
+    """``nbytes`` of ``f`` overwritten here: its time (mtime and ctime) to
+    hand over, the bytes to report."""
+    global _pending, _unreported
+    cdef timespec ts
+    cdef long long now
+    if f.fixed_ns >= 0:
+        now = f.fixed_ns
+    else:
+        clock_gettime(CLOCK_REALTIME, &ts)
+        now = ts.tv_sec * 1000000000LL + ts.tv_nsec
+    if not f.pending_ns:
+        _pending += 1
+    f.pending_ns = now
+    _unreported += nbytes
+
+
 cdef bint _fast_write(fuse_req_t req, _Fast *f, const char *buf, size_t size,
                       off_t off) noexcept:
     """An overwrite of written blocks inside the file's size, made and
-    answered here: True; anything else (nothing done): False."""
-    global _pending, _unreported
+    answered here: True; anything else (nothing done): False.  A write
+    that fails part way (the image's pwrite, or the crash tests' fault
+    hook) still changes the file's times when any of its bytes reached the
+    image, as the kernel's write, which updates them first, does."""
     cdef long long end
     cdef long long pos, hi, at
     cdef size_t i, j
     cdef ssize_t k
-    cdef timespec ts
-    cdef long long now
+    cdef int err = 0
+    failure = None
     if not f.may_write or size == 0 or off < 0 or <long long> size > f.size - off:
         return False
     end = off + <long long> size
@@ -581,7 +565,7 @@ cdef bint _fast_write(fuse_req_t req, _Fast *f, const char *buf, size_t size,
         pos = f.ext[j].start + f.ext[j].length
         j += 1
     pos = off
-    while pos < end:
+    while pos < end and not err and failure is None:
         hi = f.ext[i].start + f.ext[i].length
         if hi > end:
             hi = end
@@ -589,28 +573,26 @@ cdef bint _fast_write(fuse_req_t req, _Fast *f, const char *buf, size_t size,
         while pos < hi:
             k = pwrite(_image_fd, buf + (pos - off), hi - pos, at)
             if k <= 0:
-                fuse_reply_err(req, errno if k < 0 and errno else EIO)
-                return True
+                err = errno if k < 0 and errno else EIO
+                break
+            pos += k
             if _write_hit is not None:
                 # the crash tests' write counter (FSTOOL_FAULT_AFTER_WRITES)
                 try:
                     _write_hit(at, k)
                 except BaseException as exc:
-                    _error(req, exc)
-                    return True
-            pos += k
+                    failure = exc
+                    break
             at += k
         i += 1
-    if f.fixed_ns >= 0:
-        now = f.fixed_ns
+    if pos > off:
+        _overwrote(f, pos - off)
+    if err:
+        fuse_reply_err(req, err)
+    elif failure is not None:
+        _error(req, failure)
     else:
-        clock_gettime(CLOCK_REALTIME, &ts)
-        now = ts.tv_sec * 1000000000LL + ts.tv_nsec
-    if not f.pending_ns:
-        _pending += 1
-    f.pending_ns = now
-    _unreported += <long long> size
-    fuse_reply_write(req, size)
+        fuse_reply_write(req, size)
     return True
 
 
@@ -668,8 +650,233 @@ cdef void _call_and_ack(fuse_req_t req, str name, bint changes, tuple args) noex
     fuse_reply_err(req, 0)
 
 
+# -- names known: LOOKUPs of missing names answered here -----------------------------------
+# Before every create the kernel looks the new name up (a miss).  The names
+# of a directory are kept here, as 64-bit hashes, once a lookup in it has
+# missed (the handler's names(node) lists them); a later lookup of a name
+# whose hash is not among them is answered "no such name" without a call
+# into the handler, and the create that follows tells the handler the name
+# is known missing (no second search of the directory).
+#
+# What is kept is always a superset of the directory's names, never less:
+# every request that can add a name (CREATE, MKNOD, MKDIR, SYMLINK, LINK,
+# RENAME's new name) adds it here once the handler has made it, and nothing
+# else adds names (the handler's work left for after an answer only
+# finishes a create already added; the timer's checkpoint adds none).
+# Removals (UNLINK, RMDIR, RENAME's old name) leave the hash in: a stale or
+# colliding hash only sends the lookup to the handler, as without this
+# table.  RMDIR drops every table all the same (the directory's node number
+# may come back as another file's).  Only "." and "..", and names the
+# handler would refuse (empty, longer than 255 bytes), always go to it.
+DEF NAME_DIRS = 4096               # directories whose names are kept at most (a power of two)
+DEF NAME_DIRS_MAX = 3072           # full: every table dropped, kept again as lookups miss
+DEF NAMES_KEPT_MAX = 1 << 20       # names kept in all at most (8 bytes and a slot each)
+
+cdef struct _Names:
+    uint64_t node                  # 0: an empty slot
+    uint64_t *h                    # the names' hashes, open addressing (0: an empty slot)
+    size_t cap                     # slots of h, a power of two (0: the names are not kept)
+    size_t n
+
+cdef extern from *:
+    """
+    #include <pthread.h>
+    static pthread_mutex_t fstool_names_mx = PTHREAD_MUTEX_INITIALIZER;
+    static __thread int fstool_serial_held;
+    """
+    ctypedef struct pthread_mutex_t:
+        pass
+    pthread_mutex_t fstool_names_mx
+    int pthread_mutex_lock(pthread_mutex_t *m) nogil
+    int pthread_mutex_unlock(pthread_mutex_t *m) nogil
+    int fstool_serial_held        # this thread holds the request lock (_serial)
+
+cdef _Names _names[NAME_DIRS]      # fstool_names_mx held for any use
+cdef size_t _names_dirs = 0        # slots in use
+cdef size_t _names_total = 0       # hashes kept in all
+cdef bint _names_on = False        # the handler has names(node)
+
+
+cdef inline uint64_t _name_hash(const char *name, size_t n) noexcept nogil:
+    """FNV-1a, never 0 (an empty slot)."""
+    cdef uint64_t h = 0xcbf29ce484222325ULL
+    cdef size_t i
+    for i in range(n):
+        h ^= <unsigned char> name[i]
+        h *= 0x100000001b3ULL
+    return h if h else 1
+
+
+cdef void _names_drop() noexcept nogil:
+    """Every directory's names forgotten."""
+    pthread_mutex_lock(&fstool_names_mx)
+    _names_drop_locked()
+    pthread_mutex_unlock(&fstool_names_mx)
+
+
+cdef void _names_drop_locked() noexcept nogil:
+    global _names_dirs, _names_total
+    cdef size_t i
+    if not _names_dirs:
+        return
+    for i in range(NAME_DIRS):
+        free(_names[i].h)
+    memset(_names, 0, sizeof(_names))
+    _names_dirs = 0
+    _names_total = 0
+
+
+cdef _Names *_names_of(uint64_t node, bint make) noexcept nogil:
+    """The slot of directory ``node``; NULL when it has none (with ``make``,
+    an empty one is taken for it)."""
+    global _names_dirs
+    cdef size_t i, k
+    cdef _Names *d
+    if make and _names_dirs >= NAME_DIRS_MAX:
+        _names_drop_locked()
+    i = <size_t> ((node * 0x9E3779B97F4A7C15ULL) >> 52)
+    for k in range(NAME_DIRS):
+        d = &_names[(i + k) & (NAME_DIRS - 1)]
+        if d.node == node:
+            return d
+        if d.node == 0:
+            if not make:
+                return NULL
+            d.node = node
+            _names_dirs += 1
+            return d
+    return NULL
+
+
+cdef bint _names_has(_Names *d, uint64_t h) noexcept nogil:
+    cdef size_t m = d.cap - 1
+    cdef size_t i = <size_t> (h * 0x9E3779B97F4A7C15ULL) & m
+    while d.h[i]:
+        if d.h[i] == h:
+            return True
+        i = (i + 1) & m
+    return False
+
+
+cdef bint _names_put(_Names *d, uint64_t h) noexcept nogil:
+    """Add a hash (at most half the slots in use); False: no memory, or
+    too many names kept in all (the caller drops every table)."""
+    global _names_total
+    cdef size_t i, k, m, cap
+    cdef uint64_t *old
+    cdef uint64_t *new
+    if _names_has(d, h):
+        return True
+    if (d.n + 1) * 2 > d.cap:
+        cap = d.cap * 2
+        new = <uint64_t *> calloc(cap, sizeof(uint64_t))
+        if new is NULL:
+            return False
+        old = d.h
+        m = cap - 1
+        for k in range(d.cap):
+            if old[k]:
+                i = <size_t> (old[k] * 0x9E3779B97F4A7C15ULL) & m
+                while new[i]:
+                    i = (i + 1) & m
+                new[i] = old[k]
+        free(old)
+        d.h = new
+        d.cap = cap
+    m = d.cap - 1
+    i = <size_t> (h * 0x9E3779B97F4A7C15ULL) & m
+    while d.h[i]:
+        i = (i + 1) & m
+    d.h[i] = h
+    d.n += 1
+    _names_total += 1
+    return _names_total <= NAMES_KEPT_MAX
+
+
+cdef bint _names_plain(const char *name, size_t *n) noexcept nogil:
+    """A name the kept table can answer for: not "." or "..", 1-255 bytes."""
+    n[0] = strlen(name)
+    if n[0] == 0 or n[0] > 255:
+        return False
+    return not (name[0] == b'.' and (n[0] == 1 or (n[0] == 2 and name[1] == b'.')))
+
+
+cdef bint _known_missing(fuse_ino_t parent, const char *name) noexcept nogil:
+    """``name`` is surely not in directory ``parent`` (any thread, with or
+    without the interpreter or the request lock)."""
+    cdef _Names *d
+    cdef size_t n
+    cdef uint64_t h
+    cdef bint missing = False
+    if not _names_on or not _names_plain(name, &n):
+        return False
+    h = _name_hash(name, n)
+    pthread_mutex_lock(&fstool_names_mx)
+    d = _names_of(parent, False)
+    if d is not NULL and d.cap != 0:
+        missing = not _names_has(d, h)
+    pthread_mutex_unlock(&fstool_names_mx)
+    return missing
+
+
+cdef void _names_learn(fuse_ino_t parent) noexcept:
+    """After a lookup in ``parent`` missed: its names, from the handler,
+    kept (or that the handler keeps them from us, noted: it is not asked
+    again until every table is dropped)."""
+    cdef _Names *d
+    cdef size_t cap = 16
+    cdef Py_ssize_t count
+    cdef bint kept
+    if not _names_on:
+        return
+    pthread_mutex_lock(&fstool_names_mx)
+    kept = _names_of(parent, False) is not NULL
+    pthread_mutex_unlock(&fstool_names_mx)
+    if kept:
+        return
+    try:
+        names = _py(False).names(parent)
+        hashes = [_name_hash(<bytes> n, len(<bytes> n)) for n in names] \
+            if names is not None else None
+    except BaseException as exc:
+        _fail(exc)                  # names() never raises: a bug
+        return
+    # (only this thread changes the tables: it holds the request lock)
+    pthread_mutex_lock(&fstool_names_mx)
+    d = _names_of(parent, True)
+    if d is not NULL and hashes is not None:
+        count = len(hashes)
+        if _names_total + count <= NAMES_KEPT_MAX:
+            while cap < 2 * (<size_t> count + 1):
+                cap *= 2
+            d.h = <uint64_t *> calloc(cap, sizeof(uint64_t))
+            if d.h is not NULL:
+                d.cap = cap
+                for h in hashes:
+                    if not _names_put(d, h):
+                        _names_drop_locked()
+                        break
+    pthread_mutex_unlock(&fstool_names_mx)
+
+
+cdef void _names_add(fuse_ino_t parent, const char *name) noexcept:
+    """``name`` made in ``parent`` (a request's handler has just made it)."""
+    cdef _Names *d
+    cdef uint64_t h
+    if not _names_on:
+        return
+    h = _name_hash(name, strlen(name))
+    pthread_mutex_lock(&fstool_names_mx)
+    d = _names_of(parent, False)
+    if d is not NULL and d.cap != 0 and not _names_put(d, h):
+        _names_drop_locked()
+    pthread_mutex_unlock(&fstool_names_mx)
+
+
 # -- the callbacks (called by fuse_session_process_buf with the GIL held) --------------------
 cdef void op_init(void *userdata, fuse_conn_info *conn) noexcept:
+    global _init_seen
+    _init_seen = True               # on_init once the kernel has the answer
     # readdirplus always (the walk takes names and attributes in one request)
     conn.want &= ~(<unsigned> FUSE_CAP_READDIRPLUS_AUTO)
     if conn.capable & FUSE_CAP_READDIRPLUS:
@@ -687,14 +894,47 @@ cdef void op_init(void *userdata, fuse_conn_info *conn) noexcept:
         conn.want &= ~(<unsigned> FUSE_CAP_WRITEBACK_CACHE)
 
 
-cdef void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) noexcept:
+cdef void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) noexcept nogil:
+    # called without the interpreter and without the request lock (_serve)
+    cdef fuse_entry_param e
+    if _known_missing(parent, name):
+        # a negative entry, as _fill_entry makes it for the handler's None
+        memset(&e, 0, sizeof(fuse_entry_param))
+        e.entry_timeout = _entry_timeout
+        fuse_reply_entry(req, &e)
+        return
+    _lookup_py(req, parent, name)
+
+
+cdef void _lookup_py(fuse_req_t req, fuse_ino_t parent, const char *name) noexcept with gil:
+    """A LOOKUP the handler answers: holding the request lock, as every call
+    into it."""
+    global fstool_serial_held
+    if fstool_serial_held:
+        _lookup_locked(req, parent, name)
+        return
+    try:
+        with _serial:
+            fstool_serial_held = 1
+            try:
+                _lookup_locked(req, parent, name)
+            finally:
+                fstool_serial_held = 0
+    except BaseException as exc:
+        _fail(exc)
+
+
+cdef void _lookup_locked(fuse_req_t req, fuse_ino_t parent, const char *name) noexcept:
     cdef fuse_entry_param e
     try:
-        _fill_entry(&e, _py(False).lookup(parent, name))
+        a = _py(False).lookup(parent, name)
+        _fill_entry(&e, a)
     except BaseException as exc:
         _error(req, exc)
         return
     fuse_reply_entry(req, &e)
+    if a is None:
+        _names_learn(parent)
 
 
 cdef void _forget_failed(object exc) noexcept:
@@ -750,6 +990,8 @@ cdef void op_setattr(fuse_req_t req, fuse_ino_t ino, stat *attr, int to_set,
             kw["mtime_ns"] = attr.st_mtim.tv_sec * 1000000000 + attr.st_mtim.tv_nsec
         elif to_set & FUSE_SET_ATTR_MTIME_NOW:
             kw["mtime_now"] = True
+        if fstool_kill_suidgid:
+            kw["kill_gid"] = fuse_req_ctx(req).gid
         _fill_stat(&st, _py(True).setattr(ino, **kw))
     except BaseException as exc:
         _error(req, exc)
@@ -784,6 +1026,7 @@ cdef void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t m
     except BaseException as exc:
         _error(req, exc)
         return
+    _names_add(parent, name)
     _reply_new(req, a)
 
 
@@ -795,6 +1038,7 @@ cdef void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
     except BaseException as exc:
         _error(req, exc)
         return
+    _names_add(parent, name)
     _reply_new(req, a)
 
 
@@ -806,6 +1050,7 @@ cdef void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
     except BaseException as exc:
         _error(req, exc)
         return
+    _names_add(parent, name)
     _reply_new(req, a)
 
 
@@ -816,6 +1061,7 @@ cdef void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
     except BaseException as exc:
         _error(req, exc)
         return
+    _names_add(newparent, newname)
     _reply_new(req, a)
 
 
@@ -824,17 +1070,28 @@ cdef void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name) noexcep
 
 
 cdef void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name) noexcept:
+    _names_drop()                   # the node number may come back as a file's
     _call_and_ack(req, "rmdir", True, (parent, name))
 
 
 cdef void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
                     fuse_ino_t newparent, const char *newname, unsigned int flags) noexcept:
-    _call_and_ack(req, "rename", True, (parent, name, newparent, newname, flags))
+    try:
+        _py(True).rename(parent, name, newparent, newname, flags)
+    except BaseException as exc:
+        _error(req, exc)
+        return
+    _names_add(newparent, newname)
+    fuse_reply_err(req, 0)
 
 
 cdef void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi) noexcept:
     try:
-        fi.fh = _py(True).open(ino, fi.flags)
+        if fstool_kill_suidgid:
+            fi.fh = _py(True).open(ino, fi.flags, fuse_req_ctx(req).gid)
+            _mode_news(ino)
+        else:
+            fi.fh = _py(True).open(ino, fi.flags)
     except BaseException as exc:
         _error(req, exc)
         return
@@ -847,8 +1104,11 @@ cdef void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t 
                     fuse_file_info *fi) noexcept:
     cdef fuse_entry_param e
     cdef const fuse_ctx *ctx = fuse_req_ctx(req)
+    # known missing (see _known_missing): the handler need not look again
+    cdef bint absent = _known_missing(parent, name)
     try:
-        fh, a = _py(True).create(parent, name, mode, fi.flags, ctx.uid, ctx.gid)
+        fh, a = _py(True).create(parent, name, mode, fi.flags, ctx.uid, ctx.gid, absent)
+        _names_add(parent, name)
         _fill_entry(&e, a)
         fi.fh = fh
     except BaseException as exc:
@@ -930,15 +1190,30 @@ cdef void _reply_segments(fuse_req_t req, list segments) noexcept:
 
 cdef void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
                    off_t off, fuse_file_info *fi) noexcept:
+    # (the fast path's files have nothing a write takes away: see fast_map)
+    cdef bint kill = fstool_kill_suidgid
     cdef _Fast *f = _fast_get(ino)
     if f is not NULL and _fast_write(req, f, buf, size, off):
         return
     try:
-        n = _py(True).write(fi.fh, off, PyBytes_FromStringAndSize(buf, size))
+        data = PyBytes_FromStringAndSize(buf, size)
+        n = _py(True).write(fi.fh, off, data, fuse_req_ctx(req).gid) if kill else \
+            _py(True).write(fi.fh, off, data)
+        if kill:
+            _mode_news(ino)
     except BaseException as exc:
         _error(req, exc)
         return
     fuse_reply_write(req, n)
+
+
+cdef int _mode_news(fuse_ino_t ino) except -1:
+    """After a write or an open that may have taken set-user-ID or
+    set-group-ID away (FUSE_HANDLE_KILLPRIV_V2): where it did, the kernel's
+    copy of the file's attributes is dropped (its answer carries none)."""
+    if _handler.privileges_dropped():
+        fuse_lowlevel_notify_inval_inode(_se, ino, -1, 0)
+    return 0
 
 
 cdef void op_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi) noexcept:
@@ -1131,6 +1406,16 @@ WORKERS = 2
 # the signal that breaks a worker out of its read of /dev/fuse at the end
 WAKE_SIGNAL = _signal.SIGRTMIN + 7
 cdef bint _stopping = False        # the workers are told to stop
+cdef object _serial = None         # the request lock (run's)
+DEF FUSE_LOOKUP = 1                # fuse_in_header's opcode of a LOOKUP
+DEF IN_HEADER = 40                 # sizeof(struct fuse_in_header)
+
+
+cdef inline bint _unlocked(fuse_buf *buf) noexcept nogil:
+    """A request answered without the interpreter or the request lock
+    first: a LOOKUP (op_lookup takes both only when it needs the handler)."""
+    return not (buf.flags & FUSE_BUF_IS_FD) and buf.size >= IN_HEADER and \
+        (<uint32_t *> buf.mem)[1] == FUSE_LOOKUP
 cdef bint _ended = False            # fstool ended the session (exit(), a failure)
 
 
@@ -1143,7 +1428,7 @@ def _serve(serial, int wfd):
     holding ``serial``; until the session ends, the kernel ends the
     connection, reading fails or the loop is told to stop.  Every signal
     but WAKE_SIGNAL is left to the main thread."""
-    global _gone
+    global _gone, fstool_serial_held
     cdef fuse_buf buf
     cdef int res
     _signal.pthread_sigmask(_signal.SIG_BLOCK, set(_signal.valid_signals()) - {WAKE_SIGNAL})
@@ -1152,6 +1437,14 @@ def _serve(serial, int wfd):
         while not _stopping and not fuse_session_exited(_se):
             with nogil:
                 res = fuse_session_receive_buf(_se, &buf)
+                # lookups answered meanwhile while the other worker holds
+                # the lock (its create, say), the interpreter not taken
+                while res > 0 and _unlocked(&buf):
+                    fuse_session_process_buf(_se, &buf)
+                    if _stopping or fuse_session_exited(_se):
+                        res = -EINTR
+                        break
+                    res = fuse_session_receive_buf(_se, &buf)
             if res == -EINTR or res == -EAGAIN:
                 continue
             if res < 0:
@@ -1163,9 +1456,17 @@ def _serve(serial, int wfd):
                 _gone = not _ended
                 break
             with serial:
-                fuse_session_process_buf(_se, &buf)
-                if _later:
-                    _py(True).run_later()
+                fstool_serial_held = 1
+                try:
+                    if not buf.flags & FUSE_BUF_IS_FD:
+                        fstool_peek(<const char *> buf.mem, <size_t> res)
+                    fuse_session_process_buf(_se, &buf)
+                    if _init_seen:
+                        _after_init()
+                    if _later:
+                        _py(True).run_later()
+                finally:
+                    fstool_serial_held = 0
     except BaseException as exc:
         _fail(exc)                  # raised by run()
     finally:
@@ -1174,6 +1475,17 @@ def _serve(serial, int wfd):
             _os.write(wfd, b"x")
         except OSError:
             pass
+
+
+cdef int _after_init() except -1:
+    """run()'s on_init, once INIT is answered: the kernel has set up the
+    connection from the answer (what the server may change of it after,
+    such as the mount's read-ahead, it would not undo)."""
+    global _init_seen
+    _init_seen = False
+    if _on_init is not None:
+        _on_init()
+    return 0
 
 
 cdef void _fail(object exc) noexcept:
@@ -1225,7 +1537,7 @@ class Session:
     def __init__(self, handler, options):
         global _handler, _se, _entry_timeout, _attr_timeout, _writeback_cache, _failure
         global _mounted, _gone, _ended, _later, _read_map, _image_fd, _zeros, _zeros_max
-        global _fast_on, _write_hit, _ra_first, _ra_max, _ra_slack
+        global _fast_on, _write_hit, _names_on
         global _blocklog, _agblklog, _agblocks, _agcount, _image_start, _image_bytes
         cdef fuse_args args
         if _se is not NULL:
@@ -1235,11 +1547,13 @@ class Session:
         if _later is not None:
             handler.answer_first = True
         _fast_clear()
+        _names_drop()
+        # lookups of missing names answered here (see _known_missing)
+        _names_on = hasattr(handler, "names")
         _read_map = hasattr(handler, "read_map")
         # reads and overwrites of regular files answered here (see _fast_get)
         _fast_on = _read_map and hasattr(handler, "fast_map")
         _write_hit = getattr(handler, "write_hit", None) if _fast_on else None
-        _ra_first, _ra_max, _ra_slack = getattr(handler, "read_ahead", (0, 0, 0))
         if _fast_on:
             handler.drop_maps = _drop_maps
             _blocklog, _agblklog, _agblocks, _agcount, _image_start, _image_bytes = \
@@ -1310,7 +1624,7 @@ class Session:
             raise RuntimeError(_fuse_error("fuse_session_new() failed"))
 
     def mount(self, mountpoint):
-        global _mounted
+        global _mounted, fstool_v2_want
         cdef int res
         if isinstance(mountpoint, str):
             mountpoint = mountpoint.encode()
@@ -1320,23 +1634,34 @@ class Session:
         if res != 0:
             raise RuntimeError(_fuse_error("fuse_session_mount() failed"))
         _mounted = True
+        # FUSE_HANDLE_KILLPRIV_V2 where the handler keeps its promise
+        # (kill_privileges) and the kernel offers it (see fuseloop.h)
+        fstool_v2_want = bool(getattr(_handler, "kill_privileges", False))
+        if fstool_v2_want:
+            fstool_use_own_io(_se)
+
+    @property
+    def killpriv_v2(self):
+        """FUSE_HANDLE_KILLPRIV_V2 was negotiated (known once INIT is answered)."""
+        return bool(fstool_v2_on)
 
     def exit(self):
         """End the loop after the request at hand (signal handlers call it)."""
         _end()
 
-    def run(self, double every=0, tick=None, int workers=WORKERS):
+    def run(self, double every=0, tick=None, int workers=WORKERS, on_init=None):
         """Serve until unmounted or ``exit()``; ``tick()`` every ``every``
-        seconds (0: never).  ``workers`` threads read requests and answer
+        seconds (0: never); ``on_init()`` once the kernel's INIT is
+        answered (holding the lock; an exception ends the loop).  ``workers`` threads read requests and answer
         them one at a time (never two handlers at once: a lock, which the
         tick takes too); this thread keeps the timer and the signals.
         Returns once every worker has stopped."""
-        global _failure, _stopping
+        global _failure, _stopping, _on_init, _init_seen, _serial
         import threading
         cdef pollfd pfd
         cdef int res, timeout_ms
         cdef double now, due
-        serial = threading.Lock()
+        serial = _serial = threading.Lock()
         rfd, wfd = _os.pipe()
         # kept for good: a wake signal still on its way to a worker that is
         # ending must never meet the default action (the process killed)
@@ -1348,6 +1673,8 @@ class Session:
         pfd.events = POLLIN
         monotonic = _time.monotonic
         due = monotonic() + every if every > 0 else 0
+        _on_init = on_init
+        _init_seen = False
         try:
             _stopping = False
             for t in threads:
@@ -1379,6 +1706,7 @@ class Session:
                 break                             # a worker has stopped
         finally:
             _stop_workers(threads)
+            _on_init = None
             _os.close(rfd)
             _os.close(wfd)
             _end_fast()
@@ -1396,5 +1724,6 @@ class Session:
         fuse_session_destroy(_se)
         _se = NULL
         _end_fast()
+        _names_drop()
         _handler = _later = None
         _mounted = False

@@ -29,11 +29,14 @@ cdef extern from "Python.h":
     void PyStructSequence_SET_ITEM(object p, Py_ssize_t pos, object o)
 ctypedef PyTypeObject *type_p
 from posix.unistd cimport pread
+from libc.string cimport memcpy
 
 # the CPU's CRC-32C instruction, where there is one (crc32c_hw.h)
 cdef extern from "crc32c_hw.h":
     int fstool_crc32c_hw_available()
     unsigned int fstool_crc32c_hw(unsigned int crc, const unsigned char *p, size_t n)
+    void fstool_cksum3_hw(const unsigned char *p0, const unsigned char *p1,
+                          const unsigned char *p2, size_t n, size_t off, unsigned int *out)
 
 cdef int _HW_CRC
 
@@ -127,7 +130,9 @@ cdef class PathTable:
     cdef Py_ssize_t _add_sf(self, unsigned char *p, Py_ssize_t start) except -1
     cdef object _gen(self, unsigned long long d)
     cdef int _reserve(self, Py_ssize_t n) except -1
-    cdef int _put(self, unsigned char *p, Py_ssize_t a, Py_ssize_t n) except -1
-    cdef int _put_byte(self, unsigned char c) except -1
-    cdef int _put_uint(self, unsigned long long v) except -1
-    cdef int _put_esc(self, unsigned char *p, Py_ssize_t a, Py_ssize_t n) except -1
+    cdef int _flush(self, object write) except -1
+    cdef int _line(self, unsigned long long ino, unsigned char *pre, Py_ssize_t nb,
+                   unsigned char *p, Py_ssize_t a, Py_ssize_t n) except -1
+# render's buffer size before it hands the text on; its digit tables
+cdef Py_ssize_t _FLUSH_AT
+cdef bytes _DIGITS2, _HEX

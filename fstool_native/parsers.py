@@ -209,6 +209,48 @@ def _cksum_region_ok(p, start, end, off):
     return _cksum_region(p, start, end, off) == stored
 
 
+@cython.cfunc
+@cython.exceptval(check=False)
+@cython.locals(p=cython.p_uchar, base=cython.Py_ssize_t, size=cython.Py_ssize_t,
+               off=cython.Py_ssize_t, want=cython.ulonglong, ok=cython.ulonglong,
+               i=cython.int, m=cython.int, k=cython.int, j=cython.int, idx=cython.int[64],
+               got=cython.uint[3], at=cython.Py_ssize_t, one=cython.ulonglong)
+@cython.returns(cython.ulonglong)
+def _cksums_ok(p, base, size, off, want):
+    """Of the regions p[base + i * size:][:size] for each bit i of
+    ``want`` (up to 64), a mask of those whose XFS checksum (at ``off``
+    in each) is right; with the CPU's instruction three regions at a time."""
+    ok = 0
+    one = 1
+    if cython.compiled and _HW_CRC:
+        m = 0
+        for i in range(64):
+            if (want >> i) & 1:
+                idx[m] = i
+                m += 1
+        k = 0
+        while k + 3 <= m:
+            fstool_cksum3_hw(p + base + idx[k] * size, p + base + idx[k + 1] * size,
+                             p + base + idx[k + 2] * size, size, off, got)
+            for j in range(3):
+                at = base + idx[k + j] * size + off
+                if got[j] == (p[at] | (p[at + 1] << 8) | (p[at + 2] << 16) |
+                              (cython.cast(cython.uint, p[at + 3]) << 24)):
+                    ok |= one << idx[k + j]
+            k += 3
+        while k < m:
+            at = base + idx[k] * size
+            if _cksum_region_ok(p, at, at + size, at + off):
+                ok |= one << idx[k]
+            k += 1
+        return ok
+    for i in range(64):
+        at = base + i * size
+        if (want >> i) & 1 and _cksum_region_ok(p, at, at + size, at + off):
+            ok |= one << i
+    return ok
+
+
 @cython.locals(p=cython.p_uchar, n=cython.Py_ssize_t, off=cython.Py_ssize_t)
 def xfs_cksum(buf, crc_offset) -> int:
     """CRC-32C of ``buf`` with the 4-byte CRC field at ``crc_offset`` taken as
@@ -463,10 +505,6 @@ _ATTR_INCOMPLETE = 0x80
 # into one buffer.  With gen_of and parents_of it reads through them
 # instead (a few inodes, read from the filesystem one by one).
 
-# the names of the control characters shown by name
-_NAMED_ESC = {0x0A: 0x6E, 0x09: 0x74, 0x0D: 0x72, 0x5C: 0x5C}
-
-
 @cython.cfunc
 @cython.locals(p=cython.p_uchar, i=cython.Py_ssize_t, end=cython.Py_ssize_t, c=cython.uint,
                c1=cython.uint, n=cython.Py_ssize_t, lo=cython.uint, hi=cython.uint,
@@ -508,15 +546,17 @@ def _utf8_len(p, i, end):
 
 
 @cython.cfunc
+@cython.exceptval(check=False)
 @cython.locals(q=cython.p_uchar, at=cython.Py_ssize_t, p=cython.p_uchar,
-               start=cython.Py_ssize_t, n=cython.Py_ssize_t, i=cython.Py_ssize_t)
+               start=cython.Py_ssize_t, n=cython.Py_ssize_t)
+@cython.returns(cython.int)
 def _copy_into(q, at, p, start, n):
     """q[at:at+n] = p[start:start+n] (q a bytearray that has the room)."""
     if cython.compiled:
-        for i in range(n):
-            q[at + i] = p[start + i]
+        memcpy(q + at, p + start, n)
     else:
         q[at:at + n] = p[start:start + n]
+    return 0
 
 
 @cython.cfunc
@@ -526,7 +566,9 @@ def _copy_into(q, at, p, start, n):
 @cython.returns(cython.bint)
 def _sf_sound(p, start, size):
     """Whether the shortform attr fork at p[start:start+size] has a header
-    and entries that fit its size (its totsize)."""
+    and entries that fit its size (its totsize), and every complete entry
+    of the parent namespace a 12-byte value: what fs.attr reads without
+    an error."""
     if size < 4:
         return False
     totsize = _be16(p, start)
@@ -536,6 +578,9 @@ def _sf_sound(p, start, size):
     pos = start + 4
     for i in range(count):
         if pos + 3 > start + totsize or pos + 3 + p[pos] + p[pos + 1] > start + totsize:
+            return False
+        if (p[pos + 2] & _ATTR_NSP_MASK) == _ATTR_PARENT and \
+                not p[pos + 2] & _ATTR_INCOMPLETE and p[pos + 1] != 12:
             return False
         pos += 3 + p[pos] + p[pos + 1]
     return True
@@ -605,7 +650,8 @@ class PathTable:
                    mode=cython.uint, forkoff=cython.Py_ssize_t, aformat=cython.uint,
                    litino=cython.Py_ssize_t, clen=cython.Py_ssize_t, fork=cython.Py_ssize_t,
                    first=cython.Py_ssize_t, n=cython.Py_ssize_t, first_ino=cython.ulonglong,
-                   free=cython.ulonglong, holemask=cython.ulonglong)
+                   free=cython.ulonglong, holemask=cython.ulonglong,
+                   inbuf=cython.ulonglong, crc_ok=cython.ulonglong)
     def add_chunk(self, chunk, base, inodesize, first_ino, free, holemask) -> list:
         """Add the in-use inodes of one 64-inode chunk (first inode at
         chunk[base:], inobt free mask and holemask) that verify (magic,
@@ -619,16 +665,25 @@ class PathTable:
         litino = isize - 176
         clen = len(chunk)
         others = []
+        # the in-use inodes that lie in the buffer, and of those the ones
+        # whose CRC is right
+        inbuf = 0
+        for i in range(64):
+            off = base + i * isize
+            if not ((holemask >> (i // 4)) & 1 or (free >> i) & 1) and \
+                    off >= 0 and off + isize <= clen and isize >= 176:
+                inbuf |= cython.cast(cython.ulonglong, 1) << i
+        crc_ok = _cksums_ok(p, base, isize, 100, inbuf)
         for i in range(64):
             if (holemask >> (i // 4)) & 1 or (free >> i) & 1:
                 continue
             off = base + i * isize
             ino = first_ino + i
-            if off < 0 or off + isize > clen or isize < 176:
+            if not (inbuf >> i) & 1:
                 others.append(ino)
                 continue
             if _be16(p, off) != 0x494E or p[off + 4] != 3 or _be64(p, off + 152) != ino or \
-                    not _cksum_region_ok(p, off, off + isize, off + 100):
+                    not (crc_ok >> i) & 1:
                 others.append(ino)
                 continue
             mode = _be16(p, off + 2)
@@ -769,86 +824,25 @@ class PathTable:
             self.out.extend(bytes(max(n, len(self.out), 1 << 16)))
         return 0
 
-    @cython.locals(pos=cython.Py_ssize_t)
-    def _put(self, p, a, n):
-        """Append p[a:a+n] as it is (room reserved)."""
-        pos = self.pos
-        _copy_into(self.out, pos, p, a, n)
-        self.pos = pos + n
+    def _flush(self, write):
+        """Hand the text so far to ``write`` (a view of it, valid for the
+        call) and start the buffer again."""
+        view = memoryview(self.out)[:self.pos]
+        try:
+            write(view)
+        finally:
+            view.release()
+        self.pos = 0
         return 0
 
-    def _put_byte(self, c):
-        """Append the byte ``c`` (room reserved)."""
-        self.out[self.pos] = c
-        self.pos += 1
-        return 0
-
-    @cython.locals(q=cython.p_uchar, n=cython.Py_ssize_t,
-                   i=cython.Py_ssize_t, pos=cython.Py_ssize_t, t=cython.ulonglong)
-    def _put_uint(self, v):
-        """Append ``v`` in decimal (room for 20 digits reserved)."""
-        n = 1
-        t = v
-        while t >= 10:
-            t //= 10
-            n += 1
-        pos = self.pos
-        q = self.out
-        for i in range(pos + n - 1, pos - 1, -1):
-            q[i] = 0x30 + v % 10
-            v //= 10
-        self.pos = pos + n
-        return 0
-
-    @cython.locals(q=cython.p_uchar, i=cython.Py_ssize_t,
-                   end=cython.Py_ssize_t, pos=cython.Py_ssize_t, c=cython.uint,
-                   k=cython.Py_ssize_t, h=cython.p_uchar)
-    def _put_esc(self, p, a, n):
-        """Append p[a:a+n] as shown_name shows it: UTF-8 text as it is; a
-        backslash, newline, tab and carriage return as \\\\, \\n, \\t, \\r;
-        other control characters and bytes that are not UTF-8 as \\xNN
-        (room for 4 * n bytes reserved)."""
-        q = self.out
-        h = b"0123456789abcdef"
-        pos = self.pos
-        i = a
-        end = a + n
-        while i < end:
-            c = p[i]
-            if 0x20 <= c < 0x7F and c != 0x5C:
-                q[pos] = c
-                pos += 1
-                i += 1
-                continue
-            if c >= 0x80:
-                k = _utf8_len(p, i, end)
-                if k:
-                    while k:
-                        q[pos] = p[i]
-                        pos += 1
-                        i += 1
-                        k -= 1
-                    continue
-            q[pos] = 0x5C
-            if c == 0x0A or c == 0x09 or c == 0x0D or c == 0x5C:
-                q[pos + 1] = _NAMED_ESC[c]
-                pos += 2
-            else:
-                q[pos + 1] = 0x78
-                q[pos + 2] = h[c >> 4]
-                q[pos + 3] = h[c & 15]
-                pos += 4
-            i += 1
-        self.pos = pos
-        return 0
-
+    @cython.locals(q=cython.p_uchar, pos=cython.Py_ssize_t)
     def escaped(self, name) -> bytes:
         """``name`` (bytes) as render shows it."""
         at = self.pos
         self._reserve(4 * len(name))
-        self._put_esc(name, 0, len(name))
-        got = bytes(self.out[at:self.pos])
-        self.pos = at
+        q = self.out
+        pos = _w_esc(q, at, name, 0, len(name), _HEX)
+        got = bytes(self.out[at:pos])
         return got
 
     def _dir_info(self, d):
@@ -879,6 +873,19 @@ class PathTable:
                 return sorted(range(n), key=lambda x: self.recs[4 * x])
         return None
 
+    @cython.locals(q=cython.p_uchar, pos=cython.Py_ssize_t)
+    def _line(self, ino, pre, nb, p, a, n):
+        """Append "INO ", pre[:nb], p[a:a+n] escaped and a newline."""
+        self._reserve(23 + nb + 4 * n)
+        q = self.out
+        pos = _w_uint(q, self.pos, ino, _DIGITS2)
+        q[pos] = 0x20
+        _copy_into(q, pos + 1, pre, 0, nb)
+        pos = _w_esc(q, pos + 1 + nb, p, a, n, _HEX)
+        q[pos] = 0x0A
+        self.pos = pos + 1
+        return 0
+
     @cython.locals(k=cython.Py_ssize_t, t=cython.Py_ssize_t, j=cython.Py_ssize_t,
                    first=cython.Py_ssize_t, end=cython.Py_ssize_t, ino=cython.ulonglong,
                    d=cython.ulonglong, last=cython.ulonglong,
@@ -886,12 +893,15 @@ class PathTable:
                    R=cython.p_ulonglong, P=cython.p_ulonglong, S=cython.p_ulonglong,
                    skips=array, fast=cython.bint,
                    nskip=cython.Py_ssize_t, skipped=cython.bint, nb=cython.Py_ssize_t,
-                   N=cython.p_uchar, have=cython.bint)
-    def render(self, skip=()) -> tuple:
+                   have=cython.bint, flush_at=cython.Py_ssize_t, N=cython.p_uchar, b=bytes,
+                   pre=list, lastpre=list)
+    def render(self, skip=(), write=None) -> tuple:
         """(text, broken): "INO PATH" lines (UTF-8) of every inode held
         but those in ``skip``, in inode order, and the pointers that lead
         nowhere as (the inode whose paths were being found, inode, (p_ino,
-        p_gen, name), why)."""
+        p_gen, name), why).  With ``write``, the text is handed to it in
+        pieces of about a megabyte, each ending at a line's end (a view of
+        the buffer, valid for the call), and the text returned is empty."""
         n = self.count
         if cython.compiled:
             R = cython.cast(cython.p_ulonglong, self.recs.data.as_voidptr)
@@ -911,8 +921,11 @@ class PathTable:
         have = False
         lastpre = None
         lastgen = 0
+        flush_at = _FLUSH_AT if write is not None else -1
         self.pos = 0
         for t in range(n):
+            if flush_at >= 0 and self.pos >= flush_at:
+                self._flush(write)
             k = t if order is None else order[t]
             ino = R[4 * k]
             skipped = False
@@ -922,11 +935,7 @@ class PathTable:
             if skipped:
                 continue
             if ino == root:
-                self._reserve(24)
-                self._put_uint(ino)
-                self._put_byte(0x20)
-                self._put_byte(0x2F)
-                self._put_byte(0x0A)
+                self._line(ino, b"/", 1, b"", 0, 0)
                 continue
             first = R[4 * k + 2]
             end = first + R[4 * k + 3]
@@ -957,24 +966,104 @@ class PathTable:
                 for j in range(first, end):
                     pre = self.prefixes[P[4 * j]][0] if P[4 * j] != last else lastpre
                     for b in pre:
-                        self._reserve(22 + len(b) + 4 * P[4 * j + 3])
-                        self._put_uint(ino)
-                        self._put_byte(0x20)
-                        self._put(b, 0, len(b))
-                        self._put_esc(N, P[4 * j + 2], P[4 * j + 3])
-                        self._put_byte(0x0A)
+                        self._line(ino, b, len(b), N, P[4 * j + 2], P[4 * j + 3])
                 continue
             nb = len(self.broken)
             for path in self._paths(ino, self._plist(k), ())[0]:
-                self._reserve(22 + 4 * len(path))
-                self._put_uint(ino)
-                self._put_byte(0x20)
-                self._put_esc(path, 0, len(path))
-                self._put_byte(0x0A)
-            for b in self.broken[nb:]:
-                tagged.append((ino,) + b)
-        return bytes(self.out[:self.pos]), tagged
+                self._line(ino, b"", 0, path, 0, len(path))
+            for br in self.broken[nb:]:
+                tagged.append((ino,) + br)
+        if write is not None:
+            if self.pos:
+                self._flush(write)
+            return b"", tagged
+        return bytes(memoryview(self.out)[:self.pos]), tagged
 
+
+# render hands its text on once this much of it is in the buffer
+_FLUSH_AT = 1 << 20
+# the two digits of 0..99, and the hexadecimal digits (_w_uint, _w_esc)
+_DIGITS2 = b"".join(b"%02d" % i for i in range(100))
+_HEX = b"0123456789abcdef"
+
+
+@cython.cfunc
+@cython.exceptval(check=False)
+@cython.locals(q=cython.p_uchar, pos=cython.Py_ssize_t, v=cython.ulonglong,
+               dg=cython.p_uchar, t=cython.ulonglong, n=cython.Py_ssize_t,
+               i=cython.Py_ssize_t, r=cython.Py_ssize_t)
+@cython.returns(cython.Py_ssize_t)
+def _w_uint(q, pos, v, dg):
+    """Write ``v`` in decimal at q[pos] (room for 20 digits); the position
+    after it.  Two digits a step, from the table ``dg`` (_DIGITS2)."""
+    n = 1
+    t = v
+    while t >= 10:
+        t //= 10
+        n += 1
+    i = pos + n
+    while v >= 100:
+        r = v % 100
+        v //= 100
+        i -= 2
+        q[i] = dg[2 * r]
+        q[i + 1] = dg[2 * r + 1]
+    if v >= 10:
+        q[i - 2] = dg[2 * v]
+        q[i - 1] = dg[2 * v + 1]
+    else:
+        q[i - 1] = 0x30 + v
+    return pos + n
+
+
+@cython.cfunc
+@cython.exceptval(check=False)
+@cython.locals(q=cython.p_uchar, pos=cython.Py_ssize_t, p=cython.p_uchar,
+               a=cython.Py_ssize_t, n=cython.Py_ssize_t, h=cython.p_uchar,
+               i=cython.Py_ssize_t, end=cython.Py_ssize_t, c=cython.uint, k=cython.Py_ssize_t)
+@cython.returns(cython.Py_ssize_t)
+def _w_esc(q, pos, p, a, n, h):
+    """Write p[a:a+n] at q[pos] as shown_name shows it (room for 4 * n
+    bytes); the position after it.  UTF-8 text as it is; a backslash,
+    newline, tab and carriage return as \\\\, \\n, \\t, \\r; other control
+    characters and bytes that are not UTF-8 as \\xNN (hexadecimal digits
+    from ``h``, _HEX)."""
+    i = a
+    end = a + n
+    while i < end:
+        c = p[i]
+        if 0x20 <= c < 0x7F and c != 0x5C:
+            q[pos] = c
+            pos += 1
+            i += 1
+            continue
+        if c >= 0x80:
+            k = _utf8_len(p, i, end)
+            if k:
+                _copy_into(q, pos, p, i, k)
+                pos += k
+                i += k
+                continue
+        q[pos] = 0x5C
+        if c == 0x0A:
+            q[pos + 1] = 0x6E
+            pos += 2
+        elif c == 0x09:
+            q[pos + 1] = 0x74
+            pos += 2
+        elif c == 0x0D:
+            q[pos + 1] = 0x72
+            pos += 2
+        elif c == 0x5C:
+            q[pos + 1] = 0x5C
+            pos += 2
+        else:
+            q[pos + 1] = 0x78
+            q[pos + 2] = h[c >> 4]
+            q[pos + 3] = h[c & 15]
+            pos += 4
+        i += 1
+    return pos
 
 
 @cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, n=cython.Py_ssize_t,

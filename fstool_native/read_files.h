@@ -6,7 +6,8 @@
  * closed, and each without (offs[k] < 0) is kept open for the caller, in
  * fds[k], once it is known to be a regular file.  Files are opened without
  * waiting, so a FIFO put in a file's place fails instead of hanging.
- * errs[k] is 0, or the errno of what failed for file k. */
+ * errs[k] is 0, or the errno of what failed for file k.  File k is named
+ * relative to dirfds[k], or to dirfd when dirfds is NULL. */
 #ifndef FSTOOL_READ_FILES_H
 #define FSTOOL_READ_FILES_H
 
@@ -18,7 +19,8 @@
 
 #define FSTOOL_READ_WINDOW 64
 
-static void fstool_read_files(int dirfd, char **names, const long long *sizes,
+static void fstool_read_files(int dirfd, const int *dirfds, char **names,
+                              const long long *sizes,
                               const long long *offs, unsigned char *buf, size_t n, int *errs,
                               int *fds)
 {
@@ -32,7 +34,8 @@ static void fstool_read_files(int dirfd, char **names, const long long *sizes,
             errs[k] = 0;
             fds[k] = -1;
             if (sizes[k] > 0) {
-                fd = openat(dirfd, names[k], O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+                fd = openat(dirfds ? dirfds[k] : dirfd, names[k],
+                            O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
                 if (fd < 0)
                     errs[k] = errno;
                 else

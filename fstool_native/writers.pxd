@@ -3,7 +3,7 @@ cimport cython
 from libc.stdlib cimport malloc, free
 
 cdef extern from "read_files.h":
-    void fstool_read_files(int dirfd, char **names, const long long *sizes,
+    void fstool_read_files(int dirfd, const int *dirfds, char **names, const long long *sizes,
                            const long long *offs, unsigned char *buf, size_t n,
                            int *errs, int *fds) nogil
 
@@ -33,5 +33,6 @@ cpdef list stat_plain_files(int dirfd, bytes dirpath, list names, long long smal
 
 @cython.locals(k=cython.Py_ssize_t, n=cython.Py_ssize_t, p=cython.p_uchar,
                cnames=cython.pp_char, csizes=cython.p_longlong, coffs=cython.p_longlong,
-               errs=cython.p_int, cfds=cython.p_int)
-cpdef tuple read_files(int dirfd, list names, list sizes, bytearray buf, list offsets)
+               errs=cython.p_int, cfds=cython.p_int, cdirs=cython.p_int)
+cpdef tuple read_files(int dirfd, list names, list sizes, bytearray buf, list offsets,
+                       list dirfds=*)

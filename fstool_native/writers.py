@@ -464,7 +464,7 @@ _READ_WINDOW = 64          # files opened, and asked for, before they are read (
                            # FSTOOL_READ_WINDOW in read_files.h, the compiled loop)
 
 
-def _read_files_py(dirfd, names, sizes, buf, offsets):
+def _read_files_py(dirfd, names, sizes, buf, offsets, dirfds=None):
     """The pure-Python twin of the compiled loop in read_files."""
     import os
     import stat
@@ -481,7 +481,8 @@ def _read_files_py(dirfd, names, sizes, buf, offsets):
                 win.append(-1)
                 continue
             try:
-                fd = os.open(names[k], flags, dir_fd=dirfd)
+                fd = os.open(names[k], flags,
+                             dir_fd=dirfd if dirfds is None else dirfds[k])
             except OSError as e:
                 win.append(-1)
                 bad.append((k, e.errno))
@@ -520,7 +521,7 @@ def _read_files_py(dirfd, names, sizes, buf, offsets):
     return bad, fds
 
 
-def read_files(dirfd, names, sizes, buf, offsets):
+def read_files(dirfd, names, sizes, buf, offsets, dirfds=None):
     """Read, or open, files ``names`` of the directory open as ``dirfd`` (not
     following symlinks).  Where ``offsets[k]`` >= 0, file k's first
     ``sizes[k]`` bytes go to ``buf`` at that offset (a file now shorter
@@ -533,15 +534,18 @@ def read_files(dirfd, names, sizes, buf, offsets):
     Returns ``(bad, fds)``: ``[(k, errno)]`` for the files that could not be
     opened or read (or are no longer regular files), in order, their bytes
     in ``buf`` unspecified; and the descriptors left open, -1 for the
-    others (the caller closes them)."""
-    if len(sizes) != len(names) or len(offsets) != len(names):
+    others (the caller closes them).  With ``dirfds``, file k is named
+    relative to ``dirfds[k]`` instead (files of several directories in one
+    call)."""
+    if len(sizes) != len(names) or len(offsets) != len(names) or \
+            dirfds is not None and len(dirfds) != len(names):
         raise ValueError("one size and one offset per name")
     for k in range(len(names)):
         if sizes[k] < 0 or offsets[k] >= 0 and offsets[k] + sizes[k] > len(buf) or \
                 b"\0" in names[k]:
             raise ValueError("file outside the buffer, or a name with a NUL byte")
     if not cython.compiled:
-        return _read_files_py(dirfd, names, sizes, buf, offsets)
+        return _read_files_py(dirfd, names, sizes, buf, offsets, dirfds)
     # fstool_read_files (read_files.h), malloc and free come from writers.pxd;
     # the whole run is read with the interpreter let go, once
     n = len(names)
@@ -554,16 +558,23 @@ def read_files(dirfd, names, sizes, buf, offsets):
     coffs = cython.cast(cython.p_longlong, malloc(n * cython.sizeof(cython.longlong)))
     errs = cython.cast(cython.p_int, malloc(n * cython.sizeof(cython.int)))
     cfds = cython.cast(cython.p_int, malloc(n * cython.sizeof(cython.int)))
+    cdirs = cython.NULL
     try:
         if not cnames or not csizes or not coffs or not errs or not cfds:
             raise MemoryError()
+        if dirfds is not None:
+            cdirs = cython.cast(cython.p_int, malloc(n * cython.sizeof(cython.int)))
+            if not cdirs:
+                raise MemoryError()
+            for k in range(n):
+                cdirs[k] = dirfds[k]
         for k in range(n):
             cnames[k] = names[k]          # the list keeps the bytes alive
             csizes[k] = sizes[k]
             coffs[k] = offsets[k]
         p = buf
         with cython.nogil:
-            fstool_read_files(dirfd, cnames, csizes, coffs, p, n, errs, cfds)
+            fstool_read_files(dirfd, cdirs, cnames, csizes, coffs, p, n, errs, cfds)
         for k in range(n):
             if errs[k]:
                 bad.append((k, errs[k]))
@@ -574,6 +585,7 @@ def read_files(dirfd, names, sizes, buf, offsets):
         free(coffs)
         free(errs)
         free(cfds)
+        free(cdirs)
     return bad, fds
 
 

@@ -11,8 +11,11 @@ import uuid as uuidlib
 
 import pytest
 
+import fstool as fsmod
 from fixtures import images, modern
 from fixtures.oracles import fstool, repair_clean
+from fstool.format import log as L
+from fstool.log.head import find_state
 
 NEW = "5e8d0ac0-e10a-46be-b52e-c13a5390c1d4"
 
@@ -51,6 +54,14 @@ def image(tmp_path):
     return img
 
 
+def _log_head_uuid(img) -> str:
+    """The UUID the clean log's newest record carries."""
+    with fsmod.open_image(img) as fs:
+        ld, st = find_state(fs)
+        assert st.clean and not st.dirty, st
+        return str(uuidlib.UUID(bytes=L.REC_HEADER.unpack(ld.read(st.head_rec, 1))["h_fs_uuid"]))
+
+
 def _same_as_xfs_admin(ours, theirs):
     """Every superblock field equal but the primary's CRC and LSN (ours
     changes the label in a journaled transaction, which stamps an LSN)."""
@@ -69,6 +80,9 @@ def test_label_and_uuid_as_xfs_admin_sets_them(image, tmp_path):
     subprocess.run([_xfs_admin(), "-L", "hello", "-U", NEW, str(theirs)], check=True,
                    capture_output=True)
     _same_as_xfs_admin(image, theirs)
+    # the log: clean, its newest record (an unmount record at the old head,
+    # not a log cleared as xfs_admin clears it) carrying the new UUID
+    assert _log_head_uuid(image) == NEW
     sbs = _sbs(image)
     for ag in range(len(sbs)):
         assert _field(sbs, ag, "uuid") == NEW and _field(sbs, ag, "meta_uuid") == old
@@ -98,7 +112,7 @@ def test_label_and_uuid_as_xfs_admin_sets_them(image, tmp_path):
     subprocess.run([_xfs_admin(), "-U", "restore", str(theirs)], check=True,
                    capture_output=True)
     sbs = _sbs(image)
-    assert _field(sbs, 0, "uuid") == old
+    assert _field(sbs, 0, "uuid") == old and _log_head_uuid(image) == old
     assert int(_field(sbs, 0, "features_incompat"), 16) & 0x4 == 0
     with images.Mounted(image) as mnt:
         assert (mnt / "new").read_text() == "written by the kernel"
@@ -154,10 +168,10 @@ def test_a_uuid_change_stopped_part_way_mounts_and_is_finished_by_a_second_run(i
     of the first step): the kernel mounts it with the new UUID, and the
     command run again writes the log with it."""
     from fstool.ops import admin as A
-    from fstool.ops.logops import zero
+    from fstool.ops.logops import stamp
     f = A._read_primary(image)
     new = uuidlib.UUID(NEW).bytes
-    zero(image, uuid=bytes(16))
+    stamp(image, uuid=bytes(16))
     A._rewrite_sbs(image, lambda g: g.update(
         sb_uuid=new, sb_meta_uuid=f["sb_uuid"],
         sb_features_incompat=g["sb_features_incompat"] | 0x4), 0)
@@ -167,7 +181,7 @@ def test_a_uuid_change_stopped_part_way_mounts_and_is_finished_by_a_second_run(i
     with images.Mounted(copy) as mnt:            # (its unmount writes the log again)
         assert len(list((mnt / "d").iterdir())) == 300
     r = fstool("admin", "-U", NEW, image)
-    assert "log cleared with the new UUID" in r.stdout
+    assert "log marked clean with the new UUID" in r.stdout
     assert not A._log_uuid_nil(image)
     repair_clean(image)
     with images.Mounted(image) as mnt:

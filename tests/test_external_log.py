@@ -18,10 +18,11 @@ import os
 import shutil
 import struct
 import subprocess
+import sys
 
 import pytest
 
-from fixtures import extlog, modern
+from fixtures import extlog, killpoints, modern
 from fixtures.images import data_ranges, loop_available
 from fixtures.oracles import fstool
 from fstool.format import constants as C
@@ -190,6 +191,27 @@ def test_writes_journal_into_the_log_file(kernel, tmp_path):
     assert_repair_clean(img, log)
 
 
+@needs_kernel
+def test_admin_uuid_change_marks_the_log_file_clean_with_it(kernel, tmp_path):
+    """A new UUID and the old one restored: the unmount records carrying
+    the nil UUID and then the new one go to the log file, which reads as
+    clean, xfs_repair -n finds nothing and the kernel (which refuses a log
+    whose newest record carries another UUID) mounts it."""
+    img, log = extlog.copy(*kernel, tmp_path, "u")
+    for spec in ("generate", "restore"):
+        before = open(log, "rb").read()
+        r = fstool("admin", "--logdev", log, img, "-U", spec)
+        assert "log marked clean with the new UUID" in r.stdout, r.stdout
+        assert open(log, "rb").read() != before
+        assert '"state": "clean"' in fstool("log", "info", "--json", "--logdev", log,
+                                            img).stdout
+        assert fstool("check", "--logdev", log, img).returncode == 0
+        assert_repair_clean(img, log)
+        with extlog.Mounted(img, log) as mnt:
+            assert (mnt / "etc" / "file001").read_bytes() == b"x" * 97
+        assert_repair_clean(img, log)
+
+
 # -- metadump -------------------------------------------------------------------------------
 @needs_kernel
 def test_metadump_v2_carries_the_log(kernel, tmp_path):
@@ -275,3 +297,194 @@ def test_resize_never_takes_an_external_log_for_blocks_of_ag0(made, tmp_path):
     fstool("resize", "--logdev", log, img, "-M")
     assert_repair_clean(img, log)
     assert fstool("check", "--logdev", log, img).returncode == 0
+
+
+# -- the guards cover the log too -----------------------------------------------------------
+def busy_line(r) -> str:
+    """The one line a refused writer prints (status 7, nothing else)."""
+    assert r.returncode == 7, (r.returncode, r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    return lines[0]
+
+
+WRITERS = [("mkdir", "{img}", "/d"), ("admin", "{img}", "-L", "busy"),
+           ("log", "zero", "-f", "{img}"), ("log", "replay", "{img}"), ("repair", "{img}"),
+           ("resize", "{img}", "--size", "400m"), ("sparsify", "{img}")]
+
+
+def _run_writers(img, log) -> list:
+    out = []
+    for args in WRITERS:
+        args = [a.format(img=img) for a in args]
+        cut = 2 if args[0] == "log" else 1
+        out.append(fstool(*args[:cut], "--logdev", log, *args[cut:], check=False))
+    return out
+
+
+@needs_mkfs
+def test_writers_refuse_a_log_another_fstool_holds(made, tmp_path):
+    """Another fstool holding the external log (its writer's lock) keeps
+    every writer out, though the image itself is free: status 7, one line
+    naming the log, nothing written; let go, they write again."""
+    from fstool.io.device import Device
+    from fstool.io.lock import ImageLock
+    img, log = extlog.copy(*made, tmp_path, "held")
+    stamps = [os.stat(p).st_mtime_ns for p in (img, log)]
+    dev = Device(str(log), whole=True)
+    try:
+        with ImageLock(dev, str(log), None):
+            for r in _run_writers(img, log):
+                line = busy_line(r)
+                assert f"{log}: another fstool is using this external log" in line, line
+        assert [os.stat(p).st_mtime_ns for p in (img, log)] == stamps
+    finally:
+        dev.close()
+    assert fstool("mkdir", "--logdev", log, img, "/free").returncode == 0
+    assert_repair_clean(img, log)
+
+
+@needs_mkfs
+def test_a_writer_holds_the_log_while_it_writes(made, tmp_path):
+    """The lock a writer takes covers its external log: the API's writer
+    on the image keeps a second image that names the same log out."""
+    from fstool.errors import ImageBusy
+    from fstool.io.logdev import pair
+    from fstool.ns.writer import Writer
+    img, log = extlog.copy(*made, tmp_path, "w1")
+    other = tmp_path / "other.img"
+    shutil.copy(img, other)
+    pair(img, log)
+    pair(other, log)
+    try:
+        with Writer(str(img)):
+            with pytest.raises(ImageBusy, match="another fstool is using this external log"):
+                Writer(str(other))
+        with Writer(str(other)):               # let go with the first
+            pass
+    finally:
+        pair(img, None)
+        pair(other, None)
+
+
+@needs_kernel
+def test_writers_refuse_a_log_the_kernel_uses(made, tmp_path):
+    """The log file attached to a loop device, and that device the log of
+    a kernel mount (here of a copy of the image: the image itself is
+    free), keeps every writer out: status 7, one line saying what holds
+    the log; nothing written."""
+    img, log = extlog.copy(*made, tmp_path, "k")
+    twin, _ = extlog.copy(*made, tmp_path, "twin")
+    stamps = [os.stat(p).st_mtime_ns for p in (img, log)]
+    loop = subprocess.run(["losetup", "-f", "--show", str(log)], check=True,
+                          capture_output=True, text=True).stdout.strip()
+    try:
+        line = busy_line(fstool("mkdir", "--logdev", log, img, "/d", check=False))
+        assert f"{log} (the external log of {img}): is attached to {loop}" in line, line
+    finally:
+        subprocess.run(["losetup", "-d", loop], check=True)
+    assert [os.stat(p).st_mtime_ns for p in (img, log)] == stamps
+    with extlog.Mounted(twin, log) as mnt:
+        stamps = [os.stat(p).st_mtime_ns for p in (img, log)]
+        for r in _run_writers(img, log):
+            line = busy_line(r)
+            assert "is the log device of the filesystem mounted at " \
+                   f"{mnt}" in line and "unmount it first" in line, line
+        assert [os.stat(p).st_mtime_ns for p in (img, log)] == stamps
+
+
+# -- killed after a write: each prefix recovers ------------------------------------------------
+def _state(img) -> tuple:
+    """The tree as fstool reads it (fixtures.crashwork.image_state) and the
+    label: what a writer below changes.  The times a command takes from the
+    clock (every ctime, a directory's mtime) are left out: the killed run
+    and the whole one set them a moment apart."""
+    from fixtures.crashwork import image_state
+    with Filesystem(str(img)) as fs:
+        label = fs.sb.fields["sb_fname"]
+    tree = image_state(img)
+    for rec in tree:
+        rec.pop("ctime")
+        if rec["mode"] & 0o170000 == 0o040000:
+            rec.pop("mtime")
+    return tree, label
+
+
+def _inode_of(img, path) -> int:
+    with Filesystem(str(img)) as fs:
+        return fs.lookup(path).ino
+
+
+def _writes(args, img, log, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fstool", args[0], "--logdev", str(log),
+                           str(img), *map(str, args[1:])], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})})
+
+
+KILLED = {
+    # a journaled writer: a file's data, its inode, its directory entry
+    "put": lambda tmp: ("put", tmp / "src.bin", "/etc/sub/put.bin"),
+    # the label in every superblock, journaled
+    "admin": lambda tmp: ("admin", "-L", "killed"),
+    # repair of a link count (xfs_db set /etc/file002's to 7 first)
+    "repair": lambda tmp: ("repair",),
+}
+
+
+@needs_kernel
+@pytest.mark.parametrize("command", KILLED)
+def test_killed_after_a_write_each_prefix_recovers(kernel, command, tmp_path):
+    """A writer on an external-log image killed after its Nth write (the
+    fault hook: FSTOOL_FAULT_AFTER_WRITES; the writes to the log file count
+    with the image's): ``fstool log replay --logdev`` of one copy and the
+    kernel's mount -o logdev= of another each give the state before the
+    command or after it, and the one after is clean for xfs_repair -n -l
+    (both releases); before a repair, the damage xfs_repair -n found.
+    By default a sample of the writes (fixtures/killpoints.py), with
+    FSTOOL_EVERY_WRITE=1 after each."""
+    base = extlog.copy(*kernel, tmp_path, "base")
+    (tmp_path / "src.bin").write_bytes(os.urandom(150_000))
+    if command == "repair":
+        ino = _inode_of(base[0], "/etc/file002")
+        subprocess.run(["xfs_db", "-x", "-l", str(base[1]), "-c", f"inode {ino}",
+                        "-c", "write core.nlinkv2 7", str(base[0])], check=True,
+                        capture_output=True)
+        assert repair_n(*base).returncode != 0
+    args = KILLED[command](tmp_path)
+    before = _state(base[0])
+    done = extlog.copy(*base, tmp_path, "done")
+    wlog = tmp_path / "writes.log"
+    r = _writes(args, *done, env={"FSTOOL_WRITE_LOG": str(wlog)})
+    assert r.returncode in (0, 1), r.stderr          # repair: 1, it mended something
+    after = _state(done[0])
+    assert after != before
+    assert_repair_clean(*done)
+    logged = [line.split()[2] for line in wlog.read_text().splitlines()]
+    total = len(logged)
+    assert any(p == str(done[1]) for p in logged), "nothing written to the log file"
+    # nothing is committed before the first write to the log file: a kill
+    # there leaves the state before; once a prefix gives the state after,
+    # every longer one does
+    first_log = logged.index(str(done[1])) + 1
+    seen = []
+    for n in killpoints.points(total, [first_log - 1], seed=command):
+        a = extlog.copy(*base, tmp_path, "a")
+        r = _writes(args, *a, env={"FSTOOL_FAULT_AFTER_WRITES": str(n)})
+        assert r.returncode == -9, (n, r.returncode, r.stderr)
+        b = extlog.copy(*a, tmp_path, "b")
+        r = fstool("log", "replay", "--logdev", a[1], a[0], check=False)
+        assert r.returncode == 0, (n, r.stdout, r.stderr)
+        with extlog.Mounted(*b):
+            pass                                    # the kernel replays at mount
+        for img, log in (a, b):
+            got = _state(img)
+            assert got in (before, after), f"killed after write {n}: neither state"
+            if got == after:
+                assert_repair_clean(img, log)
+            else:
+                assert repair_n(img, log).returncode == repair_n(*base).returncode, n
+            seen.append((n, got == after))
+    assert all(not done_ for n, done_ in seen if n < first_log), seen
+    assert all(done_ for n, done_ in seen if n == total), seen
+    firsts = [n for n, done_ in seen if done_]
+    assert all(done_ for n, done_ in seen if firsts and n >= min(firsts)), seen

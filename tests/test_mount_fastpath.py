@@ -30,6 +30,10 @@ BS = 4096
 SIZE = 512 << 10                        # the files' starting size
 # steps of the interleaving: a few seconds (FSTOOL_FASTPATH_STEPS for longer runs)
 STEPS = int(os.environ.get("FSTOOL_FASTPATH_STEPS", "400"))
+# crash points of the kill-after-every-write test: a few spread over the
+# writes (a few seconds); FSTOOL_FASTPATH_CRASH_ALL=1 for every write
+CRASH_ALL = os.environ.get("FSTOOL_FASTPATH_CRASH_ALL") == "1"
+CRASH_POINTS = 3
 
 
 def _fallocate(fd: int, mode: int, off: int, length: int) -> None:
@@ -272,3 +276,156 @@ def test_kill_9_after_the_loops_overwrites(tmp_path):
             assert got[b * BS:(b + 1) * BS] == data[b * BS:(b + 1) * BS], f"block {b}"
     assert st.st_mtime_ns >= synced
     repair_clean(img)
+
+
+def test_an_overwrite_that_fails_part_way_keeps_its_time(tmp_path, monkeypatch):
+    """An overwrite the loop makes whose write to the image fails once its
+    bytes are there (FSTOOL_FAULT_ERRNO=EIO on that write: the fault hook)
+    answers EIO, and the file's mtime still moves on, in stat and in the
+    image after unmount, as the kernel's write (which updates the times
+    first) leaves it; xfs_repair -n clean.  The write's number comes from a
+    first run with the write log."""
+    why = fuse_skip_reason()
+    if why:
+        pytest.skip(f"needs FUSE: {why}")
+    img = fstool_image(tmp_path, "64m")
+    with FuseMounted(img) as mnt:
+        fd = os.open(mnt / "f", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            os.pwrite(fd, bytes(64 << 10), 0)
+            os.fsync(fd)
+            os.utime(fd, ns=(1_000_000_000, 2_000_000_000))
+        finally:
+            os.close(fd)
+    dry = tmp_path / "dry.img"
+    dry.write_bytes(img.read_bytes())
+    log = tmp_path / "writes"
+
+    def overwrite(mnt) -> None:
+        fd = os.open(mnt / "f", os.O_WRONLY)
+        try:
+            os.pwrite(fd, b"abc", 4096)
+        finally:
+            os.close(fd)
+
+    monkeypatch.setenv("FSTOOL_WRITE_LOG", str(log))
+    with FuseMounted(dry) as mnt:
+        before = len(log.read_text().splitlines()) if log.exists() else 0
+        overwrite(mnt)
+        assert len(log.read_text().splitlines()) == before + 1   # the loop's one pwrite
+    monkeypatch.delenv("FSTOOL_WRITE_LOG")
+    monkeypatch.setenv("FSTOOL_FAULT_AFTER_WRITES", str(before + 1))
+    monkeypatch.setenv("FSTOOL_FAULT_ERRNO", "EIO")
+    m = FuseMounted(img)
+    with m as mnt:
+        with pytest.raises(OSError) as e:
+            overwrite(mnt)
+        assert e.value.errno == errno.EIO
+        seen = os.stat(mnt / "f").st_mtime_ns
+        assert seen > 2_000_000_000
+    assert m.returncode == 0, m.stderr
+    fs = Filesystem(str(img))
+    try:
+        f = fs.lookup("/f")
+        assert f.stat().st_mtime_ns == seen
+        assert bytes(f.read(4096, 3)) == b"abc"
+    finally:
+        fs.close()
+    if images.xfsprogs_available():
+        repair_clean(img)
+
+
+def _overwrites_with_fsyncs(mnt, seed: int, size: int):
+    """12 overwrites of random blocks of ``mnt``/f (written by the loop
+    itself), an fsync after every third, until one fails (the mount gone):
+    (the file's bytes as of the last fsync that returned, the blocks
+    written since, the mtime stat showed at that fsync: 0 before any)."""
+    rng = random.Random(seed)
+    data = bytearray((mnt / "f").read_bytes()) if size else bytearray()
+    synced = bytes(data)
+    late: set = set()
+    mtime = 0
+    try:
+        fd = os.open(mnt / "f", os.O_WRONLY)
+    except OSError:
+        return synced, late, mtime
+    try:
+        for step in range(12):
+            b = rng.randrange(len(data) // BS)
+            chunk = rng.randbytes(BS)
+            late.add(b)
+            os.pwrite(fd, chunk, b * BS)
+            data[b * BS:(b + 1) * BS] = chunk
+            if step % 3 == 2:
+                os.fsync(fd)
+                synced = bytes(data)
+                late = set()
+                mtime = os.fstat(fd).st_mtime_ns
+    except OSError:
+        pass                            # the mount is gone: the crash
+    finally:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    return synced, late, mtime
+
+
+def test_a_crash_at_each_write_of_the_loops_overwrites(tmp_path, monkeypatch):
+    """The kill-after-every-write harness over overwrites the loop makes
+    itself, fsync'd every third: the mount killed right after its Nth
+    write to the image (FSTOOL_FAULT_AFTER_WRITES=N) for N over the writes
+    of the sequence (counted in a first run with the write log), then the
+    kernel replays the log, xfs_repair -n finds nothing and every block
+    holds what the last fsync that returned saw (those written after it,
+    either) and the mtime is at least the one stat showed at that fsync.
+    A few N spread over the writes by default (a few seconds);
+    FSTOOL_FASTPATH_CRASH_ALL=1 tries every write."""
+    why = fuse_skip_reason()
+    if why:
+        pytest.skip(f"needs FUSE: {why}")
+    if not images.loop_available():
+        pytest.skip("needs root, xfsprogs and a kernel loop mount of XFS (the reference)")
+    base = fstool_image(tmp_path, "64m")
+    size = 256 << 10
+    with FuseMounted(base) as mnt:
+        fd = os.open(mnt / "f", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            os.pwrite(fd, random.Random(1).randbytes(size), 0)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    log = tmp_path / "writes"
+    dry = tmp_path / "dry.img"
+    dry.write_bytes(base.read_bytes())
+    monkeypatch.setenv("FSTOOL_WRITE_LOG", str(log))
+    with FuseMounted(dry) as mnt:
+        first = len(log.read_text().splitlines()) if log.exists() else 0
+        _overwrites_with_fsyncs(mnt, 2, size)
+        last = len(log.read_text().splitlines())
+    monkeypatch.delenv("FSTOOL_WRITE_LOG")
+    points = list(range(first + 1, last + 1))
+    assert len(points) >= 12            # at least the overwrites themselves
+    if not CRASH_ALL:
+        points = [points[i * (len(points) - 1) // (CRASH_POINTS - 1)]
+                  for i in range(CRASH_POINTS)]
+    for n in points:
+        img = tmp_path / f"crash-{n}.img"
+        img.write_bytes(base.read_bytes())
+        monkeypatch.setenv("FSTOOL_FAULT_AFTER_WRITES", str(n))
+        m = FuseMounted(img)
+        with m as mnt:
+            synced, late, mtime = _overwrites_with_fsyncs(mnt, 2, size)
+        monkeypatch.delenv("FSTOOL_FAULT_AFTER_WRITES")
+        assert m.returncode == -9, f"write {n}: the mount was not killed ({m.returncode})"
+        with images.Mounted(img) as k:  # the log replayed
+            got = (k / "f").read_bytes()
+            replayed = os.stat(k / "f").st_mtime_ns
+        assert len(got) == size, f"write {n}"
+        assert replayed >= mtime, f"write {n}: the fsync'd mtime lost"
+        for b in range(size // BS):
+            if b not in late:
+                assert got[b * BS:(b + 1) * BS] == synced[b * BS:(b + 1) * BS], \
+                    f"write {n}: block {b}"
+        repair_clean(img)
+        img.unlink()

@@ -21,6 +21,8 @@ import pytest
 import fstool as fsmod
 from fixtures import corpus_pptr, dirty, modern, pptr
 from fixtures.images import Mounted, data_ranges
+from fstool.cli import main as climain
+from fstool.cli import path as clipath
 from fstool.errors import UnsupportedError
 from fstool.fs import dir as xdir
 from fstool.ns.writer import Writer
@@ -134,6 +136,25 @@ def test_path_all_text_equals_find(pimg):
     assert _lines(r.stdout) == _shown(pptr.load_paths(pimg))
     pure = fstool("path", "--all", pimg, env=dict(os.environ, FSTOOL_PURE_PYTHON="1"))
     assert pure.returncode == 0 and pure.stdout == r.stdout
+
+
+def test_path_all_into_a_pipe_closed_early(pimg, monkeypatch):
+    """path --all | head: the reader going away while the text is written
+    ends the command quietly with status 0, as other commands end."""
+
+    def closed(_text):
+        raise BrokenPipeError(32, "Broken pipe")
+    monkeypatch.setattr(clipath, "_utf8_writer", lambda out: closed)
+    with pytest.raises(SystemExit) as stop:
+        climain.main(["path", "--all", str(pimg)])
+    assert stop.value.code == 0
+    # and through a real pipe
+    p = subprocess.Popen([sys.executable, "-m", "fstool", "path", "--all", str(pimg)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stdout.readline()
+    p.stdout.close()
+    err = p.stderr.read()
+    assert p.wait(timeout=60) == 0 and err == b"", err
 
 
 def test_path_of_one_inode(pimg):

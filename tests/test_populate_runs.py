@@ -16,6 +16,7 @@ from fstool.format import constants as C
 from fstool.fs.icore import _BIG_OFF, InodeEncoder
 from fstool.ops.populate import populate
 from fstool.ops.sources import DirSource, EmptyFiles, ProtoSource
+from fixtures import modern
 
 UUID = "0b5a3f1c-9d2e-4c7a-8e61-3f2a1b0c9d8e"
 needs_xfsprogs = pytest.mark.skipif(subprocess.run(["which", "xfs_repair"],
@@ -104,8 +105,8 @@ class FailingReads:
     def __getattr__(self, name):
         return getattr(self.real, name)
 
-    def read_files(self, dirfd, names, sizes, buf, offsets):
-        bad, fds = self.real.read_files(dirfd, names, sizes, buf, offsets)
+    def read_files(self, dirfd, names, sizes, buf, offsets, dirfds=None):
+        bad, fds = self.real.read_files(dirfd, names, sizes, buf, offsets, dirfds)
         failed = set(range(1, len(names), self.every))
         for k in failed:
             if fds[k] >= 0:
@@ -116,8 +117,10 @@ class FailingReads:
 
 @pytest.mark.parametrize("bigtime,failing,inline", [
     (True, False, None), (False, False, None), (True, True, None),
-    # every slice read on the reader's thread, or every one in its turn
-    (True, False, "never"), (True, True, "always")])
+    # every slice read on the reader's thread, or every one in its turn, or
+    # the small first slices handed over two runs at a time
+    (True, False, "never"), (True, True, "always"), (True, True, "pairs"),
+    (True, False, "pairs")])
 def test_runs_leave_the_same_image(tmp_path, monkeypatch, bigtime, failing, inline):
     src = tmp_path / "src"
     make_tree(src)
@@ -130,9 +133,18 @@ def test_runs_leave_the_same_image(tmp_path, monkeypatch, bigtime, failing, inli
     import fstool.ops.populate as P
     if failing:
         monkeypatch.setattr(P, "writers", FailingReads(P.writers, 3))
-    if inline is not None:
+    groups = []
+    if inline == "pairs":
+        monkeypatch.setattr(P, "GROUP_RUNS", 2)
+        real_group = P.RunReader._read_group
+        monkeypatch.setattr(P.RunReader, "_read_group",
+                            staticmethod(lambda jobs: groups.append(len(jobs)) or
+                                         real_group(jobs)))
+    elif inline is not None:
         monkeypatch.setattr(P, "RUN_INLINE", -1 if inline == "never" else 1 << 40)
         monkeypatch.setattr(P, "RUN_INLINE_OPEN", -1 if inline == "never" else 1 << 20)
+        if inline == "always":      # no run read ahead of its turn
+            monkeypatch.setattr(P.RunReader, "start", lambda self, run: (0, 0))
     if not bigtime and subprocess.run(["which", "mkfs.xfs"], capture_output=True).returncode:
         pytest.skip("mkfs.xfs not installed")
     empty = tmp_path / "empty.img"
@@ -147,6 +159,9 @@ def test_runs_leave_the_same_image(tmp_path, monkeypatch, bigtime, failing, inli
         populate(img, source, "/again", timestamp_ns=1_700_000_000 * 10**9)
         imgs.append(img.read_bytes())
     assert imgs[0] == imgs[1]
+    if inline == "pairs":
+        # small first slices were read two runs to a hand-over
+        assert 2 in groups
     if subprocess.run(["which", "xfs_repair"], capture_output=True).returncode == 0:
         r = subprocess.run(["xfs_repair", "-n", "-f", str(tmp_path / "0.img")],
                            capture_output=True, text=True)
@@ -382,6 +397,38 @@ def test_read_files_backends_agree(tmp_path):
         want = files[name][:n]
         assert buf[offsets[k]:offsets[k] + n] == want + bytes(n - len(want))
 
+
+
+@pytest.mark.parametrize("pure", [False, True])
+def test_read_files_of_several_directories(tmp_path, pure):
+    """With ``dirfds``, each file is named relative to its own directory:
+    the same name in two directories gives each one's bytes, a missing
+    name or a bad descriptor fails that file alone."""
+    dirs = []
+    for k in range(3):
+        d = tmp_path / f"d{k}"
+        d.mkdir()
+        (d / "f").write_bytes(bytes([65 + k]) * (100 + k))
+        dirs.append(os.open(d, os.O_RDONLY | os.O_DIRECTORY))
+    (tmp_path / "d1" / "big").write_bytes(b"B" * 100_000)
+    writers = fstool_native.load(pure=pure, name="writers")
+    try:
+        names = [b"f", b"f", b"f", b"gone", b"big", b"f"]
+        fds_of = [dirs[0], dirs[1], dirs[2], dirs[0], dirs[1], -1]
+        sizes = [100, 101, 102, 5, 4096, 100]
+        offsets = [0, 4096, 8192, 12288, -1, 16384]
+        buf = bytearray(20480)
+        bad, fds = writers.read_files(-1, names, sizes, buf, offsets, fds_of)
+        assert [k for k, _e in bad] == [3, 5]
+        assert fds[4] >= 0 and os.pread(fds[4], 3, 0) == b"BBB"
+        os.close(fds[4])
+        assert [bytes(buf[o:o + 102]) for o in (0, 4096, 8192)] == \
+            [b"A" * 100 + bytes(2), b"B" * 101 + bytes(1), b"C" * 102]
+        with pytest.raises(ValueError):
+            writers.read_files(-1, names, sizes, buf, offsets, fds_of[:2])
+    finally:
+        for fd in dirs:
+            os.close(fd)
 
 def _mixed_dir(tmp_path, full: bytes):
     """A directory of one entry of each kind the scans tell apart."""
@@ -700,3 +747,52 @@ def test_symlink_runs_leave_the_same_image(tmp_path, monkeypatch, bigtime):
         r = subprocess.run(["xfs_repair", "-n", "-f", str(tmp_path / "0.img")],
                            capture_output=True, text=True)
         assert r.returncode == 0, r.stdout[-2000:]
+
+
+@pytest.mark.parametrize("bigtime", [True, False])
+def test_symlink_runs_with_parent_pointers_leave_the_same_image(tmp_path, monkeypatch,
+                                                                bigtime):
+    """On a filesystem with parent pointers, runs of symlinks are made in
+    one batch too (each inode written with its target and its pointer in
+    a shortform attr fork) and leave the image symlink after symlink
+    leaves: names of 1-255 bytes, targets short and long, so that some
+    pointers fit beside their target and some do not (those go the
+    general way, in their turn), again over names already there."""
+    if not modern.available():
+        pytest.skip("xfsprogs 6.10.1 is not built (parent pointers)")
+    src = tmp_path / "src"
+    (src / "a").mkdir(parents=True)
+    lit = 512 - C.XFS_DINODE_CORE_SIZE
+    (src / "a" / "x").symlink_to("t")
+    for k, nl in enumerate((4, 9, 60, 130, 200, 255)):
+        for tl in (1, 40, 120, 200, 260, 290, 300, 320, lit):
+            (src / "a" / (f"{k}{tl:03d}" + "n" * nl)[:nl]).symlink_to("t" * tl)
+        (src / "a" / f"f{k}").write_bytes(b"x" * k)
+    import fstool.ns.namespace as NS
+    import fstool.ops.populate as P
+    batched = []
+    real = NS.Namespace.create_symlinks
+
+    def spy(self, parent, items, targets, ctime_ns):
+        batched.extend(targets)
+        return real(self, parent, items, targets, ctime_ns)
+    monkeypatch.setattr(NS.Namespace, "create_symlinks", spy)
+    empty = tmp_path / "empty.img"
+    modern.mkfs(empty, "-n", "parent=1", "-m", f"uuid={UUID},bigtime={int(bigtime)}",
+                size="320m")
+    imgs = []
+    for k in range(2):
+        if k == 1:
+            monkeypatch.setattr(P.SymlinkRun, "take", lambda self, e, here: False)
+        img = tmp_path / f"{k}.img"
+        img.write_bytes(empty.read_bytes())
+        for dest in ("/", "/again", "/again"):
+            populate(img, src, dest, timestamp_ns=1_700_000_000 * 10**9)
+        imgs.append(img.read_bytes())
+        if k == 0:
+            # short targets went in batches, the longest did not
+            assert batched and max(map(len, batched)) < lit
+            assert 1 in map(len, batched)
+    assert imgs[0] == imgs[1]
+    r = modern.repair_n(tmp_path / "0.img")
+    assert r.returncode == 0, r.stdout[-2000:]

@@ -11,6 +11,7 @@ read-only kernel mount, fixtures.pptr.kernel_parents) equal what fstool
 reads from the image.
 
 Small trees, a few seconds a case (the mount's, some ten)."""
+import json
 import os
 import subprocess
 import sys
@@ -19,11 +20,12 @@ import tarfile
 import pytest
 
 import fstool as fsmod
-from fixtures import dirty, modern, pptr
+from fixtures import dirty, killpoints, modern, pptr
 from fixtures.fusemount import FuseMounted, fuse_skip_reason, run_ops
 from fixtures.images import Mounted
 from fstool.format import constants as C
 from fstool.format import parent as P
+from fstool.format.structs import SB
 from fstool.fs import attr as FA
 from fstool.ns.attrops import AttrFork
 from fstool.ns.writer import Writer
@@ -361,3 +363,98 @@ def test_admin_label_and_uuid_on_a_parent_pointer_image(tmp_path):
     assert proved(img)[ino] == want
     with fsmod.open_image(img) as fs:
         assert fs.inode(ino).aformat == 1 and fs.xattrs(ino) == {}
+
+
+def _secondaries_behind(img) -> list:
+    """The AGs whose superblock's incompat features differ from the
+    primary's."""
+    with fsmod.open_image(img) as fs:
+        sb = fs.sb
+        want = sb.fields["sb_features_incompat"]
+        out = []
+        for agno in range(1, sb.agcount):
+            raw = fs.dev.pread(agno * sb.agblocks * sb.blocksize, sb.sectsize)
+            if SB.unpack(raw[:SB.size])["sb_features_incompat"] != want:
+                out.append(agno)
+    return out
+
+
+def test_admin_killed_after_any_write_keeps_parent_pointers(tmp_path):
+    """fstool admin -L and -U (a new UUID, then -U restore) on a
+    parent-pointer image, killed with SIGKILL after its Nth write: the
+    kernel mounts it (its log recovery runs), every inode has the parent
+    pointers it had, and the command run again finishes the change.
+    xfs_repair 6.10.1 -n finds the image clean, but in the window
+    docs/commands/admin.md describes: killed between the superblocks of a
+    change that sets or clears META_UUID, the secondaries not yet written
+    differ from the primary in that feature bit (xfs_admin has the same
+    window); then xfs_repair -n names exactly those secondaries, as fstool
+    check does, and the run that finishes the change leaves it clean.  The
+    first, a middle and the last write of each command, and a write inside
+    the window, by default; FSTOOL_EVERY_WRITE=1 kills after every write
+    (fixtures/killpoints.py)."""
+    img = small_image(tmp_path, "a.img")
+    before = pptr.kernel_parents(img)
+    done = tmp_path / "done.img"
+    subprocess.run(["cp", "--sparse=always", str(img), str(done)], check=True)
+    new = "6f1c2d3e-4b5a-4c6d-8e7f-9a0b1c2d3e4f"
+    for args in (["-L", "pp", "-U", new], ["-U", "restore"]):
+        start = tmp_path / "start.img"
+        subprocess.run(["cp", "--sparse=always", str(done), str(start)], check=True)
+        counted = tmp_path / "writes.log"
+        counted.unlink(missing_ok=True)
+        r = subprocess.run([sys.executable, "-m", "fstool", "admin", *args, str(done)],
+                           capture_output=True, text=True,
+                           env={**os.environ, "FSTOOL_WRITE_LOG": str(counted)})
+        assert r.returncode == 0, r.stderr
+        total = len(counted.read_text().splitlines())
+        assert total >= 4, total            # the superblocks and the log at least
+        # the window: killed after the primary superblock's write (the last
+        # at offset 0) and before the last secondary's
+        offsets = [int(l.split()[0]) for l in counted.read_text().splitlines()]
+        primary = len(offsets) - offsets[::-1].index(0)
+        with fsmod.open_image(start) as fs:
+            last_sb = (fs.sb.agcount - 1) * fs.sb.agblocks * fs.sb.blocksize
+        window = range(primary, primary + offsets[primary:].index(last_sb) + 1)
+        pts = killpoints.points(total, seed=f"admin-pptr-{args[-1]}")
+        if not killpoints.EVERY:
+            pts = sorted({pts[0], pts[len(pts) // 2], primary + 1, pts[-1]})
+        for n in pts:
+            work = tmp_path / "w.img"
+            subprocess.run(["cp", "--sparse=always", str(start), str(work)], check=True)
+            r = subprocess.run([sys.executable, "-m", "fstool", "admin", *args, str(work)],
+                               capture_output=True, text=True,
+                               env={**os.environ, "FSTOOL_FAULT_AFTER_WRITES": str(n)})
+            assert r.returncode == -9, (args, n, r.returncode, r.stderr)
+            with Mounted(work, nouuid=True):        # the kernel replays the log
+                pass
+            rep = modern.repair_n(work)
+            behind = _secondaries_behind(work)
+            if n in window:
+                assert behind, (args, n)
+                said = rep.stdout + rep.stderr
+                named = {l.split(" AG ")[1].split()[0] for l in said.splitlines()
+                         if "would fix incompat feature mismatch in AG" in l}
+                assert rep.returncode == 1 and named == {str(a) for a in behind}, \
+                    (args, n, behind, said[-3000:])
+                ck = subprocess.run([sys.executable, "-m", "fstool", "check", "--json",
+                                     str(work)], capture_output=True, text=True)
+                found = [json.loads(l) for l in ck.stdout.splitlines()]
+                assert ck.returncode == 1 and [
+                    (f["code"], f["agno"], f["field"]) for f in found] == [
+                    ("SB_SECONDARY", a, "sb_features_incompat") for a in behind], \
+                    (args, n, ck.stdout)
+            else:
+                assert not behind, (args, n, behind)
+                assert rep.returncode == 0, (args, n, (rep.stdout + rep.stderr)[-3000:])
+            with fsmod.open_image(work) as fs:
+                got = {ino: sorted((p.ino, p.gen, p.name) for p in fs.parents(ino))
+                       for ino in before}
+            assert got == before, (args, n)
+            fstool("admin", *args, work)            # a second run finishes it
+            assert fstool("admin", "-l", "-u", work).stdout == \
+                fstool("admin", "-l", "-u", done).stdout
+            if behind:
+                rep = modern.repair_n(work)
+                assert rep.returncode == 0, (args, n, (rep.stdout + rep.stderr)[-3000:])
+    assert proved(done) == before

@@ -787,3 +787,56 @@ def test_inobt_record_moved_onto_the_next_chunk_keeps_the_rmapbt(tmp_path):
     assert "INOBT_RECORD" in codes(img)
     out = judge_inode_repair(img, tmp_path)
     assert "AG 1: inode chunk at agino 12544 found on disk" in out, out
+
+
+@needs_loop
+def test_chunk_found_on_disk_with_part_of_a_cluster_zeroed(tmp_path):
+    """An image cut inside an inode cluster and extended with zeros (corpus
+    case std-36-12, cut at 143947776 bytes: the inode btrees of AG 2 and the
+    last 4 inodes of a chunk lost).  Made again on the std base: AG 2's inobt
+    and finobt roots zeroed and the last 4 inodes of its last chunk (free
+    ones) zeroed.  The chunks are found on disk; the one whose cluster lost
+    4 inodes used to get a hole of those 4 inodes, splitting the cluster
+    (check: INOBT_RECORD; xfs_repair -n: bad magic on the zeroed inodes).  A
+    cluster with any inode in it is there whole: the zeroed inodes are free
+    ones, written anew."""
+    img, _inos = corpus_image("std", tmp_path)
+    agblocks, agblklog, inopblog = (int(v) for v in re.findall(
+        r"= (\d+)", xfs_db(img, "sb", "print agblocks agblklog inopblog")))
+    roots = xfs_db(img, "agi 2", "print root free_root")
+    root, free_root = (int(v) for v in re.findall(r"= (\d+)", roots))
+    recs = re.findall(r"^\d+:\[(\d+),0,64,\d+,(0x[0-9a-f]+)\]",
+                      xfs_db(img, "agi 2", "addr root", "btdump"), re.M)
+    start = int(recs[-1][0])
+    assert int(recs[-1][1], 16) >> 60 == 0xF, recs[-1]       # inodes 60-63 free
+    with open(img, "r+b") as f:
+        for b in (root, free_root):
+            f.seek((2 * agblocks + b) * 4096)
+            f.write(bytes(4096))
+        f.seek(2 * agblocks * 4096 + (start + 60) * 512)
+        f.write(bytes(4 * 512))
+    assert xfs_repair_n(img) == 1
+    out = judge_inode_repair(img, tmp_path)
+    assert f"AG 2: inode chunk at agino {start} found on disk" in out, out
+    ino = (2 << (agblklog + inopblog)) + start + 60
+    assert f"inode {ino}: free inode re-initialised" in out, out
+
+
+@needs_loop
+def test_directory_whose_extent_count_is_zeroed(tmp_path):
+    """A leaf directory's di_nextents zeroed (corpus case big-36-36, xfs_db
+    fuzz -d core.nextents zeroes): its map holds no extent, so it has no
+    block and no '.' or '..'; di_nblocks is wrong.  xfs_repair corrects the
+    block count and clears the directory, its entries' inodes going to
+    lost+found.  Repair used to correct the block count and then refuse the
+    directory ("inode or block map damage that is not repaired", exit 4)
+    with the block count and the AGs written all the same; a block count
+    set to what the map holds leaves the entries as trustworthy as they
+    were: the directory is rebuilt empty, its files moved to lost+found."""
+    img, inos = corpus_image("std", tmp_path)
+    d = inos["dir_leaf"]
+    xfs_db(img, f"inode {d}", "write -d core.nextents 0", expert=True)
+    assert xfs_repair_n(img) == 1
+    assert {"DIR_CORRUPT", "INODE_NBLOCKS"} <= codes(img)
+    out = judge_inode_repair(img, tmp_path)
+    assert f"directory {d}: rebuilt with 0 entries" in out, out

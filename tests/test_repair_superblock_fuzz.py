@@ -104,7 +104,13 @@ def test_primary_alone_is_damaged(field, value, tmp_path):
     file of the undamaged image kept (xfs_repair, which takes the primary's
     directory block size, moves them all to lost+found), and judged like a
     fuzzed field."""
-    case = {"field": field, "target": "primary", "mode": "given", "seed": 0, "value": value}
+    _primary_alone({"field": field, "target": "primary", "mode": "given", "seed": 0,
+                    "value": value}, tmp_path)
+
+
+def _primary_alone(case: dict, tmp_path: Path) -> list:
+    """The primary damaged as ``case`` says, checked (its findings
+    returned), repaired, and every file kept."""
     img = copy_image(sbfuzz.base_image(), tmp_path / "p.img")
     sbfuzz.damage(img, case)
     status, found = findings(img)
@@ -113,6 +119,21 @@ def test_primary_alone_is_damaged(field, value, tmp_path):
     assert r.returncode == 1, r.stdout + r.stderr
     assert sbfuzz.kernel_files(img) == sbfuzz.kernel_files(sbfuzz.base_image())
     judged(case, tmp_path / "judged")
+    return found
+
+
+@needs_oracles
+def test_primary_alone_with_meta_uuid_is_outvoted(tmp_path):
+    """META_UUID set in the primary alone (sb_meta_uuid zero): the UUID its
+    metadata would carry is not the one the secondaries name, so it is
+    outvoted and restored from them, every file kept.  (The bit itself is
+    not voted on: a UUID change stopped between the superblocks leaves a
+    primary that sets it and names the secondaries' metadata UUID, which
+    stands, as it does in xfs_repair.)"""
+    found = _primary_alone({"field": "features_incompat", "target": "primary",
+                            "mode": "given", "seed": 0,
+                            "value": str(good("features_incompat") | 0x4)}, tmp_path)
+    assert [(f["code"], f["field"]) for f in found] == [("SB_PRIMARY", "sb_meta_uuid")], found
 
 
 @needs_oracles

@@ -185,8 +185,11 @@ class InodeAllocator:
             aglog = self.sb.agino_log
             ag = s.ags.get(parent >> aglog)
             if ag is not None:
-                hot = ag.hot.get(parent & ((1 << aglog) - 1))
-                if hot is not None and hot.freecount:
+                pagino = parent & ((1 << aglog) - 1)
+                hot = ag.hot.get(pagino)
+                if hot is None or not hot.freecount:
+                    hot = self._own_chunk(ag, pagino)
+                if hot is not None:
                     return ag, hot, self._take_inodes(ag, hot, 1)[0]
         agcount = self.sb.agcount
         if is_dir or parent is None:
@@ -342,6 +345,26 @@ class InodeAllocator:
                 fs.forget_inodes(inos[i:j])
             i = j
 
+    def _own_chunk(self, ag, pagino: int):
+        """The chunk of this transaction holding the parent's own inode
+        (``pagino``) when it has a free inode (and is in the finobt, where
+        there is one): the nearest free chunk to the parent, the one
+        :meth:`_search_free_chunk` would find (the finobt's last record at
+        or before the parent, or the inobt's first going outwards), so a
+        directory made by this transaction finds its files' chunk with no
+        search; noted as the parent's nearest like a found one.  None
+        otherwise."""
+        ch = self._chunk_of(ag.agno, pagino)
+        if ch is None or not ch.freecount:
+            return None
+        fino = ag.fino
+        if fino is not None:
+            if not ch.in_fino:
+                return None
+            ag.hot_keys[pagino] = fino.keys_gen
+        ag.hot[pagino] = ch
+        return ch
+
     def _find_free_chunk(self, ag, pagino: int):
         # the chunk nearest the parent stays nearest while it has free
         # inodes: allocations only take inodes away, new chunks are only made
@@ -349,6 +372,9 @@ class InodeAllocator:
         hot = ag.hot.get(pagino)
         if hot is not None and hot.freecount:
             return hot
+        own = self._own_chunk(ag, pagino)
+        if own is not None:
+            return own
         fino = ag.fino
         if fino is not None:
             # the nearest chunk a past transaction found stays nearest while

@@ -22,9 +22,9 @@ def cmd(label, uuid, show_label, show_uuid, as_json, image):
     label is written in every superblock, in a journaled transaction.  A
     new UUID on a v5 filesystem keeps the metadata's stamped UUID in
     sb_meta_uuid (incompat META_UUID, as the kernel and xfs_admin do; -U
-    restore returns to it and clears the feature) and rewrites the clean
-    log with the new UUID; a killed run leaves an image that mounts, and
-    running it again finishes it.  Refused on a dirty log, a mounted image
+    restore returns to it and clears the feature) and marks the clean log
+    with the new UUID (an unmount record at its head); a killed run leaves
+    an image that mounts, and running it again finishes it.  Refused on a dirty log, a mounted image
     or one marked as needing repair.
     """
     if label is None and uuid is None and not show_label and not show_uuid:

@@ -8,6 +8,7 @@ import json
 import click
 
 from ..ops.names import json_exact
+from .quick import human_bytes  # noqa: F401 - the commands take it from here
 
 
 def err(msg: str) -> None:
@@ -156,13 +157,3 @@ def bar(fraction: float, width: int = 30) -> str:
     eighths = int(round(fraction * width * 8))
     full, part = divmod(eighths, 8)
     return "█" * full + ("▏▎▍▌▋▊▉"[part - 1] if part else "")
-
-
-def human_bytes(n: int) -> str:
-    """``n`` bytes as people read them: 512 B, 4.0 KiB, 1.5 GiB."""
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"

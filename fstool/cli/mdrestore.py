@@ -2,7 +2,8 @@
 import click
 
 from ..ops.mdrestore import mdrestore
-from .console import emit_json, human_bytes, json_opt
+from .console import emit_json, json_opt
+from .quick import restored_line
 
 
 @click.command("mdrestore")
@@ -24,6 +25,4 @@ def mdrestore_cmd(log_image, as_json, dump, image):
     if as_json:
         emit_json(r, True)
         return
-    click.echo(f"{image}: restored from a v{r['version']} metadump, "
-               f"{human_bytes(r['sectors'] * 512)} of metadata in "
-               f"{human_bytes(r['image_bytes'])}")
+    click.echo(restored_line(r, image))

@@ -4,8 +4,10 @@ import sys
 
 import click
 
+from ..errors import FsToolError
 from ..ops.names import shown_name
 from ..ops.parents import AllPaths, one_inode
+from .exits import finish
 from .options import image_arg, json_opt, open_fs, replay_opt
 
 
@@ -35,8 +37,11 @@ def cmd(every, as_json, image, inos, replay_in_memory):
     with open_fs(image, replay_in_memory) as fs:
         if every and not as_json:
             walker = AllPaths(fs)
-            text, broken = walker.render()
-            _write_utf8(out, text)
+            try:
+                _text, broken = walker.render(_utf8_writer(out))
+                out.flush()
+            except BrokenPipeError:
+                finish(0)               # the reader went away (path --all | head)
             for ino, b in broken:
                 status = 1
                 click.echo(f"fstool: inode {ino}: parent pointer {b.parent.ino}/"
@@ -50,7 +55,7 @@ def cmd(every, as_json, image, inos, replay_in_memory):
             todo = iter(walker)
         else:
             walker = one_inode(fs, inos[0])
-            todo = ((ino, walker.paths(ino)) for ino in inos)
+            todo = _each_readable(walker, inos)
         prefix = every or len(inos) > 1
         seen_broken = 0
         lines = []
@@ -82,6 +87,20 @@ def cmd(every, as_json, image, inos, replay_in_memory):
         sys.exit(status)
 
 
+def _each_readable(walker, inos):
+    """(ino, its paths) of each of ``inos`` in turn; one that cannot be
+    read is put in the walker's ``unread`` (reported at the end, as
+    --all reports them) and left out."""
+    walker.unread = []
+    for ino in inos:
+        try:
+            found = walker.paths(ino)
+        except FsToolError as e:
+            walker.unread.append((ino, str(e)))
+            continue
+        yield ino, found
+
+
 def _report_unread(walker) -> int:
     """Say which inodes could not be read; 1 when some could not."""
     unread = getattr(walker, "unread", ())
@@ -91,14 +110,13 @@ def _report_unread(walker) -> int:
     return 1 if unread else 0
 
 
-def _write_utf8(out, text: bytes) -> None:
-    """Write UTF-8 ``text`` to the text stream ``out``: its bytes as they
-    are when it writes UTF-8, else decoded and written as text."""
+def _utf8_writer(out):
+    """A function that writes UTF-8 text (bytes of whole lines) to the text
+    stream ``out``: its binary buffer when it writes UTF-8, else the text
+    decoded."""
     raw = getattr(out, "buffer", None)
     if raw is not None and (getattr(out, "encoding", "") or "").lower().replace("-", "") \
             in ("utf8", "utf_8"):
         out.flush()
-        raw.write(text)
-        raw.flush()
-    else:
-        out.write(text.decode("utf-8"))
+        return raw.write
+    return lambda text: out.write(str(text, "utf-8"))

@@ -10,7 +10,10 @@ itself with SIGKILL right after its Nth write has reached the image (no
 cleanup, no flush, no exit handlers), as a power cut or ``kill -9`` at that
 moment would.  Each ``pwrite`` call counts as one write; the writers issue
 one call per block or per contiguous run of new blocks, in the order that
-makes every prefix recoverable.
+makes every prefix recoverable.  With ``FSTOOL_FAULT_ERRNO=NAME`` (EIO,
+ENOSPC...) as well, the Nth write instead fails with that error once its
+bytes have reached the image (a write that fails part way), and the
+process goes on.
 
 The write log beside it, for tests that judge where a command writes: with
 ``FSTOOL_WRITE_LOG=FILE`` every write that reaches an image (each one the
@@ -37,6 +40,8 @@ _FAULT_ENV = "FSTOOL_FAULT_AFTER_WRITES"
 _WRITE_LOG_ENV = "FSTOOL_WRITE_LOG"
 # the signal the fault hook sends (a name: TERM, INT...; KILL unless set)
 _FAULT_SIGNAL_ENV = "FSTOOL_FAULT_SIGNAL"
+# the error the fault hook raises instead (a name: EIO, ENOSPC...)
+_FAULT_ERRNO_ENV = "FSTOOL_FAULT_ERRNO"
 
 
 class _WriteCounter:
@@ -53,6 +58,8 @@ class _WriteCounter:
         self.log = os.environ.get(_WRITE_LOG_ENV) or None
         name = os.environ.get(_FAULT_SIGNAL_ENV, "KILL").upper()
         self.signal = getattr(signal, "SIG" + name.removeprefix("SIG"), signal.SIGKILL)
+        code = getattr(errno, os.environ.get(_FAULT_ERRNO_ENV, "").upper(), None)
+        self.errno = code if isinstance(code, int) else 0
 
     def hit(self, path: str, offset: int, length: int) -> None:
         if self.log is not None:
@@ -63,6 +70,9 @@ class _WriteCounter:
                 os.close(fd)
         self.count += 1
         if self.limit and self.count >= self.limit:
+            if self.errno:
+                self.limit = 0          # one write fails, once
+                raise OSError(self.errno, os.strerror(self.errno) + " (FSTOOL_FAULT_ERRNO)")
             if self.signal != signal.SIGKILL:
                 self.limit = 0          # a signal the process survives: sent once
             os.kill(os.getpid(), self.signal)

@@ -22,6 +22,11 @@ Both guards key on it:
   also opened exclusively (O_EXCL), which the kernel refuses while another
   writer or a mount has it.
 
+An external log (``--logdev``: io/logdev.py) is part of the filesystem: both
+guards cover it as they cover the image, and the kernel's hold on it as a
+mount's log device (``-o logdev=/dev/loopN``, shown in the mount's options)
+counts as a mount.
+
 Nothing here opens the image in a way that could block: the backing file
 is opened with O_NONBLOCK and checked with fstat before it is locked.
 """
@@ -34,10 +39,12 @@ import stat as pystat
 import struct
 from typing import NamedTuple
 
-from ..errors import ImageBusy
+from ..errors import ImageBusy, ImageError
 import re
 
-from .partition import locate
+from .device import Device
+from .logdev import paired
+from .partition import Window, locate
 
 __all__ = ["ImageBusy", "ImageLock", "Identity", "identify", "refuse_if_mounted",
            "users_of"]
@@ -153,17 +160,18 @@ def _unescape(field: str) -> str:
 def mount_table() -> list[tuple[str, str, str, str]]:
     """(mount point, type, source, mount options) of every mount, from
     /proc/self/mountinfo."""
-    out = []
-    try:
-        with open("/proc/self/mountinfo") as f:
-            for line in f:
-                head, sep, tail = line.partition(" - ")
-                parts, rest = head.split(), tail.split()
-                if sep and len(parts) >= 6 and len(rest) >= 2:
-                    out.append((_unescape(parts[4]), rest[0], _unescape(rest[1]), parts[5]))
-    except OSError:
-        pass
-    return out
+    return [line[:4] for line in _mount_lines()]
+
+
+def mount_device(mountpoint: str) -> str | None:
+    """The device number ("major:minor") of the last mount at
+    ``mountpoint`` (an absolute path), from /proc/self/mountinfo (no call
+    into the mounted filesystem); None when nothing is mounted there."""
+    found = None
+    for line in _mount_lines():
+        if line[0] == mountpoint and line[4] is not None:
+            found = f"{os.major(line[4])}:{os.minor(line[4])}"
+    return found
 
 
 FSTOOL_FUSE_TYPE = "fuse.fstool"
@@ -186,20 +194,43 @@ def fstool_mounts_of(path, writable_only: bool = False) -> list[str]:
 
 
 def _mounted_devices() -> dict[int, str]:
-    """Device number -> mount point, from /proc/self/mountinfo."""
+    """Device number -> what the kernel's mounts make of it ("is mounted at
+    /mnt", "is the log device of the filesystem mounted at /mnt"), from
+    /proc/self/mountinfo: the device a mount is of, and the devices its
+    options name for its external log or realtime section (XFS's logdev=
+    and rtdev=)."""
     out: dict[int, str] = {}
+    for mnt, _type, _source, _opts, dev, extra in _mount_lines():
+        if dev is not None:
+            out.setdefault(dev, f"is mounted at {mnt}")
+        for opt in extra.split(","):
+            key, eq, name = opt.partition("=")
+            if eq and key in ("logdev", "rtdev"):
+                try:
+                    st = os.stat(_unescape(name))
+                except OSError:
+                    continue
+                if pystat.S_ISBLK(st.st_mode):
+                    what = "log" if key == "logdev" else "realtime"
+                    out.setdefault(st.st_rdev, f"is the {what} device of the filesystem "
+                                               f"mounted at {mnt}")
+    return out
+
+
+def _mount_lines():
+    """(mount point, type, source, mount options, device number, super
+    options) of every line of /proc/self/mountinfo."""
     try:
         with open("/proc/self/mountinfo") as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) < 5:
-                    continue
-                dev = _devno(parts[2])
-                if dev is not None:
-                    out.setdefault(dev, parts[4].replace("\\040", " "))
+            lines = f.read().splitlines()
     except OSError:
-        pass
-    return out
+        return
+    for line in lines:
+        head, sep, tail = line.partition(" - ")
+        parts, rest = head.split(), tail.split()
+        if sep and len(parts) >= 6 and len(rest) >= 2:
+            yield (_unescape(parts[4]), rest[0], _unescape(rest[1]), parts[5],
+                   _devno(parts[2]), rest[2] if len(rest) > 2 else "")
 
 
 def _block_users(rdev: int, mounts: dict, window: tuple | None = None) -> list[str]:
@@ -221,9 +252,9 @@ def _block_users(rdev: int, mounts: dict, window: tuple | None = None) -> list[s
         pass
     for dev, where in devices:
         through = "" if dev == rdev else f" (through its partition {os.path.basename(where)})"
-        mnt = mounts.get(dev)
-        if mnt:
-            found.append(f"is mounted at {mnt}{through}")
+        mounted = mounts.get(dev)
+        if mounted:
+            found.append(f"{mounted}{through}")
         try:
             holders = sorted(os.listdir(f"{where}/holders"))
         except OSError:
@@ -295,12 +326,28 @@ def users_of(st: os.stat_result, start: int = 0, length: int = 0) -> list[str]:
     return found
 
 
-def refuse_if_mounted(path) -> None:
+def refuse_if_mounted(path, logdev=True) -> None:
     """Raise ImageBusy when the file or device at ``path`` is mounted, held
     by another device or attached to a loop device, under any name; for a
     partition of a disk image (``disk.img@2``: io/partition.py), when
-    anything holds bytes of that partition."""
-    where = locate(path)
+    anything holds bytes of that partition.  The same for its external log
+    ``logdev`` (True: the one paired with ``path``, io/logdev.py; None:
+    none), which a mount of this or another image may be using."""
+    _refuse_held(locate(path), os.fspath(path))
+    log = paired(path) if logdev is True else logdev
+    if log:
+        _refuse_held(_log_window(log), f"{os.fspath(log)} (the external log of "
+                                        f"{os.fspath(path)})")
+
+
+def _log_window(log) -> Window:
+    """What an external log's name comes to: the whole file, or a
+    partition named as images are (``disk@N``)."""
+    log = os.fspath(log)
+    return Window(log) if os.path.lexists(log) else locate(log)
+
+
+def _refuse_held(where: Window, name: str) -> None:
     try:
         st = os.stat(where.file)
     except OSError:
@@ -311,7 +358,7 @@ def refuse_if_mounted(path) -> None:
         hint = "unmount it first" if "mounted" in what else \
             "detach it (losetup -d) before writing" if "attached" in what else \
             "release it first"
-        raise ImageBusy(f"{os.fspath(path)}: {what}; {hint}")
+        raise ImageBusy(f"{name}: {what}; {hint}")
 
 
 def _open_backing(ident: Identity) -> int | None:
@@ -341,16 +388,52 @@ class ImageLock:
     opened on a window of the file) takes a shared flock instead, which
     keeps out writers of the whole file, and an exclusive open file
     description lock (F_OFD_SETLK) on its byte range, which keeps out
-    writers of the same partition and lets those of others be."""
+    writers of the same partition and lets those of others be.
 
-    def __init__(self, dev, path: str):
+    ``logdev``, the filesystem's external log (True: the one paired with
+    ``path``, io/logdev.py; None: none), is locked the same way, after the
+    image: a writer holds both or neither."""
+
+    def __init__(self, dev, path: str, logdev=True, *, what: str = "this image"):
         self.dev = dev
         self.path = path
+        self.logdev = paired(path) if logdev is True else logdev
+        self.what = what
         self._own = None           # a descriptor opened for the lock (backing file)
         self._fd = None            # the descriptor locked
         self._range = None         # the byte range locked (a partition), or None
+        self._log = None           # (Device, ImageLock) of the external log
 
     def __enter__(self):
+        self._lock_image()
+        if self.logdev:
+            try:
+                self._lock_log()
+            except BaseException:
+                self._unlock_image()
+                raise
+        return self
+
+    def _lock_log(self) -> None:
+        try:
+            dev = Device(self.logdev, whole=True)
+        except ImageError:
+            return               # no such log: what opens it says so
+        mine = tuple(getattr(self.dev, k, None) for k in ("st_dev", "st_ino", "st_rdev",
+                                                          "start"))
+        if (dev.st_dev, dev.st_ino, dev.st_rdev, dev.start) == mine:
+            dev.close()          # the image named as its own log: locked already
+            return
+        lock = ImageLock(dev, self.logdev, None,
+                         what=f"this external log (of {self.path})")
+        try:
+            lock.__enter__()
+        except BaseException:
+            dev.close()
+            raise
+        self._log = (dev, lock)
+
+    def _lock_image(self) -> None:
         fd = self.dev.fd
         own = None
         base = 0
@@ -381,12 +464,23 @@ class ImageLock:
         except BlockingIOError:
             if own is not None:
                 os.close(own)
-            raise ImageBusy(f"{self.path}: another fstool is using this image") from None
+            raise ImageBusy(f"{self.path}: another fstool is using {self.what}") from None
         self._own, self._fd = own, fd
         self._range = (base + start, self.dev.size) if window else None
-        return self
 
     def __exit__(self, *exc):
+        log, self._log = self._log, None
+        try:
+            self._unlock_image()
+        finally:
+            if log is not None:
+                dev, lock = log
+                try:
+                    lock.__exit__(None, None, None)
+                finally:
+                    dev.close()
+
+    def _unlock_image(self) -> None:
         fd, own = self._fd, self._own
         self._fd = self._own = None
         if fd is None or own is None and self.dev.fd != fd:

@@ -18,7 +18,6 @@ import logging
 import time
 
 from ..errors import errno_of
-from .volume import READAHEAD_FIRST, READAHEAD_MAX, READAHEAD_SLACK
 
 log = logging.getLogger("fstool.mount")
 
@@ -72,6 +71,11 @@ class MountOps:
     entry_timeout = ENTRY_TIMEOUT
     attr_timeout = ATTR_TIMEOUT
     zeros_max = ZEROS_MAX
+    # writes, truncates and chowns take away set-user-ID, set-group-ID and
+    # capabilities here (Volume._privileges_lost), as the kernel's XFS
+    # does: the native loop negotiates FUSE_HANDLE_KILLPRIV_V2, and the
+    # kernel stops asking for security.capability before every write
+    kill_privileges = True
 
     def __init__(self, vol, writeback_cache: bool = False):
         self.vol = vol
@@ -108,6 +112,15 @@ class MountOps:
         kernel, which drops it then)."""
         return self.vol.find(self.ino(parent), name)
 
+    def names(self, node: int):
+        """Every name of directory ``node`` but "." and ".." (the native loop
+        keeps them to answer lookups of missing names itself), or None where
+        it should not (too many, not a directory); never raises."""
+        try:
+            return self.vol.names(self.ino(node))
+        except Exception:               # noqa: BLE001 - lookups then all come here
+            return None
+
     def forget(self, node: int, n: int) -> None:
         self.vol.forget(self.ino(node), n)
 
@@ -121,8 +134,10 @@ class MountOps:
 
     @_errnos
     def setattr(self, node: int, *, mode=None, uid=None, gid=None, size=None,
-                atime_ns=None, mtime_ns=None, atime_now=False, mtime_now=False):
-        """``*_now``: the time of the request (utimensat's UTIME_NOW)."""
+                atime_ns=None, mtime_ns=None, atime_now=False, mtime_now=False,
+                kill_gid=None):
+        """``*_now``: the time of the request (utimensat's UTIME_NOW);
+        ``kill_gid``: see Volume.setattr."""
         if atime_now or mtime_now:
             now = time.time_ns()
             if atime_now:
@@ -132,7 +147,8 @@ class MountOps:
         if mode is not None:
             mode &= 0o7777
         return self.vol.setattr(self.ino(node), mode=mode, uid=uid, gid=gid, size=size,
-                                atime_ns=atime_ns, mtime_ns=mtime_ns)
+                                atime_ns=atime_ns, mtime_ns=mtime_ns,
+                                kill_gid=kill_gid)
 
     @_errnos
     def readlink(self, node: int) -> bytes:
@@ -201,14 +217,16 @@ class MountOps:
 
     # -- files --------------------------------------------------------------------------
     @_errnos
-    def open(self, node: int, flags: int) -> int:
-        return self.vol.open(self.ino(node), flags)
+    def open(self, node: int, flags: int, kill_gid: int | None = None) -> int:
+        return self.vol.open(self.ino(node), flags, kill_gid)
 
     @_errnos
-    def create(self, parent: int, name: bytes, mode: int, flags: int, uid: int, gid: int):
-        """(handle, Attr) of a new file, opened."""
+    def create(self, parent: int, name: bytes, mode: int, flags: int, uid: int, gid: int,
+               absent: bool = False):
+        """(handle, Attr) of a new file, opened.  ``absent``: the loop knows
+        ``name`` is not in ``parent`` (its kept names, see names())."""
         return self.vol.create(self.ino(parent), name, mode, flags, uid, gid,
-                               self.later if self.answer_first else None)
+                               self.later if self.answer_first else None, absent)
 
     def run_later(self) -> None:
         """What the last operation left for after its answer (never raises:
@@ -272,13 +290,16 @@ class MountOps:
         hook or write log counts writes; else None."""
         return self.vol.w.dev.write_counter if self.vol.w is not None else None
 
-    # the read-ahead of a sequential reader (first window, largest, slack:
-    # Volume._read_ahead), for the reads the loop answers itself
-    read_ahead = (READAHEAD_FIRST, READAHEAD_MAX, READAHEAD_SLACK)
-
     @_errnos
-    def write(self, fh: int, off: int, buf) -> int:
-        return self.vol.write(fh, off, buf)
+    def write(self, fh: int, off: int, buf, kill_gid: int | None = None) -> int:
+        return self.vol.write(fh, off, buf, kill_gid)
+
+    def privileges_dropped(self) -> bool:
+        """A write or open since the last call took set-user-ID or
+        set-group-ID away (Volume.privileges_dropped)."""
+        vol = self.vol
+        dropped, vol.privileges_dropped = vol.privileges_dropped, False
+        return dropped
 
     def flush(self, fh: int) -> None:
         # close(2) has nothing to do here (the data is in the image already,

@@ -25,11 +25,22 @@ import sys
 import time
 
 from ..errors import FsToolError, errno_of
-from ..io.lock import FSTOOL_FUSE_TYPE, mount_table
+from ..io.lock import FSTOOL_FUSE_TYPE, mount_device, mount_table
 from .ops import MountOps
 from .volume import Volume
 
 CHECKPOINT_SECONDS = 5.0
+
+# the kernel's read-ahead of the mount's files (KiB): FUSE starts at 128
+# KiB, which the server may only lower at INIT, so a sequential reader's
+# READ requests come 128 KiB at a time; once INIT is answered, the mount's
+# own read-ahead (its bdi's read_ahead_kb, root only) is raised to 512 KiB,
+# 4x fewer requests for a streaming read.  Not 1 MiB (the most one READ
+# carries, libfuse's max_pages 256): a 1 MiB answer and its header do not
+# fit the largest pipe (/proc/sys/fs/pipe-max-size, 1 MiB), and libfuse
+# then copies the data instead of splicing it, which measured 3x the
+# server's CPU per MB (docs/performance.md)
+READ_AHEAD_KB = 512
 
 
 LOOPS = ("native", "pyfuse3")
@@ -146,6 +157,9 @@ def _serve_native(ops, mountpoint: str, opts: list, ready, every: float) -> None
         raise FsToolError(f"{mountpoint}: cannot mount: {e}") from None
     stop = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
     before = {}
+    # as /proc/self/mountinfo names it; taken before the mount (once
+    # mounted, resolving it would ask the mount itself)
+    real = os.path.realpath(mountpoint)
     try:
         try:
             session.mount(mountpoint)
@@ -154,11 +168,31 @@ def _serve_native(ops, mountpoint: str, opts: list, ready, every: float) -> None
         for sig in stop:
             before[sig] = signal.signal(sig, lambda _sig, _frame: session.exit())
         _serving(ready)
-        session.run(every, ops.checkpoint)
+        session.run(every, ops.checkpoint, on_init=lambda: set_read_ahead(real))
     finally:
         for sig, handler in before.items():
             signal.signal(sig, handler)
         session.close()
+
+
+def set_read_ahead(mountpoint: str, kb: int = READ_AHEAD_KB) -> bool:
+    """The kernel's read-ahead of the files of the FUSE mount at
+    ``mountpoint`` (a resolved path) raised to ``kb`` KiB (left alone where it is already
+    that large or larger, or where it cannot be changed: not root); True
+    when changed."""
+    dev = mount_device(mountpoint)
+    if dev is None:
+        return False
+    path = f"/sys/class/bdi/{dev}/read_ahead_kb"
+    try:
+        with open(path, "r+") as f:
+            if int(f.read().strip() or 0) >= kb:
+                return False
+            f.seek(0)
+            f.write(str(kb))
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def _serve_pyfuse3(ops, mountpoint: str, opts: list, ready, every: float) -> None:

@@ -89,6 +89,13 @@ ROOM_BLOCKS = 32
 # names remembered missing at most (Volume.find)
 ABSENT_MAX = 64
 
+# the xattr a write, truncate or chown takes away (file capabilities)
+SECURITY_CAPABILITY = b"security.capability"
+
+# the largest directory (bytes) whose names a request loop is given to keep
+# (Volume.names): about 100,000 names
+NAMES_DIR_BYTES = 4 << 20
+
 
 def oserror(code: int, what: str = "") -> OSError:
     return OSError(code, os.strerror(code) + (f": {what}" if what else ""))
@@ -190,6 +197,10 @@ class Volume:
         self.on_stop = None             # called once writes stop (a loop's fast path ends)
         self._group_room = False        # free space sure to last the open group
         self._times: dict[int, int] = {}  # ino -> mtime/ctime of overwrites not yet logged
+        # a write or truncate took set-user-ID or set-group-ID away (what
+        # the kernel caches of the mode is then stale: the request loop
+        # tells it, and clears this)
+        self.privileges_dropped = False
 
     # -- lifetime --------------------------------------------------------------------
     def close(self) -> None:
@@ -382,7 +393,9 @@ class Volume:
         return pystat.S_ISDIR(self.getattr(ino).mode)
 
     def setattr(self, ino: int, *, mode=None, uid=None, gid=None, size=None, atime_ns=None,
-                mtime_ns=None) -> Attr:
+                mtime_ns=None, kill_gid: int | None = None) -> Attr:
+        """``kill_gid``: the group of a truncating caller that may not keep
+        set-user-ID and set-group-ID (see :meth:`_privileges_lost`)."""
         self._writable()
         a = self.getattr(ino)
         if size is not None:
@@ -390,7 +403,16 @@ class Volume:
                 raise oserror(errno.EISDIR)
             if not pystat.S_ISREG(a.mode):
                 raise oserror(errno.EINVAL)
+        caps = False
+        if size is not None or uid is not None or gid is not None:
+            kept, caps = self._privileges_lost(ino, a, kill_gid if size is not None else None,
+                                               uid is not None or gid is not None)
+            if mode is None and kept is not None:
+                mode = kept
+                self.privileges_dropped = True
         with self._tx() as ns:
+            if caps:
+                ns.remove_xattr(ino, SECURITY_CAPABILITY)
             if size is not None:
                 self.fileio.truncate(ino, size, touch=True)
             if any(v is not None for v in (mode, uid, gid, atime_ns, mtime_ns)):
@@ -399,6 +421,36 @@ class Volume:
                 ns.mtime_set.pop(ino, None)
             self._touch(ino)
         return self.getattr(ino)
+
+    def _privileges_lost(self, ino: int, a: Attr, kill_gid: int | None, chown: bool):
+        """What a write or truncate (``kill_gid``: the group of a caller
+        that may not keep set-user-ID and set-group-ID, as the kernel says
+        with FUSE_HANDLE_KILLPRIV_V2; None: one that may) or a chown takes
+        away, as the kernel's XFS does: set-user-ID, and set-group-ID where
+        the group may execute or, for a write or truncate, where the
+        caller's group is not the file's (the caller's other groups are not
+        known here: set-group-ID goes where the kernel might keep it), of
+        any file but a directory for a chown, of a regular file for a write
+        or truncate; a regular file's capabilities (security.capability)
+        always.  (The new mode,
+        None where it stays; whether security.capability goes.)"""
+        if pystat.S_ISDIR(a.mode):
+            return None, False
+        reg = pystat.S_ISREG(a.mode)
+        mode = new = a.mode & 0o7777
+        kill = kill_gid is not None and reg
+        if kill or chown:
+            new &= ~pystat.S_ISUID
+            if new & pystat.S_IXGRP or kill and kill_gid != a.gid:
+                new &= ~pystat.S_ISGID
+        caps = False
+        if reg and self.ns is not None and self.fs.inode(ino).forkoff:
+            try:
+                self.ns.get_xattr(ino, SECURITY_CAPABILITY)
+                caps = True
+            except OSError:
+                pass
+        return (new if new != mode else None), caps
 
     # -- names ----------------------------------------------------------------------------
     def _check_name(self, name: bytes) -> None:
@@ -458,6 +510,23 @@ class Volume:
         self.icache.ref(ino)
         return a
 
+    def names(self, ino: int):
+        """Every name of directory ``ino`` but "." and "..", for a request
+        loop that keeps them to answer lookups of missing names itself; None
+        for a directory larger than NAMES_DIR_BYTES (listing it is not worth
+        it).  Names this volume adds later reach such a loop through the
+        requests that add them."""
+        self._dir_node(ino)
+        ns = self.ns
+        # (a directory gaining names in the open group of creates is not
+        # asked for its size: that would write its inode early)
+        if (ns is None or ino not in ns.unsaved) and \
+                self.getattr(ino).size > NAMES_DIR_BYTES:
+            return None
+        if ns is None:
+            return [n for n, _i in self.entries(ino)[2:]]
+        return ns.list_names(ino)
+
     def forget(self, ino: int, n: int) -> None:
         self.icache.forget(ino, n)
 
@@ -486,7 +555,7 @@ class Volume:
         return Meta(perm=perm, uid=uid, gid=gid, atime_ns=now, mtime_ns=now, ctime_ns=now)
 
     def _new(self, parent: int, name: bytes, make, group: bool = False, halves=None,
-             later=None) -> Attr:
+             later=None, absent: bool = False) -> Attr:
         """``make(ns)`` -> the new inode, in a transaction of its own or,
         with ``group``, in the open group of creates (``make`` must then
         give the same inode when done again from the same state).
@@ -497,7 +566,10 @@ class Volume:
         appended to ``later`` for the caller to run as soon as it has
         answered, before anything else (the mount's native loop does: the
         kernel's caller goes on meanwhile).  Should that part fail, the
-        answer given is wrong and the volume stops writing."""
+        answer given is wrong and the volume stops writing.
+
+        ``absent``: the caller knows ``name`` is not in ``parent`` (the
+        native loop's kept names): the namespace does not look again."""
         self._writable()
         self._check_name(name)
         self._dir_node(parent)
@@ -514,7 +586,8 @@ class Volume:
             # the namespace refuses a name in use (EEXIST) before it
             # allocates anything; the kernel's lookup of the name just
             # before found it missing, unless something changed since
-            if self._absent_at == self.changes and (parent, name) in self._absent:
+            if absent or (self._absent_at == self.changes and
+                          (parent, name) in self._absent):
                 ns.known_absent = (parent, name)
             try:
                 ino = make(ns) if later is None else halves[0](ns)
@@ -595,15 +668,15 @@ class Volume:
             parent, name, self._meta(parent, mode & 0o7777, uid, gid, True)))
 
     def create(self, parent: int, name: bytes, mode: int, flags: int = 0, uid: int = 0,
-               gid: int = 0, later=None):
-        """A new empty regular file, opened: (handle, Attr).  ``later``: see
-        :meth:`_new` (the name is added after the answer)."""
+               gid: int = 0, later=None, absent: bool = False):
+        """A new empty regular file, opened: (handle, Attr).  ``later`` and
+        ``absent``: see :meth:`_new` (the name is added after the answer)."""
         def meta():
             return self._meta(parent, mode & 0o7777, uid, gid, False)
 
         a = self._new(parent, name, lambda ns: ns.create_file(parent, name, meta()), True,
                       (lambda ns: ns.new_empty_file(parent, name, meta()),
-                       lambda ns, ino: ns.name_new_file(parent, name, ino)), later)
+                       lambda ns, ino: ns.name_new_file(parent, name, ino)), later, absent)
         # a file just made is not truncated by O_TRUNC (nor are its times
         # changed), as the kernel's open leaves a file it has created
         return self.open(a.ino, flags & ~os.O_TRUNC), a
@@ -697,7 +770,9 @@ class Volume:
             self._touch(sparent, dparent, *(e[0] for e in (src, dst) if e is not None))
 
     # -- open files --------------------------------------------------------------------------------
-    def open(self, ino: int, flags: int = 0) -> int:
+    def open(self, ino: int, flags: int = 0, kill_gid: int | None = None) -> int:
+        """``kill_gid``: the group of a caller of O_TRUNC that may not keep
+        set-user-ID and set-group-ID (:meth:`setattr`)."""
         a = self.getattr(ino)
         if flags & (os.O_WRONLY | os.O_RDWR) and self.w is None:
             raise oserror(errno.EROFS)
@@ -706,7 +781,7 @@ class Volume:
         if flags & os.O_TRUNC and flags & (os.O_WRONLY | os.O_RDWR) and \
                 pystat.S_ISREG(a.mode):
             # libfuse asks for atomic O_TRUNC: the truncation is the open's
-            self.setattr(ino, size=0)
+            self.setattr(ino, size=0, kill_gid=kill_gid)
         fh = self.next_fh
         self.next_fh += 1
         self.handles[fh] = Handle(ino, flags)
@@ -793,17 +868,32 @@ class Volume:
 
     @property
     def image_fd(self) -> int:
-        """The image file's descriptor, which read_map's offsets are in."""
-        return self.w.dev.fd if self.w is not None else -1
+        """The image file's descriptor, which the offsets of read_map and
+        fast_map (with fast_geometry) are in."""
+        return self.fs.dev.fd
 
-    def write(self, fh: int, off: int, data: bytes) -> int:
+    def write(self, fh: int, off: int, data: bytes, kill_gid: int | None = None) -> int:
         """Overwrites of written blocks inside the file's size go straight
         to the image with no transaction (the kernel's XFS does not log data
         either), their times logged with the next change or checkpoint
-        (:meth:`_log_times`); any other write is a transaction."""
+        (:meth:`_log_times`); any other write is a transaction.  A write
+        takes away the file's capabilities, and with ``kill_gid`` its
+        set-user-ID and set-group-ID (:meth:`_privileges_lost`), in the
+        write's transaction."""
         self._writable()
         h = self.handle(fh)
         ino = h.ino
+        mode, caps = self._privileges_lost(ino, self.getattr(ino), kill_gid, False)
+        if mode is not None or caps:
+            with self._tx() as ns:
+                if caps:
+                    ns.remove_xattr(ino, SECURITY_CAPABILITY)
+                if mode is not None:
+                    ns.setattr(ino, mode=mode)
+                    self.privileges_dropped = True
+                n = self.fileio.write(ino, off, data)
+            self.icache.invalidate(ino)
+            return n
         now = self.w.now_ns()
         if self.fileio.overwrite(ino, off, data):
             self.overwrote(ino, now)
@@ -837,14 +927,15 @@ class Volume:
         read model keeps them, in file order: the caller turns them into
         image offsets with :attr:`fast_geometry`, leaving to :meth:`read`
         any record outside the filesystem or the image); None where only
-        :meth:`read` and :meth:`write` can say (not a regular file, a
-        read-only mount, a map too large to copy).  ``may_write``: an
-        overwrite of written blocks inside the size may go straight to the
-        image, as :meth:`write` makes it (a writable volume, a file whose
-        blocks are not shared); the loop then reports each with
-        :meth:`overwrote` and the bytes with Device.wrote_elsewhere."""
+        :meth:`read` and :meth:`write` can say (not a regular file, a map
+        too large to copy).  ``may_write``: an overwrite of written blocks
+        inside the size may go straight to the image, as :meth:`write`
+        makes it (a writable volume, a file whose blocks are not shared);
+        the loop then reports each with :meth:`overwrote` and the bytes
+        with Device.wrote_elsewhere.  A read-only mount's maps never go
+        stale (nothing changes) and never allow writes."""
         w = self.w
-        if w is None or self.closed:
+        if self.closed:
             return None
         try:
             node = self.fs.inode(ino)
@@ -853,12 +944,17 @@ class Volume:
         if not node.is_reg or node.nextents > FAST_MAP_RECORDS or \
                 (node.nlink == 0 and not self.opens.get(ino)):
             return None
-        dev = w.dev
         recs = node.extents()
+        if w is None:
+            return node.size, False, -1, not node.forkoff, recs
+        dev = w.dev
         if dev._gather:
             dev.flush_gathered()
+        # (and nothing a write takes away: no set-user-ID or set-group-ID,
+        # no xattrs, so no capabilities; _privileges_lost)
         may_write = self.failed is None and dev.write_hook is None and \
-            not node.flags2 & C.XFS_DIFLAG2_REFLINK
+            not node.flags2 & C.XFS_DIFLAG2_REFLINK and not node.forkoff and \
+            not node.mode & (pystat.S_ISUID | pystat.S_ISGID)
         fixed = w.timestamp_ns
         return node.size, may_write, -1 if fixed is None else fixed, not node.forkoff, recs
 
@@ -1088,8 +1184,8 @@ def _ends_group(fn):
 # what an open group of creates lets run in it: reads of names and
 # attributes, the creates themselves, opens and closes (a close that has
 # work to do starts a transaction of its own, which ends the group)
-_IN_GROUP = {"find", "child", "getattr", "access", "forget", "create", "mknod", "open",
-             "release", "handle", "end_group", "sync", "close"}
+_IN_GROUP = {"find", "child", "names", "getattr", "access", "forget", "create", "mknod",
+             "open", "release", "handle", "end_group", "sync", "close"}
 for _name, _fn in list(vars(Volume).items()):
     if callable(_fn) and not _name.startswith("_") and _name not in _IN_GROUP:
         setattr(Volume, _name, _ends_group(_fn))

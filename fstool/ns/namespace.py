@@ -560,9 +560,18 @@ class Namespace:
 
     def inline_symlinks(self) -> int:
         """The longest target :meth:`create_symlinks` takes (the inode's
-        literal area); 0 where it takes none (parent pointers: each symlink
-        goes the general way)."""
-        return 0 if self.pptr else self.w.sb.inodesize - C.XFS_DINODE_CORE_SIZE
+        literal area; with parent pointers, see also
+        :meth:`symlink_in_batch`)."""
+        return self.w.sb.inodesize - C.XFS_DINODE_CORE_SIZE
+
+    def symlink_in_batch(self, name: bytes, target: bytes) -> bool:
+        """Whether :meth:`create_symlinks` takes a symlink named ``name``
+        with ``target`` (at most :meth:`inline_symlinks` bytes): always
+        without parent pointers; with them, when its pointer stays in
+        shortform beside the target, as :meth:`symlink` would keep it."""
+        if not self.pptr:
+            return True
+        return self._sf_fits(len(name), len(target), C.XFS_DINODE_FMT_LOCAL)
 
     def create_symlinks(self, parent: int, items: list, targets: list, ctime_ns: int) -> None:
         """Create symlinks without xattrs in one directory, as many calls
@@ -578,10 +587,23 @@ class Namespace:
                 raise InvalidArgument(f"symlink target of {len(target)} bytes: not held in "
                                       f"the inode (at most {limit} bytes here)")
         names = [it[0] for it in items]
+        attrs = None
+        if self.pptr:
+            # each with its parent pointer in a shortform attr fork
+            rec = P.pack_rec(parent, self._dir_gen(parent))
+            attrs = []
+            for name, target in zip(names, targets):
+                sf = self._sf_pointer((C.XFS_ATTR_PARENT, bytes(name), rec), len(target),
+                                      C.XFS_DINODE_FMT_LOCAL)
+                if sf is None:
+                    raise InvalidArgument(f"symlink {name!r}: its target and parent pointer "
+                                          "are not both held in the inode")
+                attrs.append(sf)
         ft = C.XFS_DIR3_FT_SYMLINK
         placed, pst = self._claim_names(parent, names, ft)
         inos, _ = self._place_files(parent, items, ctime_ns, None, placed)
-        self.w.inodes.put_simple_inodes(inos, items, C.S_IFLNK, ctime_ns, lits=targets)
+        self.w.inodes.put_simple_inodes(inos, items, C.S_IFLNK, ctime_ns, attrs=attrs,
+                                        lits=targets)
         if pst is not None:
             pst.entries.update(zip(names, [(ino, ft) for ino in inos]))
             pst.changed = True
@@ -618,25 +640,32 @@ class Namespace:
             w.inodes.put_simple_inodes(fast_inos, fast_items, C.S_IFREG, ctime_ns,
                                        fast_forks if forks is not None else None, fast_attrs)
 
-    def _sf_pointer(self, ptr: tuple, data_bytes: int) -> tuple | None:
-        """(forkoff, literal) of a new regular file's attr fork holding its
-        parent pointer ``ptr`` alone, in shortform beside ``data_bytes`` of
-        extent records, as _attr_fork would make it; None where it would not
-        be that.  The fork offset hangs on the sizes alone: cached by
-        (name length, data bytes) in ``_sf_fit``."""
-        isize = self.w.sb.inodesize
-        key = (len(ptr[1]), data_bytes)
+    def _sf_pointer(self, ptr: tuple, data_bytes: int,
+                    data_fmt: int = C.XFS_DINODE_FMT_EXTENTS) -> tuple | None:
+        """(forkoff, literal) of a new inode's attr fork holding its parent
+        pointer ``ptr`` alone, in shortform beside ``data_bytes`` of its
+        data fork in ``data_fmt`` (extent records, or a local symlink
+        target), as _attr_fork would make it; None where it would not be
+        that."""
+        if not self._sf_fits(len(ptr[1]), data_bytes, data_fmt):
+            return None
+        return self._sf_fit[(len(ptr[1]), data_bytes, data_fmt)][0], ALEAF.sf_encode([ptr])
+
+    def _sf_fits(self, name_len: int, data_bytes: int, data_fmt: int) -> bool:
+        """Whether a parent pointer of a name of ``name_len`` bytes stays
+        alone in a shortform attr fork beside ``data_bytes`` of data fork
+        in ``data_fmt``.  It hangs on the sizes alone: cached by (name
+        length, data bytes, format) in ``_sf_fit``."""
+        key = (name_len, data_bytes, data_fmt)
         got = self._sf_fit.get(key)
         if got is None:
-            got = self._sf_fit[key] = F.attr_forkoff(isize, C.XFS_DINODE_FMT_EXTENTS,
-                                                     data_bytes, [ptr])
-        forkoff, shortform = got
-        if not (shortform and forkoff and data_bytes <= forkoff * 8):
-            return None
-        lit = ALEAF.sf_encode([ptr])
-        if len(lit) > isize - C.XFS_DINODE_CORE_SIZE - forkoff * 8:
-            return None
-        return forkoff, lit
+            isize = self.w.sb.inodesize
+            ptr = (C.XFS_ATTR_PARENT, bytes(name_len), bytes(P.XFS_PARENT_REC_SIZE))
+            forkoff, shortform = F.attr_forkoff(isize, data_fmt, data_bytes, [ptr])
+            fits = shortform and forkoff and data_bytes <= forkoff * 8 and \
+                len(ALEAF.sf_encode([ptr])) <= isize - C.XFS_DINODE_CORE_SIZE - forkoff * 8
+            got = self._sf_fit[key] = (forkoff, bool(fits))
+        return got[1]
 
     def _place_files(self, parent: int, items: list, ctime_ns: int, data, placed) -> tuple:
         """Inodes, and with ``data`` blocks, for the files of

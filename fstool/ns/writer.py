@@ -74,7 +74,8 @@ class Writer:
         self.fs = fs = Filesystem(path, cache_bytes=cache_bytes, writable=True)
         self.dev = fs.dev
         self.path = fs.dev.path
-        self._lock = ImageLock(self.dev, self.path)
+        self._lock = ImageLock(self.dev, self.path,
+                               fs.logdev_path if fs.external_log else None)
         self.journal = None
         try:
             self._lock.__enter__()

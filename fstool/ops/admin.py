@@ -9,12 +9,19 @@ the metadata blocks keep the UUID they are stamped with, which moves to
 ``sb_meta_uuid`` under the incompat META_UUID feature the first time the
 UUID changes; setting the UUID back to that one (``restore``) clears the
 feature.  Every log record carries the UUID as well and the kernel refuses
-a log whose UUID is not the superblock's, so the log (which must be clean)
-is rewritten: first with a nil UUID (which the kernel and xfs_repair accept
-with either superblock), then the primary superblock's sector is written
-in place, then the secondaries, then the log again with the new UUID.
-Killed at any point the image mounts, with the old UUID or the new one;
-running the command again finishes it.
+a log whose newest record carries a UUID other than the superblock's (a
+nil one it accepts, as xfs_repair does), so the clean log gets one
+unmount record at its head carrying a nil UUID, then the primary
+superblock's sector is written in place, then the secondaries, then
+another unmount record carrying the new UUID.  Each record is written
+whole or, torn, fails its CRC and leaves the record before it the head:
+killed at any point the image mounts, with the old UUID or the new one,
+and running the command again finishes it.  Killed between the primary
+and the last secondary of a change that sets or clears META_UUID, the
+secondaries not yet written differ from the primary in that feature
+(xfs_repair -n and fstool check name them; xfs_admin has the same window):
+no order of the writes avoids it, and the run that finishes the change
+rewrites them.
 """
 from __future__ import annotations
 
@@ -31,7 +38,7 @@ from ..io.device import Device
 from ..io.lock import ImageLock, refuse_if_mounted
 from ..log.head import find_state
 from ..ns.writer import Writer
-from .logops import zero
+from .logops import stamp
 
 LABEL_MAX = 12
 
@@ -177,32 +184,32 @@ def set_uuid(path, spec: str) -> list:
     meta = f["sb_meta_uuid"] if has_meta else old
     changes = []
     if not has_meta and new != meta:
-        set_meta, meta_to = True, meta
         changes.append("metadata UUID kept in sb_meta_uuid (incompat META_UUID set)")
     elif has_meta and new == meta:
-        set_meta, meta_to = False, bytes(16)
         changes.append("UUID back to the metadata's (incompat META_UUID cleared)")
-    else:
-        set_meta, meta_to = None, None
 
     def edit(g):
-        if set_meta is True and not g["sb_features_incompat"] & \
-                C.XFS_SB_FEAT_INCOMPAT_META_UUID:
+        # every superblock ends as the primary will: a run stopped between
+        # the superblocks and run again finishes the secondaries the
+        # primary is already ahead of
+        if new != meta:
             g["sb_features_incompat"] |= C.XFS_SB_FEAT_INCOMPAT_META_UUID
-            g["sb_meta_uuid"] = meta_to
-        elif set_meta is False:
+            g["sb_meta_uuid"] = meta
+        elif g["sb_features_incompat"] & C.XFS_SB_FEAT_INCOMPAT_META_UUID:
             g["sb_features_incompat"] &= ~C.XFS_SB_FEAT_INCOMPAT_META_UUID
-            g["sb_meta_uuid"] = meta_to
+            g["sb_meta_uuid"] = bytes(16)
         g["sb_uuid"] = new
     if new != old:
-        zero(path, uuid=bytes(16))            # a log any superblock accepts
+        stamp(path, uuid=bytes(16))           # a log any superblock accepts
         changes.append(f"UUID {uuidlib.UUID(bytes=old)} -> {uuidlib.UUID(bytes=new)}")
     else:
         changes.clear()
-    _rewrite_sbs(path, edit, 0)             # the primary first, then the secondaries
+    n = _rewrite_sbs(path, edit, 0)         # the primary first, then the secondaries
+    if new == old and n:
+        changes.append(f"UUID written in {n} secondary superblock(s)")
     if new != old or _log_uuid_nil(path):
-        zero(path, uuid=new)                  # the log with the filesystem's UUID
-        changes.append("log cleared with the new UUID")
+        stamp(path, uuid=new)                 # the log with the filesystem's UUID
+        changes.append("log marked clean with the new UUID")
     return changes
 
 

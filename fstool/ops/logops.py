@@ -143,8 +143,11 @@ def print_transactions(fs):
                "type": th.get("th_type"), "num_items": len(items), "items": items}
 
 
-def replay(path, *, dry_run: bool = False) -> dict:
-    """Recover the log of the image at ``path``.  Returns a report dict."""
+def replay(path, *, dry_run: bool = False, undo=None) -> dict:
+    """Recover the log of the image at ``path``.  Returns a report dict.
+    ``undo`` (a callable given each device opened for writing the image,
+    before anything is written through it: resize's undo file) sees every
+    write of the replay and of the work after it."""
 
     path = os.fspath(path)
     refuse_if_mounted(path)
@@ -163,6 +166,8 @@ def replay(path, *, dry_run: bool = False) -> dict:
             report["replayed"] = False
             return report
         out = None if dry_run else Device(path, writable=True)
+        if out is not None and undo is not None:
+            undo(out)
         r = Recovery(fs, ld, st, dry_run=dry_run, writer_dev=out)
         try:
             r.prepare()
@@ -208,7 +213,8 @@ def replay(path, *, dry_run: bool = False) -> dict:
                     tail_cycle = st.cycle if st.tail <= st.head else st.cycle - 1
                     position = (st.head, st.curr_cycle, st.head_rec,
                                 L.lsn(max(tail_cycle, 1), st.tail))
-                    done, counters = finish.finish_with_writer(path, intents, position)
+                    done, counters = finish.finish_with_writer(path, intents, position,
+                                                               undo=undo)
                     logged = done.pop("logged", None)
                     if logged:
                         report["logged_post_replay"] = {
@@ -219,6 +225,8 @@ def replay(path, *, dry_run: bool = False) -> dict:
                     lock = ImageLock(fs.dev, path)
                     lock.__enter__()
                     out = Device(path, writable=True)
+                    if undo is not None:
+                        undo(out)
                     report["finished"] = done
                     report["counters"] = counters
                 else:
@@ -307,6 +315,40 @@ def zero(path, min_cycle: int = 0, undo=None, uuid: bytes | None = None) -> dict
             finally:
                 out.close()
             return {"image": path, "cycle": cycle, "lost_sectors": lost}
+    finally:
+        fs.close()
+
+
+def stamp(path, uuid: bytes | None = None) -> dict:
+    """One unmount record at the head of a clean log, carrying ``uuid``
+    (the superblock's unless given: a UUID change, ops/admin.py), as an
+    unmount writes one: the stale blocks past its place cleared and made
+    durable first, then the record.  The log reads as it did until the
+    record is whole on disk (the head search finds no record of the current
+    cycle past the head, and a torn record fails its CRC, so the previous
+    one stays the head), and as clean at the new head after."""
+    path = os.fspath(path)
+    refuse_if_mounted(path)
+    fs = open_filesystem(path)
+    try:
+        with ImageLock(fs.dev, path):
+            ld, st = find_state(fs)
+            if st.dirty:
+                raise FsToolError(f"{path}: the log is dirty; replay it first")
+            if uuid is not None:
+                ld.uuid = uuid
+            head, cycle, prev = ((0, 1, 0) if st.never_written or st.curr_cycle == 0
+                                 else (st.head, st.curr_cycle, st.head_rec))
+            out = Device(path, writable=True)
+            logout = fs.open_log_writable(out)
+            try:
+                with held():
+                    after = W.mark_clean(ld, logout, cycle, head, prev)
+            finally:
+                if logout is not out:
+                    logout.close()
+                out.close()
+            return {"image": path, "block": head, "cycle": cycle, "head": after}
     finally:
         fs.close()
 

@@ -49,6 +49,11 @@ def scan_parents(fs) -> tuple:
     table = parsers.PathTable(sb.rootino, errors=FsToolError)
     unread: list = []
     others: list = []
+    nblk = max(1, (64 * isize) >> blocklog)
+    # one buffer for every read, filled in place: no new memory (and page
+    # faults) for each run of chunks
+    buf = bytearray(max(_READ_LIMIT, nblk << blocklog))
+    view = memoryview(buf)
     for agno in range(sb.agcount):
         try:
             chunks = list(_chunks(fs, agno))
@@ -60,7 +65,6 @@ def scan_parents(fs) -> tuple:
             # a run of chunks that follow one another on disk, read at once
             first = chunks[k][0]
             blk0 = (first & ((1 << sb.agino_log) - 1)) >> sb.inopblog
-            nblk = max(1, (64 * isize) >> blocklog)
             base0 = (first % per_block) * isize
             j = k + 1
             while not base0 and j < len(chunks) and (j - k + 1) * nblk << blocklog <= _READ_LIMIT and \
@@ -68,8 +72,8 @@ def scan_parents(fs) -> tuple:
                     blk0 + (j - k) * nblk and not chunks[j][0] % per_block:
                 j += 1
             try:
-                buf = fs.dev.pread(fs.agb_to_daddr(agno, blk0) << C.BBSHIFT,
-                                   (j - k) * nblk << blocklog)
+                fs.dev.preadinto(view[:(j - k) * nblk << blocklog],
+                                 fs.agb_to_daddr(agno, blk0) << C.BBSHIFT)
             except FsToolError:
                 for first_ino, _free, _hole in chunks[k:j]:
                     others.extend(first_ino + i for i in range(64))
@@ -121,12 +125,14 @@ class AllPaths(PathWalker):
             if ino not in self.skip:
                 yield ino, table.paths_at(k)
 
-    def render(self) -> tuple[bytes, list]:
+    def render(self, write=None) -> tuple[bytes, list]:
         """(text, broken): every "INO PATH" line, in inode order, names
         escaped as :func:`fstool.ops.names.shown_name` shows them (UTF-8),
         and the pointers that lead nowhere as (the inode being walked,
-        :class:`Broken`)."""
-        text, tagged = self.table.render(self.skip)
+        :class:`Broken`).  With ``write``, the text goes to it in pieces
+        of whole lines (each a view valid for the call) and the text
+        returned is empty."""
+        text, tagged = self.table.render(self.skip, write)
         return text, [(top, Broken(child, xattr.Parent._make(p), why))
                       for top, child, p, why in tagged]
 

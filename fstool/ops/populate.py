@@ -53,12 +53,15 @@ READAHEAD_ENTRIES = 4096
 # inodes, and this many larger files open for copying (RunReader)
 RUN_DATA = 8 << 20
 RUN_OPEN = 64
-# a slice of at most this much data and this many larger files is read
-# when its turn comes, by the thread that writes it: handing so little to
-# the reader's thread and back cost more than the read (a real tree's
-# directories mostly hold a few small files)
+# a slice of at most this much data and this many larger files is small:
+# handing each alone to the reader's thread and back costs more than the
+# read (a real tree's directories mostly hold a few small files), so the
+# small first slices of runs queued ahead go to it GROUP_RUNS (or
+# RUN_INLINE bytes) at a time, and a small later slice is read when its
+# turn comes, by the thread that writes it
 RUN_INLINE = 256 << 10
 RUN_INLINE_OPEN = 4
+GROUP_RUNS = 32
 KIND_MODE = {"fifo": C.S_IFIFO, "chardev": C.S_IFCHR, "blockdev": C.S_IFBLK,
              "socket": C.S_IFSOCK}
 
@@ -374,7 +377,8 @@ def _add_plain_files(ns: Namespace, run, inos: dict, stats: PopulateStats, now: 
 class SymlinkRun:
     """Consecutive symlinks of one directory that populate can make in one
     batch (``Namespace.create_symlinks``): new names, no xattrs, targets
-    held in the inode.  Taken as the walk gives them and made when
+    held in the inode (beside their parent pointers, where the filesystem
+    keeps them).  Taken as the walk gives them and made when
     :meth:`flush` is called, before anything else happens to the image, so
     that inodes and entries are the ones one symlink after another would
     give."""
@@ -405,7 +409,8 @@ class SymlinkRun:
                 return False
             self.path, self.parent = here, parent
         bname = e.path.rpartition("/")[2].encode("utf-8", "surrogateescape")
-        if bname in self.names or self.ns.child(self.parent, bname) is not None:
+        if bname in self.names or self.ns.child(self.parent, bname) is not None or \
+                not self.ns.symlink_in_batch(bname, target):
             return False
         try:
             check_name(bname)
@@ -442,14 +447,17 @@ class RunReader:
     on a thread of the reader's own: the next slice of a run while the one
     before it is written, and the first slice of a run as soon as
     :meth:`start` sees the run queued (``read_ahead``), so that reading the
-    source overlaps the rest of populate's work; a small slice (RUN_INLINE)
-    is read when its turn comes instead.  What a slice holds, and so the
-    image, does not depend on when or by which thread it was read."""
+    source overlaps the rest of populate's work.  Small first slices
+    (RUN_INLINE: most directories of a real tree) are handed to the thread
+    together, up to GROUP_RUNS runs or RUN_INLINE bytes at once; a small
+    later slice is read when its turn comes.  What a slice holds, and so
+    the image, does not depend on when or by which thread it was read."""
 
     def __init__(self, blocksize: int):
         self.mask = blocksize - 1
         self.pool = None
         self.ahead: dict = {}        # id(run) -> (dirfd, future of its first slice)
+        self.group = None            # small first slices not yet handed to the thread
 
     def start(self, run) -> tuple:
         """Start reading the first slice of ``run`` when it is a run of a
@@ -459,10 +467,18 @@ class RunReader:
                 not any(it[6] for it in run.items):
             return 0, 0
         bounds = self._bounds(run.items, 0)
-        if self._inline(bounds):
-            return 0, 0
         dirfd = _open_dir(run.dirpath)
-        self.ahead[id(run)] = (dirfd, self._submit(run.items, dirfd, bounds))
+        if self._inline(bounds):
+            # small: read with the next small ones, in one hand-over
+            group = self.group
+            if group is None:
+                group = self.group = _SliceGroup(self._send)
+            part = group.add(run.items, dirfd, bounds)
+            if group.bytes >= RUN_INLINE or len(group.jobs) >= GROUP_RUNS:
+                self._send()
+        else:
+            part = self._pool().submit(self._read, run.items, dirfd, bounds)
+        self.ahead[id(run)] = (dirfd, part)
         # the directory held open counts as a file too
         return bounds[2], bounds[5] + 1
 
@@ -522,9 +538,18 @@ class RunReader:
         is small enough to read now."""
         if self._inline(bounds):
             return self._read(items, dirfd, bounds)
+        return self._pool().submit(self._read, items, dirfd, bounds)
+
+    def _send(self) -> None:
+        """The small slices gathered so far handed to the thread."""
+        group, self.group = self.group, None
+        if group is not None:
+            group.fut = self._pool().submit(self._read_group, group.jobs)
+
+    def _pool(self) -> ThreadPoolExecutor:
         if self.pool is None:
             self.pool = ThreadPoolExecutor(1, thread_name_prefix="fstool-read")
-        return self.pool.submit(self._read, items, dirfd, bounds)
+        return self.pool
 
     @staticmethod
     def _discard(fut) -> None:
@@ -556,6 +581,77 @@ class RunReader:
         buf = bytearray(total)
         bad, fds = writers.read_files(dirfd, [it[0] for it in items[a:b]], want, buf, offsets)
         return a, b, (buf, offsets, fds), {k for k, _err in bad}
+
+    @staticmethod
+    def _read_group(jobs: list) -> list:
+        """The slices of ``jobs`` (``(items, dirfd, bounds)`` each, None for
+        one given up) as :meth:`_read` gives them, all read in one native
+        call into one buffer (each slice's offsets moved to its part)."""
+        out: list = [None] * len(jobs)
+        names: list = []
+        want: list = []
+        offs: list = []
+        dirs: list = []
+        spans = []
+        total = 0
+        for j, job in enumerate(jobs):
+            if job is None:
+                continue
+            items, dirfd, (a, b, nbytes, offsets, sizes, _nopen) = job
+            if dirfd < 0:           # the directory cannot be opened: one by one
+                out[j] = (a, b, None, set(range(b - a)))
+                continue
+            spans.append((j, a, b, len(names)))
+            names.extend([it[0] for it in items[a:b]])
+            want.extend(sizes)
+            offs.extend([o + total if o >= 0 else o for o in offsets])
+            dirs.extend([dirfd] * (b - a))
+            total += nbytes
+        if spans:
+            buf = bytearray(total)
+            bad, fds = writers.read_files(-1, names, want, buf, offs, dirs)
+            for j, a, b, first in spans:
+                end = first + b - a
+                out[j] = (a, b, (buf, offs[first:end], fds[first:end]),
+                          {k - first for k, _err in bad if first <= k < end})
+        return out
+
+
+class _SliceGroup:
+    """Small first slices of runs, read by the reader's thread in one task;
+    :meth:`add` gives each run a stand-in for its future."""
+
+    def __init__(self, send):
+        self.send = send            # hands the group to the thread
+        self.jobs: list = []        # (items, dirfd, bounds), None once given up
+        self.bytes = 0
+        self.fut = None
+
+    def add(self, items: list, dirfd: int, bounds: tuple) -> "_GroupPart":
+        self.jobs.append((items, dirfd, bounds))
+        self.bytes += bounds[2]
+        return _GroupPart(self, len(self.jobs) - 1)
+
+
+class _GroupPart:
+    """One run's slice in a :class:`_SliceGroup`, as a future of it."""
+    __slots__ = ("group", "k")
+
+    def __init__(self, group: _SliceGroup, k: int):
+        self.group, self.k = group, k
+
+    def result(self):
+        group = self.group
+        if group.fut is None:
+            group.send()
+        return group.fut.result()[self.k]
+
+    def cancel(self) -> bool:
+        """True, nothing read, when the group is not handed over yet."""
+        if self.group.fut is None:
+            self.group.jobs[self.k] = None
+            return True
+        return False
 
 
 def _open_dir(path: bytes) -> int:

@@ -105,9 +105,9 @@ ROWS = (
     # superblocks
     Problem("SB_PRIMARY", ERROR, "sb",
             check="the primary superblock fails verification (sizes, geometry, log, alignment, "
-                  "unused bytes not zero, flags), or the secondaries outvote its geometry or "
-                  "feature words (check stops there, as xfs_repair -n does), or no secondary can "
-                  "verify its geometry",
+                  "unused bytes not zero, flags), or the secondaries outvote its geometry, "
+                  "feature words or the UUID its metadata carries (check stops there, as "
+                  "xfs_repair -n does), or no secondary can verify its geometry",
             action=PRIMARY,
             repair="repaired: the primary superblock is restored from the secondaries (the "
                    "geometry most valid secondaries agree on, as xfs_repair's phase 1 finds it), "

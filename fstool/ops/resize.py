@@ -467,9 +467,11 @@ class _Undo:
             dev.close()
 
 
-def _replay_dirty_log(path, changes: list, dry_run: bool) -> None:
+def _replay_dirty_log(path, changes: list, dry_run: bool, undo) -> None:
     """A dirty log (a resize, or anything else, killed on the way) is
-    replayed first, as a mount would."""
+    replayed first, as a mount would; ``undo`` (the undo file's attach)
+    saves what the replay overwrites, so that undo gives back the image
+    with its dirty log."""
     with Filesystem(path) as fs:
         clean, why = log_is_clean(fs)
     if clean:
@@ -477,7 +479,7 @@ def _replay_dirty_log(path, changes: list, dry_run: bool) -> None:
     if dry_run:
         raise ResizeError(f"{path}: the log is dirty ({why}); replay it first (fstool log "
                           "replay, or a kernel mount), or run without -n")
-    replay(path)
+    replay(path, undo=undo)
     changes.append("the dirty log was replayed first")
 
 
@@ -530,12 +532,12 @@ def resize(path, size: int | None = None, *, minimum: bool = False, slack: float
     if undo_file is not None and not dry_run:
         refuse_external_log(path, "resize")
     changes: list = []
-    _replay_dirty_log(path, changes, dry_run)
     with Filesystem(path) as fs:
         sb = fs.sb
     undo = _Undo(undo_file, [(agno * sb.agblocks * sb.blocksize, 4 * sb.sectsize)
                              for agno in range(sb.agcount)])
     try:
+        _replay_dirty_log(path, changes, dry_run, undo.attach)
         with held():
             freed = _free_leftovers(path, changes, dry_run, undo.attach)
         result = _resize(path, size, minimum, slack, dry_run, check, changes, undo)

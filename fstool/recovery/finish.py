@@ -270,12 +270,15 @@ def refuse_unfinishable(view, intents: list, why: str) -> None:
             "written: mount the image with the kernel to recover it")
 
 
-def finish_with_writer(path, intents: list, position: tuple) -> tuple[dict, dict]:
+def finish_with_writer(path, intents: list, position: tuple, *,
+                       undo=None) -> tuple[dict, dict]:
     """Finish the unfinished intents, free the unlinked inodes and the
     leftover CoW extents in one journaled transaction of a write session
     that goes on from ``position`` (head block, cycle, last record block,
     tail LSN); the superblock counters come out recomputed from every AG and
     the log-incompatible feature bits cleared, as an unmount leaves them.
+    ``undo``: given the writer's device before it writes (an undo file's
+    recorder, ops/logops.replay).
     Returns (what was done, with ``logged``: what its checkpoint put in the
     log; the counters before and after)."""
     done = {"efi_extents": 0, "rui_extents": 0, "cui_extents": 0, "bui_extents": 0,
@@ -284,6 +287,8 @@ def finish_with_writer(path, intents: list, position: tuple) -> tuple[dict, dict
     # names are not changed here: parent pointers change only as the
     # unfinished ATTRIs of the log ask
     with Writer(path, recovering=position, keeps_parents=True) as w:
+        if undo is not None:
+            undo(w.dev)
         w.space.kernel_freelist = True
         sb = w.sb
         f0 = sb.fields

@@ -34,6 +34,8 @@ can never pass for new records.
 """
 from __future__ import annotations
 
+import struct
+
 from ..errors import CorruptionError, FsToolError, NoSpaceError
 from ..format import constants as C, log as L
 from ..log.head import find_state
@@ -122,21 +124,22 @@ def unmount_record(g, cycle: int, block: int, prev_block: int) -> bytes:
                         prev_block=prev_block)
 
 
-def empty_records(g, cycle: int, start: int, count: int, tail_lsn: int) -> bytes:
+def empty_records(g, cycle: int, start: int, count: int, tail_lsn: int) -> bytearray:
     """xlog_add_record for ``count`` sectors: empty record headers carrying
     ``cycle`` (the kernel stamps blocks in front of the head this way)."""
     tpl = bytearray(BB)
     tpl[:L.REC_HEADER.size] = L.REC_HEADER.pack({
         "h_magicno": L.XLOG_HEADER_MAGIC_NUM, "h_cycle": cycle,
-        "h_version": L.XLOG_VERSION_2, "h_lsn": 0, "h_tail_lsn": tail_lsn,
+        "h_version": L.XLOG_VERSION_2, "h_lsn": L.lsn(cycle, 0), "h_tail_lsn": tail_lsn,
         "h_crc": b"\0" * 4, "h_fmt": L.XLOG_FMT_LINUX_LE, "h_fs_uuid": g.uuid})
-    out = bytearray(tpl * count)
-    lsn_off = L.REC_HEADER.offset("h_lsn")
-    hi = cycle << 32
-    for j in range(count):
-        o = j * BB + lsn_off
-        out[o:o + 8] = (hi | (start + j)).to_bytes(8, "big")
-    return bytes(out)
+    out = tpl * count
+    # each sector's LSN is (cycle, its block): the block, the LSN's low
+    # word, one strided assignment for each of its four bytes
+    blocks = struct.pack(f">{count}I", *range(start, start + count))
+    low = L.REC_HEADER.offset("h_lsn") + 4
+    for k in range(4):
+        out[low + k::BB] = blocks[k::4]
+    return out
 
 
 def clear_stale(g, out, head_cycle: int, head: int, tail_lsn: int) -> int:

@@ -6,6 +6,7 @@ secondary_sb_whack), and the superblock inode numbers."""
 from __future__ import annotations
 
 import dataclasses
+import uuid as uuidlib
 
 from ..._backend import parsers
 from ...errors import FsToolError
@@ -163,7 +164,8 @@ def _ino_align_ok(f: dict) -> bool:
 GEOMETRY_NAMES = GEOMETRY_FIELDS + ("sb_versionnum (inode alignment bit)",
                                     "sb_versionnum (stripe alignment bit)",
                                     "sb_dirblklog", "sb_features_compat",
-                                    "sb_features_ro_compat", "sb_features_incompat")
+                                    "sb_features_ro_compat", "sb_features_incompat",
+                                    "sb_meta_uuid (the UUID the metadata carries)")
 
 
 def geometry_of(f: dict) -> tuple:
@@ -178,13 +180,24 @@ def geometry_of(f: dict) -> tuple:
     stops it, one with another directory block size has every directory
     cleared and its files moved to lost+found.  mkfs sets them once and
     for all, so fstool counts them as geometry: what only the primary holds
-    is the primary's damage."""
+    is the primary's damage.  But for META_UUID: a UUID change (xfs_admin
+    -U, fstool admin) sets or clears it on a finished filesystem, the
+    primary first and then each secondary, so a change stopped part way
+    leaves the primary alone ahead of the others, and xfs_repair (which
+    votes on geometry alone) keeps that primary and names the secondaries.
+    What no UUID change moves is the UUID the metadata carries
+    (sb_meta_uuid under META_UUID, else sb_uuid): that counts instead of
+    the bit, so such a primary stands and one whose bit or UUID alone is
+    damaged is outvoted."""
     v = f["sb_versionnum"]
     return tuple(f[k] for k in GEOMETRY_FIELDS) + (
         bool(v & VERSION_ALIGNBIT), bool(v & VERSION_DALIGNBIT), f["sb_dirblklog"],
         f["sb_features_compat"],
         f["sb_features_ro_compat"],
-        f["sb_features_incompat"] & ~C.XFS_SB_FEAT_INCOMPAT_NEEDSREPAIR)
+        f["sb_features_incompat"] & ~(C.XFS_SB_FEAT_INCOMPAT_NEEDSREPAIR |
+                                      C.XFS_SB_FEAT_INCOMPAT_META_UUID),
+        str(uuidlib.UUID(bytes=f["sb_meta_uuid"] if f["sb_features_incompat"] &
+                         C.XFS_SB_FEAT_INCOMPAT_META_UUID else f["sb_uuid"])))
 
 
 def read_secondary(dev, offset: int, whack: bool = False):
@@ -296,9 +309,12 @@ def outvoted_by(vote, f: dict) -> list:
     out = []
     for name, mine, theirs in vote.differs(f):
         field = name.split(" ")[0]
+        # the metadata's UUID is given as text (it is one of two fields)
+        expected, found = (theirs, mine) if field == "sb_meta_uuid" else \
+            (vote.fields[field], f[field])
         out.append((f"primary superblock: {name} is {mine}, {vote.refs} of {vote.sbs} "
                     f"superblocks say {theirs} (the rest is checked once the primary is "
-                    "restored)", field, vote.fields[field], f[field]))
+                    "restored)", field, expected, found))
     return out
 
 

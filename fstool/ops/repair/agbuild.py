@@ -561,6 +561,7 @@ class AGPlan:
         sb = self.sb
         bpc = checker.blocks_per_cluster
         ipc = bpc << sb.inopblog
+        unit = min(64, ipc)
         lo, hi = checker.agino_range(self.agno)
         found = {}
         for s, e in unclaimed:
@@ -569,12 +570,16 @@ class AGPlan:
                 agino = b << sb.inopblog
                 if lo <= agino <= hi:
                     raw = self._read_inodes(agino, ipc)
-                    if raw and self._inode_ok(raw, 0, agino):
-                        # a cluster may hold several chunks (64 KiB blocks)
-                        for i in range(ipc):
-                            if self._inode_ok(raw, i, agino + i):
-                                mode = struct.unpack_from(">H", raw, i * sb.inodesize + 2)[0]
-                                found[agino + i] = 1 if mode else 2
+                    # a cluster (or, where a cluster holds several chunks, its
+                    # part in one chunk) is there when any of its inodes is an
+                    # inode: the others in it are free (a cut or zeroed part
+                    # of a cluster is no hole: holes are whole clusters)
+                    for g in range(0, ipc if raw else 0, unit):
+                        ok = [i for i in range(g, g + unit) if self._inode_ok(raw, i, agino + i)]
+                        for i in range(g, g + unit) if ok else ():
+                            mode = struct.unpack_from(">H", raw, i * sb.inodesize + 2)[0] \
+                                if i in ok else 0
+                            found[agino + i] = 1 if mode else 2
                 b += bpc
         # chunks start at multiples of the chunk alignment, the first where
         # an inode is found not yet in a chunk

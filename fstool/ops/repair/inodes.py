@@ -40,6 +40,7 @@ phase needs: directory entries naming those inodes go.
 """
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import struct
 
@@ -279,9 +280,12 @@ class InodePlan:
     def mended(self) -> frozenset:
         """Inodes this phase keeps whose every finding it fixes in place
         without touching what their forks hold (a CRC, flags, timestamps,
-        hints, magic, version, next_unlinked): their directory entries can be
-        trusted once it has."""
-        safe = {"di_next_unlinked", "di_onlink", "di_magic", "di_version", "di_big_nextents"}
+        hints, magic, version, next_unlinked, the block count of what the
+        fork maps): their directory entries can be trusted once it has (a
+        directory whose map lost its extents then reads as empty, its
+        entries' inodes go to lost+found, as xfs_repair does)."""
+        safe = {"di_next_unlinked", "di_nblocks", "di_onlink", "di_magic", "di_version",
+                "di_big_nextents"}
         out = set()
         for ino, ch in self.changes.items():
             if ch.clear or ch.reinit or ch.drop_attr or ch.counts or ch.root_keys or \
@@ -845,14 +849,13 @@ def _conflicts(kept: dict, reflink: bool, mode_of) -> list:
                     (owner & 3, agno, start, start + n))
     if not involved:
         return []
-    used: dict = {agno: list(m) for agno, m in meta.items()}   # agno -> [(s, e, owner)]
+    used = _Marked()                                           # what is marked used
+    for agno, m in meta.items():
+        for s, e, owner in m:
+            used.add(agno, s, e, owner)
     mult: dict = {}                                            # agno -> [(s, e)]
     failed = {}                                                # owner -> why
     order = {BMBT_DATA: 0, DATA: 1, BMBT_ATTR: 2, ATTR: 3}
-
-    def over(agno, s, e):
-        return [u for u in used.get(agno, ()) if u[0] < e and s < u[1]]
-
     for ino in sorted(involved):
         regular = mode_of(ino) & C.S_IFMT == C.S_IFREG
         claims = sorted(involved[ino], key=lambda c: (order[c[0]], c[1], c[2]))
@@ -862,21 +865,16 @@ def _conflicts(kept: dict, reflink: bool, mode_of) -> list:
             for kind, agno, s, e in claims:
                 if kind not in fork:
                     continue
-                hits = [h for h in over(agno, s, e) if h[2] < 0 or h[2] >> 2 != ino]
+                # its own blocks are not looked at: the block map phases
+                # judge those (a directory is rebuilt from what reads as its
+                # blocks)
+                hits = [h for h in used.over(agno, s, e) if h[2] < 0 or h[2] >> 2 != ino]
                 if kind in (BMBT_DATA, BMBT_ATTR):
                     if hits:
                         mult.setdefault(agno, []).append((s, e))
-                    used.setdefault(agno, []).append((s, e, (ino << 2) | kind))
+                    used.add(agno, s, e, (ino << 2) | kind)
                     continue
-                mine = [(ms, me, mo) for ma, ms, me, mo in marks if ma == agno]
-                for hs, he, owner in hits + mine:
-                    if not (hs < e and s < he):
-                        continue
-                    if owner >= 0 and owner >> 2 == ino:
-                        # its own blocks: the block map phases judge that
-                        # (a directory is rebuilt from what reads as its
-                        # blocks), as before
-                        continue
+                for hs, he, owner in hits:
                     if owner < 0:
                         bad = (f"AG {agno}: its {_FORK[kind]} claims block {max(s, hs)}, "
                                f"which {owner_name(owner)} holds")
@@ -885,8 +883,7 @@ def _conflicts(kept: dict, reflink: bool, mode_of) -> list:
                         mult.setdefault(agno, []).append((max(s, hs), min(e, he)))
                         continue
                     bad = (f"AG {agno}: its {_FORK[kind]} claims block {max(s, hs)}, which "
-                           f"{'it' if owner >> 2 == ino else 'inode ' + str(owner >> 2)} "
-                           "already uses")
+                           f"inode {owner >> 2} already uses")
                     break
                 if bad:
                     break
@@ -895,7 +892,7 @@ def _conflicts(kept: dict, reflink: bool, mode_of) -> list:
                 failed[(ino << 2) | fork[1]] = bad
             else:
                 for agno, s, e, owner in marks:
-                    used.setdefault(agno, []).append((s, e, owner))
+                    used.add(agno, s, e, owner)
     # phase 4: a block map btree block multiply claimed fails its inode
     for ino in sorted(involved):
         for kind, agno, s, e in involved[ino]:
@@ -905,6 +902,43 @@ def _conflicts(kept: dict, reflink: bool, mode_of) -> list:
                                   f"AG {agno}: its {_FORK[kind]} block {s} is claimed by "
                                   "another owner as well")
     return sorted(failed.items())
+
+
+class _Marked:
+    """Claims marked used, per AG, found by the blocks they overlap in the
+    order they were marked (a file sharing thousands of extents made a scan
+    of every mark per extent quadratic).  Short claims are kept sorted by
+    start (one overlaps [s, e) only if it starts after s - SHORT), long ones
+    in a list of their own."""
+    SHORT = 256
+
+    def __init__(self):
+        self._ags: dict = {}            # agno -> (starts, short claims, long claims)
+        self._seq = 0
+
+    def add(self, agno: int, s: int, e: int, owner: int) -> None:
+        starts, short, long_ = self._ags.get(agno) or self._ags.setdefault(agno, ([], [], []))
+        self._seq += 1
+        item = (self._seq, s, e, owner)
+        if e - s > self.SHORT:
+            long_.append(item)
+            return
+        k = bisect.bisect_right(starts, s)
+        starts.insert(k, s)
+        short.insert(k, item)
+
+    def over(self, agno: int, s: int, e: int) -> list:
+        """(start, end, owner) of each claim overlapping [s, e), oldest first."""
+        a = self._ags.get(agno)
+        if a is None:
+            return []
+        starts, short, long_ = a
+        lo = bisect.bisect_right(starts, s - self.SHORT)
+        hi = bisect.bisect_left(starts, e)
+        hit = [c for c in short[lo:hi] if c[2] > s]
+        hit += [c for c in long_ if c[1] < e and s < c[2]]
+        hit.sort()
+        return [c[1:] for c in hit]
 
 
 def _shares_with_kept(kept: dict, ino: int, p) -> bool:
