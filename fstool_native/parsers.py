@@ -2356,7 +2356,7 @@ def _sf_tally(raw, ino, uuid, has_ftype, dirblksize, data_first, rootino, agino_
 def sf_dir_tally(raw, ino, uuid, has_ftype, dirblksize, data_first, rootino, agino_log,
                  agcount, agino_lo, agino_hi, not_dirents, starts, itype, refs, psums=None):
     """A shortform directory (the raw inode ``raw`` of directory ``ino``)
-    checked as fstool check's DirChecks._shortform checks it, its entries
+    checked as fstool check's check.dirs._shortform checks it, its entries
     counted into the inode table (see tally_entry) only when that check
     would find nothing: the inode verifies (magic, version 3, CRC, its
     number, ``uuid``) and its data fork is local; the size fits the fork;

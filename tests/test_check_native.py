@@ -17,14 +17,10 @@ from fstool.fs import attrleaf
 from fstool.ops.check import btrees as btrees_mod
 from fstool.ops.check import dirs as dirs_mod
 from fstool.ops.check import inodes as inodes_mod
+from fstool.ops.check import namespace as ns_mod
 from fstool.ops.check import spacemap as spacemap_mod
 from fstool.ops.check import xattrs as xattrs_mod
-from fstool.ops.check.btrees import BtreePhases
-from fstool.ops.check.dirs import DirChecks
-from fstool.ops.check.inodes import InodePhase
 from fstool.ops.check.records import Claims, RecordMap, Rmaps, flat_claims
-from fstool.ops.check.spacemap import SpaceMapPhase
-from fstool.ops.check.xattrs import XattrChecks
 
 PURE = fstool_native.load(pure=True, name="checks")
 NATIVE = fstool_native.load(name="checks")
@@ -66,8 +62,10 @@ def attr_leaf(rng, n, remote_every=4):
     return bytearray(buf)
 
 
-class Stub(XattrChecks):
-    """Just enough of a Checker to run the attr leaf entry check."""
+class Stub:
+    """Just enough of a check context to run the attr leaf entry check
+    (its remote values read by ``remote_value``, put in place of the
+    module's)."""
 
     def __init__(self):
         self.sb = SimpleNamespace(blocksize=BS, has_incompat=lambda bit: False)
@@ -79,7 +77,7 @@ class Stub(XattrChecks):
     def report(self, code, message, **where):
         self.found.append((code, message, sorted(where.items())))
 
-    def _remote_value(self, node, valueblk, valuelen, i, ablk):
+    def remote_value(self, node, valueblk, valuelen, i, ablk):
         self.remote_calls.append((valueblk, valuelen, i))
         return valueblk % 7 != 3         # some remote values fail
 
@@ -93,8 +91,9 @@ def run_leaf(monkeypatch, buf, last_hash, backend):
         fake = backend
     monkeypatch.setattr(xattrs_mod, "checks", fake)
     s = Stub()
+    monkeypatch.setattr(xattrs_mod, "_remote_value", Stub.remote_value)
     count = struct.unpack_from(">H", buf, 56)[0]
-    got = s._attr_leaf(SimpleNamespace(ino=99), 1, bytes(buf), last_hash)
+    got = xattrs_mod._attr_leaf(s, SimpleNamespace(ino=99), 1, bytes(buf), last_hash)
     assert count == 0 or got is None or len(got) == 2
     return got, s.found, s.remote_calls
 
@@ -173,8 +172,8 @@ def test_native_backend_is_compiled():
     assert fstool_native.is_native(NATIVE)
 
 
-class InodeStub(InodePhase):
-    """Just enough of a Checker to run the extent list check: 4 AGs of
+class InodeStub:
+    """Just enough of a check context to run the extent list check: 4 AGs of
     1,000 blocks (the last 600), AG block numbers 2^10."""
 
     def __init__(self):
@@ -216,7 +215,7 @@ def run_extents(monkeypatch, recs, attr, mode, last_end, first, backend):
                         SimpleNamespace(extent_list=lambda *a: None))
     s = InodeStub()
     where = dict(ino=77, agno=0, block=1, structure="inode", fork="attr" if attr else "data")
-    got = s._extent_list(recs, 77, {"mode": mode}, where, attr, last_end, first)
+    got = inodes_mod._extent_list(s, recs, 77, {"mode": mode}, where, attr, last_end, first)
     return got, s.found, dict(s.claims), dict(s.rmap_expect)
 
 
@@ -239,7 +238,7 @@ def test_extent_list_fast_path_keeps_the_findings(monkeypatch):
     assert outcomes == {True, False}
 
 
-class DirStub(DirChecks):
+class DirStub:
     def __init__(self):
         self.found = []
 
@@ -280,7 +279,7 @@ def run_bestfree(monkeypatch, buf, frees, backend):
     monkeypatch.setattr(dirs_mod, "checks", backend or SimpleNamespace(
         bestfree_ok=lambda *a: -1, bestfree_region_bad=PURE.bestfree_region_bad))
     s = DirStub()
-    got = s._check_bestfree(SimpleNamespace(ino=5), 8, buf, frees)
+    got = dirs_mod._check_bestfree(s, SimpleNamespace(ino=5), 8, buf, frees)
     return got, s.found
 
 
@@ -296,8 +295,8 @@ def test_bestfree_fast_path_keeps_the_findings(monkeypatch):
     assert outcomes == {True, False}
 
 
-class SpaceStub(SpaceMapPhase):
-    """Just enough of a Checker to run the space map sweep of one AG."""
+class SpaceStub:
+    """Just enough of a check context to run the space map sweep of one AG."""
 
     def __init__(self, length):
         self.fs = SimpleNamespace(ag_length=lambda agno: length)
@@ -355,7 +354,7 @@ def test_space_sweep_fast_path_keeps_the_findings(monkeypatch):
         monkeypatch.setattr(spacemap_mod, "checks",
                             SimpleNamespace(space_sweep_ok=lambda *a: False))
         s = SpaceStub(length)
-        s._sweep(0, claims, reflink)
+        spacemap_mod._sweep(s, 0, claims, reflink)
         want_overlaps = spacemap_mod._data_overlaps_py(claims)
         outcomes.add((bool(s.found), want_overlaps))
         flat = flat_claims(claims)
@@ -373,7 +372,7 @@ def test_space_sweep_fast_path_keeps_the_findings(monkeypatch):
             monkeypatch.setattr(spacemap_mod, "checks", mod)
             assert spacemap_mod._data_overlaps(claims) == want_overlaps
             fast = SpaceStub(length)
-            fast._sweep(0, claims, reflink)
+            spacemap_mod._sweep(fast, 0, claims, reflink)
             assert fast.found == s.found
     assert outcomes == {(False, False), (False, True), (True, False), (True, True)}
 
@@ -499,8 +498,9 @@ def _inode_phase(monkeypatch, fs, state, chunks, scanner):
     monkeypatch.setattr(inodes_mod, "parsers", scanner)
     c = Checker(fs)
     c.__dict__.update(copy.deepcopy(state))
-    c._chunk_buffers = lambda agno, recs: ((k, *chunks[agno, k]) for k in range(len(recs))
-                                           if (agno, k) in chunks)
+    monkeypatch.setattr(inodes_mod, "_chunk_buffers",
+                        lambda ctx, agno, recs: ((k, *chunks[agno, k]) for k in range(len(recs))
+                                                 if (agno, k) in chunks))
     c.run_phase(c.phase("inodes"))
     tab = {a: (bytes(t.itype), list(t.nlinks), t.psums and list(t.psums))
            for a, t in c.tables.items()}
@@ -544,7 +544,7 @@ def test_inode_scan_fast_path_keeps_the_findings(monkeypatch, scan_img):
             c.run_phase(c.phase(name))
         state = {k: v for k, v in c.__dict__.items() if k not in ("fs", "sb", "progress")}
         clean = {(agno, k): (bytes(buf), base) for agno in c.tables
-                 for k, buf, base in c._chunk_buffers(agno, c.chunks[agno])}
+                 for k, buf, base in inodes_mod._chunk_buffers(c, agno, c.chunks[agno])}
         isize = sb.inodesize
         # (file type, fork format) -> [(chunk, offset of an inode in use)]
         by_type = {}
@@ -675,7 +675,6 @@ def _namespace_phase(monkeypatch, fs, state, dir_raw, fast: bool):
         # check looks at each
         from types import SimpleNamespace
 
-        from fstool.ops.check import namespace as ns_mod
         cur = ns_mod.checks
         slow = SimpleNamespace(**{k: getattr(cur, k) for k in dir(cur) if not k.startswith("__")})
         slow.ShortformRun = lambda *a: SimpleNamespace(run=lambda dirs, k, *b: (k, None))
@@ -739,7 +738,7 @@ def test_shortform_dir_fast_path_keeps_the_findings(monkeypatch, kernel_img):
         probe.__dict__.update(state)
         from fstool.ops.check.table import InodeTable
         tab = InodeTable.concat(state["tables"][a] for a in sorted(state["tables"]))
-        args = probe._shortform_args(tab)
+        args = ns_mod._shortform_args(probe, tab)
         accepted = sum(parsers.sf_dir_tally(clean[ino], ino, *args) is not None for ino in sf)
         assert accepted == len(sf)
 
@@ -870,10 +869,11 @@ def test_rmaps_match_is_the_python_comparison():
     assert outcomes == {True, False}
 
 
-class RmapStub(BtreePhases):
-    """Just enough of a Checker to run the rmapbt leaf check over leaves
-    given as lists of records: an AG of 1,000 blocks, 16-bit AG inode
-    numbers, 4 AGs."""
+class RmapStub:
+    """Just enough of a check context to run the rmapbt leaf check over
+    leaves given as lists of records: an AG of 1,000 blocks, 16-bit AG
+    inode numbers, 4 AGs (its tree walk and header count check put in
+    place of the module's by ``stub_rmap``)."""
 
     def __init__(self, leaves, reflink):
         self.sb = SimpleNamespace(agino_log=16, inopblog=4, agcount=4, agblocks=1000,
@@ -888,11 +888,16 @@ class RmapStub(BtreePhases):
             on_leaf(SimpleNamespace(addr=addr + 10, recs=recs), False)
         return len(self.leaves)
 
-    def _expect(self, *args):
+    def expect(self, *args):
         pass
 
     def report(self, code, message, **where):
         self.found.append((code, message, sorted(where.items())))
+
+
+def stub_rmap(monkeypatch):
+    monkeypatch.setattr(btrees_mod, "walk_ag_tree", RmapStub.walk_ag_tree)
+    monkeypatch.setattr(btrees_mod, "_expect", RmapStub.expect)
 
 
 def rmap_leaves(rng):
@@ -934,6 +939,7 @@ def test_rmap_leaf_fast_path_keeps_the_findings(monkeypatch):
     native common-case test (each backend) as when every record goes to the
     record-by-record checks."""
     rng = random.Random(13)
+    stub_rmap(monkeypatch)
     outcomes = set()
     for _ in range(1500):
         leaves = rmap_leaves(rng)
@@ -941,12 +947,12 @@ def test_rmap_leaf_fast_path_keeps_the_findings(monkeypatch):
         monkeypatch.setattr(btrees_mod, "checks", SimpleNamespace(
             rmap_leaf_take=lambda leaf, i, out, *a: (i, a[-1])))
         slow = RmapStub(leaves, reflink)
-        slow._rmap_tree(0, {"agf_roots": [0, 0, 1], "agf_levels": [0, 0, 1]})
+        btrees_mod._rmap_tree(slow, 0, {"agf_roots": [0, 0, 1], "agf_levels": [0, 0, 1]})
         outcomes.add(bool(slow.found))
         for mod in BACKENDS:
             monkeypatch.setattr(btrees_mod, "checks", mod)
             fast = RmapStub(leaves, reflink)
-            fast._rmap_tree(0, {"agf_roots": [0, 0, 1], "agf_levels": [0, 0, 1]})
+            btrees_mod._rmap_tree(fast, 0, {"agf_roots": [0, 0, 1], "agf_levels": [0, 0, 1]})
             assert fast.found == slow.found, leaves
             assert list(fast.rmaps[0]) == list(slow.rmaps[0])
     assert outcomes == {True, False}
@@ -957,6 +963,7 @@ def test_rmap_keys_fast_path_keeps_the_findings(monkeypatch):
     for it: the same findings with the greatest key computed natively (each
     backend) as by the Python code alone."""
     rng = random.Random(17)
+    stub_rmap(monkeypatch)
     outcomes = set()
     for _ in range(1500):
         for recs in rmap_leaves(rng):
@@ -969,13 +976,13 @@ def test_rmap_keys_fast_path_keeps_the_findings(monkeypatch):
             stub = RmapStub([recs], True)
             monkeypatch.setattr(btrees_mod, "checks", SimpleNamespace(
                 rmap_leaf_top=lambda r: None))
-            stub._rmap_keys(0)[1](blk, key)
+            btrees_mod._rmap_keys(stub, 0)[1](blk, key)
             want = stub.found
             outcomes.add(bool(want))
             for mod in BACKENDS:
                 monkeypatch.setattr(btrees_mod, "checks", mod)
                 stub = RmapStub([recs], True)
-                stub._rmap_keys(0)[1](blk, key)
+                btrees_mod._rmap_keys(stub, 0)[1](blk, key)
                 assert stub.found == want, (recs, key)
     assert outcomes == {True, False}
 

@@ -699,6 +699,35 @@ def test_fill_simple_inodes_with_local_data_equals_the_encoder(pure):
                                    parsers.xfs_cksum, lits=[b"x" * (lit + 1)])
 
 
+def _symlinks_batched_and_not(tmp_path, monkeypatch, empty, src):
+    """``src`` populated three times (at /, then twice at /again) into two
+    copies of the image ``empty``: first with runs of symlinks batched,
+    then with every symlink made one at a time.  Returns the targets the
+    first copy made in batches and whether both copies are byte-identical
+    (tmp_path/0.img is the batched one)."""
+    import fstool.ns.namespace as NS  # lazy: only these tests spy on it
+    import fstool.ops.populate as P  # lazy: as above
+    batched = []
+    real = NS.Namespace.create_symlinks
+
+    def spy(self, parent, items, targets, ctime_ns):
+        batched.extend(targets)
+        return real(self, parent, items, targets, ctime_ns)
+    monkeypatch.setattr(NS.Namespace, "create_symlinks", spy)
+    imgs = []
+    for k in range(2):
+        if k == 1:
+            monkeypatch.setattr(P.SymlinkRun, "take", lambda self, e, here: False)
+        img = tmp_path / f"{k}.img"
+        img.write_bytes(empty.read_bytes())
+        for dest in ("/", "/again", "/again"):
+            populate(img, src, dest, timestamp_ns=1_700_000_000 * 10**9)
+        imgs.append(img.read_bytes())
+        if k == 0:
+            first = list(batched)
+    return first, imgs[0] == imgs[1]
+
+
 @pytest.mark.parametrize("bigtime", [True, False])
 def test_symlink_runs_leave_the_same_image(tmp_path, monkeypatch, bigtime):
     """Runs of symlinks whose targets the inode holds are made in one batch
@@ -717,32 +746,14 @@ def test_symlink_runs_leave_the_same_image(tmp_path, monkeypatch, bigtime):
             (src / "a" / f"l{n:03d}f").write_bytes(b"x" * n)
     for n in range(40):
         (src / "b" / f"z{n:02d}").symlink_to(f"../a/l{n + 1:03d}")
-    import fstool.ns.namespace as NS
-    import fstool.ops.populate as P
-    batched = []
-    real = NS.Namespace.create_symlinks
-
-    def spy(self, parent, items, targets, ctime_ns):
-        batched.extend(targets)
-        return real(self, parent, items, targets, ctime_ns)
-    monkeypatch.setattr(NS.Namespace, "create_symlinks", spy)
     empty = tmp_path / "empty.img"
     mkfs(empty, bigtime)
-    imgs = []
-    for k in range(2):
-        if k == 1:
-            monkeypatch.setattr(P.SymlinkRun, "take", lambda self, e, here: False)
-        img = tmp_path / f"{k}.img"
-        img.write_bytes(empty.read_bytes())
-        for dest in ("/", "/again", "/again"):
-            populate(img, src, dest, timestamp_ns=1_700_000_000 * 10**9)
-        imgs.append(img.read_bytes())
-        if k == 0:
-            # every inline target of the first two passes, none longer
-            assert sorted(map(len, batched)) == sorted([n for n in range(1, lit + 1)] * 2 +
-                                                       [len(f"../a/l{n + 1:03d}")
-                                                        for n in range(40)] * 2)
-    assert imgs[0] == imgs[1]
+    batched, same = _symlinks_batched_and_not(tmp_path, monkeypatch, empty, src)
+    # every inline target of the first two passes, none longer
+    assert sorted(map(len, batched)) == sorted([n for n in range(1, lit + 1)] * 2 +
+                                               [len(f"../a/l{n + 1:03d}")
+                                                for n in range(40)] * 2)
+    assert same
     if subprocess.run(["which", "xfs_repair"], capture_output=True).returncode == 0:
         r = subprocess.run(["xfs_repair", "-n", "-f", str(tmp_path / "0.img")],
                            capture_output=True, text=True)
@@ -768,31 +779,13 @@ def test_symlink_runs_with_parent_pointers_leave_the_same_image(tmp_path, monkey
         for tl in (1, 40, 120, 200, 260, 290, 300, 320, lit):
             (src / "a" / (f"{k}{tl:03d}" + "n" * nl)[:nl]).symlink_to("t" * tl)
         (src / "a" / f"f{k}").write_bytes(b"x" * k)
-    import fstool.ns.namespace as NS
-    import fstool.ops.populate as P
-    batched = []
-    real = NS.Namespace.create_symlinks
-
-    def spy(self, parent, items, targets, ctime_ns):
-        batched.extend(targets)
-        return real(self, parent, items, targets, ctime_ns)
-    monkeypatch.setattr(NS.Namespace, "create_symlinks", spy)
     empty = tmp_path / "empty.img"
     modern.mkfs(empty, "-n", "parent=1", "-m", f"uuid={UUID},bigtime={int(bigtime)}",
                 size="320m")
-    imgs = []
-    for k in range(2):
-        if k == 1:
-            monkeypatch.setattr(P.SymlinkRun, "take", lambda self, e, here: False)
-        img = tmp_path / f"{k}.img"
-        img.write_bytes(empty.read_bytes())
-        for dest in ("/", "/again", "/again"):
-            populate(img, src, dest, timestamp_ns=1_700_000_000 * 10**9)
-        imgs.append(img.read_bytes())
-        if k == 0:
-            # short targets went in batches, the longest did not
-            assert batched and max(map(len, batched)) < lit
-            assert 1 in map(len, batched)
-    assert imgs[0] == imgs[1]
+    batched, same = _symlinks_batched_and_not(tmp_path, monkeypatch, empty, src)
+    # short targets went in batches, the longest did not
+    assert batched and max(map(len, batched)) < lit
+    assert 1 in map(len, batched)
+    assert same
     r = modern.repair_n(tmp_path / "0.img")
     assert r.returncode == 0, r.stdout[-2000:]

@@ -26,18 +26,10 @@ xfs_repair -n: 0 clean, 1 corruption, 2 dirty log, 4 operational error.
 from __future__ import annotations
 
 from .. import gc_paused
-from .agheaders import AGGeometry, AGHeaderPhase
+from . import agheaders, btrees, dirs, inodes, namespace, spacemap, summary, superblocks
 from .base import (EXIT_CLEAN, EXIT_CORRUPT, EXIT_DIRTY_LOG, EXIT_OPERATIONAL, FIRST, GLOBAL,
-                   PER_AG, CheckerBase, CheckHooks, Finding, Phase)
-from .btrees import BtreePhases
-from .dirs import DirChecks
-from .inodes import InodePhase
-from .namespace import NamespacePhase
-from .spacemap import SpaceMapPhase
-from . import summary
-from .superblocks import SuperblockPhase
+                   PER_AG, CheckContext, CheckHooks, Finding, Phase)
 from .table import InodeTable
-from .xattrs import XattrChecks
 
 __all__ = ["Checker", "CheckHooks", "Finding", "InodeTable", "Phase", "PHASES", "check",
            "FIRST", "PER_AG", "GLOBAL", "EXIT_CLEAN", "EXIT_CORRUPT", "EXIT_DIRTY_LOG",
@@ -45,29 +37,31 @@ __all__ = ["Checker", "CheckHooks", "Finding", "InodeTable", "Phase", "PHASES", 
 
 # the phase registry, in the order the phases run
 PHASES = (
-    Phase("superblocks", FIRST, SuperblockPhase.phase_superblocks),
-    Phase("ag_headers", PER_AG, AGHeaderPhase.phase_ag_headers),
-    Phase("free_space", PER_AG, BtreePhases.phase_free_space),
-    Phase("inode_btrees", PER_AG, BtreePhases.phase_inode_btrees),
-    Phase("refcounts", PER_AG, BtreePhases.phase_refcounts),
-    Phase("inodes", PER_AG, InodePhase.phase_inodes),
-    Phase("unlinked", PER_AG, AGHeaderPhase.phase_unlinked),
-    Phase("namespace", GLOBAL, NamespacePhase.phase_namespace),
-    Phase("space_map", GLOBAL, SpaceMapPhase.phase_space_map),
+    Phase("superblocks", FIRST, superblocks.phase_superblocks),
+    Phase("ag_headers", PER_AG, agheaders.phase_ag_headers),
+    Phase("free_space", PER_AG, btrees.phase_free_space),
+    Phase("inode_btrees", PER_AG, btrees.phase_inode_btrees),
+    Phase("refcounts", PER_AG, btrees.phase_refcounts),
+    Phase("inodes", PER_AG, inodes.phase_inodes),
+    Phase("unlinked", PER_AG, agheaders.phase_unlinked),
+    Phase("namespace", GLOBAL, namespace.phase_namespace),
+    Phase("space_map", GLOBAL, spacemap.phase_space_map),
     Phase("counters", GLOBAL, summary.phase_counters),
     Phase("log", GLOBAL, summary.phase_log),
 )
 
 
-class Checker(SuperblockPhase, AGHeaderPhase, BtreePhases, InodePhase, XattrChecks,
-              DirChecks, NamespacePhase, SpaceMapPhase, AGGeometry, CheckerBase):
+class Checker(CheckContext):
+    """The check context with fstool check's phase registry, and the
+    geometry its inode and directory modules read by.  The phases are
+    functions of it (``PHASES``); what repair and the tests call is
+    public in the phase modules."""
     PHASES = PHASES
 
     def __init__(self, fs, progress=None, ag_filter=None, hooks: CheckHooks | None = None):
         super().__init__(fs, progress, ag_filter, hooks)
-        self.setup_geometry()
-        self.setup_inode_geometry()
-        self.setup_dir_geometry()
+        inodes.setup_inode_geometry(self)
+        dirs.setup_dir_geometry(self)
 
 
 # the buffer cache's bound while a check runs

@@ -5,10 +5,12 @@ takes part through."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections import defaultdict
 from typing import Callable, NamedTuple
 
 from ...errors import CorruptionError, FsToolError
+from ...format import constants as C
 from ...fs.filesystem import Filesystem
 from ...io import signals
 from ..problems import ERROR, PROBLEMS
@@ -127,7 +129,7 @@ class CheckHooks:
         """A directory's inode, before its blocks are read."""
 
 
-class CheckerBase:
+class CheckContext:
     """The check context: the state the phases share (the filesystem and
     its geometry, the findings, the tables the phases fill and merge), the
     hooks registered on it, and the driver that runs the phase registry
@@ -177,6 +179,62 @@ class CheckerBase:
         # inodes whose attr fork could not be read whole: their parent
         # pointers are not known, and not compared with the entries
         self.pptr_unread: list[int] = []
+        # what the superblocks module finds the first time it is asked
+        # (superblocks.root_ino, log_head_lsn): the root inode as check
+        # goes on with it, the log's head (None when unknown) and the LSNs
+        # behind it, which are not compared with the head
+        self.root_inode = None
+        self.log_head = None
+        self.log_head_read = False
+        self.lsn_behind = 0
+        self._setup_geometry()
+
+    # -- geometry ------------------------------------------------------------
+    def _setup_geometry(self) -> None:
+        """Block and inode number validity, as the kernel's xfs_verify_agbno
+        and xfs_verify_agino define them (the methods below)."""
+        sb = self.sb
+        f = sb.fields
+        self.agfl_block = (3 * sb.sectsize) >> sb.blocklog
+        self.agfl_size = (sb.sectsize - C.XFS_AGFL_HDR_SIZE) // 4
+        cluster_bytes = 8192 * (sb.inodesize // 256)
+        if f["sb_inoalignmt"] < cluster_bytes >> sb.blocklog:
+            cluster_bytes = 8192
+        self.blocks_per_cluster = max(1, cluster_bytes >> sb.blocklog)
+        if f["sb_versionnum"] & 0x80 and f["sb_inoalignmt"] >= self.blocks_per_cluster:
+            self.cluster_align = f["sb_inoalignmt"]
+        else:
+            self.cluster_align = 1
+
+    @functools.cached_property
+    def ag_lengths(self) -> list:
+        """Blocks in each AG (the last may be shorter)."""
+        return [self.fs.ag_length(a) for a in range(self.sb.agcount)]
+
+    def verify_agbno(self, agno: int, agbno: int) -> bool:
+        return self.agfl_block < agbno < self.fs.ag_length(agno)
+
+    def fsb_split(self, fsbno: int) -> tuple[int, int]:
+        """(AG, block in AG) of a filesystem block number.  The AG number
+        is 32 bits wide (XFS_FSB_TO_AGNO), so bits above it are dropped: the
+        kernel and xfs_repair both read such a number as the block those bits
+        fall back to."""
+        agblklog = self.sb.agblklog
+        return (fsbno >> agblklog) & 0xFFFFFFFF, fsbno & ((1 << agblklog) - 1)
+
+    def verify_fsbno(self, fsbno: int) -> bool:
+        agno, agbno = self.fsb_split(fsbno)
+        return agno < self.sb.agcount and self.verify_agbno(agno, agbno)
+
+    def agino_range(self, agno: int) -> tuple[int, int]:
+        ca = self.cluster_align
+        first = -(-(self.agfl_block + 1) // ca) * ca
+        last = self.fs.ag_length(agno) // ca * ca
+        return first << self.sb.inopblog, (last << self.sb.inopblog) - 1
+
+    def verify_agino(self, agno: int, agino: int) -> bool:
+        lo, hi = self.agino_range(agno)
+        return lo <= agino <= hi
 
     # -- reporting -----------------------------------------------------------
     def report(self, code: str, message: str, **where) -> None:

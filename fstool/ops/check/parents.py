@@ -26,6 +26,7 @@ from ...fs import attr as xattr
 from ...fs import dir as xdir
 from ...fs.inode import Inode
 from ..names import quoted_name
+from .dirs import verify_dir_ino
 
 _DI_GEN = DINODE.offset("di_gen")
 
@@ -121,7 +122,7 @@ def _compare(ctx, ino: int, expect: Counter, got: Counter) -> None:
                            f"directory {d} has no parent pointer", found=d, **where)
     for (d, name), left in sorted(by_key.items()):
         for g in left:
-            if not ctx.verify_dir_ino(d):
+            if not verify_dir_ino(ctx, d):
                 ctx.report("PARENT_GARBAGE", f"inode {ino}: parent pointer "
                            f"{quoted_name(name)} names inode {d}, which cannot be a "
                            "directory", field="p_ino", found=d, **where)

@@ -133,139 +133,141 @@ def rmap_disk_order(records) -> list:
 _U64 = (1 << 64) - 1
 
 
-class SpaceMapPhase:
-    def phase_space_map(self) -> None:
-        reflink = self.sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_REFLINK)
-        shared_inodes = set()
-        for agno in range(self.sb.agcount):
-            claims = self.claims.get(agno, [])
-            claims.sort()
-            self._sweep(agno, claims, reflink)
-            if reflink:
-                shared_inodes |= self._check_refcounts(agno, claims)
-            if self.has_rmap:
-                self._check_rmaps(agno, claims)
-        for ino in sorted(shared_inodes):
+def phase_space_map(ctx) -> None:
+    reflink = ctx.sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_REFLINK)
+    shared_inodes = set()
+    for agno in range(ctx.sb.agcount):
+        claims = ctx.claims.get(agno, [])
+        claims.sort()
+        _sweep(ctx, agno, claims, reflink)
+        if reflink:
+            shared_inodes |= _check_refcounts(ctx, agno, claims)
+        if ctx.has_rmap:
+            _check_rmaps(ctx, agno, claims)
+    for ino in sorted(shared_inodes):
+        try:
+            flags2 = ctx.fs.inode(ino).flags2
+        except Exception:       # noqa: BLE001 - the inode's own problem is reported
+            # an inode whose one fault is its CRC (its blocks were
+            # claimed): judged as the CRC's rewrite will leave it, as
+            # xfs_repair judges an inode whatever its CRC says
             try:
-                flags2 = self.fs.inode(ino).flags2
-            except Exception:       # noqa: BLE001 - the inode's own problem is reported
-                # an inode whose one fault is its CRC (its blocks were
-                # claimed): judged as the CRC's rewrite will leave it, as
-                # xfs_repair judges an inode whatever its CRC says
-                try:
-                    flags2 = self.fs.inode_crc_mended(ino).flags2
-                except Exception:   # noqa: BLE001 - damaged beyond its CRC: reported
-                    continue
-            if not flags2 & C.XFS_DIFLAG2_REFLINK:
-                self.report("INODE_FLAGS", f"inode {ino} shares blocks but lacks the reflink "
-                            "flag", ino=ino, structure="inode", field="di_flags2")
+                flags2 = ctx.fs.inode_crc_mended(ino).flags2
+            except Exception:   # noqa: BLE001 - damaged beyond its CRC: reported
+                continue
+        if not flags2 & C.XFS_DIFLAG2_REFLINK:
+            ctx.report("INODE_FLAGS", f"inode {ino} shares blocks but lacks the reflink "
+                       "flag", ino=ino, structure="inode", field="di_flags2")
 
-    def _sweep(self, agno: int, claims: list, reflink: bool) -> None:
-        """Overlaps (file data may overlap file data on a reflink
-        filesystem) and blocks nothing claims."""
-        length = self.fs.ag_length(agno)
-        flat = flat_claims(claims)
-        if flat is not None and checks.space_sweep_ok(flat, length, reflink, DATA):
-            return              # nothing to report (the loop below words it)
-        pos = 0
-        last = None
-        unaccounted = []
-        for start, n, owner in claims:
-            if start > pos:
-                unaccounted.append((pos, start - pos))
-            elif start < pos and not (reflink and owner >= 0 and last >= 0 and
-                                      owner & 3 == DATA and last & 3 == DATA):
-                self.report("SPACE_OVERLAP", f"AG {agno}: block {start} is claimed by "
-                            f"{owner_name(owner)} and by {owner_name(last)}", agno=agno,
-                            block=start, structure="space",
-                            ino=owner >> 2 if owner >= 0 else None)
-            if start + n > pos:
-                pos = start + n
-                last = owner
-        if pos < length:
-            unaccounted.append((pos, length - pos))
-        elif pos > length:
-            self.report("SPACE_OVERLAP", f"AG {agno}: {owner_name(last)} runs past the end of "
-                        "the AG", agno=agno, block=length, structure="space")
-        for start, n in unaccounted:
-            self.report("SPACE_UNACCOUNTED", f"AG {agno}: blocks {start}-{start + n - 1} are "
-                        "neither free nor in use", agno=agno, block=start, structure="space",
-                        found=n)
 
-    def _check_refcounts(self, agno: int, claims: list) -> set:
-        """The shared ranges of file data (reference count of 2 or more,
-        maximal runs of one count) against the refcount btree, as
-        check_refcounts compares them: each must be a record of the tree.
-        Returns the inodes that share blocks."""
-        computed, sharing = shared_runs(claims)
-        tree = self.refcount_trees.get(agno)
-        for start, refcount, length in computed:
-            rec = _lookup_le(tree, start) if tree else None
-            if rec is None or rec != (start, length, refcount):
-                self.report("REFCOUNT_MISMATCH", f"AG {agno}: blocks {start}-"
-                            f"{start + length - 1} are shared {refcount} times, the refcount "
-                            f"btree gives {rec if rec else 'nothing'}", agno=agno, block=start,
-                            structure="refcountbt", expected=[start, length, refcount],
-                            found=list(rec) if rec else None)
-        return sharing
+def _sweep(ctx, agno: int, claims: list, reflink: bool) -> None:
+    """Overlaps (file data may overlap file data on a reflink
+    filesystem) and blocks nothing claims."""
+    length = ctx.fs.ag_length(agno)
+    flat = flat_claims(claims)
+    if flat is not None and checks.space_sweep_ok(flat, length, reflink, DATA):
+        return              # nothing to report (the loop below words it)
+    pos = 0
+    last = None
+    unaccounted = []
+    for start, n, owner in claims:
+        if start > pos:
+            unaccounted.append((pos, start - pos))
+        elif start < pos and not (reflink and owner >= 0 and last >= 0 and
+                                  owner & 3 == DATA and last & 3 == DATA):
+            ctx.report("SPACE_OVERLAP", f"AG {agno}: block {start} is claimed by "
+                       f"{owner_name(owner)} and by {owner_name(last)}", agno=agno,
+                       block=start, structure="space",
+                       ino=owner >> 2 if owner >= 0 else None)
+        if start + n > pos:
+            pos = start + n
+            last = owner
+    if pos < length:
+        unaccounted.append((pos, length - pos))
+    elif pos > length:
+        ctx.report("SPACE_OVERLAP", f"AG {agno}: {owner_name(last)} runs past the end of "
+                   "the AG", agno=agno, block=length, structure="space")
+    for start, n in unaccounted:
+        ctx.report("SPACE_UNACCOUNTED", f"AG {agno}: blocks {start}-{start + n - 1} are "
+                   "neither free nor in use", agno=agno, block=start, structure="space",
+                   found=n)
 
-    def _check_rmaps(self, agno: int, claims: list) -> None:
-        """Every owner check found must be covered by an rmapbt record of the
-        same owner and flags (rmaps_verify_btree)."""
-        expect = self.rmap_expect.get(agno) or Rmaps()
-        have = self.rmaps.get(agno) or Rmaps()
-        flat = flat_claims(claims)
-        if flat is not None and expect.flat() is not None and have.flat() is not None and \
-                checks.rmaps_match(flat, expect.flat(), have.flat(), _RMAP_OWNER_PAIRS):
-            # exactly the merged records of every owner (what the kernel and
-            # fstool leave): nothing to report, in either direction
-            return
-        merged = rmap_records(claims, expect)
-        if len(have) == len(merged) and sorted(have) == sorted(merged):
-            return
-        by_owner = {}
-        for s, n, o, off, fl in self.rmaps.get(agno, ()):
-            by_owner.setdefault((o, fl), []).append((s, n, off))
-        for lst in by_owner.values():
-            lst.sort()
-        for s, n, o, off, fl in merged:
-            lst = by_owner.get((o, fl), [])
-            i = bisect.bisect_right(lst, (s, float("inf"), float("inf"))) - 1
-            ok = False
-            while i >= 0:
-                bs, bn, boff = lst[i]
-                if bs + bn >= s + n:
-                    ok = o < 0 or fl & (1 << 62) or (boff <= off and boff + bn >= off + n)
-                    if ok:
-                        break
-                i -= 1
-                if i >= 0 and lst[i][0] + lst[i][1] < s:
+
+def _check_refcounts(ctx, agno: int, claims: list) -> set:
+    """The shared ranges of file data (reference count of 2 or more,
+    maximal runs of one count) against the refcount btree, as
+    check_refcounts compares them: each must be a record of the tree.
+    Returns the inodes that share blocks."""
+    computed, sharing = shared_runs(claims)
+    tree = ctx.refcount_trees.get(agno)
+    for start, refcount, length in computed:
+        rec = _lookup_le(tree, start) if tree else None
+        if rec is None or rec != (start, length, refcount):
+            ctx.report("REFCOUNT_MISMATCH", f"AG {agno}: blocks {start}-"
+                       f"{start + length - 1} are shared {refcount} times, the refcount "
+                       f"btree gives {rec if rec else 'nothing'}", agno=agno, block=start,
+                       structure="refcountbt", expected=[start, length, refcount],
+                       found=list(rec) if rec else None)
+    return sharing
+
+
+def _check_rmaps(ctx, agno: int, claims: list) -> None:
+    """Every owner check found must be covered by an rmapbt record of the
+    same owner and flags (rmaps_verify_btree)."""
+    expect = ctx.rmap_expect.get(agno) or Rmaps()
+    have = ctx.rmaps.get(agno) or Rmaps()
+    flat = flat_claims(claims)
+    if flat is not None and expect.flat() is not None and have.flat() is not None and \
+            checks.rmaps_match(flat, expect.flat(), have.flat(), _RMAP_OWNER_PAIRS):
+        # exactly the merged records of every owner (what the kernel and
+        # fstool leave): nothing to report, in either direction
+        return
+    merged = rmap_records(claims, expect)
+    if len(have) == len(merged) and sorted(have) == sorted(merged):
+        return
+    by_owner = {}
+    for s, n, o, off, fl in ctx.rmaps.get(agno, ()):
+        by_owner.setdefault((o, fl), []).append((s, n, off))
+    for lst in by_owner.values():
+        lst.sort()
+    for s, n, o, off, fl in merged:
+        lst = by_owner.get((o, fl), [])
+        i = bisect.bisect_right(lst, (s, float("inf"), float("inf"))) - 1
+        ok = False
+        while i >= 0:
+            bs, bn, boff = lst[i]
+            if bs + bn >= s + n:
+                ok = o < 0 or fl & (1 << 62) or (boff <= off and boff + bn >= off + n)
+                if ok:
                     break
-            if not ok:
-                self.report("RMAP_MISMATCH", f"AG {agno}: no rmapbt record covers blocks "
-                            f"{s}-{s + n - 1} of owner {o} (offset {off}, flags 0x{fl:x})",
-                            agno=agno, block=s, structure="rmapbt",
-                            expected=[s, n, o, off, fl])
-        # and the other way (scan_rmapbt's block states): every record maps
-        # blocks its owner was found to own, at the offsets it owns them
-        owned = {}
-        for s, n, o, off, fl in merged:
-            owned.setdefault((o, fl), []).append((s, n, off))
-        for lst in owned.values():
-            lst.sort()
-        for s, n, o, off, fl in self.rmaps.get(agno, ()):
-            lst = owned.get((o, fl), ())
-            i = bisect.bisect_right(lst, (s, float("inf"), float("inf"))) - 1
-            ok = False
-            while i >= 0 and not ok:
-                es, en, eoff = lst[i]
-                if es + en >= s + n:
-                    ok = o < 0 or fl & C.XFS_RMAP_OFF_BMBT or off - eoff == s - es
-                i -= 1
-                if i >= 0 and lst[i][0] + lst[i][1] < s:
-                    break
-            if not ok:
-                self.report("RMAP_MISMATCH", f"AG {agno}: the rmapbt maps blocks {s}-"
-                            f"{s + n - 1} to owner {o} (offset {off}, flags 0x{fl:x}), which "
-                            "does not own them", agno=agno, block=s, structure="rmapbt",
-                            found=[s, n, o, off, fl])
+            i -= 1
+            if i >= 0 and lst[i][0] + lst[i][1] < s:
+                break
+        if not ok:
+            ctx.report("RMAP_MISMATCH", f"AG {agno}: no rmapbt record covers blocks "
+                       f"{s}-{s + n - 1} of owner {o} (offset {off}, flags 0x{fl:x})",
+                       agno=agno, block=s, structure="rmapbt",
+                       expected=[s, n, o, off, fl])
+    # and the other way (scan_rmapbt's block states): every record maps
+    # blocks its owner was found to own, at the offsets it owns them
+    owned = {}
+    for s, n, o, off, fl in merged:
+        owned.setdefault((o, fl), []).append((s, n, off))
+    for lst in owned.values():
+        lst.sort()
+    for s, n, o, off, fl in ctx.rmaps.get(agno, ()):
+        lst = owned.get((o, fl), ())
+        i = bisect.bisect_right(lst, (s, float("inf"), float("inf"))) - 1
+        ok = False
+        while i >= 0 and not ok:
+            es, en, eoff = lst[i]
+            if es + en >= s + n:
+                ok = o < 0 or fl & C.XFS_RMAP_OFF_BMBT or off - eoff == s - es
+            i -= 1
+            if i >= 0 and lst[i][0] + lst[i][1] < s:
+                break
+        if not ok:
+            ctx.report("RMAP_MISMATCH", f"AG {agno}: the rmapbt maps blocks {s}-"
+                       f"{s + n - 1} to owner {o} (offset {off}, flags 0x{fl:x}), which "
+                       "does not own them", agno=agno, block=s, structure="rmapbt",
+                       found=[s, n, o, off, fl])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ...errors import LogDeviceNeeded
 from ...fs.logstate import log_is_clean
+from .dirs import not_quota_inodes
 
 
 def phase_counters(ctx) -> None:
@@ -25,7 +26,7 @@ def _check_quota_inodes(ctx) -> None:
     if tab is None:
         return          # the namespace phase did not get as far: nothing to compare
     sb = ctx.sb
-    taken = ctx.not_quota_inodes()
+    taken = not_quota_inodes(ctx)
     for name in ("sb_uquotino", "sb_gquotino", "sb_pquotino"):
         ino = sb.fields[name]
         if ino in (0, 0xFFFFFFFFFFFFFFFF):

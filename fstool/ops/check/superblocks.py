@@ -63,7 +63,7 @@ def verify_sb(f: dict, raw: bytes, primary: bool, whack: bool = True) -> list:
         return [("sb_features2", f"features2 0x{f2:x} is invalid for a v5 superblock")]
     if primary and f["sb_inprogress"]:
         bad.append(("sb_inprogress", "inprogress is set: mkfs, or a repair written in "
-                     "place, did not finish (fstool repair rolls such a repair back first)"))
+                    "place, did not finish (fstool repair rolls such a repair back first)"))
     ss = f["sb_sectsize"]
     if not 512 <= ss <= 32768 or ss & (ss - 1) or 1 << f["sb_sectlog"] != ss:
         return bad + [("sb_sectsize", f"sector size {ss} (log {f['sb_sectlog']}) is invalid")]
@@ -430,241 +430,250 @@ def vote_geometry(dev, f: dict) -> GeometryVote:
     return vote
 
 
-class SuperblockPhase:
-    # LSNs below this one are behind the log's head (log_head_lsn sets it)
-    _lsn_behind = 0
+def phase_superblocks(ctx) -> None:
+    sb = ctx.sb
+    primary = sb.fields
+    for field, detail in verify_sb(primary, sb.raw, True):
+        ctx.report("SB_PRIMARY", f"primary superblock: {detail}", agno=0, block=0,
+                   field=field)
+    if primary["sb_shared_vn"]:
+        ctx.report("SB_PRIMARY", "primary superblock: shared_vn is not zero", agno=0,
+                   block=0, field="sb_shared_vn", expected=0,
+                   found=primary["sb_shared_vn"])
+    if primary["sb_bad_features2"] and primary["sb_bad_features2"] != \
+            primary["sb_features2"]:
+        ctx.report("SB_PRIMARY", "primary superblock: features2 and bad_features2 "
+                   "differ", agno=0, block=0, field="sb_bad_features2",
+                   expected=primary["sb_features2"], found=primary["sb_bad_features2"])
+    _check_quota_state(ctx)
+    incompat = primary["sb_features_incompat"]
+    if incompat & C.XFS_SB_FEAT_INCOMPAT_NEEDSREPAIR:
+        ctx.report("SB_NEEDSREPAIR", "primary superblock: the filesystem is marked as "
+                   "needing repair", agno=0, block=0, field="sb_features_incompat",
+                   expected=incompat & ~C.XFS_SB_FEAT_INCOMPAT_NEEDSREPAIR, found=incompat)
+    unknown = primary["sb_features_ro_compat"] & ~KNOWN_RO_COMPAT
+    if unknown:
+        ctx.report("SB_FEATURES", f"unknown read-only-compatible features 0x{unknown:x}",
+                   agno=0, block=0, field="sb_features_ro_compat", found=unknown)
+    hooks = ctx.hooks
+    if not (hooks is not None and hooks.geometry_settled) and not _vote_geometry(ctx):
+        return
+    _check_sb_inodes(ctx)
+    _check_sb_lsn(ctx)
+    for agno in range(1, sb.agcount):
+        _check_secondary(ctx, agno)
 
-    def phase_superblocks(self) -> None:
-        sb = self.sb
-        primary = sb.fields
-        for field, detail in verify_sb(primary, sb.raw, True):
-            self.report("SB_PRIMARY", f"primary superblock: {detail}", agno=0, block=0,
-                        field=field)
-        if primary["sb_shared_vn"]:
-            self.report("SB_PRIMARY", "primary superblock: shared_vn is not zero", agno=0,
-                        block=0, field="sb_shared_vn", expected=0,
-                        found=primary["sb_shared_vn"])
-        if primary["sb_bad_features2"] and primary["sb_bad_features2"] != \
-                primary["sb_features2"]:
-            self.report("SB_PRIMARY", "primary superblock: features2 and bad_features2 "
-                        "differ", agno=0, block=0, field="sb_bad_features2",
-                        expected=primary["sb_features2"], found=primary["sb_bad_features2"])
-        self._check_quota_state()
-        incompat = primary["sb_features_incompat"]
-        if incompat & C.XFS_SB_FEAT_INCOMPAT_NEEDSREPAIR:
-            self.report("SB_NEEDSREPAIR", "primary superblock: the filesystem is marked as "
-                        "needing repair", agno=0, block=0, field="sb_features_incompat",
-                        expected=incompat & ~C.XFS_SB_FEAT_INCOMPAT_NEEDSREPAIR, found=incompat)
-        unknown = primary["sb_features_ro_compat"] & ~KNOWN_RO_COMPAT
-        if unknown:
-            self.report("SB_FEATURES", f"unknown read-only-compatible features 0x{unknown:x}",
-                        agno=0, block=0, field="sb_features_ro_compat", found=unknown)
-        hooks = self.hooks
-        if not (hooks is not None and hooks.geometry_settled) and not self._vote_geometry():
-            return
-        self._check_sb_inodes()
-        self._check_sb_lsn()
-        for agno in range(1, sb.agcount):
-            self._check_secondary(agno)
 
-    def _check_quota_state(self) -> None:
-        """The quota feature bit and flags as xfs_repair leaves them: no
-        quota inode named, quotas are turned off (its -n says it would);
-        quota flags with the v4 group/project bits, which the kernel
-        refuses on v5 (xfs_repair -n says nothing: it clears them when it
-        writes)."""
-        f = self.sb.fields
-        v, q = f["sb_versionnum"], f["sb_qflags"]
-        named = any(f[n] not in (0, C.NULLFSINO) for n in ("sb_uquotino", "sb_gquotino",
-                                                          "sb_pquotino"))
-        turned_off = bool(v & VERSION_QUOTABIT) and not named
-        if turned_off:
-            self.report("SB_QFLAGS", "primary superblock: the quota feature is on and no "
-                        "quota inode is named", agno=0, block=0, field="sb_versionnum",
-                        expected=v & ~VERSION_QUOTABIT, found=v)
-        want = q & QFLAGS_ALL if v & VERSION_QUOTABIT and named else 0
-        if q != want and (turned_off or q & QFLAGS_V4_ONLY):
-            why = "hold v4 bits the kernel refuses" if q & QFLAGS_V4_ONLY else \
-                "are set with quotas turned off"
-            self.report("SB_QFLAGS", f"primary superblock: quota flags 0x{q:x} {why}", agno=0,
-                        block=0, field="sb_qflags", expected=want, found=q)
+def _check_quota_state(ctx) -> None:
+    """The quota feature bit and flags as xfs_repair leaves them: no
+    quota inode named, quotas are turned off (its -n says it would);
+    quota flags with the v4 group/project bits, which the kernel
+    refuses on v5 (xfs_repair -n says nothing: it clears them when it
+    writes)."""
+    f = ctx.sb.fields
+    v, q = f["sb_versionnum"], f["sb_qflags"]
+    named = any(f[n] not in (0, C.NULLFSINO) for n in ("sb_uquotino", "sb_gquotino",
+                                                       "sb_pquotino"))
+    turned_off = bool(v & VERSION_QUOTABIT) and not named
+    if turned_off:
+        ctx.report("SB_QFLAGS", "primary superblock: the quota feature is on and no "
+                   "quota inode is named", agno=0, block=0, field="sb_versionnum",
+                   expected=v & ~VERSION_QUOTABIT, found=v)
+    want = q & QFLAGS_ALL if v & VERSION_QUOTABIT and named else 0
+    if q != want and (turned_off or q & QFLAGS_V4_ONLY):
+        why = "hold v4 bits the kernel refuses" if q & QFLAGS_V4_ONLY else \
+            "are set with quotas turned off"
+        ctx.report("SB_QFLAGS", f"primary superblock: quota flags 0x{q:x} {why}", agno=0,
+                   block=0, field="sb_qflags", expected=want, found=q)
 
-    def _vote_geometry(self) -> bool:
-        """The primary's geometry against the secondaries' (xfs_repair's
-        phase 1).  Outvoted, each field the others agree on otherwise is a
-        finding and the check stops here, as xfs_repair -n does: everything
-        else would be read where the damaged geometry says.  Returns whether
-        the check goes on."""
-        primary = self.sb.fields
-        vote = vote_geometry(self.fs.dev, primary)
-        if vote.verdict == "unverified":
-            self.report("SB_PRIMARY", f"primary superblock: its geometry cannot be verified: "
-                        f"{vote.reason}", agno=0, block=0, field="geometry")
-        if vote.verdict != "outvoted":
-            return True
-        for message, field, expected, found in outvoted_by(vote, primary):
-            self.report("SB_PRIMARY", message, agno=0, block=0, field=field,
-                        expected=expected, found=found)
-        self.stop = True
-        return False
 
-    def _check_sb_lsn(self) -> None:
-        """The primary's sb_lsn ahead of the log: the kernel refuses to
-        mount it.  xfs_repair -n does not count the superblock's LSN among
-        the metadata LSNs (so this is a warning: check's status stays its);
-        its repair, which writes the superblock, then formats the log past
-        it.  Repair stamps the superblock with its own LSN instead."""
-        lsn = self.sb.fields["sb_lsn"]
-        if lsn in (0, 0xFFFFFFFFFFFFFFFF):
-            return
-        cur = self.log_head_lsn()
-        if cur is None:
-            return
-        cycle, block = _signed(lsn >> 32), _signed(lsn & 0xFFFFFFFF)
-        if cycle > cur[0] or (cycle == cur[0] and block > cur[1]):
-            self.report("SB_LSN_AHEAD", f"primary superblock: sb_lsn {cycle}:{block} is ahead "
-                        f"of the log ({cur[0]}:{cur[1]})", agno=0, block=0, field="sb_lsn",
-                        expected=(cur[0] << 32) | cur[1], found=lsn)
+def _vote_geometry(ctx) -> bool:
+    """The primary's geometry against the secondaries' (xfs_repair's
+    phase 1).  Outvoted, each field the others agree on otherwise is a
+    finding and the check stops here, as xfs_repair -n does: everything
+    else would be read where the damaged geometry says.  Returns whether
+    the check goes on."""
+    primary = ctx.sb.fields
+    vote = vote_geometry(ctx.fs.dev, primary)
+    if vote.verdict == "unverified":
+        ctx.report("SB_PRIMARY", f"primary superblock: its geometry cannot be verified: "
+                   f"{vote.reason}", agno=0, block=0, field="geometry")
+    if vote.verdict != "outvoted":
+        return True
+    for message, field, expected, found in outvoted_by(vote, primary):
+        ctx.report("SB_PRIMARY", message, agno=0, block=0, field=field,
+                   expected=expected, found=found)
+    ctx.stop = True
+    return False
 
-    def _check_sb_inodes(self) -> None:
-        """The root, realtime bitmap and summary inodes sit where mkfs puts
-        them (xfs_repair's calc_mkfs)."""
-        want = self.root_ino()
-        f = self.sb.fields
-        for i, name in enumerate(("sb_rootino", "sb_rbmino", "sb_rsumino")):
-            if f[name] != want + i:
-                self.report("SB_ROOTINO", f"{name} is {f[name]}, mkfs puts it at {want + i}",
-                            agno=0, block=0, field=name, expected=want + i, found=f[name])
 
-    def root_ino(self) -> int:
-        """The root directory as xfs_repair goes on with it: where mkfs puts
-        it (a superblock field that says otherwise is an SB_ROOTINO finding,
-        and repair resets it)."""
-        got = getattr(self, "_root_ino", None)
-        if got is None:
-            places = self.expected_rootinos()
-            rootino = self.sb.fields["sb_rootino"]
-            got = self._root_ino = rootino if rootino in places else places[0]
-        return got
+def _check_sb_lsn(ctx) -> None:
+    """The primary's sb_lsn ahead of the log: the kernel refuses to
+    mount it.  xfs_repair -n does not count the superblock's LSN among
+    the metadata LSNs (so this is a warning: check's status stays its);
+    its repair, which writes the superblock, then formats the log past
+    it.  Repair stamps the superblock with its own LSN instead."""
+    lsn = ctx.sb.fields["sb_lsn"]
+    if lsn in (0, 0xFFFFFFFFFFFFFFFF):
+        return
+    cur = log_head_lsn(ctx)
+    if cur is None:
+        return
+    cycle, block = _signed(lsn >> 32), _signed(lsn & 0xFFFFFFFF)
+    if cycle > cur[0] or (cycle == cur[0] and block > cur[1]):
+        ctx.report("SB_LSN_AHEAD", f"primary superblock: sb_lsn {cycle}:{block} is ahead "
+                   f"of the log ({cur[0]}:{cur[1]})", agno=0, block=0, field="sb_lsn",
+                   expected=(cur[0] << 32) | cur[1], found=lsn)
 
-    def rt_inodes(self) -> tuple:
-        """(bitmap, summary): the realtime inodes, likewise where mkfs puts
-        them."""
-        root = self.root_ino()
-        return root + 1, root + 2
 
-    def expected_rootinos(self) -> list:
-        """Where mkfs puts the first inode (the kernel's
-        xfs_ialloc_calc_rootino): after the AGFL's first fill, which
-        mkfs.xfs 6.10.1 makes smaller than 6.1 did where a btree cannot
-        grow (64 KiB blocks); either place is right."""
-        sb = self.sb
-        reflink = sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_REFLINK)
-        return [self._rootino_after(agfl_prefill(release, sb.blocksize, sb.agblocks,
-                                                 self.has_rmap, reflink))
-                for release in ("6.10", "6.1")]
+def _check_sb_inodes(ctx) -> None:
+    """The root, realtime bitmap and summary inodes sit where mkfs puts
+    them (xfs_repair's calc_mkfs)."""
+    want = root_ino(ctx)
+    f = ctx.sb.fields
+    for i, name in enumerate(("sb_rootino", "sb_rbmino", "sb_rsumino")):
+        if f[name] != want + i:
+            ctx.report("SB_ROOTINO", f"{name} is {f[name]}, mkfs puts it at {want + i}",
+                       agno=0, block=0, field=name, expected=want + i, found=f[name])
 
-    def _rootino_after(self, agfl: int) -> int:
-        sb = self.sb
-        f = sb.fields
-        reflink = sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_REFLINK)
-        first = -(-4 * sb.sectsize // sb.blocksize) + 3      # headers, bno/cnt/ino roots
-        first += agfl
-        if sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_FINOBT):
-            first += 1
-        if self.has_rmap:
-            first += 1
-        if reflink:
-            first += 1
-        if sb.logstart and sb.logstart >> sb.agblklog == 0:
-            first += sb.logblocks
-        if f["sb_versionnum"] & VERSION_DALIGNBIT and f["sb_unit"]:
-            first = -(-first // f["sb_unit"]) * f["sb_unit"]
-        elif f["sb_versionnum"] & VERSION_ALIGNBIT and f["sb_inoalignmt"] > 1:
-            a = f["sb_inoalignmt"]
-            first = -(-first // a) * a
-        return first << sb.inopblog
 
-    def _check_secondary(self, agno: int) -> None:
-        sb = self.sb
-        primary = sb.fields
-        where = dict(agno=agno, block=0)
+def root_ino(ctx) -> int:
+    """The root directory as xfs_repair goes on with it: where mkfs puts
+    it (a superblock field that says otherwise is an SB_ROOTINO finding,
+    and repair resets it)."""
+    got = ctx.root_inode
+    if got is None:
+        places = expected_rootinos(ctx)
+        rootino = ctx.sb.fields["sb_rootino"]
+        got = ctx.root_inode = rootino if rootino in places else places[0]
+    return got
+
+
+def rt_inodes(ctx) -> tuple:
+    """(bitmap, summary): the realtime inodes, likewise where mkfs puts
+    them."""
+    root = root_ino(ctx)
+    return root + 1, root + 2
+
+
+def expected_rootinos(ctx) -> list:
+    """Where mkfs puts the first inode (the kernel's
+    xfs_ialloc_calc_rootino): after the AGFL's first fill, which
+    mkfs.xfs 6.10.1 makes smaller than 6.1 did where a btree cannot
+    grow (64 KiB blocks); either place is right."""
+    sb = ctx.sb
+    reflink = sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_REFLINK)
+    return [_rootino_after(ctx, agfl_prefill(release, sb.blocksize, sb.agblocks,
+                                             ctx.has_rmap, reflink))
+            for release in ("6.10", "6.1")]
+
+
+def _rootino_after(ctx, agfl: int) -> int:
+    sb = ctx.sb
+    f = sb.fields
+    reflink = sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_REFLINK)
+    first = -(-4 * sb.sectsize // sb.blocksize) + 3      # headers, bno/cnt/ino roots
+    first += agfl
+    if sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_FINOBT):
+        first += 1
+    if ctx.has_rmap:
+        first += 1
+    if reflink:
+        first += 1
+    if sb.logstart and sb.logstart >> sb.agblklog == 0:
+        first += sb.logblocks
+    if f["sb_versionnum"] & VERSION_DALIGNBIT and f["sb_unit"]:
+        first = -(-first // f["sb_unit"]) * f["sb_unit"]
+    elif f["sb_versionnum"] & VERSION_ALIGNBIT and f["sb_inoalignmt"] > 1:
+        a = f["sb_inoalignmt"]
+        first = -(-first // a) * a
+    return first << sb.inopblog
+
+
+def _check_secondary(ctx, agno: int) -> None:
+    sb = ctx.sb
+    primary = sb.fields
+    where = dict(agno=agno, block=0)
+    try:
+        raw = ctx.fs.dev.pread(ctx.fs.agb_to_daddr(agno, 0) << C.BBSHIFT, sb.sectsize)
+    except Exception as e:        # noqa: BLE001 - an unreadable sector is a finding
+        ctx.report("SB_SECONDARY", f"secondary superblock in AG {agno} cannot be read: "
+                   f"{e}", **where)
+        return
+    sec = SB.unpack(raw)
+    for field, detail in verify_sb(sec, raw, False):
+        ctx.report("SB_SECONDARY", f"secondary superblock in AG {agno}: {detail}",
+                   field=field, **where)
+    if sec["sb_magicnum"] != C.XFS_SB_MAGIC:
+        return
+    for f in GEOMETRY_FIELDS:
+        if sec[f] != primary[f]:
+            ctx.report("SB_SECONDARY", f"secondary superblock in AG {agno}: {f} "
+                       "differs from the primary", field=f, expected=primary[f],
+                       found=sec[f], **where)
+    for bit, f in ((VERSION_ALIGNBIT, "sb_versionnum"), (VERSION_DALIGNBIT, "sb_versionnum")):
+        if (sec[f] ^ primary[f]) & bit:
+            ctx.report("SB_SECONDARY", f"secondary superblock in AG {agno}: alignment "
+                       "feature bits differ from the primary", field=f,
+                       expected=primary[f], found=sec[f], **where)
+    for f, mask in (("sb_features_compat", 0xFFFFFFFF),
+                    ("sb_features_ro_compat", 0xFFFFFFFF),
+                    ("sb_features_incompat", ~C.XFS_SB_FEAT_INCOMPAT_NEEDSREPAIR)):
+        if (sec[f] ^ primary[f]) & mask:
+            ctx.report("SB_SECONDARY", f"secondary superblock in AG {agno}: {f} "
+                       f"0x{sec[f]:x} differs from the primary's 0x{primary[f]:x}",
+                       field=f, expected=primary[f], found=sec[f], **where)
+    if sec["sb_features_log_incompat"] != primary["sb_features_log_incompat"]:
+        ctx.report("SB_SECONDARY_LOG", f"secondary superblock in AG {agno}: "
+                   f"sb_features_log_incompat 0x{sec['sb_features_log_incompat']:x} "
+                   f"differs from the primary's "
+                   f"0x{primary['sb_features_log_incompat']:x}",
+                   field="sb_features_log_incompat",
+                   expected=primary["sb_features_log_incompat"],
+                   found=sec["sb_features_log_incompat"], **where)
+    # a secondary's sb_lsn is not looked at: xfs_repair does not count
+    # it among the metadata LSNs the log must be past
+
+
+# -- LSNs --------------------------------------------------------------------
+def check_lsn(ctx, lsn: int, structure: str, **where) -> None:
+    """Metadata stamped with an LSN the log has not reached (xfs_repair
+    tracks the largest and would reformat the log)."""
+    if lsn == 0xFFFFFFFFFFFFFFFF or lsn == 0 or lsn < ctx.lsn_behind:
+        return
+    cur = log_head_lsn(ctx)
+    if cur is None:
+        return
+    cycle, block = _signed(lsn >> 32), _signed(lsn & 0xFFFFFFFF)
+    if cycle > cur[0] or (cycle == cur[0] and block >= cur[1] and cur != (0, 0)):
+        ctx.report("LSN_AHEAD", f"{structure} is stamped with LSN {cycle}:{block}, "
+                   f"ahead of the log ({cur[0]}:{cur[1]})", structure=structure,
+                   found=lsn, **where)
+
+
+def log_head_lsn(ctx):
+    """(cycle, block) the log will write next, or None if unknown."""
+    if not ctx.log_head_read:
+        ctx.log_head_read = True
         try:
-            raw = self.fs.dev.pread(self.fs.agb_to_daddr(agno, 0) << C.BBSHIFT, sb.sectsize)
-        except Exception as e:        # noqa: BLE001 - an unreadable sector is a finding
-            self.report("SB_SECONDARY", f"secondary superblock in AG {agno} cannot be read: "
-                        f"{e}", **where)
-            return
-        sec = SB.unpack(raw)
-        for field, detail in verify_sb(sec, raw, False):
-            self.report("SB_SECONDARY", f"secondary superblock in AG {agno}: {detail}",
-                        field=field, **where)
-        if sec["sb_magicnum"] != C.XFS_SB_MAGIC:
-            return
-        for f in GEOMETRY_FIELDS:
-            if sec[f] != primary[f]:
-                self.report("SB_SECONDARY", f"secondary superblock in AG {agno}: {f} "
-                            "differs from the primary", field=f, expected=primary[f],
-                            found=sec[f], **where)
-        for bit, f in ((VERSION_ALIGNBIT, "sb_versionnum"), (VERSION_DALIGNBIT, "sb_versionnum")):
-            if (sec[f] ^ primary[f]) & bit:
-                self.report("SB_SECONDARY", f"secondary superblock in AG {agno}: alignment "
-                            "feature bits differ from the primary", field=f,
-                            expected=primary[f], found=sec[f], **where)
-        for f, mask in (("sb_features_compat", 0xFFFFFFFF),
-                        ("sb_features_ro_compat", 0xFFFFFFFF),
-                        ("sb_features_incompat", ~C.XFS_SB_FEAT_INCOMPAT_NEEDSREPAIR)):
-            if (sec[f] ^ primary[f]) & mask:
-                self.report("SB_SECONDARY", f"secondary superblock in AG {agno}: {f} "
-                            f"0x{sec[f]:x} differs from the primary's 0x{primary[f]:x}",
-                            field=f, expected=primary[f], found=sec[f], **where)
-        if sec["sb_features_log_incompat"] != primary["sb_features_log_incompat"]:
-            self.report("SB_SECONDARY_LOG", f"secondary superblock in AG {agno}: "
-                        f"sb_features_log_incompat 0x{sec['sb_features_log_incompat']:x} "
-                        f"differs from the primary's "
-                        f"0x{primary['sb_features_log_incompat']:x}",
-                        field="sb_features_log_incompat",
-                        expected=primary["sb_features_log_incompat"],
-                        found=sec["sb_features_log_incompat"], **where)
-        # a secondary's sb_lsn is not looked at: xfs_repair does not count
-        # it among the metadata LSNs the log must be past
+            _ld, st = find_state(ctx.fs)
+            # a log of zeroes is at 0:0 (so xfs_repair -n says): every
+            # LSN a block was ever stamped with is ahead of it
+            ctx.log_head = ((0, 0) if st.never_written else
+                            (_signed(st.curr_cycle or st.cycle), st.head))
+        except Exception:       # noqa: BLE001 - a broken log is the log phase's finding
+            ctx.log_head = None
+        cur = ctx.log_head
+        if cur is not None and cur[0] > 0 and cur[1] >= 0:
+            # every LSN of a positive cycle below the log's, or of its
+            # cycle and a block before the head, is behind it
+            ctx.lsn_behind = (cur[0] << 32) | cur[1]
+    return ctx.log_head
 
-    # -- LSNs --------------------------------------------------------------------
-    def _check_lsn(self, lsn: int, structure: str, **where) -> None:
-        """Metadata stamped with an LSN the log has not reached (xfs_repair
-        tracks the largest and would reformat the log)."""
-        if lsn == 0xFFFFFFFFFFFFFFFF or lsn == 0 or lsn < self._lsn_behind:
-            return
-        cur = self.log_head_lsn()
-        if cur is None:
-            return
-        cycle, block = _signed(lsn >> 32), _signed(lsn & 0xFFFFFFFF)
-        if cycle > cur[0] or (cycle == cur[0] and block >= cur[1] and cur != (0, 0)):
-            self.report("LSN_AHEAD", f"{structure} is stamped with LSN {cycle}:{block}, "
-                        f"ahead of the log ({cur[0]}:{cur[1]})", structure=structure,
-                        found=lsn, **where)
 
-    def log_head_lsn(self):
-        """(cycle, block) the log will write next, or None if unknown."""
-        if not hasattr(self, "_log_head"):
-            try:
-                _ld, st = find_state(self.fs)
-                # a log of zeroes is at 0:0 (so xfs_repair -n says): every
-                # LSN a block was ever stamped with is ahead of it
-                self._log_head = ((0, 0) if st.never_written else
-                                  (_signed(st.curr_cycle or st.cycle), st.head))
-            except Exception:       # noqa: BLE001 - a broken log is the log phase's finding
-                self._log_head = None
-            cur = self._log_head
-            if cur is not None and cur[0] > 0 and cur[1] >= 0:
-                # every LSN of a positive cycle below the log's, or of its
-                # cycle and a block before the head, is behind it
-                self._lsn_behind = (cur[0] << 32) | cur[1]
-        return self._log_head
-
-    def claim_ag_headers(self, agno: int) -> None:
-        hdr_blocks = -(-4 * self.sb.sectsize // self.sb.blocksize)
-        self.claim(agno, 0, hdr_blocks, OWN_FS)
+def claim_ag_headers(ctx, agno: int) -> None:
+    hdr_blocks = -(-4 * ctx.sb.sectsize // ctx.sb.blocksize)
+    ctx.claim(agno, 0, hdr_blocks, OWN_FS)
 
 
 def _signed(v: int) -> int:

@@ -72,6 +72,7 @@ from ...io.undo import (UndoError, UndoRecorder, apply_undo, read_undo, refuse_e
 from ...ns.writer import Writer
 from ..check import Checker
 from ..check.base import Finding
+from ..check.superblocks import root_ino
 from ..logops import zero
 from ..names import shown_name
 from . import primary
@@ -197,11 +198,11 @@ def plan(checker, *, rebuild=(), add_finobt: bool = False, scan: bool = True):
     # -- phases, in xfs_repair's order: the inodes (planned above), the
     # namespace (treating what the inode phase clears as free), then the AGs
     # and counters
-    root_cleared = checker.root_ino() in inodes.cleared
+    root_cleared = root_ino(checker) in inodes.cleared
     ns = _plan_namespace(checker, inodes, ns_findings, unrepaired) \
         if (ns_findings or dangling or inodes.orphaned or root_cleared) else None
     if ns is None and root_cleared:
-        inodes.withdraw_root(checker.root_ino(), "the namespace phase cannot run")
+        inodes.withdraw_root(root_ino(checker), "the namespace phase cannot run")
         unrepaired.extend(fu for fu in inodes.unrepaired if fu not in unrepaired)
     if ns is None and inodes.orphaned:
         # inodes in use with no links an unlinked list chains go to

@@ -51,7 +51,9 @@ from ...io import verify as V
 from ..check.base import ATTR, BMBT_ATTR, BMBT_DATA, DATA, Finding, owner_name
 from ..check.inodes import (DIFLAG2_ANY, DIFLAG2_BIGTIME, DIFLAG2_COWEXTSIZE, DIFLAG2_DAX,
                             DIFLAG2_NREXT64, DIFLAG_ANY, DIFLAG_EXTSIZE, DIFLAG_EXTSZINHERIT,
-                            DIFLAG_NEWRTBM, DIFLAG_REALTIME, DIFLAG_RTINHERIT, DIR_FLAGS, _fields)
+                            DIFLAG_NEWRTBM, DIFLAG_REALTIME, DIFLAG_RTINHERIT, DIR_FLAGS,
+                            core_fields, verify_free)
+from ..check.superblocks import rt_inodes
 from .agbuild import REPLACED, raw_buf
 from ...errors import FsToolError
 from ...fs import attrleaf as L, dabtree as DA, dir as D
@@ -411,7 +413,7 @@ def edited(raw, ch: InodeChange, checker) -> bytearray:
     if ch.clear or ch.reinit:
         cleared_inode(b, ch.ino, checker)
     else:
-        d = _fields(b)
+        d = core_fields(b)
         for name, value in ch.fields.items():
             put(b, name, value)
         flags, flags2 = get(b, "di_flags"), get(b, "di_flags2")
@@ -508,7 +510,7 @@ def cleared_inode(b: bytearray, ino: int, checker) -> None:
     b[C.XFS_DINODE_CORE_SIZE:] = bytes(len(b) - C.XFS_DINODE_CORE_SIZE)
     # hints the kernel's verifier refuses even in a free inode go too
     for _ in range(2):
-        fault = checker._verify_free(_fields(b), b)
+        fault = verify_free(checker, core_fields(b), b)
         if fault and fault[0] in ("di_extsize", "di_cowextsize"):
             put(b, fault[0], 0)
 
@@ -550,7 +552,7 @@ def fixed_flags(checker, d: dict, ino: int) -> tuple[int, int]:
     ifmt = d["mode"] & C.S_IFMT
     flags = d["flags"] & DIFLAG_ANY
     flags &= ~DIFLAG_REALTIME
-    if ino != checker.rt_inodes()[0]:
+    if ino != rt_inodes(checker)[0]:
         flags &= ~DIFLAG_NEWRTBM
     if ifmt != C.S_IFDIR:
         flags &= ~DIR_FLAGS

@@ -48,6 +48,9 @@ from ...format import constants as C
 from ...format.structs import DINODE
 from ...fs import dir as xdir, dirblock as B
 from ..check.base import BMBT_DATA, DATA, file_owner
+from ..check.dirs import verify_dir_ino
+from ..check.namespace import metadata_inodes
+from ..check.superblocks import root_ino
 from ..names import quoted_name
 
 RMAP_ATTR, RMAP_BMBT = C.XFS_RMAP_OFF_ATTR, C.XFS_RMAP_OFF_BMBT
@@ -518,8 +521,8 @@ def plan(checker, cleared: set, mended: frozenset = frozenset()) -> NamespacePla
     tab = getattr(checker, "table", None)
     if tab is None:
         raise NamespaceError("check did not reach the namespace phase")
-    root = checker.root_ino()
-    special = checker.metadata_inodes()
+    root = root_ino(checker)
+    special = metadata_inodes(checker)
 
     def itype(ino):
         if ino in cleared:
@@ -566,7 +569,7 @@ def plan(checker, cleared: set, mended: frozenset = frozenset()) -> NamespacePla
     dotdot = {}
     for d in dirs:
         p = read[d][0]
-        dotdot[d] = p if p is not None and p != d and checker.verify_dir_ino(p) else None
+        dotdot[d] = p if p is not None and p != d and verify_dir_ino(checker, p) else None
     dotdot[root] = root
     reached = set()
     parent = {root: root}
@@ -600,7 +603,7 @@ def plan(checker, cleared: set, mended: frozenset = frozenset()) -> NamespacePla
                 names.add(name)
                 out.append((name, child, ftype))
                 continue
-            t = itype(child) if checker.verify_dir_ino(child) else 0
+            t = itype(child) if verify_dir_ino(checker, child) else 0
             ok = (0 < len(name) < 256 and b"/" not in name and b"\0" not in name
                   and name not in names and name not in (b".", b"..") and child != d
                   and child not in special and t and t in FTYPE_OF)
@@ -614,7 +617,7 @@ def plan(checker, cleared: set, mended: frozenset = frozenset()) -> NamespacePla
                 if ok:
                     parent[child] = d
             if not ok:
-                if not t and child not in cleared and checker.verify_dir_ino(child) and \
+                if not t and child not in cleared and verify_dir_ino(checker, child) and \
                         _looks_in_use(fs, child):
                     # the inode btrees call it free, the inode says otherwise:
                     # which is right is the inode and AG phases' to settle

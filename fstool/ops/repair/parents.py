@@ -38,6 +38,7 @@ from ...ns import attrbuild as AB
 from ...ns import files as F
 from ...ns.bmap import owned_blocks
 from ..check.base import ATTR, BMBT_ATTR, file_owner
+from ..check.namespace import metadata_inodes
 from ..check.parents import dir_gen, entries_naming
 from .agbuild import raw_buf
 from .inodes import count_fields, sf_attr_entries, sf_attr_fork
@@ -166,7 +167,7 @@ def plan(checker, inodes, ns, findings) -> ParentPlan:
         want.update(c for _n, c in old)
         want.add(d)              # lost+found (new) wants its own pointer
     want -= cleared
-    want -= checker.metadata_inodes()
+    want -= metadata_inodes(checker)
     want.discard(fs.sb.rootino)
     want = {i for i in want if checker.table.in_use(i) or i in rebuilt}
     if not want:
