@@ -663,8 +663,8 @@ cdef void _call_and_ack(fuse_req_t req, str name, bint changes, tuple args) noex
 #
 # What is kept is always a superset of the directory's names, never less:
 # every request that can add a name (CREATE, MKNOD, MKDIR, SYMLINK, LINK,
-# RENAME's new name) adds it here once the handler has made it, and nothing
-# else adds names (the handler's work left for after an answer only
+# RENAME's new name) adds it here before the handler runs (kept even if the
+# handler fails after making it), and nothing else adds names (the handler's work left for after an answer only
 # finishes a create already added; the timer's checkpoint adds none).
 # Removals (UNLINK, RMDIR, RENAME's old name) leave the hash in: a stale or
 # colliding hash only sends the lookup to the handler, as without this
@@ -1024,47 +1024,47 @@ cdef inline void _reply_new(fuse_req_t req, object a) noexcept:
 cdef void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
                    dev_t rdev) noexcept:
     cdef const fuse_ctx *ctx = fuse_req_ctx(req)
+    _names_add(parent, name)   # first: kept even if the handler fails after making it
     try:
         a = _py(True).mknod(parent, name, mode, rdev, ctx.uid, ctx.gid)
     except BaseException as exc:
         _error(req, exc)
         return
-    _names_add(parent, name)
     _reply_new(req, a)
 
 
 cdef void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
                    mode_t mode) noexcept:
     cdef const fuse_ctx *ctx = fuse_req_ctx(req)
+    _names_add(parent, name)   # first: kept even if the handler fails after making it
     try:
         a = _py(True).mkdir(parent, name, mode, ctx.uid, ctx.gid)
     except BaseException as exc:
         _error(req, exc)
         return
-    _names_add(parent, name)
     _reply_new(req, a)
 
 
 cdef void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
                      const char *name) noexcept:
     cdef const fuse_ctx *ctx = fuse_req_ctx(req)
+    _names_add(parent, name)   # first: kept even if the handler fails after making it
     try:
         a = _py(True).symlink(parent, name, link, ctx.uid, ctx.gid)
     except BaseException as exc:
         _error(req, exc)
         return
-    _names_add(parent, name)
     _reply_new(req, a)
 
 
 cdef void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
                   const char *newname) noexcept:
+    _names_add(newparent, newname)   # first: kept even if the handler fails after making it
     try:
         a = _py(True).link(ino, newparent, newname)
     except BaseException as exc:
         _error(req, exc)
         return
-    _names_add(newparent, newname)
     _reply_new(req, a)
 
 
@@ -1079,12 +1079,12 @@ cdef void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name) noexcept
 
 cdef void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
                     fuse_ino_t newparent, const char *newname, unsigned int flags) noexcept:
+    _names_add(newparent, newname)   # first: kept even if the handler fails after making it
     try:
         _py(True).rename(parent, name, newparent, newname, flags)
     except BaseException as exc:
         _error(req, exc)
         return
-    _names_add(newparent, newname)
     fuse_reply_err(req, 0)
 
 
@@ -1109,9 +1109,9 @@ cdef void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t 
     cdef const fuse_ctx *ctx = fuse_req_ctx(req)
     # known missing (see _known_missing): the handler need not look again
     cdef bint absent = _known_missing(parent, name)
+    _names_add(parent, name)   # first: kept even if the handler fails after making it
     try:
         fh, a = _py(True).create(parent, name, mode, fi.flags, ctx.uid, ctx.gid, absent)
-        _names_add(parent, name)
         _fill_entry(&e, a)
         fi.fh = fh
     except BaseException as exc:
@@ -1466,7 +1466,7 @@ def _serve(serial, int wfd):
     holding ``serial``; until the session ends, the kernel ends the
     connection, reading fails or the loop is told to stop.  Every signal
     but WAKE_SIGNAL is left to the main thread."""
-    global _gone, fstool_serial_held
+    global _gone, fstool_serial_held, fstool_kill_suidgid
     cdef fuse_buf buf
     cdef int res
     _signal.pthread_sigmask(_signal.SIG_BLOCK, set(_signal.valid_signals()) - {WAKE_SIGNAL})
@@ -1496,6 +1496,7 @@ def _serve(serial, int wfd):
             with serial:
                 fstool_serial_held = 1
                 try:
+                    fstool_kill_suidgid = 0      # (a spliced request is not peeked)
                     if not buf.flags & FUSE_BUF_IS_FD:
                         fstool_peek(<const char *> buf.mem, <size_t> res)
                     fuse_session_process_buf(_se, &buf)
