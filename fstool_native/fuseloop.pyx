@@ -665,7 +665,8 @@ cdef void _call_and_ack(fuse_req_t req, str name, bint changes, tuple args) noex
 # every request that can add a name (CREATE, MKNOD, MKDIR, SYMLINK, LINK,
 # RENAME's new name) adds it here before the handler runs (kept even if the
 # handler fails after making it), and nothing else adds names (the
-# handler's work left for after an answer only finishes a create already added; the timer's checkpoint adds none).
+# handler's work left for after an answer only finishes a create already
+# added; the timer's checkpoint adds none).
 # Removals (UNLINK, RMDIR, RENAME's old name) leave the hash in: a stale or
 # colliding hash only sends the lookup to the handler, as without this
 # table.  RMDIR drops every table all the same (the directory's node number
