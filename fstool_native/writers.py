@@ -32,15 +32,15 @@ def _put64(p, off, v):
 
 
 @cython.cfunc
-@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, t=cython.p_uchar,
-               isize=cython.Py_ssize_t, i=cython.Py_ssize_t)
-def _copy_template(p, off, t, isize):
-    """The inode template ``t`` copied to slot offset ``off`` of ``p``."""
+@cython.locals(p=cython.p_uchar, q=cython.p_uchar, off=cython.Py_ssize_t,
+               n=cython.Py_ssize_t, i=cython.Py_ssize_t)
+def _copy_in(p, off, q, n):
+    """The first ``n`` bytes of ``q`` into ``p`` at ``off``."""
     if cython.compiled:
-        for i in range(isize):
-            p[off + i] = t[i]
+        for i in range(n):
+            p[off + i] = q[i]
     else:
-        p[off:off + isize] = t
+        p[off:off + n] = q[:n]
 
 
 @cython.cfunc
@@ -102,7 +102,7 @@ def fill_simple_inodes(buf, tpl, base_ino, inos, items, start, end, ifmt, ctime,
         if slot < 0 or (slot + 1) * isize > len(buf):
             raise ValueError("inode outside its chunk buffer")
         off = slot * isize
-        _copy_template(p, off, t, isize)
+        _copy_in(p, off, t, isize)   # the inode template
         mode = ifmt | perm
         p[off + 2] = (mode >> 8) & 0xFF
         p[off + 3] = mode & 0xFF
@@ -143,7 +143,7 @@ def fill_free_inodes(buf, tpl, base_ino, mask, crc_off, cksum) -> int:
         if (slot + 1) * isize > len(buf):
             raise ValueError("inode outside its cluster buffer")
         off = slot * isize
-        _copy_template(p, off, t, isize)
+        _copy_in(p, off, t, isize)   # the inode template
         _put64(p, off + 152, base_ino + slot)
         _stamp_crc(p, off, isize, crc_off, cksum)
         n += 1
@@ -201,18 +201,6 @@ def _put_sf_attr(p, off, isize, attr):
     p[off + 82] = forkoff
     p[off + 83] = 1
     _copy_in(p, off + 176 + forkoff * 8, lit, nl)
-
-
-@cython.cfunc
-@cython.locals(p=cython.p_uchar, q=cython.p_uchar, off=cython.Py_ssize_t,
-               n=cython.Py_ssize_t, i=cython.Py_ssize_t)
-def _copy_in(p, off, q, n):
-    """The first ``n`` bytes of ``q`` into ``p`` at ``off``."""
-    if cython.compiled:
-        for i in range(n):
-            p[off + i] = q[i]
-    else:
-        p[off:off + n] = q[:n]
 
 
 @cython.locals(p=cython.p_uchar, k=cython.Py_ssize_t, n=cython.Py_ssize_t,
