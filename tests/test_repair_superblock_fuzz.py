@@ -257,6 +257,22 @@ def test_exchange_range_image_is_an_image_like_any_other(tmp_path):
     assert sbfuzz.digest(img) == before
 
 
+def _refused_untouched(img, tmp_path, status: int, says: str) -> None:
+    """repair -n and repair of ``img`` each stop in one line holding
+    ``says`` with ``status``, having looked for no secondary and written
+    nothing."""
+    before = sbfuzz.digest(img)
+    log = tmp_path / "writes.log"
+    for args in (("-n",), ()):
+        r = sbfuzz.fstool("repair", *args, img, env={"FSTOOL_WRITE_LOG": str(log)})
+        assert r.returncode == status, r.stdout + r.stderr
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and says in lines[0] and "Traceback" not in r.stderr, r.stderr
+        assert "secondary" not in r.stderr
+    assert not log.exists()
+    assert sbfuzz.digest(img) == before
+
+
 @pytest.mark.skipif(not images.xfsprogs_available(), reason="needs xfsprogs (mkfs.xfs, xfs_db)")
 @pytest.mark.parametrize("kind", UNSUPPORTED)
 def test_unsupported_image_is_refused(kind, tmp_path):
@@ -264,17 +280,7 @@ def test_unsupported_image_is_refused(kind, tmp_path):
     repair -n) says so in one line and exits 5, as every other command
     does, having looked for no secondary and written nothing."""
     img = _unsupported(kind, tmp_path)
-    before = sbfuzz.digest(img)
-    log = tmp_path / "writes.log"
-    for args in (("-n",), ()):
-        r = sbfuzz.fstool("repair", *args, img, env={"FSTOOL_WRITE_LOG": str(log)})
-        assert r.returncode == 5, r.stdout + r.stderr
-        lines = r.stderr.strip().splitlines()
-        assert len(lines) == 1 and "not supported" in lines[0] and "Traceback" not in r.stderr, \
-            r.stderr
-        assert "secondary" not in r.stderr
-    assert not log.exists()
-    assert sbfuzz.digest(img) == before
+    _refused_untouched(img, tmp_path, 5, "not supported")
     # check does not call it damaged either
     assert not any(f["code"] == "SB_PRIMARY" for f in findings(img)[1])
 
@@ -285,17 +291,7 @@ def test_external_log_without_logdev_is_no_damage(tmp_path):
     line saying to pass it, status 2, no secondary looked for and nothing
     written; with --logdev, repair -n finds it clean."""
     img = _unsupported("external-log", tmp_path)
-    before = sbfuzz.digest(img)
-    log = tmp_path / "writes.log"
-    for args in (("-n",), ()):
-        r = sbfuzz.fstool("repair", *args, img, env={"FSTOOL_WRITE_LOG": str(log)})
-        assert r.returncode == 2, r.stdout + r.stderr
-        lines = r.stderr.strip().splitlines()
-        assert len(lines) == 1 and "--logdev" in lines[0] and "Traceback" not in r.stderr, \
-            r.stderr
-        assert "secondary" not in r.stderr
-    assert not log.exists()
-    assert sbfuzz.digest(img) == before
+    _refused_untouched(img, tmp_path, 2, "--logdev")
     r = sbfuzz.fstool("repair", "-n", "--logdev", tmp_path / "log.dev", img)
     assert r.returncode == 0, r.stdout + r.stderr
 
