@@ -28,6 +28,7 @@ Cut to its minimum (-M):
 """
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import struct
@@ -423,6 +424,24 @@ def test_shrink_moves_metadata_other_geometries(request, tmp_path, mkfs_args):
 
 # -- what a mount frees ----------------------------------------------------------------
 
+@contextlib.contextmanager
+def _filled_mount(img: Path):
+    """``img`` made by fstool mkfs (128 MiB, 4 AGs) and mounted by the
+    kernel, with a directory in each AG (the rotor), a kept file and the
+    space before the last AG taken by :func:`_fill`'s filler; yields (the
+    mount point, the directory in the last AG, the superblock's UUID)."""
+    fstool("mkfs", "-q", img, "--size", "128m")
+    with Filesystem(img) as fs:
+        agino_log, uuid = fs.sb.agino_log, fs.sb.fields["sb_uuid"]
+    with images.Mounted(img, nouuid=True) as m:
+        dirs = [m / f"d{k}" for k in range(4)]      # the rotor: one in each AG
+        for d in dirs:
+            d.mkdir()
+        (m / "kept").write_bytes(os.urandom(100000))
+        _fill(m)
+        yield m, max(dirs, key=lambda p: os.stat(p).st_ino >> agino_log), uuid
+
+
 def _leftovers_image(img: Path, tmp: Path) -> None:
     """128 MiB in 4 AGs (fstool mkfs) holding, in its last AGs, what a
     crash leaves for the mount to free, under a clean log: the kernel
@@ -434,16 +453,7 @@ def _leftovers_image(img: Path, tmp: Path) -> None:
     would be replayed, is thrown away (fstool log zero, as xfs_repair -L
     would): everything was written in place by the freeze."""
     base = tmp / "live.img"
-    fstool("mkfs", "-q", base, "--size", "128m")
-    with Filesystem(base) as fs:
-        agino_log = fs.sb.agino_log
-    with images.Mounted(base, nouuid=True) as m:
-        dirs = [m / f"d{k}" for k in range(4)]      # the rotor: one in each AG
-        for d in dirs:
-            d.mkdir()
-        (m / "kept").write_bytes(os.urandom(100000))
-        _fill(m)
-        far = max(dirs, key=lambda p: os.stat(p).st_ino >> agino_log)
+    with _filled_mount(base) as (m, far, _uuid):
         (far / "a").write_bytes(os.urandom(2 * MiB))
         (far / "b").write_bytes(b"")
         subprocess.run(["xfs_io", "-c", "cowextsize 1m", str(far / "b")], check=True)
@@ -535,17 +545,8 @@ def _quota_image(img: Path) -> dict:
     xfs_db 6.10.1 raises the link count, sets the size and removes the
     name; every superblock names them).  The kernel here has no quota support, so it could not make
     them itself.  Returns {superblock field: (inode, content)}."""
-    fstool("mkfs", "-q", img, "--size", "128m")
-    with Filesystem(img) as fs:
-        agino_log, uuid = fs.sb.agino_log, fs.sb.fields["sb_uuid"]
     out = {}
-    with images.Mounted(img, nouuid=True) as m:
-        dirs = [m / f"d{k}" for k in range(4)]      # the rotor: one in each AG
-        for d in dirs:
-            d.mkdir()
-        (m / "kept").write_bytes(os.urandom(100000))
-        _fill(m)
-        far = max(dirs, key=lambda p: os.stat(p).st_ino >> agino_log)
+    with _filled_mount(img) as (m, far, uuid):
         for n, (field, dqtype) in enumerate(_DQ_TYPES.items()):
             data = _dquot_blocks(uuid, dqtype, n + 1)
             (far / field).write_bytes(data)
