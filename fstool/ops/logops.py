@@ -274,11 +274,10 @@ def _stats(report: dict, s) -> None:
                                for lsn, n, b in s.checkpoints])
 
 
-def zero(path, min_cycle: int = 0, undo=None, uuid: bytes | None = None) -> dict:
+def zero(path, min_cycle: int = 0, undo=None) -> dict:
     """Throw the log away (like xfs_repair -L) and leave a clean one, its
     cycle at least ``min_cycle``; ``undo`` (an UndoRecorder) saves what
-    the new log overwrites; ``uuid``: the UUID its records carry (the
-    superblock's unless given: a UUID change, ops/admin.py)."""
+    the new log overwrites."""
     path = os.fspath(path)
     refuse_if_mounted(path)
     fs = open_filesystem(path)
@@ -291,8 +290,6 @@ def zero(path, min_cycle: int = 0, undo=None, uuid: bytes | None = None) -> dict
             except FsToolError:
                 st, cycle, lost = None, None, None
             ld = LogDevice(fs)
-            if uuid is not None:
-                ld.uuid = uuid
             if cycle is None:
                 cycle = _max_cycle(ld) + 1
             cycle = max(cycle, min_cycle)
