@@ -239,3 +239,63 @@ def test_a_write_error_met_writing_back_is_raised_by_the_next_fsync(tmp_path, mo
         dev.fsync()
     finally:
         dev.close()
+
+
+def test_data_written_behind_is_the_data_written_at_once(tmp_path, monkeypatch):
+    """With write-behind on, file data (pwrite_data, the copies given to
+    copy_behind) is written by the device's own thread, in order: the image
+    holds the bytes the same calls leave without it, the bytes are counted
+    as written when given, and any other operation (a read here) waits for
+    them.  A copy that fails there is raised, naming the file, by the
+    device's next operation; the writes given after it are not made."""
+    import threading
+    srcdata = random.Random(2).randbytes(300_000)
+    src = _source(tmp_path / "src", srcdata)
+    made = []
+    real = Device._write_all
+
+    def noted(self, offset, data):
+        made.append((offset, threading.current_thread().name))
+        return real(self, offset, data)
+    monkeypatch.setattr(Device, "_write_all", noted)
+
+    def calls(dev):
+        dev.pwrite_data(BS, b"a" * 100, BS - 100)
+        F.copy_named(dev, src, 0, 4 * BS, 74 * BS, len(srcdata), BS, "d: f")
+        dev.pwrite_data(2 * BS, b"b" * 10)
+        dev.pwrite_data(100 * BS, b"c" * (3 << 20))      # one write, not gathered
+    images = []
+    for behind in (False, True):
+        dev = _image(tmp_path / f"img{behind}", size=8 << 20)
+        try:
+            dev._clone_ok = False               # a copy that cannot share blocks
+            assert dev.write_behind() is True
+            if not behind:
+                dev._behind.stop()
+                dev._behind = None
+            calls(dev)
+            assert dev.pread(4 * BS, 100) == srcdata[:100]
+            assert dev.written == BS + 10 + 74 * BS + (3 << 20)
+        finally:
+            dev.close()
+        images.append((tmp_path / f"img{behind}").read_bytes())
+    assert images[0] == images[1]
+    threads = {name for _off, name in made}
+    assert threads == {"MainThread", "fstool-data"}
+    # a copy failing behind: raised by the next operation, later writes dropped
+    dev = _image(tmp_path / "img", size=8 << 20)
+    try:
+        dev._clone_ok = False
+        dev.write_behind()
+        bad = os.open(tmp_path / "src", os.O_WRONLY)       # cannot be read from
+        F.copy_named(dev, bad, 0, 4 * BS, 74 * BS, len(srcdata), BS, "d: f")
+        os.close(bad)
+        dev.pwrite_data(200 * BS, b"x" * (2 << 20))
+        with pytest.raises(F.CopyFailed, match=r"^d: f: cannot copy: Bad file descriptor$"):
+            dev.pread(0, 10)
+        assert dev.pread(0, 10) == b"\xff" * 10          # raised once
+    finally:
+        dev.close()
+        os.close(src)
+    img = (tmp_path / "img").read_bytes()
+    assert img[200 * BS:200 * BS + 10] == b"\xff" * 10

@@ -120,7 +120,10 @@ class FailingReads:
     # every slice read on the reader's thread, or every one in its turn, or
     # the small first slices handed over two runs at a time
     (True, False, "never"), (True, True, "always"), (True, True, "pairs"),
-    (True, False, "pairs")])
+    (True, False, "pairs"),
+    # every larger file copied by the device's thread behind (on this host
+    # it may share blocks instead, which is never done behind)
+    (True, False, "behind")])
 def test_runs_leave_the_same_image(tmp_path, monkeypatch, bigtime, failing, inline):
     src = tmp_path / "src"
     make_tree(src)
@@ -140,6 +143,8 @@ def test_runs_leave_the_same_image(tmp_path, monkeypatch, bigtime, failing, inli
         monkeypatch.setattr(P.RunReader, "_read_group",
                             staticmethod(lambda jobs: groups.append(len(jobs)) or
                                          real_group(jobs)))
+    elif inline == "behind":
+        groups = force_copies_behind(monkeypatch)
     elif inline is not None:
         monkeypatch.setattr(P, "RUN_INLINE", -1 if inline == "never" else 1 << 40)
         monkeypatch.setattr(P, "RUN_INLINE_OPEN", -1 if inline == "never" else 1 << 20)
@@ -162,6 +167,9 @@ def test_runs_leave_the_same_image(tmp_path, monkeypatch, bigtime, failing, inli
     if inline == "pairs":
         # small first slices were read two runs to a hand-over
         assert 2 in groups
+    if inline == "behind":
+        # the runs' copies were made behind (the one-by-one path's are not)
+        assert "fstool-data" in groups
     if subprocess.run(["which", "xfs_repair"], capture_output=True).returncode == 0:
         r = subprocess.run(["xfs_repair", "-n", "-f", str(tmp_path / "0.img")],
                            capture_output=True, text=True)
@@ -187,9 +195,32 @@ def test_many_small_directories_stay_within_the_open_file_limit(tmp_path):
     assert r.returncode == 0 and r.stdout.split() == ["600"], r.stderr[-2000:]
 
 
-def test_a_copy_failing_in_a_run_names_the_file_and_keeps_the_image(tmp_path, monkeypatch):
+def force_copies_behind(monkeypatch) -> list:
+    """Every copy of a larger file given to the device's thread behind, as
+    where the source lies on another filesystem than the image; the list
+    returned gets the name of the thread that made each copy."""
+    from fstool.io.device import Device
+    from fstool.ns import files as F
+    monkeypatch.setattr(Device, "can_copy_behind", lambda self, fd: self._behind is not None)
+    threads = []
+    real = F.copy_blocks
+
+    def noted(*args):
+        import threading
+        threads.append(threading.current_thread().name)
+        return real(*args)
+    monkeypatch.setattr(F, "copy_blocks", noted)
+    return threads
+
+
+@pytest.mark.parametrize("behind", [False, True])
+def test_a_copy_failing_in_a_run_names_the_file_and_keeps_the_image(tmp_path, monkeypatch,
+                                                                   behind):
     """A larger file of a run that cannot be copied (read error half way)
-    ends populate with the file named, and the image as it was."""
+    ends populate with the file named, and the image as it was; also when
+    the copy is made by the device's thread behind populate (the error is
+    met after populate has gone on to the next files, whose copies are then
+    not made)."""
     import errno
 
     from fstool.errors import FsToolError
@@ -198,15 +229,23 @@ def test_a_copy_failing_in_a_run_names_the_file_and_keeps_the_image(tmp_path, mo
     (src / "sub").mkdir(parents=True)
     for i in range(5):
         (src / "sub" / f"f{i}").write_bytes(os.urandom(300_000))
+    (src / "sub" / "g").write_bytes(b"small")
     img = tmp_path / "a.img"
     mkfs(img, True)
     before = img.read_bytes()
+    if behind:
+        force_copies_behind(monkeypatch)
+    threads = []
 
     def failing(*args):
+        import threading
+        threads.append(threading.current_thread().name)
         raise OSError(errno.EIO, "Input/output error")
     monkeypatch.setattr(F, "copy_blocks", failing)
-    with pytest.raises(FsToolError, match=r"^sub: f0: cannot copy: Input/output error"):
+    with pytest.raises(FsToolError, match=r"^sub: f0: cannot copy: Input/output error$"):
         populate(img, DirSource(src))
+    # f0's copy only: none after it was made
+    assert threads == ["fstool-data" if behind else "MainThread"]
     assert img.read_bytes() == before
 
 

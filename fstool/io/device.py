@@ -30,7 +30,7 @@ import stat
 import struct
 import sys
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 
 from ..errors import ImageBusy, ImageError, ImageNotFoundError, ImageTruncatedError, ReadOnlyError
 from .dumpfile import MAGICS, DumpFile, DumpImage
@@ -199,6 +199,8 @@ class Device:
         # data gathered for one write (pwrite_data): its offset and bytes
         self._gather_off = 0
         self._gather = bytearray()
+        # the thread making file data writes behind the caller (write_behind)
+        self._behind = None
         # bytes written since writeback was last started; None: never start it
         self._unstarted = 0 if writable and not self.is_blockdev else None
         self._starter = None
@@ -246,8 +248,8 @@ class Device:
 
     # -- reading ----------------------------------------------------------------
     def pread(self, offset: int, length: int) -> bytes:
-        if self._gather:
-            self.flush_gathered()
+        if self._gather or self._behind is not None:
+            self._settle()
         if offset < 0 or offset + length > self.size:
             raise ImageTruncatedError(
                 f"{self.path}: read of {length} bytes at offset {offset} lies beyond "
@@ -278,8 +280,8 @@ class Device:
 
     def preadinto(self, view, offset: int) -> None:
         """Fill the writable buffer ``view`` from ``offset``, exactly."""
-        if self._gather:
-            self.flush_gathered()
+        if self._gather or self._behind is not None:
+            self._settle()
         length = len(view)
         if offset < 0 or offset + length > self.size:
             raise ImageTruncatedError(
@@ -310,9 +312,69 @@ class Device:
 
     def pwrite(self, offset: int, data) -> None:
         """Write all of ``data`` at ``offset`` (one write for the fault hook)."""
+        if self._gather or self._behind is not None:
+            self._settle()
+        self._pwrite(offset, data)
+
+    def write_behind(self) -> bool:
+        """From now on, file data (:meth:`pwrite_data`, :meth:`copy_behind`)
+        is written by a thread of the device's own, behind the caller, in
+        the order given; any other operation of the device waits for those
+        writes first (an error of theirs raised there, and the writes given
+        after it not made), as it writes the gathered data first.  The
+        bytes counted as written (``written``, writeback) are counted when
+        given, so they do not depend on the thread's timing.  Buffers given
+        to pwrite_data must not change afterwards.  Not with an undo
+        recorder, the fault hook or the write log (their writes must be
+        counted in order); False then, and nothing changes."""
+        if self._behind is None:
+            if not self.writable or self.write_hook is not None or self.dump is not None or \
+                    _writes.limit or _writes.log:
+                return False
+            self._behind = _Behind()
+        return True
+
+    def _settle(self) -> None:
+        """Before any other operation: the gathered data written, and the
+        writes made behind finished (the first error of theirs raised)."""
         if self._gather:
             self.flush_gathered()
-        self._pwrite(offset, data)
+        if self._behind is not None:
+            self._behind.wait()
+
+    def can_copy_behind(self, src_fd: int) -> bool:
+        """Whether a copy from ``src_fd`` may be given to :meth:`copy_behind`:
+        write-behind is on, and the copy cannot share the source's blocks
+        (the blocks shared are not counted as written, and whether the host
+        shares them is known only once asked)."""
+        if self._behind is None:
+            return False
+        if self.is_blockdev or self._clone_ok is False:
+            return True
+        try:
+            return os.fstat(src_fd).st_dev != self.st_dev
+        except OSError:
+            return False
+
+    def copy_behind(self, task, src_fd: int, args: tuple, nbytes: int) -> None:
+        """``task(raw, fd, *args)`` run by the write-behind thread, ``fd`` a
+        duplicate of ``src_fd`` (closed after it), ``raw`` an object with the
+        copy_from, pwrite_data and zero_range of this device made at once,
+        none of them sharing blocks (see :meth:`can_copy_behind`); ``nbytes``
+        are counted as written now."""
+        self._check_write(0, 0)
+        if self._gather:
+            self.flush_gathered()
+        b = self._behind
+        b.raise_error()
+        b.submit(task, (_RawData(self), os.dup(src_fd)) + tuple(args), close_arg=1)
+        self._count(nbytes)
+
+    def _count(self, n: int) -> None:
+        """``n`` bytes written (or given to the thread behind)."""
+        self.written += n
+        if self._unstarted is not None:
+            self._wrote(n)
 
     def pwrite_data(self, offset: int, data, zeros: int = 0) -> None:
         """Write ``data`` followed by ``zeros`` zero bytes at ``offset``, as
@@ -330,7 +392,11 @@ class Device:
             self.flush_gathered()
             g = self._gather
         if n >= GATHER_BYTES:
-            self._pwrite(offset, bytes(data) + bytes(zeros) if zeros else data)
+            data = bytes(data) + bytes(zeros) if zeros else data
+            if self._behind is not None:
+                self._later(offset, data)
+            else:
+                self._pwrite(offset, data)
             return
         self._check_write(offset, n)
         if not g:
@@ -344,13 +410,31 @@ class Device:
         g = self._gather
         if g:
             self._gather = bytearray()
-            self._pwrite(self._gather_off, g)
+            if self._behind is not None:
+                self._later(self._gather_off, g)
+            else:
+                self._pwrite(self._gather_off, g)
+
+    def _later(self, offset: int, data) -> None:
+        """A write of file data given to the thread behind."""
+        n = len(data)
+        self._check_write(offset, n)
+        b = self._behind
+        b.raise_error()
+        b.submit(self._write_all, (offset, data))
+        self._count(n)
 
     def _pwrite(self, offset: int, data) -> None:
         n = len(data)
         self._check_write(offset, n)
         if self.write_hook is not None:
             self.write_hook.before_write(offset, n)
+        self._write_all(offset, data)
+        _writes.hit(self.path, offset, n)
+        self._count(n)
+
+    def _write_all(self, offset: int, data) -> None:
+        n = len(data)
         view = memoryview(data)
         done = 0
         try:
@@ -362,10 +446,6 @@ class Device:
         except OSError as e:
             raise ImageError(f"{self.path}: write failed at offset {offset}: "
                              f"{e.strerror}") from None
-        _writes.hit(self.path, offset, n)
-        self.written += n
-        if self._unstarted is not None:
-            self._wrote(n)
 
     def pwritev(self, offset: int, buffers: list) -> None:
         """Write ``buffers`` one after the other from ``offset`` (a run of
@@ -416,8 +496,8 @@ class Device:
         refuses that too (across filesystems on old kernels, special files),
         read and write.  Returns the bytes copied, fewer when the source ends
         first.  One write for the fault hook, like :meth:`pwrite`."""
-        if self._gather:
-            self.flush_gathered()
+        if self._gather or self._behind is not None:
+            self._settle()
         self._check_write(offset, length)
         if src_fd == self.fd:
             src_off += self.start          # a copy inside the image's own window
@@ -428,6 +508,22 @@ class Device:
                     self._clone(src_fd, src_off, offset + self.start, length):
                 done = length
                 shared = True
+        except OSError as e:
+            raise ImageError(f"{self.path}: copy into the image failed at offset "
+                             f"{offset}: {e.strerror}") from None
+        done = self._copy_range(src_fd, src_off, offset, done, length)
+        _writes.hit(self.path, offset, done)
+        if not shared:
+            self.written += done
+            if self._unstarted is not None:
+                self._wrote(done)
+        return done
+
+    def _copy_range(self, src_fd: int, src_off: int, offset: int, done: int,
+                    length: int) -> int:
+        """copy_from's copy of bytes ``done`` to ``length`` (sharing no
+        blocks): copy_file_range, else read and write; the bytes copied."""
+        try:
             while done < length and self._cfr_ok:
                 try:
                     k = os.copy_file_range(src_fd, self.fd, length - done, src_off + done,
@@ -460,11 +556,6 @@ class Device:
                 raise e.__cause__ from None
             raise ImageError(f"{self.path}: copy into the image failed at offset "
                              f"{offset + done}: {e.strerror}") from None
-        _writes.hit(self.path, offset, done)
-        if not shared:
-            self.written += done
-            if self._unstarted is not None:
-                self._wrote(done)
         return done
 
     def wrote_elsewhere(self, n: int) -> None:
@@ -538,8 +629,8 @@ class Device:
         (the data of the image; its size never changes while written)."""
         if not self.writable:
             return
-        if self._gather:
-            self.flush_gathered()
+        if self._gather or self._behind is not None:
+            self._settle()
         if self.write_hook is not None:
             self.write_hook.before_fsync()
         try:
@@ -554,17 +645,20 @@ class Device:
         """Make [offset, offset+length) read as zeros: a punched hole in a
         regular file (unless ``punch`` is off), written zeros on a block
         device.  One write for the fault hook."""
-        if self._gather:
-            self.flush_gathered()
+        if self._gather or self._behind is not None:
+            self._settle()
         self._check_write(offset, length)
         if length <= 0:
             return
         if self.write_hook is not None:
             self.write_hook.before_write(offset, length)
+        self._zero(offset, length, punch)
+        _writes.hit(self.path, offset, length)
+
+    def _zero(self, offset: int, length: int, punch: bool) -> None:
         if punch and not self.is_blockdev:
             try:
                 punch_hole(self.fd, offset + self.start, length)
-                _writes.hit(self.path, offset, length)
                 return
             except OSError:
                 pass
@@ -579,7 +673,6 @@ class Device:
         except OSError as e:
             raise ImageError(f"{self.path}: write failed at offset {pos}: {e.strerror}") \
                 from None
-        _writes.hit(self.path, offset, length)
 
     def resize(self, size: int) -> None:
         """Grow (or shrink) an image file; the new part is a hole."""
@@ -587,8 +680,8 @@ class Device:
             raise ReadOnlyError(f"{self.path}: cannot resize")
         if self.start or self.partition is not None:
             raise ImageError(f"{self.path}: a partition of a disk image cannot be resized")
-        if self._gather:
-            self.flush_gathered()
+        if self._gather or self._behind is not None:
+            self._settle()
         try:
             os.ftruncate(self.fd, size)
         except OSError as e:
@@ -599,6 +692,12 @@ class Device:
     def close(self) -> None:
         if self.fd >= 0:
             try:
+                if self._behind is not None:
+                    # an error of the writes behind was raised already, or
+                    # is of writes no commit took (the run was abandoned)
+                    self._gather = bytearray()
+                    self._behind.stop()
+                    self._behind = None
                 self.flush_gathered()
             finally:
                 if self._starter is not None:
@@ -606,6 +705,103 @@ class Device:
                     self._starter = None
                 os.close(self.fd)
             self.fd = -1
+
+
+class _RawData:
+    """What :func:`fstool.ns.files.copy_blocks` asks of a device, made at
+    once and counted by no one: for the thread behind (Device.copy_behind),
+    whose caller counted the bytes."""
+    __slots__ = ("dev",)
+
+    def __init__(self, dev: Device):
+        self.dev = dev
+
+    def copy_from(self, src_fd: int, src_off: int, offset: int, length: int) -> int:
+        dev = self.dev
+        dev._check_write(offset, length)
+        return dev._copy_range(src_fd, src_off, offset, 0, length)
+
+    def pwrite_data(self, offset: int, data, zeros: int = 0) -> None:
+        data = bytes(data) + bytes(zeros) if zeros else data
+        self.dev._check_write(offset, len(data))
+        self.dev._write_all(offset, data)
+
+    def zero_range(self, offset: int, length: int) -> None:
+        self.dev._check_write(offset, length)
+        if length > 0:
+            self.dev._zero(offset, length, True)
+
+
+class _Behind:
+    """A thread making a device's file data writes behind its caller, one
+    after another in the order given.  After a write fails, the ones given
+    after it are not made (as the caller would not have made them); the
+    error is raised to the caller by :meth:`wait` or the next
+    :meth:`raise_error`."""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._tasks: deque = deque()
+        self.pending = 0
+        self.error = None
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="fstool-data", daemon=True)
+        self._thread.start()
+
+    def submit(self, fn, args: tuple, close_arg: int = -1) -> None:
+        """Run ``fn(*args)``; ``args[close_arg]``, a descriptor, is closed
+        after it (made or not)."""
+        with self._cond:
+            self._tasks.append((fn, args, close_arg))
+            self.pending += 1
+            self._cond.notify()
+
+    def raise_error(self) -> None:
+        if self.error is not None:
+            e, self.error = self.error, None
+            raise e
+
+    def wait(self) -> None:
+        """Until every write given is made (or given up after an error)."""
+        if self.pending:
+            with self._cond:
+                while self.pending:
+                    self._cond.wait()
+        self.raise_error()
+
+    def stop(self) -> None:
+        """Wait for the writes given, then end the thread (errors dropped)."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        self._thread.join()
+        self.error = None
+
+    def _run(self) -> None:
+        cond = self._cond
+        while True:
+            with cond:
+                while not self._tasks and not self._stopping:
+                    cond.wait()
+                if not self._tasks:
+                    return
+                fn, args, close_arg = self._tasks.popleft()
+                failed = self.error is not None
+            err = None
+            try:
+                if not failed:
+                    fn(*args)
+            except Exception as e:          # handed to the caller
+                err = e
+            finally:
+                if close_arg >= 0:
+                    os.close(args[close_arg])
+            with cond:
+                if err is not None and self.error is None:
+                    self.error = err
+                self.pending -= 1
+                if not self.pending:
+                    cond.notify_all()
 
 
 # at most this many buffers per pwritev call (the kernel's UIO_MAXIOV)

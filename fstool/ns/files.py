@@ -15,6 +15,7 @@ import stat
 
 from ..alloc import rmap as R
 from ..alloc.space import MAXEXTLEN
+from ..errors import FsToolError
 from ..format import constants as C
 from ..fs import btree_write as BW
 from ..fs.btree import pack_bmbt_rec
@@ -366,6 +367,32 @@ def copy_blocks(dev, fd: int, src: int, off: int, length: int, size: int, bs: in
         dev.pwrite_data(off + done, tail, -len(tail) % bs)
         done += len(tail) + (-len(tail) % bs)
     dev.zero_range(off + done, length - done)
+
+
+class CopyFailed(FsToolError):
+    """A file that could not be copied into the image, named in full (the
+    error may be raised after the caller has moved on to other files)."""
+    located = True
+
+
+def copy_named(dev, fd: int, src: int, off: int, length: int, size: int, bs: int,
+               name: str) -> None:
+    """:func:`copy_blocks`, its error raised as :class:`CopyFailed` naming
+    the file (``name``).  Made by the device's thread behind when it takes
+    the copy (``Device.can_copy_behind``), with the descriptor duplicated
+    for it: its error is then raised by the device's next operation."""
+    if dev.can_copy_behind(fd):
+        dev.copy_behind(_copy_named, fd, (src, off, length, size, bs, name), length)
+    else:
+        _copy_named(dev, fd, src, off, length, size, bs, name)
+
+
+def _copy_named(dev, fd: int, src: int, off: int, length: int, size: int, bs: int,
+                name: str) -> None:
+    try:
+        copy_blocks(dev, fd, src, off, length, size, bs)
+    except OSError as exc:
+        raise CopyFailed(f"{name}: cannot copy: {exc.strerror or exc}") from None
 
 
 def _write_blocks(dev, stream, off: int, left: int) -> None:

@@ -504,7 +504,7 @@ class Namespace:
         self._add_entry(parent, name, ino, C.XFS_DIR3_FT_REG_FILE)
 
     def create_plain_files(self, parent: int, items: list, ctime_ns: int,
-                           data=None) -> None:
+                           data=None, where: str = "") -> None:
         """Create regular files without xattrs in one directory: ``items``
         holds ``(name, perm, uid, gid, atime_ns, mtime_ns)``, empty files,
         or with ``data`` = ``(buf, offsets, fds)`` the same with the size
@@ -513,11 +513,13 @@ class Namespace:
         open host file as create_file copies one (shared blocks where it
         can).  Change and creation times are ``ctime_ns``.  Inodes and
         blocks are taken, data written and entries added as create_file
-        would take, write and add them one file after another."""
+        would take, write and add them one file after another.  A file that
+        cannot be copied is named with ``where`` (its directory's path in
+        the caller's terms) before its name: ``F.CopyFailed``."""
         names = [it[0] for it in items]
         ft = C.XFS_DIR3_FT_REG_FILE
         placed, pst = self._claim_names(parent, names, ft)
-        inos, forks = self._place_files(parent, items, ctime_ns, data, placed)
+        inos, forks = self._place_files(parent, items, ctime_ns, data, placed, where)
         if self.pptr:
             self._put_plain_named(parent, names, inos, items, ctime_ns, forks)
         elif forks is not None and None in forks:
@@ -667,7 +669,8 @@ class Namespace:
             got = self._sf_fit[key] = (forkoff, bool(fits))
         return got[1]
 
-    def _place_files(self, parent: int, items: list, ctime_ns: int, data, placed) -> tuple:
+    def _place_files(self, parent: int, items: list, ctime_ns: int, data, placed,
+                     where: str = "") -> tuple:
         """Inodes, and with ``data`` blocks, for the files of
         create_plain_files, the data written: ``([ino], forks)``, forks None
         without data, else ``(size, nblocks, nextents, records)`` per file
@@ -744,11 +747,9 @@ class Namespace:
                     exts.append((lblk, fsbno, cnt))
                     off = daddr(fsbno) << C.BBSHIFT
                     if fd >= 0:
-                        try:
-                            F.copy_blocks(dev, fd, lblk << blog, off, cnt << blog, size, bs)
-                        except OSError as exc:
-                            raise FsToolError(f"{os.fsdecode(items[k][0])}: cannot copy: "
-                                              f"{exc.strerror or exc}") from None
+                        name = os.fsdecode(items[k][0])
+                        F.copy_named(dev, fd, lblk << blog, off, cnt << blog, size, bs,
+                                     f"{where}: {name}" if where else name)
                     else:
                         end = src + (cnt << blog)
                         last = writes[-1] if writes else None

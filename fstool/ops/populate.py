@@ -159,6 +159,9 @@ def populate(image, source, dest: str = "/", *, owner_map=None, keep_going: bool
     with gc_paused(), Writer(image, timestamp_ns=timestamp_ns, logged=not fresh,
                              keeps_parents=True) as w, src:
         now = w.now_ns()
+        # file data written by a thread of the device's own, behind this
+        # one (the same bytes in the same places, counted when given)
+        w.dev.write_behind()
         reader = RunReader(w.sb.blocksize)
         dedupe = None
         if reflink:
@@ -357,7 +360,7 @@ def _add_plain_files(ns: Namespace, run, inos: dict, stats: PopulateStats, now: 
                     try:
                         ns.create_plain_files(parent, part[start:k], now,
                                               (data[0], data[1][start:k], data[2][start:k])
-                                              if data is not None else None)
+                                              if data is not None else None, run.path or "/")
                     except (OSError, FsToolError) as exc:
                         if isinstance(exc, NoSpace):
                             raise
@@ -687,7 +690,7 @@ def _msg(exc: BaseException) -> str:
 
 def _wrap(path: str, exc: BaseException) -> FsToolError:
     if isinstance(exc, FsToolError):
-        if str(exc).startswith(path):
+        if getattr(exc, "located", False) or str(exc).startswith(path):
             return exc
         try:
             return type(exc)(f"{path}: {exc}")
