@@ -459,29 +459,28 @@ class RunReader:
     def __init__(self, blocksize: int):
         self.mask = blocksize - 1
         self.pool = None
-        self.ahead: dict = {}        # id(run) -> (dirfd, future of its first slice)
+        self.ahead: dict = {}        # id(run) -> future of its first slice
         self.group = None            # small first slices not yet handed to the thread
 
     def start(self, run) -> tuple:
         """Start reading the first slice of ``run`` when it is a run of a
         host directory; ``(bytes, files opened)`` that slice will hold,
-        its directory included."""
+        its directory included (opened by the read: see :meth:`_read`)."""
         if type(run) is not PlainFiles or id(run) in self.ahead or \
                 not any(it[6] for it in run.items):
             return 0, 0
         bounds = self._bounds(run.items, 0)
-        dirfd = _open_dir(run.dirpath)
         if self._inline(bounds):
             # small: read with the next small ones, in one hand-over
             group = self.group
             if group is None:
                 group = self.group = _SliceGroup(self._send)
-            part = group.add(run.items, dirfd, bounds)
+            part = group.add(run.items, run.dirpath, bounds)
             if group.bytes >= RUN_INLINE or len(group.jobs) >= GROUP_RUNS:
                 self._send()
         else:
-            part = self._pool().submit(self._read, run.items, dirfd, bounds)
-        self.ahead[id(run)] = (dirfd, part)
+            part = self._pool().submit(self._read, run.items, run.dirpath, bounds)
+        self.ahead[id(run)] = part
         # the directory held open counts as a file too
         return bounds[2], bounds[5] + 1
 
@@ -489,8 +488,7 @@ class RunReader:
         """``run`` will not be taken after all."""
         got = self.ahead.pop(id(run), None)
         if got is not None:
-            self._discard(got[1])
-            _close_dir(got[0])
+            self._discard(got, -1)
 
     def slices(self, run):
         """``(a, b, (buf, offsets, fds), bad)`` for each slice ``items[a:b]``
@@ -503,29 +501,27 @@ class RunReader:
             yield 0, len(run.items), None, ()
             return
         items = run.items
-        got = self.ahead.pop(id(run), None)
-        if got is None:
-            dirfd = _open_dir(run.dirpath)
-            fut = self._submit(items, dirfd, self._bounds(items, 0))
-        else:
-            dirfd, fut = got
+        fut = self.ahead.pop(id(run), None)
+        if fut is None:
+            fut = self._submit(items, run.dirpath, self._bounds(items, 0))
+        # the directory's descriptor, once a read has opened it and left it
+        # open for the next slice (whose read then owns it)
+        dirfd = -1
         try:
             while fut is not None:
                 res = fut.result() if type(fut) is not tuple else fut
-                b = res[1]
+                b, dirfd = res[1], res[4]
                 fut = self._submit(items, dirfd, self._bounds(items, b)) \
                     if b < len(items) else None
-                yield res
+                yield res[:4]
         finally:
             if fut is not None:
-                self._discard(fut)
-            _close_dir(dirfd)
+                self._discard(fut, dirfd)
 
     def close(self) -> None:
         """Stop the thread; whatever was read ahead and not taken is let go."""
-        for dirfd, fut in self.ahead.values():
-            self._discard(fut)
-            _close_dir(dirfd)
+        for fut in self.ahead.values():
+            self._discard(fut, -1)
         self.ahead.clear()
         if self.pool is not None:
             self.pool.shutdown(wait=True)
@@ -536,12 +532,12 @@ class RunReader:
         """Whether the slice of ``bounds`` is read when its turn comes."""
         return bounds[2] <= RUN_INLINE and bounds[5] <= RUN_INLINE_OPEN
 
-    def _submit(self, items: list, dirfd: int, bounds: tuple):
+    def _submit(self, items: list, where, bounds: tuple):
         """A future of the slice of ``bounds``, or the slice itself when it
-        is small enough to read now."""
+        is small enough to read now (``where`` as :meth:`_read` takes it)."""
         if self._inline(bounds):
-            return self._read(items, dirfd, bounds)
-        return self._pool().submit(self._read, items, dirfd, bounds)
+            return self._read(items, where, bounds)
+        return self._pool().submit(self._read, items, where, bounds)
 
     def _send(self) -> None:
         """The small slices gathered so far handed to the thread."""
@@ -555,19 +551,26 @@ class RunReader:
         return self.pool
 
     @staticmethod
-    def _discard(fut) -> None:
-        """A slice read and not taken: its open files closed."""
+    def _discard(fut, dirfd: int) -> None:
+        """A slice read and not taken: its open files closed, and the
+        directory's descriptor: the one the read left open, or ``dirfd``
+        given to a read that never ran."""
         if type(fut) is tuple:
             res = fut
         elif fut.cancel():
+            _close_dir(dirfd)
             return
         else:
             try:
                 res = fut.result()
             except Exception:
                 return
+        if res is None:             # given up before the group was read
+            _close_dir(dirfd)
+            return
         if res[2] is not None:
             _close_fds(res[2][2])
+        _close_dir(res[4])
 
     def _bounds(self, items: list, a: int) -> tuple:
         """(a, b, bytes, offsets, sizes to read or ask for, files opened) of
@@ -577,19 +580,35 @@ class RunReader:
                                     READAHEAD_HEAD)
 
     @staticmethod
-    def _read(items: list, dirfd: int, bounds: tuple) -> tuple:
+    def _read(items: list, where, bounds: tuple) -> tuple:
+        """The slice of ``bounds``: ``(a, b, (buf, offsets, fds), bad,
+        dirfd)``.  ``where`` is the directory's descriptor, or its path
+        (opened here, on whichever thread reads); the descriptor is closed
+        here after the run's last slice, else left open in ``dirfd`` for
+        the next (-1 when closed, or when the directory cannot be opened:
+        its files are then taken one by one)."""
         a, b, total, offsets, want, _nopen = bounds
+        dirfd = where if type(where) is int else _open_dir(where)
         if dirfd < 0:               # the directory cannot be opened: one by one
-            return a, b, None, set(range(b - a))
-        buf = bytearray(total)
-        bad, fds = writers.read_files(dirfd, [it[0] for it in items[a:b]], want, buf, offsets)
-        return a, b, (buf, offsets, fds), {k for k, _err in bad}
+            return a, b, None, set(range(b - a)), -1
+        try:
+            buf = bytearray(total)
+            bad, fds = writers.read_files(dirfd, [it[0] for it in items[a:b]], want, buf,
+                                          offsets)
+        except BaseException:
+            _close_dir(dirfd)
+            raise
+        if b == len(items):
+            _close_dir(dirfd)
+            dirfd = -1
+        return a, b, (buf, offsets, fds), {k for k, _err in bad}, dirfd
 
     @staticmethod
     def _read_group(jobs: list) -> list:
-        """The slices of ``jobs`` (``(items, dirfd, bounds)`` each, None for
-        one given up) as :meth:`_read` gives them, all read in one native
-        call into one buffer (each slice's offsets moved to its part)."""
+        """The first slices of ``jobs`` (``(items, directory path, bounds)``
+        each, None for one given up) as :meth:`_read` gives them, all read
+        in one native call into one buffer (each slice's offsets moved to
+        its part)."""
         out: list = [None] * len(jobs)
         names: list = []
         want: list = []
@@ -600,23 +619,32 @@ class RunReader:
         for j, job in enumerate(jobs):
             if job is None:
                 continue
-            items, dirfd, (a, b, nbytes, offsets, sizes, _nopen) = job
+            items, path, (a, b, nbytes, offsets, sizes, _nopen) = job
+            dirfd = _open_dir(path)
             if dirfd < 0:           # the directory cannot be opened: one by one
-                out[j] = (a, b, None, set(range(b - a)))
+                out[j] = (a, b, None, set(range(b - a)), -1)
                 continue
-            spans.append((j, a, b, len(names)))
+            spans.append((j, a, b, len(names), dirfd))
             names.extend([it[0] for it in items[a:b]])
             want.extend(sizes)
             offs.extend([o + total if o >= 0 else o for o in offsets])
             dirs.extend([dirfd] * (b - a))
             total += nbytes
         if spans:
-            buf = bytearray(total)
-            bad, fds = writers.read_files(-1, names, want, buf, offs, dirs)
-            for j, a, b, first in spans:
+            try:
+                buf = bytearray(total)
+                bad, fds = writers.read_files(-1, names, want, buf, offs, dirs)
+            except BaseException:
+                for span in spans:
+                    _close_dir(span[4])
+                raise
+            for j, a, b, first, dirfd in spans:
+                if b == len(jobs[j][0]):       # the run's last slice
+                    _close_dir(dirfd)
+                    dirfd = -1
                 end = first + b - a
                 out[j] = (a, b, (buf, offs[first:end], fds[first:end]),
-                          {k - first for k, _err in bad if first <= k < end})
+                          {k - first for k, _err in bad if first <= k < end}, dirfd)
         return out
 
 
@@ -626,12 +654,12 @@ class _SliceGroup:
 
     def __init__(self, send):
         self.send = send            # hands the group to the thread
-        self.jobs: list = []        # (items, dirfd, bounds), None once given up
+        self.jobs: list = []        # (items, directory path, bounds), None once given up
         self.bytes = 0
         self.fut = None
 
-    def add(self, items: list, dirfd: int, bounds: tuple) -> "_GroupPart":
-        self.jobs.append((items, dirfd, bounds))
+    def add(self, items: list, path: bytes, bounds: tuple) -> "_GroupPart":
+        self.jobs.append((items, path, bounds))
         self.bytes += bounds[2]
         return _GroupPart(self, len(self.jobs) - 1)
 
