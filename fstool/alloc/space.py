@@ -182,17 +182,24 @@ class SpaceAllocator:
                                   f"{s}+{n}", agno=ag.agno)
         left = a - s
         right = s + n - (a + length)
+        bno, cnt = ag.bno, ag.cnt
+        # (a delete followed by an insert is one move: the same tree)
         if left:
-            ag.bno.update((s, left))
+            bno.update((s, left))
+            if right:
+                bno.insert((a + length, right))
+        elif right:
+            bno.move((s,), (a + length, right))
         else:
-            ag.bno.delete((s,))
-        if right:
-            ag.bno.insert((a + length, right))
-        ag.cnt.delete((n, s))
+            bno.delete((s,))
         if left:
-            ag.cnt.insert((s, left))
-        if right:
-            ag.cnt.insert((a + length, right))
+            cnt.move((n, s), (s, left))
+            if right:
+                cnt.insert((a + length, right))
+        elif right:
+            cnt.move((n, s), (a + length, right))
+        else:
+            cnt.delete((n, s))
         ag.agf["agf_freeblks"] -= length
         ag.agf_dirty = True
 

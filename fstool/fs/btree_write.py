@@ -713,6 +713,46 @@ class _Engine:
         if self._overlap:
             self._fix_high_keys()
 
+    def move(self, key, rec) -> None:
+        """``delete(key)`` then ``insert(rec)``, ``rec``'s key keeping the
+        deleted record's place in the order (a free extent whose start or
+        length changed): made in place, with one descent, when the two
+        would leave just that (the leaf not below its minimum after the
+        delete, so no block is joined or split, and the new key between the
+        record's neighbours in its leaf, or at the tree's edge), else by
+        the two.  The tree's bytes, and its counters, are the same either
+        way."""
+        key = tuple(key)
+        codec = self.codec
+        new = codec.key(rec)
+        if not self._overlap and not self._in_inode:
+            path = self._descend(key)
+            addr, buf, i = path[0]
+            n = self._numrecs(buf)
+            if self._is_key_at(buf, i, key) and \
+                    (self.levels == 1 or n - 1 >= self._minrecs[0]):
+                h, rl, key_at = self._hdr, self._rl, codec.rec_key_at
+                if i:
+                    ok = key_at(buf, h + (i - 1) * rl) < new
+                else:           # the first record: of the tree's first leaf
+                    ok = all(p[2] == 0 for p in path[1:])
+                if ok and i < n - 1:
+                    ok = new < key_at(buf, h + (i + 1) * rl)
+                elif ok:        # the last record: of the tree's last leaf
+                    ok = all(p[2] == self._numrecs(p[1]) - 1 for p in path[1:])
+                if ok:
+                    self.gen += 2
+                    self.keys_gen += 2
+                    self._note_leaf(None)
+                    off = h + i * rl
+                    buf[off:off + rl] = codec.pack_rec(rec)
+                    self._dirty(addr)
+                    if i == 0 and self.levels > 1:
+                        self._update_keys(path, 0)
+                    return
+        self.delete(key)
+        self.insert(rec)
+
     def cursor(self, key) -> "Cursor":
         """A position in the tree from one descent towards ``key``."""
         return Cursor(self, tuple(key))
