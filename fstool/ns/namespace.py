@@ -68,6 +68,7 @@ from __future__ import annotations
 import os
 import stat as pystat
 import struct
+from operator import itemgetter
 
 from .._backend import writers
 from ..alloc import rmap as R
@@ -94,6 +95,8 @@ FTYPE = {C.S_IFREG: C.XFS_DIR3_FT_REG_FILE, C.S_IFDIR: C.XFS_DIR3_FT_DIR,
 
 
 DirNotEmpty = NotEmptyError
+# a plain file's size in an item of create_plain_files
+_SIZE = itemgetter(6)
 RENAME_NOREPLACE = 1
 RENAME_EXCHANGE = 2
 XATTR_CREATE = 1
@@ -535,7 +538,7 @@ class Namespace:
             pst.changed = True
         self.files += len(items)
         if forks is not None:
-            self.bytes += sum(it[6] for it in items)
+            self.bytes += sum(map(_SIZE, items))
 
     def _claim_names(self, parent: int, names: list, ft: int) -> tuple:
         """The new names of a batch checked (all new to ``parent`` and

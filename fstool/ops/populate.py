@@ -19,6 +19,7 @@ import stat as pystat
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from .._backend import writers
 from . import gc_paused
@@ -62,6 +63,8 @@ RUN_OPEN = 64
 RUN_INLINE = 256 << 10
 RUN_INLINE_OPEN = 4
 GROUP_RUNS = 32
+# a plain file's size in a run's item
+_SIZE = itemgetter(6)
 KIND_MODE = {"fifo": C.S_IFIFO, "chardev": C.S_IFCHR, "blockdev": C.S_IFBLK,
              "socket": C.S_IFSOCK}
 
@@ -351,7 +354,15 @@ def _add_plain_files(ns: Namespace, run, inos: dict, stats: PopulateStats, now: 
             # directory
             pending: set = set()
             start = 0
-            for k, it in enumerate(part + [None]):
+            names = [it[0] for it in part]
+            if not bad and entries.keys().isdisjoint(names) and \
+                    len(set(names)) == len(names):
+                # every name new and given once, every file read: the
+                # loop below would make them one batch
+                walk = [(len(part), None)]
+            else:
+                walk = enumerate(part + [None])
+            for k, it in walk:
                 if it is not None and it[0] not in entries and it[0] not in pending and \
                         k not in bad:
                     pending.add(it[0])
@@ -367,7 +378,7 @@ def _add_plain_files(ns: Namespace, run, inos: dict, stats: PopulateStats, now: 
                         raise _wrap(run.path or "/", exc) from None
                     stats.files += k - start
                     if data is not None:
-                        stats.bytes += sum(x[6] for x in part[start:k])
+                        stats.bytes += sum(map(_SIZE, part[start:k]))
                 if it is not None:
                     pending.clear()
                     one(run.entry(it))
