@@ -757,9 +757,21 @@ class _Behind:
             self._cond.notify()
 
     def raise_error(self) -> None:
-        if self.error is not None:
+        """Raise the error a write met, once; the writes given before it is
+        raised and not made yet are dropped (the caller is told they were
+        not made)."""
+        if self.error is None:
+            return
+        with self._cond:
             e, self.error = self.error, None
-            raise e
+            while self._tasks:
+                _fn, args, close_arg = self._tasks.popleft()
+                if close_arg >= 0:
+                    os.close(args[close_arg])
+                self.pending -= 1
+            if not self.pending:
+                self._cond.notify_all()
+        raise e
 
     def wait(self) -> None:
         """Until every write given is made (or given up after an error)."""
@@ -770,7 +782,8 @@ class _Behind:
         self.raise_error()
 
     def stop(self) -> None:
-        """Wait for the writes given, then end the thread (errors dropped)."""
+        """Wait for the writes given, then end the thread (errors dropped,
+        with the writes given after them)."""
         with self._cond:
             self._stopping = True
             self._cond.notify()
