@@ -63,7 +63,7 @@ def _stamp_crc(p, off, isize, crc_off, cksum):
                at=cython.ulonglong, mt=cython.ulonglong, ct=cython.ulonglong)
 def fill_simple_inodes(buf, tpl, base_ino, inos, items, start, end, ifmt, ctime,
                        epoch, crc_off, cksum, forks=None, nrext64=False, attrs=None,
-                       lits=None) -> int:
+                       lits=None, nlinks=None) -> int:
     """Write inodes ``inos[start:end]`` (all in the chunk whose first inode
     is ``base_ino``, held in ``buf``) from the template ``tpl``: mode
     ``ifmt | perm``, owners and times from ``items[k]`` = ``(name, perm,
@@ -75,8 +75,9 @@ def fill_simple_inodes(buf, tpl, base_ino, inos, items, start, end, ifmt, ctime,
     must fit the literal area.  With ``attrs``, ``attrs[k]`` = ``(forkoff,
     literal)`` gives inode k a shortform attr fork at ``forkoff`` (8-byte
     units) holding ``literal``.  With ``lits``, ``lits[k]`` (bytes) gives
-    inode k a local-format data fork holding it (a symlink's target), its
-    length as di_size.  Returns the index of the first inode whose
+    inode k a local-format data fork holding it (a symlink's target, a
+    shortform directory), its length as di_size.  With ``nlinks``,
+    ``nlinks[k]`` is inode k's link count (else the template's).  Returns the index of the first inode whose
     times do not fit the format (the caller encodes it the slow way and goes
     on after it), or ``end``."""
     isize = len(tpl)
@@ -119,6 +120,8 @@ def fill_simple_inodes(buf, tpl, base_ino, inos, items, start, end, ifmt, ctime,
             _put_local(p, off, isize, lits[k])
         if attrs is not None:
             _put_sf_attr(p, off, isize, attrs[k])
+        if nlinks is not None:
+            _put32(p, off + 16, nlinks[k])
         _stamp_crc(p, off, isize, crc_off, cksum)
     return end
 

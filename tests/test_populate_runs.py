@@ -738,6 +738,37 @@ def test_fill_simple_inodes_with_local_data_equals_the_encoder(pure):
                                    parsers.xfs_cksum, lits=[b"x" * (lit + 1)])
 
 
+
+@pytest.mark.parametrize("pure", [False, True])
+def test_fill_simple_inodes_of_directories_equals_the_encoder(pure):
+    """Shortform directories (a local data fork and a link count each) are
+    the general encoder's, on both backends."""
+    from fstool.fs.icore import InodeSpec
+    writers = fstool_native.load(pure=pure, name="writers")
+    parsers = fstool_native.load(pure=pure)
+    isize = 512
+    enc = InodeEncoder(isize, bytes(range(16)), bigtime=True, nrext64=False)
+    tpl = enc.simple_template(C.S_IFDIR)
+    base = 8192
+    ct = 1_700_000_000 * 10**9
+    inos = [base + k for k in range(0, 64, 3)]
+    items = [(None, (0o755, 0o700, 0o1777)[k % 3], k, 2 * k, 10**18 + k, 2 * 10**18 - k)
+             for k in range(len(inos))]
+    lits = [bytes([k % 5, 0]) + bytes(range(4)) + b"n" * (3 * k) for k in range(len(inos))]
+    nlinks = [2 + k * 1000 for k in range(len(inos))]
+    buf = bytearray(64 * isize)
+    assert writers.fill_simple_inodes(buf, tpl, base, inos, items, 0, len(inos), C.S_IFDIR,
+                                      ct, _BIG_OFF, C.XFS_DINODE_CRC_OFF, parsers.xfs_cksum,
+                                      lits=lits, nlinks=nlinks) == len(inos)
+    for k, ino in enumerate(inos):
+        off = (ino - base) * isize
+        it = items[k]
+        assert bytes(buf[off:off + isize]) == enc.encode(ino, InodeSpec(
+            mode=C.S_IFDIR | it[1], nlink=nlinks[k], uid=it[2], gid=it[3], atime_ns=it[4],
+            mtime_ns=it[5], ctime_ns=ct, crtime_ns=ct, size=len(lits[k]),
+            fmt=C.XFS_DINODE_FMT_LOCAL, data=lits[k])), k
+
+
 def _symlinks_batched_and_not(tmp_path, monkeypatch, empty, src):
     """``src`` populated three times (at /, then twice at /again) into two
     copies of the image ``empty``: first with runs of symlinks batched,

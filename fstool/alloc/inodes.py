@@ -266,7 +266,7 @@ class InodeAllocator:
 
     def put_simple_inodes(self, inos: list, items: list, ifmt: int, ctime_ns: int,
                           forks: list | None = None, attrs: list | None = None,
-                          lits: list | None = None) -> None:
+                          lits: list | None = None, nlinks: list | None = None) -> None:
         """Store new inodes: ``items`` holds ``(name, perm, uid, gid,
         atime_ns, mtime_ns, ...)`` per inode, ``ifmt`` the file type; the
         data forks are empty, or with ``forks`` given in extent format,
@@ -274,18 +274,21 @@ class InodeAllocator:
         attr forks are empty, or with ``attrs`` given in shortform,
         ``attrs[k]`` = ``(forkoff, literal)``; with ``lits`` given (not
         with ``forks``), the data forks are local, ``lits[k]`` the bytes
-        (a symlink's target)."""
+        (a symlink's target, a shortform directory); with ``nlinks``,
+        ``nlinks[k]`` is the link count (else 1)."""
         enc = self.enc
         put = self.put_inode
 
         def encoded(k: int) -> bytes:          # one inode, by the general encoder
             it = items[k]
-            if forks is not None or attrs is not None or lits is not None:
+            if forks is not None or attrs is not None or lits is not None or \
+                    nlinks is not None:
                 size, nblocks, nextents, recs = forks[k] if forks is not None else \
                     (len(lits[k]), 0, 0, lits[k]) if lits is not None else (0, 0, 0, b"")
                 forkoff, alit = attrs[k] if attrs is not None else (0, b"")
                 return enc.encode(inos[k], InodeSpec(
-                    mode=ifmt | it[1], uid=it[2], gid=it[3], atime_ns=it[4], mtime_ns=it[5],
+                    mode=ifmt | it[1], nlink=nlinks[k] if nlinks is not None else 1,
+                    uid=it[2], gid=it[3], atime_ns=it[4], mtime_ns=it[5],
                     ctime_ns=ctime_ns, crtime_ns=ctime_ns, size=size, nblocks=nblocks,
                     nextents=nextents, data=recs, forkoff=forkoff,
                     fmt=C.XFS_DINODE_FMT_LOCAL if lits is not None else
@@ -328,7 +331,7 @@ class InodeAllocator:
             k = i
             while k < j:
                 k = fill(buf.data, tpl, cbase, inos, items, k, j, ifmt, ctime_ns, _BIG_OFF,
-                         C.XFS_DINODE_CRC_OFF, cksum, forks, enc.nrext64, attrs, lits)
+                         C.XFS_DINODE_CRC_OFF, cksum, forks, enc.nrext64, attrs, lits, nlinks)
                 if k < j:
                     # a time outside the format: the clamping encoder
                     off = (inos[k] - cbase) << sb.inodelog

@@ -1434,6 +1434,23 @@ class Namespace:
         self.pool.release()
         sb = w.sb
         lit = sb.inodesize - C.XFS_DINODE_CORE_SIZE
+        # new shortform directories without an attr fork, one after another:
+        # their inodes filled in one pass (put_simple_inodes), in this order
+        # and before anything else is put, as _put_new would one by one
+        sf_inos: list = []
+        sf_items: list = []
+        sf_lits: list = []
+        sf_nlinks: list = []
+        sf_ctime = None
+
+        def put_sf() -> None:
+            if sf_inos:
+                w.inodes.put_simple_inodes(sf_inos, sf_items, C.S_IFDIR, sf_ctime,
+                                           lits=sf_lits, nlinks=sf_nlinks)
+                sf_inos.clear()
+                sf_items.clear()
+                sf_lits.clear()
+                sf_nlinks.clear()
         for ino, st in list(self.dirs.items()):
             if not st.changed:
                 continue
@@ -1448,16 +1465,31 @@ class Namespace:
                                      has_ftype=sb.has_ftype, inline_space=space)
                 mode = C.S_IFDIR | meta.perm
                 if plan.local is not None:
-                    self._put_new(ino, mode, meta, nlink=st.nlink, size=plan.size,
-                                  fmt=C.XFS_DINODE_FMT_LOCAL, data=plan.local, forkoff=forkoff)
+                    if not has_attrs(meta) and meta.crtime_ns == meta.ctime_ns and \
+                            plan.size == len(plan.local) and \
+                            (not sf_inos or sf_ctime == meta.ctime_ns):
+                        sf_ctime = meta.ctime_ns
+                        sf_inos.append(ino)
+                        sf_items.append((None, meta.perm, meta.uid, meta.gid, meta.atime_ns,
+                                         meta.mtime_ns))
+                        sf_lits.append(plan.local)
+                        sf_nlinks.append(st.nlink)
+                    else:
+                        put_sf()
+                        self._put_new(ino, mode, meta, nlink=st.nlink, size=plan.size,
+                                      fmt=C.XFS_DINODE_FMT_LOCAL, data=plan.local,
+                                      forkoff=forkoff)
                 else:
+                    put_sf()
                     exts = F.place_plan(w, plan, w.inodes.ino_fsb(ino), owner=R.data(ino, 0))
                     fork = F.map_fork(w, ino, exts, space)
                     self._put_new(ino, mode, meta, nlink=st.nlink, size=plan.size, fork=fork,
                                   forkoff=forkoff)
             else:
+                put_sf()
                 self._rewrite_dir(st, entries)
             st.changed = False
+        put_sf()
 
     def _rewrite_dir(self, st: DirState, entries: list) -> None:
         w = self.w
