@@ -97,6 +97,9 @@ WRITEBACK_BYTES = 32 << 20
 # the data of small files written one after another into adjacent blocks is
 # gathered into writes of up to this many bytes (Device.pwrite_data)
 GATHER_BYTES = 1 << 20
+# writes for the thread behind (Device.write_behind) are handed over this
+# many bytes at a time
+BEHIND_BYTES = 4 << 20
 
 
 class SourceReadError(OSError):
@@ -199,8 +202,11 @@ class Device:
         # data gathered for one write (pwrite_data): its offset and bytes
         self._gather_off = 0
         self._gather = bytearray()
-        # the thread making file data writes behind the caller (write_behind)
+        # the thread making file data writes behind the caller (write_behind),
+        # and the writes for it not handed over yet, (offset, data) each
         self._behind = None
+        self._batch: list = []
+        self._batch_bytes = 0
         # bytes written since writeback was last started; None: never start it
         self._unstarted = 0 if writable and not self.is_blockdev else None
         self._starter = None
@@ -340,6 +346,7 @@ class Device:
         if self._gather:
             self.flush_gathered()
         if self._behind is not None:
+            self._hand_over()
             self._behind.wait()
 
     def can_copy_behind(self, src_fd: int) -> bool:
@@ -365,6 +372,7 @@ class Device:
         self._check_write(0, 0)
         if self._gather:
             self.flush_gathered()
+        self._hand_over()
         b = self._behind
         b.raise_error()
         b.submit(task, (_RawData(self), os.dup(src_fd)) + tuple(args), close_arg=1)
@@ -416,13 +424,26 @@ class Device:
                 self._pwrite(self._gather_off, g)
 
     def _later(self, offset: int, data) -> None:
-        """A write of file data given to the thread behind."""
+        """A write of file data for the thread behind: handed over with the
+        next ones, BEHIND_BYTES at a time (each hand-over wakes the thread)."""
         n = len(data)
         self._check_write(offset, n)
-        b = self._behind
-        b.raise_error()
-        b.submit(self._write_all, (offset, data))
+        self._behind.raise_error()
+        self._batch.append((offset, data))
+        self._batch_bytes += n
         self._count(n)
+        if self._batch_bytes >= BEHIND_BYTES:
+            self._hand_over()
+
+    def _hand_over(self) -> None:
+        """The writes for the thread behind gathered so far handed to it."""
+        if self._batch:
+            batch, self._batch, self._batch_bytes = self._batch, [], 0
+            self._behind.submit(self._write_batch, (batch,))
+
+    def _write_batch(self, writes: list) -> None:
+        for offset, data in writes:
+            self._write_all(offset, data)
 
     def _pwrite(self, offset: int, data) -> None:
         n = len(data)
@@ -693,11 +714,17 @@ class Device:
         if self.fd >= 0:
             try:
                 if self._behind is not None:
-                    # an error of the writes behind was raised already, or
-                    # is of writes no commit took (the run was abandoned)
-                    self._gather = bytearray()
-                    self._behind.stop()
-                    self._behind = None
+                    # the last writes made; an error of theirs was raised
+                    # already, or is of writes no commit took (the run was
+                    # abandoned): dropped
+                    try:
+                        self.flush_gathered()
+                        self._hand_over()
+                    except ImageError:
+                        pass
+                    finally:
+                        self._behind.stop()
+                        self._behind = None
                 self.flush_gathered()
             finally:
                 if self._starter is not None:
