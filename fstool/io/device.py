@@ -338,6 +338,9 @@ class Device:
                     _writes.limit or _writes.log:
                 return False
             self._behind = _Behind()
+            if self._unstarted is not None and self._starter is None:
+                # started by the thread behind as it writes (_wrote_behind)
+                self._starter = _WritebackStarter(self.fd)
         return True
 
     def _settle(self) -> None:
@@ -375,11 +378,16 @@ class Device:
         self._hand_over()
         b = self._behind
         b.raise_error()
-        b.submit(task, (_RawData(self), os.dup(src_fd)) + tuple(args), close_arg=1)
-        self._count(nbytes)
+        b.submit(self._copy_then_count, (task, nbytes, _RawData(self), os.dup(src_fd)) +
+                 tuple(args), close_arg=3)
+        self.written += nbytes
+
+    def _copy_then_count(self, task, nbytes: int, *args) -> None:
+        task(*args)
+        self._wrote_behind(nbytes)
 
     def _count(self, n: int) -> None:
-        """``n`` bytes written (or given to the thread behind)."""
+        """``n`` bytes written by this thread."""
         self.written += n
         if self._unstarted is not None:
             self._wrote(n)
@@ -431,7 +439,7 @@ class Device:
         self._behind.raise_error()
         self._batch.append((offset, data))
         self._batch_bytes += n
-        self._count(n)
+        self.written += n
         if self._batch_bytes >= BEHIND_BYTES:
             self._hand_over()
 
@@ -444,6 +452,18 @@ class Device:
     def _write_batch(self, writes: list) -> None:
         for offset, data in writes:
             self._write_all(offset, data)
+            self._wrote_behind(len(data))
+
+    def _wrote_behind(self, n: int) -> None:
+        """The thread behind wrote ``n`` bytes: writeback started as
+        :meth:`_wrote` starts it once they are written (not when given: the
+        host would then write back pages being written)."""
+        if self._unstarted is not None:
+            self._unstarted += n
+            if self._unstarted >= WRITEBACK_BYTES and self._starter is not None:
+                self._unstarted = 0
+                if not self._starter.ask():
+                    self._unstarted = None
 
     def _pwrite(self, offset: int, data) -> None:
         n = len(data)
