@@ -32,7 +32,8 @@ import sys
 import threading
 from collections import OrderedDict, deque
 
-from ..errors import ImageBusy, ImageError, ImageNotFoundError, ImageTruncatedError, ReadOnlyError
+from ..errors import (FsToolError, ImageBusy, ImageError, ImageNotFoundError,
+                      ImageTruncatedError, ReadOnlyError)
 from .dumpfile import MAGICS, DumpFile, DumpImage
 from .partition import notify, split, window_of
 
@@ -740,7 +741,7 @@ class Device:
                     try:
                         self.flush_gathered()
                         self._hand_over()
-                    except ImageError:
+                    except FsToolError:
                         pass
                     finally:
                         self._behind.stop()
