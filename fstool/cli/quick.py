@@ -150,12 +150,12 @@ def _mdrestore(log_image, as_json, dump, image):
 def restore(log_image, as_json, dump, image) -> None:
     """``fstool mdrestore``, its command line read."""
     from ..ops.mdrestore import mdrestore  # lazy: start-up (only when it runs)
-    from .plain import echo, emit_json  # lazy: start-up, as above
     r = mdrestore(dump, image, log_image=log_image)
     if as_json:
+        from .plain import emit_json  # lazy: start-up (plain loads the image guards)
         emit_json(r, True)
     else:
-        echo(restored_line(r, image))
+        print(restored_line(r, image), flush=True)
 
 
 # command name -> a function of the click command's parameters (by the names
