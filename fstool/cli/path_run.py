@@ -1,6 +1,5 @@
 """``fstool path`` without click: what the command does once its command
 line is read (by click, cli/path.py, or without it, cli/quick.py)."""
-import json
 import sys
 
 from ..errors import FsToolError
@@ -38,6 +37,8 @@ def run(every: bool, as_json: bool, image: str, inos, replay_in_memory: bool) ->
             walker = one_inode(fs, inos[0])
             todo = _each_readable(walker, inos)
         prefix = every or len(inos) > 1
+        if as_json:
+            import json  # lazy: start-up (only for --json)
         seen_broken = 0
         lines = []
         for ino, found in todo:

@@ -6,7 +6,6 @@ hand the same functions to the click commands, so both ways print the
 same."""
 from __future__ import annotations
 
-import json
 import sys
 import warnings
 
@@ -33,6 +32,7 @@ def warn(msg: str) -> None:
 def emit_json(obj, as_json: bool) -> None:
     """Print ``obj`` as one line of JSON when ``as_json`` (else nothing)."""
     if as_json:
+        import json  # lazy: start-up (only for --json)
         echo(json.dumps(json_exact(obj), ensure_ascii=False))
 
 
