@@ -209,7 +209,7 @@ def spec_of(cmd) -> tuple:
     an argument), nargs, required, type, value when not given) of each of
     its parameters, in click's order."""
     import click  # lazy: only the generator reads the click commands
-    absent = cmd.make_context(cmd.name, [], resilient_parsing=True).params
+    absent = click_params(cmd, [], resilient_parsing=True)
     out = []
     for p in cmd.params:
         if p.envvar or p.callback or not p.expose_value or p.is_eager or \
@@ -220,6 +220,17 @@ def spec_of(cmd) -> tuple:
             raise ValueError(f"{cmd.name}: {p.name} takes {p.nargs} values")
         out.append((p.name, opts, p.nargs, bool(p.required), _kind(p), absent[p.name]))
     return tuple(out)
+
+
+def click_params(cmd, args: list, **kw) -> dict:
+    """What click gives the callback of ``cmd`` for ``args``, parsed under
+    the ``fstool`` group as a command line is (its context settings: -h,
+    --help; a context of the command's own would leave click's cached
+    help option short of -h)."""
+    from .group import cli  # lazy: only the generator and the tests parse with click
+    parent = cli.make_context("fstool", [cmd.name], resilient_parsing=True)
+    with parent:
+        return cmd.make_context(cmd.name, list(args), parent=parent, **kw).params
 
 
 def generated() -> str:
