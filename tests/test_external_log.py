@@ -527,8 +527,8 @@ def test_a_writer_through_another_name_of_the_image_holds_its_log(made, tmp_path
 @needs_mkfs
 def test_two_writers_through_two_names_of_the_log(made, tmp_path):
     """The mount (a writer for as long as it runs; its daemon works from /
-    and names the image by its absolute path) given the image by a
-    relative name, and a second writer given the same log through a
+    and names the image by its absolute path) given the image and its log
+    by relative names, and a second writer given the same log through a
     symlink: the mount finds its log, and the second writer is refused
     (status 7, one line naming the log)."""
     from fixtures.fusemount import fuse_skip_reason
@@ -540,7 +540,8 @@ def test_two_writers_through_two_names_of_the_log(made, tmp_path):
     os.symlink(log, tmp_path / "link.log")
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    r = subprocess.run([sys.executable, "-m", "fstool", "mount", "--logdev", str(log), "m.img",
+    r = subprocess.run([sys.executable, "-m", "fstool", "mount", "--logdev",
+                        os.path.relpath(log, tmp_path), "m.img",
                         str(mnt)], cwd=tmp_path, capture_output=True, text=True, timeout=60,
                        env=dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(
                            os.path.abspath(__file__)))))

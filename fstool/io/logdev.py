@@ -39,11 +39,15 @@ def _keys(image) -> list:
 def pair(image, logdev) -> None:
     """``logdev`` holds the external log of the filesystem ``image`` names
     (None: forget the pairing)."""
+    if logdev is not None:
+        # absolute: the mount's daemon works from /, where a relative name
+        # given on the command line names nothing
+        logdev = os.path.abspath(os.fspath(logdev))
     for key in _keys(image):
         if logdev is None:
             _PAIRED.pop(key, None)
         else:
-            _PAIRED[key] = os.fspath(logdev)
+            _PAIRED[key] = logdev
 
 
 def paired(image) -> str | None:
