@@ -264,6 +264,24 @@ class InodeAllocator:
         base = (ag.agno << self.sb.agino_log) | ch.startino
         return [base + i for i in idxs]
 
+    def put_simple_inode(self, ino: int, item: tuple, ifmt: int, ctime_ns: int,
+                         attr: tuple | None = None) -> None:
+        """One new inode as :meth:`put_simple_inodes` writes it (empty data
+        fork; ``attr``: its shortform attr fork, ``(forkoff, literal)``),
+        encoded on its own and stored by :meth:`put_inode`, so that
+        ``written`` holds it (a create's answer is made from it)."""
+        enc = self.enc
+        attrs = None if attr is None else (attr,)
+        if enc.bigtime:
+            raw = bytearray(self.sb.inodesize)
+            if writers.fill_simple_inodes(raw, enc.simple_template(ifmt), ino, (ino,), (item,),
+                                          0, 1, ifmt, ctime_ns, _BIG_OFF,
+                                          C.XFS_DINODE_CRC_OFF, parsers.xfs_cksum, None,
+                                          enc.nrext64, attrs) == 1:
+                self.put_inode(ino, bytes(raw))
+                return
+        self.put_simple_inodes([ino], [item], ifmt, ctime_ns, None, attrs)
+
     def put_simple_inodes(self, inos: list, items: list, ifmt: int, ctime_ns: int,
                           forks: list | None = None, attrs: list | None = None,
                           lits: list | None = None) -> None:

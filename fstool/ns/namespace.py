@@ -313,6 +313,10 @@ class Namespace:
         st = self.dirs.get(ino)
         if st is not None and st.new:
             return 0
+        if self._incremental(ino):
+            # the Dir of a directory gaining the name holds it (a live
+            # inode's generation never changes)
+            return self._dir(ino).gen
         return struct.unpack_from(">I", self.raw_inode(ino), _DI_GEN)[0]
 
     def _pptr(self, parent: int, name: bytes) -> tuple:
@@ -486,10 +490,10 @@ class Namespace:
         sf = None
         if self.pptr and meta.ctime_ns == meta.crtime_ns:
             sf = self._sf_pointer(self._pptr(parent, name), 0)
-        if sf is not None:
-            w.inodes.put_simple_inodes([ino], [(name, meta.perm, meta.uid, meta.gid,
-                                                meta.atime_ns, meta.mtime_ns)],
-                                       C.S_IFREG, meta.ctime_ns, None, [sf])
+        if sf is not None or (not self.pptr and meta.ctime_ns == meta.crtime_ns):
+            w.inodes.put_simple_inode(ino, (name, meta.perm, meta.uid, meta.gid,
+                                            meta.atime_ns, meta.mtime_ns),
+                                      C.S_IFREG, meta.ctime_ns, sf)
         elif self.pptr:
             self._put_new(ino, C.S_IFREG | meta.perm, self._named(meta, parent, name))
         else:
