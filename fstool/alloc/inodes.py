@@ -185,10 +185,7 @@ class InodeAllocator:
             aglog = self.sb.agino_log
             ag = s.ags.get(parent >> aglog)
             if ag is not None:
-                pagino = parent & ((1 << aglog) - 1)
-                hot = ag.hot.get(pagino)
-                if hot is None or not hot.freecount:
-                    hot = self._own_chunk(ag, pagino)
+                hot = self._known_free_chunk(ag, parent & ((1 << aglog) - 1))
                 if hot is not None:
                     return ag, hot, self._take_inodes(ag, hot, 1)[0]
         agcount = self.sb.agcount
@@ -383,7 +380,9 @@ class InodeAllocator:
         ag.hot[pagino] = ch
         return ch
 
-    def _find_free_chunk(self, ag, pagino: int):
+    def _known_free_chunk(self, ag, pagino: int):
+        """The free chunk nearest the parent where it is known without a
+        search (:meth:`_find_free_chunk`'s answer then), else None."""
         # the chunk nearest the parent stays nearest while it has free
         # inodes: allocations only take inodes away, new chunks are only made
         # when no chunk has any, and frees reach the finobt at commit
@@ -400,15 +399,20 @@ class InodeAllocator:
             # included): no search
             near = ag.fino_near.get(pagino)
             if near is not None and near[0] == fino.gen:
-                ch = self._chunk(ag.agno, near[1], True)
-            else:
-                ch = self._search_free_chunk(ag, pagino)
-        else:
-            ch = self._search_free_chunk(ag, pagino)
+                ch = ag.hot[pagino] = self._chunk(ag.agno, near[1], True)
+                ag.hot_keys[pagino] = fino.keys_gen
+                return ch
+        return None
+
+    def _find_free_chunk(self, ag, pagino: int):
+        ch = self._known_free_chunk(ag, pagino)
+        if ch is not None:
+            return ch
+        ch = self._search_free_chunk(ag, pagino)
         if ch is not None:
             ag.hot[pagino] = ch
-            if fino is not None:
-                ag.hot_keys[pagino] = fino.keys_gen
+            if ag.fino is not None:
+                ag.hot_keys[pagino] = ag.fino.keys_gen
         return ch
 
     def remember_nearest(self) -> None:
