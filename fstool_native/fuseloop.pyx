@@ -133,6 +133,7 @@ cdef extern from "fuseloop.h":
     struct fuse_ctx:
         uid_t uid
         gid_t gid
+        int pid
 
     struct fuse_forget_data:
         fuse_ino_t ino
@@ -976,6 +977,7 @@ cdef void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi) noexcep
 cdef void op_setattr(fuse_req_t req, fuse_ino_t ino, stat *attr, int to_set,
                      fuse_file_info *fi) noexcept:
     cdef stat st
+    cdef const fuse_ctx *ctx = fuse_req_ctx(req)
     try:
         kw = {}
         if to_set & FUSE_SET_ATTR_MODE:
@@ -995,7 +997,8 @@ cdef void op_setattr(fuse_req_t req, fuse_ino_t ino, stat *attr, int to_set,
         elif to_set & FUSE_SET_ATTR_MTIME_NOW:
             kw["mtime_now"] = True
         if fstool_kill_suidgid:
-            kw["kill_gid"] = fuse_req_ctx(req).gid
+            kw["kill_gid"] = ctx.gid
+        kw["caller"] = (ctx.uid, ctx.gid, ctx.pid)
         _fill_stat(&st, _py(True).setattr(ino, **kw))
     except BaseException as exc:
         _error(req, exc)
@@ -1273,14 +1276,24 @@ cdef void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 
 cdef void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
                        fuse_file_info *fi) noexcept:
-    _call_and_ack(req, "fallocate", True, (fi.fh, mode, offset, length))
+    cdef const fuse_ctx *ctx = fuse_req_ctx(req)
+    try:
+        _py(True).fallocate(fi.fh, mode, offset, length, (ctx.uid, ctx.gid, ctx.pid))
+        _mode_news(ino)
+    except BaseException as exc:
+        _error(req, exc)
+        return
+    fuse_reply_err(req, 0)
 
 
 cdef void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
                              fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
                              fuse_file_info *fi_out, size_t length, int flags) noexcept:
+    cdef const fuse_ctx *ctx = fuse_req_ctx(req)
     try:
-        n = _py(True).copy_file_range(fi_in.fh, off_in, fi_out.fh, off_out, length, flags)
+        n = _py(True).copy_file_range(fi_in.fh, off_in, fi_out.fh, off_out, length, flags,
+                                      (ctx.uid, ctx.gid, ctx.pid))
+        _mode_news(ino_out)
     except BaseException as exc:
         _error(req, exc)
         return

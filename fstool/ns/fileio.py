@@ -291,8 +291,11 @@ class FileIO:
             pos = r[0] + r[2]
 
     # -- public: changing --------------------------------------------------------------
-    def write(self, ino: int, off: int, data) -> int:
-        """Write ``data`` at ``off``; returns the bytes written."""
+    def write(self, ino: int, off: int, data, hold: bool = True) -> int:
+        """Write ``data`` at ``off``; returns the bytes written.  ``hold``:
+        a write that grows the file holds blocks past its end for the
+        appends that follow (False: the caller knows none follow, as the
+        mount's delayed allocation does: only the blocks written)."""
         n = len(data)
         if off < 0:
             raise InvalidArgument(f"write at offset {off}")
@@ -302,7 +305,7 @@ class FileIO:
             raise FileTooBigError(f"write at offset {off}: past the largest file size")
         if off + n > MAX_BYTES:
             data = data[:MAX_BYTES - off]
-        return self._run(ino, self._write, ino, off, memoryview(data).cast("B"))
+        return self._run(ino, self._write, ino, off, memoryview(data).cast("B"), hold)
 
     def overwrite(self, ino: int, off: int, data) -> bool:
         """Write ``data`` at ``off`` straight to the image, with no
@@ -1013,7 +1016,7 @@ class FileIO:
         buf[off - start:end - start] = data
         return start, memoryview(buf)
 
-    def _write(self, ino: int, off: int, data) -> int:
+    def _write(self, ino: int, off: int, data, hold: bool = True) -> int:
         f = _File(self, ino, True)
         asked = len(data)
         if self.fill_blocks > 1 and off + asked <= f.size and not f.reflink:
@@ -1022,7 +1025,7 @@ class FileIO:
         end = off + len(data)
         size0 = f.size
         b0, b1 = off >> blog, self._blocks(end)
-        grows = end > size0
+        grows = end > size0 and hold
         # 0. blocks other files share are copied first (copy on write)
         self._unshare(f, b0, b1)
         # 1. decide where every block goes (allocations first: an ENOSPC
