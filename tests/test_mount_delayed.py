@@ -252,3 +252,45 @@ def test_a_later_change_finds_the_delayed_data_in_the_image(tmp_path, change):
             assert fs.inode(a.ino).mode & 0o7777 == 0o4755
     finally:
         fs.close()
+
+
+def test_kept_files_are_allocated_together(tmp_path, monkeypatch):
+    """The kept files of one AG get their blocks from one allocation, one
+    after another in inode order; where an extent found holds only some of
+    them (free space cut short here), the rest come from the next, and
+    what was left of an extent goes back."""
+    img = fstool_image(tmp_path, "256m")
+    v = Volume(img)
+    v.group = 256
+    space = v.w.space
+    calls = []
+    alloc = space.alloc_blocks
+
+    def short(target, minlen, maxlen, *a, **kw):
+        calls.append((minlen, maxlen))
+        return alloc(target, minlen, min(maxlen, minlen + 2), *a, **kw)
+
+    files = {}
+    for i in range(12):
+        data = os.urandom(4096 * (1 + i % 3) - 100)
+        files[_tar_like(v, b"f%d" % i, data)] = data
+    monkeypatch.setattr(space, "alloc_blocks", short)
+    v.sync()
+    monkeypatch.setattr(space, "alloc_blocks", alloc)
+    assert 1 < len(calls) < len(files)
+    free = v.statfs()["bfree"]
+    v.close()
+    ends = []
+    for ino in sorted(files):
+        st, got, exts = _on_disk(img, ino)
+        assert got == files[ino] and len(exts) == 1
+        ends.append((exts[0][1], exts[0][1] + exts[0][2]))
+    # one after another, with gaps only where an allocation ended
+    gaps = sum(1 for (_a, b), (c, _d) in zip(ends, ends[1:]) if c != b)
+    assert gaps <= len(calls) - 1
+    fs = Filesystem(str(img))
+    try:
+        assert fs.sb.fields["sb_fdblocks"] == free     # nothing lost, nothing held
+    finally:
+        fs.close()
+    repair_clean(img)

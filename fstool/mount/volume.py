@@ -356,9 +356,8 @@ class Volume:
         w = self.w
         w.begin()
         try:
-            write = self.fileio.write
-            for ino, data in delayed.items():
-                write(ino, 0, data, False)
+            if delayed:
+                self.fileio.write_new(list(delayed.items()))
             ns = self.ns
             touch = self.fileio.touch
             for ino, f in core.items():

@@ -307,6 +307,61 @@ class FileIO:
             data = data[:MAX_BYTES - off]
         return self._run(ino, self._write, ino, off, memoryview(data).cast("B"), hold)
 
+    def write_new(self, files) -> None:
+        """The data of files with nothing in the image yet (size 0, nothing
+        mapped), ``files`` = [(ino, data from offset 0)]: the blocks of
+        the files whose inodes lie in one AG are taken as one extent near
+        the first inode where free space has one (one edit of the free
+        space btrees for them all; each file's blocks after the last
+        one's, as one write after another would leave them), exactly the
+        blocks each needs, nothing held past the ends.  A file that does
+        not fit in what was found is written on its own (:meth:`write`)."""
+        groups: dict = {}
+        ag_of = self.w.inodes.ino_split
+        for ino, data in sorted(files, key=lambda f: f[0]):
+            groups.setdefault(ag_of(ino)[0], []).append((ino, data))
+        for group in groups.values():
+            self._run(group[0][0], self._write_new, group)
+
+    def _write_new(self, group: list) -> None:
+        space = self.w.space
+        need = [self._blocks(len(data)) for _ino, data in group]
+        i = 0
+        while i < len(group):
+            ino, data = group[i]
+            f = _File(self, ino, True)
+            if f.size or f.map.nextents or not need[i]:
+                self._write(ino, 0, memoryview(data).cast("B"), False)
+                i += 1
+                continue
+            want = min(sum(need[i:]), MAXEXTLEN)
+            try:
+                fsbno, n = space.alloc_blocks(self.w.inodes.ino_fsb(ino), need[i], want,
+                                              owner=None)
+            except NoSpaceError:
+                # no extent holds this file whole: its blocks in pieces
+                self._write(ino, 0, memoryview(data).cast("B"), False)
+                i += 1
+                continue
+            pos = fsbno
+            while i < len(group) and need[i] <= fsbno + n - pos:
+                ino, data = group[i]
+                if f is None:
+                    f = _File(self, ino, True)
+                    if f.size or f.map.nextents:
+                        break
+                k = need[i]
+                self.dev.pwrite(self._byte(pos), bytes(data) + bytes((k << self.blog)
+                                                                     - len(data)))
+                f.map.add((0, pos, k, 0))
+                f.nblocks += k
+                self._store(f, size=len(data))
+                f = None
+                pos += k
+                i += 1
+            if pos < fsbno + n:
+                space.unalloc(pos, fsbno + n - pos, owner=None)
+
     def overwrite(self, ino: int, off: int, data) -> bool:
         """Write ``data`` at ``off`` straight to the image, with no
         transaction, where nothing but the data changes: every block of
