@@ -163,6 +163,7 @@ cdef extern from "fuseloop.h":
         FUSE_CAP_EXPORT_SUPPORT
         FUSE_CAP_WRITEBACK_CACHE
         FUSE_CAP_SPLICE_WRITE
+        FUSE_CAP_AUTO_INVAL_DATA
         FUSE_BUF_IS_FD
         FUSE_BUF_FD_SEEK
         FUSE_BUF_FD_RETRY
@@ -897,6 +898,14 @@ cdef void op_init(void *userdata, fuse_conn_info *conn) noexcept:
         conn.want |= FUSE_CAP_WRITEBACK_CACHE
     else:
         conn.want &= ~(<unsigned> FUSE_CAP_WRITEBACK_CACHE)
+    # the kernel's cached pages of a file stay when its mtime moves: fstool
+    # is the only writer and every change of data comes through the kernel,
+    # which keeps its pages true itself (writes go through them, truncate,
+    # fallocate and copy_file_range drop what they change).  With libfuse's
+    # default (AUTO_INVAL_DATA) every write made the next read ask for the
+    # attributes and, the mtime having moved, drop every cached page of the
+    # file: a random read/write mix read the same pages again and again
+    conn.want &= ~(<unsigned> FUSE_CAP_AUTO_INVAL_DATA)
 
 
 cdef void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) noexcept nogil:
