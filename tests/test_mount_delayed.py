@@ -294,3 +294,15 @@ def test_kept_files_are_allocated_together(tmp_path, monkeypatch):
     finally:
         fs.close()
     repair_clean(img)
+
+
+def test_o_sync_writes_are_not_kept(tmp_path):
+    img = fstool_image(tmp_path, "256m")
+    v = Volume(img)
+    fh, a = v.create(v.rootino, b"f", 0o100644, os.O_RDWR | os.O_SYNC)
+    begun = _counting(v)
+    v.write(fh, 0, b"s" * 5000)
+    assert begun and a.ino not in v._delayed
+    v.release(fh)
+    v.close()
+    repair_clean(img)
