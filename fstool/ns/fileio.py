@@ -35,6 +35,11 @@ What each call does, in the kernel's terms:
   A write that starts past the end of the file first zeroes whatever
   written blocks lie between the old end and the write (the kernel's EOF
   zeroing).  Size, mtime, ctime and di_nblocks follow.
+* ``write_new`` writes the data of several files with nothing mapped yet
+  from their start (the mount's delayed allocation): the files whose
+  inodes lie in one AG get their blocks from one allocation, one file
+  after another in inode order, exactly the blocks each needs, nothing
+  held past the ends.
 * ``truncate`` zeroes the tail of the new last block and unmaps every block
   past it (fallocated ones too, as the kernel's xfs_itruncate_extents
   does); growing zeroes from the old end as ``write`` does.
