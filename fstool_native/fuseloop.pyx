@@ -1236,6 +1236,7 @@ cdef void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
     cdef bint kill = fstool_kill_suidgid
     cdef _Fast *f = _grown(ino)
     cdef uint64_t before
+    cdef const fuse_ctx *ctx
     if f is NULL or off < f.size:
         # (a write from the end of the file on cannot be made here)
         f = _fast_get(ino)
@@ -1245,8 +1246,11 @@ cdef void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
         data = PyBytes_FromStringAndSize(buf, size)
         before = _epoch
         h = _py(True)
-        n = h.write(fi.fh, off, data, fuse_req_ctx(req).gid) if kill else \
-            h.write(fi.fh, off, data)
+        if kill:
+            ctx = fuse_req_ctx(req)
+            n = h.write(fi.fh, off, data, ctx.gid, (ctx.uid, ctx.gid, ctx.pid))
+        else:
+            n = h.write(fi.fh, off, data)
         if kill:
             _mode_news(ino)
     except BaseException as exc:

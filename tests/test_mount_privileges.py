@@ -228,7 +228,8 @@ def _copy_into(src):
 def group_scenario(root) -> dict:
     """The modes after a chown by a caller in and not in the file's group
     (by its supplementary groups, which FUSE requests do not carry), and
-    after fallocate and copy_file_range by root and by another user."""
+    after fallocate, copy_file_range and write by root and by another user
+    (in the file's group by a supplementary group or not)."""
     os.chmod(root, 0o777)
     p = lambda n: os.path.join(root, n)   # noqa: E731
     got = {}
@@ -242,7 +243,8 @@ def group_scenario(root) -> dict:
     os.chmod(p("chown_root"), 0o6744)
     os.chown(p("chown_root"), 0, -1)
     _file(p("src"), 0o644)
-    for what, change in (("falloc", _fallocate), ("copy", _copy_into(p("src")))):
+    for what, change in (("falloc", _fallocate), ("copy", _copy_into(p("src"))),
+                         ("write", _write)):
         for name, mode, user, groups in (("x", 0o6777, True, ()), ("out", 0o2767, True, ()),
                                          ("in", 0o2767, True, (0,)), ("root", 0o6777, False, ())):
             q = p(f"{what}_{name}")

@@ -292,8 +292,10 @@ class MountOps:
         return self.vol.w.dev.write_counter if self.vol.w is not None else None
 
     @_errnos
-    def write(self, fh: int, off: int, buf, kill_gid: int | None = None) -> int:
-        return self.vol.write(fh, off, buf, kill_gid)
+    def write(self, fh: int, off: int, buf, kill_gid: int | None = None, caller=None) -> int:
+        """``kill_gid``, ``caller`` ((uid, gid, pid) of the request): see
+        Volume.write."""
+        return self.vol.write(fh, off, buf, kill_gid, caller)
 
     def privileges_dropped(self) -> bool:
         """A write or open since the last call took set-user-ID or

@@ -1018,19 +1018,22 @@ class Volume:
         fast_map (with fast_geometry) are in."""
         return self.fs.dev.fd
 
-    def write(self, fh: int, off: int, data: bytes, kill_gid: int | None = None) -> int:
+    def write(self, fh: int, off: int, data: bytes, kill_gid: int | None = None,
+              caller=None) -> int:
         """Overwrites of written blocks inside the file's size go straight
         to the image with no transaction (the kernel's XFS does not log data
         either), their times logged with the next change or checkpoint
-        (:meth:`_log_times`); any other write is a transaction.  A write
-        takes away the file's capabilities, and with ``kill_gid`` its
-        set-user-ID and set-group-ID (:meth:`_privileges_lost`), in the
-        write's transaction."""
+        (:meth:`_settle`); the writes of a file with nothing in the image
+        yet are kept in memory (:meth:`_delay`); any other write is a
+        transaction.  A write takes away the file's capabilities, and with
+        ``kill_gid`` its set-user-ID and set-group-ID (:meth:`_privileges_lost`;
+        ``caller``: (uid, gid, pid) of the request, for the caller's
+        supplementary groups), in the write's transaction."""
         self._writable()
         h = self.handle(fh)
         ino = h.ino
         a = self.getattr(ino)
-        mode, caps = self._privileges_lost(ino, a, kill_gid, False)
+        mode, caps = self._privileges_lost(ino, a, kill_gid, False, caller)
         if mode is None and not caps and self._delay(h, a, off, data):
             return len(data)
         if self._grouped:
@@ -1101,7 +1104,7 @@ class Volume:
         """An overwrite of ``ino`` made at ``now`` (ns) without a transaction
         (:meth:`write`, or a request loop's own, see :meth:`fast_map`): its
         mtime and ctime, logged with the next change or checkpoint
-        (:meth:`_log_times`), and shown from now on."""
+        (:meth:`_settle`), and shown from now on."""
         self._core_set(ino, mtime_ns=now, ctime_ns=now)
 
     def fast_map(self, ino: int):
