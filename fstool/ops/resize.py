@@ -294,6 +294,11 @@ def shrink(path, dblocks: int, agcount: int, *, undo=None, changes: list) -> Non
     with Filesystem(path) as fs:
         sb = fs.sb
         dropped, lost, why = RS.plan(fs, dblocks, agcount)
+        last = agcount - 1
+        new_len = dblocks - last * sb.agblocks
+        # the last AG's own btree blocks in its tail, moved below first
+        tail_trees = why is None and new_len < fs.ag_length(last) and any(
+            b >= new_len for b in RS.ag_btree_blocks(fs, last))
     if why is not None:
         raise ResizeError(f"{path}: cannot shrink to {dblocks * sb.blocksize} bytes: {why}")
     if dropped:
@@ -316,10 +321,15 @@ def shrink(path, dblocks: int, agcount: int, *, undo=None, changes: list) -> Non
         if undo is not None:
             undo(w.dev)
         sb1 = w.sb
-        last = agcount - 1
         old_len = sb1.dblocks - last * sb1.agblocks
-        new_len = dblocks - last * sb1.agblocks
         w.space.kernel_freelist = True
+        if tail_trees:
+            RM.fence(w, dblocks, agcount)
+            n = RM.move_ag_btrees(w, last, new_len)
+            RM.unfence(w)
+            # the blocks they left are busy until their checkpoint is written
+            w.journal.push()
+            changes.append(f"{n} block(s) of AG {last}'s btrees moved below block {new_len}")
         with w.transaction():
             ag = w.ag(last)
             # free-list blocks in the tail (a refill may have taken them

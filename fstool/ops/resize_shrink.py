@@ -17,8 +17,9 @@ What can be cut:
   when it can move: every used block is a header, a btree block of their
   own, a free list block, a block that moves or the log;
 * the tail of the AG that becomes the last, past the last block that
-  stays: once the data moves the blocks past the new end are one free
-  extent of its free-space btrees, and no inode chunk (sparse ones too:
+  stays: once the data and the AG's own btree blocks there move
+  (:func:`ag_btree_blocks`; ``fstool.ops.resize_move.move_ag_btrees``)
+  the blocks past the new end are one free extent of its free-space btrees, and no inode chunk (sparse ones too:
   their whole aligned range) may reach past it, as the kernel's
   xfs_ag_shrink_space requires.
 
@@ -64,7 +65,7 @@ from ..ns.bmap import owned_extents
 from ..trans.busy import coalesce, free_pieces
 from ..io import verify as V
 from . import mkfs as M
-from .stats import ag_tree, iter_allocated_inodes
+from .stats import AG_TREES, ag_tree, iter_allocated_inodes
 
 XFS_MIN_AG_BLOCKS = 64
 MIN_AGCOUNT = 2
@@ -296,33 +297,58 @@ def log_extent(sb) -> tuple[int, int, int]:
             sb.logblocks)
 
 
+def ag_btree_blocks(fs, agno: int) -> list:
+    """The AG blocks of AG ``agno``'s own btrees (free space, inodes, free
+    inodes, reverse mappings, reference counts), roots included: only
+    their node blocks are read."""
+    out = []
+    for name in AG_TREES:
+        tree = ag_tree(fs, agno, name)
+        if tree is None:
+            continue
+        reader, root, height = tree
+        row = [root]
+        out.append(root)
+        for level in range(height - 1, 0, -1):
+            row = [p for addr in row for p in reader.read_block(addr, level).ptrs]
+            out.extend(row)
+    return sorted(out)
+
+
 def ag_use(fs, agno: int, prealloc: int, moves: list | None = None,
            log_moves: bool = False) -> AgUse:
     """How far AG ``agno`` can be cut, nothing moved, or (``moves``: the
     AG's :func:`movable` extents; ``log_moves``: the log too) once those
-    are moved out."""
+    are moved out.  The AG's own btree blocks past a cut move below it
+    (``fstool.ops.resize_move.move_ag_btrees``), taking as many of its
+    free blocks."""
     sb = fs.sb
     agf, agi = fs.agf(agno), fs.agi(agno)
     length = agf["agf_length"]
-    used = length - agf["agf_freeblks"] - agf["agf_flcount"]
     logagno, logagbno, logblocks = log_extent(sb)
     moves = list(moves or ())
     if log_moves and agno == logagno:
         moves.append((logagbno, logblocks, 0, 0, 0, DATA))
         moves.sort()
-    moving = span(moves)
     chunks = {m[2] for m in moves if m[5] == INODES}
     reader, root, height = ag_tree(fs, agno, "inobt")
     inobt = list(reader.ag_records(root, height))
+    moving = [(m[0], m[0] + m[1]) for m in moves]
+    btree = [(b, b + 1) for b in ag_btree_blocks(fs, agno)]
+    flist = [(b, b + 1) for b in freelist_blocks(fs, agno)]
+    used = _used(fs, agno, length)
+    # dropped whole: every block in use is a header or static root, a
+    # block of its own btrees or free list, or one that moves
+    gone = coalesce([(0, prealloc)] + btree + flist + moving)
     droppable = (all(rec[0] in chunks for rec in inobt) and (agno != logagno or log_moves)
-                 and used == prealloc + agf["agf_btreeblks"] + moving)
-    # the end of what stays: the last used block that is not to move nor
+                 and not any(next(iter(free_pieces(a, b - a, gone)), None) for a, b in used))
+    # the end of what stays: the last used block that is not to move, nor
     # on the free list (the cut gives the list's blocks past it back to the
-    # free space and refills the list below: see the shrink's step B)
-    stay = coalesce([(m[0], m[0] + m[1]) for m in moves] +
-                    [(b, b + 1) for b in freelist_blocks(fs, agno)])
+    # free space and refills the list below: see the shrink's step B), nor
+    # a block of the AG's btrees (moved below the cut first)
+    stay = coalesce(moving + flist + btree)
     end = 0
-    for a, b in reversed(_used(fs, agno, length)):
+    for a, b in reversed(used):
         pieces = list(free_pieces(a, b - a, stay, reverse=True))
         if pieces:
             end = pieces[0][0] + pieces[0][1]
