@@ -631,19 +631,19 @@ if __name__ == "__main__":          # build the image alone: python tests/test_r
 # -- the AG's own btree blocks ----------------------------------------------------
 
 
-def _many_files(src: Path) -> None:
-    """3,200 small files in 8 directories and one of 20 MB: populated
-    into 64 MiB in 2 AGs, enough records that the AGs' btrees split, their
-    new blocks taken from the free list, which populate refills from the
-    end of a free extent, so at the AGs' ends."""
+def _many_files(src: Path, sizes=(100, 3000, 5000, 9000), big: int = 20_000_000) -> None:
+    """3,200 files of ``sizes`` bytes in 8 directories and one of ``big``
+    bytes: populated into 64 MiB in 2 AGs, enough records that the AGs'
+    btrees split, their new blocks taken from the free list, which
+    populate refills from the end of a free extent, so at the AGs' ends."""
     import random
     rnd = random.Random(37)
     for d in range(8):
         (src / f"d{d}").mkdir(parents=True)
         for i in range(400):
-            (src / f"d{d}" / f"f{i}").write_bytes(rnd.randbytes(rnd.choice((100, 3000, 5000,
-                                                                             9000))))
-    (src / "big").write_bytes(rnd.randbytes(20_000_000))
+            (src / f"d{d}" / f"f{i}").write_bytes(rnd.randbytes(rnd.choice(sizes)))
+    if big:
+        (src / "big").write_bytes(rnd.randbytes(big))
 
 
 @pytest.fixture(scope="module")
@@ -704,4 +704,70 @@ def test_shrink_moving_ag_btrees_killed_after_writes(tbase, tmp_path):
         got = _geometry(img)
         assert got[1] == new[1] and abs(got[0] - new[0]) <= new[0] // 100, \
             f"write {n}: {got}, uninterrupted {new}"
+        repair_clean(img)
+
+
+# -- the log to the front of the last AG -------------------------------------------
+
+
+def _log_at(img: Path) -> tuple:
+    with Filesystem(img) as fs:
+        return RS.log_extent(fs.sb)[:2]
+
+
+@pytest.fixture(scope="module")
+def lbase(tmp_path_factory) -> Path:
+    """512 MiB in 4 AGs (the log in AG 2) populated with 61 MB of files."""
+    tmp = tmp_path_factory.mktemp("logfront")
+    _many_files(tmp / "src", sizes=(3000, 9000, 20000, 40000), big=0)
+    img = tmp / "l.img"
+    fstool("mkfs", "-q", img, "--size", "512m")
+    fstool("populate", img, tmp / "src")
+    return img
+
+
+@needs_loop
+def test_shrink_puts_the_log_where_the_moves_made_room(lbase, tmp_path):
+    """-M of :func:`lbase` keeps 2 AGs, and no free extent of AG 1 holds
+    the log as it stands before block N (its files fill its front).  The
+    log goes to AG 1's front once the files there moved to AG 0 (before,
+    it went to block N and AG 1 was cut after it), repair-clean, the
+    kernel shows the same tree."""
+    img = _copy(lbase, tmp_path / "l.img")
+    with Filesystem(img) as fs:
+        assert RS.log_extent(fs.sb)[0] == 2
+        n = RS._log_spot(fs, 1, fs.ag_length(1))
+        # where the log went before, and the least AG 1 was cut to then
+        old_end = fs.sb.agblocks + n + fs.sb.logblocks
+    before = _tree(img)
+    r = fstool("resize", img, "-M")
+    out = r.stdout
+    assert out.index("inode(s) moved") < out.index("log moved"), out
+    dblocks, agcount = _geometry(img)
+    agno, agbno = _log_at(img)
+    assert agcount == 2 and agno == 1 and agbno < n, (agno, agbno, n)
+    assert dblocks < old_end, (dblocks, old_end)
+    _judge(img, before)
+
+
+@needs_loop
+def test_shrink_moving_the_log_to_the_front_killed(lbase, tmp_path):
+    """-M of :func:`lbase` killed just after the new log's first write
+    (its blocks being formatted, the files moved out before it) and a few
+    writes later (its transaction): the kernel mounts the old geometry
+    with the whole tree, and -M run again ends as an uninterrupted one,
+    repair-clean."""
+    before = _tree(lbase)
+    old, _total, new = _reference(lbase, tmp_path)
+    ref = tmp_path / "ref.img"
+    with Filesystem(ref) as fs:
+        at = fs.fsb_to_daddr(fs.sb.logstart) << 9
+    writes = [int(line.split()[0]) for line in (tmp_path / "writes.log").read_text().splitlines()]
+    first = writes.index(at) + 1
+    img = tmp_path / "c.img"
+    for n in (first, first + 6):
+        assert _killed(lbase, img, n) == old, f"write {n}"
+        assert _tree(img) == before, f"write {n}: the tree differs"
+        fstool("resize", img, "-M")
+        assert _geometry(img) == new, f"write {n}"
         repair_clean(img)

@@ -5,7 +5,8 @@ The blocks of files can move (see :func:`movable`;
 :mod:`fstool.ops.resize_move` moves them): regular files' data extents
 (reflinked ones too: a shared block moves once), directory, symlink and
 xattr blocks and bmbt blocks; and so can the log (:func:`log_home`,
-``fstool.ops.resize.move_log``); and so can the inodes of a chunk whose
+``fstool.ops.resize.move_log``; :func:`log_front`: to the front of the
+last AG, once what lies past what stays there has moved out); and so can the inodes of a chunk whose
 every inode can move (:func:`inode_moves`: they get new numbers;
 directories too, on parent-pointer filesystems their children's pointers
 renamed).  What a crash leaves for a mount to free (unlinked inodes,
@@ -423,14 +424,92 @@ def minimum_blocks(fs, moves: dict | None = None) -> int:
     low = _minimum(fs, moves, True)
     agcount = -(-low // sb.agblocks)
     if log_outside(sb, low, agcount) and log_home(fs, low, agcount) is None:
-        # the last AG kept made long enough to hold the log
+        # the last AG kept made long enough to hold the log: where a free
+        # extent holds it as the AG stands, or at its front once
+        # everything past what stays there has moved out
         room = _log_room(fs, low, agcount)
-        agcount = -(-room // sb.agblocks) if room is not None else agcount
-        if room is None or log_home(fs, room, agcount) is None or \
-                plan(fs, room, agcount, moves)[2] is not None:
+        n = -(-room // sb.agblocks) if room is not None else agcount
+        if room is None or log_home(fs, room, n) is None or \
+                plan(fs, room, n, moves)[2] is not None:
             room = _minimum(fs, moves, False)
+        front = _front_room(fs, moves, low, agcount)
+        if front is not None and front < room and \
+                plan(fs, front, agcount, moves)[2] is None:
+            room = front
         low = room
     return low
+
+
+def log_front(fs, moves: dict, dblocks: int, agcount: int) -> int | None:
+    """When a cut to ``dblocks`` blocks in ``agcount`` AGs takes the log
+    and no free extent inside holds it as things stand, but one will at
+    the front of the last AG once everything past what stays in it has
+    moved out: the cut (in blocks) the moves are to be made to, the log
+    moved after them (:func:`log_home` then finds its place); else None."""
+    sb = fs.sb
+    if not log_outside(sb, dblocks, agcount) or log_home(fs, dblocks, agcount) is not None:
+        return None
+    spot = _front_spot(fs, moves, agcount)
+    last = agcount - 1
+    if spot is None or spot[1] + sb.logblocks > dblocks - last * sb.agblocks:
+        return None
+    return last * sb.agblocks + spot[0]
+
+
+def _front_spot(fs, moves: dict, agcount: int) -> tuple[int, int] | None:
+    """(floor, agbno): the shortest the last AG of ``agcount`` can be cut
+    to with ``moves`` made and the log not in it, and where the log goes
+    in it once everything past that floor has moved out (the first free
+    extent that holds it, by :func:`_log_spot`'s rule, among those the
+    blocks that stay leave: its own btrees' blocks and free list stay
+    until the cut); None when it does not fit or the log cannot go there."""
+    sb = fs.sb
+    last = agcount - 1
+    if last == 0 or last == log_extent(sb)[0]:
+        return None
+    mv = moves.get(last, ())
+    floor = ag_use(fs, last, static_blocks(sb), mv).floor
+    length = fs.ag_length(last)
+    moving = coalesce([(m[0], m[0] + m[1]) for m in mv if m[0] + m[1] > floor])
+    stay = coalesce([p for a, b in _used(fs, last, length)
+                     for p in ((q, q + n) for q, n in free_pieces(a, b - a, moving))])
+    sunit = sb.fields["sb_logsunit"] // sb.blocksize if sb.fields["sb_logsunit"] > 1 else 1
+    pos = 0
+    for a, b in stay + [(length, length)]:
+        start = -(-(pos + 16) // sunit) * sunit
+        if a > pos and start >= floor and start + sb.logblocks <= a:
+            return floor, start
+        pos = max(pos, b)
+    return None
+
+
+def _front_room(fs, moves: dict, low: int, agcount: int) -> int | None:
+    """The size (blocks) with the log at the front of the last AG of
+    ``agcount`` (:func:`_front_spot`), its tail cut as it then can be;
+    None when the log cannot go there, ``low`` (the minimum were the log
+    elsewhere) lies past that AG, or what moves past its floor does not
+    fit in the AGs before it."""
+    sb = fs.sb
+    last = agcount - 1
+    spot = _front_spot(fs, moves, agcount)
+    if spot is None or low > (last + 1) * sb.agblocks:
+        return None
+    floor, a = spot
+    moving, room = _room(fs, moves, last, floor)
+    if moving > room:
+        return None
+    agf = fs.agf(last)
+    mv = moves.get(last, ())
+    end = a + sb.logblocks
+    # what moves out of [floor, end) is free there, less the log's blocks
+    # (the AG's reservations counted without them, as the kernel counts
+    # them in the log's AG)
+    moved = copy.copy(sb)
+    moved.logstart = (last << sb.agblklog) | a
+    after = dict(agf, agf_freeblks=agf["agf_freeblks"] - sb.logblocks + span(mv, floor)
+                 - span(mv, end))
+    return last * sb.agblocks + _tail_floor(moved, last, after, fs.agi(last), end,
+                                            span(mv, end))
 
 
 def _log_room(fs, low: int, agcount: int) -> int | None:
@@ -455,6 +534,21 @@ def _log_room(fs, low: int, agcount: int) -> int | None:
                                                      a + sb.logblocks))
 
 
+def _room(fs, mv: dict, k: int, floor: int) -> tuple[int, int]:
+    """(blocks to move, room for them): the :func:`movable` extents ``mv``
+    past block ``floor`` of AG ``k`` and in the AGs after it, and the
+    blocks the AGs before it can take beside their free lists and
+    reservations."""
+    sb = fs.sb
+    moving = sum(span(mv.get(agno, ())) for agno in range(k + 1, sb.agcount))
+    moving += span(mv.get(k, ()), floor)
+    room = 0
+    for agno in range(k):
+        agf, agi = fs.agf(agno), fs.agi(agno)
+        room += max(0, _spare(sb, agno, agf, agi, agf["agf_length"], agf["agf_freeblks"]))
+    return moving, room
+
+
 def _minimum(fs, mv: dict, log_moves: bool) -> int:
     sb = fs.sb
     prealloc = static_blocks(sb)
@@ -466,14 +560,9 @@ def _minimum(fs, mv: dict, log_moves: bool) -> int:
     if not mv:
         return low
     # the room the moved extents need in what is kept
-    moving = sum(span(mv.get(agno, ())) for agno in range(k + 1, sb.agcount))
-    moving += span(mv.get(k, ()), floor)
+    moving, room = _room(fs, mv, k, floor)
     if log_moves and log_outside(sb, low, k + 1):
         moving += sb.logblocks
-    room = 0
-    for agno in range(k):
-        agf, agi = fs.agf(agno), fs.agi(agno)
-        room += max(0, _spare(sb, agno, agf, agi, agf["agf_length"], agf["agf_freeblks"]))
     if moving > room:
         low += moving - room
         # the room spills into the next AG, cut no shorter than it can be
@@ -549,7 +638,8 @@ def plan(fs, dblocks: int, agcount: int, moves: dict | None = None) \
         return [], 0, f"a filesystem keeps at least {MIN_AGCOUNT} AGs"
     log_moves = False
     if log_outside(sb, dblocks, agcount):
-        if moves is None or log_home(fs, dblocks, agcount) is None:
+        if moves is None or (log_home(fs, dblocks, agcount) is None and
+                             log_front(fs, moves, dblocks, agcount) is None):
             return [], 0, "the log lies there and no free extent inside can hold it"
         log_moves = True
     dropped, lost = [], 0
