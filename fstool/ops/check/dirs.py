@@ -13,6 +13,7 @@ from ..._backend import checks, parsers
 from ...errors import CorruptionError, FsToolError
 from ...format import constants as C
 from ...fs import dabtree as DA, dir as xdir, dirblock as B
+from ...fs.dirform import data, leaf
 from ...io import verify as V
 from ..names import quoted_name
 from .superblocks import check_lsn, root_ino, rt_inodes
@@ -64,7 +65,7 @@ def check_dir(ctx, node, tab, odd: list):
         return None
     dsum = 0
     bests = {}
-    for fsb in xdir._data_block_fsbs(node):
+    for fsb in data.block_fsbs(node):
         try:
             buf = _dirblock(ctx, node, fsb, V.DIR3_DATA)
         except FsToolError as e:
@@ -323,7 +324,7 @@ def _check_leaf_ents(ctx, node, buf, start, count, block_form, blockbuf=None):
         if addr == C.XFS_DIR2_NULL_DATAPTR:
             continue
         try:
-            _child, name = xdir._entry_at(node, addr, block_form, blockbuf)
+            _child, name = leaf.entry_at(node, addr, block_form, blockbuf)
         except FsToolError as e:
             ctx.from_error("DIR_LEAF", e, ino=ino, structure="dir", index=i)
             continue

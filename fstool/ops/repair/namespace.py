@@ -47,6 +47,7 @@ from ...errors import FsToolError
 from ...format import constants as C
 from ...format.structs import DINODE
 from ...fs import dir as xdir, dirblock as B
+from ...fs.dirform import data as dirdata
 from ..check.base import BMBT_DATA, DATA, file_owner
 from ..check.dirs import verify_dir_ino
 from ..check.namespace import metadata_inodes
@@ -161,7 +162,7 @@ def read_dir(fs, node):
     if salvaged is not None:
         node._extents = salvaged[0]
     try:
-        fsbs = list(xdir._data_block_fsbs(node))
+        fsbs = list(dirdata.block_fsbs(node))
         exts = node.extents()
     except FsToolError as e:
         raise NamespaceError(f"directory {node.ino}: its block map cannot be read: {e}") \
