@@ -14,16 +14,14 @@ from ..._backend import parsers
 from ...errors import CorruptionError, FsToolError
 from ...format import constants as C
 from ...fs import dabtree as DA
-from ...fs.dirform import SHORTFORM, BLOCK, LEAF, block, data, form, free, leaf, \
-    name_ok, node as nodeform, sf
+from ...fs.dirform import BLOCK, LEAF, SHORTFORM, block, data, form, free, leaf, \
+    node as nodeform, sf
 from ...io import verify as V
 from ..names import quoted_name
 from .superblocks import check_lsn, root_ino, rt_inodes
 
 # dir_data_tally / tally_entry flags
 T_FREE, T_FTYPE, T_DIR, T_DOT, T_BADNAME, T_SELF = 1, 2, 4, 8, 16, 32
-__all__ = ["name_ok", "setup_dir_geometry", "check_dir", "verify_dir_ino", "quota_inodes",
-           "not_quota_inodes", "check_da_tree"]
 
 
 def setup_dir_geometry(ctx) -> None:
