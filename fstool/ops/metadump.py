@@ -40,7 +40,7 @@ from .._backend import parsers
 from ..errors import FsToolError, InvalidArgument
 from ..format import constants as C, metadump as M
 from ..format.structs import SB
-from ..fs import dabtree
+from ..fs import dabtree, dirform
 from ..fs.dirform import data as dirdata, free as dirfree, leaf as dirleaf, sf as dirsf
 from ..fs.filesystem import Filesystem
 from ..log.head import find_state
@@ -699,11 +699,15 @@ class Dumper:
             if used < self.bs:
                 _fill(buf, used, len(buf))
         if itype == "dir":
-            self.dir_block(buf, o, last == self.dirfsbs)
+            self.dir_block(buf, o, self._block_form(last))
         else:
             self.attr_block(buf, o)
         if ok:
             _set_crc(buf, crc_off)
+
+    def _block_form(self, last: int) -> bool:
+        """Whether a directory whose mapped blocks end at ``last`` is in block form."""
+        return dirform.form_of(last, self.dirfsbs, self.sb.blocklog) == dirform.BLOCK
 
     def multi_dir(self, o: int, s: int, c: int, last: int) -> None:
         self._guarded(f"directory block at fsb {s}", self.multi_dir_walk, o, s, c, last)
@@ -723,7 +727,7 @@ class Dumper:
                 if self.obfuscate or self.zero:
                     crc_off = self._da_crc_off(buf, first, "dir")
                     ok = crc_off is not None and _crc_ok(buf, crc_off)
-                    self.dir_block(buf, first, last == self.dirfsbs)
+                    self.dir_block(buf, first, self._block_form(last))
                     if ok:
                         _set_crc(buf, crc_off)
                 self.emit(daddr, buf)

@@ -46,7 +46,7 @@ from ...alloc.inodes import chunk_start
 from ...errors import FsToolError
 from ...format import constants as C
 from ...format.structs import DINODE
-from ...fs import dir as xdir
+from ...fs import dir as xdir, dirform
 from ...fs.dirform import data as dirdata, sf as dirsf
 from ..check.base import BMBT_DATA, DATA, file_owner
 from ..check.dirs import verify_dir_ino
@@ -108,7 +108,8 @@ def read_dir(fs, node):
     except FsToolError as e:
         raise NamespaceError(f"directory {node.ino}: its block map cannot be read: {e}") \
             from None
-    block_form = fsbs == [0] and exts[-1][0] + exts[-1][2] == sb.dirblkfsbs
+    block_form = fsbs == [0] and \
+        dirform.form_of(exts[-1][0] + exts[-1][2], sb.dirblkfsbs, sb.blocklog) == dirform.BLOCK
     parent = None
     out = []
     for fsb in fsbs:
