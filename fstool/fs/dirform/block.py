@@ -30,8 +30,9 @@ def leaf_bounds(buf, ino: int, block=None) -> tuple[int, int, int]:
     """(start of the leaf array, count, stale) of a single-block directory,
     verified: a CorruptionError when the tail's count overruns the block
     (``block``: the file offset the error names)."""
-    count, stale = block_tail(buf)
-    start = block_leaf_start(buf, count)
+    end = len(buf) - _TAIL.size
+    count, stale = _TAIL.unpack_from(buf, end)
+    start = end - LEAF_ENT * count          # block_leaf_start
     if start < _HDR:
         raise CorruptionError("directory block", f"tail count {count} overruns the block",
                               ino=ino, block=block, field="count")

@@ -129,13 +129,12 @@ def read_block(node, fsb: int, bt, keep: bool = True) -> bytes:
     """Directory block ``fsb`` (file offset, fs blocks) of ``node``, read
     and verified as buffer type ``bt`` (``keep`` False: not kept in the
     buffer cache)."""
-    sb = node.fs.sb
+    fs = node.fs
+    sb = fs.sb
+    ino = node.ino
     daddr, pieces = node.read_fork_blocks(fsb, sb.dirblkfsbs)
-    if keep:
-        return node.fs.read_meta(daddr, sb.dirblksize, bt, owner=node.ino, ino=node.ino,
-                                 block=fsb, pieces=pieces)
-    return node.fs.read_meta(daddr, sb.dirblksize, bt, owner=node.ino, ino=node.ino,
-                             block=fsb, pieces=pieces, keep=False)
+    return fs.read_meta(daddr, sb.dirblksize, bt, owner=ino, ino=ino, block=fsb,
+                        pieces=pieces, keep=keep)
 
 
 def block_fsbs(node):

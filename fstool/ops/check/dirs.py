@@ -78,7 +78,7 @@ def _dir_form(ctx, node):
 
 def _dirblock(ctx, node, fsb, bt):
     # read once while checking: not kept in the buffer cache
-    buf = data.read_block(node, fsb, bt, keep=False)
+    buf = data.read_block(node, fsb, bt, False)
     check_lsn(ctx, bt.lsn_of(buf), "dir", ino=node.ino, offset=fsb, fork="data",
                    field="lsn")
     return buf
