@@ -172,9 +172,14 @@ def test_missing_names_are_answered_while_the_lock_is_held(tmp_path):
             i += 1
         t.join()
         assert (mnt / "dst").stat().st_size == 96 << 20
-    # the longest wait of a lookup against the copy's time: a small part
-    # where the loop answers them, most of it where each waits for the lock
-    assert took and max(waits) < took[0] / 2, (max(waits), took)
+    # where the loop answers them, lookups keep coming during the copy and
+    # the typical one takes a tiny part of it; where each waits for the
+    # lock, one or two are made in all and each waits for most of the copy.
+    # (The median, not the longest: one lookup descheduled on a loaded
+    # machine must not decide the test.)
+    median = sorted(waits)[len(waits) // 2]
+    assert took and len(waits) >= 20 and median < took[0] / 20, \
+        (len(waits), median, took)
     repair_clean(img)
 
 
