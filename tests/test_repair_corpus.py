@@ -871,3 +871,23 @@ def test_unwritten_extent_of_a_reflinked_file_shares_nothing(tmp_path):
     dmg.unlink()
     rec = corpus_case(case, tmp_path / "case", timeout=600)
     assert rec["result"] == "repaired clean" and rec["n_files_lost"] == 0, rec
+
+
+@needs_loop
+def test_rmapbt_node_low_key_above_its_child(tmp_path):
+    """An rmapbt node's low key raised above its child's first record
+    (corpus case rmap-38-9, xfs_db fuzz -d keys[2].offset middlebit on AG
+    0's rmapbt root): xfs_repair's lookups go by the key and miss the
+    record ("Missing reverse-mapping record"), check read every leaf and
+    found nothing.  Check now holds each block's lowest key to the low key
+    its parent holds for it (BTREE_RMAP_KEY), and repair rebuilds the AG's
+    rmapbt."""
+    img, _inos = corpus_image("rmap", tmp_path)
+    sel = ["agf 0", "addr rmaproot"]
+    off = int(re.search(r"^keys\[2\]\.offset = (\d+)", xfs_db(img, *sel, "print keys[2].offset"),
+                        re.M).group(1))
+    xfs_db(img, *sel, f"write -d keys[2].offset {off | 1 << 26}", expert=True)
+    assert xfs_repair_n(img) == 1
+    assert codes(img) == {"BTREE_RMAP_KEY"}
+    out = judge_inode_repair(img, tmp_path)
+    assert "AG 0:" in out and "rmapbt" in out, out
