@@ -5,6 +5,7 @@
                                  [--rounds 3] [--quick] [--fio-seconds 20]
                                  [--only fstool,fuse2fs,kernel] [--writeback] [--pyfuse3]
                                  [--baseline TREE] [--reads 3] [--icache] [--creates-only]
+                                 [--fstool-mkfs "-n parent=1"]
 
 For each filesystem, on a fresh image of the same size (XFS from
 ``fstool mkfs`` for fstool, from ``mkfs.xfs`` for the kernel, ext4 from
@@ -38,7 +39,9 @@ load than the rates do).  Needs root (loop mount, drop_caches), fuse2fs (apt fus
 and FUSE; fio (apt fio) for the random I/O.
 
 ``--creates-only``: the three create patterns alone, each with the
-server's CPU per create.
+server's CPU per create.  ``--fstool-mkfs``: more options of ``fstool
+mkfs`` for fstool's images (the baseline's too), ``"-n parent=1"`` for
+parent pointers.
 
 ``--icache``: the mount's inode cache alone, lookups per second with 10^4 to
 10^7 inodes cached (the cost must stay flat).
@@ -60,6 +63,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, REPO)
+
+from fixtures import modern  # noqa: E402
 
 
 def drop_caches() -> None:
@@ -137,6 +142,7 @@ class Fuse2fs(Target):
 class Fstool(Target):
     name = "fstool"
     options: list = []
+    mkfs: list = []                 # more options of fstool mkfs (--fstool-mkfs)
     repo = REPO
 
     def mount(self):
@@ -145,7 +151,7 @@ class Fstool(Target):
         # run from the tree itself: "python -m" puts the current directory
         # ahead of PYTHONPATH, so another checkout there would be imported
         subprocess.run([sys.executable, "-m", "fstool", "mkfs", "-f", "--size", str(size),
-                        self.img], check=True, env=env, stdout=subprocess.DEVNULL,
+                        *self.mkfs, self.img], check=True, env=env, stdout=subprocess.DEVNULL,
                        cwd=self.repo)
         self.proc = subprocess.Popen([sys.executable, "-m", "fstool", "mount", "-f",
                                       *self.options, self.img, self.mnt], env=env,
@@ -404,7 +410,10 @@ def run_target(cls, work: str, args) -> dict:
     finally:
         t.umount()
     if isinstance(t, Fstool) or isinstance(t, Kernel):
-        r = subprocess.run(["xfs_repair", "-n", "-f", t.img], capture_output=True)
+        # xfsprogs 6.10.1 where built: it reads every feature (6.1 refuses
+        # parent pointers, which --fstool-mkfs -n parent=1 images have)
+        repair = modern.tool("xfs_repair") if modern.available() else "xfs_repair"
+        r = subprocess.run([repair, "-n", "-f", t.img], capture_output=True)
         out["repair -n"] = "clean" if r.returncode == 0 else f"exit {r.returncode}"
     os.unlink(t.img)
     return out
@@ -480,7 +489,10 @@ def main() -> None:
     ap.add_argument("--icache", action="store_true", help="only the inode cache lookups")
     ap.add_argument("--creates-only", action="store_true",
                     help="only the create patterns (each with its server CPU per create)")
+    ap.add_argument("--fstool-mkfs", default="", metavar="OPTS",
+                    help="more options of fstool mkfs for fstool's images (\"-n parent=1\")")
     args = ap.parse_args()
+    Fstool.mkfs = args.fstool_mkfs.split()
     if args.icache:
         icache_bench()
         return

@@ -7,6 +7,7 @@ directory that the kernel asks for when it checks permissions itself,
 
     python3 bench/bench_volume_creates.py [--files 20000] [--dirs 100]
         [--every 5.0] [--profile N] [--size 2g] [--getattr] [--group N]
+        [--mkfs "-n parent=1"]
 
 ``--group N``: creates per transaction (the mount's group commit; 1: one
 transaction each; default: what the mount uses).  ``--every`` writes a checkpoint every that many seconds of the run, as the
@@ -78,6 +79,8 @@ def main() -> None:
     ap.add_argument("--dirs", type=int, default=100)
     ap.add_argument("--every", type=float, default=5.0)
     ap.add_argument("--size", default="2g")
+    ap.add_argument("--mkfs", default="",
+                    help="more options of fstool mkfs (\"-n parent=1\": parent pointers)")
     ap.add_argument("--profile", type=int, default=0, metavar="N")
     ap.add_argument("--getattr", action="store_true",
                     help="also the directory's getattr after each create (default_permissions)")
@@ -88,7 +91,8 @@ def main() -> None:
     img = os.path.join(work, "v.img")
     try:
         subprocess.run(["truncate", "-s", a.size, img], check=True)
-        subprocess.run([sys.executable, "-m", "fstool", "mkfs", "-f", img], check=True,
+        subprocess.run([sys.executable, "-m", "fstool", "mkfs", "-f", *a.mkfs.split(), img],
+                       check=True,
                        stdout=subprocess.DEVNULL)
         if a.profile:
             import cProfile

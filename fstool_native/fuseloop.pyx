@@ -133,6 +133,7 @@ cdef extern from "fuseloop.h":
     struct fuse_ctx:
         uid_t uid
         gid_t gid
+        int pid
 
     struct fuse_forget_data:
         fuse_ino_t ino
@@ -162,6 +163,7 @@ cdef extern from "fuseloop.h":
         FUSE_CAP_EXPORT_SUPPORT
         FUSE_CAP_WRITEBACK_CACHE
         FUSE_CAP_SPLICE_WRITE
+        FUSE_CAP_AUTO_INVAL_DATA
         FUSE_BUF_IS_FD
         FUSE_BUF_FD_SEEK
         FUSE_BUF_FD_RETRY
@@ -896,6 +898,14 @@ cdef void op_init(void *userdata, fuse_conn_info *conn) noexcept:
         conn.want |= FUSE_CAP_WRITEBACK_CACHE
     else:
         conn.want &= ~(<unsigned> FUSE_CAP_WRITEBACK_CACHE)
+    # the kernel's cached pages of a file stay when its mtime moves: fstool
+    # is the only writer and every change of data comes through the kernel,
+    # which keeps its pages true itself (writes go through them, truncate,
+    # fallocate and copy_file_range drop what they change).  With libfuse's
+    # default (AUTO_INVAL_DATA) every write made the next read ask for the
+    # attributes and, the mtime having moved, drop every cached page of the
+    # file: a random read/write mix read the same pages again and again
+    conn.want &= ~(<unsigned> FUSE_CAP_AUTO_INVAL_DATA)
 
 
 cdef void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) noexcept nogil:
@@ -976,6 +986,7 @@ cdef void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi) noexcep
 cdef void op_setattr(fuse_req_t req, fuse_ino_t ino, stat *attr, int to_set,
                      fuse_file_info *fi) noexcept:
     cdef stat st
+    cdef const fuse_ctx *ctx = fuse_req_ctx(req)
     try:
         kw = {}
         if to_set & FUSE_SET_ATTR_MODE:
@@ -995,7 +1006,8 @@ cdef void op_setattr(fuse_req_t req, fuse_ino_t ino, stat *attr, int to_set,
         elif to_set & FUSE_SET_ATTR_MTIME_NOW:
             kw["mtime_now"] = True
         if fstool_kill_suidgid:
-            kw["kill_gid"] = fuse_req_ctx(req).gid
+            kw["kill_gid"] = ctx.gid
+        kw["caller"] = (ctx.uid, ctx.gid, ctx.pid)
         _fill_stat(&st, _py(True).setattr(ino, **kw))
     except BaseException as exc:
         _error(req, exc)
@@ -1224,6 +1236,7 @@ cdef void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
     cdef bint kill = fstool_kill_suidgid
     cdef _Fast *f = _grown(ino)
     cdef uint64_t before
+    cdef const fuse_ctx *ctx
     if f is NULL or off < f.size:
         # (a write from the end of the file on cannot be made here)
         f = _fast_get(ino)
@@ -1233,8 +1246,11 @@ cdef void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
         data = PyBytes_FromStringAndSize(buf, size)
         before = _epoch
         h = _py(True)
-        n = h.write(fi.fh, off, data, fuse_req_ctx(req).gid) if kill else \
-            h.write(fi.fh, off, data)
+        if kill:
+            ctx = fuse_req_ctx(req)
+            n = h.write(fi.fh, off, data, ctx.gid, (ctx.uid, ctx.gid, ctx.pid))
+        else:
+            n = h.write(fi.fh, off, data)
         if kill:
             _mode_news(ino)
     except BaseException as exc:
@@ -1273,14 +1289,24 @@ cdef void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 
 cdef void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
                        fuse_file_info *fi) noexcept:
-    _call_and_ack(req, "fallocate", True, (fi.fh, mode, offset, length))
+    cdef const fuse_ctx *ctx = fuse_req_ctx(req)
+    try:
+        _py(True).fallocate(fi.fh, mode, offset, length, (ctx.uid, ctx.gid, ctx.pid))
+        _mode_news(ino)
+    except BaseException as exc:
+        _error(req, exc)
+        return
+    fuse_reply_err(req, 0)
 
 
 cdef void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
                              fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
                              fuse_file_info *fi_out, size_t length, int flags) noexcept:
+    cdef const fuse_ctx *ctx = fuse_req_ctx(req)
     try:
-        n = _py(True).copy_file_range(fi_in.fh, off_in, fi_out.fh, off_out, length, flags)
+        n = _py(True).copy_file_range(fi_in.fh, off_in, fi_out.fh, off_out, length, flags,
+                                      (ctx.uid, ctx.gid, ctx.pid))
+        _mode_news(ino_out)
     except BaseException as exc:
         _error(req, exc)
         return

@@ -44,7 +44,12 @@ pip_install() {
 }
 # fstool mount: setup.py builds its native request loop against libfuse3-dev
 # (pkg-config); [mount] adds pyfuse3 and trio, the fallback loop
-pip_install -e ".[test,mount]"
+# editable_mode=compat: the project's directory on sys.path through a plain
+# .pth line; the default (strict) mode installs an import finder that every
+# Python process of the environment loads at start-up (pathlib, importlib.util,
+# about 50M instructions: more than fstool's own imports of a reading command).
+# Where pip or setuptools cannot, the default editable install.
+pip_install -e ".[test,mount]" --config-settings editable_mode=compat || pip_install -e ".[test,mount]"
 # byte-compile up front: where PYTHONDONTWRITEBYTECODE is set, every command
 # would otherwise compile the package again at start-up
 $PY -m compileall -q fstool fstool_native fixtures >/dev/null

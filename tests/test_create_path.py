@@ -9,17 +9,24 @@ what the slower way gives.
   interleave), so such a create looks its name up no second time, and a
   name made or changed in between is looked up again;
 - a directory block read again by the transaction that joined it is that
-  buffer, and read anew once the directory's block map changed."""
+  buffer, and read anew once the directory's block map changed;
+- a new empty file's inode (its parent pointer in shortform included) is
+  encoded on its own (``InodeAllocator.put_simple_inode``) into the bytes the
+  bulk writer gives, and the create's answer comes from it, not from the
+  inode decoded again; the parent pointer's generation is the parent's."""
 from __future__ import annotations
 
 import errno
 import os
+import shutil
 
 import pytest
 
 import fstool_native
 from fixtures.fusemount import fstool_image, repair_clean
+from fstool.alloc.inodes import InodeAllocator
 from fstool.format import constants as C
+from fstool.fs.filesystem import Filesystem
 from fstool.fs.icore import InodeEncoder
 from fstool.mount.volume import Volume
 from fstool.ns import namespace as NS
@@ -145,8 +152,6 @@ def test_shortform_appends_write_what_the_general_insert_writes(tmp_path, monkey
     """Names added to shortform directories (with holes left by removals,
     up to and past the conversion to a block) leave the image the general
     re-encoding insert leaves."""
-    import shutil
-
     from fstool.ns.dirops import Dir
     base = fstool_image(tmp_path, "256m")
     images = {}
@@ -179,3 +184,53 @@ def test_shortform_appends_write_what_the_general_insert_writes(tmp_path, monkey
         repair_clean(img)
     assert appended.count(True) > 20 and False in appended
     assert images["append"] == images["general"]
+
+
+@pytest.mark.parametrize("mkfs", [(), ("-n", "parent=1")], ids=["plain", "parent"])
+def test_a_new_file_is_answered_from_the_inode_it_wrote(tmp_path, monkeypatch, mkfs):
+    base = fstool_image(tmp_path, "256m", *mkfs)
+    images = {}
+    for way in ("alone", "bulk"):
+        img = tmp_path / f"{way}.img"
+        shutil.copyfile(base, img)
+        if way == "bulk":
+            monkeypatch.setattr(
+                InodeAllocator, "put_simple_inode",
+                lambda self, ino, item, ifmt, ctime_ns, attr=None: self.put_simple_inodes(
+                    [ino], [item], ifmt, ctime_ns, None, None if attr is None else [attr]))
+        v = Volume(img, timestamp_ns=1_700_000_000_000_000_000)
+        v.group = 32
+        dirs = [v.mkdir(v.rootino, b"d%d" % k, 0o755).ino for k in range(2)]
+        v.sync()
+        decoded = []
+        real = Volume._fresh_attr
+
+        def counted(self, ino):
+            a = real(self, ino)
+            if a is None:           # the caller decodes the inode again
+                decoded.append(ino)
+            return a
+        monkeypatch.setattr(Volume, "_fresh_attr", counted)
+        made = []
+        # past the chunks mkfs and mkdir made: new chunks taken by the
+        # groups of creates themselves (their inodes written a cluster at a
+        # time by the bulk writer)
+        for i in range(200):
+            d = dirs[i % 2]
+            name = b"f%d-" % i + b"q" * (i % 40)
+            assert v.find(d, name) is None
+            made.append((d, name, _create(v, d, name)))
+        monkeypatch.setattr(Volume, "_fresh_attr", real)
+        if way == "alone":
+            assert not decoded
+        v.close()
+        images[way] = img.read_bytes()
+        repair_clean(img)
+        if mkfs:
+            # each file's parent pointer names its directory, with the
+            # directory's generation
+            with Filesystem(img) as fs:
+                for d, name, ino in made:
+                    assert [tuple(p) for p in fs.parents(ino)] == \
+                        [(d, fs.inode(d).gen, name)]
+    assert images["alone"] == images["bulk"]

@@ -488,3 +488,69 @@ def test_killed_after_a_write_each_prefix_recovers(kernel, command, tmp_path):
     assert all(done_ for n, done_ in seen if n == total), seen
     firsts = [n for n, done_ in seen if done_]
     assert all(done_ for n, done_ in seen if firsts and n >= min(firsts)), seen
+
+
+# -- the log is paired with the image under any of its names -----------------------------------
+@needs_mkfs
+def test_a_writer_through_another_name_of_the_image_holds_its_log(made, tmp_path, monkeypatch):
+    """--logdev pairs the log with the image itself, not with the name the
+    image was given by: a writer opened on a symlink, a hard link, ./NAME
+    or the absolute path of the image finds the log and holds it (another
+    fstool taking the log through a symlink to it is refused)."""
+    from fstool.errors import ImageBusy
+    from fstool.io.device import Device
+    from fstool.io.lock import ImageLock
+    from fstool.io.logdev import pair, paired
+    from fstool.ns.writer import Writer
+    img, log = extlog.copy(*made, tmp_path, "named")
+    os.symlink(img, tmp_path / "sym.img")
+    os.link(img, tmp_path / "hard.img")
+    os.symlink(log, tmp_path / "sym.log")
+    monkeypatch.chdir(tmp_path)
+    pair("named.img", str(log))
+    try:
+        for name in ("sym.img", "hard.img", "./named.img", str(img)):
+            assert paired(name) == str(log), name
+            with Writer(name):
+                dev = Device(str(tmp_path / "sym.log"), whole=True)
+                try:
+                    with pytest.raises(ImageBusy, match="another fstool is using"):
+                        with ImageLock(dev, "sym.log", None):
+                            pass
+                finally:
+                    dev.close()
+    finally:
+        pair("named.img", None)
+    assert paired("sym.img") is None
+
+
+@needs_mkfs
+def test_two_writers_through_two_names_of_the_log(made, tmp_path):
+    """The mount (a writer for as long as it runs; its daemon works from /
+    and names the image by its absolute path) given the image and its log
+    by relative names, and a second writer given the same log through a
+    symlink: the mount finds its log, and the second writer is refused
+    (status 7, one line naming the log)."""
+    from fixtures.fusemount import fuse_skip_reason
+    why = fuse_skip_reason()
+    if why:
+        pytest.skip(f"needs FUSE: {why}")
+    img, log = extlog.copy(*made, tmp_path, "m")
+    other, _ = extlog.copy(*made, tmp_path, "o")
+    os.symlink(log, tmp_path / "link.log")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    r = subprocess.run([sys.executable, "-m", "fstool", "mount", "--logdev",
+                        os.path.relpath(log, tmp_path), "m.img",
+                        str(mnt)], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(
+                           os.path.abspath(__file__)))))
+    assert r.returncode == 0, r.stderr
+    try:
+        (mnt / "made").mkdir()
+        line = busy_line(fstool("mkdir", "--logdev", tmp_path / "link.log", other, "/d",
+                                check=False))
+        assert f"{tmp_path / 'link.log'}: another fstool is using this external log" in line
+    finally:
+        assert fstool("umount", mnt).returncode == 0
+    assert_repair_clean(img, log)

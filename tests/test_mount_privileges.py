@@ -185,3 +185,102 @@ def test_writes_ask_for_security_capability_once(tmp_path):
         vol.close()
     assert seen.get("v2") is True, "FUSE_HANDLE_KILLPRIV_V2 not negotiated"
     assert len(seen["asked"]) <= 1, seen["asked"]
+
+
+def _as_user(fn, groups=()) -> None:
+    """``fn()`` in a child process running as user and group 65534, with
+    ``groups`` as its supplementary groups."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.setgroups(list(groups))
+            os.setresgid(NOBODY, NOBODY, NOBODY)
+            os.setresuid(NOBODY, NOBODY, NOBODY)
+            fn()
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+def _fallocate(path) -> None:
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.posix_fallocate(fd, 0, 65536)
+    finally:
+        os.close(fd)
+
+
+def _copy_into(src):
+    def copy(path) -> None:
+        fi = os.open(src, os.O_RDONLY)
+        fo = os.open(path, os.O_WRONLY)
+        try:
+            assert os.copy_file_range(fi, fo, 4, 0, 0) == 4
+        finally:
+            os.close(fi)
+            os.close(fo)
+    return copy
+
+
+def group_scenario(root) -> dict:
+    """The modes after a chown by a caller in and not in the file's group
+    (by its supplementary groups, which FUSE requests do not carry), and
+    after fallocate, copy_file_range and write by root and by another user
+    (in the file's group by a supplementary group or not)."""
+    os.chmod(root, 0o777)
+    p = lambda n: os.path.join(root, n)   # noqa: E731
+    got = {}
+    for name, groups in (("chown_out", ()), ("chown_in", (5,))):
+        _file(p(name), 0o644)
+        os.chown(p(name), NOBODY, 5)
+        os.chmod(p(name), 0o6744)
+        _as_user(lambda q=p(name): os.chown(q, NOBODY, -1), groups)
+    _file(p("chown_root"), 0o644)
+    os.chown(p("chown_root"), NOBODY, 5)
+    os.chmod(p("chown_root"), 0o6744)
+    os.chown(p("chown_root"), 0, -1)
+    _file(p("src"), 0o644)
+    for what, change in (("falloc", _fallocate), ("copy", _copy_into(p("src"))),
+                         ("write", _write)):
+        for name, mode, user, groups in (("x", 0o6777, True, ()), ("out", 0o2767, True, ()),
+                                         ("in", 0o2767, True, (0,)), ("root", 0o6777, False, ())):
+            q = p(f"{what}_{name}")
+            _file(q, mode)
+            if user:
+                _as_user(lambda q=q: change(q), groups)
+            else:
+                change(q)
+    for name in sorted(os.listdir(root)):
+        got[name] = oct(os.stat(p(name)).st_mode & 0o7777)
+    return got
+
+
+def test_chown_fallocate_and_copy_file_range_take_away_what_the_kernels_xfs_does(tmp_path):
+    """set-group-ID goes on a chown by a caller not in the file's group
+    (its supplementary groups read from /proc/<pid>/status); fallocate and
+    copy_file_range by a caller but root take set-user-ID and set-group-ID
+    away, as the kernel's XFS does (file_modified)."""
+    why = fuse_skip_reason()
+    if why:
+        pytest.skip(f"needs FUSE: {why}")
+    if os.geteuid() != 0:
+        pytest.skip("needs root (files of another user, other callers' groups)")
+    if not images.loop_available():
+        pytest.skip("needs root, xfsprogs and a kernel loop mount of XFS (the reference)")
+    ref = tmp_path / "kernel.img"
+    subprocess.run(["truncate", "-s", "512m", str(ref)], check=True)
+    subprocess.run(["mkfs.xfs", "-q", "-f", str(ref)], check=True)
+    with images.Mounted(ref) as k:
+        want = group_scenario(k)
+    # the reference's own answers, where the two rules show
+    assert (want["chown_out"], want["chown_in"]) == ("0o744", "0o2744")
+    assert (want["falloc_x"], want["falloc_root"]) == ("0o777", "0o6777")
+    img = fstool_image(tmp_path, "64m")
+    m = FuseMounted(img, "-o", "allow_other")
+    with m as mnt:
+        got = group_scenario(mnt)
+    assert m.returncode == 0, m.stderr
+    assert got == want

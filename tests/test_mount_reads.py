@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import os
 import random
+import subprocess
+import threading
 
 import pytest
 
 from fixtures.fusemount import FuseMounted, fstool_image, fuse_skip_reason
 from fstool.io.lock import mount_device
 from fstool.mount import run
+from fstool.mount.ops import MountOps
 from fstool.mount.volume import Volume
 
 BS = 4096
@@ -150,3 +153,61 @@ def test_mount_device_names_the_mount():
     st = os.stat("/")
     assert mount_device("/") == f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
     assert mount_device("/no/such/mount/point") is None
+
+
+def test_a_write_leaves_the_kernels_cached_pages(tmp_path):
+    """The native loop in this process over a counting handler: a file's
+    page read once stays in the kernel's page cache while other pages of
+    the file are written (libfuse's AUTO_INVAL_DATA off: with it, each
+    write made the next read ask for the attributes and, the mtime having
+    moved, drop every cached page), so 20 rounds of a write elsewhere and
+    a read of that page send no GETATTR and no READ to the handler."""
+    why = fuse_skip_reason()
+    if why:
+        pytest.skip(f"needs FUSE: {why}")
+    fuseloop = pytest.importorskip("fstool_native.fuseloop",
+                                   reason="the native request loop is not built")
+    img = fstool_image(tmp_path, "64m")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    vol = Volume(img)
+    ops = MountOps(vol)
+    asked = []
+    for name in ("getattr", "read", "read_map", "fast_map"):
+        plain = getattr(ops, name)
+
+        def counted(*a, _name=name, _plain=plain, **kw):
+            asked.append(_name)
+            return _plain(*a, **kw)
+        setattr(ops, name, counted)
+    session = fuseloop.Session(ops, run.fuse_options(False, [], image=str(img)))
+    seen = {}
+
+    def work():
+        try:
+            fd = os.open(mnt / "f", os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                os.pwrite(fd, bytes(range(256)) * 1024, 0)
+                os.fsync(fd)
+                page = os.pread(fd, 4096, 0)
+                asked.clear()
+                for i in range(20):
+                    os.pwrite(fd, b"w" * 4096, (i + 10) * 4096)
+                    assert os.pread(fd, 4096, 0) == page
+                seen["asked"] = list(asked)
+            finally:
+                os.close(fd)
+        finally:
+            subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
+
+    try:
+        session.mount(str(mnt))
+        t = threading.Thread(target=work)
+        t.start()
+        session.run(0, None)
+        t.join(60)
+    finally:
+        session.close()
+        vol.close()
+    assert "asked" in seen, "the work in the mount did not finish"
+    assert not [n for n in seen["asked"] if n in ("getattr", "read", "read_map")], seen["asked"]

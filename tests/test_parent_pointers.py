@@ -22,7 +22,7 @@ import fstool as fsmod
 from fixtures import corpus_pptr, dirty, modern, pptr
 from fixtures.images import Mounted, data_ranges
 from fstool.cli import main as climain
-from fstool.cli import path as clipath
+from fstool.cli import path_run as clipath
 from fstool.errors import UnsupportedError
 from fstool.fs import dir as xdir
 from fstool.ns.writer import Writer

@@ -268,6 +268,26 @@ def pbase(tmp_path_factory) -> Path:
     return img
 
 
+def _reference(base: Path, tmp_path: Path) -> tuple:
+    """(geometry, writes, geometry after) of an uninterrupted -M of a copy
+    of ``base``."""
+    ref = _copy(base, tmp_path / "ref.img")
+    wlog = tmp_path / "writes.log"
+    fstool("resize", ref, "-M", env={"FSTOOL_WRITE_LOG": str(wlog)})
+    return _geometry(base), len(wlog.read_text().splitlines()), _geometry(ref)
+
+
+def _killed(base: Path, img: Path, n: int) -> tuple:
+    """-M of ``base`` copied to ``img`` killed after write ``n``, the log
+    replayed by a kernel mount: the geometry it leaves."""
+    _copy(base, img)
+    r = fstool("resize", img, "-M", check=False, env={"FSTOOL_FAULT_AFTER_WRITES": str(n)})
+    assert r.returncode == -9, f"write {n}: {r.returncode} {r.stderr}"
+    with images.Mounted(img, nouuid=True):      # the kernel replays the log
+        pass
+    return _geometry(img)
+
+
 @needs_loop
 @pytest.mark.parametrize("which", ["base", "pbase"], ids=["plain", "parent"])
 def test_shrink_moving_metadata_killed_after_writes(request, tmp_path, which):
@@ -283,13 +303,8 @@ def test_shrink_moving_metadata_killed_after_writes(request, tmp_path, which):
     before = _tree(base)
     if parent:
         pointers = pptr.named_parents(base)
-    old = _geometry(base)
-    ref = _copy(base, tmp_path / "ref.img")
-    wlog = tmp_path / "writes.log"
-    fstool("resize", ref, "-M", env={"FSTOOL_WRITE_LOG": str(wlog)})
-    total = len(wlog.read_text().splitlines())
-    new = _geometry(ref)
-    with Filesystem(ref) as fs:
+    old, total, new = _reference(base, tmp_path)
+    with Filesystem(base) as fs:
         between = (new[1] * fs.sb.agblocks, new[1])     # AGs dropped, the last not cut yet
     img = tmp_path / "c.img"
     seen = set()
@@ -301,12 +316,7 @@ def test_shrink_moving_metadata_killed_after_writes(request, tmp_path, which):
         [total - 30, total - 12] if parent else \
         [total // 3, 2 * total // 3, total - 24, total - 12]
     for n in points:
-        _copy(base, img)
-        r = fstool("resize", img, "-M", check=False, env={"FSTOOL_FAULT_AFTER_WRITES": str(n)})
-        assert r.returncode == -9, f"write {n}: {r.returncode} {r.stderr}"
-        with images.Mounted(img, nouuid=True):      # the kernel replays the log
-            pass
-        geo = _geometry(img)
+        geo = _killed(base, img, n)
         assert geo in (old, between, new), f"write {n}: geometry {geo}"
         seen.add(geo)
         assert _tree(img) == before, f"write {n}: the tree differs"
@@ -616,3 +626,148 @@ def _xfs_db_field(img: Path, agno: int, fields) -> dict:
 
 if __name__ == "__main__":          # build the image alone: python tests/test_resize_move.py IMG
     _metadata_image(Path(sys.argv[1]), *sys.argv[2:])
+
+
+# -- the AG's own btree blocks ----------------------------------------------------
+
+
+def _many_files(src: Path, sizes=(100, 3000, 5000, 9000), big: int = 20_000_000) -> None:
+    """3,200 files of ``sizes`` bytes in 8 directories and one of ``big``
+    bytes: populated into 64 MiB in 2 AGs, enough records that the AGs'
+    btrees split, their new blocks taken from the free list, which
+    populate refills from the end of a free extent, so at the AGs' ends."""
+    import random
+    rnd = random.Random(37)
+    for d in range(8):
+        (src / f"d{d}").mkdir(parents=True)
+        for i in range(400):
+            (src / f"d{d}" / f"f{i}").write_bytes(rnd.randbytes(rnd.choice(sizes)))
+    if big:
+        (src / "big").write_bytes(rnd.randbytes(big))
+
+
+@pytest.fixture(scope="module")
+def tbase(tmp_path_factory) -> Path:
+    """fstool mkfs (64 MiB, 2 AGs) + populate of :func:`_many_files`."""
+    tmp = tmp_path_factory.mktemp("agbt")
+    _many_files(tmp / "src")
+    img = tmp / "base.img"
+    fstool("mkfs", "-q", img, "--size", "64m", "-d", "agcount=2")
+    fstool("populate", img, tmp / "src")
+    return img
+
+
+def _tail_btree_blocks(img: Path, dblocks: int) -> list:
+    """The blocks of the last AG's own btrees past a cut to ``dblocks``."""
+    with Filesystem(img) as fs:
+        last = fs.sb.agcount - 1
+        return [b for b in RS.ag_btree_blocks(fs, last)
+                if b >= dblocks - last * fs.sb.agblocks]
+
+
+@needs_loop
+def test_shrink_moves_the_last_ags_own_btree_blocks(tbase, tmp_path):
+    """Blocks of the last AG's free-space, reverse-mapping and inode
+    btrees lie at its end (populate's free list refills took them there):
+    -M moves them below the cut (before, -M left the image as it was:
+    'size unchanged'), repair-clean, the kernel shows the same tree."""
+    img = _copy(tbase, tmp_path / "m.img")
+    before = _tree(img)
+    old = _geometry(img)
+    r = fstool("resize", img, "-M")
+    assert "btrees moved below block" in r.stdout, r.stdout
+    dblocks, agcount = _geometry(img)
+    assert dblocks < old[0] and agcount == 2, (dblocks, old)
+    assert _tail_btree_blocks(tbase, dblocks), "nothing of the btrees lay past the cut"
+    assert img.stat().st_size == dblocks * 4096
+    _judge(img, before)
+
+
+@needs_loop
+def test_shrink_moving_ag_btrees_killed_after_writes(tbase, tmp_path):
+    """Killed after writes among the last 50 of -M (the AG btrees' blocks
+    moved, then the cut: two by default, one in each, FSTOOL_EVERY_WRITE=1
+    every one of them): the kernel's log replay gives the old or the new geometry
+    and the whole tree; resize -M run again ends where an uninterrupted
+    one ends (give or take a few blocks: the interrupted run left the
+    trees and free list shaped otherwise), repair clean."""
+    before = _tree(tbase)
+    old, total, new = _reference(tbase, tmp_path)
+    img = tmp_path / "c.img"
+    points = range(total - 50, total + 1) if killpoints.EVERY else \
+        [total - 28, total - 8]
+    for n in points:
+        geo = _killed(tbase, img, n)
+        assert geo in (old, new), f"write {n}: geometry {geo}"
+        assert _tree(img) == before, f"write {n}: the tree differs"
+        fstool("resize", img, "-M")
+        got = _geometry(img)
+        assert got[1] == new[1] and abs(got[0] - new[0]) <= new[0] // 100, \
+            f"write {n}: {got}, uninterrupted {new}"
+        repair_clean(img)
+
+
+# -- the log to the front of the last AG -------------------------------------------
+
+
+def _log_at(img: Path) -> tuple:
+    with Filesystem(img) as fs:
+        return RS.log_extent(fs.sb)[:2]
+
+
+@pytest.fixture(scope="module")
+def lbase(tmp_path_factory) -> Path:
+    """512 MiB in 4 AGs (the log in AG 2) populated with 61 MB of files."""
+    tmp = tmp_path_factory.mktemp("logfront")
+    _many_files(tmp / "src", sizes=(3000, 9000, 20000, 40000), big=0)
+    img = tmp / "l.img"
+    fstool("mkfs", "-q", img, "--size", "512m")
+    fstool("populate", img, tmp / "src")
+    return img
+
+
+@needs_loop
+def test_shrink_puts_the_log_where_the_moves_made_room(lbase, tmp_path):
+    """-M of :func:`lbase` keeps 2 AGs, and no free extent of AG 1 holds
+    the log as it stands before block N (its files fill its front).  The
+    log goes to AG 1's front once the files there moved to AG 0 (before,
+    it went to block N and AG 1 was cut after it), repair-clean, the
+    kernel shows the same tree."""
+    img = _copy(lbase, tmp_path / "l.img")
+    with Filesystem(img) as fs:
+        assert RS.log_extent(fs.sb)[0] == 2
+        n = RS._log_spot(fs, 1, fs.ag_length(1))
+        # where the log went before, and the least AG 1 was cut to then
+        old_end = fs.sb.agblocks + n + fs.sb.logblocks
+    before = _tree(img)
+    r = fstool("resize", img, "-M")
+    out = r.stdout
+    assert out.index("inode(s) moved") < out.index("log moved"), out
+    dblocks, agcount = _geometry(img)
+    agno, agbno = _log_at(img)
+    assert agcount == 2 and agno == 1 and agbno < n, (agno, agbno, n)
+    assert dblocks < old_end, (dblocks, old_end)
+    _judge(img, before)
+
+
+@needs_loop
+def test_shrink_moving_the_log_to_the_front_killed(lbase, tmp_path):
+    """-M of :func:`lbase` killed just after the new log's first write
+    (its blocks being formatted, the files moved out before it) and a few
+    writes later (its transaction): the kernel mounts the old geometry
+    with the whole tree, and -M run again ends as an uninterrupted one,
+    repair-clean."""
+    before = _tree(lbase)
+    old, _total, new = _reference(lbase, tmp_path)
+    ref = tmp_path / "ref.img"
+    with Filesystem(ref) as fs:
+        at = fs.fsb_to_daddr(fs.sb.logstart) << 9
+    writes = [int(line.split()[0]) for line in (tmp_path / "writes.log").read_text().splitlines()]
+    first = writes.index(at) + 1
+    img = tmp_path / "c.img"
+    for n in (first, first + 6):
+        assert _killed(lbase, img, n) == old, f"write {n}"
+        assert _tree(img) == before, f"write {n}: the tree differs"
+        fstool("resize", img, "-M")
+        assert _geometry(img) == new, f"write {n}"
+        repair_clean(img)

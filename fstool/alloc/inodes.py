@@ -185,10 +185,7 @@ class InodeAllocator:
             aglog = self.sb.agino_log
             ag = s.ags.get(parent >> aglog)
             if ag is not None:
-                pagino = parent & ((1 << aglog) - 1)
-                hot = ag.hot.get(pagino)
-                if hot is None or not hot.freecount:
-                    hot = self._own_chunk(ag, pagino)
+                hot = self._known_free_chunk(ag, parent & ((1 << aglog) - 1))
                 if hot is not None:
                     return ag, hot, self._take_inodes(ag, hot, 1)[0]
         agcount = self.sb.agcount
@@ -263,6 +260,24 @@ class InodeAllocator:
             ch.in_fino = False
         base = (ag.agno << self.sb.agino_log) | ch.startino
         return [base + i for i in idxs]
+
+    def put_simple_inode(self, ino: int, item: tuple, ifmt: int, ctime_ns: int,
+                         attr: tuple | None = None) -> None:
+        """One new inode as :meth:`put_simple_inodes` writes it (empty data
+        fork; ``attr``: its shortform attr fork, ``(forkoff, literal)``),
+        encoded on its own and stored by :meth:`put_inode`, so that
+        ``written`` holds it (a create's answer is made from it)."""
+        enc = self.enc
+        attrs = None if attr is None else (attr,)
+        if enc.bigtime:
+            raw = bytearray(self.sb.inodesize)
+            if writers.fill_simple_inodes(raw, enc.simple_template(ifmt), ino, (ino,), (item,),
+                                          0, 1, ifmt, ctime_ns, _BIG_OFF,
+                                          C.XFS_DINODE_CRC_OFF, parsers.xfs_cksum, None,
+                                          enc.nrext64, attrs) == 1:
+                self.put_inode(ino, bytes(raw))
+                return
+        self.put_simple_inodes([ino], [item], ifmt, ctime_ns, None, attrs)
 
     def put_simple_inodes(self, inos: list, items: list, ifmt: int, ctime_ns: int,
                           forks: list | None = None, attrs: list | None = None,
@@ -365,7 +380,9 @@ class InodeAllocator:
         ag.hot[pagino] = ch
         return ch
 
-    def _find_free_chunk(self, ag, pagino: int):
+    def _known_free_chunk(self, ag, pagino: int):
+        """The free chunk nearest the parent where it is known without a
+        search (:meth:`_find_free_chunk`'s answer then), else None."""
         # the chunk nearest the parent stays nearest while it has free
         # inodes: allocations only take inodes away, new chunks are only made
         # when no chunk has any, and frees reach the finobt at commit
@@ -382,15 +399,20 @@ class InodeAllocator:
             # included): no search
             near = ag.fino_near.get(pagino)
             if near is not None and near[0] == fino.gen:
-                ch = self._chunk(ag.agno, near[1], True)
-            else:
-                ch = self._search_free_chunk(ag, pagino)
-        else:
-            ch = self._search_free_chunk(ag, pagino)
+                ch = ag.hot[pagino] = self._chunk(ag.agno, near[1], True)
+                ag.hot_keys[pagino] = fino.keys_gen
+                return ch
+        return None
+
+    def _find_free_chunk(self, ag, pagino: int):
+        ch = self._known_free_chunk(ag, pagino)
+        if ch is not None:
+            return ch
+        ch = self._search_free_chunk(ag, pagino)
         if ch is not None:
             ag.hot[pagino] = ch
-            if fino is not None:
-                ag.hot_keys[pagino] = fino.keys_gen
+            if ag.fino is not None:
+                ag.hot_keys[pagino] = ag.fino.keys_gen
         return ch
 
     def remember_nearest(self) -> None:

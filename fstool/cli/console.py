@@ -8,6 +8,7 @@ import json
 import click
 
 from ..ops.names import json_exact
+from .plain import emit_json, warn  # noqa: F401 - the commands take them from here
 from .quick import human_bytes  # noqa: F401 - the commands take it from here
 
 
@@ -28,16 +29,6 @@ def error_line(msg: str, as_json: bool, status: int, errno: int | None = None) -
 
 
 json_opt = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
-
-
-def emit_json(obj, as_json: bool) -> None:
-    """Print ``obj`` as one line of JSON when ``as_json`` (else nothing)."""
-    if as_json:
-        click.echo(json.dumps(json_exact(obj), ensure_ascii=False))
-
-
-def warn(msg: str) -> None:
-    click.echo(f"fstool: warning: {msg}", err=True)
 
 
 def console():

@@ -1,9 +1,8 @@
 """``fstool mdrestore``: an image made again from a metadump."""
 import click
 
-from ..ops.mdrestore import mdrestore
-from .console import emit_json, json_opt
-from .quick import restored_line
+from .console import json_opt
+from .quick import restore
 
 
 @click.command("mdrestore")
@@ -21,8 +20,4 @@ def mdrestore_cmd(log_image, as_json, dump, image):
     Exit status: 0 done; 4 DUMP is not a metadump; 6 DUMP is truncated or
     damaged; see fstool's exit-status page for the rest.
     """
-    r = mdrestore(dump, image, log_image=log_image)
-    if as_json:
-        emit_json(r, True)
-        return
-    click.echo(restored_line(r, image))
+    restore(log_image, as_json, dump, image)

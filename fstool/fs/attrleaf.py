@@ -19,6 +19,7 @@ from ..format.structs import (ATTR3_LEAF_HDR, ATTR3_RMT_HDR, ATTR_LEAF_ENTRY,
 SF_HDR = ATTR_SF_HDR.size                         # 4: totsize, count, padding
 SF_ENTRY = ATTR_SF_ENTRY.size                     # 3: namelen, valuelen, flags
 _SF_HDR = struct.Struct(">HB")                    # totsize, count (the padding left out)
+_SF_ONE = struct.Struct(">HBBBBB")                # the header and one entry's (sf_encode)
 
 
 def sf_header(fork) -> tuple[int, int]:
@@ -43,6 +44,11 @@ def sf_size(attrs) -> int:
 
 def sf_encode(attrs) -> bytes:
     """The shortform attr fork of ``attrs`` [(flags, name, value)], in order."""
+    if len(attrs) == 1:
+        # the common one: a new file's parent pointer alone
+        flags, name, value = attrs[0]
+        return _SF_ONE.pack(SF_HDR + SF_ENTRY + len(name) + len(value), 1, 0, len(name),
+                            len(value), flags) + name + value
     out = bytearray(ATTR_SF_HDR.struct.pack(sf_size(attrs), len(attrs), 0))
     for flags, name, value in attrs:
         out += ATTR_SF_ENTRY.struct.pack(len(name), len(value), flags) + name + value

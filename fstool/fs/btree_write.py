@@ -506,6 +506,10 @@ class _Engine:
         store.  Keys and records stay as they are; returns how many
         blocks moved."""
         blkno = self.bt.buftype.blkno_off
+        # a move changes no key: the blocks it rewrites are not remembered
+        # for an overlapping tree's high keys (a sibling noted so could
+        # move and be freed before the next operation looks for its parent)
+        dirty = self.store.dirty if self._overlap else self._dirty
         moved = 0
         level = self.levels - 1
         parents = [self.root]
@@ -521,16 +525,16 @@ class _Engine:
                         buf = self.store.new(new)
                         buf[:] = old
                         _U64.pack_into(buf, blkno, self.store.daddr(new))
-                        self._dirty(new)
+                        dirty(new)
                         left, right = self._sibs(old)
                         if left != self._null:
                             self._set_right(self._read(left, level - 1), new)
-                            self._dirty(left)
+                            dirty(left)
                         if right != self._null:
                             self._set_left(self._read(right, level - 1), new)
-                            self._dirty(right)
+                            dirty(right)
                         self._ps.pack_into(pbuf, self._ptroff + self._pl * i, new)
-                        self._dirty(paddr)
+                        dirty(paddr)
                         self.store.free(child)
                         child = new
                         moved += 1

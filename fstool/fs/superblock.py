@@ -1,8 +1,6 @@
 """Superblock decoding, validation and derived geometry."""
 from __future__ import annotations
 
-import uuid as uuidlib
-
 from .._backend import parsers
 from ..errors import CorruptionError, NotXfsError, UnknownFeatureError, UnsupportedError
 from ..format import constants as C
@@ -117,6 +115,7 @@ class Superblock:
     def uuid(self):
         """The filesystem uuid as a ``uuid.UUID`` (the module imported on use:
         opening an image does not need it)."""
+        import uuid as uuidlib  # lazy: start-up (uuid loads platform: ~11M instructions)
         return uuidlib.UUID(bytes=self.uuid_bytes)
 
     @property

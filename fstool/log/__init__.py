@@ -14,7 +14,6 @@ Layout of this package (the on-disk definitions are in
 """
 from __future__ import annotations
 
-from dataclasses import asdict
 
 from .head import find_state
 from .records import walk
@@ -74,4 +73,4 @@ class Log:
 
 
 def state_dict(state) -> dict:
-    return asdict(state)
+    return state._asdict()

@@ -15,15 +15,14 @@ log.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..format import log as L
 from .device import BB, LogCorrupt, LogDevice
 from .records import crc_pass
 
 
-@dataclass
-class LogState:
+class LogState(NamedTuple):
     """Where the log stands, as recovery sees it."""
     head: int                  # log block where the next record would go
     tail: int                  # log block of the oldest record still needed

@@ -8,7 +8,7 @@ checks (client id, length inside the record).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from .._backend import parsers
 from ..format import log as L
@@ -17,8 +17,7 @@ from .device import LogCorrupt, LogDevice
 _MAGIC = b"\xfe\xed\xba\xbe"
 
 
-@dataclass
-class Op:
+class Op(NamedTuple):
     tid: int
     flags: int
     clientid: int
@@ -26,14 +25,22 @@ class Op:
     offset: int               # byte offset of the op header in the record body
 
 
-@dataclass
 class Record:
-    blk: int                  # log block of the header
-    header: dict
-    hblks: int
-    crc_ok: bool
-    body: bytearray = field(repr=False)
-    raw_ops: list = field(default_factory=list, repr=False)   # (tid, flags, client, start, end)
+    """A log record: its header (decoded), body and ops."""
+    __slots__ = ("blk", "header", "hblks", "crc_ok", "body", "raw_ops")
+
+    def __init__(self, blk: int, header: dict, hblks: int, crc_ok: bool, body: bytearray,
+                 raw_ops: list | None = None):
+        self.blk = blk                  # log block of the header
+        self.header = header
+        self.hblks = hblks
+        self.crc_ok = crc_ok
+        self.body = body
+        self.raw_ops = [] if raw_ops is None else raw_ops  # (tid, flags, client, start, end)
+
+    def __repr__(self) -> str:
+        return f"Record(blk={self.blk}, header={self.header!r}, hblks={self.hblks}, " \
+               f"crc_ok={self.crc_ok})"
 
     @property
     def ops(self) -> list:

@@ -92,7 +92,7 @@ class FuseOps(pyfuse3.Operations):
             kw["atime_ns"] = attr.st_atime_ns
         if fields.update_mtime:
             kw["mtime_ns"] = attr.st_mtime_ns
-        return self._entry(self.ops.setattr(inode, **kw))
+        return self._entry(self.ops.setattr(inode, caller=(ctx.uid, ctx.gid, ctx.pid), **kw))
 
     @_fuse_errors
     def readlink(self, inode, ctx):

@@ -135,9 +135,10 @@ class MountOps:
     @_errnos
     def setattr(self, node: int, *, mode=None, uid=None, gid=None, size=None,
                 atime_ns=None, mtime_ns=None, atime_now=False, mtime_now=False,
-                kill_gid=None):
+                kill_gid=None, caller=None):
         """``*_now``: the time of the request (utimensat's UTIME_NOW);
-        ``kill_gid``: see Volume.setattr."""
+        ``kill_gid``, ``caller`` ((uid, gid, pid) of the request): see
+        Volume.setattr."""
         if atime_now or mtime_now:
             now = time.time_ns()
             if atime_now:
@@ -148,7 +149,7 @@ class MountOps:
             mode &= 0o7777
         return self.vol.setattr(self.ino(node), mode=mode, uid=uid, gid=gid, size=size,
                                 atime_ns=atime_ns, mtime_ns=mtime_ns,
-                                kill_gid=kill_gid)
+                                kill_gid=kill_gid, caller=caller)
 
     @_errnos
     def readlink(self, node: int) -> bytes:
@@ -291,8 +292,10 @@ class MountOps:
         return self.vol.w.dev.write_counter if self.vol.w is not None else None
 
     @_errnos
-    def write(self, fh: int, off: int, buf, kill_gid: int | None = None) -> int:
-        return self.vol.write(fh, off, buf, kill_gid)
+    def write(self, fh: int, off: int, buf, kill_gid: int | None = None, caller=None) -> int:
+        """``kill_gid``, ``caller`` ((uid, gid, pid) of the request): see
+        Volume.write."""
+        return self.vol.write(fh, off, buf, kill_gid, caller)
 
     def privileges_dropped(self) -> bool:
         """A write or open since the last call took set-user-ID or
@@ -317,17 +320,19 @@ class MountOps:
         self.vol.fsync(fh, datasync)
 
     @_errnos
-    def fallocate(self, fh: int, mode: int, off: int, length: int) -> None:
-        self.vol.fallocate(fh, mode, off, length)
+    def fallocate(self, fh: int, mode: int, off: int, length: int, caller=None) -> None:
+        """``caller``: (uid, gid, pid) of the request (Volume.fallocate)."""
+        self.vol.fallocate(fh, mode, off, length, caller)
 
     @_errnos
     def copy_file_range(self, fh_in: int, off_in: int, fh_out: int, off_out: int,
-                        length: int, flags: int) -> int:
+                        length: int, flags: int, caller=None) -> int:
         """copy_file_range(2): whole blocks shared on a reflink filesystem
-        (as the kernel's XFS does), the rest copied."""
+        (as the kernel's XFS does), the rest copied; ``caller``: (uid, gid,
+        pid) of the request (Volume.copy_file_range)."""
         if flags:
             raise OSError(errno.EINVAL, "")
-        return self.vol.copy_file_range(fh_in, off_in, fh_out, off_out, length)
+        return self.vol.copy_file_range(fh_in, off_in, fh_out, off_out, length, caller)
 
     @_errnos
     def lseek(self, fh: int, off: int, whence: int) -> int:

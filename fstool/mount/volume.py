@@ -40,7 +40,7 @@ import stat as pystat
 
 from ..errors import FsToolError, WriteRefused
 from ..format import constants as C
-from ..format.structs import SB
+from ..format.structs import DINODE, SB
 from ..fs.filesystem import Filesystem
 from ..fs.inode import raw_stat
 from ..fs.logstate import log_is_clean
@@ -89,12 +89,47 @@ ROOM_BLOCKS = 32
 # names remembered missing at most (Volume.find)
 ABSENT_MAX = 64
 
+# delayed allocation (Volume.write): the writes of a new file from its
+# start on are kept in memory, up to DELAY_FILE bytes a file and
+# DELAY_TOTAL in all, and put in the image (its blocks allocated once, the
+# exact number) with the next change of anything else, checkpoint or sync,
+# as the kernel's XFS keeps a new file's pages until writeback: `tar x`
+# and cp then allocate once per file, not once per write with a hold past
+# the end given back at close (docs/performance.md)
+DELAY_FILE = 1 << 20
+DELAY_TOTAL = 64 << 20
+
 # the xattr a write, truncate or chown takes away (file capabilities)
 SECURITY_CAPABILITY = b"security.capability"
 
 # the largest directory (bytes) whose names a request loop is given to keep
 # (Volume.names): about 100,000 names
 NAMES_DIR_BYTES = 4 << 20
+
+_FORKOFF = DINODE.offset("di_forkoff")
+
+
+def caller_groups(pid: int):
+    """The supplementary groups of process ``pid`` (/proc/<pid>/status,
+    its Groups: line), which FUSE requests do not carry; None where they
+    cannot be read (the process is gone)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Groups:"):
+                    return frozenset(int(g) for g in line[7:].split())
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def in_group(gid: int, pid: int | None, group: int) -> bool:
+    """Whether a caller of group ``gid`` (process ``pid``, None: unknown)
+    is in ``group``: its own group, or one of its supplementary groups."""
+    if gid == group:
+        return True
+    groups = caller_groups(pid) if pid is not None else None
+    return groups is not None and group in groups
 
 
 def oserror(code: int, what: str = "") -> OSError:
@@ -196,7 +231,16 @@ class Volume:
         self.failed = None              # why the volume stopped writing
         self.on_stop = None             # called once writes stop (a loop's fast path ends)
         self._group_room = False        # free space sure to last the open group
-        self._times: dict[int, int] = {}  # ino -> mtime/ctime of overwrites not yet logged
+        # ino -> {field: value} of inode core changes not yet logged: the
+        # times of overwrites and of delayed writes, the mode, owner and
+        # times of setattrs that change nothing else (see _settle)
+        self._core: dict[int, dict] = {}
+        # ino -> bytearray: a new file's data from offset 0, not yet in the
+        # image (delayed allocation, see write); the blocks it will take are
+        # counted as used (free_blocks, statfs) from the write on
+        self._delayed: dict[int, bytearray] = {}
+        self._delayed_bytes = 0
+        self._delayed_blocks = 0
         # a write or truncate took set-user-ID or set-group-ID away (what
         # the kernel caches of the mode is then stale: the request loop
         # tells it, and clears this)
@@ -212,7 +256,7 @@ class Volume:
         try:
             if self.w is not None:
                 self.end_group()
-                self._log_times()
+                self._settle()
                 # files still open (the kernel closes them all before it
                 # lets the mount go, unless the process is told to stop)
                 for ino in list(self.opens):
@@ -234,7 +278,7 @@ class Volume:
         if self.w is None:
             return
         self.end_group()
-        self._log_times()
+        self._settle()
         if self.dirty_since_sync:
             self.w.sync()
             self.dirty_since_sync = False
@@ -291,27 +335,92 @@ class Volume:
         self.ns.is_open = self._is_open
         self.icache.clear_attrs()
 
-    def _log_times(self) -> None:
-        """The times of the overwrites done without a transaction
-        (:meth:`write`) set in one transaction: before the next checkpoint
-        and before any other change, as the kernel's XFS logs the inode of
-        a write in the next checkpoint with all else that changed."""
-        times = self._times
-        if not times:
+    def _settle(self) -> None:
+        """What was kept in memory put in the image, in one transaction:
+        the data of delayed writes (each file's blocks allocated at once,
+        exactly as many as it needs, nothing held past its end), then the
+        inode core changes not yet logged (the times of overwrites and
+        delayed writes, the setattrs kept by :meth:`setattr`).  Before the
+        next checkpoint and before any other change, as the kernel's XFS
+        writes a file's delayed pages back and logs an inode's changes in
+        the next checkpoint with all else that changed.  On an error
+        nothing is dropped (the next change or sync tries again)."""
+        core = self._core
+        delayed = self._delayed
+        if not core and not delayed:
             return
+        if self._grouped:
+            self.end_group()
+            if not core and not delayed:
+                return
         w = self.w
         w.begin()
         try:
+            if delayed:
+                self.fileio.write_new(list(delayed.items()))
+            ns = self.ns
             touch = self.fileio.touch
-            for ino, now in times.items():
-                touch(ino, now)
-            w.commit()
+            for ino, f in core.items():
+                if len(f) == 2 and "mtime_ns" in f and f["mtime_ns"] == f.get("ctime_ns"):
+                    # the times of writes alone
+                    touch(ino, f["mtime_ns"])
+                    continue
+                ns.now = f["ctime_ns"]
+                ns.setattr(ino, mode=f.get("mode"), uid=f.get("uid"), gid=f.get("gid"),
+                           atime_ns=f.get("atime_ns"), mtime_ns=f.get("mtime_ns"))
+                ns.mtime_set.pop(ino, None)
+            self._commit()
         except BaseException:
-            w.abort()
+            if w.tx is not None:
+                self._abort()
             self.icache.clear_attrs()
             raise
-        times.clear()
+        for ino in delayed:
+            self.icache.invalidate(ino)
+        delayed.clear()
+        core.clear()
+        self._delayed_bytes = self._delayed_blocks = 0
         self.dirty_since_sync = True
+
+    def _core_set(self, ino: int, **fields) -> None:
+        """Inode core ``fields`` of ``ino`` changed in memory, logged by
+        :meth:`_settle`; what stat shows follows at once."""
+        f = self._core.get(ino)
+        if f is None:
+            self._core[ino] = fields
+        else:
+            f.update(fields)
+        self.dirty_since_sync = True
+        a = self.icache.get(ino)
+        if a is not None:
+            self.icache.put(ino, self._kept(ino, a.copy()))
+
+    def _kept(self, ino: int, a: Attr) -> Attr:
+        """``a`` (an inode as the image has it) with what is kept in memory
+        for it: delayed data (its size, and its blocks as st_blocks, as the
+        kernel counts delayed blocks), inode core changes not yet logged."""
+        f = self._core.get(ino)
+        if f is not None:
+            mode = f.get("mode")
+            if mode is not None:
+                a.mode = (a.mode & C.S_IFMT) | mode
+            for k in ("uid", "gid", "atime_ns", "mtime_ns", "ctime_ns"):
+                v = f.get(k)
+                if v is not None:
+                    setattr(a, k, v)
+        data = self._delayed.get(ino)
+        if data is not None:
+            a.size = len(data)
+            a.blocks = self._blocks_of(len(data)) << (self.sb.blocklog - 9)
+        return a
+
+    def _forkoff(self, ino: int) -> int:
+        """di_forkoff of ``ino`` as the open transaction has it (nonzero:
+        the inode has xattrs), without decoding the inode."""
+        return self.w.inodes.raw_inode(ino)[_FORKOFF]
+
+    def _blocks_of(self, nbytes: int) -> int:
+        return (nbytes + self.sb.blocksize - 1) >> self.sb.blocklog
 
     def _redo(self, redo: list) -> None:
         """The creates of a group taken back, done again one transaction
@@ -356,10 +465,8 @@ class Volume:
                               and not self.opens.get(ino)):
             raise oserror(errno.ENOENT, f"inode {ino}")
         a = Attr(node.stat(), node.gen)
-        t = self._times.get(ino)
-        if t is not None:
-            # an overwrite's times, not yet logged
-            a.mtime_ns = a.ctime_ns = t
+        if ino in self._core or ino in self._delayed:
+            a = self._kept(ino, a)
         self.icache.put(ino, a)
         return a
 
@@ -393,9 +500,14 @@ class Volume:
         return pystat.S_ISDIR(self.getattr(ino).mode)
 
     def setattr(self, ino: int, *, mode=None, uid=None, gid=None, size=None, atime_ns=None,
-                mtime_ns=None, kill_gid: int | None = None) -> Attr:
+                mtime_ns=None, kill_gid: int | None = None, caller=None) -> Attr:
         """``kill_gid``: the group of a truncating caller that may not keep
-        set-user-ID and set-group-ID (see :meth:`_privileges_lost`)."""
+        set-user-ID and set-group-ID; ``caller``: (uid, gid, pid) of the
+        request, where known (see :meth:`_privileges_lost`).  A change of
+        only the inode core (mode, owner, times) of what is not a directory
+        takes no transaction: it is kept in memory, shown at once, and
+        logged with the next change or checkpoint (:meth:`_settle`), as the
+        kernel's XFS logs an inode changed several times once."""
         self._writable()
         a = self.getattr(ino)
         if size is not None:
@@ -406,10 +518,17 @@ class Volume:
         caps = False
         if size is not None or uid is not None or gid is not None:
             kept, caps = self._privileges_lost(ino, a, kill_gid if size is not None else None,
-                                               uid is not None or gid is not None)
+                                               uid is not None or gid is not None, caller)
             if mode is None and kept is not None:
                 mode = kept
                 self.privileges_dropped = True
+        if size is None and not caps and not pystat.S_ISDIR(a.mode):
+            fields = {k: v for k, v in (("mode", mode), ("uid", uid), ("gid", gid),
+                                        ("atime_ns", atime_ns), ("mtime_ns", mtime_ns))
+                      if v is not None}
+            fields["ctime_ns"] = self.w.now_ns()
+            self._core_set(ino, **fields)
+            return self.getattr(ino)
         with self._tx() as ns:
             if caps:
                 ns.remove_xattr(ino, SECURITY_CAPABILITY)
@@ -422,35 +541,59 @@ class Volume:
             self._touch(ino)
         return self.getattr(ino)
 
-    def _privileges_lost(self, ino: int, a: Attr, kill_gid: int | None, chown: bool):
+    def _privileges_lost(self, ino: int, a: Attr, kill_gid: int | None, chown: bool,
+                         caller=None):
         """What a write or truncate (``kill_gid``: the group of a caller
         that may not keep set-user-ID and set-group-ID, as the kernel says
         with FUSE_HANDLE_KILLPRIV_V2; None: one that may) or a chown takes
-        away, as the kernel's XFS does: set-user-ID, and set-group-ID where
-        the group may execute or, for a write or truncate, where the
-        caller's group is not the file's (the caller's other groups are not
-        known here: set-group-ID goes where the kernel might keep it), of
-        any file but a directory for a chown, of a regular file for a write
-        or truncate; a regular file's capabilities (security.capability)
-        always.  (The new mode,
-        None where it stays; whether security.capability goes.)"""
+        away, as the kernel's XFS does (setattr_should_drop_suidgid):
+        set-user-ID, and set-group-ID where the group may execute or where
+        the caller is not in the file's group (for a chown: a caller but
+        root, ``caller`` = (uid, gid, pid) where known), of any file but a
+        directory for a chown, of a regular file for a write or truncate; a
+        regular file's capabilities (security.capability) always.  The
+        caller's groups are its own group and, FUSE requests carrying no
+        others, those /proc/<pid>/status lists for its process (where that
+        cannot be read: its own group only, so set-group-ID goes where the
+        kernel might keep it).  (The new mode, None where it stays; whether
+        security.capability goes.)"""
         if pystat.S_ISDIR(a.mode):
             return None, False
         reg = pystat.S_ISREG(a.mode)
         mode = new = a.mode & 0o7777
         kill = kill_gid is not None and reg
+        pid = caller[2] if caller is not None else None
         if kill or chown:
             new &= ~pystat.S_ISUID
-            if new & pystat.S_IXGRP or kill and kill_gid != a.gid:
+            if new & pystat.S_ISGID and (
+                    new & pystat.S_IXGRP or
+                    kill and not in_group(kill_gid, pid, a.gid) or
+                    chown and caller is not None and caller[0] != 0 and
+                    not in_group(caller[1], pid, a.gid)):
                 new &= ~pystat.S_ISGID
         caps = False
-        if reg and self.ns is not None and self.fs.inode(ino).forkoff:
+        if reg and self.ns is not None and self._forkoff(ino):
             try:
                 self.ns.get_xattr(ino, SECURITY_CAPABILITY)
                 caps = True
             except OSError:
                 pass
         return (new if new != mode else None), caps
+
+    def _modified(self, ns, ino: int, caller) -> None:
+        """What a change of a regular file's data by ``caller`` ((uid, gid,
+        pid) or None: unknown) takes away, in the open transaction, as the
+        kernel's file_modified does for fallocate and copy_file_range: its
+        capabilities, and for a caller but root set-user-ID and set-group-ID
+        (:meth:`_privileges_lost`)."""
+        a = self.getattr(ino)
+        kill_gid = caller[1] if caller is not None and caller[0] != 0 else None
+        mode, caps = self._privileges_lost(ino, a, kill_gid, False, caller)
+        if caps:
+            ns.remove_xattr(ino, SECURITY_CAPABILITY)
+        if mode is not None:
+            ns.setattr(ino, mode=mode)
+            self.privileges_dropped = True
 
     # -- names ----------------------------------------------------------------------------
     def _check_name(self, name: bytes) -> None:
@@ -817,6 +960,9 @@ class Volume:
 
     def read(self, fh: int, off: int, size: int) -> bytes:
         h = self.handle(fh)
+        kept = self._delayed.get(h.ino)
+        if kept is not None:
+            return bytes(kept[off:off + size]) if off >= 0 else b""
         if self.w is not None:
             self._read_ahead(h, off, size)
             return self.fileio.read(h.ino, off, size)
@@ -830,8 +976,8 @@ class Volume:
         length)], -1 for zeros; None where only :meth:`read` can say (a
         read-only mount)."""
         h = self.handle(fh)
-        if self.w is None:
-            return None
+        if self.w is None or h.ino in self._delayed:
+            return None             # (delayed data: read() has it)
         self._read_ahead(h, off, size)
         out = self.fileio.read_map(h.ino, off, size, zeros_max)
         base = self.w.dev.start           # a partition of a disk image: where it starts
@@ -872,18 +1018,28 @@ class Volume:
         fast_map (with fast_geometry) are in."""
         return self.fs.dev.fd
 
-    def write(self, fh: int, off: int, data: bytes, kill_gid: int | None = None) -> int:
+    def write(self, fh: int, off: int, data: bytes, kill_gid: int | None = None,
+              caller=None) -> int:
         """Overwrites of written blocks inside the file's size go straight
         to the image with no transaction (the kernel's XFS does not log data
         either), their times logged with the next change or checkpoint
-        (:meth:`_log_times`); any other write is a transaction.  A write
-        takes away the file's capabilities, and with ``kill_gid`` its
-        set-user-ID and set-group-ID (:meth:`_privileges_lost`), in the
-        write's transaction."""
+        (:meth:`_settle`); the writes of a file with nothing in the image
+        yet are kept in memory (:meth:`_delay`); any other write is a
+        transaction.  A write takes away the file's capabilities, and with
+        ``kill_gid`` its set-user-ID and set-group-ID (:meth:`_privileges_lost`;
+        ``caller``: (uid, gid, pid) of the request, for the caller's
+        supplementary groups), in the write's transaction."""
         self._writable()
         h = self.handle(fh)
         ino = h.ino
-        mode, caps = self._privileges_lost(ino, self.getattr(ino), kill_gid, False)
+        a = self.getattr(ino)
+        mode, caps = self._privileges_lost(ino, a, kill_gid, False, caller)
+        if mode is None and not caps and self._delay(h, a, off, data):
+            return len(data)
+        if self._grouped:
+            self.end_group()
+        if ino in self._delayed:
+            self._settle()
         if mode is not None or caps:
             with self._tx() as ns:
                 if caps:
@@ -903,18 +1059,53 @@ class Volume:
         self.icache.invalidate(h.ino)
         return n
 
+    def _delay(self, h: Handle, a: Attr, off: int, data) -> bool:
+        """Keep a write in memory (delayed allocation, see DELAY_FILE) where
+        it may be: a regular file with nothing in the image yet (size 0, no
+        blocks) or whose data is all kept already, the write from offset 0
+        to at most DELAY_FILE bytes with no gap, not O_SYNC or O_DSYNC,
+        the room it takes sure to be there (it is counted as used at once:
+        statfs shows it, and a write that would not find room when the
+        data goes to the image is not kept but made at once, failing with
+        ENOSPC where it would have).  True when kept."""
+        ino = h.ino
+        kept = self._delayed.get(ino)
+        if kept is None:
+            if a.size or a.blocks or not pystat.S_ISREG(a.mode) or \
+                    h.flags & (os.O_SYNC | os.O_DSYNC) or self.fileio.held.get(ino):
+                return False
+            have = 0
+        else:
+            have = len(kept)
+        n = len(data)
+        end = off + n
+        if off > have or end > DELAY_FILE or not n:
+            return False
+        grown = max(end, have) - have
+        if self._delayed_bytes + grown > DELAY_TOTAL:
+            return False
+        more = self._blocks_of(max(end, have)) - self._blocks_of(have)
+        if more and self.free_blocks() - more < ROOM_BLOCKS * (self.group + len(self._delayed)
+                                                               + 1):
+            # near a full filesystem the write is made at once, failing
+            # where it would (the group of creates and the delayed files'
+            # own metadata keep their room)
+            return False
+        if kept is None:
+            kept = self._delayed[ino] = bytearray()
+        kept[off:end] = data
+        self._delayed_bytes += grown
+        self._delayed_blocks += more
+        now = self.w.now_ns()
+        self._core_set(ino, mtime_ns=now, ctime_ns=now)
+        return True
+
     def overwrote(self, ino: int, now: int) -> None:
         """An overwrite of ``ino`` made at ``now`` (ns) without a transaction
         (:meth:`write`, or a request loop's own, see :meth:`fast_map`): its
         mtime and ctime, logged with the next change or checkpoint
-        (:meth:`_log_times`), and shown from now on."""
-        self._times[ino] = now
-        self.dirty_since_sync = True
-        a = self.icache.get(ino)
-        if a is not None:
-            a = a.copy()
-            a.mtime_ns = a.ctime_ns = now
-            self.icache.put(ino, a)
+        (:meth:`_settle`), and shown from now on."""
+        self._core_set(ino, mtime_ns=now, ctime_ns=now)
 
     def fast_map(self, ino: int):
         """What a request loop needs to answer reads and overwrites of the
@@ -935,8 +1126,16 @@ class Volume:
         with Device.wrote_elsewhere.  A read-only mount's maps never go
         stale (nothing changes) and never allow writes."""
         w = self.w
-        if self.closed:
-            return None
+        if self.closed or ino in self._delayed:
+            return None             # (delayed data: read() and write() have it)
+        if self._grouped:
+            a = self.getattr(ino)
+            if pystat.S_ISREG(a.mode) and not a.size and not a.blocks:
+                # an empty file (one just made in the open group of creates,
+                # its first write coming): its map without ending the group
+                return 0, False, -1 if w.timestamp_ns is None else w.timestamp_ns, \
+                    not self._forkoff(ino), []
+            self.end_group()
         try:
             node = self.fs.inode(ino)
         except FsToolError:
@@ -952,9 +1151,10 @@ class Volume:
             dev.flush_gathered()
         # (and nothing a write takes away: no set-user-ID or set-group-ID,
         # no xattrs, so no capabilities; _privileges_lost)
+        # (the mode as stat shows it: a chmod may be kept in memory)
         may_write = self.failed is None and dev.write_hook is None and \
             not node.flags2 & C.XFS_DIFLAG2_REFLINK and not node.forkoff and \
-            not node.mode & (pystat.S_ISUID | pystat.S_ISGID)
+            not self.getattr(ino).mode & (pystat.S_ISUID | pystat.S_ISGID)
         fixed = w.timestamp_ns
         return node.size, may_write, -1 if fixed is None else fixed, not node.forkoff, recs
 
@@ -967,22 +1167,29 @@ class Volume:
         dev = self.fs.dev
         return sb.blocklog, sb.agblklog, sb.agblocks, sb.agcount, dev.start, dev.size
 
-    def fallocate(self, fh: int, mode: int, off: int, length: int) -> None:
-        """fallocate(2): allocate, keep size, punch hole, zero range."""
+    def fallocate(self, fh: int, mode: int, off: int, length: int, caller=None) -> None:
+        """fallocate(2): allocate, keep size, punch hole, zero range; what
+        the change takes away from ``caller`` ((uid, gid, pid) of the
+        request) as the kernel's XFS does (:meth:`_modified`)."""
         self._writable()
         h = self.handle(fh)
-        with self._tx():
+        with self._tx() as ns:
             self.fileio.fallocate(h.ino, mode, off, length)
+            self._modified(ns, h.ino, caller)
         self.icache.invalidate(h.ino)
 
     def copy_file_range(self, fh_in: int, off_in: int, fh_out: int, off_out: int,
-                        length: int) -> int:
+                        length: int, caller=None) -> int:
         """copy_file_range(2) between two open files: whole blocks shared
-        where the filesystem has reflink, the rest copied; one transaction."""
+        where the filesystem has reflink, the rest copied; one transaction,
+        which takes away from the destination what the change takes away
+        for ``caller`` (:meth:`_modified`)."""
         self._writable()
         src, dst = self.handle(fh_in), self.handle(fh_out)
-        with self._tx():
+        with self._tx() as ns:
             n = self.fileio.copy_range(src.ino, off_in, dst.ino, off_out, length)
+            if n:
+                self._modified(ns, dst.ino, caller)
         self.icache.invalidate(src.ino)
         self.icache.invalidate(dst.ino)
         return n
@@ -993,6 +1200,8 @@ class Volume:
         h = self.handle(fh)
         if whence not in (os.SEEK_DATA, os.SEEK_HOLE):
             raise oserror(errno.EINVAL)
+        if h.ino in self._delayed:
+            self._settle()
         if self.w is not None:
             io = self.fileio
             return io.seek_data(h.ino, off) if whence == os.SEEK_DATA else \
@@ -1025,7 +1234,7 @@ class Volume:
         """Preallocation past the end given back; an inode with no name left
         freed."""
         a = self.icache.get(ino)
-        if a is not None and a.nlink and not a.blocks and \
+        if a is not None and a.nlink and (not a.blocks or ino in self._delayed) and \
                 self.fileio.held.get(ino) is None:
             # nothing mapped, nothing held, still named: nothing to do (the
             # common close of a new empty file costs no transaction)
@@ -1057,10 +1266,13 @@ class Volume:
         self.getattr(ino)
         ns = self.ns
         if ns is not None and len(name) <= NAME_MAX and ino not in ns.dirs and \
-                not self.fs.inode(ino).forkoff:
+                not self._forkoff(ino):
             # no attr fork, so no xattr: the kernel asks for
-            # security.capability before every write to a file
+            # security.capability before every write to a file (answered
+            # without ending the open group of creates)
             raise oserror(errno.ENODATA)
+        if self._grouped:
+            self.end_group()
         if self.ns is None:
             v = self.fs.xattrs(ino).get(name.decode("utf-8", "surrogateescape"))
             if v is None:
@@ -1096,12 +1308,13 @@ class Volume:
         return SB.unpack(bytes(buf.data))
 
     def free_blocks(self) -> int:
-        return self._counters()["sb_fdblocks"]
+        """Free blocks, less those delayed writes will take."""
+        return self._counters()["sb_fdblocks"] - self._delayed_blocks
 
     def statfs(self) -> dict:
         sb = self.sb
         f = self._counters()
-        free = f["sb_fdblocks"]
+        free = f["sb_fdblocks"] - self._delayed_blocks
         used_inodes = f["sb_icount"] - f["sb_ifree"]
         # the kernel's xfs_fs_statfs: inodes that free space could still hold
         files = min(f["sb_icount"] + (free << sb.inopblog),
@@ -1142,7 +1355,7 @@ class _Op:
         if vol._grouped and not self.group:
             vol.end_group()
         if w.tx is None:
-            vol._log_times()
+            vol._settle()
             w.begin()
         vol._in_op = True
         ns = vol.ns
@@ -1185,7 +1398,13 @@ def _ends_group(fn):
 # attributes, the creates themselves, opens and closes (a close that has
 # work to do starts a transaction of its own, which ends the group)
 _IN_GROUP = {"find", "child", "names", "getattr", "access", "forget", "create", "mknod",
-             "open", "release", "handle", "end_group", "sync", "close"}
+             "open", "release", "handle", "end_group", "sync", "close",
+             # each ends the group itself unless it only keeps its change in
+             # memory (delayed writes, setattrs of the inode core) or answers
+             # from the inode as the open transaction has it
+             "write", "setattr", "fast_map", "getxattr",
+             # (the counters as the last commit left them)
+             "free_blocks"}
 for _name, _fn in list(vars(Volume).items()):
     if callable(_fn) and not _name.startswith("_") and _name not in _IN_GROUP:
         setattr(Volume, _name, _ends_group(_fn))

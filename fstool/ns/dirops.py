@@ -112,6 +112,7 @@ class Dir:
         node = self.node = fs.inode(ino)
         if not node.is_dir:
             raise NotADirectoryImageError(f"inode {ino} is not a directory")
+        self.gen = node.gen             # (its parent pointers' generation)
         if not sb.has_ftype:
             raise UnsupportedError("directories without ftype are not supported for writing")
         self.dbs = sb.dirblksize

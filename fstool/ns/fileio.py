@@ -35,6 +35,11 @@ What each call does, in the kernel's terms:
   A write that starts past the end of the file first zeroes whatever
   written blocks lie between the old end and the write (the kernel's EOF
   zeroing).  Size, mtime, ctime and di_nblocks follow.
+* ``write_new`` writes the data of several files with nothing mapped yet
+  from their start (the mount's delayed allocation): the files whose
+  inodes lie in one AG get their blocks from one allocation, one file
+  after another in inode order, exactly the blocks each needs, nothing
+  held past the ends.
 * ``truncate`` zeroes the tail of the new last block and unmaps every block
   past it (fallocated ones too, as the kernel's xfs_itruncate_extents
   does); growing zeroes from the old end as ``write`` does.
@@ -291,8 +296,11 @@ class FileIO:
             pos = r[0] + r[2]
 
     # -- public: changing --------------------------------------------------------------
-    def write(self, ino: int, off: int, data) -> int:
-        """Write ``data`` at ``off``; returns the bytes written."""
+    def write(self, ino: int, off: int, data, hold: bool = True) -> int:
+        """Write ``data`` at ``off``; returns the bytes written.  ``hold``:
+        a write that grows the file holds blocks past its end for the
+        appends that follow (False: the caller knows none follow, as the
+        mount's delayed allocation does: only the blocks written)."""
         n = len(data)
         if off < 0:
             raise InvalidArgument(f"write at offset {off}")
@@ -302,7 +310,62 @@ class FileIO:
             raise FileTooBigError(f"write at offset {off}: past the largest file size")
         if off + n > MAX_BYTES:
             data = data[:MAX_BYTES - off]
-        return self._run(ino, self._write, ino, off, memoryview(data).cast("B"))
+        return self._run(ino, self._write, ino, off, memoryview(data).cast("B"), hold)
+
+    def write_new(self, files) -> None:
+        """The data of files with nothing in the image yet (size 0, nothing
+        mapped), ``files`` = [(ino, data from offset 0)]: the blocks of
+        the files whose inodes lie in one AG are taken as one extent near
+        the first inode where free space has one (one edit of the free
+        space btrees for them all; each file's blocks after the last
+        one's, as one write after another would leave them), exactly the
+        blocks each needs, nothing held past the ends.  A file that does
+        not fit in what was found is written on its own (:meth:`write`)."""
+        groups: dict = {}
+        ag_of = self.w.inodes.ino_split
+        for ino, data in sorted(files, key=lambda f: f[0]):
+            groups.setdefault(ag_of(ino)[0], []).append((ino, data))
+        for group in groups.values():
+            self._run(group[0][0], self._write_new, group)
+
+    def _write_new(self, group: list) -> None:
+        space = self.w.space
+        need = [self._blocks(len(data)) for _ino, data in group]
+        i = 0
+        while i < len(group):
+            ino, data = group[i]
+            f = _File(self, ino, True)
+            if f.size or f.map.nextents or not need[i]:
+                self._write(ino, 0, memoryview(data).cast("B"), False)
+                i += 1
+                continue
+            want = min(sum(need[i:]), MAXEXTLEN)
+            try:
+                fsbno, n = space.alloc_blocks(self.w.inodes.ino_fsb(ino), need[i], want,
+                                              owner=None)
+            except NoSpaceError:
+                # no extent holds this file whole: its blocks in pieces
+                self._write(ino, 0, memoryview(data).cast("B"), False)
+                i += 1
+                continue
+            pos = fsbno
+            while i < len(group) and need[i] <= fsbno + n - pos:
+                ino, data = group[i]
+                if f is None:
+                    f = _File(self, ino, True)
+                    if f.size or f.map.nextents:
+                        break
+                k = need[i]
+                self.dev.pwrite(self._byte(pos), bytes(data) + bytes((k << self.blog)
+                                                                     - len(data)))
+                f.map.add((0, pos, k, 0))
+                f.nblocks += k
+                self._store(f, size=len(data))
+                f = None
+                pos += k
+                i += 1
+            if pos < fsbno + n:
+                space.unalloc(pos, fsbno + n - pos, owner=None)
 
     def overwrite(self, ino: int, off: int, data) -> bool:
         """Write ``data`` at ``off`` straight to the image, with no
@@ -1013,7 +1076,7 @@ class FileIO:
         buf[off - start:end - start] = data
         return start, memoryview(buf)
 
-    def _write(self, ino: int, off: int, data) -> int:
+    def _write(self, ino: int, off: int, data, hold: bool = True) -> int:
         f = _File(self, ino, True)
         asked = len(data)
         if self.fill_blocks > 1 and off + asked <= f.size and not f.reflink:
@@ -1022,7 +1085,7 @@ class FileIO:
         end = off + len(data)
         size0 = f.size
         b0, b1 = off >> blog, self._blocks(end)
-        grows = end > size0
+        grows = end > size0 and hold
         # 0. blocks other files share are copied first (copy on write)
         self._unshare(f, b0, b1)
         # 1. decide where every block goes (allocations first: an ENOSPC

@@ -313,12 +313,17 @@ class Namespace:
         st = self.dirs.get(ino)
         if st is not None and st.new:
             return 0
+        if self._incremental(ino):
+            # the Dir of a directory gaining the name holds it (a live
+            # inode's generation never changes)
+            return self._dir(ino).gen
         return struct.unpack_from(">I", self.raw_inode(ino), _DI_GEN)[0]
 
     def _pptr(self, parent: int, name: bytes) -> tuple:
         """The parent pointer of the entry ``name`` of directory ``parent``,
         as an attribute (flags, name, value)."""
-        return C.XFS_ATTR_PARENT, bytes(name), P.pack_rec(parent, self._dir_gen(parent))
+        return C.XFS_ATTR_PARENT, name if type(name) is bytes else bytes(name), \
+            P.pack_rec(parent, self._dir_gen(parent))
 
     def _named(self, meta: Meta, parent: int, name: bytes) -> Meta:
         """``meta`` for a new inode named ``name`` in ``parent``: with its
@@ -486,10 +491,10 @@ class Namespace:
         sf = None
         if self.pptr and meta.ctime_ns == meta.crtime_ns:
             sf = self._sf_pointer(self._pptr(parent, name), 0)
-        if sf is not None:
-            w.inodes.put_simple_inodes([ino], [(name, meta.perm, meta.uid, meta.gid,
-                                                meta.atime_ns, meta.mtime_ns)],
-                                       C.S_IFREG, meta.ctime_ns, None, [sf])
+        if sf is not None or (not self.pptr and meta.ctime_ns == meta.crtime_ns):
+            w.inodes.put_simple_inode(ino, (name, meta.perm, meta.uid, meta.gid,
+                                            meta.atime_ns, meta.mtime_ns),
+                                      C.S_IFREG, meta.ctime_ns, sf)
         elif self.pptr:
             self._put_new(ino, C.S_IFREG | meta.perm, self._named(meta, parent, name))
         else:
@@ -647,9 +652,11 @@ class Namespace:
         data fork in ``data_fmt`` (extent records, or a local symlink
         target), as _attr_fork would make it; None where it would not be
         that."""
-        if not self._sf_fits(len(ptr[1]), data_bytes, data_fmt):
-            return None
-        return self._sf_fit[(len(ptr[1]), data_bytes, data_fmt)][0], ALEAF.sf_encode([ptr])
+        got = self._sf_fit.get((len(ptr[1]), data_bytes, data_fmt))
+        if got is None:
+            self._sf_fits(len(ptr[1]), data_bytes, data_fmt)
+            got = self._sf_fit[(len(ptr[1]), data_bytes, data_fmt)]
+        return (got[0], ALEAF.sf_encode([ptr])) if got[1] else None
 
     def _sf_fits(self, name_len: int, data_bytes: int, data_fmt: int) -> bool:
         """Whether a parent pointer of a name of ``name_len`` bytes stays

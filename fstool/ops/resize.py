@@ -294,6 +294,11 @@ def shrink(path, dblocks: int, agcount: int, *, undo=None, changes: list) -> Non
     with Filesystem(path) as fs:
         sb = fs.sb
         dropped, lost, why = RS.plan(fs, dblocks, agcount)
+        last = agcount - 1
+        new_len = dblocks - last * sb.agblocks
+        # the last AG's own btree blocks in its tail, moved below first
+        tail_trees = why is None and new_len < fs.ag_length(last) and any(
+            b >= new_len for b in RS.ag_btree_blocks(fs, last))
     if why is not None:
         raise ResizeError(f"{path}: cannot shrink to {dblocks * sb.blocksize} bytes: {why}")
     if dropped:
@@ -316,10 +321,15 @@ def shrink(path, dblocks: int, agcount: int, *, undo=None, changes: list) -> Non
         if undo is not None:
             undo(w.dev)
         sb1 = w.sb
-        last = agcount - 1
         old_len = sb1.dblocks - last * sb1.agblocks
-        new_len = dblocks - last * sb1.agblocks
         w.space.kernel_freelist = True
+        if tail_trees:
+            RM.fence(w, dblocks, agcount)
+            n = RM.move_ag_btrees(w, last, new_len)
+            RM.unfence(w)
+            # the blocks they left are busy until their checkpoint is written
+            w.journal.push()
+            changes.append(f"{n} block(s) of AG {last}'s btrees moved below block {new_len}")
         with w.transaction():
             ag = w.ag(last)
             # free-list blocks in the tail (a refill may have taken them
@@ -559,6 +569,7 @@ def _resize(path, size: int | None, minimum: bool, slack: float, dry_run: bool, 
     bs = sb.blocksize
     result = ResizeResult(old[0], old[0], old[1], old[1], bs, changes)
     moves: list = []
+    front = None            # the cut the moves are made to, when the log goes after them
     movable = None          # what can move, reckoned once
     if minimum:
         if not 0 <= slack < 100:
@@ -580,7 +591,10 @@ def _resize(path, size: int | None, minimum: bool, slack: float, dry_run: bool, 
             if why is not None or dblocks < result.minimum // bs:
                 raise _too_small(path, fs, dblocks, agcount, why or "too little room for the "
                                  "data to move")
-            moves = RS.past(sb, movable, dblocks, agcount)
+            # the log to the front of the last AG: what lies past what
+            # stays there moves out first
+            front = RS.log_front(fs, movable, dblocks, agcount)
+            moves = RS.past(sb, movable, front or dblocks, agcount)
     if dry_run:
         if RS.log_outside(sb, dblocks, agcount):
             changes.append("would move the log")
@@ -625,28 +639,32 @@ def _resize(path, size: int | None, minimum: bool, slack: float, dry_run: bool, 
                 result.written = True
             elif dblocks < old[0]:
                 log_moves = RS.log_outside(sb, dblocks, agcount)
-                if log_moves:
+                if log_moves and front is None:
                     move_log(path, dblocks, agcount, undo=undo.attach, changes=changes)
                     result.written = True
+                cut = front or dblocks
                 data = [m for m in moves if m[6] == RS.DATA]
                 if data:
-                    RM.move_out(path, dblocks, agcount, data, undo=undo.attach,
-                                changes=changes)
+                    RM.move_out(path, cut, agcount, data, undo=undo.attach, changes=changes)
                     result.written = True
                 shared = [m for m in moves if m[6] == RS.SHARED]
                 if shared:
-                    RM.move_shared(path, dblocks, agcount, shared, undo=undo.attach,
+                    RM.move_shared(path, cut, agcount, shared, undo=undo.attach,
                                    changes=changes)
                     result.written = True
                 chunks = [m for m in moves if m[6] == RS.INODES]
                 if len(data) + len(shared) + len(chunks) < len(moves):
-                    RM.move_metadata(path, dblocks, agcount, moves, undo=undo.attach,
+                    RM.move_metadata(path, cut, agcount, moves, undo=undo.attach,
                                      changes=changes)
                     result.written = True
                 if chunks:
                     # last: the moves above name inodes by their old numbers
-                    RM.move_inodes(path, dblocks, agcount, chunks, undo=undo.attach,
+                    RM.move_inodes(path, cut, agcount, chunks, undo=undo.attach,
                                    changes=changes)
+                    result.written = True
+                if log_moves and front is not None:
+                    # into the room the moves left at the last AG's front
+                    move_log(path, dblocks, agcount, undo=undo.attach, changes=changes)
                     result.written = True
                 if minimum and (moves or log_moves):
                     # what is left to cut, the data and the log moved: the

@@ -381,15 +381,8 @@ def _move_bmbt(w, ino: int, attr: bool, cut) -> int:
     raw, d, start, fm = _fork(w, ino, attr)
     if fm.tree is None:
         return 0
-    left = [CHUNK]
-
-    def moves(addr: int) -> bool:
-        if left[0] and cut(addr):
-            left[0] -= 1
-            return True
-        return False
-
-    n = fm.tree.move_blocks(moves, w.space.fsb(0, 0))
+    # the root is in the inode
+    n = _move_tree_blocks(fm.tree, cut, CHUNK, w.space.fsb(0, 0), root=False)
     if n:
         _put_fork(w, ino, attr, raw, d, start, fm)
     return n
@@ -432,6 +425,98 @@ def move_metadata(path, dblocks: int, agcount: int, blocks: list, *, undo=None,
             changes.append(f"{nfork} directory, symlink and xattr block(s) moved")
         if nbmbt:
             changes.append(f"{nbmbt} bmbt block(s) moved")
+
+
+# -- the AG's own btrees -------------------------------------------------------------------
+
+#: passes over an AG's btrees at most, each a transaction or two
+AG_BTREE_PASSES = 64
+
+
+def _move_tree_blocks(tree, cut, budget: int, near: int, root: bool = True) -> int:
+    """Up to ``budget`` blocks of a btree for which ``cut(addr)`` holds
+    moved to blocks its store allocates near ``near``
+    (:meth:`~fstool.fs.btree_write._Engine.move_blocks` for those below
+    the root; with ``root``, an AG btree's root block too: copied with its
+    own address rewritten, the tree's root named anew, which the AG
+    header takes).  How many moved."""
+    left = [budget]
+
+    def moves(addr: int) -> bool:
+        if left[0] and cut(addr):
+            left[0] -= 1
+            return True
+        return False
+
+    n = tree.move_blocks(moves, near)
+    store = tree.store
+    if root and left[0] and cut(tree.root):
+        old = tree.root
+        new = store.alloc(near)
+        buf = store.new(new)
+        buf[:] = store.read(old)
+        struct.pack_into(">Q", buf, tree.bt.buftype.blkno_off, store.daddr(new))
+        store.dirty(new)
+        store.free(old)
+        tree.root = new
+        n += 1
+    if n:
+        # a leaf remembered by address may have moved
+        tree._note_leaf(None)
+    return n
+
+
+def _list_below(ag, start: int) -> int:
+    """How many blocks the AG's free list hands out, first to last, before
+    one at or past AG block ``start``."""
+    slots, f = ag.agfl_slots, ag.agf
+    for i in range(f["agf_flcount"]):
+        if slots[(f["agf_flfirst"] + i) % len(slots)] >= start:
+            return i
+    return f["agf_flcount"]
+
+
+def move_ag_btrees(w, agno: int, start: int) -> int:
+    """Every block of AG ``agno``'s own btrees at or past AG block
+    ``start`` moved below it, in transactions of the session ``w`` (whose
+    allocator must already be fenced off the part past ``start``): the
+    inode and refcount btrees take new blocks from the free space, the
+    free-space btrees and the rmapbt from the free list (emptied of its
+    blocks past ``start`` and refilled before it first, so that each of
+    its blocks handed out lies below; a moved block goes onto the list
+    and back to the free space the next time).  A block moves as
+    :func:`_move_tree_blocks` moves it, in a logged transaction: a kill
+    leaves it where it was or where it went.  How many blocks moved."""
+    def cut(addr: int) -> bool:
+        return addr >= start
+
+    moved = 0
+    for _ in range(AG_BTREE_PASSES):
+        with w.transaction():
+            ag = w.ag(agno)
+            w.space.release_freelist(ag, start)
+            # allocated from the free space, which the fence keeps below
+            n = 0
+            for tree in (ag.ino, ag.fino, ag.refc.tree if ag.refc else None):
+                if tree is not None:
+                    n += _move_tree_blocks(tree, cut, CHUNK, w.space.fsb(0, 0))
+            ag.sync_roots()
+        with w.transaction():
+            ag = w.ag(agno)
+            w.space.release_freelist(ag, start)
+            # from the free list: as many as it holds, all below ``start``
+            budget = _list_below(ag, start)
+            for tree in (ag.bno, ag.cnt, ag.rmap.tree if ag.rmap else None):
+                if tree is not None and budget > 0:
+                    got = _move_tree_blocks(tree, cut, budget, 0)
+                    budget -= got
+                    n += got
+            ag.sync_roots()
+        moved += n
+        if not n:
+            return moved
+    raise MoveError(f"AG {agno}: its btree blocks past block {start} could not all be "
+                    f"moved below it in {AG_BTREE_PASSES} passes")
 
 
 # -- inodes ------------------------------------------------------------------------------

@@ -5,7 +5,8 @@ The blocks of files can move (see :func:`movable`;
 :mod:`fstool.ops.resize_move` moves them): regular files' data extents
 (reflinked ones too: a shared block moves once), directory, symlink and
 xattr blocks and bmbt blocks; and so can the log (:func:`log_home`,
-``fstool.ops.resize.move_log``); and so can the inodes of a chunk whose
+``fstool.ops.resize.move_log``; :func:`log_front`: to the front of the
+last AG, once what lies past what stays there has moved out); and so can the inodes of a chunk whose
 every inode can move (:func:`inode_moves`: they get new numbers;
 directories too, on parent-pointer filesystems their children's pointers
 renamed).  What a crash leaves for a mount to free (unlinked inodes,
@@ -17,8 +18,9 @@ What can be cut:
   when it can move: every used block is a header, a btree block of their
   own, a free list block, a block that moves or the log;
 * the tail of the AG that becomes the last, past the last block that
-  stays: once the data moves the blocks past the new end are one free
-  extent of its free-space btrees, and no inode chunk (sparse ones too:
+  stays: once the data and the AG's own btree blocks there move
+  (:func:`ag_btree_blocks`; ``fstool.ops.resize_move.move_ag_btrees``)
+  the blocks past the new end are one free extent of its free-space btrees, and no inode chunk (sparse ones too:
   their whole aligned range) may reach past it, as the kernel's
   xfs_ag_shrink_space requires.
 
@@ -64,7 +66,7 @@ from ..ns.bmap import owned_extents
 from ..trans.busy import coalesce, free_pieces
 from ..io import verify as V
 from . import mkfs as M
-from .stats import ag_tree, iter_allocated_inodes
+from .stats import AG_TREES, ag_tree, iter_allocated_inodes
 
 XFS_MIN_AG_BLOCKS = 64
 MIN_AGCOUNT = 2
@@ -296,33 +298,58 @@ def log_extent(sb) -> tuple[int, int, int]:
             sb.logblocks)
 
 
+def ag_btree_blocks(fs, agno: int) -> list:
+    """The AG blocks of AG ``agno``'s own btrees (free space, inodes, free
+    inodes, reverse mappings, reference counts), roots included: only
+    their node blocks are read."""
+    out = []
+    for name in AG_TREES:
+        tree = ag_tree(fs, agno, name)
+        if tree is None:
+            continue
+        reader, root, height = tree
+        row = [root]
+        out.append(root)
+        for level in range(height - 1, 0, -1):
+            row = [p for addr in row for p in reader.read_block(addr, level).ptrs]
+            out.extend(row)
+    return sorted(out)
+
+
 def ag_use(fs, agno: int, prealloc: int, moves: list | None = None,
            log_moves: bool = False) -> AgUse:
     """How far AG ``agno`` can be cut, nothing moved, or (``moves``: the
     AG's :func:`movable` extents; ``log_moves``: the log too) once those
-    are moved out."""
+    are moved out.  The AG's own btree blocks past a cut move below it
+    (``fstool.ops.resize_move.move_ag_btrees``), taking as many of its
+    free blocks."""
     sb = fs.sb
     agf, agi = fs.agf(agno), fs.agi(agno)
     length = agf["agf_length"]
-    used = length - agf["agf_freeblks"] - agf["agf_flcount"]
     logagno, logagbno, logblocks = log_extent(sb)
     moves = list(moves or ())
     if log_moves and agno == logagno:
         moves.append((logagbno, logblocks, 0, 0, 0, DATA))
         moves.sort()
-    moving = span(moves)
     chunks = {m[2] for m in moves if m[5] == INODES}
     reader, root, height = ag_tree(fs, agno, "inobt")
     inobt = list(reader.ag_records(root, height))
+    moving = [(m[0], m[0] + m[1]) for m in moves]
+    btree = [(b, b + 1) for b in ag_btree_blocks(fs, agno)]
+    flist = [(b, b + 1) for b in freelist_blocks(fs, agno)]
+    used = _used(fs, agno, length)
+    # dropped whole: every block in use is a header or static root, a
+    # block of its own btrees or free list, or one that moves
+    gone = coalesce([(0, prealloc)] + btree + flist + moving)
     droppable = (all(rec[0] in chunks for rec in inobt) and (agno != logagno or log_moves)
-                 and used == prealloc + agf["agf_btreeblks"] + moving)
-    # the end of what stays: the last used block that is not to move nor
+                 and not any(next(iter(free_pieces(a, b - a, gone)), None) for a, b in used))
+    # the end of what stays: the last used block that is not to move, nor
     # on the free list (the cut gives the list's blocks past it back to the
-    # free space and refills the list below: see the shrink's step B)
-    stay = coalesce([(m[0], m[0] + m[1]) for m in moves] +
-                    [(b, b + 1) for b in freelist_blocks(fs, agno)])
+    # free space and refills the list below: see the shrink's step B), nor
+    # a block of the AG's btrees (moved below the cut first)
+    stay = coalesce(moving + flist + btree)
     end = 0
-    for a, b in reversed(_used(fs, agno, length)):
+    for a, b in reversed(used):
         pieces = list(free_pieces(a, b - a, stay, reverse=True))
         if pieces:
             end = pieces[0][0] + pieces[0][1]
@@ -397,14 +424,92 @@ def minimum_blocks(fs, moves: dict | None = None) -> int:
     low = _minimum(fs, moves, True)
     agcount = -(-low // sb.agblocks)
     if log_outside(sb, low, agcount) and log_home(fs, low, agcount) is None:
-        # the last AG kept made long enough to hold the log
+        # the last AG kept made long enough to hold the log: where a free
+        # extent holds it as the AG stands, or at its front once
+        # everything past what stays there has moved out
         room = _log_room(fs, low, agcount)
-        agcount = -(-room // sb.agblocks) if room is not None else agcount
-        if room is None or log_home(fs, room, agcount) is None or \
-                plan(fs, room, agcount, moves)[2] is not None:
+        n = -(-room // sb.agblocks) if room is not None else agcount
+        if room is None or log_home(fs, room, n) is None or \
+                plan(fs, room, n, moves)[2] is not None:
             room = _minimum(fs, moves, False)
+        front = _front_room(fs, moves, low, agcount)
+        if front is not None and front < room and \
+                plan(fs, front, agcount, moves)[2] is None:
+            room = front
         low = room
     return low
+
+
+def log_front(fs, moves: dict, dblocks: int, agcount: int) -> int | None:
+    """When a cut to ``dblocks`` blocks in ``agcount`` AGs takes the log
+    and no free extent inside holds it as things stand, but one will at
+    the front of the last AG once everything past what stays in it has
+    moved out: the cut (in blocks) the moves are to be made to, the log
+    moved after them (:func:`log_home` then finds its place); else None."""
+    sb = fs.sb
+    if not log_outside(sb, dblocks, agcount) or log_home(fs, dblocks, agcount) is not None:
+        return None
+    spot = _front_spot(fs, moves, agcount)
+    last = agcount - 1
+    if spot is None or spot[1] + sb.logblocks > dblocks - last * sb.agblocks:
+        return None
+    return last * sb.agblocks + spot[0]
+
+
+def _front_spot(fs, moves: dict, agcount: int) -> tuple[int, int] | None:
+    """(floor, agbno): the shortest the last AG of ``agcount`` can be cut
+    to with ``moves`` made and the log not in it, and where the log goes
+    in it once everything past that floor has moved out (the first free
+    extent that holds it, by :func:`_log_spot`'s rule, among those the
+    blocks that stay leave: its own btrees' blocks and free list stay
+    until the cut); None when it does not fit or the log cannot go there."""
+    sb = fs.sb
+    last = agcount - 1
+    if last == 0 or last == log_extent(sb)[0]:
+        return None
+    mv = moves.get(last, ())
+    floor = ag_use(fs, last, static_blocks(sb), mv).floor
+    length = fs.ag_length(last)
+    moving = coalesce([(m[0], m[0] + m[1]) for m in mv if m[0] + m[1] > floor])
+    stay = coalesce([p for a, b in _used(fs, last, length)
+                     for p in ((q, q + n) for q, n in free_pieces(a, b - a, moving))])
+    sunit = sb.fields["sb_logsunit"] // sb.blocksize if sb.fields["sb_logsunit"] > 1 else 1
+    pos = 0
+    for a, b in stay + [(length, length)]:
+        start = -(-(pos + 16) // sunit) * sunit
+        if a > pos and start >= floor and start + sb.logblocks <= a:
+            return floor, start
+        pos = max(pos, b)
+    return None
+
+
+def _front_room(fs, moves: dict, low: int, agcount: int) -> int | None:
+    """The size (blocks) with the log at the front of the last AG of
+    ``agcount`` (:func:`_front_spot`), its tail cut as it then can be;
+    None when the log cannot go there, ``low`` (the minimum were the log
+    elsewhere) lies past that AG, or what moves past its floor does not
+    fit in the AGs before it."""
+    sb = fs.sb
+    last = agcount - 1
+    spot = _front_spot(fs, moves, agcount)
+    if spot is None or low > (last + 1) * sb.agblocks:
+        return None
+    floor, a = spot
+    moving, room = _room(fs, moves, last, floor)
+    if moving > room:
+        return None
+    agf = fs.agf(last)
+    mv = moves.get(last, ())
+    end = a + sb.logblocks
+    # what moves out of [floor, end) is free there, less the log's blocks
+    # (the AG's reservations counted without them, as the kernel counts
+    # them in the log's AG)
+    moved = copy.copy(sb)
+    moved.logstart = (last << sb.agblklog) | a
+    after = dict(agf, agf_freeblks=agf["agf_freeblks"] - sb.logblocks + span(mv, floor)
+                 - span(mv, end))
+    return last * sb.agblocks + _tail_floor(moved, last, after, fs.agi(last), end,
+                                            span(mv, end))
 
 
 def _log_room(fs, low: int, agcount: int) -> int | None:
@@ -429,6 +534,21 @@ def _log_room(fs, low: int, agcount: int) -> int | None:
                                                      a + sb.logblocks))
 
 
+def _room(fs, mv: dict, k: int, floor: int) -> tuple[int, int]:
+    """(blocks to move, room for them): the :func:`movable` extents ``mv``
+    past block ``floor`` of AG ``k`` and in the AGs after it, and the
+    blocks the AGs before it can take beside their free lists and
+    reservations."""
+    sb = fs.sb
+    moving = sum(span(mv.get(agno, ())) for agno in range(k + 1, sb.agcount))
+    moving += span(mv.get(k, ()), floor)
+    room = 0
+    for agno in range(k):
+        agf, agi = fs.agf(agno), fs.agi(agno)
+        room += max(0, _spare(sb, agno, agf, agi, agf["agf_length"], agf["agf_freeblks"]))
+    return moving, room
+
+
 def _minimum(fs, mv: dict, log_moves: bool) -> int:
     sb = fs.sb
     prealloc = static_blocks(sb)
@@ -440,14 +560,9 @@ def _minimum(fs, mv: dict, log_moves: bool) -> int:
     if not mv:
         return low
     # the room the moved extents need in what is kept
-    moving = sum(span(mv.get(agno, ())) for agno in range(k + 1, sb.agcount))
-    moving += span(mv.get(k, ()), floor)
+    moving, room = _room(fs, mv, k, floor)
     if log_moves and log_outside(sb, low, k + 1):
         moving += sb.logblocks
-    room = 0
-    for agno in range(k):
-        agf, agi = fs.agf(agno), fs.agi(agno)
-        room += max(0, _spare(sb, agno, agf, agi, agf["agf_length"], agf["agf_freeblks"]))
     if moving > room:
         low += moving - room
         # the room spills into the next AG, cut no shorter than it can be
@@ -523,7 +638,8 @@ def plan(fs, dblocks: int, agcount: int, moves: dict | None = None) \
         return [], 0, f"a filesystem keeps at least {MIN_AGCOUNT} AGs"
     log_moves = False
     if log_outside(sb, dblocks, agcount):
-        if moves is None or log_home(fs, dblocks, agcount) is None:
+        if moves is None or (log_home(fs, dblocks, agcount) is None and
+                             log_front(fs, moves, dblocks, agcount) is None):
             return [], 0, "the log lies there and no free extent inside can hold it"
         log_moves = True
     dropped, lost = [], 0

@@ -1,0 +1,308 @@
+"""Delayed allocation and inode core changes kept in memory on the mount's
+write path (Volume.write, Volume.setattr, Volume._settle): a new file's
+writes from its start wait in memory and go to the image with the next
+change of anything else, checkpoint or sync, its blocks allocated once and
+exactly (nothing held past the end and given back); a setattr that changes
+only the inode core (mode, owner, times) of what is not a directory takes
+no transaction.  What stat, statfs and reads show meanwhile is what the
+image holds after; ENOSPC comes where it came before; fsync puts it all on
+disk."""
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+
+import pytest
+
+from fixtures.fusemount import fstool_image, repair_clean
+from fstool.fs.filesystem import Filesystem
+from fstool.mount.volume import DELAY_FILE, Volume
+
+
+def _counting(v: Volume) -> list:
+    """Every transaction the volume begins from now on, counted."""
+    begun = []
+    begin = v.w.begin
+
+    def counted(*a, **kw):
+        begun.append(1)
+        return begin(*a, **kw)
+
+    v.w.begin = counted
+    return begun
+
+
+def _on_disk(img, ino: int):
+    fs = Filesystem(str(img))
+    try:
+        node = fs.inode(ino)
+        return node.stat(), bytes(node.read(0, node.size)), node.extents()
+    finally:
+        fs.close()
+
+
+def _tar_like(v: Volume, name: bytes, data: bytes, chunk: int = 10240):
+    """What tar does for a file: create, writes of ``chunk`` bytes, fchown,
+    fchmod, utimensat, close.  The inode number."""
+    fh, a = v.create(v.rootino, name, 0o100600, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    for off in range(0, len(data), chunk):
+        assert v.write(fh, off, data[off:off + chunk]) == len(data[off:off + chunk])
+    v.setattr(a.ino, uid=1000, gid=1000)
+    v.setattr(a.ino, mode=0o644)
+    v.setattr(a.ino, atime_ns=1_000_000_007, mtime_ns=2_000_000_009)
+    v.release(fh)
+    return a.ino
+
+
+def test_a_new_files_writes_and_setattrs_take_no_transaction(tmp_path):
+    """Creates, writes, three setattrs and closes of 20 files: the creates'
+    group is the only transaction until a sync, which puts the data and
+    the inodes in one; each file then has one extent of exactly its blocks
+    (no hold past its end), the owner, mode and times set last."""
+    img = fstool_image(tmp_path, "256m")
+    v = Volume(img)
+    v.group = 256
+    begun = _counting(v)
+    files = {}
+    for i in range(20):
+        data = os.urandom(1000 + i * 7001)
+        files[_tar_like(v, b"f%d" % i, data)] = data
+    assert len(begun) == 1, "the writes or setattrs began transactions of their own"
+    for ino, data in files.items():
+        a = v.getattr(ino)
+        assert (a.size, a.uid, a.gid, a.mode & 0o7777) == (len(data), 1000, 1000, 0o644)
+        assert a.mtime_ns == 2_000_000_009 and a.atime_ns == 1_000_000_007
+        assert a.blocks == -(-len(data) // 4096) * 8
+    v.sync()
+    assert len(begun) == 2
+    assert not v.fileio.held
+    v.close()
+    for ino, data in files.items():
+        st, got, exts = _on_disk(img, ino)
+        assert got == data
+        assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (1000, 1000, 0o644)
+        assert (st.st_mtime_ns, st.st_atime_ns) == (2_000_000_009, 1_000_000_007)
+        assert len(exts) == 1 and exts[0][2] == -(-len(data) // 4096)
+        assert st.st_blocks == exts[0][2] * 8
+    repair_clean(img)
+
+
+def test_delayed_data_reads_back_and_counts_as_used(tmp_path):
+    img = fstool_image(tmp_path, "256m")
+    v = Volume(img)
+    free0 = v.statfs()["bfree"]
+    fh, a = v.create(v.rootino, b"f", 0o100644, os.O_RDWR)
+    begun = _counting(v)
+    v.write(fh, 0, b"a" * 5000)
+    v.write(fh, 5000, b"b" * 5000)
+    v.write(fh, 100, b"c" * 10)             # inside what is kept
+    assert not begun
+    want = bytearray(b"a" * 5000 + b"b" * 5000)
+    want[100:110] = b"c" * 10
+    assert v.read(fh, 0, 1 << 20) == bytes(want)
+    assert v.read(fh, 4990, 20) == bytes(want[4990:5010])
+    assert v.read_map(fh, 0, 4096, 1 << 20) is None       # (read() answers)
+    assert v.fast_map(a.ino) is None
+    assert v.getattr(a.ino).size == 10000
+    assert v.statfs()["bfree"] == free0 - 3
+    # a write past the end of what is kept (a gap) puts it in the image first
+    v.write(fh, 20000, b"z")
+    assert begun
+    assert v.read(fh, 0, 30000) == bytes(want) + bytes(10000) + b"z"
+    v.release(fh)
+    v.close()
+    st, got, _exts = _on_disk(img, a.ino)
+    assert got == bytes(want) + bytes(10000) + b"z"
+    repair_clean(img)
+
+
+def test_a_setattr_after_the_writes_keeps_its_times(tmp_path):
+    """utimensat after the writes: the data going to the image later does
+    not move mtime; a write after the utimensat does."""
+    img = fstool_image(tmp_path, "256m")
+    v = Volume(img)
+    fh, a = v.create(v.rootino, b"f", 0o100644, os.O_RDWR)
+    v.write(fh, 0, b"x" * 100)
+    v.setattr(a.ino, atime_ns=5_000_000_000, mtime_ns=6_000_000_000)
+    fh2, b = v.create(v.rootino, b"g", 0o100644, os.O_RDWR)
+    v.write(fh2, 0, b"y" * 100)
+    v.setattr(b.ino, atime_ns=5_000_000_000, mtime_ns=6_000_000_000)
+    v.write(fh2, 100, b"y")
+    later = v.getattr(b.ino).mtime_ns
+    assert later > 6_000_000_000
+    v.release(fh)
+    v.release(fh2)
+    v.close()
+    st, got, _ = _on_disk(img, a.ino)
+    assert (st.st_mtime_ns, got) == (6_000_000_000, b"x" * 100)
+    st, got, _ = _on_disk(img, b.ino)
+    assert (st.st_mtime_ns, got) == (later, b"y" * 101)
+    repair_clean(img)
+
+
+def test_fsync_puts_delayed_data_and_kept_setattrs_on_disk(tmp_path):
+    """The image as a crash right after an fsync leaves it, replayed by the
+    kernel's rules (fstool's recovery), holds the data and the mode."""
+    img = fstool_image(tmp_path, "256m")
+    v = Volume(img)
+    fh, a = v.create(v.rootino, b"f", 0o100644, os.O_RDWR)
+    data = os.urandom(30000)
+    v.write(fh, 0, data)
+    v.setattr(a.ino, mode=0o600)
+    v.fsync(fh)
+    crashed = tmp_path / "crashed.img"
+    shutil.copyfile(img, crashed)
+    v.release(fh)
+    v.close()
+    from fstool.ops.logops import replay
+    replay(str(crashed))
+    st, got, _ = _on_disk(crashed, a.ino)
+    assert got == data and st.st_mode & 0o7777 == 0o600
+    repair_clean(crashed)
+
+
+def test_enospc_comes_at_write_time(tmp_path):
+    """Files written until the filesystem is full: every write that
+    returned is in the image after the close (none lost to a later
+    allocation), the one that did not fit failed with ENOSPC, and statfs
+    never showed more free blocks than the image had."""
+    img = fstool_image(tmp_path, "64m")
+    v = Volume(img)
+    v.group = 256
+    written = {}
+    full = None
+    for i in range(200):
+        fh, a = v.create(v.rootino, b"f%d" % i, 0o100644, os.O_RDWR)
+        data = os.urandom(DELAY_FILE)
+        try:
+            for off in range(0, len(data), 65536):
+                v.write(fh, off, data[off:off + 65536])
+                written[a.ino] = data[:off + 65536]
+        except OSError as e:
+            full = e
+        finally:
+            v.release(fh)
+        if full is not None:
+            break
+    assert full is not None and full.errno == errno.ENOSPC
+    v.close()
+    for ino, data in written.items():
+        _st, got, _ = _on_disk(img, ino)
+        assert got == data
+    repair_clean(img)
+
+
+def test_a_directorys_setattr_is_a_transaction(tmp_path):
+    """(Directories keep their namespace state: their setattrs are logged
+    at once, as before.)"""
+    img = fstool_image(tmp_path, "256m")
+    v = Volume(img)
+    d = v.mkdir(v.rootino, b"d", 0o755)
+    begun = _counting(v)
+    v.setattr(d.ino, mode=0o700)
+    assert begun
+    v.close()
+    fs = Filesystem(str(img))
+    try:
+        assert fs.inode(d.ino).mode & 0o7777 == 0o700
+    finally:
+        fs.close()
+    repair_clean(img)
+
+
+@pytest.mark.parametrize("change", ["unlink", "rename over", "truncate", "chmod suid"])
+def test_a_later_change_finds_the_delayed_data_in_the_image(tmp_path, change):
+    img = fstool_image(tmp_path, "256m")
+    v = Volume(img)
+    fh, a = v.create(v.rootino, b"f", 0o100644, os.O_RDWR)
+    v.write(fh, 0, b"q" * 9000)
+    if change == "unlink":
+        v.release(fh)
+        v.unlink(v.rootino, b"f")
+    elif change == "rename over":
+        v.release(fh)
+        _fh2, _b = v.create(v.rootino, b"g", 0o100644, os.O_RDWR)
+        v.write(_fh2, 0, b"r" * 10)
+        v.release(_fh2)
+        v.rename(v.rootino, b"g", v.rootino, b"f")
+    elif change == "truncate":
+        v.setattr(a.ino, size=5000)
+        assert v.read(fh, 0, 1 << 20) == b"q" * 5000
+        v.release(fh)
+    else:
+        v.sync()
+        assert v.fast_map(a.ino)[1] is True
+        v.setattr(a.ino, mode=0o4755)
+        assert a.ino in v._core
+        assert v.fast_map(a.ino)[1] is False      # no overwrite past a kept set-user-ID
+        v.release(fh)
+    v.close()
+    repair_clean(img)
+    fs = Filesystem(str(img))
+    try:
+        names = {e.name for e in fs.listdir(fs.inode(fs.sb.rootino))}
+        if change == "unlink":
+            assert b"f" not in names
+        elif change == "rename over":
+            assert names >= {b"f"} and b"g" not in names
+        elif change == "truncate":
+            assert bytes(fs.inode(a.ino).read(0, 1 << 20)) == b"q" * 5000
+        else:
+            assert fs.inode(a.ino).mode & 0o7777 == 0o4755
+    finally:
+        fs.close()
+
+
+def test_kept_files_are_allocated_together(tmp_path, monkeypatch):
+    """The kept files of one AG get their blocks from one allocation, one
+    after another in inode order; where an extent found holds only some of
+    them (free space cut short here), the rest come from the next, and
+    what was left of an extent goes back."""
+    img = fstool_image(tmp_path, "256m")
+    v = Volume(img)
+    v.group = 256
+    space = v.w.space
+    calls = []
+    alloc = space.alloc_blocks
+
+    def short(target, minlen, maxlen, *a, **kw):
+        calls.append((minlen, maxlen))
+        return alloc(target, minlen, min(maxlen, minlen + 2), *a, **kw)
+
+    files = {}
+    for i in range(12):
+        data = os.urandom(4096 * (1 + i % 3) - 100)
+        files[_tar_like(v, b"f%d" % i, data)] = data
+    monkeypatch.setattr(space, "alloc_blocks", short)
+    v.sync()
+    monkeypatch.setattr(space, "alloc_blocks", alloc)
+    assert 1 < len(calls) < len(files)
+    free = v.statfs()["bfree"]
+    v.close()
+    ends = []
+    for ino in sorted(files):
+        st, got, exts = _on_disk(img, ino)
+        assert got == files[ino] and len(exts) == 1
+        ends.append((exts[0][1], exts[0][1] + exts[0][2]))
+    # one after another, with gaps only where an allocation ended
+    gaps = sum(1 for (_a, b), (c, _d) in zip(ends, ends[1:]) if c != b)
+    assert gaps <= len(calls) - 1
+    fs = Filesystem(str(img))
+    try:
+        assert fs.sb.fields["sb_fdblocks"] == free     # nothing lost, nothing held
+    finally:
+        fs.close()
+    repair_clean(img)
+
+
+def test_o_sync_writes_are_not_kept(tmp_path):
+    img = fstool_image(tmp_path, "256m")
+    v = Volume(img)
+    fh, a = v.create(v.rootino, b"f", 0o100644, os.O_RDWR | os.O_SYNC)
+    begun = _counting(v)
+    v.write(fh, 0, b"s" * 5000)
+    assert begun and a.ino not in v._delayed
+    v.release(fh)
+    v.close()
+    repair_clean(img)
