@@ -103,12 +103,16 @@ def test_cut_image_is_cut_back(churn, tmp_path):
 
 
 @needs_loop
-def test_killed_refusal_leaves_image_untouched_or_primary_restored(churn, tmp_path):
+def test_killed_refusal_leaves_image_untouched_or_primary_restored(churn, tmp_path,
+                                                                   monkeypatch):
     """Killed after each of its writes (the primary's restore, then putting
     it back), a repair that refuses leaves the image as it was or with the
     primary restored and the rest as it was (the documented window); a
-    second repair of that refuses too and writes nothing."""
+    second repair of that refuses too and writes nothing.  (A killed run
+    leaves its scratch undo file behind: TMPDIR is the test's.)"""
     from fixtures.repair_kill import count_writes, repair_killed_at
+    (tmp_path / "killed-tmp").mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "killed-tmp"))
     img = damaged(churn, tmp_path, "sb 0", "write -d magicnum 0")
     before = digest(img)
     count = count_writes(copy_image(img, tmp_path / "count.img"))
