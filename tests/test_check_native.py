@@ -15,6 +15,7 @@ import fstool_native
 from fixtures import pptr
 from fstool.fs import attrleaf
 from fstool.ops.check import btrees as btrees_mod
+from fstool.fs.dirform import data as dirdata_mod
 from fstool.ops.check import dirs as dirs_mod
 from fstool.ops.check import inodes as inodes_mod
 from fstool.ops.check import namespace as ns_mod
@@ -279,7 +280,7 @@ def bestfree_case(rng):
 def run_bestfree(monkeypatch, buf, frees, backend):
     # without a fast path the Python loop still takes the per-region rule
     # (xfs_dir2_data_freefind_verify) from the module
-    monkeypatch.setattr(dirs_mod, "checks", backend or SimpleNamespace(
+    monkeypatch.setattr(dirdata_mod, "checks", backend or SimpleNamespace(
         bestfree_ok=lambda *a: -1, bestfree_region_bad=PURE.bestfree_region_bad))
     s = DirStub()
     got = dirs_mod._check_bestfree(s, SimpleNamespace(ino=5), 8, buf, frees)

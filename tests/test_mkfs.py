@@ -396,6 +396,33 @@ def test_reproducible(tmp_path):
         assert hashlib.sha256(f.read()).hexdigest() != digests[0]
 
 
+def test_reproducible_over_an_old_file(tmp_path):
+    """mkfs -f --populate over an existing file full of old bytes gives the
+    image the same build gives in a new file: the old contents are punched
+    out first, so none of them stays in free space.  With -K they stay
+    (mkfs.xfs -K), and the image differs."""
+    env = dict(os.environ, SOURCE_DATE_EPOCH="1700000000")
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(40):
+        (src / f"f{i}").write_bytes(b"data %d\n" % i * (50 * i + 1))
+
+    def build(img, *extra):
+        subprocess.run([sys.executable, "-m", "fstool", "mkfs", "-q", "-f", str(img), "--size",
+                        "64m", "--uuid", UUID, *extra, "--populate", str(src)], check=True,
+                       env=env)
+        return hashlib.sha256(img.read_bytes()).hexdigest()
+
+    fresh = build(tmp_path / "new.img")
+    old = tmp_path / "old.img"
+    old.write_bytes(b"\xa5" * (64 << 20))
+    assert build(old) == fresh
+    assert b"\xa5" * 512 not in old.read_bytes()
+    old.write_bytes(b"\xa5" * (64 << 20))
+    assert build(old, "-K") != fresh
+    assert b"\xa5" * 512 in old.read_bytes()
+
+
 @pytest.mark.parametrize("args,needle", [
     (["--size", "8m"], "too small"),
     (["--size", "16m", "-b", "size=65536"], "too small for 65536-byte blocks"),

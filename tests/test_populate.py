@@ -161,6 +161,29 @@ def test_edits_and_alternating_writers(tmp_path):
 
 
 @needs_xfsprogs
+def test_small_files_after_a_full_ag_fit(tmp_path):
+    """A 20 MB file fills most of AG 0 of a 96 MiB image (4 AGs of
+    24 MiB); then 8 directories of 400 small files (14 MB in all), the
+    first of them placed near the full AG.  Its files' blocks come from a
+    run found in another AG, and each file took a fresh run of its own
+    while the rest of the one before stayed busy until the commit: the
+    populate ran out of space with 60 MiB free."""
+    img = tmp_path / "f.img"
+    mkfs(img, "96m")
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "big1").write_bytes(os.urandom(1 << 20) * 19 + bytes(20_000_000 - 19 * (1 << 20)))
+    for d in range(8):
+        (src / f"d{d}").mkdir()
+        for i in range(400):
+            (src / f"d{d}" / f"f{i}").write_bytes(b"x" * (3000, 100, 5000, 9000)[i % 4])
+    r = fstool("populate", img, src, check=False)
+    assert r.returncode == 0, r.stderr
+    repair_clean(img)
+    assert fstool_check_clean(img)
+
+
+@needs_xfsprogs
 def test_enospc_leaves_image_unchanged(tmp_path):
     img = tmp_path / "s.img"
     mkfs(img, "32m")

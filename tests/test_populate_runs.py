@@ -597,7 +597,8 @@ def test_sf_dir_fork_backends_agree_and_decode():
     rising from DATA_FIRST by each entry's data size; None exactly when the
     fork would take more than the room given."""
     import random
-    from fstool.ns.dirbuild import DATA_FIRST, entsize
+    from fstool.fs.dirform.data import entsize
+    from fstool.ns.dirbuild import DATA_FIRST
     parsers = fstool_native.load(pure=True)
     backends = [fstool_native.load(pure=True, name="writers"),
                 fstool_native.load(name="writers")]

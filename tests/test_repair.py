@@ -513,7 +513,8 @@ def test_directory_salvage_keeps_what_parses():
     it should be (xfs_repair clears it and reads on), a shortform fork's
     entries up to its size."""
     from fstool.ns import dirbuild as DB
-    from fstool.ops.repair.namespace import data_salvage, sf_salvage
+    from fstool.fs.dirform import data, sf
+    data_salvage, sf_salvage = data.salvage, sf.salvage
     ents = [(f"f{i:03d}".encode(), 1000 + i, 1) for i in range(40)]
     plan = DB.encode_dir(ents, ino=99, parent=98, uuid=bytes(16), blocksize=4096,
                          dirblksize=4096, has_ftype=True, inline_space=336)

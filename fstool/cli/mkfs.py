@@ -129,6 +129,11 @@ def _bool(v: str, flag: str, key: str) -> bool:
 @click.option("-N", "--dry-run", "dry_run", is_flag=True,
               help="Print the geometry and write nothing.")
 @click.option("-f", "--force", is_flag=True, help="Overwrite an existing filesystem.")
+@click.option("-K", "--no-discard", "keep", is_flag=True,
+              help="Leave the old contents of an existing image file where the new "
+                   "filesystem does not write (mkfs.xfs -K). By default they are punched "
+                   "out first, so nothing of them stays in free space and the same build "
+                   "gives the same bytes over any old file.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
 @click.option("--populate", "populate_src", type=click.Path(exists=True),
               help="Then add this directory, tar archive or protofile (see 'fstool populate').")
@@ -145,8 +150,8 @@ def _bool(v: str, flag: str, key: str) -> bool:
               help="What --populate added in bytes instead of KiB/MiB/GiB (-b is the block "
                    "size here, as in mkfs.xfs).")
 def cmd(image, size, b_opts, d_opts, i_opts, l_opts, m_opts, n_opts, c_opts, s_opts, label,
-        uuid_opt, timestamp, dry_run, force, quiet, populate_src, squash_owner, owner_map,
-        clamp, as_json, raw):
+        uuid_opt, timestamp, dry_run, force, keep, quiet, populate_src, squash_owner,
+        owner_map, clamp, as_json, raw):
     """Create an XFS v5 filesystem in IMAGE (a new sparse file, an existing
     file, or a block device), with mkfs.xfs's defaults for its size.
 
@@ -242,7 +247,7 @@ def cmd(image, size, b_opts, d_opts, i_opts, l_opts, m_opts, n_opts, c_opts, s_o
         ts = opts.timestamp_ns if opts.timestamp_ns is not None else timestamp_ns(None)
         clamp_ns = clamp_time(clamp, ts)
     geo = M.mkfs(image, opts, force=force, dry_run=dry_run,
-                 in_progress=populate_src is not None)
+                 in_progress=populate_src is not None, discard=not keep)
     record = {"image": image, "dry_run": dry_run, "geometry": info.geometry_of_plan(geo)}
     if not quiet and not as_json:
         click.echo(info.format_geometry(record["geometry"], image, counters=False))

@@ -550,6 +550,24 @@ class Device:
             e, self._starter.error = self._starter.error, None
             raise ImageError(f"{self.path}: writing back failed: {e.strerror}")
 
+    def punch(self, offset: int, length: int) -> bool:
+        """Punch [offset, offset+length) out of a regular image file, so
+        that it reads as zeros; False (nothing done) on a block device or
+        where the host filesystem cannot punch holes."""
+        if self._gather:
+            self.flush_gathered()
+        self._check_write(offset, length)
+        if length <= 0 or self.is_blockdev:
+            return False
+        if self.write_hook is not None:
+            self.write_hook.before_write(offset, length)
+        try:
+            punch_hole(self.fd, offset + self.start, length)
+        except OSError:
+            return False
+        _writes.hit(self.path, offset, length)
+        return True
+
     def zero_range(self, offset: int, length: int, punch: bool = True) -> None:
         """Make [offset, offset+length) read as zeros: a punched hole in a
         regular file (unless ``punch`` is off), written zeros on a block

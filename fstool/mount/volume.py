@@ -41,6 +41,7 @@ import stat as pystat
 from ..errors import FsToolError, WriteRefused
 from ..format import constants as C
 from ..format.structs import DINODE, SB
+from ..fs.dirform import NAME_MAX
 from ..fs.filesystem import Filesystem
 from ..fs.inode import raw_stat
 from ..fs.logstate import log_is_clean
@@ -51,7 +52,6 @@ from ..ns.namespace import Meta, Namespace
 from ..ns.writer import Writer
 from .icache import InodeCache
 
-NAME_MAX = 255
 RENAME_NOREPLACE = 1
 RENAME_EXCHANGE = 2
 XATTR_NAMESPACES = ("user.", "trusted.", "security.")

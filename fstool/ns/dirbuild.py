@@ -25,6 +25,7 @@ import struct
 from .._backend import parsers, writers
 from ..errors import InvalidArgument, NameTooLongError
 from ..format import constants as C
+from ..fs.dirform import NAME_MAX
 from .dablock import da_block, da_finisher, identity_finisher, pack
 from .dabtree import node_levels
 from ..io import verify as V
@@ -38,13 +39,6 @@ _BLK_HDR = struct.Struct(">IIQQ16sQ")           # magic crc blkno lsn uuid owner
 _ENT_HDR = struct.Struct(">QB")
 _U16 = struct.Struct(">H")
 _LEAF = struct.Struct(">II")
-
-
-def entsize(namelen: int, has_ftype: bool = True) -> int:
-    return (8 + 1 + namelen + (1 if has_ftype else 0) + 2 + 7) & ~7
-
-
-NAME_MAX = 255
 
 
 def check_name(name: bytes) -> None:

@@ -244,18 +244,23 @@ class DataPool:
             # whatever commits the transaction, the unused blocks go back
             # first (before the writer's own hook applies the frees)
             w.tx.precommit.insert(0, self._release_at_commit)
-        agblklog = w.sb.agblklog
+        # a run serves the files whose target lies in one AG, wherever it
+        # was found: when that AG is full it comes from another, and the
+        # next file near the same target must take from it too, not
+        # allocate a run of its own (each replaced run's rest is busy until
+        # the commit: a run per file ran a near-full image out of space)
+        key = target >> w.sb.agblklog
         runs = self.runs
-        run = runs.get(target >> agblklog)
+        run = runs.get(key)
         if run is None or run[1] < count:
             # the run belongs to no one until files take it
             fsbno, n = w.space.alloc_blocks(target, count, max(count, self.POOL_BLOCKS),
                                             owner=None)
-            # the run this one replaces (in the AG it came from) goes back
-            old = runs.pop(fsbno >> agblklog, None)
+            # the run this one replaces goes back
+            old = runs.pop(key, None)
             if old is not None and old[1]:
                 w.space.free_extent(old[0], old[1], owner=None)
-            run = runs[fsbno >> agblklog] = [fsbno, n]
+            run = runs[key] = [fsbno, n]
         fsbno = run[0]
         run[0] += count
         run[1] -= count

@@ -40,6 +40,8 @@ from .._backend import parsers
 from ..errors import FsToolError, InvalidArgument
 from ..format import constants as C, metadump as M
 from ..format.structs import SB
+from ..fs import dabtree, dirform
+from ..fs.dirform import data as dirdata, free as dirfree, leaf as dirleaf, sf as dirsf
 from ..fs.filesystem import Filesystem
 from ..log.head import find_state
 from ..trans.logwriter import LogGeometry, xfsprogs_cleared_log
@@ -697,11 +699,15 @@ class Dumper:
             if used < self.bs:
                 _fill(buf, used, len(buf))
         if itype == "dir":
-            self.dir_block(buf, o, last == self.dirfsbs)
+            self.dir_block(buf, o, self._block_form(last))
         else:
             self.attr_block(buf, o)
         if ok:
             _set_crc(buf, crc_off)
+
+    def _block_form(self, last: int) -> bool:
+        """Whether a directory whose mapped blocks end at ``last`` is in block form."""
+        return dirform.form_of(last, self.dirfsbs, self.sb.blocklog) == dirform.BLOCK
 
     def multi_dir(self, o: int, s: int, c: int, last: int) -> None:
         self._guarded(f"directory block at fsb {s}", self.multi_dir_walk, o, s, c, last)
@@ -721,7 +727,7 @@ class Dumper:
                 if self.obfuscate or self.zero:
                     crc_off = self._da_crc_off(buf, first, "dir")
                     ok = crc_off is not None and _crc_ok(buf, crc_off)
-                    self.dir_block(buf, first, last == self.dirfsbs)
+                    self.dir_block(buf, first, self._block_form(last))
                     if ok:
                         _set_crc(buf, crc_off)
                 self.emit(daddr, buf)
@@ -745,20 +751,17 @@ class Dumper:
 
     def dir_block(self, buf: bytearray, o: int, is_block: bool) -> None:
         if o >= self.freeblk:
-            if self.zero and _U32.unpack_from(buf, 0)[0] == C.XFS_DIR3_FREE_MAGIC:
-                nvalid = _U32.unpack_from(buf, 52)[0]
-                high = C.XFS_DIR3_FREE_HDR_SIZE + 2 * nvalid
+            if self.zero and dirdata.data_magic(buf) == C.XFS_DIR3_FREE_MAGIC:
+                high = dirfree.FREE_HDR + 2 * dirfree.free_hdr(buf)[1]     # nvalid
                 if high < self.dirbs:
                     _fill(buf, high, self.dirbs)
         elif o >= self.leafblk:
             if not self.zero:
                 return
-            magic = _U16.unpack_from(buf, 8)[0]
-            count = _U16.unpack_from(buf, 56)[0]
-            free = C.XFS_DIR3_LEAF_HDR_SIZE + 8 * count
+            magic = dabtree.magic(buf)
+            free = dirleaf.LEAF_HDR + dirleaf.LEAF_ENT * dirleaf.leaf_count(buf)
             if magic == C.XFS_DIR3_LEAF1_MAGIC:
-                bestcount = _U32.unpack_from(buf, self.dirbs - 4)[0]
-                lbp = self.dirbs - 4 - 2 * bestcount
+                lbp = dirleaf.leaf_bests_start(buf, dirleaf.bestcount(buf))
                 if free < lbp:
                     _fill(buf, free, lbp)
             elif magic == C.XFS_DIR3_LEAFN_MAGIC and free < self.dirbs:
@@ -778,26 +781,27 @@ class Dumper:
     def sf_dir(self, dip: bytearray, start: int, dsize: int) -> None:
         size = min(_U64.unpack_from(dip, 56)[0], dsize)
         area = dip[start:start + dsize]
-        count, i8 = area[0], area[1]
-        inosz = 8 if i8 else 4
-        pos = 2 + inosz
+        count, _i8count, inosz = dirsf.sf_header(area)
+        pos = dirsf.SF_HDR + inosz
         ft = 1 if self.ftype else 0
         for i in range(count):
             if pos >= size:
                 break
             namelen = area[pos]
-            entsize = 3 + namelen + ft + inosz
+            entsize = dirsf.sf_entsize(namelen, ft, inosz)
             if namelen == 0 or pos + entsize > size:
                 if i != count - 1:
                     break
-                namelen = size - (pos + 3)
-                entsize = 3 + namelen + ft + inosz
+                # xfs_metadump's guess for a last entry that runs over
+                namelen = size - (pos + dirsf.SF_ENTRY)
+                entsize = dirsf.sf_entsize(namelen, ft, inosz)
             if self.obfuscate and namelen > 0:
-                ino_at = pos + 3 + namelen + ft
+                name_at = pos + dirsf.SF_ENTRY
+                ino_at = name_at + namelen + ft
                 raw = bytes(area[ino_at:ino_at + inosz]).ljust(inosz, b"\0")
                 ino = int.from_bytes(raw, "big")
-                name = bytes(area[pos + 3:pos + 3 + namelen])
-                _put(area, pos + 3, self.dirent_name(ino, name))
+                name = bytes(area[name_at:name_at + namelen])
+                _put(area, name_at, self.dirent_name(ino, name))
             pos += entsize
         if self.zero and size < dsize:
             # from the end of the entries read, as many bytes as the fork

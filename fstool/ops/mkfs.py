@@ -728,11 +728,14 @@ def _has_filesystem(dev) -> str | None:
 
 
 def mkfs(path: str, opts: Options, force: bool = False, dry_run: bool = False,
-         in_progress: bool = False):
+         in_progress: bool = False, discard: bool = True):
     """Create (or format) ``path``.  Returns the Geometry.  With
     ``in_progress`` the superblock says the filesystem is still being made
     (the kernel will not mount it) until a populate that writes without the
-    journal clears it."""
+    journal clears it.  An existing image file's old contents in the
+    filesystem's range are punched out first unless ``discard`` is off
+    (mkfs.xfs -K): nothing of them stays in the new filesystem's free
+    space, and the same build over any old file gives the same bytes."""
     file, sel = split(path)
     exists = os.path.exists(file)
     if exists:
@@ -777,6 +780,8 @@ def mkfs(path: str, opts: Options, force: bool = False, dry_run: bool = False,
                 if what and not force:
                     raise MkfsError(f"{path}: already contains {what}; use -f/--force to "
                                     "overwrite it")
+            if exists and discard:
+                dev.punch(0, min(opts.size, dev.size))
             if not dev.fixed_size and dev.size < opts.size:
                 dev.resize(opts.size)
             with held():

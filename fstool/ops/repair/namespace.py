@@ -46,7 +46,8 @@ from ...alloc.inodes import chunk_start
 from ...errors import FsToolError
 from ...format import constants as C
 from ...format.structs import DINODE
-from ...fs import dir as xdir, dirblock as B
+from ...fs import dir as xdir, dirform
+from ...fs.dirform import data as dirdata, sf as dirsf
 from ..check.base import BMBT_DATA, DATA, file_owner
 from ..check.dirs import verify_dir_ino
 from ..check.namespace import metadata_inodes
@@ -83,65 +84,6 @@ class NamespaceError(RepairError):
 
 
 # -- reading directories leniently -----------------------------------------------------
-def sf_salvage(fork: bytes, size: int, has_ftype: bool):
-    """('..', [(name, ino, ftype)]) of a shortform fork, as far as its
-    entries parse."""
-    ft = 1 if has_ftype else 0
-    if size < B.SF_MIN or size > len(fork):
-        size = len(fork)
-    _count, _i8count, width = B.sf_header(fork)
-    parent = B.sf_parent(fork, width)
-    pos = B.SF_HDR + width
-    out = []
-    while pos + B.SF_ENTRY <= size:
-        namelen = fork[pos]
-        esize = B.sf_entsize(namelen, ft, width)
-        if namelen == 0 or pos + esize > size:
-            break
-        _offset, name, ftype, ino, _size = B.sf_entry(fork, pos, ft, width)
-        out.append((name, ino, ftype))
-        pos += esize
-    return parent, out
-
-
-def data_salvage(buf, block_form: bool, has_ftype: bool) -> list:
-    """[(name, ino, ftype)] of one directory data block (with '.' and
-    '..'), as far as its entries and unused regions parse.  A wrong magic is
-    no reason to give the block up: xfs_repair sets the magic right and
-    keeps the entries (each is judged on its own afterwards)."""
-    if len(buf) < B.HDR:
-        return []
-    ft = 1 if has_ftype else 0
-    end = len(buf)
-    if block_form:
-        end = B.block_leaf_start(buf, B.block_tail(buf)[0])
-        if end < B.HDR:
-            end = B.block_leaf_start(buf, 0)
-    pos = B.HDR
-    out = []
-    while pos + 8 <= end:
-        length = B.free_len(buf, pos)
-        if length is not None:
-            if length == 0 or length & 7 or pos + length > end:
-                break
-            pos += length
-            continue
-        ino, namelen = B.entry_head(buf, pos)
-        esize = B.entsize(namelen, ft)
-        if pos + esize > end or B.tag_at(buf, pos + esize) != pos:
-            break
-        if namelen == 0:
-            # an entry with no name whose tag still fits: xfs_repair clears
-            # it and reads on, since the entries after it are where their
-            # own tags say
-            pos += esize
-            continue
-        out.append((B.entry_name(buf, pos, namelen), ino,
-                    B.entry_ftype(buf, pos, namelen) if ft else 0))
-        pos += esize
-    return out
-
-
 def read_dir(fs, node):
     """('..' or None, [(name, ino, ftype)] without '.' and '..', exact) of
     a directory: exact when it reads without a fault (through the verified
@@ -152,7 +94,7 @@ def read_dir(fs, node):
         pass
     sb = fs.sb
     if node.format == C.XFS_DINODE_FMT_LOCAL:
-        parent, ents = sf_salvage(node.fork_bytes(), node.size, sb.has_ftype)
+        parent, ents = dirsf.salvage(node.fork_bytes(), node.size, sb.has_ftype)
         return parent, ents, False
     if node.format not in (C.XFS_DINODE_FMT_EXTENTS, C.XFS_DINODE_FMT_BTREE):
         raise NamespaceError(f"directory {node.ino}: data fork format {node.format} cannot "
@@ -161,12 +103,13 @@ def read_dir(fs, node):
     if salvaged is not None:
         node._extents = salvaged[0]
     try:
-        fsbs = list(xdir._data_block_fsbs(node))
+        fsbs = list(dirdata.block_fsbs(node))
         exts = node.extents()
     except FsToolError as e:
         raise NamespaceError(f"directory {node.ino}: its block map cannot be read: {e}") \
             from None
-    block_form = fsbs == [0] and exts[-1][0] + exts[-1][2] == sb.dirblkfsbs
+    block_form = fsbs == [0] and \
+        dirform.form_of(exts[-1][0] + exts[-1][2], sb.dirblkfsbs, sb.blocklog) == dirform.BLOCK
     parent = None
     out = []
     for fsb in fsbs:
@@ -175,7 +118,7 @@ def read_dir(fs, node):
         except FsToolError:
             continue
         buf = b"".join(fs.dev.pread(d << C.BBSHIFT, n) for d, n in pieces)
-        for name, ino, ftype in data_salvage(buf, block_form, sb.has_ftype):
+        for name, ino, ftype in dirdata.salvage(buf, block_form, sb.has_ftype):
             if name == b"..":
                 if parent is None:
                     parent = ino
