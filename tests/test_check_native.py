@@ -185,6 +185,8 @@ class InodeStub:
         self.has_rmap = True
         self.claims = defaultdict(list)
         self.rmap_expect = defaultdict(list)
+        self.reflink = True
+        self.unwritten = defaultdict(list)
         self.found = []
 
     def report(self, code, message, **where):
@@ -217,13 +219,14 @@ def run_extents(monkeypatch, recs, attr, mode, last_end, first, backend):
     s = InodeStub()
     where = dict(ino=77, agno=0, block=1, structure="inode", fork="attr" if attr else "data")
     got = inodes_mod._extent_list(s, recs, 77, {"mode": mode}, where, attr, last_end, first)
-    return got, s.found, dict(s.claims), dict(s.rmap_expect)
+    return got, s.found, dict(s.claims), dict(s.rmap_expect), dict(s.unwritten)
 
 
 def test_extent_list_fast_path_keeps_the_findings(monkeypatch):
     """Sound and damaged extent lists, data and attr forks of files and
     directories, first and later bmbt leaves: the same blocks, findings,
-    claims and expected rmaps with the fast path (each backend) as without."""
+    claims, expected rmaps and unwritten extents with the fast path (each
+    backend) as without."""
     rng = random.Random(3)
     outcomes = set()
     for _ in range(1500):

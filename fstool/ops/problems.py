@@ -262,9 +262,10 @@ ROWS = (
             action=AG,
             repair=_AG_TEXT),
     Problem("BTREE_RMAP_KEY", ERROR, "rmapbt",
-            check="an rmapbt node's key has invalid flags or is out of order, or a block's "
-                  "records or keys lie past the high key its parent holds for it (xfs_repair "
-                  "checks the rmapbt's keys)",
+            check="an rmapbt node's key has invalid flags or is out of order, a block's "
+                  "lowest record or key is not the low key its parent holds for it (xfs_repair's "
+                  "lookups miss the records), or a block's records or keys lie past the high "
+                  "key its parent holds for it (xfs_repair checks the rmapbt's keys)",
             action=AG,
             repair=_AG_TEXT),
     Problem("BTREE_SIBLING", WARNING, None,

@@ -140,7 +140,7 @@ class CheckContext:
     MERGED_LISTS = ("findings", "dirs", "pptr_unread")
     MERGED_DICTS = ("tables", "chunks", "unlinked", "next_unlinked", "refcounts", "rmaps",
                     "agf", "agi", "refcount_trees", "dir_raw")
-    MERGED_AG_LISTS = ("claims", "rmap_expect")
+    MERGED_AG_LISTS = ("claims", "rmap_expect", "unwritten")
     MERGED_COUNTS = ("ag_totals",)
 
     def __init__(self, fs, progress=None, ag_filter=None, hooks: CheckHooks | None = None):
@@ -166,6 +166,11 @@ class CheckContext:
         # per AG: the rmapbt's records, and the ones check expects
         self.rmaps: dict = RecordMap(Rmaps)
         self.rmap_expect: dict = RecordMap(Rmaps)
+        # per AG, on a reflink filesystem: the claims of unwritten file
+        # extents, which share no block (xfs_repair's rmap_shareable): the
+        # refcount btree counts them out
+        self.unwritten: dict = RecordMap(Claims)
+        self.reflink = fs.sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_REFLINK)
         # per AG: the unlinked buckets; per inode: its next_unlinked
         self.unlinked: dict = {}
         self.next_unlinked: dict = {}

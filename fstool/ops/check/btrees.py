@@ -271,9 +271,10 @@ def _rmap_tree(ctx, agno: int, agf: dict) -> int:
 def _rmap_keys(ctx, agno: int):
     """on_node / on_key pair checking the rmapbt's keys as scan_rmapbt
     does (an error: unlike other AG btrees' keys, xfs_repair checks
-    these): a node's keys have valid flags and low keys in order, and
-    no record or key of a block lies past the high key its parent holds
-    for it.  Keys compare as (startblock, owner, offset with its fork
+    these): a node's keys have valid flags and low keys in order, a
+    block's lowest record or key is the low key its parent holds for it
+    (xfs_repair's lookups go by it), and no record or key of a block lies
+    past the high key its parent holds for it.  Keys compare as (startblock, owner, offset with its fork
     and bmbt bits), unsigned; a record's high key is its last block,
     and for a fork mapping its last file offset."""
     valid = RMAP_OFF_MASK | RMAP_OFF_ATTR | RMAP_OFF_BMBT | RMAP_OFF_UNWRITTEN
@@ -297,10 +298,20 @@ def _rmap_keys(ctx, agno: int):
             last = low
 
     def on_key(blk, key):
+        ls, lo, lf = high(key, 0)
         hs, ho, hf = high(key, 20)
-        if hf & ~valid:
+        if hf & ~valid or lf & ~valid:
             return              # the parent's key: reported with the parent
         bound = (hs, ho, hf & keep)
+        # the low key must be the block's lowest (a lookup goes by it:
+        # xfs_repair's finds no record the key says is elsewhere)
+        first = unpack(blk.keys[0])[:3] if blk.level else \
+            (blk.recs[0][0], blk.recs[0][2], blk.recs[0][3]) if blk.recs else None
+        if first is not None and (first[0], first[1], first[2] & keep) != (ls, lo, lf & keep):
+            want = [first[0], first[1], first[2] & keep]
+            bad(blk, f"its lowest key {tuple(want)} is not the low key "
+                f"{(ls, lo, lf & keep)} its parent holds for it", expected=want,
+                found=[ls, lo, lf & keep])
         if blk.level:
             tops = [(ks, ko, kf & keep) for *_low, ks, ko, kf in map(unpack, blk.keys)]
         else:

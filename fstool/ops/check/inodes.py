@@ -792,6 +792,11 @@ def _extent_list(ctx, recs, ino, d, where, attr: bool, last_end=0, first=True):
             ctx.rmap_expect[agno].append(
                 (agbno, count, ino, rec[0],
                  (1 << 63 if attr else 0) | (1 << 61 if rec[3] else 0)))
+    if unwritten_ok and ctx.reflink:
+        for rec in recs:
+            if rec[3]:
+                ctx.unwritten[(rec[1] >> agblklog) & 0xFFFFFFFF].append(
+                    (rec[1] & mask, rec[2], owner))
     ctx._last_key = (recs[0][0], recs[-1][0]) if recs else None
     return total
 

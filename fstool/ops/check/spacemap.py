@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import bisect
 from array import array
+from collections import Counter
 
 from ..._backend import checks
 from ...format import constants as C
@@ -58,16 +59,21 @@ def _data_overlaps_py(claims) -> bool:
     return False
 
 
-def shared_runs(claims) -> tuple[list, set]:
+def shared_runs(claims, unwritten=()) -> tuple[list, set]:
     """The runs of file data blocks shared by two or more owners, as the
     refcount btree must hold them ([start, refcount, length], maximal runs
     of one count), and the inodes that share blocks.  ``claims`` is
-    sorted."""
+    sorted; the claims also in ``unwritten`` (unwritten extents) share
+    nothing and are counted out, as xfs_repair counts them out."""
     if not _data_overlaps(claims):
         return [], set()       # nothing is shared
+    skip = Counter(tuple(u) for u in unwritten)
     events = []
     for start, n, owner in claims:
         if owner >= 0 and owner & 3 == DATA:
+            if skip and skip[start, n, owner] > 0:
+                skip[start, n, owner] -= 1
+                continue
             events.append((start, 1, owner >> 2))
             events.append((start + n, -1, owner >> 2))
     events.sort()
@@ -198,7 +204,7 @@ def _check_refcounts(ctx, agno: int, claims: list) -> set:
     maximal runs of one count) against the refcount btree, as
     check_refcounts compares them: each must be a record of the tree.
     Returns the inodes that share blocks."""
-    computed, sharing = shared_runs(claims)
+    computed, sharing = shared_runs(claims, ctx.unwritten.get(agno, ()))
     tree = ctx.refcount_trees.get(agno)
     for start, refcount, length in computed:
         rec = _lookup_le(tree, start) if tree else None

@@ -36,6 +36,13 @@ any moment leaves, once the log is replayed, the image as it was or
 repaired.  ``undo_file`` saves every range before it is first overwritten
 (:mod:`fstool.io.undo`).
 
+All or nothing: when the plan leaves findings that repair cannot mend,
+nothing is written (``RepairResult.refused``) unless ``partial`` is asked
+for.  The steps that write before the plan can be made (the primary
+superblock's restore, the extension of a cut image, its log's format) are
+recorded in an undo file first (the user's, else a scratch one) and put
+back (:func:`_put_back`).
+
 A repair that rewrites more existing metadata than the log holds in one
 transaction (a small log, a deeply truncated image) is written in place
 instead, as xfs_repair writes, with an undo file as its crash guard (the
@@ -53,6 +60,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import struct
+import tempfile
 
 from ..._backend import parsers
 from ...errors import (BadValue, FsToolError, ImageTruncatedError, NoSpaceError, UnsupportedError,
@@ -100,6 +108,11 @@ class RepairResult:
     # --extend-truncated: the paths of files whose data lay past the cut
     # (it reads as zeros now); None when the image was not extended
     zeroed: list | None = None
+    # problems remain that repair cannot mend and --partial was not given:
+    # nothing was (with -n: would be) written; ``withheld`` is what
+    # --partial would change
+    refused: bool = False
+    withheld: list = dataclasses.field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -411,10 +424,16 @@ def _check_and_plan(fs, progress, jobs, rebuild, add_finobt):
 
 def repair(path, *, dry_run: bool = False, rebuild=(), add_finobt: bool = False,
            undo_file=None, jobs: int = 1, progress=None,
-           extend_truncated: bool = False) -> RepairResult:
+           extend_truncated: bool = False, partial: bool = False) -> RepairResult:
     """Check ``path`` and mend what can be mended; see the module docstring.
     ``extend_truncated``: an image file shorter than its superblock says is
-    first extended with zeros to its full size (else repair stops)."""
+    first extended with zeros to its full size (else repair stops).
+
+    All or nothing: when the plan leaves problems it cannot repair, nothing
+    is written (``result.refused``; what the steps before the plan wrote,
+    the primary superblock's restore, the extension and the cut log's
+    format, is put back) unless ``partial``, which writes what can be
+    repaired."""
     path = os.fspath(path)
     for t in rebuild:
         if t not in TREES:
@@ -436,7 +455,7 @@ def repair(path, *, dry_run: bool = False, rebuild=(), add_finobt: bool = False,
         try:
             grown, recorder = _extend_phase(path, dry_run, undo_file, recorder)
         except BaseException:
-            if recorder is not None:
+            if recorder is not None and not _drop_scratch(recorder):
                 recorder.close()
             raise
     log_cut = grown is not None and not dry_run and _log_cut_off(path, grown, recorder)
@@ -449,13 +468,18 @@ def repair(path, *, dry_run: bool = False, rebuild=(), add_finobt: bool = False,
                              "-n)"], [], dry_run=True)
     try:
         result = _repair(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress,
-                         recorder)
-    except ImageTruncatedError as e:
-        if extend_truncated or "superblock describes" not in str(e):
+                         recorder, partial)
+    except FsToolError as e:
+        # repair stops before its transaction wrote anything: what was
+        # written before the plan goes back too
+        _put_back(path, recorder)
+        if not isinstance(e, ImageTruncatedError) or extend_truncated or \
+                "superblock describes" not in str(e):
             raise
         raise ImageTruncatedError(f"{e}; --extend-truncated extends it with zeros to that "
                                   "size and repairs the rest") from None
     finally:
+        _drop_scratch(recorder)
         if recorder is not None and recorder.fd >= 0:
             # the primary was restored and nothing else written (or the rest
             # failed): the undo file still gives the old primary back
@@ -464,6 +488,22 @@ def repair(path, *, dry_run: bool = False, rebuild=(), add_finobt: bool = False,
                 recorder.finish(dev)
             finally:
                 dev.close()
+    if result.refused:
+        # nothing written: what the steps before the plan would do is told
+        # with the rest of what --partial would change
+        if grown is not None:
+            result.findings.insert(0, grown)
+            result.actions.insert(0, (grown, "extend", grown.message))
+            result.withheld[:0] = [_extended_text(grown, True)] + _log_cut_text(log_cut, True)
+        if restored is not None:
+            f = _primary_finding(restored)
+            result.findings.insert(0, f)
+            result.actions.insert(0, (f, "primary", restored.change))
+            result.withheld.insert(0, restored.change)
+        if rolled_back is not None:
+            result.changes.insert(0, f"an interrupted repair rolled back ({rolled_back} bytes "
+                                     "put back from its undo file)")
+        return result
     if grown is not None:
         result.findings.insert(0, grown)
         result.actions.insert(0, (grown, "extend", grown.message))
@@ -539,10 +579,10 @@ def _extend_phase(path, dry_run, undo_file, recorder):
                 found.log_cut = end > dev.size
             if dry_run:
                 return found, recorder
-            if recorder is None and undo_file is not None:
+            if recorder is None:
                 extra = [(agno * ag, 4 * f["sb_sectsize"])
                          for agno in range(f["sb_agcount"]) if agno * ag < dev.size]
-                recorder = UndoRecorder(dev, undo_file, extra)
+                recorder = _pre_recorder(dev, undo_file, extra)
                 os.fsync(recorder.fd)           # the old size is on disk first
             dev.resize(need)
             dev.fsync()
@@ -631,14 +671,13 @@ def _primary_phase(path, dry_run, undo_file):
                 return None, None
             if dry_run:
                 return plan, None
-            if undo_file is not None:
-                recorder = UndoRecorder(dev, undo_file, plan.header_sectors())
-                dev.write_hook = recorder
+            recorder = _pre_recorder(dev, undo_file, plan.header_sectors())
+            dev.write_hook = recorder
             primary.restore(dev, plan)
             dev.write_hook = None
             return plan, recorder
     except BaseException:
-        if recorder is not None:
+        if recorder is not None and not _drop_scratch(recorder):
             recorder.close()
         raise
     finally:
@@ -703,13 +742,14 @@ def recover_interrupted(path, undo_file=None) -> int | None:
         dev.close()
 
 
-def _repair(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, recorder):
+def _repair(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, recorder,
+            partial=False):
     if dry_run:
         return _repair_once(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress,
-                            recorder)
+                            recorder, partial=partial)
     try:
         return _repair_once(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress,
-                            recorder)
+                            recorder, partial=partial)
     except NoSpaceError as e:
         if "more than the log" not in str(e):
             raise
@@ -718,11 +758,12 @@ def _repair(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, recor
     # writes, with the undo file as the crash guard (see the module
     # docstring)
     return _repair_once(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress,
-                        recorder, in_place=True)
+                        recorder if recorder is not None and recorder.fd >= 0 else None,
+                        in_place=True, partial=partial)
 
 
 def _repair_once(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, recorder,
-                 in_place: bool = False):
+                 in_place: bool = False, partial: bool = False):
     if dry_run:
         fs = Filesystem(path)
         lock = ImageLock(fs.dev, path)
@@ -737,8 +778,8 @@ def _repair_once(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, 
                 _check_and_plan(fs, progress, jobs, rebuild, add_finobt)
             if add_finobt:
                 _check_finobt_room(fs, plans)
-            return RepairResult(first, actions, changes, unrep, dry_run=True,
-                                forced=bool(rebuild or add_finobt))
+            return _refused(RepairResult(first, actions, changes, unrep, dry_run=True,
+                                         forced=bool(rebuild or add_finobt)), partial)
         finally:
             lock.__exit__(None, None, None)
             fs.close()
@@ -756,8 +797,19 @@ def _repair_once(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, 
             _check_and_plan(fs, progress, jobs, rebuild, add_finobt)
         if add_finobt:
             _check_finobt_room(fs, plans)
-        result = RepairResult(first, actions, changes, unrep,
-                              forced=bool(rebuild or add_finobt))
+        result = _refused(RepairResult(first, actions, changes, unrep,
+                                       forced=bool(rebuild or add_finobt)), partial)
+        if result.refused:
+            # all or nothing: the steps before the plan are put back too
+            w.close()
+            _put_back(path, recorder)
+            return result
+        if recorder is not None:
+            # what was written before the plan stays (the scratch record of
+            # it goes; an undo file the user asked for goes on recording)
+            recorder.kept = True
+            if _drop_scratch(recorder):
+                recorder = None
         if not changes:
             return result
         with held():      # a signal waits until the repair is written whole
@@ -803,6 +855,68 @@ def _repair_once(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, 
             recorder.close()
         if not w.closed:
             w.close()
+
+
+def _refused(result, partial: bool):
+    """``result`` marked refused (nothing written, its changes withheld)
+    when problems remain that the plan cannot repair and ``partial`` was
+    not asked for."""
+    if result.unrepaired and not partial:
+        result.refused = True
+        result.withheld, result.changes = result.changes, []
+    return result
+
+
+def _pre_recorder(dev, undo_file, extra):
+    """The recorder of what repair writes before its plan is made (the
+    primary superblock's restore, the extension of a cut image, its log's
+    format): the user's undo file, else a scratch one (``scratch``: removed
+    once the plan decides), so that a repair that then writes nothing can
+    put it back."""
+    if undo_file is not None:
+        return UndoRecorder(dev, undo_file, extra)
+    fd, tmp = tempfile.mkstemp(prefix="fstool-repair-", suffix=".undo")
+    os.close(fd)
+    rec = UndoRecorder(dev, tmp, extra)
+    rec.scratch = True
+    return rec
+
+
+def _drop_scratch(recorder) -> bool:
+    """Close and remove ``recorder``'s file when it is a scratch one."""
+    if recorder is None or not getattr(recorder, "scratch", False):
+        return False
+    recorder.close()
+    try:
+        os.unlink(recorder.path)
+    except FileNotFoundError:
+        pass
+    return True
+
+
+def _put_back(path, recorder) -> None:
+    """Put back what ``recorder`` saved of the steps before the plan
+    (unless they were kept: the plan went on to write), the image file cut
+    back to its size before them; an undo file the user asked for is
+    finished (it gives back what the image holds now)."""
+    if recorder is None or getattr(recorder, "kept", False):
+        return
+    if recorder.fd >= 0:
+        recorder.before_fsync()
+    size, records, _extra, _digest = read_undo(recorder.path, partial=True)
+    dev = Device(path, writable=True)
+    try:
+        with held():
+            for off, data in records:
+                dev.pwrite(off, data)
+            if dev.size > size and not dev.fixed_size:
+                dev.resize(size)
+            dev.fsync()
+        if recorder.fd >= 0 and not getattr(recorder, "scratch", False):
+            recorder.finish(dev)
+    finally:
+        dev.close()
+    recorder.kept = True            # put back once
 
 
 def _remaining(path, jobs, before=()) -> list:

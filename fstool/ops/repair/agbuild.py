@@ -208,7 +208,7 @@ class AGPlan:
         self.overlaps = self._kept_overlaps(claims)
         self.refcrecs = []
         if refcount:
-            runs, _inos = shared_runs(sorted(claims))
+            runs, _inos = shared_runs(sorted(claims), checker.unwritten.get(agno, ()))
             self.refcrecs = [(start, length, count) for start, count, length in runs]
         # 1. inode records
         recs = {}
