@@ -12,12 +12,11 @@ from __future__ import annotations
 import os
 import struct
 import subprocess
-import threading
 
 import pytest
 
 from fixtures import images
-from fixtures.fusemount import FuseMounted, fstool_image, fuse_skip_reason
+from fixtures.fusemount import FuseMounted, fstool_image, fuse_skip_reason, run_native_session
 
 NOBODY = 65534
 # a valid VFS_CAP_REVISION_2 value: cap_net_raw (13) permitted and effective
@@ -102,12 +101,15 @@ def scenario(root) -> dict:
     return got
 
 
-def test_writes_truncates_and_chowns_take_away_what_the_kernels_xfs_does(tmp_path):
+def _against_kernel(tmp_path, scenario, needs: str):
+    """``scenario`` run on a kernel XFS mount (the reference), then on an
+    fstool mount (``-o allow_other``): the two must give the same answers;
+    returns the reference's answers and the fstool image."""
     why = fuse_skip_reason()
     if why:
         pytest.skip(f"needs FUSE: {why}")
     if os.geteuid() != 0:
-        pytest.skip("needs root (files of another user, capabilities)")
+        pytest.skip(f"needs root (files of another user, {needs})")
     if not images.loop_available():
         pytest.skip("needs root, xfsprogs and a kernel loop mount of XFS (the reference)")
     ref = tmp_path / "kernel.img"
@@ -115,13 +117,18 @@ def test_writes_truncates_and_chowns_take_away_what_the_kernels_xfs_does(tmp_pat
     subprocess.run(["mkfs.xfs", "-q", "-f", str(ref)], check=True)
     with images.Mounted(ref) as k:
         want = scenario(k)
-    assert want["w_suid"] == "0o777" and want["cap_write"] is False   # the reference's own
     img = fstool_image(tmp_path, "64m")
     m = FuseMounted(img, "-o", "allow_other")
     with m as mnt:
         got = scenario(mnt)
     assert m.returncode == 0, m.stderr
     assert got == want
+    return want, img
+
+
+def test_writes_truncates_and_chowns_take_away_what_the_kernels_xfs_does(tmp_path):
+    want, img = _against_kernel(tmp_path, scenario, "capabilities")
+    assert want["w_suid"] == "0o777" and want["cap_write"] is False   # the reference's own
     with images.Mounted(img) as k:      # what the image holds
         assert oct(os.stat(k / "w_suid").st_mode & 0o7777) == want["w_suid"]
         assert not _caps(k / "cap_write")
@@ -141,48 +148,33 @@ def test_writes_ask_for_security_capability_once(tmp_path):
     release = tuple(int(x) for x in os.uname().release.split("-")[0].split(".")[:2])
     if release < (5, 11):
         pytest.skip("the kernel offers no FUSE_HANDLE_KILLPRIV_V2 before Linux 5.11")
-    from fstool.mount import run
-    from fstool.mount.ops import MountOps
-    from fstool.mount.volume import Volume
     img = fstool_image(tmp_path, "64m")
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    vol = Volume(img)
-    ops = MountOps(vol)
     asked = []
-    plain = ops.getxattr
-
-    def getxattr(node, name):
-        asked.append(name)
-        return plain(node, name)
-    ops.getxattr = getxattr
-    session = fuseloop.Session(ops, run.fuse_options(False, [], image=str(img)))
     seen = {}
 
-    def work():
-        try:
-            fd = os.open(mnt / "f", os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                os.setxattr(fd, "user.k", b"v")
-                asked.clear()
-                for i in range(50):
-                    os.pwrite(fd, b"x" * 4096, i * 4096)
-            finally:
-                os.close(fd)
-            seen["v2"] = session.killpriv_v2
-            seen["asked"] = list(asked)
-        finally:
-            subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
+    def wrap(ops):
+        plain = ops.getxattr
 
-    try:
-        session.mount(str(mnt))
-        t = threading.Thread(target=work)
-        t.start()
-        session.run(0, None)
-        t.join(60)
-    finally:
-        session.close()
-        vol.close()
+        def getxattr(node, name):
+            asked.append(name)
+            return plain(node, name)
+        ops.getxattr = getxattr
+
+    def work(session):
+        fd = os.open(mnt / "f", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            os.setxattr(fd, "user.k", b"v")
+            asked.clear()
+            for i in range(50):
+                os.pwrite(fd, b"x" * 4096, i * 4096)
+        finally:
+            os.close(fd)
+        seen["v2"] = session.killpriv_v2
+        seen["asked"] = list(asked)
+
+    run_native_session(fuseloop, img, mnt, wrap, work)
     assert seen.get("v2") is True, "FUSE_HANDLE_KILLPRIV_V2 not negotiated"
     assert len(seen["asked"]) <= 1, seen["asked"]
 
@@ -263,24 +255,7 @@ def test_chown_fallocate_and_copy_file_range_take_away_what_the_kernels_xfs_does
     (its supplementary groups read from /proc/<pid>/status); fallocate and
     copy_file_range by a caller but root take set-user-ID and set-group-ID
     away, as the kernel's XFS does (file_modified)."""
-    why = fuse_skip_reason()
-    if why:
-        pytest.skip(f"needs FUSE: {why}")
-    if os.geteuid() != 0:
-        pytest.skip("needs root (files of another user, other callers' groups)")
-    if not images.loop_available():
-        pytest.skip("needs root, xfsprogs and a kernel loop mount of XFS (the reference)")
-    ref = tmp_path / "kernel.img"
-    subprocess.run(["truncate", "-s", "512m", str(ref)], check=True)
-    subprocess.run(["mkfs.xfs", "-q", "-f", str(ref)], check=True)
-    with images.Mounted(ref) as k:
-        want = group_scenario(k)
+    want, _img = _against_kernel(tmp_path, group_scenario, "other callers' groups")
     # the reference's own answers, where the two rules show
     assert (want["chown_out"], want["chown_in"]) == ("0o744", "0o2744")
     assert (want["falloc_x"], want["falloc_root"]) == ("0o777", "0o6777")
-    img = fstool_image(tmp_path, "64m")
-    m = FuseMounted(img, "-o", "allow_other")
-    with m as mnt:
-        got = group_scenario(mnt)
-    assert m.returncode == 0, m.stderr
-    assert got == want

@@ -7,15 +7,12 @@ from __future__ import annotations
 
 import os
 import random
-import subprocess
-import threading
 
 import pytest
 
-from fixtures.fusemount import FuseMounted, fstool_image, fuse_skip_reason
+from fixtures.fusemount import FuseMounted, fstool_image, fuse_skip_reason, run_native_session
 from fstool.io.lock import mount_device
 from fstool.mount import run
-from fstool.mount.ops import MountOps
 from fstool.mount.volume import Volume
 
 BS = 4096
@@ -170,44 +167,32 @@ def test_a_write_leaves_the_kernels_cached_pages(tmp_path):
     img = fstool_image(tmp_path, "64m")
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    vol = Volume(img)
-    ops = MountOps(vol)
     asked = []
-    for name in ("getattr", "read", "read_map", "fast_map"):
-        plain = getattr(ops, name)
-
-        def counted(*a, _name=name, _plain=plain, **kw):
-            asked.append(_name)
-            return _plain(*a, **kw)
-        setattr(ops, name, counted)
-    session = fuseloop.Session(ops, run.fuse_options(False, [], image=str(img)))
     seen = {}
 
-    def work():
-        try:
-            fd = os.open(mnt / "f", os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                os.pwrite(fd, bytes(range(256)) * 1024, 0)
-                os.fsync(fd)
-                page = os.pread(fd, 4096, 0)
-                asked.clear()
-                for i in range(20):
-                    os.pwrite(fd, b"w" * 4096, (i + 10) * 4096)
-                    assert os.pread(fd, 4096, 0) == page
-                seen["asked"] = list(asked)
-            finally:
-                os.close(fd)
-        finally:
-            subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
+    def wrap(ops):
+        for name in ("getattr", "read", "read_map", "fast_map"):
+            plain = getattr(ops, name)
 
-    try:
-        session.mount(str(mnt))
-        t = threading.Thread(target=work)
-        t.start()
-        session.run(0, None)
-        t.join(60)
-    finally:
-        session.close()
-        vol.close()
+            def counted(*a, _name=name, _plain=plain, **kw):
+                asked.append(_name)
+                return _plain(*a, **kw)
+            setattr(ops, name, counted)
+
+    def work(_session):
+        fd = os.open(mnt / "f", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            os.pwrite(fd, bytes(range(256)) * 1024, 0)
+            os.fsync(fd)
+            page = os.pread(fd, 4096, 0)
+            asked.clear()
+            for i in range(20):
+                os.pwrite(fd, b"w" * 4096, (i + 10) * 4096)
+                assert os.pread(fd, 4096, 0) == page
+            seen["asked"] = list(asked)
+        finally:
+            os.close(fd)
+
+    run_native_session(fuseloop, img, mnt, wrap, work)
     assert "asked" in seen, "the work in the mount did not finish"
     assert not [n for n in seen["asked"] if n in ("getattr", "read", "read_map")], seen["asked"]
