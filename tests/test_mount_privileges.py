@@ -24,23 +24,6 @@ CAP_VALUE = struct.pack("<IIIII", 0x02000000 | 1, 1 << 13, 0, 0, 0)
 CAP = "security.capability"
 
 
-def _as_nobody(fn) -> None:
-    """``fn()`` in a child process running as user and group 65534."""
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            os.setgroups([])
-            os.setresgid(NOBODY, NOBODY, NOBODY)
-            os.setresuid(NOBODY, NOBODY, NOBODY)
-            fn()
-            code = 0
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-
-
 def _file(path, mode: int) -> None:
     with open(path, "wb") as f:
         f.write(b"data")
@@ -69,15 +52,15 @@ def scenario(root) -> dict:
     got = {}
     p = lambda n: os.path.join(root, n)   # noqa: E731
     _file(p("w_suid"), 0o6777)
-    _as_nobody(lambda: _write(p("w_suid")))
+    _as_user(lambda: _write(p("w_suid")))
     _file(p("w_sgid_nox"), 0o2767)
-    _as_nobody(lambda: _write(p("w_sgid_nox")))
+    _as_user(lambda: _write(p("w_sgid_nox")))
     _file(p("w_root"), 0o6777)
     _write(p("w_root"))
     _file(p("trunc"), 0o6777)
-    _as_nobody(lambda: os.truncate(p("trunc"), 1))
+    _as_user(lambda: os.truncate(p("trunc"), 1))
     _file(p("o_trunc"), 0o6777)
-    _as_nobody(lambda: os.close(os.open(p("o_trunc"), os.O_WRONLY | os.O_TRUNC)))
+    _as_user(lambda: os.close(os.open(p("o_trunc"), os.O_WRONLY | os.O_TRUNC)))
     _file(p("trunc_root"), 0o6777)
     os.truncate(p("trunc_root"), 1)
     _file(p("chown"), 0o6755)
