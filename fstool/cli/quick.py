@@ -182,14 +182,17 @@ def human_bytes(n: int) -> str:
 
 # -- the spec, read from the click commands -------------------------------------------
 
-def _kind(p) -> tuple:
+def _kind(p, cmd) -> tuple:
     """A parameter's type as the spec writes it (``("click",)``: one this
     parser leaves to click whenever it is given)."""
     import click  # lazy: only the generator reads the click commands
     t = p.type
     if getattr(p, "is_flag", False):
-        ok = not p.secondary_opts and p.flag_value is True and \
-            isinstance(t, click.types.BoolParamType)
+        # a plain on-flag: told by what click makes of it given (True), not
+        # by its flag_value, which click versions spell differently (True,
+        # or a sentinel standing for it since 8.3)
+        ok = not p.secondary_opts and isinstance(t, click.types.BoolParamType) and \
+            click_params(cmd, [p.opts[0]], resilient_parsing=True)[p.name] is True
         return ("flag",) if ok else ("click",)
     if t is click.STRING:
         return ("str",)
@@ -218,7 +221,7 @@ def spec_of(cmd) -> tuple:
         opts = tuple(p.opts) if isinstance(p, click.Option) else ()
         if p.nargs not in (1, -1) or opts and p.nargs != 1:
             raise ValueError(f"{cmd.name}: {p.name} takes {p.nargs} values")
-        out.append((p.name, opts, p.nargs, bool(p.required), _kind(p), absent[p.name]))
+        out.append((p.name, opts, p.nargs, bool(p.required), _kind(p, cmd), absent[p.name]))
     return tuple(out)
 
 
