@@ -353,6 +353,12 @@ class Device:
             self._hand_over()
             self._behind.wait()
 
+    @property
+    def data_write_failed(self) -> bool:
+        """Whether a write made behind failed (every later operation of the
+        device raises its error: see :meth:`write_behind`)."""
+        return self._behind is not None and self._behind.error is not None
+
     def can_copy_behind(self, src_fd: int) -> bool:
         """Whether a copy from ``src_fd`` may be given to :meth:`copy_behind`:
         write-behind is on, and the copy cannot share the source's blocks
@@ -823,13 +829,15 @@ class _Behind:
             self._cond.notify()
 
     def raise_error(self) -> None:
-        """Raise the error a write met, once; the writes given before it is
-        raised and not made yet are dropped (the caller is told they were
-        not made)."""
+        """Raise the error a write met, and again at every later call: data
+        the caller took as given was not written, so nothing after it (a
+        checkpoint that maps it, the fsync that would make it durable) may
+        succeed.  The writes given before it is raised and not made yet
+        are dropped."""
         if self.error is None:
             return
         with self._cond:
-            e, self.error = self.error, None
+            e = self.error
             while self._tasks:
                 _fn, args, close_arg = self._tasks.popleft()
                 if close_arg >= 0:

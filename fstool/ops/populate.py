@@ -247,11 +247,11 @@ def populate(image, source, dest: str = "/", *, owner_map=None, keep_going: bool
             w.abort()
             raise NoSpace(f"{image}: not enough space: {exc} (while adding "
                           f"{stats.entries} entries, {stats.bytes} bytes); "
-                          f"{_kept(committed[0])}") from None
+                          f"{_kept(committed[0], w.dev, image)}") from None
         except FsToolError as exc:
             w.abort()
             if committed[0]:
-                exc.args = (f"{exc} ({_kept(committed[0])})",)
+                exc.args = (f"{exc} ({_kept(committed[0], w.dev, image)})",)
             raise
         except BaseException:
             w.abort()
@@ -714,7 +714,14 @@ def _close_fds(fds: list) -> None:
             os.close(fd)
 
 
-def _kept(n: int) -> str:
+def _kept(n: int, dev, image) -> str:
+    if dev.data_write_failed:
+        # file data written behind failed after the batches mapping it were
+        # committed in memory: the device refuses every later write, so
+        # nothing after the last checkpoint written reaches the image
+        return ("file data could not be written: the image holds what the last "
+                "checkpoint written before the error held; if its log is dirty, "
+                f"'fstool log replay {image}' recovers it")
     if not n:
         return "the filesystem is unchanged"
     return (f"the {n} entries added before it were committed and are in the image; "
