@@ -306,3 +306,57 @@ def test_o_sync_writes_are_not_kept(tmp_path):
     v.release(fh)
     v.close()
     repair_clean(img)
+
+
+def test_near_full_with_reservations_writes_go_to_disk_and_all_else_goes_on(tmp_path):
+    """On an rmapbt+reflink image filled to what file data may take, the
+    free space still counted (sb_fdblocks) is the per-AG reservations, which
+    file data never gets: a new file's write there must not be kept (it
+    could never be allocated, and every later change, unlink included,
+    would fail trying to), but fail with ENOSPC at once; then removing the
+    big file, sync and close work and the image checks clean."""
+    img = fstool_image(tmp_path, "64m", "-m", "rmapbt=1,reflink=1")
+    v = Volume(img)
+    fh, _a = v.create(v.rootino, b"big", 0o644, os.O_WRONLY)
+    off = 0
+    for size in (1 << 20, 1 << 16, 4096):
+        try:
+            while True:
+                v.write(fh, off, b"x" * size)
+                off += size
+        except OSError as e:
+            assert e.errno == errno.ENOSPC
+    v.release(fh)
+    v.sync()
+    assert v.free_blocks() > 0          # the reservations
+    fh2, a2 = v.create(v.rootino, b"new", 0o644, os.O_WRONLY)
+    with pytest.raises(OSError) as got:
+        v.write(fh2, 0, b"hello" * 1000)
+    assert got.value.errno == errno.ENOSPC and a2.ino not in v._delayed
+    v.release(fh2)
+    v.unlink(v.rootino, b"big")
+    v.sync()
+    v.close()
+    repair_clean(img)
+
+
+def test_a_failed_create_in_a_group_with_kept_data_keeps_it(tmp_path):
+    """A create that fails inside a group of creates (here: the name
+    exists) takes the group back and makes each create again; the kept data
+    of a file of that group waits until its inode is made again (it used to
+    be written first, to an inode then free: writes stopped and the close
+    lost everything)."""
+    img = fstool_image(tmp_path, "256m")
+    v = Volume(img)
+    v.group = 8
+    fh, a = v.create(v.rootino, b"f1", 0o644, os.O_WRONLY)
+    v.write(fh, 0, b"data of f1\n")
+    v.release(fh)
+    assert a.ino in v._delayed
+    with pytest.raises(OSError) as got:
+        v.create(v.rootino, b"f1", 0o644, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    assert got.value.errno == errno.EEXIST
+    assert v.failed is None
+    v.close()
+    repair_clean(img)
+    assert _on_disk(img, a.ino)[1] == b"data of f1\n"

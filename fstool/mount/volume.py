@@ -38,6 +38,7 @@ import logging
 import os
 import stat as pystat
 
+from ..alloc.space import resv_asks
 from ..errors import FsToolError, WriteRefused
 from ..format import constants as C
 from ..format.structs import DINODE, SB
@@ -228,6 +229,8 @@ class Volume:
         self.group = 1                  # operations per transaction at most (group commit)
         self._grouped: list = []        # (make, now, parent, ino) of the open group's creates
         self._in_op = False             # an operation's transaction is running
+        self._redoing = False           # a group's creates done again (_redo)
+        self._resv = None               # the per-AG reservations' blocks (_reserved)
         self.failed = None              # why the volume stopped writing
         self.on_stop = None             # called once writes stop (a loop's fast path ends)
         self._group_room = False        # free space sure to last the open group
@@ -256,7 +259,18 @@ class Volume:
         try:
             if self.w is not None:
                 self.end_group()
-                self._settle()
+                try:
+                    self._settle()
+                except Exception as e:  # noqa: BLE001 - the rest is still written
+                    # what cannot be put in the image is lost, as the
+                    # kernel loses delayed pages it cannot write back; all
+                    # else is still checkpointed and the log closed
+                    log.error("the data of %d files and %d inodes' changes kept in "
+                              "memory could not be written (%s: %s); dropped",
+                              len(self._delayed), len(self._core), type(e).__name__, e)
+                    self._delayed.clear()
+                    self._core.clear()
+                    self._delayed_bytes = self._delayed_blocks = 0
                 # files still open (the kernel closes them all before it
                 # lets the mount go, unless the process is told to stop)
                 for ino in list(self.opens):
@@ -426,6 +440,15 @@ class Volume:
         """The creates of a group taken back, done again one transaction
         each, with their own times; any that fails or names another inode
         than before stops the volume's writes."""
+        # the kept data and inode changes wait until the creates are made
+        # again: some of them are of those very inodes
+        self._redoing = True
+        try:
+            self._redo_each(redo)
+        finally:
+            self._redoing = False
+
+    def _redo_each(self, redo: list) -> None:
         for make, now, parent, ino in redo:
             try:
                 with _Op(self) as ns:
@@ -1085,8 +1108,8 @@ class Volume:
         if self._delayed_bytes + grown > DELAY_TOTAL:
             return False
         more = self._blocks_of(max(end, have)) - self._blocks_of(have)
-        if more and self.free_blocks() - more < ROOM_BLOCKS * (self.group + len(self._delayed)
-                                                               + 1):
+        if more and self.free_blocks() - self._reserved() - more < \
+                ROOM_BLOCKS * (self.group + len(self._delayed) + 1):
             # near a full filesystem the write is made at once, failing
             # where it would (the group of creates and the delayed files'
             # own metadata keep their room)
@@ -1307,6 +1330,18 @@ class Volume:
         buf = self.fs.get_buf(0, self.sb.sectsize, V.SB, agno=0, block=0)
         return SB.unpack(bytes(buf.data))
 
+    def _reserved(self) -> int:
+        """Blocks of free space file data may never take: the per-AG
+        reservations the kernel keeps for its btrees' largest size
+        (counted whole, an upper bound), which sb_fdblocks includes."""
+        if self._resv is None:
+            sb, w = self.sb, self.w
+            self._resv = sum(
+                sum(resv_asks(sb, agno, min(sb.agblocks, sb.dblocks - agno * sb.agblocks),
+                              w.reflink, w.finobt, w.sparse, w.rmapbt))
+                for agno in range(sb.agcount))
+        return self._resv
+
     def free_blocks(self) -> int:
         """Free blocks, less those delayed writes will take."""
         return self._counters()["sb_fdblocks"] - self._delayed_blocks
@@ -1355,7 +1390,8 @@ class _Op:
         if vol._grouped and not self.group:
             vol.end_group()
         if w.tx is None:
-            vol._settle()
+            if not vol._redoing:
+                vol._settle()
             w.begin()
         vol._in_op = True
         ns = vol.ns
