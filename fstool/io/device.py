@@ -693,8 +693,8 @@ class Device:
         """Punch [offset, offset+length) out of a regular image file, so
         that it reads as zeros; False (nothing done) on a block device or
         where the host filesystem cannot punch holes."""
-        if self._gather:
-            self.flush_gathered()
+        if self._gather or self._behind is not None:
+            self._settle()
         self._check_write(offset, length)
         if length <= 0 or self.is_blockdev:
             return False
