@@ -26,10 +26,20 @@ needs_xfsprogs = pytest.mark.skipif(not images.xfsprogs_available(),
 STATUS = {"INT": 130, "TERM": 143}
 
 
+def _signals_default() -> None:
+    """In the child before exec: SIGINT and SIGTERM at their defaults.  A
+    command started with a signal ignored keeps ignoring it (as under
+    nohup, or a shell's background job without job control), and so would
+    every fstool these tests start from a test run launched that way."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def fstool(*args, env=None, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "fstool", *map(str, args)],
                           capture_output=True, text=True, cwd=REPO,
-                          env={**os.environ, **(env or {})}, timeout=300, **kw)
+                          env={**os.environ, **(env or {})}, timeout=300,
+                          preexec_fn=_signals_default, **kw)
 
 
 def xfs_repair_n(img: Path) -> int:
@@ -106,6 +116,7 @@ def test_populate_waiting_for_its_source(tmp_path, sig):
     fifo = tmp_path / "in.tar"
     os.mkfifo(fifo)
     p = subprocess.Popen([sys.executable, "-m", "fstool", "populate", str(img), str(fifo)],
+                         preexec_fn=_signals_default,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
     try:
         with open(fifo, "wb") as f:       # opens once populate has opened it
