@@ -123,17 +123,9 @@ def test_writes_ask_for_security_capability_once(tmp_path):
     writes to a file with an xattr (its getxattr goes to the handler) call
     the handler's getxattr at most once (the kernel marks the file as
     having nothing to take away after the first); without it, 50 times."""
-    why = fuse_skip_reason()
-    if why:
-        pytest.skip(f"needs FUSE: {why}")
-    fuseloop = pytest.importorskip("fstool_native.fuseloop",
-                                   reason="the native request loop is not built")
     release = tuple(int(x) for x in os.uname().release.split("-")[0].split(".")[:2])
     if release < (5, 11):
         pytest.skip("the kernel offers no FUSE_HANDLE_KILLPRIV_V2 before Linux 5.11")
-    img = fstool_image(tmp_path, "64m")
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
     asked = []
     seen = {}
 
@@ -145,7 +137,7 @@ def test_writes_ask_for_security_capability_once(tmp_path):
             return plain(node, name)
         ops.getxattr = getxattr
 
-    def work(session):
+    def work(session, mnt):
         fd = os.open(mnt / "f", os.O_RDWR | os.O_CREAT, 0o644)
         try:
             os.setxattr(fd, "user.k", b"v")
@@ -157,7 +149,7 @@ def test_writes_ask_for_security_capability_once(tmp_path):
         seen["v2"] = session.killpriv_v2
         seen["asked"] = list(asked)
 
-    run_native_session(fuseloop, img, mnt, wrap, work)
+    run_native_session(tmp_path, wrap, work)
     assert seen.get("v2") is True, "FUSE_HANDLE_KILLPRIV_V2 not negotiated"
     assert len(seen["asked"]) <= 1, seen["asked"]
 

@@ -159,14 +159,6 @@ def test_a_write_leaves_the_kernels_cached_pages(tmp_path):
     write made the next read ask for the attributes and, the mtime having
     moved, drop every cached page), so 20 rounds of a write elsewhere and
     a read of that page send no GETATTR and no READ to the handler."""
-    why = fuse_skip_reason()
-    if why:
-        pytest.skip(f"needs FUSE: {why}")
-    fuseloop = pytest.importorskip("fstool_native.fuseloop",
-                                   reason="the native request loop is not built")
-    img = fstool_image(tmp_path, "64m")
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
     asked = []
     seen = {}
 
@@ -179,7 +171,7 @@ def test_a_write_leaves_the_kernels_cached_pages(tmp_path):
                 return _plain(*a, **kw)
             setattr(ops, name, counted)
 
-    def work(_session):
+    def work(_session, mnt):
         fd = os.open(mnt / "f", os.O_RDWR | os.O_CREAT, 0o644)
         try:
             os.pwrite(fd, bytes(range(256)) * 1024, 0)
@@ -193,6 +185,6 @@ def test_a_write_leaves_the_kernels_cached_pages(tmp_path):
         finally:
             os.close(fd)
 
-    run_native_session(fuseloop, img, mnt, wrap, work)
+    run_native_session(tmp_path, wrap, work)
     assert "asked" in seen, "the work in the mount did not finish"
     assert not [n for n in seen["asked"] if n in ("getattr", "read", "read_map")], seen["asked"]
