@@ -373,19 +373,24 @@ class Device:
         except OSError:
             return False
 
-    def copy_behind(self, task, src_fd: int, args: tuple, nbytes: int) -> None:
+    def copy_behind(self, task, src_fd: int, args: tuple, nbytes: int,
+                    own: bool = False) -> None:
         """``task(raw, fd, *args)`` run by the write-behind thread, ``fd`` a
         duplicate of ``src_fd`` (closed after it), ``raw`` an object with the
         copy_from, pwrite_data and zero_range of this device made at once,
         none of them sharing blocks (see :meth:`can_copy_behind`); ``nbytes``
-        are counted as written now."""
+        are counted as written now.  With ``own``, ``fd`` is ``src_fd``
+        itself, handed over (the thread closes it; the caller must not) once
+        this returns: no duplicate made and closed here, each a system call
+        that lets the interpreter go and waits to have it back."""
         self._check_write(0, 0)
         if self._gather:
             self.flush_gathered()
         self._hand_over()
         b = self._behind
         b.raise_error()
-        b.submit(self._copy_then_count, (task, nbytes, _RawData(self), os.dup(src_fd)) +
+        b.submit(self._copy_then_count, (task, nbytes, _RawData(self),
+                                         src_fd if own else os.dup(src_fd)) +
                  tuple(args), close_arg=3)
         self.written += nbytes
 

@@ -381,15 +381,18 @@ class CopyFailed(FsToolError):
 
 
 def copy_named(dev, fd: int, src: int, off: int, length: int, size: int, bs: int,
-               name: str) -> None:
+               name: str, own: bool = False) -> bool:
     """:func:`copy_blocks`, its error raised as :class:`CopyFailed` naming
     the file (``name``).  Made by the device's thread behind when it takes
     the copy (``Device.can_copy_behind``), with the descriptor duplicated
-    for it: its error is then raised by the device's next operation."""
+    for it, or with ``own`` handed over to it: its error is then raised by
+    the device's next operation.  True when ``fd`` was handed over (the
+    device closes it; the caller must not), False when the caller keeps it."""
     if dev.can_copy_behind(fd):
-        dev.copy_behind(_copy_named, fd, (src, off, length, size, bs, name), length)
-    else:
-        _copy_named(dev, fd, src, off, length, size, bs, name)
+        dev.copy_behind(_copy_named, fd, (src, off, length, size, bs, name), length, own)
+        return own
+    _copy_named(dev, fd, src, off, length, size, bs, name)
+    return False
 
 
 def _copy_named(dev, fd: int, src: int, off: int, length: int, size: int, bs: int,

@@ -368,14 +368,19 @@ def _add_plain_files(ns: Namespace, run, inos: dict, stats: PopulateStats, now: 
                     pending.add(it[0])
                     continue
                 if k > start:
+                    fds = data[2][start:k] if data is not None else None
                     try:
                         ns.create_plain_files(parent, part[start:k], now,
-                                              (data[0], data[1][start:k], data[2][start:k])
+                                              (data[0], data[1][start:k], fds)
                                               if data is not None else None, run.path or "/")
                     except (OSError, FsToolError) as exc:
                         if isinstance(exc, NoSpace):
                             raise
                         raise _wrap(run.path or "/", exc) from None
+                    finally:
+                        if fds is not None:
+                            # those handed to the device's thread (-1) are its to close
+                            data[2][start:k] = fds
                     stats.files += k - start
                     if data is not None:
                         stats.bytes += sum(map(_SIZE, part[start:k]))
