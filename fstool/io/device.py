@@ -206,6 +206,8 @@ class Device:
         # the thread making file data writes behind the caller (write_behind),
         # and the writes for it not handed over yet, (offset, data) each
         self._behind = None
+        # whether one of those writes failed, kept after close
+        self._behind_failed = False
         self._batch: list = []
         self._batch_bytes = 0
         # bytes written since writeback was last started; None: never start it
@@ -356,8 +358,10 @@ class Device:
     @property
     def data_write_failed(self) -> bool:
         """Whether a write made behind failed (every later operation of the
-        device raises its error: see :meth:`write_behind`)."""
-        return self._behind is not None and self._behind.error is not None
+        device raises its error: see :meth:`write_behind`); still true
+        after :meth:`close`."""
+        return self._behind_failed or \
+            self._behind is not None and self._behind.error is not None
 
     def can_copy_behind(self, src_fd: int) -> bool:
         """Whether a copy from ``src_fd`` may be given to :meth:`copy_behind`:
@@ -773,6 +777,7 @@ class Device:
                     except FsToolError:
                         pass
                     finally:
+                        self._behind_failed = self.data_write_failed
                         self._behind.stop()
                         self._behind = None
                 self.flush_gathered()

@@ -15,7 +15,7 @@ import stat
 
 from ..alloc import rmap as R
 from ..alloc.space import MAXEXTLEN
-from ..errors import FsToolError
+from ..errors import FsToolError, ImageError
 from ..format import constants as C
 from ..fs import btree_write as BW
 from ..fs.btree import pack_bmbt_rec
@@ -399,6 +399,8 @@ def _copy_named(dev, fd: int, src: int, off: int, length: int, size: int, bs: in
                 name: str) -> None:
     try:
         copy_blocks(dev, fd, src, off, length, size, bs)
+    except ImageError:
+        raise               # the image's device failed, not this file
     except OSError as exc:
         raise CopyFailed(f"{name}: cannot copy: {exc.strerror or exc}") from None
 
