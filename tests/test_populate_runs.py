@@ -943,6 +943,15 @@ def _failing_data_writes(monkeypatch, fail_at: int, plain: bool, after=None) -> 
     return calls
 
 
+def _dirs_of_files(src: Path, dirs: int, files: int, size: int) -> Path:
+    """``src`` with directories d0... of files f0... of ``size`` bytes each."""
+    for d in range(dirs):
+        (src / f"d{d}").mkdir(parents=True)
+        for i in range(files):
+            (src / f"d{d}" / f"f{i}").write_bytes(bytes([65 + i % 26]) * size)
+    return src
+
+
 @pytest.mark.parametrize("plain,runs", [(False, False), (True, False), (False, True)])
 def test_a_device_error_with_keep_going_is_not_an_entrys(tmp_path, monkeypatch, plain, runs):
     """With --keep-going, an entry that cannot be read is skipped and the run
@@ -954,13 +963,8 @@ def test_a_device_error_with_keep_going_is_not_an_entrys(tmp_path, monkeypatch, 
     device's error and what the image holds."""
     from fstool.errors import FsToolError
     from fstool.ns.writer import Writer
-    src = tmp_path / "src"
-    for d in range(4):
-        (src / f"d{d}").mkdir(parents=True)
-        for i in range(10):
-            # copied as they come; the tail of each, short of a block,
-            # written behind
-            (src / f"d{d}" / f"f{i}").write_bytes(bytes([65 + i]) * 300_000)
+    # copied as they come; the tail of each, short of a block, written behind
+    src = _dirs_of_files(tmp_path / "src", 4, 10, 300_000)
     img = tmp_path / "a.img"
     mkfs(img, True)
     # the first hand-over after the first commit fails
@@ -992,11 +996,7 @@ def test_a_device_error_met_at_the_last_checkpoint_says_what_the_image_holds(tmp
     what the image then holds, as it does when the error is met inside the
     loop (it used to be the device's error alone)."""
     from fstool.errors import FsToolError
-    src = tmp_path / "src"
-    for d in range(3):
-        (src / f"d{d}").mkdir(parents=True)
-        for i in range(20):
-            (src / f"d{d}" / f"f{i}").write_bytes(bytes([65 + i]) * 5000)
+    src = _dirs_of_files(tmp_path / "src", 3, 20, 5000)
     img = tmp_path / "a.img"
     mkfs(img, True)
     trial = tmp_path / "trial.img"
