@@ -136,3 +136,14 @@ cdef class PathTable:
 # render's buffer size before it hands the text on; its digit tables
 cdef Py_ssize_t _FLUSH_AT
 cdef bytes _DIGITS2, _HEX
+
+# mdrestore (parsers.md2_restore): extents written straight from the dump's mapping
+from posix.uio cimport iovec, pwritev
+from libc.errno cimport errno, EINTR, EIO
+from libc.string cimport strerror
+cdef unsigned long long _XME_DADDR_MASK
+cdef int _XME_DEV_SHIFT, _IOV_MAX
+cdef iovec _md_iov[1024]
+cpdef tuple md2_restore(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t pos,
+                        Py_ssize_t size, int fd, int lfd, unsigned char[::1] primary,
+                        Py_ssize_t big)

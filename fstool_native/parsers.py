@@ -3586,3 +3586,133 @@ def metadump_name(prefix, want, ci) -> object:
         if ci and _ci_upper(q[n]):
             return None
     return bytes(out)
+
+
+# -- mdrestore: a v2 metadump's extents written out ------------------------------------------
+
+# an extent's address in a v2 metadump: the device in bits 54-55 (0: data,
+# 1: the external log), the 512-byte sector below (format/metadump.py)
+_XME_DEV_SHIFT = 54
+_XME_DADDR_MASK = (1 << 54) - 1
+# the most buffers one pwritev takes (IOV_MAX)
+_IOV_MAX = 1024
+
+
+@cython.cfunc
+@cython.locals(fd=cython.int, cnt=cython.int, at=cython.ulonglong, n=cython.ulonglong,
+               done=cython.Py_ssize_t, i=cython.int, got=cython.Py_ssize_t)
+@cython.returns(cython.int)
+@cython.exceptval(-1)
+def _write_run(fd, iov, cnt, at, n):
+    """Write the ``cnt`` buffers gathered for one run (``_md_iov`` when
+    compiled, else the list ``iov``), ``n`` bytes in all, at ``at``; a
+    short write goes on from where it stopped."""
+    if not cython.compiled:
+        done = _os.pwritev(fd, iov, at)
+        if done < n:
+            rest = memoryview(b"".join(iov))[done:]
+            while rest:
+                rest = rest[_os.pwrite(fd, rest, at + n - len(rest)):]
+        return 0
+    done = 0
+    i = 0
+    while True:
+        got = pwritev(fd, cython.address(_md_iov[i]), cnt - i, at + done)
+        if got < 0:
+            if errno == EINTR:
+                continue
+            raise OSError(errno, strerror(errno))
+        done += got
+        if done >= n:
+            return 0
+        if got == 0:
+            raise OSError(EIO, strerror(EIO))
+        # past the buffers written whole, into the one written in part
+        while got >= cython.cast(cython.Py_ssize_t, _md_iov[i].iov_len):
+            got -= _md_iov[i].iov_len
+            i += 1
+        _md_iov[i].iov_base = cython.cast(cython.p_void,
+                                          cython.cast(cython.p_uchar, _md_iov[i].iov_base) + got)
+        _md_iov[i].iov_len -= got
+
+
+@cython.locals(p=cython.p_uchar, blen=cython.Py_ssize_t, start=cython.Py_ssize_t,
+               pos=cython.Py_ssize_t, size=cython.Py_ssize_t, fd=cython.int, lfd=cython.int,
+               big=cython.Py_ssize_t, sectsize=cython.Py_ssize_t, addr=cython.ulonglong,
+               nsect=cython.ulonglong, dev=cython.ulonglong, target=cython.int,
+               data=cython.Py_ssize_t, n=cython.Py_ssize_t, at=cython.ulonglong,
+               sectors=cython.ulonglong, run_fd=cython.int, run_at=cython.ulonglong,
+               run_end=cython.ulonglong, cnt=cython.int, k=cython.Py_ssize_t,
+               end=cython.Py_ssize_t, q=cython.p_uchar)
+def md2_restore(buf, start, pos, size, fd, lfd, primary, big) -> tuple:
+    """Write the extents of a v2 metadump that ``buf`` holds (the dump's
+    bytes from file offset ``start``; the dump is ``size`` bytes), from the
+    extent header at file offset ``pos``, each at its place: on ``fd``
+    (the data device) or ``lfd`` (the external log; -1: none), extents that
+    follow one another on their device in one pwritev.  What an extent of
+    the data device holds of its first len(primary) bytes (the primary
+    superblock's sector) is copied into the bytearray ``primary`` too.
+
+    Stops at the first extent whose header or bytes run past ``buf`` or
+    the dump, that is larger than ``big`` bytes, whose device is not one of
+    the two or that is the log's with no ``lfd``: the caller deals with it
+    (maps more of the dump, copies it, or says what is wrong).  Returns
+    (the file offset of that extent's header, or ``size``; the sectors
+    written)."""
+    blen = len(buf)
+    end = start + blen
+    if size < end:
+        end = size
+    sectsize = len(primary)
+    sectors = 0
+    run_fd = -1
+    run_at = 0
+    run_end = 0
+    cnt = 0
+    if cython.compiled:
+        p = cython.cast(cython.p_uchar, cython.address(buf[0])) if blen else cython.NULL
+        q = cython.address(primary[0]) if sectsize else cython.NULL
+    else:
+        p = buf
+        q = None
+        iov = []
+    while pos + 12 <= end:
+        k = pos - start
+        addr = _be64(p, k)
+        nsect = _be32(p, k + 8)
+        dev = addr >> _XME_DEV_SHIFT
+        if dev > 1:
+            break
+        target = lfd if dev else fd
+        n = nsect * 512
+        data = pos + 12
+        if target < 0 or n > big or data + n > end:
+            break
+        at = (addr & _XME_DADDR_MASK) * 512
+        if not dev and at < sectsize:
+            if cython.compiled:
+                memcpy(q + at, p + k + 12, min(n, sectsize - at))
+            else:
+                primary[at:at + min(n, sectsize - at)] = buf[k + 12:k + 12 + min(n, sectsize - at)]
+        if not (cnt and at == run_end and target == run_fd and cnt < _IOV_MAX):
+            if cnt:
+                _write_run(run_fd, iov if not cython.compiled else None, cnt, run_at,
+                           run_end - run_at)
+            cnt = 0
+            run_fd = target
+            run_at = at
+            run_end = at
+            if not cython.compiled:
+                iov = []
+        if cython.compiled:
+            _md_iov[cnt].iov_base = cython.cast(cython.p_void, p + k + 12)
+            _md_iov[cnt].iov_len = n
+        else:
+            iov.append(buf[k + 12:k + 12 + n])
+        cnt += 1
+        run_end += n
+        sectors += nsect
+        pos = data + n
+    if cnt:
+        _write_run(run_fd, iov if not cython.compiled else None, cnt, run_at, run_end - run_at)
+    return pos, sectors
