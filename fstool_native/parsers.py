@@ -645,25 +645,30 @@ class PathTable:
             _push4(self.pps, d, g, self._put_name(name, 0, len(name)), len(name))
         self._add_record(ino, gen, (mode & 0xF000) == 0x4000, first, len(parents))
 
-    @cython.locals(p=cython.p_uchar, base=cython.Py_ssize_t, isize=cython.Py_ssize_t,
+    @cython.locals(p=cython.p_uchar, isize=cython.Py_ssize_t,
                    i=cython.Py_ssize_t, off=cython.Py_ssize_t, ino=cython.ulonglong,
                    mode=cython.uint, forkoff=cython.Py_ssize_t, aformat=cython.uint,
                    litino=cython.Py_ssize_t, clen=cython.Py_ssize_t, fork=cython.Py_ssize_t,
-                   first=cython.Py_ssize_t, n=cython.Py_ssize_t, first_ino=cython.ulonglong,
-                   free=cython.ulonglong, holemask=cython.ulonglong,
-                   inbuf=cython.ulonglong, crc_ok=cython.ulonglong)
+                   first=cython.Py_ssize_t, n=cython.Py_ssize_t,
+                   inbuf=cython.ulonglong, crc_ok=cython.ulonglong, nrec=cython.Py_ssize_t,
+                   npp=cython.Py_ssize_t, R=cython.p_ulonglong, P=cython.p_ulonglong,
+                   N=cython.p_uchar, isdir=cython.ulonglong, per=cython.Py_ssize_t)
     def add_chunk(self, chunk, base, inodesize, first_ino, free, holemask) -> list:
         """Add the in-use inodes of one 64-inode chunk (first inode at
         chunk[base:], inobt free mask and holemask) that verify (magic,
         version 3, their own number, CRC) and have no attr fork or a sound
         shortform one; returns the numbers of the other in-use ones (attr
         forks in blocks, anything that does not verify), for the caller to
-        read and ``add``."""
-        p = chunk
-        base = base
+        read and ``add``.  ``chunk``: bytes, a bytearray or a read-only
+        mapping."""
+        if cython.compiled:
+            clen = len(chunk)
+            p = cython.cast(cython.p_uchar, cython.address(chunk[0])) if clen else cython.NULL
+        else:
+            p = chunk
+            clen = len(chunk)
         isize = inodesize
         litino = isize - 176
-        clen = len(chunk)
         others = []
         # the in-use inodes that lie in the buffer, and of those the ones
         # whose CRC is right
@@ -674,6 +679,25 @@ class PathTable:
                     off >= 0 and off + isize <= clen and isize >= 176:
                 inbuf |= cython.cast(cython.ulonglong, 1) << i
         crc_ok = _cksums_ok(p, base, isize, 100, inbuf)
+        # room for the chunk's 64 records, the most parent pointers their
+        # forks can hold (an entry takes 15 bytes or more) and their names;
+        # written in place, the arrays cut to what was used at the end
+        per = litino // 15 + 1 if litino > 0 else 1
+        nrec = self.count
+        npp = len(self.pps) // 4
+        _grow(self.recs, 4 * (nrec + 64))
+        _grow(self.pps, 4 * (npp + 64 * per))
+        if self.nused + 64 * isize > len(self.names):
+            self.names.extend(bytes(max(64 * isize, len(self.names))))
+        if cython.compiled:
+            R = cython.cast(cython.p_ulonglong, self.recs.data.as_voidptr)
+            P = cython.cast(cython.p_ulonglong, self.pps.data.as_voidptr)
+            N = self.names
+        else:
+            R = self.recs
+            P = self.pps
+            N = self.names
+        self.index = None
         for i in range(64):
             if (holemask >> (i // 4)) & 1 or (free >> i) & 1:
                 continue
@@ -691,28 +715,39 @@ class PathTable:
                 continue
             forkoff = p[off + 82] * 8
             aformat = p[off + 83]
-            first = len(self.pps) // 4
-            n = 0
+            first = npp
             if forkoff:
                 fork = off + 176 + forkoff
                 if aformat != 1 or forkoff >= litino or \
                         not _sf_sound(p, fork, litino - forkoff):
                     others.append(ino)
                     continue
-                n = self._add_sf(p, fork)
-            self._add_record(ino, _be32(p, off + 92), (mode & 0xF000) == 0x4000, first, n)
+                npp = self._add_sf(p, fork, P, npp, N)
+            isdir = (mode & 0xF000) == 0x4000
+            if isdir:
+                self.dirs[ino] = nrec
+            R[4 * nrec] = ino
+            R[4 * nrec + 1] = _be32(p, off + 92) | (isdir << 32)
+            R[4 * nrec + 2] = first
+            R[4 * nrec + 3] = npp - first
+            nrec += 1
+        self.count = nrec
+        _trim(self.recs, 4 * nrec)
+        _trim(self.pps, 4 * npp)
         return others
 
     @cython.locals(pos=cython.Py_ssize_t, count=cython.Py_ssize_t, i=cython.Py_ssize_t,
                    namelen=cython.Py_ssize_t, valuelen=cython.Py_ssize_t, flags=cython.uint,
-                   v=cython.Py_ssize_t, n=cython.Py_ssize_t)
-    def _add_sf(self, p, start):
-        """Add the parent pointers of the shortform attr fork at p[start:]
-        (checked by _sf_sound): its complete entries of the parent namespace
-        whose value is a 12-byte xfs_parent_rec.  Their number."""
+                   v=cython.Py_ssize_t, at=cython.Py_ssize_t)
+    def _add_sf(self, p, start, P, npp, N):
+        """Write at P[4 * npp:] the parent pointers of the shortform attr
+        fork at p[start:] (checked by _sf_sound): its complete entries of
+        the parent namespace whose value is a 12-byte xfs_parent_rec, their
+        names kept in N (``names``, room made by the caller).  The number
+        of pointers then written in all."""
         count = p[start + 2]
         pos = start + 4
-        n = 0
+        at = self.nused
         for i in range(count):
             namelen = p[pos]
             valuelen = p[pos + 1]
@@ -720,11 +755,16 @@ class PathTable:
             if (flags & _ATTR_NSP_MASK) == _ATTR_PARENT and not flags & _ATTR_INCOMPLETE and \
                     valuelen == 12:
                 v = pos + 3 + namelen
-                _push4(self.pps, _be64(p, v), _be32(p, v + 8),
-                       self._put_name(p, pos + 3, namelen), namelen)
-                n += 1
+                P[4 * npp] = _be64(p, v)
+                P[4 * npp + 1] = _be32(p, v + 8)
+                P[4 * npp + 2] = at
+                P[4 * npp + 3] = namelen
+                _copy_into(N, at, p, pos + 3, namelen)
+                at += namelen
+                npp += 1
             pos += 3 + namelen + valuelen
-        return n
+        self.nused = at
+        return npp
 
     # -- walking -----------------------------------------------------------------------------
 
@@ -1885,6 +1925,30 @@ def _push4(arr, a, b, c, d):
     q[n + 1] = b
     q[n + 2] = c
     q[n + 3] = d
+
+
+@cython.cfunc
+@cython.locals(arr=array, n=cython.Py_ssize_t)
+def _grow(arr, n):
+    """Make the flat array ``arr`` at least ``n`` numbers long (new ones
+    unset), for writing in place."""
+    if len(arr) < n:
+        if cython.compiled:
+            cpy_array.resize_smart(arr, n)
+        else:
+            arr.extend([0] * (n - len(arr)))
+    return 0
+
+
+@cython.cfunc
+@cython.locals(arr=array, n=cython.Py_ssize_t)
+def _trim(arr, n):
+    """Cut the flat array ``arr`` to its first ``n`` numbers."""
+    if cython.compiled:
+        cpy_array.resize_smart(arr, n)
+    else:
+        del arr[n:]
+    return 0
 
 
 @cython.locals(p=cython.p_uchar, u=cython.p_uchar, i=cython.int, k=cython.int,
