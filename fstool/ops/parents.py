@@ -10,7 +10,6 @@ by the table into one buffer.
 """
 from __future__ import annotations
 
-import mmap
 from typing import Iterator
 
 from .._backend import parsers
@@ -18,8 +17,6 @@ from ..errors import FsToolError, UnsupportedError
 from ..format import constants as C
 from ..fs import attr as xattr
 from ..fs.parent import Broken, PathWalker
-from ..io.device import Device
-from ..io.dumpfile import MAP_FLAGS
 
 # inode chunks read per pread (contiguous ones), as check reads them
 _READ_LIMIT = 2 << 20
@@ -53,7 +50,10 @@ def scan_parents(fs) -> tuple:
     unread: list = []
     others: list = []
     nblk = max(1, (64 * isize) >> blocklog)
-    read = _ChunkReader(fs.dev, max(_READ_LIMIT, nblk << blocklog))
+    # one buffer for every read, filled in place: no new memory (and page
+    # faults) for each run of chunks
+    buf = bytearray(max(_READ_LIMIT, nblk << blocklog))
+    view = memoryview(buf)
     for agno in range(sb.agcount):
         try:
             chunks = list(_chunks(fs, agno))
@@ -72,8 +72,8 @@ def scan_parents(fs) -> tuple:
                     blk0 + (j - k) * nblk and not chunks[j][0] % per_block:
                 j += 1
             try:
-                buf, at = read((j - k) * nblk << blocklog,
-                               fs.agb_to_daddr(agno, blk0) << C.BBSHIFT)
+                fs.dev.preadinto(view[:(j - k) * nblk << blocklog],
+                                 fs.agb_to_daddr(agno, blk0) << C.BBSHIFT)
             except FsToolError:
                 for first_ino, _free, _hole in chunks[k:j]:
                     others.extend(first_ino + i for i in range(64))
@@ -81,10 +81,9 @@ def scan_parents(fs) -> tuple:
                 continue
             for m in range(k, j):
                 first_ino, free, hole = chunks[m]
-                others.extend(table.add_chunk(buf, at + base0 + ((m - k) * nblk << blocklog),
-                                              isize, first_ino, free, hole))
+                others.extend(table.add_chunk(buf, base0 + ((m - k) * nblk << blocklog), isize,
+                                              first_ino, free, hole))
             k = j
-    read.close()
     for ino in others:
         try:
             node = fs.inode(ino)
@@ -96,46 +95,6 @@ def scan_parents(fs) -> tuple:
             continue
         table.add(ino, node.mode, node.gen, parents)
     return table, unread
-
-
-class _ChunkReader:
-    """Runs of inode chunks read for the scan: mapped from the image file
-    (read-only, populated at once: no copy into a buffer, no page fault
-    per page) where the image is a plain file or device read as it is,
-    else read into one buffer, filled in place for every run.  A call
-    gives (a buffer, where the run starts in it), valid until the next."""
-
-    def __init__(self, dev, limit: int):
-        self.dev = dev
-        self.limit = limit
-        self.buf = None
-        self.mapped = None
-        # a metadump read in place or a log replayed in memory (an overlay)
-        # is read through the device object
-        self.can_map = type(dev) is Device and dev.dump is None and not dev.writable
-
-    def __call__(self, length: int, offset: int) -> tuple:
-        dev = self.dev
-        if self.can_map and 0 <= offset and offset + length <= dev.size:
-            self.close()
-            pos = dev.start + offset
-            start = pos - pos % mmap.ALLOCATIONGRANULARITY
-            try:
-                self.mapped = mmap.mmap(dev.fd, pos - start + length, MAP_FLAGS, mmap.PROT_READ,
-                                        offset=start)
-                return self.mapped, pos - start
-            except (OSError, ValueError):
-                self.can_map = False
-        if self.buf is None:
-            self.buf = bytearray(self.limit)
-        view = memoryview(self.buf)
-        dev.preadinto(view[:length], offset)
-        return self.buf, 0
-
-    def close(self) -> None:
-        if self.mapped is not None:
-            self.mapped.close()
-            self.mapped = None
 
 
 def _metadata_inodes(fs) -> tuple:
