@@ -21,6 +21,7 @@ import os
 import stat
 import sys
 
+from . import exits
 from .quickspec import SPECS
 
 
@@ -159,6 +160,8 @@ def restore(log_image, as_json, dump, image) -> None:
         emit_json(r, True)
     else:
         print(restored_line(r, image), flush=True)
+    if exits.AS_PROGRAM:
+        exits.finish(0)             # no interpreter teardown: the restore is written
 
 
 def _no_collector() -> None:
