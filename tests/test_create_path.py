@@ -377,3 +377,70 @@ def test_block_insert_refuses_stale_entries_and_fills_holes_as_the_pure_twin():
     for w in _WRITERS:
         with pytest.raises(ValueError):
             w.dir_use_free(bytearray(buf), D.HDR, D.HDR, 8)     # '.' is no unused region
+
+
+def _round_robin(img, dirs: int, files: int, monkeypatch, cached: bool) -> tuple:
+    """Inode numbers of ``files`` creates round robin over ``dirs`` new
+    directories (group commit of 256, a chunk filling every 64 creates),
+    some files removed between rounds, and the finobt lookups they made;
+    ``cached`` False: every search looks the finobt up."""
+    from fstool.fs import btree_write as BW
+    looked = []
+    with monkeypatch.context() as m:
+        for name in ("lookup_le", "lookup_ge"):
+            real = getattr(BW.ShortBtree, name)
+            m.setattr(BW.ShortBtree, name,
+                      lambda self, key, _r=real: looked.append(key) or _r(self, key))
+        if not cached:
+            m.setattr(InodeAllocator, "_gap", lambda self, agno, fino, pagino: None)
+        else:
+            real_gap = InodeAllocator._gap
+
+            def checked(self, agno, fino, pagino):
+                # every answer from a stretch is what the lookups give now
+                got = real_gap(self, agno, fino, pagino)
+                mark = len(looked)
+                if got is not None:
+                    lo = fino.lookup_le((pagino,))
+                    assert got[0] == lo
+                    if got[1] is not None or lo is None or lo[0] + 64 <= pagino:
+                        assert got[1] == fino.lookup_ge((pagino + 1,))
+                    del looked[mark:]
+                return got
+            m.setattr(InodeAllocator, "_gap", checked)
+        v = Volume(img, timestamp_ns=1_700_000_000 * 10 ** 9)
+        v.group = 256
+        try:
+            ds = [v.mkdir(v.rootino, b"d%d" % k, 0o755).ino for k in range(dirs)]
+            v.sync()
+            got = []
+            for r in range(3):
+                for i in range(files):
+                    got.append(_create(v, ds[i % dirs], b"f%d-%d" % (r, i)))
+                v.sync()
+                # frees (they reach the finobt at their commit)
+                for i in range(0, files, 7):
+                    v.unlink(ds[i % dirs], b"f%d-%d" % (r, i))
+                v.sync()
+        finally:
+            v.close()
+    return got, len(looked)
+
+
+def test_finobt_searches_of_a_transaction_are_reused_while_its_keys_hold(tmp_path,
+                                                                        monkeypatch):
+    """Creates over many directories whose nearest free chunk fills ask the
+    finobt the same question, one search each: a stretch a search found
+    without records answers the next (InodeAllocator._gap) while the
+    finobt's keys are unchanged.  The inodes taken are those of a search
+    each time (new chunks and frees in between), with far fewer lookups;
+    the image is repair-clean."""
+    img = fstool_image(tmp_path, "256m")
+    twin = str(tmp_path / "twin.img")
+    shutil.copyfile(img, twin)
+    got, n = _round_robin(img, 40, 600, monkeypatch, cached=True)
+    want, n_all = _round_robin(twin, 40, 600, monkeypatch, cached=False)
+    assert got == want
+    assert n * 2 < n_all
+    assert open(img, "rb").read() == open(twin, "rb").read()
+    repair_clean(img)
