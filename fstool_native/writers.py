@@ -12,6 +12,13 @@ try:
 except ImportError:          # plain Python without Cython installed
     from fstool_native import _cython_shim as cython
 
+# the big-endian readers are parsers.py's (writers.pxd cimports them when
+# compiled)
+if not cython.compiled:
+    from fstool_native import load as _load
+    _be16 = _load(pure=True)._be16
+    _be32 = _load(pure=True)._be32
+
 _U64 = 0xFFFFFFFFFFFFFFFF
 
 
@@ -809,26 +816,10 @@ _XDB3 = 0x58444233              # a single-block directory's magic
 
 
 @cython.cfunc
-@cython.exceptval(check=False)
-@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t)
-@cython.returns(cython.Py_ssize_t)
-def _g16(p, off):
-    return (p[off] << 8) | p[off + 1]
-
-
-@cython.cfunc
 @cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, v=cython.Py_ssize_t)
 def _p16(p, off, v):
     p[off] = (v >> 8) & 0xFF
     p[off + 1] = v & 0xFF
-
-
-@cython.cfunc
-@cython.exceptval(check=False)
-@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t)
-@cython.returns(cython.Py_ssize_t)
-def _g32(p, off):
-    return (_g16(p, off) << 16) | _g16(p, off + 2)
 
 
 @cython.cfunc
@@ -854,10 +845,10 @@ def _put_unused(p, off, length):
 def _bf_find(p, off, length):
     """The bestfree slot of the unused region at ``off`` (of ``length``
     bytes now), or -1 (dirdata.freefind)."""
-    if length < _g16(p, _DBF + 10):
+    if length < _be16(p, _DBF + 10):
         return -1
     for i in range(3):
-        o = _g16(p, _DBF + 4 * i)
+        o = _be16(p, _DBF + 4 * i)
         if not o:
             return -1
         if o == off:
@@ -882,7 +873,7 @@ def _bf_insert(p, off, length):
     """A region into the table, longest first, ties after the ones there:
     its slot, or -1 (dirdata.freeinsert)."""
     for i in range(3):
-        if length > _g16(p, _DBF + 4 * i + 2):
+        if length > _be16(p, _DBF + 4 * i + 2):
             j = _DBF + 11
             while j >= _DBF + 4 * i + 4:
                 p[j] = p[j - 4]
@@ -901,8 +892,8 @@ def dir_freescan(buf) -> None:
     p = buf
     n = len(buf)
     end = n
-    if n >= 8 and _g32(p, 0) == _XDB3:
-        end = n - 8 - 8 * _g32(p, n - 8)
+    if n >= 8 and _be32(p, 0) == _XDB3:
+        end = n - 8 - 8 * _be32(p, n - 8)
     if end > n or end < _DHDR:
         raise ValueError("directory block: leaf entries overrun the data")
     for j in range(_DBF, _DBF + 12):
@@ -911,8 +902,8 @@ def dir_freescan(buf) -> None:
     while off < end:
         if off + 4 > end:
             raise ValueError(f"directory block: a region at {off} overruns the data end {end}")
-        if _g16(p, off) == _DFREE:
-            size = _g16(p, off + 2)
+        if _be16(p, off) == _DFREE:
+            size = _be16(p, off + 2)
             if size < 8 or size & 7 or off + size > end:
                 raise ValueError(f"unused region at {off} of length {size}")
             _bf_insert(p, off, size)
@@ -934,9 +925,9 @@ def dir_use_free(buf, dupoff, off, length) -> bool:
     (xfs_dir2_data_use_free), the bestfree table kept incrementally;
     whether the kernel would rescan the block now (the caller does)."""
     p = buf
-    if dupoff < _DHDR or dupoff + 4 > len(buf) or _g16(p, dupoff) != _DFREE:
+    if dupoff < _DHDR or dupoff + 4 > len(buf) or _be16(p, dupoff) != _DFREE:
         raise ValueError(f"no unused region at {dupoff} covers {off}+{length}")
-    oldlen = _g16(p, dupoff + 2)
+    oldlen = _be16(p, dupoff + 2)
     if off < dupoff or off + length > dupoff + oldlen or dupoff + oldlen > len(buf):
         raise ValueError(f"no unused region at {dupoff} covers {off}+{length}")
     i = _bf_find(p, dupoff, oldlen)
@@ -945,7 +936,7 @@ def dir_use_free(buf, dupoff, off, length) -> bool:
     scan = False
     if front and back:
         if i >= 0:
-            scan = _g16(p, _DBF + 8) != 0
+            scan = _be16(p, _DBF + 8) != 0
             if not scan:
                 _bf_remove(p, i)
     elif front:
@@ -964,7 +955,7 @@ def dir_use_free(buf, dupoff, off, length) -> bool:
         _put_unused(p, dupoff, n1)
         _put_unused(p, off + length, n2)
         if i >= 0:
-            scan = _g16(p, _DBF + 10) != 0
+            scan = _be16(p, _DBF + 10) != 0
             if not scan:
                 _bf_remove(p, i)
                 _bf_insert(p, dupoff, n1)
@@ -1010,31 +1001,31 @@ def dir_block_add(buf, name, inumber, ftype, hashval) -> bool:
     case (stale entries, no room: the caller's general path)."""
     p = buf
     n = len(buf)
-    count = _g32(p, n - 8)
-    if _g32(p, n - 4):
+    count = _be32(p, n - 8)
+    if _be32(p, n - 4):
         return False                    # stale leaf entries
     blp = n - 8 - 8 * count
     if blp - 2 < _DHDR:
         raise ValueError("directory block: leaf entries overrun the data")
     length = _entsize(len(name))
-    d = _g16(p, blp - 2)
-    if d < _DHDR or d + 4 > blp or _g16(p, d) != _DFREE:
+    d = _be16(p, blp - 2)
+    if d < _DHDR or d + 4 > blp or _be16(p, d) != _DFREE:
         return False                    # no unused region ends at the leaf array
-    fl = _g16(p, d + 2)
-    dup = _g16(p, _DBF)
+    fl = _be16(p, d + 2)
+    dup = _be16(p, _DBF)
     if dup != d:
-        if _g16(p, _DBF + 2) < length:
+        if _be16(p, _DBF + 2) < length:
             return False
     elif fl < length + 8:
-        if _g16(p, _DBF + 6) < length:
+        if _be16(p, _DBF + 6) < length:
             return False
-        dup = _g16(p, _DBF + 4)
+        dup = _be16(p, _DBF + 4)
     h = hashval
     lo = 0
     hi = count
     while lo < hi:
         mid = (lo + hi) // 2
-        if _g32(p, blp + 8 * mid) < h:
+        if _be32(p, blp + 8 * mid) < h:
             lo = mid + 1
         else:
             hi = mid
