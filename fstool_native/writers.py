@@ -12,12 +12,13 @@ try:
 except ImportError:          # plain Python without Cython installed
     from fstool_native import _cython_shim as cython
 
-# the big-endian readers are parsers.py's (writers.pxd cimports them when
-# compiled)
+# the big-endian readers and the leaf's hash search are parsers.py's
+# (writers.pxd cimports them when compiled)
 if not cython.compiled:
     from fstool_native import load as _load
     _be16 = _load(pure=True)._be16
     _be32 = _load(pure=True)._be32
+    _hash_lower = _load(pure=True)._hash_lower
 
 _U64 = 0xFFFFFFFFFFFFFFFF
 
@@ -990,8 +991,7 @@ def dir_put_entry(buf, off, inumber, name, ftype) -> None:
 @cython.locals(p=cython.p_uchar, n=cython.Py_ssize_t, count=cython.Py_ssize_t,
                blp=cython.Py_ssize_t, length=cython.Py_ssize_t, d=cython.Py_ssize_t,
                fl=cython.Py_ssize_t, dup=cython.Py_ssize_t, lo=cython.Py_ssize_t,
-               hi=cython.Py_ssize_t, mid=cython.Py_ssize_t, j=cython.Py_ssize_t,
-               h=cython.uint, scan=cython.bint)
+               j=cython.Py_ssize_t, h=cython.uint, scan=cython.bint)
 def dir_block_add(buf, name, inumber, ftype, hashval) -> bool:
     """The common insert into a single-block directory (XDB3), as
     xfs_dir2_block_addname makes it when no leaf entry is stale and the
@@ -1021,14 +1021,7 @@ def dir_block_add(buf, name, inumber, ftype, hashval) -> bool:
             return False
         dup = _be16(p, _DBF + 4)
     h = hashval
-    lo = 0
-    hi = count
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if _be32(p, blp + 8 * mid) < h:
-            lo = mid + 1
-        else:
-            hi = mid
+    lo = _hash_lower(p, blp, count, h)
     scan = dir_use_free(buf, d, d + fl - 8, 8)
     _put32(p, n - 8, count + 1)
     if scan:
