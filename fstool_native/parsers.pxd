@@ -11,6 +11,9 @@ cdef int _ATTR_NSP_MASK, _ATTR_PARENT, _ATTR_INCOMPLETE
 # big-endian readers, shared with checks.py
 cdef unsigned int _be16(unsigned char *p, Py_ssize_t off) noexcept
 cdef unsigned int _be32(unsigned char *p, Py_ssize_t off) noexcept
+# the binary search of hash_lower_bound, shared with writers.py
+cdef Py_ssize_t _hash_lower(unsigned char *p, Py_ssize_t base, Py_ssize_t n,
+                            unsigned int h) noexcept
 # the bigtime epoch's offset in nanoseconds (parsers._timestamp_ns)
 cdef long long _BIGTIME_OFF
 

@@ -414,9 +414,7 @@ def dir2_sf_entries(buf, offset, size, has_ftype, listing=False) -> tuple:
     return parent, out
 
 
-@cython.locals(p=cython.p_uchar, base=cython.Py_ssize_t, n=cython.Py_ssize_t,
-               lo=cython.Py_ssize_t, hi=cython.Py_ssize_t, mid=cython.Py_ssize_t,
-               h=cython.uint)
+@cython.locals(p=cython.p_uchar, base=cython.Py_ssize_t, n=cython.Py_ssize_t)
 def hash_lower_bound(buf, start, count, hashval) -> int:
     """Index of the first of ``count`` (hashval, address) pairs at
     buf[start:] (a leaf's entries or a da-btree node's keys, 8 bytes each,
@@ -424,9 +422,20 @@ def hash_lower_bound(buf, start, count, hashval) -> int:
     p = buf
     base = start
     n = count
-    h = hashval
     if base < 0 or n < 0 or base + 8 * n > len(buf):
         raise ValueError("hash array runs past the buffer")
+    return _hash_lower(p, base, n, hashval)
+
+
+@cython.cfunc
+@cython.exceptval(check=False)
+@cython.locals(p=cython.p_uchar, base=cython.Py_ssize_t, n=cython.Py_ssize_t,
+               h=cython.uint, lo=cython.Py_ssize_t, hi=cython.Py_ssize_t,
+               mid=cython.Py_ssize_t)
+@cython.returns(cython.Py_ssize_t)
+def _hash_lower(p, base, n, h):
+    """hash_lower_bound within bounds the caller has checked (shared with
+    writers.py)."""
     lo = 0
     hi = n
     while lo < hi:
