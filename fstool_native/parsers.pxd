@@ -11,6 +11,9 @@ cdef int _ATTR_NSP_MASK, _ATTR_PARENT, _ATTR_INCOMPLETE
 # big-endian readers, shared with checks.py
 cdef unsigned int _be16(unsigned char *p, Py_ssize_t off) noexcept
 cdef unsigned int _be32(unsigned char *p, Py_ssize_t off) noexcept
+# a CRC32c stored little-endian at off over [start, end), shared with checks.py
+cdef bint _cksum_region_ok(unsigned char *p, Py_ssize_t start, Py_ssize_t end,
+                           Py_ssize_t off) noexcept
 # the bigtime epoch's offset in nanoseconds (parsers._timestamp_ns)
 cdef long long _BIGTIME_OFF
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import struct
 
-from ..._backend import parsers
+from ..._backend import checks, parsers
 from ...errors import CorruptionError, FsToolError
 from ...format import constants as C
 from ...fs import dabtree as DA
@@ -28,6 +28,10 @@ from .superblocks import check_lsn, root_ino, rt_inodes
 T_FREE, T_FTYPE, T_DIR, T_DOT, T_BADNAME, T_SELF = 1, 2, 4, 8, 16, 32
 _GEN = struct.Struct(">I")
 _GEN_OFF = DINODE.offset("di_gen")
+# where a block-form directory's header keeps what verify tests: magic
+# (offset, value), CRC offset, uuid, blkno and owner offsets
+_DIR3_BLOCK_HDR = (V.DIR3_BLOCK.magic_off, V.DIR3_BLOCK.magics[0], V.DIR3_BLOCK.crc_off,
+                   V.DIR3_BLOCK.uuid_off, V.DIR3_BLOCK.blkno_off, V.DIR3_BLOCK.owner_off)
 
 
 def setup_dir_geometry(ctx) -> None:
@@ -91,9 +95,19 @@ def _block_form(ctx, ino, gen, buf, tab, odd, inode) -> None:
     """A block-form directory's one block ``buf`` (read and verified):
     its data entries counted, its bestfree table and its leaf checked
     (``inode()``: the directory's Inode, wanted only to find which leaf
-    entry is wrong)."""
-    start, count, stale = block.leaf_bounds(buf, ino, 0)
-    frees, dsum = _data_tally(ctx, ino, gen, buf, start, 0, tab, odd)
+    entry is wrong); in one native call (checks.block_dir_tally) when it
+    has nothing to report."""
+    got = checks.block_dir_tally(buf, data.HDR, ctx.sb.has_ftype, tab.starts, tab.itype,
+                                 tab.refs, ino, tab.psums, gen)
+    if got is None:
+        # the tail overruns the block (leaf_bounds says so)
+        start, count, stale = block.leaf_bounds(buf, ino, 0)
+        frees, dsum = _data_tally(ctx, ino, gen, buf, start, 0, tab, odd)
+    else:
+        sound, tally, start, count, stale = got
+        frees, dsum = _tallied(ctx, ino, 0, tally, odd)
+        if sound:
+            return
     _check_bestfree(ctx, ino, 0, buf, frees)
     _check_leaf(ctx, ino, inode, buf, start, count, stale, dsum, True, buf)
 
@@ -122,13 +136,17 @@ def check_block_dir(ctx, ino: int, raw: bytes, tab, odd: list) -> bool:
     startoff, startblock, blocks, unwritten = exts[0]
     if startoff or blocks != sb.dirblkfsbs or unwritten:
         return False
+    # (an extent inline_extents passed lies inside its AG)
+    at = fs._fsb_offset(startblock)
+    daddr = at >> C.BBSHIFT
+    if fs.cache.get((daddr, sb.dirblksize)) is not None:
+        return False
     try:
-        daddr = fs.fsb_to_daddr(startblock)
-        if fs.cache.get((daddr, sb.dirblksize)) is not None:
-            return False
-        buf = fs.dev.pread(daddr << C.BBSHIFT, sb.dirblksize)
-        V.verify(buf, V.DIR3_BLOCK, uuid=fs.uuid, daddr=daddr, owner=ino)
+        buf = fs.dev.pread(at, sb.dirblksize)
     except FsToolError:
+        return False
+    if not checks.v5_hdr_sound(buf, *_DIR3_BLOCK_HDR[:4], fs.uuid, _DIR3_BLOCK_HDR[4], daddr,
+                               _DIR3_BLOCK_HDR[5], ino):
         return False
     check_lsn(ctx, V.DIR3_BLOCK.lsn_of(buf), "dir", ino=ino, offset=0, fork="data",
               field="lsn")
@@ -209,11 +227,18 @@ def _data_tally(ctx, ino, gen, buf, end: int, fsb: int, tab, odd: list):
     entry is counted."""
     addr_base = (fsb // ctx.sb.dirblkfsbs) * ctx.sb.dirblksize
     try:
-        frees, lsum, more, why = parsers.dir_data_tally(
-            buf, data.HDR, end, ctx.sb.has_ftype, addr_base,
-            tab.starts, tab.itype, tab.refs, ino, tab.psums, gen)
+        tally = parsers.dir_data_tally(buf, data.HDR, end, ctx.sb.has_ftype, addr_base,
+                                       tab.starts, tab.itype, tab.refs, ino, tab.psums, gen)
     except ValueError as e:
-        frees, lsum, more, why = [], 0, [], str(e)
+        tally = [], 0, [], str(e)
+    return _tallied(ctx, ino, fsb, tally, odd)
+
+
+def _tallied(ctx, ino, fsb: int, tally, odd: list):
+    """(unused regions, leaf sum) of a data block dir_data_tally counted
+    (``tally``: what it returned), its odd entries added to ``odd`` and a
+    malformed block reported."""
+    frees, lsum, more, why = tally
     odd += more
     if why:
         ctx.report("DIR_CORRUPT", f"directory {ino}: data block at {fsb}: {why}",
