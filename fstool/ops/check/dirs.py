@@ -28,10 +28,6 @@ from .superblocks import check_lsn, root_ino, rt_inodes
 T_FREE, T_FTYPE, T_DIR, T_DOT, T_BADNAME, T_SELF = 1, 2, 4, 8, 16, 32
 _GEN = struct.Struct(">I")
 _GEN_OFF = DINODE.offset("di_gen")
-# where a block-form directory's header keeps what verify tests: magic
-# (offset, value), CRC offset, uuid, blkno and owner offsets
-_DIR3_BLOCK_HDR = (V.DIR3_BLOCK.magic_off, V.DIR3_BLOCK.magics[0], V.DIR3_BLOCK.crc_off,
-                   V.DIR3_BLOCK.uuid_off, V.DIR3_BLOCK.blkno_off, V.DIR3_BLOCK.owner_off)
 
 
 def setup_dir_geometry(ctx) -> None:
@@ -85,9 +81,47 @@ def _dir_form(ctx, node):
 
 def _dirblock(ctx, node, fsb, bt):
     # read once while checking: not kept in the buffer cache
-    buf = data.read_block(node, fsb, bt, False)
+    buf = _mapped_block(ctx, node, fsb, bt)
+    if buf is None:
+        buf = data.read_block(node, fsb, bt, False)
     check_lsn(ctx, bt.lsn_of(buf), "dir", ino=node.ino, offset=fsb, fork="data",
                    field="lsn")
+    return buf
+
+
+def _mapped_block(ctx, node, fsb, bt):
+    """Directory block ``fsb`` of ``node`` as data.read_block reads it (not
+    kept), when one extent maps all of it: without walking the block map
+    block by block; None when it is not so mapped or not plainly sound
+    (read_block then reads it and says what is wrong)."""
+    if bt.magic_fmt != ">I":
+        return None
+    e = node.map_block(fsb)
+    if e is None or fsb + ctx.sb.dirblkfsbs > e[0] + e[2]:
+        return None
+    # (a mapped extent lies inside its AG: the map was checked)
+    return _sound_block(ctx, node.ino, ctx.fs._fsb_offset(e[1] + fsb - e[0]), bt)
+
+
+def _sound_block(ctx, ino: int, at: int, bt):
+    """The directory block of ``ino`` at byte ``at`` of the filesystem, read
+    as FileSystem.read_meta reads a block it does not keep, when it is not
+    in the buffer cache and verifies as ``bt`` (one 32-bit magic of its
+    own: v5_hdr_sound); else None, nothing said."""
+    fs = ctx.fs
+    size = ctx.sb.dirblksize
+    daddr = at >> C.BBSHIFT
+    if fs.cache.get((daddr, size)) is not None:
+        return None
+    try:
+        buf = fs.dev.pread(at, size)
+    except FsToolError:
+        return None
+    magic = bt.magic_of(buf)
+    if magic not in bt.magics or not checks.v5_hdr_sound(
+            buf, bt.magic_off, magic, bt.crc_off, bt.uuid_off, fs.uuid, bt.blkno_off, daddr,
+            bt.owner_off, ino):
+        return None
     return buf
 
 
@@ -137,16 +171,8 @@ def check_block_dir(ctx, ino: int, raw: bytes, tab, odd: list) -> bool:
     if startoff or blocks != sb.dirblkfsbs or unwritten:
         return False
     # (an extent inline_extents passed lies inside its AG)
-    at = fs._fsb_offset(startblock)
-    daddr = at >> C.BBSHIFT
-    if fs.cache.get((daddr, sb.dirblksize)) is not None:
-        return False
-    try:
-        buf = fs.dev.pread(at, sb.dirblksize)
-    except FsToolError:
-        return False
-    if not checks.v5_hdr_sound(buf, *_DIR3_BLOCK_HDR[:4], fs.uuid, _DIR3_BLOCK_HDR[4], daddr,
-                               _DIR3_BLOCK_HDR[5], ino):
+    buf = _sound_block(ctx, ino, fs._fsb_offset(startblock), V.DIR3_BLOCK)
+    if buf is None:
         return False
     check_lsn(ctx, V.DIR3_BLOCK.lsn_of(buf), "dir", ino=ino, offset=0, fork="data",
               field="lsn")
