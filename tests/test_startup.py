@@ -42,7 +42,7 @@ def _commands(mods) -> set:
     return {m for m in mods if m.startswith("fstool.cli.")} - {
         "fstool.cli", "fstool.cli.main", "fstool.cli.console", "fstool.cli.exits",
         "fstool.cli.options", "fstool.cli.commands", "fstool.cli.group", "fstool.cli.quick",
-        "fstool.cli.quickspec", "fstool.cli.plain", "fstool.cli.path_run"}
+        "fstool.cli.quickspec", "fstool.cli.plain", "fstool.cli.path_run", "fstool.cli.units"}
 
 
 @pytest.fixture(scope="module")

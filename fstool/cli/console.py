@@ -8,7 +8,7 @@ import click
 
 from ..ops.names import json_exact
 from .plain import emit_json, is_tty, output_style, warn  # noqa: F401 - the commands take them from here
-from .quick import human_bytes  # noqa: F401 - the commands take it from here
+from .units import human_bytes  # noqa: F401 - the commands take it from here
 
 
 def err(msg: str) -> None:

@@ -22,6 +22,7 @@ import stat
 import sys
 
 from .quickspec import SPECS
+from .units import human_bytes
 
 
 def command(args: list):
@@ -183,16 +184,6 @@ def restored_line(r: dict, image) -> str:
     return (f"{image}: restored from a v{r['version']} metadump, "
             f"{human_bytes(r['sectors'] * 512)} of metadata in "
             f"{human_bytes(r['image_bytes'])}")
-
-
-def human_bytes(n: int) -> str:
-    """``n`` bytes as people read them: 512 B, 4.0 KiB, 1.5 GiB."""
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"
 
 
 # -- the spec, read from the click commands -------------------------------------------
