@@ -14,6 +14,9 @@ cdef unsigned int _be32(unsigned char *p, Py_ssize_t off) noexcept
 # the binary search of hash_lower_bound, shared with writers.py
 cdef Py_ssize_t _hash_lower(unsigned char *p, Py_ssize_t base, Py_ssize_t n,
                             unsigned int h) noexcept
+# a CRC32c stored little-endian at off over [start, end), shared with checks.py
+cdef bint _cksum_region_ok(unsigned char *p, Py_ssize_t start, Py_ssize_t end,
+                           Py_ssize_t off) noexcept
 # the bigtime epoch's offset in nanoseconds (parsers._timestamp_ns)
 cdef long long _BIGTIME_OFF
 
