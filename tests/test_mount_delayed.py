@@ -360,3 +360,102 @@ def test_a_failed_create_in_a_group_with_kept_data_keeps_it(tmp_path):
     v.close()
     repair_clean(img)
     assert _on_disk(img, a.ino)[1] == b"data of f1\n"
+
+
+def _in_image(img, data: bytes) -> bool:
+    """Whether ``data`` (random bytes, a block or more) is anywhere in the
+    image file: written to some block, freed or not."""
+    with open(img, "rb") as f:
+        return f.read().find(data) >= 0
+
+
+@pytest.mark.parametrize("how", ["unlink", "o_trunc", "truncate"])
+def test_a_freed_or_truncated_kept_file_writes_nothing(tmp_path, how):
+    """Unlink (of a closed file) or O_TRUNC of a file whose data is kept in
+    memory drops the kept data: no block is allocated or written for it
+    (its bytes are nowhere in the image), nothing is held, the free count
+    is what it was before the file was made; a truncate to a shorter size
+    cuts the kept data and writes only what is left.  (An unlink of a file
+    still open is a change made while its data is needed: that data goes to
+    the image first, and is freed at the last close.)"""
+    img = fstool_image(tmp_path, "256m")
+    v = Volume(img)
+    v.sync()
+    free0 = v.statfs()["bfree"]
+    fh, a = v.create(v.rootino, b"f", 0o100644, os.O_RDWR)
+    head, gone = os.urandom(4096), os.urandom(20000)
+    v.write(fh, 0, head + gone)
+    assert a.ino in v._delayed
+    written = []
+    write_new = v.fileio.write_new
+
+    def noted(files):
+        written.extend(ino for ino, _data in files)
+        return write_new(files)
+
+    v.fileio.write_new = noted
+    keep = b""
+    if how == "unlink":
+        v.release(fh)
+        v.unlink(v.rootino, b"f")
+    elif how == "o_trunc":
+        v.release(fh)
+        fh = v.open(a.ino, os.O_WRONLY | os.O_TRUNC)
+        assert v.getattr(a.ino).size == 0
+        keep = b"new data"
+        v.write(fh, 0, keep)
+        v.release(fh)
+    else:
+        v.setattr(a.ino, size=4096)
+        keep = head
+        assert v.read(fh, 0, 1 << 20) == head
+        assert v.getattr(a.ino).blocks == 8
+        v.release(fh)
+    v.sync()
+    assert a.ino not in written or keep
+    assert v.statfs()["bfree"] == free0 - (1 if keep else 0)
+    assert not v.fileio.held
+    v.close()
+    repair_clean(img)
+    assert not _in_image(img, gone[:8192])
+    if keep:
+        assert _on_disk(img, a.ino)[1] == keep
+    else:
+        assert _in_image(img, head) is False
+
+
+def test_a_kept_file_with_another_name_keeps_its_data_on_unlink(tmp_path):
+    img = fstool_image(tmp_path, "256m")
+    v = Volume(img)
+    fh, a = v.create(v.rootino, b"f", 0o100644, os.O_RDWR)
+    data = os.urandom(9000)
+    v.write(fh, 0, data)
+    v.release(fh)
+    v.link(a.ino, v.rootino, b"g")
+    v.unlink(v.rootino, b"f")
+    v.close()
+    repair_clean(img)
+    assert _on_disk(img, a.ino)[1] == data
+
+
+def test_an_unlink_that_fails_keeps_the_kept_data(tmp_path, monkeypatch):
+    """The unlink's transaction fails: the file is still there with its
+    kept data, which goes to the image later."""
+    img = fstool_image(tmp_path, "256m")
+    v = Volume(img)
+    fh, a = v.create(v.rootino, b"f", 0o100644, os.O_RDWR)
+    data = os.urandom(9000)
+    v.write(fh, 0, data)
+    v.release(fh)
+
+    def broken(*_a, **_kw):
+        raise OSError(errno.EIO, "injected")
+
+    monkeypatch.setattr(v.ns, "unlink", broken)
+    with pytest.raises(OSError):
+        v.unlink(v.rootino, b"f")
+    monkeypatch.undo()
+    assert a.ino in v._delayed and v.getattr(a.ino).size == 9000
+    v.close()
+    repair_clean(img)
+    assert _on_disk(img, a.ino)[1] == data

@@ -428,6 +428,60 @@ class Volume:
             a.blocks = self._blocks_of(len(data)) << (self.sb.blocklog - 9)
         return a
 
+    def _forget_kept(self, ino: int):
+        """What is kept in memory for ``ino`` (its delayed data, its inode
+        core changes), taken out before a change that frees the inode, so
+        that the change's :meth:`_settle` allocates and writes nothing for
+        it: the kernel's XFS drops a freed file's delayed pages unwritten.
+        What :meth:`_keep_again` puts back if the change fails."""
+        data = self._delayed.pop(ino, None)
+        if data is not None:
+            self._delayed_bytes -= len(data)
+            self._delayed_blocks -= self._blocks_of(len(data))
+        return data, self._core.pop(ino, None)
+
+    def _keep_again(self, ino: int, kept) -> None:
+        data, core = kept
+        if data is not None:
+            self._delayed[ino] = data
+            self._delayed_bytes += len(data)
+            self._delayed_blocks += self._blocks_of(len(data))
+        if core is not None:
+            self._core[ino] = core
+        self.icache.invalidate(ino)
+
+    def _freed_by_unlink(self, ino: int) -> bool:
+        """Whether removing one name of ``ino`` frees it: its last name, and
+        not open."""
+        if self.opens.get(ino):
+            return False
+        try:
+            return self.getattr(ino).nlink == 1
+        except OSError:
+            return False
+
+    def _truncate_kept(self, ino: int, size: int, fields: dict) -> bool:
+        """A truncate of a file whose data is all kept in memory to no more
+        than it holds: made in memory (the kept data cut, an emptied file
+        left with nothing kept), no block allocated or written for what is
+        cut; with ``fields``, the other inode core changes of the setattr.
+        True when made so."""
+        data = self._delayed.get(ino)
+        if data is None or size > len(data):
+            return False
+        self._delayed_bytes -= len(data) - size
+        self._delayed_blocks -= self._blocks_of(len(data)) - self._blocks_of(size)
+        if size:
+            del data[size:]
+        else:
+            del self._delayed[ino]
+        now = self.w.now_ns()
+        fields.setdefault("mtime_ns", now)
+        fields["ctime_ns"] = now
+        self.icache.invalidate(ino)
+        self._core_set(ino, **fields)
+        return True
+
     def _forkoff(self, ino: int) -> int:
         """di_forkoff of ``ino`` as the open transaction has it (nonzero:
         the inode has xattrs), without decoding the inode."""
@@ -545,13 +599,16 @@ class Volume:
             if mode is None and kept is not None:
                 mode = kept
                 self.privileges_dropped = True
-        if size is None and not caps and not pystat.S_ISDIR(a.mode):
+        if not caps and not pystat.S_ISDIR(a.mode):
             fields = {k: v for k, v in (("mode", mode), ("uid", uid), ("gid", gid),
                                         ("atime_ns", atime_ns), ("mtime_ns", mtime_ns))
                       if v is not None}
-            fields["ctime_ns"] = self.w.now_ns()
-            self._core_set(ino, **fields)
-            return self.getattr(ino)
+            if size is None:
+                fields["ctime_ns"] = self.w.now_ns()
+                self._core_set(ino, **fields)
+                return self.getattr(ino)
+            if self._truncate_kept(ino, size, fields):
+                return self.getattr(ino)
         with self._tx() as ns:
             if caps:
                 ns.remove_xattr(ino, SECURITY_CAPABILITY)
@@ -896,15 +953,28 @@ class Volume:
         AGI unlinked list until its last close."""
         self._writable()
         self._dir_node(parent)
-        with self._tx() as ns:
-            ent = ns.lookup_child(parent, name)
-            if ent is None:
-                raise oserror(errno.ENOENT)
-            ino = ent[0]
-            if pystat.S_ISDIR(self.getattr(ino).mode):
-                raise oserror(errno.EISDIR)
-            ns.unlink(parent, name)
-            self._touch(parent, ino)
+        # a file kept in memory that this frees: its kept data dropped, not
+        # written first (_forget_kept)
+        ent = self.child(parent, name)
+        kept = None
+        if ent is not None and (ent[0] in self._delayed or ent[0] in self._core) and \
+                self._freed_by_unlink(ent[0]):
+            freed = ent[0]
+            kept = self._forget_kept(freed)
+        try:
+            with self._tx() as ns:
+                ent = ns.lookup_child(parent, name)
+                if ent is None:
+                    raise oserror(errno.ENOENT)
+                ino = ent[0]
+                if pystat.S_ISDIR(self.getattr(ino).mode):
+                    raise oserror(errno.EISDIR)
+                ns.unlink(parent, name)
+                self._touch(parent, ino)
+        except BaseException:
+            if kept is not None:
+                self._keep_again(freed, kept)
+            raise
 
     def rmdir(self, parent: int, name: bytes) -> None:
         self._writable()
@@ -1268,12 +1338,20 @@ class Volume:
             return
         if node.mode == 0:
             return
-        with self._tx() as ns:
-            if node.is_reg:
-                self.fileio.release(ino)
-            if node.nlink == 0:
-                # a file, or a directory removed while open
-                ns.inactivate(ino)
+        # a file with no name left: what is kept of it dropped, not written
+        # first (_forget_kept)
+        kept = self._forget_kept(ino) if node.nlink == 0 else None
+        try:
+            with self._tx() as ns:
+                if node.is_reg:
+                    self.fileio.release(ino)
+                if node.nlink == 0:
+                    # a file, or a directory removed while open
+                    ns.inactivate(ino)
+        except BaseException:
+            if kept is not None:
+                self._keep_again(ino, kept)
+            raise
         self._touch(ino)
 
     # -- xattrs ---------------------------------------------------------------------------------------
