@@ -11,13 +11,21 @@ from __future__ import annotations
 
 import errno
 import os
+import random
 import shutil
 
 import pytest
 
-from fixtures.fusemount import fstool_image, repair_clean
+from fixtures import images
+from fixtures.fusemount import (FuseMounted, crash_points, fstool_image, fuse_skip_reason,
+                                repair_clean)
 from fstool.fs.filesystem import Filesystem
 from fstool.mount.volume import DELAY_FILE, Volume
+
+# crash points of the kill-after-each-write test of a settle: a few spread
+# over the writes (a few seconds); FSTOOL_SETTLE_CRASH_ALL=1 for every write
+SETTLE_CRASH_ALL = os.environ.get("FSTOOL_SETTLE_CRASH_ALL") == "1"
+SETTLE_CRASH_POINTS = 4
 
 
 def _counting(v: Volume) -> list:
@@ -459,3 +467,90 @@ def test_an_unlink_that_fails_keeps_the_kept_data(tmp_path, monkeypatch):
     v.close()
     repair_clean(img)
     assert _on_disk(img, a.ino)[1] == data
+
+
+def _kept_files_then_fsync(mnt, seed: int = 5):
+    """Two rounds of: six new files written (kept in memory: small, from
+    their start), every other one chmod'ed 0600 (kept too), then an fsync
+    of the last (the settle of every kept file and a checkpoint); until a
+    call fails (the mount gone).  ({name: (data, mode)} of the files an
+    fsync that returned covers, the same of those written since)."""
+    rng = random.Random(seed)
+    synced: dict = {}
+    pending: dict = {}
+    try:
+        for r in range(2):
+            for i in range(6):
+                name = f"r{r}f{i}"
+                data = rng.randbytes(rng.randrange(1, 40000))
+                mode = 0o600 if i % 2 else 0o644
+                pending[name] = (data, mode)
+                fd = os.open(mnt / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                try:
+                    for off in range(0, len(data), 10240):
+                        os.write(fd, data[off:off + 10240])
+                    os.fchmod(fd, mode)
+                    if i == 5:
+                        os.fsync(fd)
+                        synced.update(pending)
+                        pending = {}
+                finally:
+                    os.close(fd)
+    except OSError:
+        pass                            # the mount is gone: the crash
+    return synced, pending
+
+
+def test_a_crash_at_each_write_of_a_settle(tmp_path, monkeypatch):
+    """The kill-after-each-write harness over the settle of delayed
+    allocation (the kept files' blocks allocated, their data written, the
+    inodes and the kept chmods logged, then the checkpoint of an fsync):
+    the mount killed right after its Nth write to the image
+    (FSTOOL_FAULT_AFTER_WRITES=N, the writes counted in a first run with
+    the write log); then the kernel replays the log and reads every file,
+    and xfs_repair -n finds nothing.  Every file an fsync that returned
+    covers is there with its data and mode; every file written after it is
+    missing, empty or whole with its mode before or after the chmod: never
+    some of its data, and never the bytes a freed file left in the blocks it
+    was given (the free space is filled with 0xEE first).  A few N spread
+    over the writes by default (a few seconds); FSTOOL_SETTLE_CRASH_ALL=1
+    tries every write."""
+    why = fuse_skip_reason()
+    if why:
+        pytest.skip(f"needs FUSE: {why}")
+    if not images.loop_available():
+        pytest.skip("needs root, xfsprogs and a kernel loop mount of XFS (the reference)")
+    base = fstool_image(tmp_path, "64m")
+    with FuseMounted(base) as mnt:
+        # freed blocks holding 0xEE, which the settle's allocations reuse
+        fd = os.open(mnt / "old", os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, b"\xee" * (4 << 20))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.unlink(mnt / "old")
+    points = crash_points(tmp_path, base, _kept_files_then_fsync, monkeypatch,
+                          SETTLE_CRASH_ALL, SETTLE_CRASH_POINTS, least=4)
+    for n in points:
+        img = tmp_path / f"crash-{n}.img"
+        img.write_bytes(base.read_bytes())
+        monkeypatch.setenv("FSTOOL_FAULT_AFTER_WRITES", str(n))
+        m = FuseMounted(img)
+        with m as mnt:
+            synced, pending = _kept_files_then_fsync(mnt)
+        monkeypatch.delenv("FSTOOL_FAULT_AFTER_WRITES")
+        assert m.returncode == -9, f"write {n}: the mount was not killed ({m.returncode})"
+        with images.Mounted(img) as k:  # the log replayed
+            seen = {p.name: ((k / p.name).read_bytes(), os.stat(k / p.name).st_mode & 0o7777)
+                    for p in k.iterdir() if p.name != "lost+found"}
+        for name, (data, mode) in synced.items():
+            assert seen.get(name) == (data, mode), f"write {n}: {name} after its fsync"
+        for name, (data, mode) in pending.items():
+            if name in seen:
+                got, got_mode = seen[name]
+                assert got in (b"", data), f"write {n}: {name} holds some other bytes"
+                assert got_mode in (0o644, mode), f"write {n}: {name}"
+        assert set(seen) <= set(synced) | set(pending), f"write {n}: {set(seen)}"
+        repair_clean(img)
+        img.unlink()

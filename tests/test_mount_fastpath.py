@@ -19,8 +19,8 @@ import random
 import pytest
 
 from fixtures import images
-from fixtures.fusemount import (FuseMounted, fstool_image, fuse_skip_reason, kernel_reads,
-                                repair_clean)
+from fixtures.fusemount import (FuseMounted, crash_points, fstool_image, fuse_skip_reason,
+                                kernel_reads, repair_clean)
 from fstool.fs.filesystem import Filesystem
 
 FALLOC_FL_KEEP_SIZE = 0x01
@@ -395,20 +395,9 @@ def test_a_crash_at_each_write_of_the_loops_overwrites(tmp_path, monkeypatch):
             os.fsync(fd)
         finally:
             os.close(fd)
-    log = tmp_path / "writes"
-    dry = tmp_path / "dry.img"
-    dry.write_bytes(base.read_bytes())
-    monkeypatch.setenv("FSTOOL_WRITE_LOG", str(log))
-    with FuseMounted(dry) as mnt:
-        first = len(log.read_text().splitlines()) if log.exists() else 0
-        _overwrites_with_fsyncs(mnt, 2, size)
-        last = len(log.read_text().splitlines())
-    monkeypatch.delenv("FSTOOL_WRITE_LOG")
-    points = list(range(first + 1, last + 1))
-    assert len(points) >= 12            # at least the overwrites themselves
-    if not CRASH_ALL:
-        points = [points[i * (len(points) - 1) // (CRASH_POINTS - 1)]
-                  for i in range(CRASH_POINTS)]
+    # (at least the overwrites themselves)
+    points = crash_points(tmp_path, base, lambda mnt: _overwrites_with_fsyncs(mnt, 2, size),
+                          monkeypatch, CRASH_ALL, CRASH_POINTS, least=12)
     for n in points:
         img = tmp_path / f"crash-{n}.img"
         img.write_bytes(base.read_bytes())
