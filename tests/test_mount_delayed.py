@@ -13,6 +13,7 @@ import errno
 import os
 import random
 import shutil
+import stat as pystat
 
 import pytest
 
@@ -201,19 +202,48 @@ def test_enospc_comes_at_write_time(tmp_path):
     repair_clean(img)
 
 
-def test_a_directorys_setattr_is_a_transaction(tmp_path):
-    """(Directories keep their namespace state: their setattrs are logged
-    at once, as before.)"""
+def test_a_directorys_setattrs_are_kept_in_order_with_its_creates(tmp_path):
+    """A directory's chmod, chown and utimes take no transaction; what
+    the log holds keeps their order with the creates around them: a
+    utimes of the directory after creates in it keeps its time, a create
+    after it moves the time on; a create after a kept chmod g+s inherits
+    the group; the image after unmount holds the same, xfs_repair -n
+    clean."""
     img = fstool_image(tmp_path, "256m")
     v = Volume(img)
+    v.group = 64
     d = v.mkdir(v.rootino, b"d", 0o755)
+    e = v.mkdir(v.rootino, b"e", 0o755)
+    v.sync()
     begun = _counting(v)
     v.setattr(d.ino, mode=0o700)
-    assert begun
+    v.setattr(d.ino, uid=1000, gid=1000)
+    assert not begun
+    assert (v.getattr(d.ino).mode & 0o7777, v.getattr(d.ino).uid) == (0o700, 1000)
+    # creates in e (a group), then e's times set: they stay; then the
+    # same in d, and one create more: the time moves on
+    for i in range(3):
+        v.release(v.create(e.ino, b"a%d" % i, 0o100644, os.O_WRONLY)[0])
+        v.release(v.create(d.ino, b"a%d" % i, 0o100644, os.O_WRONLY)[0])
+    v.setattr(e.ino, atime_ns=1_000_000_000, mtime_ns=2_000_000_000)
+    v.setattr(d.ino, atime_ns=1_000_000_000, mtime_ns=2_000_000_000)
+    v.release(v.create(d.ino, b"later", 0o100644, os.O_WRONLY)[0])
+    assert v.getattr(d.ino).mtime_ns > 2_000_000_000
+    # a chmod g+s of d, then a create in d: the kept change comes first
+    v.setattr(d.ino, mode=0o2770)
+    sub = v.mkdir(d.ino, b"s", 0o755)
+    assert v.getattr(sub.ino).gid == 1000
+    d_times = v.getattr(d.ino).mtime_ns
+    assert d_times > 2_000_000_000
     v.close()
     fs = Filesystem(str(img))
     try:
-        assert fs.inode(d.ino).mode & 0o7777 == 0o700
+        st = fs.inode(d.ino).stat()
+        assert (st.st_mode & 0o7777, st.st_uid, st.st_gid, st.st_mtime_ns) == \
+            (0o2770, 1000, 1000, d_times)
+        assert fs.inode(e.ino).stat().st_mtime_ns == 2_000_000_000
+        s_st = fs.inode(sub.ino).stat()
+        assert (s_st.st_gid, s_st.st_mode & pystat.S_ISGID) == (1000, pystat.S_ISGID)
     finally:
         fs.close()
     repair_clean(img)

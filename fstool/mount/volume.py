@@ -581,10 +581,18 @@ class Volume:
         """``kill_gid``: the group of a truncating caller that may not keep
         set-user-ID and set-group-ID; ``caller``: (uid, gid, pid) of the
         request, where known (see :meth:`_privileges_lost`).  A change of
-        only the inode core (mode, owner, times) of what is not a directory
-        takes no transaction: it is kept in memory, shown at once, and
-        logged with the next change or checkpoint (:meth:`_settle`), as the
-        kernel's XFS logs an inode changed several times once."""
+        only the inode core (mode, owner, times) takes no transaction: it
+        is kept in memory, shown at once, and logged with the next change
+        or checkpoint (:meth:`_settle`, before that change: the log holds
+        the changes in the order they were made), as the kernel's XFS logs
+        an inode changed several times once.  A directory's too: _settle
+        applies it with the same namespace call a transaction of its own
+        would make, and every change that reads the directory (a create's
+        inherited group and set-group-ID, a lookup's search permission)
+        sees the kept mode and owner through :meth:`getattr` or comes after
+        the settle; the open group of creates is committed first, so that
+        its creates stay before the change.  A truncate of a file whose
+        data is all kept is made in memory (:meth:`_truncate_kept`)."""
         self._writable()
         a = self.getattr(ino)
         if size is not None:
@@ -599,11 +607,17 @@ class Volume:
             if mode is None and kept is not None:
                 mode = kept
                 self.privileges_dropped = True
-        if not caps and not pystat.S_ISDIR(a.mode):
+        if not caps:
             fields = {k: v for k, v in (("mode", mode), ("uid", uid), ("gid", gid),
                                         ("atime_ns", atime_ns), ("mtime_ns", mtime_ns))
                       if v is not None}
             if size is None:
+                if self._grouped and pystat.S_ISDIR(a.mode):
+                    # the open group's creates (in this directory, maybe)
+                    # logged first: _settle applies the kept change after
+                    # them, and a create's times must not come after a
+                    # utimes made later
+                    self.end_group()
                 fields["ctime_ns"] = self.w.now_ns()
                 self._core_set(ino, **fields)
                 return self.getattr(ino)
