@@ -79,6 +79,16 @@ READAHEAD_SLACK = 1 << 20
 # in place (FileIO.fill_blocks; docs/performance.md)
 HOLE_FILL_BYTES = 64 << 10
 
+# the metadata buffer cache of a mount (bytes) and the decoded attributes
+# it keeps (InodeCache.max_attrs): enough for the inode clusters, directory
+# and btree blocks a run of creates, a walk or a tar x works on at once;
+# larger, they only filled up and stayed full (the server's RSS after
+# 1,000,000 creates is to stay within 1.5x of that after 10,000:
+# bench/bench_mount_rss.py; the CPU of creates did not move, the host's
+# page cache holds the image's blocks either way)
+CACHE_BYTES = 16 << 20
+ATTRS_CACHED = 8192
+
 # the most data fork records a request loop is given a copy of (fast_map)
 FAST_MAP_RECORDS = 1 << 16
 
@@ -180,7 +190,7 @@ class Volume:
     """An image mounted: see the module docstring."""
 
     def __init__(self, image, *, readonly: bool = False, timestamp_ns: int | None = None,
-                 cache_bytes: int = 128 << 20, discard: bool = False):
+                 cache_bytes: int = CACHE_BYTES, discard: bool = False):
         self.image = os.fspath(image)
         self.readonly = readonly
         self._lock = None
@@ -213,7 +223,7 @@ class Volume:
         sb = self.fs.sb
         self.sb = sb
         self.rootino = sb.rootino
-        self.icache = InodeCache()
+        self.icache = InodeCache(ATTRS_CACHED)
         self.handles: dict[int, Handle] = {}
         self.next_fh = 1
         self.opens: dict[int, int] = {}
