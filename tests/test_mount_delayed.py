@@ -18,8 +18,8 @@ import stat as pystat
 import pytest
 
 from fixtures import images
-from fixtures.fusemount import (FuseMounted, crash_points, fstool_image, fuse_skip_reason,
-                                repair_clean)
+from fixtures.fusemount import (FuseMounted, crash_points, crashed_runs, fstool_image,
+                                repair_clean, skip_without_fuse_and_kernel)
 from fstool.fs.filesystem import Filesystem
 from fstool.mount.volume import DELAY_FILE, Volume
 
@@ -462,13 +462,21 @@ def test_a_freed_or_truncated_kept_file_writes_nothing(tmp_path, how):
         assert _in_image(img, head) is False
 
 
-def test_a_kept_file_with_another_name_keeps_its_data_on_unlink(tmp_path):
+def _one_kept_file(tmp_path):
+    """A volume on a new image with one file "f" in its root, written and
+    closed, its data kept in memory: (image, volume, its Attr, the data)."""
     img = fstool_image(tmp_path, "256m")
     v = Volume(img)
     fh, a = v.create(v.rootino, b"f", 0o100644, os.O_RDWR)
     data = os.urandom(9000)
     v.write(fh, 0, data)
     v.release(fh)
+    assert a.ino in v._delayed
+    return img, v, a, data
+
+
+def test_a_kept_file_with_another_name_keeps_its_data_on_unlink(tmp_path):
+    img, v, a, data = _one_kept_file(tmp_path)
     v.link(a.ino, v.rootino, b"g")
     v.unlink(v.rootino, b"f")
     v.close()
@@ -479,12 +487,7 @@ def test_a_kept_file_with_another_name_keeps_its_data_on_unlink(tmp_path):
 def test_an_unlink_that_fails_keeps_the_kept_data(tmp_path, monkeypatch):
     """The unlink's transaction fails: the file is still there with its
     kept data, which goes to the image later."""
-    img = fstool_image(tmp_path, "256m")
-    v = Volume(img)
-    fh, a = v.create(v.rootino, b"f", 0o100644, os.O_RDWR)
-    data = os.urandom(9000)
-    v.write(fh, 0, data)
-    v.release(fh)
+    img, v, a, data = _one_kept_file(tmp_path)
 
     def broken(*_a, **_kw):
         raise OSError(errno.EIO, "injected")
@@ -545,11 +548,7 @@ def test_a_crash_at_each_write_of_a_settle(tmp_path, monkeypatch):
     was given (the free space is filled with 0xEE first).  A few N spread
     over the writes by default (a few seconds); FSTOOL_SETTLE_CRASH_ALL=1
     tries every write."""
-    why = fuse_skip_reason()
-    if why:
-        pytest.skip(f"needs FUSE: {why}")
-    if not images.loop_available():
-        pytest.skip("needs root, xfsprogs and a kernel loop mount of XFS (the reference)")
+    skip_without_fuse_and_kernel()
     base = fstool_image(tmp_path, "64m")
     with FuseMounted(base) as mnt:
         # freed blocks holding 0xEE, which the settle's allocations reuse
@@ -562,15 +561,8 @@ def test_a_crash_at_each_write_of_a_settle(tmp_path, monkeypatch):
         os.unlink(mnt / "old")
     points = crash_points(tmp_path, base, _kept_files_then_fsync, monkeypatch,
                           SETTLE_CRASH_ALL, SETTLE_CRASH_POINTS, least=4)
-    for n in points:
-        img = tmp_path / f"crash-{n}.img"
-        img.write_bytes(base.read_bytes())
-        monkeypatch.setenv("FSTOOL_FAULT_AFTER_WRITES", str(n))
-        m = FuseMounted(img)
-        with m as mnt:
-            synced, pending = _kept_files_then_fsync(mnt)
-        monkeypatch.delenv("FSTOOL_FAULT_AFTER_WRITES")
-        assert m.returncode == -9, f"write {n}: the mount was not killed ({m.returncode})"
+    for n, img, (synced, pending) in crashed_runs(tmp_path, base, _kept_files_then_fsync,
+                                                  points, monkeypatch):
         with images.Mounted(img) as k:  # the log replayed
             seen = {p.name: ((k / p.name).read_bytes(), os.stat(k / p.name).st_mode & 0o7777)
                     for p in k.iterdir() if p.name != "lost+found"}
@@ -583,4 +575,3 @@ def test_a_crash_at_each_write_of_a_settle(tmp_path, monkeypatch):
                 assert got_mode in (0o644, mode), f"write {n}: {name}"
         assert set(seen) <= set(synced) | set(pending), f"write {n}: {set(seen)}"
         repair_clean(img)
-        img.unlink()
