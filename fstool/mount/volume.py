@@ -80,14 +80,13 @@ READAHEAD_SLACK = 1 << 20
 HOLE_FILL_BYTES = 64 << 10
 
 # the metadata buffer cache of a mount (bytes) and the decoded attributes
-# it keeps (InodeCache.max_attrs): enough for the inode clusters, directory
-# and btree blocks a run of creates, a walk or a tar x works on at once;
-# larger, they only filled up and stayed full (the server's RSS after
-# 1,000,000 creates is to stay within 1.5x of that after 10,000:
-# bench/bench_mount_rss.py; the CPU of creates did not move, the host's
-# page cache holds the image's blocks either way)
-CACHE_BYTES = 16 << 20
-ATTRS_CACHED = 8192
+# it keeps (InodeCache.max_attrs).  Both fill up during a long run of
+# creates and stay full (the server's RSS after 250,000 creates: 212 MiB;
+# bench/bench_mount_rss.py); 16 MiB and 8,192 kept it at 84 MiB, but made
+# the server's CPU per 4 KiB random read or 70/30 I/O 1.2-1.6x in a
+# side-by-side run (docs/performance.md), so they stay as they were
+CACHE_BYTES = 128 << 20
+ATTRS_CACHED = 65536
 
 # the most data fork records a request loop is given a copy of (fast_map)
 FAST_MAP_RECORDS = 1 << 16
