@@ -891,3 +891,62 @@ def test_rmapbt_node_low_key_above_its_child(tmp_path):
     assert codes(img) == {"BTREE_RMAP_KEY"}
     out = judge_inode_repair(img, tmp_path)
     assert "AG 0:" in out and "rmapbt" in out, out
+
+
+@needs_loop
+def test_directory_whose_inode_magic_is_damaged(tmp_path):
+    """A block directory's di_magic changed under a good CRC (corpus case
+    modern-37-118, xfs_db fuzz -d core.magic sub).  xfs_repair resets the
+    magic and keeps the directory as it is.  Repair reset the magic too but
+    then refused the directory, unreadable as it stood on disk ("directory
+    cannot be read: bad magic", exit 4, nothing written): the namespace
+    phase now reads a directory the inode phase mends as that phase leaves
+    it, and its entries stay where they are."""
+    img, inos = corpus_image("std", tmp_path)
+    d = inos["dir_block"]
+    xfs_db(img, f"inode {d}", "write -d core.magic 0x416d", expert=True)
+    assert xfs_repair_n(img) == 1
+    assert {"INODE_CORRUPT", "DIR_CORRUPT"} <= codes(img)
+    out = judge_inode_repair(img, tmp_path)
+    assert f"inode {d}: fixed: di_magic" in out, out
+    assert "lost+found" not in out, out
+
+
+@needs_loop
+def test_directory_whose_attr_fork_format_is_not_valid(tmp_path):
+    """A directory's di_aformat made 9 under a stale CRC (corpus case
+    modern1k-37-59, xfs_db fuzz -c core.aformat middlebit on xattr_dir).
+    xfs_repair rewrites the CRC, clears the attr fork and keeps the
+    directory with its entries.  Repair dropped the attr fork too but then
+    refused the directory ("inode or block map damage that is not
+    repaired", exit 4): a dropped attr fork leaves the data fork's entries
+    as they were, so the directory is read as the inode phase leaves it."""
+    img, inos = corpus_image("std", tmp_path)
+    d = inos["xattr_dir"]
+    xfs_db(img, f"inode {d}", "write -c core.aformat 9", expert=True)
+    assert xfs_repair_n(img) == 1
+    assert {"INODE_FORMAT", "DIR_CORRUPT"} <= codes(img)
+    out = judge_inode_repair(img, tmp_path)
+    assert f"inode {d}: fixed: attr fork dropped" in out, out
+
+
+@needs_loop
+def test_directory_whose_extent_count_is_past_the_largest(tmp_path):
+    """A one-block directory's di_nextents given its top bit (corpus case
+    big-38-32, xfs_db fuzz -d core.nextents firstbit: 2^31 + 1, past the
+    largest count).  xfs_repair counts no extent, so the directory has no
+    '.' and is cleared, its files going to lost+found; repair reads the
+    records the fork holds, corrects the count to the one it holds (check's
+    extent_count hook) but then refused the directory ("inode or block map
+    damage that is not repaired", exit 4).  The directory is now read with
+    its count corrected: its files stay where they were (none lost against
+    xfs_repair, which moves them)."""
+    img, inos = corpus_image("std", tmp_path)
+    d = inos["dir_block"]
+    xfs_db(img, f"inode {d}", "write -d core.nextents 2147483649", expert=True)
+    assert xfs_repair_n(img) == 1
+    assert "INODE_NEXTENTS" in codes(img)
+    out = judge_inode_repair(img, tmp_path)
+    assert f"inode {d}: fixed: data fork extent count" in out, out
+    assert "lost+found" not in out, out
+
