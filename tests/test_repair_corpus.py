@@ -950,3 +950,24 @@ def test_directory_whose_extent_count_is_past_the_largest(tmp_path):
     assert f"inode {d}: fixed: data fork extent count" in out, out
     assert "lost+found" not in out, out
 
+
+@needs_loop
+def test_refcountbt_node_key_below_its_child(tmp_path):
+    """A refcountbt node's key for a child lowered below the child's first
+    record (still above the previous child's last): lookups still land
+    right, so xfs_repair -n says nothing, but the key is not the child's
+    lowest, which the kernel's scrub and check's other AG btrees hold it to.
+    Check read the refcountbt's keys without looking at them; it now
+    reports each key that differs from its child's lowest (BTREE_KEY, a
+    warning as for the free-space btrees) and repair rebuilds the tree with
+    keys that match."""
+    img, _inos = corpus_image("std", tmp_path)
+    sel = ["agf 1", "addr refcntroot"]
+    assert "level = 1" in xfs_db(img, *sel, "print level")
+    first = int(re.search(r"^1:\[(\d+),", xfs_db(img, *sel, "addr ptrs[2]", "print recs[1]"),
+                          re.M).group(1))
+    xfs_db(img, *sel, f"write keys[2].startblock {first - 1}", expert=True)
+    got = [(f["code"], f["structure"], f["index"]) for f in findings(img)]
+    assert got == [("BTREE_KEY", "refcountbt", 1)], got
+    out = judge_inode_repair(img, tmp_path)
+    assert "refcountbt" in out, out
