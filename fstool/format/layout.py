@@ -11,10 +11,20 @@ so the two views can never drift apart.  Field names are the kernel's.
 """
 from __future__ import annotations
 
-import re
 import struct
 
-_CODE = re.compile(r"^(\d*)([BbHhIiQqs])$")
+_KINDS = "BbHhIiQqs"
+
+
+def _code(code: str) -> tuple[int, str] | None:
+    """(count, kind) of a field's code, a kind letter after an optional
+    count ("16s", "Q", "4I"); None for anything else.  (Not a regular
+    expression: ``re`` is not loaded by the commands that start fast.)"""
+    digits = code[:-1]
+    if not code or code[-1] not in _KINDS or digits and not (digits.isascii() and
+                                                             digits.isdigit()):
+        return None
+    return int(digits or 0), code[-1]
 
 
 class Layout:
@@ -35,10 +45,10 @@ class Layout:
         self._offsets: dict[str, int] = {}
         offset = 0
         for fname, code in fields:
-            m = _CODE.match(code)
-            if not m:
+            got = _code(code)
+            if got is None:
                 raise ValueError(f"bad layout code {code!r} for {name}.{fname}")
-            count, kind = int(m.group(1) or 0), m.group(2)
+            count, kind = got
             self._offsets[fname] = offset
             fmt.append(code)
             if kind == "s":
@@ -80,8 +90,7 @@ class Layout:
                           "I": cs.Int32ul, "i": cs.Int32sl, "Q": cs.Int64ul, "q": cs.Int64sl}
             subcons = []
             for fname, code in self.fields:
-                m = _CODE.match(code)
-                count, kind = int(m.group(1) or 0), m.group(2)
+                count, kind = _code(code)
                 if kind == "s":
                     subcons.append(fname / cs.Bytes(count or 1))
                 elif count:
