@@ -822,25 +822,63 @@ def test_chunk_found_on_disk_with_part_of_a_cluster_zeroed(tmp_path):
     assert f"inode {ino}: free inode re-initialised" in out, out
 
 
-@needs_loop
-def test_directory_whose_extent_count_is_zeroed(tmp_path):
-    """A leaf directory's di_nextents zeroed (corpus case big-36-36, xfs_db
-    fuzz -d core.nextents zeroes): its map holds no extent, so it has no
-    block and no '.' or '..'; di_nblocks is wrong.  xfs_repair corrects the
-    block count and clears the directory, its entries' inodes going to
-    lost+found.  Repair used to correct the block count and then refuse the
-    directory ("inode or block map damage that is not repaired", exit 4)
-    with the block count and the AGs written all the same; a block count
-    set to what the map holds leaves the entries as trustworthy as they
-    were: the directory is rebuilt empty, its files moved to lost+found."""
-    img, inos = corpus_image("std", tmp_path)
-    d = inos["dir_leaf"]
-    xfs_db(img, f"inode {d}", "write -d core.nextents 0", expert=True)
-    assert xfs_repair_n(img) == 1
-    assert {"DIR_CORRUPT", "INODE_NBLOCKS"} <= codes(img)
-    out = judge_inode_repair(img, tmp_path)
-    assert f"directory {d}: rebuilt with 0 entries" in out, out
+# a directory's inode damaged, each a corpus case repair refused or half
+# wrote: (the base image's inode, the xfs_db write, codes check reports,
+# what repair's output says, whether the directory's files stay in place)
+DIRECTORY_INODE_CASES = {
+    # big-36-36 (fuzz -d core.nextents zeroes): a leaf directory's map holds
+    # no extent, so it has no block and no '.' or '..'; di_nblocks is wrong.
+    # xfs_repair corrects the block count and clears the directory, its
+    # entries' inodes going to lost+found.  Repair corrected the block count
+    # and then refused the directory (exit 4) with the block count and the
+    # AGs written all the same; a block count set to what the map holds
+    # leaves the entries as trustworthy as they were: the directory is
+    # rebuilt empty, its files moved to lost+found.
+    "extent count zeroed": ("dir_leaf", "write -d core.nextents 0",
+                            {"DIR_CORRUPT", "INODE_NBLOCKS"}, "directory {d}: rebuilt with 0 "
+                            "entries", False),
+    # modern-37-118 (fuzz -d core.magic sub): xfs_repair resets the magic and
+    # keeps the directory as it is.  Repair reset it too but then refused
+    # the directory, unreadable as it stood on disk ("cannot be read: bad
+    # magic", exit 4, nothing written).
+    "magic": ("dir_block", "write -d core.magic 0x416d", {"INODE_CORRUPT", "DIR_CORRUPT"},
+              "inode {d}: fixed: di_magic", True),
+    # modern1k-37-59 (fuzz -c core.aformat middlebit): xfs_repair rewrites the
+    # CRC, clears the attr fork and keeps the directory and its entries.
+    # Repair dropped the attr fork too but refused the directory ("inode or
+    # block map damage that is not repaired", exit 4), though a dropped attr
+    # fork leaves the data fork as it was.
+    "attr fork format": ("xattr_dir", "write -c core.aformat 9",
+                         {"INODE_FORMAT", "DIR_CORRUPT"}, "inode {d}: fixed: attr fork dropped",
+                         True),
+    # big-38-32 (fuzz -d core.nextents firstbit: 2^31 + 1, past the largest
+    # count): xfs_repair counts no extent, finds no '.' and clears the
+    # directory, its files going to lost+found.  Repair corrects the count to
+    # the records the fork holds (check's extent_count hook) but refused the
+    # directory (exit 4); read with its count corrected, its files stay
+    # where they were (none lost against xfs_repair, which moves them).
+    "extent count past the largest": ("dir_block", "write -d core.nextents 2147483649",
+                                      {"INODE_NEXTENTS"},
+                                      "inode {d}: fixed: data fork extent count", True),
+}
 
+
+@needs_loop
+@pytest.mark.parametrize("case", sorted(DIRECTORY_INODE_CASES))
+def test_directory_whose_inode_the_inode_phase_mends(tmp_path, case):
+    """A directory whose inode the inode phase mends within the inode (a
+    block or extent count, the magic, the attr fork dropped) is read by
+    the namespace phase as the inode phase leaves it, and repaired as the
+    cases' comments say, judged as every repair here is."""
+    key, write, want, said, in_place = DIRECTORY_INODE_CASES[case]
+    img, inos = corpus_image("std", tmp_path)
+    d = inos[key]
+    xfs_db(img, f"inode {d}", write, expert=True)
+    assert xfs_repair_n(img) == 1
+    assert want <= codes(img)
+    out = judge_inode_repair(img, tmp_path)
+    assert said.format(d=d) in out, out
+    assert ("lost+found" not in out) == in_place, out
 
 
 def test_unwritten_extent_of_a_reflinked_file_shares_nothing(tmp_path):
@@ -891,3 +929,25 @@ def test_rmapbt_node_low_key_above_its_child(tmp_path):
     assert codes(img) == {"BTREE_RMAP_KEY"}
     out = judge_inode_repair(img, tmp_path)
     assert "AG 0:" in out and "rmapbt" in out, out
+
+
+@needs_loop
+def test_refcountbt_node_key_below_its_child(tmp_path):
+    """A refcountbt node's key for a child lowered below the child's first
+    record (still above the previous child's last): lookups still land
+    right, so xfs_repair -n says nothing, but the key is not the child's
+    lowest, which the kernel's scrub and check's other AG btrees hold it to.
+    Check read the refcountbt's keys without looking at them; it now
+    reports each key that differs from its child's lowest (BTREE_KEY, a
+    warning as for the free-space btrees) and repair rebuilds the tree with
+    keys that match."""
+    img, _inos = corpus_image("std", tmp_path)
+    sel = ["agf 1", "addr refcntroot"]
+    assert "level = 1" in xfs_db(img, *sel, "print level")
+    first = int(re.search(r"^1:\[(\d+),", xfs_db(img, *sel, "addr ptrs[2]", "print recs[1]"),
+                          re.M).group(1))
+    xfs_db(img, *sel, f"write keys[2].startblock {first - 1}", expert=True)
+    got = [(f["code"], f["structure"], f["index"]) for f in findings(img)]
+    assert got == [("BTREE_KEY", "refcountbt", 1)], got
+    out = judge_inode_repair(img, tmp_path)
+    assert "refcountbt" in out, out

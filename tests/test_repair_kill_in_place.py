@@ -30,9 +30,10 @@ def _in_progress(img: Path) -> int:
         return f.read(512)[SB.offset("sb_inprogress")]
 
 
-def _recover(img: Path) -> None:
+def _recover(img: Path, undo: Path | None = None) -> None:
     r = subprocess.run([sys.executable, "-c", "import sys; from fstool.ops.repair import "
-                        "recover_interrupted as r; print(r(sys.argv[1]))", str(img)],
+                        "recover_interrupted as r; print(r(*sys.argv[1:]))", str(img),
+                        *([str(undo)] if undo is not None else [])],
                        capture_output=True, text=True, cwd=REPO)
     assert r.returncode == 0 and r.stdout.strip() not in ("", "None"), r.stdout + r.stderr
 
@@ -122,3 +123,51 @@ def test_no_roll_back_under_another_fstool(tmp_path):
     assert r.returncode in (0, 1) and "rolled back" in r.stdout, r.stdout + r.stderr
     assert not Path(guard_path(img)).exists()
     assert fstool("check", img).returncode == 0
+
+
+@pytest.mark.skipif(not images.loop_available(),
+                    reason="needs root, xfsprogs and a kernel loop mount of XFS")
+def test_in_place_retry_keeps_the_primary_restore_in_the_undo_file(tmp_path, monkeypatch):
+    """A primary superblock restored before the plan (its CRC damaged), then a
+    repair too large for the log (FSTOOL_TEST_MAX_TX_BYTES), which repair
+    writes in place, with the user's --undo-file as its crash guard.  The
+    logged attempt closed the undo file that held the old primary, and the
+    in-place retry made it anew: undo then gave back the image with the
+    primary restored, not the image repair was given.  The retry now goes
+    on recording into it: undo gives back the damaged image byte for byte,
+    and a run killed while marked in progress rolls back to it too."""
+    from fixtures import corpus_base
+    from fixtures.repair_kill import count_writes, repair_killed_at
+    from fstool.ops.repair import guard_path
+    from fstool.format.constants import XFS_SB_CRC_OFF as SB_CRC_OFF
+    monkeypatch.setenv("FSTOOL_TEST_MAX_TX_BYTES", "4096")
+    dmg = copy_image(corpus_base.base_image("small"), tmp_path / "dmg.img")
+    with open(dmg, "r+b") as f:
+        f.seek(SB_CRC_OFF)
+        crc = f.read(1)
+        f.seek(SB_CRC_OFF)
+        f.write(bytes([crc[0] ^ 1]))
+    damaged = digest(dmg)
+    img = copy_image(dmg, tmp_path / "a.img")
+    undo = tmp_path / "a.undo"
+    r = fstool("repair", "--rebuild", "all", "--undo-file", undo, img)
+    assert r.returncode == 1 and "primary superblock: rewritten" in r.stdout, \
+        r.stdout + r.stderr
+    assert not Path(guard_path(img)).exists() and _in_progress(img) == 0
+    assert xfs_repair_n(img) == 0 and findings(img) == []
+    repaired = digest(img)
+    r = fstool("undo", img, undo)
+    assert r.returncode == 0, r.stderr
+    assert digest(img) == damaged
+    # killed in the middle of the in-place writes: the next repair rolls
+    # the whole run back (the old primary included), then repairs again
+    total = count_writes(copy_image(dmg, tmp_path / "count.img"), rebuild=("all",),
+                         undo_file=str(tmp_path / "count.undo"))["writes"]
+    copy_image(dmg, img)
+    r = repair_killed_at(img, total // 2, "--rebuild", "all", "--undo-file", str(undo))
+    assert r.returncode == -9 and _in_progress(img) == 1, r.stderr
+    _recover(img, undo)
+    assert digest(img) == damaged
+    r = fstool("repair", "--rebuild", "all", "--undo-file", undo, img)
+    assert r.returncode == 1 and digest(img) == repaired, r.stdout + r.stderr
+

@@ -408,11 +408,19 @@ class Filesystem:
         """The inode ``ino`` read as if its CRC were right (everything else
         verified as :meth:`inode` does): for a repair that rewrites the CRC
         and must see the inode as it will be.  Not cached."""
+        return self.inode_as(ino, lambda raw: raw)
+
+    def inode_as(self, ino: int, edit) -> Inode:
+        """The inode ``ino`` read as ``edit`` (its on-disk bytes -> the bytes
+        a repair writes) leaves it, its CRC made right and everything else
+        verified as :meth:`inode` does.  Not cached."""
         buf, off = self.inode_cluster(ino)
         data = bytearray(buf.data)
         isz = self.sb.inodesize
-        struct.pack_into("<I", data, off + C.XFS_DINODE_CRC_OFF,
-                         parsers.xfs_cksum(bytes(data[off:off + isz]), C.XFS_DINODE_CRC_OFF))
+        raw = bytearray(edit(bytes(data[off:off + isz])))
+        struct.pack_into("<I", raw, C.XFS_DINODE_CRC_OFF,
+                         parsers.xfs_cksum(bytes(raw), C.XFS_DINODE_CRC_OFF))
+        data[off:off + isz] = raw
         out: list = []
         self._cluster = lambda _daddr, _nblocks: data
         try:

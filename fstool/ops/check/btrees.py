@@ -619,13 +619,24 @@ def phase_refcounts(ctx) -> None:
                 "nodes": {}, "leaves": {}}
         ctx.refcount_trees[agno] = tree
 
-        def on_node(blk, _is_root, tree=tree):
-            tree["nodes"][blk.addr] = ([struct.unpack(">I", k)[0] for k in blk.keys],
-                                       list(blk.ptrs))
+        # a node's key for each child is the child's lowest (a warning, as
+        # for the free-space btrees: a key raised past it makes lookups
+        # miss records, which the shared-block count below reports)
+        keys_seen, child_key = _child_keys(ctx, "refcountbt", agno, btree.REFCOUNTBT)
 
-        def on_any_leaf(blk, is_root, on_leaf=on_leaf, tree=tree):
+        def on_node(blk, is_root, tree=tree, keys_seen=keys_seen, child_key=child_key):
+            keys = [k[0] for k in _node_keys(ctx, "refcountbt", agno, blk, btree.REFCOUNTBT,
+                                             lambda k: k)]
+            tree["nodes"][blk.addr] = (keys, list(blk.ptrs))
+            if keys:
+                child_key(blk, keys[:1])
+            keys_seen(blk, is_root)
+
+        def on_any_leaf(blk, is_root, on_leaf=on_leaf, tree=tree, child_key=child_key):
             tree["leaves"][blk.addr] = list(blk.recs)
             on_leaf(blk, is_root)
+            if blk.recs:
+                child_key(blk, blk.recs[0][:1])
 
         n = walk_ag_tree(ctx, agno, "refcountbt", btree.REFCOUNTBT,
                          agf["agf_refcount_root"], agf["agf_refcount_level"],

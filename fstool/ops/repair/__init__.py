@@ -790,6 +790,8 @@ def _repair_once(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, 
     w = Writer(path, rebuilds_rmapbt=True, clears_needsrepair=True, keeps_parents=True,
                logged=not in_place)
     guard = None
+    given = recorder
+    retried = False         # the in-place retry goes on recording into ``given``
     try:
         fs = w.fs
         _refuse(fs, path, add_finobt)
@@ -850,8 +852,17 @@ def _repair_once(path, dry_run, rebuild, add_finobt, undo_file, jobs, progress, 
             if result.unrepaired:
                 result.unrepaired = _remaining(path, jobs, result.unrepaired)
             return result
+    except NoSpaceError as e:
+        # too much for the log (nothing committed): _repair writes it in
+        # place, and the undo file the user gave, which holds what was
+        # written before the plan (the primary's restore, the extension),
+        # stays open for it, so that undo gives back the image as it was
+        # before the whole run
+        retried = not in_place and "more than the log" in str(e) and \
+            recorder is not None and recorder is given
+        raise
     finally:
-        if recorder is not None:
+        if recorder is not None and not retried:
             recorder.close()
         if not w.closed:
             w.close()

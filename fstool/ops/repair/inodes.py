@@ -277,26 +277,28 @@ class InodePlan:
                     self.changes[ino].fields.pop("di_next_unlinked", None)
         self.orphaned = {}
 
-    def mended(self) -> frozenset:
-        """Inodes this phase keeps whose every finding it fixes in place
-        without touching what their forks hold (a CRC, flags, timestamps,
-        hints, magic, version, next_unlinked, the block count of what the
-        fork maps): their directory entries can be trusted once it has (a
-        directory whose map lost its extents then reads as empty, its
-        entries' inodes go to lost+found, as xfs_repair does)."""
+    def mended(self) -> dict:
+        """Inodes this phase keeps whose every finding it fixes within the
+        inode itself, without touching a block its forks map (a CRC, flags,
+        timestamps, hints, magic, version, next_unlinked, the block count
+        and extent counts, the attr fork dropped), each with the change
+        made: their directory entries can be trusted once it has, read from
+        the inode as :func:`edited` leaves it (a directory whose map lost
+        its extents then reads as empty, its entries' inodes go to
+        lost+found, as xfs_repair does)."""
         safe = {"di_next_unlinked", "di_nblocks", "di_onlink", "di_magic", "di_version",
                 "di_big_nextents"}
-        out = set()
+        out = {}
         for ino, ch in self.changes.items():
-            if ch.clear or ch.reinit or ch.drop_attr or ch.counts or ch.root_keys or \
+            if ch.clear or ch.reinit or ch.root_keys or \
                     ch.node_keys or ch.attr_blocks or ch.attr_hashes or ch.symlink_crc or \
                     ch.extent_lengths or ch.leaf_extents or ch.set_reflink or \
                     not set(ch.fields) <= safe:
                 continue
             if all(id(f) in self.handled for f in self.findings_of.get(ino, ())
                    if f.code.startswith(("INODE_", "BMBT_")) and not shares_blocks(f)):
-                out.add(ino)
-        return frozenset(out)
+                out[ino] = ch
+        return out
 
     def withdraw_root(self, root: int, why: str) -> None:
         """The root is not cleared after all (no phase makes a new one): its

@@ -66,7 +66,7 @@ from ...ns.namespace import owned_blocks
 from ..check.base import OWN_FREE, OWN_INODES
 from .agbuild import RepairError, complement, merge, normal_record
 from .checker import salvaged_extents
-from .inodes import shares_blocks
+from .inodes import edited, shares_blocks
 
 CODES = ("DIR_CORRUPT", "DIR_NAME", "DIR_BESTFREE", "DIR_LEAF", "DIR_NODE", "DIR_FREE",
          "DIR_ENTRY_TARGET", "DIR_FTYPE", "DIR_DOT", "DIR_DOTDOT", "DIR_MULTIPLE_PARENTS",
@@ -453,10 +453,13 @@ def _runs(fork) -> list:
     return out
 
 
-def plan(checker, cleared: set, mended: frozenset = frozenset()) -> NamespacePlan:
+def plan(checker, cleared: set, mended: dict | None = None) -> NamespacePlan:
     """The namespace phase's plan for what ``checker`` found, treating the
-    inodes in ``cleared`` (which the inode phase frees) as free.  Raises
+    inodes in ``cleared`` (which the inode phase frees) as free and the
+    directories in ``mended`` (inode -> the inode phase's change, from
+    InodePlan.mended) as that change leaves them.  Raises
     :class:`NamespaceError` when the namespace cannot be repaired safely."""
+    mended = mended or {}
     fs = checker.fs
     sb = fs.sb
     if not sb.has_ftype:
@@ -485,7 +488,7 @@ def plan(checker, cleared: set, mended: frozenset = frozenset()) -> NamespacePla
     # a directory whose inode or block map is damaged is the inode phase's
     # to clear or mend first: until then its entries are not trusted
     doubtful = {f.ino for f in checker.findings if f.severity == "error" and
-                f.code.startswith(("INODE_", "BMBT_")) and not shares_blocks(f)} - mended
+                f.code.startswith(("INODE_", "BMBT_")) and not shares_blocks(f)} - mended.keys()
     for d in dirs:
         if d in doubtful:
             raise NamespaceError(f"directory {d} has inode or block map damage that is not "
@@ -496,13 +499,11 @@ def plan(checker, cleared: set, mended: frozenset = frozenset()) -> NamespacePla
         read[root] = (root, [], True, None)
     for d in dirs:
         try:
-            try:
-                node = fs.inode(d)
-            except FsToolError as e:
-                # a CRC the inode phase rewrites: read it as it will be
-                if d not in mended or getattr(e, "field", None) != "di_crc":
-                    raise
-                node = fs.inode_crc_mended(d)
+            ch = mended.get(d)
+            # an inode the inode phase mends (magic, CRC, counts, attr fork):
+            # read as it will be
+            node = fs.inode(d) if ch is None else \
+                fs.inode_as(d, lambda raw, ch=ch: edited(raw, ch, checker))
         except FsToolError as e:
             raise NamespaceError(f"directory {d} cannot be read: {e}") from None
         read[d] = read_dir(fs, node) + (node,)
