@@ -3753,7 +3753,7 @@ def md2_restore(buf, start, pos, size, fd, lfd, primary, big) -> tuple:
         k = pos - start
         addr = _be64(p, k)
         nsect = _be32(p, k + 8)
-        dev = addr >> _XME_DEV_SHIFT
+        dev = (addr >> _XME_DEV_SHIFT) & 3       # bits 56-63 are reserved
         if dev > 1:
             break
         target = lfd if dev else fd

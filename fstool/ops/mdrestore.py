@@ -169,6 +169,7 @@ def _restore_v2(d: DumpFile, fd: int, lfd: int, primary: bytearray) -> int:
     sectors = 0
     pos = M.V2_HDR.size
     buf, start = b"", 0
+    remapped_at = -1
     try:
         while True:
             pos, n = parsers.md2_restore(buf, start, pos, d.size, fd, lfd, primary, WINDOW)
@@ -199,6 +200,12 @@ def _restore_v2(d: DumpFile, fd: int, lfd: int, primary: bytearray) -> int:
                 pos = data + total
                 continue
             # the extent runs past the window: the next window starts with it
+            if remapped_at == pos:
+                # a window starting with it already held it whole and the
+                # native writer still stopped there: never loop on it
+                raise NotXfsError("metadump", f"{d.path}: cannot restore the extent "
+                                  f"at byte {pos} (address 0x{addr:x})")
+            remapped_at = pos
             if not isinstance(buf, bytes):
                 buf.close()
             start = pos - pos % mmap.ALLOCATIONGRANULARITY
