@@ -40,6 +40,7 @@ from . import files as F
 from .bmap import first_unused, owned_extents
 from .dabtree import DaTree, init_header
 from ..fs import dabtree, dirblock as B
+from ..fs.dirform import BLOCK, LEAF, NODE, SHORTFORM, form_of
 
 HDR = D.HDR
 _DOTDOT = HDR + D.entsize(len(b"."))        # where '..' and the first entry start
@@ -174,17 +175,15 @@ class Dir:
 
     # -- the block map ----------------------------------------------------------
     def form(self) -> str:
+        """The directory's form (one of fstool.fs.dirform.FORMS), told by
+        the detector every reader uses, over the block map as this
+        transaction has changed it."""
         if self.format == C.XFS_DINODE_FMT_LOCAL:
-            return "sf"
+            return SHORTFORM
         if not self.exts:
             raise CorruptionError("directory", "no blocks", ino=self.ino)
         o, _b, n = self.exts[-1]
-        eof = o + n
-        if eof == self.fsbs:
-            return "block"
-        if eof == self.leafblk + self.fsbs:
-            return "leaf"
-        return "node"
+        return form_of(o + n, self.fsbs, self.sb.blocklog)
 
     def _fsb(self, da: int):
         i = bisect.bisect_right(self.exts, (da, 1 << 64)) - 1
@@ -360,30 +359,30 @@ class Dir:
     def _find(self, name: bytes):
         """(ino, ftype, where) of ``name``; where tells the form's position."""
         form = self.form()
-        if form == "sf":
+        if form == SHORTFORM:
             parent, ents = self._sf_ents()
             if name == b"..":
-                return parent, C.XFS_DIR3_FT_DIR, ("sf", -1)
+                return parent, C.XFS_DIR3_FT_DIR, (SHORTFORM, -1)
             if name == b".":
-                return self.ino, C.XFS_DIR3_FT_DIR, ("sf", -2)
+                return self.ino, C.XFS_DIR3_FT_DIR, (SHORTFORM, -2)
             for k, e in enumerate(ents):
                 if e[1] == name:
-                    return e[3], e[2], ("sf", k)
+                    return e[3], e[2], (SHORTFORM, k)
             return None
         h = _hash(name)
-        if form == "block":
+        if form == BLOCK:
             buf = self.read(0, V.DIR3_DATA_ANY)
             count = B.block_tail(buf)[0]
             start = B.block_leaf_start(buf, count)
             ents = _BufEnts(buf, start, count)
             r = self._scan(ents, _lower_bound(ents, h), h, name, buf)
-            return None if r is None else (r[0], r[1], ("block", r[2]))
-        if form == "leaf":
+            return None if r is None else (r[0], r[1], (BLOCK, r[2]))
+        if form == LEAF:
             lbuf = self.read(self.leafblk)
             count = B.leaf_count(lbuf)
             ents = _BufEnts(lbuf, B.LEAF_HDR, count)
             r = self._scan(ents, _lower_bound(ents, h), h, name, None)
-            return None if r is None else (r[0], r[1], ("leaf", r[2]))
+            return None if r is None else (r[0], r[1], (LEAF, r[2]))
         path = self._node_path(h)
         while True:
             da, lbuf, idx = path[-1]
@@ -392,7 +391,7 @@ class Dir:
             r = self._scan(ents, idx, h, name, None)
             if r is not None:
                 path[-1] = (da, lbuf, r[2])
-                return r[0], r[1], ("node", path)
+                return r[0], r[1], (NODE, path)
             # equal hashes may go on in the next leaf
             i = idx
             while i < count and ents[i][0] == h:
@@ -431,7 +430,7 @@ class Dir:
         (end position, None, 0, 0)."""
         dbs = self.dbs
         form = self.form()
-        if form == "sf":
+        if form == SHORTFORM:
             parent, ents = self._sf_ents()
             items = [(HDR >> 3, b".", self.ino, C.XFS_DIR3_FT_DIR),
                      (_DOTDOT >> 3, b"..", parent, C.XFS_DIR3_FT_DIR)]
@@ -441,7 +440,7 @@ class Dir:
                     yield it
             yield (dbs >> 3, None, 0, 0)
             return
-        if form == "block":
+        if form == BLOCK:
             buf = self.read(0, V.DIR3_DATA_ANY)
             for off, n, free in D.regions(buf):
                 if not free and off >> 3 >= cookie:
@@ -474,11 +473,11 @@ class Dir:
     def add(self, name: bytes, ino: int, ftype: int) -> None:
         form = self.form()
         h = _hash(name)
-        if form == "sf":
+        if form == SHORTFORM:
             self._sf_add(name, ino, ftype, h)
-        elif form == "block":
+        elif form == BLOCK:
             self._block_add(name, ino, ftype, h)
-        elif form == "leaf":
+        elif form == LEAF:
             self._leaf_add(name, ino, ftype, h)
         else:
             self._node_add(name, ino, ftype, h)
@@ -952,11 +951,11 @@ class Dir:
             return None
         ino, ft, where = r
         kind = where[0]
-        if kind == "sf":
+        if kind == SHORTFORM:
             self._sf_remove(where[1])
-        elif kind == "block":
+        elif kind == BLOCK:
             self._block_remove(where[1])
-        elif kind == "leaf":
+        elif kind == LEAF:
             self._leaf_remove(where[1])
         else:
             self._node_remove(where[1])
@@ -1186,7 +1185,7 @@ class Dir:
         if r is None:
             return None
         old_ino, old_ft, where = r
-        if where[0] == "sf":
+        if where[0] == SHORTFORM:
             parent, ents = self._sf_ents()
             if where[1] == -1:
                 parent = ino
@@ -1200,11 +1199,11 @@ class Dir:
             self.sf = new
             self.size = len(new)
         else:
-            if where[0] == "block":
+            if where[0] == BLOCK:
                 buf = self.read(0, V.DIR3_DATA_ANY)
                 addr = B.leaf_entry(buf, B.block_leaf_start(buf, B.block_tail(buf)[0]),
                                     where[1])[1]
-            elif where[0] == "leaf":
+            elif where[0] == LEAF:
                 lbuf = self.read(self.leafblk)
                 addr = B.leaf_entry(lbuf, B.LEAF_HDR, where[1])[1]
             else:
