@@ -45,6 +45,12 @@ def leaf_words(buf, start: int, count: int) -> tuple:
     return struct.unpack_from(f">{2 * count}I", buf, start)
 
 
+def put_leaf_words(buf, start: int, words) -> None:
+    """Leaf entries at ``start`` from ``words`` flat: hash, address, hash, ..."""
+    if words:
+        struct.pack_into(f">{len(words)}I", buf, start, *words)
+
+
 def bestcount(buf) -> int:
     """The leaf1 tail's count of bests."""
     return _BESTCOUNT.unpack_from(buf, len(buf) - _BESTCOUNT.size)[0]
