@@ -8,6 +8,10 @@ A :class:`Layout` is a list of ``(field_name, code)`` pairs in on-disk order.
 * a :mod:`construct` ``Struct`` for field-by-field printing and JSON,
 
 so the two views can never drift apart.  Field names are the kernel's.
+
+One field at a time, :meth:`Layout.field` gives a :class:`Field` (its
+offset and a struct for it alone): the one table of offsets for code that
+reads or patches single fields of a raw structure in place.
 """
 from __future__ import annotations
 
@@ -17,9 +21,39 @@ import struct
 _CODE = re.compile(r"^(\d*)([BbHhIiQqs])$")
 
 
+class Field:
+    """One field of a layout: where it starts in the structure, its size and
+    a struct for its value (an array field's values come as a tuple)."""
+    __slots__ = ("name", "offset", "size", "struct", "_one")
+
+    def __init__(self, name: str, offset: int, code: str, endian: str):
+        self.name = name
+        self.offset = offset
+        self.struct = struct.Struct(endian + code)
+        self.size = self.struct.size
+        self._one = len(self.struct.unpack(bytes(self.size))) == 1
+
+    def get(self, buf, base: int = 0):
+        """The field's value in the structure at ``base`` of ``buf``."""
+        v = self.struct.unpack_from(buf, base + self.offset)
+        return v[0] if self._one else v
+
+    def put(self, buf, value, base: int = 0) -> None:
+        """Set the field of the structure at ``base`` of ``buf``."""
+        if self._one:
+            self.struct.pack_into(buf, base + self.offset, value)
+        else:
+            self.struct.pack_into(buf, base + self.offset, *value)
+
+    def raw(self, buf, base: int = 0) -> bytes:
+        """The field's bytes as they are."""
+        start = base + self.offset
+        return bytes(buf[start:start + self.size])
+
+
 class Layout:
     __slots__ = ("name", "fields", "struct", "size", "_construct", "_arrays", "_offsets",
-                 "endian", "_pack_all")
+                 "endian", "_pack_all", "_fields")
 
     def __init__(self, name: str, fields: list[tuple[str, str]], endian: str = ">"):
         """``endian`` is ``">"`` (big-endian, every on-disk metadata
@@ -53,6 +87,8 @@ class Layout:
         assert self.size == offset, (name, self.size, offset)
         self._construct = None
         self._pack_all = None       # compiled on the first pack: readers never pack
+        self._fields = {fname: Field(fname, self._offsets[fname], code, endian)
+                        for fname, code in fields}
 
     def _compile_pack_all(self):
         """``pack`` of a dict that holds every field (the common case: a
@@ -93,6 +129,24 @@ class Layout:
 
     def offset(self, field: str) -> int:
         return self._offsets[field]
+
+    def field(self, name: str) -> Field:
+        """The :class:`Field` ``name``: its offset and its own struct."""
+        return self._fields[name]
+
+    def get(self, buf, name: str, base: int = 0):
+        """Field ``name`` of the structure at ``base`` of ``buf``."""
+        return self._fields[name].get(buf, base)
+
+    def put(self, buf, name: str, value, base: int = 0) -> None:
+        """Set field ``name`` of the structure at ``base`` of ``buf``."""
+        self._fields[name].put(buf, value, base)
+
+    def index(self, name: str) -> int:
+        """Where field ``name`` comes in the values ``struct.unpack`` gives
+        (a layout without arrays: one value per field)."""
+        assert not any(count for _f, count in self._arrays), self.name
+        return [f for f, _c in self.fields].index(name)
 
     def unpack(self, buf, offset: int = 0) -> dict:
         """Decode into a dict of field -> value (arrays as lists)."""

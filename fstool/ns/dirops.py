@@ -25,7 +25,6 @@ written once per operation by :meth:`Dir.save`.
 from __future__ import annotations
 
 import bisect
-import struct
 from collections import Counter
 
 from .._backend import parsers
@@ -46,11 +45,6 @@ HDR = D.HDR
 _DOTDOT = HDR + D.entsize(len(b"."))        # where '..' and the first entry start
 _FIRST = _DOTDOT + D.entsize(len(b".."))
 NULLOFF = 0xFFFF
-_U32 = struct.Struct(">I")
-_Q = struct.Struct(">Q")
-_DI = {f: DINODE.offset(f) for f in ("di_format", "di_nlink", "di_big_nextents", "di_mtime",
-                                     "di_ctime", "di_size", "di_nblocks", "di_nextents",
-                                     "di_changecount", "di_flags2")}
 #: conversions and da-btree reshapes done so far, by name ("sf->block",
 #: "block->leaf", "leaf->node", "node->leaf", "leaf->block", "block->sf",
 #: "split", "root-split", "join", "root-join"): for tests and benchmarks
@@ -287,7 +281,7 @@ class Dir:
         without a save of its own, ``unsaved``)."""
         w = self.w
         raw = bytearray(w.inodes.raw_inode(self.ino))
-        flags2 = _Q.unpack_from(raw, _DI["di_flags2"])[0]
+        flags2 = DINODE.get(raw, "di_flags2")
         c = C.XFS_DINODE_CORE_SIZE
         if self.format == C.XFS_DINODE_FMT_LOCAL:
             lit = self.sf
@@ -311,25 +305,20 @@ class Dir:
         if lit is not None:
             raw[c:c + self.dsize] = bytes(self.dsize)
             raw[c:c + len(lit)] = lit
-            raw[_DI["di_format"]] = fmt
-            if flags2 & C.XFS_DIFLAG2_NREXT64:
-                _Q.pack_into(raw, _DI["di_big_nextents"], nextents)
-            else:
-                _U32.pack_into(raw, _DI["di_nextents"], nextents)
-        _Q.pack_into(raw, _DI["di_size"], self.size)
+            DINODE.put(raw, "di_format", fmt)
+            DINODE.put(raw, "di_big_nextents" if flags2 & C.XFS_DIFLAG2_NREXT64
+                       else "di_nextents", nextents)
+        DINODE.put(raw, "di_size", self.size)
         if self.blocks_delta:
-            off = _DI["di_nblocks"]
-            _Q.pack_into(raw, off, _Q.unpack_from(raw, off)[0] + self.blocks_delta)
+            DINODE.put(raw, "di_nblocks", DINODE.get(raw, "di_nblocks") + self.blocks_delta)
         if self.nlink_delta:
-            off = _DI["di_nlink"]
-            _U32.pack_into(raw, off, _U32.unpack_from(raw, off)[0] + self.nlink_delta)
+            DINODE.put(raw, "di_nlink", DINODE.get(raw, "di_nlink") + self.nlink_delta)
         bigtime = bool(flags2 & C.XFS_DIFLAG2_BIGTIME)
-        _Q.pack_into(raw, _DI["di_ctime"], encode_ts(self.now, bigtime))
-        _Q.pack_into(raw, _DI["di_mtime"],
-                     encode_ts(self.now if mtime_ns is None else mtime_ns, bigtime))
-        off = _DI["di_changecount"]
-        _Q.pack_into(raw, off, (_Q.unpack_from(raw, off)[0] + 1 + self.unsaved)
-                     & ((1 << 64) - 1))
+        DINODE.put(raw, "di_ctime", encode_ts(self.now, bigtime))
+        DINODE.put(raw, "di_mtime", encode_ts(self.now if mtime_ns is None else mtime_ns,
+                                              bigtime))
+        DINODE.put(raw, "di_changecount", (DINODE.get(raw, "di_changecount") + 1 +
+                                           self.unsaved) & ((1 << 64) - 1))
         w.inodes.put_inode(self.ino, w.enc.seal(raw))
         self.blocks_delta = 0
         self.nlink_delta = 0

@@ -320,7 +320,7 @@ class Namespace:
             # the Dir of a directory gaining the name holds it (a live
             # inode's generation never changes)
             return self._dir(ino).gen
-        return struct.unpack_from(">I", self.raw_inode(ino), _DI_GEN)[0]
+        return _DI_GEN.get(self.raw_inode(ino))
 
     def _pptr(self, parent: int, name: bytes) -> tuple:
         """The parent pointer of the entry ``name`` of directory ``parent``,
@@ -1543,7 +1543,7 @@ class Namespace:
 
 
 _EMPTY_SF_ATTR = struct.pack(">HBB", 4, 0, 0)     # a shortform attr header, no entries
-_DI_GEN = DINODE.offset("di_gen")
+_DI_GEN = DINODE.field("di_gen")
 
 
 def split_path(path: str) -> tuple[str, bytes]:

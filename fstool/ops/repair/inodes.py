@@ -63,8 +63,6 @@ from ..names import shown_name
 QUOTA_CHKD = 0x0004 | 0x0020 | 0x0100 | 0x0400
 XFS_SB_VERSION_QUOTABIT = 0x0040
 
-_OFF = {name: DINODE.offset(name) for name, _ in DINODE.fields}
-_FMT = dict(DINODE.fields)
 
 # the findings this phase answers (the others are the AG rebuild's or the
 # namespace phase's)
@@ -76,12 +74,8 @@ CODES = ("INODE_CORRUPT", "INODE_FREE", "INODE_FORMAT", "INODE_FLAGS", "INODE_EX
          "SB_QUOTINO")
 
 
-def get(raw, name: str) -> int:
-    return struct.unpack_from(">" + _FMT[name], raw, _OFF[name])[0]
-
-
-def put(raw: bytearray, name: str, value) -> None:
-    struct.pack_into(">" + _FMT[name], raw, _OFF[name], value)
+# one inode core field of a raw inode by name, read and set in place
+get, put = DINODE.get, DINODE.put
 
 
 def count_fields(flags2: int) -> tuple[str, str]:
