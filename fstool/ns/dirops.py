@@ -30,8 +30,8 @@ from collections import Counter
 from .._backend import parsers
 from ..errors import CorruptionError, FsToolError, NotADirectoryImageError, UnsupportedError
 from ..format import constants as C
-from ..format.structs import DINODE, DIR2_SF_ENTRY
-from ..fs.icore import encode_ts
+from ..format.structs import DIR2_SF_ENTRY
+from ..fs.icore import InodeEdit
 from ..alloc import rmap as R
 from ..io import verify as V
 from . import dirdata as D
@@ -280,9 +280,7 @@ class Dir:
         (and one change more in the change count for each entry added
         without a save of its own, ``unsaved``)."""
         w = self.w
-        raw = bytearray(w.inodes.raw_inode(self.ino))
-        flags2 = DINODE.get(raw, "di_flags2")
-        c = C.XFS_DINODE_CORE_SIZE
+        ed = InodeEdit(w.inodes.raw_inode(self.ino))
         if self.format == C.XFS_DINODE_FMT_LOCAL:
             lit = self.sf
             fmt, nextents = C.XFS_DINODE_FMT_LOCAL, 0
@@ -303,23 +301,14 @@ class Dir:
             fmt, nextents = self.format, None
         # the fields that change, edited in place (the rest of the core as it is)
         if lit is not None:
-            raw[c:c + self.dsize] = bytes(self.dsize)
-            raw[c:c + len(lit)] = lit
-            DINODE.put(raw, "di_format", fmt)
-            DINODE.put(raw, "di_big_nextents" if flags2 & C.XFS_DIFLAG2_NREXT64
-                       else "di_nextents", nextents)
-        DINODE.put(raw, "di_size", self.size)
-        if self.blocks_delta:
-            DINODE.put(raw, "di_nblocks", DINODE.get(raw, "di_nblocks") + self.blocks_delta)
-        if self.nlink_delta:
-            DINODE.put(raw, "di_nlink", DINODE.get(raw, "di_nlink") + self.nlink_delta)
-        bigtime = bool(flags2 & C.XFS_DIFLAG2_BIGTIME)
-        DINODE.put(raw, "di_ctime", encode_ts(self.now, bigtime))
-        DINODE.put(raw, "di_mtime", encode_ts(self.now if mtime_ns is None else mtime_ns,
-                                              bigtime))
-        DINODE.put(raw, "di_changecount", (DINODE.get(raw, "di_changecount") + 1 +
-                                           self.unsaved) & ((1 << 64) - 1))
-        w.inodes.put_inode(self.ino, w.enc.seal(raw))
+            ed.set_data_fork(fmt, lit, self.dsize, nextents)
+        ed.set("di_size", self.size)
+        ed.add("di_nblocks", self.blocks_delta)
+        ed.add("di_nlink", self.nlink_delta)
+        ed.set_time("di_ctime", self.now)
+        ed.set_time("di_mtime", self.now if mtime_ns is None else mtime_ns)
+        ed.changed(1 + self.unsaved)
+        w.inodes.put_inode(self.ino, ed.sealed())
         self.blocks_delta = 0
         self.nlink_delta = 0
         self.unsaved = 0

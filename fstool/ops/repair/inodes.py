@@ -57,6 +57,7 @@ from ..check.superblocks import rt_inodes
 from .agbuild import REPLACED, raw_buf
 from ...errors import FsToolError
 from ...fs import attrleaf as L, dabtree as DA, dir as D
+from ...fs.icore import count_fields
 from ..names import shown_name
 
 # sb_qflags: the "quota checked" bits xfs_repair clears (XFS_ALL_QUOTA_CHKD)
@@ -76,13 +77,6 @@ CODES = ("INODE_CORRUPT", "INODE_FREE", "INODE_FORMAT", "INODE_FLAGS", "INODE_EX
 
 # one inode core field of a raw inode by name, read and set in place
 get, put = DINODE.get, DINODE.put
-
-
-def count_fields(flags2: int) -> tuple[str, str]:
-    """The core fields holding the data and attr fork extent counts."""
-    if flags2 & DIFLAG2_NREXT64:
-        return "di_big_nextents", "di_nextents"
-    return "di_nextents", "di_anextents"
 
 
 @dataclasses.dataclass
