@@ -31,7 +31,8 @@ class Field:
         self.offset = offset
         self.struct = struct.Struct(endian + code)
         self.size = self.struct.size
-        self._one = len(self.struct.unpack(bytes(self.size))) == 1
+        m = _CODE.match(code)
+        self._one = not m.group(1) or m.group(2) == "s"
 
     def get(self, buf, base: int = 0):
         """The field's value in the structure at ``base`` of ``buf``."""
@@ -87,8 +88,7 @@ class Layout:
         assert self.size == offset, (name, self.size, offset)
         self._construct = None
         self._pack_all = None       # compiled on the first pack: readers never pack
-        self._fields = {fname: Field(fname, self._offsets[fname], code, endian)
-                        for fname, code in fields}
+        self._fields: dict = {}     # name -> Field, made on first use
 
     def _compile_pack_all(self):
         """``pack`` of a dict that holds every field (the common case: a
@@ -132,15 +132,21 @@ class Layout:
 
     def field(self, name: str) -> Field:
         """The :class:`Field` ``name``: its offset and its own struct."""
-        return self._fields[name]
+        f = self._fields.get(name)
+        if f is None:
+            f = self._fields[name] = Field(name, self._offsets[name], dict(self.fields)[name],
+                                           self.endian)
+        return f
 
     def get(self, buf, name: str, base: int = 0):
         """Field ``name`` of the structure at ``base`` of ``buf``."""
-        return self._fields[name].get(buf, base)
+        f = self._fields.get(name) or self.field(name)
+        return f.get(buf, base)
 
     def put(self, buf, name: str, value, base: int = 0) -> None:
         """Set field ``name`` of the structure at ``base`` of ``buf``."""
-        self._fields[name].put(buf, value, base)
+        f = self._fields.get(name) or self.field(name)
+        f.put(buf, value, base)
 
     def index(self, name: str) -> int:
         """Where field ``name`` comes in the values ``struct.unpack`` gives
