@@ -156,7 +156,9 @@ def test_field_accessors_agree_with_the_whole_struct(reference, layout, refname)
         assert f.raw(before, 4) == before[4 + f.offset:4 + f.offset + f.size]
 
 
-def test_dinode_index_is_the_unpacked_position():
+def test_dinode_indexes_are_the_unpacked_positions():
     values = S.DINODE.struct.unpack(bytes(range(176)))
-    for fname, _code in S.DINODE.fields:
-        assert values[S.DINODE.index(fname)] == S.DINODE.get(bytes(range(176)), fname)
+    at = S.DINODE.indexes()
+    assert sorted(at) == sorted(f for f, _c in S.DINODE.fields)
+    for fname, i in at.items():
+        assert values[i] == S.DINODE.get(bytes(range(176)), fname)

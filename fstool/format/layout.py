@@ -148,11 +148,11 @@ class Layout:
         f = self._fields.get(name) or self.field(name)
         f.put(buf, value, base)
 
-    def index(self, name: str) -> int:
-        """Where field ``name`` comes in the values ``struct.unpack`` gives
-        (a layout without arrays: one value per field)."""
+    def indexes(self) -> dict:
+        """{field: where it comes in the values ``struct.unpack`` gives} (a
+        layout without arrays: one value per field)."""
         assert not any(count for _f, count in self._arrays), self.name
-        return [f for f, _c in self.fields].index(name)
+        return {fname: i for i, (fname, _code) in enumerate(self.fields)}
 
     def unpack(self, buf, offset: int = 0) -> dict:
         """Decode into a dict of field -> value (arrays as lists)."""

@@ -13,7 +13,7 @@ from ..format.structs import DINODE
 
 _CORE = DINODE.struct
 # positions of the core fields in the unpacked tuple (DINODE has no arrays)
-_I = {name: DINODE.index(name) for name, _code in DINODE.fields}
+_I = DINODE.indexes()
 I_MAGIC, I_MODE, I_VERSION, I_FORMAT = _I["di_magic"], _I["di_mode"], _I["di_version"], _I["di_format"]
 I_UID, I_GID, I_NLINK = _I["di_uid"], _I["di_gid"], _I["di_nlink"]
 I_PROJLO, I_PROJHI, I_BIGNEXT = _I["di_projid_lo"], _I["di_projid_hi"], _I["di_big_nextents"]
