@@ -6,7 +6,9 @@ On a loaded machine a run's wall time says little, and the CPU time of the
 whole process does not show work moved to another thread (the source's
 walk, the reads of the files ahead): the main thread's CPU time is the part
 no other thread can take, so it bounds the wall time an idle machine with
-enough cores would give.  Needs mkfs.xfs.
+enough cores would give.  Each round also gives the CPU time of every
+other thread by name (the walker, the reader of runs, the data thread
+behind, the writeback starter), read as it ends.  Needs mkfs.xfs.
 
     python3 bench/populate_threads.py --tree /usr/share [--baseline DIR]
                                       [--repeat 4] [--size 1200m]
@@ -22,12 +24,22 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 CHILD = """
-import json, sys, time
+import collections, json, sys, threading, time
+# every other thread's CPU clock, read as it ends, summed by name
+others = collections.defaultdict(float)
+run = threading.Thread.run
+def timed(self):
+    try:
+        run(self)
+    finally:
+        others[self.name] += time.thread_time()
+threading.Thread.run = timed
 from fstool.ops.populate import populate
 w0, p0, m0 = time.perf_counter(), time.process_time(), time.thread_time()
 populate(sys.argv[1], sys.argv[2])
+main = time.thread_time() - m0
 print(json.dumps({"wall": time.perf_counter() - w0, "cpu": time.process_time() - p0,
-                  "main": time.thread_time() - m0}))
+                  "main": main, "threads": dict(others)}))
 """
 
 
@@ -61,7 +73,9 @@ def main() -> None:
                 t = one(repo, args.tree, args.size, work)
                 got[name].append(t)
                 print(f"round {r + 1}: {name}: wall {t['wall']:.2f} s, CPU {t['cpu']:.2f} s, "
-                      f"main thread {t['main']:.2f} s", flush=True)
+                      f"main thread {t['main']:.2f} s; "
+                      + ", ".join(f"{k} {v:.2f} s" for k, v in sorted(t["threads"].items())),
+                      flush=True)
     print(f"{args.tree}, medians of {args.repeat} (load average "
           f"{os.getloadavg()[0]:.1f} at the end)")
     for name, runs in got.items():

@@ -227,6 +227,7 @@ def main() -> int:
         return 2
     with tempfile.TemporaryDirectory(prefix="same-images-") as tmp:
         out = a.out or Path(tmp)
+        out.mkdir(parents=True, exist_ok=True)
         src = Path(tmp) / "src.tar"
         make_source(src)
         same = True

@@ -88,6 +88,15 @@ def test_missing_image(tmp_path):
     assert_one_line_error(fstool("info", tmp_path / "nope.img"))
 
 
+def test_mkfs_into_a_missing_directory(tmp_path):
+    """An OS error naming a file reads 'PATH: reason', not Python's
+    '[Errno 2] ...' text."""
+    target = tmp_path / "no-such-dir" / "x.img"
+    line = assert_one_line_error(fstool("mkfs", "--size", "64m", target),
+                                 f"{target}: No such file or directory")
+    assert "Errno" not in line
+
+
 def test_directory_as_image(tmp_path):
     assert_one_line_error(fstool("info", tmp_path))
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -913,3 +914,102 @@ def test_a_data_write_failing_behind_leaves_no_file_with_wrong_data(tmp_path, mo
     if subprocess.run(["which", "xfs_repair"], capture_output=True).returncode == 0:
         r = subprocess.run(["xfs_repair", "-n", "-f", str(img)], capture_output=True, text=True)
         assert r.returncode == 0, r.stdout[-2000:]
+
+
+def _failing_data_writes(monkeypatch, fail_at: int, plain: bool, after=None) -> list:
+    """The device's thread behind fails its ``fail_at``-th write of file
+    data (with ``after``, a list, the first one made once ``after`` holds
+    something), as a write to the image fails (the device's ImageError), or
+    with a plain OSError when ``plain``; returns ``[writes made, the one
+    that failed]``."""
+    from fstool.errors import ImageError
+    from fstool.io.device import Device
+    real = getattr(Device._write_all, "real", Device._write_all)
+    calls = [0, 0]
+
+    def failing(self, offset, data):
+        if threading.current_thread().name != "fstool-data":
+            return real(self, offset, data)
+        calls[0] += 1
+        if not calls[1] and (calls[0] == fail_at or after):
+            calls[1] = calls[0]
+            if plain:
+                raise OSError(5, "Input/output error")
+            raise ImageError(f"{self.path}: write failed at offset {offset}: "
+                             "Input/output error")
+        return real(self, offset, data)
+    failing.real = real
+    monkeypatch.setattr(Device, "_write_all", failing)
+    return calls
+
+
+def _dirs_of_files(src: Path, dirs: int, files: int, size: int) -> Path:
+    """``src`` with directories d0... of files f0... of ``size`` bytes each."""
+    for d in range(dirs):
+        (src / f"d{d}").mkdir(parents=True)
+        for i in range(files):
+            (src / f"d{d}" / f"f{i}").write_bytes(bytes([65 + i % 26]) * size)
+    return src
+
+
+@pytest.mark.parametrize("plain,runs", [(False, False), (True, False), (False, True)])
+def test_a_device_error_with_keep_going_is_not_an_entrys(tmp_path, monkeypatch, plain, runs):
+    """With --keep-going, an entry that cannot be read is skipped and the run
+    goes on; a failed write of file data to the image is not that: it is met
+    by the next device operation, inside whichever entry comes next, and
+    then by every one after it.  It used to be reported as that entry's
+    error and every later entry skipped with it (or, met in a run of files,
+    named as the run's directory's); the run now ends at once with the
+    device's error and what the image holds."""
+    from fstool.errors import FsToolError
+    from fstool.ns.writer import Writer
+    # copied as they come; the tail of each, short of a block, written behind
+    src = _dirs_of_files(tmp_path / "src", 4, 10, 300_000)
+    img = tmp_path / "a.img"
+    mkfs(img, True)
+    # the first hand-over after the first commit fails
+    commits: list = []
+    real_commit = Writer.commit
+
+    def commit(self):
+        real_commit(self)
+        commits.append(1)
+    monkeypatch.setattr(Writer, "commit", commit)
+    calls = _failing_data_writes(monkeypatch, 0, plain, after=commits)
+    skipped: list = []
+    with pytest.raises(FsToolError) as got:
+        populate(img, DirSource(src) if runs else OneByOne(src), keep_going=True,
+                 report=skipped.append, batch_entries=8)
+    assert calls[1]
+    assert skipped == []
+    msg = str(got.value)
+    assert "Input/output error" in msg and "file data could not be written" in msg, msg
+    # not named as an entry's error
+    assert not msg.startswith("d"), msg
+
+
+def test_a_device_error_met_at_the_last_checkpoint_says_what_the_image_holds(tmp_path,
+                                                                            monkeypatch):
+    """File data handed to the device's thread is written at the latest when
+    the last checkpoint is, at the end of the run, after the batch loop: a
+    write failing there is raised by the writer's close.  Its message says
+    what the image then holds, as it does when the error is met inside the
+    loop (it used to be the device's error alone)."""
+    from fstool.errors import FsToolError
+    src = _dirs_of_files(tmp_path / "src", 3, 20, 5000)
+    img = tmp_path / "a.img"
+    mkfs(img, True)
+    trial = tmp_path / "trial.img"
+    trial.write_bytes(img.read_bytes())
+    # the run's last write behind: made for the last checkpoint
+    calls = _failing_data_writes(monkeypatch, 0, False)
+    populate(trial, src, batch_entries=20)
+    last = calls[0]
+    calls = _failing_data_writes(monkeypatch, last, False)
+    with pytest.raises(FsToolError) as got:
+        populate(img, src, batch_entries=20)
+    assert calls[1] == last
+    msg = str(got.value)
+    assert msg.startswith(f"{img}: write failed at offset "), msg
+    assert "file data could not be written: the image holds what the last checkpoint" \
+        in msg, msg

@@ -113,12 +113,23 @@ def main(argv=None):
     except KeyboardInterrupt as e:
         fail("interrupted", getattr(e, "exit_status", EXIT_INTERRUPTED))
     except OSError as e:
-        fail(str(e), EXIT_FAILURE, e)
+        fail(_os_error_text(e), EXIT_FAILURE, e)
     except Exception as e:  # an fstool bug: one line, traceback on request
         if os.environ.get("FSTOOL_DEBUG"):
             raise
         fail(f"internal error: {type(e).__name__}: {e} (set FSTOOL_DEBUG=1 for a traceback)",
              EXIT_INTERNAL)
+
+
+def _os_error_text(e: OSError) -> str:
+    """'PATH: reason' for an error naming a file, as other tools print it
+    (not Python's '[Errno N] reason: 'PATH'')."""
+    if e.filename is not None and e.strerror:
+        name = os.fsdecode(e.filename)
+        if e.filename2 is not None:
+            name += f" -> {os.fsdecode(e.filename2)}"
+        return f"{name}: {e.strerror}"
+    return str(e)
 
 
 if __name__ == "__main__":

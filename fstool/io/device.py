@@ -206,6 +206,8 @@ class Device:
         # the thread making file data writes behind the caller (write_behind),
         # and the writes for it not handed over yet, (offset, data) each
         self._behind = None
+        # whether one of those writes failed, kept after close
+        self._behind_failed = False
         self._batch: list = []
         self._batch_bytes = 0
         # bytes written since writeback was last started; None: never start it
@@ -356,8 +358,10 @@ class Device:
     @property
     def data_write_failed(self) -> bool:
         """Whether a write made behind failed (every later operation of the
-        device raises its error: see :meth:`write_behind`)."""
-        return self._behind is not None and self._behind.error is not None
+        device raises its error: see :meth:`write_behind`); still true
+        after :meth:`close`."""
+        return self._behind_failed or \
+            self._behind is not None and self._behind.error is not None
 
     def can_copy_behind(self, src_fd: int) -> bool:
         """Whether a copy from ``src_fd`` may be given to :meth:`copy_behind`:
@@ -373,19 +377,24 @@ class Device:
         except OSError:
             return False
 
-    def copy_behind(self, task, src_fd: int, args: tuple, nbytes: int) -> None:
+    def copy_behind(self, task, src_fd: int, args: tuple, nbytes: int,
+                    own: bool = False) -> None:
         """``task(raw, fd, *args)`` run by the write-behind thread, ``fd`` a
         duplicate of ``src_fd`` (closed after it), ``raw`` an object with the
         copy_from, pwrite_data and zero_range of this device made at once,
         none of them sharing blocks (see :meth:`can_copy_behind`); ``nbytes``
-        are counted as written now."""
+        are counted as written now.  With ``own``, ``fd`` is ``src_fd``
+        itself, handed over (the thread closes it; the caller must not) once
+        this returns: no duplicate made and closed here, each a system call
+        that lets the interpreter go and waits to have it back."""
         self._check_write(0, 0)
         if self._gather:
             self.flush_gathered()
         self._hand_over()
         b = self._behind
         b.raise_error()
-        b.submit(self._copy_then_count, (task, nbytes, _RawData(self), os.dup(src_fd)) +
+        b.submit(self._copy_then_count, (task, nbytes, _RawData(self),
+                                         src_fd if own else os.dup(src_fd)) +
                  tuple(args), close_arg=3)
         self.written += nbytes
 
@@ -768,6 +777,7 @@ class Device:
                     except FsToolError:
                         pass
                     finally:
+                        self._behind_failed = self.data_write_failed
                         self._behind.stop()
                         self._behind = None
                 self.flush_gathered()

@@ -15,7 +15,7 @@ import stat
 
 from ..alloc import rmap as R
 from ..alloc.space import MAXEXTLEN
-from ..errors import FsToolError
+from ..errors import FsToolError, ImageError
 from ..format import constants as C
 from ..fs import btree_write as BW
 from ..fs.btree import pack_bmbt_rec
@@ -381,21 +381,26 @@ class CopyFailed(FsToolError):
 
 
 def copy_named(dev, fd: int, src: int, off: int, length: int, size: int, bs: int,
-               name: str) -> None:
+               name: str, own: bool = False) -> bool:
     """:func:`copy_blocks`, its error raised as :class:`CopyFailed` naming
     the file (``name``).  Made by the device's thread behind when it takes
     the copy (``Device.can_copy_behind``), with the descriptor duplicated
-    for it: its error is then raised by the device's next operation."""
+    for it, or with ``own`` handed over to it: its error is then raised by
+    the device's next operation.  True when ``fd`` was handed over (the
+    device closes it; the caller must not), False when the caller keeps it."""
     if dev.can_copy_behind(fd):
-        dev.copy_behind(_copy_named, fd, (src, off, length, size, bs, name), length)
-    else:
-        _copy_named(dev, fd, src, off, length, size, bs, name)
+        dev.copy_behind(_copy_named, fd, (src, off, length, size, bs, name), length, own)
+        return own
+    _copy_named(dev, fd, src, off, length, size, bs, name)
+    return False
 
 
 def _copy_named(dev, fd: int, src: int, off: int, length: int, size: int, bs: int,
                 name: str) -> None:
     try:
         copy_blocks(dev, fd, src, off, length, size, bs)
+    except ImageError:
+        raise               # the image's device failed, not this file
     except OSError as exc:
         raise CopyFailed(f"{name}: cannot copy: {exc.strerror or exc}") from None
 

@@ -519,7 +519,9 @@ class Namespace:
         appended: file k's bytes in ``buf`` from ``offsets[k]`` padded with
         zeros to whole blocks, or when ``fds[k]`` is not -1, copied from that
         open host file as create_file copies one (shared blocks where it
-        can).  Change and creation times are ``ctime_ns``.  Inodes and
+        can; a descriptor handed to the device's thread behind is set to -1
+        in ``fds``: the caller closes the others).  Change and creation
+        times are ``ctime_ns``.  Inodes and
         blocks are taken, data written and entries added as create_file
         would take, write and add them one file after another.  A file that
         cannot be copied is named with ``where`` (its directory's path in
@@ -751,15 +753,22 @@ class Namespace:
                 exts = []
                 lblk = 0
                 src = offsets[k]
-                for fsbno, cnt in (F.place_blocks(w, ino_fsb(ino), (size + bs - 1) >> blog,
-                                                  pool, owner=R.data(ino, 0))
-                                   if size else ()):
+                pieces = F.place_blocks(w, ino_fsb(ino), (size + bs - 1) >> blog, pool,
+                                        owner=R.data(ino, 0)) if size else ()
+                if fd >= 0:
+                    pieces = list(pieces)
+                    last_piece = len(pieces) - 1
+                for p, (fsbno, cnt) in enumerate(pieces):
                     exts.append((lblk, fsbno, cnt))
                     off = daddr(fsbno) << C.BBSHIFT
                     if fd >= 0:
                         name = os.fsdecode(items[k][0])
-                        F.copy_named(dev, fd, lblk << blog, off, cnt << blog, size, bs,
-                                     f"{where}: {name}" if where else name)
+                        # the last copy of the file takes its descriptor
+                        # (fds[k] -1: the caller no longer closes it)
+                        if F.copy_named(dev, fd, lblk << blog, off, cnt << blog, size, bs,
+                                        f"{where}: {name}" if where else name,
+                                        own=p == last_piece):
+                            fds[k] = -1
                     else:
                         end = src + (cnt << blog)
                         last = writes[-1] if writes else None

@@ -23,7 +23,7 @@ from operator import itemgetter
 
 from .._backend import writers
 from . import gc_paused
-from ..errors import (FsToolError, InvalidArgument, NoSpaceError as NoSpace,
+from ..errors import (FsToolError, ImageError, InvalidArgument, NoSpaceError as NoSpace,
                       NotADirectoryImageError, NotFoundError, UnsupportedError)
 from ..format import constants as C
 from ..ns.dirbuild import check_name
@@ -159,8 +159,37 @@ def populate(image, source, dest: str = "/", *, owner_map=None, keep_going: bool
     if check and not fresh:
         require_sound(image)
     committed = [0]          # entries in committed batches
+    devs: list = []          # the image's device, once open
+    try:
+        _populate(image, src, dest, stats, note, committed, devs, keep_going=keep_going,
+                  timestamp_ns=timestamp_ns, progress=progress, overwrite=overwrite,
+                  report=report, fresh=fresh, batch_entries=batch_entries, reflink=reflink)
+    except Exception as exc:
+        if devs and devs[0].data_write_failed and committed[0] and \
+                not getattr(exc, "kept_told", False):
+            # file data written behind failed and the error surfaced after
+            # the batch loop (the last checkpoint, the device's close): what
+            # the image holds is said as it is there
+            raise _told(exc if isinstance(exc, FsToolError) else FsToolError(_msg(exc)),
+                        _kept(committed[0], devs[0], image)) from None
+        raise
+    return stats
+
+
+def _told(exc: FsToolError, kept: str) -> FsToolError:
+    """``exc`` with what the image holds after it (``kept``) added."""
+    exc.args = (f"{exc} ({kept})",)
+    exc.kept_told = True
+    return exc
+
+
+def _populate(image, src, dest: str, stats: PopulateStats, note, committed: list, devs: list,
+              *, keep_going: bool, timestamp_ns, progress, overwrite: bool, report,
+              fresh: bool, batch_entries: int, reflink: bool) -> None:
+    """populate's run, ``devs`` given the image's device once it is open."""
     with gc_paused(), Writer(image, timestamp_ns=timestamp_ns, logged=not fresh,
                              keeps_parents=True) as w, src:
+        devs.append(w.dev)
         now = w.now_ns()
         # file data written by a thread of the device's own, behind this
         # one (the same bytes in the same places, counted when given)
@@ -191,6 +220,10 @@ def populate(image, source, dest: str = "/", *, owner_map=None, keep_going: bool
                 except NoSpace:
                     raise
                 except (OSError, InvalidArgument, ExistsError) as exc:
+                    if isinstance(exc, ImageError) or w.dev.data_write_failed:
+                        # the image's device failed, not this entry: the
+                        # run ends with the device's error as it is
+                        raise
                     if not keep_going or isinstance(exc, ExistsError) and not overwrite:
                         raise _wrap(e.path, exc) from None
                     note(f"{e.path}: skipped: {_msg(exc)}")
@@ -245,20 +278,21 @@ def populate(image, source, dest: str = "/", *, owner_map=None, keep_going: bool
                 w.finish_mkfs()
         except NoSpace as exc:
             w.abort()
-            raise NoSpace(f"{image}: not enough space: {exc} (while adding "
+            err = NoSpace(f"{image}: not enough space: {exc} (while adding "
                           f"{stats.entries} entries, {stats.bytes} bytes); "
-                          f"{_kept(committed[0], w.dev, image)}") from None
+                          f"{_kept(committed[0], w.dev, image)}")
+            err.kept_told = True
+            raise err from None
         except FsToolError as exc:
             w.abort()
             if committed[0]:
-                exc.args = (f"{exc} ({_kept(committed[0], w.dev, image)})",)
+                raise _told(exc, _kept(committed[0], w.dev, image))
             raise
         except BaseException:
             w.abort()
             raise
         finally:
             reader.close()
-    return stats
 
 
 def read_ahead(walk, files: int = READAHEAD_FILES, nbytes: int = READAHEAD_BYTES,
@@ -368,14 +402,19 @@ def _add_plain_files(ns: Namespace, run, inos: dict, stats: PopulateStats, now: 
                     pending.add(it[0])
                     continue
                 if k > start:
+                    fds = data[2][start:k] if data is not None else None
                     try:
                         ns.create_plain_files(parent, part[start:k], now,
-                                              (data[0], data[1][start:k], data[2][start:k])
+                                              (data[0], data[1][start:k], fds)
                                               if data is not None else None, run.path or "/")
                     except (OSError, FsToolError) as exc:
                         if isinstance(exc, NoSpace):
                             raise
                         raise _wrap(run.path or "/", exc) from None
+                    finally:
+                        if fds is not None:
+                            # those handed to the device's thread (-1) are its to close
+                            data[2][start:k] = fds
                     stats.files += k - start
                     if data is not None:
                         stats.bytes += sum(map(_SIZE, part[start:k]))
@@ -736,7 +775,9 @@ def _msg(exc: BaseException) -> str:
 
 def _wrap(path: str, exc: BaseException) -> FsToolError:
     if isinstance(exc, FsToolError):
-        if getattr(exc, "located", False) or str(exc).startswith(path):
+        if getattr(exc, "located", False) or str(exc).startswith(path) or \
+                isinstance(exc, ImageError):
+            # (an error of the image's device is not the entry's)
             return exc
         try:
             return type(exc)(f"{path}: {exc}")
