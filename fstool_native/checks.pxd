@@ -1,7 +1,8 @@
 # C-level declarations for checks.py when Cython compiles it.
 cdef unsigned long long _M32
 cdef long long _BIG
-from fstool_native.parsers cimport _be16, _be32, _push4, _find_slot, _sf_tally
+from fstool_native.parsers cimport _be16, _be32, _push4, _find_slot, _sf_tally, \
+    _cksum_region_ok
 from cpython.array cimport array
 from cpython cimport array as cpy_array
 

@@ -21,15 +21,20 @@ except ImportError:          # plain Python without Cython installed
 # cimports the readers when compiled)
 if cython.compiled:
     from fstool_native.parsers import da_hashname as _hashname
+    from fstool_native.parsers import dir_data_tally as _dir_data_tally
+    from fstool_native.parsers import leaf_tally as _leaf_tally
     from fstool_native.parsers import parent_hashname as _parent_hash
 else:
     from fstool_native import load as _load
     _hashname = _load(pure=True).da_hashname
     _parent_hash = _load(pure=True).parent_hashname
+    _dir_data_tally = _load(pure=True).dir_data_tally
+    _leaf_tally = _load(pure=True).leaf_tally
     _be16 = _load(pure=True)._be16
     _be32 = _load(pure=True)._be32
     _find_slot = _load(pure=True)._find_slot
     _sf_tally = _load(pure=True)._sf_tally
+    _cksum_region_ok = _load(pure=True)._cksum_region_ok
 
 ATTR_LOCAL, ATTR_INCOMPLETE = 1, 0x80
 # the namespace bits, the parent namespace, the flags an entry may carry
@@ -352,6 +357,81 @@ def bestfree_ok(buf, frees):
     if seen != 7:
         return -1
     return longest
+
+
+@cython.locals(p=cython.p_uchar, u=cython.p_uchar, n=cython.Py_ssize_t, k=cython.int,
+               mo=cython.Py_ssize_t, co=cython.Py_ssize_t, uo=cython.Py_ssize_t,
+               bo=cython.Py_ssize_t, oo=cython.Py_ssize_t, hi=cython.ulonglong,
+               lo=cython.ulonglong)
+def v5_hdr_sound(buf, magic_off, magic, crc_off, uuid_off, uuid, blkno_off, daddr,
+                 owner_off, owner):
+    """Whether fstool.io.verify.verify passes ``buf`` as a block with the
+    32-bit ``magic`` at ``magic_off``, its CRC at ``crc_off``, the
+    filesystem ``uuid`` at ``uuid_off``, its own address ``daddr`` (in
+    512-byte units) at ``blkno_off`` and the 64-bit ``owner`` at
+    ``owner_off`` (a directory block's header): False for anything it
+    would raise for (the caller then lets verify say what)."""
+    p = buf
+    n = len(buf)
+    mo = magic_off
+    co = crc_off
+    uo = uuid_off
+    bo = blkno_off
+    oo = owner_off
+    if len(uuid) != 16 or mo < 0 or co < 0 or uo < 0 or bo < 0 or oo < 0 or \
+            mo + 4 > n or co + 4 > n or uo + 16 > n or bo + 8 > n or oo + 8 > n:
+        return False
+    if _be32(p, mo) != magic or not _cksum_region_ok(p, 0, n, co):
+        return False
+    u = uuid
+    for k in range(16):
+        if p[uo + k] != u[k]:
+            return False
+    hi = _be32(p, bo)
+    lo = _be32(p, bo + 4)
+    if ((hi << 32) | lo) != daddr:
+        return False
+    hi = _be32(p, oo)
+    lo = _be32(p, oo + 4)
+    return ((hi << 32) | lo) == owner
+
+
+@cython.locals(p=cython.p_uchar, n=cython.Py_ssize_t, count=cython.Py_ssize_t,
+               stale=cython.Py_ssize_t, start=cython.Py_ssize_t, sound=cython.bint)
+def block_dir_tally(buf, hdr, has_ftype, starts, itype, refs, ino, psums, gen):
+    """A block-form directory's one block ``buf`` (read and verified; its
+    data entries from byte ``hdr``) counted and checked in one call as
+    fstool check's Python code does it (ops/check/dirs.py): None, nothing
+    counted, when the tail's leaf count overruns the block; else (sound,
+    (frees, leaf sum, odd entries, why) as dir_data_tally gives them, or
+    as the check takes its ValueError, the leaf's start, count and stale
+    count).  ``sound``: the data entries well formed, the bestfree table
+    right (bestfree_ok), the leaf's hashes in order, its stale count right
+    and its entries summing to the data entries' sum (leaf_tally): nothing
+    for the Python code to report but the odd entries."""
+    p = buf
+    n = len(buf)
+    if n < hdr + 8:
+        return None
+    count = _be32(p, n - 8)
+    stale = _be32(p, n - 4)
+    start = n - 8 - 8 * count
+    if start < hdr:
+        return None
+    try:
+        tally = _dir_data_tally(buf, hdr, start, has_ftype, 0, starts, itype, refs, ino,
+                                psums, gen)
+    except ValueError as e:
+        tally = ([], 0, [], str(e))
+    sound = tally[3] is None and bestfree_ok(buf, tally[0]) >= 0
+    if sound:
+        try:
+            ordered, nstale, lsum = _leaf_tally(buf, start, count)
+        except ValueError:
+            sound = False
+        else:
+            sound = ordered and nstale == stale and lsum == tally[1]
+    return sound, tally, start, count, stale
 
 
 def _by_offset(f):

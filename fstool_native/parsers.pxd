@@ -11,6 +11,12 @@ cdef int _ATTR_NSP_MASK, _ATTR_PARENT, _ATTR_INCOMPLETE
 # big-endian readers, shared with checks.py
 cdef unsigned int _be16(unsigned char *p, Py_ssize_t off) noexcept
 cdef unsigned int _be32(unsigned char *p, Py_ssize_t off) noexcept
+# the binary search of hash_lower_bound, shared with writers.py
+cdef Py_ssize_t _hash_lower(unsigned char *p, Py_ssize_t base, Py_ssize_t n,
+                            unsigned int h) noexcept
+# a CRC32c stored little-endian at off over [start, end), shared with checks.py
+cdef bint _cksum_region_ok(unsigned char *p, Py_ssize_t start, Py_ssize_t end,
+                           Py_ssize_t off) noexcept
 # the bigtime epoch's offset in nanoseconds (parsers._timestamp_ns)
 cdef long long _BIGTIME_OFF
 
@@ -103,6 +109,8 @@ from cpython cimport array as cpy_array
 cdef object _push3(array arr, long long a, long long b, long long c)
 cdef object _push4(array arr, unsigned long long a, unsigned long long b,
                    unsigned long long c, unsigned long long d)
+cdef object _grow(array arr, Py_ssize_t n)
+cdef object _trim(array arr, Py_ssize_t n)
 # an inode table's slot of an inode (check's namespace kernels in checks.py)
 cdef Py_ssize_t _find_slot(unsigned long long[:] starts, unsigned long long ino) noexcept
 # a shortform directory's tally (sf_dir_tally), its arguments checked and
@@ -127,7 +135,11 @@ cdef class PathTable:
     cdef Py_ssize_t _put_name(self, unsigned char *p, Py_ssize_t start, Py_ssize_t n) except -1
     cdef object _add_record(self, unsigned long long ino, unsigned long long gen, bint isdir,
                             Py_ssize_t first, Py_ssize_t n)
-    cdef Py_ssize_t _add_sf(self, unsigned char *p, Py_ssize_t start) except -1
+    cpdef list add_chunk(self, const unsigned char[::1] chunk, Py_ssize_t base,
+                         Py_ssize_t inodesize, unsigned long long first_ino,
+                         unsigned long long free, unsigned long long holemask)
+    cdef Py_ssize_t _add_sf(self, unsigned char *p, Py_ssize_t start, unsigned long long *P,
+                            Py_ssize_t npp, unsigned char *N) except -1
     cdef object _gen(self, unsigned long long d)
     cdef int _reserve(self, Py_ssize_t n) except -1
     cdef int _flush(self, object write) except -1
@@ -136,3 +148,14 @@ cdef class PathTable:
 # render's buffer size before it hands the text on; its digit tables
 cdef Py_ssize_t _FLUSH_AT
 cdef bytes _DIGITS2, _HEX
+
+# mdrestore (parsers.md2_restore): extents written straight from the dump's mapping
+from posix.uio cimport iovec, pwritev
+from libc.errno cimport errno, EINTR, EIO
+from libc.string cimport strerror
+cdef unsigned long long _XME_DADDR_MASK
+cdef int _XME_DEV_SHIFT, _IOV_MAX
+cdef iovec _md_iov[1024]
+cpdef tuple md2_restore(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t pos,
+                        Py_ssize_t size, int fd, int lfd, unsigned char[::1] primary,
+                        Py_ssize_t big)

@@ -414,9 +414,7 @@ def dir2_sf_entries(buf, offset, size, has_ftype, listing=False) -> tuple:
     return parent, out
 
 
-@cython.locals(p=cython.p_uchar, base=cython.Py_ssize_t, n=cython.Py_ssize_t,
-               lo=cython.Py_ssize_t, hi=cython.Py_ssize_t, mid=cython.Py_ssize_t,
-               h=cython.uint)
+@cython.locals(p=cython.p_uchar, base=cython.Py_ssize_t, n=cython.Py_ssize_t)
 def hash_lower_bound(buf, start, count, hashval) -> int:
     """Index of the first of ``count`` (hashval, address) pairs at
     buf[start:] (a leaf's entries or a da-btree node's keys, 8 bytes each,
@@ -424,9 +422,20 @@ def hash_lower_bound(buf, start, count, hashval) -> int:
     p = buf
     base = start
     n = count
-    h = hashval
     if base < 0 or n < 0 or base + 8 * n > len(buf):
         raise ValueError("hash array runs past the buffer")
+    return _hash_lower(p, base, n, hashval)
+
+
+@cython.cfunc
+@cython.exceptval(check=False)
+@cython.locals(p=cython.p_uchar, base=cython.Py_ssize_t, n=cython.Py_ssize_t,
+               h=cython.uint, lo=cython.Py_ssize_t, hi=cython.Py_ssize_t,
+               mid=cython.Py_ssize_t)
+@cython.returns(cython.Py_ssize_t)
+def _hash_lower(p, base, n, h):
+    """hash_lower_bound within bounds the caller has checked (shared with
+    writers.py)."""
     lo = 0
     hi = n
     while lo < hi:
@@ -645,25 +654,30 @@ class PathTable:
             _push4(self.pps, d, g, self._put_name(name, 0, len(name)), len(name))
         self._add_record(ino, gen, (mode & 0xF000) == 0x4000, first, len(parents))
 
-    @cython.locals(p=cython.p_uchar, base=cython.Py_ssize_t, isize=cython.Py_ssize_t,
+    @cython.locals(p=cython.p_uchar, isize=cython.Py_ssize_t,
                    i=cython.Py_ssize_t, off=cython.Py_ssize_t, ino=cython.ulonglong,
                    mode=cython.uint, forkoff=cython.Py_ssize_t, aformat=cython.uint,
                    litino=cython.Py_ssize_t, clen=cython.Py_ssize_t, fork=cython.Py_ssize_t,
-                   first=cython.Py_ssize_t, n=cython.Py_ssize_t, first_ino=cython.ulonglong,
-                   free=cython.ulonglong, holemask=cython.ulonglong,
-                   inbuf=cython.ulonglong, crc_ok=cython.ulonglong)
+                   first=cython.Py_ssize_t, n=cython.Py_ssize_t,
+                   inbuf=cython.ulonglong, crc_ok=cython.ulonglong, nrec=cython.Py_ssize_t,
+                   npp=cython.Py_ssize_t, R=cython.p_ulonglong, P=cython.p_ulonglong,
+                   N=cython.p_uchar, isdir=cython.ulonglong, per=cython.Py_ssize_t)
     def add_chunk(self, chunk, base, inodesize, first_ino, free, holemask) -> list:
         """Add the in-use inodes of one 64-inode chunk (first inode at
         chunk[base:], inobt free mask and holemask) that verify (magic,
         version 3, their own number, CRC) and have no attr fork or a sound
         shortform one; returns the numbers of the other in-use ones (attr
         forks in blocks, anything that does not verify), for the caller to
-        read and ``add``."""
-        p = chunk
-        base = base
+        read and ``add``.  ``chunk``: bytes, a bytearray or a read-only
+        mapping."""
+        if cython.compiled:
+            clen = len(chunk)
+            p = cython.cast(cython.p_uchar, cython.address(chunk[0])) if clen else cython.NULL
+        else:
+            p = chunk
+            clen = len(chunk)
         isize = inodesize
         litino = isize - 176
-        clen = len(chunk)
         others = []
         # the in-use inodes that lie in the buffer, and of those the ones
         # whose CRC is right
@@ -674,6 +688,25 @@ class PathTable:
                     off >= 0 and off + isize <= clen and isize >= 176:
                 inbuf |= cython.cast(cython.ulonglong, 1) << i
         crc_ok = _cksums_ok(p, base, isize, 100, inbuf)
+        # room for the chunk's 64 records, the most parent pointers their
+        # forks can hold (an entry takes 15 bytes or more) and their names;
+        # written in place, the arrays cut to what was used at the end
+        per = litino // 15 + 1 if litino > 0 else 1
+        nrec = self.count
+        npp = len(self.pps) // 4
+        _grow(self.recs, 4 * (nrec + 64))
+        _grow(self.pps, 4 * (npp + 64 * per))
+        if self.nused + 64 * isize > len(self.names):
+            self.names.extend(bytes(max(64 * isize, len(self.names))))
+        if cython.compiled:
+            R = cython.cast(cython.p_ulonglong, self.recs.data.as_voidptr)
+            P = cython.cast(cython.p_ulonglong, self.pps.data.as_voidptr)
+            N = self.names
+        else:
+            R = self.recs
+            P = self.pps
+            N = self.names
+        self.index = None
         for i in range(64):
             if (holemask >> (i // 4)) & 1 or (free >> i) & 1:
                 continue
@@ -691,28 +724,39 @@ class PathTable:
                 continue
             forkoff = p[off + 82] * 8
             aformat = p[off + 83]
-            first = len(self.pps) // 4
-            n = 0
+            first = npp
             if forkoff:
                 fork = off + 176 + forkoff
                 if aformat != 1 or forkoff >= litino or \
                         not _sf_sound(p, fork, litino - forkoff):
                     others.append(ino)
                     continue
-                n = self._add_sf(p, fork)
-            self._add_record(ino, _be32(p, off + 92), (mode & 0xF000) == 0x4000, first, n)
+                npp = self._add_sf(p, fork, P, npp, N)
+            isdir = (mode & 0xF000) == 0x4000
+            if isdir:
+                self.dirs[ino] = nrec
+            R[4 * nrec] = ino
+            R[4 * nrec + 1] = _be32(p, off + 92) | (isdir << 32)
+            R[4 * nrec + 2] = first
+            R[4 * nrec + 3] = npp - first
+            nrec += 1
+        self.count = nrec
+        _trim(self.recs, 4 * nrec)
+        _trim(self.pps, 4 * npp)
         return others
 
     @cython.locals(pos=cython.Py_ssize_t, count=cython.Py_ssize_t, i=cython.Py_ssize_t,
                    namelen=cython.Py_ssize_t, valuelen=cython.Py_ssize_t, flags=cython.uint,
-                   v=cython.Py_ssize_t, n=cython.Py_ssize_t)
-    def _add_sf(self, p, start):
-        """Add the parent pointers of the shortform attr fork at p[start:]
-        (checked by _sf_sound): its complete entries of the parent namespace
-        whose value is a 12-byte xfs_parent_rec.  Their number."""
+                   v=cython.Py_ssize_t, at=cython.Py_ssize_t)
+    def _add_sf(self, p, start, P, npp, N):
+        """Write at P[4 * npp:] the parent pointers of the shortform attr
+        fork at p[start:] (checked by _sf_sound): its complete entries of
+        the parent namespace whose value is a 12-byte xfs_parent_rec, their
+        names kept in N (``names``, room made by the caller).  The number
+        of pointers then written in all."""
         count = p[start + 2]
         pos = start + 4
-        n = 0
+        at = self.nused
         for i in range(count):
             namelen = p[pos]
             valuelen = p[pos + 1]
@@ -720,11 +764,16 @@ class PathTable:
             if (flags & _ATTR_NSP_MASK) == _ATTR_PARENT and not flags & _ATTR_INCOMPLETE and \
                     valuelen == 12:
                 v = pos + 3 + namelen
-                _push4(self.pps, _be64(p, v), _be32(p, v + 8),
-                       self._put_name(p, pos + 3, namelen), namelen)
-                n += 1
+                P[4 * npp] = _be64(p, v)
+                P[4 * npp + 1] = _be32(p, v + 8)
+                P[4 * npp + 2] = at
+                P[4 * npp + 3] = namelen
+                _copy_into(N, at, p, pos + 3, namelen)
+                at += namelen
+                npp += 1
             pos += 3 + namelen + valuelen
-        return n
+        self.nused = at
+        return npp
 
     # -- walking -----------------------------------------------------------------------------
 
@@ -1885,6 +1934,30 @@ def _push4(arr, a, b, c, d):
     q[n + 1] = b
     q[n + 2] = c
     q[n + 3] = d
+
+
+@cython.cfunc
+@cython.locals(arr=array, n=cython.Py_ssize_t)
+def _grow(arr, n):
+    """Make the flat array ``arr`` at least ``n`` numbers long (new ones
+    unset), for writing in place."""
+    if len(arr) < n:
+        if cython.compiled:
+            cpy_array.resize_smart(arr, n)
+        else:
+            arr.extend([0] * (n - len(arr)))
+    return 0
+
+
+@cython.cfunc
+@cython.locals(arr=array, n=cython.Py_ssize_t)
+def _trim(arr, n):
+    """Cut the flat array ``arr`` to its first ``n`` numbers."""
+    if cython.compiled:
+        cpy_array.resize_smart(arr, n)
+    else:
+        del arr[n:]
+    return 0
 
 
 @cython.locals(p=cython.p_uchar, u=cython.p_uchar, i=cython.int, k=cython.int,
@@ -3586,3 +3659,133 @@ def metadump_name(prefix, want, ci) -> object:
         if ci and _ci_upper(q[n]):
             return None
     return bytes(out)
+
+
+# -- mdrestore: a v2 metadump's extents written out ------------------------------------------
+
+# an extent's address in a v2 metadump: the device in bits 54-55 (0: data,
+# 1: the external log), the 512-byte sector below (format/metadump.py)
+_XME_DEV_SHIFT = 54
+_XME_DADDR_MASK = (1 << 54) - 1
+# the most buffers one pwritev takes (IOV_MAX)
+_IOV_MAX = 1024
+
+
+@cython.cfunc
+@cython.locals(fd=cython.int, cnt=cython.int, at=cython.ulonglong, n=cython.ulonglong,
+               done=cython.Py_ssize_t, i=cython.int, got=cython.Py_ssize_t)
+@cython.returns(cython.int)
+@cython.exceptval(-1)
+def _write_run(fd, iov, cnt, at, n):
+    """Write the ``cnt`` buffers gathered for one run (``_md_iov`` when
+    compiled, else the list ``iov``), ``n`` bytes in all, at ``at``; a
+    short write goes on from where it stopped."""
+    if not cython.compiled:
+        done = _os.pwritev(fd, iov, at)
+        if done < n:
+            rest = memoryview(b"".join(iov))[done:]
+            while rest:
+                rest = rest[_os.pwrite(fd, rest, at + n - len(rest)):]
+        return 0
+    done = 0
+    i = 0
+    while True:
+        got = pwritev(fd, cython.address(_md_iov[i]), cnt - i, at + done)
+        if got < 0:
+            if errno == EINTR:
+                continue
+            raise OSError(errno, strerror(errno))
+        done += got
+        if done >= n:
+            return 0
+        if got == 0:
+            raise OSError(EIO, strerror(EIO))
+        # past the buffers written whole, into the one written in part
+        while got >= cython.cast(cython.Py_ssize_t, _md_iov[i].iov_len):
+            got -= _md_iov[i].iov_len
+            i += 1
+        _md_iov[i].iov_base = cython.cast(cython.p_void,
+                                          cython.cast(cython.p_uchar, _md_iov[i].iov_base) + got)
+        _md_iov[i].iov_len -= got
+
+
+@cython.locals(p=cython.p_uchar, blen=cython.Py_ssize_t, start=cython.Py_ssize_t,
+               pos=cython.Py_ssize_t, size=cython.Py_ssize_t, fd=cython.int, lfd=cython.int,
+               big=cython.Py_ssize_t, sectsize=cython.Py_ssize_t, addr=cython.ulonglong,
+               nsect=cython.ulonglong, dev=cython.ulonglong, target=cython.int,
+               data=cython.Py_ssize_t, n=cython.Py_ssize_t, at=cython.ulonglong,
+               sectors=cython.ulonglong, run_fd=cython.int, run_at=cython.ulonglong,
+               run_end=cython.ulonglong, cnt=cython.int, k=cython.Py_ssize_t,
+               end=cython.Py_ssize_t, q=cython.p_uchar)
+def md2_restore(buf, start, pos, size, fd, lfd, primary, big) -> tuple:
+    """Write the extents of a v2 metadump that ``buf`` holds (the dump's
+    bytes from file offset ``start``; the dump is ``size`` bytes), from the
+    extent header at file offset ``pos``, each at its place: on ``fd``
+    (the data device) or ``lfd`` (the external log; -1: none), extents that
+    follow one another on their device in one pwritev.  What an extent of
+    the data device holds of its first len(primary) bytes (the primary
+    superblock's sector) is copied into the bytearray ``primary`` too.
+
+    Stops at the first extent whose header or bytes run past ``buf`` or
+    the dump, that is larger than ``big`` bytes, whose device is not one of
+    the two or that is the log's with no ``lfd``: the caller deals with it
+    (maps more of the dump, copies it, or says what is wrong).  Returns
+    (the file offset of that extent's header, or ``size``; the sectors
+    written)."""
+    blen = len(buf)
+    end = start + blen
+    if size < end:
+        end = size
+    sectsize = len(primary)
+    sectors = 0
+    run_fd = -1
+    run_at = 0
+    run_end = 0
+    cnt = 0
+    if cython.compiled:
+        p = cython.cast(cython.p_uchar, cython.address(buf[0])) if blen else cython.NULL
+        q = cython.address(primary[0]) if sectsize else cython.NULL
+    else:
+        p = buf
+        q = None
+        iov = []
+    while pos + 12 <= end:
+        k = pos - start
+        addr = _be64(p, k)
+        nsect = _be32(p, k + 8)
+        dev = addr >> _XME_DEV_SHIFT
+        if dev > 1:
+            break
+        target = lfd if dev else fd
+        n = nsect * 512
+        data = pos + 12
+        if target < 0 or n > big or data + n > end:
+            break
+        at = (addr & _XME_DADDR_MASK) * 512
+        if not dev and at < sectsize:
+            if cython.compiled:
+                memcpy(q + at, p + k + 12, min(n, sectsize - at))
+            else:
+                primary[at:at + min(n, sectsize - at)] = buf[k + 12:k + 12 + min(n, sectsize - at)]
+        if not (cnt and at == run_end and target == run_fd and cnt < _IOV_MAX):
+            if cnt:
+                _write_run(run_fd, iov if not cython.compiled else None, cnt, run_at,
+                           run_end - run_at)
+            cnt = 0
+            run_fd = target
+            run_at = at
+            run_end = at
+            if not cython.compiled:
+                iov = []
+        if cython.compiled:
+            _md_iov[cnt].iov_base = cython.cast(cython.p_void, p + k + 12)
+            _md_iov[cnt].iov_len = n
+        else:
+            iov.append(buf[k + 12:k + 12 + n])
+        cnt += 1
+        run_end += n
+        sectors += nsect
+        pos = data + n
+    if cnt:
+        _write_run(run_fd, iov if not cython.compiled else None, cnt, run_at, run_end - run_at)
+    return pos, sectors

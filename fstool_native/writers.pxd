@@ -1,6 +1,8 @@
 # C-level declarations for writers.py when Cython compiles it.
 cimport cython
 from libc.stdlib cimport malloc, free
+# big-endian readers, parsers.py's
+from fstool_native.parsers cimport _be16, _be32, _hash_lower
 
 cdef extern from "read_files.h":
     void fstool_read_files(int dirfd, const int *dirfds, char **names, const long long *sizes,

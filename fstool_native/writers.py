@@ -12,6 +12,14 @@ try:
 except ImportError:          # plain Python without Cython installed
     from fstool_native import _cython_shim as cython
 
+# the big-endian readers and the leaf's hash search are parsers.py's
+# (writers.pxd cimports them when compiled)
+if not cython.compiled:
+    from fstool_native import load as _load
+    _be16 = _load(pure=True)._be16
+    _be32 = _load(pure=True)._be32
+    _hash_lower = _load(pure=True)._hash_lower
+
 _U64 = 0xFFFFFFFFFFFFFFFF
 
 
@@ -787,3 +795,240 @@ def stamp_inodes(buf, clean, isize, lsn, lsn_off, crc_off, cksum) -> int:
         p[off + crc_off + 3] = (crc >> 24) & 0xFF
         stamped += 1
     return stamped
+
+
+# -- one entry into a directory data block (fstool.ns.dirops' insert) ---------------------------
+#
+# A v5 data block: a 64-byte header whose bestfree table (three (offset,
+# length) pairs of 16 bits at byte 48, longest first) lists the longest
+# unused regions, then entries and unused regions back to back up to the
+# data end (the block's end, or the leaf array of a single-block
+# directory).  An unused region starts with 0xFFFF and its length and ends
+# with its own offset; an entry is the inode number (64 bits), the name's
+# length, the name, the file type and its own offset, rounded up to 8 bytes.
+# The bestfree table is kept as xfs_dir2_data_use_free keeps it, in the
+# block itself: these functions are fstool.ns.dirdata's use_free and
+# freescan, and the common single-block insert of dirops.Dir.
+
+_DBF = 48                       # the bestfree table
+_DHDR = 64                      # the first entry
+_DFREE = 0xFFFF                 # an unused region's first 16 bits
+_XDB3 = 0x58444233              # a single-block directory's magic
+
+
+@cython.cfunc
+@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, v=cython.Py_ssize_t)
+def _p16(p, off, v):
+    p[off] = (v >> 8) & 0xFF
+    p[off + 1] = v & 0xFF
+
+
+@cython.cfunc
+@cython.locals(namelen=cython.Py_ssize_t)
+@cython.returns(cython.Py_ssize_t)
+def _entsize(namelen):
+    """An entry's bytes on an ftype filesystem."""
+    return (9 + namelen + 1 + 2 + 7) & ~7
+
+
+@cython.cfunc
+@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, length=cython.Py_ssize_t)
+def _put_unused(p, off, length):
+    _p16(p, off, _DFREE)
+    _p16(p, off + 2, length)
+    _p16(p, off + length - 2, off)
+
+
+@cython.cfunc
+@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, length=cython.Py_ssize_t,
+               i=cython.Py_ssize_t, o=cython.Py_ssize_t)
+@cython.returns(cython.Py_ssize_t)
+def _bf_find(p, off, length):
+    """The bestfree slot of the unused region at ``off`` (of ``length``
+    bytes now), or -1 (dirdata.freefind)."""
+    if length < _be16(p, _DBF + 10):
+        return -1
+    for i in range(3):
+        o = _be16(p, _DBF + 4 * i)
+        if not o:
+            return -1
+        if o == off:
+            return i
+    return -1
+
+
+@cython.cfunc
+@cython.locals(p=cython.p_uchar, i=cython.Py_ssize_t, j=cython.Py_ssize_t)
+def _bf_remove(p, i):
+    for j in range(_DBF + 4 * i, _DBF + 8):
+        p[j] = p[j + 4]
+    for j in range(_DBF + 8, _DBF + 12):
+        p[j] = 0
+
+
+@cython.cfunc
+@cython.locals(p=cython.p_uchar, off=cython.Py_ssize_t, length=cython.Py_ssize_t,
+               i=cython.Py_ssize_t, j=cython.Py_ssize_t)
+@cython.returns(cython.Py_ssize_t)
+def _bf_insert(p, off, length):
+    """A region into the table, longest first, ties after the ones there:
+    its slot, or -1 (dirdata.freeinsert)."""
+    for i in range(3):
+        if length > _be16(p, _DBF + 4 * i + 2):
+            j = _DBF + 11
+            while j >= _DBF + 4 * i + 4:
+                p[j] = p[j - 4]
+                j -= 1
+            _p16(p, _DBF + 4 * i, off)
+            _p16(p, _DBF + 4 * i + 2, length)
+            return i
+    return -1
+
+
+@cython.locals(p=cython.p_uchar, n=cython.Py_ssize_t, end=cython.Py_ssize_t,
+               off=cython.Py_ssize_t, size=cython.Py_ssize_t, j=cython.Py_ssize_t)
+def dir_freescan(buf) -> None:
+    """The bestfree table rebuilt from the block's unused regions
+    (dirdata.freescan); ValueError where a region or entry overruns."""
+    p = buf
+    n = len(buf)
+    end = n
+    if n >= 8 and _be32(p, 0) == _XDB3:
+        end = n - 8 - 8 * _be32(p, n - 8)
+    if end > n or end < _DHDR:
+        raise ValueError("directory block: leaf entries overrun the data")
+    for j in range(_DBF, _DBF + 12):
+        p[j] = 0
+    off = _DHDR
+    while off < end:
+        if off + 4 > end:
+            raise ValueError(f"directory block: a region at {off} overruns the data end {end}")
+        if _be16(p, off) == _DFREE:
+            size = _be16(p, off + 2)
+            if size < 8 or size & 7 or off + size > end:
+                raise ValueError(f"unused region at {off} of length {size}")
+            _bf_insert(p, off, size)
+        else:
+            if off + 9 > end:
+                raise ValueError(f"entry at {off} overruns the data end {end}")
+            size = _entsize(p[off + 8])
+            if off + size > end:
+                raise ValueError(f"entry at {off} overruns the data end {end}")
+        off += size
+
+
+@cython.locals(p=cython.p_uchar, dupoff=cython.Py_ssize_t, off=cython.Py_ssize_t,
+               length=cython.Py_ssize_t, oldlen=cython.Py_ssize_t, i=cython.Py_ssize_t,
+               n1=cython.Py_ssize_t, n2=cython.Py_ssize_t, front=cython.bint,
+               back=cython.bint, scan=cython.bint)
+def dir_use_free(buf, dupoff, off, length) -> bool:
+    """Take [off, off+length) out of the unused region at ``dupoff``
+    (xfs_dir2_data_use_free), the bestfree table kept incrementally;
+    whether the kernel would rescan the block now (the caller does)."""
+    p = buf
+    if dupoff < _DHDR or dupoff + 4 > len(buf) or _be16(p, dupoff) != _DFREE:
+        raise ValueError(f"no unused region at {dupoff} covers {off}+{length}")
+    oldlen = _be16(p, dupoff + 2)
+    if off < dupoff or off + length > dupoff + oldlen or dupoff + oldlen > len(buf):
+        raise ValueError(f"no unused region at {dupoff} covers {off}+{length}")
+    i = _bf_find(p, dupoff, oldlen)
+    front = dupoff == off
+    back = dupoff + oldlen == off + length
+    scan = False
+    if front and back:
+        if i >= 0:
+            scan = _be16(p, _DBF + 8) != 0
+            if not scan:
+                _bf_remove(p, i)
+    elif front:
+        _put_unused(p, off + length, oldlen - length)
+        if i >= 0:
+            _bf_remove(p, i)
+            scan = _bf_insert(p, off + length, oldlen - length) == 2
+    elif back:
+        _put_unused(p, dupoff, off - dupoff)
+        if i >= 0:
+            _bf_remove(p, i)
+            scan = _bf_insert(p, dupoff, off - dupoff) == 2
+    else:
+        n1 = off - dupoff
+        n2 = oldlen - length - n1
+        _put_unused(p, dupoff, n1)
+        _put_unused(p, off + length, n2)
+        if i >= 0:
+            scan = _be16(p, _DBF + 10) != 0
+            if not scan:
+                _bf_remove(p, i)
+                _bf_insert(p, dupoff, n1)
+                _bf_insert(p, off + length, n2)
+    return scan
+
+
+@cython.locals(p=cython.p_uchar, q=cython.p_uchar, off=cython.Py_ssize_t,
+               namelen=cython.Py_ssize_t, size=cython.Py_ssize_t, j=cython.Py_ssize_t,
+               ino=cython.ulonglong)
+def dir_put_entry(buf, off, inumber, name, ftype) -> None:
+    """A new entry at the start of the unused region at ``off``, as
+    xfs_dir2_data_use_free and the entry's fill leave the block (the
+    bestfree rescan, when due, once the entry is there)."""
+    namelen = len(name)
+    size = _entsize(namelen)
+    scan = dir_use_free(buf, off, off, size)
+    p = buf
+    q = name
+    ino = inumber
+    _put64(p, off, ino)
+    p[off + 8] = namelen
+    _copy_in(p, off + 9, q, namelen)
+    p[off + 9 + namelen] = ftype
+    for j in range(off + 10 + namelen, off + size - 2):
+        p[j] = 0
+    _p16(p, off + size - 2, off)
+    if scan:
+        dir_freescan(buf)
+
+
+@cython.locals(p=cython.p_uchar, n=cython.Py_ssize_t, count=cython.Py_ssize_t,
+               blp=cython.Py_ssize_t, length=cython.Py_ssize_t, d=cython.Py_ssize_t,
+               fl=cython.Py_ssize_t, dup=cython.Py_ssize_t, lo=cython.Py_ssize_t,
+               j=cython.Py_ssize_t, h=cython.uint, scan=cython.bint)
+def dir_block_add(buf, name, inumber, ftype, hashval) -> bool:
+    """The common insert into a single-block directory (XDB3), as
+    xfs_dir2_block_addname makes it when no leaf entry is stale and the
+    unused region before the leaf array gives the new leaf slot: the leaf
+    array grows down by one slot, the entry goes into the longest unused
+    region that takes it.  False, the block unchanged, for every other
+    case (stale entries, no room: the caller's general path)."""
+    p = buf
+    n = len(buf)
+    count = _be32(p, n - 8)
+    if _be32(p, n - 4):
+        return False                    # stale leaf entries
+    blp = n - 8 - 8 * count
+    if blp - 2 < _DHDR:
+        raise ValueError("directory block: leaf entries overrun the data")
+    length = _entsize(len(name))
+    d = _be16(p, blp - 2)
+    if d < _DHDR or d + 4 > blp or _be16(p, d) != _DFREE:
+        return False                    # no unused region ends at the leaf array
+    fl = _be16(p, d + 2)
+    dup = _be16(p, _DBF)
+    if dup != d:
+        if _be16(p, _DBF + 2) < length:
+            return False
+    elif fl < length + 8:
+        if _be16(p, _DBF + 6) < length:
+            return False
+        dup = _be16(p, _DBF + 4)
+    h = hashval
+    lo = _hash_lower(p, blp, count, h)
+    scan = dir_use_free(buf, d, d + fl - 8, 8)
+    _put32(p, n - 8, count + 1)
+    if scan:
+        dir_freescan(buf)
+    for j in range(blp - 8, blp - 8 + 8 * lo):
+        p[j] = p[j + 8]
+    _put32(p, blp - 8 + 8 * lo, h)
+    _put32(p, blp - 4 + 8 * lo, dup >> 3)
+    dir_put_entry(buf, dup, inumber, name, ftype)
+    return True

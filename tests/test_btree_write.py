@@ -279,6 +279,9 @@ def check_lookups(kind, tree, model, rng, n=40):
         assert tree.lookup_ge(probe) == ge
         assert tree.lookup_eq(probe) == eq
         assert tree.lookup_le(probe) == le
+        cur = tree.cursor(probe)
+        assert cur.here() == ge
+        assert cur.after() == (model[keys[i + 1]] if i + 1 < len(keys) else None)
         fwd = list(zip(range(5), tree.iter_from(probe)))
         assert [r for _, r in fwd] == [model[k] for k in keys[i:i + 5]]
         back = list(zip(range(5), tree.iter_from(probe, reverse=True)))
@@ -315,7 +318,13 @@ def run_random(kind, tree, store, model, rng, ops, batch, target, nblocks0):
                         tree.delete(probe)
                     continue
             k = rng.choice(list(model)) if size < 64 else _pick(model, rng)
-            assert tree.delete(k) == model.pop(k)
+            if rng.random() < 0.5:
+                # from a cursor's descent
+                cur = tree.cursor(k)
+                assert cur.here() == model.pop(k)
+                cur.delete_here(k)
+            else:
+                assert tree.delete(k) == model.pop(k)
         else:
             k = _pick(model, rng)
             rec = _same_key(kind, model[k], rng)

@@ -1144,3 +1144,107 @@ def test_dir_block_runs_cover_every_directory_block(kernel_img):
         # extents form, nothing to read
         others = [raw[:5] + b"\x01" + raw[6:] for raw in raws]
         assert PURE.dir_block_runs(others, *args) == [] == native.dir_block_runs(others, *args)
+
+
+def _mutate_block_dir(rng, buf: bytearray) -> None:
+    """One change to a block-form directory's block: an entry byte, the
+    bestfree table, a leaf entry's hash or address, the tail's count or
+    stale count, a header field (magic, blkno, uuid, owner) or its LSN."""
+    n = len(buf)
+    count = int.from_bytes(buf[n - 8:n - 4], "big")
+    start = n - 8 - 8 * count
+    what = rng.choice(("entry", "entry", "bestfree", "hash", "addr", "count", "stale",
+                       "header", "lsn"))
+    if what == "entry" and start > 64:
+        at = rng.randrange(64, start)
+        buf[at] = rng.choice((0, 0xFF, ord("/"), buf[at] ^ 1, rng.randrange(256)))
+    elif what == "bestfree":
+        at = rng.randrange(48, 60)
+        buf[at] = rng.choice((0, buf[at] ^ 8, rng.randrange(256)))
+    elif what in ("hash", "addr") and count:
+        at = start + 8 * rng.randrange(count) + (0 if what == "hash" else 4)
+        v = int.from_bytes(buf[at:at + 4], "big")
+        v = rng.choice((0, v + 1, v - 1, 0xFFFFFFFF)) & 0xFFFFFFFF
+        buf[at:at + 4] = v.to_bytes(4, "big")
+    elif what in ("count", "stale"):
+        at = n - 8 if what == "count" else n - 4
+        v = int.from_bytes(buf[at:at + 4], "big")
+        buf[at:at + 4] = (rng.choice((0, v + 1, max(v - 1, 0), 600, 1 << 30))
+                          ).to_bytes(4, "big")
+    elif what == "lsn":
+        buf[16:24] = rng.choice(((1 << 40) | 5, 0, 1 << 62)).to_bytes(8, "big")
+    else:
+        at = rng.choice((0, 8, 24, 40)) + rng.randrange(4)
+        buf[at] ^= 1 << rng.randrange(8)
+
+
+def test_block_dir_fast_path_keeps_the_findings(monkeypatch, kernel_img, tmp_path):
+    """The fixture tree's block-form directories, as they are and with their
+    blocks changed (entries, bestfree table, leaf hashes and addresses, the
+    tail's counts, header fields, the LSN; the CRC mostly made right
+    again): the namespace phase checking them without their Inode
+    (dirs.check_block_dir with each backend's v5_hdr_sound and
+    block_dir_tally) finds and counts exactly what check_dir finds, and
+    takes every sound one."""
+    import os
+    import subprocess
+
+    from fstool._backend import parsers
+    from fstool.fs.dirform import BLOCK, form
+    from fstool.fs.filesystem import Filesystem
+    from fstool.fs.inode import Inode
+    from fstool.ops.check import FIRST, PER_AG, Checker
+    img = tmp_path / "k.img"
+    # (the fixture image is sparse: 1 GiB long, about 80 MB written)
+    subprocess.run(["cp", "--sparse=always", str(kernel_img), str(img)], check=True)
+    rng = random.Random(38)
+    taken = []
+    real = dirs_mod.check_block_dir
+
+    def counted(*a):
+        ok = real(*a)
+        taken.append(ok)
+        return ok
+    with Filesystem(str(img)) as fs:
+        c = Checker(fs)
+        for phase in c.phases(FIRST, PER_AG):
+            c.run_phase(phase)
+        state = {k: v for k, v in c.__dict__.items() if k not in ("fs", "sb", "progress")}
+        clean = dict(c.dir_raw)
+        blocks = {}
+        for ino, raw in clean.items():
+            node = Inode(fs, ino, raw)
+            if raw[5] == 2 and form(node) == BLOCK:
+                blocks[ino] = node.read_fork_blocks(0, fs.sb.dirblkfsbs)[0] << 9
+        assert len(blocks) >= 2
+        fd = os.open(img, os.O_RDWR)
+        try:
+            codes = set()
+            for trial in range(25):
+                changed = {}
+                for ino in rng.sample(sorted(blocks), 0 if trial == 0 else rng.randrange(1, 3)):
+                    at = blocks[ino]
+                    old = os.pread(fd, fs.sb.dirblksize, at)
+                    buf = bytearray(old)
+                    _mutate_block_dir(rng, buf)
+                    if rng.random() < 0.9:
+                        buf[4:8] = parsers.xfs_cksum(bytes(buf), 4).to_bytes(4, "little")
+                    changed.setdefault(at, old)
+                    os.pwrite(fd, bytes(buf), at)
+                monkeypatch.setattr(ns_mod, "check_block_dir", lambda *a: False)
+                want = _namespace_phase(monkeypatch, fs, state, clean, True)
+                codes.update(f["code"] for f in want[0])
+                monkeypatch.setattr(ns_mod, "check_block_dir", counted)
+                for mod in BACKENDS:
+                    monkeypatch.setattr(dirs_mod, "checks", mod)
+                    del taken[:]
+                    assert _namespace_phase(monkeypatch, fs, state, clean, True) == want, trial
+                    if trial == 0:
+                        # the sound ones all taken, and nothing found in them
+                        assert taken.count(True) == len(blocks)
+                        assert want[0] == [f.as_dict() for f in state["findings"]]
+                for at, old in changed.items():
+                    os.pwrite(fd, old, at)
+        finally:
+            os.close(fd)
+    assert {"DIR_CORRUPT", "DIR_LEAF", "DIR_BESTFREE", "LSN_AHEAD"} <= codes, codes

@@ -234,3 +234,213 @@ def test_a_new_file_is_answered_from_the_inode_it_wrote(tmp_path, monkeypatch, m
                     assert [tuple(p) for p in fs.parents(ino)] == \
                         [(d, fs.inode(d).gen, name)]
     assert images["alone"] == images["bulk"]
+
+
+# -- one directory entry inserted natively (writers.dir_block_add, dir_put_entry,
+#    dir_use_free, dir_freescan: dirops' insert, dirdata's use_free and freescan) --------------
+_WRITERS = [fstool_native.load(pure=p, name="writers") for p in (False, True)]
+_BOTH = pytest.mark.skipif(not fstool_native.is_native(_WRITERS[0]),
+                           reason="the native modules are not built: nothing to compare")
+
+
+def _block(dbs: int = 4096) -> bytearray:
+    """A fresh single-block directory holding '.' and '..', as
+    Dir._sf_to_block leaves an empty one."""
+    from fstool.fs import dirblock as B
+    from fstool.ns import dirdata as D
+    buf = bytearray(dbs)
+    B.init_header(buf, C.XFS_DIR3_BLOCK_MAGIC, 0, bytes(16), 128)
+    off = D.HDR + D.put_entry(buf, D.HDR, 128, b".", C.XFS_DIR3_FT_DIR)
+    end = off + D.put_entry(buf, off, 128, b"..", C.XFS_DIR3_FT_DIR)
+    B.put_block_tail(buf, 2, 0)
+    blp = B.block_leaf_start(buf, 2)
+    leaf = sorted([(parsers_hash(b"."), D.HDR >> 3), (parsers_hash(b".."), off >> 3)])
+    for i, (h, a) in enumerate(leaf):
+        B.put_leaf_entry(buf, blp, i, h, a)
+    D.put_unused(buf, end, blp - end)
+    _WRITERS[1].dir_freescan(buf)
+    return buf
+
+
+def parsers_hash(name: bytes) -> int:
+    return fstool_native.load(pure=True).da_hashname(name)
+
+
+def _names(rng, n: int) -> list:
+    return [bytes(rng.choice(b"abcdefghij0123456789._-") for _ in range(rng.randint(1, 40)))
+            + b"%d" % i for i in range(n)]
+
+
+def _sound(buf, names) -> None:
+    """Every name in the block once, the leaf array sorted by hash and
+    pointing at them, the bestfree table as xfs_repair wants it."""
+    from fstool.fs import dirblock as B
+    from fstool.ns import dirdata as D
+    from fstool.fs.dirform.data import bestfree_verify
+    count, stale = B.block_tail(buf)
+    blp = B.block_leaf_start(buf, count)
+    ents = fstool_native.load(pure=True).dir2_data_entries(buf, D.HDR, blp, True)
+    assert sorted(e[2] for e in ents) == sorted([b".", b".."] + names)
+    by_off = {e[0]: e[2] for e in ents}
+    leaf = [B.leaf_entry(buf, blp, i) for i in range(count)]
+    assert [h for h, _a in leaf] == sorted(h for h, _a in leaf)
+    assert sorted(by_off[a << 3] for _h, a in leaf if a) == sorted(by_off.values())
+    assert all(h == parsers_hash(by_off[a << 3]) for h, a in leaf if a)
+    frees = [(n, off) for off, n, free in D.regions(buf) if free]
+    assert bestfree_verify(buf, frees)[1]
+
+
+@_BOTH
+def test_block_insert_native_equals_pure_until_the_block_is_full():
+    """dir_block_add, compiled and pure, give the same bytes after every
+    insert, and a sound block (checked without either), until the block
+    has no room (False: the block unchanged, the caller converts it)."""
+    import random
+    rng = random.Random(38)
+    bufs = [_block(), _block()]
+    names = _names(rng, 400)
+    done = []
+    for k, name in enumerate(names):
+        got = [w.dir_block_add(b, name, 1000 + k, C.XFS_DIR3_FT_REG_FILE, parsers_hash(name))
+               for w, b in zip(_WRITERS, bufs)]
+        assert got[0] == got[1]
+        assert bufs[0] == bufs[1]
+        if not got[0]:
+            break
+        done.append(name)
+    assert 50 < len(done) < 400
+    _sound(bufs[0], done)
+    before = bytes(bufs[0])
+    assert not _WRITERS[0].dir_block_add(bufs[0], b"x" * 200, 1, 1, parsers_hash(b"x" * 200))
+    assert bytes(bufs[0]) == before
+
+
+@_BOTH
+def test_block_insert_refuses_stale_entries_and_fills_holes_as_the_pure_twin():
+    """A block with holes (entries removed, their leaf slots stale): the
+    common insert refuses it, unchanged; entries put into the holes by
+    dir_put_entry (every shape of use_free: the whole region, its front,
+    its middle, its back) keep both backends equal and the block sound."""
+    import random
+    from fstool.fs import dirblock as B
+    from fstool.ns import dirdata as D
+    rng = random.Random(7)
+    buf = _block()
+    names = _names(rng, 60)
+    for k, name in enumerate(names):
+        assert _WRITERS[1].dir_block_add(buf, name, 1000 + k, 1, parsers_hash(name))
+    count, _stale = B.block_tail(buf)
+    blp = B.block_leaf_start(buf, count)
+    # remove every third entry: its space freed, its leaf slot stale
+    gone = set()
+    for i in range(count):
+        h, a = B.leaf_entry(buf, blp, i)
+        if a and i % 3 == 0:
+            off = a << 3
+            _ino, name, _ft, size = D.entry_at(buf, off)
+            if name in (b".", b".."):
+                continue
+            D.make_free(buf, off, size)
+            B.put_leaf_entry(buf, blp, i, h, 0)
+            gone.add(name)
+    B.put_block_tail(buf, count, sum(1 for i in range(count)
+                                     if B.leaf_entry(buf, blp, i)[1] == 0))
+    for w in _WRITERS:
+        b = bytearray(buf)
+        assert not w.dir_block_add(b, b"new", 1, 1, parsers_hash(b"new"))
+        assert b == buf
+    bufs = [bytearray(buf), bytearray(buf)]
+    holes = [(off, n) for off, n, free in D.regions(buf) if free]
+    for j, (off, n) in enumerate(holes):
+        for w, b in zip(_WRITERS, bufs):
+            if j % 4 == 0 and n >= 24:          # the region's front
+                w.dir_put_entry(b, off, 5000 + j, b"y" * (n - 24 + 1), 1)
+                continue
+            if j % 4 == 1 and n >= 32:          # its middle
+                at, size = off + 8, 16
+            elif j % 4 == 2 and n >= 24:        # its back
+                at, size = off + n - 16, 16
+            elif 13 <= n <= 255 + 12:           # all of it
+                at, size = off, n
+            else:
+                continue
+            scan = w.dir_use_free(b, off, at, size)
+            D.put_entry(b, at, 6000 + j, b"z" * (size - 12), 1)
+            if scan:
+                w.dir_freescan(b)
+        assert bufs[0] == bufs[1]
+    count, stale = B.block_tail(bufs[0])
+    frees = [(n, off) for off, n, free in D.regions(bufs[0]) if free]
+    assert sum(n for n, _o in frees) < sum(n for _o, n in holes)
+    from fstool.fs.dirform.data import bestfree_verify
+    assert bestfree_verify(bufs[0], frees)[1]
+    for w in _WRITERS:
+        with pytest.raises(ValueError):
+            w.dir_use_free(bytearray(buf), D.HDR, D.HDR, 8)     # '.' is no unused region
+
+
+def _round_robin(img, dirs: int, files: int, monkeypatch, cached: bool) -> tuple:
+    """Inode numbers of ``files`` creates round robin over ``dirs`` new
+    directories (group commit of 256, a chunk filling every 64 creates),
+    some files removed between rounds, and the finobt lookups they made;
+    ``cached`` False: every search looks the finobt up."""
+    from fstool.fs import btree_write as BW
+    looked = []
+    with monkeypatch.context() as m:
+        for name in ("lookup_le", "lookup_ge"):
+            real = getattr(BW.ShortBtree, name)
+            m.setattr(BW.ShortBtree, name,
+                      lambda self, key, _r=real: looked.append(key) or _r(self, key))
+        if not cached:
+            m.setattr(InodeAllocator, "_gap", lambda self, agno, fino, pagino: None)
+        else:
+            real_gap = InodeAllocator._gap
+
+            def checked(self, agno, fino, pagino):
+                # every answer from a stretch is what the lookups give now
+                got = real_gap(self, agno, fino, pagino)
+                mark = len(looked)
+                if got is not None:
+                    lo = fino.lookup_le((pagino,))
+                    assert got[0] == lo
+                    if got[1] is not None or lo is None or lo[0] + 64 <= pagino:
+                        assert got[1] == fino.lookup_ge((pagino + 1,))
+                    del looked[mark:]
+                return got
+            m.setattr(InodeAllocator, "_gap", checked)
+        v = Volume(img, timestamp_ns=1_700_000_000 * 10 ** 9)
+        v.group = 256
+        try:
+            ds = [v.mkdir(v.rootino, b"d%d" % k, 0o755).ino for k in range(dirs)]
+            v.sync()
+            got = []
+            for r in range(3):
+                for i in range(files):
+                    got.append(_create(v, ds[i % dirs], b"f%d-%d" % (r, i)))
+                v.sync()
+                # frees (they reach the finobt at their commit)
+                for i in range(0, files, 7):
+                    v.unlink(ds[i % dirs], b"f%d-%d" % (r, i))
+                v.sync()
+        finally:
+            v.close()
+    return got, len(looked)
+
+
+def test_finobt_searches_of_a_transaction_are_reused_while_its_keys_hold(tmp_path,
+                                                                        monkeypatch):
+    """Creates over many directories whose nearest free chunk fills ask the
+    finobt the same question, one search each: a stretch a search found
+    without records answers the next (InodeAllocator._gap) while the
+    finobt's keys are unchanged.  The inodes taken are those of a search
+    each time (new chunks and frees in between), with far fewer lookups;
+    the image is repair-clean."""
+    img = fstool_image(tmp_path, "256m")
+    twin = str(tmp_path / "twin.img")
+    shutil.copyfile(img, twin)
+    got, n = _round_robin(img, 40, 600, monkeypatch, cached=True)
+    want, n_all = _round_robin(twin, 40, 600, monkeypatch, cached=False)
+    assert got == want
+    assert n * 2 < n_all
+    assert open(img, "rb").read() == open(twin, "rb").read()
+    repair_clean(img)

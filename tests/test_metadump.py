@@ -470,3 +470,63 @@ def test_ascii_ci_names_are_obfuscated_keeping_the_folded_hash(tmp_path):
             assert new.lower() != name.lower(), name
     blob = dump.read_bytes()
     assert not [n for n in before.values() if len(n) >= 5 and n in blob]
+
+
+# -- mdrestore's native writer of v2 dumps and the extent-by-extent loop --------------
+@pytest.mark.parametrize("window", [4096 + 700, 64 << 10])
+def test_v2_restore_natively_equals_the_extent_loop(tmp_path, monkeypatch, window):
+    """A v2 dump restored by ``parsers.md2_restore`` (compiled, and its
+    pure-Python source) is the image the extent-by-extent loop (v1's, which
+    reads v2 dumps as well) makes, with windows so small that extents run
+    past them and the log is larger than one; a dump with an extent of an
+    unknown device, a log extent without -l or a truncated extent gets the
+    loop's error."""
+    from fstool.ops import mdrestore as mdr
+    mkfs = shutil.which("mkfs.xfs")
+    if mkfs is None:
+        pytest.skip("needs mkfs.xfs")
+    img = tmp_path / "a.img"
+    with open(img, "wb") as f:
+        f.truncate(300 << 20)
+    subprocess.run([mkfs, "-q", "-f", str(img)], check=True)
+    dump = tmp_path / "a.md"
+    fstool("metadump", "-v", "2", "-o", img, dump)
+    monkeypatch.setattr(mdr, "WINDOW", window)
+
+    def restore(path, how):
+        monkeypatch.setattr(mdr, "_restore_v2", how)
+        out = tmp_path / f"{path.name}.{getattr(how, '__name__', 'x')}.img"
+        try:
+            r = mdr.mdrestore(path, out)
+        except Exception as e:          # noqa: BLE001 - the error is what is compared
+            return type(e).__name__, str(e)
+        return r, out
+
+    native = mdr._restore_v2
+    ways = [native, mdr._restore]
+    if fstool_native.is_native(NATIVE):
+        def pure(d, fd, lfd, primary):
+            monkeypatch.setattr(mdr, "parsers", PURE)
+            try:
+                return native(d, fd, lfd, primary)
+            finally:
+                monkeypatch.setattr(mdr, "parsers", NATIVE)
+        ways.append(pure)
+    raw = dump.read_bytes()
+    head = 24
+    # extents: header (12 bytes) and data; the last one is appended to
+    bad_device = raw + (3 << 54 | 8).to_bytes(8, "big") + (1).to_bytes(4, "big") + bytes(512)
+    log_extent = raw + (1 << 54).to_bytes(8, "big") + (1).to_bytes(4, "big") + bytes(512)
+    truncated = raw + (8).to_bytes(8, "big") + (4).to_bytes(4, "big") + bytes(700)
+    assert raw[:4] == b"XMD2" and len(raw) > head
+    for name, data in (("good", raw), ("device", bad_device), ("log", log_extent),
+                       ("short", truncated)):
+        p = tmp_path / f"{name}.md"
+        p.write_bytes(data)
+        got = [restore(p, how) for how in ways]
+        if name == "good":
+            assert got[0][0]["sectors"] > 0
+            assert all(g[0] == got[0][0] and _same_bytes(g[1], got[0][1]) for g in got[1:])
+            continue
+        assert all(g == got[0] for g in got[1:]), (name, got)
+        assert isinstance(got[0][0], str), (name, got[0][0])

@@ -11,13 +11,22 @@ from __future__ import annotations
 
 import errno
 import os
+import random
 import shutil
+import stat as pystat
 
 import pytest
 
-from fixtures.fusemount import fstool_image, repair_clean
+from fixtures import images
+from fixtures.fusemount import (FuseMounted, crash_points, crashed_runs, fstool_image,
+                                repair_clean, skip_without_fuse_and_kernel)
 from fstool.fs.filesystem import Filesystem
 from fstool.mount.volume import DELAY_FILE, Volume
+
+# crash points of the kill-after-each-write test of a settle: a few spread
+# over the writes (a few seconds); FSTOOL_SETTLE_CRASH_ALL=1 for every write
+SETTLE_CRASH_ALL = os.environ.get("FSTOOL_SETTLE_CRASH_ALL") == "1"
+SETTLE_CRASH_POINTS = 4
 
 
 def _counting(v: Volume) -> list:
@@ -193,19 +202,48 @@ def test_enospc_comes_at_write_time(tmp_path):
     repair_clean(img)
 
 
-def test_a_directorys_setattr_is_a_transaction(tmp_path):
-    """(Directories keep their namespace state: their setattrs are logged
-    at once, as before.)"""
+def test_a_directorys_setattrs_are_kept_in_order_with_its_creates(tmp_path):
+    """A directory's chmod, chown and utimes take no transaction; what
+    the log holds keeps their order with the creates around them: a
+    utimes of the directory after creates in it keeps its time, a create
+    after it moves the time on; a create after a kept chmod g+s inherits
+    the group; the image after unmount holds the same, xfs_repair -n
+    clean."""
     img = fstool_image(tmp_path, "256m")
     v = Volume(img)
+    v.group = 64
     d = v.mkdir(v.rootino, b"d", 0o755)
+    e = v.mkdir(v.rootino, b"e", 0o755)
+    v.sync()
     begun = _counting(v)
     v.setattr(d.ino, mode=0o700)
-    assert begun
+    v.setattr(d.ino, uid=1000, gid=1000)
+    assert not begun
+    assert (v.getattr(d.ino).mode & 0o7777, v.getattr(d.ino).uid) == (0o700, 1000)
+    # creates in e (a group), then e's times set: they stay; then the
+    # same in d, and one create more: the time moves on
+    for i in range(3):
+        v.release(v.create(e.ino, b"a%d" % i, 0o100644, os.O_WRONLY)[0])
+        v.release(v.create(d.ino, b"a%d" % i, 0o100644, os.O_WRONLY)[0])
+    v.setattr(e.ino, atime_ns=1_000_000_000, mtime_ns=2_000_000_000)
+    v.setattr(d.ino, atime_ns=1_000_000_000, mtime_ns=2_000_000_000)
+    v.release(v.create(d.ino, b"later", 0o100644, os.O_WRONLY)[0])
+    assert v.getattr(d.ino).mtime_ns > 2_000_000_000
+    # a chmod g+s of d, then a create in d: the kept change comes first
+    v.setattr(d.ino, mode=0o2770)
+    sub = v.mkdir(d.ino, b"s", 0o755)
+    assert v.getattr(sub.ino).gid == 1000
+    d_times = v.getattr(d.ino).mtime_ns
+    assert d_times > 2_000_000_000
     v.close()
     fs = Filesystem(str(img))
     try:
-        assert fs.inode(d.ino).mode & 0o7777 == 0o700
+        st = fs.inode(d.ino).stat()
+        assert (st.st_mode & 0o7777, st.st_uid, st.st_gid, st.st_mtime_ns) == \
+            (0o2770, 1000, 1000, d_times)
+        assert fs.inode(e.ino).stat().st_mtime_ns == 2_000_000_000
+        s_st = fs.inode(sub.ino).stat()
+        assert (s_st.st_gid, s_st.st_mode & pystat.S_ISGID) == (1000, pystat.S_ISGID)
     finally:
         fs.close()
     repair_clean(img)
@@ -360,3 +398,180 @@ def test_a_failed_create_in_a_group_with_kept_data_keeps_it(tmp_path):
     v.close()
     repair_clean(img)
     assert _on_disk(img, a.ino)[1] == b"data of f1\n"
+
+
+def _in_image(img, data: bytes) -> bool:
+    """Whether ``data`` (random bytes, a block or more) is anywhere in the
+    image file: written to some block, freed or not."""
+    with open(img, "rb") as f:
+        return f.read().find(data) >= 0
+
+
+@pytest.mark.parametrize("how", ["unlink", "o_trunc", "truncate"])
+def test_a_freed_or_truncated_kept_file_writes_nothing(tmp_path, how):
+    """Unlink (of a closed file) or O_TRUNC of a file whose data is kept in
+    memory drops the kept data: no block is allocated or written for it
+    (its bytes are nowhere in the image), nothing is held, the free count
+    is what it was before the file was made; a truncate to a shorter size
+    cuts the kept data and writes only what is left.  (An unlink of a file
+    still open is a change made while its data is needed: that data goes to
+    the image first, and is freed at the last close.)"""
+    img = fstool_image(tmp_path, "256m")
+    v = Volume(img)
+    v.sync()
+    free0 = v.statfs()["bfree"]
+    fh, a = v.create(v.rootino, b"f", 0o100644, os.O_RDWR)
+    head, gone = os.urandom(4096), os.urandom(20000)
+    v.write(fh, 0, head + gone)
+    assert a.ino in v._delayed
+    written = []
+    write_new = v.fileio.write_new
+
+    def noted(files):
+        written.extend(ino for ino, _data in files)
+        return write_new(files)
+
+    v.fileio.write_new = noted
+    keep = b""
+    if how == "unlink":
+        v.release(fh)
+        v.unlink(v.rootino, b"f")
+    elif how == "o_trunc":
+        v.release(fh)
+        fh = v.open(a.ino, os.O_WRONLY | os.O_TRUNC)
+        assert v.getattr(a.ino).size == 0
+        keep = b"new data"
+        v.write(fh, 0, keep)
+        v.release(fh)
+    else:
+        v.setattr(a.ino, size=4096)
+        keep = head
+        assert v.read(fh, 0, 1 << 20) == head
+        assert v.getattr(a.ino).blocks == 8
+        v.release(fh)
+    v.sync()
+    assert a.ino not in written or keep
+    assert v.statfs()["bfree"] == free0 - (1 if keep else 0)
+    assert not v.fileio.held
+    v.close()
+    repair_clean(img)
+    assert not _in_image(img, gone[:8192])
+    if keep:
+        assert _on_disk(img, a.ino)[1] == keep
+    else:
+        assert _in_image(img, head) is False
+
+
+def _one_kept_file(tmp_path):
+    """A volume on a new image with one file "f" in its root, written and
+    closed, its data kept in memory: (image, volume, its Attr, the data)."""
+    img = fstool_image(tmp_path, "256m")
+    v = Volume(img)
+    fh, a = v.create(v.rootino, b"f", 0o100644, os.O_RDWR)
+    data = os.urandom(9000)
+    v.write(fh, 0, data)
+    v.release(fh)
+    assert a.ino in v._delayed
+    return img, v, a, data
+
+
+def test_a_kept_file_with_another_name_keeps_its_data_on_unlink(tmp_path):
+    img, v, a, data = _one_kept_file(tmp_path)
+    v.link(a.ino, v.rootino, b"g")
+    v.unlink(v.rootino, b"f")
+    v.close()
+    repair_clean(img)
+    assert _on_disk(img, a.ino)[1] == data
+
+
+def test_an_unlink_that_fails_keeps_the_kept_data(tmp_path, monkeypatch):
+    """The unlink's transaction fails: the file is still there with its
+    kept data, which goes to the image later."""
+    img, v, a, data = _one_kept_file(tmp_path)
+
+    def broken(*_a, **_kw):
+        raise OSError(errno.EIO, "injected")
+
+    monkeypatch.setattr(v.ns, "unlink", broken)
+    with pytest.raises(OSError):
+        v.unlink(v.rootino, b"f")
+    monkeypatch.undo()
+    assert a.ino in v._delayed and v.getattr(a.ino).size == 9000
+    v.close()
+    repair_clean(img)
+    assert _on_disk(img, a.ino)[1] == data
+
+
+def _kept_files_then_fsync(mnt, seed: int = 5):
+    """Two rounds of: six new files written (kept in memory: small, from
+    their start), every other one chmod'ed 0600 (kept too), then an fsync
+    of the last (the settle of every kept file and a checkpoint); until a
+    call fails (the mount gone).  ({name: (data, mode)} of the files an
+    fsync that returned covers, the same of those written since)."""
+    rng = random.Random(seed)
+    synced: dict = {}
+    pending: dict = {}
+    try:
+        for r in range(2):
+            for i in range(6):
+                name = f"r{r}f{i}"
+                data = rng.randbytes(rng.randrange(1, 40000))
+                mode = 0o600 if i % 2 else 0o644
+                pending[name] = (data, mode)
+                fd = os.open(mnt / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                try:
+                    for off in range(0, len(data), 10240):
+                        os.write(fd, data[off:off + 10240])
+                    os.fchmod(fd, mode)
+                    if i == 5:
+                        os.fsync(fd)
+                        synced.update(pending)
+                        pending = {}
+                finally:
+                    os.close(fd)
+    except OSError:
+        pass                            # the mount is gone: the crash
+    return synced, pending
+
+
+def test_a_crash_at_each_write_of_a_settle(tmp_path, monkeypatch):
+    """The kill-after-each-write harness over the settle of delayed
+    allocation (the kept files' blocks allocated, their data written, the
+    inodes and the kept chmods logged, then the checkpoint of an fsync):
+    the mount killed right after its Nth write to the image
+    (FSTOOL_FAULT_AFTER_WRITES=N, the writes counted in a first run with
+    the write log); then the kernel replays the log and reads every file,
+    and xfs_repair -n finds nothing.  Every file an fsync that returned
+    covers is there with its data and mode; every file written after it is
+    missing, empty or whole with its mode before or after the chmod: never
+    some of its data, and never the bytes a freed file left in the blocks it
+    was given (the free space is filled with 0xEE first).  A few N spread
+    over the writes by default (a few seconds); FSTOOL_SETTLE_CRASH_ALL=1
+    tries every write."""
+    skip_without_fuse_and_kernel()
+    base = fstool_image(tmp_path, "64m")
+    with FuseMounted(base) as mnt:
+        # freed blocks holding 0xEE, which the settle's allocations reuse
+        fd = os.open(mnt / "old", os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, b"\xee" * (4 << 20))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.unlink(mnt / "old")
+    points = crash_points(tmp_path, base, _kept_files_then_fsync, monkeypatch,
+                          SETTLE_CRASH_ALL, SETTLE_CRASH_POINTS, least=4)
+    for n, img, (synced, pending) in crashed_runs(tmp_path, base, _kept_files_then_fsync,
+                                                  points, monkeypatch):
+        with images.Mounted(img) as k:  # the log replayed
+            seen = {p.name: ((k / p.name).read_bytes(), os.stat(k / p.name).st_mode & 0o7777)
+                    for p in k.iterdir() if p.name != "lost+found"}
+        for name, (data, mode) in synced.items():
+            assert seen.get(name) == (data, mode), f"write {n}: {name} after its fsync"
+        for name, (data, mode) in pending.items():
+            if name in seen:
+                got, got_mode = seen[name]
+                assert got in (b"", data), f"write {n}: {name} holds some other bytes"
+                assert got_mode in (0o644, mode), f"write {n}: {name}"
+        assert set(seen) <= set(synced) | set(pending), f"write {n}: {set(seen)}"
+        repair_clean(img)

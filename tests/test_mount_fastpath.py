@@ -19,8 +19,9 @@ import random
 import pytest
 
 from fixtures import images
-from fixtures.fusemount import (FuseMounted, fstool_image, fuse_skip_reason, kernel_reads,
-                                repair_clean)
+from fixtures.fusemount import (FuseMounted, crash_points, crashed_runs, fstool_image,
+                                fuse_skip_reason, kernel_reads, repair_clean,
+                                skip_without_fuse_and_kernel)
 from fstool.fs.filesystem import Filesystem
 
 FALLOC_FL_KEEP_SIZE = 0x01
@@ -381,11 +382,7 @@ def test_a_crash_at_each_write_of_the_loops_overwrites(tmp_path, monkeypatch):
     either) and the mtime is at least the one stat showed at that fsync.
     A few N spread over the writes by default (a few seconds);
     FSTOOL_FASTPATH_CRASH_ALL=1 tries every write."""
-    why = fuse_skip_reason()
-    if why:
-        pytest.skip(f"needs FUSE: {why}")
-    if not images.loop_available():
-        pytest.skip("needs root, xfsprogs and a kernel loop mount of XFS (the reference)")
+    skip_without_fuse_and_kernel()
     base = fstool_image(tmp_path, "64m")
     size = 256 << 10
     with FuseMounted(base) as mnt:
@@ -395,29 +392,12 @@ def test_a_crash_at_each_write_of_the_loops_overwrites(tmp_path, monkeypatch):
             os.fsync(fd)
         finally:
             os.close(fd)
-    log = tmp_path / "writes"
-    dry = tmp_path / "dry.img"
-    dry.write_bytes(base.read_bytes())
-    monkeypatch.setenv("FSTOOL_WRITE_LOG", str(log))
-    with FuseMounted(dry) as mnt:
-        first = len(log.read_text().splitlines()) if log.exists() else 0
-        _overwrites_with_fsyncs(mnt, 2, size)
-        last = len(log.read_text().splitlines())
-    monkeypatch.delenv("FSTOOL_WRITE_LOG")
-    points = list(range(first + 1, last + 1))
-    assert len(points) >= 12            # at least the overwrites themselves
-    if not CRASH_ALL:
-        points = [points[i * (len(points) - 1) // (CRASH_POINTS - 1)]
-                  for i in range(CRASH_POINTS)]
-    for n in points:
-        img = tmp_path / f"crash-{n}.img"
-        img.write_bytes(base.read_bytes())
-        monkeypatch.setenv("FSTOOL_FAULT_AFTER_WRITES", str(n))
-        m = FuseMounted(img)
-        with m as mnt:
-            synced, late, mtime = _overwrites_with_fsyncs(mnt, 2, size)
-        monkeypatch.delenv("FSTOOL_FAULT_AFTER_WRITES")
-        assert m.returncode == -9, f"write {n}: the mount was not killed ({m.returncode})"
+    # (at least the overwrites themselves)
+    points = crash_points(tmp_path, base, lambda mnt: _overwrites_with_fsyncs(mnt, 2, size),
+                          monkeypatch, CRASH_ALL, CRASH_POINTS, least=12)
+    runs = crashed_runs(tmp_path, base, lambda mnt: _overwrites_with_fsyncs(mnt, 2, size),
+                        points, monkeypatch)
+    for n, img, (synced, late, mtime) in runs:
         with images.Mounted(img) as k:  # the log replayed
             got = (k / "f").read_bytes()
             replayed = os.stat(k / "f").st_mtime_ns
@@ -428,7 +408,6 @@ def test_a_crash_at_each_write_of_the_loops_overwrites(tmp_path, monkeypatch):
                 assert got[b * BS:(b + 1) * BS] == synced[b * BS:(b + 1) * BS], \
                     f"write {n}: block {b}"
         repair_clean(img)
-        img.unlink()
 
 
 def test_appends_then_changes_between_them(tmp_path):

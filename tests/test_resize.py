@@ -570,6 +570,57 @@ def test_shrink_killed_after_every_write(tmp_path):
     _killed_runs(base, tmp_path, ("data extent(s) moved", "dropped"))
 
 
+def _files(root: Path) -> dict:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file()}
+
+
+def test_shrink_failing_at_a_write_leaves_a_whole_image(tmp_path):
+    """A write of a shrink that fails (an I/O error, the process going on:
+    FSTOOL_FAULT_ERRNO) leaves an image both xfs_repair versions pass at
+    once, without a rerun -- between dropping AGs (the primary superblock,
+    unlogged) and cutting the new last AG, xfs_repair refused the two AGs
+    left ("Only two AGs detected and they do not match") -- and resize -M
+    run again ends where an uninterrupted one ends, every file's bytes
+    kept.  By default the writes from step A (dropping the AGs) on, every
+    fourth; FSTOOL_EVERY_WRITE=1 fails each write of the run in turn."""
+    src = tmp_path / "src"
+    for d in range(6):
+        (src / f"d{d}").mkdir(parents=True)
+        for i in range(1, 5):
+            (src / f"d{d}" / f"f{i}").write_bytes(os.urandom(100_000 * i))
+    base = tmp_path / "base.img"
+    fstool("mkfs", "-q", base, "--size", "128m")
+    fstool("populate", base, src)
+    ref = tmp_path / "ref.img"
+    shutil.copyfile(base, ref)
+    wlog = tmp_path / "writes.log"
+    r = fstool("resize", ref, "-M", env={"FSTOOL_WRITE_LOG": str(wlog)})
+    assert "dropped" in r.stdout and " cut from " in r.stdout, r.stdout
+    new = _sb(ref, "dblocks", "agcount")
+    total = len(wlog.read_text().splitlines())
+    # the last dozen writes hold step A (one superblock sector, the AGs
+    # kept's secondary), step B (its log write and checkpoint) and the
+    # final secondaries' rewrite
+    points = (range(1, total + 1) if killpoints.EVERY else range(total - 11, total + 1, 4))
+    img = tmp_path / "e.img"
+    for n in points:
+        shutil.copyfile(base, img)
+        r = fstool("resize", img, "-M", check=False,
+                   env={"FSTOOL_FAULT_AFTER_WRITES": str(n), "FSTOOL_FAULT_ERRNO": "EIO"})
+        assert r.returncode == 1 and "Input/output error" in r.stderr, (n, r.stderr)
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+        problems = modern.repair_problems(img)
+        assert not problems, f"write {n} failed: " + "\n".join(problems)
+        fstool("resize", img, "-M")
+        assert _sb(img, "dblocks", "agcount") == new, f"write {n}"
+        assert img.stat().st_size == new[0] * 4096
+    repair_clean(img)
+    out = tmp_path / "out"
+    fstool("get", img, "/", out)
+    assert _files(out) == _files(src)
+
+
 @needs_loop
 def test_shrink_moves_the_log(tmp_path):
     """mkfs.xfs puts the log in the middle AG: -M moves it into the part

@@ -7,6 +7,7 @@ command group does): rich only where a table, console or bar is made, no other c
 module, and check without mkfs, its writers and ctypes.  Quick: one 64 MiB image.
 """
 import os
+import shutil
 import subprocess
 import sys
 
@@ -41,7 +42,7 @@ def _commands(mods) -> set:
     return {m for m in mods if m.startswith("fstool.cli.")} - {
         "fstool.cli", "fstool.cli.main", "fstool.cli.console", "fstool.cli.exits",
         "fstool.cli.options", "fstool.cli.commands", "fstool.cli.group", "fstool.cli.quick",
-        "fstool.cli.quickspec", "fstool.cli.plain", "fstool.cli.path_run"}
+        "fstool.cli.quickspec", "fstool.cli.plain", "fstool.cli.path_run", "fstool.cli.units"}
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +63,9 @@ def test_help_loads_no_command_and_no_rich():
 def test_check_loads_only_check(image):
     for args in (["check", image], ["check", "--json", image]):
         mods = imported(*args)
-        assert _commands(mods) == {"fstool.cli.check"}
+        assert _commands(mods) == {"fstool.cli.check_run"}
+        # and a plain check runs without click (cli/quick.py)
+        assert not _click_loaded(mods)
         # output into a pipe is plain text or JSON: no rich
         assert _rich(mods) == set()
         # check reads; it needs none of mkfs's writers
@@ -166,6 +169,33 @@ def test_path_runs_without_click(pimg):
         assert r.returncode == status, (args, r.stderr[-500:])
 
 
+def test_check_runs_without_click(image, tmp_path):
+    """``fstool check`` (plain, --json, -j 2) runs without click (cli/quick.py)
+    and prints, to both streams, and exits as the command run through
+    click ("--", which only click reads, before IMAGE), on a clean image
+    and a damaged one (the AGI's sector overwritten); --format, which
+    quick.py leaves to click, goes through click."""
+    bad = tmp_path / "bad.img"
+    shutil.copyfile(image, bad)
+    with open(bad, "r+b") as f:
+        f.seek(1024)
+        f.write(b"\xa5" * 64)
+    for img in (image, bad):
+        for opts in ([], ["--json"], ["-j", "2"]):
+            mods = imported("check", *opts, img) if img == image else None
+            if mods is not None:
+                assert not _click_loaded(mods), opts
+                assert "fstool.cli.quick" in mods and "fstool.cli.check" not in mods
+            plain = _fstool("check", *opts, img)
+            clicked = _fstool("check", *opts, "--", img)
+            assert (plain.returncode, plain.stdout, plain.stderr) == \
+                (clicked.returncode, clicked.stdout, clicked.stderr), (img, opts)
+            assert plain.returncode == (0 if img == image else 1), plain.stderr
+    r = subprocess.run([sys.executable, "-v", "-m", "fstool", "check", "--format", "plain",
+                        str(image)], cwd=ROOT, capture_output=True, text=True)
+    assert "import 'click'" in r.stderr and r.returncode == 0
+
+
 def test_quick_spec_is_the_click_commands():
     """cli/quickspec.py is what ``python3 -m fstool.cli.quick`` writes from
     the click commands today (an option added to a click command and not
@@ -200,7 +230,8 @@ def test_quick_parse_agrees_with_click(name, tmp_path):
     d.mkdir()
     words = [str(f), str(d), str(tmp_path / "new"), "5", "0", "-1", "x", "1_0", "--all",
              "--json", "--replay-in-memory", "--offset", "--offset=3", "--offset=-2", "--partition", "2",
-             "--logdev", "-l", "--log-image", f"--log-image={tmp_path / 'l'}", "--", "-h"]
+             "--logdev", "-l", "--log-image", f"--log-image={tmp_path / 'l'}", "--", "-h",
+             "-j", "--jobs", "--jobs=2", "--format", "--format=plain"]
     import random
     rng = random.Random(37)
     read = 0

@@ -100,10 +100,17 @@ class InodeAllocator:
         self.ag_limit = None
         self.chunks: dict = {}
         self.written: dict = {}         # ino -> the raw inode put_inode last stored in this transaction
+        # agno -> (finobt, its keys_gen, [(start, end, hi looked up, record
+        # lo, record hi)]): stretches of AG inode numbers (start, end] where
+        # this transaction's finobt searches found no record starting, with
+        # the records around them (_search_free_chunk), while the finobt's
+        # keys are unchanged
+        self.gaps: dict = {}
 
     def begin(self) -> None:
         self.chunks = {}
         self.written = {}
+        self.gaps = {}
 
     def _chunk_of(self, agno: int, agino: int):
         """The chunk of this transaction holding the inode, or None."""
@@ -438,10 +445,16 @@ class InodeAllocator:
                     near.pop(pagino, None)
 
     def _search_free_chunk(self, ag, pagino: int):
-        if ag.fino is not None:
-            lo = ag.fino.lookup_le((pagino,))
-            hi = ag.fino.lookup_ge((pagino + 1,)) if lo is None or \
-                lo[0] + XFS_INODES_PER_CHUNK <= pagino else None
+        fino = ag.fino
+        if fino is not None:
+            got = self._gap(ag.agno, fino, pagino)
+            if got is None:
+                lo = fino.lookup_le((pagino,))
+                hi = fino.lookup_ge((pagino + 1,)) if lo is None or \
+                    lo[0] + XFS_INODES_PER_CHUNK <= pagino else None
+                self._note_gap(ag.agno, fino, pagino, lo, hi)
+            else:
+                lo, hi = got
             cands = [r for r in (lo, hi) if r is not None]
             if not cands:
                 return None
@@ -466,6 +479,41 @@ class InodeAllocator:
                 if ch.freecount:
                     return ch
         return None
+
+    def _gap(self, agno: int, fino, pagino: int):
+        """(lo, hi) as _search_free_chunk's finobt lookups would find them
+        for ``pagino``, from a stretch a past search of this transaction
+        found without records (the finobt's keys unchanged since: inserts
+        and deletes change keys_gen; a record changed in place is this
+        transaction's chunk, which _chunk takes over the record), or
+        None.  The creates of many directories whose nearest chunk has just
+        filled ask the same question, one search each otherwise."""
+        got = self.gaps.get(agno)
+        if got is None or got[0] is not fino or got[1] != fino.keys_gen:
+            return None
+        for start, end, last, lo, hi in got[2]:
+            # no record starts in (start, end]: lookup_le of pagino is lo;
+            # lookup_ge of pagino + 1 is hi where hi was looked up
+            if start <= pagino <= end:
+                if lo is not None and lo[0] + XFS_INODES_PER_CHUNK > pagino:
+                    return lo, None
+                if last:
+                    return lo, hi
+        return None
+
+    def _note_gap(self, agno: int, fino, pagino: int, lo, hi) -> None:
+        got = self.gaps.get(agno)
+        if got is None or got[0] is not fino or got[1] != fino.keys_gen:
+            got = self.gaps[agno] = (fino, fino.keys_gen, [])
+        if len(got[2]) >= 64:
+            got[2].clear()
+        start = -1 if lo is None else lo[0]
+        looked = lo is None or lo[0] + XFS_INODES_PER_CHUNK <= pagino
+        if looked:
+            end = (1 << 32) if hi is None else hi[0] - 1
+        else:
+            end = pagino
+        got[2].append((start, end, looked, lo, hi))
 
     def _new_chunk(self, ag):
         """Allocate a full inode chunk (aligned), right after the AG's newest

@@ -299,7 +299,10 @@ class Rmap:
         self._check_owner(lt, bno, length, owner, offset, flags, oi)
         t = self.tree
         if lt.start == bno and lt.count == length:
-            t.delete(lt.key())
+            if at:
+                cur.delete_here(lt.key())
+            else:
+                t.delete(lt.key())
         elif lt.start == bno:
             moved = lt._replace(start=bno + length, count=lt.count - length,
                                 offset=lt.offset if ignore_off else lt.offset + length)
@@ -322,6 +325,37 @@ class Rmap:
             else:
                 cur.update_prev(lt._replace(count=left).disk())
                 cur.insert(right)
+
+    def reown(self, bno: int, length: int, oi: Owner, new_owner: int,
+              unwritten: bool = False) -> bool:
+        """:meth:`unmap` of blocks [bno, bno+length) of ``oi`` and :meth:`map`
+        of them to inode ``new_owner`` (the same offset, fork and flags)
+        made as the one change they come to when a record is exactly those
+        blocks of ``oi``, no other record starts at its block (shared
+        blocks) and none beside it could merge with the new owner's: the
+        record's owner rewritten in place, one descent.  False, and nothing
+        changed, otherwise (the caller unmaps and maps)."""
+        owner, offset, flags = oi.owner, oi.offset, oi.flags
+        if unwritten:
+            flags |= UNWRITTEN
+        if non_inode(owner) or non_inode(new_owner):
+            return False
+        key = (bno, owner, (offset | flags) & ~UNWRITTEN)
+        cur = self.tree.cursor(key)
+        here = _rec(cur.here())
+        if here is None or here.key() != key or here.count != length or here.flags != flags:
+            return False
+        lt = _rec(cur.prev())
+        if lt is not None and (lt.start == bno or lt.end > bno or
+                               (lt.end == bno and _mergeable(lt, new_owner, flags))):
+            return False
+        gt = _rec(cur.after())
+        if gt is not None and (gt.start < bno + length or
+                               (gt.start == bno + length and
+                                _mergeable(gt, new_owner, flags))):
+            return False
+        cur.replace_here(key, here._replace(owner=new_owner).disk())
+        return True
 
     def _check_owner(self, r: Rec, bno, length, owner, offset, flags, oi) -> None:
         """xfs_rmap_free_check_owner."""

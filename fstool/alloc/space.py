@@ -332,6 +332,21 @@ class SpaceAllocator:
             agno, agbno = self.fsb_split(fsbno)
             self.rmap_op(agno, op, agbno, length, owner, unwritten)
 
+    def rmap_reown(self, fsbno: int, length: int, owner: R.Owner, new_owner: int,
+                   unwritten: bool = False) -> None:
+        """Blocks of ``owner`` (not shared) pass to inode ``new_owner`` at
+        the same offset: an unmap and a map, made as one record's change
+        where that is what they come to (:meth:`Rmap.reown`)."""
+        if not self.session.rmap_on:
+            return
+        agno, agbno = self.fsb_split(fsbno)
+        if self.later:
+            self.flush_maps(agno)
+        if not self._rmap_ag(agno).reown(agbno, length, owner, new_owner, unwritten):
+            self.rmap_op(agno, "unmap", agbno, length, owner, unwritten)
+            self.rmap_op(agno, "map", agbno, length, R.Owner(new_owner, owner.offset,
+                                                             owner.flags), unwritten)
+
     def _rmap_ag(self, agno: int):
         """The AG's rmap state with its free list made right for one rmapbt
         change (refilled for the blocks a split may take, or emptied down
@@ -404,7 +419,7 @@ class SpaceAllocator:
         s = self.session
         frees, self.pending = self.pending, []
         while frees:
-            for agno, start, length in sorted(frees):
+            for agno, start, length in _touching_joined(frees):
                 ag = s.ag(agno)
                 self.fix_freelist(ag)
                 self._insert_free(ag, start, length)
@@ -612,6 +627,20 @@ class SpaceAllocator:
             pos += n
             target_fsb = fsbno + n
         return out
+
+
+def _touching_joined(frees: list) -> list:
+    """Pending frees (agno, agbno, length) in order, those that touch
+    joined (one free-space btree insert for a run of extents freed one
+    after another, as a shrink's moves free them); overlapping ones are
+    left apart for the insert to refuse."""
+    out: list = []
+    for agno, start, length in sorted(frees):
+        if out and out[-1][0] == agno and out[-1][1] + out[-1][2] == start:
+            out[-1] = (agno, out[-1][1], out[-1][2] + length)
+        else:
+            out.append((agno, start, length))
+    return out
 
 
 def resv_asks(sb, agno: int, length: int, reflink: bool, finobt: bool, sparse: bool,

@@ -1,15 +1,14 @@
 """One facade for terminal output: rich on a terminal, plain when piped."""
 from __future__ import annotations
 
-import sys
 
 import json
 
 import click
 
 from ..ops.names import json_exact
-from .plain import emit_json, warn  # noqa: F401 - the commands take them from here
-from .quick import human_bytes  # noqa: F401 - the commands take it from here
+from .plain import emit_json, is_tty, output_style, warn  # noqa: F401 - the commands take them from here
+from .units import human_bytes  # noqa: F401 - the commands take it from here
 
 
 def err(msg: str) -> None:
@@ -39,10 +38,6 @@ def console():
     return Console(highlight=False, soft_wrap=True, width=None if is_tty() else 1000)
 
 
-def is_tty() -> bool:
-    return sys.stdout.isatty()
-
-
 def print_fields(fields, as_json: bool) -> None:
     """Print Field objects as ``name = value`` lines (xfs_db style) or JSON."""
     if as_json:
@@ -61,16 +56,6 @@ format_opt = click.option(
     "--format", "fmt", type=click.Choice(FORMATS), default=None,
     help="table: boxed, with bars (the default on a terminal); plain: aligned columns "
          "without box characters (the default into a pipe or a file); json: as --json.")
-
-
-def output_style(fmt: str | None, as_json: bool = False) -> str:
-    """"json", "table" or "plain": --json or --format json, else --format,
-    else a table on a terminal and plain text anywhere else."""
-    if as_json or fmt == "json":
-        return "json"
-    if fmt:
-        return fmt
-    return "table" if is_tty() else "plain"
 
 
 def print_table(title: str | None, headers, rows, style: str, *, left=(), total=None,

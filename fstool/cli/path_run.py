@@ -5,6 +5,7 @@ import sys
 from ..errors import FsToolError
 from ..ops.names import shown_name
 from ..ops.parents import AllPaths, one_inode
+from . import exits
 from .exits import finish
 from .plain import echo, open_fs
 
@@ -27,8 +28,7 @@ def run(every: bool, as_json: bool, image: str, inos, replay_in_memory: bool) ->
                 status = 1
                 _say_broken(ino, b)
             status |= _report_unread(walker)
-            if status:
-                sys.exit(status)
+            _end(status)
             return
         if every:
             walker = AllPaths(fs)
@@ -64,6 +64,15 @@ def run(every: bool, as_json: bool, image: str, inos, replay_in_memory: bool) ->
         if lines:
             out.write("\n".join(lines) + "\n")
         status |= _report_unread(walker)
+    _end(status)
+
+
+def _end(status: int) -> None:
+    """The command is done: exit with ``status`` (nothing when 0, called
+    from Python); run as the program, at once, without the interpreter's
+    teardown freeing the table of every inode one object at a time."""
+    if exits.AS_PROGRAM:
+        finish(status)
     if status:
         sys.exit(status)
 

@@ -25,6 +25,20 @@ def echo(msg: str, err: bool = False) -> None:
     out.flush()
 
 
+def is_tty() -> bool:
+    return sys.stdout.isatty()
+
+
+def output_style(fmt: str | None, as_json: bool = False) -> str:
+    """"json", "table" or "plain": --json or --format json, else --format,
+    else a table on a terminal and plain text anywhere else."""
+    if as_json or fmt == "json":
+        return "json"
+    if fmt:
+        return fmt
+    return "table" if is_tty() else "plain"
+
+
 def warn(msg: str) -> None:
     echo(f"fstool: warning: {msg}", err=True)
 

@@ -1,5 +1,6 @@
-"""Command lines run without click: ``fstool path`` and ``fstool mdrestore``,
-whose work takes less time than loading click does.
+"""Command lines run without click: ``fstool path``, ``fstool mdrestore``
+and ``fstool check``, whose work takes little more time than loading click
+does.
 
 What each of these commands accepts is not written here: it is read from
 the click command itself by ``python3 -m fstool.cli.quick``, which writes
@@ -16,11 +17,14 @@ function with the same arguments (RUNNERS, and the click commands'
 callbacks), and that function's parameters must be the click command's."""
 from __future__ import annotations
 
+import gc
 import os
 import stat
 import sys
 
+from . import exits
 from .quickspec import SPECS
+from .units import human_bytes
 
 
 def command(args: list):
@@ -138,8 +142,23 @@ def _path(every, as_json, image, inos, replay_in_memory, partition, offset, logd
         return None                     # click says it, as a usage error
 
     def run() -> None:
+        _no_collector()
         from .path_run import run  # lazy: start-up, as above
         run(every, as_json, image, inos, replay_in_memory)
+    return run
+
+
+def _check(jobs, as_json, fmt, image, partition, offset, logdev):
+    from ..errors import InvalidArgument  # lazy: start-up (only when it runs)
+    from .plain import image_name  # lazy: start-up, as above
+    try:
+        image = image_name(image, partition, offset, logdev)
+    except InvalidArgument:
+        return None                     # click says it, as a usage error
+
+    def run() -> None:
+        from .check_run import run  # lazy: start-up, as above
+        run(jobs, as_json, fmt, image)
     return run
 
 
@@ -149,6 +168,7 @@ def _mdrestore(log_image, as_json, dump, image):
 
 def restore(log_image, as_json, dump, image) -> None:
     """``fstool mdrestore``, its command line read."""
+    _no_collector()
     from ..ops.mdrestore import mdrestore  # lazy: start-up (only when it runs)
     r = mdrestore(dump, image, log_image=log_image)
     if as_json:
@@ -156,11 +176,21 @@ def restore(log_image, as_json, dump, image) -> None:
         emit_json(r, True)
     else:
         print(restored_line(r, image), flush=True)
+    if exits.AS_PROGRAM:
+        exits.finish(0)             # no interpreter teardown: the restore is written
+
+
+def _no_collector() -> None:
+    """No cyclic garbage collection for the rest of the process: these
+    commands make no reference cycles worth collecting, and the collector
+    would otherwise run over and over while the modules they load are
+    being made (several per cent of a whole run of mdrestore)."""
+    gc.disable()
 
 
 # command name -> a function of the click command's parameters (by the names
 # its callback takes) returning what runs it, or None for click to run it
-RUNNERS = {"path": _path, "mdrestore": _mdrestore}
+RUNNERS = {"path": _path, "mdrestore": _mdrestore, "check": _check}
 
 
 def restored_line(r: dict, image) -> str:
@@ -168,16 +198,6 @@ def restored_line(r: dict, image) -> str:
     return (f"{image}: restored from a v{r['version']} metadump, "
             f"{human_bytes(r['sectors'] * 512)} of metadata in "
             f"{human_bytes(r['image_bytes'])}")
-
-
-def human_bytes(n: int) -> str:
-    """``n`` bytes as people read them: 512 B, 4.0 KiB, 1.5 GiB."""
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"
 
 
 # -- the spec, read from the click commands -------------------------------------------

@@ -15,10 +15,20 @@ reads or patches single fields of a raw structure in place.
 """
 from __future__ import annotations
 
-import re
 import struct
 
-_CODE = re.compile(r"^(\d*)([BbHhIiQqs])$")
+_KINDS = "BbHhIiQqs"
+
+
+def _code(code: str) -> tuple[int, str] | None:
+    """(count, kind) of a field's code, a kind letter after an optional
+    count ("16s", "Q", "4I"); None for anything else.  (Not a regular
+    expression: ``re`` is not loaded by the commands that start fast.)"""
+    digits = code[:-1]
+    if not code or code[-1] not in _KINDS or digits and not (digits.isascii() and
+                                                             digits.isdigit()):
+        return None
+    return int(digits or 0), code[-1]
 
 
 class Field:
@@ -31,8 +41,8 @@ class Field:
         self.offset = offset
         self.struct = struct.Struct(endian + code)
         self.size = self.struct.size
-        m = _CODE.match(code)
-        self._one = not m.group(1) or m.group(2) == "s"
+        count, kind = _code(code)
+        self._one = not count or kind == "s"
 
     def get(self, buf, base: int = 0):
         """The field's value in the structure at ``base`` of ``buf``."""
@@ -70,10 +80,10 @@ class Layout:
         self._offsets: dict[str, int] = {}
         offset = 0
         for fname, code in fields:
-            m = _CODE.match(code)
-            if not m:
+            got = _code(code)
+            if got is None:
                 raise ValueError(f"bad layout code {code!r} for {name}.{fname}")
-            count, kind = int(m.group(1) or 0), m.group(2)
+            count, kind = got
             self._offsets[fname] = offset
             fmt.append(code)
             if kind == "s":
@@ -116,8 +126,7 @@ class Layout:
                           "I": cs.Int32ul, "i": cs.Int32sl, "Q": cs.Int64ul, "q": cs.Int64sl}
             subcons = []
             for fname, code in self.fields:
-                m = _CODE.match(code)
-                count, kind = int(m.group(1) or 0), m.group(2)
+                count, kind = _code(code)
                 if kind == "s":
                     subcons.append(fname / cs.Bytes(count or 1))
                 elif count:

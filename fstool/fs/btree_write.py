@@ -1116,6 +1116,29 @@ class Cursor:
         rbuf = t._read(right, 0)
         return t._rec_at(rbuf, 0) if t._numrecs(rbuf) else None
 
+    def after(self):
+        """The record after :meth:`here`'s, else None."""
+        t = self.t
+        _a, buf, i = self.path[0]
+        n = t._numrecs(buf)
+        if i + 1 < n:
+            return t._rec_at(buf, i + 1)
+        right = t._sibs(buf)[1]
+        if i + 1 > n:
+            # here is the right sibling's first record
+            if right == t._null:
+                return None
+            buf = t._read(right, 0)
+            if t._numrecs(buf) > 1:
+                return t._rec_at(buf, 1)
+            right = t._sibs(buf)[1]
+        while right != t._null:
+            rbuf = t._read(right, 0)
+            if t._numrecs(rbuf):
+                return t._rec_at(rbuf, 0)
+            right = t._sibs(rbuf)[1]
+        return None
+
     def prev(self):
         """The last record whose key is < the cursor's key, else None."""
         t = self.t
@@ -1178,6 +1201,24 @@ class Cursor:
         key = self.t.codec.key(rec)
         if not self._rewrite(self.path[0][2] - 1, rec, key):
             self.t.update(rec)
+
+    def delete_here(self, key) -> None:
+        """Remove the record at the position (key ``key``), as
+        :meth:`_Engine.delete` does but from the cursor's descent."""
+        t = self.t
+        key = tuple(key)
+        _a, buf, i = self.path[0]
+        if not self._fresh() or not t._is_key_at(buf, i, key):
+            t.delete(key)
+            return
+        t.gen += 1
+        t.keys_gen += 1
+        path = list(self.path)
+        level = 0
+        while t._delrec(path, level):
+            level += 1
+        if t._overlap:
+            t._fix_high_keys(path)
 
     def replace_here(self, old_key, rec) -> None:
         """Replace the record at the position (key ``old_key``) with ``rec``,

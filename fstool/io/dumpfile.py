@@ -16,7 +16,7 @@ from ..format import constants as C, metadump as M
 from ..format.structs import SB
 
 BB = C.BBSIZE
-_MAP_FLAGS = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+MAP_FLAGS = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
 MAGICS = (M.XFS_MD_MAGIC_V1.to_bytes(4, "big"), M.XFS_MD_MAGIC_V2.to_bytes(4, "big"))
 
 
@@ -200,7 +200,7 @@ class _Reader:
             # the views of the last mapping unmap it when the caller drops them;
             # populated whole at once (every byte of it is read next): one
             # call instead of a page fault per page
-            self.buf = memoryview(mmap.mmap(self.dump.fd, length, _MAP_FLAGS,
+            self.buf = memoryview(mmap.mmap(self.dump.fd, length, MAP_FLAGS,
                                             mmap.PROT_READ, offset=start))
             self.start, pos = start, off - start
         return self.buf[pos:pos + n]

@@ -14,7 +14,9 @@ the process ignored when it started (``nohup``) stays ignored.
 from __future__ import annotations
 
 import contextlib
-import signal
+# the C module under ``signal``: the same calls and numbers, without the enum
+# module ``signal`` loads (part of every command's start-up)
+import _signal as signal
 
 from ..errors import Interrupted
 
@@ -36,7 +38,7 @@ def _handler(signum, _frame) -> None:
 def install() -> None:
     """Take SIGINT and SIGTERM (those not ignored)."""
     for sig in STOPS:
-        if signal.getsignal(sig) is not signal.SIG_IGN:
+        if signal.getsignal(sig) != signal.SIG_IGN:
             signal.signal(sig, _handler)
 
 

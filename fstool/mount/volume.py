@@ -79,6 +79,15 @@ READAHEAD_SLACK = 1 << 20
 # in place (FileIO.fill_blocks; docs/performance.md)
 HOLE_FILL_BYTES = 64 << 10
 
+# the metadata buffer cache of a mount (bytes) and the decoded attributes
+# it keeps (InodeCache.max_attrs).  Both fill up during a long run of
+# creates and stay full (the server's RSS after 250,000 creates: 212 MiB;
+# bench/bench_mount_rss.py); 16 MiB and 8,192 kept it at 84 MiB, but made
+# the server's CPU per 4 KiB random read or 70/30 I/O 1.2-1.6x in a
+# side-by-side run (docs/performance.md), so they stay as they were
+CACHE_BYTES = 128 << 20
+ATTRS_CACHED = 65536
+
 # the most data fork records a request loop is given a copy of (fast_map)
 FAST_MAP_RECORDS = 1 << 16
 
@@ -180,7 +189,7 @@ class Volume:
     """An image mounted: see the module docstring."""
 
     def __init__(self, image, *, readonly: bool = False, timestamp_ns: int | None = None,
-                 cache_bytes: int = 128 << 20, discard: bool = False):
+                 cache_bytes: int = CACHE_BYTES, discard: bool = False):
         self.image = os.fspath(image)
         self.readonly = readonly
         self._lock = None
@@ -213,7 +222,7 @@ class Volume:
         sb = self.fs.sb
         self.sb = sb
         self.rootino = sb.rootino
-        self.icache = InodeCache()
+        self.icache = InodeCache(ATTRS_CACHED)
         self.handles: dict[int, Handle] = {}
         self.next_fh = 1
         self.opens: dict[int, int] = {}
@@ -428,6 +437,60 @@ class Volume:
             a.blocks = self._blocks_of(len(data)) << (self.sb.blocklog - 9)
         return a
 
+    def _forget_kept(self, ino: int):
+        """What is kept in memory for ``ino`` (its delayed data, its inode
+        core changes), taken out before a change that frees the inode, so
+        that the change's :meth:`_settle` allocates and writes nothing for
+        it: the kernel's XFS drops a freed file's delayed pages unwritten.
+        What :meth:`_keep_again` puts back if the change fails."""
+        data = self._delayed.pop(ino, None)
+        if data is not None:
+            self._delayed_bytes -= len(data)
+            self._delayed_blocks -= self._blocks_of(len(data))
+        return data, self._core.pop(ino, None)
+
+    def _keep_again(self, ino: int, kept) -> None:
+        data, core = kept
+        if data is not None:
+            self._delayed[ino] = data
+            self._delayed_bytes += len(data)
+            self._delayed_blocks += self._blocks_of(len(data))
+        if core is not None:
+            self._core[ino] = core
+        self.icache.invalidate(ino)
+
+    def _freed_by_unlink(self, ino: int) -> bool:
+        """Whether removing one name of ``ino`` frees it: its last name, and
+        not open."""
+        if self.opens.get(ino):
+            return False
+        try:
+            return self.getattr(ino).nlink == 1
+        except OSError:
+            return False
+
+    def _truncate_kept(self, ino: int, size: int, fields: dict) -> bool:
+        """A truncate of a file whose data is all kept in memory to no more
+        than it holds: made in memory (the kept data cut, an emptied file
+        left with nothing kept), no block allocated or written for what is
+        cut; with ``fields``, the other inode core changes of the setattr.
+        True when made so."""
+        data = self._delayed.get(ino)
+        if data is None or size > len(data):
+            return False
+        self._delayed_bytes -= len(data) - size
+        self._delayed_blocks -= self._blocks_of(len(data)) - self._blocks_of(size)
+        if size:
+            del data[size:]
+        else:
+            del self._delayed[ino]
+        now = self.w.now_ns()
+        fields.setdefault("mtime_ns", now)
+        fields["ctime_ns"] = now
+        self.icache.invalidate(ino)
+        self._core_set(ino, **fields)
+        return True
+
     def _forkoff(self, ino: int) -> int:
         """di_forkoff of ``ino`` as the open transaction has it (nonzero:
         the inode has xattrs), without decoding the inode."""
@@ -527,10 +590,18 @@ class Volume:
         """``kill_gid``: the group of a truncating caller that may not keep
         set-user-ID and set-group-ID; ``caller``: (uid, gid, pid) of the
         request, where known (see :meth:`_privileges_lost`).  A change of
-        only the inode core (mode, owner, times) of what is not a directory
-        takes no transaction: it is kept in memory, shown at once, and
-        logged with the next change or checkpoint (:meth:`_settle`), as the
-        kernel's XFS logs an inode changed several times once."""
+        only the inode core (mode, owner, times) takes no transaction: it
+        is kept in memory, shown at once, and logged with the next change
+        or checkpoint (:meth:`_settle`, before that change: the log holds
+        the changes in the order they were made), as the kernel's XFS logs
+        an inode changed several times once.  A directory's too: _settle
+        applies it with the same namespace call a transaction of its own
+        would make, and every change that reads the directory (a create's
+        inherited group and set-group-ID, a lookup's search permission)
+        sees the kept mode and owner through :meth:`getattr` or comes after
+        the settle; the open group of creates is committed first, so that
+        its creates stay before the change.  A truncate of a file whose
+        data is all kept is made in memory (:meth:`_truncate_kept`)."""
         self._writable()
         a = self.getattr(ino)
         if size is not None:
@@ -545,13 +616,22 @@ class Volume:
             if mode is None and kept is not None:
                 mode = kept
                 self.privileges_dropped = True
-        if size is None and not caps and not pystat.S_ISDIR(a.mode):
+        if not caps:
             fields = {k: v for k, v in (("mode", mode), ("uid", uid), ("gid", gid),
                                         ("atime_ns", atime_ns), ("mtime_ns", mtime_ns))
                       if v is not None}
-            fields["ctime_ns"] = self.w.now_ns()
-            self._core_set(ino, **fields)
-            return self.getattr(ino)
+            if size is None:
+                if self._grouped and pystat.S_ISDIR(a.mode):
+                    # the open group's creates (in this directory, maybe)
+                    # logged first: _settle applies the kept change after
+                    # them, and a create's times must not come after a
+                    # utimes made later
+                    self.end_group()
+                fields["ctime_ns"] = self.w.now_ns()
+                self._core_set(ino, **fields)
+                return self.getattr(ino)
+            if self._truncate_kept(ino, size, fields):
+                return self.getattr(ino)
         with self._tx() as ns:
             if caps:
                 ns.remove_xattr(ino, SECURITY_CAPABILITY)
@@ -896,15 +976,28 @@ class Volume:
         AGI unlinked list until its last close."""
         self._writable()
         self._dir_node(parent)
-        with self._tx() as ns:
-            ent = ns.lookup_child(parent, name)
-            if ent is None:
-                raise oserror(errno.ENOENT)
-            ino = ent[0]
-            if pystat.S_ISDIR(self.getattr(ino).mode):
-                raise oserror(errno.EISDIR)
-            ns.unlink(parent, name)
-            self._touch(parent, ino)
+        # a file kept in memory that this frees: its kept data dropped, not
+        # written first (_forget_kept)
+        ent = self.child(parent, name)
+        kept = None
+        if ent is not None and (ent[0] in self._delayed or ent[0] in self._core) and \
+                self._freed_by_unlink(ent[0]):
+            freed = ent[0]
+            kept = self._forget_kept(freed)
+        try:
+            with self._tx() as ns:
+                ent = ns.lookup_child(parent, name)
+                if ent is None:
+                    raise oserror(errno.ENOENT)
+                ino = ent[0]
+                if pystat.S_ISDIR(self.getattr(ino).mode):
+                    raise oserror(errno.EISDIR)
+                ns.unlink(parent, name)
+                self._touch(parent, ino)
+        except BaseException:
+            if kept is not None:
+                self._keep_again(freed, kept)
+            raise
 
     def rmdir(self, parent: int, name: bytes) -> None:
         self._writable()
@@ -1268,12 +1361,20 @@ class Volume:
             return
         if node.mode == 0:
             return
-        with self._tx() as ns:
-            if node.is_reg:
-                self.fileio.release(ino)
-            if node.nlink == 0:
-                # a file, or a directory removed while open
-                ns.inactivate(ino)
+        # a file with no name left: what is kept of it dropped, not written
+        # first (_forget_kept)
+        kept = self._forget_kept(ino) if node.nlink == 0 else None
+        try:
+            with self._tx() as ns:
+                if node.is_reg:
+                    self.fileio.release(ino)
+                if node.nlink == 0:
+                    # a file, or a directory removed while open
+                    ns.inactivate(ino)
+        except BaseException:
+            if kept is not None:
+                self._keep_again(ino, kept)
+            raise
         self._touch(ino)
 
     # -- xattrs ---------------------------------------------------------------------------------------

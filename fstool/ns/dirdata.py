@@ -18,6 +18,7 @@ as the kernel's after the same operations.
 """
 from __future__ import annotations
 
+from .._backend import writers
 from ..fs.dirblock import (FREETAG, HDR, data_end, entry_at, entry_head, entsize, free_len,
                            get_bf, put_bf, put_entry, put_unused, set_data_magic, tag_at)
 
@@ -82,11 +83,7 @@ def freeremove(bf, i: int) -> None:
 
 def freescan(buf) -> None:
     """Rebuild the bestfree table from the block's unused regions."""
-    bf = [[0, 0], [0, 0], [0, 0]]
-    for off, n, free in regions(buf):
-        if free:
-            freeinsert(bf, off, n)
-    put_bf(buf, bf)
+    writers.dir_freescan(buf)
 
 
 def init_data(buf, magic: int) -> None:
@@ -100,41 +97,7 @@ def use_free(buf, dupoff: int, off: int, length: int, defer: bool = False) -> bo
     """Take [off, off+length) out of the unused region at ``dupoff``
     (xfs_dir2_data_use_free), rescanning when the kernel would (with
     ``defer``, returns whether a rescan is due instead)."""
-    bf = get_bf(buf)
-    oldlen = free_len(buf, dupoff)
-    if oldlen is None or off < dupoff or off + length > dupoff + oldlen:
-        raise ValueError(f"no unused region at {dupoff} covers {off}+{length}")
-    i = freefind(bf, dupoff, oldlen)
-    front = dupoff == off
-    back = dupoff + oldlen == off + length
-    scan = False
-    if front and back:
-        if i is not None:
-            scan = bf[2][0] != 0
-            if not scan:
-                freeremove(bf, i)
-    elif front:
-        put_unused(buf, off + length, oldlen - length)
-        if i is not None:
-            freeremove(bf, i)
-            scan = freeinsert(bf, off + length, oldlen - length) == 2
-    elif back:
-        put_unused(buf, dupoff, off - dupoff)
-        if i is not None:
-            freeremove(bf, i)
-            scan = freeinsert(bf, dupoff, off - dupoff) == 2
-    else:
-        n1 = off - dupoff
-        n2 = oldlen - length - n1
-        put_unused(buf, dupoff, n1)
-        put_unused(buf, off + length, n2)
-        if i is not None:
-            scan = bf[2][1] != 0
-            if not scan:
-                freeremove(bf, i)
-                freeinsert(bf, dupoff, n1)
-                freeinsert(bf, off + length, n2)
-    put_bf(buf, bf)
+    scan = writers.dir_use_free(buf, dupoff, off, length)
     if scan and not defer:
         freescan(buf)
         return False

@@ -27,7 +27,7 @@ from __future__ import annotations
 import bisect
 from collections import Counter
 
-from .._backend import parsers
+from .._backend import parsers, writers
 from ..errors import CorruptionError, FsToolError, NotADirectoryImageError, UnsupportedError
 from ..format import constants as C
 from ..format.structs import DIR2_SF_ENTRY
@@ -571,6 +571,10 @@ class Dir:
 
     def _block_add(self, name, ino, ftype, h) -> None:
         buf = self.read(0, V.DIR3_DATA_ANY)
+        # the common case (no stale entry, room before the leaf array: the
+        # leaf array grows by one slot downwards) in one call
+        if writers.dir_block_add(buf, name, ino, ftype, h):
+            return
         length = D.entsize(len(name))
         count, stale = B.block_tail(buf)
         blp = B.block_leaf_start(buf, count)
@@ -604,20 +608,6 @@ class Dir:
         if dup is None:
             self._block_to_leaf(buf)
             return self._leaf_add(name, ino, ftype, h)
-        if not stale:
-            # the common case: no stale entry; the leaf array grows by one
-            # slot downwards, the entries below the new one move down in place
-            mid = _lower_bound(_BufEnts(buf, blp, count), h)
-            fl = D.free_len(buf, enddup)
-            scan = D.use_free(buf, enddup, enddup + fl - 8, 8, defer=True)
-            B.put_block_tail(buf, count + 1, 0)
-            if scan:
-                D.freescan(buf)
-            E = B.LEAF_ENT
-            buf[blp - E:blp - E + E * mid] = buf[blp:blp + E * mid]
-            B.put_leaf_entry(buf, blp - E, mid, h, dup >> 3)
-            _put_at(buf, dup, length, ino, name, ftype)
-            return
         ents = _ents(buf, blp, count)
         if compact:
             # keep the highest-numbered stale entry, drop the others
@@ -1196,12 +1186,10 @@ class Dir:
 
 
 def _put_at(buf, dup: int, length: int, ino: int, name: bytes, ftype: int) -> None:
-    """A new entry at the start of the unused region ``dup``; the bestfree
-    rescan, when due, once the entry is there (as the kernel orders it)."""
-    scan = D.use_free(buf, dup, dup, length, defer=True)
-    D.put_entry(buf, dup, ino, name, ftype)
-    if scan:
-        D.freescan(buf)
+    """A new entry (of ``length`` bytes) at the start of the unused region
+    ``dup``; the bestfree rescan, when due, once the entry is there (as the
+    kernel orders it)."""
+    writers.dir_put_entry(buf, dup, ino, name, ftype)
 
 
 def _compact_x1(ents, stale: int, index: int):

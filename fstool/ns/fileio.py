@@ -575,6 +575,24 @@ class FileIO:
             self._store(f, times=False)
         self._run(ino, run)
 
+    def move_extents(self, ino: int, moves: list) -> None:
+        """Give data extents of the data fork new blocks that another step
+        allocated and filled (a shrink's move): ``moves`` are (lblk,
+        blocks, [(lblk, fsbno, blocks)...], unwritten), each extent
+        unmapped and its pieces mapped in its place, in one change of the
+        inode (an unmap and a map each, as :meth:`unmap_extent` and
+        :meth:`map_extent` make them; the size stays)."""
+        def run():
+            f = _File(self, ino, True)
+            for lblk, n, pieces, unwritten in moves:
+                for _o, _p, k, _u in f.map.remove(lblk, lblk + n):
+                    f.nblocks -= k
+                for o, fsbno, k in pieces:
+                    f.map.add((o, fsbno, k, unwritten))
+                    f.nblocks += k
+            self._store(f, times=False)
+        self._run(ino, run)
+
     def exchange_mappings(self, ino1: int, off1: int, ino2: int, off2: int, count: int, *,
                           isize1: int = -1, isize2: int = -1, set_sizes: bool = False,
                           ino1_written: bool = False, clear_reflink=(False, False)) -> int:

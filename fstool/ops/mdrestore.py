@@ -7,12 +7,14 @@ restoring loads no more than it uses.
 """
 from __future__ import annotations
 
+import mmap
 import os
 import stat
 
-from ..errors import ImageError, InvalidArgument
+from .._backend import parsers
+from ..errors import ImageError, ImageTruncatedError, InvalidArgument, NotXfsError
 from ..format import constants as C, metadump as M
-from ..io.dumpfile import DumpFile, fixed_primary
+from ..io.dumpfile import MAP_FLAGS, DumpFile, fixed_primary
 
 BB = C.BBSIZE
 WINDOW = 1 << 20        # the dump read this much at a time; larger extents copied in the kernel
@@ -106,35 +108,10 @@ def mdrestore(dump, image, *, log_image=None) -> dict:
                               0o644)
                 os.ftruncate(lfd, f["sb_logblocks"] * f["sb_blocksize"])
             primary = bytearray(sectsize)
-            sectors = 0
-            # extents that follow one another on their target (a dump lists
-            # adjacent metadata blocks one by one) go out in one pwritev
-            iov, run_fd, run_at, run_end = [], -1, 0, 0
-            for daddr, nsect, off, log, data in d.index(WINDOW):
-                target = lfd if log else fd
-                if target < 0:
-                    raise InvalidArgument(f"{d.path}: the dump holds an external log: "
-                                          "give --log-image")
-                at, total = daddr * BB, nsect * BB
-                sectors += nsect
-                if not log and at < sectsize:
-                    k = min(total, sectsize - at)
-                    primary[at:at + k] = d._read(off, k)
-                if data is not None and at == run_end and target == run_fd and \
-                        len(iov) < IOV_MAX:
-                    iov.append(data)
-                    run_end += total
-                    continue
-                if iov:
-                    _pwritev(run_fd, iov, run_at, run_end - run_at)
-                    iov = []
-                if data is None:
-                    _copy(d, off, target, at, total)
-                    run_fd = -1
-                else:
-                    iov, run_fd, run_at, run_end = [data], target, at, at + total
-            if iov:
-                _pwritev(run_fd, iov, run_at, run_end - run_at)
+            if d.version == 2:
+                sectors = _restore_v2(d, fd, lfd, primary)
+            else:
+                sectors = _restore(d, fd, lfd, primary)
             os.pwrite(fd, fixed_primary(bytes(primary), sectsize), 0)
         finally:
             os.close(fd)
@@ -143,3 +120,90 @@ def mdrestore(dump, image, *, log_image=None) -> dict:
     finally:
         d.close()
     return {"version": d.version, "sectors": sectors, "image_bytes": size}
+
+
+def _restore(d: DumpFile, fd: int, lfd: int, primary: bytearray) -> int:
+    """Write every extent of the dump ``d`` at its place (``lfd``: the
+    external log's, -1 for none), what falls in the primary superblock's
+    sector into ``primary`` too; the sectors written."""
+    sectsize = len(primary)
+    sectors = 0
+    # extents that follow one another on their target (a dump lists
+    # adjacent metadata blocks one by one) go out in one pwritev
+    iov, run_fd, run_at, run_end = [], -1, 0, 0
+    for daddr, nsect, off, log, data in d.index(WINDOW):
+        target = lfd if log else fd
+        if target < 0:
+            raise InvalidArgument(f"{d.path}: the dump holds an external log: "
+                                  "give --log-image")
+        at, total = daddr * BB, nsect * BB
+        sectors += nsect
+        if not log and at < sectsize:
+            k = min(total, sectsize - at)
+            primary[at:at + k] = d._read(off, k)
+        if data is not None and at == run_end and target == run_fd and \
+                len(iov) < IOV_MAX:
+            iov.append(data)
+            run_end += total
+            continue
+        if iov:
+            _pwritev(run_fd, iov, run_at, run_end - run_at)
+            iov = []
+        if data is None:
+            _copy(d, off, target, at, total)
+            run_fd = -1
+        else:
+            iov, run_fd, run_at, run_end = [data], target, at, at + total
+    if iov:
+        _pwritev(run_fd, iov, run_at, run_end - run_at)
+    return sectors
+
+
+def _restore_v2(d: DumpFile, fd: int, lfd: int, primary: bytearray) -> int:
+    """:func:`_restore` for a v2 dump: its extents written natively
+    (``parsers.md2_restore``) straight from a read-only mapping of the
+    dump, a window of it at a time; what it leaves (an extent past the
+    window, one larger than the window, one it cannot place) is looked at
+    here."""
+    sectsize = len(primary)
+    sectors = 0
+    pos = M.V2_HDR.size
+    buf, start = b"", 0
+    try:
+        while True:
+            pos, n = parsers.md2_restore(buf, start, pos, d.size, fd, lfd, primary, WINDOW)
+            sectors += n
+            if pos >= d.size:
+                return sectors
+            addr, nsect = M.V2_EXTENT.unpack(d._read(pos, M.V2_EXTENT.size))
+            dev = addr & M.XME_ADDR_DEVICE_MASK
+            if dev not in (M.XME_ADDR_DATA_DEVICE, M.XME_ADDR_LOG_DEVICE):
+                raise NotXfsError("metadump", f"{d.path}: invalid device in extent "
+                                  f"address 0x{addr:x}")
+            log = dev == M.XME_ADDR_LOG_DEVICE
+            data, total = pos + M.V2_EXTENT.size, nsect * BB
+            if data + total > d.size:
+                raise ImageTruncatedError(f"{d.path}: the metadump ends early (at byte "
+                                          f"{d.size})")
+            target = lfd if log else fd
+            if target < 0:
+                raise InvalidArgument(f"{d.path}: the dump holds an external log: "
+                                      "give --log-image")
+            if total > WINDOW:
+                at = (addr & M.XME_ADDR_DADDR_MASK) * BB
+                if not log and at < sectsize:
+                    k = min(total, sectsize - at)
+                    primary[at:at + k] = d._read(data, k)
+                _copy(d, data, target, at, total)
+                sectors += nsect
+                pos = data + total
+                continue
+            # the extent runs past the window: the next window starts with it
+            if not isinstance(buf, bytes):
+                buf.close()
+            start = pos - pos % mmap.ALLOCATIONGRANULARITY
+            buf = mmap.mmap(d.fd, min(WINDOW + BB + pos - start, d.size - start), MAP_FLAGS,
+                            mmap.PROT_READ, offset=start)
+    finally:
+        if not isinstance(buf, bytes):
+            buf.close()

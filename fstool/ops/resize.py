@@ -308,7 +308,15 @@ def shrink(path, dblocks: int, agcount: int, *, undo=None, changes: list) -> Non
             with ImageLock(fs.dev, fs.dev.path):
                 if undo is not None:
                     undo(fs.dev)
-                RS.drop_ags(fs.dev, fs.sb, agcount, lost)
+                try:
+                    RS.drop_ags(fs.dev, fs.sb, agcount, lost)
+                finally:
+                    # the AGs kept name the new geometry at once (the
+                    # one write between is what a rerun finishes): with
+                    # two AGs left, xfs_repair refuses a primary its one
+                    # secondary contradicts, and step B may take a while
+                    # or fail
+                    write_secondaries(fs.dev, fs.sb, agcount, only_stale=True)
         finally:
             fs.close()
         changes.append(f"AG {dropped[0]} dropped" if len(dropped) == 1 else
@@ -676,9 +684,38 @@ def _resize(path, size: int | None, minimum: bool, slack: float, dry_run: bool, 
                 shrink(path, dblocks, agcount, undo=undo.attach, changes=changes)
                 result.written = True
             _finish(path, result, undo)
+        except BaseException:
+            _settle(path, undo)
+            raise
         finally:
             undo.finish(path)
     return result
+
+
+def _settle(path, undo: _Undo) -> None:
+    """After a resize failed part way (an error, not a kill), what the
+    next run would do first is done at once, so that the image is left as
+    xfs_repair and the kernel accept it: a log the failure left dirty is
+    replayed, and every secondary superblock that disagrees with the
+    primary (a log move, an AG drop or a cut committed before the error)
+    is rewritten from it.  The file keeps its size (larger than the
+    filesystem).  Best effort: when this fails too (the device still
+    failing), the first error is the one reported, and the next resize
+    finishes it."""
+    try:
+        with Filesystem(path) as fs:
+            clean, _why = log_is_clean(fs)
+        if not clean:
+            replay(path, undo=undo.attach)
+        fs = Filesystem(path, writable=True)
+        try:
+            with ImageLock(fs.dev, fs.dev.path):
+                undo.attach(fs.dev)
+                write_secondaries(fs.dev, fs.sb, fs.sb.agcount, only_stale=True)
+        finally:
+            fs.close()
+    except Exception:       # the error being raised is the one to report
+        pass
 
 
 def _finish(path, result: ResizeResult, undo: _Undo) -> None:

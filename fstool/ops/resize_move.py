@@ -108,36 +108,64 @@ def move_out(path, dblocks: int, agcount: int, extents: list, *, undo=None,
         if undo is not None:
             undo(w.dev)
         io = FileIO(w)
-        sb, space, fs = w.sb, w.space, w.fs
         fence(w, dblocks, agcount)
         w.space.kernel_freelist = True
-        bs = sb.blocksize
         moved = 0
         for k in range(0, len(extents), CHUNK):
             with w.transaction():
-                for agno, agbno, n, ino, off, unwritten, _kind in extents[k:k + CHUNK]:
-                    old = space.fsb(agno, agbno)
-                    pieces, pos = [], 0
-                    while pos < n:
-                        fsbno, got = space.alloc_blocks(space.fsb(0, 0), 1, n - pos,
-                                                        owner=None)
-                        if not unwritten:
-                            src = fs.fsb_to_daddr(old + pos) << 9
-                            w.dev.pwrite(fs.fsb_to_daddr(fsbno) << 9,
-                                         w.dev.pread(src, got * bs))
-                        pieces.append((off + pos, fsbno, got))
-                        pos += got
-                    # the copy is durable before the new map: the checkpoint
-                    # that commits it flushes the device before its commit
-                    # record; the old blocks stay busy until then
-                    io.unmap_extent(ino, off, n)
-                    space.free_extent(old, n, owner=None)
-                    for o, fsbno, got in pieces:
-                        io.map_extent(ino, o, fsbno, got, unwritten)
-                    moved += n
+                moved += _move_data_chunk(w, io, extents[k:k + CHUNK])
         unfence(w)
         w.journal.sync()
         changes.append(f"{len(extents)} data extent(s) moved ({moved} blocks)")
+
+
+#: bytes copied in one read and write at most
+COPY_BYTES = 8 << 20
+
+
+def _move_data_chunk(w, io: FileIO, extents: list) -> int:
+    """One transaction's data extents moved: their new blocks allocated
+    together (as few extents as the free space allows, in the part kept),
+    the data copied in as few reads and writes as the runs allow (the
+    checkpoint that commits the transaction flushes the copies before its
+    commit record; the old blocks stay busy until then), each file's
+    extents remapped in one change of its inode, the old blocks freed.
+    Returns the blocks moved."""
+    space, fs, dev = w.space, w.fs, w.dev
+    bs = w.sb.blocksize
+    runs = space.alloc_run(space.fsb(0, 0), sum(m[2] for m in extents), 1, owner=None)
+    per_ino: dict = {}
+    copies: list = []           # [old fsbno, new fsbno, blocks], runs joined
+    ri, used = 0, 0
+    for agno, agbno, n, ino, off, unwritten, _kind in extents:
+        old = space.fsb(agno, agbno)
+        pieces, pos = [], 0
+        while pos < n:
+            fsbno, got = runs[ri]
+            take = min(got - used, n - pos)
+            new = fsbno + used
+            pieces.append((off + pos, new, take))
+            if not unwritten:
+                c = copies[-1] if copies else None
+                if c is not None and c[0] + c[2] == old + pos and c[1] + c[2] == new:
+                    c[2] += take
+                else:
+                    copies.append([old + pos, new, take])
+            pos += take
+            used += take
+            if used == got:
+                ri, used = ri + 1, 0
+        per_ino.setdefault(ino, []).append((off, n, pieces, unwritten))
+        space.free_extent(old, n, owner=None)
+    step = max(1, COPY_BYTES // bs)
+    for src, dst, n in copies:
+        for x in range(0, n, step):
+            k = min(step, n - x)
+            dev.pwrite(fs.fsb_to_daddr(dst + x) << C.BBSHIFT,
+                       dev.pread(fs.fsb_to_daddr(src + x) << C.BBSHIFT, k * bs))
+    for ino, moves in per_ino.items():
+        io.move_extents(ino, moves)
+    return sum(m[2] for m in extents)
 
 
 # -- reflinked files' data -----------------------------------------------------------
@@ -559,14 +587,15 @@ def _owned_buffers(w, node, attr: bool):
                                                   node.ino, fsbno + k)
 
 
-def _move_inode(w, old: int, entries: list) -> int:
-    """One transaction: inode ``old`` copied to a new inode in the part
-    kept (its core and forks; the owner its blocks record and the rmapbt
-    follow), every entry naming it pointed at the new one (the
-    directories' times as they were; a directory's '.' and its
-    subdirectories' '..' too, and on a parent-pointer filesystem its
-    children's pointers), the old inode freed (its chunk with it once the
-    chunk has no inode left).  Returns the new number."""
+def _move_inode(w, old: int, entries: list, repoints: dict) -> int:
+    """In the open transaction: inode ``old`` copied to a new inode in the
+    part kept (its core and forks; the owner its blocks record and the
+    rmapbt follow), every entry naming it pointed at the new one (put off
+    in ``repoints`` until :func:`_flush_repoints`; a directory's '.' and
+    its subdirectories' '..' at once, and on a parent-pointer filesystem
+    its children's pointers), the old inode freed (its chunk with it once
+    the chunk has no inode left).  Returns the new number.  A directory
+    is moved with ``repoints`` flushed (its entries read as they are)."""
     fs, space = w.fs, w.space
     node = fs.inode(old)
     parent = entries[0][0] if entries else w.sb.rootino
@@ -582,13 +611,14 @@ def _move_inode(w, old: int, entries: list) -> int:
                 struct.pack_into(bt.owner_fmt, data, off + bt.owner_off, new)
         if w.rmap_on:
             for fsbno, n, who, unwritten in owned_extents(node, attr):
-                shared = "_shared" if reflink and not attr and \
-                    not who.flags & R.BMBT_BLOCK else ""
-                space.rmap_fsb("unmap" + shared, fsbno, n, who, unwritten)
-                space.rmap_fsb("map" + shared, fsbno, n,
-                               R.Owner(new, who.offset, who.flags), unwritten)
+                if reflink and not attr and not who.flags & R.BMBT_BLOCK:
+                    space.rmap_fsb("unmap_shared", fsbno, n, who, unwritten)
+                    space.rmap_fsb("map_shared", fsbno, n,
+                                   R.Owner(new, who.offset, who.flags), unwritten)
+                else:
+                    space.rmap_reown(fsbno, n, who, new, unwritten)
     for d, name, ftype in entries:
-        _repoint(w, d, name, new, ftype)
+        repoints.setdefault(d, []).append((name, new, ftype))
     if node.is_dir:
         # its own '.' (block forms keep one), its subdirectories' '..'
         if node.format != C.XFS_DINODE_FMT_LOCAL:
@@ -611,10 +641,26 @@ def _move_inode(w, old: int, entries: list) -> int:
 def _repoint(w, d: int, name: bytes, ino: int, ftype: int) -> None:
     """Entry ``name`` of directory ``d`` names inode ``ino``; the
     directory's times stay as they were."""
+    _repoint_all(w, d, [(name, ino, ftype)])
+
+
+def _repoint_all(w, d: int, items: list) -> None:
+    """Each (name, ino, ftype) of ``items``: entry ``name`` of directory
+    ``d`` names inode ``ino``, in one change of the directory; its times
+    stay as they were."""
     st = w.fs.inode(d).stat()
     dd = Dir(w, d, st.st_ctime_ns)
-    dd.replace(name, ino, ftype)
+    for name, ino, ftype in items:
+        dd.replace(name, ino, ftype)
     dd.save(mtime_ns=st.st_mtime_ns)
+
+
+def _flush_repoints(w, repoints: dict) -> None:
+    """The entries :func:`_move_inode` put off, one change of each
+    directory."""
+    for d, items in repoints.items():
+        _repoint_all(w, d, items)
+    repoints.clear()
 
 
 def move_inodes(path, dblocks: int, agcount: int, chunks: list, *, undo=None,
@@ -646,19 +692,23 @@ def move_inodes(path, dblocks: int, agcount: int, chunks: list, *, undo=None,
         quota = RS.quota_fields(sb)
         renamed: dict = {}
         order = sorted(inos)
+        repoints: dict = {}
         for k in range(0, len(order), INODE_CHUNK):
             with w.transaction():
                 for ino in order[k:k + INODE_CHUNK]:
+                    if w.fs.inode(ino).is_dir:
+                        _flush_repoints(w, repoints)
                     # entries in directories moved already are under their
                     # new numbers
                     names = [(renamed.get(d, d), name, ft)
                              for d, name, ft in where.get(ino, [])]
-                    renamed[ino] = new = _move_inode(w, ino, names)
+                    renamed[ino] = new = _move_inode(w, ino, names, repoints)
                     if ino in quota:
                         # a quota inode: the superblock names the new one
                         w.tx.precommit.append(
                             lambda tx, f=quota[ino], new=new: RS.log_sb(tx, sb, lambda fs: (
                                 fs.__setitem__(f, new), RS.incore_quota(fs))))
+                _flush_repoints(w, repoints)
         w.inodes.ag_limit = None
         unfence(w)
         w.journal.sync()

@@ -67,7 +67,7 @@ class Journal:
         self.new: dict = {}            # key -> Buf to write in place first
         self._new_bytes = 0            # their length in all
         self.spilled: set = set()      # keys of new buffers already written in place
-        self.cancels: dict = {}        # key -> (Buf, blft)
+        self.cancels = _Cancels()      # key -> Buf
         self.window: dict = {}         # key -> Buf logged by the previous checkpoint
         self.precheckpoint: list = []  # callables run before a checkpoint is formatted
         self.seq = 0
@@ -212,7 +212,7 @@ class Journal:
 
     def _add_new(self, key, buf, tx: Transaction) -> None:
         agno, agbno, nblocks = self._ag_range(buf)
-        over_cancel = [k for k, b in self.cancels.items() if _overlap(b, buf)]
+        over_cancel = self.cancels.overlapping(buf)
         if over_cancel or tx.is_busy(agno, agbno, nblocks):
             # over blocks the image still uses until this checkpoint commits:
             # log it whole rather than write it early
@@ -434,6 +434,54 @@ class _TxContext:
         else:
             tx.abort()
         return False
+
+
+class _Cancels(dict):
+    """The buffers cancelled since the last checkpoint (key -> Buf), with
+    an index of the disk regions they lie in, so that a new buffer finds
+    those it overlaps without a look at every one (a shrink cancels
+    thousands in one checkpoint: freed inode chunks and btree blocks)."""
+
+    _SHIFT = 13                 # regions of 4 MiB (in 512-byte units)
+
+    def __init__(self):
+        super().__init__()
+        self._regions: dict = {}
+
+    @classmethod
+    def _spans(cls, buf):
+        sh = cls._SHIFT
+        for daddr, nbytes in buf.extents():
+            last = daddr + max(1, nbytes >> C.BBSHIFT) - 1
+            yield from range(daddr >> sh, (last >> sh) + 1)
+
+    def __setitem__(self, key, buf) -> None:
+        if key in self:
+            del self[key]
+        super().__setitem__(key, buf)
+        for r in self._spans(buf):
+            self._regions.setdefault(r, set()).add(key)
+
+    def __delitem__(self, key) -> None:
+        buf = self[key]
+        super().__delitem__(key)
+        for r in self._spans(buf):
+            keys = self._regions.get(r)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._regions[r]
+
+    def clear(self) -> None:
+        super().clear()
+        self._regions.clear()
+
+    def overlapping(self, buf) -> list:
+        """The keys of the cancelled buffers ``buf`` overlaps."""
+        near: set = set()
+        for r in self._spans(buf):
+            near |= self._regions.get(r, set())
+        return [k for k in near if _overlap(self[k], buf)]
 
 
 def _overlap(a, b) -> bool:

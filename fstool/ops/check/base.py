@@ -4,7 +4,6 @@ the phase registry's row and the hooks a caller of the check (repair)
 takes part through."""
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections import defaultdict
 from typing import Callable, NamedTuple
@@ -43,33 +42,52 @@ def owner_name(owner: int) -> str:
     return f"{_KIND_NAMES[owner & 3]} of inode {owner >> 2}"
 
 
-@dataclasses.dataclass
 class Finding:
     """One problem: its code in the problem table, a message, and where it
     is, as precisely as a repair needs it: the structure (``sb``, ``agf``,
     ``bnobt``, ``inode``, ``dir``...), the AG and AG block holding it, the
     inode, fork and file block offset for structures inside a file, the
     field, the index of a record or entry, and for values the expected and
-    found ones."""
-    code: str
-    message: str
-    structure: str | None = None
-    agno: int | None = None
-    block: int | None = None
-    ino: int | None = None
-    fork: str | None = None
-    offset: int | None = None
-    field: str | None = None
-    index: int | None = None
-    expected: object = None
-    found: object = None
+    found ones.  (A plain class, not a dataclass: loading dataclasses
+    loads inspect, ast and dis, a few milliseconds of every check.)"""
+    __slots__ = ("code", "message", "structure", "agno", "block", "ino", "fork", "offset",
+                 "field", "index", "expected", "found")
+
+    def __init__(self, code: str, message: str, structure: str | None = None,
+                 agno: int | None = None, block: int | None = None, ino: int | None = None,
+                 fork: str | None = None, offset: int | None = None,
+                 field: str | None = None, index: int | None = None, expected=None,
+                 found=None):
+        self.code, self.message, self.structure = code, message, structure
+        self.agno, self.block, self.ino, self.fork, self.offset = agno, block, ino, fork, offset
+        self.field, self.index, self.expected, self.found = field, index, expected, found
+
+    def _values(self) -> tuple:
+        return tuple(getattr(self, k) for k in self.__slots__)
+
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._values() == other._values()
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return "Finding(" + ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__) + ")"
+
+    def __getstate__(self):
+        return self._values()
+
+    def __setstate__(self, state) -> None:
+        for k, v in zip(self.__slots__, state):
+            setattr(self, k, v)
 
     @property
     def severity(self) -> str:
         return PROBLEMS[self.code][0]
 
     def as_dict(self) -> dict:
-        d = {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+        d = {k: v for k in self.__slots__ if (v := getattr(self, k)) is not None}
         d["severity"] = self.severity
         return d
 

@@ -10,18 +10,24 @@ whole filesystem (the entries' targets, '..', the data entries counted
 against the leaf)."""
 from __future__ import annotations
 
-from ..._backend import parsers
+import struct
+
+from ..._backend import checks, parsers
 from ...errors import CorruptionError, FsToolError
 from ...format import constants as C
 from ...fs import dabtree as DA
+from ...format.structs import DINODE
 from ...fs.dirform import BLOCK, LEAF, SHORTFORM, block, data, form, free, leaf, \
     node as nodeform, sf
+from ...fs.inode import Inode
 from ...io import verify as V
 from ..names import quoted_name
 from .superblocks import check_lsn, root_ino, rt_inodes
 
 # dir_data_tally / tally_entry flags
 T_FREE, T_FTYPE, T_DIR, T_DOT, T_BADNAME, T_SELF = 1, 2, 4, 8, 16, 32
+_GEN = struct.Struct(">I")
+_GEN_OFF = DINODE.offset("di_gen")
 
 
 def setup_dir_geometry(ctx) -> None:
@@ -46,10 +52,7 @@ def check_dir(ctx, node, tab, odd: list):
         return _shortform(ctx, node, tab, odd)
     if kind == BLOCK:
         buf = _dirblock(ctx, node, 0, V.DIR3_BLOCK)
-        start, count, stale = block.leaf_bounds(buf, node.ino, 0)
-        frees, dsum = _data_tally(ctx, node, buf, start, 0, tab, odd)
-        _check_bestfree(ctx, node, 0, buf, frees)
-        _check_leaf(ctx, node, buf, start, count, stale, dsum, True, buf)
+        _block_form(ctx, node.ino, node.gen, buf, tab, odd, lambda: node)
         return None
     dsum = 0
     bests = {}
@@ -60,9 +63,9 @@ def check_dir(ctx, node, tab, odd: list):
             ctx.from_error("DIR_CORRUPT", e, ino=node.ino, offset=fsb, fork="data",
                            structure="dir")
             continue
-        frees, part = _data_tally(ctx, node, buf, len(buf), fsb, tab, odd)
+        frees, part = _data_tally(ctx, node.ino, node.gen, buf, len(buf), fsb, tab, odd)
         dsum += part
-        bests[fsb // ctx.sb.dirblkfsbs] = _check_bestfree(ctx, node, fsb, buf, frees)
+        bests[fsb // ctx.sb.dirblkfsbs] = _check_bestfree(ctx, node.ino, fsb, buf, frees)
     _check_index(ctx, node, kind, dsum & 0xFFFFFFFFFFFFFFFF, bests)
     return None
 
@@ -78,10 +81,104 @@ def _dir_form(ctx, node):
 
 def _dirblock(ctx, node, fsb, bt):
     # read once while checking: not kept in the buffer cache
-    buf = data.read_block(node, fsb, bt, False)
+    buf = _mapped_block(ctx, node, fsb, bt)
+    if buf is None:
+        buf = data.read_block(node, fsb, bt, False)
     check_lsn(ctx, bt.lsn_of(buf), "dir", ino=node.ino, offset=fsb, fork="data",
                    field="lsn")
     return buf
+
+
+def _mapped_block(ctx, node, fsb, bt):
+    """Directory block ``fsb`` of ``node`` as data.read_block reads it (not
+    kept), when one extent maps all of it: without walking the block map
+    block by block; None when it is not so mapped or not plainly sound
+    (read_block then reads it and says what is wrong)."""
+    if bt.magic_fmt != ">I":
+        return None
+    e = node.map_block(fsb)
+    if e is None or fsb + ctx.sb.dirblkfsbs > e[0] + e[2]:
+        return None
+    # (a mapped extent lies inside its AG: the map was checked)
+    return _sound_block(ctx, node.ino, ctx.fs._fsb_offset(e[1] + fsb - e[0]), bt)
+
+
+def _sound_block(ctx, ino: int, at: int, bt):
+    """The directory block of ``ino`` at byte ``at`` of the filesystem, read
+    as FileSystem.read_meta reads a block it does not keep, when it is not
+    in the buffer cache and verifies as ``bt`` (one 32-bit magic of its
+    own: v5_hdr_sound); else None, nothing said."""
+    fs = ctx.fs
+    size = ctx.sb.dirblksize
+    daddr = at >> C.BBSHIFT
+    if fs.cache.get((daddr, size)) is not None:
+        return None
+    try:
+        buf = fs.dev.pread(at, size)
+    except FsToolError:
+        return None
+    magic = bt.magic_of(buf)
+    if magic not in bt.magics or not checks.v5_hdr_sound(
+            buf, bt.magic_off, magic, bt.crc_off, bt.uuid_off, fs.uuid, bt.blkno_off, daddr,
+            bt.owner_off, ino):
+        return None
+    return buf
+
+
+def _block_form(ctx, ino, gen, buf, tab, odd, inode) -> None:
+    """A block-form directory's one block ``buf`` (read and verified):
+    its data entries counted, its bestfree table and its leaf checked
+    (``inode()``: the directory's Inode, wanted only to find which leaf
+    entry is wrong); in one native call (checks.block_dir_tally) when it
+    has nothing to report."""
+    got = checks.block_dir_tally(buf, data.HDR, ctx.sb.has_ftype, tab.starts, tab.itype,
+                                 tab.refs, ino, tab.psums, gen)
+    if got is None:
+        # the tail overruns the block (leaf_bounds says so)
+        start, count, stale = block.leaf_bounds(buf, ino, 0)
+        frees, dsum = _data_tally(ctx, ino, gen, buf, start, 0, tab, odd)
+    else:
+        sound, tally, start, count, stale = got
+        frees, dsum = _tallied(ctx, ino, 0, tally, odd)
+        if sound:
+            return
+    _check_bestfree(ctx, ino, 0, buf, frees)
+    _check_leaf(ctx, ino, inode, buf, start, count, stale, dsum, True, buf)
+
+
+def check_block_dir(ctx, ino: int, raw: bytes, tab, odd: list) -> bool:
+    """check_dir of directory ``ino`` (raw inode ``raw``) when it plainly
+    is in block form, without its Inode: a sound core, one extent mapping
+    its directory block, the block not in the buffer cache, read and
+    verified as check_dir reads it.  True when checked here (the findings
+    and counts check_dir gives); False, with nothing counted or reported,
+    when anything about it is unusual and check_dir must look."""
+    fs = ctx.fs
+    sb = ctx.sb
+    if ctx.hooks is not None:
+        return False
+    try:
+        core = parsers.dinode_core(raw, ino, fs.uuid)
+        if core[1] != C.XFS_DINODE_FMT_EXTENTS or core[2] != sb.dirblksize or \
+                (core[6] and C.XFS_DINODE_CORE_SIZE + core[6] * 8 >= len(raw)):
+            return False
+        exts = parsers.inline_extents(raw, False, *fs._extent_bounds)
+    except ValueError:
+        return False
+    if len(exts) != 1:
+        return False
+    startoff, startblock, blocks, unwritten = exts[0]
+    if startoff or blocks != sb.dirblkfsbs or unwritten:
+        return False
+    # (an extent inline_extents passed lies inside its AG)
+    buf = _sound_block(ctx, ino, fs._fsb_offset(startblock), V.DIR3_BLOCK)
+    if buf is None:
+        return False
+    check_lsn(ctx, V.DIR3_BLOCK.lsn_of(buf), "dir", ino=ino, offset=0, fork="data",
+              field="lsn")
+    _block_form(ctx, ino, _GEN.unpack_from(raw, _GEN_OFF)[0], buf, tab, odd,
+                lambda: Inode(fs, ino, raw))
+    return True
 
 
 # -- shortform ------------------------------------------------------------------
@@ -150,57 +247,65 @@ def not_quota_inodes(ctx) -> set:
 
 
 # -- data blocks ------------------------------------------------------------------
-def _data_tally(ctx, node, buf, end: int, fsb: int, tab, odd: list):
+def _data_tally(ctx, ino, gen, buf, end: int, fsb: int, tab, odd: list):
     """(unused regions, leaf sum) of one data block, its odd entries added
     to ``odd``; a malformed block is reported once what preceded the bad
     entry is counted."""
     addr_base = (fsb // ctx.sb.dirblkfsbs) * ctx.sb.dirblksize
     try:
-        frees, lsum, more, why = parsers.dir_data_tally(
-            buf, data.HDR, end, ctx.sb.has_ftype, addr_base,
-            tab.starts, tab.itype, tab.refs, node.ino, tab.psums, node.gen)
+        tally = parsers.dir_data_tally(buf, data.HDR, end, ctx.sb.has_ftype, addr_base,
+                                       tab.starts, tab.itype, tab.refs, ino, tab.psums, gen)
     except ValueError as e:
-        frees, lsum, more, why = [], 0, [], str(e)
+        tally = [], 0, [], str(e)
+    return _tallied(ctx, ino, fsb, tally, odd)
+
+
+def _tallied(ctx, ino, fsb: int, tally, odd: list):
+    """(unused regions, leaf sum) of a data block dir_data_tally counted
+    (``tally``: what it returned), its odd entries added to ``odd`` and a
+    malformed block reported."""
+    frees, lsum, more, why = tally
     odd += more
     if why:
-        ctx.report("DIR_CORRUPT", f"directory {node.ino}: data block at {fsb}: {why}",
-                   ino=node.ino, offset=fsb, fork="data", structure="dir")
+        ctx.report("DIR_CORRUPT", f"directory {ino}: data block at {fsb}: {why}",
+                   ino=ino, offset=fsb, fork="data", structure="dir")
     return frees, lsum
 
 
-def _check_bestfree(ctx, node, fsb, buf, frees) -> int:
+def _check_bestfree(ctx, ino, fsb, buf, frees) -> int:
     """The data block's bestfree table (fstool.fs.dirform.data.
     bestfree_verify); returns the longest free run."""
     longest, sound = data.bestfree_verify(buf, frees)
     if not sound:
-        ctx.report("DIR_BESTFREE", f"directory {node.ino}: the bestfree table of data "
-                   f"block {fsb} does not list its largest free regions", ino=node.ino,
+        ctx.report("DIR_BESTFREE", f"directory {ino}: the bestfree table of data "
+                   f"block {fsb} does not list its largest free regions", ino=ino,
                    offset=fsb, fork="data", structure="dir", field="bestfree")
     return longest
 
 
 # -- the leaf ---------------------------------------------------------------------
-def _check_leaf(ctx, node, buf, start, count, stale, dsum, block_form,
+def _check_leaf(ctx, ino, inode, buf, start, count, stale, dsum, block_form,
                 blockbuf=None) -> None:
     """A block- or leaf-form directory's leaf entries against its data
-    entries; on a mismatch, find the entry that is wrong."""
+    entries; on a mismatch, find the entry that is wrong (``inode()``:
+    the directory's Inode)."""
     fsb = 0 if block_form else leaf.leaf_fsb(ctx.sb.blocklog)
-    if _leaf_block(ctx, node, fsb, buf, start, count, stale) == dsum:
+    if _leaf_block(ctx, ino, fsb, buf, start, count, stale) == dsum:
         return
     before = len(ctx.findings)
-    _check_leaf_ents(ctx, node, buf, start, count, block_form, blockbuf)
+    _check_leaf_ents(ctx, inode(), buf, start, count, block_form, blockbuf)
     if len(ctx.findings) == before:
-        ctx.report("DIR_LEAF", f"directory {node.ino}: its leaf does not index exactly "
-                   "its data entries", ino=node.ino, offset=fsb, fork="data",
+        ctx.report("DIR_LEAF", f"directory {ino}: its leaf does not index exactly "
+                   "its data entries", ino=ino, offset=fsb, fork="data",
                    structure="dir", field="hashval")
 
 
-def _leaf_block(ctx, node, fsb, buf, start, count, stale) -> int:
+def _leaf_block(ctx, ino, fsb, buf, start, count, stale) -> int:
     """Order and stale count of one leaf block's entries; their sum."""
-    where = dict(ino=node.ino, offset=fsb, fork="data", structure="dir")
-    lsum, faults = leaf.tally(buf, start, count, stale, node.ino, fsb)
+    where = dict(ino=ino, offset=fsb, fork="data", structure="dir")
+    lsum, faults = leaf.tally(buf, start, count, stale, ino, fsb)
     for code, detail, field, more in faults:
-        _dir_bad(ctx, code, node.ino, detail, field, where, **more)
+        _dir_bad(ctx, code, ino, detail, field, where, **more)
     return lsum
 
 
@@ -231,7 +336,7 @@ def _check_index(ctx, node, kind: str, dsum: int, bests: dict) -> None:
             ctx.from_error("DIR_CORRUPT", e, offset=leaf_fsb, **where)
             return
         count, stale = leaf.leaf_count_stale(buf)
-        _check_leaf(ctx, node, buf, leaf.LEAF_HDR, count, stale, dsum, False)
+        _check_leaf(ctx, ino, lambda: node, buf, leaf.LEAF_HDR, count, stale, dsum, False)
         nbests = leaf.bestcount(buf)
         want = max(bests, default=-1) + 1
         if nbests != want:
@@ -264,7 +369,7 @@ def _check_index(ctx, node, kind: str, dsum: int, bests: dict) -> None:
         count, stale = leaf.leaf_count_stale(buf)
         before = len(ctx.findings)
         try:
-            lsum += _leaf_block(ctx, node, dablk, buf, leaf.LEAF_HDR, count, stale)
+            lsum += _leaf_block(ctx, ino, dablk, buf, leaf.LEAF_HDR, count, stale)
         except CorruptionError as e:
             ctx.from_error("DIR_LEAF", e, offset=dablk, **where)
             return None

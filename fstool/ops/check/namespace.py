@@ -12,7 +12,8 @@ from ...format import constants as C
 from ...fs import dir as xdir
 from ...fs.inode import Inode
 from ..names import quoted_name
-from .dirs import T_BADNAME, T_DIR, T_DOT, T_FREE, T_FTYPE, T_SELF, check_dir, quota_inodes
+from .dirs import T_BADNAME, T_DIR, T_DOT, T_FREE, T_FTYPE, T_SELF, check_block_dir, check_dir, \
+    quota_inodes
 from .parents import check_parent_pointers
 from .superblocks import root_ino, rt_inodes
 from .table import InodeTable
@@ -74,9 +75,12 @@ def phase_namespace(ctx) -> None:
             dd = None
             local = False
             try:
-                node = Inode(fs, ino, raw) if raw is not None else fs.inode(ino)
-                local = node.format == C.XFS_DINODE_FMT_LOCAL
-                dd = check_dir(ctx, node, tab, odd)
+                # a plain block-form directory without its Inode; else
+                # check_dir looks at it whole
+                if raw is None or not check_block_dir(ctx, ino, raw, tab, odd):
+                    node = Inode(fs, ino, raw) if raw is not None else fs.inode(ino)
+                    local = node.format == C.XFS_DINODE_FMT_LOCAL
+                    dd = check_dir(ctx, node, tab, odd)
             except FsToolError as e:
                 ctx.from_error("DIR_CORRUPT", e, ino=ino, structure="dir")
                 failed = True

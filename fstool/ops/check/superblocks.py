@@ -5,8 +5,6 @@ secondary against the primary (xfs_repair's verify_sb, compare_sb and
 secondary_sb_whack), and the superblock inode numbers."""
 from __future__ import annotations
 
-import dataclasses
-import uuid as uuidlib
 
 from ..._backend import parsers
 from ...errors import FsToolError
@@ -196,8 +194,15 @@ def geometry_of(f: dict) -> tuple:
         f["sb_features_ro_compat"],
         f["sb_features_incompat"] & ~(C.XFS_SB_FEAT_INCOMPAT_NEEDSREPAIR |
                                       C.XFS_SB_FEAT_INCOMPAT_META_UUID),
-        str(uuidlib.UUID(bytes=f["sb_meta_uuid"] if f["sb_features_incompat"] &
-                         C.XFS_SB_FEAT_INCOMPAT_META_UUID else f["sb_uuid"])))
+        _uuid_text(f["sb_meta_uuid"] if f["sb_features_incompat"] &
+                   C.XFS_SB_FEAT_INCOMPAT_META_UUID else f["sb_uuid"]))
+
+
+def _uuid_text(raw: bytes) -> str:
+    """16 bytes as str(uuid.UUID(bytes=raw)) gives them (the uuid module is
+    not loaded for it: it loads platform, more than a check's vote costs)."""
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
 
 def read_secondary(dev, offset: int, whack: bool = False):
@@ -224,7 +229,6 @@ def read_secondary(dev, offset: int, whack: bool = False):
     return raw, f
 
 
-@dataclasses.dataclass
 class GeometryVote:
     """The primary superblock's geometry against the secondaries where it
     puts them (xfs_repair's verify_set_primary_sb).  ``verdict``:
@@ -238,13 +242,16 @@ class GeometryVote:
     - ``unverified``: no geometry can be trusted (``reason``): no valid
       secondary where the primary puts them, two AGs that disagree, or too
       few superblocks agreeing on any one geometry."""
-    verdict: str
-    sbs: int = 1                 # superblocks the primary names in the image, its own included
-    refs: int = 1                # superblocks with the winning geometry
-    agno: int = 0
-    raw: bytes | None = None
-    fields: dict | None = None
-    reason: str = ""
+
+    def __init__(self, verdict: str, sbs: int = 1, refs: int = 1, agno: int = 0,
+                 raw: bytes | None = None, fields: dict | None = None, reason: str = ""):
+        self.verdict = verdict
+        self.sbs = sbs              # superblocks the primary names in the image, its own included
+        self.refs = refs            # superblocks with the winning geometry
+        self.agno = agno
+        self.raw = raw
+        self.fields = fields
+        self.reason = reason
 
     def differs(self, f: dict) -> list:
         """[(field, what the primary says, what the secondary says)] where
