@@ -61,6 +61,20 @@ def test_verifiers_pass_and_salvage_agrees_on_every_form(kernel_img):
                 assert free.verify(buf, free_fsb, 0, sb.dirblksize, bests) == []
 
 
+def test_incremental_writer_tells_forms_by_the_same_names(kernel_img, tmp_path):
+    """The incremental writer (fstool.ns.dirops.Dir) names each
+    directory's form as the reader's detector does."""
+    import shutil
+    from fstool.ns.dirops import Dir
+    from fstool.ns.writer import Writer
+    img = tmp_path / "copy.img"
+    shutil.copyfile(kernel_img, img)
+    with Writer(str(img), timestamp_ns=0) as w:
+        for path, want in DIRS.items():
+            node = w.fs.lookup(path)
+            assert Dir(w, node.ino, 0).form() == form(node) == want
+
+
 def _regions(buf, kind):
     from fstool.ns.dirdata import regions
     end = data.data_end(buf) if kind == "block" else len(buf)

@@ -129,3 +129,36 @@ def test_parent_rec_codec():
     assert P.is_parent(C.XFS_ATTR_PARENT | C.XFS_ATTR_LOCAL)
     assert not P.is_parent(C.XFS_ATTR_LOCAL)
     assert not P.is_parent(C.XFS_ATTR_ROOT | C.XFS_ATTR_LOCAL)
+
+
+@pytest.mark.parametrize("layout,refname", CASES, ids=[c[1] for c in CASES])
+def test_field_accessors_agree_with_the_whole_struct(reference, layout, refname):
+    """Each Field (the one offset table for in-place reads and patches) sits
+    where the kernel's header puts it, and reads and writes exactly the
+    value the whole-structure unpack and pack see, touching no other byte."""
+    ref = reference[refname]["fields"]
+    for i, (fname, _code) in enumerate(layout.fields):
+        f = layout.field(fname)
+        if fname in ref:
+            assert f.offset == ref[fname], fname
+        buf = bytearray(range(256)) * ((layout.size + 8) // 256 + 1)
+        before = bytes(buf)
+        whole = layout.unpack(buf, 4)
+        assert layout.get(buf, fname, 4) == (tuple(whole[fname]) if isinstance(whole[fname], list)
+                                             else whole[fname]), fname
+        new = bytes(f.size) if isinstance(whole[fname], bytes) else \
+            (tuple(0 for _ in whole[fname]) if isinstance(whole[fname], list) else 0)
+        layout.put(buf, fname, new, 4)
+        assert layout.unpack(buf, 4) == dict(whole, **{fname: list(new) if isinstance(new, tuple)
+                                                       else new}), fname
+        changed = [k for k in range(len(buf)) if buf[k] != before[k]]
+        assert changed and 4 + f.offset <= min(changed) and max(changed) < 4 + f.offset + f.size
+        assert f.raw(before, 4) == before[4 + f.offset:4 + f.offset + f.size]
+
+
+def test_dinode_indexes_are_the_unpacked_positions():
+    values = S.DINODE.struct.unpack(bytes(range(176)))
+    at = S.DINODE.indexes()
+    assert sorted(at) == sorted(f for f, _c in S.DINODE.fields)
+    for fname, i in at.items():
+        assert values[i] == S.DINODE.get(bytes(range(176)), fname)

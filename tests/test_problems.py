@@ -7,6 +7,7 @@ import ast
 import re
 from pathlib import Path
 
+from fstool.format import problem_codes as K
 from fstool.ops.problemdoc import markdown
 from fstool.ops.problems import (ACTIONS, ERROR, NONE, PROBLEMS, REGISTRY, ROWS, STRUCTURES,
                                  WARNING, Problem)
@@ -95,6 +96,36 @@ def test_check_and_repair_name_known_codes():
     assert unknown_codes(paths, set(REGISTRY)) == []
     # and a code that is not a row is caught
     assert unknown_codes(paths, set(REGISTRY) - {"SPACE_OVERLAP"})
+
+
+def test_every_code_has_its_row():
+    """The codes of fstool.format.problem_codes and the registry's rows are
+    the same, one row per code, in one order."""
+    assert list(REGISTRY) == list(K.ALL) and len(K.ALL) == len(ROWS)
+    assert all(getattr(K, code) == code for code in K.ALL)
+
+
+def code_literals(paths) -> list:
+    """String literals in ``paths`` that spell a problem code."""
+    out = []
+    for path in paths:
+        for n in ast.walk(ast.parse(path.read_text())):
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value in REGISTRY:
+                out.append(f"{path.relative_to(REPO)}:{n.lineno}: {n.value}")
+    return out
+
+
+def test_layers_below_ops_name_codes_through_problem_codes():
+    """A verifier below the check (fs, io, log, ns, ...) names a problem
+    code by its constant in fstool.format.problem_codes, never as a string
+    of its own (which nothing would hold to the registry)."""
+    pkg = REPO / "fstool"
+    paths = [p for layer in ("recovery", "ns", "alloc", "trans", "fs", "log", "io", "format")
+             for p in sorted((pkg / layer).rglob("*.py")) if p.name != "problem_codes.py"]
+    assert len(paths) > 50 and any(p.parent.name == "dirform" for p in paths)
+    assert code_literals(paths) == []
+    # and a literal code is caught
+    assert code_literals([pkg / "format" / "problem_codes.py"])
 
 
 def test_the_problem_doc_is_current():

@@ -8,6 +8,10 @@ A :class:`Layout` is a list of ``(field_name, code)`` pairs in on-disk order.
 * a :mod:`construct` ``Struct`` for field-by-field printing and JSON,
 
 so the two views can never drift apart.  Field names are the kernel's.
+
+One field at a time, :meth:`Layout.field` gives a :class:`Field` (its
+offset and a struct for it alone): the one table of offsets for code that
+reads or patches single fields of a raw structure in place.
 """
 from __future__ import annotations
 
@@ -27,9 +31,40 @@ def _code(code: str) -> tuple[int, str] | None:
     return int(digits or 0), code[-1]
 
 
+class Field:
+    """One field of a layout: where it starts in the structure, its size and
+    a struct for its value (an array field's values come as a tuple)."""
+    __slots__ = ("name", "offset", "size", "struct", "_one")
+
+    def __init__(self, name: str, offset: int, code: str, endian: str):
+        self.name = name
+        self.offset = offset
+        self.struct = struct.Struct(endian + code)
+        self.size = self.struct.size
+        count, kind = _code(code)
+        self._one = not count or kind == "s"
+
+    def get(self, buf, base: int = 0):
+        """The field's value in the structure at ``base`` of ``buf``."""
+        v = self.struct.unpack_from(buf, base + self.offset)
+        return v[0] if self._one else v
+
+    def put(self, buf, value, base: int = 0) -> None:
+        """Set the field of the structure at ``base`` of ``buf``."""
+        if self._one:
+            self.struct.pack_into(buf, base + self.offset, value)
+        else:
+            self.struct.pack_into(buf, base + self.offset, *value)
+
+    def raw(self, buf, base: int = 0) -> bytes:
+        """The field's bytes as they are."""
+        start = base + self.offset
+        return bytes(buf[start:start + self.size])
+
+
 class Layout:
     __slots__ = ("name", "fields", "struct", "size", "_construct", "_arrays", "_offsets",
-                 "endian", "_pack_all")
+                 "endian", "_pack_all", "_fields")
 
     def __init__(self, name: str, fields: list[tuple[str, str]], endian: str = ">"):
         """``endian`` is ``">"`` (big-endian, every on-disk metadata
@@ -63,6 +98,7 @@ class Layout:
         assert self.size == offset, (name, self.size, offset)
         self._construct = None
         self._pack_all = None       # compiled on the first pack: readers never pack
+        self._fields: dict = {}     # name -> Field, made on first use
 
     def _compile_pack_all(self):
         """``pack`` of a dict that holds every field (the common case: a
@@ -102,6 +138,30 @@ class Layout:
 
     def offset(self, field: str) -> int:
         return self._offsets[field]
+
+    def field(self, name: str) -> Field:
+        """The :class:`Field` ``name``: its offset and its own struct."""
+        f = self._fields.get(name)
+        if f is None:
+            f = self._fields[name] = Field(name, self._offsets[name], dict(self.fields)[name],
+                                           self.endian)
+        return f
+
+    def get(self, buf, name: str, base: int = 0):
+        """Field ``name`` of the structure at ``base`` of ``buf``."""
+        f = self._fields.get(name) or self.field(name)
+        return f.get(buf, base)
+
+    def put(self, buf, name: str, value, base: int = 0) -> None:
+        """Set field ``name`` of the structure at ``base`` of ``buf``."""
+        f = self._fields.get(name) or self.field(name)
+        f.put(buf, value, base)
+
+    def indexes(self) -> dict:
+        """{field: where it comes in the values ``struct.unpack`` gives} (a
+        layout without arrays: one value per field)."""
+        assert not any(count for _f, count in self._arrays), self.name
+        return {fname: i for i, (fname, _code) in enumerate(self.fields)}
 
     def unpack(self, buf, offset: int = 0) -> dict:
         """Decode into a dict of field -> value (arrays as lists)."""

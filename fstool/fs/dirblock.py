@@ -15,7 +15,7 @@ from .dirform.free import (FREE_HDR, free_bests, free_hdr, put_free_bests, put_f
 from .dirform.leaf import (LEAF_ENT, LEAF_HDR, LEAF_TAIL, bestcount, leaf_bests,
                            leaf_bests_start, leaf_count, leaf_count_stale, leaf_entry,
                            leaf_words, put_bestcount, put_last_best, put_leaf_bests,
-                           put_leaf_count_stale, put_leaf_entry)
+                           put_leaf_count_stale, put_leaf_entry, put_leaf_words)
 from .dirform.sf import (SF_ENTRY, SF_HDR, SF_MIN, sf_encode, sf_entry, sf_entsize, sf_header,
                          sf_parent, sf_parse, sf_size)
 
@@ -29,5 +29,6 @@ __all__ = ["BLOCK_TAIL", "block_leaf_start", "block_tail", "put_block_tail",
            "LEAF_ENT", "LEAF_HDR", "LEAF_TAIL", "bestcount", "leaf_bests", "leaf_bests_start",
            "leaf_count", "leaf_count_stale", "leaf_entry", "leaf_words", "put_bestcount",
            "put_last_best", "put_leaf_bests", "put_leaf_count_stale", "put_leaf_entry",
+           "put_leaf_words",
            "SF_ENTRY", "SF_HDR", "SF_MIN", "sf_encode", "sf_entry", "sf_entsize", "sf_header",
            "sf_parent", "sf_parse", "sf_size"]

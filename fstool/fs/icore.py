@@ -44,6 +44,58 @@ def encode_dev(major: int, minor: int) -> bytes:
     return struct.pack(">I", (major << C.XFS_DEV_BITSMINOR) | minor)
 
 
+def count_fields(flags2: int) -> tuple[str, str]:
+    """The core fields holding the data and attr fork extent counts of an
+    inode with ``flags2`` (NREXT64 moves both)."""
+    if flags2 & C.XFS_DIFLAG2_NREXT64:
+        return "di_big_nextents", "di_nextents"
+    return "di_nextents", "di_anextents"
+
+
+class InodeEdit:
+    """A written inode changed in place, field by field, and sealed once:
+    the one way the writers patch an inode they read back (the directory
+    writer's save, the namespace's attribute and link count changes).
+    Fields are DINODE's names; times are given in nanoseconds and encoded
+    as the inode's bigtime flag says; extent counts go where its NREXT64
+    flag puts them."""
+    __slots__ = ("buf", "flags2")
+
+    def __init__(self, raw):
+        self.buf = bytearray(raw)
+        self.flags2 = DINODE.get(self.buf, "di_flags2")
+
+    def get(self, name: str):
+        return DINODE.get(self.buf, name)
+
+    def set(self, name: str, value) -> None:
+        DINODE.put(self.buf, name, value)
+
+    def add(self, name: str, delta: int) -> None:
+        if delta:
+            DINODE.put(self.buf, name, DINODE.get(self.buf, name) + delta)
+
+    def set_time(self, name: str, ns: int) -> None:
+        DINODE.put(self.buf, name, encode_ts(ns, bool(self.flags2 & C.XFS_DIFLAG2_BIGTIME)))
+
+    def set_data_fork(self, fmt: int, literal: bytes, space: int, nextents: int) -> None:
+        """A new data fork: ``literal`` in a literal area of ``space`` bytes
+        (the rest zeroed), its format and extent count."""
+        c = C.XFS_DINODE_CORE_SIZE
+        self.buf[c:c + space] = bytes(space)
+        self.buf[c:c + len(literal)] = literal
+        DINODE.put(self.buf, "di_format", fmt)
+        DINODE.put(self.buf, count_fields(self.flags2)[0], nextents)
+
+    def changed(self, n: int = 1) -> None:
+        """``n`` changes more in the change count."""
+        DINODE.put(self.buf, "di_changecount",
+                   (DINODE.get(self.buf, "di_changecount") + n) & _U64)
+
+    def sealed(self) -> bytes:
+        return InodeEncoder.seal(self.buf)
+
+
 @dataclass
 class InodeSpec:
     """Everything that goes into one allocated inode."""

@@ -13,7 +13,7 @@ from ..format.structs import DINODE
 
 _CORE = DINODE.struct
 # positions of the core fields in the unpacked tuple (DINODE has no arrays)
-_I = {name: i for i, (name, _code) in enumerate(DINODE.fields)}
+_I = DINODE.indexes()
 I_MAGIC, I_MODE, I_VERSION, I_FORMAT = _I["di_magic"], _I["di_mode"], _I["di_version"], _I["di_format"]
 I_UID, I_GID, I_NLINK = _I["di_uid"], _I["di_gid"], _I["di_nlink"]
 I_PROJLO, I_PROJHI, I_BIGNEXT = _I["di_projid_lo"], _I["di_projid_hi"], _I["di_big_nextents"]
@@ -27,12 +27,11 @@ I_FLAGS2, I_COWEXTSIZE, I_INO, I_UUID = (_I["di_flags2"], _I["di_cowextsize"], _
 
 
 _STARTOFF = operator.itemgetter(0)
-_BE16, _BE32, _BE64 = struct.Struct(">H"), struct.Struct(">I"), struct.Struct(">Q")
-_NEXT64_OFF = DINODE.offset("di_big_nextents")
-_NEXT32_OFF = DINODE.offset("di_nextents")
-_ANEXT16_OFF = DINODE.offset("di_anextents")
-_NBLOCKS_OFF = DINODE.offset("di_nblocks")
-_GEN_OFF = DINODE.offset("di_gen")
+_NEXT64 = DINODE.field("di_big_nextents")
+_NEXT32 = DINODE.field("di_nextents")
+_ANEXT16 = DINODE.field("di_anextents")
+_NBLOCKS = DINODE.field("di_nblocks")
+_GEN = DINODE.field("di_gen")
 
 
 _inode_stat = parsers.inode_stat
@@ -44,7 +43,7 @@ def raw_stat(fs, ino: int, raw) -> tuple:
     ``fs``, what ``fs.inode(ino)``'s ``stat()`` and ``gen`` give once it is
     written, without decoding it (not for devices, whose ``st_rdev`` this
     leaves 0)."""
-    return _inode_stat(raw, ino, fs._stat_ctx), _BE32.unpack_from(raw, _GEN_OFF)[0]
+    return _inode_stat(raw, ino, fs._stat_ctx), _GEN.get(raw)
 
 
 def decode_timestamp(raw: int, bigtime: bool) -> int:
@@ -100,14 +99,14 @@ class Inode(parsers.InodeCore):
     @property
     def nextents(self) -> int:
         if self.flags2 & C.XFS_DIFLAG2_NREXT64:
-            return _BE64.unpack_from(self.raw, _NEXT64_OFF)[0]
-        return _BE32.unpack_from(self.raw, _NEXT32_OFF)[0]
+            return _NEXT64.get(self.raw)
+        return _NEXT32.get(self.raw)
 
     @property
     def anextents(self) -> int:
         if self.flags2 & C.XFS_DIFLAG2_NREXT64:
-            return _BE32.unpack_from(self.raw, _NEXT32_OFF)[0]
-        return _BE16.unpack_from(self.raw, _ANEXT16_OFF)[0]
+            return _NEXT32.get(self.raw)
+        return _ANEXT16.get(self.raw)
 
     def _time(self, idx: int) -> int:
         return decode_timestamp(self.core[idx], bool(self.flags2 & C.XFS_DIFLAG2_BIGTIME))
@@ -116,7 +115,7 @@ class Inode(parsers.InodeCore):
     mtime_ns = property(lambda self: self._time(I_MTIME))
     ctime_ns = property(lambda self: self._time(I_CTIME))
     crtime_ns = property(lambda self: self._time(I_CRTIME))
-    nblocks = property(lambda self: _BE64.unpack_from(self.raw, _NBLOCKS_OFF)[0])
+    nblocks = property(lambda self: _NBLOCKS.get(self.raw))
     flags = property(lambda self: self.core[I_FLAGS])
     gen = property(lambda self: self.core[I_GEN])
     extsize = property(lambda self: self.core[I_EXTSIZE])

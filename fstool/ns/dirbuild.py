@@ -20,25 +20,22 @@ every rightmost node has a first hash below its last (dablock.pack).
 """
 from __future__ import annotations
 
-import struct
-
 from .._backend import parsers, writers
 from ..errors import InvalidArgument, NameTooLongError
 from ..format import constants as C
+from ..format.structs import DIR3_BLK_HDR
+from ..fs import dirblock as B
 from ..fs.dirform import NAME_MAX
 from .dablock import da_block, da_finisher, identity_finisher, pack
 from .dabtree import node_levels
 from ..io import verify as V
 from .forkplan import ForkPlan, PlannedBlock
 
-HDR = 64                              # v5 data, leaf, node and free headers
-DATA_FIRST = HDR + 16 + 16            # after "." and ".." (with ftype)
-LEAF_ENT = 8
-FREETAG = 0xFFFF
-_BLK_HDR = struct.Struct(">IIQQ16sQ")           # magic crc blkno lsn uuid owner (48)
-_ENT_HDR = struct.Struct(">QB")
-_U16 = struct.Struct(">H")
-_LEAF = struct.Struct(">II")
+HDR = B.HDR                           # v5 data, leaf, node and free headers
+assert HDR == B.LEAF_HDR == B.FREE_HDR
+DATA_FIRST = HDR + 2 * B.MIN_ENTSIZE  # after "." and ".." (with ftype)
+LEAF_ENT = B.LEAF_ENT
+_BLKNO, _UUID = DIR3_BLK_HDR.offset("blkno"), DIR3_BLK_HDR.offset("uuid")
 
 
 def check_name(name: bytes) -> None:
@@ -100,17 +97,16 @@ class _Builder:
         buf = space[b * self.dbs:(b + 1) * self.dbs]
         free = limit - used_end
         if free >= 8:
-            struct.pack_into(">HH", buf, used_end, FREETAG, free)
-            _U16.pack_into(buf, limit - 2, used_end)
-            struct.pack_into(">HH", buf, 48, used_end, free)      # bestfree[0]
-        struct.pack_into(">I", buf, 0, magic)
+            B.put_unused(buf, used_end, free)
+            B.put_bf(buf, ((used_end, free), (0, 0), (0, 0)))
+        B.set_data_magic(buf, magic)
         return buf
 
     def finisher(self, buf: bytearray, da: bool):
         """finish(daddr) for a data/free block (XD?3 header) or a da3 block."""
         if da:
             return da_finisher(buf, self.ino, self.uuid)
-        return identity_finisher(buf, self.ino, self.uuid, 8, 24)
+        return identity_finisher(buf, self.ino, self.uuid, _BLKNO, _UUID)
 
     def dot_entries(self):
         return [(b".", self.ino, C.XFS_DIR3_FT_DIR), (b"..", self.parent, C.XFS_DIR3_FT_DIR)]
@@ -134,11 +130,10 @@ class _Builder:
         size = len(used) * dbs
         if form == "block":
             count = len(leaf)
-            leaf_start = dbs - 8 - LEAF_ENT * count
+            leaf_start = dbs - B.BLOCK_TAIL - LEAF_ENT * count
             buf = self.data_block(space, 0, C.XFS_DIR3_BLOCK_MAGIC, used[0], leaf_start)
-            struct.pack_into(f">{2 * count}I", buf, leaf_start,
-                             *[v for pair in leaf for v in pair])
-            struct.pack_into(">II", buf, dbs - 8, count, 0)
+            B.put_leaf_words(buf, leaf_start, [v for pair in leaf for v in pair])
+            B.put_block_tail(buf, count, 0)
             out.append(PlannedBlock(0, self.fsbs, self.finisher(buf, False),
                                     V.DIR3_DATA_ANY))
             return ForkPlan(None, out, dbs)
@@ -151,9 +146,7 @@ class _Builder:
         if form == "leaf":
             buf = da_block(dbs, C.XFS_DIR3_LEAF1_MAGIC, count=len(leaf),
                            pairs=leaf)
-            tail = dbs - 4
-            struct.pack_into(">I", buf, tail, len(bests))
-            struct.pack_into(f">{len(bests)}H", buf, tail - 2 * len(bests), *bests)
+            B.put_leaf_bests(buf, bests)
             out.append(PlannedBlock(self.leaf_lblk, self.fsbs, self.finisher(buf, True),
                                     V.DA3_NODE_OR_LEAF))
             return ForkPlan(None, out, size)
@@ -205,9 +198,9 @@ class _Builder:
         for k in range(0, len(bests), per):
             part = bests[k:k + per]
             buf = bytearray(dbs)
-            _BLK_HDR.pack_into(buf, 0, C.XFS_DIR3_FREE_MAGIC, 0, 0, 0, b"\0" * 16, 0)
-            struct.pack_into(">IIII", buf, 48, k, len(part), len(part), 0)
-            struct.pack_into(f">{len(part)}H", buf, HDR, *part)
+            B.init_header(buf, C.XFS_DIR3_FREE_MAGIC, 0, bytes(16), 0)
+            B.put_free_hdr(buf, k, len(part), len(part))
+            B.put_free_bests(buf, part)
             lblk = self.free_lblk + (k // per) * fsbs
             out.append(PlannedBlock(lblk, fsbs, self.finisher(buf, False), V.DIR3_FREE))
         return out

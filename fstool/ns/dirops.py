@@ -25,14 +25,13 @@ written once per operation by :meth:`Dir.save`.
 from __future__ import annotations
 
 import bisect
-import struct
 from collections import Counter
 
 from .._backend import parsers, writers
 from ..errors import CorruptionError, FsToolError, NotADirectoryImageError, UnsupportedError
 from ..format import constants as C
-from ..format.structs import DINODE, DIR2_SF_ENTRY
-from ..fs.icore import encode_ts
+from ..format.structs import DIR2_SF_ENTRY
+from ..fs.icore import InodeEdit
 from ..alloc import rmap as R
 from ..io import verify as V
 from . import dirdata as D
@@ -40,16 +39,12 @@ from . import files as F
 from .bmap import first_unused, owned_extents
 from .dabtree import DaTree, init_header
 from ..fs import dabtree, dirblock as B
+from ..fs.dirform import BLOCK, LEAF, NODE, SHORTFORM, form_of
 
 HDR = D.HDR
 _DOTDOT = HDR + D.entsize(len(b"."))        # where '..' and the first entry start
 _FIRST = _DOTDOT + D.entsize(len(b".."))
 NULLOFF = 0xFFFF
-_U32 = struct.Struct(">I")
-_Q = struct.Struct(">Q")
-_DI = {f: DINODE.offset(f) for f in ("di_format", "di_nlink", "di_big_nextents", "di_mtime",
-                                     "di_ctime", "di_size", "di_nblocks", "di_nextents",
-                                     "di_changecount", "di_flags2")}
 #: conversions and da-btree reshapes done so far, by name ("sf->block",
 #: "block->leaf", "leaf->node", "node->leaf", "leaf->block", "block->sf",
 #: "split", "root-split", "join", "root-join"): for tests and benchmarks
@@ -174,17 +169,15 @@ class Dir:
 
     # -- the block map ----------------------------------------------------------
     def form(self) -> str:
+        """The directory's form (one of fstool.fs.dirform.FORMS), told by
+        the detector every reader uses, over the block map as this
+        transaction has changed it."""
         if self.format == C.XFS_DINODE_FMT_LOCAL:
-            return "sf"
+            return SHORTFORM
         if not self.exts:
             raise CorruptionError("directory", "no blocks", ino=self.ino)
         o, _b, n = self.exts[-1]
-        eof = o + n
-        if eof == self.fsbs:
-            return "block"
-        if eof == self.leafblk + self.fsbs:
-            return "leaf"
-        return "node"
+        return form_of(o + n, self.fsbs, self.sb.blocklog)
 
     def _fsb(self, da: int):
         i = bisect.bisect_right(self.exts, (da, 1 << 64)) - 1
@@ -287,9 +280,7 @@ class Dir:
         (and one change more in the change count for each entry added
         without a save of its own, ``unsaved``)."""
         w = self.w
-        raw = bytearray(w.inodes.raw_inode(self.ino))
-        flags2 = _Q.unpack_from(raw, _DI["di_flags2"])[0]
-        c = C.XFS_DINODE_CORE_SIZE
+        ed = InodeEdit(w.inodes.raw_inode(self.ino))
         if self.format == C.XFS_DINODE_FMT_LOCAL:
             lit = self.sf
             fmt, nextents = C.XFS_DINODE_FMT_LOCAL, 0
@@ -310,28 +301,14 @@ class Dir:
             fmt, nextents = self.format, None
         # the fields that change, edited in place (the rest of the core as it is)
         if lit is not None:
-            raw[c:c + self.dsize] = bytes(self.dsize)
-            raw[c:c + len(lit)] = lit
-            raw[_DI["di_format"]] = fmt
-            if flags2 & C.XFS_DIFLAG2_NREXT64:
-                _Q.pack_into(raw, _DI["di_big_nextents"], nextents)
-            else:
-                _U32.pack_into(raw, _DI["di_nextents"], nextents)
-        _Q.pack_into(raw, _DI["di_size"], self.size)
-        if self.blocks_delta:
-            off = _DI["di_nblocks"]
-            _Q.pack_into(raw, off, _Q.unpack_from(raw, off)[0] + self.blocks_delta)
-        if self.nlink_delta:
-            off = _DI["di_nlink"]
-            _U32.pack_into(raw, off, _U32.unpack_from(raw, off)[0] + self.nlink_delta)
-        bigtime = bool(flags2 & C.XFS_DIFLAG2_BIGTIME)
-        _Q.pack_into(raw, _DI["di_ctime"], encode_ts(self.now, bigtime))
-        _Q.pack_into(raw, _DI["di_mtime"],
-                     encode_ts(self.now if mtime_ns is None else mtime_ns, bigtime))
-        off = _DI["di_changecount"]
-        _Q.pack_into(raw, off, (_Q.unpack_from(raw, off)[0] + 1 + self.unsaved)
-                     & ((1 << 64) - 1))
-        w.inodes.put_inode(self.ino, w.enc.seal(raw))
+            ed.set_data_fork(fmt, lit, self.dsize, nextents)
+        ed.set("di_size", self.size)
+        ed.add("di_nblocks", self.blocks_delta)
+        ed.add("di_nlink", self.nlink_delta)
+        ed.set_time("di_ctime", self.now)
+        ed.set_time("di_mtime", self.now if mtime_ns is None else mtime_ns)
+        ed.changed(1 + self.unsaved)
+        w.inodes.put_inode(self.ino, ed.sealed())
         self.blocks_delta = 0
         self.nlink_delta = 0
         self.unsaved = 0
@@ -360,30 +337,30 @@ class Dir:
     def _find(self, name: bytes):
         """(ino, ftype, where) of ``name``; where tells the form's position."""
         form = self.form()
-        if form == "sf":
+        if form == SHORTFORM:
             parent, ents = self._sf_ents()
             if name == b"..":
-                return parent, C.XFS_DIR3_FT_DIR, ("sf", -1)
+                return parent, C.XFS_DIR3_FT_DIR, (SHORTFORM, -1)
             if name == b".":
-                return self.ino, C.XFS_DIR3_FT_DIR, ("sf", -2)
+                return self.ino, C.XFS_DIR3_FT_DIR, (SHORTFORM, -2)
             for k, e in enumerate(ents):
                 if e[1] == name:
-                    return e[3], e[2], ("sf", k)
+                    return e[3], e[2], (SHORTFORM, k)
             return None
         h = _hash(name)
-        if form == "block":
+        if form == BLOCK:
             buf = self.read(0, V.DIR3_DATA_ANY)
             count = B.block_tail(buf)[0]
             start = B.block_leaf_start(buf, count)
             ents = _BufEnts(buf, start, count)
             r = self._scan(ents, _lower_bound(ents, h), h, name, buf)
-            return None if r is None else (r[0], r[1], ("block", r[2]))
-        if form == "leaf":
+            return None if r is None else (r[0], r[1], (BLOCK, r[2]))
+        if form == LEAF:
             lbuf = self.read(self.leafblk)
             count = B.leaf_count(lbuf)
             ents = _BufEnts(lbuf, B.LEAF_HDR, count)
             r = self._scan(ents, _lower_bound(ents, h), h, name, None)
-            return None if r is None else (r[0], r[1], ("leaf", r[2]))
+            return None if r is None else (r[0], r[1], (LEAF, r[2]))
         path = self._node_path(h)
         while True:
             da, lbuf, idx = path[-1]
@@ -392,7 +369,7 @@ class Dir:
             r = self._scan(ents, idx, h, name, None)
             if r is not None:
                 path[-1] = (da, lbuf, r[2])
-                return r[0], r[1], ("node", path)
+                return r[0], r[1], (NODE, path)
             # equal hashes may go on in the next leaf
             i = idx
             while i < count and ents[i][0] == h:
@@ -431,7 +408,7 @@ class Dir:
         (end position, None, 0, 0)."""
         dbs = self.dbs
         form = self.form()
-        if form == "sf":
+        if form == SHORTFORM:
             parent, ents = self._sf_ents()
             items = [(HDR >> 3, b".", self.ino, C.XFS_DIR3_FT_DIR),
                      (_DOTDOT >> 3, b"..", parent, C.XFS_DIR3_FT_DIR)]
@@ -441,7 +418,7 @@ class Dir:
                     yield it
             yield (dbs >> 3, None, 0, 0)
             return
-        if form == "block":
+        if form == BLOCK:
             buf = self.read(0, V.DIR3_DATA_ANY)
             for off, n, free in D.regions(buf):
                 if not free and off >> 3 >= cookie:
@@ -474,11 +451,11 @@ class Dir:
     def add(self, name: bytes, ino: int, ftype: int) -> None:
         form = self.form()
         h = _hash(name)
-        if form == "sf":
+        if form == SHORTFORM:
             self._sf_add(name, ino, ftype, h)
-        elif form == "block":
+        elif form == BLOCK:
             self._block_add(name, ino, ftype, h)
-        elif form == "leaf":
+        elif form == LEAF:
             self._leaf_add(name, ino, ftype, h)
         else:
             self._node_add(name, ino, ftype, h)
@@ -942,11 +919,11 @@ class Dir:
             return None
         ino, ft, where = r
         kind = where[0]
-        if kind == "sf":
+        if kind == SHORTFORM:
             self._sf_remove(where[1])
-        elif kind == "block":
+        elif kind == BLOCK:
             self._block_remove(where[1])
-        elif kind == "leaf":
+        elif kind == LEAF:
             self._leaf_remove(where[1])
         else:
             self._node_remove(where[1])
@@ -1176,7 +1153,7 @@ class Dir:
         if r is None:
             return None
         old_ino, old_ft, where = r
-        if where[0] == "sf":
+        if where[0] == SHORTFORM:
             parent, ents = self._sf_ents()
             if where[1] == -1:
                 parent = ino
@@ -1190,11 +1167,11 @@ class Dir:
             self.sf = new
             self.size = len(new)
         else:
-            if where[0] == "block":
+            if where[0] == BLOCK:
                 buf = self.read(0, V.DIR3_DATA_ANY)
                 addr = B.leaf_entry(buf, B.block_leaf_start(buf, B.block_tail(buf)[0]),
                                     where[1])[1]
-            elif where[0] == "leaf":
+            elif where[0] == LEAF:
                 lbuf = self.read(self.leafblk)
                 addr = B.leaf_entry(lbuf, B.LEAF_HDR, where[1])[1]
             else:

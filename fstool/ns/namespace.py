@@ -80,7 +80,7 @@ from ..format import parent as P
 from ..format.structs import DINODE
 from ..fs import attr as FA, attrleaf as ALEAF
 from ..fs.btree import pack_bmbt_rec
-from ..fs.icore import InodeSpec, encode_dev, encode_ts
+from ..fs.icore import InodeEdit, InodeSpec, encode_dev, encode_ts
 from . import attrbuild as AB, dirbuild as DB, files as F
 from .attrops import AttrFork
 from .bmap import ForkMap, free_fork, owned_blocks, owned_extents
@@ -320,7 +320,7 @@ class Namespace:
             # the Dir of a directory gaining the name holds it (a live
             # inode's generation never changes)
             return self._dir(ino).gen
-        return struct.unpack_from(">I", self.raw_inode(ino), _DI_GEN)[0]
+        return _DI_GEN.get(self.raw_inode(ino))
 
     def _pptr(self, parent: int, name: bytes) -> tuple:
         """The parent pointer of the entry ``name`` of directory ``parent``,
@@ -872,28 +872,22 @@ class Namespace:
     # -- changing existing inodes ---------------------------------------------------
     def _patch(self, ino: int, *, nlink_delta: int = 0, **fields) -> None:
         """Rewrite inode fields (di_ names without the prefix, or *_ns times)."""
-        raw = self.raw_inode(ino)
-        d = DINODE.unpack(raw)
-        bigtime = bool(d["di_flags2"] & C.XFS_DIFLAG2_BIGTIME)
-        if nlink_delta:
-            d["di_nlink"] += nlink_delta
+        ed = InodeEdit(self.raw_inode(ino))
+        ed.add("di_nlink", nlink_delta)
         for k, v in fields.items():
             if k.endswith("_ns"):
-                d["di_" + k[:-3]] = encode_ts(v, bigtime)
+                ed.set_time("di_" + k[:-3], v)
             else:
-                d["di_" + k] = v
-        d["di_changecount"] += 1
-        buf = bytearray(raw)
-        packed = DINODE.pack(d)
-        buf[:len(packed)] = packed
-        self.w.inodes.put_inode(ino, self.w.enc.seal(buf))
+                ed.set("di_" + k, v)
+        ed.changed()
+        self.w.inodes.put_inode(ino, ed.sealed())
         self._forget_dir(ino)
 
     def setattr(self, ino: int, *, mode=None, uid=None, gid=None, atime_ns=None,
                 mtime_ns=None) -> None:
         fields = {"ctime_ns": self.now}
         if mode is not None:
-            cur = struct.unpack_from(">H", self.raw_inode(ino), 2)[0]
+            cur = DINODE.get(self.raw_inode(ino), "di_mode")
             fields["mode"] = (cur & C.S_IFMT) | (mode & 0o7777)
         if uid is not None:
             fields["uid"] = uid
@@ -1552,7 +1546,7 @@ class Namespace:
 
 
 _EMPTY_SF_ATTR = struct.pack(">HBB", 4, 0, 0)     # a shortform attr header, no entries
-_DI_GEN = DINODE.offset("di_gen")
+_DI_GEN = DINODE.field("di_gen")
 
 
 def split_path(path: str) -> tuple[str, bytes]:

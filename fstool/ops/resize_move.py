@@ -549,8 +549,6 @@ def move_ag_btrees(w, agno: int, start: int) -> int:
 
 # -- inodes ------------------------------------------------------------------------------
 
-_DI_INO = DINODE.offset("di_ino")
-
 
 def _entries(fs, inos: set) -> dict:
     """ino -> [(directory, name, ftype)]: every entry naming one of ``inos``."""
@@ -603,7 +601,7 @@ def _move_inode(w, old: int, entries: list, repoints: dict) -> int:
     parent = entries[0][0] if entries else w.sb.rootino
     new = w.inodes.alloc_inode(parent, False)
     raw = bytearray(w.inodes.raw_inode(old))
-    struct.pack_into(">Q", raw, _DI_INO, new)
+    DINODE.put(raw, "di_ino", new)
     w.inodes.put_inode(new, w.enc.seal(bytes(raw)))
     reflink = bool(node.flags2 & C.XFS_DIFLAG2_REFLINK)
     for attr in (False, True):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import struct
 
+from ...format import problem_codes as K
 from ...format.structs import DIR3_FREE_HDR
 
 FREE_HDR = DIR3_FREE_HDR.size                     # 64: bests start here
@@ -52,7 +53,7 @@ def bests_faults(stored, bests: dict, firstdb: int) -> list:
         db = firstdb + i
         want = bests.get(db, NO_BLOCK)
         if v != want:
-            out.append(("DIR_FREE", f"best free space of data block {db} recorded as {v}, "
+            out.append((K.DIR_FREE, f"best free space of data block {db} recorded as {v}, "
                         f"it is {want}", "bests", dict(index=i, expected=want, found=v)))
     return out
 
@@ -66,18 +67,18 @@ def verify(buf, fsb: int, index: int, dirblksize: int, bests: dict) -> list:
     maxbests = max_bests(dirblksize)
     firstdb, nvalid, nused = free_hdr(buf)
     if firstdb != index * maxbests:
-        return [("DIR_FREE", f"free block at {fsb} says it covers data blocks from "
+        return [(K.DIR_FREE, f"free block at {fsb} says it covers data blocks from "
                  f"{firstdb}, its place says {index * maxbests}", "firstdb",
                  dict(expected=index * maxbests, found=firstdb))]
     out = []
     fits = FREE_HDR + 2 * nvalid <= len(buf)
     stored = free_bests(buf, nvalid) if fits else []
     if not fits:
-        out.append(("DIR_FREE", f"free block at {fsb} says {nvalid} entries", "nvalid",
+        out.append((K.DIR_FREE, f"free block at {fsb} says {nvalid} entries", "nvalid",
                     dict(found=nvalid)))
     out += bests_faults(stored, bests, firstdb)
     used = sum(1 for v in stored if v != NO_BLOCK)
     if used != nused:
-        out.append(("DIR_FREE", f"free block at {fsb} says {nused} used, holds {used}",
+        out.append((K.DIR_FREE, f"free block at {fsb} says {nused} used, holds {used}",
                     "nused", dict(expected=used, found=nused)))
     return out

@@ -11,6 +11,7 @@ import struct
 from ..._backend import parsers
 from ...errors import CorruptionError, FsToolError
 from ...format import constants as C
+from ...format import problem_codes as K
 from ...format.structs import DA3_NODE_HDR, DIR2_LEAF_ENTRY, DIR2_LEAF_TAIL, DIR3_LEAF_HDR
 from ...io import verify as V
 from .. import dabtree
@@ -43,6 +44,12 @@ def put_leaf_entry(buf, start: int, i: int, h: int, addr: int) -> None:
 def leaf_words(buf, start: int, count: int) -> tuple:
     """The ``count`` leaf entries at ``start`` flat: hash, address, hash, ..."""
     return struct.unpack_from(f">{2 * count}I", buf, start)
+
+
+def put_leaf_words(buf, start: int, words) -> None:
+    """Leaf entries at ``start`` from ``words`` flat: hash, address, hash, ..."""
+    if words:
+        struct.pack_into(f">{len(words)}I", buf, start, *words)
 
 
 def bestcount(buf) -> int:
@@ -147,9 +154,9 @@ def tally(buf, start: int, count: int, stale: int, ino: int, fsb: int):
                               block=fsb, field="count") from None
     faults = []
     if not ordered:
-        faults.append(("DIR_LEAF", "leaf hashes out of order", "hashval", {}))
+        faults.append((K.DIR_LEAF, "leaf hashes out of order", "hashval", {}))
     if nstale != stale:
-        faults.append(("DIR_LEAF", f"{nstale} stale leaf entries, the header says {stale}",
+        faults.append((K.DIR_LEAF, f"{nstale} stale leaf entries, the header says {stale}",
                        "stale", dict(expected=nstale, found=stale)))
     return lsum, faults
 
@@ -170,5 +177,5 @@ def hash_faults(node, buf, start: int, count: int, block_form: bool, blockbuf=No
             continue
         right = parsers.da_hashname(name)
         if right != h:
-            yield i, ("DIR_LEAF", f"leaf hash 0x{h:08x} for {quote(name)}, which hashes "
+            yield i, (K.DIR_LEAF, f"leaf hash 0x{h:08x} for {quote(name)}, which hashes "
                       f"to 0x{right:08x}", "hashval", {})

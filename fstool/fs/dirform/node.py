@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ...errors import CorruptionError
 from ...format import constants as C
+from ...format import problem_codes as K
 from ...io import verify as V
 from .. import dabtree
 from . import data, leaf
@@ -42,6 +43,6 @@ def leafn_faults(buf, greatest: int) -> tuple[list, int | None]:
     ents = leaf.leaf_words(buf, leaf.LEAF_HDR, count)
     faults = []
     if ents[1] and ents[0] < greatest:
-        faults.append(("DIR_LEAF", f"starts at hash 0x{ents[0]:08x}, below the greatest "
+        faults.append((K.DIR_LEAF, f"starts at hash 0x{ents[0]:08x}, below the greatest "
                        f"before it (0x{greatest:08x})", "hashval", {}))
     return faults, ents[-2]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..._backend import parsers
 from ...errors import CorruptionError
+from ...format import problem_codes as K
 from ...format.structs import DIR2_SF_ENTRY, DIR2_SF_HDR
 from . import block, data, leaf, name_ok
 
@@ -107,12 +108,12 @@ def verify(fork, size: int, has_ftype: bool, data_first: int, dirblksize: int,
     def bad(code, detail, field, **more):
         faults.append((code, detail, field, more))
     if size > len(fork) or size < SF_MIN:
-        bad("DIR_CORRUPT", f"shortform size {size} does not fit the fork "
+        bad(K.DIR_CORRUPT, f"shortform size {size} does not fit the fork "
             f"({len(fork)} bytes)", "di_size")
         return None, [], faults
     count, i8count, width = sf_header(fork)
     if SF_HDR + width > size:
-        bad("DIR_CORRUPT", "shortform header runs past its size", "di_size")
+        bad(K.DIR_CORRUPT, "shortform header runs past its size", "di_size")
         return None, [], faults
     parent = sf_parent(fork, width)
     ft = 1 if has_ftype else 0
@@ -132,19 +133,19 @@ def verify(fork, size: int, has_ftype: bool, data_first: int, dirblksize: int,
         namelen = fork[pos]
         esize = sf_entsize(namelen, ft, width)
         if namelen == 0:
-            bad("DIR_CORRUPT", f"shortform entry {found} has a zero-length name",
+            bad(K.DIR_CORRUPT, f"shortform entry {found} has a zero-length name",
                 "namelen", index=found)
             break
         if pos + esize > size:
-            bad("DIR_CORRUPT", f"shortform entry {found} runs past the directory size",
+            bad(K.DIR_CORRUPT, f"shortform entry {found} runs past the directory size",
                 "namelen", index=found)
             break
         eoff, name, ftype, child, _size = sf_entry(fork, pos, ft, width)
         if not name_ok(name):
-            bad("DIR_NAME", f"shortform entry {quote(name)} has an illegal name",
+            bad(K.DIR_NAME, f"shortform entry {quote(name)} has an illegal name",
                 "name", index=found)
         elif name in names:
-            bad("DIR_NAME", f"shortform entry {quote(name)} is a duplicate name",
+            bad(K.DIR_NAME, f"shortform entry {quote(name)} is a duplicate name",
                 "name", index=found)
         names.add(name)
         if eoff < offset:
@@ -156,18 +157,18 @@ def verify(fork, size: int, has_ftype: bool, data_first: int, dirblksize: int,
         pos += esize
         found += 1
     if count != found:
-        bad("DIR_CORRUPT", f"shortform count {count}, {found} entries", "count",
+        bad(K.DIR_CORRUPT, f"shortform count {count}, {found} entries", "count",
             expected=found, found=count)
     if i8count != i8:
-        bad("DIR_CORRUPT", f"shortform i8count {i8count}, {i8} inode numbers need "
+        bad(K.DIR_CORRUPT, f"shortform i8count {i8count}, {i8} inode numbers need "
             "8 bytes", "i8count", expected=i8, found=i8count)
     if pos != size:
-        bad("DIR_CORRUPT", f"shortform size {size}, its entries end at {pos}",
+        bad(K.DIR_CORRUPT, f"shortform size {size}, its entries end at {pos}",
             "di_size", expected=pos, found=size)
     if offset + (count + 2) * leaf.LEAF_ENT + block.BLOCK_TAIL > dirblksize:
         bad_offset = True
     if bad_offset:
-        bad("DIR_CORRUPT", "shortform entry offsets are out of order or too high",
+        bad(K.DIR_CORRUPT, "shortform entry offsets are out of order or too high",
             "offset")
     return parent, entries, faults
 

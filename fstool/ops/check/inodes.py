@@ -38,7 +38,7 @@ NSEC_PER_SEC = 1_000_000_000
 CHUNK_READAHEAD = 16 << 20
 # inode chunks this close together are asked for as one range
 CHUNK_READAHEAD_GAP = 64 << 10
-_O = {name: DINODE.offset(name) for name, _ in DINODE.fields}
+_PAD = DINODE.field("di_big_nextents")      # di_v3_pad without NREXT64
 
 
 def core_fields(raw: bytes) -> dict:
@@ -51,7 +51,7 @@ def core_fields(raw: bytes) -> dict:
         anextents = f["di_nextents"]
     return dict(magic=f["di_magic"], mode=f["di_mode"], version=f["di_version"],
                 format=f["di_format"], onlink=f["di_onlink"], nlink=f["di_nlink"],
-                pad=raw[_O["di_big_nextents"]:_O["di_big_nextents"] + 8],
+                pad=_PAD.raw(raw),
                 atime=f["di_atime"], mtime=f["di_mtime"], ctime=f["di_ctime"],
                 crtime=f["di_crtime"], size=f["di_size"], nblocks=f["di_nblocks"],
                 extsize=f["di_extsize"], nextents=nextents, anextents=anextents,

@@ -14,7 +14,6 @@ one whose generation or name differs, garbage).  Functions of the check
 context; repair's parent pointer phase lists entries with them too."""
 from __future__ import annotations
 
-import struct
 from collections import Counter, defaultdict
 
 from ..._backend import parsers
@@ -28,7 +27,7 @@ from ...fs.inode import Inode
 from ..names import quoted_name
 from .dirs import verify_dir_ino
 
-_DI_GEN = DINODE.offset("di_gen")
+_DI_GEN = DINODE.field("di_gen")
 
 
 def check_parent_pointers(ctx, tab) -> None:
@@ -95,7 +94,7 @@ def dir_gen(ctx, d: int, gens: dict) -> int:
                                        + index * isz, isz)
             except FsToolError:
                 raw = b""
-        g = gens[d] = struct.unpack_from(">I", raw, _DI_GEN)[0] if len(raw) >= 96 else -1
+        g = gens[d] = _DI_GEN.get(raw) if len(raw) >= 96 else -1
     return g
 
 

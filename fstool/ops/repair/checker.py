@@ -17,10 +17,6 @@ from ...format import constants as C
 from ...format.structs import DINODE
 from ..check import Checker, CheckHooks
 
-_FLAGS2_OFF = DINODE.offset("di_flags2")
-_NEXTENTS_OFF = DINODE.offset("di_nextents")
-_BIG_NEXTENTS_OFF = DINODE.offset("di_big_nextents")
-
 
 def repair_checker(fs, progress=None, chunk_fixes: dict | None = None) -> Checker:
     """A check context with repair's hooks registered (not yet run)."""
@@ -94,9 +90,9 @@ class RepairHooks(CheckHooks):
                 # keeps them, so the forks are read that way rather than
                 # condemned for counts read from the wrong fields
                 flags2 = d["flags2"] & ~C.XFS_DIFLAG2_NREXT64
-                struct.pack_into(">Q", raw, _FLAGS2_OFF, flags2)
-                struct.pack_into(">Q", raw, _BIG_NEXTENTS_OFF, 0)
-                n, an = struct.unpack_from(">IH", raw, _NEXTENTS_OFF)
+                DINODE.put(raw, "di_flags2", flags2)
+                DINODE.put(raw, "di_big_nextents", 0)
+                n, an = DINODE.get(raw, "di_nextents"), DINODE.get(raw, "di_anextents")
                 d = dict(d, flags2=flags2, nextents=n, anextents=an)
             struct.pack_into("<I", raw, C.XFS_DINODE_CRC_OFF,
                              parsers.xfs_cksum(bytes(raw), C.XFS_DINODE_CRC_OFF))

@@ -57,14 +57,13 @@ from ..check.superblocks import rt_inodes
 from .agbuild import REPLACED, raw_buf
 from ...errors import FsToolError
 from ...fs import attrleaf as L, dabtree as DA, dir as D
+from ...fs.icore import count_fields
 from ..names import shown_name
 
 # sb_qflags: the "quota checked" bits xfs_repair clears (XFS_ALL_QUOTA_CHKD)
 QUOTA_CHKD = 0x0004 | 0x0020 | 0x0100 | 0x0400
 XFS_SB_VERSION_QUOTABIT = 0x0040
 
-_OFF = {name: DINODE.offset(name) for name, _ in DINODE.fields}
-_FMT = dict(DINODE.fields)
 
 # the findings this phase answers (the others are the AG rebuild's or the
 # namespace phase's)
@@ -76,19 +75,8 @@ CODES = ("INODE_CORRUPT", "INODE_FREE", "INODE_FORMAT", "INODE_FLAGS", "INODE_EX
          "SB_QUOTINO")
 
 
-def get(raw, name: str) -> int:
-    return struct.unpack_from(">" + _FMT[name], raw, _OFF[name])[0]
-
-
-def put(raw: bytearray, name: str, value) -> None:
-    struct.pack_into(">" + _FMT[name], raw, _OFF[name], value)
-
-
-def count_fields(flags2: int) -> tuple[str, str]:
-    """The core fields holding the data and attr fork extent counts."""
-    if flags2 & DIFLAG2_NREXT64:
-        return "di_big_nextents", "di_nextents"
-    return "di_nextents", "di_anextents"
+# one inode core field of a raw inode by name, read and set in place
+get, put = DINODE.get, DINODE.put
 
 
 @dataclasses.dataclass
