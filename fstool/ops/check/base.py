@@ -50,8 +50,9 @@ class Finding:
     field, the index of a record or entry, and for values the expected and
     found ones.  (A plain class, not a dataclass: loading dataclasses
     loads inspect, ast and dis, a few milliseconds of every check.)"""
-    __slots__ = ("code", "message", "structure", "agno", "block", "ino", "fork", "offset",
-                 "field", "index", "expected", "found")
+    FIELDS = ("code", "message", "structure", "agno", "block", "ino", "fork", "offset",
+              "field", "index", "expected", "found")
+    __slots__ = FIELDS
 
     def __init__(self, code: str, message: str, structure: str | None = None,
                  agno: int | None = None, block: int | None = None, ino: int | None = None,
@@ -63,7 +64,7 @@ class Finding:
         self.field, self.index, self.expected, self.found = field, index, expected, found
 
     def _values(self) -> tuple:
-        return tuple(getattr(self, k) for k in self.__slots__)
+        return tuple(getattr(self, k) for k in self.FIELDS)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -73,13 +74,13 @@ class Finding:
     __hash__ = None
 
     def __repr__(self) -> str:
-        return "Finding(" + ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__) + ")"
+        return "Finding(" + ", ".join(f"{k}={getattr(self, k)!r}" for k in self.FIELDS) + ")"
 
     def __getstate__(self):
         return self._values()
 
     def __setstate__(self, state) -> None:
-        for k, v in zip(self.__slots__, state):
+        for k, v in zip(self.FIELDS, state):
             setattr(self, k, v)
 
     @property
@@ -87,7 +88,7 @@ class Finding:
         return PROBLEMS[self.code][0]
 
     def as_dict(self) -> dict:
-        d = {k: v for k in self.__slots__ if (v := getattr(self, k)) is not None}
+        d = {k: v for k in self.FIELDS if (v := getattr(self, k)) is not None}
         d["severity"] = self.severity
         return d
 

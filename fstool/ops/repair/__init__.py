@@ -564,7 +564,7 @@ def _extend_phase(path, dry_run, undo_file, recorder):
                 return None, recorder
             ag = f["sb_agblocks"] * f["sb_blocksize"]
             first = dev.size // f["sb_blocksize"]
-            found = Finding("IMAGE_TRUNCATED",
+            found = _TruncatedImage("IMAGE_TRUNCATED",
                             f"the image holds {dev.size} bytes, the superblock describes "
                             f"{need}: blocks {first} to {f['sb_dblocks'] - 1} (from AG "
                             f"{dev.size // ag if ag else 0}) are missing", structure="sb",
@@ -589,6 +589,16 @@ def _extend_phase(path, dry_run, undo_file, recorder):
             return found, recorder
     finally:
         dev.close()
+
+
+class _TruncatedImage(Finding):
+    """The IMAGE_TRUNCATED finding of --extend-truncated, with whether the
+    cut ran through an internal log (``log_cut``)."""
+    __slots__ = ("log_cut",)
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.log_cut = False
 
 
 def _log_cut_off(path, grown, recorder) -> bool:
