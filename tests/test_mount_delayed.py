@@ -575,3 +575,29 @@ def test_a_crash_at_each_write_of_a_settle(tmp_path, monkeypatch):
                 assert got_mode in (0o644, mode), f"write {n}: {name}"
         assert set(seen) <= set(synced) | set(pending), f"write {n}: {set(seen)}"
         repair_clean(img)
+
+
+def test_kept_times_of_a_directory_or_symlink_equal_to_their_ctime(tmp_path):
+    """A utimes of a directory or symlink setting the mtime alone, to the
+    very time of the change (a fixed clock makes it so), is kept like a
+    write's times; the settle still gives it to setattr, not to the
+    regular-file path of writes (which refused it: every later change
+    failed and the unmount dropped the kept data)."""
+    T = 1_700_000_000_000_000_000
+    img = fstool_image(tmp_path, "256m")
+    v = Volume(str(img), timestamp_ns=T)
+    d = v.mkdir(v.rootino, b"d", 0o755).ino
+    s = v.symlink(v.rootino, b"s", b"target").ino
+    fh, f = v.create(v.rootino, b"data", 0o100644, os.O_RDWR)
+    assert v.write(fh, 0, b"precious" * 1000) == 8000     # kept in memory
+    v.release(fh)
+    v.setattr(d, mtime_ns=T)
+    v.setattr(s, mtime_ns=T)
+    v.mkdir(v.rootino, b"e", 0o755)
+    v.sync()
+    v.close()
+    st, data, _ext = _on_disk(img, f.ino)
+    assert data == b"precious" * 1000
+    for ino in (d, s):
+        assert _on_disk(img, ino)[0].st_mtime_ns == T
+    repair_clean(img)

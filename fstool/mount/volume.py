@@ -117,6 +117,7 @@ SECURITY_CAPABILITY = b"security.capability"
 NAMES_DIR_BYTES = 4 << 20
 
 _FORKOFF = DINODE.offset("di_forkoff")
+_MODE = DINODE.offset("di_mode")
 
 
 def caller_groups(pid: int):
@@ -384,8 +385,11 @@ class Volume:
             ns = self.ns
             touch = self.fileio.touch
             for ino, f in core.items():
-                if len(f) == 2 and "mtime_ns" in f and f["mtime_ns"] == f.get("ctime_ns"):
-                    # the times of writes alone
+                if len(f) == 2 and "mtime_ns" in f and f["mtime_ns"] == f.get("ctime_ns") \
+                        and self._regular(ino):
+                    # the times of writes alone (a utimes of a directory,
+                    # symlink or device with mtime = ctime looks the same:
+                    # those go through setattr below)
                     touch(ino, f["mtime_ns"])
                     continue
                 ns.now = f["ctime_ns"]
@@ -490,6 +494,11 @@ class Volume:
         self.icache.invalidate(ino)
         self._core_set(ino, **fields)
         return True
+
+    def _regular(self, ino: int) -> bool:
+        """Whether ``ino`` is a regular file, as the open transaction has it."""
+        raw = self.w.inodes.raw_inode(ino)
+        return pystat.S_ISREG(int.from_bytes(raw[_MODE:_MODE + 2], "big"))
 
     def _forkoff(self, ino: int) -> int:
         """di_forkoff of ``ino`` as the open transaction has it (nonzero:
