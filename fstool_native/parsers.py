@@ -2002,7 +2002,8 @@ def scan_inode_chunk(chunk, base, inodesize, first_ino, uuid, free, holemask, fl
     not, a symlink's target of 1 to 1023 bytes inside the fork and without
     a NUL, only a directory as the root inode ``rootino``, and extents
     sorted, non-empty, inside one AG past its headers (block >
-    ``agfl_block``), not unwritten but in a file, below
+    ``agfl_block``), not unwritten but in a file (and not at all on a
+    reflink filesystem, ``flags2_ok`` holding the reflink flag), below
     ``max_file_offset`` and adding up to di_nblocks.  A plain inode's file
     type (mode >> 12) and link count go to ``itype[slot + i]`` and
     ``nlinks[slot + i]`` (an inode table, see nlink_scan), and their extents
@@ -2141,7 +2142,10 @@ def scan_inode_chunk(chunk, base, inodesize, first_ino, uuid, free, holemask, fl
             limit = last_ag_blocks if agno == agcount - 1 else agblocks
             if count == 0 or (e and startoff < prev_end) or agno >= agcount or \
                     agbno <= agfl_block or agbno + count > limit or \
-                    startoff + count - 1 > max_off or (l0 >> 63 and not is_reg):
+                    startoff + count - 1 > max_off or \
+                    (l0 >> 63 and (not is_reg or flags2_ok & 0x2)):
+                # an unwritten extent on a reflink filesystem: the full check
+                # records it, to count it out of the shared blocks
                 ok = False
                 break
             prev_end = startoff + count

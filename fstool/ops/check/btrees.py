@@ -142,6 +142,30 @@ def _child_keys(ctx, name, agno, bt):
     return on_node, check
 
 
+def _keyed_walk(ctx, name, agno, bt, on_leaf, on_keys=None):
+    """(on_leaf, on_node) for walk_ag_tree over an AG btree keyed by its
+    records' first field (inobt, finobt, refcountbt): ``on_leaf`` sees every
+    leaf, and a node's key for each child is held to the child's lowest
+    record or key (BTREE_KEY, a warning, as for the free-space btrees: a key
+    raised past it makes lookups miss records).  ``on_keys(blk, keys)``, if
+    given, sees every node's keys."""
+    keys_seen, child_key = _child_keys(ctx, name, agno, bt)
+
+    def on_node(blk, is_root):
+        keys = [k[0] for k in _node_keys(ctx, name, agno, blk, bt, lambda k: k)]
+        if on_keys is not None:
+            on_keys(blk, keys)
+        if keys:
+            child_key(blk, keys[:1])
+        keys_seen(blk, is_root)
+
+    def on_any_leaf(blk, is_root):
+        on_leaf(blk, is_root)
+        if blk.recs:
+            child_key(blk, blk.recs[0][:1])
+    return on_any_leaf, on_node
+
+
 # -- phase: free space -----------------------------------------------------
 def phase_free_space(ctx) -> None:
     for agno in sorted(ctx.agf):
@@ -403,7 +427,8 @@ def _inode_btrees(ctx, agno: int, agi: dict) -> None:
                     hooks.inobt_record_reported(ctx, agno, rec)
 
     nblocks = walk_ag_tree(ctx, agno, "inobt", ctx.fs.inobt_type(), agi["agi_root"],
-                           agi["agi_level"], OWN_INOBT, on_leaf)
+                           agi["agi_level"], OWN_INOBT,
+                           *_keyed_walk(ctx, "inobt", agno, ctx.fs.inobt_type(), on_leaf))
     good = _table_for(ctx, agno, recs)
     root = agi["agi_root"]
     _expect(ctx, agno, agi, "agi_count", counts["count"], "AGI_COUNT", "agi", root, "inobt")
@@ -438,8 +463,9 @@ def _inode_btrees(ctx, agno: int, agi: dict) -> None:
                                field="ir_freecount", **where)
 
         fblocks = walk_ag_tree(ctx, agno, "finobt", ctx.fs.inobt_type(free=True),
-                               agi["agi_free_root"], agi["agi_free_level"],
-                               OWN_INOBT, on_fleaf)
+                               agi["agi_free_root"], agi["agi_free_level"], OWN_INOBT,
+                               *_keyed_walk(ctx, "finobt", agno,
+                                            ctx.fs.inobt_type(free=True), on_fleaf))
         _expect(ctx, agno, agi, "agi_freecount", counts["fibt_free"], "AGI_COUNT", "agi",
                 agi["agi_free_root"], "finobt")
     if sb.has_ro_compat(C.XFS_SB_FEAT_RO_COMPAT_INOBTCNT):
@@ -619,25 +645,17 @@ def phase_refcounts(ctx) -> None:
                 "nodes": {}, "leaves": {}}
         ctx.refcount_trees[agno] = tree
 
-        # a node's key for each child is the child's lowest (a warning, as
-        # for the free-space btrees: a key raised past it makes lookups
-        # miss records, which the shared-block count below reports)
-        keys_seen, child_key = _child_keys(ctx, "refcountbt", agno, btree.REFCOUNTBT)
-
-        def on_node(blk, is_root, tree=tree, keys_seen=keys_seen, child_key=child_key):
-            keys = [k[0] for k in _node_keys(ctx, "refcountbt", agno, blk, btree.REFCOUNTBT,
-                                             lambda k: k)]
+        def on_keys(blk, keys, tree=tree):
             tree["nodes"][blk.addr] = (keys, list(blk.ptrs))
-            if keys:
-                child_key(blk, keys[:1])
-            keys_seen(blk, is_root)
 
-        def on_any_leaf(blk, is_root, on_leaf=on_leaf, tree=tree, child_key=child_key):
+        def on_tree_leaf(blk, is_root, on_leaf=on_leaf, tree=tree):
             tree["leaves"][blk.addr] = list(blk.recs)
             on_leaf(blk, is_root)
-            if blk.recs:
-                child_key(blk, blk.recs[0][:1])
 
+        # (a key raised past its child's lowest: the shared-block count
+        # below reports the records lookups miss)
+        on_any_leaf, on_node = _keyed_walk(ctx, "refcountbt", agno, btree.REFCOUNTBT,
+                                           on_tree_leaf, on_keys)
         n = walk_ag_tree(ctx, agno, "refcountbt", btree.REFCOUNTBT,
                          agf["agf_refcount_root"], agf["agf_refcount_level"],
                          OWN_REFC, on_any_leaf, on_node)
